@@ -1,0 +1,1 @@
+"""Thoughtmap engine: methods, LLM and search seams, runner, reports. Never imports Streamlit."""

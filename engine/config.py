@@ -1,0 +1,102 @@
+"""All configuration, resolved in one place from the environment (and explicit overrides).
+
+Environment variables (a public interface, keep them stable):
+
+| variable | meaning | default |
+| --- | --- | --- |
+| OPENAI_API_KEY | key for the OpenAI-compatible endpoint | unset |
+| OPENAI_BASE_URL | endpoint URL (OpenAI, Ollama, vLLM, llama.cpp server...) | https://api.openai.com/v1 |
+| THOUGHTMAP_MODEL | default model name | gpt-4o-mini |
+| THOUGHTMAP_MODEL_<PURPOSE> | model for one purpose, e.g. THOUGHTMAP_MODEL_JUDGE | THOUGHTMAP_MODEL |
+| THOUGHTMAP_STRUCTURED_MODE | auto, json_schema, json_object or prompted | auto |
+| THOUGHTMAP_LLM_TIMEOUT | seconds per LLM call | 120 |
+| THOUGHTMAP_LLM_MAX_RETRIES | retries on 429/5xx/connection errors/timeouts | 5 |
+| THOUGHTMAP_LLM_CONCURRENCY | LLM calls in flight, shared by all runs of the process | 4 |
+| THOUGHTMAP_PRICES | JSON file: {"model": {"input": $/1M tokens, "output": $/1M tokens}} | built-in table |
+| THOUGHTMAP_HOME | folder for the default database and the corpus index | ~/.thoughtmap |
+| THOUGHTMAP_DATABASE_URL | any SQLAlchemy URL (sqlite:///..., postgresql+psycopg://...) | sqlite in THOUGHTMAP_HOME |
+| THOUGHTMAP_SEARCH | local, web, both or none | local |
+| THOUGHTMAP_ALLOW_PRIVATE_FETCH | 1 lets page fetch reach private/loopback addresses | 0 |
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+DEFAULT_MODEL = "gpt-4o-mini"
+
+StructuredMode = Literal["auto", "json_schema", "json_object", "prompted"]
+SearchMode = Literal["local", "web", "both", "none"]
+
+
+class LLMSettings(BaseModel):
+    base_url: str = DEFAULT_BASE_URL
+    api_key: str | None = Field(default=None, repr=False, exclude=True)
+    model: str = DEFAULT_MODEL
+    # purpose -> model, e.g. {"judge": "gpt-4o"}; purposes not listed use `model`.
+    models: dict[str, str] = Field(default_factory=dict)
+    structured_mode: StructuredMode = "auto"
+    timeout_s: float = 120.0
+    max_retries: int = 5
+    concurrency: int = 4
+    prices_file: Path | None = None
+
+    def model_for(self, purpose: str) -> str:
+        return self.models.get(purpose, self.model)
+
+    @property
+    def is_default_openai(self) -> bool:
+        return self.base_url.rstrip("/") == DEFAULT_BASE_URL
+
+
+class Settings(BaseModel):
+    home: Path
+    database_url: str
+    llm: LLMSettings
+    search: SearchMode = "local"
+    allow_private_fetch: bool = False
+
+    @property
+    def corpus_index_path(self) -> Path:
+        return self.home / "corpus.sqlite3"
+
+
+def _flag(value: str | None) -> bool:
+    return (value or "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def load_settings(env: Mapping[str, str] | None = None) -> Settings:
+    """Build Settings from an environment mapping (os.environ by default)."""
+    env = os.environ if env is None else env
+    home = Path(env.get("THOUGHTMAP_HOME") or Path.home() / ".thoughtmap").expanduser()
+    database_url = env.get("THOUGHTMAP_DATABASE_URL") or f"sqlite:///{home / 'thoughtmap.sqlite3'}"
+    prefix = "THOUGHTMAP_MODEL_"
+    per_purpose = {
+        key[len(prefix) :].lower(): value
+        for key, value in env.items()
+        if key.startswith(prefix) and value
+    }
+    llm = LLMSettings(
+        base_url=env.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL,
+        api_key=env.get("OPENAI_API_KEY") or None,
+        model=env.get("THOUGHTMAP_MODEL") or DEFAULT_MODEL,
+        models=per_purpose,
+        structured_mode=env.get("THOUGHTMAP_STRUCTURED_MODE") or "auto",
+        timeout_s=float(env.get("THOUGHTMAP_LLM_TIMEOUT") or 120),
+        max_retries=int(env.get("THOUGHTMAP_LLM_MAX_RETRIES") or 5),
+        concurrency=int(env.get("THOUGHTMAP_LLM_CONCURRENCY") or 4),
+        prices_file=Path(env["THOUGHTMAP_PRICES"]) if env.get("THOUGHTMAP_PRICES") else None,
+    )
+    return Settings(
+        home=home,
+        database_url=database_url,
+        llm=llm,
+        search=env.get("THOUGHTMAP_SEARCH") or "local",
+        allow_private_fetch=_flag(env.get("THOUGHTMAP_ALLOW_PRIVATE_FETCH")),
+    )

@@ -1,0 +1,1 @@
+"""The LLM seam. See protocol.py for the contract."""

@@ -1,0 +1,135 @@
+"""The LLM seam: one small protocol that every backend (OpenAI-compatible server, fake) implements.
+
+Methods never talk to a backend directly; they go through `engine.llm.structured` (typed outputs)
+and `engine.llm.accounting.RunLLM` (usage, budget), both of which only need `LLM.chat`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Literal, Protocol, runtime_checkable
+
+Role = Literal["system", "user", "assistant"]
+
+
+@dataclass(frozen=True)
+class Message:
+    role: Role
+    content: str
+
+
+class ResponseFormat(str, Enum):
+    """How a structured answer is requested from the server.
+
+    - ``json_schema``: OpenAI strict structured outputs (`response_format={"type": "json_schema"}`).
+    - ``json_object``: JSON mode plus the schema (llama.cpp server, which rejects ``json_schema``).
+    - ``prompted``: plain text; the schema is in the prompt and JSON is extracted tolerantly.
+    - ``text``: free text, no JSON expected.
+    """
+
+    JSON_SCHEMA = "json_schema"
+    JSON_OBJECT = "json_object"
+    PROMPTED = "prompted"
+    TEXT = "text"
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    messages: tuple[Message, ...]
+    # Logical role of the call ("default", "judge", "summarizer", ...); the backend maps it to a model.
+    purpose: str = "default"
+    response_format: ResponseFormat = ResponseFormat.TEXT
+    json_schema: dict[str, Any] | None = None
+    schema_name: str = "output"
+    max_tokens: int | None = None
+    temperature: float | None = None
+
+
+@dataclass(frozen=True)
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass(frozen=True)
+class ChatResponse:
+    text: str
+    model: str
+    usage: Usage = field(default_factory=Usage)
+    latency_s: float = 0.0
+    attempts: int = 1
+    # The format the server actually honoured (auto mode may have downgraded it).
+    response_format: ResponseFormat = ResponseFormat.TEXT
+
+
+@runtime_checkable
+class LLM(Protocol):
+    """Anything that can answer a chat request. Must be safe to call from several threads."""
+
+    @property
+    def description(self) -> str:
+        """Human-readable 'what am I running on' (model and endpoint, never a key)."""
+        ...
+
+    def model_for(self, purpose: str) -> str:
+        """The model name a call with this purpose goes to."""
+        ...
+
+    def chat(self, request: ChatRequest) -> ChatResponse: ...
+
+
+# ---------------------------------------------------------------- typed errors
+
+
+class LLMError(Exception):
+    """Base class of every error the LLM layer raises. `user_message` says what to do."""
+
+    def __init__(self, message: str, *, hint: str = "") -> None:
+        super().__init__(message)
+        self.hint = hint
+
+    @property
+    def user_message(self) -> str:
+        return f"{self} {self.hint}".strip()
+
+
+class LLMConnectionError(LLMError):
+    """The endpoint could not be reached (refused, DNS, TLS) after retries."""
+
+
+class LLMTimeoutError(LLMError):
+    """The endpoint did not answer within the per-call timeout after retries."""
+
+
+class LLMRateLimitError(LLMError):
+    """Still rate limited (429) after the retries."""
+
+
+class LLMServerError(LLMError):
+    """The server kept failing (5xx) after the retries."""
+
+
+class LLMAuthError(LLMError):
+    """Missing or rejected API key (401/403)."""
+
+
+class LLMRequestError(LLMError):
+    """The server rejected the request itself (400/404/422: bad model name, bad parameter)."""
+
+
+class StructuredOutputError(LLMError):
+    """The model's answer could not be parsed into the expected pydantic model after re-asking."""
+
+    def __init__(self, message: str, *, last_output: str = "", attempts: int = 0) -> None:
+        super().__init__(message, hint="Try a stronger model or the 'prompted' structured mode.")
+        self.last_output = last_output
+        self.attempts = attempts
+
+
+class BudgetExceeded(LLMError):
+    """The run's token or cost budget is used up; the run stops cleanly and keeps its results."""

@@ -1,0 +1,137 @@
+"""Typed LLM outputs: pydantic models in, pydantic models out.
+
+The schema is always put in the prompt as well as in `response_format`, so the same request works
+whichever structured mode the backend ends up using (json_schema, json_object + schema, prompted).
+Invalid answers are re-asked with the validation error, a bounded number of times, then raised as
+`StructuredOutputError`, which methods turn into a failed node while the run goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from engine.llm.protocol import (
+    LLM,
+    ChatRequest,
+    ChatResponse,
+    Message,
+    ResponseFormat,
+    StructuredOutputError,
+)
+
+T = TypeVar("T", bound=BaseModel)
+
+DEFAULT_MAX_REASKS = 2
+_FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
+
+
+def schema_for(output_type: type[BaseModel]) -> dict[str, Any]:
+    return output_type.model_json_schema()
+
+
+def format_instruction(output_type: type[BaseModel]) -> str:
+    schema = json.dumps(schema_for(output_type), ensure_ascii=False, separators=(",", ":"))
+    return (
+        "Answer with exactly one JSON object and nothing else (no prose, no code fence). "
+        f"It must validate against this JSON schema:\n{schema}"
+    )
+
+
+def extract_json(text: str) -> Any:
+    """Find the JSON value in a model's answer: tolerate code fences and text around it.
+
+    Raises ValueError when no JSON object or array can be decoded.
+    """
+    candidates: list[str] = []
+    candidates.extend(m.group(1) for m in _FENCE.finditer(text))
+    candidates.append(text)
+    decoder = json.JSONDecoder()
+    for candidate in candidates:
+        stripped = candidate.strip()
+        for start, char in enumerate(stripped):
+            if char not in "{[":
+                continue
+            try:
+                value, _ = decoder.raw_decode(stripped, start)
+            except json.JSONDecodeError:
+                continue
+            return value
+    raise ValueError("no JSON object found in the answer")
+
+
+def parse_output(text: str, output_type: type[T]) -> T:
+    """Parse and validate; raises ValueError or pydantic.ValidationError."""
+    value = extract_json(text)
+    if isinstance(value, list) and len(output_type.model_fields) == 1:
+        # Small models often answer with the bare list for a one-field wrapper model.
+        (only_field,) = output_type.model_fields
+        value = {only_field: value}
+    return output_type.model_validate(value)
+
+
+def _short_error(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        parts = []
+        for err in exc.errors()[:6]:
+            where = ".".join(str(p) for p in err.get("loc", ())) or "(root)"
+            parts.append(f"{where}: {err.get('msg')}")
+        return "; ".join(parts)
+    return str(exc)
+
+
+def ask_structured(
+    llm: LLM,
+    messages: Sequence[Message],
+    output_type: type[T],
+    *,
+    purpose: str = "default",
+    max_reasks: int = DEFAULT_MAX_REASKS,
+    max_tokens: int | None = None,
+    temperature: float | None = None,
+    on_response: Callable[[ChatResponse], None] | None = None,
+) -> T:
+    """Ask for an `output_type` instance; re-ask with the error up to `max_reasks` times.
+
+    `on_response` sees every raw response (for usage accounting), including the invalid ones.
+    """
+    convo = list(messages)
+    convo.append(Message("user", format_instruction(output_type)))
+    last_text = ""
+    last_error = ""
+    for attempt in range(max_reasks + 1):
+        request = ChatRequest(
+            messages=tuple(convo),
+            purpose=purpose,
+            response_format=ResponseFormat.JSON_SCHEMA,
+            json_schema=schema_for(output_type),
+            schema_name=output_type.__name__,
+            max_tokens=max_tokens,
+            temperature=temperature,
+        )
+        response = llm.chat(request)
+        if on_response is not None:
+            on_response(response)
+        last_text = response.text
+        try:
+            return parse_output(response.text, output_type)
+        except (ValueError, ValidationError) as exc:
+            last_error = _short_error(exc)
+            convo.append(Message("assistant", response.text[:4000]))
+            convo.append(
+                Message(
+                    "user",
+                    f"That answer was not valid: {last_error}. Reply again with only the "
+                    "corrected JSON object.",
+                )
+            )
+    raise StructuredOutputError(
+        f"the model's answer did not match {output_type.__name__} after {max_reasks + 1} "
+        f"attempts ({last_error})",
+        last_output=last_text,
+        attempts=max_reasks + 1,
+    )

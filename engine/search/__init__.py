@@ -1,0 +1,1 @@
+"""The search seam. See protocol.py for the contract."""

@@ -1,0 +1,44 @@
+"""The search seam: every backend (local corpus, web, none) returns `Hit`s."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Protocol, runtime_checkable
+
+HitKind = Literal["corpus", "web"]
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One search result. `ref` is the stable identity: a URL for web hits, a document id
+    (``<collection>/<title>#<chunk>``) for corpus hits."""
+
+    title: str
+    ref: str
+    snippet: str
+    text: str
+    kind: HitKind
+    url: str | None = None
+    score: float = 0.0
+
+
+@runtime_checkable
+class Searcher(Protocol):
+    @property
+    def description(self) -> str:
+        """What this searcher searches, for the 'running on' notice."""
+        ...
+
+    def search(self, query: str, k: int = 5) -> list[Hit]: ...
+
+
+class SearchError(Exception):
+    """A search backend failed (deadline passed, rate limited, network down). `hint` says what to do."""
+
+    def __init__(self, message: str, *, hint: str = "") -> None:
+        super().__init__(message)
+        self.hint = hint
+
+
+class FetchError(SearchError):
+    """A page could not be fetched or was refused (scheme, private address, size, time)."""

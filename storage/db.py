@@ -1,0 +1,72 @@
+"""The database engine factory: SQLite (WAL, busy timeout, foreign keys) or any SQLAlchemy URL."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy import event
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import ArgumentError
+from sqlmodel import create_engine
+
+from storage.migrations import migrate
+
+
+class DatabaseURLError(ValueError):
+    """THOUGHTMAP_DATABASE_URL is not a usable SQLAlchemy URL."""
+
+
+@dataclass
+class Database:
+    url: str
+    engine: Engine
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.engine.dialect.name == "sqlite"
+
+    @property
+    def display_url(self) -> str:
+        """The URL with any password hidden, for notices and logs."""
+        return make_url(self.url).render_as_string(hide_password=True)
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+
+def _sqlite_pragmas(dbapi_connection, _record) -> None:  # pragma: no cover - driver callback
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()
+
+
+def open_database(url: str, *, run_migrations: bool = True) -> Database:
+    """Open (and by default migrate) the database at `url`."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise DatabaseURLError(
+            f"'{url}' is not a database URL. Use sqlite:///path/to/file.sqlite3 or "
+            "postgresql+psycopg://user:password@host:5432/dbname."
+        ) from exc
+    if parsed.get_backend_name() == "sqlite":
+        database = parsed.database
+        if database and database != ":memory:":
+            Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(
+            url,
+            connect_args={"check_same_thread": False, "timeout": 30},
+            pool_size=10,
+            max_overflow=20,
+        )
+        event.listen(engine, "connect", _sqlite_pragmas)
+    else:
+        engine = create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+    db = Database(url=url, engine=engine)
+    if run_migrations:
+        migrate(engine)
+    return db

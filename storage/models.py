@@ -1,0 +1,191 @@
+"""Tables. A run is a persisted, growing graph: runs -> nodes/edges -> sources, plus the LLM calls,
+steering commands and reports that belong to it. Method-specific node fields live in `Node.data`."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import JSON, Column, Text, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class RunStatus:
+    QUEUED = "queued"
+    RUNNING = "running"
+    PAUSED = "paused"
+    DONE = "done"
+    FAILED = "failed"
+    STOPPED = "stopped"  # by the user, or by the budget (see stop_reason)
+    INTERRUPTED = "interrupted"  # its process died; resumable
+
+    ACTIVE = (QUEUED, RUNNING, PAUSED)
+    RESUMABLE = (INTERRUPTED, STOPPED, FAILED, PAUSED, QUEUED)
+
+
+class NodeStatus:
+    PENDING = "pending"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    PRUNED = "pruned"
+
+    UNFINISHED = (PENDING, RUNNING)
+
+
+class Run(SQLModel, table=True):
+    __tablename__ = "runs"
+
+    id: str = Field(primary_key=True, max_length=32)
+    question: str = Field(sa_column=Column(Text, nullable=False))
+    title: str = Field(default="", max_length=300)
+    method: str = Field(index=True, max_length=64)
+    params: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    # What the run runs on (model, endpoint, search); never an API key.
+    llm_info: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    search_mode: str = Field(default="local", max_length=16)
+    status: str = Field(default=RunStatus.QUEUED, index=True, max_length=16)
+    stop_reason: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    error: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    max_tokens: int | None = None
+    max_cost: float | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float = 0.0
+    llm_calls: int = 0
+    node_count: int = 0
+    # Bumped on every change to the run's graph, so a UI can poll cheaply.
+    version: int = 0
+    owner: str = Field(default="", max_length=200)
+    heartbeat_at: datetime | None = None
+    created_at: datetime = Field(default_factory=utcnow, index=True)
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
+class Node(SQLModel, table=True):
+    __tablename__ = "nodes"
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="runs.id", index=True, max_length=32, ondelete="CASCADE")
+    parent_id: int | None = Field(default=None, index=True)
+    kind: str = Field(max_length=32)
+    label: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    content: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    status: str = Field(default=NodeStatus.PENDING, max_length=16)
+    depth: int = 0
+    order: int = 0
+    priority: float = 0.0
+    data: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    error: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float = 0.0
+    latency_s: float = 0.0
+    created_at: datetime = Field(default_factory=utcnow)
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+class Edge(SQLModel, table=True):
+    __tablename__ = "edges"
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="runs.id", index=True, max_length=32, ondelete="CASCADE")
+    src: int = Field(index=True)
+    dst: int = Field(index=True)
+    kind: str = Field(default="child", max_length=32)
+
+
+class Source(SQLModel, table=True):
+    """A document a run used: a web page or a corpus chunk. Unique per run by `ref`."""
+
+    __tablename__ = "sources"
+    __table_args__ = (UniqueConstraint("run_id", "ref", name="uq_sources_run_ref"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="runs.id", index=True, max_length=32, ondelete="CASCADE")
+    ref: str = Field(max_length=1000)
+    kind: str = Field(default="corpus", max_length=16)
+    url: str | None = Field(default=None, max_length=2000)
+    title: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    snippet: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    text: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class NodeSource(SQLModel, table=True):
+    __tablename__ = "node_sources"
+
+    node_id: int = Field(foreign_key="nodes.id", primary_key=True, ondelete="CASCADE")
+    source_id: int = Field(foreign_key="sources.id", primary_key=True, ondelete="CASCADE")
+    rank: int = 0
+    score: float = 0.0
+
+
+class LLMCall(SQLModel, table=True):
+    __tablename__ = "llm_calls"
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="runs.id", index=True, max_length=32, ondelete="CASCADE")
+    node_id: int | None = Field(default=None, index=True)
+    purpose: str = Field(default="default", max_length=64)
+    model: str = Field(default="", max_length=200)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float = 0.0
+    latency_s: float = 0.0
+    attempts: int = 1
+    ok: bool = True
+    error: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class CommandStatus:
+    QUEUED = "queued"
+    TAKEN = "taken"
+    DONE = "done"
+    FAILED = "failed"
+
+
+class Command(SQLModel, table=True):
+    """A persisted steering/control command (pause, resume, stop, expand, deepen, prune...)."""
+
+    __tablename__ = "commands"
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="runs.id", index=True, max_length=32, ondelete="CASCADE")
+    kind: str = Field(max_length=32)
+    payload: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    status: str = Field(default=CommandStatus.QUEUED, index=True, max_length=16)
+    error: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    created_at: datetime = Field(default_factory=utcnow)
+    taken_at: datetime | None = None
+    done_at: datetime | None = None
+
+
+class Report(SQLModel, table=True):
+    """A report version. `markdown` cites sources as ``[[S<source id>]]`` markers, which
+    `engine.report` renders as ``[n]`` with a Sources section."""
+
+    __tablename__ = "reports"
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="runs.id", index=True, max_length=32, ondelete="CASCADE")
+    kind: str = Field(default="final", max_length=32)
+    markdown: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    data: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class SchemaMigration(SQLModel, table=True):
+    __tablename__ = "schema_migrations"
+
+    version: int = Field(primary_key=True)
+    name: str = Field(max_length=200)
+    applied_at: datetime = Field(default_factory=utcnow)

@@ -1,0 +1,69 @@
+"""Test-wide guards: no internet, no real API keys, a private THOUGHTMAP_HOME per test session."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+
+import pytest
+
+_real_connect = socket.socket.connect
+_real_connect_ex = socket.socket.connect_ex
+_real_getaddrinfo = socket.getaddrinfo
+
+
+def _is_local(address) -> bool:
+    if isinstance(address, (str, bytes)):  # AF_UNIX path
+        return True
+    host = address[0]
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host in {"localhost"}
+
+
+class NetworkBlocked(RuntimeError):
+    pass
+
+
+def _guarded_connect(self, address):
+    if not _is_local(address):
+        raise NetworkBlocked(f"tests may not reach the network (tried {address!r})")
+    return _real_connect(self, address)
+
+
+def _guarded_connect_ex(self, address):
+    if not _is_local(address):
+        raise NetworkBlocked(f"tests may not reach the network (tried {address!r})")
+    return _real_connect_ex(self, address)
+
+
+def _guarded_getaddrinfo(host, *args, **kwargs):
+    if host not in (None, "localhost") and not _looks_loopback(host):
+        raise NetworkBlocked(f"tests may not resolve remote hosts (tried {host!r})")
+    return _real_getaddrinfo(host, *args, **kwargs)
+
+
+def _looks_loopback(host) -> bool:
+    try:
+        return ipaddress.ip_address(host if isinstance(host, str) else host.decode()).is_loopback
+    except ValueError:
+        return False
+
+
+def pytest_configure(config):
+    socket.socket.connect = _guarded_connect
+    socket.socket.connect_ex = _guarded_connect_ex
+    socket.getaddrinfo = _guarded_getaddrinfo
+    for key in list(os.environ):
+        if key.startswith(("OPENAI_", "THOUGHTMAP_")) and key != "THOUGHTMAP_TEST_POSTGRES_URL":
+            os.environ.pop(key)
+
+
+@pytest.fixture(autouse=True)
+def _isolated_home(tmp_path_factory, monkeypatch):
+    """Every test gets its own THOUGHTMAP_HOME (database, corpus index) unless it sets one."""
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("THOUGHTMAP_HOME", str(home))
+    yield home
