@@ -179,6 +179,12 @@ class Repository:
             error="",
         )
 
+    def set_budget(self, run_id: str, *, max_tokens: int | None, max_cost: float | None) -> None:
+        self._update_run(run_id, max_tokens=max_tokens, max_cost=max_cost)
+
+    def update_llm_info(self, run_id: str, llm_info: dict[str, Any]) -> None:
+        self._update_run(run_id, llm_info=llm_info)
+
     def heartbeat(self, run_id: str) -> None:
         with self._session() as s:
             s.exec(update(Run).where(col(Run.id) == run_id).values(heartbeat_at=utcnow()))
@@ -218,13 +224,13 @@ class Repository:
             s.exec(delete(Run).where(col(Run.id) == run_id))
             s.commit()
 
-    def mark_dead_runs_interrupted(self, is_owner_alive: Callable[[str], bool]) -> list[str]:
+    def mark_dead_runs_interrupted(self, is_owner_alive: Callable[[Run], bool]) -> list[str]:
         """Runs left running/paused by a process that no longer exists become `interrupted`."""
         with self._session() as s:
             candidates = s.exec(
                 select(Run).where(col(Run.status).in_([RunStatus.RUNNING, RunStatus.PAUSED]))
             ).all()
-        dead = [run.id for run in candidates if not is_owner_alive(run.owner)]
+        dead = [run.id for run in candidates if not is_owner_alive(run)]
         for run_id in dead:
             with self._session() as s:
                 # Only if still owned by the same dead owner: never clobber a live claim.
@@ -428,6 +434,13 @@ class Repository:
             for source in stored:
                 s.refresh(source)
         return stored
+
+    def link_sources(self, node_id: int, source_ids: Sequence[int]) -> None:
+        with self._session() as s:
+            for rank, source_id in enumerate(source_ids):
+                if s.get(NodeSource, (node_id, source_id)) is None:
+                    s.add(NodeSource(node_id=node_id, source_id=source_id, rank=rank))
+            s.commit()
 
     def list_sources(self, run_id: str) -> list[Source]:
         with self._session() as s:

@@ -1,0 +1,95 @@
+"""Citations that always resolve.
+
+Prompts number the sources they show the model (`[1] Title` blocks). The model's `[n]` markers are
+turned at once into run-wide markers `[[S<source id>]]` for storage, dropping any number that was
+not shown, so stored text can only cite stored sources. Rendering turns the markers back into
+`[n]`, numbered by first appearance, with a matching source list.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+_MODEL_CITATION = re.compile(r"\[(\d+(?:\s*[,;]\s*\d+)*)\]")
+_STORED_MARKER = re.compile(r"\[\[S(\d+)\]\]")
+
+
+class CitableSource(Protocol):
+    id: int | None
+    title: str
+    text: str
+    snippet: str
+
+
+def source_blocks(sources: Sequence[CitableSource], *, max_chars: int = 1500) -> str:
+    """The numbered source list for a prompt: a `[n] Title` line, its text, a blank line."""
+    blocks = []
+    for number, source in enumerate(sources, start=1):
+        body = (source.text or source.snippet or "").strip().replace("\n\n", "\n")
+        if len(body) > max_chars:
+            body = body[:max_chars].rsplit(" ", 1)[0] + " ..."
+        blocks.append(f"[{number}] {source.title.strip() or 'Untitled'}\n{body}")
+    return "\n\n".join(blocks)
+
+
+def to_stored_markers(text: str, sources: Sequence[CitableSource]) -> tuple[str, list[int]]:
+    """Replace the model's `[n]` (and `[1, 2]`) with `[[S<id>]]`; drop numbers it was not shown.
+
+    Returns the new text and the dropped numbers (each one a citation error of the model).
+    """
+    dropped: list[int] = []
+
+    def replace(match: re.Match[str]) -> str:
+        markers = []
+        for part in re.split(r"\s*[,;]\s*", match.group(1)):
+            number = int(part)
+            if 1 <= number <= len(sources) and sources[number - 1].id is not None:
+                markers.append(f"[[S{sources[number - 1].id}]]")
+            else:
+                dropped.append(number)
+        return "".join(markers)
+
+    converted = _MODEL_CITATION.sub(replace, text)
+    return re.sub(r"[ \t]+([.,;:])", r"\1", converted), dropped
+
+
+def cited_source_ids(text: str) -> list[int]:
+    """Source ids cited in stored text, in order of first appearance."""
+    seen: dict[int, None] = {}
+    for match in _STORED_MARKER.finditer(text):
+        seen.setdefault(int(match.group(1)), None)
+    return list(seen)
+
+
+@dataclass(frozen=True)
+class Rendered:
+    text: str
+    # Report number -> source id, in citation order.
+    numbering: dict[int, int]
+
+
+def number_citations(text: str, known_ids: Iterable[int], start: Mapping[int, int] | None = None) -> Rendered:
+    """Render `[[S<id>]]` as `[n]`; markers of unknown sources are removed.
+
+    `start` maps source id -> number already assigned (to share numbering across texts).
+    """
+    known = set(known_ids)
+    numbers: dict[int, int] = dict(start or {})
+
+    def replace(match: re.Match[str]) -> str:
+        source_id = int(match.group(1))
+        if source_id not in known:
+            return ""
+        if source_id not in numbers:
+            numbers[source_id] = len(numbers) + 1
+        return f"[{numbers[source_id]}]"
+
+    rendered = _STORED_MARKER.sub(replace, text)
+    return Rendered(text=rendered, numbering={n: sid for sid, n in numbers.items()})
+
+
+def strip_markers(text: str) -> str:
+    return _STORED_MARKER.sub("", text)

@@ -1,0 +1,327 @@
+"""`thoughtmap`: the same engine, headless.
+
+Exit codes: 0 done; 1 the run failed or a runtime error (endpoint unreachable...); 2 bad input
+(unknown method, parameter or run, empty question, missing key); 3 the run stopped before the end
+(budget reached, or stopped by the user) with its partial results kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from engine.config import load_settings
+from engine.llm.protocol import LLMAuthError, LLMError
+from engine.methods.params import ParamError, build_params, parse_assignments
+from engine.methods.registry import METHODS, UnknownMethod, get_method
+from engine.report import export_json, render_markdown
+from engine.runner import RunnerError
+from engine.search.protocol import SearchError
+from storage.db import DatabaseURLError
+from storage.models import RunStatus
+from storage.repository import RunNotFound
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_STOPPED = 0, 1, 2, 3
+
+
+class CLIError(Exception):
+    def __init__(self, message: str, code: int = EXIT_USAGE) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _err(message: str) -> None:
+    print(f"thoughtmap: {message}", file=sys.stderr, flush=True)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="thoughtmap",
+        description="Deep research with LLM reasoning trees, headless. Runs are stored and can be "
+        "listed, shown, resumed and exported.",
+        epilog="Exit codes: 0 done, 1 failed, 2 bad input, 3 stopped early (budget or user).",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = sub.add_parser("run", help="research a question; prints the run id")
+    run.add_argument("question", help="the question to research (quote it)")
+    run.add_argument("--method", default="rag", help=f"reasoning method: {', '.join(sorted(METHODS))} (default rag)")
+    run.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                     help="method parameter, repeatable (see: thoughtmap methods)")
+    run.add_argument("--llm", choices=["auto", "fake", "openai"], default="auto",
+                     help="openai: any OpenAI-compatible endpoint (OPENAI_BASE_URL, OPENAI_API_KEY, "
+                     "THOUGHTMAP_MODEL); fake: the offline scripted fake; auto (default): openai when "
+                     "an endpoint or key is configured, else fake")
+    run.add_argument("--search", choices=["local", "web", "both", "none"], default=None,
+                     help="where sources come from (default THOUGHTMAP_SEARCH or local: the bundled corpus)")
+    run.add_argument("--out", type=Path, help="also write the Markdown report to this file")
+    run.add_argument("--max-tokens", type=int, help="token budget of the run; it stops cleanly when reached")
+    run.add_argument("--max-cost", type=float, help="cost budget of the run in dollars")
+    run.add_argument("--quiet", action="store_true", help="no progress on stderr")
+
+    resume = sub.add_parser("resume", help="continue an interrupted, stopped or failed run")
+    resume.add_argument("run_id")
+    resume.add_argument("--llm", choices=["fake", "openai"], help="LLM to continue with (default: the run's own)")
+    resume.add_argument("--max-tokens", type=int, help="raise the token budget")
+    resume.add_argument("--max-cost", type=float, help="raise the cost budget")
+    resume.add_argument("--out", type=Path, help="also write the Markdown report to this file")
+    resume.add_argument("--quiet", action="store_true")
+
+    lst = sub.add_parser("list", help="list stored runs, newest first")
+    lst.add_argument("--status", help="only runs with this status")
+    lst.add_argument("--method", help="only runs of this method")
+    lst.add_argument("--search", dest="text", help="only runs whose question contains this text")
+    lst.add_argument("--limit", type=int, default=50)
+
+    show = sub.add_parser("show", help="show a run: status, usage and its tree")
+    show.add_argument("run_id")
+
+    export = sub.add_parser("export", help="export a run as Markdown or JSON")
+    export.add_argument("run_id")
+    export.add_argument("--format", choices=["md", "json"], default="md")
+    export.add_argument("--out", type=Path, help="write to this file instead of stdout")
+
+    ingest = sub.add_parser("ingest", help="add files or folders (txt, md, html, pdf, jsonl) to the local corpus")
+    ingest.add_argument("paths", nargs="+", type=Path)
+
+    sub.add_parser("methods", help="list the methods and their parameters")
+    return parser
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _services():
+    from engine.services import build_services  # imported late: keeps `--help` fast
+
+    try:
+        return build_services(load_settings())
+    except DatabaseURLError as exc:
+        raise CLIError(str(exc)) from exc
+
+
+def _choose_llm(requested: str) -> str:
+    if requested != "auto":
+        return requested
+    configured = os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL")
+    return "openai" if configured else "fake"
+
+
+def _prepare_llm(services, kind: str, quiet: bool) -> None:
+    if kind == "fake":
+        if not quiet:
+            _err("running on the scripted fake LLM (offline, deterministic): it quotes the sources it is "
+                 "given, it does not reason. For real answers set OPENAI_API_KEY (OpenAI) or "
+                 "OPENAI_BASE_URL (Ollama, vLLM, llama.cpp server...) and use --llm openai.")
+        return
+    try:
+        llm = services.llm(kind)
+    except LLMAuthError as exc:
+        raise CLIError(exc.user_message) from exc
+    try:
+        llm.preflight()
+    except LLMAuthError as exc:
+        raise CLIError(exc.user_message) from exc
+    except LLMError as exc:
+        raise CLIError(exc.user_message, EXIT_FAILED) from exc
+    if not quiet:
+        _err(f"LLM: {llm.description}")
+
+
+def _watch(services, run_id: str, quiet: bool) -> None:
+    """Wait for a run, printing new nodes on stderr; Ctrl-C stops the run cleanly."""
+    repo = services.repo
+    seen: dict[int, str] = {}
+
+    def on_interrupt(_signum, _frame):
+        _err("stopping (Ctrl-C again to quit at once)...")
+        services.runner.stop(run_id)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    previous = signal.signal(signal.SIGINT, on_interrupt)
+    try:
+        while True:
+            finished = services.runner.wait(run_id, timeout=0.3).status not in (RunStatus.RUNNING, RunStatus.PAUSED, RunStatus.QUEUED)
+            if not quiet:
+                for node in repo.list_nodes(run_id):
+                    if seen.get(node.id) != node.status:
+                        seen[node.id] = node.status
+                        indent = "  " * node.depth
+                        label = " ".join(node.label.split())[:90]
+                        _err(f"{indent}[{node.kind}] {label} ({node.status})")
+            if finished and not services.runner.is_active(run_id):
+                return
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _finish(services, run_id: str, out: Path | None) -> int:
+    run = services.repo.get_run(run_id)
+    if out is not None:
+        out.write_text(render_markdown(services.repo, run_id), encoding="utf-8")
+    tokens = run.prompt_tokens + run.completion_tokens
+    summary = f"run {run_id}: {run.status}; {run.node_count} nodes, {run.llm_calls} LLM calls, {tokens} tokens, ${run.cost:.4f}"
+    if run.status == RunStatus.DONE:
+        _err(summary)
+        return EXIT_OK
+    if run.status == RunStatus.STOPPED:
+        _err(f"{summary}. {run.stop_reason}. Partial results are kept; continue with: thoughtmap resume {run_id}")
+        return EXIT_STOPPED
+    _err(f"{summary}. {run.error or run.stop_reason}. Continue with: thoughtmap resume {run_id}")
+    return EXIT_FAILED
+
+
+# ---------------------------------------------------------------- commands
+
+
+def cmd_run(args) -> int:
+    question = (args.question or "").strip()
+    if not question:
+        raise CLIError("the question is empty; pass the question as the first argument, in quotes")
+    try:
+        method_cls = get_method(args.method)
+        params = build_params(method_cls.Params, parse_assignments(args.param), method=args.method)
+    except (UnknownMethod, ParamError) as exc:
+        raise CLIError(str(exc)) from exc
+    for flag, value in (("--max-tokens", args.max_tokens), ("--max-cost", args.max_cost)):
+        if value is not None and value <= 0:
+            raise CLIError(f"{flag} must be positive (got {value})")
+    services = _services()
+    kind = _choose_llm(args.llm)
+    _prepare_llm(services, kind, args.quiet)
+    search_mode = args.search or services.settings.search
+    try:
+        searcher = services.searcher(search_mode)
+    except SearchError as exc:
+        raise CLIError(f"{exc} {exc.hint}".strip(), EXIT_FAILED) from exc
+    if not args.quiet:
+        _err(f"search: {searcher.description}")
+    services.runner.recover_interrupted()
+    run = services.runner.create_run(
+        question=question, method=args.method, params=params, llm_info=services.llm_info(kind),
+        search_mode=search_mode, max_tokens=args.max_tokens, max_cost=args.max_cost,
+    )
+    print(run.id, flush=True)
+    services.runner.start(run.id)
+    _watch(services, run.id, args.quiet)
+    return _finish(services, run.id, args.out)
+
+
+def cmd_resume(args) -> int:
+    services = _services()
+    services.runner.recover_interrupted()
+    run = services.repo.find_run(args.run_id)
+    if args.llm:
+        info = services.llm_info(args.llm)
+        services.repo.update_llm_info(run.id, info)
+        run = services.repo.get_run(run.id)
+    _prepare_llm(services, run.llm_info.get("kind", "openai"), args.quiet)
+    try:
+        services.runner.resume(run.id, max_tokens=args.max_tokens, max_cost=args.max_cost)
+    except RunnerError as exc:
+        raise CLIError(str(exc)) from exc
+    _err(f"resuming run {run.id}")
+    _watch(services, run.id, args.quiet)
+    return _finish(services, run.id, args.out)
+
+
+def cmd_list(args) -> int:
+    services = _services()
+    services.runner.recover_interrupted()
+    runs = services.repo.list_runs(text=args.text, method=args.method, status=args.status, limit=args.limit)
+    if not runs:
+        _err("no runs stored yet. Start one with: thoughtmap run \"your question\"")
+        return EXIT_OK
+    print(f"{'ID':<12}  {'STATUS':<11}  {'METHOD':<10}  {'NODES':>5}  {'CREATED':<16}  QUESTION")
+    for run in runs:
+        created = run.created_at.strftime("%Y-%m-%d %H:%M")
+        question = " ".join(run.title.split())[:70]
+        print(f"{run.id:<12}  {run.status:<11}  {run.method:<10}  {run.node_count:>5}  {created:<16}  {question}")
+    return EXIT_OK
+
+
+def cmd_show(args) -> int:
+    services = _services()
+    repo = services.repo
+    run = repo.find_run(args.run_id)
+    print(f"run       {run.id}")
+    print(f"question  {run.question}")
+    print(f"method    {run.method}  params {json.dumps(run.params)}")
+    print(f"llm       {run.llm_info.get('description', '?')}    search {run.search_mode}")
+    print(f"status    {run.status}" + (f" ({run.stop_reason})" if run.stop_reason else "") + (f" error: {run.error}" if run.error else ""))
+    print(f"usage     {run.llm_calls} LLM calls, {run.prompt_tokens}+{run.completion_tokens} tokens, ${run.cost:.4f}")
+    print("tree")
+    for node in repo.list_nodes(run.id):
+        label = " ".join(node.label.split())[:100]
+        print(f"  {'  ' * node.depth}#{node.id} [{node.kind}] {label} ({node.status})")
+    return EXIT_OK
+
+
+def cmd_export(args) -> int:
+    services = _services()
+    run = services.repo.find_run(args.run_id)
+    if args.format == "md":
+        text = render_markdown(services.repo, run.id)
+    else:
+        text = json.dumps(export_json(services.repo, run.id), indent=2, ensure_ascii=False)
+    if args.out:
+        args.out.write_text(text, encoding="utf-8")
+        _err(f"wrote {args.out}")
+    else:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    return EXIT_OK
+
+
+def cmd_ingest(args) -> int:
+    from engine.search.bundled import open_default_corpus
+
+    missing = [str(p) for p in args.paths if not p.exists()]
+    if missing:
+        raise CLIError(f"no such file or folder: {', '.join(missing)}")
+    settings = load_settings()
+    settings.home.mkdir(parents=True, exist_ok=True)
+    corpus = open_default_corpus(settings)
+    report = corpus.ingest(args.paths)
+    print(report.summary())
+    return EXIT_OK
+
+
+def cmd_methods(_args) -> int:
+    for name, cls in sorted(METHODS.items()):
+        print(f"{name}: {cls.title}\n  {cls.summary}")
+        for row in cls.describe_params():
+            print(f"  --param {row['name']}={row['default']}  ({row['type']}) {row['help']}")
+        print()
+    return EXIT_OK
+
+
+COMMANDS = {"run": cmd_run, "resume": cmd_resume, "list": cmd_list, "show": cmd_show,
+            "export": cmd_export, "ingest": cmd_ingest, "methods": cmd_methods}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except CLIError as exc:
+        _err(f"error: {exc}")
+        return exc.code
+    except RunNotFound as exc:
+        _err(f"error: {exc}")
+        return EXIT_USAGE
+    except LLMError as exc:
+        _err(f"error: {exc.user_message}")
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        _err("interrupted")
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

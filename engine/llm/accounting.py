@@ -1,0 +1,114 @@
+"""Per-run LLM access: every call is checked against the run's budget, then recorded (tokens,
+latency, cost) with the node it served. Methods only ever see a `RunLLM`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
+
+from pydantic import BaseModel
+
+from engine.llm.pricing import PriceTable
+from engine.llm.protocol import LLM, BudgetExceeded, ChatRequest, ChatResponse, LLMError, Message, ResponseFormat
+from engine.llm.structured import DEFAULT_MAX_REASKS, ask_structured
+
+T = TypeVar("T", bound=BaseModel)
+
+
+class UsageStore(Protocol):
+    """What accounting needs from storage (storage.Repository implements it)."""
+
+    def record_llm_call(self, run_id: str, *, node_id: int | None, purpose: str, model: str,
+                        prompt_tokens: int, completion_tokens: int, cost: float, latency_s: float,
+                        attempts: int = 1, ok: bool = True, error: str = "") -> None: ...
+
+    def run_usage(self, run_id: str) -> tuple[int, float]: ...
+
+
+@dataclass(frozen=True)
+class Budget:
+    max_tokens: int | None = None
+    max_cost: float | None = None
+
+    def check(self, tokens: int, cost: float) -> None:
+        if self.max_tokens is not None and tokens >= self.max_tokens:
+            raise BudgetExceeded(
+                f"token budget reached: {tokens} of {self.max_tokens} tokens used",
+                hint="Resume with a larger --max-tokens to continue.",
+            )
+        if self.max_cost is not None and cost >= self.max_cost:
+            raise BudgetExceeded(
+                f"cost budget reached: ${cost:.4f} of ${self.max_cost:.4f} spent",
+                hint="Resume with a larger --max-cost to continue.",
+            )
+
+
+class _AccountedLLM:
+    """An LLM proxy bound to one run and node: budget check before, usage record after."""
+
+    def __init__(self, owner: "RunLLM", node_id: int | None) -> None:
+        self._owner = owner
+        self._node_id = node_id
+
+    @property
+    def description(self) -> str:
+        return self._owner.llm.description
+
+    def model_for(self, purpose: str) -> str:
+        return self._owner.llm.model_for(purpose)
+
+    def chat(self, request: ChatRequest) -> ChatResponse:
+        owner = self._owner
+        owner.budget.check(*owner.usage.run_usage(owner.run_id))
+        try:
+            response = owner.llm.chat(request)
+        except LLMError as exc:
+            owner.usage.record_llm_call(
+                owner.run_id, node_id=self._node_id, purpose=request.purpose,
+                model=owner.llm.model_for(request.purpose), prompt_tokens=0, completion_tokens=0,
+                cost=0.0, latency_s=0.0, ok=False, error=str(exc),
+            )
+            raise
+        usage = response.usage
+        owner.usage.record_llm_call(
+            owner.run_id, node_id=self._node_id, purpose=request.purpose, model=response.model,
+            prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
+            cost=owner.prices.cost(response.model, usage.prompt_tokens, usage.completion_tokens),
+            latency_s=response.latency_s, attempts=response.attempts,
+        )
+        return response
+
+
+class RunLLM:
+    """The LLM as one run sees it."""
+
+    def __init__(self, llm: LLM, usage: UsageStore, run_id: str, prices: PriceTable,
+                 budget: Budget | None = None, max_reasks: int = DEFAULT_MAX_REASKS) -> None:
+        self.llm = llm
+        self.usage = usage
+        self.run_id = run_id
+        self.prices = prices
+        self.budget = budget or Budget()
+        self.max_reasks = max_reasks
+
+    @property
+    def description(self) -> str:
+        return self.llm.description
+
+    def ask(self, messages: Sequence[Message], output_type: type[T], *, purpose: str = "default",
+            node_id: int | None = None, max_tokens: int | None = None,
+            temperature: float | None = None) -> T:
+        """A validated `output_type`; raises StructuredOutputError, BudgetExceeded or LLMError."""
+        return ask_structured(
+            _AccountedLLM(self, node_id), messages, output_type, purpose=purpose,
+            max_reasks=self.max_reasks, max_tokens=max_tokens, temperature=temperature,
+        )
+
+    def text(self, messages: Sequence[Message], *, purpose: str = "default",
+             node_id: int | None = None, max_tokens: int | None = None,
+             temperature: float | None = None) -> str:
+        request = ChatRequest(messages=tuple(messages), purpose=purpose,
+                              response_format=ResponseFormat.TEXT, max_tokens=max_tokens,
+                              temperature=temperature)
+        return _AccountedLLM(self, node_id).chat(request).text

@@ -1,0 +1,88 @@
+"""The Method contract. Every reasoning method (baselines and the five papers' methods) is a class
+with a pydantic `Params` model and a resumable `run(ctx)`; steering goes through `steer`."""
+
+from __future__ import annotations
+
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+from engine.graph import RunGraph
+from engine.llm.accounting import RunLLM
+from engine.search.protocol import Searcher
+from storage.models import Command
+
+
+class MethodParams(BaseModel):
+    """Base of every method's parameters: unknown keys are errors, every field has a description
+    (shown as help text in the UI and the CLI) and the paper's default."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class UnsupportedCommand(ValueError):
+    """The method does not support this steering command (or not on this node)."""
+
+
+@dataclass
+class RunContext:
+    """Everything a method may use during a run; all dependencies are injected."""
+
+    run_id: str
+    question: str
+    params: MethodParams
+    llm: RunLLM
+    searcher: Searcher
+    graph: RunGraph
+    # Blocks while paused, raises RunStopped when stopped; call it between steps.
+    checkpoint: Callable[[], None]
+    # Claims queued steering commands (not pause/resume/stop) for the method's scheduler.
+    take_steering: Callable[[], list[Command]]
+    executor: Executor
+    today: date = field(default_factory=date.today)
+    log: logging.Logger = field(default_factory=lambda: logging.getLogger("thoughtmap.run"))
+
+
+class Method(ABC):
+    name: ClassVar[str]
+    title: ClassVar[str]
+    summary: ClassVar[str]
+    paper: ClassVar[str] = ""
+    Params: ClassVar[type[MethodParams]]
+    # Steering command kinds this method accepts (besides pause/resume/stop).
+    steering: ClassVar[frozenset[str]] = frozenset({"regenerate_report"})
+
+    @abstractmethod
+    def run(self, ctx: RunContext) -> None:
+        """Grow the run's graph to completion. Must decide its next step from the stored graph,
+        so that a resumed run skips every finished node."""
+
+    def steer(self, ctx: RunContext, command: Command) -> None:
+        """Apply one steering command (on a running or a finished run)."""
+        if command.kind == "regenerate_report":
+            self.write_report(ctx)
+            return
+        raise UnsupportedCommand(f"the {self.name} method does not support '{command.kind}'")
+
+    @abstractmethod
+    def write_report(self, ctx: RunContext) -> None:
+        """(Re)write the run's final report from the stored graph."""
+
+    @classmethod
+    def describe_params(cls) -> list[dict[str, Any]]:
+        """Name, type, default and help of every parameter (for the CLI and UI forms)."""
+        rows = []
+        for name, info in cls.Params.model_fields.items():
+            rows.append({
+                "name": name,
+                "type": getattr(info.annotation, "__name__", str(info.annotation)),
+                "default": info.default,
+                "help": info.description or "",
+            })
+        return rows

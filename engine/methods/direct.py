@@ -1,0 +1,60 @@
+"""`direct`: one answer call with no retrieval, the papers' "Standard" prompting baseline."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from engine.llm.protocol import StructuredOutputError
+from engine.methods import baseline_prompts as prompts
+from engine.methods.base import Method, MethodParams, RunContext
+from engine.methods.common import child_of_kind, ensure_root
+from storage.models import NodeStatus
+
+
+class DirectAnswer(BaseModel):
+    answer: str = Field(description="The answer, in Markdown.")
+    confidence: Literal["low", "medium", "high"] = Field(description="How sure the answer is.")
+
+
+class DirectParams(MethodParams):
+    max_answer_tokens: int = Field(
+        default=800, ge=32, le=16000,
+        description="Upper bound on the length of the answer, in tokens.",
+    )
+
+
+class DirectMethod(Method):
+    name = "direct"
+    title = "Direct answer (baseline)"
+    summary = "One LLM call, no retrieval: the 'Standard' prompting baseline of the papers."
+    Params = DirectParams
+
+    def run(self, ctx: RunContext) -> None:
+        params: DirectParams = ctx.params  # type: ignore[assignment]
+        root = ensure_root(ctx)
+        answer = child_of_kind(ctx, root, "answer") or ctx.graph.add(kind="answer", label="Answer", parent=root)
+        if answer.status != NodeStatus.DONE:
+            ctx.checkpoint()
+            ctx.graph.start(answer)
+            try:
+                result = ctx.llm.ask(
+                    prompts.DIRECT_ANSWER.render(question=ctx.question, today=ctx.today.isoformat()),
+                    DirectAnswer, node_id=answer.id, max_tokens=params.max_answer_tokens,
+                )
+            except StructuredOutputError as exc:
+                ctx.graph.fail(answer, str(exc), data={"last_output": exc.last_output[:2000]})
+            else:
+                ctx.graph.finish(answer, content=result.answer, data={"confidence": result.confidence})
+        self.write_report(ctx)
+
+    def write_report(self, ctx: RunContext) -> None:
+        root = ensure_root(ctx)
+        answer = child_of_kind(ctx, root, "answer")
+        if answer is not None and answer.status == NodeStatus.DONE:
+            body = answer.content
+        else:
+            reason = answer.error if answer is not None else "no answer was produced"
+            body = f"_No answer: {reason}_"
+        ctx.graph.save_report(body, data={"method": self.name})

@@ -1,0 +1,56 @@
+"""Turning `key=value` strings (CLI flags, form fields) into a validated method Params model."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from engine.methods.base import MethodParams
+
+
+class ParamError(ValueError):
+    """A parameter is unknown or has a bad value; the message says which and what is allowed."""
+
+
+def _coerce(raw: str) -> Any:
+    # JSON-looking values (lists, objects, numbers, booleans) are parsed; everything else stays a
+    # string and pydantic converts it in lax mode ("5" -> 5, "yes" -> True).
+    stripped = raw.strip()
+    if stripped[:1] in "[{":
+        try:
+            return json.loads(stripped)
+        except json.JSONDecodeError:
+            return raw
+    return raw
+
+
+def parse_assignments(pairs: Iterable[str]) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key.strip():
+            raise ParamError(f"'{pair}' is not key=value; write it like --param top_k=5")
+        values[key.strip()] = _coerce(raw)
+    return values
+
+
+def build_params(params_type: type[MethodParams], values: Mapping[str, Any], *, method: str) -> MethodParams:
+    known = params_type.model_fields
+    unknown = [key for key in values if key not in known]
+    if unknown:
+        listing = ", ".join(sorted(known)) or "(none)"
+        raise ParamError(
+            f"unknown parameter{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} "
+            f"for method '{method}'. Its parameters are: {listing}"
+        )
+    try:
+        return params_type.model_validate(dict(values))
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            name = ".".join(str(p) for p in err.get("loc", ())) or "(params)"
+            problems.append(f"{name}={err.get('input')!r}: {err.get('msg')}")
+        raise ParamError(f"bad parameter value for method '{method}': " + "; ".join(problems)) from exc

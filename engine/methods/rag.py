@@ -1,0 +1,88 @@
+"""`rag`: retrieve the top-k passages, answer with inline citations (the "vanilla RAG" baseline)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from engine.citations import cited_source_ids, source_blocks, to_stored_markers
+from engine.llm.protocol import StructuredOutputError
+from engine.methods import baseline_prompts as prompts
+from engine.methods.base import Method, MethodParams, RunContext
+from engine.methods.common import child_of_kind, ensure_root
+from engine.search.protocol import SearchError
+from storage.models import NodeStatus
+
+
+class CitedAnswer(BaseModel):
+    answer: str = Field(description="The answer in Markdown, citing sources inline as [n].")
+    confidence: Literal["low", "medium", "high"] = Field(description="How well the sources support it.")
+
+
+class RagParams(MethodParams):
+    top_k: int = Field(default=5, ge=1, le=50, description="How many passages to retrieve for the question.")
+    max_answer_tokens: int = Field(
+        default=800, ge=32, le=16000, description="Upper bound on the length of the answer, in tokens."
+    )
+
+
+class RagMethod(Method):
+    name = "rag"
+    title = "Retrieve and answer (baseline)"
+    summary = "Retrieve the top-k passages for the question, then answer citing them: vanilla RAG."
+    Params = RagParams
+
+    def run(self, ctx: RunContext) -> None:
+        params: RagParams = ctx.params  # type: ignore[assignment]
+        root = ensure_root(ctx)
+
+        retrieval = child_of_kind(ctx, root, "search") or ctx.graph.add(
+            kind="search", label=f"Retrieve top {params.top_k} passages", parent=root,
+            data={"query": ctx.question},
+        )
+        if retrieval.status != NodeStatus.DONE:
+            ctx.checkpoint()
+            ctx.graph.start(retrieval)
+            try:
+                hits = ctx.searcher.search(ctx.question, k=params.top_k)
+            except SearchError as exc:
+                # The answer step still runs; it will say that it has no sources.
+                retrieval = ctx.graph.fail(retrieval, f"{exc} {exc.hint}".strip())
+            else:
+                sources = ctx.graph.add_sources(hits, node=retrieval)
+                retrieval = ctx.graph.finish(
+                    retrieval, content=f"{len(sources)} passages retrieved",
+                    data={"searcher": ctx.searcher.description, "refs": [s.ref for s in sources]},
+                )
+
+        answer = child_of_kind(ctx, retrieval, "answer") or ctx.graph.add(kind="answer", label="Answer", parent=retrieval)
+        if answer.status != NodeStatus.DONE:
+            ctx.checkpoint()
+            ctx.graph.start(answer)
+            sources = ctx.graph.sources(retrieval)
+            messages = prompts.RAG_ANSWER.render(
+                question=ctx.question, today=ctx.today.isoformat(),
+                sources=source_blocks(sources) if sources else "(no sources were found)",
+            )
+            try:
+                result = ctx.llm.ask(messages, CitedAnswer, node_id=answer.id, max_tokens=params.max_answer_tokens)
+            except StructuredOutputError as exc:
+                ctx.graph.fail(answer, str(exc), data={"last_output": exc.last_output[:2000]})
+            else:
+                content, dropped = to_stored_markers(result.answer, sources)
+                ctx.graph.link_sources(answer, cited_source_ids(content))
+                ctx.graph.finish(answer, content=content,
+                                 data={"confidence": result.confidence, "invalid_citations": dropped})
+        self.write_report(ctx)
+
+    def write_report(self, ctx: RunContext) -> None:
+        root = ensure_root(ctx)
+        retrieval = child_of_kind(ctx, root, "search")
+        answer = child_of_kind(ctx, retrieval, "answer") if retrieval else None
+        if answer is not None and answer.status == NodeStatus.DONE:
+            body = answer.content
+        else:
+            reason = answer.error if answer is not None and answer.error else "no answer was produced"
+            body = f"_No answer: {reason}_"
+        ctx.graph.save_report(body, data={"method": self.name})

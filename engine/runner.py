@@ -1,0 +1,305 @@
+"""Runs execute in background threads: start, pause, resume, stop, steer, recover.
+
+Control goes through the run's persisted command queue, so a command given from another process
+(the web app, the CLI) reaches the worker, and nothing is lost if a process dies. The method is
+told about commands only at its checkpoints, between steps.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from engine.graph import RunGraph
+from engine.llm.accounting import Budget, RunLLM
+from engine.llm.pricing import PriceTable
+from engine.llm.protocol import LLM, BudgetExceeded, LLMError
+from engine.methods.base import Method, MethodParams, RunContext, UnsupportedCommand
+from engine.methods.registry import METHODS, get_method
+from engine.search.protocol import Searcher
+from storage.models import Command, Run, RunStatus, utcnow
+from storage.repository import Repository
+
+log = logging.getLogger("thoughtmap.runner")
+
+CONTROL_COMMANDS = frozenset({"pause", "resume", "stop"})
+
+
+class RunStopped(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class RunnerError(RuntimeError):
+    """A run cannot be started/resumed in its current state; the message says why."""
+
+
+class RunControl:
+    """Pause/stop state of one executing run, shared by its worker threads."""
+
+    def __init__(self, repo: Repository, run_id: str, *, poll_s: float, heartbeat_s: float) -> None:
+        self.repo = repo
+        self.run_id = run_id
+        self.poll_s = poll_s
+        self.heartbeat_s = heartbeat_s
+        self._lock = threading.Lock()
+        self._paused = False
+        self._stop_reason: str | None = None
+        self._last_heartbeat = 0.0
+
+    def request_stop(self, reason: str) -> None:
+        with self._lock:
+            self._stop_reason = reason
+
+    def _poll(self) -> None:
+        now = time.monotonic()
+        if now - self._last_heartbeat >= self.heartbeat_s:
+            self.repo.heartbeat(self.run_id)
+            self._last_heartbeat = now
+        for command in self.repo.take_commands(self.run_id, CONTROL_COMMANDS):
+            if command.kind == "stop":
+                self._stop_reason = "stopped by the user"
+            elif command.kind == "pause" and not self._paused:
+                self._paused = True
+                self.repo.set_status(self.run_id, RunStatus.PAUSED)
+            elif command.kind == "resume" and self._paused:
+                self._paused = False
+                self.repo.set_status(self.run_id, RunStatus.RUNNING)
+            self.repo.complete_command(command.id)
+
+    def checkpoint(self) -> None:
+        while True:
+            with self._lock:
+                self._poll()
+                if self._stop_reason is not None:
+                    raise RunStopped(self._stop_reason)
+                if not self._paused:
+                    return
+            time.sleep(self.poll_s)
+
+
+@dataclass
+class _Execution:
+    run_id: str
+    thread: threading.Thread
+    control: RunControl
+    finished: threading.Event = field(default_factory=threading.Event)
+
+
+class Runner:
+    """Executes runs. One per process is typical; it owns the worker pool shared by all runs."""
+
+    def __init__(
+        self,
+        repo: Repository,
+        *,
+        llm_for: Callable[[Run], LLM],
+        searcher_for: Callable[[Run], Searcher],
+        prices: PriceTable,
+        methods: Mapping[str, type[Method]] = METHODS,
+        max_workers: int = 8,
+        poll_s: float = 0.2,
+        heartbeat_s: float = 5.0,
+        stale_after: timedelta = timedelta(minutes=2),
+    ) -> None:
+        self.repo = repo
+        self.llm_for = llm_for
+        self.searcher_for = searcher_for
+        self.prices = prices
+        self.methods = dict(methods)
+        self.poll_s = poll_s
+        self.heartbeat_s = heartbeat_s
+        self.stale_after = stale_after
+        # Node-level work of every run shares this pool: one process-wide bound on parallelism.
+        self.executor = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="node")
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._executions: dict[str, _Execution] = {}
+        self._lock = threading.Lock()
+
+    # ----------------------------------------------------------- lifecycle
+
+    def create_run(self, *, question: str, method: str, params: MethodParams | dict | None = None,
+                   llm_info: dict | None = None, search_mode: str = "local",
+                   max_tokens: int | None = None, max_cost: float | None = None) -> Run:
+        question = (question or "").strip()
+        if not question:
+            raise ValueError("the question is empty; type the question you want researched")
+        method_cls = get_method(method, self.methods)
+        if not isinstance(params, MethodParams):
+            params = method_cls.Params.model_validate(params or {})
+        return self.repo.create_run(
+            question=question, method=method, params=params.model_dump(mode="json"),
+            llm_info=llm_info or {}, search_mode=search_mode, max_tokens=max_tokens, max_cost=max_cost,
+        )
+
+    def is_active(self, run_id: str) -> bool:
+        with self._lock:
+            execution = self._executions.get(run_id)
+            return execution is not None and not execution.finished.is_set()
+
+    def start(self, run_id: str) -> None:
+        """Execute (or continue) a run in a background thread."""
+        run = self.repo.get_run(run_id)
+        with self._lock:
+            current = self._executions.get(run_id)
+            if current is not None and not current.finished.is_set():
+                raise RunnerError(f"run {run_id} is already running in this process")
+            if run.status in (RunStatus.RUNNING, RunStatus.PAUSED) and self._owner_alive(run) and run.owner != self.owner:
+                raise RunnerError(
+                    f"run {run_id} is {run.status} in another process ({run.owner.split(':')[1] if ':' in run.owner else run.owner}); "
+                    "stop it there first"
+                )
+            control = RunControl(self.repo, run_id, poll_s=self.poll_s, heartbeat_s=self.heartbeat_s)
+            thread = threading.Thread(target=self._execute, args=(run_id, control), name=f"run-{run_id}", daemon=True)
+            execution = _Execution(run_id=run_id, thread=thread, control=control)
+            self._executions[run_id] = execution
+            # Claim before the thread starts so a quick `wait` sees the run as running.
+            self.repo.claim_run(run_id, self.owner)
+        thread.start()
+
+    def resume(self, run_id: str, *, max_tokens: int | None = None, max_cost: float | None = None) -> None:
+        run = self.repo.get_run(run_id)
+        if max_tokens is not None or max_cost is not None:
+            self.repo.set_budget(run_id, max_tokens=max_tokens if max_tokens is not None else run.max_tokens,
+                                 max_cost=max_cost if max_cost is not None else run.max_cost)
+        if self.is_active(run_id):
+            self.repo.enqueue_command(run_id, "resume")
+            return
+        if run.status == RunStatus.DONE:
+            raise RunnerError(f"run {run_id} is already done; there is nothing to resume")
+        self.start(run_id)
+
+    def pause(self, run_id: str) -> None:
+        self.repo.enqueue_command(run_id, "pause")
+
+    def stop(self, run_id: str) -> None:
+        self.repo.enqueue_command(run_id, "stop")
+        with self._lock:
+            execution = self._executions.get(run_id)
+        if execution is None:
+            run = self.repo.get_run(run_id)
+            if run.status in (RunStatus.QUEUED, RunStatus.PAUSED, RunStatus.INTERRUPTED) and not self._owner_alive(run):
+                self.repo.set_status(run_id, RunStatus.STOPPED, stop_reason="stopped by the user")
+
+    def steer(self, run_id: str, kind: str, payload: dict | None = None) -> Command:
+        """Queue a steering command; a run that is not executing is reopened to apply it."""
+        run = self.repo.get_run(run_id)
+        method_cls = get_method(run.method, self.methods)
+        if kind not in method_cls.steering:
+            allowed = ", ".join(sorted(method_cls.steering)) or "none"
+            raise UnsupportedCommand(f"the {run.method} method does not support '{kind}' (it supports: {allowed})")
+        command = self.repo.enqueue_command(run_id, kind, payload or {})
+        if not self.is_active(run_id) and not (run.status in RunStatus.ACTIVE and self._owner_alive(run)):
+            self.start(run_id)
+        return command
+
+    def wait(self, run_id: str, timeout: float | None = None) -> Run:
+        with self._lock:
+            execution = self._executions.get(run_id)
+        if execution is not None:
+            execution.finished.wait(timeout)
+        return self.repo.get_run(run_id)
+
+    def shutdown(self, *, wait: bool = True) -> None:
+        self.executor.shutdown(wait=wait, cancel_futures=True)
+
+    # ----------------------------------------------------------- recovery
+
+    def _owner_alive(self, run: Run) -> bool:
+        if not run.owner:
+            return False
+        host, _, rest = run.owner.partition(":")
+        pid_text, _, token = rest.partition(":")
+        if run.owner == self.owner:
+            return self.is_active(run.id)
+        if host == socket.gethostname():
+            try:
+                pid = int(pid_text)
+            except ValueError:
+                return False
+            if pid == os.getpid():
+                return True  # another Runner of this very process owns it
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return False
+            except PermissionError:
+                return True
+            return True
+        # Another machine: trust its heartbeat.
+        heartbeat = run.heartbeat_at
+        if heartbeat is None:
+            return False
+        if heartbeat.tzinfo is None:
+            heartbeat = heartbeat.replace(tzinfo=utcnow().tzinfo)
+        return utcnow() - heartbeat < self.stale_after
+
+    def recover_interrupted(self) -> list[str]:
+        """Mark runs whose process died as `interrupted` (call at start-up)."""
+        return self.repo.mark_dead_runs_interrupted(self._owner_alive)
+
+    # ----------------------------------------------------------- execution
+
+    def _context(self, run: Run, method: Method, control: RunControl) -> RunContext:
+        params = method.Params.model_validate(run.params)
+        llm = RunLLM(self.llm_for(run), self.repo, run.id, self.prices,
+                     Budget(max_tokens=run.max_tokens, max_cost=run.max_cost))
+
+        def take_steering() -> list[Command]:
+            return self.repo.take_commands(run.id, method.steering)
+
+        return RunContext(
+            run_id=run.id, question=run.question, params=params, llm=llm,
+            searcher=self.searcher_for(run), graph=RunGraph(self.repo, run.id),
+            checkpoint=control.checkpoint, take_steering=take_steering, executor=self.executor,
+        )
+
+    def _apply_steering(self, ctx: RunContext, method: Method) -> None:
+        for command in ctx.take_steering():
+            ctx.checkpoint()
+            try:
+                method.steer(ctx, command)
+            except (UnsupportedCommand, LookupError, ValueError) as exc:
+                self.repo.complete_command(command.id, ok=False, error=str(exc))
+            else:
+                self.repo.complete_command(command.id)
+
+    def _execute(self, run_id: str, control: RunControl) -> None:
+        repo = self.repo
+        try:
+            run = repo.get_run(run_id)
+            method = get_method(run.method, self.methods)()
+            repo.reset_unfinished_nodes(run_id)
+            repo.requeue_taken_commands(run_id)
+            ctx = self._context(run, method, control)
+            method.run(ctx)
+            self._apply_steering(ctx, method)
+        except RunStopped as stop:
+            repo.reset_unfinished_nodes(run_id)
+            repo.set_status(run_id, RunStatus.STOPPED, stop_reason=stop.reason)
+        except BudgetExceeded as exc:
+            repo.reset_unfinished_nodes(run_id)
+            repo.set_status(run_id, RunStatus.STOPPED, stop_reason=exc.user_message)
+        except LLMError as exc:
+            repo.reset_unfinished_nodes(run_id)
+            repo.set_status(run_id, RunStatus.FAILED, error=exc.user_message)
+        except Exception as exc:  # a bug or an unexpected backend failure: keep the app alive
+            log.exception("run %s failed", run_id)
+            repo.reset_unfinished_nodes(run_id)
+            repo.set_status(run_id, RunStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
+        else:
+            repo.set_status(run_id, RunStatus.DONE, stop_reason="")
+        finally:
+            with self._lock:
+                execution = self._executions.get(run_id)
+            if execution is not None:
+                execution.finished.set()

@@ -1,0 +1,97 @@
+"""The composition root: builds the process's shared objects once and injects them.
+
+Nothing here is a module global; the CLI and the web app each build one `Services`."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Literal
+
+from engine.config import Settings, load_settings
+from engine.llm.fake import FakeLLM
+from engine.llm.limits import ConcurrencyLimiter
+from engine.llm.openai_compat import OpenAICompatibleLLM, missing_key_error
+from engine.llm.pricing import PriceTable
+from engine.llm.protocol import LLM, LLMAuthError
+from engine.runner import Runner
+from engine.search.combined import build_searcher
+from engine.search.protocol import Searcher
+from storage import Repository, open_database
+from storage.db import Database
+from storage.models import Run
+
+LLMKind = Literal["fake", "openai"]
+LLM_KINDS: tuple[str, ...] = ("fake", "openai")
+
+
+@dataclass
+class Services:
+    settings: Settings
+    db: Database
+    repo: Repository
+    limiter: ConcurrencyLimiter
+    prices: PriceTable
+    runner: Runner = field(init=False)
+    _llms: dict[str, LLM] = field(default_factory=dict)
+    _searchers: dict[str, Searcher] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        self.runner = Runner(self.repo, llm_for=self.llm_for_run, searcher_for=self.searcher_for_run,
+                             prices=self.prices)
+
+    # --------------------------------------------------------------- LLMs
+
+    def llm(self, kind: str) -> LLM:
+        """The shared LLM of a kind (one adapter instance, one limiter, for all runs)."""
+        with self._lock:
+            if kind not in self._llms:
+                if kind == "fake":
+                    self._llms[kind] = FakeLLM()
+                elif kind == "openai":
+                    error = missing_key_error(self.settings.llm)
+                    if error is not None:
+                        raise error
+                    self._llms[kind] = OpenAICompatibleLLM(self.settings.llm, self.limiter)
+                else:
+                    raise ValueError(f"unknown LLM '{kind}'. Choose one of: {', '.join(LLM_KINDS)}")
+            return self._llms[kind]
+
+    def llm_info(self, kind: str) -> dict[str, str]:
+        """What a run runs on, as stored with it (never a key)."""
+        if kind == "fake":
+            return {"kind": "fake", "model": "fake", "description": "scripted fake LLM (offline, deterministic)"}
+        cfg = self.settings.llm
+        return {"kind": kind, "model": cfg.model, "base_url": cfg.base_url,
+                "description": f"{cfg.model} at {cfg.base_url}"}
+
+    def llm_for_run(self, run: Run) -> LLM:
+        return self.llm(run.llm_info.get("kind", "openai"))
+
+    # ------------------------------------------------------------- search
+
+    def searcher(self, mode: str) -> Searcher:
+        with self._lock:
+            if mode not in self._searchers:
+                self._searchers[mode] = build_searcher(mode, self.settings)
+            return self._searchers[mode]
+
+    def searcher_for_run(self, run: Run) -> Searcher:
+        return self.searcher(run.search_mode)
+
+    def close(self) -> None:
+        self.runner.shutdown(wait=False)
+        self.db.dispose()
+
+
+def build_services(settings: Settings | None = None) -> Services:
+    settings = settings or load_settings()
+    settings.home.mkdir(parents=True, exist_ok=True)
+    db = open_database(settings.database_url)
+    prices = PriceTable.from_file(settings.llm.prices_file) if settings.llm.prices_file else PriceTable()
+    return Services(settings=settings, db=db, repo=Repository(db),
+                    limiter=ConcurrencyLimiter(settings.llm.concurrency), prices=prices)
+
+
+__all__ = ["LLM_KINDS", "LLMAuthError", "Services", "build_services"]

@@ -1,0 +1,412 @@
+"""The local full-text corpus index: its own SQLite file with FTS5 and BM25 ranking.
+
+It is separate from the app database (which may be PostgreSQL) because FTS5 is SQLite-only and the
+index is a rebuildable cache of files and bundled datasets, not user state.
+
+Schema:
+* ``documents``: one row per source document (``ref`` unique, ``content_hash`` unique: dedup).
+* ``chunks``: the searchable pieces of a document; ``text_hash`` is unique across the whole index,
+  so a paragraph that appears in several sources is stored (and returned) once.
+* ``chunks_fts``: an FTS5 *external-content* table over the ``chunk_content`` view (document title
+  + chunk text), so the text is stored once; we keep it in sync by hand inside each transaction.
+* ``meta``: key/value pairs (schema version, bundled-corpus version, ...).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SCHEMA_VERSION = "1"
+
+# BM25 column weights for (title, text): a query term in the title counts twice as much.
+TITLE_WEIGHT = 2.0
+TEXT_WEIGHT = 1.0
+
+# A query is cut to this many terms, so a pasted page cannot make a huge FTS expression.
+MAX_QUERY_TERMS = 48
+
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS meta (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS documents (
+    id INTEGER PRIMARY KEY,
+    collection TEXT NOT NULL,
+    ref TEXT NOT NULL UNIQUE,
+    title TEXT NOT NULL,
+    url TEXT,
+    content_hash TEXT NOT NULL UNIQUE,
+    added_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS documents_collection ON documents(collection);
+CREATE TABLE IF NOT EXISTS chunks (
+    id INTEGER PRIMARY KEY,
+    doc_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    ordinal INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    text_hash TEXT NOT NULL UNIQUE
+);
+CREATE INDEX IF NOT EXISTS chunks_doc ON chunks(doc_id);
+CREATE VIEW IF NOT EXISTS chunk_content AS
+    SELECT c.id AS id, d.title AS title, c.text AS text
+    FROM chunks c JOIN documents d ON d.id = c.doc_id;
+CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
+    title, text,
+    content='chunk_content', content_rowid='id',
+    tokenize='porter unicode61 remove_diacritics 2'
+);
+"""
+
+# Words that carry no retrieval signal; dropping them keeps OR-queries from matching everything.
+STOPWORDS = frozenset(
+    """
+    a about above after again against all am an and any are as at be because been before being
+    below between both but by can could did do does doing down during each few for from further
+    had has have having he her here hers herself him himself his how i if in into is it its itself
+    just me more most my myself no nor not now of off on once only or other our ours ourselves out
+    over own s same she should so some such t than that the their theirs them themselves then there
+    these they this those through to too under until up very was we were what when where which
+    while who whom why will with would you your yours yourself yourselves d ll m o re ve y near
+    """.split()
+)
+
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+
+
+def fts_query(query: str) -> str:
+    """Turn free text into a safe FTS5 expression: quoted word tokens joined with OR.
+
+    Operators, quotes, brackets, colons and stars in the input become plain separators, so no user
+    query can raise a syntax error. Stopwords are dropped unless nothing else is left. Returns ""
+    when the query has no words.
+    """
+    words = [w.lower() for w in _WORD.findall(query)]
+    kept = [w for w in words if w not in STOPWORDS] or words
+    unique = list(dict.fromkeys(kept))[:MAX_QUERY_TERMS]
+    # Tokens contain only letters/digits, but double any quote anyway: quoting is the escape rule.
+    return " OR ".join('"' + w.replace('"', '""') + '"' for w in unique)
+
+
+def text_hash(text: str) -> str:
+    """The hash used to deduplicate chunks (whitespace-normalised text)."""
+    return hashlib.sha1(" ".join(text.split()).encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class NewDocument:
+    """A document to add: its chunks are already split (see engine.search.chunking)."""
+
+    collection: str
+    ref: str
+    title: str
+    url: str | None
+    chunks: Sequence[str]
+    content_hash: str
+
+
+@dataclass
+class AddStats:
+    """What one `add_documents` call did."""
+
+    added: int = 0
+    duplicates: int = 0
+    replaced: int = 0
+    chunks_added: int = 0
+    added_flags: list[bool] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ChunkHit:
+    """One search result: a chunk and the document it belongs to. Higher `score` is better."""
+
+    title: str
+    ref: str
+    url: str | None
+    collection: str
+    ordinal: int
+    text: str
+    snippet: str
+    score: float
+
+
+class CorpusStore:
+    """A thread-safe SQLite FTS5 index of documents split into chunks.
+
+    One connection shared under a re-entrant lock: every call is short (searches take
+    milliseconds, writes are batched into one transaction per call), and the lock lets a caller
+    hold a whole check-then-index sequence with `transaction()`. WAL and a busy timeout let other
+    processes (the CLI next to the app) read while one writes.
+    """
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        if str(path) != ":memory:":
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        self._depth = 0
+        # isolation_level=None: we issue BEGIN/COMMIT ourselves so batches are one transaction.
+        self._conn = sqlite3.connect(
+            str(path), check_same_thread=False, isolation_level=None, timeout=30
+        )
+        self._conn.execute("PRAGMA busy_timeout=30000")
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=NORMAL")
+        self._conn.execute("PRAGMA foreign_keys=ON")
+        self._init_schema()
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def _init_schema(self) -> None:
+        with self.transaction():
+            has_meta = self._conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'"
+            ).fetchone()
+            version = has_meta and self._conn.execute(
+                "SELECT value FROM meta WHERE key='schema_version'"
+            ).fetchone()
+            if version and version[0] != SCHEMA_VERSION:
+                # The index is a cache of files and bundled data: an old layout is rebuilt.
+                for stmt in (
+                    "DROP TABLE IF EXISTS chunks_fts",
+                    "DROP VIEW IF EXISTS chunk_content",
+                    "DROP TABLE IF EXISTS chunks",
+                    "DROP TABLE IF EXISTS documents",
+                    "DROP TABLE IF EXISTS meta",
+                ):
+                    self._conn.execute(stmt)
+            for stmt in _split_sql(_SCHEMA):
+                self._conn.execute(stmt)
+            self._conn.execute(
+                "INSERT INTO chunks_fts(chunks_fts, rank) VALUES ('rank', ?)",
+                (f"bm25({TITLE_WEIGHT}, {TEXT_WEIGHT})",),
+            )
+            self._conn.execute(
+                "INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)",
+                (SCHEMA_VERSION,),
+            )
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> CorpusStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Hold the store for a sequence of calls and run them in one write transaction.
+
+        Re-entrant: store methods called inside join the outer transaction. BEGIN IMMEDIATE takes
+        the write lock up front, so another process doing the same check-then-write waits for us.
+        """
+        with self._lock:
+            outer = self._depth == 0
+            if outer:
+                self._conn.execute("BEGIN IMMEDIATE")
+            self._depth += 1
+            try:
+                yield
+            except BaseException:
+                self._depth -= 1
+                if outer:
+                    self._conn.execute("ROLLBACK")
+                raise
+            self._depth -= 1
+            if outer:
+                self._conn.execute("COMMIT")
+
+    # -- writes --------------------------------------------------------------------------------
+
+    def add_document(
+        self,
+        collection: str,
+        ref: str,
+        title: str,
+        url: str | None,
+        chunks: list[str],
+        content_hash: str,
+    ) -> bool:
+        """Add one document. False if a document with this content hash is already indexed.
+
+        A document with the same `ref` but different content replaces the old one (re-ingesting
+        an edited file updates it).
+        """
+        stats = self.add_documents(
+            [NewDocument(collection, ref, title, url, chunks, content_hash)]
+        )
+        return stats.added_flags[0]
+
+    def add_documents(self, docs: Iterable[NewDocument]) -> AddStats:
+        """Add many documents in one transaction (much faster than one commit each)."""
+        stats = AddStats()
+        now = time.time()
+        with self.transaction():
+            cur = self._conn.cursor()
+            for doc in docs:
+                if cur.execute(
+                    "SELECT 1 FROM documents WHERE content_hash = ?", (doc.content_hash,)
+                ).fetchone():
+                    stats.duplicates += 1
+                    stats.added_flags.append(False)
+                    continue
+                old = cur.execute("SELECT id FROM documents WHERE ref = ?", (doc.ref,)).fetchone()
+                if old:
+                    self._delete_documents([old[0]])
+                    stats.replaced += 1
+                cur.execute(
+                    "INSERT INTO documents(collection, ref, title, url, content_hash, added_at)"
+                    " VALUES (?, ?, ?, ?, ?, ?)",
+                    (doc.collection, doc.ref, doc.title, doc.url, doc.content_hash, now),
+                )
+                doc_id = cur.lastrowid
+                fts_rows = []
+                for ordinal, chunk in enumerate(doc.chunks):
+                    if not chunk.strip():
+                        continue
+                    cur.execute(
+                        "INSERT OR IGNORE INTO chunks(doc_id, ordinal, text, text_hash)"
+                        " VALUES (?, ?, ?, ?)",
+                        (doc_id, ordinal, chunk, text_hash(chunk)),
+                    )
+                    if cur.rowcount == 1:  # 0: the same text is already indexed elsewhere
+                        fts_rows.append((cur.lastrowid, doc.title, chunk))
+                cur.executemany(
+                    "INSERT INTO chunks_fts(rowid, title, text) VALUES (?, ?, ?)", fts_rows
+                )
+                stats.chunks_added += len(fts_rows)
+                stats.added += 1
+                stats.added_flags.append(True)
+        return stats
+
+    def _delete_documents(self, doc_ids: Sequence[int]) -> None:
+        """Remove documents, their chunks and their FTS entries (call inside a transaction)."""
+        cur = self._conn.cursor()
+        for start in range(0, len(doc_ids), 500):
+            batch = list(doc_ids[start : start + 500])
+            marks = ",".join("?" * len(batch))
+            # External-content FTS needs the old values to remove its index entries.
+            rows = cur.execute(
+                f"SELECT c.id, d.title, c.text FROM chunks c JOIN documents d ON d.id = c.doc_id"
+                f" WHERE c.doc_id IN ({marks})",
+                batch,
+            ).fetchall()
+            cur.executemany(
+                "INSERT INTO chunks_fts(chunks_fts, rowid, title, text) VALUES ('delete', ?, ?, ?)",
+                rows,
+            )
+            cur.execute(f"DELETE FROM chunks WHERE doc_id IN ({marks})", batch)
+            cur.execute(f"DELETE FROM documents WHERE id IN ({marks})", batch)
+
+    def delete_collection(self, collection: str) -> int:
+        """Remove every document of one collection; returns how many were removed."""
+        with self.transaction():
+            ids = [
+                row[0]
+                for row in self._conn.execute(
+                    "SELECT id FROM documents WHERE collection = ?", (collection,)
+                )
+            ]
+            self._delete_documents(ids)
+        return len(ids)
+
+    def clear(self) -> None:
+        """Remove all documents, chunks and meta keys (the schema version is kept)."""
+        with self.transaction():
+            self._conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('delete-all')")
+            self._conn.execute("DELETE FROM chunks")
+            self._conn.execute("DELETE FROM documents")
+            self._conn.execute("DELETE FROM meta WHERE key != 'schema_version'")
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self.transaction():
+            self._conn.execute(
+                "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value)
+            )
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def get_meta(self, key: str, default: str | None = None) -> str | None:
+        with self._lock:
+            row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else default
+
+    def count_documents(self) -> int:
+        with self._lock:
+            return self._conn.execute("SELECT COUNT(*) FROM documents").fetchone()[0]
+
+    def count_chunks(self) -> int:
+        with self._lock:
+            return self._conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+
+    def collections(self) -> dict[str, int]:
+        """Collection name -> number of documents."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT collection, COUNT(*) FROM documents GROUP BY collection ORDER BY collection"
+            ).fetchall()
+        return {name: count for name, count in rows}
+
+    def search(
+        self, query: str, k: int = 5, *, collections: Sequence[str] | None = None
+    ) -> list[ChunkHit]:
+        """BM25-ranked chunks for free text `query` (sanitised; never raises on syntax).
+
+        `collections` limits the search to those collections.
+        """
+        expression = fts_query(query)
+        if not expression or k <= 0:
+            return []
+        params: list[object] = [expression]
+        where = "chunks_fts MATCH ?"
+        if collections:
+            marks = ",".join("?" * len(collections))
+            where += (
+                " AND rowid IN (SELECT c.id FROM chunks c JOIN documents d ON d.id = c.doc_id"
+                f" WHERE d.collection IN ({marks}))"
+            )
+            params.extend(collections)
+        params.append(k)
+        # ORDER BY rank (configured as weighted bm25) + LIMIT is FTS5's fast top-k path; the
+        # snippet is only computed for the rows returned.
+        sql = f"""
+            SELECT d.title, d.ref, d.url, d.collection, c.ordinal, c.text, f.snip, f.rank
+            FROM (
+                SELECT rowid AS cid, snippet(chunks_fts, 1, '', '', '…', 32) AS snip, rank
+                FROM chunks_fts WHERE {where} ORDER BY rank LIMIT ?
+            ) AS f
+            JOIN chunks c ON c.id = f.cid
+            JOIN documents d ON d.id = c.doc_id
+            ORDER BY f.rank
+        """
+        with self._lock:
+            rows = self._conn.execute(sql, params).fetchall()
+        return [
+            ChunkHit(
+                title=title,
+                ref=ref,
+                url=url,
+                collection=collection,
+                ordinal=ordinal,
+                text=text,
+                snippet=snippet or text[:300],
+                score=-float(rank),  # bm25 is negative, lower is better; flip it
+            )
+            for title, ref, url, collection, ordinal, text, snippet, rank in rows
+        ]
+
+
+def _split_sql(script: str) -> list[str]:
+    """Split the schema script into statements (sqlite3.executescript would COMMIT our tx)."""
+    return [stmt.strip() for stmt in script.split(";") if stmt.strip()]
