@@ -1,0 +1,329 @@
+"""FakeLLM: scripting, deterministic default answers, the schema filler."""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import uuid
+from pathlib import Path
+from typing import Annotated, Literal, Optional, Union
+
+import pytest
+from pydantic import AnyUrl, BaseModel, Field, ValidationError
+
+from engine.llm.fake import FakeLLM, default_answer, key_terms, read_prompt
+from engine.llm.protocol import LLM, ChatRequest, LLMServerError, Message, ResponseFormat
+from engine.llm.schema_fill import fill_schema
+from engine.llm.structured import ask_structured, format_instruction
+
+PROMPT = """You are a careful researcher.
+
+Sources:
+[1] Photosynthesis - Encyclopedia
+Photosynthesis converts light energy into chemical energy in plants. Chlorophyll absorbs mostly
+red and blue light. Oxygen is released as a by-product.
+
+[2] History of botany
+Jan Ingenhousz showed in 1779 that light is needed for plants to purify air.
+The study of plants is called botany.
+
+Question: How do plants use light energy in photosynthesis?"""
+
+
+def request(content: str = PROMPT, **options) -> ChatRequest:
+    return ChatRequest(messages=(Message("user", content),), **options)
+
+
+def structured(model: type[BaseModel], content: str = PROMPT) -> ChatRequest:
+    return request(
+        content,
+        response_format=ResponseFormat.JSON_SCHEMA,
+        json_schema=model.model_json_schema(),
+        schema_name=model.__name__,
+    )
+
+
+# ---------------------------------------------------------------------- models for the filler
+
+
+class Color(enum.Enum):
+    RED = "red"
+    BLUE = "blue"
+
+
+class Claim(BaseModel):
+    text: str
+    source_ids: list[int] = Field(default_factory=list)
+    verdict: Literal["supported", "refuted", "unclear"]
+
+
+class Report(BaseModel):
+    title: str = Field(min_length=5, max_length=40)
+    summary: str = Field(max_length=120)
+    claims: list[Claim] = Field(min_length=2, max_length=5)
+    follow_up: list[str] = Field(max_length=2)
+    confidence: float = Field(gt=0, lt=1)
+    score: int = Field(ge=1, le=10)
+    rank: Annotated[int, Field(gt=3)]
+    step: int = Field(multiple_of=5, ge=7, le=30)
+    note: Optional[str] = None
+    color: Color
+    created: dt.date
+    updated: dt.datetime
+    link: AnyUrl
+    run_id: uuid.UUID
+    metadata: dict[str, int]
+    pair: tuple[int, str]
+    tags: set[str] = Field(min_length=2)
+    choice: Union[Claim, int]
+    flag: bool = False
+
+
+class TreeNode(BaseModel):
+    label: str
+    children: list[TreeNode] = Field(default_factory=list)
+    parent: Optional[TreeNode] = None
+
+
+class Subquestions(BaseModel):
+    subquestions: list[str] = Field(min_length=3, max_length=6)
+
+
+class Bounds(BaseModel):
+    exactly_two: list[int] = Field(min_length=2, max_length=2)
+    at_least_four: list[str] = Field(min_length=4, max_length=9)
+    unbounded: list[str]
+    short: str = Field(min_length=10, max_length=12)
+
+
+# ---------------------------------------------------------------------- protocol and scripting
+
+
+def test_fake_implements_the_protocol():
+    fake = FakeLLM()
+    assert isinstance(fake, LLM)
+    assert fake.description == "scripted fake LLM (offline, deterministic)"
+    assert fake.model_for("judge") == "fake"
+    response = fake.chat(request("hello there"))
+    assert response.model == "fake" and response.attempts == 1
+    assert response.usage.prompt_tokens == max(1, len("hello there") // 4)
+    assert response.usage.completion_tokens == max(1, len(response.text) // 4)
+
+
+def test_rules_in_order_with_times_and_regex():
+    fake = (
+        FakeLLM()
+        .when("weather", "sunny", times=2)
+        .when(re.compile(r"weather|climate"), {"forecast": "rain"})
+        .when("never", "unused")
+    )
+    answers = [fake.chat(request("the weather today")).text for _ in range(3)]
+    assert answers == ["sunny", "sunny", '{"forecast": "rain"}']
+    assert fake.chat(request("climate trends")).text == '{"forecast": "rain"}'
+    assert fake.call_count == 4 and fake.calls[0].messages[0].content == "the weather today"
+
+
+def test_rule_responders_models_callables_and_exceptions():
+    claim = Claim(text="t", verdict="unclear")
+    fake = (
+        FakeLLM()
+        .when("model", claim)
+        .when("callable", lambda req: {"echo": req.messages[-1].content})
+        .when("boom", LLMServerError("scripted failure"), times=1)
+    )
+    assert Claim.model_validate_json(fake.chat(request("model")).text) == claim
+    assert json.loads(fake.chat(request("callable x")).text) == {"echo": "callable x"}
+    with pytest.raises(LLMServerError, match="scripted failure"):
+        fake.chat(request("boom"))
+    assert fake.chat(request("boom")).text  # the rule is used up: default answer
+    assert fake.call_count == 4
+
+
+def test_rules_match_any_message():
+    fake = FakeLLM().when("SYSTEM-MARK", "matched")
+    chat = ChatRequest(messages=(Message("system", "SYSTEM-MARK"), Message("user", "hi")))
+    assert fake.chat(chat).text == "matched"
+
+
+def test_times_is_respected_under_concurrency():
+    fake = FakeLLM().when("x", "scripted", times=5)
+    answers: list[str] = []
+    lock = threading.Lock()
+
+    def worker() -> None:
+        for _ in range(20):
+            text = fake.chat(request("x")).text
+            with lock:
+                answers.append(text)
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert fake.call_count == 160 and answers.count("scripted") == 5
+
+
+def test_latency_is_simulated():
+    assert FakeLLM(latency_s=0.05).chat(request("x")).latency_s >= 0.05
+
+
+def test_invalid_times():
+    with pytest.raises(ValueError):
+        FakeLLM().when("x", "y", times=0)
+
+
+# ---------------------------------------------------------------------- determinism
+
+
+def test_two_instances_give_identical_answers():
+    for chat in (request(), structured(Report), structured(Subquestions), request("Why?")):
+        assert FakeLLM().chat(chat).text == FakeLLM().chat(chat).text
+
+
+def test_answers_are_identical_across_processes():
+    script = (
+        "import sys; from tests.test_llm_fake import structured, Report, request; "
+        "from engine.llm.fake import FakeLLM; "
+        "sys.stdout.write(FakeLLM().chat(structured(Report)).text + '\\n' + "
+        "FakeLLM().chat(request()).text)"
+    )
+    root = Path(__file__).resolve().parents[1]
+    outputs = {
+        subprocess.run(
+            [sys.executable, "-c", script], cwd=root, capture_output=True, text=True, check=True,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+        ).stdout
+        for seed in ("1", "2")
+    }  # fmt: skip
+    local = FakeLLM().chat(structured(Report)).text + "\n" + FakeLLM().chat(request()).text
+    assert outputs == {local}
+
+
+# ---------------------------------------------------------------------- default answers
+
+
+def test_text_answer_is_extractive_with_citations():
+    text = FakeLLM().chat(request()).text
+    first = "Photosynthesis converts light energy into chemical energy in plants [1]."
+    assert text.startswith(first)
+    assert re.findall(r"\[(\d)\]", text)
+    assert "lorem" not in text.lower()
+
+
+def test_text_answer_without_sources_mentions_the_key_terms():
+    text = FakeLLM().chat(request("Why do cats purr when they are content?")).text
+    assert "cats" in text and "purr" in text and "[" not in text
+
+
+def test_question_comes_from_the_question_line_or_the_last_user_message():
+    assert read_prompt(request().messages).question == (
+        "How do plants use light energy in photosynthesis?"
+    )
+    chat = (
+        Message("system", "Be brief."),
+        Message("user", "[1] Some source\nText of it.\n\nWhat about volcanoes?"),
+        Message("user", format_instruction(Subquestions)),
+    )
+    view = read_prompt(chat)
+    assert view.question == "What about volcanoes?" and view.terms == ("volcanoes",)
+    assert [s.number for s in view.sources] == [1] and view.sources[0].text == "Text of it."
+
+
+def test_source_blocks_end_at_a_blank_line_or_the_next_block():
+    view = read_prompt((Message("user", "[1] A\none\ntwo\n[2] B\nthree\n\nnot a source"),))
+    found = [(s.number, s.title, s.text) for s in view.sources]
+    assert found == [(1, "A", "one two"), (2, "B", "three")]
+
+
+def test_key_terms():
+    assert key_terms("What are the causes of the French Revolution and its causes?") == (
+        "causes", "French", "Revolution",
+    )  # fmt: skip
+    assert key_terms("") == ()
+
+
+def test_structured_prose_fields_cite_the_best_sources():
+    report = Report.model_validate_json(FakeLLM().chat(structured(Report)).text)
+    assert report.summary.endswith("[1].") and len(report.summary) <= 120
+    texts = [claim.text for claim in report.claims]
+    assert len(set(texts)) == len(texts) and all(re.search(r"\[\d\]\.$", t) for t in texts)
+    assert "Photosynthesis converts light energy" in texts[0]
+
+
+def test_question_fields_are_distinct_questions_on_the_key_terms():
+    answer = Subquestions.model_validate_json(FakeLLM().chat(structured(Subquestions)).text)
+    assert len(answer.subquestions) == 3 and len(set(answer.subquestions)) == 3
+    assert all(q.endswith("?") and "plants" in q for q in answer.subquestions)
+
+
+def test_prompted_requests_answer_json_from_the_schema_in_the_prompt():
+    chat = (Message("user", PROMPT), Message("user", format_instruction(Subquestions)))
+    text = FakeLLM().chat(ChatRequest(messages=chat)).text
+    Subquestions.model_validate_json(text)
+
+
+# ---------------------------------------------------------------------- schema filler
+
+
+@pytest.mark.parametrize("model", [Claim, Report, TreeNode, Subquestions, Bounds])
+def test_filled_instances_validate(model: type[BaseModel]):
+    via_fake = FakeLLM().chat(structured(model)).text
+    model.model_validate_json(via_fake)
+    model.model_validate(fill_schema(model.model_json_schema()))  # with the plain writer
+    ask_structured(FakeLLM(), [Message("user", PROMPT)], model)
+
+
+def test_array_sizes_follow_the_bounds():
+    bounds = Bounds.model_validate_json(FakeLLM().chat(structured(Bounds)).text)
+    assert len(bounds.exactly_two) == 2
+    assert len(bounds.at_least_four) == 4
+    assert len(bounds.unbounded) == 1
+    assert 10 <= len(bounds.short) <= 12
+
+
+def test_numbers_respect_bounds():
+    report = Report.model_validate_json(FakeLLM().chat(structured(Report)).text)
+    assert 0 < report.confidence < 1 and 1 <= report.score <= 10
+    assert report.rank > 3 and report.step % 5 == 0 and 7 <= report.step <= 30
+    assert report.note is not None  # optional fields prefer the non-null branch
+    assert report.metadata == {}
+
+
+def test_filler_handles_raw_schema_keywords():
+    schema = {
+        "type": "object",
+        "properties": {
+            "kind": {"const": "fixed"},
+            "either": {"oneOf": [{"type": "null"}, {"type": "integer", "exclusiveMinimum": 2}]},
+            "multi": {"type": ["null", "number"], "maximum": -3},
+            "merged": {"allOf": [{"type": "object", "properties": {"a": {"type": "boolean"}},
+                                  "required": ["a"]}]},  # fmt: skip
+            "anything": {},
+        },
+        "required": ["kind", "either", "multi", "merged", "anything"],
+    }
+    value = fill_schema(schema)
+    assert value["kind"] == "fixed" and value["either"] == 3 and value["multi"] == -3
+    assert value["merged"] == {"a": True} and isinstance(value["anything"], str)
+
+
+def test_recursive_models_terminate():
+    node = TreeNode.model_validate_json(FakeLLM().chat(structured(TreeNode)).text)
+    depth = 0
+    while node.children:
+        node, depth = node.children[0], depth + 1
+    assert depth < 10
+
+
+def test_default_answer_is_a_pure_function():
+    chat = structured(Report)
+    assert default_answer(chat) == default_answer(chat)
+    with pytest.raises(ValidationError):
+        Report.model_validate_json("{}")  # sanity: the model is strict enough to mean something

@@ -1,0 +1,109 @@
+"""ask_structured end to end: the real adapter and openai client against the fake server."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from pydantic import BaseModel, Field
+
+from engine.config import LLMSettings
+from engine.llm.fake import FakeLLM
+from engine.llm.fake_server import FakeOpenAIServer
+from engine.llm.limits import ConcurrencyLimiter
+from engine.llm.openai_compat import OpenAICompatibleLLM
+from engine.llm.protocol import Message, ResponseFormat, StructuredOutputError
+from engine.llm.structured import ask_structured
+
+SOURCES_PROMPT = """Sources:
+[1] Bee communication
+Honey bees communicate the location of flowers with the waggle dance. The angle of the dance
+encodes the direction relative to the sun.
+
+[2] Pollination
+Bees pollinate many crops. Flowers attract bees with scent and colour.
+
+Question: How do bees communicate where flowers are?"""
+
+
+class Finding(BaseModel):
+    answer: str
+    follow_up_questions: list[str] = Field(min_length=2, max_length=4)
+    confidence: float = Field(ge=0, le=1)
+
+
+def make_llm(server: FakeOpenAIServer, **overrides) -> OpenAICompatibleLLM:
+    settings = LLMSettings(base_url=server.base_url, api_key="k", timeout_s=2, max_retries=1,
+                           **overrides)  # fmt: skip
+    return OpenAICompatibleLLM(settings, ConcurrencyLimiter(2), sleep=lambda _: None,
+                               rng=random.Random(0))  # fmt: skip
+
+
+def test_structured_answer_from_the_fake_server():
+    with FakeOpenAIServer() as server:
+        responses = []
+        finding = ask_structured(
+            make_llm(server), [Message("user", SOURCES_PROMPT)], Finding,
+            on_response=responses.append,
+        )  # fmt: skip
+
+    assert "waggle dance [1]" in finding.answer
+    assert len(set(finding.follow_up_questions)) == 3
+    assert responses[0].response_format is ResponseFormat.JSON_SCHEMA
+    assert server.requests[0]["response_format"]["json_schema"]["name"] == "Finding"
+
+
+def test_malformed_json_is_re_asked_with_the_error():
+    with FakeOpenAIServer() as server:
+        server.enqueue(content="not json {")
+        finding = ask_structured(make_llm(server), [Message("user", SOURCES_PROMPT)], Finding)
+
+        assert server.count_chat_requests() == 2
+        second = server.requests[1]["messages"]
+    assert finding.answer
+    assert second[-2] == {"role": "assistant", "content": "not json {"}
+    assert "That answer was not valid: no JSON object found" in second[-1]["content"]
+
+
+def test_schema_invalid_answer_re_asks_then_succeeds():
+    with FakeOpenAIServer() as server:
+        server.enqueue(content='{"answer": "x", "follow_up_questions": [], "confidence": 3}')
+        ask_structured(make_llm(server), [Message("user", SOURCES_PROMPT)], Finding)
+        error_message = server.requests[1]["messages"][-1]["content"]
+    assert "follow_up_questions" in error_message and "confidence" in error_message
+
+
+def test_schema_invalid_every_time_raises_after_max_reasks():
+    responder = FakeLLM().when("", {"wrong": 1})
+    with FakeOpenAIServer(responder) as server:
+        with pytest.raises(StructuredOutputError) as caught:
+            llm = make_llm(server)
+            ask_structured(llm, [Message("user", "Question: x")], Finding, max_reasks=2)
+        assert server.count_chat_requests() == 3
+    assert caught.value.attempts == 3 and caught.value.last_output == '{"wrong": 1}'
+
+
+def test_structured_output_through_a_llama_cpp_like_server():
+    with FakeOpenAIServer(reject_json_schema=True) as server:
+        llm = make_llm(server)
+        first = ask_structured(llm, [Message("user", SOURCES_PROMPT)], Finding)
+        second = ask_structured(llm, [Message("user", SOURCES_PROMPT)], Finding)
+        kinds = [body["response_format"]["type"] for body in server.requests]
+
+    assert first == second
+    assert kinds == ["json_schema", "json_object", "json_object"]
+
+
+def test_prompted_mode_works_from_the_schema_in_the_prompt():
+    with FakeOpenAIServer() as server:
+        finding = ask_structured(
+            make_llm(server, structured_mode="prompted"), [Message("user", SOURCES_PROMPT)], Finding
+        )
+        assert "response_format" not in server.requests[0]
+    assert "[1]" in finding.answer
+
+
+def test_ask_structured_with_the_fake_directly():
+    fake = FakeLLM()
+    finding = ask_structured(fake, [Message("user", SOURCES_PROMPT)], Finding)
+    assert fake.call_count == 1 and "[1]" in finding.answer
