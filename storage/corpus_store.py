@@ -33,7 +33,7 @@ TEXT_WEIGHT = 1.0
 # A query is cut to this many terms, so a pasted page cannot make a huge FTS expression.
 MAX_QUERY_TERMS = 48
 
-_SCHEMA = f"""
+_SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (
     key TEXT PRIMARY KEY,
     value TEXT NOT NULL
@@ -165,15 +165,21 @@ class CorpusStore:
 
     # -- lifecycle -----------------------------------------------------------------------------
 
+    def _schema_version(self) -> str | None:
+        has_meta = self._conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'"
+        ).fetchone()
+        row = has_meta and self._conn.execute(
+            "SELECT value FROM meta WHERE key='schema_version'"
+        ).fetchone()
+        return row[0] if row else None
+
     def _init_schema(self) -> None:
+        if self._schema_version() == SCHEMA_VERSION:
+            return  # already set up: opening an index must not need the write lock
         with self.transaction():
-            has_meta = self._conn.execute(
-                "SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'"
-            ).fetchone()
-            version = has_meta and self._conn.execute(
-                "SELECT value FROM meta WHERE key='schema_version'"
-            ).fetchone()
-            if version and version[0] != SCHEMA_VERSION:
+            version = self._schema_version()
+            if version is not None and version != SCHEMA_VERSION:
                 # The index is a cache of files and bundled data: an old layout is rebuilt.
                 for stmt in (
                     "DROP TABLE IF EXISTS chunks_fts",
@@ -193,6 +199,20 @@ class CorpusStore:
                 "INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)",
                 (SCHEMA_VERSION,),
             )
+
+    def backup_to(self, target: Path | str) -> None:
+        """Write a consistent copy of the index to `target` (SQLite online backup).
+
+        Lets tests (and tools) reuse one built index instead of re-indexing per copy.
+        """
+        target = Path(target)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with self._lock:
+            destination = sqlite3.connect(str(target))
+            try:
+                self._conn.backup(destination)
+            finally:
+                destination.close()
 
     def close(self) -> None:
         with self._lock:
@@ -368,43 +388,55 @@ class CorpusStore:
         expression = fts_query(query)
         if not expression or k <= 0:
             return []
-        params: list[object] = [expression]
-        where = "chunks_fts MATCH ?"
+        # Stage 1: the top-k chunk ids. ORDER BY rank (configured as weighted bm25) + LIMIT is
+        # FTS5's fast top-k path. A collection filter is a join scanned from the FTS side (CROSS
+        # JOIN fixes the order): a "rowid IN (subquery)" constraint would make FTS5 rerun the
+        # full-text query once per candidate rowid.
         if collections:
             marks = ",".join("?" * len(collections))
-            where += (
-                " AND rowid IN (SELECT c.id FROM chunks c JOIN documents d ON d.id = c.doc_id"
-                f" WHERE d.collection IN ({marks}))"
+            ranked_sql = (
+                "SELECT f.rowid, f.rank FROM chunks_fts f"
+                " CROSS JOIN chunks c ON c.id = f.rowid"
+                " CROSS JOIN documents d ON d.id = c.doc_id"
+                f" WHERE chunks_fts MATCH ? AND d.collection IN ({marks})"
+                " ORDER BY f.rank LIMIT ?"
             )
-            params.extend(collections)
-        params.append(k)
-        # ORDER BY rank (configured as weighted bm25) + LIMIT is FTS5's fast top-k path; the
-        # snippet is only computed for the rows returned.
-        sql = f"""
-            SELECT d.title, d.ref, d.url, d.collection, c.ordinal, c.text, f.snip, f.rank
-            FROM (
-                SELECT rowid AS cid, snippet(chunks_fts, 1, '', '', '…', 32) AS snip, rank
-                FROM chunks_fts WHERE {where} ORDER BY rank LIMIT ?
-            ) AS f
-            JOIN chunks c ON c.id = f.cid
-            JOIN documents d ON d.id = c.doc_id
-            ORDER BY f.rank
-        """
+            params: list[object] = [expression, *collections, k]
+        else:
+            ranked_sql = (
+                "SELECT rowid, rank FROM chunks_fts WHERE chunks_fts MATCH ?"
+                " ORDER BY rank LIMIT ?"
+            )
+            params = [expression, k]
+        # Stage 2: the snippet and the document, only for the rows returned.
+        snippet_sql = (
+            "SELECT snippet(chunks_fts, 1, '', '', '…', 32) FROM chunks_fts"
+            " WHERE chunks_fts MATCH ? AND rowid = ?"
+        )
+        row_sql = (
+            "SELECT d.title, d.ref, d.url, d.collection, c.ordinal, c.text"
+            " FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE c.id = ?"
+        )
+        hits: list[ChunkHit] = []
         with self._lock:
-            rows = self._conn.execute(sql, params).fetchall()
-        return [
-            ChunkHit(
-                title=title,
-                ref=ref,
-                url=url,
-                collection=collection,
-                ordinal=ordinal,
-                text=text,
-                snippet=snippet or text[:300],
-                score=-float(rank),  # bm25 is negative, lower is better; flip it
-            )
-            for title, ref, url, collection, ordinal, text, snippet, rank in rows
-        ]
+            for chunk_id, rank in self._conn.execute(ranked_sql, params).fetchall():
+                snippet_row = self._conn.execute(snippet_sql, (expression, chunk_id)).fetchone()
+                title, ref, url, collection, ordinal, text = self._conn.execute(
+                    row_sql, (chunk_id,)
+                ).fetchone()
+                hits.append(
+                    ChunkHit(
+                        title=title,
+                        ref=ref,
+                        url=url,
+                        collection=collection,
+                        ordinal=ordinal,
+                        text=text,
+                        snippet=(snippet_row[0] if snippet_row else "") or text[:300],
+                        score=-float(rank),  # bm25 is negative, lower is better; flip it
+                    )
+                )
+        return hits
 
 
 def _split_sql(script: str) -> list[str]:

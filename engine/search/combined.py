@@ -1,0 +1,108 @@
+"""Putting searchers together: several backends at once, no search, and the mode factory."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from itertools import zip_longest
+
+from engine.config import SearchMode, Settings
+from engine.search.protocol import Hit, Searcher, SearchError
+
+logger = logging.getLogger(__name__)
+
+ErrorHandler = Callable[[Searcher, SearchError], None]
+
+
+def _log_error(searcher: Searcher, error: SearchError) -> None:
+    logger.warning("%s failed: %s (%s)", searcher.description, error, error.hint)
+
+
+class NullSearcher:
+    """A searcher that finds nothing: methods reason from the model's own knowledge."""
+
+    @property
+    def description(self) -> str:
+        return "no search"
+
+    def search(self, query: str, k: int = 5) -> list[Hit]:
+        return []
+
+
+class CombinedSearcher:
+    """Searches several backends and interleaves their hits (1st of each, then 2nd of each...).
+
+    Hits are deduplicated by `ref` and cut to `k`. A backend that raises SearchError is reported
+    to `on_error` (logged by default) and the others' hits are still returned; only when every
+    backend fails is an error raised.
+    """
+
+    def __init__(
+        self, searchers: Sequence[Searcher], *, on_error: ErrorHandler | None = None
+    ) -> None:
+        if not searchers:
+            raise ValueError("CombinedSearcher needs at least one searcher")
+        self.searchers = list(searchers)
+        self.on_error = on_error or _log_error
+
+    @property
+    def description(self) -> str:
+        return " + ".join(s.description for s in self.searchers)
+
+    def search(self, query: str, k: int = 5) -> list[Hit]:
+        results: list[list[Hit]] = []
+        errors: list[SearchError] = []
+        for searcher in self.searchers:
+            try:
+                results.append(searcher.search(query, k))
+            except SearchError as exc:
+                errors.append(exc)
+                self.on_error(searcher, exc)
+        if errors and not results:
+            if len(errors) == 1:
+                raise errors[0]
+            raise SearchError(
+                "every search backend failed: " + "; ".join(str(e) for e in errors),
+                hint=next((e.hint for e in errors if e.hint), ""),
+            )
+        merged: list[Hit] = []
+        seen: set[str] = set()
+        for row in zip_longest(*results):
+            for hit in row:
+                if hit is not None and hit.ref not in seen:
+                    seen.add(hit.ref)
+                    merged.append(hit)
+        return merged[:k]
+
+
+def build_searcher(
+    mode: SearchMode,
+    settings: Settings,
+    *,
+    web_factory: Callable[[], object] | None = None,
+    fetch_pages: int = 0,
+) -> Searcher:
+    """The searcher for a search mode: "local" (bundled corpus + ingested files), "web",
+    "both" or "none". `web_factory` makes the ddgs client (tests pass a fake)."""
+    # Imported here so "none"/"web" never open the corpus and "local" never imports the web stack.
+    if mode == "none":
+        return NullSearcher()
+    if mode not in ("local", "web", "both"):
+        raise ValueError(f"unknown search mode '{mode}': use local, web, both or none")
+    searchers: list[Searcher] = []
+    if mode in ("local", "both"):
+        from engine.search.bundled import open_default_corpus
+
+        searchers.append(open_default_corpus(settings))
+    if mode in ("web", "both"):
+        from engine.search.fetch import PageFetcher
+        from engine.search.web import WebSearcher
+
+        searchers.append(
+            WebSearcher(
+                ddgs_factory=web_factory,
+                fetch_pages=fetch_pages,
+                fetcher=PageFetcher(allow_private=settings.allow_private_fetch),
+            )
+        )
+    return searchers[0] if len(searchers) == 1 else CombinedSearcher(searchers)

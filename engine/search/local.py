@@ -1,0 +1,124 @@
+"""The local corpus searcher: BM25 over the CorpusStore, plus ingest of user files."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from engine.search.chunking import chunk_text
+from engine.search.loaders import LoadedDocument, Skipped, iter_documents
+from engine.search.protocol import Hit
+from storage.corpus_store import CorpusStore, NewDocument
+
+DEFAULT_COLLECTION = "files"
+# Documents are written in batches: one transaction per batch keeps ingest fast while letting
+# searches from other threads get in between batches.
+BATCH_SIZE = 200
+MAX_LISTED_SKIPS = 20
+
+
+def content_hash(*parts: str) -> str:
+    """Stable hash of whitespace-normalised text, used to skip documents already indexed."""
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(" ".join(part.split()).encode("utf-8"))
+        digest.update(b"\x00")
+    return digest.hexdigest()
+
+
+@dataclass
+class IngestReport:
+    """What `LocalCorpusSearcher.ingest` did."""
+
+    documents_added: int = 0
+    duplicates_skipped: int = 0
+    documents_replaced: int = 0
+    chunks_added: int = 0
+    skipped: list[Skipped] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def summary(self) -> str:
+        text = (
+            f"{self.documents_added} document(s) added ({self.chunks_added} chunks), "
+            f"{self.duplicates_skipped} already indexed, {len(self.skipped)} skipped, "
+            f"in {self.seconds:.1f}s"
+        )
+        if self.documents_replaced:
+            text += f"; {self.documents_replaced} updated"
+        # Say why files were skipped: the user can fix the file or its type.
+        for item in self.skipped[:MAX_LISTED_SKIPS]:
+            text += f"\n  skipped {item.path}: {item.reason}"
+        if len(self.skipped) > MAX_LISTED_SKIPS:
+            text += f"\n  ... and {len(self.skipped) - MAX_LISTED_SKIPS} more skipped"
+        return text
+
+
+class LocalCorpusSearcher:
+    """`Searcher` over the local full-text index (bundled datasets and ingested files)."""
+
+    def __init__(self, store: CorpusStore) -> None:
+        self.store = store
+
+    @property
+    def description(self) -> str:
+        collections = self.store.collections()
+        total = sum(collections.values())
+        names = ", ".join(collections) or "empty"
+        return f"local corpus ({total:,} documents: {names})"
+
+    def search(self, query: str, k: int = 5) -> list[Hit]:
+        return [
+            Hit(
+                title=hit.title,
+                ref=f"{hit.ref}#{hit.ordinal}",
+                snippet=hit.snippet,
+                text=hit.text,
+                kind="corpus",
+                url=hit.url,
+                score=hit.score,
+            )
+            for hit in self.store.search(query, k)
+        ]
+
+    def ingest(
+        self, paths: Iterable[Path | str], *, collection: str = DEFAULT_COLLECTION
+    ) -> IngestReport:
+        """Index files and folders. Already-indexed content is skipped; edited files are updated."""
+        started = time.perf_counter()
+        report = IngestReport()
+        batch: list[NewDocument] = []
+
+        def flush() -> None:
+            if not batch:
+                return
+            stats = self.store.add_documents(batch)
+            report.documents_added += stats.added
+            report.duplicates_skipped += stats.duplicates
+            report.documents_replaced += stats.replaced
+            report.chunks_added += stats.chunks_added
+            batch.clear()
+
+        for item in iter_documents(paths):
+            if isinstance(item, Skipped):
+                report.skipped.append(item)
+                continue
+            batch.append(to_new_document(item, collection))
+            if len(batch) >= BATCH_SIZE:
+                flush()
+        flush()
+        report.seconds = time.perf_counter() - started
+        return report
+
+
+def to_new_document(doc: LoadedDocument, collection: str) -> NewDocument:
+    return NewDocument(
+        collection=collection,
+        ref=doc.ref,
+        title=doc.title,
+        url=doc.url,
+        chunks=chunk_text(doc.text),
+        content_hash=content_hash(doc.text),
+    )

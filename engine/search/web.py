@@ -1,0 +1,172 @@
+"""Web search through the `ddgs` metasearch library, under our own deadline."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FuturesTimeout
+from concurrent.futures import wait
+from typing import Any
+
+from ddgs.exceptions import DDGSException, RatelimitException, TimeoutException
+
+from engine.search.fetch import PageFetcher
+from engine.search.protocol import Hit, SearchError
+
+LOCAL_HINT = "check the network connection, or use --search local (the bundled offline corpus)"
+RATE_LIMIT_HINT = "wait a minute before searching again, or use --search local"
+
+DDGSFactory = Callable[[], Any]
+
+
+def default_ddgs_factory(timeout_s: int = 5) -> DDGSFactory:
+    def make() -> Any:
+        from ddgs import DDGS
+
+        return DDGS(timeout=timeout_s)
+
+    return make
+
+
+class WebSearcher:
+    """`Searcher` over ddgs text search (DuckDuckGo and the other engines ddgs aggregates).
+
+    ddgs has its own per-engine timeout, but its `auto` backend tries engines in turn and can take
+    several times that, so the call runs in a worker thread and we stop waiting at `deadline_s`.
+    A call we gave up on finishes (or times out) in the background; its result is dropped.
+    """
+
+    def __init__(
+        self,
+        *,
+        ddgs_factory: DDGSFactory | None = None,
+        backend: str = "auto",
+        region: str = "us-en",
+        safesearch: str = "moderate",
+        deadline_s: float = 20.0,
+        fetch_pages: int = 0,
+        fetcher: PageFetcher | None = None,
+        max_page_chars: int = 20_000,
+    ) -> None:
+        self.ddgs_factory = ddgs_factory or default_ddgs_factory()
+        self.backend = backend
+        self.region = region
+        self.safesearch = safesearch
+        self.deadline_s = deadline_s
+        self.fetch_pages = fetch_pages
+        self.fetcher = fetcher or (PageFetcher() if fetch_pages else None)
+        self.max_page_chars = max_page_chars
+
+    @property
+    def description(self) -> str:
+        return f"web search (ddgs, backend {self.backend})"
+
+    def search(self, query: str, k: int = 5) -> list[Hit]:
+        if not query.strip() or k <= 0:
+            return []
+        rows = self._run_with_deadline(query, k)
+        hits: list[Hit] = []
+        seen: set[str] = set()
+        for row in rows:
+            url = (row.get("href") or row.get("url") or "").strip()
+            if not url or url in seen:
+                continue
+            seen.add(url)
+            body = " ".join(str(row.get("body") or "").split())
+            hits.append(
+                Hit(
+                    title=str(row.get("title") or url).strip(),
+                    ref=url,
+                    snippet=body,
+                    text=body,
+                    kind="web",
+                    url=url,
+                    score=1.0 / (len(hits) + 1),  # ddgs returns results best first
+                )
+            )
+            if len(hits) >= k:
+                break
+        if self.fetch_pages and self.fetcher and hits:
+            hits = self._with_pages(hits)
+        return hits
+
+    def _call(self, query: str, k: int) -> list[dict]:
+        ddgs = self.ddgs_factory()
+        return list(
+            ddgs.text(
+                query,
+                max_results=k,
+                backend=self.backend,
+                region=self.region,
+                safesearch=self.safesearch,
+            )
+            or []
+        )
+
+    def _run_with_deadline(self, query: str, k: int) -> list[dict]:
+        executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="thoughtmap-web")
+        try:
+            future = executor.submit(self._call, query, k)
+            try:
+                return future.result(timeout=self.deadline_s)
+            except FuturesTimeout as exc:
+                raise SearchError(
+                    f"web search gave no answer within {self.deadline_s:g}s; "
+                    "web search is unreachable or very slow",
+                    hint=LOCAL_HINT,
+                ) from exc
+            except Exception as exc:  # noqa: BLE001 - every backend failure becomes SearchError
+                mapped = map_ddgs_error(exc)
+                if mapped is None:
+                    return []
+                raise mapped from exc
+        finally:
+            # Never wait for a stuck worker: that would defeat the deadline.
+            executor.shutdown(wait=False, cancel_futures=True)
+
+    def _with_pages(self, hits: list[Hit]) -> list[Hit]:
+        """Replace the snippet text of the top hits with the fetched page text, where possible."""
+        assert self.fetcher is not None
+        top = hits[: self.fetch_pages]
+        executor = ThreadPoolExecutor(max_workers=len(top), thread_name_prefix="thoughtmap-fetch")
+        try:
+            futures = {
+                executor.submit(self.fetcher.fetch, hit.url or hit.ref): i
+                for i, hit in enumerate(top)
+            }
+            # The fetcher has its own deadline; the extra second covers extraction.
+            done, _ = wait(futures, timeout=self.fetcher.timeout_s + 1.0)
+            out = list(hits)
+            for future in done:
+                try:
+                    page = future.result()
+                except Exception:  # noqa: BLE001 - a failed fetch keeps the snippet
+                    continue
+                i = futures[future]
+                out[i] = dataclasses.replace(
+                    out[i],
+                    text=page.text[: self.max_page_chars],
+                    title=out[i].title or page.title,
+                )
+            return out
+        finally:
+            executor.shutdown(wait=False, cancel_futures=True)
+
+
+def map_ddgs_error(exc: BaseException) -> SearchError | None:
+    """The SearchError for a ddgs/network failure; None means "no results" (not an error)."""
+    if isinstance(exc, SearchError):
+        return exc
+    if isinstance(exc, RatelimitException):
+        return SearchError(f"web search is rate limited: {exc}", hint=RATE_LIMIT_HINT)
+    if isinstance(exc, TimeoutException):
+        return SearchError(f"web search timed out: {exc}", hint=LOCAL_HINT)
+    if isinstance(exc, DDGSException):
+        # ddgs raises "No results found." when every engine answered with nothing.
+        if str(exc).strip().rstrip(".").lower() == "no results found":
+            return None
+        return SearchError(f"web search failed: {exc}", hint=LOCAL_HINT)
+    if isinstance(exc, (OSError, TimeoutError)):
+        return SearchError(f"web search is unreachable: {exc}", hint=LOCAL_HINT)
+    return SearchError(f"web search failed: {type(exc).__name__}: {exc}", hint=LOCAL_HINT)
