@@ -58,6 +58,11 @@ class Services:
                     raise ValueError(f"unknown LLM '{kind}'. Choose one of: {', '.join(LLM_KINDS)}")
             return self._llms[kind]
 
+    def use_llm(self, kind: str, llm: LLM) -> None:
+        """Install a specific LLM for a kind (a scripted fake in tests, a custom adapter)."""
+        with self._lock:
+            self._llms[kind] = llm
+
     def llm_info(self, kind: str) -> dict[str, str]:
         """What a run runs on, as stored with it (never a key)."""
         if kind == "fake":

@@ -67,3 +67,6 @@ def _isolated_home(tmp_path_factory, monkeypatch):
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("THOUGHTMAP_HOME", str(home))
     yield home
+
+
+pytest_plugins = ["tests.fixtures_corpus", "tests.fixtures_engine"]

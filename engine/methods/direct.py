@@ -47,7 +47,8 @@ class DirectMethod(Method):
                 ctx.graph.fail(answer, str(exc), data={"last_output": exc.last_output[:2000]})
             else:
                 ctx.graph.finish(answer, content=result.answer, data={"confidence": result.confidence})
-        self.write_report(ctx)
+        if not ctx.graph.has_report():
+            self.write_report(ctx)
 
     def write_report(self, ctx: RunContext) -> None:
         root = ensure_root(ctx)

@@ -74,7 +74,8 @@ class RagMethod(Method):
                 ctx.graph.link_sources(answer, cited_source_ids(content))
                 ctx.graph.finish(answer, content=content,
                                  data={"confidence": result.confidence, "invalid_citations": dropped})
-        self.write_report(ctx)
+        if not ctx.graph.has_report():
+            self.write_report(ctx)
 
     def write_report(self, ctx: RunContext) -> None:
         root = ensure_root(ctx)
