@@ -24,10 +24,13 @@ class CitableSource(Protocol):
     snippet: str
 
 
-def source_blocks(sources: Sequence[CitableSource], *, max_chars: int = 1500) -> str:
-    """The numbered source list for a prompt: a `[n] Title` line, its text, a blank line."""
+def source_blocks(sources: Sequence[CitableSource], *, max_chars: int = 1500,
+                  numbers: Sequence[int] | None = None) -> str:
+    """The numbered source list for a prompt: a `[n] Title` line, its text, a blank line.
+
+    `numbers` gives each source its number when they are not simply 1..N (a subset of a list)."""
     blocks = []
-    for number, source in enumerate(sources, start=1):
+    for number, source in zip(numbers or range(1, len(sources) + 1), sources):
         body = (source.text or source.snippet or "").strip().replace("\n\n", "\n")
         if len(body) > max_chars:
             body = body[:max_chars].rsplit(" ", 1)[0] + " ..."

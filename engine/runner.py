@@ -261,6 +261,7 @@ class Runner:
             run_id=run.id, question=run.question, params=params, llm=llm,
             searcher=self.searcher_for(run), graph=RunGraph(self.repo, run.id),
             checkpoint=control.checkpoint, take_steering=take_steering, executor=self.executor,
+            complete_command=self.repo.complete_command,
         )
 
     def _apply_steering(self, ctx: RunContext, method: Method) -> None:

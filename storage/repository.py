@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import delete, func, or_, update
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from storage.db import Database
@@ -402,7 +403,19 @@ class Repository:
     def add_sources(
         self, run_id: str, inputs: Sequence[SourceInput], *, node_id: int | None = None
     ) -> list[Source]:
-        """Store sources (one row per run and ref) and link them to `node_id` in the given order."""
+        """Store sources (one row per run and ref) and link them to `node_id` in the given order.
+
+        Safe under concurrency: when another worker inserts the same ref first, the unique
+        constraint fires, and the retry finds and reuses that row."""
+        for attempt in range(5):
+            try:
+                return self._add_sources_once(run_id, inputs, node_id)
+            except IntegrityError:
+                if attempt == 4:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _add_sources_once(self, run_id: str, inputs: Sequence[SourceInput], node_id: int | None) -> list[Source]:
         stored: list[Source] = []
         with self._session() as s:
             for rank, item in enumerate(inputs):
@@ -424,10 +437,9 @@ class Repository:
                 elif item.text and len(item.text) > len(source.text):
                     source.text = item.text
                     s.add(source)
-                if node_id is not None:
-                    link = s.get(NodeSource, (node_id, source.id))
-                    if link is None:
-                        s.add(NodeSource(node_id=node_id, source_id=source.id, rank=rank, score=item.score))
+                if node_id is not None and s.get(NodeSource, (node_id, source.id)) is None:
+                    s.add(NodeSource(node_id=node_id, source_id=source.id, rank=rank, score=item.score))
+                    s.flush()
                 stored.append(source)
             s.exec(update(Run).where(col(Run.id) == run_id).values(version=Run.version + 1))
             s.commit()
@@ -440,6 +452,7 @@ class Repository:
             for rank, source_id in enumerate(source_ids):
                 if s.get(NodeSource, (node_id, source_id)) is None:
                     s.add(NodeSource(node_id=node_id, source_id=source_id, rank=rank))
+                    s.flush()
             s.commit()
 
     def list_sources(self, run_id: str) -> list[Source]:

@@ -117,6 +117,10 @@ class SchemaFiller:
         if kind == "number":
             return _number(schema)
         if kind == "array":
+            # A list whose author gave a default (usually []) is "normally that": an optional
+            # list such as task dependencies stays empty instead of holding made-up references.
+            if isinstance(schema.get("default"), list):
+                return list(schema["default"])
             return self._array(schema, place)
         if kind == "object":
             return self._object(schema, place)

@@ -45,6 +45,8 @@ class RunContext:
     # Claims queued steering commands (not pause/resume/stop) for the method's scheduler.
     take_steering: Callable[[], list[Command]]
     executor: Executor
+    # Marks a steering command the method took as applied (or failed, with the reason).
+    complete_command: Callable[..., None] = lambda command_id, ok=True, error="": None
     today: date = field(default_factory=date.today)
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("thoughtmap.run"))
 

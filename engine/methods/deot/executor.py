@@ -1,0 +1,70 @@
+"""The Executor (paper 3.4.2): runs a plan's tasks in dependency order, independent tasks
+concurrently, logging start/success/failure; a failed task only stops the tasks that need it."""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from datetime import datetime, timezone
+from typing import Any
+
+from engine.llm.protocol import LLMRequestError, LLMServerError, LLMTimeoutError, StructuredOutputError
+from engine.methods.base import RunContext
+from engine.methods.deot.toolbox import TOOLS, NodeSources, TaskResult, ToolCall
+from engine.search.protocol import SearchError
+from storage.models import Node
+
+log = logging.getLogger("thoughtmap.deot.executor")
+
+# Failures that end one task. Anything else (stop, budget, unreachable endpoint, bugs) ends the run.
+TASK_FAILURES = (SearchError, StructuredOutputError, LLMRequestError, LLMServerError, LLMTimeoutError, ValueError)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _run_task(ctx: RunContext, node: Node, sources: NodeSources, task: dict[str, Any],
+              dependencies: list[TaskResult]) -> TaskResult:
+    ctx.checkpoint()
+    result = TaskResult(task_id=task["id"], tool=task["tool"], status="running", started_at=_now())
+    log.info("node %s task %s (%s): start", node.id, task["id"], task["tool"])
+    try:
+        output, numbers = TOOLS[task["tool"]](ctx, ToolCall(task=task, dependencies=dependencies, node=node, sources=sources))
+    except TASK_FAILURES as exc:
+        result.status, result.error = "failure", str(exc)
+        log.warning("node %s task %s: failure: %s", node.id, task["id"], exc)
+    else:
+        result.status, result.output, result.source_numbers = "success", output, numbers
+        log.info("node %s task %s: success", node.id, task["id"])
+    result.finished_at = _now()
+    return result
+
+
+def execute_plan(ctx: RunContext, node: Node, tasks: list[dict[str, Any]], sources: NodeSources) -> list[TaskResult]:
+    """Results in plan order. Tasks run as soon as their dependencies succeeded."""
+    results: dict[str, TaskResult] = {}
+    pending = {t["id"]: t for t in tasks}
+    running: dict[Future, str] = {}
+    with ThreadPoolExecutor(max_workers=max(1, len(tasks)), thread_name_prefix=f"node{node.id}-task") as pool:
+        while pending or running:
+            for task_id, task in list(pending.items()):
+                deps = task.get("depends_on", [])
+                if any(results.get(d) and results[d].status != "success" for d in deps):
+                    failed = [d for d in deps if results.get(d) and results[d].status != "success"]
+                    results[task_id] = TaskResult(task_id=task_id, tool=task["tool"], status="skipped",
+                                                  error=f"skipped: it needs {', '.join(failed)}, which did not succeed")
+                    del pending[task_id]
+                elif all(d in results for d in deps):
+                    running[pool.submit(_run_task, ctx, node, sources, task, [results[d] for d in deps])] = task_id
+                    del pending[task_id]
+            if not running:
+                break
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                task_id = running.pop(future)
+                results[task_id] = future.result()  # re-raises run-ending errors
+    for task_id, task in pending.items():  # only reachable with a dependency that never ran
+        results[task_id] = TaskResult(task_id=task_id, tool=task["tool"], status="skipped",
+                                      error="skipped: a task it depends on never ran")
+    return [results[t["id"]] for t in tasks]

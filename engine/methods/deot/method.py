@@ -1,0 +1,453 @@
+"""DEoT, Dual Engines of Thoughts (arXiv 2504.07872): the scheduler that grows the tree.
+
+Each question node is a query/answer pair solved by the Solver Agent (plan → validate → execute →
+summarise → fact-check). After a layer is solved, the Engine Controller picks BREADTH, DEPTH or
+STOP per node and the engines propose children; higher-priority children are kept first when the
+node budget is short. All nodes of a layer are solved concurrently. Every step is stored, and the
+next step is always decided from the stored graph, so a resumed run continues where it stopped.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from typing import Any
+
+from engine.citations import cited_source_ids, number_citations, source_blocks, to_stored_markers
+from engine.llm.protocol import StructuredOutputError
+from engine.methods.base import Method, RunContext, UnsupportedCommand
+from engine.methods.deot import prompts
+from engine.methods.deot.engines import Proposal, breadth, decide, depth
+from engine.methods.deot.executor import execute_plan
+from engine.methods.deot.params import DeotParams
+from engine.methods.deot.planner import make_plan
+from engine.methods.deot.schemas import PRIORITY_WEIGHT, FactCheck, NodeSummary, OptimizedQuery, RepairedQuery
+from engine.methods.deot.toolbox import NodeSources
+from storage.models import Command, Node, NodeStatus
+
+QUESTION = "question"
+
+
+def _wait_all(futures: list[Future]) -> None:
+    """Wait for every future, then re-raise the first run-ending error (after all have settled,
+    so no node is left half-written)."""
+    first_error: BaseException | None = None
+    for future in futures:
+        try:
+            future.result()
+        except BaseException as exc:  # noqa: BLE001 - re-raised below
+            first_error = first_error or exc
+    if first_error is not None:
+        raise first_error
+
+
+def render_summary(summary: dict[str, Any]) -> str:
+    parts = [f"**Key findings.** {summary['key_findings']}"]
+    if summary.get("evidence_and_data"):
+        parts.append("**Evidence and data**\n" + "\n".join(f"- {e}" for e in summary["evidence_and_data"]))
+    parts.append(f"**Analysis**\n\n{summary['analysis']}")
+    if summary.get("conflicting_information"):
+        parts.append("**Conflicting information**\n" + "\n".join(f"- {c}" for c in summary["conflicting_information"]))
+    parts.append(f"**Conclusion.** {summary['conclusion']}")
+    return "\n\n".join(parts)
+
+
+class DeotMethod(Method):
+    name = "deot"
+    title = "DEoT: Dual Engines of Thoughts"
+    summary = ("A breadth engine and a depth engine grow a tree of sub-questions, each solved by a "
+               "planner/executor agent with tools and fact-checking, then synthesised into a report.")
+    paper = "Dual Engines of Thoughts: A Depth-Breadth Integration Framework for Open-Ended Analysis (arXiv 2504.07872)"
+    Params = DeotParams
+    steering = frozenset({"expand", "deepen", "prune", "ask", "retry", "regenerate_report"})
+
+    # ------------------------------------------------------------------ run loop
+
+    def run(self, ctx: RunContext) -> None:
+        self._root(ctx)
+        force_report = False
+        while True:
+            ctx.checkpoint()
+            for command in ctx.take_steering():
+                force_report |= self._apply_and_record(ctx, command)
+            if self._solve_next_layer(ctx):
+                continue
+            if self._expand_next_layer(ctx):
+                continue
+            break
+        self._report(ctx, force=force_report)
+
+    def steer(self, ctx: RunContext, command: Command) -> None:
+        force = self._apply(ctx, command)
+        # Grow what the command added (and anything else pending), then refresh the report.
+        self._root(ctx)
+        while self._solve_next_layer(ctx) or self._expand_next_layer(ctx):
+            ctx.checkpoint()
+        self._report(ctx, force=force)
+
+    def write_report(self, ctx: RunContext) -> None:
+        self._report(ctx, force=True)
+
+    # ------------------------------------------------------------------ graph helpers
+
+    def _root(self, ctx: RunContext) -> Node:
+        root = ctx.graph.root()
+        if root is None:
+            root = ctx.graph.add(kind=QUESTION, label=ctx.question, depth=0, priority=PRIORITY_WEIGHT["HIGH"],
+                                 data={"engine": "root", "auto_expand": True})
+        return root
+
+    def _questions(self, ctx: RunContext) -> list[Node]:
+        return ctx.graph.nodes(kind=QUESTION)
+
+    def _live_count(self, ctx: RunContext) -> int:
+        return sum(1 for n in self._questions(ctx) if n.status != NodeStatus.PRUNED)
+
+    def _ancestry(self, ctx: RunContext, node: Node) -> list[Node]:
+        by_id = {n.id: n for n in self._questions(ctx)}
+        chain, current = [], node
+        while current.parent_id is not None and current.parent_id in by_id:
+            current = by_id[current.parent_id]
+            chain.append(current)
+        return list(reversed(chain))
+
+    def _add_child(self, ctx: RunContext, parent: Node, proposal: Proposal, *, auto_expand: bool, steered: bool) -> Node:
+        for child in ctx.graph.children(parent):  # idempotent if a crash hit mid-creation
+            if child.label == proposal.query and child.data.get("engine") == proposal.engine:
+                return child
+        return ctx.graph.add(
+            kind=QUESTION, label=proposal.query, parent=parent, priority=proposal.weight, edge_kind=proposal.engine,
+            data={"engine": proposal.engine, "aspect": proposal.aspect, "category": proposal.category,
+                  "reasoning": proposal.reasoning, "priority_label": proposal.priority,
+                  "auto_expand": auto_expand, "steered": steered},
+        )
+
+    # ------------------------------------------------------------------ solving
+
+    def _solve_next_layer(self, ctx: RunContext) -> bool:
+        pending = [n for n in self._questions(ctx) if n.status == NodeStatus.PENDING]
+        if not pending:
+            return False
+        layer = min(n.depth for n in pending)
+        batch = sorted((n for n in pending if n.depth == layer), key=lambda n: (-n.priority, n.id))
+        _wait_all([ctx.executor.submit(self._solve, ctx, node) for node in batch])
+        return True
+
+    def _optimize_query(self, ctx: RunContext, root: Node) -> str:
+        """Base Prompter, with the error-handling path when the first output is unusable."""
+        record: dict[str, Any] = {}
+        try:
+            result: OptimizedQuery = ctx.llm.ask(
+                prompts.OPTIMIZE_QUERY.render(question=ctx.question, today=ctx.today.isoformat()),
+                OptimizedQuery, purpose="prompter", node_id=root.id)
+            if len(result.optimized_query.strip()) < 3:
+                raise StructuredOutputError("the optimized query was empty", last_output=result.model_dump_json())
+            record = {"path": "optimize", **result.model_dump()}
+        except StructuredOutputError as first:
+            try:
+                repaired: RepairedQuery = ctx.llm.ask(
+                    prompts.REPAIR_QUERY.render(question=ctx.question, today=ctx.today.isoformat(),
+                                                error=str(first), failed_output=first.last_output[:1500] or "(none)"),
+                    RepairedQuery, purpose="prompter", node_id=root.id)
+                if len(repaired.optimized_query.strip()) < 3:
+                    raise StructuredOutputError("the repaired query was empty", last_output=repaired.model_dump_json())
+                record = {"path": "error_handling", **repaired.model_dump()}
+            except StructuredOutputError as second:
+                record = {"path": "fallback", "optimized_query": ctx.question, "original_query": ctx.question,
+                          "modifications": [], "error": str(second)}
+        ctx.graph.update(root, merge_data={"query_optimization": record})
+        return record["optimized_query"].strip()
+
+    def _solve(self, ctx: RunContext, node: Node) -> None:
+        params: DeotParams = ctx.params  # type: ignore[assignment]
+        ctx.checkpoint()
+        node = ctx.graph.start(node)
+        detail: dict[str, Any] = {}
+        try:
+            query = node.label
+            if node.data.get("engine") == "root" and params.optimize_query:
+                query = self._optimize_query(ctx, node)
+            detail["effective_query"] = query
+            chain = self._ancestry(ctx, node)
+            context = " → ".join(n.label for n in chain) or "(this is the user's own question)"
+
+            plan = make_plan(ctx, node.id, query, context)
+            detail.update(plan=plan.tasks, plan_accepted=plan.accepted, plan_attempts=plan.attempts)
+            sources = NodeSources(ctx, node)
+            results = execute_plan(ctx, node, plan.tasks, sources)
+            numbered = sources.all
+            detail["tasks"] = [
+                {**next(t for t in plan.tasks if t["id"] == r.task_id), "status": r.status,
+                 "output": to_stored_markers(r.output, numbered)[0], "error": r.error,
+                 "started_at": r.started_at, "finished_at": r.finished_at}
+                for r in results
+            ]
+            if not any(r.status == "success" for r in results):
+                ctx.graph.fail(node, "every task of the plan failed: " + "; ".join(r.error for r in results), data=detail)
+                return
+
+            source_text = source_blocks(numbered, max_chars=1000) if numbered else "(no sources)"
+            results_text = "\n\n".join(r.as_prompt_text() for r in results)
+            summary = ctx.llm.ask(
+                prompts.SUMMARIZE_RESULTS.render(query=query, sources=source_text, results=results_text,
+                                                 words=params.summary_words),
+                NodeSummary, purpose="summarizer", node_id=node.id)
+            if params.validate_results:
+                check = ctx.llm.ask(
+                    prompts.FACT_CHECK.render(today=ctx.today.isoformat(), query=query, sources=source_text,
+                                              results=results_text, summary=render_summary(summary.model_dump())),
+                    FactCheck, purpose="validator", node_id=node.id)
+                detail["validation"] = check.model_dump()
+
+            stored, invalid = self._store_citations(summary.model_dump(), numbered)
+            detail["summary"] = stored
+            detail["invalid_citations"] = invalid
+            content = render_summary(stored)
+            ctx.graph.link_sources(node, cited_source_ids(content))
+            ctx.graph.finish(node, content=content, data=detail)
+        except StructuredOutputError as exc:
+            ctx.graph.fail(node, str(exc), data={**detail, "last_output": exc.last_output[:2000]})
+
+    @staticmethod
+    def _store_citations(summary: dict[str, Any], numbered: list) -> tuple[dict[str, Any], list[int]]:
+        invalid: list[int] = []
+
+        def convert(text: str) -> str:
+            converted, dropped = to_stored_markers(text, numbered)
+            invalid.extend(dropped)
+            return converted
+
+        stored = {
+            key: [convert(v) for v in value] if isinstance(value, list) else convert(value)
+            for key, value in summary.items()
+        }
+        return stored, invalid
+
+    # ------------------------------------------------------------------ expansion
+
+    def _expand_next_layer(self, ctx: RunContext) -> bool:
+        params: DeotParams = ctx.params  # type: ignore[assignment]
+        questions = self._questions(ctx)
+        unmaterialized = [n for n in questions if n.data.get("expansion", {}).get("materialized") is False
+                          and n.status == NodeStatus.DONE]
+        waiting = [n for n in questions if n.status == NodeStatus.DONE and n.data.get("auto_expand", True)
+                   and "expansion" not in n.data]
+        if not waiting and not unmaterialized:
+            return False
+        if waiting:
+            layer = min(n.depth for n in waiting)
+            batch = sorted((n for n in waiting if n.depth == layer), key=lambda n: (-n.priority, n.id))
+            nodes_used = self._live_count(ctx)
+            explored = [n.label for n in questions if n.status != NodeStatus.PRUNED]
+            jobs = []
+            for node in batch:
+                if node.depth >= params.max_layers:
+                    self._record_expansion(ctx, node, "STOP", "rule", "the maximum layer is reached", [])
+                elif nodes_used >= params.max_nodes:
+                    self._record_expansion(ctx, node, "STOP", "rule", "the maximum number of nodes is reached", [])
+                else:
+                    jobs.append(ctx.executor.submit(self._propose, ctx, node, nodes_used, explored))
+            _wait_all(jobs)
+        self._materialize(ctx)
+        return True
+
+    def _record_expansion(self, ctx: RunContext, node: Node, decision: str, by: str, reasoning: str,
+                          proposals: list[Proposal], unresolved: list[str] | None = None) -> None:
+        ctx.graph.update(node, merge_data={"expansion": {
+            "decision": decision, "by": by, "reasoning": reasoning, "unresolved_points": unresolved or [],
+            "proposals": [p.as_dict() for p in proposals], "materialized": not proposals, "created": [],
+        }})
+
+    def _propose(self, ctx: RunContext, node: Node, nodes_used: int, explored: list[str]) -> None:
+        params: DeotParams = ctx.params  # type: ignore[assignment]
+        ctx.checkpoint()
+        try:
+            verdict = decide(ctx, node, nodes_used)
+            if verdict.decision == "BREADTH":
+                proposals = breadth(ctx, node, explored, params.max_aspects)
+            elif verdict.decision == "DEPTH":
+                proposals = [depth(ctx, node, explored, verdict.unresolved_points)]
+            else:
+                proposals = []
+        except StructuredOutputError as exc:
+            self._record_expansion(ctx, node, "STOP", "error", f"the engines failed: {exc}", [])
+            return
+        self._record_expansion(ctx, node, verdict.decision, "controller", verdict.reasoning, proposals,
+                               verdict.unresolved_points)
+
+    def _materialize(self, ctx: RunContext) -> None:
+        """Create the proposed children, best priority first, within the node budget."""
+        params: DeotParams = ctx.params  # type: ignore[assignment]
+        parents = [n for n in self._questions(ctx)
+                   if n.data.get("expansion", {}).get("materialized") is False and n.status == NodeStatus.DONE]
+        ranked = sorted(
+            ((parent, index, Proposal(**p)) for parent in parents
+             for index, p in enumerate(parent.data["expansion"]["proposals"])),
+            key=lambda item: (-item[2].weight, item[0].id, item[1]),
+        )
+        room = params.max_nodes - self._live_count(ctx)
+        created: dict[int, list[int]] = {p.id: [] for p in parents}
+        dropped: dict[int, list[int]] = {p.id: [] for p in parents}
+        for parent, index, proposal in ranked:
+            if room > 0:
+                created[parent.id].append(self._add_child(ctx, parent, proposal, auto_expand=True, steered=False).id)
+                room -= 1
+            else:
+                dropped[parent.id].append(index)
+        for parent in parents:
+            expansion = {**parent.data["expansion"], "materialized": True, "created": created[parent.id],
+                         "dropped_for_budget": dropped[parent.id]}
+            ctx.graph.update(parent, merge_data={"expansion": expansion})
+
+    # ------------------------------------------------------------------ steering
+
+    def _apply_and_record(self, ctx: RunContext, command: Command) -> bool:
+        try:
+            force = self._apply(ctx, command)
+        except (UnsupportedCommand, LookupError, ValueError) as exc:
+            ctx.complete_command(command.id, ok=False, error=str(exc))
+            return False
+        ctx.complete_command(command.id)
+        return force
+
+    def _target(self, ctx: RunContext, command: Command, *, need_done: bool) -> Node:
+        try:
+            node = ctx.graph.node(int(command.payload["node_id"]))
+        except (KeyError, TypeError, ValueError):
+            raise ValueError(f"'{command.kind}' needs the id of a node of this run (payload node_id)") from None
+        if node.kind != QUESTION:
+            raise ValueError(f"node {node.id} is a {node.kind} node; steer a question node")
+        if node.status == NodeStatus.PRUNED:
+            raise ValueError(f"node {node.id} is pruned; nothing grows under a pruned node")
+        if need_done and node.status != NodeStatus.DONE:
+            raise ValueError(f"node {node.id} is {node.status}; it needs an answer before it can be expanded")
+        return node
+
+    def _apply(self, ctx: RunContext, command: Command) -> bool:
+        """Apply one steering command to the stored graph; True if the report must be rewritten."""
+        kind, payload = command.kind, command.payload
+        if kind == "regenerate_report":
+            return True
+        if kind == "expand":
+            node = self._target(ctx, command, need_done=True)
+            n = int(payload.get("n", 3))
+            if not 1 <= n <= 8:
+                raise ValueError(f"expand asks for 1 to 8 new aspects (got {n})")
+            explored = [q.label for q in self._questions(ctx) if q.status != NodeStatus.PRUNED]
+            for proposal in breadth(ctx, node, explored, n):
+                self._add_child(ctx, node, proposal, auto_expand=False, steered=True)
+            self._count_steered_analysis(ctx, node, "BREADTH")
+            return False
+        if kind == "deepen":
+            node = self._target(ctx, command, need_done=True)
+            explored = [q.label for q in self._questions(ctx) if q.status != NodeStatus.PRUNED]
+            unresolved = node.data.get("expansion", {}).get("unresolved_points", [])
+            self._add_child(ctx, node, depth(ctx, node, explored, unresolved), auto_expand=False, steered=True)
+            self._count_steered_analysis(ctx, node, "DEPTH")
+            return False
+        if kind == "ask":
+            node = self._target(ctx, command, need_done=False)
+            question = str(payload.get("question", "")).strip()
+            if not question:
+                raise ValueError("the follow-up question is empty; type the question to ask")
+            proposal = Proposal(engine="user", query=question, reasoning="asked by the user", priority="HIGH")
+            self._add_child(ctx, node, proposal, auto_expand=False, steered=True)
+            return False
+        if kind == "prune":
+            node = self._target(ctx, command, need_done=False)
+            self._prune(ctx, node)
+            return True
+        if kind == "retry":
+            node = self._target(ctx, command, need_done=False)
+            if node.status != NodeStatus.FAILED:
+                raise ValueError(f"node {node.id} is {node.status}; only a failed node can be retried")
+            ctx.graph.update(node, status=NodeStatus.PENDING, error="", started_at=None, finished_at=None)
+            return False
+        raise UnsupportedCommand(f"the deot method does not support '{kind}'")
+
+    def _count_steered_analysis(self, ctx: RunContext, node: Node, decision: str) -> None:
+        steered = list(node.data.get("steered_analyses", []))
+        steered.append(decision)
+        ctx.graph.update(node, merge_data={"steered_analyses": steered})
+
+    def _prune(self, ctx: RunContext, node: Node) -> None:
+        by_parent: dict[int, list[Node]] = {}
+        for q in self._questions(ctx):
+            by_parent.setdefault(q.parent_id, []).append(q)
+        stack = [node]
+        while stack:
+            current = stack.pop()
+            if current.status != NodeStatus.PRUNED:
+                ctx.graph.update(current, status=NodeStatus.PRUNED, merge_data={"status_before_prune": current.status})
+            stack.extend(by_parent.get(current.id, []))
+
+    # ------------------------------------------------------------------ final report
+
+    def _included(self, ctx: RunContext) -> list[Node]:
+        """Answered, unpruned question nodes in tree order (depth first)."""
+        questions = self._questions(ctx)
+        by_parent: dict[int | None, list[Node]] = {}
+        for q in questions:
+            by_parent.setdefault(q.parent_id, []).append(q)
+        ordered: list[Node] = []
+        stack = list(reversed(by_parent.get(None, [])))
+        while stack:
+            current = stack.pop()
+            if current.status == NodeStatus.PRUNED:
+                continue
+            if current.status == NodeStatus.DONE:
+                ordered.append(current)
+            stack.extend(reversed(sorted(by_parent.get(current.id, []), key=lambda n: (-n.priority, n.id))))
+        return ordered
+
+    @staticmethod
+    def _metrics(questions: list[Node], included: list[Node]) -> dict[str, int]:
+        decisions = [q.data.get("expansion", {}).get("decision") for q in questions if q.status != NodeStatus.PRUNED]
+        steered = [d for q in questions if q.status != NodeStatus.PRUNED for d in q.data.get("steered_analyses", [])]
+        return {
+            "total_nodes": len(included),
+            "max_depth": max((n.depth for n in included), default=0),
+            "breadth_analyses": decisions.count("BREADTH") + steered.count("BREADTH"),
+            "depth_analyses": decisions.count("DEPTH") + steered.count("DEPTH"),
+        }
+
+    def _report(self, ctx: RunContext, *, force: bool) -> None:
+        params: DeotParams = ctx.params  # type: ignore[assignment]
+        included = self._included(ctx)
+        signature = [[n.id, n.finished_at.isoformat() if n.finished_at else ""] for n in included]
+        latest = ctx.graph.repo.latest_report(ctx.run_id)
+        if not force and latest is not None and latest.data.get("signature") == signature:
+            return
+        metrics = self._metrics(self._questions(ctx), included)
+        if not included:
+            ctx.graph.save_report("_No question node was answered, so there is nothing to report yet._",
+                                  data={"method": self.name, "signature": signature, "metrics": metrics})
+            return
+
+        all_sources = {s.id: s for s in ctx.graph.sources()}
+        numbering: dict[int, int] = {}
+        summaries = []
+        for node in included:
+            rendered = number_citations(node.content, all_sources.keys(), start=numbering)
+            numbering = {sid: n for n, sid in rendered.numbering.items()}
+            engine = node.data.get("engine", "")
+            header = f"### Node {node.id} · layer {node.depth} · {engine}" + (
+                f" · aspect: {node.data['aspect']}" if node.data.get("aspect") else "")
+            summaries.append(f"{header}\nQuery: {node.label}\n\n{rendered.text}")
+        ordered_sources = [all_sources[sid] for sid, _ in sorted(numbering.items(), key=lambda kv: kv[1])]
+        text = ctx.llm.text(
+            prompts.FINAL_REPORT.render(
+                today=ctx.today.isoformat(), question=ctx.question,
+                sources=source_blocks(ordered_sources, max_chars=600) if ordered_sources else "(no sources)",
+                node_summaries="\n\n".join(summaries), **metrics),
+            purpose="report", max_tokens=params.report_max_tokens,
+        )
+        body, invalid = to_stored_markers(text.strip(), ordered_sources)
+        metrics_md = (
+            "\n\n## Analysis metrics\n\n"
+            f"- Question nodes analysed: {metrics['total_nodes']}\n"
+            f"- Maximum depth: {metrics['max_depth']}\n"
+            f"- Breadth analyses: {metrics['breadth_analyses']}\n"
+            f"- Depth analyses: {metrics['depth_analyses']}\n"
+        )
+        ctx.graph.save_report(body + metrics_md, data={"method": self.name, "signature": signature,
+                                                        "metrics": metrics, "invalid_citations": invalid})

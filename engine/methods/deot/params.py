@@ -1,0 +1,66 @@
+"""DEoT parameters, with the paper's defaults (arXiv 2504.07872, sections 3.3-3.5)."""
+
+from __future__ import annotations
+
+from pydantic import Field, model_validator
+
+from engine.methods.base import MethodParams
+
+TOOL_NAMES = ("news_search", "info_search", "event_extractor", "history_analyzer", "direct_reasoning")
+
+
+class DeotParams(MethodParams):
+    max_layers: int = Field(
+        default=3, ge=0, le=8,
+        description="Maximum layer: how many layers of follow-up questions may grow below the "
+        "user's question (the paper's maximum layer depth).",
+    )
+    max_nodes: int = Field(
+        default=15, ge=1, le=200,
+        description="Maximum number of question nodes in the tree, the user's question included.",
+    )
+    max_aspects: int = Field(
+        default=3, ge=1, le=8,
+        description="How many distinct aspects the Breadth Engine proposes per expansion (the paper uses 3).",
+    )
+    optimize_query: bool = Field(
+        default=True,
+        description="Base Prompter: refine the user's question first (temporal context, clearer terms, "
+        "standard entity names).",
+    )
+    validate_results: bool = Field(
+        default=True,
+        description="Result Validation: fact-check each node's task results and summary.",
+    )
+    max_plan_attempts: int = Field(
+        default=3, ge=1, le=6,
+        description="How many times the Planner may produce a plan for a node when Plan Validation "
+        "rejects it (the first plan included).",
+    )
+    search_results: int = Field(
+        default=5, ge=1, le=5,
+        description="Most articles or passages one search task may return (the paper caps news search at 5).",
+    )
+    news_search: bool = Field(default=True, description="Toolbox: News Search (recent news; web search when online, else the local corpus).")
+    info_search: bool = Field(default=True, description="Toolbox: Information Search (supplementary facts with sources).")
+    event_extractor: bool = Field(default=True, description="Toolbox: Event Extractor (what, who, when, where, consequences, figures).")
+    history_analyzer: bool = Field(default=True, description="Toolbox: History Analyzer (historical parallels and their outcomes).")
+    direct_reasoning: bool = Field(default=True, description="Toolbox: Direct Reasoning (logical analysis and inference).")
+    summary_words: int = Field(
+        default=300, ge=80, le=1500,
+        description="Word limit of each node's structured summary (the paper's executor uses 300).",
+    )
+    report_max_tokens: int = Field(
+        default=2500, ge=200, le=16000,
+        description="Upper bound on the length of the final report, in tokens.",
+    )
+
+    @model_validator(mode="after")
+    def _at_least_one_tool(self) -> "DeotParams":
+        if not self.enabled_tools():
+            raise ValueError("switch on at least one tool (news_search, info_search, event_extractor, "
+                             "history_analyzer or direct_reasoning)")
+        return self
+
+    def enabled_tools(self) -> list[str]:
+        return [name for name in TOOL_NAMES if getattr(self, name)]

@@ -1,0 +1,128 @@
+"""The Planner: task decomposition (1-3 tasks) and Plan Validation (completeness, non-redundancy,
+format), regenerating the plan with the feedback, a bounded number of times (paper 3.4.1)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.methods.base import RunContext
+from engine.methods.deot import prompts
+from engine.methods.deot.params import DeotParams
+from engine.methods.deot.schemas import PlanReview, plan_model
+
+
+@dataclass
+class PlanOutcome:
+    tasks: list[dict[str, Any]]
+    accepted: bool
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+
+
+def format_problems(tasks: list[dict[str, Any]], enabled_tools: list[str]) -> list[str]:
+    """The format-correctness check, done in code: ids, tools, inputs, dependencies, cycles."""
+    problems: list[str] = []
+    ids = [str(t.get("id", "")).strip() for t in tasks]
+    if not 1 <= len(tasks) <= 3:
+        problems.append(f"the plan has {len(tasks)} tasks; it must have 1 to 3")
+    for task_id in {i for i in ids if ids.count(i) > 1}:
+        problems.append(f"task id '{task_id}' is used more than once; ids must be unique")
+    for task, task_id in zip(tasks, ids):
+        if not task_id:
+            problems.append("a task has an empty id")
+        if task.get("tool") not in enabled_tools:
+            problems.append(f"task {task_id} uses '{task.get('tool')}', which is not an available agent")
+        if not str(task.get("input", "")).strip():
+            problems.append(f"task {task_id} has an empty input")
+        for dep in task.get("depends_on", []):
+            if dep == task_id:
+                problems.append(f"task {task_id} depends on itself")
+            elif dep not in ids:
+                problems.append(f"task {task_id} depends on '{dep}', which is not a task of this plan")
+    if not problems and _has_cycle(tasks):
+        problems.append("the dependencies form a cycle; a task cannot (indirectly) depend on itself")
+    return problems
+
+
+def _has_cycle(tasks: list[dict[str, Any]]) -> bool:
+    deps = {t["id"]: list(t.get("depends_on", [])) for t in tasks}
+    state: dict[str, int] = {}
+
+    def visit(task_id: str) -> bool:
+        if state.get(task_id) == 1:
+            return True
+        if state.get(task_id) == 2:
+            return False
+        state[task_id] = 1
+        if any(visit(dep) for dep in deps.get(task_id, []) if dep in deps):
+            return True
+        state[task_id] = 2
+        return False
+
+    return any(visit(task_id) for task_id in deps)
+
+
+def repair(tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Last resort after the attempts are used up: drop dependencies that cannot be honoured,
+    so the node still runs rather than failing on a formality (recorded as not accepted)."""
+    ids: list[str] = []
+    repaired = []
+    for index, task in enumerate(tasks[:3], start=1):
+        task = dict(task)
+        if not str(task.get("id", "")).strip() or task["id"] in ids:
+            task["id"] = f"task{index}"
+        # Only dependencies on earlier tasks survive: that cannot form a cycle.
+        task["depends_on"] = [d for d in task.get("depends_on", []) if d in ids]
+        ids.append(task["id"])
+        repaired.append(task)
+    return repaired
+
+
+def _render_plan(tasks: list[dict[str, Any]]) -> str:
+    lines = []
+    for t in tasks:
+        deps = ", ".join(t.get("depends_on", [])) or "none"
+        lines.append(f"- {t['id']} [{t['tool']}] {t['description']} | input: {t['input']} | depends on: {deps}")
+    return "\n".join(lines)
+
+
+def make_plan(ctx: RunContext, node_id: int, query: str, context: str) -> PlanOutcome:
+    params: DeotParams = ctx.params  # type: ignore[assignment]
+    tools = params.enabled_tools()
+    TaskPlan = plan_model(tools)
+    common = {
+        "today": ctx.today.isoformat(),
+        "tool_descriptions": "\n".join(f"- {prompts.TOOL_DESCRIPTIONS[t]}" for t in tools),
+        "max_results": params.search_results,
+        "query": query,
+        "context": context,
+    }
+    attempts: list[dict[str, Any]] = []
+    tasks: list[dict[str, Any]] = []
+    feedback = ""
+    for attempt in range(params.max_plan_attempts):
+        if attempt == 0:
+            messages = prompts.PLAN_TASKS.render(**common)
+        else:
+            messages = prompts.REVISE_PLAN.render(**common, previous_plan=_render_plan(tasks), feedback=feedback)
+        plan = ctx.llm.ask(messages, TaskPlan, purpose="planner", node_id=node_id)
+        tasks = [t.model_dump() for t in plan.tasks]
+        for task in tasks:
+            task["max_results"] = min(task.get("max_results", 3), params.search_results)
+        problems = format_problems(tasks, tools)
+        record: dict[str, Any] = {"tasks": tasks, "format_problems": problems}
+        if problems:
+            feedback = "Format problems:\n" + "\n".join(f"- {p}" for p in problems)
+            record["verdict"] = "revise"
+            attempts.append(record)
+            continue
+        review = ctx.llm.ask(prompts.VALIDATE_PLAN.render(query=query, plan=_render_plan(tasks)), PlanReview,
+                             purpose="validator", node_id=node_id)
+        record["review"] = review.model_dump()
+        record["verdict"] = review.verdict
+        attempts.append(record)
+        if review.verdict == "approve":
+            return PlanOutcome(tasks=tasks, accepted=True, attempts=attempts)
+        issues = review.completeness_issues + review.redundancy_issues
+        feedback = "\n".join(f"- {i}" for i in issues) + (f"\n{review.feedback}" if review.feedback else "")
+    return PlanOutcome(tasks=repair(tasks), accepted=False, attempts=attempts)

@@ -1,0 +1,239 @@
+"""DEoT prompts, in our own words, following the fields, constraints and flow of the paper's
+appendices B (Base Prompter), C (Planner, Toolbox, Executor, Validation), D (Engine Controller,
+Breadth and Depth Engines) and E (Final Response)."""
+
+from engine.prompting import Prompt
+
+# ------------------------------------------------------------------ B. Base Prompter
+
+OPTIMIZE_QUERY = Prompt(
+    name="deot.optimize_query",
+    system=(
+        "You refine research questions before analysis. Today is $today.\n"
+        "Rewrite the user's question so that it is specific and complete:\n"
+        "- make vague wording precise;\n"
+        "- add the time frame it implies (relative to today) when it matters;\n"
+        "- spell out ambiguous terms and abbreviations;\n"
+        "- use the full, standard names of people, organisations and places.\n"
+        "Keep the user's intent and scope; do not answer the question. "
+        "List each change you made under modifications."
+    ),
+    user="Question to refine: $question",
+)
+
+REPAIR_QUERY = Prompt(
+    name="deot.repair_query",
+    system=(
+        "You refine research questions before analysis, and your previous attempt failed. Today is $today.\n"
+        "Work out what went wrong, then produce a corrected refinement that keeps the question's core "
+        "intent. Explain the error, the correction and what the failed attempt did wrong."
+    ),
+    user=(
+        "Original question: $question\n"
+        "Error encountered: $error\n"
+        "Failed attempt: $failed_output"
+    ),
+)
+
+# ------------------------------------------------------------------ C. Planner
+
+PLAN_TASKS = Prompt(
+    name="deot.plan_tasks",
+    system=(
+        "You break a research query into tasks for specialised agents. Today is $today.\n"
+        "Available agents:\n$tool_descriptions\n"
+        "Rules:\n"
+        "1. Plan between one and three tasks: only the essential ones.\n"
+        "2. Give each task a unique id (task1, task2, ...), a description, the agent, its exact input, "
+        "the reason for choosing that agent, and the ids of earlier tasks it depends on.\n"
+        "3. Search inputs are short search-engine queries; ask for at most $max_results results.\n"
+        "4. A task that needs another task's results lists that task in depends_on and says in its "
+        "input how it uses them. Do not add dependencies that are not needed; never depend on a later "
+        "or unknown task.\n"
+        "5. Keep every name, number and date the query contains."
+    ),
+    user="Question: $query\n\nContext of the wider investigation: $context",
+)
+
+REVISE_PLAN = Prompt(
+    name="deot.revise_plan",
+    system=PLAN_TASKS.system,
+    user=(
+        "Question: $query\n\nContext of the wider investigation: $context\n\n"
+        "A previous plan was rejected:\n$previous_plan\n\nFeedback on it:\n$feedback\n\n"
+        "Write a revised plan that fixes every point of the feedback, keeps the tasks linked and "
+        "executable, and stays complete and non-redundant."
+    ),
+)
+
+VALIDATE_PLAN = Prompt(
+    name="deot.validate_plan",
+    system=(
+        "You review task plans before they run. Check:\n"
+        "1. Completeness: the tasks together cover every key part of the query; the names and numbers "
+        "it contains are carried into the inputs; every task has a suitable agent and a clear input.\n"
+        "2. Non-redundancy: no two tasks overlap or could be merged without loss; every dependency is "
+        "needed.\n"
+        "Approve a plan that meets both. Otherwise say which tasks are affected and what to change."
+    ),
+    user="Question: $query\n\nPlan:\n$plan",
+)
+
+# ------------------------------------------------------------------ C. Toolbox
+
+TOOL_DESCRIPTIONS = {
+    "news_search": "news_search: finds recent news articles and current developments for a search query.",
+    "info_search": "info_search: gathers supplementary factual information with sources for a search query.",
+    "event_extractor": "event_extractor: pulls the key events (what, who, when, where, consequences, figures) out of text or earlier results.",
+    "history_analyzer": "history_analyzer: compares an event with historical parallels and their outcomes.",
+    "direct_reasoning": "direct_reasoning: reasons step by step about a question, drawing implications.",
+}
+
+INFO_SEARCH = Prompt(
+    name="deot.info_search",
+    system=(
+        "You compile factual information from search results. Report what the numbered sources say "
+        "that bears on the request, attributing every fact with its number, like [2]. Prefer data, "
+        "dates and figures. Use only the sources below. At most 200 words."
+    ),
+    user="Sources:\n\n$sources\n\nQuestion: $input",
+)
+
+EVENT_EXTRACTOR = Prompt(
+    name="deot.event_extractor",
+    system=(
+        "You extract the key events from text. For each important event give: what happened; who "
+        "the main actors are; when and where; the immediate consequences or reactions; any figures. "
+        "Keep to facts, not opinion, and keep the source numbers [n] of facts taken from sources. "
+        "At most 300 words."
+    ),
+    user="$sources_block$dependencies\nExtract the key events for: $input",
+)
+
+HISTORY_ANALYZER = Prompt(
+    name="deot.history_analyzer",
+    system=(
+        "You are a historian of economic, political and business events. For the event given, name "
+        "two or three comparable historical cases; compare their causes and their market, political "
+        "and business effects with the present case; describe how they ended; and draw lessons. "
+        "Be specific. Keep source numbers [n] for facts from sources. At most 300 words."
+    ),
+    user="$sources_block$dependencies\nEvent to analyse: $input",
+)
+
+DIRECT_REASONING = Prompt(
+    name="deot.direct_reasoning",
+    system=(
+        "You reason carefully and clearly. Answer directly, explain the logic step by step, note the "
+        "implications and give examples where useful. Keep source numbers [n] for facts from sources. "
+        "Be concise."
+    ),
+    user="$sources_block$dependencies\nAnalyse: $input",
+)
+
+# ------------------------------------------------------------------ C. Executor and validation
+
+SUMMARIZE_RESULTS = Prompt(
+    name="deot.summarize_results",
+    system=(
+        "You condense the results of executed tasks into a structured summary for one research query: "
+        "key findings (two or three sentences), evidence and data points, analysis (two or three "
+        "paragraphs), conflicting information between results (empty if none), and a conclusion that "
+        "answers the query in one or two sentences. Cite the numbered sources as [n] wherever a fact "
+        "comes from them; cite only numbers that are listed. Stay within $words words. Failed tasks "
+        "are marked as such: do not invent their results."
+    ),
+    user="Sources:\n\n$sources\n\nTask results:\n\n$results\n\nQuestion: $query",
+)
+
+FACT_CHECK = Prompt(
+    name="deot.fact_check",
+    system=(
+        "You verify factual accuracy only. Today is $today.\n"
+        "- Mark INVALID only where there is a verifiable factual error; do not judge style, relevance "
+        "or completeness.\n"
+        "- For predictions or opinions, check only the facts they rest on.\n"
+        "- For every error, give the correction and the evidence (a source number or known fact).\n"
+        "Check each task result, then the summary, and give your confidence for each."
+    ),
+    user="Sources:\n\n$sources\n\nTask results:\n\n$results\n\nSummary:\n$summary\n\nQuestion: $query",
+)
+
+# ------------------------------------------------------------------ D. Dual-engine system
+
+CONTROLLER = Prompt(
+    name="deot.controller",
+    system=(
+        "You steer an analysis tree and choose the next step for one of its nodes:\n"
+        "- BREADTH: the topic has several distinct aspects still unexplored; widen the analysis.\n"
+        "- DEPTH: one specific point needs a closer look; follow it up.\n"
+        "- STOP: this branch already answers its question well enough, or more would add little.\n"
+        "Early layers should usually go BREADTH, later layers DEPTH. Weigh the complexity of the "
+        "content, the current layer against the maximum, the points still unresolved and the "
+        "resources already used."
+    ),
+    user=(
+        "Overall research question: $question\n"
+        "Question: $query\n"
+        "Current layer: $layer of at most $max_layers\n"
+        "Resources used: $nodes_used of $max_nodes question nodes\n\n"
+        "Content of this node:\n$content"
+    ),
+)
+
+BREADTH = Prompt(
+    name="deot.breadth",
+    system=(
+        "You map the different aspects a topic touches: economic, social, political, technical, "
+        "environmental, historical, legal and so on. For each aspect give its name, category, why it "
+        "matters, one specific and investigable follow-up query, and a priority (HIGH, MEDIUM, LOW) by "
+        "significance and urgency. Aspects must be realistic, distinct and not overlap with each other "
+        "or with the questions already explored."
+    ),
+    user=(
+        "Overall research question: $question\n"
+        "Question: $query\n"
+        "Already explored: $explored\n\n"
+        "Content to analyse:\n$content\n\n"
+        "Give at most $max_aspects aspects."
+    ),
+)
+
+DEPTH = Prompt(
+    name="deot.depth",
+    system=(
+        "You write exactly one follow-up question that digs deeper into the content: a specific, "
+        "investigable question about an unresolved point or a critical mechanism, neither redundant "
+        "with what was already explored nor too broad. Explain why it matters and give a priority "
+        "(HIGH, MEDIUM, LOW)."
+    ),
+    user=(
+        "Overall research question: $question\n"
+        "Question: $query\n"
+        "Already explored: $explored\n"
+        "Unresolved points noted: $unresolved\n\n"
+        "Content to analyse:\n$content"
+    ),
+)
+
+# ------------------------------------------------------------------ E. Final response
+
+FINAL_REPORT = Prompt(
+    name="deot.final_report",
+    system=(
+        "You write the final analytical report of a multi-layer investigation. Today is $today.\n"
+        "Answer the original question directly, then build a well-reasoned narrative that examines the "
+        "underlying mechanisms and how the factors interact, integrates the broad aspects and the deep "
+        "dives, supports every point with evidence from the node summaries, considers real-world "
+        "context and feasibility, and notes open questions. Use Markdown with headings and paragraphs, "
+        "a professional tone. Cite the numbered sources as [n] exactly as the node summaries do; cite "
+        "only listed numbers."
+    ),
+    user=(
+        "Question: $question\n\n"
+        "Analysis metrics: $total_nodes nodes, maximum depth $max_depth, $breadth_analyses breadth "
+        "analyses, $depth_analyses depth analyses.\n\n"
+        "Sources:\n\n$sources\n\n"
+        "Node summaries:\n\n$node_summaries"
+    ),
+)
