@@ -31,15 +31,19 @@ class Budget:
     max_tokens: int | None = None
     max_cost: float | None = None
 
-    def check(self, tokens: int, cost: float) -> None:
-        if self.max_tokens is not None and tokens >= self.max_tokens:
+    def check(self, tokens: int, cost: float, *, upcoming_tokens: int = 0, upcoming_cost: float = 0.0) -> None:
+        """Raise BudgetExceeded when what was spent, plus the prompt about to be sent, reaches
+        the budget."""
+        if self.max_tokens is not None and tokens + upcoming_tokens >= self.max_tokens:
             raise BudgetExceeded(
-                f"token budget reached: {tokens} of {self.max_tokens} tokens used",
+                f"token budget reached: {tokens} tokens used and the next call needs about "
+                f"{upcoming_tokens} more, of a budget of {self.max_tokens}",
                 hint="Resume with a larger --max-tokens to continue.",
             )
-        if self.max_cost is not None and cost >= self.max_cost:
+        if self.max_cost is not None and cost + upcoming_cost >= self.max_cost:
             raise BudgetExceeded(
-                f"cost budget reached: ${cost:.4f} of ${self.max_cost:.4f} spent",
+                f"cost budget reached: ${cost:.4f} spent and the next call needs about "
+                f"${upcoming_cost:.4f} more, of a budget of ${self.max_cost:.4f}",
                 hint="Resume with a larger --max-cost to continue.",
             )
 
@@ -60,7 +64,13 @@ class _AccountedLLM:
 
     def chat(self, request: ChatRequest) -> ChatResponse:
         owner = self._owner
-        owner.budget.check(*owner.usage.run_usage(owner.run_id))
+        spent_tokens, spent_cost = owner.usage.run_usage(owner.run_id)
+        # Count the prompt about to be sent too (about 4 characters a token), so a call that
+        # would by itself overrun the budget is not made.
+        prompt_estimate = sum(len(m.content) for m in request.messages) // 4
+        model = owner.llm.model_for(request.purpose)
+        owner.budget.check(spent_tokens, spent_cost, upcoming_tokens=prompt_estimate,
+                           upcoming_cost=owner.prices.cost(model, prompt_estimate, 0))
         try:
             response = owner.llm.chat(request)
         except LLMError as exc:

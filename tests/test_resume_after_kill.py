@@ -1,0 +1,146 @@
+"""Crash recovery: a `thoughtmap run` process killed (SIGKILL) mid-run is resumed by another process.
+
+The fake OpenAI-compatible server holds the answer call open, so the kill lands while that call is
+in flight, after the retrieval node is done. Nobody can update the run after a SIGKILL: it stays
+`running`, owned by a dead pid. `thoughtmap resume` must notice the owner is gone, mark the run
+interrupted, and continue it: the finished nodes are kept (same ids, same sources, no second
+search) and only the unfinished answer is asked again.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from engine import cli
+from engine.config import load_settings
+from engine.llm.fake_server import FakeOpenAIServer
+from engine.runner import Runner
+from engine.services import build_services
+from storage.models import NodeStatus, RunStatus
+
+QUESTION = "Which magazine was started first, Arthur's Magazine or First for Women?"
+_SCRIPT = Path(sys.executable).with_name("thoughtmap")
+THOUGHTMAP = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "engine.cli"]
+START_TIMEOUT_S = 60  # process start-up, imports and retrieval, on a slow CI machine
+ANSWER_HOLD_S = 60  # the first answer call is held this long: the kill comes well before
+
+
+def wait_for(condition: Callable[[], object], timeout: float, what: str, proc: subprocess.Popen | None = None):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"the run process exited ({proc.returncode}) while waiting for {what}")
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def read_lines(stream, into: queue.Queue) -> None:
+    for line in iter(stream.readline, ""):
+        into.put(line)
+    into.put(None)
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
+def test_killed_run_is_resumed_without_redoing_finished_nodes(prebuilt_corpus_home, capsys, monkeypatch, request):
+    services = build_services(load_settings())
+    request.addfinalizer(services.close)
+    repo = services.repo
+    proc: subprocess.Popen | None = None
+    with FakeOpenAIServer() as server:
+        server.enqueue(delay_s=ANSWER_HOLD_S)  # the killed process's answer call never returns
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "THOUGHTMAP_"))}
+        env.update(THOUGHTMAP_HOME=str(prebuilt_corpus_home), OPENAI_BASE_URL=server.base_url,
+                   OPENAI_API_KEY="test", PYTHONUNBUFFERED="1")
+        try:
+            proc = subprocess.Popen(
+                [*THOUGHTMAP, "run", QUESTION, "--method", "rag", "--llm", "openai", "--search", "local"],
+                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            )
+            lines: queue.Queue = queue.Queue()
+            threading.Thread(target=read_lines, args=(proc.stdout, lines), daemon=True).start()
+            try:
+                first = lines.get(timeout=START_TIMEOUT_S)
+            except queue.Empty:
+                raise AssertionError("the run process printed no run id") from None
+            assert first, f"the run process exited without a run id: {proc.communicate()[1]}"
+            run_id = first.strip()
+            assert run_id and " " not in run_id
+
+            def retrieval_done_and_answer_in_flight():
+                nodes = repo.list_nodes(run_id)
+                kinds = {(n.kind, n.status) for n in nodes}
+                return (("search", NodeStatus.DONE) in kinds and ("answer", NodeStatus.RUNNING) in kinds
+                        and server.count_chat_requests() >= 1)
+
+            wait_for(retrieval_done_and_answer_in_flight, START_TIMEOUT_S,
+                     "the retrieval to finish and the answer call to reach the server", proc)
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=10)  # reaped: its pid no longer exists
+            assert proc.returncode == -signal.SIGKILL
+            requests_at_kill = server.count_chat_requests()
+            assert requests_at_kill == 1
+
+            # Nobody updated the run: it still says running, owned by the dead process.
+            run = repo.get_run(run_id)
+            assert run.status == RunStatus.RUNNING
+            assert f":{proc.pid}:" in run.owner
+            before = repo.list_nodes(run_id)
+            before_sources = [(s.id, s.ref) for s in repo.list_sources(run_id)]
+            search_before = [n for n in before if n.kind == "search"]
+            assert len(search_before) == 1 and before_sources
+            answer_before = next(n for n in before if n.kind == "answer")
+            assert answer_before.status == NodeStatus.RUNNING
+
+            # Resume in another "process" (in-process CLI), spying on the recovery.
+            recovered: list[str] = []
+            original = Runner.recover_interrupted
+
+            def spy(self):
+                found = original(self)
+                recovered.extend(found)
+                return found
+
+            monkeypatch.setattr(Runner, "recover_interrupted", spy)
+            for key in ("OPENAI_BASE_URL", "OPENAI_API_KEY"):
+                monkeypatch.setenv(key, env[key])
+            capsys.readouterr()
+            code = cli.main(["resume", run_id, "--quiet"])
+            out, err = capsys.readouterr()
+            assert code == cli.EXIT_OK, err
+            assert recovered == [run_id], "resume must mark the dead run interrupted first"
+            requests_after = server.count_chat_requests() - requests_at_kill
+        finally:
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=10)
+            if proc is not None:
+                for stream in (proc.stdout, proc.stderr):
+                    if stream is not None:
+                        stream.close()
+
+    run = repo.get_run(run_id)
+    assert run.status == RunStatus.DONE and not run.error
+    after = repo.list_nodes(run_id)
+    # Finished nodes kept: same ids, one search node, same sources; the answer node is continued.
+    assert [(n.id, n.kind) for n in after] == [(n.id, n.kind) for n in before]
+    assert [n for n in after if n.kind == "search"][0].id == search_before[0].id
+    assert [(s.id, s.ref) for s in repo.list_sources(run_id)] == before_sources
+    answer = next(n for n in after if n.kind == "answer")
+    assert answer.id == answer_before.id and answer.status == NodeStatus.DONE and answer.content.strip()
+    assert all(n.status == NodeStatus.DONE for n in after)
+    # Only the unfinished answer was asked again: one chat request, nothing for finished nodes.
+    assert requests_after == 1
+    assert run.llm_calls == 1  # the killed call was never recorded; the resumed one was
