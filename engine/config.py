@@ -11,7 +11,8 @@ Environment variables (a public interface, keep them stable):
 | THOUGHTMAP_STRUCTURED_MODE | auto, json_schema, json_object or prompted | auto |
 | THOUGHTMAP_LLM_TIMEOUT | seconds per LLM call | 120 |
 | THOUGHTMAP_LLM_MAX_RETRIES | retries on 429/5xx/connection errors/timeouts | 5 |
-| THOUGHTMAP_LLM_CONCURRENCY | LLM calls in flight, shared by all runs of the process | 4 |
+| THOUGHTMAP_LLM_CONCURRENCY | LLM calls in flight, shared by all runs of the process | 8 |
+| THOUGHTMAP_WORKERS | threads for node-level work, shared by all runs of the process | 16 |
 | THOUGHTMAP_PRICES | JSON file: {"model": {"input": $/1M tokens, "output": $/1M tokens}} | built-in table |
 | THOUGHTMAP_HOME | folder for the default database and the corpus index | ~/.thoughtmap |
 | THOUGHTMAP_DATABASE_URL | any SQLAlchemy URL (sqlite:///..., postgresql+psycopg://...) | sqlite in THOUGHTMAP_HOME |
@@ -44,7 +45,7 @@ class LLMSettings(BaseModel):
     structured_mode: StructuredMode = "auto"
     timeout_s: float = 120.0
     max_retries: int = 5
-    concurrency: int = 4
+    concurrency: int = 8
     prices_file: Path | None = None
 
     def model_for(self, purpose: str) -> str:
@@ -61,6 +62,7 @@ class Settings(BaseModel):
     llm: LLMSettings
     search: SearchMode = "local"
     allow_private_fetch: bool = False
+    workers: int = 16
 
     @property
     def corpus_index_path(self) -> Path:
@@ -90,7 +92,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         structured_mode=env.get("THOUGHTMAP_STRUCTURED_MODE") or "auto",
         timeout_s=float(env.get("THOUGHTMAP_LLM_TIMEOUT") or 120),
         max_retries=int(env.get("THOUGHTMAP_LLM_MAX_RETRIES") or 5),
-        concurrency=int(env.get("THOUGHTMAP_LLM_CONCURRENCY") or 4),
+        concurrency=int(env.get("THOUGHTMAP_LLM_CONCURRENCY") or 8),
         prices_file=Path(env["THOUGHTMAP_PRICES"]) if env.get("THOUGHTMAP_PRICES") else None,
     )
     return Settings(
@@ -99,4 +101,5 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         llm=llm,
         search=env.get("THOUGHTMAP_SEARCH") or "local",
         allow_private_fetch=_flag(env.get("THOUGHTMAP_ALLOW_PRIVATE_FETCH")),
+        workers=int(env.get("THOUGHTMAP_WORKERS") or 16),
     )

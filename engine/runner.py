@@ -106,7 +106,7 @@ class Runner:
         searcher_for: Callable[[Run], Searcher],
         prices: PriceTable,
         methods: Mapping[str, type[Method]] = METHODS,
-        max_workers: int = 8,
+        max_workers: int = 16,
         poll_s: float = 0.2,
         heartbeat_s: float = 5.0,
         stale_after: timedelta = timedelta(minutes=2),

@@ -11,7 +11,6 @@ from typing import Literal
 from engine.config import Settings, load_settings
 from engine.llm.fake import FakeLLM
 from engine.llm.limits import ConcurrencyLimiter
-from engine.llm.openai_compat import OpenAICompatibleLLM, missing_key_error
 from engine.llm.pricing import PriceTable
 from engine.llm.protocol import LLM, LLMAuthError
 from engine.runner import Runner
@@ -39,7 +38,7 @@ class Services:
 
     def __post_init__(self) -> None:
         self.runner = Runner(self.repo, llm_for=self.llm_for_run, searcher_for=self.searcher_for_run,
-                             prices=self.prices)
+                             prices=self.prices, max_workers=self.settings.workers)
 
     # --------------------------------------------------------------- LLMs
 
@@ -50,6 +49,9 @@ class Services:
                 if kind == "fake":
                     self._llms[kind] = FakeLLM()
                 elif kind == "openai":
+                    # Imported here: the openai SDK costs ~0.5 s to import, wasted on fake runs.
+                    from engine.llm.openai_compat import OpenAICompatibleLLM, missing_key_error
+
                     error = missing_key_error(self.settings.llm)
                     if error is not None:
                         raise error

@@ -61,13 +61,17 @@ class LocalCorpusSearcher:
 
     def __init__(self, store: CorpusStore) -> None:
         self.store = store
+        self._description: str | None = None
 
     @property
     def description(self) -> str:
-        collections = self.store.collections()
-        total = sum(collections.values())
-        names = ", ".join(collections) or "empty"
-        return f"local corpus ({total:,} documents: {names})"
+        # Cached: counting documents is a GROUP BY over the corpus; ingest() refreshes it.
+        if self._description is None:
+            collections = self.store.collections()
+            total = sum(collections.values())
+            names = ", ".join(collections) or "empty"
+            self._description = f"local corpus ({total:,} documents: {names})"
+        return self._description
 
     def search(self, query: str, k: int = 5) -> list[Hit]:
         return [
@@ -87,6 +91,7 @@ class LocalCorpusSearcher:
         self, paths: Iterable[Path | str], *, collection: str = DEFAULT_COLLECTION
     ) -> IngestReport:
         """Index files and folders. Already-indexed content is skipped; edited files are updated."""
+        self._description = None
         started = time.perf_counter()
         report = IngestReport()
         batch: list[NewDocument] = []

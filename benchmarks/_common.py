@@ -1,0 +1,94 @@
+"""Helpers shared by the benchmark scripts: machine facts, percentiles, docs/benchmarks.md sections."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import platform
+import sqlite3
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS_FILE = ROOT / "docs" / "benchmarks.md"
+
+
+def machine_facts() -> dict[str, str]:
+    """Cores, RAM, CPU model, OS, Python and SQLite versions, git commit."""
+    ram = ""
+    try:
+        ram = f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.1f} GiB"
+    except (ValueError, OSError, AttributeError):
+        pass
+    cpu = platform.processor() or ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+
+    def git(*args: str) -> str:
+        try:
+            return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True,
+                                  timeout=10).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+
+    commit = git("rev-parse", "--short", "HEAD") or "unknown"
+    if git("status", "--porcelain", "--untracked-files=no"):
+        commit += " (+ uncommitted changes)"
+    return {
+        "date": dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
+        "commit": commit,
+        "cores": str(os.cpu_count()),
+        "ram": ram or "unknown",
+        "cpu": cpu or "unknown",
+        "os": platform.platform(),
+        "python": f"{platform.python_implementation()} {platform.python_version()}",
+        "sqlite": sqlite3.sqlite_version,
+    }
+
+
+def facts_block(command: str, facts: dict[str, str]) -> str:
+    return (
+        f"Command: `{command}`  \n"
+        f"Date: {facts['date']}; commit {facts['commit']}  \n"
+        f"Machine: {facts['cores']} cores ({facts['cpu']}), {facts['ram']} RAM, {facts['os']}; "
+        f"{facts['python']}, SQLite {facts['sqlite']}\n"
+    )
+
+
+DOCS_INTRO = "# Benchmarks\n\n(see benchmarks/README.md)\n"
+
+
+def write_section(name: str, body: str, path: Path = DOCS_FILE) -> None:
+    """Replace the block between this section's markers in docs/benchmarks.md (append if absent)."""
+    begin, end = f"<!-- BEGIN {name} -->", f"<!-- END {name} -->"
+    block = f"{begin}\n{body.rstrip()}\n{end}\n"
+    text = path.read_text(encoding="utf-8") if path.exists() else DOCS_INTRO
+    if begin in text and end in text:
+        head, _, rest = text.partition(begin)
+        _, _, tail = rest.partition(end)
+        text = head + block.rstrip("\n") + tail
+    else:
+        text = text.rstrip("\n") + "\n\n" + block
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Linear-interpolated percentile (q in 0..100), as numpy's default."""
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    pos = (len(ordered) - 1) * q / 100
+    low = int(pos)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+def git_commit() -> str:
+    return machine_facts()["commit"]

@@ -1,0 +1,142 @@
+"""DEoT wall time against its critical path, with a fixed per-call latency.
+
+A script, not a test. It starts an OpenAI-compatible test server on 127.0.0.1 that answers every
+call after a fixed latency (the fake LLM's answers), runs a default DEoT run through the real
+`openai` client, and compares the run's wall time with its critical path: the longest chain of LLM
+calls that depend on each other (root to leaf through the tree, plus the final report), times the
+latency. A ratio near 1 means the scheduler adds little on top of the calls it cannot overlap.
+
+    .venv/bin/python benchmarks/bench_deot.py                 # latency 0.3 s, default params
+    .venv/bin/python benchmarks/bench_deot.py --latency 0.5 --write
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks._common import facts_block, machine_facts, write_section  # noqa: E402
+from engine.config import load_settings  # noqa: E402
+from engine.llm.fake_server import FakeOpenAIServer  # noqa: E402
+from engine.services import build_services  # noqa: E402
+from storage.models import NodeStatus  # noqa: E402
+
+QUESTION = "How will rising sea levels affect coastal cities over the next fifty years?"
+SEQUENTIAL_PURPOSES = ("prompter", "planner", "validator", "summarizer", "controller", "breadth", "depth")
+LLM_TOOLS = {"info_search", "event_extractor", "history_analyzer", "direct_reasoning"}
+
+
+def task_chain(tasks: list[dict]) -> int:
+    """Longest chain of LLM-using tasks through the plan's dependencies."""
+    by_id = {t["id"]: t for t in tasks}
+    memo: dict[str, int] = {}
+
+    def length(task_id: str) -> int:
+        if task_id not in memo:
+            task = by_id[task_id]
+            own = 1 if task["tool"] in LLM_TOOLS and task.get("status") != "skipped" else 0
+            memo[task_id] = own + max((length(d) for d in task.get("depends_on", []) if d in by_id), default=0)
+        return memo[task_id]
+
+    return max((length(t) for t in by_id), default=0)
+
+
+def critical_path_calls(repo, run_id: str) -> tuple[int, int]:
+    """(critical path in calls, sum over layers of the longest chain in each layer)."""
+    nodes = {n.id: n for n in repo.list_nodes(run_id, kind="question")}
+    per_node = Counter()
+    for call in repo.list_llm_calls(run_id):
+        if call.node_id in nodes and call.purpose in SEQUENTIAL_PURPOSES:
+            per_node[call.node_id] += 1
+    chain = {nid: per_node[nid] + task_chain(n.data.get("tasks", [])) for nid, n in nodes.items()}
+
+    def path(nid: int) -> int:
+        node = nodes[nid]
+        return chain[nid] + (path(node.parent_id) if node.parent_id in nodes else 0)
+
+    report_calls = sum(1 for c in repo.list_llm_calls(run_id) if c.purpose == "report")
+    critical = max(path(nid) for nid in nodes) + report_calls
+    by_layer: dict[int, int] = {}
+    for nid, node in nodes.items():
+        by_layer[node.depth] = max(by_layer.get(node.depth, 0), chain[nid])
+    return critical, sum(by_layer.values()) + report_calls
+
+
+def run_once(latency: float, params: dict, concurrency: int) -> dict:
+    with tempfile.TemporaryDirectory() as home, FakeOpenAIServer(latency_s=latency) as server:
+        env = {"THOUGHTMAP_HOME": home, "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "bench",
+               "THOUGHTMAP_MODEL": "fake", "THOUGHTMAP_LLM_CONCURRENCY": str(concurrency)}
+        services = build_services(load_settings({**os.environ, **env}))
+        services.searcher("local")  # index the bundled corpus before timing
+        run = services.runner.create_run(question=QUESTION, method="deot", params=params,
+                                         llm_info=services.llm_info("openai"), search_mode="local")
+        started = time.perf_counter()
+        services.runner.start(run.id)
+        final = services.runner.wait(run.id, timeout=1800)
+        wall = time.perf_counter() - started
+        critical, layered = critical_path_calls(services.repo, run.id)
+        nodes = services.repo.list_nodes(run.id, kind="question")
+        result = {
+            "status": final.status, "wall": wall, "calls": final.llm_calls, "critical": critical,
+            "layered": layered, "nodes": len(nodes), "depth": max(n.depth for n in nodes),
+            "done": sum(n.status == NodeStatus.DONE for n in nodes), "requests": server.count_chat_requests(),
+            "max_in_flight": server.max_in_flight,
+        }
+        services.close()
+        return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--latency", type=float, default=0.3, help="seconds per LLM call (default 0.3)")
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[8, 16],
+                        help="LLM concurrency limits to measure (default: 8, the default setting, and 16)")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per row; the row shows the median wall time")
+    parser.add_argument("--write", action="store_true", help="replace the DEoT section of docs/benchmarks.md")
+    args = parser.parse_args()
+
+    rows = []
+    for concurrency in args.concurrency:
+        label = f"default params, LLM concurrency {concurrency}"
+        runs = sorted((run_once(args.latency, {}, concurrency) for _ in range(args.repeat)), key=lambda r: r["wall"])
+        r = runs[len(runs) // 2]
+        ideal = r["critical"] * args.latency
+        rows.append(
+            f"| {label} | {r['status']} | {r['nodes']} ({r['done']} done), depth {r['depth']} | {r['calls']} | "
+            f"{r['max_in_flight']} | {r['critical']} | {r['layered']} | {r['wall']:.1f} s | {ideal:.1f} s | "
+            f"**{r['wall'] / ideal:.2f}** | {r['wall'] / (r['layered'] * args.latency):.2f} |"
+        )
+    facts = machine_facts()
+    body = "\n".join([
+        facts_block(f".venv/bin/python benchmarks/bench_deot.py --latency {args.latency} --repeat {args.repeat} --concurrency "
+                    f"{' '.join(map(str, args.concurrency))}", facts),
+        f"An OpenAI-compatible test server on 127.0.0.1 answers every call after {args.latency} s; the run goes "
+        "through the real `openai` client with the default node workers (16) and the LLM concurrency "
+        "limit given per row (`THOUGHTMAP_LLM_CONCURRENCY`). "
+        "Critical path = the longest root-to-leaf chain of dependent LLM calls (prompter, planner and plan "
+        "review, the longest chain of LLM tools through the plan's dependencies, summary, fact check, "
+        "controller, engine) plus the final report. The layer-synchronous bound adds up the longest chain "
+        "of each layer, since DEoT expands a layer after it is solved. Each row is the median of "
+        f"{args.repeat} runs.",
+        "",
+        "| run | status | question nodes | LLM calls | most calls in flight | critical path (calls) | "
+        "layer-synchronous bound (calls) | wall time | critical path × latency | wall / critical path | "
+        "wall / layer bound |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        *rows,
+    ])
+    print(body)
+    if args.write:
+        write_section("DEoT: wall time over critical path", body)
+
+
+if __name__ == "__main__":
+    main()
