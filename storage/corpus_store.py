@@ -153,6 +153,8 @@ class CorpusStore:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
         self._depth = 0
+        # Bumped by every change made through this object, so readers can cache derived values.
+        self.generation = 0
         # isolation_level=None: we issue BEGIN/COMMIT ourselves so batches are one transaction.
         self._conn = sqlite3.connect(
             str(path), check_same_thread=False, isolation_level=None, timeout=30
@@ -272,6 +274,7 @@ class CorpusStore:
         """Add many documents in one transaction (much faster than one commit each)."""
         stats = AddStats()
         now = time.time()
+        self.generation += 1
         with self.transaction():
             cur = self._conn.cursor()
             for doc in docs:
@@ -331,6 +334,7 @@ class CorpusStore:
 
     def delete_collection(self, collection: str) -> int:
         """Remove every document of one collection; returns how many were removed."""
+        self.generation += 1
         with self.transaction():
             ids = [
                 row[0]
@@ -343,6 +347,7 @@ class CorpusStore:
 
     def clear(self) -> None:
         """Remove all documents, chunks and meta keys (the schema version is kept)."""
+        self.generation += 1
         with self.transaction():
             self._conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('delete-all')")
             self._conn.execute("DELETE FROM chunks")

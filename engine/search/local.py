@@ -61,17 +61,18 @@ class LocalCorpusSearcher:
 
     def __init__(self, store: CorpusStore) -> None:
         self.store = store
-        self._description: str | None = None
+        self._description: tuple[int, str] | None = None
 
     @property
     def description(self) -> str:
-        # Cached: counting documents is a GROUP BY over the corpus; ingest() refreshes it.
-        if self._description is None:
+        # Cached per store generation: counting documents is a GROUP BY over the corpus.
+        generation = self.store.generation
+        if self._description is None or self._description[0] != generation:
             collections = self.store.collections()
             total = sum(collections.values())
             names = ", ".join(collections) or "empty"
-            self._description = f"local corpus ({total:,} documents: {names})"
-        return self._description
+            self._description = (generation, f"local corpus ({total:,} documents: {names})")
+        return self._description[1]
 
     def search(self, query: str, k: int = 5) -> list[Hit]:
         return [
@@ -91,7 +92,6 @@ class LocalCorpusSearcher:
         self, paths: Iterable[Path | str], *, collection: str = DEFAULT_COLLECTION
     ) -> IngestReport:
         """Index files and folders. Already-indexed content is skipped; edited files are updated."""
-        self._description = None
         started = time.perf_counter()
         report = IngestReport()
         batch: list[NewDocument] = []
