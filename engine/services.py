@@ -60,6 +60,12 @@ class Services:
                     raise ValueError(f"unknown LLM '{kind}'. Choose one of: {', '.join(LLM_KINDS)}")
             return self._llms[kind]
 
+    def configure_openai(self, llm_settings) -> None:
+        """Point the shared OpenAI-compatible adapter at another endpoint/model (app Settings)."""
+        with self._lock:
+            self.settings = self.settings.model_copy(update={"llm": llm_settings})
+            self._llms.pop("openai", None)
+
     def use_llm(self, kind: str, llm: LLM) -> None:
         """Install a specific LLM for a kind (a scripted fake in tests, a custom adapter)."""
         with self._lock:
@@ -83,6 +89,14 @@ class Services:
             if mode not in self._searchers:
                 self._searchers[mode] = build_searcher(mode, self.settings)
             return self._searchers[mode]
+
+    def corpus(self):
+        """The local corpus searcher (bundled data + ingested files), for corpus management."""
+        return self.searcher("local")
+
+    @property
+    def uploads_dir(self):
+        return self.settings.home / "uploads"
 
     def searcher_for_run(self, run: Run) -> Searcher:
         return self.searcher(run.search_mode)

@@ -228,3 +228,13 @@ def main() -> None:  # pragma: no cover - a manual timing tool
 
 if __name__ == "__main__":  # pragma: no cover
     main()
+
+
+def rebuild_corpus(searcher: LocalCorpusSearcher, uploads_dir: Path | None = None,
+                   progress: Progress | None = None) -> BundledStatus:
+    """Drop the whole index and build it again: the bundled data, then the user's uploaded files."""
+    searcher.store.clear()
+    status = ensure_bundled_corpus(searcher.store, progress)
+    if uploads_dir is not None and uploads_dir.exists() and any(uploads_dir.iterdir()):
+        searcher.ingest([uploads_dir])
+    return status

@@ -1,0 +1,129 @@
+"""The live mind map: a keyed wrapper around streamlit-agraph's component.
+
+The public `agraph()` takes no `key`, so every data change remounts its iframe (flicker, lost zoom
+and selection). Calling the declared component with a stable key keeps the iframe and only sends
+the new data. Node titles are HTML-escaped because the component puts them into `innerHTML`."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from components.safe_markdown import escape_html
+from storage.models import Edge, Node, NodeStatus
+
+KIND_COLOURS = {
+    "question": "#4C78A8",
+    "search": "#72B7B2",
+    "answer": "#54A24B",
+    "concept": "#B279A2",
+    "section": "#F58518",
+}
+ENGINE_COLOURS = {"root": "#2F4B7C", "breadth": "#4C78A8", "depth": "#E45756", "user": "#F2B701"}
+STATUS_BORDERS = {
+    NodeStatus.PENDING: "#BBBBBB",
+    NodeStatus.RUNNING: "#F2B701",
+    NodeStatus.DONE: "#2CA02C",
+    NodeStatus.FAILED: "#D62728",
+    NodeStatus.PRUNED: "#7F7F7F",
+}
+LEGEND = (
+    ("Fill", [("dark blue", "the question you asked"), ("blue", "breadth engine: a new aspect"),
+              ("red", "depth engine: a deeper follow-up (dashed edge)"), ("yellow", "your own follow-up"),
+              ("teal", "retrieval step"), ("green", "answer"), ("light grey", "pruned")]),
+    ("Border", [("grey", "pending"), ("yellow", "running"), ("green", "done"), ("red", "failed"),
+                ("dark grey", "pruned"), ("black, thick", "selected")]),
+    ("Size", [("larger", "higher priority")]),
+)
+
+
+def short_label(text: str, limit: int = 42) -> str:
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    cut = text[:limit].rsplit(" ", 1)[0]
+    return cut + "…"
+
+
+def _wrap(text: str, width: int = 22) -> str:
+    words, lines, line = text.split(), [], ""
+    for word in words:
+        if line and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}".strip()
+    if line:
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def fill_colour(node: Node) -> str:
+    engine = (node.data or {}).get("engine")
+    if engine in ENGINE_COLOURS:
+        return ENGINE_COLOURS[engine]
+    return KIND_COLOURS.get(node.kind, "#9D9D9D")
+
+
+@dataclass(frozen=True)
+class MapData:
+    nodes: list[dict]
+    edges: list[dict]
+
+    def as_json(self) -> str:
+        return json.dumps({"nodes": self.nodes, "edges": self.edges}, separators=(",", ":"))
+
+
+def build_map(nodes: Sequence[Node], edges: Sequence[Edge], selected: int | None = None) -> MapData:
+    """vis-network nodes/edges: colour by kind/engine, border by status, size by priority."""
+    vis_nodes = []
+    for node in nodes:
+        pruned = node.status == NodeStatus.PRUNED
+        size = 14 + 4 * max(0.0, min(node.priority, 3.0))
+        title = f"{node.label}\n[{node.kind} · {node.status}]"
+        vis_nodes.append({
+            "id": str(node.id),
+            "label": _wrap(short_label(node.label)),
+            "title": escape_html(title),
+            "shape": "dot",
+            "size": size,
+            "level": node.depth,
+            "borderWidth": 5 if node.id == selected else 3,
+            "color": {
+                "background": "#DDDDDD" if pruned else fill_colour(node),
+                "border": "#111111" if node.id == selected else STATUS_BORDERS.get(node.status, "#BBBBBB"),
+            },
+            "font": {"size": 13, "color": "#888888" if pruned else "#222222", "multi": False},
+            "opacity": 0.45 if pruned else 1.0,
+        })
+    vis_edges = [
+        {"source": str(e.src), "from": str(e.src), "to": str(e.dst), "color": "#B0B0B0",
+         "dashes": e.kind == "depth", "title": escape_html(e.kind)}
+        for e in edges
+    ]
+    return MapData(nodes=vis_nodes, edges=vis_edges)
+
+
+def map_config(height: int = 560, tree: bool = True) -> dict:
+    """A top-down tree without physics: stable positions, so growth does not shuffle the map."""
+    return {
+        "height": f"{height}px",
+        "width": "100%",
+        "directed": True,
+        "physics": {"enabled": not tree, "stabilization": {"enabled": True, "fit": True}},
+        "layout": {"hierarchical": {
+            "enabled": tree, "direction": "UD", "sortMethod": "directed", "levelSeparation": 110,
+            "nodeSpacing": 170, "treeSpacing": 200, "blockShifting": True, "edgeMinimization": True,
+            "parentCentralization": True, "shakeTowards": "roots",
+        }},
+        "interaction": {"hover": True, "tooltipDelay": 120, "navigationButtons": True, "keyboard": False},
+        "edges": {"arrows": {"to": {"enabled": True, "scaleFactor": 0.5}}, "smooth": {"type": "cubicBezier"}},
+    }
+
+
+def mind_map(data: MapData, *, key: str, height: int = 560, tree: bool = True) -> str | None:
+    """Render the map; returns the id (a string) of the node the user last selected, if any."""
+    from streamlit_agraph import _agraph  # the declared component; imported late (Streamlit only)
+
+    return _agraph(data=data.as_json(), config=json.dumps(map_config(height, tree)), key=key, default=None)

@@ -1,0 +1,75 @@
+"""What the user chose in the app's Settings, stored as JSON in THOUGHTMAP_HOME.
+
+Never holds an API key: keys come from the environment, Streamlit secrets, or are typed for the
+session only."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, ValidationError
+
+from engine.config import DEFAULT_BASE_URL, DEFAULT_MODEL, LLMSettings, SearchMode, Settings, StructuredMode
+
+LLMChoice = Literal["auto", "fake", "openai"]
+
+PRESETS: dict[str, dict[str, str]] = {
+    "OpenAI": {"base_url": DEFAULT_BASE_URL, "model": DEFAULT_MODEL, "structured_mode": "auto"},
+    "Ollama (local)": {"base_url": "http://127.0.0.1:11434/v1", "model": "llama3.1", "structured_mode": "json_object"},
+    "vLLM server": {"base_url": "http://127.0.0.1:8000/v1", "model": "Qwen/Qwen2.5-7B-Instruct", "structured_mode": "json_schema"},
+    "llama.cpp server": {"base_url": "http://127.0.0.1:8080/v1", "model": "local", "structured_mode": "json_object"},
+    "Custom endpoint": {},
+}
+
+
+class Preferences(BaseModel):
+    llm: LLMChoice = Field(default="auto", description="auto: the endpoint when one is configured, else the offline fake.")
+    preset: str = "OpenAI"
+    base_url: str = DEFAULT_BASE_URL
+    model: str = DEFAULT_MODEL
+    models: dict[str, str] = Field(default_factory=dict, description="Model per purpose, e.g. report, judge.")
+    structured_mode: StructuredMode = "auto"
+    search: SearchMode = "local"
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> "Preferences":
+        cfg = settings.llm
+        return cls(base_url=cfg.base_url, model=cfg.model, models=dict(cfg.models),
+                   structured_mode=cfg.structured_mode, search=settings.search)
+
+    def llm_settings(self, base: LLMSettings, api_key: str | None) -> LLMSettings:
+        return base.model_copy(update={
+            "base_url": self.base_url.strip() or DEFAULT_BASE_URL, "model": self.model.strip() or DEFAULT_MODEL,
+            "models": {k: v for k, v in self.models.items() if v.strip()},
+            "structured_mode": self.structured_mode, "api_key": api_key or None,
+        })
+
+    def resolved_llm(self, api_key: str | None) -> str:
+        """The LLM kind runs will use: auto picks the endpoint when it is usable without asking."""
+        if self.llm != "auto":
+            return self.llm
+        if api_key or self.base_url.rstrip("/") != DEFAULT_BASE_URL:
+            return "openai"
+        return "fake"
+
+
+def preferences_path(settings: Settings) -> Path:
+    return settings.home / "preferences.json"
+
+
+def load_preferences(settings: Settings) -> Preferences:
+    path = preferences_path(settings)
+    if path.exists():
+        try:
+            return Preferences.model_validate(json.loads(path.read_text(encoding="utf-8")))
+        except (ValueError, ValidationError):
+            pass  # a damaged file falls back to the environment's settings
+    return Preferences.from_settings(settings)
+
+
+def save_preferences(settings: Settings, preferences: Preferences) -> None:
+    path = preferences_path(settings)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(preferences.model_dump_json(indent=2), encoding="utf-8")

@@ -1,0 +1,100 @@
+"""Explore: ask a question, pick and tune a method, watch the tree grow, steer it."""
+
+import streamlit as st
+
+from components import mindmap
+from components.app_state import active_llm, get_services, preferences, running_on_notice
+from components.node_panel import node_panel
+from components.params_form import params_form
+from components.run_view import controls, progress
+from components.safe_markdown import render
+from engine.methods.params import ParamError, build_params
+from engine.methods.registry import METHODS
+from engine.report import render_markdown
+from storage.models import RunStatus
+from storage.repository import RunNotFound
+
+REFRESH_SECONDS = 1.0
+
+services = get_services()
+st.title("Explore")
+running_on_notice(services)
+
+current = st.query_params.get("run") or st.session_state.get("run_id")
+
+with st.expander("New research", expanded=current is None):
+    question = st.text_area("Question", key="question", placeholder="An open-ended or multi-hop question")
+    names = sorted(METHODS, key=lambda n: (n != "deot", n))
+    method = st.selectbox("Method", names, format_func=lambda n: METHODS[n].title, key="method")
+    st.caption(METHODS[method].summary)
+    with st.expander("Parameters"):
+        raw = params_form(METHODS[method].Params, key=f"params-{method}")
+    if st.button("Start", type="primary", key="start"):
+        if not question.strip():
+            st.error("The question is empty: type the question you want researched.")
+        else:
+            try:
+                params = build_params(METHODS[method].Params, raw, method=method)
+            except ParamError as exc:
+                st.error(str(exc))
+            else:
+                kind = active_llm(services)
+                run = services.runner.create_run(
+                    question=question, method=method, params=params, llm_info=services.llm_info(kind),
+                    search_mode=preferences(services).search,
+                )
+                services.runner.start(run.id)
+                st.session_state["run_id"] = run.id
+                st.query_params["run"] = run.id
+                st.rerun()
+
+if current:
+    try:
+        opened = services.repo.get_run(current)
+    except RunNotFound:
+        st.error(f"There is no run '{current}'. Pick one in Sessions.")
+        st.stop()
+    active = opened.status in RunStatus.ACTIVE
+
+    @st.fragment(run_every=REFRESH_SECONDS if active else None)
+    def live_view(run_id: str, was_active: bool) -> None:
+        snap = services.repo.snapshot(run_id)
+        run = snap.run
+        if was_active and run.status not in RunStatus.ACTIVE:
+            st.rerun(scope="app")  # the run ended: stop polling, show the report
+        st.subheader(run.title or run.question)
+        progress(run, snap.nodes)
+        controls(services, run)
+        selected_key = f"selected-{run_id}"
+        map_col, panel_col = st.columns([3, 2], gap="medium")
+        with map_col:
+            clicked = mindmap.mind_map(
+                mindmap.build_map(snap.nodes, snap.edges, st.session_state.get(selected_key)),
+                key=f"map-{run_id}",
+            )
+            if clicked is not None and str(clicked).isdigit():
+                st.session_state[selected_key] = int(clicked)
+            with st.popover("Legend"):
+                for heading, items in mindmap.LEGEND:
+                    st.markdown(f"**{heading}**\n" + "\n".join(f"- {colour}: {meaning}" for colour, meaning in items))
+        with panel_col:
+            ids = [n.id for n in snap.nodes]
+            if not ids:
+                st.caption("The first node appears in a moment.")
+                return
+            if st.session_state.get(selected_key) not in ids:
+                st.session_state[selected_key] = ids[0]
+            labels = {n.id: f"#{n.id} {mindmap.short_label(n.label, 60)}" for n in snap.nodes}
+            st.session_state[f"pick-{run_id}"] = st.session_state[selected_key]
+            st.selectbox("Node", ids, format_func=labels.get, key=f"pick-{run_id}",
+                         on_change=lambda: st.session_state.update({selected_key: st.session_state[f"pick-{run_id}"]}))
+            node = next(n for n in snap.nodes if n.id == st.session_state[selected_key])
+            node_panel(services, run, node)
+
+    live_view(current, active)
+
+    report = services.repo.latest_report(current)
+    if report is not None:
+        with st.expander("Report", expanded=not active):
+            render(st, render_markdown(services.repo, current))
+            st.page_link("pages/report.py", label="Open in the Report page", icon="📄")

@@ -1,0 +1,47 @@
+"""Report: the rendered report of a run, its sources, downloads, regeneration."""
+
+import json
+
+import streamlit as st
+
+from components.app_state import get_services
+from components.safe_markdown import render
+from engine.methods.base import UnsupportedCommand
+from engine.report import export_json, render_markdown
+from engine.runner import RunnerError
+
+services = get_services()
+repo = services.repo
+st.title("Report")
+
+runs = repo.list_runs(limit=200)
+if not runs:
+    st.info("No runs yet. Start one on the Explore page.")
+    st.stop()
+ids = [r.id for r in runs]
+titles = {r.id: f"{(r.title or r.question)[:80]} · {r.method} · {r.status}" for r in runs}
+current = st.query_params.get("run") or st.session_state.get("run_id")
+run_id = st.selectbox("Run", ids, index=ids.index(current) if current in ids else 0, format_func=titles.get,
+                      key="report-run")
+st.session_state["run_id"] = run_id
+
+markdown = render_markdown(repo, run_id)
+cols = st.columns(3)
+cols[0].download_button("Download Markdown", markdown, file_name=f"thoughtmap-{run_id}.md", mime="text/markdown",
+                        key="download-md")
+cols[1].download_button("Download JSON", json.dumps(export_json(repo, run_id), indent=2, ensure_ascii=False),
+                        file_name=f"thoughtmap-{run_id}.json", mime="application/json", key="download-json")
+if cols[2].button("Regenerate report", key="regenerate"):
+    try:
+        services.runner.steer(run_id, "regenerate_report")
+    except (UnsupportedCommand, RunnerError) as exc:
+        st.error(str(exc))
+    else:
+        st.toast("Regenerating the report; it appears here when ready.")
+
+render(st, markdown)
+
+sources = repo.list_sources(run_id)
+with st.expander(f"All sources gathered by this run ({len(sources)})"):
+    for source in sources:
+        render(st, f"- **{source.title}** — {source.url or source.ref} ({source.kind})\n\n  {source.snippet[:300]}")

@@ -1,0 +1,70 @@
+"""Sessions: every stored run; search, filter, open, resume, rename, delete."""
+
+from datetime import datetime, time, timezone
+
+import streamlit as st
+
+from components.app_state import get_services
+from engine.methods.registry import METHODS
+from engine.runner import RunnerError
+from storage.models import RunStatus
+
+STATUSES = ["queued", "running", "paused", "done", "failed", "stopped", "interrupted"]
+
+services = get_services()
+repo = services.repo
+st.title("Sessions")
+
+cols = st.columns([3, 2, 2, 2])
+text = cols[0].text_input("Search questions", key="sessions-text")
+method = cols[1].selectbox("Method", ["(any)", *sorted(METHODS)], key="sessions-method")
+status = cols[2].selectbox("Status", ["(any)", *STATUSES], key="sessions-status")
+since = cols[3].date_input("Since", value=None, key="sessions-since")
+
+runs = repo.list_runs(
+    text=text.strip() or None,
+    method=None if method == "(any)" else method,
+    status=None if status == "(any)" else status,
+    since=datetime.combine(since, time.min, tzinfo=timezone.utc) if since else None,
+)
+if not runs:
+    st.info("No runs match. Start one on the Explore page.")
+    st.stop()
+
+st.caption(f"{len(runs)} runs")
+for run in runs:
+    with st.container(border=True):
+        top = st.columns([6, 1, 1, 1])
+        top[0].markdown(f"**{run.title or run.question}**")
+        top[0].caption(f"`{run.id}` · {run.method} · {run.status} · {run.node_count} nodes · "
+                       f"{run.created_at:%Y-%m-%d %H:%M} · {run.prompt_tokens + run.completion_tokens:,} tokens")
+        if top[1].button("Open", key=f"open-{run.id}"):
+            st.session_state["run_id"] = run.id
+            st.query_params["run"] = run.id
+            st.switch_page("pages/explore.py", query_params={"run": run.id})
+        if run.status in (RunStatus.INTERRUPTED, RunStatus.STOPPED, RunStatus.FAILED) and top[2].button("Resume", key=f"resume-{run.id}"):
+            try:
+                services.runner.resume(run.id)
+            except RunnerError as exc:
+                st.error(str(exc))
+            else:
+                st.session_state["run_id"] = run.id
+                st.switch_page("pages/explore.py", query_params={"run": run.id})
+        with top[3].popover("More"):
+            new_title = st.text_input("Name", value=run.title, key=f"title-{run.id}")
+            if st.button("Rename", key=f"rename-{run.id}"):
+                try:
+                    repo.rename_run(run.id, new_title)
+                except ValueError as exc:
+                    st.error(str(exc))
+                else:
+                    st.rerun()
+            confirm = st.checkbox("Yes, delete this run and everything in it", key=f"confirm-{run.id}")
+            if st.button("Delete", key=f"delete-{run.id}", disabled=not confirm, type="primary"):
+                if services.runner.is_active(run.id):
+                    st.error("Stop the run before deleting it.")
+                else:
+                    repo.delete_run(run.id)
+                    if st.session_state.get("run_id") == run.id:
+                        st.session_state.pop("run_id")
+                    st.rerun()

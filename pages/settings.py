@@ -1,0 +1,103 @@
+"""Settings: the LLM endpoint and models, a connection test, the search backend, the local corpus.
+API keys come from the environment or Streamlit secrets, or are typed for this session only:
+they are masked and never stored."""
+
+import streamlit as st
+
+from components.app_state import api_key, get_services, preferences
+from engine.llm.protocol import LLMError
+from engine.preferences import PRESETS, Preferences, save_preferences
+from engine.search.bundled import rebuild_corpus
+
+services = get_services()
+prefs: Preferences = preferences(services)
+st.title("Settings")
+
+st.subheader("Language model")
+llm_choice = st.radio(
+    "Use", ["auto", "openai", "fake"], index=["auto", "openai", "fake"].index(prefs.llm), horizontal=True,
+    format_func={"auto": "Automatic", "openai": "OpenAI-compatible endpoint", "fake": "Offline fake (no model)"}.get,
+    help="Automatic uses the endpoint below when a key or a local endpoint is set, else the offline fake.",
+    key="settings-llm",
+)
+preset = st.selectbox("Preset", list(PRESETS), index=list(PRESETS).index(prefs.preset) if prefs.preset in PRESETS else 0,
+                      key="settings-preset")
+defaults = PRESETS[preset]
+if st.session_state.get("settings-last-preset") != preset:
+    # A new preset fills the fields; the user may then edit them.
+    st.session_state["settings-last-preset"] = preset
+    if defaults:
+        st.session_state["settings-base-url"] = defaults["base_url"]
+        st.session_state["settings-model"] = defaults["model"]
+        st.session_state["settings-mode"] = defaults["structured_mode"]
+base_url = st.text_input("Base URL", value=prefs.base_url, key="settings-base-url")
+model = st.text_input("Model", value=prefs.model, key="settings-model")
+modes = ["auto", "json_schema", "json_object", "prompted"]
+mode = st.selectbox("Structured output mode", modes, index=modes.index(prefs.structured_mode), key="settings-mode",
+                    help="json_schema for OpenAI and vLLM; json_object for llama.cpp server and Ollama; "
+                         "prompted for servers with neither; auto tries them in that order.")
+with st.expander("Model per role (optional)"):
+    models = {}
+    for purpose, meaning in (("report", "final reports"), ("planner", "DEoT planner"), ("judge", "evaluation judges"),
+                             ("summarizer", "node summaries")):
+        models[purpose] = st.text_input(f"{purpose} ({meaning})", value=prefs.models.get(purpose, ""),
+                                        key=f"settings-model-{purpose}")
+
+key_source = "environment or secrets" if api_key() and not st.session_state.get("api_key") else None
+typed = st.text_input("API key", type="password", key="settings-api-key",
+                      help="Used for this browser session only; never saved. Leave empty for local servers "
+                           "or when OPENAI_API_KEY is set.")
+if typed:
+    st.session_state["api_key"] = typed
+current_key = api_key()
+st.caption("API key: " + (f"set ({'…' + current_key[-4:] if len(current_key) > 8 else 'set'}, from "
+                          f"{key_source or 'this session'})" if current_key else "not set"))
+
+search = st.radio("Search", ["local", "web", "both", "none"], index=["local", "web", "both", "none"].index(prefs.search),
+                  horizontal=True, key="settings-search",
+                  format_func={"local": "Local corpus", "web": "Web (DuckDuckGo)", "both": "Both", "none": "None"}.get)
+
+new_prefs = Preferences(llm=llm_choice, preset=preset, base_url=base_url, model=model, models=models,
+                        structured_mode=mode, search=search)
+cols = st.columns(2)
+if cols[0].button("Save", type="primary", key="settings-save"):
+    st.session_state["preferences"] = new_prefs
+    save_preferences(services.settings, new_prefs)
+    st.success("Saved. New runs use these settings.")
+if cols[1].button("Test connection", key="settings-test"):
+    from engine.llm.limits import ConcurrencyLimiter
+    from engine.llm.openai_compat import OpenAICompatibleLLM, missing_key_error
+
+    candidate = new_prefs.llm_settings(services.settings.llm, current_key)
+    problem = missing_key_error(candidate)
+    if problem is not None:
+        st.error(problem.user_message)
+    else:
+        try:
+            OpenAICompatibleLLM(candidate, ConcurrencyLimiter(1)).preflight()
+        except LLMError as exc:
+            st.error(exc.user_message)
+        else:
+            st.success(f"Connected to {candidate.base_url}.")
+
+st.subheader("Local corpus")
+corpus = services.corpus()
+collections = corpus.store.collections()
+st.write(f"{sum(collections.values()):,} documents in {corpus.store.count_chunks():,} passages")
+st.dataframe({"collection": list(collections), "documents": list(collections.values())}, hide_index=True)
+uploads = st.file_uploader("Add files (txt, md, html, pdf, jsonl)", accept_multiple_files=True,
+                           type=["txt", "md", "html", "htm", "pdf", "jsonl"], key="settings-upload")
+if uploads and st.button("Add to the corpus", key="settings-ingest"):
+    folder = services.uploads_dir
+    folder.mkdir(parents=True, exist_ok=True)
+    saved = []
+    for upload in uploads:
+        target = folder / upload.name.replace("/", "_")
+        target.write_bytes(upload.getvalue())
+        saved.append(target)
+    report = corpus.ingest(saved)
+    st.success(report.summary())
+if st.button("Rebuild the index", key="settings-rebuild", help="Index the bundled data and your uploaded files again"):
+    with st.spinner("Rebuilding the index…"):
+        rebuild_corpus(corpus, services.uploads_dir)
+    st.success("The index was rebuilt.")
