@@ -2,12 +2,12 @@
 
 import streamlit as st
 
-st.set_page_config(page_title="Thoughtmap", page_icon="🧭", layout="wide")
+st.set_page_config(page_title="Thoughtmap", page_icon=":material/hub:", layout="wide")
 
 navigation = st.navigation([
-    st.Page("pages/explore.py", title="Explore", icon="🧭", default=True),
-    st.Page("pages/sessions.py", title="Sessions", icon="🗂️"),
-    st.Page("pages/report.py", title="Report", icon="📄"),
-    st.Page("pages/settings.py", title="Settings", icon="⚙️"),
+    st.Page("pages/explore.py", title="Explore", icon=":material/explore:", default=True),
+    st.Page("pages/sessions.py", title="Sessions", icon=":material/history:"),
+    st.Page("pages/report.py", title="Report", icon=":material/description:"),
+    st.Page("pages/settings.py", title="Settings", icon=":material/settings:"),
 ])
 navigation.run()

@@ -61,7 +61,7 @@ def running_on_notice(services: Services) -> None:
             "**Running offline on the scripted fake LLM** — it quotes its sources and does not reason, "
             f"so answers are placeholders. Search: {search}. To get real answers, connect OpenAI, Ollama, "
             "vLLM or any OpenAI-compatible server in **Settings** (or set OPENAI_API_KEY / OPENAI_BASE_URL).",
-            icon="ℹ️",
+            icon=":material/info:",
         )
     else:
         cfg = services.settings.llm

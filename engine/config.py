@@ -18,6 +18,7 @@ Environment variables (a public interface, keep them stable):
 | THOUGHTMAP_DATABASE_URL | any SQLAlchemy URL (sqlite:///..., postgresql+psycopg://...) | sqlite in THOUGHTMAP_HOME |
 | THOUGHTMAP_SEARCH | local, web, both or none | local |
 | THOUGHTMAP_ALLOW_PRIVATE_FETCH | 1 lets page fetch reach private/loopback addresses | 0 |
+| THOUGHTMAP_FAKE_LATENCY | seconds each call of the offline fake LLM takes (demos, UI tests) | 0 |
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ class Settings(BaseModel):
     search: SearchMode = "local"
     allow_private_fetch: bool = False
     workers: int = 16
+    fake_latency_s: float = 0.0
 
     @property
     def corpus_index_path(self) -> Path:
@@ -102,4 +104,5 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         search=env.get("THOUGHTMAP_SEARCH") or "local",
         allow_private_fetch=_flag(env.get("THOUGHTMAP_ALLOW_PRIVATE_FETCH")),
         workers=int(env.get("THOUGHTMAP_WORKERS") or 16),
+        fake_latency_s=float(env.get("THOUGHTMAP_FAKE_LATENCY") or 0),
     )

@@ -47,7 +47,8 @@ class Services:
         with self._lock:
             if kind not in self._llms:
                 if kind == "fake":
-                    self._llms[kind] = FakeLLM()
+                    # THOUGHTMAP_FAKE_LATENCY slows the fake down, to watch a tree grow in demos and UI tests.
+                    self._llms[kind] = FakeLLM(latency_s=self.settings.fake_latency_s)
                 elif kind == "openai":
                     # Imported here: the openai SDK costs ~0.5 s to import, wasted on fake runs.
                     from engine.llm.openai_compat import OpenAICompatibleLLM, missing_key_error

@@ -97,4 +97,4 @@ if current:
     if report is not None:
         with st.expander("Report", expanded=not active):
             render(st, render_markdown(services.repo, current))
-            st.page_link("pages/report.py", label="Open in the Report page", icon="📄")
+            st.page_link("pages/report.py", label="Open in the Report page", icon=":material/description:")
