@@ -24,7 +24,9 @@ def _steer(services: Services, run: Run, kind: str, payload: dict, done_message:
     except (UnsupportedCommand, RunnerError, ValueError, LookupError) as exc:
         st.error(f"Could not {STEERING_LABELS.get(kind, kind).lower()}: {exc}")
     else:
-        st.toast(done_message)
+        # A full rerun: the run may have been reopened, and the live view must start polling again.
+        st.session_state["flash"] = done_message
+        st.rerun(scope="app")
 
 
 def steering_actions(services: Services, run: Run, node: Node) -> None:

@@ -45,7 +45,8 @@ def controls(services: Services, run: Run) -> None:
             st.toast("Pausing at the next step")
         if run.status in RunStatus.RESUMABLE and run.status != RunStatus.QUEUED and cols[1].button("Resume", key=f"resume-{run.id}"):
             runner.resume(run.id)
-            st.toast("Resuming")
+            st.session_state["flash"] = "Resuming"
+            st.rerun(scope="app")  # the live view starts polling again
         if run.status in RunStatus.ACTIVE and cols[2].button("Stop", key=f"stop-{run.id}"):
             runner.stop(run.id)
             st.toast("Stopping at the next step")

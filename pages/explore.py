@@ -19,6 +19,8 @@ REFRESH_SECONDS = 1.0
 services = get_services()
 st.title("Explore")
 running_on_notice(services)
+if "flash" in st.session_state:
+    st.toast(st.session_state.pop("flash"))
 
 current = st.query_params.get("run") or st.session_state.get("run_id")
 
