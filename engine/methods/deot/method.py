@@ -333,7 +333,11 @@ class DeotMethod(Method):
             if not 1 <= n <= 8:
                 raise ValueError(f"expand asks for 1 to 8 new aspects (got {n})")
             explored = [q.label for q in self._questions(ctx) if q.status != NodeStatus.PRUNED]
-            for proposal in breadth(ctx, node, explored, n):
+            try:
+                proposals = breadth(ctx, node, explored, n)
+            except StructuredOutputError as exc:  # fails the command, not the run
+                raise ValueError(f"the breadth engine gave no usable answer: {exc}") from exc
+            for proposal in proposals:
                 self._add_child(ctx, node, proposal, auto_expand=False, steered=True)
             self._count_steered_analysis(ctx, node, "BREADTH")
             return False
@@ -341,7 +345,11 @@ class DeotMethod(Method):
             node = self._target(ctx, command, need_done=True)
             explored = [q.label for q in self._questions(ctx) if q.status != NodeStatus.PRUNED]
             unresolved = node.data.get("expansion", {}).get("unresolved_points", [])
-            self._add_child(ctx, node, depth(ctx, node, explored, unresolved), auto_expand=False, steered=True)
+            try:
+                proposal = depth(ctx, node, explored, unresolved)
+            except StructuredOutputError as exc:  # fails the command, not the run
+                raise ValueError(f"the depth engine gave no usable answer: {exc}") from exc
+            self._add_child(ctx, node, proposal, auto_expand=False, steered=True)
             self._count_steered_analysis(ctx, node, "DEPTH")
             return False
         if kind == "ask":

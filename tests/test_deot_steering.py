@@ -1,0 +1,369 @@
+"""DEoT steering: expand, deepen, prune, ask, retry and regenerate_report change the stored graph
+(and the report) both on a finished run, which is reopened to apply them, and on a running run,
+which takes them between layers; bad commands fail with a clear error and change nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.methods.base import UnsupportedCommand
+from storage.models import CommandStatus, NodeStatus, RunStatus
+from tests.deot_scripts import (
+    ATTEMPTS_TO_FAIL,
+    BREADTH,
+    CONTROLLER,
+    DEPTH,
+    FINAL_REPORT,
+    INVALID,
+    PLANNER,
+    QUESTION,
+    SMALL,
+    SUMMARY,
+    BreadthScript,
+    Gate,
+    about,
+    aspect,
+    aspects,
+    by_label,
+    children_of,
+    controller_by_layer,
+    depth_follow_up,
+    graph_state,
+    prompts_with,
+    questions,
+    root_of,
+    start_run,
+)
+from tests.fixtures_engine import run_to_end
+
+ALPHA = "Which engineering legacies did Apollo leave?"
+BETA = "How did Apollo change NASA's budget politics?"
+GAMMA = "What did the Apollo samples teach planetary science?"
+ASPECTS = [ALPHA, BETA, GAMMA]
+FOLLOW_UP = "Which Apollo technologies reached consumer products?"
+
+
+@pytest.fixture
+def scripted(fake_llm):
+    """The root's breadth answer is ALPHA, BETA, GAMMA; any other breadth call gets fresh aspects;
+    depth follow-ups name their parent (so every label is unique). The controller is the fake's
+    default: always BREADTH."""
+    fake_llm.when(BREADTH, BreadthScript({QUESTION: ASPECTS}))
+    fake_llm.when(DEPTH, depth_follow_up)
+    return fake_llm
+
+
+def _finished(services, params: dict | None = None) -> str:
+    # optimize_query off: the root's query is the question itself, which the scripts key on.
+    run_id = run_to_end(services, QUESTION, "deot", {"optimize_query": False, **(params or SMALL)})
+    assert services.repo.get_run(run_id).status == RunStatus.DONE
+    return run_id
+
+
+def _steer_and_wait(services, run_id: str, kind: str, payload: dict | None = None):
+    command = services.runner.steer(run_id, kind, payload or {})
+    run = services.runner.wait(run_id, timeout=30)
+    assert run.status == RunStatus.DONE, (run.status, run.error)
+    return _command(services, run_id, command.id)
+
+
+def _command(services, run_id: str, command_id: int):
+    return next(c for c in services.repo.list_commands(run_id) if c.id == command_id)
+
+
+def _reports(services, run_id: str) -> int:
+    return len(services.repo.list_reports(run_id))
+
+
+def _gated_run(services, fake_llm, gate_pattern, params: dict | None = None, gate: Gate | None = None):
+    """Start a run that blocks at the first call matching `gate_pattern`; return (run id, gate)."""
+    gate = gate or Gate()
+    fake_llm.when(gate_pattern, gate, times=1)
+    run_id = start_run(services, QUESTION, {"optimize_query": False, **(params or SMALL)})
+    gate.wait_reached()
+    return run_id, gate
+
+
+def _release_and_finish(services, run_id: str, gate: Gate, command_id: int):
+    assert services.repo.get_run(run_id).status == RunStatus.RUNNING
+    gate.opened.set()
+    run = services.runner.wait(run_id, timeout=30)
+    assert run.status == RunStatus.DONE, (run.status, run.error)
+    return _command(services, run_id, command_id)
+
+
+# ---------------------------------------------------------------------- expand
+
+
+def test_expand_finished_run(services, scripted):
+    run_id = _finished(services)
+    alpha = by_label(services, run_id, ALPHA)
+    reports = _reports(services, run_id)
+    command = _steer_and_wait(services, run_id, "expand", {"node_id": alpha.id, "n": 2})
+    assert command.status == CommandStatus.DONE, command.error
+    new = children_of(services, run_id, alpha)
+    assert len(new) == 2
+    assert all(c.data["engine"] == "breadth" and c.data["steered"] and c.status == NodeStatus.DONE for c in new)
+    assert all(c.depth == alpha.depth + 1 for c in new)
+    assert by_label(services, run_id, ALPHA).data["steered_analyses"] == ["BREADTH"]
+    assert _reports(services, run_id) == reports + 1
+    report = services.repo.latest_report(run_id)
+    assert {c.id for c in new} <= {node_id for node_id, _ in report.data["signature"]}
+    assert report.data["metrics"]["total_nodes"] == 6
+
+
+def test_expand_running_run(services, scripted):
+    run_id, gate = _gated_run(services, scripted, about(PLANNER, ALPHA))
+    root = root_of(services, run_id)
+    command = services.runner.steer(run_id, "expand", {"node_id": root.id, "n": 2})
+    assert command.status == CommandStatus.QUEUED
+    command = _release_and_finish(services, run_id, gate, command.id)
+    assert command.status == CommandStatus.DONE, command.error
+    children = children_of(services, run_id, root)
+    steered = [c for c in children if c.data.get("steered")]
+    assert len(children) == 5 and len(steered) == 2
+    assert all(c.data["engine"] == "breadth" and c.status == NodeStatus.DONE for c in steered)
+    report = services.repo.latest_report(run_id)
+    assert report.data["metrics"]["total_nodes"] == 6 and report.data["metrics"]["breadth_analyses"] == 2
+
+
+# ---------------------------------------------------------------------- deepen
+
+
+def test_deepen_finished_run(services, scripted):
+    run_id = _finished(services)
+    beta = by_label(services, run_id, BETA)
+    reports = _reports(services, run_id)
+    command = _steer_and_wait(services, run_id, "deepen", {"node_id": beta.id})
+    assert command.status == CommandStatus.DONE, command.error
+    [child] = children_of(services, run_id, beta)
+    assert child.data["engine"] == "depth" and child.status == NodeStatus.DONE and child.depth == 2
+    assert child.label == f"What lies deeper behind: {BETA}"
+    assert by_label(services, run_id, BETA).data["steered_analyses"] == ["DEPTH"]
+    assert len(questions(services, run_id)) == 5
+    assert _reports(services, run_id) == reports + 1
+    assert services.repo.latest_report(run_id).data["metrics"]["depth_analyses"] == 1
+
+
+def test_deepen_running_run(services, scripted):
+    run_id, gate = _gated_run(services, scripted, about(PLANNER, BETA))
+    root = root_of(services, run_id)
+    command = services.runner.steer(run_id, "deepen", {"node_id": root.id})
+    command = _release_and_finish(services, run_id, gate, command.id)
+    assert command.status == CommandStatus.DONE, command.error
+    depth_children = [c for c in children_of(services, run_id, root) if c.data["engine"] == "depth"]
+    assert len(depth_children) == 1 and depth_children[0].status == NodeStatus.DONE
+    assert len(questions(services, run_id)) == 5
+
+
+# ---------------------------------------------------------------------- prune
+
+
+def test_prune_finished_run(services, scripted):
+    # Layer 1 deepens: ALPHA, BETA and GAMMA each get one depth child.
+    scripted.when(CONTROLLER, controller_by_layer(lambda layer: "BREADTH" if layer == 0 else "DEPTH"))
+    run_id = _finished(services, {"max_layers": 2, "max_nodes": 7})
+    beta = by_label(services, run_id, BETA)
+    [beta_child] = children_of(services, run_id, beta)
+    reports = _reports(services, run_id)
+    assert BETA in prompts_with(scripted, FINAL_REPORT)[-1]
+    command = _steer_and_wait(services, run_id, "prune", {"node_id": beta.id})
+    assert command.status == CommandStatus.DONE, command.error
+    for node_id in (beta.id, beta_child.id):
+        node = services.repo.get_node(node_id)
+        assert node.status == NodeStatus.PRUNED and node.data["status_before_prune"] == NodeStatus.DONE
+    others = [n for n in questions(services, run_id) if n.id not in (beta.id, beta_child.id)]
+    assert len(others) == 5 and all(n.status == NodeStatus.DONE for n in others)
+    # The report is rewritten without the pruned branch.
+    assert _reports(services, run_id) == reports + 1
+    final_prompt = prompts_with(scripted, FINAL_REPORT)[-1]
+    assert BETA not in final_prompt and beta_child.label not in final_prompt and ALPHA in final_prompt
+    assert f"### Node {beta.id} " not in final_prompt
+    assert services.repo.latest_report(run_id).data["metrics"]["total_nodes"] == 5
+    # Nothing grows under a pruned node afterwards.
+    refused = _steer_and_wait(services, run_id, "ask", {"node_id": beta.id, "question": "Anything else?"})
+    assert refused.status == CommandStatus.FAILED and "pruned" in refused.error
+    assert children_of(services, run_id, beta) == [services.repo.get_node(beta_child.id)]
+
+
+def test_prune_running_run_before_its_children_exist(services, scripted):
+    # All BREADTH: layer 1 would grow three aspects under each of ALPHA, BETA and GAMMA.
+    run_id, gate = _gated_run(services, scripted, about(PLANNER, ALPHA), {"max_layers": 2, "max_nodes": 15})
+    beta = by_label(services, run_id, BETA)
+    assert children_of(services, run_id, beta) == []
+    command = services.runner.steer(run_id, "prune", {"node_id": beta.id})
+    command = _release_and_finish(services, run_id, gate, command.id)
+    assert command.status == CommandStatus.DONE, command.error
+    beta = services.repo.get_node(beta.id)
+    assert beta.status == NodeStatus.PRUNED and "expansion" not in beta.data
+    assert children_of(services, run_id, beta) == []
+    for label in (ALPHA, GAMMA):
+        kids = children_of(services, run_id, by_label(services, run_id, label))
+        assert len(kids) == 3 and all(k.status == NodeStatus.DONE for k in kids)
+    assert not [p for p in prompts_with(scripted, CONTROLLER) if f"Question: {BETA}\n" in p]
+    final_prompt = prompts_with(scripted, FINAL_REPORT)[-1]
+    assert BETA not in final_prompt and ALPHA in final_prompt
+    assert services.repo.latest_report(run_id).data["metrics"]["total_nodes"] == 9
+
+
+# ---------------------------------------------------------------------- ask
+
+
+def test_ask_finished_run(services, scripted):
+    run_id = _finished(services)
+    gamma = by_label(services, run_id, GAMMA)
+    reports = _reports(services, run_id)
+    command = _steer_and_wait(services, run_id, "ask", {"node_id": gamma.id, "question": FOLLOW_UP})
+    assert command.status == CommandStatus.DONE, command.error
+    [child] = children_of(services, run_id, gamma)
+    assert child.label == FOLLOW_UP and child.data["engine"] == "user" and child.data["steered"]
+    assert child.status == NodeStatus.DONE and child.depth == 2
+    assert _reports(services, run_id) == reports + 1
+    assert FOLLOW_UP in prompts_with(scripted, FINAL_REPORT)[-1]
+
+
+def test_ask_running_run(services, scripted):
+    run_id, gate = _gated_run(services, scripted, about(PLANNER, GAMMA))
+    root = root_of(services, run_id)
+    command = services.runner.steer(run_id, "ask", {"node_id": root.id, "question": FOLLOW_UP})
+    command = _release_and_finish(services, run_id, gate, command.id)
+    assert command.status == CommandStatus.DONE, command.error
+    child = by_label(services, run_id, FOLLOW_UP)
+    assert child.parent_id == root.id and child.data["engine"] == "user" and child.status == NodeStatus.DONE
+
+
+# ---------------------------------------------------------------------- retry
+
+
+def test_retry_finished_run(services, scripted):
+    scripted.when(about(SUMMARY, BETA), INVALID, times=ATTEMPTS_TO_FAIL)
+    run_id = _finished(services)
+    beta = by_label(services, run_id, BETA)
+    assert beta.status == NodeStatus.FAILED
+    reports = _reports(services, run_id)
+    command = _steer_and_wait(services, run_id, "retry", {"node_id": beta.id})
+    assert command.status == CommandStatus.DONE, command.error
+    beta = services.repo.get_node(beta.id)
+    assert beta.status == NodeStatus.DONE and beta.error == "" and beta.content
+    assert _reports(services, run_id) == reports + 1
+    assert BETA in prompts_with(scripted, FINAL_REPORT)[-1]
+    assert services.repo.latest_report(run_id).data["metrics"]["total_nodes"] == 4
+
+
+def test_retry_running_run(services, scripted):
+    scripted.when(about(SUMMARY, BETA), INVALID, times=ATTEMPTS_TO_FAIL)
+    # Held while layer 1 is solved: BETA fails meanwhile; the retry is applied after the layer.
+    run_id, gate = _gated_run(services, scripted, about(PLANNER, GAMMA))
+    beta = by_label(services, run_id, BETA)
+    command = services.runner.steer(run_id, "retry", {"node_id": beta.id})
+    command = _release_and_finish(services, run_id, gate, command.id)
+    assert command.status == CommandStatus.DONE, command.error
+    assert services.repo.get_node(beta.id).status == NodeStatus.DONE
+    beta_summaries = [p for p in prompts_with(scripted, SUMMARY) if about(SUMMARY, BETA).search(p)]
+    assert len(beta_summaries) == 2  # the failed one (re-asks aside) and the retried one
+    assert services.repo.latest_report(run_id).data["metrics"]["total_nodes"] == 4
+
+
+# ---------------------------------------------------------------------- regenerate_report
+
+
+def _solve_calls(fake) -> int:
+    return len(prompts_with(fake, PLANNER)) + len(prompts_with(fake, SUMMARY))
+
+
+def test_regenerate_report_finished_run(services, scripted):
+    run_id = _finished(services)
+    before, reports, solves = graph_state(services, run_id), _reports(services, run_id), _solve_calls(scripted)
+    command = _steer_and_wait(services, run_id, "regenerate_report")
+    assert command.status == CommandStatus.DONE, command.error
+    assert _reports(services, run_id) == reports + 1
+    assert graph_state(services, run_id) == before
+    assert _solve_calls(scripted) == solves  # no node was solved again
+
+
+def test_regenerate_report_running_run(services, scripted):
+    # Held at the final report: the command arrives after the tree is done and is applied last.
+    run_id, gate = _gated_run(services, scripted, FINAL_REPORT)
+    before, solves = graph_state(services, run_id), _solve_calls(scripted)
+    command = services.runner.steer(run_id, "regenerate_report")
+    command = _release_and_finish(services, run_id, gate, command.id)
+    assert command.status == CommandStatus.DONE, command.error
+    assert _reports(services, run_id) == 2
+    assert len(prompts_with(scripted, FINAL_REPORT)) == 2
+    assert graph_state(services, run_id) == before
+    assert _solve_calls(scripted) == solves
+
+
+# ---------------------------------------------------------------------- bad steering
+
+
+BAD = [
+    ("expand", lambda ids: {"node_id": 987654}, "no node with id 987654"),
+    ("deepen", lambda ids: {}, "needs the id of a node"),
+    ("expand", lambda ids: {"node_id": ids["alpha"], "n": 0}, "1 to 8"),
+    ("expand", lambda ids: {"node_id": ids["beta"], "n": 2}, "pruned"),
+    ("retry", lambda ids: {"node_id": ids["alpha"]}, "only a failed node can be retried"),
+    ("ask", lambda ids: {"node_id": ids["alpha"], "question": "   "}, "question is empty"),
+    ("deepen", lambda ids: {"node_id": ids["other_run"]}, "belongs to another run"),
+]
+
+
+@pytest.mark.parametrize("kind, payload, error", BAD, ids=[f"{k}-{e.split()[0]}" for k, _, e in BAD])
+def test_bad_steering_fails_and_changes_nothing(services, scripted, kind, payload, error):
+    other_run = _finished(services, {"max_nodes": 1})
+    run_id = _finished(services)
+    beta = by_label(services, run_id, BETA)
+    assert _steer_and_wait(services, run_id, "prune", {"node_id": beta.id}).status == CommandStatus.DONE
+    ids = {"alpha": by_label(services, run_id, ALPHA).id, "beta": beta.id,
+           "other_run": root_of(services, other_run).id}
+    before, reports, calls = graph_state(services, run_id), _reports(services, run_id), scripted.call_count
+    command = _steer_and_wait(services, run_id, kind, payload(ids))
+    assert command.status == CommandStatus.FAILED
+    assert error in command.error
+    assert graph_state(services, run_id) == before
+    assert _reports(services, run_id) == reports and scripted.call_count == calls
+
+
+def test_bad_steering_on_a_running_run_fails_and_the_run_goes_on(services, scripted):
+    run_id, gate = _gated_run(services, scripted, about(PLANNER, ALPHA))
+    root = root_of(services, run_id)
+    command = services.runner.steer(run_id, "retry", {"node_id": root.id})
+    command = _release_and_finish(services, run_id, gate, command.id)
+    assert command.status == CommandStatus.FAILED and "only a failed node can be retried" in command.error
+    assert len(questions(services, run_id)) == 4
+    assert all(n.status == NodeStatus.DONE for n in questions(services, run_id))
+
+
+def test_unsupported_steering_kind_is_refused(services, scripted):
+    run_id = _finished(services, {"max_nodes": 1})
+    with pytest.raises(UnsupportedCommand, match="does not support 'merge'"):
+        services.runner.steer(run_id, "merge", {"node_id": root_of(services, run_id).id})
+    assert services.repo.list_commands(run_id) == []
+    assert services.repo.get_run(run_id).status == RunStatus.DONE
+
+
+@pytest.mark.parametrize("kind", ["expand", "deepen"])
+def test_engine_failure_fails_the_command_not_the_run(services, fake_llm, kind):
+    fake_llm.when(BREADTH, aspects(*(aspect(q) for q in ASPECTS)), times=1)  # the root's expansion
+    fake_llm.when(BREADTH, INVALID)
+    fake_llm.when(DEPTH, INVALID)
+    run_id = _finished(services)
+    alpha = by_label(services, run_id, ALPHA)
+    before, reports = graph_state(services, run_id), _reports(services, run_id)
+    payload = {"node_id": alpha.id, "n": 2} if kind == "expand" else {"node_id": alpha.id}
+    command = _steer_and_wait(services, run_id, kind, payload)
+    assert command.status == CommandStatus.FAILED and "did not match" in command.error
+    assert graph_state(services, run_id) == before and _reports(services, run_id) == reports
+
+
+def test_engine_failure_on_a_running_run_fails_the_command_only(services, fake_llm):
+    fake_llm.when(BREADTH, aspects(*(aspect(q) for q in ASPECTS)), times=1)
+    fake_llm.when(BREADTH, INVALID)
+    run_id, gate = _gated_run(services, fake_llm, about(PLANNER, ALPHA))
+    root = root_of(services, run_id)
+    command = services.runner.steer(run_id, "expand", {"node_id": root.id, "n": 2})
+    command = _release_and_finish(services, run_id, gate, command.id)
+    assert command.status == CommandStatus.FAILED and "breadth engine gave no usable answer" in command.error
+    nodes = questions(services, run_id)
+    assert len(nodes) == 4 and all(n.status == NodeStatus.DONE for n in nodes)
+    assert "steered_analyses" not in root_of(services, run_id).data
