@@ -25,7 +25,7 @@ from engine.llm.protocol import LLM, BudgetExceeded, LLMError
 from engine.methods.base import Method, MethodParams, RunContext, UnsupportedCommand
 from engine.methods.registry import METHODS, get_method
 from engine.search.protocol import Searcher
-from storage.models import Command, Run, RunStatus, utcnow
+from storage.models import Command, CommandStatus, Run, RunStatus, utcnow
 from storage.repository import Repository
 
 log = logging.getLogger("thoughtmap.runner")
@@ -146,12 +146,15 @@ class Runner:
             execution = self._executions.get(run_id)
             return execution is not None and not execution.finished.is_set()
 
-    def start(self, run_id: str) -> None:
-        """Execute (or continue) a run in a background thread."""
+    def start(self, run_id: str, *, reopen: bool = False) -> None:
+        """Execute (or continue) a run in a background thread. With `reopen` (to apply steering),
+        a run already executing in this process is left alone: it will see the command."""
         run = self.repo.get_run(run_id)
         with self._lock:
             current = self._executions.get(run_id)
             if current is not None and not current.finished.is_set():
+                if reopen:
+                    return
                 raise RunnerError(f"run {run_id} is already running in this process")
             if run.status in (RunStatus.RUNNING, RunStatus.PAUSED) and self._owner_alive(run) and run.owner != self.owner:
                 raise RunnerError(
@@ -199,7 +202,7 @@ class Runner:
             raise UnsupportedCommand(f"the {run.method} method does not support '{kind}' (it supports: {allowed})")
         command = self.repo.enqueue_command(run_id, kind, payload or {})
         if not self.is_active(run_id) and not (run.status in RunStatus.ACTIVE and self._owner_alive(run)):
-            self.start(run_id)
+            self.start(run_id, reopen=True)
         return command
 
     def wait(self, run_id: str, timeout: float | None = None) -> Run:
@@ -265,14 +268,20 @@ class Runner:
         )
 
     def _apply_steering(self, ctx: RunContext, method: Method) -> None:
-        for command in ctx.take_steering():
-            ctx.checkpoint()
-            try:
-                method.steer(ctx, command)
-            except (UnsupportedCommand, LookupError, ValueError) as exc:
-                self.repo.complete_command(command.id, ok=False, error=str(exc))
-            else:
-                self.repo.complete_command(command.id)
+        # Until the queue is empty: a command may arrive while another one is being applied.
+        while commands := ctx.take_steering():
+            for command in commands:
+                ctx.checkpoint()
+                try:
+                    method.steer(ctx, command)
+                except (UnsupportedCommand, LookupError, ValueError) as exc:
+                    self.repo.complete_command(command.id, ok=False, error=str(exc))
+                else:
+                    self.repo.complete_command(command.id)
+
+    def _has_queued_steering(self, run: Run) -> bool:
+        steering = get_method(run.method, self.methods).steering
+        return any(c.kind in steering for c in self.repo.list_commands(run.id, status=CommandStatus.QUEUED))
 
     def _execute(self, run_id: str, control: RunControl) -> None:
         repo = self.repo
@@ -304,3 +313,8 @@ class Runner:
                 execution = self._executions.get(run_id)
             if execution is not None:
                 execution.finished.set()
+        # A steering command queued between the last look at the queue and the end of the run
+        # found the run still active and did not reopen it: reopen it now.
+        final = repo.get_run(run_id)
+        if final.status == RunStatus.DONE and self._has_queued_steering(final):
+            self.start(run_id, reopen=True)

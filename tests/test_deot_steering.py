@@ -367,3 +367,52 @@ def test_engine_failure_on_a_running_run_fails_the_command_only(services, fake_l
     nodes = questions(services, run_id)
     assert len(nodes) == 4 and all(n.status == NodeStatus.DONE for n in nodes)
     assert "steered_analyses" not in root_of(services, run_id).data
+
+
+# ---------------------------------------------------------------------- edge cases fixed later
+
+
+def test_retry_forgets_what_the_failed_attempt_left(services, scripted):
+    scripted.when(about(SUMMARY, BETA), INVALID, times=ATTEMPTS_TO_FAIL)
+    run_id = _finished(services)
+    beta = by_label(services, run_id, BETA)
+    assert beta.status == NodeStatus.FAILED and "last_output" in beta.data
+    command = _steer_and_wait(services, run_id, "retry", {"node_id": beta.id})
+    assert command.status == CommandStatus.DONE, command.error
+    beta = services.repo.get_node(beta.id)
+    assert beta.status == NodeStatus.DONE
+    assert "last_output" not in beta.data  # only the new attempt's detail remains
+    assert beta.data["engine"] == "breadth" and beta.data["summary"]
+
+
+def test_expand_that_only_repeats_existing_questions_fails_the_command(services, fake_llm):
+    # The breadth engine always proposes the same two questions, so expanding the root again
+    # would only repeat its existing children.
+    fake_llm.when(BREADTH, aspects(aspect(ALPHA), aspect(BETA)))
+    run_id = _finished(services)
+    root = root_of(services, run_id)
+    assert {c.label for c in children_of(services, run_id, root)} == {ALPHA, BETA}
+    before = graph_state(services, run_id)
+    command = _steer_and_wait(services, run_id, "expand", {"node_id": root.id, "n": 2})
+    assert command.status == CommandStatus.FAILED
+    assert "already has" in command.error
+    assert graph_state(services, run_id) == before
+
+
+def test_commands_queued_while_steering_is_applied_are_all_applied(services, scripted):
+    run_id = _finished(services)
+    alpha, gamma = by_label(services, run_id, ALPHA), by_label(services, run_id, GAMMA)
+    first = services.runner.steer(run_id, "ask", {"node_id": alpha.id, "question": FOLLOW_UP})
+    # Queued while the first is (or may be) being applied: it must not be left behind.
+    second = services.repo.enqueue_command(run_id, "ask", {"node_id": gamma.id, "question": FOLLOW_UP + " (2)"})
+    import time
+
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        statuses = [_command(services, run_id, c.id).status for c in (first, second)]
+        if all(s in (CommandStatus.DONE, CommandStatus.FAILED) for s in statuses):
+            break
+        time.sleep(0.05)
+    services.runner.wait(run_id, timeout=20)
+    assert [_command(services, run_id, c.id).status for c in (first, second)] == [CommandStatus.DONE] * 2
+    assert {c.label for c in children_of(services, run_id, gamma)} >= {FOLLOW_UP + " (2)"}

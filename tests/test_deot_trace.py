@@ -128,12 +128,18 @@ def test_default_run_respects_paper_limits_and_records_every_step(services, fake
         assert set(cited_source_ids(node.content)) <= linked
 
     assert root.data["expansion"]["decision"] == "BREADTH"
-    dropped = sum(len(n.data["expansion"].get("dropped_for_budget", [])) for n in nodes)
-    assert dropped == 7  # nine depth proposals on layer 2, room for two
+    # Layer 2 has nine nodes and room for two more: only the two best-priority nodes consult the
+    # engines; the other seven stop by rule instead of spending calls on children that cannot fit.
+    layer2 = [n for n in nodes if n.depth == 2]
+    asked = [n for n in layer2 if n.data["expansion"]["by"] == "controller"]
+    budget_stops = [n for n in layer2 if n.data["expansion"]["by"] == "rule"]
+    assert len(layer2) == 9 and len(asked) == 2 and len(budget_stops) == 7
+    assert all("higher-priority" in n.data["expansion"]["reasoning"] for n in budget_stops)
+    assert sum(len(n.data["expansion"].get("dropped_for_budget", [])) for n in nodes) == 0
     depth_nodes = [n for n in nodes if n.data["engine"] == "depth"]
     assert len(depth_nodes) == 2 and all(n.depth == 3 for n in depth_nodes)
     metrics = services.repo.latest_report(run_id).data["metrics"]
-    assert metrics == {"total_nodes": 15, "max_depth": 3, "breadth_analyses": 4, "depth_analyses": 9}
+    assert metrics == {"total_nodes": 15, "max_depth": 3, "breadth_analyses": 4, "depth_analyses": 2}
 
 
 def test_higher_priority_proposals_win_a_short_budget(services, fake_llm):

@@ -239,12 +239,18 @@ class DeotMethod(Method):
             nodes_used = self._live_count(ctx)
             explored = [n.label for n in questions if n.status != NodeStatus.PRUNED]
             jobs = []
+            room = params.max_nodes - nodes_used
             for node in batch:
                 if node.depth >= params.max_layers:
                     self._record_expansion(ctx, node, "STOP", "rule", "the maximum layer is reached", [])
-                elif nodes_used >= params.max_nodes:
-                    self._record_expansion(ctx, node, "STOP", "rule", "the maximum number of nodes is reached", [])
+                elif room <= 0:
+                    # Resource utilisation: each expanding node adds at least one child, so only the
+                    # best-priority nodes that can still get one are worth asking the engines about.
+                    reason = ("the maximum number of nodes is reached" if nodes_used >= params.max_nodes
+                              else "the remaining node budget goes to higher-priority nodes of this layer")
+                    self._record_expansion(ctx, node, "STOP", "rule", reason, [])
                 else:
+                    room -= 1
                     jobs.append(ctx.executor.submit(self._propose, ctx, node, nodes_used, explored))
             _wait_all(jobs)
         self._materialize(ctx)
@@ -309,6 +315,10 @@ class DeotMethod(Method):
         ctx.complete_command(command.id)
         return force
 
+    # What a question node is (set when it was created), as opposed to what solving it produced.
+    _IDENTITY_KEYS = frozenset({"engine", "aspect", "category", "reasoning", "priority_label", "auto_expand",
+                                "steered", "steered_analyses"})
+
     def _target(self, ctx: RunContext, command: Command, *, need_done: bool) -> Node:
         try:
             node = ctx.graph.node(int(command.payload["node_id"]))
@@ -337,8 +347,7 @@ class DeotMethod(Method):
                 proposals = breadth(ctx, node, explored, n)
             except StructuredOutputError as exc:  # fails the command, not the run
                 raise ValueError(f"the breadth engine gave no usable answer: {exc}") from exc
-            for proposal in proposals:
-                self._add_child(ctx, node, proposal, auto_expand=False, steered=True)
+            self._add_steered_children(ctx, node, proposals, "breadth")
             self._count_steered_analysis(ctx, node, "BREADTH")
             return False
         if kind == "deepen":
@@ -349,7 +358,7 @@ class DeotMethod(Method):
                 proposal = depth(ctx, node, explored, unresolved)
             except StructuredOutputError as exc:  # fails the command, not the run
                 raise ValueError(f"the depth engine gave no usable answer: {exc}") from exc
-            self._add_child(ctx, node, proposal, auto_expand=False, steered=True)
+            self._add_steered_children(ctx, node, [proposal], "depth")
             self._count_steered_analysis(ctx, node, "DEPTH")
             return False
         if kind == "ask":
@@ -368,9 +377,18 @@ class DeotMethod(Method):
             node = self._target(ctx, command, need_done=False)
             if node.status != NodeStatus.FAILED:
                 raise ValueError(f"node {node.id} is {node.status}; only a failed node can be retried")
-            ctx.graph.update(node, status=NodeStatus.PENDING, error="", started_at=None, finished_at=None)
+            # Drop what the failed attempt left, so the node's detail describes only the new attempt.
+            ctx.graph.update(node, status=NodeStatus.PENDING, error="", started_at=None, finished_at=None,
+                             data={k: v for k, v in node.data.items() if k in self._IDENTITY_KEYS})
             return False
         raise UnsupportedCommand(f"the deot method does not support '{kind}'")
+
+    def _add_steered_children(self, ctx: RunContext, node: Node, proposals: list[Proposal], engine: str) -> None:
+        existing = {child.id for child in ctx.graph.children(node)}
+        created = [self._add_child(ctx, node, p, auto_expand=False, steered=True) for p in proposals]
+        if not any(child.id not in existing for child in created):
+            raise ValueError(f"the {engine} engine only proposed questions node {node.id} already has; "
+                             "try again, or ask your own follow-up")
 
     def _count_steered_analysis(self, ctx: RunContext, node: Node, decision: str) -> None:
         steered = list(node.data.get("steered_analyses", []))
