@@ -5,9 +5,10 @@ from __future__ import annotations
 from engine.methods.base import Method
 from engine.methods.deot import DeotMethod
 from engine.methods.direct import DirectMethod
+from engine.methods.omnithink import OmniThinkMethod
 from engine.methods.rag import RagMethod
 
-METHODS: dict[str, type[Method]] = {cls.name: cls for cls in (DeotMethod, DirectMethod, RagMethod)}
+METHODS: dict[str, type[Method]] = {cls.name: cls for cls in (DeotMethod, OmniThinkMethod, DirectMethod, RagMethod)}
 
 
 class UnknownMethod(LookupError):

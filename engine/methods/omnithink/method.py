@@ -1,0 +1,365 @@
+"""OmniThink (arXiv 2501.09751): an information tree and a conceptual pool grown by expansion and
+reflection, then a concept-guided outline and an article written section by section with citations.
+
+Stored graph: the information tree is `topic` (root) and `subtopic` nodes, each holding what was
+retrieved for it (sources linked). The conceptual pool, the outline and the article are versioned
+rows of the run's reports (`concept_pool` per step, `outline`, `final`), so the pool's history is
+kept. Every step is decided from what is stored, so a resumed run continues where it stopped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from concurrent.futures import Future
+from typing import Any
+
+from engine.citations import cited_source_ids, number_citations, source_blocks, to_stored_markers
+from engine.llm.protocol import StructuredOutputError
+from engine.methods.base import Method, RunContext, UnsupportedCommand
+from engine.methods.omnithink import prompts
+from engine.methods.omnithink.params import OmniThinkParams
+from engine.methods.omnithink.pool import merge
+from engine.methods.omnithink.schemas import Reflection, expansion_model, outline_model
+from engine.search.protocol import SearchError
+from storage.corpus_store import CorpusStore, NewDocument
+from storage.models import Command, Node, NodeStatus, Source
+
+TOPIC, SUBTOPIC = "topic", "subtopic"
+POOL, OUTLINE, ARTICLE = "concept_pool", "outline", "final"
+
+
+def _wait_all(futures: list[Future]) -> None:
+    first: BaseException | None = None
+    for future in futures:
+        try:
+            future.result()
+        except BaseException as exc:  # noqa: BLE001 - re-raised below
+            first = first or exc
+    if first is not None:
+        raise first
+
+
+class OmniThinkMethod(Method):
+    name = "omnithink"
+    title = "OmniThink: information tree and conceptual pool"
+    summary = ("Grows an information tree by expansion and a conceptual pool by reflection, then writes a "
+               "concept-guided outline and a long-form article with citations, section by section.")
+    paper = "OmniThink: Expanding Knowledge Boundaries in Machine Writing through Thinking (arXiv 2501.09751)"
+    Params = OmniThinkParams
+    steering = frozenset({"expand", "prune", "add_subtopic", "regenerate_outline", "regenerate_article",
+                          "regenerate_report"})
+
+    # ------------------------------------------------------------------ run loop
+
+    def run(self, ctx: RunContext) -> None:
+        self._root(ctx)
+        regenerate: set[str] = set()
+        while True:
+            ctx.checkpoint()
+            for command in ctx.take_steering():
+                regenerate |= self._apply_and_record(ctx, command)
+            if self._retrieve_pending(ctx) or self._reflect(ctx) or self._expand(ctx):
+                continue
+            break
+        self._write(ctx, regenerate)
+
+    def steer(self, ctx: RunContext, command: Command) -> None:
+        regenerate = self._apply(ctx, command)
+        while self._retrieve_pending(ctx) or self._reflect(ctx) or self._expand(ctx):
+            ctx.checkpoint()
+        self._write(ctx, regenerate)
+
+    def write_report(self, ctx: RunContext) -> None:
+        self._write(ctx, {ARTICLE})
+
+    # ------------------------------------------------------------------ tree helpers
+
+    def _root(self, ctx: RunContext) -> Node:
+        root = ctx.graph.root()
+        if root is None:
+            root = ctx.graph.add(kind=TOPIC, label=ctx.question, depth=0, priority=3.0,
+                                 data={"keywords": [ctx.question]})
+        return root
+
+    def _tree(self, ctx: RunContext) -> list[Node]:
+        return [n for n in ctx.graph.nodes() if n.kind in (TOPIC, SUBTOPIC)]
+
+    def _live(self, ctx: RunContext) -> list[Node]:
+        return [n for n in self._tree(ctx) if n.status != NodeStatus.PRUNED]
+
+    def _pool_state(self, ctx: RunContext) -> dict[str, Any]:
+        latest = ctx.graph.repo.latest_report(ctx.run_id, POOL)
+        return dict(latest.data) if latest else {"step": -1, "concepts": [], "sufficient": False}
+
+    # ------------------------------------------------------------------ retrieval
+
+    def _retrieve_pending(self, ctx: RunContext) -> bool:
+        pending = [n for n in self._tree(ctx) if n.status == NodeStatus.PENDING]
+        if not pending:
+            return False
+        _wait_all([ctx.executor.submit(self._retrieve, ctx, node) for node in pending])
+        return True
+
+    def _retrieve(self, ctx: RunContext, node: Node) -> None:
+        params: OmniThinkParams = ctx.params  # type: ignore[assignment]
+        ctx.checkpoint()
+        node = ctx.graph.start(node)
+        queries = node.data.get("keywords") or [node.label]
+        sources: list[Source] = []
+        errors = []
+        for query in queries:
+            try:
+                hits = ctx.searcher.search(query if node.kind == TOPIC else f"{ctx.question} {query}",
+                                           k=params.search_results)
+            except SearchError as exc:
+                errors.append(f"{query}: {exc}")
+                continue
+            for source in ctx.graph.add_sources(hits, node=node):
+                if source.id not in {s.id for s in sources}:
+                    sources.append(source)
+        if not sources and errors:
+            ctx.graph.fail(node, "every search failed: " + "; ".join(errors))
+            return
+        lines = [f"- **{s.title}** [[S{s.id}]]: {(s.snippet or s.text)[:300].strip()}" for s in sources]
+        ctx.graph.finish(node, content="\n".join(lines) or "_Nothing was found for this subtopic._",
+                         data={"retrieved": len(sources), "search_errors": errors})
+
+    def _node_info(self, ctx: RunContext, node: Node, max_chars: int = 2500) -> tuple[str, list[Source]]:
+        sources = ctx.graph.sources(node)
+        return source_blocks(sources, max_chars=500)[:max_chars] if sources else "(nothing retrieved)", sources
+
+    # ------------------------------------------------------------------ reflection
+
+    def _reflect(self, ctx: RunContext) -> bool:
+        new = [n for n in self._live(ctx) if n.status == NodeStatus.DONE and "reflected_step" not in n.data]
+        if not new:
+            return False
+        ctx.checkpoint()
+        state = self._pool_state(ctx)
+        step = state["step"] + 1
+        info = "\n\n".join(f"## {n.label}\n{self._node_info(ctx, n, 1500)[0]}" for n in new)
+        pool_text = "\n".join(f"- {c}" for c in state["concepts"]) or "(empty)"
+        try:
+            reflection = ctx.llm.ask(prompts.REFLECT.render(topic=ctx.question, pool=pool_text, info=info[:12000]),
+                                     Reflection, purpose="reflect", node_id=new[0].id)
+            insights, sufficient, error = reflection.insights, reflection.sufficient, ""
+        except StructuredOutputError as exc:
+            insights, sufficient, error = [], False, str(exc)
+        result = merge(insights, state["concepts"])
+        ctx.graph.save_report(
+            "\n".join(f"- {c}" for c in result.pool), kind=POOL,
+            data={"step": step, "concepts": result.pool, "added": result.added, "duplicates": result.duplicates,
+                  "sufficient": sufficient, "from_nodes": [n.id for n in new], "error": error},
+        )
+        for node in new:
+            ctx.graph.update(node, merge_data={"reflected_step": step})
+        return True
+
+    # ------------------------------------------------------------------ expansion
+
+    def _expand(self, ctx: RunContext) -> bool:
+        params: OmniThinkParams = ctx.params  # type: ignore[assignment]
+        if self._pool_state(ctx).get("sufficient"):
+            return False
+        leaves = [n for n in self._live(ctx) if n.status == NodeStatus.DONE and "expansion" not in n.data
+                  and n.depth < params.max_depth and not ctx.graph.children(n)]
+        if not leaves:
+            return False
+        _wait_all([ctx.executor.submit(self._expand_leaf, ctx, leaf, params.subnodes, False) for leaf in leaves])
+        return True
+
+    def _expand_leaf(self, ctx: RunContext, leaf: Node, k: int, forced: bool) -> int:
+        """Ask whether and how to expand `leaf`; create its sub-nodes. Returns how many were created."""
+        params: OmniThinkParams = ctx.params  # type: ignore[assignment]
+        ctx.checkpoint()
+        pool = "\n".join(f"- {c}" for c in self._pool_state(ctx)["concepts"]) or "(empty)"
+        explored = ", ".join(n.label for n in self._live(ctx) if n.id != leaf.id) or "(none)"
+        info, _ = self._node_info(ctx, leaf)
+        try:
+            decision = ctx.llm.ask(
+                prompts.EXPAND.render(topic=ctx.question, node=leaf.label, explored=explored, pool=pool, info=info,
+                                      k=k, keywords=params.keywords_per_subtopic),
+                expansion_model(k, params.keywords_per_subtopic), purpose="expand", node_id=leaf.id)
+        except StructuredOutputError as exc:
+            ctx.graph.update(leaf, merge_data={"expansion": {"expand": False, "error": str(exc), "created": []}})
+            if forced:
+                raise ValueError(f"the model gave no usable expansion: {exc}") from exc
+            return 0
+        existing = {c.label.lower() for c in ctx.graph.children(leaf)}
+        created = []
+        if decision.expand:
+            for sub in decision.subtopics[:k]:
+                if sub.category.strip() and sub.category.lower() not in existing:
+                    existing.add(sub.category.lower())
+                    created.append(ctx.graph.add(kind=SUBTOPIC, label=sub.category.strip(), parent=leaf,
+                                                 data={"keywords": sub.keywords, "forced": forced}).id)
+        previous = leaf.data.get("expansion", {}).get("created", [])
+        ctx.graph.update(leaf, merge_data={"expansion": {
+            "expand": decision.expand, "subtopics": [s.model_dump() for s in decision.subtopics],
+            "created": previous + created}})
+        return len(created)
+
+    # ------------------------------------------------------------------ outline and article
+
+    def _write(self, ctx: RunContext, regenerate: set[str]) -> None:
+        repo = ctx.graph.repo
+        if OUTLINE in regenerate or repo.latest_report(ctx.run_id, OUTLINE) is None:
+            self._outline(ctx)
+            regenerate = regenerate | {ARTICLE}
+        if ARTICLE in regenerate or repo.latest_report(ctx.run_id, ARTICLE) is None:
+            self._article(ctx)
+
+    def _outline(self, ctx: RunContext) -> None:
+        params: OmniThinkParams = ctx.params  # type: ignore[assignment]
+        Outline = outline_model(params.max_sections)
+        draft = ctx.llm.ask(prompts.DRAFT_OUTLINE.render(topic=ctx.question, max_sections=params.max_sections),
+                            Outline, purpose="outline")
+        pool = "\n".join(f"- {c}" for c in self._pool_state(ctx)["concepts"]) or "(empty)"
+        try:
+            polished = ctx.llm.ask(prompts.POLISH_OUTLINE.render(topic=ctx.question, max_sections=params.max_sections,
+                                                                 draft=self._outline_md(draft.model_dump()), pool=pool),
+                                   Outline, purpose="outline")
+            final, note = polished.model_dump(), ""
+        except StructuredOutputError as exc:
+            final, note = draft.model_dump(), f"polishing failed, the draft is used: {exc}"
+        ctx.graph.save_report(self._outline_md(final), kind=OUTLINE,
+                              data={"draft": draft.model_dump(), "outline": final, "note": note})
+
+    @staticmethod
+    def _outline_md(outline: dict[str, Any]) -> str:
+        lines = []
+        for section in outline["sections"]:
+            lines.append(f"# {section['title']}")
+            lines.extend(f"## {sub}" for sub in section.get("subsections", []))
+        return "\n".join(lines)
+
+    def _snippet_index(self, ctx: RunContext) -> tuple[CorpusStore, dict[str, Source]]:
+        """BM25 over the information tree's own sources (unpruned nodes): an in-memory FTS5 index."""
+        store = CorpusStore(":memory:")
+        by_ref: dict[str, Source] = {}
+        docs = []
+        for node in self._live(ctx):
+            for source in ctx.graph.sources(node):
+                if source.ref in by_ref:
+                    continue
+                by_ref[source.ref] = source
+                text = source.text or source.snippet
+                docs.append(NewDocument("tree", source.ref, source.title, source.url, [text],
+                                        hashlib.sha256(f"{source.ref}\n{text}".encode()).hexdigest()))
+        store.add_documents(docs)
+        return store, by_ref
+
+    def _article(self, ctx: RunContext) -> None:
+        params: OmniThinkParams = ctx.params  # type: ignore[assignment]
+        outline = ctx.graph.repo.latest_report(ctx.run_id, OUTLINE).data["outline"]
+        store, by_ref = self._snippet_index(ctx)
+        sections = outline["sections"]
+        results: list[dict[str, Any] | None] = [None] * len(sections)
+
+        def write(index: int, section: dict[str, Any]) -> None:
+            ctx.checkpoint()
+            query = " ".join([section["title"], *section.get("subsections", [])])
+            hits = store.search(f"{ctx.question} {query}", k=params.snippets_per_section)
+            chosen = [by_ref[h.ref] for h in hits if h.ref in by_ref]
+            heading = section["title"] + ("" if not section.get("subsections") else
+                                          " (subsections: " + "; ".join(section["subsections"]) + ")")
+            text = ctx.llm.text(prompts.WRITE_SECTION.render(
+                sources=source_blocks(chosen, max_chars=900) if chosen else "(no sources)", topic=ctx.question,
+                section=heading, words=params.section_words), purpose="writer", max_tokens=params.section_words * 3)
+            body, dropped = to_stored_markers(self._with_heading(text, section["title"]), chosen)
+            results[index] = {"title": section["title"], "markdown": body, "snippets": [s.id for s in chosen],
+                              "invalid_citations": dropped}
+
+        try:
+            _wait_all([ctx.executor.submit(write, i, s) for i, s in enumerate(sections)])
+        finally:
+            store.close()
+        draft = "\n\n".join(r["markdown"] for r in results if r)
+        article, polish_note = self._polish(ctx, draft)
+        ctx.graph.save_report(article, kind=ARTICLE, data={
+            "method": self.name, "sections": results, "draft": draft, "polish": polish_note,
+            "tree": [[n.id, n.status] for n in self._tree(ctx)],
+        })
+
+    @staticmethod
+    def _with_heading(text: str, title: str) -> str:
+        text = text.strip()
+        if text.startswith("#"):
+            first, _, rest = text.partition("\n")
+            return f"## {first.lstrip('#').strip() or title}\n{rest}".strip()
+        return f"## {title}\n\n{text}"
+
+    def _polish(self, ctx: RunContext, draft: str) -> tuple[str, str]:
+        """Remove repetition across sections; keep the draft if the edit loses content or citations."""
+        all_sources = {s.id: s for s in ctx.graph.sources()}
+        numbered = number_citations(draft, all_sources.keys())
+        ordered = [all_sources[sid] for _, sid in sorted(numbered.numbering.items())]
+        polished = ctx.llm.text(prompts.POLISH_ARTICLE.render(article=numbered.text), purpose="writer",
+                                max_tokens=max(800, len(draft) // 2))
+        converted, _dropped = to_stored_markers(polished.strip(), ordered)
+        kept = set(cited_source_ids(converted))
+        drafted = set(cited_source_ids(draft))
+        if len(converted) < 0.5 * len(draft) or len(kept) < 0.7 * len(drafted) or "## " not in converted:
+            return draft, "the polished version lost content or citations; the draft is kept"
+        return converted, "polished"
+
+    # ------------------------------------------------------------------ steering
+
+    def _apply_and_record(self, ctx: RunContext, command: Command) -> set[str]:
+        try:
+            regenerate = self._apply(ctx, command)
+        except (UnsupportedCommand, LookupError, ValueError) as exc:
+            ctx.complete_command(command.id, ok=False, error=str(exc))
+            return set()
+        ctx.complete_command(command.id)
+        return regenerate
+
+    def _target(self, ctx: RunContext, command: Command) -> Node:
+        try:
+            node = ctx.graph.node(int(command.payload["node_id"]))
+        except (KeyError, TypeError, ValueError):
+            raise ValueError(f"'{command.kind}' needs the id of a node of this run (payload node_id)") from None
+        if node.kind not in (TOPIC, SUBTOPIC):
+            raise ValueError(f"node {node.id} is not part of the information tree")
+        if node.status == NodeStatus.PRUNED:
+            raise ValueError(f"node {node.id} is pruned; nothing grows under a pruned node")
+        return node
+
+    def _apply(self, ctx: RunContext, command: Command) -> set[str]:
+        """Apply a steering command; returns which outputs must be rewritten."""
+        params: OmniThinkParams = ctx.params  # type: ignore[assignment]
+        kind, payload = command.kind, command.payload
+        if kind == "regenerate_outline":
+            return {OUTLINE}
+        if kind in ("regenerate_article", "regenerate_report"):
+            return {ARTICLE}
+        if kind == "expand":
+            node = self._target(ctx, command)
+            if node.status != NodeStatus.DONE:
+                raise ValueError(f"node {node.id} is {node.status}; it can be expanded once its information is in")
+            k = int(payload.get("n", params.subnodes))
+            if not 1 <= k <= 8:
+                raise ValueError(f"expand asks for 1 to 8 sub-nodes (got {k})")
+            if self._expand_leaf(ctx, node, k, True) == 0:
+                raise ValueError("the model judged this node complete and proposed no new subtopic; "
+                                 "add your own subtopic instead")
+            return set()
+        if kind == "add_subtopic":
+            node = self._target(ctx, command)
+            subtopic = str(payload.get("subtopic", "")).strip()
+            if not subtopic:
+                raise ValueError("the subtopic is empty; type the subtopic to add")
+            keywords = [str(k).strip() for k in payload.get("keywords", []) if str(k).strip()] or [subtopic]
+            ctx.graph.add(kind=SUBTOPIC, label=subtopic, parent=node, data={"keywords": keywords, "user": True})
+            return set()
+        if kind == "prune":
+            node = self._target(ctx, command)
+            stack = [node]
+            while stack:
+                current = stack.pop()
+                if current.status != NodeStatus.PRUNED:
+                    ctx.graph.update(current, status=NodeStatus.PRUNED,
+                                     merge_data={"status_before_prune": current.status})
+                stack.extend(ctx.graph.children(current))
+            return set()
+        raise UnsupportedCommand(f"the omnithink method does not support '{kind}'")

@@ -1,0 +1,38 @@
+"""OmniThink parameters (arXiv 2501.09751, sections 3.1-3.3 and its public app's defaults)."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from engine.methods.base import MethodParams
+
+
+class OmniThinkParams(MethodParams):
+    max_depth: int = Field(
+        default=2, ge=1, le=5,
+        description="Maximum retrieval depth K: how many expansion/reflection steps the information tree may grow.",
+    )
+    subnodes: int = Field(
+        default=3, ge=1, le=6,
+        description="k: the most sub-nodes (subtopics) one leaf may get when it is expanded.",
+    )
+    search_results: int = Field(
+        default=5, ge=1, le=20,
+        description="Results per search query (the paper retrieves 5 web pages per query).",
+    )
+    keywords_per_subtopic: int = Field(
+        default=2, ge=1, le=4,
+        description="Search queries (keywords) per subtopic.",
+    )
+    snippets_per_section: int = Field(
+        default=3, ge=1, le=10,
+        description="Top-K snippets of the information tree given to each section (the paper uses the 3 most similar).",
+    )
+    max_sections: int = Field(
+        default=6, ge=2, le=12,
+        description="Most top-level sections in the outline.",
+    )
+    section_words: int = Field(
+        default=250, ge=80, le=1500,
+        description="Target length of each section in words (article length = sections x this).",
+    )
