@@ -14,6 +14,8 @@ from components.safe_markdown import escape_html
 from storage.models import Edge, Node, NodeStatus
 
 KIND_COLOURS = {
+    "topic": "#2F4B7C",
+    "subtopic": "#4C78A8",
     "question": "#4C78A8",
     "search": "#72B7B2",
     "answer": "#54A24B",
@@ -29,8 +31,9 @@ STATUS_BORDERS = {
     NodeStatus.PRUNED: "#7F7F7F",
 }
 LEGEND = (
-    ("Fill", [("dark blue", "the question you asked"), ("blue", "breadth engine: a new aspect"),
-              ("red", "depth engine: a deeper follow-up (dashed edge)"), ("yellow", "your own follow-up"),
+    ("Fill", [("dark blue", "the question or topic you asked"), ("blue", "breadth engine: a new aspect"),
+              ("red", "depth engine: a deeper follow-up (dashed edge)"), ("yellow", "your own follow-up or subtopic"),
+              ("blue to pale blue", "information-tree subtopics, lighter with depth"),
               ("teal", "retrieval step"), ("green", "answer"), ("light grey", "pruned")]),
     ("Border", [("grey", "pending"), ("yellow", "running"), ("green", "done"), ("red", "failed"),
                 ("dark grey", "pruned"), ("black, thick", "selected")]),
@@ -59,10 +62,19 @@ def _wrap(text: str, width: int = 22) -> str:
     return "\n".join(lines)
 
 
+# Information-tree methods (OmniThink) colour sub-nodes by depth: lighter as the tree deepens.
+DEPTH_PALETTE = ("#2F4B7C", "#4C78A8", "#72B7B2", "#9ECAE9", "#C6DBEF")
+
+
 def fill_colour(node: Node) -> str:
-    engine = (node.data or {}).get("engine")
+    data = node.data or {}
+    engine = data.get("engine")
     if engine in ENGINE_COLOURS:
         return ENGINE_COLOURS[engine]
+    if data.get("user"):
+        return ENGINE_COLOURS["user"]
+    if node.kind in ("topic", "subtopic"):
+        return DEPTH_PALETTE[min(node.depth, len(DEPTH_PALETTE) - 1)]
     return KIND_COLOURS.get(node.kind, "#9D9D9D")
 
 

@@ -15,6 +15,7 @@ from storage.models import Node, NodeStatus, Run
 
 STEERING_LABELS = {
     "expand": "Expand", "deepen": "Go deeper", "prune": "Prune", "ask": "Ask", "retry": "Retry",
+    "add_subtopic": "Add subtopic",
 }
 
 
@@ -30,9 +31,10 @@ def _steer(services: Services, run: Run, kind: str, payload: dict, done_message:
 
 
 def steering_actions(services: Services, run: Run, node: Node) -> None:
-    allowed = get_method(run.method).steering
-    if node.kind != "question" or not (allowed - {"regenerate_report"}):
-        st.caption("This node cannot be steered." if allowed else "This method has no steering.")
+    method = get_method(run.method)
+    allowed = method.steering
+    if node.kind not in method.steerable_kinds:
+        st.caption("This node cannot be steered." if method.steerable_kinds else "This method has no steering.")
         return
     key = f"steer-{run.id}-{node.id}"
     if node.status == NodeStatus.PRUNED:
@@ -41,8 +43,8 @@ def steering_actions(services: Services, run: Run, node: Node) -> None:
     cols = st.columns(3)
     if "expand" in allowed and node.status == NodeStatus.DONE:
         with cols[0]:
-            n = st.number_input("New aspects", min_value=1, max_value=8, value=2, key=f"{key}-n")
-            if st.button("Expand", key=f"{key}-expand", help="Ask the Breadth Engine for new aspects of this node"):
+            n = st.number_input("New branches", min_value=1, max_value=8, value=2, key=f"{key}-n")
+            if st.button("Expand", key=f"{key}-expand", help="Grow new branches (aspects or subtopics) under this node"):
                 _steer(services, run, "expand", {"node_id": node.id, "n": int(n)}, f"Expanding node {node.id}")
     if "deepen" in allowed and node.status == NodeStatus.DONE:
         with cols[1]:
@@ -62,6 +64,14 @@ def steering_actions(services: Services, run: Run, node: Node) -> None:
                 st.error("Type a follow-up question first.")
             else:
                 _steer(services, run, "ask", {"node_id": node.id, "question": question.strip()}, "Question added")
+    if "add_subtopic" in allowed:
+        subtopic = st.text_input("Your subtopic", key=f"{key}-sub", placeholder="Add your own subtopic under this node")
+        if st.button("Add subtopic", key=f"{key}-add"):
+            if not subtopic.strip():
+                st.error("Type a subtopic first.")
+            else:
+                _steer(services, run, "add_subtopic", {"node_id": node.id, "subtopic": subtopic.strip()},
+                       "Subtopic added")
 
 
 def node_panel(services: Services, run: Run, node: Node) -> None:

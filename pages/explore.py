@@ -1,8 +1,9 @@
 """Explore: ask a question, pick and tune a method, watch the tree grow, steer it."""
 
 import streamlit as st
+from streamlit.errors import StreamlitPageNotFoundError
 
-from components import mindmap
+from components import artifacts, mindmap
 from components.app_state import active_llm, get_services, preferences, running_on_notice
 from components.node_panel import node_panel
 from components.params_form import params_form
@@ -76,6 +77,8 @@ if current:
             )
             if clicked is not None and str(clicked).isdigit():
                 st.session_state[selected_key] = int(clicked)
+            artifacts.concept_pool(services, run)
+            artifacts.outline(services, run)
             with st.popover("Legend"):
                 for heading, items in mindmap.LEGEND:
                     st.markdown(f"**{heading}**\n" + "\n".join(f"- {colour}: {meaning}" for colour, meaning in items))
@@ -99,4 +102,7 @@ if current:
     if report is not None:
         with st.expander("Report", expanded=not active):
             render(st, render_markdown(services.repo, current))
-            st.page_link("pages/report.py", label="Open in the Report page", icon=":material/description:")
+            try:
+                st.page_link("pages/report.py", label="Open in the Report page", icon=":material/description:")
+            except StreamlitPageNotFoundError:  # the page runs on its own (tests), without navigation
+                st.caption("Downloads are on the Report page.")

@@ -20,20 +20,27 @@ llm_choice = st.radio(
     help="Automatic uses the endpoint below when a key or a local endpoint is set, else the offline fake.",
     key="settings-llm",
 )
-preset = st.selectbox("Preset", list(PRESETS), index=list(PRESETS).index(prefs.preset) if prefs.preset in PRESETS else 0,
-                      key="settings-preset")
-defaults = PRESETS[preset]
-if st.session_state.get("settings-last-preset") != preset:
-    # A new preset fills the fields; the user may then edit them.
-    st.session_state["settings-last-preset"] = preset
+
+
+def _fill_from_preset() -> None:
+    """A preset the user picks fills the fields; they may then edit them. (Only on a pick: the
+    fields otherwise show the saved preferences, edits included.)"""
+    defaults = PRESETS[st.session_state["settings-preset"]]
     if defaults:
         st.session_state["settings-base-url"] = defaults["base_url"]
         st.session_state["settings-model"] = defaults["model"]
         st.session_state["settings-mode"] = defaults["structured_mode"]
-base_url = st.text_input("Base URL", value=prefs.base_url, key="settings-base-url")
-model = st.text_input("Model", value=prefs.model, key="settings-model")
+
+
+preset = st.selectbox("Preset", list(PRESETS), index=list(PRESETS).index(prefs.preset) if prefs.preset in PRESETS else 0,
+                      key="settings-preset", on_change=_fill_from_preset)
+for field_key, saved in (("settings-base-url", prefs.base_url), ("settings-model", prefs.model),
+                         ("settings-mode", prefs.structured_mode)):
+    st.session_state.setdefault(field_key, saved)
+base_url = st.text_input("Base URL", key="settings-base-url")
+model = st.text_input("Model", key="settings-model")
 modes = ["auto", "json_schema", "json_object", "prompted"]
-mode = st.selectbox("Structured output mode", modes, index=modes.index(prefs.structured_mode), key="settings-mode",
+mode = st.selectbox("Structured output mode", modes, key="settings-mode",
                     help="json_schema for OpenAI and vLLM; json_object for llama.cpp server and Ollama; "
                          "prompted for servers with neither; auto tries them in that order.")
 with st.expander("Model per role (optional)"):

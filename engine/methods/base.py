@@ -59,6 +59,8 @@ class Method(ABC):
     Params: ClassVar[type[MethodParams]]
     # Steering command kinds this method accepts (besides pause/resume/stop).
     steering: ClassVar[frozenset[str]] = frozenset({"regenerate_report"})
+    # Node kinds that node-level steering (expand, prune, ...) applies to.
+    steerable_kinds: ClassVar[frozenset[str]] = frozenset()
 
     @abstractmethod
     def run(self, ctx: RunContext) -> None:

@@ -59,6 +59,7 @@ class DeotMethod(Method):
     paper = "Dual Engines of Thoughts: A Depth-Breadth Integration Framework for Open-Ended Analysis (arXiv 2504.07872)"
     Params = DeotParams
     steering = frozenset({"expand", "deepen", "prune", "ask", "retry", "regenerate_report"})
+    steerable_kinds = frozenset({QUESTION})
 
     # ------------------------------------------------------------------ run loop
 

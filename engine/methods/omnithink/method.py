@@ -48,6 +48,7 @@ class OmniThinkMethod(Method):
     Params = OmniThinkParams
     steering = frozenset({"expand", "prune", "add_subtopic", "regenerate_outline", "regenerate_article",
                           "regenerate_report"})
+    steerable_kinds = frozenset({TOPIC, SUBTOPIC})
 
     # ------------------------------------------------------------------ run loop
 
