@@ -12,7 +12,6 @@ import json
 import os
 import signal
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 

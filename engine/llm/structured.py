@@ -103,7 +103,7 @@ def ask_structured(
     convo.append(Message("user", format_instruction(output_type)))
     last_text = ""
     last_error = ""
-    for attempt in range(max_reasks + 1):
+    for _attempt in range(max_reasks + 1):
         request = ChatRequest(
             messages=tuple(convo),
             purpose=purpose,

@@ -27,7 +27,7 @@ def format_problems(tasks: list[dict[str, Any]], enabled_tools: list[str]) -> li
         problems.append(f"the plan has {len(tasks)} tasks; it must have 1 to 3")
     for task_id in {i for i in ids if ids.count(i) > 1}:
         problems.append(f"task id '{task_id}' is used more than once; ids must be unique")
-    for task, task_id in zip(tasks, ids):
+    for task, task_id in zip(tasks, ids, strict=True):
         if not task_id:
             problems.append("a task has an empty id")
         if task.get("tool") not in enabled_tools:
