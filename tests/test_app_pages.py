@@ -1,0 +1,655 @@
+"""The web app's pages under Streamlit's AppTest, offline on the scripted fake LLM.
+
+Every test drives the real multipage app (`app.py` with `st.navigation`) and switches to the page
+under test, so page links and `st.switch_page` resolve exactly as in `streamlit run`. Each test has
+its own THOUGHTMAP_HOME (conftest) holding a copy of the prebuilt bundled corpus index; the
+process-wide `get_services()` cache is cleared around every test so each one builds its own
+`Services` there. Runs execute in the runner's background threads: tests wait for them through the
+repository and then rerun the page. The mind map is a custom component that AppTest cannot render;
+tests that need a node clicked patch `components.mindmap.mind_map` to return the node's id.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from components import app_state, mindmap
+from components.safe_markdown import sanitize
+from engine.citations import number_citations
+from engine.llm.fake_server import FakeOpenAIServer
+from engine.methods.registry import METHODS
+from engine.preferences import (
+    PRESETS,
+    Preferences,
+    load_preferences,
+    preferences_path,
+    save_preferences,
+)
+from engine.report import render_markdown
+from storage.models import CommandStatus, NodeStatus, RunStatus
+from storage.repository import RunNotFound
+from tests.fixtures_engine import run_to_end
+
+ROOT = Path(__file__).resolve().parents[1]
+APP = ROOT / "app.py"
+TIMEOUT = 30  # seconds per script run (generous: CI machines can be slow)
+
+QUESTION = "What engineering legacy did the Apollo program leave?"
+SMALL_DEOT = {"max_layers": 1, "max_nodes": 3, "optimize_query": False}
+
+
+# ---------------------------------------------------------------------- fixtures and helpers
+
+
+@pytest.fixture
+def services(prebuilt_corpus_home):
+    """The app's own Services (the cached `get_services()`), built in this test's home."""
+    app_state.get_services.clear()
+    built = app_state.get_services()
+    assert built.settings.home == prebuilt_corpus_home
+    yield built
+    for run in built.repo.list_runs(limit=1000):
+        built.runner.wait(run.id, timeout=20)
+    built.close()
+    app_state.get_services.clear()
+
+
+def open_page(page: str | None = None, *, run_id: str | None = None) -> AppTest:
+    """The app as a browser opens it: `app.py` (Explore is the default page), then `page`."""
+    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
+    if run_id is not None:
+        at.query_params["run"] = run_id
+    if page is not None:
+        at.switch_page(page)
+    at.run()
+    assert_no_exception(at)
+    return at
+
+
+def assert_no_exception(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+
+
+def texts(elements) -> list[str]:
+    return [str(e.value) for e in elements]
+
+
+def joined(elements) -> str:
+    return "\n".join(texts(elements))
+
+
+def shows_markdown(at: AppTest, text: str) -> bool:
+    """Whether `text` was rendered as one Markdown element (Streamlit strips trailing spaces)."""
+    return text.rstrip() in [t.rstrip() for t in texts(at.markdown)]
+
+
+def follow_switch(at: AppTest, page: str) -> AppTest:
+    """After the script called st.switch_page(page), stay there on the next run, as a browser
+    does (AppTest would otherwise rerun the page last chosen with `AppTest.switch_page`)."""
+    return at.switch_page(page)
+
+
+def wait_until_idle(services, run_id: str, timeout: float = 30) -> object:
+    """Poll the repository until the run is no longer queued/running/paused and its thread ended."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        run = services.repo.get_run(run_id)
+        if run.status not in RunStatus.ACTIVE and not services.runner.is_active(run_id):
+            return run
+        time.sleep(0.05)
+    raise AssertionError(f"run {run_id} still {services.repo.get_run(run_id).status} after {timeout} s")
+
+
+def finished_deot(services, question: str = QUESTION) -> str:
+    run_id = run_to_end(services, question, "deot", SMALL_DEOT)
+    assert services.repo.get_run(run_id).status == RunStatus.DONE
+    return run_id
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def dead_owner() -> str:
+    """An owner string naming a process of this host that has exited."""
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return f"{socket.gethostname()}:{proc.pid}:deadbeef"
+
+
+def pick_node(monkeypatch, node_id: int) -> None:
+    """Make the mind map report a click on `node_id` (AppTest cannot render the component)."""
+    monkeypatch.setattr(mindmap, "mind_map", lambda data, *, key, **kwargs: str(node_id))
+
+
+# ---------------------------------------------------------------------- the app shell
+
+
+def test_app_starts_on_explore_and_every_page_renders(services):
+    at = open_page()
+    assert texts(at.title) == ["Explore"]
+    for page, title in (("pages/sessions.py", "Sessions"), ("pages/report.py", "Report"),
+                        ("pages/settings.py", "Settings"), ("pages/explore.py", "Explore")):
+        at.switch_page(page).run()
+        assert_no_exception(at)
+        assert texts(at.title) == [title]
+    # With no runs yet, Sessions and Report say so instead of failing.
+    at.switch_page("pages/sessions.py").run()
+    assert "No runs match" in joined(at.info)
+    at.switch_page("pages/report.py").run()
+    assert "No runs yet" in joined(at.info)
+
+
+# ---------------------------------------------------------------------- Explore
+
+
+def test_explore_says_it_runs_on_the_fake_and_lists_every_method(services):
+    at = open_page()
+    assert any("Running offline on the scripted fake LLM" in t for t in texts(at.info))
+    method = at.selectbox(key="method")
+    assert sorted(method.options) == sorted(cls.title for cls in METHODS.values())
+    assert method.value == "deot"  # the paper's method comes first
+
+
+@pytest.mark.parametrize("name", sorted(METHODS))
+def test_explore_params_form_follows_the_methods_params(services, name):
+    at = open_page()
+    at.selectbox(key="method").set_value(name).run()
+    assert_no_exception(at)
+    assert METHODS[name].summary in texts(at.caption)
+    params = METHODS[name].Params
+    for field_name, info in params.model_fields.items():
+        widget = at.main.get_by_key(f"params-{name}.{field_name}")
+        assert widget.label == field_name.replace("_", " ").capitalize()
+        assert widget.value == info.default
+        assert widget.help == (info.description or "")
+    # Only this method's fields are on the form.
+    for other in set(METHODS) - {name}:
+        for field_name in METHODS[other].Params.model_fields:
+            with pytest.raises(KeyError):
+                at.main.get_by_key(f"params-{other}.{field_name}")
+
+
+def test_explore_switching_method_changes_the_form(services):
+    at = open_page()
+    assert at.number_input(key="params-deot.max_nodes").value == 15
+    other = next(n for n in sorted(METHODS) if n != "deot" and METHODS[n].Params.model_fields)
+    at.selectbox(key="method").set_value(other).run()
+    keys = {w.key for w in (*at.number_input, *at.checkbox, *at.selectbox, *at.text_input) if w.key}
+    assert not any(k.startswith("params-deot.") for k in keys)
+    assert {f"params-{other}.{f}" for f in METHODS[other].Params.model_fields} <= keys
+
+
+def test_explore_empty_question_is_refused(services):
+    at = open_page()
+    at.text_area(key="question").input("   ")
+    at.button(key="start").click().run()
+    assert_no_exception(at)
+    assert any("The question is empty" in t for t in texts(at.error))
+    assert services.repo.list_runs() == []
+    assert "run" not in at.query_params
+
+
+def test_explore_bad_parameter_value_is_refused(services):
+    at = open_page()
+    at.text_area(key="question").input(QUESTION)
+    for tool in ("news_search", "info_search", "event_extractor", "history_analyzer", "direct_reasoning"):
+        at.checkbox(key=f"params-deot.{tool}").uncheck()
+    at.button(key="start").click().run()
+    assert_no_exception(at)
+    errors = joined(at.error)
+    assert "bad parameter value for method 'deot'" in errors
+    assert "switch on at least one tool" in errors
+    assert services.repo.list_runs() == []
+
+
+def test_explore_out_of_range_number_is_refused(services, monkeypatch):
+    # The browser (and Streamlit's server) keep number inputs within their bounds, so a value past
+    # a field's bound can only come from a form that lets it through: the Params model still
+    # refuses it, with a message naming the field, and no run starts.
+    import components.params_form as params_form_module
+
+    real_form = params_form_module.params_form
+
+    def too_many_nodes(params_type, *, key):
+        return {**real_form(params_type, key=key), "max_nodes": 500}
+
+    monkeypatch.setattr(params_form_module, "params_form", too_many_nodes)
+    at = open_page()
+    at.text_area(key="question").input(QUESTION)
+    at.button(key="start").click().run()
+    assert_no_exception(at)
+    errors = joined(at.error)
+    assert "bad parameter value for method 'deot'" in errors
+    assert "max_nodes=500" in errors and "200" in errors
+    assert services.repo.list_runs() == []
+
+
+def test_explore_start_runs_to_done_and_shows_progress_node_and_report(services):
+    at = open_page()
+    at.text_area(key="question").input(QUESTION)
+    at.number_input(key="params-deot.max_nodes").set_value(3)
+    at.number_input(key="params-deot.max_layers").set_value(1)
+    at.checkbox(key="params-deot.optimize_query").uncheck()
+    at.button(key="start").click().run()
+    assert_no_exception(at)
+    run_id = at.query_params.get("run")
+    assert run_id, at.query_params
+    assert at.session_state["run_id"] == run_id
+    run = services.repo.get_run(run_id)
+    assert (run.question, run.method, run.llm_info["kind"]) == (QUESTION, "deot", "fake")
+    assert run.params["max_nodes"] == 3 and run.params["max_layers"] == 1
+
+    assert wait_until_idle(services, run_id).status == RunStatus.DONE
+    at.run()
+    assert_no_exception(at)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Status"] == "done"
+    nodes = services.repo.list_nodes(run_id)
+    done = sum(n.status == NodeStatus.DONE for n in nodes)
+    assert metrics["Nodes done"] == f"{done} / {len(nodes)}"
+    assert set(metrics) >= {"Elapsed", "Tokens", "Cost"}
+    assert int(metrics["Tokens"].replace(",", "")) > 0
+
+    # The node panel shows the first node: its question and its answer with numbered citations.
+    root = nodes[0]
+    markdown = texts(at.markdown)
+    assert f"#### {root.label}" in markdown
+    sources = [s.id for s in services.repo.list_sources(run_id)]
+    assert sanitize(number_citations(root.content, sources).text) in markdown
+    assert at.selectbox(key=f"pick-{run_id}").value == root.id
+
+    # The report expander holds the rendered report.
+    assert "Report" in [e.label for e in at.expander]
+    assert shows_markdown(at, sanitize(render_markdown(services.repo, run_id)))
+    assert any("[1]" in t for t in markdown)
+
+
+def test_explore_unknown_run_is_a_readable_error(services):
+    at = open_page(run_id="nosuchrun")
+    assert any("There is no run 'nosuchrun'" in t for t in texts(at.error))
+
+
+# ---------------------------------------------------------------------- steering from the node panel
+
+
+def _steer_target(services, run_id: str):
+    """A done question node below the root (the panel shows the root unless one is clicked)."""
+    questions = [n for n in services.repo.list_nodes(run_id, kind="question") if n.status == NodeStatus.DONE]
+    assert len(questions) >= 2, [(n.id, n.status) for n in questions]
+    return questions[-1]
+
+
+def _open_on_node(services, monkeypatch, run_id: str, node_id: int) -> AppTest:
+    pick_node(monkeypatch, node_id)
+    at = open_page(run_id=run_id)
+    assert at.selectbox(key=f"pick-{run_id}").value == node_id
+    assert f"**Node {node_id}** · question · layer 1 · *done*" in texts(at.markdown)
+    return at
+
+
+def _only_command(services, run_id: str, kind: str):
+    commands = [c for c in services.repo.list_commands(run_id) if c.kind == kind]
+    assert len(commands) == 1, commands
+    return commands[0]
+
+
+def _after_steering(services, at: AppTest, run_id: str, kind: str):
+    assert_no_exception(at)
+    assert not at.error, texts(at.error)
+    assert wait_until_idle(services, run_id).status == RunStatus.DONE
+    command = _only_command(services, run_id, kind)
+    assert command.status == CommandStatus.DONE, (command.status, command.error)
+    at.run()
+    assert_no_exception(at)
+    return command
+
+
+def test_node_click_then_go_deeper_adds_a_depth_child(services, monkeypatch):
+    run_id = finished_deot(services)
+    target = _steer_target(services, run_id)
+    at = _open_on_node(services, monkeypatch, run_id, target.id)
+    assert f"#### {target.label}" in texts(at.markdown)
+    at.button(key=f"steer-{run_id}-{target.id}-deepen").click().run()
+    command = _after_steering(services, at, run_id, "deepen")
+    assert command.payload == {"node_id": target.id}
+    children = services.repo.children(target.id)
+    assert [c.data.get("engine") for c in children] == ["depth"]
+    assert children[0].status == NodeStatus.DONE
+    # The new node is listed in the panel's node picker.
+    assert any(option.startswith(f"#{children[0].id} ") for option in at.selectbox(key=f"pick-{run_id}").options)
+
+
+def test_node_click_then_prune_prunes_the_node(services, monkeypatch):
+    run_id = finished_deot(services)
+    target = _steer_target(services, run_id)
+    reports = len(services.repo.list_reports(run_id))
+    at = _open_on_node(services, monkeypatch, run_id, target.id)
+    at.button(key=f"steer-{run_id}-{target.id}-prune").click().run()
+    _after_steering(services, at, run_id, "prune")
+    assert services.repo.get_node(target.id).status == NodeStatus.PRUNED
+    assert len(services.repo.list_reports(run_id)) == reports + 1  # the report leaves it out
+    assert any("Pruned: nothing grows under this node" in t for t in texts(at.caption))
+    assert f"steer-{run_id}-{target.id}-prune" not in {b.key for b in at.button}
+
+
+def test_node_click_then_ask_adds_the_users_question(services, monkeypatch):
+    run_id = finished_deot(services)
+    target = _steer_target(services, run_id)
+    at = _open_on_node(services, monkeypatch, run_id, target.id)
+    key = f"steer-{run_id}-{target.id}"
+    at.button(key=f"{key}-ask").click().run()  # nothing typed yet
+    assert any("Type a follow-up question first" in t for t in texts(at.error))
+    assert services.repo.list_commands(run_id) == []
+
+    follow_up = "Which Apollo technologies reached consumer products?"
+    at.text_input(key=f"{key}-q").input(follow_up)
+    at.button(key=f"{key}-ask").click().run()
+    command = _after_steering(services, at, run_id, "ask")
+    assert command.payload == {"node_id": target.id, "question": follow_up}
+    children = services.repo.children(target.id)
+    assert [(c.label, c.data.get("engine")) for c in children] == [(follow_up, "user")]
+    assert children[0].status == NodeStatus.DONE
+
+
+def test_node_click_then_expand_adds_n_aspects(services, monkeypatch):
+    run_id = finished_deot(services)
+    target = _steer_target(services, run_id)
+    at = _open_on_node(services, monkeypatch, run_id, target.id)
+    key = f"steer-{run_id}-{target.id}"
+    assert at.number_input(key=f"{key}-n").value == 2
+    at.number_input(key=f"{key}-n").set_value(1)
+    at.button(key=f"{key}-expand").click().run()
+    command = _after_steering(services, at, run_id, "expand")
+    assert command.payload == {"node_id": target.id, "n": 1}
+    children = services.repo.children(target.id)
+    assert len(children) == 1
+    assert children[0].data.get("engine") == "breadth"
+
+
+# ---------------------------------------------------------------------- Sessions
+
+
+def _session_titles(at: AppTest) -> list[str]:
+    return [t[2:-2] for t in texts(at.markdown) if t.startswith("**") and t.endswith("**")]
+
+
+def _interrupted_run(services, question: str, method: str = "rag", params: dict | None = None) -> str:
+    """A run whose (dead) process had claimed it, found at start-up and marked interrupted."""
+    run = services.runner.create_run(question=question, method=method, params=params,
+                                     llm_info=services.llm_info("fake"))
+    services.repo.claim_run(run.id, dead_owner())
+    assert services.runner.recover_interrupted() == [run.id]
+    assert services.repo.get_run(run.id).status == RunStatus.INTERRUPTED
+    return run.id
+
+
+def test_sessions_lists_and_filters_runs(services):
+    deot = finished_deot(services)
+    direct = run_to_end(services, "Who wrote the play Hamlet?", "direct")
+    rag = _interrupted_run(services, "Which river flows through Paris?")
+    at = open_page("pages/sessions.py")
+    assert "3 runs" in texts(at.caption)
+    assert sorted(_session_titles(at)) == sorted([QUESTION, "Who wrote the play Hamlet?",
+                                                  "Which river flows through Paris?"])
+    assert any(f"`{direct}` · direct · done" in t for t in texts(at.caption))
+
+    at.text_input(key="sessions-text").input("hamlet").run()
+    assert _session_titles(at) == ["Who wrote the play Hamlet?"]
+    at.text_input(key="sessions-text").input("").run()
+
+    at.selectbox(key="sessions-method").set_value("deot").run()
+    assert _session_titles(at) == [QUESTION]
+    assert {b.key for b in at.button} >= {f"open-{deot}"}
+    at.selectbox(key="sessions-method").set_value("(any)").run()
+
+    at.selectbox(key="sessions-status").set_value("interrupted").run()
+    assert _session_titles(at) == ["Which river flows through Paris?"]
+    assert f"resume-{rag}" in {b.key for b in at.button}  # only resumable runs offer Resume
+    at.selectbox(key="sessions-status").set_value("done").run()
+    assert sorted(_session_titles(at)) == sorted([QUESTION, "Who wrote the play Hamlet?"])
+    assert not any(b.key.startswith("resume-") for b in at.button if b.key)
+
+    at.selectbox(key="sessions-status").set_value("failed").run()
+    assert_no_exception(at)
+    assert "No runs match" in joined(at.info)
+
+
+def test_sessions_open_switches_to_explore_with_the_run(services):
+    run_id = finished_deot(services)
+    at = open_page("pages/sessions.py")
+    at.button(key=f"open-{run_id}").click().run()
+    assert_no_exception(at)
+    assert texts(at.title) == ["Explore"]
+    assert at.query_params.get("run") == run_id
+    assert at.session_state["run_id"] == run_id
+    assert QUESTION in texts(at.subheader)
+    assert {m.label: m.value for m in at.metric}["Status"] == "done"
+    follow_switch(at, "pages/explore.py").run()  # the browser stays on the run
+    assert_no_exception(at)
+    assert QUESTION in texts(at.subheader)
+
+
+def test_sessions_rename(services):
+    run_id = finished_deot(services)
+    title = services.repo.get_run(run_id).title
+    at = open_page("pages/sessions.py")
+    at.text_input(key=f"title-{run_id}").input("   ")
+    at.button(key=f"rename-{run_id}").click().run()
+    assert_no_exception(at)
+    assert any("the new name is empty" in t for t in texts(at.error))
+    assert services.repo.get_run(run_id).title == title
+
+    at.text_input(key=f"title-{run_id}").input("Apollo legacy study")
+    at.button(key=f"rename-{run_id}").click().run()
+    assert_no_exception(at)
+    assert services.repo.get_run(run_id).title == "Apollo legacy study"
+    assert _session_titles(at) == ["Apollo legacy study"]
+    assert not at.error
+
+
+def test_sessions_delete_needs_confirmation(services):
+    keep = run_to_end(services, "Who wrote the play Hamlet?", "direct")
+    gone = finished_deot(services)
+    at = open_page("pages/sessions.py")
+    assert at.button(key=f"delete-{gone}").disabled
+    at.checkbox(key=f"confirm-{gone}").check().run()
+    assert not at.button(key=f"delete-{gone}").disabled
+    at.button(key=f"delete-{gone}").click().run()
+    assert_no_exception(at)
+    with pytest.raises(RunNotFound):
+        services.repo.get_run(gone)
+    assert services.repo.list_nodes(gone) == []
+    assert [r.id for r in services.repo.list_runs()] == [keep]
+    assert _session_titles(at) == ["Who wrote the play Hamlet?"]
+
+
+def test_sessions_resume_continues_an_interrupted_run(services):
+    run_id = _interrupted_run(services, QUESTION, method="deot", params=SMALL_DEOT)
+    at = open_page("pages/sessions.py")
+    assert f"`{run_id}` · deot · interrupted" in joined(at.caption)
+    at.button(key=f"resume-{run_id}").click().run()
+    assert_no_exception(at)
+    assert texts(at.title) == ["Explore"]
+    assert at.query_params.get("run") == run_id
+    assert wait_until_idle(services, run_id, timeout=60).status == RunStatus.DONE
+    follow_switch(at, "pages/explore.py").run()
+    assert_no_exception(at)
+    assert {m.label: m.value for m in at.metric}["Status"] == "done"
+    assert services.repo.latest_report(run_id) is not None
+
+
+# ---------------------------------------------------------------------- Report
+
+
+def test_report_page_renders_downloads_and_regenerates(services):
+    other = run_to_end(services, "Who wrote the play Hamlet?", "direct")
+    run_id = finished_deot(services)
+    at = open_page("pages/report.py", run_id=run_id)
+    assert at.selectbox(key="report-run").value == run_id
+    report = sanitize(render_markdown(services.repo, run_id))
+    assert shows_markdown(at, report)
+    assert "[1]" in report and "## Sources" in report
+    assert [d.label for d in at.get("download_button")] == ["Download Markdown", "Download JSON"]
+    assert any(e.label.startswith("All sources gathered by this run (") for e in at.expander)
+
+    before = len(services.repo.list_reports(run_id))
+    at.button(key="regenerate").click().run()
+    assert_no_exception(at)
+    assert not at.error, texts(at.error)
+    assert wait_until_idle(services, run_id).status == RunStatus.DONE
+    assert len(services.repo.list_reports(run_id)) == before + 1
+    assert _only_command(services, run_id, "regenerate_report").status == CommandStatus.DONE
+
+    # Picking another run shows that run's report.
+    at.selectbox(key="report-run").set_value(other).run()
+    assert_no_exception(at)
+    assert shows_markdown(at, sanitize(render_markdown(services.repo, other)))
+    assert at.session_state["run_id"] == other
+
+
+# ---------------------------------------------------------------------- Settings
+
+
+def test_settings_presets_fill_the_endpoint(services):
+    at = open_page("pages/settings.py")
+    for preset in ("Ollama (local)", "vLLM server", "OpenAI"):
+        at.selectbox(key="settings-preset").set_value(preset).run()
+        assert_no_exception(at)
+        assert at.text_input(key="settings-base-url").value == PRESETS[preset]["base_url"]
+        assert at.text_input(key="settings-model").value == PRESETS[preset]["model"]
+        assert at.selectbox(key="settings-mode").value == PRESETS[preset]["structured_mode"]
+    # Edits stick until another preset is picked.
+    at.text_input(key="settings-model").input("my-model").run()
+    assert at.text_input(key="settings-model").value == "my-model"
+
+
+def test_settings_show_the_saved_endpoint_not_the_presets_defaults(services):
+    # A saved, edited model must survive reopening the app: the preset's defaults fill the fields
+    # only when the user picks a preset.
+    saved = Preferences(preset="Ollama (local)", base_url="http://127.0.0.1:11434/v1", model="qwen2.5:7b",
+                        structured_mode="prompted")
+    save_preferences(services.settings, saved)
+    at = open_page("pages/settings.py")
+    assert at.selectbox(key="settings-preset").value == "Ollama (local)"
+    assert at.text_input(key="settings-base-url").value == saved.base_url
+    assert at.text_input(key="settings-model").value == "qwen2.5:7b"
+    assert at.selectbox(key="settings-mode").value == "prompted"
+    at.button(key="settings-save").click().run()
+    assert_no_exception(at)
+    reloaded = load_preferences(services.settings)
+    assert reloaded.model_dump(exclude={"models"}) == saved.model_dump(exclude={"models"})
+    assert not any(reloaded.models.values())  # the per-role fields were left empty
+    # Leaving Settings and coming back shows the same values.
+    at.switch_page("pages/sessions.py").run()
+    at.switch_page("pages/settings.py").run()
+    assert at.text_input(key="settings-model").value == "qwen2.5:7b"
+
+
+def test_settings_save_writes_preferences_but_never_the_key(services):
+    secret = "sk-test-NEVERSTORE-0123456789abcdef"
+    home = services.settings.home
+    at = open_page("pages/settings.py")
+    at.selectbox(key="settings-preset").set_value("Ollama (local)").run()
+    at.text_input(key="settings-model-judge").input("judge-model")
+    at.radio(key="settings-search").set_value("none")
+    at.text_input(key="settings-api-key").input(secret).run()
+    assert_no_exception(at)
+    captions = joined(at.caption)
+    assert "API key: set (…cdef, from this session)" in captions
+    assert secret not in captions and secret not in joined(at.markdown)
+
+    at.button(key="settings-save").click().run()
+    assert_no_exception(at)
+    assert any("Saved" in t for t in texts(at.success))
+    saved = json.loads(preferences_path(services.settings).read_text(encoding="utf-8"))
+    assert saved["base_url"] == PRESETS["Ollama (local)"]["base_url"]
+    assert saved["model"] == PRESETS["Ollama (local)"]["model"]
+    assert saved["models"]["judge"] == "judge-model"
+    assert saved["search"] == "none"
+
+    # Visit the other pages with the key in the session, then look for it everywhere on disk.
+    for page in ("pages/explore.py", "pages/sessions.py", "pages/settings.py"):
+        at.switch_page(page).run()
+        assert_no_exception(at)
+    found = [p for p in home.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()]
+    assert found == []
+    for run in services.repo.list_runs():
+        assert secret not in json.dumps(run.llm_info)
+
+
+def test_settings_test_connection(services):
+    at = open_page("pages/settings.py")
+    url = f"http://127.0.0.1:{closed_port()}/v1"
+    at.text_input(key="settings-base-url").input(url)
+    at.button(key="settings-test").click().run()
+    assert_no_exception(at)
+    assert any(f"cannot reach the LLM endpoint at {url}" in t for t in texts(at.error)), texts(at.error)
+    assert not at.success
+
+    with FakeOpenAIServer() as server:
+        at.text_input(key="settings-base-url").input(server.base_url)
+        at.button(key="settings-test").click().run()
+        assert_no_exception(at)
+        assert f"Connected to {server.base_url}." in texts(at.success)
+        assert not at.error
+
+
+def test_settings_corpus_shows_counts_and_ingests_an_upload(services):
+    store = services.corpus().store
+    documents = sum(store.collections().values())
+    assert documents > 0
+    at = open_page("pages/settings.py")
+    assert f"{documents:,} documents in {store.count_chunks():,} passages" in texts(at.markdown)
+
+    text = b"Zorblaxian glass is a fictional material first described in the Quillmere survey of 1903."
+    at.file_uploader(key="settings-upload").upload("zorblax.txt", text, "text/plain").run()
+    assert_no_exception(at)
+    at.button(key="settings-ingest").click().run()
+    assert_no_exception(at)
+    assert at.success, texts(at.error)
+    assert (services.uploads_dir / "zorblax.txt").read_bytes() == text
+    at.run()
+    assert f"{documents + 1:,} documents in {store.count_chunks():,} passages" in texts(at.markdown)
+    hits = services.corpus().search("Zorblaxian glass Quillmere", 3)
+    assert hits and "Zorblaxian" in hits[0].snippet + hits[0].title + getattr(hits[0], "text", "")
+
+
+# ---------------------------------------------------------------------- errors are readable
+
+
+def test_unreachable_endpoint_fails_the_run_with_a_readable_error(services, monkeypatch):
+    url = f"http://127.0.0.1:{closed_port()}/v1"
+    # No retries, short timeout: the run fails at once instead of backing off.
+    services.configure_openai(services.settings.llm.model_copy(update={"max_retries": 0, "timeout_s": 5}))
+    save_preferences(services.settings, Preferences(llm="openai", preset="Custom endpoint", base_url=url,
+                                                    model="some-model"))
+    at = open_page()
+    assert any(url in t for t in texts(at.caption))  # the notice names the endpoint, not the fake
+    assert not any("scripted fake LLM" in t for t in texts(at.info))
+    at.text_area(key="question").input(QUESTION)
+    at.number_input(key="params-deot.max_nodes").set_value(3)
+    at.button(key="start").click().run()
+    assert_no_exception(at)
+    run_id = at.query_params.get("run")
+    assert run_id
+    run = wait_until_idle(services, run_id)
+    assert run.status == RunStatus.FAILED
+    assert run.llm_info["kind"] == "openai" and run.llm_info["base_url"] == url
+    at.run()
+    assert_no_exception(at)
+    errors = joined(at.error)
+    assert "The run failed:" in errors
+    assert "Traceback" not in errors
+    assert "127.0.0.1" in errors, errors
+    assert {m.label: m.value for m in at.metric}["Status"] == "failed"
