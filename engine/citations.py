@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 _MODEL_CITATION = re.compile(r"\[(\d+(?:\s*[,;]\s*\d+)*)\]")
+# Source texts carry their own reference markers (Wikipedia's "[12]", reference-list lines): they
+# would collide with our numbering, so prompts never show them.
+_SOURCE_OWN_MARKER = re.compile(r"\[\d+(?:\s*[,;–-]\s*\d+)*\]|\[(?:citation needed|a|b|c|note \d+)\]", re.I)
 _STORED_MARKER = re.compile(r"\[\[S(\d+)\]\]")
 
 
@@ -31,7 +34,7 @@ def source_blocks(sources: Sequence[CitableSource], *, max_chars: int = 1500,
     `numbers` gives each source its number when they are not simply 1..N (a subset of a list)."""
     blocks = []
     for number, source in zip(numbers or range(1, len(sources) + 1), sources):
-        body = (source.text or source.snippet or "").strip().replace("\n\n", "\n")
+        body = _SOURCE_OWN_MARKER.sub("", (source.text or source.snippet or "")).strip().replace("\n\n", "\n")
         if len(body) > max_chars:
             body = body[:max_chars].rsplit(" ", 1)[0] + " ..."
         blocks.append(f"[{number}] {source.title.strip() or 'Untitled'}\n{body}")

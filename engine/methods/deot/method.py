@@ -372,6 +372,8 @@ class DeotMethod(Method):
             return False
         if kind == "prune":
             node = self._target(ctx, command, need_done=False)
+            if node.parent_id is None:
+                raise ValueError("the question itself cannot be pruned; stop or delete the run instead")
             self._prune(ctx, node)
             return True
         if kind == "retry":

@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, create_model
 
+from engine.llm.schema_tools import capped
+
 Priority = Literal["HIGH", "MEDIUM", "LOW"]
 PRIORITY_WEIGHT: dict[str, float] = {"HIGH": 3.0, "MEDIUM": 2.0, "LOW": 1.0}
 
@@ -15,7 +17,7 @@ class OptimizedQuery(BaseModel):
 
     optimized_query: str = Field(description="The enhanced, self-contained version of the query.")
     original_query: str = Field(description="The query exactly as the user wrote it.")
-    modifications: list[str] = Field(default=[], max_length=8, description="Each change made, briefly.")
+    modifications: capped(str, 8) = Field(default=[], max_length=8, description="Each change made, briefly.")
 
 
 class RepairedQuery(OptimizedQuery):
@@ -33,7 +35,7 @@ class PlannedTaskBase(BaseModel):
     input: str = Field(description="The exact input for the tool: a search query, or the text/question to analyse.")
     max_results: int = Field(default=3, ge=1, le=5, description="For search tools: how many results (1-5).")
     reason: str = Field(description="Why this tool suits the task.")
-    depends_on: list[str] = Field(default=[], max_length=2, description="Ids of earlier tasks whose results this task needs.")
+    depends_on: capped(str, 2) = Field(default=[], max_length=2, description="Ids of earlier tasks whose results this task needs.")
 
 
 def plan_model(tools: list[str]) -> type[BaseModel]:
@@ -48,8 +50,8 @@ class PlanReview(BaseModel):
     """Plan Validator output (appendix C, figure 16)."""
 
     verdict: Literal["approve", "revise"] = Field(description="approve if the plan is complete and non-redundant.")
-    completeness_issues: list[str] = Field(default=[], max_length=5)
-    redundancy_issues: list[str] = Field(default=[], max_length=5)
+    completeness_issues: capped(str, 5) = Field(default=[], max_length=5)
+    redundancy_issues: capped(str, 5) = Field(default=[], max_length=5)
     feedback: str = Field(default="", description="What to change, task by task, when the verdict is revise.")
 
 
@@ -57,9 +59,9 @@ class NodeSummary(BaseModel):
     """The executor's structured summary (appendix C, figure 22)."""
 
     key_findings: str = Field(description="Two or three sentences of main findings, citing sources as [n].")
-    evidence_and_data: list[str] = Field(min_length=1, max_length=6, description="Data points, each citing [n] where it comes from a source.")
+    evidence_and_data: capped(str, 6) = Field(min_length=1, max_length=6, description="Data points, each citing [n] where it comes from a source.")
     analysis: str = Field(description="Two or three paragraphs of analysis.")
-    conflicting_information: list[str] = Field(default=[], max_length=4, description="Conflicts between results, if any.")
+    conflicting_information: capped(str, 4) = Field(default=[], max_length=4, description="Conflicts between results, if any.")
     conclusion: str = Field(description="One or two sentences answering the task's query.")
 
 
@@ -70,8 +72,8 @@ Confidence = Literal["HIGH", "MEDIUM", "LOW"]
 class CheckResult(BaseModel):
     status: Verdict = Field(description="INVALID only for verifiable factual errors.")
     confidence: Confidence
-    issues: list[str] = Field(default=[], max_length=5, description="Specific factual errors with corrections.")
-    evidence: list[str] = Field(default=[], max_length=5, description="Sources and facts used for the check.")
+    issues: capped(str, 5) = Field(default=[], max_length=5, description="Specific factual errors with corrections.")
+    evidence: capped(str, 5) = Field(default=[], max_length=5, description="Sources and facts used for the check.")
 
 
 class TaskCheck(CheckResult):
@@ -81,7 +83,7 @@ class TaskCheck(CheckResult):
 class FactCheck(BaseModel):
     """Result Validation output (appendix C, figure 23): per task and for the summary."""
 
-    tasks: list[TaskCheck] = Field(default=[], max_length=3)
+    tasks: capped(TaskCheck, 3) = Field(default=[], max_length=3)
     summary: CheckResult
 
 
@@ -90,7 +92,7 @@ class ControllerDecision(BaseModel):
 
     decision: Literal["BREADTH", "DEPTH", "STOP"]
     reasoning: str = Field(description="Why this direction, considering complexity, layer and unresolved points.")
-    unresolved_points: list[str] = Field(default=[], max_length=5, description="Open questions worth investigating.")
+    unresolved_points: capped(str, 5) = Field(default=[], max_length=5, description="Open questions worth investigating.")
 
 
 class Aspect(BaseModel):
@@ -103,7 +105,7 @@ class Aspect(BaseModel):
 
 def breadth_model(max_aspects: int) -> type[BaseModel]:
     """Breadth Engine output (appendix D, figure 25) with at most `max_aspects` aspects."""
-    return create_model("BreadthAnalysis", aspects=(list[Aspect], Field(min_length=1, max_length=max_aspects,
+    return create_model("BreadthAnalysis", aspects=(capped(Aspect, max_aspects), Field(min_length=1, max_length=max_aspects,
                         description=f"At most {max_aspects} distinct, non-overlapping aspects.")))
 
 

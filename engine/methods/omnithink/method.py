@@ -182,18 +182,21 @@ class OmniThinkMethod(Method):
                                       k=k, keywords=params.keywords_per_subtopic),
                 expansion_model(k, params.keywords_per_subtopic), purpose="expand", node_id=leaf.id)
         except StructuredOutputError as exc:
-            ctx.graph.update(leaf, merge_data={"expansion": {"expand": False, "error": str(exc), "created": []}})
-            if forced:
+            if forced:  # a steering command that fails changes nothing
                 raise ValueError(f"the model gave no usable expansion: {exc}") from exc
+            ctx.graph.update(leaf, merge_data={"expansion": {"expand": False, "error": str(exc), "created": []}})
             return 0
-        existing = {c.label.lower() for c in ctx.graph.children(leaf)}
+        existing = {c.label.strip().lower() for c in ctx.graph.children(leaf)}
+        proposed = [s for s in decision.subtopics[:k] if s.category.strip()] if decision.expand else []
+        fresh = [s for s in proposed if s.category.strip().lower() not in existing]
+        if forced and not fresh:
+            return 0  # the command fails and leaves the node as it was
         created = []
-        if decision.expand:
-            for sub in decision.subtopics[:k]:
-                if sub.category.strip() and sub.category.lower() not in existing:
-                    existing.add(sub.category.lower())
-                    created.append(ctx.graph.add(kind=SUBTOPIC, label=sub.category.strip(), parent=leaf,
-                                                 data={"keywords": sub.keywords, "forced": forced}).id)
+        for sub in fresh:
+            if sub.category.strip().lower() not in existing:
+                existing.add(sub.category.strip().lower())
+                created.append(ctx.graph.add(kind=SUBTOPIC, label=sub.category.strip(), parent=leaf,
+                                             data={"keywords": sub.keywords, "forced": forced}).id)
         previous = leaf.data.get("expansion", {}).get("created", [])
         ctx.graph.update(leaf, merge_data={"expansion": {
             "expand": decision.expand, "subtopics": [s.model_dump() for s in decision.subtopics],
@@ -213,8 +216,14 @@ class OmniThinkMethod(Method):
     def _outline(self, ctx: RunContext) -> None:
         params: OmniThinkParams = ctx.params  # type: ignore[assignment]
         Outline = outline_model(params.max_sections)
-        draft = ctx.llm.ask(prompts.DRAFT_OUTLINE.render(topic=ctx.question, max_sections=params.max_sections),
-                            Outline, purpose="outline")
+        try:
+            draft = ctx.llm.ask(prompts.DRAFT_OUTLINE.render(topic=ctx.question, max_sections=params.max_sections),
+                                Outline, purpose="outline")
+        except StructuredOutputError:
+            # The tree itself is a usable draft: its first-level subtopics become the sections.
+            subtopics = [n.label for n in self._live(ctx) if n.depth == 1][: params.max_sections]
+            draft = Outline.model_validate({"sections": [{"title": t} for t in subtopics]
+                                            or [{"title": "Overview"}, {"title": "Details"}]})
         pool = "\n".join(f"- {c}" for c in self._pool_state(ctx)["concepts"]) or "(empty)"
         try:
             polished = ctx.llm.ask(prompts.POLISH_OUTLINE.render(topic=ctx.question, max_sections=params.max_sections,
@@ -355,6 +364,8 @@ class OmniThinkMethod(Method):
             return set()
         if kind == "prune":
             node = self._target(ctx, command)
+            if node.parent_id is None:
+                raise ValueError("the topic itself cannot be pruned; delete the run instead")
             stack = [node]
             while stack:
                 current = stack.pop()
