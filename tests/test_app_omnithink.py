@@ -1,0 +1,51 @@
+"""OmniThink in the app: its information tree in the map (coloured by depth), the conceptual pool
+and the outline beside it, subtopic steering in the node panel, the article in the Report page."""
+
+from __future__ import annotations
+
+from components import mindmap
+from storage.models import CommandStatus, NodeStatus, RunStatus
+from tests.fixtures_engine import run_to_end
+from tests.test_app_pages import joined, open_page, pick_node, services, wait_until_idle  # noqa: F401
+
+TOPIC = "2022 AFL Grand Final"
+SMALL = {"max_depth": 1, "subnodes": 2}
+
+
+def test_explore_shows_the_pool_the_outline_and_subtopic_steering(services, monkeypatch):
+    run_id = run_to_end(services, TOPIC, "omnithink", SMALL)
+    assert services.repo.get_run(run_id).status == RunStatus.DONE
+    pools = [r for r in services.repo.list_reports(run_id) if r.kind == "concept_pool"]
+    concepts = pools[-1].data["concepts"]
+    leaf = next(n for n in services.repo.list_nodes(run_id) if n.depth == 1)
+    pick_node(monkeypatch, leaf.id)
+
+    at = open_page(run_id=run_id)
+    markdown = joined(at.markdown)
+    assert f"**Conceptual pool** · step {pools[-1].data['step']} · {len(concepts)} concepts" in markdown
+    assert all(concept in markdown for concept in concepts)
+    outline = services.repo.latest_report(run_id, "outline").data["outline"]["sections"]
+    assert all(section["title"] in markdown for section in outline)
+    labels = {b.label for b in at.button}
+    assert {"Expand", "Prune", "Add subtopic"} <= labels and "Go deeper" not in labels
+
+    at.text_input(key=f"steer-{run_id}-{leaf.id}-sub").input("Attendance records")
+    at.button(key=f"steer-{run_id}-{leaf.id}-add").click().run()
+    wait_until_idle(services, run_id)
+    added = [n for n in services.repo.children(leaf.id) if n.label == "Attendance records"]
+    assert added and added[0].status == NodeStatus.DONE and added[0].data["user"] is True
+    assert services.repo.list_commands(run_id)[-1].status == CommandStatus.DONE
+
+
+def test_information_tree_is_coloured_by_depth_and_the_article_is_the_report(services):
+    run_id = run_to_end(services, TOPIC, "omnithink", SMALL)
+    snap = services.repo.snapshot(run_id)
+    data = mindmap.build_map(snap.nodes, snap.edges)
+    colours = {n["level"]: n["color"]["background"] for n in data.nodes}
+    assert colours[0] == mindmap.DEPTH_PALETTE[0] and colours[1] == mindmap.DEPTH_PALETTE[1]
+
+    at = open_page("pages/report.py", run_id=run_id)
+    article = services.repo.latest_report(run_id, "final").markdown
+    first_heading = next(line for line in article.splitlines() if line.startswith("## "))
+    assert first_heading[3:].strip() in joined(at.markdown)
+    assert "## Sources" in joined(at.markdown)
