@@ -2,7 +2,7 @@
 
 The public `agraph()` takes no `key`, so every data change remounts its iframe (flicker, lost zoom
 and selection). Calling the declared component with a stable key keeps the iframe and only sends
-the new data. Node titles are HTML-escaped because the component puts them into `innerHTML`."""
+the new data. Hover titles never contain `<` or `>`: see `hover_title`."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from components.safe_markdown import escape_html
 from storage.models import Edge, Node, NodeStatus
 
 KIND_COLOURS = {
@@ -66,6 +65,14 @@ def _wrap(text: str, width: int = 22) -> str:
 DEPTH_PALETTE = ("#2F4B7C", "#4C78A8", "#72B7B2", "#9ECAE9", "#C6DBEF")
 
 
+def hover_title(text: str) -> str:
+    """A node's hover title. vis-network shows it as text (`innerText`), so HTML escapes would show up
+    literally ("What&#x27;s"); but the component also parses it with `innerHTML` into a detached
+    element, where `<img src=x onerror=...>` would still run. Without `<` and `>` nothing in it can
+    become an element: they become look-alike angle quotes."""
+    return text.replace("<", "\u2039").replace(">", "\u203a")
+
+
 def fill_colour(node: Node) -> str:
     data = node.data or {}
     engine = data.get("engine")
@@ -93,11 +100,13 @@ def build_map(nodes: Sequence[Node], edges: Sequence[Edge], selected: int | None
     for node in nodes:
         pruned = node.status == NodeStatus.PRUNED
         size = 14 + 4 * max(0.0, min(node.priority, 3.0))
-        title = f"{node.label}\n[{node.kind} · {node.status}]"
+        # The component window.open()s a node's title on double click: a title beginning with the
+        # label could be a javascript: URL, run with the app's origin. "#..." is only a fragment.
+        title = f"#{node.id} · {node.kind} · {node.status}\n{node.label}"
         vis_nodes.append({
             "id": str(node.id),
             "label": _wrap(short_label(node.label)),
-            "title": escape_html(title),
+            "title": hover_title(title),
             "shape": "dot",
             "size": size,
             "level": node.depth,
@@ -111,7 +120,7 @@ def build_map(nodes: Sequence[Node], edges: Sequence[Edge], selected: int | None
         })
     vis_edges = [
         {"source": str(e.src), "from": str(e.src), "to": str(e.dst), "color": "#B0B0B0",
-         "dashes": e.kind == "depth", "title": escape_html(e.kind)}
+         "dashes": e.kind == "depth", "title": hover_title(e.kind)}
         for e in edges
     ]
     return MapData(nodes=vis_nodes, edges=vis_edges)

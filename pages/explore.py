@@ -8,7 +8,7 @@ from components.app_state import active_llm, get_services, preferences, running_
 from components.node_panel import node_panel
 from components.params_form import params_form
 from components.run_view import controls, progress
-from components.safe_markdown import render
+from components.safe_markdown import render, sanitize
 from engine.methods.params import ParamError, build_params
 from engine.methods.registry import METHODS
 from engine.report import render_markdown
@@ -65,7 +65,7 @@ if current:
         run = snap.run
         if was_active and run.status not in RunStatus.ACTIVE:
             st.rerun(scope="app")  # the run ended: stop polling, show the report
-        st.subheader(run.title or run.question)
+        st.subheader(sanitize(run.title or run.question))
         progress(run, snap.nodes)
         controls(services, run)
         selected_key = f"selected-{run_id}"
@@ -75,7 +75,11 @@ if current:
                 mindmap.build_map(snap.nodes, snap.edges, st.session_state.get(selected_key)),
                 key=f"map-{run_id}",
             )
-            if clicked is not None and str(clicked).isdigit():
+            # The component returns its last click on every rerun: apply a click once, when it is new,
+            # or it would undo every later choice in the Node selectbox.
+            seen_key = f"map-click-{run_id}"
+            if clicked is not None and str(clicked).isdigit() and clicked != st.session_state.get(seen_key):
+                st.session_state[seen_key] = clicked
                 st.session_state[selected_key] = int(clicked)
             artifacts.concept_pool(services, run)
             artifacts.outline(services, run)

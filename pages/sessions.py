@@ -5,6 +5,7 @@ from datetime import datetime, time, timezone
 import streamlit as st
 
 from components.app_state import get_services
+from components.safe_markdown import sanitize
 from engine.methods.registry import METHODS
 from engine.runner import RunnerError
 from storage.models import RunStatus
@@ -35,7 +36,7 @@ st.caption(f"{len(runs)} runs")
 for run in runs:
     with st.container(border=True):
         top = st.columns([6, 1, 1, 1])
-        top[0].markdown(f"**{run.title or run.question}**")
+        top[0].markdown(f"**{sanitize(run.title or run.question)}**")
         top[0].caption(f"`{run.id}` · {run.method} · {run.status} · {run.node_count} nodes · "
                        f"{run.created_at:%Y-%m-%d %H:%M} · {run.prompt_tokens + run.completion_tokens:,} tokens")
         if top[1].button("Open", key=f"open-{run.id}"):

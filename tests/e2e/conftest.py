@@ -1,0 +1,363 @@
+"""Browser (end-to-end) fixtures: the Streamlit app as a subprocess on 127.0.0.1 and Debian's
+Chromium driven by Playwright.
+
+* ``app_home``: this test's THOUGHTMAP_HOME with the prebuilt bundled corpus copied in.
+* ``streamlit_app``: a started `StreamlitApp` on ``app_home`` (stopped at teardown); it can be
+  restarted on the same home (``.restart()``) to check what survives a server restart.
+* ``page``: a Chromium page (downloads accepted) whose dialogs are recorded in ``page.dialogs``.
+* ``shot(page, name)``: a full-page screenshot saved to ``test-artifacts/<test>-<name>.png``
+  (a failing test also leaves ``<test>-FAILED.png`` and prints the end of the Streamlit log).
+* ``app_repo``: the app's repository, opened from the test process.
+
+Page helpers below read the Streamlit widgets as a person sees them, and find nodes on the mind
+map's canvas by their colour. They poll: the page reruns under them.
+
+Chromium comes from Debian (``/usr/bin/chromium``; scripts/test installs it); Playwright never
+downloads a browser. Without it these tests are skipped, except under scripts/test
+(``E2E_REQUIRE_CHROMIUM=1``), where its absence is an error.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from components import mindmap
+
+REPO = Path(__file__).resolve().parents[2]
+ARTIFACTS = REPO / "test-artifacts"
+CHROMIUM = Path(os.environ.get("E2E_CHROMIUM") or "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+# Generous: a loaded 2-core CI machine runs pytest, the Streamlit server, its run threads and Chromium.
+STARTUP_TIMEOUT_S = 90
+UI_TIMEOUT_MS = 30_000
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class StreamlitApp:
+    """`streamlit run app.py` on 127.0.0.1, offline (fake LLM, bundled corpus), logging to a file."""
+
+    def __init__(self, home: Path, *, fake_latency: float = 0.15, log_dir: Path) -> None:
+        self.home = home
+        self.fake_latency = fake_latency
+        self.log_dir = log_dir
+        self.port = free_port()
+        self.process: subprocess.Popen | None = None
+        self.starts = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "THOUGHTMAP_"))}
+        env.update(THOUGHTMAP_HOME=str(self.home), THOUGHTMAP_FAKE_LATENCY=str(self.fake_latency),
+                   PYTHONUNBUFFERED="1")
+        self.starts += 1
+        self.log_path = self.log_dir / f"streamlit-{self.starts}.log"
+        streamlit = Path(sys.executable).with_name("streamlit")
+        with open(self.log_path, "wb") as log:
+            self.process = subprocess.Popen(
+                [str(streamlit), "run", "app.py", "--server.headless", "true", "--server.address", "127.0.0.1",
+                 "--server.port", str(self.port), "--browser.gatherUsageStats", "false",
+                 "--server.fileWatcherType", "none"],
+                cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            )
+        self._wait_healthy()
+
+    def _wait_healthy(self) -> None:
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"streamlit exited with {self.process.returncode}:\n{self.log()}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/_stcore/health", timeout=5) as response:
+                    if response.status == 200:
+                        return
+            except OSError:
+                pass
+            time.sleep(0.25)
+        raise RuntimeError(f"streamlit did not answer on {self.url} within {STARTUP_TIMEOUT_S} s:\n{self.log()}")
+
+    def stop(self) -> None:
+        if self.process is None:
+            return
+        process, self.process = self.process, None
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=20)
+
+    def restart(self) -> None:
+        """Stop the server and start a new one on the same home (and port)."""
+        self.stop()
+        self.start()
+
+    def log(self) -> str:
+        try:
+            return Path(self.log_path).read_text(errors="replace")[-4000:]
+        except (AttributeError, OSError):
+            return ""
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, f"rep_{report.when}", report)
+
+
+def _failed(request) -> bool:
+    report = getattr(request.node, "rep_call", None)
+    return report is None or report.failed
+
+
+def _artifact_name(request) -> str:
+    return re.sub(r"\W+", "-", request.node.name).strip("-")
+
+
+@pytest.fixture
+def app_home(prebuilt_corpus_home) -> Path:
+    return prebuilt_corpus_home
+
+
+@pytest.fixture
+def streamlit_app(app_home, tmp_path, request):
+    app = StreamlitApp(app_home, log_dir=tmp_path)
+    try:
+        app.start()
+        yield app
+    finally:
+        app.stop()
+        if _failed(request):
+            print(f"--- end of the Streamlit log ({app.log_path}) ---\n{app.log()}")
+
+
+@pytest.fixture(scope="session")
+def chromium():
+    if not CHROMIUM.exists():
+        message = f"Chromium is not installed at {CHROMIUM} (scripts/test installs Debian's chromium)"
+        if os.environ.get("E2E_REQUIRE_CHROMIUM") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+@pytest.fixture
+def page(chromium, request):
+    context = chromium.new_context(accept_downloads=True, viewport={"width": 1500, "height": 1100})
+    context.set_default_timeout(UI_TIMEOUT_MS)
+    page = context.new_page()
+    page.dialogs = []
+
+    def on_dialog(dialog) -> None:
+        page.dialogs.append(f"{dialog.type}: {dialog.message}")
+        dialog.dismiss()
+
+    page.on("dialog", on_dialog)
+    try:
+        yield page
+    finally:
+        if _failed(request):
+            ARTIFACTS.mkdir(exist_ok=True)
+            try:
+                page.screenshot(path=str(ARTIFACTS / f"{_artifact_name(request)}-FAILED.png"), full_page=True)
+            except Exception as exc:  # noqa: BLE001 - best effort; the failure itself is reported
+                print(f"no failure screenshot: {exc}")
+        context.close()
+
+
+@pytest.fixture
+def shot(request) -> Callable:
+    ARTIFACTS.mkdir(exist_ok=True)
+    test = _artifact_name(request)
+
+    def take(page, name: str) -> Path:
+        path = ARTIFACTS / f"{test}-{name}.png"
+        page.screenshot(path=str(path), full_page=True)
+        return path
+
+    return take
+
+
+@pytest.fixture
+def app_repo(app_home):
+    """The app's repository, read from the test process (the same SQLite file in app_home)."""
+    from engine.config import load_settings
+    from storage import Repository, open_database
+
+    db = open_database(load_settings().database_url)
+    try:
+        yield Repository(db)
+    finally:
+        db.dispose()
+
+
+# ------------------------------------------------------------------ page helpers
+
+MAP_IFRAME = "iframe[title='streamlit_agraph.agraph']"
+
+
+def _rgb(colour: str) -> tuple[int, int, int]:
+    return tuple(int(colour[i:i + 2], 16) for i in (1, 3, 5))
+
+
+# The map's fill colours for DEoT nodes: the question, a breadth aspect, a depth follow-up.
+ROOT_FILL, BREADTH_FILL, DEPTH_FILL = (_rgb(mindmap.ENGINE_COLOURS[e]) for e in ("root", "breadth", "depth"))
+
+# Where a fill colour is drawn on the map's canvas: connected blobs of that colour, with their centres
+# in CSS pixels of the canvas. vis-network draws on a <canvas> and does not expose its Network object,
+# so a person's way of finding a node — looking for its dot — is also the test's.
+FIND_DOTS = """(canvas, [r, g, b]) => {
+  if (!canvas.width) return [];
+  const W = canvas.width, H = canvas.height, step = 2, tol = 8;
+  const px = canvas.getContext('2d').getImageData(0, 0, W, H).data;
+  const gw = Math.ceil(W / step), gh = Math.ceil(H / step), mask = new Uint8Array(gw * gh);
+  for (let y = 0; y < H; y += step) for (let x = 0; x < W; x += step) {
+    const i = (y * W + x) * 4;
+    if (Math.abs(px[i] - r) <= tol && Math.abs(px[i + 1] - g) <= tol && Math.abs(px[i + 2] - b) <= tol
+        && px[i + 3] > 200) mask[(y / step) * gw + x / step] = 1;
+  }
+  const scale = canvas.clientWidth / W, dots = [];
+  for (let s = 0; s < mask.length; s++) {
+    if (mask[s] !== 1) continue;
+    let n = 0, sx = 0, sy = 0, minx = gw, maxx = 0, miny = gh, maxy = 0;
+    const stack = [s]; mask[s] = 2;
+    while (stack.length) {
+      const c = stack.pop(), cx = c % gw, cy = (c - cx) / gw;
+      n++; sx += cx; sy += cy;
+      minx = Math.min(minx, cx); maxx = Math.max(maxx, cx); miny = Math.min(miny, cy); maxy = Math.max(maxy, cy);
+      for (const [dx, dy] of [[1, 0], [-1, 0], [0, 1], [0, -1]]) {
+        const nx = cx + dx, ny = cy + dy;
+        if (nx < 0 || ny < 0 || nx >= gw || ny >= gh) continue;
+        const k = ny * gw + nx;
+        if (mask[k] === 1) { mask[k] = 2; stack.push(k); }
+      }
+    }
+    dots.push({x: (sx / n) * step * scale, y: (sy / n) * step * scale, pixels: n,
+               w: (maxx - minx + 1) * step * scale, h: (maxy - miny + 1) * step * scale,
+               canvasWidth: canvas.clientWidth, canvasHeight: canvas.clientHeight});
+  }
+  return dots;
+}"""
+
+
+def poll(page, check, *, timeout: float = 60, interval: float = 0.25, what: str = "condition"):
+    """Call `check` until it returns something truthy; return that (or fail after `timeout` s).
+    Waits with the page's clock: Playwright's sync API handles browser events only inside its calls."""
+    deadline = time.monotonic() + timeout
+    last_error = None
+    while time.monotonic() < deadline:
+        try:
+            value = check()
+        except Exception as exc:  # noqa: BLE001 - the page reruns under us (detached elements...): try again
+            last_error = exc
+            value = None
+        if value:
+            return value
+        page.wait_for_timeout(interval * 1000)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}" + (f" (last error: {last_error})" if last_error else ""))
+
+
+def metric(page, label: str) -> str:
+    box = page.locator('[data-testid="stMetric"]').filter(
+        has=page.locator('[data-testid="stMetricLabel"]', has_text=label))
+    return box.locator('[data-testid="stMetricValue"]').inner_text(timeout=5_000).strip()
+
+
+def nodes_done(page) -> tuple[int, int]:
+    """The "Nodes done" metric, "x / y": finished nodes and nodes in the tree."""
+    done, total = re.fullmatch(r"(\d+) / (\d+)", metric(page, "Nodes done")).groups()
+    return int(done), int(total)
+
+
+def panel_node(page) -> int:
+    """The id of the node the node panel shows ("Node 5 · question · layer 2 · done")."""
+    header = page.locator('[data-testid="stMarkdownContainer"] p').filter(has_text=re.compile(r"^Node \d+ · "))
+    return int(re.match(r"Node (\d+)", header.first.inner_text(timeout=5_000)).group(1))
+
+
+def node_selectbox(page):
+    """The Node selectbox (a combobox whose input holds the selected option's label)."""
+    return page.get_by_role("combobox", name="Node", exact=True)
+
+
+def open_node_list(page) -> None:
+    page.locator('[data-testid="stSelectbox"]').filter(has=node_selectbox(page)).get_by_role("button", name="Open").click()
+
+
+def node_options(page) -> list[str]:
+    """The labels the Node selectbox offers (opens and closes its list; a rerun may close it first)."""
+    def read():
+        if node_selectbox(page).get_attribute("aria-expanded") != "true":
+            open_node_list(page)
+        options = page.get_by_role("option")
+        options.first.wait_for(timeout=3_000)
+        return options.all_inner_texts()
+
+    labels = poll(page, read, timeout=30, what="the Node options")
+    page.keyboard.press("Escape")
+    return labels
+
+
+def choose_node(page, node_id: int) -> None:
+    def choose():
+        if node_selectbox(page).get_attribute("aria-expanded") != "true":
+            open_node_list(page)
+        page.get_by_role("option").filter(has_text=re.compile(rf"^#{node_id} ")).click(timeout=3_000)
+        return True
+
+    poll(page, choose, timeout=30, what=f"node #{node_id} in the Node selectbox")
+
+
+def map_dots(page, colour) -> list[dict]:
+    return page.frame_locator(MAP_IFRAME).locator("canvas").evaluate(FIND_DOTS, list(colour), timeout=5_000)
+
+
+def all_dots(page) -> list[dict]:
+    return [d for colour in (ROOT_FILL, BREADTH_FILL, DEPTH_FILL) for d in map_dots(page, colour) if d["pixels"] > 10]
+
+
+def settled_map(page, *, timeout: float = 60) -> list[dict]:
+    """The map's dots once two samples half a second apart agree (the map redraws after reruns)."""
+    previous: list = []
+
+    def check():
+        nonlocal previous
+        dots = all_dots(page)
+        key = sorted((round(d["x"]), round(d["y"])) for d in dots)
+        stable = dots and key == previous
+        previous = key
+        return stable and dots
+
+    return poll(page, check, timeout=timeout, interval=0.5, what="the map to settle")
+
+
+def well_inside(dot: dict, margin: float = 30) -> bool:
+    return (margin < dot["x"] < dot["canvasWidth"] - margin and margin < dot["y"] < dot["canvasHeight"] - 90
+            and dot["w"] > 8 and dot["h"] > 8)
