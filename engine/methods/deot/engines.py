@@ -10,7 +10,12 @@ from engine.citations import strip_markers
 from engine.methods.base import RunContext
 from engine.methods.deot import prompts
 from engine.methods.deot.params import DeotParams
-from engine.methods.deot.schemas import PRIORITY_WEIGHT, ControllerDecision, DepthQuestion, breadth_model
+from engine.methods.deot.schemas import (
+    PRIORITY_WEIGHT,
+    ControllerDecision,
+    DepthQuestion,
+    breadth_model,
+)
 from storage.models import Node
 
 

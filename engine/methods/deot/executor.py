@@ -8,7 +8,12 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from datetime import datetime, timezone
 from typing import Any
 
-from engine.llm.protocol import LLMRequestError, LLMServerError, LLMTimeoutError, StructuredOutputError
+from engine.llm.protocol import (
+    LLMRequestError,
+    LLMServerError,
+    LLMTimeoutError,
+    StructuredOutputError,
+)
 from engine.methods.base import RunContext
 from engine.methods.deot.toolbox import TOOLS, NodeSources, TaskResult, ToolCall
 from engine.search.protocol import SearchError

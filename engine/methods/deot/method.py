@@ -9,35 +9,33 @@ next step is always decided from the stored graph, so a resumed run continues wh
 
 from __future__ import annotations
 
-from concurrent.futures import Future
 from typing import Any
 
-from engine.citations import cited_source_ids, number_citations, source_blocks, to_stored_markers
+from engine.citations import (
+    cited_source_ids,
+    number_citations,
+    source_blocks,
+    to_stored_markers,
+)
 from engine.llm.protocol import StructuredOutputError
 from engine.methods.base import Method, RunContext, UnsupportedCommand
+from engine.methods.common import wait_all
 from engine.methods.deot import prompts
 from engine.methods.deot.engines import Proposal, breadth, decide, depth
 from engine.methods.deot.executor import execute_plan
 from engine.methods.deot.params import DeotParams
 from engine.methods.deot.planner import make_plan
-from engine.methods.deot.schemas import PRIORITY_WEIGHT, FactCheck, NodeSummary, OptimizedQuery, RepairedQuery
+from engine.methods.deot.schemas import (
+    PRIORITY_WEIGHT,
+    FactCheck,
+    NodeSummary,
+    OptimizedQuery,
+    RepairedQuery,
+)
 from engine.methods.deot.toolbox import NodeSources
 from storage.models import Command, Node, NodeStatus
 
 QUESTION = "question"
-
-
-def _wait_all(futures: list[Future]) -> None:
-    """Wait for every future, then re-raise the first run-ending error (after all have settled,
-    so no node is left half-written)."""
-    first_error: BaseException | None = None
-    for future in futures:
-        try:
-            future.result()
-        except BaseException as exc:  # noqa: BLE001 - re-raised below
-            first_error = first_error or exc
-    if first_error is not None:
-        raise first_error
 
 
 def render_summary(summary: dict[str, Any]) -> str:
@@ -130,7 +128,7 @@ class DeotMethod(Method):
             return False
         layer = min(n.depth for n in pending)
         batch = sorted((n for n in pending if n.depth == layer), key=lambda n: (-n.priority, n.id))
-        _wait_all([ctx.executor.submit(self._solve, ctx, node) for node in batch])
+        wait_all([ctx.executor.submit(self._solve, ctx, node) for node in batch])
         return True
 
     def _optimize_query(self, ctx: RunContext, root: Node) -> str:
@@ -253,7 +251,7 @@ class DeotMethod(Method):
                 else:
                     room -= 1
                     jobs.append(ctx.executor.submit(self._propose, ctx, node, nodes_used, explored))
-            _wait_all(jobs)
+            wait_all(jobs)
         self._materialize(ctx)
         return True
 

@@ -10,12 +10,17 @@ kept. Every step is decided from what is stored, so a resumed run continues wher
 from __future__ import annotations
 
 import hashlib
-from concurrent.futures import Future
 from typing import Any
 
-from engine.citations import cited_source_ids, number_citations, source_blocks, to_stored_markers
+from engine.citations import (
+    cited_source_ids,
+    number_citations,
+    source_blocks,
+    to_stored_markers,
+)
 from engine.llm.protocol import StructuredOutputError
 from engine.methods.base import Method, RunContext, UnsupportedCommand
+from engine.methods.common import wait_all
 from engine.methods.omnithink import prompts
 from engine.methods.omnithink.params import OmniThinkParams
 from engine.methods.omnithink.pool import merge
@@ -26,17 +31,6 @@ from storage.models import Command, Node, NodeStatus, Source
 
 TOPIC, SUBTOPIC = "topic", "subtopic"
 POOL, OUTLINE, ARTICLE = "concept_pool", "outline", "final"
-
-
-def _wait_all(futures: list[Future]) -> None:
-    first: BaseException | None = None
-    for future in futures:
-        try:
-            future.result()
-        except BaseException as exc:  # noqa: BLE001 - re-raised below
-            first = first or exc
-    if first is not None:
-        raise first
 
 
 class OmniThinkMethod(Method):
@@ -98,7 +92,7 @@ class OmniThinkMethod(Method):
         pending = [n for n in self._tree(ctx) if n.status == NodeStatus.PENDING]
         if not pending:
             return False
-        _wait_all([ctx.executor.submit(self._retrieve, ctx, node) for node in pending])
+        wait_all([ctx.executor.submit(self._retrieve, ctx, node) for node in pending])
         return True
 
     def _retrieve(self, ctx: RunContext, node: Node) -> None:
@@ -166,7 +160,7 @@ class OmniThinkMethod(Method):
                   and n.depth < params.max_depth and not ctx.graph.children(n)]
         if not leaves:
             return False
-        _wait_all([ctx.executor.submit(self._expand_leaf, ctx, leaf, params.subnodes, False) for leaf in leaves])
+        wait_all([ctx.executor.submit(self._expand_leaf, ctx, leaf, params.subnodes, False) for leaf in leaves])
         return True
 
     def _expand_leaf(self, ctx: RunContext, leaf: Node, k: int, forced: bool) -> int:
@@ -281,7 +275,7 @@ class OmniThinkMethod(Method):
                               "invalid_citations": dropped}
 
         try:
-            _wait_all([ctx.executor.submit(write, i, s) for i, s in enumerate(sections)])
+            wait_all([ctx.executor.submit(write, i, s) for i, s in enumerate(sections)])
         finally:
             store.close()
         draft = "\n\n".join(r["markdown"] for r in results if r)
