@@ -337,7 +337,7 @@ _PROSE_WORDS = (
     "paragraph", "body", "draft", "critique", "evidence", "note", "description", "detail",
     "insight", "response",
 )  # fmt: skip
-_QUESTION_WORDS = ("query", "queries", "question", "followup", "search")
+_QUESTION_WORDS = ("query", "queries", "question", "followup", "search", "input")
 _TITLE_WORDS = frozenset({"title", "name", "label", "heading", "topic", "headline"})
 _TERM_WORDS = frozenset(
     {"keyword", "keywords", "term", "terms", "tag", "tags", "entity", "concept"}
