@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import platform
 import sqlite3
@@ -92,3 +93,24 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 def git_commit() -> str:
     return machine_facts()["commit"]
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:.2f}"
+
+
+def jsonl(path: Path, limit: int | None = None) -> list[dict]:
+    items = []
+    with path.open(encoding="utf-8") as handle:
+        for line in handle:
+            if line.strip():
+                items.append(json.loads(line))
+                if limit is not None and len(items) >= limit:
+                    break
+    return items

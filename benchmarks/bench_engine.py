@@ -15,7 +15,6 @@ CLI end to end (`thoughtmap run ... --llm fake --search local`) in fresh process
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -47,29 +46,14 @@ METHODS = ("rag", "direct")
 WARMUP_RUNS = 2
 
 
-from benchmarks._common import DOCS_FILE, facts_block, machine_facts, percentile, write_section  # noqa: E402,F401
+from benchmarks._common import DOCS_FILE, facts_block, jsonl, machine_facts, ms, percentile, table, write_section  # noqa: E402,F401
 
 
 
-def table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines) + "\n"
 
 
-def ms(seconds: float) -> str:
-    return f"{seconds * 1000:.2f}"
 
 
-def jsonl(path: Path, limit: int | None = None) -> list[dict]:
-    items = []
-    with path.open(encoding="utf-8") as handle:
-        for line in handle:
-            if line.strip():
-                items.append(json.loads(line))
-                if limit is not None and len(items) >= limit:
-                    break
-    return items
 
 
 # ------------------------------------------------------------------ timing wrappers
