@@ -37,3 +37,19 @@ def outline(services: Services, run: Run) -> None:
         lines.extend(f"    - {sub}" for sub in section.get("subsections", []))
     with st.expander("Outline", expanded=False):
         render(st, "\n".join(lines) or "_empty_")
+
+
+def stale_article_notice(services: Services, run: Run) -> None:
+    """OmniThink rewrites its article only on request: say when the tree changed since."""
+    article = services.repo.latest_report(run.id, "final")
+    if article is None or "tree" not in article.data:
+        return
+    current = [[n.id, n.status] for n in services.repo.list_nodes(run.id) if n.kind in ("topic", "subtopic")]
+    if current == article.data["tree"]:
+        return
+    cols = st.columns([4, 1])
+    cols[0].info("The information tree changed since the article was written.", icon=":material/update:")
+    if cols[1].button("Regenerate article", key=f"regen-article-{run.id}"):
+        services.runner.steer(run.id, "regenerate_article")
+        st.session_state["flash"] = "Rewriting the article"
+        st.rerun(scope="app")

@@ -81,6 +81,7 @@ if current:
             if clicked is not None and str(clicked).isdigit() and clicked != st.session_state.get(seen_key):
                 st.session_state[seen_key] = clicked
                 st.session_state[selected_key] = int(clicked)
+            artifacts.stale_article_notice(services, run)
             artifacts.concept_pool(services, run)
             artifacts.outline(services, run)
             with st.popover("Legend"):

@@ -49,3 +49,22 @@ def test_information_tree_is_coloured_by_depth_and_the_article_is_the_report(ser
     first_heading = next(line for line in article.splitlines() if line.startswith("## "))
     assert first_heading[3:].strip() in joined(at.markdown)
     assert "## Sources" in joined(at.markdown)
+
+
+def test_a_changed_tree_offers_to_regenerate_the_article(services, monkeypatch):
+    run_id = run_to_end(services, TOPIC, "omnithink", SMALL)
+    leaf = next(n for n in services.repo.list_nodes(run_id) if n.depth == 1)
+    pick_node(monkeypatch, leaf.id)
+    at = open_page(run_id=run_id)
+    assert "changed since the article" not in joined(at.info)
+
+    services.runner.steer(run_id, "prune", {"node_id": leaf.id})
+    wait_until_idle(services, run_id)
+    articles = len([r for r in services.repo.list_reports(run_id) if r.kind == "final"])
+    at = open_page(run_id=run_id)
+    assert "changed since the article" in joined(at.info)
+    at.button(key=f"regen-article-{run_id}").click().run()
+    wait_until_idle(services, run_id)
+    assert len([r for r in services.repo.list_reports(run_id) if r.kind == "final"]) == articles + 1
+    at = open_page(run_id=run_id)
+    assert "changed since the article" not in joined(at.info)
