@@ -18,7 +18,7 @@ OPTIMIZE_QUERY = Prompt(
         "Keep the user's intent and scope; do not answer the question. "
         "List each change you made under modifications."
     ),
-    user="Question to refine: $question",
+    user="Question: $question",
 )
 
 REPAIR_QUERY = Prompt(
