@@ -144,3 +144,76 @@ def test_killed_run_is_resumed_without_redoing_finished_nodes(prebuilt_corpus_ho
     # Only the unfinished answer was asked again: one chat request, nothing for finished nodes.
     assert requests_after == 1
     assert run.llm_calls == 1  # the killed call was never recorded; the resumed one was
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
+def test_killed_deot_run_resumes_without_calling_the_llm_for_finished_nodes(prebuilt_corpus_home, request):
+    """A many-node run: killed once the first layer is finished, resumed in another process. The
+    LLM is never asked again for a node that was done before the kill (counted per node)."""
+    services = build_services(load_settings())
+    request.addfinalizer(services.close)
+    repo = services.repo
+    proc: subprocess.Popen | None = None
+    # Every call takes 0.1 s, so the kill lands mid-run (layer 1 done, later layers in progress).
+    with FakeOpenAIServer(latency_s=0.1) as server:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "THOUGHTMAP_"))}
+        env.update(THOUGHTMAP_HOME=str(prebuilt_corpus_home), OPENAI_BASE_URL=server.base_url,
+                   OPENAI_API_KEY="test", PYTHONUNBUFFERED="1")
+        try:
+            proc = subprocess.Popen(
+                [*THOUGHTMAP, "run", "How will rising sea levels affect coastal cities?", "--method", "deot",
+                 "--llm", "openai", "--search", "local", "--quiet"],
+                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            )
+            lines: queue.Queue = queue.Queue()
+            threading.Thread(target=read_lines, args=(proc.stdout, lines), daemon=True).start()
+            run_id = (lines.get(timeout=START_TIMEOUT_S) or "").strip()
+            assert run_id, f"no run id: {proc.communicate()[1]}"
+
+            def first_layer_done():
+                nodes = repo.list_nodes(run_id, kind="question")
+                layer1 = [n for n in nodes if n.depth == 1]
+                return len(layer1) >= 2 and all(n.status == NodeStatus.DONE for n in layer1)
+
+            wait_for(first_layer_done, START_TIMEOUT_S, "the first layer to be done", proc)
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=10)
+        finally:
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=10)
+
+        before = {n.id: n for n in repo.list_nodes(run_id) if n.status == NodeStatus.DONE}
+        solving_before = solving_calls(repo, run_id)
+        total_before = len(repo.list_llm_calls(run_id))
+        assert repo.get_run(run_id).status == RunStatus.RUNNING  # nobody could update it
+        assert len(before) >= 3
+
+        os.environ.update(OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY="test")
+        try:
+            assert cli.main(["resume", run_id, "--quiet"]) == cli.EXIT_OK
+        finally:
+            os.environ.pop("OPENAI_BASE_URL", None)
+            os.environ.pop("OPENAI_API_KEY", None)
+
+    run = repo.get_run(run_id)
+    assert run.status == RunStatus.DONE
+    solving_after = solving_calls(repo, run_id)
+    for node_id, node in before.items():
+        after = repo.get_node(node_id)
+        assert after.status == NodeStatus.DONE and after.finished_at == node.finished_at
+        # Solving a node (plan, plan review, tools, summary, fact check) is never repeated; a node
+        # done before the kill may still get its expansion calls (controller, engines) afterwards.
+        assert solving_after.get(node_id, 0) == solving_before.get(node_id, 0), f"node {node_id} was solved again"
+    assert len(repo.list_llm_calls(run_id)) > total_before
+
+
+SOLVING = ("prompter", "planner", "validator", "tool", "summarizer")
+
+
+def solving_calls(repo, run_id: str) -> dict[int, int]:
+    counts: dict[int, int] = {}
+    for call in repo.list_llm_calls(run_id):
+        if call.purpose in SOLVING and call.node_id is not None:
+            counts[call.node_id] = counts.get(call.node_id, 0) + 1
+    return counts
