@@ -114,3 +114,13 @@ def jsonl(path: Path, limit: int | None = None) -> list[dict]:
                 if limit is not None and len(items) >= limit:
                     break
     return items
+
+
+def publish(section: str, body: str, write: bool) -> None:
+    """Print a benchmark's Markdown section; with `write`, also replace it in docs/benchmarks.md."""
+    import sys
+
+    print(body)
+    if write:
+        write_section(section, body)
+        print(f"wrote the {section} section of {DOCS_FILE.relative_to(ROOT)}", file=sys.stderr)

@@ -35,7 +35,7 @@ NQ = DATA / "nq" / "nq_open_oracle_first500.jsonl"
 FRESHWIKI = DATA / "freshwiki" / "freshwiki_articles_100.jsonl"
 
 
-from benchmarks._common import DOCS_FILE, facts_block, jsonl, machine_facts, ms, percentile, table, write_section  # noqa: E402,F401
+from benchmarks._common import publish, DOCS_FILE, facts_block, jsonl, machine_facts, ms, percentile, table, write_section  # noqa: E402,F401
 
 
 
@@ -299,10 +299,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             os.environ["THOUGHTMAP_HOME"] = previous_home
     args.recall_k = sorted(args.recall_k)
     body = render(args, facts, build, query_rows, recall_rows, ingest, command)
-    print(body)
-    if args.write:
-        write_section(SECTION, body)
-        print(f"wrote the {SECTION} section of {DOCS_FILE.relative_to(ROOT)}", file=sys.stderr)
+    publish(SECTION, body, args.write)
     return 0
 
 

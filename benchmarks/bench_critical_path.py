@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._common import facts_block, machine_facts, write_section  # noqa: E402
+from benchmarks._common import facts_block, machine_facts, publish  # noqa: E402
 from engine.config import load_settings  # noqa: E402
 from engine.llm.fake_server import FakeOpenAIServer  # noqa: E402
 from engine.services import build_services  # noqa: E402
@@ -156,9 +156,7 @@ def main() -> None:
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         *rows,
     ])
-    print(body)
-    if args.write:
-        write_section("Tree methods: wall time over critical path", body)
+    publish("Tree methods: wall time over critical path", body, args.write)
 
 
 if __name__ == "__main__":

@@ -46,7 +46,7 @@ METHODS = ("rag", "direct")
 WARMUP_RUNS = 2
 
 
-from benchmarks._common import DOCS_FILE, facts_block, jsonl, machine_facts, ms, percentile, table, write_section  # noqa: E402,F401
+from benchmarks._common import publish, DOCS_FILE, facts_block, jsonl, machine_facts, ms, percentile, table, write_section  # noqa: E402,F401
 
 
 
@@ -451,10 +451,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             else:
                 os.environ[key] = value
     body = "".join(parts)
-    print(body)
-    if args.write:
-        write_section(SECTION, body)
-        print(f"wrote the {SECTION} section of {DOCS_FILE.relative_to(ROOT)}", file=sys.stderr)
+    publish(SECTION, body, args.write)
     return 0
 
 

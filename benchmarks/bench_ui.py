@@ -47,7 +47,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._common import DOCS_FILE, facts_block, machine_facts, percentile, table, write_section  # noqa: E402,F401
+from benchmarks._common import publish, DOCS_FILE, facts_block, machine_facts, percentile, table, write_section  # noqa: E402,F401
 
 SECTION = "bench_ui"
 CHROMIUM = "/usr/bin/chromium"
@@ -764,10 +764,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "app.py`, offline fake LLM, SQLite) on the same machine. Reproduce: "
         "`.venv/bin/python benchmarks/bench_ui.py --write`.\n"
     ) + render(latency, args.additions, loads, updates, server)
-    print(body)
-    if args.write:
-        write_section(SECTION, body)
-        print(f"wrote the {SECTION} section of {DOCS_FILE.relative_to(ROOT)}", file=sys.stderr)
+    publish(SECTION, body, args.write)
     return 0
 
 
