@@ -86,3 +86,19 @@ def test_deot_budget_stop_then_resume(prebuilt_corpus_home, capsys):
     code, out, _ = cli_run(capsys, "export", run_id, "--format", "json")
     exported = json.loads(out)
     assert exported["run"]["method"] == "deot" and exported["usage"]["llm_calls"] == run.llm_calls
+
+
+def test_deot_against_a_server_that_rejects_json_schema(prebuilt_corpus_home, capsys, monkeypatch):
+    """llama.cpp's server answers 500 to `json_schema`: auto mode steps down to `json_object` once,
+    remembers it, and the whole run completes."""
+    with FakeOpenAIServer(reject_json_schema=True) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "test")
+        code, out, err = cli_run(capsys, "run", QUESTION, "--method", "deot", "--llm", "openai", *SMALL, "--quiet")
+        requests = server.requests
+    assert code == cli.EXIT_OK, err
+    run, nodes, _ = stored_run(run_id_of(out))
+    assert run.status == RunStatus.DONE and all(n.status == NodeStatus.DONE for n in nodes)
+    kinds = [(r.get("response_format") or {}).get("type") for r in requests]
+    assert kinds.count("json_schema") == 1  # tried once, rejected, never again
+    assert kinds.count("json_object") >= 5
