@@ -33,3 +33,24 @@ def run_to_end(services: Services, question: str, method: str, params: dict | No
     final = services.runner.wait(run.id, timeout=timeout)
     assert final.status not in (RunStatus.RUNNING, RunStatus.QUEUED), f"run still {final.status}"
     return run.id
+
+
+def command_of(services: Services, run_id: str, command_id: int):
+    return next(c for c in services.repo.list_commands(run_id) if c.id == command_id)
+
+
+def steer_and_wait(services: Services, run_id: str, kind: str, payload: dict | None = None):
+    """Steer a run (reopening it if it is finished), wait for it to be done; the command's state."""
+    command = services.runner.steer(run_id, kind, payload or {})
+    run = services.runner.wait(run_id, timeout=30)
+    assert run.status == RunStatus.DONE, (run.status, run.error)
+    return command_of(services, run_id, command.id)
+
+
+def release_and_finish(services: Services, run_id: str, gate, command_id: int):
+    """Open a gate holding a running run, wait for the run to be done; the command's state."""
+    assert services.repo.get_run(run_id).status == RunStatus.RUNNING
+    gate.opened.set()
+    run = services.runner.wait(run_id, timeout=30)
+    assert run.status == RunStatus.DONE, (run.status, run.error)
+    return command_of(services, run_id, command_id)

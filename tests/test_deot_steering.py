@@ -34,7 +34,7 @@ from tests.deot_scripts import (
     root_of,
     start_run,
 )
-from tests.fixtures_engine import run_to_end
+from tests.fixtures_engine import command_of, release_and_finish, run_to_end, steer_and_wait
 
 ALPHA = "Which engineering legacies did Apollo leave?"
 BETA = "How did Apollo change NASA's budget politics?"
@@ -60,15 +60,6 @@ def _finished(services, params: dict | None = None) -> str:
     return run_id
 
 
-def _steer_and_wait(services, run_id: str, kind: str, payload: dict | None = None):
-    command = services.runner.steer(run_id, kind, payload or {})
-    run = services.runner.wait(run_id, timeout=30)
-    assert run.status == RunStatus.DONE, (run.status, run.error)
-    return _command(services, run_id, command.id)
-
-
-def _command(services, run_id: str, command_id: int):
-    return next(c for c in services.repo.list_commands(run_id) if c.id == command_id)
 
 
 def _reports(services, run_id: str) -> int:
@@ -84,13 +75,6 @@ def _gated_run(services, fake_llm, gate_pattern, params: dict | None = None, gat
     return run_id, gate
 
 
-def _release_and_finish(services, run_id: str, gate: Gate, command_id: int):
-    assert services.repo.get_run(run_id).status == RunStatus.RUNNING
-    gate.opened.set()
-    run = services.runner.wait(run_id, timeout=30)
-    assert run.status == RunStatus.DONE, (run.status, run.error)
-    return _command(services, run_id, command_id)
-
 
 # ---------------------------------------------------------------------- expand
 
@@ -99,7 +83,7 @@ def test_expand_finished_run(services, scripted):
     run_id = _finished(services)
     alpha = by_label(services, run_id, ALPHA)
     reports = _reports(services, run_id)
-    command = _steer_and_wait(services, run_id, "expand", {"node_id": alpha.id, "n": 2})
+    command = steer_and_wait(services, run_id, "expand", {"node_id": alpha.id, "n": 2})
     assert command.status == CommandStatus.DONE, command.error
     new = children_of(services, run_id, alpha)
     assert len(new) == 2
@@ -117,7 +101,7 @@ def test_expand_running_run(services, scripted):
     root = root_of(services, run_id)
     command = services.runner.steer(run_id, "expand", {"node_id": root.id, "n": 2})
     assert command.status == CommandStatus.QUEUED
-    command = _release_and_finish(services, run_id, gate, command.id)
+    command = release_and_finish(services, run_id, gate, command.id)
     assert command.status == CommandStatus.DONE, command.error
     children = children_of(services, run_id, root)
     steered = [c for c in children if c.data.get("steered")]
@@ -134,7 +118,7 @@ def test_deepen_finished_run(services, scripted):
     run_id = _finished(services)
     beta = by_label(services, run_id, BETA)
     reports = _reports(services, run_id)
-    command = _steer_and_wait(services, run_id, "deepen", {"node_id": beta.id})
+    command = steer_and_wait(services, run_id, "deepen", {"node_id": beta.id})
     assert command.status == CommandStatus.DONE, command.error
     [child] = children_of(services, run_id, beta)
     assert child.data["engine"] == "depth" and child.status == NodeStatus.DONE and child.depth == 2
@@ -149,7 +133,7 @@ def test_deepen_running_run(services, scripted):
     run_id, gate = _gated_run(services, scripted, about(PLANNER, BETA))
     root = root_of(services, run_id)
     command = services.runner.steer(run_id, "deepen", {"node_id": root.id})
-    command = _release_and_finish(services, run_id, gate, command.id)
+    command = release_and_finish(services, run_id, gate, command.id)
     assert command.status == CommandStatus.DONE, command.error
     depth_children = [c for c in children_of(services, run_id, root) if c.data["engine"] == "depth"]
     assert len(depth_children) == 1 and depth_children[0].status == NodeStatus.DONE
@@ -167,7 +151,7 @@ def test_prune_finished_run(services, scripted):
     [beta_child] = children_of(services, run_id, beta)
     reports = _reports(services, run_id)
     assert BETA in prompts_with(scripted, FINAL_REPORT)[-1]
-    command = _steer_and_wait(services, run_id, "prune", {"node_id": beta.id})
+    command = steer_and_wait(services, run_id, "prune", {"node_id": beta.id})
     assert command.status == CommandStatus.DONE, command.error
     for node_id in (beta.id, beta_child.id):
         node = services.repo.get_node(node_id)
@@ -181,7 +165,7 @@ def test_prune_finished_run(services, scripted):
     assert f"### Node {beta.id} " not in final_prompt
     assert services.repo.latest_report(run_id).data["metrics"]["total_nodes"] == 5
     # Nothing grows under a pruned node afterwards.
-    refused = _steer_and_wait(services, run_id, "ask", {"node_id": beta.id, "question": "Anything else?"})
+    refused = steer_and_wait(services, run_id, "ask", {"node_id": beta.id, "question": "Anything else?"})
     assert refused.status == CommandStatus.FAILED and "pruned" in refused.error
     assert children_of(services, run_id, beta) == [services.repo.get_node(beta_child.id)]
 
@@ -192,7 +176,7 @@ def test_prune_running_run_before_its_children_exist(services, scripted):
     beta = by_label(services, run_id, BETA)
     assert children_of(services, run_id, beta) == []
     command = services.runner.steer(run_id, "prune", {"node_id": beta.id})
-    command = _release_and_finish(services, run_id, gate, command.id)
+    command = release_and_finish(services, run_id, gate, command.id)
     assert command.status == CommandStatus.DONE, command.error
     beta = services.repo.get_node(beta.id)
     assert beta.status == NodeStatus.PRUNED and "expansion" not in beta.data
@@ -213,7 +197,7 @@ def test_ask_finished_run(services, scripted):
     run_id = _finished(services)
     gamma = by_label(services, run_id, GAMMA)
     reports = _reports(services, run_id)
-    command = _steer_and_wait(services, run_id, "ask", {"node_id": gamma.id, "question": FOLLOW_UP})
+    command = steer_and_wait(services, run_id, "ask", {"node_id": gamma.id, "question": FOLLOW_UP})
     assert command.status == CommandStatus.DONE, command.error
     [child] = children_of(services, run_id, gamma)
     assert child.label == FOLLOW_UP and child.data["engine"] == "user" and child.data["steered"]
@@ -226,7 +210,7 @@ def test_ask_running_run(services, scripted):
     run_id, gate = _gated_run(services, scripted, about(PLANNER, GAMMA))
     root = root_of(services, run_id)
     command = services.runner.steer(run_id, "ask", {"node_id": root.id, "question": FOLLOW_UP})
-    command = _release_and_finish(services, run_id, gate, command.id)
+    command = release_and_finish(services, run_id, gate, command.id)
     assert command.status == CommandStatus.DONE, command.error
     child = by_label(services, run_id, FOLLOW_UP)
     assert child.parent_id == root.id and child.data["engine"] == "user" and child.status == NodeStatus.DONE
@@ -241,7 +225,7 @@ def test_retry_finished_run(services, scripted):
     beta = by_label(services, run_id, BETA)
     assert beta.status == NodeStatus.FAILED
     reports = _reports(services, run_id)
-    command = _steer_and_wait(services, run_id, "retry", {"node_id": beta.id})
+    command = steer_and_wait(services, run_id, "retry", {"node_id": beta.id})
     assert command.status == CommandStatus.DONE, command.error
     beta = services.repo.get_node(beta.id)
     assert beta.status == NodeStatus.DONE and beta.error == "" and beta.content
@@ -256,7 +240,7 @@ def test_retry_running_run(services, scripted):
     run_id, gate = _gated_run(services, scripted, about(PLANNER, GAMMA))
     beta = by_label(services, run_id, BETA)
     command = services.runner.steer(run_id, "retry", {"node_id": beta.id})
-    command = _release_and_finish(services, run_id, gate, command.id)
+    command = release_and_finish(services, run_id, gate, command.id)
     assert command.status == CommandStatus.DONE, command.error
     assert services.repo.get_node(beta.id).status == NodeStatus.DONE
     beta_summaries = [p for p in prompts_with(scripted, SUMMARY) if about(SUMMARY, BETA).search(p)]
@@ -274,7 +258,7 @@ def _solve_calls(fake) -> int:
 def test_regenerate_report_finished_run(services, scripted):
     run_id = _finished(services)
     before, reports, solves = graph_state(services, run_id), _reports(services, run_id), _solve_calls(scripted)
-    command = _steer_and_wait(services, run_id, "regenerate_report")
+    command = steer_and_wait(services, run_id, "regenerate_report")
     assert command.status == CommandStatus.DONE, command.error
     assert _reports(services, run_id) == reports + 1
     assert graph_state(services, run_id) == before
@@ -286,7 +270,7 @@ def test_regenerate_report_running_run(services, scripted):
     run_id, gate = _gated_run(services, scripted, FINAL_REPORT)
     before, solves = graph_state(services, run_id), _solve_calls(scripted)
     command = services.runner.steer(run_id, "regenerate_report")
-    command = _release_and_finish(services, run_id, gate, command.id)
+    command = release_and_finish(services, run_id, gate, command.id)
     assert command.status == CommandStatus.DONE, command.error
     assert _reports(services, run_id) == 2
     assert len(prompts_with(scripted, FINAL_REPORT)) == 2
@@ -313,11 +297,11 @@ def test_bad_steering_fails_and_changes_nothing(services, scripted, kind, payloa
     other_run = _finished(services, {"max_nodes": 1})
     run_id = _finished(services)
     beta = by_label(services, run_id, BETA)
-    assert _steer_and_wait(services, run_id, "prune", {"node_id": beta.id}).status == CommandStatus.DONE
+    assert steer_and_wait(services, run_id, "prune", {"node_id": beta.id}).status == CommandStatus.DONE
     ids = {"alpha": by_label(services, run_id, ALPHA).id, "beta": beta.id,
            "other_run": root_of(services, other_run).id}
     before, reports, calls = graph_state(services, run_id), _reports(services, run_id), scripted.call_count
-    command = _steer_and_wait(services, run_id, kind, payload(ids))
+    command = steer_and_wait(services, run_id, kind, payload(ids))
     assert command.status == CommandStatus.FAILED
     assert error in command.error
     assert graph_state(services, run_id) == before
@@ -328,7 +312,7 @@ def test_bad_steering_on_a_running_run_fails_and_the_run_goes_on(services, scrip
     run_id, gate = _gated_run(services, scripted, about(PLANNER, ALPHA))
     root = root_of(services, run_id)
     command = services.runner.steer(run_id, "retry", {"node_id": root.id})
-    command = _release_and_finish(services, run_id, gate, command.id)
+    command = release_and_finish(services, run_id, gate, command.id)
     assert command.status == CommandStatus.FAILED and "only a failed node can be retried" in command.error
     assert len(questions(services, run_id)) == 4
     assert all(n.status == NodeStatus.DONE for n in questions(services, run_id))
@@ -351,7 +335,7 @@ def test_engine_failure_fails_the_command_not_the_run(services, fake_llm, kind):
     alpha = by_label(services, run_id, ALPHA)
     before, reports = graph_state(services, run_id), _reports(services, run_id)
     payload = {"node_id": alpha.id, "n": 2} if kind == "expand" else {"node_id": alpha.id}
-    command = _steer_and_wait(services, run_id, kind, payload)
+    command = steer_and_wait(services, run_id, kind, payload)
     assert command.status == CommandStatus.FAILED and "did not match" in command.error
     assert graph_state(services, run_id) == before and _reports(services, run_id) == reports
 
@@ -362,7 +346,7 @@ def test_engine_failure_on_a_running_run_fails_the_command_only(services, fake_l
     run_id, gate = _gated_run(services, fake_llm, about(PLANNER, ALPHA))
     root = root_of(services, run_id)
     command = services.runner.steer(run_id, "expand", {"node_id": root.id, "n": 2})
-    command = _release_and_finish(services, run_id, gate, command.id)
+    command = release_and_finish(services, run_id, gate, command.id)
     assert command.status == CommandStatus.FAILED and "breadth engine gave no usable answer" in command.error
     nodes = questions(services, run_id)
     assert len(nodes) == 4 and all(n.status == NodeStatus.DONE for n in nodes)
@@ -377,7 +361,7 @@ def test_retry_forgets_what_the_failed_attempt_left(services, scripted):
     run_id = _finished(services)
     beta = by_label(services, run_id, BETA)
     assert beta.status == NodeStatus.FAILED and "last_output" in beta.data
-    command = _steer_and_wait(services, run_id, "retry", {"node_id": beta.id})
+    command = steer_and_wait(services, run_id, "retry", {"node_id": beta.id})
     assert command.status == CommandStatus.DONE, command.error
     beta = services.repo.get_node(beta.id)
     assert beta.status == NodeStatus.DONE
@@ -393,7 +377,7 @@ def test_expand_that_only_repeats_existing_questions_fails_the_command(services,
     root = root_of(services, run_id)
     assert {c.label for c in children_of(services, run_id, root)} == {ALPHA, BETA}
     before = graph_state(services, run_id)
-    command = _steer_and_wait(services, run_id, "expand", {"node_id": root.id, "n": 2})
+    command = steer_and_wait(services, run_id, "expand", {"node_id": root.id, "n": 2})
     assert command.status == CommandStatus.FAILED
     assert "already has" in command.error
     assert graph_state(services, run_id) == before
@@ -409,10 +393,10 @@ def test_commands_queued_while_steering_is_applied_are_all_applied(services, scr
 
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
-        statuses = [_command(services, run_id, c.id).status for c in (first, second)]
+        statuses = [command_of(services, run_id, c.id).status for c in (first, second)]
         if all(s in (CommandStatus.DONE, CommandStatus.FAILED) for s in statuses):
             break
         time.sleep(0.05)
     services.runner.wait(run_id, timeout=20)
-    assert [_command(services, run_id, c.id).status for c in (first, second)] == [CommandStatus.DONE] * 2
+    assert [command_of(services, run_id, c.id).status for c in (first, second)] == [CommandStatus.DONE] * 2
     assert {c.label for c in children_of(services, run_id, gamma)} >= {FOLLOW_UP + " (2)"}

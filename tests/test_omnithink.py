@@ -27,7 +27,7 @@ from engine.methods.base import UnsupportedCommand
 from engine.report import render_markdown
 from storage.models import CommandStatus, NodeStatus, RunStatus
 from tests.deot_scripts import ATTEMPTS_TO_FAIL, INVALID, Gate
-from tests.fixtures_engine import run_to_end
+from tests.fixtures_engine import release_and_finish, run_to_end, steer_and_wait
 from tests.omnithink_scripts import (
     ARTICLE,
     DRAFT_OUTLINE,
@@ -390,15 +390,6 @@ def test_a_faithful_polish_is_used(services, fake_llm):
 # ====================================================================== steering
 
 
-def _command(services, run_id: str, command_id: int):
-    return next(c for c in services.repo.list_commands(run_id) if c.id == command_id)
-
-
-def _steer_and_wait(services, run_id: str, kind: str, payload: dict | None = None):
-    command = services.runner.steer(run_id, kind, payload or {})
-    run = services.runner.wait(run_id, timeout=30)
-    assert run.status == RunStatus.DONE, (run.status, run.error)
-    return _command(services, run_id, command.id)
 
 
 def _gated_run(services, fake_llm, pattern, params: dict, then=None) -> tuple[str, Gate]:
@@ -409,13 +400,6 @@ def _gated_run(services, fake_llm, pattern, params: dict, then=None) -> tuple[st
     gate.wait_reached()
     return run_id, gate
 
-
-def _release_and_finish(services, run_id: str, gate: Gate, command_id: int):
-    assert services.repo.get_run(run_id).status == RunStatus.RUNNING
-    gate.opened.set()
-    run = services.runner.wait(run_id, timeout=30)
-    assert run.status == RunStatus.DONE, (run.status, run.error)
-    return _command(services, run_id, command_id)
 
 
 def _reflect_about(label: str) -> re.Pattern[str]:
@@ -453,7 +437,7 @@ def test_expand_finished_run(services, scripted):
     match = by_label(services, run_id, MATCH)
     assert "expansion" not in match.data  # at max_depth: never expanded by the run itself
     searches = len(searcher.queries)
-    command = _steer_and_wait(services, run_id, "expand", {"node_id": match.id, "n": 2})
+    command = steer_and_wait(services, run_id, "expand", {"node_id": match.id, "n": 2})
     assert command.status == CommandStatus.DONE, command.error
     _check_expanded(services, run_id, match.id, [0, 1, 2])
     assert "up to 2 broad categories" in prompts_with(scripted, EXPAND)[-1]
@@ -469,7 +453,7 @@ def test_expand_running_run(services, scripted):
     match = by_label(services, run_id, MATCH)
     command = services.runner.steer(run_id, "expand", {"node_id": match.id, "n": 2})
     assert command.status == CommandStatus.QUEUED
-    command = _release_and_finish(services, run_id, gate, command.id)
+    command = release_and_finish(services, run_id, gate, command.id)
     assert command.status == CommandStatus.DONE, command.error
     _check_expanded(services, run_id, match.id, [0, 1, 2])
     assert len(versions(services, run_id, ARTICLE)) == 1
@@ -499,7 +483,7 @@ def test_prune_finished_run(services, scripted):
     pruned_only = _pruned_only_sources(services, run_id, branch)
     assert pruned_only and pruned_only & _article_sources(services, run_id)  # the branch was used
 
-    command = _steer_and_wait(services, run_id, "prune", {"node_id": apollo.id})
+    command = steer_and_wait(services, run_id, "prune", {"node_id": apollo.id})
     assert command.status == CommandStatus.DONE, command.error
     for node in branch:
         node = services.repo.get_node(node.id)
@@ -507,7 +491,7 @@ def test_prune_finished_run(services, scripted):
     assert all(n.status == NodeStatus.DONE for n in live(services, run_id)) and len(live(services, run_id)) == 4
 
     writes, outlines = len(prompts_with(scripted, WRITE_SECTION)), len(versions(services, run_id, OUTLINE))
-    command = _steer_and_wait(services, run_id, "regenerate_article")
+    command = steer_and_wait(services, run_id, "regenerate_article")
     assert command.status == CommandStatus.DONE, command.error
     assert not pruned_only & _article_sources(services, run_id)
     assert _article_sources(services, run_id) <= source_ids(services, live(services, run_id))
@@ -525,7 +509,7 @@ def test_prune_running_run_before_its_children_exist(services, scripted):
     run_id, gate = _gated_run(services, scripted, _reflect_about(MATCH), SMALL)
     apollo = by_label(services, run_id, APOLLO)
     command = services.runner.steer(run_id, "prune", {"node_id": apollo.id})
-    command = _release_and_finish(services, run_id, gate, command.id)
+    command = release_and_finish(services, run_id, gate, command.id)
     assert command.status == CommandStatus.DONE, command.error
     apollo = services.repo.get_node(apollo.id)
     assert apollo.status == NodeStatus.PRUNED and "expansion" not in apollo.data
@@ -544,7 +528,7 @@ def test_add_subtopic_finished_run(services, scripted):
     run_id = _finished(services, FLAT)
     root = root_of(services, run_id)
     searches = len(searcher.queries)
-    command = _steer_and_wait(services, run_id, "add_subtopic", {
+    command = steer_and_wait(services, run_id, "add_subtopic", {
         "node_id": root.id, "subtopic": f"  {MEDIA} ", "keywords": ["television broadcast", "  ", "radio coverage"]})
     assert command.status == CommandStatus.DONE, command.error
     added = by_label(services, run_id, MEDIA)
@@ -561,7 +545,7 @@ def test_add_subtopic_running_run(services, scripted):
     run_id, gate = _gated_run(services, scripted, POLISH_ARTICLE, FLAT)
     match = by_label(services, run_id, MATCH)
     command = services.runner.steer(run_id, "add_subtopic", {"node_id": match.id, "subtopic": "Umpiring decisions"})
-    command = _release_and_finish(services, run_id, gate, command.id)
+    command = release_and_finish(services, run_id, gate, command.id)
     assert command.status == CommandStatus.DONE, command.error
     added = by_label(services, run_id, "Umpiring decisions")
     assert added.parent_id == match.id and added.depth == 2
@@ -585,7 +569,7 @@ def test_regenerate_outline_finished_run(services, scripted):
     run_id = _finished(services, FLAT)
     before, research = graph_state(services, run_id), _research_counts(scripted, searcher)
     pools = len(versions(services, run_id, POOL))
-    command = _steer_and_wait(services, run_id, "regenerate_outline")
+    command = steer_and_wait(services, run_id, "regenerate_outline")
     assert command.status == CommandStatus.DONE, command.error
     outlines, articles = versions(services, run_id, OUTLINE), versions(services, run_id, ARTICLE)
     assert len(outlines) == 2 and len(articles) == 2
@@ -599,7 +583,7 @@ def test_regenerate_outline_finished_run(services, scripted):
 def test_regenerate_outline_running_run(services, scripted):
     run_id, gate = _gated_run(services, scripted, DRAFT_OUTLINE, FLAT)
     command = services.runner.steer(run_id, "regenerate_outline")
-    command = _release_and_finish(services, run_id, gate, command.id)
+    command = release_and_finish(services, run_id, gate, command.id)
     assert command.status == CommandStatus.DONE, command.error
     assert len(versions(services, run_id, OUTLINE)) == 2 and len(versions(services, run_id, ARTICLE)) == 2
     assert len(prompts_with(scripted, DRAFT_OUTLINE)) == 2
@@ -611,7 +595,7 @@ def test_regenerate_article_finished_run(services, scripted, kind):
     run_id = _finished(services, FLAT)
     before, research = graph_state(services, run_id), _research_counts(scripted, searcher)
     writes = len(prompts_with(scripted, WRITE_SECTION))
-    command = _steer_and_wait(services, run_id, kind)
+    command = steer_and_wait(services, run_id, kind)
     assert command.status == CommandStatus.DONE, command.error
     articles = versions(services, run_id, ARTICLE)
     assert len(articles) == 2 and len(versions(services, run_id, OUTLINE)) == 1
@@ -625,7 +609,7 @@ def test_regenerate_article_finished_run(services, scripted, kind):
 def test_regenerate_article_running_run(services, scripted):
     run_id, gate = _gated_run(services, scripted, POLISH_ARTICLE, FLAT)
     command = services.runner.steer(run_id, "regenerate_article")
-    command = _release_and_finish(services, run_id, gate, command.id)
+    command = release_and_finish(services, run_id, gate, command.id)
     assert command.status == CommandStatus.DONE, command.error
     assert len(versions(services, run_id, ARTICLE)) == 2 and len(versions(services, run_id, OUTLINE)) == 1
     assert len(prompts_with(scripted, POLISH_ARTICLE)) == 2
@@ -658,13 +642,13 @@ def test_bad_steering_fails_and_changes_nothing(services, fake_llm, kind, payloa
     fake_llm.when(EXPAND, ExpandScript({TOPIC: children, STALLED: []}))
     run_id = _finished(services, {"subnodes": 3, "max_depth": 1})
     match = by_label(services, run_id, MATCH)
-    assert _steer_and_wait(services, run_id, "prune", {"node_id": match.id}).status == CommandStatus.DONE
+    assert steer_and_wait(services, run_id, "prune", {"node_id": match.id}).status == CommandStatus.DONE
     ids = {"root": root_of(services, run_id).id, "pruned": match.id,
            "stalled": by_label(services, run_id, STALLED).id, "broken": by_label(services, run_id, BROKEN).id}
     if "another run" in error:
         ids["other_run"] = root_of(services, _finished(services, FLAT, question="Apollo program")).id
     before, reports = graph_state(services, run_id), len(services.repo.list_reports(run_id))
-    command = _steer_and_wait(services, run_id, kind, payload(ids))
+    command = steer_and_wait(services, run_id, kind, payload(ids))
     assert command.status == CommandStatus.FAILED
     assert error in command.error
     assert graph_state(services, run_id) == before
@@ -675,7 +659,7 @@ def test_bad_steering_on_a_running_run_fails_and_the_run_goes_on(services, scrip
     run_id, gate = _gated_run(services, scripted, _reflect_about(MATCH), SMALL)
     root = root_of(services, run_id)
     command = services.runner.steer(run_id, "add_subtopic", {"node_id": root.id, "subtopic": ""})
-    command = _release_and_finish(services, run_id, gate, command.id)
+    command = release_and_finish(services, run_id, gate, command.id)
     assert command.status == CommandStatus.FAILED and "subtopic is empty" in command.error
     nodes = tree(services, run_id)
     assert len(nodes) == 7 and all(n.status == NodeStatus.DONE for n in nodes)
