@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -105,11 +104,12 @@ def _services():
         raise CLIError(str(exc)) from exc
 
 
-def _choose_llm(requested: str) -> str:
-    if requested != "auto":
-        return requested
-    configured = os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL")
-    return "openai" if configured else "fake"
+def _choose_llm(requested: str, settings) -> str:
+    """The same rule as the app: auto means the endpoint when a key or a non-default URL is set."""
+    from engine.preferences import Preferences
+
+    prefs = Preferences.from_settings(settings).model_copy(update={"llm": requested})
+    return prefs.resolved_llm(settings.llm.api_key)
 
 
 def _prepare_llm(services, kind: str, quiet: bool) -> None:
@@ -192,7 +192,7 @@ def cmd_run(args) -> int:
         if value is not None and value <= 0:
             raise CLIError(f"{flag} must be positive (got {value})")
     services = _services()
-    kind = _choose_llm(args.llm)
+    kind = _choose_llm(args.llm, services.settings)
     _prepare_llm(services, kind, args.quiet)
     search_mode = args.search or services.settings.search
     try:
