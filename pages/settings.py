@@ -4,8 +4,10 @@ they are masked and never stored."""
 
 import streamlit as st
 
-from components.app_state import api_key, get_services, preferences
+from components.app_state import api_key, get_services, ollama_models, preferences
+from engine.llm.local_model import BUNDLED_MODEL, describe, model_available
 from engine.llm.protocol import LLMError
+from engine.ollama import ollama_preset
 from engine.preferences import PRESETS, Preferences, save_preferences
 from engine.search.bundled import rebuild_corpus
 
@@ -14,25 +16,43 @@ prefs: Preferences = preferences(services)
 st.title("Settings")
 
 st.subheader("Language model")
+choices = ["auto", "local", "openai", "fake"]
 llm_choice = st.radio(
-    "Use", ["auto", "openai", "fake"], index=["auto", "openai", "fake"].index(prefs.llm), horizontal=True,
-    format_func={"auto": "Automatic", "openai": "OpenAI-compatible endpoint", "fake": "Offline fake (no model)"}.get,
-    help="Automatic uses the endpoint below when a key or a local endpoint is set, else the offline fake.",
+    "Use", choices, index=choices.index(prefs.llm), horizontal=True,
+    format_func={"auto": "Automatic", "local": "Built-in local model", "openai": "OpenAI-compatible endpoint",
+                 "fake": "Offline fake (no model)"}.get,
+    help="Automatic uses the endpoint below when a key or a non-OpenAI URL is set, else the built-in local model "
+         "when it is installed, else the offline fake.",
     key="settings-llm",
 )
+local = services.settings.local
+if model_available(local):
+    st.caption(f"Built-in model: {describe(local)} (licence {BUNDLED_MODEL.licence} for the bundled one), run by "
+               "llama.cpp on this CPU. Set THOUGHTMAP_LOCAL_MODEL to use another GGUF file.")
+else:
+    st.caption("Built-in model: not installed here (scripts/setup installs it).")
+
+presets = dict(PRESETS)
+detected = ollama_models(local.ollama_url)
+if detected is not None:
+    presets = {"Ollama (detected)": ollama_preset(local.ollama_url, detected), **presets}
+    st.success(f"Ollama is running at {local.ollama_url}"
+               + (f" with {', '.join(detected[:5])}" if detected else " (no models pulled yet: `ollama pull qwen2.5`)")
+               + ". Pick the *Ollama (detected)* preset and *OpenAI-compatible endpoint* to use it.",
+               icon=":material/check_circle:")
 
 
 def _fill_from_preset() -> None:
     """A preset the user picks fills the fields; they may then edit them. (Only on a pick: the
     fields otherwise show the saved preferences, edits included.)"""
-    defaults = PRESETS[st.session_state["settings-preset"]]
+    defaults = presets[st.session_state["settings-preset"]]
     if defaults:
         st.session_state["settings-base-url"] = defaults["base_url"]
         st.session_state["settings-model"] = defaults["model"]
         st.session_state["settings-mode"] = defaults["structured_mode"]
 
 
-preset = st.selectbox("Preset", list(PRESETS), index=list(PRESETS).index(prefs.preset) if prefs.preset in PRESETS else 0,
+preset = st.selectbox("Preset", list(presets), index=list(presets).index(prefs.preset) if prefs.preset in presets else 0,
                       key="settings-preset", on_change=_fill_from_preset)
 for field_key, saved in (("settings-base-url", prefs.base_url), ("settings-model", prefs.model),
                          ("settings-mode", prefs.structured_mode)):

@@ -63,9 +63,12 @@ def pytest_configure(config):
 
 @pytest.fixture(autouse=True)
 def _isolated_home(tmp_path_factory, monkeypatch):
-    """Every test gets its own THOUGHTMAP_HOME (database, corpus index) unless it sets one."""
+    """Every test gets its own THOUGHTMAP_HOME (database, corpus index) unless it sets one, and
+    the scripted fake as the default LLM: `auto` would otherwise pick the built-in model where it is
+    installed. Tests of the built-in model or of `auto` set THOUGHTMAP_LLM themselves."""
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("THOUGHTMAP_HOME", str(home))
+    monkeypatch.setenv("THOUGHTMAP_LLM", "fake")
     yield home
 
 

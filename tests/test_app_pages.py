@@ -221,8 +221,8 @@ def test_explore_out_of_range_number_is_refused(services, monkeypatch):
 
     real_form = params_form_module.params_form
 
-    def too_many_nodes(params_type, *, key):
-        return {**real_form(params_type, key=key), "max_nodes": 500}
+    def too_many_nodes(params_type, *, key, defaults=None):
+        return {**real_form(params_type, key=key, defaults=defaults), "max_nodes": 500}
 
     monkeypatch.setattr(params_form_module, "params_form", too_many_nodes)
     at = open_page()

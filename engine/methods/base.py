@@ -25,6 +25,10 @@ class MethodParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
+    # The quick profile: values that make a run finish in minutes on a small model on a CPU (the
+    # built-in model). Only these fields change; the user may still raise any of them.
+    quick_profile: ClassVar[dict[str, Any]] = {}
+
 
 class UnsupportedCommand(ValueError):
     """The method does not support this steering command (or not on this node)."""

@@ -19,6 +19,8 @@ class DirectAnswer(BaseModel):
 
 
 class DirectParams(MethodParams):
+    quick_profile = {"max_answer_tokens": 400}
+
     max_answer_tokens: int = Field(
         default=800, ge=32, le=16000,
         description="Upper bound on the length of the answer, in tokens.",

@@ -54,3 +54,30 @@ def build_params(params_type: type[MethodParams], values: Mapping[str, Any], *, 
             name = ".".join(str(p) for p in err.get("loc", ())) or "(params)"
             problems.append(f"{name}={err.get('input')!r}: {err.get('msg')}")
         raise ParamError(f"bad parameter value for method '{method}': " + "; ".join(problems)) from exc
+
+
+PROFILES = ("quick", "paper")
+
+
+def profile_for_llm(kind: str) -> str:
+    """The default profile: quick on the built-in CPU model, the paper's values elsewhere."""
+    return "quick" if kind == "local" else "paper"
+
+
+def profile_defaults(params_type: type[MethodParams], profile: str) -> dict[str, Any]:
+    """Every parameter's default under a profile (the paper's values, or the quick profile's)."""
+    if profile not in PROFILES:
+        raise ParamError(f"unknown profile '{profile}'; choose one of: {', '.join(PROFILES)}")
+    defaults = {name: info.default for name, info in params_type.model_fields.items()}
+    if profile == "quick":
+        defaults.update(params_type.quick_profile)
+    return defaults
+
+
+def build_params_with_profile(params_type: type[MethodParams], values: Mapping[str, Any], *, method: str,
+                              profile: str) -> MethodParams:
+    """The user's values over the profile's defaults (values the user gives always win)."""
+    base = dict(params_type.quick_profile) if profile == "quick" else {}
+    if profile not in PROFILES:
+        raise ParamError(f"unknown profile '{profile}'; choose one of: {', '.join(PROFILES)}")
+    return build_params(params_type, {**base, **values}, method=method)

@@ -21,6 +21,8 @@ class CitedAnswer(BaseModel):
 
 
 class RagParams(MethodParams):
+    quick_profile = {"top_k": 4, "max_answer_tokens": 500}
+
     top_k: int = Field(default=5, ge=1, le=50, description="How many passages to retrieve for the question.")
     max_answer_tokens: int = Field(
         default=800, ge=32, le=16000, description="Upper bound on the length of the answer, in tokens."

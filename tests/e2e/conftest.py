@@ -50,11 +50,14 @@ def free_port() -> int:
 
 
 class StreamlitApp:
-    """`streamlit run app.py` on 127.0.0.1, offline (fake LLM, bundled corpus), logging to a file."""
+    """`streamlit run app.py` on 127.0.0.1, offline (fake LLM unless `env` says otherwise, bundled
+    corpus), logging to a file."""
 
-    def __init__(self, home: Path, *, fake_latency: float = 0.15, log_dir: Path) -> None:
+    def __init__(self, home: Path, *, fake_latency: float = 0.15, log_dir: Path,
+                 env: dict[str, str] | None = None) -> None:
         self.home = home
         self.fake_latency = fake_latency
+        self.extra_env = {"THOUGHTMAP_LLM": "fake", **(env or {})}
         self.log_dir = log_dir
         self.port = free_port()
         self.process: subprocess.Popen | None = None
@@ -68,6 +71,7 @@ class StreamlitApp:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "THOUGHTMAP_"))}
         env.update(THOUGHTMAP_HOME=str(self.home), THOUGHTMAP_FAKE_LATENCY=str(self.fake_latency),
                    PYTHONUNBUFFERED="1")
+        env.update(self.extra_env)
         self.starts += 1
         self.log_path = self.log_dir / f"streamlit-{self.starts}.log"
         streamlit = Path(sys.executable).with_name("streamlit")

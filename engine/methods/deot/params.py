@@ -10,6 +10,12 @@ TOOL_NAMES = ("news_search", "info_search", "event_extractor", "history_analyzer
 
 
 class DeotParams(MethodParams):
+    quick_profile = {
+        "max_layers": 2, "max_nodes": 5, "max_aspects": 2, "optimize_query": False, "validate_results": False,
+        "max_plan_attempts": 1, "search_results": 3, "event_extractor": False, "history_analyzer": False,
+        "summary_words": 120, "report_max_tokens": 700,
+    }
+
     max_layers: int = Field(
         default=3, ge=0, le=8,
         description="Maximum layer: how many layers of follow-up questions may grow below the "

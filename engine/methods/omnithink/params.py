@@ -8,6 +8,11 @@ from engine.methods.base import MethodParams
 
 
 class OmniThinkParams(MethodParams):
+    quick_profile = {
+        "max_depth": 1, "subnodes": 2, "search_results": 3, "keywords_per_subtopic": 1, "max_sections": 3,
+        "section_words": 120,
+    }
+
     max_depth: int = Field(
         default=2, ge=1, le=5,
         description="Maximum retrieval depth K: how many expansion/reflection steps the information tree may grow.",
