@@ -154,9 +154,17 @@ class LocalModelServer:
             "--host", "127.0.0.1", "--port", str(port),
             "--n_ctx", str(self._settings.context_tokens), "--n_threads", str(self._settings.threads),
             "--n_threads_batch", str(self._settings.threads),
+            # The server keeps every prompt token's logits by default (151k floats each for Qwen): we
+            # never use them, and they slowed prompt processing and grew memory by GBs. Flash attention
+            # is faster on the CPU too (prompt processing 106 -> 130 tokens/s here).
+            "--logits_all", "False", "--flash_attn", "True",
         ]
-        with self._log_path.open("ab") as log_file:
-            start_offset = log_file.tell()
+        # One log per start, the previous one kept beside it: bounded, and the crash that caused a
+        # restart stays readable.
+        if self._log_path.exists():
+            os.replace(self._log_path, self._log_path.with_name(self._log_path.name + ".previous"))
+        with self._log_path.open("wb") as log_file:
+            start_offset = 0
             log_file.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} starting: {' '.join(command)}\n".encode())
             log_file.flush()
             started = time.monotonic()

@@ -12,8 +12,8 @@ TOOL_NAMES = ("news_search", "info_search", "event_extractor", "history_analyzer
 class DeotParams(MethodParams):
     quick_profile = {
         "max_layers": 2, "max_nodes": 5, "max_aspects": 2, "optimize_query": False, "validate_results": False,
-        "max_plan_attempts": 1, "search_results": 3, "event_extractor": False, "history_analyzer": False,
-        "summary_words": 120, "report_max_tokens": 700,
+        "validate_plans": False, "max_plan_attempts": 1, "search_results": 3, "event_extractor": False, "history_analyzer": False,
+        "summary_words": 120, "tool_max_tokens": 250, "report_max_tokens": 700,
     }
 
     max_layers: int = Field(
@@ -38,6 +38,11 @@ class DeotParams(MethodParams):
         default=True,
         description="Result Validation: fact-check each node's task results and summary.",
     )
+    validate_plans: bool = Field(
+        default=True,
+        description="Plan Validation: an LLM validator checks each plan for completeness and redundancy "
+        "(the format is always checked in code).",
+    )
     max_plan_attempts: int = Field(
         default=3, ge=1, le=6,
         description="How many times the Planner may produce a plan for a node when Plan Validation "
@@ -55,6 +60,10 @@ class DeotParams(MethodParams):
     summary_words: int = Field(
         default=300, ge=80, le=1500,
         description="Word limit of each node's structured summary (the paper's executor uses 300).",
+    )
+    tool_max_tokens: int = Field(
+        default=700, ge=100, le=4000,
+        description="Upper bound on each tool's answer, in tokens (Information Search stays within 500).",
     )
     report_max_tokens: int = Field(
         default=2500, ge=200, le=16000,

@@ -116,6 +116,11 @@ def make_plan(ctx: RunContext, node_id: int, query: str, context: str) -> PlanOu
             record["verdict"] = "revise"
             attempts.append(record)
             continue
+        if not params.validate_plans:
+            # Plan Validation switched off (quick profile): the format check in code is the gate.
+            record["verdict"] = "approve"
+            attempts.append(record)
+            return PlanOutcome(tasks=tasks, accepted=True, attempts=attempts)
         review = ctx.llm.ask(prompts.VALIDATE_PLAN.render(query=query, plan=_render_plan(tasks)), PlanReview,
                              purpose="validator", node_id=node_id)
         record["review"] = review.model_dump()

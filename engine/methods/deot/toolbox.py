@@ -104,7 +104,7 @@ def info_search(ctx: RunContext, call: ToolCall) -> tuple[str, list[int]]:
     if not numbers:
         return "No information found for this request.", []
     text = ctx.llm.text(prompts.INFO_SEARCH.render(sources=call.sources.blocks(numbers), input=call.task["input"]),
-                        purpose="tool", node_id=call.node.id, max_tokens=500)
+                        purpose="tool", node_id=call.node.id, max_tokens=min(500, ctx.params.tool_max_tokens))
     return text.strip(), numbers
 
 
@@ -113,7 +113,7 @@ def _analysis_tool(prompt) -> Callable[[RunContext, ToolCall], tuple[str, list[i
         numbers = call.dependency_sources
         block = f"Sources:\n\n{call.sources.blocks(numbers)}\n\n" if numbers else ""
         text = ctx.llm.text(prompt.render(sources_block=block, dependencies=call.dependency_text, input=call.task["input"]),
-                            purpose="tool", node_id=call.node.id, max_tokens=700)
+                            purpose="tool", node_id=call.node.id, max_tokens=ctx.params.tool_max_tokens)
         return text.strip(), numbers
 
     return run

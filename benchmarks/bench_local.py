@@ -1,0 +1,192 @@
+"""Benchmark of the built-in local model (llama.cpp, Qwen2.5-Coder-0.5B Q4_K_M) on this machine.
+
+A script, not a test: it measures and prints, it never asserts on time.
+
+    .venv/bin/python benchmarks/bench_local.py                  # model, speed, quick DEoT run
+    .venv/bin/python benchmarks/bench_local.py --install        # also time a from-scratch runtime build (~5 min)
+    .venv/bin/python benchmarks/bench_local.py --write          # replace the section in docs/benchmarks.md
+
+Measures: assembling the bundled model from its packages (with the sha256 check); the server's
+start (process start to a passing health check, model loaded); prompt processing and generation
+speed through the real `openai` client (a long prompt with one output token, then a short prompt
+with a long free-text answer, then a schema-constrained JSON answer as the methods ask); and a
+quick-profile DEoT run through the runner, as the app starts it: time to the first stored node,
+to the first answered node, and to the end. `--install` builds llama-cpp-python into a throwaway
+venv with an empty wheel cache, exactly as scripts/setup does on a fresh machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks._common import facts_block, machine_facts, publish, table  # noqa: E402
+from engine.config import LocalModelSettings, load_settings  # noqa: E402
+from engine.llm.local_model import BUNDLED_MODEL, assemble_bundled  # noqa: E402
+from engine.llm.local_server import LocalModelServer  # noqa: E402
+
+SECTION = "bench_local"
+QUESTION = "Which river flows through the capital of the country where the Eiffel Tower stands?"
+FILLER = ("The Seine is a 777-kilometre-long river in northern France. It rises at Source-Seine and flows "
+          "through Paris into the English Channel at Le Havre. ") * 40
+
+
+def time_install() -> float:
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run([sys.executable, "-m", "venv", f"{tmp}/venv"], check=True)
+        env = {**os.environ, "XDG_CACHE_HOME": f"{tmp}/cache"}
+        started = time.monotonic()
+        subprocess.run([str(ROOT / "scripts" / "setup-llama-cpp"), f"{tmp}/venv/bin/python"], check=True, env=env)
+        return time.monotonic() - started
+
+
+def time_assembly() -> float:
+    with tempfile.TemporaryDirectory() as tmp:
+        started = time.monotonic()
+        assemble_bundled(LocalModelSettings(models_dir=Path(tmp)))
+        return time.monotonic() - started
+
+
+def time_starts(settings: LocalModelSettings, log_dir: Path, repeat: int) -> list[float]:
+    loads = []
+    for _ in range(repeat):
+        server = LocalModelServer(settings, log_dir)
+        server.ensure_running()
+        loads.append(server.last_load_s)
+        server.stop()
+    return loads
+
+
+def speeds(settings: LocalModelSettings, log_dir: Path) -> dict[str, tuple[float, int, float]]:
+    """name -> (tokens per second, tokens, seconds) through the real openai client."""
+    import openai
+
+    server = LocalModelServer(settings, log_dir)
+    client = openai.OpenAI(base_url=server.ensure_running(), api_key="local", max_retries=0, timeout=600)
+    results = {}
+    try:
+        def call(**kwargs):
+            started = time.monotonic()
+            response = client.chat.completions.create(model=server.alias, **kwargs)
+            return response, time.monotonic() - started
+
+        call(messages=[{"role": "user", "content": "Say hello."}], max_tokens=4)  # warm-up
+        response, seconds = call(messages=[{"role": "user", "content": FILLER + "\nSummarize in one word."}],
+                                 max_tokens=1)
+        prompt = response.usage.prompt_tokens
+        results["prompt processing"] = (prompt / seconds, prompt, seconds)
+        pp_rate = prompt / seconds
+        response, seconds = call(messages=[{"role": "user", "content": "Write a long essay about rivers of Europe."}],
+                                 max_tokens=300, temperature=0)
+        out = response.usage.completion_tokens
+        gen_seconds = seconds - response.usage.prompt_tokens / pp_rate
+        results["generation, free text"] = (out / gen_seconds, out, seconds)
+        schema = {"type": "object", "properties": {
+            "tasks": {"type": "array", "minItems": 1, "maxItems": 3, "items": {"type": "object", "properties": {
+                "id": {"type": "string"}, "tool": {"type": "string", "enum": ["info_search", "direct_reasoning"]},
+                "input": {"type": "string"}}, "required": ["id", "tool", "input"]}}}, "required": ["tasks"]}
+        response, seconds = call(
+            messages=[{"role": "user", "content": f"Plan up to 3 research tasks for: {QUESTION} Answer in JSON."}],
+            max_tokens=300, temperature=0, response_format={"type": "json_object", "schema": schema})
+        out = response.usage.completion_tokens
+        gen_seconds = seconds - response.usage.prompt_tokens / pp_rate
+        results["generation, JSON with a schema"] = (out / gen_seconds, out, seconds)
+    finally:
+        server.stop()
+    return results
+
+
+def quick_deot(home: Path) -> dict[str, float | int | str]:
+    from engine.methods.deot.params import DeotParams
+    from engine.methods.params import build_params_with_profile
+    from engine.services import build_services
+
+    os.environ["THOUGHTMAP_HOME"] = str(home)
+    services = build_services(load_settings())
+    try:
+        params = build_params_with_profile(DeotParams, {}, method="deot", profile="quick")
+        started = time.monotonic()
+        services.llm("local").preflight()  # as the app does before its first local run
+        run = services.runner.create_run(question=QUESTION, method="deot", params=params,
+                                         llm_info=services.llm_info("local"), search_mode="local")
+        services.runner.start(run.id)
+        first_stored = first_done = None
+        while True:
+            snap = services.repo.snapshot(run.id)
+            now = time.monotonic() - started
+            if first_stored is None and snap.nodes:
+                first_stored = now
+            if first_done is None and any(n.status == "done" for n in snap.nodes):
+                first_done = now
+            if snap.run.status not in ("queued", "running"):
+                break
+            time.sleep(0.2)
+        total = time.monotonic() - started
+        report = services.repo.latest_report(run.id) if hasattr(services.repo, "latest_report") else None
+        return {"status": snap.run.status, "nodes": len(snap.nodes), "calls": snap.run.llm_calls,
+                "tokens": snap.run.prompt_tokens + snap.run.completion_tokens, "first_stored": first_stored or total,
+                "first_done": first_done or total, "total": total, "report": bool(report)}
+    finally:
+        services.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--install", action="store_true", help="also time a from-scratch runtime build")
+    parser.add_argument("--starts", type=int, default=3, help="server starts to time")
+    parser.add_argument("--write", action="store_true", help="replace the section in docs/benchmarks.md")
+    args = parser.parse_args(argv)
+
+    settings = load_settings().local
+    with tempfile.TemporaryDirectory() as tmp:
+        log_dir = Path(tmp) / "logs"
+        install = time_install() if args.install else None
+        assembly = time_assembly()
+        loads = time_starts(settings, log_dir, args.starts)
+        rates = speeds(settings, log_dir)
+        deot = quick_deot(Path(tmp) / "home")
+
+    command = "benchmarks/bench_local.py" + (" --install" if args.install else "") + (" --write" if args.write else "")
+    rows = []
+    if install is not None:
+        rows.append(["install the runtime (build llama-cpp-python 0.3.36, GGML_NATIVE=OFF, empty cache)",
+                     f"{install / 60:.1f} min"])
+    rows += [
+        [f"assemble the bundled model from its 6 packages + sha256 ({BUNDLED_MODEL.size / 2**20:.0f} MiB)",
+         f"{assembly:.1f} s"],
+        [f"server start to healthy, model loaded (median of {len(loads)})", f"{statistics.median(loads):.2f} s"],
+    ]
+    speed_rows = [[name, f"{rate:.1f}", tokens, f"{seconds:.1f} s"] for name, (rate, tokens, seconds) in rates.items()]
+    deot_rows = [
+        ["time to the first stored node (server start included)", f"{deot['first_stored']:.1f} s"],
+        ["time to the first answered node", f"{deot['first_done']:.1f} s"],
+        ["wall time of the whole run", f"{deot['total'] / 60:.1f} min"],
+        ["status / nodes / LLM calls / tokens", f"{deot['status']} / {deot['nodes']} / {deot['calls']} / {deot['tokens']}"],
+    ]
+    body = (
+        "## Built-in local model (`bench_local.py`)\n\n"
+        + facts_block(command, machine_facts())
+        + f"\nModel: {BUNDLED_MODEL.name}, llama-cpp-python 0.3.36 built with GGML_NATIVE=OFF (AVX2), "
+        f"{settings.threads} threads, context {settings.context_tokens} tokens.\n\n"
+        + table(["step", "time"], rows)
+        + "\n### Speed through the server (real `openai` client)\n\n"
+        + table(["what", "tokens/s", "tokens", "request time"], speed_rows)
+        + "\n### Quick-profile DEoT run (as the app starts it: server start, then the run)\n\n"
+        + f"Question: \"{QUESTION}\"; search: the bundled local corpus.\n\n"
+        + table(["measure", "value"], deot_rows)
+    )
+    publish(SECTION, body, args.write)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
