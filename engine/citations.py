@@ -99,3 +99,60 @@ def number_citations(text: str, known_ids: Iterable[int], start: Mapping[int, in
 
 def strip_markers(text: str) -> str:
     return _STORED_MARKER.sub("", text)
+
+
+# ---------------------------------------------------------------- attribution for models that forget to cite
+
+_WORD = re.compile(r"[a-z0-9][a-z0-9'-]{2,}")
+_STOPWORDS = frozenset(
+    "the and for are was were with that this from has have had its not but which who whom what when where "
+    "how why into onto than then also been being their there these those they them his her him she our "
+    "you your all any can could would should may might will shall about over under after before between "
+    "during while such each other more most some only very one two".split())
+# A sentence, a list item or a line: the units a citation is attached to.
+_UNIT = re.compile(r"[^\n.!?]+(?:[.!?]+(?=\s|$)|(?=\n)|$)")
+
+
+def _content_words(text: str) -> set[str]:
+    return {w for w in _WORD.findall(text.lower()) if w not in _STOPWORDS}
+
+
+def attribute_uncited(text: str, sources: Sequence[CitableSource], *, min_words: int = 4,
+                      min_share: float = 0.6) -> tuple[str, int]:
+    """Add `[n]` to sentences that cite nothing but are clearly drawn from source n.
+
+    Small models often write from their sources without citing them, or name a source by its
+    title. A sentence with no `[n]` gets the number of the source that contains the largest share
+    of its content words, when that share is at least `min_share` of at least `min_words` words;
+    a line that is exactly a source's title cites that source. Sentences that already cite are
+    never touched. Returns the text and the number of citations added (stored with the output, so
+    added citations can be told apart from the model's own)."""
+    if not sources:
+        return text, 0
+    vocabularies = [_content_words(f"{s.title} {s.text or s.snippet or ''}") for s in sources]
+    titles = {(s.title or "").strip().lower(): n for n, s in enumerate(sources, start=1) if (s.title or "").strip()}
+    added = 0
+
+    def cite(match: re.Match[str]) -> str:
+        nonlocal added
+        unit = match.group(0)
+        if _MODEL_CITATION.search(unit) or not unit.strip():
+            return unit
+        bare = unit.strip().strip("-*• ").rstrip(".!?").strip().lower()
+        number = titles.get(bare)
+        if number is None:
+            words = _content_words(unit)
+            if len(words) < min_words:
+                return unit
+            shares = [len(words & vocabulary) / len(words) for vocabulary in vocabularies]
+            best = max(range(len(shares)), key=shares.__getitem__)
+            if shares[best] < min_share:
+                return unit
+            number = best + 1
+        added += 1
+        body = unit.rstrip()
+        trail = unit[len(body):]
+        stripped = body.rstrip(".!?")
+        return f"{stripped} [{number}]{body[len(stripped):]}{trail}"
+
+    return _UNIT.sub(cite, text), added

@@ -21,6 +21,7 @@ from storage.models import NodeStatus, RunStatus
 from tests.deot_scripts import (
     ATTEMPTS_TO_FAIL,
     BREADTH,
+    BreadthScript,
     CONTROLLER,
     DEPTH,
     EVENT_EXTRACTOR,
@@ -42,6 +43,7 @@ from tests.deot_scripts import (
     by_label,
     children_of,
     controller_by_layer,
+    depth_follow_up,
     decision,
     plan,
     prompts_with,
@@ -72,6 +74,9 @@ def _done_run(services, params: dict | None = None, question: str = QUESTION) ->
 def test_default_run_respects_paper_limits_and_records_every_step(services, fake_llm):
     # BREADTH on the first two layers, DEPTH below: both engines run, and the node budget bites.
     fake_llm.when(CONTROLLER, controller_by_layer(lambda layer: "BREADTH" if layer < 2 else "DEPTH"))
+    # Unique proposals: the fake's templates would repeat some nodes' own questions, which are dropped.
+    fake_llm.when(BREADTH, BreadthScript())
+    fake_llm.when(DEPTH, depth_follow_up)
     run_id = _done_run(services)  # default params: max_layers=3, max_nodes=15, max_aspects=3
     nodes = questions(services, run_id)
     by_id = {n.id: n for n in nodes}
@@ -413,3 +418,17 @@ def test_same_question_gives_the_same_tree(services):
         shapes.append([(n.depth, n.data["engine"], n.label, n.data["expansion"]["decision"])
                        for n in questions(services, run_id)])
     assert shapes[0] == shapes[1] and len(shapes[0]) == 15
+
+
+def test_proposals_repeating_a_question_in_the_tree_are_dropped():
+    """Small models often propose the question they were given again (seen with the built-in 0.5B)."""
+    from engine.methods.deot.engines import Proposal
+    from engine.methods.deot.method import novel_proposals
+
+    asked = ["Which river flows through Paris?"]
+    proposals = [Proposal(engine="breadth", query="which river flows through  Paris", reasoning="", priority="HIGH"),
+                 Proposal(engine="breadth", query="How long is the Seine?", reasoning="", priority="HIGH"),
+                 Proposal(engine="breadth", query="How long is the Seine ?", reasoning="", priority="HIGH")]
+    kept, repeats = novel_proposals(proposals, asked)
+    assert [p.query for p in kept] == ["How long is the Seine?"]
+    assert repeats == ["which river flows through  Paris", "How long is the Seine ?"]

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from engine.citations import cited_source_ids, source_blocks, to_stored_markers
+from engine.citations import attribute_uncited, cited_source_ids, source_blocks, to_stored_markers
 from engine.llm.protocol import StructuredOutputError
 from engine.methods import baseline_prompts as prompts
 from engine.methods.base import Method, MethodParams, RunContext
@@ -21,11 +21,16 @@ class CitedAnswer(BaseModel):
 
 
 class RagParams(MethodParams):
-    quick_profile = {"top_k": 4, "max_answer_tokens": 500}
+    quick_profile = {"top_k": 4, "max_answer_tokens": 500, "attribute_citations": True}
 
     top_k: int = Field(default=5, ge=1, le=50, description="How many passages to retrieve for the question.")
     max_answer_tokens: int = Field(
         default=800, ge=32, le=16000, description="Upper bound on the length of the answer, in tokens."
+    )
+    attribute_citations: bool = Field(
+        default=False,
+        description="Add a citation [n] to sentences that cite nothing but are clearly drawn from passage n "
+        "(most of their words are in it). For small models that forget to cite.",
     )
 
 
@@ -72,10 +77,13 @@ class RagMethod(Method):
             except StructuredOutputError as exc:
                 ctx.graph.fail(answer, str(exc), data={"last_output": exc.last_output[:2000]})
             else:
-                content, dropped = to_stored_markers(result.answer, sources)
+                text, attributed = (attribute_uncited(result.answer, sources) if params.attribute_citations
+                                    else (result.answer, 0))
+                content, dropped = to_stored_markers(text, sources)
                 ctx.graph.link_sources(answer, cited_source_ids(content))
                 ctx.graph.finish(answer, content=content,
-                                 data={"confidence": result.confidence, "invalid_citations": dropped})
+                                 data={"confidence": result.confidence, "invalid_citations": dropped,
+                                       "attributed_citations": attributed})
         if not ctx.graph.has_report():
             self.write_report(ctx)
 

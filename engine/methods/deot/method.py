@@ -9,9 +9,12 @@ next step is always decided from the stored graph, so a resumed run continues wh
 
 from __future__ import annotations
 
+import re
+
 from typing import Any
 
 from engine.citations import (
+    attribute_uncited,
     cited_source_ids,
     number_citations,
     source_blocks,
@@ -197,9 +200,12 @@ class DeotMethod(Method):
                     FactCheck, purpose="validator", node_id=node.id)
                 detail["validation"] = check.model_dump()
 
-            stored, invalid = self._store_citations(summary.model_dump(), numbered)
+            stored, invalid, attributed = self._store_citations(summary.model_dump(), numbered,
+                                                                attribute=params.attribute_citations)
             detail["summary"] = stored
             detail["invalid_citations"] = invalid
+            if attributed:
+                detail["attributed_citations"] = attributed
             content = render_summary(stored)
             ctx.graph.link_sources(node, cited_source_ids(content))
             ctx.graph.finish(node, content=content, data=detail)
@@ -207,10 +213,16 @@ class DeotMethod(Method):
             ctx.graph.fail(node, str(exc), data={**detail, "last_output": exc.last_output[:2000]})
 
     @staticmethod
-    def _store_citations(summary: dict[str, Any], numbered: list) -> tuple[dict[str, Any], list[int]]:
+    def _store_citations(summary: dict[str, Any], numbered: list, *,
+                         attribute: bool = False) -> tuple[dict[str, Any], list[int], int]:
         invalid: list[int] = []
+        attributed = 0
 
         def convert(text: str) -> str:
+            nonlocal attributed
+            if attribute:
+                text, added = attribute_uncited(text, numbered)
+                attributed += added
             converted, dropped = to_stored_markers(text, numbered)
             invalid.extend(dropped)
             return converted
@@ -219,7 +231,7 @@ class DeotMethod(Method):
             key: [convert(v) for v in value] if isinstance(value, list) else convert(value)
             for key, value in summary.items()
         }
-        return stored, invalid
+        return stored, invalid, attributed
 
     # ------------------------------------------------------------------ expansion
 
@@ -276,7 +288,14 @@ class DeotMethod(Method):
         except StructuredOutputError as exc:
             self._record_expansion(ctx, node, "STOP", "error", f"the engines failed: {exc}", [])
             return
-        self._record_expansion(ctx, node, verdict.decision, "controller", verdict.reasoning, proposals,
+        # Small models often propose the question they were given (or an ancestor's) again; such a
+        # child would only redo work on its own path and spend the node budget.
+        lineage = [n.label for n in self._ancestry(ctx, node)] + [node.label]
+        proposals, repeats = novel_proposals(proposals, lineage)
+        reasoning = verdict.reasoning
+        if repeats:
+            reasoning += f" (dropped {len(repeats)} proposal(s) repeating this question or one above it)"
+        self._record_expansion(ctx, node, verdict.decision, "controller", reasoning, proposals,
                                verdict.unresolved_points)
 
     def _materialize(self, ctx: RunContext) -> None:
@@ -468,6 +487,7 @@ class DeotMethod(Method):
                 node_summaries="\n\n".join(summaries), **metrics),
             purpose="report", max_tokens=params.report_max_tokens,
         )
+        text, attributed = attribute_uncited(text, ordered_sources) if params.attribute_citations else (text, 0)
         body, invalid = to_stored_markers(text.strip(), ordered_sources)
         metrics_md = (
             "\n\n## Analysis metrics\n\n"
@@ -477,4 +497,24 @@ class DeotMethod(Method):
             f"- Depth analyses: {metrics['depth_analyses']}\n"
         )
         ctx.graph.save_report(body + metrics_md, data={"method": self.name, "signature": signature,
-                                                        "metrics": metrics, "invalid_citations": invalid})
+                                                        "metrics": metrics, "invalid_citations": invalid,
+                                                        "attributed_citations": attributed})
+
+
+def _question_key(text: str) -> str:
+    return " ".join(re.sub(r"[^\w\s]", " ", text.lower()).split())
+
+
+def novel_proposals(proposals: list[Proposal], asked: list[str]) -> tuple[list[Proposal], list[str]]:
+    """The proposals whose question is not one of `asked` (nor repeated among themselves), and the
+    repeated questions that were dropped. Case, punctuation and spacing are ignored."""
+    seen = {_question_key(q) for q in asked}
+    kept, repeats = [], []
+    for proposal in proposals:
+        key = _question_key(proposal.query)
+        if key in seen:
+            repeats.append(proposal.query)
+        else:
+            seen.add(key)
+            kept.append(proposal)
+    return kept, repeats

@@ -14,6 +14,7 @@ class DeotParams(MethodParams):
         "max_layers": 2, "max_nodes": 5, "max_aspects": 2, "optimize_query": False, "validate_results": False,
         "validate_plans": False, "max_plan_attempts": 1, "search_results": 3, "event_extractor": False, "history_analyzer": False,
         "summary_words": 120, "tool_max_tokens": 250, "report_max_tokens": 700,
+        "attribute_citations": True,
     }
 
     max_layers: int = Field(
@@ -64,6 +65,11 @@ class DeotParams(MethodParams):
     tool_max_tokens: int = Field(
         default=700, ge=100, le=4000,
         description="Upper bound on each tool's answer, in tokens (Information Search stays within 500).",
+    )
+    attribute_citations: bool = Field(
+        default=False,
+        description="Add a citation [n] to sentences that cite nothing but are clearly drawn from source n "
+        "(most of their words are in it). For small models that forget to cite; counted apart in the node data.",
     )
     report_max_tokens: int = Field(
         default=2500, ge=200, le=16000,
