@@ -365,3 +365,26 @@ def settled_map(page, *, timeout: float = 60) -> list[dict]:
 def well_inside(dot: dict, margin: float = 30) -> bool:
     return (margin < dot["x"] < dot["canvasWidth"] - margin and margin < dot["y"] < dot["canvasHeight"] - 90
             and dot["w"] > 8 and dot["h"] > 8)
+
+
+def download_report(page, tmp_path: Path) -> str:
+    """Open the Report page from the sidebar and download the Markdown report; its text."""
+    page.locator('[data-testid="stSidebarNav"]').get_by_role("link", name="Report").click()
+    page.get_by_role("button", name="Download Markdown").wait_for()
+    with page.expect_download() as download_info:
+        page.get_by_role("button", name="Download Markdown").click()
+    path = tmp_path / "report.md"
+    download_info.value.save_as(path)
+    return path.read_text(encoding="utf-8")
+
+
+def assert_citations_resolve(report: str) -> set[int]:
+    """The report cites inline, and every [n] is listed under Sources (numbered 1..N in order)."""
+    body, sep, sources = report.partition("\n## Sources\n")
+    assert sep, "the report has a Sources section"
+    cited = {int(n) for n in re.findall(r"\[(\d+)\]", body)}
+    listed = [int(n) for n in re.findall(r"^\[(\d+)\] ", sources, flags=re.MULTILINE)]
+    assert cited, "the report cites sources"
+    assert sorted(listed) == listed and set(listed) == cited, (cited, listed)
+    assert listed == list(range(1, len(listed) + 1))
+    return cited

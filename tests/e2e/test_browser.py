@@ -16,7 +16,9 @@ from tests.e2e.conftest import (
     MAP_IFRAME,
     ROOT_FILL,
     all_dots,
+    assert_citations_resolve,
     choose_node,
+    download_report,
     map_dots,
     metric,
     node_options,
@@ -107,22 +109,10 @@ def test_research_watch_steer_report_restart(streamlit_app, page, shot, app_repo
     shot(page, "4b-selectbox")
 
     # 5. Report page: download the Markdown report.
-    page.locator('[data-testid="stSidebarNav"]').get_by_role("link", name="Report").click()
-    page.get_by_role("button", name="Download Markdown").wait_for()
-    with page.expect_download() as download_info:
-        page.get_by_role("button", name="Download Markdown").click()
-    report_path = tmp_path / "report.md"
-    download_info.value.save_as(report_path)
-    report = report_path.read_text(encoding="utf-8")
+    report = download_report(page, tmp_path)
     shot(page, "5-report")
     assert QUESTION in report
-    body, sep, sources = report.partition("\n## Sources\n")
-    assert sep, "the report has a Sources section"
-    cited = {int(n) for n in re.findall(r"\[(\d+)\]", body)}
-    listed = [int(n) for n in re.findall(r"^\[(\d+)\] ", sources, flags=re.MULTILINE)]
-    assert cited, "the report cites sources"
-    assert sorted(listed) == listed and set(listed) == cited, (cited, listed)
-    assert listed == list(range(1, len(listed) + 1))
+    assert_citations_resolve(report)
 
     # 6. Restart the server on the same home; open the run from Sessions; the tree is back.
     streamlit_app.restart()

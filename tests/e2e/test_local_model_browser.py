@@ -4,12 +4,10 @@ The real 0.5B model on this CPU, in Debian's Chromium. Screenshots go to test-ar
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
 from storage.models import RunStatus
-from tests.e2e.conftest import StreamlitApp, metric, poll
+from tests.e2e.conftest import StreamlitApp, assert_citations_resolve, download_report, metric, poll
 from tests.test_local_model_server import local_settings  # noqa: F401  (fixture: skips without the runtime)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.local_model, pytest.mark.timeout(900)]
@@ -53,17 +51,7 @@ def test_a_deot_run_on_the_built_in_model_in_the_browser(local_app, page, shot, 
     assert app_repo.list_nodes(run_id), "the tree is stored"
     shot(page, "3-done")
 
-    page.locator('[data-testid="stSidebarNav"]').get_by_role("link", name="Report").click()
-    page.get_by_role("button", name="Download Markdown").wait_for()
-    with page.expect_download() as download_info:
-        page.get_by_role("button", name="Download Markdown").click()
-    report_path = tmp_path / "report.md"
-    download_info.value.save_as(report_path)
-    report = report_path.read_text(encoding="utf-8")
+    report = download_report(page, tmp_path)
     shot(page, "4-report")
-    body, sep, sources = report.partition("\n## Sources\n")
-    assert sep, "the report has a Sources section"
-    cited = {int(n) for n in re.findall(r"\[(\d+)\]", body)}
-    listed = {int(n) for n in re.findall(r"^\[(\d+)\] ", sources, flags=re.MULTILINE)}
-    assert cited and cited == listed, (cited, listed)
+    assert_citations_resolve(report)
     assert page.dialogs == []
