@@ -35,7 +35,8 @@ from engine.llm.local_model import BUNDLED_MODEL, assemble_bundled  # noqa: E402
 from engine.llm.local_server import LocalModelServer  # noqa: E402
 
 SECTION = "bench_local"
-QUESTION = "Which river flows through the capital of the country where the Eiffel Tower stands?"
+QUESTION = ("Which animation comedy by the creator of Wallace and Gromit matched zoo animals with "
+            "people talking about their homes?")  # HotpotQA dev; its passages are in the bundled corpus
 FILLER = ("The Seine is a 777-kilometre-long river in northern France. It rises at Source-Seine and flows "
           "through Paris into the English Channel at Le Havre. ") * 40
 

@@ -26,7 +26,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.local_model, pytest.mark.timeout(900
 
 ROOT = Path(__file__).resolve().parents[1]
 THOUGHTMAP = [sys.executable, "-m", "engine.cli"]
-QUESTION = "Which river flows through the capital of France?"
+QUESTION = ("Which animation comedy by the creator of Wallace and Gromit matched zoo animals with "
+            "people talking about their homes?")  # HotpotQA dev; its passages are in the bundled corpus
 TINY = {"max_nodes": 2, "max_layers": 1, "max_aspects": 1}
 
 
@@ -85,7 +86,7 @@ def test_a_run_goes_on_when_the_model_server_is_killed_mid_call(local_settings, 
         # Wait for the second LLM call to be in flight (one finished, one being generated), then kill.
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
-            if services.repo.get_run(run.id).llm_calls >= 1 and llm._limiter.in_flight == 1:
+            if services.repo.get_run(run.id).llm_calls >= 1 and llm.in_flight == 1:
                 break
             time.sleep(0.05)
         else:

@@ -107,7 +107,7 @@ def test_a_killed_server_is_restarted_and_the_call_in_flight_is_retried(server, 
     caller = threading.Thread(target=long_call)
     caller.start()
     deadline = time.monotonic() + 30
-    while llm._limiter.in_flight == 0 and time.monotonic() < deadline:
+    while llm.in_flight == 0 and time.monotonic() < deadline:
         time.sleep(0.05)
     time.sleep(1.0)  # the request is now being generated
     os.kill(first_pid, signal.SIGKILL)

@@ -6,7 +6,10 @@ What differs from a remote endpoint is handled here and only here:
   grammar then guarantees JSON of the schema's shape);
 - it serves one request at a time, so calls queue here (one slot) rather than inside the server,
   where they would spend their timeout waiting;
-- a small model may ramble until the context is full, so every call gets an output cap;
+- a small model may ramble until the context is full, so every call gets an output cap, and it
+  strays at high temperatures, so calls that set none run at a low one;
+- it loops easily, so JSON cut off by the token limit is closed and repeated sentences are
+  removed (`small_models.py`);
 - when the server process dies (a native crash, an OOM kill), the call that hit it starts the
   server again and is retried: the run goes on.
 """
@@ -21,11 +24,17 @@ from engine.config import LLMSettings, LocalModelSettings
 from engine.llm.limits import ConcurrencyLimiter
 from engine.llm.local_model import LocalModelError, describe
 from engine.llm.local_server import LocalModelServer
-from engine.llm.protocol import ChatRequest, ChatResponse, LLMConnectionError, LLMServerError
+from engine.llm.protocol import ChatRequest, ChatResponse, LLMConnectionError, LLMServerError, ResponseFormat
+from engine.llm.small_models import collapse_repeats, collapse_repeats_in_json
 
 log = logging.getLogger("thoughtmap.local_model")
 
 DEFAULT_MAX_TOKENS = 768  # when a call sets none: long enough for a section, short of a runaway
+# Structured calls that set none: room for a large structured output (a node summary); a looping
+# model is cut here and its JSON closed (small_models.close_truncated_json).
+DEFAULT_STRUCTURED_MAX_TOKENS = 1000
+# When a call sets none: a 0.5B model strays and breaks formats at llama.cpp's default of 0.8.
+DEFAULT_TEMPERATURE = 0.2
 RESTARTS_PER_CALL = 2
 
 
@@ -58,21 +67,39 @@ class LocalModelLLM:
         """Start the server now (so its errors show before a run starts)."""
         self._current_adapter()
 
+    @property
+    def in_flight(self) -> int:
+        """Calls being answered by the server right now (0 or 1)."""
+        return self._limiter.in_flight
+
     def chat(self, request: ChatRequest) -> ChatResponse:
         if request.max_tokens is None:
-            request = dataclasses.replace(request, max_tokens=DEFAULT_MAX_TOKENS)
+            structured_call = request.response_format is not ResponseFormat.TEXT
+            request = dataclasses.replace(
+                request, max_tokens=DEFAULT_STRUCTURED_MAX_TOKENS if structured_call else DEFAULT_MAX_TOKENS)
+        if request.temperature is None:
+            request = dataclasses.replace(request, temperature=DEFAULT_TEMPERATURE)
+        response = self._chat(request)
+        structured = request.response_format is not ResponseFormat.TEXT
+        text = collapse_repeats_in_json(response.text) if structured else collapse_repeats(response.text)
+        return dataclasses.replace(response, text=text) if text != response.text else response
+
+    def _chat(self, request: ChatRequest) -> ChatResponse:
         for attempt in range(RESTARTS_PER_CALL + 1):
-            adapter = self._current_adapter()
+            adapter, url = self._current_adapter()
             try:
                 return adapter.chat(request)
             except (LLMConnectionError, LLMServerError) as exc:
-                if self._server.alive() or attempt == RESTARTS_PER_CALL:
-                    if not self._server.alive():
-                        raise LocalModelError(
-                            f"the local model server kept dying ({self._server.starts} starts): {exc}",
-                            hint="See THOUGHTMAP_HOME/logs/local-model.log; the machine may be out of memory.",
-                        ) from exc
+                # Retry when the server this call went to is gone: dead now, or already replaced by
+                # a restart that another call made while this one waited for its turn.
+                replaced = not self._server.alive() or self._server.base_url != url
+                if not replaced:
                     raise
+                if attempt == RESTARTS_PER_CALL:
+                    raise LocalModelError(
+                        f"the local model server kept dying ({self._server.starts} starts): {exc}",
+                        hint="See THOUGHTMAP_HOME/logs/local-model.log; the machine may be out of memory.",
+                    ) from exc
                 log.warning("the local model server died during a call; restarting it and retrying (%s)", exc)
         raise AssertionError("unreachable")
 
@@ -86,4 +113,4 @@ class LocalModelLLM:
                 settings = self._base.model_copy(update={"base_url": url, "model": self._server.alias})
                 self._adapter = OpenAICompatibleLLM(settings, self._limiter)
                 self._adapter_url = url
-            return self._adapter
+            return self._adapter, url

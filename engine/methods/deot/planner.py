@@ -34,6 +34,9 @@ def format_problems(tasks: list[dict[str, Any]], enabled_tools: list[str]) -> li
             problems.append(f"task {task_id} uses '{task.get('tool')}', which is not an available agent")
         if not str(task.get("input", "")).strip():
             problems.append(f"task {task_id} has an empty input")
+        earlier = next((t for t in tasks[:tasks.index(task)] if _task_key(t) == _task_key(task)), None)
+        if earlier is not None:
+            problems.append(f"task {task_id} repeats task {earlier.get('id')} (same agent and input)")
         for dep in task.get("depends_on", []):
             if dep == task_id:
                 problems.append(f"task {task_id} depends on itself")
@@ -62,13 +65,22 @@ def _has_cycle(tasks: list[dict[str, Any]]) -> bool:
     return any(visit(task_id) for task_id in deps)
 
 
+def _task_key(task: dict[str, Any]) -> tuple[str, str]:
+    return str(task.get("tool", "")), " ".join(str(task.get("input", "")).lower().split())
+
+
 def repair(tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Last resort after the attempts are used up: drop dependencies that cannot be honoured,
-    so the node still runs rather than failing on a formality (recorded as not accepted)."""
+    """Last resort after the attempts are used up: drop tasks that repeat an earlier one (same tool
+    and input: small models do this) and dependencies that cannot be honoured, so the node still
+    runs rather than failing on a formality (recorded as not accepted)."""
     ids: list[str] = []
     repaired = []
+    seen: set[tuple[str, str]] = set()
     for index, task in enumerate(tasks[:3], start=1):
         task = dict(task)
+        if _task_key(task) in seen:
+            continue
+        seen.add(_task_key(task))
         if not str(task.get("id", "")).strip() or task["id"] in ids:
             task["id"] = f"task{index}"
         # Only dependencies on earlier tasks survive: that cannot form a cycle.
