@@ -35,7 +35,8 @@ with st.expander("New research", expanded=current is None):
     with st.expander("Parameters" + (" (quick profile)" if profile == "quick" and params_type.quick_profile else "")):
         if profile == "quick" and params_type.quick_profile:
             st.caption("Quick profile for the small built-in model, so a run finishes in minutes: "
-                       + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in params_type.quick_profile.items())
+                       + ", ".join(f"{k.replace('_', ' ')} {({True: 'on', False: 'off'}.get(v, v) if isinstance(v, bool) else v)}"
+                                   for k, v in params_type.quick_profile.items())
                        + ". Raise any of them; the paper's values apply with a stronger model.")
         # Separate widget keys per profile: switching the LLM must show that profile's defaults.
         raw = params_form(params_type, key=f"params-{method}" + ("" if profile == "paper" else f"-{profile}"),
