@@ -432,3 +432,17 @@ def test_proposals_repeating_a_question_in_the_tree_are_dropped():
     kept, repeats = novel_proposals(proposals, asked)
     assert [p.query for p in kept] == ["How long is the Seine?"]
     assert repeats == ["which river flows through  Paris", "How long is the Seine ?"]
+
+
+def test_a_breadth_answer_that_only_repeats_the_question_is_asked_again_once(services, fake_llm):
+
+    fake_llm.when(CONTROLLER, controller_by_layer(lambda layer: "BREADTH" if layer < 1 else "STOP"))
+    fake_llm.when(BREADTH, lambda request: aspects(aspect(QUESTION.upper())), times=1)  # a repeat, shouted
+    fake_llm.when("only repeated questions that were already asked",
+                  lambda request: aspects(aspect("Which computers guided the Apollo spacecraft?")))
+    run_id = _done_run(services, {"max_layers": 1, "max_nodes": 3, "optimize_query": False})
+    nodes = questions(services, run_id)
+    assert [n.label for n in nodes[1:]] == ["Which computers guided the Apollo spacecraft?"]
+    retry = [" ".join(m.content for m in c.messages) for c in fake_llm.calls]
+    retry = [text for text in retry if "only repeated questions" in text]
+    assert len(retry) == 1 and QUESTION.upper() in retry[0]

@@ -3,6 +3,8 @@ node; the Breadth Engine proposes up to `max_aspects` aspects; the Depth Engine 
 
 from __future__ import annotations
 
+from string import Template
+
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,10 +53,13 @@ def decide(ctx: RunContext, node: Node, nodes_used: int) -> ControllerDecision:
     return ctx.llm.ask(messages, ControllerDecision, purpose="controller", node_id=node.id)
 
 
-def breadth(ctx: RunContext, node: Node, explored: list[str], max_aspects: int) -> list[Proposal]:
+def breadth(ctx: RunContext, node: Node, explored: list[str], max_aspects: int,
+            repeated: list[str] | None = None) -> list[Proposal]:
+    """The Breadth Engine's aspects; `repeated` (the repeats of a first answer) asks again for new ones."""
+    retry_note = Template(prompts.REPEATED_NOTE).substitute(repeats="; ".join(repeated)) if repeated else ""
     messages = prompts.BREADTH.render(
         question=ctx.question, query=node.label, explored="; ".join(explored) or "(nothing yet)",
-        content=_content(node), max_aspects=max_aspects,
+        content=_content(node), max_aspects=max_aspects, retry_note=retry_note,
     )
     result = ctx.llm.ask(messages, breadth_model(max_aspects), purpose="breadth", node_id=node.id)
     return [Proposal(engine="breadth", query=a.query, reasoning=a.reasoning, priority=a.priority,

@@ -292,6 +292,12 @@ class DeotMethod(Method):
         # child would only redo work on its own path and spend the node budget.
         lineage = [n.label for n in self._ancestry(ctx, node)] + [node.label]
         proposals, repeats = novel_proposals(proposals, lineage)
+        if verdict.decision == "BREADTH" and repeats and not proposals:
+            try:  # one more try, told what it repeated (small models do this)
+                proposals, repeats = novel_proposals(
+                    breadth(ctx, node, explored, params.max_aspects, repeated=repeats), lineage)
+            except StructuredOutputError:
+                proposals = []
         reasoning = verdict.reasoning
         if repeats:
             reasoning += f" (dropped {len(repeats)} proposal(s) repeating this question or one above it)"

@@ -195,8 +195,15 @@ BREADTH = Prompt(
         "Question: $query\n"
         "Already explored: $explored\n\n"
         "Content to analyse:\n$content\n\n"
-        "Give at most $max_aspects aspects."
+        "Give at most $max_aspects aspects.$retry_note"
     ),
+)
+
+# Appended when every proposal of a first answer repeated a question already asked.
+REPEATED_NOTE = (
+    "\n\nYour previous answer only repeated questions that were already asked ($repeats). Each "
+    "query must now be a new, narrower question about one specific aspect: a person, work, date, "
+    "place, cause or consequence named in the content."
 )
 
 DEPTH = Prompt(
