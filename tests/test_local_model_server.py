@@ -140,6 +140,23 @@ def test_a_port_in_use_is_avoided(local_settings, tmp_path):
             raced.stop()
 
 
+def test_the_servers_own_port_wins_over_port_variables_meant_for_others(local_settings, tmp_path, monkeypatch):
+    """scripts/run sets PORT for Streamlit; llama.cpp's server would read it and bind Streamlit's port."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        monkeypatch.setenv("PORT", str(busy))
+        monkeypatch.setenv("HOST", "0.0.0.0")
+        monkeypatch.setenv("MODEL", str(tmp_path / "not-this.gguf"))
+        server = LocalModelServer(local_settings, tmp_path / "logs")
+        try:
+            url = server.ensure_running()
+            assert url.startswith("http://127.0.0.1:") and f":{busy}/" not in url and server.starts == 1
+        finally:
+            server.stop()
+
+
 def test_a_file_llama_cannot_load_is_a_clear_error(local_settings, tmp_path):
     broken = tmp_path / "broken.gguf"
     broken.write_bytes(b"GGUF" + os.urandom(4096))

@@ -20,7 +20,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from engine.config import LocalModelSettings
@@ -30,6 +30,22 @@ log = logging.getLogger("thoughtmap.local_model")
 
 _PORT_TAKEN_SIGNS = ("address already in use", "errno 98", "only one usage of each socket address")
 _LOAD_FAILURE_SIGNS = ("failed to load model", "error loading model", "gguf_init", "valueerror", "failed to read")
+
+
+# The child gets only these variables: llama.cpp's server reads its settings from the environment
+# too (PORT, HOST, MODEL... which then win over our flags), and PORT is what scripts/run sets for
+# Streamlit.
+_PASSED_VARIABLES = frozenset({"PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TEMP", "TMP",
+                               "SYSTEMROOT", "VIRTUAL_ENV"})
+_PASSED_PREFIXES = ("LC_", "XDG_", "OPENBLAS_", "OMP_")
+
+
+def server_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment of the server process: the basics, and our package importable from anywhere."""
+    env = {k: v for k, v in environ.items() if k in _PASSED_VARIABLES or k.startswith(_PASSED_PREFIXES)}
+    root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, environ.get("PYTHONPATH", "")) if p)
+    return env
 
 
 def free_port() -> int:
@@ -168,10 +184,7 @@ class LocalModelServer:
             log_file.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} starting: {' '.join(command)}\n".encode())
             log_file.flush()
             started = time.monotonic()
-            # Our package must be importable by the child even when run from another directory.
-            env = dict(os.environ)
-            root = str(Path(__file__).resolve().parents[2])
-            env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
+            env = server_environment(os.environ)
             process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
                                        env=env, start_new_session=True)
         self._process = process
@@ -213,7 +226,8 @@ class LocalModelServer:
         tail = self._log_tail(start_offset)
         lowered = tail.lower()
         if any(sign in lowered for sign in _PORT_TAKEN_SIGNS):
-            raise _PortTaken(tail.strip().splitlines()[-1] if tail.strip() else "address already in use")
+            lines = [line for line in tail.splitlines() if any(sign in line.lower() for sign in _PORT_TAKEN_SIGNS)]
+            raise _PortTaken(lines[-1].strip() if lines else "address already in use")
         last = "\n".join(tail.strip().splitlines()[-6:])
         if any(sign in lowered for sign in _LOAD_FAILURE_SIGNS):
             raise LocalModelError(
