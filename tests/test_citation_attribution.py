@@ -53,3 +53,8 @@ def test_nothing_to_attribute_without_sources():
 def test_attribution_is_off_with_the_papers_values_and_on_in_the_quick_profile():
     assert RagParams().attribute_citations is False
     assert RagParams.quick_profile["attribute_citations"] is True
+
+
+def test_questions_are_never_given_a_citation():
+    text = "Query: Which river flows through Paris in northern France?"
+    assert attribute_uncited(text, SOURCES) == (text, 0)

@@ -107,3 +107,14 @@ def test_ask_structured_with_the_fake_directly():
     fake = FakeLLM()
     finding = ask_structured(fake, [Message("user", SOURCES_PROMPT)], Finding)
     assert fake.call_count == 1 and "[1]" in finding.answer
+
+
+def test_the_schema_shown_to_models_leaves_out_class_docstrings_but_keeps_field_descriptions():
+    """A 0.5B model copied "The executor's structured summary (appendix C, figure 22)." into its answer."""
+    from engine.llm.structured import schema_for
+    from engine.methods.deot.schemas import NodeSummary, breadth_model
+
+    schema = schema_for(NodeSummary)
+    assert "description" not in schema and "appendix" not in str(schema)
+    assert "citing sources as [n]" in schema["properties"]["key_findings"]["description"]
+    assert "appendix" not in str(schema_for(breadth_model(3)))

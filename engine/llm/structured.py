@@ -31,7 +31,14 @@ _FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
 
 
 def schema_for(output_type: type[BaseModel]) -> dict[str, Any]:
-    return output_type.model_json_schema()
+    """The JSON schema the model sees. Class docstrings are notes for developers (e.g. which paper
+    figure a model follows): models, small ones especially, copy them into their answers, so they
+    are left out. Field descriptions, which are written for the model, stay."""
+    schema = output_type.model_json_schema()
+    schema.pop("description", None)
+    for definition in schema.get("$defs", {}).values():
+        definition.pop("description", None)
+    return schema
 
 
 def format_instruction(output_type: type[BaseModel]) -> str:
