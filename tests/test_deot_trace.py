@@ -446,3 +446,17 @@ def test_a_breadth_answer_that_only_repeats_the_question_is_asked_again_once(ser
     retry = [" ".join(m.content for m in c.messages) for c in fake_llm.calls]
     retry = [text for text in retry if "only repeated questions" in text]
     assert len(retry) == 1 and QUESTION.upper() in retry[0]
+
+
+def test_a_report_that_cites_nothing_keeps_the_trees_cited_findings(services, fake_llm):
+    """Small models often write the final report without one citation; the evidence must not vanish."""
+    fake_llm.when(FINAL_REPORT, lambda request: "Apollo shaped later exploration in many ways.")
+    run_id = _done_run(services, {"max_layers": 1, "max_nodes": 3, "optimize_query": False})
+    report = services.repo.latest_report(run_id)
+    assert report.markdown.startswith("Apollo shaped later exploration in many ways.")
+    assert "## Key findings from the tree" in report.markdown and report.data["findings_appended"] is True
+    rendered = render_markdown(services.repo, run_id)
+    body, _, sources = rendered.partition("\n## Sources\n")
+    cited = {int(n) for n in re.findall(r"\[(\d+)\]", body.split("## Key findings from the tree")[1])}
+    listed = {int(n) for n in re.findall(r"^\[(\d+)\] ", sources, flags=re.MULTILINE)}
+    assert cited and cited <= listed

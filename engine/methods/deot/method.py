@@ -495,6 +495,12 @@ class DeotMethod(Method):
         )
         text, attributed = attribute_uncited(text, ordered_sources) if params.attribute_citations else (text, 0)
         body, invalid = to_stored_markers(text.strip(), ordered_sources)
+        findings = "" if cited_source_ids(body) else self._cited_findings(included)
+        if findings:
+            # The writer cited nothing (small models often do) but the tree holds cited findings:
+            # keep them, as written and cited by the nodes, so the report still shows its evidence.
+            body += "\n\n## Key findings from the tree\n\n_The report writer cited no sources; these are " \
+                    "the cited findings of the analysed nodes._\n\n" + findings
         metrics_md = (
             "\n\n## Analysis metrics\n\n"
             f"- Question nodes analysed: {metrics['total_nodes']}\n"
@@ -504,7 +510,19 @@ class DeotMethod(Method):
         )
         ctx.graph.save_report(body + metrics_md, data={"method": self.name, "signature": signature,
                                                         "metrics": metrics, "invalid_citations": invalid,
-                                                        "attributed_citations": attributed})
+                                                        "attributed_citations": attributed,
+                                                        "findings_appended": bool(findings)})
+
+
+    @staticmethod
+    def _cited_findings(included: list[Node]) -> str:
+        """Each analysed node's key findings that cite a source, as stored (with their markers)."""
+        lines = []
+        for node in included:
+            finding = str(node.data.get("summary", {}).get("key_findings", "")).strip()
+            if finding and cited_source_ids(finding):
+                lines.append(f"- **{node.label}** {finding}")
+        return "\n".join(lines)
 
 
 def _question_key(text: str) -> str:
