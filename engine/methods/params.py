@@ -64,20 +64,19 @@ def profile_for_llm(kind: str) -> str:
     return "quick" if kind == "local" else "paper"
 
 
-def profile_defaults(params_type: type[MethodParams], profile: str) -> dict[str, Any]:
-    """Every parameter's default under a profile (the paper's values, or the quick profile's)."""
+def _profile_overrides(params_type: type[MethodParams], profile: str) -> dict[str, Any]:
     if profile not in PROFILES:
         raise ParamError(f"unknown profile '{profile}'; choose one of: {', '.join(PROFILES)}")
+    return dict(params_type.quick_profile) if profile == "quick" else {}
+
+
+def profile_defaults(params_type: type[MethodParams], profile: str) -> dict[str, Any]:
+    """Every parameter's default under a profile (the paper's values, or the quick profile's)."""
     defaults = {name: info.default for name, info in params_type.model_fields.items()}
-    if profile == "quick":
-        defaults.update(params_type.quick_profile)
-    return defaults
+    return {**defaults, **_profile_overrides(params_type, profile)}
 
 
 def build_params_with_profile(params_type: type[MethodParams], values: Mapping[str, Any], *, method: str,
                               profile: str) -> MethodParams:
     """The user's values over the profile's defaults (values the user gives always win)."""
-    base = dict(params_type.quick_profile) if profile == "quick" else {}
-    if profile not in PROFILES:
-        raise ParamError(f"unknown profile '{profile}'; choose one of: {', '.join(PROFILES)}")
-    return build_params(params_type, {**base, **values}, method=method)
+    return build_params(params_type, {**_profile_overrides(params_type, profile), **values}, method=method)
