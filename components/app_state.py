@@ -8,6 +8,7 @@ import streamlit as st
 
 from engine.config import load_settings
 from engine.preferences import Preferences, load_preferences
+from engine.redact import redact_url
 from engine.services import Services, build_services
 
 
@@ -104,4 +105,4 @@ def running_on_notice(services: Services) -> None:
         )
     else:
         cfg = services.settings.llm
-        st.caption(f"LLM: {cfg.model} at {cfg.base_url} · search: {search}")
+        st.caption(f"LLM: {cfg.model} at {redact_url(cfg.base_url)} · search: {search}")

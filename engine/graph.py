@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from engine.redact import redact_secrets
 from engine.search.protocol import Hit
 from storage.models import Node, NodeStatus, Source
 from storage.repository import GraphSnapshot, Repository, SourceInput
@@ -44,7 +45,8 @@ class RunGraph:
         return self.repo.finish_node(node.id, content=content, data=data, label=label)
 
     def fail(self, node: Node, error: str, *, data: dict[str, Any] | None = None) -> Node:
-        return self.repo.fail_node(node.id, error, data=data)
+        # Errors quote URLs (an endpoint, a fetched page): never store credentials from them.
+        return self.repo.fail_node(node.id, redact_secrets(error), data=data)
 
     def update(self, node: Node, *, merge_data: dict[str, Any] | None = None, **values: Any) -> Node:
         return self.repo.update_node(node.id, merge_data=merge_data, **values)

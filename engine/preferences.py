@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from pydantic import BaseModel, Field, ValidationError
 
+from engine.redact import redact_url
 from engine.config import DEFAULT_BASE_URL, DEFAULT_MODEL, LLMChoice, LLMSettings, SearchMode, Settings, StructuredMode
 
 PRESETS: dict[str, dict[str, str]] = {
@@ -68,6 +69,9 @@ def load_preferences(settings: Settings) -> Preferences:
 
 
 def save_preferences(settings: Settings, preferences: Preferences) -> None:
+    """Write the choices to disk. Like the API key, credentials inside the endpoint URL are never
+    written: they are masked (the session that entered them keeps using the full URL)."""
     path = preferences_path(settings)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(preferences.model_dump_json(indent=2), encoding="utf-8")
+    stored = preferences.model_copy(update={"base_url": redact_url(preferences.base_url)})
+    path.write_text(stored.model_dump_json(indent=2), encoding="utf-8")

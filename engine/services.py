@@ -12,7 +12,9 @@ from engine.config import Settings, load_settings
 from engine.llm.fake import FakeLLM
 from engine.llm.limits import ConcurrencyLimiter
 from engine.llm.pricing import PriceTable
+from engine.llm.structured_modes import StructuredModeMemory
 from engine.llm.protocol import LLM, LLMAuthError
+from engine.redact import redact_url
 from engine.runner import Runner
 from engine.search.combined import build_searcher
 from engine.search.protocol import Searcher
@@ -32,6 +34,8 @@ class Services:
     limiter: ConcurrencyLimiter
     prices: PriceTable
     runner: Runner = field(init=False)
+    # What auto mode learned per endpoint and model; survives `configure_openai`, shown in Settings.
+    structured_modes: StructuredModeMemory = field(default_factory=StructuredModeMemory)
     _llms: dict[str, LLM] = field(default_factory=dict)
     _local_server: object | None = None  # the built-in model's server, started on first use
     _searchers: dict[str, Searcher] = field(default_factory=dict)
@@ -57,7 +61,8 @@ class Services:
                     error = missing_key_error(self.settings.llm)
                     if error is not None:
                         raise error
-                    self._llms[kind] = OpenAICompatibleLLM(self.settings.llm, self.limiter)
+                    self._llms[kind] = OpenAICompatibleLLM(self.settings.llm, self.limiter,
+                                                           modes=self.structured_modes)
                 elif kind == "local":
                     self._llms[kind] = self._build_local_llm()
                 else:
@@ -106,8 +111,10 @@ class Services:
             name = describe(self.settings.local)
             return {"kind": "local", "model": name, "description": f"{name} (llama.cpp on this machine)"}
         cfg = self.settings.llm
-        return {"kind": kind, "model": cfg.model, "base_url": cfg.base_url,
-                "description": f"{cfg.model} at {cfg.base_url}"}
+        # Stored with the run and shown everywhere: credentials in the URL never go with it.
+        base_url = redact_url(cfg.base_url)
+        return {"kind": kind, "model": cfg.model, "base_url": base_url,
+                "description": f"{cfg.model} at {base_url}"}
 
     def llm_for_run(self, run: Run) -> LLM:
         return self.llm(run.llm_info.get("kind", "openai"))

@@ -9,6 +9,7 @@ from engine.llm.local_model import BUNDLED_MODEL, describe, model_available
 from engine.llm.protocol import LLMError
 from engine.ollama import ollama_preset
 from engine.preferences import PRESETS, Preferences, save_preferences
+from engine.redact import redact_url
 from engine.search.bundled import rebuild_corpus
 
 services = get_services()
@@ -105,7 +106,21 @@ if cols[1].button("Test connection", key="settings-test"):
         except LLMError as exc:
             st.error(exc.user_message)
         else:
-            st.success(f"Connected to {candidate.base_url}.")
+            st.success(f"Connected to {redact_url(candidate.base_url)}.")
+
+# What auto mode learned: a server that proved it cannot do json_schema (or JSON mode) is asked in a
+# lower mode from then on, for that endpoint and model only. Shown so a surprise can be undone.
+learned_modes = services.structured_modes.all()
+if learned_modes:
+    st.caption("Structured output learned in automatic mode (only a server that said it does not support a "
+               "format moves this; rate limits and server errors never do):")
+    for learned in learned_modes:
+        st.caption(f"- {learned.model} at {learned.endpoint}: **{learned.mode.value}**, since "
+                   f"{learned.learned_at:%H:%M:%S} UTC (the server said: {learned.reason or 'no reason'})")
+    if st.button("Reset to json_schema", key="settings-reset-modes",
+                 help="Forget what automatic mode learned; the next call tries json_schema again."):
+        services.structured_modes.forget()
+        st.success("Forgotten: the next structured call tries json_schema first.")
 
 st.subheader("Local corpus")
 corpus = services.corpus()

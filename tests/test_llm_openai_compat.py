@@ -367,8 +367,8 @@ def test_auto_mode_downgrades_to_json_object_and_remembers():
 
 
 def test_auto_mode_downgrades_to_prompted(server):
-    server.enqueue(status=400)
-    server.enqueue(status=422)
+    server.enqueue(status=400, body={"error": {"message": "response_format json_schema is not supported"}})
+    server.enqueue(status=422, body={"error": {"message": "Unknown response_format type: json_object"}})
     llm = make_llm(server.base_url)
     prompt = f"Question: sky\nAnswer with JSON. JSON schema:\n{json.dumps(SCHEMA)}"
     response = llm.chat(structured_request(prompt))
@@ -379,16 +379,67 @@ def test_auto_mode_downgrades_to_prompted(server):
     Verdict.model_validate_json(response.text)  # the fake read the schema from the prompt
 
 
-def test_auto_mode_does_not_remember_a_downgrade_that_did_not_help(server):
-    for _ in range(3):
-        server.enqueue(status=404, body={"error": {"message": "model 'x' not found"}})
+def test_an_error_that_is_not_about_the_format_never_downgrades(server):
+    server.enqueue(status=404, body={"error": {"message": "model 'x' not found"}})
     llm = make_llm(server.base_url)
     with pytest.raises(LLMRequestError, match="model 'x' not found"):
         llm.chat(structured_request())
     llm.chat(structured_request())
 
-    assert formats_sent(server) == ["json_schema", "json_object", None, "json_schema"]
+    assert formats_sent(server) == ["json_schema", "json_schema"]
     assert llm.structured_mode is None
+
+
+@pytest.mark.parametrize("status", [429, 500, 502, 503])
+def test_transient_errors_never_change_the_structured_mode(server, status):
+    """Finding 1 of the reliability issue: one HTTP 500 used to move the process to json_object,
+    a second to prompted JSON, for good. A transient error is retried in the same mode."""
+    for _ in range(2):
+        server.enqueue(status=status)
+    llm = make_llm(server.base_url, max_retries=3)
+    response = llm.chat(structured_request())
+    llm.chat(structured_request())
+
+    assert formats_sent(server) == ["json_schema"] * 4
+    assert response.response_format is ResponseFormat.JSON_SCHEMA
+    assert llm.structured_mode is None
+
+
+def test_a_timeout_never_changes_the_structured_mode(server):
+    server.enqueue(delay_s=1.5)  # past the 0.5 s timeout: retried, in the same mode
+    llm = make_llm(server.base_url, timeout_s=0.5)
+    response = llm.chat(structured_request())
+
+    assert formats_sent(server) == ["json_schema", "json_schema"]
+    assert response.response_format is ResponseFormat.JSON_SCHEMA and llm.structured_mode is None
+
+
+def test_learned_mode_is_per_endpoint_and_model_and_can_be_forgotten():
+    from engine.llm.structured_modes import StructuredModeMemory
+
+    memory = StructuredModeMemory()
+    with FakeOpenAIServer(reject_json_schema=True) as rejecting, FakeOpenAIServer() as other:
+        limiter = ConcurrencyLimiter(4)
+
+        def adapter(url, model):
+            return OpenAICompatibleLLM(LLMSettings(base_url=url, api_key=API_KEY, model=model, timeout_s=2.0),
+                                       limiter, modes=memory, sleep=Recorder())
+
+        adapter(rejecting.base_url, "m1").chat(structured_request())
+        assert memory.mode_for(rejecting.base_url, "m1") is ResponseFormat.JSON_OBJECT
+        assert "json_object" in memory.all()[0].reason  # the server's own words, for Settings
+        # Another model behind the same URL, and another endpoint, start again from json_schema.
+        adapter(rejecting.base_url, "m2").chat(structured_request())
+        adapter(other.base_url, "m1").chat(structured_request())
+        assert formats_sent(other) == ["json_schema"]
+        assert formats_sent(rejecting) == ["json_schema", "json_object", "json_schema", "json_object"]
+        # A new adapter for the same endpoint and model (the app's Settings rebuild it) remembers.
+        adapter(rejecting.base_url, "m1").chat(structured_request())
+        assert formats_sent(rejecting)[-1] == "json_object"
+
+        assert memory.forget() == 2
+        adapter(rejecting.base_url, "m1").chat(structured_request())
+        assert formats_sent(rejecting)[-2:] == ["json_schema", "json_object"]
 
 
 def test_explicit_json_schema_mode_never_downgrades():

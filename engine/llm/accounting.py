@@ -9,6 +9,7 @@ from typing import Protocol, TypeVar
 
 from pydantic import BaseModel
 
+from engine.redact import redact_secrets
 from engine.llm.pricing import PriceTable
 from engine.llm.protocol import LLM, BudgetExceeded, ChatRequest, ChatResponse, LLMError, Message, ResponseFormat
 from engine.llm.structured import DEFAULT_MAX_REASKS, ask_structured
@@ -77,7 +78,7 @@ class _AccountedLLM:
             owner.usage.record_llm_call(
                 owner.run_id, node_id=self._node_id, purpose=request.purpose,
                 model=owner.llm.model_for(request.purpose), prompt_tokens=0, completion_tokens=0,
-                cost=0.0, latency_s=0.0, ok=False, error=str(exc),
+                cost=0.0, latency_s=0.0, ok=False, error=redact_secrets(str(exc)),
             )
             raise
         usage = response.usage

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import random
 import signal
 import sys
 import threading
@@ -47,12 +48,35 @@ class ScriptedReply:
     content: str | None = None  # raw assistant content for a 200 (e.g. malformed JSON)
 
 
+@dataclass(frozen=True)
+class Chaos:
+    """A flaky endpoint: each chat request independently fails in one of these ways, from a seeded
+    random generator (reproducible across runs). Shares of all requests, 0..1; the rest are normal."""
+
+    rate_limited: float = 0.0  # HTTP 429 with a short Retry-After
+    server_error: float = 0.0  # HTTP 500 with a generic message (nothing about formats)
+    malformed: float = 0.0  # HTTP 200 whose content is cut-off JSON
+    hang: float = 0.0  # no answer for `hang_s` (past the client's timeout)
+    hang_s: float = 5.0
+    seed: int = 0
+
+    def draw(self, rng: random.Random) -> str:
+        roll = rng.random()
+        for kind, share in (("rate_limited", self.rate_limited), ("server_error", self.server_error),
+                            ("malformed", self.malformed), ("hang", self.hang)):
+            if roll < share:
+                return kind
+            roll -= share
+        return "ok"
+
+
 class FakeOpenAIServer:
     """OpenAI-compatible server on 127.0.0.1 in a background thread; a context manager.
 
     `reject_json_schema=True` mimics llama.cpp server: HTTP 500 for response_format json_schema.
     `api_key`, when set, makes every route answer 401 unless `Authorization: Bearer <api_key>`.
     `include_usage=False` mimics servers that omit `usage`.
+    `chaos` makes it flaky (see `Chaos`); `chaos_counts` says what it injected.
     """
 
     def __init__(
@@ -64,12 +88,16 @@ class FakeOpenAIServer:
         reject_json_schema: bool = False,
         api_key: str | None = None,
         include_usage: bool = True,
+        chaos: Chaos | None = None,
     ) -> None:
         self.responder = responder if responder is not None else FakeLLM()
         self.latency_s = latency_s
         self.reject_json_schema = reject_json_schema
         self.api_key = api_key
         self.include_usage = include_usage
+        self.chaos = chaos
+        self._chaos_rng = random.Random(chaos.seed if chaos else 0)
+        self.chaos_counts: collections.Counter[str] = collections.Counter()
         self._port = port
         self._lock = threading.Lock()
         self._script: collections.deque[ScriptedReply] = collections.deque()
@@ -194,6 +222,20 @@ class FakeOpenAIServer:
                     return 200, scripted.headers, self._completion(body, scripted.content)
                 if scripted.body is not None:
                     return 200, scripted.headers, scripted.body
+            if self.chaos is not None:
+                with self._lock:
+                    kind = self.chaos.draw(self._chaos_rng)
+                    self.chaos_counts[kind] += 1
+                if kind == "rate_limited":
+                    return 429, {"Retry-After": "0.2"}, _error(429, "Rate limit reached, slow down",
+                                                               "rate_limit_error")
+                if kind == "server_error":
+                    return 500, {}, _error(500, "The server had an error while processing your request",
+                                           "server_error")
+                if kind == "hang":
+                    self._wait(self.chaos.hang_s)
+                if kind == "malformed":
+                    return 200, {}, self._completion(body, '{"cut off": "in the mid')
             response_format = body.get("response_format") or {}
             if self.reject_json_schema and response_format.get("type") == "json_schema":
                 # What llama.cpp server answers to a response_format it does not know.

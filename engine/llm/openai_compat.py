@@ -5,9 +5,11 @@ This adapter owns what differs between them and what the openai client should no
 
 - retries (429, 408, 409, 5xx, connection errors, timeouts) with Retry-After / exponential
   backoff and full jitter, sleeping *outside* the shared concurrency limiter;
-- the structured-output mode, with "auto" downgrading json_schema -> json_object -> prompted when
-  a server rejects a response_format, remembered once a lower mode has worked;
-- typed, actionable errors (see `engine.llm.protocol`) that name the endpoint and never the key.
+- the structured-output mode, with "auto" downgrading json_schema -> json_object -> prompted only
+  when a server's answer proves it does not support a response_format (never on 429/5xx/time-outs),
+  remembered per endpoint and model in the injected `StructuredModeMemory`;
+- typed, actionable errors (see `engine.llm.protocol`) that name the endpoint and never the key, nor
+  credentials written into the endpoint URL (`engine.redact`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ import openai
 
 from engine.config import LLMSettings
 from engine.llm.limits import ConcurrencyLimiter
+from engine.llm.structured_modes import MODE_LADDER, StructuredModeMemory, proves_mode_unsupported
+from engine.text import storable_text
 from engine.llm.protocol import (
     ChatRequest,
     ChatResponse,
@@ -40,12 +44,9 @@ from engine.llm.protocol import (
     ResponseFormat,
     Usage,
 )
+from engine.redact import redact_secrets, redact_url
 
 RETRYABLE_STATUSES = frozenset({408, 409, 429})  # plus every 5xx
-# Statuses with which servers refuse a response_format they do not support (llama.cpp: 500).
-FORMAT_REJECTION_STATUSES = frozenset({400, 404, 422, 500, 501})
-# Structured modes from the most to the least constrained; "auto" walks down this ladder.
-MODE_LADDER = (ResponseFormat.JSON_SCHEMA, ResponseFormat.JSON_OBJECT, ResponseFormat.PROMPTED)
 
 BACKOFF_BASE_S = 0.5
 BACKOFF_CAP_S = 30.0
@@ -53,7 +54,8 @@ SERVER_DELAY_CAP_S = 60.0
 
 _NO_KEY_PLACEHOLDER = "not-needed"  # local servers ignore the key, the openai client wants one
 _LEADING_THINK = re.compile(r"^\s*<think>.*?</think>\s*", re.DOTALL)
-_KEY_LIKE = re.compile(r"\b(sk-[A-Za-z0-9_*.\-]{4,})")
+_FORMAT_HINT = ("If this endpoint cannot do structured output, choose the json_object or prompted "
+                "structured mode in Settings (THOUGHTMAP_STRUCTURED_MODE).")
 
 
 # ====================================================================== the adapter
@@ -63,7 +65,9 @@ class OpenAICompatibleLLM:
     """An `LLM` talking to any OpenAI-compatible chat completions endpoint.
 
     `limiter` is shared by all adapters of the process; it is held only while an HTTP request is
-    in flight. `sleep` and `rng` are injectable so tests can observe backoff without waiting.
+    in flight. `modes` is what auto mode learned per endpoint and model (shared by the process's
+    adapters through `Services`; a private one when not given). `sleep` and `rng` are injectable so
+    tests can observe backoff without waiting.
     """
 
     def __init__(
@@ -71,6 +75,7 @@ class OpenAICompatibleLLM:
         settings: LLMSettings,
         limiter: ConcurrencyLimiter,
         *,
+        modes: StructuredModeMemory | None = None,
         sleep: Callable[[float], None] = time.sleep,
         rng: random.Random | None = None,
     ) -> None:
@@ -80,14 +85,14 @@ class OpenAICompatibleLLM:
         self._rng = rng if rng is not None else random.Random()
         self._rng_lock = threading.Lock()  # random.Random is not documented as thread-safe
         self._base_url = settings.base_url.rstrip("/")
+        self._display_url = redact_url(self._base_url)  # what messages show: no credentials
         self._client = openai.OpenAI(
             api_key=settings.api_key or _NO_KEY_PLACEHOLDER,
             base_url=self._base_url,
             timeout=settings.timeout_s,
             max_retries=0,  # retries are ours: they must sleep outside the limiter
         )
-        self._mode_lock = threading.Lock()
-        self._learned_mode: ResponseFormat | None = None  # set by auto mode once a downgrade worked
+        self.modes = modes if modes is not None else StructuredModeMemory()
 
     # ------------------------------------------------------------------ LLM protocol
 
@@ -99,21 +104,21 @@ class OpenAICompatibleLLM:
             if model != self._settings.model
         )
         models = f"{self._settings.model} ({extra})" if extra else self._settings.model
-        return f"{models} at {self._base_url}"
+        return f"{models} at {self._display_url}"
 
     def model_for(self, purpose: str) -> str:
         return self._settings.model_for(purpose)
 
     @property
     def structured_mode(self) -> ResponseFormat | None:
-        """The mode auto mode settled on, or None while it still starts from json_schema."""
-        with self._mode_lock:
-            return self._learned_mode
+        """The mode auto mode settled on for the default model, or None (it starts from json_schema)."""
+        return self.modes.mode_for(self._display_url, self._settings.model)
 
     def chat(self, request: ChatRequest) -> ChatResponse:
         model = self.model_for(request.purpose)
-        modes = self._modes_to_try(request)
+        modes = self._modes_to_try(request, model)
         attempts = 0
+        rejection = ""
         for position, mode in enumerate(modes):
             can_downgrade = position < len(modes) - 1
             try:
@@ -123,10 +128,12 @@ class OpenAICompatibleLLM:
                 )
             except _FormatRejected as rejected:
                 attempts += rejected.attempts
+                rejection = rejected.reason
                 continue
             attempts += outcome.attempts
             if position > 0:
-                self._remember(mode)
+                # Only a mode that worked after a proven rejection is remembered.
+                self.modes.remember(self._display_url, model, mode, rejection)
             return self._to_response(request, outcome, model, mode, attempts)
         raise AssertionError("unreachable: the last mode never raises _FormatRejected")
 
@@ -152,7 +159,7 @@ class OpenAICompatibleLLM:
 
     # ------------------------------------------------------------------ structured modes
 
-    def _modes_to_try(self, request: ChatRequest) -> tuple[ResponseFormat, ...]:
+    def _modes_to_try(self, request: ChatRequest, model: str) -> tuple[ResponseFormat, ...]:
         """The modes to try in order; only auto mode has more than one."""
         if request.response_format in (ResponseFormat.TEXT, ResponseFormat.PROMPTED):
             return (request.response_format,)
@@ -164,15 +171,9 @@ class OpenAICompatibleLLM:
         if configured != "auto":
             # An explicit mode is the user's decision: never downgrade behind their back.
             return (MODE_LADDER[max(wanted, MODE_LADDER.index(ResponseFormat(configured)))],)
-        learned = self.structured_mode
+        learned = self.modes.mode_for(self._display_url, model)
         start = wanted if learned is None else max(wanted, MODE_LADDER.index(learned))
         return MODE_LADDER[start:]
-
-    def _remember(self, mode: ResponseFormat) -> None:
-        with self._mode_lock:
-            current = -1 if self._learned_mode is None else MODE_LADDER.index(self._learned_mode)
-            if MODE_LADDER.index(mode) > current:
-                self._learned_mode = mode
 
     def _request_kwargs(
         self, request: ChatRequest, model: str, mode: ResponseFormat
@@ -222,12 +223,15 @@ class OpenAICompatibleLLM:
                 return _Outcome(completion, time.monotonic() - started, attempt)
             except openai.APIStatusError as exc:
                 status = exc.status_code
+                message = _server_message(exc)
+                # Only an answer about the format itself moves auto mode down: a rate limit, an
+                # overloaded server or a bare 500 says nothing about what the server supports.
                 if (
                     give_up_on_format_rejection
                     and carries_format
-                    and status in FORMAT_REJECTION_STATUSES
+                    and proves_mode_unsupported(status, message)
                 ):
-                    raise _FormatRejected(attempt) from exc
+                    raise _FormatRejected(attempt, self._redact(message)) from exc
                 if not _retryable_status(status) or attempt > self._settings.max_retries:
                     raise self._status_error(exc, attempts=attempt) from None
                 delay = self._retry_delay(exc.response.headers, attempt)
@@ -241,7 +245,7 @@ class OpenAICompatibleLLM:
                 delay = self._retry_delay({}, attempt)
             except openai.APIResponseValidationError as exc:
                 raise LLMServerError(
-                    f"the LLM endpoint at {self._base_url} sent a response that is not an "
+                    f"the LLM endpoint at {self._display_url} sent a response that is not an "
                     f"OpenAI chat completion: {self._redact(str(exc))}"
                 ) from None
             # Sleep with the limiter released, so other calls can use the slot meanwhile.
@@ -264,7 +268,7 @@ class OpenAICompatibleLLM:
             text = completion.choices[0].message.content or ""
         except (AttributeError, IndexError, TypeError):
             raise LLMServerError(
-                f"the LLM endpoint at {self._base_url} did not answer with a chat completion",
+                f"the LLM endpoint at {self._display_url} did not answer with a chat completion",
                 hint="Check that OPENAI_BASE_URL points at an OpenAI-compatible API (usually "
                 "ending in /v1).",
             ) from None
@@ -278,7 +282,7 @@ class OpenAICompatibleLLM:
             prompt_chars = sum(len(m.content) for m in request.messages)
             tokens = Usage(math.ceil(prompt_chars / 4), math.ceil(len(text) / 4))
         return ChatResponse(
-            text=text,
+            text=storable_text(text),  # a lone surrogate or NUL must not fail the run's writes
             model=getattr(completion, "model", None) or model,
             usage=tokens,
             latency_s=outcome.latency_s,
@@ -291,7 +295,7 @@ class OpenAICompatibleLLM:
     def _status_error(self, exc: openai.APIStatusError, attempts: int) -> LLMError:
         status = exc.status_code
         detail = self._redact(_server_message(exc))
-        where = f"the LLM endpoint at {self._base_url}"
+        where = f"the LLM endpoint at {self._display_url}"
         after = f" after {attempts} attempts" if attempts > 1 else ""
         if status in (401, 403):
             return LLMAuthError(
@@ -309,7 +313,7 @@ class OpenAICompatibleLLM:
                 f"{where} kept failing (HTTP {status}){after}: {detail}",
                 hint="The server may be overloaded or down; try again later.",
             )
-        hint = ""
+        hint = _FORMAT_HINT if proves_mode_unsupported(status, detail) else ""
         if status == 404:
             hint = (
                 f"Check the model name (THOUGHTMAP_MODEL, now {self._settings.model}) and that "
@@ -320,7 +324,7 @@ class OpenAICompatibleLLM:
     def _timeout_error(self, timeout_s: float, attempts: int) -> LLMTimeoutError:
         tries = f" ({attempts} attempts)" if attempts > 1 else ""
         return LLMTimeoutError(
-            f"the LLM endpoint at {self._base_url} did not answer within {timeout_s:g} s{tries}",
+            f"the LLM endpoint at {self._display_url} did not answer within {timeout_s:g} s{tries}",
             hint="Raise THOUGHTMAP_LLM_TIMEOUT, lower THOUGHTMAP_LLM_CONCURRENCY, or use a "
             "smaller model.",
         )
@@ -330,17 +334,16 @@ class OpenAICompatibleLLM:
     ) -> LLMConnectionError:
         tries = f", {attempts} attempts" if attempts > 1 else ""
         return LLMConnectionError(
-            f"cannot reach the LLM endpoint at {self._base_url} ({_connection_reason(exc)}{tries})",
+            f"cannot reach the LLM endpoint at {self._display_url} "
+            f"({self._redact(_connection_reason(exc))}{tries})",
             hint="Check OPENAI_BASE_URL, or start the server (e.g. `ollama serve`, "
             "`llama-server`, `vllm serve`).",
         )
 
     def _redact(self, text: str) -> str:
-        """Servers sometimes echo (part of) the key in error messages; never pass it on."""
-        key = self._settings.api_key
-        if key:
-            text = text.replace(key, "***")
-        return _KEY_LIKE.sub("sk-***", text)
+        """Servers sometimes echo (part of) the key or the URL in error messages; never pass them on."""
+        text = text.replace(self._base_url, self._display_url)
+        return redact_secrets(text, known=(self._settings.api_key or "",))
 
 
 @dataclass(frozen=True)
@@ -353,9 +356,10 @@ class _Outcome:
 class _FormatRejected(Exception):
     """Auto mode: the server refused this response_format; the caller tries the next mode."""
 
-    def __init__(self, attempts: int) -> None:
+    def __init__(self, attempts: int, reason: str) -> None:
         super().__init__("response_format rejected")
         self.attempts = attempts
+        self.reason = reason
 
 
 # ====================================================================== helpers
@@ -365,7 +369,7 @@ def missing_key_error(settings: LLMSettings) -> LLMAuthError | None:
     """The error to show before any call when OpenAI itself is targeted without a key."""
     if settings.is_default_openai and not settings.api_key:
         return LLMAuthError(
-            f"OPENAI_API_KEY is not set, so the OpenAI API at {settings.base_url} cannot be used.",
+            f"OPENAI_API_KEY is not set, so the OpenAI API at {redact_url(settings.base_url)} cannot be used.",
             hint="Export OPENAI_API_KEY=<your key>, or point OPENAI_BASE_URL at a local "
             "OpenAI-compatible server (e.g. http://localhost:11434/v1 for Ollama), or use "
             "--llm fake for an offline run.",
