@@ -31,7 +31,10 @@ def progress(run: Run, nodes: list[Node]) -> None:
     if run.status == RunStatus.STOPPED and run.stop_reason:
         st.warning(f"Stopped: {run.stop_reason}. Partial results are kept; press Resume to continue.")
     if run.status == RunStatus.FAILED and run.error:
-        st.error(f"The run failed: {run.error}. Fix the cause (see Settings), then press Resume.")
+        st.error(f"The run failed: {run.error}. Fix the cause (see Settings), then press Resume: it also "
+                 "retries the failed nodes.")
+    if run.status == RunStatus.DONE and run.warning:
+        st.warning(f"Done, with failures: {run.warning}.")
     if run.status == RunStatus.INTERRUPTED:
         st.warning("This run was interrupted (its process ended). Press Resume to continue from where it stopped.")
 
@@ -43,7 +46,10 @@ def controls(services: Services, run: Run) -> None:
         if run.status == RunStatus.RUNNING and cols[0].button("Pause", key=f"pause-{run.id}"):
             runner.pause(run.id)
             st.toast("Pausing at the next step")
-        if run.status in RunStatus.RESUMABLE and run.status != RunStatus.QUEUED and cols[1].button("Resume", key=f"resume-{run.id}"):
+        retryable = run.status == RunStatus.DONE and bool(run.warning)
+        resumable = run.status in RunStatus.RESUMABLE and run.status != RunStatus.QUEUED
+        if (resumable or retryable) and cols[1].button("Retry failed nodes" if retryable else "Resume",
+                                                      key=f"resume-{run.id}"):
             runner.resume(run.id)
             st.session_state["flash"] = "Resuming"
             st.rerun(scope="app")  # the live view starts polling again

@@ -24,8 +24,10 @@ from engine.llm.pricing import PriceTable
 from engine.llm.protocol import LLM, BudgetExceeded, LLMError
 from engine.methods.base import Method, MethodParams, RunContext, UnsupportedCommand
 from engine.methods.registry import METHODS, get_method
+from engine.questions import clean_question
+from engine.redact import redact_secrets
 from engine.search.protocol import Searcher
-from storage.models import Command, CommandStatus, Run, RunStatus, utcnow
+from storage.models import Command, CommandStatus, NodeStatus, Run, RunStatus, utcnow
 from storage.repository import Repository
 
 log = logging.getLogger("thoughtmap.runner")
@@ -130,9 +132,7 @@ class Runner:
     def create_run(self, *, question: str, method: str, params: MethodParams | dict | None = None,
                    llm_info: dict | None = None, search_mode: str = "local",
                    max_tokens: int | None = None, max_cost: float | None = None) -> Run:
-        question = (question or "").strip()
-        if not question:
-            raise ValueError("the question is empty; type the question you want researched")
+        question = clean_question(question)  # QuestionError (a ValueError) says what to change
         method_cls = get_method(method, self.methods)
         if not isinstance(params, MethodParams):
             params = method_cls.Params.model_validate(params or {})
@@ -146,9 +146,10 @@ class Runner:
             execution = self._executions.get(run_id)
             return execution is not None and not execution.finished.is_set()
 
-    def start(self, run_id: str, *, reopen: bool = False) -> None:
+    def start(self, run_id: str, *, reopen: bool = False, retry_failed: bool = False) -> None:
         """Execute (or continue) a run in a background thread. With `reopen` (to apply steering),
-        a run already executing in this process is left alone: it will see the command."""
+        a run already executing in this process is left alone: it will see the command. With
+        `retry_failed`, its failed nodes are tried again."""
         run = self.repo.get_run(run_id)
         with self._lock:
             current = self._executions.get(run_id)
@@ -162,7 +163,8 @@ class Runner:
                     "stop it there first"
                 )
             control = RunControl(self.repo, run_id, poll_s=self.poll_s, heartbeat_s=self.heartbeat_s)
-            thread = threading.Thread(target=self._execute, args=(run_id, control), name=f"run-{run_id}", daemon=True)
+            thread = threading.Thread(target=self._execute, args=(run_id, control, retry_failed),
+                                      name=f"run-{run_id}", daemon=True)
             execution = _Execution(run_id=run_id, thread=thread, control=control)
             self._executions[run_id] = execution
             # Claim before the thread starts so a quick `wait` sees the run as running.
@@ -177,9 +179,10 @@ class Runner:
         if self.is_active(run_id):
             self.repo.enqueue_command(run_id, "resume")
             return
-        if run.status == RunStatus.DONE:
-            raise RunnerError(f"run {run_id} is already done; there is nothing to resume")
-        self.start(run_id)
+        if run.status == RunStatus.DONE and not self.repo.list_nodes(run_id, status=NodeStatus.FAILED):
+            raise RunnerError(f"run {run_id} is already done and none of its nodes failed; there is nothing to resume")
+        # Resuming also retries what failed: a transient error must not be final for a node.
+        self.start(run_id, retry_failed=True)
 
     def pause(self, run_id: str) -> None:
         self.repo.enqueue_command(run_id, "pause")
@@ -283,7 +286,7 @@ class Runner:
         steering = get_method(run.method, self.methods).steering
         return any(c.kind in steering for c in self.repo.list_commands(run.id, status=CommandStatus.QUEUED))
 
-    def _execute(self, run_id: str, control: RunControl) -> None:
+    def _execute(self, run_id: str, control: RunControl, retry_failed: bool = False) -> None:
         repo = self.repo
         try:
             run = repo.get_run(run_id)
@@ -291,8 +294,13 @@ class Runner:
             repo.reset_unfinished_nodes(run_id)
             repo.requeue_taken_commands(run_id)
             ctx = self._context(run, method, control)
+            if retry_failed and method.reset_failed(ctx) and ctx.graph.has_report() \
+                    and "regenerate_report" in method.steering:
+                # The report was written without the retried nodes: write it again after them.
+                repo.enqueue_command(run_id, "regenerate_report")
             method.run(ctx)
             self._apply_steering(ctx, method)
+            outcome = method.assess(ctx)
         except RunStopped as stop:
             repo.reset_unfinished_nodes(run_id)
             repo.set_status(run_id, RunStatus.STOPPED, stop_reason=stop.reason)
@@ -301,13 +309,17 @@ class Runner:
             repo.set_status(run_id, RunStatus.STOPPED, stop_reason=exc.user_message)
         except LLMError as exc:
             repo.reset_unfinished_nodes(run_id)
-            repo.set_status(run_id, RunStatus.FAILED, error=exc.user_message)
+            repo.set_status(run_id, RunStatus.FAILED, error=redact_secrets(exc.user_message))
         except Exception as exc:  # a bug or an unexpected backend failure: keep the app alive
             log.exception("run %s failed", run_id)
             repo.reset_unfinished_nodes(run_id)
-            repo.set_status(run_id, RunStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
+            repo.set_status(run_id, RunStatus.FAILED, error=redact_secrets(f"{type(exc).__name__}: {exc}"))
         else:
-            repo.set_status(run_id, RunStatus.DONE, stop_reason="")
+            # The status tells the truth: a run that answered nothing has failed, whatever ran.
+            if outcome.ok:
+                repo.set_status(run_id, RunStatus.DONE, stop_reason="", warning=outcome.warning)
+            else:
+                repo.set_status(run_id, RunStatus.FAILED, error=outcome.reason, warning="")
         finally:
             with self._lock:
                 execution = self._executions.get(run_id)

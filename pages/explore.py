@@ -11,6 +11,7 @@ from components.run_view import controls, progress
 from components.safe_markdown import render, sanitize
 from engine.methods.params import ParamError, build_params, profile_defaults, profile_for_llm
 from engine.methods.registry import METHODS
+from engine.questions import MAX_QUESTION_CHARS, QuestionError, clean_question
 from engine.report import render_markdown
 from storage.models import RunStatus
 from storage.repository import RunNotFound
@@ -26,7 +27,9 @@ if "flash" in st.session_state:
 current = st.query_params.get("run") or st.session_state.get("run_id")
 
 with st.expander("New research", expanded=current is None):
-    question = st.text_area("Question", key="question", placeholder="An open-ended or multi-hop question")
+    question = st.text_area("Question", key="question", placeholder="An open-ended or multi-hop question",
+                            help=f"A research question of up to {MAX_QUESTION_CHARS:,} characters. To research "
+                            "documents, add them to the local corpus in Settings and ask about them.")
     names = sorted(METHODS, key=lambda n: (n != "deot", n))
     method = st.selectbox("Method", names, format_func=lambda n: METHODS[n].title, key="method")
     st.caption(METHODS[method].summary)
@@ -46,8 +49,9 @@ with st.expander("New research", expanded=current is None):
             st.error("The question is empty: type the question you want researched.")
         else:
             try:
+                question = clean_question(question)
                 params = build_params(METHODS[method].Params, raw, method=method)
-            except ParamError as exc:
+            except (QuestionError, ParamError) as exc:
                 st.error(str(exc))
             else:
                 kind = active_llm(services)

@@ -38,12 +38,15 @@ for run in runs:
         top = st.columns([6, 1, 1, 1])
         top[0].markdown(f"**{sanitize(run.title or run.question)}**")
         top[0].caption(f"`{run.id}` · {run.method} · {run.status} · {run.node_count} nodes · "
-                       f"{run.created_at:%Y-%m-%d %H:%M} · {run.prompt_tokens + run.completion_tokens:,} tokens")
+                       f"{run.created_at:%Y-%m-%d %H:%M} · {run.prompt_tokens + run.completion_tokens:,} tokens"
+                       + (f" · ⚠ {run.warning}" if run.warning else ""))
         if top[1].button("Open", key=f"open-{run.id}"):
             st.session_state["run_id"] = run.id
             st.query_params["run"] = run.id
             st.switch_page("pages/explore.py", query_params={"run": run.id})
-        if run.status in (RunStatus.INTERRUPTED, RunStatus.STOPPED, RunStatus.FAILED) and top[2].button("Resume", key=f"resume-{run.id}"):
+        retryable = run.status == RunStatus.DONE and bool(run.warning)
+        if (run.status in (RunStatus.INTERRUPTED, RunStatus.STOPPED, RunStatus.FAILED) or retryable) and top[2].button(
+                "Retry failed" if retryable else "Resume", key=f"resume-{run.id}"):
             try:
                 services.runner.resume(run.id)
             except RunnerError as exc:

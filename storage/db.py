@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sqlite3
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,10 +37,28 @@ class Database:
         self.engine.dispose()
 
 
+BUSY_TIMEOUT_S = 30
+
+
+def _switch_to_wal(cursor) -> None:
+    # Switching a new database to WAL needs an exclusive lock, and SQLite answers "database is
+    # locked" at once, without the busy timeout, while another process starting at the same moment
+    # holds one: wait here as the busy timeout would.
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+
+
 def _sqlite_pragmas(dbapi_connection, _record) -> None:  # pragma: no cover - driver callback
     cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA busy_timeout=30000")
+    _switch_to_wal(cursor)
+    cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_S * 1000}")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.close()
@@ -59,7 +79,7 @@ def open_database(url: str, *, run_migrations: bool = True) -> Database:
             Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(
             url,
-            connect_args={"check_same_thread": False, "timeout": 30},
+            connect_args={"check_same_thread": False, "timeout": BUSY_TIMEOUT_S},
             pool_size=10,
             max_overflow=20,
         )

@@ -51,6 +51,8 @@ class Run(SQLModel, table=True):
     status: str = Field(default=RunStatus.QUEUED, index=True, max_length=16)
     stop_reason: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
     error: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    # A `done` run that still had failures says so here (e.g. "2 nodes failed; resume to retry").
+    warning: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
     max_tokens: int | None = None
     max_cost: float | None = None
     prompt_tokens: int = 0

@@ -17,6 +17,7 @@ from sqlalchemy import delete, func, or_, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
+from engine.questions import check_storable
 from storage.db import Database
 from storage.models import (
     Command,
@@ -93,6 +94,9 @@ class Repository:
         max_cost: float | None = None,
         title: str = "",
     ) -> Run:
+        # The last guard for callers that skip the runner: a NUL or a non-string would be stored
+        # as given by SQLite and fail later, or fail with a driver error on PostgreSQL.
+        check_storable(question)
         run = Run(
             id=new_run_id(),
             question=question,
@@ -178,6 +182,7 @@ class Repository:
             finished_at=None,
             stop_reason="",
             error="",
+            warning="",
         )
 
     def set_budget(self, run_id: str, *, max_tokens: int | None, max_cost: float | None) -> None:
@@ -198,12 +203,15 @@ class Repository:
         *,
         stop_reason: str | None = None,
         error: str | None = None,
+        warning: str | None = None,
     ) -> None:
         values: dict[str, Any] = {"status": status}
         if stop_reason is not None:
             values["stop_reason"] = stop_reason
         if error is not None:
             values["error"] = error
+        if warning is not None:
+            values["warning"] = warning
         if status in (RunStatus.DONE, RunStatus.FAILED, RunStatus.STOPPED, RunStatus.INTERRUPTED):
             values["finished_at"] = utcnow()
             values["owner"] = ""

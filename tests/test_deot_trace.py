@@ -258,12 +258,14 @@ def test_failed_task_does_not_stop_independent_tasks(services, fake_llm):
     assert "[task1 · event_extractor] FAILED" in summary_prompt
 
 
-def test_node_whose_every_task_fails_is_failed_and_the_run_goes_on(services, fake_llm):
+def test_node_whose_every_task_fails_is_failed_and_so_is_a_run_with_nothing_else(services, fake_llm):
     fake_llm.when(PLANNER, plan(task("task1", "event_extractor", "Apollo 11 events")))
     fake_llm.when(EVENT_EXTRACTOR, LLMRequestError("boom"))
-    run_id = _done_run(services, ROOT_ONLY)
+    run_id = run_to_end(services, QUESTION, "deot", ROOT_ONLY)
     root = root_of(services, run_id)
     assert root.status == NodeStatus.FAILED and "every task of the plan failed" in root.error
+    run = services.repo.get_run(run_id)
+    assert run.status == RunStatus.FAILED and "every task of the plan failed" in run.error
     assert root.data["tasks"][0]["status"] == "failure"
 
 
@@ -402,9 +404,11 @@ def test_structured_output_failure_fails_the_node_not_the_run(services, fake_llm
     assert services.repo.latest_report(run_id).data["metrics"]["total_nodes"] == 3
 
 
-def test_root_that_cannot_be_summarised_fails_but_the_run_ends_done(services, fake_llm):
+def test_root_that_cannot_be_summarised_fails_and_the_run_says_so(services, fake_llm):
     fake_llm.when(SUMMARY, INVALID)
-    run_id = _done_run(services)
+    run_id = run_to_end(services, QUESTION, "deot")
+    run = services.repo.get_run(run_id)
+    assert run.status == RunStatus.FAILED and "did not match NodeSummary" in run.error
     nodes = questions(services, run_id)
     assert len(nodes) == 1 and nodes[0].status == NodeStatus.FAILED
     assert len([r for r in fake_llm.calls if SUMMARY in r.messages[0].content]) == ATTEMPTS_TO_FAIL

@@ -184,13 +184,16 @@ def test_budget_reached_before_a_call_stops_the_run(services):
     assert services.runner.wait(run.id, timeout=10).status == RunStatus.DONE
 
 
-def test_structured_failure_fails_the_node_not_the_run(services, fake_llm):
+def test_a_run_whose_answer_failed_validation_is_failed_not_done(services, fake_llm):
+    """Finding 2 of the reliability issue: a rag run whose answer failed validation ended `done`."""
     fake_llm.when("Question:", {"wrong": "shape"})
     run_id = run_to_end(services, QUESTION, "rag")
     run = services.repo.get_run(run_id)
-    assert run.status == RunStatus.DONE
+    assert run.status == RunStatus.FAILED
+    assert "nothing was answered" in run.error and "did not match CitedAnswer" in run.error
     answer = services.repo.list_nodes(run_id, kind="answer")[0]
     assert answer.status == NodeStatus.FAILED
     assert "did not match" in answer.error
     assert run.llm_calls == 3  # first try + 2 re-asks
-    assert "No answer" in services.repo.latest_report(run_id).markdown
+    report = services.repo.latest_report(run_id).markdown
+    assert "No answer was produced" in report and "did not match" not in report  # no internal error as content

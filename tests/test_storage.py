@@ -26,6 +26,26 @@ def test_migrations_are_recorded_and_run_once(database_url):
     db.dispose()
 
 
+def test_a_database_of_the_previous_release_gets_the_warning_column(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "old.sqlite3"
+    # Made by the previous release: migration 1 recorded, `runs` without `warning`, one run stored.
+    with sqlite3.connect(path) as conn:
+        conn.executescript(
+            "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name VARCHAR(200) NOT NULL,"
+            " applied_at DATETIME NOT NULL);"
+            "INSERT INTO schema_migrations VALUES (1, 'initial tables', '2026-01-01 00:00:00');"
+            "CREATE TABLE runs (id VARCHAR(32) PRIMARY KEY, question TEXT NOT NULL);"
+            "INSERT INTO runs VALUES ('r1', 'kept?');")
+    db = open_database(f"sqlite:///{path}")
+    assert applied_versions(db.engine) == [1, 2]
+    db.dispose()
+    with sqlite3.connect(path) as conn:
+        assert "warning" in [row[1] for row in conn.execute("PRAGMA table_info(runs)")]
+        assert conn.execute("SELECT question, warning FROM runs").fetchall() == [("kept?", "")]
+
+
 def test_bad_database_url_is_a_clear_error():
     with pytest.raises(DatabaseURLError, match="not a database URL"):
         open_database("not a url at all")

@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from engine.graph import RunGraph
 from engine.llm.accounting import RunLLM
 from engine.search.protocol import Searcher
-from storage.models import Command
+from engine.search.relevance import DEFAULT_FLOOR
+from storage.models import Command, NodeStatus
 
 
 class MethodParams(BaseModel):
@@ -28,6 +29,37 @@ class MethodParams(BaseModel):
     # The quick profile: values that make a run finish in minutes on a small model on a CPU (the
     # built-in model). Only these fields change; the user may still raise any of them.
     quick_profile: ClassVar[dict[str, Any]] = {}
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """What a finished run achieved, so its status tells the truth: a run that answered nothing is
+    `failed` (with the reason), one with some failed nodes is `done` with a warning."""
+
+    answered: int  # answer-bearing nodes that succeeded
+    failed: int  # nodes of any kind that failed (not pruned)
+    reason: str = ""  # why nothing was answered, when answered == 0
+
+    @property
+    def ok(self) -> bool:
+        return self.answered > 0
+
+    @property
+    def warning(self) -> str:
+        if not self.ok or not self.failed:
+            return ""
+        nodes = "node" if self.failed == 1 else "nodes"
+        return f"{self.failed} {nodes} failed; resume the run to retry them"
+
+
+def relevance_floor_field() -> Any:
+    """The `relevance_floor` parameter, the same for every method that searches."""
+    return Field(
+        default=DEFAULT_FLOOR, ge=0.0, le=1.0,
+        description="Relevance floor: a search hit must contain at least this share of the query's distinctive "
+        "words to be used and cited (0 keeps every hit). Keeps unrelated nearest matches out of the evidence; "
+        "when nothing passes, the node says no relevant source was found.",
+    )
 
 
 class UnsupportedCommand(ValueError):
@@ -65,6 +97,9 @@ class Method(ABC):
     steering: ClassVar[frozenset[str]] = frozenset({"regenerate_report"})
     # Node kinds that node-level steering (expand, prune, ...) applies to.
     steerable_kinds: ClassVar[frozenset[str]] = frozenset()
+    # Node kinds whose success means the run answered something (a DEoT question node, a baseline's
+    # answer). A finished run with none of them done is `failed`, not `done`.
+    answer_kinds: ClassVar[frozenset[str]] = frozenset({"answer"})
 
     @abstractmethod
     def run(self, ctx: RunContext) -> None:
@@ -81,6 +116,28 @@ class Method(ABC):
     @abstractmethod
     def write_report(self, ctx: RunContext) -> None:
         """(Re)write the run's final report from the stored graph."""
+
+    def assess(self, ctx: RunContext) -> RunOutcome:
+        """What the finished run achieved, read from the stored graph."""
+        nodes = ctx.graph.nodes()
+        answers = [n for n in nodes if n.kind in self.answer_kinds and n.status != NodeStatus.PRUNED]
+        answered = sum(n.status == NodeStatus.DONE for n in answers)
+        failed = [n for n in nodes if n.status == NodeStatus.FAILED]
+        reason = ""
+        if not answered:
+            first_error = next((n.error for n in answers if n.status == NodeStatus.FAILED and n.error), "")
+            what = " or ".join(sorted(self.answer_kinds))
+            reason = f"nothing was answered: no {what} node succeeded" + (
+                f" (the first failure: {first_error})" if first_error else "")
+        return RunOutcome(answered=answered, failed=len(failed), reason=reason)
+
+    def reset_failed(self, ctx: RunContext) -> int:
+        """Put the failed nodes back to pending so the next `run` tries them again (resume of a
+        finished or failed run). Returns how many were reset."""
+        failed = ctx.graph.nodes(status=NodeStatus.FAILED)
+        for node in failed:
+            ctx.graph.update(node, status=NodeStatus.PENDING, error="", started_at=None, finished_at=None)
+        return len(failed)
 
     @classmethod
     def describe_params(cls) -> list[dict[str, Any]]:

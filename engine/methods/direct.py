@@ -58,6 +58,6 @@ class DirectMethod(Method):
         if answer is not None and answer.status == NodeStatus.DONE:
             body = answer.content
         else:
-            reason = answer.error if answer is not None else "no answer was produced"
-            body = f"_No answer: {reason}_"
+            # The technical reason stays on the node and the run; the reader gets what to do.
+            body = "_No answer was produced: the answer step failed. Resume the run to try it again._"
         ctx.graph.save_report(body, data={"method": self.name})

@@ -9,9 +9,10 @@ from pydantic import BaseModel, Field
 from engine.citations import attribute_uncited, cited_source_ids, source_blocks, to_stored_markers
 from engine.llm.protocol import StructuredOutputError
 from engine.methods import baseline_prompts as prompts
-from engine.methods.base import Method, MethodParams, RunContext
+from engine.methods.base import Method, MethodParams, RunContext, relevance_floor_field
 from engine.methods.common import child_of_kind, ensure_root
 from engine.search.protocol import SearchError
+from engine.search.relevance import NO_RELEVANT_SOURCE, relevant_hits
 from storage.models import NodeStatus
 
 
@@ -24,6 +25,7 @@ class RagParams(MethodParams):
     quick_profile = {"top_k": 4, "max_answer_tokens": 500, "attribute_citations": True}
 
     top_k: int = Field(default=5, ge=1, le=50, description="How many passages to retrieve for the question.")
+    relevance_floor: float = relevance_floor_field()
     max_answer_tokens: int = Field(
         default=800, ge=32, le=16000, description="Upper bound on the length of the answer, in tokens."
     )
@@ -57,10 +59,14 @@ class RagMethod(Method):
                 # The answer step still runs; it will say that it has no sources.
                 retrieval = ctx.graph.fail(retrieval, f"{exc} {exc.hint}".strip())
             else:
-                sources = ctx.graph.add_sources(hits, node=retrieval)
+                relevant = relevant_hits(ctx.question, hits, floor=params.relevance_floor)
+                sources = ctx.graph.add_sources(relevant.kept, node=retrieval) if relevant.kept else []
+                content = (f"{len(sources)} relevant passages retrieved" if sources
+                           else NO_RELEVANT_SOURCE.format(where=ctx.searcher.description))
                 retrieval = ctx.graph.finish(
-                    retrieval, content=f"{len(sources)} passages retrieved",
-                    data={"searcher": ctx.searcher.description, "refs": [s.ref for s in sources]},
+                    retrieval, content=content,
+                    data={"searcher": ctx.searcher.description, "refs": [s.ref for s in sources],
+                          "dropped_as_unrelated": relevant.dropped_summary()},
                 )
 
         answer = child_of_kind(ctx, retrieval, "answer") or ctx.graph.add(kind="answer", label="Answer", parent=retrieval)
@@ -70,7 +76,7 @@ class RagMethod(Method):
             sources = ctx.graph.sources(retrieval)
             messages = prompts.RAG_ANSWER.render(
                 question=ctx.question, today=ctx.today.isoformat(),
-                sources=source_blocks(sources) if sources else "(no sources were found)",
+                sources=source_blocks(sources) if sources else "(no relevant sources were found)",
             )
             try:
                 result = ctx.llm.ask(messages, CitedAnswer, node_id=answer.id, max_tokens=params.max_answer_tokens)
@@ -93,7 +99,11 @@ class RagMethod(Method):
         answer = child_of_kind(ctx, retrieval, "answer") if retrieval else None
         if answer is not None and answer.status == NodeStatus.DONE:
             body = answer.content
+            if not ctx.graph.sources(retrieval):
+                # Said to the reader, not left to the model: nothing here is grounded in a source.
+                body += "\n\n> " + NO_RELEVANT_SOURCE.format(where=ctx.searcher.description) + \
+                        " This answer is the model's own and cites nothing."
         else:
-            reason = answer.error if answer is not None and answer.error else "no answer was produced"
-            body = f"_No answer: {reason}_"
+            # The technical reason stays on the node and the run; the reader gets what to do.
+            body = "_No answer was produced: the answer step failed. Resume the run to try it again._"
         ctx.graph.save_report(body, data={"method": self.name})

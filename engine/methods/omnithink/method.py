@@ -26,6 +26,7 @@ from engine.methods.omnithink.params import OmniThinkParams
 from engine.methods.omnithink.pool import merge
 from engine.methods.omnithink.schemas import Reflection, expansion_model, outline_model
 from engine.search.protocol import SearchError
+from engine.search.relevance import NO_RELEVANT_SOURCE, relevant_hits
 from storage.corpus_store import CorpusStore, NewDocument
 from storage.models import Command, Node, NodeStatus, Source
 
@@ -43,6 +44,7 @@ class OmniThinkMethod(Method):
     steering = frozenset({"expand", "prune", "add_subtopic", "regenerate_outline", "regenerate_article",
                           "regenerate_report"})
     steerable_kinds = frozenset({TOPIC, SUBTOPIC})
+    answer_kinds = frozenset({TOPIC, SUBTOPIC})
 
     # ------------------------------------------------------------------ run loop
 
@@ -102,6 +104,7 @@ class OmniThinkMethod(Method):
         queries = node.data.get("keywords") or [node.label]
         sources: list[Source] = []
         errors = []
+        dropped: list[dict] = []
         for query in queries:
             try:
                 hits = ctx.searcher.search(query if node.kind == TOPIC else f"{ctx.question} {query}",
@@ -109,15 +112,18 @@ class OmniThinkMethod(Method):
             except SearchError as exc:
                 errors.append(f"{query}: {exc}")
                 continue
-            for source in ctx.graph.add_sources(hits, node=node):
+            relevant = relevant_hits(query, hits, floor=params.relevance_floor)
+            dropped.extend(relevant.dropped_summary())
+            for source in ctx.graph.add_sources(relevant.kept, node=node) if relevant.kept else []:
                 if source.id not in {s.id for s in sources}:
                     sources.append(source)
         if not sources and errors:
             ctx.graph.fail(node, "every search failed: " + "; ".join(errors))
             return
         lines = [f"- **{s.title}** [[S{s.id}]]: {(s.snippet or s.text)[:300].strip()}" for s in sources]
-        ctx.graph.finish(node, content="\n".join(lines) or "_Nothing was found for this subtopic._",
-                         data={"retrieved": len(sources), "search_errors": errors})
+        nothing = "_" + NO_RELEVANT_SOURCE.format(where=ctx.searcher.description) + "_"
+        ctx.graph.finish(node, content="\n".join(lines) or nothing,
+                         data={"retrieved": len(sources), "search_errors": errors, "dropped_as_unrelated": dropped})
 
     def _node_info(self, ctx: RunContext, node: Node, max_chars: int = 2500) -> tuple[str, list[Source]]:
         sources = ctx.graph.sources(node)

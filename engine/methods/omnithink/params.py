@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from engine.methods.base import MethodParams
+from engine.methods.base import MethodParams, relevance_floor_field
 
 
 class OmniThinkParams(MethodParams):
@@ -25,6 +25,7 @@ class OmniThinkParams(MethodParams):
         default=5, ge=1, le=20,
         description="Results per search query (the paper retrieves 5 web pages per query).",
     )
+    relevance_floor: float = relevance_floor_field()
     keywords_per_subtopic: int = Field(
         default=2, ge=1, le=4,
         description="Search queries (keywords) per subtopic.",

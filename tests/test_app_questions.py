@@ -1,0 +1,25 @@
+"""Issue 10, finding 7 (the question) in the app: Explore's Start refuses a question that is too
+long or holds NUL with a clear error, and creates no run."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.questions import MAX_QUESTION_CHARS
+from tests.test_app_pages import assert_no_exception, joined, open_page, services  # noqa: F401  (fixture)
+
+
+@pytest.mark.parametrize("question, expected", [
+    ("Why? " + "x" * MAX_QUESTION_CHARS, [f"the limit is {MAX_QUESTION_CHARS:,}", "documents belong in the corpus"]),
+    ("Why is the sky\x00 blue?", ["NUL character", "plain text"]),
+])
+def test_explore_start_refuses_the_question_with_a_clear_error(services, question, expected):
+    at = open_page()
+    at.text_area(key="question").input(question)
+    at.button(key="start").click().run()
+    assert_no_exception(at)
+    errors = joined(at.error)
+    for phrase in expected:
+        assert phrase in errors
+    assert services.repo.list_runs() == []
+    assert "run" not in at.query_params
