@@ -11,22 +11,27 @@ from __future__ import annotations
 
 import os
 import queue
+import re
 import signal
 import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from engine import cli
+from engine.citations import cited_source_ids
 from engine.config import load_settings
+from engine.llm.fake import FakeLLM
 from engine.llm.fake_server import FakeOpenAIServer
 from engine.runner import Runner
 from engine.services import build_services
 from storage.models import NodeStatus, RunStatus
+from tests.deot_scripts import DIRECT_REASONING, INFO_SEARCH, PLAN_VALIDATOR, PLANNER, Gate, plan, task
 
 QUESTION = "Which magazine was started first, Arthur's Magazine or First for Women?"
 _SCRIPT = Path(sys.executable).with_name("thoughtmap")
@@ -217,3 +222,103 @@ def solving_calls(repo, run_id: str) -> dict[int, int]:
         if call.purpose in SOLVING and call.node_id is not None:
             counts[call.node_id] = counts.get(call.node_id, 0) + 1
     return counts
+
+
+# The root's planner prompt is the only one whose context is the user's own question.
+ROOT_PLANNER = re.compile(re.escape(PLANNER) + r".*\(this is the user's own question\)", re.DOTALL)
+ROOT_SEARCH = "Arthur's Magazine First for Women founding year"
+ROOT_REASONING = "Which of the two magazines was started first, given the founding years found?"
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
+def test_killed_deot_node_resumes_from_its_plan_and_finished_tasks(prebuilt_corpus_home, request):
+    """Killed while the root's second task is in flight (its query optimised, its plan reviewed, its
+    first task done): the resumed run asks no second prompter, planner or validator call for the
+    root, does not run its first task again, and finishes with a complete, cited report."""
+    services = build_services(load_settings())
+    request.addfinalizer(services.close)
+    repo = services.repo
+    fake = FakeLLM()
+    fake.when(ROOT_PLANNER, plan(task("task1", "info_search", ROOT_SEARCH),
+                                 task("task2", "direct_reasoning", ROOT_REASONING, ["task1"])))
+    fake.when(PLAN_VALIDATOR, {"verdict": "approve", "completeness_issues": [], "redundancy_issues": [],
+                               "feedback": ""})
+    held = Gate()  # the root's second task: held until the process is killed, then answered normally
+    fake.when(DIRECT_REASONING, held, times=1)
+    proc: subprocess.Popen | None = None
+    with FakeOpenAIServer(fake) as server:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "THOUGHTMAP_"))}
+        env.update(THOUGHTMAP_HOME=str(prebuilt_corpus_home), OPENAI_BASE_URL=server.base_url,
+                   OPENAI_API_KEY="test", PYTHONUNBUFFERED="1")
+        try:
+            proc = subprocess.Popen(
+                [*THOUGHTMAP, "run", QUESTION, "--method", "deot", "--llm", "openai", "--search", "local",
+                 "--param", "max_nodes=4", "--param", "max_layers=1", "--quiet"],
+                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            )
+            lines: queue.Queue = queue.Queue()
+            threading.Thread(target=read_lines, args=(proc.stdout, lines), daemon=True).start()
+            run_id = (lines.get(timeout=START_TIMEOUT_S) or "").strip()
+            assert run_id, f"no run id: {proc.communicate()[1]}"
+            wait_for(held.reached.is_set, START_TIMEOUT_S, "the root's second task to reach the LLM", proc)
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=10)
+        finally:
+            held.opened.set()  # the killed process's request gets its answer nowhere
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=10)
+            if proc is not None:
+                for stream in (proc.stdout, proc.stderr):
+                    if stream is not None:
+                        stream.close()
+
+        root_before = next(n for n in repo.list_nodes(run_id, kind="question") if n.parent_id is None)
+        assert root_before.status == NodeStatus.RUNNING
+        calls_before = calls_by_purpose(repo, run_id)
+        # Before the kill the root had its query optimised, its plan reviewed and task1 done.
+        assert [calls_before[(root_before.id, p)] for p in ("prompter", "planner", "validator", "tool")] == [1, 1, 1, 1]
+
+        os.environ.update(OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY="test")
+        try:
+            assert cli.main(["resume", run_id, "--quiet"]) == cli.EXIT_OK
+        finally:
+            os.environ.pop("OPENAI_BASE_URL", None)
+            os.environ.pop("OPENAI_API_KEY", None)
+
+    assert repo.get_run(run_id).status == RunStatus.DONE
+    calls_after = calls_by_purpose(repo, run_id)
+    root = repo.get_node(root_before.id)
+    for purpose in ("prompter", "planner"):
+        assert calls_after[(root.id, purpose)] == calls_before[(root.id, purpose)], f"{purpose} asked again"
+    # The one new validator call is the fact check of the answer, not a second plan review.
+    assert calls_after[(root.id, "validator")] == calls_before[(root.id, "validator")] + 1
+    texts = [message_text(r) for r in server.requests]
+    assert sum(1 for t in texts if PLAN_VALIDATOR in t and ROOT_SEARCH in t) == 1
+    # Only task2 ran again: task1's search and answer were kept as they were before the kill.
+    assert calls_after[(root.id, "tool")] == calls_before[(root.id, "tool")] + 1
+    task1, task2 = root.data["tasks"]
+    assert (task1["id"], task1["status"], task2["status"]) == ("task1", "success", "success")
+    assert sum(1 for t in texts if INFO_SEARCH in t and ROOT_SEARCH in t) == 1
+
+    # The resumed run is complete: every question node answered, all of them in the report, which
+    # cites sources the run really stored (and so does the resumed root).
+    questions = repo.list_nodes(run_id, kind="question")
+    assert len(questions) == 4 and all(n.status == NodeStatus.DONE for n in questions)
+    report = repo.latest_report(run_id)
+    assert sorted(node_id for node_id, _ in report.data["signature"]) == [n.id for n in questions]
+    stored = {s.id for s in repo.list_sources(run_id)}
+    assert cited_source_ids(report.markdown) and set(cited_source_ids(report.markdown)) <= stored
+    root_sources = {s.id for s in repo.sources_for_node(root.id)}
+    assert cited_source_ids(root.content) and set(cited_source_ids(root.content)) <= root_sources
+    assert set(cited_source_ids(task1["output"])) <= root_sources
+
+
+def calls_by_purpose(repo, run_id: str) -> Counter[tuple[int, str]]:
+    """How many LLM calls each (node, purpose) made, from the llm_calls table."""
+    return Counter((call.node_id, call.purpose) for call in repo.list_llm_calls(run_id) if call.node_id is not None)
+
+
+def message_text(body: dict) -> str:
+    """The text of a chat request's messages, as the fake server received them."""
+    return "\n".join(str(m.get("content") or "") for m in body["messages"])

@@ -17,8 +17,9 @@ RAG_ANSWER = Prompt(
     system=(
         "You are a careful research assistant. Today is $today. Answer the question using the "
         "numbered sources below. After every claim taken from a source, cite it with its number in "
-        "square brackets, like [2]. Cite only the numbers listed. If the sources do not contain "
-        "the answer, say so plainly and answer only what they support."
+        "square brackets, like [2]. Cite only the numbers listed, and only a source that supports the "
+        "claim: a source about something else is not evidence. If the sources do not contain the "
+        "answer, say so plainly and answer only what they support."
     ),
     user="Sources:\n\n$sources\n\nQuestion: $question",
 )

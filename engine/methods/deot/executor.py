@@ -4,6 +4,7 @@ concurrently, logging start/success/failure; a failed task only stops the tasks 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from datetime import datetime, timezone
 from typing import Any
@@ -46,10 +47,25 @@ def _run_task(ctx: RunContext, node: Node, sources: NodeSources, task: dict[str,
     return result
 
 
-def execute_plan(ctx: RunContext, node: Node, tasks: list[dict[str, Any]], sources: NodeSources) -> list[TaskResult]:
-    """Results in plan order. Tasks run as soon as their dependencies succeeded."""
-    results: dict[str, TaskResult] = {}
-    pending = {t["id"]: t for t in tasks}
+def _keep_the_others(running: dict[Future, str], on_finished: Callable[[TaskResult], TaskResult]) -> None:
+    """The run is ending, but the tasks already running finish anyway: keep what they found, so
+    resuming the node does not run them again."""
+    wait(running)
+    for future in running:
+        if future.exception() is None:
+            on_finished(future.result())
+
+
+def execute_plan(ctx: RunContext, node: Node, tasks: list[dict[str, Any]], sources: NodeSources, *,
+                 finished: dict[str, TaskResult] | None = None,
+                 on_finished: Callable[[TaskResult], TaskResult] | None = None) -> list[TaskResult]:
+    """Results in plan order. Tasks run as soon as their dependencies succeeded.
+
+    `finished` holds results of an earlier, interrupted execution of the same plan: those tasks are
+    not run again. `on_finished` sees each task that ran (success or failure) as it ends, one at a
+    time in this thread (it stores the result), and returns the result later tasks are given."""
+    results: dict[str, TaskResult] = dict(finished or {})
+    pending = {t["id"]: t for t in tasks if t["id"] not in results}
     running: dict[Future, str] = {}
     with ThreadPoolExecutor(max_workers=max(1, len(tasks)), thread_name_prefix=f"node{node.id}-task") as pool:
         while pending or running:
@@ -68,7 +84,13 @@ def execute_plan(ctx: RunContext, node: Node, tasks: list[dict[str, Any]], sourc
             done, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in done:
                 task_id = running.pop(future)
-                results[task_id] = future.result()  # re-raises run-ending errors
+                try:
+                    result = future.result()  # re-raises run-ending errors
+                except BaseException:
+                    if on_finished:
+                        _keep_the_others(running, on_finished)
+                    raise
+                results[task_id] = on_finished(result) if on_finished else result
     for task_id, task in pending.items():  # only reachable with a dependency that never ran
         results[task_id] = TaskResult(task_id=task_id, tool=task["tool"], status="skipped",
                                       error="skipped: a task it depends on never ran")

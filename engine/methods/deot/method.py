@@ -4,7 +4,8 @@ Each question node is a query/answer pair solved by the Solver Agent (plan → v
 summarise → fact-check). After a layer is solved, the Engine Controller picks BREADTH, DEPTH or
 STOP per node and the engines propose children; higher-priority children are kept first when the
 node budget is short. All nodes of a layer are solved concurrently. Every step is stored, and the
-next step is always decided from the stored graph, so a resumed run continues where it stopped.
+next step is always decided from the stored graph, so a resumed run continues where it stopped; a
+node interrupted mid-solve reuses what its solve had stored (`checkpoint.py`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from engine.llm.protocol import StructuredOutputError
 from engine.methods.base import Method, RunContext, UnsupportedCommand
 from engine.methods.common import wait_all
 from engine.methods.deot import prompts
+from engine.methods.deot.checkpoint import SolveCheckpoint
 from engine.methods.deot.engines import Proposal, breadth, decide, depth
 from engine.methods.deot.executor import execute_plan
 from engine.methods.deot.params import DeotParams
@@ -35,7 +37,6 @@ from engine.methods.deot.schemas import (
     OptimizedQuery,
     RepairedQuery,
 )
-from engine.methods.deot.toolbox import NodeSources
 from storage.models import Command, Node, NodeStatus
 
 QUESTION = "question"
@@ -61,6 +62,7 @@ class DeotMethod(Method):
     Params = DeotParams
     steering = frozenset({"expand", "deepen", "prune", "ask", "retry", "regenerate_report"})
     steerable_kinds = frozenset({QUESTION})
+    answer_kinds = frozenset({QUESTION})
 
     # ------------------------------------------------------------------ run loop
 
@@ -88,6 +90,17 @@ class DeotMethod(Method):
 
     def write_report(self, ctx: RunContext) -> None:
         self._report(ctx, force=True)
+
+    def reset_failed(self, ctx: RunContext) -> int:
+        failed = [n for n in self._questions(ctx) if n.status == NodeStatus.FAILED]
+        for node in failed:
+            self._reset_for_retry(ctx, node)
+        return len(failed)
+
+    def _reset_for_retry(self, ctx: RunContext, node: Node) -> None:
+        # Drop what the failed attempt left, so the node's detail describes only the new attempt.
+        ctx.graph.update(node, status=NodeStatus.PENDING, error="", started_at=None, finished_at=None,
+                         data={k: v for k, v in node.data.items() if k in self._IDENTITY_KEYS})
 
     # ------------------------------------------------------------------ graph helpers
 
@@ -134,7 +147,7 @@ class DeotMethod(Method):
         wait_all([ctx.executor.submit(self._solve, ctx, node) for node in batch])
         return True
 
-    def _optimize_query(self, ctx: RunContext, root: Node) -> str:
+    def _optimize_query(self, ctx: RunContext, root: Node, checkpoint: SolveCheckpoint) -> str:
         """Base Prompter, with the error-handling path when the first output is unusable."""
         record: dict[str, Any] = {}
         try:
@@ -156,37 +169,44 @@ class DeotMethod(Method):
             except StructuredOutputError as second:
                 record = {"path": "fallback", "optimized_query": ctx.question, "original_query": ctx.question,
                           "modifications": [], "error": str(second)}
-        ctx.graph.update(root, merge_data={"query_optimization": record})
+        checkpoint.save_query_optimization(record)
         return record["optimized_query"].strip()
 
     def _solve(self, ctx: RunContext, node: Node) -> None:
         params: DeotParams = ctx.params  # type: ignore[assignment]
         ctx.checkpoint()
         node = ctx.graph.start(node)
-        detail: dict[str, Any] = {}
+        # What an interrupted earlier solve of this node stored is reused; the rest is done now.
+        checkpoint = SolveCheckpoint(ctx, node)
+        detail: dict[str, Any] = checkpoint.closed()
         try:
             query = node.label
             if node.data.get("engine") == "root" and params.optimize_query:
-                query = self._optimize_query(ctx, node)
+                query = checkpoint.stored_optimized_query() or self._optimize_query(ctx, node, checkpoint)
             detail["effective_query"] = query
             chain = self._ancestry(ctx, node)
             context = " → ".join(n.label for n in chain) or "(this is the user's own question)"
 
-            plan = make_plan(ctx, node.id, query, context)
+            plan = checkpoint.stored_plan(query)
+            if plan is None:
+                plan = make_plan(ctx, node.id, query, context, earlier=checkpoint.stored_plan_attempts(query),
+                                 on_attempt=lambda attempts: checkpoint.save_plan_attempts(query, attempts))
+                checkpoint.save_plan(query, plan)
             detail.update(plan=plan.tasks, plan_accepted=plan.accepted, plan_attempts=plan.attempts)
-            sources = NodeSources(ctx, node)
-            results = execute_plan(ctx, node, plan.tasks, sources)
+            sources, finished = checkpoint.resume_tasks()
+            results = execute_plan(ctx, node, plan.tasks, sources, finished=finished,
+                                   on_finished=lambda result: checkpoint.save_task(result, sources))
             numbered = sources.all
-            detail["tasks"] = [
-                {**next(t for t in plan.tasks if t["id"] == r.task_id), "status": r.status,
-                 "output": to_stored_markers(r.output, numbered)[0], "error": r.error,
-                 "started_at": r.started_at, "finished_at": r.finished_at}
-                for r in results
-            ]
+            detail["tasks"] = checkpoint.records(results, sources)
+            # Hits left out as unrelated (this solve's searches; a resumed solve reuses earlier ones).
+            detail["dropped_as_unrelated"] = sources.dropped
+            detail["no_relevant_source"] = bool(sources.unanswered_queries) and not numbered
             if not any(r.status == "success" for r in results):
                 ctx.graph.fail(node, "every task of the plan failed: " + "; ".join(r.error for r in results), data=detail)
                 return
 
+            # The task outputs as stored, numbered back: the same text whether or not this solve
+            # was resumed.
             source_text = source_blocks(numbered, max_chars=1000) if numbered else "(no sources)"
             results_text = "\n\n".join(r.as_prompt_text() for r in results)
             summary = ctx.llm.ask(
@@ -207,6 +227,9 @@ class DeotMethod(Method):
             if attributed:
                 detail["attributed_citations"] = attributed
             content = render_summary(stored)
+            if detail["no_relevant_source"]:
+                # Said to the reader, not left to the model: nothing in this answer is grounded.
+                content += "\n\n> " + sources.nothing_found() + " This answer is the model's own and cites nothing."
             ctx.graph.link_sources(node, cited_source_ids(content))
             ctx.graph.finish(node, content=content, data=detail)
         except StructuredOutputError as exc:
@@ -403,9 +426,7 @@ class DeotMethod(Method):
             node = self._target(ctx, command, need_done=False)
             if node.status != NodeStatus.FAILED:
                 raise ValueError(f"node {node.id} is {node.status}; only a failed node can be retried")
-            # Drop what the failed attempt left, so the node's detail describes only the new attempt.
-            ctx.graph.update(node, status=NodeStatus.PENDING, error="", started_at=None, finished_at=None,
-                             data={k: v for k, v in node.data.items() if k in self._IDENTITY_KEYS})
+            self._reset_for_retry(ctx, node)
             return False
         raise UnsupportedCommand(f"the deot method does not support '{kind}'")
 
@@ -508,6 +529,10 @@ class DeotMethod(Method):
             f"- Breadth analyses: {metrics['breadth_analyses']}\n"
             f"- Depth analyses: {metrics['depth_analyses']}\n"
         )
+        ungrounded = [n for n in included if n.data.get("no_relevant_source")]
+        if ungrounded:
+            metrics_md += (f"- Nodes with no relevant source (their findings are the model's own, uncited): "
+                           f"{len(ungrounded)} of {len(included)}\n")
         ctx.graph.save_report(body + metrics_md, data={"method": self.name, "signature": signature,
                                                         "metrics": metrics, "invalid_citations": invalid,
                                                         "attributed_citations": attributed,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from engine.methods.base import MethodParams
+from engine.methods.base import MethodParams, relevance_floor_field
 
 TOOL_NAMES = ("news_search", "info_search", "event_extractor", "history_analyzer", "direct_reasoning")
 
@@ -54,6 +54,7 @@ class DeotParams(MethodParams):
         default=5, ge=1, le=5,
         description="Most articles or passages one search task may return (the paper caps news search at 5).",
     )
+    relevance_floor: float = relevance_floor_field()
     news_search: bool = Field(default=True, description="Toolbox: News Search (recent news; web search when online, else the local corpus).")
     info_search: bool = Field(default=True, description="Toolbox: Information Search (supplementary facts with sources).")
     event_extractor: bool = Field(default=True, description="Toolbox: Event Extractor (what, who, when, where, consequences, figures).")

@@ -3,6 +3,7 @@ format), regenerating the plan with the feedback, a bounded number of times (pap
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,7 +99,24 @@ def _render_plan(tasks: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def make_plan(ctx: RunContext, node_id: int, query: str, context: str) -> PlanOutcome:
+def _feedback(record: dict[str, Any]) -> str:
+    """What a rejected attempt is told to fix: its format problems, else the validator's points."""
+    if record["format_problems"]:
+        return "Format problems:\n" + "\n".join(f"- {p}" for p in record["format_problems"])
+    review = record["review"]
+    issues = review["completeness_issues"] + review["redundancy_issues"]
+    return "\n".join(f"- {i}" for i in issues) + (f"\n{review['feedback']}" if review["feedback"] else "")
+
+
+def make_plan(ctx: RunContext, node_id: int, query: str, context: str, *,
+              earlier: list[dict[str, Any]] | None = None,
+              on_attempt: Callable[[list[dict[str, Any]]], None] | None = None) -> PlanOutcome:
+    """Plan, check the format, have the plan validated; revise with the feedback until a plan is
+    approved or the attempts are used up.
+
+    `earlier` are the attempts an interrupted planning of this query stored (see `on_attempt`,
+    called with all attempts after each planner and validator answer): planning goes on from the
+    last of them, so no answer already given is asked for again."""
     params: DeotParams = ctx.params  # type: ignore[assignment]
     tools = params.enabled_tools()
     TaskPlan = plan_model(tools)
@@ -109,14 +127,30 @@ def make_plan(ctx: RunContext, node_id: int, query: str, context: str) -> PlanOu
         "query": query,
         "context": context,
     }
-    attempts: list[dict[str, Any]] = []
-    tasks: list[dict[str, Any]] = []
-    feedback = ""
-    for attempt in range(params.max_plan_attempts):
-        if attempt == 0:
+    attempts = [dict(record) for record in earlier or []]
+    while True:
+        last = attempts[-1] if attempts else None
+        if last is not None and "verdict" not in last:
+            # Drafted with a correct format, not reviewed yet.
+            if params.validate_plans:
+                review = ctx.llm.ask(prompts.VALIDATE_PLAN.render(query=query, plan=_render_plan(last["tasks"])),
+                                     PlanReview, purpose="validator", node_id=node_id)
+                last["review"] = review.model_dump()
+                last["verdict"] = review.verdict
+            else:
+                # Plan Validation switched off (quick profile): the format check in code is the gate.
+                last["verdict"] = "approve"
+            if on_attempt:
+                on_attempt(attempts)
+        if last is not None and last["verdict"] == "approve":
+            return PlanOutcome(tasks=last["tasks"], accepted=True, attempts=attempts)
+        if last is not None and len(attempts) >= params.max_plan_attempts:
+            return PlanOutcome(tasks=repair(last["tasks"]), accepted=False, attempts=attempts)
+        if last is None:
             messages = prompts.PLAN_TASKS.render(**common)
         else:
-            messages = prompts.REVISE_PLAN.render(**common, previous_plan=_render_plan(tasks), feedback=feedback)
+            messages = prompts.REVISE_PLAN.render(**common, previous_plan=_render_plan(last["tasks"]),
+                                                  feedback=_feedback(last))
         plan = ctx.llm.ask(messages, TaskPlan, purpose="planner", node_id=node_id)
         tasks = [t.model_dump() for t in plan.tasks]
         for task in tasks:
@@ -124,22 +158,35 @@ def make_plan(ctx: RunContext, node_id: int, query: str, context: str) -> PlanOu
         problems = format_problems(tasks, tools)
         record: dict[str, Any] = {"tasks": tasks, "format_problems": problems}
         if problems:
-            feedback = "Format problems:\n" + "\n".join(f"- {p}" for p in problems)
             record["verdict"] = "revise"
-            attempts.append(record)
-            continue
-        if not params.validate_plans:
-            # Plan Validation switched off (quick profile): the format check in code is the gate.
-            record["verdict"] = "approve"
-            attempts.append(record)
-            return PlanOutcome(tasks=tasks, accepted=True, attempts=attempts)
-        review = ctx.llm.ask(prompts.VALIDATE_PLAN.render(query=query, plan=_render_plan(tasks)), PlanReview,
-                             purpose="validator", node_id=node_id)
-        record["review"] = review.model_dump()
-        record["verdict"] = review.verdict
         attempts.append(record)
-        if review.verdict == "approve":
-            return PlanOutcome(tasks=tasks, accepted=True, attempts=attempts)
-        issues = review.completeness_issues + review.redundancy_issues
-        feedback = "\n".join(f"- {i}" for i in issues) + (f"\n{review.feedback}" if review.feedback else "")
-    return PlanOutcome(tasks=repair(tasks), accepted=False, attempts=attempts)
+        if on_attempt and (problems or params.validate_plans):  # otherwise approved at once, below
+            on_attempt(attempts)
+
+
+def resumable_attempts(stored: Any) -> list[dict[str, Any]]:
+    """Stored planning attempts that planning can go on from, or none if they are not whole: every
+    attempt but the last rejected, the last one rejected, approved or waiting for its review."""
+    if not isinstance(stored, list):
+        return []
+    for index, record in enumerate(stored):
+        last = index == len(stored) - 1
+        if (not isinstance(record, dict) or not isinstance(record.get("tasks"), list)
+                or not all(isinstance(t, dict) and isinstance(t.get("id"), str) and isinstance(t.get("tool"), str)
+                           and isinstance(t.get("input"), str) for t in record["tasks"])
+                or not isinstance(record.get("format_problems"), list)):
+            return []
+        verdict = record.get("verdict")
+        if verdict is None and not (last and not record["format_problems"]):
+            return []
+        if verdict is not None and verdict not in (("revise", "approve") if last else ("revise",)):
+            return []
+        if verdict == "revise" and not record["format_problems"] and not _whole_review(record.get("review")):
+            return []
+    return list(stored)
+
+
+def _whole_review(review: Any) -> bool:
+    return (isinstance(review, dict) and isinstance(review.get("feedback"), str)
+            and all(isinstance(review.get(k), list) and all(isinstance(i, str) for i in review[k])
+                    for k in ("completeness_issues", "redundancy_issues")))

@@ -94,7 +94,9 @@ INFO_SEARCH = Prompt(
     system=(
         "You compile factual information from search results. Report what the numbered sources say "
         "that bears on the request, attributing every fact with its number, like [2]. Prefer data, "
-        "dates and figures. Use only the sources below. At most 200 words."
+        "dates and figures. Use only the sources below. A search returns its nearest matches even when "
+        "they are about something else: ignore a source that does not bear on the request, and if none "
+        "does, say that no relevant source was found. At most 200 words."
     ),
     user="Sources:\n\n$sources\n\nQuestion: $input",
 )
@@ -140,7 +142,8 @@ SUMMARIZE_RESULTS = Prompt(
         "key findings (two or three sentences), evidence and data points, analysis (two or three "
         "paragraphs), conflicting information between results (empty if none), and a conclusion that "
         "answers the query in one or two sentences. Cite the numbered sources as [n] wherever a fact "
-        "comes from them; cite only numbers that are listed. Stay within $words words. Failed tasks "
+        "comes from them; cite only numbers that are listed, and only for what they actually say: a source "
+        "about something else is not evidence, leave it out. Stay within $words words. Failed tasks "
         "are marked as such: do not invent their results."
     ),
     user="Sources:\n\n$sources\n\nTask results:\n\n$results\n\nQuestion: $query",

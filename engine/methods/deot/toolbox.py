@@ -9,14 +9,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.citations import source_blocks
+from engine.citations import number_citations, source_blocks, to_stored_markers
 from engine.methods.base import RunContext
 from engine.methods.deot import prompts
+from engine.search.relevance import NO_RELEVANT_SOURCE, relevant_hits
 from storage.models import Node, Source
 
 
 class NodeSources:
-    """The sources one node has gathered, numbered 1..N in the order found (shared by its tasks)."""
+    """The sources one node has gathered, numbered 1..N in the order found (shared by its tasks).
+
+    `initial` restores a numbering stored earlier (a resumed solve). Text is stored with run-wide
+    `[[S<id>]]` markers (`to_stored`) and shown to the model with this numbering (`to_prompt`)."""
 
     def __init__(self, ctx: RunContext, node: Node, initial: list[Source] | None = None) -> None:
         self._ctx = ctx
@@ -24,6 +28,9 @@ class NodeSources:
         self._lock = threading.Lock()
         self._sources: list[Source] = []
         self._number_of: dict[int, int] = {}
+        # Hits left out as unrelated to their query, and queries that kept nothing (node data).
+        self.dropped: list[dict] = []
+        self.unanswered_queries: list[str] = []
         for source in initial or []:
             self._append(source)
 
@@ -34,15 +41,44 @@ class NodeSources:
         return self._number_of[source.id]
 
     def search(self, query: str, k: int) -> list[int]:
+        """Search, keep only the hits about the query, store and number them."""
         hits = self._ctx.searcher.search(query, k=k)
-        stored = self._ctx.graph.add_sources(hits, node=self._node)
+        relevant = relevant_hits(query, hits, floor=getattr(self._ctx.params, "relevance_floor", 0.0))
+        stored = self._ctx.graph.add_sources(relevant.kept, node=self._node) if relevant.kept else []
         with self._lock:
+            self.dropped.extend(relevant.dropped_summary())
+            if not stored:
+                self.unanswered_queries.append(query)
             return [self._append(source) for source in stored]
+
+    def nothing_found(self) -> str:
+        return NO_RELEVANT_SOURCE.format(where=self._ctx.searcher.description)
 
     @property
     def all(self) -> list[Source]:
         with self._lock:
             return list(self._sources)
+
+    def to_stored(self, text: str) -> tuple[str, list[int]]:
+        """The model's `[n]` as run-wide `[[S<id>]]` markers, and the numbers it was never shown."""
+        return to_stored_markers(text, self.all)
+
+    def to_prompt(self, stored: str) -> str:
+        """Stored `[[S<id>]]` markers as this node's `[n]` (markers of other sources are dropped)."""
+        with self._lock:
+            numbering = dict(self._number_of)
+        return number_citations(stored, numbering.keys(), start=numbering).text
+
+    def ids_of(self, numbers: list[int]) -> list[int]:
+        with self._lock:
+            return [self._sources[n - 1].id for n in numbers if 1 <= n <= len(self._sources)]
+
+    def numbers_of(self, source_ids: list[int]) -> list[int] | None:
+        """The numbers of these sources; None if one of them is not numbered here."""
+        with self._lock:
+            if not all(i in self._number_of for i in source_ids):
+                return None
+            return [self._number_of[i] for i in source_ids]
 
     def blocks(self, numbers: list[int] | None = None) -> str:
         with self._lock:
@@ -89,7 +125,7 @@ class ToolCall:
 def news_search(ctx: RunContext, call: ToolCall) -> tuple[str, list[int]]:
     numbers = call.sources.search(call.task["input"], k=call.task.get("max_results", 3))
     if not numbers:
-        return "No articles found.", []
+        return call.sources.nothing_found(), []
     by_number = {i + 1: s for i, s in enumerate(call.sources.all)}
     articles = []
     for n in numbers:
@@ -102,7 +138,7 @@ def news_search(ctx: RunContext, call: ToolCall) -> tuple[str, list[int]]:
 def info_search(ctx: RunContext, call: ToolCall) -> tuple[str, list[int]]:
     numbers = call.sources.search(call.task["input"], k=call.task.get("max_results", 3))
     if not numbers:
-        return "No information found for this request.", []
+        return call.sources.nothing_found(), []
     text = ctx.llm.text(prompts.INFO_SEARCH.render(sources=call.sources.blocks(numbers), input=call.task["input"]),
                         purpose="tool", node_id=call.node.id, max_tokens=min(500, ctx.params.tool_max_tokens))
     return text.strip(), numbers

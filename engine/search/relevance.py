@@ -1,0 +1,111 @@
+"""Is a search hit about the query at all? A floor under what a node may cite.
+
+BM25 always returns its nearest documents, even when the corpus holds nothing on the question: a
+DEoT node on the 1973 OPEC embargo, offline, was handed Hugo Chávez's biography as "evidence",
+cited it, and built on it. A reader cannot tell such evidence from noise (the peers' most reported
+failure). So before a hit reaches a prompt, it must cover enough of the query's content words
+(in its title or text); what does not is dropped, named in the node's data, and a search that
+keeps nothing says "no relevant source found" instead of citing noise.
+
+The score is the share of the query's distinctive terms found in the hit, where a term counts
+more when it is rare among the hits themselves (a word every hit shares, like "oil" for an oil
+question, proves little) and double when it is in the hit's title (what the document is about).
+The floor was chosen on the bundled datasets (`benchmarks/bench_relevance.py`, results in
+docs/benchmarks.md): at 0.35 it keeps 98 % of HotpotQA's gold passages among the top-5 hits and
+drops about 40 % of the hits for questions the corpus does not cover. A word count cannot tell a
+passage that mentions "economic effects" from one about them: what passes the floor is then left
+to the model's judgment, which every prompt that shows sources asks for (use and cite only the
+sources that bear on the question).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from engine.search.protocol import Hit
+
+DEFAULT_FLOOR = 0.35
+
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+# Function words and question scaffolding: they say nothing about what a document is about.
+_STOPWORDS = frozenset("""
+a about above after again against all also am an and any are as at be because been before being below between
+both but by can could did do does doing down during each few for from further had has have having he her here
+hers herself him himself his how i if in into is it its itself just me more most my myself no nor not now of off
+on once only or other our ours ourselves out over own same she should so some such than that the their theirs
+them themselves then there these they this those through to too under until up very was we were what when where
+which while who whom why will with would you your yours yourself yourselves
+many much whose whether within without upon via per among across toward towards including include includes
+explain describe discuss analyze analyse compare list give tell identify summarize evaluate assess
+known called named según es el la los las de del y en un una que por con para
+""".split())
+
+
+def _stem(word: str) -> str:
+    """A light stemmer: enough to match 'embargoes' with 'embargo' and 'economies' with 'economy'."""
+    for suffix, replacement in (("ies", "y"), ("es", ""), ("s", ""), ("ing", ""), ("ed", "")):
+        if len(word) > len(suffix) + 3 and word.endswith(suffix):
+            return word[: -len(suffix)] + replacement
+    return word
+
+
+def terms(text: str) -> set[str]:
+    """The distinctive terms of a text: lower-cased, stemmed, without stopwords and 1-letter words."""
+    words = (w.lower() for w in _WORD.findall(text))
+    return {_stem(w) for w in words if (len(w) > 1 or w.isdigit()) and w not in _STOPWORDS}
+
+
+@dataclass(frozen=True)
+class Judged:
+    hit: Hit
+    score: float  # 0..1, the weighted share of the query's terms the hit contains
+    matched: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RelevanceResult:
+    kept: list[Hit]
+    dropped: list[Judged]
+
+    def dropped_summary(self) -> list[dict]:
+        """For the node's data: which hits were left out, and how little they matched."""
+        return [{"title": j.hit.title[:120], "ref": j.hit.ref[:200], "score": round(j.score, 2)}
+                for j in self.dropped]
+
+
+def judge(query: str, hits: Sequence[Hit]) -> list[Judged]:
+    wanted = terms(query)
+    if not wanted:
+        return [Judged(hit, 1.0, ()) for hit in hits]
+    hit_terms = [terms(f"{hit.title} {hit.text or hit.snippet}") for hit in hits]
+    judged = []
+    for hit, found in zip(hits, hit_terms):
+        in_title = terms(hit.title)
+        matched = wanted & found
+        weight_all = weight_matched = 0.0
+        for term in wanted:
+            # Rare among the hits = distinctive: 2; present in every hit = common ground: 1.
+            share = sum(term in other for other in hit_terms) / max(len(hit_terms), 1)
+            weight = 2.0 - share
+            weight_all += weight
+            if term in matched:
+                # A query term in the title says what the whole document is about: it counts double.
+                weight_matched += weight * (2.0 if term in in_title else 1.0)
+        judged.append(Judged(hit, min(1.0, weight_matched / weight_all), tuple(sorted(matched))))
+    return judged
+
+
+def relevant_hits(query: str, hits: Sequence[Hit], *, floor: float = DEFAULT_FLOOR) -> RelevanceResult:
+    """Keep the hits that cover at least `floor` of the query (0 keeps everything)."""
+    if floor <= 0 or not hits:
+        return RelevanceResult(list(hits), [])
+    kept, dropped = [], []
+    for verdict in judge(query, hits):
+        (kept if verdict.score >= floor else dropped).append(verdict.hit if verdict.score >= floor else verdict)
+    return RelevanceResult(kept, dropped)
+
+
+NO_RELEVANT_SOURCE = ("No relevant source was found for this in {where}. Connect web search or upload documents "
+                      "on the Settings page to ground it.")
