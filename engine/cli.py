@@ -1,8 +1,10 @@
 """`thoughtmap`: the same engine, headless.
 
-Exit codes: 0 done; 1 the run failed or a runtime error (endpoint unreachable...); 2 bad input
-(unknown method, parameter or run, empty question, missing key); 3 the run stopped before the end
-(budget reached, or stopped by the user) with its partial results kept.
+Exit codes: 0 done; 1 the run failed or a runtime error (endpoint unreachable, the report could
+not be written at the end: the run is saved); 2 bad input (unknown method, parameter or run, empty
+question, missing key, a budget that is not a positive finite number, an argument that is not UTF-8,
+an --out path that cannot be written, an ingest that found nothing to add); 3 the run stopped before
+the end (budget reached, or stopped by the user) with its partial results kept.
 """
 
 from __future__ import annotations
@@ -14,12 +16,15 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from engine.cli_input import BadInput, budget_type, check_arguments_are_utf8, check_out_path
 from engine.config import load_settings
 from engine.llm.protocol import LLMAuthError, LLMError
 from engine.methods.params import ParamError, build_params, build_params_with_profile, parse_assignments, profile_for_llm
 from engine.methods.registry import METHODS, UnknownMethod, get_method
+from engine.questions import QuestionError, clean_question
 from engine.report import export_json, render_markdown
 from engine.runner import RunnerError
+from engine.safe_text import json_for_terminal, one_line, terminal_text
 from engine.search.protocol import SearchError
 from storage.db import DatabaseURLError
 from storage.models import RunStatus
@@ -35,7 +40,13 @@ class CLIError(Exception):
 
 
 def _err(message: str) -> None:
-    print(f"thoughtmap: {message}", file=sys.stderr, flush=True)
+    # Messages carry stored text (run errors, labels, model descriptions): no terminal controls.
+    print(f"thoughtmap: {terminal_text(message)}", file=sys.stderr, flush=True)
+
+
+def _say(line: str) -> None:
+    """One line of command output on stdout; stored text in it cannot drive the terminal."""
+    print(terminal_text(line))
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -63,15 +74,17 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--search", choices=["local", "web", "both", "none"], default=None,
                      help="where sources come from (default THOUGHTMAP_SEARCH or local: the bundled corpus)")
     run.add_argument("--out", type=Path, help="also write the Markdown report to this file")
-    run.add_argument("--max-tokens", type=int, help="token budget of the run; it stops cleanly when reached")
-    run.add_argument("--max-cost", type=float, help="cost budget of the run in dollars")
+    run.add_argument("--max-tokens", type=budget_type("--max-tokens", int, "tokens"),
+                     help="token budget of the run; it stops cleanly when reached")
+    run.add_argument("--max-cost", type=budget_type("--max-cost", float, "dollars"),
+                     help="cost budget of the run in dollars")
     run.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
     resume = sub.add_parser("resume", help="continue an interrupted, stopped or failed run")
     resume.add_argument("run_id")
     resume.add_argument("--llm", choices=["fake", "local", "openai"], help="LLM to continue with (default: the run's own)")
-    resume.add_argument("--max-tokens", type=int, help="raise the token budget")
-    resume.add_argument("--max-cost", type=float, help="raise the cost budget")
+    resume.add_argument("--max-tokens", type=budget_type("--max-tokens", int, "tokens"), help="raise the token budget")
+    resume.add_argument("--max-cost", type=budget_type("--max-cost", float, "dollars"), help="raise the cost budget")
     resume.add_argument("--out", type=Path, help="also write the Markdown report to this file")
     resume.add_argument("--quiet", action="store_true")
 
@@ -164,7 +177,7 @@ def _watch(services, run_id: str, quiet: bool) -> None:
                     if seen.get(node.id) != node.status:
                         seen[node.id] = node.status
                         indent = "  " * node.depth
-                        label = " ".join(node.label.split())[:90]
+                        label = one_line(node.label)[:90]
                         _err(f"{indent}[{node.kind}] {label} ({node.status})")
             if finished and not services.runner.is_active(run_id):
                 return
@@ -173,13 +186,34 @@ def _watch(services, run_id: str, quiet: bool) -> None:
 
 
 def _finish(services, run_id: str, out: Path | None) -> int:
+    """Say how the run ended, then write its report to `out`; returns the exit code."""
+    code = _say_outcome(services, run_id)
+    if out is None:
+        return code
+    try:
+        _write_file(out, render_markdown(services.repo, run_id))
+    except CLIError as exc:
+        # The run itself is stored: say so, and how to get the report once the cause is fixed.
+        _err(f"error: {exc}. The run is saved; write its report with: "
+             f"thoughtmap export {run_id} --out ANOTHER_FILE.md")
+        return EXIT_FAILED if code == EXIT_OK else code
+    return code
+
+
+def _write_file(path: Path, text: str) -> None:
+    """Write an output file; a failure (disk full, permissions changed) is a CLIError naming it."""
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise CLIError(f"could not write {path}: {exc.strerror or exc}", EXIT_FAILED) from exc
+
+
+def _say_outcome(services, run_id: str) -> int:
     run = services.repo.get_run(run_id)
-    if out is not None:
-        out.write_text(render_markdown(services.repo, run_id), encoding="utf-8")
     tokens = run.prompt_tokens + run.completion_tokens
     summary = f"run {run_id}: {run.status}; {run.node_count} nodes, {run.llm_calls} LLM calls, {tokens} tokens, ${run.cost:.4f}"
     if run.status == RunStatus.DONE:
-        _err(summary)
+        _err(summary + (f". Warning: {run.warning} (thoughtmap resume {run_id})" if run.warning else ""))
         return EXIT_OK
     if run.status == RunStatus.STOPPED:
         _err(f"{summary}. {run.stop_reason}. Partial results are kept; continue with: thoughtmap resume {run_id}")
@@ -196,14 +230,17 @@ def cmd_run(args) -> int:
     if not question:
         raise CLIError("the question is empty; pass the question as the first argument, in quotes")
     try:
+        question = clean_question(question)  # refused before any set-up, as bad parameters are
+    except QuestionError as exc:
+        raise CLIError(str(exc)) from exc
+    try:
         method_cls = get_method(args.method)
         values = parse_assignments(args.param)
         build_params(method_cls.Params, values, method=args.method)  # bad input fails before any set-up
     except (UnknownMethod, ParamError) as exc:
         raise CLIError(str(exc)) from exc
-    for flag, value in (("--max-tokens", args.max_tokens), ("--max-cost", args.max_cost)):
-        if value is not None and value <= 0:
-            raise CLIError(f"{flag} must be positive (got {value})")
+    # Budgets were checked while parsing; the report's path is checked before the run, not after.
+    check_out_path(args.out)
     services = _services()
     kind = _choose_llm(args.llm, services)
     profile = profile_for_llm(kind) if args.profile == "auto" else args.profile
@@ -232,6 +269,7 @@ def cmd_run(args) -> int:
 
 
 def cmd_resume(args) -> int:
+    check_out_path(args.out)
     services = _services()
     services.runner.recover_interrupted()
     run = services.repo.find_run(args.run_id)
@@ -256,11 +294,11 @@ def cmd_list(args) -> int:
     if not runs:
         _err("no runs stored yet. Start one with: thoughtmap run \"your question\"")
         return EXIT_OK
-    print(f"{'ID':<12}  {'STATUS':<11}  {'METHOD':<10}  {'NODES':>5}  {'CREATED':<16}  QUESTION")
+    _say(f"{'ID':<12}  {'STATUS':<11}  {'METHOD':<10}  {'NODES':>5}  {'CREATED':<16}  QUESTION")
     for run in runs:
         created = run.created_at.strftime("%Y-%m-%d %H:%M")
-        question = " ".join(run.title.split())[:70]
-        print(f"{run.id:<12}  {run.status:<11}  {run.method:<10}  {run.node_count:>5}  {created:<16}  {question}")
+        question = one_line(run.title)[:70]
+        _say(f"{run.id:<12}  {run.status:<11}  {run.method:<10}  {run.node_count:>5}  {created:<16}  {question}")
     return EXIT_OK
 
 
@@ -268,28 +306,33 @@ def cmd_show(args) -> int:
     services = _services()
     repo = services.repo
     run = repo.find_run(args.run_id)
-    print(f"run       {run.id}")
-    print(f"question  {run.question}")
-    print(f"method    {run.method}  params {json.dumps(run.params)}")
-    print(f"llm       {run.llm_info.get('description', '?')}    search {run.search_mode}")
-    print(f"status    {run.status}" + (f" ({run.stop_reason})" if run.stop_reason else "") + (f" error: {run.error}" if run.error else ""))
-    print(f"usage     {run.llm_calls} LLM calls, {run.prompt_tokens}+{run.completion_tokens} tokens, ${run.cost:.4f}")
-    print("tree")
+    _say(f"run       {run.id}")
+    _say(f"question  {one_line(run.question)}")
+    _say(f"method    {run.method}  params {json.dumps(run.params)}")
+    _say(f"llm       {one_line(run.llm_info.get('description', '?'))}    search {run.search_mode}")
+    _say(f"status    {run.status}" + (f" ({one_line(run.stop_reason)})" if run.stop_reason else "")
+         + (f" error: {run.error}" if run.error else ""))
+    _say(f"usage     {run.llm_calls} LLM calls, {run.prompt_tokens}+{run.completion_tokens} tokens, ${run.cost:.4f}")
+    _say("tree")
     for node in repo.list_nodes(run.id):
-        label = " ".join(node.label.split())[:100]
-        print(f"  {'  ' * node.depth}#{node.id} [{node.kind}] {label} ({node.status})")
+        label = one_line(node.label)[:100]
+        _say(f"  {'  ' * node.depth}#{node.id} [{node.kind}] {label} ({node.status})")
     return EXIT_OK
 
 
 def cmd_export(args) -> int:
+    check_out_path(args.out)
     services = _services()
     run = services.repo.find_run(args.run_id)
+    # The Markdown report is already terminal-safe (engine.safe_text); stripping again costs
+    # nothing and keeps this true whatever the renderer becomes. JSON keeps its data: the
+    # characters a terminal acts on are written as \u escapes.
     if args.format == "md":
-        text = render_markdown(services.repo, run.id)
+        text = terminal_text(render_markdown(services.repo, run.id))
     else:
-        text = json.dumps(export_json(services.repo, run.id), indent=2, ensure_ascii=False)
+        text = json_for_terminal(json.dumps(export_json(services.repo, run.id), indent=2, ensure_ascii=False))
     if args.out:
-        args.out.write_text(text, encoding="utf-8")
+        _write_file(args.out, text)
         _err(f"wrote {args.out}")
     else:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
@@ -298,6 +341,7 @@ def cmd_export(args) -> int:
 
 def cmd_ingest(args) -> int:
     from engine.search.bundled import open_default_corpus
+    from engine.search.loaders import SUPPORTED_SUFFIXES
 
     missing = [str(p) for p in args.paths if not p.exists()]
     if missing:
@@ -307,7 +351,14 @@ def cmd_ingest(args) -> int:
     corpus = open_default_corpus(settings)
     report = corpus.ingest(args.paths)
     print(report.summary())
-    return EXIT_OK
+    if report.documents_added or report.duplicates_skipped:
+        return EXIT_OK
+    if not report.skipped:
+        raise CLIError("nothing was ingested: no files found (hidden files and folders are ignored)")
+    raise CLIError(
+        f"nothing was ingested: all {len(report.skipped)} file(s) were skipped, for the reasons listed "
+        f"above. Supported: {', '.join(sorted(SUPPORTED_SUFFIXES))} files holding text"
+    )
 
 
 def cmd_methods(_args) -> int:
@@ -355,9 +406,14 @@ COMMANDS = {"run": cmd_run, "resume": cmd_resume, "list": cmd_list, "show": cmd_
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
     try:
+        check_arguments_are_utf8(argv)
+        args = _parser().parse_args(argv)
         return COMMANDS[args.command](args)
+    except BadInput as exc:
+        _err(f"error: {exc}")
+        return EXIT_USAGE
     except CLIError as exc:
         _err(f"error: {exc}")
         return exc.code

@@ -1,16 +1,21 @@
 """Reports and exports of a stored run.
 
 The Markdown report numbers citations `[n]` by first appearance and lists exactly those sources,
-so every `[n]` resolves. The JSON export holds the whole session: run, params, graph, sources,
-usage, commands and reports.
+so every `[n]` resolves. Everything in it that came from outside (the question, model text, node
+labels, source titles, URLs and refs, model names) goes through `engine.safe_text`, so the file is
+inert in viewers that render HTML and in a terminal. The JSON export holds the whole session: run,
+params, graph, sources, usage, commands and reports (raw, as stored; its `report.markdown` is the
+safe rendering).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from engine.citations import cited_source_ids, number_citations
+from engine.citations import Rendered, cited_source_ids, number_citations
+from engine.safe_text import code_span, inline_text, markdown_block, url_text
 from storage.models import Node, NodeStatus, Source
 from storage.repository import Repository
 
@@ -18,23 +23,37 @@ EXPORT_FORMAT_VERSION = 1
 
 
 def _source_line(number: int, source: Source) -> str:
-    where = source.url or source.ref
+    where = url_text(source.url or source.ref)
     kind = "web" if source.kind == "web" else "corpus"
-    title = source.title.strip() or "Untitled"
+    title = inline_text(source.title) or "Untitled"
     line = f"[{number}] {title} — {where} ({kind})"
     if source.url and source.kind != "web":
-        line += f" · document `{source.ref}`"
+        line += f" · document {code_span(source.ref)}"
     return line
 
 
-def _partial_body(nodes: list[Node]) -> str:
-    """What a run without a final report has to show: its finished answers, in order."""
-    parts = []
+def _partial_body(nodes: list[Node], known_source_ids: Iterable[int]) -> Rendered:
+    """What a run without a final report has to show: its finished answers, in order, with one
+    citation numbering across them."""
+    known = set(known_source_ids)
+    parts: list[str] = []
+    numbers: dict[int, int] = {}  # source id -> number, shared by the parts
     for node in nodes:
         if node.parent_id is None or node.status != NodeStatus.DONE or not node.content.strip():
             continue
-        parts.append(f"### {node.label.strip() or node.kind}\n\n{node.content.strip()}")
-    return "\n\n".join(parts) or "_Nothing has been produced yet._"
+        rendered = number_citations(node.content.strip(), known, start=numbers)
+        numbers = {source_id: number for number, source_id in rendered.numbering.items()}
+        heading = inline_text(node.label) or inline_text(node.kind)
+        parts.append(f"### {heading}\n\n{markdown_block(rendered.text)}")
+    text = "\n\n".join(parts) or "_Nothing has been produced yet._"
+    return Rendered(text=text, numbering={number: source_id for source_id, number in numbers.items()})
+
+
+def _report_body(markdown: str, known_source_ids: Iterable[int]) -> Rendered:
+    # Numbered first, so a removed marker cannot join its neighbours into something the sanitiser
+    # did not see; the sanitiser leaves `[n]` alone, so every citation still resolves.
+    rendered = number_citations(markdown.strip(), known_source_ids)
+    return Rendered(text=markdown_block(rendered.text), numbering=rendered.numbering)
 
 
 def render_markdown(repo: Repository, run_id: str) -> str:
@@ -42,20 +61,22 @@ def render_markdown(repo: Repository, run_id: str) -> str:
     sources = {s.id: s for s in repo.list_sources(run_id)}
     report = repo.latest_report(run_id)
     if report is not None:
-        body = report.markdown
+        rendered = _report_body(report.markdown, sources.keys())
         note = ""
     else:
-        body = _partial_body(repo.list_nodes(run_id))
-        note = f"> Partial results: the run is {run.status}" + (f" ({run.stop_reason})" if run.stop_reason else "") + ".\n\n"
-    rendered = number_citations(body, sources.keys())
+        rendered = _partial_body(repo.list_nodes(run_id), sources.keys())
+        reason = f" ({inline_text(run.stop_reason)})" if run.stop_reason else ""
+        note = f"> Partial results: the run is {inline_text(run.status)}{reason}.\n\n"
 
-    model = run.llm_info.get("model") or run.llm_info.get("kind") or "?"
+    model = inline_text(run.llm_info.get("model") or run.llm_info.get("kind") or "?")
     lines = [
-        f"# {run.title or run.question}",
+        f"# {inline_text(run.title or run.question)}",
         "",
-        f"*Question:* {run.question}  ",
-        f"*Method:* {run.method} · *Model:* {model} · *Search:* {run.search_mode} · *Status:* {run.status}  ",
-        f"*Run:* `{run.id}` · *Nodes:* {run.node_count} · *Tokens:* {run.prompt_tokens + run.completion_tokens}"
+        f"*Question:* {inline_text(run.question)}  ",
+        f"*Method:* {inline_text(run.method)} · *Model:* {model} · *Search:* {inline_text(run.search_mode)}"
+        f" · *Status:* {inline_text(run.status)}  ",
+        f"*Run:* {code_span(run.id)} · *Nodes:* {run.node_count}"
+        f" · *Tokens:* {run.prompt_tokens + run.completion_tokens}"
         f" · *Cost:* ${run.cost:.4f}",
         "",
         note + rendered.text.strip(),

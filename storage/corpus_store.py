@@ -33,6 +33,9 @@ TEXT_WEIGHT = 1.0
 # A query is cut to this many terms, so a pasted page cannot make a huge FTS expression.
 MAX_QUERY_TERMS = 48
 
+# Full-text rows are written this many at a time, so a document's chunks need not all be held.
+FTS_WRITE_BATCH = 500
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (
     key TEXT PRIMARY KEY,
@@ -103,13 +106,17 @@ def text_hash(text: str) -> str:
 
 @dataclass(frozen=True)
 class NewDocument:
-    """A document to add: its chunks are already split (see engine.search.chunking)."""
+    """A document to add: its chunks are already split (see engine.search.chunking).
+
+    `chunks` is read once, while the document is written, and only if it is not a duplicate: a
+    large file's chunks can stream from disk. If reading them raises, the write is rolled back.
+    """
 
     collection: str
     ref: str
     title: str
     url: str | None
-    chunks: Sequence[str]
+    chunks: Iterable[str]
     content_hash: str
 
 
@@ -305,13 +312,18 @@ class CorpusStore:
                     )
                     if cur.rowcount == 1:  # 0: the same text is already indexed elsewhere
                         fts_rows.append((cur.lastrowid, doc.title, chunk))
-                cur.executemany(
-                    "INSERT INTO chunks_fts(rowid, title, text) VALUES (?, ?, ?)", fts_rows
-                )
-                stats.chunks_added += len(fts_rows)
+                        stats.chunks_added += 1
+                    if len(fts_rows) >= FTS_WRITE_BATCH:
+                        self._index_chunks(fts_rows)
+                self._index_chunks(fts_rows)
                 stats.added += 1
                 stats.added_flags.append(True)
         return stats
+
+    def _index_chunks(self, rows: list[tuple[int, str, str]]) -> None:
+        """Add (chunk id, title, text) rows to the full-text index and empty `rows`."""
+        self._conn.executemany("INSERT INTO chunks_fts(rowid, title, text) VALUES (?, ?, ?)", rows)
+        rows.clear()
 
     def _delete_documents(self, doc_ids: Sequence[int]) -> None:
         """Remove documents, their chunks and their FTS entries (call inside a transaction)."""

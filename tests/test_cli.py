@@ -112,7 +112,8 @@ def test_export_json_holds_the_whole_session(done_rag_run, capsys):
     for key in ("nodes", "edges", "sources", "llm_calls", "usage", "params"):
         assert key in data, key
     assert data["run"]["id"] == done_rag_run
-    assert data["params"] == {"top_k": 5, "max_answer_tokens": 800, "attribute_citations": False}
+    assert data["params"] == {"top_k": 5, "relevance_floor": 0.35, "max_answer_tokens": 800,
+                              "attribute_citations": False}
     assert {n["kind"] for n in data["nodes"]} >= {"question", "search", "answer"}
     assert len(data["edges"]) >= len(data["nodes"]) - 1
     assert data["sources"] and all(s["ref"].split("/", 1)[0] in BUNDLED_DATASETS for s in data["sources"])
@@ -357,18 +358,19 @@ def test_run_against_an_openai_compatible_server(prebuilt_corpus_home, capsys, m
     assert bool(sources) == (method == "rag")
 
 
-def test_answer_not_matching_the_schema_fails_the_node_not_the_run(prebuilt_corpus_home, capsys, monkeypatch):
+def test_answer_not_matching_the_schema_fails_the_run_and_resume_retries_it(prebuilt_corpus_home, capsys, monkeypatch):
     responder = FakeLLM().when("Question:", {"wrong": "shape"})
     with FakeOpenAIServer(responder) as server:
         monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
         monkeypatch.setenv("OPENAI_API_KEY", "test")
         code, out, err = cli_run(capsys, "run", QUESTION, "--method", "rag", "--llm", "openai", "--quiet")
         requests = server.count_chat_requests()
-    assert code == cli.EXIT_OK, err
+    assert code == cli.EXIT_FAILED, err
+    assert "nothing was answered" in err and f"thoughtmap resume" in err
     assert requests >= 3  # the answer plus the re-asks
     run_id = run_id_of(out)
     run, nodes, _ = stored_run(run_id)
-    assert run.status == RunStatus.DONE and not run.error
+    assert run.status == RunStatus.FAILED and "did not match CitedAnswer" in run.error
     search = next(n for n in nodes if n.kind == "search")
     answer = next(n for n in nodes if n.kind == "answer")
     assert search.status == NodeStatus.DONE
@@ -377,8 +379,18 @@ def test_answer_not_matching_the_schema_fails_the_node_not_the_run(prebuilt_corp
 
     code, out, _ = cli_run(capsys, "export", run_id)
     assert code == cli.EXIT_OK
-    assert "_No answer: the model's answer did not match" in out
-    assert "## Sources" not in out
+    assert "No answer was produced" in out and "did not match" not in out
+
+    # The endpoint works again: resume retries the failed answer and rewrites the report.
+    with FakeOpenAIServer() as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        code, _, err = cli_run(capsys, "resume", run_id, "--quiet")
+    assert code == cli.EXIT_OK, err
+    run, nodes, _ = stored_run(run_id)
+    assert run.status == RunStatus.DONE and not run.error and not run.warning
+    assert next(n for n in nodes if n.kind == "answer").status == NodeStatus.DONE
+    code, out, _ = cli_run(capsys, "export", run_id)
+    assert "No answer was produced" not in out and "[1]" in out and "## Sources" in out
 
 
 # ====================================================================== budget: stop, keep, resume

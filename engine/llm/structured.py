@@ -23,6 +23,7 @@ from engine.llm.protocol import (
     ResponseFormat,
     StructuredOutputError,
 )
+from engine.text import storable_json
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -67,7 +68,7 @@ def extract_json(text: str) -> Any:
                 value, _ = decoder.raw_decode(stripped, start)
             except json.JSONDecodeError:
                 continue
-            return value
+            return storable_json(value)  # escapes like "\\ud800" decode to unstorable text
     raise ValueError("no JSON object found in the answer")
 
 

@@ -25,6 +25,7 @@ import httpx
 
 from engine.search.extract import ExtractionError, html_to_text, pdf_to_text
 from engine.search.protocol import FetchError
+from engine.text import storable_text
 
 Resolver = Callable[[str, int], list[str]]
 
@@ -204,6 +205,8 @@ class PageFetcher:
                 )
         except ExtractionError as exc:
             raise FetchError(f"{final_url}: {exc}") from exc
+        # A page is untrusted text on its way into the database: no NUL, no lone surrogates.
+        text, title = storable_text(text).strip(), storable_text(title)
         if not text:
             raise FetchError(f"no text found at {final_url}")
         return FetchedPage(url, final_url, title or final_url, text, content_type or kind)

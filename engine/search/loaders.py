@@ -2,24 +2,40 @@
 
 Supported: .txt, .md/.markdown, .html/.htm, .pdf, .jsonl (one document per line). Folders are
 walked recursively. A file that cannot be read is reported as `Skipped` with a reason; it never
-stops the rest of the ingest.
+stops the rest of the ingest. So is a file whose first bytes are binary (an image or archive
+renamed `.txt`). A text file larger than STREAM_ABOVE_BYTES is not read here but given as a
+`TextFileDocument`, read in blocks as it is indexed. Text is made storable (no NUL, no lone
+surrogate from a JSON escape; file names that are not UTF-8 shown with \\x escapes).
 """
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from engine.search.extract import ExtractionError, html_to_text, pdf_to_text
+from engine.text import storable_text
 
 TEXT_FIELDS = ("text", "contents", "body", "content")
 MAX_FILE_BYTES = 200_000_000
 # Bad JSONL lines are summarised per file; this many line numbers are listed.
 MAX_LISTED_BAD_LINES = 10
+# The first bytes of a text file are checked for binary content.
+SNIFF_BYTES = 8192
+# A binary file decodes to many control characters or, failing UTF-8, to many U+FFFD; text in a
+# legacy 8-bit encoding (Latin-1 accents) stays far below these shares.
+MAX_CONTROL_SHARE = 0.05
+MAX_UNDECODABLE_SHARE = 0.30
+_TEXT_CONTROLS = frozenset("\t\n\r\f\v\b\x1b")
+# .txt/.md files above this size are streamed: read in blocks of TEXT_BLOCK_CHARS characters as
+# they are indexed, never whole (a 50 MB file read whole peaked at 670 MiB).
+STREAM_ABOVE_BYTES = 4_000_000
+TEXT_BLOCK_CHARS = 1 << 20
 
 _MD_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)
 _SETEXT_HEADING = re.compile(r"^(\S.*)\n(=+|-+)\s*$", re.MULTILINE)
@@ -44,8 +60,57 @@ class Skipped:
     reason: str
 
 
+@dataclass(frozen=True)
+class TextFileDocument:
+    """A text file too large to hold in memory: its text is read in blocks, on demand.
+
+    `blocks()` can be called more than once (the indexer reads the file twice: its content hash
+    first, so an already indexed file is not chunked, then its chunks).
+    """
+
+    ref: str
+    title: str
+    url: str | None
+    path: Path
+
+    def blocks(self) -> Iterator[str]:
+        return read_text_blocks(self.path)
+
+
 class LoadError(Exception):
     """A file could not be read; the message is shown to the user."""
+
+
+def binary_reason(head: bytes) -> str | None:
+    """Why the first bytes of a file are not text, or None when they look like text."""
+    advice = "not a text file; if it is text, save it as UTF-8"
+    if b"\x00" in head:
+        return f"binary content (NUL bytes): {advice}"
+    # An incremental decoder: a character cut at the end of `head` is not counted as undecodable.
+    text = codecs.getincrementaldecoder("utf-8")("replace").decode(head, final=False)
+    if not text:
+        return None
+    controls = sum(1 for ch in text if ch < " " and ch not in _TEXT_CONTROLS)
+    if controls > len(text) * MAX_CONTROL_SHARE:
+        return f"binary content (control bytes): {advice}"
+    if text.count("\ufffd") > len(text) * MAX_UNDECODABLE_SHARE:
+        return f"binary content (mostly bytes that are not UTF-8): {advice} (e.g. iconv -t UTF-8)"
+    return None
+
+
+def read_text_blocks(path: Path, block_chars: int | None = None) -> Iterator[str]:
+    """The text of a file in blocks of `block_chars` characters, storable (see engine.text)."""
+    size = block_chars or TEXT_BLOCK_CHARS
+    # newline="": keep line ends as they are, like reading the file whole does.
+    with path.open("r", encoding="utf-8-sig", errors="replace", newline="") as handle:
+        while block := handle.read(size):
+            yield storable_text(block)
+
+
+def path_text(path: Path | str) -> str:
+    """A path as storable text: bytes of a file name that are not UTF-8 become \\xNN escapes,
+    which keeps two such names distinct (U+FFFD would not)."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
 
 
 def _read_text(path: Path) -> str:
@@ -58,12 +123,22 @@ def _read_text(path: Path) -> str:
 
 
 def _file_url(path: Path) -> str:
-    return path.resolve().as_uri()
+    return path.resolve().as_uri()  # percent-escapes any byte, so always storable
 
 
-def load_txt(path: Path) -> list[LoadedDocument]:
+def _ref(path: Path) -> str:
+    return path_text(path.resolve())
+
+
+def _is_large(path: Path) -> bool:
+    return path.stat().st_size > STREAM_ABOVE_BYTES
+
+
+def load_txt(path: Path) -> list[LoadedDocument | TextFileDocument]:
+    if _is_large(path):
+        return [TextFileDocument(_ref(path), path_text(path.stem), _file_url(path), path)]
     text = _read_text(path).strip()
-    return [LoadedDocument(str(path.resolve()), path.stem, text, _file_url(path), path)]
+    return [LoadedDocument(_ref(path), path_text(path.stem), text, _file_url(path), path)]
 
 
 def markdown_title(text: str, fallback: str) -> str:
@@ -75,15 +150,19 @@ def markdown_title(text: str, fallback: str) -> str:
     return first.group(1).strip() or fallback
 
 
-def load_md(path: Path) -> list[LoadedDocument]:
+def load_md(path: Path) -> list[LoadedDocument | TextFileDocument]:
+    if _is_large(path):
+        # The title is the first heading of the first block: a title comes first.
+        title = markdown_title(next(read_text_blocks(path), "").strip(), path_text(path.stem))
+        return [TextFileDocument(_ref(path), title, _file_url(path), path)]
     text = _read_text(path).strip()
-    title = markdown_title(text, path.stem)
-    return [LoadedDocument(str(path.resolve()), title, text, _file_url(path), path)]
+    title = markdown_title(text, path_text(path.stem))
+    return [LoadedDocument(_ref(path), title, text, _file_url(path), path)]
 
 
 def load_html(path: Path) -> list[LoadedDocument]:
     title, text = html_to_text(_read_text(path))
-    return [LoadedDocument(str(path.resolve()), title or path.stem, text, _file_url(path), path)]
+    return [LoadedDocument(_ref(path), title or path_text(path.stem), text, _file_url(path), path)]
 
 
 def load_pdf(path: Path) -> list[LoadedDocument]:
@@ -91,13 +170,13 @@ def load_pdf(path: Path) -> list[LoadedDocument]:
         title, text = pdf_to_text(path.read_bytes())
     except ExtractionError as exc:
         raise LoadError(str(exc)) from exc
-    return [LoadedDocument(str(path.resolve()), title or path.stem, text, _file_url(path), path)]
+    return [LoadedDocument(_ref(path), title or path_text(path.stem), text, _file_url(path), path)]
 
 
 def iter_jsonl(path: Path) -> Iterator[LoadedDocument | Skipped]:
     """One document per JSON line; bad lines are summarised in one `Skipped` at the end."""
     bad: list[int] = []
-    base = str(path.resolve())
+    base = _ref(path)
     with path.open("r", encoding="utf-8-sig", errors="replace") as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
@@ -145,19 +224,39 @@ LOADERS = {
 SUPPORTED_SUFFIXES = frozenset([*LOADERS, ".jsonl"])
 
 
-def load_file(path: Path) -> Iterator[LoadedDocument | Skipped]:
+def _sniff(path: Path) -> str | None:
+    with path.open("rb") as handle:
+        return binary_reason(handle.read(SNIFF_BYTES))
+
+
+def _storable(doc: LoadedDocument) -> LoadedDocument:
+    """The document with text that every database can store (NUL, lone surrogates cleaned)."""
+    return replace(
+        doc,
+        title=storable_text(doc.title),
+        text=storable_text(doc.text),
+        url=storable_text(doc.url) if doc.url else doc.url,
+    )
+
+
+def load_file(path: Path) -> Iterator[LoadedDocument | TextFileDocument | Skipped]:
     """Documents of one file, or a `Skipped` saying why not."""
     suffix = path.suffix.lower()
     if suffix not in SUPPORTED_SUFFIXES:
-        yield Skipped(path, f"unsupported file type '{suffix or path.name}'")
+        yield Skipped(path, f"unsupported file type '{suffix or path_text(path.name)}'")
         return
     try:
         size = path.stat().st_size
         if size > MAX_FILE_BYTES:
             yield Skipped(path, f"file is larger than {MAX_FILE_BYTES:,} bytes")
             return
+        reason = None if suffix == ".pdf" else _sniff(path)  # a PDF is binary by design
+        if reason:
+            yield Skipped(path, reason)
+            return
         if suffix == ".jsonl":
-            yield from iter_jsonl(path)
+            for item in iter_jsonl(path):
+                yield _storable(item) if isinstance(item, LoadedDocument) else item
             return
         docs = LOADERS[suffix](path)
     except LoadError as exc:
@@ -170,10 +269,11 @@ def load_file(path: Path) -> Iterator[LoadedDocument | Skipped]:
         yield Skipped(path, f"cannot read: {type(exc).__name__}: {exc}")
         return
     for doc in docs:
-        if doc.text.strip():
-            yield doc
-        else:
-            yield Skipped(path, "no text found")
+        if isinstance(doc, TextFileDocument):
+            yield doc  # read later, in blocks; the indexer finds out whether it holds text
+            continue
+        doc = _storable(doc)
+        yield doc if doc.text.strip() else Skipped(path, "no text found")
 
 
 def _walk(folder: Path) -> Iterator[Path]:
@@ -185,7 +285,7 @@ def _walk(folder: Path) -> Iterator[Path]:
                 yield Path(root) / name
 
 
-def iter_documents(paths: Iterable[Path | str]) -> Iterator[LoadedDocument | Skipped]:
+def iter_documents(paths: Iterable[Path | str]) -> Iterator[LoadedDocument | TextFileDocument | Skipped]:
     """Load files and (recursively) folders, yielding documents and skipped entries in order."""
     for raw in paths:
         path = Path(raw).expanduser()

@@ -8,10 +8,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.search.chunking import chunk_text
-from engine.search.loaders import LoadedDocument, Skipped, iter_documents
+from engine.search.chunking import chunk_text, iter_chunks
+from engine.search.loaders import LoadedDocument, Skipped, TextFileDocument, iter_documents, path_text
 from engine.search.protocol import Hit
-from storage.corpus_store import CorpusStore, NewDocument
+from storage.corpus_store import AddStats, CorpusStore, NewDocument
 
 DEFAULT_COLLECTION = "files"
 # Documents are written in batches: one transaction per batch keeps ingest fast while letting
@@ -29,6 +29,26 @@ def content_hash(*parts: str) -> str:
     return digest.hexdigest()
 
 
+def content_hash_of_blocks(blocks: Iterable[str]) -> str | None:
+    """`content_hash` of the text the blocks make up, without holding it; None if it has no words."""
+    digest = hashlib.sha256()
+    seen_words = False
+    carry = ""  # the last word of a block, which may continue in the next one
+    for block in blocks:
+        words = (carry + block).split()
+        carry = words.pop() if words and not block[-1:].isspace() else ""
+        if words:
+            digest.update(((" " if seen_words else "") + " ".join(words)).encode("utf-8"))
+            seen_words = True
+    if carry:
+        digest.update(((" " if seen_words else "") + carry).encode("utf-8"))
+        seen_words = True
+    if not seen_words:
+        return None
+    digest.update(b"\x00")
+    return digest.hexdigest()
+
+
 @dataclass
 class IngestReport:
     """What `LocalCorpusSearcher.ingest` did."""
@@ -40,6 +60,12 @@ class IngestReport:
     skipped: list[Skipped] = field(default_factory=list)
     seconds: float = 0.0
 
+    def count(self, stats: AddStats) -> None:
+        self.documents_added += stats.added
+        self.duplicates_skipped += stats.duplicates
+        self.documents_replaced += stats.replaced
+        self.chunks_added += stats.chunks_added
+
     def summary(self) -> str:
         text = (
             f"{self.documents_added} document(s) added ({self.chunks_added} chunks), "
@@ -50,7 +76,7 @@ class IngestReport:
             text += f"; {self.documents_replaced} updated"
         # Say why files were skipped: the user can fix the file or its type.
         for item in self.skipped[:MAX_LISTED_SKIPS]:
-            text += f"\n  skipped {item.path}: {item.reason}"
+            text += f"\n  skipped {path_text(item.path)}: {item.reason}"
         if len(self.skipped) > MAX_LISTED_SKIPS:
             text += f"\n  ... and {len(self.skipped) - MAX_LISTED_SKIPS} more skipped"
         return text
@@ -99,16 +125,16 @@ class LocalCorpusSearcher:
         def flush() -> None:
             if not batch:
                 return
-            stats = self.store.add_documents(batch)
-            report.documents_added += stats.added
-            report.duplicates_skipped += stats.duplicates
-            report.documents_replaced += stats.replaced
-            report.chunks_added += stats.chunks_added
+            report.count(self.store.add_documents(batch))
             batch.clear()
 
         for item in iter_documents(paths):
             if isinstance(item, Skipped):
                 report.skipped.append(item)
+                continue
+            if isinstance(item, TextFileDocument):
+                flush()  # keeps documents in order; a large file is written alone
+                self._ingest_large_file(item, collection, report)
                 continue
             batch.append(to_new_document(item, collection))
             if len(batch) >= BATCH_SIZE:
@@ -116,6 +142,19 @@ class LocalCorpusSearcher:
         flush()
         report.seconds = time.perf_counter() - started
         return report
+
+    def _ingest_large_file(self, doc: TextFileDocument, collection: str, report: IngestReport) -> None:
+        """Index a large text file in one pass per purpose, never holding its text: its content
+        hash first (an already indexed file is not chunked), then its chunks as they are written."""
+        try:
+            digest = content_hash_of_blocks(doc.blocks())
+            if digest is None:
+                report.skipped.append(Skipped(doc.path, "no text found"))
+                return
+            new = NewDocument(collection, doc.ref, doc.title, doc.url, iter_chunks(doc.blocks()), digest)
+            report.count(self.store.add_documents([new]))
+        except OSError as exc:  # the file went away or became unreadable; its rows are rolled back
+            report.skipped.append(Skipped(doc.path, f"cannot read: {exc.strerror or exc}"))
 
 
 def to_new_document(doc: LoadedDocument, collection: str) -> NewDocument:

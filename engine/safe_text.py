@@ -1,0 +1,172 @@
+"""Untrusted text (model output, corpus documents, web pages, titles, URLs) made inert where it goes.
+
+Two destinations, one module, so the CLI, the exports and the web app apply the same rules:
+
+* Markdown. Reports are opened in viewers that render HTML (GitHub, IDE previews, static site
+  generators), so a report must not carry a live tag, a script link or a remote image, whichever
+  Markdown dialect reads it (CommonMark, GFM, Python-Markdown). The rules are chosen so they do not
+  depend on parsing Markdown the way a given renderer would:
+  - every `<` becomes `&lt;`: no raw HTML block or inline tag and no `<autolink>` can start;
+  - every `![` becomes `&#33;[`: images turn into plain links, so nothing loads by itself;
+  - every `](` and every `]:` (inline link, reference definition) is followed to its destination,
+    which is kept only when it starts with http://, https://, mailto: or # (an allowlist);
+    otherwise the `(` or `:` becomes an entity and the construct is plain text. Looking at every
+    `](` rather than matching `[label](...)` covers nested brackets, and checking the raw
+    destination text covers entity (`&#106;avascript:`) and `<...>` forms: neither starts with
+    an allowed scheme.
+  Entities are used instead of backslashes because inserting a backslash changes the meaning of a
+  backslash already there (`\\![` would become an escaped backslash followed by a live image).
+  The cost: inside code spans and blocks these characters show as their entities.
+* Terminals. Escape sequences (CSI such as ESC[2J, OSC such as OSC-8 hyperlinks and window
+  titles, DCS...), other C0/C1 controls, DEL and Unicode bidi overrides are removed; newlines and
+  tabs are kept.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+
+SAFE_LINK_PREFIXES = ("http://", "https://", "mailto:", "#")
+_WEB_PREFIXES = ("http://", "https://")
+
+# ---------------------------------------------------------------- terminals
+
+_ESCAPE_SEQUENCE = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]?"  # CSI: colours, cursor moves, ESC[2J (clear screen)
+    r"|\x1b\][^\x07\x1b\x9c\n]*(?:\x07|\x1b\\|\x9c)?"  # OSC: OSC-8 hyperlinks, window titles
+    r"|\x1b[PX^_][^\x1b\x9c\n]*(?:\x1b\\|\x9c)?"  # DCS, SOS, PM, APC strings
+    r"|\x1b[ -/]*[0-~]?"  # every other escape (charset switches, RIS...), or a lone ESC
+    r"|\x9b[0-?]*[ -/]*[@-~]?"  # the same as 8-bit C1 introducers
+    r"|\x9d[^\x07\x1b\x9c\n]*(?:\x07|\x1b\\|\x9c)?"
+    r"|[\x90\x98\x9e\x9f][^\x1b\x9c\n]*(?:\x1b\\|\x9c)?"
+)
+# C0 but \t and \n, DEL, C1, and the bidi embeddings/overrides/isolates that can make text read
+# differently from what it is ("Trojan source").
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+# A lone surrogate (possible in decoded model output) cannot be written as UTF-8 at all.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def terminal_text(text: str) -> str:
+    """`text` without anything a terminal would execute; newlines and tabs are kept."""
+    text = re.sub(r"\r\n?", "\n", str(text))  # a bare CR would let text overwrite its own line
+    text = _ESCAPE_SEQUENCE.sub("", text)
+    text = _CONTROL.sub("", text)
+    return _LONE_SURROGATE.sub("\ufffd", text)
+
+
+def one_line(text: str) -> str:
+    """Terminal-safe text on one line: every run of whitespace (newlines too) becomes one space."""
+    return " ".join(terminal_text(text).split())
+
+
+def json_for_terminal(json_text: str) -> str:
+    """JSON text (from json.dumps with ensure_ascii=False) with the characters a terminal would act
+    on written as \\uXXXX escapes: the same JSON value, safe to print. json.dumps already escapes C0
+    but leaves DEL, C1 and bidi controls raw; outside strings JSON text is plain ASCII, so
+    replacing them anywhere is replacing them inside strings."""
+    return re.sub("[\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]",
+                  lambda m: f"\\u{ord(m.group(0)):04x}", json_text)
+
+
+# ---------------------------------------------------------------- Markdown
+
+_LINK_OPENER = re.compile(r"\][ \t]*\n?[ \t]*\(")  # `](`, also with the spaces some dialects allow
+_DEFINITION_COLON = re.compile(r"\]:")  # `[label]: destination`, wherever it stands
+_NUMERIC_LABEL_BEFORE = re.compile(r"\[\s*\d+\s*$")
+# Python-Markdown's attr_list extension turns `{: key=value}` after an element into attributes,
+# `onclick` included: every `{` with a `=` after it before the next `}` or line end becomes
+# plain text. Done per stretch between `}`/newline, which keeps it linear (a lookahead per `{`
+# would be quadratic on a line of braces).
+_BRACE_STRETCH = re.compile(r"[^}\n]+")
+
+
+def _disarm_attribute_lists(text: str) -> str:
+    def stretch(match: re.Match[str]) -> str:
+        part = match.group(0)
+        last_assignment = part.rfind("=")
+        if last_assignment < 0 or "{" not in part:
+            return part
+        return part[:last_assignment].replace("{", "&#123;") + part[last_assignment:]
+
+    return _BRACE_STRETCH.sub(stretch, text)
+
+
+def is_safe_link(destination: str) -> bool:
+    """Whether a link destination, as written in Markdown, may stay a live link."""
+    return destination.lstrip().lower().startswith(SAFE_LINK_PREFIXES)
+
+
+def _disarm_destinations(text: str, opener: re.Pattern[str], entity: str, *, numeric_labels: bool = False) -> str:
+    """Replace the last character of each `opener` match by `entity` unless an allowed destination follows."""
+    parts: list[str] = []
+    last = 0
+    for match in opener.finditer(text):
+        safe = is_safe_link(text[match.end():match.end() + 64])
+        if numeric_labels and _NUMERIC_LABEL_BEFORE.search(text, max(0, match.start() - 24), match.start()):
+            # `[3]: https://elsewhere` would turn our own citation [3] into a link to anywhere.
+            safe = False
+        if not safe:
+            parts.append(text[last:match.end() - 1])
+            parts.append(entity)
+            last = match.end()
+    parts.append(text[last:])
+    return "".join(parts)
+
+
+def markdown_block(text: str) -> str:
+    """Untrusted Markdown (any number of lines) as Markdown that renders inert everywhere.
+
+    Headings, lists, emphasis, code, tables and http(s)/mailto/# links survive; raw HTML shows as
+    text, images become links, and other links become plain text."""
+    text = terminal_text(text)
+    text = text.replace("<", "&lt;")
+    text = text.replace("![", "&#33;[")
+    text = _disarm_attribute_lists(text)
+    text = _disarm_destinations(text, _LINK_OPENER, "&#40;")
+    return _disarm_destinations(text, _DEFINITION_COLON, "&#58;", numeric_labels=True)
+
+
+# Backslash-escaped: Markdown punctuation that could make links, emphasis, code or attributes.
+# Every backslash of the input is escaped too, so no inserted backslash pairs with an old one.
+_INLINE_PUNCTUATION = re.compile(r"([\\`*_\[\]{}])")
+
+
+def inline_text(text: str) -> str:
+    """Untrusted single-line text (a title, a question, a label) as Markdown that shows exactly that
+    text: on one line (so it cannot start a heading, list or block), HTML escaped, no link, image,
+    code or emphasis of its own."""
+    text = one_line(text)
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    text = _INLINE_PUNCTUATION.sub(r"\\\1", text)
+    # `|` could make a GFM table row; `\|` is not an escape in plain Python-Markdown, the entity is.
+    return text.replace("|", "&#124;")
+
+
+# In a bare URL: characters that would end it or start Markdown/HTML syntax, percent-encoded.
+_URL_UNSAFE = re.compile(r"[\s<>\"'`\[\]{}|\\^*]")
+
+
+def url_text(url: str) -> str:
+    """A URL for a Markdown line: an http(s) URL as a bare URL (viewers that link bare URLs make it
+    a link), anything else (javascript:, data:, file:...) as inert text."""
+    url = one_line(url)
+    if url.lower().startswith(_WEB_PREFIXES):
+        return _URL_UNSAFE.sub(lambda m: "".join(f"%{b:02X}" for b in m.group(0).encode("utf-8")), url)
+    return inline_text(url)
+
+
+def code_span(text: str) -> str:
+    """Untrusted single-line text as an inline code span (shown verbatim, never interpreted): the
+    fence is one backtick longer than the longest run of backticks inside."""
+    text = one_line(text)
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith(("`", " ")) or text.endswith(("`", " ")) else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def escape_html(text: str) -> str:
+    """For places that take HTML (the mind map's hover titles go into innerHTML)."""
+    return html.escape(str(text), quote=True)
