@@ -9,6 +9,7 @@ from engine.llm.local_model import BUNDLED_MODEL, describe, model_available
 from engine.llm.protocol import LLMError
 from engine.ollama import ollama_preset
 from engine.preferences import PRESETS, Preferences, save_preferences
+from components.safe_markdown import sanitize
 from engine.redact import redact_url
 from engine.search.bundled import rebuild_corpus
 
@@ -116,7 +117,7 @@ if learned_modes:
                "format moves this; rate limits and server errors never do):")
     for learned in learned_modes:
         st.caption(f"- {learned.model} at {learned.endpoint}: **{learned.mode.value}**, since "
-                   f"{learned.learned_at:%H:%M:%S} UTC (the server said: {learned.reason or 'no reason'})")
+                   f"{learned.learned_at:%H:%M:%S} UTC (the server said: {sanitize(learned.reason) or 'no reason'})")
     if st.button("Reset to json_schema", key="settings-reset-modes",
                  help="Forget what automatic mode learned; the next call tries json_schema again."):
         services.structured_modes.forget()

@@ -653,3 +653,25 @@ def test_unreachable_endpoint_fails_the_run_with_a_readable_error(services, monk
     assert "Traceback" not in errors
     assert "127.0.0.1" in errors, errors
     assert {m.label: m.value for m in at.metric}["Status"] == "failed"
+
+
+def test_settings_show_a_learned_structured_mode_and_reset_it(services):
+    from engine.llm.protocol import ResponseFormat
+
+    services.structured_modes.remember("http://127.0.0.1:8080/v1", "local", ResponseFormat.JSON_OBJECT,
+                                       'response_format type must be one of "text" or "json_object"')
+    at = open_page("pages/settings.py")
+    captions = " ".join(texts(at.caption))
+    assert "local at http://127.0.0.1:8080/v1" in captions and "json_object" in captions
+    at.button(key="settings-reset-modes").click().run()
+    assert_no_exception(at)
+    assert services.structured_modes.all() == []
+    assert any("json_schema first" in s for s in texts(at.success))
+
+
+def test_credentials_in_a_saved_endpoint_url_are_not_written_to_disk(services):
+    from engine.preferences import preferences_path
+
+    save_preferences(services.settings, Preferences(base_url="http://alice:hunter2@127.0.0.1:9/v1?api-key=k3y"))
+    stored = preferences_path(services.settings).read_text(encoding="utf-8")
+    assert "hunter2" not in stored and "k3y" not in stored and "alice" not in stored
