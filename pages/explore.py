@@ -27,9 +27,10 @@ if "flash" in st.session_state:
 current = st.query_params.get("run") or st.session_state.get("run_id")
 
 with st.expander("New research", expanded=current is None):
-    question = st.text_area("Question", key="question", placeholder="An open-ended or multi-hop question",
-                            help=f"A research question of up to {MAX_QUESTION_CHARS:,} characters. To research "
-                            "documents, add them to the local corpus in Settings and ask about them.")
+    # No help tooltip: its button would share the "Question" label with the box.
+    question = st.text_area("Question", key="question",
+                            placeholder=f"An open-ended or multi-hop question (up to {MAX_QUESTION_CHARS:,} "
+                            "characters; documents go in the corpus, in Settings)")
     names = sorted(METHODS, key=lambda n: (n != "deot", n))
     method = st.selectbox("Method", names, format_func=lambda n: METHODS[n].title, key="method")
     st.caption(METHODS[method].summary)
