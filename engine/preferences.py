@@ -9,8 +9,8 @@ import json
 from pathlib import Path
 from pydantic import BaseModel, Field, ValidationError
 
-from engine.redact import redact_url
 from engine.config import DEFAULT_BASE_URL, DEFAULT_MODEL, LLMChoice, LLMSettings, SearchMode, Settings, StructuredMode
+from engine.redact import redact_url
 
 PRESETS: dict[str, dict[str, str]] = {
     "OpenAI": {"base_url": DEFAULT_BASE_URL, "model": DEFAULT_MODEL, "structured_mode": "auto"},

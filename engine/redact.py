@@ -65,7 +65,3 @@ def redact_secrets(text: str, *, known: tuple[str, ...] = ()) -> str:
     text = _SECRET_PAIR.sub(lambda m: m.group(1) + MASK, text)
     return _KEY_LIKE.sub(lambda m: "sk-" + MASK if m.group(1) else "Bearer " + MASK, text)
 
-
-def redact_mapping(values: dict) -> dict:
-    """A copy of a flat dict (e.g. a run's llm_info) with every string value redacted."""
-    return {k: redact_secrets(v) if isinstance(v, str) else v for k, v in values.items()}

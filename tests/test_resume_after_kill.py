@@ -59,6 +59,23 @@ def read_lines(stream, into: queue.Queue) -> None:
 
 
 @pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
+def start_deot_cli_run(home, server, question: str, *params: str) -> tuple[subprocess.Popen, str]:
+    """`thoughtmap run QUESTION --method deot` as a real process against `server`: (process, run id)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "THOUGHTMAP_"))}
+    env.update(THOUGHTMAP_HOME=str(home), OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY="test",
+               PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen(
+        [*THOUGHTMAP, "run", question, "--method", "deot", "--llm", "openai", "--search", "local",
+         *(arg for param in params for arg in ("--param", param)), "--quiet"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=read_lines, args=(proc.stdout, lines), daemon=True).start()
+    run_id = (lines.get(timeout=START_TIMEOUT_S) or "").strip()
+    assert run_id, f"no run id: {proc.communicate()[1]}"
+    return proc, run_id
+
+
 def test_killed_run_is_resumed_without_redoing_finished_nodes(prebuilt_corpus_home, capsys, monkeypatch, request):
     services = build_services(load_settings())
     request.addfinalizer(services.close)
@@ -161,19 +178,9 @@ def test_killed_deot_run_resumes_without_calling_the_llm_for_finished_nodes(preb
     proc: subprocess.Popen | None = None
     # Every call takes 0.1 s, so the kill lands mid-run (layer 1 done, later layers in progress).
     with FakeOpenAIServer(latency_s=0.1) as server:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "THOUGHTMAP_"))}
-        env.update(THOUGHTMAP_HOME=str(prebuilt_corpus_home), OPENAI_BASE_URL=server.base_url,
-                   OPENAI_API_KEY="test", PYTHONUNBUFFERED="1")
         try:
-            proc = subprocess.Popen(
-                [*THOUGHTMAP, "run", "How will rising sea levels affect coastal cities?", "--method", "deot",
-                 "--llm", "openai", "--search", "local", "--quiet"],
-                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            )
-            lines: queue.Queue = queue.Queue()
-            threading.Thread(target=read_lines, args=(proc.stdout, lines), daemon=True).start()
-            run_id = (lines.get(timeout=START_TIMEOUT_S) or "").strip()
-            assert run_id, f"no run id: {proc.communicate()[1]}"
+            proc, run_id = start_deot_cli_run(prebuilt_corpus_home, server,
+                                              "How will rising sea levels affect coastal cities?")
 
             def first_layer_done():
                 nodes = repo.list_nodes(run_id, kind="question")
@@ -247,19 +254,8 @@ def test_killed_deot_node_resumes_from_its_plan_and_finished_tasks(prebuilt_corp
     fake.when(DIRECT_REASONING, held, times=1)
     proc: subprocess.Popen | None = None
     with FakeOpenAIServer(fake) as server:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "THOUGHTMAP_"))}
-        env.update(THOUGHTMAP_HOME=str(prebuilt_corpus_home), OPENAI_BASE_URL=server.base_url,
-                   OPENAI_API_KEY="test", PYTHONUNBUFFERED="1")
         try:
-            proc = subprocess.Popen(
-                [*THOUGHTMAP, "run", QUESTION, "--method", "deot", "--llm", "openai", "--search", "local",
-                 "--param", "max_nodes=4", "--param", "max_layers=1", "--quiet"],
-                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            )
-            lines: queue.Queue = queue.Queue()
-            threading.Thread(target=read_lines, args=(proc.stdout, lines), daemon=True).start()
-            run_id = (lines.get(timeout=START_TIMEOUT_S) or "").strip()
-            assert run_id, f"no run id: {proc.communicate()[1]}"
+            proc, run_id = start_deot_cli_run(prebuilt_corpus_home, server, QUESTION, "max_nodes=4", "max_layers=1")
             wait_for(held.reached.is_set, START_TIMEOUT_S, "the root's second task to reach the LLM", proc)
             proc.send_signal(signal.SIGKILL)
             proc.wait(timeout=10)

@@ -9,10 +9,10 @@ from typing import Protocol, TypeVar
 
 from pydantic import BaseModel
 
-from engine.redact import redact_secrets
 from engine.llm.pricing import PriceTable
 from engine.llm.protocol import LLM, BudgetExceeded, ChatRequest, ChatResponse, LLMError, Message, ResponseFormat
 from engine.llm.structured import DEFAULT_MAX_REASKS, ask_structured
+from engine.redact import redact_secrets
 
 T = TypeVar("T", bound=BaseModel)
 

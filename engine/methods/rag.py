@@ -12,7 +12,7 @@ from engine.methods import baseline_prompts as prompts
 from engine.methods.base import Method, MethodParams, RunContext, relevance_floor_field
 from engine.methods.common import child_of_kind, ensure_root
 from engine.search.protocol import SearchError
-from engine.search.relevance import NO_RELEVANT_SOURCE, relevant_hits
+from engine.search.relevance import NO_RELEVANT_SOURCE, relevant_hits, ungrounded_note
 from storage.models import NodeStatus
 
 
@@ -101,8 +101,7 @@ class RagMethod(Method):
             body = answer.content
             if not ctx.graph.sources(retrieval):
                 # Said to the reader, not left to the model: nothing here is grounded in a source.
-                body += "\n\n> " + NO_RELEVANT_SOURCE.format(where=ctx.searcher.description) + \
-                        " This answer is the model's own and cites nothing."
+                body += ungrounded_note(ctx.searcher.description)
         else:
             # The technical reason stays on the node and the run; the reader gets what to do.
             body = "_No answer was produced: the answer step failed. Resume the run to try it again._"

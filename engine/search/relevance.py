@@ -109,3 +109,8 @@ def relevant_hits(query: str, hits: Sequence[Hit], *, floor: float = DEFAULT_FLO
 
 NO_RELEVANT_SOURCE = ("No relevant source was found for this in {where}. Connect web search or upload documents "
                       "on the Settings page to ground it.")
+
+
+def ungrounded_note(where: str) -> str:
+    """Appended to an answer that no source supports: said to the reader, not left to the model."""
+    return "\n\n> " + NO_RELEVANT_SOURCE.format(where=where) + " This answer is the model's own and cites nothing."

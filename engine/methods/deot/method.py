@@ -37,6 +37,7 @@ from engine.methods.deot.schemas import (
     OptimizedQuery,
     RepairedQuery,
 )
+from engine.search.relevance import ungrounded_note
 from storage.models import Command, Node, NodeStatus
 
 QUESTION = "question"
@@ -229,7 +230,7 @@ class DeotMethod(Method):
             content = render_summary(stored)
             if detail["no_relevant_source"]:
                 # Said to the reader, not left to the model: nothing in this answer is grounded.
-                content += "\n\n> " + sources.nothing_found() + " This answer is the model's own and cites nothing."
+                content += ungrounded_note(ctx.searcher.description)
             ctx.graph.link_sources(node, cited_source_ids(content))
             ctx.graph.finish(node, content=content, data=detail)
         except StructuredOutputError as exc:

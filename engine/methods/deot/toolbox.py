@@ -43,7 +43,7 @@ class NodeSources:
     def search(self, query: str, k: int) -> list[int]:
         """Search, keep only the hits about the query, store and number them."""
         hits = self._ctx.searcher.search(query, k=k)
-        relevant = relevant_hits(query, hits, floor=getattr(self._ctx.params, "relevance_floor", 0.0))
+        relevant = relevant_hits(query, hits, floor=self._ctx.params.relevance_floor)
         stored = self._ctx.graph.add_sources(relevant.kept, node=self._node) if relevant.kept else []
         with self._lock:
             self.dropped.extend(relevant.dropped_summary())
