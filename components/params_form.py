@@ -1,17 +1,22 @@
-"""A form generated from a method's pydantic `Params`: one widget per field, the paper's default,
-the field's description as help, validation through the model."""
+"""Forms generated from pydantic models: a method's `Params` (the Explore page's parameter form) and a
+steering command's payload (the node panel's and the run panels' command forms). One widget per
+field, the field's default, its description as help, its bounds on number inputs; validation stays
+with the model (`build_params`, `CommandSpec.parse`)."""
 
 from __future__ import annotations
 
+import types
 import typing
+from collections.abc import Iterable
 from typing import Any
 
 import streamlit as st
-from annotated_types import Ge, Gt, Le, Lt
+from annotated_types import Ge, Gt, Le, Lt, MaxLen
 from pydantic import BaseModel
+from pydantic.fields import FieldInfo
 
 
-def _bounds(info) -> tuple[float | None, float | None]:
+def _bounds(info: FieldInfo) -> tuple[float | None, float | None]:
     low = high = None
     for meta in info.metadata:
         if isinstance(meta, Ge):
@@ -25,32 +30,82 @@ def _bounds(info) -> tuple[float | None, float | None]:
     return low, high
 
 
-def params_form(params_type: type[BaseModel], *, key: str, defaults: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Widgets for every field, starting at `defaults` (a profile's) or the paper's defaults;
-    returns the raw values (validate with the Params model)."""
+def _max_chars(info: FieldInfo) -> int | None:
+    return next((meta.max_length for meta in info.metadata if isinstance(meta, MaxLen)), None)
+
+
+def _unwrap_optional(annotation: Any) -> tuple[Any, bool]:
+    """`X | None` -> (X, True); anything else -> (annotation, False)."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(args) == 1 and len(typing.get_args(annotation)) == 2:
+            return args[0], True
+    return annotation, False
+
+
+def _is_str_list(annotation: Any) -> bool:
+    return typing.get_origin(annotation) in (list, tuple, set, frozenset) and typing.get_args(annotation)[:1] == (str,)
+
+
+def split_list(text: str) -> list[str]:
+    """A comma-separated text input as a list (empty items dropped)."""
+    return [item.strip() for item in (text or "").split(",") if item.strip()]
+
+
+def field_label(name: str, info: FieldInfo | None = None) -> str:
+    """The field's declared title (`Field(title=...)`), else its name as words."""
+    if info is not None and info.title:
+        return info.title
+    return name.replace("_", " ").capitalize()
+
+
+def field_widget(name: str, info: FieldInfo, *, key: str, default: Any) -> Any:
+    """One widget for one model field; returns its raw value (a list for list[str] fields)."""
+    label = field_label(name, info)
+    help_text = info.description or None
+    annotation, optional = _unwrap_optional(info.annotation)
+    if default is None and not optional and annotation in (int, float, bool):
+        optional = True  # a required number or flag without a default starts empty
+    if annotation is bool:
+        return st.checkbox(label, value=bool(default), help=help_text, key=key)
+    if annotation is int:
+        low, high = _bounds(info)
+        return st.number_input(label, value=None if default is None else int(default),
+                               min_value=None if low is None else int(low),
+                               max_value=None if high is None else int(high), step=1,
+                               help=help_text, key=key)
+    if annotation is float:
+        low, high = _bounds(info)
+        return st.number_input(label, value=None if default is None else float(default), min_value=low,
+                               max_value=high, help=help_text, key=key)
+    if typing.get_origin(annotation) is typing.Literal:
+        options = list(typing.get_args(annotation))
+        index = options.index(default) if default in options else (None if optional else 0)
+        return st.selectbox(label, options, index=index, help=help_text, key=key)
+    if _is_str_list(annotation):
+        help_text = f"{help_text} (comma-separated)" if help_text else "Comma-separated."
+        text = st.text_input(label, value=", ".join(default or ()), help=help_text, key=key)
+        return split_list(text)
+    return st.text_input(label, value="" if default is None else str(default), help=help_text,
+                         max_chars=_max_chars(info) if annotation is str else None, key=key)
+
+
+def model_form(model: type[BaseModel], *, key: str, defaults: dict[str, Any] | None = None,
+               fields: Iterable[str] | None = None) -> dict[str, Any]:
+    """Widgets for the model's fields (or only `fields`), keyed `<key>.<field>`, starting at
+    `defaults` or the model's defaults (a required field starts empty); the raw values."""
     values: dict[str, Any] = {}
     defaults = defaults or {}
-    for name, info in params_type.model_fields.items():
-        label = name.replace("_", " ").capitalize()
-        help_text = info.description or None
-        widget_key = f"{key}.{name}"
-        annotation = info.annotation
-        default = defaults.get(name, info.default)
-        if annotation is bool:
-            values[name] = st.checkbox(label, value=bool(default), help=help_text, key=widget_key)
-        elif annotation is int:
-            low, high = _bounds(info)
-            values[name] = st.number_input(label, value=int(default), min_value=None if low is None else int(low),
-                                           max_value=None if high is None else int(high), step=1,
-                                           help=help_text, key=widget_key)
-        elif annotation is float:
-            low, high = _bounds(info)
-            values[name] = st.number_input(label, value=float(default), min_value=low, max_value=high,
-                                           help=help_text, key=widget_key)
-        elif typing.get_origin(annotation) is typing.Literal:
-            options = list(typing.get_args(annotation))
-            values[name] = st.selectbox(label, options, index=options.index(default), help=help_text, key=widget_key)
-        else:
-            values[name] = st.text_input(label, value="" if default is None else str(default), help=help_text,
-                                         key=widget_key)
+    wanted = None if fields is None else set(fields)
+    for name, info in model.model_fields.items():
+        if wanted is not None and name not in wanted:
+            continue
+        default = defaults.get(name, None if info.is_required() else info.get_default(call_default_factory=True))
+        values[name] = field_widget(name, info, key=f"{key}.{name}", default=default)
     return values
+
+
+def params_form(params_type: type[BaseModel], *, key: str, defaults: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Widgets for every field of a method's Params, starting at `defaults` (a profile's) or the
+    paper's defaults; returns the raw values (validate with the Params model)."""
+    return model_form(params_type, key=key, defaults=defaults)

@@ -20,7 +20,7 @@ from engine.cli_input import BadInput, budget_type, check_arguments_are_utf8, ch
 from engine.config import load_settings
 from engine.llm.protocol import LLMAuthError, LLMError
 from engine.methods.params import ParamError, build_params, build_params_with_profile, parse_assignments, profile_for_llm
-from engine.methods.registry import METHODS, UnknownMethod, get_method
+from engine.methods.registry import METHODS, MethodPluginError, UnknownMethod, get_method, load_methods
 from engine.questions import QuestionError, clean_question
 from engine.report import export_json, render_markdown
 from engine.runner import RunnerError
@@ -234,7 +234,7 @@ def cmd_run(args) -> int:
     except QuestionError as exc:
         raise CLIError(str(exc)) from exc
     try:
-        method_cls = get_method(args.method)
+        method_cls = get_method(args.method, _methods())
         values = parse_assignments(args.param)
         build_params(method_cls.Params, values, method=args.method)  # bad input fails before any set-up
     except (UnknownMethod, ParamError) as exc:
@@ -361,8 +361,16 @@ def cmd_ingest(args) -> int:
     )
 
 
+def _methods() -> dict:
+    """The built-in methods and the plugins THOUGHTMAP_METHODS names (before any other set-up)."""
+    try:
+        return load_methods(load_settings().method_plugins)
+    except MethodPluginError as exc:
+        raise CLIError(str(exc)) from exc
+
+
 def cmd_methods(_args) -> int:
-    for name, cls in sorted(METHODS.items()):
+    for name, cls in sorted(_methods().items()):
         print(f"{name}: {cls.title}\n  {cls.summary}")
         for row in cls.describe_params():
             print(f"  --param {row['name']}={row['default']}  ({row['type']}) {row['help']}")

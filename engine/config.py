@@ -94,6 +94,8 @@ class Settings(BaseModel):
     workers: int = 16
     fake_latency_s: float = 0.0
     llm_choice: LLMChoice = "auto"
+    # Methods kept outside the package ("module:Class,..."), loaded beside the built-in ones.
+    method_plugins: str = ""
     local: LocalModelSettings = Field(default_factory=LocalModelSettings)
 
     @property
@@ -136,6 +138,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         workers=int(env.get("THOUGHTMAP_WORKERS") or 16),
         fake_latency_s=float(env.get("THOUGHTMAP_FAKE_LATENCY") or 0),
         llm_choice=(env.get("THOUGHTMAP_LLM") or "auto").strip().lower(),
+        method_plugins=env.get("THOUGHTMAP_METHODS") or "",
         local=_local_settings(env),
     )
 

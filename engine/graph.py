@@ -1,68 +1,246 @@
-"""The run's graph as a method sees it: write-through, bound to one run."""
+"""The run's graph as a method sees it: write-through, bound to one run, checked against the
+method's declarations. It is a method's only door to storage."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
+from pydantic import BaseModel
+
+from engine.methods.contract import MethodContract, NodeData, NodeDataError, RunStateModel
 from engine.redact import redact_secrets
 from engine.search.protocol import Hit
-from storage.models import Node, NodeStatus, Source
-from storage.repository import GraphSnapshot, Repository, SourceInput
+from storage.models import Edge, Node, NodeStatus, Report, Source, utcnow
+from storage.repository import GraphSnapshot, NodeInput, Repository, SourceInput
+
+D = TypeVar("D", bound=NodeData)
+S = TypeVar("S", bound=RunStateModel)
+
+
+@dataclass
+class NewNode:
+    """One node for `RunGraph.add_many`."""
+
+    kind: str
+    label: str
+    parent: Node | None = None
+    content: str = ""
+    status: str = NodeStatus.PENDING
+    priority: float = 0.0
+    data: Mapping[str, Any] | BaseModel = field(default_factory=dict)
+    edge_kind: str = "child"
+    depth: int | None = None
 
 
 class RunGraph:
     """Every node a method adds or finishes is stored at once, so the UI sees it live and a
-    resumed run continues from it."""
+    resumed run continues from it. With a contract, every node's `data`, every edge kind and every
+    run state is checked against what the method declared (`NodeDataError` otherwise: a bug)."""
 
-    def __init__(self, repo: Repository, run_id: str) -> None:
-        self.repo = repo
+    def __init__(self, repo: Repository, run_id: str, contract: MethodContract | None = None) -> None:
+        self._repo = repo
         self.run_id = run_id
+        self.contract = contract
+        # The latest `data` of every node this graph has read or written. While a run executes,
+        # its graph is the only writer of its nodes' data (steering is applied by the run's own
+        # thread), so a merge can be computed here and written without reading the row first.
+        self._data: dict[int, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+
+    # A read only fills in nodes not seen yet: a read that started before a write of this graph
+    # may return it after, and must not put older data back.
+    def _seen(self, node: Node) -> Node:
+        with self._lock:
+            self._data.setdefault(node.id, dict(node.data or {}))
+        return node
+
+    def _written(self, node: Node) -> Node:
+        with self._lock:
+            self._data[node.id] = dict(node.data or {})
+        return node
+
+    def _seen_all(self, nodes: list[Node]) -> list[Node]:
+        with self._lock:
+            for node in nodes:
+                self._data.setdefault(node.id, dict(node.data or {}))
+        return nodes
+
+    # ------------------------------------------------------------------ checks
+
+    def _checked(self, kind: str, data: Mapping[str, Any] | BaseModel | None, node_id: int | None = None) -> dict:
+        if data is None:
+            return {}
+        if self.contract is None:
+            return data.model_dump(mode="json", exclude_unset=True) if isinstance(data, BaseModel) else dict(data)
+        return self.contract.kind(kind).validate_data(data, node_id=node_id)
+
+    def _check_kind(self, kind: str) -> None:
+        if self.contract is not None:
+            self.contract.kind(kind)
+
+    def _check_edge(self, kind: str) -> None:
+        if self.contract is not None:
+            self.contract.edge(kind)
+
+    # ------------------------------------------------------------------ nodes
 
     def add(self, *, kind: str, label: str, parent: Node | int | None = None, content: str = "",
             status: str = NodeStatus.PENDING, depth: int | None = None, priority: float = 0.0,
-            data: dict[str, Any] | None = None, edge_kind: str = "child") -> Node:
+            data: Mapping[str, Any] | BaseModel | None = None, edge_kind: str = "child") -> Node:
+        self._check_kind(kind)
+        self._check_edge(edge_kind)
         parent_node = self.node(parent) if isinstance(parent, int) else parent
         if depth is None:
             depth = parent_node.depth + 1 if parent_node else 0
-        return self.repo.add_node(
+        return self._written(self._repo.add_node(
             self.run_id, kind=kind, label=label, content=content,
             parent_id=parent_node.id if parent_node else None, status=status, depth=depth,
-            priority=priority, data=data, edge_kind=edge_kind,
-        )
+            priority=priority, data=self._checked(kind, data), edge_kind=edge_kind,
+        ))
+
+    def add_many(self, nodes: Sequence[NewNode]) -> list[Node]:
+        """Several nodes in one transaction (e.g. the children a step proposed)."""
+        inputs = []
+        for new in nodes:
+            self._check_kind(new.kind)
+            self._check_edge(new.edge_kind)
+            depth = new.depth if new.depth is not None else (new.parent.depth + 1 if new.parent else 0)
+            inputs.append(NodeInput(kind=new.kind, label=new.label, parent_id=new.parent.id if new.parent else None,
+                                    content=new.content, status=new.status, depth=depth, priority=new.priority,
+                                    data=self._checked(new.kind, new.data), edge_kind=new.edge_kind))
+        return [self._written(n) for n in self._repo.add_nodes(self.run_id, inputs)] if inputs else []
 
     def node(self, node_id: int) -> Node:
-        node = self.repo.get_node(node_id)
+        node = self._repo.get_node(node_id)
         if node.run_id != self.run_id:
             raise LookupError(f"node {node_id} belongs to another run")
-        return node
+        return self._seen(node)
+
+    def data(self, node: Node, model: type[D] | None = None) -> D:
+        """A node's data as its kind's model (typed read)."""
+        if model is not None:
+            return model.model_validate(node.data or {})
+        if self.contract is None:
+            raise NodeDataError("typed data needs the method's contract")
+        return self.contract.kind(node.kind).read(node)  # type: ignore[return-value]
 
     def start(self, node: Node) -> Node:
-        return self.repo.start_node(node.id)
+        return self.update(node, status=NodeStatus.RUNNING, started_at=utcnow(), error="")
 
-    def finish(self, node: Node, *, content: str | None = None, data: dict[str, Any] | None = None,
+    def finish(self, node: Node, *, content: str | None = None, data: Mapping[str, Any] | BaseModel | None = None,
                label: str | None = None) -> Node:
-        return self.repo.finish_node(node.id, content=content, data=data, label=label)
+        values: dict[str, Any] = {"status": NodeStatus.DONE, "finished_at": utcnow()}
+        if content is not None:
+            values["content"] = content
+        if label is not None:
+            values["label"] = label
+        return self.update(node, merge_data=data, **values)
 
-    def fail(self, node: Node, error: str, *, data: dict[str, Any] | None = None) -> Node:
+    def fail(self, node: Node, error: str, *, data: Mapping[str, Any] | BaseModel | None = None) -> Node:
         # Errors quote URLs (an endpoint, a fetched page): never store credentials from them.
-        return self.repo.fail_node(node.id, redact_secrets(error), data=data)
+        return self.update(node, merge_data=data, status=NodeStatus.FAILED, error=redact_secrets(error),
+                           finished_at=utcnow())
 
-    def update(self, node: Node, *, merge_data: dict[str, Any] | None = None, **values: Any) -> Node:
-        return self.repo.update_node(node.id, merge_data=merge_data, **values)
+    def update(self, node: Node, *, merge_data: Mapping[str, Any] | BaseModel | None = None,
+               replace_data: Mapping[str, Any] | BaseModel | None = None, **values: Any) -> Node:
+        """Set columns; `merge_data` is merged into the node's data, `replace_data` replaces it."""
+        if "data" in values:
+            raise TypeError("use merge_data= or replace_data=, so the data is checked against the node's kind")
+        with self._lock:  # one writer of a node's data at a time, so no merge is lost
+            if replace_data is not None:
+                values["data"] = self._checked(node.kind, replace_data, node.id)
+            elif merge_data is not None:
+                merge = self._checked(node.kind, merge_data, node.id)
+                if node.id in self._data:
+                    values["data"] = {**self._data[node.id], **merge}
+                else:  # never seen here: let storage merge with what is stored
+                    updated = self._repo.update_node(node.id, merge_data=merge or None, **values)
+                    self._data[updated.id] = dict(updated.data or {})
+                    return updated
+            updated = self._repo.update_node(node.id, **values)
+            self._data[updated.id] = dict(updated.data or {})
+            return updated
 
     def nodes(self, *, kind: str | None = None, status: str | None = None) -> list[Node]:
-        return self.repo.list_nodes(self.run_id, kind=kind, status=status)
+        return self._seen_all(self._repo.list_nodes(self.run_id, kind=kind, status=status))
+
+    def frontier(self, kinds: Iterable[str], statuses: Iterable[str] = NodeStatus.UNFINISHED) -> list[Node]:
+        """The nodes of these kinds that still have work (pending or running by default), by id."""
+        return self._seen_all(self._repo.frontier(self.run_id, list(kinds), list(statuses)))
 
     def children(self, node: Node) -> list[Node]:
-        return self.repo.children(node.id)
+        return self._seen_all(self._repo.children(node.id))
 
     def root(self) -> Node | None:
-        roots = [n for n in self.nodes() if n.parent_id is None]
-        return roots[0] if roots else None
+        return next((n for n in self.nodes() if n.parent_id is None), None)
 
     def snapshot(self) -> GraphSnapshot:
-        return self.repo.snapshot(self.run_id)
+        return self._repo.snapshot(self.run_id)
+
+    def prune(self, node: Node, *, kinds: Iterable[str] | None = None) -> list[Node]:
+        """Prune `node` and everything under it (of `kinds`, when given); returns what was pruned."""
+        if node.parent_id is None:
+            raise ValueError("the question itself cannot be pruned; stop or delete the run instead")
+        wanted = set(kinds) if kinds is not None else None
+        by_parent: dict[int | None, list[Node]] = {}
+        for other in self.nodes():
+            if wanted is None or other.kind in wanted:
+                by_parent.setdefault(other.parent_id, []).append(other)
+        pruned, stack = [], [node]
+        while stack:
+            current = stack.pop()
+            if current.status != NodeStatus.PRUNED:
+                pruned.append(self.update(current, status=NodeStatus.PRUNED,
+                                          merge_data={"status_before_prune": current.status}))
+            stack.extend(by_parent.get(current.id, []))
+        return pruned
+
+    # ------------------------------------------------------------------ edges
+
+    def link(self, src: Node | int, dst: Node | int, kind: str, *, data: Mapping[str, Any] | None = None) -> Edge:
+        """An edge of any declared kind between two nodes of this run (unique per kind)."""
+        self._check_edge(kind)
+        src_id = src if isinstance(src, int) else src.id
+        dst_id = dst if isinstance(dst, int) else dst.id
+        return self._repo.add_edge(self.run_id, src_id, dst_id, kind, data=dict(data or {}))
+
+    def edges(self, kind: str | None = None) -> list[Edge]:
+        return self._repo.list_edges(self.run_id, kind=kind)
+
+    # ------------------------------------------------------------------ run state
+
+    def state(self, name: str, model: type[S] | None = None) -> S | None:
+        """The latest version of a run state, as its declared model (None before the first save)."""
+        stored = self._repo.latest_run_state(self.run_id, name)
+        if stored is None:
+            return None
+        return self._state_model(name, model).model_validate(stored.data)
+
+    def state_history(self, name: str, model: type[S] | None = None) -> list[S]:
+        kind = self._state_model(name, model)
+        return [kind.model_validate(s.data) for s in self._repo.list_run_states(self.run_id, name)]
+
+    def save_state(self, name: str, value: RunStateModel) -> None:
+        """Store a new version of a run state."""
+        schema = 1
+        if self.contract is not None:
+            spec = self.contract.state(name)
+            if not isinstance(value, spec.model):
+                raise NodeDataError(f"run state '{name}' must be a {spec.model.__name__}, not {type(value).__name__}")
+            schema = spec.schema
+        self._repo.save_run_state(self.run_id, name, value.model_dump(mode="json"), schema=schema)
+
+    def _state_model(self, name: str, model: type[S] | None) -> type[S]:
+        if model is not None:
+            return model
+        if self.contract is None:
+            raise NodeDataError("typed run state needs the method's contract")
+        return self.contract.state(name).model  # type: ignore[return-value]
+
+    # ------------------------------------------------------------------ sources
 
     def add_sources(self, hits: Sequence[Hit], *, node: Node | None = None) -> list[Source]:
         inputs = [
@@ -70,17 +248,22 @@ class RunGraph:
                         url=h.url, score=h.score)
             for h in hits
         ]
-        return self.repo.add_sources(self.run_id, inputs, node_id=node.id if node else None)
+        return self._repo.add_sources(self.run_id, inputs, node_id=node.id if node else None)
 
     def link_sources(self, node: Node, source_ids: Sequence[int]) -> None:
         """Link already stored sources to a node (e.g. the ones its answer cites)."""
-        self.repo.link_sources(node.id, source_ids)
+        self._repo.link_sources(node.id, source_ids)
 
     def sources(self, node: Node | None = None) -> list[Source]:
-        return self.repo.sources_for_node(node.id) if node else self.repo.list_sources(self.run_id)
+        return self._repo.sources_for_node(node.id) if node else self._repo.list_sources(self.run_id)
+
+    # ------------------------------------------------------------------ reports
 
     def save_report(self, markdown: str, *, data: dict[str, Any] | None = None, kind: str = "final") -> None:
-        self.repo.save_report(self.run_id, markdown, kind=kind, data=data)
+        self._repo.save_report(self.run_id, markdown, kind=kind, data=data)
+
+    def report(self, kind: str = "final") -> Report | None:
+        return self._repo.latest_report(self.run_id, kind)
 
     def has_report(self, kind: str = "final") -> bool:
-        return self.repo.latest_report(self.run_id, kind) is not None
+        return self.report(kind) is not None

@@ -1,8 +1,14 @@
 """Prompt templates with checked placeholders (`$name`): a missing or unexpected value is a bug
-we want to see at once, not a silently wrong prompt."""
+we want to see at once, not a silently wrong prompt.
+
+A rendered prompt remembers which prompt it came from: `Prompt.render` returns `PromptMessages`,
+a tuple of messages with a `.name` ("deot.controller"). `RunLLM` puts that name in the
+`ChatRequest` (`prompt`), the HTTP adapter sends it as the `X-Thoughtmap-Prompt` header, and the
+fake LLM and the tests select requests by it instead of by the prompt's wording."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from string import Template
 
@@ -11,6 +17,23 @@ from engine.llm.protocol import Message
 
 class PromptError(KeyError):
     pass
+
+
+class PromptMessages(tuple[Message, ...]):
+    """The messages of one rendered prompt, and the prompt's `name`.
+
+    A tuple, so everything that takes a sequence of messages takes it; concatenating it with other
+    messages gives a plain tuple or list, without the name (the result is no longer that prompt)."""
+
+    name: str
+
+    def __new__(cls, messages: Iterable[Message] = (), name: str = "") -> PromptMessages:
+        self = super().__new__(cls, messages)
+        self.name = name
+        return self
+
+    def __repr__(self) -> str:
+        return f"PromptMessages({list(self)!r}, name={self.name!r})"
 
 
 @dataclass(frozen=True)
@@ -22,7 +45,7 @@ class Prompt:
     def placeholders(self) -> set[str]:
         return set(Template(self.system).get_identifiers()) | set(Template(self.user).get_identifiers())
 
-    def render(self, **values: object) -> list[Message]:
+    def render(self, **values: object) -> PromptMessages:
         expected = self.placeholders()
         missing = expected - values.keys()
         extra = values.keys() - expected
@@ -31,7 +54,10 @@ class Prompt:
                 f"prompt '{self.name}': missing {sorted(missing)}, unexpected {sorted(extra)}"
             )
         text = {k: str(v) for k, v in values.items()}
-        return [
-            Message("system", Template(self.system).substitute(text)),
-            Message("user", Template(self.user).substitute(text)),
-        ]
+        return PromptMessages(
+            (
+                Message("system", Template(self.system).substitute(text)),
+                Message("user", Template(self.user).substitute(text)),
+            ),
+            self.name,
+        )

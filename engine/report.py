@@ -117,6 +117,8 @@ def export_json(repo: Repository, run_id: str) -> dict[str, Any]:
         "node_sources": [l.model_dump(mode="json") for l in repo.node_source_links(run_id)],
         "llm_calls": [c.model_dump(mode="json") for c in repo.list_llm_calls(run_id)],
         "commands": [c.model_dump(mode="json") for c in repo.list_commands(run_id)],
+        # The method's run state (a concept pool, an outline...), every version.
+        "run_states": [s.model_dump(mode="json") for s in repo.list_run_states(run_id)],
         "report": {
             "markdown": render_markdown(repo, run_id),
             "raw": report.markdown if report else None,

@@ -24,6 +24,7 @@ from engine.llm.pricing import PriceTable
 from engine.llm.protocol import LLM, BudgetExceeded, LLMError
 from engine.methods.base import Method, MethodParams, RunContext, UnsupportedCommand
 from engine.methods.registry import METHODS, get_method
+from engine.methods.steering import check
 from engine.questions import clean_question
 from engine.redact import redact_secrets
 from engine.search.protocol import Searcher
@@ -57,6 +58,12 @@ class RunControl:
         self._paused = False
         self._stop_reason: str | None = None
         self._last_heartbeat = 0.0
+        self._last_poll = float("-inf")
+
+    def poke(self) -> None:
+        """A command was queued in this process: read the queue at the very next checkpoint."""
+        with self._lock:
+            self._last_poll = float("-inf")
 
     def request_stop(self, reason: str) -> None:
         with self._lock:
@@ -64,6 +71,11 @@ class RunControl:
 
     def _poll(self) -> None:
         now = time.monotonic()
+        # Checkpoints come often (every node, every task); the command queue is read at most
+        # every `poll_s`, which is as soon as a person can notice a pause or a stop.
+        if not self._paused and now - self._last_poll < self.poll_s:
+            return
+        self._last_poll = now
         if now - self._last_heartbeat >= self.heartbeat_s:
             self.repo.heartbeat(self.run_id)
             self._last_heartbeat = now
@@ -178,17 +190,26 @@ class Runner:
                                  max_cost=max_cost if max_cost is not None else run.max_cost)
         if self.is_active(run_id):
             self.repo.enqueue_command(run_id, "resume")
+            self._poke(run_id)
             return
         if run.status == RunStatus.DONE and not self.repo.list_nodes(run_id, status=NodeStatus.FAILED):
             raise RunnerError(f"run {run_id} is already done and none of its nodes failed; there is nothing to resume")
         # Resuming also retries what failed: a transient error must not be final for a node.
         self.start(run_id, retry_failed=True)
 
+    def _poke(self, run_id: str) -> None:
+        with self._lock:
+            execution = self._executions.get(run_id)
+        if execution is not None:
+            execution.control.poke()
+
     def pause(self, run_id: str) -> None:
         self.repo.enqueue_command(run_id, "pause")
+        self._poke(run_id)
 
     def stop(self, run_id: str) -> None:
         self.repo.enqueue_command(run_id, "stop")
+        self._poke(run_id)
         with self._lock:
             execution = self._executions.get(run_id)
         if execution is None:
@@ -200,10 +221,9 @@ class Runner:
         """Queue a steering command; a run that is not executing is reopened to apply it."""
         run = self.repo.get_run(run_id)
         method_cls = get_method(run.method, self.methods)
-        if kind not in method_cls.steering:
-            allowed = ", ".join(sorted(method_cls.steering)) or "none"
-            raise UnsupportedCommand(f"the {run.method} method does not support '{kind}' (it supports: {allowed})")
-        command = self.repo.enqueue_command(run_id, kind, payload or {})
+        # Checked before it is queued: a bad command is refused at once and stores nothing.
+        parsed = check(method_cls.contract(), RunGraph(self.repo, run_id, method_cls.contract()), kind, payload)
+        command = self.repo.enqueue_command(run_id, kind, parsed.model_dump(mode="json"))
         if not self.is_active(run_id) and not (run.status in RunStatus.ACTIVE and self._owner_alive(run)):
             self.start(run_id, reopen=True)
         return command
@@ -265,7 +285,7 @@ class Runner:
 
         return RunContext(
             run_id=run.id, question=run.question, params=params, llm=llm,
-            searcher=self.searcher_for(run), graph=RunGraph(self.repo, run.id),
+            searcher=self.searcher_for(run), graph=RunGraph(self.repo, run.id, method.contract()),
             checkpoint=control.checkpoint, take_steering=take_steering, executor=self.executor,
             complete_command=self.repo.complete_command,
         )

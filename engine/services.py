@@ -12,8 +12,10 @@ from engine.config import Settings, load_settings
 from engine.llm.fake import FakeLLM
 from engine.llm.limits import ConcurrencyLimiter
 from engine.llm.pricing import PriceTable
-from engine.llm.structured_modes import StructuredModeMemory
 from engine.llm.protocol import LLM, LLMAuthError
+from engine.llm.structured_modes import StructuredModeMemory
+from engine.methods.base import Method
+from engine.methods.registry import get_method, load_methods
 from engine.redact import redact_url
 from engine.runner import Runner
 from engine.search.combined import build_searcher
@@ -34,6 +36,8 @@ class Services:
     limiter: ConcurrencyLimiter
     prices: PriceTable
     runner: Runner = field(init=False)
+    # The methods this process serves: the built-in ones and THOUGHTMAP_METHODS' plugins.
+    methods: dict[str, type[Method]] = field(default_factory=dict)
     # What auto mode learned per endpoint and model; survives `configure_openai`, shown in Settings.
     structured_modes: StructuredModeMemory = field(default_factory=StructuredModeMemory)
     _llms: dict[str, LLM] = field(default_factory=dict)
@@ -42,8 +46,13 @@ class Services:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
+        if not self.methods:
+            self.methods = load_methods(self.settings.method_plugins)
         self.runner = Runner(self.repo, llm_for=self.llm_for_run, searcher_for=self.searcher_for_run,
-                             prices=self.prices, max_workers=self.settings.workers)
+                             prices=self.prices, methods=self.methods, max_workers=self.settings.workers)
+
+    def method(self, name: str) -> type[Method]:
+        return get_method(name, self.methods)
 
     # --------------------------------------------------------------- LLMs
 

@@ -3,14 +3,16 @@
 import streamlit as st
 from streamlit.errors import StreamlitPageNotFoundError
 
-from components import artifacts, mindmap
+from components import mindmap
 from components.app_state import active_llm, get_services, preferences, running_on_notice, start_local_model
+from components.live_run import run_reads
 from components.node_panel import node_panel
 from components.params_form import params_form
+from components.run_state_panels import side_panels
 from components.run_view import controls, progress
 from components.safe_markdown import render, sanitize
 from engine.methods.params import ParamError, build_params, profile_defaults, profile_for_llm
-from engine.methods.registry import METHODS
+from engine.methods.registry import UnknownMethod
 from engine.questions import MAX_QUESTION_CHARS, QuestionError, clean_question
 from engine.report import render_markdown
 from storage.models import RunStatus
@@ -31,10 +33,11 @@ with st.expander("New research", expanded=current is None):
     question = st.text_area("Question", key="question",
                             placeholder=f"An open-ended or multi-hop question (up to {MAX_QUESTION_CHARS:,} "
                             "characters; documents go in the corpus, in Settings)")
-    names = sorted(METHODS, key=lambda n: (n != "deot", n))
-    method = st.selectbox("Method", names, format_func=lambda n: METHODS[n].title, key="method")
-    st.caption(METHODS[method].summary)
-    params_type = METHODS[method].Params
+    # In the order the process serves them: the built-in ones as registered, then the plugins.
+    methods = services.methods
+    method = st.selectbox("Method", list(methods), format_func=lambda n: methods[n].title, key="method")
+    st.caption(methods[method].summary)
+    params_type = methods[method].Params
     profile = profile_for_llm(active_llm(services))
     with st.expander("Parameters" + (" (quick profile)" if profile == "quick" and params_type.quick_profile else "")):
         if profile == "quick" and params_type.quick_profile:
@@ -51,7 +54,7 @@ with st.expander("New research", expanded=current is None):
         else:
             try:
                 question = clean_question(question)
-                params = build_params(METHODS[method].Params, raw, method=method)
+                params = build_params(params_type, raw, method=method)
             except (QuestionError, ParamError) as exc:
                 st.error(str(exc))
             else:
@@ -75,47 +78,55 @@ if current:
         st.stop()
     active = opened.status in RunStatus.ACTIVE
 
+    try:
+        contract = services.method(opened.method).contract()
+    except UnknownMethod:  # a run of a plugin this process does not load: shown plainly, not steered
+        contract = None
+
     @st.fragment(run_every=REFRESH_SECONDS if active else None)
     def live_view(run_id: str, was_active: bool) -> None:
-        snap = services.repo.snapshot(run_id)
-        run = snap.run
+        # One SELECT of the run's version per refresh; the graph is read again only when it changed.
+        try:
+            reads = run_reads(services, run_id)
+        except RunNotFound:
+            st.error("This run was deleted.")
+            return
+        run, nodes = reads.run, reads.nodes
         if was_active and run.status not in RunStatus.ACTIVE:
             st.rerun(scope="app")  # the run ended: stop polling, show the report
         st.subheader(sanitize(run.title or run.question))
-        progress(run, snap.nodes)
+        progress(run, nodes)
         controls(services, run)
         selected_key = f"selected-{run_id}"
         map_col, panel_col = st.columns([3, 2], gap="medium")
         with map_col:
-            clicked = mindmap.mind_map(
-                mindmap.build_map(snap.nodes, snap.edges, st.session_state.get(selected_key)),
-                key=f"map-{run_id}",
-            )
+            selected = st.session_state.get(selected_key)
+            data = reads.memo(("map", selected), lambda: mindmap.build_map(
+                nodes, reads.snapshot.edges, selected, contract=contract))
+            clicked = mindmap.mind_map(data, key=f"map-{run_id}")
             # The component returns its last click on every rerun: apply a click once, when it is new,
             # or it would undo every later choice in the Node selectbox.
             seen_key = f"map-click-{run_id}"
             if clicked is not None and str(clicked).isdigit() and clicked != st.session_state.get(seen_key):
                 st.session_state[seen_key] = clicked
                 st.session_state[selected_key] = int(clicked)
-            artifacts.stale_article_notice(services, run)
-            artifacts.concept_pool(services, run)
-            artifacts.outline(services, run)
             with st.popover("Legend"):
-                for heading, items in mindmap.LEGEND:
-                    st.markdown(f"**{heading}**\n" + "\n".join(f"- {colour}: {meaning}" for colour, meaning in items))
+                st.markdown(mindmap.legend_markdown(contract))
+            if contract is not None:
+                side_panels(services, run, contract, reads)
         with panel_col:
-            ids = [n.id for n in snap.nodes]
+            ids = [n.id for n in nodes]
             if not ids:
                 st.caption("The first node appears in a moment.")
                 return
             if st.session_state.get(selected_key) not in ids:
                 st.session_state[selected_key] = ids[0]
-            labels = {n.id: f"#{n.id} {mindmap.short_label(n.label, 60)}" for n in snap.nodes}
+            labels = {n.id: f"#{n.id} {mindmap.short_label(n.label, 60)}" for n in nodes}
             st.session_state[f"pick-{run_id}"] = st.session_state[selected_key]
             st.selectbox("Node", ids, format_func=labels.get, key=f"pick-{run_id}",
                          on_change=lambda: st.session_state.update({selected_key: st.session_state[f"pick-{run_id}"]}))
-            node = next(n for n in snap.nodes if n.id == st.session_state[selected_key])
-            node_panel(services, run, node)
+            node = next(n for n in nodes if n.id == st.session_state[selected_key])
+            node_panel(services, run, node, contract, reads)
 
     live_view(current, active)
 

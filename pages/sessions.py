@@ -6,7 +6,6 @@ import streamlit as st
 
 from components.app_state import get_services
 from components.safe_markdown import sanitize
-from engine.methods.registry import METHODS
 from engine.runner import RunnerError
 from storage.models import RunStatus
 
@@ -18,7 +17,9 @@ st.title("Sessions")
 
 cols = st.columns([3, 2, 2, 2])
 text = cols[0].text_input("Search questions", key="sessions-text")
-method = cols[1].selectbox("Method", ["(any)", *sorted(METHODS)], key="sessions-method")
+# The methods this process serves, in their order (built-in ones as registered, then plugins).
+method = cols[1].selectbox("Method", ["(any)", *services.methods], key="sessions-method",
+                           format_func=lambda n: n if n == "(any)" else services.methods[n].title)
 status = cols[2].selectbox("Status", ["(any)", *STATUSES], key="sessions-status")
 since = cols[3].date_input("Since", value=None, key="sessions-since")
 

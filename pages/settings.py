@@ -67,7 +67,7 @@ mode = st.selectbox("Structured output mode", modes, key="settings-mode",
                          "prompted for servers with neither; auto tries them in that order.")
 with st.expander("Model per role (optional)"):
     models = {}
-    for purpose, meaning in (("report", "final reports"), ("planner", "DEoT planner"), ("judge", "evaluation judges"),
+    for purpose, meaning in (("report", "final reports"), ("planner", "task planning"), ("judge", "evaluation judges"),
                              ("summarizer", "node summaries")):
         models[purpose] = st.text_input(f"{purpose} ({meaning})", value=prefs.models.get(purpose, ""),
                                         key=f"settings-model-{purpose}")

@@ -4,6 +4,7 @@ Nothing outside this package writes SQL.
 """
 
 from storage.db import Database, open_database
-from storage.repository import Repository, RunNotFound
+from storage.models import RunState
+from storage.repository import NodeInput, Repository, RunNotFound
 
-__all__ = ["Database", "Repository", "RunNotFound", "open_database"]
+__all__ = ["Database", "NodeInput", "Repository", "RunNotFound", "RunState", "open_database"]

@@ -12,11 +12,13 @@ the pending migrations run under a database-wide lock, in one transaction that a
 from __future__ import annotations
 
 import zlib
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from sqlalchemy import inspect, text
+from sqlalchemy import MetaData, delete, inspect, select, text
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.schema import CreateTable
 from sqlmodel import SQLModel
 
 from storage import models
@@ -47,9 +49,82 @@ def _m002_run_warning(conn: Connection) -> None:
         conn.execute(text("ALTER TABLE runs ADD COLUMN warning TEXT NOT NULL DEFAULT ''"))
 
 
+# Report kinds that were OmniThink's run-level state before run_states existed.
+_STATE_REPORT_KINDS = ("concept_pool", "outline")
+
+# Edges worth keeping: the first of each (run, src, dst, kind), both ends nodes of the edge's run
+# (the new keys refuse anything else; the old code never wrote such edges).
+_KEPT_EDGES = """
+    FROM edges e
+    WHERE e.id IN (SELECT MIN(id) FROM edges GROUP BY run_id, src, dst, kind)
+      AND EXISTS (SELECT 1 FROM nodes n WHERE n.id = e.src AND n.run_id = e.run_id)
+      AND EXISTS (SELECT 1 FROM nodes n WHERE n.id = e.dst AND n.run_id = e.run_id)
+"""
+
+
+def _m003_edges_and_run_states(conn: Connection) -> None:
+    models.RunState.__table__.create(conn, checkfirst=True)
+    inspector = inspect(conn)
+    # A database made by migration 1 of this release already has the new edges.
+    if inspector.has_table("edges") and "data" not in {c["name"] for c in inspector.get_columns("edges")}:
+        _upgrade_edges(conn)
+    if inspector.has_table("reports"):
+        _move_state_reports(conn)
+
+
+def _upgrade_edges(conn: Connection) -> None:
+    """Edges of migration 1 -> data JSON, unique (run, src, dst, kind), keys to nodes of the run."""
+    conn.execute(text("CREATE UNIQUE INDEX uq_nodes_run_id_id ON nodes (run_id, id)"))
+    if conn.dialect.name == "sqlite":
+        # SQLite cannot add constraints: rebuild the table (create new, copy, drop old, rename),
+        # from the model's own definition; dropping the old table drops its indexes, whose names
+        # (global in SQLite) the model's indexes then take again.
+        meta = MetaData()
+        for table in (models.Run.__table__, models.Node.__table__):
+            table.to_metadata(meta)  # what the new table's keys refer to
+        conn.execute(CreateTable(models.Edge.__table__.to_metadata(meta, name="edges_new")))
+        conn.execute(text("INSERT INTO edges_new (id, run_id, src, dst, kind, data) "
+                          "SELECT e.id, e.run_id, e.src, e.dst, e.kind, '{}'" + _KEPT_EDGES))
+        conn.execute(text("DROP TABLE edges"))
+        conn.execute(text("ALTER TABLE edges_new RENAME TO edges"))
+        for index in models.Edge.__table__.indexes:
+            index.create(conn)
+        return
+    # PostgreSQL alters in place (ADD COLUMN needs a default for the rows already there).
+    conn.execute(text("ALTER TABLE edges ADD COLUMN data JSON NOT NULL DEFAULT '{}'"))
+    conn.execute(text("DELETE FROM edges WHERE id NOT IN (SELECT e.id" + _KEPT_EDGES + ")"))
+    conn.execute(text("ALTER TABLE edges ADD CONSTRAINT uq_edges_run_src_dst_kind UNIQUE (run_id, src, dst, kind)"))
+    for end in ("src", "dst"):
+        conn.execute(text(f"ALTER TABLE edges ADD CONSTRAINT fk_edges_{end}_node FOREIGN KEY (run_id, {end}) "
+                          "REFERENCES nodes (run_id, id) ON DELETE CASCADE"))
+
+
+def _move_state_reports(conn: Connection) -> None:
+    """OmniThink's concept pool and outline versions: from `reports` to `run_states`."""
+    reports = models.Report.__table__
+    rows = conn.execute(
+        select(reports).where(reports.c.kind.in_(_STATE_REPORT_KINDS)).order_by(reports.c.id)
+    ).all()
+    if not rows:
+        return
+    versions: Counter[tuple[str, str]] = Counter()
+    states = []
+    for row in rows:
+        versions[(row.run_id, row.kind)] += 1
+        data = row.data
+        if row.kind == "outline" and isinstance(data, dict) and "markdown" not in data:
+            data = {**data, "markdown": row.markdown}  # the outline's text was only in the report
+        states.append({"run_id": row.run_id, "name": row.kind, "version": versions[(row.run_id, row.kind)],
+                       "schema": 1, "data": data, "created_at": row.created_at})
+    conn.execute(models.RunState.__table__.insert(), states)
+    conn.execute(delete(reports).where(reports.c.kind.in_(_STATE_REPORT_KINDS)))
+
+
 MIGRATIONS: list[tuple[int, str, Migration]] = [
     (1, "initial tables", _m001_initial_tables),
     (2, "runs.warning", _m002_run_warning),
+    (3, "edges: data, unique, node keys; run_states (from concept_pool/outline reports)",
+     _m003_edges_and_run_states),
 ]
 
 

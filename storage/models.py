@@ -1,12 +1,14 @@
 """Tables. A run is a persisted, growing graph: runs -> nodes/edges -> sources, plus the LLM calls,
-steering commands and reports that belong to it. Method-specific node fields live in `Node.data`."""
+steering commands, reports and method run states that belong to it. Method-specific node fields
+live in `Node.data`."""
 
 from __future__ import annotations
 
+import warnings
 from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import JSON, Column, Text, UniqueConstraint
+from sqlalchemy import JSON, Column, ForeignKeyConstraint, Integer, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 
@@ -72,6 +74,9 @@ class Run(SQLModel, table=True):
 
 class Node(SQLModel, table=True):
     __tablename__ = "nodes"
+    # (run_id, id) is unique anyway (id is the key); the index lets edges reference a node *of
+    # their run*, so the database itself refuses an edge between two runs.
+    __table_args__ = (UniqueConstraint("run_id", "id", name="uq_nodes_run_id_id"),)
 
     id: int | None = Field(default=None, primary_key=True)
     run_id: str = Field(foreign_key="runs.id", index=True, max_length=32, ondelete="CASCADE")
@@ -81,7 +86,7 @@ class Node(SQLModel, table=True):
     content: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
     status: str = Field(default=NodeStatus.PENDING, max_length=16)
     depth: int = 0
-    order: int = 0
+    order: int = 0  # no longer computed (it cost a COUNT per node); kept for old rows
     priority: float = 0.0
     data: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     error: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
@@ -95,13 +100,24 @@ class Node(SQLModel, table=True):
 
 
 class Edge(SQLModel, table=True):
+    """A typed edge between two nodes of the same run; at most one per (src, dst, kind)."""
+
     __tablename__ = "edges"
+    __table_args__ = (
+        UniqueConstraint("run_id", "src", "dst", "kind", name="uq_edges_run_src_dst_kind"),
+        # Composite keys: both ends must be nodes of this run; deleting a node deletes its edges.
+        ForeignKeyConstraint(["run_id", "src"], ["nodes.run_id", "nodes.id"], ondelete="CASCADE",
+                             name="fk_edges_src_node"),
+        ForeignKeyConstraint(["run_id", "dst"], ["nodes.run_id", "nodes.id"], ondelete="CASCADE",
+                             name="fk_edges_dst_node"),
+    )
 
     id: int | None = Field(default=None, primary_key=True)
     run_id: str = Field(foreign_key="runs.id", index=True, max_length=32, ondelete="CASCADE")
     src: int = Field(index=True)
     dst: int = Field(index=True)
     kind: str = Field(default="child", max_length=32)
+    data: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
 
 
 class Source(SQLModel, table=True):
@@ -183,6 +199,30 @@ class Report(SQLModel, table=True):
     markdown: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
     data: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     created_at: datetime = Field(default_factory=utcnow)
+
+
+with warnings.catch_warnings():
+    # The column is called `schema`, as the API's argument; pydantic warns that the name shadows
+    # its deprecated `BaseModel.schema()`, which nothing calls on a table model.
+    warnings.filterwarnings("ignore", message='Field name "schema"', category=UserWarning)
+
+    class RunState(SQLModel, table=True):
+        """A version of a method's run-level state (e.g. OmniThink's concept pool, its outline),
+        kept apart from reports, which are what a user reads. Versions count 1, 2, 3... per run
+        and name; `schema` is the version of the state model that wrote `data`."""
+
+        __tablename__ = "run_states"
+        __table_args__ = (
+            UniqueConstraint("run_id", "name", "version", name="uq_run_states_run_name_version"),
+        )
+
+        id: int | None = Field(default=None, primary_key=True)
+        run_id: str = Field(foreign_key="runs.id", index=True, max_length=32, ondelete="CASCADE")
+        name: str = Field(max_length=64)
+        version: int = 1
+        schema: int = Field(default=1, sa_column=Column("schema", Integer, nullable=False, default=1))
+        data: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+        created_at: datetime = Field(default_factory=utcnow)
 
 
 class SchemaMigration(SQLModel, table=True):

@@ -4,10 +4,13 @@ scripts/test starts (THOUGHTMAP_TEST_POSTGRES_URL). In CI a missing server is a 
 from __future__ import annotations
 
 import os
+import threading
 import uuid
+from collections import Counter
+from contextlib import contextmanager
 
 import pytest
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, event, text
 
 from storage import Repository, open_database
 
@@ -44,3 +47,45 @@ def repo(database_url):
     db = open_database(database_url)
     yield Repository(db)
     db.dispose()
+
+
+@contextmanager
+def statements(repo):
+    """Counts the statements the block sends, by first word (a PostgreSQL CTE is a `WITH`), and
+    the COMMITs."""
+    counts: Counter[str] = Counter()
+    lock = threading.Lock()
+
+    def on_statement(conn, cursor, statement, *args):
+        with lock:
+            counts[statement.split(None, 1)[0].upper()] += 1
+
+    def on_commit(conn):
+        with lock:
+            counts["COMMIT"] += 1
+
+    engine = repo.db.engine
+    event.listen(engine, "before_cursor_execute", on_statement)
+    event.listen(engine, "commit", on_commit)
+    try:
+        yield counts
+    finally:
+        event.remove(engine, "before_cursor_execute", on_statement)
+        event.remove(engine, "commit", on_commit)
+
+
+def run_threads(target, n: int = 4) -> None:
+    errors: list[BaseException] = []
+
+    def guarded(i):
+        try:
+            target(i)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=guarded, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors

@@ -1,5 +1,6 @@
-"""Scripting helpers for the DEoT tests: prompt markers, scripted answers for the fake LLM, a gate
-to hold a run mid-way, and small readers of the stored graph."""
+"""Scripting helpers for the DEoT tests: which prompt is which (by prompt name, not wording),
+scripted answers for the fake LLM, a gate to hold a run mid-way, and small readers of the stored
+graph."""
 
 from __future__ import annotations
 
@@ -11,29 +12,34 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from engine.llm.fake import FakeLLM, default_answer, request_text
+from engine.llm.fake import FakeLLM, PromptMatch, default_answer, named, request_text
 from engine.llm.protocol import ChatRequest
 from engine.llm.structured import DEFAULT_MAX_REASKS
 from storage.models import Node
 
 QUESTION = "How did the Apollo program shape later space exploration?"
 
-# A distinctive piece of each DEoT prompt's system text.
-CONTROLLER = "You steer an analysis tree"
-BREADTH = "You map the different aspects"
-DEPTH = "You write exactly one follow-up question"
-PLANNER = "You break a research query into tasks"
-PLAN_VALIDATOR = "You review task plans"
-SUMMARY = "You condense the results"
-FACT_CHECK = "You verify factual accuracy"
-FINAL_REPORT = "You write the final analytical report"
-PROMPTER = "You refine research questions before analysis. Today"  # the first attempt only
-PROMPTER_ANY = "You refine research questions before analysis"  # first attempt and error handling
-PROMPTER_REPAIR = "and your previous attempt failed"
-INFO_SEARCH = "You compile factual information"
-EVENT_EXTRACTOR = "You extract the key events"
-HISTORY_ANALYZER = "You are a historian"
-DIRECT_REASONING = "You reason carefully and clearly"
+# Each DEoT prompt by its name (engine/methods/deot/prompts.py), so rewording a prompt does not
+# change which rule answers it. Use as `fake.when(CONTROLLER, ...)`, `prompts_with(fake, SUMMARY)`,
+# `fake.calls_for(PLANNER)`, or narrowed to one node with `about(PLANNER, query)`.
+CONTROLLER = named("deot.controller")
+BREADTH = named("deot.breadth")
+DEPTH = named("deot.depth")
+PLAN_FIRST = named("deot.plan_tasks")  # a node's first plan
+PLAN_REVISION = named("deot.revise_plan")  # a plan redone after the review's feedback
+PLANNER = named("deot.plan_tasks", "deot.revise_plan")  # both
+PLAN_VALIDATOR = named("deot.validate_plan")
+SUMMARY = named("deot.summarize_results")
+FACT_CHECK = named("deot.fact_check")
+FINAL_REPORT = named("deot.final_report")
+PROMPTER = named("deot.optimize_query")  # the first attempt only
+PROMPTER_REPAIR = named("deot.repair_query")  # the error-handling path
+PROMPTER_ANY = named("deot.optimize_query", "deot.repair_query")  # both
+INFO_SEARCH = named("deot.info_search")
+EVENT_EXTRACTOR = named("deot.event_extractor")
+HISTORY_ANALYZER = named("deot.history_analyzer")
+DIRECT_REASONING = named("deot.direct_reasoning")
+ALL_PROMPTS = named("deot.*")
 
 # A structured answer that never validates, and how many times it must be given for the
 # structured-output layer to give up (first try plus the re-asks).
@@ -70,15 +76,19 @@ def at_most(request: ChatRequest) -> int:
     return int(re.search(r"Give at most (\d+) aspects", request_text(request)).group(1))
 
 
-def prompts_with(fake: FakeLLM, marker: str) -> list[str]:
-    """The full text of every request whose messages contain `marker` (first try only)."""
-    return [request_text(r) for r in fake.calls
-            if marker in request_text(r) and "That answer was not valid" not in request_text(r)]
+def prompts_with(fake: FakeLLM, prompt: PromptMatch | str) -> list[str]:
+    """The full text of every request rendered from `prompt` (first try only: no re-asks).
+
+    A plain string is still taken as a piece of wording to look for (prefer the prompt names)."""
+    if isinstance(prompt, str):
+        return [request_text(r) for r in fake.calls if r.attempt == 1 and prompt in request_text(r)]
+    return [request_text(r) for r in fake.calls_for(prompt, first_try_only=True)]
 
 
-def about(marker: str, query: str) -> re.Pattern[str]:
-    """A rule pattern for the `marker` prompt about the node whose query is `query`."""
-    return re.compile(re.escape(marker) + r".*^Question: " + re.escape(query) + r"$", re.DOTALL | re.MULTILINE)
+def about(prompt: PromptMatch, query: str) -> PromptMatch:
+    """The `prompt` requests about the node whose query is `query` (their "Question: ..." line);
+    a rule for `fake.when`, and `.search(text)` tells whether a prompt's text is about it."""
+    return prompt.where(re.compile(r"^Question: " + re.escape(query) + r"$", re.MULTILINE))
 
 
 # ---------------------------------------------------------------------- scripted answers

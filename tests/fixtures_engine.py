@@ -8,7 +8,7 @@ import pytest
 from engine.config import load_settings
 from engine.llm.fake import FakeLLM
 from engine.services import Services, build_services
-from storage.models import RunStatus
+from storage.models import CommandStatus, RunStatus
 
 
 @pytest.fixture
@@ -45,6 +45,20 @@ def steer_and_wait(services: Services, run_id: str, kind: str, payload: dict | N
     run = services.runner.wait(run_id, timeout=30)
     assert run.status == RunStatus.DONE, (run.status, run.error)
     return command_of(services, run_id, command.id)
+
+
+def steer_refused(services: Services, run_id: str, kind: str, payload: dict | None = None) -> str:
+    """Steer with a command that must not be applied; its error. It is refused either when it is
+    queued (checked against the method's declaration: nothing is stored, not even the command) or,
+    when only the applying can tell (what the model answered), fails once applied."""
+    queued = len(services.repo.list_commands(run_id))
+    try:
+        command = steer_and_wait(services, run_id, kind, payload)
+    except ValueError as refused:
+        assert len(services.repo.list_commands(run_id)) == queued
+        return str(refused)
+    assert command.status == CommandStatus.FAILED, command
+    return command.error
 
 
 def release_and_finish(services: Services, run_id: str, gate, command_id: int):

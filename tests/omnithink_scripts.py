@@ -1,6 +1,6 @@
-"""Scripting helpers for the OmniThink tests: prompt markers, scripted answers for the fake LLM
-(expansion decisions, reflections, outlines, sections), a counting searcher and small readers of
-the stored information tree and report versions."""
+"""Scripting helpers for the OmniThink tests: which prompt is which (by prompt name), scripted
+answers for the fake LLM (expansion decisions, reflections, outlines, sections), a counting
+searcher and small readers of the stored information tree and report versions."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from engine.llm.fake import FakeLLM, request_text
+from engine.llm.fake import FakeLLM, PromptMatch, named, request_text
 from engine.llm.protocol import ChatRequest
 from engine.search.protocol import Hit
 from storage.models import Node, NodeStatus
@@ -19,13 +19,15 @@ from storage.models import Node, NodeStatus
 # holds its article, so retrieval for it finds real passages.
 TOPIC = "2022 AFL Grand Final"
 
-# A distinctive piece of each OmniThink prompt's system text.
-EXPAND = "You are an analyst deciding how to deepen research"
-REFLECT = "You reflect on newly retrieved information"
-DRAFT_OUTLINE = "You plan the outline"
-POLISH_OUTLINE = "You improve a draft outline"
-WRITE_SECTION = "You write one section of an encyclopedic article"
-POLISH_ARTICLE = "You are a faithful editor"
+# Each OmniThink prompt by its name (engine/methods/omnithink/prompts.py), so rewording a prompt
+# does not change which rule answers it.
+EXPAND = named("omnithink.expand")
+REFLECT = named("omnithink.reflect")
+DRAFT_OUTLINE = named("omnithink.draft_outline")
+POLISH_OUTLINE = named("omnithink.polish_outline")
+WRITE_SECTION = named("omnithink.write_section")
+POLISH_ARTICLE = named("omnithink.polish_article")
+ALL_PROMPTS = named("omnithink.*")
 
 TREE_KINDS = ("topic", "subtopic")
 POOL, OUTLINE, ARTICLE = "concept_pool", "outline", "final"
@@ -39,10 +41,23 @@ FLAT = {"subnodes": 2, "max_depth": 1}
 # ---------------------------------------------------------------------- reading prompts
 
 
-def prompts_with(fake: FakeLLM, marker: str) -> list[str]:
-    """The full text of every request whose messages contain `marker` (first try only)."""
-    return [request_text(r) for r in fake.calls
-            if marker in request_text(r) and "That answer was not valid" not in request_text(r)]
+def prompts_with(fake: FakeLLM, prompt: PromptMatch | str) -> list[str]:
+    """The full text of every request rendered from `prompt` (first try only: no re-asks).
+
+    A plain string is still taken as a piece of wording to look for (prefer the prompt names)."""
+    if isinstance(prompt, str):
+        return [request_text(r) for r in fake.calls if r.attempt == 1 and prompt in request_text(r)]
+    return [request_text(r) for r in fake.calls_for(prompt, first_try_only=True)]
+
+
+def expand_of(label: str) -> PromptMatch:
+    """The expand requests about the node `label` (their "Node: ..." line)."""
+    return EXPAND.where(re.compile(r"^Node: " + re.escape(label) + r"$", re.MULTILINE))
+
+
+def reflect_about(label: str) -> PromptMatch:
+    """The reflections over the information of the node `label` (its "## label" heading)."""
+    return REFLECT.where(re.compile(r"^## " + re.escape(label) + r"$", re.MULTILINE))
 
 
 def node_of(request: ChatRequest | str) -> str:
@@ -236,6 +251,9 @@ def source_ids(services, nodes: Sequence[Node]) -> set[int]:
 
 
 def versions(services, run_id: str, kind: str):
+    """Every stored version of a run state (the pool, the outline) or of a report (the article)."""
+    if kind in (POOL, OUTLINE):
+        return services.repo.list_run_states(run_id, kind)
     return [r for r in services.repo.list_reports(run_id) if r.kind == kind]
 
 

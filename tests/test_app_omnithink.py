@@ -1,5 +1,6 @@
 """OmniThink in the app: its information tree in the map (coloured by depth), the conceptual pool
-and the outline beside it, subtopic steering in the node panel, the article in the Report page."""
+and the outline beside it (run-state panels), subtopic steering in the node panel, the article in
+the Report page."""
 
 from __future__ import annotations
 
@@ -15,34 +16,51 @@ SMALL = {"max_depth": 1, "subnodes": 2}
 def test_explore_shows_the_pool_the_outline_and_subtopic_steering(services, monkeypatch):
     run_id = run_to_end(services, TOPIC, "omnithink", SMALL)
     assert services.repo.get_run(run_id).status == RunStatus.DONE
-    pools = [r for r in services.repo.list_reports(run_id) if r.kind == "concept_pool"]
+    pools = services.repo.list_run_states(run_id, "concept_pool")
+    assert len(pools) > 1
     concepts = pools[-1].data["concepts"]
     leaf = next(n for n in services.repo.list_nodes(run_id) if n.depth == 1)
     pick_node(monkeypatch, leaf.id)
 
     at = open_page(run_id=run_id)
     markdown = joined(at.markdown)
-    assert f"**Conceptual pool** · step {pools[-1].data['step']} · {len(concepts)} concepts" in markdown
+    expanders = [e.label for e in at.expander]
+    # The run-state panels the view declares, each with its model's caption and body.
+    assert {"Conceptual pool", "Outline", "How it grew · Conceptual pool"} <= set(expanders)
+    assert f"Step {pools[-1].data['step']} · {len(concepts)} concepts" in joined(at.caption)
     assert all(concept in markdown for concept in concepts)
-    outline = services.repo.latest_report(run_id, "outline").data["outline"]["sections"]
+    assert f"- Step {pools[-1].data['step']}: +{len(pools[-1].data['added'])} new" in markdown
+    outline = services.repo.latest_run_state(run_id, "outline").data["outline"]["sections"]
     assert all(section["title"] in markdown for section in outline)
     labels = {b.label for b in at.button}
-    assert {"Expand", "Prune", "Add subtopic"} <= labels and "Go deeper" not in labels
+    assert {"Expand", "Prune", "Add subtopic", "Rewrite outline", "Rewrite article"} <= labels
+    assert "Go deeper" not in labels
+    # Two run commands share the label "Rewrite article": one button.
+    assert [b.label for b in at.button].count("Rewrite article") == 1
+    key = f"steer-{run_id}-{leaf.id}-add_subtopic"
+    assert (at.text_input(key=f"{key}.subtopic").label, at.text_input(key=f"{key}.keywords").label) == (
+        "Subtopic", "Keywords")
 
-    at.text_input(key=f"steer-{run_id}-{leaf.id}-sub").input("Attendance records")
-    at.button(key=f"steer-{run_id}-{leaf.id}-add").click().run()
+    at.text_input(key=f"{key}.subtopic").input("Attendance records")
+    at.text_input(key=f"{key}.keywords").input("attendance, crowd figures")
+    at.button(key=key).click().run()
     wait_until_idle(services, run_id)
     added = [n for n in services.repo.children(leaf.id) if n.label == "Attendance records"]
     assert added and added[0].status == NodeStatus.DONE and added[0].data["user"] is True
-    assert services.repo.list_commands(run_id)[-1].status == CommandStatus.DONE
+    command = services.repo.list_commands(run_id)[-1]
+    assert command.status == CommandStatus.DONE
+    assert command.payload["keywords"] == ["attendance", "crowd figures"]
 
 
 def test_information_tree_is_coloured_by_depth_and_the_article_is_the_report(services):
     run_id = run_to_end(services, TOPIC, "omnithink", SMALL)
     snap = services.repo.snapshot(run_id)
-    data = mindmap.build_map(snap.nodes, snap.edges)
+    contract = services.method("omnithink").contract()
+    data = mindmap.build_map(snap.nodes, snap.edges, contract=contract)
+    assert data.mode == mindmap.HIERARCHICAL
+    palette = contract.node_kinds["subtopic"].depth_palette
     colours = {n["level"]: n["color"]["background"] for n in data.nodes}
-    assert colours[0] == mindmap.DEPTH_PALETTE[0] and colours[1] == mindmap.DEPTH_PALETTE[1]
+    assert colours[0] == palette[0] and colours[1] == palette[1]
 
     at = open_page("pages/report.py", run_id=run_id)
     article = services.repo.latest_report(run_id, "final").markdown
@@ -63,7 +81,7 @@ def test_a_changed_tree_offers_to_regenerate_the_article(services, monkeypatch):
     articles = len([r for r in services.repo.list_reports(run_id) if r.kind == "final"])
     at = open_page(run_id=run_id)
     assert "changed since the article" in joined(at.info)
-    at.button(key=f"regen-article-{run_id}").click().run()
+    at.button(key=f"notice-{run_id}-regenerate_article").click().run()
     wait_until_idle(services, run_id)
     assert len([r for r in services.repo.list_reports(run_id) if r.kind == "final"]) == articles + 1
     at = open_page(run_id=run_id)

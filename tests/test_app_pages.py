@@ -157,8 +157,10 @@ def test_explore_says_it_runs_on_the_fake_and_lists_every_method(services):
     at = open_page()
     assert any("Running offline on the scripted fake LLM" in t for t in texts(at.info))
     method = at.selectbox(key="method")
-    assert sorted(method.options) == sorted(cls.title for cls in METHODS.values())
-    assert method.value == "deot"  # the paper's method comes first
+    # In the order the process serves them (the registry's), the first one chosen.
+    assert method.options == [cls.title for cls in services.methods.values()]
+    assert sorted(services.methods) == sorted(METHODS)
+    assert method.value == next(iter(services.methods)) == "deot"
 
 
 @pytest.mark.parametrize("name", sorted(METHODS))
@@ -320,6 +322,12 @@ def test_node_click_then_go_deeper_adds_a_depth_child(services, monkeypatch):
     target = _steer_target(services, run_id)
     at = _open_on_node(services, monkeypatch, run_id, target.id)
     assert f"#### {target.label}" in texts(at.markdown)
+    # The caption comes from the node kind's data model; the commands from its declarations.
+    assert f"Engine: breadth engine · aspect: {target.data['aspect']}" in texts(at.caption)
+    buttons = {b.key: b for b in at.button if (b.key or "").startswith(f"steer-{run_id}-{target.id}-")}
+    assert [b.label for b in buttons.values()] == ["Go deeper", "Prune", "Expand", "Ask"]
+    assert buttons[f"steer-{run_id}-{target.id}-deepen"].help == (
+        "Ask the depth engine for one follow-up question under this node.")
     at.button(key=f"steer-{run_id}-{target.id}-deepen").click().run()
     command = _after_steering(services, at, run_id, "deepen")
     assert command.payload == {"node_id": target.id}
@@ -349,11 +357,12 @@ def test_node_click_then_ask_adds_the_users_question(services, monkeypatch):
     at = _open_on_node(services, monkeypatch, run_id, target.id)
     key = f"steer-{run_id}-{target.id}"
     at.button(key=f"{key}-ask").click().run()  # nothing typed yet
-    assert any("Type a follow-up question first" in t for t in texts(at.error))
+    assert "Could not ask: fill in Your follow-up first." in texts(at.error)
     assert services.repo.list_commands(run_id) == []
 
     follow_up = "Which Apollo technologies reached consumer products?"
-    at.text_input(key=f"{key}-q").input(follow_up)
+    assert at.text_input(key=f"{key}-ask.question").label == "Your follow-up"
+    at.text_input(key=f"{key}-ask.question").input(follow_up)
     at.button(key=f"{key}-ask").click().run()
     command = _after_steering(services, at, run_id, "ask")
     assert command.payload == {"node_id": target.id, "question": follow_up}
@@ -367,8 +376,8 @@ def test_node_click_then_expand_adds_n_aspects(services, monkeypatch):
     target = _steer_target(services, run_id)
     at = _open_on_node(services, monkeypatch, run_id, target.id)
     key = f"steer-{run_id}-{target.id}"
-    assert at.number_input(key=f"{key}-n").value == 2
-    at.number_input(key=f"{key}-n").set_value(1)
+    assert at.number_input(key=f"{key}-expand.n").value == 2
+    at.number_input(key=f"{key}-expand.n").set_value(1)
     at.button(key=f"{key}-expand").click().run()
     command = _after_steering(services, at, run_id, "expand")
     assert command.payload == {"node_id": target.id, "n": 1}

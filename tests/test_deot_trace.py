@@ -411,7 +411,7 @@ def test_root_that_cannot_be_summarised_fails_and_the_run_says_so(services, fake
     assert run.status == RunStatus.FAILED and "did not match NodeSummary" in run.error
     nodes = questions(services, run_id)
     assert len(nodes) == 1 and nodes[0].status == NodeStatus.FAILED
-    assert len([r for r in fake_llm.calls if SUMMARY in r.messages[0].content]) == ATTEMPTS_TO_FAIL
+    assert len(fake_llm.calls_for(SUMMARY)) == ATTEMPTS_TO_FAIL
     assert "No question node was answered" in services.repo.latest_report(run_id).markdown
 
 

@@ -17,7 +17,7 @@ from typing import Annotated, Literal, Optional, Union
 import pytest
 from pydantic import AnyUrl, BaseModel, Field, ValidationError
 
-from engine.llm.fake import FakeLLM, default_answer, key_terms, read_prompt
+from engine.llm.fake import FakeLLM, default_answer, key_terms, named, read_prompt
 from engine.llm.protocol import LLM, ChatRequest, LLMServerError, Message, ResponseFormat
 from engine.llm.schema_fill import fill_schema
 from engine.llm.structured import ask_structured, format_instruction
@@ -177,6 +177,73 @@ def test_latency_is_simulated():
 def test_invalid_times():
     with pytest.raises(ValueError):
         FakeLLM().when("x", "y", times=0)
+
+
+def named_request(prompt: str, content: str = "hello", attempt: int = 1) -> ChatRequest:
+    return ChatRequest(messages=(Message("user", content),), prompt=prompt, attempt=attempt)
+
+
+def test_rules_by_prompt_name_pattern_or_both():
+    fake = (
+        FakeLLM()
+        .when("urgent", "urgent review", prompt="deot.validate_plan")  # both must match
+        .when(prompt="deot.validate_plan", respond="review")
+        .when(prompt="omnithink.*", respond="omnithink prompt")  # a prefix
+        .when(prompt=("deot.plan_tasks", "deot.revise_plan"), respond="plan")  # any of these
+        .when("weather", "by text")  # text only, whatever the prompt
+    )
+    assert fake.chat(named_request("deot.validate_plan", "an urgent plan")).text == "urgent review"
+    assert fake.chat(named_request("deot.validate_plan", "a plan")).text == "review"
+    assert fake.chat(named_request("omnithink.expand")).text == "omnithink prompt"
+    assert fake.chat(named_request("deot.revise_plan")).text == "plan"
+    assert fake.chat(named_request("deot.plan_tasks")).text == "plan"
+    assert fake.chat(named_request("deot.controller", "weather")).text == "by text"
+    assert fake.chat(named_request("", "weather")).text == "by text"
+    # Names are exact: neither a longer name nor a name without the prefix's dot matches.
+    assert fake.chat(named_request("deot.validate_plan_v2")).text not in ("review", "urgent review")
+    assert fake.chat(named_request("omnithinkx.expand")).text != "omnithink prompt"
+    # A rule by name never answers a request without one, even if its text holds the name.
+    assert fake.chat(named_request("", "deot.validate_plan")).text != "review"
+
+
+def test_prompt_match_rules_and_narrowing():
+    summary = named("deot.summarize_results")
+    about_beta = summary.where(re.compile(r"^Question: Beta$", re.MULTILINE))
+    fake = FakeLLM().when(about_beta, "beta summary").when(summary, "summary")
+    assert fake.chat(named_request("deot.summarize_results", "Question: Beta")).text == "beta summary"
+    assert fake.chat(named_request("deot.summarize_results", "Question: Alpha")).text == "summary"
+    assert fake.chat(named_request("deot.controller", "Question: Beta")).text not in ("summary", "beta summary")
+    assert about_beta.search("x\nQuestion: Beta\ny") is True
+    assert about_beta.search("Question: Alpha") is False
+
+
+def test_calls_for_selects_by_name_and_first_try():
+    fake = FakeLLM()
+    for prompt, attempt in (("deot.breadth", 1), ("deot.breadth", 2), ("deot.depth", 1), ("", 1)):
+        fake.chat(named_request(prompt, attempt=attempt))
+    breadth = fake.calls_for("deot.breadth")
+    assert [(r.prompt, r.attempt) for r in breadth] == [("deot.breadth", 1), ("deot.breadth", 2)]
+    assert [r.attempt for r in fake.calls_for("deot.breadth", first_try_only=True)] == [1]
+    assert [r.prompt for r in fake.calls_for("deot.*")] == ["deot.breadth", "deot.breadth", "deot.depth"]
+    assert [r.prompt for r in fake.calls_for(["deot.depth", "nope"])] == ["deot.depth"]
+    assert len(fake.calls_for(named("deot.*", pattern="hello"), first_try_only=True)) == 2
+
+
+def test_bad_rules_are_refused():
+    with pytest.raises(ValueError):
+        FakeLLM().when(respond="nothing selects this")
+    with pytest.raises(TypeError):
+        FakeLLM().when("x")  # no respond
+    with pytest.raises(ValueError):
+        FakeLLM().when(prompt="", respond="x")
+    with pytest.raises(ValueError):
+        FakeLLM().when(prompt=[], respond="x")
+    with pytest.raises(ValueError):
+        FakeLLM().when(named("a.b"), "x", prompt="c.d")
+    with pytest.raises(TypeError):
+        FakeLLM().when(42, "x")
+    with pytest.raises(ValueError):
+        named()
 
 
 # ---------------------------------------------------------------------- determinism

@@ -39,7 +39,7 @@ def test_a_database_of_the_previous_release_gets_the_warning_column(tmp_path):
             "CREATE TABLE runs (id VARCHAR(32) PRIMARY KEY, question TEXT NOT NULL);"
             "INSERT INTO runs VALUES ('r1', 'kept?');")
     db = open_database(f"sqlite:///{path}")
-    assert applied_versions(db.engine) == [1, 2]
+    assert applied_versions(db.engine) == [v for v, _, _ in MIGRATIONS]
     db.dispose()
     with sqlite3.connect(path) as conn:
         assert "warning" in [row[1] for row in conn.execute("PRAGMA table_info(runs)")]
@@ -116,7 +116,10 @@ def test_llm_usage_totals_are_atomic_under_concurrency(repo):
     assert cost == pytest.approx(0.04)
     stored = repo.get_run(run.id)
     assert stored.llm_calls == 40
-    assert repo.get_node(node.id).prompt_tokens == 120
+    # The node's totals: live from its calls, and in its row from its next update on.
+    assert repo.node_usage(node.id) == (120, 80, pytest.approx(0.04), pytest.approx(0.4))
+    assert repo.update_node(node.id, label="a2").prompt_tokens == 120
+    assert repo.get_node(node.id).completion_tokens == 80
     assert len(repo.list_llm_calls(run.id)) == 40
 
 

@@ -1,5 +1,5 @@
-"""Per-run LLM access: every call is checked against the run's budget, then recorded (tokens,
-latency, cost) with the node it served. Methods only ever see a `RunLLM`."""
+"""Per-run LLM access: every call is checked against the run's budget (when it has one), then
+recorded (tokens, latency, cost) with the node it served. Methods only ever see a `RunLLM`."""
 
 from __future__ import annotations
 
@@ -31,6 +31,11 @@ class UsageStore(Protocol):
 class Budget:
     max_tokens: int | None = None
     max_cost: float | None = None
+
+    @property
+    def unlimited(self) -> bool:
+        """No limit at all: nothing to check, so the run's usage need not be read."""
+        return self.max_tokens is None and self.max_cost is None
 
     def check(self, tokens: int, cost: float, *, upcoming_tokens: int = 0, upcoming_cost: float = 0.0) -> None:
         """Raise BudgetExceeded when what was spent, plus the prompt about to be sent, reaches
@@ -65,13 +70,14 @@ class _AccountedLLM:
 
     def chat(self, request: ChatRequest) -> ChatResponse:
         owner = self._owner
-        spent_tokens, spent_cost = owner.usage.run_usage(owner.run_id)
-        # Count the prompt about to be sent too (about 4 characters a token), so a call that
-        # would by itself overrun the budget is not made.
-        prompt_estimate = sum(len(m.content) for m in request.messages) // 4
-        model = owner.llm.model_for(request.purpose)
-        owner.budget.check(spent_tokens, spent_cost, upcoming_tokens=prompt_estimate,
-                           upcoming_cost=owner.prices.cost(model, prompt_estimate, 0))
+        if not owner.budget.unlimited:  # without a budget, no read of the run's usage per call
+            spent_tokens, spent_cost = owner.usage.run_usage(owner.run_id)
+            # Count the prompt about to be sent too (about 4 characters a token), so a call that
+            # would by itself overrun the budget is not made.
+            prompt_estimate = sum(len(m.content) for m in request.messages) // 4
+            model = owner.llm.model_for(request.purpose)
+            owner.budget.check(spent_tokens, spent_cost, upcoming_tokens=prompt_estimate,
+                               upcoming_cost=owner.prices.cost(model, prompt_estimate, 0))
         try:
             response = owner.llm.chat(request)
         except LLMError as exc:
@@ -110,16 +116,20 @@ class RunLLM:
     def ask(self, messages: Sequence[Message], output_type: type[T], *, purpose: str = "default",
             node_id: int | None = None, max_tokens: int | None = None,
             temperature: float | None = None) -> T:
-        """A validated `output_type`; raises StructuredOutputError, BudgetExceeded or LLMError."""
+        """A validated `output_type`; raises StructuredOutputError, BudgetExceeded or LLMError.
+
+        The requests carry the prompt's name (`messages.name`, set by `Prompt.render`)."""
         return ask_structured(
             _AccountedLLM(self, node_id), messages, output_type, purpose=purpose,
             max_reasks=self.max_reasks, max_tokens=max_tokens, temperature=temperature,
+            prompt=getattr(messages, "name", ""),
         )
 
     def text(self, messages: Sequence[Message], *, purpose: str = "default",
              node_id: int | None = None, max_tokens: int | None = None,
              temperature: float | None = None) -> str:
+        """Free text; the request carries the prompt's name (`messages.name`, set by `Prompt.render`)."""
         request = ChatRequest(messages=tuple(messages), purpose=purpose,
                               response_format=ResponseFormat.TEXT, max_tokens=max_tokens,
-                              temperature=temperature)
+                              temperature=temperature, prompt=getattr(messages, "name", ""))
         return _AccountedLLM(self, node_id).chat(request).text

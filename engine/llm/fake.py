@@ -23,7 +23,7 @@ import json
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Union
 
@@ -42,29 +42,113 @@ Responder = Union[str, dict, BaseModel, BaseException, Callable[[ChatRequest], A
 # ====================================================================== scripted fake
 
 
+Names = Union[str, Collection[str]]  # prompt names: exact ("deot.controller") or "prefix.*"
+
+
+@dataclass(frozen=True)
+class PromptMatch:
+    """Which requests a rule is for (or which calls to list): by prompt name, by text, or both.
+
+    `names` are prompt names (`ChatRequest.prompt`): exact, or ending in ".*" for every name
+    under a prefix ("deot.*"); a request matches when its name matches any of them (no names: any
+    request). `pattern` is a substring or compiled regex searched in the text of all messages (None:
+    any text). Both must match. Build one with `named(...)`; `where(pattern)` narrows it to a text.
+    """
+
+    names: tuple[str, ...] = ()
+    pattern: str | re.Pattern[str] | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.names, str):
+            object.__setattr__(self, "names", (self.names,))
+        for name in self.names:
+            if not isinstance(name, str) or not name or name == ".*":
+                raise ValueError(f"a prompt name must be a non-empty string, not {name!r}")
+
+    def matches_name(self, name: str) -> bool:
+        if not self.names:
+            return True
+        return any(name.startswith(spec[:-1]) if spec.endswith(".*") else name == spec
+                   for spec in self.names)
+
+    def search(self, text: str) -> bool:
+        """Whether the text pattern is in `text` (True without a pattern)."""
+        if self.pattern is None:
+            return True
+        if isinstance(self.pattern, re.Pattern):
+            return self.pattern.search(text) is not None
+        return self.pattern in text
+
+    def matches(self, request: ChatRequest, text: str | None = None) -> bool:
+        """`text`, when given, is `request_text(request)` (saves recomputing it per rule)."""
+        if not self.matches_name(request.prompt):
+            return False
+        return self.pattern is None or self.search(request_text(request) if text is None else text)
+
+    def where(self, pattern: str | re.Pattern[str]) -> PromptMatch:
+        """The same prompt names, for requests whose text also contains `pattern`."""
+        return PromptMatch(self.names, pattern)
+
+
+def named(*names: str, pattern: str | re.Pattern[str] | None = None) -> PromptMatch:
+    """A `PromptMatch` for the requests rendered from these prompts (exact names or "prefix.*")."""
+    if not names:
+        raise ValueError("give at least one prompt name")
+    return PromptMatch(tuple(names), pattern)
+
+
+def _as_match(
+    pattern: str | re.Pattern[str] | PromptMatch | None, prompt: Names | PromptMatch | None
+) -> PromptMatch:
+    if isinstance(prompt, PromptMatch):
+        if pattern is not None:
+            raise ValueError("give either a PromptMatch or a pattern with prompt names, not both")
+        return prompt
+    names: tuple[str, ...] = ()
+    if prompt is not None:
+        names = (prompt,) if isinstance(prompt, str) else tuple(prompt)
+        if not names:
+            raise ValueError("prompt names were given but the collection is empty")
+    if isinstance(pattern, PromptMatch):
+        if names:
+            raise ValueError("give the prompt names either in the PromptMatch or as prompt=, not both")
+        return pattern
+    if pattern is not None and not isinstance(pattern, (str, re.Pattern)):
+        raise TypeError(
+            f"a rule pattern is a str, a compiled regex or a PromptMatch, not {type(pattern).__name__}"
+        )
+    return PromptMatch(names, pattern)
+
+
 @dataclass
 class _Rule:
-    pattern: str | re.Pattern[str]
+    match: PromptMatch
     respond: Responder
     times: int | None
     used: int = 0
 
-    def matches(self, text: str) -> bool:
+    def matches(self, request: ChatRequest, text: str) -> bool:
         if self.times is not None and self.used >= self.times:
             return False
-        if isinstance(self.pattern, re.Pattern):
-            return self.pattern.search(text) is not None
-        return self.pattern in text
+        return self.match.matches(request, text)
+
+
+_UNSET: Any = object()
 
 
 class FakeLLM:
     """An `LLM` that answers from scripted rules, else deterministically from the prompt.
 
-    `when(pattern, respond, times=None)` adds a rule: `pattern` is a substring or compiled regex
-    matched against the text of all messages; `respond` is a str, a dict or pydantic model (sent
-    as JSON), an exception instance (raised), or a callable `(ChatRequest) -> str | dict | model`.
-    Rules are tried in the order added; a rule with `times` is used at most that many times.
-    Thread-safe; `calls` lists the requests received.
+    `when(pattern, respond, *, prompt=None, times=None)` adds a rule. It selects requests by
+    `pattern` (a substring or compiled regex matched against the text of all messages), by
+    `prompt` (the name of the prompt they were rendered from, `ChatRequest.prompt`: an exact name,
+    "prefix.*", or a collection of these), or both (both must match); `pattern` may also be a
+    `PromptMatch` (see `named`). Prefer prompt names: they do not change when a prompt is reworded.
+    `respond` is a str, a dict or pydantic model (sent as JSON), an exception instance (raised), or
+    a callable `(ChatRequest) -> str | dict | model`. Rules are tried in the order added; a rule
+    with `times` is used at most that many times. A rule also answers the re-asks of a structured
+    answer (same prompt name, `ChatRequest.attempt` > 1).
+    Thread-safe; `calls` lists the requests received, `calls_for(name)` those of one prompt.
     """
 
     def __init__(self, *, latency_s: float = 0.0, model: str = FAKE_MODEL) -> None:
@@ -82,13 +166,30 @@ class FakeLLM:
         return self._model
 
     def when(
-        self, pattern: str | re.Pattern[str], respond: Responder, *, times: int | None = None
+        self,
+        pattern: str | re.Pattern[str] | PromptMatch | None = None,
+        respond: Responder = _UNSET,
+        *,
+        prompt: Names | PromptMatch | None = None,
+        times: int | None = None,
     ) -> FakeLLM:
+        if respond is _UNSET:
+            raise TypeError("when() needs what to respond (respond=...)")
         if times is not None and times < 1:
             raise ValueError("times must be at least 1 (or None for unlimited)")
+        match = _as_match(pattern, prompt)
+        if not match.names and match.pattern is None:
+            raise ValueError("a rule needs a pattern, a prompt name, or both")
         with self._lock:
-            self._rules.append(_Rule(pattern, respond, times))
+            self._rules.append(_Rule(match, respond, times))
         return self
+
+    def calls_for(self, prompt: Names | PromptMatch, first_try_only: bool = False) -> list[ChatRequest]:
+        """The requests rendered from `prompt` (a name, "prefix.*", a collection of these, or a
+        `PromptMatch`), in arrival order; with `first_try_only`, without the structured re-asks."""
+        match = _as_match(None, prompt)
+        return [r for r in self.calls
+                if match.matches(r) and (not first_try_only or r.attempt == 1)]
 
     @property
     def calls(self) -> list[ChatRequest]:
@@ -107,7 +208,7 @@ class FakeLLM:
         text_of_request = request_text(request)
         with self._lock:
             self._calls.append(request)
-            rule = next((r for r in self._rules if r.matches(text_of_request)), None)
+            rule = next((r for r in self._rules if r.matches(request, text_of_request)), None)
             if rule is not None:
                 rule.used += 1
         # Rendering runs outside the lock: a scripted callable may be slow or call back into us.

@@ -9,7 +9,10 @@ For tests and benchmarks of the real adapter (`OpenAICompatibleLLM` with the rea
 Routes: POST /v1/chat/completions, GET /v1/models. Scripted replies (`enqueue`) are consumed one
 per chat request, in order, before the default responder. A `response_format` of type json_schema
 or json_object (with a `schema`, llama.cpp style) is handed to the responder as the request's JSON
-schema, so structured requests get schema-valid answers.
+schema, so structured requests get schema-valid answers. The `X-Thoughtmap-Prompt` header (the
+prompt's name, sent by `OpenAICompatibleLLM`) becomes the request's `prompt`, so `FakeLLM` rules
+and `calls_for` select by prompt name over HTTP too. (Re-asks of a structured answer arrive as
+attempt 1: the attempt number does not travel over HTTP.)
 
 Also runnable: `python -m engine.llm.fake_server --port 0 --latency 0.05` prints the base URL and
 serves until killed.
@@ -31,7 +34,7 @@ from types import TracebackType
 from typing import Any
 
 from engine.llm.fake import FakeLLM
-from engine.llm.protocol import ChatRequest, Message, ResponseFormat
+from engine.llm.protocol import PROMPT_HEADER, ChatRequest, Message, ResponseFormat
 
 _HOST = "127.0.0.1"  # never anything else: this server must not be reachable from outside
 _ROLES = {"system", "user", "assistant"}
@@ -209,8 +212,8 @@ class FakeOpenAIServer:
     def _authorized(self, header: str | None) -> bool:
         return self.api_key is None or header == f"Bearer {self.api_key}"
 
-    def _chat(self, body: dict[str, Any]) -> tuple[int, dict[str, str], Any]:
-        """(status, headers, JSON body) for a chat request."""
+    def _chat(self, body: dict[str, Any], prompt: str = "") -> tuple[int, dict[str, str], Any]:
+        """(status, headers, JSON body) for a chat request; `prompt` is its `X-Thoughtmap-Prompt`."""
         scripted = self._record_start(body)
         try:
             self._wait(self.latency_s)
@@ -244,7 +247,7 @@ class FakeOpenAIServer:
                     "but got: json_schema", "server_error",
                 )
             try:
-                request = _to_chat_request(body)
+                request = _to_chat_request(body, prompt)
             except (TypeError, ValueError, KeyError) as exc:
                 return 400, {}, _error(400, f"invalid request: {exc}", "invalid_request_error")
             try:
@@ -297,7 +300,7 @@ def _error_body(reply: ScriptedReply) -> Any:
     return _error(reply.status, f"scripted HTTP {reply.status}", kind)
 
 
-def _to_chat_request(body: dict[str, Any]) -> ChatRequest:
+def _to_chat_request(body: dict[str, Any], prompt: str = "") -> ChatRequest:
     messages = []
     for message in body["messages"]:
         role = message.get("role", "user")
@@ -325,6 +328,7 @@ def _to_chat_request(body: dict[str, Any]) -> ChatRequest:
         schema_name=name,
         max_tokens=body.get("max_tokens") or body.get("max_completion_tokens"),
         temperature=body.get("temperature"),
+        prompt=prompt,
     )
 
 
@@ -358,7 +362,7 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                 error = _error(400, f"invalid JSON body: {exc}", "invalid_request_error")
                 self._send(400, {}, error)
                 return
-            self._send(*server._chat(body))
+            self._send(*server._chat(body, self.headers.get(PROMPT_HEADER) or ""))
 
         def _send(self, status: int, headers: dict[str, str], body: Any) -> None:
             payload = (body if isinstance(body, str) else json.dumps(body)).encode()

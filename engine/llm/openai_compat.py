@@ -41,6 +41,7 @@ from engine.llm.protocol import (
     LLMRequestError,
     LLMServerError,
     LLMTimeoutError,
+    PROMPT_HEADER,
     ResponseFormat,
     Usage,
 )
@@ -182,6 +183,9 @@ class OpenAICompatibleLLM:
             "model": model,
             "messages": [{"role": m.role, "content": m.content} for m in request.messages],
         }
+        if request.prompt:
+            # Which prompt this is, for logs and the fake server's scripts: a header, never the body.
+            kwargs["extra_headers"] = {PROMPT_HEADER: _header_value(request.prompt)}
         if request.temperature is not None:
             kwargs["temperature"] = request.temperature
         if request.max_tokens is not None:
@@ -375,6 +379,11 @@ def missing_key_error(settings: LLMSettings) -> LLMAuthError | None:
             "--llm fake for an offline run.",
         )
     return None
+
+
+def _header_value(name: str) -> str:
+    """A prompt name as a safe header value: visible ASCII only, bounded."""
+    return re.sub(r"[^A-Za-z0-9._:*-]", "_", name)[:128]
 
 
 def sanitize_schema_name(name: str) -> str:

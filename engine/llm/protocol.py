@@ -12,6 +12,10 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 Role = Literal["system", "user", "assistant"]
 
+# The HTTP header that carries `ChatRequest.prompt` (a header is safe on every OpenAI-compatible
+# server, which ignores what it does not know; the body is not).
+PROMPT_HEADER = "X-Thoughtmap-Prompt"
+
 
 @dataclass(frozen=True)
 class Message:
@@ -44,6 +48,13 @@ class ChatRequest:
     schema_name: str = "output"
     max_tokens: int | None = None
     temperature: float | None = None
+    # The name of the prompt the messages were rendered from ("deot.controller"; "" when they were
+    # not rendered from a `Prompt`): what the fake LLM and the tests select requests by. Sent over
+    # HTTP as the `X-Thoughtmap-Prompt` header, never in the body.
+    prompt: str = ""
+    # 1 for the first try; 2, 3... for the re-asks of a structured answer that did not validate
+    # (same prompt, the invalid answer and the error appended).
+    attempt: int = 1
 
 
 @dataclass(frozen=True)

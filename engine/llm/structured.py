@@ -102,16 +102,20 @@ def ask_structured(
     max_tokens: int | None = None,
     temperature: float | None = None,
     on_response: Callable[[ChatResponse], None] | None = None,
+    prompt: str | None = None,
 ) -> T:
     """Ask for an `output_type` instance; re-ask with the error up to `max_reasks` times.
 
+    Every request carries the prompt's name (`prompt`, else the `.name` of `messages` when they
+    were rendered from a `Prompt`) and its attempt number (1, then 2, 3... for the re-asks).
     `on_response` sees every raw response (for usage accounting), including the invalid ones.
     """
+    prompt_name = prompt if prompt is not None else getattr(messages, "name", "")
     convo = list(messages)
     convo.append(Message("user", format_instruction(output_type)))
     last_text = ""
     last_error = ""
-    for _attempt in range(max_reasks + 1):
+    for attempt in range(1, max_reasks + 2):
         request = ChatRequest(
             messages=tuple(convo),
             purpose=purpose,
@@ -120,6 +124,8 @@ def ask_structured(
             schema_name=output_type.__name__,
             max_tokens=max_tokens,
             temperature=temperature,
+            prompt=prompt_name,
+            attempt=attempt,
         )
         response = llm.chat(request)
         if on_response is not None:

@@ -1,11 +1,14 @@
 """The Method contract. Every reasoning method (baselines and the five papers' methods) is a class
-with a pydantic `Params` model and a resumable `run(ctx)`; steering goes through `steer`."""
+with a pydantic `Params` model, typed declarations (`engine/methods/contract.py`: node kinds, edge
+kinds, commands, run state, view) and a resumable growth loop: `start` once, then `step` until it
+says there is nothing left to do, then `write_outputs`. Steering commands are validated and applied
+between steps by the shared toolkit (`engine/methods/steering.py`)."""
 
 from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from datetime import date
@@ -14,10 +17,22 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from engine.graph import RunGraph
+from engine.methods.contract import (
+    CommandPayload,
+    CommandSpec,
+    EdgeKind,
+    MethodContract,
+    NodeKind,
+    Notice,
+    RunStateSpec,
+    ViewSpec,
+    regenerate_report_command,
+)
 from engine.llm.accounting import RunLLM
+from engine.parallel import run_parallel
 from engine.search.protocol import Searcher
 from engine.search.relevance import DEFAULT_FLOOR
-from storage.models import Command, NodeStatus
+from storage.models import Command, Node, NodeStatus
 
 
 class MethodParams(BaseModel):
@@ -66,6 +81,10 @@ class UnsupportedCommand(ValueError):
     """The method does not support this steering command (or not on this node)."""
 
 
+# The output every method writes; `write_outputs` gets the names of the outputs to rewrite.
+REPORT = "report"
+
+
 @dataclass
 class RunContext:
     """Everything a method may use during a run; all dependencies are injected."""
@@ -86,6 +105,11 @@ class RunContext:
     today: date = field(default_factory=date.today)
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("thoughtmap.run"))
 
+    def parallel(self, calls: Sequence[Callable[[], Any]]) -> list[Any]:
+        """Run calls concurrently on the process-wide pool (nesting is safe: `engine/parallel.py`);
+        results in order; every call ends before the first error is raised."""
+        return run_parallel(self.executor, calls)
+
 
 class Method(ABC):
     name: ClassVar[str]
@@ -93,29 +117,93 @@ class Method(ABC):
     summary: ClassVar[str]
     paper: ClassVar[str] = ""
     Params: ClassVar[type[MethodParams]]
-    # Steering command kinds this method accepts (besides pause/resume/stop).
-    steering: ClassVar[frozenset[str]] = frozenset({"regenerate_report"})
-    # Node kinds that node-level steering (expand, prune, ...) applies to.
-    steerable_kinds: ClassVar[frozenset[str]] = frozenset()
-    # Node kinds whose success means the run answered something (a DEoT question node, a baseline's
-    # answer). A finished run with none of them done is `failed`, not `done`.
-    answer_kinds: ClassVar[frozenset[str]] = frozenset({"answer"})
 
-    @abstractmethod
+    # ---- declarations (typed data; the app, the CLI and the tests are built from them)
+    node_kinds: ClassVar[tuple[NodeKind, ...]] = ()
+    edge_kinds: ClassVar[tuple[EdgeKind, ...]] = ()
+    commands: ClassVar[tuple[CommandSpec, ...]] = (regenerate_report_command(),)
+    run_states: ClassVar[tuple[RunStateSpec, ...]] = ()
+    view: ClassVar[ViewSpec] = ViewSpec()
+
+    # ---- derived from the declarations (set for each subclass; read-only)
+    steering: ClassVar[frozenset[str]] = frozenset()
+    steerable_kinds: ClassVar[frozenset[str]] = frozenset()
+    answer_kinds: ClassVar[frozenset[str]] = frozenset()
+    _contract: ClassVar[MethodContract | None] = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "name" not in cls.__dict__:
+            return  # an abstract helper base, not a method
+        # Checked at import: a method whose declarations contradict each other never loads.
+        contract = MethodContract.build(cls.name, cls.node_kinds, cls.edge_kinds, cls.commands,
+                                        cls.run_states, cls.view)
+        cls._contract = contract
+        cls.steering = frozenset(contract.commands)
+        cls.steerable_kinds = contract.steerable_kinds
+        cls.answer_kinds = contract.answer_kinds
+
+    @classmethod
+    def contract(cls) -> MethodContract:
+        if cls._contract is None:
+            raise TypeError(f"{cls.__name__} declares no name, so it is not a method")
+        return cls._contract
+
+    # ---- the growth loop
+
     def run(self, ctx: RunContext) -> None:
-        """Grow the run's graph to completion. Must decide its next step from the stored graph,
-        so that a resumed run skips every finished node."""
+        """Grow the run's graph to completion. Every step decides from the stored graph, so a
+        resumed run skips every finished node; steering is applied between steps."""
+        from engine.methods.steering import apply_and_record  # the toolkit builds on this module
+
+        self.start(ctx)
+        rewrite: set[str] = set()
+        while True:
+            ctx.checkpoint()
+            for command in ctx.take_steering():
+                rewrite |= apply_and_record(ctx, self, command)
+            if not self.step(ctx):
+                break
+        self.write_outputs(ctx, rewrite)
 
     def steer(self, ctx: RunContext, command: Command) -> None:
-        """Apply one steering command (on a running or a finished run)."""
-        if command.kind == "regenerate_report":
+        """Apply one steering command on a finished run, grow what it added, refresh the outputs.
+        A command that cannot be applied raises (the runner records why) and changes nothing."""
+        from engine.methods.steering import apply
+
+        rewrite = apply(ctx, self, command)
+        self.start(ctx)
+        while self.step(ctx):
+            ctx.checkpoint()
+        self.write_outputs(ctx, rewrite)
+
+    def start(self, ctx: RunContext) -> None:
+        """Create what the run starts from (its root), once."""
+
+    def step(self, ctx: RunContext) -> bool:
+        """Do the next unit of work (one layer, one stage); False when nothing is left."""
+        return False
+
+    def apply(self, ctx: RunContext, command: CommandSpec, payload: CommandPayload, node: Node | None) -> set[str]:
+        """Apply a validated command (its target node already checked against the declaration);
+        returns the outputs to rewrite. Raise CommandRejected (a ValueError) to refuse it."""
+        if command.name == "regenerate_report":
+            return {REPORT}
+        raise UnsupportedCommand(f"the {self.name} method does not support '{command.name}'")
+
+    def write_outputs(self, ctx: RunContext, rewrite: set[str]) -> None:
+        """Write the outputs named in `rewrite`, and any that do not exist yet."""
+        if REPORT in rewrite or not ctx.graph.has_report():
             self.write_report(ctx)
-            return
-        raise UnsupportedCommand(f"the {self.name} method does not support '{command.kind}'")
 
     @abstractmethod
     def write_report(self, ctx: RunContext) -> None:
         """(Re)write the run's final report from the stored graph."""
+
+    def notices(self, graph: RunGraph) -> list[Notice]:
+        """What the reader should know about the run now (e.g. the article is older than the
+        tree), each with the command to offer, if any."""
+        return []
 
     def assess(self, ctx: RunContext) -> RunOutcome:
         """What the finished run achieved, read from the stored graph."""

@@ -1,11 +1,46 @@
-"""Small graph steps shared by methods."""
+"""Small graph steps and node kinds shared by methods."""
 
 from __future__ import annotations
 
-from concurrent.futures import Future
+from typing import Literal
+
+from pydantic import BaseModel, Field
 
 from engine.methods.base import RunContext
+from engine.methods.contract import NodeData, NodeKind
 from storage.models import Node, NodeStatus
+
+
+class DroppedHit(BaseModel):
+    """A search hit left out as unrelated (below the relevance floor), as a node records it."""
+
+    title: str
+    ref: str
+    score: float
+
+
+class AskedQuestionData(NodeData):
+    """The user's question as the root of a baseline's graph: nothing but its label."""
+
+
+class RetrievalData(NodeData):
+    query: str = Field(default="", description="What was searched for.")
+    searcher: str = Field(default="", description="Where it was searched.")
+    refs: list[str] = Field(default_factory=list, description="The references of the passages kept.")
+    dropped_as_unrelated: list[DroppedHit] = Field(default_factory=list,
+                                                   description="Hits below the relevance floor.")
+
+
+class AnswerData(NodeData):
+    confidence: Literal["low", "medium", "high"] | None = None
+    invalid_citations: list[int] = Field(default_factory=list, description="Citation numbers that named no source.")
+    attributed_citations: int = Field(default=0, description="Citations added to sentences drawn from a passage.")
+    last_output: str = Field(default="", description="The unusable model output of a failure.")
+
+
+ASKED_QUESTION = NodeKind("question", AskedQuestionData, "Question", "#2F4B7C", "the question you asked")
+RETRIEVAL = NodeKind("search", RetrievalData, "Retrieval", "#72B7B2", "retrieval step", shape="box")
+ANSWER = NodeKind("answer", AnswerData, "Answer", "#54A24B", "the answer", answers=True)
 
 
 def ensure_root(ctx: RunContext, *, kind: str = "question") -> Node:
@@ -22,15 +57,3 @@ def child_of_kind(ctx: RunContext, parent: Node, kind: str) -> Node | None:
             return child
     return None
 
-
-def wait_all(futures: list[Future]) -> None:
-    """Wait for every future, then re-raise the first error (a stop, the budget, an unreachable
-    endpoint). Waiting for all first means no node is left half-written when the run ends."""
-    first: BaseException | None = None
-    for future in futures:
-        try:
-            future.result()
-        except BaseException as exc:  # noqa: BLE001 - re-raised below
-            first = first or exc
-    if first is not None:
-        raise first

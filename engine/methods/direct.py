@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 from engine.llm.protocol import StructuredOutputError
 from engine.methods import baseline_prompts as prompts
 from engine.methods.base import Method, MethodParams, RunContext
-from engine.methods.common import child_of_kind, ensure_root
+from engine.methods.common import ANSWER, ASKED_QUESTION, child_of_kind, ensure_root
 from storage.models import NodeStatus
 
 
@@ -32,6 +32,7 @@ class DirectMethod(Method):
     title = "Direct answer (baseline)"
     summary = "One LLM call, no retrieval: the 'Standard' prompting baseline of the papers."
     Params = DirectParams
+    node_kinds = (ASKED_QUESTION, ANSWER)
 
     def run(self, ctx: RunContext) -> None:
         params: DirectParams = ctx.params  # type: ignore[assignment]

@@ -10,7 +10,7 @@ from engine.citations import attribute_uncited, cited_source_ids, source_blocks,
 from engine.llm.protocol import StructuredOutputError
 from engine.methods import baseline_prompts as prompts
 from engine.methods.base import Method, MethodParams, RunContext, relevance_floor_field
-from engine.methods.common import child_of_kind, ensure_root
+from engine.methods.common import ANSWER, ASKED_QUESTION, RETRIEVAL, child_of_kind, ensure_root
 from engine.search.protocol import SearchError
 from engine.search.relevance import NO_RELEVANT_SOURCE, relevant_hits, ungrounded_note
 from storage.models import NodeStatus
@@ -41,6 +41,7 @@ class RagMethod(Method):
     title = "Retrieve and answer (baseline)"
     summary = "Retrieve the top-k passages for the question, then answer citing them: vanilla RAG."
     Params = RagParams
+    node_kinds = (ASKED_QUESTION, RETRIEVAL, ANSWER)
 
     def run(self, ctx: RunContext) -> None:
         params: RagParams = ctx.params  # type: ignore[assignment]

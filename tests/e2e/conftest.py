@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from components import mindmap
+from engine.methods.registry import METHODS
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "test-artifacts"
@@ -231,8 +231,10 @@ def _rgb(colour: str) -> tuple[int, int, int]:
     return tuple(int(colour[i:i + 2], 16) for i in (1, 3, 5))
 
 
-# The map's fill colours for DEoT nodes: the question, a breadth aspect, a depth follow-up.
-ROOT_FILL, BREADTH_FILL, DEPTH_FILL = (_rgb(mindmap.ENGINE_COLOURS[e]) for e in ("root", "breadth", "depth"))
+# The map's fill colours for DEoT nodes, as DEoT declares them (a variant per engine): the question,
+# a breadth aspect, a depth follow-up.
+_DEOT_FILLS = {v.value: v.colour for v in METHODS["deot"].contract().node_kinds["question"].variants}
+ROOT_FILL, BREADTH_FILL, DEPTH_FILL = (_rgb(_DEOT_FILLS[e]) for e in ("root", "breadth", "depth"))
 
 # Where a fill colour is drawn on the map's canvas: connected blobs of that colour, with their centres
 # in CSS pixels of the canvas. vis-network draws on a <canvas> and does not expose its Network object,

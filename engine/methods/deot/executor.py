@@ -1,11 +1,11 @@
 """The Executor (paper 3.4.2): runs a plan's tasks in dependency order, independent tasks
-concurrently, logging start/success/failure; a failed task only stops the tasks that need it."""
+concurrently on the run's shared pool, logging start/success/failure; a failed task only stops the
+tasks that need it."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from datetime import datetime, timezone
 from typing import Any
 
@@ -17,6 +17,7 @@ from engine.llm.protocol import (
 )
 from engine.methods.base import RunContext
 from engine.methods.deot.toolbox import TOOLS, NodeSources, TaskResult, ToolCall
+from engine.parallel import run_parallel_settled
 from engine.search.protocol import SearchError
 from storage.models import Node
 
@@ -47,50 +48,42 @@ def _run_task(ctx: RunContext, node: Node, sources: NodeSources, task: dict[str,
     return result
 
 
-def _keep_the_others(running: dict[Future, str], on_finished: Callable[[TaskResult], TaskResult]) -> None:
-    """The run is ending, but the tasks already running finish anyway: keep what they found, so
-    resuming the node does not run them again."""
-    wait(running)
-    for future in running:
-        if future.exception() is None:
-            on_finished(future.result())
-
-
 def execute_plan(ctx: RunContext, node: Node, tasks: list[dict[str, Any]], sources: NodeSources, *,
                  finished: dict[str, TaskResult] | None = None,
                  on_finished: Callable[[TaskResult], TaskResult] | None = None) -> list[TaskResult]:
-    """Results in plan order. Tasks run as soon as their dependencies succeeded.
+    """Results in plan order. Tasks run in waves: every task whose dependencies succeeded runs in
+    the current wave, concurrently, on the process-wide pool (`ctx.parallel`; no pool of our own).
 
     `finished` holds results of an earlier, interrupted execution of the same plan: those tasks are
-    not run again. `on_finished` sees each task that ran (success or failure) as it ends, one at a
-    time in this thread (it stores the result), and returns the result later tasks are given."""
+    not run again. `on_finished` sees each task that ran (success or failure) as it ends, in this
+    thread (it stores the result), and returns the result later tasks are given. When the run ends
+    mid-wave (a stop, the budget), the wave's other tasks still finish and are stored first, so
+    resuming the node does not run them again."""
     results: dict[str, TaskResult] = dict(finished or {})
     pending = {t["id"]: t for t in tasks if t["id"] not in results}
-    running: dict[Future, str] = {}
-    with ThreadPoolExecutor(max_workers=max(1, len(tasks)), thread_name_prefix=f"node{node.id}-task") as pool:
-        while pending or running:
-            for task_id, task in list(pending.items()):
-                deps = task.get("depends_on", [])
-                if any(results.get(d) and results[d].status != "success" for d in deps):
-                    failed = [d for d in deps if results.get(d) and results[d].status != "success"]
-                    results[task_id] = TaskResult(task_id=task_id, tool=task["tool"], status="skipped",
-                                                  error=f"skipped: it needs {', '.join(failed)}, which did not succeed")
-                    del pending[task_id]
-                elif all(d in results for d in deps):
-                    running[pool.submit(_run_task, ctx, node, sources, task, [results[d] for d in deps])] = task_id
-                    del pending[task_id]
-            if not running:
-                break
-            done, _ = wait(running, return_when=FIRST_COMPLETED)
-            for future in done:
-                task_id = running.pop(future)
-                try:
-                    result = future.result()  # re-raises run-ending errors
-                except BaseException:
-                    if on_finished:
-                        _keep_the_others(running, on_finished)
-                    raise
-                results[task_id] = on_finished(result) if on_finished else result
+    while pending:
+        wave = []
+        for task_id, task in list(pending.items()):
+            deps = task.get("depends_on", [])
+            failed = [d for d in deps if results.get(d) and results[d].status != "success"]
+            if failed:
+                results[task_id] = TaskResult(task_id=task_id, tool=task["tool"], status="skipped",
+                                              error=f"skipped: it needs {', '.join(failed)}, which did not succeed")
+                del pending[task_id]
+            elif all(d in results for d in deps):
+                wave.append(task)
+                del pending[task_id]
+        if not wave:
+            break
+        outcomes = run_parallel_settled(ctx.executor, [
+            (lambda task=task: _run_task(ctx, node, sources, task, [results[d] for d in task.get("depends_on", [])]))
+            for task in wave])
+        ending = next((error for _, error in outcomes if error is not None), None)
+        for task, (result, error) in zip(wave, outcomes):
+            if error is None:
+                results[task["id"]] = on_finished(result) if on_finished else result
+        if ending is not None:
+            raise ending
     for task_id, task in pending.items():  # only reachable with a dependency that never ran
         results[task_id] = TaskResult(task_id=task_id, tool=task["tool"], status="skipped",
                                       error="skipped: a task it depends on never ran")

@@ -17,18 +17,20 @@ from typing import Any
 from engine.citations import (
     attribute_uncited,
     cited_source_ids,
-    number_citations,
     source_blocks,
     to_stored_markers,
 )
+from engine.graph import NewNode
 from engine.llm.protocol import StructuredOutputError
-from engine.methods.base import Method, RunContext, UnsupportedCommand
-from engine.methods.common import wait_all
+from engine.methods.base import REPORT, Method, RunContext, UnsupportedCommand
+from engine.methods.contract import CommandPayload, CommandRejected, CommandSpec
 from engine.methods.deot import prompts
 from engine.methods.deot.checkpoint import SolveCheckpoint
 from engine.methods.deot.engines import Proposal, breadth, decide, depth
 from engine.methods.deot.executor import execute_plan
+from engine.methods.deot.kinds import COMMANDS, EDGES, QUESTION, QUESTION_KIND, AskPayload, ExpandPayload, QuestionData
 from engine.methods.deot.params import DeotParams
+from engine.methods.deot import report as final_report
 from engine.methods.deot.planner import make_plan
 from engine.methods.deot.schemas import (
     PRIORITY_WEIGHT,
@@ -38,9 +40,7 @@ from engine.methods.deot.schemas import (
     RepairedQuery,
 )
 from engine.search.relevance import ungrounded_note
-from storage.models import Command, Node, NodeStatus
-
-QUESTION = "question"
+from storage.models import Node, NodeStatus
 
 
 def render_summary(summary: dict[str, Any]) -> str:
@@ -61,36 +61,24 @@ class DeotMethod(Method):
                "planner/executor agent with tools and fact-checking, then synthesised into a report.")
     paper = "Dual Engines of Thoughts: A Depth-Breadth Integration Framework for Open-Ended Analysis (arXiv 2504.07872)"
     Params = DeotParams
-    steering = frozenset({"expand", "deepen", "prune", "ask", "retry", "regenerate_report"})
-    steerable_kinds = frozenset({QUESTION})
-    answer_kinds = frozenset({QUESTION})
+    node_kinds = (QUESTION_KIND,)
+    edge_kinds = EDGES
+    commands = COMMANDS
 
-    # ------------------------------------------------------------------ run loop
+    # ------------------------------------------------------------------ the growth loop
 
-    def run(self, ctx: RunContext) -> None:
+    def start(self, ctx: RunContext) -> None:
         self._root(ctx)
-        force_report = False
-        while True:
-            ctx.checkpoint()
-            for command in ctx.take_steering():
-                force_report |= self._apply_and_record(ctx, command)
-            if self._solve_next_layer(ctx):
-                continue
-            if self._expand_next_layer(ctx):
-                continue
-            break
-        self._report(ctx, force=force_report)
 
-    def steer(self, ctx: RunContext, command: Command) -> None:
-        force = self._apply(ctx, command)
-        # Grow what the command added (and anything else pending), then refresh the report.
-        self._root(ctx)
-        while self._solve_next_layer(ctx) or self._expand_next_layer(ctx):
-            ctx.checkpoint()
-        self._report(ctx, force=force)
+    def step(self, ctx: RunContext) -> bool:
+        """Solve the shallowest pending layer; else let the engines grow the solved one."""
+        return self._solve_next_layer(ctx) or self._expand_next_layer(ctx)
+
+    def write_outputs(self, ctx: RunContext, rewrite: set[str]) -> None:
+        final_report.write(ctx, self._questions(ctx), method=self.name, force=REPORT in rewrite)
 
     def write_report(self, ctx: RunContext) -> None:
-        self._report(ctx, force=True)
+        final_report.write(ctx, self._questions(ctx), method=self.name, force=True)
 
     def reset_failed(self, ctx: RunContext) -> int:
         failed = [n for n in self._questions(ctx) if n.status == NodeStatus.FAILED]
@@ -101,7 +89,7 @@ class DeotMethod(Method):
     def _reset_for_retry(self, ctx: RunContext, node: Node) -> None:
         # Drop what the failed attempt left, so the node's detail describes only the new attempt.
         ctx.graph.update(node, status=NodeStatus.PENDING, error="", started_at=None, finished_at=None,
-                         data={k: v for k, v in node.data.items() if k in self._IDENTITY_KEYS})
+                         replace_data=QuestionData.model_validate(node.data).identity())
 
     # ------------------------------------------------------------------ graph helpers
 
@@ -118,8 +106,11 @@ class DeotMethod(Method):
     def _live_count(self, ctx: RunContext) -> int:
         return sum(1 for n in self._questions(ctx) if n.status != NodeStatus.PRUNED)
 
-    def _ancestry(self, ctx: RunContext, node: Node) -> list[Node]:
-        by_id = {n.id: n for n in self._questions(ctx)}
+    @staticmethod
+    def _ancestry(questions: list[Node], node: Node) -> list[Node]:
+        """The node's ancestors, root first (ancestors are finished before a child is solved or
+        expanded, so a list read at the start of the step has them)."""
+        by_id = {n.id: n for n in questions}
         chain, current = [], node
         while current.parent_id is not None and current.parent_id in by_id:
             current = by_id[current.parent_id]
@@ -130,22 +121,26 @@ class DeotMethod(Method):
         for child in ctx.graph.children(parent):  # idempotent if a crash hit mid-creation
             if child.label == proposal.query and child.data.get("engine") == proposal.engine:
                 return child
-        return ctx.graph.add(
-            kind=QUESTION, label=proposal.query, parent=parent, priority=proposal.weight, edge_kind=proposal.engine,
-            data={"engine": proposal.engine, "aspect": proposal.aspect, "category": proposal.category,
-                  "reasoning": proposal.reasoning, "priority_label": proposal.priority,
-                  "auto_expand": auto_expand, "steered": steered},
-        )
+        return ctx.graph.add(**self._child_fields(parent, proposal, auto_expand=auto_expand, steered=steered))
+
+    @staticmethod
+    def _child_fields(parent: Node, proposal: Proposal, *, auto_expand: bool, steered: bool) -> dict[str, Any]:
+        return dict(kind=QUESTION, label=proposal.query, parent=parent, priority=proposal.weight,
+                    edge_kind=proposal.engine,
+                    data={"engine": proposal.engine, "aspect": proposal.aspect, "category": proposal.category,
+                          "reasoning": proposal.reasoning, "priority_label": proposal.priority,
+                          "auto_expand": auto_expand, "steered": steered})
 
     # ------------------------------------------------------------------ solving
 
     def _solve_next_layer(self, ctx: RunContext) -> bool:
-        pending = [n for n in self._questions(ctx) if n.status == NodeStatus.PENDING]
+        questions = self._questions(ctx)
+        pending = [n for n in questions if n.status == NodeStatus.PENDING]
         if not pending:
             return False
         layer = min(n.depth for n in pending)
         batch = sorted((n for n in pending if n.depth == layer), key=lambda n: (-n.priority, n.id))
-        wait_all([ctx.executor.submit(self._solve, ctx, node) for node in batch])
+        ctx.parallel([lambda node=node: self._solve(ctx, node, questions) for node in batch])
         return True
 
     def _optimize_query(self, ctx: RunContext, root: Node, checkpoint: SolveCheckpoint) -> str:
@@ -173,7 +168,7 @@ class DeotMethod(Method):
         checkpoint.save_query_optimization(record)
         return record["optimized_query"].strip()
 
-    def _solve(self, ctx: RunContext, node: Node) -> None:
+    def _solve(self, ctx: RunContext, node: Node, questions: list[Node]) -> None:
         params: DeotParams = ctx.params  # type: ignore[assignment]
         ctx.checkpoint()
         node = ctx.graph.start(node)
@@ -185,7 +180,7 @@ class DeotMethod(Method):
             if node.data.get("engine") == "root" and params.optimize_query:
                 query = checkpoint.stored_optimized_query() or self._optimize_query(ctx, node, checkpoint)
             detail["effective_query"] = query
-            chain = self._ancestry(ctx, node)
+            chain = self._ancestry(questions, node)
             context = " → ".join(n.label for n in chain) or "(this is the user's own question)"
 
             plan = checkpoint.stored_plan(query)
@@ -231,7 +226,10 @@ class DeotMethod(Method):
             if detail["no_relevant_source"]:
                 # Said to the reader, not left to the model: nothing in this answer is grounded.
                 content += ungrounded_note(ctx.searcher.description)
-            ctx.graph.link_sources(node, cited_source_ids(content))
+            # What it cites beyond the sources its own searches linked (those are linked already).
+            extra = sorted(set(cited_source_ids(content)) - {s.id for s in numbered})
+            if extra:
+                ctx.graph.link_sources(node, extra)
             ctx.graph.finish(node, content=content, data=detail)
         except StructuredOutputError as exc:
             ctx.graph.fail(node, str(exc), data={**detail, "last_output": exc.last_output[:2000]})
@@ -271,9 +269,9 @@ class DeotMethod(Method):
         if waiting:
             layer = min(n.depth for n in waiting)
             batch = sorted((n for n in waiting if n.depth == layer), key=lambda n: (-n.priority, n.id))
-            nodes_used = self._live_count(ctx)
             explored = [n.label for n in questions if n.status != NodeStatus.PRUNED]
-            jobs = []
+            nodes_used = len(explored)
+            jobs: list = []
             room = params.max_nodes - nodes_used
             for node in batch:
                 if node.depth >= params.max_layers:
@@ -286,8 +284,8 @@ class DeotMethod(Method):
                     self._record_expansion(ctx, node, "STOP", "rule", reason, [])
                 else:
                     room -= 1
-                    jobs.append(ctx.executor.submit(self._propose, ctx, node, nodes_used, explored))
-            wait_all(jobs)
+                    jobs.append(lambda node=node: self._propose(ctx, node, nodes_used, explored, questions))
+            ctx.parallel(jobs)
         self._materialize(ctx)
         return True
 
@@ -298,7 +296,8 @@ class DeotMethod(Method):
             "proposals": [p.as_dict() for p in proposals], "materialized": not proposals, "created": [],
         }})
 
-    def _propose(self, ctx: RunContext, node: Node, nodes_used: int, explored: list[str]) -> None:
+    def _propose(self, ctx: RunContext, node: Node, nodes_used: int, explored: list[str],
+                 questions: list[Node]) -> None:
         params: DeotParams = ctx.params  # type: ignore[assignment]
         ctx.checkpoint()
         try:
@@ -314,7 +313,7 @@ class DeotMethod(Method):
             return
         # Small models often propose the question they were given (or an ancestor's) again; such a
         # child would only redo work on its own path and spend the node budget.
-        lineage = [n.label for n in self._ancestry(ctx, node)] + [node.label]
+        lineage = [n.label for n in self._ancestry(questions, node)] + [node.label]
         proposals, repeats = novel_proposals(proposals, lineage)
         if verdict.decision == "BREADTH" and repeats and not proposals:
             try:  # one more try, told what it repeated (small models do this)
@@ -329,24 +328,36 @@ class DeotMethod(Method):
                                verdict.unresolved_points)
 
     def _materialize(self, ctx: RunContext) -> None:
-        """Create the proposed children, best priority first, within the node budget."""
+        """Create the proposed children, best priority first, within the node budget (in one write)."""
         params: DeotParams = ctx.params  # type: ignore[assignment]
-        parents = [n for n in self._questions(ctx)
+        questions = self._questions(ctx)
+        parents = [n for n in questions
                    if n.data.get("expansion", {}).get("materialized") is False and n.status == NodeStatus.DONE]
+        if not parents:
+            return
         ranked = sorted(
             ((parent, index, Proposal(**p)) for parent in parents
              for index, p in enumerate(parent.data["expansion"]["proposals"])),
             key=lambda item: (-item[2].weight, item[0].id, item[1]),
         )
-        room = params.max_nodes - self._live_count(ctx)
-        created: dict[int, list[int]] = {p.id: [] for p in parents}
+        room = params.max_nodes - sum(1 for n in questions if n.status != NodeStatus.PRUNED)
+        # Children a crash left between creating them and marking the parent: reused, not doubled.
+        existing = {(n.parent_id, n.label, n.data.get("engine")): n for n in questions if n.parent_id is not None}
+        chosen: list[tuple[Node, Proposal]] = []
         dropped: dict[int, list[int]] = {p.id: [] for p in parents}
         for parent, index, proposal in ranked:
             if room > 0:
-                created[parent.id].append(self._add_child(ctx, parent, proposal, auto_expand=True, steered=False).id)
+                chosen.append((parent, proposal))
                 room -= 1
             else:
                 dropped[parent.id].append(index)
+        new = [NewNode(**self._child_fields(parent, proposal, auto_expand=True, steered=False))
+               for parent, proposal in chosen if (parent.id, proposal.query, proposal.engine) not in existing]
+        for node in ctx.graph.add_many(new):
+            existing[(node.parent_id, node.label, node.data.get("engine"))] = node
+        created: dict[int, list[int]] = {p.id: [] for p in parents}
+        for parent, proposal in chosen:
+            created[parent.id].append(existing[(parent.id, proposal.query, proposal.engine)].id)
         for parent in parents:
             expansion = {**parent.data["expansion"], "materialized": True, "created": created[parent.id],
                          "dropped_for_budget": dropped[parent.id]}
@@ -354,201 +365,59 @@ class DeotMethod(Method):
 
     # ------------------------------------------------------------------ steering
 
-    def _apply_and_record(self, ctx: RunContext, command: Command) -> bool:
-        try:
-            force = self._apply(ctx, command)
-        except (UnsupportedCommand, LookupError, ValueError) as exc:
-            ctx.complete_command(command.id, ok=False, error=str(exc))
-            return False
-        ctx.complete_command(command.id)
-        return force
-
-    # What a question node is (set when it was created), as opposed to what solving it produced.
-    _IDENTITY_KEYS = frozenset({"engine", "aspect", "category", "reasoning", "priority_label", "auto_expand",
-                                "steered", "steered_analyses"})
-
-    def _target(self, ctx: RunContext, command: Command, *, need_done: bool) -> Node:
-        try:
-            node = ctx.graph.node(int(command.payload["node_id"]))
-        except (KeyError, TypeError, ValueError):
-            raise ValueError(f"'{command.kind}' needs the id of a node of this run (payload node_id)") from None
-        if node.kind != QUESTION:
-            raise ValueError(f"node {node.id} is a {node.kind} node; steer a question node")
-        if node.status == NodeStatus.PRUNED:
-            raise ValueError(f"node {node.id} is pruned; nothing grows under a pruned node")
-        if need_done and node.status != NodeStatus.DONE:
-            raise ValueError(f"node {node.id} is {node.status}; it needs an answer before it can be expanded")
-        return node
-
-    def _apply(self, ctx: RunContext, command: Command) -> bool:
-        """Apply one steering command to the stored graph; True if the report must be rewritten."""
-        kind, payload = command.kind, command.payload
-        if kind == "regenerate_report":
-            return True
-        if kind == "expand":
-            node = self._target(ctx, command, need_done=True)
-            n = int(payload.get("n", 3))
-            if not 1 <= n <= 8:
-                raise ValueError(f"expand asks for 1 to 8 new aspects (got {n})")
-            explored = [q.label for q in self._questions(ctx) if q.status != NodeStatus.PRUNED]
+    def apply(self, ctx: RunContext, command: CommandSpec, payload: CommandPayload, node: Node | None) -> set[str]:
+        """Apply a steering command (its target already checked against `kinds.COMMANDS`)."""
+        assert node is not None or command.name == "regenerate_report"
+        if command.name == "expand":
+            assert isinstance(payload, ExpandPayload)
             try:
-                proposals = breadth(ctx, node, explored, n)
+                proposals = breadth(ctx, node, self._explored(ctx), payload.n)
             except StructuredOutputError as exc:  # fails the command, not the run
-                raise ValueError(f"the breadth engine gave no usable answer: {exc}") from exc
+                raise CommandRejected(f"the breadth engine gave no usable answer: {exc}") from exc
             self._add_steered_children(ctx, node, proposals, "breadth")
             self._count_steered_analysis(ctx, node, "BREADTH")
-            return False
-        if kind == "deepen":
-            node = self._target(ctx, command, need_done=True)
-            explored = [q.label for q in self._questions(ctx) if q.status != NodeStatus.PRUNED]
-            unresolved = node.data.get("expansion", {}).get("unresolved_points", [])
+            return set()
+        if command.name == "deepen":
+            unresolved = QuestionData.model_validate(node.data).expansion
             try:
-                proposal = depth(ctx, node, explored, unresolved)
+                proposal = depth(ctx, node, self._explored(ctx), unresolved.unresolved_points if unresolved else [])
             except StructuredOutputError as exc:  # fails the command, not the run
-                raise ValueError(f"the depth engine gave no usable answer: {exc}") from exc
+                raise CommandRejected(f"the depth engine gave no usable answer: {exc}") from exc
             self._add_steered_children(ctx, node, [proposal], "depth")
             self._count_steered_analysis(ctx, node, "DEPTH")
-            return False
-        if kind == "ask":
-            node = self._target(ctx, command, need_done=False)
-            question = str(payload.get("question", "")).strip()
+            return set()
+        if command.name == "ask":
+            assert isinstance(payload, AskPayload)
+            question = payload.question.strip()
             if not question:
-                raise ValueError("the follow-up question is empty; type the question to ask")
+                raise CommandRejected("the follow-up question is empty; type the question to ask")
             proposal = Proposal(engine="user", query=question, reasoning="asked by the user", priority="HIGH")
             self._add_child(ctx, node, proposal, auto_expand=False, steered=True)
-            return False
-        if kind == "prune":
-            node = self._target(ctx, command, need_done=False)
-            if node.parent_id is None:
-                raise ValueError("the question itself cannot be pruned; stop or delete the run instead")
-            self._prune(ctx, node)
-            return True
-        if kind == "retry":
-            node = self._target(ctx, command, need_done=False)
-            if node.status != NodeStatus.FAILED:
-                raise ValueError(f"node {node.id} is {node.status}; only a failed node can be retried")
+            return set()
+        if command.name == "prune":
+            ctx.graph.prune(node, kinds={QUESTION})
+            return {REPORT}
+        if command.name == "retry":
             self._reset_for_retry(ctx, node)
-            return False
-        raise UnsupportedCommand(f"the deot method does not support '{kind}'")
+            return set()
+        if command.name == "regenerate_report":
+            return {REPORT}
+        raise UnsupportedCommand(f"the deot method does not support '{command.name}'")
+
+    def _explored(self, ctx: RunContext) -> list[str]:
+        return [q.label for q in self._questions(ctx) if q.status != NodeStatus.PRUNED]
 
     def _add_steered_children(self, ctx: RunContext, node: Node, proposals: list[Proposal], engine: str) -> None:
         existing = {child.id for child in ctx.graph.children(node)}
         created = [self._add_child(ctx, node, p, auto_expand=False, steered=True) for p in proposals]
         if not any(child.id not in existing for child in created):
-            raise ValueError(f"the {engine} engine only proposed questions node {node.id} already has; "
-                             "try again, or ask your own follow-up")
+            raise CommandRejected(f"the {engine} engine only proposed questions node {node.id} already has; "
+                                  "try again, or ask your own follow-up")
 
     def _count_steered_analysis(self, ctx: RunContext, node: Node, decision: str) -> None:
-        steered = list(node.data.get("steered_analyses", []))
+        steered = list(QuestionData.model_validate(node.data).steered_analyses)
         steered.append(decision)
         ctx.graph.update(node, merge_data={"steered_analyses": steered})
-
-    def _prune(self, ctx: RunContext, node: Node) -> None:
-        by_parent: dict[int, list[Node]] = {}
-        for q in self._questions(ctx):
-            by_parent.setdefault(q.parent_id, []).append(q)
-        stack = [node]
-        while stack:
-            current = stack.pop()
-            if current.status != NodeStatus.PRUNED:
-                ctx.graph.update(current, status=NodeStatus.PRUNED, merge_data={"status_before_prune": current.status})
-            stack.extend(by_parent.get(current.id, []))
-
-    # ------------------------------------------------------------------ final report
-
-    def _included(self, ctx: RunContext) -> list[Node]:
-        """Answered, unpruned question nodes in tree order (depth first)."""
-        questions = self._questions(ctx)
-        by_parent: dict[int | None, list[Node]] = {}
-        for q in questions:
-            by_parent.setdefault(q.parent_id, []).append(q)
-        ordered: list[Node] = []
-        stack = list(reversed(by_parent.get(None, [])))
-        while stack:
-            current = stack.pop()
-            if current.status == NodeStatus.PRUNED:
-                continue
-            if current.status == NodeStatus.DONE:
-                ordered.append(current)
-            stack.extend(reversed(sorted(by_parent.get(current.id, []), key=lambda n: (-n.priority, n.id))))
-        return ordered
-
-    @staticmethod
-    def _metrics(questions: list[Node], included: list[Node]) -> dict[str, int]:
-        decisions = [q.data.get("expansion", {}).get("decision") for q in questions if q.status != NodeStatus.PRUNED]
-        steered = [d for q in questions if q.status != NodeStatus.PRUNED for d in q.data.get("steered_analyses", [])]
-        return {
-            "total_nodes": len(included),
-            "max_depth": max((n.depth for n in included), default=0),
-            "breadth_analyses": decisions.count("BREADTH") + steered.count("BREADTH"),
-            "depth_analyses": decisions.count("DEPTH") + steered.count("DEPTH"),
-        }
-
-    def _report(self, ctx: RunContext, *, force: bool) -> None:
-        params: DeotParams = ctx.params  # type: ignore[assignment]
-        included = self._included(ctx)
-        signature = [[n.id, n.finished_at.isoformat() if n.finished_at else ""] for n in included]
-        latest = ctx.graph.repo.latest_report(ctx.run_id)
-        if not force and latest is not None and latest.data.get("signature") == signature:
-            return
-        metrics = self._metrics(self._questions(ctx), included)
-        if not included:
-            ctx.graph.save_report("_No question node was answered, so there is nothing to report yet._",
-                                  data={"method": self.name, "signature": signature, "metrics": metrics})
-            return
-
-        all_sources = {s.id: s for s in ctx.graph.sources()}
-        numbering: dict[int, int] = {}
-        summaries = []
-        for node in included:
-            rendered = number_citations(node.content, all_sources.keys(), start=numbering)
-            numbering = {sid: n for n, sid in rendered.numbering.items()}
-            engine = node.data.get("engine", "")
-            header = f"### Node {node.id} · layer {node.depth} · {engine}" + (
-                f" · aspect: {node.data['aspect']}" if node.data.get("aspect") else "")
-            summaries.append(f"{header}\nQuery: {node.label}\n\n{rendered.text}")
-        ordered_sources = [all_sources[sid] for sid, _ in sorted(numbering.items(), key=lambda kv: kv[1])]
-        text = ctx.llm.text(
-            prompts.FINAL_REPORT.render(
-                today=ctx.today.isoformat(), question=ctx.question,
-                sources=source_blocks(ordered_sources, max_chars=600) if ordered_sources else "(no sources)",
-                node_summaries="\n\n".join(summaries), **metrics),
-            purpose="report", max_tokens=params.report_max_tokens,
-        )
-        text, attributed = attribute_uncited(text, ordered_sources) if params.attribute_citations else (text, 0)
-        body, invalid = to_stored_markers(text.strip(), ordered_sources)
-        findings = "" if cited_source_ids(body) else self._cited_findings(included)
-        if findings:
-            # The writer cited nothing (small models often do) but the tree holds cited findings:
-            # keep them, as written and cited by the nodes, so the report still shows its evidence.
-            body += "\n\n## Key findings from the tree\n\n_The report writer cited no sources; these are " \
-                    "the cited findings of the analysed nodes._\n\n" + findings
-        metrics_md = (
-            "\n\n## Analysis metrics\n\n"
-            f"- Question nodes analysed: {metrics['total_nodes']}\n"
-            f"- Maximum depth: {metrics['max_depth']}\n"
-            f"- Breadth analyses: {metrics['breadth_analyses']}\n"
-            f"- Depth analyses: {metrics['depth_analyses']}\n"
-        )
-        ungrounded = [n for n in included if n.data.get("no_relevant_source")]
-        if ungrounded:
-            metrics_md += (f"- Nodes with no relevant source (their findings are the model's own, uncited): "
-                           f"{len(ungrounded)} of {len(included)}\n")
-        ctx.graph.save_report(body + metrics_md, data={"method": self.name, "signature": signature,
-                                                        "metrics": metrics, "invalid_citations": invalid,
-                                                        "attributed_citations": attributed,
-                                                        "findings_appended": bool(findings)})
-
-
-    @staticmethod
-    def _cited_findings(included: list[Node]) -> str:
-        """Each analysed node's key findings that cite a source, as stored (with their markers)."""
-        lines = []
-        for node in included:
-            finding = str(node.data.get("summary", {}).get("key_findings", "")).strip()
-            if finding and cited_source_ids(finding):
-                lines.append(f"- **{node.label}** {finding}")
-        return "\n".join(lines)
 
 
 def _question_key(text: str) -> str:

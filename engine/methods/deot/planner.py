@@ -140,7 +140,9 @@ def make_plan(ctx: RunContext, node_id: int, query: str, context: str, *,
             else:
                 # Plan Validation switched off (quick profile): the format check in code is the gate.
                 last["verdict"] = "approve"
-            if on_attempt:
+            # An approved plan is stored with its attempts by the caller at once (no LLM call in
+            # between): only a rejected one needs its own write.
+            if on_attempt and last["verdict"] != "approve":
                 on_attempt(attempts)
         if last is not None and last["verdict"] == "approve":
             return PlanOutcome(tasks=last["tasks"], accepted=True, attempts=attempts)

@@ -2,14 +2,13 @@
 reflection, then a concept-guided outline and an article written section by section with citations.
 
 Stored graph: the information tree is `topic` (root) and `subtopic` nodes, each holding what was
-retrieved for it (sources linked). The conceptual pool, the outline and the article are versioned
-rows of the run's reports (`concept_pool` per step, `outline`, `final`), so the pool's history is
-kept. Every step is decided from what is stored, so a resumed run continues where it stopped.
+retrieved for it (sources linked). The conceptual pool (one version per reflection step, so its
+history is kept) and the outline are the run's state (`kinds.py`); the article is its report.
+Every step is decided from what is stored, so a resumed run continues where it stopped.
 """
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 from engine.citations import (
@@ -19,19 +18,33 @@ from engine.citations import (
     to_stored_markers,
 )
 from engine.llm.protocol import StructuredOutputError
-from engine.methods.base import Method, RunContext, UnsupportedCommand
-from engine.methods.common import wait_all
+from engine.graph import NewNode, RunGraph
+from engine.methods.base import REPORT, Method, RunContext, UnsupportedCommand
+from engine.methods.contract import CommandPayload, CommandRejected, CommandSpec, Notice
 from engine.methods.omnithink import prompts
+from engine.methods.omnithink.kinds import (
+    COMMANDS,
+    NODE_KINDS,
+    OUTLINE,
+    POOL,
+    RUN_STATES,
+    SUBTOPIC,
+    TOPIC,
+    VIEW,
+    AddSubtopicPayload,
+    ConceptPool,
+    ExpandPayload,
+    OutlineState,
+)
 from engine.methods.omnithink.params import OmniThinkParams
 from engine.methods.omnithink.pool import merge
 from engine.methods.omnithink.schemas import Reflection, expansion_model, outline_model
-from engine.search.protocol import SearchError
+from engine.search.protocol import Hit, SearchError
 from engine.search.relevance import NO_RELEVANT_SOURCE, relevant_hits
-from storage.corpus_store import CorpusStore, NewDocument
-from storage.models import Command, Node, NodeStatus, Source
+from engine.search.rerank import BM25Reranker
+from storage.models import Node, NodeStatus, Source
 
-TOPIC, SUBTOPIC = "topic", "subtopic"
-POOL, OUTLINE, ARTICLE = "concept_pool", "outline", "final"
+ARTICLE = REPORT
 
 
 class OmniThinkMethod(Method):
@@ -41,33 +54,34 @@ class OmniThinkMethod(Method):
                "concept-guided outline and a long-form article with citations, section by section.")
     paper = "OmniThink: Expanding Knowledge Boundaries in Machine Writing through Thinking (arXiv 2501.09751)"
     Params = OmniThinkParams
-    steering = frozenset({"expand", "prune", "add_subtopic", "regenerate_outline", "regenerate_article",
-                          "regenerate_report"})
-    steerable_kinds = frozenset({TOPIC, SUBTOPIC})
-    answer_kinds = frozenset({TOPIC, SUBTOPIC})
+    node_kinds = NODE_KINDS
+    commands = COMMANDS
+    run_states = RUN_STATES
+    view = VIEW
 
-    # ------------------------------------------------------------------ run loop
+    # ------------------------------------------------------------------ the growth loop
 
-    def run(self, ctx: RunContext) -> None:
+    def start(self, ctx: RunContext) -> None:
         self._root(ctx)
-        regenerate: set[str] = set()
-        while True:
-            ctx.checkpoint()
-            for command in ctx.take_steering():
-                regenerate |= self._apply_and_record(ctx, command)
-            if self._retrieve_pending(ctx) or self._reflect(ctx) or self._expand(ctx):
-                continue
-            break
-        self._write(ctx, regenerate)
 
-    def steer(self, ctx: RunContext, command: Command) -> None:
-        regenerate = self._apply(ctx, command)
-        while self._retrieve_pending(ctx) or self._reflect(ctx) or self._expand(ctx):
-            ctx.checkpoint()
-        self._write(ctx, regenerate)
+    def step(self, ctx: RunContext) -> bool:
+        """Retrieve for the pending nodes; else reflect the new ones into the pool; else expand."""
+        return self._retrieve_pending(ctx) or self._reflect(ctx) or self._expand(ctx)
+
+    def write_outputs(self, ctx: RunContext, rewrite: set[str]) -> None:
+        self._write(ctx, rewrite)
 
     def write_report(self, ctx: RunContext) -> None:
         self._write(ctx, {ARTICLE})
+
+    def notices(self, graph: RunGraph) -> list[Notice]:
+        article = graph.report()
+        if article is None or "tree" not in article.data:
+            return []
+        current = [[n.id, n.status] for n in graph.nodes() if n.kind in (TOPIC, SUBTOPIC)]
+        if current == article.data["tree"]:
+            return []
+        return [Notice("The information tree changed since the article was written.", command="regenerate_article")]
 
     # ------------------------------------------------------------------ tree helpers
 
@@ -84,9 +98,8 @@ class OmniThinkMethod(Method):
     def _live(self, ctx: RunContext) -> list[Node]:
         return [n for n in self._tree(ctx) if n.status != NodeStatus.PRUNED]
 
-    def _pool_state(self, ctx: RunContext) -> dict[str, Any]:
-        latest = ctx.graph.repo.latest_report(ctx.run_id, POOL)
-        return dict(latest.data) if latest else {"step": -1, "concepts": [], "sufficient": False}
+    def _pool_state(self, ctx: RunContext) -> ConceptPool:
+        return ctx.graph.state(POOL, ConceptPool) or ConceptPool()
 
     # ------------------------------------------------------------------ retrieval
 
@@ -94,7 +107,7 @@ class OmniThinkMethod(Method):
         pending = [n for n in self._tree(ctx) if n.status == NodeStatus.PENDING]
         if not pending:
             return False
-        wait_all([ctx.executor.submit(self._retrieve, ctx, node) for node in pending])
+        ctx.parallel([lambda node=node: self._retrieve(ctx, node) for node in pending])
         return True
 
     def _retrieve(self, ctx: RunContext, node: Node) -> None:
@@ -137,21 +150,19 @@ class OmniThinkMethod(Method):
             return False
         ctx.checkpoint()
         state = self._pool_state(ctx)
-        step = state["step"] + 1
+        step = state.step + 1
         info = "\n\n".join(f"## {n.label}\n{self._node_info(ctx, n, 1500)[0]}" for n in new)
-        pool_text = "\n".join(f"- {c}" for c in state["concepts"]) or "(empty)"
+        pool_text = "\n".join(f"- {c}" for c in state.concepts) or "(empty)"
         try:
             reflection = ctx.llm.ask(prompts.REFLECT.render(topic=ctx.question, pool=pool_text, info=info[:12000]),
                                      Reflection, purpose="reflect", node_id=new[0].id)
             insights, sufficient, error = reflection.insights, reflection.sufficient, ""
         except StructuredOutputError as exc:
             insights, sufficient, error = [], False, str(exc)
-        result = merge(insights, state["concepts"])
-        ctx.graph.save_report(
-            "\n".join(f"- {c}" for c in result.pool), kind=POOL,
-            data={"step": step, "concepts": result.pool, "added": result.added, "duplicates": result.duplicates,
-                  "sufficient": sufficient, "from_nodes": [n.id for n in new], "error": error},
-        )
+        result = merge(insights, state.concepts)
+        ctx.graph.save_state(POOL, ConceptPool(
+            step=step, concepts=result.pool, added=result.added, duplicates=result.duplicates,
+            sufficient=sufficient, from_nodes=[n.id for n in new], error=error))
         for node in new:
             ctx.graph.update(node, merge_data={"reflected_step": step})
         return True
@@ -160,20 +171,20 @@ class OmniThinkMethod(Method):
 
     def _expand(self, ctx: RunContext) -> bool:
         params: OmniThinkParams = ctx.params  # type: ignore[assignment]
-        if self._pool_state(ctx).get("sufficient"):
+        if self._pool_state(ctx).sufficient:
             return False
         leaves = [n for n in self._live(ctx) if n.status == NodeStatus.DONE and "expansion" not in n.data
                   and n.depth < params.max_depth and not ctx.graph.children(n)]
         if not leaves:
             return False
-        wait_all([ctx.executor.submit(self._expand_leaf, ctx, leaf, params.subnodes, False) for leaf in leaves])
+        ctx.parallel([lambda leaf=leaf: self._expand_leaf(ctx, leaf, params.subnodes, False) for leaf in leaves])
         return True
 
     def _expand_leaf(self, ctx: RunContext, leaf: Node, k: int, forced: bool) -> int:
         """Ask whether and how to expand `leaf`; create its sub-nodes. Returns how many were created."""
         params: OmniThinkParams = ctx.params  # type: ignore[assignment]
         ctx.checkpoint()
-        pool = "\n".join(f"- {c}" for c in self._pool_state(ctx)["concepts"]) or "(empty)"
+        pool = "\n".join(f"- {c}" for c in self._pool_state(ctx).concepts) or "(empty)"
         explored = ", ".join(n.label for n in self._live(ctx) if n.id != leaf.id) or "(none)"
         info, _ = self._node_info(ctx, leaf)
         try:
@@ -191,12 +202,13 @@ class OmniThinkMethod(Method):
         fresh = [s for s in proposed if s.category.strip().lower() not in existing]
         if forced and not fresh:
             return 0  # the command fails and leaves the node as it was
-        created = []
+        new = []
         for sub in fresh:
             if sub.category.strip().lower() not in existing:
                 existing.add(sub.category.strip().lower())
-                created.append(ctx.graph.add(kind=SUBTOPIC, label=sub.category.strip(), parent=leaf,
-                                             data={"keywords": sub.keywords, "forced": forced}).id)
+                new.append(NewNode(SUBTOPIC, sub.category.strip(), parent=leaf,
+                                   data={"keywords": sub.keywords, "forced": forced}))
+        created = [node.id for node in ctx.graph.add_many(new)]
         previous = leaf.data.get("expansion", {}).get("created", [])
         ctx.graph.update(leaf, merge_data={"expansion": {
             "expand": decision.expand, "subtopics": [s.model_dump() for s in decision.subtopics],
@@ -206,11 +218,10 @@ class OmniThinkMethod(Method):
     # ------------------------------------------------------------------ outline and article
 
     def _write(self, ctx: RunContext, regenerate: set[str]) -> None:
-        repo = ctx.graph.repo
-        if OUTLINE in regenerate or repo.latest_report(ctx.run_id, OUTLINE) is None:
+        if OUTLINE in regenerate or ctx.graph.state(OUTLINE) is None:
             self._outline(ctx)
             regenerate = regenerate | {ARTICLE}
-        if ARTICLE in regenerate or repo.latest_report(ctx.run_id, ARTICLE) is None:
+        if ARTICLE in regenerate or not ctx.graph.has_report():
             self._article(ctx)
 
     def _outline(self, ctx: RunContext) -> None:
@@ -224,7 +235,7 @@ class OmniThinkMethod(Method):
             subtopics = [n.label for n in self._live(ctx) if n.depth == 1][: params.max_sections]
             draft = Outline.model_validate({"sections": [{"title": t} for t in subtopics]
                                             or [{"title": "Overview"}, {"title": "Details"}]})
-        pool = "\n".join(f"- {c}" for c in self._pool_state(ctx)["concepts"]) or "(empty)"
+        pool = "\n".join(f"- {c}" for c in self._pool_state(ctx).concepts) or "(empty)"
         try:
             polished = ctx.llm.ask(prompts.POLISH_OUTLINE.render(topic=ctx.question, max_sections=params.max_sections,
                                                                  draft=self._outline_md(draft.model_dump()), pool=pool),
@@ -232,8 +243,7 @@ class OmniThinkMethod(Method):
             final, note = polished.model_dump(), ""
         except StructuredOutputError as exc:
             final, note = draft.model_dump(), f"polishing failed, the draft is used: {exc}"
-        ctx.graph.save_report(self._outline_md(final), kind=OUTLINE,
-                              data={"draft": draft.model_dump(), "outline": final, "note": note})
+        ctx.graph.save_state(OUTLINE, OutlineState(draft=draft.model_dump(), outline=final, note=note))
 
     @staticmethod
     def _outline_md(outline: dict[str, Any]) -> str:
@@ -243,34 +253,29 @@ class OmniThinkMethod(Method):
             lines.extend(f"## {sub}" for sub in section.get("subsections", []))
         return "\n".join(lines)
 
-    def _snippet_index(self, ctx: RunContext) -> tuple[CorpusStore, dict[str, Source]]:
-        """BM25 over the information tree's own sources (unpruned nodes): an in-memory FTS5 index."""
-        store = CorpusStore(":memory:")
+    def _tree_sources(self, ctx: RunContext) -> list[Source]:
+        """The information tree's own sources (unpruned nodes), each once."""
         by_ref: dict[str, Source] = {}
-        docs = []
         for node in self._live(ctx):
             for source in ctx.graph.sources(node):
-                if source.ref in by_ref:
-                    continue
-                by_ref[source.ref] = source
-                text = source.text or source.snippet
-                docs.append(NewDocument("tree", source.ref, source.title, source.url, [text],
-                                        hashlib.sha256(f"{source.ref}\n{text}".encode()).hexdigest()))
-        store.add_documents(docs)
-        return store, by_ref
+                by_ref.setdefault(source.ref, source)
+        return list(by_ref.values())
 
     def _article(self, ctx: RunContext) -> None:
         params: OmniThinkParams = ctx.params  # type: ignore[assignment]
-        outline = ctx.graph.repo.latest_report(ctx.run_id, OUTLINE).data["outline"]
-        store, by_ref = self._snippet_index(ctx)
+        outline = ctx.graph.state(OUTLINE, OutlineState).outline
+        sources = self._tree_sources(ctx)
+        by_ref = {s.ref: s for s in sources}
+        hits = [Hit(title=s.title, ref=s.ref, snippet=s.snippet, text=s.text, kind=s.kind, url=s.url) for s in sources]
+        reranker = BM25Reranker()
         sections = outline["sections"]
         results: list[dict[str, Any] | None] = [None] * len(sections)
 
         def write(index: int, section: dict[str, Any]) -> None:
             ctx.checkpoint()
             query = " ".join([section["title"], *section.get("subsections", [])])
-            hits = store.search(f"{ctx.question} {query}", k=params.snippets_per_section)
-            chosen = [by_ref[h.ref] for h in hits if h.ref in by_ref]
+            ranked = reranker.rerank(f"{ctx.question} {query}", hits, k=params.snippets_per_section)
+            chosen = [by_ref[h.ref] for h in ranked if h.score > 0]
             heading = section["title"] + ("" if not section.get("subsections") else
                                           " (subsections: " + "; ".join(section["subsections"]) + ")")
             text = ctx.llm.text(prompts.WRITE_SECTION.render(
@@ -280,13 +285,10 @@ class OmniThinkMethod(Method):
             results[index] = {"title": section["title"], "markdown": body, "snippets": [s.id for s in chosen],
                               "invalid_citations": dropped}
 
-        try:
-            wait_all([ctx.executor.submit(write, i, s) for i, s in enumerate(sections)])
-        finally:
-            store.close()
+        ctx.parallel([lambda i=i, section=section: write(i, section) for i, section in enumerate(sections)])
         draft = "\n\n".join(r["markdown"] for r in results if r)
         article, polish_note = self._polish(ctx, draft)
-        ctx.graph.save_report(article, kind=ARTICLE, data={
+        ctx.graph.save_report(article, data={
             "method": self.name, "sections": results, "draft": draft, "polish": polish_note,
             "tree": [[n.id, n.status] for n in self._tree(ctx)],
         })
@@ -315,63 +317,30 @@ class OmniThinkMethod(Method):
 
     # ------------------------------------------------------------------ steering
 
-    def _apply_and_record(self, ctx: RunContext, command: Command) -> set[str]:
-        try:
-            regenerate = self._apply(ctx, command)
-        except (UnsupportedCommand, LookupError, ValueError) as exc:
-            ctx.complete_command(command.id, ok=False, error=str(exc))
-            return set()
-        ctx.complete_command(command.id)
-        return regenerate
-
-    def _target(self, ctx: RunContext, command: Command) -> Node:
-        try:
-            node = ctx.graph.node(int(command.payload["node_id"]))
-        except (KeyError, TypeError, ValueError):
-            raise ValueError(f"'{command.kind}' needs the id of a node of this run (payload node_id)") from None
-        if node.kind not in (TOPIC, SUBTOPIC):
-            raise ValueError(f"node {node.id} is not part of the information tree")
-        if node.status == NodeStatus.PRUNED:
-            raise ValueError(f"node {node.id} is pruned; nothing grows under a pruned node")
-        return node
-
-    def _apply(self, ctx: RunContext, command: Command) -> set[str]:
-        """Apply a steering command; returns which outputs must be rewritten."""
+    def apply(self, ctx: RunContext, command: CommandSpec, payload: CommandPayload, node: Node | None) -> set[str]:
+        """Apply a steering command (its target already checked against `kinds.COMMANDS`); returns
+        which outputs must be rewritten."""
         params: OmniThinkParams = ctx.params  # type: ignore[assignment]
-        kind, payload = command.kind, command.payload
-        if kind == "regenerate_outline":
+        if command.name == "regenerate_outline":
             return {OUTLINE}
-        if kind in ("regenerate_article", "regenerate_report"):
+        if command.name in ("regenerate_article", "regenerate_report"):
             return {ARTICLE}
-        if kind == "expand":
-            node = self._target(ctx, command)
-            if node.status != NodeStatus.DONE:
-                raise ValueError(f"node {node.id} is {node.status}; it can be expanded once its information is in")
-            k = int(payload.get("n", params.subnodes))
-            if not 1 <= k <= 8:
-                raise ValueError(f"expand asks for 1 to 8 sub-nodes (got {k})")
-            if self._expand_leaf(ctx, node, k, True) == 0:
-                raise ValueError("the model judged this node complete and proposed no new subtopic; "
-                                 "add your own subtopic instead")
+        assert node is not None
+        if command.name == "expand":
+            assert isinstance(payload, ExpandPayload)
+            if self._expand_leaf(ctx, node, payload.n or params.subnodes, True) == 0:
+                raise CommandRejected("the model judged this node complete and proposed no new subtopic; "
+                                      "add your own subtopic instead")
             return set()
-        if kind == "add_subtopic":
-            node = self._target(ctx, command)
-            subtopic = str(payload.get("subtopic", "")).strip()
+        if command.name == "add_subtopic":
+            assert isinstance(payload, AddSubtopicPayload)
+            subtopic = payload.subtopic.strip()
             if not subtopic:
-                raise ValueError("the subtopic is empty; type the subtopic to add")
-            keywords = [str(k).strip() for k in payload.get("keywords", []) if str(k).strip()] or [subtopic]
+                raise CommandRejected("the subtopic is empty; type the subtopic to add")
+            keywords = [k.strip() for k in payload.keywords if k.strip()] or [subtopic]
             ctx.graph.add(kind=SUBTOPIC, label=subtopic, parent=node, data={"keywords": keywords, "user": True})
             return set()
-        if kind == "prune":
-            node = self._target(ctx, command)
-            if node.parent_id is None:
-                raise ValueError("the topic itself cannot be pruned; delete the run instead")
-            stack = [node]
-            while stack:
-                current = stack.pop()
-                if current.status != NodeStatus.PRUNED:
-                    ctx.graph.update(current, status=NodeStatus.PRUNED,
-                                     merge_data={"status_before_prune": current.status})
-                stack.extend(ctx.graph.children(current))
+        if command.name == "prune":
+            ctx.graph.prune(node, kinds={TOPIC, SUBTOPIC})
             return set()
-        raise UnsupportedCommand(f"the omnithink method does not support '{kind}'")
+        raise UnsupportedCommand(f"the omnithink method does not support '{command.name}'")

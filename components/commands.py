@@ -1,0 +1,87 @@
+"""Steering commands as the method declares them (`CommandSpec`): a button with the command's label
+and help, a payload form generated from the payload model's fields, validation with
+`CommandSpec.parse` before anything is sent, and the runner's refusal (checked again before it is
+queued) shown as an error. Used by the node panel (node commands) and the run panels (run-level
+commands and notices)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+
+from annotated_types import MinLen
+from pydantic.fields import FieldInfo
+
+from components.params_form import field_label, model_form
+from engine.methods.base import UnsupportedCommand
+from engine.methods.contract import CommandRejected, CommandSpec
+from engine.runner import RunnerError
+from engine.services import Services
+from storage.models import Node, Run
+
+
+def payload_form(spec: CommandSpec, *, key: str) -> dict[str, Any]:
+    """Widgets for the payload fields a person fills in (not the target node); the raw values."""
+    fields = spec.form_fields()
+    if not fields:
+        return {}
+    values = model_form(spec.payload, key=key, fields=fields)
+    # Text typed with spaces around it is the text; only blanks would pass a min_length check.
+    return {name: value.strip() if isinstance(value, str) else value for name, value in values.items()}
+
+
+def _needs_a_value(info: FieldInfo) -> bool:
+    return info.is_required() or any(isinstance(m, MinLen) and m.min_length > 0 for m in info.metadata)
+
+
+def _blank_fields(spec: CommandSpec, values: dict[str, Any]) -> list[str]:
+    """The labels of fields left blank that the payload needs filled in."""
+    return [field_label(name, info) for name, info in spec.form_fields().items()
+            if values.get(name) in (None, "", []) and _needs_a_value(info)]
+
+
+def send(services: Services, run: Run, spec: CommandSpec, values: dict[str, Any], node: Node | None = None) -> None:
+    """Validate the payload, queue the command (the runner checks it once more against the stored
+    graph), flash the command's done message; or show why it was refused (nothing is queued)."""
+    raw = {**values, **({"node_id": node.id} if node is not None and spec.targets_node else {})}
+    try:
+        payload = spec.parse(raw)
+    except CommandRejected as exc:
+        blank = _blank_fields(spec, values)
+        st.error(f"Could not {spec.label.lower()}: "
+                 + (f"fill in {' and '.join(blank)} first." if blank else str(exc)))
+        return
+    try:
+        services.runner.steer(run.id, spec.name, payload.model_dump(mode="json"))
+    except (CommandRejected, UnsupportedCommand, RunnerError, ValueError, LookupError) as exc:
+        st.error(f"Could not {spec.label.lower()}: {exc}")
+    else:
+        # A full rerun: the run may have been reopened, and the live view must start polling again.
+        st.session_state["flash"] = spec.done
+        st.rerun(scope="app")
+
+
+def command_control(services: Services, run: Run, spec: CommandSpec, *, key: str, node: Node | None = None,
+                    label: str | None = None) -> None:
+    """The command's payload form (when it has fields) and its button, keyed `<key>-<command>`."""
+    base = f"{key}-{spec.name}"
+    values = payload_form(spec, key=base)
+    if st.button(label or spec.label, key=base, help=spec.help):
+        send(services, run, spec, values, node)
+
+
+def command_controls(services: Services, run: Run, specs: list[CommandSpec], *, key: str,
+                     node: Node | None = None, per_row: int = 3) -> None:
+    """Buttons for the commands without fields side by side, then each command with fields under its
+    form."""
+    plain = [spec for spec in specs if not spec.form_fields()]
+    with_fields = [spec for spec in specs if spec.form_fields()]
+    for start in range(0, len(plain), per_row):
+        row = plain[start:start + per_row]
+        for column, spec in zip(st.columns(per_row), row, strict=False):
+            with column:
+                command_control(services, run, spec, key=key, node=node)
+    for spec in with_fields:
+        with st.container(border=True):
+            command_control(services, run, spec, key=key, node=node)

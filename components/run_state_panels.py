@@ -1,0 +1,105 @@
+"""Beside the map: the run-state panels the method's view declares (`ViewSpec.panels`), each drawn by
+its own model (`panel_caption`, `panel_markdown`, `history_markdown`); the method's notices (what a
+reader should know now, with the command to offer); and the run-level commands (`CommandSpec`s that
+target no node). Built from the declarations alone."""
+
+from __future__ import annotations
+
+import streamlit as st
+from pydantic import ValidationError
+
+from components.commands import command_control, send
+from components.live_run import RunReads
+from components.safe_markdown import render, sanitize
+from engine.graph import RunGraph
+from engine.methods.contract import CommandSpec, MethodContract, Notice, RunStateModel
+from engine.services import Services
+from storage.models import Run
+
+
+def _state_versions(services: Services, run: Run, contract: MethodContract, name: str) -> list[RunStateModel]:
+    spec = contract.run_states[name]
+    versions = []
+    for stored in services.repo.list_run_states(run.id, name):
+        try:
+            versions.append(spec.model.model_validate(stored.data))
+        except ValidationError:  # a version stored by an older model: skipped rather than fatal
+            continue
+    return versions
+
+
+def state_panels(services: Services, run: Run, contract: MethodContract, reads: RunReads | None = None) -> None:
+    """One panel per declared run state that has a stored version: title, caption, body; and how it
+    grew, when it has more than one version."""
+    for name in contract.view.panels:
+        spec = contract.run_states[name]
+
+        def read(name: str = name) -> list[RunStateModel]:
+            return _state_versions(services, run, contract, name)
+
+        versions = reads.memo(("run-state", name), read) if reads is not None else read()
+        if not versions:
+            continue
+        latest = versions[-1]
+        with st.expander(spec.title, expanded=spec.expanded):
+            caption = latest.panel_caption()
+            if caption:
+                st.caption(sanitize(caption))
+            render(st, latest.panel_markdown() or "_empty_")
+        if len(versions) > 1:
+            history = spec.model.history_markdown(versions)
+            if history:
+                # Beside the panel, not in it: Streamlit does not nest expanders.
+                with st.expander(f"How it grew · {spec.title}"):
+                    render(st, history)
+
+
+def _unique_by_label(specs: list[CommandSpec]) -> list[CommandSpec]:
+    seen: set[str] = set()
+    unique = []
+    for spec in specs:
+        if spec.label not in seen:
+            seen.add(spec.label)
+            unique.append(spec)
+    return unique
+
+
+def notices(services: Services, run: Run, contract: MethodContract, reads: RunReads | None = None) -> None:
+    """The method's notices, each with a button for its command."""
+    def read() -> list[Notice]:
+        method = services.method(run.method)()
+        return method.notices(RunGraph(services.repo, run.id, contract))
+
+    for notice in (reads.memo("notices", read) if reads is not None else read()):
+        spec = contract.commands.get(notice.command) if notice.command else None
+        if spec is None:
+            st.info(sanitize(notice.text), icon=":material/info:")
+            continue
+        cols = st.columns([4, 1])
+        cols[0].info(sanitize(notice.text), icon=":material/update:")
+        with cols[1]:
+            if st.button(spec.label, key=f"notice-{run.id}-{spec.name}", help=spec.help):
+                send(services, run, spec, {})
+
+
+def run_commands(services: Services, run: Run, contract: MethodContract) -> None:
+    """The run-level commands (e.g. rewrite the outline) as buttons, with their forms when they take
+    a payload. Two commands with one label (an alias kept for the Report page) show once."""
+    specs = _unique_by_label(contract.run_commands)
+    if not specs:
+        return
+    plain = [spec for spec in specs if not spec.form_fields()]
+    if plain:
+        for column, spec in zip(st.columns(max(len(plain), 3)), plain, strict=False):
+            with column:
+                command_control(services, run, spec, key=f"run-cmd-{run.id}")
+    for spec in specs:
+        if spec.form_fields():
+            with st.container(border=True):
+                command_control(services, run, spec, key=f"run-cmd-{run.id}")
+
+
+def side_panels(services: Services, run: Run, contract: MethodContract, reads: RunReads | None = None) -> None:
+    notices(services, run, contract, reads)
+    state_panels(services, run, contract, reads)
+    run_commands(services, run, contract)

@@ -1,0 +1,325 @@
+"""What a method declares about itself, as typed data: its node kinds, edge kinds, commands, run
+state and view. The app, the CLI, the storage layer (`RunGraph`) and the contract tests are built
+from these declarations, the way the parameter form is built from `Params`, so none of them needs
+to know a method by name. No Streamlit here: a declaration says *what* to show; `components/`
+decides how.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from storage.models import Node, NodeStatus
+
+ALL_STATUSES = frozenset({NodeStatus.PENDING, NodeStatus.RUNNING, NodeStatus.DONE, NodeStatus.FAILED})
+
+
+class ContractError(TypeError):
+    """A method's declarations contradict each other (a bug in the method, found at import)."""
+
+
+class NodeDataError(ValueError):
+    """What a method tried to store in a node's `data` does not fit its kind's model (a bug)."""
+
+
+class CommandRejected(ValueError):
+    """A steering command that cannot be applied; the message says what was wrong and what to do.
+    Nothing stored changes."""
+
+
+# --------------------------------------------------------------------------- node kinds
+
+
+class NodeData(BaseModel):
+    """Base of every node kind's `Node.data` model. Unknown keys are errors, so what a node holds is
+    exactly what its kind declares. Every field has a default: a node is created with what it *is*
+    and filled in as it is worked on, one validated write at a time."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # Written by the shared prune: what the node was before, so an export can tell.
+    status_before_prune: str | None = Field(default=None, description="The node's status before it was pruned.")
+
+    def caption(self) -> str:
+        """One line the node panel shows under the label (e.g. which engine proposed the node)."""
+        return ""
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A fill colour for one value of a data field (e.g. DEoT's `engine`: breadth, depth, user)."""
+
+    value: object  # compared with ==: a string, a bool...
+    colour: str
+    legend: str
+
+
+Shape = Literal["dot", "box", "diamond", "square", "triangle", "triangleDown", "star", "ellipse", "hexagon"]
+
+
+@dataclass(frozen=True)
+class NodeKind:
+    """One kind of node: the model of its `data` and how it shows on the map and in the legend."""
+
+    name: str
+    data: type[NodeData]
+    label: str  # singular, for people: "Question", "Subtopic"
+    colour: str  # fill, unless a variant or the depth palette applies
+    legend: str  # what a node of this kind is, in the legend
+    shape: Shape = "dot"
+    # A data field whose value picks the fill among `variants` (first match wins).
+    colour_field: str | None = None
+    variants: tuple[Variant, ...] = ()
+    # Fill by depth instead (information trees: lighter as the tree deepens).
+    depth_palette: tuple[str, ...] = ()
+    # Its success means the run answered something (a run none of whose answering nodes succeeded
+    # is `failed`, not `done`).
+    answers: bool = False
+    # Larger when `Node.priority` is higher.
+    size_by_priority: bool = True
+
+    def fill(self, node: Node) -> str:
+        if self.colour_field:
+            value = (node.data or {}).get(self.colour_field)
+            for variant in self.variants:
+                if value == variant.value:
+                    return variant.colour
+        if self.depth_palette:
+            return self.depth_palette[min(node.depth, len(self.depth_palette) - 1)]
+        return self.colour
+
+    def validate_data(self, data: Mapping[str, Any] | BaseModel, *, node_id: int | None = None) -> dict[str, Any]:
+        """The JSON to store for `data` (only the keys given), or NodeDataError."""
+        if isinstance(data, BaseModel):
+            data = data.model_dump(mode="json", exclude_unset=True)
+        try:
+            model = self.data.model_validate(dict(data))
+        except ValidationError as exc:
+            where = f"node {node_id}" if node_id is not None else "a new node"
+            raise NodeDataError(f"{where} ({self.name}): data does not fit {self.data.__name__}: {exc}") from exc
+        return model.model_dump(mode="json", exclude_unset=True)
+
+    def read(self, node: Node) -> NodeData:
+        return self.data.model_validate(node.data or {})
+
+
+@dataclass(frozen=True)
+class EdgeKind:
+    """One kind of edge. Structural edges (parent → child) shape the tree layouts; the others
+    (a backtrack, a column link, a relation) are drawn over it."""
+
+    name: str
+    label: str
+    legend: str = ""
+    dashes: bool = False
+    colour: str = "#B0B0B0"
+    structural: bool = True
+
+
+CHILD_EDGE = EdgeKind("child", "child", "", structural=True)
+
+
+# --------------------------------------------------------------------------- commands
+
+
+class CommandPayload(BaseModel):
+    """Base of a command's payload. Unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class NodeCommand(CommandPayload):
+    """A payload that targets one node of the run."""
+
+    node_id: int = Field(description="The node to act on.")
+
+
+@dataclass(frozen=True)
+class CommandSpec:
+    """A steering command: what it is called, its payload model, where it applies."""
+
+    name: str
+    label: str  # the button
+    help: str  # the button's help, and the CLI's
+    payload: type[CommandPayload] = CommandPayload
+    # Node kinds it applies to (a node command) — empty for a run-level command.
+    kinds: frozenset[str] = frozenset()
+    # The statuses the target node must have (a pruned node takes no command).
+    statuses: frozenset[str] = ALL_STATUSES
+    # False when the root (the user's own question) cannot take it (e.g. prune).
+    on_root: bool = True
+    # Whether it may reopen a finished run (every command so far may).
+    on_finished_run: bool = True
+    # Done message shown after it is queued.
+    done: str = "Command queued"
+
+    @property
+    def targets_node(self) -> bool:
+        return issubclass(self.payload, NodeCommand)
+
+    def applies_to(self, node: Node) -> bool:
+        return (self.targets_node and node.kind in self.kinds and node.status in self.statuses
+                and (self.on_root or node.parent_id is not None))
+
+    def parse(self, raw: Mapping[str, Any] | None) -> CommandPayload:
+        """The validated payload, or CommandRejected naming the field and what to do."""
+        try:
+            return self.payload.model_validate(dict(raw or {}))
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in error['loc']) or 'payload'}: {error['msg']}" for error in exc.errors())
+            raise CommandRejected(f"'{self.name}' got a payload it cannot use ({problems})") from None
+
+    def form_fields(self) -> dict[str, Any]:
+        """The payload fields a person fills in (the target node is chosen on the map)."""
+        return {name: info for name, info in self.payload.model_fields.items() if name != "node_id"}
+
+
+def regenerate_report_command(label: str = "Rewrite report") -> CommandSpec:
+    return CommandSpec("regenerate_report", label, "Write the report again from the current tree.",
+                       done="Rewriting the report")
+
+
+# --------------------------------------------------------------------------- run state
+
+
+class RunStateModel(BaseModel):
+    """Base of a run-state model (stored apart from nodes and reports, one version per save)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    def panel_markdown(self) -> str:
+        """The side panel's body (Markdown; rendered through the safe renderer)."""
+        return ""
+
+    def panel_caption(self) -> str:
+        """One line above the panel's body."""
+        return ""
+
+    @classmethod
+    def history_markdown(cls, versions: Sequence[RunStateModel]) -> str:
+        """How the state grew over its versions, oldest first ("" for none)."""
+        return ""
+
+
+@dataclass(frozen=True)
+class RunStateSpec:
+    """A named, versioned, typed piece of run-level state (a concept pool, an error memory, a
+    matrix, knowledge units)."""
+
+    name: str
+    model: type[RunStateModel]
+    title: str  # the panel's title
+    schema: int = 1  # bump when the model changes incompatibly
+    expanded: bool = True  # the panel starts open
+
+
+# --------------------------------------------------------------------------- view
+
+
+class Layout(str, Enum):
+    TREE = "tree"  # top-down, levelled by depth
+    SEARCH_TREE = "search_tree"  # a tree whose non-structural edges (backtracks) are drawn over it
+    GRID = "grid"  # rows × columns: each node's (row, column) from `ViewSpec.position`
+    NETWORK = "network"  # free, force-directed
+
+
+@dataclass(frozen=True)
+class Notice:
+    """Something the reader should know about the run now, with an optional command to offer."""
+
+    text: str
+    command: str | None = None
+
+
+@dataclass(frozen=True)
+class ViewSpec:
+    layout: Layout = Layout.TREE
+    # Run-state names shown as side panels, in this order.
+    panels: tuple[str, ...] = ()
+    # Grid layouts: a node's (row, column), or None for nodes outside the grid (e.g. the root).
+    position: Callable[[Node], tuple[int, int] | None] | None = None
+
+
+# --------------------------------------------------------------------------- the whole contract
+
+
+@dataclass(frozen=True)
+class MethodContract:
+    """Everything declared, indexed; built once per method class (`Method.contract()`)."""
+
+    method: str
+    node_kinds: Mapping[str, NodeKind]
+    edge_kinds: Mapping[str, EdgeKind]
+    commands: Mapping[str, CommandSpec]
+    run_states: Mapping[str, RunStateSpec]
+    view: ViewSpec = field(default_factory=ViewSpec)
+
+    @classmethod
+    def build(cls, method: str, node_kinds: Sequence[NodeKind], edge_kinds: Sequence[EdgeKind],
+              commands: Sequence[CommandSpec], run_states: Sequence[RunStateSpec], view: ViewSpec) -> MethodContract:
+        def index(items, what):
+            out = {}
+            for item in items:
+                if item.name in out:
+                    raise ContractError(f"{method}: {what} '{item.name}' is declared twice")
+                out[item.name] = item
+            return out
+
+        kinds = index(node_kinds, "node kind")
+        edges = index([CHILD_EDGE, *[e for e in edge_kinds if e.name != "child"]], "edge kind")
+        cmds = index(commands, "command")
+        states = index(run_states, "run state")
+        for command in cmds.values():
+            unknown = command.kinds - kinds.keys()
+            if unknown:
+                raise ContractError(f"{method}: command '{command.name}' names undeclared node kinds {sorted(unknown)}")
+            if command.kinds and not command.targets_node:
+                raise ContractError(f"{method}: command '{command.name}' applies to nodes, so its payload "
+                                    "must be a NodeCommand")
+        for panel in view.panels:
+            if panel not in states:
+                raise ContractError(f"{method}: the view shows run state '{panel}', which is not declared")
+        if view.layout == Layout.GRID and view.position is None:
+            raise ContractError(f"{method}: a grid layout needs ViewSpec.position")
+        return cls(method, kinds, edges, cmds, states, view)
+
+    def kind(self, name: str) -> NodeKind:
+        try:
+            return self.node_kinds[name]
+        except KeyError:
+            raise NodeDataError(f"{self.method} declares no node kind '{name}' "
+                                f"(it declares: {', '.join(self.node_kinds)})") from None
+
+    def edge(self, name: str) -> EdgeKind:
+        try:
+            return self.edge_kinds[name]
+        except KeyError:
+            raise NodeDataError(f"{self.method} declares no edge kind '{name}' "
+                                f"(it declares: {', '.join(self.edge_kinds)})") from None
+
+    def state(self, name: str) -> RunStateSpec:
+        try:
+            return self.run_states[name]
+        except KeyError:
+            raise NodeDataError(f"{self.method} declares no run state '{name}'") from None
+
+    def commands_for(self, node: Node) -> list[CommandSpec]:
+        return [c for c in self.commands.values() if c.applies_to(node)]
+
+    @property
+    def run_commands(self) -> list[CommandSpec]:
+        return [c for c in self.commands.values() if not c.targets_node]
+
+    @property
+    def answer_kinds(self) -> frozenset[str]:
+        return frozenset(k.name for k in self.node_kinds.values() if k.answers)
+
+    @property
+    def steerable_kinds(self) -> frozenset[str]:
+        return frozenset(k for c in self.commands.values() for k in c.kinds)
