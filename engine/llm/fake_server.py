@@ -213,50 +213,58 @@ class FakeOpenAIServer:
         return self.api_key is None or header == f"Bearer {self.api_key}"
 
     def _chat(self, body: dict[str, Any], prompt: str = "") -> tuple[int, dict[str, str], Any]:
-        """(status, headers, JSON body) for a chat request; `prompt` is its `X-Thoughtmap-Prompt`."""
+        """(status, headers, JSON body) for a chat request; `prompt` is its `X-Thoughtmap-Prompt`.
+        Every answer takes at least `latency_s` in all: the time the fake spends writing it counts
+        toward that, so a benchmark's latency is the model's, not the model's plus the fake's."""
+        started = time.monotonic()
         scripted = self._record_start(body)
         try:
-            self._wait(self.latency_s)
-            if scripted is not None:
-                self._wait(scripted.delay_s)
-                if scripted.status != 200:
-                    return scripted.status, scripted.headers, _error_body(scripted)
-                if scripted.content is not None:
-                    return 200, scripted.headers, self._completion(body, scripted.content)
-                if scripted.body is not None:
-                    return 200, scripted.headers, scripted.body
-            if self.chaos is not None:
-                with self._lock:
-                    kind = self.chaos.draw(self._chaos_rng)
-                    self.chaos_counts[kind] += 1
-                if kind == "rate_limited":
-                    return 429, {"Retry-After": "0.2"}, _error(429, "Rate limit reached, slow down",
-                                                               "rate_limit_error")
-                if kind == "server_error":
-                    return 500, {}, _error(500, "The server had an error while processing your request",
-                                           "server_error")
-                if kind == "hang":
-                    self._wait(self.chaos.hang_s)
-                if kind == "malformed":
-                    return 200, {}, self._completion(body, '{"cut off": "in the mid')
-            response_format = body.get("response_format") or {}
-            if self.reject_json_schema and response_format.get("type") == "json_schema":
-                # What llama.cpp server answers to a response_format it does not know.
-                return 500, {}, _error(
-                    500, 'response_format type must be one of "text" or "json_object", '
-                    "but got: json_schema", "server_error",
-                )
-            try:
-                request = _to_chat_request(body, prompt)
-            except (TypeError, ValueError, KeyError) as exc:
-                return 400, {}, _error(400, f"invalid request: {exc}", "invalid_request_error")
-            try:
-                text = self.responder.chat(request).text
-            except Exception as exc:  # a scripted exception in the responder
-                return 500, {}, _error(500, f"{type(exc).__name__}: {exc}", "server_error")
-            return 200, {}, self._completion(body, text)
+            answer = self._answer(body, prompt, scripted)
+            self._wait(self.latency_s - (time.monotonic() - started))
+            return answer
         finally:
             self._record_end()
+
+    def _answer(self, body: dict[str, Any], prompt: str, scripted: ScriptedReply | None
+                ) -> tuple[int, dict[str, str], Any]:
+        if scripted is not None:
+            self._wait(scripted.delay_s)
+            if scripted.status != 200:
+                return scripted.status, scripted.headers, _error_body(scripted)
+            if scripted.content is not None:
+                return 200, scripted.headers, self._completion(body, scripted.content)
+            if scripted.body is not None:
+                return 200, scripted.headers, scripted.body
+        if self.chaos is not None:
+            with self._lock:
+                kind = self.chaos.draw(self._chaos_rng)
+                self.chaos_counts[kind] += 1
+            if kind == "rate_limited":
+                return 429, {"Retry-After": "0.2"}, _error(429, "Rate limit reached, slow down",
+                                                           "rate_limit_error")
+            if kind == "server_error":
+                return 500, {}, _error(500, "The server had an error while processing your request",
+                                       "server_error")
+            if kind == "hang":
+                self._wait(self.chaos.hang_s)
+            if kind == "malformed":
+                return 200, {}, self._completion(body, '{"cut off": "in the mid')
+        response_format = body.get("response_format") or {}
+        if self.reject_json_schema and response_format.get("type") == "json_schema":
+            # What llama.cpp server answers to a response_format it does not know.
+            return 500, {}, _error(
+                500, 'response_format type must be one of "text" or "json_object", '
+                "but got: json_schema", "server_error",
+            )
+        try:
+            request = _to_chat_request(body, prompt)
+        except (TypeError, ValueError, KeyError) as exc:
+            return 400, {}, _error(400, f"invalid request: {exc}", "invalid_request_error")
+        try:
+            text = self.responder.chat(request).text
+        except Exception as exc:  # a scripted exception in the responder
+            return 500, {}, _error(500, f"{type(exc).__name__}: {exc}", "server_error")
+        return 200, {}, self._completion(body, text)
 
     def _completion(self, body: dict[str, Any], text: str) -> dict[str, Any]:
         with self._lock:
@@ -387,7 +395,7 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Serve a fake OpenAI-compatible API on 127.0.0.1.")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
-    parser.add_argument("--latency", type=float, default=0.0, help="seconds added to each answer")
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds each answer takes at least (writing it included)")
     parser.add_argument("--reject-json-schema", action="store_true", help="behave like llama.cpp")
     parser.add_argument("--api-key", default=None, help="require this bearer key")
     args = parser.parse_args(argv)
