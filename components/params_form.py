@@ -1,7 +1,7 @@
 """Forms generated from pydantic models: a method's `Params` (the Explore page's parameter form) and a
 steering command's payload (the node panel's and the run panels' command forms). One widget per
-field, the field's default, its description as help, its bounds on number inputs; validation stays
-with the model (`build_params`, `CommandSpec.parse`)."""
+field, the field's default, its description and allowed range as help; validation stays with the
+model (`build_params`, `CommandSpec.parse`), which refuses a bad value with the reason."""
 
 from __future__ import annotations
 
@@ -28,6 +28,15 @@ def _bounds(info: FieldInfo) -> tuple[float | None, float | None]:
         elif isinstance(meta, Lt):
             high = meta.lt
     return low, high
+
+
+def _with_range(help_text: str | None, info: FieldInfo) -> str | None:
+    low, high = _bounds(info)
+    if low is None and high is None:
+        return help_text
+    allowed = (f"{low:g} to {high:g}" if low is not None and high is not None
+               else f"at least {low:g}" if low is not None else f"at most {high:g}")
+    return f"{help_text} Allowed: {allowed}." if help_text else f"Allowed: {allowed}."
 
 
 def _max_chars(info: FieldInfo) -> int | None:
@@ -68,16 +77,15 @@ def field_widget(name: str, info: FieldInfo, *, key: str, default: Any) -> Any:
         optional = True  # a required number or flag without a default starts empty
     if annotation is bool:
         return st.checkbox(label, value=bool(default), help=help_text, key=key)
+    # Numbers have no bounds in the widget: Streamlit would keep the last valid value of an
+    # out-of-range entry and only colour it red, so a run would start with values nobody chose.
+    # The model refuses the value instead, with the reason (`build_params`, `CommandSpec.parse`).
     if annotation is int:
-        low, high = _bounds(info)
-        return st.number_input(label, value=None if default is None else int(default),
-                               min_value=None if low is None else int(low),
-                               max_value=None if high is None else int(high), step=1,
-                               help=help_text, key=key)
+        return st.number_input(label, value=None if default is None else int(default), step=1,
+                               help=_with_range(help_text, info), key=key)
     if annotation is float:
-        low, high = _bounds(info)
-        return st.number_input(label, value=None if default is None else float(default), min_value=low,
-                               max_value=high, help=help_text, key=key)
+        return st.number_input(label, value=None if default is None else float(default),
+                               help=_with_range(help_text, info), key=key)
     if typing.get_origin(annotation) is typing.Literal:
         options = list(typing.get_args(annotation))
         index = options.index(default) if default in options else (None if optional else 0)

@@ -1,5 +1,8 @@
 """Explore: ask a question, pick and tune a method, watch the tree grow, steer it."""
 
+import json
+import time
+
 import streamlit as st
 from streamlit.errors import StreamlitPageNotFoundError
 
@@ -19,6 +22,7 @@ from storage.models import RunStatus
 from storage.repository import RunNotFound
 
 REFRESH_SECONDS = 1.0
+START_DEBOUNCE_S = 10.0  # the same request started again within this is the same run
 
 services = get_services()
 st.title("Explore")
@@ -27,6 +31,9 @@ if "flash" in st.session_state:
     st.toast(st.session_state.pop("flash"))
 
 current = st.query_params.get("run") or st.session_state.get("run_id")
+if current:
+    # The open run, for the Report page too (a reload or a shared URL sets only the query).
+    st.session_state["run_id"] = current
 
 with st.expander("New research", expanded=current is None):
     # No help tooltip: its button would share the "Question" label with the box.
@@ -58,16 +65,25 @@ with st.expander("New research", expanded=current is None):
             except (QuestionError, ParamError) as exc:
                 st.error(str(exc))
             else:
-                kind = active_llm(services)
-                if kind == "local" and not start_local_model(services):
-                    st.stop()
-                run = services.runner.create_run(
-                    question=question, method=method, params=params, llm_info=services.llm_info(kind),
-                    search_mode=preferences(services).search,
-                )
-                services.runner.start(run.id)
-                st.session_state["run_id"] = run.id
-                st.query_params["run"] = run.id
+                # Start is idempotent: a second click on the same request (a double click, or a
+                # click while the page reruns) opens the run the first one started.
+                request = json.dumps([question, method, params.model_dump(mode="json")], sort_keys=True)
+                started = st.session_state.get("started")
+                if started and started[0] == request and time.monotonic() - started[2] < START_DEBOUNCE_S:
+                    run_id = started[1]
+                else:
+                    kind = active_llm(services)
+                    if kind == "local" and not start_local_model(services):
+                        st.stop()
+                    run = services.runner.create_run(
+                        question=question, method=method, params=params, llm_info=services.llm_info(kind),
+                        search_mode=preferences(services).search,
+                    )
+                    services.runner.start(run.id)
+                    run_id = run.id
+                    st.session_state["started"] = (request, run_id, time.monotonic())
+                st.session_state["run_id"] = run_id
+                st.query_params["run"] = run_id
                 st.rerun()
 
 if current:
@@ -135,6 +151,7 @@ if current:
         with st.expander("Report", expanded=not active):
             render(st, render_markdown(services.repo, current))
             try:
-                st.page_link("pages/report.py", label="Open in the Report page", icon=":material/description:")
+                st.page_link("pages/report.py", label="Open in the Report page", icon=":material/description:",
+                             query_params={"run": current})
             except StreamlitPageNotFoundError:  # the page runs on its own (tests), without navigation
                 st.caption("Downloads are on the Report page.")

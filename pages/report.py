@@ -19,11 +19,23 @@ if not runs:
     st.info("No runs yet. Start one on the Explore page.")
     st.stop()
 ids = [r.id for r in runs]
-titles = {r.id: f"{(r.title or r.question)[:80]} · {r.method} · {r.status}" for r in runs}
+titles = {r.id: f"{(r.title or r.question)[:80]} · {r.method} · {r.status} · {r.created_at:%Y-%m-%d %H:%M} · {r.id}"
+          for r in runs}
 current = st.query_params.get("run") or st.session_state.get("run_id")
-run_id = st.selectbox("Run", ids, index=ids.index(current) if current in ids else 0, format_func=titles.get,
-                      key="report-run")
+if current in ids:
+    # The run open elsewhere (Explore, a link, a reload) wins over this picker's last choice.
+    st.session_state["report-run"] = current
+elif st.session_state.get("report-run") not in ids:
+    st.session_state["report-run"] = ids[0]
+
+
+def _picked() -> None:
+    st.session_state["run_id"] = st.query_params["run"] = st.session_state["report-run"]
+
+
+run_id = st.selectbox("Run", ids, format_func=titles.get, key="report-run", on_change=_picked)
 st.session_state["run_id"] = run_id
+st.query_params["run"] = run_id
 
 markdown = render_markdown(repo, run_id)
 cols = st.columns(3)

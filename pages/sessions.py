@@ -33,7 +33,7 @@ if not runs:
     st.info("No runs match. Start one on the Explore page.")
     st.stop()
 
-st.caption(f"{len(runs)} runs")
+st.caption(f"{len(runs)} run" + ("" if len(runs) == 1 else "s"))
 for run in runs:
     with st.container(border=True):
         top = st.columns([6, 1, 1, 1])

@@ -174,7 +174,10 @@ def test_explore_params_form_follows_the_methods_params(services, name):
         widget = at.main.get_by_key(f"params-{name}.{field_name}")
         assert widget.label == field_name.replace("_", " ").capitalize()
         assert widget.value == info.default
-        assert widget.help == (info.description or "")
+        assert widget.help.startswith(info.description or "")
+        low = next((m.ge for m in info.metadata if hasattr(m, "ge")), None)
+        if low is not None:  # the allowed range is said, not enforced by the widget
+            assert "Allowed: " in widget.help
     # Only this method's fields are on the form.
     for other in set(METHODS) - {name}:
         for field_name in METHODS[other].Params.model_fields:
@@ -684,3 +687,44 @@ def test_credentials_in_a_saved_endpoint_url_are_not_written_to_disk(services):
     save_preferences(services.settings, Preferences(base_url="http://alice:hunter2@127.0.0.1:9/v1?api-key=k3y"))
     stored = preferences_path(services.settings).read_text(encoding="utf-8")
     assert "hunter2" not in stored and "k3y" not in stored and "alice" not in stored
+
+
+# ---------------------------------------------------------------------- Explore issue 12: 3, 4, 5
+
+
+def test_the_report_page_shows_the_run_open_in_explore_not_the_newest(services):
+    opened = finished_deot(services)
+    newer = run_to_end(services, "Who wrote the play Hamlet?", "direct")  # the newest run
+    assert services.repo.list_runs()[0].id == newer
+    at = open_page(run_id=opened)  # a reload or a shared link: only the query names the run
+    at.query_params.clear()  # the sidebar's link to another page carries no query
+    at.switch_page("pages/report.py").run()
+    assert_no_exception(at)
+    assert at.selectbox(key="report-run").value == opened
+    # Picking another run in the Report page sticks, and it becomes the open run.
+    at.selectbox(key="report-run").set_value(newer).run()
+    assert at.selectbox(key="report-run").value == newer
+    assert at.session_state["run_id"] == newer and at.query_params.get("run") == newer
+
+
+def test_start_clicked_twice_creates_one_run(services):
+    at = open_page()
+    at.text_area(key="question").input(QUESTION)
+    at.number_input(key="params-deot.max_nodes").set_value(2)
+    at.button(key="start").click().run()
+    first = at.query_params.get("run")
+    at.button(key="start").click().run()  # the second click of a double click
+    assert_no_exception(at)
+    assert [r.id for r in services.repo.list_runs()] == [first]
+    assert at.query_params.get("run") == first
+
+
+def test_an_out_of_range_parameter_blocks_start_with_the_reason(services):
+    at = open_page()
+    at.text_area(key="question").input(QUESTION)
+    at.number_input(key="params-deot.max_nodes").set_value(-5)
+    at.button(key="start").click().run()
+    assert_no_exception(at)
+    errors = joined(at.error)
+    assert "max_nodes=-5" in errors and "greater than or equal to 1" in errors
+    assert services.repo.list_runs() == []

@@ -155,7 +155,10 @@ def test_the_node_panel_offers_refine_with_its_form_and_validates_it(services, g
     assert (button.label, button.help) == ("Refine", "Think this cell again with your note.")
     note, strength = at.text_input(key=f"{key}.note"), at.number_input(key=f"{key}.strength")
     assert (note.label, note.value) == ("Note", "")
-    assert (strength.label, strength.value, strength.min, strength.max) == ("Strength", 2, 1, 5)
+    # No bounds in the widget (it would keep the last valid value of a bad entry): the help says
+    # the range, the model refuses a bad value with the reason.
+    assert (strength.label, strength.value, strength.min, strength.max) == ("Strength", 2, None, None)
+    assert strength.help.endswith("Allowed: 1 to 5.")
     # The run-level commands and the run state's panel, beside the map.
     labels = {b.label for b in at.button}
     assert {"Reset matrix view", "Rewrite report"} <= labels

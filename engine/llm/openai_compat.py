@@ -273,8 +273,8 @@ class OpenAICompatibleLLM:
         except (AttributeError, IndexError, TypeError):
             raise LLMServerError(
                 f"the LLM endpoint at {self._display_url} did not answer with a chat completion",
-                hint="Check that OPENAI_BASE_URL points at an OpenAI-compatible API (usually "
-                "ending in /v1).",
+                hint="Check that the endpoint URL (the Settings page, or OPENAI_BASE_URL) points at an "
+                "OpenAI-compatible API (usually ending in /v1).",
             ) from None
         # Reasoning models served locally (Qwen3, DeepSeek-R1) may prefix their thoughts.
         text = _LEADING_THINK.sub("", text, count=1)
@@ -320,8 +320,9 @@ class OpenAICompatibleLLM:
         hint = _FORMAT_HINT if proves_mode_unsupported(status, detail) else ""
         if status == 404:
             hint = (
-                f"Check the model name (THOUGHTMAP_MODEL, now {self._settings.model}) and that "
-                "OPENAI_BASE_URL ends with the API prefix (usually /v1)."
+                f"Check the model name (the Settings page, or THOUGHTMAP_MODEL; now {self._settings.model}) "
+                "and that the endpoint URL (the Settings page, or OPENAI_BASE_URL) ends with the API prefix "
+                "(usually /v1)."
             )
         return LLMRequestError(f"{where} rejected the request (HTTP {status}): {detail}", hint=hint)
 
@@ -340,7 +341,8 @@ class OpenAICompatibleLLM:
         return LLMConnectionError(
             f"cannot reach the LLM endpoint at {self._display_url} "
             f"({self._redact(_connection_reason(exc))}{tries})",
-            hint="Check OPENAI_BASE_URL, or start the server (e.g. `ollama serve`, "
+            hint="Check the endpoint URL (the Settings page, or OPENAI_BASE_URL), or start the server "
+            "(e.g. `ollama serve`, "
             "`llama-server`, `vllm serve`).",
         )
 

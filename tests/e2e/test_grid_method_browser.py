@@ -79,6 +79,8 @@ def test_a_plugin_method_is_drawn_from_its_declarations(grid_app, page, app_repo
     page.get_by_role("button", name="Start").click()
 
     poll(page, lambda: metric(page, "Status") == "done", timeout=120, what="the grid run to finish")
+    # Streamlit's own Deploy button is hidden (.streamlit/config.toml): the only controls are ours.
+    assert page.get_by_role("button", name="Deploy").count() == 0
     run_id = page.url.split("run=")[1].split("&")[0]
     nodes = app_repo.list_nodes(run_id)
     cells = [n for n in nodes if n.kind == "cell"]
