@@ -54,16 +54,6 @@ def state_panels(services: Services, run: Run, contract: MethodContract, reads: 
                     render(st, history)
 
 
-def _unique_by_label(specs: list[CommandSpec]) -> list[CommandSpec]:
-    seen: set[str] = set()
-    unique = []
-    for spec in specs:
-        if spec.label not in seen:
-            seen.add(spec.label)
-            unique.append(spec)
-    return unique
-
-
 def notices(services: Services, run: Run, contract: MethodContract, reads: RunReads | None = None) -> None:
     """The method's notices, each with a button for its command."""
     def read() -> list[Notice]:
@@ -84,8 +74,8 @@ def notices(services: Services, run: Run, contract: MethodContract, reads: RunRe
 
 def run_commands(services: Services, run: Run, contract: MethodContract) -> None:
     """The run-level commands (e.g. rewrite the outline) as buttons, with their forms when they take
-    a payload. Two commands with one label (an alias kept for the Report page) show once."""
-    specs = _unique_by_label(contract.run_commands)
+    a payload."""
+    specs = contract.run_commands
     if not specs:
         return
     plain = [spec for spec in specs if not spec.form_fields()]

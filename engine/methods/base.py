@@ -25,6 +25,7 @@ from engine.methods.contract import (
     NodeKind,
     Notice,
     RunStateSpec,
+    UnsupportedCommand,
     ViewSpec,
     regenerate_report_command,
 )
@@ -77,10 +78,6 @@ def relevance_floor_field() -> Any:
     )
 
 
-class UnsupportedCommand(ValueError):
-    """The method does not support this steering command (or not on this node)."""
-
-
 # The output every method writes; `write_outputs` gets the names of the outputs to rewrite.
 REPORT = "report"
 
@@ -127,7 +124,6 @@ class Method(ABC):
 
     # ---- derived from the declarations (set for each subclass; read-only)
     steering: ClassVar[frozenset[str]] = frozenset()
-    steerable_kinds: ClassVar[frozenset[str]] = frozenset()
     answer_kinds: ClassVar[frozenset[str]] = frozenset()
     _contract: ClassVar[MethodContract | None] = None
 
@@ -140,7 +136,6 @@ class Method(ABC):
                                         cls.run_states, cls.view)
         cls._contract = contract
         cls.steering = frozenset(contract.commands)
-        cls.steerable_kinds = contract.steerable_kinds
         cls.answer_kinds = contract.answer_kinds
 
     @classmethod

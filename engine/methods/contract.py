@@ -27,6 +27,10 @@ class NodeDataError(ValueError):
     """What a method tried to store in a node's `data` does not fit its kind's model (a bug)."""
 
 
+class UnsupportedCommand(ValueError):
+    """The method does not support this steering command (or not on this node)."""
+
+
 class CommandRejected(ValueError):
     """A steering command that cannot be applied; the message says what was wrong and what to do.
     Nothing stored changes."""
@@ -157,6 +161,9 @@ class CommandSpec:
     on_finished_run: bool = True
     # Done message shown after it is queued.
     done: str = "Command queued"
+    # False for a command kept under a second name (the runner's generic `regenerate_report` where a
+    # method offers its own): it is accepted, but the app shows no button for it.
+    listed: bool = True
 
     @property
     def targets_node(self) -> bool:
@@ -180,9 +187,9 @@ class CommandSpec:
         return {name: info for name, info in self.payload.model_fields.items() if name != "node_id"}
 
 
-def regenerate_report_command(label: str = "Rewrite report") -> CommandSpec:
+def regenerate_report_command(label: str = "Rewrite report", *, listed: bool = True) -> CommandSpec:
     return CommandSpec("regenerate_report", label, "Write the report again from the current tree.",
-                       done="Rewriting the report")
+                       done="Rewriting the report", listed=listed)
 
 
 # --------------------------------------------------------------------------- run state
@@ -310,11 +317,13 @@ class MethodContract:
             raise NodeDataError(f"{self.method} declares no run state '{name}'") from None
 
     def commands_for(self, node: Node) -> list[CommandSpec]:
-        return [c for c in self.commands.values() if c.applies_to(node)]
+        """The commands to offer on this node."""
+        return [c for c in self.commands.values() if c.listed and c.applies_to(node)]
 
     @property
     def run_commands(self) -> list[CommandSpec]:
-        return [c for c in self.commands.values() if not c.targets_node]
+        """The run-level commands to offer."""
+        return [c for c in self.commands.values() if c.listed and not c.targets_node]
 
     @property
     def answer_kinds(self) -> frozenset[str]:

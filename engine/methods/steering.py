@@ -10,7 +10,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from engine.methods.contract import CommandPayload, CommandRejected, CommandSpec, MethodContract, NodeCommand
+from engine.methods.contract import (
+    CommandPayload,
+    CommandRejected,
+    CommandSpec,
+    MethodContract,
+    NodeCommand,
+    UnsupportedCommand,
+)
 from storage.models import Command, Node, NodeStatus
 
 if TYPE_CHECKING:
@@ -19,8 +26,6 @@ if TYPE_CHECKING:
 
 
 def _spec(contract: MethodContract, kind: str) -> CommandSpec:
-    from engine.methods.base import UnsupportedCommand
-
     spec = contract.commands.get(kind)
     if spec is None:
         allowed = ", ".join(sorted(contract.commands)) or "none"
@@ -75,8 +80,6 @@ def apply(ctx: RunContext, method: Method, command: Command) -> set[str]:
 
 def apply_and_record(ctx: RunContext, method: Method, command: Command) -> set[str]:
     """`apply`, with the outcome recorded on the command (a refusal fails the command, not the run)."""
-    from engine.methods.base import UnsupportedCommand
-
     try:
         rewrite = apply(ctx, method, command)
     except (UnsupportedCommand, LookupError, ValueError) as exc:

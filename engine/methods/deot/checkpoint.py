@@ -8,7 +8,7 @@ stored attempt, and a finished task is not run again (no tool call, no search).
 
 The keys of a question node's `data`, all of them:
 
-- What the node is, set when it is created and kept by `retry` (`DeotMethod._IDENTITY_KEYS`):
+- What the node is, set when it is created and kept by `retry` (`kinds.QuestionData.IDENTITY`):
   `engine`, `aspect`, `category`, `reasoning`, `priority_label`, `auto_expand`, `steered`,
   `steered_analyses`.
 - Solving, each key written as soon as it is produced:

@@ -103,9 +103,6 @@ class DeotMethod(Method):
     def _questions(self, ctx: RunContext) -> list[Node]:
         return ctx.graph.nodes(kind=QUESTION)
 
-    def _live_count(self, ctx: RunContext) -> int:
-        return sum(1 for n in self._questions(ctx) if n.status != NodeStatus.PRUNED)
-
     @staticmethod
     def _ancestry(questions: list[Node], node: Node) -> list[Node]:
         """The node's ancestors, root first (ancestors are finished before a child is solved or
