@@ -118,8 +118,9 @@ class GridMethod(Method):
         NodeKind("synthesis", SynthesisData, "Synthesis", "#16A085", "a column's synthesis", shape="diamond"),
     )
     edge_kinds = (
+        # Lighter than the cells it links: an edge drawn in a node's own fill merges with it on the map.
         EdgeKind("column", "column link", "links the cells of a column, top to bottom", dashes=True,
-                 colour="#8E44AD", structural=False),
+                 colour="#C39BD3", structural=False),
     )
     commands = (
         CommandSpec("refine", "Refine", "Think this cell again with your note.", RefinePayload,

@@ -129,7 +129,7 @@ def test_the_map_draws_the_declared_kinds_edges_and_grid(services, grid_run, mon
     for edge in data.edges:
         kind = kinds_of_edges[(int(edge["from"]), int(edge["to"]))]
         if kind == "column":
-            assert edge["dashes"] is True and edge["color"] == "#8E44AD" and edge["physics"] is False
+            assert edge["dashes"] is True and edge["color"] == GridMethod.contract().edge_kinds["column"].colour and edge["physics"] is False
             assert edge["title"] == "column link"
         else:
             assert edge["dashes"] is False and "physics" not in edge
