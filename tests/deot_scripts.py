@@ -25,6 +25,7 @@ QUESTION = "How did the Apollo program shape later space exploration?"
 CONTROLLER = named("deot.controller")
 BREADTH = named("deot.breadth")
 DEPTH = named("deot.depth")
+FOLLOW_UPS_RETRY = named("deot.follow_ups_retry")  # asked when an engine only repeated asked questions
 PLAN_FIRST = named("deot.plan_tasks")  # a node's first plan
 PLAN_REVISION = named("deot.revise_plan")  # a plan redone after the review's feedback
 PLANNER = named("deot.plan_tasks", "deot.revise_plan")  # both

@@ -11,7 +11,7 @@ import threading
 import pytest
 
 from engine.citations import cited_source_ids
-from engine.llm.fake import default_answer
+from engine.llm.fake import default_answer, request_text
 from engine.llm.protocol import LLMRequestError
 from engine.methods.deot.params import DeotParams
 from engine.methods.deot.planner import format_problems
@@ -26,6 +26,7 @@ from tests.deot_scripts import (
     DEPTH,
     EVENT_EXTRACTOR,
     FINAL_REPORT,
+    FOLLOW_UPS_RETRY,
     INFO_SEARCH,
     INVALID,
     PLAN_VALIDATOR,
@@ -421,7 +422,9 @@ def test_same_question_gives_the_same_tree(services):
         run_id = _done_run(services)
         shapes.append([(n.depth, n.data["engine"], n.label, n.data["expansion"]["decision"])
                        for n in questions(services, run_id)])
-    assert shapes[0] == shapes[1] and len(shapes[0]) == 15
+    assert shapes[0] == shapes[1] and len(shapes[0]) >= 10
+    labels = [label for _, _, label, _ in shapes[0]]
+    assert len(labels) == len(set(labels))  # a proposal repeating a question elsewhere is dropped
 
 
 def test_proposals_repeating_a_question_in_the_tree_are_dropped():
@@ -429,27 +432,73 @@ def test_proposals_repeating_a_question_in_the_tree_are_dropped():
     from engine.methods.deot.engines import Proposal
     from engine.methods.deot.method import novel_proposals
 
-    asked = ["Which river flows through Paris?"]
+    lineage = ["Which river flows through Paris?"]
     proposals = [Proposal(engine="breadth", query="which river flows through  Paris", reasoning="", priority="HIGH"),
                  Proposal(engine="breadth", query="How long is the Seine?", reasoning="", priority="HIGH"),
-                 Proposal(engine="breadth", query="How long is the Seine ?", reasoning="", priority="HIGH")]
-    kept, repeats = novel_proposals(proposals, asked)
+                 Proposal(engine="breadth", query="How long is the Seine ?", reasoning="", priority="HIGH"),
+                 Proposal(engine="breadth", query="Which river flows through Paris today?", reasoning="",
+                          priority="HIGH"),
+                 Proposal(engine="breadth", query="Where does the Loire rise?", reasoning="", priority="HIGH")]
+    kept, repeats = novel_proposals(proposals, lineage, elsewhere=["Where does the loire rise"])
     assert [p.query for p in kept] == ["How long is the Seine?"]
-    assert repeats == ["which river flows through  Paris", "How long is the Seine ?"]
+    assert repeats == ["which river flows through  Paris", "How long is the Seine ?",
+                       "Which river flows through Paris today?", "Where does the Loire rise?"]
 
 
-def test_a_breadth_answer_that_only_repeats_the_question_is_asked_again_once(services, fake_llm):
+@pytest.mark.parametrize("question, asked, repeat", [
+    ("WHICH RIVER FLOWS THROUGH PARIS", "Which river flows through Paris?", True),
+    ("Which animated comedy by the creator of Wallace & Gromit matched zoo animals with people talking "
+     "about their homes?", "Which animation comedy by the creator of Wallace and Gromit matched zoo animals "
+     "with people talking about their homes?", True),  # a word changed: the same question
+    ("Who is the creator of Wallace and Gromit?", "Which animation comedy by the creator of Wallace and "
+     "Gromit matched zoo animals with people talking about their homes?", False),  # narrower
+    ("How did the Apollo program shape later space exploration in Europe and Asia?",
+     "How did the Apollo program shape later space exploration?", False),  # two new things
+    ("What was the population of Lyon in 2020?", "What was the population of Lyon in 2010?", False),  # a new date
+])
+def test_a_repeat_is_the_same_question_give_or_take_a_word(question, asked, repeat):
+    from engine.methods.deot.method import is_repeat
 
+    assert is_repeat(question, asked) is repeat
+
+
+def test_a_breadth_answer_that_only_repeats_the_question_is_asked_again_differently(services, fake_llm):
     fake_llm.when(CONTROLLER, controller_by_layer(lambda layer: "BREADTH" if layer < 1 else "STOP"))
-    fake_llm.when(BREADTH, lambda request: aspects(aspect(QUESTION.upper())), times=1)  # a repeat, shouted
-    fake_llm.when("only repeated questions that were already asked",
-                  lambda request: aspects(aspect("Which computers guided the Apollo spacecraft?")))
+    fake_llm.when(BREADTH, lambda request: aspects(aspect(QUESTION.upper()), aspect(QUESTION[:-1] + " today?")))
+    fake_llm.when(FOLLOW_UPS_RETRY, {"follow_ups": [
+        {"about": "guidance computer", "question": "Which computers guided the Apollo spacecraft?"}]})
     run_id = _done_run(services, {"max_layers": 1, "max_nodes": 3, "optimize_query": False})
     nodes = questions(services, run_id)
     assert [n.label for n in nodes[1:]] == ["Which computers guided the Apollo spacecraft?"]
-    retry = [" ".join(m.content for m in c.messages) for c in fake_llm.calls]
-    retry = [text for text in retry if "only repeated questions" in text]
-    assert len(retry) == 1 and QUESTION.upper() in retry[0]
+    assert nodes[1].data["engine"] == "breadth" and nodes[1].data["aspect"] == "guidance computer"
+    expansion = nodes[0].data["expansion"]
+    assert expansion["dropped_repeats"] == [QUESTION.upper(), QUESTION[:-1] + " today?"]
+    assert expansion["asked_differently"] is True
+    assert "dropped 2 proposed question(s) that repeated one already asked" in expansion["reasoning"]
+    # A different task, not the same prompt again, told what was dropped.
+    assert len(fake_llm.calls_for(BREADTH)) == 1
+    retry = fake_llm.calls_for(FOLLOW_UPS_RETRY)
+    assert len(retry) == 1 and QUESTION.upper() in request_text(retry[0])
+
+
+def test_a_node_whose_retry_also_repeats_stops_and_says_why(services, fake_llm):
+    fake_llm.when(CONTROLLER, controller_by_layer(lambda layer: "BREADTH" if layer < 1 else "STOP"))
+    fake_llm.when(BREADTH, lambda request: aspects(aspect(QUESTION)))
+    fake_llm.when(FOLLOW_UPS_RETRY, {"follow_ups": [{"about": "Apollo", "question": QUESTION.lower()}]})
+    run_id = _done_run(services, {"max_layers": 1, "max_nodes": 3, "optimize_query": False})
+    nodes = questions(services, run_id)
+    assert len(nodes) == 1
+    expansion = nodes[0].data["expansion"]
+    assert expansion["dropped_repeats"] == [QUESTION, QUESTION.lower()] and expansion["asked_differently"]
+
+
+def test_root_breadth_opens_with_the_breadth_engine_without_asking_the_controller(services, fake_llm):
+    fake_llm.when(CONTROLLER, controller_by_layer(lambda layer: "STOP"))
+    run_id = _done_run(services, {"max_layers": 1, "max_nodes": 3, "optimize_query": False, "root_breadth": True})
+    nodes = questions(services, run_id)
+    assert len(nodes) == 3 and nodes[0].data["expansion"]["by"] == "rule"
+    assert nodes[0].data["expansion"]["decision"] == "BREADTH"
+    assert not [r for r in fake_llm.calls_for(CONTROLLER) if query_of(r) == nodes[0].label]
 
 
 def test_a_report_that_cites_nothing_keeps_the_trees_cited_findings(services, fake_llm):

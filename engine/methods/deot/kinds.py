@@ -38,6 +38,10 @@ class Expansion(BaseModel):
     materialized: bool = True
     created: list[int] = Field(default_factory=list)
     dropped_for_budget: list[int] = Field(default_factory=list, description="Proposal indexes left out.")
+    dropped_repeats: list[str] = Field(
+        default_factory=list, description="Proposed questions dropped because they repeated one already asked.")
+    asked_differently: bool = Field(
+        default=False, description="Every first proposal was a repeat, so the model was asked again differently.")
 
 
 class PlanTask(BaseModel):

@@ -26,7 +26,7 @@ from engine.methods.base import REPORT, Method, RunContext, UnsupportedCommand
 from engine.methods.contract import CommandPayload, CommandRejected, CommandSpec
 from engine.methods.deot import prompts
 from engine.methods.deot.checkpoint import SolveCheckpoint
-from engine.methods.deot.engines import Proposal, breadth, decide, depth
+from engine.methods.deot.engines import Proposal, breadth, decide, depth, follow_ups_retry
 from engine.methods.deot.executor import execute_plan
 from engine.methods.deot.kinds import COMMANDS, EDGES, QUESTION, QUESTION_KIND, AskPayload, ExpandPayload, QuestionData
 from engine.methods.deot.params import DeotParams
@@ -34,6 +34,7 @@ from engine.methods.deot import report as final_report
 from engine.methods.deot.planner import make_plan
 from engine.methods.deot.schemas import (
     PRIORITY_WEIGHT,
+    ControllerDecision,
     FactCheck,
     NodeSummary,
     OptimizedQuery,
@@ -41,6 +42,11 @@ from engine.methods.deot.schemas import (
 )
 from engine.search.relevance import ungrounded_note
 from storage.models import Node, NodeStatus
+
+
+def summary_max_tokens(params: DeotParams) -> int:
+    """The summarizer's output cap: its word limit plus the JSON fields around it, short of a runaway."""
+    return 300 + 2 * params.summary_words
 
 
 def render_summary(summary: dict[str, Any]) -> str:
@@ -205,7 +211,7 @@ class DeotMethod(Method):
             summary = ctx.llm.ask(
                 prompts.SUMMARIZE_RESULTS.render(query=query, sources=source_text, results=results_text,
                                                  words=params.summary_words),
-                NodeSummary, purpose="summarizer", node_id=node.id)
+                NodeSummary, purpose="summarizer", node_id=node.id, max_tokens=summary_max_tokens(params))
             if params.validate_results:
                 check = ctx.llm.ask(
                     prompts.FACT_CHECK.render(today=ctx.today.isoformat(), query=query, sources=source_text,
@@ -287,42 +293,61 @@ class DeotMethod(Method):
         return True
 
     def _record_expansion(self, ctx: RunContext, node: Node, decision: str, by: str, reasoning: str,
-                          proposals: list[Proposal], unresolved: list[str] | None = None) -> None:
+                          proposals: list[Proposal], unresolved: list[str] | None = None, *,
+                          dropped_repeats: list[str] | None = None, asked_differently: bool = False) -> None:
         ctx.graph.update(node, merge_data={"expansion": {
             "decision": decision, "by": by, "reasoning": reasoning, "unresolved_points": unresolved or [],
             "proposals": [p.as_dict() for p in proposals], "materialized": not proposals, "created": [],
+            "dropped_repeats": dropped_repeats or [], "asked_differently": asked_differently,
         }})
 
     def _propose(self, ctx: RunContext, node: Node, nodes_used: int, explored: list[str],
                  questions: list[Node]) -> None:
         params: DeotParams = ctx.params  # type: ignore[assignment]
         ctx.checkpoint()
+        lineage = [n.label for n in self._ancestry(questions, node)] + [node.label]
         try:
-            verdict = decide(ctx, node, nodes_used)
+            if node.depth == 0 and params.root_breadth:
+                verdict, by = ControllerDecision(
+                    decision="BREADTH", reasoning="your question always opens with the breadth engine "
+                    "(the root_breadth parameter)"), "rule"
+            else:
+                verdict, by = decide(ctx, node, nodes_used), "controller"
             if verdict.decision == "BREADTH":
                 proposals = breadth(ctx, node, explored, params.max_aspects)
             elif verdict.decision == "DEPTH":
                 proposals = [depth(ctx, node, explored, verdict.unresolved_points)]
             else:
                 proposals = []
+            wanted = params.max_aspects if verdict.decision == "BREADTH" else 1
+            proposals, repeats, asked_differently = self._novel_or_ask_differently(
+                ctx, node, proposals, lineage, explored, wanted, verdict.decision.lower())
         except StructuredOutputError as exc:
-            self._record_expansion(ctx, node, "STOP", "error", f"the engines failed: {exc}", [])
+            self._record_expansion(ctx, node, "STOP", "error", f"the engines gave no usable answer ({exc})", [])
             return
-        # Small models often propose the question they were given (or an ancestor's) again; such a
-        # child would only redo work on its own path and spend the node budget.
-        lineage = [n.label for n in self._ancestry(questions, node)] + [node.label]
-        proposals, repeats = novel_proposals(proposals, lineage)
-        if verdict.decision == "BREADTH" and repeats and not proposals:
-            try:  # one more try, told what it repeated (small models do this)
-                proposals, repeats = novel_proposals(
-                    breadth(ctx, node, explored, params.max_aspects, repeated=repeats), lineage)
-            except StructuredOutputError:
-                proposals = []
         reasoning = verdict.reasoning
         if repeats:
-            reasoning += f" (dropped {len(repeats)} proposal(s) repeating this question or one above it)"
-        self._record_expansion(ctx, node, verdict.decision, "controller", reasoning, proposals,
-                               verdict.unresolved_points)
+            reasoning += (f" (dropped {len(repeats)} proposed question(s) that repeated one already asked"
+                          + ("; asked again differently" if asked_differently else "") + ")")
+        self._record_expansion(ctx, node, verdict.decision, by, reasoning, proposals, verdict.unresolved_points,
+                               dropped_repeats=repeats, asked_differently=asked_differently)
+
+    def _novel_or_ask_differently(self, ctx: RunContext, node: Node, proposals: list[Proposal], lineage: list[str],
+                                  explored: list[str], wanted: int, engine: str
+                                  ) -> tuple[list[Proposal], list[str], bool]:
+        """The proposals that ask something new, the repeats dropped, and whether the model was asked
+        again differently. Small models often hand a node's own question back (or an ancestor's);
+        such a child would only redo work and spend the budget. When every proposal is a repeat, one
+        retry asks a different task (`engines.follow_ups_retry`) rather than the same one again."""
+        kept, repeats = novel_proposals(proposals, lineage, explored)
+        if kept or not repeats:
+            return kept, repeats, False
+        try:
+            again = follow_ups_retry(ctx, node, explored, repeats, wanted, engine)
+        except StructuredOutputError:
+            return [], repeats, True
+        kept, more = novel_proposals(again, lineage, explored)
+        return kept, repeats + more, True
 
     def _materialize(self, ctx: RunContext) -> None:
         """Create the proposed children, best priority first, within the node budget (in one write)."""
@@ -365,23 +390,29 @@ class DeotMethod(Method):
     def apply(self, ctx: RunContext, command: CommandSpec, payload: CommandPayload, node: Node | None) -> set[str]:
         """Apply a steering command (its target already checked against `kinds.COMMANDS`)."""
         assert node is not None or command.name == "regenerate_report"
-        if command.name == "expand":
-            assert isinstance(payload, ExpandPayload)
+        if command.name in ("expand", "deepen"):
+            engine = "breadth" if command.name == "expand" else "depth"
+            explored = self._explored(ctx)
             try:
-                proposals = breadth(ctx, node, self._explored(ctx), payload.n)
+                if engine == "breadth":
+                    assert isinstance(payload, ExpandPayload)
+                    wanted, proposals = payload.n, breadth(ctx, node, explored, payload.n)
+                else:
+                    expansion = QuestionData.model_validate(node.data).expansion
+                    unresolved = expansion.unresolved_points if expansion else []
+                    wanted, proposals = 1, [depth(ctx, node, explored, unresolved)]
+                lineage = [n.label for n in self._ancestry(self._questions(ctx), node)] + [node.label]
+                proposals, repeats, _ = self._novel_or_ask_differently(
+                    ctx, node, proposals, lineage, explored, wanted, engine)
             except StructuredOutputError as exc:  # fails the command, not the run
-                raise CommandRejected(f"the breadth engine gave no usable answer: {exc}") from exc
-            self._add_steered_children(ctx, node, proposals, "breadth")
-            self._count_steered_analysis(ctx, node, "BREADTH")
-            return set()
-        if command.name == "deepen":
-            unresolved = QuestionData.model_validate(node.data).expansion
-            try:
-                proposal = depth(ctx, node, self._explored(ctx), unresolved.unresolved_points if unresolved else [])
-            except StructuredOutputError as exc:  # fails the command, not the run
-                raise CommandRejected(f"the depth engine gave no usable answer: {exc}") from exc
-            self._add_steered_children(ctx, node, [proposal], "depth")
-            self._count_steered_analysis(ctx, node, "DEPTH")
+                raise CommandRejected(f"the {engine} engine gave no usable answer ({exc}); try again, "
+                                      "or ask your own follow-up") from exc
+            if not proposals:
+                raise CommandRejected(
+                    f"the {engine} engine only proposed questions already in the tree ({len(repeats)} dropped, "
+                    "also after asking differently); try again, or ask your own follow-up")
+            self._add_steered_children(ctx, node, proposals, engine)
+            self._count_steered_analysis(ctx, node, engine.upper())
             return set()
         if command.name == "ask":
             assert isinstance(payload, AskPayload)
@@ -421,16 +452,44 @@ def _question_key(text: str) -> str:
     return " ".join(re.sub(r"[^\w\s]", " ", text.lower()).split())
 
 
-def novel_proposals(proposals: list[Proposal], asked: list[str]) -> tuple[list[Proposal], list[str]]:
-    """The proposals whose question is not one of `asked` (nor repeated among themselves), and the
-    repeated questions that were dropped. Case, punctuation and spacing are ignored."""
-    seen = {_question_key(q) for q in asked}
+# Words that do not tell two questions apart.
+_FILLER = frozenset("a an the of in on at to for and or is are was were be been what which who whom whose "
+                    "when where why how did does do its it this that these those by with from as about".split())
+
+
+def _content_words(key: str) -> frozenset[str]:
+    # Word stems, roughly: "animated" and "animation" are the same word to a reader of the map.
+    return frozenset(word[:5] for word in key.split() if word not in _FILLER)
+
+
+def is_repeat(question: str, asked: str) -> bool:
+    """Whether `question` asks what `asked` already asks: the same words (case, punctuation and
+    spacing ignored), or the same content words but at most one (a small model's copy with a word
+    changed or added). A question that names two new things, or a new number or date, is new."""
+    a, b = _question_key(question), _question_key(asked)
+    if a == b:
+        return True
+    words_a, words_b = _content_words(a), _content_words(b)
+    if len(words_a) < 3 or len(words_b) < 3:
+        return False
+    new_words = words_a - words_b
+    if len(new_words) > 1 or any(char.isdigit() for word in new_words for char in word):
+        return False
+    return len(words_a & words_b) >= 0.8 * len(words_b)
+
+
+def novel_proposals(proposals: list[Proposal], lineage: list[str],
+                    elsewhere: list[str] = ()) -> tuple[list[Proposal], list[str]]:
+    """The proposals that ask something new, and the repeated questions that were dropped: a repeat
+    of the node's own question or an ancestor's (or of another proposal) by `is_repeat`, a repeat of
+    a question elsewhere in the tree word for word (case, punctuation and spacing ignored)."""
+    seen = list(lineage)
+    verbatim = {_question_key(q) for q in elsewhere}
     kept, repeats = [], []
     for proposal in proposals:
-        key = _question_key(proposal.query)
-        if key in seen:
+        if _question_key(proposal.query) in verbatim or any(is_repeat(proposal.query, earlier) for earlier in seen):
             repeats.append(proposal.query)
         else:
-            seen.add(key)
+            seen.append(proposal.query)
             kept.append(proposal)
     return kept, repeats

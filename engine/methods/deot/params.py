@@ -11,7 +11,7 @@ TOOL_NAMES = ("news_search", "info_search", "event_extractor", "history_analyzer
 
 class DeotParams(MethodParams):
     quick_profile = {
-        "max_layers": 2, "max_nodes": 5, "max_aspects": 2, "optimize_query": False, "validate_results": False,
+        "max_layers": 2, "max_nodes": 5, "max_aspects": 3, "root_breadth": True, "optimize_query": False, "validate_results": False,
         "validate_plans": False, "max_plan_attempts": 1, "search_results": 3, "event_extractor": False, "history_analyzer": False,
         "direct_reasoning": False,
         "summary_words": 120, "tool_max_tokens": 250, "report_max_tokens": 700,
@@ -30,6 +30,12 @@ class DeotParams(MethodParams):
     max_aspects: int = Field(
         default=3, ge=1, le=8,
         description="How many distinct aspects the Breadth Engine proposes per expansion (the paper uses 3).",
+    )
+    root_breadth: bool = Field(
+        default=False,
+        description="Open your question with the breadth engine instead of asking the Engine Controller "
+        "(the paper asks the controller for every node, which nearly always answers BREADTH at the first "
+        "layer; on a small model this saves a call and never ends a run at its root).",
     )
     optimize_query: bool = Field(
         default=True,

@@ -13,6 +13,10 @@ from engine.methods.deot.params import DeotParams
 from engine.methods.deot.schemas import PlanReview, plan_model
 
 
+# Up to three tasks of a few fields each; a cap, so a small model looping in a list stops early.
+PLAN_MAX_TOKENS = 600
+
+
 @dataclass
 class PlanOutcome:
     tasks: list[dict[str, Any]]
@@ -153,7 +157,7 @@ def make_plan(ctx: RunContext, node_id: int, query: str, context: str, *,
         else:
             messages = prompts.REVISE_PLAN.render(**common, previous_plan=_render_plan(last["tasks"]),
                                                   feedback=_feedback(last))
-        plan = ctx.llm.ask(messages, TaskPlan, purpose="planner", node_id=node_id)
+        plan = ctx.llm.ask(messages, TaskPlan, purpose="planner", node_id=node_id, max_tokens=PLAN_MAX_TOKENS)
         tasks = [t.model_dump() for t in plan.tasks]
         for task in tasks:
             task["max_results"] = min(task.get("max_results", 3), params.search_results)

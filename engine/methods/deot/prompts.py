@@ -198,15 +198,32 @@ BREADTH = Prompt(
         "Question: $query\n"
         "Already explored: $explored\n\n"
         "Content to analyse:\n$content\n\n"
-        "Give at most $max_aspects aspects.$retry_note"
+        "Give at most $max_aspects aspects."
     ),
 )
 
-# Appended when every proposal of a first answer repeated a question already asked.
-REPEATED_NOTE = (
-    "\n\nYour previous answer only repeated questions that were already asked ($repeats). Each "
-    "query must now be a new, narrower question about one specific aspect: a person, work, date, "
-    "place, cause or consequence named in the content."
+# Asked when every question an engine proposed repeated one already in the tree (small models often
+# hand the question back). A different task, not the same one again: name specific things the
+# findings mention and ask about each. The worked example shows the shape; small models copy it.
+FOLLOW_UPS_RETRY = Prompt(
+    name="deot.follow_ups_retry",
+    system=(
+        "You suggest follow-up research questions. Each follow-up is about one specific thing that the "
+        "findings mention (a person, organisation, work, place, date, event, number or claim) and asks "
+        "what is still unknown about it. Never restate a question that was already asked: a follow-up "
+        "must be narrower than the question it comes from.\n\n"
+        "Example. Question already asked: Why did the Western Roman Empire fall? Findings: Diocletian "
+        "split the empire in 285; the Visigoths sacked Rome in 410. Good follow-ups: (about: Diocletian) "
+        "How did Diocletian's division of the empire in 285 change the defence of the West?; (about: sack "
+        "of Rome in 410) What led the Visigoths to sack Rome in 410?"
+    ),
+    user=(
+        "Question already asked (do not repeat it): $query\n"
+        "Other questions already asked: $explored\n"
+        "Your earlier proposals, dropped because they repeated these: $repeats\n\n"
+        "Findings:\n$content\n\n"
+        "Give $n follow-up(s)."
+    ),
 )
 
 DEPTH = Prompt(
