@@ -5,13 +5,15 @@ A script, not a test: it measures and prints, it never asserts on time.
     .venv/bin/python benchmarks/bench_local.py                  # model, speed, quick DEoT run
     .venv/bin/python benchmarks/bench_local.py --install        # also time a from-scratch runtime build (~5 min)
     .venv/bin/python benchmarks/bench_local.py --write          # replace the section in docs/benchmarks.md
+    .venv/bin/python benchmarks/bench_local.py --deot-only      # only the quick DEoT run (prints, never writes)
 
 Measures: assembling the bundled model from its packages (with the sha256 check); the server's
 start (process start to a passing health check, model loaded); prompt processing and generation
 speed through the real `openai` client (a long prompt with one output token, then a short prompt
 with a long free-text answer, then a schema-constrained JSON answer as the methods ask); and a
 quick-profile DEoT run through the runner, as the app starts it: time to the first stored node,
-to the first answered node, and to the end. `--install` builds llama-cpp-python into a throwaway
+to the first answered node, answered question nodes after 6 minutes (the Explore issue's bar: at
+least 4), and to the end, with a timeline of every node and every LLM call. `--install` builds llama-cpp-python into a throwaway
 venv with an empty wheel cache, exactly as scripts/setup does on a fresh machine.
 """
 
@@ -35,6 +37,7 @@ from engine.llm.local_model import BUNDLED_MODEL, assemble_bundled  # noqa: E402
 from engine.llm.local_server import LocalModelServer  # noqa: E402
 
 SECTION = "bench_local"
+SIX_MINUTES = 360.0
 QUESTION = ("Which animation comedy by the creator of Wallace and Gromit matched zoo animals with "
             "people talking about their homes?")  # HotpotQA dev; its passages are in the bundled corpus
 FILLER = ("The Seine is a 777-kilometre-long river in northern France. It rises at Source-Seine and flows "
@@ -121,21 +124,35 @@ def quick_deot(home: Path) -> dict[str, float | int | str]:
                                          llm_info=services.llm_info("local"), search_mode="local")
         services.runner.start(run.id)
         first_stored = first_done = None
+        answered_at: dict[int, float] = {}
+        seen: dict[int, str] = {}
         while True:
             snap = services.repo.snapshot(run.id)
             now = time.monotonic() - started
             if first_stored is None and snap.nodes:
                 first_stored = now
-            if first_done is None and any(n.status == "done" for n in snap.nodes):
-                first_done = now
+            for node in snap.nodes:
+                if seen.get(node.id) != node.status:
+                    seen[node.id] = node.status
+                    print(f"  {now:6.1f} s  node {node.id} (depth {node.depth}) {node.status}: {node.label[:80]}",
+                          file=sys.stderr, flush=True)
+                if node.status == "done" and node.content:
+                    answered_at.setdefault(node.id, now)
+            if first_done is None and answered_at:
+                first_done = min(answered_at.values())
             if snap.run.status not in ("queued", "running"):
                 break
             time.sleep(0.2)
         total = time.monotonic() - started
+        for call in services.repo.list_llm_calls(run.id):
+            print(f"  call: node {call.node_id} {call.purpose:<11} {call.latency_s:5.1f} s  "
+                  f"{call.prompt_tokens} in / {call.completion_tokens} out  ok={call.ok}", file=sys.stderr)
         report = services.repo.latest_report(run.id) if hasattr(services.repo, "latest_report") else None
         return {"status": snap.run.status, "nodes": len(snap.nodes), "calls": snap.run.llm_calls,
                 "tokens": snap.run.prompt_tokens + snap.run.completion_tokens, "first_stored": first_stored or total,
-                "first_done": first_done or total, "total": total, "report": bool(report)}
+                "first_done": first_done or total, "total": total, "report": bool(report),
+                "answered_6min": sum(1 for at in answered_at.values() if at <= SIX_MINUTES),
+                "answered": len(answered_at)}
     finally:
         services.close()
 
@@ -145,7 +162,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--install", action="store_true", help="also time a from-scratch runtime build")
     parser.add_argument("--starts", type=int, default=3, help="server starts to time")
     parser.add_argument("--write", action="store_true", help="replace the section in docs/benchmarks.md")
+    parser.add_argument("--deot-only", action="store_true", help="only the quick DEoT run, printed")
     args = parser.parse_args(argv)
+    if args.deot_only:
+        with tempfile.TemporaryDirectory() as tmp:
+            print(quick_deot(Path(tmp) / "home"))
+        return 0
 
     settings = load_settings().local
     with tempfile.TemporaryDirectory() as tmp:
@@ -177,6 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     deot_rows = [
         ["time to the first stored node (server start included)", f"{deot['first_stored']:.1f} s"],
         ["time to the first answered node", f"{deot['first_done']:.1f} s"],
+        ["answered question nodes after 6 minutes", str(deot["answered_6min"])],
+        ["answered question nodes at the end", str(deot["answered"])],
         ["wall time of the whole run", f"{deot['total'] / 60:.1f} min"],
         ["status / nodes / LLM calls / tokens", f"{deot['status']} / {deot['nodes']} / {deot['calls']} / {deot['tokens']}"],
     ]

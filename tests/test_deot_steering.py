@@ -371,29 +371,28 @@ def test_retry_forgets_what_the_failed_attempt_left(services, scripted):
 
 def test_expand_that_only_repeats_existing_questions_fails_the_command(services, fake_llm):
     # The breadth engine always proposes the same two questions, so expanding the root again
-    # would only repeat its existing children; asked differently, the model repeats them again.
+    # would only repeat its existing children; asked differently, the model names no thing.
     fake_llm.when(BREADTH, aspects(aspect(ALPHA), aspect(BETA)))
-    fake_llm.when(FOLLOW_UPS_RETRY, {"follow_ups": [{"about": "alpha", "question": ALPHA.upper()}]})
+    fake_llm.when(FOLLOW_UPS_RETRY, {"things": [{"name": ALPHA, "kind": "other"}]})  # a sentence: no name
     run_id = _finished(services)
     root = root_of(services, run_id)
     assert {c.label for c in children_of(services, run_id, root)} == {ALPHA, BETA}
     before = graph_state(services, run_id)
     command = steer_and_wait(services, run_id, "expand", {"node_id": root.id, "n": 2})
     assert command.status == CommandStatus.FAILED
-    assert "only proposed questions already in the tree (3 dropped, also after asking differently)" in command.error
+    assert "only proposed questions already in the tree (2 dropped, also after asking differently)" in command.error
     assert graph_state(services, run_id) == before
 
 
 def test_expand_whose_proposals_repeat_asks_differently_and_keeps_the_new_ones(services, fake_llm):
     fake_llm.when(BREADTH, aspects(aspect(ALPHA), aspect(BETA)))
-    fake_llm.when(FOLLOW_UPS_RETRY, {"follow_ups": [
-        {"about": "lunar rovers", "question": "What did the lunar rovers add to the last Apollo missions?"}]})
+    fake_llm.when(FOLLOW_UPS_RETRY, {"things": [{"name": "Lunar Roving Vehicle", "kind": "other"}]})
     run_id = _finished(services)
     root = root_of(services, run_id)
     command = steer_and_wait(services, run_id, "expand", {"node_id": root.id, "n": 2})
     assert command.status == CommandStatus.DONE, command.error
     labels = [c.label for c in children_of(services, run_id, root)]
-    assert sorted(labels) == sorted([ALPHA, BETA, "What did the lunar rovers add to the last Apollo missions?"])
+    assert sorted(labels) == sorted([ALPHA, BETA, "What is known about Lunar Roving Vehicle?"])
 
 
 def test_go_deeper_never_makes_a_child_that_copies_its_parent(services, fake_llm):
@@ -402,7 +401,7 @@ def test_go_deeper_never_makes_a_child_that_copies_its_parent(services, fake_llm
     run_id = _finished(services)
     alpha = by_label(services, run_id, ALPHA)
     fake_llm.when(DEPTH, {"question": ALPHA, "reasoning": "dig in", "priority": "HIGH"})
-    fake_llm.when(FOLLOW_UPS_RETRY, {"follow_ups": [{"about": "Apollo", "question": ALPHA + " "}]})
+    fake_llm.when(FOLLOW_UPS_RETRY, {"things": [{"name": ALPHA, "kind": "other"}]})
     before = graph_state(services, run_id)
     command = steer_and_wait(services, run_id, "deepen", {"node_id": alpha.id})
     assert command.status == CommandStatus.FAILED

@@ -465,12 +465,15 @@ def test_a_repeat_is_the_same_question_give_or_take_a_word(question, asked, repe
 def test_a_breadth_answer_that_only_repeats_the_question_is_asked_again_differently(services, fake_llm):
     fake_llm.when(CONTROLLER, controller_by_layer(lambda layer: "BREADTH" if layer < 1 else "STOP"))
     fake_llm.when(BREADTH, lambda request: aspects(aspect(QUESTION.upper()), aspect(QUESTION[:-1] + " today?")))
-    fake_llm.when(FOLLOW_UPS_RETRY, {"follow_ups": [
-        {"about": "guidance computer", "question": "Which computers guided the Apollo spacecraft?"}]})
-    run_id = _done_run(services, {"max_layers": 1, "max_nodes": 3, "optimize_query": False})
+    fake_llm.when(FOLLOW_UPS_RETRY, {"things": [
+        {"name": "Apollo Guidance Computer", "kind": "other"},
+        {"name": "How did the Apollo program shape later space exploration and what came after it", "kind": "event"},
+        {"name": "Margaret Hamilton.", "kind": "person"}]})
+    run_id = _done_run(services, {"max_layers": 1, "max_nodes": 4, "optimize_query": False})
     nodes = questions(services, run_id)
-    assert [n.label for n in nodes[1:]] == ["Which computers guided the Apollo spacecraft?"]
-    assert nodes[1].data["engine"] == "breadth" and nodes[1].data["aspect"] == "guidance computer"
+    # A sentence given as a name is left out; each name becomes a question written in code.
+    assert [n.label for n in nodes[1:]] == ["What is known about Apollo Guidance Computer?", "Who is Margaret Hamilton?"]
+    assert nodes[1].data["engine"] == "breadth" and nodes[1].data["aspect"] == "Apollo Guidance Computer"
     expansion = nodes[0].data["expansion"]
     assert expansion["dropped_repeats"] == [QUESTION.upper(), QUESTION[:-1] + " today?"]
     assert expansion["asked_differently"] is True
@@ -478,18 +481,18 @@ def test_a_breadth_answer_that_only_repeats_the_question_is_asked_again_differen
     # A different task, not the same prompt again, told what was dropped.
     assert len(fake_llm.calls_for(BREADTH)) == 1
     retry = fake_llm.calls_for(FOLLOW_UPS_RETRY)
-    assert len(retry) == 1 and QUESTION.upper() in request_text(retry[0])
+    assert len(retry) == 1 and f"Question: {QUESTION}" in request_text(retry[0])
 
 
 def test_a_node_whose_retry_also_repeats_stops_and_says_why(services, fake_llm):
     fake_llm.when(CONTROLLER, controller_by_layer(lambda layer: "BREADTH" if layer < 1 else "STOP"))
     fake_llm.when(BREADTH, lambda request: aspects(aspect(QUESTION)))
-    fake_llm.when(FOLLOW_UPS_RETRY, {"follow_ups": [{"about": "Apollo", "question": QUESTION.lower()}]})
+    fake_llm.when(FOLLOW_UPS_RETRY, {"things": [{"name": QUESTION, "kind": "other"}]})  # not a name
     run_id = _done_run(services, {"max_layers": 1, "max_nodes": 3, "optimize_query": False})
     nodes = questions(services, run_id)
     assert len(nodes) == 1
     expansion = nodes[0].data["expansion"]
-    assert expansion["dropped_repeats"] == [QUESTION, QUESTION.lower()] and expansion["asked_differently"]
+    assert expansion["dropped_repeats"] == [QUESTION] and expansion["asked_differently"]
 
 
 def test_root_breadth_opens_with_the_breadth_engine_without_asking_the_controller(services, fake_llm):

@@ -19,7 +19,7 @@ from engine.methods.deot.schemas import (
     ControllerDecision,
     DepthQuestion,
     breadth_model,
-    follow_ups_model,
+    named_things_model,
 )
 from storage.models import Node
 
@@ -84,17 +84,39 @@ def depth(ctx: RunContext, node: Node, explored: list[str], unresolved: list[str
     return Proposal(engine="depth", query=result.question, reasoning=result.reasoning, priority=result.priority)
 
 
-def follow_ups_retry(ctx: RunContext, node: Node, explored: list[str], repeats: list[str], n: int,
-                     engine: str) -> list[Proposal]:
-    """Asked when `engine`'s proposals only repeated questions already asked: a different task (name
-    specific things the findings mention, ask about each), so the retry is not the same question
-    again. The children keep the engine that was asked for them."""
-    messages = prompts.FOLLOW_UPS_RETRY.render(
-        query=node.label, explored="; ".join(explored) or "(nothing else)", repeats="; ".join(repeats),
-        content=_content(node), n=n,
-    )
-    result = ctx.llm.ask(messages, follow_ups_model(n), purpose=engine, node_id=node.id,
-                         max_tokens=60 + ASPECT_MAX_TOKENS * n)
-    return [Proposal(engine=engine, query=f.question, priority="MEDIUM", aspect=f.about,
-                     reasoning="asked again differently: the first proposals repeated questions already asked")
-            for f in result.follow_ups[:n]]
+# A follow-up about each kind of thing the retry names: short, natural questions a node can solve.
+FOLLOW_UP_BY_KIND = {
+    "person": "Who is {name}?",
+    "work": "What is {name} about?",
+    "organisation": "What is {name} and what does it do?",
+    "place": "What is known about {name}?",
+    "date": "What happened in {name}?",
+    "event": "What happened in {name}, and what came of it?",
+    "other": "What is known about {name}?",
+}
+MAX_NAME_WORDS = 8
+_QUESTION_WORDS = frozenset("who whom whose what which when where why how is are was were do does did can could".split())
+
+
+def _is_question(text: str) -> bool:
+    return text.endswith("?") or text.split()[0].lower() in _QUESTION_WORDS
+
+
+def follow_ups_retry(ctx: RunContext, node: Node, n: int, engine: str) -> list[Proposal]:
+    """Asked when `engine`'s proposals only repeated questions already asked: a different, easier
+    task (name the specific things the findings mention), each thing becoming a follow-up about it.
+    Small models that hand a question back can still pick names out of a text; the question about
+    each is written here, so it cannot be a copy. The children keep the engine that was asked."""
+    messages = prompts.FOLLOW_UPS_RETRY.render(query=node.label, content=_content(node), n=n)
+    result = ctx.llm.ask(messages, named_things_model(n), purpose=engine, node_id=node.id,
+                         max_tokens=60 + 40 * n)
+    proposals: list[Proposal] = []
+    for thing in result.things:
+        name = " ".join(strip_markers(thing.name).split()).strip(" .,;:!\"'")
+        if not name or len(name.split()) > MAX_NAME_WORDS or _is_question(name):
+            continue  # a sentence or a question, not a name
+        proposals.append(Proposal(
+            engine=engine, query=FOLLOW_UP_BY_KIND[thing.kind].format(name=name), priority="MEDIUM",
+            aspect=name, category=thing.kind,
+            reasoning=f"the first proposals repeated questions already asked; the findings mention {name}"))
+    return proposals[:n]

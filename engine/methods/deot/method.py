@@ -343,7 +343,7 @@ class DeotMethod(Method):
         if kept or not repeats:
             return kept, repeats, False
         try:
-            again = follow_ups_retry(ctx, node, explored, repeats, wanted, engine)
+            again = follow_ups_retry(ctx, node, wanted, engine)
         except StructuredOutputError:
             return [], repeats, True
         kept, more = novel_proposals(again, lineage, explored)

@@ -203,26 +203,21 @@ BREADTH = Prompt(
 )
 
 # Asked when every question an engine proposed repeated one already in the tree (small models often
-# hand the question back). A different task, not the same one again: name specific things the
-# findings mention and ask about each. The worked example shows the shape; small models copy it.
+# hand the question back). A different, easier task rather than the same one again: name the specific
+# things the findings mention; each becomes a follow-up about that thing (engines.follow_ups_retry).
+# No worked example: the built-in 0.5B model copied an example's questions word for word.
 FOLLOW_UPS_RETRY = Prompt(
     name="deot.follow_ups_retry",
     system=(
-        "You suggest follow-up research questions. Each follow-up is about one specific thing that the "
-        "findings mention (a person, organisation, work, place, date, event, number or claim) and asks "
-        "what is still unknown about it. Never restate a question that was already asked: a follow-up "
-        "must be narrower than the question it comes from.\n\n"
-        "Example. Question already asked: Why did the Western Roman Empire fall? Findings: Diocletian "
-        "split the empire in 285; the Visigoths sacked Rome in 410. Good follow-ups: (about: Diocletian) "
-        "How did Diocletian's division of the empire in 285 change the defence of the West?; (about: sack "
-        "of Rome in 410) What led the Visigoths to sack Rome in 410?"
+        "You pick out the specific things a text mentions: people, creative works (films, books, "
+        "series), organisations, places, dates and events. Give each one's exact name as the text "
+        "writes it (a few words, never a sentence or a question) and what kind of thing it is. Prefer "
+        "the things that would help answer the question; leave out the question's own wording."
     ),
     user=(
-        "Question already asked (do not repeat it): $query\n"
-        "Other questions already asked: $explored\n"
-        "Your earlier proposals, dropped because they repeated these: $repeats\n\n"
-        "Findings:\n$content\n\n"
-        "Give $n follow-up(s)."
+        "Question: $query\n\n"
+        "Text:\n$content\n\n"
+        "Give up to $n things."
     ),
 )
 

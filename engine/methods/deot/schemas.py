@@ -109,15 +109,18 @@ def breadth_model(max_aspects: int) -> type[BaseModel]:
                         description=f"At most {max_aspects} distinct, non-overlapping aspects.")))
 
 
-class FollowUp(BaseModel):
-    about: str = Field(description="The specific thing the findings mention that this follow-up is about.")
-    question: str = Field(description="A narrower question about it, not a restatement of a question already asked.")
+ThingKind = Literal["person", "work", "organisation", "place", "date", "event", "other"]
 
 
-def follow_ups_model(n: int) -> type[BaseModel]:
+class NamedThing(BaseModel):
+    name: str = Field(max_length=80, description="The thing's exact name as the text writes it: a few words.")
+    kind: ThingKind = Field(description="What kind of thing it is.")
+
+
+def named_things_model(n: int) -> type[BaseModel]:
     """The retry that asks differently when an engine's proposals only repeated asked questions."""
-    return create_model("FollowUps", follow_ups=(capped(FollowUp, n), Field(min_length=1, max_length=n,
-                        description=f"At most {n} follow-ups, each about a different thing.")))
+    return create_model("NamedThings", things=(capped(NamedThing, n), Field(min_length=1, max_length=n,
+                        description=f"At most {n} different things the text mentions.")))
 
 
 class DepthQuestion(BaseModel):
