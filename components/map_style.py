@@ -43,6 +43,9 @@ PRUNED_FILL = "#E4E4E4"
 
 # A fill closer than this (CIE76 ΔE in Lab; about 2 is just noticeable) to a status border would read
 # as that status. The grey borders (pending, pruned) are dashed as well.
+# Two colours this clear (Lab chroma) whose hues are closer than this look like the same colour.
+MIN_CHROMA = 25.0
+MIN_HUE_DEGREES = 25.0
 MIN_FILL_BORDER_DISTANCE = 20.0
 
 
@@ -90,8 +93,19 @@ def colour_distance(a: str, b: str) -> float:
     return math.dist(_lab(a), _lab(b))
 
 
+def _hue_chroma(colour: str) -> tuple[float, float]:
+    _, a, b = _lab(colour)
+    return math.degrees(math.atan2(b, a)) % 360, math.hypot(a, b)
+
+
 def resembles(fill: str, border: str) -> bool:
-    return colour_distance(fill, border) < MIN_FILL_BORDER_DISTANCE
+    """Close in Lab, or two clear colours of nearly the same hue (a salmon fill reads as a red border
+    though ΔE between them is large: lightness counts fully in ΔE, not in how people name hues)."""
+    if colour_distance(fill, border) < MIN_FILL_BORDER_DISTANCE:
+        return True
+    (hue_a, chroma_a), (hue_b, chroma_b) = _hue_chroma(fill), _hue_chroma(border)
+    apart = min(abs(hue_a - hue_b), 360 - abs(hue_a - hue_b))
+    return chroma_a > MIN_CHROMA and chroma_b > MIN_CHROMA and apart < MIN_HUE_DEGREES
 
 
 # Names for the legend's words: the nearest of these describes a declared colour.
