@@ -308,14 +308,15 @@ def node_options(page) -> list[str]:
     return labels
 
 
-def choose_node(page, node_id: int) -> None:
+def choose_node(page, number: int) -> None:
+    """Choose the node numbered `number` in its run (engine/node_numbers.py) in the Node selectbox."""
     def choose():
         if node_selectbox(page).get_attribute("aria-expanded") != "true":
             open_node_list(page)
-        page.get_by_role("option").filter(has_text=re.compile(rf"^#{node_id} ")).click(timeout=3_000)
+        page.get_by_role("option").filter(has_text=re.compile(rf"^#{number} ")).click(timeout=3_000)
         return True
 
-    poll(page, choose, timeout=30, what=f"node #{node_id} in the Node selectbox")
+    poll(page, choose, timeout=30, what=f"node #{number} in the Node selectbox")
 
 
 def map_dots(page, colour) -> list[dict]:
