@@ -200,6 +200,7 @@
     network.on("dragStart", function () { userMoved = true; hideTooltip(); });
     network.on("zoom", function () { userMoved = true; hideTooltip(); });
     mapEl.addEventListener("mouseleave", hideTooltip);
+    network.on("resize", function () { if (!userMoved) initialView(); });
   }
 
   function bounds(ids) {
@@ -221,7 +222,8 @@
     // The whole map if it is readable so; else the readable scale, around the selected node (or the
     // first one), with as much of the map as fits on its side. Fit is a button.
     const ids = visibleIds();
-    if (!ids.length) return;
+    // Not laid out yet (an iframe Streamlit has not sized): a fit now would leave a broken camera.
+    if (!ids.length || !mapEl.clientWidth || !mapEl.clientHeight) return;
     network.fit({ nodes: ids, animation: false });
     const scale = network.getScale();
     if (scale >= minScale) {
@@ -232,7 +234,7 @@
     const at = network.getPositions([focus])[focus];
     const box = bounds(ids);
     const halfW = mapEl.clientWidth / 2 / minScale;
-    const margin = 30 / minScale;
+    const margin = 150 / minScale; // room for half a label left of the leftmost node
     // The focus centred, but no empty band left of the map: a tree growing rightwards starts at the left.
     const x = Math.max(at.x, box.left - margin + halfW);
     const y = at.y;

@@ -329,7 +329,9 @@ def map_dots(page, colour) -> list[dict]:
 
 
 def all_dots(page) -> list[dict]:
-    return [d for colour in (ROOT_FILL, BREADTH_FILL, DEPTH_FILL) for d in map_dots(page, colour)]
+    """Every DEoT node drawn on the map (in view or not: a readable scale may leave some outside)."""
+    fills = {ROOT_FILL, BREADTH_FILL, DEPTH_FILL}
+    return [n for n in map_nodes(page) if _rgb(n["fill"]) in fills and not n["hidden"]]
 
 
 def settled_map(page, *, timeout: float = 60) -> list[dict]:
