@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 
 from storage.models import Node
 
-LEVEL_SEPARATION = 330  # px between tree levels (left to right; a wrapped label is about 270 px wide)
+LEVEL_SEPARATION = 300  # px between tree levels (left to right; a wrapped label is about 270 px wide)
 NODE_SPACING = 135  # px between neighbouring leaves (top to bottom: a dot and a label of up to five lines)
 GRID_COLUMN = 260  # px between grid columns
 GRID_ROW = 150  # px between grid rows

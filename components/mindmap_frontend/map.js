@@ -234,7 +234,7 @@
     const at = network.getPositions([focus])[focus];
     const box = bounds(ids);
     const halfW = mapEl.clientWidth / 2 / minScale;
-    const margin = 150 / minScale; // room for half a label left of the leftmost node
+    const margin = 110 / minScale; // room for half a label (about 110 px on screen) left of the leftmost node
     // The focus centred, but no empty band left of the map: a tree growing rightwards starts at the left.
     const x = Math.max(at.x, box.left - margin + halfW);
     const y = at.y;
