@@ -16,12 +16,15 @@ from components.run_view import controls, progress
 from components.safe_markdown import render, sanitize
 from engine.methods.params import ParamError, build_params, profile_defaults, profile_for_llm
 from engine.methods.registry import UnknownMethod
+from engine.node_numbers import node_numbers
 from engine.questions import MAX_QUESTION_CHARS, QuestionError, clean_question
 from engine.report import render_markdown
 from storage.models import RunStatus
 from storage.repository import RunNotFound
 
 REFRESH_SECONDS = 1.0
+MAP_HEIGHT = 650  # px: the map's frame, toolbar included
+PANEL_HEIGHT = MAP_HEIGHT - 80  # px: the node panel beside it, under the Node selectbox
 START_DEBOUNCE_S = 10.0  # the same request started again within this is the same run
 
 services = get_services()
@@ -114,35 +117,33 @@ if current:
         progress(run, nodes)
         controls(services, run)
         selected_key = f"selected-{run_id}"
-        map_col, panel_col = st.columns([3, 2], gap="medium")
+        numbers = reads.memo("numbers", lambda: node_numbers(nodes))
+        ids = [n.id for n in nodes]
+        if ids and st.session_state.get(selected_key) not in ids:
+            st.session_state[selected_key] = ids[0]  # the root, selected on the map from the first draw
+        map_col, panel_col = st.columns([7, 3], gap="small")
         with map_col:
             selected = st.session_state.get(selected_key)
             data = reads.memo(("map", selected), lambda: mindmap.build_map(
                 nodes, reads.snapshot.edges, selected, contract=contract))
-            clicked = mindmap.mind_map(data, key=f"map-{run_id}")
-            # The component returns its last click on every rerun: apply a click once, when it is new,
-            # or it would undo every later choice in the Node selectbox.
-            seen_key = f"map-click-{run_id}"
-            if clicked is not None and str(clicked).isdigit() and clicked != st.session_state.get(seen_key):
-                st.session_state[seen_key] = clicked
-                st.session_state[selected_key] = int(clicked)
-            with st.popover("Legend"):
-                st.markdown(mindmap.legend_markdown(contract))
-            if contract is not None:
-                side_panels(services, run, contract, reads)
+            chosen = mindmap.mind_map(data, key=f"map-{run_id}", height=MAP_HEIGHT)
+            if chosen is not None:  # a click or a search match on the map, reported once
+                st.session_state[selected_key] = chosen
         with panel_col:
-            ids = [n.id for n in nodes]
             if not ids:
                 st.caption("The first node appears in a moment.")
                 return
-            if st.session_state.get(selected_key) not in ids:
-                st.session_state[selected_key] = ids[0]
-            labels = {n.id: f"#{n.id} {mindmap.short_label(n.label, 60)}" for n in nodes}
+            labels = {n.id: f"#{numbers[n.id]} {mindmap.short_label(n.label, 60)}" for n in nodes}
             st.session_state[f"pick-{run_id}"] = st.session_state[selected_key]
             st.selectbox("Node", ids, format_func=labels.get, key=f"pick-{run_id}",
                          on_change=lambda: st.session_state.update({selected_key: st.session_state[f"pick-{run_id}"]}))
             node = next(n for n in nodes if n.id == st.session_state[selected_key])
-            node_panel(services, run, node, contract, reads)
+            # Beside the map at the map's height, scrolling on its own: a long node text never
+            # pushes the node's commands or the map off the screen.
+            with st.container(height=PANEL_HEIGHT, border=False):
+                node_panel(services, run, node, contract, reads)
+        if contract is not None:
+            side_panels(services, run, contract, reads)
 
     live_view(current, active)
 

@@ -114,7 +114,7 @@ class GridMethod(Method):
     node_kinds = (
         NodeKind("question", GridQuestionData, "Question", "#1B4F72", "the question of the grid", shape="star"),
         NodeKind(CELL, CellData, "Cell", "#8E44AD", "a thought of the matrix", shape="box", answers=True,
-                 colour_field="strength", variants=(Variant(5, "#C0392B", "a cell refined at full strength"),)),
+                 colour_field="strength", variants=(Variant(5, "#5B2C6F", "a cell refined at full strength"),)),
         NodeKind("synthesis", SynthesisData, "Synthesis", "#16A085", "a column's synthesis", shape="diamond"),
     )
     edge_kinds = (

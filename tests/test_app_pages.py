@@ -129,7 +129,7 @@ def dead_owner() -> str:
 
 def pick_node(monkeypatch, node_id: int) -> None:
     """Make the mind map report a click on `node_id` (AppTest cannot render the component)."""
-    monkeypatch.setattr(mindmap, "mind_map", lambda data, *, key, **kwargs: str(node_id))
+    monkeypatch.setattr(mindmap, "mind_map", lambda data, *, key, **kwargs: node_id)
 
 
 # ---------------------------------------------------------------------- the app shell

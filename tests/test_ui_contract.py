@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import event
 
-from components import app_state, mindmap
+from components import app_state, map_layout, mindmap
+from components.map_legend import legend, legend_text
 from engine.methods.contract import EdgeKind, Layout, MethodContract, NodeData, NodeKind, ViewSpec
 from storage.models import CommandStatus, Edge, Node, NodeStatus, RunStatus
 from tests.fixtures_engine import run_to_end
@@ -60,7 +61,7 @@ class MapSpy:
 
     def __call__(self, data, *, key, **kwargs):
         self.calls.append(data)
-        return None if self.click is None else str(self.click)
+        return self.click
 
     @property
     def last(self) -> mindmap.MapData:
@@ -119,27 +120,27 @@ def test_the_map_draws_the_declared_kinds_edges_and_grid(services, grid_run, mon
     # centred over the two columns (the drawing is centred on x = 0).
     for cell in _cells(services, grid_run):
         item = nodes[cell.id]
-        assert (item["x"], item["y"]) == ((cell.data["column"] - 0.5) * mindmap.GRID_COLUMN,
-                                          (cell.data["row"] + 1) * mindmap.GRID_ROW)
+        assert (item["x"], item["y"]) == ((cell.data["column"] - 0.5) * map_layout.GRID_COLUMN,
+                                          (cell.data["row"] + 1) * map_layout.GRID_ROW)
     assert {i["y"] for i in by_kind["synthesis"]} == {0}
-    assert (root["x"], root["y"]) == (0, -mindmap.GRID_ROW)
+    assert (root["x"], root["y"]) == (0, -map_layout.GRID_ROW)
     # Edges styled by their kind: column links dashed, purple, drawn over the layout.
     kinds_of_edges = {(e.src, e.dst): e.kind for e in services.repo.list_edges(grid_run)}
     assert "column" in kinds_of_edges.values()
     for edge in data.edges:
         kind = kinds_of_edges[(int(edge["from"]), int(edge["to"]))]
         if kind == "column":
-            assert edge["dashes"] is True and edge["color"] == GridMethod.contract().edge_kinds["column"].colour and edge["physics"] is False
-            assert edge["title"] == "column link"
+            assert edge["dashes"] is True and edge["color"]["color"] == GridMethod.contract().edge_kinds["column"].colour
+            assert edge["physics"] is False and edge["tip"] == "column link"
         else:
-            assert edge["dashes"] is False and "physics" not in edge
-    config = mindmap.map_config(mode=data.mode)
-    assert not config["layout"]["hierarchical"]["enabled"] and not config["physics"]["enabled"]
+            assert edge["dashes"] is False and "physics" not in edge and "tip" not in edge  # the tree says nothing on hover
+    assert not data.options["layout"]["hierarchical"]["enabled"] and not data.options["physics"]["enabled"]
 
-    # The legend lists the declared kinds, the variant and the edge kind, and the status borders.
-    legend = joined(at.markdown)
-    for text in ("**Question**", "**Cell**", "**Synthesis**", "a cell refined at full strength",
-                 "**column link**", "links the cells of a column", "running", "failed"):
+    # The legend (drawn in the map's frame) lists the declared kinds, the variant and the edge kind, and
+    # the status borders.
+    legend = legend_text(data.legend)
+    for text in ("Question:", "Cell:", "Synthesis:", "a cell refined at full strength",
+                 "column link:", "links the cells of a column", "running", "failed"):
         assert text in legend, text
 
 
@@ -194,7 +195,7 @@ def test_the_node_panel_offers_refine_with_its_form_and_validates_it(services, g
     spy = MapSpy(monkeypatch, click=cell.id)
     at.run()
     item = next(i for i in spy.last.nodes if i["id"] == str(cell.id))
-    assert item["color"]["background"] == "#C0392B"
+    assert item["color"]["background"] == "#5B2C6F"
 
 
 def test_a_node_without_commands_and_a_method_without_steering_say_so(services, grid_run, monkeypatch):
@@ -290,32 +291,31 @@ def test_tree_layouts_keep_the_structural_tree_under_edges_drawn_over_it():
     over = mindmap.build_map(nodes, [*edges, backtrack], contract=_contract(Layout.SEARCH_TREE))
     assert over.mode == mindmap.FIXED
     at = {int(n["id"]): (n["x"], n["y"]) for n in over.nodes}
-    spacing, level = mindmap.NODE_SPACING, mindmap.LEVEL_SEPARATION
-    # Leaves side by side, parents centred over their children, levels by depth, the whole centred on
-    # x = 0: the backtrack (5 -> 3) moves nothing.
-    assert at == {4: (-spacing, 2 * level), 5: (0, 2 * level), 2: (-spacing / 2, level), 3: (spacing, level),
-                  1: (spacing / 4, 0)}
+    spacing, level = map_layout.NODE_SPACING, map_layout.LEVEL_SEPARATION
+    # Levels left to right by depth, leaves one below the other, parents centred beside their children,
+    # the whole centred on y = 0: the backtrack (5 -> 3) moves nothing.
+    assert at == {4: (2 * level, -spacing), 5: (2 * level, 0), 2: (level, -spacing / 2), 3: (level, spacing),
+                  1: (0, spacing / 4)}
     drawn = over.edges[-1]
-    assert (drawn["dashes"], drawn["color"], drawn["physics"], drawn["title"]) == (True, "#E45756", False, "backtrack")
+    assert (drawn["dashes"], drawn["color"]["color"], drawn["physics"], drawn["tip"]) == (True, "#E45756", False, "backtrack")
     assert drawn["smooth"]["enabled"] is True
     # The same positions as without the backtrack, had they been computed here.
-    assert mindmap.tree_positions(nodes) == at
+    assert map_layout.tree_positions(nodes) == at
 
 
 def test_network_layout_uses_physics_and_no_levels():
     nodes, edges = _tree()
     data = mindmap.build_map(nodes, edges, contract=_contract(Layout.NETWORK))
     assert data.mode == mindmap.PHYSICS and all("level" not in n and "x" not in n for n in data.nodes)
-    config = mindmap.map_config(mode=data.mode)
-    assert config["physics"]["enabled"] and not config["layout"]["hierarchical"]["enabled"]
+    assert data.options["physics"]["enabled"] and not data.options["layout"]["hierarchical"]["enabled"]
 
 
 def test_a_map_without_a_contract_draws_neutral_nodes():
     nodes, edges = _tree()
     data = mindmap.build_map(nodes, edges, selected=2)
     assert {n["color"]["background"] for n in data.nodes} == {mindmap.NEUTRAL_FILL}
-    assert next(n for n in data.nodes if n["id"] == "2")["color"]["border"] == mindmap.SELECTED_BORDER
-    assert mindmap.legend(None)  # still explains the borders
+    assert data.selected == "2"
+    assert legend(None)  # still explains the borders
 
 
 # ---------------------------------------------------------------------- nothing named

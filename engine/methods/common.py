@@ -40,7 +40,7 @@ class AnswerData(NodeData):
 
 ASKED_QUESTION = NodeKind("question", AskedQuestionData, "Question", "#2F4B7C", "the question you asked")
 RETRIEVAL = NodeKind("search", RetrievalData, "Retrieval", "#72B7B2", "retrieval step", shape="box")
-ANSWER = NodeKind("answer", AnswerData, "Answer", "#54A24B", "the answer", answers=True)
+ANSWER = NodeKind("answer", AnswerData, "Answer", "#9D755D", "the answer", answers=True)
 
 
 def ensure_root(ctx: RunContext, *, kind: str = "question") -> Node:

@@ -9,8 +9,9 @@ Chromium driven by Playwright.
   (a failing test also leaves ``<test>-FAILED.png`` and prints the end of the Streamlit log).
 * ``app_repo``: the app's repository, opened from the test process.
 
-Page helpers below read the Streamlit widgets as a person sees them, and find nodes on the mind
-map's canvas by their colour. They poll: the page reruns under them.
+Page helpers below read the Streamlit widgets as a person sees them, and read the mind map's nodes
+through the test hook its frame exposes (`window.__thoughtmap`). They poll: the page reruns under
+them.
 
 Chromium comes from Debian (``/usr/bin/chromium``; scripts/test installs it); Playwright never
 downloads a browser. Without it these tests are skipped, except under scripts/test
@@ -224,7 +225,7 @@ def app_repo(app_home):
 
 # ------------------------------------------------------------------ page helpers
 
-MAP_IFRAME = "iframe[title='streamlit_agraph.agraph']"
+MAP_IFRAME = "iframe[title='components.mindmap.thoughtmap_map']"
 
 
 def _rgb(colour: str) -> tuple[int, int, int]:
@@ -236,41 +237,17 @@ def _rgb(colour: str) -> tuple[int, int, int]:
 _DEOT_FILLS = {v.value: v.colour for v in METHODS["deot"].contract().node_kinds["question"].variants}
 ROOT_FILL, BREADTH_FILL, DEPTH_FILL = (_rgb(_DEOT_FILLS[e]) for e in ("root", "breadth", "depth"))
 
-# Where a fill colour is drawn on the map's canvas: connected blobs of that colour, with their centres
-# in CSS pixels of the canvas. vis-network draws on a <canvas> and does not expose its Network object,
-# so a person's way of finding a node — looking for its dot — is also the test's.
-FIND_DOTS = """(canvas, [r, g, b]) => {
-  if (!canvas.width) return [];
-  const W = canvas.width, H = canvas.height, step = 2, tol = 8;
-  const px = canvas.getContext('2d').getImageData(0, 0, W, H).data;
-  const gw = Math.ceil(W / step), gh = Math.ceil(H / step), mask = new Uint8Array(gw * gh);
-  for (let y = 0; y < H; y += step) for (let x = 0; x < W; x += step) {
-    const i = (y * W + x) * 4;
-    if (Math.abs(px[i] - r) <= tol && Math.abs(px[i + 1] - g) <= tol && Math.abs(px[i + 2] - b) <= tol
-        && px[i + 3] > 200) mask[(y / step) * gw + x / step] = 1;
-  }
-  const scale = canvas.clientWidth / W, dots = [];
-  for (let s = 0; s < mask.length; s++) {
-    if (mask[s] !== 1) continue;
-    let n = 0, sx = 0, sy = 0, minx = gw, maxx = 0, miny = gh, maxy = 0;
-    const stack = [s]; mask[s] = 2;
-    while (stack.length) {
-      const c = stack.pop(), cx = c % gw, cy = (c - cx) / gw;
-      n++; sx += cx; sy += cy;
-      minx = Math.min(minx, cx); maxx = Math.max(maxx, cx); miny = Math.min(miny, cy); maxy = Math.max(maxy, cy);
-      for (const [dx, dy] of [[1, 0], [-1, 0], [0, 1], [0, -1]]) {
-        const nx = cx + dx, ny = cy + dy;
-        if (nx < 0 || ny < 0 || nx >= gw || ny >= gh) continue;
-        const k = ny * gw + nx;
-        if (mask[k] === 1) { mask[k] = 2; stack.push(k); }
-      }
-    }
-    dots.push({x: (sx / n) * step * scale, y: (sy / n) * step * scale, pixels: n,
-               w: (maxx - minx + 1) * step * scale, h: (maxy - miny + 1) * step * scale,
-               canvasWidth: canvas.clientWidth, canvasHeight: canvas.clientHeight});
-  }
-  return dots;
-}"""
+
+def map_frame(page):
+    return page.frame_locator(MAP_IFRAME)
+
+
+def map_nodes(page) -> list[dict]:
+    """Every node of the map as the frame draws it (`window.__thoughtmap.nodes()` in
+    components/mindmap_frontend/map.js): id, number, fill, border, hidden, selected, centre (x, y in
+    the canvas's CSS pixels), inView, fontPx."""
+    return map_frame(page).locator("body").evaluate(
+        "() => window.__thoughtmap && window.__thoughtmap.network ? window.__thoughtmap.nodes() : []", timeout=5_000)
 
 
 def poll(page, check, *, timeout: float = 60, interval: float = 0.25, what: str = "condition"):
@@ -331,26 +308,34 @@ def node_options(page) -> list[str]:
     return labels
 
 
-def choose_node(page, node_id: int) -> None:
+def choose_node(page, number: int) -> None:
+    """Choose the node numbered `number` in its run (engine/node_numbers.py) in the Node selectbox."""
     def choose():
         if node_selectbox(page).get_attribute("aria-expanded") != "true":
             open_node_list(page)
-        page.get_by_role("option").filter(has_text=re.compile(rf"^#{node_id} ")).click(timeout=3_000)
+        page.get_by_role("option").filter(has_text=re.compile(rf"^#{number} ")).click(timeout=3_000)
         return True
 
-    poll(page, choose, timeout=30, what=f"node #{node_id} in the Node selectbox")
+    poll(page, choose, timeout=30, what=f"node #{number} in the Node selectbox")
 
 
 def map_dots(page, colour) -> list[dict]:
-    return page.frame_locator(MAP_IFRAME).locator("canvas").evaluate(FIND_DOTS, list(colour), timeout=5_000)
+    """The visible nodes filled with `colour` (r, g, b), in the shape the canvas helpers use: centre,
+    size, and the canvas's size."""
+    size = map_frame(page).locator("body").evaluate("() => window.__thoughtmap.map()", timeout=5_000)
+    return [{"id": n["id"], "x": n["x"], "y": n["y"], "w": n["size"], "h": n["size"], "pixels": n["size"] ** 2,
+             "canvasWidth": size["width"], "canvasHeight": size["height"]}
+            for n in map_nodes(page) if _rgb(n["fill"]) == tuple(colour) and not n["hidden"] and n["inView"]]
 
 
 def all_dots(page) -> list[dict]:
-    return [d for colour in (ROOT_FILL, BREADTH_FILL, DEPTH_FILL) for d in map_dots(page, colour) if d["pixels"] > 10]
+    """Every DEoT node drawn on the map (in view or not: a readable scale may leave some outside)."""
+    fills = {ROOT_FILL, BREADTH_FILL, DEPTH_FILL}
+    return [n for n in map_nodes(page) if _rgb(n["fill"]) in fills and not n["hidden"]]
 
 
 def settled_map(page, *, timeout: float = 60) -> list[dict]:
-    """The map's dots once two samples half a second apart agree (the map redraws after reruns)."""
+    """The map's nodes once two samples half a second apart agree (the map redraws after reruns)."""
     previous: list = []
 
     def check():

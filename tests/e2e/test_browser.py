@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from engine.node_numbers import node_numbers
 from storage.models import RunStatus
 from tests.e2e.conftest import (
     BREADTH_FILL,
@@ -75,16 +76,16 @@ def test_research_watch_steer_report_restart(streamlit_app, page, shot, app_repo
     top_row = min(d["y"] for d in aspects)  # a first-layer aspect of the question
     target = max((d for d in aspects if d["y"] < top_row + 5), key=lambda d: d["pixels"])
     shot(page, "3a-done")
-    page.frame_locator(MAP_IFRAME).locator("canvas").click(position={"x": target["x"], "y": target["y"]})
+    page.frame_locator(MAP_IFRAME).locator("#map canvas").click(position={"x": target["x"], "y": target["y"]})
     clicked = poll(page, lambda: (n := panel_node(page)) != root.id and n, what="the node panel to show the clicked node")
-    # The node under the pointer is the one the panel shows: its hover title starts with its id.
-    tooltip = page.frame_locator(MAP_IFRAME).locator(".vis-tooltip")
+    # The node under the pointer is the one the panel shows: its tooltip starts with its number.
+    tooltip = page.frame_locator(MAP_IFRAME).locator("#tooltip")
     hovered = poll(page, lambda: tooltip.is_visible() and re.match(r"#(\d+) ", tooltip.inner_text()), timeout=15,
                    what="the hover title of the clicked node")
-    assert int(hovered.group(1)) == clicked, (hovered.group(0), clicked)
+    assert int(hovered.group(1)) == node_numbers(repo.list_nodes(run_id))[clicked], (hovered.group(0), clicked)
     node = repo.get_node(clicked)
     assert node.run_id == run_id and node.parent_id is not None
-    assert node_selectbox(page).input_value().startswith(f"#{clicked} ")
+    assert node_selectbox(page).input_value().startswith(f"#{node_numbers(repo.list_nodes(run_id))[clicked]} ")
     page.get_by_role("heading", name=node.label).first.wait_for()
     shot(page, "3b-map-click")
     page.mouse.move(0, 0)  # away from the map: its hover title would cover the next screenshots
@@ -97,14 +98,15 @@ def test_research_watch_steer_report_restart(streamlit_app, page, shot, app_repo
     assert new.parent_id == clicked and new.data.get("engine") == "depth", new
     options = node_options(page)
     assert len(options) == total + 1
-    assert options[-1].startswith(f"#{new.id} ")
-    assert options[-1].removeprefix(f"#{new.id} ").rstrip("…") in new.label
+    new_number = node_numbers(repo.list_nodes(run_id))[new.id]
+    assert options[-1].startswith(f"#{new_number} ")
+    assert options[-1].removeprefix(f"#{new_number} ").rstrip("…") in new.label
     assert poll(page, lambda: [d for d in map_dots(page, DEPTH_FILL) if d["pixels"] > 10], what="the follow-up on the map")
     settled_map(page)
     shot(page, "4-go-deeper")
 
     # The Node selectbox still selects after a map click (the map's last value must not win).
-    choose_node(page, new.id)
+    choose_node(page, new_number)
     poll(page, lambda: panel_node(page) == new.id, what="the panel to follow the Node selectbox")
     shot(page, "4b-selectbox")
 

@@ -10,6 +10,7 @@ import os
 
 import pytest
 
+from engine.node_numbers import node_numbers
 from storage.models import CommandStatus
 from tests.e2e.conftest import (
     ARTIFACTS,
@@ -102,19 +103,19 @@ def test_a_plugin_method_is_drawn_from_its_declarations(grid_app, page, app_repo
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "grid-method.png"))
 
-    # The legend, from the declared kinds and edge kind.
-    page.get_by_role("button", name="Legend").click()
-    legend = page.locator('[data-testid="stPopoverBody"]')
+    # The legend, drawn in the map's frame from the declared kinds and edge kind.
+    page.frame_locator(MAP_IFRAME).get_by_role("button", name="Legend").click()
+    legend = page.frame_locator(MAP_IFRAME).locator("#legend")
     legend.wait_for()
     text = legend.inner_text()
     for expected in ("Cell", "Synthesis", "column link", "a thought of the matrix", "links the cells of a column"):
         assert expected in text, (expected, text)
     page.screenshot(path=str(ARTIFACTS / "grid-method-legend.png"))
-    page.keyboard.press("Escape")
+    page.frame_locator(MAP_IFRAME).get_by_role("button", name="Legend").click()
 
     # A cell in the node panel: its caption, the Refine command with its form; the Matrix panel.
     cell = cells[0]
-    choose_node(page, cell.id)
+    choose_node(page, node_numbers(nodes)[cell.id])
     poll(page, lambda: panel_node(page) == cell.id, what="the node panel to show the cell")
     page.get_by_text(f"Row {cell.data['row'] + 1}, column {cell.data['column'] + 1} · angle:").wait_for()
     refine = page.get_by_role("button", name="Refine", exact=True)

@@ -153,16 +153,16 @@ QUESTION_KIND = NodeKind(
     variants=(
         Variant("root", "#2F4B7C", "the question you asked"),
         Variant("breadth", "#4C78A8", "breadth engine: a new aspect"),
-        Variant("depth", "#E45756", "depth engine: a deeper follow-up"),
-        Variant("user", "#F2B701", "your own follow-up"),
+        Variant("depth", "#9467BD", "depth engine: a deeper follow-up"),
+        Variant("user", "#CE6DBD", "your own follow-up"),
     ),
     answers=True,
 )
 
 EDGES = (
     EdgeKind("breadth", "new aspect", "breadth engine"),
-    EdgeKind("depth", "deeper follow-up", "depth engine (dashed)", dashes=True, colour="#E45756"),
-    EdgeKind("user", "your follow-up", "your follow-up", colour="#C9A100"),
+    EdgeKind("depth", "deeper follow-up", "depth engine (dashed)", dashes=True, colour="#9467BD"),
+    EdgeKind("user", "your follow-up", "your follow-up", colour="#CE6DBD"),
 )
 
 

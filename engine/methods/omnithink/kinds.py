@@ -58,7 +58,7 @@ class TreeNodeData(NodeData):
 
 
 _DEPTHS = ("#2F4B7C", "#4C78A8", "#72B7B2", "#9ECAE9", "#C6DBEF")
-_USER = (Variant(True, "#F2B701", "your own subtopic"),)
+_USER = (Variant(True, "#CE6DBD", "your own subtopic"),)
 
 NODE_KINDS = (
     NodeKind(TOPIC, TreeNodeData, "Topic", _DEPTHS[0], "the topic you asked", shape="dot", answers=True),

@@ -1,0 +1,479 @@
+// The mind map's frame: one vis-network Network for the life of the iframe, fed by Streamlit's
+// component messages. Every render sends the whole map; only what changed reaches vis's DataSets
+// (added, updated or removed by id), so the viewport, the selection and collapsed subtrees survive
+// the live updates. Data from the run (labels, tooltips, legend words) is untrusted: it only ever
+// goes through textContent or vis's canvas text, never innerHTML, and nothing here navigates.
+"use strict";
+
+(function () {
+  const HALO = "rgba(30, 110, 255, 0.85)";
+  const SVG = "http://www.w3.org/2000/svg";
+  const root = document.getElementById("root");
+  const mapEl = document.getElementById("map");
+  const tooltip = document.getElementById("tooltip");
+  const legendEl = document.getElementById("legend");
+  const searchEl = document.getElementById("search");
+  const searchStatus = document.getElementById("search-status");
+  const collapseBtn = document.getElementById("collapse");
+  const fullscreenBtn = document.getElementById("fullscreen");
+  const legendBtn = document.getElementById("legend-toggle");
+
+  const nodes = new vis.DataSet();
+  const edges = new vis.DataSet();
+  const items = new Map(); // node id -> the item as Streamlit sent it (label, tip, parent, ...)
+  const edgeTips = new Map(); // edge id -> its hover text (non-structural edges only)
+  const shownNodes = new Map(); // id -> JSON of what vis has, to send only changes
+  const shownEdges = new Map();
+  const collapsed = new Set();
+  let network = null;
+  let frameHeight = 0;
+  let minScale = 0.8;
+  let lastOptions = "";
+  let lastLegend = "";
+  let lastSelectedArg = null;
+  let userMoved = false; // once the reader zooms, pans or fits, live updates leave the view alone
+  let search = { query: "", index: -1 };
+  // After the frame chose a node itself, the rerun it causes may still carry the page's previous
+  // selection (the page builds the map before it reads the choice): take it as the baseline.
+  let choiceSent = false;
+
+  // ------------------------------------------------------------------ Streamlit's component protocol
+
+  function post(type, extra) {
+    window.parent.postMessage(Object.assign({ isStreamlitMessage: true, type: type }, extra), "*");
+  }
+
+  function choose(id) {
+    // Sent like a click: Streamlit reruns and the node panel shows the node. `seq` makes a second
+    // choice of the same node a new event.
+    choiceSent = true;
+    post("streamlit:setComponentValue", { value: { node: id, seq: Date.now() + ":" + Math.random() }, dataType: "json" });
+  }
+
+  window.addEventListener("message", function (event) {
+    if (event.source !== window.parent || !event.data || event.data.type !== "streamlit:render") return;
+    render(event.data.args || {});
+  });
+
+  // ------------------------------------------------------------------ data
+
+  function children() {
+    const kids = new Map();
+    for (const item of items.values()) {
+      if (item.parent !== null && items.has(item.parent)) {
+        if (!kids.has(item.parent)) kids.set(item.parent, []);
+        kids.get(item.parent).push(item.id);
+      }
+    }
+    return kids;
+  }
+
+  function descendants(id, kids) {
+    const out = [];
+    const stack = (kids.get(id) || []).slice();
+    const seen = new Set();
+    while (stack.length) {
+      const next = stack.pop();
+      if (seen.has(next)) continue;
+      seen.add(next);
+      out.push(next);
+      stack.push(...(kids.get(next) || []));
+    }
+    return out;
+  }
+
+  function hiddenByCollapse(kids) {
+    const hidden = new Set();
+    for (const id of collapsed) {
+      if (!items.has(id)) { collapsed.delete(id); continue; }
+      for (const d of descendants(id, kids)) hidden.add(d);
+    }
+    return hidden;
+  }
+
+  function syncSet(dataset, want, shown) {
+    const ids = new Set(want.map((w) => w.id));
+    const gone = [...shown.keys()].filter((id) => !ids.has(id));
+    if (gone.length) { dataset.remove(gone); gone.forEach((id) => shown.delete(id)); }
+    const changed = [];
+    for (const w of want) {
+      const json = JSON.stringify(w);
+      if (shown.get(w.id) !== json) { changed.push(w); shown.set(w.id, json); }
+    }
+    if (changed.length) dataset.update(changed);
+  }
+
+  function syncNodes() {
+    const kids = children();
+    const hidden = hiddenByCollapse(kids);
+    const want = [];
+    for (const item of items.values()) {
+      const shown = Object.assign({}, item);
+      delete shown.tip; delete shown.text; delete shown.number; delete shown.parent;
+      shown.hidden = hidden.has(item.id);
+      if (collapsed.has(item.id)) shown.label += "\n⊞ " + descendants(item.id, kids).length + " hidden";
+      want.push(shown);
+    }
+    syncSet(nodes, want, shownNodes);
+    updateCollapseButton();
+  }
+
+  function render(args) {
+    if (args.height && args.height !== frameHeight) {
+      frameHeight = args.height;
+      root.style.height = frameHeight + "px";
+      post("streamlit:setFrameHeight", { height: frameHeight });
+    }
+    if (typeof args.minScale === "number") minScale = args.minScale;
+    const first = network === null;
+    if (first) create(args.options || {});
+    else if (JSON.stringify(args.options || {}) !== lastOptions) network.setOptions(withChosen(args.options || {}));
+    lastOptions = JSON.stringify(args.options || {});
+
+    items.clear();
+    for (const item of args.nodes || []) items.set(item.id, item);
+    edgeTips.clear();
+    const wantEdges = [];
+    for (const edge of args.edges || []) {
+      if (edge.tip) edgeTips.set(edge.id, edge.tip);
+      const shown = Object.assign({}, edge);
+      delete shown.tip; delete shown.structural;
+      wantEdges.push(shown);
+    }
+    const hadNodes = shownNodes.size > 0;
+    syncNodes();
+    syncSet(edges, wantEdges, shownEdges);
+
+    if (JSON.stringify(args.legend || []) !== lastLegend) {
+      lastLegend = JSON.stringify(args.legend || []);
+      drawLegend(args.legend || []);
+    }
+    const selected = args.selected !== undefined ? args.selected : null;
+    if (choiceSent) {
+      choiceSent = false;
+      lastSelectedArg = selected;
+    } else if (selected !== lastSelectedArg) {
+      lastSelectedArg = selected;
+      if (selected !== null && items.has(selected)) {
+        network.selectNodes([selected]);
+        if (hadNodes) bringIntoView(selected);
+      }
+    }
+    if (!userMoved && items.size) initialView(); // live growth stays in view until the reader moves
+    updateCollapseButton();
+  }
+
+  // ------------------------------------------------------------------ the network
+
+  function withChosen(options) {
+    // Selection and hover add a halo; they never change the node's colours (its border is its status).
+    const merged = JSON.parse(JSON.stringify(options));
+    merged.nodes = merged.nodes || {};
+    merged.nodes.chosen = {
+      node: function (values, id, selected, hovering) {
+        if (selected || hovering) {
+          values.shadow = true;
+          values.shadowColor = selected ? HALO : "rgba(30, 110, 255, 0.4)";
+          values.shadowSize = selected ? 22 : 12;
+          values.shadowX = 0;
+          values.shadowY = 0;
+        }
+      },
+      label: false,
+    };
+    merged.edges = merged.edges || {};
+    merged.edges.chosen = false;
+    return merged;
+  }
+
+  function create(options) {
+    network = new vis.Network(mapEl, { nodes: nodes, edges: edges }, withChosen(options));
+    network.on("click", function (params) {
+      hideTooltip();
+      if (params.nodes.length) choose(params.nodes[0]);
+      updateCollapseButton();
+    });
+    network.on("hoverNode", function (params) { showTooltip(items.get(params.node) && items.get(params.node).tip, params.pointer); });
+    network.on("blurNode", hideTooltip);
+    network.on("hoverEdge", function (params) { showTooltip(edgeTips.get(params.edge), params.pointer); });
+    network.on("blurEdge", hideTooltip);
+    network.on("dragStart", function () { userMoved = true; hideTooltip(); });
+    network.on("zoom", function () { userMoved = true; hideTooltip(); });
+    mapEl.addEventListener("mouseleave", hideTooltip);
+    network.on("resize", function () { if (!userMoved) initialView(); });
+  }
+
+  function bounds(ids) {
+    const positions = network.getPositions(ids);
+    const box = { left: Infinity, right: -Infinity, top: Infinity, bottom: -Infinity };
+    for (const id of Object.keys(positions)) {
+      const b = network.getBoundingBox(id);
+      box.left = Math.min(box.left, b.left); box.right = Math.max(box.right, b.right);
+      box.top = Math.min(box.top, b.top); box.bottom = Math.max(box.bottom, b.bottom);
+    }
+    return box;
+  }
+
+  function visibleIds() {
+    return [...items.keys()].filter((id) => { const n = nodes.get(id); return n && !n.hidden; });
+  }
+
+  function initialView() {
+    // The whole map if it is readable so; else the readable scale, around the selected node (or the
+    // first one), with as much of the map as fits on its side. Fit is a button.
+    const ids = visibleIds();
+    // Not laid out yet (an iframe Streamlit has not sized): a fit now would leave a broken camera.
+    if (!ids.length || !mapEl.clientWidth || !mapEl.clientHeight) return;
+    network.fit({ nodes: ids, animation: false });
+    const scale = network.getScale();
+    if (scale >= minScale) {
+      if (scale > 1.3) network.moveTo({ scale: 1.3, animation: false });
+      return;
+    }
+    const focus = lastSelectedArg !== null && items.has(lastSelectedArg) ? lastSelectedArg : ids[0];
+    const at = network.getPositions([focus])[focus];
+    const box = bounds(ids);
+    const halfW = mapEl.clientWidth / 2 / minScale;
+    const margin = 110 / minScale; // room for half a label (about 110 px on screen) left of the leftmost node
+    // The focus centred, but no empty band left of the map: a tree growing rightwards starts at the left.
+    const x = Math.max(at.x, box.left - margin + halfW);
+    const y = at.y;
+    network.moveTo({ position: { x: x, y: y }, scale: minScale, animation: false });
+  }
+
+  function bringIntoView(id) {
+    const at = network.getPositions([id])[id];
+    if (!at) return;
+    const dom = network.canvasToDOM(at);
+    if (dom.x < 40 || dom.y < 40 || dom.x > mapEl.clientWidth - 40 || dom.y > mapEl.clientHeight - 40) {
+      network.moveTo({ position: at, scale: Math.max(network.getScale(), minScale), animation: false });
+      userMoved = true;
+    }
+  }
+
+  // ------------------------------------------------------------------ tooltip (text only)
+
+  function showTooltip(text, pointer) {
+    if (!text) return hideTooltip();
+    tooltip.textContent = text;
+    tooltip.hidden = false;
+    const x = pointer && pointer.DOM ? pointer.DOM.x : 0; // in the map's own pixels
+    const y = pointer && pointer.DOM ? pointer.DOM.y : 0;
+    const left = Math.min(x + 14, mapEl.clientWidth - tooltip.offsetWidth - 6);
+    const top = y + 18 + tooltip.offsetHeight > mapEl.clientHeight ? y - tooltip.offsetHeight - 10 : y + 18;
+    tooltip.style.left = Math.max(4, left) + "px";
+    tooltip.style.top = Math.max(4, top) + "px";
+  }
+
+  function hideTooltip() {
+    tooltip.hidden = true;
+  }
+
+  // ------------------------------------------------------------------ toolbar
+
+  function selectedId() {
+    const ids = network ? network.getSelectedNodes() : [];
+    return ids.length ? String(ids[0]) : null;
+  }
+
+  function updateCollapseButton() {
+    const id = selectedId();
+    const kids = id ? children().get(id) : null;
+    collapseBtn.disabled = !kids || !kids.length;
+    collapseBtn.textContent = id && collapsed.has(id) ? "Expand" : "Collapse";
+  }
+
+  function toggleCollapse() {
+    const id = selectedId();
+    if (!id) return;
+    if (collapsed.has(id)) collapsed.delete(id); else collapsed.add(id);
+    syncNodes();
+  }
+
+  function matches(query) {
+    const q = query.trim().toLowerCase();
+    if (!q) return [];
+    const number = /^#\d+$/.test(q) ? Number(q.slice(1)) : null;
+    return [...items.values()]
+      .filter((item) => (number !== null ? item.number === number : item.text.toLowerCase().includes(q)))
+      .sort((a, b) => a.number - b.number)
+      .map((item) => item.id);
+  }
+
+  function reveal(id) {
+    // A match inside a collapsed subtree: open the collapsed nodes above it.
+    let parent = items.get(id).parent;
+    const seen = new Set();
+    while (parent !== null && items.has(parent) && !seen.has(parent)) {
+      seen.add(parent);
+      collapsed.delete(parent);
+      parent = items.get(parent).parent;
+    }
+    syncNodes();
+  }
+
+  function find() {
+    const query = searchEl.value;
+    const found = matches(query);
+    if (!found.length) {
+      searchStatus.textContent = query.trim() ? "No node matches" : "";
+      search = { query: "", index: -1 };
+      return;
+    }
+    const index = query === search.query ? (search.index + 1) % found.length : 0;
+    search = { query: query, index: index };
+    const id = found[index];
+    reveal(id);
+    network.selectNodes([id]);
+    network.moveTo({ position: network.getPositions([id])[id], scale: Math.max(network.getScale(), minScale),
+                     animation: false });
+    userMoved = true;
+    searchStatus.textContent = (index + 1) + " of " + found.length;
+    updateCollapseButton();
+    choose(id);
+  }
+
+  function zoom(factor) {
+    network.moveTo({ scale: network.getScale() * factor, animation: { duration: 150, easingFunction: "easeOutQuad" } });
+    userMoved = true;
+  }
+
+  function toggleFullscreen() {
+    if (document.fullscreenElement) document.exitFullscreen();
+    else if (root.requestFullscreen) root.requestFullscreen().catch(function () {
+      fullscreenBtn.textContent = "Full screen unavailable";
+    });
+  }
+
+  document.addEventListener("fullscreenchange", function () {
+    const full = document.fullscreenElement === root;
+    fullscreenBtn.textContent = full ? "Exit full screen" : "Full screen";
+    root.style.height = full ? "" : frameHeight + "px";
+    if (network) network.redraw();
+  });
+
+  searchEl.addEventListener("keydown", function (event) {
+    if (event.key === "Enter") { event.preventDefault(); find(); }
+  });
+  searchEl.addEventListener("input", function () { searchStatus.textContent = ""; });
+  document.getElementById("fit").addEventListener("click", function () {
+    network.fit({ nodes: visibleIds(), animation: false });
+    userMoved = true;
+  });
+  document.getElementById("zoom-in").addEventListener("click", function () { zoom(1.3); });
+  document.getElementById("zoom-out").addEventListener("click", function () { zoom(1 / 1.3); });
+  collapseBtn.addEventListener("click", toggleCollapse);
+  fullscreenBtn.addEventListener("click", toggleFullscreen);
+  legendBtn.addEventListener("click", function () {
+    legendEl.hidden = !legendEl.hidden;
+    legendBtn.setAttribute("aria-expanded", String(!legendEl.hidden));
+  });
+
+  // ------------------------------------------------------------------ legend, drawn with the map's styles
+
+  function svgEl(name, attrs) {
+    const el = document.createElementNS(SVG, name);
+    for (const key of Object.keys(attrs)) el.setAttribute(key, String(attrs[key]));
+    return el;
+  }
+
+  function polygon(points) {
+    return points.map((p) => p[0].toFixed(1) + "," + p[1].toFixed(1)).join(" ");
+  }
+
+  function shapeEl(shape, cx, cy, r, style) {
+    const star = [];
+    for (let i = 0; i < 10; i++) {
+      const a = -Math.PI / 2 + (i * Math.PI) / 5;
+      const rr = i % 2 ? r * 0.45 : r;
+      star.push([cx + rr * Math.cos(a), cy + rr * Math.sin(a)]);
+    }
+    const hex = [];
+    for (let i = 0; i < 6; i++) hex.push([cx + r * Math.cos((i * Math.PI) / 3), cy + r * Math.sin((i * Math.PI) / 3)]);
+    const shapes = {
+      box: () => svgEl("rect", { x: cx - r * 1.3, y: cy - r * 0.8, width: r * 2.6, height: r * 1.6, rx: 3 }),
+      square: () => svgEl("rect", { x: cx - r, y: cy - r, width: r * 2, height: r * 2 }),
+      ellipse: () => svgEl("ellipse", { cx: cx, cy: cy, rx: r * 1.3, ry: r * 0.8 }),
+      diamond: () => svgEl("polygon", { points: polygon([[cx, cy - r], [cx + r, cy], [cx, cy + r], [cx - r, cy]]) }),
+      triangle: () => svgEl("polygon", { points: polygon([[cx, cy - r], [cx + r, cy + r * 0.8], [cx - r, cy + r * 0.8]]) }),
+      triangleDown: () => svgEl("polygon", { points: polygon([[cx, cy + r], [cx + r, cy - r * 0.8], [cx - r, cy - r * 0.8]]) }),
+      star: () => svgEl("polygon", { points: polygon(star) }),
+      hexagon: () => svgEl("polygon", { points: polygon(hex) }),
+    };
+    const el = (shapes[shape] || (() => svgEl("circle", { cx: cx, cy: cy, r: r })))();
+    el.setAttribute("fill", style.fill);
+    el.setAttribute("stroke", style.border);
+    el.setAttribute("stroke-width", style.width || 2);
+    if (style.dashes) el.setAttribute("stroke-dasharray", "4 3");
+    return el;
+  }
+
+  function swatch(item) {
+    const svg = svgEl("svg", { width: 46, height: 26, viewBox: "0 0 46 26", "aria-hidden": "true" });
+    if (item.type === "edge") {
+      svg.appendChild(svgEl("line", { x1: 3, y1: 13, x2: 36, y2: 13, stroke: item.colour, "stroke-width": 2,
+                                      "stroke-dasharray": item.dashes ? "5 4" : "none" }));
+      svg.appendChild(svgEl("polygon", { points: "36,8 44,13 36,18", fill: item.colour }));
+    } else if (item.type === "palette") {
+      item.fills.forEach((fill, i) => svg.appendChild(shapeEl(item.shape, 6 + i * 8.5, 13, 5, { fill: fill, border: item.border, width: 1 })));
+    } else if (item.type === "size") {
+      svg.appendChild(svgEl("circle", { cx: 9, cy: 13, r: 5, fill: "#cfcfd8", stroke: "#6b6b6b" }));
+      svg.appendChild(svgEl("circle", { cx: 30, cy: 13, r: 10, fill: "#cfcfd8", stroke: "#6b6b6b" }));
+    } else {
+      if (item.halo) svg.appendChild(svgEl("circle", { cx: 23, cy: 13, r: 12, fill: "rgba(30, 110, 255, 0.35)" }));
+      const width = item.type === "status" ? 3 : 2;
+      svg.appendChild(shapeEl(item.shape, 23, 13, 8, { fill: item.fill, border: item.border, dashes: item.dashes, width: width }));
+    }
+    return svg;
+  }
+
+  function drawLegend(sections) {
+    legendEl.replaceChildren();
+    for (const section of sections) {
+      const heading = document.createElement("h4");
+      heading.textContent = section.title;
+      legendEl.appendChild(heading);
+      for (const item of section.items) {
+        const row = document.createElement("div");
+        row.className = "item";
+        row.appendChild(swatch(item));
+        const words = document.createElement("span");
+        words.textContent = item.text;
+        row.appendChild(words);
+        legendEl.appendChild(row);
+      }
+    }
+  }
+
+  // ------------------------------------------------------------------ a hook for the browser tests
+
+  window.__thoughtmap = {
+    get network() { return network; },
+    scale: () => network.getScale(),
+    minScale: () => minScale,
+    // Each node as drawn: its number, fill and border, hidden or not, its centre in the map canvas's
+    // CSS pixels, whether that centre is inside the map's box, the font size on screen, selected or not.
+    nodes: function () {
+      const scale = network.getScale();
+      const selected = new Set(network.getSelectedNodes().map(String));
+      return [...items.values()].map(function (item) {
+        const shown = nodes.get(item.id);
+        const body = network.body.nodes[item.id];
+        const at = network.getPositions([item.id])[item.id];
+        const dom = at ? network.canvasToDOM(at) : { x: NaN, y: NaN };
+        return {
+          id: item.id, number: item.number, text: item.text, label: shown ? shown.label : "",
+          fill: item.color.background, border: body ? body.options.color.border : null,
+          selectedBorder: body ? body.options.color.highlight.border : null,
+          hidden: Boolean(shown && shown.hidden), selected: selected.has(item.id),
+          x: dom.x, y: dom.y, size: body ? body.shape.width || 2 * body.options.size : 0,
+          inView: dom.x >= 0 && dom.y >= 0 && dom.x <= mapEl.clientWidth && dom.y <= mapEl.clientHeight,
+          fontPx: (body ? body.options.font.size : 0) * scale,
+        };
+      });
+    },
+    map: () => ({ width: mapEl.clientWidth, height: mapEl.clientHeight }),
+  };
+
+  post("streamlit:componentReady", { apiVersion: 1 });
+})();

@@ -1,0 +1,166 @@
+"""The mind map in a real browser (issue 12, findings 6 and 9): a stored 50-node OmniThink-shaped run
+(written through the repository, no LLM) opened by its URL at 1400×900.
+
+At the default zoom the labels are readable (the network's scale and the font size on screen, read
+through the frame's test hook `window.__thoughtmap`), the map is wide and starts above the fold; a
+search for a node's text selects and centres it and tells Streamlit (the Node selectbox follows);
+collapse hides a subtree and expand restores it; Fit shows every node; full screen fills the viewport;
+a failed node keeps its red border when selected. Screenshots: test-artifacts/map-50-nodes-default-
+zoom.png and test-artifacts/map-full-screen.png."""
+
+from __future__ import annotations
+
+import pytest
+
+from components.map_style import STATUS_STYLES
+from engine.node_numbers import node_numbers
+from storage.models import NodeStatus, RunStatus
+from tests.e2e.conftest import ARTIFACTS, MAP_IFRAME, map_frame, map_nodes, node_selectbox, poll
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
+
+ASPECTS = ("water supply", "housing", "public health", "transport", "local economy")
+ANGLES = ("insurance costs", "migration inland", "building codes")
+DETAILS = ("in the Netherlands", "in Bangladesh")
+FAILED_RED = STATUS_STYLES[NodeStatus.FAILED].border
+
+
+def seed_run(repo) -> dict:
+    """A finished OmniThink-shaped information tree of 50 nodes: the topic, 5 subtopics, 15 below
+    them, 29 below those; one failed, two pending."""
+    run = repo.create_run(question="How will sea-level rise change coastal cities by 2100?", method="omnithink",
+                          params={}, llm_info={"kind": "fake", "model": "fake", "description": "stored test run"},
+                          search_mode="local", title="Sea-level rise and coastal cities")
+    nodes = [repo.add_node(run.id, kind="topic", label="How will sea-level rise change coastal cities by 2100?",
+                           status=NodeStatus.DONE, depth=0)]
+    level1 = [repo.add_node(run.id, kind="subtopic", label=f"How will sea-level rise affect the {aspect} of coastal cities?",
+                            parent_id=nodes[0].id, status=NodeStatus.DONE, depth=1) for aspect in ASPECTS]
+    level2 = [repo.add_node(run.id, kind="subtopic", label=f"What does sea-level rise mean for {aspect}: {angle}?",
+                            parent_id=parent.id, status=NodeStatus.DONE, depth=2)
+              for parent, aspect in zip(level1, ASPECTS, strict=True) for angle in ANGLES]
+    level3 = []
+    for index in range(29):
+        parent = level2[index // 2]
+        status = NodeStatus.FAILED if index == 7 else NodeStatus.PENDING if index in (20, 21) else NodeStatus.DONE
+        level3.append(repo.add_node(run.id, kind="subtopic", label=f"{parent.label[:-1]}, {DETAILS[index % 2]}?",
+                                    parent_id=parent.id, status=status, depth=3))
+    nodes += level1 + level2 + level3
+    repo.set_status(run.id, RunStatus.DONE)
+    assert len(nodes) == 50
+    return {"run": run.id, "nodes": nodes, "numbers": node_numbers(nodes), "level1": level1, "level3": level3}
+
+
+def hook(page, script: str):
+    return map_frame(page).locator("body").evaluate(script, timeout=5_000)
+
+
+def by_id(page) -> dict[str, dict]:
+    return {n["id"]: n for n in map_nodes(page)}
+
+
+def search(page, text: str) -> None:
+    box = map_frame(page).get_by_role("searchbox", name="Find a node")
+    box.fill(text)
+    box.press("Enter")
+
+
+def centred(node: dict, size: dict, tolerance: float = 3) -> bool:
+    return abs(node["x"] - size["width"] / 2) < tolerance and abs(node["y"] - size["height"] / 2) < tolerance
+
+
+RED_PIXELS = """(body, [x, y, r, colour]) => {
+  const canvas = document.querySelector('#map canvas');
+  const k = canvas.width / canvas.clientWidth;
+  const data = canvas.getContext('2d').getImageData((x - r) * k, (y - r) * k, 2 * r * k, 2 * r * k).data;
+  const [R, G, B] = [1, 3, 5].map(i => parseInt(colour.slice(i, i + 2), 16));
+  let n = 0;
+  for (let i = 0; i < data.length; i += 4)
+    if (Math.abs(data[i] - R) < 30 && Math.abs(data[i + 1] - G) < 30 && Math.abs(data[i + 2] - B) < 30) n++;
+  return n;
+}"""
+
+
+def red_pixels_around(page, node: dict) -> int:
+    """Pixels of the failed border's red drawn within 30 px of the node's centre on the canvas."""
+    return map_frame(page).locator("body").evaluate(RED_PIXELS, [node["x"], node["y"], 30, FAILED_RED])
+
+
+def test_the_map_of_50_nodes_is_readable_searchable_and_foldable(streamlit_app, page, app_repo):
+    seeded = seed_run(app_repo)
+    numbers = seeded["numbers"]
+    page.set_viewport_size({"width": 1400, "height": 900})
+    page.goto(f"{streamlit_app.url}/?run={seeded['run']}")
+    poll(page, lambda: len(map_nodes(page)) == 50, what="the 50 nodes on the map")
+    page.wait_for_timeout(500)  # the first reruns settle
+
+    # Default zoom: readable labels (never below the frame's minimum scale: 12 px on screen), several
+    # nodes in view, the map wide and starting above the fold.
+    scale, minimum = hook(page, "() => [window.__thoughtmap.scale(), window.__thoughtmap.minScale()]")
+    assert scale >= minimum >= 0.8, (scale, minimum)
+    shown = [n for n in map_nodes(page) if n["inView"]]
+    assert len(shown) >= 5 and all(n["fontPx"] >= 12 for n in shown), shown
+    frame_box = page.locator(MAP_IFRAME).bounding_box()
+    content = page.locator('[data-testid="stMainBlockContainer"]').evaluate(
+        "e => { const s = getComputedStyle(e); return e.clientWidth - parseFloat(s.paddingLeft) - parseFloat(s.paddingRight); }")
+    assert frame_box["width"] >= 0.65 * content and frame_box["height"] >= 600, (frame_box, content)
+    assert frame_box["y"] < 900 - 300, frame_box  # most of the map is above the fold
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "map-50-nodes-default-zoom.png"))
+
+    # Search by text: a node far from the start is selected, centred, and chosen in the page as well.
+    target = seeded["level3"][27]
+    size = hook(page, "() => window.__thoughtmap.map()")
+    assert not by_id(page)[str(target.id)]["inView"]
+    search(page, target.label)
+    found = poll(page, lambda: (n := by_id(page)[str(target.id)])["selected"] and n, what="the match selected")
+    assert centred(found, size), (found, size)
+    assert map_frame(page).locator("#search-status").inner_text() == "1 of 1"
+    poll(page, lambda: node_selectbox(page).input_value().startswith(f"#{numbers[target.id]} "),
+         what="the Node selectbox to follow the map's search")
+    # By number, and Enter cycles through several matches.
+    search(page, "netherlands")
+    first = poll(page, lambda: next((n for n in map_nodes(page) if n["selected"]), None), what="a match")
+    map_frame(page).get_by_role("searchbox", name="Find a node").press("Enter")
+    second = poll(page, lambda: (n := next((n for n in map_nodes(page) if n["selected"]), None)) and n["id"] != first["id"] and n,
+                  what="the next match")
+    assert "Netherlands" in first["text"] and "Netherlands" in second["text"] and second["number"] > first["number"]
+
+    # Collapse a first-level subtopic: its 3 + 6 descendants are hidden and it says how many; expand.
+    branch = seeded["level1"][0]
+    search(page, f"#{numbers[branch.id]}")
+    poll(page, lambda: by_id(page)[str(branch.id)]["selected"], what="the subtopic selected by number")
+    below = [n for n in seeded["nodes"] if n.parent_id == branch.id]
+    below += [n for n in seeded["nodes"] if n.parent_id in {b.id for b in below}]
+    assert len(below) == 9
+    map_frame(page).get_by_role("button", name="Collapse").click()
+    state = poll(page, lambda: all((m := by_id(page))[str(n.id)]["hidden"] for n in below) and m, what="the subtree hidden")
+    assert "9 hidden" in state[str(branch.id)]["label"]
+    assert sum(n["hidden"] for n in state.values()) == 9
+    map_frame(page).get_by_role("button", name="Expand").click()
+    poll(page, lambda: not any(n["hidden"] for n in map_nodes(page)), what="the subtree shown again")
+
+    # Fit shows every node (smaller than readable: that is what the button is for).
+    map_frame(page).get_by_role("button", name="Fit").click()
+    poll(page, lambda: all(n["inView"] for n in map_nodes(page)), what="every node in view after Fit")
+
+    # A failed node keeps its red border when selected (a halo marks the selection, not a colour).
+    failed = seeded["level3"][7]
+    search(page, f"#{numbers[failed.id]}")
+    node = poll(page, lambda: (n := by_id(page)[str(failed.id)])["selected"] and n, what="the failed node selected")
+    assert node["border"] == node["selectedBorder"] == FAILED_RED, node
+    page.wait_for_timeout(300)  # drawn
+    assert red_pixels_around(page, by_id(page)[str(failed.id)]) > 40
+
+    # Full screen: the map's frame fills the viewport; leaving restores it.
+    map_frame(page).get_by_role("button", name="Full screen").click()
+    poll(page, lambda: hook(page, "() => document.fullscreenElement && document.fullscreenElement.id") == "root",
+         what="full screen")
+    box = poll(page, lambda: (b := page.locator(MAP_IFRAME).bounding_box()) and b["width"] >= 1399 and b, what="the frame to fill the viewport")
+    assert box["height"] >= 899, box
+    inner = hook(page, "() => { const r = document.getElementById('map').getBoundingClientRect(); return [r.width, r.height]; }")
+    assert inner[0] >= 1399 and inner[1] >= 800, inner
+    page.wait_for_timeout(300)
+    page.screenshot(path=str(ARTIFACTS / "map-full-screen.png"))
+    map_frame(page).get_by_role("button", name="Exit full screen").click()
+    poll(page, lambda: hook(page, "() => document.fullscreenElement === null"), what="full screen left")
+    poll(page, lambda: page.locator(MAP_IFRAME).bounding_box()["width"] < 1300, what="the frame back in the page")
