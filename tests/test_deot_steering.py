@@ -374,6 +374,10 @@ def test_expand_that_only_repeats_existing_questions_fails_the_command(services,
     # would only repeat its existing children; asked differently, the model names no thing.
     fake_llm.when(BREADTH, aspects(aspect(ALPHA), aspect(BETA)))
     fake_llm.when(FOLLOW_UPS_RETRY, {"things": [{"name": ALPHA, "kind": "other"}]})  # a sentence: no name
+    # ... and the findings name nothing either.
+    fake_llm.when(SUMMARY, {"key_findings": "it went well [1].", "evidence_and_data": ["it did [1]."],
+                            "analysis": "it mattered [1].", "conflicting_information": [],
+                            "conclusion": "it shaped what came later [1]."})
     run_id = _finished(services)
     root = root_of(services, run_id)
     assert {c.label for c in children_of(services, run_id, root)} == {ALPHA, BETA}
@@ -387,6 +391,9 @@ def test_expand_that_only_repeats_existing_questions_fails_the_command(services,
 def test_expand_whose_proposals_repeat_asks_differently_and_keeps_the_new_ones(services, fake_llm):
     fake_llm.when(BREADTH, aspects(aspect(ALPHA), aspect(BETA)))
     fake_llm.when(FOLLOW_UPS_RETRY, {"things": [{"name": "Lunar Roving Vehicle", "kind": "other"}]})
+    fake_llm.when(SUMMARY, {"key_findings": "The Lunar Roving Vehicle carried crews far [1].",
+                            "evidence_and_data": ["It flew on three missions [1]."], "analysis": "It mattered [1].",
+                            "conflicting_information": [], "conclusion": "It extended the missions [1]."})
     run_id = _finished(services)
     root = root_of(services, run_id)
     command = steer_and_wait(services, run_id, "expand", {"node_id": root.id, "n": 2})
@@ -401,14 +408,29 @@ def test_go_deeper_never_makes_a_child_that_copies_its_parent(services, fake_llm
     run_id = _finished(services)
     alpha = by_label(services, run_id, ALPHA)
     fake_llm.when(DEPTH, {"question": ALPHA, "reasoning": "dig in", "priority": "HIGH"})
-    fake_llm.when(FOLLOW_UPS_RETRY, {"things": [{"name": ALPHA, "kind": "other"}]})
+    fake_llm.when(FOLLOW_UPS_RETRY, {"things": [{"name": "Saturn V", "kind": "other"}]})
+    command = steer_and_wait(services, run_id, "deepen", {"node_id": alpha.id})
+    assert command.status == CommandStatus.DONE, command.error
+    children = children_of(services, run_id, alpha)
+    assert len(children) == 1 and children[0].label != ALPHA and children[0].data["engine"] == "depth"
+    assert children[0].data["aspect"] in alpha.content  # a name the parent's findings hold
+
+
+def test_go_deeper_that_finds_nothing_new_says_so(services, fake_llm):
+    fake_llm.when(BREADTH, aspects(aspect(ALPHA), aspect(BETA)))
+    fake_llm.when(SUMMARY, {"key_findings": "it went well [1].", "evidence_and_data": ["it did [1]."],
+                            "analysis": "it mattered [1].", "conflicting_information": [],
+                            "conclusion": "it shaped what came later [1]."})
+    run_id = _finished(services)
+    alpha = by_label(services, run_id, ALPHA)
+    fake_llm.when(DEPTH, {"question": ALPHA, "reasoning": "dig in", "priority": "HIGH"})
+    fake_llm.when(FOLLOW_UPS_RETRY, {"things": [{"name": "people", "kind": "person"}]})
     before = graph_state(services, run_id)
     command = steer_and_wait(services, run_id, "deepen", {"node_id": alpha.id})
     assert command.status == CommandStatus.FAILED
     assert "the depth engine only proposed questions already in the tree" in command.error
     assert "ask your own follow-up" in command.error
     assert graph_state(services, run_id) == before
-    assert not [c for c in children_of(services, run_id, alpha) if c.label.strip() == ALPHA]
 
 
 def test_commands_queued_while_steering_is_applied_are_all_applied(services, scripted):

@@ -462,26 +462,54 @@ def test_a_repeat_is_the_same_question_give_or_take_a_word(question, asked, repe
     assert is_repeat(question, asked) is repeat
 
 
+SUMMARY_NAMING = {"key_findings": "Apollo 11 landed in 1969 [1]. Margaret Hamilton led the Apollo Guidance "
+                  "Computer software team at the MIT Instrumentation Laboratory [1].",
+                  "evidence_and_data": ["Apollo 11 landed on 20 July 1969 [1]."],
+                  "analysis": "The software of Margaret Hamilton set patterns for later missions [1].",
+                  "conflicting_information": [], "conclusion": "Apollo shaped later exploration [1]."}
+
+
 def test_a_breadth_answer_that_only_repeats_the_question_is_asked_again_differently(services, fake_llm):
     fake_llm.when(CONTROLLER, controller_by_layer(lambda layer: "BREADTH" if layer < 1 else "STOP"))
+    fake_llm.when(SUMMARY, SUMMARY_NAMING)
     fake_llm.when(BREADTH, lambda request: aspects(aspect(QUESTION.upper()), aspect(QUESTION[:-1] + " today?")))
     fake_llm.when(FOLLOW_UPS_RETRY, {"things": [
         {"name": "Apollo Guidance Computer", "kind": "other"},
-        {"name": "How did the Apollo program shape later space exploration and what came after it", "kind": "event"},
+        {"name": "organisations", "kind": "organisation"},  # the prompt's own word, not in the text
         {"name": "Margaret Hamilton.", "kind": "person"}]})
     run_id = _done_run(services, {"max_layers": 1, "max_nodes": 4, "optimize_query": False})
     nodes = questions(services, run_id)
-    # A sentence given as a name is left out; each name becomes a question written in code.
+    # Only names the findings hold; each becomes a question written in code.
     assert [n.label for n in nodes[1:]] == ["What is known about Apollo Guidance Computer?", "Who is Margaret Hamilton?"]
     assert nodes[1].data["engine"] == "breadth" and nodes[1].data["aspect"] == "Apollo Guidance Computer"
     expansion = nodes[0].data["expansion"]
     assert expansion["dropped_repeats"] == [QUESTION.upper(), QUESTION[:-1] + " today?"]
     assert expansion["asked_differently"] is True
     assert "dropped 2 proposed question(s) that repeated one already asked" in expansion["reasoning"]
-    # A different task, not the same prompt again, told what was dropped.
+    # A different task, not the same prompt again.
     assert len(fake_llm.calls_for(BREADTH)) == 1
     retry = fake_llm.calls_for(FOLLOW_UPS_RETRY)
     assert len(retry) == 1 and f"Question: {QUESTION}" in request_text(retry[0])
+
+
+def test_when_the_retry_names_nothing_usable_the_findings_names_are_followed_up(services, fake_llm):
+    """The built-in 0.5B model answered the retry with the prompt's own words ("people", "organisations")."""
+    fake_llm.when(CONTROLLER, controller_by_layer(lambda layer: "BREADTH" if layer < 1 else "STOP"))
+    fake_llm.when(SUMMARY, SUMMARY_NAMING)
+    fake_llm.when(BREADTH, lambda request: aspects(aspect(QUESTION)))
+    fake_llm.when(FOLLOW_UPS_RETRY, {"things": [{"name": "people", "kind": "person"}]})
+    run_id = _done_run(services, {"max_layers": 1, "max_nodes": 3, "optimize_query": False, "max_aspects": 2})
+    labels = [n.label for n in questions(services, run_id)[1:]]
+    assert labels == ["What is known about Margaret Hamilton?", "What is known about Apollo Guidance Computer?"]
+
+
+def test_names_in_a_text():
+    from engine.methods.deot.engines import names_in
+
+    text = ("**Key findings.** Creature Comforts is a 1989 British comedy by Nick Park [[S1]]. The Bank of "
+            "England agreed. Nick Park also made Wallace and Gromit. Creature Comforts won an Oscar.")
+    assert names_in(text, exclude="Which comedy matched zoo animals with Wallace and Gromit?") == [
+        "Creature Comforts", "Nick Park", "Bank of England", "British", "Oscar"]
 
 
 def test_a_node_whose_retry_also_repeats_stops_and_says_why(services, fake_llm):

@@ -7,6 +7,8 @@ otherwise write until the endpoint's default cap (minutes on a CPU) before the a
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,19 +106,64 @@ def _is_question(text: str) -> bool:
 
 def follow_ups_retry(ctx: RunContext, node: Node, n: int, engine: str) -> list[Proposal]:
     """Asked when `engine`'s proposals only repeated questions already asked: a different, easier
-    task (name the specific things the findings mention), each thing becoming a follow-up about it.
-    Small models that hand a question back can still pick names out of a text; the question about
-    each is written here, so it cannot be a copy. The children keep the engine that was asked."""
-    messages = prompts.FOLLOW_UPS_RETRY.render(query=node.label, content=_content(node), n=n)
+    task (copy the proper names the findings mention), each name becoming a follow-up about it.
+    Small models that hand a question back can still copy names out of a text; the question about
+    each is written here, so it cannot be a copy. A name must be in the findings as written (the
+    0.5B model otherwise returns the prompt's own words, "people", "organisations"); when the model
+    gives none, the capitalised names of the findings are taken in order. The children keep the
+    engine that was asked for them."""
+    content = _content(node)
+    messages = prompts.FOLLOW_UPS_RETRY.render(query=node.label, content=content, n=n)
     result = ctx.llm.ask(messages, named_things_model(n), purpose=engine, node_id=node.id,
                          max_tokens=60 + 40 * n)
+    things = [(thing.name, thing.kind) for thing in result.things]
+    names = [(name, kind) for name, kind in ((_clean_name(name), kind) for name, kind in things)
+             if _usable_name(name, content)]
+    how = "the model named"
+    if not names:
+        names, how = [(name, "other") for name in names_in(content, exclude=node.label)], "the findings name"
     proposals: list[Proposal] = []
-    for thing in result.things:
-        name = " ".join(strip_markers(thing.name).split()).strip(" .,;:!\"'")
-        if not name or len(name.split()) > MAX_NAME_WORDS or _is_question(name):
-            continue  # a sentence or a question, not a name
+    for name, kind in names:
         proposals.append(Proposal(
-            engine=engine, query=FOLLOW_UP_BY_KIND[thing.kind].format(name=name), priority="MEDIUM",
-            aspect=name, category=thing.kind,
-            reasoning=f"the first proposals repeated questions already asked; the findings mention {name}"))
+            engine=engine, query=FOLLOW_UP_BY_KIND[kind].format(name=name), priority="MEDIUM",
+            aspect=name, category=kind,
+            reasoning=f"the first proposals repeated questions already asked; {how} {name}"))
     return proposals[:n]
+
+
+def _clean_name(name: str) -> str:
+    return " ".join(strip_markers(name).split()).strip(" .,;:!\"'")
+
+
+def _usable_name(name: str, content: str) -> bool:
+    """A proper name copied from the findings: a few words, capitalised, as the findings write it."""
+    return (bool(name) and len(name.split()) <= MAX_NAME_WORDS and not _is_question(name)
+            and (name[0].isupper() or name[0].isdigit()) and name in content)
+
+
+# Runs of capitalised words (with "of", "and", "the", "de"... inside), e.g. "Nick Park", "Bank of England".
+_NAME_RUN = re.compile(r"\b[A-Z][\w'’-]*(?:\s+(?:(?:of|and|the|de|von|van|du|la|le)\s+)?[A-Z][\w'’-]*)*")
+_NOT_NAMES = frozenset("Key Evidence Analysis Conclusion Conflicting Findings The This That These Those It In On "
+                       "At For And But Or A An As By From With Which What Who When Where Why How".split())
+
+
+def names_in(text: str, *, exclude: str = "") -> list[str]:
+    """The capitalised names a text mentions: names of several words first, then the most mentioned,
+    each once (a name inside another is the same thing); sentence and heading openers are left out,
+    and so are names the question holds."""
+    counts: dict[str, int] = {}
+    for match in _NAME_RUN.finditer(strip_markers(text)):
+        name = re.sub(r"^(?:The|A|An)\s+", "", match.group(0).strip())
+        words = name.split()
+        if len(words) == 1 and (name in _NOT_NAMES or len(name) < 3):
+            continue
+        if len(words) > MAX_NAME_WORDS or name.lower() in exclude.lower():
+            continue
+        counts[name] = counts.get(name, 0) + 1
+    # Names of several words first (a single capitalised word is often an adjective: "British").
+    ranked = sorted(counts, key=lambda name: (len(name.split()) == 1, -counts[name]))
+    chosen: list[str] = []
+    for name in ranked:
+        if not any(name in other or other in name for other in chosen):
+            chosen.append(name)
+    return chosen

@@ -209,15 +209,14 @@ BREADTH = Prompt(
 FOLLOW_UPS_RETRY = Prompt(
     name="deot.follow_ups_retry",
     system=(
-        "You pick out the specific things a text mentions: people, creative works (films, books, "
-        "series), organisations, places, dates and events. Give each one's exact name as the text "
-        "writes it (a few words, never a sentence or a question) and what kind of thing it is. Prefer "
-        "the things that would help answer the question; leave out the question's own wording."
+        "You copy proper names out of a text: the names of the people, films, books, companies, places "
+        "and events it mentions, each exactly as the text spells it, capital letters included. Copy "
+        "only names that are in the text; never a general word, a sentence or a question."
     ),
     user=(
         "Question: $query\n\n"
         "Text:\n$content\n\n"
-        "Give up to $n things."
+        "Copy up to $n proper names from the text that would help answer the question."
     ),
 )
 
