@@ -5,8 +5,24 @@ from __future__ import annotations
 import streamlit as st
 
 from engine.runner import RunnerError
+from engine.safe_text import inline_text
 from engine.services import Services
 from storage.models import Node, NodeStatus, Run, RunStatus, utcnow
+
+
+# Enough to recognise a question at a glance; the whole question is one click away.
+QUESTION_PREVIEW_CHARS = 300
+
+
+def question_line(run: Run) -> None:
+    """The run's question as text (never a heading: a long question would fill the page), cut to a
+    preview when long, the whole of it in an expander."""
+    question = run.question or run.title
+    preview = question if len(question) <= QUESTION_PREVIEW_CHARS else question[:QUESTION_PREVIEW_CHARS].rstrip() + " …"
+    st.markdown(f"**Question:** {inline_text(preview)}")
+    if preview != question:
+        with st.expander(f"The whole question ({len(question):,} characters)"):
+            st.text(question)
 
 
 def elapsed(run: Run) -> str:

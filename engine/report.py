@@ -53,7 +53,8 @@ def _report_body(markdown: str, known_source_ids: Iterable[int]) -> Rendered:
     # Numbered first, so a removed marker cannot join its neighbours into something the sanitiser
     # did not see; the sanitiser leaves `[n]` alone, so every citation still resolves.
     rendered = number_citations(markdown.strip(), known_source_ids)
-    return Rendered(text=markdown_block(rendered.text), numbering=rendered.numbering)
+    # The report is a document under our title: its writer's headings stay, from level 2 down.
+    return Rendered(text=markdown_block(rendered.text, heading_floor=2), numbering=rendered.numbering)
 
 
 def render_markdown(repo: Repository, run_id: str) -> str:

@@ -5,7 +5,7 @@ import json
 import streamlit as st
 
 from components.app_state import get_services
-from components.safe_markdown import render
+from components.safe_markdown import render, render_document
 from engine.methods.base import UnsupportedCommand
 from engine.report import export_json, render_markdown
 from engine.runner import RunnerError
@@ -51,7 +51,7 @@ if cols[2].button("Regenerate report", key="regenerate"):
     else:
         st.toast("Regenerating the report; it appears here when ready.")
 
-render(st, markdown)
+render_document(st, markdown)
 
 sources = repo.list_sources(run_id)
 with st.expander(f"All sources gathered by this run ({len(sources)})"):
