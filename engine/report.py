@@ -1,7 +1,7 @@
 """Reports and exports of a stored run.
 
 The Markdown report numbers citations `[n]` by first appearance and lists exactly those sources,
-so every `[n]` resolves. Everything in it that came from outside (the question, model text, node
+so every `[n]` resolves; each `[n]` links to its entry under Sources (`engine.citation_links`). Everything in it that came from outside (the question, model text, node
 labels, source titles, URLs and refs, model names) goes through `engine.safe_text`, so the file is
 inert in viewers that render HTML and in a terminal. The JSON export holds the whole session: run,
 params, graph, sources, usage, commands and reports (raw, as stored; its `report.markdown` is the
@@ -14,12 +14,15 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
+from engine.citation_links import entry_heading, link_citations
 from engine.citations import Rendered, cited_source_ids, number_citations
 from engine.safe_text import code_span, inline_text, markdown_block, url_text
 from storage.models import Node, NodeStatus, Source
 from storage.repository import Repository
 
 EXPORT_FORMAT_VERSION = 1
+# The words of a source entry's heading ("Source 1"), hence of its anchor (`#source-1`).
+SOURCE_WORDS = ("source",)
 
 
 def _source_line(number: int, source: Source) -> str:
@@ -80,14 +83,14 @@ def render_markdown(repo: Repository, run_id: str) -> str:
         f" · *Tokens:* {run.prompt_tokens + run.completion_tokens}"
         f" · *Cost:* ${run.cost:.4f}",
         "",
-        note + rendered.text.strip(),
+        note + link_citations(rendered.text.strip(), rendered.numbering.keys(), SOURCE_WORDS),
         "",
     ]
     if rendered.numbering:
         lines += ["## Sources", ""]
         for number, source_id in sorted(rendered.numbering.items()):
-            lines.append(_source_line(number, sources[source_id]) + "  ")
-        lines.append("")
+            # A small heading per entry: its generated id is where the body's `[n]` links go.
+            lines += [f"###### {entry_heading(SOURCE_WORDS, number)}", _source_line(number, sources[source_id]), ""]
     return "\n".join(lines)
 
 

@@ -138,6 +138,9 @@ class QuestionData(NodeData):
         """What the node is, without what an attempt to solve it left."""
         return self.model_dump(mode="json", include=set(self.IDENTITY), exclude_unset=True)
 
+    def reader_fields(self) -> dict[str, str | list[str]] | None:
+        return self.summary.model_dump() if self.summary is not None else None
+
     def caption(self) -> str:
         who = {"root": "your question", "breadth": "breadth engine", "depth": "depth engine",
                "user": "your follow-up"}[self.engine]
