@@ -16,7 +16,7 @@ from typing import Any
 
 from engine.citation_links import entry_heading, link_citations
 from engine.citations import Rendered, cited_source_ids, number_citations
-from engine.safe_text import code_span, inline_text, markdown_block, url_text
+from engine.safe_text import code_span, inline_text, markdown_block, one_line, url_text
 from storage.models import Node, NodeStatus, Source
 from storage.repository import Repository
 
@@ -29,6 +29,10 @@ def _source_line(number: int, source: Source) -> str:
     where = url_text(source.url or source.ref)
     kind = "web" if source.kind == "web" else "corpus"
     title = inline_text(source.title) or "Untitled"
+    url = one_line(source.url or "")
+    if url.lower().startswith(("http://", "https://")):
+        # The title links to the page; parentheses encoded too, so the destination cannot end early.
+        title = f"[{title}]({url_text(url).replace('(', '%28').replace(')', '%29')})"
     line = f"[{number}] {title} — {where} ({kind})"
     if source.url and source.kind != "web":
         line += f" · document {code_span(source.ref)}"
