@@ -64,6 +64,18 @@ def _report_body(markdown: str, known_source_ids: Iterable[int]) -> Rendered:
     return Rendered(text=markdown_block(rendered.text, heading_floor=2), numbering=rendered.numbering)
 
 
+# A title is a line, not the question: a long question is given whole on the *Question:* line.
+TITLE_CHARS = 120
+
+
+def report_title(text: str) -> str:
+    """A run's title or question as the report's title: one line, at most TITLE_CHARS (cut at a word)."""
+    text = " ".join(text.split())
+    if len(text) <= TITLE_CHARS:
+        return text
+    return text[:TITLE_CHARS].rsplit(" ", 1)[0] + " …"
+
+
 def render_markdown(repo: Repository, run_id: str) -> str:
     run = repo.get_run(run_id)
     sources = {s.id: s for s in repo.list_sources(run_id)}
@@ -78,7 +90,7 @@ def render_markdown(repo: Repository, run_id: str) -> str:
 
     model = inline_text(run.llm_info.get("model") or run.llm_info.get("kind") or "?")
     lines = [
-        f"# {inline_text(run.title or run.question)}",
+        f"# {inline_text(report_title(run.title or run.question))}",
         "",
         f"*Question:* {inline_text(run.question)}  ",
         f"*Method:* {inline_text(run.method)} · *Model:* {model} · *Search:* {inline_text(run.search_mode)}"

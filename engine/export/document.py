@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from engine.citations import number_citations
+from engine.report import report_title
 from engine.safe_text import one_line, terminal_text
 from storage.models import NodeStatus
 from storage.repository import Repository
@@ -95,7 +96,7 @@ def build_document(repo: Repository, run_id: str) -> ReportDocument:
     sources = {s.id: s for s in repo.list_sources(run_id)}
     report = repo.latest_report(run_id)
     model = run.llm_info.get("model") or run.llm_info.get("kind") or "?"
-    document = ReportDocument(title=one_line(run.title or run.question), facts=[
+    document = ReportDocument(title=one_line(report_title(run.title or run.question)), facts=[
         f"Question: {one_line(run.question)}",
         f"Method: {run.method} · Model: {one_line(str(model))} · Status: {run.status} · Run: {run.id}",
     ])
