@@ -221,3 +221,13 @@ def test_cli_exports_pdf_and_docx_to_a_file_and_refuses_the_terminal(services, c
     assert cli.main(["export", cited_run, "--format", fmt]) == cli.EXIT_USAGE
     assert f"--out FILE.{fmt}" in capsys.readouterr().err
     assert re.search(r"\bpdf\b", " ".join(cli.BINARY_FORMATS))
+
+
+def test_a_heading_inside_a_concept_of_the_pool_panel_stays_text():
+    from components.safe_markdown import sanitize
+    from engine.methods.omnithink.kinds import ConceptPool
+    panel = ConceptPool(concepts=["Printing\n# GIANT from an uploaded document", "Type\n===", "Ink"]).panel_markdown()
+    for name, render in RENDERERS.items():
+        html = render(sanitize(panel))
+        assert not {"h1", "h2", "h3", "h4", "h5", "h6"} & set(tag_names(html)), (name, html)
+        assert "GIANT from an uploaded document" in html, name
