@@ -8,7 +8,7 @@ from components.app_state import get_services
 from components.safe_markdown import render, render_document
 from engine.methods.base import UnsupportedCommand
 from engine.export import build_document, to_docx, to_pdf
-from engine.export.pdf import PdfFontMissing
+from engine.export.pdf import pdf_font_missing
 from engine.report import export_json, render_markdown
 from engine.runner import RunnerError
 
@@ -45,14 +45,15 @@ cols[0].download_button("Download Markdown", markdown, file_name=f"thoughtmap-{r
                         key="download-md")
 cols[1].download_button("Download JSON", json.dumps(export_json(repo, run_id), indent=2, ensure_ascii=False),
                         file_name=f"thoughtmap-{run_id}.json", mime="application/json", key="download-json")
-document = build_document(repo, run_id)
-try:
-    # Streamlit makes a download's bytes when the page runs, so both files are built here.
-    cols[2].download_button("Download PDF", to_pdf(document), file_name=f"thoughtmap-{run_id}.pdf",
-                            mime="application/pdf", key="download-pdf")
-except PdfFontMissing as exc:
-    cols[2].caption(f"No PDF: {exc}.")
-cols[3].download_button("Download DOCX", to_docx(document), file_name=f"thoughtmap-{run_id}.docx",
+# Built when clicked (about a second each for a long report), not on every run of the page.
+missing_font = pdf_font_missing()
+if missing_font:
+    cols[2].caption(f"No PDF: {missing_font}.")
+else:
+    cols[2].download_button("Download PDF", lambda: to_pdf(build_document(repo, run_id)),
+                            file_name=f"thoughtmap-{run_id}.pdf", mime="application/pdf", key="download-pdf")
+cols[3].download_button("Download DOCX", lambda: to_docx(build_document(repo, run_id)),
+                        file_name=f"thoughtmap-{run_id}.docx",
                         mime="application/vnd.openxmlformats-officedocument.wordprocessingml.document",
                         key="download-docx")
 if cols[4].button("Regenerate report", key="regenerate"):

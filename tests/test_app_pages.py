@@ -512,7 +512,8 @@ def test_report_page_renders_downloads_and_regenerates(services):
     report = render_markdown(services.repo, run_id)
     assert shows_markdown(at, report)
     assert "[1]" in report and "## Sources" in report
-    assert [d.label for d in at.get("download_button")] == ["Download Markdown", "Download JSON"]
+    assert [d.label for d in at.get("download_button")] == [
+        "Download Markdown", "Download JSON", "Download PDF", "Download DOCX"]
     assert any(e.label.startswith("All sources gathered by this run (") for e in at.expander)
 
     before = len(services.repo.list_reports(run_id))

@@ -22,16 +22,26 @@ class PdfFontMissing(RuntimeError):
     """The Unicode font the PDF is written in is not installed; the message says what to install."""
 
 
+REGULAR, BOLD = FONT_DIR / "DejaVuSans.ttf", FONT_DIR / "DejaVuSans-Bold.ttf"
+
+
+def pdf_font_missing() -> str:
+    """What to install when the PDF's font is missing ("" when it is there)."""
+    if REGULAR.is_file() and BOLD.is_file():
+        return ""
+    return (f"the PDF needs the DejaVu Sans font ({REGULAR}); install Debian's fonts-dejavu-core "
+            "package, or download the Markdown or DOCX version")
+
+
 def _pdf() -> FPDF:
-    regular, bold = FONT_DIR / "DejaVuSans.ttf", FONT_DIR / "DejaVuSans-Bold.ttf"
-    if not (regular.is_file() and bold.is_file()):
-        raise PdfFontMissing(f"the PDF needs the DejaVu Sans font ({regular}); install Debian's "
-                             "fonts-dejavu-core package, or download the Markdown or DOCX version")
+    missing = pdf_font_missing()
+    if missing:
+        raise PdfFontMissing(missing)
     pdf = FPDF(format="A4")
     pdf.set_margins(18, 18, 18)
     pdf.set_auto_page_break(True, margin=18)
-    pdf.add_font(FONT, "", str(regular))
-    pdf.add_font(FONT, "B", str(bold))
+    pdf.add_font(FONT, "", str(REGULAR))
+    pdf.add_font(FONT, "B", str(BOLD))
     pdf.add_page()
     return pdf
 
