@@ -9,9 +9,10 @@ from pydantic import ValidationError
 
 from components.commands import command_controls
 from components.live_run import RunReads, node_sources
+from components.node_text import node_answer, node_error
 from components.safe_markdown import render, sanitize
-from engine.citations import number_citations
-from engine.methods.contract import MethodContract, NodeDataError
+from engine.methods.contract import MethodContract, NodeData, NodeDataError
+from engine.safe_text import inline_text
 from engine.services import Services
 from storage.models import Node, NodeStatus, Run
 
@@ -20,14 +21,20 @@ NOTHING_APPLIES = "No command applies to this node now."
 NO_STEERING = "This method has no steering."
 
 
+def node_data(contract: MethodContract | None, node: Node) -> NodeData | None:
+    """The node's data read by its kind's model (None when the kind is unknown or the data does not fit)."""
+    if contract is None or node.kind not in contract.node_kinds:
+        return None
+    try:
+        return contract.node_kinds[node.kind].read(node)
+    except (ValidationError, NodeDataError, LookupError, TypeError, ValueError):
+        return None
+
+
 def node_caption(contract: MethodContract | None, node: Node) -> str:
     """The kind's one-line description of the node ("" when its data does not fit its model)."""
-    if contract is None or node.kind not in contract.node_kinds:
-        return ""
-    try:
-        return contract.node_kinds[node.kind].read(node).caption()
-    except (ValidationError, NodeDataError, LookupError, TypeError, ValueError):
-        return ""
+    data = node_data(contract, node)
+    return data.caption() if data is not None else ""
 
 
 def steering_actions(services: Services, run: Run, node: Node, contract: MethodContract | None) -> None:
@@ -50,23 +57,15 @@ def steering_actions(services: Services, run: Run, node: Node, contract: MethodC
 def node_panel(services: Services, run: Run, node: Node, contract: MethodContract | None = None,
                reads: RunReads | None = None) -> None:
     st.markdown(f"**Node {node.id}** · {node.kind} · layer {node.depth} · *{node.status}*")
-    render(st, f"#### {node.label}")
+    st.markdown(f"#### {inline_text(node.label)}")  # our heading; the label inside it is plain text
     caption = node_caption(contract, node)
     if caption:
         st.caption(sanitize(caption))
     if node.status == NodeStatus.FAILED and node.error:
-        st.error(node.error)
+        node_error(node.error)
     sources, all_sources = node_sources(services, reads, node)
     if node.content:
-        rendered = number_citations(node.content, [s.id for s in all_sources])
-        render(st, rendered.text)
-        by_id = {s.id: s for s in all_sources}
-        if rendered.numbering:
-            st.markdown("**Cited sources**")
-            for number, source_id in sorted(rendered.numbering.items()):
-                source = by_id[source_id]
-                where = source.url or source.ref
-                render(st, f"[{number}] {source.title} — {where}")
+        node_answer(node, node_data(contract, node), all_sources)
     elif node.status in (NodeStatus.PENDING, NodeStatus.RUNNING):
         st.caption("Working on it…" if node.status == NodeStatus.RUNNING else "Waiting for its turn.")
     if sources:

@@ -4,9 +4,28 @@ from __future__ import annotations
 
 import streamlit as st
 
+from components.node_text import error_with_details
 from engine.runner import RunnerError
+from engine.safe_text import inline_text
 from engine.services import Services
 from storage.models import Node, NodeStatus, Run, RunStatus, utcnow
+
+
+# Enough to recognise a question at a glance; the whole question is one click away.
+QUESTION_PREVIEW_CHARS = 300
+
+
+def question_line(run: Run) -> None:
+    """The run's question as text (never a heading: a long question would fill the page), cut to a
+    preview when long, the whole of it in an expander."""
+    question = run.question or run.title
+    if run.title and run.title != question[:len(run.title)]:
+        st.markdown(f"**{inline_text(run.title)}**")  # a name the user gave the run
+    preview = question if len(question) <= QUESTION_PREVIEW_CHARS else question[:QUESTION_PREVIEW_CHARS].rstrip() + " …"
+    st.markdown(f"**Question:** {inline_text(preview)}")
+    if preview != question:
+        with st.expander(f"The whole question ({len(question):,} characters)"):
+            st.text(question)
 
 
 def elapsed(run: Run) -> str:
@@ -31,8 +50,8 @@ def progress(run: Run, nodes: list[Node]) -> None:
     if run.status == RunStatus.STOPPED and run.stop_reason:
         st.warning(f"Stopped: {run.stop_reason}. Partial results are kept; press Resume to continue.")
     if run.status == RunStatus.FAILED and run.error:
-        st.error(f"The run failed: {run.error}. Fix the cause (see Settings), then press Resume: it also "
-                 "retries the failed nodes.")
+        error_with_details(run.error, lead="The run failed: ", then=". Fix the cause (see Settings), then press "
+                           "Resume: it also retries the failed nodes.")
     if run.status == RunStatus.DONE and run.warning:
         st.warning(f"Done, with failures: {run.warning}.")
     if run.status == RunStatus.INTERRUPTED:

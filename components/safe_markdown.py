@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from engine.safe_text import escape_html, markdown_block
 
-__all__ = ["escape_html", "render", "sanitize"]
+__all__ = ["escape_html", "render", "render_document", "sanitize"]
 
 
 def sanitize(text: str) -> str:
@@ -19,3 +19,9 @@ def sanitize(text: str) -> str:
 def render(st_module, text: str) -> None:
     """Render untrusted Markdown safely (pass the `streamlit` module)."""
     st_module.markdown(sanitize(text), unsafe_allow_html=False)
+
+
+def render_document(st_module, markdown: str) -> None:
+    """Render Markdown that `engine.report` built: its untrusted pieces are sanitised there, and its
+    own headings (title, sections, Sources) must stay headings, so it is not sanitised again."""
+    st_module.markdown(markdown, unsafe_allow_html=False)

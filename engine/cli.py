@@ -22,6 +22,8 @@ from engine.llm.protocol import LLMAuthError, LLMError
 from engine.methods.params import ParamError, build_params, build_params_with_profile, parse_assignments, profile_for_llm
 from engine.methods.registry import METHODS, MethodPluginError, UnknownMethod, get_method, load_methods
 from engine.questions import QuestionError, clean_question
+from engine.export import build_document, to_docx, to_pdf
+from engine.export.pdf import PdfFontMissing
 from engine.report import export_json, render_markdown
 from engine.runner import RunnerError
 from engine.safe_text import json_for_terminal, one_line, terminal_text
@@ -31,6 +33,8 @@ from storage.models import RunStatus
 from storage.repository import RunNotFound
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_STOPPED = 0, 1, 2, 3
+# Export formats written as bytes to a file, each from the report's structure (engine/export/).
+BINARY_FORMATS = {"pdf": to_pdf, "docx": to_docx}
 
 
 class CLIError(Exception):
@@ -97,9 +101,10 @@ def _parser() -> argparse.ArgumentParser:
     show = sub.add_parser("show", help="show a run: status, usage and its tree")
     show.add_argument("run_id")
 
-    export = sub.add_parser("export", help="export a run as Markdown or JSON")
+    export = sub.add_parser("export", help="export a run as Markdown, JSON, PDF or DOCX")
     export.add_argument("run_id")
-    export.add_argument("--format", choices=["md", "json"], default="md")
+    export.add_argument("--format", choices=["md", "json", *BINARY_FORMATS], default="md",
+                        help="pdf and docx are files: they need --out")
     export.add_argument("--out", type=Path, help="write to this file instead of stdout")
 
     ingest = sub.add_parser("ingest", help="add files or folders (txt, md, html, pdf, jsonl) to the local corpus")
@@ -322,8 +327,22 @@ def cmd_show(args) -> int:
 
 def cmd_export(args) -> int:
     check_out_path(args.out)
+    if args.format in BINARY_FORMATS and args.out is None:
+        raise CLIError(f"a {args.format.upper()} file is binary and is not written to the terminal; "
+                       f"add --out FILE.{args.format}", EXIT_USAGE)
     services = _services()
     run = services.repo.find_run(args.run_id)
+    if args.format in BINARY_FORMATS:
+        try:
+            data = BINARY_FORMATS[args.format](build_document(services.repo, run.id))
+        except PdfFontMissing as exc:
+            raise CLIError(str(exc), EXIT_FAILED) from exc
+        try:
+            args.out.write_bytes(data)
+        except OSError as exc:
+            raise CLIError(f"could not write {args.out}: {exc.strerror or exc}", EXIT_FAILED) from exc
+        _err(f"wrote {args.out}")
+        return EXIT_OK
     # The Markdown report is already terminal-safe (engine.safe_text); stripping again costs
     # nothing and keeps this true whatever the renderer becomes. JSON keeps its data: the
     # characters a terminal acts on are written as \u escapes.

@@ -1,7 +1,7 @@
 """What a research question may be: text, without NUL, short enough to be a question.
 
-One validation for every way a run is created (the app's Start, `thoughtmap run`, the runner);
-the repository repeats the storability part as a last guard. Control characters are removed by the
+One validation for every way a question enters (the app's Start, `thoughtmap run`, the runner, a
+follow-up "Ask" on a node); the repository repeats the storability and length parts as a last guard. Control characters are removed by the
 terminal rules of engine/safe_text.py (which imports nothing else), so storage may use this module.
 """
 
@@ -56,6 +56,12 @@ def clean_question(question: object) -> str:
     text = terminal_text(_SPACE_LIKE.sub(" ", text)).strip()
     if not text:
         raise QuestionError("the question is empty; type the question you want researched")
+    return check_length(text)
+
+
+def check_length(text: str) -> str:
+    """`text` if it is at most MAX_QUESTION_CHARS long; else QuestionError saying what to do. Also
+    the repository's guard, so a caller that skips the runner cannot store a document as a question."""
     if len(text) > MAX_QUESTION_CHARS:
         raise QuestionError(
             f"the question is {len(text):,} characters long; the limit is {MAX_QUESTION_CHARS:,}. "

@@ -1,7 +1,7 @@
 """Reports and exports of a stored run.
 
 The Markdown report numbers citations `[n]` by first appearance and lists exactly those sources,
-so every `[n]` resolves. Everything in it that came from outside (the question, model text, node
+so every `[n]` resolves; each `[n]` links to its entry under Sources (`engine.citation_links`). Everything in it that came from outside (the question, model text, node
 labels, source titles, URLs and refs, model names) goes through `engine.safe_text`, so the file is
 inert in viewers that render HTML and in a terminal. The JSON export holds the whole session: run,
 params, graph, sources, usage, commands and reports (raw, as stored; its `report.markdown` is the
@@ -14,18 +14,25 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
+from engine.citation_links import entry_heading, link_citations
 from engine.citations import Rendered, cited_source_ids, number_citations
-from engine.safe_text import code_span, inline_text, markdown_block, url_text
+from engine.safe_text import code_span, inline_text, markdown_block, one_line, url_text
 from storage.models import Node, NodeStatus, Source
 from storage.repository import Repository
 
 EXPORT_FORMAT_VERSION = 1
+# The words of a source entry's heading ("Source 1"), hence of its anchor (`#source-1`).
+SOURCE_WORDS = ("source",)
 
 
 def _source_line(number: int, source: Source) -> str:
     where = url_text(source.url or source.ref)
     kind = "web" if source.kind == "web" else "corpus"
     title = inline_text(source.title) or "Untitled"
+    url = one_line(source.url or "")
+    if url.lower().startswith(("http://", "https://")):
+        # The title links to the page; parentheses encoded too, so the destination cannot end early.
+        title = f"[{title}]({url_text(url).replace('(', '%28').replace(')', '%29')})"
     line = f"[{number}] {title} — {where} ({kind})"
     if source.url and source.kind != "web":
         line += f" · document {code_span(source.ref)}"
@@ -53,7 +60,20 @@ def _report_body(markdown: str, known_source_ids: Iterable[int]) -> Rendered:
     # Numbered first, so a removed marker cannot join its neighbours into something the sanitiser
     # did not see; the sanitiser leaves `[n]` alone, so every citation still resolves.
     rendered = number_citations(markdown.strip(), known_source_ids)
-    return Rendered(text=markdown_block(rendered.text), numbering=rendered.numbering)
+    # The report is a document under our title: its writer's headings stay, from level 2 down.
+    return Rendered(text=markdown_block(rendered.text, heading_floor=2), numbering=rendered.numbering)
+
+
+# A title is a line, not the question: a long question is given whole on the *Question:* line.
+TITLE_CHARS = 120
+
+
+def report_title(text: str) -> str:
+    """A run's title or question as the report's title: one line, at most TITLE_CHARS (cut at a word)."""
+    text = " ".join(text.split())
+    if len(text) <= TITLE_CHARS:
+        return text
+    return text[:TITLE_CHARS].rsplit(" ", 1)[0] + " …"
 
 
 def render_markdown(repo: Repository, run_id: str) -> str:
@@ -70,7 +90,7 @@ def render_markdown(repo: Repository, run_id: str) -> str:
 
     model = inline_text(run.llm_info.get("model") or run.llm_info.get("kind") or "?")
     lines = [
-        f"# {inline_text(run.title or run.question)}",
+        f"# {inline_text(report_title(run.title or run.question))}",
         "",
         f"*Question:* {inline_text(run.question)}  ",
         f"*Method:* {inline_text(run.method)} · *Model:* {model} · *Search:* {inline_text(run.search_mode)}"
@@ -79,14 +99,14 @@ def render_markdown(repo: Repository, run_id: str) -> str:
         f" · *Tokens:* {run.prompt_tokens + run.completion_tokens}"
         f" · *Cost:* ${run.cost:.4f}",
         "",
-        note + rendered.text.strip(),
+        note + link_citations(rendered.text.strip(), rendered.numbering.keys(), SOURCE_WORDS),
         "",
     ]
     if rendered.numbering:
         lines += ["## Sources", ""]
         for number, source_id in sorted(rendered.numbering.items()):
-            lines.append(_source_line(number, sources[source_id]) + "  ")
-        lines.append("")
+            # A small heading per entry: its generated id is where the body's `[n]` links go.
+            lines += [f"###### {entry_heading(SOURCE_WORDS, number)}", _source_line(number, sources[source_id]), ""]
     return "\n".join(lines)
 
 

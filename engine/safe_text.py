@@ -14,6 +14,9 @@ Two destinations, one module, so the CLI, the exports and the web app apply the 
     `](` rather than matching `[label](...)` covers nested brackets, and checking the raw
     destination text covers entity (`&#106;avascript:`) and `<...>` forms: neither starts with
     an allowed scheme.
+  - headings: an ATX `#` (also inside list items and block quotes) and a setext underline
+    (`===`, `---`) become text, so a document cannot put a page-high heading inside our layout;
+    a report body may keep its writer's ATX headings, pushed down to a floor level below ours.
   Entities are used instead of backslashes because inserting a backslash changes the meaning of a
   backslash already there (`\\![` would become an escaped backslash followed by a live image).
   The cost: inside code spans and blocks these characters show as their entities.
@@ -115,15 +118,44 @@ def _disarm_destinations(text: str, opener: re.Pattern[str], entity: str, *, num
     return "".join(parts)
 
 
-def markdown_block(text: str) -> str:
+# A line's container prefix (block quotes, list markers, indentation) then an ATX heading's hashes.
+# Lists and quotes nest, so the prefix repeats; a heading inside `- > 1. ` is still a heading.
+_CONTAINER_PREFIX = r"(?:[ \t]*(?:>[ \t]?|(?:[-*+]|\d{1,9}[.)])[ \t]+))*[ \t]*"
+_ATX_HEADING = re.compile(rf"^({_CONTAINER_PREFIX})(#{{1,6}})(?=[ \t]|$)", re.MULTILINE)
+# A setext underline: a line of only `=` or only `-` (after any container prefix). Disarmed
+# wherever it stands (the cost: a `---` rule shows as dashes), because whether it underlines
+# depends on the line before it, which renderers judge differently.
+_SETEXT_UNDERLINE = re.compile(rf"^({_CONTAINER_PREFIX})(=+|-+)([ \t]*)$", re.MULTILINE)
+_HEADING_ENTITY = {"#": "&#35;", "=": "&#61;", "-": "&#45;"}
+
+
+def _disarm_headings(text: str, floor: int | None) -> str:
+    def atx(match: re.Match[str]) -> str:
+        prefix, hashes = match.group(1), match.group(2)
+        if floor is not None and not prefix.strip():
+            # A heading of the document itself (not inside a list or quote), below our own levels.
+            return prefix + "#" * min(6, max(floor, len(hashes)))
+        return prefix + _HEADING_ENTITY["#"] + hashes[1:]
+
+    def setext(match: re.Match[str]) -> str:
+        prefix, rule, tail = match.groups()
+        return prefix + _HEADING_ENTITY[rule[0]] + rule[1:] + tail
+
+    return _SETEXT_UNDERLINE.sub(setext, _ATX_HEADING.sub(atx, text))
+
+
+def markdown_block(text: str, *, heading_floor: int | None = None) -> str:
     """Untrusted Markdown (any number of lines) as Markdown that renders inert everywhere.
 
-    Headings, lists, emphasis, code, tables and http(s)/mailto/# links survive; raw HTML shows as
-    text, images become links, and other links become plain text."""
+    Lists, emphasis, code, tables and http(s)/mailto/# links survive; raw HTML shows as text, images
+    become links, other links become plain text, and headings become text. `heading_floor` (for a
+    report body, which is a document of its own under our title) keeps the writer's top-level ATX
+    headings instead, at that level or deeper."""
     text = terminal_text(text)
     text = text.replace("<", "&lt;")
     text = text.replace("![", "&#33;[")
     text = _disarm_attribute_lists(text)
+    text = _disarm_headings(text, heading_floor)
     text = _disarm_destinations(text, _LINK_OPENER, "&#40;")
     return _disarm_destinations(text, _DEFINITION_COLON, "&#58;", numeric_labels=True)
 

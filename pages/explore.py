@@ -12,8 +12,8 @@ from components.live_run import run_reads
 from components.node_panel import node_panel
 from components.params_form import params_form
 from components.run_state_panels import side_panels
-from components.run_view import controls, progress
-from components.safe_markdown import render, sanitize
+from components.run_view import controls, progress, question_line
+from components.safe_markdown import render, render_document, sanitize
 from engine.methods.params import ParamError, build_params, profile_defaults, profile_for_llm
 from engine.methods.registry import UnknownMethod
 from engine.node_numbers import node_numbers
@@ -113,7 +113,7 @@ if current:
         run, nodes = reads.run, reads.nodes
         if was_active and run.status not in RunStatus.ACTIVE:
             st.rerun(scope="app")  # the run ended: stop polling, show the report
-        st.subheader(sanitize(run.title or run.question))
+        question_line(run)
         progress(run, nodes)
         controls(services, run)
         selected_key = f"selected-{run_id}"
@@ -150,7 +150,7 @@ if current:
     report = services.repo.latest_report(current)
     if report is not None:
         with st.expander("Report", expanded=not active):
-            render(st, render_markdown(services.repo, current))
+            render_document(st, render_markdown(services.repo, current))
             try:
                 st.page_link("pages/report.py", label="Open in the Report page", icon=":material/description:",
                              query_params={"run": current})

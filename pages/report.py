@@ -5,8 +5,10 @@ import json
 import streamlit as st
 
 from components.app_state import get_services
-from components.safe_markdown import render
+from components.safe_markdown import render, render_document
 from engine.methods.base import UnsupportedCommand
+from engine.export import build_document, to_docx, to_pdf
+from engine.export.pdf import pdf_font_missing
 from engine.report import export_json, render_markdown
 from engine.runner import RunnerError
 
@@ -38,12 +40,23 @@ st.session_state["run_id"] = run_id
 st.query_params["run"] = run_id
 
 markdown = render_markdown(repo, run_id)
-cols = st.columns(3)
+cols = st.columns(5)
 cols[0].download_button("Download Markdown", markdown, file_name=f"thoughtmap-{run_id}.md", mime="text/markdown",
                         key="download-md")
 cols[1].download_button("Download JSON", json.dumps(export_json(repo, run_id), indent=2, ensure_ascii=False),
                         file_name=f"thoughtmap-{run_id}.json", mime="application/json", key="download-json")
-if cols[2].button("Regenerate report", key="regenerate"):
+# Built when clicked (about a second each for a long report), not on every run of the page.
+missing_font = pdf_font_missing()
+if missing_font:
+    cols[2].caption(f"No PDF: {missing_font}.")
+else:
+    cols[2].download_button("Download PDF", lambda: to_pdf(build_document(repo, run_id)),
+                            file_name=f"thoughtmap-{run_id}.pdf", mime="application/pdf", key="download-pdf")
+cols[3].download_button("Download DOCX", lambda: to_docx(build_document(repo, run_id)),
+                        file_name=f"thoughtmap-{run_id}.docx",
+                        mime="application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+                        key="download-docx")
+if cols[4].button("Regenerate report", key="regenerate"):
     try:
         services.runner.steer(run_id, "regenerate_report")
     except (UnsupportedCommand, RunnerError) as exc:
@@ -51,7 +64,7 @@ if cols[2].button("Regenerate report", key="regenerate"):
     else:
         st.toast("Regenerating the report; it appears here when ready.")
 
-render(st, markdown)
+render_document(st, markdown)
 
 sources = repo.list_sources(run_id)
 with st.expander(f"All sources gathered by this run ({len(sources)})"):

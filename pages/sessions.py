@@ -5,8 +5,9 @@ from datetime import datetime, time, timezone
 import streamlit as st
 
 from components.app_state import get_services
-from components.safe_markdown import sanitize
+from engine.report import report_title
 from engine.runner import RunnerError
+from engine.safe_text import inline_text
 from storage.models import RunStatus
 
 STATUSES = ["queued", "running", "paused", "done", "failed", "stopped", "interrupted"]
@@ -37,7 +38,7 @@ st.caption(f"{len(runs)} run" + ("" if len(runs) == 1 else "s"))
 for run in runs:
     with st.container(border=True):
         top = st.columns([6, 1, 1, 1])
-        top[0].markdown(f"**{sanitize(run.title or run.question)}**")
+        top[0].markdown(f"**{inline_text(report_title(run.title or run.question))}**")  # one line, capped
         top[0].caption(f"`{run.id}` · {run.method} · {run.status} · {run.node_count} nodes · "
                        f"{run.created_at:%Y-%m-%d %H:%M} · {run.prompt_tokens + run.completion_tokens:,} tokens"
                        + (f" · ⚠ {run.warning}" if run.warning else ""))

@@ -26,7 +26,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from engine.questions import check_storable
+from engine.questions import check_length, check_storable
 from storage.db import Database
 from storage.models import (
     Command,
@@ -187,8 +187,9 @@ class Repository:
         title: str = "",
     ) -> Run:
         # The last guard for callers that skip the runner: a NUL or a non-string would be stored
-        # as given by SQLite and fail later, or fail with a driver error on PostgreSQL.
-        check_storable(question)
+        # as given by SQLite and fail later, or fail with a driver error on PostgreSQL; a document
+        # pasted as a question would be sent again with every prompt of the run.
+        check_length(check_storable(question))
         run = Run(
             id=new_run_id(),
             question=question,

@@ -23,3 +23,16 @@ def test_explore_start_refuses_the_question_with_a_clear_error(services, questio
         assert phrase in errors
     assert services.repo.list_runs() == []
     assert "run" not in at.query_params
+
+
+def test_the_open_run_shows_its_question_as_text_not_a_heading(services):
+    # A stored question with Markdown in it, as long as the limit allows (issue 12, finding 10).
+    question = "# Heading?\n" + "word " * ((MAX_QUESTION_CHARS - 20) // 5)
+    run = services.repo.create_run(question=question, method="rag", params={})
+    at = open_page(run_id=run.id)
+    assert not [h for h in at.subheader if "Heading" in h.value]
+    assert not [h for h in at.header if "Heading" in h.value]
+    shown = [m.value for m in at.markdown if m.value.startswith("**Question:**")]
+    assert len(shown) == 1 and "# Heading? word" in shown[0] and shown[0].endswith(" …")
+    assert len(shown[0]) < 400
+    assert [t.value for t in at.text] == [question.strip()]  # the whole question, in its expander

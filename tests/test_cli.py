@@ -54,9 +54,9 @@ def closed_port() -> int:
 
 
 def split_report(markdown: str) -> tuple[str, list[str]]:
-    """(body, source lines) of a Markdown report."""
+    """(body, source lines) of a Markdown report (each entry's anchor heading left out)."""
     body, sep, tail = markdown.partition("\n## Sources\n")
-    lines = [line for line in tail.splitlines() if line.strip()] if sep else []
+    lines = [line for line in tail.splitlines() if line.strip() and not line.startswith("###### ")] if sep else []
     return body, lines
 
 

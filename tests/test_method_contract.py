@@ -205,7 +205,9 @@ def test_every_citation_resolves_to_a_source_of_the_run(services, cls):
     assert set(numbering) == set(listed)
     for number, rest in listed.items():
         source = sources[numbering[number]]
-        assert rest.startswith(f"{inline_text(source.title) or 'Untitled'} — "), (number, rest, source.title)
+        title = inline_text(source.title) or "Untitled"
+        # The title, linked to the source's page when it has an http(s) URL.
+        assert rest.startswith((f"{title} — ", f"[{title}](")), (number, rest, source.title)
     if sources and cited_source_ids(report.markdown):
         assert cited_numbers, "the stored report cites sources but the rendering shows no [n]"
 

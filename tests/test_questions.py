@@ -94,11 +94,29 @@ def test_runner_stores_the_cleaned_question(services):
 # ---------------------------------------------------------------------- Repository.create_run
 
 
-@pytest.mark.parametrize("question", [None, 7, b"bytes", "with\x00nul"])
+@pytest.mark.parametrize("question", [None, 7, b"bytes", "with\x00nul", "x" * 5_000])
 def test_repository_refuses_what_cannot_be_stored(repo, question):
     with pytest.raises(QuestionError):
         repo.create_run(question=question, method="rag", params={})
     assert repo.list_runs() == []
+
+
+# ---------------------------------------------------------------------- a follow-up "Ask" on a node
+
+
+def _ask_spec():
+    from engine.methods.deot.kinds import COMMANDS
+    return next(spec for spec in COMMANDS if spec.name == "ask")
+
+
+def test_a_follow_up_ask_is_refused_when_too_long_with_the_same_message():
+    from engine.methods.contract import CommandRejected
+    with pytest.raises(CommandRejected, match=f"the limit is {MAX_QUESTION_CHARS:,}.*documents belong in the corpus"):
+        _ask_spec().parse({"node_id": 1, "question": "Why? " + "x" * 5_000})
+
+
+def test_a_follow_up_ask_is_cleaned_like_the_run_question():
+    assert _ask_spec().parse({"node_id": 1, "question": " \x1b[31mWhy\x1b[0m?\x07 "}).question == "Why?"
 
 
 # ---------------------------------------------------------------------- thoughtmap run

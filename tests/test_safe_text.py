@@ -90,12 +90,14 @@ def test_the_whole_list_at_once_is_inert():
     assert_inert(markdown_block("\n\n".join(BYPASSES.values())))
 
 
-def test_safe_links_headings_lists_and_emphasis_survive():
+def test_safe_links_lists_and_emphasis_survive_and_a_report_keeps_its_headings_below_ours():
     text = ("## Findings\n\n- **Bold** and *italic* [a site](https://example.org/a_(b)) and "
             "[mail](mailto:a@example.org) and [top](#top)\n1. `code < 3`\n\n> quote [1]")
     for name, render in RENDERERS.items():
         html = render(markdown_block(text))
-        assert "<h2>" in html and "<strong>Bold</strong>" in html and "<li>" in html, name
+        assert "h2" not in tag_names(html) and "## Findings" in visible_text(html), name
+        assert "<h3>Findings</h3>" in render(markdown_block(text, heading_floor=3)), name
+        assert "<strong>Bold</strong>" in html and "<li>" in html, name
         assert links(html) == ["https://example.org/a_(b)", "mailto:a@example.org", "#top"], (name, html)
         assert "<blockquote>" in html and "[1]" in html, name
 
@@ -244,3 +246,52 @@ def test_sanitising_stays_linear_on_pathological_input(hostile):
     inline_text(hostile)
     terminal_text(hostile)
     assert time.monotonic() - started < 1.0
+
+
+# ---------------------------------------------------------------- headings (issue 12, finding 10)
+
+HEADINGS = {
+    "atx": "# Giant heading\ntext",
+    "atx deep": "###### small heading",
+    "atx indented": "   ## indented",
+    "setext equals": "A line\n=====",
+    "setext dashes": "A line\n---",
+    "setext with spaces": "A line\n  ===   ",
+    "in a list item": "- concept one\n- # heading in a list",
+    "continuation of a list item": "- concept\n\n  # heading under the item",
+    "nested list": "- outer\n  - inner\n    ## nested heading",
+    "ordered list": "1. first\n2) ## second",
+    "block quote": "> # quoted heading",
+    "quote in a list": "- > ### quoted in a list",
+    "setext in a list": "- item\n  title\n  ---",
+    "setext in a quote": "> title\n> ===",
+}
+
+
+@pytest.mark.parametrize("text", HEADINGS.values(), ids=HEADINGS.keys())
+def test_untrusted_text_cannot_make_a_heading(text):
+    for name, render in RENDERERS.items():
+        html = render(markdown_block(text))
+        assert not {"h1", "h2", "h3", "h4", "h5", "h6"} & set(tag_names(html)), (name, html)
+
+
+def test_a_disarmed_heading_keeps_its_words_as_text():
+    html = RENDERERS["markdown-it (commonmark, html on)"](markdown_block("# Giant\n\nline\n==="))
+    assert "# Giant" in visible_text(html) and "===" in visible_text(html)
+
+
+def test_heading_floor_keeps_document_headings_below_our_own_and_never_inside_lists():
+    text = "# Top\n## Second\n#### Fourth\n- # in a list\nline\n==="
+    for name, render in RENDERERS.items():
+        html = render(markdown_block(text, heading_floor=3))
+        tags = tag_names(html)
+        assert "h1" not in tags and "h2" not in tags, (name, html)
+        assert tags.count("h3") == 2 and tags.count("h4") == 1, (name, html)
+
+
+def test_images_nested_in_lists_are_links_and_html_is_text():
+    text = "- item\n  - ![pixel](https://evil.example/t.png)\n  - <img src=x onerror=alert(1)>"
+    for name, render in RENDERERS.items():
+        html = render(markdown_block(text))
+        assert "img" not in tag_names(html), (name, html)
+        assert links(html) == ["https://evil.example/t.png"], (name, html)

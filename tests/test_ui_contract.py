@@ -254,7 +254,7 @@ def test_an_unchanged_run_is_not_read_again(services, grid_run, monkeypatch):
         assert [s for s in statements if re.search(r"\bFROM run_states\b", s)], statements
     finally:
         event.remove(services.db.engine, "before_cursor_execute", record)
-    assert "Collapse, renamed" in texts(at.subheader)
+    assert "**Collapse, renamed**" in texts(at.markdown)
 
 
 # ---------------------------------------------------------------------- layouts, unit by unit

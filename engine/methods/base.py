@@ -31,6 +31,7 @@ from engine.methods.contract import (
 )
 from engine.llm.accounting import RunLLM
 from engine.parallel import run_parallel
+from engine.reader_text import UNWRITTEN, is_placeholder
 from engine.search.protocol import Searcher
 from engine.search.relevance import DEFAULT_FLOOR
 from storage.models import Command, Node, NodeStatus
@@ -54,11 +55,11 @@ class RunOutcome:
 
     answered: int  # answer-bearing nodes that succeeded
     failed: int  # nodes of any kind that failed (not pruned)
-    reason: str = ""  # why nothing was answered, when answered == 0
+    reason: str = ""  # why the run failed: nothing was answered, or no report could be written
 
     @property
     def ok(self) -> bool:
-        return self.answered > 0
+        return self.answered > 0 and not self.reason
 
     @property
     def warning(self) -> str:
@@ -212,6 +213,12 @@ class Method(ABC):
             what = " or ".join(sorted(self.answer_kinds))
             reason = f"nothing was answered: no {what} node succeeded" + (
                 f" (the first failure: {first_error})" if first_error else "")
+        else:
+            report = ctx.graph.report()
+            if report is not None and (report.data.get(UNWRITTEN) or is_placeholder(report.markdown)):
+                # Answers without a report are not a finished run: the reader would get nothing.
+                reason = ("the model could not write the report; press Rewrite report (or Resume) to try "
+                          "again; the answers of the tree are kept")
         return RunOutcome(answered=answered, failed=len(failed), reason=reason)
 
     def reset_failed(self, ctx: RunContext) -> int:

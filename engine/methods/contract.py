@@ -53,6 +53,11 @@ class NodeData(BaseModel):
         """One line the node panel shows under the label (e.g. which engine proposed the node)."""
         return ""
 
+    def reader_fields(self) -> dict[str, str | list[str]] | None:
+        """The node's answer as named fields (e.g. a summary's), for the node panel to show each under
+        its own heading (`engine.reader_text.readable_sections`); None: show the node's content."""
+        return None
+
 
 @dataclass(frozen=True)
 class Variant:

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from engine.llm.protocol import StructuredOutputError
+from engine.reader_text import ReadableText
 from engine.methods import baseline_prompts as prompts
 from engine.methods.base import Method, MethodParams, RunContext
 from engine.methods.common import ANSWER, ASKED_QUESTION, child_of_kind, ensure_root
@@ -14,7 +15,7 @@ from storage.models import NodeStatus
 
 
 class DirectAnswer(BaseModel):
-    answer: str = Field(description="The answer, in Markdown.")
+    answer: ReadableText = Field(description="The answer, in Markdown.")
     confidence: Literal["low", "medium", "high"] = Field(description="How sure the answer is.")
 
 

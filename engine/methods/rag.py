@@ -8,6 +8,7 @@ from pydantic import BaseModel, Field
 
 from engine.citations import attribute_uncited, cited_source_ids, source_blocks, to_stored_markers
 from engine.llm.protocol import StructuredOutputError
+from engine.reader_text import ReadableText
 from engine.methods import baseline_prompts as prompts
 from engine.methods.base import Method, MethodParams, RunContext, relevance_floor_field
 from engine.methods.common import ANSWER, ASKED_QUESTION, RETRIEVAL, child_of_kind, ensure_root
@@ -17,7 +18,7 @@ from storage.models import NodeStatus
 
 
 class CitedAnswer(BaseModel):
-    answer: str = Field(description="The answer in Markdown, citing sources inline as [n].")
+    answer: ReadableText = Field(description="The answer in Markdown, citing sources inline as [n].")
     confidence: Literal["low", "medium", "high"] = Field(description="How well the sources support it.")
 
 

@@ -85,7 +85,7 @@ def test_payloads_never_run(streamlit_app, page, shot, app_repo):
 
     # Explore: the run, with the payload-carrying child in the node panel.
     page.goto(f"{streamlit_app.url}/?run={ids['run']}")
-    page.get_by_role("heading", name="XSS probe").first.wait_for()
+    page.get_by_text("XSS probe").first.wait_for()
     dots = settled_map(page)
     assert len(dots) == 3
     choose_node(page, 2)  # the child: the second node of its run

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from engine.methods.common import DroppedHit
 from engine.methods.contract import (
@@ -18,6 +18,7 @@ from engine.methods.contract import (
     Variant,
     regenerate_report_command,
 )
+from engine.questions import MAX_QUESTION_CHARS, clean_question
 from storage.models import NodeStatus
 
 QUESTION = "question"
@@ -141,6 +142,9 @@ class QuestionData(NodeData):
         """What the node is, without what an attempt to solve it left."""
         return self.model_dump(mode="json", include=set(self.IDENTITY), exclude_unset=True)
 
+    def reader_fields(self) -> dict[str, str | list[str]] | None:
+        return self.summary.model_dump() if self.summary is not None else None
+
     def caption(self) -> str:
         who = {"root": "your question", "breadth": "breadth engine", "depth": "depth engine",
                "user": "your follow-up"}[self.engine]
@@ -172,8 +176,16 @@ class ExpandPayload(NodeCommand):
 
 
 class AskPayload(NodeCommand):
-    question: str = Field(min_length=1, max_length=2000, title="Your follow-up",
-                          description="Your own follow-up question under this node.")
+    question: str = Field(title="Your follow-up",
+                          description=f"Your own follow-up question under this node (up to {MAX_QUESTION_CHARS:,} "
+                                      "characters).")
+
+    @field_validator("question")
+    @classmethod
+    def _research_question(cls, value: str) -> str:
+        # The same rules and message as the run's own question (Start, CLI): a follow-up is researched
+        # with every prompt of its node, so a pasted document costs as much here.
+        return clean_question(value)
 
 
 _LIVE = frozenset({NodeStatus.PENDING, NodeStatus.RUNNING, NodeStatus.DONE, NodeStatus.FAILED})

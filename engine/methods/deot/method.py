@@ -40,8 +40,13 @@ from engine.methods.deot.schemas import (
     OptimizedQuery,
     RepairedQuery,
 )
+from engine.reader_text import readable_sections
 from engine.search.relevance import ungrounded_note
 from storage.models import Node, NodeStatus
+
+
+EMPTY_SUMMARY = ("the model's summary held no content (only field names, schema words or error messages); "
+                 "press Retry to solve the node again")
 
 
 def summary_max_tokens(params: DeotParams) -> int:
@@ -50,13 +55,13 @@ def summary_max_tokens(params: DeotParams) -> int:
 
 
 def render_summary(summary: dict[str, Any]) -> str:
-    parts = [f"**Key findings.** {summary['key_findings']}"]
-    if summary.get("evidence_and_data"):
-        parts.append("**Evidence and data**\n" + "\n".join(f"- {e}" for e in summary["evidence_and_data"]))
-    parts.append(f"**Analysis**\n\n{summary['analysis']}")
-    if summary.get("conflicting_information"):
-        parts.append("**Conflicting information**\n" + "\n".join(f"- {c}" for c in summary["conflicting_information"]))
-    parts.append(f"**Conclusion.** {summary['conclusion']}")
+    """The node's content: each summary field under its heading, with what is not content (a field's
+    name, "Field required.", a paragraph already said) left out, so neither the panel nor the report
+    writer is given it."""
+    parts = []
+    for section in readable_sections(summary):
+        body = "\n".join(f"- {p}" for p in section.paragraphs) if section.as_list else "\n\n".join(section.paragraphs)
+        parts.append(f"**{section.heading}**\n\n{body}")
     return "\n\n".join(parts)
 
 
@@ -226,6 +231,10 @@ class DeotMethod(Method):
             if attributed:
                 detail["attributed_citations"] = attributed
             content = render_summary(stored)
+            if not content:
+                # Every field was a field name, a schema word or an error message: not an answer.
+                ctx.graph.fail(node, EMPTY_SUMMARY, data={**detail, "last_output": summary.model_dump_json()[:2000]})
+                return
             if detail["no_relevant_source"]:
                 # Said to the reader, not left to the model: nothing in this answer is grounded.
                 content += ungrounded_note(ctx.searcher.description)

@@ -15,6 +15,7 @@ from engine.methods.base import RunContext
 from engine.methods.deot import prompts
 from engine.methods.deot.kinds import QuestionData
 from engine.methods.deot.params import DeotParams
+from engine.reader_text import REPORT_NOT_WRITTEN, UNWRITTEN, first_readable
 from storage.models import Node, NodeStatus
 
 
@@ -63,7 +64,8 @@ def write(ctx: RunContext, questions: list[Node], *, method: str, force: bool) -
     answered = included(questions)
     signature = [[n.id, n.finished_at.isoformat() if n.finished_at else ""] for n in answered]
     latest = ctx.graph.report()
-    if not force and latest is not None and latest.data.get("signature") == signature:
+    if not force and latest is not None and latest.data.get("signature") == signature \
+            and not latest.data.get(UNWRITTEN):
         return
     counts = metrics(questions, answered)
     if not answered:
@@ -82,13 +84,21 @@ def write(ctx: RunContext, questions: list[Node], *, method: str, force: bool) -
             f" · aspect: {data.aspect}" if data.aspect else "")
         summaries.append(f"{header}\nQuery: {node.label}\n\n{rendered.text}")
     ordered_sources = [all_sources[sid] for sid, _ in sorted(numbering.items(), key=lambda kv: kv[1])]
-    text = ctx.llm.text(
+    written = first_readable(lambda: ctx.llm.text(
         prompts.FINAL_REPORT.render(
             today=ctx.today.isoformat(), question=ctx.question,
             sources=source_blocks(ordered_sources, max_chars=600) if ordered_sources else "(no sources)",
             node_summaries="\n\n".join(summaries), **counts),
         purpose="report", max_tokens=params.report_max_tokens,
-    )
+    ))
+    if written is None:
+        # Never the model's "Field required." as the report: say so, keep the tree's cited findings.
+        body = REPORT_NOT_WRITTEN + ("\n\n## Key findings from the tree\n\n" + cited_findings(answered)
+                                     if cited_findings(answered) else "")
+        ctx.graph.save_report(body, data={"method": method, "signature": signature, "metrics": counts,
+                                          UNWRITTEN: True})
+        return
+    text = written
     text, attributed = attribute_uncited(text, ordered_sources) if params.attribute_citations else (text, 0)
     body, invalid = to_stored_markers(text.strip(), ordered_sources)
     findings = "" if cited_source_ids(body) else cited_findings(answered)

@@ -38,6 +38,7 @@ from engine.methods.omnithink.kinds import (
 )
 from engine.methods.omnithink.params import OmniThinkParams
 from engine.methods.omnithink.pool import merge
+from engine.reader_text import REPORT_NOT_WRITTEN, SECTION_NOT_WRITTEN, UNWRITTEN, first_readable
 from engine.methods.omnithink.schemas import Reflection, expansion_model, outline_model
 from engine.search.protocol import Hit, SearchError
 from engine.search.relevance import NO_RELEVANT_SOURCE, relevant_hits
@@ -278,18 +279,20 @@ class OmniThinkMethod(Method):
             chosen = [by_ref[h.ref] for h in ranked if h.score > 0]
             heading = section["title"] + ("" if not section.get("subsections") else
                                           " (subsections: " + "; ".join(section["subsections"]) + ")")
-            text = ctx.llm.text(prompts.WRITE_SECTION.render(
+            text = first_readable(lambda: ctx.llm.text(prompts.WRITE_SECTION.render(
                 sources=source_blocks(chosen, max_chars=900) if chosen else "(no sources)", topic=ctx.question,
-                section=heading, words=params.section_words), purpose="writer", max_tokens=params.section_words * 3)
-            body, dropped = to_stored_markers(self._with_heading(text, section["title"]), chosen)
+                section=heading, words=params.section_words), purpose="writer", max_tokens=params.section_words * 3))
+            # A section the model could not write (twice) keeps its place with a note, never its junk.
+            body, dropped = to_stored_markers(self._with_heading(text or SECTION_NOT_WRITTEN, section["title"]), chosen)
             results[index] = {"title": section["title"], "markdown": body, "snippets": [s.id for s in chosen],
-                              "invalid_citations": dropped}
+                              "invalid_citations": dropped, UNWRITTEN: text is None}
 
         ctx.parallel([lambda i=i, section=section: write(i, section) for i, section in enumerate(sections)])
         draft = "\n\n".join(r["markdown"] for r in results if r)
-        article, polish_note = self._polish(ctx, draft)
+        unwritten = all(r is None or r[UNWRITTEN] for r in results)
+        article, polish_note = (REPORT_NOT_WRITTEN, "") if unwritten else self._polish(ctx, draft)
         ctx.graph.save_report(article, data={
-            "method": self.name, "sections": results, "draft": draft, "polish": polish_note,
+            "method": self.name, "sections": results, "draft": draft, "polish": polish_note, UNWRITTEN: unwritten,
             "tree": [[n.id, n.status] for n in self._tree(ctx)],
         })
 

@@ -1,0 +1,98 @@
+"""The report as a PDF (fpdf2, pure Python) in DejaVu Sans from Debian's fonts, so any script the
+sources are in prints. Text is written as text (fpdf2's markdown and HTML modes stay off); citations
+are internal links to their source entry, and a source's title links to its http(s) URL."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fpdf import FPDF
+
+from engine.export.document import Block, ReportDocument
+
+FONT_DIR = Path("/usr/share/fonts/truetype/dejavu")
+FONT = "DejaVu"
+LINK_RGB = (31, 90, 166)
+_HEADING_SIZES = {1: 18, 2: 15, 3: 13, 4: 12, 5: 11, 6: 11}
+_BODY = 10.5
+_LINE = 5.5
+
+
+class PdfFontMissing(RuntimeError):
+    """The Unicode font the PDF is written in is not installed; the message says what to install."""
+
+
+REGULAR, BOLD = FONT_DIR / "DejaVuSans.ttf", FONT_DIR / "DejaVuSans-Bold.ttf"
+
+
+def pdf_font_missing() -> str:
+    """What to install when the PDF's font is missing ("" when it is there)."""
+    if REGULAR.is_file() and BOLD.is_file():
+        return ""
+    return (f"the PDF needs the DejaVu Sans font ({REGULAR}); install Debian's fonts-dejavu-core "
+            "package, or download the Markdown or DOCX version")
+
+
+def _pdf() -> FPDF:
+    missing = pdf_font_missing()
+    if missing:
+        raise PdfFontMissing(missing)
+    pdf = FPDF(format="A4")
+    pdf.set_margins(18, 18, 18)
+    pdf.set_auto_page_break(True, margin=18)
+    pdf.add_font(FONT, "", str(REGULAR))
+    pdf.add_font(FONT, "B", str(BOLD))
+    pdf.add_page()
+    return pdf
+
+
+def _write_parts(pdf: FPDF, block: Block, links: dict[int, int], height: float) -> None:
+    for part in block.parts:
+        if isinstance(part, int):
+            pdf.set_text_color(*LINK_RGB)
+            pdf.write(height, f"[{part}]", link=links[part])
+            pdf.set_text_color(0, 0, 0)
+        else:
+            pdf.write(height, part)
+    pdf.ln(height)
+
+
+def to_pdf(document: ReportDocument) -> bytes:
+    pdf = _pdf()
+    # One internal link per source, placed on its entry when the Sources list is written.
+    links = {source.number: pdf.add_link() for source in document.sources}
+    pdf.set_font(FONT, "B", _HEADING_SIZES[1])
+    pdf.multi_cell(0, 9, document.title, new_x="LMARGIN", new_y="NEXT")
+    pdf.set_font(FONT, "", 9)
+    for fact in document.facts:
+        pdf.multi_cell(0, 5, fact, new_x="LMARGIN", new_y="NEXT")
+    pdf.ln(3)
+    for block in document.blocks:
+        if block.kind == "heading":
+            size = _HEADING_SIZES[min(block.level, 6)]
+            pdf.ln(2)
+            pdf.set_font(FONT, "B", size)
+            _write_parts(pdf, block, links, size * 0.5)
+        else:
+            pdf.set_font(FONT, "", _BODY)
+            if block.kind == "bullet":
+                pdf.write(_LINE, "•  ")
+            _write_parts(pdf, block, links, _LINE)
+        pdf.ln(1.5)
+    if document.sources:
+        pdf.ln(2)
+        pdf.set_font(FONT, "B", _HEADING_SIZES[2])
+        pdf.multi_cell(0, 8, "Sources", new_x="LMARGIN", new_y="NEXT")
+        pdf.set_font(FONT, "", _BODY)
+        for source in document.sources:
+            pdf.set_link(links[source.number], page=pdf.page_no(), y=pdf.get_y())
+            pdf.write(_LINE, f"[{source.number}] ")
+            if source.url:
+                pdf.set_text_color(*LINK_RGB)
+                pdf.write(_LINE, source.title, link=source.url)
+                pdf.set_text_color(0, 0, 0)
+            else:
+                pdf.write(_LINE, source.title)
+            pdf.write(_LINE, f" — {source.where} ({source.kind})")
+            pdf.ln(_LINE + 1.5)
+    return bytes(pdf.output())
