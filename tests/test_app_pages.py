@@ -726,5 +726,5 @@ def test_an_out_of_range_parameter_blocks_start_with_the_reason(services):
     at.button(key="start").click().run()
     assert_no_exception(at)
     errors = joined(at.error)
-    assert "max_nodes=-5" in errors and "greater than or equal to 1" in errors
+    assert "max_nodes=-5" in errors and "greater than or equal to 1 (allowed: 1 to 200)" in errors
     assert services.repo.list_runs() == []
