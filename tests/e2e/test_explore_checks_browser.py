@@ -257,8 +257,11 @@ def corpus_count(page) -> int:
 
 def upload(page, path: Path) -> None:
     """Add a file to the corpus on the Settings page."""
-    page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(path))
-    page.get_by_text(path.name).first.wait_for()
+    page.get_by_role("button", name="Rebuild the index").wait_for()  # the page has rendered
+    uploader = page.locator('[data-testid="stFileUploader"]')
+    uploader.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(path))
+    # The chip shows a long name shortened in the middle; its accessible name is the whole name.
+    uploader.locator(f'[data-testid="stFileChip"][aria-label^="{path.name},"]').wait_for()
     page.get_by_role("button", name="Add to the corpus").click()
     page.locator('[data-testid="stAlertContentSuccess"]').filter(has_text="document(s) added").wait_for()
 
