@@ -11,31 +11,17 @@ from collections.abc import Iterable
 from typing import Any
 
 import streamlit as st
-from annotated_types import Ge, Gt, Le, Lt, MaxLen
+from annotated_types import MaxLen
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-
-def _bounds(info: FieldInfo) -> tuple[float | None, float | None]:
-    low = high = None
-    for meta in info.metadata:
-        if isinstance(meta, Ge):
-            low = meta.ge
-        elif isinstance(meta, Gt):
-            low = meta.gt
-        elif isinstance(meta, Le):
-            high = meta.le
-        elif isinstance(meta, Lt):
-            high = meta.lt
-    return low, high
+from engine.methods.params import allowed_range
 
 
 def _with_range(help_text: str | None, info: FieldInfo) -> str | None:
-    low, high = _bounds(info)
-    if low is None and high is None:
+    allowed = allowed_range(info)
+    if allowed is None:
         return help_text
-    allowed = (f"{low:g} to {high:g}" if low is not None and high is not None
-               else f"at least {low:g}" if low is not None else f"at most {high:g}")
     return f"{help_text} Allowed: {allowed}." if help_text else f"Allowed: {allowed}."
 
 

@@ -12,6 +12,9 @@ from engine.preferences import PRESETS, Preferences, save_preferences
 from components.safe_markdown import sanitize
 from engine.redact import redact_url
 from engine.search.bundled import rebuild_corpus
+from engine.search.uploads import add_uploads
+
+CORPUS_NOTICE = "settings-corpus-notice"
 
 services = get_services()
 prefs: Preferences = preferences(services)
@@ -130,17 +133,16 @@ st.write(f"{sum(collections.values()):,} documents in {corpus.store.count_chunks
 st.dataframe({"collection": list(collections), "documents": list(collections.values())}, hide_index=True)
 uploads = st.file_uploader("Add files (txt, md, html, pdf, jsonl)", accept_multiple_files=True,
                            type=["txt", "md", "html", "htm", "pdf", "jsonl"], key="settings-upload")
+# What an ingest or a rebuild did is shown after a rerun, so the counts above are already the new ones.
 if uploads and st.button("Add to the corpus", key="settings-ingest"):
-    folder = services.uploads_dir
-    folder.mkdir(parents=True, exist_ok=True)
-    saved = []
-    for upload in uploads:
-        target = folder / upload.name.replace("/", "_")
-        target.write_bytes(upload.getvalue())
-        saved.append(target)
-    report = corpus.ingest(saved)
-    st.success(report.summary())
+    report = add_uploads(corpus, services.uploads_dir, ((u.name, u.getvalue()) for u in uploads))
+    st.session_state[CORPUS_NOTICE] = report.summary()
+    st.rerun()
 if st.button("Rebuild the index", key="settings-rebuild", help="Index the bundled data and your uploaded files again"):
     with st.spinner("Rebuilding the index…"):
         rebuild_corpus(corpus, services.uploads_dir)
-    st.success("The index was rebuilt.")
+    st.session_state[CORPUS_NOTICE] = "The index was rebuilt."
+    st.rerun()
+if CORPUS_NOTICE in st.session_state:
+    # File names in the summary are the uploader's text: shown inert.
+    st.success(sanitize(st.session_state.pop(CORPUS_NOTICE)))

@@ -632,10 +632,12 @@ def test_settings_corpus_shows_counts_and_ingests_an_upload(services):
     assert_no_exception(at)
     assert at.success, texts(at.error)
     assert (services.uploads_dir / "zorblax.txt").read_bytes() == text
-    at.run()
+    # The count is the new one at once (no second run of the page).
     assert f"{documents + 1:,} documents in {store.count_chunks():,} passages" in texts(at.markdown)
     hits = services.corpus().search("Zorblaxian glass Quillmere", 3)
     assert hits and "Zorblaxian" in hits[0].snippet + hits[0].title + getattr(hits[0], "text", "")
+    # Cited by its file name, not by the folder the server saved it in.
+    assert hits[0].ref == "uploads/zorblax.txt#0" and hits[0].url is None
 
 
 # ---------------------------------------------------------------------- errors are readable
@@ -727,5 +729,5 @@ def test_an_out_of_range_parameter_blocks_start_with_the_reason(services):
     at.button(key="start").click().run()
     assert_no_exception(at)
     errors = joined(at.error)
-    assert "max_nodes=-5" in errors and "greater than or equal to 1" in errors
+    assert "max_nodes=-5" in errors and "greater than or equal to 1 (allowed: 1 to 200)" in errors
     assert services.repo.list_runs() == []

@@ -241,7 +241,7 @@ def test_unknown_parameter_lists_the_valid_ones(capsys):
 
 @pytest.mark.parametrize("assignment, expected", [
     ("top_k=abc", "integer"),
-    ("top_k=0", "greater than or equal to 1"),
+    ("top_k=0", "greater than or equal to 1 (allowed: 1 to 50)"),
     ("top_k=999", "less than or equal to 50"),
     ("max_answer_tokens=-5", "greater than or equal to 32"),
 ])

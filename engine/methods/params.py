@@ -6,7 +6,9 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from annotated_types import Ge, Gt, Le, Lt
 from pydantic import ValidationError
+from pydantic.fields import FieldInfo
 
 from engine.methods.base import MethodParams
 
@@ -37,6 +39,31 @@ def parse_assignments(pairs: Iterable[str]) -> dict[str, Any]:
     return values
 
 
+def allowed_range(info: FieldInfo) -> str | None:
+    """A number field's declared bounds in words ("0 to 8", "at least 1"), or None without bounds."""
+    low = high = None
+    for meta in info.metadata:
+        if isinstance(meta, (Ge, Gt)):
+            low = meta.ge if isinstance(meta, Ge) else meta.gt
+        elif isinstance(meta, (Le, Lt)):
+            high = meta.le if isinstance(meta, Le) else meta.lt
+    if low is None and high is None:
+        return None
+    if low is not None and high is not None:
+        return f"{low:g} to {high:g}"
+    return f"at least {low:g}" if low is not None else f"at most {high:g}"
+
+
+def _problem(err: Mapping[str, Any], fields: Mapping[str, FieldInfo]) -> str:
+    loc = err.get("loc", ())
+    name = ".".join(str(p) for p in loc) or "(params)"
+    text = f"{name}={err.get('input')!r}: {err.get('msg')}"
+    # Pydantic names only the bound that was crossed; a reader fixing the value wants both.
+    info = fields.get(loc[0]) if len(loc) == 1 else None
+    allowed = allowed_range(info) if info is not None else None
+    return f"{text} (allowed: {allowed})" if allowed and err.get("type", "").startswith(("greater", "less")) else text
+
+
 def build_params(params_type: type[MethodParams], values: Mapping[str, Any], *, method: str) -> MethodParams:
     known = params_type.model_fields
     unknown = [key for key in values if key not in known]
@@ -49,10 +76,7 @@ def build_params(params_type: type[MethodParams], values: Mapping[str, Any], *, 
     try:
         return params_type.model_validate(dict(values))
     except ValidationError as exc:
-        problems = []
-        for err in exc.errors():
-            name = ".".join(str(p) for p in err.get("loc", ())) or "(params)"
-            problems.append(f"{name}={err.get('input')!r}: {err.get('msg')}")
+        problems = [_problem(err, known) for err in exc.errors()]
         raise ParamError(f"bad parameter value for method '{method}': " + "; ".join(problems)) from exc
 
 

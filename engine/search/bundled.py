@@ -24,6 +24,7 @@ from urllib.parse import quote
 from engine.config import Settings
 from engine.search.chunking import OVERLAP_WORDS, TARGET_WORDS, chunk_text
 from engine.search.local import LocalCorpusSearcher, content_hash
+from engine.search.uploads import reindex_uploads
 from storage.corpus_store import CorpusStore, NewDocument
 
 BUNDLED_DATA_DIR = Path(__file__).resolve().parents[2] / "data" / "datasets"
@@ -235,6 +236,6 @@ def rebuild_corpus(searcher: LocalCorpusSearcher, uploads_dir: Path | None = Non
     """Drop the whole index and build it again: the bundled data, then the user's uploaded files."""
     searcher.store.clear()
     status = ensure_bundled_corpus(searcher.store, progress)
-    if uploads_dir is not None and uploads_dir.exists() and any(uploads_dir.iterdir()):
-        searcher.ingest([uploads_dir])
+    if uploads_dir is not None:
+        reindex_uploads(searcher, uploads_dir)
     return status

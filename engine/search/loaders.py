@@ -296,3 +296,22 @@ def iter_documents(paths: Iterable[Path | str]) -> Iterator[LoadedDocument | Tex
             yield from load_file(path)
         else:
             yield Skipped(path, "no such file or folder")
+
+
+def named_inside(items: Iterable[LoadedDocument | TextFileDocument | Skipped], folder: Path,
+                 name: str) -> Iterator[LoadedDocument | TextFileDocument | Skipped]:
+    """The documents of files kept in `folder` (the app's uploads), identified by their path inside
+    it under `name` (``uploads/notes.md``) and without a file URL. The reader of a citation sees the
+    file they uploaded, never the server's folders; the ref stays unique and stable, so a file
+    uploaded again under its name is updated in place."""
+    root = path_text(folder.resolve())
+
+    def inside(text: str) -> str:
+        return name + text[len(root):] if text == root or text.startswith(root + os.sep) else text
+
+    for item in items:
+        if isinstance(item, Skipped):
+            yield replace(item, path=Path(inside(path_text(item.path.resolve()))))
+            continue
+        file_url = item.url is not None and item.url.startswith("file:")  # a .jsonl line may carry its own URL
+        yield replace(item, ref=inside(item.ref), url=None if file_url else item.url)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.search.chunking import chunk_text, iter_chunks
-from engine.search.loaders import LoadedDocument, Skipped, TextFileDocument, iter_documents, path_text
+from engine.search.loaders import LoadedDocument, Skipped, TextFileDocument, iter_documents, named_inside, path_text
 from engine.search.protocol import Hit
 from storage.corpus_store import AddStats, CorpusStore, NewDocument
 
@@ -115,9 +115,12 @@ class LocalCorpusSearcher:
         ]
 
     def ingest(
-        self, paths: Iterable[Path | str], *, collection: str = DEFAULT_COLLECTION
+        self, paths: Iterable[Path | str], *, collection: str = DEFAULT_COLLECTION,
+        inside: tuple[Path, str] | None = None,
     ) -> IngestReport:
-        """Index files and folders. Already-indexed content is skipped; edited files are updated."""
+        """Index files and folders. Already-indexed content is skipped; edited files are updated.
+        `inside=(folder, name)`: the files live in that folder (the app's uploads) and are named by
+        their path inside it under `name`, with no file URL (see `named_inside`)."""
         started = time.perf_counter()
         report = IngestReport()
         batch: list[NewDocument] = []
@@ -128,7 +131,10 @@ class LocalCorpusSearcher:
             report.count(self.store.add_documents(batch))
             batch.clear()
 
-        for item in iter_documents(paths):
+        items = iter_documents(paths)
+        if inside is not None:
+            items = named_inside(items, *inside)
+        for item in items:
             if isinstance(item, Skipped):
                 report.skipped.append(item)
                 continue

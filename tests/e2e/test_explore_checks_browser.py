@@ -1,0 +1,371 @@
+"""Issue 12's findings 3, 4, 5 and the small items of 11, each checked in Chromium at 1400×900 as
+a person meets it: the Report page follows the run that is open, a double click on Start makes one
+run, out-of-range parameters block Start with the reason, the corpus count follows an upload, an
+uploaded file is cited by its name, Streamlit's own Deploy and Stop stay hidden, "1 run", and the
+Report picker's date and id.
+
+One app server serves the whole module (starting one costs seconds on this machine), so every test
+makes the runs it needs with a question of its own and counts only those. A screenshot of each
+test's decisive moment goes to test-artifacts/checks-<finding>.png."""
+
+from __future__ import annotations
+
+import re
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from engine.config import load_settings
+from storage import Repository, open_database
+from storage.models import RunStatus
+from tests.e2e.conftest import ARTIFACTS, StreamlitApp, download_report, metric, poll
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
+
+VIEWPORT = {"width": 1400, "height": 900}
+DIRECT = "Direct answer (baseline)"
+RETRIEVE = "Retrieve and answer (baseline)"
+
+
+@pytest.fixture(scope="module")
+def checks_home(tmp_path_factory, bundled_corpus) -> Path:
+    home = tmp_path_factory.mktemp("checks-home")
+    bundled_corpus.store.backup_to(home / "corpus.sqlite3")
+    return home
+
+
+@pytest.fixture(scope="module")
+def checks_app(checks_home, tmp_path_factory):
+    app = StreamlitApp(checks_home, log_dir=tmp_path_factory.mktemp("checks-logs"))
+    try:
+        app.start()
+        yield app
+    finally:
+        app.stop()
+
+
+@pytest.fixture(autouse=True)
+def _log_on_failure(checks_app, request):
+    yield
+    report = getattr(request.node, "rep_call", None)
+    if report is None or report.failed:
+        print(f"--- end of the Streamlit log ({checks_app.log_path}) ---\n{checks_app.log()}")
+
+
+@pytest.fixture(scope="module")
+def repo(checks_home):
+    """The shared app's repository, read from the test process."""
+    db = open_database(load_settings({"THOUGHTMAP_HOME": str(checks_home)}).database_url)
+    try:
+        yield Repository(db)
+    finally:
+        db.dispose()
+
+
+@pytest.fixture
+def tab(page, checks_app):
+    page.set_viewport_size(VIEWPORT)
+    return page
+
+
+def screenshot(page, finding: str, *, full_page: bool = True) -> Path:
+    ARTIFACTS.mkdir(exist_ok=True)
+    path = ARTIFACTS / f"checks-{finding}.png"
+    page.screenshot(path=str(path), full_page=full_page)
+    return path
+
+
+# ------------------------------------------------------------------ what a person does
+
+def sidebar_link(page, name: str):
+    return page.locator('[data-testid="stSidebarNav"]').get_by_role("link", name=name)
+
+
+def choose(page, label: str, option: str) -> None:
+    """Pick `option` in the selectbox labelled `label`."""
+    page.get_by_role("combobox", name=label, exact=True).click()
+    page.get_by_role("option", name=option, exact=True).click()
+
+
+def open_parameters(page) -> None:
+    page.locator('[data-testid="stExpander"] summary').filter(has_text="Parameters").click()
+
+
+def type_number(page, label: str, value: int) -> None:
+    """Type into a number box and leave it (Streamlit takes the value on Enter)."""
+    box = page.get_by_label(label, exact=True)
+    box.fill(str(value))
+    box.press("Enter")
+
+
+def new_research(page, app: StreamlitApp, question: str, method: str | None = None) -> None:
+    """A fresh Explore page with the question typed (and a method picked)."""
+    page.goto(app.url)
+    page.get_by_label("Question").fill(question)
+    if method is not None:
+        choose(page, "Method", method)
+
+
+def opened_run(page) -> str | None:
+    match = re.search(r"[?&]run=([^&]+)", page.url)
+    return match.group(1) if match else None
+
+
+def start_run(page, app: StreamlitApp, question: str, method: str = DIRECT) -> str:
+    """Start a run from Explore and wait until the page shows it; its id."""
+    new_research(page, app, question, method)
+    page.get_by_role("button", name="Start").click()
+    run_id = poll(page, lambda: opened_run(page), what="the started run in the address")
+    page.get_by_role("heading", name=question).first.wait_for()
+    return run_id
+
+
+def wait_finished(page, repo: Repository, run_id: str) -> None:
+    poll(page, lambda: repo.get_run(run_id).status not in RunStatus.ACTIVE, timeout=120, what=f"run {run_id} to end")
+
+
+def runs_asking(repo: Repository, question: str) -> list[str]:
+    return [r.id for r in repo.list_runs(text=question)]
+
+
+def report_picker(page) -> str:
+    """The run the Report page's picker shows (its label: title · method · status · date · id)."""
+    return page.get_by_role("combobox", name="Run", exact=True).input_value()
+
+
+# ------------------------------------------------------------------ finding 3
+
+def test_3_the_report_page_shows_the_run_open_in_explore(checks_app, tab, repo):
+    page = tab
+    older = start_run(page, checks_app, "Finding three: who painted the Mona Lisa?")
+    wait_finished(page, repo, older)
+    newer = start_run(page, checks_app, "Finding three: who built the Eiffel Tower?")
+    wait_finished(page, repo, newer)
+    assert repo.list_runs()[0].id == newer  # the newest run is not the one we open
+
+    # The older run opened by its URL, then reloaded: only the query names it.
+    page.goto(f"{checks_app.url}/?run={older}")
+    page.reload()
+    page.get_by_role("heading", name="Finding three: who painted the Mona Lisa?").first.wait_for()
+
+    # "Open in the Report page" (in the run's Report section, open once the run is done).
+    page.get_by_role("link", name="Open in the Report page").click()
+    poll(page, lambda: report_picker(page).endswith(older), what="the Report page to show the open run")
+
+    # The sidebar's Report link after another reload of the run's address.
+    page.goto(f"{checks_app.url}/?run={older}")
+    page.reload()
+    page.get_by_role("heading", name="Finding three: who painted the Mona Lisa?").first.wait_for()
+    sidebar_link(page, "Report").click()
+    poll(page, lambda: report_picker(page).endswith(older), what="the sidebar's Report page to show the open run")
+    page.get_by_role("heading", name="Finding three: who painted the Mona Lisa?").first.wait_for()
+    screenshot(page, "3")
+    assert newer not in report_picker(page)
+
+
+# ------------------------------------------------------------------ finding 4
+
+COUNT_START_CLICKS = """() => {
+  window.startClicks = 0;
+  document.addEventListener('click', (e) => {
+    if (e.target.closest('.st-key-start')) window.startClicks += 1;
+  }, true);
+}"""
+
+
+class SlowReplies:
+    """The app's replies to the page held back while `held()` lasts, then delivered in order: a
+    loaded server (or network), whose page still shows the Start button 150 ms after the first
+    click, so the second click lands on it too. The page's own messages go through at once."""
+
+    def __init__(self, page) -> None:
+        self.holding = False
+        self.queue: list = []
+        page.route_web_socket(re.compile(r"/_stcore/stream$"), self._route)
+
+    def _route(self, ws) -> None:
+        server = ws.connect_to_server()
+        ws.on_message(server.send)
+        server.on_message(lambda message: self.queue.append((ws, message)) if self.holding else ws.send(message))
+
+    @contextmanager
+    def held(self):
+        self.holding = True
+        try:
+            yield
+        finally:
+            self.holding = False
+            queue, self.queue = self.queue, []
+            for ws, message in queue:
+                ws.send(message)
+
+
+def test_4_a_double_click_on_start_makes_one_run(checks_app, tab, repo):
+    page = tab
+    slow = SlowReplies(page)
+    question = "Finding four: why is the sky blue?"
+    new_research(page, checks_app, question, DIRECT)
+    start = page.locator(".st-key-start button")
+    box = start.bounding_box()
+    page.evaluate(COUNT_START_CLICKS)
+    # Two clicks on the same spot, 150 ms apart, as a hurried person does.
+    x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+    with slow.held():
+        page.mouse.click(x, y)
+        page.wait_for_timeout(150)
+        page.mouse.click(x, y)
+        assert page.evaluate("window.startClicks") == 2, "both clicks reached the Start button"
+
+    run_id = poll(page, lambda: opened_run(page), what="the started run in the address")
+    page.get_by_role("heading", name=question).first.wait_for()
+    wait_finished(page, repo, run_id)
+    poll(page, lambda: metric(page, "Status") == "done", what="the page to show the run done")
+    screenshot(page, "4")
+    assert runs_asking(repo, question) == [run_id]
+    assert opened_run(page) == run_id
+
+
+# ------------------------------------------------------------------ finding 5
+
+def test_5_out_of_range_parameters_block_start_with_the_reason(checks_app, tab, repo):
+    page = tab
+    question = "Finding five: how do tides work?"
+    new_research(page, checks_app, question)  # the default method (DEoT)
+    open_parameters(page)
+    type_number(page, "Max layers", -5)
+    type_number(page, "Max aspects", 999)
+    page.get_by_role("button", name="Start").click()
+
+    error = page.locator('[data-testid="stAlertContentError"]')
+    error.first.wait_for()
+    text = error.first.inner_text()
+    screenshot(page, "5")
+    # The message names each bad parameter and what it may be.
+    assert "max_layers=-5" in text and "allowed: 0 to 8" in text, text
+    assert "max_aspects=999" in text and "allowed: 1 to 8" in text, text
+    assert runs_asking(repo, question) == []
+    assert opened_run(page) is None
+
+
+# ------------------------------------------------------------------ finding 11: small items
+
+def corpus_count(page) -> int:
+    text = page.get_by_text(re.compile(r"^[\d,]+ documents in [\d,]+ passages$")).inner_text()
+    return int(text.split(" ")[0].replace(",", ""))
+
+
+def upload(page, path: Path) -> None:
+    """Add a file to the corpus on the Settings page."""
+    page.get_by_role("button", name="Rebuild the index").wait_for()  # the page has rendered
+    uploader = page.locator('[data-testid="stFileUploader"]')
+    uploader.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(path))
+    # The chip shows a long name shortened in the middle; its accessible name is the whole name.
+    uploader.locator(f'[data-testid="stFileChip"][aria-label^="{path.name},"]').wait_for()
+    page.get_by_role("button", name="Add to the corpus").click()
+    page.locator('[data-testid="stAlertContentSuccess"]').filter(has_text="document(s) added").wait_for()
+
+
+def test_11_the_corpus_count_follows_an_upload(checks_app, tab, tmp_path):
+    page = tab
+    page.goto(checks_app.url)
+    sidebar_link(page, "Settings").click()
+    before = poll(page, lambda: corpus_count(page), what="the corpus count")
+    document = tmp_path / "finding-eleven-lighthouses.txt"
+    document.write_text("Lighthouse keepers trimmed the lamp wicks every night along the coast.\n", encoding="utf-8")
+    upload(page, document)
+    poll(page, lambda: corpus_count(page) == before + 1, timeout=15,
+         what=f"the corpus count to show {before + 1} without a reload")
+    screenshot(page, "11-corpus-count")
+
+
+def test_11_an_uploaded_file_is_cited_by_its_name(checks_app, tab, repo, checks_home, tmp_path):
+    page = tab
+    name = "quokka-field-notes.md"
+    document = tmp_path / name
+    document.write_text("Quokka field notes\n\nQuokkas on Rottnest Island shelter under dense shrubs "
+                        "at midday and forage for leaves at night.\n", encoding="utf-8")
+    page.goto(checks_app.url)
+    sidebar_link(page, "Settings").click()
+    upload(page, document)
+
+    question = "Where do quokkas on Rottnest Island shelter at midday?"
+    run_id = start_run(page, checks_app, question, RETRIEVE)
+    wait_finished(page, repo, run_id)
+    cited = [s for s in repo.list_sources(run_id) if name in (s.ref + s.title + (s.url or ""))]
+    assert cited, [(s.title, s.ref, s.url) for s in repo.list_sources(run_id)]
+
+    # The reader sees the file's name; the folder it was stored in on the server shows nowhere.
+    report = download_report(page, tmp_path)
+    sources = page.locator('[data-testid="stExpander"]').filter(has_text="All sources gathered by this run")
+    sources.locator("summary").click()
+    shown = sources.inner_text()
+    screenshot(page, "11-file-name")
+    assert name in shown and name in report
+    server_folder = str(checks_home)
+    assert server_folder not in shown and server_folder not in report and "file://" not in report
+    assert server_folder not in page.locator("body").inner_text()
+
+
+STREAMLIT_CONTROLS = '[data-testid="stStatusWidget"], [data-testid="stAppDeployButton"]'
+
+
+def test_11_streamlit_deploy_and_stop_buttons_stay_hidden(checks_app, tab, repo):
+    page = tab
+    slow = SlowReplies(page)
+    question = "Finding eleven: what shaped the coastline of Norway?"
+    new_research(page, checks_app, question)  # DEoT at its defaults: a run that stays live a while
+    page.get_by_role("button", name="Start").click()
+    run_id = poll(page, lambda: opened_run(page), what="the started run in the address")
+    poll(page, lambda: metric(page, "Status") == "running" and int(metric(page, "Nodes done").split(" / ")[1]) >= 3,
+         timeout=60, what="the run to be live with a few nodes")
+    app_stop = page.locator(f".st-key-stop-{run_id} button").first  # a rerun may briefly keep a stale copy
+    app_stop.wait_for()
+    # Picking another node while the server is slow to answer (as on a loaded machine): after half
+    # a second of waiting, Streamlit would put up its own "Stop" beside the app's.
+    with slow.held():
+        page.get_by_role("combobox", name="Node", exact=True).click()
+        page.get_by_role("option").nth(1).click()
+        page.wait_for_timeout(1_500)
+        screenshot(page, "11-streamlit-controls", full_page=False)  # the top bar is in the viewport
+        assert page.locator(STREAMLIT_CONTROLS).count() == 0
+        assert page.get_by_role("button", name="Deploy").count() == 0
+        stops = page.get_by_role("button", name="Stop")
+        assert stops.count() >= 1 and stops.count() == page.locator(f".st-key-stop-{run_id}").get_by_role(
+            "button", name="Stop").count(), "every Stop button is the app's own"
+    app_stop.click()
+    wait_finished(page, repo, run_id)
+
+
+def test_11_sessions_says_1_run(checks_app, tab, repo):
+    page = tab
+    question = "Finding eleven: who discovered penicillin?"
+    run_id = start_run(page, checks_app, question)
+    wait_finished(page, repo, run_id)
+    sidebar_link(page, "Sessions").click()
+    page.get_by_label("Search questions").fill("discovered penicillin")
+    page.get_by_label("Search questions").press("Enter")
+    caption = page.locator('[data-testid="stCaptionContainer"]').filter(has_text=re.compile(r"^\d+ runs?$"))
+    poll(page, lambda: caption.inner_text() == "1 run", what="the Sessions count for one run")
+    screenshot(page, "11-one-run")
+    assert len(runs_asking(repo, "discovered penicillin")) == 1
+
+
+def test_11_the_report_picker_shows_date_and_id(checks_app, tab, repo):
+    page = tab
+    for question in ("Finding eleven: what is a glacier?", "Finding eleven: what is a fjord?"):
+        run_id = start_run(page, checks_app, question)
+        wait_finished(page, repo, run_id)
+    sidebar_link(page, "Report").click()
+    page.get_by_role("combobox", name="Run", exact=True).click()
+    options = page.get_by_role("option")
+    options.first.wait_for()
+    labels = options.all_inner_texts()
+    screenshot(page, "11-report-picker")
+    page.keyboard.press("Escape")
+    # Each label ends with its run's date and id (the list may draw only the options in view).
+    runs = {run.id: run for run in repo.list_runs()}
+    assert len(labels) >= 2 and labels[0].endswith(run_id), labels  # the newest first
+    for label in labels:
+        run = runs.get(label.rsplit(" · ", 1)[-1])
+        assert run is not None and label.endswith(f"{run.created_at:%Y-%m-%d %H:%M} · {run.id}"), label
