@@ -25,6 +25,7 @@ from engine.llm.pricing import PriceTable
 from engine.llm.protocol import LLM, BudgetExceeded, LLMError
 from engine.methods.base import Method, MethodParams, RunContext, UnsupportedCommand
 from engine.methods.registry import METHODS, get_method
+from engine.methods.contract import CommandRejected
 from engine.methods.steering import check
 from engine.questions import clean_question
 from engine.redact import redact_secrets
@@ -233,7 +234,15 @@ class Runner:
         method_cls = get_method(run.method, self.methods)
         # Checked before it is queued: a bad command is refused at once and stores nothing.
         parsed = check(method_cls.contract(), RunGraph(self.repo, run_id, method_cls.contract()), kind, payload)
-        command = self.repo.enqueue_command(run_id, kind, parsed.model_dump(mode="json"))
+        wanted = parsed.model_dump(mode="json")
+        # The same command on the same node while one is on its way (a double click, a second
+        # press before the panel showed the first): refused, so it is not applied twice.
+        if any(c.kind == kind and c.payload == wanted and c.status in (CommandStatus.QUEUED, CommandStatus.TAKEN)
+               for c in self.repo.list_commands(run_id)):
+            label = method_cls.contract().commands[kind].label
+            raise CommandRejected(f"'{label}' is already on its way (queued or being applied); "
+                                  "it is applied once, at the run's next step")
+        command = self.repo.enqueue_command(run_id, kind, wanted)
         SteeringEvents(self.repo, run_id, method_cls.contract()).queued(command)
         if not self.is_active(run_id) and not (run.status in RunStatus.ACTIVE and self._owner_alive(run)):
             self.start(run_id, reopen=True)

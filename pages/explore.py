@@ -13,6 +13,8 @@ from components.node_panel import node_panel
 from components.params_form import params_form
 from components.run_state_panels import side_panels
 from components.run_view import controls, progress
+from components.step_log import lifecycle_events, run_commands, run_events, step_log
+from engine.node_numbers import node_numbers
 from components.safe_markdown import render, sanitize
 from engine.methods.params import ParamError, build_params, profile_defaults, profile_for_llm
 from engine.methods.registry import UnknownMethod
@@ -111,7 +113,8 @@ if current:
         if was_active and run.status not in RunStatus.ACTIVE:
             st.rerun(scope="app")  # the run ended: stop polling, show the report
         st.subheader(sanitize(run.title or run.question))
-        progress(run, nodes)
+        events, numbers = run_events(services, reads), reads.memo("numbers", lambda: node_numbers(nodes))
+        progress(run, nodes, lifecycle=lifecycle_events(services, reads), events=events, numbers=numbers)
         controls(services, run)
         selected_key = f"selected-{run_id}"
         map_col, panel_col = st.columns([3, 2], gap="medium")
@@ -128,6 +131,7 @@ if current:
                 st.session_state[selected_key] = int(clicked)
             with st.popover("Legend"):
                 st.markdown(mindmap.legend_markdown(contract))
+            step_log(events, numbers, key=f"log-{run_id}", selected=st.session_state.get(selected_key))
             if contract is not None:
                 side_panels(services, run, contract, reads)
         with panel_col:
@@ -142,7 +146,8 @@ if current:
             st.selectbox("Node", ids, format_func=labels.get, key=f"pick-{run_id}",
                          on_change=lambda: st.session_state.update({selected_key: st.session_state[f"pick-{run_id}"]}))
             node = next(n for n in nodes if n.id == st.session_state[selected_key])
-            node_panel(services, run, node, contract, reads)
+            node_panel(services, run, node, contract, reads, commands=run_commands(services, reads), events=events,
+                       numbers=numbers)
 
     live_view(current, active)
 

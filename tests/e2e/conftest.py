@@ -32,6 +32,7 @@ from pathlib import Path
 import pytest
 
 from engine.methods.registry import METHODS
+from tests.progress_line import parse_progress
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "test-artifacts"
@@ -291,9 +292,13 @@ def poll(page, check, *, timeout: float = 60, interval: float = 0.25, what: str 
 
 
 def metric(page, label: str) -> str:
-    box = page.locator('[data-testid="stMetric"]').filter(
-        has=page.locator('[data-testid="stMetricLabel"]', has_text=label))
-    return box.locator('[data-testid="stMetricValue"]').inner_text(timeout=5_000).strip()
+    """A field of the run's one-line progress header ("Status", "Nodes done", "Tokens", "Cost",
+    "active", "wall"), as shown."""
+    text = page.locator(".st-key-run-progress").inner_text(timeout=5_000)
+    fields = parse_progress(text)
+    if fields is None:
+        raise AssertionError(f"not a progress line: {text!r}")
+    return fields[label]
 
 
 def nodes_done(page) -> tuple[int, int]:
