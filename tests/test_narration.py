@@ -132,15 +132,17 @@ def test_steering_shows_queued_then_applying_then_applied_and_no_duplicate(servi
 
 
 def test_a_command_refused_when_applied_says_why(services, fake_llm):
+    from tests.test_deot_steering import BETA
+
+    fake_llm.when(about(SUMMARY, BETA), INVALID)  # BETA, still being solved, will fail
     run_id, gate, beta = _gated_deot(services, fake_llm)
-    command = services.runner.steer(run_id, "prune", {"node_id": beta.id})
-    # Pruned by the time the command is applied (checked again then): refused, with the reason.
-    services.repo.update_node(beta.id, status=NodeStatus.PRUNED)
+    # Accepted while BETA is unfinished (it may be done by then); checked again when applied.
+    command = services.runner.steer(run_id, "expand", {"node_id": beta.id, "n": 1})
     command = release_and_finish(services, run_id, gate, command.id)
     assert command.status == CommandStatus.FAILED
     steer = [e for e in events(services, run_id) if e.kind == narration.STEER]
     assert [e.data["phase"] for e in steer] == [narration.QUEUED, narration.APPLYING, narration.REFUSED]
-    assert steer[-1].text == f"Prune refused: {command.error}" and "pruned" in command.error
+    assert steer[-1].text == f"Expand refused: {command.error}" and "failed" in command.error
 
 
 def test_a_pause_is_logged_and_left_out_of_active_time(services, fake_llm):
