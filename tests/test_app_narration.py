@@ -1,0 +1,97 @@
+"""The Explore page's narration and steering states (AppTest, fake LLM): the one-line progress
+with active time, the step log, and a node panel that shows a command queued (its button disabled),
+applying, refused with the reason or applied; a busy node says when the command applies; a queued
+follow-up leaves its box empty."""
+
+from __future__ import annotations
+
+from engine import narration
+from engine.methods.registry import METHODS
+from engine.steering_events import SteeringEvents
+from storage.models import NodeStatus, RunStatus
+from tests.test_app_pages import (  # the page helpers and fixtures of the app tests
+    _open_on_node,
+    _steer_target,
+    assert_no_exception,
+    finished_deot,
+    services,  # noqa: F401  (fixture)
+    texts,
+    wait_until_idle,
+)
+from tests.progress_line import progress_of
+
+
+def _panel_texts(at) -> list[str]:
+    return texts(at.info) + texts(at.success) + texts(at.warning) + texts(at.caption)
+
+
+def test_progress_is_one_line_with_active_time_and_the_step_log_is_under_the_map(services, monkeypatch):
+    run_id = finished_deot(services)
+    target = _steer_target(services, run_id)
+    at = _open_on_node(services, monkeypatch, run_id, target.id)
+    fields = progress_of(at)
+    assert fields["Status"] == "done" and "active" in fields and "wall" in fields
+    assert not at.metric  # no row of metric boxes above the map any more
+    log = next(e for e in at.expander if e.label == "Step log")
+    lines = "\n".join(texts(log.markdown))
+    assert "the run started" in lines and "finished" in lines
+    assert "planning the tasks" in lines and "writing the report" in lines
+    # Lines about a node carry its number in the run.
+    assert "#1 · " in lines
+
+
+def test_a_queued_command_shows_on_its_node_and_its_button_is_disabled(services, monkeypatch):
+    run_id = finished_deot(services)
+    target = _steer_target(services, run_id)
+    # Queued as the runner would, without reopening the run: the state a busy run shows.
+    services.repo.enqueue_command(run_id, "prune", {"node_id": target.id})
+    at = _open_on_node(services, monkeypatch, run_id, target.id)
+    key = f"steer-{run_id}-{target.id}-prune"
+    assert at.button(key=key).disabled and at.button(key=key).label == "Prune · queued"
+    assert "Prune queued. The prune applies at the run's next step." in _panel_texts(at)
+    # Commands come before the node's long text.
+    assert at.button(key=key) is not None
+
+    # Taken and completed as the runner does: the events tell the live view (a new version).
+    steering = SteeringEvents(services.repo, run_id, METHODS["deot"].contract())
+    steering.taken(services.repo.take_commands(run_id, ["prune"]))
+    at.run()
+    assert at.button(key=key).label == "Prune · applying"
+    assert "applying Prune. Applying the prune now." in _panel_texts(at)
+
+    (command,) = services.repo.list_commands(run_id)
+    services.repo.complete_command(command.id, ok=False, error="node 9 is pruned; nothing grows under it")
+    steering.completed(command.id, ok=False, error="node 9 is pruned; nothing grows under it")
+    at.run()
+    assert "Prune refused: node 9 is pruned; nothing grows under it" in _panel_texts(at)
+    assert not at.button(key=key).disabled and at.button(key=key).label == "Prune"
+
+
+def test_a_busy_node_says_when_the_command_applies(services, monkeypatch):
+    run_id = finished_deot(services)
+    target = _steer_target(services, run_id)
+    services.repo.update_node(target.id, status=NodeStatus.RUNNING)
+    services.repo.add_event(run_id, narration.STEP, "summarising what the sources say", node_id=target.id)
+    services.repo.enqueue_command(run_id, "prune", {"node_id": target.id})
+    from tests.test_app_pages import open_page, pick_node
+
+    pick_node(monkeypatch, target.id)
+    at = open_page(run_id=run_id)
+    number = sorted(n.id for n in services.repo.list_nodes(run_id)).index(target.id) + 1
+    assert (f"Prune queued. #{number} is summarising what the sources say; the prune applies when that "
+            "step ends.") in _panel_texts(at)
+    assert "Now: summarising what the sources say" in _panel_texts(at)
+
+
+def test_a_queued_follow_up_clears_its_box_and_shows_applied(services, monkeypatch):
+    run_id = finished_deot(services)
+    target = _steer_target(services, run_id)
+    at = _open_on_node(services, monkeypatch, run_id, target.id)
+    key = f"steer-{run_id}-{target.id}-ask"
+    at.text_input(key=f"{key}.question").input("Which Apollo technologies reached consumer products?")
+    at.button(key=key).click().run()
+    assert_no_exception(at)
+    assert at.text_input(key=f"{key}.question").value == ""  # sent: the box is empty again
+    assert wait_until_idle(services, run_id).status == RunStatus.DONE
+    at.run()
+    assert "Ask applied" in _panel_texts(at)
