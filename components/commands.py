@@ -21,9 +21,19 @@ from engine.services import Services
 from storage.models import Node, Run
 
 
-# Set when a command was queued: its form starts empty on the next run (a submitted follow-up
-# left in its box invites sending it twice). A widget's value can only be reset before it is drawn.
-_CLEAR = "clear-form-"
+# A command's form starts empty again once the command is queued (a submitted follow-up left in
+# its box invites sending it twice). The browser keeps a widget's value across reruns, so the form
+# gets new widgets: its keys carry a generation, counted up per queued command.
+_GENERATION = "form-generation-"
+
+
+def _form_key(key: str) -> str:
+    generation = st.session_state.get(_GENERATION + key, 0)
+    return key if generation == 0 else f"{key}~{generation}"
+
+
+def _clear_form(key: str) -> None:
+    st.session_state[_GENERATION + key] = st.session_state.get(_GENERATION + key, 0) + 1
 
 
 def payload_form(spec: CommandSpec, *, key: str) -> dict[str, Any]:
@@ -31,10 +41,7 @@ def payload_form(spec: CommandSpec, *, key: str) -> dict[str, Any]:
     fields = spec.form_fields()
     if not fields:
         return {}
-    if st.session_state.pop(_CLEAR + key, False):
-        for name in fields:
-            st.session_state.pop(f"{key}.{name}", None)
-    values = model_form(spec.payload, key=key, fields=fields)
+    values = model_form(spec.payload, key=_form_key(key), fields=fields)
     # Text typed with spaces around it is the text; only blanks would pass a min_length check.
     return {name: value.strip() if isinstance(value, str) else value for name, value in values.items()}
 
@@ -68,7 +75,7 @@ def send(services: Services, run: Run, spec: CommandSpec, values: dict[str, Any]
         st.error(f"Could not {spec.label.lower()}: {exc}")
     else:
         if form_key is not None:
-            st.session_state[_CLEAR + form_key] = True
+            _clear_form(form_key)
         # Queued, not done: the node panel and the step log follow it until it is applied.
         st.session_state["flash"] = f"{spec.label} queued"
         # A full rerun: the run may have been reopened, and the live view must start polling again.

@@ -18,6 +18,7 @@ from storage.models import Node, NodeStatus, Run, RunEvent, RunStatus, utcnow
 
 PROGRESS_KEY = "run-progress"
 BETWEEN_STEPS = "choosing the next step"
+PAUSED = "paused; press Resume to continue"
 
 
 def wall_seconds(run: Run) -> float | None:
@@ -55,7 +56,9 @@ def progress(run: Run, nodes: list[Node], *, lifecycle: Sequence[RunEvent] = (),
         st.markdown(inline_text(progress_line(run, nodes, lifecycle)))
     if run.status in RunStatus.ACTIVE:
         lines = now_lines(nodes, events, numbers if numbers is not None else node_numbers(nodes))
-        if not lines and run.status == RunStatus.RUNNING:
+        if run.status == RunStatus.PAUSED:
+            lines = [PAUSED]
+        elif not lines and run.status == RunStatus.RUNNING:
             lines = [BETWEEN_STEPS]
         if lines:
             st.caption("Now: " + " · ".join(inline_text(line) for line in lines[:4])

@@ -94,19 +94,26 @@ def node_badges(nodes: Sequence[Node], events: Iterable[RunEvent], commands: Ite
     return badges
 
 
-def now_lines(nodes: Sequence[Node], events: Iterable[RunEvent], numbers: dict[int, int],
+def now_lines(nodes: Sequence[Node], events: Sequence[RunEvent], numbers: dict[int, int],
               *, label_chars: int = 60) -> list[str]:
-    """"#n label — its current step" for each running node; the run's own step (the report, the
-    outline) when no node is running. Plain text (the caller makes it safe)."""
+    """"#n label — its current step" for each running node; when none is running, the run's latest
+    step (a node's engines deciding what comes next, the report). Plain text (the caller makes it
+    safe); events newest first."""
+    by_id = {node.id: node for node in nodes}
+
+    def line(node_id: int | None, step: str) -> str:
+        node = by_id.get(node_id)
+        if node is None:
+            return step
+        label = node.label if len(node.label) <= label_chars else node.label[:label_chars - 1] + "…"
+        return f"#{numbers.get(node.id, '?')} {label} — {step}"
+
     steps = current_steps(events)
     running = [n for n in nodes if n.status == NodeStatus.RUNNING]
-    lines = []
-    for node in running:
-        label = node.label if len(node.label) <= label_chars else node.label[:label_chars - 1] + "…"
-        lines.append(f"#{numbers.get(node.id, '?')} {label} — {steps.get(node.id) or 'starting'}")
-    if not lines and steps.get(None):
-        lines.append(steps[None])
-    return lines
+    if running:
+        return [line(node.id, steps.get(node.id) or "starting") for node in running]
+    latest = next((e for e in events if e.kind in _DOING), None)
+    return [line(latest.node_id, latest.text)] if latest is not None else []
 
 
 def log_line(event: RunEvent, numbers: dict[int, int]) -> str:

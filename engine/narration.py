@@ -45,11 +45,17 @@ QUEUED, APPLYING, APPLIED, REFUSED = "queued", "applying", "applied", "refused"
 
 def search_text(query: str, where: str, found: int) -> str:
     sources = "1 source" if found == 1 else f"{found} sources"
-    return f"searched {where} for “{_quoted(query)}”: {sources} came back"
+    return f"searched {_place(where)} for “{_quoted(query)}”: {sources} came back"
 
 
 def search_failed_text(query: str, where: str, reason: str) -> str:
-    return f"the search of {where} for “{_quoted(query)}” failed: {reason}"
+    return f"the search of {_place(where)} for “{_quoted(query)}” failed: {reason}"
+
+
+def _place(description: str) -> str:
+    # A searcher's description names its place first, then details in parentheses ("local
+    # corpus (16,239 documents: ...)"): a log line needs the place.
+    return description.split(" (", 1)[0].strip() or description
 
 
 def unrelated_text(query: str, dropped: int, found: int) -> str:

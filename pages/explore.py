@@ -153,7 +153,9 @@ if current:
 
     report = services.repo.latest_report(current)
     if report is not None:
-        with st.expander("Report", expanded=not active):
+        # Open or closed as first shown for this run: steering reopens a finished run, and a report
+        # folding away then shortened the page under the reader, whose view dropped to its bottom.
+        with st.expander("Report", expanded=st.session_state.setdefault(f"report-open-{current}", not active)):
             render(st, render_markdown(services.repo, current))
             try:
                 st.page_link("pages/report.py", label="Open in the Report page", icon=":material/description:",

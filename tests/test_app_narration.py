@@ -5,10 +5,12 @@ follow-up leaves its box empty."""
 
 from __future__ import annotations
 
+from components.step_log import node_badges, now_lines
 from engine import narration
+from engine.node_numbers import node_numbers
 from engine.methods.registry import METHODS
 from engine.steering_events import SteeringEvents
-from storage.models import NodeStatus, RunStatus
+from storage.models import Command, CommandStatus, Node, NodeStatus, RunEvent, RunStatus
 from tests.test_app_pages import (  # the page helpers and fixtures of the app tests
     _open_on_node,
     _steer_target,
@@ -91,7 +93,43 @@ def test_a_queued_follow_up_clears_its_box_and_shows_applied(services, monkeypat
     at.text_input(key=f"{key}.question").input("Which Apollo technologies reached consumer products?")
     at.button(key=key).click().run()
     assert_no_exception(at)
-    assert at.text_input(key=f"{key}.question").value == ""  # sent: the box is empty again
+    # Sent: the box is empty again (a new widget, so the browser forgets the old text too).
+    (box,) = [t for t in at.text_input if t.label == "Your follow-up"]
+    assert box.value == "" and box.key != f"{key}.question"
     assert wait_until_idle(services, run_id).status == RunStatus.DONE
     at.run()
     assert "Ask applied" in _panel_texts(at)
+
+
+def _node(node_id: int, status: str, label: str = "", parent: int | None = 1) -> Node:
+    return Node(id=node_id, run_id="r", kind="question", label=label or f"question {node_id}", status=status,
+                parent_id=parent)
+
+
+def _step(node_id: int | None, text: str, event_id: int, kind: str = narration.STEP) -> RunEvent:
+    return RunEvent(id=event_id, run_id="r", node_id=node_id, kind=kind, text=text)
+
+
+def test_badges_show_a_command_on_its_way_else_the_running_nodes_step():
+    nodes = [_node(1, NodeStatus.DONE, parent=None), _node(2, NodeStatus.RUNNING), _node(3, NodeStatus.RUNNING),
+             _node(4, NodeStatus.DONE)]
+    events = [_step(3, "searched local corpus for “x”: 2 sources came back", 5, narration.SEARCH),
+              _step(2, "summarising what the sources say", 4), _step(3, "planning the tasks", 3),
+              _step(2, "planning the tasks", 2), _step(4, "checking the facts", 1)]  # newest first
+    commands = [Command(id=1, run_id="r", kind="prune", payload={"node_id": 2}, status=CommandStatus.QUEUED),
+                Command(id=2, run_id="r", kind="expand", payload={"node_id": 4, "n": 1}, status=CommandStatus.TAKEN),
+                Command(id=3, run_id="r", kind="deepen", payload={"node_id": 1}, status=CommandStatus.DONE)]
+    badges = node_badges(nodes, events, commands, METHODS["deot"].contract())
+    assert badges == {2: "Prune queued", 3: "searched local corpus for “x”: 2 sources came back",
+                      4: "applying Expand"}
+
+
+def test_now_names_each_running_node_with_its_number_and_step_else_the_latest_step():
+    nodes = [_node(10, NodeStatus.DONE, "Why?", parent=None), _node(12, NodeStatus.RUNNING, "How?"),
+             _node(15, NodeStatus.PENDING, "When?")]
+    numbers = node_numbers(nodes)
+    events = [_step(12, "checking the plan", 2), _step(None, "writing the report", 1)]
+    assert now_lines(nodes, events, numbers) == ["#2 How? — checking the plan"]
+    nodes[1].status = NodeStatus.DONE
+    assert now_lines(nodes, events, numbers) == ["#2 How? — checking the plan"]  # its engines decide next
+    assert now_lines(nodes, [_step(None, "writing the report", 3)] + events, numbers) == ["writing the report"]

@@ -42,6 +42,7 @@ class RagMethod(Method):
     summary = "Retrieve the top-k passages for the question, then answer citing them: vanilla RAG."
     Params = RagParams
     node_kinds = (ASKED_QUESTION, RETRIEVAL, ANSWER)
+    steps = {prompts.RAG_ANSWER.name: "answering from the sources found"}
 
     def run(self, ctx: RunContext) -> None:
         params: RagParams = ctx.params  # type: ignore[assignment]
