@@ -144,9 +144,9 @@ def app_home(prebuilt_corpus_home) -> Path:
     return prebuilt_corpus_home
 
 
-@pytest.fixture
-def streamlit_app(app_home, tmp_path, request):
-    app = StreamlitApp(app_home, log_dir=tmp_path)
+def serving(app: StreamlitApp, request):
+    """Start `app` and yield it; stop it afterwards, printing the end of its log when the test
+    failed (the body of an app fixture: `yield from serving(StreamlitApp(...), request)`)."""
     try:
         app.start()
         yield app
@@ -154,6 +154,11 @@ def streamlit_app(app_home, tmp_path, request):
         app.stop()
         if _failed(request):
             print(f"--- end of the Streamlit log ({app.log_path}) ---\n{app.log()}")
+
+
+@pytest.fixture
+def streamlit_app(app_home, tmp_path, request):
+    yield from serving(StreamlitApp(app_home, log_dir=tmp_path), request)
 
 
 @pytest.fixture(scope="session")

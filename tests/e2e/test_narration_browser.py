@@ -10,7 +10,7 @@ import re
 import pytest
 
 from storage.models import CommandStatus, NodeStatus
-from tests.e2e.conftest import StreamlitApp, choose_node, metric, poll
+from tests.e2e.conftest import StreamlitApp, choose_node, metric, poll, serving
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -26,15 +26,7 @@ STEP_WORDS = re.compile(r"#\d+ .+ — (planning|reading|extracting|comparing|rea
 
 @pytest.fixture
 def slow_app(app_home, tmp_path, request):
-    app = StreamlitApp(app_home, fake_latency=LATENCY_S, log_dir=tmp_path)
-    try:
-        app.start()
-        yield app
-    finally:
-        app.stop()
-        report = getattr(request.node, "rep_call", None)
-        if report is None or report.failed:
-            print(f"--- end of the Streamlit log ({app.log_path}) ---\n{app.log()}")
+    yield from serving(StreamlitApp(app_home, fake_latency=LATENCY_S, log_dir=tmp_path), request)
 
 
 def _now_line(page) -> str:
