@@ -5,6 +5,8 @@ follow-up leaves its box empty."""
 
 from __future__ import annotations
 
+import threading
+
 from components.step_log import node_badges, now_lines
 from engine import narration
 from engine.node_numbers import node_numbers
@@ -21,6 +23,14 @@ from tests.test_app_pages import (  # the page helpers and fixtures of the app t
     wait_until_idle,
 )
 from tests.progress_line import progress_of
+
+
+def _quiet(run_id: str) -> None:
+    """Wait for the run's worker thread to end: after a run is done, it still looks once for a
+    steering command queued meanwhile (and would apply the one a test queues by hand)."""
+    for thread in threading.enumerate():
+        if thread.name == f"run-{run_id}":
+            thread.join(timeout=30)
 
 
 def _panel_texts(at) -> list[str]:
@@ -46,6 +56,7 @@ def test_a_queued_command_shows_on_its_node_and_its_button_is_disabled(services,
     run_id = finished_deot(services)
     target = _steer_target(services, run_id)
     # Queued as the runner would, without reopening the run: the state a busy run shows.
+    _quiet(run_id)
     services.repo.enqueue_command(run_id, "prune", {"node_id": target.id})
     at = _open_on_node(services, monkeypatch, run_id, target.id)
     key = f"steer-{run_id}-{target.id}-prune"
@@ -72,6 +83,7 @@ def test_a_queued_command_shows_on_its_node_and_its_button_is_disabled(services,
 def test_a_busy_node_says_when_the_command_applies(services, monkeypatch):
     run_id = finished_deot(services)
     target = _steer_target(services, run_id)
+    _quiet(run_id)
     services.repo.update_node(target.id, status=NodeStatus.RUNNING)
     services.repo.add_event(run_id, narration.STEP, "summarising what the sources say", node_id=target.id)
     services.repo.enqueue_command(run_id, "prune", {"node_id": target.id})
