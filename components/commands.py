@@ -21,12 +21,27 @@ from engine.services import Services
 from storage.models import Node, Run
 
 
+# A command's form starts empty again once the command is queued (a submitted follow-up left in
+# its box invites sending it twice). The browser keeps a widget's value across reruns, so the form
+# gets new widgets: its keys carry a generation, counted up per queued command.
+_GENERATION = "form-generation-"
+
+
+def _form_key(key: str) -> str:
+    generation = st.session_state.get(_GENERATION + key, 0)
+    return key if generation == 0 else f"{key}~{generation}"
+
+
+def _clear_form(key: str) -> None:
+    st.session_state[_GENERATION + key] = st.session_state.get(_GENERATION + key, 0) + 1
+
+
 def payload_form(spec: CommandSpec, *, key: str) -> dict[str, Any]:
     """Widgets for the payload fields a person fills in (not the target node); the raw values."""
     fields = spec.form_fields()
     if not fields:
         return {}
-    values = model_form(spec.payload, key=key, fields=fields)
+    values = model_form(spec.payload, key=_form_key(key), fields=fields)
     # Text typed with spaces around it is the text; only blanks would pass a min_length check.
     return {name: value.strip() if isinstance(value, str) else value for name, value in values.items()}
 
@@ -41,9 +56,11 @@ def _blank_fields(spec: CommandSpec, values: dict[str, Any]) -> list[str]:
             if values.get(name) in (None, "", []) and _needs_a_value(info)]
 
 
-def send(services: Services, run: Run, spec: CommandSpec, values: dict[str, Any], node: Node | None = None) -> None:
+def send(services: Services, run: Run, spec: CommandSpec, values: dict[str, Any], node: Node | None = None,
+         *, form_key: str | None = None) -> None:
     """Validate the payload, queue the command (the runner checks it once more against the stored
-    graph), flash the command's done message; or show why it was refused (nothing is queued)."""
+    graph), say it is queued and empty its form (`form_key`); or show why it was refused (nothing is
+    queued)."""
     raw = {**values, **({"node_id": node.id} if node is not None and spec.targets_node else {})}
     try:
         payload = spec.parse(raw)
@@ -57,31 +74,40 @@ def send(services: Services, run: Run, spec: CommandSpec, values: dict[str, Any]
     except (CommandRejected, UnsupportedCommand, RunnerError, ValueError, LookupError) as exc:
         st.error(f"Could not {spec.label.lower()}: {exc}")
     else:
+        if form_key is not None:
+            _clear_form(form_key)
+        # Queued, not done: the node panel and the step log follow it until it is applied.
+        st.session_state["flash"] = f"{spec.label} queued"
         # A full rerun: the run may have been reopened, and the live view must start polling again.
-        st.session_state["flash"] = spec.done
         st.rerun(scope="app")
 
 
 def command_control(services: Services, run: Run, spec: CommandSpec, *, key: str, node: Node | None = None,
-                    label: str | None = None) -> None:
-    """The command's payload form (when it has fields) and its button, keyed `<key>-<command>`."""
+                    label: str | None = None, waiting: str | None = None) -> None:
+    """The command's payload form (when it has fields) and its button, keyed `<key>-<command>`.
+    `waiting` ("queued", "applying") disables a command without fields: the same command on the
+    same node is on its way, and a second click would only queue it twice."""
     base = f"{key}-{spec.name}"
     values = payload_form(spec, key=base)
+    if waiting and not spec.form_fields():
+        st.button(f"{label or spec.label} · {waiting}", key=base, help=spec.help, disabled=True)
+        return
     if st.button(label or spec.label, key=base, help=spec.help):
-        send(services, run, spec, values, node)
+        send(services, run, spec, values, node, form_key=base)
 
 
 def command_controls(services: Services, run: Run, specs: list[CommandSpec], *, key: str,
-                     node: Node | None = None, per_row: int = 3) -> None:
+                     node: Node | None = None, per_row: int = 3, waiting: dict[str, str] | None = None) -> None:
     """Buttons for the commands without fields side by side, then each command with fields under its
-    form."""
+    form. `waiting`: command name -> "queued"/"applying" for the commands on their way."""
+    waiting = waiting or {}
     plain = [spec for spec in specs if not spec.form_fields()]
     with_fields = [spec for spec in specs if spec.form_fields()]
     for start in range(0, len(plain), per_row):
         row = plain[start:start + per_row]
         for column, spec in zip(st.columns(per_row), row, strict=False):
             with column:
-                command_control(services, run, spec, key=key, node=node)
+                command_control(services, run, spec, key=key, node=node, waiting=waiting.get(spec.name))
     for spec in with_fields:
         with st.container(border=True):
             command_control(services, run, spec, key=key, node=node)

@@ -1,20 +1,27 @@
-"""The node panel: a node's label, the caption its kind's data model gives, its answer (rendered
-safely) with the cited sources, its usage, status or error, and the steering commands its method
-declares for it (`MethodContract.commands_for`), each with its payload form."""
+"""The node panel: a node's label, the caption its kind's data model gives, then steering (what the
+node is doing now, the commands on their way to it, and the commands its method declares for it,
+`MethodContract.commands_for`, each with its payload form), then its answer (rendered safely) with
+the cited sources, its usage, status or error. Steering comes before the node's long text, so the
+buttons and what they did stay in view."""
 
 from __future__ import annotations
 
 import streamlit as st
 from pydantic import ValidationError
 
+from collections.abc import Sequence
+
 from components.commands import command_controls
 from components.live_run import RunReads, node_sources
 from components.node_text import node_answer, node_error
 from components.safe_markdown import render, sanitize
+from components.step_log import OPEN_COMMAND, command_label, command_node, command_state, current_steps
+from engine.citations import number_citations
 from engine.methods.contract import MethodContract, NodeData, NodeDataError
+from engine.node_numbers import node_numbers
 from engine.safe_text import inline_text
 from engine.services import Services
-from storage.models import Node, NodeStatus, Run
+from storage.models import Command, CommandStatus, Node, NodeStatus, Run, RunEvent
 
 PRUNED = "Pruned: nothing grows under this node and the report leaves it out."
 NOTHING_APPLIES = "No command applies to this node now."
@@ -37,7 +44,46 @@ def node_caption(contract: MethodContract | None, node: Node) -> str:
     return data.caption() if data is not None else ""
 
 
-def steering_actions(services: Services, run: Run, node: Node, contract: MethodContract | None) -> None:
+# How many of a node's finished commands the panel still shows (the step log has them all).
+FINISHED_SHOWN = 2
+_WAITING = {CommandStatus.QUEUED: "queued", CommandStatus.TAKEN: "applying"}
+
+
+def when_it_applies(contract: MethodContract | None, command: Command, node: Node, number: int,
+                    step: str | None) -> str:
+    """What a queued command waits for, said plainly ("#3 is summarising …; the prune applies
+    when that step ends")."""
+    label = command_label(contract, command.kind).lower()
+    if command.status == CommandStatus.TAKEN:
+        return f"Applying the {label} now."
+    if node.status == NodeStatus.RUNNING:
+        doing = step or "being worked on"
+        return f"#{number} is {doing}; the {label} applies when that step ends."
+    return f"The {label} applies at the run's next step."
+
+
+def command_states(contract: MethodContract | None, node: Node, commands: Sequence[Command], number: int,
+                   step: str | None) -> None:
+    """The node's commands on their way (queued, applying), then the latest finished ones
+    (applied, or refused with the reason), newest first."""
+    mine = [c for c in commands if command_node(c) == node.id]
+    waiting = [c for c in mine if c.status in OPEN_COMMAND]
+    finished = [c for c in mine if c.status not in OPEN_COMMAND][-FINISHED_SHOWN:]
+    for command in reversed(waiting):
+        st.info(inline_text(f"{command_state(contract, command)}. "
+                            f"{when_it_applies(contract, command, node, number, step)}"), icon=":material/schedule:")
+    for command in reversed(finished):
+        text = inline_text(command_state(contract, command))
+        if command.status == CommandStatus.DONE:
+            st.success(text, icon=":material/check:")
+        else:
+            st.warning(text, icon=":material/block:")
+
+
+def steering_actions(services: Services, run: Run, node: Node, contract: MethodContract | None,
+                     commands: Sequence[Command] = ()) -> None:
+    waiting = {c.kind: _WAITING[c.status] for c in commands
+               if command_node(c) == node.id and c.status in OPEN_COMMAND}
     if node.status == NodeStatus.PRUNED:
         st.caption(PRUNED)
         return
@@ -51,16 +97,24 @@ def steering_actions(services: Services, run: Run, node: Node, contract: MethodC
     if not specs:
         st.caption(NOTHING_APPLIES)
         return
-    command_controls(services, run, specs, key=f"steer-{run.id}-{node.id}", node=node)
+    command_controls(services, run, specs, key=f"steer-{run.id}-{node.id}", node=node, waiting=waiting)
 
 
 def node_panel(services: Services, run: Run, node: Node, contract: MethodContract | None = None,
-               reads: RunReads | None = None) -> None:
+               reads: RunReads | None = None, *, commands: Sequence[Command] = (),
+               events: Sequence[RunEvent] = (), numbers: dict[int, int] | None = None) -> None:
     st.markdown(f"**Node {node.id}** · {node.kind} · layer {node.depth} · *{node.status}*")
     st.markdown(f"#### {inline_text(node.label)}")  # our heading; the label inside it is plain text
     caption = node_caption(contract, node)
     if caption:
         st.caption(sanitize(caption))
+    # Steering first: what the node is doing, the commands on their way, the buttons.
+    number = (numbers if numbers is not None else node_numbers(reads.nodes if reads else [node])).get(node.id, 0)
+    step = current_steps(events).get(node.id) if node.status == NodeStatus.RUNNING else None
+    if step:
+        st.caption(inline_text(f"Now: {step}"))
+    command_states(contract, node, commands, number, step)
+    steering_actions(services, run, node, contract, commands)
     if node.status == NodeStatus.FAILED and node.error:
         node_error(node.error)
     sources, all_sources = node_sources(services, reads, node)
@@ -74,6 +128,5 @@ def node_panel(services: Services, run: Run, node: Node, contract: MethodContrac
                 render(st, f"- **{source.title}** — {source.url or source.ref}\n\n  {source.snippet[:300]}")
     st.caption(f"Tokens {node.prompt_tokens + node.completion_tokens:,} · cost ${node.cost:.4f} · "
                f"LLM time {node.latency_s:.1f} s")
-    steering_actions(services, run, node, contract)
     with st.expander("Details (the node's stored data)"):
         st.json(node.data or {}, expanded=False)

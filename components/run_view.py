@@ -1,14 +1,25 @@
-"""Progress and controls of a run."""
+"""Progress and controls of a run: one line of progress (active time apart from wall time),
+"Now:" with each running node's current step, and pause/resume/stop."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import streamlit as st
 
 from components.node_text import error_with_details
+from components.step_log import now_lines
+from engine.narration import active_seconds, minutes
+from engine.node_numbers import node_numbers
 from engine.runner import RunnerError
 from engine.safe_text import inline_text
 from engine.services import Services
-from storage.models import Node, NodeStatus, Run, RunStatus, utcnow
+from storage.models import Node, NodeStatus, Run, RunEvent, RunStatus, utcnow
+
+
+PROGRESS_KEY = "run-progress"
+BETWEEN_STEPS = "choosing the next step"
+PAUSED = "paused; press Resume to continue"
 
 
 # Enough to recognise a question at a glance; the whole question is one click away.
@@ -28,25 +39,48 @@ def question_line(run: Run) -> None:
             st.text(question)
 
 
-def elapsed(run: Run) -> str:
+def wall_seconds(run: Run) -> float | None:
+    """From the start to the end (or to now while active), idle time included."""
     if run.started_at is None:
-        return "not started"
+        return None
     end = run.finished_at if run.status not in RunStatus.ACTIVE and run.finished_at else utcnow()
-    seconds = max(0, int((end - run.started_at).total_seconds()))
-    return f"{seconds // 60}:{seconds % 60:02d}"
+    start = run.started_at
+    if (start.tzinfo is None) != (end.tzinfo is None):  # SQLite hands back naive UTC
+        end = end.replace(tzinfo=start.tzinfo)
+    return max(0.0, (end - start).total_seconds())
 
 
-def progress(run: Run, nodes: list[Node]) -> None:
+def progress_line(run: Run, nodes: Sequence[Node], lifecycle: Sequence[RunEvent]) -> str:
+    """status · nodes done/total · active time (wall time) · tokens · cost, as plain text."""
     done = sum(n.status == NodeStatus.DONE for n in nodes)
-    running = [n for n in nodes if n.status == NodeStatus.RUNNING]
-    cols = st.columns(5)
-    cols[0].metric("Status", run.status)
-    cols[1].metric("Nodes done", f"{done} / {len(nodes)}")
-    cols[2].metric("Elapsed", elapsed(run))
-    cols[3].metric("Tokens", f"{run.prompt_tokens + run.completion_tokens:,}")
-    cols[4].metric("Cost", f"${run.cost:.4f}")
-    if running:
-        st.caption("Now: " + " · ".join(n.label[:80] for n in running[:3]) + (" …" if len(running) > 3 else ""))
+    wall = wall_seconds(run)
+    # While the run executes, its open segment runs to now; otherwise to its last event.
+    active = active_seconds(lifecycle, now=utcnow() if run.status == RunStatus.RUNNING else None)
+    if wall is None:
+        time_part = "not started"
+    elif lifecycle:
+        time_part = f"active {minutes(active)} (wall {minutes(wall)})"
+    else:  # a run of an earlier release: no lifecycle events to tell active time by
+        time_part = f"wall {minutes(wall)}"
+    return " · ".join([run.status, f"{done} / {len(nodes)} nodes done", time_part,
+                       f"{run.prompt_tokens + run.completion_tokens:,} tokens", f"${run.cost:.4f}"])
+
+
+def progress(run: Run, nodes: list[Node], *, lifecycle: Sequence[RunEvent] = (), events: Sequence[RunEvent] = (),
+             numbers: dict[int, int] | None = None) -> None:
+    """One compact line (so the map starts above the fold), then "Now:" — each running node with
+    its current step — and what the run's status asks of the reader."""
+    with st.container(key=PROGRESS_KEY):
+        st.markdown(inline_text(progress_line(run, nodes, lifecycle)))
+    if run.status in RunStatus.ACTIVE:
+        lines = now_lines(nodes, events, numbers if numbers is not None else node_numbers(nodes))
+        if run.status == RunStatus.PAUSED:
+            lines = [PAUSED]
+        elif not lines and run.status == RunStatus.RUNNING:
+            lines = [BETWEEN_STEPS]
+        if lines:
+            st.caption("Now: " + " · ".join(inline_text(line) for line in lines[:4])
+                       + (" …" if len(lines) > 4 else ""))
     if run.status == RunStatus.STOPPED and run.stop_reason:
         st.warning(f"Stopped: {run.stop_reason}. Partial results are kept; press Resume to continue.")
     if run.status == RunStatus.FAILED and run.error:

@@ -10,7 +10,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from engine.methods.contract import MethodContract, NodeData, NodeDataError, RunStateModel
+from engine import narration
+from engine.methods.contract import GENERIC_STEP, MethodContract, NodeData, NodeDataError, RunStateModel
 from engine.redact import redact_secrets
 from engine.search.protocol import Hit
 from storage.models import Edge, Node, NodeStatus, Report, Source, utcnow
@@ -49,6 +50,9 @@ class RunGraph:
         # thread), so a merge can be computed here and written without reading the row first.
         self._data: dict[int, dict[str, Any]] = {}
         self._lock = threading.Lock()
+        # The last step narrated per node (None: the run itself), so a repeat of the same step
+        # (one task after another, each reading its search results) is not logged again.
+        self._steps: dict[int | None, str] = {}
 
     # A read only fills in nodes not seen yet: a read that started before a write of this graph
     # may return it after, and must not put older data back.
@@ -141,8 +145,11 @@ class RunGraph:
 
     def fail(self, node: Node, error: str, *, data: Mapping[str, Any] | BaseModel | None = None) -> Node:
         # Errors quote URLs (an endpoint, a fetched page): never store credentials from them.
-        return self.update(node, merge_data=data, status=NodeStatus.FAILED, error=redact_secrets(error),
-                           finished_at=utcnow())
+        error = redact_secrets(error)
+        failed = self.update(node, merge_data=data, status=NodeStatus.FAILED, error=error, finished_at=utcnow())
+        # The step log says why in a reader's words; the technical text stays in the event's data.
+        self.narrate(narration.plain_failure(error), node_id=node.id, kind=narration.FAILED, error=error[:2000])
+        return failed
 
     def update(self, node: Node, *, merge_data: Mapping[str, Any] | BaseModel | None = None,
                replace_data: Mapping[str, Any] | BaseModel | None = None, **values: Any) -> Node:
@@ -197,6 +204,29 @@ class RunGraph:
                                           merge_data={"status_before_prune": current.status}))
             stack.extend(by_parent.get(current.id, []))
         return pruned
+
+    # ------------------------------------------------------------------ narration
+
+    def narrate(self, text: str, *, node_id: int | None = None, kind: str = "step", **data: Any) -> None:
+        """One line of the run's step log, in plain words (`engine/narration.py`: the kinds).
+        `data` is for the machine-readable side (counts, the technical error); it must be JSON."""
+        if kind not in narration.KINDS:
+            raise ValueError(f"unknown event kind '{kind}' (one of: {', '.join(narration.KINDS)})")
+        with self._lock:
+            if kind == narration.STEP:
+                if self._steps.get(node_id) == text:
+                    return
+                self._steps[node_id] = text
+            else:
+                self._steps.pop(node_id, None)  # after a search or a failure, the same step is news
+        self._repo.add_event(self.run_id, kind, text, node_id=node_id, data=data)
+
+    def narrate_call(self, prompt: str, *, node_id: int | None, attempt: int = 1) -> None:
+        """The step an LLM call is, in the words the method declares for its prompt."""
+        words = self.contract.step_words(prompt) if self.contract is not None else GENERIC_STEP
+        if attempt > 1:
+            words += " (asking again: the last answer did not have the expected form)"
+        self.narrate(words, node_id=node_id, kind=narration.STEP, prompt=prompt, attempt=attempt)
 
     # ------------------------------------------------------------------ edges
 

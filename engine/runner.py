@@ -18,22 +18,30 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from engine import narration
 from engine.graph import RunGraph
 from engine.llm.accounting import Budget, RunLLM
 from engine.llm.pricing import PriceTable
 from engine.llm.protocol import LLM, BudgetExceeded, LLMError
 from engine.methods.base import Method, MethodParams, RunContext, UnsupportedCommand
 from engine.methods.registry import METHODS, get_method
+from engine.methods.contract import CommandRejected
 from engine.methods.steering import check
 from engine.questions import clean_question
 from engine.redact import redact_secrets
 from engine.search.protocol import Searcher
+from engine.steering_events import SteeringEvents
 from storage.models import Command, CommandStatus, NodeStatus, Run, RunStatus, utcnow
 from storage.repository import Repository
 
 log = logging.getLogger("thoughtmap.runner")
 
 CONTROL_COMMANDS = frozenset({"pause", "resume", "stop"})
+
+
+def narrate_run(repo: Repository, run_id: str, phase: str, text: str, **data: str) -> None:
+    """A lifecycle event of the run (the step log, and what active time is computed from)."""
+    repo.add_event(run_id, narration.RUN, text, data={"phase": phase, **data})
 
 
 class RunStopped(Exception):
@@ -85,9 +93,11 @@ class RunControl:
             elif command.kind == "pause" and not self._paused:
                 self._paused = True
                 self.repo.set_status(self.run_id, RunStatus.PAUSED)
+                narrate_run(self.repo, self.run_id, narration.Phase.PAUSED, "paused by the user")
             elif command.kind == "resume" and self._paused:
                 self._paused = False
                 self.repo.set_status(self.run_id, RunStatus.RUNNING)
+                narrate_run(self.repo, self.run_id, narration.Phase.RESUMED, "resumed")
             self.repo.complete_command(command.id)
 
     def checkpoint(self) -> None:
@@ -216,6 +226,7 @@ class Runner:
             run = self.repo.get_run(run_id)
             if run.status in (RunStatus.QUEUED, RunStatus.PAUSED, RunStatus.INTERRUPTED) and not self._owner_alive(run):
                 self.repo.set_status(run_id, RunStatus.STOPPED, stop_reason="stopped by the user")
+                narrate_run(self.repo, run_id, narration.Phase.STOPPED, "stopped by the user")
 
     def steer(self, run_id: str, kind: str, payload: dict | None = None) -> Command:
         """Queue a steering command; a run that is not executing is reopened to apply it."""
@@ -223,7 +234,16 @@ class Runner:
         method_cls = get_method(run.method, self.methods)
         # Checked before it is queued: a bad command is refused at once and stores nothing.
         parsed = check(method_cls.contract(), RunGraph(self.repo, run_id, method_cls.contract()), kind, payload)
-        command = self.repo.enqueue_command(run_id, kind, parsed.model_dump(mode="json"))
+        wanted = parsed.model_dump(mode="json")
+        # The same command on the same node while one is on its way (a double click, a second
+        # press before the panel showed the first): refused, so it is not applied twice.
+        if any(c.kind == kind and c.payload == wanted and c.status in (CommandStatus.QUEUED, CommandStatus.TAKEN)
+               for c in self.repo.list_commands(run_id)):
+            label = method_cls.contract().commands[kind].label
+            raise CommandRejected(f"'{label}' is already on its way (queued or being applied); "
+                                  "it is applied once, at the run's next step")
+        command = self.repo.enqueue_command(run_id, kind, wanted)
+        SteeringEvents(self.repo, run_id, method_cls.contract()).queued(command)
         if not self.is_active(run_id) and not (run.status in RunStatus.ACTIVE and self._owner_alive(run)):
             self.start(run_id, reopen=True)
         return command
@@ -277,17 +297,24 @@ class Runner:
 
     def _context(self, run: Run, method: Method, control: RunControl) -> RunContext:
         params = method.Params.model_validate(run.params)
+        graph = RunGraph(self.repo, run.id, method.contract())
+        # Every LLM call is told to the step log, in the words the method declares for its prompt.
         llm = RunLLM(self.llm_for(run), self.repo, run.id, self.prices,
-                     Budget(max_tokens=run.max_tokens, max_cost=run.max_cost))
+                     Budget(max_tokens=run.max_tokens, max_cost=run.max_cost), on_call=graph.narrate_call)
+        steering = SteeringEvents(self.repo, run.id, method.contract())
 
         def take_steering() -> list[Command]:
-            return self.repo.take_commands(run.id, method.steering)
+            return steering.taken(self.repo.take_commands(run.id, method.steering))
+
+        def complete_command(command_id: int, ok: bool = True, error: str = "") -> None:
+            self.repo.complete_command(command_id, ok=ok, error=error)
+            steering.completed(command_id, ok=ok, error=error)
 
         return RunContext(
             run_id=run.id, question=run.question, params=params, llm=llm,
-            searcher=self.searcher_for(run), graph=RunGraph(self.repo, run.id, method.contract()),
+            searcher=self.searcher_for(run), graph=graph,
             checkpoint=control.checkpoint, take_steering=take_steering, executor=self.executor,
-            complete_command=self.repo.complete_command,
+            complete_command=complete_command,
         )
 
     def _apply_steering(self, ctx: RunContext, method: Method) -> None:
@@ -298,9 +325,9 @@ class Runner:
                 try:
                     method.steer(ctx, command)
                 except (UnsupportedCommand, LookupError, ValueError) as exc:
-                    self.repo.complete_command(command.id, ok=False, error=str(exc))
+                    ctx.complete_command(command.id, ok=False, error=str(exc))
                 else:
-                    self.repo.complete_command(command.id)
+                    ctx.complete_command(command.id)
 
     def _has_queued_steering(self, run: Run) -> bool:
         steering = get_method(run.method, self.methods).steering
@@ -313,6 +340,11 @@ class Runner:
             method = get_method(run.method, self.methods)()
             repo.reset_unfinished_nodes(run_id)
             repo.requeue_taken_commands(run_id)
+            # Started once; every later execution (resume, retry, steering a finished run) resumes.
+            if repo.list_events(run_id, kinds=[narration.RUN], limit=1):
+                narrate_run(repo, run_id, narration.Phase.RESUMED, "resumed")
+            else:
+                narrate_run(repo, run_id, narration.Phase.STARTED, "the run started")
             ctx = self._context(run, method, control)
             if retry_failed and method.reset_failed(ctx) and ctx.graph.has_report() \
                     and "regenerate_report" in method.steering:
@@ -324,22 +356,34 @@ class Runner:
         except RunStopped as stop:
             repo.reset_unfinished_nodes(run_id)
             repo.set_status(run_id, RunStatus.STOPPED, stop_reason=stop.reason)
+            narrate_run(repo, run_id, narration.Phase.STOPPED, stop.reason)
         except BudgetExceeded as exc:
             repo.reset_unfinished_nodes(run_id)
             repo.set_status(run_id, RunStatus.STOPPED, stop_reason=exc.user_message)
+            narrate_run(repo, run_id, narration.Phase.STOPPED, f"stopped: {exc.user_message}")
         except LLMError as exc:
             repo.reset_unfinished_nodes(run_id)
-            repo.set_status(run_id, RunStatus.FAILED, error=redact_secrets(exc.user_message))
+            error = redact_secrets(exc.user_message)
+            repo.set_status(run_id, RunStatus.FAILED, error=error)
+            narrate_run(repo, run_id, narration.Phase.FAILED, f"the run failed: {error}")
         except Exception as exc:  # a bug or an unexpected backend failure: keep the app alive
             log.exception("run %s failed", run_id)
             repo.reset_unfinished_nodes(run_id)
             repo.set_status(run_id, RunStatus.FAILED, error=redact_secrets(f"{type(exc).__name__}: {exc}"))
+            narrate_run(repo, run_id, narration.Phase.FAILED,
+                        "the run failed on an unexpected error (the run's error says which)",
+                        error=redact_secrets(f"{type(exc).__name__}: {exc}"))
         else:
             # The status tells the truth: a run that answered nothing has failed, whatever ran.
             if outcome.ok:
                 repo.set_status(run_id, RunStatus.DONE, stop_reason="", warning=outcome.warning)
+                narrate_run(repo, run_id, narration.Phase.FINISHED,
+                            "finished" + (f", with a warning: {outcome.warning}" if outcome.warning else ""))
             else:
                 repo.set_status(run_id, RunStatus.FAILED, error=outcome.reason, warning="")
+                # The reason may quote a node's technical error: the words say it plainly.
+                narrate_run(repo, run_id, narration.Phase.FAILED, "the run failed: nothing was answered",
+                            error=outcome.reason)
         finally:
             with self._lock:
                 execution = self._executions.get(run_id)

@@ -13,7 +13,8 @@ from components.node_panel import node_panel
 from components.params_form import params_form
 from components.run_state_panels import side_panels
 from components.run_view import controls, progress, question_line
-from components.safe_markdown import render, render_document, sanitize
+from components.safe_markdown import render_document
+from components.step_log import lifecycle_events, node_badges, run_commands, run_events, step_log
 from engine.methods.params import ParamError, build_params, profile_defaults, profile_for_llm
 from engine.methods.registry import UnknownMethod
 from engine.node_numbers import node_numbers
@@ -114,18 +115,21 @@ if current:
         if was_active and run.status not in RunStatus.ACTIVE:
             st.rerun(scope="app")  # the run ended: stop polling, show the report
         question_line(run)
-        progress(run, nodes)
+        events, numbers = run_events(services, reads), reads.memo("numbers", lambda: node_numbers(nodes))
+        commands = run_commands(services, reads)
+        progress(run, nodes, lifecycle=lifecycle_events(services, reads), events=events, numbers=numbers)
         controls(services, run)
         selected_key = f"selected-{run_id}"
-        numbers = reads.memo("numbers", lambda: node_numbers(nodes))
         ids = [n.id for n in nodes]
         if ids and st.session_state.get(selected_key) not in ids:
             st.session_state[selected_key] = ids[0]  # the root, selected on the map from the first draw
         map_col, panel_col = st.columns([7, 3], gap="small")
         with map_col:
             selected = st.session_state.get(selected_key)
+            # Each node's queued or applying command, else its current step, under its label.
             data = reads.memo(("map", selected), lambda: mindmap.build_map(
-                nodes, reads.snapshot.edges, selected, contract=contract))
+                nodes, reads.snapshot.edges, selected, contract=contract,
+                badges=node_badges(nodes, events, commands, contract=contract)))
             chosen = mindmap.mind_map(data, key=f"map-{run_id}", height=MAP_HEIGHT)
             if chosen is not None:  # a click or a search match on the map, reported once
                 st.session_state[selected_key] = chosen
@@ -141,7 +145,8 @@ if current:
             # Beside the map at the map's height, scrolling on its own: a long node text never
             # pushes the node's commands or the map off the screen.
             with st.container(height=PANEL_HEIGHT, border=False):
-                node_panel(services, run, node, contract, reads)
+                node_panel(services, run, node, contract, reads, commands=commands, events=events, numbers=numbers)
+        step_log(events, numbers, key=f"log-{run_id}", selected=st.session_state.get(selected_key))
         if contract is not None:
             side_panels(services, run, contract, reads)
 
@@ -149,7 +154,9 @@ if current:
 
     report = services.repo.latest_report(current)
     if report is not None:
-        with st.expander("Report", expanded=not active):
+        # Open or closed as first shown for this run: steering reopens a finished run, and a report
+        # folding away then shortened the page under the reader, whose view dropped to its bottom.
+        with st.expander("Report", expanded=st.session_state.setdefault(f"report-open-{current}", not active)):
             render_document(st, render_markdown(services.repo, current))
             try:
                 st.page_link("pages/report.py", label="Open in the Report page", icon=":material/description:",

@@ -120,11 +120,17 @@ def _move_state_reports(conn: Connection) -> None:
     conn.execute(delete(reports).where(reports.c.kind.in_(_STATE_REPORT_KINDS)))
 
 
+def _m004_run_events(conn: Connection) -> None:
+    # The step log (RunEvent): a new table, so a database of any earlier release just gains it.
+    models.RunEvent.__table__.create(conn, checkfirst=True)
+
+
 MIGRATIONS: list[tuple[int, str, Migration]] = [
     (1, "initial tables", _m001_initial_tables),
     (2, "runs.warning", _m002_run_warning),
     (3, "edges: data, unique, node keys; run_states (from concept_pool/outline reports)",
      _m003_edges_and_run_states),
+    (4, "run_events (the step log)", _m004_run_events),
 ]
 
 

@@ -1,5 +1,5 @@
 """Tables. A run is a persisted, growing graph: runs -> nodes/edges -> sources, plus the LLM calls,
-steering commands, reports and method run states that belong to it. Method-specific node fields
+steering commands, reports, method run states and the step log (run events) that belong to it. Method-specific node fields
 live in `Node.data`."""
 
 from __future__ import annotations
@@ -223,6 +223,25 @@ with warnings.catch_warnings():
         schema: int = Field(default=1, sa_column=Column("schema", Integer, nullable=False, default=1))
         data: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
         created_at: datetime = Field(default_factory=utcnow)
+
+
+class RunEvent(SQLModel, table=True):
+    """One line of a run's step log, in plain words: what the model is doing for a node (`step`),
+    what was searched (`search`), what was dropped or failed and why, a steering command's progress
+    (`steer`), the run's lifecycle (`run`: started, paused, resumed, stopped, finished, failed).
+    `data` holds the machine-readable side (a phase, a count, the technical error)."""
+
+    __tablename__ = "run_events"
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="runs.id", index=True, max_length=32, ondelete="CASCADE")
+    # No foreign key: an event outlives nothing it names, and nodes are never deleted apart from
+    # their run (whose deletion cascades here).
+    node_id: int | None = Field(default=None)
+    created_at: datetime = Field(default_factory=utcnow)
+    kind: str = Field(max_length=16)
+    text: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    data: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
 
 
 class SchemaMigration(SQLModel, table=True):

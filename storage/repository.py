@@ -38,6 +38,7 @@ from storage.models import (
     NodeStatus,
     Report,
     Run,
+    RunEvent,
     RunState,
     RunStatus,
     Source,
@@ -104,6 +105,7 @@ _ROWS_PER_INSERT = 500
 _runs = Run.__table__
 _nodes = Node.__table__
 _calls = LLMCall.__table__
+_events = RunEvent.__table__
 
 
 def _node_usage_columns() -> dict[str, Any]:
@@ -330,7 +332,7 @@ class Repository:
         with self._session() as s:
             node_ids = select(Node.id).where(Node.run_id == run_id)
             s.exec(delete(NodeSource).where(col(NodeSource.node_id).in_(node_ids)))
-            for table in (Edge, Source, LLMCall, Command, Report, RunState, Node):
+            for table in (Edge, Source, LLMCall, Command, Report, RunState, RunEvent, Node):
                 s.exec(delete(table).where(col(table.run_id) == run_id))
             s.exec(delete(Run).where(col(Run.id) == run_id))
             s.commit()
@@ -822,6 +824,34 @@ class Repository:
             stmt = stmt.where(Command.status == status)
         with self._session() as s:
             return list(s.exec(stmt.order_by(col(Command.id))).all())
+
+    # ------------------------------------------------------------ run events
+
+    def add_event(self, run_id: str, kind: str, text: str, *, node_id: int | None = None,
+                  data: dict[str, Any] | None = None) -> None:
+        """One line of the run's step log, and the run's version bump (the live view re-reads on
+        it): one statement on PostgreSQL, two on SQLite, one COMMIT."""
+        event = RunEvent(run_id=run_id, node_id=node_id, kind=kind, text=text, data=dict(data or {}))
+        with self._session() as s:
+            self._write_with_bump(s, insert(_events).values(**event.model_dump(exclude={"id"})), run_id)
+            s.commit()
+
+    def list_events(self, run_id: str, *, after_id: int | None = None, limit: int | None = None,
+                    kinds: Iterable[str] | None = None, node_id: int | None = None) -> list[RunEvent]:
+        """The run's events, newest first; only those after `after_id` (what a reader has not
+        seen yet), of `kinds`, of one node, at most `limit`."""
+        stmt = select(RunEvent).where(RunEvent.run_id == run_id)
+        if after_id is not None:
+            stmt = stmt.where(col(RunEvent.id) > after_id)
+        if kinds is not None:
+            stmt = stmt.where(col(RunEvent.kind).in_(list(kinds)))
+        if node_id is not None:
+            stmt = stmt.where(RunEvent.node_id == node_id)
+        stmt = stmt.order_by(col(RunEvent.id).desc())
+        if limit is not None:
+            stmt = stmt.limit(limit)
+        with self._session() as s:
+            return list(s.exec(stmt).all())
 
     # --------------------------------------------------------------- reports
 

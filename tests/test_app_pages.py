@@ -34,6 +34,7 @@ from engine.report import render_markdown
 from storage.models import CommandStatus, NodeStatus, RunStatus
 from storage.repository import RunNotFound
 from tests.fixtures_engine import run_to_end
+from tests.progress_line import progress_of
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = ROOT / "app.py"
@@ -256,12 +257,12 @@ def test_explore_start_runs_to_done_and_shows_progress_node_and_report(services)
     assert wait_until_idle(services, run_id).status == RunStatus.DONE
     at.run()
     assert_no_exception(at)
-    metrics = {m.label: m.value for m in at.metric}
+    metrics = progress_of(at)
     assert metrics["Status"] == "done"
     nodes = services.repo.list_nodes(run_id)
     done = sum(n.status == NodeStatus.DONE for n in nodes)
     assert metrics["Nodes done"] == f"{done} / {len(nodes)}"
-    assert set(metrics) >= {"Elapsed", "Tokens", "Cost"}
+    assert {"active", "wall", "Cost"} <= set(metrics)  # active time apart from wall time
     assert int(metrics["Tokens"].replace(",", "")) > 0
 
     # The node panel shows the first node: its question and its answer under its own headings,
@@ -446,7 +447,7 @@ def test_sessions_open_switches_to_explore_with_the_run(services):
     assert at.query_params.get("run") == run_id
     assert at.session_state["run_id"] == run_id
     assert f"**Question:** {QUESTION}" in texts(at.markdown)
-    assert {m.label: m.value for m in at.metric}["Status"] == "done"
+    assert progress_of(at)["Status"] == "done"
     follow_switch(at, "pages/explore.py").run()  # the browser stays on the run
     assert_no_exception(at)
     assert f"**Question:** {QUESTION}" in texts(at.markdown)
@@ -497,7 +498,7 @@ def test_sessions_resume_continues_an_interrupted_run(services):
     assert wait_until_idle(services, run_id, timeout=60).status == RunStatus.DONE
     follow_switch(at, "pages/explore.py").run()
     assert_no_exception(at)
-    assert {m.label: m.value for m in at.metric}["Status"] == "done"
+    assert progress_of(at)["Status"] == "done"
     assert services.repo.latest_report(run_id) is not None
 
 
@@ -667,7 +668,7 @@ def test_unreachable_endpoint_fails_the_run_with_a_readable_error(services, monk
     assert "The run failed:" in errors
     assert "Traceback" not in errors
     assert "127.0.0.1" in errors, errors
-    assert {m.label: m.value for m in at.metric}["Status"] == "failed"
+    assert progress_of(at)["Status"] == "failed"
 
 
 def test_settings_show_a_learned_structured_mode_and_reset_it(services):

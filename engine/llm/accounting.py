@@ -1,5 +1,5 @@
-"""Per-run LLM access: every call is checked against the run's budget (when it has one), then
-recorded (tokens, latency, cost) with the node it served. Methods only ever see a `RunLLM`."""
+"""Per-run LLM access: every call is checked against the run's budget (when it has one), told to
+the run's step log (`on_call`), then recorded (tokens, latency, cost) with the node it served. Methods only ever see a `RunLLM`."""
 
 from __future__ import annotations
 
@@ -78,6 +78,8 @@ class _AccountedLLM:
             model = owner.llm.model_for(request.purpose)
             owner.budget.check(spent_tokens, spent_cost, upcoming_tokens=prompt_estimate,
                                upcoming_cost=owner.prices.cost(model, prompt_estimate, 0))
+        if owner.on_call is not None:
+            owner.on_call(request.prompt, node_id=self._node_id, attempt=request.attempt)
         try:
             response = owner.llm.chat(request)
         except LLMError as exc:
@@ -97,17 +99,25 @@ class _AccountedLLM:
         return response
 
 
+class CallObserver(Protocol):
+    """Told of every call about to be made (the run's step log: `RunGraph.narrate_call`)."""
+
+    def __call__(self, prompt: str, *, node_id: int | None, attempt: int) -> None: ...
+
+
 class RunLLM:
     """The LLM as one run sees it."""
 
     def __init__(self, llm: LLM, usage: UsageStore, run_id: str, prices: PriceTable,
-                 budget: Budget | None = None, max_reasks: int = DEFAULT_MAX_REASKS) -> None:
+                 budget: Budget | None = None, max_reasks: int = DEFAULT_MAX_REASKS,
+                 on_call: CallObserver | None = None) -> None:
         self.llm = llm
         self.usage = usage
         self.run_id = run_id
         self.prices = prices
         self.budget = budget or Budget()
         self.max_reasks = max_reasks
+        self.on_call = on_call
 
     @property
     def description(self) -> str:

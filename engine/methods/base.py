@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from datetime import date
@@ -31,9 +31,10 @@ from engine.methods.contract import (
 )
 from engine.llm.accounting import RunLLM
 from engine.parallel import run_parallel
+from engine import narration
 from engine.reader_text import UNWRITTEN, is_placeholder
-from engine.search.protocol import Searcher
-from engine.search.relevance import DEFAULT_FLOOR
+from engine.search.protocol import Hit, SearchError, Searcher
+from engine.search.relevance import DEFAULT_FLOOR, RelevanceResult
 from storage.models import Command, Node, NodeStatus
 
 
@@ -103,6 +104,29 @@ class RunContext:
     today: date = field(default_factory=date.today)
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("thoughtmap.run"))
 
+    def search(self, query: str, *, k: int, node: Node | None = None) -> list[Hit]:
+        """`searcher.search`, told to the step log: what was searched, where, how much came back
+        (or why the search failed: the SearchError is raised again)."""
+        where = self.searcher.description
+        node_id = node.id if node is not None else None
+        try:
+            hits = self.searcher.search(query, k=k)
+        except SearchError as exc:
+            self.graph.narrate(narration.search_failed_text(query, where, str(exc)), node_id=node_id,
+                               kind=narration.SEARCH, query=query, error=str(exc)[:2000])
+            raise
+        self.graph.narrate(narration.search_text(query, where, len(hits)), node_id=node_id,
+                           kind=narration.SEARCH, query=query, found=len(hits))
+        return hits
+
+    def note_unrelated(self, query: str, relevance: RelevanceResult, node: Node | None = None) -> None:
+        """Tell the step log which share of a search's hits the relevance floor left out."""
+        if relevance.dropped:
+            found = len(relevance.kept) + len(relevance.dropped)
+            self.graph.narrate(narration.unrelated_text(query, len(relevance.dropped), found),
+                               node_id=node.id if node is not None else None, kind=narration.DROPPED,
+                               query=query, dropped=relevance.dropped_summary())
+
     def parallel(self, calls: Sequence[Callable[[], Any]]) -> list[Any]:
         """Run calls concurrently on the process-wide pool (nesting is safe: `engine/parallel.py`);
         results in order; every call ends before the first error is raised."""
@@ -122,6 +146,8 @@ class Method(ABC):
     commands: ClassVar[tuple[CommandSpec, ...]] = (regenerate_report_command(),)
     run_states: ClassVar[tuple[RunStateSpec, ...]] = ()
     view: ClassVar[ViewSpec] = ViewSpec()
+    # Prompt name -> what the model is doing, in a reader's words (the step log; contract.steps).
+    steps: ClassVar[Mapping[str, str]] = {}
 
     # ---- derived from the declarations (set for each subclass; read-only)
     steering: ClassVar[frozenset[str]] = frozenset()
@@ -134,7 +160,7 @@ class Method(ABC):
             return  # an abstract helper base, not a method
         # Checked at import: a method whose declarations contradict each other never loads.
         contract = MethodContract.build(cls.name, cls.node_kinds, cls.edge_kinds, cls.commands,
-                                        cls.run_states, cls.view)
+                                        cls.run_states, cls.view, cls.steps)
         cls._contract = contract
         cls.steering = frozenset(contract.commands)
         cls.answer_kinds = contract.answer_kinds

@@ -258,6 +258,12 @@ class ViewSpec:
     position: Callable[[Node], tuple[int, int] | None] | None = None
 
 
+# --------------------------------------------------------------------------- steps (narration)
+
+# What a step log says for an LLM call whose prompt the method does not declare.
+GENERIC_STEP = "asking the model"
+
+
 # --------------------------------------------------------------------------- the whole contract
 
 
@@ -271,10 +277,14 @@ class MethodContract:
     commands: Mapping[str, CommandSpec]
     run_states: Mapping[str, RunStateSpec]
     view: ViewSpec = field(default_factory=ViewSpec)
+    # Prompt name (`PromptMessages.name`) -> what the model is doing, in a reader's words
+    # ("summarising what the sources say"): the step log and "Now:" say it for every LLM call.
+    steps: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def build(cls, method: str, node_kinds: Sequence[NodeKind], edge_kinds: Sequence[EdgeKind],
-              commands: Sequence[CommandSpec], run_states: Sequence[RunStateSpec], view: ViewSpec) -> MethodContract:
+              commands: Sequence[CommandSpec], run_states: Sequence[RunStateSpec], view: ViewSpec,
+              steps: Mapping[str, str] | None = None) -> MethodContract:
         def index(items, what):
             out = {}
             for item in items:
@@ -299,7 +309,10 @@ class MethodContract:
                 raise ContractError(f"{method}: the view shows run state '{panel}', which is not declared")
         if view.layout == Layout.GRID and view.position is None:
             raise ContractError(f"{method}: a grid layout needs ViewSpec.position")
-        return cls(method, kinds, edges, cmds, states, view)
+        for prompt, words in (steps or {}).items():
+            if not words.strip():
+                raise ContractError(f"{method}: the step for prompt '{prompt}' has no words")
+        return cls(method, kinds, edges, cmds, states, view, dict(steps or {}))
 
     def kind(self, name: str) -> NodeKind:
         try:
@@ -320,6 +333,10 @@ class MethodContract:
             return self.run_states[name]
         except KeyError:
             raise NodeDataError(f"{self.method} declares no run state '{name}'") from None
+
+    def step_words(self, prompt: str) -> str:
+        """What the model is doing when it is sent this prompt (a generic wording when undeclared)."""
+        return self.steps.get(prompt) or GENERIC_STEP
 
     def commands_for(self, node: Node) -> list[CommandSpec]:
         """The commands to offer on this node."""

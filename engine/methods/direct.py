@@ -34,6 +34,7 @@ class DirectMethod(Method):
     summary = "One LLM call, no retrieval: the 'Standard' prompting baseline of the papers."
     Params = DirectParams
     node_kinds = (ASKED_QUESTION, ANSWER)
+    steps = {prompts.DIRECT_ANSWER.name: "answering from what the model knows"}
 
     def run(self, ctx: RunContext) -> None:
         params: DirectParams = ctx.params  # type: ignore[assignment]

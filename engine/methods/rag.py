@@ -43,6 +43,7 @@ class RagMethod(Method):
     summary = "Retrieve the top-k passages for the question, then answer citing them: vanilla RAG."
     Params = RagParams
     node_kinds = (ASKED_QUESTION, RETRIEVAL, ANSWER)
+    steps = {prompts.RAG_ANSWER.name: "answering from the sources found"}
 
     def run(self, ctx: RunContext) -> None:
         params: RagParams = ctx.params  # type: ignore[assignment]
@@ -56,12 +57,13 @@ class RagMethod(Method):
             ctx.checkpoint()
             ctx.graph.start(retrieval)
             try:
-                hits = ctx.searcher.search(ctx.question, k=params.top_k)
+                hits = ctx.search(ctx.question, k=params.top_k, node=retrieval)
             except SearchError as exc:
                 # The answer step still runs; it will say that it has no sources.
                 retrieval = ctx.graph.fail(retrieval, f"{exc} {exc.hint}".strip())
             else:
                 relevant = relevant_hits(ctx.question, hits, floor=params.relevance_floor)
+                ctx.note_unrelated(ctx.question, relevant, retrieval)
                 sources = ctx.graph.add_sources(relevant.kept, node=retrieval) if relevant.kept else []
                 content = (f"{len(sources)} relevant passages retrieved" if sources
                            else NO_RELEVANT_SOURCE.format(where=ctx.searcher.description))

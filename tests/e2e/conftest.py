@@ -33,6 +33,7 @@ from pathlib import Path
 import pytest
 
 from engine.methods.registry import METHODS
+from tests.progress_line import parse_progress
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "test-artifacts"
@@ -144,9 +145,9 @@ def app_home(prebuilt_corpus_home) -> Path:
     return prebuilt_corpus_home
 
 
-@pytest.fixture
-def streamlit_app(app_home, tmp_path, request):
-    app = StreamlitApp(app_home, log_dir=tmp_path)
+def serving(app: StreamlitApp, request):
+    """Start `app` and yield it; stop it afterwards, printing the end of its log when the test
+    failed (the body of an app fixture: `yield from serving(StreamlitApp(...), request)`)."""
     try:
         app.start()
         yield app
@@ -154,6 +155,11 @@ def streamlit_app(app_home, tmp_path, request):
         app.stop()
         if _failed(request):
             print(f"--- end of the Streamlit log ({app.log_path}) ---\n{app.log()}")
+
+
+@pytest.fixture
+def streamlit_app(app_home, tmp_path, request):
+    yield from serving(StreamlitApp(app_home, log_dir=tmp_path), request)
 
 
 @pytest.fixture(scope="session")
@@ -268,9 +274,13 @@ def poll(page, check, *, timeout: float = 60, interval: float = 0.25, what: str 
 
 
 def metric(page, label: str) -> str:
-    box = page.locator('[data-testid="stMetric"]').filter(
-        has=page.locator('[data-testid="stMetricLabel"]', has_text=label))
-    return box.locator('[data-testid="stMetricValue"]').inner_text(timeout=5_000).strip()
+    """A field of the run's one-line progress header ("Status", "Nodes done", "Tokens", "Cost",
+    "active", "wall"), as shown."""
+    text = page.locator(".st-key-run-progress").inner_text(timeout=5_000)
+    fields = parse_progress(text)
+    if fields is None:
+        raise AssertionError(f"not a progress line: {text!r}")
+    return fields[label]
 
 
 def nodes_done(page) -> tuple[int, int]:

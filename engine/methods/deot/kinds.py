@@ -9,6 +9,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from engine.methods.common import DroppedHit
+from engine.methods.deot import prompts
 from engine.methods.contract import (
     CommandSpec,
     EdgeKind,
@@ -204,3 +205,22 @@ COMMANDS = (
                 statuses=_LIVE, on_root=False, done="Pruned"),
     regenerate_report_command(),
 )
+
+# What the model is doing for each prompt, in a reader's words (the step log and "Now:").
+STEPS = {
+    prompts.OPTIMIZE_QUERY.name: "sharpening the question",
+    prompts.REPAIR_QUERY.name: "sharpening the question again",
+    prompts.PLAN_TASKS.name: "planning the tasks",
+    prompts.REVISE_PLAN.name: "revising the plan",
+    prompts.VALIDATE_PLAN.name: "checking the plan",
+    prompts.INFO_SEARCH.name: "reading the search results",
+    prompts.EVENT_EXTRACTOR.name: "extracting the key events",
+    prompts.HISTORY_ANALYZER.name: "comparing with past events",
+    prompts.DIRECT_REASONING.name: "reasoning it through",
+    prompts.SUMMARIZE_RESULTS.name: "summarising what the sources say",
+    prompts.FACT_CHECK.name: "checking the facts",
+    prompts.CONTROLLER.name: "deciding whether to go wider or deeper",
+    prompts.BREADTH.name: "proposing new aspects",
+    prompts.DEPTH.name: "proposing a deeper question",
+    prompts.FINAL_REPORT.name: "writing the report",
+}

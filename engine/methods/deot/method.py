@@ -28,7 +28,16 @@ from engine.methods.deot import prompts
 from engine.methods.deot.checkpoint import SolveCheckpoint
 from engine.methods.deot.engines import Proposal, breadth, decide, depth, follow_ups_retry
 from engine.methods.deot.executor import execute_plan
-from engine.methods.deot.kinds import COMMANDS, EDGES, QUESTION, QUESTION_KIND, AskPayload, ExpandPayload, QuestionData
+from engine.methods.deot.kinds import (
+    COMMANDS,
+    EDGES,
+    QUESTION,
+    QUESTION_KIND,
+    STEPS,
+    AskPayload,
+    ExpandPayload,
+    QuestionData,
+)
 from engine.methods.deot.params import DeotParams
 from engine.methods.deot import report as final_report
 from engine.methods.deot.planner import make_plan
@@ -75,6 +84,7 @@ class DeotMethod(Method):
     node_kinds = (QUESTION_KIND,)
     edge_kinds = EDGES
     commands = COMMANDS
+    steps = STEPS
 
     # ------------------------------------------------------------------ the growth loop
 

@@ -42,8 +42,9 @@ class NodeSources:
 
     def search(self, query: str, k: int) -> list[int]:
         """Search, keep only the hits about the query, store and number them."""
-        hits = self._ctx.searcher.search(query, k=k)
+        hits = self._ctx.search(query, k=k, node=self._node)
         relevant = relevant_hits(query, hits, floor=self._ctx.params.relevance_floor)
+        self._ctx.note_unrelated(query, relevant, self._node)
         stored = self._ctx.graph.add_sources(relevant.kept, node=self._node) if relevant.kept else []
         with self._lock:
             self.dropped.extend(relevant.dropped_summary())

@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from engine.methods.common import DroppedHit
+from engine.methods.omnithink import prompts
 from engine.methods.contract import (
     CommandPayload,
     CommandSpec,
@@ -147,3 +148,13 @@ COMMANDS = (
 )
 
 VIEW = ViewSpec(panels=(POOL, OUTLINE))
+
+# What the model is doing for each prompt, in a reader's words (the step log and "Now:").
+STEPS = {
+    prompts.EXPAND.name: "deciding how to expand this topic",
+    prompts.REFLECT.name: "noting what the sources add",
+    prompts.DRAFT_OUTLINE.name: "drafting the outline",
+    prompts.POLISH_OUTLINE.name: "polishing the outline",
+    prompts.WRITE_SECTION.name: "writing a section",
+    prompts.POLISH_ARTICLE.name: "polishing the article",
+}

@@ -28,6 +28,7 @@ from engine.methods.omnithink.kinds import (
     OUTLINE,
     POOL,
     RUN_STATES,
+    STEPS,
     SUBTOPIC,
     TOPIC,
     VIEW,
@@ -59,6 +60,7 @@ class OmniThinkMethod(Method):
     commands = COMMANDS
     run_states = RUN_STATES
     view = VIEW
+    steps = STEPS
 
     # ------------------------------------------------------------------ the growth loop
 
@@ -121,12 +123,13 @@ class OmniThinkMethod(Method):
         dropped: list[dict] = []
         for query in queries:
             try:
-                hits = ctx.searcher.search(query if node.kind == TOPIC else f"{ctx.question} {query}",
-                                           k=params.search_results)
+                hits = ctx.search(query if node.kind == TOPIC else f"{ctx.question} {query}",
+                                  k=params.search_results, node=node)
             except SearchError as exc:
                 errors.append(f"{query}: {exc}")
                 continue
             relevant = relevant_hits(query, hits, floor=params.relevance_floor)
+            ctx.note_unrelated(query, relevant, node)
             dropped.extend(relevant.dropped_summary())
             for source in ctx.graph.add_sources(relevant.kept, node=node) if relevant.kept else []:
                 if source.id not in {s.id for s in sources}:

@@ -1,0 +1,147 @@
+"""The Explore page's narration and steering states (AppTest, fake LLM): the one-line progress
+with active time, the step log, and a node panel that shows a command queued (its button disabled),
+applying, refused with the reason or applied; a busy node says when the command applies; a queued
+follow-up leaves its box empty."""
+
+from __future__ import annotations
+
+import threading
+
+from components.step_log import node_badges, now_lines
+from engine import narration
+from engine.node_numbers import node_numbers
+from engine.methods.registry import METHODS
+from engine.steering_events import SteeringEvents
+from storage.models import Command, CommandStatus, Node, NodeStatus, RunEvent, RunStatus
+from tests.test_app_pages import (  # the page helpers and fixtures of the app tests
+    _open_on_node,
+    _steer_target,
+    assert_no_exception,
+    finished_deot,
+    services,  # noqa: F401  (fixture)
+    texts,
+    wait_until_idle,
+)
+from tests.progress_line import progress_of
+
+
+def _quiet(run_id: str) -> None:
+    """Wait for the run's worker thread to end: after a run is done, it still looks once for a
+    steering command queued meanwhile (and would apply the one a test queues by hand)."""
+    for thread in threading.enumerate():
+        if thread.name == f"run-{run_id}":
+            thread.join(timeout=30)
+
+
+def _panel_texts(at) -> list[str]:
+    return texts(at.info) + texts(at.success) + texts(at.warning) + texts(at.caption)
+
+
+def test_progress_is_one_line_with_active_time_and_the_step_log_is_under_the_map(services, monkeypatch):
+    run_id = finished_deot(services)
+    target = _steer_target(services, run_id)
+    at = _open_on_node(services, monkeypatch, run_id, target.id)
+    fields = progress_of(at)
+    assert fields["Status"] == "done" and "active" in fields and "wall" in fields
+    assert not at.metric  # no row of metric boxes above the map any more
+    log = next(e for e in at.expander if e.label == "Step log")
+    lines = "\n".join(texts(log.markdown))
+    assert "the run started" in lines and "finished" in lines
+    assert "planning the tasks" in lines and "writing the report" in lines
+    # Lines about a node carry its number in the run.
+    assert "#1 · " in lines
+
+
+def test_a_queued_command_shows_on_its_node_and_its_button_is_disabled(services, monkeypatch):
+    run_id = finished_deot(services)
+    target = _steer_target(services, run_id)
+    # Queued as the runner would, without reopening the run: the state a busy run shows.
+    _quiet(run_id)
+    services.repo.enqueue_command(run_id, "prune", {"node_id": target.id})
+    at = _open_on_node(services, monkeypatch, run_id, target.id)
+    key = f"steer-{run_id}-{target.id}-prune"
+    assert at.button(key=key).disabled and at.button(key=key).label == "Prune · queued"
+    assert "Prune queued. The prune applies at the run's next step." in _panel_texts(at)
+    # Commands come before the node's long text.
+    assert at.button(key=key) is not None
+
+    # Taken and completed as the runner does: the events tell the live view (a new version).
+    steering = SteeringEvents(services.repo, run_id, METHODS["deot"].contract())
+    steering.taken(services.repo.take_commands(run_id, ["prune"]))
+    at.run()
+    assert at.button(key=key).label == "Prune · applying"
+    assert "applying Prune. Applying the prune now." in _panel_texts(at)
+
+    (command,) = services.repo.list_commands(run_id)
+    services.repo.complete_command(command.id, ok=False, error="node 9 is pruned; nothing grows under it")
+    steering.completed(command.id, ok=False, error="node 9 is pruned; nothing grows under it")
+    at.run()
+    assert "Prune refused: node 9 is pruned; nothing grows under it" in _panel_texts(at)
+    assert not at.button(key=key).disabled and at.button(key=key).label == "Prune"
+
+
+def test_a_busy_node_says_when_the_command_applies(services, monkeypatch):
+    run_id = finished_deot(services)
+    target = _steer_target(services, run_id)
+    _quiet(run_id)
+    services.repo.update_node(target.id, status=NodeStatus.RUNNING)
+    services.repo.add_event(run_id, narration.STEP, "summarising what the sources say", node_id=target.id)
+    services.repo.enqueue_command(run_id, "prune", {"node_id": target.id})
+    from tests.test_app_pages import open_page, pick_node
+
+    pick_node(monkeypatch, target.id)
+    at = open_page(run_id=run_id)
+    number = sorted(n.id for n in services.repo.list_nodes(run_id)).index(target.id) + 1
+    assert (f"Prune queued. #{number} is summarising what the sources say; the prune applies when that "
+            "step ends.") in _panel_texts(at)
+    assert "Now: summarising what the sources say" in _panel_texts(at)
+
+
+def test_a_queued_follow_up_clears_its_box_and_shows_applied(services, monkeypatch):
+    run_id = finished_deot(services)
+    target = _steer_target(services, run_id)
+    at = _open_on_node(services, monkeypatch, run_id, target.id)
+    key = f"steer-{run_id}-{target.id}-ask"
+    at.text_input(key=f"{key}.question").input("Which Apollo technologies reached consumer products?")
+    at.button(key=key).click().run()
+    assert_no_exception(at)
+    # Sent: the box is empty again (a new widget, so the browser forgets the old text too).
+    (box,) = [t for t in at.text_input if t.label == "Your follow-up"]
+    assert box.value == "" and box.key != f"{key}.question"
+    assert wait_until_idle(services, run_id).status == RunStatus.DONE
+    at.run()
+    assert "Ask applied" in _panel_texts(at)
+
+
+def _node(node_id: int, status: str, label: str = "", parent: int | None = 1) -> Node:
+    return Node(id=node_id, run_id="r", kind="question", label=label or f"question {node_id}", status=status,
+                parent_id=parent)
+
+
+def _step(node_id: int | None, text: str, event_id: int, kind: str = narration.STEP) -> RunEvent:
+    return RunEvent(id=event_id, run_id="r", node_id=node_id, kind=kind, text=text)
+
+
+def test_badges_show_a_command_on_its_way_else_the_running_nodes_step():
+    nodes = [_node(1, NodeStatus.DONE, parent=None), _node(2, NodeStatus.RUNNING), _node(3, NodeStatus.RUNNING),
+             _node(4, NodeStatus.DONE)]
+    events = [_step(3, "searched local corpus for “x”: 2 sources came back", 5, narration.SEARCH),
+              _step(2, "summarising what the sources say", 4), _step(3, "planning the tasks", 3),
+              _step(2, "planning the tasks", 2), _step(4, "checking the facts", 1)]  # newest first
+    commands = [Command(id=1, run_id="r", kind="prune", payload={"node_id": 2}, status=CommandStatus.QUEUED),
+                Command(id=2, run_id="r", kind="expand", payload={"node_id": 4, "n": 1}, status=CommandStatus.TAKEN),
+                Command(id=3, run_id="r", kind="deepen", payload={"node_id": 1}, status=CommandStatus.DONE)]
+    badges = node_badges(nodes, events, commands, METHODS["deot"].contract())
+    assert badges == {2: "Prune queued", 3: "searched local corpus for “x”: 2 sources came back",
+                      4: "applying Expand"}
+
+
+def test_now_names_each_running_node_with_its_number_and_step_else_the_latest_step():
+    nodes = [_node(10, NodeStatus.DONE, "Why?", parent=None), _node(12, NodeStatus.RUNNING, "How?"),
+             _node(15, NodeStatus.PENDING, "When?")]
+    numbers = node_numbers(nodes)
+    events = [_step(12, "checking the plan", 2), _step(None, "writing the report", 1)]
+    assert now_lines(nodes, events, numbers) == ["#2 How? — checking the plan"]
+    nodes[1].status = NodeStatus.DONE
+    assert now_lines(nodes, events, numbers) == ["#2 How? — checking the plan"]  # its engines decide next
+    assert now_lines(nodes, [_step(None, "writing the report", 3)] + events, numbers) == ["writing the report"]
