@@ -103,13 +103,16 @@ def steering_actions(services: Services, run: Run, node: Node, contract: MethodC
 def node_panel(services: Services, run: Run, node: Node, contract: MethodContract | None = None,
                reads: RunReads | None = None, *, commands: Sequence[Command] = (),
                events: Sequence[RunEvent] = (), numbers: dict[int, int] | None = None) -> None:
-    st.markdown(f"**Node {node.id}** · {node.kind} · layer {node.depth} · *{node.status}*")
+    number = (numbers if numbers is not None else node_numbers(reads.nodes if reads else [node])).get(node.id, 0)
+    # The node's number in its run for the reader; its stored id only in the container's key (a
+    # class on the page), for the browser tests.
+    with st.container(key=f"node-panel-{node.id}"):
+        st.markdown(f"**Node #{number}** · {node.kind} · layer {node.depth} · *{node.status}*")
     st.markdown(f"#### {inline_text(node.label)}")  # our heading; the label inside it is plain text
     caption = node_caption(contract, node)
     if caption:
         st.caption(sanitize(caption))
     # Steering first: what the node is doing, the commands on their way, the buttons.
-    number = (numbers if numbers is not None else node_numbers(reads.nodes if reads else [node])).get(node.id, 0)
     step = current_steps(events).get(node.id) if node.status == NodeStatus.RUNNING else None
     if step:
         st.caption(inline_text(f"Now: {step}"))

@@ -300,7 +300,8 @@ def _open_on_node(services, monkeypatch, run_id: str, node_id: int) -> AppTest:
     pick_node(monkeypatch, node_id)
     at = open_page(run_id=run_id)
     assert at.selectbox(key=f"pick-{run_id}").value == node_id
-    assert f"**Node {node_id}** · question · layer 1 · *done*" in texts(at.markdown)
+    number = sorted(n.id for n in services.repo.list_nodes(run_id)).index(node_id) + 1
+    assert f"**Node #{number}** · question · layer 1 · *done*" in texts(at.markdown)  # its number in the run
     return at
 
 

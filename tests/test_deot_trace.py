@@ -490,6 +490,12 @@ def test_a_breadth_answer_that_only_repeats_the_question_is_asked_again_differen
     assert len(fake_llm.calls_for(BREADTH)) == 1
     retry = fake_llm.calls_for(FOLLOW_UPS_RETRY)
     assert len(retry) == 1 and f"Question: {QUESTION}" in request_text(retry[0])
+    # The step log says it, in words.
+    dropped = [e for e in services.repo.list_events(run_id, kinds=["dropped"]) if "repeated" in e.text]
+    assert [e.text for e in dropped] == [
+        f"dropped 2 proposed questions that repeated a question already asked (“{QUESTION.upper()}”); "
+        "asked again differently: 2 new question(s)"]
+    assert dropped[0].node_id == nodes[0].id
 
 
 def test_when_the_retry_names_nothing_usable_the_findings_names_are_followed_up(services, fake_llm):
@@ -516,11 +522,18 @@ def test_a_node_whose_retry_also_repeats_stops_and_says_why(services, fake_llm):
     fake_llm.when(CONTROLLER, controller_by_layer(lambda layer: "BREADTH" if layer < 1 else "STOP"))
     fake_llm.when(BREADTH, lambda request: aspects(aspect(QUESTION)))
     fake_llm.when(FOLLOW_UPS_RETRY, {"things": [{"name": QUESTION, "kind": "other"}]})  # not a name
+    # ... and the findings name nothing to follow up either.
+    fake_llm.when(SUMMARY, {"key_findings": "it went well [1].", "evidence_and_data": ["it did [1]."],
+                            "analysis": "it mattered [1].", "conflicting_information": [],
+                            "conclusion": "it shaped what came later [1]."})
     run_id = _done_run(services, {"max_layers": 1, "max_nodes": 3, "optimize_query": False})
     nodes = questions(services, run_id)
     assert len(nodes) == 1
     expansion = nodes[0].data["expansion"]
     assert expansion["dropped_repeats"] == [QUESTION] and expansion["asked_differently"]
+    said = [e.text for e in services.repo.list_events(run_id, kinds=["dropped"]) if "repeated" in e.text]
+    assert said == [f"dropped 1 proposed question that repeated a question already asked (“{QUESTION}”); "
+                    "asked again differently, and nothing new came: this branch stops here"]
 
 
 def test_root_breadth_opens_with_the_breadth_engine_without_asking_the_controller(services, fake_llm):

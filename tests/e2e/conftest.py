@@ -290,9 +290,11 @@ def nodes_done(page) -> tuple[int, int]:
 
 
 def panel_node(page) -> int:
-    """The id of the node the node panel shows ("Node 5 · question · layer 2 · done")."""
-    header = page.locator('[data-testid="stMarkdownContainer"] p').filter(has_text=re.compile(r"^Node \d+ · "))
-    return int(re.match(r"Node (\d+)", header.first.inner_text(timeout=5_000)).group(1))
+    """The stored id of the node the node panel shows (its header reads "Node #2 · question · layer 1
+    · done", the node's number in its run; the id is in the header container's key class)."""
+    header = page.locator('[class*="st-key-node-panel-"]').first
+    classes = header.get_attribute("class", timeout=5_000) or ""
+    return int(re.search(r"st-key-node-panel-(\d+)", classes).group(1))
 
 
 def node_selectbox(page):

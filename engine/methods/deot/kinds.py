@@ -222,5 +222,6 @@ STEPS = {
     prompts.CONTROLLER.name: "deciding whether to go wider or deeper",
     prompts.BREADTH.name: "proposing new aspects",
     prompts.DEPTH.name: "proposing a deeper question",
+    prompts.FOLLOW_UPS_RETRY.name: "asking again differently: its proposals repeated questions already asked",
     prompts.FINAL_REPORT.name: "writing the report",
 }

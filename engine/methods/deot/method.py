@@ -348,8 +348,20 @@ class DeotMethod(Method):
         if repeats:
             reasoning += (f" (dropped {len(repeats)} proposed question(s) that repeated one already asked"
                           + ("; asked again differently" if asked_differently else "") + ")")
+            self._narrate_repeats(ctx, node, repeats, asked_differently, kept=len(proposals))
         self._record_expansion(ctx, node, verdict.decision, by, reasoning, proposals, verdict.unresolved_points,
                                dropped_repeats=repeats, asked_differently=asked_differently)
+
+    @staticmethod
+    def _narrate_repeats(ctx: RunContext, node: Node, repeats: list[str], asked_differently: bool, *,
+                         kept: int) -> None:
+        """The step log says what was dropped and why, and what came of asking again."""
+        dropped = "1 proposed question" if len(repeats) == 1 else f"{len(repeats)} proposed questions"
+        text = f"dropped {dropped} that repeated a question already asked (“{repeats[0][:100]}”)"
+        if asked_differently:
+            text += (f"; asked again differently: {kept} new question(s)" if kept
+                     else "; asked again differently, and nothing new came: this branch stops here")
+        ctx.graph.narrate(text, node_id=node.id, kind="dropped", repeats=repeats)
 
     def _novel_or_ask_differently(self, ctx: RunContext, node: Node, proposals: list[Proposal], lineage: list[str],
                                   explored: list[str], wanted: int, engine: str
@@ -421,11 +433,13 @@ class DeotMethod(Method):
                     unresolved = expansion.unresolved_points if expansion else []
                     wanted, proposals = 1, [depth(ctx, node, explored, unresolved)]
                 lineage = [n.label for n in self._ancestry(self._questions(ctx), node)] + [node.label]
-                proposals, repeats, _ = self._novel_or_ask_differently(
+                proposals, repeats, asked_differently = self._novel_or_ask_differently(
                     ctx, node, proposals, lineage, explored, wanted, engine)
             except StructuredOutputError as exc:  # fails the command, not the run
                 raise CommandRejected(f"the {engine} engine gave no usable answer ({exc}); try again, "
                                       "or ask your own follow-up") from exc
+            if repeats:
+                self._narrate_repeats(ctx, node, repeats, asked_differently, kept=len(proposals))
             if not proposals:
                 raise CommandRejected(
                     f"the {engine} engine only proposed questions already in the tree ({len(repeats)} dropped, "
