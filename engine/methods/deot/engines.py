@@ -143,6 +143,8 @@ def _usable_name(name: str, content: str) -> bool:
 
 # Runs of capitalised words (with "of", "and", "the", "de"... inside), e.g. "Nick Park", "Bank of England".
 _NAME_RUN = re.compile(r"\b[A-Z][\w'’-]*(?:\s+(?:(?:of|and|the|de|von|van|du|la|le)\s+)?[A-Z][\w'’-]*)*")
+# "American", "British", "Japanese", "Korean": adjectives of nationality, not things to look up.
+_ADJECTIVE_ENDINGS = ("ian", "ish", "ese", "can", "ean")
 _NOT_NAMES = frozenset("Key Evidence Analysis Conclusion Conflicting Findings The This That These Those It In On "
                        "At For And But Or A An As By From With Which What Who When Where Why How".split())
 
@@ -155,7 +157,7 @@ def names_in(text: str, *, exclude: str = "") -> list[str]:
     for match in _NAME_RUN.finditer(strip_markers(text)):
         name = re.sub(r"^(?:The|A|An)\s+", "", match.group(0).strip())
         words = name.split()
-        if len(words) == 1 and (name in _NOT_NAMES or len(name) < 3):
+        if len(words) == 1 and (name in _NOT_NAMES or len(name) < 3 or name.endswith(_ADJECTIVE_ENDINGS)):
             continue
         if len(words) > MAX_NAME_WORDS or name.lower() in exclude.lower():
             continue

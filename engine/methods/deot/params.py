@@ -12,7 +12,7 @@ TOOL_NAMES = ("news_search", "info_search", "event_extractor", "history_analyzer
 class DeotParams(MethodParams):
     quick_profile = {
         "max_layers": 2, "max_nodes": 5, "max_aspects": 3, "root_breadth": True, "optimize_query": False, "validate_results": False,
-        "validate_plans": False, "max_plan_attempts": 1, "search_results": 3, "event_extractor": False, "history_analyzer": False,
+        "validate_plans": False, "llm_planner": False, "max_plan_attempts": 1, "search_results": 3, "event_extractor": False, "history_analyzer": False,
         "direct_reasoning": False,
         "summary_words": 120, "tool_max_tokens": 250, "report_max_tokens": 700,
         "attribute_citations": True,
@@ -45,6 +45,11 @@ class DeotParams(MethodParams):
     validate_results: bool = Field(
         default=True,
         description="Result Validation: fact-check each node's task results and summary.",
+    )
+    llm_planner: bool = Field(
+        default=True,
+        description="Planner: the LLM decomposes each node's query into 1-3 tool tasks (the paper). Off, each "
+        "node runs one search of its own query with Information Search: a call less per node, for small models.",
     )
     validate_plans: bool = Field(
         default=True,

@@ -112,6 +112,15 @@ def _feedback(record: dict[str, Any]) -> str:
     return "\n".join(f"- {i}" for i in issues) + (f"\n{review['feedback']}" if review["feedback"] else "")
 
 
+def search_task(query: str, tools: list[str], max_results: int) -> dict[str, Any]:
+    """The plan without the planner (`llm_planner` off): one search of the node's question, with the
+    first search tool on (Information Search when it is), the plan a small model nearly always writes."""
+    tool = next((t for t in ("info_search", "news_search") if t in tools), tools[0])
+    return {"id": "task1", "tool": tool, "description": "Find what the sources say about the question.",
+            "input": query, "max_results": max_results, "reason": "one search of the question itself "
+            "(the planner is off: llm_planner)", "depends_on": []}
+
+
 def make_plan(ctx: RunContext, node_id: int, query: str, context: str, *,
               earlier: list[dict[str, Any]] | None = None,
               on_attempt: Callable[[list[dict[str, Any]]], None] | None = None) -> PlanOutcome:
@@ -123,6 +132,8 @@ def make_plan(ctx: RunContext, node_id: int, query: str, context: str, *,
     last of them, so no answer already given is asked for again."""
     params: DeotParams = ctx.params  # type: ignore[assignment]
     tools = params.enabled_tools()
+    if not params.llm_planner:
+        return PlanOutcome(tasks=[search_task(query, tools, params.search_results)], accepted=True)
     TaskPlan = plan_model(tools)
     common = {
         "today": ctx.today.isoformat(),
