@@ -453,6 +453,8 @@
     minScale: () => minScale,
     // Each node as drawn: its number, fill and border, hidden or not, its centre in the map canvas's
     // CSS pixels, whether that centre is inside the map's box, the font size on screen, selected or not.
+    // `fill` and `border` are what vis paints in the node's current state (its formatting values after
+    // our `chosen` function for a selected or hovered node), so a test sees what the reader sees.
     nodes: function () {
       const scale = network.getScale();
       const selected = new Set(network.getSelectedNodes().map(String));
@@ -461,9 +463,10 @@
         const body = network.body.nodes[item.id];
         const at = network.getPositions([item.id])[item.id];
         const dom = at ? network.canvasToDOM(at) : { x: NaN, y: NaN };
+        const drawn = body ? body.getFormattingValues() : null;
         return {
           id: item.id, number: item.number, text: item.text, label: shown ? shown.label : "",
-          fill: item.color.background, border: body ? body.options.color.border : null,
+          fill: drawn ? drawn.color : item.color.background, border: drawn ? drawn.borderColor : null,
           selectedBorder: body ? body.options.color.highlight.border : null,
           hidden: Boolean(shown && shown.hidden), selected: selected.has(item.id),
           x: dom.x, y: dom.y, size: body ? body.shape.width || 2 * body.options.size : 0,

@@ -319,19 +319,31 @@ def choose_node(page, number: int) -> None:
     poll(page, choose, timeout=30, what=f"node #{number} in the Node selectbox")
 
 
+def _dots(page) -> list[dict]:
+    """Every visible (not collapsed) node of the map, as the canvas helpers use it: id, fill (r, g, b)
+    as drawn, centre (x, y), size (w, h, pixels), inView, selected, and the canvas's size. Nodes and the
+    canvas are read in one call, so a dot always matches its canvas."""
+    drawn = map_frame(page).locator("body").evaluate(
+        "() => window.__thoughtmap && window.__thoughtmap.network"
+        " ? {nodes: window.__thoughtmap.nodes(), map: window.__thoughtmap.map()} : {nodes: [], map: {}}",
+        timeout=5_000)
+    size = drawn["map"]
+    return [{"id": n["id"], "fill": _rgb(n["fill"]), "x": n["x"], "y": n["y"], "w": n["size"], "h": n["size"],
+             "pixels": n["size"] ** 2, "inView": n["inView"], "selected": n["selected"],
+             "canvasWidth": size.get("width"), "canvasHeight": size.get("height")}
+            for n in drawn["nodes"] if not n["hidden"]]
+
+
 def map_dots(page, colour) -> list[dict]:
-    """The visible nodes filled with `colour` (r, g, b), in the shape the canvas helpers use: centre,
-    size, and the canvas's size."""
-    size = map_frame(page).locator("body").evaluate("() => window.__thoughtmap.map()", timeout=5_000)
-    return [{"id": n["id"], "x": n["x"], "y": n["y"], "w": n["size"], "h": n["size"], "pixels": n["size"] ** 2,
-             "canvasWidth": size["width"], "canvasHeight": size["height"]}
-            for n in map_nodes(page) if _rgb(n["fill"]) == tuple(colour) and not n["hidden"] and n["inView"]]
+    """The nodes in view filled with `colour` (r, g, b), as `_dots` describes them. Compare dots of
+    two reads by id: the map may have moved between them."""
+    return [d for d in _dots(page) if d["fill"] == tuple(colour) and d["inView"]]
 
 
 def all_dots(page) -> list[dict]:
     """Every DEoT node drawn on the map (in view or not: a readable scale may leave some outside)."""
     fills = {ROOT_FILL, BREADTH_FILL, DEPTH_FILL}
-    return [n for n in map_nodes(page) if _rgb(n["fill"]) in fills and not n["hidden"]]
+    return [d for d in _dots(page) if d["fill"] in fills]
 
 
 def settled_map(page, *, timeout: float = 60) -> list[dict]:

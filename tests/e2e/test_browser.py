@@ -71,7 +71,10 @@ def test_research_watch_steer_report_restart(streamlit_app, page, shot, app_repo
     assert root.parent_id is None and panel_node(page) == root.id  # the root is selected by default
     # The map redraws on every rerun; wait until its dots are drawn, then click a whole aspect dot.
     dots = settled_map(page)
-    assert len([d for d in dots if d in map_dots(page, ROOT_FILL)]) == 1, "one root, in its own colour"
+    # One root, in its own colour although it is selected (a halo marks the selection), in view.
+    roots = [d for d in dots if d["fill"] == ROOT_FILL]
+    assert [d["id"] for d in roots] == [str(root.id)], ("one root, in its own colour", roots)
+    assert roots[0]["selected"] and roots[0]["inView"], roots[0]
     aspects = [d for d in map_dots(page, BREADTH_FILL) if well_inside(d)]
     top_row = min(d["y"] for d in aspects)  # a first-layer aspect of the question
     target = max((d for d in aspects if d["y"] < top_row + 5), key=lambda d: d["pixels"])
@@ -124,7 +127,9 @@ def test_research_watch_steer_report_restart(streamlit_app, page, shot, app_repo
     page.get_by_role("heading", name=QUESTION).first.wait_for()
     poll(page, lambda: metric(page, "Status") == "done" and nodes_done(page) == (total + 1, total + 1),
          what="the reopened run's progress")
-    assert [d for d in settled_map(page) if d in map_dots(page, ROOT_FILL)], "the reopened map shows the root"
+    reopened = settled_map(page)
+    assert [d["id"] for d in reopened if d["fill"] == ROOT_FILL and d["inView"]] == [str(root.id)], (
+        "the reopened map shows the root", reopened)
     assert len(node_options(page)) == total + 1
     assert repo.get_run(run_id).status == RunStatus.DONE
     shot(page, "6-reopened")
