@@ -229,7 +229,14 @@ MAP_IFRAME = "iframe[title='components.mindmap.thoughtmap_map']"
 
 
 def _rgb(colour: str) -> tuple[int, int, int]:
-    return tuple(int(colour[i:i + 2], 16) for i in (1, 3, 5))
+    """(r, g, b) of "#rrggbb" (as declared) or "rgb(r, g, b)"/"rgba(r, g, b, a)" (as vis paints a node
+    with an opacity)."""
+    if colour.startswith("#"):
+        return tuple(int(colour[i:i + 2], 16) for i in (1, 3, 5))
+    channels = re.fullmatch(r"rgba?\((\d+),\s*(\d+),\s*(\d+)(?:,\s*[\d.]+)?\)", colour.strip())
+    if channels is None:
+        raise ValueError(f"not a colour the map paints: {colour!r}")
+    return tuple(int(c) for c in channels.groups())
 
 
 # The map's fill colours for DEoT nodes, as DEoT declares them (a variant per engine): the question,

@@ -55,8 +55,10 @@ def test_research_watch_steer_report_restart(streamlit_app, page, shot, app_repo
         count, dots = nodes_done(page), all_dots(page)
         return count[1] >= minimum_nodes and len(dots) >= minimum_dots and (count, len(dots))
 
-    first, first_dots = poll(page, lambda: growing(1, 1), interval=0.1, what="the live view with its first node")
+    poll(page, lambda: growing(1, 1), interval=0.1, what="the live view with its first node")
     shot(page, "2a-growing")
+    # Read after the screenshot: the tree may have grown while it was taken, and 2b must show more.
+    first, first_dots = poll(page, lambda: growing(1, 1), interval=0.1, what="the live view after 2a")
     second, second_dots = poll(page, lambda: growing(first[1] + 1, first_dots + 1), interval=0.1,
                                what="the tree to grow while the run is active")
     shot(page, "2b-grown")
@@ -79,10 +81,15 @@ def test_research_watch_steer_report_restart(streamlit_app, page, shot, app_repo
     top_row = min(d["y"] for d in aspects)  # a first-layer aspect of the question
     target = max((d for d in aspects if d["y"] < top_row + 5), key=lambda d: d["pixels"])
     shot(page, "3a-done")
-    page.frame_locator(MAP_IFRAME).locator("#map canvas").click(position={"x": target["x"], "y": target["y"]})
+    canvas = page.frame_locator(MAP_IFRAME).locator("#map canvas")
+    canvas.click(position={"x": target["x"], "y": target["y"]})
     clicked = poll(page, lambda: (n := panel_node(page)) != root.id and n, what="the node panel to show the clicked node")
-    # The node under the pointer is the one the panel shows: its tooltip starts with its number.
+    # The node under the pointer is the one the panel shows: its tooltip starts with its number. A
+    # click hides the tooltip (it would cover the map); hovering the same spot again shows it.
     tooltip = page.frame_locator(MAP_IFRAME).locator("#tooltip")
+    assert not tooltip.is_visible(), "a click hides the hover title"
+    page.mouse.move(0, 0)
+    canvas.hover(position={"x": target["x"], "y": target["y"]})
     hovered = poll(page, lambda: tooltip.is_visible() and re.match(r"#(\d+) ", tooltip.inner_text()), timeout=15,
                    what="the hover title of the clicked node")
     assert int(hovered.group(1)) == node_numbers(repo.list_nodes(run_id))[clicked], (hovered.group(0), clicked)
