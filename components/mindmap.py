@@ -235,14 +235,18 @@ def _component():
     return components.declare_component("thoughtmap_map", path=str(_FRONTEND))
 
 
+def frame_args(data: MapData, height: int = MAP_HEIGHT) -> dict:
+    """What each render sends the frame (Streamlit serialises it as JSON): the whole map, every time."""
+    return {"nodes": data.nodes, "edges": data.edges, "options": data.options, "legend": data.legend,
+            "selected": data.selected, "height": height, "minScale": MIN_READABLE_SCALE}
+
+
 def mind_map(data: MapData, *, key: str, height: int = MAP_HEIGHT) -> int | None:
     """Draw the map. Returns the id of the node the user has just chosen on the map (a click, or a
     search match), once: None on every other rerun, so the Node selectbox's own choices stand."""
     import streamlit as st
 
-    value = _component()(nodes=data.nodes, edges=data.edges, options=data.options, legend=data.legend,
-                         selected=data.selected, height=height, minScale=MIN_READABLE_SCALE,
-                         key=key, default=None)
+    value = _component()(**frame_args(data, height), key=key, default=None)
     seen_key = f"{key}-seen"
     if not isinstance(value, dict) or value.get("seq") == st.session_state.get(seen_key):
         return None
