@@ -228,7 +228,7 @@ def app_repo(app_home):
 MAP_IFRAME = "iframe[title='components.mindmap.thoughtmap_map']"
 
 
-def _rgb(colour: str) -> tuple[int, int, int]:
+def rgb(colour: str) -> tuple[int, int, int]:
     """(r, g, b) of "#rrggbb" (as declared) or "rgb(r, g, b)"/"rgba(r, g, b, a)" (as vis paints a node
     with an opacity)."""
     if colour.startswith("#"):
@@ -242,7 +242,7 @@ def _rgb(colour: str) -> tuple[int, int, int]:
 # The map's fill colours for DEoT nodes, as DEoT declares them (a variant per engine): the question,
 # a breadth aspect, a depth follow-up.
 _DEOT_FILLS = {v.value: v.colour for v in METHODS["deot"].contract().node_kinds["question"].variants}
-ROOT_FILL, BREADTH_FILL, DEPTH_FILL = (_rgb(_DEOT_FILLS[e]) for e in ("root", "breadth", "depth"))
+ROOT_FILL, BREADTH_FILL, DEPTH_FILL = (rgb(_DEOT_FILLS[e]) for e in ("root", "breadth", "depth"))
 
 
 def map_frame(page):
@@ -335,7 +335,7 @@ def _dots(page) -> list[dict]:
         " ? {nodes: window.__thoughtmap.nodes(), map: window.__thoughtmap.map()} : {nodes: [], map: {}}",
         timeout=5_000)
     size = drawn["map"]
-    return [{"id": n["id"], "fill": _rgb(n["fill"]), "x": n["x"], "y": n["y"], "w": n["size"], "h": n["size"],
+    return [{"id": n["id"], "fill": rgb(n["fill"]), "x": n["x"], "y": n["y"], "w": n["size"], "h": n["size"],
              "pixels": n["size"] ** 2, "inView": n["inView"], "selected": n["selected"],
              "canvasWidth": size.get("width"), "canvasHeight": size.get("height")}
             for n in drawn["nodes"] if not n["hidden"]]
