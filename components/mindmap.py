@@ -44,6 +44,7 @@ FONT_SIZE = 16  # px at scale 1
 MIN_READABLE_SCALE = 0.8
 LABEL_WIDTH = 32  # characters per label line
 LABEL_LINES = 3  # lines of label text; the whole text is in the tooltip and the node panel
+LABEL_GROUND = "rgba(255, 255, 255, 0.85)"  # behind labels drawn outside their shape
 MAP_HEIGHT = 650
 
 # Shapes that draw their label inside: the label's colour must contrast with the fill.
@@ -158,6 +159,10 @@ def _vis_node(node: Node, number: int, kind: NodeKind | None, *, badge: str | No
     }
     if shape in LABEL_INSIDE:
         item["margin"] = 10
+    else:
+        # A label under its shape sits on a white ground: an edge passing behind it (a grid's
+        # synthesis edges, a tree's long first-layer edges) never runs through its text.
+        item["font"]["background"] = LABEL_GROUND
     return item
 
 

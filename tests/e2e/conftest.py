@@ -249,12 +249,23 @@ def map_frame(page):
     return page.frame_locator(MAP_IFRAME)
 
 
+# The map's window, reached from the page: Streamlit may replace the map's iframe while the page
+# reruns (an element above it appearing or going), leaving two for a moment or one still loading;
+# the last one whose vis Network is up is the map. Reading it this way never waits on a loading frame.
+_MAP_HOOK_JS = """(what) => {
+  const hook = [...document.querySelectorAll("iframe[title='components.mindmap.thoughtmap_map']")]
+    .map((f) => { try { return f.contentWindow.__thoughtmap; } catch (e) { return null; } })
+    .filter((h) => h && h.network).pop();
+  if (!hook) return what === "nodes" ? [] : {nodes: [], map: {}};
+  return what === "nodes" ? hook.nodes() : {nodes: hook.nodes(), map: hook.map()};
+}"""
+
+
 def map_nodes(page) -> list[dict]:
     """Every node of the map as the frame draws it (`window.__thoughtmap.nodes()` in
     components/mindmap_frontend/map.js): id, number, fill, border, hidden, selected, centre (x, y in
-    the canvas's CSS pixels), inView, fontPx."""
-    return map_frame(page).locator("body").evaluate(
-        "() => window.__thoughtmap && window.__thoughtmap.network ? window.__thoughtmap.nodes() : []", timeout=5_000)
+    the canvas's CSS pixels), inView, fontPx. Empty while no map is up."""
+    return page.evaluate(_MAP_HOOK_JS, "nodes")
 
 
 def poll(page, check, *, timeout: float = 60, interval: float = 0.25, what: str = "condition"):
@@ -330,10 +341,7 @@ def _dots(page) -> list[dict]:
     """Every visible (not collapsed) node of the map, as the canvas helpers use it: id, fill (r, g, b)
     as drawn, centre (x, y), size (w, h, pixels), inView, selected, and the canvas's size. Nodes and the
     canvas are read in one call, so a dot always matches its canvas."""
-    drawn = map_frame(page).locator("body").evaluate(
-        "() => window.__thoughtmap && window.__thoughtmap.network"
-        " ? {nodes: window.__thoughtmap.nodes(), map: window.__thoughtmap.map()} : {nodes: [], map: {}}",
-        timeout=5_000)
+    drawn = page.evaluate(_MAP_HOOK_JS, "map")
     size = drawn["map"]
     return [{"id": n["id"], "fill": rgb(n["fill"]), "x": n["x"], "y": n["y"], "w": n["size"], "h": n["size"],
              "pixels": n["size"] ** 2, "inView": n["inView"], "selected": n["selected"],

@@ -50,19 +50,18 @@ def test_research_watch_steer_report_restart(streamlit_app, page, shot, app_repo
 
     # 2. The tree grows between two screenshots: in the "Nodes done" metric and on the map.
     def growing(minimum_nodes: int, minimum_dots: int):
+        """(nodes in the tree, dots on the map) while the run is active and has at least these."""
         if metric(page, "Status") not in ("queued", "running"):
             return None
-        count, dots = nodes_done(page), all_dots(page)
-        return count[1] >= minimum_nodes and len(dots) >= minimum_dots and (count, len(dots))
+        total, dots = nodes_done(page)[1], len(all_dots(page))
+        return total >= minimum_nodes and dots >= minimum_dots and (total, dots)
 
-    poll(page, lambda: growing(1, 1), interval=0.1, what="the live view with its first node")
+    (first, first_dots) = poll(page, lambda: growing(1, 1), interval=0.1, what="the live view with its first node")
     shot(page, "2a-growing")
-    # Read after the screenshot: the tree may have grown while it was taken, and 2b must show more.
-    first, first_dots = poll(page, lambda: growing(1, 1), interval=0.1, what="the live view after 2a")
-    second, second_dots = poll(page, lambda: growing(first[1] + 1, first_dots + 1), interval=0.1,
-                               what="the tree to grow while the run is active")
+    (second, second_dots) = poll(page, lambda: growing(first + 1, first_dots + 1), interval=0.1,
+                                 what="the tree to grow while the run is active")
     shot(page, "2b-grown")
-    assert second[1] > first[1] and second_dots > first_dots, (first, first_dots, second, second_dots)
+    assert second > first and second_dots > first_dots, (first, first_dots, second, second_dots)
     run_id = page.url.split("run=")[1].split("&")[0]
 
     # 3. When the run is done, click a node in the map.
