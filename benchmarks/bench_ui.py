@@ -16,11 +16,12 @@ browser's clock (epoch ms):
 
 * the app page: websocket messages (time, bytes), the "Nodes done" metric's text changes
   (a MutationObserver), main-thread long tasks;
-* the mind map's iframe (same origin, reached through `contentWindow`): each `streamlit:render`
-  message (bytes of its `data` argument), every canvas frame (`clearRect` ... last `arc`; one
-  `arc` per drawn node), and, once the vis Network is found through React's fiber tree, its
-  `afterDrawing` events with the network's node count and the time spent so far inside the vis
-  DataSets' add/update/remove (which run the hierarchical layout synchronously).
+* the mind map's iframe (our component, `components/mindmap_frontend/`; same origin, reached
+  through `contentWindow`): each `streamlit:render` message (bytes of its arguments as JSON), every
+  canvas frame (`clearRect` ... last `arc`; one `arc` per drawn node), and, once the frame's vis
+  Network is up (its test hook, `window.__thoughtmap.network`), its `afterDrawing` events with the
+  network's node count and the time spent so far inside the vis DataSets' add/update/remove
+  (which run the hierarchical layout synchronously).
 
 Python, the server and the browser all read the system clock; the browser offset is calibrated.
 """
@@ -81,13 +82,15 @@ INIT_JS = r"""
 (() => {
   const now = () => performance.timeOrigin + performance.now();
   const tm = window.__tm = {now, msgs: [], frames: [], ws: [], metric: {}, draws: [], longtasks: [],
-                            dsMs: 0, net: null, remounts: 0};
-  // --- the component iframe: render messages from Streamlit
+                            dsMs: 0, net: null};
+  // --- the component iframe: render messages from Streamlit (this listener runs before the
+  // frame's own; the arguments are measured before the timestamp, so their size is not counted
+  // in the message -> drawn time)
   window.addEventListener('message', (e) => {
     const d = e.data;
     if (d && d.type === 'streamlit:render') {
-      tm.msgs.push({t: now(), dsMs: tm.dsMs,
-                    bytes: (d.args && typeof d.args.data === 'string') ? d.args.data.length : -1});
+      const bytes = d.args ? JSON.stringify(d.args).length : -1;
+      tm.msgs.push({t: now(), dsMs: tm.dsMs, bytes});
     }
   });
   // --- canvas frames: vis-network clears the canvas, then draws one arc per visible dot node
@@ -134,37 +137,24 @@ INIT_JS = r"""
 """
 
 # The map's iframe is same-origin: reach its window from the app page (Playwright's own frame
-# list did not always pick it up).
-MAP_WINDOW_JS = ("[...document.querySelectorAll('iframe')].map(f => f.contentWindow).find(w => "
-                 "{ try { return w.location.pathname.includes('agraph') && w.__tm; } catch (e) { return false; } })")
+# list did not always pick it up). While Streamlit replaces the element there may be two for a
+# moment: the one whose vis Network is up, the last in the page, is the map.
+MAP_WINDOW_JS = ("[...document.querySelectorAll(\"iframe[title='components.mindmap.thoughtmap_map']\")]"
+                 ".map(f => f.contentWindow).filter(w => { try { return w.__tm && w.__thoughtmap "
+                 "&& w.__thoughtmap.network; } catch (e) { return false; } }).pop()")
 
-# Find the vis Network and its DataSets in the component's React tree (react-vis-graph-wrapper
-# keeps them in hooks of the component that owns the container div), then listen to draws and
-# time the DataSet operations. Returns the network's node count, or null while not mounted.
+# The frame's vis Network (its test hook) and the DataSets it was given: listen to its draws and time
+# the DataSet operations. Returns the network's node count, or null while no map is up.
 HOOK_JS = r"""
 () => {
   const w = MAP_WINDOW;
   if (!w) return null;
-  const tm = w.__tm, doc = w.document;
-  if (tm.net && !doc.contains(tm.net.canvas.frame)) { tm.net = null; tm.remounts++; }
+  const tm = w.__tm;
   if (!tm.net) {
-    const c = doc.querySelector('.vis-network');
-    if (!c) return null;
-    const host = c.parentElement;
-    const key = Object.keys(host).find(k => k.startsWith('__reactInternalInstance') || k.startsWith('__reactFiber'));
-    let net = null, sets = [];
-    for (let f = key && host[key], depth = 0; f && depth < 6 && !net; f = f.return, depth++) {
-      sets = [];
-      for (let h = f.memoizedState, j = 0; h && typeof h === 'object' && 'next' in h && j < 50; h = h.next, j++) {
-        const v = h.memoizedState;
-        if (v && v.body && v.canvas && typeof v.on === 'function') net = v;
-        else if (v && v._data && typeof v.update === 'function' && typeof v.length === 'number') sets.push(v);
-      }
-    }
-    if (!net) return null;
+    const net = w.__thoughtmap.network;
     tm.net = net;
     net.on('afterDrawing', () => tm.draws.push([tm.now(), net.body.nodeIndices.length, tm.dsMs]));
-    for (const s of sets) {
+    for (const s of [net.body.data.nodes, net.body.data.edges]) {
       for (const op of ['add', 'update', 'remove']) {
         const orig = s[op].bind(s);
         s[op] = (...a) => { const t0 = tm.now(); try { return orig(...a); } finally { tm.dsMs += tm.now() - t0; } };
@@ -176,7 +166,7 @@ HOOK_JS = r"""
 """.replace("MAP_WINDOW", MAP_WINDOW_JS)
 
 MAP_STATE_JS = (f"(() => {{ const tm = ({MAP_WINDOW_JS}).__tm; "
-                "return {msgs: tm.msgs, frames: tm.frames, draws: tm.draws, dsMs: tm.dsMs, remounts: tm.remounts}; })()")
+                "return {msgs: tm.msgs, frames: tm.frames, draws: tm.draws, dsMs: tm.dsMs}; })()")
 
 
 
@@ -475,7 +465,7 @@ def bench_load(browser, app: App, tree: Tree, settle_s: float = 5.0) -> LoadSamp
 @dataclass
 class UpdateSample:
     nodes: int
-    data_bytes: int  # the component's `data` argument in the render message
+    data_bytes: int  # the component's arguments (the whole map) in the render message, as JSON
     ws_bytes: int  # websocket bytes of the fragment run that carried the change
     server_ms: float  # that fragment run on the server
     msg_to_draw_ms: float  # render message reaches the iframe -> vis's last redraw for it
@@ -552,6 +542,9 @@ class ServerSample:
 
 def bench_server(repo, tree: Tree, repeats: int = 20) -> ServerSample:
     from components import mindmap
+    from engine.methods.registry import METHODS
+
+    contract = METHODS[tree.run.method].contract()  # as the Explore page draws it
 
     snap_t, build_t, json_t = [], [], []
     size = 0
@@ -559,15 +552,15 @@ def bench_server(repo, tree: Tree, repeats: int = 20) -> ServerSample:
         t0 = time.perf_counter()
         snap = repo.snapshot(tree.id)
         t1 = time.perf_counter()
-        data = mindmap.build_map(snap.nodes, snap.edges, snap.nodes[0].id)
+        data = mindmap.build_map(snap.nodes, snap.edges, snap.nodes[0].id, contract=contract)
         t2 = time.perf_counter()
-        text = data.as_json()
+        text = json.dumps(mindmap.frame_args(data))  # as Streamlit serialises the component's arguments
         t3 = time.perf_counter()
         snap_t.append(t1 - t0)
         build_t.append(t2 - t1)
         json_t.append(t3 - t2)
         size = len(text.encode())
-    config = json.dumps(mindmap.map_config())
+    config = json.dumps(data.options)
     return ServerSample(len(tree), med(snap_t) * 1000, med(build_t) * 1000, med(json_t) * 1000, size,
                         len(config.encode()))
 
@@ -612,10 +605,11 @@ def render(latency: LatencyResult, additions: int, loads: dict[int, list[LoadSam
                       "render messages to the map", "main-thread long tasks (sum)"], rows))
     out.append(
         "\n“Canvas has drawn all N nodes” = the end of the first canvas frame with one `arc` per node: the "
-        "whole map is visible from then on. While the page loads, Streamlit sends the component several "
-        "`render` messages with the same data; the wrapper re-parses and re-diffs the whole graph on each and "
-        "vis re-lays it out, hence the later “settled” time and the long tasks (the page does not respond to "
-        "input during a long task).\n")
+        "whole map is visible from then on. While the page loads, Streamlit may send the component "
+        "several `render` messages with the same data (the column before last counts them); the frame compares each node with what vis already has (by id) "
+        "and hands vis only what changed, so a repeated message costs a pass over the nodes, not a re-layout. "
+        "“Last full redraw” shows when the load settled; long tasks are time the page does not respond to "
+        "input.\n")
 
     out.append("\n### 3. One live update at N nodes (a node added while the page is open)\n\n")
     rows = []
@@ -638,12 +632,9 @@ def render(latency: LatencyResult, additions: int, loads: dict[int, list[LoadSam
         "message reaching the map's iframe to vis's last `afterDrawing` for it: vis redraws synchronously inside "
         "the DataSet calls, and the canvas reaches the screen when that task ends. “Inside vis DataSet ops” = "
         "`add`/`update`/`remove` including the hierarchical re-layout and redraws they trigger. The remainder is "
-        "React and the wrapper's diff: `react-vis-graph-wrapper` compares the old and new node lists with lodash "
-        "`intersectionWith`/`differenceWith` + `isEqual`, O(n²) comparisons, and since the component gives every "
-        "node with a hover title a fresh DOM `div`, no node ever compares equal, so it runs three such passes "
-        "and re-`update`s every node on every change. “Idle” = a fragment run with nothing changed: Streamlit "
-        "then sends the unchanged component as a reference to its cached message and the iframe is not "
-        "re-rendered.\n")
+        "the frame's own diff (`components/mindmap_frontend/map.js`: each node serialised and compared with what "
+        "vis has, by id, O(n)) and the view. “Idle” = a fragment run with nothing changed: Streamlit then sends "
+        "the unchanged component as a reference to its cached message and the iframe is not re-rendered.\n")
     sizes = sorted(updates)
     if len(sizes) >= 2:
         lo, hi = sizes[0], sizes[-1]
@@ -657,24 +648,17 @@ def render(latency: LatencyResult, additions: int, loads: dict[int, list[LoadSam
             "Only an idle refresh is flat.\n")
 
     out.append(
-        "\n**What scales badly, and what changed.** The server side stays small (table 4: snapshot + map JSON "
-        "≈ 17 ms at 500 nodes) and the fragment run grows slowly; the cost that grows faster than the tree is "
-        "in the browser, in the third-party component: (a) the O(n²) diff of `react-vis-graph-wrapper` "
-        "(streamlit-agraph's frontend), which also re-runs on each of the ~5 render messages while a page "
-        "loads, and (b) vis-network's hierarchical re-layout on every change. (b) was superlinear because of "
-        "`edgeMinimization`; `components/mindmap.py` now turns it off (block shifting and parent centring "
-        "remain; the trees come out 0–18 % wider). A/B with this script's measurements on the machine above, "
-        "before → after, at 500 nodes: vis DataSet ops per update 217 → 67 ms, render message → last redraw "
-        "801 → 593 ms, long tasks while opening the run 3.6 → 2.9 s (at 50 nodes: 60 → 41 ms per update). "
-        "(a) cannot be fixed from Python: every change re-sends the whole map (the only API of a Streamlit "
-        "component) and the wrapper diffs it in O(n²). Dropping the per-node hover titles (no DOM `div`, so "
-        "unchanged nodes compare equal) measured a further ≈ 15–25 % at 500 nodes but loses the tooltips, "
-        "so it was not done. A flat update cost needs our own small vis-network component that applies an "
-        "id-keyed `DataSet.update` (O(n)), or receives only the changed nodes.\n")
+        "\n**Where the cost is.** Every change re-sends the whole map: a Streamlit component's only input is "
+        "its arguments. The frame (`components/mindmap_frontend/map.js`) keeps one vis Network for the life of "
+        "the iframe and hands vis's DataSets only the nodes and edges that changed (by id), so the browser's "
+        "share per update is one O(n) comparison plus vis's hierarchical re-layout, which vis runs on every "
+        "data change (`edgeMinimization` stays off: it made that re-layout superlinear). Compare the "
+        "“inside vis DataSet ops” column with the whole render → redraw time to see which part dominates at "
+        "each size.\n")
 
     out.append("\n### 4. Server side in-process (per fragment run)\n\n")
-    out.append(table(["nodes", "`repo.snapshot` ms", "`build_map` ms", "`as_json` ms", "map JSON KiB",
-                      "bytes/node", "config bytes"], [
+    out.append(table(["nodes", "`repo.snapshot` ms", "`build_map` ms", "arguments as JSON ms", "map JSON KiB",
+                      "bytes/node", "options bytes"], [
         [s.nodes, f1(s.snapshot_ms), f1(s.build_ms), f1(s.json_ms), kib(s.data_bytes),
          f"{s.data_bytes / s.nodes:.0f}", s.config_bytes] for s in server]))
     out.append("\nMedians of 20 calls on the same SQLite database the app reads.\n")
@@ -682,7 +666,7 @@ def render(latency: LatencyResult, additions: int, loads: dict[int, list[LoadSam
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--write", action="store_true", help="replace this section in docs/benchmarks.md")
     parser.add_argument("--additions", type=int, default=20, help="nodes added for the latency test (default 20)")
     parser.add_argument("--sizes", default="50,200,500", help="tree sizes (default 50,200,500)")

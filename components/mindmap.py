@@ -44,6 +44,7 @@ FONT_SIZE = 16  # px at scale 1
 MIN_READABLE_SCALE = 0.8
 LABEL_WIDTH = 32  # characters per label line
 LABEL_LINES = 3  # lines of label text; the whole text is in the tooltip and the node panel
+LABEL_GROUND = "rgba(255, 255, 255, 0.85)"  # behind labels drawn outside their shape
 MAP_HEIGHT = 650
 
 # Shapes that draw their label inside: the label's colour must contrast with the fill.
@@ -158,6 +159,10 @@ def _vis_node(node: Node, number: int, kind: NodeKind | None, *, badge: str | No
     }
     if shape in LABEL_INSIDE:
         item["margin"] = 10
+    else:
+        # A label under its shape sits on a white ground: an edge passing behind it (a grid's
+        # synthesis edges, a tree's long first-layer edges) never runs through its text.
+        item["font"]["background"] = LABEL_GROUND
     return item
 
 
@@ -235,14 +240,18 @@ def _component():
     return components.declare_component("thoughtmap_map", path=str(_FRONTEND))
 
 
+def frame_args(data: MapData, height: int = MAP_HEIGHT) -> dict:
+    """What each render sends the frame (Streamlit serialises it as JSON): the whole map, every time."""
+    return {"nodes": data.nodes, "edges": data.edges, "options": data.options, "legend": data.legend,
+            "selected": data.selected, "height": height, "minScale": MIN_READABLE_SCALE}
+
+
 def mind_map(data: MapData, *, key: str, height: int = MAP_HEIGHT) -> int | None:
     """Draw the map. Returns the id of the node the user has just chosen on the map (a click, or a
     search match), once: None on every other rerun, so the Node selectbox's own choices stand."""
     import streamlit as st
 
-    value = _component()(nodes=data.nodes, edges=data.edges, options=data.options, legend=data.legend,
-                         selected=data.selected, height=height, minScale=MIN_READABLE_SCALE,
-                         key=key, default=None)
+    value = _component()(**frame_args(data, height), key=key, default=None)
     seen_key = f"{key}-seen"
     if not isinstance(value, dict) or value.get("seq") == st.session_state.get(seen_key):
         return None

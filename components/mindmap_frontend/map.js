@@ -31,6 +31,7 @@
   let lastOptions = "";
   let lastLegend = "";
   let lastSelectedArg = null;
+  let hovered = null; // the node vis last reported under the pointer (until its blurNode)
   let userMoved = false; // once the reader zooms, pans or fits, live updates leave the view alone
   let search = { query: "", index: -1 };
   // After the frame chose a node itself, the rerun it causes may still carry the page's previous
@@ -193,8 +194,12 @@
       if (params.nodes.length) choose(params.nodes[0]);
       updateCollapseButton();
     });
-    network.on("hoverNode", function (params) { showTooltip(items.get(params.node) && items.get(params.node).tip, params.pointer); });
-    network.on("blurNode", hideTooltip);
+    network.on("hoverNode", function (params) {
+      hovered = params.node;
+      showTooltip(items.get(params.node) && items.get(params.node).tip, params.pointer);
+    });
+    network.on("blurNode", function () { hovered = null; hideTooltip(); });
+    mapEl.addEventListener("mousemove", showHiddenTooltip);
     network.on("hoverEdge", function (params) { showTooltip(edgeTips.get(params.edge), params.pointer); });
     network.on("blurEdge", hideTooltip);
     network.on("dragStart", function () { userMoved = true; hideTooltip(); });
@@ -267,6 +272,15 @@
 
   function hideTooltip() {
     tooltip.hidden = true;
+  }
+
+  function showHiddenTooltip(event) {
+    // vis reports a hover only when the node under the pointer changes: after a click or a trip
+    // outside the map hid the tooltip, moving on the same node shows it again.
+    if (!tooltip.hidden || hovered === null || !items.has(String(hovered))) return;
+    const rect = mapEl.getBoundingClientRect();
+    const at = { x: event.clientX - rect.left, y: event.clientY - rect.top };
+    if (String(network.getNodeAt(at)) === String(hovered)) showTooltip(items.get(String(hovered)).tip, { DOM: at });
   }
 
   // ------------------------------------------------------------------ toolbar
@@ -453,6 +467,8 @@
     minScale: () => minScale,
     // Each node as drawn: its number, fill and border, hidden or not, its centre in the map canvas's
     // CSS pixels, whether that centre is inside the map's box, the font size on screen, selected or not.
+    // `fill` and `border` are what vis paints in the node's current state (its formatting values after
+    // our `chosen` function for a selected or hovered node), so a test sees what the reader sees.
     nodes: function () {
       const scale = network.getScale();
       const selected = new Set(network.getSelectedNodes().map(String));
@@ -461,9 +477,10 @@
         const body = network.body.nodes[item.id];
         const at = network.getPositions([item.id])[item.id];
         const dom = at ? network.canvasToDOM(at) : { x: NaN, y: NaN };
+        const drawn = body ? body.getFormattingValues() : null;
         return {
           id: item.id, number: item.number, text: item.text, label: shown ? shown.label : "",
-          fill: item.color.background, border: body ? body.options.color.border : null,
+          fill: drawn ? drawn.color : item.color.background, border: drawn ? drawn.borderColor : null,
           selectedBorder: body ? body.options.color.highlight.border : null,
           hidden: Boolean(shown && shown.hidden), selected: selected.has(item.id),
           x: dom.x, y: dom.y, size: body ? body.shape.width || 2 * body.options.size : 0,

@@ -234,26 +234,44 @@ def app_repo(app_home):
 MAP_IFRAME = "iframe[title='components.mindmap.thoughtmap_map']"
 
 
-def _rgb(colour: str) -> tuple[int, int, int]:
-    return tuple(int(colour[i:i + 2], 16) for i in (1, 3, 5))
+def rgb(colour: str) -> tuple[int, int, int]:
+    """(r, g, b) of "#rrggbb" (as declared) or "rgb(r, g, b)"/"rgba(r, g, b, a)" (as vis paints a node
+    with an opacity)."""
+    if colour.startswith("#"):
+        return tuple(int(colour[i:i + 2], 16) for i in (1, 3, 5))
+    channels = re.fullmatch(r"rgba?\((\d+),\s*(\d+),\s*(\d+)(?:,\s*[\d.]+)?\)", colour.strip())
+    if channels is None:
+        raise ValueError(f"not a colour the map paints: {colour!r}")
+    return tuple(int(c) for c in channels.groups())
 
 
 # The map's fill colours for DEoT nodes, as DEoT declares them (a variant per engine): the question,
 # a breadth aspect, a depth follow-up.
 _DEOT_FILLS = {v.value: v.colour for v in METHODS["deot"].contract().node_kinds["question"].variants}
-ROOT_FILL, BREADTH_FILL, DEPTH_FILL = (_rgb(_DEOT_FILLS[e]) for e in ("root", "breadth", "depth"))
+ROOT_FILL, BREADTH_FILL, DEPTH_FILL = (rgb(_DEOT_FILLS[e]) for e in ("root", "breadth", "depth"))
 
 
 def map_frame(page):
     return page.frame_locator(MAP_IFRAME)
 
 
+# The map's window, reached from the page: Streamlit may replace the map's iframe while the page
+# reruns (an element above it appearing or going), leaving two for a moment or one still loading;
+# the last one whose vis Network is up is the map. Reading it this way never waits on a loading frame.
+_MAP_HOOK_JS = """(what) => {
+  const hook = [...document.querySelectorAll("iframe[title='components.mindmap.thoughtmap_map']")]
+    .map((f) => { try { return f.contentWindow.__thoughtmap; } catch (e) { return null; } })
+    .filter((h) => h && h.network).pop();
+  if (!hook) return what === "nodes" ? [] : {nodes: [], map: {}};
+  return what === "nodes" ? hook.nodes() : {nodes: hook.nodes(), map: hook.map()};
+}"""
+
+
 def map_nodes(page) -> list[dict]:
     """Every node of the map as the frame draws it (`window.__thoughtmap.nodes()` in
     components/mindmap_frontend/map.js): id, number, fill, border, hidden, selected, centre (x, y in
-    the canvas's CSS pixels), inView, fontPx."""
-    return map_frame(page).locator("body").evaluate(
-        "() => window.__thoughtmap && window.__thoughtmap.network ? window.__thoughtmap.nodes() : []", timeout=5_000)
+    the canvas's CSS pixels), inView, fontPx. Empty while no map is up."""
+    return page.evaluate(_MAP_HOOK_JS, "nodes")
 
 
 def poll(page, check, *, timeout: float = 60, interval: float = 0.25, what: str = "condition"):
@@ -331,19 +349,28 @@ def choose_node(page, number: int) -> None:
     poll(page, choose, timeout=30, what=f"node #{number} in the Node selectbox")
 
 
+def _dots(page) -> list[dict]:
+    """Every visible (not collapsed) node of the map, as the canvas helpers use it: id, fill (r, g, b)
+    as drawn, centre (x, y), size (w, h, pixels), inView, selected, and the canvas's size. Nodes and the
+    canvas are read in one call, so a dot always matches its canvas."""
+    drawn = page.evaluate(_MAP_HOOK_JS, "map")
+    size = drawn["map"]
+    return [{"id": n["id"], "fill": rgb(n["fill"]), "x": n["x"], "y": n["y"], "w": n["size"], "h": n["size"],
+             "pixels": n["size"] ** 2, "inView": n["inView"], "selected": n["selected"],
+             "canvasWidth": size.get("width"), "canvasHeight": size.get("height")}
+            for n in drawn["nodes"] if not n["hidden"]]
+
+
 def map_dots(page, colour) -> list[dict]:
-    """The visible nodes filled with `colour` (r, g, b), in the shape the canvas helpers use: centre,
-    size, and the canvas's size."""
-    size = map_frame(page).locator("body").evaluate("() => window.__thoughtmap.map()", timeout=5_000)
-    return [{"id": n["id"], "x": n["x"], "y": n["y"], "w": n["size"], "h": n["size"], "pixels": n["size"] ** 2,
-             "canvasWidth": size["width"], "canvasHeight": size["height"]}
-            for n in map_nodes(page) if _rgb(n["fill"]) == tuple(colour) and not n["hidden"] and n["inView"]]
+    """The nodes in view filled with `colour` (r, g, b), as `_dots` describes them. Compare dots of
+    two reads by id: the map may have moved between them."""
+    return [d for d in _dots(page) if d["fill"] == tuple(colour) and d["inView"]]
 
 
 def all_dots(page) -> list[dict]:
     """Every DEoT node drawn on the map (in view or not: a readable scale may leave some outside)."""
     fills = {ROOT_FILL, BREADTH_FILL, DEPTH_FILL}
-    return [n for n in map_nodes(page) if _rgb(n["fill"]) in fills and not n["hidden"]]
+    return [d for d in _dots(page) if d["fill"] in fills]
 
 
 def settled_map(page, *, timeout: float = 60) -> list[dict]:

@@ -50,17 +50,18 @@ def test_research_watch_steer_report_restart(streamlit_app, page, shot, app_repo
 
     # 2. The tree grows between two screenshots: in the "Nodes done" metric and on the map.
     def growing(minimum_nodes: int, minimum_dots: int):
+        """(nodes in the tree, dots on the map) while the run is active and has at least these."""
         if metric(page, "Status") not in ("queued", "running"):
             return None
-        count, dots = nodes_done(page), all_dots(page)
-        return count[1] >= minimum_nodes and len(dots) >= minimum_dots and (count, len(dots))
+        total, dots = nodes_done(page)[1], len(all_dots(page))
+        return total >= minimum_nodes and dots >= minimum_dots and (total, dots)
 
-    first, first_dots = poll(page, lambda: growing(1, 1), interval=0.1, what="the live view with its first node")
+    (first, first_dots) = poll(page, lambda: growing(1, 1), interval=0.1, what="the live view with its first node")
     shot(page, "2a-growing")
-    second, second_dots = poll(page, lambda: growing(first[1] + 1, first_dots + 1), interval=0.1,
-                               what="the tree to grow while the run is active")
+    (second, second_dots) = poll(page, lambda: growing(first + 1, first_dots + 1), interval=0.1,
+                                 what="the tree to grow while the run is active")
     shot(page, "2b-grown")
-    assert second[1] > first[1] and second_dots > first_dots, (first, first_dots, second, second_dots)
+    assert second > first and second_dots > first_dots, (first, first_dots, second, second_dots)
     run_id = page.url.split("run=")[1].split("&")[0]
 
     # 3. When the run is done, click a node in the map.
@@ -71,15 +72,23 @@ def test_research_watch_steer_report_restart(streamlit_app, page, shot, app_repo
     assert root.parent_id is None and panel_node(page) == root.id  # the root is selected by default
     # The map redraws on every rerun; wait until its dots are drawn, then click a whole aspect dot.
     dots = settled_map(page)
-    assert len([d for d in dots if d in map_dots(page, ROOT_FILL)]) == 1, "one root, in its own colour"
+    # One root, in its own colour although it is selected (a halo marks the selection), in view.
+    roots = [d for d in dots if d["fill"] == ROOT_FILL]
+    assert [d["id"] for d in roots] == [str(root.id)], ("one root, in its own colour", roots)
+    assert roots[0]["selected"] and roots[0]["inView"], roots[0]
     aspects = [d for d in map_dots(page, BREADTH_FILL) if well_inside(d)]
     top_row = min(d["y"] for d in aspects)  # a first-layer aspect of the question
     target = max((d for d in aspects if d["y"] < top_row + 5), key=lambda d: d["pixels"])
     shot(page, "3a-done")
-    page.frame_locator(MAP_IFRAME).locator("#map canvas").click(position={"x": target["x"], "y": target["y"]})
+    canvas = page.frame_locator(MAP_IFRAME).locator("#map canvas")
+    canvas.click(position={"x": target["x"], "y": target["y"]})
     clicked = poll(page, lambda: (n := panel_node(page)) != root.id and n, what="the node panel to show the clicked node")
-    # The node under the pointer is the one the panel shows: its tooltip starts with its number.
+    # The node under the pointer is the one the panel shows: its tooltip starts with its number. A
+    # click hides the tooltip (it would cover the map); hovering the same spot again shows it.
     tooltip = page.frame_locator(MAP_IFRAME).locator("#tooltip")
+    assert not tooltip.is_visible(), "a click hides the hover title"
+    page.mouse.move(0, 0)
+    canvas.hover(position={"x": target["x"], "y": target["y"]})
     hovered = poll(page, lambda: tooltip.is_visible() and re.match(r"#(\d+) ", tooltip.inner_text()), timeout=15,
                    what="the hover title of the clicked node")
     assert int(hovered.group(1)) == node_numbers(repo.list_nodes(run_id))[clicked], (hovered.group(0), clicked)
@@ -124,7 +133,9 @@ def test_research_watch_steer_report_restart(streamlit_app, page, shot, app_repo
     page.get_by_role("heading", name=QUESTION).first.wait_for()
     poll(page, lambda: metric(page, "Status") == "done" and nodes_done(page) == (total + 1, total + 1),
          what="the reopened run's progress")
-    assert [d for d in settled_map(page) if d in map_dots(page, ROOT_FILL)], "the reopened map shows the root"
+    reopened = settled_map(page)
+    assert [d["id"] for d in reopened if d["fill"] == ROOT_FILL and d["inView"]] == [str(root.id)], (
+        "the reopened map shows the root", reopened)
     assert len(node_options(page)) == total + 1
     assert repo.get_run(run_id).status == RunStatus.DONE
     shot(page, "6-reopened")

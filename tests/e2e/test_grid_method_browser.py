@@ -17,20 +17,20 @@ from tests.e2e.conftest import (
     MAP_IFRAME,
     REPO,
     StreamlitApp,
-    _rgb,
     choose_node,
     map_dots,
     metric,
     panel_node,
     poll,
+    rgb,
 )
 from tests.grid_method import GridMethod
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
 QUESTION = "Why did the Bronze Age collapse?"
-CELL_FILL = _rgb(GridMethod.contract().node_kinds["cell"].colour)
-SYNTHESIS_FILL = _rgb(GridMethod.contract().node_kinds["synthesis"].colour)
+CELL_FILL = rgb(GridMethod.contract().node_kinds["cell"].colour)
+SYNTHESIS_FILL = rgb(GridMethod.contract().node_kinds["synthesis"].colour)
 
 
 @pytest.fixture

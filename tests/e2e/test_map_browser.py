@@ -15,7 +15,7 @@ import pytest
 from components.map_style import STATUS_STYLES
 from engine.node_numbers import node_numbers
 from storage.models import NodeStatus, RunStatus
-from tests.e2e.conftest import ARTIFACTS, MAP_IFRAME, map_frame, map_nodes, node_selectbox, poll
+from tests.e2e.conftest import ARTIFACTS, MAP_IFRAME, map_frame, map_nodes, node_selectbox, poll, rgb
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -147,7 +147,7 @@ def test_the_map_of_50_nodes_is_readable_searchable_and_foldable(streamlit_app, 
     failed = seeded["level3"][7]
     search(page, f"#{numbers[failed.id]}")
     node = poll(page, lambda: (n := by_id(page)[str(failed.id)])["selected"] and n, what="the failed node selected")
-    assert node["border"] == node["selectedBorder"] == FAILED_RED, node
+    assert rgb(node["border"]) == rgb(node["selectedBorder"]) == rgb(FAILED_RED), node
     page.wait_for_timeout(300)  # drawn
     assert red_pixels_around(page, by_id(page)[str(failed.id)]) > 40
 
