@@ -70,26 +70,30 @@ def progress(run: Run, nodes: list[Node], *, lifecycle: Sequence[RunEvent] = (),
              numbers: dict[int, int] | None = None) -> None:
     """One compact line (so the map starts above the fold), then "Now:" — each running node with
     its current step — and what the run's status asks of the reader."""
-    with st.container(key=PROGRESS_KEY):
-        st.markdown(inline_text(progress_line(run, nodes, lifecycle)))
-    if run.status in RunStatus.ACTIVE:
-        lines = now_lines(nodes, events, numbers if numbers is not None else node_numbers(nodes))
-        if run.status == RunStatus.PAUSED:
-            lines = [PAUSED]
-        elif not lines and run.status == RunStatus.RUNNING:
-            lines = [BETWEEN_STEPS]
-        if lines:
-            st.caption("Now: " + " · ".join(inline_text(line) for line in lines[:4])
-                       + (" …" if len(lines) > 4 else ""))
-    if run.status == RunStatus.STOPPED and run.stop_reason:
-        st.warning(f"Stopped: {run.stop_reason}. Partial results are kept; press Resume to continue.")
-    if run.status == RunStatus.FAILED and run.error:
-        error_with_details(run.error, lead="The run failed: ", then=". Fix the cause (see Settings), then press "
-                           "Resume: it also retries the failed nodes.")
-    if run.status == RunStatus.DONE and run.warning:
-        st.warning(f"Done, with failures: {run.warning}.")
-    if run.status == RunStatus.INTERRUPTED:
-        st.warning("This run was interrupted (its process ended). Press Resume to continue from where it stopped.")
+    # One container for all of it: what shows inside changes ("Now:" comes and goes, a warning
+    # appears), and Streamlit places what follows by position, so without it the map below would
+    # be a new element at each change: its frame rebuilt, zoom and position lost.
+    with st.container():
+        with st.container(key=PROGRESS_KEY):
+            st.markdown(inline_text(progress_line(run, nodes, lifecycle)))
+        if run.status in RunStatus.ACTIVE:
+            lines = now_lines(nodes, events, numbers if numbers is not None else node_numbers(nodes))
+            if run.status == RunStatus.PAUSED:
+                lines = [PAUSED]
+            elif not lines and run.status == RunStatus.RUNNING:
+                lines = [BETWEEN_STEPS]
+            if lines:
+                st.caption("Now: " + " · ".join(inline_text(line) for line in lines[:4])
+                           + (" …" if len(lines) > 4 else ""))
+        if run.status == RunStatus.STOPPED and run.stop_reason:
+            st.warning(f"Stopped: {run.stop_reason}. Partial results are kept; press Resume to continue.")
+        if run.status == RunStatus.FAILED and run.error:
+            error_with_details(run.error, lead="The run failed: ", then=". Fix the cause (see Settings), then press "
+                               "Resume: it also retries the failed nodes.")
+        if run.status == RunStatus.DONE and run.warning:
+            st.warning(f"Done, with failures: {run.warning}.")
+        if run.status == RunStatus.INTERRUPTED:
+            st.warning("This run was interrupted (its process ended). Press Resume to continue from where it stopped.")
 
 
 def controls(services: Services, run: Run) -> None:
