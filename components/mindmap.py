@@ -122,6 +122,9 @@ def _layout(nodes: Sequence[Node], edges: Sequence[Edge],
     return HIERARCHICAL, None, True
 
 
+BADGE_CHARS = 34  # about a label's width
+
+
 def _vis_node(node: Node, number: int, kind: NodeKind | None, *, badge: str | None) -> dict:
     style = status_style(node.status)
     pruned = node.status == NodeStatus.PRUNED
@@ -136,7 +139,8 @@ def _vis_node(node: Node, number: int, kind: NodeKind | None, *, badge: str | No
     else:
         font_colour = "#1F1F1F"
     text = " ".join(node.label.split())
-    label = f"#{number} {style.glyph}\n{wrap_label(text)}" + (f"\n{badge}" if badge else "")
+    # The badge under the label is one short line (a step can be a whole search query); the tooltip has all of it.
+    label = f"#{number} {style.glyph}\n{wrap_label(text)}" + (f"\n{short_label(badge, BADGE_CHARS)}" if badge else "")
     colours = {"background": fill, "border": style.border}
     kind_label = kind.label if kind is not None else node.kind
     item = {

@@ -130,3 +130,15 @@ def test_the_legend_explains_each_channel_from_the_declarations():
         assert words in text, words
     statuses = {item["border"] for item in sections[1]["items"] if "glyph" in item and item["glyph"]}
     assert statuses == {s.border for s in STATUS_STYLES.values()}
+
+
+def test_a_long_badge_is_one_short_line_under_the_label_and_whole_in_the_tooltip():
+    from components.mindmap import BADGE_CHARS, build_map
+    from storage.models import Node
+
+    step = "searched local corpus for “How has evidence supported the main claims over time?”: 3 sources came back"
+    node = Node(id=7, run_id="r", kind="question", label="How did Apollo shape later exploration?", depth=0)
+    item = build_map([node], [], badges={7: step}).nodes[0]
+    badge_line = item["label"].split("\n")[-1]
+    assert len(badge_line) <= BADGE_CHARS + 1 and badge_line.endswith("…")
+    assert step in item["tip"]
