@@ -157,8 +157,8 @@ def test_every_method_has_a_valid_quick_profile_that_is_smaller(name):
     quick = params_type.model_validate(profile_defaults(params_type, "quick"))
     paper = params_type()
     for field, value in params_type.quick_profile.items():
-        if field == "attribute_citations":
-            assert value is True and getattr(paper, field) is False  # the one help switched on
+        if field in ("attribute_citations", "root_breadth"):
+            assert value is True and getattr(paper, field) is False  # the helps switched on
         elif isinstance(value, bool):
             assert value is False, f"{name}.{field}: the quick profile only switches steps off"
         else:
