@@ -174,6 +174,14 @@ COUNT_START_CLICKS = """() => {
 }"""
 
 
+def stable_box(page, locator) -> dict | None:
+    """The element's box if it is the same half a second later (else None, to poll again)."""
+    first = locator.bounding_box()
+    page.wait_for_timeout(500)
+    second = locator.bounding_box()
+    return second if first and first == second else None
+
+
 class SlowReplies:
     """The app's replies to the page held back while `held()` lasts, then delivered in order: a
     loaded server (or network), whose page still shows the Start button 150 ms after the first
@@ -207,7 +215,8 @@ def test_4_a_double_click_on_start_makes_one_run(checks_app, tab, repo):
     question = "Finding four: why is the sky blue?"
     new_research(page, checks_app, question, DIRECT)
     start = page.locator(".st-key-start button")
-    box = start.bounding_box()
+    # Picking the method reruns the page and moves Start: aim once it has stopped moving.
+    box = poll(page, lambda: stable_box(page, start), what="the Start button to stay in place")
     page.evaluate(COUNT_START_CLICKS)
     # Two clicks on the same spot, 150 ms apart, as a hurried person does.
     x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
