@@ -153,7 +153,8 @@ class Runner:
 
     def create_run(self, *, question: str, method: str, params: MethodParams | dict | None = None,
                    llm_info: dict | None = None, search_mode: str = "local",
-                   max_tokens: int | None = None, max_cost: float | None = None) -> Run:
+                   max_tokens: int | None = None, max_cost: float | None = None,
+                   search_exclusions: dict | None = None) -> Run:
         question = clean_question(question)  # QuestionError (a ValueError) says what to change
         method_cls = get_method(method, self.methods)
         if not isinstance(params, MethodParams):
@@ -161,6 +162,7 @@ class Runner:
         return self.repo.create_run(
             question=question, method=method, params=params.model_dump(mode="json"),
             llm_info=llm_info or {}, search_mode=search_mode, max_tokens=max_tokens, max_cost=max_cost,
+            search_exclusions=search_exclusions,
         )
 
     def is_active(self, run_id: str) -> bool:

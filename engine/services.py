@@ -19,6 +19,7 @@ from engine.methods.registry import get_method, load_methods
 from engine.redact import redact_url
 from engine.runner import Runner
 from engine.search.combined import build_searcher
+from engine.search.exclusion import ExcludingSearcher, SearchExclusions
 from engine.search.protocol import Searcher
 from storage import Repository, open_database
 from storage.db import Database
@@ -145,7 +146,11 @@ class Services:
         return self.settings.home / "uploads"
 
     def searcher_for_run(self, run: Run) -> Searcher:
-        return self.searcher(run.search_mode)
+        searcher = self.searcher(run.search_mode)
+        if run.search_exclusions:
+            # A benchmark item never sees its own answer: those sources are kept out of every search.
+            return ExcludingSearcher(searcher, SearchExclusions.model_validate(run.search_exclusions))
+        return searcher
 
     def close(self) -> None:
         self.runner.shutdown(wait=False)

@@ -125,12 +125,21 @@ def _m004_run_events(conn: Connection) -> None:
     models.RunEvent.__table__.create(conn, checkfirst=True)
 
 
+def _m005_evaluation(conn: Connection) -> None:
+    # The evaluation harness's tables, and the sources a run may not see (a benchmark item's answer).
+    if "search_exclusions" not in {c["name"] for c in inspect(conn).get_columns("runs")}:
+        conn.execute(text("ALTER TABLE runs ADD COLUMN search_exclusions JSON NOT NULL DEFAULT '{}'"))
+    for table in (models.Benchmark, models.BenchmarkItem, models.Judgment):
+        table.__table__.create(conn, checkfirst=True)
+
+
 MIGRATIONS: list[tuple[int, str, Migration]] = [
     (1, "initial tables", _m001_initial_tables),
     (2, "runs.warning", _m002_run_warning),
     (3, "edges: data, unique, node keys; run_states (from concept_pool/outline reports)",
      _m003_edges_and_run_states),
     (4, "run_events (the step log)", _m004_run_events),
+    (5, "runs.search_exclusions; benchmarks, benchmark_items, judgments", _m005_evaluation),
 ]
 
 

@@ -50,6 +50,9 @@ class Run(SQLModel, table=True):
     # What the run runs on (model, endpoint, search); never an API key.
     llm_info: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     search_mode: str = Field(default="local", max_length=16)
+    # Sources this run may not see (`engine/search/exclusion.py`): {"titles": [...], "urls": [...]}.
+    # A benchmark item's own answer (a FreshWiki topic's article) is kept out of its retrieval.
+    search_exclusions: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False, default=dict))
     status: str = Field(default=RunStatus.QUEUED, index=True, max_length=16)
     stop_reason: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
     error: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
@@ -242,6 +245,78 @@ class RunEvent(SQLModel, table=True):
     kind: str = Field(max_length=16)
     text: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
     data: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+
+
+class BenchmarkStatus:
+    RUNNING = "running"
+    DONE = "done"
+    STOPPED = "stopped"  # budget reached, or killed/stopped: resumable
+    FAILED = "failed"
+
+
+class Benchmark(SQLModel, table=True):
+    """A benchmark: one dataset's items, each run by every method named, each item a stored run.
+    `params` maps a method to its parameter values; `llm_info` says what it ran on (never a key)."""
+
+    __tablename__ = "benchmarks"
+
+    id: str = Field(primary_key=True, max_length=32)
+    dataset: str = Field(max_length=64)
+    methods: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    limit: int = 0
+    seed: int = 0
+    params: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    llm_info: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    search_mode: str = Field(default="local", max_length=16)
+    max_cost: float | None = None
+    max_tokens: int | None = None
+    concurrency: int = 2
+    status: str = Field(default=BenchmarkStatus.RUNNING, max_length=16)
+    note: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    created_at: datetime = Field(default_factory=utcnow, index=True)
+    finished_at: datetime | None = None
+
+
+class BenchmarkItem(SQLModel, table=True):
+    """One (dataset item, method) of a benchmark: its run, the answer read from it and its scores.
+    `metrics` holds the per-item numbers (EM, F1, recall, tokens, calls, seconds...); `eval_usage`
+    what scoring it cost (the reader and judge calls), apart from the run's own usage."""
+
+    __tablename__ = "benchmark_items"
+    __table_args__ = (UniqueConstraint("benchmark_id", "item_id", "method", name="uq_benchmark_item_method"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    benchmark_id: str = Field(foreign_key="benchmarks.id", index=True, max_length=32, ondelete="CASCADE")
+    position: int = 0  # the item's place in the dataset sample
+    item_id: str = Field(max_length=200)
+    method: str = Field(max_length=64)
+    run_id: str | None = Field(default=None, index=True, max_length=32)
+    status: str = Field(default="pending", max_length=16)  # pending, running, scored, failed
+    prediction: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    metrics: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    eval_usage: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    error: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    finished_at: datetime | None = None
+
+
+class Judgment(SQLModel, table=True):
+    """A judge's verdict on one run (a rubric, claim support) or a pair of runs (pairwise), with
+    what the judging cost. `verdict` is the judge's pydantic result as JSON."""
+
+    __tablename__ = "judgments"
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_a: str = Field(index=True, max_length=32)
+    run_b: str | None = Field(default=None, index=True, max_length=32)
+    benchmark_id: str | None = Field(default=None, index=True, max_length=32)
+    protocol: str = Field(max_length=64)  # e.g. deot.pairwise, mtqa.pairwise, claim_support
+    model: str = Field(default="", max_length=200)
+    verdict: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float = 0.0
+    created_at: datetime = Field(default_factory=utcnow)
 
 
 class SchemaMigration(SQLModel, table=True):

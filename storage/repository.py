@@ -29,9 +29,11 @@ from sqlmodel import Session, col, select
 from engine.questions import check_length, check_storable
 from storage.db import Database
 from storage.models import (
+    BenchmarkItem,
     Command,
     CommandStatus,
     Edge,
+    Judgment,
     LLMCall,
     Node,
     NodeSource,
@@ -187,6 +189,7 @@ class Repository:
         max_tokens: int | None = None,
         max_cost: float | None = None,
         title: str = "",
+        search_exclusions: dict[str, Any] | None = None,
     ) -> Run:
         # The last guard for callers that skip the runner: a NUL or a non-string would be stored
         # as given by SQLite and fail later, or fail with a driver error on PostgreSQL; a document
@@ -202,6 +205,7 @@ class Repository:
             search_mode=search_mode,
             max_tokens=max_tokens,
             max_cost=max_cost,
+            search_exclusions=search_exclusions or {},
         )
         with self._session() as s:
             s.add(run)
@@ -334,6 +338,9 @@ class Repository:
             s.exec(delete(NodeSource).where(col(NodeSource.node_id).in_(node_ids)))
             for table in (Edge, Source, LLMCall, Command, Report, RunState, RunEvent, Node):
                 s.exec(delete(table).where(col(table.run_id) == run_id))
+            # Verdicts on the run go with it; a benchmark item keeps its scores and forgets the run.
+            s.exec(delete(Judgment).where(or_(col(Judgment.run_a) == run_id, col(Judgment.run_b) == run_id)))
+            s.exec(update(BenchmarkItem).where(col(BenchmarkItem.run_id) == run_id).values(run_id=None))
             s.exec(delete(Run).where(col(Run.id) == run_id))
             s.commit()
 

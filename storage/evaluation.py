@@ -1,0 +1,140 @@
+"""The evaluation harness's storage: benchmarks, their items (one per dataset item and method, each
+pointing at its stored run) and judges' verdicts. The harness (`engine/evaluate/`) reaches these
+tables only through `EvaluationStore`."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import update
+from sqlmodel import Session, col, select
+
+from storage.db import Database
+from storage.models import Benchmark, BenchmarkItem, BenchmarkStatus, Judgment, utcnow
+
+
+class BenchmarkNotFound(LookupError):
+    def __init__(self, benchmark_id: str) -> None:
+        super().__init__(f"no benchmark with id '{benchmark_id}'. List them with: thoughtmap bench --list")
+        self.benchmark_id = benchmark_id
+
+
+class ItemStatus:
+    PENDING = "pending"  # not started
+    RUNNING = "running"  # its run exists and has not finished (or was interrupted)
+    SCORED = "scored"  # its run finished and was scored
+    FAILED = "failed"  # its run failed or answered nothing: scored as zero, kept for reading
+
+    FINISHED = (SCORED, FAILED)
+
+
+class EvaluationStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    @contextmanager
+    def _session(self):
+        with Session(self.db.engine, expire_on_commit=False) as session:
+            yield session
+
+    # ------------------------------------------------------------ benchmarks
+
+    def create_benchmark(self, *, dataset: str, methods: Sequence[str], items: Sequence[str], limit: int,
+                         seed: int, params: dict[str, Any], llm_info: dict[str, Any], search_mode: str,
+                         max_cost: float | None = None, max_tokens: int | None = None,
+                         concurrency: int = 2) -> Benchmark:
+        """The benchmark and all its (item, method) rows, in one transaction: a benchmark killed at
+        any later moment knows every item it has still to do."""
+        bench = Benchmark(id=uuid.uuid4().hex[:12], dataset=dataset, methods=list(methods), limit=limit,
+                          seed=seed, params=params, llm_info=llm_info, search_mode=search_mode,
+                          max_cost=max_cost, max_tokens=max_tokens, concurrency=concurrency)
+        rows = [BenchmarkItem(benchmark_id=bench.id, position=position, item_id=item_id, method=method)
+                for position, item_id in enumerate(items) for method in methods]
+        with self._session() as s:
+            s.add(bench)
+            s.flush()  # the benchmark row first: the items' foreign key refers to it
+            s.add_all(rows)
+            s.commit()
+        return bench
+
+    def get_benchmark(self, benchmark_id: str) -> Benchmark:
+        with self._session() as s:
+            bench = s.get(Benchmark, benchmark_id)
+            if bench is None and len(benchmark_id) >= 4:
+                matches = s.exec(select(Benchmark).where(col(Benchmark.id).startswith(benchmark_id)).limit(2)).all()
+                bench = matches[0] if len(matches) == 1 else None
+        if bench is None:
+            raise BenchmarkNotFound(benchmark_id)
+        return bench
+
+    def list_benchmarks(self, limit: int = 100) -> list[Benchmark]:
+        with self._session() as s:
+            return list(s.exec(select(Benchmark).order_by(col(Benchmark.created_at).desc()).limit(limit)).all())
+
+    def set_benchmark_status(self, benchmark_id: str, status: str, note: str = "") -> None:
+        finished = utcnow() if status in (BenchmarkStatus.DONE, BenchmarkStatus.FAILED) else None
+        with self._session() as s:
+            s.exec(update(Benchmark).where(col(Benchmark.id) == benchmark_id)
+                   .values(status=status, note=note, finished_at=finished))
+            s.commit()
+
+    # ----------------------------------------------------------------- items
+
+    def list_items(self, benchmark_id: str, *, method: str | None = None) -> list[BenchmarkItem]:
+        stmt = select(BenchmarkItem).where(BenchmarkItem.benchmark_id == benchmark_id)
+        if method:
+            stmt = stmt.where(BenchmarkItem.method == method)
+        with self._session() as s:
+            return list(s.exec(stmt.order_by(col(BenchmarkItem.position), col(BenchmarkItem.method))).all())
+
+    def get_item(self, item_row_id: int) -> BenchmarkItem:
+        with self._session() as s:
+            row = s.get(BenchmarkItem, item_row_id)
+        if row is None:
+            raise LookupError(f"no benchmark item {item_row_id}")
+        return row
+
+    def attach_run(self, item_row_id: int, run_id: str) -> None:
+        self._update_item(item_row_id, run_id=run_id, status=ItemStatus.RUNNING)
+
+    def finish_item(self, item_row_id: int, *, status: str, prediction: str, metrics: dict[str, Any],
+                    eval_usage: dict[str, Any], error: str = "") -> None:
+        self._update_item(item_row_id, status=status, prediction=prediction, metrics=metrics,
+                          eval_usage=eval_usage, error=error[:2000], finished_at=utcnow())
+
+    def _update_item(self, item_row_id: int, **values: Any) -> None:
+        with self._session() as s:
+            s.exec(update(BenchmarkItem).where(col(BenchmarkItem.id) == item_row_id).values(**values))
+            s.commit()
+
+    # -------------------------------------------------------------- verdicts
+
+    def save_judgment(self, *, run_a: str, run_b: str | None, protocol: str, model: str,
+                      verdict: dict[str, Any], calls: int, prompt_tokens: int, completion_tokens: int,
+                      cost: float, benchmark_id: str | None = None) -> Judgment:
+        row = Judgment(run_a=run_a, run_b=run_b, benchmark_id=benchmark_id, protocol=protocol, model=model,
+                       verdict=verdict, calls=calls, prompt_tokens=prompt_tokens,
+                       completion_tokens=completion_tokens, cost=cost)
+        with self._session() as s:
+            s.add(row)
+            s.commit()
+            s.refresh(row)
+        return row
+
+    def list_judgments(self, *, run_id: str | None = None, benchmark_id: str | None = None,
+                       protocol: str | None = None) -> list[Judgment]:
+        stmt = select(Judgment)
+        if run_id:
+            stmt = stmt.where((col(Judgment.run_a) == run_id) | (col(Judgment.run_b) == run_id))
+        if benchmark_id:
+            stmt = stmt.where(Judgment.benchmark_id == benchmark_id)
+        if protocol:
+            stmt = stmt.where(Judgment.protocol == protocol)
+        with self._session() as s:
+            return list(s.exec(stmt.order_by(col(Judgment.id))).all())
+
+
+__all__ = ["BenchmarkNotFound", "EvaluationStore", "ItemStatus"]
