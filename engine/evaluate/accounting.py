@@ -1,0 +1,100 @@
+"""The LLM as the evaluation harness sees it: reader and judge calls are counted like a run's calls
+(calls, tokens, cost), but into an `EvalUsage` kept with the verdict or the benchmark item, never
+into the judged run's own totals (a method's cost must not include the cost of scoring it)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from pydantic import BaseModel
+
+from engine.llm.pricing import PriceTable
+from engine.llm.protocol import LLM, ChatRequest, ChatResponse, LLMError, Message
+from engine.llm.structured import DEFAULT_MAX_REASKS, ask_structured
+
+T = TypeVar("T", bound=BaseModel)
+
+
+@dataclass
+class EvalUsage:
+    """What evaluating cost so far; safe to share between threads."""
+
+    calls: int = 0
+    failed_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float = 0.0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add(self, *, prompt_tokens: int = 0, completion_tokens: int = 0, cost: float = 0.0, ok: bool = True) -> None:
+        with self._lock:
+            self.calls += 1
+            self.failed_calls += 0 if ok else 1
+            self.prompt_tokens += prompt_tokens
+            self.completion_tokens += completion_tokens
+            self.cost += cost
+
+    def as_dict(self) -> dict[str, float | int]:
+        with self._lock:
+            return {"calls": self.calls, "failed_calls": self.failed_calls, "prompt_tokens": self.prompt_tokens,
+                    "completion_tokens": self.completion_tokens, "cost": self.cost}
+
+
+class _CountingLLM:
+    def __init__(self, owner: "EvalLLM") -> None:
+        self._owner = owner
+
+    @property
+    def description(self) -> str:
+        return self._owner.llm.description
+
+    def model_for(self, purpose: str) -> str:
+        return self._owner.llm.model_for(purpose)
+
+    def chat(self, request: ChatRequest) -> ChatResponse:
+        owner = self._owner
+        try:
+            response = owner.llm.chat(request)
+        except LLMError:
+            owner.usage.add(ok=False)
+            raise
+        u = response.usage
+        owner.usage.add(prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens,
+                        cost=owner.prices.cost(response.model, u.prompt_tokens, u.completion_tokens))
+        return response
+
+
+class EvalLLM:
+    """An LLM for readers and judges. `purpose` picks the model per role (THOUGHTMAP_MODEL_<PURPOSE>,
+    e.g. THOUGHTMAP_MODEL_JUDGE), as for a run's calls."""
+
+    def __init__(self, llm: LLM, prices: PriceTable | None = None, usage: EvalUsage | None = None,
+                 max_reasks: int = DEFAULT_MAX_REASKS) -> None:
+        self.llm = llm
+        self.prices = prices or PriceTable()
+        self.usage = usage or EvalUsage()
+        self.max_reasks = max_reasks
+
+    @property
+    def description(self) -> str:
+        return self.llm.description
+
+    def model_for(self, purpose: str) -> str:
+        return self.llm.model_for(purpose)
+
+    def with_usage(self, usage: EvalUsage) -> "EvalLLM":
+        """The same LLM counting into another usage (one per item or verdict)."""
+        return EvalLLM(self.llm, self.prices, usage, self.max_reasks)
+
+    def ask(self, messages: Sequence[Message], output_type: type[T], *, purpose: str = "judge",
+            max_tokens: int | None = None, temperature: float | None = 0.0) -> T:
+        """A validated `output_type`; raises StructuredOutputError or LLMError."""
+        return ask_structured(_CountingLLM(self), messages, output_type, purpose=purpose,
+                              max_reasks=self.max_reasks, max_tokens=max_tokens, temperature=temperature,
+                              prompt=getattr(messages, "name", ""))
+
+
+__all__ = ["EvalLLM", "EvalUsage"]
