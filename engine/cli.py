@@ -112,6 +112,33 @@ def _parser() -> argparse.ArgumentParser:
 
     sub.add_parser("methods", help="list the methods and their parameters")
 
+    bench = sub.add_parser(
+        "bench", help="benchmark methods on a bundled dataset; every item is a stored run",
+        description="Run methods on a bundled dataset's items, each item a stored run, and print the table "
+        "(mean with 95%% bootstrap CI). A killed benchmark continues with --resume ID, without redoing "
+        "finished items.")
+    bench.add_argument("--dataset", help="one of: hotpotqa-autoact, hotpotqa-fullwiki, 2wiki, nq, strategyqa, "
+                       "freshwiki, researchy")
+    bench.add_argument("--methods", default="direct,rag", help="comma-separated methods (default direct,rag)")
+    bench.add_argument("--limit", type=int, default=None, help="how many items (default: all)")
+    bench.add_argument("--seed", type=int, default=None, help="the sample's seed (default 13): same seed, same items")
+    bench.add_argument("--param", action="append", default=[], metavar="[METHOD.]KEY=VALUE",
+                       help="parameter for every method that has KEY, or for METHOD only; repeatable")
+    bench.add_argument("--llm", choices=["auto", "local", "fake", "openai"], default=None, help="as for run")
+    bench.add_argument("--profile", choices=["auto", "quick", "paper"], default="auto", help="as for run")
+    bench.add_argument("--search", choices=["local", "web", "both", "none"], default=None, help="as for run")
+    bench.add_argument("--max-cost", type=budget_type("--max-cost", float, "dollars"),
+                       help="budget of the whole benchmark in dollars (runs and scoring)")
+    bench.add_argument("--max-tokens", type=budget_type("--max-tokens", int, "tokens"),
+                       help="token budget of the whole benchmark")
+    bench.add_argument("--concurrency", type=int, default=2, help="runs at a time (default 2)")
+    bench.add_argument("--resume", metavar="ID", help="continue a stored benchmark")
+    bench.add_argument("--show", metavar="ID", help="print a stored benchmark's table")
+    bench.add_argument("--list", action="store_true", help="list stored benchmarks")
+    bench.add_argument("--out", type=Path, help="also write the table as Markdown to this file")
+    bench.add_argument("--json", type=Path, dest="json_out", help="also write the results as JSON to this file")
+    bench.add_argument("--quiet", action="store_true", help="no progress on stderr")
+
     model = sub.add_parser("model", help="the built-in local model: status, or assemble it now")
     model.add_argument("action", choices=["status", "prepare"],
                        help="status: what would run and whether it can; prepare: assemble and verify the "
@@ -428,7 +455,86 @@ def cmd_model(args) -> int:
     return EXIT_OK if runtime_installed() else EXIT_FAILED
 
 
-COMMANDS = {"run": cmd_run, "resume": cmd_resume, "list": cmd_list, "show": cmd_show,
+def cmd_bench(args) -> int:
+    from engine.evaluate.datasets import DEFAULT_SEED, DatasetError
+    from engine.evaluate.results import summarize, to_json, to_markdown
+    from engine.evaluate.runner import BenchmarkError, BenchmarkRunner, BenchmarkSpec
+    from storage.evaluation import BenchmarkNotFound
+
+    for path in (args.out, args.json_out):
+        check_out_path(path)
+    modes = [flag for flag, on in (("--resume", args.resume), ("--show", args.show), ("--list", args.list)) if on]
+    if len(modes) > 1:
+        raise CLIError(f"use one of {', '.join(modes)} at a time")
+    if not modes and not args.dataset:
+        raise CLIError("name a dataset, e.g. thoughtmap bench --dataset hotpotqa-autoact --methods direct,rag --limit 20")
+    services = _services()
+    bench_runner = BenchmarkRunner(services)
+    try:
+        if args.list:
+            for bench in bench_runner.store.list_benchmarks():
+                _say(f"{bench.id}  {bench.status:<8}  {bench.dataset:<18}  {bench.limit:>4} items  "
+                     f"{','.join(bench.methods)}  {bench.created_at:%Y-%m-%d %H:%M}")
+            return EXIT_OK
+        if args.show:
+            bench = bench_runner.store.get_benchmark(args.show)
+        elif args.resume:
+            bench = bench_runner.store.get_benchmark(args.resume)
+            _prepare_llm(services, bench.llm_info.get("kind", "openai"), args.quiet)
+        else:
+            kind = _choose_llm(args.llm, services)
+            try:
+                values = parse_assignments(args.param)
+            except ParamError as exc:
+                raise CLIError(str(exc)) from exc
+            spec = BenchmarkSpec(
+                dataset=args.dataset, methods=[m.strip() for m in args.methods.split(",") if m.strip()],
+                limit=args.limit, seed=DEFAULT_SEED if args.seed is None else args.seed, values=values, llm=kind,
+                profile=args.profile, search_mode=args.search or services.settings.search,
+                max_cost=args.max_cost, max_tokens=args.max_tokens, concurrency=args.concurrency)
+            bench = bench_runner.create(spec)
+            _prepare_llm(services, kind, args.quiet)
+        if not args.show:
+            if not args.quiet:
+                _err(f"benchmark {bench.id}: {bench.dataset}, {bench.limit} items x {', '.join(bench.methods)}")
+
+            def progress(row) -> None:
+                if not args.quiet:
+                    _err(f"  {row.method:<10} {one_line(row.item_id)[:40]:<40} {row.status}"
+                         + (f": {one_line(row.error)[:120]}" if row.error else ""))
+
+            bench = _execute_benchmark(bench_runner, bench.id, progress)
+    except (BenchmarkError, DatasetError, BenchmarkNotFound) as exc:
+        raise CLIError(str(exc)) from exc
+    table = summarize(bench_runner.store, bench.id)
+    markdown = to_markdown(table)
+    _say(markdown)
+    if args.out:
+        _write_file(args.out, markdown)
+    if args.json_out:
+        _write_file(args.json_out, json.dumps(to_json(table), indent=2, ensure_ascii=False))
+    return EXIT_OK if bench.status in ("done", "running") else EXIT_STOPPED
+
+
+def _execute_benchmark(bench_runner, benchmark_id: str, progress):
+    """Execute with Ctrl-C stopping cleanly: the runs under way stop and stay resumable."""
+    import threading
+
+    stop = threading.Event()
+
+    def on_interrupt(_signum, _frame):
+        _err(f"stopping the benchmark (continue later with: thoughtmap bench --resume {benchmark_id})...")
+        stop.set()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    previous = signal.signal(signal.SIGINT, on_interrupt)
+    try:
+        return bench_runner.execute(benchmark_id, progress=progress, stop=stop)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+COMMANDS = {"bench": cmd_bench, "run": cmd_run, "resume": cmd_resume, "list": cmd_list, "show": cmd_show,
             "export": cmd_export, "ingest": cmd_ingest, "methods": cmd_methods, "model": cmd_model}
 
 

@@ -44,6 +44,7 @@ class Services:
     _llms: dict[str, LLM] = field(default_factory=dict)
     _local_server: object | None = None  # the built-in model's server, started on first use
     _searchers: dict[str, Searcher] = field(default_factory=dict)
+    _benchmarks: object | None = None  # the BenchmarkRunner, made on first use
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
@@ -145,6 +146,16 @@ class Services:
     def uploads_dir(self):
         return self.settings.home / "uploads"
 
+    @property
+    def benchmarks(self):
+        """The process's benchmark runner (the app's Evaluate page starts benchmarks through it)."""
+        with self._lock:
+            if self._benchmarks is None:
+                from engine.evaluate.runner import BenchmarkRunner
+
+                self._benchmarks = BenchmarkRunner(self)
+            return self._benchmarks
+
     def searcher_for_run(self, run: Run) -> Searcher:
         searcher = self.searcher(run.search_mode)
         if run.search_exclusions:
@@ -153,6 +164,8 @@ class Services:
         return searcher
 
     def close(self) -> None:
+        if self._benchmarks is not None:
+            self._benchmarks.stop_all()
         self.runner.shutdown(wait=False)
         if self._local_server is not None:
             self._local_server.stop()

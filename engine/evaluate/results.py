@@ -1,0 +1,146 @@
+"""A benchmark's table: per method, each metric's mean with a 95 % bootstrap confidence interval,
+as Markdown (terminal, docs) and JSON (tools).
+
+Answer metrics (EM, F1, accuracy, recall, outline and ROUGE-L) are averaged over every finished item
+of a method, a failed run counting as 0: a method that fails often must not look better for it.
+Usage metrics (tokens, calls, cost, seconds) are averaged over the items that have them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.evaluate import metrics
+from engine.evaluate.datasets import get_dataset
+from engine.safe_text import inline_text
+from storage.evaluation import EvaluationStore, ItemStatus
+from storage.models import Benchmark, BenchmarkItem
+
+# (key, column title, counts a failure as 0)
+ANSWER_METRICS = (
+    ("em", "EM", True), ("f1", "F1", True), ("accuracy", "Accuracy", True),
+    ("recall_any", "Recall@10 any-gold", True), ("recall_all", "Recall@10 all-gold", True),
+    ("heading_recall", "Heading recall", True), ("rouge_l", "ROUGE-L", True),
+    ("information_diversity", "Info. diversity", False),
+)
+USAGE_METRICS = (
+    ("llm_calls", "LLM calls"), ("tokens", "Tokens"), ("cost", "Cost $"), ("searches", "Searches"),
+    ("citations", "Citations"), ("dangling_citations", "Dangling"), ("seconds", "Seconds"),
+    ("critical_path_s", "Critical path s"),
+)
+# The answer metrics each kind of dataset is scored on (the others do not apply to it).
+_APPLIES = {
+    "short": {"em", "f1", "recall_any", "recall_all", "information_diversity"},
+    "yesno": {"accuracy", "information_diversity"},
+    "article": {"heading_recall", "rouge_l", "information_diversity"},
+    "long": {"information_diversity"},
+}
+
+
+@dataclass
+class MetricSummary:
+    mean: float
+    low: float
+    high: float
+    n: int
+
+
+@dataclass
+class MethodRow:
+    method: str
+    items: int
+    finished: int
+    failed: int
+    metrics: dict[str, MetricSummary] = field(default_factory=dict)
+
+
+@dataclass
+class BenchmarkTable:
+    benchmark: Benchmark
+    rows: list[MethodRow]
+    columns: list[tuple[str, str]]
+
+
+def _values(rows: list[BenchmarkItem], key: str, zero_for_failures: bool) -> list[float]:
+    values = []
+    for row in rows:
+        value = row.metrics.get(key)
+        if isinstance(value, bool):
+            value = float(value)
+        if isinstance(value, (int, float)):
+            values.append(float(value))
+        elif zero_for_failures and row.status == ItemStatus.FAILED:
+            values.append(0.0)
+    return values
+
+
+def summarize(store: EvaluationStore, benchmark_id: str, *, seed: int = 0) -> BenchmarkTable:
+    bench = store.get_benchmark(benchmark_id)
+    applies = _APPLIES[get_dataset(bench.dataset).answer_type]
+    all_rows = store.list_items(bench.id)
+    columns = [(k, t) for k, t, _z in ANSWER_METRICS if k in applies] + list(USAGE_METRICS)
+    zero = {k: z for k, _t, z in ANSWER_METRICS}
+    table_rows = []
+    for method in bench.methods:
+        rows = [r for r in all_rows if r.method == method]
+        finished = [r for r in rows if r.status in ItemStatus.FINISHED]
+        summary = MethodRow(method=method, items=len(rows), finished=len(finished),
+                            failed=sum(1 for r in rows if r.status == ItemStatus.FAILED))
+        for key, _title in columns:
+            values = _values(finished, key, zero.get(key, False))
+            if values:
+                mean, low, high = metrics.bootstrap_ci(values, seed=seed)
+                summary.metrics[key] = MetricSummary(mean, low, high, len(values))
+        table_rows.append(summary)
+    return BenchmarkTable(bench, table_rows, columns)
+
+
+def _cell(summary: MetricSummary | None, key: str) -> str:
+    if summary is None:
+        return "–"
+    if key in {"llm_calls", "tokens", "searches", "citations", "dangling_citations"}:
+        return f"{summary.mean:,.1f}"
+    if key == "cost":
+        return f"{summary.mean:.4f}"
+    if key in {"seconds", "critical_path_s"}:
+        return f"{summary.mean:.1f}"
+    if summary.n > 1 and summary.high > summary.low:
+        return f"{summary.mean:.3f} [{summary.low:.3f}, {summary.high:.3f}]"
+    return f"{summary.mean:.3f}"
+
+
+def to_markdown(table: BenchmarkTable) -> str:
+    bench = table.benchmark
+    model = inline_text(str(bench.llm_info.get("description") or bench.llm_info.get("model") or "?"))
+    lines = [
+        f"Benchmark `{bench.id}`: {inline_text(get_dataset(bench.dataset).title)}, {bench.limit} items "
+        f"(seed {bench.seed}), model {model}, search {inline_text(bench.search_mode)}, status {bench.status}.",
+        "Answer metrics: mean [95 % bootstrap CI]; a failed run counts as 0. Usage: mean per item.",
+        "",
+        "| Method | Done | Failed | " + " | ".join(title for _k, title in table.columns) + " |",
+        "| --- | ---: | ---: | " + " | ".join("---:" for _ in table.columns) + " |",
+    ]
+    for row in table.rows:
+        cells = [_cell(row.metrics.get(key), key) for key, _t in table.columns]
+        lines.append(f"| {inline_text(row.method)} | {row.finished}/{row.items} | {row.failed} | " + " | ".join(cells) + " |")
+    if bench.note:
+        lines += ["", inline_text(bench.note)]
+    return "\n".join(lines) + "\n"
+
+
+def to_json(table: BenchmarkTable) -> dict[str, Any]:
+    bench = table.benchmark
+    return {
+        "benchmark": {"id": bench.id, "dataset": bench.dataset, "methods": bench.methods, "limit": bench.limit,
+                      "seed": bench.seed, "params": bench.params, "llm": bench.llm_info,
+                      "search": bench.search_mode, "status": bench.status, "note": bench.note},
+        "methods": [
+            {"method": row.method, "items": row.items, "finished": row.finished, "failed": row.failed,
+             "metrics": {k: {"mean": m.mean, "low": m.low, "high": m.high, "n": m.n} for k, m in row.metrics.items()}}
+            for row in table.rows
+        ],
+    }
+
+
+__all__ = ["BenchmarkTable", "MethodRow", "MetricSummary", "summarize", "to_json", "to_markdown"]

@@ -1,0 +1,279 @@
+"""The benchmark runner: a dataset's items × methods, each a stored run, within one budget.
+
+`create` checks everything a person can get wrong (dataset, methods, parameters, limit) before
+anything is stored, then stores the benchmark with all its (item, method) rows at once. `execute`
+works through the rows that are not finished, `concurrency` runs at a time: a row without a run gets
+one (with the item's search exclusions), a row whose run was interrupted (the process was killed)
+has it resumed from its stored graph, and a finished run is scored. A killed benchmark therefore
+continues where it stopped: finished items are not run again, nor the finished nodes of the runs
+that were under way.
+
+The budget (`max_cost`, `max_tokens`) is the whole benchmark's: what the runs and the scoring spent
+is added up before each new run starts, no new run starts once it is reached, and each run is given
+what is left as its own budget (so concurrent runs can overshoot it by at most their last calls).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.evaluate.accounting import EvalLLM, EvalUsage
+from engine.evaluate.datasets import DEFAULT_SEED, Item, get_dataset, items_by_id, load_items
+from engine.evaluate.scoring import score_item
+from engine.methods.params import ParamError, build_params_with_profile, profile_for_llm
+from engine.methods.registry import UnknownMethod
+from storage.evaluation import EvaluationStore, ItemStatus
+from storage.models import Benchmark, BenchmarkItem, BenchmarkStatus, RunStatus
+
+log = logging.getLogger(__name__)
+
+# How often a waiting worker looks at its run (a run's end also wakes it at once).
+WAIT_S = 0.5
+MAX_CONCURRENCY = 16
+
+
+class BenchmarkError(ValueError):
+    """Bad benchmark input (methods, parameters, limit, concurrency): says what to change."""
+
+
+@dataclass
+class BenchmarkSpec:
+    dataset: str
+    methods: list[str]
+    limit: int | None = None
+    seed: int = DEFAULT_SEED
+    # --param values: "key" applies to every method that has the parameter, "method.key" to one.
+    values: dict[str, Any] = field(default_factory=dict)
+    llm: str = "fake"  # a resolved LLM kind: fake, local or openai
+    profile: str = "auto"  # auto: quick on the built-in model, else the paper's values
+    search_mode: str = "local"
+    max_cost: float | None = None
+    max_tokens: int | None = None
+    concurrency: int = 2
+
+
+Progress = Callable[[BenchmarkItem], None]
+
+
+def split_values(values: Mapping[str, Any], methods: Sequence[str], services) -> dict[str, dict[str, Any]]:
+    """`--param` values per method: `key=v` goes to each method that has `key`, `method.key=v` to that
+    method only; a key no chosen method has is an error naming the methods' parameters."""
+    per_method: dict[str, dict[str, Any]] = {m: {} for m in methods}
+    for key, value in values.items():
+        target, dot, name = key.partition(".")
+        if dot:
+            if target not in per_method:
+                raise BenchmarkError(f"--param {key}: '{target}' is not one of the benchmark's methods "
+                                     f"({', '.join(methods)})")
+            per_method[target][name] = value
+            continue
+        takers = [m for m in methods if key in services.method(m).Params.model_fields]
+        if not takers:
+            raise BenchmarkError(f"--param {key}: none of the methods {', '.join(methods)} has a parameter "
+                                 f"'{key}' (see: thoughtmap methods); use method.{key}=value for one method")
+        for m in takers:
+            per_method[m][key] = value
+    return per_method
+
+
+class BenchmarkRunner:
+    def __init__(self, services, *, reader: EvalLLM | None = None) -> None:
+        self.services = services
+        self.store = EvaluationStore(services.db)
+        self._reader = reader
+        self._background: dict[str, tuple[threading.Thread, threading.Event]] = {}
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------ in the background
+
+    def start(self, benchmark_id: str) -> None:
+        """Execute a benchmark in a background thread (the app): one per benchmark per process."""
+        with self._lock:
+            current = self._background.get(benchmark_id)
+            if current is not None and current[0].is_alive():
+                return
+            stop = threading.Event()
+            thread = threading.Thread(target=self._execute_logged, args=(benchmark_id, stop),
+                                      name=f"bench-{benchmark_id}", daemon=True)
+            self._background[benchmark_id] = (thread, stop)
+        thread.start()
+
+    def _execute_logged(self, benchmark_id: str, stop: threading.Event) -> None:
+        try:
+            self.execute(benchmark_id, stop=stop)
+        except Exception as exc:  # noqa: BLE001 - a background thread has no caller to tell
+            log.exception("benchmark %s failed", benchmark_id)
+            self.store.set_benchmark_status(benchmark_id, BenchmarkStatus.FAILED, f"{type(exc).__name__}: {exc}")
+
+    def is_active(self, benchmark_id: str) -> bool:
+        with self._lock:
+            current = self._background.get(benchmark_id)
+        return current is not None and current[0].is_alive()
+
+    def stop(self, benchmark_id: str) -> None:
+        """Stop a background benchmark: its runs under way stop and stay resumable."""
+        with self._lock:
+            current = self._background.get(benchmark_id)
+        if current is not None:
+            current[1].set()
+
+    # ---------------------------------------------------------------- create
+
+    def create(self, spec: BenchmarkSpec) -> Benchmark:
+        if not spec.methods:
+            raise BenchmarkError("name at least one method, e.g. --methods direct,rag,deot")
+        if len(set(spec.methods)) != len(spec.methods):
+            raise BenchmarkError(f"a method is named twice in --methods {','.join(spec.methods)}")
+        if not 1 <= spec.concurrency <= MAX_CONCURRENCY:
+            raise BenchmarkError(f"--concurrency must be 1 to {MAX_CONCURRENCY} (got {spec.concurrency})")
+        get_dataset(spec.dataset)  # DatasetError names the datasets
+        try:
+            for method in spec.methods:
+                self.services.method(method)
+        except UnknownMethod as exc:
+            raise BenchmarkError(str(exc)) from exc
+        profile = profile_for_llm(spec.llm) if spec.profile == "auto" else spec.profile
+        params: dict[str, dict[str, Any]] = {}
+        for method, values in split_values(spec.values, spec.methods, self.services).items():
+            try:
+                built = build_params_with_profile(self.services.method(method).Params, values,
+                                                  method=method, profile=profile)
+            except ParamError as exc:
+                raise BenchmarkError(str(exc)) from exc
+            params[method] = built.model_dump(mode="json")
+        items = load_items(spec.dataset, limit=spec.limit, seed=spec.seed)
+        return self.store.create_benchmark(
+            dataset=spec.dataset, methods=spec.methods, items=[i.id for i in items], limit=len(items),
+            seed=spec.seed, params=params, llm_info=self.services.llm_info(spec.llm),
+            search_mode=spec.search_mode, max_cost=spec.max_cost, max_tokens=spec.max_tokens,
+            concurrency=spec.concurrency,
+        )
+
+    def stop_all(self) -> None:
+        with self._lock:
+            benchmark_ids = list(self._background)
+        for benchmark_id in benchmark_ids:
+            self.stop(benchmark_id)
+
+    # --------------------------------------------------------------- execute
+
+    def execute(self, benchmark_id: str, *, progress: Progress | None = None,
+                stop: threading.Event | None = None) -> Benchmark:
+        """Run (or continue) a benchmark until every row is finished, the budget is spent or `stop`
+        is set; returns the benchmark with its final status."""
+        bench = self.store.get_benchmark(benchmark_id)
+        self.services.runner.recover_interrupted()
+        stop = stop or threading.Event()
+        rows = [r for r in self.store.list_items(bench.id) if r.status not in ItemStatus.FINISHED]
+        items = items_by_id(bench.dataset, sorted({r.item_id for r in rows}))
+        self.store.set_benchmark_status(bench.id, BenchmarkStatus.RUNNING)
+        budget = _BudgetGate(self, bench)
+        reader = self.reader_for(bench)
+
+        def work(row: BenchmarkItem) -> None:
+            if stop.is_set() or budget.spent_out():
+                return
+            try:
+                self._do_row(bench, row, items[row.item_id], budget, stop, reader)
+            except Exception as exc:  # noqa: BLE001 - one item's failure must not end the benchmark
+                log.exception("benchmark %s item %s/%s failed", bench.id, row.item_id, row.method)
+                self.store.finish_item(row.id, status=ItemStatus.FAILED, prediction="", metrics={},
+                                       eval_usage={}, error=f"{type(exc).__name__}: {exc}")
+            if progress is not None:
+                progress(self.store.get_item(row.id))
+
+        with ThreadPoolExecutor(max_workers=bench.concurrency, thread_name_prefix=f"bench-{bench.id}") as pool:
+            list(pool.map(work, rows))
+        left = [r for r in self.store.list_items(bench.id) if r.status not in ItemStatus.FINISHED]
+        if not left:
+            self.store.set_benchmark_status(bench.id, BenchmarkStatus.DONE)
+        elif budget.spent_out():
+            self.store.set_benchmark_status(bench.id, BenchmarkStatus.STOPPED,
+                                            f"budget reached with {len(left)} runs left; resume with a larger budget")
+        else:
+            self.store.set_benchmark_status(bench.id, BenchmarkStatus.STOPPED,
+                                            f"stopped with {len(left)} runs left; resume to finish")
+        return self.store.get_benchmark(bench.id)
+
+    def _do_row(self, bench: Benchmark, row: BenchmarkItem, item: Item, budget: "_BudgetGate",
+                stop: threading.Event, reader: EvalLLM) -> None:
+        runner = self.services.runner
+        run_id = row.run_id
+        if run_id is None:
+            max_tokens, max_cost = budget.left()
+            run = runner.create_run(
+                question=item.question, method=row.method, params=bench.params.get(row.method, {}),
+                llm_info=bench.llm_info, search_mode=bench.search_mode, max_tokens=max_tokens,
+                max_cost=max_cost, search_exclusions=item.exclusions.model_dump() if item.exclusions else None,
+            )
+            run_id = run.id
+            self.store.attach_run(row.id, run_id)
+            runner.start(run_id)
+        else:
+            run = self.services.repo.get_run(run_id)
+            if run.status in RunStatus.RESUMABLE and run.status != RunStatus.FAILED:
+                max_tokens, max_cost = budget.left()
+                runner.resume(run_id, max_tokens=max_tokens, max_cost=max_cost)
+        while runner.is_active(run_id):
+            if stop.is_set():
+                runner.stop(run_id)
+            runner.wait(run_id, timeout=WAIT_S)
+        run = self.services.repo.get_run(run_id)
+        if run.status not in (RunStatus.DONE, RunStatus.FAILED, RunStatus.STOPPED):
+            return  # left resumable (e.g. paused from the app): the next execute continues it
+        if run.status == RunStatus.STOPPED and stop.is_set():
+            return  # stopped by the person, not finished: resumed next time
+        usage = EvalUsage()
+        prediction, scores, error = score_item(self.services.repo, run_id, item, reader.with_usage(usage))
+        answered = run.status == RunStatus.DONE and not error
+        self.store.finish_item(row.id, status=ItemStatus.SCORED if answered else ItemStatus.FAILED,
+                               prediction=prediction[:20000], metrics=scores, eval_usage=usage.as_dict(),
+                               error=error)
+
+    def reader_for(self, bench: Benchmark) -> EvalLLM:
+        """The reader runs on the benchmark's own LLM unless one was given (THOUGHTMAP_MODEL_READER
+        picks another model of the same endpoint)."""
+        if self._reader is not None:
+            return self._reader
+        return EvalLLM(self.services.llm(bench.llm_info.get("kind", "openai")), self.services.prices)
+
+
+class _BudgetGate:
+    """The benchmark's budget, read from what its runs and its scoring have spent so far."""
+
+    def __init__(self, owner: BenchmarkRunner, bench: Benchmark) -> None:
+        self.owner = owner
+        self.bench = bench
+
+    def _spent(self) -> tuple[int, float]:
+        tokens, cost = 0, 0.0
+        for row in self.owner.store.list_items(self.bench.id):
+            if row.run_id:
+                run_tokens, run_cost = self.owner.services.repo.run_usage(row.run_id)
+                tokens += run_tokens
+                cost += run_cost
+            tokens += int(row.eval_usage.get("prompt_tokens", 0)) + int(row.eval_usage.get("completion_tokens", 0))
+            cost += float(row.eval_usage.get("cost", 0.0))
+        return tokens, cost
+
+    def left(self) -> tuple[int | None, float | None]:
+        if self.bench.max_tokens is None and self.bench.max_cost is None:
+            return None, None
+        tokens, cost = self._spent()
+        return (None if self.bench.max_tokens is None else max(1, self.bench.max_tokens - tokens),
+                None if self.bench.max_cost is None else max(1e-9, self.bench.max_cost - cost))
+
+    def spent_out(self) -> bool:
+        if self.bench.max_tokens is None and self.bench.max_cost is None:
+            return False
+        tokens, cost = self._spent()
+        return ((self.bench.max_tokens is not None and tokens >= self.bench.max_tokens)
+                or (self.bench.max_cost is not None and cost >= self.bench.max_cost))
+
+
+__all__ = ["BenchmarkError", "BenchmarkRunner", "BenchmarkSpec", "split_values"]

@@ -1,0 +1,102 @@
+"""One benchmark item's scores, from its stored run and the dataset item.
+
+Everything is read back from storage, so a score can be recomputed and explained from the run a
+reader opens: the answer from the report (engine/evaluate/reader.py), the retrieved titles from the
+run's sources in the order they were stored, the searches from the step log, the usage from the
+run's LLM calls.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from engine.citations import cited_source_ids, strip_markers
+from engine.evaluate import metrics
+from engine.evaluate.accounting import EvalLLM
+from engine.evaluate.datasets import Item
+from engine.evaluate.reader import read_answer
+from engine.narration import SEARCH, active_seconds
+from storage.models import Run, RunStatus
+from storage.repository import Repository
+
+RECALL_AT = 10
+_STORED_MARKER = re.compile(r"\[\[S(\d+)\]\]")
+_HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.M)
+
+
+def answered(run: Run) -> bool:
+    """A run that did not end `done` answered nothing a reader should score."""
+    return run.status == RunStatus.DONE
+
+
+def score_item(repo: Repository, run_id: str, item: Item, reader: EvalLLM) -> tuple[str, dict[str, Any], str]:
+    """(prediction, metrics, error) of one finished run. A run that failed or stopped scores zero on
+    its answer metrics and keeps its usage; the error says why."""
+    run = repo.get_run(run_id)
+    report = repo.latest_report(run_id)
+    markdown = report.markdown if report is not None else ""
+    scores: dict[str, Any] = usage_metrics(repo, run)
+    sources = repo.list_sources(run_id)
+    scores.update(citation_counts(markdown, {s.id for s in sources}))
+    if len(sources) >= 2:
+        texts = [s.text or s.snippet for s in sources]
+        scores["information_diversity"] = metrics.information_diversity(metrics.text_vectors(texts))
+    if item.supporting_titles:
+        recall = metrics.retrieval_recall([s.title for s in sources], item.supporting_titles, k=RECALL_AT)
+        scores.update({"recall_any": recall.any_gold, "recall_all": recall.all_gold, "recall_fraction": recall.fraction})
+
+    error = "" if answered(run) else (run.error or run.stop_reason or f"the run ended {run.status}")
+    prediction = ""
+    if item.answer_type in ("short", "yesno"):
+        if answered(run):
+            read = read_answer(reader, question=item.question, report_markdown=markdown,
+                               report_data=report.data if report is not None else {},
+                               yes_no=item.answer_type == "yesno")
+            prediction, error = read.answer, read.error
+            scores["answer_source"] = read.source
+        if item.answer_type == "short":
+            scores["em"] = metrics.exact_match(prediction, item.answers) if prediction else 0.0
+            scores["f1"] = metrics.f1(prediction, item.answers) if prediction else 0.0
+        else:
+            scores["accuracy"] = metrics.yes_no_accuracy(prediction, item.answers[0]) if prediction else 0.0
+    elif item.answer_type == "article":
+        text = strip_markers(markdown)
+        prediction = text
+        scores["heading_recall"] = metrics.heading_recall(_HEADING.findall(markdown), item.reference_outline)
+        scores["rouge_l"] = metrics.rouge_l(text, item.reference_text) if text.strip() else 0.0
+        # Must stay False: the item's own article is excluded from its retrieval (datasets.Item.exclusions).
+        own = item.reference_title.casefold()
+        scores["own_article_retrieved"] = bool(own) and any(s.title.casefold() == own for s in sources)
+    else:
+        prediction = strip_markers(markdown)
+    return prediction, scores, error
+
+
+def usage_metrics(repo: Repository, run: Run) -> dict[str, Any]:
+    """What the run cost and how long it took: tokens, cost, calls, active seconds, critical path."""
+    events = repo.list_events(run.id)
+    calls = repo.list_llm_calls(run.id)
+    return {
+        "status": run.status,
+        "tokens": run.prompt_tokens + run.completion_tokens,
+        "prompt_tokens": run.prompt_tokens,
+        "completion_tokens": run.completion_tokens,
+        "cost": run.cost,
+        "llm_calls": run.llm_calls,
+        "nodes": run.node_count,
+        "searches": sum(1 for e in events if e.kind == SEARCH),
+        "seconds": round(active_seconds(events), 3),
+        "critical_path_s": round(metrics.critical_path_seconds(repo.list_nodes(run.id), calls), 3),
+    }
+
+
+def citation_counts(markdown: str, source_ids: set[int]) -> dict[str, Any]:
+    """Markers in the final report and the ones that point to no source of the run (judge-free)."""
+    markers = [int(m) for m in _STORED_MARKER.findall(markdown)]
+    dangling = sum(1 for m in markers if m not in source_ids)
+    return {"citations": len(markers), "cited_sources": len(set(cited_source_ids(markdown))),
+            "dangling_citations": dangling}
+
+
+__all__ = ["RECALL_AT", "answered", "citation_counts", "score_item", "usage_metrics"]

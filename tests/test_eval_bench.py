@@ -1,0 +1,207 @@
+"""The benchmark runner end to end, offline: the scripted fake LLM, the bundled corpus, a real
+database, the real CLI process (killed with SIGKILL half-way and resumed)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine import cli
+from engine.config import load_settings
+from engine.evaluate.datasets import load_items
+from engine.evaluate.runner import BenchmarkError, BenchmarkRunner, BenchmarkSpec
+from engine.search.exclusion import ExcludingSearcher, SearchExclusions
+from engine.search.protocol import Hit
+from engine.services import build_services
+from storage.evaluation import EvaluationStore, ItemStatus
+from storage.models import RunStatus
+from tests.test_resume_after_kill import THOUGHTMAP, wait_for
+
+
+@pytest.fixture
+def services(prebuilt_corpus_home):
+    services = build_services(load_settings())
+    yield services
+    services.close()
+
+
+def _bench(services, **overrides):
+    spec = BenchmarkSpec(**{"dataset": "hotpotqa-autoact", "methods": ["direct", "rag"], "limit": 3,
+                            "llm": "fake", **overrides})
+    runner = BenchmarkRunner(services)
+    bench = runner.create(spec)
+    return runner, runner.execute(bench.id)
+
+
+def test_twenty_hotpotqa_items_by_direct_rag_and_deot_complete_offline(prebuilt_corpus_home, capsys, tmp_path):
+    out, out_json = tmp_path / "table.md", tmp_path / "table.json"
+    code = cli.main(["bench", "--dataset", "hotpotqa-autoact", "--methods", "direct,rag,deot", "--limit", "20",
+                     "--llm", "fake", "--concurrency", "4", "--quiet", "--out", str(out), "--json", str(out_json)])
+    assert code == cli.EXIT_OK, capsys.readouterr().err
+    services = build_services(load_settings())
+    try:
+        store = EvaluationStore(services.db)
+        (bench,) = store.list_benchmarks()
+        rows = store.list_items(bench.id)
+        assert bench.status == "done" and len(rows) == 60
+        assert {r.method for r in rows} == {"direct", "rag", "deot"}
+        # Every item is a stored run of its method, on the item's question, and it was scored.
+        sample = {i.id: i for i in load_items("hotpotqa-autoact", limit=20)}
+        for row in rows:
+            run = services.repo.get_run(row.run_id)
+            assert run.method == row.method and run.question == sample[row.item_id].question
+            assert row.status == ItemStatus.SCORED, (row.method, row.error)
+            assert {"em", "f1", "llm_calls", "tokens", "critical_path_s"} <= row.metrics.keys()
+            assert row.metrics["llm_calls"] == run.llm_calls > 0
+            assert row.eval_usage["calls"] >= 1  # the reader read the answer from the report
+        # Retrieval recall is measured where a method retrieves; direct retrieves nothing.
+        assert all(r.metrics["recall_any"] == 0.0 for r in rows if r.method == "direct")
+        rag_recall = [r.metrics["recall_any"] for r in rows if r.method == "rag"]
+        assert sum(rag_recall) >= 10  # BM25 on the question finds a gold paragraph for most items
+    finally:
+        services.close()
+    table = json.loads(out_json.read_text())
+    assert [m["method"] for m in table["methods"]] == ["direct", "rag", "deot"]
+    assert all(m["finished"] == 20 for m in table["methods"])
+    em = table["methods"][1]["metrics"]["em"]
+    assert em["low"] <= em["mean"] <= em["high"]
+    markdown = out.read_text()
+    assert "| rag | 20/20 | 0 |" in markdown and "Recall@10 any-gold" in markdown
+
+
+def test_a_killed_benchmark_resumes_without_redoing_finished_items(prebuilt_corpus_home):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "THOUGHTMAP_"))}
+    # Each fake call takes a little time, so the kill lands with some items scored and some running.
+    env.update(THOUGHTMAP_HOME=str(prebuilt_corpus_home), THOUGHTMAP_FAKE_LATENCY="0.2", PYTHONUNBUFFERED="1")
+    args = ["bench", "--dataset", "hotpotqa-autoact", "--methods", "direct,rag", "--limit", "8", "--llm", "fake",
+            "--concurrency", "2", "--quiet"]
+    proc = subprocess.Popen([*THOUGHTMAP, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    services = build_services(load_settings())
+    try:
+        store = EvaluationStore(services.db)
+        bench = wait_for(lambda: next(iter(store.list_benchmarks()), None), 60, "the benchmark", proc)
+
+        def half_done():
+            rows = store.list_items(bench.id)
+            scored = [r for r in rows if r.status == ItemStatus.SCORED]
+            return len(scored) >= 4 and any(r.status == ItemStatus.RUNNING for r in rows)
+
+        wait_for(half_done, 120, "half of the items scored while others run", proc)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        before = {r.id: r for r in store.list_items(bench.id)}
+        scored = {i: r for i, r in before.items() if r.status == ItemStatus.SCORED}
+        started = {i: r for i, r in before.items() if r.status == ItemStatus.RUNNING}
+        assert scored and started and len(scored) < len(before)
+        calls_before = {r.run_id: services.repo.get_run(r.run_id).llm_calls for r in scored.values()}
+    finally:
+        services.close()
+
+    resumed = subprocess.run([*THOUGHTMAP, "bench", "--resume", bench.id, "--quiet"], env=env,
+                             capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+
+    services = build_services(load_settings())
+    try:
+        store = EvaluationStore(services.db)
+        after = {r.id: r for r in store.list_items(bench.id)}
+        assert store.get_benchmark(bench.id).status == "done"
+        assert all(r.status == ItemStatus.SCORED for r in after.values())
+        for row_id, row in scored.items():
+            # Finished items were not run again: same run, same calls, same scores.
+            assert after[row_id].run_id == row.run_id and after[row_id].metrics == row.metrics
+            assert services.repo.get_run(row.run_id).llm_calls == calls_before[row.run_id]
+        for row_id, row in started.items():
+            assert after[row_id].run_id == row.run_id  # the interrupted run was resumed, not replaced
+        # One run per (item, method): nothing was run twice.
+        assert len(services.repo.list_runs(limit=1000)) == len(after)
+    finally:
+        services.close()
+
+
+def test_a_freshwiki_item_never_retrieves_its_own_article(services, bundled_corpus):
+    items = load_items("freshwiki", limit=2)
+    for item in items:
+        # Without the exclusion the topic's own article is the top hit: the test would mean nothing.
+        hits = bundled_corpus.searcher.search(item.question, 5)
+        assert any(h.title == item.reference_title for h in hits)
+    runner, bench = _bench(services, dataset="freshwiki", methods=["rag", "omnithink"], limit=2)
+    rows = runner.store.list_items(bench.id)
+    assert len(rows) == 4 and all(r.status == ItemStatus.SCORED for r in rows), [r.error for r in rows]
+    by_id = {i.id: i for i in items}
+    for row in rows:
+        item = by_id[row.item_id]
+        run = services.repo.get_run(row.run_id)
+        assert run.search_exclusions == {"titles": [item.reference_title], "urls": [item.reference_url]}
+        sources = services.repo.list_sources(run.id)
+        assert sources, "the run retrieved other documents"
+        assert all(s.title != item.reference_title and s.url != item.reference_url for s in sources)
+        assert row.metrics["own_article_retrieved"] is False
+        assert {"heading_recall", "rouge_l"} <= row.metrics.keys()
+
+
+def test_the_excluding_searcher_drops_an_article_by_title_or_url_and_still_returns_k_hits():
+    def hit(title, url, n):
+        return Hit(title=title, ref=f"r{n}", snippet="", text="", kind="web", url=url)
+
+    class Listing:
+        description = "test listing"
+
+        def search(self, query, k=5):
+            pool = [hit("Cyclone Mocha", "https://en.wikipedia.org/wiki/Cyclone_Mocha", 0),
+                    hit("Cyclone Mocha - Wikipedia", "https://example.org/a", 1),
+                    hit("Mirror", "https://en.m.wikipedia.org/wiki/Cyclone_Mocha/", 2),
+                    *(hit(f"Other {n}", f"https://example.org/{n}", n) for n in range(3, 20))]
+            return pool[:k]
+
+    searcher = ExcludingSearcher(Listing(), SearchExclusions(titles=["cyclone  mocha"],
+                                                             urls=["http://www.en.wikipedia.org/wiki/Cyclone_Mocha"]))
+    hits = searcher.search("mocha", 5)
+    assert [h.title for h in hits] == ["Other 3", "Other 4", "Other 5", "Other 6", "Other 7"]
+
+
+def test_bad_benchmark_input_is_refused_before_anything_is_stored(services):
+    runner = BenchmarkRunner(services)
+    cases = [
+        (dict(methods=["direct", "nosuch"]), "nosuch"),
+        (dict(methods=[]), "at least one method"),
+        (dict(values={"top_k": 0}), "top_k"),
+        (dict(values={"no_such_param": 1}), "no_such_param"),
+        (dict(values={"deot.max_layers": 2}), "'deot' is not one of the benchmark's methods"),
+        (dict(concurrency=0), "--concurrency"),
+    ]
+    for overrides, words in cases:
+        spec = BenchmarkSpec(**{"dataset": "hotpotqa-autoact", "methods": ["direct", "rag"], "limit": 2,
+                                "llm": "fake", **overrides})
+        with pytest.raises(BenchmarkError, match=None) as info:
+            runner.create(spec)
+        assert words in str(info.value)
+    assert runner.store.list_benchmarks() == []
+
+
+def test_the_cli_says_what_was_wrong(prebuilt_corpus_home, capsys):
+    assert cli.main(["bench", "--dataset", "nosuch", "--llm", "fake"]) == cli.EXIT_USAGE
+    assert "unknown dataset 'nosuch'. Choose one of: hotpotqa-autoact" in capsys.readouterr().err
+    assert cli.main(["bench", "--llm", "fake"]) == cli.EXIT_USAGE
+    assert "name a dataset" in capsys.readouterr().err
+    assert cli.main(["bench", "--dataset", "nq", "--limit", "0", "--llm", "fake"]) == cli.EXIT_USAGE
+    assert "--limit must be at least 1" in capsys.readouterr().err
+    assert cli.main(["bench", "--show", "nosuchbench"]) == cli.EXIT_USAGE
+    assert "no benchmark with id 'nosuchbench'" in capsys.readouterr().err
+
+
+def test_a_parameter_goes_to_the_methods_that_have_it(services):
+    runner, bench = _bench(services, values={"top_k": 3, "direct.max_answer_tokens": 64}, limit=1)
+    assert bench.params["rag"]["top_k"] == 3 and "top_k" not in bench.params["direct"]
+    assert bench.params["direct"]["max_answer_tokens"] == 64 and bench.params["rag"]["max_answer_tokens"] == 800
+    rows = runner.store.list_items(bench.id)
+    for row in rows:
+        assert services.repo.get_run(row.run_id).params == bench.params[row.method]
+    assert {r.status for r in rows} == {ItemStatus.SCORED}
+    assert services.repo.get_run(rows[0].run_id).status == RunStatus.DONE
