@@ -178,6 +178,8 @@ def test_heading_recall_is_storms_soft_recall() -> None:
     assert heading_recall(["Career", "Notes", "Further reading"], reference) == pytest.approx(1 / 3)
     assert heading_recall(["Awards"], reference) == pytest.approx(0.0)
     assert heading_recall([], reference) == 0.0
+    assert heading_recall(["# 2.1 2020 election"], ["2020 election"]) == pytest.approx(1.0)
+    assert heading_recall(["# Election"], ["2020 election"]) < 1.0  # the year is part of the heading
     with pytest.raises(ValueError, match="no headings"):
         heading_recall(["History"], ["References", "See also"])
 
