@@ -120,3 +120,45 @@ def test_a_method_without_a_formula_is_named():
 
     with pytest.raises(NoEstimate, match="'plain'"):
         benchmark_estimate({"plain": Unpriced}, {"plain": Unpriced.Params()}, items=3)
+
+
+# ---------------------------------------------------------------------- the Explore page
+
+
+@pytest.fixture
+def app_services(prebuilt_corpus_home):
+    """The app's own Services (the cached `get_services()`), built in this test's home."""
+    from components import app_state
+
+    app_state.get_services.clear()
+    built = app_state.get_services()
+    yield built
+    built.close()
+    app_state.get_services.clear()
+
+
+def test_explore_shows_the_estimate_before_start_and_follows_the_parameters(app_services):
+    from engine.safe_text import inline_text
+    from tests.test_app_pages import assert_no_exception, open_page, texts
+
+    def shown(params) -> str:
+        line = estimate_line(METHODS["deot"].estimate(params), prices=app_services.prices, model="fake")
+        return inline_text(line)
+
+    at = open_page()
+    assert shown(DeotParams()) in texts(at.caption)
+    at.number_input(key="params-deot.max_nodes").set_value(5).run()
+    assert_no_exception(at)
+    assert shown(DeotParams(max_nodes=5)) in texts(at.caption)
+    assert shown(DeotParams()) not in texts(at.caption)
+    # A value the parameters refuse: no estimate, and no run started.
+    for tool in ("news_search", "info_search", "event_extractor", "history_analyzer", "direct_reasoning"):
+        at.checkbox(key=f"params-deot.{tool}").uncheck()
+    at.run()
+    assert any(t.startswith("No cost estimate: a parameter value is not valid") for t in texts(at.caption))
+    # Another method: its own formula.
+    at.selectbox(key="method").set_value("direct").run()
+    direct = METHODS["direct"]
+    line = estimate_line(direct.estimate(direct.Params()), prices=app_services.prices, model="fake")
+    assert inline_text(line) in texts(at.caption)
+    assert app_services.repo.list_runs() == []
