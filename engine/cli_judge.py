@@ -9,7 +9,6 @@ Every verdict is stored (judgments table). Stored and model text is printed thro
 
 from __future__ import annotations
 
-
 from engine.evaluate.accounting import EvalLLM, EvalUsage
 from engine.evaluate.claims import CLAIMS_PURPOSE, ClaimSupportResult, check_and_store
 from engine.evaluate.claims import PROTOCOL as CLAIMS_PROTOCOL
