@@ -1,4 +1,4 @@
-"""`thoughtmap`: the same engine, headless.
+"""`thoughtmap`: the same engine, headless. `judge` lives in engine/cli_judge.py.
 
 Exit codes: 0 done; 1 the run failed or a runtime error (endpoint unreachable, the report could
 not be written at the end: the run is saved); 2 bad input (unknown method, parameter or run, empty
@@ -16,6 +16,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from engine.cli_judge import add_judge_parser, cmd_judge
 from engine.cli_input import BadInput, budget_type, check_arguments_are_utf8, check_out_path
 from engine.config import load_settings
 from engine.llm.protocol import LLMAuthError, LLMError
@@ -144,6 +145,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="status: what would run and whether it can; prepare: assemble and verify the "
                        "built-in model file now (scripts/setup does this)")
     model.add_argument("--force", action="store_true", help="prepare: assemble again even if the file exists")
+
+    add_judge_parser(sub)
     return parser
 
 
@@ -535,7 +538,8 @@ def _execute_benchmark(bench_runner, benchmark_id: str, progress):
 
 
 COMMANDS = {"bench": cmd_bench, "run": cmd_run, "resume": cmd_resume, "list": cmd_list, "show": cmd_show,
-            "export": cmd_export, "ingest": cmd_ingest, "methods": cmd_methods, "model": cmd_model}
+            "export": cmd_export, "ingest": cmd_ingest, "methods": cmd_methods, "model": cmd_model,
+            "judge": cmd_judge}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
