@@ -133,6 +133,11 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--max-tokens", type=budget_type("--max-tokens", int, "tokens"),
                        help="token budget of the whole benchmark")
     bench.add_argument("--concurrency", type=int, default=2, help="runs at a time (default 2)")
+    bench.add_argument("--judges", default="", metavar="claims,density,rubric",
+                       help="LLM-judged scores per item: claims (citation error and support rates), density "
+                       "(OmniThink's knowledge density), rubric (OmniThink's on articles, the deep research paper's "
+                       "otherwise); the judge model per role: THOUGHTMAP_MODEL_JUDGE_CLAIMS, _JUDGE_DENSITY, "
+                       "_JUDGE_RUBRIC, else THOUGHTMAP_MODEL_JUDGE")
     bench.add_argument("--resume", metavar="ID", help="continue a stored benchmark")
     bench.add_argument("--show", metavar="ID", help="print a stored benchmark's table")
     bench.add_argument("--list", action="store_true", help="list stored benchmarks")
@@ -494,7 +499,8 @@ def cmd_bench(args) -> int:
                 dataset=args.dataset, methods=[m.strip() for m in args.methods.split(",") if m.strip()],
                 limit=args.limit, seed=DEFAULT_SEED if args.seed is None else args.seed, values=values, llm=kind,
                 profile=args.profile, search_mode=args.search or services.settings.search,
-                max_cost=args.max_cost, max_tokens=args.max_tokens, concurrency=args.concurrency)
+                max_cost=args.max_cost, max_tokens=args.max_tokens, concurrency=args.concurrency,
+                judges=tuple(j.strip() for j in args.judges.split(",") if j.strip()))
             bench = bench_runner.create(spec)
             _prepare_llm(services, kind, args.quiet)
         if not args.show:

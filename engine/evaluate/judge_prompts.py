@@ -133,8 +133,20 @@ CLAIM_SUPPORT = Prompt(
     ),
 )
 
-ALL_PROMPTS = (PAIRWISE_DEOT, PAIRWISE_MTQA, RUBRIC_OMNITHINK, SCORE_DEEPRESEARCH, KEY_POINTS,
-               KEY_POINT_CHECK, CLAIM_SUPPORT)
+KNOWLEDGE_UNITS = Prompt(
+    name="judge.knowledge_units",
+    system=(
+        "You split text into atomic knowledge units, as FActScore does for OmniThink's knowledge density: "
+        "each unit is one short, self-contained statement of a single fact the text asserts (who, what, "
+        "when, where, how much), with names written out instead of pronouns. Leave out opinions with no "
+        "fact in them, headings, citations and repetitions of a unit already listed. List at most "
+        "$limit units, in the order the text gives them.\n\n" + _DATA_RULE
+    ),
+    user="$text",
+)
 
-__all__ = ["ALL_PROMPTS", "CLAIM_SUPPORT", "KEY_POINTS", "KEY_POINT_CHECK", "PAIRWISE_DEOT", "PAIRWISE_MTQA",
+ALL_PROMPTS = (PAIRWISE_DEOT, PAIRWISE_MTQA, RUBRIC_OMNITHINK, SCORE_DEEPRESEARCH, KEY_POINTS,
+               KEY_POINT_CHECK, CLAIM_SUPPORT, KNOWLEDGE_UNITS)
+
+__all__ = ["ALL_PROMPTS", "CLAIM_SUPPORT", "KEY_POINTS", "KNOWLEDGE_UNITS", "KEY_POINT_CHECK", "PAIRWISE_DEOT", "PAIRWISE_MTQA",
            "RUBRIC_OMNITHINK", "SCORE_DEEPRESEARCH", "quoted"]
