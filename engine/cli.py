@@ -138,6 +138,9 @@ def _parser() -> argparse.ArgumentParser:
                        "(OmniThink's knowledge density), rubric (OmniThink's on articles, the deep research paper's "
                        "otherwise); the judge model per role: THOUGHTMAP_MODEL_JUDGE_CLAIMS, _JUDGE_DENSITY, "
                        "_JUDGE_RUBRIC, else THOUGHTMAP_MODEL_JUDGE")
+    bench.add_argument("--pairwise", choices=["deot", "mtqa"], default=None,
+                       help="also compare the first method with each other one, item by item, with the DEoT "
+                       "or MTQA pairwise judge (both orders; THOUGHTMAP_MODEL_JUDGE_PAIRWISE picks the model)")
     bench.add_argument("--resume", metavar="ID", help="continue a stored benchmark")
     bench.add_argument("--show", metavar="ID", help="print a stored benchmark's table")
     bench.add_argument("--list", action="store_true", help="list stored benchmarks")
@@ -517,12 +520,25 @@ def cmd_bench(args) -> int:
         raise CLIError(str(exc)) from exc
     table = summarize(bench_runner.store, bench.id)
     markdown = to_markdown(table)
+    if args.pairwise:
+        markdown += "\n" + _pairwise(services, bench_runner, bench, args.pairwise)
     _say(markdown)
     if args.out:
         _write_file(args.out, markdown)
     if args.json_out:
         _write_file(args.json_out, json.dumps(to_json(table), indent=2, ensure_ascii=False))
     return EXIT_OK if bench.status in ("done", "running") else EXIT_STOPPED
+
+
+def _pairwise(services, bench_runner, bench, protocol: str) -> str:
+    from engine.evaluate.pairwise_bench import compare_methods, comparisons_markdown
+
+    if len(bench.methods) < 2:
+        raise CLIError(f"--pairwise needs two methods; benchmark {bench.id} has {bench.methods[0]} only")
+    kind = bench.llm_info.get("kind", "openai")
+    _prepare_llm(services, kind, True)
+    return comparisons_markdown(compare_methods(bench_runner.store, services.repo,
+                                                bench_runner.reader_for(bench), bench.id, protocol))
 
 
 def _execute_benchmark(bench_runner, benchmark_id: str, progress):

@@ -222,3 +222,27 @@ def test_judges_add_their_scores_to_every_item_and_store_their_verdicts(services
     assert row.eval_usage["calls"] >= 1 + 4 and row.metrics["llm_calls"] == run.llm_calls
     with pytest.raises(BenchmarkError, match="unknown judge 'vibes'"):
         runner.create(BenchmarkSpec(dataset="nq", methods=["rag"], limit=1, llm="fake", judges=("vibes",)))
+
+
+def test_pairwise_compares_the_first_method_with_the_others_item_by_item(prebuilt_corpus_home, capsys):
+    args = ["bench", "--dataset", "researchy", "--methods", "direct,rag", "--limit", "2", "--llm", "fake",
+            "--quiet", "--pairwise", "deot"]
+    assert cli.main(args) == cli.EXIT_OK, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert "Pairwise (deot.pairwise): direct vs rag, 2 valid comparisons of 2 (0 invalid)" in out
+    assert "| overall |" in out
+    services = build_services(load_settings())
+    try:
+        store = EvaluationStore(services.db)
+        (bench,) = store.list_benchmarks()
+        judgments = store.list_judgments(benchmark_id=bench.id, protocol="deot.pairwise")
+        assert len(judgments) == 2 and all(j.calls == 2 for j in judgments)  # both orders, once each
+    finally:
+        services.close()
+    # Shown again: the stored verdicts are read back, not asked again.
+    assert cli.main(["bench", "--show", bench.id, "--pairwise", "deot", "--llm", "fake"]) == cli.EXIT_OK
+    services = build_services(load_settings())
+    try:
+        assert len(EvaluationStore(services.db).list_judgments(benchmark_id=bench.id)) == 2
+    finally:
+        services.close()
