@@ -4,7 +4,8 @@ import json
 
 import streamlit as st
 
-from components.app_state import get_services
+from components.app_state import active_llm, get_services
+from components.citation_check import citation_check
 from components.safe_markdown import render, render_document
 from engine.methods.base import UnsupportedCommand
 from engine.export import build_document, to_docx, to_pdf
@@ -65,6 +66,7 @@ if cols[4].button("Regenerate report", key="regenerate"):
         st.toast("Regenerating the report; it appears here when ready.")
 
 render_document(st, markdown)
+citation_check(services, run_id, active_llm(services))
 
 sources = repo.list_sources(run_id)
 with st.expander(f"All sources gathered by this run ({len(sources)})"):

@@ -31,6 +31,7 @@ from engine.preferences import (
     save_preferences,
 )
 from engine.report import render_markdown
+from storage.evaluation import EvaluationStore
 from storage.models import CommandStatus, NodeStatus, RunStatus
 from storage.repository import RunNotFound
 from tests.fixtures_engine import run_to_end
@@ -531,6 +532,26 @@ def test_report_page_renders_downloads_and_regenerates(services):
     assert_no_exception(at)
     assert shows_markdown(at, render_markdown(services.repo, other))
     assert at.session_state["run_id"] == other
+
+
+def test_report_page_checks_every_cited_sentence_against_its_source(services):
+    run_id = run_to_end(services, "Who wrote the play Hamlet?", "rag")
+    at = open_page("pages/report.py", run_id=run_id)
+    assert "Not checked yet." in joined(at.caption)
+    at.button(key=f"check-citations-{run_id}").click().run()
+    assert_no_exception(at)
+    assert not at.error, texts(at.error)
+    labels = {m.label: m.value for m in at.metric}
+    assert {"Support rate", "Citation error rate", "Citations", "Judge calls"} <= labels.keys()
+    stored = EvaluationStore(services.db).list_judgments(run_id=run_id, protocol="claim_support")
+    assert len(stored) == 1 and labels["Citations"] == str(stored[0].verdict["markers"]) != "0"
+    table = at.dataframe[0].value
+    assert list(table.columns) == ["Sentence", "Source", "Verdict", "Why"] and len(table) >= 1
+    assert set(table["Source"]) <= {f"[{n}]" for n in range(1, 20)}
+    # Reopened later: the stored check is shown without asking the judge again.
+    again = open_page("pages/report.py", run_id=run_id)
+    assert {m.label for m in again.metric} >= {"Support rate"}
+    assert len(EvaluationStore(services.db).list_judgments(run_id=run_id)) == 1
 
 
 # ---------------------------------------------------------------------- Settings

@@ -1,0 +1,61 @@
+"""The Report page's citation check: every cited sentence of the run's report checked against the
+source it cites (engine/evaluate/claims.py), with the support rate and the citation error rate.
+
+The check is asked for (a button: it costs one judge call per cited source); its result is stored
+as a judgment and shown again whenever the run is opened. Sentences, reasons and source titles are
+model or web text: they go into a dataframe (plain text cells), never into HTML.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from engine.citations import number_citations
+from engine.evaluate.accounting import EvalLLM
+from engine.evaluate.claims import PROTOCOL, ClaimSupportResult, check_and_store
+from engine.evaluate.run_report import JudgeInputError, load_judged_run
+from engine.llm.protocol import LLMError
+from storage.evaluation import EvaluationStore
+
+_VERDICT_WORDS = {"supported": "supported", "not_supported": "not in the source", "contradicted": "contradicted",
+                  "dangling": "points to no source", "invalid": "the judge gave no valid verdict"}
+
+
+def _percent(value: float | None) -> str:
+    return "–" if value is None else f"{value:.0%}"
+
+
+def citation_check(services, run_id: str, llm_kind: str) -> None:
+    store = EvaluationStore(services.db)
+    with st.expander("Citation check: does each cited source say what the sentence claims?"):
+        report = services.repo.latest_report(run_id)
+        if report is None:
+            st.caption("The run has no final report yet: finish or resume it first.")
+            return
+        if st.button("Check every cited sentence", key=f"check-citations-{run_id}",
+                     help="One judge call per cited source (THOUGHTMAP_MODEL_JUDGE_CLAIMS picks the model)."):
+            try:
+                with st.spinner("Checking the citations against their sources..."):
+                    check_and_store(store, EvalLLM(services.llm(llm_kind), services.prices),
+                                    load_judged_run(services.repo, run_id))
+            except (JudgeInputError, LLMError) as exc:
+                st.error(f"The check could not run: {getattr(exc, 'user_message', exc)}")
+        stored = store.list_judgments(run_id=run_id, protocol=PROTOCOL)
+        if not stored:
+            st.caption("Not checked yet.")
+            return
+        latest = stored[-1]
+        result = ClaimSupportResult.model_validate(latest.verdict)
+        cols = st.columns(4)
+        cols[0].metric("Support rate", _percent(result.support_rate), help="Supported citations over those judged.")
+        cols[1].metric("Citation error rate", _percent(result.citation_error_rate),
+                       help="Citations pointing nowhere, or to a source that does not say (or contradicts) the claim.")
+        cols[2].metric("Citations", result.markers)
+        cols[3].metric("Judge calls", latest.calls)
+        sources = {s.id: s for s in services.repo.list_sources(run_id)}
+        numbers = {sid: n for n, sid in number_citations(report.markdown, sources).numbering.items()}
+        rows = [{"Sentence": check.text, "Source": f"[{numbers[c.source_id]}]" if c.source_id in numbers else "?",
+                 "Verdict": _VERDICT_WORDS[c.status], "Why": c.reason}
+                for check in result.sentences for c in check.citations]
+        st.dataframe(rows, hide_index=True, width="stretch")
+        st.caption(f"Checked {latest.created_at:%Y-%m-%d %H:%M} with {latest.model or 'the run’s model'}.")
