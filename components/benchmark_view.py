@@ -21,6 +21,18 @@ _ANSWER_KEYS = {key for key, _title, _zero in ANSWER_METRICS}
 PREDICTION_CHARS = 300  # a long-form prediction is read on Explore, not in a table cell
 
 
+# The runner words its refusals for the CLI; the page names its own fields.
+_FORM_WORDS = (("--limit", "Items"), ("--concurrency", "Concurrency"), ("--methods", "Methods"),
+               ("--param ", "parameter "), ("--max-cost", "Max cost"), ("--max-tokens", "Max tokens"))
+
+
+def form_wording(message: str) -> str:
+    """A runner or dataset refusal in the page's words (its fields' labels instead of CLI flags)."""
+    for flag, label in _FORM_WORDS:
+        message = message.replace(flag, label)
+    return message
+
+
 def benchmark_label(bench: Benchmark, method_titles: dict[str, str]) -> str:
     methods = ", ".join(method_titles.get(m, m) for m in bench.methods)
     return (f"{bench.created_at:%Y-%m-%d %H:%M} · {get_dataset(bench.dataset).title} · {bench.limit} items × "
@@ -147,4 +159,4 @@ def _item_table(bench: Benchmark, rows: list[BenchmarkItem], items: dict[str, It
         st.switch_page("pages/explore.py", query_params={"run": run_id})
 
 
-__all__ = ["benchmark_label", "benchmark_view"]
+__all__ = ["benchmark_label", "benchmark_view", "form_wording"]

@@ -31,7 +31,8 @@ def any_active(services: Services, run_ids: Sequence[str]) -> bool:
 def usage_line(reads: RunReads, lifecycle) -> str:
     """The run's progress line (status, nodes, active and wall time, tokens, cost) and its LLM calls."""
     run = reads.run
-    return progress_line(run, reads.nodes, lifecycle) + f" · {run.llm_calls:,} LLM calls"
+    calls = f"{run.llm_calls:,} LLM call" + ("" if run.llm_calls == 1 else "s")
+    return progress_line(run, reads.nodes, lifecycle) + f" · {calls}"
 
 
 def compared_runs(services: Services, run_ids: Sequence[str]) -> None:

@@ -99,9 +99,9 @@ def test_a_benchmark_started_on_the_page_runs_and_its_tables_appear(services):
 
 
 @pytest.mark.parametrize("change, expected", [
-    (lambda at: at.multiselect(key="eval-methods").set_value([]), "name at least one method"),
-    (lambda at: at.number_input(key="eval-limit").set_value(0), "--limit must be at least 1"),
-    (lambda at: at.number_input(key="eval-concurrency").set_value(99), "--concurrency must be 1 to 16"),
+    (lambda at: at.multiselect(key="eval-methods").set_value([]), "Choose at least one method"),
+    (lambda at: at.number_input(key="eval-limit").set_value(0), "Items must be at least 1"),
+    (lambda at: at.number_input(key="eval-concurrency").set_value(99), "Concurrency must be 1 to 16"),
     (lambda at: at.number_input(key="eval-max-cost").set_value(-1.0), "Max cost must be more than 0"),
     (lambda at: at.number_input(key="eval-params-direct-paper.max_answer_tokens").set_value(5), "max_answer_tokens"),
 ], ids=["no-method", "limit", "concurrency", "budget", "parameter"])
@@ -146,11 +146,11 @@ def test_a_comparison_runs_each_method_with_the_same_budget_side_by_side(service
     for run_id in run_ids:
         assert len(no_map[f"compare-map-{run_id}"].nodes) == services.repo.get_run(run_id).node_count
     assert [h.value for h in at.subheader][:2] == [services.methods[m].title for m in ("direct", "rag")]
-    usage = [c for c in texts(at.caption) if "LLM calls" in c]
+    usage = [c for c in texts(at.caption) if "LLM call" in c]
     assert len(usage) == 2 and all("done" in u and "tokens" in u for u in usage)
     for run_id in run_ids:
         run = services.repo.get_run(run_id)
-        assert any(f"{run.llm_calls:,} LLM calls" in u for u in usage)
+        assert any(f"{run.llm_calls:,} LLM call" in u for u in usage)
 
 
 def test_a_comparison_with_bad_input_stores_nothing(services, no_map):

@@ -89,6 +89,8 @@ def test_evaluate_and_compare_in_the_browser(streamlit_app, page, app_repo, eval
     page.get_by_role("heading", name="Results").wait_for()
     page.get_by_role("heading", name="Items").wait_for()
     _shot(page, "evaluate-results")
+    page.get_by_role("heading", name="Items").scroll_into_view_if_needed()
+    _shot(page, "evaluate-items")
 
     # Open an item's run on Explore.
     rows = eval_store.list_items(bench.id)
@@ -119,8 +121,10 @@ def test_evaluate_and_compare_in_the_browser(streamlit_app, page, app_repo, eval
 
     boxes = poll(page, map_boxes, what="both maps laid out")
     assert boxes[0]["x"] + boxes[0]["width"] <= boxes[1]["x"] + 1  # side by side
-    assert page.get_by_text("LLM calls").count() >= 2
+    assert page.get_by_text("LLM call").count() >= 2
     _shot(page, "compare-side-by-side")
+    page.get_by_role("heading", name="Judges").scroll_into_view_if_needed()
+    _shot(page, "compare-reports-and-judges")
 
     # Reopened from its address alone.
     address = page.url
