@@ -1,4 +1,4 @@
-"""`thoughtmap`: the same engine, headless.
+"""`thoughtmap`: the same engine, headless. `judge` lives in engine/cli_judge.py.
 
 Exit codes: 0 done; 1 the run failed or a runtime error (endpoint unreachable, the report could
 not be written at the end: the run is saved); 2 bad input (unknown method, parameter or run, empty
@@ -16,6 +16,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from engine.cli_judge import add_judge_parser, cmd_judge
 from engine.cli_input import BadInput, budget_type, check_arguments_are_utf8, check_out_path
 from engine.config import load_settings
 from engine.llm.protocol import LLMAuthError, LLMError
@@ -132,6 +133,11 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--max-tokens", type=budget_type("--max-tokens", int, "tokens"),
                        help="token budget of the whole benchmark")
     bench.add_argument("--concurrency", type=int, default=2, help="runs at a time (default 2)")
+    bench.add_argument("--judges", default="", metavar="claims,density,rubric",
+                       help="LLM-judged scores per item: claims (citation error and support rates), density "
+                       "(OmniThink's knowledge density), rubric (OmniThink's on articles, the deep research paper's "
+                       "otherwise); the judge model per role: THOUGHTMAP_MODEL_JUDGE_CLAIMS, _JUDGE_DENSITY, "
+                       "_JUDGE_RUBRIC, else THOUGHTMAP_MODEL_JUDGE")
     bench.add_argument("--resume", metavar="ID", help="continue a stored benchmark")
     bench.add_argument("--show", metavar="ID", help="print a stored benchmark's table")
     bench.add_argument("--list", action="store_true", help="list stored benchmarks")
@@ -144,6 +150,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="status: what would run and whether it can; prepare: assemble and verify the "
                        "built-in model file now (scripts/setup does this)")
     model.add_argument("--force", action="store_true", help="prepare: assemble again even if the file exists")
+
+    add_judge_parser(sub)
     return parser
 
 
@@ -491,7 +499,8 @@ def cmd_bench(args) -> int:
                 dataset=args.dataset, methods=[m.strip() for m in args.methods.split(",") if m.strip()],
                 limit=args.limit, seed=DEFAULT_SEED if args.seed is None else args.seed, values=values, llm=kind,
                 profile=args.profile, search_mode=args.search or services.settings.search,
-                max_cost=args.max_cost, max_tokens=args.max_tokens, concurrency=args.concurrency)
+                max_cost=args.max_cost, max_tokens=args.max_tokens, concurrency=args.concurrency,
+                judges=tuple(j.strip() for j in args.judges.split(",") if j.strip()))
             bench = bench_runner.create(spec)
             _prepare_llm(services, kind, args.quiet)
         if not args.show:
@@ -535,7 +544,8 @@ def _execute_benchmark(bench_runner, benchmark_id: str, progress):
 
 
 COMMANDS = {"bench": cmd_bench, "run": cmd_run, "resume": cmd_resume, "list": cmd_list, "show": cmd_show,
-            "export": cmd_export, "ingest": cmd_ingest, "methods": cmd_methods, "model": cmd_model}
+            "export": cmd_export, "ingest": cmd_ingest, "methods": cmd_methods, "model": cmd_model,
+            "judge": cmd_judge}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

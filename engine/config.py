@@ -7,7 +7,7 @@ Environment variables (a public interface, keep them stable):
 | OPENAI_API_KEY | key for the OpenAI-compatible endpoint | unset |
 | OPENAI_BASE_URL | endpoint URL (OpenAI, Ollama, vLLM, llama.cpp server...) | https://api.openai.com/v1 |
 | THOUGHTMAP_MODEL | default model name | gpt-4o-mini |
-| THOUGHTMAP_MODEL_<PURPOSE> | model for one purpose, e.g. THOUGHTMAP_MODEL_JUDGE | THOUGHTMAP_MODEL |
+| THOUGHTMAP_MODEL_<PURPOSE> | model for one purpose, e.g. THOUGHTMAP_MODEL_JUDGE; a purpose with a role after `_` (THOUGHTMAP_MODEL_JUDGE_PAIRWISE, _JUDGE_RUBRIC, _JUDGE_CLAIMS) falls back to its family (JUDGE) | THOUGHTMAP_MODEL |
 | THOUGHTMAP_STRUCTURED_MODE | auto, json_schema, json_object or prompted | auto |
 | THOUGHTMAP_LLM_TIMEOUT | seconds per LLM call | 120 |
 | THOUGHTMAP_LLM_MAX_RETRIES | retries on 429/5xx/connection errors/timeouts | 5 |
@@ -57,7 +57,14 @@ class LLMSettings(BaseModel):
     prices_file: Path | None = None
 
     def model_for(self, purpose: str) -> str:
-        return self.models.get(purpose, self.model)
+        """The model of a purpose; a role within a family (`judge_pairwise`) falls back to the
+        family's model (`judge`), then to the default: one judge model can serve every judge role
+        while any role can still have its own."""
+        while purpose:
+            if purpose in self.models:
+                return self.models[purpose]
+            purpose = purpose.rpartition("_")[0]
+        return self.model
 
     @property
     def is_default_openai(self) -> bool:

@@ -8,6 +8,7 @@ from streamlit.errors import StreamlitPageNotFoundError
 
 from components import mindmap
 from components.app_state import active_llm, get_services, preferences, running_on_notice, start_local_model
+from components.cost_estimate import cost_estimate
 from components.live_run import run_reads
 from components.node_panel import node_panel
 from components.params_form import params_form
@@ -49,7 +50,8 @@ with st.expander("New research", expanded=current is None):
     method = st.selectbox("Method", list(methods), format_func=lambda n: methods[n].title, key="method")
     st.caption(methods[method].summary)
     params_type = methods[method].Params
-    profile = profile_for_llm(active_llm(services))
+    kind = active_llm(services)
+    profile = profile_for_llm(kind)
     with st.expander("Parameters" + (" (quick profile)" if profile == "quick" and params_type.quick_profile else "")):
         if profile == "quick" and params_type.quick_profile:
             st.caption("Quick profile for the small built-in model, so a run finishes in minutes: "
@@ -59,6 +61,7 @@ with st.expander("New research", expanded=current is None):
         # Separate widget keys per profile: switching the LLM must show that profile's defaults.
         raw = params_form(params_type, key=f"params-{method}" + ("" if profile == "paper" else f"-{profile}"),
                           defaults=profile_defaults(params_type, profile))
+    cost_estimate(methods[method], raw, model=services.llm_info(kind)["model"], prices=services.prices)
     if st.button("Start", type="primary", key="start"):
         if not question.strip():
             st.error("The question is empty: type the question you want researched.")
@@ -76,7 +79,6 @@ with st.expander("New research", expanded=current is None):
                 if started and started[0] == request and time.monotonic() - started[2] < START_DEBOUNCE_S:
                     run_id = started[1]
                 else:
-                    kind = active_llm(services)
                     if kind == "local" and not start_local_model(services):
                         st.stop()
                     run = services.runner.create_run(

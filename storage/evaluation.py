@@ -45,12 +45,12 @@ class EvaluationStore:
     def create_benchmark(self, *, dataset: str, methods: Sequence[str], items: Sequence[str], limit: int,
                          seed: int, params: dict[str, Any], llm_info: dict[str, Any], search_mode: str,
                          max_cost: float | None = None, max_tokens: int | None = None,
-                         concurrency: int = 2) -> Benchmark:
+                         concurrency: int = 2, judges: Sequence[str] = ()) -> Benchmark:
         """The benchmark and all its (item, method) rows, in one transaction: a benchmark killed at
         any later moment knows every item it has still to do."""
         bench = Benchmark(id=uuid.uuid4().hex[:12], dataset=dataset, methods=list(methods), limit=limit,
                           seed=seed, params=params, llm_info=llm_info, search_mode=search_mode,
-                          max_cost=max_cost, max_tokens=max_tokens, concurrency=concurrency)
+                          max_cost=max_cost, max_tokens=max_tokens, concurrency=concurrency, judges=list(judges))
         rows = [BenchmarkItem(benchmark_id=bench.id, position=position, item_id=item_id, method=method)
                 for position, item_id in enumerate(items) for method in methods]
         with self._session() as s:

@@ -133,6 +133,12 @@ def _m005_evaluation(conn: Connection) -> None:
         table.__table__.create(conn, checkfirst=True)
 
 
+def _m006_benchmark_judges(conn: Connection) -> None:
+    # The judges a benchmark adds per item (a database made by migration 5 of this release has it).
+    if "judges" not in {c["name"] for c in inspect(conn).get_columns("benchmarks")}:
+        conn.execute(text("ALTER TABLE benchmarks ADD COLUMN judges JSON NOT NULL DEFAULT '[]'"))
+
+
 MIGRATIONS: list[tuple[int, str, Migration]] = [
     (1, "initial tables", _m001_initial_tables),
     (2, "runs.warning", _m002_run_warning),
@@ -140,6 +146,7 @@ MIGRATIONS: list[tuple[int, str, Migration]] = [
      _m003_edges_and_run_states),
     (4, "run_events (the step log)", _m004_run_events),
     (5, "runs.search_exclusions; benchmarks, benchmark_items, judgments", _m005_evaluation),
+    (6, "benchmarks.judges", _m006_benchmark_judges),
 ]
 
 

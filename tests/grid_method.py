@@ -15,6 +15,7 @@ from pydantic import Field
 from engine.citations import cited_source_ids, source_blocks, to_stored_markers
 from engine.graph import NewNode
 from engine.methods.base import REPORT, Method, MethodParams, RunContext
+from engine.methods.estimate import CostEstimate, Tally
 from engine.methods.contract import (
     CommandPayload,
     CommandRejected,
@@ -132,6 +133,15 @@ class GridMethod(Method):
     )
     run_states = (RunStateSpec("matrix", MatrixState, "Matrix"),)
     view = ViewSpec(layout=Layout.GRID, panels=("matrix",), position=_position)
+
+    @classmethod
+    def estimate(cls, params: MethodParams) -> CostEstimate:
+        """One call per cell (the synthesis joins the cells' texts without the model). Tokens: the
+        cell prompt with two short passages, measured on the fake; the thought is capped at 200."""
+        p: GridParams = params  # type: ignore[assignment]
+        cells = p.rows * p.columns
+        return (Tally().add("think each cell", cells, prompt=240, completion=120)
+                .estimate(low=cells, high=cells, how=f"{p.rows} x {p.columns} cells, one call each"))
 
     def start(self, ctx: RunContext) -> None:
         params: GridParams = ctx.params  # type: ignore[assignment]

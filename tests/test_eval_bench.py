@@ -205,3 +205,20 @@ def test_a_parameter_goes_to_the_methods_that_have_it(services):
         assert services.repo.get_run(row.run_id).params == bench.params[row.method]
     assert {r.status for r in rows} == {ItemStatus.SCORED}
     assert services.repo.get_run(rows[0].run_id).status == RunStatus.DONE
+
+
+def test_judges_add_their_scores_to_every_item_and_store_their_verdicts(services):
+    runner, bench = _bench(services, dataset="freshwiki", methods=["rag"], limit=1,
+                           judges=("claims", "density", "rubric"))
+    (row,) = runner.store.list_items(bench.id)
+    assert row.status == ItemStatus.SCORED, row.error
+    assert {"support_rate", "citation_error_rate", "knowledge_density", "rubric_relevance",
+            "rubric_novelty"} <= row.metrics.keys(), row.metrics
+    assert 0.0 <= row.metrics["citation_error_rate"] <= 1.0 and row.metrics["knowledge_density"] > 0
+    verdicts = {j.protocol for j in runner.store.list_judgments(benchmark_id=bench.id)}
+    assert verdicts == {"claim_support", "omnithink.knowledge_density", "omnithink.rubric"}
+    # Judging is counted apart from the run: the item's evaluation usage holds the judges' calls.
+    run = services.repo.get_run(row.run_id)
+    assert row.eval_usage["calls"] >= 1 + 4 and row.metrics["llm_calls"] == run.llm_calls
+    with pytest.raises(BenchmarkError, match="unknown judge 'vibes'"):
+        runner.create(BenchmarkSpec(dataset="nq", methods=["rag"], limit=1, llm="fake", judges=("vibes",)))

@@ -59,11 +59,13 @@ class _CountingLLM:
         try:
             response = owner.llm.chat(request)
         except LLMError:
-            owner.usage.add(ok=False)
+            for usage in owner.usages:
+                usage.add(ok=False)
             raise
         u = response.usage
-        owner.usage.add(prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens,
-                        cost=owner.prices.cost(response.model, u.prompt_tokens, u.completion_tokens))
+        cost = owner.prices.cost(response.model, u.prompt_tokens, u.completion_tokens)
+        for usage in owner.usages:
+            usage.add(prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens, cost=cost)
         return response
 
 
@@ -72,11 +74,14 @@ class EvalLLM:
     e.g. THOUGHTMAP_MODEL_JUDGE), as for a run's calls."""
 
     def __init__(self, llm: LLM, prices: PriceTable | None = None, usage: EvalUsage | None = None,
-                 max_reasks: int = DEFAULT_MAX_REASKS) -> None:
+                 max_reasks: int = DEFAULT_MAX_REASKS, *, also: tuple[EvalUsage, ...] = ()) -> None:
         self.llm = llm
         self.prices = prices or PriceTable()
         self.usage = usage or EvalUsage()
         self.max_reasks = max_reasks
+        # The usages of the EvalLLMs this one was made from: a verdict's calls also count in the
+        # item's total that asked for it.
+        self.usages: tuple[EvalUsage, ...] = (self.usage, *also)
 
     @property
     def description(self) -> str:
@@ -86,8 +91,8 @@ class EvalLLM:
         return self.llm.model_for(purpose)
 
     def with_usage(self, usage: EvalUsage) -> "EvalLLM":
-        """The same LLM counting into another usage (one per item or verdict)."""
-        return EvalLLM(self.llm, self.prices, usage, self.max_reasks)
+        """The same LLM counting into `usage` (one per item or verdict) as well as into this one's."""
+        return EvalLLM(self.llm, self.prices, usage, self.max_reasks, also=self.usages)
 
     def ask(self, messages: Sequence[Message], output_type: type[T], *, purpose: str = "judge",
             max_tokens: int | None = None, temperature: float | None = 0.0) -> T:

@@ -220,7 +220,8 @@ def text_vectors(texts: Sequence[str]) -> list[list[float]]:
 
 # Headings every Wikipedia article ends with; they say nothing about the topic's outline.
 BOILERPLATE_HEADINGS = frozenset({"references", "external links", "see also", "notes", "further reading"})
-_HEADING_MARKUP = re.compile(r"^\s*(?:#+|\d+(?:\.\d+)*\.?)\s*")
+# Markdown hashes and outline numbering ("1. ", "2.3 "), never a heading's own number ("2020 election").
+_HEADING_MARKUP = re.compile(r"^\s*#*\s*(?:\d+(?:\.\d+)*\.\s+|\d+(?:\.\d+)+\s+)?")
 
 Vectorizer = Callable[[Sequence[str]], Sequence[Sequence[float]]]
 

@@ -23,7 +23,15 @@ ANSWER_METRICS = (
     ("recall_any", "Recall@10 any-gold", True), ("recall_all", "Recall@10 all-gold", True),
     ("heading_recall", "Heading recall", True), ("rouge_l", "ROUGE-L", True),
     ("information_diversity", "Info. diversity", False),
+    # LLM-judged (thoughtmap bench --judges): shown when a benchmark has them.
+    ("support_rate", "Claim support", False), ("citation_error_rate", "Citation error rate", False),
+    ("knowledge_density", "Knowledge density", False), ("factuality", "Key-point factuality", False),
+    ("rubric_clarity", "Clarity", False), ("rubric_insightfulness", "Insightfulness", False),
+    ("rubric_relevance", "Relevance", False), ("rubric_breadth", "Breadth", False),
+    ("rubric_depth", "Depth", False), ("rubric_novelty", "Novelty", False),
 )
+JUDGED = {"support_rate", "citation_error_rate", "knowledge_density", "factuality", "rubric_clarity",
+          "rubric_insightfulness", "rubric_relevance", "rubric_breadth", "rubric_depth", "rubric_novelty"}
 USAGE_METRICS = (
     ("llm_calls", "LLM calls"), ("tokens", "Tokens"), ("cost", "Cost $"), ("searches", "Searches"),
     ("citations", "Citations"), ("dangling_citations", "Dangling"), ("seconds", "Seconds"),
@@ -79,7 +87,8 @@ def summarize(store: EvaluationStore, benchmark_id: str, *, seed: int = 0) -> Be
     bench = store.get_benchmark(benchmark_id)
     applies = _APPLIES[get_dataset(bench.dataset).answer_type]
     all_rows = store.list_items(bench.id)
-    columns = [(k, t) for k, t, _z in ANSWER_METRICS if k in applies] + list(USAGE_METRICS)
+    judged = {k for r in all_rows for k in r.metrics if k in JUDGED}
+    columns = [(k, t) for k, t, _z in ANSWER_METRICS if k in applies or k in judged] + list(USAGE_METRICS)
     zero = {k: z for k, _t, z in ANSWER_METRICS}
     table_rows = []
     for method in bench.methods:

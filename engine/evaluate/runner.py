@@ -24,7 +24,10 @@ from typing import Any
 
 from engine.evaluate.accounting import EvalLLM, EvalUsage
 from engine.evaluate.datasets import DEFAULT_SEED, Item, get_dataset, items_by_id, load_items
+from engine.evaluate.item_judges import ITEM_JUDGES, judge_item
+from engine.evaluate.run_report import JudgeInputError, load_judged_run
 from engine.evaluate.scoring import score_item
+from engine.llm.protocol import LLMError
 from engine.methods.params import ParamError, build_params_with_profile, profile_for_llm
 from engine.methods.registry import UnknownMethod
 from storage.evaluation import EvaluationStore, ItemStatus
@@ -55,6 +58,7 @@ class BenchmarkSpec:
     max_cost: float | None = None
     max_tokens: int | None = None
     concurrency: int = 2
+    judges: tuple[str, ...] = ()  # LLM-judged scores per item: claims, density, rubric (item_judges.py)
 
 
 Progress = Callable[[BenchmarkItem], None]
@@ -129,6 +133,9 @@ class BenchmarkRunner:
             raise BenchmarkError("name at least one method, e.g. --methods direct,rag,deot")
         if len(set(spec.methods)) != len(spec.methods):
             raise BenchmarkError(f"a method is named twice in --methods {','.join(spec.methods)}")
+        unknown = [j for j in spec.judges if j not in ITEM_JUDGES]
+        if unknown:
+            raise BenchmarkError(f"unknown judge {', '.join(map(repr, unknown))}; choose from: {', '.join(ITEM_JUDGES)}")
         if not 1 <= spec.concurrency <= MAX_CONCURRENCY:
             raise BenchmarkError(f"--concurrency must be 1 to {MAX_CONCURRENCY} (got {spec.concurrency})")
         get_dataset(spec.dataset)  # DatasetError names the datasets
@@ -151,7 +158,7 @@ class BenchmarkRunner:
             dataset=spec.dataset, methods=spec.methods, items=[i.id for i in items], limit=len(items),
             seed=spec.seed, params=params, llm_info=self.services.llm_info(spec.llm),
             search_mode=spec.search_mode, max_cost=spec.max_cost, max_tokens=spec.max_tokens,
-            concurrency=spec.concurrency,
+            concurrency=spec.concurrency, judges=spec.judges,
         )
 
     def stop_all(self) -> None:
@@ -229,11 +236,24 @@ class BenchmarkRunner:
         if run.status == RunStatus.STOPPED and stop.is_set():
             return  # stopped by the person, not finished: resumed next time
         usage = EvalUsage()
-        prediction, scores, error = score_item(self.services.repo, run_id, item, reader.with_usage(usage))
+        counted = reader.with_usage(usage)
+        prediction, scores, error = score_item(self.services.repo, run_id, item, counted)
         answered = run.status == RunStatus.DONE and not error
+        if answered and bench.judges:
+            scores.update(self._judge(bench, run_id, item, counted))
         self.store.finish_item(row.id, status=ItemStatus.SCORED if answered else ItemStatus.FAILED,
                                prediction=prediction[:20000], metrics=scores, eval_usage=usage.as_dict(),
                                error=error)
+
+    def _judge(self, bench: Benchmark, run_id: str, item: Item, llm: EvalLLM) -> dict[str, Any]:
+        """The benchmark's LLM judges on one answered item (their calls count in `llm`'s usage); a
+        judge that fails is noted with the item, not fatal."""
+        try:
+            scores, _judged = judge_item(self.store, llm, load_judged_run(self.services.repo, run_id), item,
+                                         tuple(bench.judges), benchmark_id=bench.id)
+        except (JudgeInputError, LLMError) as exc:
+            return {"judge_error": str(getattr(exc, "user_message", exc))[:500]}
+        return scores
 
     def reader_for(self, bench: Benchmark) -> EvalLLM:
         """The reader runs on the benchmark's own LLM unless one was given (THOUGHTMAP_MODEL_READER

@@ -44,7 +44,9 @@ def score_item(repo: Repository, run_id: str, item: Item, reader: EvalLLM) -> tu
         scores["information_diversity"] = metrics.information_diversity(metrics.text_vectors(texts))
     if item.supporting_titles:
         recall = metrics.retrieval_recall([s.title for s in sources], item.supporting_titles, k=RECALL_AT)
-        scores.update({"recall_any": recall.any_gold, "recall_all": recall.all_gold, "recall_fraction": recall.fraction})
+        if recall is not None:
+            scores.update(
+                {"recall_any": recall.any_gold, "recall_all": recall.all_gold, "recall_fraction": recall.fraction})
 
     error = "" if answered(run) else (run.error or run.stop_reason or f"the run ended {run.status}")
     prediction = ""

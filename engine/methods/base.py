@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from engine.graph import RunGraph
+from engine.methods.estimate import CostEstimate
 from engine.methods.contract import (
     CommandPayload,
     CommandSpec,
@@ -254,6 +255,13 @@ class Method(ABC):
         for node in failed:
             ctx.graph.update(node, status=NodeStatus.PENDING, error="", started_at=None, finished_at=None)
         return len(failed)
+
+    @classmethod
+    def estimate(cls, params: MethodParams) -> CostEstimate | None:
+        """The LLM calls and tokens a run with these parameters is expected to cost, counted from
+        the method's loop within the bounds its parameters set (`engine/methods/estimate.py`);
+        None for a method that declares no formula."""
+        return None
 
     @classmethod
     def describe_params(cls) -> list[dict[str, Any]]:

@@ -10,6 +10,7 @@ from engine.llm.protocol import StructuredOutputError
 from engine.reader_text import ReadableText
 from engine.methods import baseline_prompts as prompts
 from engine.methods.base import Method, MethodParams, RunContext
+from engine.methods.estimate import CostEstimate, capped_tokens, single_call
 from engine.methods.common import ANSWER, ASKED_QUESTION, child_of_kind, ensure_root
 from storage.models import NodeStatus
 
@@ -35,6 +36,15 @@ class DirectMethod(Method):
     Params = DirectParams
     node_kinds = (ASKED_QUESTION, ANSWER)
     steps = {prompts.DIRECT_ANSWER.name: "answering from what the model knows"}
+
+    # The answer prompt's tokens, measured on the scripted fake (`benchmarks/bench_estimate.py`).
+    PROMPT_TOKENS = 165
+
+    @classmethod
+    def estimate(cls, params: MethodParams) -> CostEstimate:
+        cap = params.max_answer_tokens  # type: ignore[attr-defined]
+        return single_call("answer the question", prompt=cls.PROMPT_TOKENS, completion=capped_tokens(cap),
+                           structured=True, how="one answer call")
 
     def run(self, ctx: RunContext) -> None:
         params: DirectParams = ctx.params  # type: ignore[assignment]

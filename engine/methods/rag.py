@@ -11,6 +11,7 @@ from engine.llm.protocol import StructuredOutputError
 from engine.reader_text import ReadableText
 from engine.methods import baseline_prompts as prompts
 from engine.methods.base import Method, MethodParams, RunContext, relevance_floor_field
+from engine.methods.estimate import CostEstimate, capped_tokens, single_call
 from engine.methods.common import ANSWER, ASKED_QUESTION, RETRIEVAL, child_of_kind, ensure_root
 from engine.search.protocol import SearchError
 from engine.search.relevance import NO_RELEVANT_SOURCE, relevant_hits, ungrounded_note
@@ -44,6 +45,17 @@ class RagMethod(Method):
     Params = RagParams
     node_kinds = (ASKED_QUESTION, RETRIEVAL, ANSWER)
     steps = {prompts.RAG_ANSWER.name: "answering from the sources found"}
+
+    # The answer prompt's tokens: its instructions plus each retrieved passage, measured on the
+    # scripted fake over the bundled corpus (`benchmarks/bench_estimate.py`); web pages are longer.
+    PROMPT_BASE_TOKENS, TOKENS_PER_PASSAGE = 360, 78
+
+    @classmethod
+    def estimate(cls, params: MethodParams) -> CostEstimate:
+        p: RagParams = params  # type: ignore[assignment]
+        return single_call("answer from the passages", prompt=cls.PROMPT_BASE_TOKENS + cls.TOKENS_PER_PASSAGE * p.top_k,
+                           completion=capped_tokens(p.max_answer_tokens), structured=True,
+                           how=f"one search (no LLM call), one answer call over {p.top_k} passages")
 
     def run(self, ctx: RunContext) -> None:
         params: RagParams = ctx.params  # type: ignore[assignment]

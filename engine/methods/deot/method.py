@@ -22,9 +22,10 @@ from engine.citations import (
 )
 from engine.graph import NewNode
 from engine.llm.protocol import StructuredOutputError
-from engine.methods.base import REPORT, Method, RunContext, UnsupportedCommand
+from engine.methods.base import REPORT, Method, MethodParams, RunContext, UnsupportedCommand
 from engine.methods.contract import CommandPayload, CommandRejected, CommandSpec
 from engine.methods.deot import prompts
+from engine.methods.deot import estimate as cost
 from engine.methods.deot.checkpoint import SolveCheckpoint
 from engine.methods.deot.engines import Proposal, breadth, decide, depth, follow_ups_retry
 from engine.methods.deot.executor import execute_plan
@@ -39,6 +40,7 @@ from engine.methods.deot.kinds import (
     QuestionData,
 )
 from engine.methods.deot.params import DeotParams
+from engine.methods.estimate import CostEstimate
 from engine.methods.deot import report as final_report
 from engine.methods.deot.planner import make_plan
 from engine.methods.deot.schemas import (
@@ -85,6 +87,10 @@ class DeotMethod(Method):
     edge_kinds = EDGES
     commands = COMMANDS
     steps = STEPS
+
+    @classmethod
+    def estimate(cls, params: MethodParams) -> CostEstimate:
+        return cost.estimate(params)  # type: ignore[arg-type]
 
     # ------------------------------------------------------------------ the growth loop
 

@@ -19,8 +19,10 @@ from engine.citations import (
 )
 from engine.llm.protocol import StructuredOutputError
 from engine.graph import NewNode, RunGraph
-from engine.methods.base import REPORT, Method, RunContext, UnsupportedCommand
+from engine.methods.base import REPORT, Method, MethodParams, RunContext, UnsupportedCommand
+from engine.methods.estimate import CostEstimate
 from engine.methods.contract import CommandPayload, CommandRejected, CommandSpec, Notice
+from engine.methods.omnithink import estimate as cost
 from engine.methods.omnithink import prompts
 from engine.methods.omnithink.kinds import (
     COMMANDS,
@@ -61,6 +63,10 @@ class OmniThinkMethod(Method):
     run_states = RUN_STATES
     view = VIEW
     steps = STEPS
+
+    @classmethod
+    def estimate(cls, params: MethodParams) -> CostEstimate:
+        return cost.estimate(params)  # type: ignore[arg-type]
 
     # ------------------------------------------------------------------ the growth loop
 

@@ -1,0 +1,43 @@
+"""A stored run as the judges read it: its question, its final report (stored with `[[S<id>]]`
+markers) and its sources by id. Read through the Repository: judges never talk SQL."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engine.citations import number_citations
+from storage.models import Source
+from storage.repository import Repository
+
+
+class JudgeInputError(ValueError):
+    """A run that cannot be judged (no final report yet): says what to do."""
+
+
+@dataclass(frozen=True)
+class JudgedRun:
+    run_id: str
+    question: str
+    report: str  # as stored: citations are `[[S<source id>]]` markers
+    sources: dict[int, Source]
+    model: str  # what the run ran on (the judged model, not the judge)
+
+    def answer_text(self) -> str:
+        """The report as a reader sees it: markers rendered `[n]` by first appearance, markers of
+        unknown sources removed (a judge compares answers, it does not check citations)."""
+        return number_citations(self.report, self.sources).text.strip()
+
+
+def load_judged_run(repo: Repository, run_id: str) -> JudgedRun:
+    """The run (an id or a unique prefix) with its latest final report; JudgeInputError without one."""
+    run = repo.find_run(run_id)
+    report = repo.latest_report(run.id)
+    if report is None or not report.markdown.strip():
+        raise JudgeInputError(f"run {run.id} has no final report to judge (status {run.status}). "
+                              f"Finish it first: thoughtmap resume {run.id}")
+    sources = {source.id: source for source in repo.list_sources(run.id) if source.id is not None}
+    return JudgedRun(run_id=run.id, question=run.question, report=report.markdown, sources=sources,
+                     model=str(run.llm_info.get("model", "")))
+
+
+__all__ = ["JudgeInputError", "JudgedRun", "load_judged_run"]
