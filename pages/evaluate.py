@@ -4,7 +4,7 @@ open any item's run."""
 import streamlit as st
 
 from components.app_state import active_llm, get_services, preferences, running_on_notice, start_local_model
-from components.benchmark_view import benchmark_label, benchmark_view
+from components.benchmark_view import benchmark_label, benchmark_view, form_wording
 from components.method_choice import choose_methods
 from engine.evaluate.compare import budget_problem
 from engine.evaluate.datasets import DATASETS, DEFAULT_SEED, DatasetError
@@ -33,11 +33,12 @@ with st.expander("New benchmark", expanded=current is None):
                                        help=f"Runs at a time, 1 to {MAX_CONCURRENCY}.")
     kind = active_llm(services)
     profile = profile_for_llm(kind)
-    choice = choose_methods(services, key="eval", profile=profile, default=list(services.methods)[:2],
+    choice = choose_methods(services, key="eval", profile=profile, default=[],
                             help_text="Each item is run by every method chosen.")
     st.caption("The budget is the whole benchmark's: no new run starts once it is spent.")
     if st.button("Start benchmark", type="primary", key="eval-start"):
-        problem = budget_problem(choice.max_cost, choice.max_tokens)
+        problem = ("Choose at least one method in Methods" if not choice.methods
+                   else budget_problem(choice.max_cost, choice.max_tokens))
         spec = BenchmarkSpec(
             dataset=dataset, methods=choice.methods, limit=None if limit is None else int(limit),
             seed=DEFAULT_SEED if seed is None else int(seed),
@@ -50,7 +51,7 @@ with st.expander("New benchmark", expanded=current is None):
             try:
                 bench = services.benchmarks.create(spec)
             except (BenchmarkError, DatasetError) as exc:
-                st.error(f"Cannot start the benchmark: {exc}. Change it above; nothing was stored.")
+                st.error(f"Cannot start the benchmark: {form_wording(str(exc))}. Change it above; nothing was stored.")
             else:
                 if kind != "local" or start_local_model(services):
                     services.benchmarks.start(bench.id)
