@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from components.app_state import start_local_model
-from engine.evaluate.datasets import DatasetError, Item, get_dataset, items_by_id
+from engine.evaluate.datasets import DatasetError, Item, get_dataset, items_by_id, load_items
 from engine.evaluate.progress import finished_share, method_progress
 from engine.evaluate.results import ANSWER_METRICS, metric_text, summarize
 from engine.safe_text import inline_text
@@ -37,6 +37,23 @@ def benchmark_label(bench: Benchmark, method_titles: dict[str, str]) -> str:
     methods = ", ".join(method_titles.get(m, m) for m in bench.methods)
     return (f"{bench.created_at:%Y-%m-%d %H:%M} · {get_dataset(bench.dataset).title} · {bench.limit} items × "
             f"{methods} · {bench.status} · {bench.id}")
+
+
+@st.cache_data(show_spinner=False)
+def _dataset_size(dataset: str) -> int:
+    return len(load_items(dataset))
+
+
+def sample_size(dataset: str, limit: int | None) -> int | None:
+    """How many items a benchmark of `limit` (None: all) would run; None for a limit Start refuses
+    or a dataset that cannot be read (Start says why)."""
+    if limit is not None and limit < 1:
+        return None
+    try:
+        size = _dataset_size(dataset)
+    except DatasetError:
+        return None
+    return size if limit is None else min(int(limit), size)
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
@@ -159,4 +176,4 @@ def _item_table(bench: Benchmark, rows: list[BenchmarkItem], items: dict[str, It
         st.switch_page("pages/explore.py", query_params={"run": run_id})
 
 
-__all__ = ["benchmark_label", "benchmark_view", "form_wording"]
+__all__ = ["benchmark_label", "benchmark_view", "form_wording", "sample_size"]

@@ -8,14 +8,13 @@ from typing import Any
 
 import streamlit as st
 
+from components.cost_estimate import cost_estimate
 from components.params_form import params_form
-from engine.methods.params import profile_defaults
+from engine.evaluate.estimate import NoEstimate, benchmark_estimate
+from engine.methods.params import ParamError, build_params, profile_defaults
+from engine.safe_text import inline_text
 from engine.services import Services
 
-# Where the per-method cost estimate goes once it lands (issue 13: "Cost before you start"):
-# until then the pages say so rather than show a number nobody computed.
-ESTIMATE_PENDING = ("Cost estimate before Start: not available yet (the per-method estimate is still being "
-                    "built). The budget below is what stops the work.")
 
 
 @dataclass
@@ -26,10 +25,12 @@ class MethodChoice:
     max_tokens: int | None
 
 
-def choose_methods(services: Services, *, key: str, profile: str, default: list[str],
-                   max_selections: int | None = None, help_text: str | None = None) -> MethodChoice:
+def choose_methods(services: Services, *, key: str, profile: str, model: str, default: list[str],
+                   max_selections: int | None = None, help_text: str | None = None,
+                   items: int | None = None) -> MethodChoice:
     """A multiselect of the methods this process serves, a parameter form per chosen method (the
-    profile's defaults), and the budget (empty: no limit)."""
+    profile's defaults) with its cost estimate, and the budget (empty: no limit). With `items` (a
+    benchmark), the estimate of the whole benchmark is shown too."""
     methods = services.methods
     chosen = st.multiselect("Methods", list(methods), default=[m for m in default if m in methods],
                             format_func=lambda n: methods[n].title, key=f"{key}-methods",
@@ -43,6 +44,9 @@ def choose_methods(services: Services, *, key: str, profile: str, default: list[
             # Separate widget keys per profile, as on Explore: another LLM shows that profile's defaults.
             values[method] = params_form(params_type, key=f"{key}-params-{method}-{profile}",
                                          defaults=profile_defaults(params_type, profile))
+            cost_estimate(methods[method], values[method], model=model, prices=services.prices)
+    if items and chosen:
+        _benchmark_estimate(services, values, items=items, model=model)
     cols = st.columns(2)
     max_cost = cols[0].number_input("Max cost ($)", value=None, step=0.01, format="%.4f",
                                     key=f"{key}-max-cost", placeholder="no limit",
@@ -51,6 +55,19 @@ def choose_methods(services: Services, *, key: str, profile: str, default: list[
                                       placeholder="no limit", help="Prompt and completion tokens. Empty: no limit.")
     # No bounds in the widgets (Streamlit would keep the last valid value of a bad entry): the
     # pages refuse a bad budget with the reason (engine.evaluate.compare.budget_problem).
-    st.caption(ESTIMATE_PENDING)
     return MethodChoice(chosen, values, None if max_cost is None else float(max_cost),
                         None if max_tokens is None else int(max_tokens))
+
+
+def _benchmark_estimate(services: Services, values: dict[str, dict[str, Any]], *, items: int, model: str) -> None:
+    """The whole benchmark's expected calls, tokens and cost, before Start."""
+    try:
+        params = {m: build_params(services.methods[m].Params, raw, method=m) for m, raw in values.items()}
+        estimate = benchmark_estimate(services.methods, params, items)
+    except ParamError:
+        st.caption("No cost estimate: a parameter value is not valid (Start says which).")
+        return
+    except NoEstimate as exc:
+        st.caption(inline_text(f"No cost estimate: {exc}."))
+        return
+    st.caption(inline_text("Estimate: " + estimate.line(prices=services.prices, model=model)))

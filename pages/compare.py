@@ -23,7 +23,8 @@ with st.expander("New comparison", expanded=not run_ids):
                             placeholder=f"One question for every method (up to {MAX_QUESTION_CHARS:,} characters)")
     kind = active_llm(services)
     profile = profile_for_llm(kind)
-    choice = choose_methods(services, key="compare", profile=profile, default=list(services.methods)[:2],
+    choice = choose_methods(services, key="compare", profile=profile, model=services.llm_info(kind)["model"],
+                            default=list(services.methods)[:2],
                             max_selections=MAX_COMPARED,
                             help_text=f"2 or {MAX_COMPARED} methods; each gets the same budget, LLM and search.")
     st.caption("The budget is each run's: every method gets the same.")

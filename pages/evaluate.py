@@ -4,7 +4,7 @@ open any item's run."""
 import streamlit as st
 
 from components.app_state import active_llm, get_services, preferences, running_on_notice, start_local_model
-from components.benchmark_view import benchmark_label, benchmark_view, form_wording
+from components.benchmark_view import benchmark_label, benchmark_view, form_wording, sample_size
 from components.method_choice import choose_methods
 from engine.evaluate.compare import budget_problem
 from engine.evaluate.datasets import DATASETS, DEFAULT_SEED, DatasetError
@@ -33,8 +33,9 @@ with st.expander("New benchmark", expanded=current is None):
                                        help=f"Runs at a time, 1 to {MAX_CONCURRENCY}.")
     kind = active_llm(services)
     profile = profile_for_llm(kind)
-    choice = choose_methods(services, key="eval", profile=profile, default=[],
-                            help_text="Each item is run by every method chosen.")
+    choice = choose_methods(services, key="eval", profile=profile, model=services.llm_info(kind)["model"],
+                            default=[], help_text="Each item is run by every method chosen.",
+                            items=sample_size(dataset, limit))
     st.caption("The budget is the whole benchmark's: no new run starts once it is spent.")
     if st.button("Start benchmark", type="primary", key="eval-start"):
         problem = ("Choose at least one method in Methods" if not choice.methods

@@ -57,6 +57,9 @@ def test_a_benchmark_started_on_the_page_runs_and_its_tables_appear(services):
     at = _choose(at, "hotpotqa-autoact", ["direct", "rag"], 2)
     assert_no_exception(at)
     assert any(c.startswith("Protocol: FGDIP: EM and F1") for c in texts(at.caption))
+    # The cost before Start: each method's, and the whole benchmark's.
+    assert any(c.startswith("Estimate: 2 items × 2 methods: about") for c in texts(at.caption)), texts(at.caption)
+    assert sum(c.startswith("About ") and "LLM call" in c for c in texts(at.caption)) == 2
     at.button(key="eval-start").click().run()
     assert_no_exception(at)
     assert not at.error, texts(at.error)
@@ -146,7 +149,7 @@ def test_a_comparison_runs_each_method_with_the_same_budget_side_by_side(service
     for run_id in run_ids:
         assert len(no_map[f"compare-map-{run_id}"].nodes) == services.repo.get_run(run_id).node_count
     assert [h.value for h in at.subheader][:2] == [services.methods[m].title for m in ("direct", "rag")]
-    usage = [c for c in texts(at.caption) if "LLM call" in c]
+    usage = [c for c in texts(at.caption) if "nodes done" in c]
     assert len(usage) == 2 and all("done" in u and "tokens" in u for u in usage)
     for run_id in run_ids:
         run = services.repo.get_run(run_id)
