@@ -35,6 +35,14 @@ def usage_line(reads: RunReads, lifecycle) -> str:
     return progress_line(run, reads.nodes, lifecycle) + f" · {calls}"
 
 
+def without_title(markdown: str) -> str:
+    """The report without its first-level title: the question is shown once above the columns, and a
+    title as large as a page's in a third of the page pushed the answer out of view. (The title is
+    `engine.report`'s own heading line; dropping it leaves the rest as built.)"""
+    first, newline, rest = markdown.partition("\n")
+    return rest.lstrip("\n") if newline and first.startswith("# ") else markdown
+
+
 def compared_runs(services: Services, run_ids: Sequence[str]) -> None:
     """The runs in columns; refreshes itself every second while any of them is active."""
 
@@ -76,7 +84,8 @@ def _run_column(services: Services, run_id: str) -> None:
         if report is None:
             st.caption("The report appears here when the run has written it.")
         else:
-            render_document(st, reads.memo("compare-markdown", lambda: render_markdown(services.repo, run_id)))
+            render_document(st, reads.memo("compare-markdown",
+                                           lambda: without_title(render_markdown(services.repo, run_id))))
     if st.button("Open on Explore", key=f"compare-open-{run_id}"):
         st.session_state["run_id"] = run_id
         st.switch_page("pages/explore.py", query_params={"run": run_id})

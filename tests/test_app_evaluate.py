@@ -155,6 +155,22 @@ def test_a_comparison_runs_each_method_with_the_same_budget_side_by_side(service
         run = services.repo.get_run(run_id)
         assert any(f"{run.llm_calls:,} LLM call" in u for u in usage)
 
+    # The judge on the pair: DEoT's five criteria and the overall verdict, both orders, with reasons.
+    assert "No verdict for this pair and protocol yet." in texts(at.caption)
+    at.button(key="compare-judge").click().run()
+    assert_no_exception(at)
+    assert not at.error, texts(at.error)
+    verdict = at.dataframe[-1].value
+    assert list(verdict["Criterion"]) == ["Analytical depth", "Specific arguments", "Innovation", "Practicality",
+                                          "Logical coherence", "Overall"]
+    sides = {services.methods["direct"].title, services.methods["rag"].title, "tie"}
+    assert set(verdict["A shown first"]) <= sides and set(verdict["Verdict"]) <= sides
+    assert all(reason.strip() for reason in verdict["Why (B shown first)"])
+    [judgment] = EvaluationStore(services.db).list_judgments(run_id=run_ids[0])
+    assert (judgment.protocol, judgment.run_a, judgment.run_b, judgment.calls) == (
+        "deot.pairwise", run_ids[0], run_ids[1], 2)
+    assert all(services.repo.get_run(r).llm_calls == 1 for r in run_ids)  # the judge's calls are its own
+
 
 def test_a_comparison_with_bad_input_stores_nothing(services, no_map):
     at = open_page(COMPARE)
@@ -175,3 +191,18 @@ def test_a_comparison_with_bad_input_stores_nothing(services, no_map):
 def test_parse_run_ids_keeps_ids_in_order_once_and_drops_junk():
     assert parse_run_ids("a1,b2, a1,,<script>,c3,d4") == ["a1", "b2", "c3"]
     assert parse_run_ids(None) == [] and parse_run_ids("") == []
+
+
+def test_a_verdict_read_with_the_pair_reversed_swaps_every_side():
+    from engine.evaluate.compare import swapped
+    from engine.evaluate.judges import CombinedCriterion, PairwiseResult, PairwiseRound, RoundCriterion
+
+    result = PairwiseResult(protocol="deot.pairwise", run_a="x", run_b="y", rounds=[
+        PairwiseRound(order="ab", valid=True, criteria={"overall": RoundCriterion(winner="a", reason="x is deeper")}),
+        PairwiseRound(order="ba", valid=True, criteria={"overall": RoundCriterion(winner="tie", reason="even")})],
+        criteria={"overall": CombinedCriterion(winner="a", a_points=1.5, b_points=0.5)})
+    back = swapped(result)
+    assert (back.run_a, back.run_b) == ("y", "x")
+    assert [(r.order, r.criteria["overall"].winner) for r in back.rounds] == [("ba", "b"), ("ab", "tie")]
+    assert back.criteria["overall"] == CombinedCriterion(winner="b", a_points=0.5, b_points=1.5)
+    assert swapped(back) == result

@@ -13,6 +13,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from engine.evaluate.accounting import EvalLLM, EvalUsage
+from engine.evaluate.judges import PairwiseResult, get_protocol, judge_and_store
+from engine.evaluate.run_report import JudgeInputError, load_judged_run
 from engine.methods.params import ParamError, build_params_with_profile
 from engine.methods.registry import UnknownMethod
 from engine.questions import QuestionError, clean_question
@@ -74,4 +77,39 @@ def start_comparison(services, *, question: str, methods: list[str], values: Map
     return [run.id for run in runs]
 
 
-__all__ = ["MAX_COMPARED", "MIN_COMPARED", "ComparisonError", "budget_problem", "parse_run_ids", "start_comparison"]
+def judge_compared(services, run_a: str, run_b: str, *, protocol: str, llm_kind: str) -> PairwiseResult:
+    """The pairwise judge (both orders) on two compared runs, stored as a judgment. A run without a
+    final report raises JudgeInputError saying what to do; an LLM failure propagates (LLMError)."""
+    judged = [load_judged_run(services.repo, run_a), load_judged_run(services.repo, run_b)]
+    store = services.benchmarks.store
+    llm = EvalLLM(services.llm(llm_kind), services.prices, EvalUsage())
+    return judge_and_store(store, llm, get_protocol(protocol), judged[0].question, *judged)
+
+
+def latest_verdict(services, run_a: str, run_b: str, *, protocol: str) -> tuple[PairwiseResult, object] | None:
+    """The pair's latest stored pairwise verdict of `protocol` (in either order, given as A = run_a)
+    with its judgment row (model, usage), or None."""
+    wanted = get_protocol(protocol).judgment_protocol
+    for row in reversed(services.benchmarks.store.list_judgments(run_id=run_a, protocol=wanted)):
+        if {row.run_a, row.run_b} == {run_a, run_b}:
+            result = PairwiseResult.model_validate(row.verdict)
+            return (result if row.run_a == run_a else swapped(result)), row
+    return None
+
+
+def swapped(result: PairwiseResult) -> PairwiseResult:
+    """The same verdict with A and B exchanged (so the page's A is always the pair's first run)."""
+    flip = {"a": "b", "b": "a"}
+    data = result.model_dump(exclude={"valid"})
+    data["run_a"], data["run_b"] = result.run_b, result.run_a
+    for round_ in data["rounds"]:
+        round_["order"] = "ba" if round_["order"] == "ab" else "ab"
+        for verdict in round_["criteria"].values():
+            verdict["winner"] = flip.get(verdict["winner"], verdict["winner"])
+    for combined in data["criteria"].values():
+        combined["winner"] = flip.get(combined["winner"], combined["winner"])
+        combined["a_points"], combined["b_points"] = combined["b_points"], combined["a_points"]
+    return PairwiseResult.model_validate(data)
+
+
+__all__ = ["JudgeInputError", "judge_compared", "latest_verdict", "swapped", "MAX_COMPARED", "MIN_COMPARED", "ComparisonError", "budget_problem", "parse_run_ids", "start_comparison"]

@@ -124,6 +124,10 @@ def test_evaluate_and_compare_in_the_browser(streamlit_app, page, app_repo, eval
     assert page.get_by_text("LLM call").count() >= 2
     _shot(page, "compare-side-by-side")
     page.get_by_role("heading", name="Judges").scroll_into_view_if_needed()
+    page.get_by_role("button", name="Judge", exact=True).click()
+    poll(page, lambda: page.get_by_text("DEoT dual comparison · judge").count() > 0, timeout=60,
+         what="the judge's verdict")
+    page.get_by_role("heading", name="Judges").scroll_into_view_if_needed()
     _shot(page, "compare-reports-and-judges")
 
     # Reopened from its address alone.
@@ -132,5 +136,5 @@ def test_evaluate_and_compare_in_the_browser(streamlit_app, page, app_repo, eval
     page.get_by_role("link", name="Compare").wait_for()
     page.goto(address)
     poll(page, lambda: page.locator(MAP_IFRAME).count() == 2, timeout=60, what="the reopened comparison")
-    page.get_by_role("button", name="Judge").wait_for()
+    page.get_by_text("DEoT dual comparison · judge").wait_for()  # the stored verdict, shown again
     assert page.dialogs == []
