@@ -45,16 +45,17 @@ class RunReads:
         return self._memo[key]
 
 
-def run_reads(services: Services, run_id: str) -> RunReads:
-    """The run as last read, re-read only when its version changed (RunNotFound if it is gone)."""
+def run_reads(services: Services, run_id: str, *, slot: str = SLOT) -> RunReads:
+    """The run as last read, re-read only when its version changed (RunNotFound if it is gone).
+    A page showing several runs at once (Compare) keeps each in a `slot` of its own."""
     version = services.repo.run_version(run_id)
-    cached = st.session_state.get(SLOT)
+    cached = st.session_state.get(slot)
     if isinstance(cached, RunReads) and cached.run_id == run_id and cached.version == version:
         return cached
     snapshot = services.repo.snapshot(run_id)
     # The snapshot's own version: a change between the two reads is in it, so no read is wasted.
     reads = RunReads(run_id, snapshot.run.version, snapshot)
-    st.session_state[SLOT] = reads
+    st.session_state[slot] = reads
     return reads
 
 

@@ -105,7 +105,8 @@ def summarize(store: EvaluationStore, benchmark_id: str, *, seed: int = 0) -> Be
     return BenchmarkTable(bench, table_rows, columns)
 
 
-def _cell(summary: MetricSummary | None, key: str) -> str:
+def metric_text(summary: MetricSummary | None, key: str) -> str:
+    """One cell of the table: a usage mean as a number, an answer metric as mean [95 % CI]."""
     if summary is None:
         return "–"
     if key in {"llm_calls", "tokens", "searches", "citations", "dangling_citations"}:
@@ -131,7 +132,7 @@ def to_markdown(table: BenchmarkTable) -> str:
         "| --- | ---: | ---: | " + " | ".join("---:" for _ in table.columns) + " |",
     ]
     for row in table.rows:
-        cells = [_cell(row.metrics.get(key), key) for key, _t in table.columns]
+        cells = [metric_text(row.metrics.get(key), key) for key, _t in table.columns]
         lines.append(f"| {inline_text(row.method)} | {row.finished}/{row.items} | {row.failed} | " + " | ".join(cells) + " |")
     if bench.note:
         lines += ["", inline_text(bench.note)]
@@ -152,4 +153,4 @@ def to_json(table: BenchmarkTable) -> dict[str, Any]:
     }
 
 
-__all__ = ["BenchmarkTable", "MethodRow", "MetricSummary", "summarize", "to_json", "to_markdown"]
+__all__ = ["BenchmarkTable", "MethodRow", "MetricSummary", "metric_text", "summarize", "to_json", "to_markdown"]

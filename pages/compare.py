@@ -1,0 +1,55 @@
+"""Compare: one question, several methods with the same budget, LLM and search; their maps and
+reports side by side, and the judges' verdicts. The runs are the comparison: `?runs=a,b,c` reopens it."""
+
+import streamlit as st
+
+from components.app_state import active_llm, get_services, preferences, running_on_notice, start_local_model
+from components.compare_judge import judge_panel
+from components.compare_view import compared_runs
+from components.method_choice import choose_methods
+from components.run_view import question_line
+from engine.evaluate.compare import MAX_COMPARED, ComparisonError, parse_run_ids, start_comparison
+from engine.methods.params import profile_for_llm
+from engine.questions import MAX_QUESTION_CHARS
+from storage.repository import RunNotFound
+
+services = get_services()
+st.title("Compare")
+running_on_notice(services)
+run_ids = parse_run_ids(st.query_params.get("runs"))
+
+with st.expander("New comparison", expanded=not run_ids):
+    question = st.text_area("Question", key="compare-question",
+                            placeholder=f"One question for every method (up to {MAX_QUESTION_CHARS:,} characters)")
+    kind = active_llm(services)
+    profile = profile_for_llm(kind)
+    choice = choose_methods(services, key="compare", profile=profile, model=services.llm_info(kind)["model"],
+                            default=list(services.methods)[:2],
+                            max_selections=MAX_COMPARED,
+                            help_text=f"2 or {MAX_COMPARED} methods; each gets the same budget, LLM and search.")
+    st.caption("The budget is each run's: every method gets the same.")
+    if st.button("Start comparison", type="primary", key="compare-start"):
+        if kind == "local" and not start_local_model(services):
+            st.stop()
+        try:
+            run_ids = start_comparison(services, question=question, methods=choice.methods, values=choice.values,
+                                       llm_kind=kind, profile=profile, search_mode=preferences(services).search,
+                                       max_cost=choice.max_cost, max_tokens=choice.max_tokens)
+        except ComparisonError as exc:
+            st.error(f"Cannot start the comparison: {exc}. Nothing was started.")
+        else:
+            st.query_params["runs"] = ",".join(run_ids)
+            st.rerun()
+
+if not run_ids:
+    st.info("Type a question, choose two or three methods and press Start comparison. A comparison's address "
+            "(?runs=…) reopens it later.")
+    st.stop()
+
+try:
+    question_line(services.repo.get_run(run_ids[0]))
+except RunNotFound:
+    st.error(f"There is no run '{run_ids[0]}'. Start a new comparison above.")
+    st.stop()
+compared_runs(services, run_ids)
+judge_panel(services, run_ids)

@@ -1,0 +1,140 @@
+"""The Evaluate page and the Compare view in Chromium, offline on the fake LLM, at 1400×900: a small
+benchmark (2 HotpotQA items × direct, rag) is started, watched to the end, its tables read, and an
+item's run opened on Explore; then two methods compared side by side on one question, both maps
+drawn, and the comparison reopened from its address. Screenshots: test-artifacts/evaluate-*.png,
+compare-*.png."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.config import load_settings
+from engine.methods.registry import METHODS
+from storage import open_database
+from storage.evaluation import EvaluationStore
+from storage.models import RunStatus
+from tests.e2e.conftest import ARTIFACTS, MAP_IFRAME, poll
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
+
+QUESTION = "Who designed the Eiffel Tower?"
+
+
+@pytest.fixture
+def eval_store(app_home):
+    db = open_database(load_settings().database_url)
+    try:
+        yield EvaluationStore(db)
+    finally:
+        db.dispose()
+
+
+def _methods_box(page):
+    return page.locator("[data-testid='stMultiSelect']").filter(has_text="Methods")
+
+
+def _pick_methods(page, methods: list[str], *, clear: bool = False) -> None:
+    """Choose methods in the Methods multiselect as a person does: (empty it with Backspace), open it,
+    click each option; checked by the tags it shows."""
+    box = _methods_box(page)
+    if clear:
+        box.locator("input").click()
+        for _ in range(4):
+            box.locator("input").press("Backspace")
+        page.keyboard.press("Escape")
+        poll(page, lambda: not any(METHODS[m].title in box.inner_text() for m in METHODS), timeout=30,
+             what="the methods to be cleared")
+    for method in methods:
+        title = METHODS[method].title
+
+        def chosen(title=title):
+            if title in box.inner_text():
+                return True
+            box.locator("input").click(timeout=3_000)
+            page.get_by_role("option", name=title, exact=True).click(timeout=3_000)
+            return False
+
+        poll(page, chosen, timeout=60, what=f"{title} to be chosen")
+        page.keyboard.press("Escape")
+
+
+def _shot(page, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.wait_for_timeout(600)  # let the last rerun paint
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def test_evaluate_and_compare_in_the_browser(streamlit_app, page, app_repo, eval_store):
+    page.set_viewport_size({"width": 1400, "height": 900})
+    # In through the app's navigation: a fresh session's first request deep-linked to /evaluate gets
+    # Streamlit's pages/ folder listing instead of st.navigation (seen for every page, not only this one).
+    page.goto(streamlit_app.url)
+    page.get_by_role("link", name="Evaluate").click()
+    page.get_by_text("No benchmarks yet").wait_for()
+    page.get_by_text("Protocol: FGDIP").wait_for()
+    items = page.get_by_role("spinbutton", name="Items", exact=True)
+    items.fill("2")
+    items.press("Tab")
+    _pick_methods(page, ["direct", "rag"])
+    _shot(page, "evaluate-form")
+    page.get_by_role("button", name="Start benchmark").click()
+
+    [bench] = poll(page, eval_store.list_benchmarks, timeout=60, what="the benchmark to be stored")
+    assert (bench.methods, bench.limit) == (["direct", "rag"], 2)
+    page.get_by_text("item runs finished").first.wait_for()
+    poll(page, lambda: eval_store.get_benchmark(bench.id).status == "done", timeout=180,
+         what="the benchmark to finish")
+    poll(page, lambda: page.get_by_text("4 of 4 item runs finished · done").count() > 0, timeout=60,
+         what="the page to show the finished benchmark")
+    page.get_by_role("heading", name="Results").wait_for()
+    page.get_by_role("heading", name="Items").wait_for()
+    _shot(page, "evaluate-results")
+    page.get_by_role("heading", name="Items").scroll_into_view_if_needed()
+    _shot(page, "evaluate-items")
+
+    # Open an item's run on Explore.
+    rows = eval_store.list_items(bench.id)
+    page.get_by_role("button", name="Open on Explore").click()
+    poll(page, lambda: "run=" in page.url and "/explore" in page.url or "run=" in page.url, timeout=60,
+         what="Explore to open the item's run")
+    run_id = page.url.split("run=")[1].split("&")[0]
+    assert run_id in {r.run_id for r in rows}
+    page.get_by_text(app_repo.get_run(run_id).question[:40]).first.wait_for()
+    _shot(page, "evaluate-opened-run")
+
+    # Compare: two methods side by side on one question.
+    page.get_by_role("link", name="Compare").click()
+    page.get_by_label("Question").fill(QUESTION)
+    page.get_by_label("Question").press("Tab")
+    # The first two methods are chosen by default; compare the two baselines instead.
+    _pick_methods(page, ["direct", "rag"], clear=True)
+    page.get_by_role("button", name="Start comparison").click()
+    poll(page, lambda: "runs=" in page.url, timeout=60, what="the comparison's address")
+    run_ids = page.url.split("runs=")[1].split("&")[0].replace("%2C", ",").split(",")
+    assert [app_repo.get_run(r).method for r in run_ids] == ["direct", "rag"]
+    poll(page, lambda: all(app_repo.get_run(r).status == RunStatus.DONE for r in run_ids), timeout=120,
+         what="both runs to finish")
+    poll(page, lambda: page.locator(MAP_IFRAME).count() == 2, timeout=60, what="two maps side by side")
+    def map_boxes():
+        found = [page.locator(MAP_IFRAME).nth(i).bounding_box() for i in range(2)]
+        return all(found) and found
+
+    boxes = poll(page, map_boxes, what="both maps laid out")
+    assert boxes[0]["x"] + boxes[0]["width"] <= boxes[1]["x"] + 1  # side by side
+    assert page.get_by_text("LLM call").count() >= 2
+    _shot(page, "compare-side-by-side")
+    page.get_by_role("heading", name="Judges").scroll_into_view_if_needed()
+    page.get_by_role("button", name="Judge", exact=True).click()
+    poll(page, lambda: page.get_by_text("DEoT dual comparison · judge").count() > 0, timeout=60,
+         what="the judge's verdict")
+    page.get_by_role("heading", name="Judges").scroll_into_view_if_needed()
+    _shot(page, "compare-reports-and-judges")
+
+    # Reopened from its address alone.
+    address = page.url
+    page.goto(streamlit_app.url)
+    page.get_by_role("link", name="Compare").wait_for()
+    page.goto(address)
+    poll(page, lambda: page.locator(MAP_IFRAME).count() == 2, timeout=60, what="the reopened comparison")
+    page.get_by_text("DEoT dual comparison · judge").wait_for()  # the stored verdict, shown again
+    assert page.dialogs == []

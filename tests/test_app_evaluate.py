@@ -1,0 +1,208 @@
+"""The Evaluate and Compare pages under AppTest, offline on the scripted fake LLM: a benchmark started
+from the page runs, its tables appear, an item's run opens on Explore; bad input is refused with what
+to change and stores nothing; a comparison starts one run per method with the same budget and its
+address reopens it."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from components import mindmap
+from engine.evaluate.compare import parse_run_ids
+from engine.evaluate.datasets import load_items
+from storage.evaluation import EvaluationStore, ItemStatus
+from storage.models import BenchmarkStatus, RunStatus
+from tests.test_app_pages import APP, TIMEOUT, assert_no_exception, follow_switch, joined, open_page, services, texts  # noqa: F401
+
+EVALUATE = "pages/evaluate.py"
+COMPARE = "pages/compare.py"
+
+
+def _wait_benchmark(services, benchmark_id: str, timeout: float = 60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not services.benchmarks.is_active(benchmark_id):
+            return services.benchmarks.store.get_benchmark(benchmark_id)
+        time.sleep(0.1)
+    raise AssertionError(f"benchmark {benchmark_id} still running after {timeout} s")
+
+
+def _choose(at, dataset: str, methods: list[str], limit: int):
+    at.selectbox(key="eval-dataset").set_value(dataset).run()
+    at.number_input(key="eval-limit").set_value(limit)
+    at.multiselect(key="eval-methods").set_value(methods)
+    return at.run()
+
+
+@pytest.fixture
+def no_map(monkeypatch):
+    """AppTest cannot render the map component: record what it was given instead."""
+    drawn: dict[str, mindmap.MapData] = {}
+
+    def record(data, *, key, **kwargs):
+        drawn[key] = data
+        return None
+
+    monkeypatch.setattr(mindmap, "mind_map", record)
+    return drawn
+
+
+def test_a_benchmark_started_on_the_page_runs_and_its_tables_appear(services):
+    at = open_page(EVALUATE)
+    assert "No benchmarks yet" in joined(at.info)
+    assert "scripted fake LLM" in joined(at.info)  # what it runs on, said plainly
+    at = _choose(at, "hotpotqa-autoact", ["direct", "rag"], 2)
+    assert_no_exception(at)
+    assert any(c.startswith("Protocol: FGDIP: EM and F1") for c in texts(at.caption))
+    # The cost before Start: each method's, and the whole benchmark's.
+    assert any(c.startswith("Estimate: 2 items × 2 methods: about") for c in texts(at.caption)), texts(at.caption)
+    assert sum(c.startswith("About ") and "LLM call" in c for c in texts(at.caption)) == 2
+    at.button(key="eval-start").click().run()
+    assert_no_exception(at)
+    assert not at.error, texts(at.error)
+    store = EvaluationStore(services.db)
+    [bench] = store.list_benchmarks()
+    assert at.query_params["benchmark"] == [bench.id] or at.query_params["benchmark"] == bench.id
+    assert (bench.dataset, bench.methods, bench.limit, bench.llm_info["kind"]) == (
+        "hotpotqa-autoact", ["direct", "rag"], 2, "fake")
+    assert _wait_benchmark(services, bench.id).status == BenchmarkStatus.DONE
+    at.run()
+    assert_no_exception(at)
+
+    # The progress and results tables: one row per method, everything finished.
+    progress, results, items = at.dataframe[0].value, at.dataframe[1].value, at.dataframe[2].value
+    assert list(progress["Items"]) == [2, 2] and list(progress["Scored"] + progress["Failed"]) == [2, 2]
+    assert list(results["Done"]) == ["2/2", "2/2"]
+    assert {"EM", "F1", "Recall@10 any-gold", "LLM calls"} <= set(results.columns)
+    assert "ROUGE-L" not in results.columns  # not a metric of a short-answer dataset
+    # The item table: every item by every method, with its question, prediction, gold answer and scores.
+    gold = {i.id: i for i in load_items("hotpotqa-autoact", limit=2)}
+    assert len(items) == 4 and set(items["Item"]) == set(gold)
+    rows = {(r.item_id, r.method): r for r in store.list_items(bench.id)}
+    for record in items.to_dict("records"):
+        item = gold[record["Item"]]
+        row = rows[(record["Item"], next(m for m in ("direct", "rag") if services.methods[m].title == record["Method"]))]
+        assert record["Question"] == item.question and record["Gold"] == " | ".join(item.answers)
+        assert record["Prediction"] == row.prediction[:300] and record["Status"] == row.status
+        assert record["EM"] == row.metrics["em"] and record["F1"] == row.metrics["f1"]
+    assert all(r.status in ItemStatus.FINISHED for r in rows.values())
+
+    # Any item's run opens on Explore.
+    picked = at.selectbox(key=f"bench-pick-{bench.id}")
+    row = store.get_item(picked.options and picked.value)
+    at.button(key=f"bench-open-{bench.id}").click().run()
+    assert_no_exception(at)
+    at = follow_switch(at, "pages/explore.py").run()
+    assert_no_exception(at)
+    assert at.query_params["run"] in ([row.run_id], row.run_id)
+    assert any(services.repo.get_run(row.run_id).question in m for m in texts(at.markdown))
+
+
+@pytest.mark.parametrize("change, expected", [
+    (lambda at: at.multiselect(key="eval-methods").set_value([]), "Choose at least one method"),
+    (lambda at: at.number_input(key="eval-limit").set_value(0), "Items must be at least 1"),
+    (lambda at: at.number_input(key="eval-concurrency").set_value(99), "Concurrency must be 1 to 16"),
+    (lambda at: at.number_input(key="eval-max-cost").set_value(-1.0), "Max cost must be more than 0"),
+    (lambda at: at.number_input(key="eval-params-direct-paper.max_answer_tokens").set_value(5), "max_answer_tokens"),
+], ids=["no-method", "limit", "concurrency", "budget", "parameter"])
+def test_bad_benchmark_input_is_refused_and_nothing_is_stored(services, change, expected):
+    at = _choose(open_page(EVALUATE), "hotpotqa-autoact", ["direct"], 2)
+    change(at)
+    at.run()
+    at.button(key="eval-start").click().run()
+    assert_no_exception(at)
+    errors = joined(at.error)
+    assert expected in errors, errors
+    assert "nothing was stored" in errors or "Nothing was started" in errors
+    assert EvaluationStore(services.db).list_benchmarks() == []
+    assert services.repo.list_runs() == []
+
+
+def test_a_comparison_runs_each_method_with_the_same_budget_side_by_side(services, no_map):
+    at = open_page(COMPARE)
+    at.text_area(key="compare-question").input("Who designed the Eiffel Tower?")
+    at.multiselect(key="compare-methods").set_value(["direct", "rag"])
+    at.number_input(key="compare-max-tokens").set_value(50_000)
+    at.run()
+    at.button(key="compare-start").click().run()
+    assert_no_exception(at)
+    assert not at.error, texts(at.error)
+    run_ids = parse_run_ids(at.query_params["runs"] if isinstance(at.query_params["runs"], str)
+                            else at.query_params["runs"][0])
+    runs = [services.repo.get_run(r) for r in run_ids]
+    assert [r.method for r in runs] == ["direct", "rag"]
+    assert {(r.question, r.max_tokens, r.max_cost, r.llm_info["kind"], r.search_mode) for r in runs} == {
+        ("Who designed the Eiffel Tower?", 50_000, None, "fake", "local")}
+    for run_id in run_ids:
+        services.runner.wait(run_id, timeout=30)
+    assert all(services.repo.get_run(r).status == RunStatus.DONE for r in run_ids)
+
+    # Reopened from its address alone (a new session): both maps, both reports, usage per run.
+    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
+    at.query_params["runs"] = ",".join(run_ids)
+    at.switch_page(COMPARE).run()
+    assert_no_exception(at)
+    assert set(no_map) == {f"compare-map-{r}" for r in run_ids}
+    for run_id in run_ids:
+        assert len(no_map[f"compare-map-{run_id}"].nodes) == services.repo.get_run(run_id).node_count
+    assert [h.value for h in at.subheader][:2] == [services.methods[m].title for m in ("direct", "rag")]
+    usage = [c for c in texts(at.caption) if "nodes done" in c]
+    assert len(usage) == 2 and all("done" in u and "tokens" in u for u in usage)
+    for run_id in run_ids:
+        run = services.repo.get_run(run_id)
+        assert any(f"{run.llm_calls:,} LLM call" in u for u in usage)
+
+    # The judge on the pair: DEoT's five criteria and the overall verdict, both orders, with reasons.
+    assert "No verdict for this pair and protocol yet." in texts(at.caption)
+    at.button(key="compare-judge").click().run()
+    assert_no_exception(at)
+    assert not at.error, texts(at.error)
+    verdict = at.dataframe[-1].value
+    assert list(verdict["Criterion"]) == ["Analytical depth", "Specific arguments", "Innovation", "Practicality",
+                                          "Logical coherence", "Overall"]
+    sides = {services.methods["direct"].title, services.methods["rag"].title, "tie"}
+    assert set(verdict["A shown first"]) <= sides and set(verdict["Verdict"]) <= sides
+    assert all(reason.strip() for reason in verdict["Why (B shown first)"])
+    [judgment] = EvaluationStore(services.db).list_judgments(run_id=run_ids[0])
+    assert (judgment.protocol, judgment.run_a, judgment.run_b, judgment.calls) == (
+        "deot.pairwise", run_ids[0], run_ids[1], 2)
+    assert all(services.repo.get_run(r).llm_calls == 1 for r in run_ids)  # the judge's calls are its own
+
+
+def test_a_comparison_with_bad_input_stores_nothing(services, no_map):
+    at = open_page(COMPARE)
+    at.text_area(key="compare-question").input("   ")
+    at.multiselect(key="compare-methods").set_value(["direct", "rag"])
+    at.run()
+    at.button(key="compare-start").click().run()
+    assert_no_exception(at)
+    assert "Cannot start the comparison" in joined(at.error)
+    at.text_area(key="compare-question").input("Who designed the Eiffel Tower?")
+    at.multiselect(key="compare-methods").set_value(["direct"])
+    at.run()
+    at.button(key="compare-start").click().run()
+    assert "choose 2 or 3 methods" in joined(at.error)
+    assert services.repo.list_runs() == []
+
+
+def test_parse_run_ids_keeps_ids_in_order_once_and_drops_junk():
+    assert parse_run_ids("a1,b2, a1,,<script>,c3,d4") == ["a1", "b2", "c3"]
+    assert parse_run_ids(None) == [] and parse_run_ids("") == []
+
+
+def test_a_verdict_read_with_the_pair_reversed_swaps_every_side():
+    from engine.evaluate.compare import swapped
+    from engine.evaluate.judges import CombinedCriterion, PairwiseResult, PairwiseRound, RoundCriterion
+
+    result = PairwiseResult(protocol="deot.pairwise", run_a="x", run_b="y", rounds=[
+        PairwiseRound(order="ab", valid=True, criteria={"overall": RoundCriterion(winner="a", reason="x is deeper")}),
+        PairwiseRound(order="ba", valid=True, criteria={"overall": RoundCriterion(winner="tie", reason="even")})],
+        criteria={"overall": CombinedCriterion(winner="a", a_points=1.5, b_points=0.5)})
+    back = swapped(result)
+    assert (back.run_a, back.run_b) == ("y", "x")
+    assert [(r.order, r.criteria["overall"].winner) for r in back.rounds] == [("ba", "b"), ("ab", "tie")]
+    assert back.criteria["overall"] == CombinedCriterion(winner="b", a_points=0.5, b_points=1.5)
+    assert swapped(back) == result
