@@ -78,7 +78,7 @@ def _run_column(services: Services, run_id: str) -> None:
         st.warning(inline_text(f"Stopped: {run.stop_reason}"))
     data = reads.memo("compare-map", lambda: mindmap.build_map(reads.nodes, reads.snapshot.edges, None,
                                                                contract=contract))
-    mindmap.mind_map(data, key=f"compare-map-{run_id}", height=MAP_HEIGHT)
+    mindmap.mind_map(data, key=f"compare-map-{run_id}", height=MAP_HEIGHT, min_scale=mindmap.OVERVIEW_SCALE)
     report = reads.memo("compare-report", lambda: services.repo.latest_report(run_id))
     with st.container(height=REPORT_HEIGHT, border=True):
         if report is None:

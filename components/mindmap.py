@@ -42,6 +42,9 @@ HIERARCHICAL, FIXED, PHYSICS = "hierarchical", "fixed", "physics"
 FONT_SIZE = 16  # px at scale 1
 # The frame never opens a map zoomed out below this: 16 px × 0.8 = 12.8 px on screen. "Fit" may.
 MIN_READABLE_SCALE = 0.8
+# A map in a column beside others (Compare) is an overview: it may open smaller to show the whole
+# tree; the toolbar zooms in and Full screen reads it.
+OVERVIEW_SCALE = 0.45
 LABEL_WIDTH = 32  # characters per label line
 LABEL_LINES = 3  # lines of label text; the whole text is in the tooltip and the node panel
 LABEL_GROUND = "rgba(255, 255, 255, 0.85)"  # behind labels drawn outside their shape
@@ -244,18 +247,18 @@ def _component():
     return components.declare_component("thoughtmap_map", path=str(_FRONTEND))
 
 
-def frame_args(data: MapData, height: int = MAP_HEIGHT) -> dict:
+def frame_args(data: MapData, height: int = MAP_HEIGHT, min_scale: float = MIN_READABLE_SCALE) -> dict:
     """What each render sends the frame (Streamlit serialises it as JSON): the whole map, every time."""
     return {"nodes": data.nodes, "edges": data.edges, "options": data.options, "legend": data.legend,
-            "selected": data.selected, "height": height, "minScale": MIN_READABLE_SCALE}
+            "selected": data.selected, "height": height, "minScale": min_scale}
 
 
-def mind_map(data: MapData, *, key: str, height: int = MAP_HEIGHT) -> int | None:
+def mind_map(data: MapData, *, key: str, height: int = MAP_HEIGHT, min_scale: float = MIN_READABLE_SCALE) -> int | None:
     """Draw the map. Returns the id of the node the user has just chosen on the map (a click, or a
     search match), once: None on every other rerun, so the Node selectbox's own choices stand."""
     import streamlit as st
 
-    value = _component()(**frame_args(data, height), key=key, default=None)
+    value = _component()(**frame_args(data, height, min_scale), key=key, default=None)
     seen_key = f"{key}-seen"
     if not isinstance(value, dict) or value.get("seq") == st.session_state.get(seen_key):
         return None
