@@ -59,13 +59,14 @@ def test_events_go_with_their_run(repo):
 
 def test_migration_4_adds_the_table_to_a_database_of_the_previous_release(database_url):
     db = open_database(database_url)
+    later = [v for v, _n, _m in MIGRATIONS if v >= 4]
     with db.engine.begin() as conn:  # back to the previous release: migrations 1-3
         conn.execute(text("DROP TABLE run_events"))
-        conn.execute(text("DELETE FROM schema_migrations WHERE version = 4"))
+        conn.execute(text(f"DELETE FROM schema_migrations WHERE version IN ({', '.join(map(str, later))})"))
     assert applied_versions(db.engine) == [1, 2, 3]
     run_id = Repository(db).create_run(question="How do tides work?", method="deot", params={}).id
 
-    assert migrate(db.engine) == [4]
+    assert migrate(db.engine) == later  # 4, and the later ones: they check before they alter
     assert applied_versions(db.engine) == [v for v, _n, _m in MIGRATIONS]
     assert inspect(db.engine).has_table("run_events")
     repo = Repository(db)
