@@ -1,0 +1,81 @@
+"""The knowledge layer's seam (MTQA, paper 004, Steps 1-2): what a method asks of it and gets back.
+
+A method never sees the graph's tables: it gets a `KnowledgeBase` from its run context, adds the
+documents it retrieved (per-question scope) or reuses a collection's graph built once (collection
+scope), and asks for knowledge units. A knowledge unit is a set of triples together with the source
+text they were extracted from, so every unit is citable as the source it came from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from engine.search.protocol import Hit
+
+KnowledgeScope = Literal["question", "collection"]
+
+
+@dataclass(frozen=True)
+class Triple:
+    """One relation of the graph: subject -[relation]-> object, with the LLM's description."""
+
+    subject: str
+    relation: str
+    object: str
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Keywords:
+    """Dual-level keywords of a question: detailed ones are matched to entity keys, generalised ones
+    to relation keys."""
+
+    detailed: tuple[str, ...]
+    general: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class KnowledgeUnit:
+    """Triples plus the source chunk they came from. `hit` is the chunk as a citable source (its `ref`
+    is the corpus document id or URL the run stores as a Source)."""
+
+    id: str
+    hit: Hit
+    triples: tuple[Triple, ...] = ()
+    score: float = 0.0
+    # How the unit was reached: "entity", "relation", "hop1", "hop2" (for the app and the tests).
+    via: tuple[str, ...] = field(default=())
+
+
+@dataclass(frozen=True)
+class BuildProgress:
+    """Where a graph build stands: chunks extracted so far of all, and what it cost."""
+
+    chunks_done: int
+    chunks_total: int
+    entities: int
+    relations: int
+    failed_chunks: int = 0
+
+
+class KnowledgeBase(Protocol):
+    """The knowledge graph a run reads from. Every LLM call it makes goes through the LLM it was
+    opened with (the run's, so calls are budgeted, accounted and narrated like any other)."""
+
+    scope: KnowledgeScope
+
+    def add_documents(self, documents: Sequence[Hit]) -> BuildProgress:
+        """Chunk the documents and extract entities and relations from every chunk not yet
+        extracted (chunks concurrently); merge them into the graph without duplicating."""
+        ...
+
+    def keywords(self, question: str) -> Keywords:
+        """The question's detailed and generalised keywords (one LLM call)."""
+        ...
+
+    def retrieve(self, question: str, keywords: Keywords, *, top_k: int, hops: int,
+                 with_triples: bool = True, with_text: bool = True) -> list[KnowledgeUnit]:
+        """Knowledge units for a question: keys matched to the keywords, expanded 1..hops hops."""
+        ...
