@@ -421,11 +421,10 @@ def test_same_question_gives_the_same_tree(services):
     for _ in range(2):
         run_id = _done_run(services)
         nodes = questions(services, run_id)
-        # A follow-up named after a thing the findings mention is labelled from the node's text, which
-        # on the fake depends on the order a node's parallel tasks found their sources (noted in the
-        # closing note of issue 12); everything else is the same, label included.
-        shapes.append([(n.depth, n.data["engine"], n.data["expansion"]["decision"],
-                        None if "the findings name" in n.data.get("reasoning", "") else n.label) for n in nodes])
+        # Labels included: a follow-up named after a thing the findings mention is labelled from the
+        # node's text, which is the same because a node's sources are numbered in plan order, not in
+        # the order its parallel searches came back (toolbox.SearchTurns).
+        shapes.append([(n.depth, n.data["engine"], n.data["expansion"]["decision"], n.label) for n in nodes])
         labels.append([n.label for n in nodes])
     assert shapes[0] == shapes[1] and len(shapes[0]) >= 10
     assert all(len(run) == len(set(run)) for run in labels)  # a proposal repeating a question is dropped
@@ -569,3 +568,47 @@ def test_without_the_llm_planner_a_node_runs_one_search_of_its_own_query(service
     for node in questions(services, run_id):
         assert [(t["tool"], t["input"]) for t in node.data["plan"]] == [("info_search", node.label)]
         assert node.data["plan_accepted"] is True and node.status == NodeStatus.DONE
+
+
+class _SlowFirstSearch:
+    """The first task's search comes back only once the second task has numbered its sources (it
+    is asking the model about them), or after `patience` seconds: with plan-order numbering the
+    second task cannot number before the first, so the first search waits out its patience."""
+
+    def __init__(self, inner, slow_query: str, second_numbered: threading.Event, patience: float = 2.0) -> None:
+        self.inner, self.slow_query, self.second_numbered, self.patience = inner, slow_query, second_numbered, patience
+
+    @property
+    def description(self) -> str:
+        return self.inner.description
+
+    def search(self, query: str, k: int = 5):
+        if query == self.slow_query:
+            self.second_numbered.wait(self.patience)
+        return self.inner.search(query, k)
+
+
+def test_a_nodes_sources_are_numbered_in_plan_order_whatever_order_its_searches_finish(services, fake_llm):
+    slow, fast = "Apollo program moon landing", "Saturn V rocket"
+    second_numbered = threading.Event()
+
+    def answer_second(request):
+        second_numbered.set()
+        return "The Saturn V launched the Apollo missions [1]."
+
+    fake_llm.when(INFO_SEARCH.where(re.compile(re.escape(fast))), answer_second)
+    fake_llm.when(PLANNER, plan(task("task1", "info_search", slow), task("task2", "info_search", fast)))
+    services._searchers["local"] = _SlowFirstSearch(services.searcher("local"), slow, second_numbered)
+    run_id = _done_run(services, ROOT_ONLY)
+    numbers = {}
+    for text in prompts_with(fake_llm, INFO_SEARCH):
+        query = slow if slow in text else fast
+        numbers[query] = [int(n) for n in re.findall(r"^\[(\d+)\] ", text, re.M)]
+    assert numbers[slow] and numbers[fast], numbers
+    # The first task of the plan numbers first although its search finished last, so the same
+    # question always shows the model the same numbering (and `--llm fake` stays deterministic).
+    assert numbers[slow] == list(range(1, len(numbers[slow]) + 1))
+    first = len(numbers[slow]) + 1  # the second task's own sources come next (a shared one keeps its number)
+    own = sorted(set(numbers[fast]) - set(numbers[slow]))
+    assert own and own == list(range(first, first + len(own)))
+    assert [t["status"] for t in root_of(services, run_id).data["tasks"]] == ["success", "success"]

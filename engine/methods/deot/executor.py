@@ -16,7 +16,7 @@ from engine.llm.protocol import (
     StructuredOutputError,
 )
 from engine.methods.base import RunContext
-from engine.methods.deot.toolbox import TOOLS, NodeSources, TaskResult, ToolCall
+from engine.methods.deot.toolbox import SEARCH_TOOLS, TOOLS, NodeSources, SearchTurns, TaskResult, ToolCall
 from engine.parallel import run_parallel_settled
 from engine.search.protocol import SearchError
 from storage.models import Node
@@ -32,12 +32,21 @@ def _now() -> str:
 
 
 def _run_task(ctx: RunContext, node: Node, sources: NodeSources, task: dict[str, Any],
-              dependencies: list[TaskResult]) -> TaskResult:
-    ctx.checkpoint()
+              dependencies: list[TaskResult], turns: SearchTurns) -> TaskResult:
+    try:
+        ctx.checkpoint()
+        return _use_tool(ctx, node, sources, task, dependencies, turns)
+    finally:
+        turns.finish(task["id"])  # a task that ended without numbering sources lets the next one go
+
+
+def _use_tool(ctx: RunContext, node: Node, sources: NodeSources, task: dict[str, Any],
+              dependencies: list[TaskResult], turns: SearchTurns) -> TaskResult:
     result = TaskResult(task_id=task["id"], tool=task["tool"], status="running", started_at=_now())
     log.info("node %s task %s (%s): start", node.id, task["id"], task["tool"])
+    call = ToolCall(task=task, dependencies=dependencies, node=node, sources=sources, turns=turns)
     try:
-        output, numbers = TOOLS[task["tool"]](ctx, ToolCall(task=task, dependencies=dependencies, node=node, sources=sources))
+        output, numbers = TOOLS[task["tool"]](ctx, call)
     except TASK_FAILURES as exc:
         result.status, result.error = "failure", str(exc)
         log.warning("node %s task %s: failure: %s", node.id, task["id"], exc)
@@ -75,8 +84,10 @@ def execute_plan(ctx: RunContext, node: Node, tasks: list[dict[str, Any]], sourc
                 del pending[task_id]
         if not wave:
             break
+        turns = SearchTurns([task["id"] for task in wave if task["tool"] in SEARCH_TOOLS])
         outcomes = run_parallel_settled(ctx.executor, [
-            (lambda task=task: _run_task(ctx, node, sources, task, [results[d] for d in task.get("depends_on", [])]))
+            (lambda task=task: _run_task(ctx, node, sources, task, [results[d] for d in task.get("depends_on", [])],
+                                         turns))
             for task in wave])
         ending = next((error for _, error in outcomes if error is not None), None)
         for task, (result, error) in zip(wave, outcomes):

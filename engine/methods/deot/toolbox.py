@@ -16,6 +16,33 @@ from engine.search.relevance import NO_RELEVANT_SOURCE, relevant_hits
 from storage.models import Node, Source
 
 
+class SearchTurns:
+    """Numbers a wave's search results in plan order, whatever order the searches finish in.
+
+    The tasks of a wave search concurrently; without this, a node's sources were numbered in the
+    order the searches came back, so the same question could give the model "[1]" and "[2]" the
+    other way round (and the scripted fake a different text). Each task waits for the tasks before
+    it in the wave to number their sources (or to end without searching) before numbering its own.
+    Deadlock-free because `engine/parallel.py` starts a wave's calls in list order: every earlier
+    task has started, and none of them waits for a later one."""
+
+    def __init__(self, task_ids: list[str]) -> None:
+        self._order = list(task_ids)
+        self._done: set[str] = set()
+        self._changed = threading.Condition()
+
+    def wait_for_turn(self, task_id: str) -> None:
+        earlier = self._order[:self._order.index(task_id)] if task_id in self._order else []
+        with self._changed:
+            self._changed.wait_for(lambda: all(t in self._done for t in earlier))
+
+    def finish(self, task_id: str) -> None:
+        """The task numbered its sources, or ended (failed, searched nothing): the next may go."""
+        with self._changed:
+            self._done.add(task_id)
+            self._changed.notify_all()
+
+
 class NodeSources:
     """The sources one node has gathered, numbered 1..N in the order found (shared by its tasks).
 
@@ -40,17 +67,25 @@ class NodeSources:
             self._number_of[source.id] = len(self._sources)
         return self._number_of[source.id]
 
-    def search(self, query: str, k: int) -> list[int]:
-        """Search, keep only the hits about the query, store and number them."""
+    def search(self, query: str, k: int, *, turn: tuple[SearchTurns, str] | None = None) -> list[int]:
+        """Search, keep only the hits about the query, store and number them (in the wave's plan
+        order when `turn` says which task of which wave this is)."""
         hits = self._ctx.search(query, k=k, node=self._node)
         relevant = relevant_hits(query, hits, floor=self._ctx.params.relevance_floor)
         self._ctx.note_unrelated(query, relevant, self._node)
         stored = self._ctx.graph.add_sources(relevant.kept, node=self._node) if relevant.kept else []
-        with self._lock:
-            self.dropped.extend(relevant.dropped_summary())
-            if not stored:
-                self.unanswered_queries.append(query)
-            return [self._append(source) for source in stored]
+        if turn is not None:
+            turns, task_id = turn
+            turns.wait_for_turn(task_id)
+        try:
+            with self._lock:
+                self.dropped.extend(relevant.dropped_summary())
+                if not stored:
+                    self.unanswered_queries.append(query)
+                return [self._append(source) for source in stored]
+        finally:
+            if turn is not None:
+                turns.finish(task_id)
 
     def nothing_found(self) -> str:
         return NO_RELEVANT_SOURCE.format(where=self._ctx.searcher.description)
@@ -110,6 +145,12 @@ class ToolCall:
     dependencies: list[TaskResult]
     node: Node
     sources: NodeSources
+    turns: SearchTurns | None = None
+
+    def search(self) -> list[int]:
+        """This task's search of its input, numbered in its wave's plan order."""
+        turn = (self.turns, self.task["id"]) if self.turns is not None else None
+        return self.sources.search(self.task["input"], k=self.task.get("max_results", 3), turn=turn)
 
     @property
     def dependency_text(self) -> str:
@@ -124,7 +165,7 @@ class ToolCall:
 
 
 def news_search(ctx: RunContext, call: ToolCall) -> tuple[str, list[int]]:
-    numbers = call.sources.search(call.task["input"], k=call.task.get("max_results", 3))
+    numbers = call.search()
     if not numbers:
         return call.sources.nothing_found(), []
     by_number = {i + 1: s for i, s in enumerate(call.sources.all)}
@@ -137,7 +178,7 @@ def news_search(ctx: RunContext, call: ToolCall) -> tuple[str, list[int]]:
 
 
 def info_search(ctx: RunContext, call: ToolCall) -> tuple[str, list[int]]:
-    numbers = call.sources.search(call.task["input"], k=call.task.get("max_results", 3))
+    numbers = call.search()
     if not numbers:
         return call.sources.nothing_found(), []
     text = ctx.llm.text(prompts.INFO_SEARCH.render(sources=call.sources.blocks(numbers), input=call.task["input"]),
@@ -155,6 +196,9 @@ def _analysis_tool(prompt) -> Callable[[RunContext, ToolCall], tuple[str, list[i
 
     return run
 
+
+# The tools that search (and so number sources); only they take turns in a wave (SearchTurns).
+SEARCH_TOOLS = ("news_search", "info_search")
 
 TOOLS: dict[str, Callable[[RunContext, ToolCall], tuple[str, list[int]]]] = {
     "news_search": news_search,
