@@ -395,6 +395,26 @@ class CorpusStore:
             ).fetchall()
         return {name: count for name, count in rows}
 
+    def iter_collection_chunks(self, collection: str, limit: int | None = None) -> Iterator[ChunkHit]:
+        """Every chunk of a collection in index order (documents as added, chunks in order), at most
+        `limit`; read in pages, so a large collection is never held whole (score 0, no snippet)."""
+        sql = (
+            "SELECT c.id, d.title, d.ref, d.url, d.collection, c.ordinal, c.text"
+            " FROM chunks c JOIN documents d ON d.id = c.doc_id"
+            " WHERE d.collection = ? AND c.id > ? ORDER BY c.id LIMIT ?"
+        )
+        last, given = 0, 0
+        while limit is None or given < limit:
+            page = FTS_WRITE_BATCH if limit is None else min(FTS_WRITE_BATCH, limit - given)
+            with self._lock:
+                rows = self._conn.execute(sql, (collection, last, page)).fetchall()
+            if not rows:
+                return
+            for chunk_id, title, ref, url, name, ordinal, text in rows:
+                yield ChunkHit(title=title, ref=ref, url=url, collection=name, ordinal=ordinal,
+                               text=text, snippet="", score=0.0)
+                last, given = chunk_id, given + 1
+
     def search(
         self, query: str, k: int = 5, *, collections: Sequence[str] | None = None
     ) -> list[ChunkHit]:

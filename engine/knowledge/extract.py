@@ -1,0 +1,81 @@
+"""Extraction of chunks (MTQA Step 1): one LLM call per chunk, chunks concurrently through the
+injected `parallel` (the run's `ctx.parallel`, or the builder's on the process-wide pool), each
+chunk's result merged into the graph the moment it arrives, so whatever finished before a stop, a
+crash or a kill is kept and never asked again.
+
+A chunk whose answer stays unusable after the structured re-asks (`StructuredOutputError`) is
+recorded as failed and tried again by the next build; every other error (the budget, the endpoint
+unreachable, a stop) ends the extraction, after the chunks in flight have ended."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+from pydantic import BaseModel
+
+from engine.knowledge.merge import merge_entity, merge_relation, normalise_extraction
+from engine.knowledge.prompts import ENTITY_TYPES, EXTRACT
+from engine.knowledge.schemas import Extraction
+from engine.llm.protocol import StructuredOutputError
+from engine.redact import redact_secrets
+from storage.knowledge import KnowledgeStore
+from storage.models import KnowledgeChunk
+
+T = TypeVar("T", bound=BaseModel)
+
+PURPOSE = "knowledge"  # THOUGHTMAP_MODEL_KNOWLEDGE picks the extraction model, else the default one
+# An extraction lists up to 40 entities and 40 relations with descriptions: room for that, no more.
+EXTRACT_MAX_TOKENS = 2500
+
+
+class Asker(Protocol):
+    """A structured LLM call (`RunLLM.ask` bound to a node, or `EvalLLM.ask` for a collection build)."""
+
+    def __call__(self, messages: Any, output_type: type[T], *, purpose: str = ..., max_tokens: int | None = ...) -> T: ...
+
+
+Parallel = Callable[[Sequence[Callable[[], Any]]], list[Any]]
+
+
+@dataclass(frozen=True)
+class ExtractionOutcome:
+    done: int = 0
+    failed: int = 0
+
+
+def extraction_prompt(chunk: KnowledgeChunk):
+    return EXTRACT.render(entity_types=", ".join(ENTITY_TYPES), title=chunk.title or "(untitled)", text=chunk.text)
+
+
+class ChunkExtractor:
+    """Extracts chunks of one graph and merges each result into it."""
+
+    def __init__(self, store: KnowledgeStore, graph_id: int, ask: Asker, parallel: Parallel) -> None:
+        self._store = store
+        self._graph_id = graph_id
+        self._ask = ask
+        self._parallel = parallel
+        # One merge at a time: a merge reads the stored entities and writes them back.
+        self._merge_lock = threading.Lock()
+
+    def extract(self, chunks: Sequence[KnowledgeChunk]) -> ExtractionOutcome:
+        """Extract `chunks` concurrently; how many were merged and how many failed."""
+        results = self._parallel([lambda chunk=chunk: self._extract_one(chunk) for chunk in chunks])
+        done = sum(1 for ok in results if ok)
+        return ExtractionOutcome(done=done, failed=len(results) - done)
+
+    def _extract_one(self, chunk: KnowledgeChunk) -> bool:
+        try:
+            extraction = self._ask(extraction_prompt(chunk), Extraction, purpose=PURPOSE,
+                                   max_tokens=EXTRACT_MAX_TOKENS)
+        except StructuredOutputError as exc:
+            self._store.mark_chunk_failed(chunk.id, redact_secrets(str(exc)))
+            return False
+        entities, relations = normalise_extraction(extraction)
+        with self._merge_lock:
+            self._store.save_extraction(self._graph_id, chunk.id, entities, relations,
+                                        merge_entity=merge_entity, merge_relation=merge_relation)
+        return True

@@ -1,0 +1,209 @@
+"""`StoredKnowledgeBase`: the `KnowledgeBase` a run gets, over one stored graph.
+
+Per question, the graph is the run's own (deleted with it) and grows with the documents the run
+adds; per collection, it was built by `thoughtmap kg build` and is only read. Retrieval (MTQA Step 2):
+the question's detailed keywords matched to entity keys and its general keywords to relation keys
+(`index.py`), the matched entities (and the ends of matched relations) expanded 1..hops relations
+away (`expand.py`), and every chunk those entities and relations came from made a knowledge unit:
+the chunk as a citable `Hit`, with the reached triples and entities extracted from it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from engine.knowledge.chunks import chunk_documents
+from engine.knowledge.expand import adjacency, expand
+from engine.knowledge.extract import PURPOSE, Asker, ChunkExtractor, Parallel
+from engine.knowledge.index import KeyIndex
+from engine.knowledge.merge import MAX_KEYWORD_CHARS, clean
+from engine.knowledge.names import content_words, proper_names
+from engine.knowledge.prompts import KEYWORDS
+from engine.knowledge.schemas import QuestionKeywords
+from engine.knowledge.units import BuildProgress, Entity, Keywords, KnowledgeScope, KnowledgeUnit, Triple
+from engine.llm.protocol import StructuredOutputError
+from engine.search.protocol import Hit
+from storage.knowledge import KnowledgeStore
+from storage.models import KnowledgeChunkStatus, KnowledgeEntity, KnowledgeGraph, KnowledgeRelation
+
+KEYWORDS_MAX_TOKENS = 300
+# Entities kept per hop of the expansion, the most connected first (see expand.expand).
+NEIGHBOURS_PER_HOP = 50
+# An entity reached at hop h adds HOP_WEIGHT**h to its chunks' scores; a matched key adds its BM25
+# score over the best one of its level (so at most 1): direct matches rank before neighbours.
+HOP_WEIGHT = 0.5
+SNIPPET_CHARS = 300
+
+
+class KnowledgeError(ValueError):
+    """The knowledge base cannot do what was asked (the message says why and what to do)."""
+
+
+@dataclass
+class _View:
+    """What retrieval reads of the graph, built once per graph state."""
+
+    index: KeyIndex
+    neighbours: dict[str, set[str]]
+
+
+class StoredKnowledgeBase:
+    def __init__(self, store: KnowledgeStore, graph: KnowledgeGraph, *, ask: Asker, parallel: Parallel,
+                 writable: bool) -> None:
+        self._store = store
+        self.graph_id: int = graph.id  # type: ignore[assignment]
+        self.scope: KnowledgeScope = graph.scope  # type: ignore[assignment]
+        self.chunk_tokens = graph.chunk_tokens
+        self.collection = graph.collection
+        self._ask = ask
+        self._writable = writable
+        self._extractor = ChunkExtractor(store, self.graph_id, ask, parallel)
+        self._view: _View | None = None
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ building
+
+    def add_documents(self, documents: Sequence[Hit]) -> BuildProgress:
+        if not self._writable:
+            raise KnowledgeError(
+                f"the graph of collection '{self.collection}' is built with `thoughtmap kg build --collection "
+                f"{self.collection}`; a run reads it. Add a run's own documents to the question scope.")
+        chunks = chunk_documents(documents, self.chunk_tokens)
+        if chunks:
+            self._store.add_chunks(self.graph_id, chunks)
+            stored = self._store.chunks_by_keys(self.graph_id, [c.key for c in chunks])
+            # Failed chunks too: a resumed run tries them again. Done ones are never asked again.
+            todo = sorted((c for c in stored if c.status != KnowledgeChunkStatus.DONE), key=lambda c: c.id)
+            if todo:
+                with self._lock:
+                    self._view = None
+                try:
+                    self._extractor.extract(todo)
+                finally:
+                    with self._lock:
+                        self._view = None
+        return self.progress()
+
+    def progress(self) -> BuildProgress:
+        counts = self._store.counts(self.graph_id)
+        return BuildProgress(chunks_done=counts.chunks_done, chunks_total=counts.chunks_total,
+                             entities=counts.entities, relations=counts.relations,
+                             failed_chunks=counts.chunks_failed)
+
+    # ------------------------------------------------------------------ keywords
+
+    def keywords(self, question: str) -> Keywords:
+        try:
+            answer = self._ask(KEYWORDS.render(question=question), QuestionKeywords, purpose=PURPOSE,
+                               max_tokens=KEYWORDS_MAX_TOKENS)
+        except StructuredOutputError:
+            return keywords_from_words(question)
+        detailed = _clean_keywords(answer.detailed)
+        general = _clean_keywords(answer.general)
+        if not detailed and not general:
+            return keywords_from_words(question)
+        return Keywords(detailed=detailed, general=general)
+
+    # ------------------------------------------------------------------ retrieval
+
+    def retrieve(self, question: str, keywords: Keywords, *, top_k: int, hops: int,
+                 with_triples: bool = True, with_text: bool = True, max_units: int = 10) -> list[KnowledgeUnit]:
+        view = self._graph_view()
+        index = view.index
+        weights: dict[tuple[str, int], float] = {}  # ("entity"|"relation", id) -> weight
+        vias: dict[tuple[str, int], str] = {}
+        entity_hits = index.match_entities(keywords.detailed, top_k)
+        relation_hits = index.match_relations(keywords.general, top_k)
+        for level, hits in (("entity", entity_hits), ("relation", relation_hits)):
+            best = max((h.score for h in hits), default=0.0) or 1.0
+            for hit in hits:
+                weights[(level, hit.id)] = hit.score / best
+                vias[(level, hit.id)] = level
+        seeds = {index.entities[h.id].key for h in entity_hits}
+        for hit in relation_hits:
+            relation = index.relations[hit.id]
+            seeds |= {relation.source_key, relation.target_key}
+        distance = expand(seeds, view.neighbours, hops, per_hop=NEIGHBOURS_PER_HOP)
+        reached_entities = [index.entity_by_key[k] for k in distance if k in index.entity_by_key]
+        for entity in reached_entities:
+            hop = distance[entity.key]
+            if hop > 0:
+                weights[("entity", entity.id)] = HOP_WEIGHT ** hop  # type: ignore[index]
+                vias[("entity", entity.id)] = f"hop{hop}"  # type: ignore[index]
+        matched_relations = {h.id for h in relation_hits}
+        reached_relations = [r for r in index.relations.values()
+                             if r.id in matched_relations or (r.source_key in distance and r.target_key in distance)]
+        return self._units(index, reached_entities, reached_relations, weights, vias,
+                           with_triples=with_triples, with_text=with_text, max_units=max_units)
+
+    def _units(self, index: KeyIndex, entities: list[KnowledgeEntity], relations: list[KnowledgeRelation],
+               weights: dict[tuple[str, int], float], vias: dict[tuple[str, int], str], *, with_triples: bool,
+               with_text: bool, max_units: int) -> list[KnowledgeUnit]:
+        """One unit per chunk the reached entities and relations came from, best first."""
+        score: dict[int, float] = {}
+        via: dict[int, list[str]] = {}
+        chunk_entities: dict[int, list[KnowledgeEntity]] = {}
+        chunk_relations: dict[int, list[KnowledgeRelation]] = {}
+        by_entity = self._store.entity_chunks([e.id for e in entities])  # type: ignore[misc]
+        by_relation = self._store.relation_chunks([r.id for r in relations])  # type: ignore[misc]
+        for level, items, links, into in (("entity", entities, by_entity, chunk_entities),
+                                          ("relation", relations, by_relation, chunk_relations)):
+            for item in items:
+                for chunk_id in links.get(item.id, []):  # type: ignore[arg-type]
+                    into.setdefault(chunk_id, []).append(item)
+                    score[chunk_id] = score.get(chunk_id, 0.0) + weights.get((level, item.id), 0.0)  # type: ignore[arg-type]
+                    how = vias.get((level, item.id))  # type: ignore[arg-type]
+                    if how and how not in via.setdefault(chunk_id, []):
+                        via[chunk_id].append(how)
+        chosen = sorted(score, key=lambda c: (-score[c], c))[:max(0, max_units)]
+        chunks = {c.id: c for c in self._store.chunks_by_ids(chosen)}
+        units = []
+        for chunk_id in chosen:
+            chunk = chunks[chunk_id]
+            text = chunk.text if with_text else ""
+            hit = Hit(title=chunk.title, ref=chunk.ref, snippet=text[:SNIPPET_CHARS], text=text,
+                      kind=chunk.kind, url=chunk.url, score=score[chunk_id])  # type: ignore[arg-type]
+            triples = tuple(_triple(index, r) for r in chunk_relations.get(chunk_id, [])) if with_triples else ()
+            facts = tuple(Entity(e.name, e.type, e.description) for e in chunk_entities.get(chunk_id, [])) \
+                if with_triples else ()
+            units.append(KnowledgeUnit(id=f"kg{self.graph_id}-c{chunk_id}", hit=hit, triples=triples,
+                                       score=score[chunk_id], via=tuple(sorted(via.get(chunk_id, []))),
+                                       entities=facts))
+        return units
+
+    def _graph_view(self) -> _View:
+        with self._lock:
+            if self._view is None:
+                contents = self._store.contents(self.graph_id)
+                self._view = _View(KeyIndex(contents),
+                                   adjacency((r.source_key, r.target_key) for r in contents.relations))
+            return self._view
+
+
+def _triple(index: KeyIndex, relation: KnowledgeRelation) -> Triple:
+    def name(key: str) -> str:
+        entity = index.entity_by_key.get(key)
+        return entity.name if entity is not None else key
+
+    return Triple(subject=name(relation.source_key), relation=", ".join(relation.keywords) or "related to",
+                  object=name(relation.target_key), description=relation.description)
+
+
+def _clean_keywords(words: Sequence[str]) -> tuple[str, ...]:
+    out: list[str] = []
+    for word in words:
+        word = clean(word, MAX_KEYWORD_CHARS)
+        if word and word.casefold() not in {w.casefold() for w in out}:
+            out.append(word)
+    return tuple(out)
+
+
+def keywords_from_words(question: str) -> Keywords:
+    """Keywords read from the question itself: its names are the detailed ones, its other content
+    words the general ones (used when the model's answer is unusable)."""
+    names = proper_names(question)
+    name_words = {w.lower() for name in names for w in name.split()}
+    general = content_words(question, skip=name_words, limit=8)
+    return Keywords(detailed=tuple(names[:8]) or tuple(general[:3]), general=tuple(general), from_model=False)
