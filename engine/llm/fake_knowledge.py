@@ -61,9 +61,10 @@ def extraction_answer(request: ChatRequest) -> str:
         if key not in entities and len(entities) < MAX_ITEMS:
             entities[key] = {"name": name, "type": _entity_type(name), "description": sentence[:DESCRIPTION_CHARS]}
 
-    if subject:
-        add_entity(subject, f"{subject} is the subject of the passage '{title}'.")
-    for sentence in sentences(body):
+    passage_sentences = sentences(body)
+    if subject and passage_sentences:  # a passage's first sentence usually says what its subject is
+        add_entity(subject, next((s for s in passage_sentences if subject.lower() in s.lower()), passage_sentences[0]))
+    for sentence in passage_sentences:
         names = [n for n in proper_names(sentence)]
         for name in names:
             add_entity(name, sentence)
