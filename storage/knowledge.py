@@ -241,6 +241,14 @@ class KnowledgeStore:
                 out.extend(s.exec(select(KnowledgeChunk).where(col(KnowledgeChunk.id).in_(part))).all())
         return sorted(out, key=lambda c: c.id or 0)
 
+    def list_chunks(self, graph_id: int, *, status: str | None = None) -> list[KnowledgeChunk]:
+        """The graph's chunks (of one status), in the order they were registered."""
+        stmt = select(KnowledgeChunk).where(KnowledgeChunk.graph_id == graph_id)
+        if status:
+            stmt = stmt.where(KnowledgeChunk.status == status)
+        with self._session() as s:
+            return list(s.exec(stmt.order_by(col(KnowledgeChunk.id))).all())
+
     def pending_chunks(self, graph_id: int, limit: int, *, after_id: int = 0) -> list[KnowledgeChunk]:
         """Chunks still to extract, in order, after `after_id`."""
         with self._session() as s:
