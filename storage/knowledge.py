@@ -10,14 +10,13 @@ marked done, or not at all (a build killed at any moment resumes without losing 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from sqlalchemy import func, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from storage.db import Database
+from storage.db import Store
 from storage.models import (
     KnowledgeChunk,
     KnowledgeChunkStatus,
@@ -92,15 +91,7 @@ class GraphNotFound(LookupError):
     pass
 
 
-class KnowledgeStore:
-    def __init__(self, db: Database) -> None:
-        self.db = db
-
-    @contextmanager
-    def _session(self):
-        with Session(self.db.engine, expire_on_commit=False) as session:
-            yield session
-
+class KnowledgeStore(Store):
     # ------------------------------------------------------------------ graphs
 
     def open_graph(self, key: str, *, scope: str, chunk_tokens: int, run_id: str | None = None,
@@ -291,42 +282,30 @@ class KnowledgeStore:
 
     @staticmethod
     def _merge_entities(s: Session, graph_id: int, entities: Sequence[EntityInput], merge: EntityMerge) -> list[int]:
-        keys = list(dict.fromkeys(e.key for e in entities))
-        stored = {row.key: row for row in s.exec(select(KnowledgeEntity).where(
-            KnowledgeEntity.graph_id == graph_id, col(KnowledgeEntity.key).in_(keys))).all()} if keys else {}
-        for entity in entities:
-            row = stored.get(entity.key)
-            if row is None:
-                row = KnowledgeEntity(graph_id=graph_id, key=entity.key, name=entity.name, type=entity.type,
-                                      description=entity.description)
-                stored[entity.key] = row
-            else:
-                merged = merge(EntityInput(row.key, row.name, row.type, row.description), entity)
-                row.name, row.type, row.description = merged.name, merged.type, merged.description
-            s.add(row)
-        s.flush()
-        return [stored[k].id for k in keys]  # type: ignore[misc]
+        def created(entity: EntityInput) -> KnowledgeEntity:
+            return KnowledgeEntity(graph_id=graph_id, key=entity.key, name=entity.name, type=entity.type,
+                                   description=entity.description)
+
+        def merged(row: KnowledgeEntity, entity: EntityInput) -> None:
+            new = merge(EntityInput(row.key, row.name, row.type, row.description), entity)
+            row.name, row.type, row.description = new.name, new.type, new.description
+
+        return _upsert(s, KnowledgeEntity, KnowledgeEntity.key, graph_id, entities, lambda e: e.key, created, merged)
 
     @staticmethod
     def _merge_relations(s: Session, graph_id: int, relations: Sequence[RelationInput],
                          merge: RelationMerge) -> list[int]:
-        pairs = list(dict.fromkeys(r.pair for r in relations))
-        stored = {row.pair: row for row in s.exec(select(KnowledgeRelation).where(
-            KnowledgeRelation.graph_id == graph_id, col(KnowledgeRelation.pair).in_(pairs))).all()} if pairs else {}
-        for relation in relations:
-            row = stored.get(relation.pair)
-            if row is None:
-                row = KnowledgeRelation(graph_id=graph_id, pair=relation.pair, source_key=relation.source_key,
-                                        target_key=relation.target_key, description=relation.description,
-                                        keywords=list(relation.keywords))
-                stored[relation.pair] = row
-            else:
-                merged = merge(RelationInput(row.source_key, row.target_key, row.description, tuple(row.keywords)),
-                               relation)
-                row.description, row.keywords = merged.description, list(merged.keywords)
-            s.add(row)
-        s.flush()
-        return [stored[p].id for p in pairs]  # type: ignore[misc]
+        def created(relation: RelationInput) -> KnowledgeRelation:
+            return KnowledgeRelation(graph_id=graph_id, pair=relation.pair, source_key=relation.source_key,
+                                     target_key=relation.target_key, description=relation.description,
+                                     keywords=list(relation.keywords))
+
+        def merged(row: KnowledgeRelation, relation: RelationInput) -> None:
+            new = merge(RelationInput(row.source_key, row.target_key, row.description, tuple(row.keywords)), relation)
+            row.description, row.keywords = new.description, list(new.keywords)
+
+        return _upsert(s, KnowledgeRelation, KnowledgeRelation.pair, graph_id, relations, lambda r: r.pair, created,
+                       merged)
 
     # ------------------------------------------------------------------ reading the graph
 
@@ -356,6 +335,24 @@ class KnowledgeStore:
                 for owner, chunk in rows:
                     out.setdefault(owner, []).append(chunk)
         return out
+
+
+def _upsert(s: Session, table, key_column, graph_id: int, items: Sequence, key_of: Callable, created: Callable,
+            merged: Callable) -> list[int]:
+    """Insert each item whose key the graph does not hold yet, merge the others into their row; the
+    ids of the rows, one per distinct key, in the items' order."""
+    keys = list(dict.fromkeys(key_of(item) for item in items))
+    rows = s.exec(select(table).where(table.graph_id == graph_id, col(key_column).in_(keys))).all() if keys else []
+    stored = {getattr(row, key_column.key): row for row in rows}
+    for item in items:
+        row = stored.get(key_of(item))
+        if row is None:
+            row = stored[key_of(item)] = created(item)
+        else:
+            merged(row, item)
+        s.add(row)
+    s.flush()
+    return [stored[key].id for key in keys]
 
 
 __all__ = ["ChunkInput", "EntityInput", "GraphContents", "GraphCounts", "GraphNotFound", "KnowledgeStore",

@@ -19,6 +19,7 @@ from engine.parallel import run_parallel
 from engine.search.protocol import Hit
 from storage import Repository, open_database
 from storage.knowledge import KnowledgeStore
+from tests.db_backends import database_url  # noqa: F401 - the fixture
 
 ARTHUR = Hit(title="Arthur's Magazine", ref="hotpotqa/Arthur's Magazine#0", snippet="", kind="corpus",
              text="Arthur's Magazine (1844-1846) was an American literary periodical published in Philadelphia "
@@ -37,8 +38,8 @@ def serial(calls):
 
 
 @pytest.fixture
-def store(tmp_path):
-    db = open_database(f"sqlite:///{tmp_path / 'kg.sqlite3'}")
+def store(database_url):  # noqa: F811 - SQLite, and PostgreSQL when the test server is up
+    db = open_database(database_url)
     yield KnowledgeStore(db)
     db.dispose()
 

@@ -25,6 +25,7 @@ from engine.llm.fake import FakeLLM, request_text
 from engine.llm.fake_server import FakeOpenAIServer
 from engine.services import build_services
 from storage.models import KnowledgeChunkStatus
+from tests.contract_helpers import stop
 from tests.test_resume_after_kill import START_TIMEOUT_S, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,7 +44,7 @@ def extracted_passages(fake: FakeLLM, start: int = 0) -> list[str]:
 
 @pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
 def test_a_killed_collection_build_resumes_without_reextracting_finished_chunks(prebuilt_corpus_home, request,
-                                                                                 monkeypatch):
+                                                                                 monkeypatch, capsys):
     services = build_services(load_settings())
     request.addfinalizer(services.close)
     store = services.knowledge
@@ -73,13 +74,8 @@ def test_a_killed_collection_build_resumes_without_reextracting_finished_chunks(
             proc.wait(timeout=10)
             assert proc.returncode == -signal.SIGKILL
         finally:
-            if proc is not None and proc.poll() is None:
-                proc.kill()
-                proc.wait(timeout=10)
             if proc is not None:
-                for stream in (proc.stdout, proc.stderr):
-                    if stream is not None:
-                        stream.close()
+                stop(proc)
 
         graph = store.find_graph(GRAPH_KEY)
         assert graph.status == "building" and f":{proc.pid}:" in graph.owner  # nobody could update it
@@ -87,6 +83,10 @@ def test_a_killed_collection_build_resumes_without_reextracting_finished_chunks(
         done_before = {c.text for c in store.list_chunks(graph.id, status=KnowledgeChunkStatus.DONE)}
         assert 16 <= len(done_before) < CHUNKS
         asked_before = len(fake.calls_for(EXTRACT.name))
+        # `kg stop` on a build whose process died marks it stopped at once (nothing else would).
+        assert cli.main(["kg", "stop", "--collection", "hotpotqa"]) == cli.EXIT_OK
+        assert "its build process had died" in capsys.readouterr().out
+        assert store.find_graph(GRAPH_KEY).status == "stopped"
 
         # Resume in another process (the in-process CLI), against the same server.
         for key in ("OPENAI_BASE_URL", "OPENAI_API_KEY"):
