@@ -82,7 +82,7 @@ def _build(cli, services, args) -> int:
     cli._prepare_llm(services, kind, args.quiet)
     llm = EvalLLM(services.llm(kind), services.prices, EvalUsage())
     executor = services.runner.executor  # the process-wide pool: no pool of our own
-    builder = CollectionBuilder(services.knowledge, services.corpus().store, llm,
+    builder = CollectionBuilder(services.knowledge.store, services.corpus().store, llm,
                                 lambda calls: run_parallel(executor, calls))
     stop = threading.Event()
 
@@ -118,7 +118,7 @@ def _build(cli, services, args) -> int:
 def _status(cli, services) -> int:
     from engine.knowledge.build import shown_status
 
-    store = services.knowledge
+    store = services.knowledge.store
     graphs = store.list_graphs(scope="collection")
     built = set()
     for graph in graphs:
@@ -142,7 +142,7 @@ def _stop(cli, services, args) -> int:
     from engine.knowledge.open import collection_graph_key
     from storage.models import KnowledgeGraphStatus
 
-    store = services.knowledge
+    store = services.knowledge.store
     graph = store.find_graph(collection_graph_key(args.collection, args.chunk_tokens))
     if graph is None:
         raise cli.CLIError(f"no knowledge graph of collection '{args.collection}' (see: thoughtmap kg status)")

@@ -125,6 +125,11 @@ class KnowledgeStore(Store):
             raise GraphNotFound(f"no knowledge graph {graph_id}")
         return graph
 
+    def version(self, graph_id: int) -> int:
+        """The graph's version: it changes with every merge (one column of one row)."""
+        with self._session() as s:
+            return s.exec(select(KnowledgeGraph.version).where(KnowledgeGraph.id == graph_id)).one()
+
     def list_graphs(self, *, scope: str | None = None) -> list[KnowledgeGraph]:
         stmt = select(KnowledgeGraph)
         if scope:
@@ -278,6 +283,8 @@ class KnowledgeStore(Store):
             s.exec(update(KnowledgeChunk).where(col(KnowledgeChunk.id) == chunk_id).values(
                 status=KnowledgeChunkStatus.DONE, error="", extracted_at=utcnow(),
                 attempts=KnowledgeChunk.attempts + 1))
+            s.exec(update(KnowledgeGraph).where(col(KnowledgeGraph.id) == graph_id).values(
+                version=KnowledgeGraph.version + 1))
             s.commit()
 
     @staticmethod

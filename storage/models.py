@@ -362,6 +362,8 @@ class KnowledgeGraph(SQLModel, table=True):
     collection: str | None = Field(default=None, max_length=200)
     chunk_tokens: int = 1200
     status: str = Field(default=KnowledgeGraphStatus.EMPTY, max_length=16)
+    # Bumped by every merge, so a reader can keep what it derived from the graph until it changes.
+    version: int = 0
     owner: str = Field(default="", max_length=200)
     error: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
     llm_info: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False, default=dict))

@@ -11,7 +11,7 @@ from engine.knowledge.chunks import chunk_documents, words_for_tokens
 from engine.knowledge.expand import adjacency, expand
 from engine.knowledge.index import KeyIndex
 from engine.knowledge.merge import entity_key
-from engine.knowledge.open import open_knowledge
+from engine.knowledge.open import KnowledgeLayer
 from engine.knowledge.prompts import EXTRACT, KEYWORDS
 from engine.knowledge.units import Keywords
 from engine.llm.fake import FakeLLM, request_text
@@ -47,8 +47,8 @@ def store(database_url):  # noqa: F811 - SQLite, and PostgreSQL when the test se
 def question_kb(store: KnowledgeStore, fake: FakeLLM, run_id: str | None = None, chunk_tokens: int = 1200):
     if run_id is None:
         run_id = Repository(store.db).create_run(question=QUESTION, method="rag", params={}).id
-    return open_knowledge(store, run_id=run_id, scope="question", collection=None, chunk_tokens=chunk_tokens,
-                          ask=EvalLLM(fake).ask, parallel=serial)
+    return KnowledgeLayer(store).open(run_id=run_id, scope="question", collection=None, chunk_tokens=chunk_tokens,
+                                      ask=EvalLLM(fake).ask, parallel=serial)
 
 
 def entity_rows(store, kb):
@@ -271,3 +271,19 @@ def test_ablations_leave_out_the_triples_or_the_source_text_but_keep_the_citatio
     assert [(u.hit.ref, u.hit.title, u.triples) for u in no_text] == [(u.hit.ref, u.hit.title, u.triples) for u in full]
     assert all(u.hit.text == "" and u.hit.snippet == "" for u in no_text)
     assert len(kb.retrieve(QUESTION, keywords, top_k=5, hops=1, max_units=1)) == 1
+
+
+def test_runs_share_a_graphs_view_until_a_merge_changes_the_graph(store):
+    layer = KnowledgeLayer(store)
+    run_id = Repository(store.db).create_run(question=QUESTION, method="rag", params={}).id
+    kb = layer.open(run_id=run_id, scope="question", collection=None, chunk_tokens=1200,
+                    ask=EvalLLM(FakeLLM()).ask, parallel=serial)
+    kb.add_documents([ARTHUR])
+    first = layer.views.get(kb.graph_id)
+    assert layer.views.get(kb.graph_id) is first  # read once, shared
+    assert kb.retrieve(QUESTION, Keywords(("First for Women",), ()), top_k=3, hops=1) == []
+    kb.add_documents([FIRST])
+    second = layer.views.get(kb.graph_id)
+    assert second is not first and second.version > first.version
+    units = kb.retrieve(QUESTION, Keywords(("First for Women",), ()), top_k=3, hops=1)
+    assert units[0].hit.ref == FIRST.ref

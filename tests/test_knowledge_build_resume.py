@@ -47,7 +47,7 @@ def test_a_killed_collection_build_resumes_without_reextracting_finished_chunks(
                                                                                  monkeypatch, capsys):
     services = build_services(load_settings())
     request.addfinalizer(services.close)
-    store = services.knowledge
+    store = services.knowledge.store
     fake = FakeLLM()
     proc: subprocess.Popen | None = None
     # 0.6 s an answer, 8 at a time: the first batch is merged after about a second, the second is

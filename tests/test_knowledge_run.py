@@ -79,10 +79,10 @@ def test_a_run_builds_its_own_graph_with_its_own_accounted_narrated_calls(servic
     assert sources and {s.ref for s in sources} <= searched
     assert all(s.text for s in sources)
 
-    graph = services.knowledge.find_graph(f"run:{run_id}:1200")
+    graph = services.knowledge.store.find_graph(f"run:{run_id}:1200")
     assert graph is not None and graph.run_id == run_id
     repo.delete_run(run_id)
-    assert services.knowledge.find_graph(f"run:{run_id}:1200") is None
+    assert services.knowledge.store.find_graph(f"run:{run_id}:1200") is None
 
 
 def first_named_chunk(services, collection: str, within: int):
@@ -104,7 +104,7 @@ def test_a_collection_graph_is_built_once_by_the_cli_and_read_by_runs(services, 
     assert cli.main(["kg", "build", "--collection", "hotpotqa", "--limit", "20", "--llm", "fake", "--quiet"]) == cli.EXIT_OK
     out = capsys.readouterr().out
     assert "hotpotqa: 20/20 chunks extracted" in out
-    graph = services.knowledge.find_graph("collection:hotpotqa:1200")
+    graph = services.knowledge.store.find_graph("collection:hotpotqa:1200")
     assert (graph.status, graph.calls, graph.failed_calls) == ("done", 20, 0)
     assert graph.prompt_tokens > 0 and graph.llm_info["kind"] == "fake"
     assert cli.main(["kg", "status"]) == cli.EXIT_OK
@@ -122,4 +122,4 @@ def test_a_collection_graph_is_built_once_by_the_cli_and_read_by_runs(services, 
     assert f"{chunk.ref}#{chunk.ordinal}" in refs  # the chunk named by the question, cited as the corpus cites it
     # Building again extracts nothing that is done.
     assert cli.main(["kg", "build", "--collection", "hotpotqa", "--limit", "20", "--llm", "fake", "--quiet"]) == cli.EXIT_OK
-    assert services.knowledge.find_graph("collection:hotpotqa:1200").calls == 20
+    assert services.knowledge.store.find_graph("collection:hotpotqa:1200").calls == 20

@@ -4,7 +4,7 @@ or a collection's graph built by `thoughtmap kg build` (collection scope)."""
 from __future__ import annotations
 
 from engine.knowledge.extract import Asker, Parallel
-from engine.knowledge.stored import KnowledgeError, StoredKnowledgeBase
+from engine.knowledge.stored import GraphViews, KnowledgeError, StoredKnowledgeBase
 from engine.knowledge.units import KnowledgeScope
 from storage.knowledge import KnowledgeStore
 
@@ -21,21 +21,31 @@ def collection_graph_key(collection: str, chunk_tokens: int) -> str:
     return f"collection:{collection}:{chunk_tokens}"
 
 
-def open_knowledge(store: KnowledgeStore, *, run_id: str, scope: KnowledgeScope, collection: str | None,
-                   chunk_tokens: int, ask: Asker, parallel: Parallel) -> StoredKnowledgeBase:
-    if chunk_tokens < 1:
-        raise KnowledgeError("chunk_tokens must be at least 1")
-    if scope == "question":
-        graph = store.open_graph(question_graph_key(run_id, chunk_tokens), scope="question", run_id=run_id,
-                                 chunk_tokens=chunk_tokens)
-        return StoredKnowledgeBase(store, graph, ask=ask, parallel=parallel, writable=True)
-    if scope != "collection":
-        raise KnowledgeError(f"unknown knowledge scope '{scope}' (question or collection)")
-    if not collection:
-        raise KnowledgeError("the collection scope needs a collection name (e.g. hotpotqa, or uploads)")
-    graph = store.find_graph(collection_graph_key(collection, chunk_tokens))
-    if graph is None or not store.counts(graph.id).chunks_done:  # type: ignore[arg-type]
-        raise KnowledgeNotBuilt(
-            f"the knowledge graph of collection '{collection}' (chunks of {chunk_tokens} tokens) is not built yet: "
-            f"build it once with `thoughtmap kg build --collection {collection}`, or use the question scope")
-    return StoredKnowledgeBase(store, graph, ask=ask, parallel=parallel, writable=False)
+class KnowledgeLayer:
+    """The knowledge graphs of the process (Services owns one; the runner hands it to every run):
+    their store, and the views runs share while a graph does not change."""
+
+    def __init__(self, store: KnowledgeStore) -> None:
+        self.store = store
+        self.views = GraphViews(store)
+
+    def open(self, *, run_id: str, scope: KnowledgeScope, collection: str | None, chunk_tokens: int, ask: Asker,
+             parallel: Parallel) -> StoredKnowledgeBase:
+        """The run's own graph (question scope), or a built collection graph, read only."""
+        store = self.store
+        if chunk_tokens < 1:
+            raise KnowledgeError("chunk_tokens must be at least 1")
+        if scope == "question":
+            graph = store.open_graph(question_graph_key(run_id, chunk_tokens), scope="question", run_id=run_id,
+                                     chunk_tokens=chunk_tokens)
+            return StoredKnowledgeBase(store, graph, ask=ask, parallel=parallel, writable=True, views=self.views)
+        if scope != "collection":
+            raise KnowledgeError(f"unknown knowledge scope '{scope}' (question or collection)")
+        if not collection:
+            raise KnowledgeError("the collection scope needs a collection name (e.g. hotpotqa, or uploads)")
+        graph = store.find_graph(collection_graph_key(collection, chunk_tokens))
+        if graph is None or not store.counts(graph.id).chunks_done:  # type: ignore[arg-type]
+            raise KnowledgeNotBuilt(
+                f"the knowledge graph of collection '{collection}' (chunks of {chunk_tokens} tokens) is not built "
+                f"yet: build it once with `thoughtmap kg build --collection {collection}`, or use the question scope")
+        return StoredKnowledgeBase(store, graph, ask=ask, parallel=parallel, writable=False, views=self.views)

@@ -11,6 +11,7 @@ the chunk as a citable `Hit`, with the reached triples and entities extracted fr
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -42,16 +43,46 @@ class KnowledgeError(ValueError):
 
 
 @dataclass
-class _View:
-    """What retrieval reads of the graph, built once per graph state."""
+class GraphView:
+    """What retrieval reads of a graph (its key index and who neighbours whom), at one version."""
 
+    version: int
     index: KeyIndex
     neighbours: dict[str, set[str]]
 
 
+class GraphViews:
+    """Graph views kept while their graph does not change: every run reading a collection's graph
+    shares one view instead of loading the graph again. Bounded: the least recently used goes."""
+
+    def __init__(self, store: KnowledgeStore, keep: int = 8) -> None:
+        self._store = store
+        self._keep = keep
+        self._views: OrderedDict[int, GraphView] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, graph_id: int) -> GraphView:
+        version = self._store.version(graph_id)
+        with self._lock:
+            view = self._views.get(graph_id)
+            if view is not None and view.version == version:
+                self._views.move_to_end(graph_id)
+                return view
+        # Read after the version: a merge in between makes the next reader build it again.
+        contents = self._store.contents(graph_id)
+        view = GraphView(version, KeyIndex(contents),
+                         adjacency((r.source_key, r.target_key) for r in contents.relations))
+        with self._lock:
+            self._views[graph_id] = view
+            self._views.move_to_end(graph_id)
+            while len(self._views) > self._keep:
+                self._views.popitem(last=False)
+        return view
+
+
 class StoredKnowledgeBase:
     def __init__(self, store: KnowledgeStore, graph: KnowledgeGraph, *, ask: Asker, parallel: Parallel,
-                 writable: bool) -> None:
+                 writable: bool, views: GraphViews | None = None) -> None:
         self._store = store
         self.graph_id: int = graph.id  # type: ignore[assignment]
         self.scope: KnowledgeScope = graph.scope  # type: ignore[assignment]
@@ -60,8 +91,7 @@ class StoredKnowledgeBase:
         self._ask = ask
         self._writable = writable
         self._extractor = ChunkExtractor(store, self.graph_id, ask, parallel)
-        self._view: _View | None = None
-        self._lock = threading.Lock()
+        self._views = views or GraphViews(store, keep=1)
 
     # ------------------------------------------------------------------ building
 
@@ -77,13 +107,7 @@ class StoredKnowledgeBase:
             # Failed chunks too: a resumed run tries them again. Done ones are never asked again.
             todo = sorted((c for c in stored if c.status != KnowledgeChunkStatus.DONE), key=lambda c: c.id)
             if todo:
-                with self._lock:
-                    self._view = None
-                try:
-                    self._extractor.extract(todo)
-                finally:
-                    with self._lock:
-                        self._view = None
+                self._extractor.extract(todo)
         return self.progress()
 
     def progress(self) -> BuildProgress:
@@ -110,7 +134,7 @@ class StoredKnowledgeBase:
 
     def retrieve(self, question: str, keywords: Keywords, *, top_k: int, hops: int,
                  with_triples: bool = True, with_text: bool = True, max_units: int = 10) -> list[KnowledgeUnit]:
-        view = self._graph_view()
+        view = self._views.get(self.graph_id)
         index = view.index
         weights: dict[tuple[str, int], float] = {}  # ("entity"|"relation", id) -> weight
         vias: dict[tuple[str, int], str] = {}
@@ -172,14 +196,6 @@ class StoredKnowledgeBase:
                                        score=score[chunk_id], via=tuple(sorted(via.get(chunk_id, []))),
                                        entities=facts))
         return units
-
-    def _graph_view(self) -> _View:
-        with self._lock:
-            if self._view is None:
-                contents = self._store.contents(self.graph_id)
-                self._view = _View(KeyIndex(contents),
-                                   adjacency((r.source_key, r.target_key) for r in contents.relations))
-            return self._view
 
 
 def _triple(index: KeyIndex, relation: KnowledgeRelation) -> Triple:

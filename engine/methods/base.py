@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from datetime import date
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -36,8 +36,10 @@ from engine import narration
 from engine.reader_text import UNWRITTEN, is_placeholder
 from engine.search.protocol import Hit, SearchError, Searcher
 from engine.search.relevance import DEFAULT_FLOOR, RelevanceResult
-from storage.knowledge import KnowledgeStore
 from storage.models import Command, Node, NodeStatus
+
+if TYPE_CHECKING:  # the knowledge layer is imported by the methods that use it, not by every run
+    from engine.knowledge.open import KnowledgeLayer
 
 
 class MethodParams(BaseModel):
@@ -105,8 +107,8 @@ class RunContext:
     complete_command: Callable[..., None] = lambda command_id, ok=True, error="": None
     today: date = field(default_factory=date.today)
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("thoughtmap.run"))
-    # The knowledge graphs' storage (injected by the runner from Services); see `knowledge`.
-    knowledge_store: KnowledgeStore | None = None
+    # The knowledge graphs (injected by the runner from Services); see `knowledge`.
+    knowledge_layer: KnowledgeLayer | None = None
 
     def search(self, query: str, *, k: int, node: Node | None = None) -> list[Hit]:
         """`searcher.search`, told to the step log: what was searched, where, how much came back
@@ -138,17 +140,16 @@ class RunContext:
         built by `thoughtmap kg build` (read only; `KnowledgeNotBuilt` says how to build it). Its LLM
         calls are this run's (budgeted, accounted, told to the step log, for `node` when given) and its
         chunks are extracted concurrently through `parallel`."""
-        from engine.knowledge.open import open_knowledge  # the knowledge layer is loaded by methods that use it
-
-        if self.knowledge_store is None:
-            raise RuntimeError("this run context has no knowledge store (the runner injects it from Services)")
+        if self.knowledge_layer is None:
+            raise RuntimeError("this run context has no knowledge layer (the runner injects it from Services)")
         node_id = node.id if node is not None else None
 
         def ask(messages, output_type, **options):
             return self.llm.ask(messages, output_type, node_id=node_id, **options)
 
-        return open_knowledge(self.knowledge_store, run_id=self.run_id, scope=scope,  # type: ignore[arg-type]
-                              collection=collection, chunk_tokens=chunk_tokens, ask=ask, parallel=self.parallel)
+        return self.knowledge_layer.open(run_id=self.run_id, scope=scope,  # type: ignore[arg-type]
+                                         collection=collection, chunk_tokens=chunk_tokens, ask=ask,
+                                         parallel=self.parallel)
 
     def parallel(self, calls: Sequence[Callable[[], Any]]) -> list[Any]:
         """Run calls concurrently on the process-wide pool (nesting is safe: `engine/parallel.py`);

@@ -91,9 +91,13 @@ class BM25Reranker:
 
 def bm25_scores(query: str, documents: Sequence[str], k1: float = 1.5, b: float = 0.75) -> list[float]:
     """Okapi BM25 with Lucene's IDF (see the module's docstring) of each document for `query`, in
-    the documents' order. Also the knowledge layer's key matching (`engine/knowledge/index.py`),
-    where the documents are entity names and relation keywords."""
-    docs = [Counter(tokens(document)) for document in documents]
+    the documents' order."""
+    return bm25_term_scores(query, [Counter(tokens(document)) for document in documents], k1, b)
+
+
+def bm25_term_scores(query: str, docs: Sequence[Counter[str]], k1: float = 1.5, b: float = 0.75) -> list[float]:
+    """`bm25_scores` of documents already counted into terms (`Counter(tokens(text))`): the knowledge
+    layer's key index (`engine/knowledge/index.py`) counts its keys once and matches them often."""
     wanted = set(tokens(query))  # a word repeated in the query counts once
     if not docs or not wanted:
         return [0.0] * len(docs)
