@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from sqlalchemy import func, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
@@ -31,6 +32,8 @@ from storage.models import (
 
 # Rows read or written per statement (keeps IN lists and inserts of a large build bounded).
 _BATCH = 500
+# A merge that lost a race for a new entity's key is read and merged again, this many times at most.
+_MERGE_ATTEMPTS = 3
 
 
 @dataclass(frozen=True)
@@ -211,14 +214,17 @@ class KnowledgeStore(Store):
         return added
 
     def _add_chunk_batch(self, graph_id: int, batch: dict[str, ChunkInput]) -> int:
+        table = KnowledgeChunk.__table__
+        insert = postgresql.insert(table) if self.db.engine.dialect.name == "postgresql" else sqlite.insert(table)
+        rows = [{"graph_id": graph_id, "key": c.key, "ref": c.ref, "title": c.title, "url": c.url, "kind": c.kind,
+                 "text": c.text, "status": KnowledgeChunkStatus.PENDING, "attempts": 0, "error": "",
+                 "created_at": utcnow()} for c in batch.values()]
         with self._session() as s:
-            known = set(s.exec(select(KnowledgeChunk.key).where(
-                KnowledgeChunk.graph_id == graph_id, col(KnowledgeChunk.key).in_(list(batch)))).all())
-            new = [KnowledgeChunk(graph_id=graph_id, key=c.key, ref=c.ref, title=c.title, url=c.url,
-                                  kind=c.kind, text=c.text) for k, c in batch.items() if k not in known]
-            s.add_all(new)
+            # A chunk another writer registered at the same moment is simply there already.
+            added = s.exec(insert.values(rows).on_conflict_do_nothing(  # type: ignore[call-overload]
+                index_elements=[table.c.graph_id, table.c.key]).returning(table.c.id)).all()
             s.commit()
-        return len(new)
+        return len(added)
 
     def chunks_by_keys(self, graph_id: int, keys: Sequence[str]) -> list[KnowledgeChunk]:
         out: list[KnowledgeChunk] = []
@@ -271,21 +277,41 @@ class KnowledgeStore(Store):
 
     def save_extraction(self, graph_id: int, chunk_id: int, entities: Sequence[EntityInput],
                         relations: Sequence[RelationInput], *, merge_entity: EntityMerge,
-                        merge_relation: RelationMerge) -> None:
+                        merge_relation: RelationMerge) -> bool:
         """Merge one chunk's entities and relations into the graph and mark the chunk done, in one
-        transaction. Entities are matched by key, relations by their pair; `merge_*` combine a stored
-        row with the new mention. Every relation's two entities must be among `entities` or stored."""
+        transaction; False (and nothing changed) when the chunk was already done (extracted twice at
+        once). Entities are matched by key, relations by their pair; `merge_*` combine a stored row
+        with the new mention. Every relation's two entities must be among `entities` or stored."""
+        for attempt in range(_MERGE_ATTEMPTS):
+            try:
+                return self._save_extraction(graph_id, chunk_id, entities, relations, merge_entity, merge_relation)
+            except IntegrityError:
+                # Another writer added one of these entities or relations since we read: read again.
+                if attempt == _MERGE_ATTEMPTS - 1:
+                    raise
+        return False
+
+    def _save_extraction(self, graph_id: int, chunk_id: int, entities: Sequence[EntityInput],
+                         relations: Sequence[RelationInput], merge_entity: EntityMerge,
+                         merge_relation: RelationMerge) -> bool:
         with self._session() as s:
+            # The chunk is claimed first: this write opens the transaction (SQLite's write lock, the
+            # chunk's row lock on PostgreSQL), so what the merge reads next is what it writes over.
+            claimed = s.exec(update(KnowledgeChunk).where(
+                col(KnowledgeChunk.id) == chunk_id, col(KnowledgeChunk.status) != KnowledgeChunkStatus.DONE
+            ).values(status=KnowledgeChunkStatus.DONE, error="", extracted_at=utcnow(),
+                     attempts=KnowledgeChunk.attempts + 1))
+            if not claimed.rowcount:
+                s.rollback()
+                return False
             entity_ids = self._merge_entities(s, graph_id, entities, merge_entity)
             relation_ids = self._merge_relations(s, graph_id, relations, merge_relation)
             s.add_all([KnowledgeEntityChunk(entity_id=e, chunk_id=chunk_id) for e in sorted(set(entity_ids))])
             s.add_all([KnowledgeRelationChunk(relation_id=r, chunk_id=chunk_id) for r in sorted(set(relation_ids))])
-            s.exec(update(KnowledgeChunk).where(col(KnowledgeChunk.id) == chunk_id).values(
-                status=KnowledgeChunkStatus.DONE, error="", extracted_at=utcnow(),
-                attempts=KnowledgeChunk.attempts + 1))
             s.exec(update(KnowledgeGraph).where(col(KnowledgeGraph.id) == graph_id).values(
                 version=KnowledgeGraph.version + 1))
             s.commit()
+            return True
 
     @staticmethod
     def _merge_entities(s: Session, graph_id: int, entities: Sequence[EntityInput], merge: EntityMerge) -> list[int]:

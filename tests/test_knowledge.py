@@ -4,6 +4,8 @@ units and their ablations. LLM calls are counted by prompt name (`calls_for`).""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from engine.evaluate.accounting import EvalLLM
@@ -287,3 +289,60 @@ def test_runs_share_a_graphs_view_until_a_merge_changes_the_graph(store):
     assert second is not first and second.version > first.version
     units = kb.retrieve(QUESTION, Keywords(("First for Women",), ()), top_k=3, hops=1)
     assert units[0].hit.ref == FIRST.ref
+
+
+class Stop(Exception):
+    pass
+
+
+def test_a_stop_between_chunks_keeps_what_was_merged_and_the_rest_is_extracted_later(store):
+    fake = FakeLLM()
+    run_id = Repository(store.db).create_run(question=QUESTION, method="rag", params={}).id
+    checks = []
+
+    def checkpoint():  # the run's checkpoint: the stop arrives after the first chunk
+        checks.append(1)
+        if len(checks) > 1:
+            raise Stop()
+
+    kb = KnowledgeLayer(store).open(run_id=run_id, scope="question", collection=None, chunk_tokens=1200,
+                                    ask=EvalLLM(fake).ask, parallel=serial, checkpoint=checkpoint)
+    with pytest.raises(Stop):
+        kb.add_documents([ARTHUR, FIRST, GODEY])
+    progress = kb.progress()
+    assert (progress.chunks_done, progress.chunks_total) == (1, 3)
+    assert len(fake.calls_for(EXTRACT.name)) == 1
+    resumed = question_kb(store, fake, run_id=run_id)
+    assert resumed.add_documents([ARTHUR, FIRST, GODEY]).chunks_done == 3
+    assert len(fake.calls_for(EXTRACT.name)) == 3  # the two left, nothing twice
+
+
+def test_two_extractions_of_one_graph_at_once_merge_each_chunk_once(store):
+    fake = FakeLLM(latency_s=0.05)
+    run_id = Repository(store.db).create_run(question=QUESTION, method="rag", params={}).id
+    layer = KnowledgeLayer(store)
+    errors: list[BaseException] = []
+
+    def add():
+        kb = layer.open(run_id=run_id, scope="question", collection=None, chunk_tokens=1200,
+                        ask=EvalLLM(fake).ask, parallel=serial)
+        try:
+            kb.add_documents([ARTHUR, FIRST, GODEY])
+        except BaseException as exc:  # noqa: BLE001 - asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=add) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    graph = store.find_graph(f"run:{run_id}:1200")
+    counts = store.counts(graph.id)
+    assert (counts.chunks_done, counts.chunks_total) == (3, 3)
+    # The graph is what one extraction of each chunk gives: a second answer for a chunk is not merged.
+    alone = question_kb(store, FakeLLM())
+    alone.add_documents([ARTHUR, FIRST, GODEY])
+    expected = store.counts(alone.graph_id)
+    assert (counts.entities, counts.relations) == (expected.entities, expected.relations)
+    assert graph.version == 3

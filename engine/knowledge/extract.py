@@ -53,11 +53,14 @@ def extraction_prompt(chunk: KnowledgeChunk):
 class ChunkExtractor:
     """Extracts chunks of one graph and merges each result into it."""
 
-    def __init__(self, store: KnowledgeStore, graph_id: int, ask: Asker, parallel: Parallel) -> None:
+    def __init__(self, store: KnowledgeStore, graph_id: int, ask: Asker, parallel: Parallel,
+                 checkpoint: Callable[[], None] | None = None) -> None:
         self._store = store
         self._graph_id = graph_id
         self._ask = ask
         self._parallel = parallel
+        # The run's checkpoint, before each chunk: a pause or stop takes effect between chunks.
+        self._checkpoint = checkpoint
         # One merge at a time: a merge reads the stored entities and writes them back.
         self._merge_lock = threading.Lock()
 
@@ -68,6 +71,8 @@ class ChunkExtractor:
         return ExtractionOutcome(done=done, failed=len(results) - done)
 
     def _extract_one(self, chunk: KnowledgeChunk) -> bool:
+        if self._checkpoint is not None:
+            self._checkpoint()
         try:
             extraction = self._ask(extraction_prompt(chunk), Extraction, purpose=PURPOSE,
                                    max_tokens=EXTRACT_MAX_TOKENS)

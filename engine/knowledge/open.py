@@ -3,6 +3,8 @@ or a collection's graph built by `thoughtmap kg build` (collection scope)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from engine.knowledge.extract import Asker, Parallel
 from engine.knowledge.stored import GraphViews, KnowledgeError, StoredKnowledgeBase
 from engine.knowledge.units import KnowledgeScope
@@ -30,15 +32,17 @@ class KnowledgeLayer:
         self.views = GraphViews(store)
 
     def open(self, *, run_id: str, scope: KnowledgeScope, collection: str | None, chunk_tokens: int, ask: Asker,
-             parallel: Parallel) -> StoredKnowledgeBase:
-        """The run's own graph (question scope), or a built collection graph, read only."""
+             parallel: Parallel, checkpoint: Callable[[], None] | None = None) -> StoredKnowledgeBase:
+        """The run's own graph (question scope), or a built collection graph, read only. `checkpoint`
+        (the run's) is called before each chunk is extracted."""
         store = self.store
         if chunk_tokens < 1:
             raise KnowledgeError("chunk_tokens must be at least 1")
         if scope == "question":
             graph = store.open_graph(question_graph_key(run_id, chunk_tokens), scope="question", run_id=run_id,
                                      chunk_tokens=chunk_tokens)
-            return StoredKnowledgeBase(store, graph, ask=ask, parallel=parallel, writable=True, views=self.views)
+            return StoredKnowledgeBase(store, graph, ask=ask, parallel=parallel, writable=True, views=self.views,
+                                       checkpoint=checkpoint)
         if scope != "collection":
             raise KnowledgeError(f"unknown knowledge scope '{scope}' (question or collection)")
         if not collection:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from engine.knowledge.chunks import chunk_documents
@@ -82,7 +82,8 @@ class GraphViews:
 
 class StoredKnowledgeBase:
     def __init__(self, store: KnowledgeStore, graph: KnowledgeGraph, *, ask: Asker, parallel: Parallel,
-                 writable: bool, views: GraphViews | None = None) -> None:
+                 writable: bool, views: GraphViews | None = None,
+                 checkpoint: Callable[[], None] | None = None) -> None:
         self._store = store
         self.graph_id: int = graph.id  # type: ignore[assignment]
         self.scope: KnowledgeScope = graph.scope  # type: ignore[assignment]
@@ -90,7 +91,7 @@ class StoredKnowledgeBase:
         self.collection = graph.collection
         self._ask = ask
         self._writable = writable
-        self._extractor = ChunkExtractor(store, self.graph_id, ask, parallel)
+        self._extractor = ChunkExtractor(store, self.graph_id, ask, parallel, checkpoint)
         self._views = views or GraphViews(store, keep=1)
 
     # ------------------------------------------------------------------ building

@@ -138,8 +138,9 @@ class RunContext:
         """A `KnowledgeBase` (engine/knowledge/units.py) for this run: `question` is the run's own graph
         (grown by `add_documents`, deleted with the run), `collection` the graph of a corpus collection
         built by `thoughtmap kg build` (read only; `KnowledgeNotBuilt` says how to build it). Its LLM
-        calls are this run's (budgeted, accounted, told to the step log, for `node` when given) and its
-        chunks are extracted concurrently through `parallel`."""
+        calls are this run's (budgeted, accounted, told to the step log, for `node` when given), its
+        chunks are extracted concurrently through `parallel`, and a pause or stop takes effect between
+        chunks (`checkpoint`)."""
         if self.knowledge_layer is None:
             raise RuntimeError("this run context has no knowledge layer (the runner injects it from Services)")
         node_id = node.id if node is not None else None
@@ -149,7 +150,7 @@ class RunContext:
 
         return self.knowledge_layer.open(run_id=self.run_id, scope=scope,  # type: ignore[arg-type]
                                          collection=collection, chunk_tokens=chunk_tokens, ask=ask,
-                                         parallel=self.parallel)
+                                         parallel=self.parallel, checkpoint=self.checkpoint)
 
     def parallel(self, calls: Sequence[Callable[[], Any]]) -> list[Any]:
         """Run calls concurrently on the process-wide pool (nesting is safe: `engine/parallel.py`);
