@@ -4,8 +4,6 @@ units and their ablations. LLM calls are counted by prompt name (`calls_for`).""
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 
 from engine.evaluate.accounting import EvalLLM
@@ -21,7 +19,7 @@ from engine.parallel import run_parallel
 from engine.search.protocol import Hit
 from storage import Repository, open_database
 from storage.knowledge import KnowledgeStore
-from tests.db_backends import database_url  # noqa: F401 - the fixture
+from tests.db_backends import database_url, run_threads  # noqa: F401 - the fixture
 
 ARTHUR = Hit(title="Arthur's Magazine", ref="hotpotqa/Arthur's Magazine#0", snippet="", kind="corpus",
              text="Arthur's Magazine (1844-1846) was an American literary periodical published in Philadelphia "
@@ -321,22 +319,13 @@ def test_two_extractions_of_one_graph_at_once_merge_each_chunk_once(store):
     fake = FakeLLM(latency_s=0.05)
     run_id = Repository(store.db).create_run(question=QUESTION, method="rag", params={}).id
     layer = KnowledgeLayer(store)
-    errors: list[BaseException] = []
 
-    def add():
+    def add(_index: int) -> None:
         kb = layer.open(run_id=run_id, scope="question", collection=None, chunk_tokens=1200,
                         ask=EvalLLM(fake).ask, parallel=serial)
-        try:
-            kb.add_documents([ARTHUR, FIRST, GODEY])
-        except BaseException as exc:  # noqa: BLE001 - asserted below
-            errors.append(exc)
+        kb.add_documents([ARTHUR, FIRST, GODEY])
 
-    threads = [threading.Thread(target=add) for _ in range(3)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert not errors
+    run_threads(add, 3)  # no error in any of them
     graph = store.find_graph(f"run:{run_id}:1200")
     counts = store.counts(graph.id)
     assert (counts.chunks_done, counts.chunks_total) == (3, 3)
