@@ -33,7 +33,7 @@ def add_kg_parser(sub, budget_type) -> None:
     actions = kg.add_subparsers(dest="kg_action", required=True, metavar="ACTION")
     build = actions.add_parser("build", help="build or continue building a collection's graph")
     build.add_argument("--collection", required=True, help="a corpus collection: hotpotqa, 2wikimultihopqa, nq, "
-                       "freshwiki, uploads (the app's uploads), files (ingested files)...")
+                       "freshwiki, or files (your ingested and uploaded files); kg status lists them")
     build.add_argument("--limit", type=int, default=None, metavar="N",
                        help="only the collection's first N chunks (a later build without it adds the rest)")
     build.add_argument("--chunk-tokens", type=int, default=DEFAULT_CHUNK_TOKENS, metavar="T",

@@ -54,13 +54,14 @@ class ChunkExtractor:
     """Extracts chunks of one graph and merges each result into it."""
 
     def __init__(self, store: KnowledgeStore, graph_id: int, ask: Asker, parallel: Parallel,
-                 checkpoint: Callable[[], None] | None = None) -> None:
+                 checkpoint: Callable[[], None] | None = None, max_tokens: int = EXTRACT_MAX_TOKENS) -> None:
         self._store = store
         self._graph_id = graph_id
         self._ask = ask
         self._parallel = parallel
         # The run's checkpoint, before each chunk: a pause or stop takes effect between chunks.
         self._checkpoint = checkpoint
+        self._max_tokens = max_tokens
         # One merge at a time: a merge reads the stored entities and writes them back.
         self._merge_lock = threading.Lock()
 
@@ -75,7 +76,7 @@ class ChunkExtractor:
             self._checkpoint()
         try:
             extraction = self._ask(extraction_prompt(chunk), Extraction, purpose=PURPOSE,
-                                   max_tokens=EXTRACT_MAX_TOKENS)
+                                   max_tokens=self._max_tokens)
         except StructuredOutputError as exc:
             self._store.mark_chunk_failed(chunk.id, redact_secrets(str(exc)))
             return False

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from engine.knowledge.extract import Asker, Parallel
+from engine.knowledge.chunks import DEFAULT_CHUNK_TOKENS
+from engine.knowledge.extract import EXTRACT_MAX_TOKENS, Asker, Parallel
 from engine.knowledge.stored import GraphViews, KnowledgeError, StoredKnowledgeBase
 from engine.knowledge.units import KnowledgeScope
 from storage.knowledge import KnowledgeStore
@@ -31,10 +32,12 @@ class KnowledgeLayer:
         self.store = store
         self.views = GraphViews(store)
 
-    def open(self, *, run_id: str, scope: KnowledgeScope, collection: str | None, chunk_tokens: int, ask: Asker,
-             parallel: Parallel, checkpoint: Callable[[], None] | None = None) -> StoredKnowledgeBase:
+    def open(self, *, run_id: str, scope: KnowledgeScope, collection: str | None, ask: Asker,
+             parallel: Parallel, chunk_tokens: int = DEFAULT_CHUNK_TOKENS, checkpoint: Callable[[], None] | None = None,
+             extract_max_tokens: int = EXTRACT_MAX_TOKENS) -> StoredKnowledgeBase:
         """The run's own graph (question scope), or a built collection graph, read only. `checkpoint`
-        (the run's) is called before each chunk is extracted."""
+        (the run's) is called before each chunk is extracted; `extract_max_tokens` caps each extraction's
+        answer (a small model on a CPU writes slowly: a quick profile lowers it)."""
         store = self.store
         if chunk_tokens < 1:
             raise KnowledgeError("chunk_tokens must be at least 1")
@@ -42,7 +45,7 @@ class KnowledgeLayer:
             graph = store.open_graph(question_graph_key(run_id, chunk_tokens), scope="question", run_id=run_id,
                                      chunk_tokens=chunk_tokens)
             return StoredKnowledgeBase(store, graph, ask=ask, parallel=parallel, writable=True, views=self.views,
-                                       checkpoint=checkpoint)
+                                       checkpoint=checkpoint, extract_max_tokens=extract_max_tokens)
         if scope != "collection":
             raise KnowledgeError(f"unknown knowledge scope '{scope}' (question or collection)")
         if not collection:

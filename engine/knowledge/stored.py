@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from engine.knowledge.chunks import chunk_documents
 from engine.knowledge.expand import adjacency, expand
-from engine.knowledge.extract import PURPOSE, Asker, ChunkExtractor, Parallel
+from engine.knowledge.extract import EXTRACT_MAX_TOKENS, PURPOSE, Asker, ChunkExtractor, Parallel
 from engine.knowledge.index import KeyIndex
 from engine.knowledge.merge import MAX_KEYWORD_CHARS, clean
 from engine.knowledge.names import content_words, proper_names
@@ -83,7 +83,7 @@ class GraphViews:
 class StoredKnowledgeBase:
     def __init__(self, store: KnowledgeStore, graph: KnowledgeGraph, *, ask: Asker, parallel: Parallel,
                  writable: bool, views: GraphViews | None = None,
-                 checkpoint: Callable[[], None] | None = None) -> None:
+                 checkpoint: Callable[[], None] | None = None, extract_max_tokens: int = EXTRACT_MAX_TOKENS) -> None:
         self._store = store
         self.graph_id: int = graph.id  # type: ignore[assignment]
         self.scope: KnowledgeScope = graph.scope  # type: ignore[assignment]
@@ -91,7 +91,7 @@ class StoredKnowledgeBase:
         self.collection = graph.collection
         self._ask = ask
         self._writable = writable
-        self._extractor = ChunkExtractor(store, self.graph_id, ask, parallel, checkpoint)
+        self._extractor = ChunkExtractor(store, self.graph_id, ask, parallel, checkpoint, extract_max_tokens)
         self._views = views or GraphViews(store, keep=1)
 
     # ------------------------------------------------------------------ building

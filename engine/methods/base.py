@@ -133,14 +133,15 @@ class RunContext:
                                node_id=node.id if node is not None else None, kind=narration.DROPPED,
                                query=query, dropped=relevance.dropped_summary())
 
-    def knowledge(self, scope: str = "question", *, collection: str | None = None, chunk_tokens: int = 1200,
-                  node: Node | None = None):
+    def knowledge(self, scope: str = "question", *, collection: str | None = None, chunk_tokens: int | None = None,
+                  node: Node | None = None, extract_max_tokens: int | None = None):
         """A `KnowledgeBase` (engine/knowledge/units.py) for this run: `question` is the run's own graph
         (grown by `add_documents`, deleted with the run), `collection` the graph of a corpus collection
         built by `thoughtmap kg build` (read only; `KnowledgeNotBuilt` says how to build it). Its LLM
         calls are this run's (budgeted, accounted, told to the step log, for `node` when given), its
         chunks are extracted concurrently through `parallel`, and a pause or stop takes effect between
-        chunks (`checkpoint`)."""
+        chunks (`checkpoint`). `chunk_tokens` (default 1,200, the paper's) and `extract_max_tokens` (the cap
+        on each extraction's answer) default to the knowledge layer's values when not given."""
         if self.knowledge_layer is None:
             raise RuntimeError("this run context has no knowledge layer (the runner injects it from Services)")
         node_id = node.id if node is not None else None
@@ -148,9 +149,11 @@ class RunContext:
         def ask(messages, output_type, **options):
             return self.llm.ask(messages, output_type, node_id=node_id, **options)
 
+        options = {name: value for name, value in (("chunk_tokens", chunk_tokens),
+                                                   ("extract_max_tokens", extract_max_tokens)) if value is not None}
         return self.knowledge_layer.open(run_id=self.run_id, scope=scope,  # type: ignore[arg-type]
-                                         collection=collection, chunk_tokens=chunk_tokens, ask=ask,
-                                         parallel=self.parallel, checkpoint=self.checkpoint)
+                                         collection=collection, ask=ask, parallel=self.parallel,
+                                         checkpoint=self.checkpoint, **options)
 
     def parallel(self, calls: Sequence[Callable[[], Any]]) -> list[Any]:
         """Run calls concurrently on the process-wide pool (nesting is safe: `engine/parallel.py`);
