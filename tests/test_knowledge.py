@@ -341,3 +341,15 @@ def test_two_extractions_of_one_graph_at_once_merge_each_chunk_once(store):
     expected = store.counts(alone.graph_id)
     assert (counts.entities, counts.relations) == (expected.entities, expected.relations)
     assert graph.version == 3
+
+
+def test_the_graph_around_an_entity_lists_its_relations_and_source_chunks(store):
+    kb = question_kb(store, FakeLLM())
+    kb.add_documents([ARTHUR, FIRST, GODEY])
+    around = kb.around("  godey's LADY'S book ")  # found as dedup finds it
+    assert around is not None and around.entity.name == "Godey's Lady's Book"
+    assert {s.ref for s in around.sources} == {ARTHUR.ref, GODEY.ref}
+    assert any({t.subject, t.object} == {"Arthur's Magazine", "Godey's Lady's Book"} for t in around.triples)
+    assert all("Godey's Lady's Book" in (t.subject, t.object) for t in around.triples)
+    assert len(kb.around("Godey's Lady's Book", limit=1).sources) == 1
+    assert kb.around("Nobody Here") is None

@@ -123,3 +123,12 @@ def test_a_collection_graph_is_built_once_by_the_cli_and_read_by_runs(services, 
     # Building again extracts nothing that is done.
     assert cli.main(["kg", "build", "--collection", "hotpotqa", "--limit", "20", "--llm", "fake", "--quiet"]) == cli.EXIT_OK
     assert services.knowledge.store.find_graph("collection:hotpotqa:1200").calls == 20
+
+
+def test_kg_build_refuses_bad_input_before_any_work(services, capsys, fake_llm):
+    assert cli.main(["kg", "build", "--collection", "no-such-collection", "--llm", "fake", "--quiet"]) == cli.EXIT_USAGE
+    assert "the corpus has no collection 'no-such-collection'" in capsys.readouterr().err
+    assert cli.main(["kg", "build", "--collection", "hotpotqa", "--limit", "0", "--llm", "fake"]) == cli.EXIT_USAGE
+    assert cli.main(["kg", "stop", "--collection", "hotpotqa"]) == cli.EXIT_USAGE  # never built
+    assert services.knowledge.store.list_graphs(scope="collection") == []
+    assert fake_llm.calls == []

@@ -19,15 +19,23 @@ from engine.knowledge.chunks import chunk_documents
 from engine.knowledge.expand import adjacency, expand
 from engine.knowledge.extract import EXTRACT_MAX_TOKENS, PURPOSE, Asker, ChunkExtractor, Parallel
 from engine.knowledge.index import KeyIndex
-from engine.knowledge.merge import MAX_KEYWORD_CHARS, clean
+from engine.knowledge.merge import MAX_KEYWORD_CHARS, clean, entity_key
 from engine.knowledge.names import content_words, proper_names
 from engine.knowledge.prompts import KEYWORDS
 from engine.knowledge.schemas import QuestionKeywords
-from engine.knowledge.units import BuildProgress, Entity, Keywords, KnowledgeScope, KnowledgeUnit, Triple
+from engine.knowledge.units import (
+    BuildProgress,
+    Entity,
+    Keywords,
+    KnowledgeScope,
+    KnowledgeUnit,
+    Neighbourhood,
+    Triple,
+)
 from engine.llm.protocol import StructuredOutputError
 from engine.search.protocol import Hit
 from storage.knowledge import KnowledgeStore
-from storage.models import KnowledgeChunkStatus, KnowledgeEntity, KnowledgeGraph, KnowledgeRelation
+from storage.models import KnowledgeChunk, KnowledgeChunkStatus, KnowledgeEntity, KnowledgeGraph, KnowledgeRelation
 
 KEYWORDS_MAX_TOKENS = 300
 # Entities kept per hop of the expansion, the most connected first (see expand.expand).
@@ -163,6 +171,17 @@ class StoredKnowledgeBase:
         return self._units(index, reached_entities, reached_relations, weights, vias,
                            with_triples=with_triples, with_text=with_text, max_units=max_units)
 
+    def around(self, name: str, *, limit: int = 20) -> Neighbourhood | None:
+        index = self._views.get(self.graph_id).index
+        entity = index.entity_by_key.get(entity_key(name))
+        if entity is None:
+            return None
+        relations = [r for r in index.relations.values() if entity.key in (r.source_key, r.target_key)][:limit]
+        chunk_ids = self._store.entity_chunks([entity.id]).get(entity.id, [])[:limit]  # type: ignore[list-item]
+        return Neighbourhood(entity=Entity(entity.name, entity.type, entity.description),
+                             triples=tuple(_triple(index, r) for r in relations),
+                             sources=tuple(_hit(c) for c in self._store.chunks_by_ids(chunk_ids)))
+
     def _units(self, index: KeyIndex, entities: list[KnowledgeEntity], relations: list[KnowledgeRelation],
                weights: dict[tuple[str, int], float], vias: dict[tuple[str, int], str], *, with_triples: bool,
                with_text: bool, max_units: int) -> list[KnowledgeUnit]:
@@ -186,10 +205,7 @@ class StoredKnowledgeBase:
         chunks = {c.id: c for c in self._store.chunks_by_ids(chosen)}
         units = []
         for chunk_id in chosen:
-            chunk = chunks[chunk_id]
-            text = chunk.text if with_text else ""
-            hit = Hit(title=chunk.title, ref=chunk.ref, snippet=text[:SNIPPET_CHARS], text=text,
-                      kind=chunk.kind, url=chunk.url, score=score[chunk_id])  # type: ignore[arg-type]
+            hit = _hit(chunks[chunk_id], score[chunk_id], with_text)
             triples = tuple(_triple(index, r) for r in chunk_relations.get(chunk_id, [])) if with_triples else ()
             facts = tuple(Entity(e.name, e.type, e.description) for e in chunk_entities.get(chunk_id, [])) \
                 if with_triples else ()
@@ -197,6 +213,13 @@ class StoredKnowledgeBase:
                                        score=score[chunk_id], via=tuple(sorted(via.get(chunk_id, []))),
                                        entities=facts))
         return units
+
+
+def _hit(chunk: KnowledgeChunk, score: float = 0.0, with_text: bool = True) -> Hit:
+    """A chunk as a citable source: the document's ref, title, URL and kind, and the chunk's text."""
+    text = chunk.text if with_text else ""
+    return Hit(title=chunk.title, ref=chunk.ref, snippet=text[:SNIPPET_CHARS], text=text,
+               kind=chunk.kind, url=chunk.url, score=score)  # type: ignore[arg-type]
 
 
 def _triple(index: KeyIndex, relation: KnowledgeRelation) -> Triple:

@@ -64,6 +64,16 @@ class KnowledgeUnit:
 
 
 @dataclass(frozen=True)
+class Neighbourhood:
+    """The graph around one entity, for a reader to browse: the entity, its relations (as triples)
+    and the chunks it and they came from (citable hits)."""
+
+    entity: Entity
+    triples: tuple[Triple, ...] = ()
+    sources: tuple[Hit, ...] = ()
+
+
+@dataclass(frozen=True)
 class BuildProgress:
     """Where a graph build stands: chunks extracted so far of all, and what it cost."""
 
@@ -99,4 +109,9 @@ class KnowledgeBase(Protocol):
 
     def progress(self) -> BuildProgress:
         """Where the graph stands now (chunks extracted of all, entities, relations, failures)."""
+        ...
+
+    def around(self, name: str, *, limit: int = 20) -> Neighbourhood | None:
+        """The entity named `name` (matched as dedup matches names) with at most `limit` of its
+        relations and source chunks; None when the graph has no such entity. No LLM call."""
         ...
