@@ -159,6 +159,13 @@ def test_a_chunk_whose_answer_stays_unusable_is_recorded_failed_and_retried_late
     assert (progress.chunks_done, progress.failed_chunks) == (2, 0)
     retried = fake.calls_for(EXTRACT.name)[asked:]
     assert len(retried) == 1 and "Bauer Media Group" in request_text(retried[0])
+    # A chunk that keeps failing is asked at most three times (each with its structured re-asks).
+    stubborn = FakeLLM().when(prompt=EXTRACT.name, respond="no JSON here")
+    kb = question_kb(store, stubborn)
+    for _ in range(5):
+        kb.add_documents([GODEY])
+    assert len(stubborn.calls_for(EXTRACT.name, first_try_only=True)) == 3
+    assert kb.progress().failed_chunks == 1
 
 
 # ---------------------------------------------------------------------- keywords and the key-value index

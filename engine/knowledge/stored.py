@@ -44,6 +44,9 @@ NEIGHBOURS_PER_HOP = 50
 # score over the best one of its level (so at most 1): direct matches rank before neighbours.
 HOP_WEIGHT = 0.5
 SNIPPET_CHARS = 300
+# A chunk whose answers stayed unusable this many times is not asked again by a run (a collection
+# build, started by the user, tries its failed chunks once more each time).
+MAX_CHUNK_ATTEMPTS = 3
 
 
 class KnowledgeError(ValueError):
@@ -113,8 +116,9 @@ class StoredKnowledgeBase:
         if chunks:
             self._store.add_chunks(self.graph_id, chunks)
             stored = self._store.chunks_by_keys(self.graph_id, [c.key for c in chunks])
-            # Failed chunks too: a resumed run tries them again. Done ones are never asked again.
-            todo = sorted((c for c in stored if c.status != KnowledgeChunkStatus.DONE), key=lambda c: c.id)
+            # Failed chunks too (a resumed run tries them again), a few times at most; done ones never.
+            todo = sorted((c for c in stored if c.status == KnowledgeChunkStatus.PENDING or (
+                c.status == KnowledgeChunkStatus.FAILED and c.attempts < MAX_CHUNK_ATTEMPTS)), key=lambda c: c.id)
             if todo:
                 self._extractor.extract(todo)
         return self.progress()
