@@ -128,7 +128,9 @@ def _status(cli, services) -> int:
                                  counts.chunks_failed)
         status = shown_status(graph)
         note = f" ({graph.error})" if graph.error and status != "done" else ""
-        cli._say(f"{progress_line(graph.collection or '?', progress)} · chunks of {graph.chunk_tokens} tokens · "
+        corpus = services.corpus().store.count_collection_chunks(graph.collection or "")
+        cli._say(f"{progress_line(graph.collection or '?', progress)} (the corpus has {corpus} passages) · "
+                 f"chunks of {graph.chunk_tokens} tokens · "
                  f"{status}{note} · {graph.calls} calls, {graph.prompt_tokens + graph.completion_tokens} tokens, "
                  f"${graph.cost:.4f}")
     for collection in services.corpus().store.collections():

@@ -387,6 +387,13 @@ class CorpusStore:
         with self._lock:
             return self._conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
 
+    def count_collection_chunks(self, collection: str) -> int:
+        with self._lock:
+            return self._conn.execute(
+                "SELECT COUNT(*) FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE d.collection = ?",
+                (collection,),
+            ).fetchone()[0]
+
     def collections(self) -> dict[str, int]:
         """Collection name -> number of documents."""
         with self._lock:

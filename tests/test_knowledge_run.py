@@ -110,6 +110,8 @@ def test_a_collection_graph_is_built_once_by_the_cli_and_read_by_runs(services, 
     assert cli.main(["kg", "status"]) == cli.EXIT_OK
     status = capsys.readouterr().out
     assert "hotpotqa: 20/20 chunks extracted" in status and "· done ·" in status
+    passages = services.corpus().store.count_collection_chunks("hotpotqa")
+    assert passages > 20 and f"(the corpus has {passages} passages)" in status
     assert "nq: not built" in status
 
     chunk = first_named_chunk(services, "hotpotqa", 20)

@@ -52,7 +52,9 @@ class KnowledgeLayer:
             raise KnowledgeError("the collection scope needs a collection name (e.g. hotpotqa, or uploads)")
         graph = store.find_graph(collection_graph_key(collection, chunk_tokens))
         if graph is None or not store.counts(graph.id).chunks_done:  # type: ignore[arg-type]
+            size = "" if chunk_tokens == DEFAULT_CHUNK_TOKENS else f" --chunk-tokens {chunk_tokens}"
             raise KnowledgeNotBuilt(
                 f"the knowledge graph of collection '{collection}' (chunks of {chunk_tokens} tokens) is not built "
-                f"yet: build it once with `thoughtmap kg build --collection {collection}`, or use the question scope")
+                f"yet: build it once with `thoughtmap kg build --collection {collection}{size}`, or use the "
+                "question scope")
         return StoredKnowledgeBase(store, graph, ask=ask, parallel=parallel, writable=False, views=self.views)
