@@ -15,6 +15,7 @@ from engine.knowledge.open import KnowledgeLayer
 from engine.knowledge.prompts import EXTRACT, KEYWORDS
 from engine.knowledge.units import Keywords
 from engine.llm.fake import FakeLLM, request_text
+from engine.llm.protocol import LLMConnectionError, LLMServerError, LLMTimeoutError
 from engine.parallel import run_parallel
 from engine.search.protocol import Hit
 from storage import Repository, open_database
@@ -360,3 +361,19 @@ def test_the_graph_around_an_entity_lists_its_relations_and_source_chunks(store)
     assert all("Godey's Lady's Book" in (t.subject, t.object) for t in around.triples)
     assert len(kb.around("Godey's Lady's Book", limit=1).sources) == 1
     assert kb.around("Nobody Here") is None
+
+
+def test_a_chunks_own_request_error_fails_that_chunk_but_an_endpoint_failing_every_chunk_ends_it(store):
+    fake = FakeLLM().when(prompt=EXTRACT.name, pattern="Bauer Media Group",
+                          respond=LLMTimeoutError("the request timed out after 120s"))
+    kb = question_kb(store, fake)
+    progress = kb.add_documents([ARTHUR, FIRST])
+    assert (progress.chunks_done, progress.failed_chunks) == (1, 1)
+    failed = store.list_chunks(kb.graph_id, status="failed")
+    assert [c.ref for c in failed] == [FIRST.ref] and "timed out" in failed[0].error
+    down = FakeLLM().when(prompt=EXTRACT.name, respond=LLMServerError("502 from the endpoint"))
+    with pytest.raises(LLMServerError):
+        question_kb(store, down).add_documents([ARTHUR, FIRST])
+    unreachable = FakeLLM().when(prompt=EXTRACT.name, pattern="Bauer", respond=LLMConnectionError("refused"))
+    with pytest.raises(LLMConnectionError):  # the endpoint, not the chunk: the extraction ends
+        question_kb(store, unreachable).add_documents([ARTHUR, FIRST])

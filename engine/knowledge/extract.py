@@ -3,9 +3,11 @@ injected `parallel` (the run's `ctx.parallel`, or the builder's on the process-w
 chunk's result merged into the graph the moment it arrives, so whatever finished before a stop, a
 crash or a kill is kept and never asked again.
 
-A chunk whose answer stays unusable after the structured re-asks (`StructuredOutputError`) is
-recorded as failed and tried again by the next build; every other error (the budget, the endpoint
-unreachable, a stop) ends the extraction, after the chunks in flight have ended."""
+A chunk whose answer stays unusable after the structured re-asks (`StructuredOutputError`), or whose
+request alone failed (timed out, refused as too long, a server error after the adapter's retries), is
+recorded as failed and tried again later; the others go on. What concerns every chunk (the budget, the
+endpoint unreachable or refusing our key, a stop), or a batch in which every chunk failed on the
+endpoint, ends the extraction after the chunks in flight have ended."""
 
 from __future__ import annotations
 
@@ -19,12 +21,15 @@ from pydantic import BaseModel
 from engine.knowledge.merge import merge_entity, merge_relation, normalise_extraction
 from engine.knowledge.prompts import ENTITY_TYPES, EXTRACT
 from engine.knowledge.schemas import Extraction
-from engine.llm.protocol import StructuredOutputError
+from engine.llm.protocol import LLMError, LLMRequestError, LLMServerError, LLMTimeoutError, StructuredOutputError
 from engine.redact import redact_secrets
 from storage.knowledge import KnowledgeStore
 from storage.models import KnowledgeChunk
 
 T = TypeVar("T", bound=BaseModel)
+
+# Errors of one chunk's request: the chunk fails, the others go on.
+CHUNK_ERRORS = (StructuredOutputError, LLMTimeoutError, LLMRequestError, LLMServerError)
 
 PURPOSE = "knowledge"  # THOUGHTMAP_MODEL_KNOWLEDGE picks the extraction model, else the default one
 # An extraction lists up to 40 entities and 40 relations with descriptions: room for that, no more.
@@ -68,18 +73,23 @@ class ChunkExtractor:
     def extract(self, chunks: Sequence[KnowledgeChunk]) -> ExtractionOutcome:
         """Extract `chunks` concurrently; how many were merged and how many failed."""
         results = self._parallel([lambda chunk=chunk: self._extract_one(chunk) for chunk in chunks])
-        done = sum(1 for ok in results if ok)
+        endpoint_errors = [r for r in results if isinstance(r, LLMError) and not isinstance(r, StructuredOutputError)]
+        if endpoint_errors and len(endpoint_errors) == len(results):
+            raise endpoint_errors[0]  # the endpoint failed them all: not a chunk's fault
+        done = sum(1 for r in results if r is True)
         return ExtractionOutcome(done=done, failed=len(results) - done)
 
-    def _extract_one(self, chunk: KnowledgeChunk) -> bool:
+    def _extract_one(self, chunk: KnowledgeChunk) -> bool | LLMError:
+        """True when merged (or merged by another extraction at the same time); the error when the
+        chunk failed."""
         if self._checkpoint is not None:
             self._checkpoint()
         try:
             extraction = self._ask(extraction_prompt(chunk), Extraction, purpose=PURPOSE,
                                    max_tokens=self._max_tokens)
-        except StructuredOutputError as exc:
+        except CHUNK_ERRORS as exc:
             self._store.mark_chunk_failed(chunk.id, redact_secrets(str(exc)))
-            return False
+            return exc
         entities, relations = normalise_extraction(extraction)
         with self._merge_lock:
             self._store.save_extraction(self._graph_id, chunk.id, entities, relations,
