@@ -216,7 +216,9 @@ class KnowledgeStore(Store):
     def _add_chunk_batch(self, graph_id: int, batch: dict[str, ChunkInput]) -> int:
         table = KnowledgeChunk.__table__
         insert = postgresql.insert(table) if self.db.engine.dialect.name == "postgresql" else sqlite.insert(table)
-        rows = [{"graph_id": graph_id, "key": c.key, "ref": c.ref, "title": c.title, "url": c.url, "kind": c.kind,
+        # Bounded as the columns are (PostgreSQL refuses longer text; a web page's URL can be anything).
+        rows = [{"graph_id": graph_id, "key": c.key, "ref": c.ref[:1000], "title": c.title,
+                 "url": c.url[:2000] if c.url else c.url, "kind": c.kind,
                  "text": c.text, "status": KnowledgeChunkStatus.PENDING, "attempts": 0, "error": "",
                  "created_at": utcnow()} for c in batch.values()]
         with self._session() as s:
