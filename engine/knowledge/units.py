@@ -92,7 +92,8 @@ class KnowledgeBase(Protocol):
 
     def add_documents(self, documents: Sequence[Hit]) -> BuildProgress:
         """Chunk the documents and extract entities and relations from every chunk not yet
-        extracted (chunks concurrently); merge them into the graph without duplicating."""
+        extracted (chunks concurrently); merge them into the graph without duplicating. Question
+        scope only: a collection's graph is built by `thoughtmap kg build` (`KnowledgeError`)."""
         ...
 
     def keywords(self, question: str) -> Keywords:
