@@ -250,11 +250,13 @@ class FgdipMethod(Method):
         memory = self._memory(ctx)
         data = answer.data or {}
         branch = tree.branch(tree.nodes[answer.parent_id])
+        name = (branch.data or {}).get("entity") or label_for((branch.data or {}).get("action", "search"),
+                                                               (branch.data or {}).get("argument", ""))
         if not any(e.node_id == answer.id for e in memory.entries):
             entry = ErrorEntry(analysis=data.get("error_analysis", ""), answer=data.get("short_answer", ""),
-                               branch=branch.label, node_id=answer.id)
+                               branch=name, node_id=answer.id)
             ctx.graph.save_state(ERROR_MEMORY, ErrorMemory(
-                entries=[*memory.entries, entry], change=f"answer '{entry.answer}' rejected on {branch.label}"))
+                entries=[*memory.entries, entry], change=f"answer '{entry.answer}' rejected on {name}"))
         if not (branch.data or {}).get("branch_ended") and branch.kind in SEARCH_KINDS:
             ctx.graph.update(branch, merge_data={"branch_ended": f"answer '{data.get('short_answer', '')}' rejected"})
 
@@ -296,8 +298,9 @@ class FgdipMethod(Method):
         if data.get("action") == "finish" and not any(a.parent_id == node.id for a in tree.answers()):
             ctx.graph.add(kind=ANSWER, label=f"answer: {data.get('argument', '')}"[:80], parent=node,
                           data={"short_answer": data.get("argument", "")})
-        ctx.graph.update(node, merge_data=update, label=label_for(data.get("action", "search"),
-                                                                    data.get("argument", ""), order))
+        label = (f"({order}) {data['entity']}" if data.get("entity")
+                 else label_for(data.get("action", "search"), data.get("argument", ""), order))
+        ctx.graph.update(node, merge_data=update, label=label)
         return True
 
     # ------------------------------------------------------------------ steering
