@@ -258,3 +258,32 @@ def test_yes_no_mode_gives_a_yes_or_no_short_answer(services, fake_llm):
     run_id = done_run(services, {"yes_no": True}, question=question)
     assert report_data(services, run_id)["short_answer"] in ("yes", "no")
     assert all("yes/no question" in request_text(r) for r in fake_llm.calls_for(GENERATE))
+
+
+# ---------------------------------------------------------------------- the map
+
+
+def test_the_map_draws_verdicts_as_colours_and_backtracks_over_the_search_tree(services, fake_llm):
+    from components import mindmap
+    from engine.methods.fgdip import FgdipMethod
+
+    fake_llm.when(EXTRACT, entities(ARTHUR, FIRST))
+    fake_llm.when(GENERATE, numbered_steps(answer=answers_by_branch))
+    fake_llm.when(EVALUATE_STEP, verdicts_by_last_argument({f"{ARTHUR} d2 s3": "maybe", f"{ARTHUR} d2 s2": "impossible"}))
+    fake_llm.when(EVALUATE_ANSWER, reject_branch(ARTHUR, "Wrong branch."))
+    run_id = done_run(services)
+    contract = FgdipMethod.contract()
+    nodes, edges = nodes_of(services, run_id), services.repo.list_edges(run_id)
+    drawn = mindmap.build_map(nodes, edges, contract=contract)
+
+    assert drawn.mode == mindmap.FIXED  # the search tree, with the backtrack drawn over it
+    fills = {int(n["id"]): n["color"]["background"] for n in drawn.nodes}
+    verdict_fill = {v.value: v.colour for v in contract.node_kinds["step"].variants}
+    for node in nodes:
+        if node.kind == "step" and node.status == NodeStatus.DONE:
+            assert fills[node.id] == verdict_fill[node.data["verdict"]]
+    backtrack = [e for e in drawn.edges if e.get("tip") == "backtrack"]
+    assert len(backtrack) == 1 and backtrack[0]["dashes"] is True
+    # The order of exploration is in the labels.
+    labels = {int(n["id"]): n["label"] for n in drawn.nodes}
+    assert all(f"({n.data['explored_order']})" in labels[n.id] for n in explored(services, run_id))
