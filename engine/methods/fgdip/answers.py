@@ -13,7 +13,7 @@ from engine.methods.fgdip import prompts
 from engine.methods.fgdip.generator import answer_rule
 from engine.methods.fgdip.params import FgdipParams
 from engine.methods.fgdip.schemas import WrittenAnswer, WrittenYesNoAnswer
-from engine.methods.fgdip.trajectory import render_path
+from engine.methods.fgdip.trajectory import inert, render_path
 from storage.models import Node, Source
 
 
@@ -39,7 +39,7 @@ def write_answer(ctx: RunContext, answer: Node, proposed: str, path: Sequence[No
     params: FgdipParams = ctx.params  # type: ignore[assignment]
     sources = path_sources(ctx, path)
     messages = prompts.WRITE_ANSWER.render(
-        question=ctx.question, answer=proposed, answer_rule=answer_rule(params),
+        question=ctx.question, answer=inert(proposed), answer_rule=answer_rule(params),
         trajectory=render_path(path, observation_chars=params.observation_chars // 2),
         sources=source_blocks(sources, max_chars=700) if sources else "(no sources were found on this path)")
     try:

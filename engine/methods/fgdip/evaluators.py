@@ -12,7 +12,7 @@ from engine.methods.base import RunContext
 from engine.methods.fgdip import prompts
 from engine.methods.fgdip.params import FgdipParams
 from engine.methods.fgdip.schemas import AnswerJudgement, StepJudgement
-from engine.methods.fgdip.trajectory import render_path
+from engine.methods.fgdip.trajectory import inert, render_path
 from storage.models import Node
 
 
@@ -48,7 +48,7 @@ class AnswerVerdict:
 def judge_answer(ctx: RunContext, answer: Node, short_answer: str, path: Sequence[Node]) -> AnswerVerdict:
     params: FgdipParams = ctx.params  # type: ignore[assignment]
     messages = prompts.EVALUATE_ANSWER.render(
-        question=ctx.question, answer=short_answer,
+        question=ctx.question, answer=inert(short_answer),
         trajectory=render_path(path, observation_chars=params.observation_chars // 2))
     try:
         judgement = ctx.llm.ask(messages, AnswerJudgement, purpose="evaluate_answer", node_id=answer.id,

@@ -25,6 +25,7 @@ from engine.methods.contract import (
     regenerate_report_command,
 )
 from engine.methods.fgdip import prompts
+from engine.methods.fgdip.trajectory import inert
 from storage.models import NodeStatus
 
 QUESTION, ENTITY, STEP, ANSWER = "question", "entity", "step", "answer"
@@ -188,7 +189,7 @@ class ErrorMemory(RunStateModel):
         return "\n".join(f"- {v.change}" for v in versions if isinstance(v, ErrorMemory) and v.change)
 
     def as_prompt(self) -> str:
-        return "\n".join(f"- Answer: <<<{e.answer or '(none)'}>>> Analysis: <<<{e.analysis}>>>"
+        return "\n".join(f"- Answer: <<<{inert(e.answer) or '(none)'}>>> Analysis: <<<{inert(e.analysis)}>>>"
                          for e in self.entries) or "(none yet)"
 
 

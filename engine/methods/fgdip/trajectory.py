@@ -9,6 +9,12 @@ from collections.abc import Sequence
 from storage.models import Node
 
 
+def inert(text: str) -> str:
+    """Untrusted text to put between <<< and >>>: marker-like runs inside are broken up, so the data
+    cannot close its block early and pose as our instructions."""
+    return (text or "").replace("<<<", "< < <").replace(">>>", "> > >")
+
+
 def action_text(data: dict) -> str:
     return f"{data.get('action', 'search')}[{data.get('argument', '')}]"
 
@@ -17,9 +23,9 @@ def render_path(path: Sequence[Node], *, observation_chars: int = 800) -> str:
     lines = []
     for number, node in enumerate(path, start=1):
         data = node.data or {}
-        lines.append(f"Thought {number}: {data.get('thought', '')}")
-        lines.append(f"Action {number}: {action_text(data)}")
-        observation = (data.get("observation") or "(not run yet)")[:observation_chars]
+        lines.append(f"Thought {number}: {inert(data.get('thought', ''))}")
+        lines.append(f"Action {number}: {inert(action_text(data))}")
+        observation = inert((data.get("observation") or "(not run yet)")[:observation_chars])
         lines.append(f"Observation {number}: <<<{observation}>>>")
     return "\n".join(lines) or "(no steps yet: this is the first one)"
 
@@ -28,8 +34,9 @@ def render_siblings(siblings: Sequence[Node], *, observation_chars: int = 300) -
     blocks = []
     for node in siblings:
         data = node.data or {}
-        observation = (data.get("observation") or "(not run yet)")[:observation_chars]
-        blocks.append(f"Thought: {data.get('thought', '')}\nAction: {action_text(data)}\nObs: <<<{observation}>>>")
+        observation = inert((data.get("observation") or "(not run yet)")[:observation_chars])
+        blocks.append(f"Thought: {inert(data.get('thought', ''))}\nAction: {inert(action_text(data))}\n"
+                      f"Obs: <<<{observation}>>>")
     return "\n\n".join(blocks) or "(none yet: this is the first)"
 
 
