@@ -21,11 +21,13 @@ from engine.methods.fgdip.params import FgdipParams
 EXPECTED_ENTITIES = 2
 EXPECTED_EXPANSIONS = 2  # the entity, then one more step before the finishing layer
 
-# Prompt tokens per call, measured on the scripted fake's run over the bundled corpus (characters / 4);
-# a generation's prompt grows with the trajectory, the error memory and the siblings.
-PROMPT_TOKENS = {"extract": 230, "generate": 900, "evaluate_step": 520, "write_answer": 1000,
-                 "evaluate_answer": 560}
-# Completion tokens: sized to each schema (a thought and an action, a judgement and a verdict...).
+# Prompt tokens per call, measured on the scripted fake's default run over the bundled corpus
+# (characters / 4, the contract question); a generation's prompt grows with the trajectory, the error
+# memory and the siblings, so deeper searches and web pages cost more per call.
+PROMPT_TOKENS = {"extract": 300, "generate": 690, "evaluate_step": 540, "write_answer": 890,
+                 "evaluate_answer": 700}
+# Completion tokens: an assumption sized to each schema for a real model (a thought and an action, a
+# judgement and a verdict...); the fake's terse fillers write 13-96.
 COMPLETION_TOKENS = {"extract": 25, "generate": 90, "evaluate_step": 90, "write_answer": 130,
                      "evaluate_answer": 120}
 
