@@ -295,6 +295,7 @@ class FgdipMethod(Method):
         # node again from the same stored tree, and both writes are idempotent.
         if source is not None:
             ctx.graph.link(source, node, BACKTRACK, data={"order": order})
+            ctx.graph.narrate(f"backtracking: leaving {source.label} for {node.label}", node_id=node.id)
         if data.get("action") == "finish" and not any(a.parent_id == node.id for a in tree.answers()):
             ctx.graph.add(kind=ANSWER, label=f"answer: {data.get('argument', '')}"[:80], parent=node,
                           data={"short_answer": data.get("argument", "")})
