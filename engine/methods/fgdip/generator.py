@@ -30,5 +30,5 @@ def generate_step(ctx: RunContext, parent: Node, path: Sequence[Node], siblings:
         finish_rule=prompts.FINISH_REQUIRED if must_finish else prompts.FINISH_ALLOWED,
         answer_rule=answer_rule(params))
     step = ctx.llm.ask(messages, FinishStep if must_finish else GeneratedStep, purpose="generate",
-                       node_id=parent.id, max_tokens=300)
+                       node_id=parent.id, max_tokens=300, temperature=params.temperature)
     return GeneratedStep(thought=step.thought, action=step.action, argument=" ".join(step.argument.split()))

@@ -65,6 +65,10 @@ class FgdipParams(MethodParams):
         description="Results per search; the first relevant one is the page a Lookup reads.",
     )
     relevance_floor: float = relevance_floor_field()
+    temperature: float = Field(
+        default=0.7, ge=0.0, le=2.0,
+        description="Sampling temperature of the node generator, so siblings can differ (the paper samples at 0.7).",
+    )
     observation_chars: int = Field(
         default=800, ge=200, le=4000,
         description="How much of a retrieved page an observation keeps (characters).",
