@@ -315,3 +315,14 @@ def test_the_budget_stops_the_search_and_resume_continues_it(services, fake_llm)
     assert kept <= {n.id for n in nodes_of(services, run_id)}
     assert run.llm_calls == 17  # continued: no call made twice
     assert report_data(services, run_id)["short_answer"] == ARTHUR
+
+
+def test_yes_no_mode_keeps_the_paths_own_yes_or_no_when_the_explanation_fails(services, fake_llm):
+    from tests.fgdip_scripts import step
+
+    fake_llm.when(GENERATE, lambda request: step("finish", "Yes, both are American."))
+    fake_llm.when(WRITE_ANSWER, {"wrong": "shape"})  # never valid: the explanation cannot be written
+    run_id = done_run(services, {"yes_no": True}, question="Are Arthur's Magazine and First for Women magazines?")
+    answer = nodes_of(services, run_id, "answer")[0]
+    assert answer.data["write_error"] and answer.data["short_answer"] == "yes"
+    assert report_data(services, run_id)["short_answer"] == "yes"

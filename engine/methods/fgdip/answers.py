@@ -47,6 +47,14 @@ def write_answer(ctx: RunContext, answer: Node, proposed: str, path: Sequence[No
                               purpose="write_answer", node_id=answer.id, max_tokens=400)
     except StructuredOutputError as exc:
         # The path's own answer stands; only its explanation is missing.
-        return Written(proposed, "", error=f"the explanation could not be written: {exc}")
+        return Written(yes_or_no(proposed) if params.yes_no else proposed, "",
+                       error=f"the explanation could not be written: {exc}")
     explanation, dropped = to_stored_markers(written.explanation.strip(), sources)
     return Written(" ".join(written.short_answer.split()), explanation, dropped, cited_source_ids(explanation))
+
+
+def yes_or_no(answer: str) -> str:
+    """A yes/no question's answer read from a finish step's words ("Yes, because..." -> "yes"); what
+    says neither is kept as it is, for the Answer Evaluator to reject."""
+    first = answer.strip().split(maxsplit=1)[0].strip(".,;:!").lower() if answer.strip() else ""
+    return first if first in ("yes", "no") else answer
