@@ -326,3 +326,35 @@ def test_yes_no_mode_keeps_the_paths_own_yes_or_no_when_the_explanation_fails(se
     answer = nodes_of(services, run_id, "answer")[0]
     assert answer.data["write_error"] and answer.data["short_answer"] == "yes"
     assert report_data(services, run_id)["short_answer"] == "yes"
+
+
+def test_an_expansion_interrupted_between_siblings_generates_only_the_missing_ones(services, fake_llm):
+    fake_llm.when(EXTRACT, entities(ARTHUR, FIRST))
+    script = numbered_steps()
+    asked = []
+
+    def fail_the_second(request):
+        asked.append(request)
+        if len(asked) == 2:
+            raise LLMConnectionError("the endpoint went away")
+        return script(request)
+
+    fake_llm.when(GENERATE, fail_the_second)
+    run_id = run_to_end(services, QUESTION, "fgdip", {})
+    assert services.repo.get_run(run_id).status == RunStatus.FAILED
+    [first] = nodes_of(services, run_id, "step")  # one sibling generated and searched before the failure
+    assert first.data["observation"] is not None
+
+    services.runner.resume(run_id)
+    run = services.runner.wait(run_id, timeout=60)
+    assert run.status == RunStatus.DONE, (run.status, run.error)
+    # 6 generations in a whole run, plus the one that failed; the first sibling was kept as it was.
+    assert len(asked) == 7
+    again = services.repo.get_node(first.id)
+    assert (again.data["thought"], again.data["argument"], again.data["observation"]) == (
+        first.data["thought"], first.data["argument"], first.data["observation"])
+    siblings = [n for n in nodes_of(services, run_id, "step") if n.parent_id == first.parent_id]
+    assert [argument(n) for n in siblings] == [f"{ARTHUR} d2 s1", f"{ARTHUR} d2 s2", f"{ARTHUR} d2 s3"]
+    # The sibling generated after the resume was shown the one before it (real-time feedback).
+    second = request_text(asked[2])
+    assert f"search[{ARTHUR} d2 s1]" in second.split("This branch so far")[0]
