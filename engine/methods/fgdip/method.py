@@ -243,7 +243,9 @@ class FgdipMethod(Method):
         if data["verdict"] == "rejected":
             self._remember(ctx, tree, answer)
         content = f"**{data.get('short_answer', '')}**" + (f"\n\n{data['explanation']}" if data.get("explanation") else "")
-        ctx.graph.finish(answer, content=content, label=f"answer: {data.get('short_answer', '')}"[:80])
+        # The verdict in the label as well as the fill: a rejected answer (where a backtrack starts)
+        # reads as one on the map without telling two small diamonds apart by colour.
+        ctx.graph.finish(answer, content=content, label=f"{data['verdict']} answer: {data.get('short_answer', '')}"[:80])
 
     def _remember(self, ctx: RunContext, tree: Tree, answer: Node) -> None:
         """A rejected answer's error analysis joins the memory once, and its branch is left."""
