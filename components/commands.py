@@ -97,16 +97,17 @@ def command_control(services: Services, run: Run, spec: CommandSpec, *, key: str
 
 
 def command_controls(services: Services, run: Run, specs: list[CommandSpec], *, key: str,
-                     node: Node | None = None, per_row: int = 3, waiting: dict[str, str] | None = None) -> None:
+                     node: Node | None = None, waiting: dict[str, str] | None = None) -> None:
     """Buttons for the commands without fields side by side, then each command with fields under its
     form. `waiting`: command name -> "queued"/"applying" for the commands on their way."""
     waiting = waiting or {}
     plain = [spec for spec in specs if not spec.form_fields()]
     with_fields = [spec for spec in specs if spec.form_fields()]
-    for start in range(0, len(plain), per_row):
-        row = plain[start:start + per_row]
-        for column, spec in zip(st.columns(per_row), row, strict=False):
-            with column:
+    if plain:
+        # A row that wraps, each button as wide as its label: fixed columns in the narrow node panel
+        # cut a label such as "Mark impossible" down to "Mark im…".
+        with st.container(horizontal=True, wrap=True):
+            for spec in plain:
                 command_control(services, run, spec, key=key, node=node, waiting=waiting.get(spec.name))
     for spec in with_fields:
         with st.container(border=True):

@@ -291,6 +291,22 @@ def poll(page, check, *, timeout: float = 60, interval: float = 0.25, what: str 
     raise AssertionError(f"timed out after {timeout} s waiting for {what}" + (f" (last error: {last_error})" if last_error else ""))
 
 
+def choose_method(page, title: str) -> None:
+    """Choose the method titled `title` in Explore's Method selectbox."""
+    method = page.get_by_role("combobox", name="Method", exact=True)
+
+    def choose():
+        # The page may rerun under the open list (the question box commits when it loses focus): retry.
+        if method.input_value() == title:
+            return True
+        if method.get_attribute("aria-expanded") != "true":
+            method.click(timeout=3_000)
+        page.get_by_role("option", name=title).click(timeout=3_000)
+        return method.input_value() == title
+
+    poll(page, choose, timeout=60, what=f"the method '{title}' to be chosen")
+
+
 def metric(page, label: str) -> str:
     """A field of the run's one-line progress header ("Status", "Nodes done", "Tokens", "Cost",
     "active", "wall"), as shown."""

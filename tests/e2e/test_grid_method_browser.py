@@ -17,6 +17,7 @@ from tests.e2e.conftest import (
     MAP_IFRAME,
     REPO,
     StreamlitApp,
+    choose_method,
     choose_node,
     map_dots,
     metric,
@@ -64,18 +65,7 @@ def test_a_plugin_method_is_drawn_from_its_declarations(grid_app, page, app_repo
     page.set_viewport_size({"width": 1400, "height": 900})
     page.goto(grid_app.url)
     page.get_by_label("Question").fill(QUESTION)
-    method = page.get_by_role("combobox", name="Method", exact=True)
-
-    def choose_method():
-        # The page may rerun under the open list (the question box commits when it loses focus): retry.
-        if method.input_value() == GridMethod.title:
-            return True
-        if method.get_attribute("aria-expanded") != "true":
-            method.click(timeout=3_000)
-        page.get_by_role("option", name=GridMethod.title).click(timeout=3_000)
-        return method.input_value() == GridMethod.title
-
-    poll(page, choose_method, timeout=60, what="the grid method to be chosen")
+    choose_method(page, GridMethod.title)
     page.get_by_text(GridMethod.summary).wait_for()
     page.get_by_role("button", name="Start").click()
 

@@ -1,0 +1,60 @@
+"""A candidate answer written from its branch: the short answer and an explanation citing the
+branch's sources as [n] (converted at once to run-wide markers, `engine/citations.py`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from engine.citations import cited_source_ids, source_blocks, to_stored_markers
+from engine.llm.protocol import StructuredOutputError
+from engine.methods.base import RunContext
+from engine.methods.fgdip import prompts
+from engine.methods.fgdip.generator import answer_rule
+from engine.methods.fgdip.params import FgdipParams
+from engine.methods.fgdip.schemas import WrittenAnswer, WrittenYesNoAnswer
+from engine.methods.fgdip.trajectory import inert, render_path
+from storage.models import Node, Source
+
+
+@dataclass
+class Written:
+    short_answer: str
+    explanation: str  # with [[S<id>]] markers
+    invalid_citations: list[int] = field(default_factory=list)
+    cited: list[int] = field(default_factory=list)
+    error: str = ""
+
+
+def path_sources(ctx: RunContext, path: Sequence[Node]) -> list[Source]:
+    """The sources the branch retrieved, each once, in the order it met them."""
+    seen: dict[int, Source] = {}
+    for node in path:
+        for source in ctx.graph.sources(node):
+            seen.setdefault(source.id, source)
+    return list(seen.values())
+
+
+def write_answer(ctx: RunContext, answer: Node, proposed: str, path: Sequence[Node]) -> Written:
+    params: FgdipParams = ctx.params  # type: ignore[assignment]
+    sources = path_sources(ctx, path)
+    messages = prompts.WRITE_ANSWER.render(
+        question=ctx.question, answer=inert(proposed), answer_rule=answer_rule(params),
+        trajectory=render_path(path, observation_chars=params.observation_chars // 2),
+        sources=source_blocks(sources, max_chars=700) if sources else "(no sources were found on this path)")
+    try:
+        written = ctx.llm.ask(messages, WrittenYesNoAnswer if params.yes_no else WrittenAnswer,
+                              purpose="write_answer", node_id=answer.id, max_tokens=400)
+    except StructuredOutputError as exc:
+        # The path's own answer stands; only its explanation is missing.
+        return Written(yes_or_no(proposed) if params.yes_no else proposed, "",
+                       error=f"the explanation could not be written: {exc}")
+    explanation, dropped = to_stored_markers(written.explanation.strip(), sources)
+    return Written(" ".join(written.short_answer.split()), explanation, dropped, cited_source_ids(explanation))
+
+
+def yes_or_no(answer: str) -> str:
+    """A yes/no question's answer read from a finish step's words ("Yes, because..." -> "yes"); what
+    says neither is kept as it is, for the Answer Evaluator to reject."""
+    first = answer.strip().split(maxsplit=1)[0].strip(".,;:!").lower() if answer.strip() else ""
+    return first if first in ("yes", "no") else answer

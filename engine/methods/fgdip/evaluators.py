@@ -1,0 +1,63 @@
+"""The evaluators (section 3.3): the Step Evaluator's sure / maybe / impossible on a trajectory, and
+the Answer Evaluator's check that a candidate solves the question and is on topic, with the error
+analysis a rejected answer leaves for later node generation."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from engine.llm.protocol import StructuredOutputError
+from engine.methods.base import RunContext
+from engine.methods.fgdip import prompts
+from engine.methods.fgdip.params import FgdipParams
+from engine.methods.fgdip.schemas import AnswerJudgement, StepJudgement
+from engine.methods.fgdip.trajectory import inert, render_path
+from storage.models import Node
+
+
+@dataclass(frozen=True)
+class StepVerdict:
+    verdict: str
+    justification: str
+    judged_by: str  # "evaluator", or "error" when its answer could not be read
+
+
+def judge_step(ctx: RunContext, node: Node, path: Sequence[Node]) -> StepVerdict:
+    """`path` ends with `node`. An unreadable answer counts as maybe: the node is neither favoured
+    nor pruned on the strength of nothing."""
+    params: FgdipParams = ctx.params  # type: ignore[assignment]
+    messages = prompts.EVALUATE_STEP.render(
+        question=ctx.question, trajectory=render_path(path, observation_chars=params.observation_chars))
+    try:
+        judgement = ctx.llm.ask(messages, StepJudgement, purpose="evaluate_step", node_id=node.id, max_tokens=300)
+    except StructuredOutputError as exc:
+        return StepVerdict("maybe", f"The evaluator's answer could not be read ({exc}); judged maybe.", "error")
+    return StepVerdict(judgement.verdict, judgement.judgement.strip(), "evaluator")
+
+
+@dataclass(frozen=True)
+class AnswerVerdict:
+    verdict: str  # accepted, rejected, unchecked
+    solves: bool | None
+    on_topic: bool | None
+    reasons: str
+    error_analysis: str
+
+
+def judge_answer(ctx: RunContext, answer: Node, short_answer: str, path: Sequence[Node]) -> AnswerVerdict:
+    params: FgdipParams = ctx.params  # type: ignore[assignment]
+    messages = prompts.EVALUATE_ANSWER.render(
+        question=ctx.question, answer=inert(short_answer),
+        trajectory=render_path(path, observation_chars=params.observation_chars // 2))
+    try:
+        judgement = ctx.llm.ask(messages, AnswerJudgement, purpose="evaluate_answer", node_id=answer.id,
+                                max_tokens=400)
+    except StructuredOutputError as exc:
+        # No verdict is not a rejection: the answer stands unchecked, as without the evaluator.
+        return AnswerVerdict("unchecked", None, None, f"The evaluator's answer could not be read ({exc}).", "")
+    accepted = judgement.solves and judgement.on_topic
+    analysis = "" if accepted else (judgement.error_analysis.strip() or judgement.thought.strip()
+                                    or "The answer was judged wrong or off topic.")
+    return AnswerVerdict("accepted" if accepted else "rejected", judgement.solves, judgement.on_topic,
+                         judgement.thought.strip(), analysis)

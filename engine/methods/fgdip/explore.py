@@ -1,0 +1,129 @@
+"""The Explore Algorithm (section 3.4) as pure functions over the stored tree: which node the
+depth-first search takes next, what a path (a branch's trajectory) is, whether moving there is a
+backtrack. Every decision is read from the stored nodes, so a resumed run takes the same path.
+
+Order: a node you forced (and what grows under it) first; then branches whose answer was not
+rejected; then depth-first pre-order, siblings sure before maybe (the Step Evaluator's tiers,
+appendix A.4), and in the order they were generated. Impossible nodes are never taken."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from engine.methods.fgdip.kinds import ANSWER, QUESTION, SEARCH_KINDS
+from storage.models import Node, NodeStatus
+
+_TIER = {"sure": 0, "maybe": 1, None: 1}  # unjudged (Step Evaluator off): generation order only
+
+
+@dataclass(frozen=True)
+class Tree:
+    """The stored nodes of one run, indexed."""
+
+    nodes: dict[int, Node]
+
+    @classmethod
+    def of(cls, nodes: Iterable[Node]) -> Tree:
+        return cls({n.id: n for n in nodes})
+
+    def children(self, node: Node, kinds: frozenset[str] = SEARCH_KINDS) -> list[Node]:
+        return sorted((n for n in self.nodes.values() if n.parent_id == node.id and n.kind in kinds),
+                      key=lambda n: n.id)
+
+    def path(self, node: Node) -> list[Node]:
+        """The branch's trajectory: from its first-layer node down to `node` (the question left out)."""
+        chain = []
+        current: Node | None = node
+        while current is not None and current.kind != QUESTION:
+            chain.append(current)
+            current = self.nodes.get(current.parent_id) if current.parent_id is not None else None
+        return chain[::-1]
+
+    def branch(self, node: Node) -> Node:
+        """The first-layer node of `node`'s branch."""
+        path = self.path(node)
+        return path[0] if path else node
+
+    def search_nodes(self) -> list[Node]:
+        return sorted((n for n in self.nodes.values() if n.kind in SEARCH_KINDS), key=lambda n: n.id)
+
+    def answers(self) -> list[Node]:
+        return sorted((n for n in self.nodes.values() if n.kind == ANSWER), key=lambda n: n.id)
+
+    def last_explored(self) -> Node | None:
+        explored = [n for n in self.nodes.values() if (n.data or {}).get("explored_order") is not None]
+        return max(explored, key=lambda n: n.data["explored_order"], default=None)
+
+    def next_order(self) -> int:
+        last = self.last_explored()
+        return 1 if last is None else last.data["explored_order"] + 1
+
+    def backtracks(self) -> int:
+        return sum((n.data or {}).get("backtrack_from") is not None for n in self.nodes.values())
+
+
+def explorable(node: Node) -> bool:
+    data = node.data or {}
+    return (node.kind in SEARCH_KINDS and node.status == NodeStatus.DONE and data.get("explored_order") is None
+            and (data.get("verdict") != "impossible" or data.get("forced", False)))
+
+
+def _lineage_forced(tree: Tree, node: Node) -> bool:
+    return any((n.data or {}).get("forced") for n in tree.path(node))
+
+
+def order_key(tree: Tree, node: Node) -> tuple:
+    path = tree.path(node)
+    ended = bool((tree.branch(node).data or {}).get("branch_ended"))
+    return (not _lineage_forced(tree, node), ended,
+            tuple((not (n.data or {}).get("forced"), _TIER.get((n.data or {}).get("verdict"), 1), n.id) for n in path))
+
+
+def next_node(tree: Tree) -> Node | None:
+    """The node the search explores next, or None when nothing is left."""
+    candidates = [n for n in tree.search_nodes() if explorable(n)]
+    return min(candidates, key=lambda n: order_key(tree, n), default=None)
+
+
+def forced_waiting(tree: Tree) -> bool:
+    """A node you asked to explore that has not been explored yet."""
+    return any((n.data or {}).get("forced") and explorable(n) for n in tree.search_nodes())
+
+
+def backtrack_source(tree: Tree, target: Node) -> Node | None:
+    """Where the search leaves from when it moves to `target` (None: it simply goes deeper). The
+    source is the last node explored (its rejected answer, when it had one)."""
+    last = tree.last_explored()
+    if last is None or target.parent_id == last.id:
+        return None
+    answers = [a for a in tree.answers() if a.parent_id == last.id]
+    return answers[-1] if answers else last
+
+
+def settled_answer(tree: Tree) -> Node | None:
+    """The answer that ends the search: accepted, or unchecked (no Answer Evaluator)."""
+    done = [a for a in tree.answers() if a.status == NodeStatus.DONE
+            and (a.data or {}).get("verdict") in ("accepted", "unchecked")]
+    return done[-1] if done else None
+
+
+def final_answer(tree: Tree) -> tuple[Node | None, bool]:
+    """The answer to report and whether it passed: the settled one, else the last rejected one."""
+    settled = settled_answer(tree)
+    if settled is not None:
+        return settled, True
+    done = [a for a in tree.answers() if a.status == NodeStatus.DONE and (a.data or {}).get("short_answer")]
+    return (done[-1] if done else None), False
+
+
+def distinct(values: Sequence[str], most: int) -> list[str]:
+    """Cleaned, without case-insensitive repeats, at most `most`."""
+    seen: set[str] = set()
+    out: list[str] = []
+    for value in values:
+        text = " ".join(str(value).split()).strip(" \"'")
+        if text and text.casefold() not in seen and len(text) <= 200:
+            seen.add(text.casefold())
+            out.append(text)
+    return out[:most]

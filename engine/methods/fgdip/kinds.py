@@ -1,0 +1,239 @@
+"""What FGDIP declares: the search tree's node kinds (the question, an entity branch, a step, an
+answer candidate) with their typed data, verdicts as colours, the backtrack edge drawn over the
+tree, the error memory as run state shown beside the map, the steering commands and the steps."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from engine.methods.common import DroppedHit
+from engine.methods.contract import (
+    CommandPayload,
+    CommandSpec,
+    EdgeKind,
+    Layout,
+    NodeCommand,
+    NodeData,
+    NodeKind,
+    RunStateModel,
+    RunStateSpec,
+    Variant,
+    ViewSpec,
+    regenerate_report_command,
+)
+from engine.methods.fgdip import prompts
+from engine.methods.fgdip.trajectory import inert
+from storage.models import NodeStatus
+
+QUESTION, ENTITY, STEP, ANSWER = "question", "entity", "step", "answer"
+BACKTRACK = "backtrack"
+ERROR_MEMORY = "error_memory"
+SEARCH_KINDS = frozenset({ENTITY, STEP})  # the nodes the search explores (each holds one action)
+
+Verdict = Literal["sure", "maybe", "impossible"]
+AnswerVerdict = Literal["accepted", "rejected", "unchecked"]
+
+
+class QuestionData(NodeData):
+    """The question at the root: what the extractor made of it."""
+
+    entities: list[str] | None = Field(default=None, description="The key entities (None before extraction).")
+    extractor_error: str = Field(default="", description="Why the extractor's answer could not be used.")
+    explored_order: int | None = Field(default=None, description="When the search expanded the question "
+                                       "(the extractor switched off).")
+    expanded: bool = False
+    planned_children: int = 0
+    children_must_finish: bool = False
+    generate_error: str = ""
+
+    def caption(self) -> str:
+        if self.entities:
+            return "Key entities: " + "; ".join(self.entities)
+        return ""
+
+
+class StepData(NodeData):
+    """A node of the search: its thought, action and observation (ReAct), the Step Evaluator's
+    verdict, and where it stands in the exploration."""
+
+    thought: str = ""
+    action: Literal["search", "lookup", "finish"] = "search"
+    argument: str = ""
+    observation: str | None = Field(default=None, description="What the action returned (None before it ran).")
+    page_source: int | None = Field(default=None, description="The source a later Lookup reads.")
+    search_error: str = ""
+    dropped_as_unrelated: list[DroppedHit] = Field(default_factory=list)
+    verdict: Verdict | None = Field(default=None, description="The Step Evaluator's verdict (None: not judged).")
+    justification: str = ""
+    judged_by: Literal["evaluator", "you", "error"] | None = None
+    # Exploration: the order it was chosen in, and what came of it.
+    explored_order: int | None = None
+    backtrack_from: int | None = Field(default=None, description="The node the search left to come here.")
+    planned_children: int = 0
+    children_must_finish: bool = Field(default=False, description="Its children are the last layer: they answer.")
+    expanded: bool = Field(default=False, description="All its children were generated.")
+    dead_end: str = Field(default="", description="Why it was not expanded (a limit).")
+    forced: bool = Field(default=False, description="You asked for it to be explored next.")
+    branch_ended: str = Field(default="", description="On an entity: why its branch was left.")
+    generate_error: str = ""
+
+    def caption(self) -> str:
+        parts = [f"{self.action}[{self.argument}]"]
+        if self.verdict:
+            parts.append(f"verdict: {self.verdict}" + (" (yours)" if self.judged_by == "you" else ""))
+        if self.explored_order is not None:
+            parts.append(f"explored {ordinal(self.explored_order)}")
+        if self.branch_ended:
+            parts.append(f"branch left: {self.branch_ended}")
+        return " · ".join(parts)
+
+    def reader_fields(self) -> dict[str, str | list[str]] | None:
+        fields = {"Thought": self.thought, "Action": f"{self.action}[{self.argument}]",
+                  "Observation": self.observation or "", "Verdict": self.verdict or "",
+                  "Why": self.justification}
+        return {k: v for k, v in fields.items() if v}
+
+
+class EntityData(StepData):
+    entity: str = ""
+    user: bool = Field(default=False, description="Added by you.")
+
+
+class AnswerData(NodeData):
+    """A candidate answer and the Answer Evaluator's verdict."""
+
+    short_answer: str = ""
+    explanation: str = Field(default="", description="With run-wide citation markers.")
+    invalid_citations: list[int] = Field(default_factory=list)
+    write_error: str = ""
+    verdict: AnswerVerdict | None = None
+    solves: bool | None = None
+    on_topic: bool | None = None
+    reasons: str = ""
+    error_analysis: str = ""
+
+    def caption(self) -> str:
+        return f"Answer: {self.short_answer}" + (f" · {self.verdict}" if self.verdict else "")
+
+    def reader_fields(self) -> dict[str, str | list[str]] | None:
+        fields = {"Answer": self.short_answer, "Explanation": self.explanation, "Evaluator": self.reasons,
+                  "Error analysis": self.error_analysis}
+        return {k: v for k, v in fields.items() if v}
+
+
+def ordinal(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
+
+
+_VERDICTS = (
+    Variant("sure", "#16A085", "verdict sure: explored first"),
+    Variant("maybe", "#F2CF5B", "verdict maybe"),
+    Variant("impossible", "#DDDDDD", "verdict impossible: pruned, no children"),
+)
+
+NODE_KINDS = (
+    NodeKind(QUESTION, QuestionData, "Question", "#2F4B7C", "the question you asked", shape="star",
+             size_by_priority=False),
+    NodeKind(ENTITY, EntityData, "Entity", "#9ECAE9", "a key entity: one branch of the search (not judged yet)",
+             shape="box", colour_field="verdict", variants=_VERDICTS, size_by_priority=False),
+    NodeKind(STEP, StepData, "Step", "#9ECAE9", "a step: thought, action, observation (not judged yet)",
+             shape="dot", colour_field="verdict", variants=_VERDICTS, size_by_priority=False),
+    NodeKind(ANSWER, AnswerData, "Answer", "#C5B0D5", "a candidate answer (not checked)", shape="diamond",
+             colour_field="verdict", answers=True, size_by_priority=False, variants=(
+                 Variant("accepted", "#9467BD", "answer accepted by the Answer Evaluator"),
+                 Variant("rejected", "#9D755D", "answer rejected: its error analysis is remembered"),
+             )),
+)
+
+EDGES = (
+    EdgeKind(BACKTRACK, "backtrack", "the search left a dead or rejected path for this node", dashes=True,
+             colour="#E45756", structural=False),
+)
+
+
+# --------------------------------------------------------------------------- the error memory
+
+
+class ErrorEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    analysis: str
+    answer: str = ""
+    branch: str = Field(default="", description="The branch (entity) whose answer was rejected.")
+    node_id: int | None = Field(default=None, description="The rejected answer's node.")
+    by_user: bool = False
+
+
+class ErrorMemory(RunStateModel):
+    """e_1..i-1: the analyses of rejected answers, given to every later node generation."""
+
+    entries: list[ErrorEntry] = Field(default_factory=list)
+    change: str = Field(default="", description="What this version changed.")
+
+    def panel_caption(self) -> str:
+        n = len(self.entries)
+        return f"{n} {'lesson' if n == 1 else 'lessons'} from rejected answers, given to every new step"
+
+    def panel_markdown(self) -> str:
+        lines = []
+        for number, entry in enumerate(self.entries, start=1):
+            where = f" (answer '{entry.answer}' on {entry.branch})" if entry.answer else ""
+            lines.append(f"{number}. {'**yours** · ' if entry.by_user else ''}{entry.analysis}{where}")
+        return "\n".join(lines) or "_No answer has been rejected yet._"
+
+    @classmethod
+    def history_markdown(cls, versions: Sequence[RunStateModel]) -> str:
+        return "\n".join(f"- {v.change}" for v in versions if isinstance(v, ErrorMemory) and v.change)
+
+    def as_prompt(self) -> str:
+        return "\n".join(f"- Answer: <<<{inert(e.answer) or '(none)'}>>> Analysis: <<<{inert(e.analysis)}>>>"
+                         for e in self.entries) or "(none yet)"
+
+
+RUN_STATES = (RunStateSpec(ERROR_MEMORY, ErrorMemory, "Error memory"),)
+
+
+# --------------------------------------------------------------------------- commands
+
+
+class AddEntityPayload(CommandPayload):
+    entity: str = Field(min_length=1, max_length=200, title="Entity",
+                        description="A name to search from: it becomes a new first-layer branch, explored next.")
+
+
+class EditErrorMemoryPayload(CommandPayload):
+    number: int = Field(default=0, ge=0, le=100, title="Entry",
+                        description="Which lesson to change (1 = the first); 0 adds a new one.")
+    analysis: str = Field(default="", max_length=1000, title="Lesson",
+                          description="The new text; empty removes the entry.")
+
+
+_SEARCHED = frozenset({ENTITY, STEP})
+
+COMMANDS = (
+    CommandSpec("force_explore", "Explore next", "Explore this node next, whatever its verdict and the limits "
+                "on nodes and backtracks.", NodeCommand, kinds=_SEARCHED, statuses=frozenset({NodeStatus.DONE}),
+                on_root=False, done="Exploring it next"),
+    CommandSpec("mark_impossible", "Mark impossible", "Judge this node impossible: it gets no (more) children "
+                "and its unexplored children are pruned.", NodeCommand, kinds=_SEARCHED,
+                statuses=frozenset({NodeStatus.DONE}), on_root=False, done="Marked impossible"),
+    CommandSpec("add_entity", "Add entity", "Add a key entity of your own: a new branch, explored next.",
+                AddEntityPayload, done="Entity added"),
+    CommandSpec("edit_error_memory", "Edit error memory", "Add, change or remove a lesson the node generator "
+                "is given.", EditErrorMemoryPayload, done="Error memory changed"),
+    regenerate_report_command(),
+)
+
+VIEW = ViewSpec(layout=Layout.SEARCH_TREE, panels=(ERROR_MEMORY,))
+
+# What the model is doing for each prompt, in a reader's words (the step log and "Now:").
+STEPS = {
+    prompts.EXTRACT.name: "picking out the question's key entities",
+    prompts.GENERATE.name: "proposing the next step of this branch",
+    prompts.EVALUATE_STEP.name: "judging whether this path can reach the answer",
+    prompts.WRITE_ANSWER.name: "writing the answer from its sources",
+    prompts.EVALUATE_ANSWER.name: "checking the answer fits the question",
+}

@@ -1,0 +1,379 @@
+"""FGDIP (Yan, Wu and Zhou, "Mission Impossible: Feedback-Guided Dynamic Interactive Planning"):
+key entities become the first layer of a search tree; a depth-first search grows each branch with
+nodes generated from the question, the error memory, the layer's siblings and the branch's
+trajectory; the Step Evaluator orders and prunes them; the Answer Evaluator checks each candidate
+answer, and a rejected one leaves an error analysis behind and sends the search to the next branch.
+
+Stored graph: `question` (root) → `entity` (one per branch) → `step` nodes → `answer` candidates;
+`backtrack` edges from where the search left a path to where it went on. The error memory is run
+state. Every step below decides from what is stored, so a resumed run recomputes no finished node:
+a node is generated (stored), then its action runs (observation stored), then it is judged (done);
+an expansion records how many children it plans and resumes with the missing ones; an answer stores
+its explanation and its verdict before it is done.
+"""
+
+from __future__ import annotations
+
+from engine.graph import NewNode
+from engine.llm.protocol import StructuredOutputError
+from engine.methods.base import REPORT, Method, MethodParams, RunContext
+from engine.methods.contract import CommandPayload, CommandRejected, CommandSpec, UnsupportedCommand
+from engine.methods.estimate import CostEstimate
+from engine.methods.fgdip import estimate as cost
+from engine.methods.fgdip import tools
+from engine.methods.fgdip.answers import write_answer
+from engine.methods.fgdip.evaluators import judge_answer, judge_step
+from engine.methods.fgdip.explore import (
+    Tree,
+    backtrack_source,
+    distinct,
+    forced_waiting,
+    next_node,
+    settled_answer,
+)
+from engine.methods.fgdip.extractor import extract_entities
+from engine.methods.fgdip.generator import generate_step
+from engine.methods.fgdip.kinds import (
+    ANSWER,
+    BACKTRACK,
+    COMMANDS,
+    EDGES,
+    ENTITY,
+    ERROR_MEMORY,
+    NODE_KINDS,
+    QUESTION,
+    RUN_STATES,
+    SEARCH_KINDS,
+    STEP,
+    STEPS,
+    VIEW,
+    AddEntityPayload,
+    EditErrorMemoryPayload,
+    ErrorEntry,
+    ErrorMemory,
+)
+from engine.methods.fgdip.params import FgdipParams
+from engine.methods.fgdip.report import report
+from engine.methods.fgdip.trajectory import label_for
+from storage.models import Node, NodeStatus
+
+UNFINISHED = (NodeStatus.PENDING, NodeStatus.RUNNING)
+
+
+class FgdipMethod(Method):
+    name = "fgdip"
+    title = "FGDIP: entity-first search with step and answer evaluators"
+    summary = ("Starts one branch per key entity of the question, searches depth-first with generated "
+               "thought/action/observation steps judged sure, maybe or impossible, checks each answer and "
+               "learns from rejected ones before backtracking. Gives a short answer with a cited explanation.")
+    paper = ("Mission Impossible: Feedback-Guided Dynamic Interactive Planning for Improving Reasoning on LLMs "
+             "(Yan, Wu, Zhou)")
+    Params = FgdipParams
+    node_kinds = NODE_KINDS
+    edge_kinds = EDGES
+    commands = COMMANDS
+    run_states = RUN_STATES
+    view = VIEW
+    steps = STEPS
+
+    @classmethod
+    def estimate(cls, params: MethodParams) -> CostEstimate:
+        return cost.estimate(params)  # type: ignore[arg-type]
+
+    # ------------------------------------------------------------------ the growth loop
+
+    def start(self, ctx: RunContext) -> None:
+        if ctx.graph.root() is None:
+            ctx.graph.add(kind=QUESTION, label=ctx.question, content=ctx.question, depth=0)
+
+    def step(self, ctx: RunContext) -> bool:
+        """One unit of the search, in this order: open the question; run and judge the nodes that
+        are waiting; finish an expansion or an answer that was begun; choose the next node."""
+        tree = Tree.of(ctx.graph.nodes())
+        return (self._open_question(ctx, tree) or self._settle_nodes(ctx, tree) or self._continue_expansion(ctx, tree)
+                or self._continue_answer(ctx, tree) or self._explore_next(ctx, tree))
+
+    def write_report(self, ctx: RunContext) -> None:
+        markdown, data = report(Tree.of(ctx.graph.nodes()), self._memory(ctx), self.name)
+        ctx.graph.save_report(markdown, data=data)
+
+    def _params(self, ctx: RunContext) -> FgdipParams:
+        return ctx.params  # type: ignore[return-value]
+
+    def _memory(self, ctx: RunContext) -> ErrorMemory:
+        return ctx.graph.state(ERROR_MEMORY, ErrorMemory) or ErrorMemory()
+
+    # ------------------------------------------------------------------ the question
+
+    def _open_question(self, ctx: RunContext, tree: Tree) -> bool:
+        root = ctx.graph.root()
+        if root is None or root.status == NodeStatus.DONE:
+            return False
+        params = self._params(ctx)
+        if not params.extractor:
+            # The paper's ablation: no entities; the node generator opens the question like any node.
+            ctx.graph.finish(root, data={"explored_order": 1, "planned_children": params.siblings})
+            return True
+        ctx.checkpoint()
+        entities = (root.data or {}).get("entities")
+        if entities is None:
+            ctx.graph.start(root)
+            entities, error = extract_entities(ctx, root)
+            root = ctx.graph.update(root, merge_data={"entities": entities, "extractor_error": error})
+        existing = {(n.data or {}).get("entity", "").casefold() for n in tree.children(root, frozenset({ENTITY}))}
+        ctx.graph.add_many([
+            NewNode(ENTITY, entity, parent=root, data={
+                "entity": entity, "thought": f"I need to search {entity} and find what the question asks about it.",
+                "action": "search", "argument": entity})
+            for entity in entities if entity.casefold() not in existing])
+        ctx.graph.finish(root, content=ctx.question)
+        return True
+
+    # ------------------------------------------------------------------ running and judging nodes
+
+    def _settle_nodes(self, ctx: RunContext, tree: Tree) -> bool:
+        """Run the action of every waiting node, then judge them: concurrently, the siblings of a layer
+        being independent once generated (each one's generation already saw the ones before it)."""
+        waiting = [n for n in tree.search_nodes() if n.status in UNFINISHED]
+        if not waiting:
+            return False
+        ctx.checkpoint()
+        unrun = [n for n in waiting if (n.data or {}).get("observation") is None]
+        if unrun:
+            ctx.parallel([lambda node=node: self._run_action(ctx, node, tree) for node in unrun])
+            tree = Tree.of(ctx.graph.nodes())
+            waiting = [tree.nodes[n.id] for n in waiting]
+        ctx.parallel([lambda node=node: self._judge(ctx, node, tree) for node in waiting])
+        return True
+
+    def _run_action(self, ctx: RunContext, node: Node, tree: Tree) -> Node:
+        ctx.checkpoint()
+        path = tree.path(node)[:-1]
+        observation = tools.run_action(ctx, node, path)
+        if observation.sources:
+            ctx.graph.link_sources(node, observation.sources)
+        return ctx.graph.update(node, merge_data={"observation": observation.text, **observation.data})
+
+    def _judge(self, ctx: RunContext, node: Node, tree: Tree) -> None:
+        ctx.checkpoint()
+        node = ctx.graph.start(node)
+        data = node.data or {}
+        content = self._content(data)
+        if not self._params(ctx).step_evaluator:
+            ctx.graph.finish(node, content=content)
+            return
+        verdict = judge_step(ctx, node, tree.path(node))
+        ctx.graph.finish(node, content=content, data={
+            "verdict": verdict.verdict, "justification": verdict.justification, "judged_by": verdict.judged_by})
+
+    @staticmethod
+    def _content(data: dict) -> str:
+        marker = f" [[S{data['page_source']}]]" if data.get("page_source") is not None else ""
+        return (f"**Thought:** {data.get('thought', '')}\n\n**Action:** {data.get('action')}[{data.get('argument', '')}]"
+                f"\n\n**Observation:** {data.get('observation') or ''}{marker}")
+
+    # ------------------------------------------------------------------ expansion (node generation)
+
+    def _continue_expansion(self, ctx: RunContext, tree: Tree) -> bool:
+        begun = [n for n in tree.nodes.values()
+                 if (n.kind in SEARCH_KINDS or n.kind == QUESTION) and n.status == NodeStatus.DONE
+                 and (n.data or {}).get("explored_order") is not None and (n.data or {}).get("action") != "finish"
+                 and not (n.data or {}).get("expanded") and not (n.data or {}).get("dead_end")]
+        if not begun:
+            return False
+        self._expand(ctx, tree, min(begun, key=lambda n: n.data["explored_order"]))
+        return True
+
+    def _expand(self, ctx: RunContext, tree: Tree, parent: Node) -> None:
+        """Generate the parent's missing children one by one: each sees the siblings generated before
+        it, with their observations (real-time feedback), so each action runs as soon as it exists."""
+        params = self._params(ctx)
+        data = parent.data or {}
+        path = tree.path(parent)
+        must_finish = bool(data.get("children_must_finish"))
+        siblings = tree.children(parent)
+        memory = self._memory(ctx)
+        for _ in range(len(siblings), data.get("planned_children", params.siblings)):
+            ctx.checkpoint()
+            try:
+                step = generate_step(ctx, parent, path, siblings, memory, must_finish=must_finish)
+            except StructuredOutputError as exc:
+                ctx.graph.update(parent, merge_data={"generate_error": str(exc)[:2000]})
+                break
+            child = ctx.graph.add(kind=STEP, label=label_for(step.action, step.argument), parent=parent, data={
+                "thought": step.thought.strip(), "action": step.action, "argument": step.argument})
+            siblings = [*siblings, self._run_action(ctx, child, Tree.of([*tree.nodes.values(), child]))]
+        ctx.graph.update(parent, merge_data={"expanded": True})
+
+    # ------------------------------------------------------------------ answers
+
+    def _continue_answer(self, ctx: RunContext, tree: Tree) -> bool:
+        waiting = [a for a in tree.answers() if a.status in UNFINISHED]
+        if not waiting:
+            return False
+        for answer in waiting:
+            self._settle_answer(ctx, tree, answer)
+        return True
+
+    def _settle_answer(self, ctx: RunContext, tree: Tree, answer: Node) -> None:
+        """Write the answer's explanation, judge it, remember a rejection: each stored before the next,
+        so a resumed run does only what is missing."""
+        ctx.checkpoint()
+        params = self._params(ctx)
+        answer = ctx.graph.start(answer)
+        data = answer.data or {}
+        path = tree.path(tree.nodes[answer.parent_id])
+        if not data.get("explanation") and not data.get("write_error"):
+            written = write_answer(ctx, answer, data.get("short_answer", ""), path)
+            if written.cited:
+                ctx.graph.link_sources(answer, written.cited)
+            answer = ctx.graph.update(answer, merge_data={
+                "short_answer": written.short_answer or data.get("short_answer", ""), "explanation": written.explanation,
+                "invalid_citations": written.invalid_citations, "write_error": written.error})
+            data = answer.data or {}
+        if data.get("verdict") is None:
+            if params.answer_evaluator:
+                verdict = judge_answer(ctx, answer, data.get("short_answer", ""), path)
+                answer = ctx.graph.update(answer, merge_data={
+                    "verdict": verdict.verdict, "solves": verdict.solves, "on_topic": verdict.on_topic,
+                    "reasons": verdict.reasons, "error_analysis": verdict.error_analysis})
+            else:
+                answer = ctx.graph.update(answer, merge_data={"verdict": "unchecked"})
+            data = answer.data or {}
+        if data["verdict"] == "rejected":
+            self._remember(ctx, tree, answer)
+        content = f"**{data.get('short_answer', '')}**" + (f"\n\n{data['explanation']}" if data.get("explanation") else "")
+        # The verdict in the label as well as the fill: a rejected answer (where a backtrack starts)
+        # reads as one on the map without telling two small diamonds apart by colour.
+        ctx.graph.finish(answer, content=content, label=f"{data['verdict']} answer: {data.get('short_answer', '')}"[:80])
+
+    def _remember(self, ctx: RunContext, tree: Tree, answer: Node) -> None:
+        """A rejected answer's error analysis joins the memory once, and its branch is left."""
+        memory = self._memory(ctx)
+        data = answer.data or {}
+        branch = tree.branch(tree.nodes[answer.parent_id])
+        name = (branch.data or {}).get("entity") or label_for((branch.data or {}).get("action", "search"),
+                                                               (branch.data or {}).get("argument", ""))
+        if not any(e.node_id == answer.id for e in memory.entries):
+            entry = ErrorEntry(analysis=data.get("error_analysis", ""), answer=data.get("short_answer", ""),
+                               branch=name, node_id=answer.id)
+            ctx.graph.save_state(ERROR_MEMORY, ErrorMemory(
+                entries=[*memory.entries, entry], change=f"answer '{entry.answer}' rejected on {name}"))
+        if not (branch.data or {}).get("branch_ended") and branch.kind in SEARCH_KINDS:
+            ctx.graph.update(branch, merge_data={"branch_ended": f"answer '{data.get('short_answer', '')}' rejected"})
+
+    # ------------------------------------------------------------------ choosing the next node
+
+    def _explore_next(self, ctx: RunContext, tree: Tree) -> bool:
+        params = self._params(ctx)
+        if settled_answer(tree) is not None and not forced_waiting(tree):
+            return False
+        node = next_node(tree)
+        if node is None:
+            return False
+        data = node.data or {}
+        forced = bool(data.get("forced"))
+        source = backtrack_source(tree, node)
+        if source is not None and tree.backtracks() >= params.max_backtracks and not forced:
+            ctx.graph.narrate(f"The search stops: it has backtracked {tree.backtracks()} times, the limit "
+                              "(max_backtracks).", kind="step")
+            return False
+        order = tree.next_order()
+        update: dict = {"explored_order": order, "backtrack_from": source.id if source is not None else None}
+        count = len(tree.search_nodes())
+        room = params.max_nodes - count
+        if data.get("action") == "finish":
+            pass
+        elif node.depth >= params.max_depth:
+            update["dead_end"] = "it is at the deepest step allowed (max_depth)"
+        elif room <= 0 and not forced:
+            update["dead_end"] = "the search tree is full (max_nodes)"
+        else:
+            planned = params.siblings if forced else min(params.siblings, room)
+            update["planned_children"] = planned
+            update["children_must_finish"] = (node.depth + 1 >= params.max_depth
+                                              or (not forced and room - planned < params.siblings))
+        # The edge and the answer first, the choice last: a run killed in between chooses the same
+        # node again from the same stored tree, and both writes are idempotent.
+        if source is not None:
+            ctx.graph.link(source, node, BACKTRACK, data={"order": order})
+            ctx.graph.narrate(f"backtracking: leaving {source.label} for {node.label}", node_id=node.id)
+        if data.get("action") == "finish" and not any(a.parent_id == node.id for a in tree.answers()):
+            ctx.graph.add(kind=ANSWER, label=f"answer: {data.get('argument', '')}"[:80], parent=node,
+                          data={"short_answer": data.get("argument", "")})
+        label = (f"({order}) {data['entity']}" if data.get("entity")
+                 else label_for(data.get("action", "search"), data.get("argument", ""), order))
+        ctx.graph.update(node, merge_data=update, label=label)
+        return True
+
+    # ------------------------------------------------------------------ steering
+
+    def apply(self, ctx: RunContext, command: CommandSpec, payload: CommandPayload, node: Node | None) -> set[str]:
+        if command.name == "regenerate_report":
+            return {REPORT}
+        if command.name == "force_explore":
+            assert node is not None
+            if (node.data or {}).get("explored_order") is not None:
+                raise CommandRejected(f"node {node.id} was already explored; choose a node the search has not "
+                                      "taken yet")
+            ctx.graph.update(node, merge_data={"forced": True})
+            return {REPORT}
+        if command.name == "mark_impossible":
+            assert node is not None
+            return self._mark_impossible(ctx, node)
+        if command.name == "add_entity":
+            assert isinstance(payload, AddEntityPayload)
+            return self._add_entity(ctx, payload)
+        if command.name == "edit_error_memory":
+            assert isinstance(payload, EditErrorMemoryPayload)
+            self._edit_memory(ctx, payload)
+            return set()
+        raise UnsupportedCommand(f"the {self.name} method does not support '{command.name}'")
+
+    def _mark_impossible(self, ctx: RunContext, node: Node) -> set[str]:
+        data = node.data or {}
+        if data.get("verdict") == "impossible" and data.get("judged_by") == "you":
+            raise CommandRejected(f"node {node.id} is already marked impossible")
+        tree = Tree.of(ctx.graph.nodes())
+        ctx.graph.update(node, merge_data={
+            "verdict": "impossible", "judged_by": "you", "justification": "Marked impossible by you.",
+            "forced": False, **({"expanded": True} if data.get("explored_order") is not None else {})})
+        for child in tree.children(node):
+            if (child.data or {}).get("explored_order") is None and child.status != NodeStatus.PRUNED:
+                ctx.graph.prune(child)
+        return set()
+
+    def _add_entity(self, ctx: RunContext, payload: AddEntityPayload) -> set[str]:
+        entity = next(iter(distinct([payload.entity], 1)), "")
+        if not entity:
+            raise CommandRejected("the entity is empty; type a name to search from")
+        root = ctx.graph.root()
+        if root is None:
+            raise CommandRejected("the run has no question yet; try again in a moment")
+        tree = Tree.of(ctx.graph.nodes())
+        if any((n.data or {}).get("entity", "").casefold() == entity.casefold() for n in tree.children(root)):
+            raise CommandRejected(f"'{entity}' is already a branch of this search")
+        ctx.graph.add(kind=ENTITY, label=entity, parent=root, data={
+            "entity": entity, "user": True, "forced": True, "thought": f"You asked to search {entity}.",
+            "action": "search", "argument": entity})
+        return {REPORT}
+
+    def _edit_memory(self, ctx: RunContext, payload: EditErrorMemoryPayload) -> None:
+        memory = self._memory(ctx)
+        entries = list(memory.entries)
+        text = " ".join(payload.analysis.split())
+        if payload.number == 0:
+            if not text:
+                raise CommandRejected("a new lesson needs its text; write it under Lesson")
+            entries.append(ErrorEntry(analysis=text, by_user=True))
+            change = "you added a lesson"
+        elif payload.number > len(entries):
+            raise CommandRejected(f"there is no lesson {payload.number}: the memory holds {len(entries)}")
+        elif not text:
+            del entries[payload.number - 1]
+            change = f"you removed lesson {payload.number}"
+        else:
+            entries[payload.number - 1] = entries[payload.number - 1].model_copy(
+                update={"analysis": text, "by_user": True})
+            change = f"you rewrote lesson {payload.number}"
+        ctx.graph.save_state(ERROR_MEMORY, ErrorMemory(entries=entries, change=change))

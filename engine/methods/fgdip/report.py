@@ -1,0 +1,41 @@
+"""The final report, written from the stored tree without the model: the short answer (kept in the
+report's data as `short_answer` for EM/F1, `engine/evaluate/reader.py`), its cited explanation, the
+path that found it and what the search went through."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.methods.fgdip.explore import Tree, final_answer
+from engine.methods.fgdip.kinds import ErrorMemory
+from engine.methods.fgdip.trajectory import action_text
+
+NO_ANSWER = ("_The search ended without reaching an answer (its limits were met first). Raise max_nodes, "
+             "max_depth or max_backtracks, add an entity or explore a node, then resume._")
+
+
+def report(tree: Tree, memory: ErrorMemory | None, method: str) -> tuple[str, dict[str, Any]]:
+    """(Markdown with run-wide citation markers, report data)."""
+    answer, verified = final_answer(tree)
+    searched = len(tree.search_nodes())
+    data: dict[str, Any] = {"method": method, "nodes": searched, "backtracks": tree.backtracks(),
+                            "rejected_answers": sum((a.data or {}).get("verdict") == "rejected" for a in tree.answers())}
+    if answer is None:
+        return NO_ANSWER, {**data, "short_answer": "", "verified": False}
+    info = answer.data or {}
+    short = info.get("short_answer", "")
+    parent = tree.nodes.get(answer.parent_id) if answer.parent_id is not None else None
+    steps = [action_text(n.data or {}) for n in tree.path(parent)] if parent is not None else []
+    parts = [f"**Answer: {short}**"]
+    if info.get("explanation"):
+        parts.append(info["explanation"])
+    if not verified:
+        parts.append("_No candidate passed the Answer Evaluator; this is the last one it rejected._")
+    elif info.get("verdict") == "unchecked":
+        parts.append("_This answer was not checked by the Answer Evaluator._")
+    if steps:
+        parts.append("Path: " + " → ".join(f"`{s}`" for s in steps))
+    lessons = len(memory.entries) if memory else 0
+    parts.append(f"_The search explored {searched} nodes, backtracked {data['backtracks']} times and learned "
+                 f"{lessons} {'lesson' if lessons == 1 else 'lessons'} from rejected answers._")
+    return "\n\n".join(parts), {**data, "short_answer": short, "verified": verified, "answer_node": answer.id}

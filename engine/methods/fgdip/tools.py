@@ -1,0 +1,83 @@
+"""The agent's tools (ReAct-style, as FGDIP uses them): search an entity or phrase through the
+run's searcher (local corpus, the web when enabled) with the relevance floor, look a keyword up in
+the last page the branch retrieved, finish with an answer. Each returns the node's observation and
+the data to store with it; nothing here calls the model."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.citations import strip_markers
+from engine.methods.base import RunContext
+from engine.methods.fgdip.params import FgdipParams
+from engine.search.protocol import SearchError
+from engine.search.relevance import relevant_hits
+from storage.models import Node, Source
+
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+
+
+@dataclass
+class Observation:
+    text: str
+    data: dict[str, Any] = field(default_factory=dict)
+    sources: list[int] = field(default_factory=list)  # stored sources to link to the node
+
+
+def run_action(ctx: RunContext, node: Node, path: Sequence[Node]) -> Observation:
+    """Carry out `node`'s action; `path` is its branch's trajectory before it."""
+    data = node.data or {}
+    action, argument = data.get("action", "search"), (data.get("argument") or "").strip()
+    if action == "finish":
+        return Observation(f"Answer proposed: {argument}")
+    if action == "lookup":
+        return lookup(ctx, argument, path)
+    return search(ctx, node, argument)
+
+
+def search(ctx: RunContext, node: Node, query: str) -> Observation:
+    params: FgdipParams = ctx.params  # type: ignore[assignment]
+    try:
+        hits = ctx.search(query, k=params.search_results, node=node)
+    except SearchError as exc:
+        return Observation(f"The search for {query} failed.", {"search_error": f"{exc} {exc.hint}".strip()})
+    relevant = relevant_hits(query, hits, floor=params.relevance_floor)
+    ctx.note_unrelated(query, relevant, node)
+    dropped = {"dropped_as_unrelated": relevant.dropped_summary()}
+    if not relevant.kept:
+        similar = ", ".join(h.title for h in hits[:5])
+        return Observation(f"Could not find a page about {query}." + (f" Similar: {similar}." if similar else ""),
+                           dropped)
+    sources = ctx.graph.add_sources(relevant.kept, node=node)
+    page = sources[0]
+    text = strip_markers(page.text or page.snippet or "").strip()
+    if len(text) > params.observation_chars:
+        text = text[: params.observation_chars].rsplit(" ", 1)[0] + " ..."
+    others = [s.title for s in sources[1:]]
+    more = f" Other results: {'; '.join(others)}." if others else ""
+    return Observation(f"{page.title}: {text}{more}", {**dropped, "page_source": page.id}, [s.id for s in sources])
+
+
+def lookup(ctx: RunContext, keyword: str, path: Sequence[Node]) -> Observation:
+    """Sentences of the branch's last retrieved page that contain `keyword`."""
+    page = last_page(ctx, path)
+    if page is None:
+        return Observation("No page has been retrieved on this branch yet: search first.")
+    sentences = [s.strip() for s in _SENTENCE.split(strip_markers(page.text or page.snippet or "")) if s.strip()]
+    wanted = keyword.casefold()
+    found = [s for s in sentences if wanted and wanted in s.casefold()]
+    if not found:
+        return Observation(f"No more results for {keyword} in {page.title}.", {"page_source": page.id})
+    shown = " ".join(f"(Result {i} / {len(found)}) {s}" for i, s in enumerate(found[:2], start=1))
+    return Observation(shown, {"page_source": page.id}, [page.id])
+
+
+def last_page(ctx: RunContext, path: Sequence[Node]) -> Source | None:
+    for node in reversed(path):
+        source_id = (node.data or {}).get("page_source")
+        if source_id is not None:
+            return next((s for s in ctx.graph.sources(node) if s.id == source_id), None)
+    return None

@@ -1,0 +1,78 @@
+"""FGDIP in the app, from its declarations alone (issue 15, without a browser): the search tree with
+verdict colours and the backtrack drawn over it, the error memory beside the map, a node's thought,
+action and observation with its commands, and a run-level command sent from the page."""
+
+from __future__ import annotations
+
+import pytest
+
+from components import app_state, mindmap
+from components.map_legend import legend_text
+from engine.llm.fake import FakeLLM
+from storage.models import CommandStatus, RunStatus
+from tests.fgdip_scripts import EVALUATE_ANSWER, QUESTION, judged_answer
+from tests.fixtures_engine import run_to_end
+from tests.test_app_pages import assert_no_exception, joined, open_page, texts, wait_until_idle
+from tests.test_ui_contract import MapSpy
+
+LESSON = "LESSON-MAP: compare the founding years, not the titles."
+
+
+@pytest.fixture
+def services(prebuilt_corpus_home):
+    """The app's own Services, on a fake whose Answer Evaluator rejects the first answer."""
+    app_state.get_services.clear()
+    built = app_state.get_services()
+    fake = FakeLLM()
+    fake.when(EVALUATE_ANSWER, judged_answer(False, LESSON), times=1)
+    built.use_llm("fake", fake)
+    yield built
+    for run in built.repo.list_runs(limit=100):
+        built.runner.wait(run.id, timeout=20)
+    built.close()
+    app_state.get_services.clear()
+
+
+@pytest.fixture
+def fgdip_run(services) -> str:
+    run_id = run_to_end(services, QUESTION, "fgdip", {})
+    assert services.repo.get_run(run_id).status == RunStatus.DONE
+    return run_id
+
+
+def test_explore_draws_the_search_tree_and_lists_the_error_memory(services, fgdip_run, monkeypatch):
+    step = next(n for n in services.repo.list_nodes(fgdip_run, kind="step") if n.data.get("explored_order"))
+    spy = MapSpy(monkeypatch, click=step.id)
+    at = open_page(run_id=fgdip_run)
+    assert_no_exception(at)
+
+    data = spy.last
+    assert data.mode == mindmap.FIXED  # the search tree, a backtrack drawn over it
+    assert any(e.get("tip") == "backtrack" and e["dashes"] for e in data.edges)
+    legend = legend_text(data.legend)
+    for words in ("Entity:", "Step:", "Answer:", "verdict sure", "verdict impossible", "backtrack:",
+                  "answer rejected"):
+        assert words in legend, words
+    # The error memory beside the map.
+    assert "Error memory" in [e.label for e in at.expander]
+    assert LESSON in joined(at.markdown)
+    # The chosen node: its caption, thought/action/observation and its commands.
+    assert any(c.startswith("search[") for c in texts(at.caption))
+    assert "Observation" in joined(at.markdown)
+    labels = {b.label for b in at.button}
+    assert {"Explore next", "Mark impossible", "Add entity", "Edit error memory"} <= labels
+
+
+def test_a_lesson_added_from_the_page_is_applied(services, fgdip_run, monkeypatch):
+    MapSpy(monkeypatch)
+    at = open_page(run_id=fgdip_run)
+    key = f"run-cmd-{fgdip_run}-edit_error_memory"
+    at.text_input(key=f"{key}.analysis").input("Check the year each magazine started.")
+    at.button(key=key).click().run()
+    assert_no_exception(at)
+    assert not at.error, texts(at.error)
+    assert wait_until_idle(services, fgdip_run).status == RunStatus.DONE
+    [command] = services.repo.list_commands(fgdip_run)
+    assert (command.kind, command.status) == ("edit_error_memory", CommandStatus.DONE)
+    analyses = [e["analysis"] for e in services.repo.latest_run_state(fgdip_run, "error_memory").data["entries"]]
+    assert analyses == [LESSON, "Check the year each magazine started."]

@@ -1,0 +1,112 @@
+"""FGDIP steering (issue 15): force-explore a branch, mark a node impossible, add an entity, edit the
+error memory; each on a finished run (which reopens it) and each refusing what it cannot do."""
+
+from __future__ import annotations
+
+from engine.llm.fake import request_text
+from engine.methods.fgdip.kinds import ErrorMemory
+from storage.models import CommandStatus, NodeStatus
+from tests.fgdip_scripts import (
+    EVALUATE_ANSWER,
+    EXTRACT,
+    GENERATE,
+    QUESTION,
+    answers_by_branch,
+    entities,
+    judged_answer,
+    nodes_of,
+    numbered_steps,
+)
+from tests.fixtures_engine import run_to_end, steer_and_wait, steer_refused
+
+ARTHUR, FIRST = "Arthur's Magazine", "First for Women"
+
+
+def finished(services, fake_llm, params: dict | None = None) -> str:
+    fake_llm.when(EXTRACT, entities(ARTHUR, FIRST))
+    fake_llm.when(GENERATE, numbered_steps(answer=answers_by_branch))
+    return run_to_end(services, QUESTION, "fgdip", params)
+
+
+def entity(services, run_id: str, name: str):
+    return next(n for n in nodes_of(services, run_id, "entity") if n.data["entity"] == name)
+
+
+def memory(services, run_id: str) -> ErrorMemory:
+    state = services.repo.latest_run_state(run_id, "error_memory")
+    return ErrorMemory.model_validate(state.data) if state else ErrorMemory()
+
+
+def test_force_explore_takes_a_branch_the_search_left(services, fake_llm):
+    run_id = finished(services, fake_llm)
+    untaken = entity(services, run_id, FIRST)
+    assert untaken.data.get("explored_order") is None  # the first branch's answer was accepted
+
+    command = steer_and_wait(services, run_id, "force_explore", {"node_id": untaken.id})
+    assert command.status == CommandStatus.DONE, command.error
+    taken = services.repo.get_node(untaken.id)
+    assert taken.data["forced"] and taken.data["explored_order"] is not None
+    children = [n for n in nodes_of(services, run_id, "step") if n.parent_id == taken.id]
+    assert len(children) == 3 and all(n.status == NodeStatus.DONE for n in children)
+    # Exploring it went through the backtrack to it, drawn as such.
+    assert any(e.dst == taken.id for e in services.repo.list_edges(run_id, kind="backtrack"))
+    # A node already explored is refused with the reason.
+    assert "already explored" in steer_refused(services, run_id, "force_explore", {"node_id": taken.id})
+
+
+def test_mark_impossible_prunes_what_was_not_explored_and_is_refused_twice(services, fake_llm):
+    run_id = finished(services, fake_llm)
+    first = entity(services, run_id, ARTHUR)
+    children = [n for n in nodes_of(services, run_id, "step") if n.parent_id == first.id]
+    untaken = [n for n in children if n.data.get("explored_order") is None]
+    assert untaken
+
+    command = steer_and_wait(services, run_id, "mark_impossible", {"node_id": first.id})
+    assert command.status == CommandStatus.DONE, command.error
+    marked = services.repo.get_node(first.id)
+    assert (marked.data["verdict"], marked.data["judged_by"]) == ("impossible", "you")
+    assert all(services.repo.get_node(n.id).status == NodeStatus.PRUNED for n in untaken)
+    taken = [n for n in children if n.data.get("explored_order") is not None]
+    assert all(services.repo.get_node(n.id).status == NodeStatus.DONE for n in taken)
+    assert "already marked impossible" in steer_refused(services, run_id, "mark_impossible", {"node_id": first.id})
+    # A pruned node takes no command.
+    assert "pruned" in steer_refused(services, run_id, "force_explore", {"node_id": untaken[0].id})
+
+
+def test_add_entity_opens_a_new_branch_explored_at_once(services, fake_llm):
+    run_id = finished(services, fake_llm)
+    command = steer_and_wait(services, run_id, "add_entity", {"entity": "  Women's magazines  "})
+    assert command.status == CommandStatus.DONE, command.error
+    added = entity(services, run_id, "Women's magazines")
+    assert added.data["user"] and added.data["observation"] and added.data["explored_order"] is not None
+    assert [n for n in nodes_of(services, run_id, "step") if n.parent_id == added.id]
+    assert "already a branch" in steer_refused(services, run_id, "add_entity", {"entity": "women's MAGAZINES"})
+    assert steer_refused(services, run_id, "add_entity", {"entity": ""})  # refused by the payload model
+
+
+def test_the_error_memory_can_be_edited_and_later_steps_are_given_the_edit(services, fake_llm):
+    fake_llm.when(EVALUATE_ANSWER, judged_answer(False, "The founding year was not checked."), times=1)
+    run_id = finished(services, fake_llm)
+    assert [e.analysis for e in memory(services, run_id).entries] == ["The founding year was not checked."]
+
+    steer_and_wait(services, run_id, "edit_error_memory", {"number": 1, "analysis": "Compare founding years."})
+    steer_and_wait(services, run_id, "edit_error_memory", {"analysis": "LESSON-YOURS: check 1844."})
+    entries = memory(services, run_id).entries
+    assert [(e.analysis, e.by_user) for e in entries] == [("Compare founding years.", True),
+                                                          ("LESSON-YOURS: check 1844.", True)]
+    assert "there is no lesson 5" in steer_refused(services, run_id, "edit_error_memory",
+                                                  {"number": 5, "analysis": "x"})
+    assert "needs its text" in steer_refused(services, run_id, "edit_error_memory", {"analysis": "  "})
+    assert steer_refused(services, run_id, "edit_error_memory", {"number": -1})  # the payload model refuses
+
+    # Exploring again: the node generator is given the edited memory.
+    generated = len(fake_llm.calls_for(GENERATE))
+    untaken = next(n for n in nodes_of(services, run_id) if n.kind in ("entity", "step")
+                   and n.status == NodeStatus.DONE and n.data.get("explored_order") is None
+                   and n.data.get("action") != "finish")
+    steer_and_wait(services, run_id, "force_explore", {"node_id": untaken.id})
+    later = [request_text(r) for r in fake_llm.calls_for(GENERATE)[generated:]]
+    assert later and all("LESSON-YOURS" in text and "Compare founding years." in text for text in later)
+
+    steer_and_wait(services, run_id, "edit_error_memory", {"number": 1, "analysis": ""})
+    assert [e.analysis for e in memory(services, run_id).entries] == ["LESSON-YOURS: check 1844."]
