@@ -10,10 +10,11 @@ from collections.abc import Mapping
 from engine.methods.base import Method
 from engine.methods.deot import DeotMethod
 from engine.methods.direct import DirectMethod
+from engine.methods.mtqa import MtqaMethod
 from engine.methods.omnithink import OmniThinkMethod
 from engine.methods.rag import RagMethod
 
-METHODS: dict[str, type[Method]] = {cls.name: cls for cls in (DeotMethod, OmniThinkMethod, DirectMethod, RagMethod)}
+METHODS: dict[str, type[Method]] = {cls.name: cls for cls in (DeotMethod, OmniThinkMethod, MtqaMethod, DirectMethod, RagMethod)}
 
 
 class UnknownMethod(LookupError):
