@@ -648,10 +648,13 @@ def mtqa_messages(request: ChatRequest) -> Sequence[Message]:
 
 
 def mtqa_view(request: ChatRequest, view: PromptView) -> PromptView:
-    """Thought n of a column reads from its n-th knowledge unit on, so the thoughts of a column differ
-    (their citations keep the prompt's numbers)."""
+    """Thought n of a column leaves out the n−1 knowledge units its best sentences would come from,
+    so the thoughts of a column differ (their citations keep the prompt's numbers)."""
     if request.prompt != "mtqa.thought" or len(view.sources) < 2:
         return view
     row = _MTQA_ROW.search(request_text(request))
-    shift = min(int(row.group(1)) - 1, len(view.sources) - 1) if row else 0
-    return PromptView(view.question, view.sources[shift:], view.terms, view.schema_in_prompt)
+    skip = min(int(row.group(1)) - 1, len(view.sources) - 1) if row else 0
+    best_first = list(dict.fromkeys(s.source for s in _rank_sentences(view)))
+    left_out = set(best_first[:skip])
+    return PromptView(view.question, tuple(s for s in view.sources if s.number not in left_out), view.terms,
+                      view.schema_in_prompt)

@@ -56,9 +56,16 @@ from engine.search.protocol import Hit, SearchError
 from engine.search.relevance import relevant_hits
 from storage.models import Node, NodeStatus, Source
 
+_SPACE_BEFORE_PUNCTUATION = re.compile(r"[ \t]+([.,;:!?])")
 _BARE_CITATION = re.compile(r"\s*\[\d+(?:\s*[,;]\s*\d+)*\]")
 # Characters of a column's thoughts used as the text of its KU' retrieval query.
 RETRIEVAL_TEXT_CHARS = 2000
+
+
+def plain(text: str) -> str:
+    """Stored text without its citation markers, for another prompt (whose sources are numbered
+    differently)."""
+    return _SPACE_BEFORE_PUNCTUATION.sub(r"\1", strip_markers(text)).strip()
 
 
 class MtqaMethod(Method):
@@ -116,6 +123,9 @@ class MtqaMethod(Method):
                 if source.status != NodeStatus.DONE:
                     self._fail_column(ctx, column, source)
                 else:
+                    if source.kind == SUMMARY:
+                        # Retrieved with the summary, except under the no-correction ablation.
+                        source = self._ensure_units(ctx, source)
                     ctx.parallel([lambda chain=chain: self._think_chain(ctx, chain, source)
                                   for chain in column.chains()
                                   if any(c.status == NodeStatus.PENDING for c in chain)])
@@ -261,14 +271,14 @@ class MtqaMethod(Method):
         ctx.checkpoint()
         cell = ctx.graph.start(cell)
         data = ctx.graph.data(cell, CellData)
-        passed = [strip_markers(p).strip() for p in passed_paragraphs(
+        passed = [plain(p) for p in passed_paragraphs(
             data.alpha, ctx.graph.data(above, CellData).paragraphs)] if above is not None else []
         cell = ctx.graph.update(cell, merge_data={"passed": passed, "passed_count": len(passed)})
         units, sources = self._units_of(ctx, source)
         context = ""
         if source.kind == SUMMARY:
             context = ("Summary of the previous column (build on its promising strategies):\n<<<\n"
-                       f"{strip_markers(source.content).strip()}\n>>>\n\n")
+                       f"{plain(source.content)}\n>>>\n\n")
         communication = ""
         if passed:
             communication = ("A strategy already taken in this column (the end of the thought above). "
@@ -304,7 +314,7 @@ class MtqaMethod(Method):
         if data.units_ready:
             return summary
         thoughts = self._thoughts(ctx, data.column)
-        text = "\n\n".join(strip_markers(c.content) for c in thoughts)
+        text = "\n\n".join(plain(c.content) for c in thoughts)
         keywords = knowledge.column_keywords(self._question_keywords(ctx), text)
         units = self._retrieve(ctx, summary, f"{ctx.question}\n\n{text[:RETRIEVAL_TEXT_CHARS]}", keywords)
         return ctx.graph.update(summary, merge_data={
