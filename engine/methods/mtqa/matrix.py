@@ -123,14 +123,14 @@ def reset(graph, nodes: Sequence[Node], *, keep_units: bool = False) -> None:
                      replace_data=identity)
 
 
-def reset_from(graph, index: int, *, summary_first: bool = False, keep_units: bool = False) -> None:
-    """Think again from column `index` on (its thoughts and summary and every later column); with
-    `summary_first`, column `index`'s thoughts are kept and only its summary (with its units when
-    `keep_units`) is redone."""
+def reset_from(graph, index: int, *, first_row: int = 0, keep_units: bool = False) -> None:
+    """Think again from column `index` on: its thoughts from `first_row` down (none when
+    `first_row` is past the last row), its summary (with its units kept when `keep_units`), and
+    every later column."""
     for column in columns(graph):
         if column.index < index:
             continue
-        if column.index > index or not summary_first:
-            reset(graph, column.cells)
+        start = first_row if column.index == index else 0
+        reset(graph, [c for c in column.cells if c.data["row"] >= start])
         if column.summary is not None:
             reset(graph, [column.summary], keep_units=keep_units and column.index == index)

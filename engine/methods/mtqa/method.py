@@ -60,6 +60,8 @@ _SPACE_BEFORE_PUNCTUATION = re.compile(r"[ \t]+([.,;:!?])")
 _BARE_CITATION = re.compile(r"\s*\[\d+(?:\s*[,;]\s*\d+)*\]")
 # Characters of a column's thoughts used as the text of its KU' retrieval query.
 RETRIEVAL_TEXT_CHARS = 2000
+# A first row past every column's last: reset a column's summary only.
+NO_ROW = 10**6
 
 
 def plain(text: str) -> str:
@@ -433,7 +435,8 @@ class MtqaMethod(Method):
         column = matrix.columns(ctx.graph)[index]
         for cell in column.cells[1:]:
             ctx.graph.update(cell, merge_data={"alpha": alpha})
-        matrix.reset_from(ctx.graph, index)
+        # The first thought does not depend on α: it is kept.
+        matrix.reset_from(ctx.graph, index, first_row=1)
         column = matrix.columns(ctx.graph)[index]
         if alpha:
             for above, below in zip(column.cells, column.cells[1:]):
@@ -464,10 +467,10 @@ class MtqaMethod(Method):
         column = 0 if holder.kind == KNOWLEDGE else holder.data["column"] + 1
         if pin:
             # The unit is already in this retrieval: only the retrievals after it change.
-            matrix.reset_from(ctx.graph, column, summary_first=True)
+            matrix.reset_from(ctx.graph, column, first_row=NO_ROW)
         elif holder.kind == KNOWLEDGE:
             matrix.reset_from(ctx.graph, 0)
         else:
             # The summary that read the unit is written again (its units kept, without the dropped one).
-            matrix.reset_from(ctx.graph, column - 1, summary_first=True, keep_units=True)
+            matrix.reset_from(ctx.graph, column - 1, first_row=NO_ROW, keep_units=True)
         return {REPORT}
