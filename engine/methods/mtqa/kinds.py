@@ -32,13 +32,16 @@ WEIGHTS, CHOICES = "weights", "knowledge_choices"
 COMMUNICATION, COLUMN_LINK, SUMMARISED = "communication", "column", "summarised"
 
 
-def _units_markdown(units: Sequence[UnitRecord]) -> list[str]:
+def units_listing(units: Sequence[UnitRecord]) -> list[str]:
+    """Knowledge units as the node panel lists them: numbered as the pin and drop commands take
+    them, each citing its source, with its first triples and what you chose for it."""
     lines = []
     for number, unit in enumerate(units, start=1):
+        cite = f" [[S{unit.source_id}]]" if unit.source_id is not None else ""
+        triples = "; ".join(t.line() for t in unit.triples[:4]) or "no triples"
         marks = " · pinned" if unit.pinned else ""
         marks += " · dropped" if unit.dropped else ""
-        triples = "; ".join(t.line() for t in unit.triples[:4]) or "no triples"
-        lines.append(f"{number}. {unit.title or unit.ref} ({triples}){marks}")
+        lines.append(f"{number}. {unit.title or unit.ref}{cite}: {triples}{marks}")
     return lines
 
 
@@ -70,7 +73,7 @@ class KnowledgeData(NodeData):
 
     def reader_fields(self) -> dict[str, str | list[str]] | None:
         return {"Keywords": ", ".join(self.detailed_keywords + self.general_keywords),
-                "Knowledge units (KU 1)": _units_markdown(self.units)}
+                "Knowledge units (KU 1, what column 1 thinks from)": units_listing(self.units)}
 
 
 class CellData(NodeData):
@@ -83,6 +86,10 @@ class CellData(NodeData):
     passed: list[str] = Field(default_factory=list, description="Those paragraphs: a strategy already taken.")
     paragraphs: list[str] = Field(default_factory=list, description="This thought's paragraphs, as stored.")
     invalid_citations: list[int] = Field(default_factory=list)
+
+    def reader_fields(self) -> dict[str, str | list[str]] | None:
+        return {"Thought": self.paragraphs,
+                "Strategy passed from the thought above (to differ from)": self.passed}
 
     def caption(self) -> str:
         alpha = "first thought of the column" if self.alpha is None else (
@@ -111,6 +118,7 @@ class SummaryData(NodeData):
     units: list[UnitRecord] = Field(default_factory=list, description="KU': the units the column was checked against.")
     units_ready: bool = False
     checks: list[Correction] = Field(default_factory=list)
+    paragraphs: list[str] = Field(default_factory=list, description="The refined answer, as stored.")
     short_answer: str = ""
     invalid_citations: list[int] = Field(default_factory=list)
 
@@ -118,6 +126,13 @@ class SummaryData(NodeData):
         fixed = sum(c.verdict == "corrected" for c in self.checks)
         return (f"Summary of column {self.column + 1} · {len(self.units)} knowledge units · "
                 f"{fixed} thought(s) corrected" + (f" · answer: {self.short_answer}" if self.short_answer else ""))
+
+    def reader_fields(self) -> dict[str, str | list[str]] | None:
+        return {"Short answer": self.short_answer, "Answer": self.paragraphs,
+                "Checks against the knowledge units": [
+                    f"Thought {c.thought}: {c.verdict}" + (f" — {c.correction}" if c.correction else "")
+                    for c in self.checks],
+                "Knowledge units (KU′: checked against; the next column thinks from them)": units_listing(self.units)}
 
 
 NODE_KINDS = (

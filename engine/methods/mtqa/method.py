@@ -187,6 +187,8 @@ class MtqaMethod(Method):
                 "dropped_as_unrelated": relevant.dropped_summary()})
             data = ctx.graph.data(node, KnowledgeData)
         try:
+            if data.documents and not self._documents_added:
+                ctx.graph.narrate(f"building the knowledge graph from {len(data.documents)} document(s)", node_id=node.id)
             kb = self._knowledge_base(ctx)
             progress = self._progress
             if progress is not None:
@@ -198,6 +200,7 @@ class MtqaMethod(Method):
                 node = ctx.graph.update(node, merge_data={
                     "detailed_keywords": list(keywords.detailed), "general_keywords": list(keywords.general),
                     "keywords_ready": True})
+            ctx.graph.narrate("retrieving the knowledge units of the first column", node_id=node.id)
             units = self._retrieve(ctx, node, ctx.question, self._question_keywords(ctx))
         except (knowledge.KnowledgeUnavailable, StructuredOutputError) as exc:
             ctx.graph.fail(node, str(exc))
@@ -318,6 +321,8 @@ class MtqaMethod(Method):
         thoughts = self._thoughts(ctx, data.column)
         text = "\n\n".join(plain(c.content) for c in thoughts)
         keywords = knowledge.column_keywords(self._question_keywords(ctx), text)
+        ctx.graph.narrate(f"retrieving knowledge units with the question and column {data.column + 1}'s thoughts",
+                          node_id=summary.id)
         units = self._retrieve(ctx, summary, f"{ctx.question}\n\n{text[:RETRIEVAL_TEXT_CHARS]}", keywords)
         return ctx.graph.update(summary, merge_data={
             "units": [u.model_dump() for u in units], "units_ready": True,
@@ -360,7 +365,7 @@ class MtqaMethod(Method):
         ctx.graph.link_sources(summary, cited_source_ids(content))
         checks = [c.model_dump() for c in getattr(result, "checks", []) if 1 <= c.thought <= len(thoughts)]
         ctx.graph.finish(summary, content=content, data={
-            "checks": checks, "corrected": not params.no_correction, "invalid_citations": dropped,
+            "paragraphs": paragraphs, "checks": checks, "corrected": not params.no_correction, "invalid_citations": dropped,
             "short_answer": _BARE_CITATION.sub("", result.short_answer).strip()})
 
     @staticmethod
