@@ -110,10 +110,17 @@ class InMemoryKnowledge:
 class KnowledgeInjector:
     """Stands in for the run context's knowledge entry point: one in-memory base per run opened."""
 
-    def __init__(self) -> None:
+    def __init__(self, documents: Sequence[Hit] = ()) -> None:
         self.opened: list[InMemoryKnowledge] = []
+        self.requests: list[dict] = []
+        self._documents = list(documents)  # a collection's graph, built before the run
 
-    def __call__(self, ctx, scope, *, chunk_tokens: int) -> InMemoryKnowledge:
+    def __call__(self, ctx, scope, *, collection: str, chunk_tokens: int, node) -> InMemoryKnowledge:
+        self.requests.append({"scope": scope, "collection": collection, "chunk_tokens": chunk_tokens,
+                              "node": node.kind if node is not None else None})
         base = InMemoryKnowledge(scope=scope)
+        if self._documents:
+            base.add_documents(self._documents)
+            base.added.clear()  # built before the run: the run itself added nothing
         self.opened.append(base)
         return base

@@ -285,6 +285,21 @@ def test_the_offline_fake_writes_a_readable_cited_answer(services, knowledge_bas
     assert thoughts[(0, 0)].content != thoughts[(1, 0)].content  # the thoughts of a column differ
 
 
+def test_the_collection_scope_reads_the_collections_graph_without_adding_documents(services, fake_llm,
+                                                                                    monkeypatch):
+    hits = services.searcher("local").search(QUESTION, k=20)  # the "collection", built before the run
+    injector = KnowledgeInjector(documents=hits)
+    monkeypatch.setattr(knowledge, "open_knowledge_base", injector)
+    run_id = mtqa_run(services, {"rows": 1, "columns": 2, "scope": "collection", "collection": "hotpotqa"})
+    assert injector.requests == [{"scope": "collection", "collection": "hotpotqa", "chunk_tokens": 1200,
+                                  "node": "knowledge"}]
+    (base,) = injector.opened
+    assert base.added == [] and len(base.retrievals) == 3
+    events = services.repo.list_events(run_id)
+    assert not any(e.kind == "search" for e in events)  # no per-question document search
+    assert cited_source_ids(services.repo.latest_report(run_id).markdown)
+
+
 def test_without_a_knowledge_layer_the_run_fails_saying_why(services):
     run_id = run_to_end(services, QUESTION, "mtqa", {"rows": 1, "columns": 1})
     run = services.repo.get_run(run_id)

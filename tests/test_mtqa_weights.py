@@ -97,6 +97,7 @@ def test_params_default_to_the_papers_configuration():
     ({"weight_preset": "custom", "custom_matrix": [[0.1, 0.2, 1.5], [0.1, 0.2, 0.3]]}, "between 0 and 1"),
     ({"no_source_text": True, "no_triples": True}, "leave the knowledge units empty"),
     ({"hops": 3}, "less than or equal to 2"),
+    ({"scope": "collection"}, "needs a collection name"),
     ({"weight_preset": "diagonal"}, "weight_preset"),
 ])
 def test_params_refuse_what_cannot_run(values, problem):

@@ -20,16 +20,16 @@ class KnowledgeUnavailable(RuntimeError):
     """The run has no knowledge layer to open a knowledge base from."""
 
 
-def open_knowledge_base(ctx, scope: KnowledgeScope, *, chunk_tokens: int) -> KnowledgeBase:
+def open_knowledge_base(ctx, scope: KnowledgeScope, *, collection: str, chunk_tokens: int, node) -> KnowledgeBase:
     """THE injection point: the run's knowledge base, from the run context's knowledge entry point
-    (`ctx.knowledge`, provided by the knowledge layer). Tests replace this function to inject their
-    own `KnowledgeBase`."""
+    (`ctx.knowledge`, the knowledge layer's), its LLM calls accounted to `node`. Tests replace this
+    function to inject their own `KnowledgeBase`."""
     opener = getattr(ctx, "knowledge", None)
     if opener is None:
         raise KnowledgeUnavailable(
             "this installation has no knowledge layer to build the question's knowledge graph from "
             "(engine/knowledge); MTQA cannot run without it")
-    return opener(scope, chunk_tokens=chunk_tokens)
+    return opener(scope, collection=collection or None, chunk_tokens=chunk_tokens, node=node)
 
 
 # --------------------------------------------------------------------------- units as stored

@@ -149,10 +149,11 @@ class MtqaMethod(Method):
         """The run's knowledge base, opened once per process, with the question's documents added
         (again after a resume: the knowledge layer extracts only chunks it has not extracted yet)."""
         params: MtqaParams = ctx.params  # type: ignore[assignment]
+        node = matrix.knowledge_node(ctx.graph)
         if self._kb is None:
-            self._kb = knowledge.open_knowledge_base(ctx, params.scope, chunk_tokens=params.chunk_tokens)
+            self._kb = knowledge.open_knowledge_base(ctx, params.scope, collection=params.collection,
+                                                     chunk_tokens=params.chunk_tokens, node=node)
         if not self._documents_added:
-            node = matrix.knowledge_node(ctx.graph)
             data = ctx.graph.data(node, KnowledgeData)
             if data.searched:
                 self._progress = self._kb.add_documents(self._document_hits(ctx, node, data)) if data.documents else None
@@ -172,6 +173,10 @@ class MtqaMethod(Method):
         ctx.checkpoint()
         node = ctx.graph.start(node)
         data = ctx.graph.data(node, KnowledgeData)
+        if not data.searched and params.scope == "collection":
+            # The collection's graph was built once, from the whole collection: nothing to add.
+            node = ctx.graph.update(node, merge_data={"searched": True})
+            data = ctx.graph.data(node, KnowledgeData)
         if not data.searched:
             try:
                 hits = ctx.search(ctx.question, k=params.documents, node=node)

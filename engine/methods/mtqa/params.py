@@ -46,9 +46,12 @@ class MtqaParams(MethodParams):
     scope: Literal["question", "collection"] = Field(default="question", description=(
         "Knowledge graph scope. question: a graph built from the documents retrieved for this question "
         "(the paper's setting); collection: the corpus's graph, built once and reused by every run."))
+    collection: str = Field(default="", description=(
+        "The collection whose knowledge graph the collection scope reads (e.g. hotpotqa, or uploads), built "
+        "once with `thoughtmap kg build --collection NAME`. Unused in the question scope."))
     documents: int = Field(default=10, ge=1, le=50, description=(
-        "Documents retrieved for the question and added to the knowledge graph (HotpotQA gives 10 "
-        "paragraphs per question)."))
+        "Question scope: documents retrieved for the question and added to its knowledge graph (HotpotQA "
+        "gives 10 paragraphs per question)."))
     relevance_floor: float = relevance_floor_field()
     chunk_tokens: int = Field(default=1200, ge=100, le=8000, description=(
         "Chunk size in tokens when documents are split for entity and relation extraction (paper: 1,200)."))
@@ -80,6 +83,8 @@ class MtqaParams(MethodParams):
                                  f"{self.rows} rows × {self.columns} columns")
             if any(not 0.0 <= v <= 1.0 for row in self.custom_matrix for v in row):
                 raise ValueError("every weight of custom_matrix must be between 0 and 1")
+        if self.scope == "collection" and not self.collection.strip():
+            raise ValueError("the collection scope needs a collection name (e.g. hotpotqa, or uploads)")
         if self.no_source_text and self.no_triples:
             raise ValueError("no_source_text and no_triples together leave the knowledge units empty; "
                              "switch one of them off")
