@@ -8,6 +8,7 @@ module only asks it through the `KnowledgeBase` protocol."""
 from __future__ import annotations
 
 import re
+from types import SimpleNamespace
 from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -59,6 +60,8 @@ class UnitRecord(BaseModel):
     ref: str = ""
     triples: list[TripleRecord] = Field(default_factory=list)
     via: list[str] = Field(default_factory=list, description="How it was reached: entity, relation, hop1, hop2.")
+    text: str = Field(default="", description="The unit's own source text (its chunk, which may be part of a longer "
+                                              "document); empty under the no-source-text ablation.")
     score: float = 0.0
     pinned: bool = False
     dropped: bool = False
@@ -67,8 +70,13 @@ class UnitRecord(BaseModel):
         return self.model_copy(update={"source_id": source_id})
 
 
+# A unit's chunk is kept up to this many characters (a prompt shows `unit_chars` of it).
+UNIT_TEXT_CHARS = 4000
+
+
 def unit_record(unit: KnowledgeUnit) -> UnitRecord:
     return UnitRecord(id=unit.id, title=unit.hit.title, ref=unit.hit.ref, score=round(unit.score, 4),
+                      text=(unit.hit.text or unit.hit.snippet or "")[:UNIT_TEXT_CHARS],
                       triples=[TripleRecord(subject=t.subject, relation=t.relation, object=t.object,
                                             description=t.description) for t in unit.triples],
                       via=list(unit.via))
@@ -150,7 +158,10 @@ def unit_blocks(units: Sequence[UnitRecord], sources: Sequence[CitableSource], *
         if with_triples:
             lines += [t.line() + (f": {t.description}" if t.description else "") for t in unit.triples]
         if with_text:
-            body = source_blocks([source], max_chars=max_chars).split("\n", 1)
+            # The unit's own chunk (part of a longer document, maybe); the stored source's text when the
+            # knowledge base gave none.
+            own = SimpleNamespace(title=source.title, text=unit.text, snippet="") if unit.text else source
+            body = source_blocks([own], max_chars=max_chars).split("\n", 1)
             if len(body) == 2 and body[1].strip():
                 lines.append(body[1].strip())
         blocks.append("\n".join(" ".join(line.split()) for line in lines))
