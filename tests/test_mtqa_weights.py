@@ -91,10 +91,23 @@ def test_params_default_to_the_papers_configuration():
     assert "A[r−1][c]" in MtqaParams.model_fields["weight_preset"].description
 
 
+def test_a_custom_matrix_comes_as_json_text_from_the_form_or_as_lists_from_the_cli():
+    typed = MtqaParams(weight_preset="custom", rows=2, columns=3, custom_matrix="[[0.5, 1]]")
+    assert typed.weights() == [[0.5, 1.0]]
+    from engine.methods.params import build_params, parse_assignments
+
+    given = build_params(MtqaParams, parse_assignments(["weight_preset=custom", "custom_matrix=[[0.1, 0.2, 0.3], "
+                                                        "[0.2, 0.3, 0.4]]"]), method="mtqa")
+    assert given.weights() == [[0.1, 0.2, 0.3], [0.2, 0.3, 0.4]]
+    assert MtqaParams(custom_matrix="").matrix() == []
+
+
 @pytest.mark.parametrize("values, problem", [
     ({"weight_preset": "custom"}, r"custom_matrix must be 2 list\(s\) of 3"),
     ({"weight_preset": "custom", "custom_matrix": [[0.1, 0.2], [0.1, 0.2]]}, "custom_matrix must be"),
     ({"weight_preset": "custom", "custom_matrix": [[0.1, 0.2, 1.5], [0.1, 0.2, 0.3]]}, "between 0 and 1"),
+    ({"weight_preset": "custom", "custom_matrix": "[[0.1, 0.2"}, "is not JSON"),
+    ({"weight_preset": "custom", "custom_matrix": '{"a": 1}'}, "list of lists of numbers"),
     ({"no_source_text": True, "no_triples": True}, "leave the knowledge units empty"),
     ({"hops": 3}, "less than or equal to 2"),
     ({"scope": "collection"}, "needs a collection name"),

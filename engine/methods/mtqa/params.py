@@ -3,9 +3,10 @@ tokens, 1-2 hop expansion, Table 3's ablations as switches)."""
 
 from __future__ import annotations
 
-from typing import Literal
+import json
+from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from engine.methods.base import MethodParams, relevance_floor_field
 from engine.methods.mtqa.weights import matrix_shape, weight_matrix
@@ -39,9 +40,9 @@ class MtqaParams(MethodParams):
         "δ: the step of the vert, hor and vert_hor presets (the paper compares 0.1 and 0.2; 0.1 is best)."))
     constant: float = Field(default=0.2, ge=0.0, le=1.0, description=(
         "c: every weight of the constant preset (the paper compares 0.2, 0.5, 0.8 and 1.0; 0.2 is best)."))
-    custom_matrix: list[list[float]] = Field(default_factory=list, description=(
-        "The custom preset's matrix A: (rows−1) lists of (columns−1) weights in [0, 1] (one weight when "
-        "there is one column), e.g. [[0.1, 0.2, 0.3], [0.2, 0.3, 0.4]] for 3 × 4."))
+    custom_matrix: str = Field(default="", description=(
+        "The custom preset's matrix A as JSON: (rows−1) lists of (columns−1) weights in [0, 1] (one weight "
+        "when there is one column), e.g. [[0.1, 0.2, 0.3], [0.2, 0.3, 0.4]] for 3 × 4."))
     weight_seed: int = Field(default=0, ge=0, description="Seed of the uniform and gaussian presets.")
     scope: Literal["question", "collection"] = Field(default="question", description=(
         "Knowledge graph scope. question: a graph built from the documents retrieved for this question "
@@ -74,14 +75,34 @@ class MtqaParams(MethodParams):
         "Ablation -RAG: the column summaries merge the thoughts without checking them against "
         "retrieved knowledge units (no correction retrieval)."))
 
+    @field_validator("custom_matrix", mode="before")
+    @classmethod
+    def _matrix_as_json(cls, value: Any) -> Any:
+        # The CLI's --param parses JSON into lists; the form gives text: both are kept as JSON text.
+        return json.dumps(value) if isinstance(value, list) else value
+
+    def matrix(self) -> list[list[float]]:
+        """The custom matrix, parsed (empty when none is given)."""
+        if not self.custom_matrix.strip():
+            return []
+        try:
+            value = json.loads(self.custom_matrix)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"custom_matrix is not JSON ({exc.msg}); write it like [[0.1, 0.2], [0.2, 0.3]]") from None
+        if not (isinstance(value, list) and all(isinstance(row, list) for row in value)
+                and all(isinstance(v, (int, float)) and not isinstance(v, bool) for row in value for v in row)):
+            raise ValueError("custom_matrix must be a list of lists of numbers, like [[0.1, 0.2], [0.2, 0.3]]")
+        return [[float(v) for v in row] for row in value]
+
     @model_validator(mode="after")
     def _weights_fit(self) -> MtqaParams:
+        custom = self.matrix()
         if self.weight_preset == "custom":
             height, width = matrix_shape(self.rows, self.columns)
-            if len(self.custom_matrix) != height or any(len(row) != width for row in self.custom_matrix):
+            if len(custom) != height or any(len(row) != width for row in custom):
                 raise ValueError(f"custom_matrix must be {height} list(s) of {width} weight(s) for "
                                  f"{self.rows} rows × {self.columns} columns")
-            if any(not 0.0 <= v <= 1.0 for row in self.custom_matrix for v in row):
+            if any(not 0.0 <= v <= 1.0 for row in custom for v in row):
                 raise ValueError("every weight of custom_matrix must be between 0 and 1")
         if self.scope == "collection" and not self.collection.strip():
             raise ValueError("the collection scope needs a collection name (e.g. hotpotqa, or uploads)")
@@ -93,7 +114,7 @@ class MtqaParams(MethodParams):
     def weights(self) -> list[list[float]]:
         """A for these parameters; all zeros under the -comm ablation."""
         matrix = weight_matrix(self.weight_preset, self.rows, self.columns, delta=self.delta,
-                               constant=self.constant, custom=self.custom_matrix, seed=self.weight_seed)
+                               constant=self.constant, custom=self.matrix(), seed=self.weight_seed)
         if self.no_communication:
             return [[0.0] * len(row) for row in matrix]
         return matrix
