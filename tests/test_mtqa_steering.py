@@ -12,7 +12,7 @@ from engine.methods.mtqa import knowledge
 from storage.models import CommandStatus, NodeStatus, RunStatus
 from tests.fixtures_engine import run_to_end, steer_and_wait, steer_refused
 from tests.mtqa_knowledge import KnowledgeInjector
-from tests.mtqa_scripts import SUMMARY, THOUGHT, cell_of, labelled_thoughts, summaries
+from tests.mtqa_scripts import THOUGHT, cell_of, labelled_thoughts, summaries
 
 QUESTION = "Which magazine was started first, Arthur's Magazine or First for Women?"
 

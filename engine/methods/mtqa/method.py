@@ -406,7 +406,6 @@ class MtqaMethod(Method):
     # ------------------------------------------------------------------ steering
 
     def apply(self, ctx: RunContext, command: CommandSpec, payload: CommandPayload, node: Node | None) -> set[str]:
-        params: MtqaParams = ctx.params  # type: ignore[assignment]
         if command.name == "regenerate_report":
             return {REPORT}
         if command.name == "add_column":
