@@ -177,6 +177,24 @@ def test_alpha_zero_is_tree_like_and_its_thoughts_run_concurrently(services, fak
     assert not any(STRATEGY_TAKEN in request_text(r) for r in fake_llm.calls_for(THOUGHT))
 
 
+def test_a_column_splits_into_chains_where_alpha_is_zero(services, fake_llm, knowledge_bases):
+    # A = [[0.0], [0.5]]: thought 2 does not wait for thought 1, thought 3 waits for thought 2.
+    barrier = threading.Barrier(2, timeout=20)
+
+    def first_two_together(request):
+        if cell_of(request)[0] in (1, 2):
+            barrier.wait()
+
+    labelled_thoughts(fake_llm, paragraphs=4, before=first_two_together)
+    run_id = mtqa_run(services, {"rows": 3, "columns": 1, "weight_preset": "custom",
+                                 "custom_matrix": "[[0.0], [0.5]]"})
+    grid = cells(services, run_id)
+    assert [grid[(r, 0)].data["passed_count"] for r in range(3)] == [0, 0, 2]
+    assert grid[(2, 0)].data["passed"][0].startswith("Strategy r2c1 step 3")
+    order = [cell_of(r)[0] for r in fake_llm.calls_for(THOUGHT)]
+    assert order.index(3) > order.index(2)
+
+
 def test_thoughts_with_alpha_wait_for_the_one_above(services, fake_llm, knowledge_bases):
     overlap = Overlap()
 
