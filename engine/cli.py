@@ -1,4 +1,4 @@
-"""`thoughtmap`: the same engine, headless. `judge` lives in engine/cli_judge.py.
+"""`thoughtmap`: the same engine, headless. `judge` lives in engine/cli_judge.py, `kg` in engine/cli_kg.py.
 
 Exit codes: 0 done; 1 the run failed or a runtime error (endpoint unreachable, the report could
 not be written at the end: the run is saved); 2 bad input (unknown method, parameter or run, empty
@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from engine.cli_judge import add_judge_parser, cmd_judge
+from engine.cli_kg import add_kg_parser, cmd_kg
 from engine.cli_input import BadInput, budget_type, check_arguments_are_utf8, check_out_path
 from engine.config import load_settings
 from engine.llm.protocol import LLMAuthError, LLMError
@@ -155,6 +156,7 @@ def _parser() -> argparse.ArgumentParser:
     model.add_argument("--force", action="store_true", help="prepare: assemble again even if the file exists")
 
     add_judge_parser(sub)
+    add_kg_parser(sub, budget_type)
     return parser
 
 
@@ -561,7 +563,7 @@ def _execute_benchmark(bench_runner, benchmark_id: str, progress):
 
 COMMANDS = {"bench": cmd_bench, "run": cmd_run, "resume": cmd_resume, "list": cmd_list, "show": cmd_show,
             "export": cmd_export, "ingest": cmd_ingest, "methods": cmd_methods, "model": cmd_model,
-            "judge": cmd_judge}
+            "judge": cmd_judge, "kg": cmd_kg}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from engine.config import Settings, load_settings
+from engine.knowledge.open import KnowledgeLayer
 from engine.llm.fake import FakeLLM
 from engine.llm.limits import ConcurrencyLimiter
 from engine.llm.pricing import PriceTable
@@ -23,6 +24,7 @@ from engine.search.exclusion import ExcludingSearcher, SearchExclusions
 from engine.search.protocol import Searcher
 from storage import Repository, open_database
 from storage.db import Database
+from storage.knowledge import KnowledgeStore
 from storage.models import Run
 
 LLMKind = Literal["fake", "local", "openai"]
@@ -37,6 +39,8 @@ class Services:
     limiter: ConcurrencyLimiter
     prices: PriceTable
     runner: Runner = field(init=False)
+    # The knowledge graphs (MTQA's knowledge layer): runs open them through ctx.knowledge.
+    knowledge: KnowledgeLayer = field(init=False)
     # The methods this process serves: the built-in ones and THOUGHTMAP_METHODS' plugins.
     methods: dict[str, type[Method]] = field(default_factory=dict)
     # What auto mode learned per endpoint and model; survives `configure_openai`, shown in Settings.
@@ -50,8 +54,10 @@ class Services:
     def __post_init__(self) -> None:
         if not self.methods:
             self.methods = load_methods(self.settings.method_plugins)
+        self.knowledge = KnowledgeLayer(KnowledgeStore(self.db))
         self.runner = Runner(self.repo, llm_for=self.llm_for_run, searcher_for=self.searcher_for_run,
-                             prices=self.prices, methods=self.methods, max_workers=self.settings.workers)
+                             prices=self.prices, methods=self.methods, max_workers=self.settings.workers,
+                             knowledge=self.knowledge)
 
     def method(self, name: str) -> type[Method]:
         return get_method(name, self.methods)

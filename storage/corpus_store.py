@@ -387,6 +387,13 @@ class CorpusStore:
         with self._lock:
             return self._conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
 
+    def count_collection_chunks(self, collection: str) -> int:
+        with self._lock:
+            return self._conn.execute(
+                "SELECT COUNT(*) FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE d.collection = ?",
+                (collection,),
+            ).fetchone()[0]
+
     def collections(self) -> dict[str, int]:
         """Collection name -> number of documents."""
         with self._lock:
@@ -394,6 +401,26 @@ class CorpusStore:
                 "SELECT collection, COUNT(*) FROM documents GROUP BY collection ORDER BY collection"
             ).fetchall()
         return {name: count for name, count in rows}
+
+    def iter_collection_chunks(self, collection: str, limit: int | None = None) -> Iterator[ChunkHit]:
+        """Every chunk of a collection in index order (documents as added, chunks in order), at most
+        `limit`; read in pages, so a large collection is never held whole (score 0, no snippet)."""
+        sql = (
+            "SELECT c.id, d.title, d.ref, d.url, d.collection, c.ordinal, c.text"
+            " FROM chunks c JOIN documents d ON d.id = c.doc_id"
+            " WHERE d.collection = ? AND c.id > ? ORDER BY c.id LIMIT ?"
+        )
+        last, given = 0, 0
+        while limit is None or given < limit:
+            page = FTS_WRITE_BATCH if limit is None else min(FTS_WRITE_BATCH, limit - given)
+            with self._lock:
+                rows = self._conn.execute(sql, (collection, last, page)).fetchall()
+            if not rows:
+                return
+            for chunk_id, title, ref, url, name, ordinal, text in rows:
+                yield ChunkHit(title=title, ref=ref, url=url, collection=name, ordinal=ordinal,
+                               text=text, snippet="", score=0.0)
+                last, given = chunk_id, given + 1
 
     def search(
         self, query: str, k: int = 5, *, collections: Sequence[str] | None = None

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from sqlalchemy import event
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError
-from sqlmodel import create_engine
+from sqlmodel import Session, create_engine
 
 from storage.migrations import migrate
 
@@ -35,6 +37,19 @@ class Database:
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+class Store:
+    """Base of the stores that own a group of tables (evaluation, knowledge graphs): one session per
+    operation, objects usable after their session closed."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    @contextmanager
+    def _session(self) -> Iterator[Session]:
+        with Session(self.db.engine, expire_on_commit=False) as session:
+            yield session
 
 
 BUSY_TIMEOUT_S = 30

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy import update
-from sqlmodel import Session, col, select
+from sqlmodel import col, select
 
-from storage.db import Database
+from storage.db import Store
 from storage.models import Benchmark, BenchmarkItem, BenchmarkStatus, Judgment, utcnow
 
 
@@ -31,15 +30,7 @@ class ItemStatus:
     FINISHED = (SCORED, FAILED)
 
 
-class EvaluationStore:
-    def __init__(self, db: Database) -> None:
-        self.db = db
-
-    @contextmanager
-    def _session(self):
-        with Session(self.db.engine, expire_on_commit=False) as session:
-            yield session
-
+class EvaluationStore(Store):
     # ------------------------------------------------------------ benchmarks
 
     def create_benchmark(self, *, dataset: str, methods: Sequence[str], items: Sequence[str], limit: int,

@@ -139,6 +139,14 @@ def _m006_benchmark_judges(conn: Connection) -> None:
         conn.execute(text("ALTER TABLE benchmarks ADD COLUMN judges JSON NOT NULL DEFAULT '[]'"))
 
 
+def _m007_knowledge_graphs(conn: Connection) -> None:
+    # The knowledge layer's tables (MTQA): new tables only, so a database of any earlier release
+    # just gains them; the graph row first, as the others refer to it.
+    for table in (models.KnowledgeGraph, models.KnowledgeChunk, models.KnowledgeEntity, models.KnowledgeRelation,
+                  models.KnowledgeEntityChunk, models.KnowledgeRelationChunk):
+        table.__table__.create(conn, checkfirst=True)
+
+
 MIGRATIONS: list[tuple[int, str, Migration]] = [
     (1, "initial tables", _m001_initial_tables),
     (2, "runs.warning", _m002_run_warning),
@@ -147,6 +155,8 @@ MIGRATIONS: list[tuple[int, str, Migration]] = [
     (4, "run_events (the step log)", _m004_run_events),
     (5, "runs.search_exclusions; benchmarks, benchmark_items, judgments", _m005_evaluation),
     (6, "benchmarks.judges", _m006_benchmark_judges),
+    (7, "kg_graphs, kg_chunks, kg_entities, kg_relations and their chunk links (knowledge graphs)",
+     _m007_knowledge_graphs),
 ]
 
 

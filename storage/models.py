@@ -327,3 +327,122 @@ class SchemaMigration(SQLModel, table=True):
     version: int = Field(primary_key=True)
     name: str = Field(max_length=200)
     applied_at: datetime = Field(default_factory=utcnow)
+
+
+# ----------------------------------------------------------------------------- knowledge graphs
+
+
+class KnowledgeGraphStatus:
+    EMPTY = "empty"  # created, nothing extracted yet
+    BUILDING = "building"  # a build (or a run's extraction) is under way, by `owner`
+    STOPPING = "stopping"  # asked to stop: the build ends after the chunks in flight
+    STOPPED = "stopped"  # stopped (by the user or the budget) or killed: resumable
+    DONE = "done"  # every chunk registered so far was tried (failed ones are retried by the next build)
+    FAILED = "failed"  # the build ended on an error (endpoint unreachable...): resumable
+
+
+class KnowledgeChunkStatus:
+    PENDING = "pending"
+    DONE = "done"
+    FAILED = "failed"  # the model's answer stayed unusable: retried by the next build
+
+
+class KnowledgeGraph(SQLModel, table=True):
+    """A knowledge graph built by the LLM (MTQA Step 1): per question (`run_id` set, deleted with its
+    run) or per collection (`collection` set, built once by `thoughtmap kg build`, reused by runs).
+    `key` names it uniquely ("run:<id>:<chunk tokens>", "collection:<name>:<chunk tokens>"). Progress
+    and what building cost (calls, tokens, cost) are kept here, apart from any run's totals."""
+
+    __tablename__ = "kg_graphs"
+
+    id: int | None = Field(default=None, primary_key=True)
+    key: str = Field(max_length=300, unique=True)
+    scope: str = Field(max_length=16)  # question | collection
+    run_id: str | None = Field(default=None, foreign_key="runs.id", index=True, max_length=32, ondelete="CASCADE")
+    collection: str | None = Field(default=None, max_length=200)
+    chunk_tokens: int = 1200
+    status: str = Field(default=KnowledgeGraphStatus.EMPTY, max_length=16)
+    # Bumped by every merge, so a reader can keep what it derived from the graph until it changes.
+    version: int = 0
+    owner: str = Field(default="", max_length=200)
+    error: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    llm_info: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False, default=dict))
+    calls: int = 0
+    failed_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float = 0.0
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
+class KnowledgeChunk(SQLModel, table=True):
+    """A chunk of a document, extracted once: `key` is the hash of its text, unique per graph, so a
+    chunk already extracted is never extracted again (a resumed build, documents added twice).
+    `ref` is the corpus document id or URL the chunk came from: what a run cites."""
+
+    __tablename__ = "kg_chunks"
+    __table_args__ = (UniqueConstraint("graph_id", "key", name="uq_kg_chunks_graph_key"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    graph_id: int = Field(foreign_key="kg_graphs.id", index=True, ondelete="CASCADE")
+    key: str = Field(max_length=64)
+    ref: str = Field(max_length=1000)
+    title: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    url: str | None = Field(default=None, max_length=2000)
+    kind: str = Field(default="corpus", max_length=16)
+    text: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    status: str = Field(default=KnowledgeChunkStatus.PENDING, index=True, max_length=16)
+    attempts: int = 0
+    error: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    created_at: datetime = Field(default_factory=utcnow)
+    extracted_at: datetime | None = None
+
+
+class KnowledgeEntity(SQLModel, table=True):
+    """An entity after deduplication: `key` is its normalised name, unique per graph."""
+
+    __tablename__ = "kg_entities"
+    __table_args__ = (UniqueConstraint("graph_id", "key", name="uq_kg_entities_graph_key"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    graph_id: int = Field(foreign_key="kg_graphs.id", index=True, ondelete="CASCADE")
+    key: str = Field(max_length=300)
+    name: str = Field(sa_column=Column(Text, nullable=False))
+    type: str = Field(default="", max_length=100)
+    description: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+
+
+class KnowledgeRelation(SQLModel, table=True):
+    """A relation after deduplication: one per pair of entities (in either direction), with the
+    descriptions and keywords of every mention merged. `keywords` are its keys in the key-value index."""
+
+    __tablename__ = "kg_relations"
+    __table_args__ = (UniqueConstraint("graph_id", "pair", name="uq_kg_relations_graph_pair"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    graph_id: int = Field(foreign_key="kg_graphs.id", index=True, ondelete="CASCADE")
+    # The two entity keys, sorted and joined: the relation's identity, whichever way it was written.
+    pair: str = Field(max_length=700)
+    source_key: str = Field(max_length=300)
+    target_key: str = Field(max_length=300)
+    description: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    keywords: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False, default=list))
+
+
+class KnowledgeEntityChunk(SQLModel, table=True):
+    """Which chunks an entity was extracted from (the values of its key)."""
+
+    __tablename__ = "kg_entity_chunks"
+
+    entity_id: int = Field(foreign_key="kg_entities.id", primary_key=True, ondelete="CASCADE")
+    chunk_id: int = Field(foreign_key="kg_chunks.id", primary_key=True, index=True, ondelete="CASCADE")
+
+
+class KnowledgeRelationChunk(SQLModel, table=True):
+    """Which chunks a relation was extracted from."""
+
+    __tablename__ = "kg_relation_chunks"
+
+    relation_id: int = Field(foreign_key="kg_relations.id", primary_key=True, ondelete="CASCADE")
+    chunk_id: int = Field(foreign_key="kg_chunks.id", primary_key=True, index=True, ondelete="CASCADE")

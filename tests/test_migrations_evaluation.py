@@ -1,4 +1,4 @@
-"""Migrations 5 and 6 on a database of the previous release (migrations 1-4 applied, with a run):
+"""Migrations 5 and 6 (and the later ones) on a database of the previous release (migrations 1-4, with a run):
 the run keeps everything, gains `search_exclusions` (empty), and the harness's tables appear."""
 
 from __future__ import annotations
@@ -17,13 +17,14 @@ def test_migrations_5_and_6_upgrade_a_database_of_the_previous_release(database_
     repo = Repository(db)
     old = repo.create_run(question="How do tides work?", method="rag", params={"top_k": 3})
     with db.engine.begin() as conn:  # back to the previous release: migrations 1-4
-        for table in ("judgments", "benchmark_items", "benchmarks"):
+        for table in ("judgments", "benchmark_items", "benchmarks", "kg_relation_chunks", "kg_entity_chunks",
+                      "kg_relations", "kg_entities", "kg_chunks", "kg_graphs"):
             conn.execute(text(f"DROP TABLE {table}"))
         conn.execute(text("ALTER TABLE runs DROP COLUMN search_exclusions"))
         conn.execute(text("DELETE FROM schema_migrations WHERE version >= 5"))
     assert applied_versions(db.engine) == [1, 2, 3, 4]
 
-    assert migrate(db.engine) == [5, 6]
+    assert migrate(db.engine) == [5, 6, 7]
     assert applied_versions(db.engine) == [v for v, _n, _m in MIGRATIONS]
     tables = set(inspect(db.engine).get_table_names())
     assert {"benchmarks", "benchmark_items", "judgments"} <= tables

@@ -28,12 +28,24 @@ class Triple:
 
 
 @dataclass(frozen=True)
+class Entity:
+    """One entity of the graph (deduplicated): its name, type and the merged description."""
+
+    name: str
+    type: str = ""
+    description: str = ""
+
+
+@dataclass(frozen=True)
 class Keywords:
     """Dual-level keywords of a question: detailed ones are matched to entity keys, generalised ones
     to relation keys."""
 
     detailed: tuple[str, ...]
     general: tuple[str, ...]
+    # False when the model's answer was unusable and the keywords were read from the question's
+    # own words (its capitalised names as detailed keywords, its other content words as general).
+    from_model: bool = True
 
 
 @dataclass(frozen=True)
@@ -47,6 +59,18 @@ class KnowledgeUnit:
     score: float = 0.0
     # How the unit was reached: "entity", "relation", "hop1", "hop2" (for the app and the tests).
     via: tuple[str, ...] = field(default=())
+    # The reached entities extracted from this chunk (with their descriptions), besides the triples.
+    entities: tuple[Entity, ...] = ()
+
+
+@dataclass(frozen=True)
+class Neighbourhood:
+    """The graph around one entity, for a reader to browse: the entity, its relations (as triples)
+    and the chunks it and they came from (citable hits)."""
+
+    entity: Entity
+    triples: tuple[Triple, ...] = ()
+    sources: tuple[Hit, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -68,7 +92,8 @@ class KnowledgeBase(Protocol):
 
     def add_documents(self, documents: Sequence[Hit]) -> BuildProgress:
         """Chunk the documents and extract entities and relations from every chunk not yet
-        extracted (chunks concurrently); merge them into the graph without duplicating."""
+        extracted (chunks concurrently); merge them into the graph without duplicating. Question
+        scope only: a collection's graph is built by `thoughtmap kg build` (`KnowledgeError`)."""
         ...
 
     def keywords(self, question: str) -> Keywords:
@@ -76,6 +101,18 @@ class KnowledgeBase(Protocol):
         ...
 
     def retrieve(self, question: str, keywords: Keywords, *, top_k: int, hops: int,
-                 with_triples: bool = True, with_text: bool = True) -> list[KnowledgeUnit]:
-        """Knowledge units for a question: keys matched to the keywords, expanded 1..hops hops."""
+                 with_triples: bool = True, with_text: bool = True, max_units: int = 10) -> list[KnowledgeUnit]:
+        """Knowledge units for a question: keys matched to the keywords, expanded 1..hops hops.
+        `top_k` keys are matched per level (entities, relations); at most `max_units` units come
+        back, best first. `with_triples=False` leaves out triples and entities, `with_text=False`
+        the source text (the hit keeps its ref and title, so the unit is still citable)."""
+        ...
+
+    def progress(self) -> BuildProgress:
+        """Where the graph stands now (chunks extracted of all, entities, relations, failures)."""
+        ...
+
+    def around(self, name: str, *, limit: int = 20) -> Neighbourhood | None:
+        """The entity named `name` (matched as dedup matches names) with at most `limit` of its
+        relations and source chunks; None when the graph has no such entity. No LLM call."""
         ...

@@ -32,6 +32,7 @@ from pydantic import BaseModel
 from engine.llm.protocol import ChatRequest, ChatResponse, Message, ResponseFormat, Usage
 from engine.llm.schema_fill import StringSlot, fill_schema
 from engine.llm.structured import extract_json
+from engine.llm.fake_knowledge import DEFAULTS as PROMPT_DEFAULTS
 
 FAKE_MODEL = "fake"
 FAKE_DESCRIPTION = "scripted fake LLM (offline, deterministic)"
@@ -255,6 +256,9 @@ def _render(respond: Responder, request: ChatRequest) -> str:
 
 def default_answer(request: ChatRequest) -> str:
     """The deterministic answer to a request no rule matched."""
+    by_name = PROMPT_DEFAULTS.get(request.prompt)
+    if by_name is not None:  # a prompt with its own offline answer (the knowledge layer's)
+        return by_name(request)
     view = mtqa_view(request, read_prompt(mtqa_messages(request)))
     schema = request.json_schema if request.response_format is not ResponseFormat.TEXT else None
     # Prompted mode carries the schema only in the prompt; a real model would still answer JSON.

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from datetime import date
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -37,6 +37,9 @@ from engine.reader_text import UNWRITTEN, is_placeholder
 from engine.search.protocol import Hit, SearchError, Searcher
 from engine.search.relevance import DEFAULT_FLOOR, RelevanceResult
 from storage.models import Command, Node, NodeStatus
+
+if TYPE_CHECKING:  # the knowledge layer is imported by the methods that use it, not by every run
+    from engine.knowledge.open import KnowledgeLayer
 
 
 class MethodParams(BaseModel):
@@ -104,6 +107,8 @@ class RunContext:
     complete_command: Callable[..., None] = lambda command_id, ok=True, error="": None
     today: date = field(default_factory=date.today)
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("thoughtmap.run"))
+    # The knowledge graphs (injected by the runner from Services); see `knowledge`.
+    knowledge_layer: KnowledgeLayer | None = None
 
     def search(self, query: str, *, k: int, node: Node | None = None) -> list[Hit]:
         """`searcher.search`, told to the step log: what was searched, where, how much came back
@@ -127,6 +132,28 @@ class RunContext:
             self.graph.narrate(narration.unrelated_text(query, len(relevance.dropped), found),
                                node_id=node.id if node is not None else None, kind=narration.DROPPED,
                                query=query, dropped=relevance.dropped_summary())
+
+    def knowledge(self, scope: str = "question", *, collection: str | None = None, chunk_tokens: int | None = None,
+                  node: Node | None = None, extract_max_tokens: int | None = None):
+        """A `KnowledgeBase` (engine/knowledge/units.py) for this run: `question` is the run's own graph
+        (grown by `add_documents`, deleted with the run), `collection` the graph of a corpus collection
+        built by `thoughtmap kg build` (read only; `KnowledgeNotBuilt` says how to build it). Its LLM
+        calls are this run's (budgeted, accounted, told to the step log, for `node` when given), its
+        chunks are extracted concurrently through `parallel`, and a pause or stop takes effect between
+        chunks (`checkpoint`). `chunk_tokens` (default 1,200, the paper's) and `extract_max_tokens` (the cap
+        on each extraction's answer) default to the knowledge layer's values when not given."""
+        if self.knowledge_layer is None:
+            raise RuntimeError("this run context has no knowledge layer (the runner injects it from Services)")
+        node_id = node.id if node is not None else None
+
+        def ask(messages, output_type, **options):
+            return self.llm.ask(messages, output_type, node_id=node_id, **options)
+
+        options = {name: value for name, value in (("chunk_tokens", chunk_tokens),
+                                                   ("extract_max_tokens", extract_max_tokens)) if value is not None}
+        return self.knowledge_layer.open(run_id=self.run_id, scope=scope,  # type: ignore[arg-type]
+                                         collection=collection, ask=ask, parallel=self.parallel,
+                                         checkpoint=self.checkpoint, **options)
 
     def parallel(self, calls: Sequence[Callable[[], Any]]) -> list[Any]:
         """Run calls concurrently on the process-wide pool (nesting is safe: `engine/parallel.py`);

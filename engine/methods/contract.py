@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from engine.knowledge.prompts import STEPS as KNOWLEDGE_STEPS
 from storage.models import Node, NodeStatus
 
 ALL_STATUSES = frozenset({NodeStatus.PENDING, NodeStatus.RUNNING, NodeStatus.DONE, NodeStatus.FAILED})
@@ -262,6 +263,9 @@ class ViewSpec:
 
 # What a step log says for an LLM call whose prompt the method does not declare.
 GENERIC_STEP = "asking the model"
+# Steps of the layers any method may use (the knowledge layer's extraction and keywords), so their
+# calls are told in plain words whichever method made them; a method's own declaration wins.
+SHARED_STEPS: Mapping[str, str] = KNOWLEDGE_STEPS
 
 
 # --------------------------------------------------------------------------- the whole contract
@@ -336,7 +340,7 @@ class MethodContract:
 
     def step_words(self, prompt: str) -> str:
         """What the model is doing when it is sent this prompt (a generic wording when undeclared)."""
-        return self.steps.get(prompt) or GENERIC_STEP
+        return self.steps.get(prompt) or SHARED_STEPS.get(prompt) or GENERIC_STEP
 
     def commands_for(self, node: Node) -> list[CommandSpec]:
         """The commands to offer on this node."""

@@ -11,7 +11,7 @@ from pathlib import Path
 from engine.search.chunking import chunk_text, iter_chunks
 from engine.search.loaders import LoadedDocument, Skipped, TextFileDocument, iter_documents, named_inside, path_text
 from engine.search.protocol import Hit
-from storage.corpus_store import AddStats, CorpusStore, NewDocument
+from storage.corpus_store import AddStats, ChunkHit, CorpusStore, NewDocument
 
 DEFAULT_COLLECTION = "files"
 # Documents are written in batches: one transaction per batch keeps ingest fast while letting
@@ -101,18 +101,7 @@ class LocalCorpusSearcher:
         return self._description[1]
 
     def search(self, query: str, k: int = 5) -> list[Hit]:
-        return [
-            Hit(
-                title=hit.title,
-                ref=f"{hit.ref}#{hit.ordinal}",
-                snippet=hit.snippet,
-                text=hit.text,
-                kind="corpus",
-                url=hit.url,
-                score=hit.score,
-            )
-            for hit in self.store.search(query, k)
-        ]
+        return [corpus_hit(hit) for hit in self.store.search(query, k)]
 
     def ingest(
         self, paths: Iterable[Path | str], *, collection: str = DEFAULT_COLLECTION,
@@ -161,6 +150,13 @@ class LocalCorpusSearcher:
             report.count(self.store.add_documents([new]))
         except OSError as exc:  # the file went away or became unreadable; its rows are rolled back
             report.skipped.append(Skipped(doc.path, f"cannot read: {exc.strerror or exc}"))
+
+
+def corpus_hit(hit: ChunkHit) -> Hit:
+    """A corpus chunk as a search hit: its ref is the document's ref and the chunk's ordinal, the
+    id a run stores as a Source (the knowledge layer's collection graphs use the same)."""
+    return Hit(title=hit.title, ref=f"{hit.ref}#{hit.ordinal}", snippet=hit.snippet, text=hit.text,
+               kind="corpus", url=hit.url, score=hit.score)
 
 
 def to_new_document(doc: LoadedDocument, collection: str) -> NewDocument:

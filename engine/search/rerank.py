@@ -78,27 +78,7 @@ class BM25Reranker:
 
     def scores(self, query: str, hits: Sequence[Hit]) -> list[float]:
         """The BM25 score of each hit for `query`, in the hits' order."""
-        docs = [Counter(tokens(f"{hit.title} {hit.text or hit.snippet}")) for hit in hits]
-        wanted = set(tokens(query))  # a word repeated in the query counts once
-        if not docs or not wanted:
-            return [0.0] * len(docs)
-        lengths = [sum(doc.values()) for doc in docs]
-        average = sum(lengths) / len(docs) or 1.0
-        n_docs = len(docs)
-        idf = {}
-        for term in wanted:
-            having = sum(1 for doc in docs if term in doc)
-            idf[term] = math.log(1.0 + (n_docs - having + 0.5) / (having + 0.5))
-        result = []
-        for doc, length in zip(docs, lengths):
-            norm = self.k1 * (1.0 - self.b + self.b * length / average)
-            score = 0.0
-            for term in wanted:
-                tf = doc.get(term, 0)
-                if tf:
-                    score += idf[term] * tf * (self.k1 + 1.0) / (tf + norm)
-            result.append(score)
-        return result
+        return bm25_scores(query, [f"{hit.title} {hit.text or hit.snippet}" for hit in hits], self.k1, self.b)
 
     def rerank(self, query: str, hits: Sequence[Hit], k: int) -> list[Hit]:
         if k <= 0 or not hits:
@@ -107,3 +87,34 @@ class BM25Reranker:
         # Positive scores first, best first; equal scores (and all the zeros) keep the given order.
         order = sorted(range(len(hits)), key=lambda i: (-scores[i], i))
         return [replace(hits[i], score=scores[i]) for i in order[:k]]
+
+
+def bm25_scores(query: str, documents: Sequence[str], k1: float = 1.5, b: float = 0.75) -> list[float]:
+    """Okapi BM25 with Lucene's IDF (see the module's docstring) of each document for `query`, in
+    the documents' order."""
+    return bm25_term_scores(query, [Counter(tokens(document)) for document in documents], k1, b)
+
+
+def bm25_term_scores(query: str, docs: Sequence[Counter[str]], k1: float = 1.5, b: float = 0.75) -> list[float]:
+    """`bm25_scores` of documents already counted into terms (`Counter(tokens(text))`): the knowledge
+    layer's key index (`engine/knowledge/index.py`) counts its keys once and matches them often."""
+    wanted = set(tokens(query))  # a word repeated in the query counts once
+    if not docs or not wanted:
+        return [0.0] * len(docs)
+    lengths = [sum(doc.values()) for doc in docs]
+    average = sum(lengths) / len(docs) or 1.0
+    n_docs = len(docs)
+    idf = {}
+    for term in wanted:
+        having = sum(1 for doc in docs if term in doc)
+        idf[term] = math.log(1.0 + (n_docs - having + 0.5) / (having + 0.5))
+    result = []
+    for doc, length in zip(docs, lengths):
+        norm = k1 * (1.0 - b + b * length / average)
+        score = 0.0
+        for term in wanted:
+            tf = doc.get(term, 0)
+            if tf:
+                score += idf[term] * tf * (k1 + 1.0) / (tf + norm)
+        result.append(score)
+    return result

@@ -1,0 +1,97 @@
+"""Extraction of chunks (MTQA Step 1): one LLM call per chunk, chunks concurrently through the
+injected `parallel` (the run's `ctx.parallel`, or the builder's on the process-wide pool), each
+chunk's result merged into the graph the moment it arrives, so whatever finished before a stop, a
+crash or a kill is kept and never asked again.
+
+A chunk whose answer stays unusable after the structured re-asks (`StructuredOutputError`), or whose
+request alone failed (timed out, refused as too long, a server error after the adapter's retries), is
+recorded as failed and tried again later; the others go on. What concerns every chunk (the budget, the
+endpoint unreachable or refusing our key, a stop), or a batch in which every chunk failed on the
+endpoint, ends the extraction after the chunks in flight have ended."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+from pydantic import BaseModel
+
+from engine.knowledge.merge import merge_entity, merge_relation, normalise_extraction
+from engine.knowledge.prompts import ENTITY_TYPES, EXTRACT
+from engine.knowledge.schemas import Extraction
+from engine.llm.protocol import LLMError, LLMRequestError, LLMServerError, LLMTimeoutError, StructuredOutputError
+from engine.redact import redact_secrets
+from storage.knowledge import KnowledgeStore
+from storage.models import KnowledgeChunk
+
+T = TypeVar("T", bound=BaseModel)
+
+# Errors of one chunk's request: the chunk fails, the others go on.
+CHUNK_ERRORS = (StructuredOutputError, LLMTimeoutError, LLMRequestError, LLMServerError)
+
+PURPOSE = "knowledge"  # THOUGHTMAP_MODEL_KNOWLEDGE picks the extraction model, else the default one
+# An extraction lists up to 40 entities and 40 relations with descriptions: room for that, no more.
+EXTRACT_MAX_TOKENS = 2500
+
+
+class Asker(Protocol):
+    """A structured LLM call (`RunLLM.ask` bound to a node, or `EvalLLM.ask` for a collection build)."""
+
+    def __call__(self, messages: Any, output_type: type[T], *, purpose: str = ..., max_tokens: int | None = ...) -> T: ...
+
+
+Parallel = Callable[[Sequence[Callable[[], Any]]], list[Any]]
+
+
+@dataclass(frozen=True)
+class ExtractionOutcome:
+    done: int = 0
+    failed: int = 0
+
+
+def extraction_prompt(chunk: KnowledgeChunk):
+    return EXTRACT.render(entity_types=", ".join(ENTITY_TYPES), title=chunk.title or "(untitled)", text=chunk.text)
+
+
+class ChunkExtractor:
+    """Extracts chunks of one graph and merges each result into it."""
+
+    def __init__(self, store: KnowledgeStore, graph_id: int, ask: Asker, parallel: Parallel,
+                 checkpoint: Callable[[], None] | None = None, max_tokens: int = EXTRACT_MAX_TOKENS) -> None:
+        self._store = store
+        self._graph_id = graph_id
+        self._ask = ask
+        self._parallel = parallel
+        # The run's checkpoint, before each chunk: a pause or stop takes effect between chunks.
+        self._checkpoint = checkpoint
+        self._max_tokens = max_tokens
+        # One merge at a time: a merge reads the stored entities and writes them back.
+        self._merge_lock = threading.Lock()
+
+    def extract(self, chunks: Sequence[KnowledgeChunk]) -> ExtractionOutcome:
+        """Extract `chunks` concurrently; how many were merged and how many failed."""
+        results = self._parallel([lambda chunk=chunk: self._extract_one(chunk) for chunk in chunks])
+        endpoint_errors = [r for r in results if isinstance(r, LLMError) and not isinstance(r, StructuredOutputError)]
+        if endpoint_errors and len(endpoint_errors) == len(results):
+            raise endpoint_errors[0]  # the endpoint failed them all: not a chunk's fault
+        done = sum(1 for r in results if r is True)
+        return ExtractionOutcome(done=done, failed=len(results) - done)
+
+    def _extract_one(self, chunk: KnowledgeChunk) -> bool | LLMError:
+        """True when merged (or merged by another extraction at the same time); the error when the
+        chunk failed."""
+        if self._checkpoint is not None:
+            self._checkpoint()
+        try:
+            extraction = self._ask(extraction_prompt(chunk), Extraction, purpose=PURPOSE,
+                                   max_tokens=self._max_tokens)
+        except CHUNK_ERRORS as exc:
+            self._store.mark_chunk_failed(chunk.id, redact_secrets(str(exc)))
+            return exc
+        entities, relations = normalise_extraction(extraction)
+        with self._merge_lock:
+            self._store.save_extraction(self._graph_id, chunk.id, entities, relations,
+                                        merge_entity=merge_entity, merge_relation=merge_relation)
+        return True

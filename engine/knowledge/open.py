@@ -1,0 +1,60 @@
+"""Which stored graph a knowledge base is over, and opening it: a run's own graph (question scope)
+or a collection's graph built by `thoughtmap kg build` (collection scope)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from engine.knowledge.chunks import DEFAULT_CHUNK_TOKENS
+from engine.knowledge.extract import EXTRACT_MAX_TOKENS, Asker, Parallel
+from engine.knowledge.stored import GraphViews, KnowledgeError, StoredKnowledgeBase
+from engine.knowledge.units import KnowledgeScope
+from storage.knowledge import KnowledgeStore
+
+
+class KnowledgeNotBuilt(KnowledgeError):
+    """A collection's graph has not been built (or nothing of it was extracted yet)."""
+
+
+def question_graph_key(run_id: str, chunk_tokens: int) -> str:
+    return f"run:{run_id}:{chunk_tokens}"
+
+
+def collection_graph_key(collection: str, chunk_tokens: int) -> str:
+    return f"collection:{collection}:{chunk_tokens}"
+
+
+class KnowledgeLayer:
+    """The knowledge graphs of the process (Services owns one; the runner hands it to every run):
+    their store, and the views runs share while a graph does not change."""
+
+    def __init__(self, store: KnowledgeStore) -> None:
+        self.store = store
+        self.views = GraphViews(store)
+
+    def open(self, *, run_id: str, scope: KnowledgeScope, collection: str | None, ask: Asker,
+             parallel: Parallel, chunk_tokens: int = DEFAULT_CHUNK_TOKENS, checkpoint: Callable[[], None] | None = None,
+             extract_max_tokens: int = EXTRACT_MAX_TOKENS) -> StoredKnowledgeBase:
+        """The run's own graph (question scope), or a built collection graph, read only. `checkpoint`
+        (the run's) is called before each chunk is extracted; `extract_max_tokens` caps each extraction's
+        answer (a small model on a CPU writes slowly: a quick profile lowers it)."""
+        store = self.store
+        if chunk_tokens < 1:
+            raise KnowledgeError("chunk_tokens must be at least 1")
+        if scope == "question":
+            graph = store.open_graph(question_graph_key(run_id, chunk_tokens), scope="question", run_id=run_id,
+                                     chunk_tokens=chunk_tokens)
+            return StoredKnowledgeBase(store, graph, ask=ask, parallel=parallel, writable=True, views=self.views,
+                                       checkpoint=checkpoint, extract_max_tokens=extract_max_tokens)
+        if scope != "collection":
+            raise KnowledgeError(f"unknown knowledge scope '{scope}' (question or collection)")
+        if not collection:
+            raise KnowledgeError("the collection scope needs a collection name (e.g. hotpotqa, or uploads)")
+        graph = store.find_graph(collection_graph_key(collection, chunk_tokens))
+        if graph is None or not store.counts(graph.id).chunks_done:  # type: ignore[arg-type]
+            size = "" if chunk_tokens == DEFAULT_CHUNK_TOKENS else f" --chunk-tokens {chunk_tokens}"
+            raise KnowledgeNotBuilt(
+                f"the knowledge graph of collection '{collection}' (chunks of {chunk_tokens} tokens) is not built "
+                f"yet: build it once with `thoughtmap kg build --collection {collection}{size}`, or use the "
+                "question scope")
+        return StoredKnowledgeBase(store, graph, ask=ask, parallel=parallel, writable=False, views=self.views)

@@ -1,0 +1,253 @@
+"""`StoredKnowledgeBase`: the `KnowledgeBase` a run gets, over one stored graph.
+
+Per question, the graph is the run's own (deleted with it) and grows with the documents the run
+adds; per collection, it was built by `thoughtmap kg build` and is only read. Retrieval (MTQA Step 2):
+the question's detailed keywords matched to entity keys and its general keywords to relation keys
+(`index.py`), the matched entities (and the ends of matched relations) expanded 1..hops relations
+away (`expand.py`), and every chunk those entities and relations came from made a knowledge unit:
+the chunk as a citable `Hit`, with the reached triples and entities extracted from it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from engine.knowledge.chunks import chunk_documents
+from engine.knowledge.expand import adjacency, expand
+from engine.knowledge.extract import EXTRACT_MAX_TOKENS, PURPOSE, Asker, ChunkExtractor, Parallel
+from engine.knowledge.index import KeyIndex
+from engine.knowledge.merge import MAX_KEYWORD_CHARS, clean, entity_key
+from engine.knowledge.names import content_words, proper_names
+from engine.knowledge.prompts import KEYWORDS
+from engine.knowledge.schemas import QuestionKeywords
+from engine.knowledge.units import (
+    BuildProgress,
+    Entity,
+    Keywords,
+    KnowledgeScope,
+    KnowledgeUnit,
+    Neighbourhood,
+    Triple,
+)
+from engine.llm.protocol import StructuredOutputError
+from engine.search.protocol import Hit
+from storage.knowledge import KnowledgeStore
+from storage.models import KnowledgeChunk, KnowledgeChunkStatus, KnowledgeEntity, KnowledgeGraph, KnowledgeRelation
+
+KEYWORDS_MAX_TOKENS = 300
+# Entities kept per hop of the expansion, the most connected first (see expand.expand).
+NEIGHBOURS_PER_HOP = 50
+# An entity reached at hop h adds HOP_WEIGHT**h to its chunks' scores; a matched key adds its BM25
+# score over the best one of its level (so at most 1): direct matches rank before neighbours.
+HOP_WEIGHT = 0.5
+SNIPPET_CHARS = 300
+# A chunk whose answers stayed unusable this many times is not asked again by a run (a collection
+# build, started by the user, tries its failed chunks once more each time).
+MAX_CHUNK_ATTEMPTS = 3
+
+
+class KnowledgeError(ValueError):
+    """The knowledge base cannot do what was asked (the message says why and what to do)."""
+
+
+@dataclass
+class GraphView:
+    """What retrieval reads of a graph (its key index and who neighbours whom), at one version."""
+
+    version: int
+    index: KeyIndex
+    neighbours: dict[str, set[str]]
+
+
+class GraphViews:
+    """Graph views kept while their graph does not change: every run reading a collection's graph
+    shares one view instead of loading the graph again. Bounded: the least recently used goes."""
+
+    def __init__(self, store: KnowledgeStore, keep: int = 8) -> None:
+        self._store = store
+        self._keep = keep
+        self._views: OrderedDict[int, GraphView] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, graph_id: int) -> GraphView:
+        version = self._store.version(graph_id)
+        with self._lock:
+            view = self._views.get(graph_id)
+            if view is not None and view.version == version:
+                self._views.move_to_end(graph_id)
+                return view
+        # Read after the version: a merge in between makes the next reader build it again.
+        contents = self._store.contents(graph_id)
+        view = GraphView(version, KeyIndex(contents),
+                         adjacency((r.source_key, r.target_key) for r in contents.relations))
+        with self._lock:
+            self._views[graph_id] = view
+            self._views.move_to_end(graph_id)
+            while len(self._views) > self._keep:
+                self._views.popitem(last=False)
+        return view
+
+
+class StoredKnowledgeBase:
+    def __init__(self, store: KnowledgeStore, graph: KnowledgeGraph, *, ask: Asker, parallel: Parallel,
+                 writable: bool, views: GraphViews | None = None,
+                 checkpoint: Callable[[], None] | None = None, extract_max_tokens: int = EXTRACT_MAX_TOKENS) -> None:
+        self._store = store
+        self.graph_id: int = graph.id  # type: ignore[assignment]
+        self.scope: KnowledgeScope = graph.scope  # type: ignore[assignment]
+        self.chunk_tokens = graph.chunk_tokens
+        self.collection = graph.collection
+        self._ask = ask
+        self._writable = writable
+        self._extractor = ChunkExtractor(store, self.graph_id, ask, parallel, checkpoint, extract_max_tokens)
+        self._views = views or GraphViews(store, keep=1)
+
+    # ------------------------------------------------------------------ building
+
+    def add_documents(self, documents: Sequence[Hit]) -> BuildProgress:
+        if not self._writable:
+            raise KnowledgeError(
+                f"the graph of collection '{self.collection}' is built with `thoughtmap kg build --collection "
+                f"{self.collection}`; a run reads it. Add a run's own documents to the question scope.")
+        chunks = chunk_documents(documents, self.chunk_tokens)
+        if chunks:
+            self._store.add_chunks(self.graph_id, chunks)
+            stored = self._store.chunks_by_keys(self.graph_id, [c.key for c in chunks])
+            # Failed chunks too (a resumed run tries them again), a few times at most; done ones never.
+            todo = sorted((c for c in stored if c.status == KnowledgeChunkStatus.PENDING or (
+                c.status == KnowledgeChunkStatus.FAILED and c.attempts < MAX_CHUNK_ATTEMPTS)), key=lambda c: c.id)
+            if todo:
+                self._extractor.extract(todo)
+        return self.progress()
+
+    def progress(self) -> BuildProgress:
+        counts = self._store.counts(self.graph_id)
+        return BuildProgress(chunks_done=counts.chunks_done, chunks_total=counts.chunks_total,
+                             entities=counts.entities, relations=counts.relations,
+                             failed_chunks=counts.chunks_failed)
+
+    # ------------------------------------------------------------------ keywords
+
+    def keywords(self, question: str) -> Keywords:
+        try:
+            answer = self._ask(KEYWORDS.render(question=question), QuestionKeywords, purpose=PURPOSE,
+                               max_tokens=KEYWORDS_MAX_TOKENS)
+        except StructuredOutputError:
+            return keywords_from_words(question)
+        detailed = _clean_keywords(answer.detailed)
+        general = _clean_keywords(answer.general)
+        if not detailed and not general:
+            return keywords_from_words(question)
+        return Keywords(detailed=detailed, general=general)
+
+    # ------------------------------------------------------------------ retrieval
+
+    def retrieve(self, question: str, keywords: Keywords, *, top_k: int, hops: int,
+                 with_triples: bool = True, with_text: bool = True, max_units: int = 10) -> list[KnowledgeUnit]:
+        view = self._views.get(self.graph_id)
+        index = view.index
+        weights: dict[tuple[str, int], float] = {}  # ("entity"|"relation", id) -> weight
+        vias: dict[tuple[str, int], str] = {}
+        entity_hits = index.match_entities(keywords.detailed, top_k)
+        relation_hits = index.match_relations(keywords.general, top_k)
+        for level, hits in (("entity", entity_hits), ("relation", relation_hits)):
+            best = max((h.score for h in hits), default=0.0) or 1.0
+            for hit in hits:
+                weights[(level, hit.id)] = hit.score / best
+                vias[(level, hit.id)] = level
+        seeds = {index.entities[h.id].key for h in entity_hits}
+        for hit in relation_hits:
+            relation = index.relations[hit.id]
+            seeds |= {relation.source_key, relation.target_key}
+        distance = expand(seeds, view.neighbours, hops, per_hop=NEIGHBOURS_PER_HOP)
+        reached_entities = [index.entity_by_key[k] for k in distance if k in index.entity_by_key]
+        for entity in reached_entities:
+            hop = distance[entity.key]
+            if hop > 0:
+                weights[("entity", entity.id)] = HOP_WEIGHT ** hop  # type: ignore[index]
+                vias[("entity", entity.id)] = f"hop{hop}"  # type: ignore[index]
+        matched_relations = {h.id for h in relation_hits}
+        reached_relations = [r for r in index.relations.values()
+                             if r.id in matched_relations or (r.source_key in distance and r.target_key in distance)]
+        return self._units(index, reached_entities, reached_relations, weights, vias,
+                           with_triples=with_triples, with_text=with_text, max_units=max_units)
+
+    def around(self, name: str, *, limit: int = 20) -> Neighbourhood | None:
+        index = self._views.get(self.graph_id).index
+        entity = index.entity_by_key.get(entity_key(name))
+        if entity is None:
+            return None
+        relations = [r for r in index.relations.values() if entity.key in (r.source_key, r.target_key)][:limit]
+        chunk_ids = self._store.entity_chunks([entity.id]).get(entity.id, [])[:limit]  # type: ignore[list-item]
+        return Neighbourhood(entity=Entity(entity.name, entity.type, entity.description),
+                             triples=tuple(_triple(index, r) for r in relations),
+                             sources=tuple(_hit(c) for c in self._store.chunks_by_ids(chunk_ids)))
+
+    def _units(self, index: KeyIndex, entities: list[KnowledgeEntity], relations: list[KnowledgeRelation],
+               weights: dict[tuple[str, int], float], vias: dict[tuple[str, int], str], *, with_triples: bool,
+               with_text: bool, max_units: int) -> list[KnowledgeUnit]:
+        """One unit per chunk the reached entities and relations came from, best first."""
+        score: dict[int, float] = {}
+        via: dict[int, list[str]] = {}
+        chunk_entities: dict[int, list[KnowledgeEntity]] = {}
+        chunk_relations: dict[int, list[KnowledgeRelation]] = {}
+        by_entity = self._store.entity_chunks([e.id for e in entities])  # type: ignore[misc]
+        by_relation = self._store.relation_chunks([r.id for r in relations])  # type: ignore[misc]
+        for level, items, links, into in (("entity", entities, by_entity, chunk_entities),
+                                          ("relation", relations, by_relation, chunk_relations)):
+            for item in items:
+                for chunk_id in links.get(item.id, []):  # type: ignore[arg-type]
+                    into.setdefault(chunk_id, []).append(item)
+                    score[chunk_id] = score.get(chunk_id, 0.0) + weights.get((level, item.id), 0.0)  # type: ignore[arg-type]
+                    how = vias.get((level, item.id))  # type: ignore[arg-type]
+                    if how and how not in via.setdefault(chunk_id, []):
+                        via[chunk_id].append(how)
+        chosen = sorted(score, key=lambda c: (-score[c], c))[:max(0, max_units)]
+        chunks = {c.id: c for c in self._store.chunks_by_ids(chosen)}
+        units = []
+        for chunk_id in chosen:
+            hit = _hit(chunks[chunk_id], score[chunk_id], with_text)
+            triples = tuple(_triple(index, r) for r in chunk_relations.get(chunk_id, [])) if with_triples else ()
+            facts = tuple(Entity(e.name, e.type, e.description) for e in chunk_entities.get(chunk_id, [])) \
+                if with_triples else ()
+            units.append(KnowledgeUnit(id=f"kg{self.graph_id}-c{chunk_id}", hit=hit, triples=triples,
+                                       score=score[chunk_id], via=tuple(sorted(via.get(chunk_id, []))),
+                                       entities=facts))
+        return units
+
+
+def _hit(chunk: KnowledgeChunk, score: float = 0.0, with_text: bool = True) -> Hit:
+    """A chunk as a citable source: the document's ref, title, URL and kind, and the chunk's text."""
+    text = chunk.text if with_text else ""
+    return Hit(title=chunk.title, ref=chunk.ref, snippet=text[:SNIPPET_CHARS], text=text,
+               kind=chunk.kind, url=chunk.url, score=score)  # type: ignore[arg-type]
+
+
+def _triple(index: KeyIndex, relation: KnowledgeRelation) -> Triple:
+    def name(key: str) -> str:
+        entity = index.entity_by_key.get(key)
+        return entity.name if entity is not None else key
+
+    return Triple(subject=name(relation.source_key), relation=", ".join(relation.keywords) or "related to",
+                  object=name(relation.target_key), description=relation.description)
+
+
+def _clean_keywords(words: Sequence[str]) -> tuple[str, ...]:
+    out: list[str] = []
+    for word in words:
+        word = clean(word, MAX_KEYWORD_CHARS)
+        if word and word.casefold() not in {w.casefold() for w in out}:
+            out.append(word)
+    return tuple(out)
+
+
+def keywords_from_words(question: str) -> Keywords:
+    """Keywords read from the question itself: its names are the detailed ones, its other content
+    words the general ones (used when the model's answer is unusable)."""
+    names = proper_names(question)
+    name_words = {w.lower() for name in names for w in name.split()}
+    general = content_words(question, skip=name_words, limit=8)
+    return Keywords(detailed=tuple(names[:8]) or tuple(general[:3]), general=tuple(general), from_model=False)
