@@ -56,8 +56,11 @@ class InMemoryKnowledge:
                     for other in names[1:3]:
                         triple = Triple(names[0], "mentioned with", other, sentence[:200])
                         self.relations.append((triple, hit.ref, keys))
-            return BuildProgress(chunks_done=len(self.chunks), chunks_total=len(self.chunks),
-                                 entities=len(self.entities), relations=len(self.relations))
+            return self.progress()
+
+    def progress(self) -> BuildProgress:
+        return BuildProgress(chunks_done=len(self.chunks), chunks_total=len(self.chunks),
+                             entities=len(self.entities), relations=len(self.relations))
 
     def keywords(self, question: str) -> Keywords:
         self.keyword_calls.append(question)
@@ -66,9 +69,10 @@ class InMemoryKnowledge:
         return Keywords(detailed=names, general=words)
 
     def retrieve(self, question: str, keywords: Keywords, *, top_k: int, hops: int,
-                 with_triples: bool = True, with_text: bool = True) -> list[KnowledgeUnit]:
+                 with_triples: bool = True, with_text: bool = True, max_units: int = 10) -> list[KnowledgeUnit]:
         with self._lock:
             self.retrievals.append({"question": question, "keywords": keywords, "top_k": top_k, "hops": hops,
+                                    "max_units": max_units,
                                     "with_triples": with_triples, "with_text": with_text})
             scores: dict[str, float] = {}
             via: dict[str, list[str]] = {}
@@ -97,7 +101,7 @@ class InMemoryKnowledge:
                             nxt.add(end)
                 reached |= nxt
                 frontier = nxt
-            ranked = sorted(scores, key=lambda ref: (-scores[ref], ref))[:top_k]
+            ranked = sorted(scores, key=lambda ref: (-scores[ref], ref))[:max_units]
             units = []
             for ref in ranked:
                 hit = self.chunks[ref]

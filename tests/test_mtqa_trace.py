@@ -86,7 +86,7 @@ def test_the_default_matrix_is_3_by_4_with_m_n_plus_n_calls_and_n_plus_1_retriev
     assert len(base.retrievals) == 4 + 1  # KU_1, then KU' after each column
     assert base.retrievals[0]["question"] == QUESTION
     assert all(r["question"].startswith(QUESTION + "\n\n") for r in base.retrievals[1:])  # question + thoughts
-    assert all((r["top_k"], r["hops"]) == (8, 2) for r in base.retrievals)
+    assert all((r["top_k"], r["hops"], r["max_units"]) == (8, 2, 10) for r in base.retrievals)
     assert len(base.added) == 1 and base.added[0]  # the question's documents, added once
 
 
@@ -316,14 +316,6 @@ def test_the_collection_scope_reads_the_collections_graph_without_adding_documen
     events = services.repo.list_events(run_id)
     assert not any(e.kind == "search" for e in events)  # no per-question document search
     assert cited_source_ids(services.repo.latest_report(run_id).markdown)
-
-
-def test_without_a_knowledge_layer_the_run_fails_saying_why(services):
-    run_id = run_to_end(services, QUESTION, "mtqa", {"rows": 1, "columns": 1})
-    run = services.repo.get_run(run_id)
-    assert run.status == RunStatus.FAILED
-    base = next(n for n in services.repo.list_nodes(run_id) if n.kind == "knowledge")
-    assert base.status == NodeStatus.FAILED and "no knowledge layer" in base.error
 
 
 # --------------------------------------------------------------------------- resume

@@ -34,7 +34,7 @@ def estimate(params: MtqaParams) -> CostEstimate:
     documents = max(1, round(params.documents * KEPT_SHARE))
     unit_tokens = (0 if params.no_source_text else params.unit_chars // 4) + (
         0 if params.no_triples else TRIPLES_PER_UNIT_TOKENS)
-    units = params.top_k * unit_tokens
+    units = params.units * unit_tokens
     thought = round(FILL * params.thought_tokens)
     summary = round(FILL * params.summary_tokens)
     passed = round(thought * sum(sum(row) for row in params.weights()) / max(1, (m - 1) * max(1, n - 1)))

@@ -17,20 +17,11 @@ from engine.citations import CitableSource, source_blocks
 from engine.knowledge.units import KnowledgeBase, KnowledgeScope, KnowledgeUnit, Keywords
 
 
-class KnowledgeUnavailable(RuntimeError):
-    """The run has no knowledge layer to open a knowledge base from."""
-
-
 def open_knowledge_base(ctx, scope: KnowledgeScope, *, collection: str, chunk_tokens: int, node) -> KnowledgeBase:
-    """THE injection point: the run's knowledge base, from the run context's knowledge entry point
-    (`ctx.knowledge`, the knowledge layer's), its LLM calls accounted to `node`. Tests replace this
-    function to inject their own `KnowledgeBase`."""
-    opener = getattr(ctx, "knowledge", None)
-    if opener is None:
-        raise KnowledgeUnavailable(
-            "this installation has no knowledge layer to build the question's knowledge graph from "
-            "(engine/knowledge); MTQA cannot run without it")
-    return opener(scope, collection=collection or None, chunk_tokens=chunk_tokens, node=node)
+    """THE injection point: the run's knowledge base from the knowledge layer's entry point
+    (`RunContext.knowledge`), its LLM calls accounted to `node`. Tests replace this function to
+    inject their own `KnowledgeBase`."""
+    return ctx.knowledge(scope, collection=collection or None, chunk_tokens=chunk_tokens, node=node)
 
 
 # --------------------------------------------------------------------------- units as stored

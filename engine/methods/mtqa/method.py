@@ -20,6 +20,7 @@ import re
 from collections.abc import Sequence
 
 from engine.citations import cited_source_ids, number_citations, strip_markers, to_stored_markers
+from engine.knowledge.stored import KnowledgeError
 from engine.knowledge.units import BuildProgress, KnowledgeBase, Keywords
 from engine.llm.protocol import StructuredOutputError
 from engine.methods.base import REPORT, Method, MethodParams, RunContext, UnsupportedCommand
@@ -195,7 +196,7 @@ class MtqaMethod(Method):
             if data.documents and not self._documents_added:
                 ctx.graph.narrate(f"building the knowledge graph from {len(data.documents)} document(s)", node_id=node.id)
             kb = self._knowledge_base(ctx)
-            progress = self._progress
+            progress = self._progress or kb.progress()
             if progress is not None:
                 node = ctx.graph.update(node, merge_data={
                     "chunks": progress.chunks_total, "entities": progress.entities, "relations": progress.relations,
@@ -207,7 +208,8 @@ class MtqaMethod(Method):
                     "keywords_ready": True})
             ctx.graph.narrate("retrieving the knowledge units of the first column", node_id=node.id)
             units = self._retrieve(ctx, node, ctx.question, self._question_keywords(ctx))
-        except (knowledge.KnowledgeUnavailable, StructuredOutputError) as exc:
+        except (KnowledgeError, StructuredOutputError) as exc:
+            # The knowledge layer's message says what to do (e.g. build a collection's graph first).
             ctx.graph.fail(node, str(exc))
             return
         ctx.graph.finish(node, content=self._units_content(units), data={"units": [u.model_dump() for u in units]})
@@ -221,7 +223,7 @@ class MtqaMethod(Method):
         params: MtqaParams = ctx.params  # type: ignore[assignment]
         found = self._knowledge_base(ctx).retrieve(query, keywords, top_k=params.top_k, hops=params.hops,
                                                   with_triples=not params.no_triples,
-                                                  with_text=not params.no_source_text)
+                                                  with_text=not params.no_source_text, max_units=params.units)
         records = knowledge.apply_choices([knowledge.unit_record(u) for u in found], self._choices(ctx))
         # One source per document chunk; pinned units brought in from elsewhere keep their source.
         hits = {u.hit.ref: u.hit for u in found}

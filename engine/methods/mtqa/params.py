@@ -24,7 +24,7 @@ WEIGHT_HELP = (
 
 class MtqaParams(MethodParams):
     quick_profile = {
-        "rows": 2, "columns": 2, "documents": 5, "top_k": 5, "unit_chars": 400,
+        "rows": 2, "columns": 2, "documents": 5, "top_k": 5, "units": 5, "unit_chars": 400,
         "thought_tokens": 350, "summary_tokens": 450,
     }
 
@@ -61,6 +61,9 @@ class MtqaParams(MethodParams):
     top_k: int = Field(default=8, ge=1, le=60, description=(
         "Top-k keys (entities and relations) matched to the keywords; their knowledge units are given "
         "to the thoughts (LightRAG's default is 60; fewer keep prompts inside a small model's context)."))
+    units: int = Field(default=10, ge=1, le=50, description=(
+        "Most knowledge units given to a thought or a summary, best first (each is one source chunk with "
+        "its triples)."))
     unit_chars: int = Field(default=700, ge=100, le=4000, description=(
         "Characters of a knowledge unit's source text shown in a prompt."))
     thought_tokens: int = Field(default=700, ge=64, le=8000, description="Upper bound on one thought's length, in tokens.")
