@@ -458,20 +458,15 @@ def test_budget_smaller_than_the_first_call_stops_before_it(prebuilt_corpus_home
 # ====================================================================== MTQA
 
 
-def test_run_mtqa_on_the_fake_prints_the_run_id_and_stores_a_cited_short_answer(prebuilt_corpus_home, capsys,
-                                                                               monkeypatch):
-    # The knowledge graph is the knowledge layer's; here an in-test one stands in at the method's
-    # injection point (tests/mtqa_knowledge.py).
-    from engine.methods.mtqa import knowledge
-    from tests.mtqa_knowledge import KnowledgeInjector
-
-    monkeypatch.setattr(knowledge, "open_knowledge_base", KnowledgeInjector())
+def test_run_mtqa_on_the_fake_prints_the_run_id_and_stores_a_cited_short_answer(prebuilt_corpus_home, capsys):
     code, out, err = cli_run(capsys, "run", QUESTION, "--method", "mtqa", "--llm", "fake", "--search", "local",
-                             "--param", "rows=2", "--param", "columns=2")
+                             "--param", "rows=2", "--param", "columns=2", "--param", "documents=3")
     assert code == cli.EXIT_OK, err
     run, nodes, sources = stored_run(run_id_of(out))
-    assert run.status == RunStatus.DONE and run.llm_calls == 2 * 2 + 2
-    assert sorted(n.kind for n in nodes).count("cell") == 4
+    assert run.status == RunStatus.DONE and sorted(n.kind for n in nodes).count("cell") == 4
+    base = next(n for n in nodes if n.kind == "knowledge")
+    # The knowledge graph's keywords and one extraction per chunk, then 2 × 2 thoughts and 2 summaries.
+    assert run.llm_calls == 1 + base.data["chunks"] + 2 * 2 + 2
     code, out, err = cli_run(capsys, "export", run.id)
     assert code == cli.EXIT_OK, err
     body, source_lines = split_report(out)
