@@ -453,3 +453,23 @@ def test_budget_stops_the_run_keeps_its_nodes_and_resume_finishes_it(prebuilt_co
 def test_budget_smaller_than_the_first_call_stops_before_it(prebuilt_corpus_home, capsys):
     code, out, err = cli_run(capsys, "run", QUESTION, "--method", "rag", "--llm", "fake", "--max-tokens", "50")
     assert code == cli.EXIT_STOPPED, err
+
+
+# ====================================================================== MTQA
+
+
+def test_run_mtqa_on_the_fake_prints_the_run_id_and_stores_a_cited_short_answer(prebuilt_corpus_home, capsys):
+    code, out, err = cli_run(capsys, "run", QUESTION, "--method", "mtqa", "--llm", "fake", "--search", "local",
+                             "--param", "rows=2", "--param", "columns=2", "--param", "documents=3")
+    assert code == cli.EXIT_OK, err
+    run, nodes, sources = stored_run(run_id_of(out))
+    assert run.status == RunStatus.DONE and sorted(n.kind for n in nodes).count("cell") == 4
+    base = next(n for n in nodes if n.kind == "knowledge")
+    # The knowledge graph's keywords and one extraction per chunk, then 2 × 2 thoughts and 2 summaries.
+    assert run.llm_calls == 1 + base.data["chunks"] + 2 * 2 + 2
+    code, out, err = cli_run(capsys, "export", run.id)
+    assert code == cli.EXIT_OK, err
+    body, source_lines = split_report(out)
+    assert "**Answer:**" in body
+    cited = {int(n) for n in re.findall(r"\[(\d+)\]", body)}
+    assert cited and cited == {int(SOURCE_LINE.match(line).group(1)) for line in source_lines}

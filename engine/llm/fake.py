@@ -262,7 +262,7 @@ def default_answer(request: ChatRequest) -> str:
     own = fgdip_answer(request)  # FGDIP's prompts: the block at the end of this module
     if own is not None:
         return own
-    view = read_prompt(request.messages)
+    view = mtqa_view(request, read_prompt(mtqa_messages(request)))
     schema = request.json_schema if request.response_format is not ResponseFormat.TEXT else None
     # Prompted mode carries the schema only in the prompt; a real model would still answer JSON.
     schema = schema or view.schema_in_prompt
@@ -465,6 +465,8 @@ def _field_kind(field: str) -> str:
     tokens = [t.lower() for t in re.findall(r"[A-Z]?[a-z]+|[0-9]+", field)]
     # Substrings for the long words, so compounds like "subquestions" or "followup" match.
     joined = "".join(tokens)
+    if joined == "shortanswer":
+        return "short"
     if "answer" in joined:
         return "prose"
     if any(word in joined for word in _QUESTION_WORDS):
@@ -499,6 +501,8 @@ class PromptWriter:
             return self._point(index, slot.max_length)
         if kind == "question":
             return self.question(index)
+        if kind == "short":
+            return self.short_answer()
         topic = self._topic()
         suffix = f" {index + 1}" if index else ""  # keeps the items of a list distinct
         if kind == "title":
@@ -529,6 +533,15 @@ class PromptWriter:
                 break
             parts.append(cited)
         return " ".join(parts)
+
+    def short_answer(self) -> str:
+        """A short answer (EM/F1 style): the title of the source the best sentence came from, else
+        the question's first key terms."""
+        best = next((s for s in self._ranked if s.score > 0), None)
+        titles = {source.number: source.title for source in self._view.sources}
+        if best is not None and titles.get(best.source):
+            return titles[best.source]
+        return self._topic() or "unknown"
 
     def question(self, index: int) -> str:
         topic = self._topic() or "the topic"
@@ -650,3 +663,59 @@ def fgdip_answer(request: ChatRequest) -> str | None:
     query = f"{names[0]} {terms[siblings % len(terms)]}"
     return json.dumps({"thought": f"I should search {query} next.", "action": "search", "argument": query},
                       ensure_ascii=False)
+
+
+# ---------------------------------------------------------------------- MTQA's prompts (engine/methods/mtqa)
+
+_MTQA_TRIPLE = re.compile(r"^\((?P<subject>.+?)\) -\[(?P<relation>.+?)\]-> \((?P<object>.+?)\)(?::\s*(?P<description>.*))?$")
+_MTQA_ROW = re.compile(r"You are thought (\d+) of \d+")
+
+
+def mtqa_messages(request: ChatRequest) -> Sequence[Message]:
+    """A knowledge unit's triple lines are left out when the unit has source text (they restate
+    it); a unit of triples only (the no-source-text ablation) reads as prose: each triple's
+    description, else 'subject relation object.'"""
+    if not request.prompt.startswith("mtqa."):
+        return request.messages
+
+    def prose(line: str) -> str:
+        triple = _MTQA_TRIPLE.match(line.strip())
+        described = (triple.group("description") or "").strip()
+        return described or f"{triple.group('subject')} {triple.group('relation')} {triple.group('object')}."
+
+    def rewrite(text: str) -> str:
+        out: list[str] = []
+        block: list[str] = []
+
+        def flush() -> None:
+            has_text = any(not _MTQA_TRIPLE.match(line.strip()) for line in block[1:])
+            out.extend(line for line in block[:1])
+            out.extend(line if not _MTQA_TRIPLE.match(line.strip()) else prose(line)
+                       for line in block[1:] if not (has_text and _MTQA_TRIPLE.match(line.strip())))
+            block.clear()
+
+        for line in text.splitlines():
+            if _SOURCE_HEAD.match(line) or not line.strip():
+                flush()
+                (block if line.strip() else out).append(line)
+            elif block:
+                block.append(line)
+            else:
+                out.append(line)
+        flush()
+        return "\n".join(out)
+
+    return [Message(m.role, rewrite(m.content)) for m in request.messages]
+
+
+def mtqa_view(request: ChatRequest, view: PromptView) -> PromptView:
+    """Thought n of a column leaves out the n−1 knowledge units its best sentences would come from,
+    so the thoughts of a column differ (their citations keep the prompt's numbers)."""
+    if request.prompt != "mtqa.thought" or len(view.sources) < 2:
+        return view
+    row = _MTQA_ROW.search(request_text(request))
+    skip = min(int(row.group(1)) - 1, len(view.sources) - 1) if row else 0
+    best_first = list(dict.fromkeys(s.source for s in _rank_sentences(view)))
+    left_out = set(best_first[:skip])
+    return PromptView(view.question, tuple(s for s in view.sources if s.number not in left_out), view.terms,
+                      view.schema_in_prompt)

@@ -11,10 +11,12 @@ from engine.methods.base import Method
 from engine.methods.deot import DeotMethod
 from engine.methods.direct import DirectMethod
 from engine.methods.fgdip import FgdipMethod
+from engine.methods.mtqa import MtqaMethod
 from engine.methods.omnithink import OmniThinkMethod
 from engine.methods.rag import RagMethod
 
-METHODS: dict[str, type[Method]] = {cls.name: cls for cls in (DeotMethod, OmniThinkMethod, FgdipMethod, DirectMethod, RagMethod)}
+METHODS: dict[str, type[Method]] = {
+    cls.name: cls for cls in (DeotMethod, OmniThinkMethod, MtqaMethod, FgdipMethod, DirectMethod, RagMethod)}
 
 
 class UnknownMethod(LookupError):

@@ -1,0 +1,251 @@
+"""What MTQA declares: the matrix's node kinds (the question, the knowledge base of the question,
+thought cells, column summaries), its edges (communication between cells, column links), its
+commands with their payloads, its run states (the weight matrix, your knowledge choices), its grid
+view and the steps of its prompts."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from engine.methods.common import DroppedHit
+from engine.methods.contract import (
+    CommandPayload,
+    CommandSpec,
+    EdgeKind,
+    Layout,
+    NodeCommand,
+    NodeData,
+    NodeKind,
+    RunStateModel,
+    RunStateSpec,
+    ViewSpec,
+    regenerate_report_command,
+)
+from engine.methods.mtqa import prompts
+from engine.methods.mtqa.knowledge import Choices, UnitRecord
+from storage.models import Node, NodeStatus
+
+QUESTION, KNOWLEDGE, CELL, SUMMARY = "question", "knowledge", "cell", "summary"
+WEIGHTS, CHOICES = "weights", "knowledge_choices"
+COMMUNICATION, COLUMN_LINK, SUMMARISED = "communication", "column", "summarised"
+
+
+def units_listing(units: Sequence[UnitRecord]) -> list[str]:
+    """Knowledge units as the node panel lists them: numbered as the pin and drop commands take
+    them, each citing its source, with its first triples and what you chose for it."""
+    lines = []
+    for number, unit in enumerate(units, start=1):
+        cite = f" [[S{unit.source_id}]]" if unit.source_id is not None else ""
+        triples = "; ".join(t.line() for t in unit.triples[:4]) or "no triples"
+        marks = " · pinned" if unit.pinned else ""
+        marks += " · dropped" if unit.dropped else ""
+        lines.append(f"{number}. {unit.title or unit.ref}{cite}: {triples}{marks}")
+    return lines
+
+
+class QuestionData(NodeData):
+    """The question the matrix answers (the root)."""
+
+
+class KnowledgeData(NodeData):
+    """The question's knowledge base: the documents retrieved for it, the graph built from them, the
+    question's keywords, and the first column's knowledge units KU_1."""
+
+    scope: str = ""
+    searched: bool = Field(default=False, description="The question's documents were retrieved (kept as sources).")
+    documents: list[str] = Field(default_factory=list, description="References of the documents added.")
+    dropped_as_unrelated: list[DroppedHit] = Field(default_factory=list)
+    search_error: str = ""
+    chunks: int = 0
+    entities: int = 0
+    relations: int = 0
+    failed_chunks: int = 0
+    detailed_keywords: list[str] = Field(default_factory=list)
+    general_keywords: list[str] = Field(default_factory=list)
+    keywords_ready: bool = False
+    units: list[UnitRecord] = Field(default_factory=list, description="KU_1: the units the first column thinks from.")
+
+    def caption(self) -> str:
+        return (f"{len(self.documents)} documents · {self.entities} entities · {self.relations} relations · "
+                f"{len(self.units)} knowledge units")
+
+    def reader_fields(self) -> dict[str, str | list[str]] | None:
+        return {"Keywords": ", ".join(self.detailed_keywords + self.general_keywords),
+                "Knowledge units (KU 1, what column 1 thinks from)": units_listing(self.units)}
+
+
+class CellData(NodeData):
+    """A thought node Tn(row, column)."""
+
+    row: int = 0
+    column: int = 0
+    alpha: float | None = Field(default=None, description="α from the cell above (None: a column's first thought).")
+    passed_count: int = Field(default=0, description="Paragraphs of the cell above passed to this one: ⌈α × paragraphs⌉.")
+    passed: list[str] = Field(default_factory=list, description="Those paragraphs: a strategy already taken.")
+    paragraphs: list[str] = Field(default_factory=list, description="This thought's paragraphs, as stored.")
+    invalid_citations: list[int] = Field(default_factory=list)
+
+    def reader_fields(self) -> dict[str, str | list[str]] | None:
+        return {"Thought": self.paragraphs,
+                "Strategy passed from the thought above (to differ from)": self.passed}
+
+    def caption(self) -> str:
+        alpha = "first thought of the column" if self.alpha is None else (
+            f"α = {self.alpha:g}: {self.passed_count} paragraph(s) of the thought above passed")
+        return f"Row {self.row + 1}, column {self.column + 1} · {alpha}"
+
+
+class Correction(BaseModel):
+    """One thought's check against the knowledge units."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    thought: int = 0
+    verdict: str = ""
+    correction: str = ""
+
+
+class SummaryData(NodeData):
+    """The summary node S_column: the column's thoughts checked against the knowledge units KU'
+    retrieved with the question and those thoughts (the next column thinks from these units)."""
+
+    column: int = 0
+    grid_row: int = Field(default=0, description="Where the grid shows it: the row below the thoughts.")
+    corrected: bool = Field(default=True, description="False under the no-correction ablation.")
+    retrieval_keywords: list[str] = Field(default_factory=list)
+    units: list[UnitRecord] = Field(default_factory=list, description="KU': the units the column was checked against.")
+    units_ready: bool = False
+    checks: list[Correction] = Field(default_factory=list)
+    paragraphs: list[str] = Field(default_factory=list, description="The refined answer, as stored.")
+    short_answer: str = ""
+    invalid_citations: list[int] = Field(default_factory=list)
+
+    def caption(self) -> str:
+        fixed = sum(c.verdict == "corrected" for c in self.checks)
+        return (f"Summary of column {self.column + 1} · {len(self.units)} knowledge units · "
+                f"{fixed} thought(s) corrected" + (f" · answer: {self.short_answer}" if self.short_answer else ""))
+
+    def reader_fields(self) -> dict[str, str | list[str]] | None:
+        return {"Short answer": self.short_answer, "Answer": self.paragraphs,
+                "Checks against the knowledge units": [
+                    f"Thought {c.thought}: {c.verdict}" + (f" — {c.correction}" if c.correction else "")
+                    for c in self.checks],
+                "Knowledge units (KU′: checked against; the next column thinks from them)": units_listing(self.units)}
+
+
+NODE_KINDS = (
+    NodeKind(QUESTION, QuestionData, "Question", "#2F4B7C", "the question you asked", shape="star"),
+    NodeKind(KNOWLEDGE, KnowledgeData, "Knowledge base", "#72B7B2", "the question's knowledge graph and KU 1",
+             shape="hexagon", size_by_priority=False),
+    NodeKind(CELL, CellData, "Thought", "#8E6CBF", "a thought node of the matrix", shape="box",
+             size_by_priority=False),
+    NodeKind(SUMMARY, SummaryData, "Summary", "#E4A11B", "a column's summary, corrected against knowledge units",
+             shape="diamond", answers=True, size_by_priority=False),
+)
+
+EDGE_KINDS = (
+    EdgeKind(COMMUNICATION, "communication", "α of the thought above passed on (a strategy to differ from)",
+             colour="#B39DDB", structural=False),
+    EdgeKind(COLUMN_LINK, "column link", "the next column builds on this summary and its knowledge units",
+             dashes=True, colour="#F0C36D", structural=False),
+    EdgeKind(SUMMARISED, "checked by", "the column's summary checks this thought", dashes=True,
+             colour="#D5D5D5", structural=False),
+)
+
+
+class WeightState(RunStateModel):
+    """The communication weights α each cell was given (the matrix A mapped onto the cells)."""
+
+    preset: str = ""
+    matrix: list[list[float]] = Field(default_factory=list, description="A, (rows−1)×(columns−1).")
+    cells: list[list[float | None]] = Field(default_factory=list, description="α per [row][column] as used.")
+
+    def panel_caption(self) -> str:
+        return f"Preset {self.preset}: α per thought (a column's first thought has none)"
+
+    def panel_markdown(self) -> str:
+        if not self.cells:
+            return "_no matrix yet_"
+        columns = max(len(row) for row in self.cells)
+        lines = ["| row | " + " | ".join(f"column {c + 1}" for c in range(columns)) + " |",
+                 "|---|" + "---|" * columns]
+        for r, row in enumerate(self.cells):
+            lines.append(f"| {r + 1} | " + " | ".join("—" if a is None else f"{a:g}" for a in row) + " |")
+        return "\n".join(lines)
+
+
+class ChoicesState(Choices, RunStateModel):
+    """Your pins and drops, applied to every retrieval after them."""
+
+    def panel_caption(self) -> str:
+        return f"{len(self.pinned)} pinned · {len(self.dropped)} dropped"
+
+    def panel_markdown(self) -> str:
+        lines = [f"- pinned: {u.title or u.ref}" for u in self.pinned]
+        lines += [f"- dropped: unit {unit_id}" for unit_id in self.dropped]
+        return "\n".join(lines) or "_none_"
+
+
+RUN_STATES = (
+    RunStateSpec(WEIGHTS, WeightState, "Communication weights"),
+    RunStateSpec(CHOICES, ChoicesState, "Pinned and dropped knowledge units", expanded=False),
+)
+
+
+class AddColumnPayload(CommandPayload):
+    alpha: float | None = Field(default=None, ge=0.0, le=1.0, title="α of the new column", description=(
+        "The communication weight of every thought of the new column (empty: continue the weight matrix: "
+        "its last column's weights)."))
+
+
+class RerunColumnPayload(NodeCommand):
+    alpha: float = Field(ge=0.0, le=1.0, title="New α", description=(
+        "The communication weight for every thought below the first in this column; the column and every "
+        "column after it are thought again."))
+
+
+class UnitPayload(NodeCommand):
+    unit: int = Field(ge=1, le=200, title="Knowledge unit", description="The unit's number as listed in this node.")
+
+
+_UNIT_HOLDERS = frozenset({KNOWLEDGE, SUMMARY})
+_FINISHED = frozenset({NodeStatus.DONE, NodeStatus.FAILED})
+
+COMMANDS = (
+    CommandSpec("add_column", "Add a column", "Think one more column from the last summary; it becomes the answer.",
+                AddColumnPayload, done="Adding a column"),
+    CommandSpec("rerun_column", "Re-run column with another α",
+                "Think this column again with another communication weight, then every column after it.",
+                RerunColumnPayload, kinds=frozenset({CELL, SUMMARY}), statuses=_FINISHED, done="Re-running the column"),
+    CommandSpec("pin_unit", "Pin knowledge unit",
+                "Keep this knowledge unit in every later retrieval; the columns after it are thought again.",
+                UnitPayload, kinds=_UNIT_HOLDERS, statuses=frozenset({NodeStatus.DONE}), done="Pinned"),
+    CommandSpec("drop_unit", "Drop knowledge unit",
+                "Leave this knowledge unit out; the thoughts that read it are thought again.",
+                UnitPayload, kinds=_UNIT_HOLDERS, statuses=frozenset({NodeStatus.DONE}), done="Dropped"),
+    regenerate_report_command(),
+)
+
+
+def position(node: Node) -> tuple[int, int] | None:
+    """The grid: the knowledge base above the first column, thoughts in rows 1..m, each summary in
+    its own row below them."""
+    data = node.data or {}
+    if node.kind == KNOWLEDGE:
+        return 0, 0
+    if node.kind == CELL:
+        return int(data.get("row", 0)) + 1, int(data.get("column", 0))
+    if node.kind == SUMMARY:
+        return int(data.get("grid_row", 1)), int(data.get("column", 0))
+    return None
+
+
+VIEW = ViewSpec(layout=Layout.GRID, panels=(WEIGHTS, CHOICES), position=position)
+
+STEPS = {
+    prompts.THOUGHT.name: "thinking through a strategy from the knowledge units",
+    prompts.SUMMARY.name: "checking the column's strategies against the knowledge units",
+    prompts.MERGE.name: "merging the column's strategies",
+}

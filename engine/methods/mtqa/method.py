@@ -1,0 +1,487 @@
+"""MTQA (paper 004): a Matrix of Thought over knowledge units from an LLM-built knowledge graph.
+
+Per question (the paper's setting, and the default scope): the question's documents are retrieved
+(`ctx.search`, under the relevance floor) and added to the knowledge base, which extracts their
+entities and relations; the question's keywords are asked once; the first column's knowledge units
+KU_1 are retrieved with them. Then column by column: the thoughts of the column (the first from the
+column's units and the previous summary; each next one also gets ⌈α × paragraphs⌉ of the thought
+above as a strategy already taken; thoughts whose α is 0 do not wait and run concurrently); then the
+column's units KU' are retrieved with the question plus the column's thoughts and the summary node
+corrects the thoughts against them. The next column thinks from that summary and those units; the
+last summary is the answer. LLM calls: one per thought and one per summary (m·n + n), plus the
+keywords and the knowledge base's extraction calls.
+
+Every step decides from the stored graph (which thoughts and summaries are done, which units were
+retrieved), so a killed run resumes without thinking a finished node again."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from engine.citations import cited_source_ids, number_citations, strip_markers, to_stored_markers
+from engine.knowledge.stored import KnowledgeError
+from engine.knowledge.units import BuildProgress, KnowledgeBase, Keywords
+from engine.llm.protocol import StructuredOutputError
+from engine.methods.base import REPORT, Method, MethodParams, RunContext, UnsupportedCommand
+from engine.methods.contract import CommandPayload, CommandRejected, CommandSpec
+from engine.methods.estimate import CostEstimate
+from engine.methods.mtqa import estimate as cost
+from engine.methods.mtqa import knowledge, matrix, prompts
+from engine.methods.mtqa.kinds import (
+    CELL,
+    CHOICES,
+    COMMANDS,
+    COMMUNICATION,
+    EDGE_KINDS,
+    KNOWLEDGE,
+    NODE_KINDS,
+    QUESTION,
+    RUN_STATES,
+    STEPS,
+    SUMMARY,
+    VIEW,
+    AddColumnPayload,
+    CellData,
+    ChoicesState,
+    KnowledgeData,
+    RerunColumnPayload,
+    SummaryData,
+    UnitPayload,
+)
+from engine.methods.mtqa.knowledge import UnitRecord
+from engine.methods.mtqa.params import MtqaParams
+from engine.methods.mtqa.schemas import ColumnSummary, MergedColumn, Thought
+from engine.methods.mtqa.weights import passed_paragraphs
+from engine.search.protocol import Hit, SearchError
+from engine.search.relevance import relevant_hits
+from storage.models import Node, NodeStatus, Source
+
+_SPACE_BEFORE_PUNCTUATION = re.compile(r"[ \t]+([.,;:!?])")
+_BARE_CITATION = re.compile(r"\s*\[\d+(?:\s*[,;]\s*\d+)*\]")
+# Characters of a column's thoughts used as the text of its KU' retrieval query.
+RETRIEVAL_TEXT_CHARS = 2000
+# A first row past every column's last: reset a column's summary only.
+NO_ROW = 10**6
+
+
+def plain(text: str) -> str:
+    """Stored text without its citation markers, for another prompt (whose sources are numbered
+    differently)."""
+    return _SPACE_BEFORE_PUNCTUATION.sub(r"\1", strip_markers(text)).strip()
+
+
+class MtqaMethod(Method):
+    name = "mtqa"
+    title = "MTQA: Matrix of Thought over a knowledge graph"
+    summary = ("Builds a knowledge graph from the question's documents, then reasons in a rows × columns matrix "
+               "of thoughts: thoughts in a column pass part of their strategy down (weights α) so the next one "
+               "differs, and each column's summary corrects them against retrieved knowledge units.")
+    paper = ("MTQA: Matrix of Thought for Enhanced Reasoning in Complex Question Answering (seed paper 004)")
+    Params = MtqaParams
+    node_kinds = NODE_KINDS
+    edge_kinds = EDGE_KINDS
+    commands = COMMANDS
+    run_states = RUN_STATES
+    view = VIEW
+    steps = STEPS
+
+    def __init__(self) -> None:
+        self._kb: KnowledgeBase | None = None
+        self._documents_added = False
+        self._progress: BuildProgress | None = None
+
+    @classmethod
+    def estimate(cls, params: MethodParams) -> CostEstimate:
+        return cost.estimate(params)  # type: ignore[arg-type]
+
+    # ------------------------------------------------------------------ the growth loop
+
+    def start(self, ctx: RunContext) -> None:
+        params: MtqaParams = ctx.params  # type: ignore[assignment]
+        root = ctx.graph.root()
+        if root is None:
+            root = ctx.graph.add(kind=QUESTION, label=ctx.question, content=ctx.question, status=NodeStatus.DONE,
+                                 depth=0)
+        if matrix.knowledge_node(ctx.graph) is None:
+            ctx.graph.add(kind=KNOWLEDGE, label="Knowledge base", parent=root, data={"scope": params.scope})
+        # Idempotent: a run killed while its columns were being created gets the missing ones now.
+        weights = params.weights()
+        stored = matrix.columns(ctx.graph)
+        for index in range(max(params.columns, len(stored))):
+            if index >= len(stored) or len(stored[index].cells) < params.rows or stored[index].summary is None:
+                matrix.ensure_column(ctx.graph, index, params.rows, matrix.column_alphas(weights, params.rows, index))
+        if ctx.graph.state(matrix.WEIGHTS) is None:
+            matrix.save_weights(ctx.graph, params.weight_preset, weights)
+
+    def step(self, ctx: RunContext) -> bool:
+        knowledge_base = matrix.knowledge_node(ctx.graph)
+        if knowledge_base.status == NodeStatus.PENDING:
+            self._prepare_knowledge(ctx, knowledge_base)
+            return True
+        for column in matrix.columns(ctx.graph):
+            source = matrix.source_of_column(ctx.graph, column.index)
+            pending = [c for c in column.cells if c.status == NodeStatus.PENDING]
+            if pending:
+                if source.status != NodeStatus.DONE:
+                    self._fail_column(ctx, column, source)
+                else:
+                    if source.kind == SUMMARY:
+                        # Retrieved with the summary, except under the no-correction ablation.
+                        source = self._ensure_units(ctx, source)
+                    ctx.parallel([lambda chain=chain: self._think_chain(ctx, chain, source)
+                                  for chain in column.chains()
+                                  if any(c.status == NodeStatus.PENDING for c in chain)])
+                return True
+            if column.summary.status == NodeStatus.PENDING:
+                self._summarise(ctx, column.index)
+                return True
+        return False
+
+    def _fail_column(self, ctx: RunContext, column: matrix.Column, source: Node) -> None:
+        what = "the knowledge base" if source.kind == KNOWLEDGE else f"the summary of column {column.index}"
+        for node in [*column.cells, column.summary]:
+            if node.status == NodeStatus.PENDING:
+                ctx.graph.fail(node, f"{what} failed, so this column has nothing to think from; resume the run to retry")
+
+    # ------------------------------------------------------------------ knowledge
+
+    def _knowledge_base(self, ctx: RunContext) -> KnowledgeBase:
+        """The run's knowledge base, opened once per process, with the question's documents added
+        (again after a resume: the knowledge layer extracts only chunks it has not extracted yet)."""
+        params: MtqaParams = ctx.params  # type: ignore[assignment]
+        node = matrix.knowledge_node(ctx.graph)
+        if self._kb is None:
+            self._kb = knowledge.open_knowledge_base(ctx, params.scope, collection=params.collection,
+                                                     chunk_tokens=params.chunk_tokens, node=node)
+        if not self._documents_added:
+            data = ctx.graph.data(node, KnowledgeData)
+            if data.searched:
+                self._progress = self._kb.add_documents(self._document_hits(ctx, node, data)) if data.documents else None
+                self._documents_added = True
+        return self._kb
+
+    @staticmethod
+    def _document_hits(ctx: RunContext, node: Node, data: KnowledgeData) -> list[Hit]:
+        by_ref = {s.ref: s for s in ctx.graph.sources(node)}
+        return [Hit(title=s.title, ref=s.ref, snippet=s.snippet, text=s.text, kind=s.kind, url=s.url)
+                for s in (by_ref.get(ref) for ref in data.documents) if s is not None]
+
+    def _prepare_knowledge(self, ctx: RunContext, node: Node) -> None:
+        """Search the question's documents, add them to the knowledge base, ask the question's
+        keywords, retrieve KU_1; each result is stored as it comes, so a resume skips it."""
+        params: MtqaParams = ctx.params  # type: ignore[assignment]
+        ctx.checkpoint()
+        node = ctx.graph.start(node)
+        data = ctx.graph.data(node, KnowledgeData)
+        if not data.searched and params.scope == "collection":
+            # The collection's graph was built once, from the whole collection: nothing to add.
+            node = ctx.graph.update(node, merge_data={"searched": True})
+            data = ctx.graph.data(node, KnowledgeData)
+        if not data.searched:
+            try:
+                hits = ctx.search(ctx.question, k=params.documents, node=node)
+            except SearchError as exc:
+                hits, error = [], f"{exc} {exc.hint}".strip()
+            else:
+                error = ""
+            relevant = relevant_hits(ctx.question, hits, floor=params.relevance_floor)
+            ctx.note_unrelated(ctx.question, relevant, node)
+            sources = ctx.graph.add_sources(relevant.kept, node=node) if relevant.kept else []
+            node = ctx.graph.update(node, merge_data={
+                "searched": True, "documents": [s.ref for s in sources], "search_error": error,
+                "dropped_as_unrelated": relevant.dropped_summary()})
+            data = ctx.graph.data(node, KnowledgeData)
+        try:
+            if data.documents and not self._documents_added:
+                ctx.graph.narrate(f"building the knowledge graph from {len(data.documents)} document(s)", node_id=node.id)
+            kb = self._knowledge_base(ctx)
+            progress = self._progress or kb.progress()
+            if progress is not None:
+                node = ctx.graph.update(node, merge_data={
+                    "chunks": progress.chunks_total, "entities": progress.entities, "relations": progress.relations,
+                    "failed_chunks": progress.failed_chunks})
+            if not data.keywords_ready:
+                keywords = kb.keywords(ctx.question)
+                node = ctx.graph.update(node, merge_data={
+                    "detailed_keywords": list(keywords.detailed), "general_keywords": list(keywords.general),
+                    "keywords_ready": True})
+            ctx.graph.narrate("retrieving the knowledge units of the first column", node_id=node.id)
+            units = self._retrieve(ctx, node, ctx.question, self._question_keywords(ctx))
+        except (KnowledgeError, StructuredOutputError) as exc:
+            # The knowledge layer's message says what to do (e.g. build a collection's graph first).
+            ctx.graph.fail(node, str(exc))
+            return
+        ctx.graph.finish(node, content=self._units_content(units), data={"units": [u.model_dump() for u in units]})
+
+    def _question_keywords(self, ctx: RunContext) -> Keywords:
+        data = ctx.graph.data(matrix.knowledge_node(ctx.graph), KnowledgeData)
+        return Keywords(detailed=tuple(data.detailed_keywords), general=tuple(data.general_keywords))
+
+    def _retrieve(self, ctx: RunContext, holder: Node, query: str, keywords: Keywords) -> list[UnitRecord]:
+        """Knowledge units for `query`, with your pins and drops, their sources stored on `holder`."""
+        params: MtqaParams = ctx.params  # type: ignore[assignment]
+        found = self._knowledge_base(ctx).retrieve(query, keywords, top_k=params.top_k, hops=params.hops,
+                                                  with_triples=not params.no_triples,
+                                                  with_text=not params.no_source_text, max_units=params.units)
+        records = knowledge.apply_choices([knowledge.unit_record(u) for u in found], self._choices(ctx))
+        # One source per document chunk; pinned units brought in from elsewhere keep their source.
+        hits = {u.hit.ref: u.hit for u in found}
+        stored = {s.ref: s for s in ctx.graph.add_sources(list(hits.values()), node=holder)} if hits else {}
+        pinned_sources = [r.source_id for r in records if r.ref not in stored and r.source_id is not None]
+        if pinned_sources:
+            ctx.graph.link_sources(holder, pinned_sources)
+        unique: dict[str, UnitRecord] = {}
+        for record in records:
+            source = stored.get(record.ref)
+            unique.setdefault(record.ref, record.with_source(source.id if source else record.source_id))
+        return list(unique.values())
+
+    def _choices(self, ctx: RunContext) -> ChoicesState:
+        return ctx.graph.state(CHOICES, ChoicesState) or ChoicesState()
+
+    def _units_of(self, ctx: RunContext, holder: Node) -> tuple[list[UnitRecord], list[Source]]:
+        """A holder's units still in use, and their stored sources in the same order."""
+        units = [UnitRecord.model_validate(u) for u in (holder.data or {}).get("units", [])]
+        by_id = {s.id: s for s in ctx.graph.sources()}
+        kept = [u for u in knowledge.active(units) if u.source_id in by_id]
+        return kept, [by_id[u.source_id] for u in kept]
+
+    @staticmethod
+    def _units_content(units: Sequence[UnitRecord]) -> str:
+        if not units:
+            return "_No knowledge unit was found for this question._"
+        lines = []
+        for unit in units:
+            triples = "; ".join(t.line() for t in unit.triples[:3])
+            cite = f" [[S{unit.source_id}]]" if unit.source_id is not None else ""
+            lines.append(f"- **{unit.title or unit.ref}**{cite}" + (f": {triples}" if triples else ""))
+        return "\n".join(lines)
+
+    def _unit_blocks(self, ctx: RunContext, units: Sequence[UnitRecord], sources: Sequence[Source]) -> str:
+        params: MtqaParams = ctx.params  # type: ignore[assignment]
+        return knowledge.unit_blocks(units, sources, with_triples=not params.no_triples,
+                                     with_text=not params.no_source_text, max_chars=params.unit_chars)
+
+    # ------------------------------------------------------------------ thoughts
+
+    def _think_chain(self, ctx: RunContext, chain: Sequence[Node], source: Node) -> None:
+        """A chain's thoughts in order: each one gets α of the one above it."""
+        above: Node | None = None
+        for cell in chain:
+            cell = ctx.graph.node(cell.id)
+            if cell.status == NodeStatus.PENDING:
+                if above is not None and above.status != NodeStatus.DONE:
+                    ctx.graph.fail(cell, "the thought above it failed, so its strategy could not be passed on; "
+                                         "resume the run to retry")
+                else:
+                    cell = self._think(ctx, cell, source, above)
+            above = cell
+
+    def _think(self, ctx: RunContext, cell: Node, source: Node, above: Node | None) -> Node:
+        params: MtqaParams = ctx.params  # type: ignore[assignment]
+        ctx.checkpoint()
+        cell = ctx.graph.start(cell)
+        data = ctx.graph.data(cell, CellData)
+        passed = [plain(p) for p in passed_paragraphs(
+            data.alpha, ctx.graph.data(above, CellData).paragraphs)] if above is not None else []
+        cell = ctx.graph.update(cell, merge_data={"passed": passed, "passed_count": len(passed)})
+        units, sources = self._units_of(ctx, source)
+        context = ""
+        if source.kind == SUMMARY:
+            context = ("Summary of the previous column (build on its promising strategies):\n<<<\n"
+                       f"{plain(source.content)}\n>>>\n\n")
+        communication = ""
+        if passed:
+            communication = ("A strategy already taken in this column (the end of the thought above). "
+                             "Take a clearly different one:\n<<<\n" + "\n\n".join(passed) + "\n>>>\n\n")
+        messages = prompts.THOUGHT.render(question=ctx.question, units=self._unit_blocks(ctx, units, sources),
+                                          context=context, communication=communication, row=data.row + 1,
+                                          rows=params.rows, column=data.column + 1)
+        try:
+            thought = ctx.llm.ask(messages, Thought, purpose="thought", node_id=cell.id,
+                                  max_tokens=params.thought_tokens)
+        except StructuredOutputError as exc:
+            return ctx.graph.fail(cell, str(exc))
+        paragraphs, dropped = self._stored(thought.paragraphs, sources)
+        content = "\n\n".join(paragraphs)
+        ctx.graph.link_sources(cell, cited_source_ids(content))
+        return ctx.graph.finish(cell, content=content, data={"paragraphs": paragraphs, "invalid_citations": dropped})
+
+    @staticmethod
+    def _stored(paragraphs: Sequence[str], sources: Sequence[Source]) -> tuple[list[str], list[int]]:
+        out, dropped = [], []
+        for paragraph in paragraphs:
+            text, lost = to_stored_markers(paragraph.strip(), sources)
+            if text.strip():
+                out.append(text.strip())
+            dropped += lost
+        return out, dropped
+
+    # ------------------------------------------------------------------ summaries
+
+    def _ensure_units(self, ctx: RunContext, summary: Node) -> Node:
+        """KU' of a column: retrieved once with the question and the column's thoughts, then kept."""
+        data = ctx.graph.data(summary, SummaryData)
+        if data.units_ready:
+            return summary
+        thoughts = self._thoughts(ctx, data.column)
+        text = "\n\n".join(plain(c.content) for c in thoughts)
+        keywords = knowledge.column_keywords(self._question_keywords(ctx), text)
+        ctx.graph.narrate(f"retrieving knowledge units with the question and column {data.column + 1}'s thoughts",
+                          node_id=summary.id)
+        units = self._retrieve(ctx, summary, f"{ctx.question}\n\n{text[:RETRIEVAL_TEXT_CHARS]}", keywords)
+        return ctx.graph.update(summary, merge_data={
+            "units": [u.model_dump() for u in units], "units_ready": True,
+            "retrieval_keywords": list(keywords.detailed + keywords.general)})
+
+    def _thoughts(self, ctx: RunContext, column: int) -> list[Node]:
+        return sorted((c for c in ctx.graph.nodes(kind=CELL)
+                       if c.data["column"] == column and c.status == NodeStatus.DONE), key=lambda c: c.data["row"])
+
+    def _summarise(self, ctx: RunContext, column: int) -> None:
+        params: MtqaParams = ctx.params  # type: ignore[assignment]
+        ctx.checkpoint()
+        summary = next(n for n in ctx.graph.nodes(kind=SUMMARY) if n.data["column"] == column)
+        summary = ctx.graph.start(summary)
+        thoughts = self._thoughts(ctx, column)
+        if not thoughts:
+            ctx.graph.fail(summary, "every thought of this column failed; resume the run to retry them")
+            return
+        if params.no_correction:
+            # The -RAG ablation: no retrieval, no check; the thoughts' own citations are kept.
+            units, sources = self._units_of(ctx, matrix.source_of_column(ctx.graph, column))
+            messages = prompts.MERGE.render(question=ctx.question, column=column + 1,
+                                            thoughts=self._numbered_thoughts(thoughts, sources))
+            output_type: type = MergedColumn
+        else:
+            summary = self._ensure_units(ctx, summary)
+            units, sources = self._units_of(ctx, summary)
+            messages = prompts.SUMMARY.render(question=ctx.question, column=column + 1,
+                                              units=self._unit_blocks(ctx, units, sources),
+                                              thoughts=self._numbered_thoughts(thoughts, sources))
+            output_type = ColumnSummary
+        try:
+            result = ctx.llm.ask(messages, output_type, purpose="summary", node_id=summary.id,
+                                 max_tokens=params.summary_tokens)
+        except StructuredOutputError as exc:
+            ctx.graph.fail(summary, str(exc))
+            return
+        paragraphs, dropped = self._stored(result.paragraphs, sources)
+        content = "\n\n".join(paragraphs)
+        ctx.graph.link_sources(summary, cited_source_ids(content))
+        checks = [c.model_dump() for c in getattr(result, "checks", []) if 1 <= c.thought <= len(thoughts)]
+        ctx.graph.finish(summary, content=content, data={
+            "paragraphs": paragraphs, "checks": checks, "corrected": not params.no_correction, "invalid_citations": dropped,
+            "short_answer": _BARE_CITATION.sub("", result.short_answer).strip()})
+
+    @staticmethod
+    def _numbered_thoughts(thoughts: Sequence[Node], sources: Sequence[Source]) -> str:
+        """The thoughts for a summary prompt, their citations numbered as the prompt's units are
+        (citations of units not listed there are left out)."""
+        numbers = {s.id: n for n, s in enumerate(sources, start=1)}
+        return "\n\n".join(
+            f"Thought {c.data['row'] + 1}:\n" + number_citations(c.content, numbers.keys(), start=numbers).text
+            for c in thoughts)
+
+    # ------------------------------------------------------------------ report
+
+    def write_report(self, ctx: RunContext) -> None:
+        columns = matrix.columns(ctx.graph)
+        done = [c.summary for c in columns if c.summary is not None and c.summary.status == NodeStatus.DONE]
+        last = columns[-1].summary if columns else None
+        if not done:
+            ctx.graph.save_report("_No answer was produced: no column's summary was written. Resume the run to "
+                                  "try again._", data={"method": self.name})
+            return
+        final = done[-1]
+        data = ctx.graph.data(final, SummaryData)
+        note = ""
+        if last is not None and final.id != last.id:
+            note = (f"\n\n> The last column's summary failed; this is the summary of column {data.column + 1}. "
+                    "Resume the run to retry the rest.")
+        short = f"**Answer:** {data.short_answer}\n\n" if data.short_answer else ""
+        ctx.graph.save_report(short + final.content + note, data={
+            "method": self.name, "short_answer": data.short_answer, "summary_node": final.id,
+            "column": data.column + 1})
+
+    # ------------------------------------------------------------------ steering
+
+    def apply(self, ctx: RunContext, command: CommandSpec, payload: CommandPayload, node: Node | None) -> set[str]:
+        if command.name == "regenerate_report":
+            return {REPORT}
+        if command.name == "add_column":
+            assert isinstance(payload, AddColumnPayload)
+            return self._add_column(ctx, payload.alpha)
+        assert node is not None
+        if command.name == "rerun_column":
+            assert isinstance(payload, RerunColumnPayload)
+            return self._rerun_column(ctx, node, payload.alpha)
+        if command.name in ("pin_unit", "drop_unit"):
+            assert isinstance(payload, UnitPayload)
+            return self._choose_unit(ctx, node, payload.unit, pin=command.name == "pin_unit")
+        raise UnsupportedCommand(f"the {self.name} method does not support '{command.name}'")
+
+    def _add_column(self, ctx: RunContext, alpha: float | None) -> set[str]:
+        params: MtqaParams = ctx.params  # type: ignore[assignment]
+        columns = matrix.columns(ctx.graph)
+        if columns and columns[-1].summary.status == NodeStatus.FAILED:
+            raise CommandRejected("the last column's summary failed, so a new column has nothing to build on; "
+                                  "resume the run first")
+        index = len(columns)
+        if params.no_communication and alpha:
+            raise CommandRejected("this run has the no-communication ablation on: every α is 0")
+        matrix.ensure_column(ctx.graph, index, params.rows,
+                             matrix.column_alphas(params.weights(), params.rows, index, override=alpha))
+        matrix.save_weights(ctx.graph, params.weight_preset, params.weights())
+        return {REPORT}
+
+    def _rerun_column(self, ctx: RunContext, node: Node, alpha: float) -> set[str]:
+        params: MtqaParams = ctx.params  # type: ignore[assignment]
+        if params.rows < 2:
+            raise CommandRejected("a column of one thought passes nothing between thoughts, so α changes nothing")
+        if params.no_communication and alpha:
+            raise CommandRejected("this run has the no-communication ablation on: every α is 0")
+        index = node.data["column"]
+        column = matrix.columns(ctx.graph)[index]
+        for cell in column.cells[1:]:
+            ctx.graph.update(cell, merge_data={"alpha": alpha})
+        # The first thought does not depend on α: it is kept.
+        matrix.reset_from(ctx.graph, index, first_row=1)
+        column = matrix.columns(ctx.graph)[index]
+        if alpha:
+            for above, below in zip(column.cells, column.cells[1:]):
+                ctx.graph.link(above, below, COMMUNICATION, data={"alpha": alpha})
+        matrix.save_weights(ctx.graph, params.weight_preset, params.weights())
+        return {REPORT}
+
+    def _choose_unit(self, ctx: RunContext, holder: Node, number: int, *, pin: bool) -> set[str]:
+        units = [UnitRecord.model_validate(u) for u in (holder.data or {}).get("units", [])]
+        if not 1 <= number <= len(units):
+            raise CommandRejected(f"node {holder.id} lists {len(units)} knowledge unit(s); choose a number from 1 "
+                                  f"to {len(units)}" if units else f"node {holder.id} has no knowledge unit")
+        unit = units[number - 1]
+        if unit.dropped:
+            raise CommandRejected(f"knowledge unit {number} is already dropped")
+        if pin and unit.pinned:
+            raise CommandRejected(f"knowledge unit {number} is already pinned")
+        choices = self._choices(ctx)
+        if pin:
+            choices = ChoicesState(pinned=[*choices.pinned, unit.model_copy(update={"pinned": True})],
+                                   dropped=choices.dropped)
+        else:
+            choices = ChoicesState(pinned=[p for p in choices.pinned if p.id != unit.id],
+                                   dropped=[*choices.dropped, unit.id])
+        ctx.graph.save_state(CHOICES, choices)
+        units[number - 1] = unit.model_copy(update={"pinned": pin, "dropped": not pin})
+        ctx.graph.update(holder, merge_data={"units": [u.model_dump() for u in units]})
+        column = 0 if holder.kind == KNOWLEDGE else holder.data["column"] + 1
+        if pin:
+            # The unit is already in this retrieval: only the retrievals after it change.
+            matrix.reset_from(ctx.graph, column, first_row=NO_ROW)
+        elif holder.kind == KNOWLEDGE:
+            matrix.reset_from(ctx.graph, 0)
+        else:
+            # The summary that read the unit is written again (its units kept, without the dropped one).
+            matrix.reset_from(ctx.graph, column - 1, first_row=NO_ROW, keep_units=True)
+        return {REPORT}

@@ -1,0 +1,145 @@
+"""MTQA's steering commands on a finished run: add a column, re-run a column with another α, pin or
+drop a knowledge unit; and bad payloads refused with the reason, changing nothing."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from engine.llm.fake import request_text
+from engine.methods.mtqa import knowledge
+from storage.models import CommandStatus, NodeStatus, RunStatus
+from tests.fixtures_engine import run_to_end, steer_and_wait, steer_refused
+from tests.mtqa_knowledge import KnowledgeInjector
+from tests.mtqa_scripts import THOUGHT, cell_of, labelled_thoughts, summaries
+
+QUESTION = "Which magazine was started first, Arthur's Magazine or First for Women?"
+
+
+@pytest.fixture
+def knowledge_bases(monkeypatch) -> KnowledgeInjector:
+    injector = KnowledgeInjector()
+    monkeypatch.setattr(knowledge, "open_knowledge_base", injector)
+    return injector
+
+
+def finished(services, params) -> str:
+    run_id = run_to_end(services, QUESTION, "mtqa", params)
+    assert services.repo.get_run(run_id).status == RunStatus.DONE
+    return run_id
+
+
+def nodes(services, run_id, kind):
+    return [n for n in services.repo.list_nodes(run_id) if n.kind == kind]
+
+
+def by_column(services, run_id, kind, column):
+    return sorted((n for n in nodes(services, run_id, kind) if n.data["column"] == column),
+                  key=lambda n: n.data.get("row", 0))
+
+
+def test_add_column_thinks_one_more_column_and_answers_from_it(services, fake_llm, knowledge_bases):
+    summaries(fake_llm)
+    run_id = finished(services, {"rows": 2, "columns": 2})
+    calls = fake_llm.call_count
+    command = steer_and_wait(services, run_id, "add_column", {})
+    assert command.status == CommandStatus.DONE, command.error
+    new = by_column(services, run_id, "cell", 2)
+    assert [c.data.get("alpha") for c in new] == [None, 0.1]  # A's last column continued
+    assert all(c.status == NodeStatus.DONE for c in new)
+    (summary,) = by_column(services, run_id, "summary", 2)
+    assert summary.status == NodeStatus.DONE
+    assert fake_llm.call_count - calls == 2 + 1
+    report = services.repo.latest_report(run_id)
+    assert report.data["summary_node"] == summary.id and report.data["column"] == 3
+
+    steer_and_wait(services, run_id, "add_column", {"alpha": 0.5})
+    assert [c.data.get("alpha") for c in by_column(services, run_id, "cell", 3)] == [None, 0.5]
+    weights = services.repo.latest_run_state(run_id, "weights").data
+    assert weights["cells"] == [[None, None, None, None], [0.1, 0.1, 0.1, 0.5]]
+
+
+def test_rerun_column_thinks_it_and_the_later_columns_again_with_the_new_alpha(services, fake_llm,
+                                                                                knowledge_bases):
+    labelled_thoughts(fake_llm, paragraphs=4)
+    run_id = finished(services, {"rows": 3, "columns": 2})
+    first = by_column(services, run_id, "cell", 0)[0]
+    summary = by_column(services, run_id, "summary", 0)[0]
+    before = len(fake_llm.calls_for(THOUGHT))
+
+    command = steer_and_wait(services, run_id, "rerun_column", {"node_id": summary.id, "alpha": 1.0})
+    assert command.status == CommandStatus.DONE, command.error
+    column = by_column(services, run_id, "cell", 0)
+    assert [c.data.get("alpha") for c in column] == [None, 1.0, 1.0]
+    assert [c.data["passed_count"] for c in column] == [0, 4, 4]  # α = 1 passes every paragraph
+    assert services.repo.get_node(first.id).finished_at == first.finished_at  # the first thought is kept
+    # Rows 2-3 of column 1, then the whole of column 2: 2 + 3 thoughts.
+    redone = fake_llm.calls_for(THOUGHT)[before:]
+    assert sorted(cell_of(r) for r in redone) == [(1, 2), (2, 1), (2, 2), (3, 1), (3, 2)]
+    assert all(n.status == NodeStatus.DONE for n in services.repo.list_nodes(run_id))
+
+    steer_and_wait(services, run_id, "rerun_column", {"node_id": column[2].id, "alpha": 0.0})
+    assert [c.data["passed_count"] for c in by_column(services, run_id, "cell", 0)] == [0, 0, 0]
+
+
+def test_pin_keeps_a_unit_in_every_later_retrieval(services, fake_llm, knowledge_bases):
+    run_id = finished(services, {"rows": 1, "columns": 3})
+    base = nodes(services, run_id, "knowledge")[0]
+    unit = base.data["units"][-1]
+    command = steer_and_wait(services, run_id, "pin_unit", {"node_id": base.id, "unit": len(base.data["units"])})
+    assert command.status == CommandStatus.DONE, command.error
+    assert services.repo.get_node(base.id).data["units"][-1]["pinned"] is True
+    choices = services.repo.latest_run_state(run_id, "knowledge_choices").data
+    assert [p["id"] for p in choices["pinned"]] == [unit["id"]]
+    for summary in nodes(services, run_id, "summary"):
+        pinned = [u for u in summary.data["units"] if u["id"] == unit["id"]]
+        assert pinned and pinned[0]["pinned"], summary.data["column"]
+
+
+def test_drop_leaves_a_unit_out_and_thinks_its_readers_again(services, fake_llm, knowledge_bases):
+    run_id = finished(services, {"rows": 2, "columns": 2})
+    base = nodes(services, run_id, "knowledge")[0]
+    unit = base.data["units"][0]
+    before = len(fake_llm.calls_for(THOUGHT))
+    command = steer_and_wait(services, run_id, "drop_unit", {"node_id": base.id, "unit": 1})
+    assert command.status == CommandStatus.DONE, command.error
+    assert services.repo.get_node(base.id).data["units"][0]["dropped"] is True
+    after = fake_llm.calls_for(THOUGHT)[before:]
+    assert len(after) == 4  # every thought read KU_1 or a retrieval after it
+    head = re.compile(rf"^\[\d+\] {re.escape(unit['title'])}$", re.M)
+    assert not any(head.search(request_text(r)) for r in after)
+    for summary in nodes(services, run_id, "summary"):
+        assert unit["id"] not in {u["id"] for u in summary.data["units"]}
+    assert all(n.status == NodeStatus.DONE for n in services.repo.list_nodes(run_id))
+    # Dropping it again, or pinning it, is refused with the reason.
+    assert "already dropped" in steer_refused(services, run_id, "drop_unit", {"node_id": base.id, "unit": 1})
+    assert "already dropped" in steer_refused(services, run_id, "pin_unit", {"node_id": base.id, "unit": 1})
+
+
+def test_bad_payloads_are_refused_and_change_nothing(services, fake_llm, knowledge_bases):
+    run_id = finished(services, {"rows": 1, "columns": 1})
+    summary = nodes(services, run_id, "summary")[0]
+    cell = nodes(services, run_id, "cell")[0]
+    base = nodes(services, run_id, "knowledge")[0]
+    calls = fake_llm.call_count
+    assert "alpha" in steer_refused(services, run_id, "rerun_column", {"node_id": summary.id, "alpha": 1.5})
+    assert "alpha" in steer_refused(services, run_id, "rerun_column", {"node_id": summary.id})
+    assert "α changes nothing" in steer_refused(services, run_id, "rerun_column", {"node_id": cell.id, "alpha": 0.5})
+    assert "applies to" in steer_refused(services, run_id, "pin_unit", {"node_id": cell.id, "unit": 1})
+    assert "unit" in steer_refused(services, run_id, "pin_unit", {"node_id": base.id, "unit": 0})
+    listed = len(base.data["units"])
+    assert f"choose a number from 1 to {listed}" in steer_refused(
+        services, run_id, "drop_unit", {"node_id": base.id, "unit": listed + 1})
+    assert "no_such" in steer_refused(services, run_id, "add_column", {"no_such": 1})
+    assert "alpha" in steer_refused(services, run_id, "add_column", {"alpha": -0.1})
+    assert fake_llm.call_count == calls
+    assert len(nodes(services, run_id, "cell")) == 1
+    assert services.repo.latest_run_state(run_id, "knowledge_choices") is None
+
+
+def test_an_ablation_run_refuses_communication(services, fake_llm, knowledge_bases):
+    run_id = finished(services, {"rows": 2, "columns": 1, "no_communication": True})
+    summary = nodes(services, run_id, "summary")[0]
+    assert "no-communication" in steer_refused(services, run_id, "rerun_column", {"node_id": summary.id, "alpha": 0.3})
+    assert "no-communication" in steer_refused(services, run_id, "add_column", {"alpha": 0.3})
