@@ -209,6 +209,10 @@ class Runner:
             return
         if run.status == RunStatus.DONE and not self.repo.list_nodes(run_id, status=NodeStatus.FAILED):
             raise RunnerError(f"run {run_id} is already done and none of its nodes failed; there is nothing to resume")
+        # A stop or pause still queued was meant for the execution that ended (it stopped before it
+        # read it); resuming overrides it, or the new execution would stop again at once.
+        for command in self.repo.take_commands(run_id, ("stop", "pause")):
+            self.repo.complete_command(command.id, ok=False, error="superseded: the run was resumed")
         # Resuming also retries what failed: a transient error must not be final for a node.
         self.start(run_id, retry_failed=True)
 

@@ -246,3 +246,52 @@ def test_pairwise_compares_the_first_method_with_the_others_item_by_item(prebuil
         assert len(EvaluationStore(services.db).list_judgments(benchmark_id=bench.id)) == 2
     finally:
         services.close()
+
+
+def test_a_stopped_benchmark_resumes_the_run_it_stopped_instead_of_failing_it(prebuilt_corpus_home):
+    """Ctrl-C on `bench` stops the runs under way; `--resume` must continue them, not score them as
+    failed because a stop meant for the old process was still queued."""
+    import threading
+
+    from engine.llm.fake import FakeLLM, default_answer, named
+
+    fake = FakeLLM()
+    entered, release = threading.Event(), threading.Event()
+
+    def held(request):
+        entered.set()
+        release.wait(30)
+        return default_answer(request)
+
+    fake.when(named("deot.plan_tasks"), held, times=1)
+    services = build_services(load_settings())
+    services.use_llm("fake", fake)
+    try:
+        runner = BenchmarkRunner(services)
+        bench = runner.create(BenchmarkSpec(dataset="hotpotqa-autoact", methods=["deot"], limit=2, llm="fake",
+                                            concurrency=1, values={"max_nodes": 1}))
+        stop = threading.Event()
+        first = threading.Thread(target=runner.execute, args=(bench.id,), kwargs={"stop": stop})
+        first.start()
+        assert entered.wait(30), "the first item's run never asked the model"
+        stop.set()
+        # The run is inside its call for a while after the stop (several waits of the benchmark).
+        threading.Timer(3 * 0.5 + 0.3, release.set).start()
+        first.join(60)
+        (held_row,) = [r for r in runner.store.list_items(bench.id) if r.run_id]
+        assert held_row.status != ItemStatus.FAILED and services.repo.get_run(held_row.run_id).status == RunStatus.STOPPED
+        assert runner.store.get_benchmark(bench.id).status == "stopped"
+        # The benchmark asked the run to stop once, however long the run took to reach its next step.
+        assert [c.kind for c in services.repo.list_commands(held_row.run_id)].count("stop") == 1
+        # A stop that arrived after the run's last look at its queue (the process ended in between)
+        # is still queued when the benchmark is resumed: resuming overrides it.
+        services.repo.enqueue_command(held_row.run_id, "stop")
+
+        resumed = runner.execute(bench.id)
+        rows = runner.store.list_items(bench.id)
+        assert resumed.status == "done" and {r.status for r in rows} == {ItemStatus.SCORED}, [r.error for r in rows]
+        again = next(r for r in rows if r.id == held_row.id)
+        assert again.run_id == held_row.run_id  # the stopped run was resumed, not replaced
+        assert services.repo.get_run(again.run_id).status == RunStatus.DONE
+    finally:
+        services.close()

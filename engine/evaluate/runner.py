@@ -226,9 +226,11 @@ class BenchmarkRunner:
             if run.status in RunStatus.RESUMABLE and run.status != RunStatus.FAILED:
                 max_tokens, max_cost = budget.left()
                 runner.resume(run_id, max_tokens=max_tokens, max_cost=max_cost)
+        stop_sent = False
         while runner.is_active(run_id):
-            if stop.is_set():
-                runner.stop(run_id)
+            if stop.is_set() and not stop_sent:
+                runner.stop(run_id)  # once: a stop queued again each wait would outlive this process
+                stop_sent = True
             runner.wait(run_id, timeout=WAIT_S)
         run = self.services.repo.get_run(run_id)
         if run.status not in (RunStatus.DONE, RunStatus.FAILED, RunStatus.STOPPED):
