@@ -184,8 +184,9 @@ def test_methods_lists_direct_and_rag_with_their_params(capsys):
     code, out, err = cli_run(capsys, "methods")
     assert code == cli.EXIT_OK, err
     assert re.search(r"^direct: ", out, re.M) and re.search(r"^rag: ", out, re.M)
-    rag_section = out[out.index("rag: "):]
-    direct_section = out[out.index("direct: "):out.index("rag: ")]
+    # Each method's section runs from its "name: title" line to the next method's.
+    sections = {m.group(1): m.group(0) for m in re.finditer(r"^(\w+): .*?(?=^\w+: |\Z)", out, re.M | re.S)}
+    rag_section, direct_section = sections["rag"], sections["direct"]
     assert "--param top_k=5" in rag_section and "--param max_answer_tokens=800" in rag_section
     assert "--param max_answer_tokens=800" in direct_section and "top_k" not in direct_section
 

@@ -141,7 +141,7 @@ NODE_KINDS = (
              shape="hexagon", size_by_priority=False),
     NodeKind(CELL, CellData, "Thought", "#8E6CBF", "a thought node of the matrix", shape="box",
              size_by_priority=False),
-    NodeKind(SUMMARY, SummaryData, "Summary", "#E4A11B", "a column's summary, corrected against knowledge units",
+    NodeKind(SUMMARY, SummaryData, "Summary", "#E8C547", "a column's summary, corrected against knowledge units",
              shape="diamond", answers=True, size_by_priority=False),
 )
 
