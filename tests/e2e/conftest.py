@@ -157,6 +157,18 @@ def serving(app: StreamlitApp, request):
             print(f"--- end of the Streamlit log ({app.log_path}) ---\n{app.log()}")
 
 
+def serving_fake_llm(fake, home: Path, log_dir: Path, request, *, latency_s: float = 0.1):
+    """Start the app on an OpenAI-compatible endpoint that is `fake` (a `FakeLLM` scripted by prompt
+    name in the test process, served by `FakeOpenAIServer`), so the app's own run threads call it;
+    the body of an app fixture: `yield from serving_fake_llm(fake, app_home, tmp_path, request)`."""
+    from engine.llm.fake_server import FakeOpenAIServer
+
+    with FakeOpenAIServer(fake, latency_s=latency_s) as server:
+        app = StreamlitApp(home, log_dir=log_dir, env={
+            "THOUGHTMAP_LLM": "openai", "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "test"})
+        yield from serving(app, request)
+
+
 @pytest.fixture
 def streamlit_app(app_home, tmp_path, request):
     yield from serving(StreamlitApp(app_home, log_dir=tmp_path), request)
@@ -430,3 +442,57 @@ def assert_citations_resolve(report: str) -> set[int]:
     assert sorted(listed) == listed and set(listed) == cited, (cited, listed)
     assert listed == list(range(1, len(listed) + 1))
     return cited
+
+
+def choose_option(page, label: str, option: str) -> None:
+    """Pick `option` in the selectbox labelled `label`."""
+    page.get_by_role("combobox", name=label, exact=True).click()
+    page.get_by_role("option", name=option, exact=True).click()
+
+
+def open_parameters(page) -> None:
+    """Open Explore's Parameters expander (the method's generated parameter form)."""
+    page.locator('[data-testid="stExpander"] summary').filter(has_text="Parameters").click()
+
+
+def type_number(page, label: str, value: float) -> None:
+    """Type into a number box and leave it (Streamlit takes the value on Enter)."""
+    box = page.get_by_label(label, exact=True)
+    box.fill(str(value))
+    box.press("Enter")
+
+
+def node_panel_column(page):
+    """The node panel's column (the one with the Node selectbox)."""
+    return page.locator('[data-testid="stColumn"]').filter(
+        has=page.get_by_role("combobox", name="Node", exact=True)).last
+
+
+# Every edge as vis draws it (ends, colour, dashes, hidden), from the map's Network (the frame's test hook).
+_EDGES_JS = """() => {
+  const net = window.__thoughtmap.network;
+  return Object.values(net.body.edges).map((e) => ({
+    from: String(e.fromId), to: String(e.toId), colour: e.options.color.color,
+    dashes: Boolean(e.options.dashes), hidden: Boolean(e.options.hidden)}));
+}"""
+
+# Pixels of a colour ("#rrggbb") on the map's canvas, within a tolerance per channel.
+_PIXELS_JS = """(body, colour) => {
+  const canvas = document.querySelector('#map canvas');
+  const data = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
+  const [R, G, B] = [1, 3, 5].map(i => parseInt(colour.slice(i, i + 2), 16));
+  let n = 0;
+  for (let i = 0; i < data.length; i += 4)
+    if (Math.abs(data[i] - R) < 20 && Math.abs(data[i + 1] - G) < 20 && Math.abs(data[i + 2] - B) < 20) n++;
+  return n;
+}"""
+
+
+def map_edges(page) -> list[dict]:
+    """Every edge of the map as vis draws it: from and to (node ids), colour, dashes, hidden."""
+    return map_frame(page).locator("body").evaluate(_EDGES_JS)
+
+
+def canvas_pixels(page, colour: str) -> int:
+    """How many pixels of the map's canvas are painted in `colour` ("#rrggbb", give or take 20 per channel)."""
+    return map_frame(page).locator("body").evaluate(_PIXELS_JS, colour)

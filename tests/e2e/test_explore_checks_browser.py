@@ -19,7 +19,16 @@ import pytest
 from engine.config import load_settings
 from storage import Repository, open_database
 from storage.models import RunStatus
-from tests.e2e.conftest import ARTIFACTS, StreamlitApp, download_report, metric, poll
+from tests.e2e.conftest import (
+    ARTIFACTS,
+    StreamlitApp,
+    choose_option,
+    download_report,
+    metric,
+    open_parameters,
+    poll,
+    type_number,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -82,29 +91,12 @@ def sidebar_link(page, name: str):
     return page.locator('[data-testid="stSidebarNav"]').get_by_role("link", name=name)
 
 
-def choose(page, label: str, option: str) -> None:
-    """Pick `option` in the selectbox labelled `label`."""
-    page.get_by_role("combobox", name=label, exact=True).click()
-    page.get_by_role("option", name=option, exact=True).click()
-
-
-def open_parameters(page) -> None:
-    page.locator('[data-testid="stExpander"] summary').filter(has_text="Parameters").click()
-
-
-def type_number(page, label: str, value: int) -> None:
-    """Type into a number box and leave it (Streamlit takes the value on Enter)."""
-    box = page.get_by_label(label, exact=True)
-    box.fill(str(value))
-    box.press("Enter")
-
-
 def new_research(page, app: StreamlitApp, question: str, method: str | None = None) -> None:
     """A fresh Explore page with the question typed (and a method picked)."""
     page.goto(app.url)
     page.get_by_label("Question").fill(question)
     if method is not None:
-        choose(page, "Method", method)
+        choose_option(page, "Method", method)
 
 
 def opened_run(page) -> str | None:

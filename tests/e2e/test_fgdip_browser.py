@@ -20,7 +20,6 @@ import re
 import pytest
 
 from engine.llm.fake import FakeLLM
-from engine.llm.fake_server import FakeOpenAIServer
 from engine.methods.fgdip.kinds import EDGES, NODE_KINDS
 from engine.methods.fgdip.method import FgdipMethod
 from engine.node_numbers import node_numbers
@@ -28,16 +27,18 @@ from storage.models import CommandStatus, RunStatus
 from tests.e2e.conftest import (
     ARTIFACTS,
     MAP_IFRAME,
-    StreamlitApp,
+    canvas_pixels,
     choose_method,
     choose_node,
+    map_edges,
     map_frame,
     map_nodes,
     metric,
+    node_panel_column,
     panel_node,
     poll,
     rgb,
-    serving,
+    serving_fake_llm,
 )
 from tests.fgdip_scripts import (
     EVALUATE_ANSWER,
@@ -62,25 +63,6 @@ FILLS = {v.value: rgb(v.colour) for v in KINDS["step"].variants}
 ANSWER_FILLS = {v.value: rgb(v.colour) for v in KINDS["answer"].variants}
 BACKTRACK = next(e for e in EDGES if e.name == "backtrack")
 
-# Every edge as vis draws it (ends, colour, dashes), from the map's Network (the frame's test hook).
-_EDGES_JS = """() => {
-  const net = window.__thoughtmap.network;
-  return Object.values(net.body.edges).map((e) => ({
-    from: String(e.fromId), to: String(e.toId), colour: e.options.color.color,
-    dashes: Boolean(e.options.dashes), hidden: Boolean(e.options.hidden)}));
-}"""
-
-# Pixels of a colour on the map's canvas (within a tolerance per channel).
-_PIXELS_JS = """(body, colour) => {
-  const canvas = document.querySelector('#map canvas');
-  const data = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
-  const [R, G, B] = [1, 3, 5].map(i => parseInt(colour.slice(i, i + 2), 16));
-  let n = 0;
-  for (let i = 0; i < data.length; i += 4)
-    if (Math.abs(data[i] - R) < 20 && Math.abs(data[i + 1] - G) < 20 && Math.abs(data[i + 2] - B) < 20) n++;
-  return n;
-}"""
-
 # Whether a button's label is cut short (an element inside it narrower than its text).
 _CUT_JS = "b => [b, ...b.querySelectorAll('*')].some((e) => e.scrollWidth > e.clientWidth + 1)"
 
@@ -98,16 +80,7 @@ def scripted_fake() -> FakeLLM:
 @pytest.fixture
 def fgdip_app(app_home, tmp_path, request):
     """The app on an OpenAI-compatible endpoint that is the scripted fake (this process's thread)."""
-    with FakeOpenAIServer(scripted_fake(), latency_s=0.1) as server:
-        app = StreamlitApp(app_home, log_dir=tmp_path, env={
-            "THOUGHTMAP_LLM": "openai", "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "test"})
-        yield from serving(app, request)
-
-
-def _panel(page):
-    """The node panel's column (the one with the Node selectbox)."""
-    return page.locator('[data-testid="stColumn"]').filter(
-        has=page.get_by_role("combobox", name="Node", exact=True)).last
+    yield from serving_fake_llm(scripted_fake(), app_home, tmp_path, request)
 
 
 def test_the_search_tree_error_memory_and_a_steering_command(fgdip_app, page, app_repo):
@@ -159,7 +132,7 @@ def test_the_search_tree_error_memory_and_a_steering_command(fgdip_app, page, ap
 
     # The backtrack: its own edge kind, from the rejected answer to the second entity, dashed and in
     # its own colour (not the tree's), and drawn on the canvas.
-    edges = map_frame(page).locator("body").evaluate(_EDGES_JS)
+    edges = map_edges(page)
     back = [e for e in edges if e["colour"].upper() == BACKTRACK.colour.upper()]
     assert [(e["from"], e["to"]) for e in back] == [(str(answers["rejected"].id), str(branch[FIRST].id))], edges
     assert back[0]["dashes"] and not back[0]["hidden"]
@@ -171,7 +144,7 @@ def test_the_search_tree_error_memory_and_a_steering_command(fgdip_app, page, ap
     map_frame(page).get_by_role("button", name="Fit").click()
     poll(page, lambda: all(n["inView"] for n in map_nodes(page)), what="the whole tree in view")
     page.wait_for_timeout(500)
-    assert map_frame(page).locator("body").evaluate(_PIXELS_JS, BACKTRACK.colour) > 100
+    assert canvas_pixels(page, BACKTRACK.colour) > 100
     page.locator(MAP_IFRAME).screenshot(path=str(ARTIFACTS / "fgdip-search-tree-fit.png"))
 
     # The error memory beside the map: the rejected answer's analysis, with the answer and its branch.
@@ -187,7 +160,7 @@ def test_the_search_tree_error_memory_and_a_steering_command(fgdip_app, page, ap
     assert target.data["verdict"] == "sure" and target.data.get("explored_order") is None
     choose_node(page, numbers[target.id])
     poll(page, lambda: panel_node(page) == target.id, what="the node panel to show the step")
-    buttons = [_panel(page).get_by_role("button", name=name, exact=True) for name in ("Explore next", "Mark impossible")]
+    buttons = [node_panel_column(page).get_by_role("button", name=name, exact=True) for name in ("Explore next", "Mark impossible")]
     for button in buttons:  # whole labels, none cut to "Mark im…" by the narrow panel
         assert not button.evaluate(_CUT_JS), button.inner_text()
     buttons[1].click()
@@ -202,7 +175,7 @@ def test_the_search_tree_error_memory_and_a_steering_command(fgdip_app, page, ap
     lines = poll(page, lambda: "Mark impossible applied" in (t := log.inner_text(timeout=2_000)) and t,
                  what="the step log to say it was applied")
     assert lines.index("Mark impossible applied") < lines.index("Mark impossible queued"), lines
-    _panel(page).locator('[data-testid="stAlert"]').filter(has_text="Mark impossible applied").first.wait_for()
+    node_panel_column(page).locator('[data-testid="stAlert"]').filter(has_text="Mark impossible applied").first.wait_for()
     # The map follows: the step now has the impossible fill.
     poll(page, lambda: rgb(next(n for n in map_nodes(page) if n["id"] == str(target.id))["fill"]) == FILLS["impossible"],
          what="the step to turn impossible grey on the map")

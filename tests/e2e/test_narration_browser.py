@@ -10,7 +10,7 @@ import re
 import pytest
 
 from storage.models import CommandStatus, NodeStatus
-from tests.e2e.conftest import StreamlitApp, choose_node, metric, poll, serving
+from tests.e2e.conftest import StreamlitApp, choose_node, metric, node_panel_column, poll, serving
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -32,12 +32,6 @@ def slow_app(app_home, tmp_path, request):
 def _now_line(page) -> str:
     line = page.locator('[data-testid="stCaptionContainer"]').filter(has_text=re.compile(r"^Now: "))
     return line.first.inner_text(timeout=2_000) if line.count() else ""
-
-
-def _panel(page):
-    """The node panel's column (the one with the Node selectbox)."""
-    return page.locator('[data-testid="stColumn"]').filter(
-        has=page.get_by_role("combobox", name="Node", exact=True)).last
 
 
 def test_running_steps_step_log_and_visible_steering(slow_app, page, shot, app_repo):
@@ -65,7 +59,7 @@ def test_running_steps_step_log_and_visible_steering(slow_app, page, shot, app_r
 
     busy = poll(page, first_child, timeout=60, interval=0.1, what="a first question under the root")
     choose_node(page, busy.id)
-    panel = _panel(page)
+    panel = node_panel_column(page)
     doing = panel.locator('[data-testid="stCaptionContainer"]').filter(has_text=re.compile(r"^Now: "))
     poll(page, lambda: doing.count(), timeout=60, interval=0.1, what="the node to show its current step")
     # "Now:" with the running nodes and their steps, the map, the step log under it: one view.
@@ -98,12 +92,12 @@ def test_running_steps_step_log_and_visible_steering(slow_app, page, shot, app_r
     # A follow-up's box empties once it is sent (no invitation to send it twice).
     root = app_repo.list_nodes(run_id)[0]
     choose_node(page, root.id)
-    box = _panel(page).get_by_role("textbox", name="Your follow-up")
+    box = node_panel_column(page).get_by_role("textbox", name="Your follow-up")
     box.fill("Which Apollo technologies reached consumer products?")
     box.press("Enter")  # the value is committed to the app before the click
-    _panel(page).get_by_role("button", name="Ask", exact=True).click()
+    node_panel_column(page).get_by_role("button", name="Ask", exact=True).click()
     poll(page, lambda: any(c.kind == "ask" for c in app_repo.list_commands(run_id)), what="the ask to be queued")
-    poll(page, lambda: _panel(page).get_by_role("textbox", name="Your follow-up").input_value() == "", what="the box to empty")
+    poll(page, lambda: node_panel_column(page).get_by_role("textbox", name="Your follow-up").input_value() == "", what="the box to empty")
     assert [c.status for c in app_repo.list_commands(run_id) if c.kind == "ask"] in (
         [CommandStatus.QUEUED], [CommandStatus.TAKEN], [CommandStatus.DONE])
 
@@ -128,7 +122,7 @@ def test_a_command_on_a_finished_run_does_not_move_the_page(streamlit_app, page,
     run_id = page.url.split("run=")[1].split("&")[0]
     node = [n for n in app_repo.list_nodes(run_id) if n.parent_id is not None][-1]
     choose_node(page, node.id)
-    deeper = _panel(page).get_by_role("button", name="Go deeper", exact=True)
+    deeper = node_panel_column(page).get_by_role("button", name="Go deeper", exact=True)
     deeper.wait_for()
     report = page.locator('[data-testid="stExpander"]').filter(has_text="Open in the Report page")
     # Read the report: the view at the bottom of the page, the panel's button above it.
