@@ -89,13 +89,19 @@ def test_extraction_of_a_chunk_on_the_offline_fake_finds_its_names_and_relations
     kb = question_kb(store, fake)
     progress = kb.add_documents([ARTHUR])
     assert (progress.chunks_done, progress.chunks_total, progress.failed_chunks) == (1, 1, 0)
-    assert [r.max_tokens for r in fake.calls_for(EXTRACT.name)] == [2500]  # one call, capped
+    # One call, with room in proportion to the short passage (its words as tokens, twice, plus a base).
+    words = len(ARTHUR.text.split())
+    assert [r.max_tokens for r in fake.calls_for(EXTRACT.name)] == [round(300 + 2 * words / 0.75)]
     capped = KnowledgeLayer(store).open(run_id=Repository(store.db).create_run(question=QUESTION, method="rag",
                                                                                params={}).id,
                                         scope="question", collection=None, ask=EvalLLM(fake).ask, parallel=serial,
                                         extract_max_tokens=300)
     capped.add_documents([ARTHUR])
     assert fake.calls_for(EXTRACT.name)[-1].max_tokens == 300
+    # A chunk as long as the paper's 1,200 tokens gets the whole cap of 2,500, no more.
+    long_chunk = Hit(title="Long", ref="hotpotqa/Long#0", snippet="", kind="corpus", text="word " * words_for_tokens(1200))
+    kb.add_documents([long_chunk])
+    assert fake.calls_for(EXTRACT.name)[-1].max_tokens == 2500
     contents = store.contents(kb.graph_id)
     names = {e.name for e in contents.entities}
     assert {"Arthur's Magazine", "Philadelphia", "1844", "1846", "Godey's Lady's Book"} <= names

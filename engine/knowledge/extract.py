@@ -18,6 +18,7 @@ from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel
 
+from engine.knowledge.chunks import WORDS_PER_TOKEN
 from engine.knowledge.merge import merge_entity, merge_relation, normalise_extraction
 from engine.knowledge.prompts import ENTITY_TYPES, EXTRACT
 from engine.knowledge.schemas import Extraction
@@ -34,6 +35,18 @@ CHUNK_ERRORS = (StructuredOutputError, LLMTimeoutError, LLMRequestError, LLMServ
 PURPOSE = "knowledge"  # THOUGHTMAP_MODEL_KNOWLEDGE picks the extraction model, else the default one
 # An extraction lists up to 40 entities and 40 relations with descriptions: room for that, no more.
 EXTRACT_MAX_TOKENS = 2500
+# A chunk's extraction gets room in proportion to the chunk: a passage's entities and relations,
+# each described in a sentence, take about twice the passage's own tokens. Without this a 150-token
+# HotpotQA paragraph was given 2,500 tokens, and the built-in 0.5B model used them all on repeats
+# (110 s for one paragraph, 4 entities kept).
+EXTRACT_BASE_TOKENS = 300
+EXTRACT_TOKENS_PER_CHUNK_TOKEN = 2.0
+
+
+def extraction_budget(chunk: KnowledgeChunk, cap: int = EXTRACT_MAX_TOKENS) -> int:
+    """Most tokens one chunk's extraction may take: in proportion to the chunk, never above `cap`."""
+    chunk_tokens = len((chunk.text or "").split()) / WORDS_PER_TOKEN
+    return max(1, min(cap, round(EXTRACT_BASE_TOKENS + EXTRACT_TOKENS_PER_CHUNK_TOKEN * chunk_tokens)))
 
 
 class Asker(Protocol):
@@ -86,7 +99,7 @@ class ChunkExtractor:
             self._checkpoint()
         try:
             extraction = self._ask(extraction_prompt(chunk), Extraction, purpose=PURPOSE,
-                                   max_tokens=self._max_tokens)
+                                   max_tokens=extraction_budget(chunk, self._max_tokens))
         except CHUNK_ERRORS as exc:
             self._store.mark_chunk_failed(chunk.id, redact_secrets(str(exc)))
             return exc
