@@ -295,3 +295,26 @@ def test_a_stopped_benchmark_resumes_the_run_it_stopped_instead_of_failing_it(pr
         assert services.repo.get_run(again.run_id).status == RunStatus.DONE
     finally:
         services.close()
+
+
+def test_mtqa_knowledge_units_are_scored_as_evidence_recall_beside_the_sources(services):
+    """MTQA stores the documents it builds its graph from as sources and chooses knowledge units
+    among them: the harness scores both, so the knowledge units' own recall (issue 14's KU recall)
+    is measured, and a method that chooses no evidence gets no such column (not a zero)."""
+    from engine.evaluate.results import summarize
+    from engine.methods.registry import get_method
+
+    runner, bench = _bench(services, methods=["rag", "mtqa"], limit=2)
+    rows = runner.store.list_items(bench.id)
+    assert all(r.status == ItemStatus.SCORED for r in rows), [r.error for r in rows]
+    items = {i.id: i for i in load_items("hotpotqa-autoact", limit=2)}
+    for row in (r for r in rows if r.method == "mtqa"):
+        titles = get_method("mtqa").evidence_titles(services.repo.list_nodes(row.run_id))
+        assert titles, "the knowledge units' titles"
+        gold = {t.casefold() for t in items[row.item_id].supporting_titles}
+        found = gold & {t.casefold() for t in titles[:10]}
+        assert row.metrics["evidence_recall_all"] == float(found == gold)
+        assert row.metrics["evidence_recall_fraction"] == len(found) / len(gold)
+    assert all("evidence_recall_all" not in r.metrics for r in rows if r.method == "rag")
+    table = {row.method: row for row in summarize(runner.store, bench.id).rows}
+    assert "evidence_recall_all" in table["mtqa"].metrics and "evidence_recall_all" not in table["rag"].metrics

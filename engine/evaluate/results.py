@@ -13,6 +13,7 @@ from typing import Any
 
 from engine.evaluate import metrics
 from engine.evaluate.datasets import get_dataset
+from engine.methods.registry import get_method
 from engine.safe_text import inline_text
 from storage.evaluation import EvaluationStore, ItemStatus
 from storage.models import Benchmark, BenchmarkItem
@@ -21,6 +22,8 @@ from storage.models import Benchmark, BenchmarkItem
 ANSWER_METRICS = (
     ("em", "EM", True), ("f1", "F1", True), ("accuracy", "Accuracy", True),
     ("recall_any", "Recall@10 any-gold", True), ("recall_all", "Recall@10 all-gold", True),
+    # Of the passages a method chose as evidence (MTQA's knowledge units), when it declares them.
+    ("evidence_recall_all", "Evidence recall@10 all-gold", True),
     ("heading_recall", "Heading recall", True), ("rouge_l", "ROUGE-L", True),
     ("information_diversity", "Info. diversity", False),
     # LLM-judged (thoughtmap bench --judges): shown when a benchmark has them.
@@ -37,9 +40,19 @@ USAGE_METRICS = (
     ("citations", "Citations"), ("dangling_citations", "Dangling"), ("seconds", "Seconds"),
     ("critical_path_s", "Critical path s"),
 )
+EVIDENCE_METRICS = {"evidence_recall_all"}
+
+
+def declares_evidence(method: str) -> bool:
+    try:
+        return get_method(method).evidence_titles(()) is not None
+    except LookupError:
+        return False
+
+
 # The answer metrics each kind of dataset is scored on (the others do not apply to it).
 _APPLIES = {
-    "short": {"em", "f1", "recall_any", "recall_all", "information_diversity"},
+    "short": {"em", "f1", "recall_any", "recall_all", "evidence_recall_all", "information_diversity"},
     "yesno": {"accuracy", "information_diversity"},
     "article": {"heading_recall", "rouge_l", "information_diversity"},
     "long": {"information_diversity"},
@@ -97,6 +110,8 @@ def summarize(store: EvaluationStore, benchmark_id: str, *, seed: int = 0) -> Be
         summary = MethodRow(method=method, items=len(rows), finished=len(finished),
                             failed=sum(1 for r in rows if r.status == ItemStatus.FAILED))
         for key, _title in columns:
+            if key in EVIDENCE_METRICS and not declares_evidence(method):
+                continue  # not a zero: the method chooses no evidence beyond its sources
             values = _values(finished, key, zero.get(key, False))
             if values:
                 mean, low, high = metrics.bootstrap_ci(values, seed=seed)

@@ -16,6 +16,7 @@ from engine.evaluate import metrics
 from engine.evaluate.accounting import EvalLLM
 from engine.evaluate.datasets import Item
 from engine.evaluate.reader import read_answer
+from engine.methods.registry import get_method
 from engine.narration import SEARCH, active_seconds
 from storage.models import Run, RunStatus
 from storage.repository import Repository
@@ -23,6 +24,21 @@ from storage.repository import Repository
 RECALL_AT = 10
 _STORED_MARKER = re.compile(r"\[\[S(\d+)\]\]")
 _HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.M)
+
+
+def evidence_recall(repo: Repository, run: Run, item: Item) -> dict[str, float]:
+    """Recall@10 of the passages a method chose as its evidence (`Method.evidence_titles`: MTQA's
+    knowledge units), for the methods that declare them; nothing for the others."""
+    try:
+        method = get_method(run.method)
+    except LookupError:  # a method no longer registered: its stored sources are all there is
+        return {}
+    titles = method.evidence_titles(repo.list_nodes(run.id))
+    recall = metrics.retrieval_recall(titles, item.supporting_titles, k=RECALL_AT) if titles is not None else None
+    if recall is None:
+        return {}
+    return {"evidence_recall_any": recall.any_gold, "evidence_recall_all": recall.all_gold,
+            "evidence_recall_fraction": recall.fraction}
 
 
 def answered(run: Run) -> bool:
@@ -47,6 +63,7 @@ def score_item(repo: Repository, run_id: str, item: Item, reader: EvalLLM) -> tu
         if recall is not None:
             scores.update(
                 {"recall_any": recall.any_gold, "recall_all": recall.all_gold, "recall_fraction": recall.fraction})
+        scores.update(evidence_recall(repo, run, item))
 
     error = "" if answered(run) else (run.error or run.stop_reason or f"the run ended {run.status}")
     prediction = ""

@@ -291,6 +291,14 @@ class Method(ABC):
         return None
 
     @classmethod
+    def evidence_titles(cls, nodes: Sequence[Node]) -> list[str] | None:
+        """The titles of the passages the method itself chose as its evidence, best first, when that
+        is not simply the run's sources (MTQA: the knowledge units it retrieved out of the documents
+        it stored). The evaluation harness scores their recall of the gold passages beside the
+        sources' recall. None: the sources are the evidence."""
+        return None
+
+    @classmethod
     def describe_params(cls) -> list[dict[str, Any]]:
         """Name, type, default and help of every parameter (for the CLI and UI forms)."""
         rows = []

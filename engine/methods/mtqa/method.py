@@ -95,6 +95,18 @@ class MtqaMethod(Method):
     def estimate(cls, params: MethodParams) -> CostEstimate:
         return cost.estimate(params)  # type: ignore[arg-type]
 
+    @classmethod
+    def evidence_titles(cls, nodes: Sequence[Node]) -> list[str]:
+        """The knowledge units' titles: the first column's units (retrieved for the question) best
+        first, then each summary's correction units in column order; dropped units left out. The
+        documents stored for the knowledge graph are the run's sources, so the harness's source
+        recall measures the document retrieval and this the knowledge units (the issue's KU recall)."""
+        holders = [n for n in nodes if n.kind == KNOWLEDGE and n.status == NodeStatus.DONE]
+        holders += sorted((n for n in nodes if n.kind == SUMMARY and (n.data or {}).get("units_ready")),
+                          key=lambda n: n.data["column"])
+        return [unit["title"] for holder in holders for unit in (holder.data or {}).get("units", [])
+                if unit.get("title") and not unit.get("dropped")]
+
     # ------------------------------------------------------------------ the growth loop
 
     def start(self, ctx: RunContext) -> None:
