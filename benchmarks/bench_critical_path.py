@@ -1,5 +1,5 @@
-"""Wall time of the tree methods (DEoT, OmniThink) against their critical path, with a fixed
-per-call latency.
+"""Wall time of the tree and matrix methods (DEoT, OmniThink, MTQA) against their critical path,
+with a fixed per-call latency.
 
 A script, not a test. It starts an OpenAI-compatible test server on 127.0.0.1 that answers every
 call after a fixed latency (the fake LLM's answers), runs default runs through the real `openai`
@@ -9,6 +9,7 @@ top of the calls it cannot overlap.
 
     .venv/bin/python benchmarks/bench_critical_path.py                # latency 0.3 s, default params
     .venv/bin/python benchmarks/bench_critical_path.py --latency 0.5 --write
+    .venv/bin/python benchmarks/bench_critical_path.py --methods mtqa --write   # MTQA's section only
 """
 
 from __future__ import annotations
@@ -81,7 +82,32 @@ def omnithink_critical_path(repo, run_id: str) -> tuple[int, int]:
     return critical, critical
 
 
-QUESTIONS = {"deot": QUESTION, "omnithink": "2022 AFL Grand Final"}
+def mtqa_critical_path(repo, run_id: str) -> tuple[int, int]:
+    """The knowledge graph: its chunks are extracted concurrently (one call deep), then the
+    question's keywords. Then the columns one after the other (a column starts from the summary of
+    the one before): in a column, a thought waits for the one above it only when α > 0 passes it
+    paragraphs, so the column's chain is its longest run of such links; then the column's summary.
+    The second number is the matrix as if every thought waited for the one above (α > 0 everywhere)."""
+    calls = repo.list_llm_calls(run_id)
+    knowledge = sum(1 for c in calls if c.purpose == "knowledge")
+    graph = (1 if knowledge > 1 else 0) + (1 if knowledge else 0)  # extraction wave, keywords
+    cells = repo.list_nodes(run_id, kind="cell")
+    columns = sorted({c.data["column"] for c in cells})
+    critical = serial = graph
+    for column in columns:
+        rows = sorted((c for c in cells if c.data["column"] == column), key=lambda c: c.data["row"])
+        longest = run = 0
+        for cell in rows:
+            run = run + 1 if (cell.data.get("alpha") or 0) > 0 and run else 1
+            longest = max(longest, run)
+        summary = 1 if any(c.purpose == "summary" for c in calls) else 0
+        critical += longest + summary
+        serial += len(rows) + summary
+    return critical, serial
+
+
+QUESTIONS = {"deot": QUESTION, "omnithink": "2022 AFL Grand Final",
+             "mtqa": "Which magazine was started first, Arthur's Magazine or First for Women?"}
 
 
 def run_once(latency: float, params: dict, concurrency: int, method: str = "deot") -> dict:
@@ -99,6 +125,9 @@ def run_once(latency: float, params: dict, concurrency: int, method: str = "deot
         if method == "deot":
             critical, layered = critical_path_calls(services.repo, run.id)
             nodes = services.repo.list_nodes(run.id, kind="question")
+        elif method == "mtqa":
+            critical, layered = mtqa_critical_path(services.repo, run.id)
+            nodes = services.repo.list_nodes(run.id)
         else:
             critical, layered = omnithink_critical_path(services.repo, run.id)
             nodes = services.repo.list_nodes(run.id)
@@ -118,16 +147,56 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, nargs="+", default=[8, 16],
                         help="LLM concurrency limits to measure (default: 8, the default setting, and 16)")
     parser.add_argument("--repeat", type=int, default=3, help="runs per row; the row shows the median wall time")
-    parser.add_argument("--write", action="store_true", help="replace the DEoT section of docs/benchmarks.md")
+    parser.add_argument("--methods", nargs="+", default=["deot", "omnithink", "mtqa"],
+                        choices=["deot", "omnithink", "mtqa"], help="methods to measure (default: all three)")
+    parser.add_argument("--write", action="store_true", help="replace their sections of docs/benchmarks.md")
     args = parser.parse_args()
+    tree = [m for m in args.methods if m != "mtqa"]
+    if tree:
+        publish_tree(args, tree)
+    if "mtqa" in args.methods:
+        publish_mtqa(args)
 
+
+def measured(args, method: str, concurrency: int) -> tuple[dict, float]:
+    runs = sorted((run_once(args.latency, {}, concurrency, method) for _ in range(args.repeat)),
+                  key=lambda r: r["wall"])
+    r = runs[len(runs) // 2]
+    return r, r["critical"] * args.latency
+
+
+def publish_mtqa(args) -> None:
     rows = []
-    for method, concurrency in [("deot", c) for c in args.concurrency] + [("omnithink", c) for c in args.concurrency]:
+    for concurrency in args.concurrency:
+        r, ideal = measured(args, "mtqa", concurrency)
+        rows.append(
+            f"| mtqa, default params (3 × 4, Vert&Hor-0.1), LLM concurrency {concurrency} | {r['status']} | "
+            f"{r['nodes']} ({r['done']} done) | {r['calls']} | {r['max_in_flight']} | {r['critical']} | "
+            f"{r['layered']} | {r['wall']:.1f} s | {ideal:.1f} s | **{r['wall'] / ideal:.2f}** |")
+    body = "\n".join([
+        facts_block(f".venv/bin/python benchmarks/bench_critical_path.py --methods mtqa --latency {args.latency} "
+                    f"--repeat {args.repeat} --concurrency {' '.join(map(str, args.concurrency))}", machine_facts()),
+        f"The same test server ({args.latency} s per call, the fake LLM's answers through the real `openai` "
+        "client) runs MTQA with its default parameters on a HotpotQA question of the bundled corpus: 10 "
+        "documents into the question's knowledge graph, a 3 × 4 matrix with the Vert&Hor-0.1 weights. "
+        "Critical path = one wave of chunk extractions (they run concurrently) + the question's keywords + "
+        "per column the longest chain of thoughts linked by α > 0 + the column's summary; columns run one "
+        "after the other. The serial matrix bound counts every thought of a column in sequence. Each row is "
+        f"the median of {args.repeat} runs.",
+        "",
+        "| run | status | nodes | LLM calls | most calls in flight | critical path (calls) | serial matrix "
+        "bound (calls) | wall time | critical path × latency | wall / critical path |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        *rows,
+    ])
+    publish("MTQA: wall time over critical path", body, args.write)
+
+
+def publish_tree(args, methods: list[str]) -> None:
+    rows = []
+    for method, concurrency in [(m, c) for m in methods for c in args.concurrency]:
         label = f"{method}, default params, LLM concurrency {concurrency}"
-        runs = sorted((run_once(args.latency, {}, concurrency, method) for _ in range(args.repeat)),
-                      key=lambda r: r["wall"])
-        r = runs[len(runs) // 2]
-        ideal = r["critical"] * args.latency
+        r, ideal = measured(args, method, concurrency)
         rows.append(
             f"| {label} | {r['status']} | {r['nodes']} ({r['done']} done), depth {r['depth']} | {r['calls']} | "
             f"{r['max_in_flight']} | {r['critical']} | {r['layered']} | {r['wall']:.1f} s | {ideal:.1f} s | "
