@@ -474,3 +474,22 @@ def test_run_mtqa_on_the_fake_prints_the_run_id_and_stores_a_cited_short_answer(
     assert "**Answer:**" in body
     cited = {int(n) for n in re.findall(r"\[(\d+)\]", body)}
     assert cited and cited == {int(SOURCE_LINE.match(line).group(1)) for line in source_lines}
+
+
+def test_run_mtqa_against_an_openai_compatible_server(prebuilt_corpus_home, capsys, monkeypatch):
+    """`--llm openai` through the real openai client against the local test server: every LLM call
+    of the run (extraction, keywords, thoughts, summaries) is a request the server answered."""
+    from engine.llm.fake_server import FakeOpenAIServer
+
+    with FakeOpenAIServer() as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "test")
+        code, out, err = cli_run(capsys, "run", QUESTION, "--method", "mtqa", "--llm", "openai", "--search", "local",
+                                 "--param", "rows=2", "--param", "columns=2", "--param", "documents=3")
+        requests = server.count_chat_requests()
+    assert code == cli.EXIT_OK, err
+    run, nodes, sources = stored_run(run_id_of(out))
+    base = next(n for n in nodes if n.kind == "knowledge")
+    assert run.status == RunStatus.DONE and run.llm_calls == requests == 1 + base.data["chunks"] + 2 * 2 + 2
+    assert sources and all(s.kind == "corpus" for s in sources)
+    assert any(n.kind == "summary" and n.data["column"] == 1 and n.status == NodeStatus.DONE for n in nodes)
