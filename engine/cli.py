@@ -142,6 +142,9 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--pairwise", choices=["deot", "mtqa"], default=None,
                        help="also compare the first method with each other one, item by item, with the DEoT "
                        "or MTQA pairwise judge (both orders; THOUGHTMAP_MODEL_JUDGE_PAIRWISE picks the model)")
+    bench.add_argument("--by", metavar="KEY", default=None,
+                       help="an item field such as level (HotpotQA AutoAct: easy, medium, hard): a new benchmark's "
+                            "sample holds an equal share of each value, and the table has a row per method and value")
     bench.add_argument("--resume", metavar="ID", help="continue a stored benchmark")
     bench.add_argument("--show", metavar="ID", help="print a stored benchmark's table")
     bench.add_argument("--list", action="store_true", help="list stored benchmarks")
@@ -505,7 +508,7 @@ def cmd_bench(args) -> int:
                 limit=args.limit, seed=DEFAULT_SEED if args.seed is None else args.seed, values=values, llm=kind,
                 profile=args.profile, search_mode=args.search or services.settings.search,
                 max_cost=args.max_cost, max_tokens=args.max_tokens, concurrency=args.concurrency,
-                judges=tuple(j.strip() for j in args.judges.split(",") if j.strip()))
+                judges=tuple(j.strip() for j in args.judges.split(",") if j.strip()), balance=args.by)
             bench = bench_runner.create(spec)
             _prepare_llm(services, kind, args.quiet)
         if not args.show:
@@ -518,9 +521,9 @@ def cmd_bench(args) -> int:
                          + (f": {one_line(row.error)[:120]}" if row.error else ""))
 
             bench = _execute_benchmark(bench_runner, bench.id, progress)
+        table = summarize(bench_runner.store, bench.id, by=args.by)
     except (BenchmarkError, DatasetError, BenchmarkNotFound) as exc:
         raise CLIError(str(exc)) from exc
-    table = summarize(bench_runner.store, bench.id)
     markdown = to_markdown(table)
     if args.pairwise:
         markdown += "\n" + _pairwise(services, bench_runner, bench, args.pairwise)

@@ -318,3 +318,36 @@ def test_mtqa_knowledge_units_are_scored_as_evidence_recall_beside_the_sources(s
     assert all("evidence_recall_all" not in r.metrics for r in rows if r.method == "rag")
     table = {row.method: row for row in summarize(runner.store, bench.id).rows}
     assert "evidence_recall_all" in table["mtqa"].metrics and "evidence_recall_all" not in table["rag"].metrics
+
+
+def test_a_sample_balanced_by_level_holds_each_level_equally_and_the_table_breaks_down_by_it(
+        prebuilt_corpus_home, capsys, tmp_path):
+    items = load_items("hotpotqa-autoact", limit=9, balance="level")
+    assert sorted(i.meta["level"] for i in items) == ["easy"] * 3 + ["hard"] * 3 + ["medium"] * 3
+    # Same seed, same sample; each level's items in the plain sample's order.
+    plain = load_items("hotpotqa-autoact")
+    assert items == load_items("hotpotqa-autoact", limit=9, balance="level")
+    for level in ("easy", "medium", "hard"):
+        mine = [i.id for i in items if i.meta["level"] == level]
+        assert mine == [i.id for i in plain if i.meta["level"] == level][:3]
+
+    out_json = tmp_path / "table.json"
+    code = cli.main(["bench", "--dataset", "hotpotqa-autoact", "--methods", "direct", "--limit", "6", "--by", "level",
+                     "--llm", "fake", "--quiet", "--json", str(out_json)])
+    captured = capsys.readouterr()
+    assert code == cli.EXIT_OK, captured.err
+    for level in ("easy", "hard", "medium"):
+        assert f"| direct · {level} | 2/2 |" in captured.out
+    rows = json.loads(out_json.read_text())["methods"]
+    assert [(r["method"], r["group"], r["items"]) for r in rows] == [
+        ("direct", "easy", 2), ("direct", "hard", 2), ("direct", "medium", 2)]
+
+    # A key the items do not have is refused, and nothing is stored for it.
+    code = cli.main(["bench", "--dataset", "nq", "--methods", "direct", "--limit", "2", "--by", "level",
+                     "--llm", "fake", "--quiet"])
+    assert code != cli.EXIT_OK and "no 'level'" in capsys.readouterr().err
+    services = build_services(load_settings())
+    try:
+        assert [b.dataset for b in EvaluationStore(services.db).list_benchmarks()] == ["hotpotqa-autoact"]
+    finally:
+        services.close()

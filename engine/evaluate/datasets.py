@@ -156,8 +156,11 @@ def get_dataset(name: str) -> Dataset:
 
 
 def load_items(name: str, *, limit: int | None = None, seed: int = DEFAULT_SEED,
-               data_dir: Path = BUNDLED_DATA_DIR) -> list[Item]:
-    """The sample of a dataset: its items shuffled with `seed`, the first `limit` of them."""
+               data_dir: Path = BUNDLED_DATA_DIR, balance: str | None = None) -> list[Item]:
+    """The sample of a dataset: its items shuffled with `seed`, the first `limit` of them. With
+    `balance` (an item's `meta` key, e.g. "level"), the shuffled items are dealt round-robin across
+    the key's values first, so the first `limit` hold the same share of each (HotpotQA AutoAct's
+    easy, medium and hard: 90 items are 30 of each)."""
     dataset = get_dataset(name)
     if limit is not None and limit < 1:
         raise DatasetError(f"--limit must be at least 1 (got {limit})")
@@ -166,7 +169,34 @@ def load_items(name: str, *, limit: int | None = None, seed: int = DEFAULT_SEED,
         raise DatasetError(f"the {name} data file is missing: {path}. It ships in data/datasets (see data/SOURCES.md)")
     items = list(dataset.read(path, name))
     random.Random(seed).shuffle(items)
+    if balance:
+        items = balanced(items, balance, name)
     return items[:limit] if limit else items
+
+
+def breakdown_keys(name: str, data_dir: Path = BUNDLED_DATA_DIR) -> list[str]:
+    """The `meta` keys a dataset's items can be balanced and broken down by (e.g. level, type)."""
+    dataset = get_dataset(name)
+    path = dataset.file(data_dir)
+    if not path.is_file():
+        return []
+    return sorted({key for item in dataset.read(path, name) for key in item.meta})
+
+
+def balanced(items: list[Item], key: str, name: str) -> list[Item]:
+    """`items` dealt round-robin across the values of `meta[key]` (values in sorted order), each
+    value's items in their given order."""
+    groups: dict[str, list[Item]] = {}
+    for item in items:
+        if key not in item.meta:
+            raise DatasetError(f"the {name} items have no '{key}' to balance by "
+                               f"(they have: {', '.join(sorted(item.meta)) or 'nothing'})")
+        groups.setdefault(item.meta[key], []).append(item)
+    queues = [groups[value] for value in sorted(groups)]
+    dealt: list[Item] = []
+    for index in range(max(len(q) for q in queues)):
+        dealt.extend(q[index] for q in queues if index < len(q))
+    return dealt
 
 
 def items_by_id(name: str, ids: list[str], *, data_dir: Path = BUNDLED_DATA_DIR) -> dict[str, Item]:
@@ -176,4 +206,5 @@ def items_by_id(name: str, ids: list[str], *, data_dir: Path = BUNDLED_DATA_DIR)
     return {item.id: item for item in get_dataset(name).read(path, name) if item.id in wanted}
 
 
-__all__ = ["DATASETS", "DEFAULT_SEED", "Dataset", "DatasetError", "Item", "get_dataset", "items_by_id", "load_items"]
+__all__ = ["DATASETS", "DEFAULT_SEED", "Dataset", "DatasetError", "Item", "balanced", "breakdown_keys", "get_dataset",
+           "items_by_id", "load_items"]

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.evaluate import metrics
-from engine.evaluate.datasets import get_dataset
+from engine.evaluate.datasets import DatasetError, get_dataset, items_by_id
 from engine.methods.registry import get_method
 from engine.safe_text import inline_text
 from storage.evaluation import EvaluationStore, ItemStatus
@@ -74,6 +74,11 @@ class MethodRow:
     finished: int
     failed: int
     metrics: dict[str, MetricSummary] = field(default_factory=dict)
+    group: str = ""  # the value of the breakdown key (e.g. "hard"), when the table is broken down
+
+    @property
+    def label(self) -> str:
+        return f"{self.method} · {self.group}" if self.group else self.method
 
 
 @dataclass
@@ -96,19 +101,21 @@ def _values(rows: list[BenchmarkItem], key: str, zero_for_failures: bool) -> lis
     return values
 
 
-def summarize(store: EvaluationStore, benchmark_id: str, *, seed: int = 0) -> BenchmarkTable:
+def summarize(store: EvaluationStore, benchmark_id: str, *, seed: int = 0, by: str | None = None) -> BenchmarkTable:
+    """The table; with `by` (an item meta key such as "level"), one row per method and value."""
     bench = store.get_benchmark(benchmark_id)
     applies = _APPLIES[get_dataset(bench.dataset).answer_type]
     all_rows = store.list_items(bench.id)
     judged = {k for r in all_rows for k in r.metrics if k in JUDGED}
     columns = [(k, t) for k, t, _z in ANSWER_METRICS if k in applies or k in judged] + list(USAGE_METRICS)
     zero = {k: z for k, _t, z in ANSWER_METRICS}
+    groups = _groups(bench, all_rows, by)
     table_rows = []
-    for method in bench.methods:
-        rows = [r for r in all_rows if r.method == method]
+    for method, (group, members) in ((m, g) for m in bench.methods for g in groups.items()):
+        rows = [r for r in all_rows if r.method == method and (members is None or r.item_id in members)]
         finished = [r for r in rows if r.status in ItemStatus.FINISHED]
         summary = MethodRow(method=method, items=len(rows), finished=len(finished),
-                            failed=sum(1 for r in rows if r.status == ItemStatus.FAILED))
+                            failed=sum(1 for r in rows if r.status == ItemStatus.FAILED), group=group)
         for key, _title in columns:
             if key in EVIDENCE_METRICS and not declares_evidence(method):
                 continue  # not a zero: the method chooses no evidence beyond its sources
@@ -118,6 +125,20 @@ def summarize(store: EvaluationStore, benchmark_id: str, *, seed: int = 0) -> Be
                 summary.metrics[key] = MetricSummary(mean, low, high, len(values))
         table_rows.append(summary)
     return BenchmarkTable(bench, table_rows, columns)
+
+
+def _groups(bench: Benchmark, rows: list[BenchmarkItem], by: str | None) -> dict[str, set[str] | None]:
+    """The item ids of each value of `by` (sorted), or one group of every item."""
+    if not by:
+        return {"": None}
+    items = items_by_id(bench.dataset, sorted({r.item_id for r in rows}))
+    missing = sorted({i for i in items if by not in items[i].meta})
+    if missing or not items:
+        raise DatasetError(f"the {bench.dataset} items have no '{by}' to break the table down by")
+    groups: dict[str, set[str]] = {}
+    for item in items.values():
+        groups.setdefault(item.meta[by], set()).add(item.id)
+    return {value: groups[value] for value in sorted(groups)}
 
 
 def metric_text(summary: MetricSummary | None, key: str) -> str:
@@ -148,7 +169,7 @@ def to_markdown(table: BenchmarkTable) -> str:
     ]
     for row in table.rows:
         cells = [metric_text(row.metrics.get(key), key) for key, _t in table.columns]
-        lines.append(f"| {inline_text(row.method)} | {row.finished}/{row.items} | {row.failed} | " + " | ".join(cells) + " |")
+        lines.append(f"| {inline_text(row.label)} | {row.finished}/{row.items} | {row.failed} | " + " | ".join(cells) + " |")
     if bench.note:
         lines += ["", inline_text(bench.note)]
     return "\n".join(lines) + "\n"
@@ -161,7 +182,7 @@ def to_json(table: BenchmarkTable) -> dict[str, Any]:
                       "seed": bench.seed, "params": bench.params, "llm": bench.llm_info,
                       "search": bench.search_mode, "status": bench.status, "note": bench.note},
         "methods": [
-            {"method": row.method, "items": row.items, "finished": row.finished, "failed": row.failed,
+            {"method": row.method, **({"group": row.group} if row.group else {}), "items": row.items, "finished": row.finished, "failed": row.failed,
              "metrics": {k: {"mean": m.mean, "low": m.low, "high": m.high, "n": m.n} for k, m in row.metrics.items()}}
             for row in table.rows
         ],

@@ -59,6 +59,7 @@ class BenchmarkSpec:
     max_tokens: int | None = None
     concurrency: int = 2
     judges: tuple[str, ...] = ()  # LLM-judged scores per item: claims, density, rubric (item_judges.py)
+    balance: str | None = None  # an item meta key (level): the sample holds an equal share of each value
 
 
 Progress = Callable[[BenchmarkItem], None]
@@ -153,7 +154,7 @@ class BenchmarkRunner:
             except ParamError as exc:
                 raise BenchmarkError(str(exc)) from exc
             params[method] = built.model_dump(mode="json")
-        items = load_items(spec.dataset, limit=spec.limit, seed=spec.seed)
+        items = load_items(spec.dataset, limit=spec.limit, seed=spec.seed, balance=spec.balance)
         return self.store.create_benchmark(
             dataset=spec.dataset, methods=spec.methods, items=[i.id for i in items], limit=len(items),
             seed=spec.seed, params=params, llm_info=self.services.llm_info(spec.llm),
