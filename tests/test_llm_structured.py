@@ -118,3 +118,35 @@ def test_the_schema_shown_to_models_leaves_out_class_docstrings_but_keeps_field_
     assert "description" not in schema and "appendix" not in str(schema)
     assert "citing sources as [n]" in schema["properties"]["key_findings"]["description"]
     assert "appendix" not in str(schema_for(breadth_model(3)))
+
+
+class Summary(BaseModel):
+    paragraphs: list[str]
+    short_answer: str = Field(description="The answer in as few words as possible: a name, number or date.")
+
+
+SUMMARY_SYSTEM = ("Write the refined answer in paragraphs; then the short answer: the fewest words that answer "
+                  "the question (a name, number, date, yes or no).")
+
+
+def test_an_answer_that_copies_the_instructions_is_re_asked():
+    """A 0.5B model answered MTQA's summary with the prompt's own words as its short answer. That is
+    not an answer: it is re-asked, saying why, and quoting the user's data stays allowed."""
+    with FakeOpenAIServer() as server:
+        server.enqueue(content='{"paragraphs": ["Arthur\'s Magazine came first [1]."], "short_answer": '
+                               '"The fewest words that answer the question (a name, number, date, yes or no)."}')
+        server.enqueue(content='{"paragraphs": ["How do bees communicate where flowers are? With the waggle '
+                               'dance [1]."], "short_answer": "The waggle dance"}')
+        summary = ask_structured(make_llm(server), [Message("system", SUMMARY_SYSTEM),
+                                                    Message("user", SOURCES_PROMPT)], Summary)
+        reask = server.requests[1]["messages"][-1]["content"]
+    assert summary.short_answer == "The waggle dance"  # the user's question quoted in a paragraph is fine
+    assert "short_answer repeats the instructions word for word" in reask
+
+
+def test_a_field_description_copied_every_time_fails_as_a_structured_output_error():
+    with FakeOpenAIServer() as server:
+        for _ in range(3):
+            server.enqueue(content='{"paragraphs": ["x"], "short_answer": "The answer in as few words as possible"}')
+        with pytest.raises(StructuredOutputError, match="repeats the instructions"):
+            ask_structured(make_llm(server), [Message("user", SOURCES_PROMPT)], Summary)

@@ -82,6 +82,40 @@ def parse_output(text: str, output_type: type[T]) -> T:
     return output_type.model_validate(value)
 
 
+# A string of at least this many words found word for word in the instructions is a copy of them.
+COPY_MIN_WORDS = 5
+_WORD = re.compile(r"\w+")
+
+
+def _word_text(text: str) -> str:
+    return " " + " ".join(_WORD.findall(text.casefold())) + " "
+
+
+def _strings(value: Any, path: str = "") -> list[tuple[str, str]]:
+    """Every string in a parsed answer, with where it is (`field.0.name`)."""
+    if isinstance(value, BaseModel):
+        return [pair for name in type(value).model_fields
+                for pair in _strings(getattr(value, name), f"{path}.{name}" if path else name)]
+    if isinstance(value, (list, tuple)):
+        return [pair for i, item in enumerate(value) for pair in _strings(item, f"{path}.{i}")]
+    if isinstance(value, dict):
+        return [pair for key, item in value.items() for pair in _strings(item, f"{path}.{key}")]
+    return [(path, value)] if isinstance(value, str) else []
+
+
+def copied_instructions(answer: BaseModel, instructions: str) -> str | None:
+    """Where `answer` copies the instructions instead of answering them (a small model given "then the
+    short answer: the fewest words that answer the question" answered exactly that), or None. Only
+    the system prompt and the schema count as instructions, never the user's data, which an answer
+    may rightly quote."""
+    said = _word_text(instructions)
+    for where, text in _strings(answer):
+        words = _word_text(text)
+        if len(words.split()) >= COPY_MIN_WORDS and words in said:
+            return where
+    return None
+
+
 def _short_error(exc: Exception) -> str:
     if isinstance(exc, ValidationError):
         parts = []
@@ -113,6 +147,7 @@ def ask_structured(
     prompt_name = prompt if prompt is not None else getattr(messages, "name", "")
     convo = list(messages)
     convo.append(Message("user", format_instruction(output_type)))
+    instructions = "\n".join(m.content for m in convo if m.role == "system") + "\n" + convo[-1].content
     last_text = ""
     last_error = ""
     for attempt in range(1, max_reasks + 2):
@@ -132,7 +167,12 @@ def ask_structured(
             on_response(response)
         last_text = response.text
         try:
-            return parse_output(response.text, output_type)
+            answer = parse_output(response.text, output_type)
+            copied = copied_instructions(answer, instructions)
+            if copied:
+                raise ValueError(f"{copied} repeats the instructions word for word instead of answering them; "
+                                 "write the content they ask for")
+            return answer
         except (ValueError, ValidationError) as exc:
             last_error = _short_error(exc)
             convo.append(Message("assistant", response.text[:4000]))
