@@ -110,13 +110,15 @@ class RunContext:
     # The knowledge graphs (injected by the runner from Services); see `knowledge`.
     knowledge_layer: KnowledgeLayer | None = None
 
-    def search(self, query: str, *, k: int, node: Node | None = None) -> list[Hit]:
+    def search(self, query: str, *, k: int, node: Node | None = None, searcher: Searcher | None = None) -> list[Hit]:
         """`searcher.search`, told to the step log: what was searched, where, how much came back
-        (or why the search failed: the SearchError is raised again)."""
-        where = self.searcher.description
+        (or why the search failed: the SearchError is raised again). `searcher` is the run's own
+        search seen another way (`combined.web_first`); the run's searcher by default."""
+        searcher = searcher or self.searcher
+        where = searcher.description
         node_id = node.id if node is not None else None
         try:
-            hits = self.searcher.search(query, k=k)
+            hits = searcher.search(query, k=k)
         except SearchError as exc:
             self.graph.narrate(narration.search_failed_text(query, where, str(exc)), node_id=node_id,
                                kind=narration.SEARCH, query=query, error=str(exc)[:2000])
