@@ -37,6 +37,7 @@ from engine.llm.fake import named, request_text
 
 REVISE_SUMMARY = named("deot.revise_summary")
 NEWS_SEARCH = named("deot.news_search")
+PAPER_CONTROLLER = named("deot.controller_paper")
 LEAN = {"optimize_query": False, "validate_plans": False}
 
 
@@ -182,13 +183,14 @@ def test_news_asks_the_web_first_and_keeps_exclusions():
 
 
 def test_paper_engines_switch_gives_the_papers_controller_and_breadth(services, fake_llm):
-    fake_llm.when(CONTROLLER, {"wrong": "shape"})  # never usable: the paper defaults to BREADTH
+    fake_llm.when(PAPER_CONTROLLER, {"wrong": "shape"})  # never usable: the paper defaults to BREADTH
     run_id = _run(services, {"paper_engines": True, "max_layers": 2, "max_nodes": 4})
     root = root_of(services, run_id)
     assert root.data["expansion"]["decision"] == "BREADTH" and root.data["expansion"]["by"] == "default"
     (breadth,) = fake_llm.calls_for(BREADTH, first_try_only=True)
     assert "Give exactly 3 aspects" in request_text(breadth) and at_most(breadth) == 3
-    controller = fake_llm.calls_for(CONTROLLER, first_try_only=True)[0]
+    assert not fake_llm.calls_for(CONTROLLER)
+    controller = fake_llm.calls_for(PAPER_CONTROLLER, first_try_only=True)[0]
     assert "STOP" not in request_text(controller) and "STOP" not in str(controller.json_schema)
 
 

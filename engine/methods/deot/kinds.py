@@ -226,6 +226,7 @@ STEPS = {
     prompts.FACT_CHECK.name: "checking the facts",
     prompts.REVISE_SUMMARY.name: "correcting the summary after the fact check",
     prompts.CONTROLLER.name: "deciding whether to go wider or deeper",
+    prompts.CONTROLLER_PAPER.name: "deciding whether to go wider or deeper",
     prompts.BREADTH.name: "proposing new aspects",
     prompts.DEPTH.name: "proposing a deeper question",
     prompts.FOLLOW_UPS_RETRY.name: "asking again differently: its proposals repeated questions already asked",

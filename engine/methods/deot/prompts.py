@@ -213,7 +213,7 @@ CONTROLLER = Prompt(
 
 # The paper's controller (`paper_engines`): BREADTH or DEPTH only; a branch ends at the limits.
 CONTROLLER_PAPER = Prompt(
-    name="deot.controller",
+    name="deot.controller_paper",
     system=(
         "You steer an analysis tree and choose the next step for one of its nodes:\n"
         "- BREADTH: the topic has several distinct aspects still unexplored; widen the analysis.\n"
