@@ -15,7 +15,7 @@ from engine.llm.openai_compat import OpenAICompatibleLLM
 from engine.services import Services, build_services
 from storage.models import NodeStatus, RunStatus
 
-DEOT_SMALL = {"max_layers": 1, "max_nodes": 4, "optimize_query": False}
+DEOT_SMALL = {"max_layers": 2, "max_nodes": 4, "optimize_query": False}
 OMNITHINK_SMALL = {"max_depth": 1, "subnodes": 2, "max_sections": 2}
 QUESTIONS = [
     "How did the Apollo program shape later space exploration?",

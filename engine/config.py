@@ -26,6 +26,9 @@ Environment variables (a public interface, keep them stable):
 | THOUGHTMAP_LOCAL_CTX | context window of the built-in model, in tokens | 8192 |
 | THOUGHTMAP_LOCAL_THREADS | CPU threads of the built-in model | all cores |
 | THOUGHTMAP_OLLAMA_URL | where the app looks for a running Ollama | http://127.0.0.1:11434 |
+| THOUGHTMAP_EMBEDDINGS_URL | an OpenAI-compatible endpoint serving `/embeddings` (OmniThink's section evidence by similarity); unset: BM25 | unset |
+| THOUGHTMAP_EMBEDDINGS_MODEL | the embedding model at that endpoint | text-embedding-3-small |
+| THOUGHTMAP_EMBEDDINGS_KEY | its key (OPENAI_API_KEY when the URL is OPENAI_BASE_URL) | unset |
 """
 
 from __future__ import annotations
@@ -72,6 +75,16 @@ class LLMSettings(BaseModel):
 
 
 LLMChoice = Literal["auto", "local", "openai", "fake"]
+DEFAULT_EMBEDDINGS_MODEL = "text-embedding-3-small"
+
+
+class EmbeddingsSettings(BaseModel):
+    """Where embeddings come from (`engine/search/embeddings.py`); none configured: BM25 instead."""
+
+    base_url: str
+    model: str = DEFAULT_EMBEDDINGS_MODEL
+    api_key: str | None = Field(default=None, repr=False, exclude=True)
+    timeout_s: float = 60.0
 
 
 def _default_models_dir() -> Path:
@@ -104,6 +117,7 @@ class Settings(BaseModel):
     # Methods kept outside the package ("module:Class,..."), loaded beside the built-in ones.
     method_plugins: str = ""
     local: LocalModelSettings = Field(default_factory=LocalModelSettings)
+    embeddings: EmbeddingsSettings | None = None
 
     @property
     def corpus_index_path(self) -> Path:
@@ -147,7 +161,18 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         llm_choice=(env.get("THOUGHTMAP_LLM") or "auto").strip().lower(),
         method_plugins=env.get("THOUGHTMAP_METHODS") or "",
         local=_local_settings(env),
+        embeddings=_embeddings_settings(env, llm),
     )
+
+
+def _embeddings_settings(env: Mapping[str, str], llm: LLMSettings) -> EmbeddingsSettings | None:
+    url = (env.get("THOUGHTMAP_EMBEDDINGS_URL") or "").strip()
+    if not url:
+        return None
+    key = env.get("THOUGHTMAP_EMBEDDINGS_KEY") or (
+        llm.api_key if url.rstrip("/") == llm.base_url.rstrip("/") else None)
+    return EmbeddingsSettings(base_url=url, model=env.get("THOUGHTMAP_EMBEDDINGS_MODEL") or DEFAULT_EMBEDDINGS_MODEL,
+                              api_key=key)
 
 
 def _local_settings(env: Mapping[str, str]) -> LocalModelSettings:

@@ -21,6 +21,7 @@ from datetime import timedelta
 from engine import narration
 from engine.graph import RunGraph
 from engine.knowledge.open import KnowledgeLayer
+from engine.search.embeddings import Embedder
 from engine.llm.accounting import Budget, RunLLM
 from engine.llm.pricing import PriceTable
 from engine.llm.protocol import LLM, BudgetExceeded, LLMError
@@ -136,6 +137,7 @@ class Runner:
         heartbeat_s: float = 5.0,
         stale_after: timedelta = timedelta(minutes=2),
         knowledge: KnowledgeLayer | None = None,
+        embedder: Embedder | None = None,
     ) -> None:
         self.repo = repo
         self.llm_for = llm_for
@@ -146,6 +148,7 @@ class Runner:
         self.heartbeat_s = heartbeat_s
         self.stale_after = stale_after
         self.knowledge = knowledge  # handed to every run's context (ctx.knowledge)
+        self.embedder = embedder  # handed to every run's context (ctx.embedder); None: BM25
         # Node-level work of every run shares this pool: one process-wide bound on parallelism.
         self.executor = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="node")
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -323,7 +326,7 @@ class Runner:
             run_id=run.id, question=run.question, params=params, llm=llm,
             searcher=self.searcher_for(run), graph=graph,
             checkpoint=control.checkpoint, take_steering=take_steering, executor=self.executor,
-            complete_command=complete_command, knowledge_layer=self.knowledge,
+            complete_command=complete_command, knowledge_layer=self.knowledge, embedder=self.embedder,
         )
 
     def _apply_steering(self, ctx: RunContext, method: Method) -> None:

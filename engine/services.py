@@ -20,6 +20,7 @@ from engine.methods.registry import get_method, load_methods
 from engine.redact import redact_url
 from engine.runner import Runner
 from engine.search.combined import build_searcher
+from engine.search.embeddings import Embedder, build_embedder
 from engine.search.exclusion import ExcludingSearcher, SearchExclusions
 from engine.search.protocol import Searcher
 from storage import Repository, open_database
@@ -41,6 +42,8 @@ class Services:
     runner: Runner = field(init=False)
     # The knowledge graphs (MTQA's knowledge layer): runs open them through ctx.knowledge.
     knowledge: KnowledgeLayer = field(init=False)
+    # Semantic similarity (an OpenAI-compatible /embeddings endpoint), or None: BM25 instead.
+    embedder: Embedder | None = field(init=False)
     # The methods this process serves: the built-in ones and THOUGHTMAP_METHODS' plugins.
     methods: dict[str, type[Method]] = field(default_factory=dict)
     # What auto mode learned per endpoint and model; survives `configure_openai`, shown in Settings.
@@ -55,9 +58,10 @@ class Services:
         if not self.methods:
             self.methods = load_methods(self.settings.method_plugins)
         self.knowledge = KnowledgeLayer(KnowledgeStore(self.db))
+        self.embedder = build_embedder(self.settings.embeddings)
         self.runner = Runner(self.repo, llm_for=self.llm_for_run, searcher_for=self.searcher_for_run,
                              prices=self.prices, methods=self.methods, max_workers=self.settings.workers,
-                             knowledge=self.knowledge)
+                             knowledge=self.knowledge, embedder=self.embedder)
 
     def method(self, name: str) -> type[Method]:
         return get_method(name, self.methods)

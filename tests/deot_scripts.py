@@ -48,7 +48,7 @@ INVALID = {"wrong": "shape"}
 ATTEMPTS_TO_FAIL = DEFAULT_MAX_REASKS + 1
 
 # Small trees for tests that do not need the paper's defaults: the root and three aspects.
-SMALL = {"max_layers": 1, "max_nodes": 4}
+SMALL = {"max_layers": 2, "max_nodes": 4}
 
 
 # ---------------------------------------------------------------------- reading prompts
@@ -74,7 +74,7 @@ def query_of(request: ChatRequest) -> str:
 
 def at_most(request: ChatRequest) -> int:
     """How many aspects a breadth prompt asks for."""
-    return int(re.search(r"Give at most (\d+) aspects", request_text(request)).group(1))
+    return int(re.search(r"Give (?:at most|exactly) (\d+) aspects", request_text(request)).group(1))
 
 
 def prompts_with(fake: FakeLLM, prompt: PromptMatch | str) -> list[str]:

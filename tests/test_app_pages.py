@@ -42,7 +42,7 @@ APP = ROOT / "app.py"
 TIMEOUT = 30  # seconds per script run (generous: CI machines can be slow)
 
 QUESTION = "What engineering legacy did the Apollo program leave?"
-SMALL_DEOT = {"max_layers": 1, "max_nodes": 3, "optimize_query": False}
+SMALL_DEOT = {"max_layers": 2, "max_nodes": 3, "optimize_query": False}
 
 
 # ---------------------------------------------------------------------- fixtures and helpers
@@ -244,7 +244,7 @@ def test_explore_start_runs_to_done_and_shows_progress_node_and_report(services)
     at = open_page()
     at.text_area(key="question").input(QUESTION)
     at.number_input(key="params-deot.max_nodes").set_value(3)
-    at.number_input(key="params-deot.max_layers").set_value(1)
+    at.number_input(key="params-deot.max_layers").set_value(2)
     at.checkbox(key="params-deot.optimize_query").uncheck()
     at.button(key="start").click().run()
     assert_no_exception(at)
@@ -253,7 +253,7 @@ def test_explore_start_runs_to_done_and_shows_progress_node_and_report(services)
     assert at.session_state["run_id"] == run_id
     run = services.repo.get_run(run_id)
     assert (run.question, run.method, run.llm_info["kind"]) == (QUESTION, "deot", "fake")
-    assert run.params["max_nodes"] == 3 and run.params["max_layers"] == 1
+    assert run.params["max_nodes"] == 3 and run.params["max_layers"] == 2
 
     assert wait_until_idle(services, run_id).status == RunStatus.DONE
     at.run()

@@ -11,7 +11,7 @@ from storage.models import NodeStatus, RunStatus
 from tests.test_cli import cli_run, run_id_of, split_report, stored_run
 
 QUESTION = "How will rising sea levels affect coastal cities?"
-SMALL = ["--param", "max_nodes=4", "--param", "max_layers=1"]
+SMALL = ["--param", "max_nodes=4", "--param", "max_layers=2"]
 
 
 def test_deot_with_the_fake_and_local_search(prebuilt_corpus_home, capsys, tmp_path):
@@ -22,7 +22,7 @@ def test_deot_with_the_fake_and_local_search(prebuilt_corpus_home, capsys, tmp_p
     run, nodes, sources = stored_run(run_id_of(out))
     questions = [n for n in nodes if n.kind == "question"]
     assert run.status == RunStatus.DONE
-    assert run.params["max_nodes"] == 4 and run.params["max_layers"] == 1
+    assert run.params["max_nodes"] == 4 and run.params["max_layers"] == 2
     assert 1 < len(questions) <= 4 and max(n.depth for n in questions) <= 1
     assert sources and all(s.kind == "corpus" for s in sources)
     body, source_lines = split_report(out_file.read_text())

@@ -64,23 +64,26 @@ def test_estimate_within_30_percent_of_a_default_run(services, cls, profile):
 
 
 def test_deot_tree_follows_the_node_budget_and_layers():
-    # Root, 3 children, 9 grandchildren, then 2 of the 9 expanded within the 15-node budget.
+    # The paper's three layers (the question is layer 1): root, 3 children, 9 grandchildren.
     assert tree_shape(DeotParams(), children_per_expansion=3) == tree_shape(
         DeotParams(max_nodes=15), children_per_expansion=3)
     shape = tree_shape(DeotParams(), children_per_expansion=3)
-    assert (shape.nodes, shape.expansions) == (15, 6)
-    assert tree_shape(DeotParams(max_layers=1), children_per_expansion=3).nodes == 4
-    assert tree_shape(DeotParams(max_layers=0), children_per_expansion=3).expansions == 0
+    assert (shape.nodes, shape.expansions) == (13, 4)
+    # A fourth layer: 2 of the 9 grandchildren expanded within the 15-node budget.
+    deeper = tree_shape(DeotParams(max_layers=4), children_per_expansion=3)
+    assert (deeper.nodes, deeper.expansions) == (15, 6)
+    assert tree_shape(DeotParams(max_layers=2), children_per_expansion=3).nodes == 4
+    assert tree_shape(DeotParams(max_layers=1), children_per_expansion=3).expansions == 0
     assert tree_shape(DeotParams(max_nodes=1), children_per_expansion=3).nodes == 1
 
 
 def test_estimate_follows_the_parameters():
     deot = METHODS["deot"]
-    small, large = deot.estimate(DeotParams(max_nodes=5)), deot.estimate(DeotParams(max_nodes=40, max_layers=4))
+    small, large = deot.estimate(DeotParams(max_nodes=5)), deot.estimate(DeotParams(max_nodes=40, max_layers=5))
     assert small.calls < large.calls and small.tokens < large.tokens
     # Switching the validators off removes a plan validation and a fact check per node.
     lean = deot.estimate(DeotParams(validate_plans=False, validate_results=False))
-    assert deot.estimate(DeotParams()).calls - lean.calls == 2 * 15
+    assert deot.estimate(DeotParams()).calls - lean.calls == 2 * 13
     omni = METHODS["omnithink"]
     assert omni.estimate(omni.Params(max_sections=10)).calls == omni.estimate(omni.Params(max_sections=6)).calls + 4
 

@@ -146,8 +146,8 @@ def test_deepen_running_run(services, scripted):
 
 def test_prune_finished_run(services, scripted):
     # Layer 1 deepens: ALPHA, BETA and GAMMA each get one depth child.
-    scripted.when(CONTROLLER, controller_by_layer(lambda layer: "BREADTH" if layer == 0 else "DEPTH"))
-    run_id = _finished(services, {"max_layers": 2, "max_nodes": 7})
+    scripted.when(CONTROLLER, controller_by_layer(lambda layer: "BREADTH" if layer == 1 else "DEPTH"))
+    run_id = _finished(services, {"max_layers": 3, "max_nodes": 7})
     beta = by_label(services, run_id, BETA)
     [beta_child] = children_of(services, run_id, beta)
     reports = _reports(services, run_id)
@@ -172,7 +172,7 @@ def test_prune_finished_run(services, scripted):
 
 def test_prune_running_run_before_its_children_exist(services, scripted):
     # All BREADTH: layer 1 would grow three aspects under each of ALPHA, BETA and GAMMA.
-    run_id, gate = _gated_run(services, scripted, about(PLANNER, ALPHA), {"max_layers": 2, "max_nodes": 15})
+    run_id, gate = _gated_run(services, scripted, about(PLANNER, ALPHA), {"max_layers": 3, "max_nodes": 15})
     beta = by_label(services, run_id, BETA)
     assert children_of(services, run_id, beta) == []
     command = services.runner.steer(run_id, "prune", {"node_id": beta.id})

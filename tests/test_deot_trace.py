@@ -74,11 +74,12 @@ def _done_run(services, params: dict | None = None, question: str = QUESTION) ->
 
 def test_default_run_respects_paper_limits_and_records_every_step(services, fake_llm):
     # BREADTH on the first two layers, DEPTH below: both engines run, and the node budget bites.
-    fake_llm.when(CONTROLLER, controller_by_layer(lambda layer: "BREADTH" if layer < 2 else "DEPTH"))
+    # (Layers as the paper counts them: the question is layer 1, so four layers are depths 0-3.)
+    fake_llm.when(CONTROLLER, controller_by_layer(lambda layer: "BREADTH" if layer < 3 else "DEPTH"))
     # Unique proposals: the fake's templates would repeat some nodes' own questions, which are dropped.
     fake_llm.when(BREADTH, BreadthScript())
     fake_llm.when(DEPTH, depth_follow_up)
-    run_id = _done_run(services)  # default params: max_layers=3, max_nodes=15, max_aspects=3
+    run_id = _done_run(services, {"max_layers": 4})  # and the defaults: max_nodes=15, max_aspects=3
     nodes = questions(services, run_id)
     by_id = {n.id: n for n in nodes}
     root = root_of(services, run_id)
@@ -101,7 +102,7 @@ def test_default_run_respects_paper_limits_and_records_every_step(services, fake
         expansion = node.data["expansion"]
         assert expansion["decision"] in ("BREADTH", "DEPTH", "STOP") and expansion["reasoning"]
         if expansion["by"] == "controller":
-            assert expansion["reasoning"].startswith(f"layer {node.depth}:")
+            assert expansion["reasoning"].startswith(f"layer {node.depth + 1}:")
         children = [c for c in nodes if c.parent_id == node.id]
         assert sorted(c.id for c in children) == sorted(expansion["created"])
         assert len(expansion["created"]) + len(expansion.get("dropped_for_budget", [])) == len(expansion["proposals"])
@@ -329,10 +330,10 @@ def test_controller_stop_ends_expansion_at_the_root(services, fake_llm):
 
 
 @pytest.mark.parametrize("params, total, max_depth, rule", [
-    ({"max_layers": 1, "max_nodes": 15}, 4, 1, "maximum layer"),
-    ({"max_layers": 3, "max_nodes": 4}, 4, 1, "maximum number of nodes"),
-    ({"max_layers": 2, "max_nodes": 6}, 6, 2, "maximum layer"),
-    ({"max_layers": 0, "max_nodes": 15}, 1, 0, "maximum layer"),
+    ({"max_layers": 2, "max_nodes": 15}, 4, 1, "maximum layer"),
+    ({"max_layers": 4, "max_nodes": 4}, 4, 1, "maximum number of nodes"),
+    ({"max_layers": 3, "max_nodes": 6}, 6, 2, "maximum layer"),
+    ({"max_layers": 1, "max_nodes": 15}, 1, 0, "maximum layer"),
 ])
 def test_termination_by_max_layers_and_max_nodes(services, params, total, max_depth, rule):
     run_id = _done_run(services, params)
@@ -473,14 +474,14 @@ SUMMARY_NAMING = {"key_findings": "Apollo 11 landed in 1969 [1]. Margaret Hamilt
 
 
 def test_a_breadth_answer_that_only_repeats_the_question_is_asked_again_differently(services, fake_llm):
-    fake_llm.when(CONTROLLER, controller_by_layer(lambda layer: "BREADTH" if layer < 1 else "STOP"))
+    fake_llm.when(CONTROLLER, controller_by_layer(lambda layer: "BREADTH" if layer < 2 else "STOP"))
     fake_llm.when(SUMMARY, SUMMARY_NAMING)
     fake_llm.when(BREADTH, lambda request: aspects(aspect(QUESTION.upper()), aspect(QUESTION[:-1] + " today?")))
     fake_llm.when(FOLLOW_UPS_RETRY, {"things": [
         {"name": "Apollo Guidance Computer", "kind": "other"},
         {"name": "organisations", "kind": "organisation"},  # the prompt's own word, not in the text
         {"name": "Margaret Hamilton.", "kind": "person"}]})
-    run_id = _done_run(services, {"max_layers": 1, "max_nodes": 4, "optimize_query": False})
+    run_id = _done_run(services, {"max_layers": 2, "max_nodes": 4, "optimize_query": False})
     nodes = questions(services, run_id)
     # Only names the findings hold; each becomes a question written in code.
     assert [n.label for n in nodes[1:]] == ["What is known about Apollo Guidance Computer?", "Who is Margaret Hamilton?"]
@@ -503,11 +504,11 @@ def test_a_breadth_answer_that_only_repeats_the_question_is_asked_again_differen
 
 def test_when_the_retry_names_nothing_usable_the_findings_names_are_followed_up(services, fake_llm):
     """The built-in 0.5B model answered the retry with the prompt's own words ("people", "organisations")."""
-    fake_llm.when(CONTROLLER, controller_by_layer(lambda layer: "BREADTH" if layer < 1 else "STOP"))
+    fake_llm.when(CONTROLLER, controller_by_layer(lambda layer: "BREADTH" if layer < 2 else "STOP"))
     fake_llm.when(SUMMARY, SUMMARY_NAMING)
     fake_llm.when(BREADTH, lambda request: aspects(aspect(QUESTION)))
     fake_llm.when(FOLLOW_UPS_RETRY, {"things": [{"name": "people", "kind": "person"}]})
-    run_id = _done_run(services, {"max_layers": 1, "max_nodes": 3, "optimize_query": False, "max_aspects": 2})
+    run_id = _done_run(services, {"max_layers": 2, "max_nodes": 3, "optimize_query": False, "max_aspects": 2})
     labels = [n.label for n in questions(services, run_id)[1:]]
     assert labels == ["What is known about Margaret Hamilton?", "What is known about Apollo Guidance Computer?"]
 
@@ -522,14 +523,14 @@ def test_names_in_a_text():
 
 
 def test_a_node_whose_retry_also_repeats_stops_and_says_why(services, fake_llm):
-    fake_llm.when(CONTROLLER, controller_by_layer(lambda layer: "BREADTH" if layer < 1 else "STOP"))
+    fake_llm.when(CONTROLLER, controller_by_layer(lambda layer: "BREADTH" if layer < 2 else "STOP"))
     fake_llm.when(BREADTH, lambda request: aspects(aspect(QUESTION)))
     fake_llm.when(FOLLOW_UPS_RETRY, {"things": [{"name": QUESTION, "kind": "other"}]})  # not a name
     # ... and the findings name nothing to follow up either.
     fake_llm.when(SUMMARY, {"key_findings": "it went well [1].", "evidence_and_data": ["it did [1]."],
                             "analysis": "it mattered [1].", "conflicting_information": [],
                             "conclusion": "it shaped what came later [1]."})
-    run_id = _done_run(services, {"max_layers": 1, "max_nodes": 3, "optimize_query": False})
+    run_id = _done_run(services, {"max_layers": 2, "max_nodes": 3, "optimize_query": False})
     nodes = questions(services, run_id)
     assert len(nodes) == 1
     expansion = nodes[0].data["expansion"]
@@ -541,7 +542,7 @@ def test_a_node_whose_retry_also_repeats_stops_and_says_why(services, fake_llm):
 
 def test_root_breadth_opens_with_the_breadth_engine_without_asking_the_controller(services, fake_llm):
     fake_llm.when(CONTROLLER, controller_by_layer(lambda layer: "STOP"))
-    run_id = _done_run(services, {"max_layers": 1, "max_nodes": 3, "optimize_query": False, "root_breadth": True})
+    run_id = _done_run(services, {"max_layers": 2, "max_nodes": 3, "optimize_query": False, "root_breadth": True})
     nodes = questions(services, run_id)
     assert len(nodes) == 3 and nodes[0].data["expansion"]["by"] == "rule"
     assert nodes[0].data["expansion"]["decision"] == "BREADTH"
@@ -551,7 +552,7 @@ def test_root_breadth_opens_with_the_breadth_engine_without_asking_the_controlle
 def test_a_report_that_cites_nothing_keeps_the_trees_cited_findings(services, fake_llm):
     """Small models often write the final report without one citation; the evidence must not vanish."""
     fake_llm.when(FINAL_REPORT, lambda request: "Apollo shaped later exploration in many ways.")
-    run_id = _done_run(services, {"max_layers": 1, "max_nodes": 3, "optimize_query": False})
+    run_id = _done_run(services, {"max_layers": 2, "max_nodes": 3, "optimize_query": False})
     report = services.repo.latest_report(run_id)
     assert report.markdown.startswith("Apollo shaped later exploration in many ways.")
     assert "## Key findings from the tree" in report.markdown and report.data["findings_appended"] is True
@@ -563,7 +564,7 @@ def test_a_report_that_cites_nothing_keeps_the_trees_cited_findings(services, fa
 
 
 def test_without_the_llm_planner_a_node_runs_one_search_of_its_own_query(services, fake_llm):
-    run_id = _done_run(services, {"max_layers": 1, "max_nodes": 2, "optimize_query": False, "llm_planner": False})
+    run_id = _done_run(services, {"max_layers": 2, "max_nodes": 2, "optimize_query": False, "llm_planner": False})
     assert not fake_llm.calls_for(PLANNER)
     for node in questions(services, run_id):
         assert [(t["tool"], t["input"]) for t in node.data["plan"]] == [("info_search", node.label)]

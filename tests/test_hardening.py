@@ -34,7 +34,7 @@ def test_sources_own_reference_markers_are_not_shown_to_the_model():
 
 
 def test_the_root_cannot_be_pruned(services):
-    for method, params in (("deot", {"max_nodes": 2, "max_layers": 1}), ("omnithink", {"max_depth": 1, "subnodes": 1})):
+    for method, params in (("deot", {"max_nodes": 2, "max_layers": 2}), ("omnithink", {"max_depth": 1, "subnodes": 1})):
         run_id = run_to_end(services, "How did the Apollo program shape computing?", method, params)
         root = next(n for n in services.repo.list_nodes(run_id) if n.parent_id is None)
         with pytest.raises(ValueError, match="does not apply to the question itself"):

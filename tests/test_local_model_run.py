@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 THOUGHTMAP = [sys.executable, "-m", "engine.cli"]
 QUESTION = ("Which animation comedy by the creator of Wallace and Gromit matched zoo animals with "
             "people talking about their homes?")  # HotpotQA dev; its passages are in the bundled corpus
-TINY = {"max_nodes": 2, "max_layers": 1, "max_aspects": 1}
+TINY = {"max_nodes": 2, "max_layers": 2, "max_aspects": 1}
 
 
 def _env(home: Path) -> dict[str, str]:
@@ -78,7 +78,7 @@ def test_a_run_goes_on_when_the_model_server_is_killed_mid_call(local_settings, 
         llm.preflight()
         server = llm.server
         first_pid = server.pid
-        params = build_params_with_profile(DeotParams, {"max_nodes": 1, "max_layers": 0}, method="deot",
+        params = build_params_with_profile(DeotParams, {"max_nodes": 1, "max_layers": 1}, method="deot",
                                            profile="quick")
         run = services.runner.create_run(question=QUESTION, method="deot", params=params,
                                          llm_info=services.llm_info("local"), search_mode="local")

@@ -109,7 +109,7 @@ def _gated_deot(services, fake_llm):
     fake_llm.when(named("deot.depth"), depth_follow_up)
     gate = Gate()
     fake_llm.when(about(PLANNER, ALPHA), gate, times=1)
-    run_id = start_run(services, QUESTION, {"optimize_query": False, "max_layers": 2, "max_nodes": 15})
+    run_id = start_run(services, QUESTION, {"optimize_query": False, "max_layers": 3, "max_nodes": 15})
     gate.wait_reached()
     return run_id, gate, by_label(services, run_id, BETA)
 

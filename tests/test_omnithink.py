@@ -165,7 +165,7 @@ def test_each_sub_node_retrieves_its_own_information(services, fake_llm):
         assert set(cited_source_ids(node.content)) == {s.id for s in sources}
         if node.parent_id is not None:
             assert node.data["keywords"] and node.data["forced"] is False
-            expected_queries += [f"{TOPIC} {kw}" for kw in node.data["keywords"]]
+            expected_queries += list(node.data["keywords"])  # the bare keywords, as the paper searches
     # Each node searched its own queries, each exactly once.
     assert sorted(searcher.queries) == sorted(expected_queries)
     # Sub-nodes of one parent found different information.
@@ -280,7 +280,12 @@ def test_every_section_is_written_from_snippets_of_the_tree(services, fake_llm):
     assert section_of(prompts[MATCH]) == f"{MATCH} (subsections: First half; Second half)"
     for section in sections:
         snippets = section["snippets"]
-        assert 1 <= len(snippets) <= 2
+        # Up to 2 for the title and 2 for each subsection title (the paper's per-heading evidence).
+        headings = section["evidence"]["headings"]
+        assert [h["heading"] for h in headings][0] == section["title"]
+        assert 1 <= len(snippets) <= 2 * len(headings)
+        assert all(len(h["sources"]) <= 2 for h in headings)
+        assert snippets == list(dict.fromkeys(i for h in headings for i in h["sources"]))
         assert set(snippets) <= set(tree_sources)
         # The prompt shows exactly these snippets, in order, and the section cites only them.
         assert listed_titles(prompts[section["title"]]) == [tree_sources[i].title for i in snippets]
@@ -445,7 +450,7 @@ def test_expand_finished_run(services, scripted):
     _check_expanded(services, run_id, match.id, [0, 1, 2])
     assert "up to 2 broad categories" in prompts_with(scripted, EXPAND)[-1]
     new = children_of(services, run_id, match)
-    assert sorted(searcher.queries[searches:]) == sorted(f"{TOPIC} {kw}" for c in new for kw in c.data["keywords"])
+    assert sorted(searcher.queries[searches:]) == sorted(kw for c in new for kw in c.data["keywords"])
     # Nothing else was touched; the grown tree stays below the new nodes (depth 2 > max_depth 1).
     assert len(tree(services, run_id)) == 5
 
@@ -538,7 +543,7 @@ def test_add_subtopic_finished_run(services, scripted):
     assert added.parent_id == root.id and added.depth == 1 and added.kind == "subtopic"
     assert added.data["keywords"] == ["television broadcast", "radio coverage"] and added.data["user"] is True
     assert added.status == NodeStatus.DONE and services.repo.sources_for_node(added.id)
-    assert searcher.queries[searches:] == [f"{TOPIC} television broadcast", f"{TOPIC} radio coverage"]
+    assert searcher.queries[searches:] == ["television broadcast", "radio coverage"]
     pools = versions(services, run_id, POOL)
     assert [p.data["step"] for p in pools] == [0, 1, 2] and pools[-1].data["from_nodes"] == [added.id]
 
@@ -685,7 +690,7 @@ def _finished_nodes(services, run_id: str) -> dict[int, tuple]:
 
 
 def _queries_of(nodes) -> set[str]:
-    return {TOPIC if n.parent_id is None else f"{TOPIC} {kw}" for n in nodes for kw in n.data["keywords"]}
+    return {TOPIC if n.parent_id is None else kw for n in nodes for kw in n.data["keywords"]}
 
 
 def _resume_and_check(services, run_id: str, searcher, start: int, **budget) -> None:

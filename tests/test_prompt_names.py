@@ -232,7 +232,7 @@ def test_the_test_scripts_name_existing_prompts():
 
 
 @pytest.mark.parametrize("method, params", [
-    ("deot", {"max_layers": 1, "max_nodes": 3}),
+    ("deot", {"max_layers": 2, "max_nodes": 3}),
     ("omnithink", {"subnodes": 2, "max_depth": 1}),
     ("direct", {}),
     ("rag", {}),

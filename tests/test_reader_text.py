@@ -95,7 +95,7 @@ def test_a_structured_failure_reads_in_plain_words_with_the_detail_apart():
 
 def test_a_deot_report_the_model_cannot_write_is_retried_then_a_note_and_the_run_is_not_done(services, fake_llm):
     fake_llm.when(prompt="deot.final_report", respond="Field required.")
-    run_id = run_to_end(services, "Why did the Apollo program end?", "deot", {"max_nodes": 2, "max_layers": 1})
+    run_id = run_to_end(services, "Why did the Apollo program end?", "deot", {"max_nodes": 2, "max_layers": 2})
     report = services.repo.latest_report(run_id)
     assert "Field required" not in report.markdown and report.markdown.startswith(REPORT_NOT_WRITTEN)
     assert len(fake_llm.calls_for("deot.final_report")) == 2  # retried once
@@ -120,7 +120,7 @@ def test_a_summary_of_only_junk_fails_its_node_in_plain_words(services, fake_llm
     junk = {"key_findings": "key_findings", "evidence_and_data": ["Field required."], "analysis": "analysis",
             "conflicting_information": [], "conclusion": "string"}
     fake_llm.when(prompt="deot.summarize_results", respond=junk)
-    run_id = run_to_end(services, "Why did the Apollo program end?", "deot", {"max_nodes": 1, "max_layers": 0})
+    run_id = run_to_end(services, "Why did the Apollo program end?", "deot", {"max_nodes": 1, "max_layers": 1})
     root = services.repo.list_nodes(run_id)[0]
     assert root.status == "failed" and "held no content" in root.error and "Retry" in root.error
     assert services.repo.get_run(run_id).status == RunStatus.FAILED

@@ -62,7 +62,7 @@ def test_a_run_with_some_failed_nodes_is_done_with_a_warning_and_resume_retries_
     # One child's summary fails (three times: the first try and the re-asks); the others succeed.
     children = ["How did Apollo change NASA budgets?", "How did Apollo change lunar science?",
                 "How did Apollo influence private spaceflight?"]
-    fake_llm.when(CONTROLLER, controller_by_layer(lambda layer: "BREADTH" if layer == 0 else "STOP"))
+    fake_llm.when(CONTROLLER, controller_by_layer(lambda layer: "BREADTH" if layer == 1 else "STOP"))
     fake_llm.when(BREADTH, aspects(*(aspect(q) for q in children)), times=1)
     fake_llm.when(SUMMARY.where(re.compile(r"Question: " + re.escape(children[1]))), INVALID, times=3)
     run_id = run_to_end(services, DEOT_QUESTION, "deot", SMALL)
@@ -166,7 +166,7 @@ def test_a_deot_node_with_no_relevant_source_says_so_and_cites_nothing(services,
     question = "Which quantum error correction codes suit superconducting qubit arrays?"
     fake_llm.when(PLANNER, plan(task("task1", "news_search", "quantum error correction codes for superconducting qubits"),
                                 task("task2", "info_search", "superconducting qubit array error rates")))
-    run_id = run_to_end(services, question, "deot", {"max_layers": 0, "max_nodes": 1, "event_extractor": False,
+    run_id = run_to_end(services, question, "deot", {"max_layers": 1, "max_nodes": 1, "event_extractor": False,
                                                      "history_analyzer": False, "direct_reasoning": False})
     root = services.repo.list_nodes(run_id, kind="question")[0]
     outputs = " ".join(t["output"] for t in root.data["tasks"])

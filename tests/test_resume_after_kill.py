@@ -255,7 +255,7 @@ def test_killed_deot_node_resumes_from_its_plan_and_finished_tasks(prebuilt_corp
     proc: subprocess.Popen | None = None
     with FakeOpenAIServer(fake) as server:
         try:
-            proc, run_id = start_deot_cli_run(prebuilt_corpus_home, server, QUESTION, "max_nodes=4", "max_layers=1")
+            proc, run_id = start_deot_cli_run(prebuilt_corpus_home, server, QUESTION, "max_nodes=4", "max_layers=2")
             wait_for(held.reached.is_set, START_TIMEOUT_S, "the root's second task to reach the LLM", proc)
             proc.send_signal(signal.SIGKILL)
             proc.wait(timeout=10)

@@ -6,7 +6,9 @@ For tests and benchmarks of the real adapter (`OpenAICompatibleLLM` with the rea
         server.enqueue(status=429, headers={"Retry-After": "1"})   # the next chat request fails
         llm = OpenAICompatibleLLM(LLMSettings(base_url=server.base_url), limiter)
 
-Routes: POST /v1/chat/completions, GET /v1/models. Scripted replies (`enqueue`) are consumed one
+Routes: POST /v1/chat/completions, POST /v1/embeddings, GET /v1/models. Embeddings are deterministic:
+each text's words hashed into `EMBEDDING_DIMS` dimensions and normalised (`fake_embedding`), so texts
+sharing words are similar; `embedding_requests` records their bodies. Scripted replies (`enqueue`) are consumed one
 per chat request, in order, before the default responder. A `response_format` of type json_schema
 or json_object (with a `schema`, llama.cpp style) is handed to the responder as the request's JSON
 schema, so structured requests get schema-valid answers. The `X-Thoughtmap-Prompt` header (the
@@ -21,8 +23,13 @@ serves until killed.
 from __future__ import annotations
 
 import argparse
+import base64
 import collections
+import hashlib
 import json
+import math
+import re
+import struct
 import random
 import signal
 import sys
@@ -37,6 +44,18 @@ from engine.llm.fake import FakeLLM
 from engine.llm.protocol import PROMPT_HEADER, ChatRequest, Message, ResponseFormat
 
 _HOST = "127.0.0.1"  # never anything else: this server must not be reachable from outside
+EMBEDDING_DIMS = 64
+
+
+def fake_embedding(text: str, dims: int = EMBEDDING_DIMS) -> list[float]:
+    """A deterministic embedding: each word (lower-cased, its first five letters) hashed into one
+    of `dims` dimensions, counted, then normalised to length 1 (all zeros for a text of no words)."""
+    vector = [0.0] * dims
+    for word in re.findall(r"[a-z0-9]+", text.lower()):
+        digest = hashlib.blake2b(word[:5].encode(), digest_size=4).digest()
+        vector[int.from_bytes(digest, "big") % dims] += 1.0
+    norm = math.sqrt(sum(x * x for x in vector))
+    return [x / norm for x in vector] if norm else vector
 _ROLES = {"system", "user", "assistant"}
 
 
@@ -105,6 +124,7 @@ class FakeOpenAIServer:
         self._lock = threading.Lock()
         self._script: collections.deque[ScriptedReply] = collections.deque()
         self._requests: list[dict[str, Any]] = []
+        self._embedding_requests: list[dict[str, Any]] = []
         self._in_flight = 0
         self._max_in_flight = 0
         self._stopping = threading.Event()
@@ -181,6 +201,30 @@ class FakeOpenAIServer:
         """The JSON bodies of the chat requests received, in arrival order."""
         with self._lock:
             return list(self._requests)
+
+    @property
+    def embedding_requests(self) -> list[dict[str, Any]]:
+        """The JSON bodies of the embeddings requests received, in arrival order."""
+        with self._lock:
+            return list(self._embedding_requests)
+
+    def _embeddings(self, body: dict[str, Any]) -> tuple[int, dict[str, str], Any]:
+        with self._lock:
+            self._embedding_requests.append(body)
+        texts = body.get("input")
+        if isinstance(texts, str):
+            texts = [texts]
+        if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
+            return 400, {}, _error(400, "input must be a string or a list of strings", "invalid_request_error")
+        as_base64 = body.get("encoding_format") == "base64"
+        data = []
+        for index, text in enumerate(texts):
+            vector = fake_embedding(text)
+            embedding: Any = base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode() if as_base64 else vector
+            data.append({"object": "embedding", "index": index, "embedding": embedding})
+        tokens = sum(max(1, len(t) // 4) for t in texts)
+        return 200, {}, {"object": "list", "data": data, "model": body.get("model") or "fake",
+                         "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
 
     def count_chat_requests(self) -> int:
         with self._lock:
@@ -359,7 +403,7 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             if not server._authorized(self.headers.get("Authorization")):
                 self._send(401, {}, _error(401, "invalid API key", "invalid_request_error"))
                 return
-            if self.path.rstrip("/") != "/v1/chat/completions":
+            if self.path.rstrip("/") not in ("/v1/chat/completions", "/v1/embeddings"):
                 self._send(404, {}, _error(404, f"no route {self.path}", "invalid_request_error"))
                 return
             try:
@@ -369,6 +413,9 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             except ValueError as exc:
                 error = _error(400, f"invalid JSON body: {exc}", "invalid_request_error")
                 self._send(400, {}, error)
+                return
+            if self.path.rstrip("/") == "/v1/embeddings":
+                self._send(*server._embeddings(body))
                 return
             self._send(*server._chat(body, self.headers.get(PROMPT_HEADER) or ""))
 

@@ -34,6 +34,7 @@ from engine.llm.accounting import RunLLM
 from engine.parallel import run_parallel
 from engine import narration
 from engine.reader_text import UNWRITTEN, is_placeholder
+from engine.search.embeddings import Embedder
 from engine.search.protocol import Hit, SearchError, Searcher
 from engine.search.relevance import DEFAULT_FLOOR, RelevanceResult
 from storage.models import Command, Node, NodeStatus
@@ -109,14 +110,20 @@ class RunContext:
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("thoughtmap.run"))
     # The knowledge graphs (injected by the runner from Services); see `knowledge`.
     knowledge_layer: KnowledgeLayer | None = None
+    # Semantic similarity (engine/search/embeddings.py), injected by the runner; None: rank by BM25
+    # (`embeddings.top_for_each` takes either). OmniThink's section evidence uses it; MTQA's key
+    # matching and a reranker may.
+    embedder: Embedder | None = None
 
-    def search(self, query: str, *, k: int, node: Node | None = None) -> list[Hit]:
+    def search(self, query: str, *, k: int, node: Node | None = None, searcher: Searcher | None = None) -> list[Hit]:
         """`searcher.search`, told to the step log: what was searched, where, how much came back
-        (or why the search failed: the SearchError is raised again)."""
-        where = self.searcher.description
+        (or why the search failed: the SearchError is raised again). `searcher` is the run's own
+        search seen another way (`combined.web_first`); the run's searcher by default."""
+        searcher = searcher or self.searcher
+        where = searcher.description
         node_id = node.id if node is not None else None
         try:
-            hits = self.searcher.search(query, k=k)
+            hits = searcher.search(query, k=k)
         except SearchError as exc:
             self.graph.narrate(narration.search_failed_text(query, where, str(exc)), node_id=node_id,
                                kind=narration.SEARCH, query=query, error=str(exc)[:2000])

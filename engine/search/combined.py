@@ -49,6 +49,11 @@ class CombinedSearcher:
     def description(self) -> str:
         return " + ".join(s.description for s in self.searchers)
 
+    def web_first(self) -> Searcher:
+        web = [s for s in self.searchers if is_web(s)]
+        rest = [s for s in self.searchers if not is_web(s)]
+        return WebFirstSearcher(web, rest) if web and rest else self
+
     def search(self, query: str, k: int = 5) -> list[Hit]:
         results: list[list[Hit]] = []
         errors: list[SearchError] = []
@@ -73,6 +78,46 @@ class CombinedSearcher:
                     seen.add(hit.ref)
                     merged.append(hit)
         return merged[:k]
+
+
+def is_web(searcher: Searcher) -> bool:
+    """Whether a searcher searches the web (its hits are web pages)."""
+    return getattr(searcher, "hit_kind", None) == "web"
+
+
+class WebFirstSearcher:
+    """The web backends first; the others only fill what the web did not find (or when it failed).
+    What a news question wants: recent pages before an offline corpus's nearest matches."""
+
+    def __init__(self, web: Sequence[Searcher], rest: Sequence[Searcher]) -> None:
+        self.web = CombinedSearcher(web, on_error=lambda *_: None) if len(web) > 1 else web[0]
+        self.rest = (CombinedSearcher(rest) if len(rest) > 1 else rest[0]) if rest else None
+
+    @property
+    def description(self) -> str:
+        return self.web.description + (f", then {self.rest.description}" if self.rest else "")
+
+    def search(self, query: str, k: int = 5) -> list[Hit]:
+        try:
+            hits = self.web.search(query, k)
+        except SearchError as exc:
+            if self.rest is None:
+                raise
+            _log_error(self.web, exc)
+            hits = []
+        if len(hits) >= k or self.rest is None:
+            return hits[:k]
+        seen = {hit.ref for hit in hits}
+        more = [hit for hit in self.rest.search(query, k) if hit.ref not in seen]
+        return (hits + more)[:k]
+
+
+def web_first(searcher: Searcher) -> Searcher:
+    """The same search with its web backends asked first (`WebFirstSearcher`), when it has both web
+    and other backends; otherwise the searcher itself. A wrapper that keeps hits out (a benchmark's
+    exclusions) passes the request on by its own `web_first` method, so nothing it excludes returns."""
+    preferring = getattr(searcher, "web_first", None)
+    return preferring() if callable(preferring) else searcher
 
 
 def build_searcher(

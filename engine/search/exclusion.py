@@ -70,6 +70,12 @@ class ExcludingSearcher:
         kept = [hit for hit in self.searcher.search(query, fetch) if not self.excludes(hit)]
         return kept[:k]
 
+    def web_first(self) -> "ExcludingSearcher":
+        """The wrapped searcher's web-first search (`combined.web_first`), still without the excluded."""
+        from engine.search.combined import web_first
+
+        return ExcludingSearcher(web_first(self.searcher), self.exclusions)
+
     def __getattr__(self, name: str):
         # Anything else (the corpus store, ingest...) is the wrapped searcher's.
         return getattr(self.searcher, name)

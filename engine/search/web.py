@@ -37,6 +37,8 @@ class WebSearcher:
     A call we gave up on finishes (or times out) in the background; its result is dropped.
     """
 
+    hit_kind = "web"  # what `combined.web_first` looks for
+
     def __init__(
         self,
         *,

@@ -243,7 +243,7 @@ def test_5_out_of_range_parameters_block_start_with_the_reason(checks_app, tab, 
     text = error.first.inner_text()
     screenshot(page, "5")
     # The message names each bad parameter and what it may be.
-    assert "max_layers=-5" in text and "allowed: 0 to 8" in text, text
+    assert "max_layers=-5" in text and "allowed: 1 to 8" in text, text
     assert "max_aspects=999" in text and "allowed: 1 to 8" in text, text
     assert runs_asking(repo, question) == []
     assert opened_run(page) is None

@@ -39,7 +39,7 @@ def test_a_deot_run_on_the_built_in_model_in_the_browser(local_app, page, shot, 
     max_nodes.fill("2")
     max_nodes.press("Tab")
     max_layers = page.get_by_role("spinbutton", name="Max layers")
-    max_layers.fill("1")
+    max_layers.fill("2")
     max_layers.press("Tab")
     shot(page, "1-question")
     page.get_by_role("button", name="Start").click()

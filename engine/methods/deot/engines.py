@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.citations import strip_markers
+from engine.llm.protocol import StructuredOutputError
 from engine.methods.base import RunContext
 from engine.methods.deot import prompts
 from engine.methods.deot.params import DeotParams
@@ -20,6 +21,7 @@ from engine.methods.deot.schemas import (
     PRIORITY_WEIGHT,
     ControllerDecision,
     DepthQuestion,
+    PaperControllerDecision,
     breadth_model,
     named_things_model,
 )
@@ -55,21 +57,41 @@ ASPECT_MAX_TOKENS = 160  # per aspect or follow-up
 DEPTH_MAX_TOKENS = 300
 
 
-def decide(ctx: RunContext, node: Node, nodes_used: int) -> ControllerDecision:
+def layer_of(node: Node) -> int:
+    """The node's layer as the paper counts it: the user's question is layer 1."""
+    return node.depth + 1
+
+
+def decide(ctx: RunContext, node: Node, nodes_used: int) -> tuple[ControllerDecision, str]:
+    """The Engine Controller's decision, and who made it ("controller", or "default" when the paper's
+    controller gave no usable answer). Ours may answer STOP, and an unusable answer raises (the
+    caller stops the branch); with `paper_engines` the choice is BREADTH or DEPTH only, and an unusable
+    answer is BREADTH, as the authors' controller defaults."""
     params: DeotParams = ctx.params  # type: ignore[assignment]
-    messages = prompts.CONTROLLER.render(
-        question=ctx.question, query=node.label, layer=node.depth, max_layers=params.max_layers,
+    prompt, model = (prompts.CONTROLLER_PAPER, PaperControllerDecision) if params.paper_engines \
+        else (prompts.CONTROLLER, ControllerDecision)
+    messages = prompt.render(
+        question=ctx.question, query=node.label, layer=layer_of(node), max_layers=params.max_layers,
         nodes_used=nodes_used, max_nodes=params.max_nodes, content=_content(node),
     )
-    return ctx.llm.ask(messages, ControllerDecision, purpose="controller", node_id=node.id,
-                       max_tokens=CONTROLLER_MAX_TOKENS)
+    try:
+        result = ctx.llm.ask(messages, model, purpose="controller", node_id=node.id, max_tokens=CONTROLLER_MAX_TOKENS)
+    except StructuredOutputError as exc:
+        if not params.paper_engines:
+            raise
+        return ControllerDecision(decision="BREADTH", reasoning=f"the controller gave no usable answer ({exc}); "
+                                  "BREADTH by default, as in the paper (paper_engines)"), "default"
+    return ControllerDecision.model_validate(result.model_dump()), "controller"
 
 
 def breadth(ctx: RunContext, node: Node, explored: list[str], max_aspects: int) -> list[Proposal]:
-    """The Breadth Engine's aspects."""
+    """The Breadth Engine's aspects: at most `max_aspects` (ours), or exactly that many asked for
+    (`paper_engines`; a model that gives fewer is taken at its word)."""
+    params: DeotParams = ctx.params  # type: ignore[assignment]
+    how_many = f"Give exactly {max_aspects} aspects." if params.paper_engines else f"Give at most {max_aspects} aspects."
     messages = prompts.BREADTH.render(
         question=ctx.question, query=node.label, explored="; ".join(explored) or "(nothing yet)",
-        content=_content(node), max_aspects=max_aspects,
+        content=_content(node), how_many=how_many,
     )
     result = ctx.llm.ask(messages, breadth_model(max_aspects), purpose="breadth", node_id=node.id,
                          max_tokens=100 + ASPECT_MAX_TOKENS * max_aspects)

@@ -2,17 +2,19 @@
 
 Per run: the Base Prompter once (`optimize_query`), the final report once. Per question node (the
 Solver Agent): the planner and, with `validate_plans`, its validator per plan attempt; the tools of
-the plan that call the model (Information Search, Event Extractor, History Analyzer, Direct
-Reasoning; News Search does not); the summary; with `validate_results`, the fact check. Per
+the plan (each calls the model; the search agents only when their search found something); the
+summary; with `validate_results`, the fact check (and, at the high end, a rewrite and another check
+for each summary found INVALID, up to `max_summary_attempts`). Per
 expansion: the Engine Controller (not at the root with `root_breadth`) and one engine call.
 
-The tree is grown as the scheduler grows it: layer by layer up to `max_layers`, each expanding node
+The tree is grown as the scheduler grows it: layer by layer up to `max_layers` (the user's question is
+layer 1, as the paper counts), each expanding node
 taking one unit of the remaining node budget, children cut at `max_nodes`. The expected shape
 assumes the controller answers BREADTH (the paper reports it nearly always does at the first
 layers); DEPTH or STOP grow fewer nodes, which the low end of the range covers.
 
 What the scripted fake does differently (`--llm fake`): its plans hold one News Search task, so its
-nodes make no tool call, where a real model's plans of 1-3 tasks usually include an LLM tool; and its
+nodes make one tool call, where a real model's plans hold 1-3 tasks; and its
 engines repeat questions, so about half its expansions make the "ask differently" retry. The
 formula keeps a real model's rates; `tests/test_cost_estimate.py` checks it against the fake's run.
 """
@@ -24,8 +26,9 @@ from dataclasses import dataclass
 from engine.methods.deot.params import DeotParams
 from engine.methods.estimate import CostEstimate, Tally, capped_tokens, words_to_tokens
 
-# Tools that send the model a prompt (News Search only searches).
-LLM_TOOLS = frozenset({"info_search", "event_extractor", "history_analyzer", "direct_reasoning"})
+# Tools that send the model a prompt: all of them (the search agents write their answer from the
+# results; only a search that finds nothing makes no call).
+LLM_TOOLS = frozenset({"news_search", "info_search", "event_extractor", "history_analyzer", "direct_reasoning"})
 
 # Assumed for a real model (no capable endpoint measured here): a plan holds 1-3 tasks, on average
 # this many, and is approved at its first attempt.
@@ -57,7 +60,7 @@ def tree_shape(params: DeotParams, *, children_per_expansion: int) -> TreeShape:
     children: layer by layer, one unit of the remaining budget per expanding node
     (`_expand_next_layer`), children created within `max_nodes` (`_materialize`)."""
     nodes, width, expansions = 1, 1, 0
-    for _ in range(params.max_layers):
+    for _ in range(params.max_layers - 1):  # the user's question is layer 1
         room = params.max_nodes - nodes
         expanding = min(width, room)
         if expanding <= 0:
@@ -77,7 +80,7 @@ def _tool_calls_per_node(params: DeotParams) -> tuple[float, float, float]:
         calls = 1.0 if chosen in LLM_TOOLS else 0.0
         return calls, calls, calls
     llm_share = sum(t in LLM_TOOLS for t in tools) / len(tools)
-    low = 0.0 if "news_search" in tools else 1.0
+    low = 0.0 if {"news_search", "info_search"} & set(tools) else 1.0  # a search that finds nothing
     return low, TASKS_PER_PLAN * llm_share, 3.0 if llm_share else 0.0
 
 
@@ -117,8 +120,9 @@ def estimate(params: DeotParams) -> CostEstimate:
         plan_calls + tools_low + 1 + params.validate_results)
     # High: every plan rejected until the last attempt, three model tools per plan, and every
     # expansion asking again differently after repeats.
+    rewrites = (params.max_summary_attempts - 1) * 2 * params.validate_results
     high = fixed + 2 * shape.expansions + shape.nodes * (
-        plan_calls * params.max_plan_attempts + tools_high + 1 + params.validate_results) + controller_calls
+        plan_calls * params.max_plan_attempts + tools_high + 1 + params.validate_results + rewrites) + controller_calls
     how = (f"{shape.nodes} question nodes (max_nodes {params.max_nodes}, {params.max_layers} layers, "
            f"{params.max_aspects} aspects per breadth expansion), {shape.expansions} expansions; "
            f"about {plan_calls + tools + 1 + params.validate_results:g} calls per node")

@@ -33,7 +33,7 @@ class Expansion(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     decision: Literal["BREADTH", "DEPTH", "STOP"]
-    by: Literal["controller", "rule", "error"]
+    by: Literal["controller", "rule", "error", "default"]
     reasoning: str = ""
     unresolved_points: list[str] = Field(default_factory=list)
     proposals: list[dict[str, Any]] = Field(default_factory=list, description="engines.Proposal fields.")
@@ -134,6 +134,10 @@ class QuestionData(NodeData):
     invalid_citations: list[int] = Field(default_factory=list)
     attributed_citations: int = 0
     validation: dict[str, Any] | None = None
+    # Result Validation: every fact check of this solve, in order (the last is `validation`), and the
+    # issues of a summary still found INVALID after the last attempt (`invalid_summary` "flag").
+    validation_attempts: list[dict[str, Any]] = Field(default_factory=list)
+    validation_flagged: list[str] = Field(default_factory=list)
     last_output: str = ""
 
     # Growth.
@@ -214,12 +218,15 @@ STEPS = {
     prompts.REVISE_PLAN.name: "revising the plan",
     prompts.VALIDATE_PLAN.name: "checking the plan",
     prompts.INFO_SEARCH.name: "reading the search results",
+    prompts.NEWS_SEARCH.name: "reading the news it found",
     prompts.EVENT_EXTRACTOR.name: "extracting the key events",
     prompts.HISTORY_ANALYZER.name: "comparing with past events",
     prompts.DIRECT_REASONING.name: "reasoning it through",
     prompts.SUMMARIZE_RESULTS.name: "summarising what the sources say",
     prompts.FACT_CHECK.name: "checking the facts",
+    prompts.REVISE_SUMMARY.name: "correcting the summary after the fact check",
     prompts.CONTROLLER.name: "deciding whether to go wider or deeper",
+    prompts.CONTROLLER_PAPER.name: "deciding whether to go wider or deeper",
     prompts.BREADTH.name: "proposing new aspects",
     prompts.DEPTH.name: "proposing a deeper question",
     prompts.FOLLOW_UPS_RETRY.name: "asking again differently: its proposals repeated questions already asked",

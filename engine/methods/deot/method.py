@@ -27,7 +27,7 @@ from engine.methods.contract import CommandPayload, CommandRejected, CommandSpec
 from engine.methods.deot import prompts
 from engine.methods.deot import estimate as cost
 from engine.methods.deot.checkpoint import SolveCheckpoint
-from engine.methods.deot.engines import Proposal, breadth, decide, depth, follow_ups_retry
+from engine.methods.deot.engines import Proposal, breadth, decide, depth, follow_ups_retry, layer_of
 from engine.methods.deot.executor import execute_plan
 from engine.methods.deot.kinds import (
     COMMANDS,
@@ -74,6 +74,22 @@ def render_summary(summary: dict[str, Any]) -> str:
         body = "\n".join(f"- {p}" for p in section.paragraphs) if section.as_list else "\n\n".join(section.paragraphs)
         parts.append(f"**{section.heading}**\n\n{body}")
     return "\n\n".join(parts)
+
+
+def fact_check_issues(check: FactCheck) -> list[str]:
+    """What a fact check found wrong: the summary's issues, then those of its invalid tasks."""
+    issues = [i.strip() for i in check.summary.issues if i.strip()]
+    issues += [f"{t.task_id}: {i.strip()}" for t in check.tasks if t.status == "INVALID" for i in t.issues if i.strip()]
+    return issues or ["the fact check marked the summary INVALID without naming the error"]
+
+
+def flagged_note(issues: list[str], attempts: int) -> str:
+    """The note a flagged node's content ends with: the reader (and the report writer) see which
+    claims the fact check still disputes."""
+    written = "summary" if attempts == 1 else f"{attempts} summaries"
+    lines = "\n".join(f"- {issue}" for issue in issues)
+    return (f"\n\n**Fact check: disputed.** After {written}, the fact check still found these factual "
+            f"errors:\n\n{lines}")
 
 
 class DeotMethod(Method):
@@ -229,16 +245,13 @@ class DeotMethod(Method):
             # was resumed.
             source_text = source_blocks(numbered, max_chars=1000) if numbered else "(no sources)"
             results_text = "\n\n".join(r.as_prompt_text() for r in results)
-            summary = ctx.llm.ask(
-                prompts.SUMMARIZE_RESULTS.render(query=query, sources=source_text, results=results_text,
-                                                 words=params.summary_words),
-                NodeSummary, purpose="summarizer", node_id=node.id, max_tokens=summary_max_tokens(params))
-            if params.validate_results:
-                check = ctx.llm.ask(
-                    prompts.FACT_CHECK.render(today=ctx.today.isoformat(), query=query, sources=source_text,
-                                              results=results_text, summary=render_summary(summary.model_dump())),
-                    FactCheck, purpose="validator", node_id=node.id)
-                detail["validation"] = check.model_dump()
+            summary, flagged = self._summarize_and_validate(ctx, node, query, source_text, results_text, detail)
+            if flagged and params.invalid_summary == "drop":
+                # The authors' code: a node whose summary stays invalid is left out of the analysis.
+                attempts = len(detail["validation_attempts"])
+                ctx.graph.fail(node, f"the fact check found factual errors in every summary ({attempts} "
+                               "written): " + "; ".join(flagged)[:1500], data=detail)
+                return
 
             stored, invalid, attributed = self._store_citations(summary.model_dump(), numbered,
                                                                 attribute=params.attribute_citations)
@@ -251,6 +264,10 @@ class DeotMethod(Method):
                 # Every field was a field name, a schema word or an error message: not an answer.
                 ctx.graph.fail(node, EMPTY_SUMMARY, data={**detail, "last_output": summary.model_dump_json()[:2000]})
                 return
+            if flagged:
+                # Shown beside the summary and given to the report writer with it (`invalid_summary` flag).
+                detail["validation_flagged"] = [to_stored_markers(issue, numbered)[0] for issue in flagged]
+                content += flagged_note(detail["validation_flagged"], len(detail["validation_attempts"]))
             if detail["no_relevant_source"]:
                 # Said to the reader, not left to the model: nothing in this answer is grounded.
                 content += ungrounded_note(ctx.searcher.description)
@@ -261,6 +278,41 @@ class DeotMethod(Method):
             ctx.graph.finish(node, content=content, data=detail)
         except StructuredOutputError as exc:
             ctx.graph.fail(node, str(exc), data={**detail, "last_output": exc.last_output[:2000]})
+
+    @staticmethod
+    def _summarize_and_validate(ctx: RunContext, node: Node, query: str, source_text: str, results_text: str,
+                                detail: dict[str, Any]) -> tuple[NodeSummary, list[str]]:
+        """The Executor's summary and Result Validation (paper 3.4.2): the summary is fact-checked,
+        and one found INVALID is written again with the check's issues as feedback, up to
+        `max_summary_attempts` summaries in all. Returns the last summary and, when the fact check
+        still finds it INVALID, its issues (empty when it passed or validation is off). Every check
+        is kept in `detail` (`validation_attempts`; the last one is `validation`)."""
+        params: DeotParams = ctx.params  # type: ignore[assignment]
+        common = dict(query=query, sources=source_text, results=results_text, words=params.summary_words)
+        summary: NodeSummary = ctx.llm.ask(prompts.SUMMARIZE_RESULTS.render(**common), NodeSummary,
+                                           purpose="summarizer", node_id=node.id, max_tokens=summary_max_tokens(params))
+        if not params.validate_results:
+            return summary, []
+        attempts: list[dict[str, Any]] = []
+        while True:
+            check: FactCheck = ctx.llm.ask(
+                prompts.FACT_CHECK.render(today=ctx.today.isoformat(), query=query, sources=source_text,
+                                          results=results_text, summary=render_summary(summary.model_dump())),
+                FactCheck, purpose="validator", node_id=node.id)
+            attempts.append(check.model_dump())
+            detail["validation"], detail["validation_attempts"] = check.model_dump(), attempts
+            if check.summary.status == "VALID":
+                return summary, []
+            issues = fact_check_issues(check)
+            if len(attempts) >= params.max_summary_attempts:
+                return summary, issues
+            ctx.graph.narrate(f"the fact check found {len(issues)} factual error(s) in the summary; writing it "
+                              f"again with them as feedback ({len(attempts) + 1} of {params.max_summary_attempts})",
+                              node_id=node.id, issues=issues)
+            summary = ctx.llm.ask(
+                prompts.REVISE_SUMMARY.render(**common, previous=render_summary(summary.model_dump()),
+                                              issues="\n".join(f"- {i}" for i in issues)),
+                NodeSummary, purpose="summarizer", node_id=node.id, max_tokens=summary_max_tokens(params))
 
     @staticmethod
     def _store_citations(summary: dict[str, Any], numbered: list, *,
@@ -302,7 +354,8 @@ class DeotMethod(Method):
             jobs: list = []
             room = params.max_nodes - nodes_used
             for node in batch:
-                if node.depth >= params.max_layers:
+                if layer_of(node) >= params.max_layers:
+                    # The paper counts the user's question as layer 1: max_layers 3 is the root and two levels.
                     self._record_expansion(ctx, node, "STOP", "rule", "the maximum layer is reached", [])
                 elif room <= 0:
                     # Resource utilisation: each expanding node adds at least one child, so only the
@@ -337,7 +390,7 @@ class DeotMethod(Method):
                     decision="BREADTH", reasoning="your question always opens with the breadth engine "
                     "(the root_breadth parameter)"), "rule"
             else:
-                verdict, by = decide(ctx, node, nodes_used), "controller"
+                verdict, by = decide(ctx, node, nodes_used)
             if verdict.decision == "BREADTH":
                 proposals = breadth(ctx, node, explored, params.max_aspects)
             elif verdict.decision == "DEPTH":

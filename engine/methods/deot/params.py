@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, model_validator
 
 from engine.methods.base import MethodParams, relevance_floor_field
@@ -11,7 +13,7 @@ TOOL_NAMES = ("news_search", "info_search", "event_extractor", "history_analyzer
 
 class DeotParams(MethodParams):
     quick_profile = {
-        "max_layers": 2, "max_nodes": 5, "root_breadth": True, "optimize_query": False, "validate_results": False,
+        "max_layers": 3, "max_nodes": 5, "root_breadth": True, "optimize_query": False, "validate_results": False,
         "validate_plans": False, "llm_planner": False, "max_plan_attempts": 1, "search_results": 3, "event_extractor": False, "history_analyzer": False,
         "direct_reasoning": False,
         "summary_words": 120, "tool_max_tokens": 250, "report_max_tokens": 700,
@@ -19,9 +21,9 @@ class DeotParams(MethodParams):
     }
 
     max_layers: int = Field(
-        default=3, ge=0, le=8,
-        description="Maximum layer: how many layers of follow-up questions may grow below the "
-        "user's question (the paper's maximum layer depth).",
+        default=3, ge=1, le=8,
+        description="Maximum layer depth, counting your question as layer 1 (as the paper and its authors' "
+        "code do): 3 means your question plus two levels of follow-up questions; 1 answers your question only.",
     )
     max_nodes: int = Field(
         default=15, ge=1, le=200,
@@ -30,6 +32,14 @@ class DeotParams(MethodParams):
     max_aspects: int = Field(
         default=3, ge=1, le=8,
         description="How many distinct aspects the Breadth Engine proposes per expansion (the paper uses 3).",
+    )
+    paper_engines: bool = Field(
+        default=False,
+        description="The paper's Engine Controller and Breadth Engine: the controller chooses only BREADTH or "
+        "DEPTH (the branch ends at the layer or node limit), an unusable controller answer defaults to BREADTH, "
+        "and the Breadth Engine is asked for exactly max_aspects aspects. Off (ours): the controller may also "
+        "answer STOP when a branch is answered well enough, an unusable answer stops that branch, and the "
+        "Breadth Engine gives at most max_aspects distinct aspects.",
     )
     root_breadth: bool = Field(
         default=False,
@@ -44,7 +54,19 @@ class DeotParams(MethodParams):
     )
     validate_results: bool = Field(
         default=True,
-        description="Result Validation: fact-check each node's task results and summary.",
+        description="Result Validation: fact-check each node's task results and summary; a summary found "
+        "INVALID is written again with the fact check's issues as feedback.",
+    )
+    max_summary_attempts: int = Field(
+        default=3, ge=1, le=5,
+        description="Result Validation: how many summaries a node may write while the fact check finds "
+        "factual errors (the first included; the authors' code allows 3).",
+    )
+    invalid_summary: Literal["flag", "drop"] = Field(
+        default="flag",
+        description="What happens to a node whose last summary the fact check still finds INVALID: flag keeps "
+        "it with the issues shown beside it (and given to the report writer); drop fails the node, so its "
+        "summary reaches neither the tree's growth nor the report (the authors' code).",
     )
     llm_planner: bool = Field(
         default=True,
@@ -66,8 +88,11 @@ class DeotParams(MethodParams):
         description="Most articles or passages one search task may return (the paper caps news search at 5).",
     )
     relevance_floor: float = relevance_floor_field()
-    news_search: bool = Field(default=True, description="Toolbox: News Search (recent news; web search when online, else the local corpus).")
-    info_search: bool = Field(default=True, description="Toolbox: Information Search (supplementary facts with sources).")
+    news_search: bool = Field(default=True, description="Toolbox: News Search agent (a short dated answer "
+                              "with its sources, written from a search; web search first when the run's search "
+                              "includes the web, else the run's search).")
+    info_search: bool = Field(default=True, description="Toolbox: Information Search agent (a short dated "
+                              "answer with its sources, written from the run's search).")
     event_extractor: bool = Field(default=True, description="Toolbox: Event Extractor (what, who, when, where, consequences, figures).")
     history_analyzer: bool = Field(default=True, description="Toolbox: History Analyzer (historical parallels and their outcomes).")
     direct_reasoning: bool = Field(default=True, description="Toolbox: Direct Reasoning (logical analysis and inference).")

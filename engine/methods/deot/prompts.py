@@ -82,8 +82,8 @@ VALIDATE_PLAN = Prompt(
 # ------------------------------------------------------------------ C. Toolbox
 
 TOOL_DESCRIPTIONS = {
-    "news_search": "news_search: finds recent news articles and current developments for a search query.",
-    "info_search": "info_search: gathers supplementary factual information with sources for a search query.",
+    "news_search": "news_search: finds recent news and current developments for a search query; answers with dated, sourced items.",
+    "info_search": "info_search: gathers supplementary factual information for a search query; answers with its sources.",
     "event_extractor": "event_extractor: pulls the key events (what, who, when, where, consequences, figures) out of text or earlier results.",
     "history_analyzer": "history_analyzer: compares an event with historical parallels and their outcomes.",
     "direct_reasoning": "direct_reasoning: reasons step by step about a question, drawing implications.",
@@ -92,13 +92,29 @@ TOOL_DESCRIPTIONS = {
 INFO_SEARCH = Prompt(
     name="deot.info_search",
     system=(
-        "You compile factual information from search results. Report what the numbered sources say "
-        "that bears on the request, attributing every fact with its number, like [2]. Prefer data, "
-        "dates and figures. Use only the sources below. A search returns its nearest matches even when "
-        "they are about something else: ignore a source that does not bear on the request, and if none "
-        "does, say that no relevant source was found. At most 200 words."
+        "You are an information search agent. Today is $today. From the numbered search results, write "
+        "a short, well-organised answer to the request: what each relevant source says, its key facts, "
+        "data and figures, attributing every fact with its number, like [2], and giving the date a fact "
+        "or source carries when it has one. Use only the sources below. A search returns its nearest "
+        "matches even when they are about something else: ignore a source that does not bear on the "
+        "request, and if none does, say that no relevant source was found. At most 200 words."
     ),
     user="Sources:\n\n$sources\n\nQuestion: $input",
+)
+
+# The paper's News Search is an agent over an online search model: a short list of recent articles,
+# each with its source and a summary. Ours writes it from the run's search results (web first).
+NEWS_SEARCH = Prompt(
+    name="deot.news_search",
+    system=(
+        "You are a news search agent. Today is $today. From the numbered search results, report the "
+        "most recent developments that bear on the request, newest first: for each, a heading with what "
+        "happened, the date it happened or was published (write 'date not given' when the source has "
+        "none), and a two-sentence factual summary citing its number, like [3]. Use only the sources "
+        "below; leave out any that do not bear on the request, and if none does, say that no relevant "
+        "news was found. At most $count items and 250 words."
+    ),
+    user="Sources:\n\n$sources\n\nFind recent news about: $input",
 )
 
 EVENT_EXTRACTOR = Prompt(
@@ -149,6 +165,17 @@ SUMMARIZE_RESULTS = Prompt(
     user="Sources:\n\n$sources\n\nTask results:\n\n$results\n\nQuestion: $query",
 )
 
+# Result Validation's regeneration: the summary is written again with the fact check's issues.
+REVISE_SUMMARY = Prompt(
+    name="deot.revise_summary",
+    system=SUMMARIZE_RESULTS.system + (
+        " A fact check found factual errors in your previous summary: correct every one of them using "
+        "the sources and task results, and state nothing the evidence does not support."
+    ),
+    user=("Sources:\n\n$sources\n\nTask results:\n\n$results\n\nQuestion: $query\n\n"
+          "Previous summary:\n$previous\n\nFactual errors the fact check found:\n$issues"),
+)
+
 FACT_CHECK = Prompt(
     name="deot.fact_check",
     system=(
@@ -184,6 +211,20 @@ CONTROLLER = Prompt(
     ),
 )
 
+# The paper's controller (`paper_engines`): BREADTH or DEPTH only; a branch ends at the limits.
+CONTROLLER_PAPER = Prompt(
+    name="deot.controller_paper",
+    system=(
+        "You steer an analysis tree and choose the next step for one of its nodes:\n"
+        "- BREADTH: the topic has several distinct aspects still unexplored; widen the analysis.\n"
+        "- DEPTH: one specific point needs a closer look; follow it up.\n"
+        "Early layers should usually go BREADTH, later layers DEPTH. Weigh the complexity and "
+        "completeness of the content, the current layer against the maximum, the points that need a "
+        "closer look and the balance between breadth and depth."
+    ),
+    user=CONTROLLER.user,
+)
+
 BREADTH = Prompt(
     name="deot.breadth",
     system=(
@@ -198,7 +239,7 @@ BREADTH = Prompt(
         "Question: $query\n"
         "Already explored: $explored\n\n"
         "Content to analyse:\n$content\n\n"
-        "Give at most $max_aspects aspects."
+        "$how_many"
     ),
 )
 

@@ -95,6 +95,14 @@ class ControllerDecision(BaseModel):
     unresolved_points: capped(str, 5) = Field(default=[], max_length=5, description="Open questions worth investigating.")
 
 
+class PaperControllerDecision(BaseModel):
+    """The paper's Engine Controller output (appendix D, figure 24): BREADTH or DEPTH only."""
+
+    decision: Literal["BREADTH", "DEPTH"]
+    reasoning: str = Field(description="Why this direction, considering complexity, layer and unresolved points.")
+    unresolved_points: capped(str, 5) = Field(default=[], max_length=5, description="Open questions worth investigating.")
+
+
 class Aspect(BaseModel):
     aspect: str = Field(description="Name of the impact aspect.")
     category: str = Field(description="Economic, Social, Political, Technical, Environmental, Historical...")

@@ -1,6 +1,8 @@
 """The Analysis Toolbox (paper 3.4.3): news search, information search, event extractor, history
-analyzer, direct reasoning. Searches go through the run's Searcher (web when online, the local
-corpus otherwise); every source is stored and linked to the node at once."""
+analyzer, direct reasoning. The two search tools are agents, as in the paper: they search through the
+run's Searcher (News Search asks its web backends first when the run's search has them) and the model
+writes a short dated answer from the results, citing each source by its number; every source is stored
+and linked to the node at once."""
 
 from __future__ import annotations
 
@@ -12,6 +14,9 @@ from typing import Any
 from engine.citations import number_citations, source_blocks, to_stored_markers
 from engine.methods.base import RunContext
 from engine.methods.deot import prompts
+from engine.safe_text import one_line
+from engine.search.combined import web_first
+from engine.search.dates import source_date
 from engine.search.relevance import NO_RELEVANT_SOURCE, relevant_hits
 from storage.models import Node, Source
 
@@ -67,10 +72,13 @@ class NodeSources:
             self._number_of[source.id] = len(self._sources)
         return self._number_of[source.id]
 
-    def search(self, query: str, k: int, *, turn: tuple[SearchTurns, str] | None = None) -> list[int]:
+    def search(self, query: str, k: int, *, turn: tuple[SearchTurns, str] | None = None,
+               prefer_web: bool = False) -> list[int]:
         """Search, keep only the hits about the query, store and number them (in the wave's plan
-        order when `turn` says which task of which wave this is)."""
-        hits = self._ctx.search(query, k=k, node=self._node)
+        order when `turn` says which task of which wave this is). `prefer_web`: the run's web
+        backends first when its search has them (`combined.web_first`)."""
+        searcher = web_first(self._ctx.searcher) if prefer_web else None
+        hits = self._ctx.search(query, k=k, node=self._node, searcher=searcher)
         relevant = relevant_hits(query, hits, floor=self._ctx.params.relevance_floor)
         self._ctx.note_unrelated(query, relevant, self._node)
         stored = self._ctx.graph.add_sources(relevant.kept, node=self._node) if relevant.kept else []
@@ -116,10 +124,24 @@ class NodeSources:
                 return None
             return [self._number_of[i] for i in source_ids]
 
-    def blocks(self, numbers: list[int] | None = None) -> str:
+    def blocks(self, numbers: list[int] | None = None, *, dated: bool = False) -> str:
+        """The sources as numbered blocks for a prompt; `dated` adds the date each one gives, if any."""
         with self._lock:
             chosen = sorted(set(numbers)) if numbers is not None else list(range(1, len(self._sources) + 1))
-            return source_blocks([self._sources[n - 1] for n in chosen], numbers=chosen, max_chars=1200)
+            sources = [self._sources[n - 1] for n in chosen]
+        if not dated:
+            return source_blocks(sources, numbers=chosen, max_chars=1200)
+        return "\n\n".join(f"{source_blocks([source], numbers=[n], max_chars=1200)}\nDate: "
+                            f"{source_date(source) or 'not given'}" for n, source in zip(chosen, sources))
+
+    def listing(self, numbers: list[int]) -> str:
+        """The numbered list of these sources, each with where it is and its date: what an agent's
+        answer ends with, so every source it drew on stays citable and dated."""
+        with self._lock:
+            chosen = [(n, self._sources[n - 1]) for n in sorted(set(numbers)) if 1 <= n <= len(self._sources)]
+        lines = [f"- [{n}] {one_line(source.title)} ({source.url or source.ref}; date: "
+                 f"{source_date(source) or 'not given'})" for n, source in chosen]
+        return "\n".join(lines)
 
 
 @dataclass
@@ -147,10 +169,11 @@ class ToolCall:
     sources: NodeSources
     turns: SearchTurns | None = None
 
-    def search(self) -> list[int]:
+    def search(self, *, prefer_web: bool = False) -> list[int]:
         """This task's search of its input, numbered in its wave's plan order."""
         turn = (self.turns, self.task["id"]) if self.turns is not None else None
-        return self.sources.search(self.task["input"], k=self.task.get("max_results", 3), turn=turn)
+        return self.sources.search(self.task["input"], k=self.task.get("max_results", 3), turn=turn,
+                                   prefer_web=prefer_web)
 
     @property
     def dependency_text(self) -> str:
@@ -164,26 +187,30 @@ class ToolCall:
         return sorted({n for d in self.dependencies for n in d.source_numbers})
 
 
-def news_search(ctx: RunContext, call: ToolCall) -> tuple[str, list[int]]:
-    numbers = call.search()
-    if not numbers:
-        return call.sources.nothing_found(), []
-    by_number = {i + 1: s for i, s in enumerate(call.sources.all)}
-    articles = []
-    for n in numbers:
-        source = by_number[n]
-        summary = (source.snippet or source.text)[:500].strip()
-        articles.append(f"### [{n}] {source.title}\nSource: {source.url or source.ref}\nSummary: {summary}")
-    return "\n\n".join(articles), numbers
+def _search_agent(prompt, *, prefer_web: bool, max_tokens: int | None = None
+                  ) -> Callable[[RunContext, ToolCall], tuple[str, list[int]]]:
+    """A search agent of the paper's toolbox (News Search, Information Search): search, then a
+    short answer the model writes from the results, each fact with its source number and the dates
+    the sources give; the answer opens with when and where it searched and ends with the sources it
+    was given (number, where, date), so the summary and the report can cite every one."""
+    def run(ctx: RunContext, call: ToolCall) -> tuple[str, list[int]]:
+        numbers = call.search(prefer_web=prefer_web)
+        if not numbers:
+            return call.sources.nothing_found(), []
+        cap = min(max_tokens, ctx.params.tool_max_tokens) if max_tokens else ctx.params.tool_max_tokens
+        values = dict(today=ctx.today.isoformat(), sources=call.sources.blocks(numbers, dated=True),
+                      input=call.task["input"], count=len(numbers))
+        text = ctx.llm.text(prompt.render(**{k: v for k, v in values.items() if k in prompt.placeholders()}),
+                            purpose="tool", node_id=call.node.id, max_tokens=cap)
+        where = web_first(ctx.searcher).description if prefer_web else ctx.searcher.description
+        return (f"Searched {where} on {ctx.today.isoformat()}.\n\n{text.strip()}\n\n"
+                f"Sources:\n{call.sources.listing(numbers)}"), numbers
+
+    return run
 
 
-def info_search(ctx: RunContext, call: ToolCall) -> tuple[str, list[int]]:
-    numbers = call.search()
-    if not numbers:
-        return call.sources.nothing_found(), []
-    text = ctx.llm.text(prompts.INFO_SEARCH.render(sources=call.sources.blocks(numbers), input=call.task["input"]),
-                        purpose="tool", node_id=call.node.id, max_tokens=min(500, ctx.params.tool_max_tokens))
-    return text.strip(), numbers
+news_search = _search_agent(prompts.NEWS_SEARCH, prefer_web=True)
+info_search = _search_agent(prompts.INFO_SEARCH, prefer_web=False, max_tokens=500)
 
 
 def _analysis_tool(prompt) -> Callable[[RunContext, ToolCall], tuple[str, list[int]]]:

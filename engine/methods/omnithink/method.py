@@ -45,7 +45,7 @@ from engine.reader_text import REPORT_NOT_WRITTEN, SECTION_NOT_WRITTEN, UNWRITTE
 from engine.methods.omnithink.schemas import Reflection, expansion_model, outline_model
 from engine.search.protocol import Hit, SearchError
 from engine.search.relevance import NO_RELEVANT_SOURCE, relevant_hits
-from engine.search.rerank import BM25Reranker
+from engine.search.embeddings import top_for_each
 from storage.models import Node, NodeStatus, Source
 
 ARTICLE = REPORT
@@ -129,8 +129,9 @@ class OmniThinkMethod(Method):
         dropped: list[dict] = []
         for query in queries:
             try:
-                hits = ctx.search(query if node.kind == TOPIC else f"{ctx.question} {query}",
-                                  k=params.search_results, node=node)
+                # The paper searches a subtopic's keywords as they are; `prefix_topic` adds the topic.
+                searched = f"{ctx.question} {query}" if node.kind == SUBTOPIC and params.prefix_topic else query
+                hits = ctx.search(searched, k=params.search_results, node=node)
             except SearchError as exc:
                 errors.append(f"{query}: {exc}")
                 continue
@@ -277,15 +278,13 @@ class OmniThinkMethod(Method):
         sources = self._tree_sources(ctx)
         by_ref = {s.ref: s for s in sources}
         hits = [Hit(title=s.title, ref=s.ref, snippet=s.snippet, text=s.text, kind=s.kind, url=s.url) for s in sources]
-        reranker = BM25Reranker()
         sections = outline["sections"]
         results: list[dict[str, Any] | None] = [None] * len(sections)
+        evidence = self._section_evidence(ctx, sections, hits, by_ref)
 
         def write(index: int, section: dict[str, Any]) -> None:
             ctx.checkpoint()
-            query = " ".join([section["title"], *section.get("subsections", [])])
-            ranked = reranker.rerank(f"{ctx.question} {query}", hits, k=params.snippets_per_section)
-            chosen = [by_ref[h.ref] for h in ranked if h.score > 0]
+            chosen, found = evidence[index]
             heading = section["title"] + ("" if not section.get("subsections") else
                                           " (subsections: " + "; ".join(section["subsections"]) + ")")
             text = first_readable(lambda: ctx.llm.text(prompts.WRITE_SECTION.render(
@@ -294,7 +293,7 @@ class OmniThinkMethod(Method):
             # A section the model could not write (twice) keeps its place with a note, never its junk.
             body, dropped = to_stored_markers(self._with_heading(text or SECTION_NOT_WRITTEN, section["title"]), chosen)
             results[index] = {"title": section["title"], "markdown": body, "snippets": [s.id for s in chosen],
-                              "invalid_citations": dropped, UNWRITTEN: text is None}
+                              "evidence": found, "invalid_citations": dropped, UNWRITTEN: text is None}
 
         ctx.parallel([lambda i=i, section=section: write(i, section) for i, section in enumerate(sections)])
         draft = "\n\n".join(r["markdown"] for r in results if r)
@@ -304,6 +303,36 @@ class OmniThinkMethod(Method):
             "method": self.name, "sections": results, "draft": draft, "polish": polish_note, UNWRITTEN: unwritten,
             "tree": [[n.id, n.status] for n in self._tree(ctx)],
         })
+
+    def _section_evidence(self, ctx: RunContext, sections: list[dict[str, Any]], hits: list[Hit],
+                          by_ref: dict[str, Source]) -> list[tuple[list[Source], dict[str, Any]]]:
+        """Each section's evidence (paper 3.3): the tree's `snippets_per_section` sources most similar
+        to the section's title, and as many for each subsection title, in that order, each once. By
+        cosine similarity of the configured embeddings (the paper's Sentence-BERT), by BM25 without
+        them. One ranking for the whole article. Returns, per section, the chosen sources and what
+        was found for which heading (the section's data)."""
+        params: OmniThinkParams = ctx.params  # type: ignore[assignment]
+        headings = [[section["title"], *section.get("subsections", [])] for section in sections]
+        queries = [heading for group in headings for heading in group]
+
+        def failed(exc: Exception) -> None:
+            ctx.graph.narrate(f"the embeddings endpoint failed, so section evidence is ranked by BM25: {exc}"[:400],
+                              kind="failed", error=str(exc)[:2000])
+
+        ranked = top_for_each(queries, hits, params.snippets_per_section, ctx.embedder, on_error=failed)
+        out, position = [], 0
+        for group in headings:
+            chosen: list[Source] = []
+            found = []
+            for heading in group:
+                refs = [h.ref for h in ranked.per_query[position]]
+                position += 1
+                found.append({"heading": heading, "sources": [by_ref[r].id for r in refs]})
+                for ref in refs:
+                    if all(source.ref != ref for source in chosen):
+                        chosen.append(by_ref[ref])
+            out.append((chosen, {"by": ranked.by, "headings": found}))
+        return out
 
     @staticmethod
     def _with_heading(text: str, title: str) -> str:

@@ -15,7 +15,9 @@ class OmniThinkParams(MethodParams):
 
     max_depth: int = Field(
         default=2, ge=1, le=5,
-        description="Maximum retrieval depth K: how many expansion/reflection steps the information tree may grow.",
+        description="Maximum retrieval depth K (the paper's): how many levels of subtopics may grow below the "
+        "topic, one expansion/reflection step each; 2 is the topic plus two levels. The authors' code counts "
+        "the topic as a level: its depth is this plus 1 (their run.sh's --depth 3 is max_depth 2 here).",
     )
     subnodes: int = Field(
         default=3, ge=1, le=6,
@@ -30,9 +32,17 @@ class OmniThinkParams(MethodParams):
         default=2, ge=1, le=4,
         description="Search queries (keywords) per subtopic.",
     )
+    prefix_topic: bool = Field(
+        default=False,
+        description="Put the topic before each subtopic keyword in its search. Off: the keywords are searched "
+        "as the model wrote them (the paper). On helps a small local corpus, whose keyword search needs the "
+        "topic's words to stay on topic; on the web it narrows results.",
+    )
     snippets_per_section: int = Field(
         default=3, ge=1, le=10,
-        description="Top-K snippets of the information tree given to each section (the paper uses the 3 most similar).",
+        description="Evidence per heading: the information tree's sources most similar to the section's title, "
+        "and as many again for each subsection title (the paper: the 3 most similar by Sentence-BERT). "
+        "Similarity by the configured embeddings endpoint (THOUGHTMAP_EMBEDDINGS_URL), BM25 without one.",
     )
     max_sections: int = Field(
         default=6, ge=2, le=12,

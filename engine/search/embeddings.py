@@ -1,0 +1,166 @@
+"""The embeddings seam: semantic similarity where the papers use it, BM25 where nothing is configured.
+
+OmniThink retrieves each section's evidence by Sentence-BERT similarity; MTQA's key matching and a
+deep-research reranker can use the same seam. We ship no embedding model: an `Embedder` is a client
+of an OpenAI-compatible `/embeddings` endpoint (Ollama, vLLM, llama.cpp's server with
+`--embeddings`, OpenAI), configured by `THOUGHTMAP_EMBEDDINGS_URL` and `THOUGHTMAP_EMBEDDINGS_MODEL`
+(key: `THOUGHTMAP_EMBEDDINGS_KEY`). When none is configured, `top_for_each` ranks by BM25 over the
+same texts (`engine/search/rerank.py`), so a run without an endpoint (and `--llm fake`) stays
+offline and deterministic.
+
+- `Embedder`: `description`, `embed(texts) -> list[vector]` (one vector per text, in order);
+  failures are `EmbeddingError` (a `SearchError`).
+- `OpenAIEmbeddings`: the client, through the `openai` package's `embeddings.create` (floats asked
+  for explicitly: not every server speaks base64), in batches; the endpoint's URL is shown redacted.
+- `EmbeddingReranker`: the `Reranker` protocol by cosine similarity, for the rerankers to come.
+- `top_for_each(queries, hits, k, embedder)`: each query's best k hits, with how they were ranked
+  (one embedding call for all queries and hits; BM25 when there is no embedder or the call failed).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Protocol, runtime_checkable
+
+from engine.config import DEFAULT_EMBEDDINGS_MODEL, EmbeddingsSettings
+from engine.redact import redact_url
+from engine.search.protocol import Hit, SearchError
+from engine.search.rerank import BM25Reranker
+
+Vector = list[float]
+DEFAULT_MODEL = DEFAULT_EMBEDDINGS_MODEL
+BATCH = 64  # texts per request: well under every server's limit
+HIT_CHARS = 2000  # what of a hit is embedded: its title and opening text
+
+
+class EmbeddingError(SearchError):
+    """The embeddings endpoint failed or answered something unusable."""
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    @property
+    def description(self) -> str:
+        """Which model at which endpoint, for a node's data and the 'running on' notice."""
+        ...
+
+    def embed(self, texts: Sequence[str]) -> list[Vector]: ...
+
+
+class OpenAIEmbeddings:
+    """An `Embedder` over an OpenAI-compatible `/embeddings` endpoint."""
+
+    def __init__(self, settings: EmbeddingsSettings, *, client: Any = None) -> None:
+        self.settings = settings
+        if client is None:
+            import openai
+
+            client = openai.OpenAI(api_key=settings.api_key or "not-needed", base_url=settings.base_url.rstrip("/"),
+                                   timeout=settings.timeout_s, max_retries=2)
+        self._client = client
+
+    @property
+    def description(self) -> str:
+        return f"embeddings {self.settings.model} at {redact_url(self.settings.base_url)}"
+
+    def embed(self, texts: Sequence[str]) -> list[Vector]:
+        vectors: list[Vector] = []
+        for start in range(0, len(texts), BATCH):
+            batch = [text if text.strip() else " " for text in texts[start:start + BATCH]]
+            vectors.extend(self._embed_batch(batch))
+        return vectors
+
+    def _embed_batch(self, batch: list[str]) -> list[Vector]:
+        import openai
+
+        try:
+            response = self._client.embeddings.create(model=self.settings.model, input=batch, encoding_format="float")
+        except openai.OpenAIError as exc:
+            raise EmbeddingError(f"{self.description} failed: {type(exc).__name__}: {exc}"[:500],
+                                 hint="check THOUGHTMAP_EMBEDDINGS_URL and THOUGHTMAP_EMBEDDINGS_MODEL") from exc
+        data = sorted(response.data, key=lambda item: item.index)
+        if len(data) != len(batch) or not all(isinstance(item.embedding, list) and item.embedding for item in data):
+            raise EmbeddingError(f"{self.description} returned {len(data)} vectors for {len(batch)} texts")
+        return [[float(x) for x in item.embedding] for item in data]
+
+
+def build_embedder(settings: EmbeddingsSettings | None) -> Embedder | None:
+    """The configured embedder, or None (BM25 is used where embeddings would be)."""
+    return OpenAIEmbeddings(settings) if settings is not None else None
+
+
+def cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    dot = sum(x * y for x, y in zip(a, b))
+    norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
+    return dot / norm if norm else 0.0
+
+
+def hit_text(hit: Hit) -> str:
+    return f"{hit.title}\n{hit.text or hit.snippet}"[:HIT_CHARS]
+
+
+def _top(scores: Sequence[float], k: int) -> list[int]:
+    # Best first; equal scores keep the hits' order (deterministic).
+    return sorted(range(len(scores)), key=lambda i: (-scores[i], i))[:k]
+
+
+class EmbeddingReranker:
+    """The `Reranker` protocol by cosine similarity of the query's and each hit's embedding."""
+
+    def __init__(self, embedder: Embedder) -> None:
+        self.embedder = embedder
+
+    @property
+    def description(self) -> str:
+        return f"cosine similarity of {self.embedder.description}"
+
+    def rerank(self, query: str, hits: Sequence[Hit], k: int) -> list[Hit]:
+        if k <= 0 or not hits:
+            return []
+        vectors = self.embedder.embed([query, *(hit_text(h) for h in hits)])
+        scores = [cosine(vectors[0], v) for v in vectors[1:]]
+        return [replace(hits[i], score=scores[i]) for i in _top(scores, k)]
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """Each query's best hits (with their scores), and how they were ranked."""
+
+    per_query: list[list[Hit]]
+    by: str  # "embeddings: <description>" or "bm25" (with why, when embeddings failed)
+
+
+def top_for_each(queries: Sequence[str], hits: Sequence[Hit], k: int, embedder: Embedder | None = None, *,
+                 on_error: Callable[[EmbeddingError], None] | None = None) -> Ranked:
+    """Each query's top `k` hits: by cosine similarity when an embedder is given (every hit ranks,
+    as Sentence-BERT retrieval does), else by BM25 (a hit sharing no word with the query is left
+    out: it is not evidence). One embedding request covers all queries and hits; if it fails, BM25
+    ranks and `on_error` is told."""
+    if not hits or not queries:
+        return Ranked([[] for _ in queries], "none")
+    if embedder is not None:
+        try:
+            vectors = embedder.embed([*queries, *(hit_text(h) for h in hits)])
+            query_vectors, hit_vectors = vectors[:len(queries)], vectors[len(queries):]
+            per_query = []
+            for qv in query_vectors:
+                scores = [cosine(qv, hv) for hv in hit_vectors]
+                per_query.append([replace(hits[i], score=scores[i]) for i in _top(scores, k)])
+            return Ranked(per_query, f"embeddings: {embedder.description}")
+        except EmbeddingError as exc:
+            if on_error is not None:
+                on_error(exc)
+            fallback = f"bm25 (embeddings failed: {exc})"[:300]
+        else:  # pragma: no cover - returned above
+            fallback = "bm25"
+    else:
+        fallback = "bm25"
+    reranker = BM25Reranker()
+    per_query = [[h for h in reranker.rerank(query, hits, k) if h.score > 0] for query in queries]
+    return Ranked(per_query, fallback)
+
+
+__all__ = ["Embedder", "EmbeddingError", "EmbeddingReranker", "EmbeddingsSettings", "OpenAIEmbeddings", "Ranked",
+           "build_embedder", "cosine", "top_for_each"]
