@@ -147,6 +147,23 @@ def _m007_knowledge_graphs(conn: Connection) -> None:
         table.__table__.create(conn, checkfirst=True)
 
 
+def _m010_deot_layers_count_the_question(conn: Connection) -> None:
+    # DEoT's max_layers now counts the question as layer 1, as its paper and its authors' code do:
+    # a stored run (and a stored benchmark's DEoT values) keep the tree they asked for, one more.
+    runs = models.Run.__table__
+    for row in conn.execute(select(runs.c.id, runs.c.params).where(runs.c.method == "deot")).all():
+        params = row.params if isinstance(row.params, dict) else {}
+        if isinstance(params.get("max_layers"), int):
+            conn.execute(runs.update().where(runs.c.id == row.id).values(
+                params={**params, "max_layers": params["max_layers"] + 1}))
+    benchmarks = models.Benchmark.__table__
+    for row in conn.execute(select(benchmarks.c.id, benchmarks.c.params)).all():
+        values = (row.params or {}).get("deot") if isinstance(row.params, dict) else None
+        if isinstance(values, dict) and isinstance(values.get("max_layers"), int):
+            conn.execute(benchmarks.update().where(benchmarks.c.id == row.id).values(
+                params={**row.params, "deot": {**values, "max_layers": values["max_layers"] + 1}}))
+
+
 MIGRATIONS: list[tuple[int, str, Migration]] = [
     (1, "initial tables", _m001_initial_tables),
     (2, "runs.warning", _m002_run_warning),
@@ -157,6 +174,8 @@ MIGRATIONS: list[tuple[int, str, Migration]] = [
     (6, "benchmarks.judges", _m006_benchmark_judges),
     (7, "kg_graphs, kg_chunks, kg_entities, kg_relations and their chunk links (knowledge graphs)",
      _m007_knowledge_graphs),
+    (10, "DEoT runs' max_layers counts the question as layer 1 (the paper's count)",
+     _m010_deot_layers_count_the_question),
 ]
 
 
