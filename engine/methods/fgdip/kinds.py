@@ -129,7 +129,8 @@ def ordinal(n: int) -> str:
 
 
 _VERDICTS = (
-    Variant("sure", "#16A085", "verdict sure: explored first"),
+    # A strong blue: the unjudged light blue made certain, and far from the green "done" border.
+    Variant("sure", "#4C78A8", "verdict sure: explored first"),
     Variant("maybe", "#F2CF5B", "verdict maybe"),
     Variant("impossible", "#DDDDDD", "verdict impossible: pruned, no children"),
 )
