@@ -26,6 +26,9 @@ Environment variables (a public interface, keep them stable):
 | THOUGHTMAP_LOCAL_CTX | context window of the built-in model, in tokens | 8192 |
 | THOUGHTMAP_LOCAL_THREADS | CPU threads of the built-in model | all cores |
 | THOUGHTMAP_OLLAMA_URL | where the app looks for a running Ollama | http://127.0.0.1:11434 |
+| THOUGHTMAP_RERANK_URL | an OpenAI-compatible `/rerank` endpoint (vLLM, llama.cpp, TEI, Infinity) for the research method's `endpoint` reranker | unset |
+| THOUGHTMAP_RERANK_MODEL | the model that endpoint reranks with | the server's default |
+| THOUGHTMAP_RERANK_API_KEY | bearer key for that endpoint | unset |
 """
 
 from __future__ import annotations
@@ -92,6 +95,14 @@ class LocalModelSettings(BaseModel):
     ollama_url: str = "http://127.0.0.1:11434"
 
 
+class RerankSettings(BaseModel):
+    """An OpenAI-compatible `/rerank` endpoint (engine/search/rerankers.py), when configured."""
+
+    url: str = ""
+    model: str = ""
+    api_key: str | None = Field(default=None, repr=False, exclude=True)
+
+
 class Settings(BaseModel):
     home: Path
     database_url: str
@@ -104,6 +115,7 @@ class Settings(BaseModel):
     # Methods kept outside the package ("module:Class,..."), loaded beside the built-in ones.
     method_plugins: str = ""
     local: LocalModelSettings = Field(default_factory=LocalModelSettings)
+    rerank: RerankSettings = Field(default_factory=RerankSettings)
 
     @property
     def corpus_index_path(self) -> Path:
@@ -147,6 +159,9 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         llm_choice=(env.get("THOUGHTMAP_LLM") or "auto").strip().lower(),
         method_plugins=env.get("THOUGHTMAP_METHODS") or "",
         local=_local_settings(env),
+        rerank=RerankSettings(url=(env.get("THOUGHTMAP_RERANK_URL") or "").strip(),
+                              model=(env.get("THOUGHTMAP_RERANK_MODEL") or "").strip(),
+                              api_key=env.get("THOUGHTMAP_RERANK_API_KEY") or None),
     )
 
 

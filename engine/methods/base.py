@@ -35,6 +35,7 @@ from engine.parallel import run_parallel
 from engine import narration
 from engine.reader_text import UNWRITTEN, is_placeholder
 from engine.search.protocol import Hit, SearchError, Searcher
+from engine.search.rerank import Reranker
 from engine.search.relevance import DEFAULT_FLOOR, RelevanceResult
 from storage.models import Command, Node, NodeStatus
 
@@ -109,6 +110,8 @@ class RunContext:
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("thoughtmap.run"))
     # The knowledge graphs (injected by the runner from Services); see `knowledge`.
     knowledge_layer: KnowledgeLayer | None = None
+    # The OpenAI-compatible /rerank endpoint configured by THOUGHTMAP_RERANK_URL (None when not).
+    rerank_endpoint: Reranker | None = None
 
     def search(self, query: str, *, k: int, node: Node | None = None) -> list[Hit]:
         """`searcher.search`, told to the step log: what was searched, where, how much came back
