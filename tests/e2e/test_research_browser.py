@@ -3,11 +3,11 @@ Researchy question, with the fake LLM scripted by prompt name (tests/research_sc
 over HTTP by `FakeOpenAIServer` in this process.
 
 The script: the agent searches once more after the question's search, then answers; the claim
-check finds one cited sentence not in its source. On the map (read through the frame's test hook):
+check finds the cited sentences about Malaysia not in their source. On the map (read through the frame's test hook):
 the chain question → search → reasoning → search → reasoning → answer, left to right, the searches
 in their declared fills (the question's, the agent's). The node panel of a search lists its
 reranked documents with their scores. The Report page shows the per-sentence citation check with
-the verdicts, the rates and the one sentence the source does not support.
+the verdicts, the rates and the sentences their source does not support.
 
 Screenshots: test-artifacts/research-chain.png, research-search-node.png, research-citation-check.png."""
 
@@ -44,8 +44,8 @@ FILLS = {v.value: rgb(v.colour) for v in KINDS["search"].variants}
 
 def scripted_fake() -> FakeLLM:
     fake = FakeLLM()
-    # One sentence of the answer is judged not in its source; the others supported.
-    fake.when(CLAIMS, verdicts(lambda sentence: "not_supported" if "brings together" in sentence else "supported"))
+    # The answer's sentences about Malaysia (from the bundled corpus) are judged not in their source.
+    fake.when(CLAIMS, verdicts(lambda sentence: "not_supported" if "Malaysia" in sentence else "supported"))
     return fake
 
 
@@ -57,6 +57,7 @@ def research_app(app_home, tmp_path, request):
 def test_the_research_chain_and_the_citation_check(research_app, page, app_repo):
     page.set_viewport_size({"width": 1500, "height": 1100})
     page.set_default_navigation_timeout(120_000)  # a first page load on a busy two-core machine
+    page.set_default_timeout(90_000)
     page.goto(research_app.url)
     page.get_by_label("Question").fill(QUESTION)
     choose_method(page, ResearchMethod.title)
@@ -98,7 +99,7 @@ def test_the_research_chain_and_the_citation_check(research_app, page, app_repo)
     heading = page.get_by_role("heading", name="Citation check")
     heading.wait_for(timeout=60_000)
     answer = nodes[-1]
-    assert answer.data["not_supported"] == 1 and answer.data["supported"] >= 1
+    assert answer.data["not_supported"] >= 1 and answer.data["supported"] >= 1
     body = page.locator('[data-testid="stMainBlockContainer"]').inner_text()
     assert f"Support rate {answer.data['support_rate']:.0%}" in body, body
     assert "not in the source" in body and "supported" in body
