@@ -29,6 +29,9 @@ Environment variables (a public interface, keep them stable):
 | THOUGHTMAP_EMBEDDINGS_URL | an OpenAI-compatible endpoint serving `/embeddings` (OmniThink's section evidence by similarity); unset: BM25 | unset |
 | THOUGHTMAP_EMBEDDINGS_MODEL | the embedding model at that endpoint | text-embedding-3-small |
 | THOUGHTMAP_EMBEDDINGS_KEY | its key (OPENAI_API_KEY when the URL is OPENAI_BASE_URL) | unset |
+| THOUGHTMAP_RERANK_URL | an OpenAI-compatible `/rerank` endpoint (vLLM, llama.cpp, TEI, Infinity) for the research method's `endpoint` reranker | unset |
+| THOUGHTMAP_RERANK_MODEL | the model that endpoint reranks with | the server's default |
+| THOUGHTMAP_RERANK_API_KEY | bearer key for that endpoint | unset |
 """
 
 from __future__ import annotations
@@ -105,6 +108,14 @@ class LocalModelSettings(BaseModel):
     ollama_url: str = "http://127.0.0.1:11434"
 
 
+class RerankSettings(BaseModel):
+    """An OpenAI-compatible `/rerank` endpoint (engine/search/rerankers.py), when configured."""
+
+    url: str = ""
+    model: str = ""
+    api_key: str | None = Field(default=None, repr=False, exclude=True)
+
+
 class Settings(BaseModel):
     home: Path
     database_url: str
@@ -118,6 +129,7 @@ class Settings(BaseModel):
     method_plugins: str = ""
     local: LocalModelSettings = Field(default_factory=LocalModelSettings)
     embeddings: EmbeddingsSettings | None = None
+    rerank: RerankSettings = Field(default_factory=RerankSettings)
 
     @property
     def corpus_index_path(self) -> Path:
@@ -162,6 +174,9 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         method_plugins=env.get("THOUGHTMAP_METHODS") or "",
         local=_local_settings(env),
         embeddings=_embeddings_settings(env, llm),
+        rerank=RerankSettings(url=(env.get("THOUGHTMAP_RERANK_URL") or "").strip(),
+                              model=(env.get("THOUGHTMAP_RERANK_MODEL") or "").strip(),
+                              api_key=env.get("THOUGHTMAP_RERANK_API_KEY") or None),
     )
 
 

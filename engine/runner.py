@@ -30,6 +30,7 @@ from engine.methods.registry import METHODS, get_method
 from engine.methods.contract import CommandRejected
 from engine.methods.steering import check
 from engine.questions import clean_question
+from engine.search.rerank import Reranker
 from engine.redact import redact_secrets
 from engine.search.protocol import Searcher
 from engine.steering_events import SteeringEvents
@@ -138,6 +139,7 @@ class Runner:
         stale_after: timedelta = timedelta(minutes=2),
         knowledge: KnowledgeLayer | None = None,
         embedder: Embedder | None = None,
+        rerank_endpoint: Reranker | None = None,
     ) -> None:
         self.repo = repo
         self.llm_for = llm_for
@@ -149,6 +151,7 @@ class Runner:
         self.stale_after = stale_after
         self.knowledge = knowledge  # handed to every run's context (ctx.knowledge)
         self.embedder = embedder  # handed to every run's context (ctx.embedder); None: BM25
+        self.rerank_endpoint = rerank_endpoint  # the configured /rerank endpoint, if any (ctx.rerank_endpoint)
         # Node-level work of every run shares this pool: one process-wide bound on parallelism.
         self.executor = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="node")
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -327,6 +330,7 @@ class Runner:
             searcher=self.searcher_for(run), graph=graph,
             checkpoint=control.checkpoint, take_steering=take_steering, executor=self.executor,
             complete_command=complete_command, knowledge_layer=self.knowledge, embedder=self.embedder,
+            rerank_endpoint=self.rerank_endpoint,
         )
 
     def _apply_steering(self, ctx: RunContext, method: Method) -> None:

@@ -61,7 +61,18 @@ class Services:
         self.embedder = build_embedder(self.settings.embeddings)
         self.runner = Runner(self.repo, llm_for=self.llm_for_run, searcher_for=self.searcher_for_run,
                              prices=self.prices, methods=self.methods, max_workers=self.settings.workers,
-                             knowledge=self.knowledge, embedder=self.embedder)
+                             knowledge=self.knowledge, embedder=self.embedder,
+                             rerank_endpoint=self._rerank_endpoint())
+
+    def _rerank_endpoint(self):
+        """The /rerank endpoint THOUGHTMAP_RERANK_URL configures, or None."""
+        rerank = self.settings.rerank
+        if not rerank.url:
+            return None
+        from engine.search.rerankers import EndpointReranker
+
+        return EndpointReranker(rerank.url, rerank.model, api_key=rerank.api_key,
+                                timeout_s=self.settings.llm.timeout_s)
 
     def method(self, name: str) -> type[Method]:
         return get_method(name, self.methods)

@@ -55,6 +55,7 @@ def score_item(repo: Repository, run_id: str, item: Item, reader: EvalLLM) -> tu
     scores: dict[str, Any] = usage_metrics(repo, run)
     sources = repo.list_sources(run_id)
     scores.update(citation_counts(markdown, {s.id for s in sources}))
+    scores.update(own_citation_check(report.data if report is not None else {}))
     if len(sources) >= 2:
         texts = [s.text or s.snippet for s in sources]
         scores["information_diversity"] = metrics.information_diversity(metrics.text_vectors(texts))
@@ -118,4 +119,14 @@ def citation_counts(markdown: str, source_ids: set[int]) -> dict[str, Any]:
             "dangling_citations": dangling}
 
 
-__all__ = ["RECALL_AT", "answered", "citation_counts", "score_item", "usage_metrics"]
+def own_citation_check(data: dict[str, Any]) -> dict[str, Any]:
+    """The support and citation error rates a method measured itself (the research agent checks
+    every cited sentence: `metrics` in its report's data); `--judges claims` replaces them."""
+    own = data.get("metrics") if isinstance(data, dict) else None
+    if not isinstance(own, dict):
+        return {}
+    return {key: float(own[key]) for key in ("support_rate", "citation_error_rate")
+            if isinstance(own.get(key), (int, float)) and not isinstance(own.get(key), bool)}
+
+
+__all__ = ["RECALL_AT", "answered", "citation_counts", "own_citation_check", "score_item", "usage_metrics"]

@@ -123,6 +123,11 @@ class RunLLM:
     def description(self) -> str:
         return self.llm.description
 
+    def bound(self, node_id: int | None = None) -> LLM:
+        """This run's LLM as a plain `LLM` (`chat`) whose calls are budgeted, told to the step log and
+        recorded for `node_id`: for code that speaks the seam itself (the LLM reranker)."""
+        return _AccountedLLM(self, node_id)
+
     def ask(self, messages: Sequence[Message], output_type: type[T], *, purpose: str = "default",
             node_id: int | None = None, max_tokens: int | None = None,
             temperature: float | None = None) -> T:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import threading
 import time
@@ -29,15 +30,30 @@ from typing import Any, Union
 
 from pydantic import BaseModel
 
-from engine.llm.protocol import ChatRequest, ChatResponse, Message, ResponseFormat, Usage
+from engine.llm.protocol import ChatRequest, ChatResponse, Message, ResponseFormat, TokenLogprob, Usage
 from engine.llm.schema_fill import StringSlot, fill_schema
 from engine.llm.structured import extract_json
-from engine.llm.fake_knowledge import DEFAULTS as PROMPT_DEFAULTS
+from engine.llm.fake_knowledge import DEFAULTS as KNOWLEDGE_DEFAULTS
+from engine.llm.fake_research import DEFAULTS as RESEARCH_DEFAULTS
+from engine.llm.fake_research import LOGPROB_DEFAULTS
+
+PROMPT_DEFAULTS = {**KNOWLEDGE_DEFAULTS, **RESEARCH_DEFAULTS}
 
 FAKE_MODEL = "fake"
 FAKE_DESCRIPTION = "scripted fake LLM (offline, deterministic)"
 
-Responder = Union[str, dict, BaseModel, BaseException, Callable[[ChatRequest], Any]]
+
+
+@dataclass(frozen=True)
+class FakeReply:
+    """A scripted answer with the log probabilities of its first token's alternatives (`top`:
+    token -> probability), served when a request asks for logprobs (`ChatRequest.top_logprobs`)."""
+
+    text: str
+    top: tuple[tuple[str, float], ...] = ()
+
+
+Responder = Union[str, dict, BaseModel, FakeReply, BaseException, Callable[[ChatRequest], Any]]
 
 
 # ====================================================================== scripted fake
@@ -213,7 +229,8 @@ class FakeLLM:
             if rule is not None:
                 rule.used += 1
         # Rendering runs outside the lock: a scripted callable may be slow or call back into us.
-        text = _render(rule.respond, request) if rule is not None else default_answer(request)
+        reply = _render(rule.respond, request) if rule is not None else default_answer(request)
+        text = reply.text if isinstance(reply, FakeReply) else reply
         prompt_chars = sum(len(m.content) for m in request.messages)
         return ChatResponse(
             text=text,
@@ -225,7 +242,22 @@ class FakeLLM:
             latency_s=time.monotonic() - started,
             attempts=1,
             response_format=request.response_format,
+            logprobs=fake_logprobs(request, reply) if request.top_logprobs > 0 else None,
         )
+
+
+def fake_logprobs(request: ChatRequest, reply: str | FakeReply) -> tuple[TokenLogprob, ...]:
+    """The first token's log probability and alternatives: a scripted `FakeReply`'s, else the
+    prompt's own offline ones (`LOGPROB_DEFAULTS`), else the answer's first word, certain."""
+    if isinstance(reply, FakeReply) and reply.top:
+        top = reply.top
+    else:
+        text = reply.text if isinstance(reply, FakeReply) else reply
+        own = LOGPROB_DEFAULTS.get(request.prompt)
+        top = own(request) if own is not None else (((text.split() or [""])[0], 1.0),)
+    alternatives = tuple((token, math.log(p) if p > 0 else -100.0) for token, p in top[: request.top_logprobs])
+    first = alternatives[0] if alternatives else ("", 0.0)
+    return (TokenLogprob(first[0], first[1], alternatives),)
 
 
 def request_text(request: ChatRequest) -> str:
@@ -233,13 +265,15 @@ def request_text(request: ChatRequest) -> str:
     return "\n".join(m.content for m in request.messages)
 
 
-def _render(respond: Responder, request: ChatRequest) -> str:
+def _render(respond: Responder, request: ChatRequest) -> str | FakeReply:
     if isinstance(respond, BaseException):
         raise respond
     if callable(respond) and not isinstance(respond, (BaseModel, type)):
         respond = respond(request)
         if isinstance(respond, BaseException):
             raise respond
+    if isinstance(respond, FakeReply):
+        return respond
     if isinstance(respond, BaseModel):
         return respond.model_dump_json()
     if isinstance(respond, (dict, list)):

@@ -41,7 +41,7 @@ from types import TracebackType
 from typing import Any
 
 from engine.llm.fake import FakeLLM
-from engine.llm.protocol import PROMPT_HEADER, ChatRequest, Message, ResponseFormat
+from engine.llm.protocol import PROMPT_HEADER, ChatRequest, Message, ResponseFormat, TokenLogprob
 
 _HOST = "127.0.0.1"  # never anything else: this server must not be reachable from outside
 EMBEDDING_DIMS = 64
@@ -305,12 +305,13 @@ class FakeOpenAIServer:
         except (TypeError, ValueError, KeyError) as exc:
             return 400, {}, _error(400, f"invalid request: {exc}", "invalid_request_error")
         try:
-            text = self.responder.chat(request).text
+            response = self.responder.chat(request)
         except Exception as exc:  # a scripted exception in the responder
             return 500, {}, _error(500, f"{type(exc).__name__}: {exc}", "server_error")
-        return 200, {}, self._completion(body, text)
+        return 200, {}, self._completion(body, response.text, response.logprobs)
 
-    def _completion(self, body: dict[str, Any], text: str) -> dict[str, Any]:
+    def _completion(self, body: dict[str, Any], text: str,
+                    logprobs: tuple[TokenLogprob, ...] | None = None) -> dict[str, Any]:
         with self._lock:
             number = len(self._requests)
         prompt_chars = sum(len(str(m.get("content") or "")) for m in body.get("messages", []))
@@ -324,7 +325,11 @@ class FakeOpenAIServer:
                     "index": 0,
                     "message": {"role": "assistant", "content": text},
                     "finish_reason": "stop",
-                    "logprobs": None,
+                    # OpenAI's shape: each token with its log probability and top alternatives.
+                    "logprobs": None if not (logprobs and body.get("logprobs")) else {"content": [
+                        {"token": t.token, "logprob": t.logprob, "bytes": None,
+                         "top_logprobs": [{"token": a, "logprob": lp, "bytes": None} for a, lp in t.top]}
+                        for t in logprobs]},
                 }
             ],
         }
@@ -381,6 +386,7 @@ def _to_chat_request(body: dict[str, Any], prompt: str = "") -> ChatRequest:
         max_tokens=body.get("max_tokens") or body.get("max_completion_tokens"),
         temperature=body.get("temperature"),
         prompt=prompt,
+        top_logprobs=int(body.get("top_logprobs") or 1) if body.get("logprobs") else 0,
     )
 
 

@@ -43,6 +43,7 @@ from engine.llm.protocol import (
     LLMTimeoutError,
     PROMPT_HEADER,
     ResponseFormat,
+    TokenLogprob,
     Usage,
 )
 from engine.redact import redact_secrets, redact_url
@@ -193,6 +194,9 @@ class OpenAICompatibleLLM:
             # know max_tokens.
             key = "max_completion_tokens" if self._settings.is_default_openai else "max_tokens"
             kwargs[key] = request.max_tokens
+        if request.top_logprobs > 0:
+            kwargs["logprobs"] = True
+            kwargs["top_logprobs"] = request.top_logprobs
         if mode is ResponseFormat.JSON_SCHEMA:
             kwargs["response_format"] = {
                 "type": "json_schema",
@@ -292,6 +296,7 @@ class OpenAICompatibleLLM:
             latency_s=outcome.latency_s,
             attempts=attempts,
             response_format=mode,
+            logprobs=_logprobs(completion) if request.top_logprobs > 0 else None,
         )
 
     # ------------------------------------------------------------------ errors
@@ -492,3 +497,19 @@ def _connection_reason(exc: BaseException) -> str:
             return "the URL must start with http:// or https://"
     text = str(exc.__cause__ or exc).strip()
     return text.lower() if text else "connection failed"
+
+
+def _logprobs(completion: Any) -> tuple[TokenLogprob, ...] | None:
+    """The answer's tokens with their log probabilities (OpenAI's `choices[0].logprobs.content`);
+    None when the server sent none (many ignore the request)."""
+    try:
+        content = completion.choices[0].logprobs.content
+    except (AttributeError, IndexError, TypeError):
+        return None
+    if not content:
+        return None
+    tokens = []
+    for item in content:
+        top = tuple((str(t.token), float(t.logprob)) for t in (getattr(item, "top_logprobs", None) or ()))
+        tokens.append(TokenLogprob(str(item.token), float(item.logprob), top))
+    return tuple(tokens)

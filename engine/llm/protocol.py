@@ -55,6 +55,10 @@ class ChatRequest:
     # 1 for the first try; 2, 3... for the re-asks of a structured answer that did not validate
     # (same prompt, the invalid answer and the error appended).
     attempt: int = 1
+    # > 0 asks for the log probabilities of the answer's tokens, with this many alternatives per
+    # token (OpenAI's `logprobs` + `top_logprobs`); a server that does not return them answers
+    # without, and `ChatResponse.logprobs` is None.
+    top_logprobs: int = 0
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,16 @@ class Usage:
 
 
 @dataclass(frozen=True)
+class TokenLogprob:
+    """One generated token with its log probability and the `top` alternatives the server sent
+    ((token, log probability) pairs, the most likely first)."""
+
+    token: str
+    logprob: float
+    top: tuple[tuple[str, float], ...] = ()
+
+
+@dataclass(frozen=True)
 class ChatResponse:
     text: str
     model: str
@@ -76,6 +90,8 @@ class ChatResponse:
     attempts: int = 1
     # The format the server actually honoured (auto mode may have downgraded it).
     response_format: ResponseFormat = ResponseFormat.TEXT
+    # The answer's tokens with their log probabilities, when asked (`top_logprobs`) and returned.
+    logprobs: tuple[TokenLogprob, ...] | None = None
 
 
 @runtime_checkable

@@ -36,6 +36,7 @@ from engine import narration
 from engine.reader_text import UNWRITTEN, is_placeholder
 from engine.search.embeddings import Embedder
 from engine.search.protocol import Hit, SearchError, Searcher
+from engine.search.rerank import Reranker
 from engine.search.relevance import DEFAULT_FLOOR, RelevanceResult
 from storage.models import Command, Node, NodeStatus
 
@@ -114,6 +115,8 @@ class RunContext:
     # (`embeddings.top_for_each` takes either). OmniThink's section evidence uses it; MTQA's key
     # matching and a reranker may.
     embedder: Embedder | None = None
+    # The OpenAI-compatible /rerank endpoint configured by THOUGHTMAP_RERANK_URL (None when not).
+    rerank_endpoint: Reranker | None = None
 
     def search(self, query: str, *, k: int, node: Node | None = None, searcher: Searcher | None = None) -> list[Hit]:
         """`searcher.search`, told to the step log: what was searched, where, how much came back

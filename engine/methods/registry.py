@@ -14,9 +14,11 @@ from engine.methods.fgdip import FgdipMethod
 from engine.methods.mtqa import MtqaMethod
 from engine.methods.omnithink import OmniThinkMethod
 from engine.methods.rag import RagMethod
+from engine.methods.research import ResearchMethod
 
 METHODS: dict[str, type[Method]] = {
-    cls.name: cls for cls in (DeotMethod, OmniThinkMethod, MtqaMethod, FgdipMethod, DirectMethod, RagMethod)}
+    cls.name: cls for cls in (DeotMethod, OmniThinkMethod, MtqaMethod, FgdipMethod, ResearchMethod, DirectMethod,
+                               RagMethod)}
 
 
 class UnknownMethod(LookupError):

@@ -1,0 +1,66 @@
+"""The final answer and its checks: written from every search's summary with the run-wide document
+numbers (`markers.write_cited` asks again while a marker is malformed or points to no retrieved
+document), then each cited sentence checked against the cited source's text with the evaluation
+harness's claim-support check (`engine/evaluate/claims.py`), on the run's own LLM and node."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from engine.citations import source_blocks
+from engine.evaluate.claims import check_claims
+from engine.evaluate.metrics import citation_error_rate
+from engine.evaluate.run_report import JudgedRun
+from engine.methods.base import RunContext
+from engine.methods.research import prompts
+from engine.methods.research.markers import CitedText, write_cited
+from engine.methods.research.params import ResearchParams
+from engine.methods.research.search_tool import inert
+from storage.models import Node, Source
+
+
+def write_answer(ctx: RunContext, node: Node, *, reasoning: Sequence[str], findings: str,
+                 documents: Sequence[Source]) -> CitedText:
+    params: ResearchParams = ctx.params  # type: ignore[assignment]
+    listed = inert(source_blocks(documents, max_chars=300)) if documents else "(no document was retrieved)"
+
+    def write(feedback: str) -> str:
+        messages = prompts.ANSWER.render(question=ctx.question, reasoning=inert("\n\n".join(reasoning)) or "(none)",
+                                         findings=findings, documents=listed, feedback=feedback)
+        return ctx.llm.text(messages, purpose="writer", node_id=node.id, max_tokens=params.answer_max_tokens,
+                            temperature=params.temperature)
+
+    return write_cited(write, documents, params.citation_retries)
+
+
+class _NodeJudge:
+    """The run's LLM as the claim-support check asks it (`ask(..., purpose=)`), accounted to the node."""
+
+    def __init__(self, ctx: RunContext, node: Node) -> None:
+        self._ctx, self._node = ctx, node
+
+    def ask(self, messages, output_type, *, purpose: str = "judge_claims"):
+        return self._ctx.llm.ask(messages, output_type, purpose=purpose, node_id=self._node.id, max_tokens=1200)
+
+
+def check_answer(ctx: RunContext, node: Node, text: str, sources: dict[int, Source], removed: int) -> dict[str, Any]:
+    """Each cited sentence against its source: the checks, the counts and the two rates. The markers
+    removed before storing (malformed or dangling after the last retry) count as dangling errors."""
+    result = check_claims(_NodeJudge(ctx, node), JudgedRun(run_id=ctx.run_id, question=ctx.question, report=text,
+                                                           sources=sources, model=""))  # type: ignore[arg-type]
+    return rates({
+        "checks": [{"sentence": s.number, "text": s.text, "source_id": c.source_id, "status": c.status,
+                    "reason": c.reason} for s in result.sentences for c in s.citations],
+        "markers": result.markers, "supported": result.supported, "not_supported": result.not_supported,
+        "contradicted": result.contradicted, "dangling": result.dangling, "invalid": result.invalid}, removed)
+
+
+def rates(counts: dict[str, Any], removed: int) -> dict[str, Any]:
+    """support rate = supported / validly checked; citation error rate = (dangling + removed + not
+    supported + contradicted) / (validly checked + dangling + removed), `metrics.citation_error_rate`."""
+    checked = counts["supported"] + counts["not_supported"] + counts["contradicted"]
+    markers = counts["markers"] - counts.pop("invalid", 0) + removed
+    error = citation_error_rate(markers, counts["dangling"] + removed, counts["not_supported"] + counts["contradicted"])
+    return {**counts, "checked": True, "support_rate": counts["supported"] / checked if checked else None,
+            "citation_error_rate": error}

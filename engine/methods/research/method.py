@@ -1,0 +1,327 @@
+"""The deep research agent (Matsuda et al., the MMU-RAG winner, seed paper 002): the search tool
+(search → rerank → summarize with a marker per document) is called first with the question itself;
+then the agent reasons over what the searches found, decides whether another search is needed and
+with which query, until it is done or `max_searches` / `max_turns` are used; then it writes a
+long-form answer with inline citations, every marker checked to point to a document retrieved in
+this run and every cited sentence checked against its source.
+
+Stored graph, a chain: `question` → `search` (round 1, the question) → `reasoning` (turn 1) →
+`search` → `reasoning` → ... → `answer`. Each step below decides from what is stored, so a resumed
+run recomputes nothing finished: a search stores its reranked documents, then its summary; a turn
+stores its decision before the search it asks for is created; the answer stores its text before
+its citation check.
+"""
+
+from __future__ import annotations
+
+import re
+
+from engine.citations import cited_source_ids, number_citations
+from engine.llm.protocol import StructuredOutputError
+from engine.methods.base import REPORT, Method, MethodParams, RunContext
+from engine.methods.contract import CommandPayload, CommandRejected, CommandSpec, UnsupportedCommand
+from engine.methods.estimate import CostEstimate
+from engine.methods.research import estimate as cost
+from engine.methods.research import prompts
+from engine.methods.research.answer import check_answer, write_answer
+from engine.methods.research.kinds import (
+    ANSWER,
+    COMMANDS,
+    DROPPED_SOURCES,
+    NODE_KINDS,
+    QUESTION,
+    REASONING,
+    RUN_STATES,
+    SEARCH,
+    STEPS,
+    VIEW,
+    AddQueryPayload,
+    DigIntoPayload,
+    DroppedSource,
+    DroppedSources,
+    DropSourcePayload,
+)
+from engine.methods.research.params import ResearchParams
+from engine.methods.research.report import report
+from engine.methods.research.schemas import AgentTurn
+from engine.methods.research.search_tool import findings, inert, retrieve, summarize
+from storage.models import Node, NodeStatus, Source
+
+UNFINISHED = (NodeStatus.PENDING, NodeStatus.RUNNING)
+
+
+def _same_query(a: str, b: str) -> bool:
+    words = lambda text: " ".join(re.findall(r"\w+", text.casefold()))  # noqa: E731
+    return words(a) == words(b)
+
+
+class Chain:
+    """The stored run read once per step: its searches, turns and live answer, in order."""
+
+    def __init__(self, nodes: list[Node]) -> None:
+        live = [n for n in nodes if n.status != NodeStatus.PRUNED]
+        self.root = next((n for n in nodes if n.parent_id is None), None)
+        self.searches = sorted((n for n in live if n.kind == SEARCH), key=lambda n: n.id)
+        self.turns = sorted((n for n in live if n.kind == REASONING), key=lambda n: n.id)
+        self.answer = next((n for n in live if n.kind == ANSWER), None)
+        steps = self.searches + self.turns
+        self.tip = max(steps, key=lambda n: n.id) if steps else None
+
+    def agent_searches(self) -> int:
+        return sum((n.data or {}).get("by") == "agent" for n in self.searches)
+
+    def agent_turns(self) -> int:
+        return sum(not (n.data or {}).get("focus") for n in self.turns)
+
+    def reasoning(self, before: int | None = None) -> list[str]:
+        return [(n.data or {}).get("reasoning", "") for n in self.turns
+                if n.status == NodeStatus.DONE and (before is None or n.id < before) and (n.data or {}).get("reasoning")]
+
+    def queries(self) -> list[str]:
+        return [(n.data or {}).get("query", "") for n in self.searches]
+
+
+class ResearchMethod(Method):
+    name = "research"
+    title = "Deep research agent: search, rerank, summarize with citations, iterate"
+    summary = ("Searches the question, reranks the documents and summarizes the best ones with a citation marker "
+               "per document; then reasons, searches again while something is missing, and writes a long-form "
+               "answer whose every citation points to a retrieved document and is checked against it.")
+    paper = ("An Open and Reproducible Deep Research Agent for Long-Form Question Answering (the MMU-RAG "
+             "text-to-text winner, NeurIPS 2025)")
+    Params = ResearchParams
+    node_kinds = NODE_KINDS
+    commands = COMMANDS
+    run_states = RUN_STATES
+    view = VIEW
+    steps = STEPS
+
+    @classmethod
+    def estimate(cls, params: MethodParams) -> CostEstimate:
+        return cost.estimate(params)  # type: ignore[arg-type]
+
+    def _params(self, ctx: RunContext) -> ResearchParams:
+        return ctx.params  # type: ignore[return-value]
+
+    def _dropped(self, ctx: RunContext) -> DroppedSources:
+        return ctx.graph.state(DROPPED_SOURCES, DroppedSources) or DroppedSources()
+
+    # ------------------------------------------------------------------ the growth loop
+
+    def start(self, ctx: RunContext) -> None:
+        if ctx.graph.root() is None:
+            ctx.graph.add(kind=QUESTION, label=ctx.question, content=ctx.question, depth=0)
+
+    def step(self, ctx: RunContext) -> bool:
+        chain = Chain(ctx.graph.nodes())
+        return (self._open(ctx, chain) or self._run_searches(ctx, chain) or self._run_turns(ctx, chain)
+                or self._next(ctx, chain) or self._write_answer(ctx, chain))
+
+    def write_report(self, ctx: RunContext) -> None:
+        chain = Chain(ctx.graph.nodes())
+        markdown, data = report(chain.answer, chain.searches, chain.turns, ctx.graph.sources(), self.name)
+        ctx.graph.save_report(markdown, data=data)
+
+    # ------------------------------------------------------------------ the first search: the question
+
+    def _open(self, ctx: RunContext, chain: Chain) -> bool:
+        root = chain.root
+        if root is None or root.status == NodeStatus.DONE:
+            return False
+        if not chain.searches:
+            ctx.graph.add(kind=SEARCH, label=f"search 1: {ctx.question}"[:80], parent=root,
+                          data={"query": ctx.question, "round": 1, "by": "question"})
+        ctx.graph.finish(root, content=ctx.question)
+        return True
+
+    # ------------------------------------------------------------------ the search tool
+
+    def _run_searches(self, ctx: RunContext, chain: Chain) -> bool:
+        waiting = [n for n in chain.searches if n.status in UNFINISHED]
+        if not waiting:
+            return False
+        dropped = self._dropped(ctx).ids()
+        for node in waiting:
+            ctx.checkpoint()
+            node = ctx.graph.start(node)
+            if (node.data or {}).get("ranked") is None:
+                node = retrieve(ctx, node)
+            summary, data = summarize(ctx, node, chain.reasoning(before=node.id), dropped)
+            ctx.graph.finish(node, content=summary, data=data)
+        return True
+
+    # ------------------------------------------------------------------ the agent's turns
+
+    def _run_turns(self, ctx: RunContext, chain: Chain) -> bool:
+        waiting = [n for n in chain.turns if n.status in UNFINISHED]
+        if not waiting:
+            return False
+        for node in waiting:
+            ctx.checkpoint()
+            self._turn(ctx, chain, ctx.graph.start(node))
+        return True
+
+    def _turn(self, ctx: RunContext, chain: Chain, node: Node) -> None:
+        params = self._params(ctx)
+        data = node.data or {}
+        focus = data.get("focus", "")
+        left = max(0, params.max_searches - chain.agent_searches())
+        numbers, _ = self._numbering(ctx, chain)
+        done = [s for s in chain.searches if s.status == NodeStatus.DONE]
+        messages = prompts.AGENT.render(
+            question=ctx.question, left=str(left if not focus else max(left, 1)), searches=str(len(done)),
+            queries="; ".join(f"<<<{inert(q)}>>>" for q in chain.queries()) or "(none)",
+            findings=findings(done, numbers), reasoning=inert("\n\n".join(chain.reasoning(before=node.id))) or "(none yet)",
+            focus=prompts.FOCUS.replace("$point", inert(focus)) if focus else "")
+        try:
+            turn = ctx.llm.ask(messages, AgentTurn, purpose="agent", node_id=node.id, max_tokens=1500,
+                               temperature=params.temperature)
+        except StructuredOutputError as exc:
+            ctx.graph.finish(node, content="The agent's answer could not be read; it writes the answer now.",
+                             data={"decision": "answer", "why_stopped": f"unreadable turn: {str(exc)[:300]}"})
+            return
+        query = " ".join(turn.next_query.split())[:300]
+        decision, why = "answer", ""
+        if turn.need_more_search or focus:
+            if not query:
+                why = "it gave no query"
+            elif any(_same_query(query, q) for q in chain.queries()):
+                why = "it repeated an earlier query"
+            elif left <= 0 and not focus:
+                why = "no searches are left (max_searches)"
+            else:
+                decision = "search"
+        content = turn.reasoning.strip() + (f"\n\nNext search: {query}" if decision == "search" else "")
+        ctx.graph.finish(node, content=content, data={"reasoning": turn.reasoning.strip(), "decision": decision,
+                                                      "next_query": query if decision == "search" else "",
+                                                      "why_stopped": why})
+        if why:
+            ctx.graph.narrate(f"the agent stops searching: {why}", node_id=node.id)
+
+    def _next(self, ctx: RunContext, chain: Chain) -> bool:
+        """What follows the chain's tip: a new turn after a search, the search a turn asked for, or
+        the answer (when the turn decided so or the limits are met)."""
+        tip = chain.tip
+        if tip is None or tip.status != NodeStatus.DONE or chain.answer is not None:
+            return False
+        params = self._params(ctx)
+        data = tip.data or {}
+        if tip.kind == REASONING and data.get("decision") == "search":
+            if not any(s.parent_id == tip.id for s in chain.searches):
+                number = len(chain.searches) + 1
+                ctx.graph.add(kind=SEARCH, label=f"search {number}: {data['next_query']}"[:80], parent=tip,
+                              data={"query": data["next_query"], "round": number,
+                                    "by": "you" if data.get("focus") else "agent"})
+                return True
+            return False
+        if tip.kind == SEARCH:
+            stop = ""
+            if chain.agent_turns() >= params.max_turns:
+                stop = f"the agent has used its {params.max_turns} turns (max_turns)"
+            elif chain.agent_searches() >= params.max_searches:
+                stop = f"the agent has used its {params.max_searches} searches (max_searches)"
+            if not stop:
+                ctx.graph.add(kind=REASONING, label=f"turn {chain.agent_turns() + 1}", parent=tip,
+                              data={"turn": chain.agent_turns() + 1})
+                return True
+            ctx.graph.narrate(f"writing the answer: {stop}", node_id=tip.id)
+        ctx.graph.add(kind=ANSWER, label="answer", parent=tip)
+        return True
+
+    # ------------------------------------------------------------------ the answer
+
+    def _numbering(self, ctx: RunContext, chain: Chain) -> tuple[dict[int, int], list[Source]]:
+        """Run-wide document numbers (source id → n) in retrieval order, without dropped sources."""
+        dropped = self._dropped(ctx).ids()
+        by_id = {s.id: s for s in ctx.graph.sources()}
+        numbers: dict[int, int] = {}
+        for search in chain.searches:
+            for doc in (search.data or {}).get("ranked") or []:
+                sid = doc["source_id"]
+                if sid in by_id and sid not in dropped and sid not in numbers:
+                    numbers[sid] = len(numbers) + 1
+        return numbers, [by_id[sid] for sid in numbers]
+
+    def _write_answer(self, ctx: RunContext, chain: Chain) -> bool:
+        answer = chain.answer
+        if answer is None or answer.status not in UNFINISHED:
+            return False
+        ctx.checkpoint()
+        params = self._params(ctx)
+        answer = ctx.graph.start(answer)
+        data = answer.data or {}
+        if not data.get("attempts"):
+            numbers, documents = self._numbering(ctx, chain)
+            done = [s for s in chain.searches if s.status == NodeStatus.DONE]
+            cited = write_answer(ctx, answer, reasoning=chain.reasoning(), findings=findings(done, numbers),
+                                 documents=documents)
+            if not cited.text.strip():
+                ctx.graph.fail(answer, "the model wrote an empty answer; resume the run to ask again",
+                               data={"attempts": 0})
+                return True
+            if cited.removed:
+                ctx.graph.narrate(f"the answer still cited wrongly after {cited.attempts} tries; removed "
+                                  f"{len(cited.removed)} bad markers", node_id=answer.id, removed=cited.removed)
+            ctx.graph.link_sources(answer, cited_source_ids(cited.text))
+            answer = ctx.graph.update(answer, content=cited.text, merge_data={
+                "attempts": cited.attempts, "removed_markers": cited.removed})
+            data = answer.data or {}
+        update: dict = {"search_count": sum(s.status == NodeStatus.DONE for s in chain.searches)}
+        if params.check_citations and not data.get("checked"):
+            ctx.checkpoint()
+            sources = {s.id: s for s in ctx.graph.sources() if s.id not in self._dropped(ctx).ids()}
+            update |= check_answer(ctx, answer, answer.content or "", sources, len(data.get("removed_markers") or []))
+        ctx.graph.finish(answer, data=update)
+        return True
+
+    # ------------------------------------------------------------------ steering
+
+    def apply(self, ctx: RunContext, command: CommandSpec, payload: CommandPayload, node: Node | None) -> set[str]:
+        if command.name == "regenerate_report":
+            return {REPORT}
+        chain = Chain(ctx.graph.nodes())
+        if chain.root is None or chain.tip is None:
+            raise CommandRejected("the run has not searched yet; try again in a moment")
+        if command.name == "add_query":
+            assert isinstance(payload, AddQueryPayload)
+            query = " ".join(payload.query.split())
+            if any(_same_query(query, q) for q in chain.queries()):
+                raise CommandRejected(f"'{query}' was already searched; add a different query")
+            number = len(chain.searches) + 1
+            self._retire_answer(ctx, chain)
+            ctx.graph.add(kind=SEARCH, label=f"search {number}: {query}"[:80], parent=chain.tip,
+                          data={"query": query, "round": number, "by": "you"})
+            return {REPORT}
+        if command.name == "dig_into":
+            assert isinstance(payload, DigIntoPayload)
+            point = " ".join(payload.point.split())
+            self._retire_answer(ctx, chain)
+            ctx.graph.add(kind=REASONING, label=f"dig into: {point}"[:80], parent=chain.tip,
+                          data={"turn": len(chain.turns) + 1, "focus": point})
+            return {REPORT}
+        if command.name == "drop_source":
+            assert isinstance(payload, DropSourcePayload)
+            self._drop(ctx, chain, payload.number)
+            return {REPORT}
+        raise UnsupportedCommand(f"the {self.name} method does not support '{command.name}'")
+
+    def _retire_answer(self, ctx: RunContext, chain: Chain) -> None:
+        """The answer is written again after a steering command: the old one is pruned (kept on the map)."""
+        if chain.answer is not None:
+            ctx.graph.prune(chain.answer)
+
+    def _drop(self, ctx: RunContext, chain: Chain, number: int) -> None:
+        current = ctx.graph.report()
+        if current is None or chain.answer is None:
+            raise CommandRejected("there is no report yet to drop a source from; wait for the answer")
+        sources = {s.id: s for s in ctx.graph.sources()}
+        numbering = number_citations(current.markdown, sources).numbering
+        if number not in numbering:
+            raise CommandRejected(f"the report has no source [{number}]; it cites {len(numbering)} "
+                                  f"source{'s' if len(numbering) != 1 else ''}")
+        source = sources[numbering[number]]
+        dropped = self._dropped(ctx)
+        ctx.graph.save_state(DROPPED_SOURCES, DroppedSources(
+            sources=[*dropped.sources, DroppedSource(source_id=source.id, title=source.title)],
+            change=f"you dropped '{source.title}'"))
+        self._retire_answer(ctx, chain)

@@ -1,0 +1,65 @@
+"""The final report, written from the stored chain without the model: the answer (with its run-wide
+citation markers; `engine/report.py` adds the source list), then the citation check sentence by
+sentence, then what the agent did. The report's data carries the run's search count, support rate
+and citation error rate (`metrics`), which the evaluation harness reads into its table."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from engine.citations import number_citations
+from engine.reader_text import UNWRITTEN
+from storage.models import Node, NodeStatus, Source
+
+NOT_WRITTEN = ("_The agent has not written its answer: resume the run (or press Rewrite report once it is "
+               "done)._")
+_VERDICT_WORDS = {"supported": "supported", "not_supported": "not in the source", "contradicted": "contradicted",
+                  "dangling": "points to no retrieved document", "invalid": "no valid verdict from the check"}
+
+
+def _percent(value: float | None) -> str:
+    return "–" if value is None else f"{value:.0%}"
+
+
+def citation_check_section(data: dict[str, Any], numbering: dict[int, int]) -> list[str]:
+    """One line per (sentence, cited source): the sentence, the source's report number, the verdict
+    and why. Sentences are plain text here (no stored markers), so a judge reading the report does
+    not count them as citations again; `engine/report.py` sanitises the whole body."""
+    lines = ["## Citation check", "",
+             f"Support rate {_percent(data.get('support_rate'))} · citation error rate "
+             f"{_percent(data.get('citation_error_rate'))} · {data.get('markers', 0)} citations checked · "
+             f"{len(data.get('removed_markers') or [])} bad markers removed", ""]
+    by_id = {sid: n for n, sid in numbering.items()}
+    for check in data.get("checks") or []:
+        number = by_id.get(check["source_id"])
+        cited = f"[{number}]" if number is not None else "an unknown source"
+        reason = f": {check['reason']}" if check.get("reason") else ""
+        lines.append(f"- Sentence {check['sentence']} ({cited}, {_VERDICT_WORDS.get(check['status'], check['status'])})"
+                     f" — “{check['text']}”{reason}")
+    for marker in data.get("removed_markers") or []:
+        lines.append(f"- A bad marker was removed from the answer: `{marker.replace('`', '')}`")
+    return lines
+
+
+def report(answer: Node | None, searches: Sequence[Node], turns: Sequence[Node], sources: Sequence[Source],
+           method: str) -> tuple[str, dict[str, Any]]:
+    """(Markdown with run-wide citation markers, report data)."""
+    done = [s for s in searches if s.status == NodeStatus.DONE]
+    data: dict[str, Any] = {"method": method, "search_count": len(done), "turns": len(turns),
+                            "queries": [(s.data or {}).get("query", "") for s in done]}
+    if answer is None or answer.status != NodeStatus.DONE or not (answer.content or "").strip():
+        return NOT_WRITTEN, {**data, UNWRITTEN: True}
+    info = answer.data or {}
+    numbering = number_citations(answer.content or "", {s.id for s in sources if s.id is not None}).numbering
+    parts = [answer.content.strip()]
+    if info.get("checked"):
+        parts.append("\n".join(citation_check_section(info, numbering)))
+    parts.append(f"_The agent ran {len(done)} {'search' if len(done) == 1 else 'searches'} and "
+                 f"{len(turns)} reasoning {'turn' if len(turns) == 1 else 'turns'}._")
+    metrics = {"search_count": len(done), "support_rate": info.get("support_rate"),
+               "citation_error_rate": info.get("citation_error_rate"),
+               "removed_markers": len(info.get("removed_markers") or [])}
+    return "\n\n".join(parts), {**data, "answer_node": answer.id, "metrics": metrics,
+                                "support_rate": info.get("support_rate"),
+                                "citation_error_rate": info.get("citation_error_rate")}

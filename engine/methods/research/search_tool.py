@@ -1,0 +1,118 @@
+"""The search tool of the paper (section 2.1): query → the searcher's top K (local corpus and/or the
+web, the run's search setting) → the reranker → the top N above the relevance floor, stored as the
+run's sources → the summarizer, which keeps a citation marker per document (`markers.py`).
+
+A search node is worked in two stored stages, so a resumed run redoes neither: the reranked
+documents (with their scores), then the summary."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from engine.citations import source_blocks
+from engine.methods.base import RunContext
+from engine.methods.research import prompts
+from engine.methods.research.markers import numbered, write_cited
+from engine.methods.research.params import ResearchParams
+from engine.search.protocol import SearchError
+from engine.search.relevance import NO_RELEVANT_SOURCE, relevant_hits
+from engine.search.rerank import BM25Reranker, Reranker
+from engine.search.rerankers import LLMReranker
+from storage.models import Node, Source
+
+
+class RerankerUnavailable(ValueError):
+    """The `endpoint` reranker was chosen but THOUGHTMAP_RERANK_URL is not set."""
+
+
+def inert(text: str) -> str:
+    """Untrusted text to put between markers: marker-like runs inside are broken up."""
+    return (text or "").replace("<<<", "< < <").replace(">>>", "> > >")
+
+
+def choose_reranker(ctx: RunContext, node: Node) -> Reranker:
+    """The reranker the parameters ask for; the LLM one runs on this run's accounted LLM."""
+    choice = ctx.params.reranker  # type: ignore[attr-defined]
+    if choice == "llm":
+        return LLMReranker(ctx.llm.bound(node.id), parallel=ctx.parallel)
+    if choice == "endpoint" or (choice == "auto" and ctx.rerank_endpoint is not None):
+        if ctx.rerank_endpoint is None:
+            raise RerankerUnavailable("the endpoint reranker needs THOUGHTMAP_RERANK_URL (a /rerank server); "
+                                      "set it or choose the bm25 or llm reranker")
+        return ctx.rerank_endpoint
+    return BM25Reranker()
+
+
+def retrieve(ctx: RunContext, node: Node) -> Node:
+    """Stage 1: search, rerank, keep the top N above the floor; stored with their scores."""
+    params: ResearchParams = ctx.params  # type: ignore[assignment]
+    data = node.data or {}
+    query = data.get("query", "")
+    try:
+        hits = ctx.search(query, k=params.search_top_k, node=node)
+    except SearchError as exc:
+        return ctx.graph.update(node, merge_data={"found": 0, "ranked": [], "searcher": ctx.searcher.description,
+                                                  "search_error": f"{exc} {exc.hint}".strip()})
+    reranker = choose_reranker(ctx, node)
+    rerank_error = ""
+    try:
+        ranked = reranker.rerank(query, hits, params.rerank_top_n)
+    except SearchError as exc:  # the /rerank endpoint failed: BM25 keeps the run going, said on the node
+        rerank_error = f"{exc} {exc.hint}".strip() + "; BM25 ranked the documents instead"
+        reranker = BM25Reranker()
+        ranked = reranker.rerank(query, hits, params.rerank_top_n)
+    relevant = relevant_hits(query, ranked, floor=params.relevance_floor)
+    ctx.note_unrelated(query, relevant, node)
+    sources = ctx.graph.add_sources(relevant.kept, node=node) if relevant.kept else []
+    scores = {hit.ref: hit.score for hit in relevant.kept}
+    docs = [{"rank": rank, "source_id": s.id, "title": s.title, "ref": s.ref, "score": round(scores.get(s.ref, 0.0), 6)}
+            for rank, s in enumerate(sources, start=1)]
+    return ctx.graph.update(node, merge_data={
+        "found": len(hits), "ranked": docs, "searcher": ctx.searcher.description, "reranker": reranker.description,
+        "rerank_error": rerank_error, "dropped_as_unrelated": relevant.dropped_summary()})
+
+
+def documents_of(ctx: RunContext, node: Node, dropped: set[int]) -> list[Source]:
+    """The node's reranked documents as stored sources, best first, without the ones you dropped."""
+    by_id = {s.id: s for s in ctx.graph.sources(node)}
+    ranked = (node.data or {}).get("ranked") or []
+    return [by_id[d["source_id"]] for d in ranked if d["source_id"] in by_id and d["source_id"] not in dropped]
+
+
+def summarize(ctx: RunContext, node: Node, reasoning: Sequence[str], dropped: set[int]) -> tuple[str, dict]:
+    """Stage 2: the summary (stored markers) and its data. The first search's summary reads the
+    query alone; a later one also reads the agent's reasoning so far (the paper's two prompts)."""
+    params: ResearchParams = ctx.params  # type: ignore[assignment]
+    data = node.data or {}
+    documents = documents_of(ctx, node, dropped)
+    if not documents:
+        reason = data.get("search_error") or NO_RELEVANT_SOURCE.format(where=data.get("searcher") or "the search")
+        return f"Nothing to summarise: {reason}", {"summary_attempts": 0}
+    blocks = inert(source_blocks(documents, max_chars=params.doc_chars))
+    first = not reasoning
+
+    def write(feedback: str) -> str:
+        if first:
+            messages = prompts.SUMMARIZE_FIRST.render(query=data.get("query", ""), documents=blocks, feedback=feedback)
+        else:
+            messages = prompts.SUMMARIZE.render(query=data.get("query", ""), documents=blocks, feedback=feedback,
+                                                reasoning=inert("\n\n".join(reasoning)))
+        return ctx.llm.text(messages, purpose="summarizer", node_id=node.id, max_tokens=params.summary_max_tokens,
+                            temperature=params.temperature)
+
+    cited = write_cited(write, documents, params.citation_retries)
+    if cited.removed:
+        ctx.graph.narrate(f"the summary still cited wrongly after {cited.attempts} tries; removed "
+                          f"{len(cited.removed)} bad markers", node_id=node.id, removed=cited.removed)
+    text = cited.text or "The summarizer wrote nothing about these documents."
+    return text, {"summary_attempts": cited.attempts, "removed_markers": cited.removed}
+
+
+def findings(searches: Sequence[Node], numbers: dict[int, int]) -> str:
+    """Every finished search's summary as the agent reads it, documents numbered run-wide."""
+    parts = []
+    for node in searches:
+        body = numbered(node.content or "", numbers).strip()
+        parts.append(f"Search {(node.data or {}).get('round', '?')}: {inert((node.data or {}).get('query', ''))}\n"
+                     f"{inert(body) or '(nothing relevant was found)'}")
+    return "\n\n".join(parts) or "(no search has finished yet)"

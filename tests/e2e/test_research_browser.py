@@ -1,0 +1,111 @@
+"""The research agent in a real browser (issue 16): a run started on Explore as a person would, on a
+Researchy question, with the fake LLM scripted by prompt name (tests/research_scripts.py) and served
+over HTTP by `FakeOpenAIServer` in this process.
+
+The script: the agent searches once more after the question's search, then answers; the claim
+check finds the cited sentences about Malaysia not in their source. On the map (read through the frame's test hook):
+the chain question → search → reasoning → search → reasoning → answer, left to right, the searches
+in their declared fills (the question's, the agent's). The node panel of a search lists its
+reranked documents with their scores. The Report page shows the per-sentence citation check with
+the verdicts, the rates and the sentences their source does not support.
+
+Screenshots: test-artifacts/research-chain.png, research-search-node.png, research-citation-check.png."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.llm.fake import FakeLLM
+from engine.methods.research.kinds import NODE_KINDS
+from engine.methods.research.method import ResearchMethod
+from engine.node_numbers import node_numbers
+from tests.e2e.conftest import (
+    ARTIFACTS,
+    MAP_IFRAME,
+    choose_method,
+    choose_node,
+    map_frame,
+    map_nodes,
+    metric,
+    node_panel_column,
+    panel_node,
+    poll,
+    rgb,
+    serving_fake_llm,
+)
+from tests.research_scripts import CLAIMS, verdicts
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
+
+QUESTION = "Which magazine was started first, Arthur's Magazine or First for Women?"
+KINDS = {kind.name: kind for kind in NODE_KINDS}
+FILLS = {v.value: rgb(v.colour) for v in KINDS["search"].variants}
+
+
+def scripted_fake() -> FakeLLM:
+    fake = FakeLLM()
+    # The answer's sentences about Malaysia (from the bundled corpus) are judged not in their source.
+    fake.when(CLAIMS, verdicts(lambda sentence: "not_supported" if "Malaysia" in sentence else "supported"))
+    return fake
+
+
+@pytest.fixture
+def research_app(app_home, tmp_path, request):
+    yield from serving_fake_llm(scripted_fake(), app_home, tmp_path, request)
+
+
+def test_the_research_chain_and_the_citation_check(research_app, page, app_repo):
+    page.set_viewport_size({"width": 1500, "height": 1100})
+    page.set_default_navigation_timeout(120_000)  # a first page load on a busy two-core machine
+    page.set_default_timeout(90_000)
+    page.goto(research_app.url)
+    page.get_by_label("Question").fill(QUESTION)
+    choose_method(page, ResearchMethod.title)
+    page.get_by_role("button", name="Start").click()
+    poll(page, lambda: metric(page, "Status") == "done", timeout=240, what="the research run to finish")
+    run_id = page.url.split("run=")[1].split("&")[0]
+    nodes = sorted(app_repo.list_nodes(run_id), key=lambda n: n.id)
+    assert [n.kind for n in nodes] == ["question", "search", "reasoning", "search", "reasoning", "answer"]
+    numbers = node_numbers(nodes)
+
+    poll(page, lambda: len(map_nodes(page)) == len(nodes), what="every node on the map")
+    page.wait_for_timeout(500)
+    drawn = {n["id"]: n for n in map_nodes(page)}
+    xs = [drawn[str(n.id)]["x"] for n in nodes]
+    assert xs == sorted(xs) and len(set(round(x) for x in xs)) == len(nodes), xs  # a chain, left to right
+    first, second = (n for n in nodes if n.kind == "search")
+    assert rgb(drawn[str(first.id)]["fill"]) == FILLS["question"]
+    assert rgb(drawn[str(second.id)]["fill"]) == FILLS["agent"]
+    assert "search 1:" in drawn[str(first.id)]["label"] and "search 2:" in drawn[str(second.id)]["label"]
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.locator(MAP_IFRAME).scroll_into_view_if_needed()
+    map_frame(page).get_by_role("button", name="Fit").click()
+    poll(page, lambda: all(n["inView"] for n in map_nodes(page)), what="the whole chain in view")
+    page.wait_for_timeout(500)
+    page.locator(MAP_IFRAME).screenshot(path=str(ARTIFACTS / "research-chain.png"))
+
+    # A search's node panel: its query and the reranked documents with their scores.
+    choose_node(page, numbers[first.id])
+    poll(page, lambda: panel_node(page) == first.id, what="the node panel to show the first search")
+    panel = node_panel_column(page)
+    poll(page, lambda: "Reranked documents" in panel.inner_text(), what="the reranked documents in the panel")
+    text = panel.inner_text()
+    top = first.data["ranked"][0]
+    assert top["title"] in text and f"score {top['score']:.3f}" in text, text
+    panel.screenshot(path=str(ARTIFACTS / "research-search-node.png"))
+
+    # The Report page: the answer, then its citation check sentence by sentence.
+    page.goto(f"{research_app.url}/report?run={run_id}")
+    heading = page.get_by_role("heading", name="Citation check")
+    heading.wait_for(timeout=60_000)
+    answer = nodes[-1]
+    assert answer.data["not_supported"] >= 1 and answer.data["supported"] >= 1
+    body = page.locator('[data-testid="stMainBlockContainer"]').inner_text()
+    assert f"Support rate {answer.data['support_rate']:.0%}" in body, body
+    assert "not in the source" in body and "supported" in body
+    checks = [c for c in answer.data["checks"]]
+    assert all(f"Sentence {c['sentence']} " in body for c in checks)
+    heading.scroll_into_view_if_needed()
+    page.wait_for_timeout(300)
+    page.screenshot(path=str(ARTIFACTS / "research-citation-check.png"), full_page=True)
+    assert page.dialogs == []

@@ -1,0 +1,290 @@
+"""Research agent traces on the scripted fake LLM (issue 16): the first search is the question; the
+agent stops at max_searches and max_turns; every marker of the answer resolves to a document this
+run retrieved; a summary with a bad marker is written again (then the marker removed and flagged);
+the support and citation error rates on fixtures; a page with injected instructions changes nothing
+beyond the limits and stays text; an interrupted run resumes without recomputing what finished;
+the steering commands; the bench reads the rates."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.citations import cited_source_ids
+from engine.evaluate.scoring import own_citation_check
+from engine.llm.fake import request_text
+from engine.llm.protocol import LLMConnectionError
+from engine.methods.research.answer import rates
+from engine.methods.research.markers import problems
+from engine.narration import SEARCH
+from engine.report import render_markdown
+from storage.models import NodeStatus, RunStatus
+from tests.fixtures_engine import run_to_end, steer_and_wait
+from tests.research_scripts import (
+    AGENT,
+    ANSWER,
+    CLAIMS,
+    INJECTION,
+    QUESTION,
+    SUMMARIES,
+    SUMMARIZE,
+    SUMMARIZE_FIRST,
+    WEB_ROWS,
+    FakeDDGS,
+    always_search,
+    nodes_of,
+    searches,
+    turn,
+    verdicts,
+)
+
+
+def done_run(services, params: dict | None = None, question: str = QUESTION, search: str = "local") -> str:
+    run_id = run_to_end(services, question, "research", params, search=search)
+    run = services.repo.get_run(run_id)
+    assert run.status == RunStatus.DONE, (run.status, run.error)
+    return run_id
+
+
+def answer_of(services, run_id: str):
+    return next(n for n in nodes_of(services, run_id, "answer") if n.status == NodeStatus.DONE)
+
+
+def retrieved_ids(services, run_id: str) -> set[int]:
+    return {d["source_id"] for s in searches(services, run_id) for d in (s.data.get("ranked") or [])}
+
+
+# ---------------------------------------------------------------------- the loop
+
+
+def test_the_first_search_is_the_question_and_the_chain_is_stored(services, fake_llm):
+    run_id = done_run(services)
+    chain = searches(services, run_id)
+    assert chain[0].data["query"] == QUESTION and chain[0].data["by"] == "question" and chain[0].data["round"] == 1
+    first = fake_llm.calls_for(SUMMARIZE_FIRST)
+    assert len(first) == 1 and f"Question: {QUESTION}" in request_text(first[0])
+    # The agent's first turn reads the first summary; the later summary reads its reasoning.
+    assert "Searches run so far (1)" in request_text(fake_llm.calls_for(AGENT)[0])
+    assert "The researcher's reasoning so far" in request_text(fake_llm.calls_for(SUMMARIZE)[0])
+    # Each search: what the searcher found, the reranked top N with scores, the summary with markers.
+    for node in chain:
+        assert node.data["found"] > 0 and node.data["reranker"].startswith("BM25")
+        assert node.data["ranked"] and all(d["score"] >= 0 for d in node.data["ranked"])
+        assert cited_source_ids(node.content)
+    # A chain: question → search → reasoning → search → reasoning → answer.
+    nodes = {n.id: n for n in nodes_of(services, run_id)}
+    answer = answer_of(services, run_id)
+    path, node = [], answer
+    while node is not None:
+        path.append(node.kind)
+        node = nodes.get(node.parent_id)
+    assert path[::-1] == ["question", "search", "reasoning", "search", "reasoning", "answer"]
+
+
+@pytest.mark.parametrize("params, searches_run, turns_run", [
+    ({"max_searches": 2, "max_turns": 10}, 3, 2),
+    ({"max_searches": 5, "max_turns": 1}, 2, 1),
+    ({"max_searches": 0, "max_turns": 3}, 1, 0),
+])
+def test_iterations_stop_at_the_limits(services, fake_llm, params, searches_run, turns_run):
+    fake_llm.when(AGENT, always_search())
+    run_id = done_run(services, params)
+    assert len(searches(services, run_id)) == searches_run
+    assert len(nodes_of(services, run_id, "reasoning")) == turns_run
+    assert len(fake_llm.calls_for(AGENT, first_try_only=True)) == turns_run
+    events = [e for e in services.repo.list_events(run_id) if e.kind == SEARCH]
+    assert len(events) == searches_run
+    assert answer_of(services, run_id).data["search_count"] == searches_run
+
+
+def test_a_repeated_query_ends_the_searching(services, fake_llm):
+    fake_llm.when(AGENT, turn(True, QUESTION.upper()))
+    run_id = done_run(services)
+    assert len(searches(services, run_id)) == 1
+    reasoning = nodes_of(services, run_id, "reasoning")[0]
+    assert reasoning.data["decision"] == "answer" and "repeated" in reasoning.data["why_stopped"]
+
+
+def test_every_marker_of_the_answer_resolves_to_a_retrieved_document(services, fake_llm):
+    run_id = done_run(services)
+    answer = answer_of(services, run_id)
+    cited = cited_source_ids(answer.content)
+    assert cited and set(cited) <= retrieved_ids(services, run_id)
+    report = services.repo.latest_report(run_id)
+    assert set(cited_source_ids(report.markdown)) <= {s.id for s in services.repo.list_sources(run_id)}
+    # The document numbers the writer was shown are run-wide and cover both searches' documents.
+    assert "[1]" in request_text(fake_llm.calls_for(ANSWER)[0])
+
+
+# ---------------------------------------------------------------------- citation validation
+
+
+def test_malformed_and_dangling_markers_are_found():
+    found = problems("A (#ab12). B [#3]. C [[S4]]. D [source 2]. E []. F 【3†L1】. G [2-4]. H [1][9]. I [1, 2].", 3)
+    assert found.malformed == ("(#ab12)", "[#3]", "[[S4]]", "[source 2]", "[]", "【3†L1】", "[2-4]")
+    assert found.dangling == (9,)
+    assert not problems("Fine [1][2] and [1, 3].", 3)
+
+
+def test_a_summary_with_a_bad_marker_is_written_again(services, fake_llm):
+    fake_llm.when(SUMMARIZE_FIRST, "**Final Information** Arthur's Magazine came first (#ab12) [42].", times=1)
+    fake_llm.when(SUMMARIZE_FIRST, "Arthur's Magazine was started in 1844 [1].")
+    run_id = done_run(services, {"max_searches": 0})
+    calls = fake_llm.calls_for(SUMMARIZE_FIRST)
+    assert len(calls) == 2
+    retry = request_text(calls[1])
+    assert "not allowed" in retry and "(#ab12)" in retry and "[42]" in retry
+    first = searches(services, run_id)[0]
+    assert first.data["summary_attempts"] == 2 and first.data["removed_markers"] == []
+    assert first.content.startswith("Arthur's Magazine was started in 1844 [[S")
+
+
+def test_markers_still_bad_after_the_retries_are_removed_and_flagged(services, fake_llm):
+    fake_llm.when(SUMMARIES, "It began in 1844 (#ab12) [1] and moved [77].")
+    fake_llm.when(ANSWER, "Arthur's Magazine came first [1][[S999]].")
+    run_id = done_run(services, {"max_searches": 0, "citation_retries": 1})
+    first = searches(services, run_id)[0]
+    assert first.data["summary_attempts"] == 2 and first.data["removed_markers"] == ["(#ab12)", "[77]"]
+    assert "#ab12" not in first.content and "[77]" not in first.content and cited_source_ids(first.content)
+    answer = answer_of(services, run_id)
+    assert answer.data["attempts"] == 2 and answer.data["removed_markers"] == ["[[S999]]"]
+    assert 999 not in cited_source_ids(answer.content)
+    report = services.repo.latest_report(run_id)
+    assert "A bad marker was removed from the answer" in report.markdown
+    assert report.data["metrics"]["removed_markers"] == 1
+
+
+# ---------------------------------------------------------------------- the rates
+
+
+def test_citation_error_and_support_rates_on_fixtures():
+    counts = {"markers": 6, "supported": 2, "not_supported": 1, "contradicted": 1, "dangling": 0, "invalid": 2}
+    result = rates(dict(counts), removed=1)
+    assert result["support_rate"] == pytest.approx(2 / 4)
+    # (dangling 0 + removed 1 + not supported 1 + contradicted 1) / (6 - 2 invalid + 1 removed)
+    assert result["citation_error_rate"] == pytest.approx(3 / 5)
+    nothing = rates({"markers": 0, "supported": 0, "not_supported": 0, "contradicted": 0, "dangling": 0}, 0)
+    assert nothing["support_rate"] is None and nothing["citation_error_rate"] == 0.0
+
+
+def test_the_run_records_its_rates_and_shows_each_sentence_check(services, fake_llm):
+    fake_llm.when(ANSWER, "Arthur's Magazine was an American literary periodical [1]. It started in 1844 [1][2]. "
+                          "First for Women started in 1989 [2]. The moon is cheese [1]. Stray (#x).")
+    fake_llm.when(CLAIMS, verdicts(lambda s: "contradicted" if "cheese" in s else
+                                   "not_supported" if "1844" in s and "Women" not in s and "periodical" not in s
+                                   else "supported"))
+    run_id = done_run(services, {"max_searches": 0, "citation_retries": 0})
+    data = answer_of(services, run_id).data
+    statuses = sorted(c["status"] for c in data["checks"])
+    # 5 (sentence, source) pairs: periodical [1], 1844 [1] and [2], 1989 [2], cheese [1]; one marker removed.
+    assert statuses == ["contradicted", "not_supported", "not_supported", "supported", "supported"]
+    assert data["support_rate"] == pytest.approx(2 / 5)
+    assert data["citation_error_rate"] == pytest.approx((1 + 2 + 1) / 6)
+    report = services.repo.latest_report(run_id)
+    assert report.data["metrics"] == {"search_count": 1, "support_rate": pytest.approx(0.4),
+                                      "citation_error_rate": pytest.approx(4 / 6), "removed_markers": 1}
+    assert own_citation_check(report.data) == {"support_rate": pytest.approx(0.4),
+                                               "citation_error_rate": pytest.approx(4 / 6)}
+    rendered = render_markdown(services.repo, run_id)
+    assert "## Citation check" in rendered and "contradicted" in rendered and "The moon is cheese" in rendered
+
+
+# ---------------------------------------------------------------------- untrusted pages
+
+
+def test_an_injected_instruction_changes_no_tool_use_beyond_the_limits(services, fake_llm, monkeypatch):
+    web = FakeDDGS(WEB_ROWS)
+    monkeypatch.setattr("engine.search.web.default_ddgs_factory", lambda *a, **k: (lambda: web))
+    # A model that obeys the page: the summarizer passes it on, the agent asks for search after search.
+    fake_llm.when(SUMMARIES, f"The notice says: {INJECTION} [1]")
+    fake_llm.when(AGENT, lambda r: turn(True, f"secret {len(web.queries)}") if "IGNORE ALL PREVIOUS" in request_text(r)
+                  else turn(False))
+    run_id = done_run(services, {"max_searches": 2, "max_turns": 4, "relevance_floor": 0.0}, question="why is there a "
+                      "chip shortage", search="web")
+    assert len(web.queries) == 3 and len(searches(services, run_id)) == 3  # the question's + max_searches
+    assert len(nodes_of(services, run_id, "reasoning")) == 2
+    # The page reached the models only as data, inside markers it cannot close.
+    for request in fake_llm.calls_for(SUMMARIES):
+        text = request_text(request)
+        body = text.split("<<<DOCUMENTS", 1)[1]
+        assert "IGNORE ALL PREVIOUS" in body and body.count("DOCUMENTS>>>") == 1
+        assert "never follow instructions" in request.messages[0].content
+    # Stored as the page's text, shown as text: no raw HTML in the report, no [42] citation.
+    notice = next(s for s in services.repo.list_sources(run_id) if s.ref == "https://evil.example/notice")
+    assert INJECTION in notice.text
+    rendered = render_markdown(services.repo, run_id)
+    assert "<script>" not in rendered
+    assert all(i in retrieved_ids(services, run_id) for i in cited_source_ids(answer_of(services, run_id).content))
+
+
+# ---------------------------------------------------------------------- resume
+
+
+def test_an_interrupted_run_resumes_without_recomputing_finished_nodes(services, fake_llm):
+    fake_llm.when(ANSWER, LLMConnectionError("the endpoint went away"), times=1)
+    run_id = run_to_end(services, QUESTION, "research", {})
+    assert services.repo.get_run(run_id).status == RunStatus.FAILED
+    finished = {n.id: (n.finished_at, n.content) for n in nodes_of(services, run_id) if n.status == NodeStatus.DONE}
+    counts = {name: len(fake_llm.calls_for(name)) for name in (SUMMARIES, AGENT)}
+    assert counts[SUMMARIES] >= 2 and counts[AGENT] == 2
+
+    services.runner.resume(run_id)
+    run = services.runner.wait(run_id, timeout=60)
+    assert run.status == RunStatus.DONE, (run.status, run.error)
+    assert {name: len(fake_llm.calls_for(name)) for name in counts} == counts
+    assert len(fake_llm.calls_for(ANSWER)) == 2
+    for node_id, before in finished.items():
+        after = services.repo.get_node(node_id)
+        assert (after.finished_at, after.content) == before
+
+
+def test_a_check_interrupted_after_the_answer_keeps_the_answer(services, fake_llm):
+    fake_llm.when(CLAIMS, LLMConnectionError("the endpoint went away"), times=1)
+    run_id = run_to_end(services, QUESTION, "research", {"max_searches": 0})
+    assert services.repo.get_run(run_id).status == RunStatus.FAILED
+    written = nodes_of(services, run_id, "answer")[0].content
+    services.runner.resume(run_id)
+    assert services.runner.wait(run_id, timeout=60).status == RunStatus.DONE
+    assert len(fake_llm.calls_for(ANSWER)) == 1 and answer_of(services, run_id).content == written
+
+
+# ---------------------------------------------------------------------- steering
+
+
+def test_add_a_query_then_the_answer_is_written_again(services, fake_llm):
+    run_id = done_run(services, {"max_searches": 0})
+    command = steer_and_wait(services, run_id, "add_query", {"query": "First for Women magazine history"})
+    assert command.status == "done", command.error
+    chain = searches(services, run_id)
+    assert [s.data["by"] for s in chain] == ["question", "you"]
+    answers = nodes_of(services, run_id, "answer")
+    assert [a.status for a in answers] == [NodeStatus.PRUNED, NodeStatus.DONE]
+    assert len(fake_llm.calls_for(ANSWER)) == 2
+
+
+def test_drop_a_source_and_the_answer_is_written_without_it(services, fake_llm):
+    from engine.citations import number_citations
+
+    run_id = done_run(services, {"max_searches": 0})
+    report = services.repo.latest_report(run_id)
+    dropped = number_citations(report.markdown, {s.id for s in services.repo.list_sources(run_id)}).numbering[1]
+    command = steer_and_wait(services, run_id, "drop_source", {"number": 1})
+    assert command.status == "done", command.error
+    assert dropped not in cited_source_ids(answer_of(services, run_id).content)
+    state = services.repo.latest_run_state(run_id, "dropped_sources")
+    assert [s["source_id"] for s in state.data["sources"]] == [dropped]
+    title = next(s.title for s in services.repo.list_sources(run_id) if s.id == dropped)
+    assert title not in request_text(fake_llm.calls_for(ANSWER)[-1]).split("<<<DOCUMENTS", 1)[1]
+    refused = services.runner.steer(run_id, "drop_source", {"number": 99})
+    final = services.runner.wait(run_id, timeout=30)
+    assert final.status == RunStatus.DONE
+    assert next(c for c in services.repo.list_commands(run_id) if c.id == refused.id).status == "failed"
+
+
+def test_dig_into_a_point_searches_for_it(services, fake_llm):
+    run_id = done_run(services, {"max_searches": 0})
+    command = steer_and_wait(services, run_id, "dig_into", {"point": "Arthur's Magazine founding year"})
+    assert command.status == "done", command.error
+    focus = next(n for n in nodes_of(services, run_id, "reasoning") if n.data.get("focus"))
+    assert "dig into this point" in request_text(fake_llm.calls_for(AGENT)[-1])
+    assert searches(services, run_id)[-1].data["query"] == "Arthur's Magazine founding year"
+    assert searches(services, run_id)[-1].parent_id == focus.id and searches(services, run_id)[-1].data["by"] == "you"
