@@ -49,6 +49,13 @@ def narrate_run(repo: Repository, run_id: str, phase: str, text: str, **data: st
     repo.add_event(run_id, narration.RUN, text, data={"phase": phase, **data})
 
 
+def describe_owner(owner: str) -> str:
+    """Which process executes a run, in words ("host, process 1234"), from its `owner`."""
+    host, _, rest = owner.partition(":")
+    pid = rest.partition(":")[0]
+    return f"{host}, process {pid}" if pid else host
+
+
 class RunStopped(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
