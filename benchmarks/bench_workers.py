@@ -24,15 +24,13 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sqlalchemy import create_engine, text  # noqa: E402
-
 from benchmarks._common import facts_block, machine_facts, publish, table  # noqa: E402
+from benchmarks.bench_sql import fresh_database  # noqa: E402
 from engine.config import load_settings  # noqa: E402
 from engine.llm.fake_server import FakeOpenAIServer  # noqa: E402
 from engine.services import build_services  # noqa: E402
@@ -42,15 +40,6 @@ SECTION = "bench_workers"
 QUESTION = "Which magazine was started first, Arthur's Magazine or First for Women?"
 _SCRIPT = Path(sys.executable).with_name("thoughtmap")
 THOUGHTMAP = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "engine.cli"]
-
-
-def fresh_database(base_url: str) -> str:
-    name = f"bench_{uuid.uuid4().hex[:10]}"
-    admin = create_engine(base_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    admin.dispose()
-    return base_url.rsplit("/", 1)[0] + "/" + name
 
 
 def base_env(server: FakeOpenAIServer, home: Path, args) -> dict[str, str]:
@@ -83,7 +72,7 @@ def measure(mode: str, workers: int, args) -> dict:
         procs: list[subprocess.Popen] = []
         logs = []
         if mode == "queue":
-            env.update(THOUGHTMAP_DATABASE_URL=fresh_database(args.postgres_url), THOUGHTMAP_EXECUTION="queue")
+            env.update(THOUGHTMAP_DATABASE_URL=fresh_database("postgres", Path(home), args.postgres_url), THOUGHTMAP_EXECUTION="queue")
         services = build_services(load_settings(env))
         try:
             for i in range(workers):

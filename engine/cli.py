@@ -297,7 +297,8 @@ def cmd_run(args) -> int:
         changed = ", ".join(f"{k}={v}" for k, v in method_cls.Params.quick_profile.items() if k not in values)
         if changed:
             _err(f"quick profile: {changed} (raise any with --param, or use --profile paper)")
-    _prepare_llm(services, kind, args.quiet)
+    if not (services.queue is not None and kind == "local"):  # a worker starts its own built-in model
+        _prepare_llm(services, kind, args.quiet)
     search_mode = args.search or services.settings.search
     try:
         searcher = services.searcher(search_mode)

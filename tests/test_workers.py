@@ -222,3 +222,13 @@ def test_a_killed_worker_leaves_its_run_to_the_other_without_redoing_finished_no
               if c.id not in seen and c.node_id in before and c.purpose in solved_by[c.node_id]]
     assert not redone, f"calls after the kill redid finished nodes' work: {redone}"
     assert run_phases(services, run_id)[narration.Phase.RESUMED] == 1
+
+
+def test_a_worker_needs_queue_mode_and_queue_mode_needs_postgresql(monkeypatch, capsys):
+    from engine import cli
+
+    assert cli.main(["worker"]) == cli.EXIT_USAGE  # embedded (the default): nothing to take
+    assert "THOUGHTMAP_EXECUTION=queue" in capsys.readouterr().err
+    monkeypatch.setenv("THOUGHTMAP_EXECUTION", "queue")  # on the default SQLite database
+    assert cli.main(["list"]) == cli.EXIT_USAGE
+    assert "needs PostgreSQL" in capsys.readouterr().err
