@@ -231,7 +231,7 @@ class Runner:
             self._execute(run_id, control, retry_failed, reopen=False)
             retry_failed = False
             final = self.repo.get_run(run_id)
-            if not (final.status == RunStatus.DONE and self._has_queued_steering(final)):
+            if not (final.status == RunStatus.DONE and self.has_queued_steering(final)):
                 return
 
     def resume(self, run_id: str, *, max_tokens: int | None = None, max_cost: float | None = None) -> None:
@@ -384,7 +384,7 @@ class Runner:
                 else:
                     ctx.complete_command(command.id)
 
-    def _has_queued_steering(self, run: Run) -> bool:
+    def has_queued_steering(self, run: Run) -> bool:
         steering = get_method(run.method, self.methods).steering
         return any(c.kind in steering for c in self.repo.list_commands(run.id, status=CommandStatus.QUEUED))
 
@@ -449,5 +449,5 @@ class Runner:
         if not reopen:
             return  # execute_here looks itself
         final = repo.get_run(run_id)
-        if final.status == RunStatus.DONE and self._has_queued_steering(final):
+        if final.status == RunStatus.DONE and self.has_queued_steering(final):
             self.start(run_id, reopen=True)

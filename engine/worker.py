@@ -103,7 +103,7 @@ class Worker:
         if run.status in _EXECUTABLE:
             return True
         # A finished run reopened by steering whose job came after the run ended.
-        return run.status == RunStatus.DONE and self.services.runner._has_queued_steering(run)
+        return run.status == RunStatus.DONE and self.services.runner.has_queued_steering(run)
 
     # ------------------------------------------------------------ the loop
 

@@ -87,7 +87,7 @@ def queue_env(tmp_path_factory) -> dict[str, str]:
     home = tmp_path_factory.mktemp("workers-home")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "THOUGHTMAP_"))}
     env.update(THOUGHTMAP_HOME=str(home), THOUGHTMAP_DATABASE_URL=_fresh_postgres_database(base),
-               THOUGHTMAP_EXECUTION="queue", THOUGHTMAP_LLM="fake", THOUGHTMAP_FAKE_LATENCY="0.15",
+               THOUGHTMAP_EXECUTION="queue", THOUGHTMAP_LLM="fake", THOUGHTMAP_FAKE_LATENCY="0.25",
                THOUGHTMAP_LLM_CONCURRENCY="4", PYTHONUNBUFFERED="1")
     return env
 
