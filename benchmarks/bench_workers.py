@@ -114,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.postgres_url:
         parser.error("needs PostgreSQL: source scripts/postgres.sh; start_test_postgres (or --postgres-url)")
-    plan = ([] if args.no_embedded else [("embedded", 0)]) + [("queue", int(k)) for k in args.workers.split(",")]
+    plan = ([] if args.no_embedded else [("embedded", 0)]) + [("queue", int(k)) for k in args.workers.split(",") if k.strip()]
     results = []
     for mode, workers in plan:
         result = measure(mode, workers, args)
