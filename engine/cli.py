@@ -1,4 +1,5 @@
-"""`thoughtmap`: the same engine, headless. `judge` lives in engine/cli_judge.py, `kg` in engine/cli_kg.py.
+"""`thoughtmap`: the same engine, headless. `judge` lives in engine/cli_judge.py, `kg` in engine/cli_kg.py,
+`worker` in engine/cli_worker.py.
 
 Exit codes: 0 done; 1 the run failed or a runtime error (endpoint unreachable, the report could
 not be written at the end: the run is saved); 2 bad input (unknown method, parameter or run, empty
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from engine.cli_judge import add_judge_parser, cmd_judge
 from engine.cli_kg import add_kg_parser, cmd_kg
+from engine.cli_worker import add_worker_parser, cmd_worker
 from engine.cli_input import BadInput, budget_type, check_arguments_are_utf8, check_out_path
 from engine.config import load_settings
 from engine.llm.protocol import LLMAuthError, LLMError
@@ -160,6 +162,7 @@ def _parser() -> argparse.ArgumentParser:
 
     add_judge_parser(sub)
     add_kg_parser(sub, budget_type)
+    add_worker_parser(sub)
     return parser
 
 
@@ -297,7 +300,8 @@ def cmd_run(args) -> int:
         changed = ", ".join(f"{k}={v}" for k, v in method_cls.Params.quick_profile.items() if k not in values)
         if changed:
             _err(f"quick profile: {changed} (raise any with --param, or use --profile paper)")
-    _prepare_llm(services, kind, args.quiet)
+    if not (services.queue is not None and kind == "local"):  # a worker starts its own built-in model
+        _prepare_llm(services, kind, args.quiet)
     search_mode = args.search or services.settings.search
     try:
         searcher = services.searcher(search_mode)
@@ -312,6 +316,8 @@ def cmd_run(args) -> int:
     )
     print(run.id, flush=True)
     services.runner.start(run.id)
+    if services.queue is not None and not args.quiet:
+        _err("queued: a worker executes it (start one with: thoughtmap worker)")
     _watch(services, run.id, args.quiet)
     return _finish(services, run.id, args.out)
 
@@ -330,7 +336,7 @@ def cmd_resume(args) -> int:
         services.runner.resume(run.id, max_tokens=args.max_tokens, max_cost=args.max_cost)
     except RunnerError as exc:
         raise CLIError(str(exc)) from exc
-    _err(f"resuming run {run.id}")
+    _err(f"resuming run {run.id}" + (" on a worker" if services.queue is not None else ""))
     _watch(services, run.id, args.quiet)
     return _finish(services, run.id, args.out)
 
@@ -566,7 +572,7 @@ def _execute_benchmark(bench_runner, benchmark_id: str, progress):
 
 COMMANDS = {"bench": cmd_bench, "run": cmd_run, "resume": cmd_resume, "list": cmd_list, "show": cmd_show,
             "export": cmd_export, "ingest": cmd_ingest, "methods": cmd_methods, "model": cmd_model,
-            "judge": cmd_judge, "kg": cmd_kg}
+            "judge": cmd_judge, "kg": cmd_kg, "worker": cmd_worker}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -16,6 +16,7 @@ Environment variables (a public interface, keep them stable):
 | THOUGHTMAP_PRICES | JSON file: {"model": {"input": $/1M tokens, "output": $/1M tokens}} | built-in table |
 | THOUGHTMAP_HOME | folder for the default database and the corpus index | ~/.thoughtmap |
 | THOUGHTMAP_DATABASE_URL | any SQLAlchemy URL (sqlite:///..., postgresql+psycopg://...) | sqlite in THOUGHTMAP_HOME |
+| THOUGHTMAP_EXECUTION | embedded: runs execute in threads of the app or CLI process; queue: they are enqueued and `thoughtmap worker` processes execute them (needs THOUGHTMAP_DATABASE_URL on PostgreSQL) | embedded |
 | THOUGHTMAP_SEARCH | local, web, both or none | local |
 | THOUGHTMAP_ALLOW_PRIVATE_FETCH | 1 lets page fetch reach private/loopback addresses | 0 |
 | THOUGHTMAP_FAKE_LATENCY | seconds each call of the offline fake LLM takes (demos, UI tests) | 0 |
@@ -48,6 +49,7 @@ DEFAULT_MODEL = "gpt-4o-mini"
 
 StructuredMode = Literal["auto", "json_schema", "json_object", "prompted"]
 SearchMode = Literal["local", "web", "both", "none"]
+ExecutionMode = Literal["embedded", "queue"]
 
 
 class LLMSettings(BaseModel):
@@ -125,6 +127,8 @@ class Settings(BaseModel):
     workers: int = 16
     fake_latency_s: float = 0.0
     llm_choice: LLMChoice = "auto"
+    # Where runs execute: in this process's threads, or on `thoughtmap worker` processes.
+    execution: ExecutionMode = "embedded"
     # Methods kept outside the package ("module:Class,..."), loaded beside the built-in ones.
     method_plugins: str = ""
     local: LocalModelSettings = Field(default_factory=LocalModelSettings)
@@ -171,6 +175,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         workers=int(env.get("THOUGHTMAP_WORKERS") or 16),
         fake_latency_s=float(env.get("THOUGHTMAP_FAKE_LATENCY") or 0),
         llm_choice=(env.get("THOUGHTMAP_LLM") or "auto").strip().lower(),
+        execution=(env.get("THOUGHTMAP_EXECUTION") or "embedded").strip().lower(),
         method_plugins=env.get("THOUGHTMAP_METHODS") or "",
         local=_local_settings(env),
         embeddings=_embeddings_settings(env, llm),

@@ -3,6 +3,10 @@
 Control goes through the run's persisted command queue, so a command given from another process
 (the web app, the CLI) reaches the worker, and nothing is lost if a process dies. The method is
 told about commands only at its checkpoints, between steps.
+
+With a `dispatch` (distributed execution, THOUGHTMAP_EXECUTION=queue) this process executes
+nothing itself: `start` marks the run queued and hands it to the task queue, and a worker process
+executes it with `execute_here` (engine/worker.py). Everything else is the same code path.
 """
 
 from __future__ import annotations
@@ -45,6 +49,13 @@ CONTROL_COMMANDS = frozenset({"pause", "resume", "stop"})
 def narrate_run(repo: Repository, run_id: str, phase: str, text: str, **data: str) -> None:
     """A lifecycle event of the run (the step log, and what active time is computed from)."""
     repo.add_event(run_id, narration.RUN, text, data={"phase": phase, **data})
+
+
+def describe_owner(owner: str) -> str:
+    """Which process executes a run, in words ("host, process 1234"), from its `owner`."""
+    host, _, rest = owner.partition(":")
+    pid = rest.partition(":")[0]
+    return f"{host}, process {pid}" if pid else host
 
 
 class RunStopped(Exception):
@@ -140,6 +151,7 @@ class Runner:
         knowledge: KnowledgeLayer | None = None,
         embedder: Embedder | None = None,
         rerank_endpoint: Reranker | None = None,
+        dispatch: Callable[[str, bool], object] | None = None,
     ) -> None:
         self.repo = repo
         self.llm_for = llm_for
@@ -152,6 +164,8 @@ class Runner:
         self.knowledge = knowledge  # handed to every run's context (ctx.knowledge)
         self.embedder = embedder  # handed to every run's context (ctx.embedder); None: BM25
         self.rerank_endpoint = rerank_endpoint  # the configured /rerank endpoint, if any (ctx.rerank_endpoint)
+        # Distributed execution: (run id, retry failed nodes) -> the run is queued for a worker.
+        self.dispatch = dispatch
         # Node-level work of every run shares this pool: one process-wide bound on parallelism.
         self.executor = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="node")
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -195,21 +209,45 @@ class Runner:
                     f"run {run_id} is {run.status} in another process ({run.owner.split(':')[1] if ':' in run.owner else run.owner}); "
                     "stop it there first"
                 )
-            control = RunControl(self.repo, run_id, poll_s=self.poll_s, heartbeat_s=self.heartbeat_s)
-            thread = threading.Thread(target=self._execute, args=(run_id, control, retry_failed),
-                                      name=f"run-{run_id}", daemon=True)
-            execution = _Execution(run_id=run_id, thread=thread, control=control)
-            self._executions[run_id] = execution
-            # Claim before the thread starts so a quick `wait` sees the run as running.
-            self.repo.claim_run(run_id, self.owner)
+            if self.dispatch is not None:
+                # A worker will execute it; until one takes it, the run says it is waiting.
+                self.repo.mark_queued(run_id)
+            else:
+                control = RunControl(self.repo, run_id, poll_s=self.poll_s, heartbeat_s=self.heartbeat_s)
+                thread = threading.Thread(target=self._execute, args=(run_id, control, retry_failed),
+                                          name=f"run-{run_id}", daemon=True)
+                execution = _Execution(run_id=run_id, thread=thread, control=control)
+                self._executions[run_id] = execution
+                # Claim before the thread starts so a quick `wait` sees the run as running.
+                self.repo.claim_run(run_id, self.owner)
+        if self.dispatch is not None:
+            self.dispatch(run_id, retry_failed)
+            return
         thread.start()
+
+    def execute_here(self, run_id: str, *, retry_failed: bool = False) -> None:
+        """Execute a run in the calling thread until it ends (a worker's job). Steering queued
+        while it was ending is applied here too, so the run never waits for another job."""
+        while True:
+            control = RunControl(self.repo, run_id, poll_s=self.poll_s, heartbeat_s=self.heartbeat_s)
+            with self._lock:
+                self._executions[run_id] = _Execution(run_id=run_id, thread=threading.current_thread(),
+                                                      control=control)
+                self.repo.claim_run(run_id, self.owner)
+            self._execute(run_id, control, retry_failed, reopen=False)
+            retry_failed = False
+            final = self.repo.get_run(run_id)
+            if not (final.status == RunStatus.DONE and self.has_queued_steering(final)):
+                return
 
     def resume(self, run_id: str, *, max_tokens: int | None = None, max_cost: float | None = None) -> None:
         run = self.repo.get_run(run_id)
         if max_tokens is not None or max_cost is not None:
             self.repo.set_budget(run_id, max_tokens=max_tokens if max_tokens is not None else run.max_tokens,
                                  max_cost=max_cost if max_cost is not None else run.max_cost)
-        if self.is_active(run_id):
+        held_elsewhere = (self.dispatch is not None and run.status in (RunStatus.RUNNING, RunStatus.PAUSED)
+                          and self._owner_alive(run))
+        if self.is_active(run_id) or held_elsewhere:
             self.repo.enqueue_command(run_id, "resume")
             self._poke(run_id)
             return
@@ -268,6 +306,14 @@ class Runner:
             execution = self._executions.get(run_id)
         if execution is not None:
             execution.finished.wait(timeout)
+        elif self.dispatch is not None:
+            # Executed by a worker: watch the stored status.
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while (run := self.repo.get_run(run_id)).status in RunStatus.ACTIVE:
+                if deadline is not None and time.monotonic() >= deadline:
+                    break
+                time.sleep(self.poll_s if deadline is None else max(0.0, min(self.poll_s, deadline - time.monotonic())))
+            return run
         return self.repo.get_run(run_id)
 
     def shutdown(self, *, wait: bool = True) -> None:
@@ -345,11 +391,11 @@ class Runner:
                 else:
                     ctx.complete_command(command.id)
 
-    def _has_queued_steering(self, run: Run) -> bool:
+    def has_queued_steering(self, run: Run) -> bool:
         steering = get_method(run.method, self.methods).steering
         return any(c.kind in steering for c in self.repo.list_commands(run.id, status=CommandStatus.QUEUED))
 
-    def _execute(self, run_id: str, control: RunControl, retry_failed: bool = False) -> None:
+    def _execute(self, run_id: str, control: RunControl, retry_failed: bool = False, *, reopen: bool = True) -> None:
         repo = self.repo
         try:
             run = repo.get_run(run_id)
@@ -407,6 +453,8 @@ class Runner:
                 execution.finished.set()
         # A steering command queued between the last look at the queue and the end of the run
         # found the run still active and did not reopen it: reopen it now.
+        if not reopen:
+            return  # execute_here looks itself
         final = repo.get_run(run_id)
-        if final.status == RunStatus.DONE and self._has_queued_steering(final):
+        if final.status == RunStatus.DONE and self.has_queued_steering(final):
             self.start(run_id, reopen=True)

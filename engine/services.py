@@ -11,13 +11,14 @@ from typing import Literal
 from engine.config import Settings, load_settings
 from engine.knowledge.open import KnowledgeLayer
 from engine.llm.fake import FakeLLM
-from engine.llm.limits import ConcurrencyLimiter
+from engine.llm.limits import ConcurrencyLimiter, SharedConcurrencyLimiter
 from engine.llm.pricing import PriceTable
 from engine.llm.protocol import LLM, LLMAuthError
 from engine.llm.structured_modes import StructuredModeMemory
 from engine.methods.base import Method
 from engine.methods.registry import get_method, load_methods
 from engine.redact import redact_url
+from engine.run_queue import QueueDepth, RunQueue
 from engine.runner import Runner
 from engine.search.combined import build_searcher
 from engine.search.embeddings import Embedder, build_embedder
@@ -26,6 +27,7 @@ from engine.search.protocol import Searcher
 from storage import Repository, open_database
 from storage.db import Database
 from storage.knowledge import KnowledgeStore
+from storage.leases import SlotLocks
 from storage.models import Run
 
 LLMKind = Literal["fake", "local", "openai"]
@@ -53,6 +55,8 @@ class Services:
     _searchers: dict[str, Searcher] = field(default_factory=dict)
     _benchmarks: object | None = None  # the BenchmarkRunner, made on first use
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    # Distributed execution (THOUGHTMAP_EXECUTION=queue): the task queue runs are handed to.
+    queue: RunQueue | None = None
 
     def __post_init__(self) -> None:
         if not self.methods:
@@ -62,7 +66,8 @@ class Services:
         self.runner = Runner(self.repo, llm_for=self.llm_for_run, searcher_for=self.searcher_for_run,
                              prices=self.prices, methods=self.methods, max_workers=self.settings.workers,
                              knowledge=self.knowledge, embedder=self.embedder,
-                             rerank_endpoint=self._rerank_endpoint())
+                             rerank_endpoint=self._rerank_endpoint(),
+                             dispatch=self._enqueue if self.queue is not None else None)
 
     def _rerank_endpoint(self):
         """The /rerank endpoint THOUGHTMAP_RERANK_URL configures, or None."""
@@ -73,6 +78,13 @@ class Services:
 
         return EndpointReranker(rerank.url, rerank.model, api_key=rerank.api_key,
                                 timeout_s=self.settings.llm.timeout_s)
+
+    def _enqueue(self, run_id: str, retry_failed: bool) -> None:
+        self.queue.enqueue(run_id, retry_failed=retry_failed)
+
+    def queue_depth(self) -> QueueDepth | None:
+        """Runs waiting for a worker and being executed by one; None when runs execute embedded."""
+        return self.queue.depth() if self.queue is not None else None
 
     def method(self, name: str) -> type[Method]:
         return get_method(name, self.methods)
@@ -188,6 +200,8 @@ class Services:
         if self._benchmarks is not None:
             self._benchmarks.stop_all()
         self.runner.shutdown(wait=False)
+        if self.queue is not None:
+            self.queue.close()
         if self._local_server is not None:
             self._local_server.stop()
         self.db.dispose()
@@ -198,8 +212,14 @@ def build_services(settings: Settings | None = None) -> Services:
     settings.home.mkdir(parents=True, exist_ok=True)
     db = open_database(settings.database_url)
     prices = PriceTable.from_file(settings.llm.prices_file) if settings.llm.prices_file else PriceTable()
-    return Services(settings=settings, db=db, repo=Repository(db),
-                    limiter=ConcurrencyLimiter(settings.llm.concurrency), prices=prices)
+    if settings.execution == "queue":
+        # Runs execute on workers; the LLM calls of every worker share one cap, in the database.
+        queue = RunQueue(db)
+        limiter = SharedConcurrencyLimiter(settings.llm.concurrency,
+                                           SlotLocks(db, "llm", settings.llm.concurrency))
+    else:
+        queue, limiter = None, ConcurrencyLimiter(settings.llm.concurrency)
+    return Services(settings=settings, db=db, repo=Repository(db), limiter=limiter, prices=prices, queue=queue)
 
 
 __all__ = ["LLM_KINDS", "LLMAuthError", "Services", "build_services"]

@@ -6,7 +6,7 @@ import streamlit as st
 
 from components.app_state import get_services
 from engine.report import report_title
-from engine.runner import RunnerError
+from engine.runner import RunnerError, describe_owner
 from engine.safe_text import inline_text
 from storage.models import RunStatus
 
@@ -15,6 +15,9 @@ STATUSES = ["queued", "running", "paused", "done", "failed", "stopped", "interru
 services = get_services()
 repo = services.repo
 st.title("Sessions")
+depth = services.queue_depth()
+if depth is not None:  # distributed execution: runs execute on `thoughtmap worker` processes
+    st.caption(f"Run queue: {depth.waiting} waiting for a worker · {depth.running} being executed by workers")
 
 cols = st.columns([3, 2, 2, 2])
 text = cols[0].text_input("Search questions", key="sessions-text")
@@ -41,6 +44,8 @@ for run in runs:
         top[0].markdown(f"**{inline_text(report_title(run.title or run.question))}**")  # one line, capped
         top[0].caption(f"`{run.id}` · {run.method} · {run.status} · {run.node_count} nodes · "
                        f"{run.created_at:%Y-%m-%d %H:%M} · {run.prompt_tokens + run.completion_tokens:,} tokens"
+                       + (f" · on {inline_text(describe_owner(run.owner))}"
+                          if depth is not None and run.owner and run.status in (RunStatus.RUNNING, RunStatus.PAUSED) else "")
                        + (f" · ⚠ {run.warning}" if run.warning else ""))
         if top[1].button("Open", key=f"open-{run.id}"):
             st.session_state["run_id"] = run.id

@@ -291,6 +291,14 @@ class Repository:
             warning="",
         )
 
+    def mark_queued(self, run_id: str) -> None:
+        """The run waits for a worker (distributed execution). A run some process is executing
+        keeps its status: that process applies what was asked."""
+        with self._session() as s:
+            s.execute(self._bump(run_id, status=RunStatus.QUEUED, owner="", updated_at=utcnow())
+                      .where(_runs.c.status.not_in([RunStatus.RUNNING, RunStatus.PAUSED])))
+            s.commit()
+
     def set_budget(self, run_id: str, *, max_tokens: int | None, max_cost: float | None) -> None:
         self._update_run(run_id, max_tokens=max_tokens, max_cost=max_cost)
 

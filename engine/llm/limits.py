@@ -8,7 +8,9 @@ module global, so tests and benchmarks can use their own.
 
 from __future__ import annotations
 
+import random
 import threading
+import time
 from types import TracebackType
 
 
@@ -68,3 +70,47 @@ class ConcurrencyLimiter:
 
     def __repr__(self) -> str:
         return f"ConcurrencyLimiter(limit={self._limit}, in_flight={self.in_flight})"
+
+
+class SharedConcurrencyLimiter(ConcurrencyLimiter):
+    """The same cap, held across processes: every worker on the database shares `limit` slots.
+
+    `slots` is storage's `SlotLocks` (PostgreSQL advisory locks, released by the server if a
+    process dies). Within the process, at most `limit` threads hold or wait for a slot, so the
+    process never opens more than `limit` lock connections. `in_flight`/`peak_in_flight` count this
+    process's calls; `slots.in_use()` counts everyone's.
+    """
+
+    def __init__(self, limit: int, slots, *, poll_s: float = 0.02) -> None:
+        super().__init__(limit)
+        self.slots = slots
+        self._poll_s = poll_s
+        self._held: dict[int, list[int]] = {}  # thread id -> slots it holds (a stack)
+        self._held_lock = threading.Lock()
+
+    def acquire(self) -> None:
+        super().acquire()  # the local bound first: at most `limit` threads go on
+        try:
+            delay = self._poll_s
+            while (slot := self.slots.try_acquire()) is None:
+                # Every slot is taken by some process: wait with jitter, a little longer each miss.
+                time.sleep(delay * (0.5 + random.random()))
+                delay = min(delay * 1.5, 0.5)
+        except BaseException:
+            super().release()
+            raise
+        with self._held_lock:
+            self._held.setdefault(threading.get_ident(), []).append(slot)
+
+    def release(self) -> None:
+        with self._held_lock:
+            stack = self._held.get(threading.get_ident())
+            if not stack:
+                raise RuntimeError("SharedConcurrencyLimiter.release() from a thread that holds no slot")
+            slot = stack.pop()
+            if not stack:
+                del self._held[threading.get_ident()]
+        try:
+            self.slots.release(slot)
+        finally:
+            super().release()

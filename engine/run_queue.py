@@ -1,0 +1,83 @@
+"""The task queue that carries runs to worker processes (THOUGHTMAP_EXECUTION=queue).
+
+procrastinate on the PostgreSQL database the runs are stored in: no broker besides it. A job is
+"execute this run" (`TASK`, one argument: the run id); everything else about the run (its graph,
+its commands, its budget) is already in the database, so any worker can take any job. At most one
+job per run waits in the queue at a time (procrastinate's `queueing_lock`); a run is never
+executed twice at once because the worker holds the run's lease (storage/leases.py) for the whole
+execution.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+from sqlalchemy.engine import make_url
+
+from storage.db import Database
+from storage.queue_schema import ensure_queue_schema
+
+TASK = "thoughtmap.execute_run"
+QUEUE = "thoughtmap_runs"
+
+
+def libpq_url(sqlalchemy_url: str) -> str:
+    """`postgresql+psycopg://...` (SQLAlchemy's) as the `postgresql://...` psycopg connects to."""
+    return make_url(sqlalchemy_url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+@dataclass(frozen=True)
+class QueueDepth:
+    """Jobs of the run queue: waiting for a worker, and being executed by one."""
+
+    waiting: int
+    running: int
+
+
+def build_app(db: Database):
+    """A procrastinate App on `db` (its tables created on first use)."""
+    from procrastinate import App, PsycopgConnector
+    from procrastinate.schema import SchemaManager
+
+    ensure_queue_schema(db, SchemaManager.get_schema())
+    return App(connector=PsycopgConnector(conninfo=libpq_url(db.url), min_size=1, max_size=4))
+
+
+class RunQueue:
+    """The producer side, used by the app and the CLI: enqueue runs, count the queue."""
+
+    def __init__(self, db: Database) -> None:
+        self.app = build_app(db)
+        self._opened = False
+        self._lock = threading.Lock()
+
+    def _open(self):
+        with self._lock:
+            if not self._opened:
+                self.app.open()  # a synchronous pool, opened on first use
+                self._opened = True
+        return self.app
+
+    def enqueue(self, run_id: str, *, retry_failed: bool = False) -> bool:
+        """Queue the run for a worker; False when a job for it is already waiting (that one will
+        execute it)."""
+        from procrastinate.exceptions import AlreadyEnqueued
+
+        app = self._open()
+        try:
+            app.configure_task(TASK, queue=QUEUE, queueing_lock=run_id).defer(
+                run_id=run_id, retry_failed=retry_failed)
+        except AlreadyEnqueued:
+            return False
+        return True
+
+    def depth(self) -> QueueDepth:
+        rows = list(self._open().job_manager.list_queues(queue=QUEUE))
+        return QueueDepth(waiting=sum(r["todo"] for r in rows), running=sum(r["doing"] for r in rows))
+
+    def close(self) -> None:
+        with self._lock:
+            if self._opened:
+                self.app.close()
+                self._opened = False

@@ -1,0 +1,151 @@
+"""`thoughtmap worker`: a process that executes queued runs (THOUGHTMAP_EXECUTION=queue).
+
+A procrastinate worker takes "execute run R" jobs from the queue (engine/run_queue.py) and runs
+each in a thread of its own with the runner's ordinary code path (`Runner.execute_here`), holding
+the run's lease for the whole execution, so no two processes ever execute one run. A worker that
+dies (SIGKILL, machine lost) stops sending procrastinate's heartbeat; after `stalled_after_s` any
+other worker puts its jobs back in the queue, and the next one to take the job resumes the run
+from its stored graph (finished nodes are kept). Pause, resume, stop and steering reach the run
+through its stored command queue, wherever they are sent from.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from engine.run_queue import QUEUE, TASK, build_app
+from engine.safe_text import one_line, terminal_text
+from storage.leases import RunLease
+from storage.models import Run, RunStatus
+from storage.repository import RunNotFound
+
+log = logging.getLogger("thoughtmap.worker")
+
+# Statuses a job finds its run in when there is something to execute: waiting, left by a dead
+# worker (running/paused with no one holding the lease), or marked interrupted since.
+_EXECUTABLE = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.PAUSED, RunStatus.INTERRUPTED)
+
+
+class RunHeld(Exception):
+    """The run's lease is held by another process: the job is tried again later."""
+
+
+@dataclass
+class WorkerOptions:
+    concurrency: int = 2
+    name: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
+    # A worker silent this long is taken for dead and its jobs are queued again.
+    stalled_after_s: float = 30.0
+    # How often this worker says it is alive (must be well under stalled_after_s).
+    heartbeat_s: float = 5.0
+    # Wait before trying again a run that another process holds.
+    retry_held_s: float = 2.0
+
+
+class Worker:
+    def __init__(self, services, options: WorkerOptions) -> None:
+        if options.concurrency < 1:
+            raise ValueError(f"--concurrency must be at least 1 (got {options.concurrency})")
+        if options.heartbeat_s >= options.stalled_after_s:
+            raise ValueError("the heartbeat interval must be shorter than --stalled-after")
+        self.services = services
+        self.options = options
+        self.lease = RunLease(services.db)
+        self.app = build_app(services.db)
+        # One thread per job: a run blocks its thread for its whole execution.
+        self.threads = ThreadPoolExecutor(max_workers=options.concurrency, thread_name_prefix="job")
+        from procrastinate import RetryStrategy
+
+        self.app.task(name=TASK, queue=QUEUE,
+                      retry=RetryStrategy(wait=options.retry_held_s, retry_exceptions={RunHeld}))(self._job)
+
+    async def _job(self, run_id: str, retry_failed: bool = False) -> None:
+        await asyncio.get_running_loop().run_in_executor(self.threads, self.execute, run_id, retry_failed)
+
+    # ------------------------------------------------------------ one job
+
+    def execute(self, run_id: str, retry_failed: bool = False) -> None:
+        """Execute a run if it needs it, holding its lease; RunHeld when another process has it."""
+        repo = self.services.repo
+        with self.lease.hold(run_id) as taken:
+            if not taken:
+                log.info("run %s is being executed by another process; trying again in %.0f s",
+                         run_id, self.options.retry_held_s)
+                raise RunHeld(run_id)
+            try:
+                run = repo.get_run(run_id)
+            except RunNotFound:
+                log.info("run %s was deleted; nothing to do", run_id)
+                return
+            if not self._needs_execution(run):
+                log.info("run %s is %s; nothing to do", run_id, run.status)
+                return
+            if run.status in (RunStatus.RUNNING, RunStatus.PAUSED):
+                # We hold the lease, so whoever had it is gone: its worker died mid-run.
+                log.warning("run %s was left %s by %s, which is gone; resuming it from its stored graph",
+                            run_id, run.status, run.owner or "a worker")
+                if run.status == RunStatus.PAUSED:
+                    repo.enqueue_command(run_id, "pause")  # it stays paused where it was
+            log.info("running run %s (%s): %s", run_id, terminal_text(run.method),
+                     terminal_text(one_line(run.question)[:100]))
+            self.services.runner.execute_here(run_id, retry_failed=retry_failed)
+            final = repo.get_run(run_id)
+            log.info("run %s ended: %s%s", run_id, final.status,
+                     f" ({terminal_text(one_line(final.stop_reason or final.error)[:160])})"
+                     if final.stop_reason or final.error else "")
+
+    def _needs_execution(self, run: Run) -> bool:
+        if run.status in _EXECUTABLE:
+            return True
+        # A finished run reopened by steering whose job came after the run ended.
+        return run.status == RunStatus.DONE and self.services.runner.has_queued_steering(run)
+
+    # ------------------------------------------------------------ the loop
+
+    async def _requeue_stalled(self) -> None:
+        """Put back in the queue the jobs of workers that stopped sending their heartbeat."""
+        manager = self.app.job_manager
+        every = max(0.5, self.options.stalled_after_s / 4)
+        while True:
+            try:
+                stalled = await manager.get_stalled_jobs(
+                    queue=QUEUE, task_name=TASK, seconds_since_heartbeat=self.options.stalled_after_s)
+                for job in stalled:
+                    try:
+                        await manager.retry_job(job)
+                    except Exception as exc:  # another worker retried it first, or a run job is waiting
+                        log.debug("job %s not queued again: %s", job.id, exc)
+                    else:
+                        log.warning("run %s: its worker stopped answering; the run is queued again",
+                                    job.task_kwargs.get("run_id"))
+            except Exception:  # the database went away for a moment: try again next round
+                log.exception("could not look for stalled jobs")
+            await asyncio.sleep(every)
+
+    async def run_async(self, *, wait: bool = True) -> None:
+        log.info("worker %s: executing up to %d run(s) at a time from %s", self.options.name,
+                 self.options.concurrency, self.services.db.display_url)
+        async with self.app.open_async():
+            reaper = asyncio.create_task(self._requeue_stalled(), name="requeue stalled jobs")
+            try:
+                await self.app.run_worker_async(
+                    queues=[QUEUE], name=self.options.name, concurrency=self.options.concurrency, wait=wait,
+                    update_heartbeat_interval=self.options.heartbeat_s,
+                    stalled_worker_timeout=self.options.stalled_after_s,
+                    fetch_job_polling_interval=1.0, delete_jobs="successful",
+                )
+            finally:
+                reaper.cancel()
+        log.info("worker %s stopped", self.options.name)
+
+    def run(self) -> None:
+        try:
+            asyncio.run(self.run_async())
+        finally:
+            self.threads.shutdown(wait=False, cancel_futures=True)
+            self.lease.dispose()
