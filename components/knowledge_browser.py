@@ -18,6 +18,7 @@ from engine.knowledge.browse import GraphBrowser
 from engine.knowledge.units import Neighbourhood, Triple
 from engine.methods.contract import MethodContract, NodeData
 from engine.safe_text import inline_text, one_line, url_text
+from engine.search.protocol import Hit
 from engine.services import Services
 from storage.models import Node, Run
 
@@ -137,9 +138,10 @@ class _Browse:
         if not names:
             st.caption(f"No entity's name contains “{inline_text(typed)}”.")
             return
-        for number, name in enumerate(names):
-            st.button(inline_text(name), key=f"{self.prefix}-found-{number}", on_click=self.found, args=(name,),
-                      type="tertiary", icon=":material/search:")
+        with st.container(horizontal=True, wrap=True, gap="small"):
+            for number, name in enumerate(names):
+                st.button(inline_text(name), key=f"{self.prefix}-found-{number}", on_click=self.found, args=(name,),
+                          type="tertiary", icon=":material/search:")
 
     def entity(self, hood: Neighbourhood) -> None:
         entity = hood.entity
@@ -150,25 +152,35 @@ class _Browse:
         st.markdown(f"**Relations** ({_shown(len(hood.triples), hood.relations_total)})")
         if not hood.triples:
             st.caption("No relation of this entity was extracted.")
-        for number, triple in enumerate(hood.triples):
-            self.relation(number, triple, entity.name)
+        else:
+            st.markdown("\n".join(_triple_item(t) for t in hood.triples))
         _more(hood.relations_total - len(hood.triples), "relation")
+        neighbours = list(dict.fromkeys(t.object if t.subject == entity.name else t.subject for t in hood.triples))
+        neighbours = [name for name in neighbours if name != entity.name]
+        if neighbours:
+            st.caption("Go to a related entity:")
+            with st.container(horizontal=True, wrap=True, gap="small"):
+                for number, name in enumerate(neighbours):
+                    st.button(inline_text(name), key=f"{self.prefix}-to-{number}", on_click=self.go, args=(name,),
+                              type="tertiary", icon=":material/arrow_forward:")
         sources = hood.sources[:SOURCES_SHOWN]
         st.markdown(f"**Source chunks** ({_shown(len(sources), hood.sources_total)})")
-        for hit in sources:
-            where = url_text(hit.url) if hit.url else inline_text(hit.ref)
-            excerpt = inline_text(hit.snippet[:EXCERPT_CHARS]) + ("…" if len(hit.text) > EXCERPT_CHARS else "")
-            st.markdown(f"- **{inline_text(hit.title) or 'Untitled'}** — {where}\n\n  {excerpt}")
+        if sources:
+            st.markdown("\n".join(_source_item(hit) for hit in sources))
         _more(hood.sources_total - len(sources), "source chunk")
 
-    def relation(self, number: int, triple: Triple, own: str) -> None:
-        st.markdown(f"{inline_text(triple.subject)} — *{inline_text(triple.relation)}* → {inline_text(triple.object)}")
-        if triple.description:
-            st.caption(inline_text(triple.description))
-        other = triple.object if triple.subject == own else triple.subject
-        if other != own:
-            st.button(inline_text(other), key=f"{self.prefix}-to-{number}", on_click=self.go, args=(other,),
-                      type="tertiary", icon=":material/arrow_forward:", help="Browse the graph around this entity")
+
+def _triple_item(triple: Triple) -> str:
+    """A relation as a list item: subject — relation → object, its description on the next line."""
+    line = f"- {inline_text(triple.subject)} — *{inline_text(triple.relation)}* → {inline_text(triple.object)}"
+    return line + (f"  \n  {inline_text(triple.description)}" if triple.description else "")
+
+
+def _source_item(hit: Hit) -> str:
+    """A source chunk as a list item: its document's title, URL (or corpus ref), then an excerpt."""
+    where = url_text(hit.url) if hit.url else inline_text(hit.ref)
+    excerpt = inline_text(hit.snippet[:EXCERPT_CHARS]) + ("…" if len(hit.text) > EXCERPT_CHARS else "")
+    return f"- **{inline_text(hit.title) or 'Untitled'}** — {where}  \n  {excerpt}"
 
 
 def _shown(shown: int, total: int) -> str:
