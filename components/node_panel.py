@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from collections.abc import Sequence
 
 from components.commands import command_controls
+from components.knowledge_browser import knowledge_browser
 from components.live_run import RunReads, node_sources
 from components.node_text import node_answer, node_error
 from components.safe_markdown import render, sanitize
@@ -121,14 +122,16 @@ def node_panel(services: Services, run: Run, node: Node, contract: MethodContrac
     if node.status == NodeStatus.FAILED and node.error:
         node_error(node.error)
     sources, all_sources = node_sources(services, reads, node)
+    data = node_data(contract, node)
     if node.content:
-        node_answer(node, node_data(contract, node), all_sources)
+        node_answer(node, data, all_sources)
     elif node.status in (NodeStatus.PENDING, NodeStatus.RUNNING):
         st.caption("Working on it…" if node.status == NodeStatus.RUNNING else "Waiting for its turn.")
     if sources:
         with st.expander(f"Sources gathered ({len(sources)})"):
             for source in sources:
                 render(st, f"- **{source.title}** — {source.url or source.ref}\n\n  {source.snippet[:300]}")
+    knowledge_browser(services, run, node, contract, data, reads)
     st.caption(f"Tokens {node.prompt_tokens + node.completion_tokens:,} · cost ${node.cost:.4f} · "
                f"LLM time {node.latency_s:.1f} s")
     with st.expander("Details (the node's stored data)"):

@@ -359,6 +359,59 @@ class KnowledgeStore(Store):
     def relation_chunks(self, relation_ids: Sequence[int]) -> dict[int, list[int]]:
         return self._links(KnowledgeRelationChunk, KnowledgeRelationChunk.relation_id, relation_ids)
 
+    # ------------------------------------------------------------------ browsing one entity (the app)
+
+    def entities_by_keys(self, graph_id: int, keys: Sequence[str]) -> list[KnowledgeEntity]:
+        """The graph's entities with these keys (normalised names), in no particular order."""
+        keys = list(dict.fromkeys(keys))
+        out: list[KnowledgeEntity] = []
+        with self._session() as s:
+            for start in range(0, len(keys), _BATCH):
+                out.extend(s.exec(select(KnowledgeEntity).where(
+                    KnowledgeEntity.graph_id == graph_id,
+                    col(KnowledgeEntity.key).in_(keys[start:start + _BATCH]))).all())
+        return out
+
+    def find_entities(self, graph_id: int, fragment: str, limit: int) -> list[KnowledgeEntity]:
+        """At most `limit` entities whose key (normalised name) starts with `fragment`, shortest first,
+        then those that contain it elsewhere."""
+        if limit < 1 or not fragment:
+            return []
+        escaped = fragment.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        key = col(KnowledgeEntity.key)
+        starts = key.like(f"{escaped}%", escape="\\")
+        order = (func.length(KnowledgeEntity.key), key)
+        with self._session() as s:
+            found = list(s.exec(select(KnowledgeEntity).where(KnowledgeEntity.graph_id == graph_id, starts)
+                                .order_by(*order).limit(limit)).all())
+            if len(found) < limit:
+                found += s.exec(select(KnowledgeEntity).where(
+                    KnowledgeEntity.graph_id == graph_id, ~starts, key.like(f"%{escaped}%", escape="\\"))
+                    .order_by(*order).limit(limit - len(found))).all()
+        return found
+
+    def relations_of(self, graph_id: int, entity_key: str, limit: int) -> tuple[list[KnowledgeRelation], int]:
+        """At most `limit` relations with the entity at either end (in the order they were found), and
+        how many it has in all."""
+        where = (KnowledgeRelation.graph_id == graph_id,
+                 (col(KnowledgeRelation.source_key) == entity_key) | (col(KnowledgeRelation.target_key) == entity_key))
+        with self._session() as s:
+            total = s.exec(select(func.count()).select_from(KnowledgeRelation).where(*where)).one()
+            rows = list(s.exec(select(KnowledgeRelation).where(*where).order_by(col(KnowledgeRelation.id))
+                               .limit(max(0, limit))).all())
+        return rows, total
+
+    def chunks_of_entity(self, entity_id: int, limit: int) -> tuple[list[KnowledgeChunk], int]:
+        """At most `limit` of the chunks the entity was extracted from (first registered first), and
+        how many there are in all."""
+        link = KnowledgeEntityChunk
+        with self._session() as s:
+            total = s.exec(select(func.count()).select_from(link).where(link.entity_id == entity_id)).one()
+            rows = list(s.exec(select(KnowledgeChunk).join(link, col(link.chunk_id) == col(KnowledgeChunk.id))
+                               .where(link.entity_id == entity_id).order_by(col(KnowledgeChunk.id))
+                               .limit(max(0, limit))).all())
+        return rows, total
+
     def _links(self, table, owner_column, ids: Sequence[int]) -> dict[int, list[int]]:
         out: dict[int, list[int]] = {}
         ids = list(dict.fromkeys(ids))

@@ -33,6 +33,7 @@ def _names(text: str) -> list[str]:
 @dataclass
 class InMemoryKnowledge:
     scope: str = "question"
+    key: str = ""  # not a stored graph: the app has none to browse
     chunks: dict[str, Hit] = field(default_factory=dict)
     entities: dict[str, set[str]] = field(default_factory=dict)  # name (lower) -> chunk refs
     relations: list[tuple[Triple, str, frozenset[str]]] = field(default_factory=list)  # triple, chunk, keys

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from engine.knowledge.browse import GraphBrowser
 from engine.knowledge.chunks import DEFAULT_CHUNK_TOKENS
 from engine.knowledge.extract import EXTRACT_MAX_TOKENS, Asker, Parallel
 from engine.knowledge.stored import GraphViews, KnowledgeError, StoredKnowledgeBase
@@ -58,3 +59,9 @@ class KnowledgeLayer:
                 f"yet: build it once with `thoughtmap kg build --collection {collection}{size}`, or use the "
                 "question scope")
         return StoredKnowledgeBase(store, graph, ask=ask, parallel=parallel, writable=False, views=self.views)
+
+    def browse(self, key: str) -> GraphBrowser | None:
+        """The stored graph named `key`, to read around one entity at a time (no LLM, read only);
+        None when no graph has that key (never built, or deleted with its run)."""
+        graph = self.store.find_graph(key) if key else None
+        return GraphBrowser(self.store, graph) if graph is not None else None

@@ -15,6 +15,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from engine.knowledge.browse import chunk_hit, neighbourhood, triple
 from engine.knowledge.chunks import chunk_documents
 from engine.knowledge.expand import adjacency, expand
 from engine.knowledge.extract import EXTRACT_MAX_TOKENS, PURPOSE, Asker, ChunkExtractor, Parallel
@@ -43,7 +44,6 @@ NEIGHBOURS_PER_HOP = 50
 # An entity reached at hop h adds HOP_WEIGHT**h to its chunks' scores; a matched key adds its BM25
 # score over the best one of its level (so at most 1): direct matches rank before neighbours.
 HOP_WEIGHT = 0.5
-SNIPPET_CHARS = 300
 # A chunk whose answers stayed unusable this many times is not asked again by a run (a collection
 # build, started by the user, tries its failed chunks once more each time).
 MAX_CHUNK_ATTEMPTS = 3
@@ -97,6 +97,7 @@ class StoredKnowledgeBase:
                  checkpoint: Callable[[], None] | None = None, extract_max_tokens: int = EXTRACT_MAX_TOKENS) -> None:
         self._store = store
         self.graph_id: int = graph.id  # type: ignore[assignment]
+        self.key = graph.key
         self.scope: KnowledgeScope = graph.scope  # type: ignore[assignment]
         self.chunk_tokens = graph.chunk_tokens
         self.collection = graph.collection
@@ -176,15 +177,7 @@ class StoredKnowledgeBase:
                            with_triples=with_triples, with_text=with_text, max_units=max_units)
 
     def around(self, name: str, *, limit: int = 20) -> Neighbourhood | None:
-        index = self._views.get(self.graph_id).index
-        entity = index.entity_by_key.get(entity_key(name))
-        if entity is None:
-            return None
-        relations = [r for r in index.relations.values() if entity.key in (r.source_key, r.target_key)][:limit]
-        chunk_ids = self._store.entity_chunks([entity.id]).get(entity.id, [])[:limit]  # type: ignore[list-item]
-        return Neighbourhood(entity=Entity(entity.name, entity.type, entity.description),
-                             triples=tuple(_triple(index, r) for r in relations),
-                             sources=tuple(_hit(c) for c in self._store.chunks_by_ids(chunk_ids)))
+        return neighbourhood(self._store, self.graph_id, name, limit=limit)
 
     def _units(self, index: KeyIndex, entities: list[KnowledgeEntity], relations: list[KnowledgeRelation],
                weights: dict[tuple[str, int], float], vias: dict[tuple[str, int], str], *, with_triples: bool,
@@ -209,7 +202,7 @@ class StoredKnowledgeBase:
         chunks = {c.id: c for c in self._store.chunks_by_ids(chosen)}
         units = []
         for chunk_id in chosen:
-            hit = _hit(chunks[chunk_id], score[chunk_id], with_text)
+            hit = chunk_hit(chunks[chunk_id], score[chunk_id], with_text)
             triples = tuple(_triple(index, r) for r in chunk_relations.get(chunk_id, [])) if with_triples else ()
             facts = tuple(Entity(e.name, e.type, e.description) for e in chunk_entities.get(chunk_id, [])) \
                 if with_triples else ()
@@ -219,20 +212,12 @@ class StoredKnowledgeBase:
         return units
 
 
-def _hit(chunk: KnowledgeChunk, score: float = 0.0, with_text: bool = True) -> Hit:
-    """A chunk as a citable source: the document's ref, title, URL and kind, and the chunk's text."""
-    text = chunk.text if with_text else ""
-    return Hit(title=chunk.title, ref=chunk.ref, snippet=text[:SNIPPET_CHARS], text=text,
-               kind=chunk.kind, url=chunk.url, score=score)  # type: ignore[arg-type]
-
-
 def _triple(index: KeyIndex, relation: KnowledgeRelation) -> Triple:
     def name(key: str) -> str:
         entity = index.entity_by_key.get(key)
         return entity.name if entity is not None else key
 
-    return Triple(subject=name(relation.source_key), relation=", ".join(relation.keywords) or "related to",
-                  object=name(relation.target_key), description=relation.description)
+    return triple(relation, name)
 
 
 def _clean_keywords(words: Sequence[str]) -> tuple[str, ...]:

@@ -71,6 +71,10 @@ class Neighbourhood:
     entity: Entity
     triples: tuple[Triple, ...] = ()
     sources: tuple[Hit, ...] = ()
+    # How many the graph holds in all (more than shown when a limit applied).
+    relations_total: int = 0
+    sources_total: int = 0
+
 
 
 @dataclass(frozen=True)
@@ -89,6 +93,9 @@ class KnowledgeBase(Protocol):
     opened with (the run's, so calls are budgeted, accounted and narrated like any other)."""
 
     scope: KnowledgeScope
+    # The stored graph's key ("run:<id>:<chunk tokens>", "collection:<name>:<chunk tokens>"), so a
+    # method can record which graph it read and the app can open it for a reader ("" if not stored).
+    key: str
 
     def add_documents(self, documents: Sequence[Hit]) -> BuildProgress:
         """Chunk the documents and extract entities and relations from every chunk not yet

@@ -59,6 +59,20 @@ class NodeData(BaseModel):
         its own heading (`engine.reader_text.readable_sections`); None: show the node's content."""
         return None
 
+    def knowledge_graph(self) -> KnowledgeGraphRef | None:
+        """The stored knowledge graph a reader may browse from this node, for kinds that declare
+        `NodeKind.browses_knowledge`; None: none."""
+        return None
+
+
+@dataclass(frozen=True)
+class KnowledgeGraphRef:
+    """Which stored knowledge graph a node read from (`engine/knowledge/`: its key, "" while none is
+    recorded) and the entity names to offer a reader first (those the node's knowledge names)."""
+
+    key: str
+    entities: tuple[str, ...] = ()
+
 
 @dataclass(frozen=True)
 class Variant:
@@ -92,6 +106,9 @@ class NodeKind:
     answers: bool = False
     # Larger when `Node.priority` is higher.
     size_by_priority: bool = True
+    # The node panel offers the knowledge graph browser around the entities its data names: the
+    # data model implements `NodeData.knowledge_graph` (the graph's key, the names to offer).
+    browses_knowledge: bool = False
 
     def fill(self, node: Node) -> str:
         if self.colour_field:
@@ -301,6 +318,10 @@ class MethodContract:
         edges = index([CHILD_EDGE, *[e for e in edge_kinds if e.name != "child"]], "edge kind")
         cmds = index(commands, "command")
         states = index(run_states, "run state")
+        for kind in kinds.values():
+            if kind.browses_knowledge and kind.data.knowledge_graph is NodeData.knowledge_graph:
+                raise ContractError(f"{method}: node kind '{kind.name}' offers the knowledge graph browser, so "
+                                    f"{kind.data.__name__} must say which graph (NodeData.knowledge_graph)")
         for command in cmds.values():
             unknown = command.kinds - kinds.keys()
             if unknown:

@@ -11,10 +11,11 @@ the knowledge base above column 1); summaries drawn as diamonds in their own fil
 boxes; communication edges (only where α > 0) and column links drawn as declared and painted on
 the canvas. The knowledge base's units are listed in the node panel; the weight panel shows α per
 thought; "Re-run column with another α" on column 1 from the node panel is queued, then applied,
-and the map gains column 1's communication edge.
+and the map gains column 1's communication edge. The knowledge base's graph browser: an entity it
+names chosen, its relations and source chunks shown, a neighbour opened with one click, and back.
 
 Screenshots: test-artifacts/mtqa-matrix.png (the whole matrix), mtqa-knowledge-units.png,
-mtqa-steered.png."""
+mtqa-kg-browser.png, mtqa-steered.png."""
 
 from __future__ import annotations
 
@@ -22,10 +23,14 @@ import re
 
 import pytest
 
+from components.knowledge_browser import CHOICES_SHOWN, RELATIONS_SHOWN
+from components.knowledge_browser import TITLE as KG_TITLE
+from engine.knowledge.open import KnowledgeLayer
 from engine.llm.fake import FakeLLM
 from engine.methods.mtqa.kinds import CELL, COLUMN_LINK, COMMUNICATION, EDGE_KINDS, KNOWLEDGE, NODE_KINDS, SUMMARY
 from engine.methods.mtqa.method import MtqaMethod
 from engine.node_numbers import node_numbers
+from storage.knowledge import KnowledgeStore
 from storage.models import CommandStatus, RunStatus
 from tests.e2e.conftest import (
     ARTIFACTS,
@@ -53,6 +58,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 QUESTION = "Which magazine was started first, Arthur's Magazine or First for Women?"
 ROWS, COLUMNS = 2, 3
 WEIGHTS = "[[0, 0.5]]"  # A is (rows−1)×(columns−1): column 1 passes nothing, columns 2 and 3 pass half
+CONTRACT = MtqaMethod.contract()
 KINDS = {kind.name: kind for kind in NODE_KINDS}
 EDGES = {kind.name: kind for kind in EDGE_KINDS}
 RERUN = "Re-run column with another α"
@@ -100,6 +106,46 @@ def _weights_rows(page) -> list[list[str]]:
     panel = page.locator('[data-testid="stExpander"]').filter(has_text="Communication weights").filter(
         has_not_text="How it grew").first
     return [row.locator("th, td").all_inner_texts() for row in panel.locator("tr").all()]
+
+
+def _browse_the_knowledge_graph(page, app_repo, run_id: str, base) -> None:
+    """The knowledge base's graph browser: an entity the node names chosen, its relations and source
+    chunks shown, a neighbour opened with one click, and the way back."""
+    browser = KnowledgeLayer(KnowledgeStore(app_repo.db)).browse(base.data["graph_key"])
+    assert browser is not None, base.data
+    offered = browser.known(CONTRACT.kind(KNOWLEDGE).read(base).knowledge_graph().entities)[:CHOICES_SHOWN]
+    target = max(offered, key=lambda name: browser.around(name).relations_total)
+    around = browser.around(target, limit=RELATIONS_SHOWN)
+    assert around.triples and around.sources, around
+    first = around.triples[0]
+    neighbour = first.object if first.subject == around.entity.name else first.subject
+
+    panel = node_panel_column(page)
+    box = panel.locator('[data-testid="stExpander"]').filter(has_text=KG_TITLE)
+    box.locator("summary").click()
+    # The list is long (and drawn only in part): typed, as a reader would, then chosen.
+    choices = page.get_by_role("combobox", name="Entities this node names", exact=True)
+    choices.click()
+    choices.fill(target)
+    page.get_by_role("option", name=target, exact=True).click()
+    box.get_by_text(f"Relations ({around.relations_total})" if around.relations_total <= RELATIONS_SHOWN
+                    else f"Relations ({RELATIONS_SHOWN} of {around.relations_total})", exact=True).wait_for()
+    body = box.inner_text()
+    assert target in body and " ".join(first.description.split())[:40] in body, body
+    assert all(s.title in body for s in around.sources[:5]), body
+    key = f"kg-{run_id}-{base.id}"
+    page.locator(f".st-key-{key}-to-0").get_by_role("button", name=neighbour, exact=True).click()
+    back = page.locator(f".st-key-{key}-back").get_by_role("button", name=f"Back to {target}", exact=True)
+    back.wait_for()
+    poll(page, lambda: box.locator("strong").first.inner_text() == neighbour, what=f"the graph around {neighbour}")
+    shown = browser.around(neighbour, limit=RELATIONS_SHOWN)
+    assert any(target in (t.subject, t.object) for t in shown.triples)  # the way it came is one of its relations
+    box.locator("strong").first.scroll_into_view_if_needed()
+    page.mouse.move(5, 5)  # no hover state over the panel in the picture
+    page.wait_for_timeout(300)
+    panel.screenshot(path=str(ARTIFACTS / "mtqa-kg-browser.png"))
+    back.click()
+    poll(page, lambda: box.locator("strong").first.inner_text() == target, what=f"back to {target}")
 
 
 def test_the_matrix_its_knowledge_units_weights_and_a_rerun_with_another_alpha(mtqa_app, page, app_repo):
@@ -199,6 +245,8 @@ def test_the_matrix_its_knowledge_units_weights_and_a_rerun_with_another_alpha(m
     heading.scroll_into_view_if_needed()  # the panel scrolls on its own, beside the map
     page.wait_for_timeout(300)
     page.screenshot(path=str(ARTIFACTS / "mtqa-knowledge-units.png"), full_page=True)
+
+    _browse_the_knowledge_graph(page, app_repo, run_id, base)
 
     # Steering from the node panel: column 1's second thought, re-run with α = 0.5.
     target = cells[1, 0]

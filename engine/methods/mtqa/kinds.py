@@ -14,6 +14,7 @@ from engine.methods.contract import (
     CommandPayload,
     CommandSpec,
     EdgeKind,
+    KnowledgeGraphRef,
     Layout,
     NodeCommand,
     NodeData,
@@ -45,6 +46,14 @@ def units_listing(units: Sequence[UnitRecord]) -> list[str]:
     return lines
 
 
+def unit_entities(units: Sequence[UnitRecord]) -> list[str]:
+    """The entities the units' triples name, in order, once each (the graph browser offers them)."""
+    return list(dict.fromkeys(name for unit in units for t in unit.triples for name in (t.subject, t.object)))
+
+
+GRAPH_KEY_HELP = "The stored knowledge graph the run read (its key), for the app's graph browser."
+
+
 class QuestionData(NodeData):
     """The question the matrix answers (the root)."""
 
@@ -66,6 +75,7 @@ class KnowledgeData(NodeData):
     general_keywords: list[str] = Field(default_factory=list)
     keywords_ready: bool = False
     units: list[UnitRecord] = Field(default_factory=list, description="KU_1: the units the first column thinks from.")
+    graph_key: str = Field(default="", description=GRAPH_KEY_HELP)
 
     def caption(self) -> str:
         return (f"{len(self.documents)} documents · {self.entities} entities · {self.relations} relations · "
@@ -74,6 +84,10 @@ class KnowledgeData(NodeData):
     def reader_fields(self) -> dict[str, str | list[str]] | None:
         return {"Keywords": ", ".join(self.detailed_keywords + self.general_keywords),
                 "Knowledge units (KU 1, what column 1 thinks from)": units_listing(self.units)}
+
+    def knowledge_graph(self) -> KnowledgeGraphRef:
+        return KnowledgeGraphRef(self.graph_key, tuple(dict.fromkeys(
+            [*unit_entities(self.units), *self.detailed_keywords, *self.general_keywords])))
 
 
 class CellData(NodeData):
@@ -117,6 +131,7 @@ class SummaryData(NodeData):
     retrieval_keywords: list[str] = Field(default_factory=list)
     units: list[UnitRecord] = Field(default_factory=list, description="KU': the units the column was checked against.")
     units_ready: bool = False
+    graph_key: str = Field(default="", description=GRAPH_KEY_HELP)
     checks: list[Correction] = Field(default_factory=list)
     paragraphs: list[str] = Field(default_factory=list, description="The refined answer, as stored.")
     short_answer: str = ""
@@ -134,15 +149,19 @@ class SummaryData(NodeData):
                     for c in self.checks],
                 "Knowledge units (KU′: checked against; the next column thinks from them)": units_listing(self.units)}
 
+    def knowledge_graph(self) -> KnowledgeGraphRef:
+        return KnowledgeGraphRef(self.graph_key, tuple(dict.fromkeys(
+            [*unit_entities(self.units), *self.retrieval_keywords])))
+
 
 NODE_KINDS = (
     NodeKind(QUESTION, QuestionData, "Question", "#2F4B7C", "the question you asked", shape="star"),
     NodeKind(KNOWLEDGE, KnowledgeData, "Knowledge base", "#72B7B2", "the question's knowledge graph and KU 1",
-             shape="hexagon", size_by_priority=False),
+             shape="hexagon", size_by_priority=False, browses_knowledge=True),
     NodeKind(CELL, CellData, "Thought", "#8E6CBF", "a thought node of the matrix", shape="box",
              size_by_priority=False),
     NodeKind(SUMMARY, SummaryData, "Summary", "#E8C547", "a column's summary, corrected against knowledge units",
-             shape="diamond", answers=True, size_by_priority=False),
+             shape="diamond", answers=True, size_by_priority=False, browses_knowledge=True),
 )
 
 EDGE_KINDS = (

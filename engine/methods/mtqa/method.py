@@ -212,7 +212,7 @@ class MtqaMethod(Method):
             if progress is not None:
                 node = ctx.graph.update(node, merge_data={
                     "chunks": progress.chunks_total, "entities": progress.entities, "relations": progress.relations,
-                    "failed_chunks": progress.failed_chunks})
+                    "failed_chunks": progress.failed_chunks, "graph_key": kb.key})
             if not data.keywords_ready:
                 keywords = kb.keywords(ctx.question)
                 node = ctx.graph.update(node, merge_data={
@@ -344,7 +344,7 @@ class MtqaMethod(Method):
                           node_id=summary.id)
         units = self._retrieve(ctx, summary, f"{ctx.question}\n\n{text[:RETRIEVAL_TEXT_CHARS]}", keywords)
         return ctx.graph.update(summary, merge_data={
-            "units": [u.model_dump() for u in units], "units_ready": True,
+            "units": [u.model_dump() for u in units], "units_ready": True, "graph_key": self._knowledge_base(ctx).key,
             "retrieval_keywords": list(keywords.detailed + keywords.general)})
 
     def _thoughts(self, ctx: RunContext, column: int) -> list[Node]:
