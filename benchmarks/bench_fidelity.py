@@ -8,11 +8,12 @@ evaluation harness (`engine/evaluate/runner.py`), with the numbers the issue ask
 It measures the code it is run with, so "before" is the same script run against the code before
 the change (only harness APIs that predate it are used):
 
-    # before: the main branch's engine, this script
-    PYTHONPATH=/work/main python benchmarks/bench_fidelity.py --llm local --label before --out before.json
-    # after: this branch
-    PYTHONPATH=$PWD python benchmarks/bench_fidelity.py --llm local --label after --out after.json
-    python benchmarks/bench_fidelity.py --compare before.json after.json   # the Markdown table
+    # before: the engine of 29dcf2d (main just before the fidelity change), this script
+    git worktree add /tmp/before 29dcf2d
+    PYTHONPATH=/tmp/before .venv/bin/python benchmarks/bench_fidelity.py --llm local --label before --out before.json
+    # after: this checkout
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/bench_fidelity.py --llm local --label after --out after.json
+    .venv/bin/python benchmarks/bench_fidelity.py --compare before.json after.json   # the Markdown table
 
 Defaults: 20 Researchy questions and 10 FreshWiki topics (the issue's sample), seed 13, local search.
 `--llm fake` proves the command works in seconds (its numbers mean nothing). Set THOUGHTMAP_HOME to a
