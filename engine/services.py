@@ -27,7 +27,7 @@ from engine.search.protocol import Searcher
 from storage import Repository, open_database
 from storage.db import Database
 from storage.knowledge import KnowledgeStore
-from storage.leases import SlotLocks
+from storage.leases import SharedCooldown, SlotLocks
 from storage.models import Run
 
 LLMKind = Literal["fake", "local", "openai"]
@@ -216,7 +216,8 @@ def build_services(settings: Settings | None = None) -> Services:
         # Runs execute on workers; the LLM calls of every worker share one cap, in the database.
         queue = RunQueue(db)
         limiter = SharedConcurrencyLimiter(settings.llm.concurrency,
-                                           SlotLocks(db, "llm", settings.llm.concurrency))
+                                           SlotLocks(db, "llm", settings.llm.concurrency),
+                                           cooldown=SharedCooldown(db, "llm"))
     else:
         queue, limiter = None, ConcurrencyLimiter(settings.llm.concurrency)
     return Services(settings=settings, db=db, repo=Repository(db), limiter=limiter, prices=prices, queue=queue)

@@ -7,6 +7,9 @@ server notices the dead connection) never leaves a lock behind and nothing has t
 - `RunLease`: at most one process executes a run. A worker holds it for the whole execution.
 - `SlotLocks`: N numbered slots shared by every process on the database, a semaphore: the LLM
   calls in flight across all workers never exceed N (engine/llm/limits.py waits on it).
+- `SharedCooldown`: when an endpoint answers HTTP 429, until when every process holds back its
+  calls (a row, timed by the database server's clock, so workers on machines whose clocks differ
+  agree): ten workers do not each hit the limit.
 """
 
 from __future__ import annotations
@@ -143,3 +146,26 @@ class SlotLocks:
 
     def dispose(self) -> None:
         self._engine.dispose()
+
+
+class SharedCooldown:
+    """The quiet an LLM endpoint asked for (HTTP 429 with its Retry-After), shared by every process."""
+
+    def __init__(self, db: Database, name: str) -> None:
+        _require_postgres(db)
+        self.name = name
+        self._engine = db.engine
+
+    def extend(self, seconds: float) -> None:
+        """No process calls the endpoint for `seconds` from now (a longer quiet already set stays)."""
+        with self._engine.begin() as conn:
+            conn.execute(text(
+                "INSERT INTO endpoint_cooldowns (name, until) VALUES (:name, now() + make_interval(secs => :s)) "
+                "ON CONFLICT (name) DO UPDATE SET until = GREATEST(endpoint_cooldowns.until, EXCLUDED.until)"),
+                {"name": self.name, "s": float(seconds)})
+
+    def seconds_left(self) -> float:
+        with self._engine.connect() as conn:
+            left = conn.execute(text("SELECT EXTRACT(EPOCH FROM (until - now())) FROM endpoint_cooldowns "
+                                     "WHERE name = :name"), {"name": self.name}).scalar()
+        return max(0.0, float(left)) if left is not None else 0.0

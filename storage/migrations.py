@@ -164,6 +164,11 @@ def _m010_deot_layers_count_the_question(conn: Connection) -> None:
                 params={**row.params, "deot": {**values, "max_layers": values["max_layers"] + 1}}))
 
 
+def _m011_endpoint_cooldowns(conn: Connection) -> None:
+    # Distributed execution: an endpoint's 429 quiets every worker (a new table only).
+    models.EndpointCooldown.__table__.create(conn, checkfirst=True)
+
+
 MIGRATIONS: list[tuple[int, str, Migration]] = [
     (1, "initial tables", _m001_initial_tables),
     (2, "runs.warning", _m002_run_warning),
@@ -176,6 +181,7 @@ MIGRATIONS: list[tuple[int, str, Migration]] = [
      _m007_knowledge_graphs),
     (10, "DEoT runs' max_layers counts the question as layer 1 (the paper's count)",
      _m010_deot_layers_count_the_question),
+    (11, "endpoint_cooldowns (an endpoint's 429 shared by every worker)", _m011_endpoint_cooldowns),
 ]
 
 

@@ -8,7 +8,7 @@ import warnings
 from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import JSON, Column, ForeignKeyConstraint, Integer, Text, UniqueConstraint
+from sqlalchemy import JSON, Column, DateTime, ForeignKeyConstraint, Integer, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 
@@ -319,6 +319,16 @@ class Judgment(SQLModel, table=True):
     completion_tokens: int = 0
     cost: float = 0.0
     created_at: datetime = Field(default_factory=utcnow)
+
+
+class EndpointCooldown(SQLModel, table=True):
+    """Distributed execution: until when every worker holds back its calls to an LLM endpoint that
+    answered HTTP 429 (storage/leases.py `SharedCooldown`; the database server's clock decides)."""
+
+    __tablename__ = "endpoint_cooldowns"
+
+    name: str = Field(primary_key=True, max_length=200)
+    until: datetime = Field(sa_column=Column(DateTime(timezone=True), nullable=False))
 
 
 class SchemaMigration(SQLModel, table=True):

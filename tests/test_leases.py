@@ -11,7 +11,7 @@ import pytest
 
 from engine.llm.limits import SharedConcurrencyLimiter
 from storage import open_database
-from storage.leases import LeaseUnavailable, RunLease, SlotLocks
+from storage.leases import LeaseUnavailable, RunLease, SharedCooldown, SlotLocks
 from tests.db_backends import _fresh_postgres_database, _postgres_url, run_threads
 
 pytestmark = pytest.mark.postgres
@@ -64,6 +64,31 @@ def test_llm_slots_bound_the_calls_in_flight_of_all_processes(pg_db):
     assert limiters[0].slots.in_use() == 0  # every slot given back
     for limiter in limiters:
         limiter.slots.dispose()
+
+
+def test_an_endpoints_429_quiets_every_worker():
+    """The quiet an endpoint asked for is kept in the database: a 429 seen by one worker holds back
+    the calls of the others (each its own limiter and connections), by the database's clock."""
+    base = _postgres_url()
+    if not base:
+        pytest.skip("no PostgreSQL test server (run the tests through scripts/test)")
+    db = open_database(_fresh_postgres_database(base))  # with the migrations: endpoint_cooldowns
+    try:
+        limiters = [SharedConcurrencyLimiter(2, SlotLocks(db, "llm", 2), cooldown=SharedCooldown(db, "llm"))
+                    for _ in range(2)]
+        assert SharedCooldown(db, "llm").seconds_left() == 0.0
+        limiters[0].cool_down(1.5)  # (each limiter reads the database at most every 0.25 s)
+        assert 1.0 < limiters[1].cooling_for() <= 1.5
+        limiters[1].cool_down(0.1)  # a shorter quiet never cuts a longer one short
+        assert SharedCooldown(db, "llm").seconds_left() > 1.0
+        started = time.monotonic()
+        with limiters[1]:
+            assert time.monotonic() - started >= 1.0  # the other worker's call waited the quiet out
+        assert SharedCooldown(db, "other-endpoint").seconds_left() == 0.0
+        for limiter in limiters:
+            limiter.slots.dispose()
+    finally:
+        db.dispose()
 
 
 def test_leases_refuse_sqlite(tmp_path):

@@ -6,6 +6,8 @@ Also covers the concurrency limiter and the price table.
 
 from __future__ import annotations
 
+import time
+
 import json
 import random
 import socket
@@ -162,6 +164,21 @@ def test_429_retry_after_is_honoured_then_succeeds(server):
     assert sleep.delays == [1.0]
     assert response.attempts == 2 and response.text
     assert server.count_chat_requests() == 2
+
+
+def test_a_429_quiets_every_call_that_shares_the_limiter(server):
+    """One call's 429 with Retry-After: the other calls through the same limiter wait the quiet out
+    instead of each hitting the limit; the call that got the 429 retries once its own sleep is over."""
+    limiter = ConcurrencyLimiter(4)
+    server.enqueue(status=429, headers={"Retry-After": "1"})
+    sleep = Recorder()
+    first = make_llm(server.base_url, sleep, limiter=limiter).chat(text_request())
+    assert first.attempts == 2 and sleep.delays == [1.0]  # its own sleep (recorded), then its retry
+    assert 0.5 < limiter.cooling_for() <= 1.0
+    started = time.monotonic()
+    other = make_llm(server.base_url, Recorder(), limiter=limiter).chat(text_request())
+    assert other.attempts == 1 and time.monotonic() - started >= 0.5  # it started after the quiet
+    assert limiter.cooling_for() == 0.0
 
 
 def test_retry_after_ms_header_wins(server):

@@ -28,6 +28,7 @@ class ConcurrencyLimiter:
         self._condition = threading.Condition()
         self._in_flight = 0
         self._peak = 0
+        self._cool_until = 0.0  # time.monotonic() before which no call starts (an endpoint's 429)
 
     @property
     def limit(self) -> int:
@@ -43,7 +44,26 @@ class ConcurrencyLimiter:
         with self._condition:
             return self._peak
 
-    def acquire(self) -> None:
+    def cool_down(self, seconds: float) -> None:
+        """The endpoint answered HTTP 429 and asked for `seconds` of quiet: no call that shares this
+        limiter starts before they have passed, so its other calls do not hit the limit as well (one
+        429 would otherwise become as many as there are calls in flight)."""
+        if seconds > 0:
+            with self._condition:
+                self._cool_until = max(self._cool_until, time.monotonic() + seconds)
+
+    def cooling_for(self) -> float:
+        """Seconds left of the endpoint's asked-for quiet (0 when none)."""
+        with self._condition:
+            return max(0.0, self._cool_until - time.monotonic())
+
+    def _wait_until_cool(self) -> None:
+        while (left := self.cooling_for()) > 0:
+            time.sleep(min(left, 1.0))
+
+    def acquire(self, *, wait_cool: bool = True) -> None:
+        if wait_cool:
+            self._wait_until_cool()
         with self._condition:
             self._condition.wait_for(lambda: self._in_flight < self._limit)
             self._in_flight += 1
@@ -72,6 +92,9 @@ class ConcurrencyLimiter:
         return f"ConcurrencyLimiter(limit={self._limit}, in_flight={self.in_flight})"
 
 
+COOLDOWN_READ_EVERY_S = 0.25
+
+
 class SharedConcurrencyLimiter(ConcurrencyLimiter):
     """The same cap, held across processes: every worker on the database shares `limit` slots.
 
@@ -81,15 +104,35 @@ class SharedConcurrencyLimiter(ConcurrencyLimiter):
     process's calls; `slots.in_use()` counts everyone's.
     """
 
-    def __init__(self, limit: int, slots, *, poll_s: float = 0.02) -> None:
+    def __init__(self, limit: int, slots, *, cooldown=None, poll_s: float = 0.02) -> None:
         super().__init__(limit)
         self.slots = slots
+        # storage's `SharedCooldown`: an endpoint's 429 quiets every worker, not only this one.
+        self.cooldown = cooldown
+        self._cooldown_checked = 0.0
+        self._cooldown_left = 0.0
         self._poll_s = poll_s
         self._held: dict[int, list[int]] = {}  # thread id -> slots it holds (a stack)
         self._held_lock = threading.Lock()
 
-    def acquire(self) -> None:
-        super().acquire()  # the local bound first: at most `limit` threads go on
+    def cool_down(self, seconds: float) -> None:
+        super().cool_down(seconds)
+        if self.cooldown is not None and seconds > 0:
+            self.cooldown.extend(seconds)
+
+    def cooling_for(self) -> float:
+        local = super().cooling_for()
+        if self.cooldown is None:
+            return local
+        now = time.monotonic()
+        # One read of the database per quarter second at most, whatever the number of threads.
+        if now - self._cooldown_checked >= COOLDOWN_READ_EVERY_S:
+            self._cooldown_left = self.cooldown.seconds_left()
+            self._cooldown_checked = now
+        return max(local, self._cooldown_left - (now - self._cooldown_checked))
+
+    def acquire(self, *, wait_cool: bool = True) -> None:
+        super().acquire(wait_cool=wait_cool)  # the local bound first: at most `limit` threads go on
         try:
             delay = self._poll_s
             while (slot := self.slots.try_acquire()) is None:

@@ -220,14 +220,19 @@ class OpenAICompatibleLLM:
     ) -> _Outcome:
         carries_format = "response_format" in kwargs
         attempt = 0
+        slept_out_429 = False
         while True:
             attempt += 1
             started = time.monotonic()
             try:
-                with self._limiter:
+                # A call that has just slept out its own 429 goes on; the others wait for the quiet.
+                self._limiter.acquire(wait_cool=not slept_out_429)
+                try:
                     completion = self._client.chat.completions.create(
                         **kwargs, timeout=self._settings.timeout_s
                     )
+                finally:
+                    self._limiter.release()
                 return _Outcome(completion, time.monotonic() - started, attempt)
             except openai.APIStatusError as exc:
                 status = exc.status_code
@@ -243,6 +248,10 @@ class OpenAICompatibleLLM:
                 if not _retryable_status(status) or attempt > self._settings.max_retries:
                     raise self._status_error(exc, attempts=attempt) from None
                 delay = self._retry_delay(exc.response.headers, attempt)
+                if status == 429:
+                    # Every call sharing the limiter (every worker's, in queue mode) waits too.
+                    self._limiter.cool_down(delay)
+                    slept_out_429 = True
             except openai.APITimeoutError:
                 if attempt > self._settings.max_retries:
                     raise self._timeout_error(self._settings.timeout_s, attempt) from None
