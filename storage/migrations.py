@@ -150,6 +150,8 @@ def _m007_knowledge_graphs(conn: Connection) -> None:
 def _m010_deot_layers_count_the_question(conn: Connection) -> None:
     # DEoT's max_layers now counts the question as layer 1, as its paper and its authors' code do:
     # a stored run (and a stored benchmark's DEoT values) keep the tree they asked for, one more.
+    if not {"method", "params"} <= {c["name"] for c in inspect(conn).get_columns("runs")}:
+        return  # a database from before runs had parameters: no DEoT run to keep
     runs = models.Run.__table__
     for row in conn.execute(select(runs.c.id, runs.c.params).where(runs.c.method == "deot")).all():
         params = row.params if isinstance(row.params, dict) else {}
@@ -157,6 +159,8 @@ def _m010_deot_layers_count_the_question(conn: Connection) -> None:
             conn.execute(runs.update().where(runs.c.id == row.id).values(
                 params={**params, "max_layers": params["max_layers"] + 1}))
     benchmarks = models.Benchmark.__table__
+    if not inspect(conn).has_table("benchmarks"):
+        return
     for row in conn.execute(select(benchmarks.c.id, benchmarks.c.params)).all():
         values = (row.params or {}).get("deot") if isinstance(row.params, dict) else None
         if isinstance(values, dict) and isinstance(values.get("max_layers"), int):

@@ -24,7 +24,7 @@ def test_migrations_5_and_6_upgrade_a_database_of_the_previous_release(database_
         conn.execute(text("DELETE FROM schema_migrations WHERE version >= 5"))
     assert applied_versions(db.engine) == [1, 2, 3, 4]
 
-    assert migrate(db.engine) == [5, 6, 7]
+    assert migrate(db.engine) == [v for v, _n, _m in MIGRATIONS if v >= 5]  # 5, 6 and every later one
     assert applied_versions(db.engine) == [v for v, _n, _m in MIGRATIONS]
     tables = set(inspect(db.engine).get_table_names())
     assert {"benchmarks", "benchmark_items", "judgments"} <= tables

@@ -13,7 +13,7 @@ TOOL_NAMES = ("news_search", "info_search", "event_extractor", "history_analyzer
 
 class DeotParams(MethodParams):
     quick_profile = {
-        "max_layers": 3, "max_nodes": 5, "root_breadth": True, "optimize_query": False, "validate_results": False,
+        "max_nodes": 5, "root_breadth": True, "optimize_query": False, "validate_results": False,
         "validate_plans": False, "llm_planner": False, "max_plan_attempts": 1, "search_results": 3, "event_extractor": False, "history_analyzer": False,
         "direct_reasoning": False,
         "summary_words": 120, "tool_max_tokens": 250, "report_max_tokens": 700,
