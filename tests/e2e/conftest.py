@@ -445,8 +445,11 @@ def assert_citations_resolve(report: str) -> set[int]:
 
 
 def choose_option(page, label: str, option: str) -> None:
-    """Pick `option` in the selectbox labelled `label`."""
+    """Pick `option` in the selectbox labelled `label`, as a person does with a long list: type it,
+    then take it. (Clicking an option far down an open list failed with "element is not stable"
+    while the list was still settling.)"""
     page.get_by_role("combobox", name=label, exact=True).click()
+    page.keyboard.type(option)
     page.get_by_role("option", name=option, exact=True).click()
 
 
