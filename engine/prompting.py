@@ -61,3 +61,9 @@ class Prompt:
             ),
             self.name,
         )
+
+
+def inert(text: str) -> str:
+    """Untrusted text to put between <<< and >>>: marker-like runs inside are broken up, so the data
+    cannot close its block early and pose as our instructions."""
+    return (text or "").replace("<<<", "< < <").replace(">>>", "> > >")

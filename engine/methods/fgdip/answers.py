@@ -13,7 +13,8 @@ from engine.methods.fgdip import prompts
 from engine.methods.fgdip.generator import answer_rule
 from engine.methods.fgdip.params import FgdipParams
 from engine.methods.fgdip.schemas import WrittenAnswer, WrittenYesNoAnswer
-from engine.methods.fgdip.trajectory import inert, render_path
+from engine.methods.fgdip.trajectory import render_path
+from engine.prompting import inert
 from storage.models import Node, Source
 
 

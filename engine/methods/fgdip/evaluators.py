@@ -12,7 +12,8 @@ from engine.methods.base import RunContext
 from engine.methods.fgdip import prompts
 from engine.methods.fgdip.params import FgdipParams
 from engine.methods.fgdip.schemas import AnswerJudgement, StepJudgement
-from engine.methods.fgdip.trajectory import inert, render_path
+from engine.methods.fgdip.trajectory import render_path
+from engine.prompting import inert
 from storage.models import Node
 
 

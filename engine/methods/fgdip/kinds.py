@@ -25,7 +25,7 @@ from engine.methods.contract import (
     regenerate_report_command,
 )
 from engine.methods.fgdip import prompts
-from engine.methods.fgdip.trajectory import inert
+from engine.prompting import inert
 from storage.models import NodeStatus
 
 QUESTION, ENTITY, STEP, ANSWER = "question", "entity", "step", "answer"

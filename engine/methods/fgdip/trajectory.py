@@ -6,13 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from engine.prompting import inert
 from storage.models import Node
-
-
-def inert(text: str) -> str:
-    """Untrusted text to put between <<< and >>>: marker-like runs inside are broken up, so the data
-    cannot close its block early and pose as our instructions."""
-    return (text or "").replace("<<<", "< < <").replace(">>>", "> > >")
 
 
 def action_text(data: dict) -> str:

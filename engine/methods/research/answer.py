@@ -16,7 +16,7 @@ from engine.methods.base import RunContext
 from engine.methods.research import prompts
 from engine.methods.research.markers import CitedText, write_cited
 from engine.methods.research.params import ResearchParams
-from engine.methods.research.search_tool import inert
+from engine.prompting import inert
 from storage.models import Node, Source
 
 

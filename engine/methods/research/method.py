@@ -44,7 +44,8 @@ from engine.methods.research.kinds import (
 from engine.methods.research.params import ResearchParams
 from engine.methods.research.report import report
 from engine.methods.research.schemas import AgentTurn
-from engine.methods.research.search_tool import findings, inert, retrieve, summarize
+from engine.methods.research.search_tool import findings, retrieve, summarize
+from engine.prompting import inert
 from storage.models import Node, NodeStatus, Source
 
 UNFINISHED = (NodeStatus.PENDING, NodeStatus.RUNNING)

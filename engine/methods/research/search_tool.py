@@ -18,16 +18,12 @@ from engine.search.protocol import SearchError
 from engine.search.relevance import NO_RELEVANT_SOURCE, relevant_hits
 from engine.search.rerank import BM25Reranker, Reranker
 from engine.search.rerankers import LLMReranker
+from engine.prompting import inert
 from storage.models import Node, Source
 
 
 class RerankerUnavailable(ValueError):
     """The `endpoint` reranker was chosen but THOUGHTMAP_RERANK_URL is not set."""
-
-
-def inert(text: str) -> str:
-    """Untrusted text to put between markers: marker-like runs inside are broken up."""
-    return (text or "").replace("<<<", "< < <").replace(">>>", "> > >")
 
 
 def choose_reranker(ctx: RunContext, node: Node) -> Reranker:
