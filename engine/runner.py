@@ -26,6 +26,7 @@ from engine import narration
 from engine.graph import RunGraph
 from engine.knowledge.open import KnowledgeLayer
 from engine.search.embeddings import Embedder
+from engine.search.fetch import PageFetcher
 from engine.llm.accounting import Budget, RunLLM
 from engine.llm.pricing import PriceTable
 from engine.llm.protocol import LLM, BudgetExceeded, LLMError
@@ -151,6 +152,7 @@ class Runner:
         knowledge: KnowledgeLayer | None = None,
         embedder: Embedder | None = None,
         rerank_endpoint: Reranker | None = None,
+        pages: PageFetcher | None = None,
         dispatch: Callable[[str, bool], object] | None = None,
     ) -> None:
         self.repo = repo
@@ -164,6 +166,7 @@ class Runner:
         self.knowledge = knowledge  # handed to every run's context (ctx.knowledge)
         self.embedder = embedder  # handed to every run's context (ctx.embedder); None: BM25
         self.rerank_endpoint = rerank_endpoint  # the configured /rerank endpoint, if any (ctx.rerank_endpoint)
+        self.pages = pages  # reads the page behind a web hit (ctx.pages); None: snippets only
         # Distributed execution: (run id, retry failed nodes) -> the run is queued for a worker.
         self.dispatch = dispatch
         # Node-level work of every run shares this pool: one process-wide bound on parallelism.
@@ -376,7 +379,7 @@ class Runner:
             searcher=self.searcher_for(run), graph=graph,
             checkpoint=control.checkpoint, take_steering=take_steering, executor=self.executor,
             complete_command=complete_command, knowledge_layer=self.knowledge, embedder=self.embedder,
-            rerank_endpoint=self.rerank_endpoint,
+            rerank_endpoint=self.rerank_endpoint, pages=self.pages,
         )
 
     def _apply_steering(self, ctx: RunContext, method: Method) -> None:

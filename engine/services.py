@@ -23,6 +23,7 @@ from engine.runner import Runner
 from engine.search.combined import build_searcher
 from engine.search.embeddings import Embedder, build_embedder
 from engine.search.exclusion import ExcludingSearcher, SearchExclusions
+from engine.search.fetch import PageFetcher
 from engine.search.protocol import Searcher
 from storage import Repository, open_database
 from storage.db import Database
@@ -67,6 +68,7 @@ class Services:
                              prices=self.prices, methods=self.methods, max_workers=self.settings.workers,
                              knowledge=self.knowledge, embedder=self.embedder,
                              rerank_endpoint=self._rerank_endpoint(),
+                             pages=PageFetcher(allow_private=self.settings.allow_private_fetch),
                              dispatch=self._enqueue if self.queue is not None else None)
 
     def _rerank_endpoint(self):

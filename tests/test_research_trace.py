@@ -7,6 +7,9 @@ the steering commands; the bench reads the rates."""
 
 from __future__ import annotations
 
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
 import pytest
 
 from engine.citations import cited_source_ids
@@ -17,6 +20,7 @@ from engine.methods.research.answer import rates
 from engine.methods.research.markers import problems
 from engine.narration import SEARCH
 from engine.report import render_markdown
+from engine.search.fetch import PageFetcher
 from storage.models import NodeStatus, RunStatus
 from tests.fixtures_engine import run_to_end, steer_and_wait
 from tests.research_scripts import (
@@ -25,6 +29,7 @@ from tests.research_scripts import (
     CLAIMS,
     INJECTION,
     QUESTION,
+    RESEARCHY,
     SUMMARIES,
     SUMMARIZE,
     SUMMARIZE_FIRST,
@@ -288,3 +293,91 @@ def test_dig_into_a_point_searches_for_it(services, fake_llm):
     assert "dig into this point" in request_text(fake_llm.calls_for(AGENT)[-1])
     assert searches(services, run_id)[-1].data["query"] == "Arthur's Magazine founding year"
     assert searches(services, run_id)[-1].parent_id == focus.id and searches(services, run_id)[-1].data["by"] == "you"
+
+
+# ---------------------------------------------------------------------- web pages read, not snippets
+
+
+class _Pages(BaseHTTPRequestHandler):
+    """A site on 127.0.0.1: a page with a menu and a long article whose answer is its last paragraph,
+    and a dead link."""
+
+    requested: list[str]
+
+    def do_GET(self):  # noqa: N802 - http.server's name
+        self.requested.append(self.path)
+        if self.path != "/chip.html":
+            self.send_error(404)
+            return
+        nav = "".join(f'<li><a href="/s{i}">Section {i}</a></li>' for i in range(30))
+        background = "".join(f"<p>Background {i}: wafer fabrication plants take years to build, and each new process "
+                             "node costs billions of dollars in equipment and cleanroom space.</p>" for i in range(12))
+        body = (f"<html><head><title>Chip shortage explained</title></head><body><nav><ul>{nav}</ul></nav><article>"
+                f"<h1>Chip shortage explained</h1>{background}<p>The chip shortage began when carmakers cancelled "
+                "wafer orders in 2020 and foundries sold the capacity to electronics makers.</p></article>"
+                "<footer>Copyright, privacy, cookies.</footer></body></html>").encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def site():
+    handler = type("Handler", (_Pages,), {"requested": []})
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}", handler.requested
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def _site_rows(base: str) -> list[dict]:
+    return [{"title": "Chip shortage explained", "href": f"{base}/chip.html", "body": "Chip shortage snippet."},
+            {"title": "Chip shortage archive", "href": f"{base}/gone", "body": "Chip shortage archived snippet."}]
+
+
+def test_web_pages_are_read_and_their_matching_passage_summarised(services, fake_llm, monkeypatch, site):
+    base, requested = site
+    web = FakeDDGS(_site_rows(base))
+    monkeypatch.setattr("engine.search.web.default_ddgs_factory", lambda *a, **k: (lambda: web))
+    # The loopback site stands for the web: only a test may let the fetcher reach a private address.
+    services.runner.pages = PageFetcher(allow_private=True, trust_env=False)
+    run_id = done_run(services, {"max_searches": 0, "max_turns": 1, "relevance_floor": 0.0, "doc_chars": 400},
+                      question=RESEARCHY, search="web")
+    search = searches(services, run_id)[0]
+    assert search.data["pages_read"] == 1
+    assert len(search.data["page_failures"]) == 1 and "/gone" in search.data["page_failures"][0]
+    by_ref = {s.ref: s for s in services.repo.list_sources(run_id)}
+    page, dead = by_ref[f"{base}/chip.html"], by_ref[f"{base}/gone"]
+    # The page's passage about the query, not its menu, its first screen or the engine's snippet; within doc_chars.
+    assert "carmakers cancelled wafer orders" in page.text and len(page.text) <= 400
+    assert "Section 3" not in page.text and "Background 5" not in page.text and "snippet" not in page.text
+    assert dead.text == "Chip shortage archived snippet."  # a page that failed keeps its snippet
+    assert "carmakers cancelled wafer orders" in request_text(fake_llm.calls_for(SUMMARIZE_FIRST)[0])
+    assert sorted(requested) == ["/chip.html", "/gone"]
+
+
+def test_read_pages_zero_keeps_the_snippets_and_fetches_nothing(services, fake_llm, monkeypatch, site):
+    base, requested = site
+    monkeypatch.setattr("engine.search.web.default_ddgs_factory", lambda *a, **k: (lambda: FakeDDGS(_site_rows(base))))
+    services.runner.pages = PageFetcher(allow_private=True, trust_env=False)
+    run_id = done_run(services, {"max_searches": 0, "max_turns": 1, "relevance_floor": 0.0, "read_pages": 0},
+                      question=RESEARCHY, search="web")
+    assert searches(services, run_id)[0].data["pages_read"] == 0 and requested == []
+    assert {s.text for s in services.repo.list_sources(run_id)} == {"Chip shortage snippet.",
+                                                                     "Chip shortage archived snippet."}
+
+
+def test_the_default_fetcher_refuses_a_private_address(services, fake_llm, monkeypatch, site):
+    base, requested = site
+    monkeypatch.setattr("engine.search.web.default_ddgs_factory", lambda *a, **k: (lambda: FakeDDGS(_site_rows(base))))
+    run_id = done_run(services, {"max_searches": 0, "max_turns": 1, "relevance_floor": 0.0},
+                      question=RESEARCHY, search="web")
+    failures = searches(services, run_id)[0].data["page_failures"]
+    assert requested == [] and len(failures) == 2 and all("loopback" in f for f in failures)

@@ -35,6 +35,7 @@ from engine.parallel import run_parallel
 from engine import narration
 from engine.reader_text import UNWRITTEN, is_placeholder
 from engine.search.embeddings import Embedder
+from engine.search.fetch import PageFetcher
 from engine.search.protocol import Hit, SearchError, Searcher
 from engine.search.rerank import Reranker
 from engine.search.relevance import DEFAULT_FLOOR, RelevanceResult
@@ -117,6 +118,9 @@ class RunContext:
     embedder: Embedder | None = None
     # The OpenAI-compatible /rerank endpoint configured by THOUGHTMAP_RERANK_URL (None when not).
     rerank_endpoint: Reranker | None = None
+    # Fetches the page behind a web hit (public addresses only, size and time bounded), injected by
+    # the runner; None: web hits keep the search engine's snippet. See engine/search/pages.py.
+    pages: PageFetcher | None = None
 
     def search(self, query: str, *, k: int, node: Node | None = None, searcher: Searcher | None = None) -> list[Hit]:
         """`searcher.search`, told to the step log: what was searched, where, how much came back

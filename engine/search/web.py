@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FuturesTimeout
-from concurrent.futures import wait
 from typing import Any
 
 from ddgs.exceptions import DDGSException, RatelimitException, TimeoutException
 
 from engine.search.fetch import PageFetcher
+from engine.search.pages import read_pages
 from engine.search.protocol import Hit, SearchError
 
 LOCAL_HINT = "check the network connection, or use --search local (the bundled offline corpus)"
@@ -130,30 +129,7 @@ class WebSearcher:
     def _with_pages(self, hits: list[Hit]) -> list[Hit]:
         """Replace the snippet text of the top hits with the fetched page text, where possible."""
         assert self.fetcher is not None
-        top = hits[: self.fetch_pages]
-        executor = ThreadPoolExecutor(max_workers=len(top), thread_name_prefix="thoughtmap-fetch")
-        try:
-            futures = {
-                executor.submit(self.fetcher.fetch, hit.url or hit.ref): i
-                for i, hit in enumerate(top)
-            }
-            # The fetcher has its own deadline; the extra second covers extraction.
-            done, _ = wait(futures, timeout=self.fetcher.timeout_s + 1.0)
-            out = list(hits)
-            for future in done:
-                try:
-                    page = future.result()
-                except Exception:  # noqa: BLE001 - a failed fetch keeps the snippet
-                    continue
-                i = futures[future]
-                out[i] = dataclasses.replace(
-                    out[i],
-                    text=page.text[: self.max_page_chars],
-                    title=out[i].title or page.title,
-                )
-            return out
-        finally:
-            executor.shutdown(wait=False, cancel_futures=True)
+        return read_pages(self.fetcher, hits, limit=self.fetch_pages, max_chars=self.max_page_chars).hits
 
 
 def map_ddgs_error(exc: BaseException) -> SearchError | None:

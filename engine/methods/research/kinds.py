@@ -61,6 +61,8 @@ class SearchData(NodeData):
     ranked: list[RankedDoc] | None = Field(default=None, description="The top N after reranking, best first.")
     dropped_as_unrelated: list[DroppedHit] = Field(default_factory=list)
     search_error: str = ""
+    pages_read: int = Field(default=0, description="Web pages fetched and read in place of their snippet.")
+    page_failures: list[str] = Field(default_factory=list, description="Pages that kept their snippet, and why.")
     summary_attempts: int = 0
     removed_markers: list[str] = Field(default_factory=list, description="Bad markers removed from the summary.")
 
@@ -68,6 +70,8 @@ class SearchData(NodeData):
         parts = [f"search {self.round}: {self.query}"]
         if self.found is not None:
             parts.append(f"{self.found} found, {len(self.ranked or [])} kept after reranking")
+        if self.pages_read:
+            parts.append(f"{self.pages_read} pages read")
         if self.removed_markers:
             parts.append(f"{len(self.removed_markers)} bad markers removed")
         return " · ".join(parts)
@@ -76,7 +80,8 @@ class SearchData(NodeData):
         docs = [f"{d.rank}. {d.title} (score {d.score:.3f})" for d in self.ranked or []]
         fields: dict[str, str | list[str]] = {"Query": self.query, "Reranked documents": docs,
                                               "Reranker": self.reranker, "Search error": self.search_error,
-                                              "Rerank error": self.rerank_error}
+                                              "Rerank error": self.rerank_error,
+                                              "Pages that kept their snippet": self.page_failures}
         return {k: v for k, v in fields.items() if v}
 
 

@@ -16,7 +16,7 @@ RerankerChoice = Literal["auto", "bm25", "llm", "endpoint"]
 
 class ResearchParams(MethodParams):
     quick_profile = {
-        "search_top_k": 20, "rerank_top_n": 4, "max_searches": 1, "max_turns": 2, "doc_chars": 600,
+        "search_top_k": 20, "rerank_top_n": 4, "read_pages": 4, "max_searches": 1, "max_turns": 2, "doc_chars": 600,
         "summary_max_tokens": 500, "answer_max_tokens": 900, "citation_retries": 1,
     }
 
@@ -28,6 +28,13 @@ class ResearchParams(MethodParams):
     rerank_top_n: int = Field(
         default=10, ge=1, le=50,
         description="N: the best reranked documents the summarizer reads per search (the paper: 10).",
+    )
+    read_pages: int = Field(
+        default=10, ge=0, le=50,
+        description="Web results only: how many of the reranked top N have their page fetched, its main text "
+        "extracted and the passages that match the query kept (up to the document length below) for the "
+        "summarizer, instead of the search engine's snippet (the paper's search returns whole documents). "
+        "0: snippets only. Corpus documents are read whole anyway.",
     )
     reranker: RerankerChoice = Field(
         default="auto",
