@@ -224,16 +224,36 @@
   }
 
   function initialView() {
-    // The whole map if it is readable so; else the readable scale, around the selected node (or the
-    // first one), with as much of the map as fits on its side. Fit is a button.
+    // Labels drawn outside their shape (a dot's question under it) are measured when first drawn:
+    // a map shown whole is framed again then, so the fit counts their width and no label is cut at
+    // the edge. (A map too big to show whole is placed at the readable scale with room for labels.)
+    if (placeView()) network.once("afterDrawing", function () { if (!userMoved) placeView(); });
+  }
+
+  function fitWithLabels(ids) {
+    // vis-network's fit frames the shapes; this frames the shapes with their labels.
+    network.fit({ nodes: ids, animation: false });
+    const box = bounds(ids);
+    const pad = 12;
+    const width = Math.max(box.right - box.left, 1);
+    const height = Math.max(box.bottom - box.top, 1);
+    const scale = Math.min(network.getScale(), (mapEl.clientWidth - 2 * pad) / width,
+                           (mapEl.clientHeight - 2 * pad) / height);
+    network.moveTo({ position: { x: (box.left + box.right) / 2, y: (box.top + box.bottom) / 2 }, scale: scale,
+                     animation: false });
+  }
+
+  function placeView() {
+    // The whole map if it is readable so (returns true); else the readable scale, around the selected
+    // node (or the first one), with as much of the map as fits on its side. Fit is a button.
     const ids = visibleIds();
     // Not laid out yet (an iframe Streamlit has not sized): a fit now would leave a broken camera.
-    if (!ids.length || !mapEl.clientWidth || !mapEl.clientHeight) return;
-    network.fit({ nodes: ids, animation: false });
+    if (!ids.length || !mapEl.clientWidth || !mapEl.clientHeight) return false;
+    fitWithLabels(ids);
     const scale = network.getScale();
     if (scale >= minScale) {
       if (scale > 1.3) network.moveTo({ scale: 1.3, animation: false });
-      return;
+      return true;
     }
     const focus = lastSelectedArg !== null && items.has(lastSelectedArg) ? lastSelectedArg : ids[0];
     const at = network.getPositions([focus])[focus];
@@ -244,6 +264,7 @@
     const x = Math.max(at.x, box.left - margin + halfW);
     const y = at.y;
     network.moveTo({ position: { x: x, y: y }, scale: minScale, animation: false });
+    return false;
   }
 
   function bringIntoView(id) {
@@ -371,7 +392,7 @@
   });
   searchEl.addEventListener("input", function () { searchStatus.textContent = ""; });
   document.getElementById("fit").addEventListener("click", function () {
-    network.fit({ nodes: visibleIds(), animation: false });
+    fitWithLabels(visibleIds());
     userMoved = true;
   });
   document.getElementById("zoom-in").addEventListener("click", function () { zoom(1.3); });
@@ -478,6 +499,10 @@
         const at = network.getPositions([item.id])[item.id];
         const dom = at ? network.canvasToDOM(at) : { x: NaN, y: NaN };
         const drawn = body ? body.getFormattingValues() : null;
+        // The shape with its label (as last drawn), in the canvas's CSS pixels.
+        const box = body ? network.getBoundingBox(item.id) : null;
+        const corner = box ? network.canvasToDOM({ x: box.left, y: box.top }) : null;
+        const farCorner = box ? network.canvasToDOM({ x: box.right, y: box.bottom }) : null;
         return {
           id: item.id, number: item.number, text: item.text, label: shown ? shown.label : "",
           fill: drawn ? drawn.color : item.color.background, border: drawn ? drawn.borderColor : null,
@@ -485,6 +510,8 @@
           hidden: Boolean(shown && shown.hidden), selected: selected.has(item.id),
           x: dom.x, y: dom.y, size: body ? body.shape.width || 2 * body.options.size : 0,
           inView: dom.x >= 0 && dom.y >= 0 && dom.x <= mapEl.clientWidth && dom.y <= mapEl.clientHeight,
+          wholeInView: Boolean(corner) && corner.x >= 0 && corner.y >= 0 && farCorner.x <= mapEl.clientWidth &&
+            farCorner.y <= mapEl.clientHeight,
           fontPx: (body ? body.options.font.size : 0) * scale,
         };
       });

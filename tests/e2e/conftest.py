@@ -270,20 +270,22 @@ def map_frame(page):
 # The map's window, reached from the page: Streamlit may replace the map's iframe while the page
 # reruns (an element above it appearing or going), leaving two for a moment or one still loading;
 # the last one whose vis Network is up is the map. Reading it this way never waits on a loading frame.
-_MAP_HOOK_JS = """(what) => {
+_MAP_HOOK_JS = """(arg) => {
+  const [what, nth] = Array.isArray(arg) ? arg : [arg, -1];
   const hook = [...document.querySelectorAll("iframe[title='components.mindmap.thoughtmap_map']")]
     .map((f) => { try { return f.contentWindow.__thoughtmap; } catch (e) { return null; } })
-    .filter((h) => h && h.network).pop();
+    .filter((h) => h && h.network).at(nth);
   if (!hook) return what === "nodes" ? [] : {nodes: [], map: {}};
   return what === "nodes" ? hook.nodes() : {nodes: hook.nodes(), map: hook.map()};
 }"""
 
 
-def map_nodes(page) -> list[dict]:
+def map_nodes(page, nth: int | None = None) -> list[dict]:
     """Every node of the map as the frame draws it (`window.__thoughtmap.nodes()` in
     components/mindmap_frontend/map.js): id, number, fill, border, hidden, selected, centre (x, y in
-    the canvas's CSS pixels), inView, fontPx. Empty while no map is up."""
-    return page.evaluate(_MAP_HOOK_JS, "nodes")
+    the canvas's CSS pixels), inView (the centre), wholeInView (the shape and its label), fontPx.
+    Empty while no map is up. `nth`: which of several maps on the page (Compare), the last by default."""
+    return page.evaluate(_MAP_HOOK_JS, "nodes") if nth is None else page.evaluate(_MAP_HOOK_JS, ["nodes", nth])
 
 
 def poll(page, check, *, timeout: float = 60, interval: float = 0.25, what: str = "condition"):

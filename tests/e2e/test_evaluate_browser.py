@@ -13,7 +13,7 @@ from engine.methods.registry import METHODS
 from storage import open_database
 from storage.evaluation import EvaluationStore
 from storage.models import RunStatus
-from tests.e2e.conftest import ARTIFACTS, MAP_IFRAME, poll
+from tests.e2e.conftest import ARTIFACTS, MAP_IFRAME, map_nodes, poll
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
@@ -122,6 +122,10 @@ def test_evaluate_and_compare_in_the_browser(streamlit_app, page, app_repo, eval
     boxes = poll(page, map_boxes, what="both maps laid out")
     assert boxes[0]["x"] + boxes[0]["width"] <= boxes[1]["x"] + 1  # side by side
     assert page.get_by_text("LLM call").count() >= 2
+    # Each narrow map shows every node whole, its label too (a fit by shapes alone cut the question).
+    for nth, count in ((0, 2), (1, 3)):
+        poll(page, lambda: (shown := map_nodes(page, nth)) and len(shown) == count
+             and all(n["wholeInView"] for n in shown), what=f"map {nth + 1}'s nodes whole in view")
     _shot(page, "compare-side-by-side")
     page.get_by_role("heading", name="Judges").scroll_into_view_if_needed()
     page.get_by_role("button", name="Judge", exact=True).click()
