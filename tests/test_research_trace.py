@@ -7,9 +7,6 @@ the steering commands; the bench reads the rates."""
 
 from __future__ import annotations
 
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
 import pytest
 
 from engine.citations import cited_source_ids
@@ -23,6 +20,7 @@ from engine.report import render_markdown
 from engine.search.fetch import PageFetcher
 from storage.models import NodeStatus, RunStatus
 from tests.fixtures_engine import run_to_end, steer_and_wait
+from tests.local_site import site, site_rows  # noqa: F401 - site is a fixture
 from tests.research_scripts import (
     AGENT,
     ANSWER,
@@ -298,53 +296,9 @@ def test_dig_into_a_point_searches_for_it(services, fake_llm):
 # ---------------------------------------------------------------------- web pages read, not snippets
 
 
-class _Pages(BaseHTTPRequestHandler):
-    """A site on 127.0.0.1: a page with a menu and a long article whose answer is its last paragraph,
-    and a dead link."""
-
-    requested: list[str]
-
-    def do_GET(self):  # noqa: N802 - http.server's name
-        self.requested.append(self.path)
-        if self.path != "/chip.html":
-            self.send_error(404)
-            return
-        nav = "".join(f'<li><a href="/s{i}">Section {i}</a></li>' for i in range(30))
-        background = "".join(f"<p>Background {i}: wafer fabrication plants take years to build, and each new process "
-                             "node costs billions of dollars in equipment and cleanroom space.</p>" for i in range(12))
-        body = (f"<html><head><title>Chip shortage explained</title></head><body><nav><ul>{nav}</ul></nav><article>"
-                f"<h1>Chip shortage explained</h1>{background}<p>The chip shortage began when carmakers cancelled "
-                "wafer orders in 2020 and foundries sold the capacity to electronics makers.</p></article>"
-                "<footer>Copyright, privacy, cookies.</footer></body></html>").encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-
-@pytest.fixture
-def site():
-    handler = type("Handler", (_Pages,), {"requested": []})
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}", handler.requested
-    httpd.shutdown()
-    httpd.server_close()
-
-
-def _site_rows(base: str) -> list[dict]:
-    return [{"title": "Chip shortage explained", "href": f"{base}/chip.html", "body": "Chip shortage snippet."},
-            {"title": "Chip shortage archive", "href": f"{base}/gone", "body": "Chip shortage archived snippet."}]
-
-
 def test_web_pages_are_read_and_their_matching_passage_summarised(services, fake_llm, monkeypatch, site):
     base, requested = site
-    web = FakeDDGS(_site_rows(base))
+    web = FakeDDGS(site_rows(base))
     monkeypatch.setattr("engine.search.web.default_ddgs_factory", lambda *a, **k: (lambda: web))
     # The loopback site stands for the web: only a test may let the fetcher reach a private address.
     services.runner.pages = PageFetcher(allow_private=True, trust_env=False)
@@ -365,7 +319,7 @@ def test_web_pages_are_read_and_their_matching_passage_summarised(services, fake
 
 def test_read_pages_zero_keeps_the_snippets_and_fetches_nothing(services, fake_llm, monkeypatch, site):
     base, requested = site
-    monkeypatch.setattr("engine.search.web.default_ddgs_factory", lambda *a, **k: (lambda: FakeDDGS(_site_rows(base))))
+    monkeypatch.setattr("engine.search.web.default_ddgs_factory", lambda *a, **k: (lambda: FakeDDGS(site_rows(base))))
     services.runner.pages = PageFetcher(allow_private=True, trust_env=False)
     run_id = done_run(services, {"max_searches": 0, "max_turns": 1, "relevance_floor": 0.0, "read_pages": 0},
                       question=RESEARCHY, search="web")
@@ -376,7 +330,7 @@ def test_read_pages_zero_keeps_the_snippets_and_fetches_nothing(services, fake_l
 
 def test_the_default_fetcher_refuses_a_private_address(services, fake_llm, monkeypatch, site):
     base, requested = site
-    monkeypatch.setattr("engine.search.web.default_ddgs_factory", lambda *a, **k: (lambda: FakeDDGS(_site_rows(base))))
+    monkeypatch.setattr("engine.search.web.default_ddgs_factory", lambda *a, **k: (lambda: FakeDDGS(site_rows(base))))
     run_id = done_run(services, {"max_searches": 0, "max_turns": 1, "relevance_floor": 0.0},
                       question=RESEARCHY, search="web")
     failures = searches(services, run_id)[0].data["page_failures"]

@@ -36,6 +36,7 @@ from engine import narration
 from engine.reader_text import UNWRITTEN, is_placeholder
 from engine.search.embeddings import Embedder
 from engine.search.fetch import PageFetcher
+from engine.search.pages import PagesRead, read_pages, readable
 from engine.search.protocol import Hit, SearchError, Searcher
 from engine.search.rerank import Reranker
 from engine.search.relevance import DEFAULT_FLOOR, RelevanceResult
@@ -84,6 +85,16 @@ def relevance_floor_field() -> Any:
         description="Relevance floor: a search hit must contain at least this share of the query's distinctive "
         "words to be used and cited (0 keeps every hit). Keeps unrelated nearest matches out of the evidence; "
         "when nothing passes, the node says no relevant source was found.",
+    )
+
+
+def read_pages_field(default: int) -> Any:
+    """The `read_pages` parameter of a method that searches the web (`RunContext.read_pages`)."""
+    return Field(
+        default=default, ge=0, le=50,
+        description="Web results only: how many of a search's results have their page fetched and read (the "
+        "passages that best match the query) instead of the search engine's two-line snippet. 0: snippets only. "
+        "Corpus documents are read whole anyway.",
     )
 
 
@@ -146,6 +157,21 @@ class RunContext:
             self.graph.narrate(narration.unrelated_text(query, len(relevance.dropped), found),
                                node_id=node.id if node is not None else None, kind=narration.DROPPED,
                                query=query, dropped=relevance.dropped_summary())
+
+    def read_pages(self, query: str, hits: list[Hit], *, limit: int, max_chars: int,
+                   node: Node | None = None) -> PagesRead:
+        """The first `limit` web hits with the passages of their page that best match `query` (at
+        most `max_chars`) in place of the search engine's snippet (engine/search/pages.py); told to
+        the step log. Hits from the corpus, and every hit when no page fetcher is injected or
+        `limit` is 0, are returned unchanged."""
+        wanted = min(max(limit, 0), sum(readable(hit) for hit in hits))
+        if self.pages is None or not wanted:
+            return PagesRead(list(hits))
+        pages = read_pages(self.pages, hits, limit=limit, max_chars=max_chars, query=query)
+        self.graph.narrate(f"read {pages.read} of {wanted} web pages for \"{query[:80]}\""
+                           + (f"; {len(pages.failures)} kept their snippet" if pages.failures else ""),
+                           node_id=node.id if node is not None else None, failures=pages.failures)
+        return pages
 
     def knowledge(self, scope: str = "question", *, collection: str | None = None, chunk_tokens: int | None = None,
                   node: Node | None = None, extract_max_tokens: int | None = None):

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from engine.methods.base import MethodParams, relevance_floor_field
+from engine.methods.base import MethodParams, read_pages_field, relevance_floor_field
 
 TOOL_NAMES = ("news_search", "info_search", "event_extractor", "history_analyzer", "direct_reasoning")
 
@@ -88,6 +88,7 @@ class DeotParams(MethodParams):
         description="Most articles or passages one search task may return (the paper caps news search at 5).",
     )
     relevance_floor: float = relevance_floor_field()
+    read_pages: int = read_pages_field(5)  # the paper's search agents answer from the articles
     news_search: bool = Field(default=True, description="Toolbox: News Search agent (a short dated answer "
                               "with its sources, written from a search; web search first when the run's search "
                               "includes the web, else the run's search).")

@@ -81,7 +81,10 @@ class NodeSources:
         hits = self._ctx.search(query, k=k, node=self._node, searcher=searcher)
         relevant = relevant_hits(query, hits, floor=self._ctx.params.relevance_floor)
         self._ctx.note_unrelated(query, relevant, self._node)
-        stored = self._ctx.graph.add_sources(relevant.kept, node=self._node) if relevant.kept else []
+        # Web results: the article's passage about the query, not its snippet (the tools quote 1,200 characters).
+        kept = self._ctx.read_pages(query, relevant.kept, limit=self._ctx.params.read_pages, max_chars=1200,
+                                    node=self._node).hits
+        stored = self._ctx.graph.add_sources(kept, node=self._node) if kept else []
         if turn is not None:
             turns, task_id = turn
             turns.wait_for_turn(task_id)

@@ -138,7 +138,9 @@ class OmniThinkMethod(Method):
             relevant = relevant_hits(query, hits, floor=params.relevance_floor)
             ctx.note_unrelated(query, relevant, node)
             dropped.extend(relevant.dropped_summary())
-            for source in ctx.graph.add_sources(relevant.kept, node=node) if relevant.kept else []:
+            # Web results: the page's passage about the query (the article writer quotes 900 characters).
+            kept = ctx.read_pages(query, relevant.kept, limit=params.read_pages, max_chars=900, node=node).hits
+            for source in ctx.graph.add_sources(kept, node=node) if kept else []:
                 if source.id not in {s.id for s in sources}:
                     sources.append(source)
         if not sources and errors:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from engine.methods.base import MethodParams, relevance_floor_field
+from engine.methods.base import MethodParams, read_pages_field, relevance_floor_field
 
 
 class OmniThinkParams(MethodParams):
@@ -28,6 +28,7 @@ class OmniThinkParams(MethodParams):
         description="Results per search query (the paper retrieves 5 web pages per query).",
     )
     relevance_floor: float = relevance_floor_field()
+    read_pages: int = read_pages_field(5)  # the paper (and STORM's retrievers) read the 5 pages
     keywords_per_subtopic: int = Field(
         default=2, ge=1, le=4,
         description="Search queries (keywords) per subtopic.",

@@ -14,8 +14,7 @@ from engine.methods.base import RunContext
 from engine.methods.research import prompts
 from engine.methods.research.markers import numbered, write_cited
 from engine.methods.research.params import ResearchParams
-from engine.search.pages import PagesRead, read_pages, readable
-from engine.search.protocol import Hit, SearchError
+from engine.search.protocol import SearchError
 from engine.search.relevance import NO_RELEVANT_SOURCE, relevant_hits
 from engine.search.rerank import BM25Reranker, Reranker
 from engine.search.rerankers import LLMReranker
@@ -60,7 +59,8 @@ def retrieve(ctx: RunContext, node: Node) -> Node:
         ranked = reranker.rerank(query, hits, params.rerank_top_n)
     relevant = relevant_hits(query, ranked, floor=params.relevance_floor)
     ctx.note_unrelated(query, relevant, node)
-    pages = read_web_pages(ctx, node, query, relevant.kept)
+    # The paper's search returns whole documents; a search engine, snippets: read the pages.
+    pages = ctx.read_pages(query, relevant.kept, limit=params.read_pages, max_chars=params.doc_chars, node=node)
     sources = ctx.graph.add_sources(pages.hits, node=node) if pages.hits else []
     scores = {hit.ref: hit.score for hit in relevant.kept}
     docs = [{"rank": rank, "source_id": s.id, "title": s.title, "ref": s.ref, "score": round(scores.get(s.ref, 0.0), 6)}
@@ -69,20 +69,6 @@ def retrieve(ctx: RunContext, node: Node) -> Node:
         "found": len(hits), "ranked": docs, "searcher": ctx.searcher.description, "reranker": reranker.description,
         "rerank_error": rerank_error, "dropped_as_unrelated": relevant.dropped_summary(),
         "pages_read": pages.read, "page_failures": pages.failures})
-
-
-def read_web_pages(ctx: RunContext, node: Node, query: str, hits: list[Hit]) -> PagesRead:
-    """The kept web hits with their page's text instead of the snippet (the first `read_pages` of
-    them), so the summarizer reads, and the citation check judges, what the page says."""
-    params: ResearchParams = ctx.params  # type: ignore[assignment]
-    if ctx.pages is None or params.read_pages <= 0 or not any(readable(hit) for hit in hits):
-        return PagesRead(list(hits))
-    pages = read_pages(ctx.pages, hits, limit=params.read_pages, max_chars=params.doc_chars, query=query)
-    wanted = min(params.read_pages, sum(readable(hit) for hit in hits))
-    ctx.graph.narrate(f"read {pages.read} of {wanted} web pages for \"{query[:80]}\""
-                      + (f"; {len(pages.failures)} kept their snippet" if pages.failures else ""),
-                      node_id=node.id, failures=pages.failures)
-    return pages
 
 
 def documents_of(ctx: RunContext, node: Node, dropped: set[int]) -> list[Source]:
