@@ -284,6 +284,20 @@ class Runner:
                 self.repo.set_status(run_id, RunStatus.STOPPED, stop_reason="stopped by the user")
                 narrate_run(self.repo, run_id, narration.Phase.STOPPED, "stopped by the user")
 
+    def delete(self, run_id: str) -> None:
+        """Delete a run and everything stored with it. Refused while it executes or waits to, in this
+        process or another one (a worker in queue mode): deleting under a live execution would leave
+        it writing to a run that no longer exists. Stop it first."""
+        run = self.repo.get_run(run_id)
+        executing = self.is_active(run_id) or (
+            run.status in (RunStatus.RUNNING, RunStatus.PAUSED) and self._owner_alive(run))
+        waiting = run.status == RunStatus.QUEUED and (self.dispatch is not None or self._owner_alive(run))
+        if executing or waiting:
+            where = "" if self.is_active(run_id) or run.owner == self.owner else " (in another process)"
+            state = "waiting for a worker" if waiting else f"{run.status}{where}"
+            raise RunnerError(f"the run is {state}: stop it before deleting it")
+        self.repo.delete_run(run_id)
+
     def steer(self, run_id: str, kind: str, payload: dict | None = None) -> Command:
         """Queue a steering command; a run that is not executing is reopened to apply it."""
         run = self.repo.get_run(run_id)

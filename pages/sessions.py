@@ -72,10 +72,11 @@ for run in runs:
                     st.rerun()
             confirm = st.checkbox("Yes, delete this run and everything in it", key=f"confirm-{run.id}")
             if st.button("Delete", key=f"delete-{run.id}", disabled=not confirm, type="primary"):
-                if services.runner.is_active(run.id):
-                    st.error("Stop the run before deleting it.")
+                try:
+                    services.runner.delete(run.id)
+                except RunnerError as exc:
+                    st.error(f"Not deleted: {exc}.")
                 else:
-                    repo.delete_run(run.id)
                     if st.session_state.get("run_id") == run.id:
                         st.session_state.pop("run_id")
                     st.rerun()

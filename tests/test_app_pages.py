@@ -440,6 +440,28 @@ def test_sessions_lists_and_filters_runs(services):
     assert "No runs match" in joined(at.info)
 
 
+def test_sessions_deletes_a_run_but_not_one_a_worker_executes(services):
+    import os
+
+    gone = run_to_end(services, "Who wrote the play Hamlet?", "direct")
+    held = services.runner.create_run(question="Which river flows through Paris?", method="rag",
+                                      llm_info=services.llm_info("fake"))
+    services.repo.claim_run(held.id, f"{socket.gethostname()}:{os.getppid()}:worker")  # a live process
+    at = open_page("pages/sessions.py")
+    at.checkbox(key=f"confirm-{held.id}").check().run()
+    at.button(key=f"delete-{held.id}").click().run()
+    assert_no_exception(at)
+    assert "Not deleted: the run is running (in another process): stop it before deleting it." in joined(at.error)
+    assert services.repo.get_run(held.id).status == RunStatus.RUNNING
+
+    at.checkbox(key=f"confirm-{gone}").check().run()
+    at.button(key=f"delete-{gone}").click().run()
+    assert_no_exception(at)
+    with pytest.raises(RunNotFound):
+        services.repo.get_run(gone)
+    assert _session_titles(at) == ["Which river flows through Paris?"]
+
+
 def test_sessions_open_switches_to_explore_with_the_run(services):
     run_id = finished_deot(services)
     at = open_page("pages/sessions.py")

@@ -197,3 +197,34 @@ def test_a_run_whose_answer_failed_validation_is_failed_not_done(services, fake_
     assert run.llm_calls == 3  # first try + 2 re-asks
     report = services.repo.latest_report(run_id).markdown
     assert "No answer was produced" in report and "did not match" not in report  # no internal error as content
+
+
+def test_a_run_is_deleted_only_when_nothing_executes_it(services):
+    import os
+    import socket
+
+    # Executed by another live process (a worker): refused, and nothing is lost.
+    held = services.runner.create_run(question=QUESTION, method="rag", llm_info=services.llm_info("fake"))
+    services.repo.claim_run(held.id, f"{socket.gethostname()}:{os.getppid()}:worker")
+    with pytest.raises(RunnerError, match=r"running \(in another process\): stop it before deleting it"):
+        services.runner.delete(held.id)
+    assert services.repo.get_run(held.id).status == RunStatus.RUNNING
+    # Its process died: nothing executes it any more, so it can go.
+    services.repo.claim_run(held.id, f"{socket.gethostname()}:{2**22 + 1}:dead")
+    services.runner.delete(held.id)
+    with pytest.raises(LookupError):
+        services.repo.get_run(held.id)
+
+    # Executing here (its LLM call held open): refused until it is stopped.
+    gated = GatedLLM()
+    services.use_llm("fake", gated)
+    run = services.runner.create_run(question=QUESTION, method="rag", llm_info=services.llm_info("fake"))
+    services.runner.start(run.id)
+    assert gated.entered.wait(10)
+    with pytest.raises(RunnerError, match="stop it before deleting it"):
+        services.runner.delete(run.id)
+    services.runner.stop(run.id)
+    gated.gate.set()
+    services.runner.wait(run.id, timeout=10)
+    services.runner.delete(run.id)
+    assert all(r.id != run.id for r in services.repo.list_runs())
