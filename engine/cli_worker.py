@@ -18,7 +18,9 @@ def add_worker_parser(sub) -> None:
         description="Take runs from the queue in the database and execute them. The app and `thoughtmap run` "
         "only enqueue runs when THOUGHTMAP_EXECUTION=queue; start as many workers as you like, on any machine "
         "that reaches THOUGHTMAP_DATABASE_URL (PostgreSQL). LLM calls in flight stay within "
-        "THOUGHTMAP_LLM_CONCURRENCY across all workers (set the same value everywhere).")
+        "THOUGHTMAP_LLM_CONCURRENCY across all workers (set the same value everywhere). SIGTERM or Ctrl-C "
+        "hands this worker's runs on to the other workers (each stops at its next step, finished work kept, "
+        "and is queued again) and exits; a second one exits at once.")
     worker.add_argument("--concurrency", type=int, default=2, metavar="N",
                         help="runs this worker executes at a time (default 2)")
     worker.add_argument("--stalled-after", type=float, default=30.0, metavar="SECONDS",

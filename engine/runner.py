@@ -60,9 +60,13 @@ def describe_owner(owner: str) -> str:
 
 
 class RunStopped(Exception):
-    def __init__(self, reason: str) -> None:
+    """The run stops at a checkpoint. `interrupted`: not by the user but because its process is
+    shutting down; the run ends `interrupted` (resumable) instead of `stopped`."""
+
+    def __init__(self, reason: str, interrupted: bool = False) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.interrupted = interrupted
 
 
 class RunnerError(RuntimeError):
@@ -80,6 +84,7 @@ class RunControl:
         self._lock = threading.Lock()
         self._paused = False
         self._stop_reason: str | None = None
+        self._interrupted = False
         self._last_heartbeat = 0.0
         self._last_poll = float("-inf")
 
@@ -88,9 +93,15 @@ class RunControl:
         with self._lock:
             self._last_poll = float("-inf")
 
-    def request_stop(self, reason: str) -> None:
+    def request_stop(self, reason: str, *, interrupt: bool = False) -> None:
         with self._lock:
             self._stop_reason = reason
+            self._interrupted = interrupt
+
+    @property
+    def paused(self) -> bool:
+        with self._lock:
+            return self._paused
 
     def _poll(self) -> None:
         now = time.monotonic()
@@ -120,7 +131,7 @@ class RunControl:
             with self._lock:
                 self._poll()
                 if self._stop_reason is not None:
-                    raise RunStopped(self._stop_reason)
+                    raise RunStopped(self._stop_reason, interrupted=self._interrupted)
                 if not self._paused:
                     return
             time.sleep(self.poll_s)
@@ -284,6 +295,17 @@ class Runner:
                 self.repo.set_status(run_id, RunStatus.STOPPED, stop_reason="stopped by the user")
                 narrate_run(self.repo, run_id, narration.Phase.STOPPED, "stopped by the user")
 
+    def interrupt_all(self, reason: str) -> dict[str, bool]:
+        """Stop every run executing in this process at its next checkpoint, as `interrupted` with
+        `reason` (resumable, finished nodes kept): a worker shutting down hands its runs on.
+        Returns run id -> whether the run was paused (its next execution should pause again)."""
+        with self._lock:
+            executing = [e for e in self._executions.values() if not e.finished.is_set()]
+        paused = {e.run_id: e.control.paused for e in executing}
+        for execution in executing:
+            execution.control.request_stop(reason, interrupt=True)
+        return paused
+
     def delete(self, run_id: str) -> None:
         """Delete a run and everything stored with it. Refused while it executes or waits to, in this
         process or another one (a worker in queue mode): deleting under a live execution would leave
@@ -434,7 +456,8 @@ class Runner:
             outcome = method.assess(ctx)
         except RunStopped as stop:
             repo.reset_unfinished_nodes(run_id)
-            repo.set_status(run_id, RunStatus.STOPPED, stop_reason=stop.reason)
+            repo.set_status(run_id, RunStatus.INTERRUPTED if stop.interrupted else RunStatus.STOPPED,
+                            stop_reason=stop.reason)
             narrate_run(repo, run_id, narration.Phase.STOPPED, stop.reason)
         except BudgetExceeded as exc:
             repo.reset_unfinished_nodes(run_id)

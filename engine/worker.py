@@ -7,6 +7,12 @@ dies (SIGKILL, machine lost) stops sending procrastinate's heartbeat; after `sta
 other worker puts its jobs back in the queue, and the next one to take the job resumes the run
 from its stored graph (finished nodes are kept). Pause, resume, stop and steering reach the run
 through its stored command queue, wherever they are sent from.
+
+Shutting a worker down (SIGTERM, or Ctrl-C) hands its runs on instead of waiting for them, which
+could take hours: each run stops at its next checkpoint as `interrupted` (finished nodes kept; a
+call in flight is let finish), is queued again (paused again if it was paused) and the worker
+exits; another worker resumes it. A second signal exits at once: the other workers find the jobs
+stalled and queue them again, as for a worker that died.
 """
 
 from __future__ import annotations
@@ -14,7 +20,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import signal
 import socket
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -25,6 +33,8 @@ from storage.models import Run, RunStatus
 from storage.repository import RunNotFound
 
 log = logging.getLogger("thoughtmap.worker")
+
+HAND_ON_REASON = "its worker was shut down; another worker continues it"
 
 # Statuses a job finds its run in when there is something to execute: waiting, left by a dead
 # worker (running/paused with no one holding the lease), or marked interrupted since.
@@ -59,6 +69,10 @@ class Worker:
         self.app = build_app(services.db)
         # One thread per job: a run blocks its thread for its whole execution.
         self.threads = ThreadPoolExecutor(max_workers=options.concurrency, thread_name_prefix="job")
+        # Shutting down: run id -> whether it was paused, for every run handed on to other workers.
+        self.stopping = threading.Event()
+        self._handed_on: dict[str, bool] = {}
+        self._queue_worker = None
         from procrastinate import RetryStrategy
 
         self.app.task(name=TASK, queue=QUEUE,
@@ -82,6 +96,10 @@ class Worker:
             except RunNotFound:
                 log.info("run %s was deleted; nothing to do", run_id)
                 return
+            if self.stopping.is_set():  # taken just as the worker began to shut down
+                if self._needs_execution(run):
+                    self._hand_on(run_id, paused=run.status == RunStatus.PAUSED)
+                return
             if not self._needs_execution(run):
                 log.info("run %s is %s; nothing to do", run_id, run.status)
                 return
@@ -95,9 +113,31 @@ class Worker:
                      terminal_text(one_line(run.question)[:100]))
             self.services.runner.execute_here(run_id, retry_failed=retry_failed)
             final = repo.get_run(run_id)
+            if run_id in self._handed_on and final.status == RunStatus.INTERRUPTED:
+                self._hand_on(run_id, paused=self._handed_on[run_id])
             log.info("run %s ended: %s%s", run_id, final.status,
                      f" ({terminal_text(one_line(final.stop_reason or final.error)[:160])})"
                      if final.stop_reason or final.error else "")
+
+    def _hand_on(self, run_id: str, *, paused: bool) -> None:
+        """Queue the run again for another worker (this one is shutting down)."""
+        if paused:
+            self.services.repo.enqueue_command(run_id, "pause")  # it stays paused where it was
+        self.services.queue.enqueue(run_id)
+        log.info("run %s handed on: queued again for another worker", run_id)
+
+    def shut_down(self, why: str = "asked to stop") -> None:
+        """Stop taking jobs and hand the runs executing here on to other workers (see the module)."""
+        if self.stopping.is_set():
+            log.warning("worker %s: stopping now (%s again); its runs are queued again by the other workers "
+                        "once they notice it is gone", self.options.name, why)
+            os._exit(1)  # the documented hard stop: nothing here may wait any longer
+        self.stopping.set()
+        self._handed_on.update(self.services.runner.interrupt_all(HAND_ON_REASON))
+        log.info("worker %s: %s; handing %d run(s) on to other workers", self.options.name, why,
+                 len(self._handed_on))
+        if self._queue_worker is not None:
+            self._queue_worker.stop()
 
     def _needs_execution(self, run: Run) -> bool:
         if run.status in _EXECUTABLE:
@@ -130,17 +170,29 @@ class Worker:
     async def run_async(self, *, wait: bool = True) -> None:
         log.info("worker %s: executing up to %d run(s) at a time from %s", self.options.name,
                  self.options.concurrency, self.services.db.display_url)
+        from procrastinate.worker import Worker as QueueWorker
+
         async with self.app.open_async():
+            # Our own signal handling (procrastinate's would wait for every run to finish).
+            self._queue_worker = QueueWorker(
+                app=self.app, queues=[QUEUE], name=self.options.name, concurrency=self.options.concurrency,
+                wait=wait, update_heartbeat_interval=self.options.heartbeat_s,
+                stalled_worker_timeout=self.options.stalled_after_s, fetch_job_polling_interval=1.0,
+                delete_jobs="successful", install_signal_handlers=False,
+            )
+            loop = asyncio.get_running_loop()
+            handled = []
+            if threading.current_thread() is threading.main_thread():
+                for signum in (signal.SIGTERM, signal.SIGINT):
+                    loop.add_signal_handler(signum, self.shut_down, f"got {signal.Signals(signum).name}")
+                    handled.append(signum)
             reaper = asyncio.create_task(self._requeue_stalled(), name="requeue stalled jobs")
             try:
-                await self.app.run_worker_async(
-                    queues=[QUEUE], name=self.options.name, concurrency=self.options.concurrency, wait=wait,
-                    update_heartbeat_interval=self.options.heartbeat_s,
-                    stalled_worker_timeout=self.options.stalled_after_s,
-                    fetch_job_polling_interval=1.0, delete_jobs="successful",
-                )
+                await self._queue_worker.run()
             finally:
                 reaper.cancel()
+                for signum in handled:
+                    loop.remove_signal_handler(signum)
         log.info("worker %s stopped", self.options.name)
 
     def run(self) -> None:

@@ -224,6 +224,35 @@ def test_a_killed_worker_leaves_its_run_to_the_other_without_redoing_finished_no
     assert run_phases(services, run_id)[narration.Phase.RESUMED] == 1
 
 
+def test_a_worker_shut_down_hands_its_runs_on_without_redoing_finished_nodes(queue_env, services, workers, tmp_path):
+    # A third worker, so that one stays after the shut down whatever the tests before did.
+    extra = WorkerProcess(queue_env, tmp_path / "worker-3.log")
+    try:
+        wait_for(lambda: "executing up to" in extra.text(), "the third worker to start")
+        everyone = [*workers, extra]
+        run_id = create(services, "deot", max_nodes=8)
+        leaving = _executing_worker(services, everyone, run_id)
+        wait_for(lambda: len(services.repo.list_nodes(run_id, status=NodeStatus.DONE)) >= 2, "two finished nodes")
+        leaving.proc.send_signal(signal.SIGTERM)
+        # It hands the run on and exits without waiting for the run to finish.
+        assert leaving.proc.wait(timeout=WAIT_S) == 0, leaving.text()
+        assert f"run {run_id} handed on: queued again for another worker" in leaving.text()
+        left = services.repo.get_run(run_id)
+        before = {n.id: (n.finished_at, n.content) for n in services.repo.list_nodes(run_id, status=NodeStatus.DONE)}
+        assert left.status in (RunStatus.INTERRUPTED, RunStatus.RUNNING, RunStatus.DONE), left.status
+        done = wait_for(lambda: finished(services, run_id) if services.repo.get_run(run_id).status
+                        != RunStatus.INTERRUPTED else None, "another worker to finish the run")
+        assert done.status == RunStatus.DONE, done.error
+        assert sum(w.ran().count(run_id) for w in everyone if w is not leaving) == 1
+        for node_id, (finished_at, content) in before.items():
+            after = services.repo.get_node(node_id)
+            assert (after.finished_at, after.content) == (finished_at, content), f"node {node_id} was computed again"
+        assert any(e.text.endswith("its worker was shut down; another worker continues it")
+                   for e in services.repo.list_events(run_id, kinds=[narration.RUN]))
+    finally:
+        extra.stop()
+
+
 def test_a_worker_needs_queue_mode_and_queue_mode_needs_postgresql(monkeypatch, capsys):
     from engine import cli
 
