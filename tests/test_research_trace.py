@@ -141,6 +141,30 @@ def test_a_summary_with_a_bad_marker_is_written_again(services, fake_llm):
     assert first.content.startswith("Arthur's Magazine was started in 1844 [[S")
 
 
+UNCITED = "Arthur's Magazine was an American literary periodical published in Philadelphia from 1844 onwards."
+
+
+def test_a_summary_or_answer_that_cites_nothing_is_written_again(services, fake_llm):
+    fake_llm.when(SUMMARIZE_FIRST, UNCITED, times=1)
+    fake_llm.when(SUMMARIZE_FIRST, "Arthur's Magazine was started in 1844 [1].")
+    fake_llm.when(ANSWER, UNCITED)  # never cites, however often it is asked
+    run_id = done_run(services, {"max_searches": 0, "citation_retries": 2})
+    calls = fake_llm.calls_for(SUMMARIZE_FIRST)
+    assert len(calls) == 2 and "cited no document" in request_text(calls[1])
+    first = searches(services, run_id)[0]
+    assert first.data["summary_attempts"] == 2 and first.data["uncited"] is False
+    answer = answer_of(services, run_id)
+    assert len(fake_llm.calls_for(ANSWER)) == 3 and answer.data["uncited"] is True
+    assert any(e.text == "the answer still cites no document after 3 tries" for e in services.repo.list_events(run_id))
+
+
+def test_a_short_summary_of_nothing_relevant_is_not_asked_again(services, fake_llm):
+    fake_llm.when(SUMMARIZE_FIRST, "None of the documents is about the question.")
+    run_id = done_run(services, {"max_searches": 0})
+    assert len(fake_llm.calls_for(SUMMARIZE_FIRST)) == 1
+    assert searches(services, run_id)[0].data["uncited"] is False
+
+
 def test_markers_still_bad_after_the_retries_are_removed_and_flagged(services, fake_llm):
     fake_llm.when(SUMMARIES, "It began in 1844 (#ab12) [1] and moved [77].")
     fake_llm.when(ANSWER, "Arthur's Magazine came first [1][[S999]].")

@@ -65,6 +65,7 @@ class SearchData(NodeData):
     page_failures: list[str] = Field(default_factory=list, description="Pages that kept their snippet, and why.")
     summary_attempts: int = 0
     removed_markers: list[str] = Field(default_factory=list, description="Bad markers removed from the summary.")
+    uncited: bool = Field(default=False, description="The summary cites no document, even when asked again.")
 
     def caption(self) -> str:
         parts = [f"search {self.round}: {self.query}"]
@@ -123,6 +124,7 @@ class AnswerData(NodeData):
 
     attempts: int = 0
     removed_markers: list[str] = Field(default_factory=list)
+    uncited: bool = Field(default=False, description="The answer cites no document, even when asked again.")
     write_error: str = ""
     checked: bool = False
     checks: list[CitationCheck] = Field(default_factory=list)
@@ -140,7 +142,8 @@ class AnswerData(NodeData):
             return "answer" + (f" · {len(self.removed_markers)} bad markers removed" if self.removed_markers else "")
         rate = "–" if self.support_rate is None else f"{self.support_rate:.0%}"
         error = "–" if self.citation_error_rate is None else f"{self.citation_error_rate:.0%}"
-        return f"support rate {rate} · citation error rate {error} · {self.search_count} searches"
+        uncited = " · cites no document" if self.uncited else ""
+        return f"support rate {rate} · citation error rate {error} · {self.search_count} searches{uncited}"
 
 
 NODE_KINDS = (

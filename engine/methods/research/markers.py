@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from engine.citations import CitableSource, to_stored_markers
 from engine.evaluate.claims import split_sentences
-from engine.methods.research.prompts import FEEDBACK
+from engine.methods.research.prompts import FEEDBACK, UNCITED_FEEDBACK
 
 _GOOD = re.compile(r"\[(\d+(?:\s*[,;]\s*\d+)*)\]")
 _MALFORMED = re.compile(
@@ -59,11 +59,18 @@ def problems(text: str, documents: int) -> MarkerProblems:
     return MarkerProblems(malformed, tuple(dangling))
 
 
+def uncited(text: str, documents: int) -> bool:
+    """Text of some length (a dozen words or more) that cites none of the `documents` it was
+    written from: the summarizer and the answer must say where each statement comes from."""
+    return documents > 0 and not _GOOD.search(text) and len(text.split()) >= 12
+
+
 @dataclass
 class CitedText:
     text: str  # with [[S<source id>]] markers only
     attempts: int
     removed: list[str] = field(default_factory=list)  # the bad markers left after the last attempt
+    uncited: bool = False  # it still cited nothing after the last attempt
 
 
 def clean(text: str) -> str:
@@ -72,8 +79,9 @@ def clean(text: str) -> str:
 
 
 def write_cited(write: Callable[[str], str], documents: Sequence[CitableSource], retries: int) -> CitedText:
-    """Ask `write(feedback)` until its markers are all good (at most `retries` more times), then
-    store it: malformed markers removed, dangling numbers dropped, each listed in `removed`."""
+    """Ask `write(feedback)` until its markers are all good and it cites something (at most
+    `retries` more times), then store it: malformed markers removed, dangling numbers dropped, each
+    listed in `removed`; `uncited` when it still cites nothing."""
     feedback = ""
     allowed = f"1 to {len(documents)}" if documents else "none: cite nothing"
     attempts = 0
@@ -81,12 +89,14 @@ def write_cited(write: Callable[[str], str], documents: Sequence[CitableSource],
         attempts += 1
         text = clean(write(feedback))
         found = problems(text, len(documents))
-        if not found or attempts > retries:
+        missing = uncited(text, len(documents))
+        if not (found or missing) or attempts > retries:
             break
-        feedback = string.Template(FEEDBACK).substitute(bad=found.words(), allowed=allowed)
+        template = FEEDBACK if found else UNCITED_FEEDBACK
+        feedback = string.Template(template).substitute(bad=found.words(), allowed=allowed)
     removed = [*found.malformed, *(f"[{n}]" for n in found.dangling)]
     stored, _dropped = to_stored_markers(_MALFORMED.sub("", text), documents)
-    return CitedText(re.sub(r"[ \t]+([.,;:!?])", r"\1", stored), attempts, removed)
+    return CitedText(re.sub(r"[ \t]+([.,;:!?])", r"\1", stored), attempts, removed, uncited=missing)
 
 
 def numbered(text: str, numbers: Mapping[int, int]) -> str:

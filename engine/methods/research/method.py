@@ -263,9 +263,12 @@ class ResearchMethod(Method):
             if cited.removed:
                 ctx.graph.narrate(f"the answer still cited wrongly after {cited.attempts} tries; removed "
                                   f"{len(cited.removed)} bad markers", node_id=answer.id, removed=cited.removed)
+            if cited.uncited:
+                ctx.graph.narrate(f"the answer still cites no document after {cited.attempts} tries",
+                                  node_id=answer.id)
             ctx.graph.link_sources(answer, cited_source_ids(cited.text))
             answer = ctx.graph.update(answer, content=cited.text, merge_data={
-                "attempts": cited.attempts, "removed_markers": cited.removed})
+                "attempts": cited.attempts, "removed_markers": cited.removed, "uncited": cited.uncited})
             data = answer.data or {}
         update: dict = {"search_count": sum(s.status == NodeStatus.DONE for s in chain.searches)}
         if params.check_citations and not data.get("checked"):

@@ -80,4 +80,7 @@ ANSWER = Prompt(
 # Told to the model when its last text cited wrongly (the paper's citation error, caught here).
 FEEDBACK = ("Your previous text used citation markers that are not allowed: $bad. Write it again and cite only "
             "the document numbers listed ($allowed), as [n].\n\n")
+# Told to the model when its last text, written from numbered documents, cited none of them.
+UNCITED_FEEDBACK = ("Your previous text cited no document. Write it again and end every statement taken from a "
+                    "document with that document's number ($allowed), as [n].\n\n")
 FOCUS = "The reader asked you to dig into this point: <<<$point>>>. Search for it unless the findings cover it.\n\n"

@@ -103,8 +103,10 @@ def summarize(ctx: RunContext, node: Node, reasoning: Sequence[str], dropped: se
     if cited.removed:
         ctx.graph.narrate(f"the summary still cited wrongly after {cited.attempts} tries; removed "
                           f"{len(cited.removed)} bad markers", node_id=node.id, removed=cited.removed)
+    if cited.uncited:
+        ctx.graph.narrate(f"the summary still cites no document after {cited.attempts} tries", node_id=node.id)
     text = cited.text or "The summarizer wrote nothing about these documents."
-    return text, {"summary_attempts": cited.attempts, "removed_markers": cited.removed}
+    return text, {"summary_attempts": cited.attempts, "removed_markers": cited.removed, "uncited": cited.uncited}
 
 
 def findings(searches: Sequence[Node], numbers: dict[int, int]) -> str:
