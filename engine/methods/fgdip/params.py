@@ -65,6 +65,12 @@ class FgdipParams(MethodParams):
         description="Results per search; the first relevant one is the page a Lookup reads.",
     )
     relevance_floor: float = relevance_floor_field()
+    read_pages: int = Field(
+        default=1, ge=0, le=5,
+        description="Web results only: how many of a search's results have their page fetched and read (up to "
+        "20,000 characters each) instead of the search engine's snippet. The first is the page the search "
+        "shows and Lookup searches, as ReAct's Wikipedia page; 0: snippets only.",
+    )
     temperature: float = Field(
         default=0.7, ge=0.0, le=2.0,
         description="Sampling temperature of the node generator, so siblings can differ (the paper samples at 0.7).",

@@ -38,6 +38,9 @@ def run_action(ctx: RunContext, node: Node, path: Sequence[Node]) -> Observation
     return search(ctx, node, argument)
 
 
+PAGE_CHARS = 20_000  # a long Wikipedia article's text; the web searcher's own page limit
+
+
 def search(ctx: RunContext, node: Node, query: str) -> Observation:
     params: FgdipParams = ctx.params  # type: ignore[assignment]
     try:
@@ -51,7 +54,9 @@ def search(ctx: RunContext, node: Node, query: str) -> Observation:
         similar = ", ".join(h.title for h in hits[:5])
         return Observation(f"Could not find a page about {query}." + (f" Similar: {similar}." if similar else ""),
                            dropped)
-    sources = ctx.graph.add_sources(relevant.kept, node=node)
+    # Web results: the page itself (the search shows its start, Lookup reads all of it), not its snippet.
+    kept = ctx.read_pages(query, relevant.kept, limit=params.read_pages, max_chars=PAGE_CHARS, node=node).hits
+    sources = ctx.graph.add_sources(kept, node=node)
     page = sources[0]
     text = strip_markers(page.text or page.snippet or "").strip()
     if len(text) > params.observation_chars:
