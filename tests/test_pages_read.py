@@ -1,7 +1,8 @@
 """Web results are read, not only their snippets (`engine/search/pages.py`, `RunContext.read_pages`):
 `focus` keeps the passages of a page that match the query, in the page's order; DEoT's search
 tools and OmniThink's information tree store the page's passage about the query as the source's
-text, FGDIP the whole page (its Lookup reads it); a page that cannot be read keeps its snippet;
+text (so do rag and MTQA, the latter about one extraction chunk of it), FGDIP the whole page (its
+Lookup reads it); a page that cannot be read keeps its snippet;
 `read_pages=0` fetches nothing. (The research agent's own tests are in test_research_trace.py.)"""
 
 from __future__ import annotations
@@ -36,11 +37,11 @@ def _web_run(services, monkeypatch, base, method: str, params: dict) -> str:
     return run_id
 
 
-PAGE_ROOM = {"deot": 1200, "omnithink": 900, "fgdip": 20_000}  # what each keeps of a page
+PAGE_ROOM = {"deot": 1200, "omnithink": 900, "fgdip": 20_000, "rag": 1500, "mtqa": 5400}  # what each keeps of a page
 
 
 @pytest.mark.parametrize("method, params", [("deot", {"max_layers": 2}), ("omnithink", {"max_depth": 1}),
-                                            ("fgdip", {"read_pages": 2})])
+                                            ("fgdip", {"read_pages": 2}), ("rag", {}), ("mtqa", {})])
 def test_a_method_that_searches_the_web_reads_the_pages(services, fake_llm, monkeypatch, site, method, params):
     base, requested = site
     run_id = _web_run(services, monkeypatch, base, method, params)
@@ -49,7 +50,7 @@ def test_a_method_that_searches_the_web_reads_the_pages(services, fake_llm, monk
     # The article's text (the query the method wrote decides which passages), not its menu or the snippet.
     assert "wafer" in page.text and "Section 3" not in page.text and "snippet" not in page.text
     assert len(page.text) <= PAGE_ROOM[method]
-    if method == "fgdip":  # its search shows the page and Lookup reads it: the whole article is kept
+    if method in ("fgdip", "mtqa"):  # FGDIP's Lookup reads the page; MTQA's chunk holds all this one
         assert "carmakers cancelled wafer orders" in page.text and "Background 11" in page.text
     assert page.snippet == "Chip shortage snippet."  # the engine's snippet stays the short description
     assert dead.text == "Chip shortage archived snippet."  # a page that failed keeps its snippet
@@ -58,7 +59,7 @@ def test_a_method_that_searches_the_web_reads_the_pages(services, fake_llm, monk
     assert told and any("kept their snippet" in e.text for e in told)
 
 
-@pytest.mark.parametrize("method", ["deot", "omnithink", "fgdip"])
+@pytest.mark.parametrize("method", ["deot", "omnithink", "fgdip", "rag", "mtqa"])
 def test_read_pages_zero_fetches_nothing(services, fake_llm, monkeypatch, site, method):
     base, requested = site
     run_id = _web_run(services, monkeypatch, base, method, {"read_pages": 0})

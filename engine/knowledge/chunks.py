@@ -26,6 +26,11 @@ def words_for_tokens(tokens: int) -> int:
     return max(1, round(tokens * WORDS_PER_TOKEN))
 
 
+def chunk_chars(tokens: int) -> int:
+    """About how many characters a chunk of `tokens` holds (an English word and its space: 6)."""
+    return words_for_tokens(tokens) * 6
+
+
 def chunk_documents(documents: Sequence[Hit], chunk_tokens: int = DEFAULT_CHUNK_TOKENS) -> list[ChunkInput]:
     """Every document's text (its snippet when it has no text) as chunks of about `chunk_tokens`,
     each carrying the document's ref, title, URL and kind, so it is cited as that document."""

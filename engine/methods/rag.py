@@ -10,7 +10,7 @@ from engine.citations import attribute_uncited, cited_source_ids, source_blocks,
 from engine.llm.protocol import StructuredOutputError
 from engine.reader_text import ReadableText
 from engine.methods import baseline_prompts as prompts
-from engine.methods.base import Method, MethodParams, RunContext, relevance_floor_field
+from engine.methods.base import Method, MethodParams, RunContext, read_pages_field, relevance_floor_field
 from engine.methods.estimate import CostEstimate, capped_tokens, single_call
 from engine.methods.common import ANSWER, ASKED_QUESTION, RETRIEVAL, child_of_kind, ensure_root
 from engine.search.protocol import SearchError
@@ -28,6 +28,7 @@ class RagParams(MethodParams):
 
     top_k: int = Field(default=5, ge=1, le=50, description="How many passages to retrieve for the question.")
     relevance_floor: float = relevance_floor_field()
+    read_pages: int = read_pages_field(5)
     max_answer_tokens: int = Field(
         default=800, ge=32, le=16000, description="Upper bound on the length of the answer, in tokens."
     )
@@ -76,7 +77,10 @@ class RagMethod(Method):
             else:
                 relevant = relevant_hits(ctx.question, hits, floor=params.relevance_floor)
                 ctx.note_unrelated(ctx.question, relevant, retrieval)
-                sources = ctx.graph.add_sources(relevant.kept, node=retrieval) if relevant.kept else []
+                # Web results: the page's passage about the question (the answer quotes 1,500 characters).
+                kept = ctx.read_pages(ctx.question, relevant.kept, limit=params.read_pages, max_chars=1500,
+                                      node=retrieval).hits
+                sources = ctx.graph.add_sources(kept, node=retrieval) if kept else []
                 content = (f"{len(sources)} relevant passages retrieved" if sources
                            else NO_RELEVANT_SOURCE.format(where=ctx.searcher.description))
                 retrieval = ctx.graph.finish(

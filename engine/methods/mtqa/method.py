@@ -20,6 +20,7 @@ import re
 from collections.abc import Sequence
 
 from engine.citations import cited_source_ids, number_citations, strip_markers, to_stored_markers
+from engine.knowledge.chunks import chunk_chars
 from engine.knowledge.stored import KnowledgeError
 from engine.knowledge.units import BuildProgress, KnowledgeBase, Keywords
 from engine.llm.protocol import StructuredOutputError
@@ -199,7 +200,10 @@ class MtqaMethod(Method):
                 error = ""
             relevant = relevant_hits(ctx.question, hits, floor=params.relevance_floor)
             ctx.note_unrelated(ctx.question, relevant, node)
-            sources = ctx.graph.add_sources(relevant.kept, node=node) if relevant.kept else []
+            # Web results: the page's passage about the question, about one extraction chunk of it.
+            kept = ctx.read_pages(ctx.question, relevant.kept, limit=params.read_pages,
+                                  max_chars=chunk_chars(params.chunk_tokens), node=node).hits
+            sources = ctx.graph.add_sources(kept, node=node) if kept else []
             node = ctx.graph.update(node, merge_data={
                 "searched": True, "documents": [s.ref for s in sources], "search_error": error,
                 "dropped_as_unrelated": relevant.dropped_summary()})

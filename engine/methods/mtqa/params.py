@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from engine.methods.base import MethodParams, relevance_floor_field
+from engine.methods.base import MethodParams, read_pages_field, relevance_floor_field
 from engine.methods.mtqa.weights import matrix_shape, weight_matrix
 
 WEIGHT_HELP = (
@@ -54,6 +54,7 @@ class MtqaParams(MethodParams):
         "Question scope: documents retrieved for the question and added to its knowledge graph (HotpotQA "
         "gives 10 paragraphs per question)."))
     relevance_floor: float = relevance_floor_field()
+    read_pages: int = read_pages_field(10)  # each page's passage about the question is one chunk to extract
     chunk_tokens: int = Field(default=1200, ge=100, le=8000, description=(
         "Chunk size in tokens when documents are split for entity and relation extraction (paper: 1,200)."))
     hops: int = Field(default=2, ge=1, le=2, description=(
