@@ -40,7 +40,7 @@ from engine.redact import redact_secrets
 from engine.search.protocol import Searcher
 from engine.steering_events import SteeringEvents
 from storage.models import Command, CommandStatus, NodeStatus, Run, RunStatus, utcnow
-from storage.repository import Repository
+from storage.repository import Repository, RunNotFound
 
 log = logging.getLogger("thoughtmap.runner")
 
@@ -495,6 +495,9 @@ class Runner:
         # found the run still active and did not reopen it: reopen it now.
         if not reopen:
             return  # execute_here looks itself
-        final = repo.get_run(run_id)
+        try:
+            final = repo.get_run(run_id)
+        except RunNotFound:
+            return  # deleted the moment it ended (it was no longer active): nothing to reopen
         if final.status == RunStatus.DONE and self.has_queued_steering(final):
             self.start(run_id, reopen=True)
