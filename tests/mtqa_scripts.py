@@ -10,6 +10,7 @@ from engine.llm.fake import FakeLLM, request_text
 from engine.llm.protocol import ChatRequest
 
 THOUGHT, SUMMARY, MERGE = "mtqa.thought", "mtqa.summary", "mtqa.merge"
+SUMMARY_TEXT = "mtqa.summary_text"
 _CELL = re.compile(r"You are thought (\d+) of \d+ in column (\d+)")
 SHORT_ANSWER = "Arthur's Magazine"
 

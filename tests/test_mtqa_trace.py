@@ -24,6 +24,7 @@ from tests.mtqa_scripts import (
     MERGE,
     SHORT_ANSWER,
     SUMMARY,
+    SUMMARY_TEXT,
     THOUGHT,
     Overlap,
     cell_of,
@@ -290,6 +291,33 @@ def test_the_report_has_the_short_answer_and_citations_that_resolve(services, fa
     # The evaluation harness takes the method's short answer at its word.
     answer = read_answer(None, question=QUESTION, report_markdown=report.markdown, report_data=report.data)
     assert (answer.answer, answer.source) == (SHORT_ANSWER, "method")
+
+
+def test_a_summary_the_model_cannot_structure_is_written_as_plain_text(services, fake_llm, knowledge_bases):
+    # A small model that copies the schema's words into the short answer, every time it is asked.
+    fake_llm.when(prompt=SUMMARY, respond={"paragraphs": ["Arthur's Magazine came first [1]."],
+                                           "short_answer": "The answer in as few words as possible: a name, number, "
+                                                           "date, or yes/no; no explanation."})
+    fake_llm.when(prompt=SUMMARY_TEXT, respond="Arthur's Magazine (1844) came before First for Women [1].\n\n"
+                                               "So the magazine started first is Arthur's.\n**Answer:** Arthur's Magazine")
+    run_id = mtqa_run(services, {"rows": 1, "columns": 1})
+    assert services.repo.get_run(run_id).status == RunStatus.DONE
+    (summary,) = summaries_of(services, run_id).values()
+    assert summary.data["fallback"].startswith("written as plain text: the structured answer failed")
+    assert summary.data["short_answer"] == "Arthur's Magazine"
+    assert summary.data["paragraphs"][1] == "So the magazine started first is Arthur's."
+    assert cited_source_ids(summary.content) and len(fake_llm.calls_for(SUMMARY_TEXT)) == 1
+    assert services.repo.latest_report(run_id).markdown.startswith("**Answer:** Arthur's Magazine")
+
+
+def test_a_plain_text_summary_that_repeats_the_instructions_still_fails(services, fake_llm, knowledge_bases):
+    fake_llm.when(prompt=SUMMARY, respond={"paragraphs": []})
+    fake_llm.when(prompt=SUMMARY_TEXT, respond="Check each thought against the knowledge units, keep what is right, "
+                                               "correct what they contradict.\nAnswer: yes")
+    run_id = run_to_end(services, QUESTION, "mtqa", {"rows": 1, "columns": 1})
+    assert services.repo.get_run(run_id).status == RunStatus.FAILED
+    (summary,) = summaries_of(services, run_id).values()
+    assert summary.status == NodeStatus.FAILED and "repeated the instructions" in summary.error
 
 
 def test_the_offline_fake_writes_a_readable_cited_answer(services, knowledge_bases):

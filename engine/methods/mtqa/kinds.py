@@ -136,6 +136,8 @@ class SummaryData(NodeData):
     paragraphs: list[str] = Field(default_factory=list, description="The refined answer, as stored.")
     short_answer: str = ""
     invalid_citations: list[int] = Field(default_factory=list)
+    fallback: str = Field(default="", description="Set when the summary was written as plain text because the "
+                          "structured answer failed (a small model), and why.")
 
     def caption(self) -> str:
         fixed = sum(c.verdict == "corrected" for c in self.checks)
@@ -267,4 +269,6 @@ STEPS = {
     prompts.THOUGHT.name: "thinking through a strategy from the knowledge units",
     prompts.SUMMARY.name: "checking the column's strategies against the knowledge units",
     prompts.MERGE.name: "merging the column's strategies",
+    prompts.SUMMARY_TEXT.name: "checking the column's strategies against the knowledge units, as plain text",
+    prompts.MERGE_TEXT.name: "merging the column's strategies, as plain text",
 }

@@ -19,11 +19,14 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from pydantic import ValidationError
+
 from engine.citations import cited_source_ids, number_citations, strip_markers, to_stored_markers
 from engine.knowledge.chunks import chunk_chars
 from engine.knowledge.stored import KnowledgeError
 from engine.knowledge.units import BuildProgress, KnowledgeBase, Keywords
 from engine.llm.protocol import StructuredOutputError
+from engine.llm.structured import copied_instructions
 from engine.methods.base import REPORT, Method, MethodParams, RunContext, UnsupportedCommand
 from engine.methods.contract import CommandPayload, CommandRejected, CommandSpec
 from engine.methods.estimate import CostEstimate
@@ -52,7 +55,7 @@ from engine.methods.mtqa.kinds import (
 )
 from engine.methods.mtqa.knowledge import UnitRecord
 from engine.methods.mtqa.params import MtqaParams
-from engine.methods.mtqa.schemas import ColumnSummary, MergedColumn, Thought
+from engine.methods.mtqa.schemas import MAX_PARAGRAPHS, ColumnSummary, MergedColumn, Thought
 from engine.methods.mtqa.weights import passed_paragraphs
 from engine.search.protocol import Hit, SearchError
 from engine.search.relevance import relevant_hits
@@ -60,6 +63,23 @@ from storage.models import Node, NodeStatus, Source
 
 _SPACE_BEFORE_PUNCTUATION = re.compile(r"[ \t]+([.,;:!?])")
 _BARE_CITATION = re.compile(r"\s*\[\d+(?:\s*[,;]\s*\d+)*\]")
+_ANSWER_LINE = re.compile(r"^[ \t*_#>-]*answer[ \t*_]*:[ \t*_]*(.*?)[ \t*_]*$", re.IGNORECASE | re.MULTILINE)
+
+
+def _text_summary(text: str, instructions: str) -> MergedColumn | None:
+    """A plain-text summary as paragraphs and the short answer of its last "Answer:" line; None when
+    it is empty or repeats the instructions (the same check as a structured answer's)."""
+    answers = list(_ANSWER_LINE.finditer(text))
+    short = answers[-1].group(1).strip() if answers else ""
+    body = text[: answers[-1].start()] if answers else text
+    paragraphs = [p.strip() for p in re.split(r"\n\s*\n", body) if p.strip()][:MAX_PARAGRAPHS]
+    if not paragraphs:
+        return None
+    try:
+        result = MergedColumn(paragraphs=paragraphs, short_answer=short[:200])
+    except ValidationError:
+        return None
+    return None if copied_instructions(result, instructions) else result
 # Characters of a column's thoughts used as the text of its KU' retrieval query.
 RETRIEVAL_TEXT_CHARS = 2000
 # A first row past every column's last: reset a column's summary only.
@@ -367,29 +387,39 @@ class MtqaMethod(Method):
         if params.no_correction:
             # The -RAG ablation: no retrieval, no check; the thoughts' own citations are kept.
             units, sources = self._units_of(ctx, matrix.source_of_column(ctx.graph, column))
-            messages = prompts.MERGE.render(question=ctx.question, column=column + 1,
-                                            thoughts=self._numbered_thoughts(thoughts, sources))
-            output_type: type = MergedColumn
+            fields = {"question": ctx.question, "column": column + 1,
+                      "thoughts": self._numbered_thoughts(thoughts, sources)}
+            prompt, text_prompt, output_type = prompts.MERGE, prompts.MERGE_TEXT, MergedColumn
         else:
             summary = self._ensure_units(ctx, summary)
             units, sources = self._units_of(ctx, summary)
-            messages = prompts.SUMMARY.render(question=ctx.question, column=column + 1,
-                                              units=self._unit_blocks(ctx, units, sources),
-                                              thoughts=self._numbered_thoughts(thoughts, sources))
-            output_type = ColumnSummary
+            fields = {"question": ctx.question, "column": column + 1, "units": self._unit_blocks(ctx, units, sources),
+                      "thoughts": self._numbered_thoughts(thoughts, sources)}
+            prompt, text_prompt, output_type = prompts.SUMMARY, prompts.SUMMARY_TEXT, ColumnSummary
+        messages = prompt.render(**fields)
+        fallback = ""
         try:
             result = ctx.llm.ask(messages, output_type, purpose="summary", node_id=summary.id,
                                  max_tokens=params.summary_tokens)
         except StructuredOutputError as exc:
-            ctx.graph.fail(summary, str(exc))
-            return
+            # A model that cannot fill the schema may still write the summary as text (the paper's
+            # summary node is text): asked once, with the short answer as its last line.
+            text_messages = text_prompt.render(**fields)
+            text = ctx.llm.text(text_messages, purpose="summary", node_id=summary.id, max_tokens=params.summary_tokens)
+            result = _text_summary(text, text_messages[0].content)
+            if result is None:
+                ctx.graph.fail(summary, f"{exc}; written as plain text, it was empty or repeated the instructions")
+                return
+            fallback = f"written as plain text: the structured answer failed ({str(exc)[:300]})"
+            ctx.graph.narrate(f"the summary of column {column + 1} was written as plain text after the structured "
+                              "answer failed", node_id=summary.id)
         paragraphs, dropped = self._stored(result.paragraphs, sources)
         content = "\n\n".join(paragraphs)
         ctx.graph.link_sources(summary, cited_source_ids(content))
         checks = [c.model_dump() for c in getattr(result, "checks", []) if 1 <= c.thought <= len(thoughts)]
         ctx.graph.finish(summary, content=content, data={
             "paragraphs": paragraphs, "checks": checks, "corrected": not params.no_correction, "invalid_citations": dropped,
-            "short_answer": _BARE_CITATION.sub("", result.short_answer).strip()})
+            "short_answer": _BARE_CITATION.sub("", result.short_answer).strip(), "fallback": fallback})
 
     @staticmethod
     def _numbered_thoughts(thoughts: Sequence[Node], sources: Sequence[Source]) -> str:

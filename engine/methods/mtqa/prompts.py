@@ -50,6 +50,25 @@ SUMMARY = Prompt(
     ),
 )
 
+# The same summary as plain text, asked when the structured one failed (a small model that cannot
+# fill the schema): the paper's summary node is text; the short answer is its last line.
+SUMMARY_TEXT = Prompt(
+    name="mtqa.summary_text",
+    system=(
+        "You write the summary of one column of a matrix of thoughts. The thoughts are different "
+        "strategies for the same question; the knowledge units were retrieved for the question and "
+        "these thoughts. Check each thought against the knowledge units, keep what is right, correct "
+        "what they contradict, and write the refined answer in a few paragraphs, citing units as [n]. "
+        "Finish with one last line that starts with \"Answer:\" and gives the fewest words that answer "
+        "the question. " + _DATA_RULE
+    ),
+    user=(
+        "Question: $question\n\n"
+        "Knowledge units:\n\n$units\n\n"
+        "Thoughts of column $column:\n<<<\n$thoughts\n>>>"
+    ),
+)
+
 MERGE = Prompt(
     name="mtqa.merge",
     system=(
@@ -57,6 +76,18 @@ MERGE = Prompt(
         "strategies for the same question. Merge them into one coherent answer in several paragraphs, "
         "keeping their citations [n] and their own wording; then the short answer: the fewest words that "
         "answer the question (a name, number, date, yes or no). " + _DATA_RULE
+    ),
+    user="Question: $question\n\nThoughts of column $column:\n<<<\n$thoughts\n>>>",
+)
+
+# The merge as plain text, when the structured one failed (see SUMMARY_TEXT).
+MERGE_TEXT = Prompt(
+    name="mtqa.merge_text",
+    system=(
+        "You write the summary of one column of a matrix of thoughts: the thoughts are different "
+        "strategies for the same question. Merge them into one coherent answer in a few paragraphs, "
+        "keeping their citations [n]. Finish with one last line that starts with \"Answer:\" and gives the "
+        "fewest words that answer the question. " + _DATA_RULE
     ),
     user="Question: $question\n\nThoughts of column $column:\n<<<\n$thoughts\n>>>",
 )
