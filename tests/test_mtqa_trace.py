@@ -298,7 +298,9 @@ def test_a_summary_the_model_cannot_structure_is_written_as_plain_text(services,
     fake_llm.when(prompt=SUMMARY, respond={"paragraphs": ["Arthur's Magazine came first [1]."],
                                            "short_answer": "The answer in as few words as possible: a name, number, "
                                                            "date, or yes/no; no explanation."})
-    fake_llm.when(prompt=SUMMARY_TEXT, respond="Arthur's Magazine (1844) came before First for Women [1].\n\n"
+    # Its text starts with a line copied from the instructions, which is dropped.
+    fake_llm.when(prompt=SUMMARY_TEXT, respond="Write the refined answer in a few paragraphs, citing units as [n].\n"
+                                               "Arthur's Magazine (1844) came before First for Women [1].\n\n"
                                                "So the magazine started first is Arthur's.\n**Answer:** Arthur's Magazine")
     run_id = mtqa_run(services, {"rows": 1, "columns": 1})
     assert services.repo.get_run(run_id).status == RunStatus.DONE
@@ -306,6 +308,7 @@ def test_a_summary_the_model_cannot_structure_is_written_as_plain_text(services,
     assert summary.data["fallback"].startswith("written as plain text: the structured answer failed")
     assert summary.data["short_answer"] == "Arthur's Magazine"
     assert summary.data["paragraphs"][1] == "So the magazine started first is Arthur's."
+    assert "refined answer" not in summary.content
     assert cited_source_ids(summary.content) and len(fake_llm.calls_for(SUMMARY_TEXT)) == 1
     assert services.repo.latest_report(run_id).markdown.startswith("**Answer:** Arthur's Magazine")
 

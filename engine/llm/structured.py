@@ -108,12 +108,13 @@ def copied_instructions(answer: BaseModel, instructions: str) -> str | None:
     short answer: the fewest words that answer the question" answered exactly that), or None. Only
     the system prompt and the schema count as instructions, never the user's data, which an answer
     may rightly quote."""
-    said = _word_text(instructions)
-    for where, text in _strings(answer):
-        words = _word_text(text)
-        if len(words.split()) >= COPY_MIN_WORDS and words in said:
-            return where
-    return None
+    return next((where for where, text in _strings(answer) if repeats_instructions(text, instructions)), None)
+
+
+def repeats_instructions(text: str, instructions: str) -> bool:
+    """Whether `text` (of at least COPY_MIN_WORDS words) is found word for word in `instructions`."""
+    words = _word_text(text)
+    return len(words.split()) >= COPY_MIN_WORDS and words in _word_text(instructions)
 
 
 def _short_error(exc: Exception) -> str:

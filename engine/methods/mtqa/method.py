@@ -26,7 +26,7 @@ from engine.knowledge.chunks import chunk_chars
 from engine.knowledge.stored import KnowledgeError
 from engine.knowledge.units import BuildProgress, KnowledgeBase, Keywords
 from engine.llm.protocol import StructuredOutputError
-from engine.llm.structured import copied_instructions
+from engine.llm.structured import repeats_instructions
 from engine.methods.base import REPORT, Method, MethodParams, RunContext, UnsupportedCommand
 from engine.methods.contract import CommandPayload, CommandRejected, CommandSpec
 from engine.methods.estimate import CostEstimate
@@ -67,19 +67,21 @@ _ANSWER_LINE = re.compile(r"^[ \t*_#>-]*answer[ \t*_]*:[ \t*_]*(.*?)[ \t*_]*$", 
 
 
 def _text_summary(text: str, instructions: str) -> MergedColumn | None:
-    """A plain-text summary as paragraphs and the short answer of its last "Answer:" line; None when
-    it is empty or repeats the instructions (the same check as a structured answer's)."""
+    """A plain-text summary as paragraphs and the short answer of its last "Answer:" line, without
+    the paragraphs (or short answer) that only repeat the instructions, as a small model's often
+    do; None when nothing else is left."""
     answers = list(_ANSWER_LINE.finditer(text))
     short = answers[-1].group(1).strip() if answers else ""
     body = text[: answers[-1].start()] if answers else text
+    body = "\n".join(line for line in body.splitlines() if not repeats_instructions(line, instructions))
     paragraphs = [p.strip() for p in re.split(r"\n\s*\n", body) if p.strip()][:MAX_PARAGRAPHS]
     if not paragraphs:
         return None
     try:
-        result = MergedColumn(paragraphs=paragraphs, short_answer=short[:200])
+        return MergedColumn(paragraphs=paragraphs,
+                            short_answer="" if repeats_instructions(short, instructions) else short[:200])
     except ValidationError:
         return None
-    return None if copied_instructions(result, instructions) else result
 # Characters of a column's thoughts used as the text of its KU' retrieval query.
 RETRIEVAL_TEXT_CHARS = 2000
 # A first row past every column's last: reset a column's summary only.
