@@ -313,14 +313,23 @@ def test_a_summary_the_model_cannot_structure_is_written_as_plain_text(services,
     assert services.repo.latest_report(run_id).markdown.startswith("**Answer:** Arthur's Magazine")
 
 
+def test_a_plain_text_summary_of_only_its_answer_line_is_that_answer(services, fake_llm, knowledge_bases):
+    fake_llm.when(prompt=SUMMARY, respond={"paragraphs": []})
+    fake_llm.when(prompt=SUMMARY_TEXT, respond="Answer: Arthur's Magazine")
+    run_id = mtqa_run(services, {"rows": 1, "columns": 1})
+    (summary,) = summaries_of(services, run_id).values()
+    assert summary.data["paragraphs"] == ["Arthur's Magazine"] and summary.data["short_answer"] == "Arthur's Magazine"
+
+
 def test_a_plain_text_summary_that_repeats_the_instructions_still_fails(services, fake_llm, knowledge_bases):
     fake_llm.when(prompt=SUMMARY, respond={"paragraphs": []})
     fake_llm.when(prompt=SUMMARY_TEXT, respond="Check each thought against the knowledge units, keep what is right, "
-                                               "correct what they contradict.\nAnswer: yes")
+                                               "correct what they contradict.\nAnswer: the fewest words that answer the question")
     run_id = run_to_end(services, QUESTION, "mtqa", {"rows": 1, "columns": 1})
     assert services.repo.get_run(run_id).status == RunStatus.FAILED
     (summary,) = summaries_of(services, run_id).values()
-    assert summary.status == NodeStatus.FAILED and "repeated the instructions" in summary.error
+    assert summary.status == NodeStatus.FAILED
+    assert summary.error.endswith("asked again for plain text, it was empty or only repeated the instructions")
 
 
 def test_the_offline_fake_writes_a_readable_cited_answer(services, knowledge_bases):

@@ -66,22 +66,25 @@ _BARE_CITATION = re.compile(r"\s*\[\d+(?:\s*[,;]\s*\d+)*\]")
 _ANSWER_LINE = re.compile(r"^[ \t*_#>-]*answer[ \t*_]*:[ \t*_]*(.*?)[ \t*_]*$", re.IGNORECASE | re.MULTILINE)
 
 
-def _text_summary(text: str, instructions: str) -> MergedColumn | None:
+def _text_summary(text: str, instructions: str) -> MergedColumn | str:
     """A plain-text summary as paragraphs and the short answer of its last "Answer:" line, without
-    the paragraphs (or short answer) that only repeat the instructions, as a small model's often
-    do; None when nothing else is left."""
+    the lines (or short answer) that only repeat the instructions, as a small model's often do; or
+    why it is not usable."""
     answers = list(_ANSWER_LINE.finditer(text))
     short = answers[-1].group(1).strip() if answers else ""
     body = text[: answers[-1].start()] if answers else text
     body = "\n".join(line for line in body.splitlines() if not repeats_instructions(line, instructions))
     paragraphs = [p.strip() for p in re.split(r"\n\s*\n", body) if p.strip()][:MAX_PARAGRAPHS]
+    if repeats_instructions(short, instructions):
+        short = ""
+    if not paragraphs and short:
+        paragraphs = [short]  # it wrote only its answer line: that is the whole summary
     if not paragraphs:
-        return None
+        return "it was empty or only repeated the instructions" if text.strip() else "it was empty"
     try:
-        return MergedColumn(paragraphs=paragraphs,
-                            short_answer="" if repeats_instructions(short, instructions) else short[:200])
-    except ValidationError:
-        return None
+        return MergedColumn(paragraphs=paragraphs, short_answer=short[:200])
+    except ValidationError as exc:
+        return f"its paragraphs were not usable ({exc.errors()[0].get('msg', '')[:200]})"
 # Characters of a column's thoughts used as the text of its KU' retrieval query.
 RETRIEVAL_TEXT_CHARS = 2000
 # A first row past every column's last: reset a column's summary only.
@@ -409,8 +412,8 @@ class MtqaMethod(Method):
             text_messages = text_prompt.render(**fields)
             text = ctx.llm.text(text_messages, purpose="summary", node_id=summary.id, max_tokens=params.summary_tokens)
             result = _text_summary(text, text_messages[0].content)
-            if result is None:
-                ctx.graph.fail(summary, f"{exc}; written as plain text, it was empty or repeated the instructions")
+            if isinstance(result, str):
+                ctx.graph.fail(summary, f"{exc}; asked again for plain text, {result}")
                 return
             fallback = f"written as plain text: the structured answer failed ({str(exc)[:300]})"
             ctx.graph.narrate(f"the summary of column {column + 1} was written as plain text after the structured "
