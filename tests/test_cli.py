@@ -112,7 +112,7 @@ def test_export_json_holds_the_whole_session(done_rag_run, capsys):
     for key in ("nodes", "edges", "sources", "llm_calls", "usage", "params"):
         assert key in data, key
     assert data["run"]["id"] == done_rag_run
-    assert data["params"] == {"top_k": 5, "relevance_floor": 0.35, "max_answer_tokens": 800,
+    assert data["params"] == {"top_k": 5, "relevance_floor": 0.35, "read_pages": 5, "max_answer_tokens": 800,
                               "attribute_citations": False}
     assert {n["kind"] for n in data["nodes"]} >= {"question", "search", "answer"}
     assert len(data["edges"]) >= len(data["nodes"]) - 1
