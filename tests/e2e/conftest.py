@@ -450,9 +450,19 @@ def choose_option(page, label: str, option: str) -> None:
     """Pick `option` in the selectbox labelled `label`, as a person does with a long list: type it,
     then take it. (Clicking an option far down an open list failed with "element is not stable"
     while the list was still settling.)"""
-    page.get_by_role("combobox", name=label, exact=True).click()
-    page.keyboard.type(option)
-    page.get_by_role("option", name=option, exact=True).click()
+    box = page.get_by_role("combobox", name=label, exact=True)
+
+    def choose():
+        # A click that lands while the page reruns can leave the list closed: open it again, as
+        # choose_node does, instead of waiting 30 s for an option that is not there.
+        if box.get_attribute("aria-expanded") != "true":
+            box.click()
+        box.fill("")
+        page.keyboard.type(option)
+        page.get_by_role("option", name=option, exact=True).click(timeout=3_000)
+        return True
+
+    poll(page, choose, timeout=30, what=f"'{option}' in the {label} list")
 
 
 def open_parameters(page) -> None:
