@@ -15,6 +15,11 @@ the change (only harness APIs that predate it are used):
     PYTHONPATH=$PWD .venv/bin/python benchmarks/bench_fidelity.py --llm local --label after --out after.json
     .venv/bin/python benchmarks/bench_fidelity.py --compare before.json after.json   # the Markdown table
 
+Each measurement prints its benchmark ids first; a killed one continues with `--deot-bench ID` /
+`--omnithink-bench ID` (its finished runs are kept). The "after" DEoT sample is the first 20 items of
+issue 16's 30-item Researchy benchmark (same seed, same parameters), so `--deot-bench` with that
+benchmark's id measures it without running DEoT again.
+
 Defaults: 20 Researchy questions and 10 FreshWiki topics (the issue's sample), seed 13, local search.
 `--llm fake` proves the command works in seconds (its numbers mean nothing). Set THOUGHTMAP_HOME to a
 scratch folder: the runs are stored there like any benchmark's (`thoughtmap bench --show ID`).
@@ -39,15 +44,31 @@ def _mean(values: Sequence[float]) -> float | None:
     return round(statistics.fmean(values), 4) if values else None
 
 
-def _run_benchmark(services, dataset: str, method: str, limit: int, args) -> dict[str, Any]:
+def _run_benchmark(services, dataset: str, method: str, limit: int, args, stored: str | None) -> dict[str, Any]:
     from engine.evaluate.runner import BenchmarkSpec
 
-    values = dict(v.split("=", 1) for v in args.param)
-    spec = BenchmarkSpec(dataset=dataset, methods=[method], limit=limit, seed=args.seed, values=values,
-                         llm=args.llm, profile=args.profile, search_mode=args.search, concurrency=args.concurrency)
-    bench = services.benchmarks.create(spec)
+    if stored:
+        bench = _stored_benchmark(services, stored, dataset, method, args.seed)
+    else:
+        values = dict(v.split("=", 1) for v in args.param)
+        spec = BenchmarkSpec(dataset=dataset, methods=[method], limit=limit, seed=args.seed, values=values,
+                             llm=args.llm, profile=args.profile, search_mode=args.search,
+                             concurrency=args.concurrency)
+        bench = services.benchmarks.create(spec)
+        # Printed before the long part, so a killed measurement continues with --deot-bench/--omnithink-bench.
+        print(f"{method}: benchmark {bench.id} (continue it with --{method}-bench {bench.id})",
+              file=sys.stderr, flush=True)
     services.benchmarks.execute(bench.id)
-    rows = services.benchmarks.store.list_items(bench.id)
+    # The sample's first `limit` items: a stored benchmark of the same seed may hold more of them.
+    from engine.evaluate.datasets import load_items
+
+    wanted = [i.id for i in load_items(dataset, limit=limit, seed=bench.seed)]
+    by_item = {row.item_id: row for row in services.benchmarks.store.list_items(bench.id, method=method)}
+    missing = [i for i in wanted if i not in by_item]
+    if missing:
+        raise SystemExit(f"benchmark {bench.id} lacks {len(missing)} of the first {limit} items of the sample "
+                         f"(e.g. {missing[0]}); use a larger stored benchmark or none")
+    rows = [by_item[i] for i in wanted]
     items = []
     for row in rows:
         metrics = dict(row.metrics or {})
@@ -63,6 +84,16 @@ def _run_benchmark(services, dataset: str, method: str, limit: int, args) -> dic
             if any(k in i for i in items)]
     return {"benchmark": bench.id, "dataset": dataset, "method": method, "items": items,
             "means": {k: _mean([i.get(k) for i in items]) for k in keys}}
+
+
+def _stored_benchmark(services, benchmark_id: str, dataset: str, method: str, seed: int):
+    """A stored benchmark to measure (and finish first): the same dataset, seed and method, e.g. the
+    issue 16 DEoT benchmark, whose first 20 Researchy items are this script's DEoT sample."""
+    bench = services.benchmarks.store.get_benchmark(benchmark_id)
+    if bench.dataset != dataset or method not in bench.methods or bench.seed != seed:
+        raise SystemExit(f"benchmark {benchmark_id} is {bench.dataset} / {','.join(bench.methods)} / seed "
+                         f"{bench.seed}; {method} needs {dataset} with seed {seed}")
+    return bench
 
 
 def _citations_per_section(services, run_id: str | None) -> float | None:
@@ -90,9 +121,11 @@ def measure(args) -> dict[str, Any]:
         results = {"label": args.label, "llm": args.llm, "profile": args.profile, "search": args.search,
                    "seed": args.seed, "params": args.param}
         if args.deot_items:
-            results["deot"] = _run_benchmark(services, "researchy", "deot", args.deot_items, args)
+            results["deot"] = _run_benchmark(services, "researchy", "deot", args.deot_items, args,
+                                             args.deot_bench)
         if args.omnithink_items:
-            results["omnithink"] = _run_benchmark(services, "freshwiki", "omnithink", args.omnithink_items, args)
+            results["omnithink"] = _run_benchmark(services, "freshwiki", "omnithink", args.omnithink_items,
+                                                  args, args.omnithink_bench)
         return results
     finally:
         services.close()
@@ -129,6 +162,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--search", default="local", help="local, web, both or none")
     parser.add_argument("--deot-items", type=int, default=20, help="Researchy questions for DEoT (0 skips)")
     parser.add_argument("--omnithink-items", type=int, default=10, help="FreshWiki topics for OmniThink (0 skips)")
+    parser.add_argument("--deot-bench", metavar="ID", help="measure DEoT from this stored benchmark (finished "
+                        "first if it is not): a killed measurement continues so, and a larger Researchy benchmark "
+                        "of the same seed (issue 16's) serves as it is")
+    parser.add_argument("--omnithink-bench", metavar="ID", help="the same for OmniThink on FreshWiki")
     parser.add_argument("--seed", type=int, default=13)
     parser.add_argument("--concurrency", type=int, default=1)
     parser.add_argument("--param", action="append", default=[], help="[method.]key=value, as thoughtmap bench")

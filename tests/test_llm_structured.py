@@ -8,12 +8,12 @@ import pytest
 from pydantic import BaseModel, Field
 
 from engine.config import LLMSettings
-from engine.llm.fake import FakeLLM
+from engine.llm.fake import FakeLLM, FakeReply
 from engine.llm.fake_server import FakeOpenAIServer
 from engine.llm.limits import ConcurrencyLimiter
 from engine.llm.openai_compat import OpenAICompatibleLLM
 from engine.llm.protocol import Message, ResponseFormat, StructuredOutputError
-from engine.llm.structured import ask_structured
+from engine.llm.structured import TOO_LONG_FEEDBACK, ask_structured
 
 SOURCES_PROMPT = """Sources:
 [1] Bee communication
@@ -81,6 +81,38 @@ def test_schema_invalid_every_time_raises_after_max_reasks():
             ask_structured(llm, [Message("user", "Question: x")], Finding, max_reasks=2)
         assert server.count_chat_requests() == 3
     assert caught.value.attempts == 3 and caught.value.last_output == '{"wrong": 1}'
+
+
+def test_an_answer_cut_off_by_the_length_limit_is_asked_again_shorter():
+    """finish_reason "length": the model is told its answer was too long, without its cut text (a small
+    model shown it writes it as long again), once however many times it is cut."""
+    cut = '{"answer": "The waggle dance, described at great length, and then more and more'
+    responder = FakeLLM().when("", FakeReply(cut, cut_off=True), times=2)
+    with FakeOpenAIServer(responder) as server:
+        responses = []
+        finding = ask_structured(make_llm(server), [Message("user", SOURCES_PROMPT)], Finding,
+                                 on_response=responses.append, max_tokens=50)
+        bodies = server.requests
+    assert [r.cut_off for r in responses] == [True, True, False] and finding.confidence is not None
+    first, second, third = (b["messages"] for b in bodies)
+    assert second[:-1] == first and second[-1] == {"role": "user", "content": TOO_LONG_FEEDBACK}
+    assert third == second  # asked the same way again, the cut text never shown
+    assert all(cut not in str(b["messages"]) for b in bodies)
+
+
+def test_a_cut_off_answer_that_never_fits_names_the_limit_in_the_error():
+    responder = FakeLLM().when("", FakeReply('{"answer": "x", "follow_up_questions": ["a", "b"', cut_off=True))
+    with FakeOpenAIServer(responder) as server:
+        with pytest.raises(StructuredOutputError, match="cut off by the length limit"):
+            ask_structured(make_llm(server), [Message("user", "Question: x")], Finding, max_reasks=1)
+
+
+def test_a_cut_off_answer_that_is_still_complete_is_used():
+    whole = '{"answer": "x", "follow_up_questions": ["a", "b"], "confidence": 0.5}'
+    with FakeOpenAIServer(FakeLLM().when("", FakeReply(whole, cut_off=True))) as server:
+        finding = ask_structured(make_llm(server), [Message("user", "Question: x")], Finding)
+        assert server.count_chat_requests() == 1
+    assert finding.confidence == 0.5
 
 
 def test_structured_output_through_a_llama_cpp_like_server():

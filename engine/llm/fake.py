@@ -51,6 +51,7 @@ class FakeReply:
 
     text: str
     top: tuple[tuple[str, float], ...] = ()
+    cut_off: bool = False  # served as stopped by the output-token limit (finish_reason "length")
 
 
 Responder = Union[str, dict, BaseModel, FakeReply, BaseException, Callable[[ChatRequest], Any]]
@@ -243,6 +244,7 @@ class FakeLLM:
             attempts=1,
             response_format=request.response_format,
             logprobs=fake_logprobs(request, reply) if request.top_logprobs > 0 else None,
+            cut_off=isinstance(reply, FakeReply) and reply.cut_off,
         )
 
 
@@ -329,7 +331,7 @@ _SOURCE_HEAD = re.compile(r"^\s*\[(\d+)\]\s+(\S.*?)\s*$")
 _QUESTION_HEAD = re.compile(r"^\s*Question\s*:\s*(.*?)\s*$", re.IGNORECASE)
 _SCHEMA_MARK = re.compile(r"JSON schema:\s*", re.IGNORECASE)
 # Messages added by engine.llm.structured (format instruction, re-ask) are not the question.
-_INSTRUCTION = re.compile(r"^\s*(Answer with exactly one JSON object|That answer was not valid)")
+_INSTRUCTION = re.compile(r"^\s*(Answer with exactly one JSON object|That answer was not valid|Your answer was too long)")
 _WORD = re.compile(r"[^\W_][\w'-]*")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
 

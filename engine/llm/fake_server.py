@@ -308,10 +308,10 @@ class FakeOpenAIServer:
             response = self.responder.chat(request)
         except Exception as exc:  # a scripted exception in the responder
             return 500, {}, _error(500, f"{type(exc).__name__}: {exc}", "server_error")
-        return 200, {}, self._completion(body, response.text, response.logprobs)
+        return 200, {}, self._completion(body, response.text, response.logprobs, cut_off=response.cut_off)
 
-    def _completion(self, body: dict[str, Any], text: str,
-                    logprobs: tuple[TokenLogprob, ...] | None = None) -> dict[str, Any]:
+    def _completion(self, body: dict[str, Any], text: str, logprobs: tuple[TokenLogprob, ...] | None = None,
+                    *, cut_off: bool = False) -> dict[str, Any]:
         with self._lock:
             number = len(self._requests)
         prompt_chars = sum(len(str(m.get("content") or "")) for m in body.get("messages", []))
@@ -324,7 +324,7 @@ class FakeOpenAIServer:
                 {
                     "index": 0,
                     "message": {"role": "assistant", "content": text},
-                    "finish_reason": "stop",
+                    "finish_reason": "length" if cut_off else "stop",
                     # OpenAI's shape: each token with its log probability and top alternatives.
                     "logprobs": None if not (logprobs and body.get("logprobs")) else {"content": [
                         {"token": t.token, "logprob": t.logprob, "bytes": None,

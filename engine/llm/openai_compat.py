@@ -306,6 +306,7 @@ class OpenAICompatibleLLM:
             attempts=attempts,
             response_format=mode,
             logprobs=_logprobs(completion) if request.top_logprobs > 0 else None,
+            cut_off=getattr(completion.choices[0], "finish_reason", None) == "length",
         )
 
     # ------------------------------------------------------------------ errors

@@ -92,6 +92,8 @@ class ChatResponse:
     response_format: ResponseFormat = ResponseFormat.TEXT
     # The answer's tokens with their log probabilities, when asked (`top_logprobs`) and returned.
     logprobs: tuple[TokenLogprob, ...] | None = None
+    # The answer stopped at the output-token limit (finish_reason "length"), not where the model ended it.
+    cut_off: bool = False
 
 
 @runtime_checkable

@@ -28,6 +28,9 @@ from engine.text import storable_json
 T = TypeVar("T", bound=BaseModel)
 
 DEFAULT_MAX_REASKS = 2
+TOO_LONG_FEEDBACK = ("Your answer was too long: the length limit cut it off before the JSON object was complete. "
+                     "Write it again much shorter (fewer list items, one short sentence each) and fill in every "
+                     "field. Reply with only the JSON object.")
 _FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
 
 
@@ -176,6 +179,14 @@ def ask_structured(
             return answer
         except (ValueError, ValidationError) as exc:
             last_error = _short_error(exc)
+            if response.cut_off:
+                # Cut by the output limit: shown its own unfinished answer, a small model writes it
+                # again as long and is cut again (DEoT's node summary failed so three times running on
+                # the built-in model). Asked for less instead, without the cut text in its context.
+                last_error = f"cut off by the length limit before it was complete ({last_error})"
+                if convo[-1].content != TOO_LONG_FEEDBACK:
+                    convo.append(Message("user", TOO_LONG_FEEDBACK))
+                continue
             convo.append(Message("assistant", response.text[:4000]))
             convo.append(
                 Message(
