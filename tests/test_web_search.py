@@ -12,6 +12,7 @@ from ddgs.exceptions import DDGSException, RatelimitException, TimeoutException
 from engine.config import load_settings
 from engine.search.combined import CombinedSearcher, NullSearcher, build_searcher
 from engine.search.fetch import PageFetcher
+from engine.search.pages import read_pages
 from engine.search.local import LocalCorpusSearcher
 from engine.search.protocol import Hit, Searcher, SearchError
 from engine.search.web import WebSearcher
@@ -135,35 +136,32 @@ class _PageHandler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
 
-def test_fetch_pages_replaces_text_and_keeps_snippet_on_failure():
+def _web_hit(title: str, url: str, snippet: str) -> Hit:
+    return Hit(title=title, ref=url, snippet=snippet, text=snippet, kind="web", url=url)
+
+
+def test_read_pages_replaces_text_and_keeps_snippet_on_failure():
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _PageHandler)
     thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     base = f"http://127.0.0.1:{httpd.server_address[1]}"
     try:
-        rows = [
-            {"title": "Okapi", "href": base + "/okapi", "body": "short snippet"},
-            {"title": "Gone", "href": base + "/gone", "body": "gone snippet"},
-            {"title": "Not fetched", "href": base + "/okapi?3", "body": "third snippet"},
-        ]
-        searcher = WebSearcher(
-            ddgs_factory=lambda: FakeDDGS(rows=rows),
-            fetch_pages=2,
-            fetcher=PageFetcher(allow_private=True, trust_env=False, timeout_s=3),
-        )
-        hits = searcher.search("okapi", 3)
+        hits = [_web_hit("Okapi", base + "/okapi", "short snippet"), _web_hit("Gone", base + "/gone", "gone snippet"),
+                _web_hit("Not fetched", base + "/okapi?3", "third snippet")]
+        got = read_pages(PageFetcher(allow_private=True, trust_env=False, timeout_s=3), hits, limit=2,
+                         max_chars=20_000)
     finally:
         httpd.shutdown()
         httpd.server_close()
-    assert "closest living relative" in hits[0].text and hits[0].snippet == "short snippet"
-    assert hits[1].text == "gone snippet"  # the fetch failed: the snippet stays
-    assert hits[2].text == "third snippet"  # beyond fetch_pages
+    assert "closest living relative" in got.hits[0].text and got.hits[0].snippet == "short snippet"
+    assert got.hits[1].text == "gone snippet"  # the fetch failed: the snippet stays, the failure is said
+    assert got.read == 1 and len(got.failures) == 1 and "/gone" in got.failures[0]
+    assert got.hits[2].text == "third snippet"  # beyond the limit
 
 
-def test_fetch_pages_respects_the_private_address_policy():
-    rows = [{"title": "Local", "href": "http://127.0.0.1:9/x", "body": "snippet"}]
-    searcher = WebSearcher(ddgs_factory=lambda: FakeDDGS(rows=rows), fetch_pages=1)
-    assert searcher.search("x")[0].text == "snippet"
+def test_read_pages_respects_the_private_address_policy():
+    got = read_pages(PageFetcher(), [_web_hit("Local", "http://127.0.0.1:9/x", "snippet")], limit=1, max_chars=1000)
+    assert got.hits[0].text == "snippet" and got.read == 0 and got.failures
 
 
 # -- combined / null / factory -------------------------------------------------------------------

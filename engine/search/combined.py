@@ -125,7 +125,6 @@ def build_searcher(
     settings: Settings,
     *,
     web_factory: Callable[[], object] | None = None,
-    fetch_pages: int = 0,
 ) -> Searcher:
     """The searcher for a search mode: "local" (bundled corpus + ingested files), "web",
     "both" or "none". `web_factory` makes the ddgs client (tests pass a fake)."""
@@ -140,14 +139,7 @@ def build_searcher(
 
         searchers.append(open_default_corpus(settings))
     if mode in ("web", "both"):
-        from engine.search.fetch import PageFetcher
         from engine.search.web import WebSearcher
 
-        searchers.append(
-            WebSearcher(
-                ddgs_factory=web_factory,
-                fetch_pages=fetch_pages,
-                fetcher=PageFetcher(allow_private=settings.allow_private_fetch),
-            )
-        )
+        searchers.append(WebSearcher(ddgs_factory=web_factory))
     return searchers[0] if len(searchers) == 1 else CombinedSearcher(searchers)

@@ -9,8 +9,6 @@ from typing import Any
 
 from ddgs.exceptions import DDGSException, RatelimitException, TimeoutException
 
-from engine.search.fetch import PageFetcher
-from engine.search.pages import read_pages
 from engine.search.protocol import Hit, SearchError
 
 LOCAL_HINT = "check the network connection, or use --search local (the bundled offline corpus)"
@@ -46,18 +44,12 @@ class WebSearcher:
         region: str = "us-en",
         safesearch: str = "moderate",
         deadline_s: float = 20.0,
-        fetch_pages: int = 0,
-        fetcher: PageFetcher | None = None,
-        max_page_chars: int = 20_000,
     ) -> None:
         self.ddgs_factory = ddgs_factory or default_ddgs_factory()
         self.backend = backend
         self.region = region
         self.safesearch = safesearch
         self.deadline_s = deadline_s
-        self.fetch_pages = fetch_pages
-        self.fetcher = fetcher or (PageFetcher() if fetch_pages else None)
-        self.max_page_chars = max_page_chars
 
     @property
     def description(self) -> str:
@@ -88,8 +80,7 @@ class WebSearcher:
             )
             if len(hits) >= k:
                 break
-        if self.fetch_pages and self.fetcher and hits:
-            hits = self._with_pages(hits)
+        # Pages are read by the method that chose these hits (`RunContext.read_pages`), not here.
         return hits
 
     def _call(self, query: str, k: int) -> list[dict]:
@@ -125,11 +116,6 @@ class WebSearcher:
         finally:
             # Never wait for a stuck worker: that would defeat the deadline.
             executor.shutdown(wait=False, cancel_futures=True)
-
-    def _with_pages(self, hits: list[Hit]) -> list[Hit]:
-        """Replace the snippet text of the top hits with the fetched page text, where possible."""
-        assert self.fetcher is not None
-        return read_pages(self.fetcher, hits, limit=self.fetch_pages, max_chars=self.max_page_chars).hits
 
 
 def map_ddgs_error(exc: BaseException) -> SearchError | None:
