@@ -36,7 +36,8 @@ _LOAD_FAILURE_SIGNS = ("failed to load model", "error loading model", "gguf_init
 # too (PORT, HOST, MODEL... which then win over our flags), and PORT is what scripts/run sets for
 # Streamlit.
 _PASSED_VARIABLES = frozenset({"PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TEMP", "TMP",
-                               "SYSTEMROOT", "VIRTUAL_ENV"})
+                               "SYSTEMROOT", "VIRTUAL_ENV",
+                               "THOUGHTMAP_LOCAL_GRAMMAR_FIRST"})  # benchmarks: the runtime's own sampling order
 _PASSED_PREFIXES = ("LC_", "XDG_", "OPENBLAS_", "OMP_")
 
 
