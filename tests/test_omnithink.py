@@ -22,6 +22,7 @@ import pytest
 
 from engine import cli
 from engine.citations import cited_source_ids
+from engine.llm.fake import FakeReply
 from engine.llm.fake_server import FakeOpenAIServer
 from engine.methods.base import UnsupportedCommand
 from engine.methods.omnithink import OmniThinkMethod
@@ -378,6 +379,26 @@ def test_a_polish_that_loses_content_keeps_the_draft(services, fake_llm, edit):
     article = _article(services, run_id)
     assert article.markdown == article.data["draft"]
     assert article.data["polish"] == "the polished version lost content or citations; the draft is kept"
+
+
+def test_a_polish_cut_off_by_the_length_limit_keeps_the_draft(services, fake_llm):
+    fake_llm.when(WRITE_SECTION, section_writer())
+    # The whole article came back but the limit stopped the editor: it may have lost its end.
+    fake_llm.when(POLISH_ARTICLE, lambda request: FakeReply(article_in(request), cut_off=True))
+    article = _article(services, _finished(services, FLAT))
+    assert article.markdown == article.data["draft"]
+    assert article.data["polish"] == "the polished version was cut off by the length limit; the draft is kept"
+
+
+def test_a_section_cut_off_by_the_length_limit_ends_at_its_last_sentence(services, fake_llm):
+    def cut_section(request):
+        return FakeReply(section_writer()(request).rstrip() + " Moreover, the final was", cut_off=True)
+
+    fake_llm.when(WRITE_SECTION, cut_section)
+    article = _article(services, _finished(services, FLAT))
+    for section in article.data["sections"]:
+        assert "Moreover, the final was" not in section["markdown"]
+        assert section["markdown"].rstrip().endswith((".", "]"))
 
 
 def test_a_faithful_polish_is_used(services, fake_llm):

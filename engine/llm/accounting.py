@@ -9,6 +9,7 @@ from typing import Protocol, TypeVar
 
 from pydantic import BaseModel
 
+from engine.llm.cutoff import complete_sentences
 from engine.llm.pricing import PriceTable
 from engine.llm.protocol import LLM, BudgetExceeded, ChatRequest, ChatResponse, LLMError, Message, ResponseFormat
 from engine.llm.structured import DEFAULT_MAX_REASKS, ask_structured
@@ -143,8 +144,25 @@ class RunLLM:
     def text(self, messages: Sequence[Message], *, purpose: str = "default",
              node_id: int | None = None, max_tokens: int | None = None,
              temperature: float | None = None) -> str:
-        """Free text; the request carries the prompt's name (`messages.name`, set by `Prompt.render`)."""
+        """Free text; the request carries the prompt's name (`messages.name`, set by `Prompt.render`).
+        A text the output limit cut off ends at its last complete sentence (`complete_sentences`)."""
+        return self.text_reply(messages, purpose=purpose, node_id=node_id, max_tokens=max_tokens,
+                               temperature=temperature).text
+
+    def text_reply(self, messages: Sequence[Message], *, purpose: str = "default",
+                   node_id: int | None = None, max_tokens: int | None = None,
+                   temperature: float | None = None) -> TextReply:
+        """`text`, and whether the output limit cut it off: for a step that must not use a partial text."""
         request = ChatRequest(messages=tuple(messages), purpose=purpose,
                               response_format=ResponseFormat.TEXT, max_tokens=max_tokens,
                               temperature=temperature, prompt=getattr(messages, "name", ""))
-        return _AccountedLLM(self, node_id).chat(request).text
+        response = _AccountedLLM(self, node_id).chat(request)
+        if response.cut_off:
+            return TextReply(complete_sentences(response.text), cut_off=True)
+        return TextReply(response.text, cut_off=False)
+
+
+@dataclass(frozen=True)
+class TextReply:
+    text: str
+    cut_off: bool  # the output limit stopped it; `text` then ends at its last complete sentence

@@ -349,9 +349,11 @@ class OmniThinkMethod(Method):
         all_sources = {s.id: s for s in ctx.graph.sources()}
         numbered = number_citations(draft, all_sources.keys())
         ordered = [all_sources[sid] for _, sid in sorted(numbered.numbering.items())]
-        polished = ctx.llm.text(prompts.POLISH_ARTICLE.render(article=numbered.text), purpose="writer",
-                                max_tokens=max(800, len(draft) // 2))
-        converted, _dropped = to_stored_markers(polished.strip(), ordered)
+        polished = ctx.llm.text_reply(prompts.POLISH_ARTICLE.render(article=numbered.text), purpose="writer",
+                                      max_tokens=max(800, len(draft) // 2))
+        if polished.cut_off:  # an edit that stopped part-way lost the article's end
+            return draft, "the polished version was cut off by the length limit; the draft is kept"
+        converted, _dropped = to_stored_markers(polished.text.strip(), ordered)
         kept = set(cited_source_ids(converted))
         drafted = set(cited_source_ids(draft))
         if len(converted) < 0.5 * len(draft) or len(kept) < 0.7 * len(drafted) or "## " not in converted:
