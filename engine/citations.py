@@ -136,8 +136,9 @@ def attribute_uncited(text: str, sources: Sequence[CitableSource], *, min_words:
     def cite(match: re.Match[str]) -> str:
         nonlocal added
         unit = match.group(0)
-        if _MODEL_CITATION.search(unit) or not unit.strip() or unit.rstrip().endswith("?"):
-            return unit  # already cited, empty, or a question (which asserts nothing)
+        if (_MODEL_CITATION.search(unit) or not unit.strip() or unit.rstrip().endswith("?")
+                or unit.lstrip().startswith("#")):
+            return unit  # already cited, empty, a question (which asserts nothing) or a heading
         bare = unit.strip().strip("-*• ").rstrip(".!?").strip().lower()
         number = titles.get(bare)
         if number is None:

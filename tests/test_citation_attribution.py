@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.citations import attribute_uncited, to_stored_markers
+from engine.methods.deot.params import DeotParams
+from engine.methods.omnithink.params import OmniThinkParams
 from engine.methods.rag import RagParams
 
 
@@ -51,8 +53,14 @@ def test_nothing_to_attribute_without_sources():
 
 
 def test_attribution_is_off_with_the_papers_values_and_on_in_the_quick_profile():
-    assert RagParams().attribute_citations is False
-    assert RagParams.quick_profile["attribute_citations"] is True
+    for params in (RagParams, DeotParams, OmniThinkParams):
+        assert params().attribute_citations is False
+        assert params.quick_profile["attribute_citations"] is True
+
+
+def test_headings_are_never_given_a_citation():
+    text = "## The Seine river flows through Paris into the English Channel\n\n## Seine"
+    assert attribute_uncited(text, SOURCES) == (text, 0)
 
 
 def test_questions_are_never_given_a_citation():

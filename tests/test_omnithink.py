@@ -22,7 +22,7 @@ import pytest
 
 from engine import cli
 from engine.citations import cited_source_ids
-from engine.llm.fake import FakeReply
+from engine.llm.fake import FakeReply, request_text
 from engine.llm.fake_server import FakeOpenAIServer
 from engine.methods.base import UnsupportedCommand
 from engine.methods.omnithink import OmniThinkMethod
@@ -399,6 +399,29 @@ def test_a_section_cut_off_by_the_length_limit_ends_at_its_last_sentence(service
     for section in article.data["sections"]:
         assert "Moreover, the final was" not in section["markdown"]
         assert section["markdown"].rstrip().endswith((".", "]"))
+
+
+@pytest.mark.parametrize("attribute", [True, False])
+def test_a_section_that_forgets_to_cite_gets_the_citations_its_sentences_are_drawn_from(services, fake_llm,
+                                                                                         attribute):
+    def uncited_writer(request):
+        # Each source's own first sentence, copied without its [n]: what small models write.
+        sources = request_text(request).split("Sources:\n\n", 1)[1]
+        firsts = [block.split("\n", 1)[1].split(". ")[0].strip() + "."
+                  for block in re.split(r"\n(?=\[\d+\] )", sources) if block.startswith("[")]
+        return "## Section\n\n" + " ".join(firsts)
+
+    fake_llm.when(WRITE_SECTION, uncited_writer)
+    fake_llm.when(POLISH_ARTICLE, lambda request: article_in(request))
+    article = _article(services, _finished(services, {**FLAT, "attribute_citations": attribute}))
+    for section in article.data["sections"]:
+        if attribute:
+            assert section["attributed_citations"] >= 1
+            assert set(cited_source_ids(section["markdown"])) <= set(section["snippets"])
+            assert cited_source_ids(section["markdown"])
+        else:
+            assert section["attributed_citations"] == 0 and not cited_source_ids(section["markdown"])
+        assert "[[S" not in section["markdown"].split("\n", 1)[0]  # never on the heading
 
 
 def test_a_faithful_polish_is_used(services, fake_llm):

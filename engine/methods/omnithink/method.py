@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine.citations import (
+    attribute_uncited,
     cited_source_ids,
     number_citations,
     source_blocks,
@@ -292,10 +293,14 @@ class OmniThinkMethod(Method):
             text = first_readable(lambda: ctx.llm.text(prompts.WRITE_SECTION.render(
                 sources=source_blocks(chosen, max_chars=900) if chosen else "(no sources)", topic=ctx.question,
                 section=heading, words=params.section_words), purpose="writer", max_tokens=params.section_words * 3))
+            attributed = 0
+            if text is not None and params.attribute_citations:
+                text, attributed = attribute_uncited(text, chosen)
             # A section the model could not write (twice) keeps its place with a note, never its junk.
             body, dropped = to_stored_markers(self._with_heading(text or SECTION_NOT_WRITTEN, section["title"]), chosen)
             results[index] = {"title": section["title"], "markdown": body, "snippets": [s.id for s in chosen],
-                              "evidence": found, "invalid_citations": dropped, UNWRITTEN: text is None}
+                              "evidence": found, "invalid_citations": dropped, "attributed_citations": attributed,
+                              UNWRITTEN: text is None}
 
         ctx.parallel([lambda i=i, section=section: write(i, section) for i, section in enumerate(sections)])
         draft = "\n\n".join(r["markdown"] for r in results if r)

@@ -10,7 +10,7 @@ from engine.methods.base import MethodParams, read_pages_field, relevance_floor_
 class OmniThinkParams(MethodParams):
     quick_profile = {
         "max_depth": 1, "subnodes": 2, "search_results": 3, "keywords_per_subtopic": 1, "max_sections": 3,
-        "section_words": 120,
+        "section_words": 120, "attribute_citations": True,
     }
 
     max_depth: int = Field(
@@ -52,4 +52,10 @@ class OmniThinkParams(MethodParams):
     section_words: int = Field(
         default=250, ge=80, le=1500,
         description="Target length of each section in words (article length = sections x this).",
+    )
+    attribute_citations: bool = Field(
+        default=False,
+        description="Add a citation [n] to a sentence of a section that cites nothing but is clearly drawn "
+        "from the section's source n (most of its words are in it). For small models that forget to cite "
+        "(the paper's writer cites by itself); counted per section in the article's data.",
     )
