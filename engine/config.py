@@ -26,6 +26,7 @@ Environment variables (a public interface, keep them stable):
 | THOUGHTMAP_LOCAL_PORT | port the built-in model server prefers on 127.0.0.1 (a free one if taken) | any free port |
 | THOUGHTMAP_LOCAL_CTX | context window of the built-in model, in tokens | 8192 |
 | THOUGHTMAP_LOCAL_THREADS | CPU threads of the built-in model | all cores |
+| THOUGHTMAP_LOCAL_GRAMMAR_FIRST | 1 gives the built-in model's JSON grammar llama-cpp-python's own order (the whole vocabulary every token, slower; for benchmarks/bench_grammar.py) | 0 |
 | THOUGHTMAP_OLLAMA_URL | where the app looks for a running Ollama | http://127.0.0.1:11434 |
 | THOUGHTMAP_EMBEDDINGS_URL | an OpenAI-compatible endpoint serving `/embeddings` (OmniThink's section evidence by similarity); unset: BM25 | unset |
 | THOUGHTMAP_EMBEDDINGS_MODEL | the embedding model at that endpoint | text-embedding-3-small |
