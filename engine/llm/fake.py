@@ -32,7 +32,7 @@ from pydantic import BaseModel
 
 from engine.llm.protocol import ChatRequest, ChatResponse, Message, ResponseFormat, TokenLogprob, Usage
 from engine.llm.schema_fill import StringSlot, fill_schema
-from engine.llm.structured import extract_json
+from engine.llm.structured import FORMAT_OPENING, REASK_OPENING, TOO_LONG_OPENING, extract_json
 from engine.llm.fake_knowledge import DEFAULTS as KNOWLEDGE_DEFAULTS
 from engine.llm.fake_research import DEFAULTS as RESEARCH_DEFAULTS
 from engine.llm.fake_research import LOGPROB_DEFAULTS
@@ -331,7 +331,7 @@ _SOURCE_HEAD = re.compile(r"^\s*\[(\d+)\]\s+(\S.*?)\s*$")
 _QUESTION_HEAD = re.compile(r"^\s*Question\s*:\s*(.*?)\s*$", re.IGNORECASE)
 _SCHEMA_MARK = re.compile(r"JSON schema:\s*", re.IGNORECASE)
 # Messages added by engine.llm.structured (format instruction, re-ask) are not the question.
-_INSTRUCTION = re.compile(r"^\s*(Answer with exactly one JSON object|That answer was not valid|Your answer was too long)")
+_INSTRUCTION = re.compile(r"^\s*(" + "|".join(map(re.escape, (FORMAT_OPENING, REASK_OPENING, TOO_LONG_OPENING))) + ")")
 _WORD = re.compile(r"[^\W_][\w'-]*")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
 

@@ -28,7 +28,11 @@ from engine.text import storable_json
 T = TypeVar("T", bound=BaseModel)
 
 DEFAULT_MAX_REASKS = 2
-TOO_LONG_FEEDBACK = ("Your answer was too long: the length limit cut it off before the JSON object was complete. "
+# How the messages ask_structured adds to a conversation begin (what the fake LLM must not read as the question).
+FORMAT_OPENING = "Answer with exactly one JSON object"
+REASK_OPENING = "That answer was not valid"
+TOO_LONG_OPENING = "Your answer was too long"
+TOO_LONG_FEEDBACK = (f"{TOO_LONG_OPENING}: the length limit cut it off before the JSON object was complete. "
                      "Write it again much shorter (fewer list items, one short sentence each) and fill in every "
                      "field. Reply with only the JSON object.")
 _FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
@@ -48,7 +52,7 @@ def schema_for(output_type: type[BaseModel]) -> dict[str, Any]:
 def format_instruction(output_type: type[BaseModel]) -> str:
     schema = json.dumps(schema_for(output_type), ensure_ascii=False, separators=(",", ":"))
     return (
-        "Answer with exactly one JSON object and nothing else (no prose, no code fence). "
+        f"{FORMAT_OPENING} and nothing else (no prose, no code fence). "
         f"It must validate against this JSON schema:\n{schema}"
     )
 
@@ -191,7 +195,7 @@ def ask_structured(
             convo.append(
                 Message(
                     "user",
-                    f"That answer was not valid: {last_error}. Reply again with only the "
+                    f"{REASK_OPENING}: {last_error}. Reply again with only the "
                     "corrected JSON object.",
                 )
             )
