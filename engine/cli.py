@@ -150,6 +150,12 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--resume", metavar="ID", help="continue a stored benchmark")
     bench.add_argument("--show", metavar="ID", help="print a stored benchmark's table")
     bench.add_argument("--list", action="store_true", help="list stored benchmarks")
+    bench.add_argument("--export", nargs=2, metavar=("ID", "FILE"),
+                       help="write a stored benchmark (definition and every scored item, not the runs) to a JSON "
+                            "file, to continue it or merge it on another machine")
+    bench.add_argument("--import", dest="import_file", type=Path, metavar="FILE",
+                       help="store a benchmark written by --export under its own id (merged into it when it is "
+                            "stored here already: finished items fill the unfinished ones); continue it with --resume ID")
     bench.add_argument("--out", type=Path, help="also write the table as Markdown to this file")
     bench.add_argument("--json", type=Path, dest="json_out", help="also write the results as JSON to this file")
     bench.add_argument("--quiet", action="store_true", help="no progress on stderr")
@@ -485,9 +491,12 @@ def cmd_bench(args) -> int:
 
     for path in (args.out, args.json_out):
         check_out_path(path)
-    modes = [flag for flag, on in (("--resume", args.resume), ("--show", args.show), ("--list", args.list)) if on]
+    modes = [flag for flag, on in (("--resume", args.resume), ("--show", args.show), ("--list", args.list),
+                                   ("--export", args.export), ("--import", args.import_file)) if on]
     if len(modes) > 1:
         raise CLIError(f"use one of {', '.join(modes)} at a time")
+    if args.export or args.import_file:
+        return _bench_archive(args)
     if not modes and not args.dataset:
         raise CLIError("name a dataset, e.g. thoughtmap bench --dataset hotpotqa-autoact --methods direct,rag --limit 20")
     services = _services()
@@ -539,6 +548,34 @@ def cmd_bench(args) -> int:
     if args.json_out:
         _write_file(args.json_out, json.dumps(to_json(table), indent=2, ensure_ascii=False))
     return EXIT_OK if bench.status in ("done", "running") else EXIT_STOPPED
+
+
+def _bench_archive(args) -> int:
+    """thoughtmap bench --export ID FILE / --import FILE (engine/evaluate/archive.py)."""
+    from engine.evaluate.archive import ArchiveError, export_benchmark, import_benchmark, read_archive, write_archive
+    from storage.evaluation import BenchmarkNotFound, EvaluationStore
+
+    services = _services()
+    try:
+        store = EvaluationStore(services.db)
+        if args.export:
+            benchmark_id, out = args.export[0], Path(args.export[1])
+            check_out_path(out, "--export")
+            archive = export_benchmark(store, benchmark_id)
+            write_archive(archive, out)
+            done = sum(1 for i in archive.items if i.status in ("scored", "failed"))
+            _say(f"benchmark {archive.benchmark.id}: {done} of {len(archive.items)} item runs finished, written to {out}")
+            return EXIT_OK
+        archive = read_archive(args.import_file)
+        bench, filled = import_benchmark(store, archive)
+        left = sum(1 for r in store.list_items(bench.id) if r.status not in ("scored", "failed"))
+        _say(f"benchmark {bench.id}: {filled} finished item runs imported, {left} left"
+             + (f"; continue it with: thoughtmap bench --resume {bench.id}" if left else ""))
+        return EXIT_OK
+    except (ArchiveError, BenchmarkNotFound) as exc:
+        raise CLIError(str(exc)) from exc
+    finally:
+        services.close()
 
 
 def _pairwise(services, bench_runner, bench, protocol: str) -> str:

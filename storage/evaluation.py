@@ -72,6 +72,49 @@ class EvaluationStore(Store):
                    .values(status=status, note=note, finished_at=finished))
             s.commit()
 
+    def import_benchmark(self, bench: Benchmark, rows: Sequence[BenchmarkItem]) -> int:
+        """Stores a benchmark carried from another database (`engine/evaluate/archive.py`) with its
+        rows, in one transaction; returns how many finished rows it brought. When the id is stored
+        already (the same benchmark, continued elsewhere), a finished row fills a row that is not
+        finished here, and nothing finished here is replaced. A stored benchmark of the same id that
+        is a different benchmark (dataset, methods, seed or sample) is refused: ValueError."""
+        finished = [r for r in rows if r.status in ItemStatus.FINISHED]
+        with self._session() as s:
+            stored = s.get(Benchmark, bench.id)
+            if stored is None:
+                s.add(bench)
+                s.flush()  # the benchmark row first: the items' foreign key refers to it
+                s.add_all(rows)
+                filled = len(finished)
+            else:
+                here = {(r.item_id, r.method): r for r in s.exec(
+                    select(BenchmarkItem).where(BenchmarkItem.benchmark_id == bench.id)).all()}
+                if (stored.dataset, list(stored.methods), stored.seed) != (bench.dataset, list(bench.methods), bench.seed) \
+                        or set(here) != {(r.item_id, r.method) for r in rows}:
+                    raise ValueError(f"a different benchmark with the id {bench.id} is stored here "
+                                     f"({stored.dataset}, {', '.join(stored.methods)}, seed {stored.seed}, "
+                                     f"{stored.limit} items); the file's cannot be merged into it")
+                filled = 0
+                for row in finished:
+                    mine = here[(row.item_id, row.method)]
+                    if mine.status in ItemStatus.FINISHED:
+                        continue
+                    if mine.run_id is not None:
+                        continue  # under way (or interrupted) here: its own run finishes it
+                    for key in ("status", "prediction", "metrics", "eval_usage", "error", "finished_at"):
+                        setattr(mine, key, getattr(row, key))
+                    s.add(mine)
+                    filled += 1
+                if stored.status != BenchmarkStatus.DONE and all(
+                        r.status in ItemStatus.FINISHED for r in here.values()):
+                    stored.status, stored.finished_at = BenchmarkStatus.DONE, utcnow()
+                    s.add(stored)
+            if stored is None and len(finished) == len(rows):
+                bench.status, bench.finished_at = BenchmarkStatus.DONE, utcnow()
+                s.add(bench)
+            s.commit()
+        return filled
+
     # ----------------------------------------------------------------- items
 
     def list_items(self, benchmark_id: str, *, method: str | None = None) -> list[BenchmarkItem]:
