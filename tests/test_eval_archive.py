@@ -15,6 +15,7 @@ from engine.config import load_settings
 from engine.evaluate.runner import BenchmarkRunner, BenchmarkSpec
 from engine.services import build_services
 from storage.evaluation import EvaluationStore, ItemStatus
+from tests.db_backends import _fresh_postgres_database, _postgres_url, database_url  # noqa: F401 - a fixture
 
 
 def _open(home: Path, monkeypatch):
@@ -187,3 +188,60 @@ def test_a_different_benchmark_under_the_same_id_is_not_merged_into(prebuilt_cor
     finally:
         services.close()
     assert {k: (r.status, r.metrics) for k, r in after.items()} == {k: (r.status, r.metrics) for k, r in before.items()}
+
+
+def _second_database(database_url: str, tmp_path: Path) -> str:
+    if database_url.startswith("sqlite"):
+        return f"sqlite:///{tmp_path / 'other.sqlite3'}"
+    return _fresh_postgres_database(_postgres_url())
+
+
+def test_export_and_import_keep_every_field_on_each_database(database_url, tmp_path):
+    """The storage round trip on SQLite and PostgreSQL: JSON metrics, texts, times and the merge."""
+    from engine.evaluate.archive import export_benchmark, import_benchmark, read_archive, write_archive
+    from engine.evaluate.datasets import load_items
+    from storage import open_database
+
+    items = [i.id for i in load_items("hotpotqa-autoact", limit=3)]
+    source_db = open_database(database_url)
+    target_db = open_database(_second_database(database_url, tmp_path))
+    try:
+        source = EvaluationStore(source_db)
+        bench = source.create_benchmark(dataset="hotpotqa-autoact", methods=["direct", "rag"], items=items, limit=3,
+                                        seed=13, params={"rag": {"top_k": 10}}, llm_info={"kind": "local"},
+                                        search_mode="local", max_tokens=5000)
+        rows = source.list_items(bench.id)
+        source.finish_item(rows[0].id, status=ItemStatus.SCORED, prediction="Arthur's Magazine ünïcode",
+                           metrics={"em": 1.0, "f1": 1.0, "recall_all": True, "judge_error": None},
+                           eval_usage={"calls": 1, "prompt_tokens": 12})
+        source.finish_item(rows[1].id, status=ItemStatus.FAILED, prediction="", metrics={"em": 0.0},
+                           eval_usage={}, error="nothing was answered")
+        source.attach_run(rows[2].id, "someRunId")  # under way: travels as not started
+        path = tmp_path / "bench.json"
+        write_archive(export_benchmark(source, bench.id), path)
+
+        target = EvaluationStore(target_db)
+        imported, filled = import_benchmark(target, read_archive(path))
+        assert filled == 2 and imported.id == bench.id and imported.status == "stopped"
+        assert (imported.params, imported.llm_info, imported.max_tokens) == ({"rag": {"top_k": 10}}, {"kind": "local"}, 5000)
+        got = target.list_items(bench.id)
+        assert [(r.item_id, r.method, r.status) for r in got] == [
+            (r.item_id, r.method, r.status if r.status in ItemStatus.FINISHED else ItemStatus.PENDING)
+            for r in source.list_items(bench.id)]
+        assert got[0].prediction == "Arthur's Magazine ünïcode" and got[0].metrics["recall_all"] is True
+        assert got[0].eval_usage == {"calls": 1, "prompt_tokens": 12} and got[0].finished_at is not None
+        assert got[1].error == "nothing was answered" and all(r.run_id is None for r in got)
+
+        # The target finishes the rest; the source takes it back without touching its own rows.
+        for row in got[2:]:
+            target.finish_item(row.id, status=ItemStatus.SCORED, prediction="x", metrics={"em": 0.0}, eval_usage={})
+        write_archive(export_benchmark(target, bench.id), path)
+        merged, filled = import_benchmark(source, read_archive(path))
+        after = source.list_items(bench.id)
+        assert after[0].prediction == "Arthur's Magazine ünïcode"
+        assert after[2].run_id == "someRunId" and after[2].status == ItemStatus.RUNNING  # its own run decides
+        assert filled == len(after) - 3 and all(r.status == ItemStatus.SCORED for r in after[3:])
+        assert merged.status != "done"  # one row is still under way here
+    finally:
+        source_db.dispose()
+        target_db.dispose()
