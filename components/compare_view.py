@@ -84,8 +84,11 @@ def _run_column(services: Services, run_id: str) -> None:
         if report is None:
             st.caption("The report appears here when the run has written it.")
         else:
-            render_document(st, reads.memo("compare-markdown",
-                                           lambda: without_title(render_markdown(services.repo, run_id))))
+            # Each column's source entries are named by its method ("Deot source 1"): the columns share a
+            # page, and a citation must jump to its own report's entry, not the first column's.
+            words = (run.method, "source")
+            render_document(st, reads.memo("compare-markdown", lambda: without_title(
+                render_markdown(services.repo, run_id, source_words=words))))
     if st.button("Open on Explore", key=f"compare-open-{run_id}"):
         st.session_state["run_id"] = run_id
         st.switch_page("pages/explore.py", query_params={"run": run_id})

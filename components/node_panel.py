@@ -27,6 +27,8 @@ from storage.models import Command, CommandStatus, Node, NodeStatus, Run, RunEve
 PRUNED = "Pruned: nothing grows under this node and the report leaves it out."
 NOTHING_APPLIES = "No command applies to this node now."
 NO_STEERING = "This method has no steering."
+# The method steers the whole run (the research agent's add a query, drop a source), not single nodes.
+RUN_STEERING_ONLY = "This method is steered as a whole, not node by node: see its commands below the map."
 
 
 def node_data(contract: MethodContract | None, node: Node) -> NodeData | None:
@@ -92,7 +94,8 @@ def steering_actions(services: Services, run: Run, node: Node, contract: MethodC
         st.caption(f"This app does not serve the method '{sanitize(run.method)}', so the run cannot be steered here.")
         return
     if not any(spec.targets_node for spec in contract.commands.values()):
-        st.caption(NO_STEERING)
+        run_level = any(spec.listed and spec.name != "regenerate_report" for spec in contract.commands.values())
+        st.caption(RUN_STEERING_ONLY if run_level else NO_STEERING)
         return
     specs = contract.commands_for(node)
     if not specs:

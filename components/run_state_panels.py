@@ -5,16 +5,20 @@ target no node). Built from the declarations alone."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import streamlit as st
 from pydantic import ValidationError
 
 from components.commands import command_control, send
 from components.live_run import RunReads
 from components.safe_markdown import render, sanitize
+from components.step_log import OPEN_COMMAND, command_node, command_state
 from engine.graph import RunGraph
+from engine.safe_text import inline_text
 from engine.methods.contract import CommandSpec, MethodContract, Notice, RunStateModel
 from engine.services import Services
-from storage.models import Run
+from storage.models import Command, CommandStatus, Run
 
 
 def _state_versions(services: Services, run: Run, contract: MethodContract, name: str) -> list[RunStateModel]:
@@ -72,12 +76,29 @@ def notices(services: Services, run: Run, contract: MethodContract, reads: RunRe
                 send(services, run, spec, {})
 
 
-def run_commands(services: Services, run: Run, contract: MethodContract) -> None:
+def run_command_states(contract: MethodContract, commands: Sequence[Command]) -> None:
+    """The run-level commands on their way, then the latest one finished (applied, or refused with
+    the reason): a refusal is said where the command was given, not only in the step log."""
+    mine = [c for c in commands if command_node(c) is None and c.kind in contract.commands
+            and not contract.commands[c.kind].targets_node and contract.commands[c.kind].listed]
+    for command in reversed([c for c in mine if c.status in OPEN_COMMAND]):
+        st.info(inline_text(command_state(contract, command)), icon=":material/schedule:")
+    finished = [c for c in mine if c.status not in OPEN_COMMAND]
+    if finished:
+        text = inline_text(command_state(contract, finished[-1]))
+        if finished[-1].status == CommandStatus.DONE:
+            st.success(text, icon=":material/check:")
+        else:
+            st.warning(text, icon=":material/block:")
+
+
+def run_commands(services: Services, run: Run, contract: MethodContract, commands: Sequence[Command] = ()) -> None:
     """The run-level commands (e.g. rewrite the outline) as buttons, with their forms when they take
-    a payload."""
+    a payload, under what became of the latest ones."""
     specs = contract.run_commands
     if not specs:
         return
+    run_command_states(contract, commands)
     plain = [spec for spec in specs if not spec.form_fields()]
     if plain:
         for column, spec in zip(st.columns(max(len(plain), 3)), plain, strict=False):
@@ -89,7 +110,8 @@ def run_commands(services: Services, run: Run, contract: MethodContract) -> None
                 command_control(services, run, spec, key=f"run-cmd-{run.id}")
 
 
-def side_panels(services: Services, run: Run, contract: MethodContract, reads: RunReads | None = None) -> None:
+def side_panels(services: Services, run: Run, contract: MethodContract, reads: RunReads | None = None,
+                commands: Sequence[Command] = ()) -> None:
     notices(services, run, contract, reads)
     state_panels(services, run, contract, reads)
-    run_commands(services, run, contract)
+    run_commands(services, run, contract, commands)

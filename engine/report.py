@@ -76,7 +76,9 @@ def report_title(text: str) -> str:
     return text[:TITLE_CHARS].rsplit(" ", 1)[0] + " …"
 
 
-def render_markdown(repo: Repository, run_id: str) -> str:
+def render_markdown(repo: Repository, run_id: str, source_words: tuple[str, ...] = SOURCE_WORDS) -> str:
+    """The run's Markdown report. `source_words` name its source entries (hence their anchors): a page
+    that shows several reports gives each its own, so a report's `[n]` never jumps into another's."""
     run = repo.get_run(run_id)
     sources = {s.id: s for s in repo.list_sources(run_id)}
     report = repo.latest_report(run_id)
@@ -99,14 +101,14 @@ def render_markdown(repo: Repository, run_id: str) -> str:
         f" · *Tokens:* {run.prompt_tokens + run.completion_tokens}"
         f" · *Cost:* ${run.cost:.4f}",
         "",
-        note + link_citations(rendered.text.strip(), rendered.numbering.keys(), SOURCE_WORDS),
+        note + link_citations(rendered.text.strip(), rendered.numbering.keys(), source_words),
         "",
     ]
     if rendered.numbering:
         lines += ["## Sources", ""]
         for number, source_id in sorted(rendered.numbering.items()):
             # A small heading per entry: its generated id is where the body's `[n]` links go.
-            lines += [f"###### {entry_heading(SOURCE_WORDS, number)}", _source_line(number, sources[source_id]), ""]
+            lines += [f"###### {entry_heading(source_words, number)}", _source_line(number, sources[source_id]), ""]
     return "\n".join(lines)
 
 

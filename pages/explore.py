@@ -150,7 +150,7 @@ if current:
                 node_panel(services, run, node, contract, reads, commands=commands, events=events, numbers=numbers)
         step_log(events, numbers, key=f"log-{run_id}", selected=st.session_state.get(selected_key))
         if contract is not None:
-            side_panels(services, run, contract, reads)
+            side_panels(services, run, contract, reads, commands)
 
     live_view(current, active)
 

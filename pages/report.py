@@ -12,6 +12,7 @@ from engine.export import build_document, to_docx, to_pdf
 from engine.export.pdf import pdf_font_missing
 from engine.report import export_json, render_markdown
 from engine.runner import RunnerError
+from storage.repository import RunNotFound
 
 services = get_services()
 repo = services.repo
@@ -22,9 +23,27 @@ if not runs:
     st.info("No runs yet. Start one on the Explore page.")
     st.stop()
 ids = [r.id for r in runs]
-titles = {r.id: f"{(r.title or r.question)[:80]} · {r.method} · {r.status} · {r.created_at:%Y-%m-%d %H:%M} · {r.id}"
-          for r in runs}
-current = st.query_params.get("run") or st.session_state.get("run_id")
+
+
+def _title(r) -> str:
+    return f"{(r.title or r.question)[:80]} · {r.method} · {r.status} · {r.created_at:%Y-%m-%d %H:%M} · {r.id}"
+
+
+titles = {r.id: _title(r) for r in runs}
+asked = st.query_params.get("run")
+current = asked or st.session_state.get("run_id")
+if current and current not in ids:
+    try:
+        older = repo.get_run(current)  # older than the newest 200: still this page's to show
+    except RunNotFound:
+        if asked:  # a link or an address names it: say so, never show another run in its place
+            st.error(f"There is no run '{asked}' (deleted?). The newest run is shown instead: pick another below "
+                     "or in Sessions.")
+            del st.query_params["run"]
+        current = None
+    else:
+        ids.append(older.id)
+        titles[older.id] = _title(older)
 if current in ids:
     # The run open elsewhere (Explore, a link, a reload) wins over this picker's last choice.
     st.session_state["report-run"] = current

@@ -243,8 +243,9 @@ class Repository:
     ) -> list[Run]:
         stmt = select(Run)
         if text:
-            like = f"%{text}%"
-            stmt = stmt.where(or_(col(Run.question).ilike(like), col(Run.title).ilike(like)))
+            # Escaped: a search for "%" or "_" finds those characters, not every run.
+            stmt = stmt.where(or_(col(Run.question).icontains(text, autoescape=True),
+                                  col(Run.title).icontains(text, autoescape=True)))
         if method:
             stmt = stmt.where(Run.method == method)
         if status:

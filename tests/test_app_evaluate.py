@@ -149,6 +149,11 @@ def test_a_comparison_runs_each_method_with_the_same_budget_side_by_side(service
     for run_id in run_ids:
         assert len(no_map[f"compare-map-{run_id}"].nodes) == services.repo.get_run(run_id).node_count
     assert [h.value for h in at.subheader][:2] == [services.methods[m].title for m in ("direct", "rag")]
+    # Each column's citations link to its own source entries: rag's [1] to "Rag source 1", never to an
+    # anchor another column's report could also have (#source-1).
+    cited = [m.value for m in at.markdown if "###### Rag source 1" in m.value]
+    assert len(cited) == 1 and "](#rag-source-1)" in cited[0]
+    assert not any("](#source-" in m.value for m in at.markdown)
     usage = [c for c in texts(at.caption) if "nodes done" in c]
     assert len(usage) == 2 and all("done" in u and "tokens" in u for u in usage)
     for run_id in run_ids:

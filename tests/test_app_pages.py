@@ -383,6 +383,11 @@ def test_node_click_then_expand_adds_n_aspects(services, monkeypatch):
     at = _open_on_node(services, monkeypatch, run_id, target.id)
     key = f"steer-{run_id}-{target.id}"
     assert at.number_input(key=f"{key}-expand.n").value == 2
+    # Out of range: refused in the form's words, with what is allowed; nothing queued.
+    at.number_input(key=f"{key}-expand.n").set_value(500)
+    at.button(key=f"{key}-expand").click().run()
+    assert "Could not expand: New branches is 500; allowed: 1 to 8." in texts(at.error)
+    assert services.repo.list_commands(run_id) == []
     at.number_input(key=f"{key}-expand.n").set_value(1)
     at.button(key=f"{key}-expand").click().run()
     command = _after_steering(services, at, run_id, "expand")
@@ -776,3 +781,44 @@ def test_an_out_of_range_parameter_blocks_start_with_the_reason(services):
     errors = joined(at.error)
     assert "max_nodes=-5" in errors and "greater than or equal to 1 (allowed: 1 to 200)" in errors
     assert services.repo.list_runs() == []
+
+
+def test_the_report_page_says_when_the_run_it_is_asked_for_does_not_exist(services):
+    shown = run_to_end(services, "Who wrote the play Hamlet?", "direct")
+    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
+    at.query_params["run"] = "deadbeef0000"  # a deleted run's link
+    at.switch_page("pages/report.py").run()
+    assert_no_exception(at)
+    assert "There is no run 'deadbeef0000' (deleted?). The newest run is shown instead" in joined(at.error)
+    assert at.selectbox(key="report-run").value == shown
+
+
+def test_the_report_page_opens_a_run_older_than_its_picker_lists(services, monkeypatch):
+    old = run_to_end(services, "Who wrote the play Hamlet?", "direct")
+    run_to_end(services, "Who built the Eiffel Tower?", "direct")
+    newest = run_to_end(services, "Who painted the Mona Lisa?", "direct")
+    real = services.repo.list_runs
+    monkeypatch.setattr(services.repo, "list_runs", lambda *a, **k: [r for r in real(*a, **k) if r.id == newest])
+    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
+    at.query_params["run"] = old
+    at.switch_page("pages/report.py").run()
+    assert_no_exception(at)
+    assert not at.error and at.selectbox(key="report-run").value == old
+    assert [o.rsplit(" · ", 1)[1] for o in at.selectbox(key="report-run").options] == [newest, old]
+
+
+def test_a_refused_run_level_command_is_said_where_it_was_given(services):
+    """The research agent is steered as a whole: its node panel says so, and a refused "Drop a
+    source" shows the reason beside the command, not only in the step log."""
+    run_id = run_to_end(services, QUESTION, "research", {"max_searches": 0})
+    at = open_page(run_id=run_id)
+    assert_no_exception(at)
+    assert "This method is steered as a whole, not node by node" in " ".join(texts(at.caption))
+    key = f"run-cmd-{run_id}-drop_source"
+    at.number_input(key=f"{key}.number").set_value(99)
+    at.button(key=key).click().run()
+    assert_no_exception(at)
+    assert not at.error, texts(at.error)
+    wait_until_idle(services, run_id)
+    at.run()
+    assert any("Drop a source refused: " in w and "99" in w for w in texts(at.warning)), texts(at.warning)

@@ -178,6 +178,12 @@ def test_list_filter_rename_delete(repo):
     b = repo.create_run(question="Capital of France", method="direct", params={})
     repo.set_status(b.id, RunStatus.DONE)
     assert [r.id for r in repo.list_runs(text="arthur")] == [a.id]
+    c = repo.create_run(question="What share is 50% of_all?", method="rag", params={})
+    # % and _ are searched for as themselves, not as wildcards (on SQLite and PostgreSQL).
+    assert [r.id for r in repo.list_runs(text="%")] == [c.id]
+    assert [r.id for r in repo.list_runs(text="_")] == [c.id]
+    assert [r.id for r in repo.list_runs(text="0% OF_")] == [c.id]
+    repo.delete_run(c.id)
     assert [r.id for r in repo.list_runs(method="direct")] == [b.id]
     assert [r.id for r in repo.list_runs(status=RunStatus.DONE)] == [b.id]
     assert repo.find_run(a.id[:6]).id == a.id
