@@ -47,11 +47,16 @@ def split_list(text: str) -> list[str]:
     return [item.strip() for item in (text or "").split(",") if item.strip()]
 
 
+# Abbreviations kept in capitals in a label made from a field's name ("llm_planner" -> "LLM planner").
+_ACRONYMS = {"Llm": "LLM", "llm": "LLM", "Kg": "KG", "kg": "KG", "Url": "URL", "url": "URL"}
+
+
 def field_label(name: str, info: FieldInfo | None = None) -> str:
     """The field's declared title (`Field(title=...)`), else its name as words."""
     if info is not None and info.title:
         return info.title
-    return name.replace("_", " ").capitalize()
+    words = name.split("_")
+    return " ".join(_ACRONYMS.get(w, w) for w in [words[0].capitalize(), *words[1:]])
 
 
 def field_widget(name: str, info: FieldInfo, *, key: str, default: Any) -> Any:

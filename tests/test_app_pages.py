@@ -172,7 +172,9 @@ def test_explore_params_form_follows_the_methods_params(services, name):
     params = METHODS[name].Params
     for field_name, info in params.model_fields.items():
         widget = at.main.get_by_key(f"params-{name}.{field_name}")
-        assert widget.label == field_name.replace("_", " ").capitalize()
+        # The name as words, abbreviations in capitals ("llm_planner" -> "LLM planner").
+        words = field_name.replace("_", " ").capitalize().split(" ")
+        assert widget.label == " ".join({"Llm": "LLM", "llm": "LLM"}.get(w, w) for w in words)
         assert widget.value == info.default
         assert widget.help.startswith(info.description or "")
         low = next((m.ge for m in info.metadata if hasattr(m, "ge")), None)
