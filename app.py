@@ -2,7 +2,9 @@
 
 import streamlit as st
 
-st.set_page_config(page_title="Thoughtmap", page_icon=":material/hub:", layout="wide")
+# An emoji favicon is drawn by the page itself; a ":material/…" one is fetched from Google's font
+# servers, which an offline machine cannot reach (a failed request on every page).
+st.set_page_config(page_title="Thoughtmap", page_icon="🧠", layout="wide")
 
 navigation = st.navigation([
     st.Page("pages/explore.py", title="Explore", icon=":material/explore:", default=True),

@@ -26,6 +26,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
@@ -203,6 +204,15 @@ def page(chromium, request):
         dialog.dismiss()
 
     page.on("dialog", on_dialog)
+    # Requests the page sends past this machine (the app runs offline: there should be none).
+    page.outside_requests = []
+
+    def on_request(req) -> None:
+        parts = urllib.parse.urlsplit(req.url)
+        if parts.scheme in ("http", "https", "ws", "wss") and parts.hostname not in ("127.0.0.1", "localhost", "::1"):
+            page.outside_requests.append(req.url)
+
+    page.on("request", on_request)
     try:
         yield page
     finally:

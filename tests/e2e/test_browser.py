@@ -140,4 +140,5 @@ def test_research_watch_steer_report_restart(streamlit_app, page, shot, app_repo
     assert repo.get_run(run_id).status == RunStatus.DONE
     shot(page, "6-reopened")
     assert page.dialogs == []
+    assert page.outside_requests == [], "the offline app asked for something past this machine"
     print(f"scenario took {time.monotonic() - started:.1f} s")
