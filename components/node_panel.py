@@ -47,8 +47,9 @@ def node_caption(contract: MethodContract | None, node: Node) -> str:
     return data.caption() if data is not None else ""
 
 
-# How many of a node's finished commands the panel still shows (the step log has them all).
-FINISHED_SHOWN = 2
+# How many of a node's finished commands the panel still shows (the step log has them all): the
+# latest only, so an older refusal does not stand beside a later command that was applied.
+FINISHED_SHOWN = 1
 _WAITING = {CommandStatus.QUEUED: "queued", CommandStatus.TAKEN: "applying"}
 
 
@@ -67,8 +68,8 @@ def when_it_applies(contract: MethodContract | None, command: Command, node: Nod
 
 def command_states(contract: MethodContract | None, node: Node, commands: Sequence[Command], number: int,
                    step: str | None) -> None:
-    """The node's commands on their way (queued, applying), then the latest finished ones
-    (applied, or refused with the reason), newest first."""
+    """The node's commands on their way (queued, applying), then the latest finished one
+    (applied, or refused with the reason)."""
     mine = [c for c in commands if command_node(c) == node.id]
     waiting = [c for c in mine if c.status in OPEN_COMMAND]
     finished = [c for c in mine if c.status not in OPEN_COMMAND][-FINISHED_SHOWN:]
