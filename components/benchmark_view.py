@@ -166,7 +166,9 @@ def _item_table(bench: Benchmark, rows: list[BenchmarkItem], items: dict[str, It
     if not with_runs:
         st.caption("No item has a run yet.")
         return
-    labels = {r.id: f"{r.item_id} · {titles.get(r.method, r.method)} · {r.status}" for r in with_runs}
+    # No status in the label: the browser kept showing the label it first drew ("· running") after the
+    # item finished; the table above says each item's status.
+    labels = {r.id: f"{r.item_id} · {titles.get(r.method, r.method)}" for r in with_runs}
     cols = st.columns([4, 1], vertical_alignment="bottom")
     picked = cols[0].selectbox("An item's run", list(labels), format_func=labels.get, key=f"bench-pick-{bench.id}",
                                help="Open the run to see why it scored what it did: its map, steps and report.")
