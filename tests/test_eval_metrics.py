@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -26,6 +27,8 @@ from engine.evaluate.metrics import (
     yes_no_accuracy,
 )
 from storage.models import LLMCall, Node
+
+T0 = datetime(2026, 11, 26, 12, 0, tzinfo=timezone.utc)
 
 # --- EM / F1: the SQuAD v1.1 script's behaviour ------------------------------------------------
 
@@ -274,8 +277,10 @@ def _tree() -> tuple[list[Node], list[LLMCall]]:
     #                 4 (5.0)
     nodes = [Node(id=1, run_id="r", kind="question"), Node(id=2, run_id="r", parent_id=1, kind="answer"),
              Node(id=3, run_id="r", parent_id=1, kind="aspect"), Node(id=4, run_id="r", parent_id=3, kind="answer")]
-    calls = [LLMCall(run_id="r", node_id=node_id, latency_s=seconds)
-             for node_id, seconds in [(1, 2.0), (2, 3.0), (2, 1.0), (3, 1.5), (4, 5.0), (None, 0.5), (None, 1.0)]]
+    # One after the other in time (each ends an hour after the one before), as a run's own calls are.
+    calls = [LLMCall(run_id="r", node_id=node_id, latency_s=seconds, created_at=T0 + timedelta(hours=i))
+             for i, (node_id, seconds) in enumerate([(1, 2.0), (2, 3.0), (2, 1.0), (3, 1.5), (4, 5.0), (None, 0.5),
+                                                     (None, 1.0)])]
     return nodes, calls
 
 
@@ -287,6 +292,21 @@ def test_critical_path_takes_the_slowest_chain_plus_run_level_calls() -> None:
     extra = LLMCall(run_id="r", node_id=99, latency_s=0.25)
     assert critical_path_seconds(nodes, [*calls, extra]) == pytest.approx(10.25)
     assert critical_path_seconds([], calls[-2:]) == pytest.approx(1.5)
+
+
+def test_a_nodes_concurrent_calls_count_once_on_the_critical_path() -> None:
+    """MTQA extracts its chunks concurrently under one node: their latencies overlap in time (each
+    includes waiting for the model), so the node weighs the span they covered, not their sum."""
+    nodes = [Node(id=1, run_id="r", kind="question"), Node(id=2, run_id="r", parent_id=1, kind="knowledge")]
+    end = T0 + timedelta(seconds=100)
+    wave = [LLMCall(run_id="r", node_id=2, latency_s=s, created_at=end - timedelta(seconds=10 - s))
+            for s in (4.0, 7.0, 10.0)]  # all started at 90 s; ended at 94, 97 and 100 s
+    later = LLMCall(run_id="r", node_id=2, latency_s=2.0, created_at=end + timedelta(seconds=5))  # 103-105 s
+    assert critical_path_seconds(nodes, wave) == pytest.approx(10.0)
+    assert critical_path_seconds(nodes, [*wave, later]) == pytest.approx(12.0)
+    # Calls stored without a time (hand-made) are taken one after the other.
+    bare = [LLMCall(run_id="r", node_id=2, latency_s=1.5, created_at=None) for _ in range(2)]
+    assert critical_path_seconds(nodes, bare) == pytest.approx(3.0)
 
 
 def test_critical_path_refuses_a_cycle() -> None:

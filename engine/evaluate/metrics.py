@@ -12,6 +12,7 @@ import string
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Protocol
 
 import numpy as np
@@ -348,23 +349,43 @@ class _TreeNode(Protocol):
 class _TimedCall(Protocol):
     node_id: int | None
     latency_s: float
+    created_at: datetime | None  # when the call was stored: its end
+
+
+def _busy_seconds(calls: list[_TimedCall]) -> float:
+    """Seconds during which at least one of the calls ran: the union of their [end − latency, end]
+    intervals, so calls made concurrently (MTQA's chunk extractions under one node) count once, and
+    calls made one after the other add up. A call without a time is taken to run on its own."""
+    timed = sorted((c.created_at.timestamp() - c.latency_s, c.created_at.timestamp())
+                   for c in calls if c.created_at is not None)
+    total = sum(c.latency_s for c in calls if c.created_at is None)
+    current_start = current_end = None
+    for start, end in timed:
+        if current_end is None or start > current_end:
+            if current_end is not None:
+                total += current_end - current_start
+            current_start, current_end = start, end
+        else:
+            current_end = max(current_end, end)
+    if current_end is not None:
+        total += current_end - current_start
+    return total
 
 
 def critical_path_seconds(nodes: Iterable[_TreeNode], calls: Iterable[_TimedCall]) -> float:
     """The run's wall time if every branch ran at once, for any method: the longest root-to-leaf
-    chain of the tree, each node weighing the summed latency of its LLM calls (a child starts
-    after its parent's calls, siblings run concurrently), plus the run-level calls (node_id None:
-    planning before the tree and the report after it, which run in sequence). Works on
-    `storage.models.Node` / `LLMCall` or anything with those attributes. A call whose node is not
-    among `nodes` still took time that no branch can hide: it is counted like a run-level call."""
+    chain of the tree, each node weighing the time its LLM calls were running (a child starts after
+    its parent's calls, siblings run concurrently; a node's own concurrent calls overlap, its
+    sequential ones add up), plus the run-level calls (node_id None: planning before the tree and
+    the report after it, which run in sequence). Works on `storage.models.Node` / `LLMCall` or
+    anything with those attributes. A call whose node is not among `nodes` still took time that no
+    branch can hide: it is counted like a run-level call."""
     parent = {node.id: node.parent_id for node in nodes if node.id is not None}
-    own = dict.fromkeys(parent, 0.0)
-    sequential = 0.0
+    by_node: dict[int | None, list[_TimedCall]] = {}
     for call in calls:
-        if call.node_id in own:
-            own[call.node_id] += call.latency_s
-        else:
-            sequential += call.latency_s
+        by_node.setdefault(call.node_id if call.node_id in parent else None, []).append(call)
+    own = {node_id: _busy_seconds(by_node.get(node_id, [])) for node_id in parent}
+    sequential = _busy_seconds(by_node.get(None, []))
     # chain[n] = seconds from the root down to n, inclusive; filled iteratively (trees can be deep).
     chain: dict[int, float] = {}
     for start in parent:
