@@ -51,7 +51,7 @@ def wall_seconds(run: Run) -> float | None:
 
 
 def progress_line(run: Run, nodes: Sequence[Node], lifecycle: Sequence[RunEvent]) -> str:
-    """status · nodes done/total · active time (wall time) · tokens · cost, as plain text."""
+    """status · nodes done/total (pruned, failed) · active time (wall time) · tokens · cost, as plain text."""
     done = sum(n.status == NodeStatus.DONE for n in nodes)
     wall = wall_seconds(run)
     # While the run executes, its open segment runs to now; otherwise to its last event.
@@ -62,7 +62,12 @@ def progress_line(run: Run, nodes: Sequence[Node], lifecycle: Sequence[RunEvent]
         time_part = f"active {minutes(active)} (wall {minutes(wall)})"
     else:  # a run of an earlier release: no lifecycle events to tell active time by
         time_part = f"wall {minutes(wall)}"
-    return " · ".join([run.status, f"{done} / {len(nodes)} nodes done", time_part,
+    # Nodes that will never be done, said beside the count: "12 / 17 nodes done" alone reads as
+    # unfinished work on a finished run whose other 5 were pruned.
+    ended = [f"{count} {status}" for status in (NodeStatus.PRUNED, NodeStatus.FAILED)
+             if (count := sum(n.status == status for n in nodes))]
+    nodes_part = f"{done} / {len(nodes)} nodes done" + (f" ({', '.join(ended)})" if ended else "")
+    return " · ".join([run.status, nodes_part, time_part,
                        f"{run.prompt_tokens + run.completion_tokens:,} tokens", f"${run.cost:.4f}"])
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 _LINE = re.compile(
-    r"^(?P<status>\w+) · (?P<done>\d+) / (?P<total>\d+) nodes done · "
+    r"^(?P<status>\w+) · (?P<done>\d+) / (?P<total>\d+) nodes done(?: \((?P<ended>[^)]*)\))? · "
     r"(?:not started|(?:active (?P<active>[\d:]+) \(wall (?P<wall>[\d:]+)\))|wall (?P<wall_only>[\d:]+)) · "
     r"(?P<tokens>[\d,]+) tokens · \$(?P<cost>[\d.]+)$")
 

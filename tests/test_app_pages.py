@@ -357,6 +357,10 @@ def test_node_click_then_prune_prunes_the_node(services, monkeypatch):
     assert len(services.repo.list_reports(run_id)) == reports + 1  # the report leaves it out
     assert any("Pruned: nothing grows under this node" in t for t in texts(at.caption))
     assert f"steer-{run_id}-{target.id}-prune" not in {b.key for b in at.button}
+    # The progress line says why not every node is done.
+    nodes = services.repo.list_nodes(run_id)
+    pruned = sum(n.status == NodeStatus.PRUNED for n in nodes)
+    assert progress_of(at)["ended"] == f"{pruned} pruned" and pruned >= 1
 
 
 def test_node_click_then_ask_adds_the_users_question(services, monkeypatch):
