@@ -34,6 +34,7 @@ from components.map_legend import legend
 from components.map_style import NEUTRAL_FILL, PRUNED_FILL, is_dark, status_style
 from engine.methods.contract import EdgeKind, Layout, MethodContract, NodeKind
 from engine.node_numbers import node_numbers
+from engine.safe_text import cut_at_word
 from storage.models import Edge, Node, NodeStatus
 
 # How the map is laid out in vis-network.
@@ -63,8 +64,7 @@ def short_label(text: str, limit: int = 42) -> str:
     text = " ".join(text.split())
     if len(text) <= limit:
         return text
-    cut = text[:limit].rsplit(" ", 1)[0]
-    return cut + "…"
+    return cut_at_word(text, limit) + "…"
 
 
 def wrap_label(text: str, width: int = LABEL_WIDTH, lines: int = LABEL_LINES) -> str:

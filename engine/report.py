@@ -16,7 +16,7 @@ from typing import Any
 
 from engine.citation_links import entry_heading, link_citations
 from engine.citations import Rendered, cited_source_ids, number_citations
-from engine.safe_text import code_span, inline_text, markdown_block, one_line, url_text
+from engine.safe_text import code_span, cut_at_word, inline_text, markdown_block, one_line, url_text
 from storage.models import Node, NodeStatus, Source
 from storage.repository import Repository
 
@@ -73,7 +73,7 @@ def report_title(text: str) -> str:
     text = " ".join(text.split())
     if len(text) <= TITLE_CHARS:
         return text
-    return text[:TITLE_CHARS].rsplit(" ", 1)[0] + " …"
+    return cut_at_word(text, TITLE_CHARS) + " …"
 
 
 def render_markdown(repo: Repository, run_id: str, source_words: tuple[str, ...] = SOURCE_WORDS) -> str:

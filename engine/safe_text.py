@@ -59,6 +59,16 @@ def terminal_text(text: str) -> str:
     return _LONE_SURROGATE.sub("\ufffd", text)
 
 
+def cut_at_word(text: str, limit: int) -> str:
+    """The first `limit` characters of `text`, ended at a word boundary when one is near (within
+    the last half); a text of one long word is cut inside it rather than down to its first word."""
+    if len(text) <= limit:
+        return text
+    cut = text[:limit]
+    at_word = cut.rsplit(" ", 1)[0]
+    return at_word if len(at_word) >= limit // 2 else cut
+
+
 def one_line(text: str) -> str:
     """Terminal-safe text on one line: every run of whitespace (newlines too) becomes one space."""
     return " ".join(terminal_text(text).split())

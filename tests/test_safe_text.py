@@ -295,3 +295,17 @@ def test_images_nested_in_lists_are_links_and_html_is_text():
         html = render(markdown_block(text))
         assert "img" not in tag_names(html), (name, html)
         assert links(html) == ["https://evil.example/t.png"], (name, html)
+
+
+def test_titles_and_map_labels_cut_at_a_word_but_never_down_to_the_first_word():
+    from components.mindmap import short_label
+    from engine.report import TITLE_CHARS, report_title
+    from engine.safe_text import cut_at_word
+
+    assert cut_at_word("Who designed the Eiffel Tower in Paris", 20) == "Who designed the"
+    assert cut_at_word("short", 20) == "short"
+    # One long word after a short one (a pasted URL, a word without spaces): cut inside it.
+    long_word = "Is " + "x" * 500
+    assert report_title(long_word) == long_word[:TITLE_CHARS] + " …"
+    assert short_label(long_word, 42) == long_word[:42] + "…"
+    assert report_title("word " * 60).endswith("word …") and len(report_title("word " * 60)) <= TITLE_CHARS + 2
