@@ -90,6 +90,9 @@ def steering_actions(services: Services, run: Run, node: Node, contract: MethodC
                if command_node(c) == node.id and c.status in OPEN_COMMAND}
     if node.status == NodeStatus.PRUNED:
         st.caption(PRUNED)
+        specs = contract.commands_for(node) if contract is not None else []
+        if specs:  # the method can undo it (Restore)
+            command_controls(services, run, specs, key=f"steer-{run.id}-{node.id}", node=node, waiting=waiting)
         return
     if contract is None:
         st.caption(f"This app does not serve the method '{sanitize(run.method)}', so the run cannot be steered here.")

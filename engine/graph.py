@@ -201,9 +201,38 @@ class RunGraph:
             current = stack.pop()
             if current.status != NodeStatus.PRUNED:
                 pruned.append(self.update(current, status=NodeStatus.PRUNED,
-                                          merge_data={"status_before_prune": current.status}))
+                                          merge_data={"status_before_prune": current.status, "pruned_with": node.id}))
             stack.extend(by_parent.get(current.id, []))
         return pruned
+
+    def restore(self, node: Node) -> list[Node]:
+        """Undo the prune of `node`: it and what was pruned with it get their status back (a node that
+        was being worked on is pending again, so the method takes it up); returns what was restored.
+        A node pruned with another is restored with that one; one under a pruned node, after it."""
+        if node.status != NodeStatus.PRUNED:
+            raise ValueError(f"node {node.id} is {node.status}, not pruned: there is nothing to restore")
+        with_ = (node.data or {}).get("pruned_with")
+        if with_ is not None and with_ != node.id:
+            raise ValueError(f"node {node.id} was pruned with node {with_}: restore node {with_}")
+        parent = self.node(node.parent_id) if node.parent_id is not None else None
+        if parent is not None and parent.status == NodeStatus.PRUNED:
+            raise ValueError(f"node {node.id} is under the pruned node {parent.id}: restore node {parent.id} first")
+        by_parent: dict[int | None, list[Node]] = {}
+        for other in self.nodes(status=NodeStatus.PRUNED):
+            by_parent.setdefault(other.parent_id, []).append(other)
+        restored, stack = [], [node]
+        while stack:
+            current = stack.pop()
+            data = current.data or {}
+            # Pruned by an earlier release (no `pruned_with`): taken as part of the branch.
+            if current.id != node.id and data.get("pruned_with") not in (node.id, None):
+                continue  # pruned on its own, before: stays pruned
+            before = data.get("status_before_prune") or NodeStatus.DONE
+            status = NodeStatus.PENDING if before == NodeStatus.RUNNING else before
+            restored.append(self.update(current, status=status,
+                                        merge_data={"status_before_prune": None, "pruned_with": None}))
+            stack.extend(by_parent.get(current.id, []))
+        return restored
 
     # ------------------------------------------------------------------ narration
 

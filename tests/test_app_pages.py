@@ -361,6 +361,12 @@ def test_node_click_then_prune_prunes_the_node(services, monkeypatch):
     nodes = services.repo.list_nodes(run_id)
     pruned = sum(n.status == NodeStatus.PRUNED for n in nodes)
     assert progress_of(at)["ended"] == f"{pruned} pruned" and pruned >= 1
+    # A pruned node offers Restore, which brings it back.
+    at.button(key=f"steer-{run_id}-{target.id}-restore").click().run()
+    assert_no_exception(at)
+    assert not at.error, texts(at.error)
+    assert wait_until_idle(services, run_id).status == RunStatus.DONE
+    assert services.repo.get_node(target.id).status == NodeStatus.DONE
 
 
 def test_node_click_then_ask_adds_the_users_question(services, monkeypatch):

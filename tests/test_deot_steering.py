@@ -170,6 +170,50 @@ def test_prune_finished_run(services, scripted):
     assert children_of(services, run_id, beta) == [services.repo.get_node(beta_child.id)]
 
 
+def _beta_branch(services, scripted):
+    """A finished run whose layer-1 node BETA has one depth child: (run, BETA, its child)."""
+    scripted.when(CONTROLLER, controller_by_layer(lambda layer: "BREADTH" if layer == 1 else "DEPTH"))
+    run_id = _finished(services, {"max_layers": 3, "max_nodes": 7})
+    beta = by_label(services, run_id, BETA)
+    [beta_child] = children_of(services, run_id, beta)
+    return run_id, beta, beta_child
+
+
+def test_restore_brings_a_pruned_branch_back_and_nothing_pruned_on_its_own(services, scripted):
+    run_id, beta, beta_child = _beta_branch(services, scripted)
+    # The child is pruned first, on its own; then its parent.
+    assert steer_and_wait(services, run_id, "prune", {"node_id": beta_child.id}).status == CommandStatus.DONE
+    assert steer_and_wait(services, run_id, "prune", {"node_id": beta.id}).status == CommandStatus.DONE
+    assert "(restore it first)" in steer_refused(services, run_id, "ask", {"node_id": beta.id, "question": "More?"})
+    # Restoring the child first is refused: it sits under a pruned node.
+    assert f"restore node {beta.id} first" in steer_refused(services, run_id, "restore", {"node_id": beta_child.id})
+    reports = _reports(services, run_id)
+    command = steer_and_wait(services, run_id, "restore", {"node_id": beta.id})
+    assert command.status == CommandStatus.DONE, command.error
+    restored = services.repo.get_node(beta.id)
+    assert restored.status == NodeStatus.DONE
+    assert restored.data.get("status_before_prune") is None and restored.data.get("pruned_with") is None
+    assert services.repo.get_node(beta_child.id).status == NodeStatus.PRUNED  # pruned on its own: stays
+    # The report is written again with the branch back in it.
+    assert _reports(services, run_id) == reports + 1
+    assert BETA in prompts_with(scripted, FINAL_REPORT)[-1]
+    assert services.runner.wait(run_id, timeout=30).status == RunStatus.DONE
+    # A node that is not pruned has nothing to restore.
+    assert "restore" in steer_refused(services, run_id, "restore", {"node_id": beta.id}).lower()
+    assert steer_and_wait(services, run_id, "restore", {"node_id": beta_child.id}).status == CommandStatus.DONE
+    assert services.repo.get_node(beta_child.id).status == NodeStatus.DONE
+
+
+def test_a_node_pruned_with_its_parent_is_restored_with_it(services, scripted):
+    run_id, beta, beta_child = _beta_branch(services, scripted)
+    assert steer_and_wait(services, run_id, "prune", {"node_id": beta.id}).status == CommandStatus.DONE
+    assert services.repo.get_node(beta_child.id).data["pruned_with"] == beta.id
+    assert f"pruned with node {beta.id}: restore node {beta.id}" in steer_refused(
+        services, run_id, "restore", {"node_id": beta_child.id})
+    assert steer_and_wait(services, run_id, "restore", {"node_id": beta.id}).status == CommandStatus.DONE
+    assert {services.repo.get_node(n).status for n in (beta.id, beta_child.id)} == {NodeStatus.DONE}
+
+
 def test_prune_running_run_before_its_children_exist(services, scripted):
     # All BREADTH: layer 1 would grow three aspects under each of ALPHA, BETA and GAMMA.
     run_id, gate = _gated_run(services, scripted, about(PLANNER, ALPHA), {"max_layers": 3, "max_nodes": 15})

@@ -555,6 +555,13 @@ def test_prune_finished_run(services, scripted):
         assert all(head not in p for p in new_prompts), by_id[source_id].ref
     assert len(versions(services, run_id, OUTLINE)) == outlines
 
+    # Restored: the branch is back as it was, and the rewritten article draws on it again.
+    command = steer_and_wait(services, run_id, "restore", {"node_id": apollo.id})
+    assert command.status == CommandStatus.DONE, command.error
+    assert all(services.repo.get_node(n.id).status == NodeStatus.DONE for n in branch)
+    assert steer_and_wait(services, run_id, "regenerate_article").status == CommandStatus.DONE
+    assert pruned_only & _article_sources(services, run_id)
+
 
 def test_prune_running_run_before_its_children_exist(services, scripted):
     scripted.when(POLISH_OUTLINE, outline(MATCH, APOLLO))

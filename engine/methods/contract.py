@@ -47,8 +47,11 @@ class NodeData(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    # Written by the shared prune: what the node was before, so an export can tell.
+    # Written by the shared prune: what the node was before, so an export can tell and a restore can
+    # bring it back; and which prune took it (the node the person pruned), so restoring that branch
+    # brings back what went with it and nothing pruned on its own.
     status_before_prune: str | None = Field(default=None, description="The node's status before it was pruned.")
+    pruned_with: int | None = Field(default=None, description="The node whose prune took this one.")
 
     def caption(self) -> str:
         """One line the node panel shows under the label (e.g. which engine proposed the node)."""
@@ -208,6 +211,13 @@ class CommandSpec:
     def form_fields(self) -> dict[str, Any]:
         """The payload fields a person fills in (the target node is chosen on the map)."""
         return {name: info for name, info in self.payload.model_fields.items() if name != "node_id"}
+
+
+def restore_command(kinds: frozenset[str], output: str = "report") -> CommandSpec:
+    """Undo a prune: the pruned branch comes back as it was (`RunGraph.restore`)."""
+    return CommandSpec("restore", "Restore", f"Bring this pruned branch back as it was; the {output} includes it "
+                       "again.", NodeCommand, kinds=kinds, statuses=frozenset({NodeStatus.PRUNED}), on_root=False,
+                       done="Restored")
 
 
 def regenerate_report_command(label: str = "Rewrite report", *, listed: bool = True) -> CommandSpec:

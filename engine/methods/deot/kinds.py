@@ -18,6 +18,7 @@ from engine.methods.contract import (
     NodeKind,
     Variant,
     regenerate_report_command,
+    restore_command,
 )
 from engine.questions import MAX_QUESTION_CHARS, clean_question
 from storage.models import NodeStatus
@@ -207,6 +208,7 @@ COMMANDS = (
                 statuses=frozenset({NodeStatus.FAILED}), done="Retrying"),
     CommandSpec("prune", "Prune", "Stop this branch and leave it out of the report.", NodeCommand, kinds=_ON,
                 statuses=_LIVE, on_root=False, done="Pruned"),
+    restore_command(_ON),
     regenerate_report_command(),
 )
 

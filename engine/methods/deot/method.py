@@ -517,6 +517,9 @@ class DeotMethod(Method):
         if command.name == "prune":
             ctx.graph.prune(node, kinds={QUESTION})
             return {REPORT}
+        if command.name == "restore":
+            ctx.graph.restore(node)
+            return {REPORT}
         if command.name == "retry":
             self._reset_for_retry(ctx, node)
             return set()

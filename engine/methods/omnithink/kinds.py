@@ -21,6 +21,7 @@ from engine.methods.contract import (
     Variant,
     ViewSpec,
     regenerate_report_command,
+    restore_command,
 )
 from storage.models import NodeStatus
 
@@ -139,6 +140,7 @@ COMMANDS = (
                 AddSubtopicPayload, kinds=_TREE, statuses=_LIVE, done="Subtopic added"),
     CommandSpec("prune", "Prune", "Stop this branch and leave it out of the article.", NodeCommand, kinds=_TREE,
                 statuses=_LIVE, on_root=False, done="Pruned"),
+    restore_command(_TREE, "article"),
     CommandSpec("regenerate_outline", "Rewrite outline", "Draft and polish the outline again, then the article.",
                 CommandPayload, done="Rewriting the outline"),
     CommandSpec("regenerate_article", "Rewrite article", "Write the article again from the current tree.",

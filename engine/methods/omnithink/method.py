@@ -393,4 +393,7 @@ class OmniThinkMethod(Method):
         if command.name == "prune":
             ctx.graph.prune(node, kinds={TOPIC, SUBTOPIC})
             return set()
+        if command.name == "restore":
+            ctx.graph.restore(node)
+            return set()
         raise UnsupportedCommand(f"the omnithink method does not support '{command.name}'")
