@@ -11,7 +11,6 @@ from typing import Any
 import streamlit as st
 
 from annotated_types import MinLen
-from pydantic import ValidationError
 from pydantic.fields import FieldInfo
 
 from components.params_form import field_label, model_form
@@ -58,26 +57,22 @@ def _blank_fields(spec: CommandSpec, values: dict[str, Any]) -> list[str]:
             if values.get(name) in (None, "", []) and _needs_a_value(info)]
 
 
-def _readable_problems(spec: CommandSpec, raw: dict[str, Any]) -> str | None:
-    """What is wrong with the values in the form's words: "New branches is 500; allowed: 1 to 8."
-    (the payload model's own message names fields by their code names). None when it is not a field."""
-    try:
-        spec.payload.model_validate(raw)
-    except ValidationError as exc:
-        fields = spec.form_fields()
-        problems = []
-        for error in exc.errors():
-            name = str(error["loc"][0]) if error["loc"] else ""
-            if name not in fields:
-                return None
-            info = fields[name]
-            allowed = allowed_range(info)
-            if allowed and error.get("type", "").startswith(("greater", "less")):
-                problems.append(f"{field_label(name, info)} is {error.get('input')!r}; allowed: {allowed}")
-            else:
-                problems.append(f"{field_label(name, info)}: {error['msg']}")
-        return "; ".join(problems) + "." if problems else None
-    return None
+def _readable_problems(spec: CommandSpec, rejected: CommandRejected) -> str | None:
+    """The payload's validation errors in the form's words: "New branches is 500; allowed: 1 to 8."
+    (the payload model's own message names fields by their code names). None when one is not a field."""
+    fields = spec.form_fields()
+    problems = []
+    for error in rejected.errors:
+        name = str(error["loc"][0]) if error["loc"] else ""
+        if name not in fields:
+            return None
+        info = fields[name]
+        allowed = allowed_range(info)
+        if allowed and error.get("type", "").startswith(("greater", "less")):
+            problems.append(f"{field_label(name, info)} is {error.get('input')!r}; allowed: {allowed}")
+        else:
+            problems.append(f"{field_label(name, info)}: {error['msg']}")
+    return "; ".join(problems) + "." if problems else None
 
 
 def send(services: Services, run: Run, spec: CommandSpec, values: dict[str, Any], node: Node | None = None,
@@ -91,7 +86,7 @@ def send(services: Services, run: Run, spec: CommandSpec, values: dict[str, Any]
     except CommandRejected as exc:
         blank = _blank_fields(spec, values)
         st.error(f"Could not {spec.label.lower()}: "
-                 + (f"fill in {' and '.join(blank)} first." if blank else _readable_problems(spec, raw) or str(exc)))
+                 + (f"fill in {' and '.join(blank)} first." if blank else _readable_problems(spec, exc) or str(exc)))
         return
     try:
         services.runner.steer(run.id, spec.name, payload.model_dump(mode="json"))

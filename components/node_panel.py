@@ -18,7 +18,7 @@ from components.node_text import node_answer, node_error
 from components.safe_markdown import render, sanitize
 from components.step_log import OPEN_COMMAND, command_label, command_node, command_state, current_steps
 from engine.citations import number_citations
-from engine.methods.contract import MethodContract, NodeData, NodeDataError
+from engine.methods.contract import REGENERATE_REPORT, MethodContract, NodeData, NodeDataError
 from engine.node_numbers import node_numbers
 from engine.safe_text import inline_text
 from engine.services import Services
@@ -98,8 +98,9 @@ def steering_actions(services: Services, run: Run, node: Node, contract: MethodC
         st.caption(f"This app does not serve the method '{sanitize(run.method)}', so the run cannot be steered here.")
         return
     if not any(spec.targets_node for spec in contract.commands.values()):
-        run_level = any(spec.listed and spec.name != "regenerate_report" for spec in contract.commands.values())
-        st.caption(RUN_STEERING_ONLY if run_level else NO_STEERING)
+        # Rewriting the report is not steering: a method that offers only that has none.
+        steers_run = any(spec.name != REGENERATE_REPORT for spec in contract.run_commands)
+        st.caption(RUN_STEERING_ONLY if steers_run else NO_STEERING)
         return
     specs = contract.commands_for(node)
     if not specs:

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from components.commands import command_control, send
 from components.live_run import RunReads
 from components.safe_markdown import render, sanitize
-from components.step_log import OPEN_COMMAND, command_node, command_state
+from components.step_log import OPEN_COMMAND, command_state
 from engine.graph import RunGraph
 from engine.safe_text import inline_text
 from engine.methods.contract import CommandSpec, MethodContract, Notice, RunStateModel
@@ -79,8 +79,8 @@ def notices(services: Services, run: Run, contract: MethodContract, reads: RunRe
 def run_command_states(contract: MethodContract, commands: Sequence[Command]) -> None:
     """The run-level commands on their way, then the latest one finished (applied, or refused with
     the reason): a refusal is said where the command was given, not only in the step log."""
-    mine = [c for c in commands if command_node(c) is None and c.kind in contract.commands
-            and not contract.commands[c.kind].targets_node and contract.commands[c.kind].listed]
+    offered = {spec.name for spec in contract.run_commands}
+    mine = [c for c in commands if c.kind in offered]
     for command in reversed([c for c in mine if c.status in OPEN_COMMAND]):
         st.info(inline_text(command_state(contract, command)), icon=":material/schedule:")
     finished = [c for c in mine if c.status not in OPEN_COMMAND]

@@ -553,7 +553,7 @@ def cmd_bench(args) -> int:
 def _bench_archive(args) -> int:
     """thoughtmap bench --export ID FILE / --import FILE (engine/evaluate/archive.py)."""
     from engine.evaluate.archive import ArchiveError, export_benchmark, import_benchmark, read_archive, write_archive
-    from storage.evaluation import BenchmarkNotFound, EvaluationStore
+    from storage.evaluation import BenchmarkNotFound, EvaluationStore, ItemStatus
 
     services = _services()
     try:
@@ -563,12 +563,12 @@ def _bench_archive(args) -> int:
             check_out_path(out, "--export")
             archive = export_benchmark(store, benchmark_id)
             write_archive(archive, out)
-            done = sum(1 for i in archive.items if i.status in ("scored", "failed"))
+            done = sum(1 for i in archive.items if i.status in ItemStatus.FINISHED)
             _say(f"benchmark {archive.benchmark.id}: {done} of {len(archive.items)} item runs finished, written to {out}")
             return EXIT_OK
         archive = read_archive(args.import_file)
         bench, filled = import_benchmark(store, archive)
-        left = sum(1 for r in store.list_items(bench.id) if r.status not in ("scored", "failed"))
+        left = sum(1 for r in store.list_items(bench.id) if r.status not in ItemStatus.FINISHED)
         _say(f"benchmark {bench.id}: {filled} finished item runs imported, {left} left"
              + (f"; continue it with: thoughtmap bench --resume {bench.id}" if left else ""))
         return EXIT_OK

@@ -151,7 +151,7 @@ def _check(archive: BenchmarkArchive) -> None:
     for method in bench.methods:
         try:
             get_method(method)
-        except (UnknownMethod, LookupError) as exc:
+        except UnknownMethod as exc:
             raise ArchiveError(f"benchmark {bench.id} uses the method '{method}', which this Thoughtmap does "
                                "not have") from exc
     if len(set(bench.methods)) != len(bench.methods):

@@ -34,7 +34,12 @@ class UnsupportedCommand(ValueError):
 
 class CommandRejected(ValueError):
     """A steering command that cannot be applied; the message says what was wrong and what to do.
-    Nothing stored changes."""
+    Nothing stored changes. `errors`: the payload's validation errors (pydantic's), when that is why,
+    so a form can say them in its own words."""
+
+    def __init__(self, message: str, errors: list[dict[str, Any]] | None = None) -> None:
+        super().__init__(message)
+        self.errors = errors or []
 
 
 # --------------------------------------------------------------------------- node kinds
@@ -206,7 +211,7 @@ class CommandSpec:
         except ValidationError as exc:
             problems = "; ".join(
                 f"{'.'.join(str(p) for p in error['loc']) or 'payload'}: {error['msg']}" for error in exc.errors())
-            raise CommandRejected(f"'{self.name}' got a payload it cannot use ({problems})") from None
+            raise CommandRejected(f"'{self.name}' got a payload it cannot use ({problems})", exc.errors()) from None
 
     def form_fields(self) -> dict[str, Any]:
         """The payload fields a person fills in (the target node is chosen on the map)."""
@@ -220,8 +225,11 @@ def restore_command(kinds: frozenset[str], output: str = "report") -> CommandSpe
                        done="Restored")
 
 
+REGENERATE_REPORT = "regenerate_report"
+
+
 def regenerate_report_command(label: str = "Rewrite report", *, listed: bool = True) -> CommandSpec:
-    return CommandSpec("regenerate_report", label, "Write the report again from the current tree.",
+    return CommandSpec(REGENERATE_REPORT, label, "Write the report again from the current tree.",
                        done="Rewriting the report", listed=listed)
 
 
