@@ -44,6 +44,13 @@ FILLER = ("The Seine is a 777-kilometre-long river in northern France. It rises 
           "through Paris into the English Channel at Le Havre. ") * 40
 
 
+def runtime_variant() -> str:
+    """The instruction set scripts/setup-llama-cpp built this venv's llama.cpp for."""
+    marker = Path(sys.prefix) / ".thoughtmap-llama-cpp-variant"
+    variant = marker.read_text().strip() if marker.exists() else "portable"
+    return "GGML_NATIVE=OFF, AVX2" + ("" if variant == "portable" else f", {variant}")
+
+
 def time_install() -> float:
     with tempfile.TemporaryDirectory() as tmp:
         subprocess.run([sys.executable, "-m", "venv", f"{tmp}/venv"], check=True)
@@ -185,9 +192,9 @@ def main(argv: list[str] | None = None) -> int:
             "### Installing the built-in model's runtime (`bench_local.py --install`)\n\n"
             + facts_block("benchmarks/bench_local.py --install" + (" --write" if args.write else ""), facts)
             + "\n" + table(["step", "time"], [[
-                "build llama-cpp-python 0.3.36 (GGML_NATIVE=OFF) into a fresh venv with an empty wheel cache, "
+                f"build llama-cpp-python 0.3.36 ({runtime_variant()}) into a fresh venv with an empty wheel cache, "
                 "as scripts/setup does on a new machine", f"{install / 60:.1f} min"]])
-            + "\nLater set-ups on the same machine reuse the portable wheel from ~/.cache/thoughtmap/wheels "
+            + "\nLater set-ups on the same machine reuse the wheel from ~/.cache/thoughtmap/wheels "
               "(seconds).\n"), args.write)
     command = "benchmarks/bench_local.py" + (" --write" if args.write else "")
     rows = [
@@ -207,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     body = (
         "## Built-in local model (`bench_local.py`)\n\n"
         + facts_block(command, facts)
-        + f"\nModel: {BUNDLED_MODEL.name}, llama-cpp-python 0.3.36 built with GGML_NATIVE=OFF (AVX2), "
+        + f"\nModel: {BUNDLED_MODEL.name}, llama-cpp-python 0.3.36 built by scripts/setup-llama-cpp ({runtime_variant()}), "
         f"{settings.threads} threads, context {settings.context_tokens} tokens. The runtime's install time is "
         "the next section.\n\n"
         + table(["step", "time"], rows)
