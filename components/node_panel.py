@@ -15,7 +15,7 @@ from components.commands import command_controls
 from components.knowledge_browser import knowledge_browser
 from components.live_run import RunReads, node_sources
 from components.node_text import node_answer, node_error
-from components.safe_markdown import render, sanitize
+from components.safe_markdown import render_source, sanitize
 from components.step_log import OPEN_COMMAND, command_label, command_node, command_state, current_steps
 from engine.citations import number_citations
 from engine.methods.contract import REGENERATE_REPORT, MethodContract, NodeData, NodeDataError
@@ -138,7 +138,7 @@ def node_panel(services: Services, run: Run, node: Node, contract: MethodContrac
     if sources:
         with st.expander(f"Sources gathered ({len(sources)})"):
             for source in sources:
-                render(st, f"- **{source.title}** — {source.url or source.ref}\n\n  {source.snippet[:300]}")
+                render_source(st, source.title, source.url or source.ref, source.snippet)
     knowledge_browser(services, run, node, contract, data, reads)
     st.caption(f"Tokens {node.prompt_tokens + node.completion_tokens:,} · cost ${node.cost:.4f} · "
                f"LLM time {node.latency_s:.1f} s")

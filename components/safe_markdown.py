@@ -6,9 +6,9 @@ as well (`unsafe_allow_html` is always off here)."""
 
 from __future__ import annotations
 
-from engine.safe_text import escape_html, markdown_block
+from engine.safe_text import escape_html, inline_text, markdown_block, one_line, url_text
 
-__all__ = ["escape_html", "render", "render_document", "sanitize"]
+__all__ = ["escape_html", "render", "render_document", "render_source", "sanitize"]
 
 
 def sanitize(text: str) -> str:
@@ -25,3 +25,12 @@ def render_document(st_module, markdown: str) -> None:
     """Render Markdown that `engine.report` built: its untrusted pieces are sanitised there, and its
     own headings (title, sections, Sources) must stay headings, so it is not sanitised again."""
     st_module.markdown(markdown, unsafe_allow_html=False)
+
+
+def render_source(st_module, title: str, where: str, snippet: str, kind: str | None = None) -> None:
+    """One gathered source as a list entry: its title and address shown as text (a page titled
+    `[www.who.int](https://evil.example)` must not become a link that lies about where it goes),
+    the address a bare link only when it is http(s), the snippet's start as inert Markdown."""
+    address = url_text(where) if where.lower().startswith(("http://", "https://")) else inline_text(where)
+    line = f"- **{inline_text(title)}** — {address}" + (f" ({inline_text(kind)})" if kind else "")
+    st_module.markdown(f"{line}\n\n  {markdown_block(one_line(snippet[:300]))}", unsafe_allow_html=False)

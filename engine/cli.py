@@ -31,6 +31,7 @@ from engine.export.pdf import PdfFontMissing
 from engine.report import export_json, render_markdown
 from engine.runner import RunnerError
 from engine.safe_text import json_for_terminal, one_line, terminal_text
+from engine.terminal_logging import make_last_resort_safe
 from engine.search.protocol import SearchError
 from storage.db import DatabaseURLError
 from storage.models import RunStatus
@@ -424,7 +425,7 @@ def cmd_ingest(args) -> int:
     settings.home.mkdir(parents=True, exist_ok=True)
     corpus = open_default_corpus(settings)
     report = corpus.ingest(args.paths)
-    print(report.summary())
+    _say(report.summary())
     if report.documents_added or report.duplicates_skipped:
         return EXIT_OK
     if not report.skipped:
@@ -614,6 +615,7 @@ COMMANDS = {"bench": cmd_bench, "run": cmd_run, "resume": cmd_resume, "list": cm
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    make_last_resort_safe()
     try:
         check_arguments_are_utf8(argv)
         args = _parser().parse_args(argv)

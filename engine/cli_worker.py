@@ -9,7 +9,6 @@ after --stalled-after seconds.
 from __future__ import annotations
 
 import logging
-import sys
 
 
 def add_worker_parser(sub) -> None:
@@ -33,14 +32,14 @@ def add_worker_parser(sub) -> None:
 
 def cmd_worker(args) -> int:
     from engine import cli  # the shared CLI helpers (imported here: cli imports this module)
+    from engine.terminal_logging import log_to_stderr
     from engine.worker import Worker, WorkerOptions
 
     services = cli._services()
     if services.queue is None:
         raise cli.CLIError("a worker executes queued runs: set THOUGHTMAP_EXECUTION=queue and "
                            "THOUGHTMAP_DATABASE_URL=postgresql+psycopg://... (the app and the CLI must use the same)")
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    log_to_stderr(logging.INFO, "%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("procrastinate").setLevel(logging.WARNING)
     try:
         worker = Worker(services, WorkerOptions(concurrency=args.concurrency, stalled_after_s=args.stalled_after,

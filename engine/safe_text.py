@@ -87,7 +87,9 @@ def json_for_terminal(json_text: str) -> str:
 
 _LINK_OPENER = re.compile(r"\][ \t]*\n?[ \t]*\(")  # `](`, also with the spaces some dialects allow
 _DEFINITION_COLON = re.compile(r"\]:")  # `[label]: destination`, wherever it stands
-_NUMERIC_LABEL_BEFORE = re.compile(r"\[\s*\d+\s*$")
+_NUMERIC_LABEL = re.compile(r"\[\s*\d+\s*")
+# CommonMark allows a link label of up to 999 characters, spaces and line breaks included.
+_LABEL_REACH = 1000
 # Python-Markdown's attr_list extension turns `{: key=value}` after an element into attributes,
 # `onclick` included: every `{` with a `=` after it before the next `}` or line end becomes
 # plain text. Done per stretch between `}`/newline, which keeps it linear (a lookahead per `{`
@@ -111,14 +113,22 @@ def is_safe_link(destination: str) -> bool:
     return destination.lstrip().lower().startswith(SAFE_LINK_PREFIXES)
 
 
+def _numeric_label_ends_at(text: str, end: int) -> bool:
+    """Whether `text[:end]` ends with a link label of only a number (and spaces): a label cannot
+    hold an unescaped `[`, so the last `[` before `end` opens it."""
+    start = text.rfind("[", max(0, end - _LABEL_REACH), end)
+    return start >= 0 and _NUMERIC_LABEL.fullmatch(text, start, end) is not None
+
+
 def _disarm_destinations(text: str, opener: re.Pattern[str], entity: str, *, numeric_labels: bool = False) -> str:
     """Replace the last character of each `opener` match by `entity` unless an allowed destination follows."""
     parts: list[str] = []
     last = 0
     for match in opener.finditer(text):
         safe = is_safe_link(text[match.end():match.end() + 64])
-        if numeric_labels and _NUMERIC_LABEL_BEFORE.search(text, max(0, match.start() - 24), match.start()):
-            # `[3]: https://elsewhere` would turn our own citation [3] into a link to anywhere.
+        if numeric_labels and _numeric_label_ends_at(text, match.start()):
+            # `[3]: https://elsewhere` (or `[ 3 ]`, `[\n3\n]`: labels are matched without their
+            # spaces) would turn our own citation [3] into a link to anywhere.
             safe = False
         if not safe:
             parts.append(text[last:match.end() - 1])
@@ -139,10 +149,22 @@ _SETEXT_UNDERLINE = re.compile(rf"^({_CONTAINER_PREFIX})(=+|-+)([ \t]*)$", re.MU
 _HEADING_ENTITY = {"#": "&#35;", "=": "&#61;", "-": "&#45;"}
 
 
+# The ids our source entries get (`citation_links.anchor`: "source-3", "node-5-source-3"): a
+# document heading that would get one first would take the citations' jumps.
+_SOURCE_ANCHOR = re.compile(r"(?:^|-)source-\d+$")
+
+
+def _takes_source_anchor(match: re.Match[str]) -> bool:
+    line_end = match.string.find("\n", match.end())
+    words = match.string[match.end():None if line_end < 0 else line_end].strip().rstrip("#")
+    slug = re.sub(r"[^0-9a-z]+", "-", words.lower()).strip("-")
+    return _SOURCE_ANCHOR.search(slug) is not None
+
+
 def _disarm_headings(text: str, floor: int | None) -> str:
     def atx(match: re.Match[str]) -> str:
         prefix, hashes = match.group(1), match.group(2)
-        if floor is not None and not prefix.strip():
+        if floor is not None and not prefix.strip() and not _takes_source_anchor(match):
             # A heading of the document itself (not inside a list or quote), below our own levels.
             return prefix + "#" * min(6, max(floor, len(hashes)))
         return prefix + _HEADING_ENTITY["#"] + hashes[1:]
@@ -175,6 +197,12 @@ def markdown_block(text: str, *, heading_floor: int | None = None) -> str:
 _INLINE_PUNCTUATION = re.compile(r"([\\`*_\[\]{}])")
 
 
+# The markers that open a block only at the start of a line: a heading's hashes, a list item's
+# `-`/`+`/`1.`/`1)` (each with a space or the end after it), a rule or setext underline of `-`/`=`.
+# (`>` is already `&gt;`; `*` and `_` are already escaped.)
+_BLOCK_MARKER = re.compile(r"^(\s*|\s*\d{1,9})((?<=\d)[.)](?=\s|$)|(?<!\d)(?:#|[-+])(?=[#\s]|$)|(?<!\d)[-=](?=[-=\s]*$))")
+
+
 def inline_text(text: str) -> str:
     """Untrusted single-line text (a title, a question, a label) as Markdown that shows exactly that
     text: on one line (so it cannot start a heading, list or block), HTML escaped, no link, image,
@@ -182,6 +210,9 @@ def inline_text(text: str) -> str:
     text = one_line(text)
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     text = _INLINE_PUNCTUATION.sub(r"\\\1", text)
+    # At the start of a line (`- {title}`), `# x`, `> x`, `+ x`, `1. x` or `---` would still make
+    # a heading, quote, list or rule: the marker becomes an entity.
+    text = _BLOCK_MARKER.sub(lambda m: m.group(1) + f"&#{ord(m.group(2))};", text, count=1)
     # `|` could make a GFM table row; `\|` is not an escape in plain Python-Markdown, the entity is.
     return text.replace("|", "&#124;")
 

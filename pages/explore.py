@@ -21,6 +21,7 @@ from engine.methods.registry import UnknownMethod
 from engine.node_numbers import node_numbers
 from engine.questions import MAX_QUESTION_CHARS, QuestionError, clean_question
 from engine.report import render_markdown
+from engine.safe_text import code_span
 from storage.models import RunStatus
 from storage.repository import RunNotFound
 
@@ -96,7 +97,7 @@ if current:
     try:
         opened = services.repo.get_run(current)
     except RunNotFound:
-        st.error(f"There is no run '{current}'. Pick one in Sessions.")
+        st.error(f"There is no run {code_span(current[:80])}. Pick one in Sessions.")
         st.stop()
     active = opened.status in RunStatus.ACTIVE
 

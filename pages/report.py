@@ -6,7 +6,8 @@ import streamlit as st
 
 from components.app_state import active_llm, get_services
 from components.citation_check import citation_check
-from components.safe_markdown import render, render_document
+from components.safe_markdown import render_document, render_source
+from engine.safe_text import code_span
 from engine.methods.base import UnsupportedCommand
 from engine.export import build_document, to_docx, to_pdf
 from engine.export.pdf import pdf_font_missing
@@ -37,7 +38,7 @@ if current and current not in ids:
         older = repo.get_run(current)  # older than the newest 200: still this page's to show
     except RunNotFound:
         if asked:  # a link or an address names it: say so, never show another run in its place
-            st.error(f"There is no run '{asked}' (deleted?). The newest run is shown instead: pick another below "
+            st.error(f"There is no run {code_span(asked[:80])} (deleted?). The newest run is shown instead: pick another below "
                      "or in Sessions.")
             del st.query_params["run"]
         current = None
@@ -90,4 +91,4 @@ citation_check(services, run_id, active_llm(services))
 sources = repo.list_sources(run_id)
 with st.expander(f"All sources gathered by this run ({len(sources)})"):
     for source in sources:
-        render(st, f"- **{source.title}** — {source.url or source.ref} ({source.kind})\n\n  {source.snippet[:300]}")
+        render_source(st, source.title, source.url or source.ref, source.snippet, source.kind)

@@ -286,7 +286,16 @@ def test_explore_start_runs_to_done_and_shows_progress_node_and_report(services)
 
 def test_explore_unknown_run_is_a_readable_error(services):
     at = open_page(run_id="nosuchrun")
-    assert any("There is no run 'nosuchrun'" in t for t in texts(at.error))
+    assert any("There is no run `nosuchrun`" in t for t in texts(at.error))
+
+
+def test_a_hostile_run_address_is_shown_as_text_not_markdown(services):
+    # A crafted link: ?run= carries an image (fetched from elsewhere on render) and a phishing link.
+    hostile = "x ![](https://t.example/p.png) [Sign in](https://phish.example)"
+    at = open_page(run_id=hostile)
+    assert_no_exception(at)
+    error = joined(at.error)
+    assert error.startswith("There is no run `") and "[Sign in](https://phish.example)`" in error
 
 
 # ---------------------------------------------------------------------- steering from the node panel
@@ -801,7 +810,7 @@ def test_the_report_page_says_when_the_run_it_is_asked_for_does_not_exist(servic
     at.query_params["run"] = "deadbeef0000"  # a deleted run's link
     at.switch_page("pages/report.py").run()
     assert_no_exception(at)
-    assert "There is no run 'deadbeef0000' (deleted?). The newest run is shown instead" in joined(at.error)
+    assert "There is no run `deadbeef0000` (deleted?). The newest run is shown instead" in joined(at.error)
     assert at.selectbox(key="report-run").value == shown
 
 

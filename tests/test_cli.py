@@ -493,3 +493,37 @@ def test_run_mtqa_against_an_openai_compatible_server(prebuilt_corpus_home, caps
     assert run.status == RunStatus.DONE and run.llm_calls == requests == 1 + base.data["chunks"] + 2 * 2 + 2
     assert sources and all(s.kind == "corpus" for s in sources)
     assert any(n.kind == "summary" and n.data["column"] == 1 and n.status == NodeStatus.DONE for n in nodes)
+
+
+def test_ingest_prints_hostile_file_names_without_terminal_controls(prebuilt_corpus_home, capsys, tmp_path):
+    folder = tmp_path / "drop"
+    folder.mkdir()
+    (folder / "okapi.txt").write_text("The okapi is a giraffid of the Ituri rainforest.\n", encoding="utf-8")
+    (folder / "notes\x1b]0;owned\x07\x1b[2J.exe").write_bytes(b"MZ")
+    code, out, err = cli_run(capsys, "ingest", str(folder))
+    assert code == cli.EXIT_OK, err
+    assert "1 document(s) added" in out and "notes.exe: unsupported file type" in out
+    assert not any(c in out + err for c in "\x1b\x07")
+
+
+def test_log_records_reach_the_terminal_without_terminal_controls(capsys):
+    import logging
+
+    from engine.terminal_logging import TerminalSafeFormatter, log_to_stderr
+
+    cli.main(["list"])
+    capsys.readouterr()
+    # A task id a model wrote, in a warning the CLI prints through Python's last-resort handler.
+    record = logging.LogRecord("thoughtmap.deot", logging.WARNING, __file__, 1, "task %s failed: %s",
+                               ("t1\x1b]0;x\x07\x1b[2J", "boom\rOK"), None)
+    assert isinstance(logging.lastResort.formatter, TerminalSafeFormatter)
+    assert logging.lastResort.format(record) == "task t1 failed: boom\nOK"
+    # The worker's log (INFO and up on stderr) is made safe the same way.
+    root = logging.getLogger()
+    before, level = list(root.handlers), root.level
+    try:
+        log_to_stderr(logging.INFO, "%(levelname)s %(message)s")
+        added = [h for h in root.handlers if isinstance(h.formatter, TerminalSafeFormatter)]
+        assert len(added) == 1 and added[0].format(record) == "WARNING task t1 failed: boom\nOK"
+    finally:
+        root.handlers, root.level = before, level

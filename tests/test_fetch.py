@@ -150,10 +150,22 @@ def test_private_ip_literal_refused():
 def test_redirect_to_private_address_is_refused(server):
     # Pretend "localhost" is a public host so the first hop is allowed; the redirect target
     # (10.1.2.3) must then be checked and refused before any connection is made.
-    fetcher = PageFetcher(trust_env=False, resolver=lambda host, port: ["93.184.216.34"])
+    fetcher = PageFetcher(trust_env=False, resolver=lambda host, port: ["93.184.216.34"],
+                          peer_problem=lambda address: None)
     url = server.replace("127.0.0.1", "localhost") + "/redirect-private"
     with pytest.raises(FetchError, match="10.1.2.3 is a private address"):
         fetcher.fetch(url)
+
+
+def test_dns_rebinding_is_refused_at_the_connection(server):
+    # The name's first answer is public (the check passes), but the connection reaches 127.0.0.1, as
+    # when a DNS server answers differently the second time: refused before the body is read.
+    fetcher = PageFetcher(trust_env=False, resolver=lambda host, port: ["93.184.216.34"])
+    url = server.replace("127.0.0.1", "localhost") + "/page.html"
+    with pytest.raises(FetchError, match=r"refused: localhost answered from 127\.0\.0\.1, a loopback address"):
+        fetcher.fetch(url)
+    # Allowed private fetching still reads it.
+    assert PageFetcher(trust_env=False, allow_private=True).fetch(url).title == "The Okapi"
 
 
 def test_redirect_to_other_scheme_is_refused(server):

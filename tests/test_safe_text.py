@@ -309,3 +309,58 @@ def test_titles_and_map_labels_cut_at_a_word_but_never_down_to_the_first_word():
     assert report_title(long_word) == long_word[:TITLE_CHARS] + " …"
     assert short_label(long_word, 42) == long_word[:42] + "…"
     assert report_title("word " * 60).endswith("word …") and len(report_title("word " * 60)) <= TITLE_CHARS + 2
+
+
+def test_a_padded_or_multiline_numeric_label_cannot_take_over_our_citations():
+    from engine.citation_links import link_citations
+
+    for definition in ("[1" + " " * 24 + "]: https://evil.example", "[\n1\n]: https://evil.example",
+                       "[ " + " " * 900 + "1]: https://evil.example"):
+        body = link_citations(markdown_block(f"Okapis live in Congo [1].\n\n{definition}"), {1})
+        for name, render in RENDERERS.items():
+            html = render(body)
+            assert links(html) == ["#source-1"], (name, definition[:12], html)
+    # A reference link of words keeps working.
+    html = RENDERERS["markdown-it (commonmark, html on)"](markdown_block("See [docs].\n\n[docs]: https://ok.example"))
+    assert links(html) == ["https://ok.example"]
+
+
+def test_a_report_heading_cannot_take_the_anchor_of_a_source_entry():
+    # A report body is a document whose own headings are kept; one that would get the id of our
+    # "Source 1" entry (or a node's "Node 5 source 1") would take the citation's jump.
+    body = markdown_block("# Source 1\nFake entry: https://phish.example\n\n# Node 5 source 2 #\n\n# Sources\n\n"
+                          "## Findings\n", heading_floor=2)
+    html = RENDERERS["markdown-it (commonmark, html on)"](body)
+    assert tag_names(html).count("h2") == 2 and "Source 1" in visible_text(html)
+    assert "## Sources" in body and "## Findings" in body and "## Source 1" not in body
+
+
+def test_inline_text_cannot_open_a_block_at_the_start_of_a_line():
+    for title in ("# Big", "## Big", "- item", "+ item", "1. item", "12) item", "---", "===", "- - -"):
+        for name, render in RENDERERS.items():
+            html = render("- " + inline_text(title))
+            assert tag_names(html) == ["ul", "li"], (name, title, html)
+            assert visible_text(html).strip() == title, (name, title, html)
+    # Ordinary titles are left as they are.
+    for title in ("C# in depth", "-5 degrees", "1.5 million", "#hashtag", "Hello - world"):
+        assert inline_text(title) == title
+
+
+def test_a_source_title_is_text_not_a_link_that_lies_about_where_it_goes():
+    shown = []
+
+    class St:
+        @staticmethod
+        def markdown(text, unsafe_allow_html=False):
+            assert unsafe_allow_html is False
+            shown.append(text)
+
+    safe_markdown.render_source(St, "[www.who.int](https://evil.example)", "https://example.org/okapi",
+                                "The okapi ![x](https://t.example/p.png) lives in [Congo](javascript:alert(1)).",
+                                "web")
+    safe_markdown.render_source(St, "Local notes", "corpus:notes.txt#2", "# Heading\nplain")
+    for text in shown:
+        assert_inert(text)
+    html = RENDERERS["markdown-it (commonmark, html on)"](shown[0])
+    assert "evil.example" not in " ".join(links(html)) and "[www.who.int](https://evil.example)" in visible_text(html)
+    assert "<h1>" not in RENDERERS["markdown-it (commonmark, html on)"](shown[1])

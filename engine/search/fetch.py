@@ -7,8 +7,11 @@ Safety rules (pages are requested on behalf of an LLM, so URLs are untrusted):
   why redirects are followed by hand;
 * the body is streamed and abandoned past `max_bytes`; one deadline covers the whole fetch.
 
-Known limit: the address check resolves the name before httpx resolves it again, so a DNS server
-that answers differently the second time (DNS rebinding) is not stopped here.
+* the address the connection really reached is checked too, before anything is read: the check
+  above resolves the name before httpx resolves it again, and a DNS server that answers a public
+  address first and 127.0.0.1 the second time (DNS rebinding) would otherwise get an internal
+  page read into a report. (Through an HTTP proxy the peer is the proxy, which resolves the name
+  itself: there the first check is all we can do.)
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import codecs
 import ipaddress
 import socket
 import time
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -84,13 +88,16 @@ class PageFetcher:
         *,
         resolver: Resolver = system_resolver,
         trust_env: bool = True,
+        peer_problem: Callable[[str], str | None] = address_problem,
     ) -> None:
         self.allow_private = allow_private
         self.max_bytes = max_bytes
         self.timeout_s = timeout_s
         self.max_redirects = max_redirects
-        # Injected in tests to pretend a loopback test server is a public host.
+        # Injected in tests to pretend a loopback test server is a public host (both: the name's
+        # answer and the address connected to).
         self.resolver = resolver
+        self.peer_problem = peer_problem
         # trust_env: honour HTTP(S)_PROXY / NO_PROXY like other tools on the machine.
         self.trust_env = trust_env
 
@@ -144,6 +151,7 @@ class PageFetcher:
                 try:
                     request = client.stream("GET", current, timeout=httpx.Timeout(remaining))
                     with request as response:
+                        self._check_peer(response, current)
                         if response.is_redirect:
                             location = response.headers.get("location")
                             if not location:
@@ -166,6 +174,26 @@ class PageFetcher:
                     ) from exc
                 return self._to_page(url, current, content_type, body, encoding)
         raise FetchError(f"too many redirects (more than {self.max_redirects}) from {url}")
+
+    def _check_peer(self, response: httpx.Response, url: str) -> None:
+        """Refuse a response from a non-public address, whatever the name resolved to when checked."""
+        if self.allow_private or self._proxied(url):
+            return
+        stream = response.extensions.get("network_stream")
+        peer = stream.get_extra_info("server_addr") if stream is not None else None
+        if not peer:
+            raise FetchError(f"refused: could not tell which address {url} connected to")
+        why = self.peer_problem(str(peer[0]))
+        if why:
+            raise FetchError(f"refused: {urlsplit(url).hostname} answered from {peer[0]}, {why} (its address "
+                             f"changed after it was checked); {ALLOW_HINT}", hint=ALLOW_HINT)
+
+    def _proxied(self, url: str) -> bool:
+        if not self.trust_env:
+            return False
+        parts = urlsplit(url)
+        return bool(urllib.request.getproxies().get(parts.scheme)) and not urllib.request.proxy_bypass(
+            parts.hostname or "")
 
     def _timeout(self, url: str) -> FetchError:
         return FetchError(f"timed out after {self.timeout_s:g}s fetching {url}")
