@@ -351,3 +351,30 @@ def test_a_sample_balanced_by_level_holds_each_level_equally_and_the_table_break
         assert [b.dataset for b in EvaluationStore(services.db).list_benchmarks()] == ["hotpotqa-autoact"]
     finally:
         services.close()
+
+
+def test_a_failed_run_scores_zero_whatever_its_placeholder_report_says(services):
+    """A failed run's report is a placeholder ("nothing was answered"): it is not an article to
+    score, its own citation check measured nothing, and the table counts the item as 0 even where
+    a number was stored for it."""
+    from engine.evaluate.results import _values
+    from engine.evaluate.scoring import score_item
+    from storage.evaluation import BenchmarkItem
+
+    item = load_items("freshwiki", limit=1)[0]
+    run = services.repo.create_run(question=item.question, method="research", params={})
+    placeholder = f"# {item.question}\n\n## Overview\n\nNothing was answered: the writer failed. " + item.question
+    services.repo.save_report(run.id, placeholder, data={"metrics": {"citation_error_rate": 0.0,
+                                                                     "support_rate": 1.0}})
+    services.repo.set_status(run.id, RunStatus.FAILED, error="the writer failed three times")
+    prediction, metrics, error = score_item(services.repo, run.id, item, reader=None)
+    assert prediction == "" and error == "the writer failed three times"
+    assert metrics["rouge_l"] == 0.0 and metrics["heading_recall"] == 0.0
+    assert "citation_error_rate" not in metrics and "support_rate" not in metrics
+
+    failed = BenchmarkItem(benchmark_id="b", item_id="i1", method="rag", status=ItemStatus.FAILED,
+                           metrics={"recall_all": 1.0})
+    scored = BenchmarkItem(benchmark_id="b", item_id="i2", method="rag", status=ItemStatus.SCORED,
+                           metrics={"recall_all": 1.0})
+    assert _values([failed, scored], "recall_all", zero_for_failures=True) == [0.0, 1.0]
+    assert _values([failed, scored], "recall_all", zero_for_failures=False) == [1.0, 1.0]

@@ -110,3 +110,28 @@ def test_the_error_memory_can_be_edited_and_later_steps_are_given_the_edit(servi
 
     steer_and_wait(services, run_id, "edit_error_memory", {"number": 1, "analysis": ""})
     assert [e.analysis for e in memory(services, run_id).entries] == ["LESSON-YOURS: check 1844."]
+
+
+def test_what_a_node_you_marked_impossible_had_generated_is_out_of_the_search():
+    from engine.methods.fgdip.explore import Tree, next_node
+    from storage.models import Node
+
+    def node(id, kind, parent, **data):
+        return Node(id=id, run_id="r", kind=kind, parent_id=parent, status=NodeStatus.DONE, data=data)
+
+    question = node(1, "question", None)
+    marked = node(2, "entity", 1, verdict="impossible", judged_by="you", explored_order=1, expanded=True)
+    child = node(3, "step", 2, verdict="sure")  # generated before you marked its parent
+    grandchild_parent = node(4, "step", 2, verdict="sure", explored_order=2, expanded=True)
+    grandchild = node(5, "step", 4, verdict="sure")
+    other = node(6, "entity", 1, verdict="maybe")
+    tree = Tree.of([question, marked, child, grandchild_parent, grandchild, other])
+    assert next_node(tree).id == 6  # not 3 or 5, though they are "sure" and 6 only "maybe"
+    assert next_node(Tree.of([question, marked, child, grandchild_parent, grandchild])) is None
+    # Unless you ask for one of them yourself.
+    forced = node(5, "step", 4, verdict="sure", forced=True)
+    assert next_node(Tree.of([question, marked, child, grandchild_parent, forced, other])).id == 5
+    # Only your mark reaches down the tree: the Step Evaluator's "impossible" keeps its own rule (that
+    # node is not explored, so it normally has no children to exclude).
+    judged = node(2, "entity", 1, verdict="impossible", judged_by="evaluator", explored_order=1, expanded=True)
+    assert next_node(Tree.of([question, judged, child, other])).id == 3

@@ -358,3 +358,57 @@ def test_an_expansion_interrupted_between_siblings_generates_only_the_missing_on
     # The sibling generated after the resume was shown the one before it (real-time feedback).
     second = request_text(asked[2])
     assert f"search[{ARTHUR} d2 s1]" in second.split("This branch so far")[0]
+
+
+def test_an_unreadable_node_generator_is_named_in_the_report_and_retried_on_resume(services, fake_llm):
+    fake_llm.when(EXTRACT, entities(ARTHUR))
+    # Never a step, in any of the 3 tries: the entity cannot be expanded.
+    fake_llm.when(GENERATE, {"wrong": "shape"}, times=3)
+    run_id = run_to_end(services, QUESTION, "fgdip", {})
+    run = services.repo.get_run(run_id)
+    assert run.status == RunStatus.FAILED and "nothing was answered" in run.error
+    markdown = services.repo.latest_report(run_id).markdown
+    assert "could not be read as steps" in markdown and "limits were met" not in markdown
+    [entity] = [n for n in nodes_of(services, run_id) if n.data.get("generate_error")]
+    assert not nodes_of(services, run_id, "step")
+
+    # With a model that answers (the rule above is used up), a resume expands that node after all.
+    fake_llm.when(GENERATE, numbered_steps())
+    services.runner.resume(run_id)
+    run = services.runner.wait(run_id, timeout=60)
+    assert run.status == RunStatus.DONE, (run.status, run.error)
+    assert not services.repo.get_node(entity.id).data.get("generate_error")
+    assert any(n.parent_id == entity.id for n in nodes_of(services, run_id, "step"))
+    assert report_data(services, run_id)["short_answer"] == ARTHUR
+
+
+def test_an_unreadable_answer_evaluator_is_no_pass_and_the_search_goes_on(services, fake_llm):
+    fake_llm.when(EXTRACT, entities(ARTHUR, FIRST))
+    fake_llm.when(GENERATE, numbered_steps())
+    evaluator = {"readable": False}
+    fake_llm.when(EVALUATE_ANSWER, lambda request: judged_answer(True) if evaluator["readable"] else {"wrong": "shape"})
+    run_id = done_run(services)
+    answers = nodes_of(services, run_id, "answer")
+    assert len(answers) > 1  # the first unreadable verdict did not end the search
+    assert all(a.data["verdict"] == "unjudged" and "AnswerJudgement" in a.data["evaluate_error"] for a in answers)
+    # What a reader is shown says so in plain words, never the parse error.
+    from engine.methods.fgdip.kinds import UNJUDGED_NOTE, AnswerData
+
+    fields = AnswerData.model_validate(answers[-1].data).reader_fields()
+    assert fields["Evaluator"] == UNJUDGED_NOTE and "AnswerJudgement" not in str(fields)
+    data = report_data(services, run_id)
+    markdown = services.repo.latest_report(run_id).markdown
+    assert data["verified"] is False and "not verified" in markdown and "AnswerJudgement" not in markdown
+
+    # A resume (here of a run with a failed node) asks the evaluator again about every unjudged
+    # answer, keeping the explanation written before.
+    evaluator["readable"] = True
+    services.repo.update_node(nodes_of(services, run_id, "step")[0].id, status=NodeStatus.FAILED, error="scripted")
+    services.runner.resume(run_id)
+    run = services.runner.wait(run_id, timeout=60)
+    assert run.status == RunStatus.DONE, (run.status, run.error)
+    assert report_data(services, run_id)["verified"] is True
+    for before in answers:
+        again = services.repo.get_node(before.id)
+        assert again.data["verdict"] == "accepted" and not again.data.get("evaluate_error")
+        assert again.data["explanation"] == before.data["explanation"]

@@ -359,3 +359,20 @@ def test_the_default_fetcher_refuses_a_private_address(services, fake_llm, monke
                       question=RESEARCHY, search="web")
     failures = searches(services, run_id)[0].data["page_failures"]
     assert requested == [] and len(failures) == 2 and all("loopback" in f for f in failures)
+
+
+def test_an_answer_that_is_only_an_error_message_is_no_answer_and_resume_asks_again(services, fake_llm):
+    writer = {"broken": True}
+    fake_llm.when(ANSWER, lambda request: "Field required." if writer["broken"] else
+                  "Arthur's Magazine was started first, in 1844 [1].")
+    run_id = run_to_end(services, QUESTION, "research", {})
+    run = services.repo.get_run(run_id)
+    assert run.status == RunStatus.FAILED and "nothing was answered" in run.error
+    [answer] = nodes_of(services, run_id, "answer")
+    assert answer.status == NodeStatus.FAILED and "no answer" in answer.error and not answer.content
+
+    writer["broken"] = False
+    services.runner.resume(run_id)
+    run = services.runner.wait(run_id, timeout=60)
+    assert run.status == RunStatus.DONE, (run.status, run.error)
+    assert "Arthur's Magazine was started first" in answer_of(services, run_id).content

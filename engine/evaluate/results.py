@@ -91,13 +91,14 @@ class BenchmarkTable:
 def _values(rows: list[BenchmarkItem], key: str, zero_for_failures: bool) -> list[float]:
     values = []
     for row in rows:
+        if zero_for_failures and row.status == ItemStatus.FAILED:
+            values.append(0.0)  # whatever it stored: a failed run counts as 0, as the table says
+            continue
         value = row.metrics.get(key)
         if isinstance(value, bool):
             value = float(value)
         if isinstance(value, (int, float)):
             values.append(float(value))
-        elif zero_for_failures and row.status == ItemStatus.FAILED:
-            values.append(0.0)
     return values
 
 

@@ -55,7 +55,8 @@ def score_item(repo: Repository, run_id: str, item: Item, reader: EvalLLM) -> tu
     scores: dict[str, Any] = usage_metrics(repo, run)
     sources = repo.list_sources(run_id)
     scores.update(citation_counts(markdown, {s.id for s in sources}))
-    scores.update(own_citation_check(report.data if report is not None else {}))
+    if answered(run):  # a failed run's own citation check measured a placeholder, not an answer
+        scores.update(own_citation_check(report.data if report is not None else {}))
     if len(sources) >= 2:
         texts = [s.text or s.snippet for s in sources]
         scores["information_diversity"] = metrics.information_diversity(metrics.text_vectors(texts))
@@ -81,15 +82,17 @@ def score_item(repo: Repository, run_id: str, item: Item, reader: EvalLLM) -> tu
         else:
             scores["accuracy"] = metrics.yes_no_accuracy(prediction, item.answers[0]) if prediction else 0.0
     elif item.answer_type == "article":
-        text = strip_markers(markdown)
+        # A failed run's report is a placeholder that says so: it is no article to score.
+        text = strip_markers(markdown) if answered(run) else ""
         prediction = text
-        scores["heading_recall"] = metrics.heading_recall(_HEADING.findall(markdown), item.reference_outline)
+        scores["heading_recall"] = (metrics.heading_recall(_HEADING.findall(markdown), item.reference_outline)
+                                    if text.strip() else 0.0)
         scores["rouge_l"] = metrics.rouge_l(text, item.reference_text) if text.strip() else 0.0
         # Must stay False: the item's own article is excluded from its retrieval (datasets.Item.exclusions).
         own = item.reference_title.casefold()
         scores["own_article_retrieved"] = bool(own) and any(s.title.casefold() == own for s in sources)
     else:
-        prediction = strip_markers(markdown)
+        prediction = strip_markers(markdown) if answered(run) else ""
     return prediction, scores, error
 
 

@@ -39,11 +39,12 @@ def judge_step(ctx: RunContext, node: Node, path: Sequence[Node]) -> StepVerdict
 
 @dataclass(frozen=True)
 class AnswerVerdict:
-    verdict: str  # accepted, rejected, unchecked
+    verdict: str  # accepted, rejected, unjudged (kinds.AnswerVerdict)
     solves: bool | None
     on_topic: bool | None
     reasons: str
     error_analysis: str
+    error: str = ""  # why the evaluator's reply could not be read
 
 
 def judge_answer(ctx: RunContext, answer: Node, short_answer: str, path: Sequence[Node]) -> AnswerVerdict:
@@ -55,8 +56,9 @@ def judge_answer(ctx: RunContext, answer: Node, short_answer: str, path: Sequenc
         judgement = ctx.llm.ask(messages, AnswerJudgement, purpose="evaluate_answer", node_id=answer.id,
                                 max_tokens=400)
     except StructuredOutputError as exc:
-        # No verdict is not a rejection: the answer stands unchecked, as without the evaluator.
-        return AnswerVerdict("unchecked", None, None, f"The evaluator's answer could not be read ({exc}).", "")
+        # No verdict is neither a pass nor a rejection: the answer is not verified, the search goes
+        # on, and a resume asks again. The parse error stays out of what a reader is shown.
+        return AnswerVerdict("unjudged", None, None, "", "", error=str(exc)[:2000])
     accepted = judgement.solves and judgement.on_topic
     analysis = "" if accepted else (judgement.error_analysis.strip() or judgement.thought.strip()
                                     or "The answer was judged wrong or off topic.")

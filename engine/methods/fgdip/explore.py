@@ -80,9 +80,17 @@ def order_key(tree: Tree, node: Node) -> tuple:
             tuple((not (n.data or {}).get("forced"), _TIER.get((n.data or {}).get("verdict"), 1), n.id) for n in path))
 
 
+def _below_your_impossible(tree: Tree, node: Node) -> bool:
+    """Whether a node above `node` was marked impossible by you: what it had generated before is
+    out of the search too, unless you ask for that node itself."""
+    return any((n.data or {}).get("verdict") == "impossible" and (n.data or {}).get("judged_by") == "you"
+               for n in tree.path(node)[:-1])
+
+
 def next_node(tree: Tree) -> Node | None:
     """The node the search explores next, or None when nothing is left."""
-    candidates = [n for n in tree.search_nodes() if explorable(n)]
+    candidates = [n for n in tree.search_nodes() if explorable(n)
+                  and ((n.data or {}).get("forced") or not _below_your_impossible(tree, n))]
     return min(candidates, key=lambda n: order_key(tree, n), default=None)
 
 

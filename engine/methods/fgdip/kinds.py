@@ -34,7 +34,9 @@ ERROR_MEMORY = "error_memory"
 SEARCH_KINDS = frozenset({ENTITY, STEP})  # the nodes the search explores (each holds one action)
 
 Verdict = Literal["sure", "maybe", "impossible"]
-AnswerVerdict = Literal["accepted", "rejected", "unchecked"]
+# unchecked: no Answer Evaluator (switched off); unjudged: its reply could not be read, so the
+# answer is not verified and does not end the search (a resume asks it again).
+AnswerVerdict = Literal["accepted", "rejected", "unchecked", "unjudged"]
 
 
 class QuestionData(NodeData):
@@ -102,6 +104,9 @@ class EntityData(StepData):
     user: bool = Field(default=False, description="Added by you.")
 
 
+UNJUDGED_NOTE = "The Answer Evaluator's reply could not be read, so this answer is not verified."
+
+
 class AnswerData(NodeData):
     """A candidate answer and the Answer Evaluator's verdict."""
 
@@ -114,12 +119,14 @@ class AnswerData(NodeData):
     on_topic: bool | None = None
     reasons: str = ""
     error_analysis: str = ""
+    evaluate_error: str = Field(default="", description="Why the Answer Evaluator's reply could not be read.")
 
     def caption(self) -> str:
         return f"Answer: {self.short_answer}" + (f" · {self.verdict}" if self.verdict else "")
 
     def reader_fields(self) -> dict[str, str | list[str]] | None:
-        fields = {"Answer": self.short_answer, "Explanation": self.explanation, "Evaluator": self.reasons,
+        evaluator = (UNJUDGED_NOTE if self.verdict == "unjudged" else self.reasons)
+        fields = {"Answer": self.short_answer, "Explanation": self.explanation, "Evaluator": evaluator,
                   "Error analysis": self.error_analysis}
         return {k: v for k, v in fields.items() if v}
 
@@ -146,6 +153,7 @@ NODE_KINDS = (
              colour_field="verdict", answers=True, size_by_priority=False, variants=(
                  Variant("accepted", "#9467BD", "answer accepted by the Answer Evaluator"),
                  Variant("rejected", "#9D755D", "answer rejected: its error analysis is remembered"),
+                 Variant("unjudged", "#E7BA52", "answer not verified: the Answer Evaluator's reply could not be read"),
              )),
 )
 

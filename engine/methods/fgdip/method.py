@@ -97,6 +97,25 @@ class FgdipMethod(Method):
         markdown, data = report(Tree.of(ctx.graph.nodes()), self._memory(ctx), self.name)
         ctx.graph.save_report(markdown, data=data)
 
+    def reset_failed(self, ctx: RunContext) -> int:
+        """Also give back, on a resume, the expansions whose node generator could not be read: they
+        were closed so this run's search went on, and a resume (perhaps with another model) tries
+        them again, generating only the children still missing."""
+        reset = super().reset_failed(ctx)
+        for node in ctx.graph.nodes():
+            data = dict(node.data or {})
+            # Replaced, not merged: a merge leaves out values equal to the defaults.
+            if data.pop("generate_error", None):
+                ctx.graph.update(node, replace_data={**data, "expanded": False})
+                reset += 1
+            elif node.kind == ANSWER and data.get("verdict") == "unjudged":
+                # The Answer Evaluator is asked again; the explanation written before is kept.
+                data.pop("verdict")
+                data.pop("evaluate_error", None)
+                ctx.graph.update(node, replace_data=data, status=NodeStatus.PENDING)
+                reset += 1
+        return reset
+
     def _params(self, ctx: RunContext) -> FgdipParams:
         return ctx.params  # type: ignore[return-value]
 
@@ -236,7 +255,8 @@ class FgdipMethod(Method):
                 verdict = judge_answer(ctx, answer, data.get("short_answer", ""), path)
                 answer = ctx.graph.update(answer, merge_data={
                     "verdict": verdict.verdict, "solves": verdict.solves, "on_topic": verdict.on_topic,
-                    "reasons": verdict.reasons, "error_analysis": verdict.error_analysis})
+                    "reasons": verdict.reasons, "error_analysis": verdict.error_analysis,
+                    "evaluate_error": verdict.error})
             else:
                 answer = ctx.graph.update(answer, merge_data={"verdict": "unchecked"})
             data = answer.data or {}

@@ -10,6 +10,10 @@ from engine.methods.fgdip.explore import Tree, final_answer
 from engine.methods.fgdip.kinds import ErrorMemory
 from engine.methods.fgdip.trajectory import action_text
 
+# When the node generator's replies could not be read, the limits were not what ended the search.
+GENERATOR_FAILED = ("_The search ended without reaching an answer: at {count} node{s} the model's next steps "
+                    "could not be read as steps (thought, action, argument), so the search could not go on "
+                    "there. Resume to try those nodes again, or use a more capable model._")
 NO_ANSWER = ("_The search ended without reaching an answer (its limits were met first). Raise max_nodes, "
              "max_depth or max_backtracks, add an entity or explore a node, then resume._")
 
@@ -21,7 +25,9 @@ def report(tree: Tree, memory: ErrorMemory | None, method: str) -> tuple[str, di
     data: dict[str, Any] = {"method": method, "nodes": searched, "backtracks": tree.backtracks(),
                             "rejected_answers": sum((a.data or {}).get("verdict") == "rejected" for a in tree.answers())}
     if answer is None:
-        return NO_ANSWER, {**data, "short_answer": "", "verified": False}
+        unreadable = sum(1 for n in tree.nodes.values() if (n.data or {}).get("generate_error"))
+        return (GENERATOR_FAILED.format(count=unreadable, s="" if unreadable == 1 else "s") if unreadable
+                else NO_ANSWER), {**data, "short_answer": "", "verified": False}
     info = answer.data or {}
     short = info.get("short_answer", "")
     parent = tree.nodes.get(answer.parent_id) if answer.parent_id is not None else None
@@ -29,7 +35,10 @@ def report(tree: Tree, memory: ErrorMemory | None, method: str) -> tuple[str, di
     parts = [f"**Answer: {short}**"]
     if info.get("explanation"):
         parts.append(info["explanation"])
-    if not verified:
+    if not verified and info.get("verdict") == "unjudged":
+        parts.append("_No candidate passed the Answer Evaluator, and its reply on this one could not be read: "
+                     "this answer is not verified._")
+    elif not verified:
         parts.append("_No candidate passed the Answer Evaluator; this is the last one it rejected._")
     elif info.get("verdict") == "unchecked":
         parts.append("_This answer was not checked by the Answer Evaluator._")

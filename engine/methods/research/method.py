@@ -42,6 +42,7 @@ from engine.methods.research.kinds import (
     DropSourcePayload,
 )
 from engine.methods.research.params import ResearchParams
+from engine.reader_text import is_placeholder
 from engine.methods.research.report import report
 from engine.methods.research.schemas import AgentTurn
 from engine.methods.research.search_tool import findings, retrieve, summarize
@@ -256,9 +257,10 @@ class ResearchMethod(Method):
             done = [s for s in chain.searches if s.status == NodeStatus.DONE]
             cited = write_answer(ctx, answer, reasoning=chain.reasoning(), findings=findings(done, numbers),
                                  documents=documents)
-            if not cited.text.strip():
-                ctx.graph.fail(answer, "the model wrote an empty answer; resume the run to ask again",
-                               data={"attempts": 0})
+            if is_placeholder(cited.text):
+                # Empty, or only schema words or an error message ("Field required."): no answer.
+                ctx.graph.fail(answer, "the model wrote no answer (empty, or only an error message); resume the "
+                               "run to ask again", data={"attempts": 0})
                 return True
             if cited.removed:
                 ctx.graph.narrate(f"the answer still cited wrongly after {cited.attempts} tries; removed "
