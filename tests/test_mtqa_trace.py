@@ -381,3 +381,43 @@ def test_a_failed_run_resumes_without_thinking_finished_nodes_again(services, fa
     assert fake_llm.call_count - calls == 1 + 2 + 1
     assert len(knowledge_bases.opened) == 2  # reopened by the resumed process, its documents added again
     assert len(knowledge_bases.opened[1].keyword_calls) == 0  # the stored keywords are reused
+
+
+def test_a_failed_search_fails_the_knowledge_node_and_resume_searches_again(services, fake_llm, knowledge_bases):
+    from engine.search.protocol import SearchError
+
+    real = services.searcher("local")
+    outage = {"on": True}
+
+    class FlakySearcher:
+        description = real.description
+
+        def search(self, query, k=5):
+            if outage["on"]:
+                raise SearchError("the corpus index is unreachable", hint="check the disk")
+            return real.search(query, k)
+
+    services._searchers["local"] = FlakySearcher()
+    run_id = run_to_end(services, QUESTION, "mtqa", {"rows": 2, "columns": 2})
+    run = services.repo.get_run(run_id)
+    # Not a "done" run that reasoned over no knowledge: failed, saying why.
+    assert run.status == RunStatus.FAILED, run.status
+    [knowledge] = services.repo.list_nodes(run_id, kind="knowledge")
+    assert knowledge.status == NodeStatus.FAILED
+    assert "search for the question's documents failed: the corpus index is unreachable" in knowledge.error
+    assert not services.repo.list_nodes(run_id, kind="cell", status=NodeStatus.DONE)  # nothing reasoned
+
+    outage["on"] = False
+    services.runner.resume(run_id)
+    run = services.runner.wait(run_id, timeout=60)
+    assert run.status == RunStatus.DONE, run.error
+    assert services.repo.list_sources(run_id)
+
+
+def test_extraction_failing_on_every_chunk_fails_the_knowledge_node(services, fake_llm):
+    # The real knowledge layer, with an extractor whose replies can never be read.
+    fake_llm.when(prompt="knowledge.extract", respond="I cannot help with that.")
+    run_id = run_to_end(services, QUESTION, "mtqa", {"rows": 2, "columns": 2, "documents": 2})
+    assert services.repo.get_run(run_id).status == RunStatus.FAILED
+    [knowledge] = services.repo.list_nodes(run_id, kind="knowledge")
+    assert knowledge.status == NodeStatus.FAILED and "extraction failed on all 2 chunks" in knowledge.error

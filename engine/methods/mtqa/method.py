@@ -220,9 +220,11 @@ class MtqaMethod(Method):
             try:
                 hits = ctx.search(ctx.question, k=params.documents, node=node)
             except SearchError as exc:
-                hits, error = [], f"{exc} {exc.hint}".strip()
-            else:
-                error = ""
+                # Not "no knowledge": the matrix would reason with nothing and the run end done. Failed,
+                # so a resume searches again.
+                ctx.graph.fail(node, f"the search for the question's documents failed: {f'{exc} {exc.hint}'.strip()}"
+                                     "; resume the run to search again")
+                return
             relevant = relevant_hits(ctx.question, hits, floor=params.relevance_floor)
             ctx.note_unrelated(ctx.question, relevant, node)
             # Web results: the page's passage about the question, about one extraction chunk of it.
@@ -230,7 +232,7 @@ class MtqaMethod(Method):
                                   max_chars=chunk_chars(params.chunk_tokens), node=node).hits
             sources = ctx.graph.add_sources(kept, node=node) if kept else []
             node = ctx.graph.update(node, merge_data={
-                "searched": True, "documents": [s.ref for s in sources], "search_error": error,
+                "searched": True, "documents": [s.ref for s in sources],
                 "dropped_as_unrelated": relevant.dropped_summary()})
             data = ctx.graph.data(node, KnowledgeData)
         try:
@@ -242,6 +244,12 @@ class MtqaMethod(Method):
                 node = ctx.graph.update(node, merge_data={
                     "chunks": progress.chunks_total, "entities": progress.entities, "relations": progress.relations,
                     "failed_chunks": progress.failed_chunks, "graph_key": kb.key})
+                if progress.chunks_total and progress.failed_chunks >= progress.chunks_total:
+                    # Documents were found but nothing could be extracted from any of them: no graph.
+                    ctx.graph.fail(node, f"the model's entity and relation extraction failed on all "
+                                         f"{progress.chunks_total} chunks of the documents; resume the run to try "
+                                         "them again (or use a more capable model)")
+                    return
             if not data.keywords_ready:
                 keywords = kb.keywords(ctx.question)
                 node = ctx.graph.update(node, merge_data={
