@@ -412,3 +412,21 @@ def test_an_unreadable_answer_evaluator_is_no_pass_and_the_search_goes_on(servic
         again = services.repo.get_node(before.id)
         assert again.data["verdict"] == "accepted" and not again.data.get("evaluate_error")
         assert again.data["explanation"] == before.data["explanation"]
+
+
+def test_an_answer_no_search_could_ground_says_so_in_the_report(services, fake_llm):
+    from engine.search.protocol import SearchError
+
+    class DownSearcher:
+        description = "the local corpus"
+
+        def search(self, query, k=5):
+            raise SearchError("the corpus index is unreachable")
+
+    services._searchers["local"] = DownSearcher()
+    fake_llm.when(EXTRACT, entities(ARTHUR))
+    fake_llm.when(GENERATE, numbered_steps())
+    run_id = done_run(services)
+    assert not services.repo.list_sources(run_id)
+    markdown = services.repo.latest_report(run_id).markdown
+    assert "This answer is the model's own and cites nothing." in markdown

@@ -376,3 +376,46 @@ def test_an_answer_that_is_only_an_error_message_is_no_answer_and_resume_asks_ag
     run = services.runner.wait(run_id, timeout=60)
     assert run.status == RunStatus.DONE, (run.status, run.error)
     assert "Arthur's Magazine was started first" in answer_of(services, run_id).content
+
+
+def test_a_first_search_that_fails_fails_the_run_plainly_and_resume_searches_again(services, fake_llm):
+    from engine.search.protocol import SearchError
+
+    real = services.searcher("local")
+    outage = {"on": True}
+
+    class FlakySearcher:
+        description = real.description
+
+        def search(self, query, k=5):
+            if outage["on"]:
+                raise SearchError("web search is unreachable: ConnectError", hint="check the network")
+            return real.search(query, k)
+
+    services._searchers["local"] = FlakySearcher()
+    run_id = run_to_end(services, QUESTION, "research", {})
+    run = services.repo.get_run(run_id)
+    assert run.status == RunStatus.FAILED
+    [search] = searches(services, run_id)
+    assert search.status == NodeStatus.FAILED and not search.content
+    assert "the search failed: web search is unreachable" in search.error
+    assert not nodes_of(services, run_id, "answer")
+
+    outage["on"] = False
+    services.runner.resume(run_id)
+    run = services.runner.wait(run_id, timeout=60)
+    assert run.status == RunStatus.DONE, (run.status, run.error)
+    assert searches(services, run_id)[0].data["ranked"] and services.repo.list_sources(run_id)
+
+
+def test_an_answer_no_search_could_ground_says_so_in_the_report(services, fake_llm):
+    class EmptySearcher:
+        description = "the local corpus"
+
+        def search(self, query, k=5):
+            return []
+
+    services._searchers["local"] = EmptySearcher()
+    run_id = done_run(services)
+    assert not services.repo.list_sources(run_id)
+    assert "This answer is the model's own and cites nothing." in services.repo.latest_report(run_id).markdown

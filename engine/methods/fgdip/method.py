@@ -55,6 +55,7 @@ from engine.methods.fgdip.kinds import (
 from engine.methods.fgdip.params import FgdipParams
 from engine.methods.fgdip.report import report
 from engine.methods.fgdip.trajectory import label_for
+from engine.search.relevance import ungrounded_note
 from storage.models import Node, NodeStatus
 
 UNFINISHED = (NodeStatus.PENDING, NodeStatus.RUNNING)
@@ -95,6 +96,9 @@ class FgdipMethod(Method):
 
     def write_report(self, ctx: RunContext) -> None:
         markdown, data = report(Tree.of(ctx.graph.nodes()), self._memory(ctx), self.name)
+        if data.get("short_answer") and not ctx.graph.sources():
+            # Every search failed or found nothing: said to the reader, not left to the model.
+            markdown += ungrounded_note(ctx.searcher.description)
         ctx.graph.save_report(markdown, data=data)
 
     def reset_failed(self, ctx: RunContext) -> int:

@@ -43,6 +43,7 @@ from engine.methods.research.kinds import (
 )
 from engine.methods.research.params import ResearchParams
 from engine.reader_text import is_placeholder
+from engine.search.relevance import ungrounded_note
 from engine.methods.research.report import report
 from engine.methods.research.schemas import AgentTurn
 from engine.methods.research.search_tool import findings, retrieve, summarize
@@ -121,7 +122,11 @@ class ResearchMethod(Method):
 
     def write_report(self, ctx: RunContext) -> None:
         chain = Chain(ctx.graph.nodes())
-        markdown, data = report(chain.answer, chain.searches, chain.turns, ctx.graph.sources(), self.name)
+        sources = ctx.graph.sources()
+        markdown, data = report(chain.answer, chain.searches, chain.turns, sources, self.name)
+        if chain.answer is not None and chain.answer.status == NodeStatus.DONE and not sources:
+            # Said to the reader, not left to the model: no search found anything to ground it.
+            markdown += ungrounded_note(ctx.searcher.description)
         ctx.graph.save_report(markdown, data=data)
 
     # ------------------------------------------------------------------ the first search: the question
@@ -148,6 +153,14 @@ class ResearchMethod(Method):
             node = ctx.graph.start(node)
             if (node.data or {}).get("ranked") is None:
                 node = retrieve(ctx, node)
+            error = (node.data or {}).get("search_error")
+            if error and not any(s.status == NodeStatus.DONE and s.id != node.id for s in chain.searches):
+                # Nothing found yet and the search itself failed: an answer would rest on nothing. The
+                # node fails (the run with it) and forgets its result, so a resume searches again.
+                kept = {k: v for k, v in (node.data or {}).items() if k not in ("ranked", "search_error", "found")}
+                node = ctx.graph.update(node, replace_data=kept)
+                ctx.graph.fail(node, f"the search failed: {error}; resume the run to search again")
+                continue
             summary, data = summarize(ctx, node, chain.reasoning(before=node.id), dropped)
             ctx.graph.finish(node, content=summary, data=data)
         return True

@@ -85,8 +85,10 @@ def summarize(ctx: RunContext, node: Node, reasoning: Sequence[str], dropped: se
     data = node.data or {}
     documents = documents_of(ctx, node, dropped)
     if not documents:
-        reason = data.get("search_error") or NO_RELEVANT_SOURCE.format(where=data.get("searcher") or "the search")
-        return f"Nothing to summarise: {reason}", {"summary_attempts": 0}
+        if data.get("search_error"):  # its technical text stays in the node's "Search error" field
+            return "This search failed, so it found nothing to summarise.", {"summary_attempts": 0}
+        return f"Nothing to summarise: {NO_RELEVANT_SOURCE.format(where=data.get('searcher') or 'the search')}", {
+            "summary_attempts": 0}
     blocks = inert(source_blocks(documents, max_chars=params.doc_chars))
     first = not reasoning
 
