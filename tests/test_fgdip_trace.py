@@ -415,15 +415,9 @@ def test_an_unreadable_answer_evaluator_is_no_pass_and_the_search_goes_on(servic
 
 
 def test_an_answer_no_search_could_ground_says_so_in_the_report(services, fake_llm):
-    from engine.search.protocol import SearchError
+    from tests.search_outage import SearchOutage
 
-    class DownSearcher:
-        description = "the local corpus"
-
-        def search(self, query, k=5):
-            raise SearchError("the corpus index is unreachable")
-
-    services._searchers["local"] = DownSearcher()
+    SearchOutage(services)  # on for the whole run
     fake_llm.when(EXTRACT, entities(ARTHUR))
     fake_llm.when(GENERATE, numbered_steps())
     run_id = done_run(services)

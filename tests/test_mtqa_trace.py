@@ -384,20 +384,9 @@ def test_a_failed_run_resumes_without_thinking_finished_nodes_again(services, fa
 
 
 def test_a_failed_search_fails_the_knowledge_node_and_resume_searches_again(services, fake_llm, knowledge_bases):
-    from engine.search.protocol import SearchError
+    from tests.search_outage import SearchOutage
 
-    real = services.searcher("local")
-    outage = {"on": True}
-
-    class FlakySearcher:
-        description = real.description
-
-        def search(self, query, k=5):
-            if outage["on"]:
-                raise SearchError("the corpus index is unreachable", hint="check the disk")
-            return real.search(query, k)
-
-    services._searchers["local"] = FlakySearcher()
+    outage = SearchOutage(services)
     run_id = run_to_end(services, QUESTION, "mtqa", {"rows": 2, "columns": 2})
     run = services.repo.get_run(run_id)
     # Not a "done" run that reasoned over no knowledge: failed, saying why.
@@ -407,7 +396,7 @@ def test_a_failed_search_fails_the_knowledge_node_and_resume_searches_again(serv
     assert "search for the question's documents failed: the corpus index is unreachable" in knowledge.error
     assert not services.repo.list_nodes(run_id, kind="cell", status=NodeStatus.DONE)  # nothing reasoned
 
-    outage["on"] = False
+    outage.on = False
     services.runner.resume(run_id)
     run = services.runner.wait(run_id, timeout=60)
     assert run.status == RunStatus.DONE, run.error

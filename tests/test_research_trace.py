@@ -379,20 +379,9 @@ def test_an_answer_that_is_only_an_error_message_is_no_answer_and_resume_asks_ag
 
 
 def test_a_first_search_that_fails_fails_the_run_plainly_and_resume_searches_again(services, fake_llm):
-    from engine.search.protocol import SearchError
+    from tests.search_outage import SearchOutage
 
-    real = services.searcher("local")
-    outage = {"on": True}
-
-    class FlakySearcher:
-        description = real.description
-
-        def search(self, query, k=5):
-            if outage["on"]:
-                raise SearchError("web search is unreachable: ConnectError", hint="check the network")
-            return real.search(query, k)
-
-    services._searchers["local"] = FlakySearcher()
+    outage = SearchOutage(services, "web search is unreachable: ConnectError")
     run_id = run_to_end(services, QUESTION, "research", {})
     run = services.repo.get_run(run_id)
     assert run.status == RunStatus.FAILED
@@ -401,7 +390,7 @@ def test_a_first_search_that_fails_fails_the_run_plainly_and_resume_searches_aga
     assert "the search failed: web search is unreachable" in search.error
     assert not nodes_of(services, run_id, "answer")
 
-    outage["on"] = False
+    outage.on = False
     services.runner.resume(run_id)
     run = services.runner.wait(run_id, timeout=60)
     assert run.status == RunStatus.DONE, (run.status, run.error)
