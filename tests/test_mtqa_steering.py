@@ -133,6 +133,7 @@ def test_bad_payloads_are_refused_and_change_nothing(services, fake_llm, knowled
         services, run_id, "drop_unit", {"node_id": base.id, "unit": listed + 1})
     assert "no_such" in steer_refused(services, run_id, "add_column", {"no_such": 1})
     assert "alpha" in steer_refused(services, run_id, "add_column", {"alpha": -0.1})
+    assert "α changes nothing" in steer_refused(services, run_id, "add_column", {"alpha": 0.5})  # one row
     assert fake_llm.call_count == calls
     assert len(nodes(services, run_id, "cell")) == 1
     assert services.repo.latest_run_state(run_id, "knowledge_choices") is None

@@ -490,6 +490,9 @@ class MtqaMethod(Method):
         index = len(columns)
         if params.no_communication and alpha:
             raise CommandRejected("this run has the no-communication ablation on: every α is 0")
+        if params.rows < 2 and alpha:
+            raise CommandRejected("a column of one thought passes nothing between thoughts, so α changes nothing; "
+                                  "add the column without α")
         matrix.ensure_column(ctx.graph, index, params.rows,
                              matrix.column_alphas(params.weights(), params.rows, index, override=alpha))
         matrix.save_weights(ctx.graph, params.weight_preset, params.weights())

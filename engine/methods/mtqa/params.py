@@ -77,7 +77,8 @@ class MtqaParams(MethodParams):
         "Ablation -comm: every α is 0, so no thought sees the one above it (a tree-like structure)."))
     no_correction: bool = Field(default=False, description=(
         "Ablation -RAG: the column summaries merge the thoughts without checking them against "
-        "retrieved knowledge units (no correction retrieval)."))
+        "retrieved knowledge units; the next column still retrieves the knowledge units its first "
+        "thought starts from."))
 
     @field_validator("custom_matrix", mode="before")
     @classmethod
