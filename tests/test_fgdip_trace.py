@@ -424,3 +424,19 @@ def test_an_answer_no_search_could_ground_says_so_in_the_report(services, fake_l
     assert not services.repo.list_sources(run_id)
     markdown = services.repo.latest_report(run_id).markdown
     assert "This answer is the model's own and cites nothing." in markdown
+
+
+def test_an_unreadable_step_evaluator_reads_as_plain_words_not_a_parse_error(services, fake_llm):
+    from engine.methods.fgdip.kinds import EntityData, StepData
+
+    fake_llm.when(EXTRACT, entities(ARTHUR))
+    fake_llm.when(GENERATE, numbered_steps())
+    fake_llm.when(EVALUATE_STEP, {"wrong": "shape"})
+    run_id = done_run(services)
+    judged = [n for n in nodes_of(services, run_id) if n.data.get("judged_by") == "error"]
+    assert judged and all(n.data["verdict"] == "maybe" for n in judged)
+    for node in judged:
+        shown = str((EntityData if node.kind == "entity" else StepData).model_validate(node.data).reader_fields())
+        assert "could not be read" in shown and "StepJudgement" not in shown and "Field required" not in shown
+    events = [e for e in services.repo.list_events(run_id) if "Step Evaluator's reply could not be read" in e.text]
+    assert events and "StepJudgement" in str(events[0].data)  # the technical text is kept for whoever looks

@@ -408,3 +408,13 @@ def test_an_answer_no_search_could_ground_says_so_in_the_report(services, fake_l
     run_id = done_run(services)
     assert not services.repo.list_sources(run_id)
     assert "This answer is the model's own and cites nothing." in services.repo.latest_report(run_id).markdown
+
+
+def test_an_unreadable_agent_turn_reads_as_plain_words_not_a_parse_error(services, fake_llm):
+    from engine.methods.research.kinds import ReasoningData
+
+    fake_llm.when(AGENT, {"wrong": "shape"})
+    run_id = done_run(services)
+    [turn] = nodes_of(services, run_id, "reasoning")
+    shown = turn.content + str(ReasoningData.model_validate(turn.data).reader_fields())
+    assert "could not be read" in shown and "AgentTurn" not in shown and "Field required" not in shown

@@ -33,7 +33,11 @@ def judge_step(ctx: RunContext, node: Node, path: Sequence[Node]) -> StepVerdict
     try:
         judgement = ctx.llm.ask(messages, StepJudgement, purpose="evaluate_step", node_id=node.id, max_tokens=300)
     except StructuredOutputError as exc:
-        return StepVerdict("maybe", f"The evaluator's answer could not be read ({exc}); judged maybe.", "error")
+        # Plain words for the reader; the parse error goes to the step log's event data.
+        ctx.graph.narrate("the Step Evaluator's reply could not be read; the step counts as maybe",
+                          node_id=node.id, error=str(exc)[:2000])
+        return StepVerdict("maybe", "The Step Evaluator's reply could not be read, so this step counts as maybe.",
+                           "error")
     return StepVerdict(judgement.verdict, judgement.judgement.strip(), "evaluator")
 
 

@@ -192,8 +192,11 @@ class ResearchMethod(Method):
             turn = ctx.llm.ask(messages, AgentTurn, purpose="agent", node_id=node.id, max_tokens=1500,
                                temperature=params.temperature)
         except StructuredOutputError as exc:
-            ctx.graph.finish(node, content="The agent's answer could not be read; it writes the answer now.",
-                             data={"decision": "answer", "why_stopped": f"unreadable turn: {str(exc)[:300]}"})
+            # Plain words for the reader; the parse error goes to the step log's event data.
+            ctx.graph.narrate("the agent's reply could not be read; it writes the answer now", node_id=node.id,
+                              error=str(exc)[:2000])
+            ctx.graph.finish(node, content="The agent's reply could not be read; it writes the answer now.",
+                             data={"decision": "answer", "why_stopped": "its reply could not be read"})
             return
         query = " ".join(turn.next_query.split())[:300]
         decision, why = "answer", ""
