@@ -418,3 +418,17 @@ def test_an_unreadable_agent_turn_reads_as_plain_words_not_a_parse_error(service
     [turn] = nodes_of(services, run_id, "reasoning")
     shown = turn.content + str(ReasoningData.model_validate(turn.data).reader_fields())
     assert "could not be read" in shown and "AgentTurn" not in shown and "Field required" not in shown
+
+
+@pytest.mark.parametrize("reply", [
+    {"reasoning": "Enough is known.", "need_more_search": True, "next_query": QUESTION},  # repeats the question
+    {"reasoning": "Enough is known.", "need_more_search": False, "next_query": ""},       # gives none
+    {"wrong": "shape"},                                                                  # cannot be read
+], ids=["repeated", "none", "unreadable"])
+def test_dig_into_searches_your_point_when_the_agent_gives_no_new_query(services, fake_llm, reply):
+    run_id = done_run(services, {"max_searches": 0})
+    fake_llm.when(AGENT, reply)
+    command = steer_and_wait(services, run_id, "dig_into", {"point": "Arthur's Magazine founding year"})
+    assert command.status == "done", command.error
+    last = searches(services, run_id)[-1]
+    assert last.data["query"] == "Arthur's Magazine founding year" and last.data["by"] == "you"

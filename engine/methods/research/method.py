@@ -53,6 +53,10 @@ from storage.models import Node, NodeStatus, Source
 UNFINISHED = (NodeStatus.PENDING, NodeStatus.RUNNING)
 
 
+def _query_of(text: str) -> str:
+    return " ".join(text.split())[:300]
+
+
 def _same_query(a: str, b: str) -> bool:
     words = lambda text: " ".join(re.findall(r"\w+", text.casefold()))  # noqa: E731
     return words(a) == words(b)
@@ -193,12 +197,23 @@ class ResearchMethod(Method):
                                temperature=params.temperature)
         except StructuredOutputError as exc:
             # Plain words for the reader; the parse error goes to the step log's event data.
+            point = _query_of(focus)
+            if point and not any(_same_query(point, q) for q in chain.queries()):
+                # You asked to dig into a point: it is searched as you wrote it.
+                ctx.graph.narrate("the agent's reply could not be read; your point is searched as you wrote it",
+                                  node_id=node.id, error=str(exc)[:2000])
+                ctx.graph.finish(node, content=f"Next search: {point}", data={
+                    "decision": "search", "next_query": point, "why_stopped": ""})
+                return
             ctx.graph.narrate("the agent's reply could not be read; it writes the answer now", node_id=node.id,
                               error=str(exc)[:2000])
             ctx.graph.finish(node, content="The agent's reply could not be read; it writes the answer now.",
                              data={"decision": "answer", "why_stopped": "its reply could not be read"})
             return
-        query = " ".join(turn.next_query.split())[:300]
+        query = _query_of(turn.next_query)
+        if focus and (not query or any(_same_query(query, q) for q in chain.queries())):
+            # Digging into your point must search: when the agent gives no new query, your words are it.
+            query = _query_of(focus)
         decision, why = "answer", ""
         if turn.need_more_search or focus:
             if not query:
