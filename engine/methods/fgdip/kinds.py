@@ -153,7 +153,7 @@ NODE_KINDS = (
              colour_field="verdict", answers=True, size_by_priority=False, variants=(
                  Variant("accepted", "#9467BD", "answer accepted by the Answer Evaluator"),
                  Variant("rejected", "#9D755D", "answer rejected: its error analysis is remembered"),
-                 Variant("unjudged", "#E7BA52", "answer not verified: the Answer Evaluator's reply could not be read"),
+                 Variant("unjudged", "#DBDB8D", "answer not verified: the Answer Evaluator's reply could not be read"),
              )),
 )
 
