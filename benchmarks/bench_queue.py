@@ -142,7 +142,7 @@ def run_one(entry: Entry, stopping: Stopping) -> bool:
         export(identifier, archive)
     if stopping.requested.is_set():
         return False
-    if child.returncode not in (0,):
+    if child.returncode != 0:
         raise SystemExit(f"bench_queue: {entry.name} ended with exit code {child.returncode}; see its output above")
     return archive is not None and left_after_import(archive) == 0
 

@@ -31,6 +31,5 @@ def render_source(st_module, title: str, where: str, snippet: str, kind: str | N
     """One gathered source as a list entry: its title and address shown as text (a page titled
     `[www.who.int](https://evil.example)` must not become a link that lies about where it goes),
     the address a bare link only when it is http(s), the snippet's start as inert Markdown."""
-    address = url_text(where) if where.lower().startswith(("http://", "https://")) else inline_text(where)
-    line = f"- **{inline_text(title)}** — {address}" + (f" ({inline_text(kind)})" if kind else "")
+    line = f"- **{inline_text(title)}** — {url_text(where)}" + (f" ({inline_text(kind)})" if kind else "")
     st_module.markdown(f"{line}\n\n  {markdown_block(one_line(snippet[:300]))}", unsafe_allow_html=False)

@@ -31,8 +31,8 @@ from engine.export.pdf import PdfFontMissing
 from engine.report import export_json, render_markdown
 from engine.runner import RunnerError
 from engine.safe_text import json_for_terminal, one_line, terminal_text
-from engine.terminal_logging import make_last_resort_safe
 from engine.search.protocol import SearchError
+from engine.terminal_logging import make_last_resort_safe
 from storage.db import DatabaseURLError
 from storage.models import RunStatus
 from storage.repository import RunNotFound

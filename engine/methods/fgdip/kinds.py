@@ -125,7 +125,7 @@ class AnswerData(NodeData):
         return f"Answer: {self.short_answer}" + (f" · {self.verdict}" if self.verdict else "")
 
     def reader_fields(self) -> dict[str, str | list[str]] | None:
-        evaluator = (UNJUDGED_NOTE if self.verdict == "unjudged" else self.reasons)
+        evaluator = UNJUDGED_NOTE if self.verdict == "unjudged" else self.reasons
         fields = {"Answer": self.short_answer, "Explanation": self.explanation, "Evaluator": evaluator,
                   "Error analysis": self.error_analysis}
         return {k: v for k, v in fields.items() if v}

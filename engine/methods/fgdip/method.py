@@ -107,16 +107,13 @@ class FgdipMethod(Method):
         them again, generating only the children still missing."""
         reset = super().reset_failed(ctx)
         for node in ctx.graph.nodes():
-            data = dict(node.data or {})
-            # Replaced, not merged: a merge leaves out values equal to the defaults.
-            if data.pop("generate_error", None):
-                ctx.graph.update(node, replace_data={**data, "expanded": False})
+            data = node.data or {}
+            if data.get("generate_error"):
+                ctx.graph.update(node, merge_data={"generate_error": "", "expanded": False})
                 reset += 1
             elif node.kind == ANSWER and data.get("verdict") == "unjudged":
                 # The Answer Evaluator is asked again; the explanation written before is kept.
-                data.pop("verdict")
-                data.pop("evaluate_error", None)
-                ctx.graph.update(node, replace_data=data, status=NodeStatus.PENDING)
+                ctx.graph.update(node, merge_data={"verdict": None, "evaluate_error": ""}, status=NodeStatus.PENDING)
                 reset += 1
         return reset
 

@@ -222,8 +222,9 @@ class MtqaMethod(Method):
             except SearchError as exc:
                 # Not "no knowledge": the matrix would reason with nothing and the run end done. Failed,
                 # so a resume searches again.
-                ctx.graph.fail(node, f"the search for the question's documents failed: {f'{exc} {exc.hint}'.strip()}"
-                                     "; resume the run to search again")
+                why = f"{exc} {exc.hint}".strip()
+                ctx.graph.fail(node, f"the search for the question's documents failed: {why}; resume the run to "
+                                     "search again")
                 return
             relevant = relevant_hits(ctx.question, hits, floor=params.relevance_floor)
             ctx.note_unrelated(ctx.question, relevant, node)

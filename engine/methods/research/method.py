@@ -42,11 +42,11 @@ from engine.methods.research.kinds import (
     DropSourcePayload,
 )
 from engine.methods.research.params import ResearchParams
-from engine.reader_text import is_placeholder
-from engine.search.relevance import ungrounded_note
 from engine.methods.research.report import report
 from engine.methods.research.schemas import AgentTurn
 from engine.methods.research.search_tool import findings, retrieve, summarize
+from engine.reader_text import is_placeholder
+from engine.search.relevance import ungrounded_note
 from engine.prompting import inert
 from storage.models import Node, NodeStatus, Source
 
@@ -197,19 +197,13 @@ class ResearchMethod(Method):
                                temperature=params.temperature)
         except StructuredOutputError as exc:
             # Plain words for the reader; the parse error goes to the step log's event data.
-            point = _query_of(focus)
-            if point and not any(_same_query(point, q) for q in chain.queries()):
-                # You asked to dig into a point: it is searched as you wrote it.
-                ctx.graph.narrate("the agent's reply could not be read; your point is searched as you wrote it",
-                                  node_id=node.id, error=str(exc)[:2000])
-                ctx.graph.finish(node, content=f"Next search: {point}", data={
-                    "decision": "search", "next_query": point, "why_stopped": ""})
+            then = "your point is searched as you wrote it" if focus else "it writes the answer now"
+            ctx.graph.narrate(f"the agent's reply could not be read; {then}", node_id=node.id, error=str(exc)[:2000])
+            if not focus:
+                ctx.graph.finish(node, content="The agent's reply could not be read; it writes the answer now.",
+                                 data={"decision": "answer", "why_stopped": "its reply could not be read"})
                 return
-            ctx.graph.narrate("the agent's reply could not be read; it writes the answer now", node_id=node.id,
-                              error=str(exc)[:2000])
-            ctx.graph.finish(node, content="The agent's reply could not be read; it writes the answer now.",
-                             data={"decision": "answer", "why_stopped": "its reply could not be read"})
-            return
+            turn = AgentTurn.model_construct(reasoning="", need_more_search=True, next_query="")  # an empty turn
         query = _query_of(turn.next_query)
         if focus and (not query or any(_same_query(query, q) for q in chain.queries())):
             # Digging into your point must search: when the agent gives no new query, your words are it.
@@ -224,7 +218,7 @@ class ResearchMethod(Method):
                 why = "no searches are left (max_searches)"
             else:
                 decision = "search"
-        content = turn.reasoning.strip() + (f"\n\nNext search: {query}" if decision == "search" else "")
+        content = (turn.reasoning.strip() + (f"\n\nNext search: {query}" if decision == "search" else "")).strip()
         ctx.graph.finish(node, content=content, data={"reasoning": turn.reasoning.strip(), "decision": decision,
                                                       "next_query": query if decision == "search" else "",
                                                       "why_stopped": why})
