@@ -4,7 +4,8 @@ method's declarations. It is a method's only door to storage."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -18,6 +19,8 @@ from storage.models import Edge, Node, NodeStatus, Report, Source, utcnow
 from storage.repository import GraphSnapshot, NodeInput, Repository, SourceInput
 
 D = TypeVar("D", bound=NodeData)
+# Report data key: the report was written from a stopped run's graph (its value: why it stopped).
+PARTIAL_REPORT = "partial"
 S = TypeVar("S", bound=RunStateModel)
 
 
@@ -53,6 +56,7 @@ class RunGraph:
         # The last step narrated per node (None: the run itself), so a repeat of the same step
         # (one task after another, each reading its search results) is not logged again.
         self._steps: dict[int | None, str] = {}
+        self._partial = ""  # set inside `partial_reports`
 
     # A read only fills in nodes not seen yet: a read that started before a write of this graph
     # may return it after, and must not put older data back.
@@ -319,7 +323,19 @@ class RunGraph:
     # ------------------------------------------------------------------ reports
 
     def save_report(self, markdown: str, *, data: dict[str, Any] | None = None, kind: str = "final") -> None:
+        if self._partial:
+            data = {**(data or {}), PARTIAL_REPORT: self._partial}
         self._repo.save_report(self.run_id, markdown, kind=kind, data=data)
+
+    @contextmanager
+    def partial_reports(self, reason: str) -> Iterator[None]:
+        """Reports saved inside are marked partial (`PARTIAL_REPORT`: why the run stopped), so the
+        run's next completion writes its report again (`Method.write_outputs`)."""
+        self._partial = reason or "the run stopped"
+        try:
+            yield
+        finally:
+            self._partial = ""
 
     def report(self, kind: str = "final") -> Report | None:
         return self._repo.latest_report(self.run_id, kind)

@@ -16,8 +16,9 @@ from typing import Any
 
 from engine.citation_links import entry_heading, link_citations
 from engine.citations import Rendered, cited_source_ids, number_citations
+from engine.graph import PARTIAL_REPORT
 from engine.safe_text import code_span, cut_at_word, inline_text, markdown_block, one_line, url_text
-from storage.models import Node, NodeStatus, Source
+from storage.models import Node, NodeStatus, RunStatus, Source
 from storage.repository import Repository
 
 EXPORT_FORMAT_VERSION = 1
@@ -85,6 +86,9 @@ def render_markdown(repo: Repository, run_id: str, source_words: tuple[str, ...]
     if report is not None:
         rendered = _report_body(report.markdown, sources.keys())
         note = ""
+        if report.data.get(PARTIAL_REPORT) and run.status != RunStatus.DONE:
+            note = (f"> Partial report: the run stopped before its end ({inline_text(report.data[PARTIAL_REPORT])})."
+                    " This is what it had found; resume the run to finish it, and this report is written again.\n\n")
     else:
         rendered = _partial_body(repo.list_nodes(run_id), sources.keys())
         reason = f" ({inline_text(run.stop_reason)})" if run.stop_reason else ""

@@ -434,8 +434,20 @@ class Runner:
         steering = get_method(run.method, self.methods).steering
         return any(c.kind in steering for c in self.repo.list_commands(run.id, status=CommandStatus.QUEUED))
 
+    def _write_stopped_report(self, method: Method | None, ctx: RunContext | None, reason: str) -> None:
+        """What a stopped run found so far, as a partial report (`Method.write_stopped_report`); a
+        failure here is logged and leaves the run as it is: stopped, with its graph."""
+        if method is None or ctx is None:
+            return
+        try:
+            method.write_stopped_report(ctx, reason)
+        except Exception:  # noqa: BLE001 - the stop is recorded already; the report is a courtesy
+            log.exception("run %s: the partial report could not be written", ctx.run_id)
+
     def _execute(self, run_id: str, control: RunControl, retry_failed: bool = False, *, reopen: bool = True) -> None:
         repo = self.repo
+        method: Method | None = None
+        ctx: RunContext | None = None
         try:
             run = repo.get_run(run_id)
             method = get_method(run.method, self.methods)()
@@ -456,11 +468,14 @@ class Runner:
             outcome = method.assess(ctx)
         except RunStopped as stop:
             repo.reset_unfinished_nodes(run_id)
+            if not stop.interrupted:  # an interrupted run is picked up again on its own
+                self._write_stopped_report(method, ctx, stop.reason)
             repo.set_status(run_id, RunStatus.INTERRUPTED if stop.interrupted else RunStatus.STOPPED,
                             stop_reason=stop.reason)
             narrate_run(repo, run_id, narration.Phase.STOPPED, stop.reason)
         except BudgetExceeded as exc:
             repo.reset_unfinished_nodes(run_id)
+            self._write_stopped_report(method, ctx, exc.user_message)  # before the status a reader waits for
             repo.set_status(run_id, RunStatus.STOPPED, stop_reason=exc.user_message)
             narrate_run(repo, run_id, narration.Phase.STOPPED, f"stopped: {exc.user_message}")
         except LLMError as exc:

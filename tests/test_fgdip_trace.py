@@ -12,6 +12,7 @@ from engine.citations import cited_source_ids
 from engine.llm.fake import request_text
 from engine.llm.protocol import LLMConnectionError
 from engine.methods.fgdip.kinds import ErrorMemory
+from engine.report import render_markdown
 from storage.models import NodeStatus, RunStatus
 from tests.fgdip_scripts import (
     EVALUATE_ANSWER,
@@ -308,6 +309,10 @@ def test_the_budget_stops_the_search_and_resume_continues_it(services, fake_llm)
     kept = {n.id for n in nodes_of(services, run_id)}
     calls = run.llm_calls
     assert 0 < calls < 17  # stopped mid-search (a whole run makes 17 calls)
+    # No answer was reached: no report that says only that, but every finished step as partial
+    # results (a stop after an answer writes a partial report: tests/test_mtqa_trace.py).
+    assert services.repo.latest_report(run_id) is None
+    assert "Partial results: the run is stopped" in render_markdown(services.repo, run_id)
 
     services.runner.resume(run_id, max_tokens=100_000)
     run = services.runner.wait(run_id, timeout=60)

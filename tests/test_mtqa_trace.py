@@ -12,6 +12,7 @@ import pytest
 
 from engine.citations import cited_source_ids
 from engine.evaluate.reader import read_answer
+from engine.evaluate.run_report import JudgeInputError, load_judged_run
 from engine.llm.fake import request_text
 from engine.methods.mtqa import knowledge
 from engine.methods.mtqa.method import MtqaMethod
@@ -410,3 +411,30 @@ def test_extraction_failing_on_every_chunk_fails_the_knowledge_node(services, fa
     assert services.repo.get_run(run_id).status == RunStatus.FAILED
     [knowledge] = services.repo.list_nodes(run_id, kind="knowledge")
     assert knowledge.status == NodeStatus.FAILED and "extraction failed on all 2 chunks" in knowledge.error
+
+
+def test_a_run_stopped_by_its_budget_reports_the_last_summary_as_partial_and_resume_replaces_it(
+        services, fake_llm, knowledge_bases):
+    full = mtqa_run(services, {"rows": 2, "columns": 2})
+    calls = services.repo.list_llm_calls(full)
+    first_summary = next(i for i, c in enumerate(calls) if c.purpose == "summary")
+    # Spent exactly by column 1's summary: column 2's first thought finds the budget used up.
+    budget = sum(c.prompt_tokens + c.completion_tokens for c in calls[:first_summary + 1])
+
+    run_id = run_to_end(services, QUESTION + " (budget)", "mtqa", {"rows": 2, "columns": 2}, max_tokens=budget)
+    run = services.repo.get_run(run_id)
+    assert run.status == RunStatus.STOPPED and "budget" in run.stop_reason
+    report = services.repo.latest_report(run_id)
+    assert report is not None and report.data["partial"] == run.stop_reason and report.data["column"] == 1
+    rendered = render_markdown(services.repo, run_id)
+    assert "Partial report: the run stopped before its end" in rendered
+    assert "summary of column 1 of 2" in rendered and cited_source_ids(report.markdown)
+    with pytest.raises(JudgeInputError, match="its report is partial"):  # judged only once finished
+        load_judged_run(services.repo, run_id)
+
+    services.runner.resume(run_id, max_tokens=10 * budget)
+    run = services.runner.wait(run_id, timeout=60)
+    assert run.status == RunStatus.DONE, (run.status, run.error)
+    final = services.repo.latest_report(run_id)
+    assert "partial" not in final.data and final.data["column"] == 2
+    assert "Partial report" not in render_markdown(services.repo, run_id)

@@ -14,6 +14,7 @@ from engine.evaluate.scoring import own_citation_check
 from engine.llm.fake import request_text
 from engine.llm.protocol import LLMConnectionError
 from engine.methods.research.answer import rates
+from engine.methods.research.report import citation_check_section
 from engine.methods.research.markers import problems
 from engine.narration import SEARCH
 from engine.report import render_markdown
@@ -190,7 +191,10 @@ def test_citation_error_and_support_rates_on_fixtures():
     # (dangling 0 + removed 1 + not supported 1 + contradicted 1) / (6 - 2 invalid + 1 removed)
     assert result["citation_error_rate"] == pytest.approx(3 / 5)
     nothing = rates({"markers": 0, "supported": 0, "not_supported": 0, "contradicted": 0, "dangling": 0}, 0)
-    assert nothing["support_rate"] is None and nothing["citation_error_rate"] == 0.0
+    # No citation to check: no rate at all, never a clean-looking 0%.
+    assert nothing["support_rate"] is None and nothing["citation_error_rate"] is None
+    section = citation_check_section({**nothing, "removed_markers": []}, {})
+    assert "no citation was checked" in section[-1] and not any("0%" in line for line in section)
 
 
 def test_the_run_records_its_rates_and_shows_each_sentence_check(services, fake_llm):

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from engine.llm.fake import FakeLLM
+from engine.report import render_markdown
 from engine.runner import RunnerError
 from storage.models import CommandStatus, NodeStatus, RunStatus
 from tests.fixtures_engine import run_to_end
@@ -180,6 +181,9 @@ def test_budget_reached_before_a_call_stops_the_run(services):
     nodes = {n.kind: n for n in services.repo.list_nodes(run.id)}
     assert nodes["search"].status == NodeStatus.DONE  # kept
     assert nodes["answer"].status == NodeStatus.PENDING  # will be redone on resume
+    # rag's report needs the model: a stopped run shows its finished nodes as partial results instead.
+    assert services.repo.latest_report(run.id) is None
+    assert "Partial results: the run is stopped" in render_markdown(services.repo, run.id)
     services.runner.resume(run.id, max_tokens=100_000)
     assert services.runner.wait(run.id, timeout=10).status == RunStatus.DONE
 

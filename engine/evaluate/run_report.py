@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.citations import number_citations
-from storage.models import Source
+from engine.graph import PARTIAL_REPORT
+from storage.models import RunStatus, Source
 from storage.repository import Repository
 
 
@@ -35,6 +36,9 @@ def load_judged_run(repo: Repository, run_id: str) -> JudgedRun:
     if report is None or not report.markdown.strip():
         raise JudgeInputError(f"run {run.id} has no final report to judge (status {run.status}). "
                               f"Finish it first: thoughtmap resume {run.id}")
+    if report.data.get(PARTIAL_REPORT) and run.status != RunStatus.DONE:
+        raise JudgeInputError(f"run {run.id} stopped before its end ({run.stop_reason or run.status}): its report is "
+                              f"partial. Finish it first: thoughtmap resume {run.id}")
     sources = {source.id: source for source in repo.list_sources(run.id) if source.id is not None}
     return JudgedRun(run_id=run.id, question=run.question, report=report.markdown, sources=sources,
                      model=str(run.llm_info.get("model", "")))

@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from engine.citations import number_citations
+from engine.graph import PARTIAL_REPORT
 from engine.report import report_title
 from engine.safe_text import one_line, terminal_text
-from storage.models import NodeStatus
+from storage.models import NodeStatus, RunStatus
 from storage.repository import Repository
 
 _WEB = ("http://", "https://")
@@ -102,6 +103,9 @@ def build_document(repo: Repository, run_id: str) -> ReportDocument:
     ])
     numbering: dict[int, int] = {}  # source id -> n, one numbering across the body
     if report is not None:
+        if report.data.get(PARTIAL_REPORT) and run.status != RunStatus.DONE:
+            document.facts.append(f"Partial report: the run stopped before its end "
+                                  f"({one_line(str(report.data[PARTIAL_REPORT]))}).")
         rendered = number_citations(report.markdown.strip(), sources.keys())
         numbering = {sid: n for n, sid in rendered.numbering.items()}
         document.blocks = body_blocks(rendered.text, set(rendered.numbering))

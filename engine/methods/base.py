@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine.graph import RunGraph
+from engine.graph import PARTIAL_REPORT, RunGraph
 from engine.methods.estimate import CostEstimate
 from engine.methods.contract import (
     CommandPayload,
@@ -216,6 +216,9 @@ class Method(ABC):
     view: ClassVar[ViewSpec] = ViewSpec()
     # Prompt name -> what the model is doing, in a reader's words (the step log; contract.steps).
     steps: ClassVar[Mapping[str, str]] = {}
+    # True when `write_report` composes the report from the stored graph without the model: a run
+    # stopped part-way (its budget, Stop) then gets a partial report of what it found so far.
+    report_without_model: ClassVar[bool] = False
 
     # ---- derived from the declarations (set for each subclass; read-only)
     steering: ClassVar[frozenset[str]] = frozenset()
@@ -282,9 +285,25 @@ class Method(ABC):
         raise UnsupportedCommand(f"the {self.name} method does not support '{command.name}'")
 
     def write_outputs(self, ctx: RunContext, rewrite: set[str]) -> None:
-        """Write the outputs named in `rewrite`, and any that do not exist yet."""
-        if REPORT in rewrite or not ctx.graph.has_report():
+        """Write the outputs named in `rewrite`, and any that do not exist yet or were written
+        part-way (`write_stopped_report`)."""
+        report = ctx.graph.report()
+        if REPORT in rewrite or report is None or report.data.get(PARTIAL_REPORT):
             self.write_report(ctx)
+
+    def write_stopped_report(self, ctx: RunContext, reason: str) -> bool:
+        """A run stopped before its end: write the report of what its graph holds, marked partial,
+        when the method needs no model for that (`report_without_model`; its budget may be spent)
+        and one of its answers is done. Without an answer, the generic partial results (each
+        finished node, `engine/report.py`) say more than a report that has nothing to report.
+        True when written."""
+        if not self.report_without_model:
+            return False
+        if not any(n.status == NodeStatus.DONE for n in ctx.graph.nodes() if n.kind in self.answer_kinds):
+            return False
+        with ctx.graph.partial_reports(reason):
+            self.write_report(ctx)
+        return True
 
     @abstractmethod
     def write_report(self, ctx: RunContext) -> None:

@@ -111,6 +111,7 @@ class MtqaMethod(Method):
     run_states = RUN_STATES
     view = VIEW
     steps = STEPS
+    report_without_model = True  # composed from the stored graph: a stopped run gets a partial one
 
     def __init__(self) -> None:
         self._kb: KnowledgeBase | None = None
@@ -459,7 +460,9 @@ class MtqaMethod(Method):
         note = ""
         if last is not None and final.id != last.id:
             note = (f"\n\n> The last column's summary failed; this is the summary of column {data.column + 1}. "
-                    "Resume the run to retry the rest.")
+                    "Resume the run to retry the rest." if last.status == NodeStatus.FAILED else
+                    f"\n\n> This is the summary of column {data.column + 1} of {len(columns)}: the later "
+                    "columns have not been written yet.")
         short = f"**Answer:** {data.short_answer}\n\n" if data.short_answer else ""
         ctx.graph.save_report(short + final.content + note, data={
             "method": self.name, "short_answer": data.short_answer, "summary_node": final.id,

@@ -58,9 +58,12 @@ def check_answer(ctx: RunContext, node: Node, text: str, sources: dict[int, Sour
 
 def rates(counts: dict[str, Any], removed: int) -> dict[str, Any]:
     """support rate = supported / validly checked; citation error rate = (dangling + removed + not
-    supported + contradicted) / (validly checked + dangling + removed), `metrics.citation_error_rate`."""
+    supported + contradicted) / (validly checked + dangling + removed), `metrics.citation_error_rate`;
+    None when there is no citation to check."""
     checked = counts["supported"] + counts["not_supported"] + counts["contradicted"]
     markers = counts["markers"] - counts.pop("invalid", 0) + removed
-    error = citation_error_rate(markers, counts["dangling"] + removed, counts["not_supported"] + counts["contradicted"])
+    # An answer with no citation to check has no error rate: "0%" would read as checked and clean.
+    error = (citation_error_rate(markers, counts["dangling"] + removed, counts["not_supported"] + counts["contradicted"])
+             if markers else None)
     return {**counts, "checked": True, "support_rate": counts["supported"] / checked if checked else None,
             "citation_error_rate": error}

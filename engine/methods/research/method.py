@@ -102,6 +102,7 @@ class ResearchMethod(Method):
     run_states = RUN_STATES
     view = VIEW
     steps = STEPS
+    report_without_model = True  # composed from the stored graph: a stopped run gets a partial one
 
     @classmethod
     def estimate(cls, params: MethodParams) -> CostEstimate:

@@ -26,10 +26,13 @@ def citation_check_section(data: dict[str, Any], numbering: dict[int, int]) -> l
     """One line per (sentence, cited source): the sentence, the source's report number, the verdict
     and why. Sentences are plain text here (no stored markers), so a judge reading the report does
     not count them as citations again; `engine/report.py` sanitises the whole body."""
+    removed = len(data.get("removed_markers") or [])
+    if not data.get("markers") and not removed:
+        return ["## Citation check", "", "The answer cites no document, so no citation was checked."]
     lines = ["## Citation check", "",
              f"Support rate {_percent(data.get('support_rate'))} · citation error rate "
              f"{_percent(data.get('citation_error_rate'))} · {data.get('markers', 0)} citations checked · "
-             f"{len(data.get('removed_markers') or [])} bad markers removed", ""]
+             f"{removed} bad markers removed", ""]
     by_id = {sid: n for n, sid in numbering.items()}
     for check in data.get("checks") or []:
         number = by_id.get(check["source_id"])
