@@ -42,7 +42,7 @@ class Entry:
 QUEUE = (
     Entry("issue14-2wiki-rag-mtqa", 14, ("--dataset", "2wiki", "--methods", "rag,mtqa", "--limit", "100",
                                           "--param", "documents=10", "--llm", "local")),
-    Entry("issue14-hotpotqa-rag-mtqa", 14, ("--dataset", "hotpotqa-autoact", "--methods", "rag,mtqa", "--limit",
+    Entry("issue14-hotpotqa-direct-rag-mtqa", 14, ("--dataset", "hotpotqa-autoact", "--methods", "direct,rag,mtqa", "--limit",
                                              "100", "--param", "documents=10", "--llm", "local")),
     Entry("issue15-hotpotqa-levels-direct-rag-fgdip", 15, ("--dataset", "hotpotqa-autoact", "--methods",
                                                             "direct,rag,fgdip", "--limit", "90", "--by", "level",

@@ -150,6 +150,10 @@ def _parser() -> argparse.ArgumentParser:
                             "sample holds an equal share of each value, and the table has a row per method and value")
     bench.add_argument("--resume", metavar="ID", help="continue a stored benchmark")
     bench.add_argument("--show", metavar="ID", help="print a stored benchmark's table")
+    bench.add_argument("--rescore", metavar="ID",
+                       help="score a stored benchmark's finished items again from their stored runs with this "
+                            "release's scoring (the reader is asked again only where it has not read an answer), "
+                            "then print the table")
     bench.add_argument("--list", action="store_true", help="list stored benchmarks")
     bench.add_argument("--export", nargs=2, metavar=("ID", "FILE"),
                        help="write a stored benchmark (definition and every scored item, not the runs) to a JSON "
@@ -493,7 +497,8 @@ def cmd_bench(args) -> int:
     for path in (args.out, args.json_out):
         check_out_path(path)
     modes = [flag for flag, on in (("--resume", args.resume), ("--show", args.show), ("--list", args.list),
-                                   ("--export", args.export), ("--import", args.import_file)) if on]
+                                   ("--export", args.export), ("--import", args.import_file),
+                                   ("--rescore", args.rescore)) if on]
     if len(modes) > 1:
         raise CLIError(f"use one of {', '.join(modes)} at a time")
     if args.export or args.import_file:
@@ -510,6 +515,12 @@ def cmd_bench(args) -> int:
             return EXIT_OK
         if args.show:
             bench = bench_runner.store.get_benchmark(args.show)
+        elif args.rescore:
+            bench = bench_runner.store.get_benchmark(args.rescore)
+            _prepare_llm(services, bench.llm_info.get("kind", "openai"), args.quiet)
+            count = bench_runner.rescore(bench.id)
+            if not args.quiet:
+                _err(f"benchmark {bench.id}: {count} finished items scored again")
         elif args.resume:
             bench = bench_runner.store.get_benchmark(args.resume)
             _prepare_llm(services, bench.llm_info.get("kind", "openai"), args.quiet)
@@ -527,7 +538,7 @@ def cmd_bench(args) -> int:
                 judges=tuple(j.strip() for j in args.judges.split(",") if j.strip()), balance=args.by)
             bench = bench_runner.create(spec)
             _prepare_llm(services, kind, args.quiet)
-        if not args.show:
+        if not args.show and not args.rescore:
             if not args.quiet:
                 _err(f"benchmark {bench.id}: {bench.dataset}, {bench.limit} items x {', '.join(bench.methods)}")
 
@@ -537,7 +548,8 @@ def cmd_bench(args) -> int:
                          + (f": {one_line(row.error)[:120]}" if row.error else ""))
 
             bench = _execute_benchmark(bench_runner, bench.id, progress)
-        table = summarize(bench_runner.store, bench.id, by=args.by)
+        # A sample balanced on a field is shown by it unless another breakdown is asked for.
+        table = summarize(bench_runner.store, bench.id, by=args.by or bench.balance or None)
     except (BenchmarkError, DatasetError, BenchmarkNotFound) as exc:
         raise CLIError(str(exc)) from exc
     markdown = to_markdown(table)

@@ -30,18 +30,32 @@ class ItemStatus:
     FINISHED = (SCORED, FAILED)
 
 
+def llm_identity(llm_info: dict[str, Any]) -> tuple[str, str, str]:
+    """What decides the answers of an LLM as a benchmark stores it: kind, model and endpoint."""
+    return (str(llm_info.get("kind", "")), str(llm_info.get("model", "")), str(llm_info.get("base_url", "")))
+
+
+def setup_differences(a: Benchmark, b: Benchmark) -> list[str]:
+    """What two records of the same benchmark disagree on, beyond its items: each a reader's word."""
+    checks = (("parameters", a.params, b.params), ("model", llm_identity(a.llm_info), llm_identity(b.llm_info)),
+              ("search", a.search_mode, b.search_mode), ("judges", sorted(a.judges), sorted(b.judges)),
+              ("balance", a.balance or "", b.balance or ""))
+    return [name for name, mine, theirs in checks if mine != theirs]
+
+
 class EvaluationStore(Store):
     # ------------------------------------------------------------ benchmarks
 
     def create_benchmark(self, *, dataset: str, methods: Sequence[str], items: Sequence[str], limit: int,
                          seed: int, params: dict[str, Any], llm_info: dict[str, Any], search_mode: str,
                          max_cost: float | None = None, max_tokens: int | None = None,
-                         concurrency: int = 2, judges: Sequence[str] = ()) -> Benchmark:
+                         concurrency: int = 2, judges: Sequence[str] = (), balance: str = "") -> Benchmark:
         """The benchmark and all its (item, method) rows, in one transaction: a benchmark killed at
         any later moment knows every item it has still to do."""
         bench = Benchmark(id=uuid.uuid4().hex[:12], dataset=dataset, methods=list(methods), limit=limit,
                           seed=seed, params=params, llm_info=llm_info, search_mode=search_mode,
-                          max_cost=max_cost, max_tokens=max_tokens, concurrency=concurrency, judges=list(judges))
+                          max_cost=max_cost, max_tokens=max_tokens, concurrency=concurrency, judges=list(judges),
+                          balance=balance)
         rows = [BenchmarkItem(benchmark_id=bench.id, position=position, item_id=item_id, method=method)
                 for position, item_id in enumerate(items) for method in methods]
         with self._session() as s:
@@ -94,6 +108,11 @@ class EvaluationStore(Store):
                     raise ValueError(f"a different benchmark with the id {bench.id} is stored here "
                                      f"({stored.dataset}, {', '.join(stored.methods)}, seed {stored.seed}, "
                                      f"{stored.limit} items); the file's cannot be merged into it")
+                differs = setup_differences(stored, bench)
+                if differs:
+                    # The same items run another way: merged, one table would mix two setups unseen.
+                    raise ValueError(f"benchmark {bench.id} is stored here with another {' and '.join(differs)} "
+                                     "than the file's; its results cannot be merged into it")
                 filled = 0
                 for row in finished:
                     mine = here[(row.item_id, row.method)]

@@ -173,6 +173,12 @@ def _m011_endpoint_cooldowns(conn: Connection) -> None:
     models.EndpointCooldown.__table__.create(conn, checkfirst=True)
 
 
+def _m012_benchmark_balance(conn: Connection) -> None:
+    # The item field a benchmark's sample was balanced on, so the sample can be derived again.
+    if "balance" not in {c["name"] for c in inspect(conn).get_columns("benchmarks")}:
+        conn.execute(text("ALTER TABLE benchmarks ADD COLUMN balance TEXT NOT NULL DEFAULT ''"))
+
+
 MIGRATIONS: list[tuple[int, str, Migration]] = [
     (1, "initial tables", _m001_initial_tables),
     (2, "runs.warning", _m002_run_warning),
@@ -186,6 +192,7 @@ MIGRATIONS: list[tuple[int, str, Migration]] = [
     (10, "DEoT runs' max_layers counts the question as layer 1 (the paper's count)",
      _m010_deot_layers_count_the_question),
     (11, "endpoint_cooldowns (an endpoint's 429 shared by every worker)", _m011_endpoint_cooldowns),
+    (12, "benchmarks.balance", _m012_benchmark_balance),
 ]
 
 

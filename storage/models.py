@@ -273,6 +273,8 @@ class Benchmark(SQLModel, table=True):
     concurrency: int = 2
     # LLM-judged scores added to every item (engine/evaluate/item_judges.py): claims, density, rubric.
     judges: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    # The item field the sample was balanced on (`--by level`: an equal share of each value), or "".
+    balance: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
     status: str = Field(default=BenchmarkStatus.RUNNING, max_length=16)
     note: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
     created_at: datetime = Field(default_factory=utcnow, index=True)

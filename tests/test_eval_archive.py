@@ -177,11 +177,23 @@ def test_a_different_benchmark_under_the_same_id_is_not_merged_into(prebuilt_cor
         before = _rows(services, good["benchmark"]["id"])
     finally:
         services.close()
-    good["benchmark"]["seed"] = 99
-    (tmp_path / "other.json").write_text(json.dumps(good))
     capsys.readouterr()
+    # Another seed: not the sample the header would claim (checked before anything is stored).
+    other_seed = json.loads(json.dumps(good))
+    other_seed["benchmark"]["seed"] = 99
+    (tmp_path / "other.json").write_text(json.dumps(other_seed))
     assert cli.main(["bench", "--import", str(tmp_path / "other.json")]) == cli.EXIT_USAGE
-    assert "a different benchmark with the id" in capsys.readouterr().err
+    assert "its items are not the 4 items of seed 99" in capsys.readouterr().err
+    # The same items run with other parameters, on another model or another search: one table
+    # would mix two setups.
+    for field, value, word in (("params", {"direct": {"max_answer_tokens": 7}, "rag": {}}, "parameters"),
+                               ("llm_info", {"kind": "openai", "model": "gpt-4o", "base_url": "https://x"}, "model"),
+                               ("search_mode", "web", "search")):
+        changed = json.loads(json.dumps(good))
+        changed["benchmark"][field] = value
+        (tmp_path / "other.json").write_text(json.dumps(changed))
+        assert cli.main(["bench", "--import", str(tmp_path / "other.json")]) == cli.EXIT_USAGE
+        assert f"stored here with another {word}" in capsys.readouterr().err
     services = _open(prebuilt_corpus_home, monkeypatch)
     try:
         after = _rows(services, good["benchmark"]["id"])

@@ -357,7 +357,7 @@ def test_a_failed_run_scores_zero_whatever_its_placeholder_report_says(services)
     """A failed run's report is a placeholder ("nothing was answered"): it is not an article to
     score, its own citation check measured nothing, and the table counts the item as 0 even where
     a number was stored for it."""
-    from engine.evaluate.results import _values
+    from engine.evaluate.results import ANSWER_METRICS, AS_STORED, MEASURED, ZERO, _values
     from engine.evaluate.scoring import score_item
     from storage.evaluation import BenchmarkItem
 
@@ -373,8 +373,14 @@ def test_a_failed_run_scores_zero_whatever_its_placeholder_report_says(services)
     assert "citation_error_rate" not in metrics and "support_rate" not in metrics
 
     failed = BenchmarkItem(benchmark_id="b", item_id="i1", method="rag", status=ItemStatus.FAILED,
-                           metrics={"recall_all": 1.0})
+                           metrics={"recall_all": 1.0, "f1": 1.0, "tokens": 50})
     scored = BenchmarkItem(benchmark_id="b", item_id="i2", method="rag", status=ItemStatus.SCORED,
-                           metrics={"recall_all": 1.0})
-    assert _values([failed, scored], "recall_all", zero_for_failures=True) == [0.0, 1.0]
-    assert _values([failed, scored], "recall_all", zero_for_failures=False) == [1.0, 1.0]
+                           metrics={"recall_all": 1.0, "f1": 1.0, "tokens": 70})
+    early = BenchmarkItem(benchmark_id="b", item_id="i3", method="rag", status=ItemStatus.FAILED, metrics={})
+    # An answer metric: a failed run answered nothing, whatever number it stored.
+    assert _values([failed, scored, early], "f1", ZERO) == [0.0, 1.0, 0.0]
+    # Retrieval: what the failed run had retrieved counts; one that failed before retrieving counts 0.
+    assert _values([failed, scored, early], "recall_all", MEASURED) == [1.0, 1.0, 0.0]
+    # Usage: what each run spent, when it has the number.
+    assert _values([failed, scored, early], "tokens", AS_STORED) == [50.0, 70.0]
+    assert dict((k, how) for k, _t, how in ANSWER_METRICS)["evidence_recall_all"] == MEASURED

@@ -114,16 +114,23 @@ def test_yes_no_accuracy() -> None:
 
 # --- retrieval recall -------------------------------------------------------------------------
 
-RETRIEVED = ["Foo (2)", "bar", "FOO", "Baz  Quux", "Qux", "Zed"]
+RETRIEVED = ["Foo - Wikipedia", "bar", "FOO", "Baz  Quux", "Qux", "Zed"]
 GOLD = ["Foo", "  qux "]
 
 
 def test_recall_any_gold_and_all_gold_differ_within_k() -> None:
-    # First 3 distinct titles: foo ("Foo (2)" and "FOO" are one), bar, baz quux: one gold of two.
+    # First 3 distinct titles: foo ("Foo - Wikipedia" and "FOO" are one), bar, baz quux: one gold of two.
     assert retrieval_recall(RETRIEVED, GOLD, k=3) == Recall(any_gold=1.0, all_gold=0.0, fraction=0.5)
     # k = 4 reaches qux.
     assert retrieval_recall(RETRIEVED, GOLD, k=4) == Recall(any_gold=1.0, all_gold=1.0, fraction=1.0)
     assert retrieval_recall(["bar", "Baz quux"], GOLD) == Recall(any_gold=0.0, all_gold=0.0, fraction=0.0)
+
+
+def test_a_year_in_parentheses_names_another_article() -> None:
+    # The distractor "Bunkhouse Stampede" of a HotpotQA item is not its gold "Bunkhouse Stampede (1988)".
+    assert retrieval_recall(["Bunkhouse Stampede"], ["Bunkhouse Stampede (1988)"]).any_gold == 0.0
+    assert retrieval_recall(["Battle of Cambrai (1917)"], ["Battle of Cambrai (1918)"]).any_gold == 0.0
+    assert retrieval_recall(["Battle of Cambrai (1918) — Wikipedia"], ["Battle of Cambrai (1918)"]).all_gold == 1.0
 
 
 def test_recall_without_gold_is_undefined() -> None:
@@ -313,3 +320,18 @@ def test_critical_path_refuses_a_cycle() -> None:
     nodes = [Node(id=1, run_id="r", parent_id=2, kind="x"), Node(id=2, run_id="r", parent_id=1, kind="x")]
     with pytest.raises(ValueError, match="cycle"):
         critical_path_seconds(nodes, [])
+
+
+def test_the_critical_path_follows_the_dependencies_a_method_declares() -> None:
+    """MTQA hangs a column's thoughts and its summary off one parent; the thought below waits for the
+    one above (α > 0) and the summary for every thought: a chain of 40 s, not two 10 s siblings."""
+    nodes = [Node(id=1, run_id="r", kind="knowledge"), Node(id=2, run_id="r", parent_id=1, kind="cell"),
+             Node(id=3, run_id="r", parent_id=1, kind="cell"), Node(id=4, run_id="r", parent_id=1, kind="summary")]
+    calls = [LLMCall(run_id="r", node_id=n, latency_s=10.0) for n in (1, 2, 3, 4)]
+    assert critical_path_seconds(nodes, calls) == pytest.approx(20.0)  # the tree alone
+    waits = [(2, 3), (2, 4), (3, 4)]
+    assert critical_path_seconds(nodes, calls, waits=waits) == pytest.approx(40.0)
+    # α = 0: the second thought does not wait for the first; the summary waits for both.
+    assert critical_path_seconds(nodes, calls, waits=[(2, 4), (3, 4)]) == pytest.approx(30.0)
+    with pytest.raises(ValueError, match="cycle"):
+        critical_path_seconds(nodes, calls, waits=[(3, 2), (2, 3)])

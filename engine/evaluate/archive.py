@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
-from engine.evaluate.datasets import DatasetError, get_dataset, items_by_id
+from engine.evaluate.datasets import DatasetError, get_dataset, items_by_id, load_items
 from engine.methods.registry import UnknownMethod, get_method
 from storage.evaluation import EvaluationStore, ItemStatus
 from storage.models import Benchmark, BenchmarkItem, BenchmarkStatus
@@ -74,6 +74,7 @@ class ArchivedBenchmark(BaseModel):
     max_tokens: int | None = None
     concurrency: int = Field(default=2, ge=1, le=16)
     judges: list[str] = Field(default_factory=list)
+    balance: str = Field(default="", max_length=64, description="The item field the sample is balanced on (--by).")
     note: str = ""
     created_at: datetime | None = None
 
@@ -97,7 +98,7 @@ def export_benchmark(store: EvaluationStore, benchmark_id: str) -> BenchmarkArch
             id=bench.id, dataset=bench.dataset, methods=list(bench.methods), limit=bench.limit, seed=bench.seed,
             params=bench.params, llm_info=bench.llm_info, search_mode=bench.search_mode, max_cost=bench.max_cost,
             max_tokens=bench.max_tokens, concurrency=bench.concurrency, judges=list(bench.judges),
-            note=bench.note, created_at=bench.created_at),
+            balance=bench.balance or "", note=bench.note, created_at=bench.created_at),
         items=[_archived(row) for row in rows],
     )
 
@@ -176,6 +177,12 @@ def _check(archive: BenchmarkArchive) -> None:
     if unknown:
         raise ArchiveError(f"benchmark {bench.id}: {len(unknown)} item(s) are not in the bundled {bench.dataset} "
                            f"dataset (e.g. {unknown[0]}); the file and this Thoughtmap's data differ")
+    # The sample its header claims: the seed's first `limit` items (balanced on `balance`).
+    sample = {i.id for i in load_items(bench.dataset, limit=bench.limit, seed=bench.seed, balance=bench.balance or None)}
+    if sample != set(positions.values()):
+        raise ArchiveError(f"benchmark {bench.id}: its items are not the {bench.limit} items of seed {bench.seed}"
+                           + (f" balanced by {bench.balance}" if bench.balance else "")
+                           + f" of the bundled {bench.dataset} dataset; the file and this Thoughtmap's data differ")
 
 
 def import_benchmark(store: EvaluationStore, archive: BenchmarkArchive) -> tuple[Benchmark, int]:
@@ -185,7 +192,7 @@ def import_benchmark(store: EvaluationStore, archive: BenchmarkArchive) -> tuple
     a = archive.benchmark
     bench = Benchmark(id=a.id, dataset=a.dataset, methods=a.methods, limit=a.limit, seed=a.seed, params=a.params,
                       llm_info=a.llm_info, search_mode=a.search_mode, max_cost=a.max_cost, max_tokens=a.max_tokens,
-                      concurrency=a.concurrency, judges=a.judges, status=BenchmarkStatus.STOPPED,
+                      concurrency=a.concurrency, judges=a.judges, balance=a.balance, status=BenchmarkStatus.STOPPED,
                       note=a.note, **({"created_at": a.created_at} if a.created_at else {}))
     rows = [BenchmarkItem(benchmark_id=a.id, position=i.position, item_id=i.item_id, method=i.method,
                           status=i.status if i.status in ItemStatus.FINISHED else ItemStatus.PENDING,

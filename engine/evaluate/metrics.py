@@ -105,12 +105,13 @@ def yes_no_accuracy(prediction: str, gold: str) -> float:
 
 # --- retrieval recall of the gold supporting paragraphs ----------------------------------------
 
-# The bundled corpus numbers a second passage of the same article "Title (2)" (engine/search/bundled.py).
-_PASSAGE_NUMBER = re.compile(r"\s\(\d+\)$")
+# A web result's title names the site after the article ("Uniondale, New York - Wikipedia"). A
+# parenthesised suffix is part of a title ("Battle of Cambrai (1917)" is not "... (1918)"): kept.
+_SITE_SUFFIX = re.compile(r"\s+[-–—|]\s+wikipedia$")
 
 
 def _title_key(title: str) -> str:
-    return _PASSAGE_NUMBER.sub("", " ".join(title.casefold().replace("_", " ").split()))
+    return _SITE_SUFFIX.sub("", " ".join(title.casefold().replace("_", " ").split()))
 
 
 @dataclass(frozen=True)
@@ -125,8 +126,8 @@ class Recall:
 def retrieval_recall(retrieved_titles: Sequence[str], gold_titles: Sequence[str], k: int = 10) -> Recall | None:
     """Recall@k of the gold supporting paragraphs (HotpotQA, 2WikiMultihopQA), as MTQA and the
     retrieval literature report it: any-gold, all-gold and the fraction found among the first `k`
-    distinct retrieved titles, compared case- and whitespace-insensitively, with a corpus title
-    "Foo (2)" counted as "Foo".
+    distinct retrieved titles, compared case- and whitespace-insensitively (a web result's
+    " - Wikipedia" left out); "Foo (1988)" and "Foo" are different articles.
 
     None when there are no gold titles: recall is undefined there (an NQ item none of whose
     passages holds the answer), and such an item must be left out of the mean, not counted as 0
@@ -372,34 +373,47 @@ def _busy_seconds(calls: list[_TimedCall]) -> float:
     return total
 
 
-def critical_path_seconds(nodes: Iterable[_TreeNode], calls: Iterable[_TimedCall]) -> float:
-    """The run's wall time if every branch ran at once, for any method: the longest root-to-leaf
-    chain of the tree, each node weighing the time its LLM calls were running (a child starts after
-    its parent's calls, siblings run concurrently; a node's own concurrent calls overlap, its
-    sequential ones add up), plus the run-level calls (node_id None: planning before the tree and
-    the report after it, which run in sequence). Works on `storage.models.Node` / `LLMCall` or
-    anything with those attributes. A call whose node is not among `nodes` still took time that no
-    branch can hide: it is counted like a run-level call."""
-    parent = {node.id: node.parent_id for node in nodes if node.id is not None}
+def critical_path_seconds(nodes: Iterable[_TreeNode], calls: Iterable[_TimedCall],
+                          waits: Iterable[tuple[int, int]] = ()) -> float:
+    """The run's wall time if every branch ran at once, for any method: the longest chain of
+    dependent nodes, each node weighing the time its LLM calls were running (a node starts after
+    its parent's calls and after the source of each of its `waits` edges, (source id, node id):
+    the dependencies a method declares beyond the tree, e.g. MTQA's thought below a thought and its
+    column summary after the thoughts; otherwise nodes run concurrently; a node's own concurrent
+    calls overlap, its sequential ones add up), plus the run-level calls (node_id None: planning
+    before the tree and the report after it, which run in sequence). Works on `storage.models.Node`
+    / `LLMCall` or anything with those attributes. A call whose node is not among `nodes` still
+    took time that no branch can hide: it is counted like a run-level call."""
+    before: dict[int, list[int]] = {node.id: [] for node in nodes if node.id is not None}
+    for node in nodes:
+        if node.id is not None and node.parent_id in before:
+            before[node.id].append(node.parent_id)
+    for source, target in waits:
+        if source in before and target in before and source != target:
+            before[target].append(source)
     by_node: dict[int | None, list[_TimedCall]] = {}
     for call in calls:
-        by_node.setdefault(call.node_id if call.node_id in parent else None, []).append(call)
-    own = {node_id: _busy_seconds(by_node.get(node_id, [])) for node_id in parent}
+        by_node.setdefault(call.node_id if call.node_id in before else None, []).append(call)
+    own = {node_id: _busy_seconds(by_node.get(node_id, [])) for node_id in before}
     sequential = _busy_seconds(by_node.get(None, []))
-    # chain[n] = seconds from the root down to n, inclusive; filled iteratively (trees can be deep).
+    # chain[n] = seconds from the start to the end of n; filled iteratively (chains can be deep).
     chain: dict[int, float] = {}
-    for start in parent:
-        path: list[int] = []
+    for start in before:
+        if start in chain:
+            continue
+        stack: list[tuple[int, bool]] = [(start, False)]
         on_path: set[int] = set()
-        node: int | None = start
-        while node in parent and node not in chain:
+        while stack:
+            node, expanded = stack.pop()
+            if expanded:
+                on_path.discard(node)
+                chain[node] = own[node] + max((chain[p] for p in before[node]), default=0.0)
+                continue
+            if node in chain:
+                continue
             if node in on_path:
-                raise ValueError(f"the nodes' parent links form a cycle through node {node}")
-            path.append(node)
+                raise ValueError(f"the nodes' dependencies form a cycle through node {node}")
             on_path.add(node)
-            node = parent[node]
-        above = chain.get(node, 0.0)  # 0 above a root (no parent, or a parent not among `nodes`)
-        for step in reversed(path):
-            above += own[step]
-            chain[step] = above
+            stack.append((node, True))
+            stack.extend((p, False) for p in before[node] if p not in chain)
     return max(chain.values(), default=0.0) + sequential

@@ -2,7 +2,7 @@
 
 QA benchmarks score a short answer ("Badr Hari", "yes"); our methods write a cited report. A method
 that produces a short answer itself stores it in its final report's data as `short_answer` (FGDIP
-and MTQA will); for the others the harness's *reader* (an LLM role, purpose `reader`, so
+and MTQA do), used as it is when it is short (`OWN_ANSWER_WORDS`); for the others the harness's *reader* (an LLM role, purpose `reader`, so
 THOUGHTMAP_MODEL_READER can pick its model) reads the report and writes the shortest answer it
 states — the same reader for every method, so the comparison stays fair, and it answers only from
 the report (never from its own knowledge), so a method gets no credit for what it did not find.
@@ -61,12 +61,27 @@ class ReadAnswer(BaseModel):
     error: str = ""
 
 
+# A method's own short answer longer than this many words is a sentence (a small model often writes
+# one, or repeats its instructions): it is read like any report, so every method's answer reaches
+# EM/F1 the same way. Gold answers are a name, a number, a date or a short phrase.
+OWN_ANSWER_WORDS = 5
+
+
+def own_short_answer(report_data: dict) -> str | None:
+    """The method's own short answer when it is one (at most OWN_ANSWER_WORDS words), else None."""
+    own = report_data.get("short_answer")
+    if not isinstance(own, str) or not own.strip():
+        return None
+    return own.strip() if len(own.split()) <= OWN_ANSWER_WORDS else None
+
+
 def read_answer(reader: EvalLLM, *, question: str, report_markdown: str, report_data: dict,
                 yes_no: bool = False) -> ReadAnswer:
-    """The run's short answer: the method's own when it stored one, else the reader's."""
-    own = report_data.get("short_answer")
-    if isinstance(own, str) and own.strip():
-        return ReadAnswer(answer=own.strip(), source="method")
+    """The run's short answer: the method's own when it stored a short one, else the reader's (the
+    report it reads starts with the method's own answer, when there is one)."""
+    own = own_short_answer(report_data)
+    if own is not None:
+        return ReadAnswer(answer=own, source="method")
     report = strip_markers(report_markdown).strip()
     if not report:
         return ReadAnswer(answer="", source="none", error="the run has no report to read an answer from")
@@ -81,4 +96,4 @@ def read_answer(reader: EvalLLM, *, question: str, report_markdown: str, report_
     return ReadAnswer(answer="" if answer.lower() == "unknown" else answer, source="reader")
 
 
-__all__ = ["READER", "READER_YES_NO", "ReadAnswer", "read_answer"]
+__all__ = ["OWN_ANSWER_WORDS", "READER", "READER_YES_NO", "ReadAnswer", "own_short_answer", "read_answer"]

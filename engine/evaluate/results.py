@@ -1,8 +1,10 @@
 """A benchmark's table: per method, each metric's mean with a 95 % bootstrap confidence interval,
 as Markdown (terminal, docs) and JSON (tools).
 
-Answer metrics (EM, F1, accuracy, recall, outline and ROUGE-L) are averaged over every finished item
-of a method, a failed run counting as 0: a method that fails often must not look better for it.
+Answer metrics (EM, F1, accuracy, outline and ROUGE-L) are averaged over every finished item of a
+method, a failed run counting as 0: a method that fails often must not look better for it.
+Retrieval recall is what the run retrieved, whatever became of its answer: a failed run counts
+what it had retrieved when it failed (measured from its stored sources), and 0 when it stored none.
 Usage metrics (tokens, calls, cost, seconds) are averaged over the items that have them.
 """
 
@@ -18,20 +20,24 @@ from engine.safe_text import inline_text
 from storage.evaluation import EvaluationStore, ItemStatus
 from storage.models import Benchmark, BenchmarkItem
 
-# (key, column title, counts a failure as 0)
+# How a failed run counts in a column: ZERO (an answer metric: it answered nothing), MEASURED (a
+# retrieval metric: what it stored before failing, else 0) or AS_STORED (its value when it has one:
+# usage, and what is measured only where it applies).
+ZERO, MEASURED, AS_STORED = "zero", "measured", "as_stored"
+# (key, column title, how a failed run counts)
 ANSWER_METRICS = (
-    ("em", "EM", True), ("f1", "F1", True), ("accuracy", "Accuracy", True),
-    ("recall_any", "Recall@10 any-gold", True), ("recall_all", "Recall@10 all-gold", True),
+    ("em", "EM", ZERO), ("f1", "F1", ZERO), ("accuracy", "Accuracy", ZERO),
+    ("recall_any", "Recall@10 any-gold", MEASURED), ("recall_all", "Recall@10 all-gold", MEASURED),
     # Of the passages a method chose as evidence (MTQA's knowledge units), when it declares them.
-    ("evidence_recall_all", "Evidence recall@10 all-gold", True),
-    ("heading_recall", "Heading recall", True), ("rouge_l", "ROUGE-L", True),
-    ("information_diversity", "Info. diversity", False),
+    ("evidence_recall_all", "Evidence recall@10 all-gold", MEASURED),
+    ("heading_recall", "Heading recall", ZERO), ("rouge_l", "ROUGE-L", ZERO),
+    ("information_diversity", "Info. diversity", AS_STORED),
     # LLM-judged (thoughtmap bench --judges): shown when a benchmark has them.
-    ("support_rate", "Claim support", False), ("citation_error_rate", "Citation error rate", False),
-    ("knowledge_density", "Knowledge density", False), ("factuality", "Key-point factuality", False),
-    ("rubric_clarity", "Clarity", False), ("rubric_insightfulness", "Insightfulness", False),
-    ("rubric_relevance", "Relevance", False), ("rubric_breadth", "Breadth", False),
-    ("rubric_depth", "Depth", False), ("rubric_novelty", "Novelty", False),
+    ("support_rate", "Claim support", AS_STORED), ("citation_error_rate", "Citation error rate", AS_STORED),
+    ("knowledge_density", "Knowledge density", AS_STORED), ("factuality", "Key-point factuality", AS_STORED),
+    ("rubric_clarity", "Clarity", AS_STORED), ("rubric_insightfulness", "Insightfulness", AS_STORED),
+    ("rubric_relevance", "Relevance", AS_STORED), ("rubric_breadth", "Breadth", AS_STORED),
+    ("rubric_depth", "Depth", AS_STORED), ("rubric_novelty", "Novelty", AS_STORED),
 )
 JUDGED = {"support_rate", "citation_error_rate", "knowledge_density", "factuality", "rubric_clarity",
           "rubric_insightfulness", "rubric_relevance", "rubric_breadth", "rubric_depth", "rubric_novelty"}
@@ -88,13 +94,15 @@ class BenchmarkTable:
     columns: list[tuple[str, str]]
 
 
-def _values(rows: list[BenchmarkItem], key: str, zero_for_failures: bool) -> list[float]:
+def _values(rows: list[BenchmarkItem], key: str, failed_counts: str) -> list[float]:
     values = []
     for row in rows:
-        if zero_for_failures and row.status == ItemStatus.FAILED:
-            values.append(0.0)  # whatever it stored: a failed run counts as 0, as the table says
+        if row.status == ItemStatus.FAILED and failed_counts == ZERO:
+            values.append(0.0)  # whatever it stored: a failed run answered nothing
             continue
         value = row.metrics.get(key)
+        if row.status == ItemStatus.FAILED and failed_counts == MEASURED and not isinstance(value, (int, float)):
+            value = 0.0  # it failed before it retrieved anything
         if isinstance(value, bool):
             value = float(value)
         if isinstance(value, (int, float)):
@@ -109,7 +117,7 @@ def summarize(store: EvaluationStore, benchmark_id: str, *, seed: int = 0, by: s
     all_rows = store.list_items(bench.id)
     judged = {k for r in all_rows for k in r.metrics if k in JUDGED}
     columns = [(k, t) for k, t, _z in ANSWER_METRICS if k in applies or k in judged] + list(USAGE_METRICS)
-    zero = {k: z for k, _t, z in ANSWER_METRICS}
+    failed_counts = {k: z for k, _t, z in ANSWER_METRICS}
     groups = _groups(bench, all_rows, by)
     table_rows = []
     for method, (group, members) in ((m, g) for m in bench.methods for g in groups.items()):
@@ -120,7 +128,7 @@ def summarize(store: EvaluationStore, benchmark_id: str, *, seed: int = 0, by: s
         for key, _title in columns:
             if key in EVIDENCE_METRICS and not declares_evidence(method):
                 continue  # not a zero: the method chooses no evidence beyond its sources
-            values = _values(finished, key, zero.get(key, False))
+            values = _values(finished, key, failed_counts.get(key, AS_STORED))
             if values:
                 mean, low, high = metrics.bootstrap_ci(values, seed=seed)
                 summary.metrics[key] = MetricSummary(mean, low, high, len(values))
@@ -160,10 +168,12 @@ def metric_text(summary: MetricSummary | None, key: str) -> str:
 def to_markdown(table: BenchmarkTable) -> str:
     bench = table.benchmark
     model = inline_text(str(bench.llm_info.get("description") or bench.llm_info.get("model") or "?"))
+    balanced = f", balanced by {inline_text(bench.balance)}" if bench.balance else ""
     lines = [
         f"Benchmark `{bench.id}`: {inline_text(get_dataset(bench.dataset).title)}, {bench.limit} items "
-        f"(seed {bench.seed}), model {model}, search {inline_text(bench.search_mode)}, status {bench.status}.",
-        "Answer metrics: mean [95 % bootstrap CI]; a failed run counts as 0. Usage: mean per item.",
+        f"(seed {bench.seed}{balanced}), model {model}, search {inline_text(bench.search_mode)}, status {bench.status}.",
+        "Answer metrics: mean [95 % bootstrap CI]; a failed run counts as 0 (in recall: what it had retrieved). "
+        "Usage: mean per item.",
         "",
         "| Method | Done | Failed | " + " | ".join(title for _k, title in table.columns) + " |",
         "| --- | ---: | ---: | " + " | ".join("---:" for _ in table.columns) + " |",
@@ -181,7 +191,8 @@ def to_json(table: BenchmarkTable) -> dict[str, Any]:
     return {
         "benchmark": {"id": bench.id, "dataset": bench.dataset, "methods": bench.methods, "limit": bench.limit,
                       "seed": bench.seed, "params": bench.params, "llm": bench.llm_info,
-                      "search": bench.search_mode, "status": bench.status, "note": bench.note},
+                      "search": bench.search_mode, "balance": bench.balance or None, "status": bench.status,
+                      "note": bench.note},
         "methods": [
             {"method": row.method, **({"group": row.group} if row.group else {}), "items": row.items, "finished": row.finished, "failed": row.failed,
              "metrics": {k: {"mean": m.mean, "low": m.low, "high": m.high, "n": m.n} for k, m in row.metrics.items()}}

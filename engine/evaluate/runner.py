@@ -26,12 +26,14 @@ from engine.evaluate.accounting import EvalLLM, EvalUsage
 from engine.evaluate.datasets import DEFAULT_SEED, Item, get_dataset, items_by_id, load_items
 from engine.evaluate.item_judges import ITEM_JUDGES, judge_item
 from engine.evaluate.run_report import JudgeInputError, load_judged_run
+from engine.evaluate.results import JUDGED
 from engine.evaluate.scoring import score_item
 from engine.llm.protocol import LLMError
 from engine.methods.params import ParamError, build_params_with_profile, profile_for_llm
 from engine.methods.registry import UnknownMethod
-from storage.evaluation import EvaluationStore, ItemStatus
+from storage.evaluation import EvaluationStore, ItemStatus, llm_identity
 from storage.models import Benchmark, BenchmarkItem, BenchmarkStatus, RunStatus
+from storage.repository import RunNotFound
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +161,7 @@ class BenchmarkRunner:
             dataset=spec.dataset, methods=spec.methods, items=[i.id for i in items], limit=len(items),
             seed=spec.seed, params=params, llm_info=self.services.llm_info(spec.llm),
             search_mode=spec.search_mode, max_cost=spec.max_cost, max_tokens=spec.max_tokens,
-            concurrency=spec.concurrency, judges=spec.judges,
+            concurrency=spec.concurrency, judges=spec.judges, balance=spec.balance or "",
         )
 
     def stop_all(self) -> None:
@@ -175,6 +177,7 @@ class BenchmarkRunner:
         """Run (or continue) a benchmark until every row is finished, the budget is spent or `stop`
         is set; returns the benchmark with its final status."""
         bench = self.store.get_benchmark(benchmark_id)
+        self.check_same_llm(bench)
         self.services.runner.recover_interrupted()
         stop = stop or threading.Event()
         rows = [r for r in self.store.list_items(bench.id) if r.status not in ItemStatus.FINISHED]
@@ -241,12 +244,54 @@ class BenchmarkRunner:
         usage = EvalUsage()
         counted = reader.with_usage(usage)
         prediction, scores, error = score_item(self.services.repo, run_id, item, counted)
-        answered = run.status == RunStatus.DONE and not error
+        # The run's outcome decides: a reader that could not read an answered run scores it 0 and
+        # says so (`reader_error`), but it is no failure of the method.
+        answered = run.status == RunStatus.DONE
         if answered and bench.judges:
             scores.update(self._judge(bench, run_id, item, counted))
         self.store.finish_item(row.id, status=ItemStatus.SCORED if answered else ItemStatus.FAILED,
                                prediction=prediction[:20000], metrics=scores, eval_usage=usage.as_dict(),
-                               error=error)
+                               error=error or scores.get("reader_error", ""))
+
+    def rescore(self, benchmark_id: str, *, progress: Progress | None = None) -> int:
+        """Score every finished item again from its stored run, with this release's scoring (after a
+        fix to a metric or to the reader). The reader is asked again only where its reading does not
+        exist yet or failed; LLM judges' scores are kept as they were. Items whose run is not stored
+        here (imported from a file) keep their scores. Returns how many items were scored again."""
+        bench = self.store.get_benchmark(benchmark_id)
+        rows = [r for r in self.store.list_items(bench.id) if r.status in ItemStatus.FINISHED and r.run_id]
+        rows = [r for r in rows if self._stored(r.run_id)]
+        if any(r.metrics.get("answer_source") != "reader" or r.metrics.get("reader_error") for r in rows):
+            self.check_same_llm(bench)  # a reading asked again must come from the benchmark's model
+        items = items_by_id(bench.dataset, sorted({r.item_id for r in rows}))
+        reader = self.reader_for(bench)
+        for row in rows:
+            usage = EvalUsage()
+            known = (row.prediction if row.metrics.get("answer_source") == "reader"
+                     and not row.metrics.get("reader_error") else None)
+            prediction, scores, error = score_item(self.services.repo, row.run_id, items[row.item_id],
+                                                   reader.with_usage(usage), known_reading=known)
+            # The judges' scores stay (they are not asked again), and so does anything else this
+            # scoring does not compute; a reader error it did not meet again is gone.
+            kept = {k: v for k, v in row.metrics.items() if k != "reader_error"
+                    and (k not in scores or (bench.judges and k in JUDGED))}
+            scores = {**scores, **kept}
+            run = self.services.repo.get_run(row.run_id)
+            spent = {k: row.eval_usage.get(k, 0) + v for k, v in usage.as_dict().items()
+                     if isinstance(v, (int, float))}
+            self.store.finish_item(row.id, status=ItemStatus.SCORED if run.status == RunStatus.DONE else ItemStatus.FAILED,
+                                   prediction=prediction[:20000], metrics=scores, eval_usage={**row.eval_usage, **spent},
+                                   error=error or scores.get("reader_error", ""))
+            if progress is not None:
+                progress(self.store.get_item(row.id))
+        return len(rows)
+
+    def _stored(self, run_id: str) -> bool:
+        try:
+            self.services.repo.get_run(run_id)
+        except RunNotFound:
+            return False
+        return True
 
     def _judge(self, bench: Benchmark, run_id: str, item: Item, llm: EvalLLM) -> dict[str, Any]:
         """The benchmark's LLM judges on one answered item (their calls count in `llm`'s usage); a
@@ -257,6 +302,18 @@ class BenchmarkRunner:
         except (JudgeInputError, LLMError) as exc:
             return {"judge_error": str(getattr(exc, "user_message", exc))[:500]}
         return scores
+
+    def check_same_llm(self, bench: Benchmark) -> None:
+        """A benchmark continues on the model it started on: its rows would otherwise mix two models
+        under one header. BenchmarkError says which differ and what to do."""
+        kind = bench.llm_info.get("kind", "openai")
+        here = self.services.llm_info(kind)
+        if llm_identity(here) != llm_identity(bench.llm_info):
+            raise BenchmarkError(
+                f"benchmark {bench.id} ran on {bench.llm_info.get('description') or bench.llm_info.get('model')}, "
+                f"and this {kind} LLM is {here.get('description') or here.get('model')}: continuing would mix two "
+                "models in one table. Set the same model (THOUGHTMAP_MODEL, OPENAI_BASE_URL or "
+                "THOUGHTMAP_LOCAL_MODEL) to continue it, or start a new benchmark.")
 
     def reader_for(self, bench: Benchmark) -> EvalLLM:
         """The reader runs on the benchmark's own LLM unless one was given (THOUGHTMAP_MODEL_READER

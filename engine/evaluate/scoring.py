@@ -15,7 +15,7 @@ from engine.citations import cited_source_ids, strip_markers
 from engine.evaluate import metrics
 from engine.evaluate.accounting import EvalLLM
 from engine.evaluate.datasets import Item
-from engine.evaluate.reader import read_answer
+from engine.evaluate.reader import ReadAnswer, own_short_answer, read_answer
 from engine.methods.registry import get_method
 from engine.narration import SEARCH, active_seconds
 from storage.models import Run, RunStatus
@@ -46,9 +46,13 @@ def answered(run: Run) -> bool:
     return run.status == RunStatus.DONE
 
 
-def score_item(repo: Repository, run_id: str, item: Item, reader: EvalLLM) -> tuple[str, dict[str, Any], str]:
+def score_item(repo: Repository, run_id: str, item: Item, reader: EvalLLM,
+               known_reading: str | None = None) -> tuple[str, dict[str, Any], str]:
     """(prediction, metrics, error) of one finished run. A run that failed or stopped scores zero on
-    its answer metrics and keeps its usage; the error says why."""
+    its answer metrics and keeps its usage; the error says why. A reader that fails scores the
+    answer 0 with `reader_error` set (the run is not failed for it; a rescore reads it again).
+    `known_reading`: the reader's earlier reading of this same report, reused instead of asking
+    again when the answer is still the reader's to read (a rescore)."""
     run = repo.get_run(run_id)
     report = repo.latest_report(run_id)
     markdown = report.markdown if report is not None else ""
@@ -57,9 +61,10 @@ def score_item(repo: Repository, run_id: str, item: Item, reader: EvalLLM) -> tu
     scores.update(citation_counts(markdown, {s.id for s in sources}))
     if answered(run):  # a failed run's own citation check measured a placeholder, not an answer
         scores.update(own_citation_check(report.data if report is not None else {}))
-    if len(sources) >= 2:
-        texts = [s.text or s.snippet for s in sources]
-        scores["information_diversity"] = metrics.information_diversity(metrics.text_vectors(texts))
+    # Fewer than two sources: no diversity at all (the metric's own 0.0), not an item left out.
+    texts = [s.text or s.snippet for s in sources]
+    scores["information_diversity"] = (metrics.information_diversity(metrics.text_vectors(texts))
+                                       if len(texts) >= 2 else 0.0)
     if item.supporting_titles:
         recall = metrics.retrieval_recall([s.title for s in sources], item.supporting_titles, k=RECALL_AT)
         if recall is not None:
@@ -71,11 +76,16 @@ def score_item(repo: Repository, run_id: str, item: Item, reader: EvalLLM) -> tu
     prediction = ""
     if item.answer_type in ("short", "yesno"):
         if answered(run):
-            read = read_answer(reader, question=item.question, report_markdown=markdown,
-                               report_data=report.data if report is not None else {},
-                               yes_no=item.answer_type == "yesno")
-            prediction, error = read.answer, read.error
+            data = report.data if report is not None else {}
+            if known_reading is not None and own_short_answer(data) is None and markdown.strip():
+                read = ReadAnswer(answer=known_reading, source="reader")
+            else:
+                read = read_answer(reader, question=item.question, report_markdown=markdown, report_data=data,
+                                   yes_no=item.answer_type == "yesno")
+            prediction = read.answer
             scores["answer_source"] = read.source
+            if read.error:
+                scores["reader_error"] = read.error
         if item.answer_type == "short":
             scores["em"] = metrics.exact_match(prediction, item.answers) if prediction else 0.0
             scores["f1"] = metrics.f1(prediction, item.answers) if prediction else 0.0
@@ -110,8 +120,18 @@ def usage_metrics(repo: Repository, run: Run) -> dict[str, Any]:
         "nodes": run.node_count,
         "searches": sum(1 for e in events if e.kind == SEARCH),
         "seconds": round(active_seconds(events), 3),
-        "critical_path_s": round(metrics.critical_path_seconds(repo.list_nodes(run.id), calls), 3),
+        "critical_path_s": round(metrics.critical_path_seconds(repo.list_nodes(run.id), calls,
+                                                               waits=dependency_edges(repo, run)), 3),
     }
+
+
+def dependency_edges(repo: Repository, run: Run) -> list[tuple[int, int]]:
+    """(source, target) of the run's edges whose kind the method declares as a wait (`EdgeKind.waits`)."""
+    try:
+        kinds = {kind.name for kind in get_method(run.method).edge_kinds if kind.waits}
+    except LookupError:
+        return []
+    return [(edge.src, edge.dst) for edge in repo.list_edges(run.id) if edge.kind in kinds] if kinds else []
 
 
 def citation_counts(markdown: str, source_ids: set[int]) -> dict[str, Any]:

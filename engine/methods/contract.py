@@ -154,6 +154,9 @@ class EdgeKind:
     dashes: bool = False
     colour: str = "#B0B0B0"
     structural: bool = True
+    # The edge's target starts only once its source is done (MTQA's thought below a thought): the
+    # evaluation's critical path follows it as it follows a parent link.
+    waits: bool = False
 
 
 CHILD_EDGE = EdgeKind("child", "child", "", structural=True)

@@ -158,8 +158,10 @@ NODE_KINDS = (
 )
 
 EDGES = (
+    # The search is depth-first: the node it backtracks to is generated after the path it left
+    # (and from that path's error analysis).
     EdgeKind(BACKTRACK, "backtrack", "the search left a dead or rejected path for this node", dashes=True,
-             colour="#E45756", structural=False),
+             colour="#E45756", structural=False, waits=True),
 )
 
 

@@ -168,11 +168,11 @@ NODE_KINDS = (
 
 EDGE_KINDS = (
     EdgeKind(COMMUNICATION, "communication", "α of the thought above passed on (a strategy to differ from)",
-             colour="#B39DDB", structural=False),
+             colour="#B39DDB", structural=False, waits=True),
     EdgeKind(COLUMN_LINK, "column link", "the next column builds on this summary and its knowledge units",
              dashes=True, colour="#F0C36D", structural=False),
     EdgeKind(SUMMARISED, "checked by", "the column's summary checks this thought", dashes=True,
-             colour="#D5D5D5", structural=False),
+             colour="#D5D5D5", structural=False, waits=True),
 )
 
 

@@ -1,0 +1,98 @@
+"""What keeps a benchmark's numbers right across sessions (the second audit of the harness): a
+reader that fails is not a failed run, a method's own sentence-long "short answer" goes through the
+reader like any report, a benchmark continues only on the model it started on, its sample's
+balance is stored with it, and `--rescore` applies a fixed scoring to what is stored."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.config import load_settings
+from engine.evaluate.accounting import EvalLLM
+from engine.evaluate.archive import export_benchmark
+from engine.evaluate.reader import OWN_ANSWER_WORDS, own_short_answer, read_answer
+from engine.evaluate.results import summarize, to_markdown
+from engine.evaluate.runner import BenchmarkError, BenchmarkRunner, BenchmarkSpec
+from engine.llm.fake import FakeLLM, request_text
+from engine.llm.protocol import LLMConnectionError
+from engine.services import build_services
+from storage.evaluation import ItemStatus
+
+READER = "evaluate.reader"
+
+
+@pytest.fixture
+def services(prebuilt_corpus_home):
+    services = build_services(load_settings())
+    yield services
+    services.close()
+
+
+def _create(services, reader=None, **overrides):
+    spec = BenchmarkSpec(**{"dataset": "hotpotqa-autoact", "methods": ["direct", "rag"], "limit": 2,
+                            "llm": "fake", **overrides})
+    runner = BenchmarkRunner(services, reader=reader)
+    return runner, runner.create(spec)
+
+
+def test_a_reader_that_fails_scores_the_answer_zero_but_does_not_fail_the_run(services):
+    broken = FakeLLM().when(prompt=READER, respond=LLMConnectionError("the reader's endpoint went away"))
+    runner, bench = _create(services, reader=EvalLLM(broken))
+    runner.execute(bench.id)
+    rows = runner.store.list_items(bench.id)
+    assert all(r.status == ItemStatus.SCORED for r in rows)  # every run is done: no method failed
+    assert all(r.metrics["em"] == 0.0 and "the reader failed" in r.metrics["reader_error"] for r in rows)
+    assert all("the reader failed" in r.error for r in rows)  # said with the item
+    assert all(row.failed == 0 for row in summarize(runner.store, bench.id).rows)
+
+    # A rescore with a working reader reads what was not read, and the reader error is gone.
+    fixed = BenchmarkRunner(services, reader=EvalLLM(FakeLLM()))
+    assert fixed.rescore(bench.id) == len(rows)
+    again = fixed.store.list_items(bench.id)
+    assert all("reader_error" not in r.metrics and r.metrics["answer_source"] == "reader" for r in again)
+    assert all(r.prediction and not r.error for r in again)
+    assert all(r.eval_usage["calls"] > before.eval_usage["calls"] for r, before in zip(again, rows))
+
+
+def test_a_rescore_reuses_the_readers_reading_and_keeps_what_it_does_not_compute(services):
+    runner, bench = _create(services, reader=EvalLLM(FakeLLM()))
+    runner.execute(bench.id)
+    rows = runner.store.list_items(bench.id)
+    row = rows[0]
+    runner.store.finish_item(row.id, status=row.status, prediction=row.prediction,
+                             metrics={**row.metrics, "f1": 0.123, "factuality": 0.5}, eval_usage=row.eval_usage)
+    no_reader = FakeLLM().when(prompt=READER, respond=AssertionError("the stored reading is reused"))
+    BenchmarkRunner(services, reader=EvalLLM(no_reader)).rescore(bench.id)
+    again = runner.store.get_item(row.id)
+    assert again.prediction == row.prediction and again.metrics["f1"] == row.metrics["f1"]  # recomputed
+    assert again.metrics["factuality"] == 0.5 and no_reader.calls == []
+
+
+def test_a_sentence_long_own_answer_is_read_like_any_report():
+    assert own_short_answer({"short_answer": "Félix Erviti Barcelona"}) == "Félix Erviti Barcelona"
+    sentence = "Inna is a Romanian singer and songwriter, born in Mangalia and raised in Neptun."
+    assert len(sentence.split()) > OWN_ANSWER_WORDS and own_short_answer({"short_answer": sentence}) is None
+    echo = "The fewest words that answer the question (a name, number, date, or yes/no); no explanation."
+    assert own_short_answer({"short_answer": echo}) is None
+    fake = FakeLLM().when(prompt=READER, respond={"answer": "Mangalia"})
+    read = read_answer(EvalLLM(fake), question="Where was Inna born?",
+                       report_markdown=f"**Answer:** {sentence}\n\nMore of the summary.",
+                       report_data={"short_answer": sentence})
+    assert (read.answer, read.source) == ("Mangalia", "reader")
+    assert sentence in request_text(fake.calls[0])  # the reader sees the method's own answer
+
+
+def test_a_benchmark_continues_only_on_the_model_it_started_on(services, monkeypatch):
+    runner, bench = _create(services)
+    real = services.llm_info
+    monkeypatch.setattr(services, "llm_info", lambda kind: {**real(kind), "model": "another-model"})
+    with pytest.raises(BenchmarkError, match="would mix two models in one table"):
+        runner.execute(bench.id)
+    assert all(r.status == ItemStatus.PENDING for r in runner.store.list_items(bench.id))  # nothing ran
+
+
+def test_the_balance_of_a_sample_is_stored_shown_and_carried(services):
+    runner, bench = _create(services, methods=["direct"], limit=3, balance="level")
+    assert runner.store.get_benchmark(bench.id).balance == "level"
+    assert "(seed 13, balanced by level)" in to_markdown(summarize(runner.store, bench.id))
+    assert export_benchmark(runner.store, bench.id).benchmark.balance == "level"
