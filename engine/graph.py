@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from datetime import timezone
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -37,6 +38,17 @@ class NewNode:
     data: Mapping[str, Any] | BaseModel = field(default_factory=dict)
     edge_kind: str = "child"
     depth: int | None = None
+
+
+def report_outdated(repo: Repository, run_id: str, report: Report, steering: Iterable[str]) -> bool:
+    """`report` was written before the run's last applied steering command (one of `steering`)."""
+    applied = repo.last_command_applied_at(run_id, steering)
+    return applied is not None and _naive(applied) > _naive(report.created_at)
+
+
+def _naive(moment):
+    # SQLite hands back naive UTC times, PostgreSQL aware ones: compared as naive UTC.
+    return moment.replace(tzinfo=None) if moment.tzinfo is None else moment.astimezone(timezone.utc).replace(tzinfo=None)
 
 
 class RunGraph:
@@ -270,6 +282,12 @@ class RunGraph:
         dst_id = dst if isinstance(dst, int) else dst.id
         return self._repo.add_edge(self.run_id, src_id, dst_id, kind, data=dict(data or {}))
 
+    def unlink(self, src: Node | int, dst: Node | int, kind: str) -> bool:
+        """Remove the edge src -> dst of this kind (a link the graph no longer has); whether it was there."""
+        src_id = src if isinstance(src, int) else src.id
+        dst_id = dst if isinstance(dst, int) else dst.id
+        return self._repo.remove_edge(self.run_id, src_id, dst_id, kind)
+
     def edges(self, kind: str | None = None) -> list[Edge]:
         return self._repo.list_edges(self.run_id, kind=kind)
 
@@ -342,3 +360,11 @@ class RunGraph:
 
     def has_report(self, kind: str = "final") -> bool:
         return self.report(kind) is not None
+
+    def report_outdated(self, kind: str = "final") -> bool:
+        """The latest report was written before the last steering command applied to the run: a
+        command whose growth was stopped, killed or failed left it describing the graph before."""
+        report = self.report(kind)
+        if report is None or self.contract is None:
+            return False
+        return report_outdated(self._repo, self.run_id, report, self.contract.commands)

@@ -16,7 +16,8 @@ from typing import Any
 
 from engine.citation_links import entry_heading, link_citations
 from engine.citations import Rendered, cited_source_ids, number_citations
-from engine.graph import PARTIAL_REPORT
+from engine.graph import PARTIAL_REPORT, report_outdated
+from engine.methods.registry import get_method
 from engine.safe_text import code_span, cut_at_word, inline_text, markdown_block, one_line, url_text
 from storage.models import Node, NodeStatus, RunStatus, Source
 from storage.repository import Repository
@@ -57,6 +58,14 @@ def _partial_body(nodes: list[Node], known_source_ids: Iterable[int]) -> Rendere
     return Rendered(text=text, numbering={number: source_id for source_id, number in numbers.items()})
 
 
+def _steered_since(repo: Repository, run, report) -> bool:
+    try:
+        steering = get_method(run.method).steering
+    except LookupError:
+        return False
+    return report_outdated(repo, run.id, report, steering)
+
+
 def _report_body(markdown: str, known_source_ids: Iterable[int]) -> Rendered:
     # Numbered first, so a removed marker cannot join its neighbours into something the sanitiser
     # did not see; the sanitiser leaves `[n]` alone, so every citation still resolves.
@@ -89,6 +98,9 @@ def render_markdown(repo: Repository, run_id: str, source_words: tuple[str, ...]
         if report.data.get(PARTIAL_REPORT) and run.status != RunStatus.DONE:
             note = (f"> Partial report: the run stopped before its end ({inline_text(report.data[PARTIAL_REPORT])})."
                     " This is what it had found; resume the run to finish it, and this report is written again.\n\n")
+        elif run.status != RunStatus.DONE and _steered_since(repo, run, report):
+            note = (f"> This report was written before your last change to the run, which the run did not finish "
+                    f"(it is {inline_text(run.status)}). Resume the run to bring the report up to date.\n\n")
     else:
         rendered = _partial_body(repo.list_nodes(run_id), sources.keys())
         reason = f" ({inline_text(run.stop_reason)})" if run.stop_reason else ""

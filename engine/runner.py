@@ -30,10 +30,10 @@ from engine.search.fetch import PageFetcher
 from engine.llm.accounting import Budget, RunLLM
 from engine.llm.pricing import PriceTable
 from engine.llm.protocol import LLM, BudgetExceeded, LLMError
-from engine.methods.base import Method, MethodParams, RunContext, UnsupportedCommand
+from engine.methods.base import Method, MethodParams, RunContext
 from engine.methods.registry import METHODS, get_method
 from engine.methods.contract import CommandRejected
-from engine.methods.steering import check
+from engine.methods.steering import apply_and_record, check
 from engine.questions import clean_question
 from engine.search.rerank import Reranker
 from engine.redact import redact_secrets
@@ -207,7 +207,8 @@ class Runner:
             execution = self._executions.get(run_id)
             return execution is not None and not execution.finished.is_set()
 
-    def start(self, run_id: str, *, reopen: bool = False, retry_failed: bool = False) -> None:
+    def start(self, run_id: str, *, reopen: bool = False, retry_failed: bool = False,
+              steered_from: Run | None = None) -> None:
         """Execute (or continue) a run in a background thread. With `reopen` (to apply steering),
         a run already executing in this process is left alone: it will see the command. With
         `retry_failed`, its failed nodes are tried again."""
@@ -229,7 +230,7 @@ class Runner:
             else:
                 control = RunControl(self.repo, run_id, poll_s=self.poll_s, heartbeat_s=self.heartbeat_s)
                 thread = threading.Thread(target=self._execute, args=(run_id, control, retry_failed),
-                                          name=f"run-{run_id}", daemon=True)
+                                          kwargs={"steered_from": steered_from}, name=f"run-{run_id}", daemon=True)
                 execution = _Execution(run_id=run_id, thread=thread, control=control)
                 self._executions[run_id] = execution
                 # Claim before the thread starts so a quick `wait` sees the run as running.
@@ -337,7 +338,10 @@ class Runner:
         command = self.repo.enqueue_command(run_id, kind, wanted)
         SteeringEvents(self.repo, run_id, method_cls.contract()).queued(command)
         if not self.is_active(run_id) and not (run.status in RunStatus.ACTIVE and self._owner_alive(run)):
-            self.start(run_id, reopen=True)
+            # A stopped or failed run is continued only if the command applies (a finished one
+            # just grows what the command adds).
+            held = run if run.status in (RunStatus.STOPPED, RunStatus.FAILED) else None
+            self.start(run_id, reopen=True, steered_from=held)
         return command
 
     def wait(self, run_id: str, timeout: float | None = None) -> Run:
@@ -423,12 +427,26 @@ class Runner:
         while commands := ctx.take_steering():
             for command in commands:
                 ctx.checkpoint()
-                try:
-                    method.steer(ctx, command)
-                except (UnsupportedCommand, LookupError, ValueError) as exc:
-                    ctx.complete_command(command.id, ok=False, error=str(exc))
-                else:
-                    ctx.complete_command(command.id)
+                method.steer(ctx, command)  # records the command's outcome itself
+
+    def _drop_pending_steering(self, method: Method | None, ctx: RunContext | None, why: str) -> None:
+        """The run ends without applying the steering still queued: each command says so (a
+        person sends it again; left queued, it would sit unseen and block the same command)."""
+        if method is None or ctx is None:
+            return
+        pending = [c for c in self.repo.list_commands(ctx.run_id)
+                   if c.kind in method.steering and c.status in (CommandStatus.QUEUED, CommandStatus.TAKEN)]
+        for command in pending:
+            ctx.complete_command(command.id, ok=False, error=f"{why}; send it again (it resumes the run)")
+
+    @staticmethod
+    def _apply_queued_first(ctx: RunContext, method: Method) -> bool:
+        """Apply the queued steering commands now, each recorded; whether any was applied."""
+
+        applied = False
+        for command in ctx.take_steering():
+            applied = apply_and_record(ctx, method, command) is not None or applied
+        return applied
 
     def has_queued_steering(self, run: Run) -> bool:
         steering = get_method(run.method, self.methods).steering
@@ -444,7 +462,10 @@ class Runner:
         except Exception:  # noqa: BLE001 - the stop is recorded already; the report is a courtesy
             log.exception("run %s: the partial report could not be written", ctx.run_id)
 
-    def _execute(self, run_id: str, control: RunControl, retry_failed: bool = False, *, reopen: bool = True) -> None:
+    def _execute(self, run_id: str, control: RunControl, retry_failed: bool = False, *, reopen: bool = True,
+                 steered_from: Run | None = None) -> None:
+        """`steered_from`: the run as it was when a steering command reopened it, stopped or failed;
+        its commands are applied first, and when every one is refused it stays as it was."""
         repo = self.repo
         method: Method | None = None
         ctx: RunContext | None = None
@@ -453,12 +474,17 @@ class Runner:
             method = get_method(run.method, self.methods)()
             repo.reset_unfinished_nodes(run_id)
             repo.requeue_taken_commands(run_id)
+            ctx = self._context(run, method, control)
+            if steered_from is not None and not self._apply_queued_first(ctx, method):
+                # The person stopped it (or it failed): a refused command must not run it on.
+                repo.set_status(run_id, steered_from.status, stop_reason=steered_from.stop_reason,
+                                error=steered_from.error)
+                return
             # Started once; every later execution (resume, retry, steering a finished run) resumes.
             if repo.list_events(run_id, kinds=[narration.RUN], limit=1):
                 narrate_run(repo, run_id, narration.Phase.RESUMED, "resumed")
             else:
                 narrate_run(repo, run_id, narration.Phase.STARTED, "the run started")
-            ctx = self._context(run, method, control)
             if retry_failed and method.reset_failed(ctx) and ctx.graph.has_report() \
                     and "regenerate_report" in method.steering:
                 # The report was written without the retried nodes: write it again after them.
@@ -470,16 +496,19 @@ class Runner:
             repo.reset_unfinished_nodes(run_id)
             if not stop.interrupted:  # an interrupted run is picked up again on its own
                 self._write_stopped_report(method, ctx, stop.reason)
+                self._drop_pending_steering(method, ctx, "the run was stopped before it could apply this")
             repo.set_status(run_id, RunStatus.INTERRUPTED if stop.interrupted else RunStatus.STOPPED,
                             stop_reason=stop.reason)
             narrate_run(repo, run_id, narration.Phase.STOPPED, stop.reason)
         except BudgetExceeded as exc:
             repo.reset_unfinished_nodes(run_id)
             self._write_stopped_report(method, ctx, exc.user_message)  # before the status a reader waits for
+            self._drop_pending_steering(method, ctx, "the run stopped (its budget) before it could apply this")
             repo.set_status(run_id, RunStatus.STOPPED, stop_reason=exc.user_message)
             narrate_run(repo, run_id, narration.Phase.STOPPED, f"stopped: {exc.user_message}")
         except LLMError as exc:
             repo.reset_unfinished_nodes(run_id)
+            self._drop_pending_steering(method, ctx, "the run failed before it could apply this")
             error = redact_secrets(exc.user_message)
             repo.set_status(run_id, RunStatus.FAILED, error=error)
             narrate_run(repo, run_id, narration.Phase.FAILED, f"the run failed: {error}")

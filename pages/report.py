@@ -7,8 +7,9 @@ import streamlit as st
 from components.app_state import active_llm, get_services
 from components.citation_check import citation_check
 from components.safe_markdown import render_document, render_source
-from engine.safe_text import code_span
+from engine.safe_text import code_span, inline_text
 from engine.methods.base import UnsupportedCommand
+from engine.methods.contract import CommandRejected
 from engine.export import build_document, to_docx, to_pdf
 from engine.export.pdf import pdf_font_missing
 from engine.report import export_json, render_markdown
@@ -80,8 +81,8 @@ cols[3].download_button("Download DOCX", lambda: to_docx(build_document(repo, ru
 if cols[4].button("Regenerate report", key="regenerate"):
     try:
         services.runner.steer(run_id, "regenerate_report")
-    except (UnsupportedCommand, RunnerError) as exc:
-        st.error(str(exc))
+    except (UnsupportedCommand, CommandRejected, RunnerError) as exc:  # e.g. one is already on its way
+        st.error(inline_text(f"Could not regenerate the report: {exc}"))
     else:
         st.toast("Regenerating the report; it appears here when ready.")
 

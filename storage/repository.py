@@ -442,6 +442,16 @@ class Repository:
             raise ValueError(f"a parent ({', '.join(map(str, parents))}) is not a node of run '{run_id}'") from exc
         return nodes
 
+    def remove_edge(self, run_id: str, src: int, dst: int, kind: str) -> bool:
+        """Remove the edge src -> dst of this kind; whether there was one."""
+        with self._session() as s:
+            result = s.exec(delete(Edge).where(Edge.run_id == run_id, Edge.src == src, Edge.dst == dst,
+                                               Edge.kind == kind))
+            if result.rowcount:
+                s.exec(update(Run).where(col(Run.id) == run_id).values(version=Run.version + 1))
+            s.commit()
+        return bool(result.rowcount)
+
     def add_edge(self, run_id: str, src: int, dst: int, kind: str, data: dict[str, Any] | None = None) -> Edge:
         """The edge src -> dst of this kind; an existing one is returned as it is (idempotent).
 
@@ -820,6 +830,15 @@ class Repository:
             )
             s.commit()
         return result.rowcount
+
+    def last_command_applied_at(self, run_id: str, kinds: Iterable[str]) -> datetime | None:
+        """When the run's latest command of these kinds was applied (None: none was)."""
+        kinds = list(kinds)
+        if not kinds:
+            return None
+        with self._session() as s:
+            return s.exec(select(func.max(Command.done_at)).where(
+                Command.run_id == run_id, Command.status == CommandStatus.DONE, col(Command.kind).in_(kinds))).one()
 
     def complete_command(self, command_id: int, *, ok: bool = True, error: str = "") -> None:
         with self._session() as s:

@@ -602,6 +602,17 @@ def test_report_page_checks_every_cited_sentence_against_its_source(services):
     assert len(EvaluationStore(services.db).list_judgments(run_id=run_id)) == 1
 
 
+def test_report_page_refuses_a_second_regenerate_while_one_is_on_its_way(services):
+    run_id = run_to_end(services, "Who wrote the play Hamlet?", "direct")
+    wait_until_idle(services, run_id)
+    services.runner._executions[run_id].thread.join(10)  # no longer reading its queue
+    services.repo.enqueue_command(run_id, "regenerate_report", {})  # the first click's, still queued
+    at = open_page("pages/report.py", run_id=run_id)
+    at.button(key="regenerate").click().run()
+    assert_no_exception(at)
+    assert "Could not regenerate the report" in joined(at.error) and "already on its way" in joined(at.error)
+
+
 # ---------------------------------------------------------------------- Settings
 
 

@@ -144,3 +144,43 @@ def test_an_ablation_run_refuses_communication(services, fake_llm, knowledge_bas
     summary = nodes(services, run_id, "summary")[0]
     assert "no-communication" in steer_refused(services, run_id, "rerun_column", {"node_id": summary.id, "alpha": 0.3})
     assert "no-communication" in steer_refused(services, run_id, "add_column", {"alpha": 0.3})
+
+
+def test_rerun_column_draws_the_new_alpha_and_no_edge_for_zero(services, fake_llm, knowledge_bases):
+    run_id = run_to_end(services, QUESTION, "mtqa", {"rows": 3, "columns": 1})
+    assert services.repo.get_run(run_id).status == RunStatus.DONE
+    summary = services.repo.list_nodes(run_id, kind="summary")[0]
+    assert sorted(e.data["alpha"] for e in services.repo.list_edges(run_id, kind="communication")) == [0.1, 0.2]
+    steer_and_wait(services, run_id, "rerun_column", {"node_id": summary.id, "alpha": 0.0})
+    assert services.repo.list_edges(run_id, kind="communication") == []  # nothing passes: nothing drawn
+    steer_and_wait(services, run_id, "rerun_column", {"node_id": summary.id, "alpha": 0.9})
+    assert sorted(e.data["alpha"] for e in services.repo.list_edges(run_id, kind="communication")) == [0.9, 0.9]
+
+
+def test_rerun_column_thinks_a_failed_first_thought_again(services, fake_llm, knowledge_bases):
+    from tests.mtqa_scripts import THOUGHT, cell_of
+
+    model = {"broken": True}  # the first thought of column 1 cannot be read, until the model is fixed
+    fake_llm.when(prompt=THOUGHT, respond=lambda r: {"wrong": "shape"} if model["broken"] and cell_of(r) == (1, 1)
+                  else {"paragraphs": [f"Thought {cell_of(r)} reads the first unit [1]."]})
+    run_id = run_to_end(services, QUESTION, "mtqa", {"rows": 2, "columns": 1})
+    assert services.repo.get_run(run_id).status == RunStatus.FAILED
+    [summary] = services.repo.list_nodes(run_id, kind="summary")
+    model["broken"] = False
+    steer_and_wait(services, run_id, "rerun_column", {"node_id": summary.id, "alpha": 0.5})
+    cells = sorted(services.repo.list_nodes(run_id, kind="cell"), key=lambda n: n.data["row"])
+    assert [c.status for c in cells] == [NodeStatus.DONE, NodeStatus.DONE]
+
+
+def test_pinning_a_unit_dropped_elsewhere_brings_it_back(services, fake_llm, knowledge_bases):
+    run_id = run_to_end(services, QUESTION, "mtqa", {"rows": 1, "columns": 2})
+    [kb] = services.repo.list_nodes(run_id, kind="knowledge")
+    s0 = next(n for n in services.repo.list_nodes(run_id, kind="summary") if n.data["column"] == 0)
+    ids_k, ids_s0 = [u["id"] for u in kb.data["units"]], [u["id"] for u in s0.data["units"]]
+    shared = next(u for u in ids_s0 if u in ids_k)
+    steer_and_wait(services, run_id, "drop_unit", {"node_id": s0.id, "unit": ids_s0.index(shared) + 1})
+    steer_and_wait(services, run_id, "pin_unit", {"node_id": kb.id, "unit": ids_k.index(shared) + 1})
+    state = services.repo.latest_run_state(run_id, "knowledge_choices").data
+    assert shared in [p["id"] for p in state["pinned"]] and shared not in state["dropped"]  # the latest choice
+    later = [n for n in services.repo.list_nodes(run_id, kind="summary")]
+    assert any(u["id"] == shared and not u.get("dropped") for s in later for u in s.data["units"])

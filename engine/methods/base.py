@@ -254,17 +254,20 @@ class Method(ABC):
         while True:
             ctx.checkpoint()
             for command in ctx.take_steering():
-                rewrite |= apply_and_record(ctx, self, command)
+                rewrite |= apply_and_record(ctx, self, command) or set()
             if not self.step(ctx):
                 break
         self.write_outputs(ctx, rewrite)
 
     def steer(self, ctx: RunContext, command: Command) -> None:
         """Apply one steering command on a finished run, grow what it added, refresh the outputs.
-        A command that cannot be applied raises (the runner records why) and changes nothing."""
-        from engine.methods.steering import apply
+        The command's outcome is recorded as soon as it is applied or refused (a refused one
+        changes nothing and grows nothing)."""
+        from engine.methods.steering import apply_and_record
 
-        rewrite = apply(ctx, self, command)
+        rewrite = apply_and_record(ctx, self, command)
+        if rewrite is None:
+            return
         self.start(ctx)
         while self.step(ctx):
             ctx.checkpoint()
@@ -285,10 +288,11 @@ class Method(ABC):
         raise UnsupportedCommand(f"the {self.name} method does not support '{command.name}'")
 
     def write_outputs(self, ctx: RunContext, rewrite: set[str]) -> None:
-        """Write the outputs named in `rewrite`, and any that do not exist yet or were written
-        part-way (`write_stopped_report`)."""
+        """Write the outputs named in `rewrite`, and any that do not exist yet, were written
+        part-way (`write_stopped_report`) or before the last applied command (`report_outdated`)."""
         report = ctx.graph.report()
-        if REPORT in rewrite or report is None or report.data.get(PARTIAL_REPORT):
+        if (REPORT in rewrite or report is None or report.data.get(PARTIAL_REPORT)
+                or ctx.graph.report_outdated()):  # a command's rewrite that a stop or a kill cut off
             self.write_report(ctx)
 
     def write_stopped_report(self, ctx: RunContext, reason: str) -> bool:

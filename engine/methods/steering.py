@@ -78,12 +78,14 @@ def apply(ctx: RunContext, method: Method, command: Command) -> set[str]:
     return set(method.apply(ctx, spec, payload, node) or ())
 
 
-def apply_and_record(ctx: RunContext, method: Method, command: Command) -> set[str]:
-    """`apply`, with the outcome recorded on the command (a refusal fails the command, not the run)."""
+def apply_and_record(ctx: RunContext, method: Method, command: Command) -> set[str] | None:
+    """`apply`, with the outcome recorded on the command at once (a refusal fails the command, not
+    the run): what the command then grows is the run's work, and a stop or a kill during it must
+    not leave the command to be applied a second time. The outputs to rewrite; None when refused."""
     try:
         rewrite = apply(ctx, method, command)
     except (UnsupportedCommand, LookupError, ValueError) as exc:
         ctx.complete_command(command.id, ok=False, error=str(exc))
-        return set()
+        return None
     ctx.complete_command(command.id)
     return rewrite

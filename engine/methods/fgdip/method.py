@@ -61,6 +61,11 @@ from storage.models import Node, NodeStatus
 UNFINISHED = (NodeStatus.PENDING, NodeStatus.RUNNING)
 
 
+def closed_as_impossible(data: dict) -> bool:
+    """Judged impossible (by the Step Evaluator or by you) and not forced since: it gets no children."""
+    return data.get("verdict") == "impossible" and not data.get("forced")
+
+
 class FgdipMethod(Method):
     name = "fgdip"
     title = "FGDIP: entity-first search with step and answer evaluators"
@@ -109,7 +114,8 @@ class FgdipMethod(Method):
         reset = super().reset_failed(ctx)
         for node in ctx.graph.nodes():
             data = node.data or {}
-            if data.get("generate_error"):
+            if data.get("generate_error") and not closed_as_impossible(data):
+                # A node judged impossible (by the evaluator or by you) keeps its expansion closed.
                 ctx.graph.update(node, merge_data={"generate_error": "", "expanded": False})
                 reset += 1
             elif node.kind == ANSWER and data.get("verdict") == "unjudged":
@@ -199,7 +205,8 @@ class FgdipMethod(Method):
         begun = [n for n in tree.nodes.values()
                  if (n.kind in SEARCH_KINDS or n.kind == QUESTION) and n.status == NodeStatus.DONE
                  and (n.data or {}).get("explored_order") is not None and (n.data or {}).get("action") != "finish"
-                 and not (n.data or {}).get("expanded") and not (n.data or {}).get("dead_end")]
+                 and not (n.data or {}).get("expanded") and not (n.data or {}).get("dead_end")
+                 and not closed_as_impossible(n.data or {})]
         if not begun:
             return False
         self._expand(ctx, tree, min(begun, key=lambda n: n.data["explored_order"]))

@@ -512,11 +512,15 @@ class MtqaMethod(Method):
         column = matrix.columns(ctx.graph)[index]
         for cell in column.cells[1:]:
             ctx.graph.update(cell, merge_data={"alpha": alpha})
-        # The first thought does not depend on α: it is kept.
-        matrix.reset_from(ctx.graph, index, first_row=1)
+        # The first thought does not depend on α: it is kept when it was written (a failed one is
+        # thought again, or everything below it would fail again for want of it).
+        first_row = 1 if column.cells and column.cells[0].status == NodeStatus.DONE else 0
+        matrix.reset_from(ctx.graph, index, first_row=first_row)
         column = matrix.columns(ctx.graph)[index]
-        if alpha:
-            for above, below in zip(column.cells, column.cells[1:]):
+        for above, below in zip(column.cells, column.cells[1:]):
+            # The map draws what passes now: no edge for α = 0, the new α on each edge otherwise.
+            ctx.graph.unlink(above, below, COMMUNICATION)
+            if alpha:
                 ctx.graph.link(above, below, COMMUNICATION, data={"alpha": alpha})
         matrix.save_weights(ctx.graph, params.weight_preset, params.weights())
         return {REPORT}
@@ -533,8 +537,9 @@ class MtqaMethod(Method):
             raise CommandRejected(f"knowledge unit {number} is already pinned")
         choices = self._choices(ctx)
         if pin:
+            # The latest choice wins: a unit dropped where another column read it is pinned now.
             choices = ChoicesState(pinned=[*choices.pinned, unit.model_copy(update={"pinned": True})],
-                                   dropped=choices.dropped)
+                                   dropped=[d for d in choices.dropped if d != unit.id])
         else:
             choices = ChoicesState(pinned=[p for p in choices.pinned if p.id != unit.id],
                                    dropped=[*choices.dropped, unit.id])

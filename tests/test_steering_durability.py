@@ -1,0 +1,202 @@
+"""A steering command survives what can cut its work short (the third audit of steering): a stop,
+an interrupt or an endpoint failure during the growth it asked for. It is applied exactly once, and
+the report it asked to be rewritten is rewritten when the run next completes; until then a reader
+is told the report is from before the change."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from engine.llm.fake import default_answer
+from engine.llm.protocol import LLMConnectionError
+from engine.methods.mtqa import knowledge
+from engine.methods.mtqa.method import MtqaMethod
+from engine.report import render_markdown
+from storage.models import CommandStatus, NodeStatus, RunStatus
+from tests.fgdip_scripts import EXTRACT, GENERATE, answers_by_branch, entities, numbered_steps
+from tests.fgdip_scripts import QUESTION as FGDIP_QUESTION
+from tests.fixtures_engine import command_of, run_to_end, steer_and_wait
+from tests.mtqa_knowledge import KnowledgeInjector
+from tests.mtqa_scripts import SUMMARY, THOUGHT
+from tests.research_scripts import QUESTION, SUMMARIES, nodes_of
+
+
+@pytest.fixture
+def knowledge_bases(monkeypatch) -> KnowledgeInjector:
+    injector = KnowledgeInjector()
+    monkeypatch.setattr(knowledge, "open_knowledge_base", injector)
+    return injector
+
+
+def numbered_summaries(fake) -> None:
+    counter = itertools.count(1)
+    fake.when(prompt=SUMMARY, respond=lambda r: {
+        "checks": [], "paragraphs": [f"Summary number {(n := next(counter))} [1]."], "short_answer": f"ANSWER-{n}"})
+
+
+def once(holder: dict, action):
+    """A fake reply that, when armed, first does `action` (the user's Stop, a worker shutting down)."""
+    def respond(request):
+        if holder.pop("arm", False):
+            action(holder["run_id"])
+        return default_answer(request)
+    return respond
+
+
+def test_a_rerun_column_stopped_half_way_gets_its_report_rewritten_on_resume(services, fake_llm, knowledge_bases):
+    numbered_summaries(fake_llm)
+    holder: dict = {}
+    fake_llm.when(prompt=THOUGHT, respond=once(holder, services.runner.stop))
+    run_id = run_to_end(services, QUESTION, "mtqa", {"rows": 2, "columns": 2})
+    old = services.repo.latest_report(run_id)
+    assert old.data["short_answer"] == "ANSWER-2"
+    first = next(n for n in services.repo.list_nodes(run_id, kind="summary") if n.data["column"] == 0)
+
+    holder.update(run_id=run_id, arm=True)
+    services.runner.steer(run_id, "rerun_column", {"node_id": first.id, "alpha": 1.0})
+    assert services.runner.wait(run_id, timeout=30).status == RunStatus.STOPPED
+    # Stopped before any new summary: the old report stays, and says it is from before the change.
+    assert services.repo.latest_report(run_id).id == old.id
+    assert "written before your last change to the run" in render_markdown(services.repo, run_id)
+
+    services.runner.resume(run_id)
+    assert services.runner.wait(run_id, timeout=30).status == RunStatus.DONE
+    report = services.repo.latest_report(run_id)
+    assert report.data["short_answer"] == "ANSWER-4" and "Summary number 4" in report.markdown
+    assert "before your last change" not in render_markdown(services.repo, run_id)
+
+
+def test_an_added_column_interrupted_half_way_gets_its_report_rewritten(services, fake_llm, knowledge_bases):
+    numbered_summaries(fake_llm)
+    holder: dict = {}
+    fake_llm.when(prompt=THOUGHT, respond=once(holder, lambda _run: services.runner.interrupt_all("shutting down")))
+    run_id = run_to_end(services, QUESTION, "mtqa", {"rows": 2, "columns": 2})
+    holder.update(run_id=run_id, arm=True)
+    services.runner.steer(run_id, "add_column", {})
+    assert services.runner.wait(run_id, timeout=30).status == RunStatus.INTERRUPTED
+    services.runner.resume(run_id)
+    assert services.runner.wait(run_id, timeout=30).status == RunStatus.DONE
+    report = services.repo.latest_report(run_id)
+    assert (report.data["column"], report.data["short_answer"]) == (3, "ANSWER-3")
+
+
+def test_a_command_whose_growth_is_stopped_is_not_applied_again_on_resume(services, fake_llm, knowledge_bases,
+                                                                          monkeypatch):
+    """It arrives while the run writes its report (applied by `Method.steer`), and the user presses
+    Stop while the column it added thinks: on resume it must not add a second column."""
+    holder: dict = {"queue": True}
+    write_report = MtqaMethod.write_report
+
+    def writing(self, ctx):
+        write_report(self, ctx)
+        if holder.pop("queue", False):
+            holder["command"] = services.runner.steer(ctx.run_id, "add_column", {})
+            holder["arm"] = True
+    monkeypatch.setattr(MtqaMethod, "write_report", writing)
+    fake_llm.when(prompt=THOUGHT, respond=once(holder, services.runner.stop))
+
+    run = services.runner.create_run(question=QUESTION, method="mtqa", params={"rows": 1, "columns": 2},
+                                     llm_info=services.llm_info("fake"))
+    holder["run_id"] = run.id
+    services.runner.start(run.id)
+    assert services.runner.wait(run.id, timeout=30).status == RunStatus.STOPPED
+    assert command_of(services, run.id, holder["command"].id).status == CommandStatus.DONE  # applied, recorded
+    services.runner.resume(run.id)
+    assert services.runner.wait(run.id, timeout=30).status == RunStatus.DONE
+    assert {n.data["column"] for n in services.repo.list_nodes(run.id, kind="summary")} == {0, 1, 2}
+
+
+def test_a_research_query_cut_off_by_a_failed_endpoint_gets_its_report_rewritten(services, fake_llm):
+    run_id = run_to_end(services, QUESTION, "research", {"max_searches": 0})
+    old = services.repo.latest_report(run_id)
+    fake_llm.when(SUMMARIES, LLMConnectionError("the endpoint went away"), times=1)
+    services.runner.steer(run_id, "add_query", {"query": "First for Women magazine history"})
+    assert services.runner.wait(run_id, timeout=30).status == RunStatus.FAILED
+    services.runner.resume(run_id)
+    assert services.runner.wait(run_id, timeout=30).status == RunStatus.DONE
+    live = next(a for a in nodes_of(services, run_id, "answer") if a.status == NodeStatus.DONE)
+    assert live.id != old.data["answer_node"]
+    assert services.repo.latest_report(run_id).data["answer_node"] == live.id
+
+
+def test_an_edited_error_memory_is_counted_in_the_report(services, fake_llm):
+    fake_llm.when(EXTRACT, entities("Arthur's Magazine", "First for Women"))
+    fake_llm.when(GENERATE, numbered_steps(answer=answers_by_branch))
+    run_id = run_to_end(services, FGDIP_QUESTION, "fgdip", {})
+    assert "learned 0 lessons" in services.repo.latest_report(run_id).markdown
+    steer_and_wait(services, run_id, "edit_error_memory", {"analysis": "Compare founding years."})
+    assert "learned 1 lesson" in services.repo.latest_report(run_id).markdown
+
+
+def test_a_refused_command_leaves_a_stopped_run_stopped_and_an_applied_one_continues_it(services, fake_llm):
+    from tests.fgdip_scripts import EVALUATE_STEP
+
+    fake_llm.when(EXTRACT, entities("Arthur's Magazine", "First for Women"))
+    fake_llm.when(GENERATE, numbered_steps(answer=answers_by_branch))
+    holder: dict = {"arm": True}
+    fake_llm.when(EVALUATE_STEP, once(holder, services.runner.stop))
+    run = services.runner.create_run(question=FGDIP_QUESTION, method="fgdip", params={},
+                                     llm_info=services.llm_info("fake"))
+    holder["run_id"] = run.id
+    services.runner.start(run.id)
+    stopped = services.runner.wait(run.id, timeout=30)
+    assert stopped.status == RunStatus.STOPPED and stopped.stop_reason == "stopped by the user"
+
+    # Accepted when queued, refused when applied (the entity is a branch already): nothing runs.
+    refused = services.runner.steer(run.id, "add_entity", {"entity": "arthur's magazine"})
+    after = services.runner.wait(run.id, timeout=30)
+    assert "already a branch" in command_of(services, run.id, refused.id).error
+    assert (after.status, after.stop_reason, after.llm_calls) == (RunStatus.STOPPED, "stopped by the user",
+                                                                  stopped.llm_calls)
+    # A command that applies continues the run the person steered.
+    applied = services.runner.steer(run.id, "add_entity", {"entity": "Women's magazines"})
+    assert services.runner.wait(run.id, timeout=30).status == RunStatus.DONE
+    assert command_of(services, run.id, applied.id).status == CommandStatus.DONE
+
+
+def test_a_command_queued_just_before_stop_says_so_and_can_be_sent_again(services, fake_llm):
+    from tests.fgdip_scripts import EVALUATE_STEP
+
+    fake_llm.when(EXTRACT, entities("Arthur's Magazine", "First for Women"))
+    fake_llm.when(GENERATE, numbered_steps())
+    holder: dict = {"arm": True}
+
+    def judge(request):
+        if holder.pop("arm", False):  # the person adds an entity, then presses Stop
+            holder["command"] = services.runner.steer(holder["run_id"], "add_entity", {"entity": "Bauer Media"})
+            services.runner.stop(holder["run_id"])
+        return default_answer(request)
+    fake_llm.when(EVALUATE_STEP, judge)
+    run = services.runner.create_run(question=FGDIP_QUESTION, method="fgdip", params={},
+                                     llm_info=services.llm_info("fake"))
+    holder["run_id"] = run.id
+    services.runner.start(run.id)
+    assert services.runner.wait(run.id, timeout=30).status == RunStatus.STOPPED
+    stranded = command_of(services, run.id, holder["command"].id)
+    assert stranded.status == CommandStatus.FAILED and "stopped before it could apply this" in stranded.error
+
+    again = services.runner.steer(run.id, "add_entity", {"entity": "Bauer Media"})  # not "already on its way"
+    assert services.runner.wait(run.id, timeout=30).status == RunStatus.DONE
+    assert command_of(services, run.id, again.id).status == CommandStatus.DONE
+    assert sum(n.kind == "entity" and "Bauer Media" in n.label for n in services.repo.list_nodes(run.id)) == 1
+
+
+def test_resume_does_not_expand_a_node_you_marked_impossible(services, fake_llm):
+    """Its expansion had failed (an unreadable generator); the resume retries the others only."""
+    fake_llm.when(EXTRACT, entities("Arthur's Magazine", "First for Women"))
+    fake_llm.when(GENERATE, {"wrong": "shape"}, times=6)  # neither entity can be expanded
+    run_id = run_to_end(services, FGDIP_QUESTION, "fgdip", {})
+    assert services.repo.get_run(run_id).status == RunStatus.FAILED
+    arthur = next(n for n in services.repo.list_nodes(run_id, kind="entity") if n.data["entity"] == "Arthur's Magazine")
+    assert arthur.data["generate_error"]
+    command = services.runner.steer(run_id, "mark_impossible", {"node_id": arthur.id})
+    services.runner.wait(run_id, timeout=30)
+    assert command_of(services, run_id, command.id).status == CommandStatus.DONE
+
+    fake_llm.when(GENERATE, numbered_steps())  # a model that answers now
+    services.runner.resume(run_id)
+    services.runner.wait(run_id, timeout=30)
+    assert services.repo.get_node(arthur.id).data["verdict"] == "impossible"
+    assert not [n for n in services.repo.list_nodes(run_id) if n.parent_id == arthur.id and n.kind == "step"]
