@@ -436,3 +436,48 @@ def test_dig_into_searches_your_point_when_the_agent_gives_no_new_query(services
     assert command.status == "done", command.error
     last = searches(services, run_id)[-1]
     assert last.data["query"] == "Arthur's Magazine founding year" and last.data["by"] == "you"
+
+
+def test_a_query_added_while_the_agent_decides_is_searched_after_the_agents_own(services, fake_llm):
+    from tests.fixtures_engine import command_of
+    from tests.research_scripts import AGENT, turn
+
+    holder = {"arm": True}
+
+    def agent(request):
+        if holder.pop("arm", False):  # the person adds a query while the agent decides its next search
+            holder["command"] = services.runner.steer(holder["run_id"], "add_query", {"query": "Bauer Media Group"})
+            return turn(True, "Arthur's Magazine founding year")
+        return turn(False)
+    fake_llm.when(AGENT, agent)
+    run = services.runner.create_run(question=QUESTION, method="research", params={"max_searches": 3},
+                                     llm_info=services.llm_info("fake"))
+    holder["run_id"] = run.id
+    services.runner.start(run.id)
+    assert services.runner.wait(run.id, timeout=30).status == RunStatus.DONE
+    assert command_of(services, run.id, holder["command"].id).status == "done"
+    queries = [s.data["query"] for s in sorted(nodes_of(services, run.id, "search"), key=lambda n: n.id)]
+    assert queries[1:3] == ["Arthur's Magazine founding year", "Bauer Media Group"]
+
+
+def test_a_budget_spent_in_the_citation_check_still_shows_the_written_answer(services, fake_llm):
+    from engine.citations import strip_markers
+
+    full = run_to_end(services, QUESTION, "research", {"max_searches": 0})
+    calls = services.repo.list_llm_calls(full)
+    upto = max(i for i, c in enumerate(calls) if c.purpose == "writer")
+    budget = sum(c.prompt_tokens + c.completion_tokens for c in calls[:upto + 1])
+    run_id = run_to_end(services, QUESTION + " (budget)", "research", {"max_searches": 0}, max_tokens=budget)
+    run = services.repo.get_run(run_id)
+    assert run.status == RunStatus.STOPPED and "budget" in run.stop_reason
+    [answer] = nodes_of(services, run_id, "answer")
+    report = services.repo.latest_report(run_id)
+    assert report.data["partial"] and report.data["answer_node"] == answer.id
+    rendered = render_markdown(services.repo, run_id)
+    assert " ".join(strip_markers(answer.content).split()[:6]) in rendered
+    assert "citation check finished" in rendered and "Partial report" in rendered
+
+    services.runner.resume(run_id, max_tokens=100 * budget)
+    assert services.runner.wait(run_id, timeout=60).status == RunStatus.DONE
+    final = services.repo.latest_report(run_id)
+    assert "partial" not in final.data and final.data["support_rate"] is not None

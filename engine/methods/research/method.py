@@ -88,6 +88,10 @@ class Chain:
         return [(n.data or {}).get("query", "") for n in self.searches]
 
 
+UNCHECKED_NOTE = ("_The run stopped before this answer's citation check finished: its citations point to "
+                  "retrieved documents, but whether each source says what its sentence claims is not verified._")
+
+
 class ResearchMethod(Method):
     name = "research"
     title = "Deep research agent: search, rerank, summarize with citations, iterate"
@@ -124,6 +128,17 @@ class ResearchMethod(Method):
         chain = Chain(ctx.graph.nodes())
         return (self._open(ctx, chain) or self._run_searches(ctx, chain) or self._run_turns(ctx, chain)
                 or self._next(ctx, chain) or self._write_answer(ctx, chain))
+
+    def write_stopped_report(self, ctx: RunContext, reason: str) -> bool:
+        """Also when the run stopped during the answer's citation check: the answer is written (its
+        markers valid), only its check is missing, and the partial report says so."""
+        answer = Chain(ctx.graph.nodes()).answer
+        if answer is None or answer.status == NodeStatus.DONE or not (answer.content or "").strip():
+            return super().write_stopped_report(ctx, reason)
+        with ctx.graph.partial_reports(reason):
+            ctx.graph.save_report(f"{answer.content.strip()}\n\n{UNCHECKED_NOTE}",
+                                  data={"method": self.name, "answer_node": answer.id, "checked": False})
+        return True
 
     def write_report(self, ctx: RunContext) -> None:
         chain = Chain(ctx.graph.nodes())
@@ -235,13 +250,7 @@ class ResearchMethod(Method):
         params = self._params(ctx)
         data = tip.data or {}
         if tip.kind == REASONING and data.get("decision") == "search":
-            if not any(s.parent_id == tip.id for s in chain.searches):
-                number = len(chain.searches) + 1
-                ctx.graph.add(kind=SEARCH, label=f"search {number}: {data['next_query']}"[:80], parent=tip,
-                              data={"query": data["next_query"], "round": number,
-                                    "by": "you" if data.get("focus") else "agent"})
-                return True
-            return False
+            return self._decided_search(ctx, chain, tip) is not None
         if tip.kind == SEARCH:
             stop = ""
             if chain.agent_turns() >= params.max_turns:
@@ -255,6 +264,26 @@ class ResearchMethod(Method):
             ctx.graph.narrate(f"writing the answer: {stop}", node_id=tip.id)
         ctx.graph.add(kind=ANSWER, label="answer", parent=tip)
         return True
+
+    def _decided_search(self, ctx: RunContext, chain: Chain, turn: Node) -> Node | None:
+        """The search a finished turn decided on, created once (None when it exists already)."""
+        data = turn.data or {}
+        if any(s.parent_id == turn.id for s in chain.searches):
+            return None
+        number = len(chain.searches) + 1
+        return ctx.graph.add(kind=SEARCH, label=f"search {number}: {data['next_query']}"[:80], parent=turn,
+                             data={"query": data["next_query"], "round": number,
+                                   "by": "you" if data.get("focus") else "agent"})
+
+    def _tip_for_steering(self, ctx: RunContext, chain: Chain) -> Node:
+        """Where a person's search or point joins the chain: after the search the last turn decided
+        on, which is created first (attached to the turn itself, it would take that search's place)."""
+        tip = chain.tip
+        assert tip is not None
+        data = tip.data or {}
+        if tip.kind == REASONING and tip.status == NodeStatus.DONE and data.get("decision") == "search":
+            return self._decided_search(ctx, chain, tip) or tip
+        return tip
 
     # ------------------------------------------------------------------ the answer
 
@@ -319,16 +348,17 @@ class ResearchMethod(Method):
             query = " ".join(payload.query.split())
             if any(_same_query(query, q) for q in chain.queries()):
                 raise CommandRejected(f"'{query}' was already searched; add a different query")
-            number = len(chain.searches) + 1
             self._retire_answer(ctx, chain)
-            ctx.graph.add(kind=SEARCH, label=f"search {number}: {query}"[:80], parent=chain.tip,
+            tip = self._tip_for_steering(ctx, chain)
+            number = len(Chain(ctx.graph.nodes()).searches) + 1
+            ctx.graph.add(kind=SEARCH, label=f"search {number}: {query}"[:80], parent=tip,
                           data={"query": query, "round": number, "by": "you"})
             return {REPORT}
         if command.name == "dig_into":
             assert isinstance(payload, DigIntoPayload)
             point = " ".join(payload.point.split())
             self._retire_answer(ctx, chain)
-            ctx.graph.add(kind=REASONING, label=f"dig into: {point}"[:80], parent=chain.tip,
+            ctx.graph.add(kind=REASONING, label=f"dig into: {point}"[:80], parent=self._tip_for_steering(ctx, chain),
                           data={"turn": len(chain.turns) + 1, "focus": point})
             return {REPORT}
         if command.name == "drop_source":
