@@ -161,6 +161,8 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--import", dest="import_file", type=Path, metavar="FILE",
                        help="store a benchmark written by --export under its own id (merged into it when it is "
                             "stored here already: finished items fill the unfinished ones); continue it with --resume ID")
+    bench.add_argument("--paired", action="store_true",
+                       help="the table over the items every method has finished only (a benchmark part-way)")
     bench.add_argument("--out", type=Path, help="also write the table as Markdown to this file")
     bench.add_argument("--json", type=Path, dest="json_out", help="also write the results as JSON to this file")
     bench.add_argument("--quiet", action="store_true", help="no progress on stderr")
@@ -549,7 +551,7 @@ def cmd_bench(args) -> int:
 
             bench = _execute_benchmark(bench_runner, bench.id, progress)
         # A sample balanced on a field is shown by it unless another breakdown is asked for.
-        table = summarize(bench_runner.store, bench.id, by=args.by or bench.balance or None)
+        table = summarize(bench_runner.store, bench.id, by=args.by or bench.balance or None, paired=args.paired)
     except (BenchmarkError, DatasetError, BenchmarkNotFound) as exc:
         raise CLIError(str(exc)) from exc
     markdown = to_markdown(table)

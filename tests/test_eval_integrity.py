@@ -96,3 +96,16 @@ def test_the_balance_of_a_sample_is_stored_shown_and_carried(services):
     assert runner.store.get_benchmark(bench.id).balance == "level"
     assert "(seed 13, balanced by level)" in to_markdown(summarize(runner.store, bench.id))
     assert export_benchmark(runner.store, bench.id).benchmark.balance == "level"
+
+
+def test_a_paired_table_compares_the_methods_on_the_items_all_have_finished(services):
+    runner, bench = _create(services, limit=3)
+    runner.execute(bench.id)
+    rows = runner.store.list_items(bench.id)
+    rag_row = next(r for r in rows if r.method == "rag")
+    # One rag item not finished yet (a benchmark part-way).
+    runner.store._update_item(rag_row.id, status=ItemStatus.PENDING, metrics={}, run_id=None)
+    table = summarize(runner.store, bench.id, paired=True)
+    assert table.paired == 2 and all(row.finished == 2 for row in table.rows)
+    assert "Paired: the 2 items every method has finished." in to_markdown(table)
+    assert {row.method: row.finished for row in summarize(runner.store, bench.id).rows} == {"direct": 3, "rag": 2}

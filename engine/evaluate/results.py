@@ -92,6 +92,7 @@ class BenchmarkTable:
     benchmark: Benchmark
     rows: list[MethodRow]
     columns: list[tuple[str, str]]
+    paired: int | None = None  # with `paired`: how many items every method has finished
 
 
 def _values(rows: list[BenchmarkItem], key: str, failed_counts: str) -> list[float]:
@@ -110,11 +111,21 @@ def _values(rows: list[BenchmarkItem], key: str, failed_counts: str) -> list[flo
     return values
 
 
-def summarize(store: EvaluationStore, benchmark_id: str, *, seed: int = 0, by: str | None = None) -> BenchmarkTable:
-    """The table; with `by` (an item meta key such as "level"), one row per method and value."""
+def summarize(store: EvaluationStore, benchmark_id: str, *, seed: int = 0, by: str | None = None,
+              paired: bool = False) -> BenchmarkTable:
+    """The table; with `by` (an item meta key such as "level"), one row per method and value; with
+    `paired`, only the items every method has finished (a benchmark part-way compares methods on
+    the same items)."""
     bench = store.get_benchmark(benchmark_id)
     applies = _APPLIES[get_dataset(bench.dataset).answer_type]
     all_rows = store.list_items(bench.id)
+    common: int | None = None
+    if paired:
+        done = {m: {r.item_id for r in all_rows if r.method == m and r.status in ItemStatus.FINISHED}
+                for m in bench.methods}
+        shared = set.intersection(*done.values()) if done else set()
+        all_rows = [r for r in all_rows if r.item_id in shared]
+        common = len(shared)
     judged = {k for r in all_rows for k in r.metrics if k in JUDGED}
     columns = [(k, t) for k, t, _z in ANSWER_METRICS if k in applies or k in judged] + list(USAGE_METRICS)
     failed_counts = {k: z for k, _t, z in ANSWER_METRICS}
@@ -133,7 +144,7 @@ def summarize(store: EvaluationStore, benchmark_id: str, *, seed: int = 0, by: s
                 mean, low, high = metrics.bootstrap_ci(values, seed=seed)
                 summary.metrics[key] = MetricSummary(mean, low, high, len(values))
         table_rows.append(summary)
-    return BenchmarkTable(bench, table_rows, columns)
+    return BenchmarkTable(bench, table_rows, columns, paired=common)
 
 
 def _groups(bench: Benchmark, rows: list[BenchmarkItem], by: str | None) -> dict[str, set[str] | None]:
@@ -173,7 +184,8 @@ def to_markdown(table: BenchmarkTable) -> str:
         f"Benchmark `{bench.id}`: {inline_text(get_dataset(bench.dataset).title)}, {bench.limit} items "
         f"(seed {bench.seed}{balanced}), model {model}, search {inline_text(bench.search_mode)}, status {bench.status}.",
         "Answer metrics: mean [95 % bootstrap CI]; a failed run counts as 0 (in recall: what it had retrieved). "
-        "Usage: mean per item.",
+        "Usage: mean per item." + (f" Paired: the {table.paired} items every method has finished."
+                                   if table.paired is not None else ""),
         "",
         "| Method | Done | Failed | " + " | ".join(title for _k, title in table.columns) + " |",
         "| --- | ---: | ---: | " + " | ".join("---:" for _ in table.columns) + " |",
@@ -193,6 +205,7 @@ def to_json(table: BenchmarkTable) -> dict[str, Any]:
                       "seed": bench.seed, "params": bench.params, "llm": bench.llm_info,
                       "search": bench.search_mode, "balance": bench.balance or None, "status": bench.status,
                       "note": bench.note},
+        "paired_items": table.paired,
         "methods": [
             {"method": row.method, **({"group": row.group} if row.group else {}), "items": row.items, "finished": row.finished, "failed": row.failed,
              "metrics": {k: {"mean": m.mean, "low": m.low, "high": m.high, "n": m.n} for k, m in row.metrics.items()}}
