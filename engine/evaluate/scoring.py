@@ -8,6 +8,7 @@ run's LLM calls.
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any
 
@@ -21,6 +22,7 @@ from engine.narration import SEARCH, active_seconds
 from storage.models import Run, RunStatus
 from storage.repository import Repository
 
+log = logging.getLogger(__name__)
 RECALL_AT = 10
 _STORED_MARKER = re.compile(r"\[\[S(\d+)\]\]")
 _HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.M)
@@ -120,9 +122,17 @@ def usage_metrics(repo: Repository, run: Run) -> dict[str, Any]:
         "nodes": run.node_count,
         "searches": sum(1 for e in events if e.kind == SEARCH),
         "seconds": round(active_seconds(events), 3),
-        "critical_path_s": round(metrics.critical_path_seconds(repo.list_nodes(run.id), calls,
-                                                               waits=dependency_edges(repo, run)), 3),
+        "critical_path_s": round(critical_path(repo, run, calls), 3),
     }
+
+
+def critical_path(repo: Repository, run: Run, calls) -> float:
+    nodes = repo.list_nodes(run.id)
+    try:
+        return metrics.critical_path_seconds(nodes, calls, waits=dependency_edges(repo, run))
+    except ValueError:  # declared waits that loop back: a method's bug, not a reason to lose the item
+        log.warning("run %s: its dependency edges form a cycle; its critical path follows the tree only", run.id)
+        return metrics.critical_path_seconds(nodes, calls)
 
 
 def dependency_edges(repo: Repository, run: Run) -> list[tuple[int, int]]:
