@@ -445,3 +445,46 @@ def test_an_unreadable_step_evaluator_reads_as_plain_words_not_a_parse_error(ser
         assert "could not be read" in shown and "StepJudgement" not in shown and "Field required" not in shown
     events = [e for e in services.repo.list_events(run_id) if "Step Evaluator's reply could not be read" in e.text]
     assert events and "StepJudgement" in str(events[0].data)  # the technical text is kept for whoever looks
+
+
+@pytest.mark.parametrize("kill_at", ["choice", "answer"])
+def test_a_kill_while_choosing_a_finishing_node_resumes_into_the_same_tree(services, fake_llm, monkeypatch, kill_at):
+    """Killed between the writes that choose a finishing node (its order, then its answer): the
+    resumed search has the shape of one never killed, its backtrack leaving from the rejected answer."""
+    from engine.graph import RunGraph
+    from engine.runner import RunStopped
+
+    fake_llm.when(EXTRACT, entities(ARTHUR, FIRST))
+    fake_llm.when(GENERATE, numbered_steps(answer=answers_by_branch))
+    fake_llm.when(EVALUATE_ANSWER, lambda r: judged_answer(False, "Wrong branch.")
+                  if candidate_of(r) == f"answer from {ARTHUR}" else judged_answer(True))
+
+    def shape(run_id):
+        nodes = {n.id: n for n in services.repo.list_nodes(run_id)}
+        finish = [nodes[a.parent_id] for a in sorted(nodes.values(), key=lambda n: n.id) if a.kind == "answer"]
+        sources = sorted(nodes[e.src].kind for e in services.repo.list_edges(run_id, kind="backtrack"))
+        return [(n.data or {}).get("explored_order") for n in finish], sources
+
+    clean = shape(run_to_end(services, QUESTION, "fgdip", {}))
+    armed = {"on": True}
+    update, add = RunGraph.update, RunGraph.add
+
+    def killing_update(self, node, **kw):
+        if kill_at == "choice" and armed["on"] and "explored_order" in (kw.get("merge_data") or {}) \
+                and (node.data or {}).get("action") == "finish":
+            armed["on"] = False
+            raise RunStopped("the process died", interrupted=True)
+        return update(self, node, **kw)
+
+    def killing_add(self, *args, **kw):
+        if kill_at == "answer" and armed["on"] and kw.get("kind") == "answer":
+            armed["on"] = False
+            raise RunStopped("the process died", interrupted=True)
+        return add(self, *args, **kw)
+    monkeypatch.setattr(RunGraph, "update", killing_update)
+    monkeypatch.setattr(RunGraph, "add", killing_add)
+    run_id = run_to_end(services, QUESTION + " ", "fgdip", {})
+    assert services.repo.get_run(run_id).status == RunStatus.INTERRUPTED and not armed["on"]
+    services.runner.resume(run_id)
+    assert services.runner.wait(run_id, timeout=30).status == RunStatus.DONE
+    assert shape(run_id) == clean and clean[1] == ["answer"]

@@ -94,10 +94,12 @@ class FgdipMethod(Method):
             ctx.graph.add(kind=QUESTION, label=ctx.question, content=ctx.question, depth=0)
 
     def step(self, ctx: RunContext) -> bool:
-        """One unit of the search, in this order: open the question; run and judge the nodes that
-        are waiting; finish an expansion or an answer that was begun; choose the next node."""
+        """One unit of the search, in this order: open the question; give a chosen finishing node
+        its answer if a kill came in between; run and judge the nodes that are waiting; finish an
+        expansion or an answer that was begun; choose the next node."""
         tree = Tree.of(ctx.graph.nodes())
-        return (self._open_question(ctx, tree) or self._settle_nodes(ctx, tree) or self._continue_expansion(ctx, tree)
+        return (self._open_question(ctx, tree) or self._answer_missing(ctx, tree) or self._settle_nodes(ctx, tree)
+                or self._continue_expansion(ctx, tree)
                 or self._continue_answer(ctx, tree) or self._explore_next(ctx, tree))
 
     def write_report(self, ctx: RunContext) -> None:
@@ -322,18 +324,32 @@ class FgdipMethod(Method):
             update["planned_children"] = planned
             update["children_must_finish"] = (node.depth + 1 >= params.max_depth
                                               or (not forced and room - planned < params.siblings))
-        # The edge and the answer first, the choice last: a run killed in between chooses the same
-        # node again from the same stored tree, and both writes are idempotent.
+        # The edge first (idempotent: a run killed after it chooses the same node again from the
+        # same stored tree), then the choice, then a finishing node's answer: a run killed before
+        # the answer gets it from `_answer_missing` (settling answers comes before choosing).
         if source is not None:
             ctx.graph.link(source, node, BACKTRACK, data={"order": order})
             ctx.graph.narrate(f"backtracking: leaving {source.label} for {node.label}", node_id=node.id)
-        if data.get("action") == "finish" and not any(a.parent_id == node.id for a in tree.answers()):
-            ctx.graph.add(kind=ANSWER, label=f"answer: {data.get('argument', '')}"[:80], parent=node,
-                          data={"short_answer": data.get("argument", "")})
         label = (f"({order}) {data['entity']}" if data.get("entity")
                  else label_for(data.get("action", "search"), data.get("argument", ""), order))
-        ctx.graph.update(node, merge_data=update, label=label)
+        node = ctx.graph.update(node, merge_data=update, label=label)
+        self._add_answer(ctx, tree, node)
         return True
+
+    def _add_answer(self, ctx: RunContext, tree: Tree, node: Node) -> bool:
+        """The answer of a chosen node whose action is finish, once."""
+        data = node.data or {}
+        if data.get("action") != "finish" or any(a.parent_id == node.id for a in tree.answers()):
+            return False
+        ctx.graph.add(kind=ANSWER, label=f"answer: {data.get('argument', '')}"[:80], parent=node,
+                      data={"short_answer": data.get("argument", "")})
+        return True
+
+    def _answer_missing(self, ctx: RunContext, tree: Tree) -> bool:
+        """A finishing node chosen by a run killed before its answer was added: added now."""
+        chosen = [n for n in tree.nodes.values() if (n.data or {}).get("explored_order") is not None
+                  and (n.data or {}).get("action") == "finish" and n.status != NodeStatus.PRUNED]
+        return any([self._add_answer(ctx, tree, n) for n in chosen])
 
     # ------------------------------------------------------------------ steering
 
