@@ -118,3 +118,22 @@ def test_reader_text_is_clean_and_citations_link_to_sources(streamlit_app, page,
         path = tmp_path / f"report.{suffix}"
         download_info.value.save_as(path)
         assert path.read_bytes().startswith(magic), label
+
+
+def test_a_stopped_runs_partial_report_says_so_on_the_report_page(streamlit_app, page, app_repo):
+    """A run stopped by its budget after one column's summary: its report (written without the
+    model, marked partial) is shown under a note that says what it is and what to do."""
+    reason = "token budget reached: 4000 tokens used, of a budget of 4000"
+    run = app_repo.create_run(question=QUESTION, method="mtqa", params={},
+                              llm_info={"kind": "fake", "model": "fake"}, search_mode="local")
+    [source] = app_repo.add_sources(run.id, [SourceInput(ref="hotpotqa/Printing press", title="Printing press",
+                                                         kind="corpus", snippet="Printing spread tables.")])
+    app_repo.save_report(run.id, f"**Answer:** printed tables\n\n{REPEATED} [[S{source.id}]]\n\n> This is the "
+                         "summary of column 1 of 2: the later columns have not been written yet.",
+                         data={"method": "mtqa", "short_answer": "printed tables", "column": 1, "partial": reason})
+    app_repo.set_status(run.id, RunStatus.STOPPED, stop_reason=reason)
+    page.goto(f"{streamlit_app.url}/report?run={run.id}")
+    page.get_by_text("Partial report: the run stopped before its end").first.wait_for()
+    page.get_by_text("summary of column 1 of 2").first.wait_for()
+    assert page.locator('a[href="#source-1"]').count() >= 1  # its citation still resolves
+    page.screenshot(path=str(ARTIFACTS / "partial-report.png"), full_page=False)
