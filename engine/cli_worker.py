@@ -2,7 +2,8 @@
 
 Start one or more on any machine that reaches the database (THOUGHTMAP_DATABASE_URL on PostgreSQL);
 each logs on stderr which run it executes and how it ended. Ctrl-C (SIGTERM) stops taking new runs
-and waits for the runs it executes to end; a worker killed outright leaves its runs to the others
+and hands the runs it executes on (each stops at its next step, interrupted, and is queued again for
+another worker, its finished nodes kept); a worker killed outright leaves its runs to the others
 after --stalled-after seconds.
 """
 

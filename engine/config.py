@@ -34,6 +34,7 @@ Environment variables (a public interface, keep them stable):
 | THOUGHTMAP_RERANK_URL | an OpenAI-compatible `/rerank` endpoint (vLLM, llama.cpp, TEI, Infinity) for the research method's `endpoint` reranker | unset |
 | THOUGHTMAP_RERANK_MODEL | the model that endpoint reranks with | the server's default |
 | THOUGHTMAP_RERANK_API_KEY | bearer key for that endpoint | unset |
+| THOUGHTMAP_METHODS | more methods kept outside the package, comma-separated `module:Class` (each a `Method` subclass) | none |
 """
 
 from __future__ import annotations

@@ -142,6 +142,23 @@ def test_twenty_runs_enqueued_by_the_app_all_complete_each_on_one_worker(service
     assert services.queue_depth().waiting == 0
 
 
+def test_a_benchmark_in_queue_mode_waits_for_its_runs_on_the_workers(services, workers):
+    """Its items run on the workers; each item waits for its run, so the benchmark finishes in one
+    go with every item scored (it once queued them all and ended "stopped with N runs left")."""
+    from engine.evaluate.runner import BenchmarkRunner, BenchmarkSpec
+    from storage.evaluation import ItemStatus
+
+    runner = BenchmarkRunner(services)
+    bench = runner.create(BenchmarkSpec(dataset="hotpotqa-autoact", methods=["direct"], limit=3, llm="fake",
+                                        search_mode="none"))
+    final = runner.execute(bench.id)
+    rows = runner.store.list_items(bench.id)
+    assert final.status == "done", final.note
+    assert [r.status for r in rows] == [ItemStatus.SCORED] * 3
+    ran = {r for w in workers for r in w.ran()}
+    assert {r.run_id for r in rows} <= ran  # executed by the workers, not in this process
+
+
 def test_a_run_whose_lease_is_held_elsewhere_waits_for_it(services, workers):
     lease = RunLease(services.db)
     run = services.runner.create_run(question=QUESTION, method="direct", llm_info=services.llm_info("fake"),

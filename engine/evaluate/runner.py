@@ -231,7 +231,7 @@ class BenchmarkRunner:
                 max_tokens, max_cost = budget.left()
                 runner.resume(run_id, max_tokens=max_tokens, max_cost=max_cost)
         stop_sent = False
-        while runner.is_active(run_id):
+        while self._in_flight(run_id):
             if stop.is_set() and not stop_sent:
                 runner.stop(run_id)  # once: a stop queued again each wait would outlive this process
                 stop_sent = True
@@ -285,6 +285,14 @@ class BenchmarkRunner:
             if progress is not None:
                 progress(self.store.get_item(row.id))
         return len(rows)
+
+    def _in_flight(self, run_id: str) -> bool:
+        """The run executes here, or (queue mode) a worker has it or will take it: the item waits
+        for it either way, so the benchmark keeps its concurrency and its budget per run."""
+        runner = self.services.runner
+        if runner.is_active(run_id):
+            return True
+        return runner.dispatch is not None and self.services.repo.get_run(run_id).status in RunStatus.ACTIVE
 
     def _stored(self, run_id: str) -> bool:
         try:

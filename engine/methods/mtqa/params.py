@@ -48,7 +48,7 @@ class MtqaParams(MethodParams):
         "Knowledge graph scope. question: a graph built from the documents retrieved for this question "
         "(the paper's setting); collection: the corpus's graph, built once and reused by every run."))
     collection: str = Field(default="", description=(
-        "The collection whose knowledge graph the collection scope reads (e.g. hotpotqa, or uploads), built "
+        "The collection whose knowledge graph the collection scope reads (e.g. hotpotqa, or files: your uploaded and ingested documents), built "
         "once with `thoughtmap kg build --collection NAME`. Unused in the question scope."))
     documents: int = Field(default=10, ge=1, le=50, description=(
         "Question scope: documents retrieved for the question and added to its knowledge graph (HotpotQA "
@@ -110,7 +110,7 @@ class MtqaParams(MethodParams):
             if any(not 0.0 <= v <= 1.0 for row in custom for v in row):
                 raise ValueError("every weight of custom_matrix must be between 0 and 1")
         if self.scope == "collection" and not self.collection.strip():
-            raise ValueError("the collection scope needs a collection name (e.g. hotpotqa, or uploads)")
+            raise ValueError("the collection scope needs a collection name (e.g. hotpotqa, or files)")
         if self.no_source_text and self.no_triples:
             raise ValueError("no_source_text and no_triples together leave the knowledge units empty; "
                              "switch one of them off")
