@@ -442,7 +442,6 @@ class Runner:
     @staticmethod
     def _apply_queued_first(ctx: RunContext, method: Method) -> bool:
         """Apply the queued steering commands now, each recorded; whether any was applied."""
-
         applied = False
         for command in ctx.take_steering():
             applied = apply_and_record(ctx, method, command) is not None or applied
@@ -526,6 +525,7 @@ class Runner:
                 narrate_run(repo, run_id, narration.Phase.FINISHED,
                             "finished" + (f", with a warning: {outcome.warning}" if outcome.warning else ""))
             else:
+                self._drop_pending_steering(method, ctx, "the run failed before it could apply this")
                 repo.set_status(run_id, RunStatus.FAILED, error=outcome.reason, warning="")
                 # The reason may quote a node's technical error: the words say it plainly.
                 narrate_run(repo, run_id, narration.Phase.FAILED, "the run failed: nothing was answered",
