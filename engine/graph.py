@@ -6,8 +6,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import timezone
 from dataclasses import dataclass, field
+from datetime import timezone
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
@@ -20,9 +20,10 @@ from storage.models import Edge, Node, NodeStatus, Report, Source, utcnow
 from storage.repository import GraphSnapshot, NodeInput, Repository, SourceInput
 
 D = TypeVar("D", bound=NodeData)
+S = TypeVar("S", bound=RunStateModel)
+
 # Report data key: the report was written from a stopped run's graph (its value: why it stopped).
 PARTIAL_REPORT = "partial"
-S = TypeVar("S", bound=RunStateModel)
 
 
 @dataclass
