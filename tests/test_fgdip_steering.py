@@ -73,6 +73,21 @@ def test_mark_impossible_prunes_what_was_not_explored_and_is_refused_twice(servi
     assert "pruned" in steer_refused(services, run_id, "force_explore", {"node_id": untaken[0].id})
 
 
+def test_marking_a_step_of_the_accepted_answers_path_impossible_rejects_it_and_searches_on(services, fake_llm):
+    run_id = finished(services, fake_llm)
+    [accepted] = [a for a in nodes_of(services, run_id, "answer") if a.data.get("verdict") == "accepted"]
+    assert services.repo.latest_report(run_id).data["short_answer"] == accepted.data["short_answer"]
+
+    steer_and_wait(services, run_id, "mark_impossible", {"node_id": entity(services, run_id, ARTHUR).id})
+    before = services.repo.get_node(accepted.id)
+    assert before.data["verdict"] == "rejected" and "impossible" in before.data["error_analysis"]
+    assert [e.node_id for e in memory(services, run_id).entries] == [accepted.id]  # the search learned it
+    # The search went on to the next branch, and the report gives its answer.
+    assert entity(services, run_id, FIRST).data.get("explored_order") is not None
+    report = services.repo.latest_report(run_id).data
+    assert report["short_answer"] != accepted.data["short_answer"] and report["verified"]
+
+
 def test_add_entity_opens_a_new_branch_explored_at_once(services, fake_llm):
     run_id = finished(services, fake_llm)
     command = steer_and_wait(services, run_id, "add_entity", {"entity": "  Women's magazines  "})

@@ -229,7 +229,8 @@ COMMANDS = (
                 "on nodes and backtracks.", NodeCommand, kinds=_SEARCHED, statuses=frozenset({NodeStatus.DONE}),
                 on_root=False, done="Exploring it next"),
     CommandSpec("mark_impossible", "Mark impossible", "Judge this node impossible: it gets no (more) children "
-                "and its unexplored children are pruned.", NodeCommand, kinds=_SEARCHED,
+                "and its unexplored children are pruned; an accepted answer reached through it is "
+                "rejected, and the search goes on to the next branch.", NodeCommand, kinds=_SEARCHED,
                 statuses=frozenset({NodeStatus.DONE}), on_root=False, done="Marked impossible"),
     CommandSpec("add_entity", "Add entity", "Add a key entity of your own: a new branch, explored next.",
                 AddEntityPayload, done="Entity added"),

@@ -386,7 +386,16 @@ class FgdipMethod(Method):
         for child in tree.children(node):
             if (child.data or {}).get("explored_order") is None and child.status != NodeStatus.PRUNED:
                 ctx.graph.prune(child)
-        return set()
+        # An answer reached through the node stands on what you ruled out: it is rejected, with
+        # that as its error analysis, and the search goes on to the next branch.
+        settled = settled_answer(tree)
+        if settled is not None and node.id in {n.id for n in tree.path(tree.nodes[settled.parent_id])}:
+            analysis = f"You marked the step '{node.label}' on this answer's path impossible."
+            answer = ctx.graph.update(settled, merge_data={"verdict": "rejected", "error_analysis": analysis,
+                                                           "reasons": analysis},
+                                      label=f"rejected answer: {(settled.data or {}).get('short_answer', '')}"[:80])
+            self._remember(ctx, Tree.of(ctx.graph.nodes()), answer)
+        return {REPORT}
 
     def _add_entity(self, ctx: RunContext, payload: AddEntityPayload) -> set[str]:
         entity = next(iter(distinct([payload.entity], 1)), "")
