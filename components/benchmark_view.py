@@ -125,12 +125,18 @@ def _controls(services: Services, bench: Benchmark, active: bool) -> None:
 
 def _results(services: Services, bench: Benchmark, titles: dict[str, str]) -> list[tuple[str, str]]:
     """The table per method; returns the dataset's answer metrics (key, title) for the item table."""
-    table = summarize(services.benchmarks.store, bench.id)
     st.subheader("Results")
-    st.caption("Answer metrics: mean [95 % bootstrap CI] over finished items; a failed run counts as 0. "
-               "Usage: mean per item.")
+    paired = len(bench.methods) > 1 and bench.status != BenchmarkStatus.DONE and st.toggle(
+        "Only the items every method has finished", key=f"bench-paired-{bench.id}",
+        help="While a benchmark is part-way, its methods have finished different items: compare them on the same ones.")
+    # A sample balanced on a field (e.g. level) is shown by it: a row per method and value.
+    table = summarize(services.benchmarks.store, bench.id, by=bench.balance or None, paired=paired)
+    st.caption("Answer metrics: mean [95 % bootstrap CI] over finished items; a failed run counts as 0 (in "
+               "recall: what it had retrieved). Usage: mean per item."
+               + (f" Over the {table.paired} items every method has finished." if table.paired is not None else ""))
     st.dataframe(pd.DataFrame([
-        {"Method": titles.get(row.method, row.method), "Done": f"{row.finished}/{row.items}", "Failed": row.failed,
+        {"Method": titles.get(row.method, row.method) + (f" · {row.group}" if row.group else ""),
+         "Done": f"{row.finished}/{row.items}", "Failed": row.failed,
          **{title: metric_text(row.metrics.get(key), key) for key, title in table.columns}}
         for row in table.rows]), hide_index=True, use_container_width=True, key=f"bench-results-{bench.id}")
     return [(key, title) for key, title in table.columns if key in _ANSWER_KEYS]

@@ -101,6 +101,31 @@ def test_a_benchmark_started_on_the_page_runs_and_its_tables_appear(services):
     assert any(services.repo.get_run(row.run_id).question in m for m in texts(at.markdown))
 
 
+def test_a_balanced_benchmark_part_way_is_shown_by_level_and_can_be_paired(services):
+    from engine.evaluate.runner import BenchmarkRunner, BenchmarkSpec
+
+    runner = BenchmarkRunner(services)
+    bench = runner.create(BenchmarkSpec(dataset="hotpotqa-autoact", methods=["direct", "rag"], limit=3,
+                                        llm="fake", balance="level"))
+    runner.execute(bench.id)
+    store = runner.store
+    rag = next(r for r in store.list_items(bench.id) if r.method == "rag")
+    store._update_item(rag.id, status=ItemStatus.PENDING, metrics={}, run_id=None)  # part-way
+    store.set_benchmark_status(bench.id, BenchmarkStatus.STOPPED, "stopped with 1 runs left")
+    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
+    at.query_params["benchmark"] = bench.id
+    at.switch_page(EVALUATE)
+    at.run()
+    assert_no_exception(at)
+    results = at.dataframe[1].value
+    assert len(results) == 6 and all(" · " in m for m in results["Method"])  # a row per method and level
+    assert sorted(results["Done"]) == ["0/1", "1/1", "1/1", "1/1", "1/1", "1/1"]
+    at.toggle(key=f"bench-paired-{bench.id}").set_value(True).run()
+    assert_no_exception(at)
+    assert any("Over the 2 items every method has finished." in c for c in texts(at.caption))
+    assert list(at.dataframe[1].value["Done"]) == ["1/1"] * 4  # the level with no common item drops out
+
+
 @pytest.mark.parametrize("change, expected", [
     (lambda at: at.multiselect(key="eval-methods").set_value([]), "Choose at least one method"),
     (lambda at: at.number_input(key="eval-limit").set_value(0), "Items must be at least 1"),
