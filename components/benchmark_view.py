@@ -12,6 +12,7 @@ from components.app_state import start_local_model
 from engine.evaluate.datasets import DatasetError, Item, get_dataset, items_by_id, load_items
 from engine.evaluate.progress import finished_share, method_progress
 from engine.evaluate.results import ANSWER_METRICS, metric_text, summarize
+from engine.evaluate.runner import BenchmarkError
 from engine.safe_text import inline_text
 from engine.services import Services
 from storage.models import Benchmark, BenchmarkItem, BenchmarkStatus
@@ -119,7 +120,11 @@ def _controls(services: Services, bench: Benchmark, active: bool) -> None:
     if not active and bench.status != BenchmarkStatus.DONE and cols[1].button("Resume", key=f"bench-resume-{bench.id}"):
         if bench.llm_info.get("kind") == "local" and not start_local_model(services):
             return
-        services.benchmarks.start(bench.id)
+        try:
+            services.benchmarks.start(bench.id)
+        except BenchmarkError as exc:  # e.g. it ran on another model than this app's
+            st.error(inline_text(str(exc)))
+            return
         st.rerun(scope="app")  # the progress starts polling again
 
 

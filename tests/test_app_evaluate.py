@@ -126,6 +126,24 @@ def test_a_balanced_benchmark_part_way_is_shown_by_level_and_can_be_paired(servi
     assert list(at.dataframe[1].value["Done"]) == ["1/1"] * 4  # the level with no common item drops out
 
 
+def test_resuming_a_benchmark_on_another_model_says_why_on_the_page(services, monkeypatch):
+    from engine.evaluate.runner import BenchmarkRunner, BenchmarkSpec
+
+    bench = BenchmarkRunner(services).create(BenchmarkSpec(dataset="hotpotqa-autoact", methods=["direct"], limit=1,
+                                                          llm="fake"))
+    services.benchmarks.store.set_benchmark_status(bench.id, BenchmarkStatus.STOPPED, "stopped with 1 runs left")
+    real = services.llm_info
+    monkeypatch.setattr(services, "llm_info", lambda kind: {**real(kind), "model": "another-model"})
+    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
+    at.query_params["benchmark"] = bench.id
+    at.switch_page(EVALUATE)
+    at.run()
+    at.button(key=f"bench-resume-{bench.id}").click().run()
+    assert_no_exception(at)
+    assert "would mix two models in one table" in joined(at.error)
+    assert services.benchmarks.store.get_benchmark(bench.id).status == BenchmarkStatus.STOPPED  # not failed
+
+
 @pytest.mark.parametrize("change, expected", [
     (lambda at: at.multiselect(key="eval-methods").set_value([]), "Choose at least one method"),
     (lambda at: at.number_input(key="eval-limit").set_value(0), "Items must be at least 1"),

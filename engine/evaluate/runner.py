@@ -99,7 +99,9 @@ class BenchmarkRunner:
     # ------------------------------------------------------ in the background
 
     def start(self, benchmark_id: str) -> None:
-        """Execute a benchmark in a background thread (the app): one per benchmark per process."""
+        """Execute a benchmark in a background thread (the app): one per benchmark per process.
+        BenchmarkError at once when it cannot continue here (another model), so the page says why."""
+        self.check_same_llm(self.store.get_benchmark(benchmark_id))
         with self._lock:
             current = self._background.get(benchmark_id)
             if current is not None and current[0].is_alive():
