@@ -184,3 +184,19 @@ def test_pinning_a_unit_dropped_elsewhere_brings_it_back(services, fake_llm, kno
     assert shared in [p["id"] for p in state["pinned"]] and shared not in state["dropped"]  # the latest choice
     later = [n for n in services.repo.list_nodes(run_id, kind="summary")]
     assert any(u["id"] == shared and not u.get("dropped") for s in later for u in s.data["units"])
+
+
+def test_a_unit_pinned_on_two_holders_is_listed_once(services, fake_llm, knowledge_bases):
+    # Pinned on a summary's retrieval first, then on the knowledge base that listed it earlier (its
+    # record there is not marked pinned): still one pin.
+    run_id = run_to_end(services, QUESTION, "mtqa", {"rows": 1, "columns": 2})
+    [kb] = services.repo.list_nodes(run_id, kind="knowledge")
+    s0 = next(n for n in services.repo.list_nodes(run_id, kind="summary") if n.data["column"] == 0)
+    ids_k, ids_s0 = [u["id"] for u in kb.data["units"]], [u["id"] for u in s0.data["units"]]
+    shared = next(u for u in ids_s0 if u in ids_k)
+    assert steer_and_wait(services, run_id, "pin_unit", {"node_id": s0.id, "unit": ids_s0.index(shared) + 1}).status \
+        == CommandStatus.DONE
+    assert steer_and_wait(services, run_id, "pin_unit", {"node_id": kb.id, "unit": ids_k.index(shared) + 1}).status \
+        == CommandStatus.DONE
+    state = services.repo.latest_run_state(run_id, "knowledge_choices").data
+    assert [p["id"] for p in state["pinned"]] == [shared]

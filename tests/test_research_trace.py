@@ -311,6 +311,19 @@ def test_drop_a_source_and_the_answer_is_written_without_it(services, fake_llm):
     assert next(c for c in services.repo.list_commands(run_id) if c.id == refused.id).status == "failed"
 
 
+def test_drop_a_source_is_refused_while_the_report_lags_the_answer(services, fake_llm):
+    # [n] is numbered from the report: a report older than the current answer could name another
+    # source than the one the reader sees, so the command waits for the new report.
+    run_id = done_run(services, {"max_searches": 0})
+    latest = services.repo.latest_report(run_id)
+    services.repo.save_report(run_id, latest.markdown, data={**latest.data, "answer_node": "an-older-answer"})
+    refused = services.runner.steer(run_id, "drop_source", {"number": 1})
+    services.runner.wait(run_id, timeout=30)
+    command = next(c for c in services.repo.list_commands(run_id) if c.id == refused.id)
+    assert command.status == "failed" and "being written again" in command.error
+    assert services.repo.latest_run_state(run_id, "dropped_sources") is None
+
+
 def test_dig_into_a_point_searches_for_it(services, fake_llm):
     run_id = done_run(services, {"max_searches": 0})
     command = steer_and_wait(services, run_id, "dig_into", {"point": "Arthur's Magazine founding year"})

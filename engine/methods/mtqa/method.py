@@ -538,7 +538,9 @@ class MtqaMethod(Method):
         choices = self._choices(ctx)
         if pin:
             # The latest choice wins: a unit dropped where another column read it is pinned now.
-            choices = ChoicesState(pinned=[*choices.pinned, unit.model_copy(update={"pinned": True})],
+            # Pinned once, whichever holder listed it: the pins panel lists each unit once.
+            choices = ChoicesState(pinned=[*(p for p in choices.pinned if p.id != unit.id),
+                                           unit.model_copy(update={"pinned": True})],
                                    dropped=[d for d in choices.dropped if d != unit.id])
         else:
             choices = ChoicesState(pinned=[p for p in choices.pinned if p.id != unit.id],

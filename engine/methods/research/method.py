@@ -376,6 +376,11 @@ class ResearchMethod(Method):
         current = ctx.graph.report()
         if current is None or chain.answer is None:
             raise CommandRejected("there is no report yet to drop a source from; wait for the answer")
+        if (current.data or {}).get("answer_node") != chain.answer.id or ctx.graph.report_outdated():
+            # [n] is numbered from the report: one written before the current answer or before your
+            # last change may give [n] to a different source than the one you read.
+            raise CommandRejected("the report is being written again after the last change; drop the "
+                                  "source once the new report is shown")
         sources = {s.id: s for s in ctx.graph.sources()}
         numbering = number_citations(current.markdown, sources).numbering
         if number not in numbering:
@@ -383,6 +388,8 @@ class ResearchMethod(Method):
                                   f"source{'s' if len(numbering) != 1 else ''}")
         source = sources[numbering[number]]
         dropped = self._dropped(ctx)
+        if any(d.source_id == source.id for d in dropped.sources):
+            raise CommandRejected(f"source [{number}] ('{source.title}') is already dropped")
         ctx.graph.save_state(DROPPED_SOURCES, DroppedSources(
             sources=[*dropped.sources, DroppedSource(source_id=source.id, title=source.title)],
             change=f"you dropped '{source.title}'"))
