@@ -1,7 +1,8 @@
 """The task queue that carries runs to worker processes (THOUGHTMAP_EXECUTION=queue).
 
 procrastinate on the PostgreSQL database the runs are stored in: no broker besides it. A job is
-"execute this run" (`TASK`, one argument: the run id); everything else about the run (its graph,
+"execute this run" (`TASK`: the run id, whether to retry failed nodes, and how a stopped run a
+steering command reopened stood, so a refused command leaves it stopped); everything else about the run (its graph,
 its commands, its budget) is already in the database, so any worker can take any job. At most one
 job per run waits in the queue at a time (procrastinate's `queueing_lock`); a run is never
 executed twice at once because the worker holds the run's lease (storage/leases.py) for the whole
@@ -59,7 +60,7 @@ class RunQueue:
                 self._opened = True
         return self.app
 
-    def enqueue(self, run_id: str, *, retry_failed: bool = False) -> bool:
+    def enqueue(self, run_id: str, *, retry_failed: bool = False, steered_from: dict | None = None) -> bool:
         """Queue the run for a worker; False when a job for it is already waiting (that one will
         execute it)."""
         from procrastinate.exceptions import AlreadyEnqueued
@@ -67,7 +68,7 @@ class RunQueue:
         app = self._open()
         try:
             app.configure_task(TASK, queue=QUEUE, queueing_lock=run_id).defer(
-                run_id=run_id, retry_failed=retry_failed)
+                run_id=run_id, retry_failed=retry_failed, steered_from=steered_from)
         except AlreadyEnqueued:
             return False
         return True

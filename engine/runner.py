@@ -52,6 +52,29 @@ def narrate_run(repo: Repository, run_id: str, phase: str, text: str, **data: st
     repo.add_event(run_id, narration.RUN, text, data={"phase": phase, **data})
 
 
+@dataclass(frozen=True)
+class HeldRun:
+    """How a stopped or failed run stood when a steering command reopened it: if every command is
+    refused, the run goes back to this (a person's Stop holds). Carried to a worker in the job."""
+
+    status: str  # a RunStatus value
+    stop_reason: str | None = None
+    error: str | None = None
+
+    @classmethod
+    def of(cls, run: Run) -> "HeldRun | None":
+        if run.status not in (RunStatus.STOPPED, RunStatus.FAILED):
+            return None  # a finished run just grows what the command adds
+        return cls(run.status, run.stop_reason, run.error)
+
+    def as_job(self) -> dict[str, str | None]:
+        return {"status": self.status, "stop_reason": self.stop_reason, "error": self.error}
+
+    @classmethod
+    def from_job(cls, data: dict | None) -> "HeldRun | None":
+        return cls(data["status"], data.get("stop_reason"), data.get("error")) if data else None
+
+
 def describe_owner(owner: str) -> str:
     """Which process executes a run, in words ("host, process 1234"), from its `owner`."""
     host, _, rest = owner.partition(":")
@@ -164,7 +187,7 @@ class Runner:
         embedder: Embedder | None = None,
         rerank_endpoint: Reranker | None = None,
         pages: PageFetcher | None = None,
-        dispatch: Callable[[str, bool], object] | None = None,
+        dispatch: Callable[[str, bool, HeldRun | None], object] | None = None,
     ) -> None:
         self.repo = repo
         self.llm_for = llm_for
@@ -178,7 +201,8 @@ class Runner:
         self.embedder = embedder  # handed to every run's context (ctx.embedder); None: BM25
         self.rerank_endpoint = rerank_endpoint  # the configured /rerank endpoint, if any (ctx.rerank_endpoint)
         self.pages = pages  # reads the page behind a web hit (ctx.pages); None: snippets only
-        # Distributed execution: (run id, retry failed nodes) -> the run is queued for a worker.
+        # Distributed execution: (run id, retry failed nodes, how a steered stopped run stood) ->
+        # the run is queued for a worker.
         self.dispatch = dispatch
         # Node-level work of every run shares this pool: one process-wide bound on parallelism.
         self.executor = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="node")
@@ -208,10 +232,10 @@ class Runner:
             return execution is not None and not execution.finished.is_set()
 
     def start(self, run_id: str, *, reopen: bool = False, retry_failed: bool = False,
-              steered_from: Run | None = None) -> None:
+              steered_from: HeldRun | None = None) -> None:
         """Execute (or continue) a run in a background thread. With `reopen` (to apply steering),
         a run already executing in this process is left alone: it will see the command. With
-        `retry_failed`, its failed nodes are tried again."""
+        `retry_failed`, its failed nodes are tried again. `steered_from`: see `_execute`."""
         run = self.repo.get_run(run_id)
         with self._lock:
             current = self._executions.get(run_id)
@@ -236,11 +260,11 @@ class Runner:
                 # Claim before the thread starts so a quick `wait` sees the run as running.
                 self.repo.claim_run(run_id, self.owner)
         if self.dispatch is not None:
-            self.dispatch(run_id, retry_failed)
+            self.dispatch(run_id, retry_failed, steered_from)
             return
         thread.start()
 
-    def execute_here(self, run_id: str, *, retry_failed: bool = False) -> None:
+    def execute_here(self, run_id: str, *, retry_failed: bool = False, steered_from: HeldRun | None = None) -> None:
         """Execute a run in the calling thread until it ends (a worker's job). Steering queued
         while it was ending is applied here too, so the run never waits for another job."""
         while True:
@@ -249,8 +273,8 @@ class Runner:
                 self._executions[run_id] = _Execution(run_id=run_id, thread=threading.current_thread(),
                                                       control=control)
                 self.repo.claim_run(run_id, self.owner)
-            self._execute(run_id, control, retry_failed, reopen=False)
-            retry_failed = False
+            self._execute(run_id, control, retry_failed, reopen=False, steered_from=steered_from)
+            retry_failed, steered_from = False, None
             final = self.repo.get_run(run_id)
             if not (final.status == RunStatus.DONE and self.has_queued_steering(final)):
                 return
@@ -339,9 +363,8 @@ class Runner:
         SteeringEvents(self.repo, run_id, method_cls.contract()).queued(command)
         if not self.is_active(run_id) and not (run.status in RunStatus.ACTIVE and self._owner_alive(run)):
             # A stopped or failed run is continued only if the command applies (a finished one
-            # just grows what the command adds).
-            held = run if run.status in (RunStatus.STOPPED, RunStatus.FAILED) else None
-            self.start(run_id, reopen=True, steered_from=held)
+            # just grows what the command adds), here or on a worker.
+            self.start(run_id, reopen=True, steered_from=HeldRun.of(run))
         return command
 
     def wait(self, run_id: str, timeout: float | None = None) -> Run:
@@ -462,7 +485,7 @@ class Runner:
             log.exception("run %s: the partial report could not be written", ctx.run_id)
 
     def _execute(self, run_id: str, control: RunControl, retry_failed: bool = False, *, reopen: bool = True,
-                 steered_from: Run | None = None) -> None:
+                 steered_from: HeldRun | None = None) -> None:
         """`steered_from`: the run as it was when a steering command reopened it, stopped or failed;
         its commands are applied first, and when every one is refused it stays as it was."""
         repo = self.repo

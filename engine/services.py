@@ -19,7 +19,7 @@ from engine.methods.base import Method
 from engine.methods.registry import get_method, load_methods
 from engine.redact import redact_url
 from engine.run_queue import QueueDepth, RunQueue
-from engine.runner import Runner
+from engine.runner import HeldRun, Runner
 from engine.search.combined import build_searcher
 from engine.search.embeddings import Embedder, build_embedder
 from engine.search.exclusion import ExcludingSearcher, SearchExclusions
@@ -81,8 +81,9 @@ class Services:
         return EndpointReranker(rerank.url, rerank.model, api_key=rerank.api_key,
                                 timeout_s=self.settings.llm.timeout_s)
 
-    def _enqueue(self, run_id: str, retry_failed: bool) -> None:
-        self.queue.enqueue(run_id, retry_failed=retry_failed)
+    def _enqueue(self, run_id: str, retry_failed: bool, steered_from: HeldRun | None = None) -> None:
+        self.queue.enqueue(run_id, retry_failed=retry_failed,
+                           steered_from=steered_from.as_job() if steered_from is not None else None)
 
     def queue_depth(self) -> QueueDepth | None:
         """Runs waiting for a worker and being executed by one; None when runs execute embedded."""

@@ -27,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from engine.run_queue import QUEUE, TASK, build_app
+from engine.runner import HeldRun
 from engine.safe_text import one_line, terminal_text
 from storage.leases import RunLease
 from storage.models import Run, RunStatus
@@ -78,12 +79,13 @@ class Worker:
         self.app.task(name=TASK, queue=QUEUE,
                       retry=RetryStrategy(wait=options.retry_held_s, retry_exceptions={RunHeld}))(self._job)
 
-    async def _job(self, run_id: str, retry_failed: bool = False) -> None:
-        await asyncio.get_running_loop().run_in_executor(self.threads, self.execute, run_id, retry_failed)
+    async def _job(self, run_id: str, retry_failed: bool = False, steered_from: dict | None = None) -> None:
+        await asyncio.get_running_loop().run_in_executor(self.threads, self.execute, run_id, retry_failed,
+                                                         HeldRun.from_job(steered_from))
 
     # ------------------------------------------------------------ one job
 
-    def execute(self, run_id: str, retry_failed: bool = False) -> None:
+    def execute(self, run_id: str, retry_failed: bool = False, steered_from: HeldRun | None = None) -> None:
         """Execute a run if it needs it, holding its lease; RunHeld when another process has it."""
         repo = self.services.repo
         with self.lease.hold(run_id) as taken:
@@ -111,7 +113,7 @@ class Worker:
                     repo.enqueue_command(run_id, "pause")  # it stays paused where it was
             log.info("running run %s (%s): %s", run_id, terminal_text(run.method),
                      terminal_text(one_line(run.question)[:100]))
-            self.services.runner.execute_here(run_id, retry_failed=retry_failed)
+            self.services.runner.execute_here(run_id, retry_failed=retry_failed, steered_from=steered_from)
             final = repo.get_run(run_id)
             if run_id in self._handed_on and final.status == RunStatus.INTERRUPTED:
                 self._hand_on(run_id, paused=self._handed_on[run_id])

@@ -209,6 +209,30 @@ def test_pause_steer_and_resume_from_another_process_reach_the_worker(services, 
     assert run_phases(services, run_id)[narration.Phase.PAUSED] == 1
 
 
+def test_a_refused_command_leaves_a_run_stopped_on_a_worker_stopped(services, workers):
+    """The rule embedded execution keeps (a person's Stop holds unless a command applies) holds on a
+    worker too: the job carries how the run stood, and a refused command puts it back."""
+    run_id = create(services, "fgdip")
+    _executing_worker(services, workers, run_id)
+    root = wait_for(lambda: next((n for n in services.repo.list_nodes(run_id) if n.parent_id is None), None),
+                    "the question node")
+    branch = wait_for(lambda: next((n for n in services.repo.list_nodes(run_id)
+                                    if n.parent_id == root.id and (n.data or {}).get("entity")), None),
+                      "a first entity branch")
+    services.runner.stop(run_id)
+    stopped = wait_for(lambda: finished(services, run_id), "the worker to stop the run")
+    assert stopped.status == RunStatus.STOPPED, stopped.error
+    # Accepted when queued, refused when applied (it is a branch already): the worker runs nothing.
+    command = services.runner.steer(run_id, "add_entity", {"entity": branch.data["entity"].upper()})
+    refused = wait_for(lambda: next((c for c in services.repo.list_commands(run_id)
+                                     if c.id == command.id and c.status == CommandStatus.FAILED), None),
+                       "the worker to refuse the command")
+    assert "already a branch" in refused.error
+    after = wait_for(lambda: finished(services, run_id), "the run to be held again")
+    assert (after.status, after.stop_reason, after.llm_calls) == (RunStatus.STOPPED, stopped.stop_reason,
+                                                                  stopped.llm_calls)
+
+
 def test_a_killed_worker_leaves_its_run_to_the_other_without_redoing_finished_nodes(services, workers):
     run_id = create(services, "deot", max_nodes=8)
     victim = _executing_worker(services, workers, run_id)
