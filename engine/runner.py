@@ -32,7 +32,7 @@ from engine.llm.pricing import PriceTable
 from engine.llm.protocol import LLM, BudgetExceeded, LLMError
 from engine.methods.base import Method, MethodParams, RunContext
 from engine.methods.registry import METHODS, get_method
-from engine.methods.contract import CommandRejected
+from engine.methods.contract import REGENERATE_REPORT, CommandRejected
 from engine.methods.steering import apply_and_record, check
 from engine.questions import clean_question
 from engine.search.rerank import Reranker
@@ -45,6 +45,8 @@ from storage.repository import Repository, RunNotFound
 log = logging.getLogger("thoughtmap.runner")
 
 CONTROL_COMMANDS = frozenset({"pause", "resume", "stop"})
+# Steering that changes no work, only the outputs: on a stopped run it does not resume it.
+REPORT_ONLY_COMMANDS = frozenset({REGENERATE_REPORT})
 
 
 def narrate_run(repo: Repository, run_id: str, phase: str, text: str, **data: str) -> None:
@@ -462,13 +464,38 @@ class Runner:
         for command in pending:
             ctx.complete_command(command.id, ok=False, error=f"{why}; send it again (it resumes the run)")
 
-    @staticmethod
-    def _apply_queued_first(ctx: RunContext, method: Method) -> bool:
-        """Apply the queued steering commands now, each recorded; whether any was applied."""
+    def _apply_queued_first(self, ctx: RunContext, method: Method, held: HeldRun) -> bool:
+        """Apply the queued steering commands now, each recorded; whether the run goes on (some
+        command applied). Asked only to rewrite its report, a stopped run gets the report of what it
+        holds and stays stopped: Regenerate report is not Resume."""
+        commands = ctx.take_steering()
+        if commands and all(c.kind in REPORT_ONLY_COMMANDS for c in commands):
+            self._rewrite_held_report(ctx, method, commands, held)
+            return False
         applied = False
-        for command in ctx.take_steering():
+        for command in commands:
             applied = apply_and_record(ctx, method, command) is not None or applied
         return applied
+
+    @staticmethod
+    def _rewrite_held_report(ctx: RunContext, method: Method, commands: list[Command], held: HeldRun) -> None:
+        """The report of a stopped or failed run's graph as it stands, marked partial with why it
+        ended; each command says whether it was written."""
+        reason = held.stop_reason or held.error or f"the run {held.status}"
+        error = ""
+        if not any(n.status == NodeStatus.DONE for n in ctx.graph.nodes() if n.kind in method.answer_kinds):
+            error = "the run has no answer yet to write a report from; press Resume to continue it"
+        else:
+            try:
+                if not method.write_stopped_report(ctx, reason):  # its report needs the model
+                    with ctx.graph.partial_reports(reason):
+                        method.write_report(ctx)
+            except BudgetExceeded as exc:
+                error = f"the run's budget is spent ({exc}); raise it and press Resume to continue the run"
+            except LLMError as exc:
+                error = f"the model could not write the report: {redact_secrets(str(exc))}"
+        for command in commands:
+            ctx.complete_command(command.id, ok=not error, error=error)
 
     def has_queued_steering(self, run: Run) -> bool:
         steering = get_method(run.method, self.methods).steering
@@ -487,7 +514,8 @@ class Runner:
     def _execute(self, run_id: str, control: RunControl, retry_failed: bool = False, *, reopen: bool = True,
                  steered_from: HeldRun | None = None) -> None:
         """`steered_from`: the run as it was when a steering command reopened it, stopped or failed;
-        its commands are applied first, and when every one is refused it stays as it was."""
+        its commands are applied first, and when every one is refused, or all they ask is its report
+        again, it stays as it was."""
         repo = self.repo
         method: Method | None = None
         ctx: RunContext | None = None
@@ -497,7 +525,7 @@ class Runner:
             repo.reset_unfinished_nodes(run_id)
             repo.requeue_taken_commands(run_id)
             ctx = self._context(run, method, control)
-            if steered_from is not None and not self._apply_queued_first(ctx, method):
+            if steered_from is not None and not self._apply_queued_first(ctx, method, steered_from):
                 # The person stopped it (or it failed): a refused command must not run it on.
                 repo.set_status(run_id, steered_from.status, stop_reason=steered_from.stop_reason,
                                 error=steered_from.error)

@@ -200,3 +200,52 @@ def test_resume_does_not_expand_a_node_you_marked_impossible(services, fake_llm)
     services.runner.wait(run_id, timeout=30)
     assert services.repo.get_node(arthur.id).data["verdict"] == "impossible"
     assert not [n for n in services.repo.list_nodes(run_id) if n.parent_id == arthur.id and n.kind == "step"]
+
+
+# ---------------------------------------------------------------------- Regenerate report is not Resume
+
+
+def test_regenerate_report_on_a_stopped_run_rewrites_it_from_the_graph_and_keeps_it_stopped(services, fake_llm):
+    from tests.deot_scripts import FINAL_REPORT, SMALL, SUMMARY
+    from tests.deot_scripts import QUESTION as DEOT_QUESTION
+
+    holder: dict = {"arm": True}
+    fake_llm.when(SUMMARY, once(holder, services.runner.stop))
+    run = services.runner.create_run(question=DEOT_QUESTION, method="deot", params=SMALL,
+                                     llm_info=services.llm_info("fake"))
+    holder["run_id"] = run.id
+    services.runner.start(run.id)
+    stopped = services.runner.wait(run.id, timeout=30)
+    assert stopped.status == RunStatus.STOPPED and services.repo.latest_report(run.id) is None
+    nodes = len(services.repo.list_nodes(run.id))
+
+    sent = services.runner.steer(run.id, "regenerate_report")
+    after = services.runner.wait(run.id, timeout=30)
+    command = command_of(services, run.id, sent.id)
+    assert command.status == CommandStatus.DONE, command.error
+    # The report of what the run holds, written by the model and marked partial; nothing grew.
+    assert len(fake_llm.calls_for(FINAL_REPORT)) == 1
+    assert (after.status, after.stop_reason) == (RunStatus.STOPPED, "stopped by the user")
+    assert after.llm_calls == stopped.llm_calls + 1 and len(services.repo.list_nodes(run.id)) == nodes
+    assert services.repo.latest_report(run.id).data["partial"] == "stopped by the user"
+    assert "Partial report" in render_markdown(services.repo, run.id)
+
+
+def test_regenerate_report_on_a_stopped_run_without_an_answer_says_to_resume(services, fake_llm):
+    from tests.fgdip_scripts import EVALUATE_STEP
+
+    fake_llm.when(EXTRACT, entities("Arthur's Magazine", "First for Women"))
+    fake_llm.when(GENERATE, numbered_steps(answer=answers_by_branch))
+    holder: dict = {"arm": True}
+    fake_llm.when(EVALUATE_STEP, once(holder, services.runner.stop))
+    run = services.runner.create_run(question=FGDIP_QUESTION, method="fgdip", params={},
+                                     llm_info=services.llm_info("fake"))
+    holder["run_id"] = run.id
+    services.runner.start(run.id)
+    stopped = services.runner.wait(run.id, timeout=30)
+    sent = services.runner.steer(run.id, "regenerate_report")
+    after = services.runner.wait(run.id, timeout=30)
+    command = command_of(services, run.id, sent.id)
+    assert command.status == CommandStatus.FAILED and "press Resume" in command.error
+    assert (after.status, after.llm_calls) == (RunStatus.STOPPED, stopped.llm_calls)
+    assert services.repo.latest_report(run.id) is None

@@ -232,7 +232,8 @@ REGENERATE_REPORT = "regenerate_report"
 
 
 def regenerate_report_command(label: str = "Rewrite report", *, listed: bool = True) -> CommandSpec:
-    return CommandSpec(REGENERATE_REPORT, label, "Write the report again from the current tree.",
+    return CommandSpec(REGENERATE_REPORT, label, "Write the report again from the current tree (on a stopped run, "
+                       "a partial report of what it found; the run stays stopped).",
                        done="Rewriting the report", listed=listed)
 
 
