@@ -130,7 +130,8 @@ def test_an_edited_error_memory_is_counted_in_the_report(services, fake_llm):
     assert "learned 1 lesson" in services.repo.latest_report(run_id).markdown
 
 
-def test_a_refused_command_leaves_a_stopped_run_stopped_and_an_applied_one_continues_it(services, fake_llm):
+def fgdip_stopped_at_its_first_step(services, fake_llm):
+    """An FGDIP run the person stopped while its first step was judged (no answer yet)."""
     from tests.fgdip_scripts import EVALUATE_STEP
 
     fake_llm.when(EXTRACT, entities("Arthur's Magazine", "First for Women"))
@@ -141,7 +142,11 @@ def test_a_refused_command_leaves_a_stopped_run_stopped_and_an_applied_one_conti
                                      llm_info=services.llm_info("fake"))
     holder["run_id"] = run.id
     services.runner.start(run.id)
-    stopped = services.runner.wait(run.id, timeout=30)
+    return services.runner.wait(run.id, timeout=30)
+
+
+def test_a_refused_command_leaves_a_stopped_run_stopped_and_an_applied_one_continues_it(services, fake_llm):
+    run = stopped = fgdip_stopped_at_its_first_step(services, fake_llm)
     assert stopped.status == RunStatus.STOPPED and stopped.stop_reason == "stopped by the user"
 
     # Accepted when queued, refused when applied (the entity is a branch already): nothing runs.
@@ -232,17 +237,7 @@ def test_regenerate_report_on_a_stopped_run_rewrites_it_from_the_graph_and_keeps
 
 
 def test_regenerate_report_on_a_stopped_run_without_an_answer_says_to_resume(services, fake_llm):
-    from tests.fgdip_scripts import EVALUATE_STEP
-
-    fake_llm.when(EXTRACT, entities("Arthur's Magazine", "First for Women"))
-    fake_llm.when(GENERATE, numbered_steps(answer=answers_by_branch))
-    holder: dict = {"arm": True}
-    fake_llm.when(EVALUATE_STEP, once(holder, services.runner.stop))
-    run = services.runner.create_run(question=FGDIP_QUESTION, method="fgdip", params={},
-                                     llm_info=services.llm_info("fake"))
-    holder["run_id"] = run.id
-    services.runner.start(run.id)
-    stopped = services.runner.wait(run.id, timeout=30)
+    run = stopped = fgdip_stopped_at_its_first_step(services, fake_llm)
     sent = services.runner.steer(run.id, "regenerate_report")
     after = services.runner.wait(run.id, timeout=30)
     command = command_of(services, run.id, sent.id)
