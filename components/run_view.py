@@ -9,6 +9,7 @@ import streamlit as st
 
 from components.node_text import error_with_details
 from components.step_log import now_lines
+from engine.llm.accounting import budget_short
 from engine.narration import active_seconds, minutes
 from engine.node_numbers import node_numbers
 from engine.runner import RunnerError
@@ -91,7 +92,8 @@ def progress(run: Run, nodes: list[Node], *, lifecycle: Sequence[RunEvent] = (),
                 st.caption("Now: " + " · ".join(inline_text(line) for line in lines[:4])
                            + (" …" if len(lines) > 4 else ""))
         if run.status == RunStatus.STOPPED and run.stop_reason:
-            st.warning(f"Stopped: {run.stop_reason}. Partial results are kept; press Resume to continue.")
+            then = "raise the budget below and press Resume" if budget_short(run) else "press Resume"
+            st.warning(f"Stopped: {inline_text(run.stop_reason)}. Partial results are kept; {then} to continue.")
         if run.status == RunStatus.FAILED and run.error:
             error_with_details(run.error, lead="The run failed: ", then=". Fix the cause (see Settings), then press "
                                "Resume: it also retries the failed nodes.")
@@ -101,18 +103,37 @@ def progress(run: Run, nodes: list[Node], *, lifecycle: Sequence[RunEvent] = (),
             st.warning("This run was interrupted (its process ended). Press Resume to continue from where it stopped.")
 
 
+def raised_budget(run: Run) -> dict:
+    """A run whose budget cannot pay for one more call would stop again at once on Resume: offer
+    the budget to continue with (twice the old one to start with), as `resume`'s arguments."""
+    if budget_short(run) is None:
+        return {}
+    cols = st.columns(2)
+    raised: dict = {}
+    if run.max_tokens is not None:
+        raised["max_tokens"] = int(cols[0].number_input(
+            "Max tokens to continue with", min_value=run.max_tokens + 1, value=2 * run.max_tokens, step=1000,
+            key=f"raise-tokens-{run.id}", help=f"{run.prompt_tokens + run.completion_tokens:,} used so far"))
+    if run.max_cost is not None:
+        raised["max_cost"] = float(cols[1].number_input(
+            "Max cost ($) to continue with", min_value=run.max_cost, value=2 * run.max_cost, step=0.5,
+            format="%.2f", key=f"raise-cost-{run.id}", help=f"${run.cost:.4f} spent so far"))
+    return raised
+
+
 def controls(services: Services, run: Run) -> None:
     runner = services.runner
+    retryable = run.status == RunStatus.DONE and bool(run.warning)
+    resumable = run.status in RunStatus.RESUMABLE and run.status != RunStatus.QUEUED
+    raised = raised_budget(run) if resumable or retryable else {}
     cols = st.columns(3)
     try:
         if run.status == RunStatus.RUNNING and cols[0].button("Pause", key=f"pause-{run.id}"):
             runner.pause(run.id)
             st.toast("Pausing at the next step")
-        retryable = run.status == RunStatus.DONE and bool(run.warning)
-        resumable = run.status in RunStatus.RESUMABLE and run.status != RunStatus.QUEUED
         if (resumable or retryable) and cols[1].button("Retry failed nodes" if retryable else "Resume",
                                                       key=f"resume-{run.id}"):
-            runner.resume(run.id)
+            runner.resume(run.id, **raised)
             st.session_state["flash"] = "Resuming"
             st.rerun(scope="app")  # the live view starts polling again
         if run.status in RunStatus.ACTIVE and cols[2].button("Stop", key=f"stop-{run.id}"):

@@ -22,6 +22,7 @@ from engine.cli_kg import add_kg_parser, cmd_kg
 from engine.cli_worker import add_worker_parser, cmd_worker
 from engine.cli_input import BadInput, budget_type, check_arguments_are_utf8, check_out_path
 from engine.config import load_settings
+from engine.llm.accounting import budget_short
 from engine.llm.protocol import LLMAuthError, LLMError
 from engine.methods.params import ParamError, build_params, build_params_with_profile, parse_assignments, profile_for_llm
 from engine.methods.registry import METHODS, MethodPluginError, UnknownMethod, get_method, load_methods
@@ -344,6 +345,10 @@ def cmd_resume(args) -> int:
         info = services.llm_info(args.llm)
         services.repo.update_llm_info(run.id, info)
         run = services.repo.get_run(run.id)
+    short = budget_short(run) if args.max_tokens is None and args.max_cost is None else None
+    if short is not None:  # resumed as it is, it would stop again at its first call
+        flag = "--max-cost" if str(short).startswith("cost") else "--max-tokens"
+        raise CLIError(f"run {run.id}'s budget is spent ({short}); resume it with a larger {flag}")
     _prepare_llm(services, run.llm_info.get("kind", "openai"), args.quiet)
     try:
         services.runner.resume(run.id, max_tokens=args.max_tokens, max_cost=args.max_cost)

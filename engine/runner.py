@@ -27,7 +27,7 @@ from engine.graph import RunGraph
 from engine.knowledge.open import KnowledgeLayer
 from engine.search.embeddings import Embedder
 from engine.search.fetch import PageFetcher
-from engine.llm.accounting import Budget, RunLLM
+from engine.llm.accounting import Budget, RunLLM, budget_short
 from engine.llm.pricing import PriceTable
 from engine.llm.protocol import LLM, BudgetExceeded, LLMError
 from engine.methods.base import Method, MethodParams, RunContext
@@ -361,6 +361,12 @@ class Runner:
             label = method_cls.contract().commands[kind].label
             raise CommandRejected(f"'{label}' is already on its way (queued or being applied); "
                                   "it is applied once, at the run's next step")
+        short = budget_short(run) if kind not in REPORT_ONLY_COMMANDS and run.status not in RunStatus.ACTIVE else None
+        if short is not None:
+            # Applied, its growth would stop at the first call and leave the command half done.
+            label = method_cls.contract().commands[kind].label
+            raise CommandRejected(f"the run's budget is spent ({short}); resume it with a larger budget first, "
+                                  f"then send '{label}'")
         command = self.repo.enqueue_command(run_id, kind, wanted)
         SteeringEvents(self.repo, run_id, method_cls.contract()).queued(command)
         if not self.is_active(run_id) and not (run.status in RunStatus.ACTIVE and self._owner_alive(run)):

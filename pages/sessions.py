@@ -5,6 +5,7 @@ from datetime import datetime, time, timezone
 import streamlit as st
 
 from components.app_state import get_services
+from engine.llm.accounting import budget_short
 from engine.report import report_title
 from engine.runner import RunnerError, describe_owner
 from engine.safe_text import inline_text
@@ -55,7 +56,11 @@ for run in runs:
         if (run.status in (RunStatus.INTERRUPTED, RunStatus.STOPPED, RunStatus.FAILED) or retryable) and top[2].button(
                 "Retry failed" if retryable else "Resume", key=f"resume-{run.id}"):
             try:
-                services.runner.resume(run.id)
+                if budget_short(run) is not None:
+                    # Resumed as it is, it would stop again at its first call: Explore asks for more.
+                    st.session_state["flash"] = "Its budget is spent: raise it, then press Resume"
+                else:
+                    services.runner.resume(run.id)
             except RunnerError as exc:
                 st.error(str(exc))
             else:

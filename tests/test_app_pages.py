@@ -854,3 +854,40 @@ def test_a_refused_run_level_command_is_said_where_it_was_given(services):
     wait_until_idle(services, run_id)
     at.run()
     assert any("Drop a source refused: " in w and "99" in w for w in texts(at.warning)), texts(at.warning)
+
+
+# ---------------------------------------------------------------------- a spent budget
+
+
+def _budget_stopped_deot(services) -> str:
+    full = finished_deot(services, "Which budget did the Apollo program have?")
+    spent = services.repo.list_llm_calls(full)[:2]
+    budget = sum(c.prompt_tokens + c.completion_tokens for c in spent)  # two calls' worth
+    run_id = run_to_end(services, QUESTION, "deot", SMALL_DEOT, max_tokens=budget)
+    run = services.repo.get_run(run_id)
+    assert run.status == RunStatus.STOPPED and "budget" in run.stop_reason
+    return run_id
+
+
+def test_a_run_stopped_by_its_budget_is_resumed_with_a_raised_one_and_not_steered_before(services):
+    run_id = _budget_stopped_deot(services)
+    budget = services.repo.get_run(run_id).max_tokens
+    # Steering would stop again at its first call: refused with what to do.
+    root = next(n for n in services.repo.list_nodes(run_id) if n.parent_id is None)
+    with pytest.raises(ValueError, match="budget is spent.*resume it with a larger budget"):
+        services.runner.steer(run_id, "ask", {"node_id": root.id, "question": "What did it cost?"})
+    # Sessions' Resume does not resume it as it is: Explore asks for a larger budget.
+    at = open_page("pages/sessions.py")
+    at.button(key=f"resume-{run_id}").click().run()
+    assert_no_exception(at)
+    assert services.repo.get_run(run_id).status == RunStatus.STOPPED
+    at = open_page(run_id=run_id)
+    assert "raise the budget below and press Resume" in joined(at.warning)
+    raise_tokens = at.number_input(key=f"raise-tokens-{run_id}")
+    assert raise_tokens.value == 2 * budget
+    raise_tokens.set_value(100 * budget)
+    at.button(key=f"resume-{run_id}").click().run()
+    assert_no_exception(at)
+    final = wait_until_idle(services, run_id, timeout=60)
+    assert final.status == RunStatus.DONE, (final.status, final.stop_reason)
+    assert final.max_tokens == 100 * budget

@@ -451,6 +451,29 @@ def test_budget_stops_the_run_keeps_its_nodes_and_resume_finishes_it(prebuilt_co
     assert "Partial results" not in out and "## Sources" in out
 
 
+def test_resume_of_a_run_whose_budget_is_spent_asks_for_a_larger_one(prebuilt_corpus_home, capsys):
+    small = ["--method", "deot", "--llm", "fake", "--param", "max_layers=2", "--param", "max_nodes=3"]
+    code, out, err = cli_run(capsys, "run", QUESTION, *small, "--quiet")
+    assert code == cli.EXIT_OK, err
+    services = build_services(load_settings())
+    try:
+        calls = services.repo.list_llm_calls(run_id_of(out))[:2]
+    finally:
+        services.close()
+    two_calls = str(sum(c.prompt_tokens + c.completion_tokens for c in calls))
+    code, out, err = cli_run(capsys, "run", QUESTION + " (budget)", *small, "--max-tokens", two_calls, "--quiet")
+    assert code == cli.EXIT_STOPPED, err
+    run_id = run_id_of(out)
+    calls_before = stored_run(run_id)[0].llm_calls
+    # As it is, it would stop again at its first call: refused, saying which flag to raise.
+    code, out, err = cli_run(capsys, "resume", run_id, "--quiet")
+    assert code != cli.EXIT_OK and "budget is spent" in err and "larger --max-tokens" in err
+    assert stored_run(run_id)[0].llm_calls == calls_before
+    code, out, err = cli_run(capsys, "resume", run_id, "--max-tokens", "1000000", "--quiet")
+    assert code == cli.EXIT_OK, err
+    assert stored_run(run_id)[0].status == RunStatus.DONE
+
+
 def test_budget_smaller_than_the_first_call_stops_before_it(prebuilt_corpus_home, capsys):
     code, out, err = cli_run(capsys, "run", QUESTION, "--method", "rag", "--llm", "fake", "--max-tokens", "50")
     assert code == cli.EXIT_STOPPED, err

@@ -55,6 +55,21 @@ class Budget:
             )
 
 
+def budget_short(run) -> BudgetExceeded | None:
+    """Whether a run's budget cannot pay for one more call of its average size (the run would stop
+    again at its first call): the BudgetExceeded saying so, or None. `run`: a storage Run."""
+    budget = Budget(max_tokens=run.max_tokens, max_cost=run.max_cost)
+    if budget.unlimited:
+        return None
+    tokens = run.prompt_tokens + run.completion_tokens
+    calls = max(run.llm_calls, 1)
+    try:
+        budget.check(tokens, run.cost, upcoming_tokens=tokens // calls, upcoming_cost=run.cost / calls)
+    except BudgetExceeded as exc:
+        return exc
+    return None
+
+
 class _AccountedLLM:
     """An LLM proxy bound to one run and node: budget check before, usage record after."""
 
