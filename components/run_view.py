@@ -104,20 +104,25 @@ def progress(run: Run, nodes: list[Node], *, lifecycle: Sequence[RunEvent] = (),
 
 
 def raised_budget(run: Run) -> dict:
-    """A run whose budget cannot pay for one more call would stop again at once on Resume: offer
-    the budget to continue with (twice the old one to start with), as `resume`'s arguments."""
-    if budget_short(run) is None:
+    """A run whose budget cannot pay for its next call would stop again at once: offer the budget
+    to continue with (the short one doubled to start with, the other as it is), as `resume`'s or
+    `raise_budget`'s arguments."""
+    short = budget_short(run)
+    if short is None:
         return {}
     cols = st.columns(2)
     raised: dict = {}
     if run.max_tokens is not None:
+        used = run.prompt_tokens + run.completion_tokens
         raised["max_tokens"] = int(cols[0].number_input(
-            "Max tokens to continue with", min_value=run.max_tokens + 1, value=2 * run.max_tokens, step=1000,
-            key=f"raise-tokens-{run.id}", help=f"{run.prompt_tokens + run.completion_tokens:,} used so far"))
+            "Max tokens to continue with", min_value=run.max_tokens,
+            value=2 * run.max_tokens if short.dimension == "tokens" else run.max_tokens, step=1000,
+            key=f"raise-tokens-{run.id}", help=f"{used:,} used so far; {inline_text(str(short))}"))
     if run.max_cost is not None:
         raised["max_cost"] = float(cols[1].number_input(
-            "Max cost ($) to continue with", min_value=run.max_cost, value=2 * run.max_cost, step=0.5,
-            format="%.2f", key=f"raise-cost-{run.id}", help=f"${run.cost:.4f} spent so far"))
+            "Max cost ($) to continue with", min_value=run.max_cost,
+            value=2 * run.max_cost if short.dimension == "cost" else run.max_cost, step=0.1, format="%.4f",
+            key=f"raise-cost-{run.id}", help=f"${run.cost:.4f} spent so far"))
     return raised
 
 
@@ -125,12 +130,17 @@ def controls(services: Services, run: Run) -> None:
     runner = services.runner
     retryable = run.status == RunStatus.DONE and bool(run.warning)
     resumable = run.status in RunStatus.RESUMABLE and run.status != RunStatus.QUEUED
-    raised = raised_budget(run) if resumable or retryable else {}
+    raised = raised_budget(run) if resumable or run.status == RunStatus.DONE else {}
     cols = st.columns(3)
     try:
         if run.status == RunStatus.RUNNING and cols[0].button("Pause", key=f"pause-{run.id}"):
             runner.pause(run.id)
             st.toast("Pausing at the next step")
+        if run.status == RunStatus.DONE and raised and cols[0].button("Raise budget", key=f"raise-{run.id}"):
+            # A finished run is steered on: its commands need the budget to grow what they add.
+            runner.raise_budget(run.id, **raised)
+            st.session_state["flash"] = "Budget raised: send your command again"
+            st.rerun(scope="app")
         if (resumable or retryable) and cols[1].button("Retry failed nodes" if retryable else "Resume",
                                                       key=f"resume-{run.id}"):
             runner.resume(run.id, **raised)

@@ -341,14 +341,14 @@ def cmd_resume(args) -> int:
     services = _services()
     services.runner.recover_interrupted()
     run = services.repo.find_run(args.run_id)
+    # Checked before anything is changed: resumed on this budget, it would stop again at once.
+    if short := budget_short(run, max_tokens=args.max_tokens, max_cost=args.max_cost):
+        flag = "--max-cost" if short.dimension == "cost" else "--max-tokens"
+        raise CLIError(f"run {run.id}'s budget is spent ({short}); resume it with a larger {flag}")
     if args.llm:
         info = services.llm_info(args.llm)
         services.repo.update_llm_info(run.id, info)
         run = services.repo.get_run(run.id)
-    short = budget_short(run) if args.max_tokens is None and args.max_cost is None else None
-    if short is not None:  # resumed as it is, it would stop again at its first call
-        flag = "--max-cost" if str(short).startswith("cost") else "--max-tokens"
-        raise CLIError(f"run {run.id}'s budget is spent ({short}); resume it with a larger {flag}")
     _prepare_llm(services, run.llm_info.get("kind", "openai"), args.quiet)
     try:
         services.runner.resume(run.id, max_tokens=args.max_tokens, max_cost=args.max_cost)

@@ -368,4 +368,5 @@ class RunGraph:
         report = self.report(kind)
         if report is None or self.contract is None:
             return False
-        return report_outdated(self._repo, self.run_id, report, self.contract.commands)
+        # A rewrite changes nothing the report describes, whenever it was recorded.
+        return report_outdated(self._repo, self.run_id, report, self.contract.growing_commands)

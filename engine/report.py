@@ -60,10 +60,10 @@ def _partial_body(nodes: list[Node], known_source_ids: Iterable[int]) -> Rendere
 
 def _steered_since(repo: Repository, run, report) -> bool:
     try:
-        steering = get_method(run.method).steering
+        growing = get_method(run.method).contract().growing_commands
     except LookupError:
         return False
-    return report_outdated(repo, run.id, report, steering)
+    return report_outdated(repo, run.id, report, growing)
 
 
 def _report_body(markdown: str, known_source_ids: Iterable[int]) -> Rendered:

@@ -66,9 +66,11 @@ class RunQueue:
         from procrastinate.exceptions import AlreadyEnqueued
 
         app = self._open()
+        # Only when set: a worker of the release before it, still draining the queue, takes the rest.
+        held = {"steered_from": steered_from} if steered_from is not None else {}
         try:
             app.configure_task(TASK, queue=QUEUE, queueing_lock=run_id).defer(
-                run_id=run_id, retry_failed=retry_failed, steered_from=steered_from)
+                run_id=run_id, retry_failed=retry_failed, **held)
         except AlreadyEnqueued:
             return False
         return True

@@ -32,7 +32,8 @@ from engine.llm.pricing import PriceTable
 from engine.llm.protocol import LLM, BudgetExceeded, LLMError
 from engine.methods.base import Method, MethodParams, RunContext
 from engine.methods.registry import METHODS, get_method
-from engine.methods.contract import REGENERATE_REPORT, CommandRejected
+from engine.methods.contract import CommandRejected, UnsupportedCommand
+from engine.methods.steering import apply as apply_command
 from engine.methods.steering import apply_and_record, check
 from engine.questions import clean_question
 from engine.search.rerank import Reranker
@@ -45,8 +46,6 @@ from storage.repository import Repository, RunNotFound
 log = logging.getLogger("thoughtmap.runner")
 
 CONTROL_COMMANDS = frozenset({"pause", "resume", "stop"})
-# Steering that changes no work, only the outputs: on a stopped run it does not resume it.
-REPORT_ONLY_COMMANDS = frozenset({REGENERATE_REPORT})
 
 
 def narrate_run(repo: Repository, run_id: str, phase: str, text: str, **data: str) -> None:
@@ -276,30 +275,40 @@ class Runner:
                                                       control=control)
                 self.repo.claim_run(run_id, self.owner)
             self._execute(run_id, control, retry_failed, reopen=False, steered_from=steered_from)
-            retry_failed, steered_from = False, None
+            retry_failed = False
             final = self.repo.get_run(run_id)
-            if not (final.status == RunStatus.DONE and self.has_queued_steering(final)):
+            if final.status not in (RunStatus.DONE, RunStatus.STOPPED, RunStatus.FAILED) \
+                    or not self.has_queued_steering(final):
                 return
+            steered_from = HeldRun.of(final)
 
     def resume(self, run_id: str, *, max_tokens: int | None = None, max_cost: float | None = None) -> None:
         run = self.repo.get_run(run_id)
-        if max_tokens is not None or max_cost is not None:
-            self.repo.set_budget(run_id, max_tokens=max_tokens if max_tokens is not None else run.max_tokens,
-                                 max_cost=max_cost if max_cost is not None else run.max_cost)
         held_elsewhere = (self.dispatch is not None and run.status in (RunStatus.RUNNING, RunStatus.PAUSED)
                           and self._owner_alive(run))
-        if self.is_active(run_id) or held_elsewhere:
+        active = self.is_active(run_id) or held_elsewhere
+        if not active and run.status == RunStatus.DONE and not self.repo.list_nodes(run_id, status=NodeStatus.FAILED):
+            raise RunnerError(f"run {run_id} is already done and none of its nodes failed; there is nothing to resume")
+        self.raise_budget(run_id, max_tokens=max_tokens, max_cost=max_cost)
+        if active:
             self.repo.enqueue_command(run_id, "resume")
             self._poke(run_id)
             return
-        if run.status == RunStatus.DONE and not self.repo.list_nodes(run_id, status=NodeStatus.FAILED):
-            raise RunnerError(f"run {run_id} is already done and none of its nodes failed; there is nothing to resume")
         # A stop or pause still queued was meant for the execution that ended (it stopped before it
         # read it); resuming overrides it, or the new execution would stop again at once.
         for command in self.repo.take_commands(run_id, ("stop", "pause")):
             self.repo.complete_command(command.id, ok=False, error="superseded: the run was resumed")
         # Resuming also retries what failed: a transient error must not be final for a node.
         self.start(run_id, retry_failed=True)
+
+    def raise_budget(self, run_id: str, *, max_tokens: int | None = None, max_cost: float | None = None) -> None:
+        """Set the run's token and/or cost budget (None keeps that one as it is): before a resume,
+        or on a finished run that a steering command needs more for."""
+        if max_tokens is None and max_cost is None:
+            return
+        run = self.repo.get_run(run_id)
+        self.repo.set_budget(run_id, max_tokens=max_tokens if max_tokens is not None else run.max_tokens,
+                             max_cost=max_cost if max_cost is not None else run.max_cost)
 
     def _poke(self, run_id: str) -> None:
         with self._lock:
@@ -361,12 +370,14 @@ class Runner:
             label = method_cls.contract().commands[kind].label
             raise CommandRejected(f"'{label}' is already on its way (queued or being applied); "
                                   "it is applied once, at the run's next step")
-        short = budget_short(run) if kind not in REPORT_ONLY_COMMANDS and run.status not in RunStatus.ACTIVE else None
+        spec = method_cls.contract().commands[kind]
+        # Applied, its growth (or a report the model writes) would stop at the first call, half done.
+        needs_model = not (spec.report_only and method_cls.report_without_model)
+        short = budget_short(run) if needs_model and run.status not in RunStatus.ACTIVE else None
         if short is not None:
-            # Applied, its growth would stop at the first call and leave the command half done.
-            label = method_cls.contract().commands[kind].label
-            raise CommandRejected(f"the run's budget is spent ({short}); resume it with a larger budget first, "
-                                  f"then send '{label}'")
+            first = ("raise its budget first (Raise budget, under the run on Explore)" if run.status == RunStatus.DONE
+                     else "resume it with a larger budget first")
+            raise CommandRejected(f"the run's budget is spent ({short}); {first}, then send '{spec.label}'")
         command = self.repo.enqueue_command(run_id, kind, wanted)
         SteeringEvents(self.repo, run_id, method_cls.contract()).queued(command)
         if not self.is_active(run_id) and not (run.status in RunStatus.ACTIVE and self._owner_alive(run)):
@@ -470,37 +481,65 @@ class Runner:
         for command in pending:
             ctx.complete_command(command.id, ok=False, error=f"{why}; send it again (it resumes the run)")
 
-    def _apply_queued_first(self, ctx: RunContext, method: Method, held: HeldRun) -> bool:
-        """Apply the queued steering commands now, each recorded; whether the run goes on (some
-        command applied). Asked only to rewrite its report, a stopped run gets the report of what it
-        holds and stays stopped: Regenerate report is not Resume."""
-        commands = ctx.take_steering()
-        if commands and all(c.kind in REPORT_ONLY_COMMANDS for c in commands):
-            self._rewrite_held_report(ctx, method, commands, held)
-            return False
-        applied = False
-        for command in commands:
-            applied = apply_and_record(ctx, method, command) is not None or applied
-        return applied
+    def _hold(self, ctx: RunContext, method: Method, held: HeldRun) -> bool:
+        """Apply the commands that reopened a stopped or failed run; True when it stays as it was
+        (every command refused, or all they asked is its outputs again: a rewrite is not Resume)."""
+        if held.status == RunStatus.FAILED and method.report_unwritten(ctx.graph):
+            return False  # it failed only for its report: finishing it is what any command needs
+        growing = method.contract().growing_commands
+        while commands := ctx.take_steering():  # again: more may come while a report is written
+            rewrites = [c for c in commands if c.kind not in growing]
+            applied = False
+            for command in commands:
+                if command.kind in growing:
+                    applied = apply_and_record(ctx, method, command) is not None or applied
+            if applied:
+                for command in rewrites:  # the run's own rewrite at its end covers them
+                    apply_and_record(ctx, method, command)
+                # A Stop pressed before the command was meant for the rewrite, not for what it grows.
+                self._supersede_controls(ctx.run_id, before=max(c.id for c in commands),
+                                         why="superseded by a later command")
+                return False
+            if rewrites:
+                self._rewrite_held_outputs(ctx, method, rewrites, held)
+        # A Stop or Pause pressed meanwhile was meant for this short execution: it is over.
+        self._supersede_controls(ctx.run_id, why=f"the run stayed {held.status}")
+        return True
+
+    def _supersede_controls(self, run_id: str, *, why: str, before: int | None = None) -> None:
+        """Queued stops and pauses (those sent before command `before`) no longer apply."""
+        for command in self.repo.list_commands(run_id, status=CommandStatus.QUEUED):
+            if command.kind in ("stop", "pause") and (before is None or command.id < before):
+                self.repo.complete_command(command.id, ok=False, error=f"superseded: {why}")
 
     @staticmethod
-    def _rewrite_held_report(ctx: RunContext, method: Method, commands: list[Command], held: HeldRun) -> None:
-        """The report of a stopped or failed run's graph as it stands, marked partial with why it
-        ended; each command says whether it was written."""
+    def _rewrite_held_outputs(ctx: RunContext, method: Method, commands: list[Command], held: HeldRun) -> None:
+        """The outputs the commands ask for, written from the graph as it stands and marked partial
+        with why the run ended; each command says whether they were written."""
         reason = held.stop_reason or held.error or f"the run {held.status}"
+        accepted, rewrite = [], set()
+        for command in commands:
+            try:
+                rewrite |= apply_command(ctx, method, command)
+            except (UnsupportedCommand, LookupError, ValueError) as exc:
+                ctx.complete_command(command.id, ok=False, error=str(exc))
+            else:
+                accepted.append(command)
+        if not accepted:
+            return
         error = ""
         if not any(n.status == NodeStatus.DONE for n in ctx.graph.nodes() if n.kind in method.answer_kinds):
             error = "the run has no answer yet to write a report from; press Resume to continue it"
         else:
             try:
-                if not method.write_stopped_report(ctx, reason):  # its report needs the model
-                    with ctx.graph.partial_reports(reason):
-                        method.write_report(ctx)
+                with ctx.graph.partial_reports(reason):
+                    method.write_outputs(ctx, rewrite)
             except BudgetExceeded as exc:
                 error = f"the run's budget is spent ({exc}); raise it and press Resume to continue the run"
             except LLMError as exc:
                 error = f"the model could not write the report: {redact_secrets(str(exc))}"
-        for command in commands:
+        # Completed once written (a rewrite makes no report outdated, so the order does not matter).
+        for command in accepted:
             ctx.complete_command(command.id, ok=not error, error=error)
 
     def has_queued_steering(self, run: Run) -> bool:
@@ -531,8 +570,8 @@ class Runner:
             repo.reset_unfinished_nodes(run_id)
             repo.requeue_taken_commands(run_id)
             ctx = self._context(run, method, control)
-            if steered_from is not None and not self._apply_queued_first(ctx, method, steered_from):
-                # The person stopped it (or it failed): a refused command must not run it on.
+            if steered_from is not None and self._hold(ctx, method, steered_from):
+                # The person stopped it (or it failed): a refused command or a rewrite must not run it on.
                 repo.set_status(run_id, steered_from.status, stop_reason=steered_from.stop_reason,
                                 error=steered_from.error)
                 return
@@ -600,5 +639,5 @@ class Runner:
             final = repo.get_run(run_id)
         except RunNotFound:
             return  # deleted the moment it ended (it was no longer active): nothing to reopen
-        if final.status == RunStatus.DONE and self.has_queued_steering(final):
-            self.start(run_id, reopen=True)
+        if final.status in (RunStatus.DONE, RunStatus.STOPPED, RunStatus.FAILED) and self.has_queued_steering(final):
+            self.start(run_id, reopen=True, steered_from=HeldRun.of(final))

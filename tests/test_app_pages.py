@@ -891,3 +891,19 @@ def test_a_run_stopped_by_its_budget_is_resumed_with_a_raised_one_and_not_steere
     final = wait_until_idle(services, run_id, timeout=60)
     assert final.status == RunStatus.DONE, (final.status, final.stop_reason)
     assert final.max_tokens == 100 * budget
+
+
+def test_a_finished_run_near_its_budget_offers_raise_budget(services):
+    run_id = finished_deot(services)
+    done = services.repo.get_run(run_id)
+    services.runner.raise_budget(run_id, max_tokens=done.prompt_tokens + done.completion_tokens + 10)
+    at = open_page(run_id=run_id)
+    raise_tokens = at.number_input(key=f"raise-tokens-{run_id}")
+    raise_tokens.set_value(10**7)
+    at.button(key=f"raise-{run_id}").click().run()
+    assert_no_exception(at)
+    assert services.repo.get_run(run_id).max_tokens == 10**7
+    assert services.repo.get_run(run_id).status == RunStatus.DONE  # raised, not resumed
+    follow_switch(at, "pages/explore.py").run()
+    assert_no_exception(at)
+    assert f"raise-{run_id}" not in [b.key for b in at.button]  # the budget pays for a call again

@@ -469,6 +469,10 @@ def test_resume_of_a_run_whose_budget_is_spent_asks_for_a_larger_one(prebuilt_co
     code, out, err = cli_run(capsys, "resume", run_id, "--quiet")
     assert code != cli.EXIT_OK and "budget is spent" in err and "larger --max-tokens" in err
     assert stored_run(run_id)[0].llm_calls == calls_before
+    # The other budget raised leaves the short one short: refused the same, nothing changed.
+    code, out, err = cli_run(capsys, "resume", run_id, "--max-cost", "5", "--llm", "openai", "--quiet")
+    assert code != cli.EXIT_OK and "larger --max-tokens" in err
+    assert stored_run(run_id)[0].max_cost is None and stored_run(run_id)[0].llm_info.get("kind") == "fake"
     code, out, err = cli_run(capsys, "resume", run_id, "--max-tokens", "1000000", "--quiet")
     assert code == cli.EXIT_OK, err
     assert stored_run(run_id)[0].status == RunStatus.DONE

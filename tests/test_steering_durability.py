@@ -14,6 +14,7 @@ from engine.llm.protocol import LLMConnectionError
 from engine.methods.mtqa import knowledge
 from engine.methods.mtqa.method import MtqaMethod
 from engine.report import render_markdown
+from engine.runner import RunnerError
 from storage.models import CommandStatus, NodeStatus, RunStatus
 from tests.fgdip_scripts import EXTRACT, GENERATE, answers_by_branch, entities, numbered_steps
 from tests.fgdip_scripts import QUESTION as FGDIP_QUESTION
@@ -210,8 +211,9 @@ def test_resume_does_not_expand_a_node_you_marked_impossible(services, fake_llm)
 # ---------------------------------------------------------------------- Regenerate report is not Resume
 
 
-def test_regenerate_report_on_a_stopped_run_rewrites_it_from_the_graph_and_keeps_it_stopped(services, fake_llm):
-    from tests.deot_scripts import FINAL_REPORT, SMALL, SUMMARY
+def stopped_deot(services, fake_llm):
+    """A small DEoT run the person stopped after its first summary (no report yet)."""
+    from tests.deot_scripts import SMALL, SUMMARY
     from tests.deot_scripts import QUESTION as DEOT_QUESTION
 
     holder: dict = {"arm": True}
@@ -221,7 +223,15 @@ def test_regenerate_report_on_a_stopped_run_rewrites_it_from_the_graph_and_keeps
     holder["run_id"] = run.id
     services.runner.start(run.id)
     stopped = services.runner.wait(run.id, timeout=30)
-    assert stopped.status == RunStatus.STOPPED and services.repo.latest_report(run.id) is None
+    assert stopped.status == RunStatus.STOPPED
+    return stopped
+
+
+def test_regenerate_report_on_a_stopped_run_rewrites_it_from_the_graph_and_keeps_it_stopped(services, fake_llm):
+    from tests.deot_scripts import FINAL_REPORT
+
+    run = stopped = stopped_deot(services, fake_llm)
+    assert services.repo.latest_report(run.id) is None
     nodes = len(services.repo.list_nodes(run.id))
 
     sent = services.runner.steer(run.id, "regenerate_report")
@@ -244,3 +254,126 @@ def test_regenerate_report_on_a_stopped_run_without_an_answer_says_to_resume(ser
     assert command.status == CommandStatus.FAILED and "press Resume" in command.error
     assert (after.status, after.llm_calls) == (RunStatus.STOPPED, stopped.llm_calls)
     assert services.repo.latest_report(run.id) is None
+
+
+def test_rewrite_report_finishes_a_run_that_failed_only_for_its_report(services, fake_llm):
+    model = {"writes": False}
+    fake_llm.when(prompt="deot.final_report",
+                  respond=lambda r: "The program ended for its cost [1]." if model["writes"] else "Field required.")
+    run_id = run_to_end(services, "Why did the Apollo program end?", "deot", {"max_nodes": 2, "max_layers": 2})
+    failed = services.repo.get_run(run_id)
+    assert failed.status == RunStatus.FAILED and "could not write the report" in failed.error
+    model["writes"] = True
+    sent = services.runner.steer(run_id, "regenerate_report")
+    after = services.runner.wait(run_id, timeout=30)
+    # What its error said to press: the run is finished, with a whole report.
+    assert command_of(services, run_id, sent.id).status == CommandStatus.DONE
+    assert after.status == RunStatus.DONE, after.error
+    assert "partial" not in services.repo.latest_report(run_id).data
+
+
+def test_a_rewrite_on_a_stopped_run_leaves_its_report_current(services, fake_llm):
+    # The rewrite is recorded after the report it wrote: that must not make the report outdated
+    # (research's Drop source reads [n] from it, and refuses an outdated one).
+    run_id = run_to_end(services, QUESTION, "research", {"max_searches": 0})
+    services.repo.set_status(run_id, RunStatus.STOPPED, stop_reason="stopped by the user")
+    sent = services.runner.steer(run_id, "regenerate_report")
+    assert services.runner.wait(run_id, timeout=30).status == RunStatus.STOPPED
+    assert command_of(services, run_id, sent.id).status == CommandStatus.DONE
+    drop = services.runner.steer(run_id, "drop_source", {"number": 1})
+    services.runner.wait(run_id, timeout=30)
+    assert command_of(services, run_id, drop.id).status == CommandStatus.DONE, command_of(services, run_id, drop.id).error
+
+
+def test_a_command_or_a_stop_sent_while_a_held_report_is_written_is_not_stranded(services, fake_llm):
+    from tests.deot_scripts import FINAL_REPORT
+
+    stopped = stopped_deot(services, fake_llm)
+    root = next(n for n in services.repo.list_nodes(stopped.id) if n.parent_id is None)
+    sent: dict = {}
+
+    def report_while_the_person_acts(request):
+        if "ask" not in sent:  # the page shows the run busy: Stop, then a follow-up question
+            services.runner.stop(stopped.id)
+            sent["ask"] = services.runner.steer(stopped.id, "ask", {"node_id": root.id, "question": "What did it cost?"})
+        return default_answer(request)
+
+    fake_llm.when(FINAL_REPORT, report_while_the_person_acts)
+    services.runner.steer(stopped.id, "regenerate_report")
+    services.runner.wait(stopped.id, timeout=30)
+    final = services.runner.wait(stopped.id, timeout=30)
+    # The question was applied and grown (not left queued), and the Stop meant for the rewrite did
+    # not cut it short.
+    assert command_of(services, stopped.id, sent["ask"].id).status == CommandStatus.DONE
+    assert final.status == RunStatus.DONE, (final.status, final.stop_reason)
+    asked = [n for n in services.repo.list_nodes(stopped.id) if n.label == "What did it cost?"]
+    assert asked and asked[0].status == NodeStatus.DONE
+    assert not [c for c in services.repo.list_commands(stopped.id) if c.status == CommandStatus.QUEUED]
+
+
+def test_rewrite_article_on_a_stopped_omnithink_run_keeps_it_stopped(services, fake_llm):
+    from tests.omnithink_scripts import REFLECT
+
+    holder: dict = {"arm": True}
+    fake_llm.when(REFLECT, once(holder, services.runner.stop))
+    run = services.runner.create_run(question="The history of the printing press", method="omnithink",
+                                     params={"max_depth": 2, "subnodes": 2}, llm_info=services.llm_info("fake"))
+    holder["run_id"] = run.id
+    services.runner.start(run.id)
+    stopped = services.runner.wait(run.id, timeout=30)
+    assert stopped.status == RunStatus.STOPPED
+    nodes = len(services.repo.list_nodes(run.id))
+    sent = services.runner.steer(run.id, "regenerate_article")
+    after = services.runner.wait(run.id, timeout=60)
+    assert command_of(services, run.id, sent.id).status == CommandStatus.DONE
+    assert after.status == RunStatus.STOPPED and len(services.repo.list_nodes(run.id)) == nodes
+    assert services.repo.latest_report(run.id).data["partial"] == "stopped by the user"
+
+
+# ---------------------------------------------------------------------- a spent budget
+
+
+def test_a_budget_stop_at_a_large_call_counts_as_short_until_the_budget_is_raised(services, fake_llm):
+    from engine.llm.accounting import budget_short
+    from tests.deot_scripts import SMALL
+    from tests.deot_scripts import QUESTION as DEOT_QUESTION
+
+    full = run_to_end(services, DEOT_QUESTION, "deot", SMALL)
+    sizes = [(c.prompt_tokens, c.completion_tokens) for c in services.repo.list_llm_calls(full)]
+    before_last = sum(p + c for p, c in sizes[:-1])
+    average = before_last // (len(sizes) - 1)
+    assert sizes[-1][0] > average  # the report's prompt: larger than the run's average call
+    # Enough for one more average call, not for the report: the stop's own words say how much it needs.
+    budget = before_last + (average + sizes[-1][0]) // 2 + 1
+    run_id = run_to_end(services, DEOT_QUESTION + " (budget)", "deot", SMALL, max_tokens=budget)
+    run = services.repo.get_run(run_id)
+    assert run.status == RunStatus.STOPPED and "budget" in run.stop_reason
+    short = budget_short(run)
+    assert short is not None and short.dimension == "tokens"
+    assert budget_short(run, max_tokens=10 * budget) is None
+    root = next(n for n in services.repo.list_nodes(run_id) if n.parent_id is None)
+    with pytest.raises(ValueError, match="resume it with a larger budget first"):
+        services.runner.steer(run_id, "ask", {"node_id": root.id, "question": "What did it cost?"})
+
+
+def test_a_finished_run_near_its_budget_is_steered_once_its_budget_is_raised(services, fake_llm):
+    from engine.llm.accounting import budget_short
+    from tests.deot_scripts import SMALL
+    from tests.deot_scripts import QUESTION as DEOT_QUESTION
+
+    run_id = run_to_end(services, DEOT_QUESTION, "deot", SMALL)
+    done = services.repo.get_run(run_id)
+    services.runner.raise_budget(run_id, max_tokens=done.prompt_tokens + done.completion_tokens + 10)
+    assert budget_short(services.repo.get_run(run_id)) is not None
+    root = next(n for n in services.repo.list_nodes(run_id) if n.parent_id is None)
+    with pytest.raises(ValueError, match="raise its budget first"):
+        services.runner.steer(run_id, "ask", {"node_id": root.id, "question": "What did it cost?"})
+    with pytest.raises(ValueError, match="raise its budget first"):  # the model writes DEoT's report
+        services.runner.steer(run_id, "regenerate_report")
+    # A resume of a finished run is refused before it changes anything.
+    with pytest.raises(RunnerError, match="already done"):
+        services.runner.resume(run_id, max_tokens=10**7)
+    assert services.repo.get_run(run_id).max_tokens == done.prompt_tokens + done.completion_tokens + 10
+    services.runner.raise_budget(run_id, max_tokens=10**7)
+    command = steer_and_wait(services, run_id, "ask", {"node_id": root.id, "question": "What did it cost?"})
+    assert command.status == CommandStatus.DONE, command.error

@@ -3,6 +3,7 @@ the run's step log (`on_call`), then recorded (tokens, latency, cost) with the n
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
@@ -14,6 +15,7 @@ from engine.llm.pricing import PriceTable
 from engine.llm.protocol import LLM, BudgetExceeded, ChatRequest, ChatResponse, LLMError, Message, ResponseFormat
 from engine.llm.structured import DEFAULT_MAX_REASKS, ask_structured
 from engine.redact import redact_secrets
+from storage.models import RunStatus
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -45,26 +47,40 @@ class Budget:
             raise BudgetExceeded(
                 f"token budget reached: {tokens} tokens used and the next call needs about "
                 f"{upcoming_tokens} more, of a budget of {self.max_tokens}",
-                hint="Resume with a larger --max-tokens to continue.",
+                hint="Resume with a larger --max-tokens to continue.", dimension="tokens",
             )
         if self.max_cost is not None and cost + upcoming_cost >= self.max_cost:
             raise BudgetExceeded(
                 f"cost budget reached: ${cost:.4f} spent and the next call needs about "
                 f"${upcoming_cost:.4f} more, of a budget of ${self.max_cost:.4f}",
-                hint="Resume with a larger --max-cost to continue.",
+                hint="Resume with a larger --max-cost to continue.", dimension="cost",
             )
 
 
-def budget_short(run) -> BudgetExceeded | None:
-    """Whether a run's budget cannot pay for one more call of its average size (the run would stop
-    again at its first call): the BudgetExceeded saying so, or None. `run`: a storage Run."""
-    budget = Budget(max_tokens=run.max_tokens, max_cost=run.max_cost)
+# What the call a budget stopped needed, read back from the run's stop reason (the words above).
+_NEEDED_TOKENS = re.compile(r"token budget reached: \d+ tokens used and the next call needs about (\d+) more")
+_NEEDED_COST = re.compile(r"cost budget reached: \$[\d.]+ spent and the next call needs about \$([\d.]+) more")
+
+
+def budget_short(run, *, max_tokens: int | None = None, max_cost: float | None = None) -> BudgetExceeded | None:
+    """Whether a run's budget cannot pay for its next call (it would stop again at once): the
+    BudgetExceeded saying so, or None. The next call is the one a budget stop refused (its size is
+    in the stop reason), else one of the run's average size. `run`: a storage Run; `max_tokens`,
+    `max_cost`: a budget it is about to be given instead of its own (None: its own)."""
+    budget = Budget(max_tokens=run.max_tokens if max_tokens is None else max_tokens,
+                    max_cost=run.max_cost if max_cost is None else max_cost)
     if budget.unlimited:
         return None
     tokens = run.prompt_tokens + run.completion_tokens
     calls = max(run.llm_calls, 1)
+    next_tokens, next_cost = tokens // calls, run.cost / calls
+    if run.status == RunStatus.STOPPED and run.stop_reason:
+        if needed := _NEEDED_TOKENS.search(run.stop_reason):
+            next_tokens = max(next_tokens, int(needed.group(1)))
+        if needed := _NEEDED_COST.search(run.stop_reason):
+            next_cost = max(next_cost, float(needed.group(1)))
     try:
-        budget.check(tokens, run.cost, upcoming_tokens=tokens // calls, upcoming_cost=run.cost / calls)
+        budget.check(tokens, run.cost, upcoming_tokens=next_tokens, upcoming_cost=next_cost)
     except BudgetExceeded as exc:
         return exc
     return None

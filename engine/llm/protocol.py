@@ -161,4 +161,9 @@ class StructuredOutputError(LLMError):
 
 
 class BudgetExceeded(LLMError):
-    """The run's token or cost budget is used up; the run stops cleanly and keeps its results."""
+    """The run's token or cost budget is used up; the run stops cleanly and keeps its results.
+    `dimension`: which budget, "tokens" or "cost"."""
+
+    def __init__(self, message: str, *, hint: str = "", dimension: str = "tokens") -> None:
+        super().__init__(message, hint=hint)
+        self.dimension = dimension

@@ -331,12 +331,17 @@ class Method(ABC):
             reason = f"nothing was answered: no {what} node succeeded" + (
                 f" (the first failure: {first_error})" if first_error else "")
         else:
-            report = ctx.graph.report()
-            if report is not None and (report.data.get(UNWRITTEN) or is_placeholder(report.markdown)):
+            if self.report_unwritten(ctx.graph):
                 # Answers without a report are not a finished run: the reader would get nothing.
                 reason = ("the model could not write the report; press Rewrite report (or Resume) to try "
                           "again; the answers of the tree are kept")
         return RunOutcome(answered=answered, failed=len(failed), reason=reason)
+
+    @staticmethod
+    def report_unwritten(graph: RunGraph) -> bool:
+        """The run has a report the model could not write (a placeholder stands in its place)."""
+        report = graph.report()
+        return report is not None and bool(report.data.get(UNWRITTEN) or is_placeholder(report.markdown))
 
     def reset_failed(self, ctx: RunContext) -> int:
         """Put the failed nodes back to pending so the next `run` tries them again (resume of a

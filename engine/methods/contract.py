@@ -198,6 +198,9 @@ class CommandSpec:
     # False for a command kept under a second name (the runner's generic `regenerate_report` where a
     # method offers its own): it is accepted, but the app shows no button for it.
     listed: bool = True
+    # It rewrites outputs (the report, an outline) and grows nothing: on a stopped run it writes them
+    # from the graph as it stands and the run stays stopped; it never makes a report outdated.
+    report_only: bool = False
 
     @property
     def targets_node(self) -> bool:
@@ -234,7 +237,7 @@ REGENERATE_REPORT = "regenerate_report"
 def regenerate_report_command(label: str = "Rewrite report", *, listed: bool = True) -> CommandSpec:
     return CommandSpec(REGENERATE_REPORT, label, "Write the report again from the current tree (on a stopped run, "
                        "a partial report of what it found; the run stays stopped).",
-                       done="Rewriting the report", listed=listed)
+                       done="Rewriting the report", listed=listed, report_only=True)
 
 
 # --------------------------------------------------------------------------- run state
@@ -393,6 +396,11 @@ class MethodContract:
     def run_commands(self) -> list[CommandSpec]:
         """The run-level commands to offer."""
         return [c for c in self.commands.values() if c.listed and not c.targets_node]
+
+    @property
+    def growing_commands(self) -> frozenset[str]:
+        """The commands that change what the run's outputs describe (all but the rewrites)."""
+        return frozenset(name for name, spec in self.commands.items() if not spec.report_only)
 
     @property
     def answer_kinds(self) -> frozenset[str]:

@@ -141,10 +141,12 @@ COMMANDS = (
     CommandSpec("prune", "Prune", "Stop this branch and leave it out of the article.", NodeCommand, kinds=_TREE,
                 statuses=_LIVE, on_root=False, done="Pruned"),
     restore_command(_TREE, "article"),
-    CommandSpec("regenerate_outline", "Rewrite outline", "Draft and polish the outline again, then the article.",
-                CommandPayload, done="Rewriting the outline"),
-    CommandSpec("regenerate_article", "Rewrite article", "Write the article again from the current tree.",
-                CommandPayload, done="Rewriting the article"),
+    CommandSpec("regenerate_outline", "Rewrite outline", "Draft and polish the outline again, then the article "
+                "(on a stopped run, from the tree as it stands; the run stays stopped).",
+                CommandPayload, done="Rewriting the outline", report_only=True),
+    CommandSpec("regenerate_article", "Rewrite article", "Write the article again from the current tree (on a "
+                "stopped run, from the tree as it stands; the run stays stopped).",
+                CommandPayload, done="Rewriting the article", report_only=True),
     # The generic name (the runner rewrites reports with it after a retry), shown as the one above.
     regenerate_report_command("Rewrite article", listed=False),
 )
