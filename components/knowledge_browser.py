@@ -13,7 +13,6 @@ from typing import Any, TypeVar
 import streamlit as st
 
 from components.live_run import RunReads
-from components.safe_markdown import render
 from engine.knowledge.browse import GraphBrowser
 from engine.knowledge.units import Neighbourhood, Triple
 from engine.methods.contract import MethodContract, NodeData
@@ -148,7 +147,9 @@ class _Browse:
         kind = f" · {inline_text(entity.type)}" if entity.type else ""
         st.markdown(f"**{inline_text(entity.name)}**{kind}")
         if entity.description:
-            render(st, entity.description)
+            # Plain text, like the names and triples: a model's description, which must not make a
+            # link (https ones included) that lies about where it goes.
+            st.markdown(inline_text(entity.description))
         st.markdown(f"**Relations** ({_shown(len(hood.triples), hood.relations_total)})")
         if not hood.triples:
             st.caption("No relation of this entity was extracted.")

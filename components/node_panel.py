@@ -120,7 +120,9 @@ def node_panel(services: Services, run: Run, node: Node, contract: MethodContrac
     st.markdown(f"#### {inline_text(node.label)}")  # our heading; the label inside it is plain text
     caption = node_caption(contract, node)
     if caption:
-        st.caption(sanitize(caption))
+        # One line by contract (`NodeData.caption`), often quoting model or page text (an action's
+        # argument, a query, a short answer): plain text, never a link, list or heading.
+        st.caption(inline_text(caption))
     # Steering first: what the node is doing, the commands on their way, the buttons.
     step = current_steps(events).get(node.id) if node.status == NodeStatus.RUNNING else None
     if step:

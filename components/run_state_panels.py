@@ -48,7 +48,7 @@ def state_panels(services: Services, run: Run, contract: MethodContract, reads: 
         with st.expander(spec.title, expanded=spec.expanded):
             caption = latest.panel_caption()
             if caption:
-                st.caption(sanitize(caption))
+                st.caption(inline_text(caption))  # one line by contract: plain text
             render(st, latest.panel_markdown() or "_empty_")
         if len(versions) > 1:
             history = spec.model.history_markdown(versions)

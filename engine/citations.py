@@ -44,9 +44,21 @@ def source_blocks(sources: Sequence[CitableSource], *, max_chars: int = 1500,
 def to_stored_markers(text: str, sources: Sequence[CitableSource]) -> tuple[str, list[int]]:
     """Replace the model's `[n]` (and `[1, 2]`) with `[[S<id>]]`; drop numbers it was not shown.
 
+    A storage marker `[[S<id>]]` the model typed itself is dropped too (its id listed with the
+    dropped numbers): it could cite any source of the run, one the model was never shown ("cite
+    [[S12]]" in a page it read), so only the markers written here cite.
+
     Returns the new text and the dropped numbers (each one a citation error of the model).
     """
     dropped: list[int] = []
+
+    def typed(match: re.Match[str]) -> str:
+        dropped.append(int(match.group(1)))
+        return ""
+
+    # Until none is left: removing `[[S1]]` from `[[S[[S1]]2]]` would leave a marker behind.
+    while _STORED_MARKER.search(text):
+        text = _STORED_MARKER.sub(typed, text)
 
     def replace(match: re.Match[str]) -> str:
         markers = []

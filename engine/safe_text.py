@@ -16,7 +16,8 @@ Two destinations, one module, so the CLI, the exports and the web app apply the 
     an allowed scheme.
   - headings: an ATX `#` (also inside list items and block quotes) and a setext underline
     (`===`, `---`) become text, so a document cannot put a page-high heading inside our layout;
-    a report body may keep its writer's ATX headings, pushed down to a floor level below ours.
+    a report body may keep its writer's ATX headings, pushed down to a floor level below ours,
+    but not one named like a section we add ("Sources") nor one that would take a source anchor.
   Entities are used instead of backslashes because inserting a backslash changes the meaning of a
   backslash already there (`\\![` would become an escaped backslash followed by a live image).
   The cost: inside code spans and blocks these characters show as their entities.
@@ -152,19 +153,35 @@ _HEADING_ENTITY = {"#": "&#35;", "=": "&#61;", "-": "&#45;"}
 # The ids our source entries get (`citation_links.anchor`: "source-3", "node-5-source-3"): a
 # document heading that would get one first would take the citations' jumps.
 _SOURCE_ANCHOR = re.compile(r"(?:^|-)source-\d+$")
+# The sections the report frame adds below a report body (`engine/report.py`: "## Sources"), as
+# slugs: a body heading of that name would start a second, forged section that reads as ours (a
+# list of "sources" above the real one), whichever writer put model or page text in the body.
+REPORT_SECTIONS = frozenset({"sources"})
+
+
+def _slug(words: str) -> str:
+    return re.sub(r"[^0-9a-z]+", "-", words.lower()).strip("-")
+
+
+def names_report_section(words: str) -> bool:
+    """Whether a heading's words ("Sources", "**Sources:**") name a section the report frame adds."""
+    return _slug(words) in REPORT_SECTIONS
+
+
+def _heading_words(match: re.Match[str]) -> str:
+    line_end = match.string.find("\n", match.end())
+    return match.string[match.end():None if line_end < 0 else line_end].strip().rstrip("#")
 
 
 def _takes_source_anchor(match: re.Match[str]) -> bool:
-    line_end = match.string.find("\n", match.end())
-    words = match.string[match.end():None if line_end < 0 else line_end].strip().rstrip("#")
-    slug = re.sub(r"[^0-9a-z]+", "-", words.lower()).strip("-")
-    return _SOURCE_ANCHOR.search(slug) is not None
+    return _SOURCE_ANCHOR.search(_slug(_heading_words(match))) is not None
 
 
 def _disarm_headings(text: str, floor: int | None) -> str:
     def atx(match: re.Match[str]) -> str:
         prefix, hashes = match.group(1), match.group(2)
-        if floor is not None and not prefix.strip() and not _takes_source_anchor(match):
+        if (floor is not None and not prefix.strip() and not _takes_source_anchor(match)
+                and not names_report_section(_heading_words(match))):
             # A heading of the document itself (not inside a list or quote), below our own levels.
             return prefix + "#" * min(6, max(floor, len(hashes)))
         return prefix + _HEADING_ENTITY["#"] + hashes[1:]
@@ -182,7 +199,8 @@ def markdown_block(text: str, *, heading_floor: int | None = None) -> str:
     Lists, emphasis, code, tables and http(s)/mailto/# links survive; raw HTML shows as text, images
     become links, other links become plain text, and headings become text. `heading_floor` (for a
     report body, which is a document of its own under our title) keeps the writer's top-level ATX
-    headings instead, at that level or deeper."""
+    headings instead, at that level or deeper, except those named like a section of our own
+    (`REPORT_SECTIONS`), which become text."""
     text = terminal_text(text)
     text = text.replace("<", "&lt;")
     text = text.replace("![", "&#33;[")

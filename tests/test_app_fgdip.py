@@ -18,19 +18,24 @@ from tests.test_ui_contract import MapSpy
 LESSON = "LESSON-MAP: compare the founding years, not the titles."
 
 
-@pytest.fixture
-def services(prebuilt_corpus_home):
-    """The app's own Services, on a fake whose Answer Evaluator rejects the first answer."""
+def app_services(fake: FakeLLM):
+    """The app's own Services (those its pages get) on `fake`, closed once their runs have ended."""
     app_state.get_services.clear()
     built = app_state.get_services()
-    fake = FakeLLM()
-    fake.when(EVALUATE_ANSWER, judged_answer(False, LESSON), times=1)
     built.use_llm("fake", fake)
     yield built
     for run in built.repo.list_runs(limit=100):
         built.runner.wait(run.id, timeout=20)
     built.close()
     app_state.get_services.clear()
+
+
+@pytest.fixture
+def services(prebuilt_corpus_home):
+    """The app's own Services, on a fake whose Answer Evaluator rejects the first answer."""
+    fake = FakeLLM()
+    fake.when(EVALUATE_ANSWER, judged_answer(False, LESSON), times=1)
+    yield from app_services(fake)
 
 
 @pytest.fixture
@@ -57,7 +62,8 @@ def test_explore_draws_the_search_tree_and_lists_the_error_memory(services, fgdi
     assert "Error memory" in [e.label for e in at.expander]
     assert LESSON in joined(at.markdown)
     # The chosen node: its caption, thought/action/observation and its commands.
-    assert any(c.startswith("search[") for c in texts(at.caption))
+    # (As Markdown that shows "search[...]": the caption is plain text, its brackets escaped.)
+    assert any(c.startswith("search\\[") for c in texts(at.caption))
     assert "Observation" in joined(at.markdown)
     labels = {b.label for b in at.button}
     assert {"Explore next", "Mark impossible", "Add entity", "Edit error memory"} <= labels

@@ -25,7 +25,9 @@ from engine.methods.contract import (
     regenerate_report_command,
 )
 from engine.methods.fgdip import prompts
+from engine.methods.fgdip.trajectory import action_code
 from engine.prompting import inert
+from engine.safe_text import inline_text
 from storage.models import NodeStatus
 
 QUESTION, ENTITY, STEP, ANSWER = "question", "entity", "step", "answer"
@@ -93,7 +95,7 @@ class StepData(NodeData):
         return " · ".join(parts)
 
     def reader_fields(self) -> dict[str, str | list[str]] | None:
-        fields = {"Thought": self.thought, "Action": f"{self.action}[{self.argument}]",
+        fields = {"Thought": self.thought, "Action": action_code({"action": self.action, "argument": self.argument}),
                   "Observation": self.observation or "", "Verdict": self.verdict or "",
                   "Why": self.justification}
         return {k: v for k, v in fields.items() if v}
@@ -126,7 +128,7 @@ class AnswerData(NodeData):
 
     def reader_fields(self) -> dict[str, str | list[str]] | None:
         evaluator = UNJUDGED_NOTE if self.verdict == "unjudged" else self.reasons
-        fields = {"Answer": self.short_answer, "Explanation": self.explanation, "Evaluator": evaluator,
+        fields = {"Answer": inline_text(self.short_answer), "Explanation": self.explanation, "Evaluator": evaluator,
                   "Error analysis": self.error_analysis}
         return {k: v for k, v in fields.items() if v}
 
@@ -189,15 +191,19 @@ class ErrorMemory(RunStateModel):
         return f"{n} {'lesson' if n == 1 else 'lessons'} from rejected answers, given to every new step"
 
     def panel_markdown(self) -> str:
+        # One numbered line per lesson, as Edit error memory numbers them: the analysis, answer and
+        # branch (the model's) are escaped, so they cannot add a lesson line or a "**yours**" mark,
+        # which is the only Markdown of ours here.
         lines = []
         for number, entry in enumerate(self.entries, start=1):
-            where = f" (answer '{entry.answer}' on {entry.branch})" if entry.answer else ""
-            lines.append(f"{number}. {'**yours** · ' if entry.by_user else ''}{entry.analysis}{where}")
+            where = f" (answer '{inline_text(entry.answer)}' on {inline_text(entry.branch)})" if entry.answer else ""
+            lines.append(f"{number}. {'**yours** · ' if entry.by_user else ''}{inline_text(entry.analysis)}{where}")
         return "\n".join(lines) or "_No answer has been rejected yet._"
 
     @classmethod
     def history_markdown(cls, versions: Sequence[RunStateModel]) -> str:
-        return "\n".join(f"- {v.change}" for v in versions if isinstance(v, ErrorMemory) and v.change)
+        # A change names a rejected answer and its branch: plain text, one line each.
+        return "\n".join(f"- {inline_text(v.change)}" for v in versions if isinstance(v, ErrorMemory) and v.change)
 
     def as_prompt(self) -> str:
         return "\n".join(f"- Answer: <<<{inert(e.answer) or '(none)'}>>> Analysis: <<<{inert(e.analysis)}>>>"

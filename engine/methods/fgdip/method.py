@@ -54,7 +54,8 @@ from engine.methods.fgdip.kinds import (
 )
 from engine.methods.fgdip.params import FgdipParams
 from engine.methods.fgdip.report import report
-from engine.methods.fgdip.trajectory import label_for
+from engine.methods.fgdip.trajectory import action_code, label_for
+from engine.safe_text import inline_text
 from engine.search.relevance import ungrounded_note
 from storage.models import Node, NodeStatus
 
@@ -198,7 +199,7 @@ class FgdipMethod(Method):
     @staticmethod
     def _content(data: dict) -> str:
         marker = f" [[S{data['page_source']}]]" if data.get("page_source") is not None else ""
-        return (f"**Thought:** {data.get('thought', '')}\n\n**Action:** {data.get('action')}[{data.get('argument', '')}]"
+        return (f"**Thought:** {data.get('thought', '')}\n\n**Action:** {action_code(data)}"
                 f"\n\n**Observation:** {data.get('observation') or ''}{marker}")
 
     # ------------------------------------------------------------------ expansion (node generation)
@@ -273,7 +274,9 @@ class FgdipMethod(Method):
             data = answer.data or {}
         if data["verdict"] == "rejected":
             self._remember(ctx, tree, answer)
-        content = f"**{data.get('short_answer', '')}**" + (f"\n\n{data['explanation']}" if data.get("explanation") else "")
+        # The short answer escaped (one line): the content is what a stopped run's export shows.
+        content = f"**{inline_text(data.get('short_answer', ''))}**" + (
+            f"\n\n{data['explanation']}" if data.get("explanation") else "")
         # The verdict in the label as well as the fill: a rejected answer (where a backtrack starts)
         # reads as one on the map without telling two small diamonds apart by colour.
         ctx.graph.finish(answer, content=content, label=f"{data['verdict']} answer: {data.get('short_answer', '')}"[:80])

@@ -8,7 +8,8 @@ from typing import Any
 
 from engine.methods.fgdip.explore import Tree, final_answer
 from engine.methods.fgdip.kinds import ErrorMemory
-from engine.methods.fgdip.trajectory import action_text
+from engine.methods.fgdip.trajectory import action_code
+from engine.safe_text import inline_text
 
 # When the node generator's replies could not be read, the limits were not what ended the search.
 GENERATOR_FAILED = ("_The search ended without reaching an answer: at {count} node{s} the model's next steps "
@@ -31,8 +32,10 @@ def report(tree: Tree, memory: ErrorMemory | None, method: str) -> tuple[str, di
     info = answer.data or {}
     short = info.get("short_answer", "")
     parent = tree.nodes.get(answer.parent_id) if answer.parent_id is not None else None
-    steps = [action_text(n.data or {}) for n in tree.path(parent)] if parent is not None else []
-    parts = [f"**Answer: {short}**"]
+    steps = [action_code(n.data or {}) for n in tree.path(parent)] if parent is not None else []
+    # The short answer is the model's (a finish step's raw argument when it could not be written):
+    # escaped, one line, so it cannot start a heading or list, nor make a link or a citation.
+    parts = [f"**Answer: {inline_text(short)}**"]
     if info.get("explanation"):
         parts.append(info["explanation"])
     if not verified and info.get("verdict") == "unjudged":
@@ -43,7 +46,7 @@ def report(tree: Tree, memory: ErrorMemory | None, method: str) -> tuple[str, di
     elif info.get("verdict") == "unchecked":
         parts.append("_This answer was not checked by the Answer Evaluator._")
     if steps:
-        parts.append("Path: " + " → ".join(f"`{s}`" for s in steps))
+        parts.append("Path: " + " → ".join(steps))
     lessons = len(memory.entries) if memory else 0
     parts.append(f"_The search explored {searched} nodes, backtracked {data['backtracks']} times and learned "
                  f"{lessons} {'lesson' if lessons == 1 else 'lessons'} from rejected answers._")

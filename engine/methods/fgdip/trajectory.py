@@ -6,12 +6,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from engine.citations import strip_markers
 from engine.prompting import inert
+from engine.safe_text import code_span
 from storage.models import Node
 
 
 def action_text(data: dict) -> str:
     return f"{data.get('action', 'search')}[{data.get('argument', '')}]"
+
+
+def action_code(data: dict) -> str:
+    """The action as a reader sees it (node panel, content, report path): inline code, so the
+    model's argument shows verbatim and cannot end its span, make a link or a line of its own;
+    without storage markers, which would count as citations wherever the text is numbered."""
+    return code_span(strip_markers(action_text(data)))
 
 
 def render_path(path: Sequence[Node], *, observation_chars: int = 800) -> str:

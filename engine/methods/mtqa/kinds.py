@@ -26,6 +26,7 @@ from engine.methods.contract import (
 )
 from engine.methods.mtqa import prompts
 from engine.methods.mtqa.knowledge import Choices, UnitRecord
+from engine.safe_text import inline_text
 from storage.models import Node, NodeStatus
 
 QUESTION, KNOWLEDGE, CELL, SUMMARY = "question", "knowledge", "cell", "summary"
@@ -33,16 +34,25 @@ WEIGHTS, CHOICES = "weights", "knowledge_choices"
 COMMUNICATION, COLUMN_LINK, SUMMARISED = "communication", "column", "summarised"
 
 
+def unit_line(unit: UnitRecord, triples: int, *, bold: bool = False, empty: str = "") -> str:
+    """A unit's title (in bold if asked) and its first `triples` triples (`empty` if it has none) as
+    inert one-line Markdown, with our citation of its source. The title (a page's) and the triples
+    (the model's) are escaped, so neither can make a link, a citation `[n]`/`[[S<id>]]` or a line (a
+    list entry numbered like a unit) of its own; our marker comes after them, the line's only citation."""
+    title = inline_text(unit.title or unit.ref)
+    cite = f" [[S{unit.source_id}]]" if unit.source_id is not None else ""
+    listed = "; ".join(inline_text(t.line()) for t in unit.triples[:triples]) or empty
+    return (f"**{title}**" if bold else title) + cite + (f": {listed}" if listed else "")
+
+
 def units_listing(units: Sequence[UnitRecord]) -> list[str]:
     """Knowledge units as the node panel lists them: numbered as the pin and drop commands take
     them, each citing its source, with its first triples and what you chose for it."""
     lines = []
     for number, unit in enumerate(units, start=1):
-        cite = f" [[S{unit.source_id}]]" if unit.source_id is not None else ""
-        triples = "; ".join(t.line() for t in unit.triples[:4]) or "no triples"
         marks = " · pinned" if unit.pinned else ""
         marks += " · dropped" if unit.dropped else ""
-        lines.append(f"{number}. {unit.title or unit.ref}{cite}: {triples}{marks}")
+        lines.append(f"{number}. {unit_line(unit, 4, empty='no triples')}{marks}")
     return lines
 
 
@@ -145,7 +155,8 @@ class SummaryData(NodeData):
                 f"{fixed} thought(s) corrected" + (f" · answer: {self.short_answer}" if self.short_answer else ""))
 
     def reader_fields(self) -> dict[str, str | list[str]] | None:
-        return {"Short answer": self.short_answer, "Answer": self.paragraphs,
+        # The short answer is one line by contract (the caption shows it too): escaped as one.
+        return {"Short answer": inline_text(self.short_answer), "Answer": self.paragraphs,
                 "Checks against the knowledge units": [
                     f"Thought {c.thought}: {c.verdict}" + (f" — {c.correction}" if c.correction else "")
                     for c in self.checks],
@@ -204,8 +215,9 @@ class ChoicesState(Choices, RunStateModel):
         return f"{len(self.pinned)} pinned · {len(self.dropped)} dropped"
 
     def panel_markdown(self) -> str:
-        lines = [f"- pinned: {u.title or u.ref}" for u in self.pinned]
-        lines += [f"- dropped: unit {unit_id}" for unit_id in self.dropped]
+        # Titles are pages': escaped, so a title cannot add a line (a unit of its own) or a link.
+        lines = [f"- pinned: {inline_text(u.title or u.ref)}" for u in self.pinned]
+        lines += [f"- dropped: unit {inline_text(unit_id)}" for unit_id in self.dropped]
         return "\n".join(lines) or "_none_"
 
 

@@ -13,8 +13,9 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine.citations import CitableSource, source_blocks
+from engine.citations import CitableSource, source_blocks, strip_markers
 from engine.knowledge.units import KnowledgeBase, KnowledgeScope, KnowledgeUnit, Keywords
+from engine.safe_text import one_line
 
 
 def open_knowledge_base(ctx, scope: KnowledgeScope, *, collection: str, chunk_tokens: int, node) -> KnowledgeBase:
@@ -66,7 +67,11 @@ UNIT_TEXT_CHARS = 4000
 
 
 def unit_record(unit: KnowledgeUnit) -> UnitRecord:
-    return UnitRecord(id=unit.id, title=unit.hit.title, ref=unit.hit.ref, score=round(unit.score, 4),
+    # The title is a page's or a document's: kept on one line and without storage markers, so even a
+    # view that forgot to escape it could not get a list entry or a citation from it (the views
+    # escape it too, `kinds.unit_line`).
+    title = one_line(strip_markers(unit.hit.title))
+    return UnitRecord(id=unit.id, title=title, ref=unit.hit.ref, score=round(unit.score, 4),
                       text=(unit.hit.text or unit.hit.snippet or "")[:UNIT_TEXT_CHARS],
                       triples=[TripleRecord(subject=t.subject, relation=t.relation, object=t.object,
                                             description=t.description) for t in unit.triples],

@@ -52,11 +52,13 @@ from engine.methods.mtqa.kinds import (
     RerunColumnPayload,
     SummaryData,
     UnitPayload,
+    unit_line,
 )
 from engine.methods.mtqa.knowledge import UnitRecord
 from engine.methods.mtqa.params import MtqaParams
 from engine.methods.mtqa.schemas import MAX_PARAGRAPHS, ColumnSummary, MergedColumn, Thought
 from engine.methods.mtqa.weights import passed_paragraphs
+from engine.safe_text import inline_text, one_line
 from engine.search.protocol import Hit, SearchError
 from engine.search.relevance import relevant_hits
 from storage.models import Node, NodeStatus, Source
@@ -89,6 +91,12 @@ def _text_summary(text: str, instructions: str) -> MergedColumn | str:
 RETRIEVAL_TEXT_CHARS = 2000
 # A first row past every column's last: reset a column's summary only.
 NO_ROW = 10**6
+
+
+def stored_short_answer(text: str) -> str:
+    """The model's short answer as stored: one line (the caption and the report show it as one),
+    without citations of either form (a typed `[[S<id>]]` would cite a source it was never shown)."""
+    return one_line(strip_markers(_BARE_CITATION.sub("", text)))
 
 
 def plain(text: str) -> str:
@@ -302,12 +310,8 @@ class MtqaMethod(Method):
     def _units_content(units: Sequence[UnitRecord]) -> str:
         if not units:
             return "_No knowledge unit was found for this question._"
-        lines = []
-        for unit in units:
-            triples = "; ".join(t.line() for t in unit.triples[:3])
-            cite = f" [[S{unit.source_id}]]" if unit.source_id is not None else ""
-            lines.append(f"- **{unit.title or unit.ref}**{cite}" + (f": {triples}" if triples else ""))
-        return "\n".join(lines)
+        # Escaped as in the node panel: a stopped run's export shows this content as it is.
+        return "\n".join(f"- {unit_line(unit, 3, bold=True)}" for unit in units)
 
     def _unit_blocks(self, ctx: RunContext, units: Sequence[UnitRecord], sources: Sequence[Source]) -> str:
         params: MtqaParams = ctx.params  # type: ignore[assignment]
@@ -434,7 +438,7 @@ class MtqaMethod(Method):
         checks = [c.model_dump() for c in getattr(result, "checks", []) if 1 <= c.thought <= len(thoughts)]
         ctx.graph.finish(summary, content=content, data={
             "paragraphs": paragraphs, "checks": checks, "corrected": not params.no_correction, "invalid_citations": dropped,
-            "short_answer": _BARE_CITATION.sub("", result.short_answer).strip(), "fallback": fallback})
+            "short_answer": stored_short_answer(result.short_answer), "fallback": fallback})
 
     @staticmethod
     def _numbered_thoughts(thoughts: Sequence[Node], sources: Sequence[Source]) -> str:
@@ -463,7 +467,8 @@ class MtqaMethod(Method):
                     "Resume the run to retry the rest." if last.status == NodeStatus.FAILED else
                     f"\n\n> This is the summary of column {data.column + 1} of {len(columns)}: the later "
                     "columns have not been written yet.")
-        short = f"**Answer:** {data.short_answer}\n\n" if data.short_answer else ""
+        # One line of the model's: escaped, so it cannot start a heading ("## Sources"), a list or a citation.
+        short = f"**Answer:** {inline_text(data.short_answer)}\n\n" if data.short_answer else ""
         ctx.graph.save_report(short + final.content + note, data={
             "method": self.name, "short_answer": data.short_answer, "summary_node": final.id,
             "column": data.column + 1})

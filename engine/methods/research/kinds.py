@@ -24,6 +24,7 @@ from engine.methods.contract import (
     regenerate_report_command,
 )
 from engine.methods.research import prompts
+from engine.safe_text import inline_text
 from engine.search.rerankers import JUDGE
 
 QUESTION, SEARCH, REASONING, ANSWER = "question", "search", "reasoning", "answer"
@@ -78,8 +79,9 @@ class SearchData(NodeData):
         return " · ".join(parts)
 
     def reader_fields(self) -> dict[str, str | list[str]] | None:
-        docs = [f"{d.rank}. {d.title} (score {d.score:.3f})" for d in self.ranked or []]
-        fields: dict[str, str | list[str]] = {"Query": self.query, "Reranked documents": docs,
+        # Titles are pages': escaped, so a title cannot make a link, a citation [n] or a line of its own.
+        docs = [f"{d.rank}. {inline_text(d.title)} (score {d.score:.3f})" for d in self.ranked or []]
+        fields: dict[str, str | list[str]] = {"Query": inline_text(self.query), "Reranked documents": docs,
                                               "Reranker": self.reranker, "Search error": self.search_error,
                                               "Rerank error": self.rerank_error,
                                               "Pages that kept their snippet": self.page_failures}
@@ -102,7 +104,7 @@ class ReasoningData(NodeData):
                                       what, self.why_stopped) if p)
 
     def reader_fields(self) -> dict[str, str | list[str]] | None:
-        fields = {"Dig into": self.focus, "Reasoning": self.reasoning, "Next query": self.next_query,
+        fields = {"Dig into": self.focus, "Reasoning": self.reasoning, "Next query": inline_text(self.next_query),
                   "Stopped": self.why_stopped}
         return {k: v for k, v in fields.items() if v}
 
@@ -186,11 +188,12 @@ class DroppedSources(RunStateModel):
         return f"{n} {'source' if n == 1 else 'sources'} you dropped: not cited, not shown to the agent"
 
     def panel_markdown(self) -> str:
-        return "\n".join(f"- {s.title}" for s in self.sources) or "_None dropped._"
+        # Page titles, and changes that quote them: plain text, one line each.
+        return "\n".join(f"- {inline_text(s.title)}" for s in self.sources) or "_None dropped._"
 
     @classmethod
     def history_markdown(cls, versions: Sequence[RunStateModel]) -> str:
-        return "\n".join(f"- {v.change}" for v in versions if isinstance(v, DroppedSources) and v.change)
+        return "\n".join(f"- {inline_text(v.change)}" for v in versions if isinstance(v, DroppedSources) and v.change)
 
 
 RUN_STATES = (RunStateSpec(DROPPED_SOURCES, DroppedSources, "Dropped sources", expanded=False),)

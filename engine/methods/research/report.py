@@ -10,6 +10,7 @@ from typing import Any
 
 from engine.citations import number_citations
 from engine.reader_text import UNWRITTEN
+from engine.safe_text import inline_text
 from storage.models import Node, NodeStatus, Source
 
 NOT_WRITTEN = ("_The agent has not written its answer: resume the run (or press Rewrite report once it is "
@@ -37,11 +38,15 @@ def citation_check_section(data: dict[str, Any], numbering: dict[int, int]) -> l
     for check in data.get("checks") or []:
         number = by_id.get(check["source_id"])
         cited = f"[{number}]" if number is not None else "an unknown source"
-        reason = f": {check['reason']}" if check.get("reason") else ""
+        # The sentence is the model's answer and the reason the judge's: escaped, one line each, so
+        # neither can start a heading (a second "Sources"), a list entry or a citation `[n]` of its own.
+        reason = f": {inline_text(check['reason'])}" if check.get("reason") else ""
         lines.append(f"- Sentence {check['sentence']} ({cited}, {_VERDICT_WORDS.get(check['status'], check['status'])})"
-                     f" — “{check['text']}”{reason}")
+                     f" — “{inline_text(check['text'])}”{reason}")
     for marker in data.get("removed_markers") or []:
-        lines.append(f"- A bad marker was removed from the answer: `{marker.replace('`', '')}`")
+        # Escaped, not in a code span: a removed `[[S<id>]]` of a real source would still be read as a
+        # citation inside one (the report numbers its markers before any Markdown is parsed).
+        lines.append(f"- A bad marker was removed from the answer: {inline_text(marker)}")
     return lines
 
 
