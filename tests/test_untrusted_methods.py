@@ -366,6 +366,19 @@ def test_research_dropped_sources_and_ranked_documents_are_text():
     assert hrefs(inline_text(data.caption())) == []
 
 
+def test_omnithink_concept_pool_and_outline_panels_are_text():
+    from engine.methods.omnithink.kinds import ConceptPool, OutlineState
+
+    concept = f"**new** · {LYING_LINK} [1]\n- forged concept"
+    pool = ConceptPool(concepts=["printing", concept], added=["printing"])
+    html = MD(sanitize(pool.panel_markdown()))
+    # Two concepts, two items; the model's own "**new**" is text: only ours is bold.
+    assert links(html) == [] and html.count("<li>") == 2 and html.count("<strong>") == 1, html
+    outline = OutlineState(outline={"sections": [{"title": f"Origins {LYING_LINK}", "subsections": [concept]}]})
+    html = MD(sanitize(outline.panel_markdown()))
+    assert links(html) == [] and html.count("<li>") == 2, html
+
+
 # --------------------------------------------------------------------------- shared rules
 
 

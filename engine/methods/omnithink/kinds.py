@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from engine.methods.common import DroppedHit
+from engine.safe_text import inline_text
 from engine.methods.omnithink import prompts
 from engine.methods.contract import (
     CommandPayload,
@@ -86,7 +87,8 @@ class ConceptPool(RunStateModel):
 
     def panel_markdown(self) -> str:
         added = set(self.added)
-        return "\n".join(f"- {'**new** · ' if c in added else ''}{c}" for c in self.concepts) or "_empty_"
+        # Concepts are model text: shown as text, so `**new**` stays the only mark of ours.
+        return "\n".join(f"- {'**new** · ' if c in added else ''}{inline_text(c)}" for c in self.concepts) or "_empty_"
 
     @classmethod
     def history_markdown(cls, versions: Sequence[RunStateModel]) -> str:
@@ -105,8 +107,8 @@ class OutlineState(RunStateModel):
     def panel_markdown(self) -> str:
         lines = []
         for section in self.outline.get("sections", []):
-            lines.append(f"1. {section['title']}")
-            lines.extend(f"    - {sub}" for sub in section.get("subsections", []))
+            lines.append(f"1. {inline_text(section['title'])}")
+            lines.extend(f"    - {inline_text(sub)}" for sub in section.get("subsections", []))
         return "\n".join(lines) or "_empty_"
 
     def panel_caption(self) -> str:
