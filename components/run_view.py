@@ -115,12 +115,14 @@ def raised_budget(run: Run) -> dict:
     if run.max_tokens is not None:
         used = run.prompt_tokens + run.completion_tokens
         raised["max_tokens"] = int(cols[0].number_input(
-            "Max tokens to continue with", min_value=run.max_tokens,
+            "Max tokens to continue with",
+            min_value=run.max_tokens + 1 if short.dimension == "tokens" else run.max_tokens,
             value=2 * run.max_tokens if short.dimension == "tokens" else run.max_tokens, step=1000,
             key=f"raise-tokens-{run.id}", help=f"{used:,} used so far; {inline_text(str(short))}"))
     if run.max_cost is not None:
         raised["max_cost"] = float(cols[1].number_input(
-            "Max cost ($) to continue with", min_value=run.max_cost,
+            "Max cost ($) to continue with",
+            min_value=run.max_cost * 1.01 if short.dimension == "cost" else run.max_cost,
             value=2 * run.max_cost if short.dimension == "cost" else run.max_cost, step=0.1, format="%.4f",
             key=f"raise-cost-{run.id}", help=f"${run.cost:.4f} spent so far"))
     return raised

@@ -110,7 +110,10 @@ def number_citations(text: str, known_ids: Iterable[int], start: Mapping[int, in
 
 
 def strip_markers(text: str) -> str:
-    return _STORED_MARKER.sub("", text)
+    # Until none is left: removing `[[S1]]` from `[[S[[S1]]2]]` would leave a marker behind.
+    while _STORED_MARKER.search(text):
+        text = _STORED_MARKER.sub("", text)
+    return text
 
 
 # ---------------------------------------------------------------- attribution for models that forget to cite

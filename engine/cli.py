@@ -341,7 +341,13 @@ def cmd_resume(args) -> int:
     services = _services()
     services.runner.recover_interrupted()
     run = services.repo.find_run(args.run_id)
-    # Checked before anything is changed: resumed on this budget, it would stop again at once.
+    # Checked before anything is changed (the model, the budget).
+    if not services.runner.is_active(run.id) and run.status not in RunStatus.ACTIVE:
+        try:
+            services.runner.check_resumable(run)
+        except RunnerError as exc:
+            raise CLIError(str(exc)) from exc
+    # Resumed on this budget, it would stop again at once.
     if short := budget_short(run, max_tokens=args.max_tokens, max_cost=args.max_cost):
         flag = "--max-cost" if short.dimension == "cost" else "--max-tokens"
         raise CLIError(f"run {run.id}'s budget is spent ({short}); resume it with a larger {flag}")

@@ -238,6 +238,9 @@ class Runner:
         a run already executing in this process is left alone: it will see the command. With
         `retry_failed`, its failed nodes are tried again. `steered_from`: see `_execute`."""
         run = self.repo.get_run(run_id)
+        if reopen and steered_from is None:
+            # The caller's view of the run may predate its stop (a command sent as it stopped).
+            steered_from = HeldRun.of(run)
         with self._lock:
             current = self._executions.get(run_id)
             if current is not None and not current.finished.is_set():
@@ -287,8 +290,8 @@ class Runner:
         held_elsewhere = (self.dispatch is not None and run.status in (RunStatus.RUNNING, RunStatus.PAUSED)
                           and self._owner_alive(run))
         active = self.is_active(run_id) or held_elsewhere
-        if not active and run.status == RunStatus.DONE and not self.repo.list_nodes(run_id, status=NodeStatus.FAILED):
-            raise RunnerError(f"run {run_id} is already done and none of its nodes failed; there is nothing to resume")
+        if not active:
+            self.check_resumable(run)
         self.raise_budget(run_id, max_tokens=max_tokens, max_cost=max_cost)
         if active:
             self.repo.enqueue_command(run_id, "resume")
@@ -300,6 +303,11 @@ class Runner:
             self.repo.complete_command(command.id, ok=False, error="superseded: the run was resumed")
         # Resuming also retries what failed: a transient error must not be final for a node.
         self.start(run_id, retry_failed=True)
+
+    def check_resumable(self, run: Run) -> None:
+        """RunnerError when a run not executing has nothing to resume (done, no failed node)."""
+        if run.status == RunStatus.DONE and not self.repo.list_nodes(run.id, status=NodeStatus.FAILED):
+            raise RunnerError(f"run {run.id} is already done and none of its nodes failed; there is nothing to resume")
 
     def raise_budget(self, run_id: str, *, max_tokens: int | None = None, max_cost: float | None = None) -> None:
         """Set the run's token and/or cost budget (None keeps that one as it is): before a resume,
@@ -471,35 +479,41 @@ class Runner:
                 ctx.checkpoint()
                 method.steer(ctx, command)  # records the command's outcome itself
 
-    def _drop_pending_steering(self, method: Method | None, ctx: RunContext | None, why: str) -> None:
+    def _drop_pending_steering(self, run_id: str, ctx: RunContext | None, why: str) -> None:
         """The run ends without applying the steering still queued: each command says so (a
-        person sends it again; left queued, it would sit unseen and block the same command)."""
-        if method is None or ctx is None:
-            return
-        pending = [c for c in self.repo.list_commands(ctx.run_id)
-                   if c.kind in method.steering and c.status in (CommandStatus.QUEUED, CommandStatus.TAKEN)]
+        person sends it again; left queued, it would sit unseen, block the same command, and reopen
+        the run as it ended). Without a context (the run failed setting up), straight in storage."""
+        pending = [c for c in self.repo.list_commands(run_id)
+                   if c.kind not in CONTROL_COMMANDS and c.status in (CommandStatus.QUEUED, CommandStatus.TAKEN)]
+        error = f"{why}; send it again (it resumes the run)"
         for command in pending:
-            ctx.complete_command(command.id, ok=False, error=f"{why}; send it again (it resumes the run)")
+            if ctx is not None:
+                ctx.complete_command(command.id, ok=False, error=error)
+            else:
+                self.repo.complete_command(command.id, ok=False, error=error)
 
     def _hold(self, ctx: RunContext, method: Method, held: HeldRun) -> bool:
         """Apply the commands that reopened a stopped or failed run; True when it stays as it was
         (every command refused, or all they asked is its outputs again: a rewrite is not Resume)."""
+        # A Stop or Pause still queued from before the command that reopened the run was meant for
+        # the execution that ended (it ended before reading it).
+        waiting = [c.id for c in self.repo.list_commands(ctx.run_id, status=CommandStatus.QUEUED)
+                   if c.kind not in CONTROL_COMMANDS]
+        if waiting:
+            self._supersede_controls(ctx.run_id, before=min(waiting), why="the run had ended")
         if held.status == RunStatus.FAILED and method.report_unwritten(ctx.graph):
             return False  # it failed only for its report: finishing it is what any command needs
         growing = method.contract().growing_commands
         while commands := ctx.take_steering():  # again: more may come while a report is written
-            rewrites = [c for c in commands if c.kind not in growing]
-            applied = False
-            for command in commands:
-                if command.kind in growing:
-                    applied = apply_and_record(ctx, method, command) is not None or applied
+            applied = [c.id for c in commands if c.kind in growing and apply_and_record(ctx, method, c) is not None]
             if applied:
-                for command in rewrites:  # the run's own rewrite at its end covers them
-                    apply_and_record(ctx, method, command)
-                # A Stop pressed before the command was meant for the rewrite, not for what it grows.
-                self._supersede_controls(ctx.run_id, before=max(c.id for c in commands),
-                                         why="superseded by a later command")
+                # The rewrites go back in the queue: the run takes them with what it grows and writes
+                # what they ask for at its end.
+                self.repo.requeue_taken_commands(ctx.run_id)
+                # A Stop pressed before what it grows was meant for the rewrite under way then.
+                self._supersede_controls(ctx.run_id, before=min(applied), why="a later command reopened the run")
                 return False
+            rewrites = [c for c in commands if c.kind not in growing]
             if rewrites:
                 self._rewrite_held_outputs(ctx, method, rewrites, held)
         # A Stop or Pause pressed meanwhile was meant for this short execution: it is over.
@@ -591,25 +605,27 @@ class Runner:
             repo.reset_unfinished_nodes(run_id)
             if not stop.interrupted:  # an interrupted run is picked up again on its own
                 self._write_stopped_report(method, ctx, stop.reason)
-                self._drop_pending_steering(method, ctx, "the run was stopped before it could apply this")
+                self._drop_pending_steering(run_id, ctx, "the run was stopped before it could apply this")
             repo.set_status(run_id, RunStatus.INTERRUPTED if stop.interrupted else RunStatus.STOPPED,
                             stop_reason=stop.reason)
             narrate_run(repo, run_id, narration.Phase.STOPPED, stop.reason)
         except BudgetExceeded as exc:
             repo.reset_unfinished_nodes(run_id)
             self._write_stopped_report(method, ctx, exc.user_message)  # before the status a reader waits for
-            self._drop_pending_steering(method, ctx, "the run stopped (its budget) before it could apply this")
+            self._drop_pending_steering(run_id, ctx, "the run stopped (its budget) before it could apply this")
             repo.set_status(run_id, RunStatus.STOPPED, stop_reason=exc.user_message)
             narrate_run(repo, run_id, narration.Phase.STOPPED, f"stopped: {exc.user_message}")
         except LLMError as exc:
             repo.reset_unfinished_nodes(run_id)
-            self._drop_pending_steering(method, ctx, "the run failed before it could apply this")
+            self._drop_pending_steering(run_id, ctx, "the run failed before it could apply this")
             error = redact_secrets(exc.user_message)
             repo.set_status(run_id, RunStatus.FAILED, error=error)
             narrate_run(repo, run_id, narration.Phase.FAILED, f"the run failed: {error}")
         except Exception as exc:  # a bug or an unexpected backend failure: keep the app alive
             log.exception("run %s failed", run_id)
             repo.reset_unfinished_nodes(run_id)
+            # Failed, not reopened for them: the same error would fail it again, and again.
+            self._drop_pending_steering(run_id, ctx, "the run failed on an unexpected error before it could apply this")
             repo.set_status(run_id, RunStatus.FAILED, error=redact_secrets(f"{type(exc).__name__}: {exc}"))
             narrate_run(repo, run_id, narration.Phase.FAILED,
                         "the run failed on an unexpected error (the run's error says which)",
@@ -621,7 +637,7 @@ class Runner:
                 narrate_run(repo, run_id, narration.Phase.FINISHED,
                             "finished" + (f", with a warning: {outcome.warning}" if outcome.warning else ""))
             else:
-                self._drop_pending_steering(method, ctx, "the run failed before it could apply this")
+                self._drop_pending_steering(run_id, ctx, "the run failed before it could apply this")
                 repo.set_status(run_id, RunStatus.FAILED, error=outcome.reason, warning="")
                 # The reason may quote a node's technical error: the words say it plainly.
                 narrate_run(repo, run_id, narration.Phase.FAILED, "the run failed: nothing was answered",

@@ -98,13 +98,18 @@ _LABEL_REACH = 1000
 _BRACE_STRETCH = re.compile(r"[^}\n]+")
 
 
+_UNESCAPED_BRACE = re.compile(r"(?<!\\)((?:\\\\)*)\{")
+
+
 def _disarm_attribute_lists(text: str) -> str:
     def stretch(match: re.Match[str]) -> str:
         part = match.group(0)
         last_assignment = part.rfind("=")
         if last_assignment < 0 or "{" not in part:
             return part
-        return part[:last_assignment].replace("{", "&#123;") + part[last_assignment:]
+        # A `{` already escaped (`inline_text`'s `\{`) opens no list: left as it is, or the viewer
+        # would show the entity's letters after the backslash.
+        return _UNESCAPED_BRACE.sub(r"\1&#123;", part[:last_assignment]) + part[last_assignment:]
 
     return _BRACE_STRETCH.sub(stretch, text)
 
@@ -180,9 +185,11 @@ def _takes_source_anchor(match: re.Match[str]) -> bool:
 def _disarm_headings(text: str, floor: int | None) -> str:
     def atx(match: re.Match[str]) -> str:
         prefix, hashes = match.group(1), match.group(2)
-        if (floor is not None and not prefix.strip() and not _takes_source_anchor(match)
-                and not names_report_section(_heading_words(match))):
-            # A heading of the document itself (not inside a list or quote), below our own levels.
+        document_heading = floor is not None and not prefix.strip()  # not inside a list or quote
+        if document_heading and names_report_section(_heading_words(match)):
+            return prefix  # its words stay, as a line of text: only our section is a "Sources" heading
+        if document_heading and not _takes_source_anchor(match):
+            # A heading of the document itself, below our own levels.
             return prefix + "#" * min(6, max(floor, len(hashes)))
         return prefix + _HEADING_ENTITY["#"] + hashes[1:]
 
@@ -233,6 +240,27 @@ def inline_text(text: str) -> str:
     text = _BLOCK_MARKER.sub(lambda m: m.group(1) + f"&#{ord(m.group(2))};", text, count=1)
     # `|` could make a GFM table row; `\|` is not an escape in plain Python-Markdown, the entity is.
     return text.replace("|", "&#124;")
+
+
+# What `inline_text` (and `markdown_block`) write around untrusted text: backslash escapes of the
+# punctuation above, and the character references for &, <, > and numbered ones (`&#35;`).
+_WRITTEN_ESCAPE = re.compile(r"\\([\\`*_\[\]{}])")
+_WRITTEN_REFERENCE = re.compile(r"&(amp|lt|gt|quot|#\d{1,7});")
+_REFERENCE_CHARS = {"amp": "&", "lt": "<", "gt": ">", "quot": '"'}
+
+
+def shown_text(markdown: str) -> str:
+    """The words a Markdown viewer shows for text that went through `inline_text`: its escapes and
+    our character references give back their characters (for readers of plain text: the document
+    exports, the evaluation's answer reader). Other references (`&copy`, `&nbsp;`) are left as
+    they are."""
+    def reference(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name.startswith("#"):
+            code = int(name[1:])
+            return chr(code) if 0 < code < 0x110000 else match.group(0)
+        return _REFERENCE_CHARS[name]
+    return _WRITTEN_REFERENCE.sub(reference, _WRITTEN_ESCAPE.sub(r"\1", markdown))
 
 
 # In a bare URL: characters that would end it or start Markdown/HTML syntax, percent-encoded.

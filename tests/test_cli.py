@@ -313,6 +313,11 @@ def test_resume_a_done_run_is_refused(done_rag_run, capsys):
     code, out, err = cli_run(capsys, "resume", done_rag_run, "--quiet")
     assert code == cli.EXIT_USAGE
     assert "already done" in err and done_rag_run in err
+    # Refused before anything is changed: neither its model nor its budget.
+    code, out, err = cli_run(capsys, "resume", done_rag_run, "--llm", "openai", "--max-tokens", "99", "--quiet")
+    assert code == cli.EXIT_USAGE and "already done" in err
+    run = stored_run(done_rag_run)[0]
+    assert run.llm_info.get("kind") == "fake" and run.max_tokens != 99
 
 
 def test_ingest_missing_path(capsys, tmp_path):

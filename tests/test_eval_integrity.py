@@ -82,6 +82,17 @@ def test_a_sentence_long_own_answer_is_read_like_any_report():
     assert sentence in request_text(fake.calls[0])  # the reader sees the method's own answer
 
 
+def test_the_reader_reads_the_report_as_a_person_sees_it_not_its_escapes():
+    from engine.safe_text import inline_text
+
+    own = "Simon & Garfunkel, the folk duo of B*tch Money_2015 [single], formed in 1969."
+    fake = FakeLLM().when(prompt=READER, respond={"answer": "Simon & Garfunkel"})
+    read_answer(EvalLLM(fake), question="Who sang it?", report_data={"short_answer": own},
+                report_markdown=f"**Answer:** {inline_text(own)} [[S3]]\n\nThe rest of the summary.")
+    prompt = request_text(fake.calls[0])
+    assert own in prompt and "&amp;" not in prompt and "\\_" not in prompt and "[[S" not in prompt
+
+
 def test_a_benchmark_continues_only_on_the_model_it_started_on(services, monkeypatch):
     runner, bench = _create(services)
     real = services.llm_info

@@ -311,7 +311,8 @@ def test_a_command_or_a_stop_sent_while_a_held_report_is_written_is_not_stranded
     assert not [c for c in services.repo.list_commands(stopped.id) if c.status == CommandStatus.QUEUED]
 
 
-def test_rewrite_article_on_a_stopped_omnithink_run_keeps_it_stopped(services, fake_llm):
+def stopped_omnithink(services, fake_llm):
+    """A small OmniThink run the person stopped at its first reflection (no article yet)."""
     from tests.omnithink_scripts import REFLECT
 
     holder: dict = {"arm": True}
@@ -322,6 +323,11 @@ def test_rewrite_article_on_a_stopped_omnithink_run_keeps_it_stopped(services, f
     services.runner.start(run.id)
     stopped = services.runner.wait(run.id, timeout=30)
     assert stopped.status == RunStatus.STOPPED
+    return stopped
+
+
+def test_rewrite_article_on_a_stopped_omnithink_run_keeps_it_stopped(services, fake_llm):
+    run = stopped = stopped_omnithink(services, fake_llm)
     nodes = len(services.repo.list_nodes(run.id))
     sent = services.runner.steer(run.id, "regenerate_article")
     after = services.runner.wait(run.id, timeout=60)
@@ -377,3 +383,92 @@ def test_a_finished_run_near_its_budget_is_steered_once_its_budget_is_raised(ser
     services.runner.raise_budget(run_id, max_tokens=10**7)
     command = steer_and_wait(services, run_id, "ask", {"node_id": root.id, "question": "What did it cost?"})
     assert command.status == CommandStatus.DONE, command.error
+
+
+# ---------------------------------------------------------------------- reopened runs (review 13b)
+
+
+def steer_and_wait_held(services, run_id: str, kind: str, payload: dict | None = None):
+    """Steer a stopped run and wait for the command; the run stays stopped (a rewrite)."""
+    sent = services.runner.steer(run_id, kind, payload or {})
+    assert services.runner.wait(run_id, timeout=60).status == RunStatus.STOPPED
+    assert command_of(services, run_id, sent.id).status == CommandStatus.DONE
+
+
+def test_a_stop_pressed_before_rewrite_report_on_a_run_failed_for_its_report_does_not_cut_it(services, fake_llm):
+    holder = {"stop": True, "writes": False}
+
+    def report(request):
+        if holder.pop("stop", False):
+            services.runner.stop(holder["run_id"])  # pressed while the report was being written
+        return "The program ended for its cost [1]." if holder["writes"] else "Field required."
+
+    fake_llm.when(prompt="deot.final_report", respond=report)
+    run = services.runner.create_run(question="Why did the Apollo program end?", method="deot",
+                                     params={"max_nodes": 2, "max_layers": 2}, llm_info=services.llm_info("fake"))
+    holder["run_id"] = run.id
+    services.runner.start(run.id)
+    assert services.runner.wait(run.id, timeout=30).status == RunStatus.FAILED
+    holder["writes"] = True
+    sent = services.runner.steer(run.id, "regenerate_report")
+    after = services.runner.wait(run.id, timeout=30)
+    assert command_of(services, run.id, sent.id).status == CommandStatus.DONE
+    assert after.status == RunStatus.DONE, (after.status, after.stop_reason)
+    assert [c.status for c in services.repo.list_commands(run.id) if c.kind == "stop"] == [CommandStatus.FAILED]
+
+
+def test_a_run_that_fails_setting_up_fails_its_commands_and_is_not_reopened_again(services, fake_llm):
+    run_id = run_to_end(services, QUESTION, "research", {"max_searches": 0})
+    runner = services.runner
+    executions = []
+    real_execute = runner._execute
+
+    def counted(*args, **kwargs):
+        executions.append(args[0])
+        return real_execute(*args, **kwargs)
+
+    def broken_searcher(run):
+        raise OSError("the corpus index cannot be opened")
+
+    runner._execute, real_searcher, runner.searcher_for = counted, runner.searcher_for, broken_searcher
+    services.repo.set_status(run_id, RunStatus.STOPPED, stop_reason="stopped by the user")
+    sent = runner.steer(run_id, "regenerate_report")
+    failed = runner.wait(run_id, timeout=30)
+    runner.searcher_for = real_searcher
+    assert failed.status == RunStatus.FAILED and "corpus index" in failed.error
+    command = command_of(services, run_id, sent.id)
+    assert command.status == CommandStatus.FAILED and "send it again" in command.error
+    assert len(executions) == 1
+
+
+def test_a_stop_pressed_after_a_question_holds_whatever_comes_after_it(services, fake_llm):
+    from engine.runner import HeldRun
+
+    stopped = stopped_deot(services, fake_llm)
+    root = next(n for n in services.repo.list_nodes(stopped.id) if n.parent_id is None)
+    # As a worker finds them (queue mode): Ask, then Stop, then Rewrite report.
+    ask = services.repo.enqueue_command(stopped.id, "ask", {"node_id": root.id, "question": "What did it cost?"})
+    stop = services.repo.enqueue_command(stopped.id, "stop")
+    services.repo.enqueue_command(stopped.id, "regenerate_report", {})
+    services.runner.start(stopped.id, reopen=True, steered_from=HeldRun.of(stopped))
+    final = services.runner.wait(stopped.id, timeout=30)
+    assert command_of(services, stopped.id, ask.id).status == CommandStatus.DONE
+    assert command_of(services, stopped.id, stop.id).status == CommandStatus.DONE  # it stopped the run
+    assert (final.status, final.stop_reason) == (RunStatus.STOPPED, "stopped by the user")
+
+
+def test_rewrite_article_taken_with_a_new_subtopic_is_written_after_it(services, fake_llm):
+    from engine.graph import RunGraph
+    from engine.methods.omnithink.method import OmniThinkMethod
+    from engine.runner import HeldRun
+    run = stopped_omnithink(services, fake_llm)
+    steer_and_wait_held(services, run.id, "regenerate_article")  # an article of the tree as it stood
+    stopped = services.repo.get_run(run.id)
+    root = next(n for n in services.repo.list_nodes(run.id) if n.parent_id is None)
+    services.repo.enqueue_command(run.id, "add_subtopic", {"node_id": root.id, "subtopic": "Movable type in Korea"})
+    article = services.repo.enqueue_command(run.id, "regenerate_article", {})
+    services.runner.start(run.id, reopen=True, steered_from=HeldRun.of(stopped))
+    final = services.runner.wait(run.id, timeout=60)
+    assert final.status == RunStatus.DONE and command_of(services, run.id, article.id).status == CommandStatus.DONE
+    assert services.repo.latest_report(run.id).created_at >= command_of(services, run.id, article.id).done_at
+    assert OmniThinkMethod().notices(RunGraph(services.repo, run.id, OmniThinkMethod.contract())) == []

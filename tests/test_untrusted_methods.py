@@ -264,13 +264,15 @@ def test_fgdip_error_memory_shows_one_line_per_lesson_and_only_your_marks(repo):
     assert MD(body).count("<li>") == 2 and MD(body).count("<strong>yours</strong>") == 1 and links(MD(body)) == []
 
 
-def test_fgdip_action_is_code_and_captions_are_text():
+def test_fgdip_action_and_captions_are_text():
     data = StepData(thought="t", action="finish", argument=f"Spring` {LYING_LINK} [[S1]] [1] `\n## Sources",
                     observation="o")
     node = Node(id=4, run_id="r", kind="step", label="finish[...]", content="c", status="done", data=data.model_dump())
     markdown, numbering = answer_markdown(node, FgdipMethod.contract().kind("step").read(node), [1])
     assert numbering == {} and links(MD(markdown)) == []  # no link, and the typed [[S1]] cites nothing
-    assert "<code>finish[Spring` [www.who.int]" in MD(markdown)
+    # Shown verbatim, on one line, without entities showing (a code span would show them).
+    shown = visible_text(MD(markdown))
+    assert f"finish[Spring` {LYING_LINK} [1] ` ## Sources]" in shown and "&#" not in shown and "&lt;" not in shown
     caption = inline_text(StepData(action="search", argument=HOSTILE_ARGUMENT).caption())
     assert hrefs(caption) == [] and visible_text(MD(caption)).strip() == f"search[{HOSTILE_ARGUMENT}]"
 
@@ -297,7 +299,8 @@ def test_fgdip_report_path_and_answer_cannot_link_cite_or_add_sources(repo):
     assert_inert(out)
     assert links(MD(out)) == ["#source-1"] and sources_headings(out) == 1
     assert "Unrelated page" not in out  # only the explanation's own citation is listed
-    assert "Path: `search[Quillmere]` → ``finish[Spring`" in out
+    path = next(line for line in visible_text(MD(out)).splitlines() if line.startswith("Path:"))
+    assert path == "Path: search[Quillmere] → finish[Spring` [official answer key](https://evil.example/key) `]", path
     assert ("Sources",) not in heading_blocks(repo, run.id)
     assert [s.title for s in build_document(repo, run.id).sources] == ["Festival page"]
 
@@ -389,6 +392,17 @@ def test_a_report_body_cannot_forge_the_sources_section_we_add():
     assert [b.parts for b in body_blocks(body, set()) if b.kind == "heading"] == [("Findings",)]
 
 
+def test_escaped_text_reads_back_as_its_words_and_nested_markers_strip_fully():
+    from engine.citations import strip_markers
+    from engine.safe_text import one_line, shown_text
+
+    for text in ("Simon & Garfunkel", "B*tch Money_2015 [single]", "1969. Apollo", "# heading", "a|b <x> {y=z}",
+                 f"{LYING_LINK} [1]\n- forged"):
+        assert shown_text(inline_text(text)) == one_line(text)
+    assert shown_text("Ben &amp Jerry &copy 2020") == "Ben &amp Jerry &copy 2020"  # not ours: left as typed
+    assert strip_markers("x [[S[[S1]]2]] y [[S[[S[[S3]]4]]5]]") == "x  y "
+
+
 def test_a_storage_marker_typed_by_the_model_is_dropped():
     class Shown:
         id, title, text, snippet = 11, "t", "x", ""
@@ -409,3 +423,22 @@ def test_the_knowledge_browser_shows_an_entity_description_as_text(monkeypatch):
         relations_total=0, sources_total=0))
     description = next(t for t in st.texts("markdown") if "A town" in t)
     assert links(MD(description)) == [] and tag_names(MD(description)) == ["p"]
+
+
+def test_a_marker_typed_in_prose_that_cites_nothing_of_its_own_cites_nothing():
+    from engine.methods.fgdip.kinds import AnswerData
+    from engine.methods.mtqa.kinds import Correction, SummaryData
+    from engine.methods.research.kinds import ReasoningData
+
+    typed = "Autumn, see [[S2]] and [[S[[S1]]2]]"
+    holders = [
+        ("summary", MtqaMethod, SummaryData(checks=[Correction(thought=1, verdict="corrected", correction=typed)])),
+        ("step", FgdipMethod, StepData(thought=typed, action="search", argument="x", observation=typed,
+                                        justification=typed)),
+        ("answer", FgdipMethod, AnswerData(short_answer="Autumn", reasons=typed, error_analysis=typed)),
+        ("reasoning", ResearchMethod, ReasoningData(reasoning=typed, focus=typed)),
+    ]
+    for kind, method, data in holders:
+        node = Node(id=9, run_id="r", kind=kind, label=kind, content="", status="done", data=data.model_dump())
+        markdown, numbering = answer_markdown(node, method.contract().kind(kind).read(node), [1, 2])
+        assert numbering == {} and "[[S" not in markdown, (kind, markdown)

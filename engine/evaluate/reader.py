@@ -18,6 +18,7 @@ from engine.citations import strip_markers
 from engine.evaluate.accounting import EvalLLM
 from engine.llm.protocol import LLMError, StructuredOutputError
 from engine.prompting import Prompt
+from engine.safe_text import shown_text
 
 # The report is cut to this many characters in the reader's prompt: the answer is near the top of
 # a report, and the built-in model's context is small.
@@ -82,7 +83,8 @@ def read_answer(reader: EvalLLM, *, question: str, report_markdown: str, report_
     own = own_short_answer(report_data)
     if own is not None:
         return ReadAnswer(answer=own, source="method")
-    report = strip_markers(report_markdown).strip()
+    # As a person reads it: the escapes around untrusted text (`inline_text`) are not words.
+    report = shown_text(strip_markers(report_markdown)).strip()
     if not report:
         return ReadAnswer(answer="", source="none", error="the run has no report to read an answer from")
     prompt = READER_YES_NO if yes_no else READER

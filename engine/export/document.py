@@ -6,7 +6,6 @@ are ours: a citation to its source entry, and a source entry's title to its http
 
 from __future__ import annotations
 
-import html
 import re
 from dataclasses import dataclass, field
 from typing import Literal
@@ -14,7 +13,7 @@ from typing import Literal
 from engine.citations import number_citations
 from engine.graph import PARTIAL_REPORT
 from engine.report import report_title
-from engine.safe_text import names_report_section, one_line, terminal_text
+from engine.safe_text import names_report_section, one_line, shown_text, terminal_text
 from storage.models import NodeStatus, RunStatus
 from storage.repository import Repository
 
@@ -24,7 +23,6 @@ _BULLET = re.compile(r"^[ \t]*(?:[-*+]|\d{1,9}[.)])[ \t]+(.*)$")
 _RULE = re.compile(r"^[ \t]*(?:[-=*_][ \t]*)+$")  # setext underlines and rules: no text of their own
 _CITATION = re.compile(r"\[(\d{1,4})\]")
 _EMPHASIS = re.compile(r"\*\*|__")  # bold markers would show as asterisks; the words stay
-_ESCAPED = re.compile(r"\\([\\`*_\[\]{}])")  # a Markdown backslash escape of `safe_text.inline_text`
 
 
 @dataclass(frozen=True)
@@ -57,7 +55,7 @@ def _shown(text: str) -> str:
     """Text as a Markdown viewer shows it: the escapes and character references that writers put
     around untrusted text (`safe_text.inline_text`: `\\[`, `&amp;`, `&#35;`) give back their
     characters. Done after the citations are split off, so an escaped `\\[2\\]` stays text."""
-    return terminal_text(html.unescape(_ESCAPED.sub(r"\1", text)))
+    return terminal_text(shown_text(text))
 
 
 def inline_parts(text: str, numbers: set[int]) -> tuple[str | int, ...]:
@@ -87,8 +85,10 @@ def body_blocks(markdown: str, numbers: set[int]) -> list[Block]:
         heading, bullet = _HEADING.match(line), _BULLET.match(line)
         if not line.strip() or _RULE.match(line):
             flush()
-        elif heading and not names_report_section(heading.group(2)):
-            # (A body heading named like our Sources section stays a line of text, as in the Markdown.)
+        elif heading and names_report_section(heading.group(2)):
+            # A body heading named like our Sources section: its words as a line of text, as in the Markdown.
+            paragraph.append(heading.group(2).strip())
+        elif heading:
             flush()
             blocks.append(Block("heading", inline_parts(_EMPHASIS.sub("", heading.group(2)), numbers),
                                 level=max(2, len(heading.group(1)))))

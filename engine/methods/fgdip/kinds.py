@@ -9,6 +9,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from engine.citations import strip_markers
 from engine.methods.common import DroppedHit
 from engine.methods.contract import (
     CommandPayload,
@@ -25,7 +26,7 @@ from engine.methods.contract import (
     regenerate_report_command,
 )
 from engine.methods.fgdip import prompts
-from engine.methods.fgdip.trajectory import action_code
+from engine.methods.fgdip.trajectory import action_markdown
 from engine.prompting import inert
 from engine.safe_text import inline_text
 from storage.models import NodeStatus
@@ -95,9 +96,12 @@ class StepData(NodeData):
         return " · ".join(parts)
 
     def reader_fields(self) -> dict[str, str | list[str]] | None:
-        fields = {"Thought": self.thought, "Action": action_code({"action": self.action, "argument": self.argument}),
-                  "Observation": self.observation or "", "Verdict": self.verdict or "",
-                  "Why": self.justification}
+        # The thought, the observation (a page's text) and the judge's reasons cite nothing of their
+        # own: a marker typed in them would cite a source of the run.
+        fields = {"Thought": strip_markers(self.thought),
+                  "Action": action_markdown({"action": self.action, "argument": self.argument}),
+                  "Observation": strip_markers(self.observation or ""), "Verdict": self.verdict or "",
+                  "Why": strip_markers(self.justification)}
         return {k: v for k, v in fields.items() if v}
 
 
@@ -127,9 +131,9 @@ class AnswerData(NodeData):
         return f"Answer: {self.short_answer}" + (f" · {self.verdict}" if self.verdict else "")
 
     def reader_fields(self) -> dict[str, str | list[str]] | None:
-        evaluator = UNJUDGED_NOTE if self.verdict == "unjudged" else self.reasons
+        evaluator = UNJUDGED_NOTE if self.verdict == "unjudged" else strip_markers(self.reasons)
         fields = {"Answer": inline_text(self.short_answer), "Explanation": self.explanation, "Evaluator": evaluator,
-                  "Error analysis": self.error_analysis}
+                  "Error analysis": strip_markers(self.error_analysis)}
         return {k: v for k, v in fields.items() if v}
 
 

@@ -54,7 +54,7 @@ from engine.methods.fgdip.kinds import (
 )
 from engine.methods.fgdip.params import FgdipParams
 from engine.methods.fgdip.report import report
-from engine.methods.fgdip.trajectory import action_code, label_for
+from engine.methods.fgdip.trajectory import action_markdown, label_for
 from engine.safe_text import inline_text
 from engine.search.relevance import ungrounded_note
 from storage.models import Node, NodeStatus
@@ -199,7 +199,7 @@ class FgdipMethod(Method):
     @staticmethod
     def _content(data: dict) -> str:
         marker = f" [[S{data['page_source']}]]" if data.get("page_source") is not None else ""
-        return (f"**Thought:** {data.get('thought', '')}\n\n**Action:** {action_code(data)}"
+        return (f"**Thought:** {data.get('thought', '')}\n\n**Action:** {action_markdown(data)}"
                 f"\n\n**Observation:** {data.get('observation') or ''}{marker}")
 
     # ------------------------------------------------------------------ expansion (node generation)

@@ -8,7 +8,7 @@ from typing import Any
 
 from engine.methods.fgdip.explore import Tree, final_answer
 from engine.methods.fgdip.kinds import ErrorMemory
-from engine.methods.fgdip.trajectory import action_code
+from engine.methods.fgdip.trajectory import action_markdown
 from engine.safe_text import inline_text
 
 # When the node generator's replies could not be read, the limits were not what ended the search.
@@ -32,7 +32,7 @@ def report(tree: Tree, memory: ErrorMemory | None, method: str) -> tuple[str, di
     info = answer.data or {}
     short = info.get("short_answer", "")
     parent = tree.nodes.get(answer.parent_id) if answer.parent_id is not None else None
-    steps = [action_code(n.data or {}) for n in tree.path(parent)] if parent is not None else []
+    steps = [action_markdown(n.data or {}) for n in tree.path(parent)] if parent is not None else []
     # The short answer is the model's (a finish step's raw argument when it could not be written):
     # escaped, one line, so it cannot start a heading or list, nor make a link or a citation.
     parts = [f"**Answer: {inline_text(short)}**"]

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from engine.citations import strip_markers
 from engine.prompting import inert
-from engine.safe_text import code_span
+from engine.safe_text import inline_text
 from storage.models import Node
 
 
@@ -16,11 +16,12 @@ def action_text(data: dict) -> str:
     return f"{data.get('action', 'search')}[{data.get('argument', '')}]"
 
 
-def action_code(data: dict) -> str:
-    """The action as a reader sees it (node panel, content, report path): inline code, so the
-    model's argument shows verbatim and cannot end its span, make a link or a line of its own;
-    without storage markers, which would count as citations wherever the text is numbered."""
-    return code_span(strip_markers(action_text(data)))
+def action_markdown(data: dict) -> str:
+    """The action as a reader sees it (node panel, content, report path): the model's argument as
+    text (`inline_text`), so it shows verbatim and cannot make a link, a citation or a line of its
+    own; not a code span, whose characters a later `markdown_block` would show as entities; without
+    storage markers, which would count as citations wherever the text is numbered."""
+    return inline_text(strip_markers(action_text(data)))
 
 
 def render_path(path: Sequence[Node], *, observation_chars: int = 800) -> str:

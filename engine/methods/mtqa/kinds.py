@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from engine.citations import strip_markers
 from engine.methods.common import DroppedHit
 from engine.methods.contract import (
     CommandPayload,
@@ -157,8 +158,9 @@ class SummaryData(NodeData):
     def reader_fields(self) -> dict[str, str | list[str]] | None:
         # The short answer is one line by contract (the caption shows it too): escaped as one.
         return {"Short answer": inline_text(self.short_answer), "Answer": self.paragraphs,
+                # Model prose that cites nothing of its own: a marker typed in it would cite a source.
                 "Checks against the knowledge units": [
-                    f"Thought {c.thought}: {c.verdict}" + (f" — {c.correction}" if c.correction else "")
+                    f"Thought {c.thought}: {c.verdict}" + (f" — {strip_markers(c.correction)}" if c.correction else "")
                     for c in self.checks],
                 "Knowledge units (KU′: checked against; the next column thinks from them)": units_listing(self.units)}
 

@@ -9,6 +9,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from engine.citations import strip_markers
 from engine.evaluate.judge_prompts import CLAIM_SUPPORT
 from engine.methods.common import DroppedHit
 from engine.methods.contract import (
@@ -104,7 +105,9 @@ class ReasoningData(NodeData):
                                       what, self.why_stopped) if p)
 
     def reader_fields(self) -> dict[str, str | list[str]] | None:
-        fields = {"Dig into": self.focus, "Reasoning": self.reasoning, "Next query": inline_text(self.next_query),
+        # Prose that cites nothing of its own: a marker typed in it would cite a source of the run.
+        fields = {"Dig into": strip_markers(self.focus), "Reasoning": strip_markers(self.reasoning),
+                  "Next query": inline_text(self.next_query),
                   "Stopped": self.why_stopped}
         return {k: v for k, v in fields.items() if v}
 
