@@ -342,7 +342,7 @@ def cmd_resume(args) -> int:
     services.runner.recover_interrupted()
     run = services.repo.find_run(args.run_id)
     # Checked before anything is changed (the model, the budget).
-    if not services.runner.is_active(run.id) and run.status not in RunStatus.ACTIVE:
+    if not services.runner.is_active(run.id):
         try:
             services.runner.check_resumable(run)
         except RunnerError as exc:

@@ -305,7 +305,13 @@ class Runner:
         self.start(run_id, retry_failed=True)
 
     def check_resumable(self, run: Run) -> None:
-        """RunnerError when a run not executing has nothing to resume (done, no failed node)."""
+        """RunnerError when a run not executing here cannot be resumed from here: another process
+        executes it (without the task queue, which passes the resume on), or it is done with no
+        failed node. Checked before anything about the run is changed."""
+        if (self.dispatch is None and run.status in (RunStatus.RUNNING, RunStatus.PAUSED) and self._owner_alive(run)
+                and run.owner != self.owner):
+            raise RunnerError(f"run {run.id} is {run.status} in another process "
+                              f"({describe_owner(run.owner)}); resume or stop it there")
         if run.status == RunStatus.DONE and not self.repo.list_nodes(run.id, status=NodeStatus.FAILED):
             raise RunnerError(f"run {run.id} is already done and none of its nodes failed; there is nothing to resume")
 
@@ -333,10 +339,15 @@ class Runner:
         self._poke(run_id)
         with self._lock:
             execution = self._executions.get(run_id)
-        if execution is None:
+        if execution is None or execution.finished.is_set():  # no execution here to read the Stop
             run = self.repo.get_run(run_id)
             if run.status in (RunStatus.QUEUED, RunStatus.PAUSED, RunStatus.INTERRUPTED) and not self._owner_alive(run):
+                # Stopped here, not by an execution: the Stop is applied, and what waited with it
+                # is dropped as an execution's stop drops it (left queued, it would outlive both).
                 self.repo.set_status(run_id, RunStatus.STOPPED, stop_reason="stopped by the user")
+                for command in self.repo.take_commands(run_id, ("stop",)):
+                    self.repo.complete_command(command.id)
+                self._drop_pending_steering(run_id, None, "the run was stopped before it could apply this")
                 narrate_run(self.repo, run_id, narration.Phase.STOPPED, "stopped by the user")
 
     def interrupt_all(self, reason: str) -> dict[str, bool]:
@@ -634,6 +645,9 @@ class Runner:
             # The status tells the truth: a run that answered nothing has failed, whatever ran.
             if outcome.ok:
                 repo.set_status(run_id, RunStatus.DONE, stop_reason="", warning=outcome.warning)
+                # A Stop or Pause that came too late (no step was left to read it) must not stop
+                # the next command this finished run is steered with.
+                self._supersede_controls(run_id, why="the run had finished")
                 narrate_run(repo, run_id, narration.Phase.FINISHED,
                             "finished" + (f", with a warning: {outcome.warning}" if outcome.warning else ""))
             else:

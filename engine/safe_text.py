@@ -99,6 +99,7 @@ _BRACE_STRETCH = re.compile(r"[^}\n]+")
 
 
 _UNESCAPED_BRACE = re.compile(r"(?<!\\)((?:\\\\)*)\{")
+_ATTRIBUTE_OPENER = re.compile(r"(?<!\\)((?:\\\\)*)\{(?=\s*[:#.])")
 
 
 def _disarm_attribute_lists(text: str) -> str:
@@ -111,7 +112,8 @@ def _disarm_attribute_lists(text: str) -> str:
         # would show the entity's letters after the backslash.
         return _UNESCAPED_BRACE.sub(r"\1&#123;", part[:last_assignment]) + part[last_assignment:]
 
-    return _BRACE_STRETCH.sub(stretch, text)
+    # `{#source-1}`, `{.x}`, `{: ...}` with no assignment: an id would take a source entry's anchor.
+    return _ATTRIBUTE_OPENER.sub(r"\1&#123;", _BRACE_STRETCH.sub(stretch, text))
 
 
 def is_safe_link(destination: str) -> bool:
@@ -182,12 +184,19 @@ def _takes_source_anchor(match: re.Match[str]) -> bool:
     return _SOURCE_ANCHOR.search(_slug(_heading_words(match))) is not None
 
 
+# Words that would open a block of their own once a heading's hashes are gone (`# # Sources`).
+_OPENS_BLOCK = re.compile(r"\s*(?:[#>+*|=-]|\d)")
+
+
 def _disarm_headings(text: str, floor: int | None) -> str:
     def atx(match: re.Match[str]) -> str:
         prefix, hashes = match.group(1), match.group(2)
         document_heading = floor is not None and not prefix.strip()  # not inside a list or quote
-        if document_heading and names_report_section(_heading_words(match)):
-            return prefix  # its words stay, as a line of text: only our section is a "Sources" heading
+        words = _heading_words(match)
+        if document_heading and names_report_section(words):
+            # Only our section is a "Sources" heading: its words stay as a line of text, unless
+            # without the hashes they would open a block of their own (`# # Sources`).
+            return prefix if not _OPENS_BLOCK.match(words) else prefix + _HEADING_ENTITY["#"] + hashes[1:]
         if document_heading and not _takes_source_anchor(match):
             # A heading of the document itself, below our own levels.
             return prefix + "#" * min(6, max(floor, len(hashes)))
@@ -258,7 +267,8 @@ def shown_text(markdown: str) -> str:
         name = match.group(1)
         if name.startswith("#"):
             code = int(name[1:])
-            return chr(code) if 0 < code < 0x110000 else match.group(0)
+            # Not a character on its own (NUL, a UTF-16 surrogate half): left as written.
+            return chr(code) if 0 < code < 0x110000 and not 0xD800 <= code <= 0xDFFF else match.group(0)
         return _REFERENCE_CHARS[name]
     return _WRITTEN_REFERENCE.sub(reference, _WRITTEN_ESCAPE.sub(r"\1", markdown))
 

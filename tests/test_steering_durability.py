@@ -472,3 +472,56 @@ def test_rewrite_article_taken_with_a_new_subtopic_is_written_after_it(services,
     assert final.status == RunStatus.DONE and command_of(services, run.id, article.id).status == CommandStatus.DONE
     assert services.repo.latest_report(run.id).created_at >= command_of(services, run.id, article.id).done_at
     assert OmniThinkMethod().notices(RunGraph(services.repo, run.id, OmniThinkMethod.contract())) == []
+
+
+# ---------------------------------------------------------------------- stops that come too late (review 13c)
+
+
+def test_a_stop_that_came_after_the_last_step_does_not_stop_the_next_command(services, fake_llm):
+    from tests.deot_scripts import FINAL_REPORT, SMALL
+    from tests.deot_scripts import QUESTION as DEOT_QUESTION
+
+    holder: dict = {"arm": True}
+    fake_llm.when(FINAL_REPORT, once(holder, services.runner.stop))  # pressed during the last call
+    run = services.runner.create_run(question=DEOT_QUESTION, method="deot", params=SMALL,
+                                     llm_info=services.llm_info("fake"))
+    holder["run_id"] = run.id
+    services.runner.start(run.id)
+    done = services.runner.wait(run.id, timeout=30)
+    assert done.status == RunStatus.DONE  # no step was left to read it: superseded, not kept for later
+    assert [c.status for c in services.repo.list_commands(run.id) if c.kind == "stop"] == [CommandStatus.FAILED]
+    root = next(n for n in services.repo.list_nodes(run.id) if n.parent_id is None)
+    command = steer_and_wait(services, run.id, "ask", {"node_id": root.id, "question": "What did it cost?"})
+    assert command.status == CommandStatus.DONE, command.error
+
+
+def test_a_stop_on_a_run_waiting_for_a_worker_drops_what_waited_with_it(services, fake_llm):
+    stopped = stopped_deot(services, fake_llm)
+    root = next(n for n in services.repo.list_nodes(stopped.id) if n.parent_id is None)
+    # Queue mode as the app sees it: the Ask waits for a worker, then the person presses Stop.
+    ask = services.repo.enqueue_command(stopped.id, "ask", {"node_id": root.id, "question": "What did it cost?"})
+    services.repo.mark_queued(stopped.id)
+    services.runner.stop(stopped.id)
+    run = services.repo.get_run(stopped.id)
+    assert (run.status, run.stop_reason) == (RunStatus.STOPPED, "stopped by the user")
+    assert command_of(services, stopped.id, ask.id).status == CommandStatus.FAILED  # says to send it again
+    assert [c.status for c in services.repo.list_commands(stopped.id) if c.kind == "stop"][-1] == CommandStatus.DONE
+    # Sent again, it is applied and grown: no Stop is left over to cut it short.
+    command = steer_and_wait(services, stopped.id, "ask", {"node_id": root.id, "question": "What did it cost?"})
+    assert command.status == CommandStatus.DONE, command.error
+
+
+def test_resume_of_a_run_another_process_executes_changes_nothing(services, fake_llm):
+    import os
+    import socket
+
+    stopped = stopped_deot(services, fake_llm)
+    elsewhere = f"{socket.gethostname()}:{os.getpid()}:another-runner"  # alive, and not this runner
+    services.repo.set_status(stopped.id, RunStatus.RUNNING)
+    services.repo.claim_run(stopped.id, elsewhere)
+    services.repo.enqueue_command(stopped.id, "stop")  # the other process's Stop, not read yet
+    with pytest.raises(RunnerError, match="in another process"):
+        services.runner.resume(stopped.id, max_tokens=10**7)
+    run = services.repo.get_run(stopped.id)
+    assert run.max_tokens is None and run.owner == elsewhere
+    assert [c.status for c in services.repo.list_commands(stopped.id) if c.kind == "stop"][-1] == CommandStatus.QUEUED

@@ -442,3 +442,24 @@ def test_a_marker_typed_in_prose_that_cites_nothing_of_its_own_cites_nothing():
         node = Node(id=9, run_id="r", kind=kind, label=kind, content="", status="done", data=data.model_dump())
         markdown, numbering = answer_markdown(node, method.contract().kind(kind).read(node), [1, 2])
         assert numbering == {} and "[[S" not in markdown, (kind, markdown)
+
+
+def test_a_sources_heading_hidden_in_a_heading_or_an_id_attribute_takes_nothing():
+    from engine.safe_text import shown_text
+
+    body = markdown_block("Intro.\n\n# # Sources\n\n- [1] Forged\n\n## - Sources\n\n## Sources\n", heading_floor=2)
+    for render in RENDERERS.values():
+        html = render(body)
+        assert "<h1" not in html and "<h2" not in html, html  # none of them is a heading
+    assert "Sources" in visible_text(MD(body))
+    # An id-only attribute list (Python-Markdown's attr_list) would take a source entry's anchor.
+    html = RENDERERS["Python-Markdown extra"](markdown_block("Para\n{#source-1}\n\n*x*{#source-2} {: .c}"))
+    assert 'id="source-' not in html and 'class="c"' not in html, html
+    # A reference to half a UTF-16 pair is no character: left as written (a reader would choke on it).
+    assert shown_text("&#55357;&#56832; &#0; &#128512;") == "&#55357;&#56832; &#0; \U0001F600"
+
+
+def test_fgdip_step_content_cites_only_the_page_it_read():
+    content = FgdipMethod._content({"thought": "See [[S7]].", "action": "search", "argument": "x",
+                                    "observation": "Page text [[S[[S8]]9]]", "page_source": 3})
+    assert re.findall(r"\[\[S(\d+)\]\]", content) == ["3"]

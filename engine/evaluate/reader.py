@@ -94,7 +94,7 @@ def read_answer(reader: EvalLLM, *, question: str, report_markdown: str, report_
     except (StructuredOutputError, LLMError) as exc:
         # Scored as no answer, and the reason kept with the item: never a crash of the benchmark.
         return ReadAnswer(answer="", source="none", error=f"the reader failed: {exc}"[:500])
-    answer = result.answer.strip()
+    answer = shown_text(result.answer).strip()  # an escape copied from the report is not a word
     return ReadAnswer(answer="" if answer.lower() == "unknown" else answer, source="reader")
 
 

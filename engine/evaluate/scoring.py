@@ -19,6 +19,7 @@ from engine.evaluate.datasets import Item
 from engine.evaluate.reader import ReadAnswer, own_short_answer, read_answer
 from engine.methods.registry import get_method
 from engine.narration import SEARCH, active_seconds
+from engine.safe_text import shown_text
 from storage.models import Run, RunStatus
 from storage.repository import Repository
 
@@ -80,7 +81,8 @@ def score_item(repo: Repository, run_id: str, item: Item, reader: EvalLLM,
         if answered(run):
             data = report.data if report is not None else {}
             if known_reading is not None and own_short_answer(data) is None and markdown.strip():
-                read = ReadAnswer(answer=known_reading, source="reader")
+                # A reading stored before the reader read `shown_text` may carry its escapes (`&amp;`).
+                read = ReadAnswer(answer=shown_text(known_reading), source="reader")
             else:
                 read = read_answer(reader, question=item.question, report_markdown=markdown, report_data=data,
                                    yes_no=item.answer_type == "yesno")

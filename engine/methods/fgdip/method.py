@@ -14,6 +14,7 @@ its explanation and its verdict before it is done.
 
 from __future__ import annotations
 
+from engine.citations import strip_markers
 from engine.graph import NewNode
 from engine.llm.protocol import StructuredOutputError
 from engine.methods.base import REPORT, Method, MethodParams, RunContext
@@ -199,8 +200,9 @@ class FgdipMethod(Method):
     @staticmethod
     def _content(data: dict) -> str:
         marker = f" [[S{data['page_source']}]]" if data.get("page_source") is not None else ""
-        return (f"**Thought:** {data.get('thought', '')}\n\n**Action:** {action_markdown(data)}"
-                f"\n\n**Observation:** {data.get('observation') or ''}{marker}")
+        # The thought and the observation cite nothing of their own: only our page marker cites.
+        return (f"**Thought:** {strip_markers(data.get('thought', ''))}\n\n**Action:** {action_markdown(data)}"
+                f"\n\n**Observation:** {strip_markers(data.get('observation') or '')}{marker}")
 
     # ------------------------------------------------------------------ expansion (node generation)
 

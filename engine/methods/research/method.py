@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from engine.citations import cited_source_ids, number_citations
+from engine.citations import cited_source_ids, number_citations, strip_markers
 from engine.llm.protocol import StructuredOutputError
 from engine.methods.base import REPORT, Method, MethodParams, RunContext
 from engine.methods.contract import CommandPayload, CommandRejected, CommandSpec, UnsupportedCommand
@@ -234,7 +234,9 @@ class ResearchMethod(Method):
                 why = "no searches are left (max_searches)"
             else:
                 decision = "search"
-        content = (turn.reasoning.strip() + (f"\n\nNext search: {query}" if decision == "search" else "")).strip()
+        # The reasoning cites nothing of its own: a marker typed in it would cite a source of the run.
+        content = (strip_markers(turn.reasoning).strip()
+                   + (f"\n\nNext search: {query}" if decision == "search" else "")).strip()
         ctx.graph.finish(node, content=content, data={"reasoning": turn.reasoning.strip(), "decision": decision,
                                                       "next_query": query if decision == "search" else "",
                                                       "why_stopped": why})
