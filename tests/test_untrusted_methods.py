@@ -463,3 +463,10 @@ def test_fgdip_step_content_cites_only_the_page_it_read():
     content = FgdipMethod._content({"thought": "See [[S7]].", "action": "search", "argument": "x",
                                     "observation": "Page text [[S[[S8]]9]]", "page_source": 3})
     assert re.findall(r"\[\[S(\d+)\]\]", content) == ["3"]
+
+
+def test_judges_and_scores_read_the_words_not_the_escapes():
+    from engine.evaluate.claims import _plain
+
+    escaped = f"The duo is {inline_text('Simon & Garfunkel [1966]')} [[S3]] ."
+    assert _plain(escaped) == "The duo is Simon & Garfunkel [1966]."

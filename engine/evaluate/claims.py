@@ -37,6 +37,7 @@ from engine.evaluate.metrics import citation_error_rate
 from engine.evaluate.run_report import JudgedRun
 from engine.evaluate.verdicts import save_verdict
 from engine.llm.protocol import StructuredOutputError
+from engine.safe_text import shown_text
 from storage.evaluation import EvaluationStore
 
 CLAIMS_PURPOSE = "judge_claims"
@@ -125,7 +126,7 @@ class ClaimSupportResult(BaseModel):
 
 def _plain(sentence: str) -> str:
     """The sentence as the judge reads it: no markers, no space left before punctuation."""
-    return re.sub(r"\s+([.,;:!?])", r"\1", " ".join(strip_markers(sentence).split()))
+    return re.sub(r"\s+([.,;:!?])", r"\1", " ".join(shown_text(strip_markers(sentence)).split()))
 
 
 def cited_sentences(run: JudgedRun) -> list[SentenceCheck]:

@@ -29,6 +29,7 @@ from engine.evaluate.run_report import JudgedRun
 from engine.evaluate.verdicts import save_verdict
 from engine.llm.protocol import StructuredOutputError
 from engine.llm.schema_tools import capped
+from engine.safe_text import shown_text
 from storage.evaluation import EvaluationStore
 
 RUBRIC_PURPOSE = "judge_rubric"
@@ -208,7 +209,7 @@ def key_point_factuality(llm: EvalLLM, question: str, run: JudgedRun, documents:
     except StructuredOutputError as exc:
         return KeyPointResult(reference=reference, extraction_error=str(exc))
     # The report without its citation markers: the check is about content, not about citing.
-    report = quoted("REPORT", strip_markers(run.report))
+    report = quoted("REPORT", shown_text(strip_markers(run.report)))
     result = KeyPointResult(reference=reference)
     for point in dict.fromkeys(p.strip() for p in extracted.key_points if p.strip()):
         try:

@@ -97,7 +97,7 @@ def score_item(repo: Repository, run_id: str, item: Item, reader: EvalLLM,
             scores["accuracy"] = metrics.yes_no_accuracy(prediction, item.answers[0]) if prediction else 0.0
     elif item.answer_type == "article":
         # A failed run's report is a placeholder that says so: it is no article to score.
-        text = strip_markers(markdown) if answered(run) else ""
+        text = shown_text(strip_markers(markdown)) if answered(run) else ""
         prediction = text
         scores["heading_recall"] = (metrics.heading_recall(_HEADING.findall(markdown), item.reference_outline)
                                     if text.strip() else 0.0)
@@ -106,7 +106,7 @@ def score_item(repo: Repository, run_id: str, item: Item, reader: EvalLLM,
         own = item.reference_title.casefold()
         scores["own_article_retrieved"] = bool(own) and any(s.title.casefold() == own for s in sources)
     else:
-        prediction = strip_markers(markdown) if answered(run) else ""
+        prediction = shown_text(strip_markers(markdown)) if answered(run) else ""
     return prediction, scores, error
 
 
