@@ -92,8 +92,11 @@ def progress(run: Run, nodes: list[Node], *, lifecycle: Sequence[RunEvent] = (),
                 st.caption("Now: " + " · ".join(inline_text(line) for line in lines[:4])
                            + (" …" if len(lines) > 4 else ""))
         if run.status == RunStatus.STOPPED and run.stop_reason:
-            then = "raise the budget below and press Resume" if budget_short(run) else "press Resume"
-            st.warning(f"Stopped: {inline_text(run.stop_reason)}. Partial results are kept; {then} to continue.")
+            short = budget_short(run)
+            # The budget's own words, not the CLI's hint (--max-tokens): the fields below raise it here.
+            reason = str(short) if short is not None else run.stop_reason
+            then = "raise the budget below and press Resume" if short is not None else "press Resume"
+            st.warning(f"Stopped: {inline_text(reason.rstrip('. '))}. Partial results are kept; {then} to continue.")
         if run.status == RunStatus.FAILED and run.error:
             error_with_details(run.error, lead="The run failed: ", then=". Fix the cause (see Settings), then press "
                                "Resume: it also retries the failed nodes.")

@@ -882,7 +882,8 @@ def test_a_run_stopped_by_its_budget_is_resumed_with_a_raised_one_and_not_steere
     assert_no_exception(at)
     assert services.repo.get_run(run_id).status == RunStatus.STOPPED
     at = open_page(run_id=run_id)
-    assert "raise the budget below and press Resume" in joined(at.warning)
+    warning = joined(at.warning)
+    assert "raise the budget below and press Resume" in warning and "--max-tokens" not in warning
     raise_tokens = at.number_input(key=f"raise-tokens-{run_id}")
     assert raise_tokens.value == 2 * budget
     raise_tokens.set_value(100 * budget)
