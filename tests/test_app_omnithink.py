@@ -5,6 +5,7 @@ the Report page."""
 from __future__ import annotations
 
 from components import mindmap
+from engine.safe_text import inline_text
 from storage.models import CommandStatus, NodeStatus, RunStatus
 from tests.fixtures_engine import run_to_end
 from tests.test_app_pages import joined, open_page, pick_node, services, wait_until_idle  # noqa: F401
@@ -28,10 +29,10 @@ def test_explore_shows_the_pool_the_outline_and_subtopic_steering(services, monk
     # The run-state panels the view declares, each with its model's caption and body.
     assert {"Conceptual pool", "Outline", "How it grew · Conceptual pool"} <= set(expanders)
     assert f"Step {pools[-1].data['step']} · {len(concepts)} concepts" in joined(at.caption)
-    assert all(concept in markdown for concept in concepts)
+    assert all(inline_text(concept) in markdown for concept in concepts)  # model text, shown as text
     assert f"- Step {pools[-1].data['step']}: +{len(pools[-1].data['added'])} new" in markdown
     outline = services.repo.latest_run_state(run_id, "outline").data["outline"]["sections"]
-    assert all(section["title"] in markdown for section in outline)
+    assert all(inline_text(section["title"]) in markdown for section in outline)
     labels = {b.label for b in at.button}
     assert {"Expand", "Prune", "Add subtopic", "Rewrite outline", "Rewrite article"} <= labels
     assert "Go deeper" not in labels
