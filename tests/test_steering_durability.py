@@ -131,19 +131,26 @@ def test_an_edited_error_memory_is_counted_in_the_report(services, fake_llm):
     assert "learned 1 lesson" in services.repo.latest_report(run_id).markdown
 
 
+def stopped_at(services, fake_llm, prompt, question: str, method: str, params: dict):
+    """A run the person stopped while the model answered `prompt` the first time."""
+    holder: dict = {"arm": True}
+    fake_llm.when(prompt, once(holder, services.runner.stop))
+    run = services.runner.create_run(question=question, method=method, params=params,
+                                     llm_info=services.llm_info("fake"))
+    holder["run_id"] = run.id
+    services.runner.start(run.id)
+    stopped = services.runner.wait(run.id, timeout=30)
+    assert stopped.status == RunStatus.STOPPED
+    return stopped
+
+
 def fgdip_stopped_at_its_first_step(services, fake_llm):
     """An FGDIP run the person stopped while its first step was judged (no answer yet)."""
     from tests.fgdip_scripts import EVALUATE_STEP
 
     fake_llm.when(EXTRACT, entities("Arthur's Magazine", "First for Women"))
     fake_llm.when(GENERATE, numbered_steps(answer=answers_by_branch))
-    holder: dict = {"arm": True}
-    fake_llm.when(EVALUATE_STEP, once(holder, services.runner.stop))
-    run = services.runner.create_run(question=FGDIP_QUESTION, method="fgdip", params={},
-                                     llm_info=services.llm_info("fake"))
-    holder["run_id"] = run.id
-    services.runner.start(run.id)
-    return services.runner.wait(run.id, timeout=30)
+    return stopped_at(services, fake_llm, EVALUATE_STEP, FGDIP_QUESTION, "fgdip", {})
 
 
 def test_a_refused_command_leaves_a_stopped_run_stopped_and_an_applied_one_continues_it(services, fake_llm):
@@ -216,15 +223,7 @@ def stopped_deot(services, fake_llm):
     from tests.deot_scripts import SMALL, SUMMARY
     from tests.deot_scripts import QUESTION as DEOT_QUESTION
 
-    holder: dict = {"arm": True}
-    fake_llm.when(SUMMARY, once(holder, services.runner.stop))
-    run = services.runner.create_run(question=DEOT_QUESTION, method="deot", params=SMALL,
-                                     llm_info=services.llm_info("fake"))
-    holder["run_id"] = run.id
-    services.runner.start(run.id)
-    stopped = services.runner.wait(run.id, timeout=30)
-    assert stopped.status == RunStatus.STOPPED
-    return stopped
+    return stopped_at(services, fake_llm, SUMMARY, DEOT_QUESTION, "deot", SMALL)
 
 
 def test_regenerate_report_on_a_stopped_run_rewrites_it_from_the_graph_and_keeps_it_stopped(services, fake_llm):
@@ -315,15 +314,8 @@ def stopped_omnithink(services, fake_llm):
     """A small OmniThink run the person stopped at its first reflection (no article yet)."""
     from tests.omnithink_scripts import REFLECT
 
-    holder: dict = {"arm": True}
-    fake_llm.when(REFLECT, once(holder, services.runner.stop))
-    run = services.runner.create_run(question="The history of the printing press", method="omnithink",
-                                     params={"max_depth": 2, "subnodes": 2}, llm_info=services.llm_info("fake"))
-    holder["run_id"] = run.id
-    services.runner.start(run.id)
-    stopped = services.runner.wait(run.id, timeout=30)
-    assert stopped.status == RunStatus.STOPPED
-    return stopped
+    return stopped_at(services, fake_llm, REFLECT, "The history of the printing press", "omnithink",
+                      {"max_depth": 2, "subnodes": 2})
 
 
 def test_rewrite_article_on_a_stopped_omnithink_run_keeps_it_stopped(services, fake_llm):
