@@ -299,8 +299,7 @@ class Runner:
             return
         # A stop or pause still queued was meant for the execution that ended (it stopped before it
         # read it); resuming overrides it, or the new execution would stop again at once.
-        for command in self.repo.take_commands(run_id, ("stop", "pause")):
-            self.repo.complete_command(command.id, ok=False, error="superseded: the run was resumed")
+        self._supersede_controls(run_id, why="the run was resumed")
         # Resuming also retries what failed: a transient error must not be final for a node.
         self.start(run_id, retry_failed=True)
 
