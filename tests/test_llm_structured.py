@@ -173,7 +173,7 @@ def test_an_answer_that_copies_the_instructions_is_re_asked():
                                                     Message("user", SOURCES_PROMPT)], Summary)
         reask = server.requests[1]["messages"][-1]["content"]
     assert summary.short_answer == "The waggle dance"  # the user's question quoted in a paragraph is fine
-    assert "short_answer repeats the instructions word for word" in reask
+    assert "short_answer repeats the instructions instead of answering them" in reask
 
 
 def test_a_field_description_copied_every_time_fails_as_a_structured_output_error():
@@ -182,3 +182,48 @@ def test_a_field_description_copied_every_time_fails_as_a_structured_output_erro
             server.enqueue(content='{"paragraphs": ["x"], "short_answer": "The answer in as few words as possible"}')
         with pytest.raises(StructuredOutputError, match="repeats the instructions"):
             ask_structured(make_llm(server), [Message("user", SOURCES_PROMPT)], Summary)
+
+
+BLENDED_COPY = "The fewest words that answer the question (a name, number, date, or yes/no); no explanation."
+
+
+def test_a_blend_of_the_prompt_and_the_schema_counts_as_a_copy_of_the_instructions():
+    """3 of 18 MTQA runs on HotpotQA answered BLENDED_COPY with the built-in model: the summary
+    prompt's words with the schema description's, in neither word for word."""
+    from engine.llm.structured import format_instruction, repeats_instructions
+    from engine.methods.mtqa.prompts import SUMMARY
+    from engine.methods.mtqa.schemas import ColumnSummary
+
+    instructions = SUMMARY.system + "\n" + format_instruction(ColumnSummary)
+    assert BLENDED_COPY.casefold().rstrip(".") not in instructions.casefold()
+    assert repeats_instructions(BLENDED_COPY, instructions)
+    assert repeats_instructions("The answer in as few words as possible: a name, number, date, yes or no.", instructions)
+
+
+def test_answers_that_share_a_few_words_with_the_instructions_are_not_copies():
+    from engine.llm.structured import format_instruction, repeats_instructions
+    from engine.methods.mtqa.prompts import SUMMARY
+    from engine.methods.mtqa.schemas import ColumnSummary
+
+    instructions = SUMMARY.system + "\n" + format_instruction(ColumnSummary)
+    for answer in ("Arthur's Magazine", "yes", "The answer is the Waggle Dance Society of Bavaria",
+                   "The knowledge units say the magazine was started in 1844, so it is older [1].",
+                   "Thought 2 claimed 1852, which unit [3] contradicts: the answer is 1844.",
+                   "a name, number, date, yes or no question about the Eiffel Tower's height in 1889"):
+        assert not repeats_instructions(answer, instructions), answer
+
+
+def test_the_blended_copy_is_re_asked_and_a_real_answer_taken():
+    from engine.methods.mtqa.prompts import SUMMARY
+    from engine.methods.mtqa.schemas import ColumnSummary
+
+    with FakeOpenAIServer() as server:
+        server.enqueue(content='{"checks": [], "paragraphs": ["Arthur\'s Magazine came first [1]."], '
+                               f'"short_answer": "{BLENDED_COPY}"}}')
+        server.enqueue(content='{"checks": [], "paragraphs": ["Arthur\'s Magazine came first [1]."], '
+                               '"short_answer": "Arthur\'s Magazine"}')
+        summary = ask_structured(make_llm(server), [Message("system", SUMMARY.system),
+                                                    Message("user", SOURCES_PROMPT)], ColumnSummary)
+        reask = server.requests[1]["messages"][-1]["content"]
+    assert summary.short_answer == "Arthur's Magazine"
+    assert "short_answer repeats the instructions instead of answering them" in reask

@@ -8,6 +8,7 @@ Invalid answers are re-asked with the validation error, a bounded number of time
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -89,13 +90,29 @@ def parse_output(text: str, output_type: type[T]) -> T:
     return output_type.model_validate(value)
 
 
-# A string of at least this many words found word for word in the instructions is a copy of them.
+# A string of at least this many words is a copy of the instructions when it is found in them word
+# for word, or when at least COPY_SHARE of its word 3-grams are: a 0.5B model answered "The fewest words
+# that answer the question (a name, number, date, or yes/no); no explanation.", a blend of the prompt's
+# words and the schema's description that is in neither word for word.
 COPY_MIN_WORDS = 5
+COPY_SHARE = 0.8
 _WORD = re.compile(r"\w+")
 
 
-def _word_text(text: str) -> str:
-    return " " + " ".join(_WORD.findall(text.casefold())) + " "
+def _words(text: str) -> list[str]:
+    return _WORD.findall(text.casefold())
+
+
+def _trigrams(words: Sequence[str]) -> set[tuple[str, ...]]:
+    return {tuple(words[i:i + 3]) for i in range(len(words) - 2)}
+
+
+@functools.lru_cache(maxsize=64)
+def _instruction_words(instructions: str) -> tuple[str, set[tuple[str, ...]]]:
+    """The instructions as one spaced word string and as their set of word 3-grams (asked once per
+    string of every answer, so kept for the instructions of the last few calls)."""
+    words = _words(instructions)
+    return " " + " ".join(words) + " ", _trigrams(words)
 
 
 def _strings(value: Any, path: str = "") -> list[tuple[str, str]]:
@@ -119,9 +136,16 @@ def copied_instructions(answer: BaseModel, instructions: str) -> str | None:
 
 
 def repeats_instructions(text: str, instructions: str) -> bool:
-    """Whether `text` (of at least COPY_MIN_WORDS words) is found word for word in `instructions`."""
-    words = _word_text(text)
-    return len(words.split()) >= COPY_MIN_WORDS and words in _word_text(instructions)
+    """Whether `text` (of at least COPY_MIN_WORDS words) repeats `instructions`: word for word, or
+    with most of its word 3-grams (COPY_SHARE) taken from them."""
+    words = _words(text)
+    if len(words) < COPY_MIN_WORDS:
+        return False
+    spaced, trigrams = _instruction_words(instructions)
+    if " " + " ".join(words) + " " in spaced:
+        return True
+    own = _trigrams(words)
+    return len(own & trigrams) >= COPY_SHARE * len(own)
 
 
 def _short_error(exc: Exception) -> str:
@@ -178,7 +202,7 @@ def ask_structured(
             answer = parse_output(response.text, output_type)
             copied = copied_instructions(answer, instructions)
             if copied:
-                raise ValueError(f"{copied} repeats the instructions word for word instead of answering them; "
+                raise ValueError(f"{copied} repeats the instructions instead of answering them; "
                                  "write the content they ask for")
             return answer
         except (ValueError, ValidationError) as exc:
