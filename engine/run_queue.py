@@ -62,18 +62,35 @@ class RunQueue:
 
     def enqueue(self, run_id: str, *, retry_failed: bool = False, steered_from: dict | None = None) -> bool:
         """Queue the run for a worker; False when a job for it is already waiting (that one will
-        execute it)."""
+        execute it).
+
+        With `steered_from` (a steering command reopened a stopped or failed run), a job already
+        waiting is stale: it was queued before the run stopped (a Stop applied to a run that waited
+        for a worker leaves its job behind) and carries no such state, so a worker taking it would
+        run the whole run on. It is replaced by this one."""
         from procrastinate.exceptions import AlreadyEnqueued
 
         app = self._open()
         # Only when set: a worker of the release before it, still draining the queue, takes the rest.
         held = {"steered_from": steered_from} if steered_from is not None else {}
+        task = app.configure_task(TASK, queue=QUEUE, queueing_lock=run_id)
         try:
-            app.configure_task(TASK, queue=QUEUE, queueing_lock=run_id).defer(
-                run_id=run_id, retry_failed=retry_failed, **held)
+            task.defer(run_id=run_id, retry_failed=retry_failed, **held)
         except AlreadyEnqueued:
-            return False
+            if steered_from is None or not self._cancel_waiting(run_id):
+                return False
+            try:
+                task.defer(run_id=run_id, retry_failed=retry_failed, **held)
+            except AlreadyEnqueued:  # another job was queued in between: it reopens the run itself
+                return False
         return True
+
+    def _cancel_waiting(self, run_id: str) -> bool:
+        """Delete the jobs of `run_id` that wait for a worker (not one a worker already took: that
+        one finds the run reopened and executes it); whether any was."""
+        manager = self._open().job_manager
+        waiting = manager.list_jobs(queue=QUEUE, queueing_lock=run_id, status="todo")
+        return any([manager.cancel_job_by_id(job.id, delete_job=True) for job in waiting if job.id is not None])
 
     def depth(self) -> QueueDepth:
         rows = list(self._open().job_manager.list_queues(queue=QUEUE))

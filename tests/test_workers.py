@@ -209,6 +209,36 @@ def test_pause_steer_and_resume_from_another_process_reach_the_worker(services, 
     assert run_phases(services, run_id)[narration.Phase.PAUSED] == 1
 
 
+def test_a_command_to_a_stopped_run_replaces_the_stale_job_that_waited_for_it():
+    """A Stop applied to a run that waited for a worker leaves that job queued. A command sent to
+    the stopped run then must not be dropped as "already queued": the stale job carries no
+    `steered_from`, and a worker taking it would run the whole run on. No worker runs here, so the
+    jobs stay waiting for the test to read."""
+    from engine.run_queue import QUEUE, RunQueue
+    from storage.db import open_database
+
+    base = _postgres_url()
+    if not base:
+        pytest.skip("no PostgreSQL test server (run the tests through scripts/test)")
+    db = open_database(_fresh_postgres_database(base))
+    queue = RunQueue(db)
+    try:
+        assert queue.enqueue("run-a", retry_failed=True)
+        assert not queue.enqueue("run-a")  # an ordinary job defers to the one waiting
+        held = {"status": "stopped", "stop_reason": "stopped by the user", "error": None}
+        assert queue.enqueue("run-a", steered_from=held)
+        assert queue.enqueue("run-b")  # another run's job is left alone
+        waiting = queue.app.job_manager.list_jobs(queue=QUEUE, status="todo")
+        assert sorted((j.queueing_lock, j.task_kwargs.get("steered_from"), j.task_kwargs["retry_failed"])
+                      for j in waiting) == [("run-a", held, False), ("run-b", None, False)]
+        # A second command while the reopening job waits: that job already carries how the run stood.
+        assert not queue.enqueue("run-a")
+        assert queue.depth().waiting == 2
+    finally:
+        queue.close()
+        db.dispose()
+
+
 def test_a_refused_command_leaves_a_run_stopped_on_a_worker_stopped(services, workers):
     """The rule embedded execution keeps (a person's Stop holds unless a command applies) holds on a
     worker too: the job carries how the run stood, and a refused command puts it back."""
