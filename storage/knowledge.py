@@ -128,10 +128,13 @@ class KnowledgeStore(Store):
             raise GraphNotFound(f"no knowledge graph {graph_id}")
         return graph
 
-    def version(self, graph_id: int) -> int:
-        """The graph's version: it changes with every merge (one column of one row)."""
+    def version(self, graph_id: int) -> tuple[str, int]:
+        """The graph's key and version: the version changes with every merge (one column of one row),
+        and the key tells a graph from a deleted one whose id SQLite gave out again."""
         with self._session() as s:
-            return s.exec(select(KnowledgeGraph.version).where(KnowledgeGraph.id == graph_id)).one()
+            key, version = s.exec(select(KnowledgeGraph.key, KnowledgeGraph.version)
+                                  .where(KnowledgeGraph.id == graph_id)).one()
+            return key, version
 
     def list_graphs(self, *, scope: str | None = None) -> list[KnowledgeGraph]:
         stmt = select(KnowledgeGraph)

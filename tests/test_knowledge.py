@@ -309,6 +309,28 @@ def test_runs_share_a_graphs_view_until_a_merge_changes_the_graph(store):
     assert units[0].hit.ref == FIRST.ref
 
 
+def test_a_deleted_runs_graph_view_is_never_served_to_the_graph_that_takes_its_id(store):
+    """SQLite gives the id of a deleted last row to the next one: the next run's graph gets the
+    deleted graph's id and, with as many documents, its version number too (review 14)."""
+    layer = KnowledgeLayer(store)  # one per process, as Services keeps it
+    repo = Repository(store.db)
+    first_run = repo.create_run(question=QUESTION, method="rag", params={}).id
+    first = layer.open(run_id=first_run, scope="question", collection=None, ask=EvalLLM(FakeLLM()).ask,
+                       parallel=serial)
+    first.add_documents([ARTHUR])
+    assert [u.hit.ref for u in first.retrieve(QUESTION, Keywords(("Arthur's Magazine",), ()), top_k=3, hops=1)] \
+        == [ARTHUR.ref]
+    repo.delete_run(first_run)
+    second_run = repo.create_run(question=QUESTION, method="rag", params={}).id
+    second = layer.open(run_id=second_run, scope="question", collection=None, ask=EvalLLM(FakeLLM()).ask,
+                        parallel=serial)
+    second.add_documents([FIRST])
+    own = second.retrieve(QUESTION, Keywords(("First for Women",), ()), top_k=3, hops=1)
+    assert [u.hit.ref for u in own] == [FIRST.ref]
+    assert all("Arthur" not in t.subject + t.object for u in own for t in u.triples)
+    assert second.retrieve(QUESTION, Keywords(("Arthur's Magazine",), ()), top_k=3, hops=1) == []
+
+
 class Stop(Exception):
     pass
 

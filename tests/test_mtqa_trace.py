@@ -438,3 +438,27 @@ def test_a_run_stopped_by_its_budget_reports_the_last_summary_as_partial_and_res
     final = services.repo.latest_report(run_id)
     assert "partial" not in final.data and final.data["column"] == 2
     assert "Partial report" not in render_markdown(services.repo, run_id)
+
+
+def test_a_run_whose_question_found_no_document_says_its_answer_cites_nothing(services, fake_llm):
+    """No document passes the relevance floor: the matrix still answers (the model's own knowledge),
+    and the report says so instead of reading as grounded as any other (review 14)."""
+    run_id = run_to_end(services, "Qwxzv plorbit snarfle grundy?", "mtqa", {"rows": 1, "columns": 1})
+    report = services.repo.latest_report(run_id, "final").markdown
+    assert "This answer is the model's own and cites nothing" in report
+    assert "No relevant source was found" in report
+
+
+def test_a_run_whose_documents_gave_no_knowledge_unit_says_its_answer_cites_nothing(services, fake_llm):
+    from engine.knowledge.prompts import EXTRACT
+
+    fake_llm.when(prompt=EXTRACT.name, respond={"entities": [], "relations": []})
+    run_id = run_to_end(services, QUESTION, "mtqa", {"rows": 1, "columns": 1})
+    report = services.repo.latest_report(run_id, "final").markdown
+    assert re.search(r"No knowledge unit was found for this question \(\d+ document\(s\), 0 entities and 0 "
+                     r"relations extracted from them\)\. This answer is the model's own and cites nothing\.", report)
+
+
+def test_a_grounded_run_has_no_ungrounded_note(services, fake_llm):
+    run_id = run_to_end(services, QUESTION, "mtqa", {"rows": 1, "columns": 1})
+    assert "cites nothing" not in services.repo.latest_report(run_id, "final").markdown

@@ -57,7 +57,7 @@ class KnowledgeError(ValueError):
 class GraphView:
     """What retrieval reads of a graph (its key index and who neighbours whom), at one version."""
 
-    version: int
+    version: tuple[str, int]  # the graph's key and version (KnowledgeStore.version)
     index: KeyIndex
     neighbours: dict[str, set[str]]
 
@@ -73,6 +73,8 @@ class GraphViews:
         self._lock = threading.Lock()
 
     def get(self, graph_id: int) -> GraphView:
+        # With the key: SQLite gives a deleted run's graph id to the next graph, which reaches the
+        # same version number too, and must not be served the deleted graph's view.
         version = self._store.version(graph_id)
         with self._lock:
             view = self._views.get(graph_id)

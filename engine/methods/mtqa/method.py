@@ -60,7 +60,7 @@ from engine.methods.mtqa.schemas import MAX_PARAGRAPHS, ColumnSummary, MergedCol
 from engine.methods.mtqa.weights import passed_paragraphs
 from engine.safe_text import inline_text, one_line
 from engine.search.protocol import Hit, SearchError
-from engine.search.relevance import relevant_hits
+from engine.search.relevance import relevant_hits, ungrounded_note
 from storage.models import Node, NodeStatus, Source
 
 _SPACE_BEFORE_PUNCTUATION = re.compile(r"[ \t]+([.,;:!?])")
@@ -467,11 +467,27 @@ class MtqaMethod(Method):
                     "Resume the run to retry the rest." if last.status == NodeStatus.FAILED else
                     f"\n\n> This is the summary of column {data.column + 1} of {len(columns)}: the later "
                     "columns have not been written yet.")
+        note += self._ungrounded_note(ctx, columns)
         # One line of the model's: escaped, so it cannot start a heading ("## Sources"), a list or a citation.
         short = f"**Answer:** {inline_text(data.short_answer)}\n\n" if data.short_answer else ""
         ctx.graph.save_report(short + final.content + note, data={
             "method": self.name, "short_answer": data.short_answer, "summary_node": final.id,
             "column": data.column + 1})
+
+    @staticmethod
+    def _ungrounded_note(ctx: RunContext, columns: Sequence[matrix.Column]) -> str:
+        """Said to the reader when no retrieval found a knowledge unit, so the matrix reasoned from the
+        model's own knowledge (no relevant document, nothing extracted, no key matched): else ""."""
+        holder = matrix.knowledge_node(ctx.graph)
+        data = ctx.graph.data(holder, KnowledgeData) if holder is not None else KnowledgeData()
+        if data.units or any(ctx.graph.data(c.summary, SummaryData).units for c in columns if c.summary is not None):
+            return ""
+        if data.scope == "question" and not data.documents:
+            return ungrounded_note(ctx.searcher.description)
+        where = (f"{len(data.documents)} document(s), {data.entities} entities and {data.relations} relations "
+                 "extracted from them" if data.scope == "question" else "the collection's knowledge graph")
+        return (f"\n\n> No knowledge unit was found for this question ({where}). This answer is the model's own "
+                "and cites nothing.")
 
     # ------------------------------------------------------------------ steering
 
