@@ -422,6 +422,26 @@ class CorpusStore:
                                text=text, snippet="", score=0.0)
                 last, given = chunk_id, given + 1
 
+    def titled(self, title: str) -> list[ChunkHit]:
+        """The chunks, in order, of the first document titled `title` (case and runs of spaces
+        ignored), or []: the page an agent's Search[entity] opens. A scan of the titles, which
+        takes milliseconds at the bundled corpus's size (no index, so an existing index file is
+        used as it is)."""
+        wanted = " ".join(title.split())
+        if not wanted:
+            return []
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT id, title, ref, url, collection FROM documents WHERE title = ? COLLATE NOCASE "
+                "ORDER BY id LIMIT 1", (wanted,)).fetchone()
+            if row is None:
+                return []
+            doc_id, found, ref, url, collection = row
+            chunks = self._conn.execute(
+                "SELECT ordinal, text FROM chunks WHERE doc_id = ? ORDER BY ordinal", (doc_id,)).fetchall()
+        return [ChunkHit(title=found, ref=ref, url=url, collection=collection, ordinal=ordinal, text=text,
+                         snippet=text[:300], score=0.0) for ordinal, text in chunks]
+
     def search(
         self, query: str, k: int = 5, *, collections: Sequence[str] | None = None
     ) -> list[ChunkHit]:

@@ -6,6 +6,8 @@ without recomputing a finished node; the yes/no mode."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from engine.citations import cited_source_ids
@@ -29,6 +31,8 @@ from tests.fgdip_scripts import (
     judged_answer,
     nodes_of,
     numbered_steps,
+    step,
+    steps_so_far,
     verdicts_by_last_argument,
 )
 from tests.fixtures_engine import run_to_end
@@ -488,3 +492,61 @@ def test_a_kill_while_choosing_a_finishing_node_resumes_into_the_same_tree(servi
     services.runner.resume(run_id)
     assert services.runner.wait(run_id, timeout=30).status == RunStatus.DONE
     assert shape(run_id) == clean and clean[1] == ["answer"]
+
+
+# ---------------------------------------------------------------------- the tools (review 14)
+
+def page_of(services, node):
+    return next(s for s in services.repo.list_sources(node.run_id) if s.id == node.data["page_source"])
+
+
+def test_search_opens_the_page_titled_as_the_entity_before_any_ranked_one(services, fake_llm):
+    """ReAct's Search[entity] opens the entity's page. Ranked by BM25, "Dua Lipa" comes after her
+    album and a tour in the bundled corpus, so the branch read the wrong article."""
+    ranked = [h.title for h in services.searcher("local").search("Dua Lipa", k=10)]
+    assert ranked[0] != "Dua Lipa" and "Dua Lipa" in ranked  # the reason for the title lookup
+    fake_llm.when(EXTRACT, entities("dua  lipa"))  # case and spacing as a model may write them
+    fake_llm.when(GENERATE, step("finish", "Dua Lipa"))
+    run_id = run_to_end(services, "Which record label signed Dua Lipa?", "fgdip", {"siblings": 1})
+    [branch] = nodes_of(services, run_id, "entity")
+    page = page_of(services, branch)
+    assert (page.title, page.ref) == ("Dua Lipa", "hotpotqa/Dua Lipa#0")
+    assert branch.data["observation"].startswith("Dua Lipa: ")
+    assert branch.data["observation"].count("Dua Lipa (album)") <= 1  # listed once among the others, if at all
+
+
+def test_the_titled_page_respects_a_benchmarks_exclusions(services):
+    from engine.search.exclusion import ExcludingSearcher, SearchExclusions
+    from engine.search.protocol import titled_page
+
+    local = services.searcher("local")
+    assert titled_page(local, "Dua Lipa").title == "Dua Lipa"
+    assert titled_page(ExcludingSearcher(local, SearchExclusions(titles=["dua lipa"])), "Dua Lipa") is None
+    assert titled_page(services.searcher("none"), "Dua Lipa") is None
+    assert titled_page(local, "No page has this title") is None
+
+
+def test_a_lookup_after_one_that_found_nothing_still_reads_the_branchs_page(services, fake_llm):
+    fake_llm.when(EXTRACT, entities("Arthur's Magazine"))
+    script = {1: step("lookup", "zzqx-not-there"), 2: step("lookup", "Philadelphia")}
+    fake_llm.when(GENERATE, lambda r: script.get(steps_so_far(r), step("finish", "Arthur's Magazine")))
+    run_id = run_to_end(services, QUESTION, "fgdip", {"siblings": 1})
+    lookups = {n.data["argument"]: n for n in nodes_of(services, run_id, "step") if n.data.get("action") == "lookup"}
+    missed, found = lookups["zzqx-not-there"], lookups["Philadelphia"]
+    assert missed.data["observation"] == "No more results for zzqx-not-there in Arthur's Magazine."
+    assert missed.data.get("page_source") is None and "[[S" not in missed.content  # it read nothing to cite
+    assert found.data["observation"].startswith("(Result 1 / 1) ") and "Philadelphia" in found.data["observation"]
+    assert page_of(services, found).title == "Arthur's Magazine"
+
+
+def test_the_same_lookup_again_shows_the_next_results(services, fake_llm):
+    fake_llm.when(EXTRACT, entities("Arthur's Magazine"))
+    script = {1: step("lookup", "the"), 2: step("lookup", "the"), 3: step("lookup", "the")}
+    fake_llm.when(GENERATE, lambda r: script.get(steps_so_far(r), step("finish", "Arthur's Magazine")))
+    run_id = run_to_end(services, QUESTION, "fgdip", {"siblings": 1, "max_depth": 6})
+    shown = [n.data["observation"] for n in sorted(nodes_of(services, run_id, "step"), key=lambda n: n.id)
+             if n.data.get("action") == "lookup"]
+    [total] = {int(t) for t in re.findall(r"\(Result \d+ / (\d+)\)", shown[0])}
+    numbers = [[int(i) for i in re.findall(r"\(Result (\d+) / \d+\)", text)] for text in shown]
+    assert numbers[0] == [1, 2] and numbers[1] == list(range(3, min(4, total) + 1))
+    assert shown[2] == "No more results for the in Arthur's Magazine." or numbers[2][0] == 5

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from itertools import zip_longest
 
 from engine.config import SearchMode, Settings
-from engine.search.protocol import Hit, Searcher, SearchError
+from engine.search.protocol import Hit, Searcher, SearchError, titled_page
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +54,10 @@ class CombinedSearcher:
         rest = [s for s in self.searchers if not is_web(s)]
         return WebFirstSearcher(web, rest) if web and rest else self
 
+    def titled(self, title: str) -> Hit | None:
+        """The first backend's page titled `title` (protocol.titled_page)."""
+        return next((page for page in (titled_page(s, title) for s in self.searchers) if page is not None), None)
+
     def search(self, query: str, k: int = 5) -> list[Hit]:
         results: list[list[Hit]] = []
         errors: list[SearchError] = []
@@ -96,6 +100,9 @@ class WebFirstSearcher:
     @property
     def description(self) -> str:
         return self.web.description + (f", then {self.rest.description}" if self.rest else "")
+
+    def titled(self, title: str) -> Hit | None:
+        return titled_page(self.rest, title) if self.rest is not None else None
 
     def search(self, query: str, k: int = 5) -> list[Hit]:
         try:

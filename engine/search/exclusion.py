@@ -15,7 +15,7 @@ from urllib.parse import unquote, urlsplit
 
 from pydantic import BaseModel, Field
 
-from engine.search.protocol import Hit, Searcher
+from engine.search.protocol import Hit, Searcher, titled_page
 
 # How many more hits to ask for: a long article is many chunks, all of which may rank first.
 OVERFETCH = 4
@@ -69,6 +69,11 @@ class ExcludingSearcher:
         fetch = min(MAX_FETCH, max(k * OVERFETCH, k + 20))
         kept = [hit for hit in self.searcher.search(query, fetch) if not self.excludes(hit)]
         return kept[:k]
+
+    def titled(self, title: str) -> Hit | None:
+        # Defined here, not left to __getattr__: the wrapped searcher's page may be an excluded one.
+        page = titled_page(self.searcher, title)
+        return None if page is None or self.excludes(page) else page
 
     def web_first(self) -> "ExcludingSearcher":
         """The wrapped searcher's web-first search (`combined.web_first`), still without the excluded."""

@@ -103,6 +103,16 @@ class LocalCorpusSearcher:
     def search(self, query: str, k: int = 5) -> list[Hit]:
         return [corpus_hit(hit) for hit in self.store.search(query, k)]
 
+    def titled(self, title: str) -> Hit | None:
+        """The document titled `title` as one hit: its first chunk's reference, its whole text (an
+        agent's Lookup reads the page, not the one chunk a ranking picked)."""
+        chunks = self.store.titled(title)
+        if not chunks:
+            return None
+        hit = corpus_hit(chunks[0])
+        text = "\n\n".join(c.text for c in chunks)[:TITLED_PAGE_CHARS]
+        return Hit(title=hit.title, ref=hit.ref, snippet=hit.snippet, text=text, kind=hit.kind, url=hit.url)
+
     def ingest(
         self, paths: Iterable[Path | str], *, collection: str = DEFAULT_COLLECTION,
         inside: tuple[Path, str] | None = None,
@@ -150,6 +160,10 @@ class LocalCorpusSearcher:
             report.count(self.store.add_documents([new]))
         except OSError as exc:  # the file went away or became unreadable; its rows are rolled back
             report.skipped.append(Skipped(doc.path, f"cannot read: {exc.strerror or exc}"))
+
+
+# The most of a document `titled` gives as one page: a long Wikipedia article's text.
+TITLED_PAGE_CHARS = 20_000
 
 
 def corpus_hit(hit: ChunkHit) -> Hit:

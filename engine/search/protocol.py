@@ -32,6 +32,14 @@ class Searcher(Protocol):
     def search(self, query: str, k: int = 5) -> list[Hit]: ...
 
 
+def titled_page(searcher: Searcher, title: str) -> Hit | None:
+    """The page titled `title`, when the searcher can open a page by its title (the local corpus
+    can; a web search engine cannot): what an agent's Search[entity] opens before any ranking.
+    Searchers that can define `titled(title) -> Hit | None`; this is the optional part of the seam."""
+    opener = getattr(searcher, "titled", None)
+    return opener(title) if callable(opener) else None
+
+
 class SearchError(Exception):
     """A search backend failed (deadline passed, rate limited, network down). `hint` says what to do."""
 

@@ -13,7 +13,7 @@ from typing import Any
 from engine.citations import strip_markers
 from engine.methods.base import RunContext
 from engine.methods.fgdip.params import FgdipParams
-from engine.search.protocol import SearchError
+from engine.search.protocol import SearchError, titled_page
 from engine.search.relevance import relevant_hits
 from storage.models import Node, Source
 
@@ -43,19 +43,28 @@ PAGE_CHARS = 20_000  # a long Wikipedia article's text; the web searcher's own p
 
 def search(ctx: RunContext, node: Node, query: str) -> Observation:
     params: FgdipParams = ctx.params  # type: ignore[assignment]
+    # The page titled exactly so first, as a Wikipedia search opens it: ranking alone put "Dua Lipa
+    # (album)" and a tour before the singer's article, and the floor dropped "Serializer"'s neighbours.
+    titled = titled_page(ctx.searcher, query)
     try:
         hits = ctx.search(query, k=params.search_results, node=node)
     except SearchError as exc:
-        return Observation(f"The search for {query} failed.", {"search_error": f"{exc} {exc.hint}".strip()})
+        if titled is None:
+            return Observation(f"The search for {query} failed.", {"search_error": f"{exc} {exc.hint}".strip()})
+        hits = []
+    if titled is not None:
+        hits = [h for h in hits if h.ref != titled.ref and h.title.casefold() != titled.title.casefold()]
     relevant = relevant_hits(query, hits, floor=params.relevance_floor)
     ctx.note_unrelated(query, relevant, node)
     dropped = {"dropped_as_unrelated": relevant.dropped_summary()}
-    if not relevant.kept:
+    found = ([titled] if titled is not None else []) + relevant.kept
+    if not found:
         similar = ", ".join(h.title for h in hits[:5])
         return Observation(f"Could not find a page about {query}." + (f" Similar: {similar}." if similar else ""),
                            dropped)
+    found = found[: params.search_results]
     # Web results: the page itself (the search shows its start, Lookup reads all of it), not its snippet.
-    kept = ctx.read_pages(query, relevant.kept, limit=params.read_pages, max_chars=PAGE_CHARS, node=node).hits
+    kept = ctx.read_pages(query, found, limit=params.read_pages, max_chars=PAGE_CHARS, node=node).hits
     sources = ctx.graph.add_sources(kept, node=node)
     page = sources[0]
     text = strip_markers(page.text or page.snippet or "").strip()
@@ -66,23 +75,41 @@ def search(ctx: RunContext, node: Node, query: str) -> Observation:
     return Observation(f"{page.title}: {text}{more}", {**dropped, "page_source": page.id}, [s.id for s in sources])
 
 
+LOOKUP_RESULTS = 2  # sentences one Lookup shows; the same Lookup again shows the next ones
+
+
 def lookup(ctx: RunContext, keyword: str, path: Sequence[Node]) -> Observation:
-    """Sentences of the branch's last retrieved page that contain `keyword`."""
+    """Sentences of the branch's last retrieved page that contain `keyword`: the first ones, or,
+    when the branch already looked the same keyword up in that page, the next ones (as ReAct's
+    Lookup steps through its results)."""
     page = last_page(ctx, path)
     if page is None:
         return Observation("No page has been retrieved on this branch yet: search first.")
     sentences = [s.strip() for s in _SENTENCE.split(strip_markers(page.text or page.snippet or "")) if s.strip()]
-    wanted = keyword.casefold()
+    wanted = keyword.strip().casefold()
     found = [s for s in sentences if wanted and wanted in s.casefold()]
-    if not found:
-        return Observation(f"No more results for {keyword} in {page.title}.", {"page_source": page.id})
-    shown = " ".join(f"(Result {i} / {len(found)}) {s}" for i, s in enumerate(found[:2], start=1))
+    shown_before = sum(LOOKUP_RESULTS for n in path if _looked_up(n, wanted, page.id))
+    if not found[shown_before:]:
+        # No page_source: this node read nothing to cite, and the next Lookup reads the same page.
+        return Observation(f"No more results for {keyword} in {page.title}.")
+    shown = " ".join(f"(Result {i} / {len(found)}) {s}"
+                     for i, s in enumerate(found[shown_before:shown_before + LOOKUP_RESULTS], start=shown_before + 1))
     return Observation(shown, {"page_source": page.id}, [page.id])
 
 
+def _looked_up(node: Node, keyword: str, page_id: int) -> bool:
+    data = node.data or {}
+    return (data.get("action") == "lookup" and data.get("page_source") == page_id
+            and (data.get("argument") or "").strip().casefold() == keyword)
+
+
 def last_page(ctx: RunContext, path: Sequence[Node]) -> Source | None:
+    """The page the branch retrieved last: the nearest node on the path that read one."""
     for node in reversed(path):
         source_id = (node.data or {}).get("page_source")
-        if source_id is not None:
-            return next((s for s in ctx.graph.sources(node) if s.id == source_id), None)
+        if source_id is None:
+            continue
+        page = next((s for s in ctx.graph.sources(node) if s.id == source_id), None)
+        if page is not None:
+            return page
     return None
