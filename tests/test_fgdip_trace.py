@@ -550,3 +550,65 @@ def test_the_same_lookup_again_shows_the_next_results(services, fake_llm):
     numbers = [[int(i) for i in re.findall(r"\(Result (\d+) / \d+\)", text)] for text in shown]
     assert numbers[0] == [1, 2] and numbers[1] == list(range(3, min(4, total) + 1))
     assert shown[2] == "No more results for the in Arthur's Magazine." or numbers[2][0] == 5
+
+
+# ---------------------------------------------------------------------- the answer (review 14)
+
+def test_the_explanation_writer_may_shorten_the_paths_answer_but_never_change_it(services, fake_llm):
+    """The writer is our step, not the paper's: its short answer stands only when it says what the
+    finish step said. Otherwise the Answer Evaluator would judge words no node of the search produced."""
+    fake_llm.when(EXTRACT, entities("Arthur's Magazine"))
+    fake_llm.when(GENERATE, step("finish", "1844"))
+    fake_llm.when(WRITE_ANSWER, {"short_answer": "First for Women", "explanation": "It was started in 1844 [1]."})
+    run_id = done_run(services, {"siblings": 1})
+    [answer] = nodes_of(services, run_id, "answer")
+    assert (answer.data["short_answer"], answer.data["writer_answer"]) == ("1844", "First for Women")
+    assert [candidate_of(r) for r in fake_llm.calls_for(EVALUATE_ANSWER)] == ["1844"]
+    assert report_data(services, run_id)["short_answer"] == "1844"
+
+
+def test_the_explanation_writer_shortens_a_sentence_long_answer(services, fake_llm):
+    fake_llm.when(EXTRACT, entities("Arthur's Magazine"))
+    fake_llm.when(GENERATE, step("finish", "It was Arthur's Magazine, started in 1844."))
+    fake_llm.when(WRITE_ANSWER, {"short_answer": "Arthur's Magazine", "explanation": "Started in 1844 [1]."})
+    run_id = done_run(services, {"siblings": 1})
+    [answer] = nodes_of(services, run_id, "answer")
+    assert (answer.data["short_answer"], answer.data["writer_answer"]) == ("Arthur's Magazine", "")
+
+
+def test_yes_no_mode_rejects_a_final_answer_that_is_neither_without_asking_the_evaluator(services, fake_llm):
+    fake_llm.when(GENERATE, step("finish", "Probably, one of them is British"))
+    fake_llm.when(WRITE_ANSWER, {"wrong": "shape"})  # the writer cannot read it as yes or no either
+    run_id = done_run(services, {"yes_no": True, "answer_evaluator": False},
+                      question="Are Arthur's Magazine and First for Women both American magazines?")
+    answers = nodes_of(services, run_id, "answer")
+    assert answers and all(a.data["verdict"] == "rejected" for a in answers)
+    assert "yes or no" in answers[0].data["error_analysis"]
+    assert not fake_llm.calls_for(EVALUATE_ANSWER)
+    data = report_data(services, run_id)
+    assert data["verified"] is False
+    run = services.repo.get_run(run_id)
+    assert "no candidate answer passed the Answer Evaluator" in run.warning
+
+
+def test_yes_no_mode_takes_the_writers_reading_of_a_hedge_but_never_a_flip(services, fake_llm):
+    from engine.methods.fgdip.answers import agreed_short_answer
+
+    assert agreed_short_answer("Probably not, one is British", "no", yes_no=True) == "no"
+    assert agreed_short_answer("Yes, both are American.", "no", yes_no=True) == "yes"
+    assert agreed_short_answer("no", "yes", yes_no=True) == "no"
+
+
+def test_an_unchecked_answer_is_not_reported_as_verified(services, fake_llm):
+    run_id = done_run(services, {"answer_evaluator": False})
+    data = report_data(services, run_id)
+    assert data["short_answer"] and data["verified"] is False
+    assert services.repo.get_run(run_id).warning == ""  # unchecked by choice (the ablation): no warning
+
+
+def test_a_run_whose_every_answer_was_rejected_is_done_with_a_warning(services, fake_llm):
+    fake_llm.when(EVALUATE_ANSWER, judged_answer(False, "Scripted lesson."))
+    run_id = done_run(services, {"max_backtracks": 1})
+    run = services.repo.get_run(run_id)
+    assert run.warning == "no candidate answer passed the Answer Evaluator: the report gives the last one it rejected"
+    assert report_data(services, run_id)["verified"] is False

@@ -65,6 +65,7 @@ class RunOutcome:
     answered: int  # answer-bearing nodes that succeeded
     failed: int  # nodes of any kind that failed (not pruned)
     reason: str = ""  # why the run failed: nothing was answered, or no report could be written
+    caveat: str = ""  # what a done run's reader must know of its answer (e.g. no candidate passed a check)
 
     @property
     def ok(self) -> bool:
@@ -72,10 +73,11 @@ class RunOutcome:
 
     @property
     def warning(self) -> str:
-        if not self.ok or not self.failed:
+        if not self.ok:
             return ""
         nodes = "node" if self.failed == 1 else "nodes"
-        return f"{self.failed} {nodes} failed; resume the run to retry them"
+        failed = f"{self.failed} {nodes} failed; resume the run to retry them" if self.failed else ""
+        return "; ".join(part for part in (self.caveat, failed) if part)
 
 
 def relevance_floor_field() -> Any:

@@ -3,6 +3,7 @@ branch's sources as [n] (converted at once to run-wide markers, `engine/citation
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -25,6 +26,7 @@ class Written:
     invalid_citations: list[int] = field(default_factory=list)
     cited: list[int] = field(default_factory=list)
     error: str = ""
+    disagreed: str = ""  # the writer's short answer when it was not the path's (which stands)
 
 
 def path_sources(ctx: RunContext, path: Sequence[Node]) -> list[Source]:
@@ -51,7 +53,28 @@ def write_answer(ctx: RunContext, answer: Node, proposed: str, path: Sequence[No
         return Written(yes_or_no(proposed) if params.yes_no else proposed, "",
                        error=f"the explanation could not be written: {exc}")
     explanation, dropped = to_stored_markers(written.explanation.strip(), sources)
-    return Written(" ".join(written.short_answer.split()), explanation, dropped, cited_source_ids(explanation))
+    short = agreed_short_answer(proposed, " ".join(written.short_answer.split()), yes_no=params.yes_no)
+    return Written(short, explanation, dropped, cited_source_ids(explanation),
+                   disagreed="" if short == " ".join(written.short_answer.split()) else written.short_answer[:200])
+
+
+_ARTICLES = {"a", "an", "the"}
+
+
+def _words(text: str) -> set[str]:
+    return {w for w in re.findall(r"\w+", text.casefold()) if w not in _ARTICLES}
+
+
+def agreed_short_answer(proposed: str, written: str, *, yes_no: bool) -> str:
+    """The answer the search reached, in the explanation writer's shorter words when they say the
+    same: the writer (not a step of the paper's search) may shorten the finish step's answer ("It was
+    Arthur's Magazine, in 1844" -> "Arthur's Magazine") but never change it ("1844" -> "First for
+    Women"), or the Answer Evaluator and the error memory would judge words no node produced. In
+    yes/no mode the writer may read a hedge ("Probably not") as yes or no, never flip one."""
+    if yes_no:
+        said = yes_or_no(proposed)
+        return said if said in ("yes", "no") else written
+    return written if written and _words(written) <= _words(proposed) and _words(written) else proposed
 
 
 def yes_or_no(answer: str) -> str:

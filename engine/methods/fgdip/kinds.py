@@ -120,6 +120,8 @@ class AnswerData(NodeData):
     explanation: str = Field(default="", description="With run-wide citation markers.")
     invalid_citations: list[int] = Field(default_factory=list)
     write_error: str = ""
+    writer_answer: str = Field(default="", description=(
+        "The explanation writer's short answer when it changed the path's answer (the path's stands)."))
     verdict: AnswerVerdict | None = None
     solves: bool | None = None
     on_topic: bool | None = None

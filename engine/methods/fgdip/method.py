@@ -14,10 +14,12 @@ its explanation and its verdict before it is done.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from engine.citations import strip_markers
 from engine.graph import NewNode
 from engine.llm.protocol import StructuredOutputError
-from engine.methods.base import REPORT, Method, MethodParams, RunContext
+from engine.methods.base import REPORT, Method, MethodParams, RunContext, RunOutcome
 from engine.methods.contract import CommandPayload, CommandRejected, CommandSpec, UnsupportedCommand
 from engine.methods.estimate import CostEstimate
 from engine.methods.fgdip import estimate as cost
@@ -28,6 +30,7 @@ from engine.methods.fgdip.explore import (
     Tree,
     backtrack_source,
     distinct,
+    final_answer,
     forced_waiting,
     next_node,
     settled_answer,
@@ -103,6 +106,17 @@ class FgdipMethod(Method):
         return (self._open_question(ctx, tree) or self._answer_missing(ctx, tree) or self._settle_nodes(ctx, tree)
                 or self._continue_expansion(ctx, tree)
                 or self._continue_answer(ctx, tree) or self._explore_next(ctx, tree))
+
+    def assess(self, ctx: RunContext) -> RunOutcome:
+        """A run whose answer no check passed is done (it has an answer) with a warning saying so."""
+        outcome = super().assess(ctx)
+        answer, verified = final_answer(Tree.of(ctx.graph.nodes()))
+        if not outcome.ok or answer is None or verified:
+            return outcome
+        caveat = ("the answer is not verified: the Answer Evaluator's reply could not be read (resume to ask it "
+                  "again)" if (answer.data or {}).get("verdict") == "unjudged" else
+                  "no candidate answer passed the Answer Evaluator: the report gives the last one it rejected")
+        return replace(outcome, caveat=caveat)
 
     def write_report(self, ctx: RunContext) -> None:
         markdown, data = report(Tree.of(ctx.graph.nodes()), self._memory(ctx), self.name)
@@ -262,7 +276,18 @@ class FgdipMethod(Method):
                 ctx.graph.link_sources(answer, written.cited)
             answer = ctx.graph.update(answer, merge_data={
                 "short_answer": written.short_answer or data.get("short_answer", ""), "explanation": written.explanation,
-                "invalid_citations": written.invalid_citations, "write_error": written.error})
+                "invalid_citations": written.invalid_citations, "write_error": written.error,
+                "writer_answer": written.disagreed})
+            data = answer.data or {}
+        if data.get("verdict") is None and params.yes_no and data.get("short_answer") not in ("yes", "no"):
+            # Not an answer to a yes/no question, whatever an evaluator would say: rejected without a
+            # call, with the lesson the next branches need.
+            said = data.get("short_answer", "")
+            answer = ctx.graph.update(answer, merge_data={
+                "verdict": "rejected", "solves": False, "on_topic": None,
+                "reasons": f"The question is answered yes or no, and this answer is neither: {said}"[:1000],
+                "error_analysis": "The answer must be the single word yes or no; finish with finish[yes] or "
+                                  "finish[no]."})
             data = answer.data or {}
         if data.get("verdict") is None:
             if params.answer_evaluator:

@@ -50,4 +50,6 @@ def report(tree: Tree, memory: ErrorMemory | None, method: str) -> tuple[str, di
     lessons = len(memory.entries) if memory else 0
     parts.append(f"_The search explored {searched} nodes, backtracked {data['backtracks']} times and learned "
                  f"{lessons} {'lesson' if lessons == 1 else 'lessons'} from rejected answers._")
-    return "\n\n".join(parts), {**data, "short_answer": short, "verified": verified, "answer_node": answer.id}
+    # Verified only when the Answer Evaluator passed it (with the evaluator off, nothing checked it).
+    return "\n\n".join(parts), {**data, "short_answer": short, "verified": verified and info.get("verdict") == "accepted",
+                                "answer_node": answer.id}
