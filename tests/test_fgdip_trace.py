@@ -554,26 +554,22 @@ def test_the_same_lookup_again_shows_the_next_results(services, fake_llm):
 
 # ---------------------------------------------------------------------- the answer (review 14)
 
-def test_the_explanation_writer_may_shorten_the_paths_answer_but_never_change_it(services, fake_llm):
+@pytest.mark.parametrize("finish, written, kept, disagreed", [
+    ("1844", "First for Women", "1844", "First for Women"),  # changed: the path's answer stands
+    ("It was Arthur's Magazine, started in 1844.", "Arthur's Magazine", "Arthur's Magazine", ""),  # shortened
+])
+def test_the_explanation_writer_may_shorten_the_paths_answer_but_never_change_it(
+        services, fake_llm, finish, written, kept, disagreed):
     """The writer is our step, not the paper's: its short answer stands only when it says what the
     finish step said. Otherwise the Answer Evaluator would judge words no node of the search produced."""
     fake_llm.when(EXTRACT, entities("Arthur's Magazine"))
-    fake_llm.when(GENERATE, step("finish", "1844"))
-    fake_llm.when(WRITE_ANSWER, {"short_answer": "First for Women", "explanation": "It was started in 1844 [1]."})
+    fake_llm.when(GENERATE, step("finish", finish))
+    fake_llm.when(WRITE_ANSWER, {"short_answer": written, "explanation": "It was started in 1844 [1]."})
     run_id = done_run(services, {"siblings": 1})
     [answer] = nodes_of(services, run_id, "answer")
-    assert (answer.data["short_answer"], answer.data["writer_answer"]) == ("1844", "First for Women")
-    assert [candidate_of(r) for r in fake_llm.calls_for(EVALUATE_ANSWER)] == ["1844"]
-    assert report_data(services, run_id)["short_answer"] == "1844"
-
-
-def test_the_explanation_writer_shortens_a_sentence_long_answer(services, fake_llm):
-    fake_llm.when(EXTRACT, entities("Arthur's Magazine"))
-    fake_llm.when(GENERATE, step("finish", "It was Arthur's Magazine, started in 1844."))
-    fake_llm.when(WRITE_ANSWER, {"short_answer": "Arthur's Magazine", "explanation": "Started in 1844 [1]."})
-    run_id = done_run(services, {"siblings": 1})
-    [answer] = nodes_of(services, run_id, "answer")
-    assert (answer.data["short_answer"], answer.data["writer_answer"]) == ("Arthur's Magazine", "")
+    assert (answer.data["short_answer"], answer.data["writer_answer"]) == (kept, disagreed)
+    assert [candidate_of(r) for r in fake_llm.calls_for(EVALUATE_ANSWER)] == [kept]
+    assert report_data(services, run_id)["short_answer"] == kept
 
 
 def test_yes_no_mode_rejects_a_final_answer_that_is_neither_without_asking_the_evaluator(services, fake_llm):
