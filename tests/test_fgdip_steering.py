@@ -95,6 +95,11 @@ def test_add_entity_opens_a_new_branch_explored_at_once(services, fake_llm):
     added = entity(services, run_id, "Women's magazines")
     assert added.data["user"] and added.data["observation"] and added.data["explored_order"] is not None
     assert [n for n in nodes_of(services, run_id, "step") if n.parent_id == added.id]
+    # Explored down to an answer, not one layer: the new branch's answer is the report's now.
+    [reached] = [a for a in nodes_of(services, run_id, "answer") if a.data["short_answer"] == "answer from "
+                 "Women's magazines"]
+    assert reached.data["verdict"] == "accepted"
+    assert services.repo.latest_report(run_id).data["answer_node"] == reached.id
     assert "already a branch" in steer_refused(services, run_id, "add_entity", {"entity": "women's MAGAZINES"})
     assert steer_refused(services, run_id, "add_entity", {"entity": ""})  # refused by the payload model
 
@@ -150,3 +155,23 @@ def test_what_a_node_you_marked_impossible_had_generated_is_out_of_the_search():
     # node is not explored, so it normally has no children to exclude).
     judged = node(2, "entity", 1, verdict="impossible", judged_by="evaluator", explored_order=1, expanded=True)
     assert next_node(Tree.of([question, judged, child, other])).id == 3
+
+
+def test_mark_impossible_rejects_an_answer_not_judged_yet_instead_of_letting_it_pass_later(services, fake_llm):
+    """A run that failed between choosing a finishing node and judging its answer: ruling its path
+    out must not leave the answer to be judged, accepted and reported as verified (review 14)."""
+    from engine.llm.protocol import LLMConnectionError
+    from tests.fgdip_scripts import WRITE_ANSWER
+
+    fake_llm.when(WRITE_ANSWER, LLMConnectionError("the endpoint went away"), times=1)
+    run_id = finished(services, fake_llm, {"siblings": 1})
+    [pending] = nodes_of(services, run_id, "answer")
+    assert pending.status != NodeStatus.DONE and services.repo.get_run(run_id).status == "failed"
+    branch = entity(services, run_id, ARTHUR)
+    steer_and_wait(services, run_id, "mark_impossible", {"node_id": branch.id})
+    ruled_out = services.repo.get_node(pending.id)
+    assert (ruled_out.status, ruled_out.data["verdict"]) == (NodeStatus.DONE, "rejected")
+    assert "impossible" in ruled_out.data["error_analysis"]
+    assert any(e.node_id == pending.id for e in memory(services, run_id).entries)
+    data = services.repo.latest_report(run_id).data
+    assert data["answer_node"] != pending.id and data["short_answer"] == f"answer from {FIRST}"

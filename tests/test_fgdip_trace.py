@@ -31,6 +31,7 @@ from tests.fgdip_scripts import (
     judged_answer,
     nodes_of,
     numbered_steps,
+    siblings_so_far,
     step,
     steps_so_far,
     verdicts_by_last_argument,
@@ -608,3 +609,28 @@ def test_a_run_whose_every_answer_was_rejected_is_done_with_a_warning(services, 
     run = services.repo.get_run(run_id)
     assert run.warning == "no candidate answer passed the Answer Evaluator: the report gives the last one it rejected"
     assert report_data(services, run_id)["verified"] is False
+
+
+@pytest.mark.parametrize("params, extracted", [
+    ({"extractor": False, "siblings": 5, "max_nodes": 3}, None),
+    ({"max_nodes": 3, "max_entities": 4}, ("A one", "B two", "C three", "D four")),
+])
+def test_max_nodes_bounds_the_first_layer_and_leaves_room_to_answer(services, fake_llm, params, extracted):
+    if extracted:
+        fake_llm.when(EXTRACT, entities(*extracted))
+    fake_llm.when(GENERATE, numbered_steps(finish_at=2))
+    run_id = done_run(services, params)
+    searched = [n for n in nodes_of(services, run_id) if n.kind in ("entity", "step")]
+    assert len(searched) <= 3 and report_data(services, run_id)["short_answer"]
+
+
+def test_a_full_tree_spends_no_backtrack_on_a_node_that_cannot_grow(services, fake_llm):
+    """With the tree full, a branch's first node could only be a dead end: the search takes the
+    finishing sibling judged sure instead, and its answer passes (review 14)."""
+    fake_llm.when(EXTRACT, entities("Arthur's Magazine", "First for Women"))
+    fake_llm.when(GENERATE, lambda r: step("finish", f"cand {len(siblings_so_far(r)) + 1}"))
+    fake_llm.when(EVALUATE_ANSWER, lambda r: judged_answer(candidate_of(r) != "cand 1", "Scripted lesson."))
+    run_id = done_run(services, {"siblings": 3, "max_nodes": 5, "max_backtracks": 1})
+    data = report_data(services, run_id)
+    assert data["verified"] and data["short_answer"] == "cand 2"
+    assert not any((n.data or {}).get("dead_end") for n in nodes_of(services, run_id))

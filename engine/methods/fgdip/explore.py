@@ -8,7 +8,7 @@ appendix A.4), and in the order they were generated. Impossible nodes are never 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from engine.methods.fgdip.kinds import ANSWER, QUESTION, SEARCH_KINDS
@@ -87,16 +87,30 @@ def _below_your_impossible(tree: Tree, node: Node) -> bool:
                for n in tree.path(node)[:-1])
 
 
-def next_node(tree: Tree) -> Node | None:
+def candidates(tree: Tree, can_take: Callable[[Node], bool] = lambda _node: True) -> list[Node]:
+    """The nodes the search may take next: explorable, not below a node you ruled out (unless you
+    forced them), and that `can_take` (the limits: a node that could not grow is not worth a step)."""
+    return [n for n in tree.search_nodes() if explorable(n)
+            and ((n.data or {}).get("forced") or not _below_your_impossible(tree, n)) and can_take(n)]
+
+
+def next_node(tree: Tree, can_take: Callable[[Node], bool] = lambda _node: True) -> Node | None:
     """The node the search explores next, or None when nothing is left."""
-    candidates = [n for n in tree.search_nodes() if explorable(n)
-                  and ((n.data or {}).get("forced") or not _below_your_impossible(tree, n))]
-    return min(candidates, key=lambda n: order_key(tree, n), default=None)
+    return min(candidates(tree, can_take), key=lambda n: order_key(tree, n), default=None)
 
 
-def forced_waiting(tree: Tree) -> bool:
-    """A node you asked to explore that has not been explored yet."""
-    return any((n.data or {}).get("forced") and explorable(n) for n in tree.search_nodes())
+def forced_waiting(tree: Tree, can_take: Callable[[Node], bool] = lambda _node: True) -> bool:
+    """Whether what you asked to explore (a node you forced or an entity you added, and what grows
+    under it) still has a node to take, its lineage having reached no answer that settles the
+    search: steering a finished run explores that lineage down to an answer, not one layer."""
+    settled = [a for a in tree.answers() if a.status == NodeStatus.DONE
+               and (a.data or {}).get("verdict") in ("accepted", "unchecked")]
+    answered = {n.id for a in settled for n in tree.path(tree.nodes[a.parent_id]) if a.parent_id in tree.nodes}
+    for node in candidates(tree, can_take):
+        forced = [n for n in tree.path(node) if (n.data or {}).get("forced")]
+        if forced and forced[-1].id not in answered:
+            return True
+    return False
 
 
 def backtrack_source(tree: Tree, target: Node) -> Node | None:

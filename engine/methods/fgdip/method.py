@@ -157,7 +157,9 @@ class FgdipMethod(Method):
         params = self._params(ctx)
         if not params.extractor:
             # The paper's ablation: no entities; the node generator opens the question like any node.
-            ctx.graph.finish(root, data={"explored_order": 1, "planned_children": params.siblings})
+            planned = min(params.siblings, params.max_nodes)
+            ctx.graph.finish(root, data={"explored_order": 1, "planned_children": planned, "children_must_finish": (
+                params.max_depth <= 1 or params.max_nodes - planned < params.siblings)})
             return True
         ctx.checkpoint()
         entities = (root.data or {}).get("entities")
@@ -166,6 +168,8 @@ class FgdipMethod(Method):
             entities, error = extract_entities(ctx, root)
             root = ctx.graph.update(root, merge_data={"entities": entities, "extractor_error": error})
         existing = {(n.data or {}).get("entity", "").casefold() for n in tree.children(root, frozenset({ENTITY}))}
+        # Room for a step under them: a first layer that fills the tree could answer nothing.
+        entities = entities[: max(1, params.max_nodes - 1)]
         ctx.graph.add_many([
             NewNode(ENTITY, entity, parent=root, data={
                 "entity": entity, "thought": f"I need to search {entity} and find what the question asks about it.",
@@ -327,9 +331,18 @@ class FgdipMethod(Method):
 
     def _explore_next(self, ctx: RunContext, tree: Tree) -> bool:
         params = self._params(ctx)
-        if settled_answer(tree) is not None and not forced_waiting(tree):
+        room = params.max_nodes - len(tree.search_nodes())
+
+        def can_take(candidate: Node) -> bool:
+            # A node that could not grow (the tree is full, or it is as deep as allowed) is not worth
+            # a step, nor a backtrack: a finishing node waiting elsewhere still is.
+            info = candidate.data or {}
+            return (info.get("action") == "finish" or bool(info.get("forced"))
+                    or (room > 0 and candidate.depth < params.max_depth))
+
+        if settled_answer(tree) is not None and not forced_waiting(tree, can_take):
             return False
-        node = next_node(tree)
+        node = next_node(tree, can_take)
         if node is None:
             return False
         data = node.data or {}
@@ -341,8 +354,6 @@ class FgdipMethod(Method):
             return False
         order = tree.next_order()
         update: dict = {"explored_order": order, "backtrack_from": source.id if source is not None else None}
-        count = len(tree.search_nodes())
-        room = params.max_nodes - count
         if data.get("action") == "finish":
             pass
         elif node.depth >= params.max_depth:
@@ -416,14 +427,26 @@ class FgdipMethod(Method):
         for child in tree.children(node):
             if (child.data or {}).get("explored_order") is None and child.status != NodeStatus.PRUNED:
                 ctx.graph.prune(child)
-        # An answer reached through the node stands on what you ruled out: it is rejected, with
-        # that as its error analysis, and the search goes on to the next branch.
-        settled = settled_answer(tree)
-        if settled is not None and node.id in {n.id for n in tree.path(tree.nodes[settled.parent_id])}:
-            analysis = f"You marked the step '{node.label}' on this answer's path impossible."
-            answer = ctx.graph.update(settled, merge_data={"verdict": "rejected", "error_analysis": analysis,
-                                                           "reasons": analysis},
-                                      label=f"rejected answer: {(settled.data or {}).get('short_answer', '')}"[:80])
+        # An answer reached through the node stands on what you ruled out: it is rejected, with that
+        # as its error analysis, and the search goes on to the next branch. Answers not settled yet
+        # too (a run stopped between choosing a finishing node and judging it), or they would be
+        # judged and accepted later.
+        analysis = f"You marked the step '{node.label}' on this answer's path impossible."
+        for answer in tree.answers():
+            info = answer.data or {}
+            parent = tree.nodes.get(answer.parent_id) if answer.parent_id is not None else None
+            if (parent is None or answer.status == NodeStatus.PRUNED or info.get("verdict") == "rejected"
+                    or node.id not in {n.id for n in tree.path(parent)}):
+                continue
+            ruled_out = {"verdict": "rejected", "error_analysis": analysis, "reasons": analysis}
+            if answer.status != NodeStatus.DONE:
+                # Settled by the loop without a call: no explanation is written for a ruled-out answer.
+                if not info.get("explanation"):
+                    ruled_out["write_error"] = "not written: you ruled its path out first"
+                ctx.graph.update(answer, merge_data=ruled_out)
+                continue
+            answer = ctx.graph.update(answer, merge_data=ruled_out,
+                                      label=f"rejected answer: {info.get('short_answer', '')}"[:80])
             self._remember(ctx, Tree.of(ctx.graph.nodes()), answer)
         return {REPORT}
 

@@ -15,8 +15,9 @@ from engine.safe_text import inline_text
 GENERATOR_FAILED = ("_The search ended without reaching an answer: at {count} node{s} the model's next steps "
                     "could not be read as steps (thought, action, argument), so the search could not go on "
                     "there. Resume to try those nodes again, or use a more capable model._")
-NO_ANSWER = ("_The search ended without reaching an answer (its limits were met first). Raise max_nodes, "
-             "max_depth or max_backtracks, add an entity or explore a node, then resume._")
+NO_ANSWER = ("_The search ended without reaching an answer (its limits were met first). Add an entity or "
+             "explore a node (Explore next), or start a new run with a higher max_nodes, max_depth or "
+             "max_backtracks._")
 
 
 def report(tree: Tree, memory: ErrorMemory | None, method: str) -> tuple[str, dict[str, Any]]:
