@@ -24,17 +24,25 @@ MAX_KEYWORD_CHARS = 60
 MAX_KEYWORDS = 12  # a merged relation's keywords
 DESCRIPTION_SEPARATOR = "\n"
 
-_EDGE_PUNCTUATION = "\"'`“”‘’«»()[]{}<>.,;:!?*_#|"
+# Quotes, brackets and Markdown emphasis around a name; sentence punctuation after it. Not "#", "+"
+# or a leading ".": "C#", "C++" and ".NET" are names of their own, not "C" and "NET".
+_QUOTES = "\"'`“”‘’«»()[]{}<>*_|"
+_LEADING = _QUOTES
+_TRAILING = _QUOTES + ".,;:!?"
 _SPACES = re.compile(r"\s+")
 _LEADING_ARTICLE = re.compile(r"^the\s+")
 
 
 def entity_key(name: str) -> str:
-    """The normalised name two mentions of one entity share ("" when nothing is left)."""
+    """The normalised name two mentions of one entity share ("" only for a blank name). Invisible
+    format characters (a soft hyphen, a zero-width space) do not count; a name of punctuation alone
+    ("!!!", a band) is its own key rather than none."""
     text = unicodedata.normalize("NFKC", name).casefold()
-    text = _SPACES.sub(" ", text).strip().strip(_EDGE_PUNCTUATION).strip()
-    text = _LEADING_ARTICLE.sub("", text)
-    return text[:MAX_NAME_CHARS]
+    text = "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
+    text = _SPACES.sub(" ", text).strip()
+    bare = text.lstrip(_LEADING).rstrip(_TRAILING).strip()
+    bare = _LEADING_ARTICLE.sub("", bare) if _LEADING_ARTICLE.sub("", bare) else bare
+    return (bare or text)[:MAX_NAME_CHARS]
 
 
 def clean(text: str, limit: int) -> str:

@@ -42,7 +42,9 @@ KEYWORDS_MAX_TOKENS = 300
 # Entities kept per hop of the expansion, the most connected first (see expand.expand).
 NEIGHBOURS_PER_HOP = 50
 # An entity reached at hop h adds HOP_WEIGHT**h to its chunks' scores; a matched key adds its BM25
-# score over the best one of its level (so at most 1): direct matches rank before neighbours.
+# score over the best one of its level (so at most 1). Chunks rank by their best matched key first,
+# then by that sum: a chunk naming what the question asks about comes before one that only names
+# many of its neighbours (summed, three neighbours outranked the matched entity's own passage).
 HOP_WEIGHT = 0.5
 # A chunk whose answers stayed unusable this many times is not asked again by a run (a collection
 # build, started by the user, tries its failed chunks once more each time).
@@ -186,6 +188,7 @@ class StoredKnowledgeBase:
                with_text: bool, max_units: int) -> list[KnowledgeUnit]:
         """One unit per chunk the reached entities and relations came from, best first."""
         score: dict[int, float] = {}
+        direct: dict[int, float] = {}  # the chunk's best matched key (entity or relation), 0 for none
         via: dict[int, list[str]] = {}
         chunk_entities: dict[int, list[KnowledgeEntity]] = {}
         chunk_relations: dict[int, list[KnowledgeRelation]] = {}
@@ -196,11 +199,14 @@ class StoredKnowledgeBase:
             for item in items:
                 for chunk_id in links.get(item.id, []):  # type: ignore[arg-type]
                     into.setdefault(chunk_id, []).append(item)
-                    score[chunk_id] = score.get(chunk_id, 0.0) + weights.get((level, item.id), 0.0)  # type: ignore[arg-type]
+                    weight = weights.get((level, item.id), 0.0)  # type: ignore[arg-type]
+                    score[chunk_id] = score.get(chunk_id, 0.0) + weight
                     how = vias.get((level, item.id))  # type: ignore[arg-type]
+                    if how in ("entity", "relation"):
+                        direct[chunk_id] = max(direct.get(chunk_id, 0.0), weight)
                     if how and how not in via.setdefault(chunk_id, []):
                         via[chunk_id].append(how)
-        chosen = sorted(score, key=lambda c: (-score[c], c))[:max(0, max_units)]
+        chosen = sorted(score, key=lambda c: (-direct.get(c, 0.0), -score[c], c))[:max(0, max_units)]
         chunks = {c.id: c for c in self._store.chunks_by_ids(chosen)}
         units = []
         for chunk_id in chosen:
