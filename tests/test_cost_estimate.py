@@ -86,6 +86,11 @@ def test_estimate_follows_the_parameters():
     assert deot.estimate(DeotParams()).calls - lean.calls == 2 * 13
     omni = METHODS["omnithink"]
     assert omni.estimate(omni.Params(max_sections=10)).calls == omni.estimate(omni.Params(max_sections=6)).calls + 4
+    # MTQA's collection scope reads a graph built beforehand: no extraction call is counted.
+    mtqa = METHODS["mtqa"]
+    per_question = mtqa.estimate(mtqa.Params(documents=10))
+    collection = mtqa.estimate(mtqa.Params(documents=10, scope="collection", collection="hotpotqa"))
+    assert per_question.calls - collection.calls == round(10 * 0.8) and "no extraction" in collection.how
 
 
 def test_price_counts_input_and_output_tokens_at_the_models_price():

@@ -39,16 +39,20 @@ def estimate(params: MtqaParams) -> CostEstimate:
     summary = round(FILL * params.summary_tokens)
     passed = round(thought * sum(sum(row) for row in params.weights()) / max(1, (m - 1) * max(1, n - 1)))
 
+    # Collection scope reads a graph `thoughtmap kg build` made (accounted there): no extraction.
+    extracting = params.scope == "question"
     tally = Tally()
-    tally.add("extract entities and relations from each chunk", documents, prompt=EXTRACTION_BASE + 300,
-              completion=EXTRACTION_COMPLETION)
+    if extracting:
+        tally.add("extract entities and relations from each chunk", documents, prompt=EXTRACTION_BASE + 300,
+                  completion=EXTRACTION_COMPLETION)
     tally.add("the question's keywords", 1, prompt=KEYWORDS_PROMPT, completion=KEYWORDS_COMPLETION)
     tally.add("think each cell of the matrix", m * n, prompt=THOUGHT_BASE + units + passed + (summary if n > 1 else 0),
               completion=thought)
     tally.add("summarise and correct each column", n,
               prompt=SUMMARY_BASE + (0 if params.no_correction else units) + m * thought, completion=summary)
-    low = 1 + 1 + m * n + n
-    high = (1 + params.documents + m * n + n) * (1 + DEFAULT_MAX_REASKS)
-    how = (f"{m} × {n} thoughts and {n} summaries (one call each), the question's keywords, and about "
-           f"{documents} extraction calls for the documents kept of {params.documents}")
+    low = (1 if extracting else 0) + 1 + m * n + n
+    high = (1 + (params.documents if extracting else 0) + m * n + n) * (1 + DEFAULT_MAX_REASKS)
+    how = (f"{m} × {n} thoughts and {n} summaries (one call each), the question's keywords, and "
+           + (f"about {documents} extraction calls for the documents kept of {params.documents}" if extracting
+              else "no extraction (the collection's graph is built once, by `thoughtmap kg build`)"))
     return tally.estimate(low=low, high=high, how=how)
