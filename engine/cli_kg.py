@@ -21,7 +21,8 @@ from engine.knowledge.units import BuildProgress
 KG_HELP = (
     "The collection's graph is used by runs whose method asks for the collection scope. Building costs one "
     "LLM call per chunk (THOUGHTMAP_MODEL_KNOWLEDGE picks the model); the calls are counted with the graph, "
-    "never in a run's cost. Exit codes: 0 built (or status shown), 1 failed (endpoint), 2 bad input, "
+    "never in a run's cost. Exit codes: 0 built (or status shown), 1 failed (endpoint, or the model's answers "
+    "were unusable for every chunk), 2 bad input, "
     "3 stopped before the end (Ctrl-C, kg stop, budget): run kg build again to continue."
 )
 
@@ -41,9 +42,11 @@ def add_kg_parser(sub, budget_type) -> None:
     build.add_argument("--llm", choices=["auto", "local", "openai", "fake"], default=None,
                        help="the extracting LLM (default: THOUGHTMAP_LLM or auto); fake is deterministic")
     build.add_argument("--max-cost", type=budget_type("--max-cost", float, "dollars"), default=None,
-                       help="stop once building cost this (USD; checked between batches of chunks)")
+                       help="stop once this build cost this (USD; checked between batches of chunks; a build "
+                       "run again with it continues and may spend as much again)")
     build.add_argument("--max-tokens", type=budget_type("--max-tokens", int, "tokens"), default=None,
-                       help="stop once building used this many tokens (checked between batches of chunks)")
+                       help="stop once this build used this many tokens (checked between batches of chunks; a "
+                       "build run again with it continues and may spend as much again)")
     build.add_argument("--quiet", action="store_true", help="no progress on stderr")
     actions.add_parser("status", help="the collection graphs and their progress")
     stop = actions.add_parser("stop", help="ask a running build to stop after its chunks in flight")
@@ -111,6 +114,9 @@ def _build(cli, services, args) -> int:
              f"${graph.cost:.4f}")
     if outcome.status == "done":
         return cli.EXIT_OK
+    if outcome.status == "failed":
+        cli._err(f"failed: {outcome.reason}")
+        return cli.EXIT_FAILED
     cli._err(f"{outcome.status}: {outcome.reason}; run kg build --collection {args.collection} again to continue")
     return cli.EXIT_STOPPED
 

@@ -263,6 +263,13 @@ class KnowledgeStore(Store):
                 KnowledgeChunk.graph_id == graph_id, KnowledgeChunk.status == KnowledgeChunkStatus.PENDING,
                 col(KnowledgeChunk.id) > after_id).order_by(col(KnowledgeChunk.id)).limit(limit)).all())
 
+    def first_chunk_error(self, graph_id: int) -> str:
+        """The error of the graph's first failed chunk ("" when none failed)."""
+        with self._session() as s:
+            return s.exec(select(KnowledgeChunk.error).where(
+                KnowledgeChunk.graph_id == graph_id, KnowledgeChunk.status == KnowledgeChunkStatus.FAILED)
+                .order_by(col(KnowledgeChunk.id)).limit(1)).first() or ""
+
     def retry_failed(self, graph_id: int) -> int:
         """Failed chunks become pending again (a new build tries them once more); how many."""
         with self._session() as s:

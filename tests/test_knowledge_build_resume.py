@@ -105,3 +105,23 @@ def test_a_killed_collection_build_resumes_without_reextracting_finished_chunks(
     assert resumed.status == "done" and resumed.id == graph.id
     # What the resumed build cost is on the graph; the killed process's last batch was never recorded.
     assert resumed.calls >= CHUNKS - len(done_before)
+
+
+def test_a_dead_builders_pid_taken_by_another_process_does_not_lock_the_graph(services, capsys):
+    """A build killed for good leaves its claim; when its pid later belongs to another process (a
+    container restarted), the claim must not hold: the owner names the builder's start time too."""
+    import socket
+
+    from engine.knowledge.build import owner_alive, process_started
+
+    store = services.knowledge.store
+    graph = store.open_graph("collection:hotpotqa:1200", scope="collection", collection="hotpotqa", chunk_tokens=1200)
+    living = os.getppid()  # alive, and not the builder: its start time differs from the one recorded
+    stale = f"{socket.gethostname()}:{living}:deadbeef:{int(process_started(living) or 0) + 1}"
+    assert store.claim_graph(graph.id, stale, owner_alive) is not None
+    assert not owner_alive(store.get_graph(graph.id)) and shown_status(store.get_graph(graph.id)) == "interrupted"
+    assert cli.main(["kg", "build", "--collection", "hotpotqa", "--limit", "3", "--llm", "fake", "--quiet"]) == cli.EXIT_OK
+    # The builder's own claim, with its real start time, is alive; an older owner without one still counts.
+    assert owner_alive(store.get_graph(graph.id).model_copy(update={
+        "owner": f"{socket.gethostname()}:{living}:cafe0000:{process_started(living)}"}))
+    assert owner_alive(store.get_graph(graph.id).model_copy(update={"owner": f"{socket.gethostname()}:{living}:cafe0000"}))

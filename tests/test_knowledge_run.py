@@ -134,3 +134,37 @@ def test_kg_build_refuses_bad_input_before_any_work(services, capsys, fake_llm):
     assert cli.main(["kg", "stop", "--collection", "hotpotqa"]) == cli.EXIT_USAGE  # never built
     assert services.knowledge.store.list_graphs(scope="collection") == []
     assert fake_llm.calls == []
+
+
+def test_a_build_that_could_extract_nothing_fails_early_and_runs_say_why(services, fake_llm, capsys, monkeypatch):
+    """A model whose every answer is unusable: the build gives up after two whole batches instead of
+    paying for every chunk, exits 1 saying so, and a run reading the graph is told it is empty, not
+    "not built yet" (review 14)."""
+    from engine.knowledge.build import BATCH_SIZE, FAILED_BATCHES_TO_GIVE_UP
+    from engine.llm.structured import DEFAULT_MAX_REASKS
+
+    from engine.llm import fake
+
+    install_probe(services)
+    # The CLI builds its own fake LLM: its default answer for the extraction prompt is what changes.
+    monkeypatch.setitem(fake.PROMPT_DEFAULTS, EXTRACT.name, lambda request: "no JSON here")
+    code = cli.main(["kg", "build", "--collection", "hotpotqa", "--limit", "60", "--llm", "fake", "--quiet"])
+    err = capsys.readouterr().err
+    assert code == cli.EXIT_FAILED and "failed: the model's answers could not be used for any of the" in err
+    graph = services.knowledge.store.find_graph("collection:hotpotqa:1200")
+    tried = FAILED_BATCHES_TO_GIVE_UP * BATCH_SIZE
+    assert graph.status == "failed" and graph.calls == tried * (1 + DEFAULT_MAX_REASKS) < 60 * (1 + DEFAULT_MAX_REASKS)
+    run = services.repo.get_run(run_to_end(services, QUESTION, "kg_probe",
+                                           {"scope": "collection", "collection": "hotpotqa"}))
+    assert run.status == RunStatus.FAILED and "has nothing in it: extraction failed on all" in run.error
+
+
+def test_a_build_stopped_by_its_budget_continues_when_run_again_with_the_same_budget(services, fake_llm, capsys):
+    build = ["kg", "build", "--collection", "hotpotqa", "--limit", "40", "--llm", "fake", "--quiet",
+             "--max-tokens", "3000"]
+    assert cli.main(build) == cli.EXIT_STOPPED
+    assert "this build's token budget reached" in capsys.readouterr().err
+    store = services.knowledge.store
+    first = store.counts(store.find_graph("collection:hotpotqa:1200").id).chunks_done
+    assert cli.main(build) in (cli.EXIT_STOPPED, cli.EXIT_OK)
+    assert store.counts(store.find_graph("collection:hotpotqa:1200").id).chunks_done > first  # not a loop

@@ -41,3 +41,19 @@ def test_a_collection_whose_graph_is_not_built_fails_the_run_saying_what_to_do(s
     base = next(n for n in services.repo.list_nodes(run_id) if n.kind == "knowledge")
     assert base.status == NodeStatus.FAILED and "thoughtmap kg build --collection hotpotqa" in base.error
     assert not fake_llm.calls  # nothing was asked of the model
+
+
+def test_a_run_on_a_collection_graph_built_part_way_says_how_much_of_it_was_extracted(services, fake_llm):
+    """A build stopped by its budget leaves part of the registered passages extracted: a run reading
+    that graph says so on its knowledge node instead of passing for a whole collection's (review 14)."""
+    from engine import cli
+    from engine.methods.mtqa.kinds import KnowledgeData
+
+    assert cli.main(["kg", "build", "--collection", "hotpotqa", "--limit", "40", "--llm", "fake", "--quiet",
+                     "--max-tokens", "3000"]) == cli.EXIT_STOPPED
+    run_id = run_to_end(services, QUESTION, "mtqa", {"rows": 1, "columns": 1, "scope": "collection",
+                                                     "collection": "hotpotqa"})
+    base = next(n for n in services.repo.list_nodes(run_id) if n.kind == "knowledge")
+    caption = KnowledgeData.model_validate(base.data).caption()
+    assert base.data["chunks"] == 40 and 0 < base.data["chunks_done"] < 40
+    assert f"(incomplete: {base.data['chunks_done']} of 40 passages extracted)" in caption

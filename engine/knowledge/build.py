@@ -20,6 +20,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 
 from engine.evaluate.accounting import EvalLLM
 from engine.knowledge.chunks import DEFAULT_CHUNK_TOKENS, corpus_chunks
@@ -34,6 +35,9 @@ from storage.knowledge import KnowledgeStore
 from storage.models import KnowledgeGraph, KnowledgeGraphStatus, utcnow
 
 BATCH_SIZE = 16  # chunks per batch: progress, usage and the stop flag are seen between batches
+# Whole batches in a row from which nothing could be extracted: the model cannot do this (it fails
+# the build then, instead of paying for every chunk of the collection to the same end).
+FAILED_BATCHES_TO_GIVE_UP = 2
 # A build on another machine is taken for dead when its graph was not updated for this long.
 STALE_AFTER = timedelta(minutes=10)
 
@@ -46,24 +50,39 @@ class BuildOutcome:
     reason: str = ""
 
 
+def process_started(pid: int) -> str:
+    """When process `pid` started (clock ticks since boot, from Linux's /proc), "" where unknown: it
+    tells the builder apart from a later process given the same pid (a container restarted)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (OSError, ValueError):
+        return ""
+    fields = stat.rsplit(")", 1)[-1].split()  # after the name, which may hold spaces and parentheses
+    return fields[19] if len(fields) > 19 else ""  # field 22 of proc(5)
+
+
 def new_owner() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    pid = os.getpid()
+    return f"{socket.gethostname()}:{pid}:{uuid.uuid4().hex[:8]}:{process_started(pid)}"
 
 
 def owner_alive(graph: KnowledgeGraph) -> bool:
     """Whether the process named in the graph's `owner` may still be building it."""
     host, _, rest = graph.owner.partition(":")
-    pid_text = rest.partition(":")[0]
+    parts = rest.split(":")
     if host != socket.gethostname():
         updated = graph.updated_at if graph.updated_at.tzinfo else graph.updated_at.replace(tzinfo=utcnow().tzinfo)
         return utcnow() - updated < STALE_AFTER
     try:
-        os.kill(int(pid_text), 0)
+        pid = int(parts[0])
+        os.kill(pid, 0)
     except (ValueError, ProcessLookupError):
         return False
     except PermissionError:
         return True
-    return True
+    started = parts[2] if len(parts) > 2 else ""
+    # The pid is alive, but a process that started later than the builder is not the builder.
+    return not started or process_started(pid) in ("", started)
 
 
 def shown_status(graph: KnowledgeGraph) -> str:
@@ -106,9 +125,12 @@ class CollectionBuilder:
         self.store.retry_failed(gid)
         extractor = ChunkExtractor(self.store, gid, self.llm.ask, self.parallel)
         after = 0
+        fruitless = 0  # batches in a row that extracted nothing
+        # The budget is this build's: a build stopped by it continues when run again with the same flag.
+        spent = self.store.get_graph(gid)
         try:
             while True:
-                reason = self._why_stop(gid, stop, max_cost, max_tokens)
+                reason = self._why_stop(gid, stop, max_cost, max_tokens, spent)
                 if reason:
                     return self._end(gid, KnowledgeGraphStatus.STOPPED, reason)
                 batch = self.store.pending_chunks(gid, self.batch_size, after_id=after)
@@ -116,12 +138,17 @@ class CollectionBuilder:
                     break
                 after = batch[-1].id or after
                 before = self.llm.usage.as_dict()
+                done_before = self.progress(gid).chunks_done
                 try:
                     extractor.extract(batch)
                 finally:
                     self._account(gid, before)
+                progress = self.progress(gid)
                 if on_progress is not None:
-                    on_progress(self.progress(gid))
+                    on_progress(progress)
+                fruitless = fruitless + 1 if progress.chunks_done == done_before else 0
+                if fruitless >= FAILED_BATCHES_TO_GIVE_UP and progress.chunks_done == 0:
+                    return self._end(gid, KnowledgeGraphStatus.FAILED, self._nothing_extracted(gid, progress))
         except BudgetExceeded as exc:
             return self._end(gid, KnowledgeGraphStatus.STOPPED, exc.user_message)
         except LLMError as exc:
@@ -130,7 +157,16 @@ class CollectionBuilder:
         except BaseException:  # Ctrl-C or a bug: stop cleanly; the next build continues
             self._end(gid, KnowledgeGraphStatus.STOPPED, "interrupted")
             raise
+        progress = self.progress(gid)
+        if progress.chunks_done == 0 and progress.failed_chunks:
+            return self._end(gid, KnowledgeGraphStatus.FAILED, self._nothing_extracted(gid, progress))
         return self._end(gid, KnowledgeGraphStatus.DONE, "")
+
+    def _nothing_extracted(self, graph_id: int, progress: BuildProgress) -> str:
+        first = self.store.first_chunk_error(graph_id)
+        return (f"the model's answers could not be used for any of the {progress.failed_chunks} chunks tried"
+                + (f" (the first: {first[:300]})" if first else "")
+                + "; use a more capable model (THOUGHTMAP_MODEL_KNOWLEDGE, --llm openai), then build again")
 
     def progress(self, graph_id: int) -> BuildProgress:
         counts = self.store.counts(graph_id)
@@ -138,16 +174,20 @@ class CollectionBuilder:
                              entities=counts.entities, relations=counts.relations, failed_chunks=counts.chunks_failed)
 
     def _why_stop(self, graph_id: int, stop: threading.Event | None, max_cost: float | None,
-                  max_tokens: int | None) -> str:
+                  max_tokens: int | None, spent: KnowledgeGraph) -> str:
+        """Why the build stops before its next batch ("" to go on). `spent`: the graph as it stood when
+        this build began (the budget counts what this build spends)."""
         if stop is not None and stop.is_set():
             return "stopped by the user"
         graph = self.store.get_graph(graph_id)
         if graph.status == KnowledgeGraphStatus.STOPPING:
             return "stopped by the user (kg stop)"
-        if max_cost is not None and graph.cost >= max_cost:
-            return f"cost budget reached: ${graph.cost:.4f} of ${max_cost:.4f}"
-        if max_tokens is not None and graph.prompt_tokens + graph.completion_tokens >= max_tokens:
-            return f"token budget reached: {graph.prompt_tokens + graph.completion_tokens} of {max_tokens}"
+        cost = graph.cost - spent.cost
+        tokens = graph.prompt_tokens + graph.completion_tokens - spent.prompt_tokens - spent.completion_tokens
+        if max_cost is not None and cost >= max_cost:
+            return f"this build's cost budget reached: ${cost:.4f} of ${max_cost:.4f}"
+        if max_tokens is not None and tokens >= max_tokens:
+            return f"this build's token budget reached: {tokens} of {max_tokens}"
         return ""
 
     def _account(self, graph_id: int, before: dict) -> None:

@@ -52,8 +52,15 @@ class KnowledgeLayer:
         if not collection:
             raise KnowledgeError("the collection scope needs a collection name (e.g. hotpotqa, or uploads)")
         graph = store.find_graph(collection_graph_key(collection, chunk_tokens))
-        if graph is None or not store.counts(graph.id).chunks_done:  # type: ignore[arg-type]
-            size = "" if chunk_tokens == DEFAULT_CHUNK_TOKENS else f" --chunk-tokens {chunk_tokens}"
+        counts = store.counts(graph.id) if graph is not None else None  # type: ignore[arg-type]
+        size = "" if chunk_tokens == DEFAULT_CHUNK_TOKENS else f" --chunk-tokens {chunk_tokens}"
+        if counts is not None and not counts.chunks_done and counts.chunks_failed:
+            raise KnowledgeNotBuilt(
+                f"the knowledge graph of collection '{collection}' has nothing in it: extraction failed on all "
+                f"{counts.chunks_failed} chunks its build tried (`thoughtmap kg status`). Build it again with a "
+                f"more capable model (`thoughtmap kg build --collection {collection}{size} --llm openai`), or use "
+                "the question scope")
+        if counts is None or not counts.chunks_done:
             raise KnowledgeNotBuilt(
                 f"the knowledge graph of collection '{collection}' (chunks of {chunk_tokens} tokens) is not built "
                 f"yet: build it once with `thoughtmap kg build --collection {collection}{size}`, or use the "

@@ -79,6 +79,7 @@ class KnowledgeData(NodeData):
     dropped_as_unrelated: list[DroppedHit] = Field(default_factory=list)
     search_error: str = ""
     chunks: int = 0
+    chunks_done: int | None = Field(default=None, description="Chunks extracted into the graph when it was read.")
     entities: int = 0
     relations: int = 0
     failed_chunks: int = 0
@@ -89,6 +90,12 @@ class KnowledgeData(NodeData):
     graph_key: str = Field(default="", description=GRAPH_KEY_HELP)
 
     def caption(self) -> str:
+        if self.scope == "collection":
+            # A build stopped part-way (a --limit, the budget, Ctrl-C) leaves a graph of part of it.
+            done = self.chunks if self.chunks_done is None else self.chunks_done
+            partial = f" (incomplete: {done} of {self.chunks} passages extracted)" if done < self.chunks else ""
+            return (f"collection graph of {done} passages{partial} · {self.entities} entities · {self.relations} "
+                    f"relations · {len(self.units)} knowledge units")
         return (f"{len(self.documents)} documents · {self.entities} entities · {self.relations} relations · "
                 f"{len(self.units)} knowledge units")
 

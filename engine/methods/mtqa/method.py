@@ -252,7 +252,8 @@ class MtqaMethod(Method):
             progress = self._progress or kb.progress()
             if progress is not None:
                 node = ctx.graph.update(node, merge_data={
-                    "chunks": progress.chunks_total, "entities": progress.entities, "relations": progress.relations,
+                    "chunks": progress.chunks_total, "chunks_done": progress.chunks_done,
+                    "entities": progress.entities, "relations": progress.relations,
                     "failed_chunks": progress.failed_chunks, "graph_key": kb.key})
                 if progress.chunks_total and progress.failed_chunks >= progress.chunks_total:
                     # Documents were found but nothing could be extracted from any of them: no graph.
