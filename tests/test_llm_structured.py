@@ -227,3 +227,40 @@ def test_the_blended_copy_is_re_asked_and_a_real_answer_taken():
         reask = server.requests[1]["messages"][-1]["content"]
     assert summary.short_answer == "Arthur's Magazine"
     assert "short_answer repeats the instructions instead of answering them" in reask
+
+
+def _instructions(prompt, schema, **values) -> str:
+    from engine.llm.structured import format_instruction
+
+    filled = {name: "X" for name in prompt.placeholders()} | values
+    return prompt.render(**filled)[0].content + "\n" + format_instruction(schema)
+
+
+@pytest.mark.parametrize("where, reason", [
+    ("deot controller", "Early layers should usually go breadth; the topic has several distinct aspects still unexplored."),
+    ("fgdip step", "The path is plausible but uncertain: continuing along it will lead to the correct answer."),
+    ("claim support", "Yes, the source supports what the sentence claims."),
+])
+def test_a_reason_that_applies_a_rule_in_the_rules_own_words_is_not_a_copy(where, reason):
+    """The blend rule holds for answer fields only: judges and controllers rightly justify a decision
+    in the prompt's words (review 14c found these three refused and re-asked)."""
+    from engine.evaluate.claims import _batch_model
+    from engine.evaluate.judge_prompts import CLAIM_SUPPORT
+    from engine.llm.structured import copied_instructions
+    from engine.methods.deot.prompts import CONTROLLER
+    from engine.methods.deot.schemas import ControllerDecision
+    from engine.methods.fgdip.prompts import EVALUATE_STEP
+    from engine.methods.fgdip.schemas import StepJudgement
+
+    prompt, schema, answer = {
+        "deot controller": (CONTROLLER, ControllerDecision, {"reasoning": reason, "decision": "BREADTH"}),
+        "fgdip step": (EVALUATE_STEP, StepJudgement, {"judgement": reason, "verdict": "maybe"}),
+        "claim support": (CLAIM_SUPPORT, _batch_model((1,)),
+                          {"sentence_1": {"verdict": "supported", "reason": reason}}),
+    }[where]
+    parsed = schema.model_validate(answer)
+    assert copied_instructions(parsed, _instructions(prompt, schema)) is None
+    # The same words as a short answer would be a copy of the instructions, not an answer.
+    from engine.llm.structured import repeats_instructions
+
+    assert repeats_instructions(reason, _instructions(prompt, schema))

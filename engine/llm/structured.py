@@ -91,11 +91,14 @@ def parse_output(text: str, output_type: type[T]) -> T:
 
 
 # A string of at least this many words is a copy of the instructions when it is found in them word
-# for word, or when at least COPY_SHARE of its word 3-grams are: a 0.5B model answered "The fewest words
-# that answer the question (a name, number, date, or yes/no); no explanation.", a blend of the prompt's
-# words and the schema's description that is in neither word for word.
+# for word. In an answer field (ANSWER_FIELDS) it is also one when at least COPY_SHARE of its word
+# 3-grams are: a 0.5B model answered "The fewest words that answer the question (a name, number, date,
+# or yes/no); no explanation.", a blend of the prompt's words and the schema's description that is in
+# neither word for word. Only there: a judge's or a controller's reason may rightly apply a rule in
+# the rule's own words ("the source supports what the sentence claims").
 COPY_MIN_WORDS = 5
 COPY_SHARE = 0.8
+ANSWER_FIELDS = frozenset({"short_answer", "argument"})
 _WORD = re.compile(r"\w+")
 
 
@@ -132,12 +135,13 @@ def copied_instructions(answer: BaseModel, instructions: str) -> str | None:
     short answer: the fewest words that answer the question" answered exactly that), or None. Only
     the system prompt and the schema count as instructions, never the user's data, which an answer
     may rightly quote."""
-    return next((where for where, text in _strings(answer) if repeats_instructions(text, instructions)), None)
+    return next((where for where, text in _strings(answer) if repeats_instructions(
+        text, instructions, blended=where.rsplit(".", 1)[-1] in ANSWER_FIELDS)), None)
 
 
-def repeats_instructions(text: str, instructions: str) -> bool:
+def repeats_instructions(text: str, instructions: str, *, blended: bool = True) -> bool:
     """Whether `text` (of at least COPY_MIN_WORDS words) repeats `instructions`: word for word, or
-    with most of its word 3-grams (COPY_SHARE) taken from them."""
+    (with `blended`) with most of its word 3-grams (COPY_SHARE) taken from them."""
     words = _words(text)
     if len(words) < COPY_MIN_WORDS:
         return False
@@ -145,7 +149,7 @@ def repeats_instructions(text: str, instructions: str) -> bool:
     if " " + " ".join(words) + " " in spaced:
         return True
     own = _trigrams(words)
-    return len(own & trigrams) >= COPY_SHARE * len(own)
+    return blended and len(own & trigrams) >= COPY_SHARE * len(own)
 
 
 def _short_error(exc: Exception) -> str:
