@@ -101,7 +101,7 @@ def progress(run: Run, nodes: list[Node], *, lifecycle: Sequence[RunEvent] = (),
             error_with_details(run.error, lead="The run failed: ", then=". Fix the cause (see Settings), then press "
                                "Resume: it also retries the failed nodes.")
         if run.status == RunStatus.DONE and run.warning:
-            st.warning(f"Done, with failures: {run.warning}.")
+            st.warning(f"Done, with a warning: {run.warning}.")
         if run.status == RunStatus.INTERRUPTED:
             st.warning("This run was interrupted (its process ended). Press Resume to continue from where it stopped.")
 
@@ -133,7 +133,7 @@ def raised_budget(run: Run) -> dict:
 
 def controls(services: Services, run: Run) -> None:
     runner = services.runner
-    retryable = run.status == RunStatus.DONE and bool(run.warning)
+    retryable = runner.retryable(run)
     resumable = run.status in RunStatus.RESUMABLE and run.status != RunStatus.QUEUED
     raised = raised_budget(run) if resumable or run.status == RunStatus.DONE else {}
     cols = st.columns(3)

@@ -278,7 +278,8 @@ def _say_outcome(services, run_id: str) -> int:
     tokens = run.prompt_tokens + run.completion_tokens
     summary = f"run {run_id}: {run.status}; {run.node_count} nodes, {run.llm_calls} LLM calls, {tokens} tokens, ${run.cost:.4f}"
     if run.status == RunStatus.DONE:
-        _err(summary + (f". Warning: {run.warning} (thoughtmap resume {run_id})" if run.warning else ""))
+        retry = f" (thoughtmap resume {run_id})" if services.runner.retryable(run) else ""
+        _err(summary + (f". Warning: {run.warning}{retry}" if run.warning else ""))
         return EXIT_OK
     if run.status == RunStatus.STOPPED:
         _err(f"{summary}. {run.stop_reason}. Partial results are kept; continue with: thoughtmap resume {run_id}")

@@ -67,7 +67,8 @@ class RunQueue:
         With `steered_from` (a steering command reopened a stopped or failed run), a job already
         waiting is stale: it was queued before the run stopped (a Stop applied to a run that waited
         for a worker leaves its job behind) and carries no such state, so a worker taking it would
-        run the whole run on. It is replaced by this one."""
+        run the whole run on. It is replaced by this one, with this one's
+        `retry_failed`: a Resume's retry that the Stop cancelled stays cancelled."""
         from procrastinate.exceptions import AlreadyEnqueued
 
         app = self._open()

@@ -311,8 +311,14 @@ class Runner:
                 and run.owner != self.owner):
             raise RunnerError(f"run {run.id} is {run.status} in another process "
                               f"({describe_owner(run.owner)}); resume or stop it there")
-        if run.status == RunStatus.DONE and not self.repo.list_nodes(run.id, status=NodeStatus.FAILED):
+        if run.status == RunStatus.DONE and not self.retryable(run):
             raise RunnerError(f"run {run.id} is already done and none of its nodes failed; there is nothing to resume")
+
+    def retryable(self, run: Run) -> bool:
+        """A done run with failed nodes, which a resume tries again. A done run's warning may be about
+        its answer instead (FGDIP: no candidate passed the Answer Evaluator), which no resume changes."""
+        return run.status == RunStatus.DONE and bool(run.warning) and bool(
+            self.repo.list_nodes(run.id, status=NodeStatus.FAILED))
 
     def raise_budget(self, run_id: str, *, max_tokens: int | None = None, max_cost: float | None = None) -> None:
         """Set the run's token and/or cost budget (None keeps that one as it is): before a resume,

@@ -52,7 +52,7 @@ for run in runs:
             st.session_state["run_id"] = run.id
             st.query_params["run"] = run.id
             st.switch_page("pages/explore.py", query_params={"run": run.id})
-        retryable = run.status == RunStatus.DONE and bool(run.warning)
+        retryable = services.runner.retryable(run)
         if (run.status in (RunStatus.INTERRUPTED, RunStatus.STOPPED, RunStatus.FAILED) or retryable) and top[2].button(
                 "Retry failed" if retryable else "Resume", key=f"resume-{run.id}"):
             try:

@@ -82,3 +82,27 @@ def test_a_lesson_added_from_the_page_is_applied(services, fgdip_run, monkeypatc
     assert (command.kind, command.status) == ("edit_error_memory", CommandStatus.DONE)
     analyses = [e["analysis"] for e in services.repo.latest_run_state(fgdip_run, "error_memory").data["entries"]]
     assert analyses == [LESSON, "Check the year each magazine started."]
+
+
+@pytest.fixture
+def services_rejecting_all(prebuilt_corpus_home):
+    fake = FakeLLM()
+    fake.when(EVALUATE_ANSWER, judged_answer(False, LESSON))
+    yield from app_services(fake)
+
+
+def test_a_run_no_answer_passed_warns_without_offering_a_retry_that_cannot_work(services_rejecting_all):
+    """Its warning is about the answer, not failed nodes: no "Retry failed nodes" button, whose
+    resume would be refused, and no `thoughtmap resume` hint (review 14c)."""
+    services = services_rejecting_all
+    run_id = run_to_end(services, QUESTION, "fgdip", {"max_backtracks": 1})
+    run = services.repo.get_run(run_id)
+    assert run.status == RunStatus.DONE and "no candidate answer passed" in run.warning
+    assert not services.runner.retryable(run)
+    at = open_page(run_id=run_id)
+    assert_no_exception(at)
+    assert "Done, with a warning: no candidate answer passed the Answer Evaluator" in joined(at.warning)
+    assert not [b for b in at.button if b.label in ("Retry failed nodes", "Retry failed")]
+    sessions = open_page("pages/sessions.py")
+    assert_no_exception(sessions)
+    assert not [b for b in sessions.button if b.label == "Retry failed"]

@@ -175,3 +175,19 @@ def test_mark_impossible_rejects_an_answer_not_judged_yet_instead_of_letting_it_
     assert any(e.node_id == pending.id for e in memory(services, run_id).entries)
     data = services.repo.latest_report(run_id).data
     assert data["answer_node"] != pending.id and data["short_answer"] == f"answer from {FIRST}"
+
+
+def test_an_entity_added_to_a_full_tree_still_reaches_an_answer(services, fake_llm):
+    """The tree is full (max_nodes): the added entity's children must finish, or none of them could
+    be taken and the command would pay for a layer that ends nowhere (review 14c)."""
+    from tests.fgdip_scripts import candidate_of
+
+    fake_llm.when(EXTRACT, entities(ARTHUR, FIRST))
+    fake_llm.when(GENERATE, numbered_steps(finish_at=100, answer=answers_by_branch))  # finishes only when it must
+    fake_llm.when(EVALUATE_ANSWER, lambda r: judged_answer("Women's magazines" in candidate_of(r), "Scripted."))
+    run_id = run_to_end(services, QUESTION, "fgdip", {"siblings": 2, "max_nodes": 6, "max_backtracks": 5})
+    assert len([n for n in nodes_of(services, run_id) if n.kind in ("entity", "step")]) == 6
+    steer_and_wait(services, run_id, "add_entity", {"entity": "Women's magazines"})
+    reached = [a for a in nodes_of(services, run_id, "answer") if a.data["verdict"] == "accepted"]
+    assert [a.data["short_answer"] for a in reached] == ["answer from Women's magazines"]
+    assert services.repo.latest_report(run_id).data["verified"] is True

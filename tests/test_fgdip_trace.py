@@ -594,6 +594,7 @@ def test_yes_no_mode_takes_the_writers_reading_of_a_hedge_but_never_a_flip(servi
     assert agreed_short_answer("Probably not, one is British", "no", yes_no=True) == "no"
     assert agreed_short_answer("Yes, both are American.", "no", yes_no=True) == "yes"
     assert agreed_short_answer("no", "yes", yes_no=True) == "no"
+    assert agreed_short_answer(" ", "Paris", yes_no=False) == "Paris"  # a blank finish: the writer's is all there is
 
 
 def test_an_unchecked_answer_is_not_reported_as_verified(services, fake_llm):

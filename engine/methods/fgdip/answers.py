@@ -71,9 +71,13 @@ def agreed_short_answer(proposed: str, written: str, *, yes_no: bool) -> str:
     Arthur's Magazine, in 1844" -> "Arthur's Magazine") but never change it ("1844" -> "First for
     Women"), or the Answer Evaluator and the error memory would judge words no node produced. In
     yes/no mode the writer may read a hedge ("Probably not") as yes or no, never flip one."""
+    if not _words(proposed):
+        return written  # the finish step said nothing usable: the writer's words are all there is to judge
     if yes_no:
         said = yes_or_no(proposed)
         return said if said in ("yes", "no") else written
+    # A heuristic: no word the path did not say. It cannot tell which of the path's names is meant
+    # ("1844" out of "Arthur's Magazine, in 1844"); the Answer Evaluator judges what it keeps.
     return written if written and _words(written) <= _words(proposed) and _words(written) else proposed
 
 

@@ -113,8 +113,8 @@ class FgdipMethod(Method):
         answer, verified = final_answer(Tree.of(ctx.graph.nodes()))
         if not outcome.ok or answer is None or verified:
             return outcome
-        caveat = ("the answer is not verified: the Answer Evaluator's reply could not be read (resume to ask it "
-                  "again)" if (answer.data or {}).get("verdict") == "unjudged" else
+        caveat = ("the answer is not verified: the Answer Evaluator's reply could not be read"
+                  if (answer.data or {}).get("verdict") == "unjudged" else
                   "no candidate answer passed the Answer Evaluator: the report gives the last one it rejected")
         return replace(outcome, caveat=caveat)
 
@@ -363,8 +363,10 @@ class FgdipMethod(Method):
         else:
             planned = params.siblings if forced else min(params.siblings, room)
             update["planned_children"] = planned
+            # Forced too: on a full tree the children of a node you chose must answer, or no node
+            # under it could grow and your command would have paid for a layer that ends nowhere.
             update["children_must_finish"] = (node.depth + 1 >= params.max_depth
-                                              or (not forced and room - planned < params.siblings))
+                                              or room - planned < params.siblings)
         # The edge first (idempotent: a run killed after it chooses the same node again from the
         # same stored tree), then the choice, then a finishing node's answer: a run killed before
         # the answer gets it from `_answer_missing` (settling answers comes before choosing).

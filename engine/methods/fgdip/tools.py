@@ -53,7 +53,9 @@ def search(ctx: RunContext, node: Node, query: str) -> Observation:
             return Observation(f"The search for {query} failed.", {"search_error": f"{exc} {exc.hint}".strip()})
         hits = []
     if titled is not None:
-        hits = [h for h in hits if h.ref != titled.ref and h.title.casefold() != titled.title.casefold()]
+        # Only the titled document's own chunks go: another collection's page of the same title stays.
+        document = titled.ref.rsplit("#", 1)[0]
+        hits = [h for h in hits if h.ref.rsplit("#", 1)[0] != document]
     relevant = relevant_hits(query, hits, floor=params.relevance_floor)
     ctx.note_unrelated(query, relevant, node)
     dropped = {"dropped_as_unrelated": relevant.dropped_summary()}
