@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 _MODEL_CITATION = re.compile(r"\[(\d+(?:\s*[,;]\s*\d+)*)\]")
+# A citation made a link: `[1](https://...)`, `[1](#source-3)`, `[1](/path)`, `[1](<url>)`.
+_CITATION_LINK = re.compile(r"(\[\d+(?:\s*[,;]\s*\d+)*\])\(\s*<?(?:[a-z][a-z0-9+.-]*:|www\.|#|/)(?:[^()\n]|\([^()\n]*\))*\)", re.I)
 # Source texts carry their own reference markers (Wikipedia's "[12]", reference-list lines): they
 # would collide with our numbering, so prompts never show them.
 _SOURCE_OWN_MARKER = re.compile(r"\[\d+(?:\s*[,;–-]\s*\d+)*\]|\[(?:citation needed|a|b|c|note \d+)\]", re.I)
@@ -70,6 +72,9 @@ def to_stored_markers(text: str, sources: Sequence[CitableSource]) -> tuple[str,
                 dropped.append(number)
         return "".join(markers)
 
+    # `[1](https://...)` renders as a link labelled 1 that goes elsewhere than source 1 (a page can
+    # ask for it): the destination goes, the citation stays.
+    text = _CITATION_LINK.sub(lambda match: match.group(1), text)
     converted = _MODEL_CITATION.sub(replace, text)
     return re.sub(r"[ \t]+([.,;:])", r"\1", converted), dropped
 

@@ -415,6 +415,21 @@ def test_a_storage_marker_typed_by_the_model_is_dropped():
     assert cited.text == "Fact [[S11]]. Forged." and cited.removed == ["[[S42]]"]
 
 
+@pytest.mark.parametrize("typed", ["[1](https://evil.example/phish)", "[1](#source-3)", "[1](<https://x.example>)",
+                                   "[1](javascript:alert(1))", "[1](/etc/passwd)"])
+def test_a_citation_made_a_link_keeps_its_citation_and_loses_its_destination(typed):
+    """`[1](https://...)` would render as a link labelled 1 going elsewhere than source 1 (review 14)."""
+    class Shown:
+        id, title, text, snippet = 11, "t", "x", ""
+
+    stored, dropped = to_stored_markers(f"Fact {typed}. A year (1844) [1](2019).", [Shown()])
+    assert stored == "Fact [[S11]]. A year (1844) [[S11]](2019)." and dropped == []
+    from engine.citations import number_citations
+
+    rendered = number_citations(stored, [11]).text
+    assert "evil" not in rendered and "javascript" not in rendered and "source-3" not in rendered
+
+
 def test_the_knowledge_browser_shows_an_entity_description_as_text(monkeypatch):
     st = FakeSt()
     monkeypatch.setattr(knowledge_browser, "st", st)
