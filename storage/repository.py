@@ -127,6 +127,25 @@ def _node_usage_columns() -> dict[str, Any]:
     }
 
 
+# A source read several times (a web page focused on each search's query) keeps the passages of
+# every read, up to this.
+MAX_SOURCE_TEXT_CHARS = 60_000
+_PARAGRAPH_BREAK = "\n\n"
+
+
+def united_text(stored: str, new: str) -> str:
+    """`stored` with the paragraphs of `new` it does not hold yet, in `new`'s order: what each reader
+    of the source was shown stays in it (a later read focused on another query no longer replaces
+    the passages an earlier summary cited). A text that holds the other whole is taken as it is."""
+    if new in stored:
+        return stored
+    if stored in new:
+        return new
+    held = {" ".join(part.split()) for part in stored.split(_PARAGRAPH_BREAK)}
+    added = [part for part in new.split(_PARAGRAPH_BREAK) if part.strip() and " ".join(part.split()) not in held]
+    return (stored + _PARAGRAPH_BREAK + _PARAGRAPH_BREAK.join(added))[:MAX_SOURCE_TEXT_CHARS] if added else stored
+
+
 def _chunks(rows: list) -> list[list]:
     return [rows[start:start + _ROWS_PER_INSERT] for start in range(0, len(rows), _ROWS_PER_INSERT)]
 
@@ -649,10 +668,12 @@ class Repository:
         """Store sources (one row per run and ref) and link them to `node_id` in the given order;
         one detached Source (with its id) per input, in input order, duplicates included.
 
-        A stored ref keeps its row (title, url...) but takes a longer text. One `INSERT ... ON
-        CONFLICT (run_id, ref) DO UPDATE ... RETURNING` for the batch, one `INSERT ... ON CONFLICT
-        DO NOTHING` of the links, the version bump (with the links on PostgreSQL), one COMMIT.
-        Safe under concurrency: the database resolves a ref inserted by two workers at once."""
+        A stored ref keeps its row (title, url...) and its text takes the new text's paragraphs it
+        lacks (`united_text`). One SELECT of the stored texts, one `INSERT ... ON CONFLICT (run_id,
+        ref) DO UPDATE ... RETURNING` for the batch (the longer text wins), one `INSERT ... ON
+        CONFLICT DO NOTHING` of the links, the version bump (with the links on PostgreSQL), one
+        COMMIT. Safe under concurrency: the database resolves a ref inserted by two workers at once
+        (two reads of one page united at the same moment keep the longer union)."""
         if not inputs:
             return []
         # One entry per ref (a statement cannot touch a row twice): the first occurrence gives
@@ -663,8 +684,8 @@ class Repository:
             known = wanted.get(item.ref)
             if known is None:
                 wanted[item.ref], rank[item.ref] = item, position
-            elif len(item.text) > len(known.text):
-                wanted[item.ref] = replace(known, text=item.text)
+            else:
+                wanted[item.ref] = replace(known, text=united_text(known.text, item.text))
         now = utcnow()
         # In ref order: concurrent batches lock the rows they share in the same order (no deadlock).
         rows = [dict(run_id=run_id, ref=ref, kind=item.kind, url=item.url, title=item.title,
@@ -673,6 +694,11 @@ class Repository:
         table = Source.__table__
         by_ref: dict[str, Source] = {}
         with self._session() as s:
+            stored = dict(s.exec(select(Source.ref, Source.text).where(
+                Source.run_id == run_id, col(Source.ref).in_(list(wanted)))).all()) if wanted else {}
+            for row in rows:
+                if row["ref"] in stored:
+                    row["text"] = united_text(stored[row["ref"]], row["text"])
             for chunk in _chunks(rows):
                 upsert = self._insert_on_conflict(table).values(chunk)
                 longer = func.length(upsert.excluded.text) > func.length(table.c.text)

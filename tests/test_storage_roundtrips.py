@@ -237,14 +237,15 @@ def test_add_sources_one_upsert_in_input_order_and_detached(repo):
              SourceInput(ref="old", title="ignored", text="y" * 20)]
     with statements(repo) as counts:
         stored = repo.add_sources(run.id, batch, node_id=node.id)
-    assert dict(counts) == write_plus_bump(repo, "INSERT", "INSERT")
+    assert dict(counts) == write_plus_bump(repo, "SELECT", "INSERT", "INSERT")
     assert repo.run_version(run.id) == version + 1
     assert [s.ref for s in stored] == ["new", "old", "new", "old"]
     assert stored[0] is stored[2] and stored[1] is stored[3]
     assert all(inspect(s).detached and s.id and s.created_at for s in stored)
     new, old = stored[0], stored[1]
     assert (new.title, new.text, new.url, new.kind) == ("New", "a longer n", "https://example.org/n", "web")
-    assert (old.title, old.text) == ("Old", "y" * 20)  # the row is kept; the longer text replaces
+    # The row is kept; its text keeps every read's paragraphs (a later read never drops what was cited).
+    assert (old.title, old.text) == ("Old", "x" * 10 + "\n\nshort\n\n" + "y" * 20)
     assert {s.ref: s.model_dump() for s in repo.list_sources(run.id)} == {
         s.ref: s.model_dump() for s in (new, old)}
     assert [s.ref for s in repo.sources_for_node(node.id)] == ["new", "old"]
@@ -252,7 +253,8 @@ def test_add_sources_one_upsert_in_input_order_and_detached(repo):
     # Without a node: the upsert and the version bump.
     with statements(repo) as counts:
         repo.add_sources(run.id, [SourceInput(ref="third", title="T")])
-    assert (counts["INSERT"], counts["UPDATE"], counts["COMMIT"], counts["SELECT"]) == (1, 1, 1, 0)
+    # (one SELECT: the texts stored for these refs, which a read again unites with)
+    assert (counts["INSERT"], counts["UPDATE"], counts["COMMIT"], counts["SELECT"]) == (1, 1, 1, 1)
 
 
 def test_add_sources_of_a_large_batch(repo):
@@ -357,3 +359,19 @@ def test_run_state_command_and_claim_without_reads(repo):
     with statements(repo) as counts:
         repo.enqueue_command(run.id, "stop")
     assert dict(counts) == {"UPDATE": 1, "INSERT": 1, "COMMIT": 1}
+
+
+def test_a_source_read_again_keeps_the_passages_every_reader_was_shown(repo):
+    """A web page read for two searches, each focused on its own query: the second read used to
+    replace the first when a little longer, so the first summary's citations pointed at text that
+    no longer held them (review 14, research)."""
+    run = repo.create_run(question="q", method="research", params={})
+    first = "Legions went unpaid in the third century.\n\nSoldiers mutinied."
+    second = "Soldiers mutinied.\n\nThe aqueducts fell into disrepair as taxes failed to come in."
+    repo.add_sources(run.id, [SourceInput(ref="https://example.org/rome", title="Rome", text=first, kind="web")])
+    [stored] = repo.add_sources(run.id, [SourceInput(ref="https://example.org/rome", title="Rome", text=second,
+                                                     kind="web")])
+    assert stored.text == first + "\n\nThe aqueducts fell into disrepair as taxes failed to come in."
+    [again] = repo.add_sources(run.id, [SourceInput(ref="https://example.org/rome", title="Rome", text=second,
+                                                    kind="web")])
+    assert again.text == stored.text  # nothing new: unchanged

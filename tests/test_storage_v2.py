@@ -251,28 +251,31 @@ def test_add_sources_batch_semantics(repo):
             SourceInput(ref="a", title="A again", text="a much longer text", score=0.1)]
     with statements(repo) as counts:
         stored = repo.add_sources(run.id, hits, node_id=node.id)
-    # One INSERT ... ON CONFLICT DO UPDATE ... RETURNING of the sources, one INSERT ... ON CONFLICT
-    # DO NOTHING of the links, the version bump (in the links' statement on PostgreSQL), one COMMIT.
+    # One SELECT of the texts already stored for these refs, one INSERT ... ON CONFLICT DO UPDATE ...
+    # RETURNING of the sources, one INSERT ... ON CONFLICT DO NOTHING of the links, the version bump
+    # (in the links' statement on PostgreSQL), one COMMIT.
     if repo.db.is_sqlite:
-        assert (counts["SELECT"], counts["INSERT"], counts["UPDATE"], counts["COMMIT"]) == (0, 2, 1, 1)
+        assert (counts["SELECT"], counts["INSERT"], counts["UPDATE"], counts["COMMIT"]) == (1, 2, 1, 1)
     else:
-        assert (counts["SELECT"], counts["INSERT"], counts["WITH"], counts["COMMIT"]) == (0, 1, 1, 1)
-    assert sum(counts.values()) == (4 if repo.db.is_sqlite else 3)
+        assert (counts["SELECT"], counts["INSERT"], counts["WITH"], counts["COMMIT"]) == (1, 1, 1, 1)
+    assert sum(counts.values()) == (5 if repo.db.is_sqlite else 4)
     assert [s.ref for s in stored] == ["a", "b", "a"] and stored[0].id == stored[2].id
-    assert stored[0].title == "A" and stored[0].text == "a much longer text"  # the first wins, the longest text
+    # The first row wins; the text keeps both reads' paragraphs.
+    assert stored[0].title == "A" and stored[0].text == "short\n\na much longer text"
     assert all(s.id and s.created_at and s.run_id == run.id for s in stored)
     assert [s.ref for s in repo.list_sources(run.id)] == ["a", "b"]
     links = sorted((link.source_id, link.rank, link.score) for link in repo.node_source_links(run.id))
     assert links == [(stored[0].id, 0, 0.9), (stored[1].id, 1, 0.5)]
 
-    # An existing ref: a longer text replaces the stored one, a shorter one does not.
+    # An existing ref: a text holding the stored one replaces it; another adds its paragraphs.
     other = repo.add_node(run.id, kind="search", label="s2")
     again = repo.add_sources(run.id, [SourceInput(ref="b", title="ignored", text="beta, in full"),
                                       SourceInput(ref="a", title="ignored", text="tiny"),
                                       SourceInput(ref="c", title="C")], node_id=other.id)
     assert [s.id for s in again[:2]] == [stored[1].id, stored[0].id]
     by_ref = {s.ref: s for s in repo.list_sources(run.id)}
-    assert (by_ref["b"].text, by_ref["b"].title, by_ref["a"].text) == ("beta, in full", "B", "a much longer text")
+    assert (by_ref["b"].text, by_ref["b"].title, by_ref["a"].text) == (
+        "beta, in full", "B", "short\n\na much longer text\n\ntiny")
     assert again[0].text == "beta, in full"
     assert [s.ref for s in repo.sources_for_node(other.id)] == ["b", "a", "c"]
     # Adding the same sources to the same node again keeps the links as they are.
