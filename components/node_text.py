@@ -37,6 +37,8 @@ def answer_markdown(node: Node, data: NodeData | None, known_source_ids: Sequenc
     """The node's answer as safe Markdown with its own headings, and its numbering (n -> source id).
     Built from the kind's declared fields when it has them, else from the node's content."""
     fields = data.reader_fields() if data is not None else None
+    if fields is not None and data is not None and data.content_heading and node.content.strip():
+        fields = {data.content_heading: node.content, **fields}
     if fields is None:
         rendered = number_citations(node.content, known_source_ids)
         return sanitize(rendered.text), dict(rendered.numbering)

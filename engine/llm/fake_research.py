@@ -20,7 +20,7 @@ from engine.llm.protocol import ChatRequest
 from engine.search.rerank import tokens
 
 ANSWER_SOURCES = 4  # the documents the fake's answer cites (each one claim-support call)
-_QUERY = re.compile(r"^Query: (.*)$", re.MULTILINE)
+_QUERY = re.compile(r"^Query: (?:<<<)?(.*?)(?:>>>)?$", re.MULTILINE)
 _DOCUMENT = re.compile(r"<<<DOCUMENT\n(.*)\nDOCUMENT>>>", re.DOTALL)
 _SEARCHES = re.compile(r"Searches run so far \((\d+)\)")
 _LEFT = re.compile(r"You may run (\d+) more searches")

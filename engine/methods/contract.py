@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -61,6 +61,10 @@ class NodeData(BaseModel):
     def caption(self) -> str:
         """One line the node panel shows under the label (e.g. which engine proposed the node)."""
         return ""
+
+    # With declared fields, the node's content is shown too, first, under this heading when it is set
+    # (the research agent's search: its cited summary, beside the query and the ranked documents).
+    content_heading: ClassVar[str] = ""
 
     def reader_fields(self) -> dict[str, str | list[str]] | None:
         """The node's answer as named fields (e.g. a summary's), for the node panel to show each under

@@ -5,7 +5,7 @@ sources you dropped as run state, the steering commands and the steps."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -68,6 +68,8 @@ class SearchData(NodeData):
     summary_attempts: int = 0
     removed_markers: list[str] = Field(default_factory=list, description="Bad markers removed from the summary.")
     uncited: bool = Field(default=False, description="The summary cites no document, even when asked again.")
+
+    content_heading: ClassVar[str] = "Summary"  # the search tool's output: what the agent reads
 
     def caption(self) -> str:
         parts = [f"search {self.round}: {self.query}"]

@@ -29,7 +29,7 @@ SUMMARIZE_FIRST = Prompt(
         "keep facts, figures, names, dates and the reasons and arguments given; leave out what does not bear "
         "on the query. Write plain sentences, not a list of documents.\n" + _MARKER_RULES + "\n" + DATA_RULE
     ),
-    user="Question: $query\n\n$feedback<<<DOCUMENTS\n\n$documents\n\nDOCUMENTS>>>\n\nThe relevant information, with a "
+    user="Question: <<<$query>>>\n\n$feedback<<<DOCUMENTS\n\n$documents\n\nDOCUMENTS>>>\n\nThe relevant information, with a "
          "document number after each statement:",
 )
 
@@ -42,7 +42,7 @@ SUMMARIZE = Prompt(
         "facts, figures, names, dates and arguments; leave out what does not bear on the query.\n"
         + _MARKER_RULES + "\n" + DATA_RULE
     ),
-    user="Question: $query\n\nThe researcher's reasoning so far:\n<<<REASONING\n$reasoning\nREASONING>>>\n\n"
+    user="Question: <<<$query>>>\n\nThe researcher's reasoning so far:\n<<<REASONING\n$reasoning\nREASONING>>>\n\n"
          "$feedback<<<DOCUMENTS\n\n$documents\n\nDOCUMENTS>>>\n\nThe relevant information, with a document number "
          "after each statement:",
 )

@@ -94,9 +94,9 @@ def summarize(ctx: RunContext, node: Node, reasoning: Sequence[str], dropped: se
 
     def write(feedback: str) -> str:
         if first:
-            messages = prompts.SUMMARIZE_FIRST.render(query=data.get("query", ""), documents=blocks, feedback=feedback)
+            messages = prompts.SUMMARIZE_FIRST.render(query=inert(data.get("query", "")), documents=blocks, feedback=feedback)
         else:
-            messages = prompts.SUMMARIZE.render(query=data.get("query", ""), documents=blocks, feedback=feedback,
+            messages = prompts.SUMMARIZE.render(query=inert(data.get("query", "")), documents=blocks, feedback=feedback,
                                                 reasoning=inert("\n\n".join(reasoning)))
         return ctx.llm.text(messages, purpose="summarizer", node_id=node.id, max_tokens=params.summary_max_tokens,
                             temperature=params.temperature)
