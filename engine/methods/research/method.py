@@ -15,10 +15,11 @@ its citation check.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from engine.citations import cited_source_ids, number_citations, strip_markers
 from engine.llm.protocol import StructuredOutputError
-from engine.methods.base import REPORT, Method, MethodParams, RunContext
+from engine.methods.base import REPORT, Method, MethodParams, RunContext, RunOutcome
 from engine.methods.contract import CommandPayload, CommandRejected, CommandSpec, UnsupportedCommand
 from engine.methods.estimate import CostEstimate
 from engine.methods.research import estimate as cost
@@ -48,6 +49,7 @@ from engine.methods.research.search_tool import findings, retrieve, summarize
 from engine.reader_text import is_placeholder
 from engine.search.relevance import ungrounded_note
 from engine.prompting import inert
+from engine.safe_text import one_line
 from storage.models import Node, NodeStatus, Source
 
 UNFINISHED = (NodeStatus.PENDING, NodeStatus.RUNNING)
@@ -85,7 +87,12 @@ class Chain:
                 if n.status == NodeStatus.DONE and (before is None or n.id < before) and (n.data or {}).get("reasoning")]
 
     def queries(self) -> list[str]:
-        return [(n.data or {}).get("query", "") for n in self.searches]
+        """The queries searched: a search whose backend failed found nothing, so asking it again
+        (the agent, or Add a query) is not a repeat."""
+        return [(n.data or {}).get("query", "") for n in self.searches if not (n.data or {}).get("search_error")]
+
+    def failed_searches(self) -> list[Node]:
+        return [n for n in self.searches if n.status == NodeStatus.DONE and (n.data or {}).get("search_error")]
 
 
 UNCHECKED_NOTE = ("_The run stopped before this answer's citation check finished: its citations point to "
@@ -162,6 +169,17 @@ class ResearchMethod(Method):
         return True
 
     # ------------------------------------------------------------------ the search tool
+
+    def assess(self, ctx: RunContext) -> RunOutcome:
+        """A search whose backend failed after the first is kept as "found nothing" so the research
+        goes on: the run says the answer was written without it."""
+        outcome = super().assess(ctx)
+        failed = Chain(ctx.graph.nodes()).failed_searches()
+        if not outcome.ok or not failed:
+            return outcome
+        queries = "; ".join(one_line((n.data or {}).get("query", ""))[:80] for n in failed[:3])
+        return replace(outcome, caveat=f"{len(failed)} of the searches failed ({queries}): the answer was written "
+                                       "without what they would have found")
 
     def _run_searches(self, ctx: RunContext, chain: Chain) -> bool:
         waiting = [n for n in chain.searches if n.status in UNFINISHED]

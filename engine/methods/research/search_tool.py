@@ -49,8 +49,11 @@ def retrieve(ctx: RunContext, node: Node) -> Node:
     except SearchError as exc:
         return ctx.graph.update(node, merge_data={"found": 0, "ranked": [], "searcher": ctx.searcher.description,
                                                   "search_error": f"{exc} {exc.hint}".strip()})
-    reranker = choose_reranker(ctx, node)
     rerank_error = ""
+    try:
+        reranker = choose_reranker(ctx, node)
+    except RerankerUnavailable as exc:  # a setting, not an outage: said on the node, BM25 goes on
+        reranker, rerank_error = BM25Reranker(), f"{exc}; BM25 ranked the documents instead"
     try:
         ranked = reranker.rerank(query, hits, params.rerank_top_n)
     except SearchError as exc:  # the /rerank endpoint failed: BM25 keeps the run going, said on the node
