@@ -556,3 +556,18 @@ def test_a_later_search_that_failed_is_said_and_can_be_asked_again(services, fak
     from engine.methods.research.method import Chain
 
     assert failed[0].data["query"] not in Chain(services.repo.list_nodes(run_id)).queries()
+
+
+def test_two_dig_into_commands_in_a_row_search_both_points(services, fake_llm):
+    """The second point joined the chain under the first turn before it had run: the first turn's
+    search was lost, though the map showed it and the command said done (review 14)."""
+    run_id = done_run(services, {"max_searches": 0})
+    fake_llm.when(AGENT, lambda r: turn(False, reasoning="Enough."))
+    first = services.runner.steer(run_id, "dig_into", {"point": "Arthur's Magazine founding year"})
+    second = services.runner.steer(run_id, "dig_into", {"point": "First for Women publisher"})
+    final = services.runner.wait(run_id, timeout=30)
+    assert final.status == RunStatus.DONE, final.error
+    assert {c.id: c.status for c in services.repo.list_commands(run_id)} == {first.id: "done", second.id: "done"}
+    queries = [s.data["query"] for s in searches(services, run_id)]
+    assert "Arthur's Magazine founding year" in queries and "First for Women publisher" in queries
+    assert answer_of(services, run_id) is not None

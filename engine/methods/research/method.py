@@ -211,7 +211,8 @@ class ResearchMethod(Method):
             return False
         for node in waiting:
             ctx.checkpoint()
-            self._turn(ctx, chain, ctx.graph.start(node))
+            # Read again: a turn steered in after another sees that one's reasoning and query.
+            self._turn(ctx, Chain(ctx.graph.nodes()), ctx.graph.start(node))
         return True
 
     def _turn(self, ctx: RunContext, chain: Chain, node: Node) -> None:
@@ -264,8 +265,16 @@ class ResearchMethod(Method):
     def _next(self, ctx: RunContext, chain: Chain) -> bool:
         """What follows the chain's tip: a new turn after a search, the search a turn asked for, or
         the answer (when the turn decided so or the limits are met)."""
+        if chain.answer is not None:
+            return False
+        # Every finished turn's decided search, not only the tip's: a command that arrived while a
+        # turn was still to run joined the chain under it, and that turn's search must not be lost.
+        for turn in chain.turns:
+            if (turn.status == NodeStatus.DONE and (turn.data or {}).get("decision") == "search"
+                    and self._decided_search(ctx, chain, turn) is not None):
+                return True
         tip = chain.tip
-        if tip is None or tip.status != NodeStatus.DONE or chain.answer is not None:
+        if tip is None or tip.status != NodeStatus.DONE:
             return False
         params = self._params(ctx)
         data = tip.data or {}
@@ -286,9 +295,11 @@ class ResearchMethod(Method):
         return True
 
     def _decided_search(self, ctx: RunContext, chain: Chain, turn: Node) -> Node | None:
-        """The search a finished turn decided on, created once (None when it exists already)."""
+        """The search a finished turn decided on, created once (None when it exists already). Its own
+        search is the child with its query: a search you added under the turn before it ran is not."""
         data = turn.data or {}
-        if any(s.parent_id == turn.id for s in chain.searches):
+        if any(s.parent_id == turn.id and _same_query((s.data or {}).get("query", ""), data["next_query"])
+               for s in chain.searches):
             return None
         number = len(chain.searches) + 1
         return ctx.graph.add(kind=SEARCH, label=f"search {number}: {data['next_query']}"[:80], parent=turn,
