@@ -480,7 +480,8 @@ def test_a_budget_spent_in_the_citation_check_still_shows_the_written_answer(ser
     calls = services.repo.list_llm_calls(full)
     upto = max(i for i, c in enumerate(calls) if c.purpose == "writer")
     budget = sum(c.prompt_tokens + c.completion_tokens for c in calls[:upto + 1])
-    run_id = run_to_end(services, QUESTION + " (budget)", "research", {"max_searches": 0}, max_tokens=budget)
+    # The same question (so the same documents and prompts): the budget ends right after the writer.
+    run_id = run_to_end(services, QUESTION, "research", {"max_searches": 0}, max_tokens=budget)
     run = services.repo.get_run(run_id)
     assert run.status == RunStatus.STOPPED and "budget" in run.stop_reason
     [answer] = nodes_of(services, run_id, "answer")
@@ -571,3 +572,29 @@ def test_two_dig_into_commands_in_a_row_search_both_points(services, fake_llm):
     queries = [s.data["query"] for s in searches(services, run_id)]
     assert "Arthur's Magazine founding year" in queries and "First for Women publisher" in queries
     assert answer_of(services, run_id) is not None
+
+
+def test_the_floor_is_applied_to_every_ranked_document_before_the_top_n_is_kept(services, fake_llm):
+    """The paper's summarizer reads the top N = 10. Cut first, then floored, it got 7 or 8 although
+    dozens of the 100 passed the floor (review 14)."""
+    from engine.methods.research.params import ResearchParams
+    from engine.search.relevance import relevant_hits
+
+    question = "What caused the decline of the Roman Empire?"  # 3 of BM25's top 10 fall below the floor
+    run_id = done_run(services, {"max_searches": 0}, question=question)
+    [search] = searches(services, run_id)
+    top_n = ResearchParams().rerank_top_n
+    hits = services.searcher("local").search(question, k=ResearchParams().search_top_k)
+    passing = relevant_hits(question, hits, floor=ResearchParams().relevance_floor).kept
+    assert len(passing) > top_n and len(search.data["ranked"]) == top_n
+
+
+def test_the_agents_run_wide_numbers_do_not_reach_the_summarizers_per_search_numbering(services, fake_llm):
+    """"[3]" in the agent's reasoning is run-wide document 3; in the summarizer's prompt the
+    documents are numbered per search, where it would name this search's document 3 (review 14)."""
+    reasoning = "Document [7] says Arthur's Magazine began in 1844; [3, 4] say First for Women began 1989."
+    fake_llm.when(AGENT, lambda r: turn(True, "Bauer Media Group magazines", reasoning=reasoning)
+                  if "Searches run so far (1)" in request_text(r) else turn(False))
+    done_run(services, {"max_searches": 1})
+    prompt = request_text(fake_llm.calls_for(SUMMARIZE)[0])
+    assert "Document says Arthur's Magazine began in 1844; say First for Women began 1989." in prompt

@@ -1,5 +1,5 @@
 """The search tool of the paper (section 2.1): query → the searcher's top K (local corpus and/or the
-web, the run's search setting) → the reranker → the top N above the relevance floor, stored as the
+web, the run's search setting) → the reranker → the top N of those above the relevance floor, stored as the
 run's sources → the summarizer, which keeps a citation marker per document (`markers.py`).
 
 A search node is worked in two stored stages, so a resumed run redoes neither: the reranked
@@ -7,6 +7,7 @@ documents (with their scores), then the summary."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from engine.citations import source_blocks
@@ -15,11 +16,14 @@ from engine.methods.research import prompts
 from engine.methods.research.markers import numbered, write_cited
 from engine.methods.research.params import ResearchParams
 from engine.search.protocol import SearchError
-from engine.search.relevance import NO_RELEVANT_SOURCE, relevant_hits
+from engine.search.relevance import NO_RELEVANT_SOURCE, RelevanceResult, relevant_hits
 from engine.search.rerank import BM25Reranker, Reranker
 from engine.search.rerankers import LLMReranker
 from engine.prompting import inert
 from storage.models import Node, Source
+
+
+_RUN_WIDE_NUMBER = re.compile(r"\s*\[\d+(?:\s*[,;]\s*\d+)*\]")
 
 
 class RerankerUnavailable(ValueError):
@@ -54,18 +58,25 @@ def retrieve(ctx: RunContext, node: Node) -> Node:
         reranker = choose_reranker(ctx, node)
     except RerankerUnavailable as exc:  # a setting, not an outage: said on the node, BM25 goes on
         reranker, rerank_error = BM25Reranker(), f"{exc}; BM25 ranked the documents instead"
+    # All K ranked, the floor applied, then the top N kept: the summarizer gets the paper's N
+    # documents whenever N pass the floor (cut first, 7 or 8 of 10 reached it).
     try:
-        ranked = reranker.rerank(query, hits, params.rerank_top_n)
+        ranked = reranker.rerank(query, hits, len(hits))
     except SearchError as exc:  # the /rerank endpoint failed: BM25 keeps the run going, said on the node
         rerank_error = f"{exc} {exc.hint}".strip() + "; BM25 ranked the documents instead"
         reranker = BM25Reranker()
-        ranked = reranker.rerank(query, hits, params.rerank_top_n)
-    relevant = relevant_hits(query, ranked, floor=params.relevance_floor)
+        ranked = reranker.rerank(query, hits, len(hits))
+    floored = relevant_hits(query, ranked, floor=params.relevance_floor)
+    kept = floored.kept[:params.rerank_top_n]
+    # Told and stored: the hits the floor left out from among those the kept ones outranked.
+    position = {id(hit): i for i, hit in enumerate(ranked)}
+    last = position[id(kept[-1])] if kept else min(len(ranked), params.rerank_top_n)
+    relevant = RelevanceResult(kept, [j for j in floored.dropped if position[id(j.hit)] < last])
     ctx.note_unrelated(query, relevant, node)
     # The paper's search returns whole documents; a search engine, snippets: read the pages.
-    pages = ctx.read_pages(query, relevant.kept, limit=params.read_pages, max_chars=params.doc_chars, node=node)
+    pages = ctx.read_pages(query, kept, limit=params.read_pages, max_chars=params.doc_chars, node=node)
     sources = ctx.graph.add_sources(pages.hits, node=node) if pages.hits else []
-    scores = {hit.ref: hit.score for hit in relevant.kept}
+    scores = {hit.ref: hit.score for hit in kept}
     docs = [{"rank": rank, "source_id": s.id, "title": s.title, "ref": s.ref, "score": round(scores.get(s.ref, 0.0), 6)}
             for rank, s in enumerate(sources, start=1)]
     return ctx.graph.update(node, merge_data={
@@ -99,8 +110,10 @@ def summarize(ctx: RunContext, node: Node, reasoning: Sequence[str], dropped: se
         if first:
             messages = prompts.SUMMARIZE_FIRST.render(query=inert(data.get("query", "")), documents=blocks, feedback=feedback)
         else:
+            # The reasoning's [n] are run-wide numbers; here documents are numbered per search from 1,
+            # so they would name this search's documents: left out.
             messages = prompts.SUMMARIZE.render(query=inert(data.get("query", "")), documents=blocks, feedback=feedback,
-                                                reasoning=inert("\n\n".join(reasoning)))
+                                                reasoning=inert(_RUN_WIDE_NUMBER.sub("", "\n\n".join(reasoning))))
         return ctx.llm.text(messages, purpose="summarizer", node_id=node.id, max_tokens=params.summary_max_tokens,
                             temperature=params.temperature)
 
