@@ -598,3 +598,11 @@ def test_the_agents_run_wide_numbers_do_not_reach_the_summarizers_per_search_num
     done_run(services, {"max_searches": 1})
     prompt = request_text(fake_llm.calls_for(SUMMARIZE)[0])
     assert "Document says Arthur's Magazine began in 1844; say First for Women began 1989." in prompt
+
+
+@pytest.mark.parametrize("method", ["research", "rag"])
+def test_a_run_with_search_off_says_so_instead_of_nothing_found_in_no_search(services, fake_llm, method):
+    run_id = run_to_end(services, QUESTION, method, {"max_searches": 0} if method == "research" else {},
+                        search="none")
+    report = render_markdown(services.repo, run_id)
+    assert "Search was off for this run" in report and "in no search" not in report

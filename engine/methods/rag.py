@@ -14,7 +14,7 @@ from engine.methods.base import Method, MethodParams, RunContext, read_pages_fie
 from engine.methods.estimate import CostEstimate, capped_tokens, single_call
 from engine.methods.common import ANSWER, ASKED_QUESTION, RETRIEVAL, child_of_kind, ensure_root
 from engine.search.protocol import SearchError
-from engine.search.relevance import NO_RELEVANT_SOURCE, relevant_hits, ungrounded_note
+from engine.search.relevance import nothing_found, relevant_hits, ungrounded_note
 from storage.models import NodeStatus
 
 
@@ -82,7 +82,7 @@ class RagMethod(Method):
                                       node=retrieval).hits
                 sources = ctx.graph.add_sources(kept, node=retrieval) if kept else []
                 content = (f"{len(sources)} relevant passages retrieved" if sources
-                           else NO_RELEVANT_SOURCE.format(where=ctx.searcher.description))
+                           else nothing_found(ctx.searcher.description))
                 retrieval = ctx.graph.finish(
                     retrieval, content=content,
                     data={"searcher": ctx.searcher.description, "refs": [s.ref for s in sources],

@@ -111,6 +111,16 @@ NO_RELEVANT_SOURCE = ("No relevant source was found for this in {where}. Connect
                       "on the Settings page to ground it.")
 
 
+SEARCH_OFF = ("Search was off for this run (no search). Connect web search or upload documents on the Settings page, "
+              "and choose a search, to ground it.")
+
+
+def nothing_found(where: str) -> str:
+    """Why there is no source, in words: nothing relevant in `where` (a searcher's description), or
+    no search at all (a run with search off, whose searcher is described as "no search")."""
+    return SEARCH_OFF if where == "no search" else NO_RELEVANT_SOURCE.format(where=where)
+
+
 def ungrounded_note(where: str) -> str:
     """Appended to an answer that no source supports: said to the reader, not left to the model."""
-    return "\n\n> " + NO_RELEVANT_SOURCE.format(where=where) + " This answer is the model's own and cites nothing."
+    return "\n\n> " + nothing_found(where) + " This answer is the model's own and cites nothing."

@@ -17,7 +17,7 @@ from engine.methods.deot import prompts
 from engine.safe_text import one_line
 from engine.search.combined import web_first
 from engine.search.dates import source_date
-from engine.search.relevance import NO_RELEVANT_SOURCE, relevant_hits
+from engine.search.relevance import nothing_found, relevant_hits
 from storage.models import Node, Source
 
 
@@ -99,7 +99,7 @@ class NodeSources:
                 turns.finish(task_id)
 
     def nothing_found(self) -> str:
-        return NO_RELEVANT_SOURCE.format(where=self._ctx.searcher.description)
+        return nothing_found(self._ctx.searcher.description)
 
     @property
     def all(self) -> list[Source]:

@@ -45,7 +45,7 @@ from engine.methods.omnithink.pool import merge
 from engine.reader_text import REPORT_NOT_WRITTEN, SECTION_NOT_WRITTEN, UNWRITTEN, first_readable
 from engine.methods.omnithink.schemas import Reflection, expansion_model, outline_model
 from engine.search.protocol import Hit, SearchError
-from engine.search.relevance import NO_RELEVANT_SOURCE, relevant_hits
+from engine.search.relevance import nothing_found, relevant_hits
 from engine.search.embeddings import top_for_each
 from storage.models import Node, NodeStatus, Source
 
@@ -148,7 +148,7 @@ class OmniThinkMethod(Method):
             ctx.graph.fail(node, "every search failed: " + "; ".join(errors))
             return
         lines = [f"- **{s.title}** [[S{s.id}]]: {(s.snippet or s.text)[:300].strip()}" for s in sources]
-        nothing = "_" + NO_RELEVANT_SOURCE.format(where=ctx.searcher.description) + "_"
+        nothing = "_" + nothing_found(ctx.searcher.description) + "_"
         ctx.graph.finish(node, content="\n".join(lines) or nothing,
                          data={"retrieved": len(sources), "search_errors": errors, "dropped_as_unrelated": dropped})
 

@@ -16,7 +16,7 @@ from engine.methods.research import prompts
 from engine.methods.research.markers import numbered, write_cited
 from engine.methods.research.params import ResearchParams
 from engine.search.protocol import SearchError
-from engine.search.relevance import NO_RELEVANT_SOURCE, RelevanceResult, relevant_hits
+from engine.search.relevance import RelevanceResult, nothing_found, relevant_hits
 from engine.search.rerank import BM25Reranker, Reranker
 from engine.search.rerankers import LLMReranker
 from engine.prompting import inert
@@ -101,7 +101,7 @@ def summarize(ctx: RunContext, node: Node, reasoning: Sequence[str], dropped: se
     if not documents:
         if data.get("search_error"):  # its technical text stays in the node's "Search error" field
             return "This search failed, so it found nothing to summarise.", {"summary_attempts": 0}
-        return f"Nothing to summarise: {NO_RELEVANT_SOURCE.format(where=data.get('searcher') or 'the search')}", {
+        return f"Nothing to summarise: {nothing_found(data.get('searcher') or 'the search')}", {
             "summary_attempts": 0}
     blocks = inert(source_blocks(documents, max_chars=params.doc_chars))
     first = not reasoning
