@@ -606,3 +606,25 @@ def test_a_run_with_search_off_says_so_instead_of_nothing_found_in_no_search(ser
                         search="none")
     report = render_markdown(services.repo, run_id)
     assert "Search was off for this run" in report and "in no search" not in report
+
+
+def test_a_search_stopped_during_the_llm_rerank_asks_only_the_rest_on_resume(services, fake_llm):
+    """Each judgment is stored as it arrives: a budget stop half-way through the K judgments used to
+    lose every one of them, and the resume paid for all K again (review 14)."""
+    from tests.research_scripts import JUDGE
+
+    params = {"reranker": "llm", "search_top_k": 20, "max_searches": 0}
+    full = run_to_end(services, QUESTION, "research", params)
+    judged = [c for c in services.repo.list_llm_calls(full) if c.purpose == "rerank"]
+    budget = sum(c.prompt_tokens + c.completion_tokens for c in judged[:6])
+    before = len(fake_llm.calls_for(JUDGE))
+    run_id = run_to_end(services, QUESTION, "research", params, max_tokens=budget)
+    assert services.repo.get_run(run_id).status == RunStatus.STOPPED
+    paid = len(fake_llm.calls_for(JUDGE)) - before
+    [search] = searches(services, run_id)
+    kept = search.data.get("rerank_scores") or {}
+    assert 0 < len(kept) == paid < 20, (len(kept), paid)
+    services.runner.resume(run_id, max_tokens=100 * budget)
+    assert services.runner.wait(run_id, timeout=60).status == RunStatus.DONE
+    asked_again = len(fake_llm.calls_for(JUDGE)) - before - paid
+    assert asked_again == 20 - len(kept)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -84,9 +84,14 @@ class LLMReranker:
     again without, and this reranker keeps to verdicts from then on."""
 
     def __init__(self, llm: LLM, *, parallel: Parallel | None = None, purpose: str = "rerank",
-                 max_chars: int = 2000, top_logprobs: int = 5) -> None:
+                 max_chars: int = 2000, top_logprobs: int = 5, known: Mapping[str, float] | None = None,
+                 on_score: Callable[[str, float], None] | None = None) -> None:
+        """`known`: judgments paid for before (ref -> score), not asked again; `on_score` sees each
+        new one as it arrives, so a caller can keep them if it is stopped half-way (a run's search)."""
         self.llm = llm
         self.parallel = parallel or _sequential
+        self.known = dict(known or {})
+        self.on_score = on_score
         self.purpose = purpose
         self.max_chars = max_chars
         self._top_logprobs = top_logprobs
@@ -115,10 +120,18 @@ class LLMReranker:
         probability = yes_probability(response.logprobs)
         return probability if probability is not None else verdict_score(response.text)
 
+    def _judged(self, query: str, hit: Hit) -> float:
+        if hit.ref in self.known:
+            return self.known[hit.ref]
+        score = self.score(query, hit)
+        if self.on_score is not None:
+            self.on_score(hit.ref, score)
+        return score
+
     def rerank(self, query: str, hits: Sequence[Hit], k: int) -> list[Hit]:
         if k <= 0 or not hits:
             return []
-        scores = self.parallel([lambda hit=hit: self.score(query, hit) for hit in hits])
+        scores = self.parallel([lambda hit=hit: self._judged(query, hit) for hit in hits])
         order = sorted(range(len(hits)), key=lambda i: (-scores[i], i))
         return [replace(hits[i], score=float(scores[i])) for i in order[:k]]
 

@@ -60,6 +60,8 @@ class SearchData(NodeData):
     found: int | None = Field(default=None, description="Documents the search returned (None before it ran).")
     reranker: str = ""
     rerank_error: str = ""
+    rerank_scores: dict[str, float] = Field(default_factory=dict, description=(
+        "The LLM reranker's judgments so far (ref -> score), kept as they arrive for a resumed search."))
     ranked: list[RankedDoc] | None = Field(default=None, description="The top N after reranking, best first.")
     dropped_as_unrelated: list[DroppedHit] = Field(default_factory=list)
     search_error: str = ""

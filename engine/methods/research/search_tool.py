@@ -8,6 +8,7 @@ documents (with their scores), then the summary."""
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Sequence
 
 from engine.citations import source_blocks
@@ -34,7 +35,17 @@ def choose_reranker(ctx: RunContext, node: Node) -> Reranker:
     """The reranker the parameters ask for; the LLM one runs on this run's accounted LLM."""
     choice = ctx.params.reranker  # type: ignore[attr-defined]
     if choice == "llm":
-        return LLMReranker(ctx.llm.bound(node.id), parallel=ctx.parallel)
+        # Each judgment is stored as it arrives: a search stopped half-way (budget, kill) asks only
+        # the rest on resume, not all K again.
+        judged = dict((node.data or {}).get("rerank_scores") or {})
+        lock = threading.Lock()
+
+        def keep(ref: str, score: float) -> None:
+            with lock:
+                judged[ref] = score
+                ctx.graph.update(node, merge_data={"rerank_scores": dict(judged)})
+
+        return LLMReranker(ctx.llm.bound(node.id), parallel=ctx.parallel, known=judged, on_score=keep)
     if choice == "endpoint" or (choice == "auto" and ctx.rerank_endpoint is not None):
         if ctx.rerank_endpoint is None:
             raise RerankerUnavailable("the endpoint reranker needs THOUGHTMAP_RERANK_URL (a /rerank server); "
