@@ -157,6 +157,9 @@ def test_a_summary_or_answer_that_cites_nothing_is_written_again(services, fake_
     answer = answer_of(services, run_id)
     assert len(fake_llm.calls_for(ANSWER)) == 3 and answer.data["uncited"] is True
     assert any(e.text == "the answer still cites no document after 3 tries" for e in services.repo.list_events(run_id))
+    # Said on the run too: its answer reads as grounded as any other otherwise (review 14).
+    assert services.repo.get_run(run_id).warning == ("the answer cites none of the retrieved documents, even when "
+                                                     "asked again")
 
 
 def test_a_short_summary_of_nothing_relevant_is_not_asked_again(services, fake_llm):

@@ -174,12 +174,16 @@ class ResearchMethod(Method):
         """A search whose backend failed after the first is kept as "found nothing" so the research
         goes on: the run says the answer was written without it."""
         outcome = super().assess(ctx)
-        failed = Chain(ctx.graph.nodes()).failed_searches()
-        if not outcome.ok or not failed:
-            return outcome
-        queries = "; ".join(one_line((n.data or {}).get("query", ""))[:80] for n in failed[:3])
-        return replace(outcome, caveat=f"{len(failed)} of the searches failed ({queries}): the answer was written "
-                                       "without what they would have found")
+        chain = Chain(ctx.graph.nodes())
+        failed = chain.failed_searches()
+        caveats = []
+        if failed:
+            queries = "; ".join(one_line((n.data or {}).get("query", ""))[:80] for n in failed[:3])
+            caveats.append(f"{len(failed)} of the searches failed ({queries}): the answer was written without "
+                           "what they would have found")
+        if chain.answer is not None and (chain.answer.data or {}).get("uncited") and ctx.graph.sources():
+            caveats.append("the answer cites none of the retrieved documents, even when asked again")
+        return replace(outcome, caveat="; ".join(caveats)) if outcome.ok and caveats else outcome
 
     def _run_searches(self, ctx: RunContext, chain: Chain) -> bool:
         waiting = [n for n in chain.searches if n.status in UNFINISHED]
