@@ -635,20 +635,3 @@ def test_a_full_tree_spends_no_backtrack_on_a_node_that_cannot_grow(services, fa
     data = report_data(services, run_id)
     assert data["verified"] and data["short_answer"] == "cand 2"
     assert not any((n.data or {}).get("dead_end") for n in nodes_of(services, run_id))
-
-
-def test_lookup_reads_the_whole_document_a_ranked_chunk_belongs_to(services, fake_llm):
-    """A search that ranks a document's second chunk first opens the whole document, as ReAct's
-    page: a Lookup then finds what its first chunk says (review 14)."""
-    store = services.searcher("local").store
-    second = next(c for c in store.iter_collection_chunks("freshwiki") if c.ordinal == 1)
-    first = next(c for c in store.iter_collection_chunks("freshwiki") if c.ref == second.ref and c.ordinal == 0)
-    query = " ".join(second.text.split()[:12])
-    ranked = services.searcher("local").search(query, k=3)
-    assert ranked[0].ref == f"{second.ref}#1"  # the chunk the ranking picks
-    fake_llm.when(EXTRACT, entities(query))
-    fake_llm.when(GENERATE, step("finish", "done"))
-    run_id = done_run(services, {"siblings": 1})
-    [branch] = nodes_of(services, run_id, "entity")
-    page = page_of(services, branch)
-    assert page.ref == f"{second.ref}#0" and first.text[:200] in page.text and second.text[:200] in page.text

@@ -65,12 +65,6 @@ def search(ctx: RunContext, node: Node, query: str) -> Observation:
         return Observation(f"Could not find a page about {query}." + (f" Similar: {similar}." if similar else ""),
                            dropped)
     found = found[: params.search_results]
-    if titled is None and found[0].kind == "corpus":
-        # The page Lookup reads is the whole document, not the one chunk the ranking picked (a user's
-        # file is many chunks): opened by its title when that title names this very document.
-        whole = titled_page(ctx.searcher, found[0].title)
-        if whole is not None and whole.ref.rsplit("#", 1)[0] == found[0].ref.rsplit("#", 1)[0]:
-            found = [whole, *(h for h in found[1:] if h.ref.rsplit("#", 1)[0] != whole.ref.rsplit("#", 1)[0])]
     # Web results: the page itself (the search shows its start, Lookup reads all of it), not its snippet.
     kept = ctx.read_pages(query, found, limit=params.read_pages, max_chars=PAGE_CHARS, node=node).hits
     sources = ctx.graph.add_sources(kept, node=node)
