@@ -14,8 +14,11 @@ from dataclasses import dataclass
 from typing import Protocol
 
 _MODEL_CITATION = re.compile(r"\[(\d+(?:\s*[,;]\s*\d+)*)\]")
-# A citation made a link: `[1](https://...)`, `[1](#source-3)`, `[1](/path)`, `[1](<url>)`.
-_CITATION_LINK = re.compile(r"(\[\d+(?:\s*[,;]\s*\d+)*\])\(\s*<?(?:[a-z][a-z0-9+.-]*:|www\.|#|/)(?:[^()\n]|\([^()\n]*\))*\)", re.I)
+# A citation made a link (or an image): `[1](https://...)`, `[1](#source-3)`, `[1](/path)`,
+# `[1](<url>)`, `![1](url)`. A destination has no space, so "[1](note: an estimate)" is text.
+_CITATION_LINK = re.compile(
+    r"!?(\[\d+(?:\s*[,;]\s*\d+)*\])\(\s*(?:<[^<>\n]*>|(?:[a-z][a-z0-9+.-]*:|www\.|#|/)(?:[^()\s]|\([^()\s]*\))*)\s*\)",
+    re.I)
 # Source texts carry their own reference markers (Wikipedia's "[12]", reference-list lines): they
 # would collide with our numbering, so prompts never show them.
 _SOURCE_OWN_MARKER = re.compile(r"\[\d+(?:\s*[,;–-]\s*\d+)*\]|\[(?:citation needed|a|b|c|note \d+)\]", re.I)

@@ -130,20 +130,33 @@ def _node_usage_columns() -> dict[str, Any]:
 # A source read several times (a web page focused on each search's query) keeps the passages of
 # every read, up to this.
 MAX_SOURCE_TEXT_CHARS = 60_000
-_PARAGRAPH_BREAK = "\n\n"
 
 
 def united_text(stored: str, new: str) -> str:
-    """`stored` with the paragraphs of `new` it does not hold yet, in `new`'s order: what each reader
-    of the source was shown stays in it (a later read focused on another query no longer replaces
-    the passages an earlier summary cited). A text that holds the other whole is taken as it is."""
-    if new in stored:
-        return stored
+    """The newest read first, then the lines of the earlier reads it does not repeat: the node that
+    read it now quotes its own passages from the start (prompts cut a source's text from there), and
+    the passages an earlier summary cited stay in the source behind them (a later read focused on
+    another query used to replace them). Lines, not paragraphs: a page's passages are one per line.
+    Past MAX_SOURCE_TEXT_CHARS the oldest lines go."""
     if stored in new:
         return new
-    held = {" ".join(part.split()) for part in stored.split(_PARAGRAPH_BREAK)}
-    added = [part for part in new.split(_PARAGRAPH_BREAK) if part.strip() and " ".join(part.split()) not in held]
-    return (stored + _PARAGRAPH_BREAK + _PARAGRAPH_BREAK.join(added))[:MAX_SOURCE_TEXT_CHARS] if added else stored
+    if new in stored or not new.strip():
+        return stored  # already held as it is (a chunk of the whole page, a read repeated)
+    seen = {" ".join(line.split()) for line in new.splitlines() if line.strip()}
+    older = []
+    for line in stored.splitlines():
+        key = " ".join(line.split())
+        if key and key not in seen:
+            seen.add(key)
+            older.append(line)
+    if not older:
+        return new
+    united, room = new, MAX_SOURCE_TEXT_CHARS - len(new)
+    for line in older:
+        if len(line) + 1 > room:
+            break
+        united, room = united + "\n" + line, room - len(line) - 1
+    return united
 
 
 def _chunks(rows: list) -> list[list]:
@@ -668,9 +681,10 @@ class Repository:
         """Store sources (one row per run and ref) and link them to `node_id` in the given order;
         one detached Source (with its id) per input, in input order, duplicates included.
 
-        A stored ref keeps its row (title, url...) and its text takes the new text's paragraphs it
-        lacks (`united_text`). One SELECT of the stored texts, one `INSERT ... ON CONFLICT (run_id,
-        ref) DO UPDATE ... RETURNING` for the batch (the longer text wins), one `INSERT ... ON
+        A stored ref keeps its row (title, url...) and its text becomes the new read followed by the
+        earlier reads' lines it lacks (`united_text`). One SELECT of the stored texts, one `INSERT ...
+        ON CONFLICT (run_id, ref) DO UPDATE ... RETURNING` for the batch (a text at least as long
+        wins), one `INSERT ... ON
         CONFLICT DO NOTHING` of the links, the version bump (with the links on PostgreSQL), one
         COMMIT. Safe under concurrency: the database resolves a ref inserted by two workers at once
         (two reads of one page united at the same moment keep the longer union)."""
@@ -701,7 +715,8 @@ class Repository:
                     row["text"] = united_text(stored[row["ref"]], row["text"])
             for chunk in _chunks(rows):
                 upsert = self._insert_on_conflict(table).values(chunk)
-                longer = func.length(upsert.excluded.text) > func.length(table.c.text)
+                # As long or longer: the united text (newest read first) may reorder as many characters.
+                longer = func.length(upsert.excluded.text) >= func.length(table.c.text)
                 upsert = upsert.on_conflict_do_update(
                     index_elements=[table.c.run_id, table.c.ref],
                     set_={"text": case((longer, upsert.excluded.text), else_=table.c.text)},

@@ -560,6 +560,10 @@ def test_a_later_search_that_failed_is_said_and_can_be_asked_again(services, fak
     from engine.methods.research.method import Chain
 
     assert failed[0].data["query"] not in Chain(services.repo.list_nodes(run_id)).queries()
+    # Asked again, and found: the warning no longer says the answer lacks it.
+    outage.on = False
+    steer_and_wait(services, run_id, "add_query", {"query": failed[0].data["query"]})
+    assert services.runner.wait(run_id, timeout=30).warning == ""
 
 
 def test_two_dig_into_commands_in_a_row_search_both_points(services, fake_llm):

@@ -245,7 +245,7 @@ def test_add_sources_one_upsert_in_input_order_and_detached(repo):
     new, old = stored[0], stored[1]
     assert (new.title, new.text, new.url, new.kind) == ("New", "a longer n", "https://example.org/n", "web")
     # The row is kept; its text keeps every read's paragraphs (a later read never drops what was cited).
-    assert (old.title, old.text) == ("Old", "x" * 10 + "\n\nshort\n\n" + "y" * 20)
+    assert (old.title, old.text) == ("Old", "y" * 20 + "\nshort\n" + "x" * 10)
     assert {s.ref: s.model_dump() for s in repo.list_sources(run.id)} == {
         s.ref: s.model_dump() for s in (new, old)}
     assert [s.ref for s in repo.sources_for_node(node.id)] == ["new", "old"]
@@ -366,12 +366,15 @@ def test_a_source_read_again_keeps_the_passages_every_reader_was_shown(repo):
     replace the first when a little longer, so the first summary's citations pointed at text that
     no longer held them (review 14, research)."""
     run = repo.create_run(question="q", method="research", params={})
-    first = "Legions went unpaid in the third century.\n\nSoldiers mutinied."
-    second = "Soldiers mutinied.\n\nThe aqueducts fell into disrepair as taxes failed to come in."
+    # A page's passages as `read_pages` joins them: one per line.
+    first = "Legions went unpaid in the third century.\nSoldiers mutinied."
+    second = "Soldiers mutinied.\nThe aqueducts fell into disrepair as taxes failed to come in."
     repo.add_sources(run.id, [SourceInput(ref="https://example.org/rome", title="Rome", text=first, kind="web")])
     [stored] = repo.add_sources(run.id, [SourceInput(ref="https://example.org/rome", title="Rome", text=second,
                                                      kind="web")])
-    assert stored.text == first + "\n\nThe aqueducts fell into disrepair as taxes failed to come in."
-    [again] = repo.add_sources(run.id, [SourceInput(ref="https://example.org/rome", title="Rome", text=second,
+    # The newest read first (the node reading it now quotes it from the start), the earlier one's
+    # other lines after it, nothing twice.
+    assert stored.text == second + "\nLegions went unpaid in the third century."
+    [again] = repo.add_sources(run.id, [SourceInput(ref="https://example.org/rome", title="Rome", text=first,
                                                     kind="web")])
-    assert again.text == stored.text  # nothing new: unchanged
+    assert again.text == first + "\nThe aqueducts fell into disrepair as taxes failed to come in."

@@ -260,14 +260,14 @@ def test_add_sources_batch_semantics(repo):
         assert (counts["SELECT"], counts["INSERT"], counts["WITH"], counts["COMMIT"]) == (1, 1, 1, 1)
     assert sum(counts.values()) == (5 if repo.db.is_sqlite else 4)
     assert [s.ref for s in stored] == ["a", "b", "a"] and stored[0].id == stored[2].id
-    # The first row wins; the text keeps both reads' paragraphs.
-    assert stored[0].title == "A" and stored[0].text == "short\n\na much longer text"
+    # The first row wins; the text is the newest read, then the earlier read's lines it lacks.
+    assert stored[0].title == "A" and stored[0].text == "a much longer text\nshort"
     assert all(s.id and s.created_at and s.run_id == run.id for s in stored)
     assert [s.ref for s in repo.list_sources(run.id)] == ["a", "b"]
     links = sorted((link.source_id, link.rank, link.score) for link in repo.node_source_links(run.id))
     assert links == [(stored[0].id, 0, 0.9), (stored[1].id, 1, 0.5)]
 
-    # An existing ref: a text holding the stored one replaces it; another adds its paragraphs.
+    # An existing ref: a text holding the stored one replaces it; another comes first, the rest after it.
     other = repo.add_node(run.id, kind="search", label="s2")
     again = repo.add_sources(run.id, [SourceInput(ref="b", title="ignored", text="beta, in full"),
                                       SourceInput(ref="a", title="ignored", text="tiny"),
@@ -275,7 +275,7 @@ def test_add_sources_batch_semantics(repo):
     assert [s.id for s in again[:2]] == [stored[1].id, stored[0].id]
     by_ref = {s.ref: s for s in repo.list_sources(run.id)}
     assert (by_ref["b"].text, by_ref["b"].title, by_ref["a"].text) == (
-        "beta, in full", "B", "short\n\na much longer text\n\ntiny")
+        "beta, in full", "B", "tiny\na much longer text\nshort")
     assert again[0].text == "beta, in full"
     assert [s.ref for s in repo.sources_for_node(other.id)] == ["b", "a", "c"]
     # Adding the same sources to the same node again keeps the links as they are.

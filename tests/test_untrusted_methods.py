@@ -416,14 +416,15 @@ def test_a_storage_marker_typed_by_the_model_is_dropped():
 
 
 @pytest.mark.parametrize("typed", ["[1](https://evil.example/phish)", "[1](#source-3)", "[1](<https://x.example>)",
-                                   "[1](javascript:alert(1))", "[1](/etc/passwd)"])
+                                   "[1](javascript:alert(1))", "[1](/etc/passwd)", "![1](https://evil.example/i.png)"])
 def test_a_citation_made_a_link_keeps_its_citation_and_loses_its_destination(typed):
     """`[1](https://...)` would render as a link labelled 1 going elsewhere than source 1 (review 14)."""
     class Shown:
         id, title, text, snippet = 11, "t", "x", ""
 
-    stored, dropped = to_stored_markers(f"Fact {typed}. A year (1844) [1](2019).", [Shown()])
-    assert stored == "Fact [[S11]]. A year (1844) [[S11]](2019)." and dropped == []
+    stored, dropped = to_stored_markers(f"Fact {typed}. A year (1844) [1](2019). [1](note: an estimate)", [Shown()])
+    # Text in brackets after a citation is not a link (a destination has no space): it stays.
+    assert stored == "Fact [[S11]]. A year (1844) [[S11]](2019). [[S11]](note: an estimate)" and dropped == []
     from engine.citations import number_citations
 
     rendered = number_citations(stored, [11]).text

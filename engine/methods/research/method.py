@@ -92,7 +92,9 @@ class Chain:
         return [(n.data or {}).get("query", "") for n in self.searches if not (n.data or {}).get("search_error")]
 
     def failed_searches(self) -> list[Node]:
-        return [n for n in self.searches if n.status == NodeStatus.DONE and (n.data or {}).get("search_error")]
+        """Searches whose backend failed and whose query no later search found again."""
+        failed = [n for n in self.searches if n.status == NodeStatus.DONE and (n.data or {}).get("search_error")]
+        return [n for n in failed if not any(_same_query((n.data or {}).get("query", ""), q) for q in self.queries())]
 
 
 UNCHECKED_NOTE = ("_The run stopped before this answer's citation check finished: its citations point to "
