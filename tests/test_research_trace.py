@@ -635,3 +635,15 @@ def test_a_search_stopped_during_the_llm_rerank_asks_only_the_rest_on_resume(ser
     assert services.runner.wait(run_id, timeout=60).status == RunStatus.DONE
     asked_again = len(fake_llm.calls_for(JUDGE)) - before - paid
     assert asked_again == 20 - len(kept)
+
+
+def test_the_writer_after_a_dropped_source_does_not_read_the_agents_old_numbers(services, fake_llm):
+    """The agent wrote "[3]" when document 3 was one source; Drop a source renumbers the documents,
+    so the writer would read it as another: the reasoning reaches it without numbers (review 14)."""
+    reasoning = "Source [3] dates Arthur's Magazine to 1844."
+    fake_llm.when(AGENT, lambda r: turn(False, reasoning=reasoning))
+    run_id = done_run(services, {"max_searches": 1})
+    assert [t.data["reasoning"] for t in nodes_of(services, run_id, "reasoning")] == [reasoning]
+    steer_and_wait(services, run_id, "drop_source", {"number": 1})
+    writer = request_text(fake_llm.calls_for(ANSWER)[-1])
+    assert "Source dates Arthur's Magazine to 1844." in writer and "[3] dates" not in writer

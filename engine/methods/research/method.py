@@ -45,7 +45,7 @@ from engine.methods.research.kinds import (
 from engine.methods.research.params import ResearchParams
 from engine.methods.research.report import report
 from engine.methods.research.schemas import AgentTurn
-from engine.methods.research.search_tool import findings, retrieve, summarize
+from engine.methods.research.search_tool import RUN_WIDE_NUMBER, findings, retrieve, summarize
 from engine.reader_text import is_placeholder
 from engine.search.relevance import ungrounded_note
 from engine.prompting import inert
@@ -83,7 +83,10 @@ class Chain:
         return sum(not (n.data or {}).get("focus") for n in self.turns)
 
     def reasoning(self, before: int | None = None) -> list[str]:
-        return [(n.data or {}).get("reasoning", "") for n in self.turns
+        """The finished turns' reasoning, for the next prompts, without its [n]: they were run-wide
+        document numbers when it was written, which a dropped source has shifted since (the writer
+        would read "[7]" as another document) and the summarizer numbers per search."""
+        return [RUN_WIDE_NUMBER.sub("", (n.data or {}).get("reasoning", "")) for n in self.turns
                 if n.status == NodeStatus.DONE and (before is None or n.id < before) and (n.data or {}).get("reasoning")]
 
     def queries(self) -> list[str]:

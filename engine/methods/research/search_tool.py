@@ -24,7 +24,8 @@ from engine.prompting import inert
 from storage.models import Node, Source
 
 
-_RUN_WIDE_NUMBER = re.compile(r"\s*\[\d+(?:\s*[,;]\s*\d+)*\]")
+# A document number [n] (or [n, m]) in the agent's reasoning, left out of later prompts (`Chain.reasoning`).
+RUN_WIDE_NUMBER = re.compile(r"\s*\[\d+(?:\s*[,;]\s*\d+)*\]")
 
 
 class RerankerUnavailable(ValueError):
@@ -121,10 +122,10 @@ def summarize(ctx: RunContext, node: Node, reasoning: Sequence[str], dropped: se
         if first:
             messages = prompts.SUMMARIZE_FIRST.render(query=inert(data.get("query", "")), documents=blocks, feedback=feedback)
         else:
-            # The reasoning's [n] are run-wide numbers; here documents are numbered per search from 1,
-            # so they would name this search's documents: left out.
+            # The reasoning comes without its run-wide [n] (`Chain.reasoning`): here documents are
+            # numbered per search from 1, where they would name this search's documents.
             messages = prompts.SUMMARIZE.render(query=inert(data.get("query", "")), documents=blocks, feedback=feedback,
-                                                reasoning=inert(_RUN_WIDE_NUMBER.sub("", "\n\n".join(reasoning))))
+                                                reasoning=inert("\n\n".join(reasoning)))
         return ctx.llm.text(messages, purpose="summarizer", node_id=node.id, max_tokens=params.summary_max_tokens,
                             temperature=params.temperature)
 
