@@ -7,6 +7,8 @@ the steering commands; the bench reads the rates."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from engine.citations import cited_source_ids
@@ -512,7 +514,11 @@ def test_a_search_nodes_panel_shows_its_cited_summary_first(services, fake_llm):
                                           [s.id for s in services.repo.list_sources(run_id)])
     assert markdown.startswith("##### Summary\n\n") and "##### Query" in markdown
     assert markdown.index("##### Summary") < markdown.index("##### Query")
-    assert numbering and set(numbering.values()) <= set(cited_source_ids(search.content))
+    assert numbering and set(cited_source_ids(search.content)) <= set(numbering.values())
+    # The ranked list names each document by the number the summary cites it with (review 14d).
+    for number, source_id in numbering.items():
+        title = next(d["title"] for d in search.data["ranked"] if d["source_id"] == source_id)
+        assert re.search(rf"\d+\. {re.escape(title[:20])}.* \[{number}\]", markdown), (number, title)
 
 
 def test_an_agents_query_reaches_the_summarizer_and_the_reranker_as_data(services, fake_llm):

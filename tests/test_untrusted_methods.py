@@ -365,7 +365,8 @@ def test_research_dropped_sources_and_ranked_documents_are_text():
     node = Node(id=7, run_id="r", kind="search", label="search 1: q", content="", status="done", data=data.model_dump())
     markdown, numbering = answer_markdown(node, ResearchMethod.contract().kind("search").read(node), [3])
     linked = link_citations(markdown, {1}, ("node", "7", "source"))
-    assert numbering == {} and links(MD(linked)) == []
+    # Only the panel's own marker for the document (its citation number) links, never the title.
+    assert numbering == {1: 3} and links(MD(linked)) == ["#node-7-source-1"]
     assert hrefs(inline_text(data.caption())) == []
 
 

@@ -85,7 +85,9 @@ class SearchData(NodeData):
 
     def reader_fields(self) -> dict[str, str | list[str]] | None:
         # Titles are pages': escaped, so a title cannot make a link, a citation [n] or a line of its own.
-        docs = [f"{d.rank}. {inline_text(d.title)} (score {d.score:.3f})" for d in self.ranked or []]
+        # Each with its source's marker: the panel numbers it as the summary's citations are numbered.
+        docs = [f"{d.rank}. {inline_text(d.title)} [[S{d.source_id}]] (score {d.score:.3f})"
+                for d in self.ranked or []]
         fields: dict[str, str | list[str]] = {"Query": inline_text(self.query), "Reranked documents": docs,
                                               "Reranker": self.reranker, "Search error": self.search_error,
                                               "Rerank error": self.rerank_error,
