@@ -70,6 +70,7 @@ def test_a_run_with_some_failed_nodes_is_done_with_a_warning_and_resume_retries_
     failed = services.repo.list_nodes(run_id, status=NodeStatus.FAILED)
     assert run.status == RunStatus.DONE and len(failed) == 1
     assert run.warning == "1 node failed; resume the run to retry them"
+    assert services.runner.retryable(run)  # the app offers "Retry failed nodes", the CLI `thoughtmap resume`
 
     services.runner.resume(run_id)  # a done run with failures is resumable
     run = services.runner.wait(run_id, timeout=60)
