@@ -134,7 +134,7 @@ def node_panel(services: Services, run: Run, node: Node, contract: MethodContrac
     sources, all_sources = node_sources(services, reads, node)
     data = node_data(contract, node)
     if node.content:
-        node_answer(node, data, all_sources)
+        node_answer(node, data, all_sources, number)
     elif node.status in (NodeStatus.PENDING, NodeStatus.RUNNING):
         st.caption("Working on it…" if node.status == NodeStatus.RUNNING else "Waiting for its turn.")
     if sources:

@@ -21,9 +21,10 @@ from engine.safe_text import inline_text, url_text
 from storage.models import Node, Source
 
 
-def source_words(node: Node) -> tuple[str, ...]:
-    """The words of this node's source entries, so its anchors differ from the report's on one page."""
-    return ("node", str(node.id), "source")
+def source_words(node: Node, number: int | None = None) -> tuple[str, ...]:
+    """The words of this node's source entries, so its anchors differ from the report's on one page:
+    with the node's number as the map shows it (#3), else its stored id."""
+    return ("node", str(number if number else node.id), "source")
 
 
 def _section_markdown(section: TextSection, known: Sequence[int], numbers: dict[int, int]) -> tuple[str, dict[int, int]]:
@@ -50,10 +51,11 @@ def answer_markdown(node: Node, data: NodeData | None, known_source_ids: Sequenc
     return "\n\n".join(parts), {n: source_id for source_id, n in numbers.items()}
 
 
-def node_answer(node: Node, data: NodeData | None, all_sources: Sequence[Source]) -> None:
-    """The answer with linked citations, then the cited sources, each under its anchor heading."""
+def node_answer(node: Node, data: NodeData | None, all_sources: Sequence[Source], number: int | None = None) -> None:
+    """The answer with linked citations, then the cited sources, each under its anchor heading
+    ("Node 3 source 1": `number` is the node's number on the map)."""
     markdown, numbering = answer_markdown(node, data, [s.id for s in all_sources])
-    words = source_words(node)
+    words = source_words(node, number)
     if not markdown.strip():
         st.info("This node has no answer to show: the model gave only field names or error messages. "
                 "Retry the node (or resume the run) to solve it again.")

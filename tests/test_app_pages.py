@@ -274,8 +274,9 @@ def test_explore_start_runs_to_done_and_shows_progress_node_and_report(services)
     markdown = texts(at.markdown)
     assert f"#### {root.label}" in markdown
     answer = "\n".join(markdown)
-    assert "##### Key findings" in answer and f"(#node-{root.id}-source-1)" in answer
-    assert f"###### Node {root.id} source 1" in answer
+    # Its source entries are named by the node's number on the map (#1), not its stored id.
+    assert "##### Key findings" in answer and "(#node-1-source-1)" in answer
+    assert "###### Node 1 source 1" in answer
     assert at.selectbox(key=f"pick-{run_id}").value == root.id
 
     # The report expander holds the rendered report (built safe by engine.report, shown as it is).

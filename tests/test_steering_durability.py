@@ -141,6 +141,11 @@ def stopped_at(services, fake_llm, prompt, question: str, method: str, params: d
     services.runner.start(run.id)
     stopped = services.runner.wait(run.id, timeout=30)
     assert stopped.status == RunStatus.STOPPED
+    # `wait` returns when the run ended; its thread then looks at the queue once more (and reopens
+    # the run for a command found there). Ended too, so a test's next command is not taken by it.
+    execution = services.runner._executions.get(run.id)
+    if execution is not None:
+        execution.thread.join(timeout=30)
     return stopped
 
 

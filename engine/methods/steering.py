@@ -49,13 +49,13 @@ def target(contract: MethodContract, graph: RunGraph, spec: CommandSpec, payload
     if node.kind not in spec.kinds:
         kinds = ", ".join(contract.node_kinds[k].label.lower() for k in sorted(spec.kinds))
         what = contract.node_kinds[node.kind].label.lower() if node.kind in contract.node_kinds else node.kind
-        raise CommandRejected(f"'{spec.label}' applies to {kinds} nodes; node {node.id} is a {what} node")
+        raise CommandRejected(f"'{spec.label}' applies to {kinds} nodes; this node is a {what} node")
     if node.status == NodeStatus.PRUNED and NodeStatus.PRUNED not in spec.statuses:
-        raise CommandRejected(f"node {node.id} is pruned; nothing grows under a pruned node (restore it first)")
+        raise CommandRejected("this node is pruned; nothing grows under a pruned node (restore it first)")
     if node.status not in spec.statuses and not (queueing and node.status in NodeStatus.UNFINISHED):
         # A node still being worked on may reach the status the command needs by the time it is
         # applied (a running node that fails, then is retried): checked again then.
-        raise CommandRejected(f"node {node.id} is {node.status}; '{spec.label}' needs a node that is {_statuses(spec)}")
+        raise CommandRejected(f"this node is {node.status}; '{spec.label}' needs a node that is {_statuses(spec)}")
     if not spec.on_root and node.parent_id is None:
         raise CommandRejected(f"'{spec.label}' does not apply to the question itself")
     return node

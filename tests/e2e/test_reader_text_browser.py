@@ -89,10 +89,10 @@ def test_reader_text_is_clean_and_citations_link_to_sources(streamlit_app, page,
     page.get_by_role("heading", name="Key findings", exact=True).first.scroll_into_view_if_needed()
     page.screenshot(path=str(ARTIFACTS / "reader-node-panel.png"), full_page=False)
 
-    # [1] in the node panel goes to the node's source entry.
-    page.locator(f'a[href="#node-{ids["root"]}-source-1"]').first.click()
-    poll(page, lambda: page.evaluate("location.hash") == f"#node-{ids['root']}-source-1", what="the hash")
-    poll(page, lambda: in_viewport(page, f"#node-{ids['root']}-source-1"), what="the source entry in view")
+    # [1] in the node panel goes to the node's source entry (named by the root's number on the map, #1).
+    page.locator('a[href="#node-1-source-1"]').first.click()
+    poll(page, lambda: page.evaluate("location.hash") == "#node-1-source-1", what="the hash")
+    poll(page, lambda: in_viewport(page, "#node-1-source-1"), what="the source entry in view")
 
     # The failed node: plain words, the technical detail collapsed.
     choose_node(page, ids["failed"])

@@ -534,7 +534,7 @@ class DeotMethod(Method):
         existing = {child.id for child in ctx.graph.children(node)}
         created = [self._add_child(ctx, node, p, auto_expand=False, steered=True) for p in proposals]
         if not any(child.id not in existing for child in created):
-            raise CommandRejected(f"the {engine} engine only proposed questions node {node.id} already has; "
+            raise CommandRejected(f"the {engine} engine only proposed questions this node already has; "
                                   "try again, or ask your own follow-up")
 
     def _count_steered_analysis(self, ctx: RunContext, node: Node, decision: str) -> None:

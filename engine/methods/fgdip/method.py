@@ -402,7 +402,7 @@ class FgdipMethod(Method):
         if command.name == "force_explore":
             assert node is not None
             if (node.data or {}).get("explored_order") is not None:
-                raise CommandRejected(f"node {node.id} was already explored; choose a node the search has not "
+                raise CommandRejected(f"this node was already explored; choose a node the search has not "
                                       "taken yet")
             ctx.graph.update(node, merge_data={"forced": True})
             return {REPORT}
@@ -421,7 +421,7 @@ class FgdipMethod(Method):
     def _mark_impossible(self, ctx: RunContext, node: Node) -> set[str]:
         data = node.data or {}
         if data.get("verdict") == "impossible" and data.get("judged_by") == "you":
-            raise CommandRejected(f"node {node.id} is already marked impossible")
+            raise CommandRejected("this node is already marked impossible")
         tree = Tree.of(ctx.graph.nodes())
         ctx.graph.update(node, merge_data={
             "verdict": "impossible", "judged_by": "you", "justification": "Marked impossible by you.",

@@ -550,8 +550,8 @@ class MtqaMethod(Method):
     def _choose_unit(self, ctx: RunContext, holder: Node, number: int, *, pin: bool) -> set[str]:
         units = [UnitRecord.model_validate(u) for u in (holder.data or {}).get("units", [])]
         if not 1 <= number <= len(units):
-            raise CommandRejected(f"node {holder.id} lists {len(units)} knowledge unit(s); choose a number from 1 "
-                                  f"to {len(units)}" if units else f"node {holder.id} has no knowledge unit")
+            raise CommandRejected(f"this node lists {len(units)} knowledge unit(s); choose a number from 1 "
+                                  f"to {len(units)}" if units else "this node has no knowledge unit")
         unit = units[number - 1]
         if unit.dropped:
             raise CommandRejected(f"knowledge unit {number} is already dropped")
