@@ -600,6 +600,11 @@ def test_the_floor_is_applied_to_every_ranked_document_before_the_top_n_is_kept(
     hits = services.searcher("local").search(question, k=ResearchParams().search_top_k)
     passing = relevant_hits(question, hits, floor=ResearchParams().relevance_floor).kept
     assert len(passing) > top_n and len(search.data["ranked"]) == top_n
+    # The step log counts what the floor left out of all K, as the node's "found" does (UI review 14).
+    from engine.narration import DROPPED
+
+    told = [e.text for e in services.repo.list_events(run_id) if e.kind == DROPPED]
+    assert len(told) == 1 and f" of {search.data['found']} sources " in told[0] and search.data["found"] == len(hits)
 
 
 def test_the_agents_run_wide_numbers_do_not_reach_the_summarizers_per_search_numbering(services, fake_llm):

@@ -80,11 +80,12 @@ def retrieve(ctx: RunContext, node: Node) -> Node:
         ranked = reranker.rerank(query, hits, len(hits))
     floored = relevant_hits(query, ranked, floor=params.relevance_floor)
     kept = floored.kept[:params.rerank_top_n]
-    # Told and stored: the hits the floor left out from among those the kept ones outranked.
+    # Told of all K (as the node's "found" counts them); stored, only the hits the floor left out
+    # from among those the kept ones outranked (the node's data stays small).
+    ctx.note_unrelated(query, floored, node)
     position = {id(hit): i for i, hit in enumerate(ranked)}
     last = position[id(kept[-1])] if kept else min(len(ranked), params.rerank_top_n)
     relevant = RelevanceResult(kept, [j for j in floored.dropped if position[id(j.hit)] < last])
-    ctx.note_unrelated(query, relevant, node)
     # The paper's search returns whole documents; a search engine, snippets: read the pages.
     pages = ctx.read_pages(query, kept, limit=params.read_pages, max_chars=params.doc_chars, node=node)
     sources = ctx.graph.add_sources(pages.hits, node=node) if pages.hits else []
