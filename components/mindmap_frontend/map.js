@@ -259,10 +259,13 @@
     const at = network.getPositions([focus])[focus];
     const box = bounds(ids);
     const halfW = mapEl.clientWidth / 2 / minScale;
+    const halfH = mapEl.clientHeight / 2 / minScale;
     const margin = 110 / minScale; // room for half a label (about 110 px on screen) left of the leftmost node
-    // The focus centred, but no empty band left of the map: a tree growing rightwards starts at the left.
+    const marginY = 40 / minScale; // room above the topmost shape
+    // The focus centred, but no empty band left of or above the map: a tree growing rightwards starts
+    // at the left, a grid growing downwards (MTQA's matrix under its question) at the top.
     const x = Math.max(at.x, box.left - margin + halfW);
-    const y = at.y;
+    const y = Math.max(at.y, box.top - marginY + halfH);
     network.moveTo({ position: { x: x, y: y }, scale: minScale, animation: false });
     return false;
   }

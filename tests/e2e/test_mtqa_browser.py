@@ -214,9 +214,17 @@ def test_the_matrix_its_knowledge_units_weights_and_a_rerun_with_another_alpha(m
         targets = {str(cells[row, column].id) for row in range(ROWS)} | {str(summary_of[column].id)}
         assert {(str(summary_of[column - 1].id), t) for t in targets} <= column_links, column_links
 
-    # The whole matrix in view: the two edge kinds are painted on the canvas, not only declared.
+    # As it opens (before Fit): the question at the top and the matrix's first row below it, not the
+    # question in the middle of an empty upper half with the grid cut off (UI review 14).
     poll(page, lambda: page.locator(MAP_IFRAME).scroll_into_view_if_needed(timeout=2_000) or True,
          what="the map to scroll into view")
+    opened = {n["id"]: n for n in map_nodes(page)}
+    assert opened[str(base.id)]["inView"] and any(opened[str(cells[0, c].id)]["inView"] for c in range(COLUMNS)), \
+        [(k, v["inView"], v["centre"]) for k, v in opened.items()]
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.locator(MAP_IFRAME).screenshot(path=str(ARTIFACTS / "mtqa-matrix-opened.png"))
+
+    # The whole matrix in view: the two edge kinds are painted on the canvas, not only declared.
     map_frame(page).get_by_role("button", name="Fit").click()
     poll(page, lambda: all(n["inView"] for n in map_nodes(page)), what="the whole matrix in view")
     page.wait_for_timeout(500)
