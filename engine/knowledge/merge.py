@@ -41,7 +41,7 @@ def entity_key(name: str) -> str:
     text = "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
     text = _SPACES.sub(" ", text).strip()
     bare = text.lstrip(_LEADING).rstrip(_TRAILING).strip()
-    bare = _LEADING_ARTICLE.sub("", bare) if _LEADING_ARTICLE.sub("", bare) else bare
+    bare = _LEADING_ARTICLE.sub("", bare) or bare  # "The" alone stays a name
     return (bare or text)[:MAX_NAME_CHARS]
 
 

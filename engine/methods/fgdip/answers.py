@@ -78,7 +78,8 @@ def agreed_short_answer(proposed: str, written: str, *, yes_no: bool) -> str:
         return said if said in ("yes", "no") else written
     # A heuristic: no word the path did not say. It cannot tell which of the path's names is meant
     # ("1844" out of "Arthur's Magazine, in 1844"); the Answer Evaluator judges what it keeps.
-    return written if written and _words(written) <= _words(proposed) and _words(written) else proposed
+    said = _words(written)
+    return written if said and said <= _words(proposed) else proposed
 
 
 def yes_or_no(answer: str) -> str:
