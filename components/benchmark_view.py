@@ -147,6 +147,12 @@ def _results(services: Services, bench: Benchmark, titles: dict[str, str]) -> li
     return [(key, title) for key, title in table.columns if key in _ANSWER_KEYS]
 
 
+# What is scored is not always the answer the run shows: say which (issue 14's browser review).
+PREDICTION_HELP = ("What was scored against Gold: the method's own short answer where it writes one, else a "
+                   "short answer the reader model took from the run's report. Open the item's run for its full "
+                   "answer.")
+
+
 def _gold(item: Item | None) -> str:
     if item is None:
         return ""
@@ -172,7 +178,7 @@ def _item_table(bench: Benchmark, rows: list[BenchmarkItem], items: dict[str, It
         records.append(record)
     st.dataframe(pd.DataFrame(records), hide_index=True, use_container_width=True, key=f"bench-items-{bench.id}",
                  column_config={"Question": st.column_config.TextColumn(width="medium"),
-                                "Prediction": st.column_config.TextColumn(width="medium")})
+                                "Prediction": st.column_config.TextColumn(width="medium", help=PREDICTION_HELP)})
     with_runs = [r for r in rows if r.run_id]
     if not with_runs:
         st.caption("No item has a run yet.")

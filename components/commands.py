@@ -13,10 +13,9 @@ import streamlit as st
 from annotated_types import MinLen
 from pydantic.fields import FieldInfo
 
-from components.params_form import field_label, model_form
+from components.params_form import field_label, model_form, readable_problems
 from engine.methods.base import UnsupportedCommand
 from engine.methods.contract import CommandRejected, CommandSpec
-from engine.methods.params import allowed_range
 from engine.runner import RunnerError
 from engine.services import Services
 from storage.models import Node, Run
@@ -57,24 +56,6 @@ def _blank_fields(spec: CommandSpec, values: dict[str, Any]) -> list[str]:
             if values.get(name) in (None, "", []) and _needs_a_value(info)]
 
 
-def _readable_problems(spec: CommandSpec, rejected: CommandRejected) -> str | None:
-    """The payload's validation errors in the form's words: "New branches is 500; allowed: 1 to 8."
-    (the payload model's own message names fields by their code names). None when one is not a field."""
-    fields = spec.form_fields()
-    problems = []
-    for error in rejected.errors:
-        name = str(error["loc"][0]) if error["loc"] else ""
-        if name not in fields:
-            return None
-        info = fields[name]
-        allowed = allowed_range(info)
-        if allowed and error.get("type", "").startswith(("greater", "less")):
-            problems.append(f"{field_label(name, info)} is {error.get('input')!r}; allowed: {allowed}")
-        else:
-            problems.append(f"{field_label(name, info)}: {error['msg']}")
-    return "; ".join(problems) + "." if problems else None
-
-
 def send(services: Services, run: Run, spec: CommandSpec, values: dict[str, Any], node: Node | None = None,
          *, form_key: str | None = None) -> None:
     """Validate the payload, queue the command (the runner checks it once more against the stored
@@ -85,8 +66,8 @@ def send(services: Services, run: Run, spec: CommandSpec, values: dict[str, Any]
         payload = spec.parse(raw)
     except CommandRejected as exc:
         blank = _blank_fields(spec, values)
-        st.error(f"Could not {spec.label.lower()}: "
-                 + (f"fill in {' and '.join(blank)} first." if blank else _readable_problems(spec, exc) or str(exc)))
+        problems = readable_problems(spec.form_fields(), exc.errors) or str(exc)
+        st.error(f"Could not {spec.label.lower()}: " + (f"fill in {' and '.join(blank)} first." if blank else problems))
         return
     try:
         services.runner.steer(run.id, spec.name, payload.model_dump(mode="json"))

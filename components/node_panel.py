@@ -28,7 +28,8 @@ PRUNED = "Pruned: nothing grows under this node and the report leaves it out."
 NOTHING_APPLIES = "No command applies to this node now."
 NO_STEERING = "This method has no steering."
 # The method steers the whole run (the research agent's add a query, drop a source), not single nodes.
-RUN_STEERING_ONLY = "This method is steered as a whole, not node by node: see its commands below the map."
+RUN_STEERING_ONLY = ("This method is steered as a whole, not node by node: see its commands below the step log, "
+                     "under the map.")
 
 
 def node_data(contract: MethodContract | None, node: Node) -> NodeData | None:

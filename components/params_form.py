@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import types
 import typing
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import streamlit as st
@@ -16,6 +16,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from engine.methods.params import allowed_range
+from engine.reader_text import as_sentence
 
 
 def _with_range(help_text: str | None, info: FieldInfo) -> str | None:
@@ -57,6 +58,26 @@ def field_label(name: str, info: FieldInfo | None = None) -> str:
         return info.title
     words = name.split("_")
     return " ".join(_ACRONYMS.get(w, w) for w in [words[0].capitalize(), *words[1:]])
+
+
+def readable_problems(fields: Mapping[str, FieldInfo], errors: Sequence[Mapping[str, Any]]) -> str | None:
+    """Validation errors in the form's words: "New branches is 500; allowed: 1 to 8." (a model's own
+    message names fields by their code names). None when an error is not about one of `fields`."""
+    problems = []
+    for error in errors:
+        if not error.get("loc"):  # the model's own check across fields: its message says it all
+            problems.append(as_sentence(str(error["msg"]).removeprefix("Value error, ")).rstrip("."))
+            continue
+        name = str(error["loc"][0])
+        if name not in fields:
+            return None
+        info = fields[name]
+        allowed = allowed_range(info)
+        if allowed and error.get("type", "").startswith(("greater", "less")):
+            problems.append(f"{field_label(name, info)} is {error.get('input')!r}; allowed: {allowed}")
+        else:
+            problems.append(f"{field_label(name, info)}: {error['msg']}")
+    return "; ".join(problems) + "." if problems else None
 
 
 def field_widget(name: str, info: FieldInfo, *, key: str, default: Any) -> Any:

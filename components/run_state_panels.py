@@ -58,12 +58,13 @@ def state_panels(services: Services, run: Run, contract: MethodContract, reads: 
                     render(st, history)
 
 
-def notices(services: Services, run: Run, contract: MethodContract, reads: RunReads | None = None) -> None:
-    """The method's notices, each with a button for its command."""
+def notices(services: Services, run: Run, contract: MethodContract, reads: RunReads | None = None) -> set[str]:
+    """The method's notices, each with a button for its command; the names of the commands offered."""
     def read() -> list[Notice]:
         method = services.method(run.method)()
         return method.notices(RunGraph(services.repo, run.id, contract))
 
+    offered = set()
     for notice in (reads.memo("notices", read) if reads is not None else read()):
         spec = contract.commands.get(notice.command) if notice.command else None
         if spec is None:
@@ -74,6 +75,8 @@ def notices(services: Services, run: Run, contract: MethodContract, reads: RunRe
         with cols[1]:
             if st.button(spec.label, key=f"notice-{run.id}-{spec.name}", help=spec.help):
                 send(services, run, spec, {})
+        offered.add(spec.name)
+    return offered
 
 
 def run_command_states(contract: MethodContract, commands: Sequence[Command]) -> None:
@@ -92,14 +95,16 @@ def run_command_states(contract: MethodContract, commands: Sequence[Command]) ->
             st.warning(text, icon=":material/block:")
 
 
-def run_commands(services: Services, run: Run, contract: MethodContract, commands: Sequence[Command] = ()) -> None:
+def run_commands(services: Services, run: Run, contract: MethodContract, commands: Sequence[Command] = (),
+                 *, offered_above: set[str] = frozenset()) -> None:
     """The run-level commands (e.g. rewrite the outline) as buttons, with their forms when they take
-    a payload, under what became of the latest ones."""
+    a payload, under what became of the latest ones. A command a notice above offers already gets no
+    second button (two "Rewrite article" buttons on one page read as two different things)."""
     specs = contract.run_commands
     if not specs:
         return
     run_command_states(contract, commands)
-    plain = [spec for spec in specs if not spec.form_fields()]
+    plain = [spec for spec in specs if not spec.form_fields() and spec.name not in offered_above]
     if plain:
         for column, spec in zip(st.columns(max(len(plain), 3)), plain, strict=False):
             with column:
@@ -112,6 +117,6 @@ def run_commands(services: Services, run: Run, contract: MethodContract, command
 
 def side_panels(services: Services, run: Run, contract: MethodContract, reads: RunReads | None = None,
                 commands: Sequence[Command] = ()) -> None:
-    notices(services, run, contract, reads)
+    offered = notices(services, run, contract, reads)
     state_panels(services, run, contract, reads)
-    run_commands(services, run, contract, commands)
+    run_commands(services, run, contract, commands, offered_above=offered)

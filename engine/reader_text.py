@@ -154,3 +154,13 @@ def _readable(text: str) -> str:
 # A structured output's text field that must hold content: a placeholder fails validation, so the
 # model is re-asked with that reason (bounded), and a last failure is a StructuredOutputError.
 ReadableText = Annotated[str, AfterValidator(_readable)]
+
+
+def as_sentence(message: str) -> str:
+    """A message written to follow "error: " in a terminal, as a sentence on its own: capitalised and
+    ended with a full stop."""
+    message = message.strip()
+    if not message:
+        return message
+    message = message[0].upper() + message[1:]
+    return message if message.endswith((".", "!", "?")) else message + "."

@@ -4,6 +4,7 @@ reports side by side, and the judges' verdicts. The runs are the comparison: `?r
 import streamlit as st
 
 from components.app_state import active_llm, get_services, preferences, running_on_notice, start_local_model
+from components.compare_existing import pick_existing_runs
 from components.compare_judge import judge_panel
 from components.compare_view import compared_runs
 from components.method_choice import choose_methods
@@ -41,9 +42,15 @@ with st.expander("New comparison", expanded=not run_ids):
             st.query_params["runs"] = ",".join(run_ids)
             st.rerun()
 
+with st.expander("Compare runs you already have"):
+    picked = pick_existing_runs(services)
+    if picked:
+        st.query_params["runs"] = ",".join(picked)
+        st.rerun()
+
 if not run_ids:
-    st.info("Type a question, choose two or three methods and press Start comparison. A comparison's address "
-            "(?runs=…) reopens it later.")
+    st.info("Type a question, choose two or three methods and press Start comparison; or put runs you already "
+            "have side by side. A comparison's address (?runs=…) reopens it later.")
     st.stop()
 
 try:

@@ -11,7 +11,7 @@ from components.app_state import active_llm, get_services, preferences, running_
 from components.cost_estimate import cost_estimate
 from components.live_run import run_reads
 from components.node_panel import node_panel
-from components.params_form import params_form
+from components.params_form import params_form, readable_problems
 from components.run_state_panels import side_panels
 from components.run_view import controls, progress, question_line
 from components.safe_markdown import render_document
@@ -20,6 +20,7 @@ from engine.methods.params import ParamError, build_params, profile_defaults, pr
 from engine.methods.registry import UnknownMethod
 from engine.node_numbers import node_numbers
 from engine.questions import MAX_QUESTION_CHARS, QuestionError, clean_question
+from engine.reader_text import as_sentence
 from engine.report import render_markdown
 from engine.safe_text import code_span
 from storage.models import RunStatus
@@ -70,8 +71,12 @@ with st.expander("New research", expanded=current is None):
             try:
                 question = clean_question(question)
                 params = build_params(params_type, raw, method=method)
-            except (QuestionError, ParamError) as exc:
-                st.error(str(exc))
+            except QuestionError as exc:
+                st.error(as_sentence(str(exc)))
+            except ParamError as exc:
+                # In the form's words ("Max nodes is 500; allowed: 1 to 200."), else the CLI's.
+                st.error("Could not start: " + (readable_problems(params_type.model_fields, exc.errors)
+                                                or as_sentence(str(exc))))
             else:
                 # Start is idempotent: a second click on the same request (a double click, or a
                 # click while the page reruns) opens the run the first one started.
@@ -100,6 +105,15 @@ if current:
         st.error(f"There is no run {code_span(current[:80])}. Pick one in Sessions.")
         st.stop()
     active = opened.status in RunStatus.ACTIVE
+    report_open, watched = f"report-open-{current}", f"watched-{current}"
+    if active:
+        st.session_state[watched] = True
+    elif st.session_state.pop(watched, False) and opened.status == RunStatus.DONE \
+            and st.session_state.get(report_open) is False:
+        # Watched to its end, with its report folded while the run worked (a report written
+        # before the end): it opens now. One already open stays as the reader left it (steering).
+        st.session_state[report_open] = True
+        st.toast("The run is done: its report is open below the step log.")
 
     try:
         contract = services.method(opened.method).contract()
@@ -159,7 +173,7 @@ if current:
     if report is not None:
         # Open or closed as first shown for this run: steering reopens a finished run, and a report
         # folding away then shortened the page under the reader, whose view dropped to its bottom.
-        with st.expander("Report", expanded=st.session_state.setdefault(f"report-open-{current}", not active)):
+        with st.expander("Report", expanded=st.session_state.setdefault(report_open, not active)):
             render_document(st, render_markdown(services.repo, current))
             try:
                 st.page_link("pages/report.py", label="Open in the Report page", icon=":material/description:",

@@ -254,3 +254,42 @@ def test_a_verdict_read_with_the_pair_reversed_swaps_every_side():
     assert [(r.order, r.criteria["overall"].winner) for r in back.rounds] == [("ba", "b"), ("ab", "tie")]
     assert back.criteria["overall"] == CombinedCriterion(winner="b", a_points=0.5, b_points=1.5)
     assert swapped(back) == result
+
+
+def test_runs_already_stored_are_put_side_by_side(services, no_map):
+    """Compare also takes runs you have: a question two runs answered, then its runs (the newest of
+    each method preselected); fewer than two is refused; the comparison is their ids in the address."""
+    from tests.fixtures_engine import run_to_end
+
+    question = "Who designed the Eiffel Tower?"
+    older_direct = run_to_end(services, question, "direct", {})
+    rag = run_to_end(services, question, "rag", {})
+    newer_direct = run_to_end(services, question, "direct", {})
+    run_to_end(services, "A question asked once: what is a tower?", "direct", {})
+
+    at = open_page(COMPARE)
+    questions = at.selectbox(key="compare-existing-question")
+    assert questions.options == [f"{question} (3 runs)"]  # a question asked once is not offered
+    [picker] = [m for m in at.multiselect if m.key.startswith("compare-existing-runs-")]
+    assert picker.value == [newer_direct, rag]  # the newest of each method
+    # Each run by its method, status, date and id, newest first.
+    assert [o.rsplit(" · ", 1)[1] for o in picker.options] == [newer_direct, rag, older_direct]
+    assert all(f"{services.methods[services.repo.get_run(o.rsplit(' · ', 1)[1]).method].title} · done · " in o
+               for o in picker.options)
+
+    picker.set_value([older_direct])
+    at.run()
+    at.button(key="compare-existing-start").click().run()
+    assert_no_exception(at)
+    assert "Choose 2 or 3 runs to compare (chosen: 1)." in joined(at.error)
+    assert "runs" not in at.query_params
+
+    [picker] = [m for m in at.multiselect if m.key.startswith("compare-existing-runs-")]
+    picker.set_value([older_direct, rag])
+    at.run()
+    at.button(key="compare-existing-start").click().run()
+    assert_no_exception(at)
+    runs = at.query_params["runs"]
+    assert parse_run_ids(runs if isinstance(runs, str) else runs[0]) == [older_direct, rag]
+    assert set(no_map) == {f"compare-map-{r}" for r in (older_direct, rag)}
+    assert len(services.repo.list_runs()) == 4  # nothing was started

@@ -215,8 +215,9 @@ def test_explore_bad_parameter_value_is_refused(services):
     at.button(key="start").click().run()
     assert_no_exception(at)
     errors = joined(at.error)
-    assert "bad parameter value for method 'deot'" in errors
-    assert "switch on at least one tool" in errors
+    # In the form's words: no code names, no pydantic prefix; a sentence.
+    assert errors.startswith("Could not start: Switch on at least one tool") and errors.endswith("."), errors
+    assert "Value error" not in errors and "deot" not in errors
     assert services.repo.list_runs() == []
 
 
@@ -237,8 +238,7 @@ def test_explore_out_of_range_number_is_refused(services, monkeypatch):
     at.button(key="start").click().run()
     assert_no_exception(at)
     errors = joined(at.error)
-    assert "bad parameter value for method 'deot'" in errors
-    assert "max_nodes=500" in errors and "200" in errors
+    assert errors == "Could not start: Max nodes is 500; allowed: 1 to 200.", errors
     assert services.repo.list_runs() == []
 
 
@@ -283,6 +283,29 @@ def test_explore_start_runs_to_done_and_shows_progress_node_and_report(services)
     assert "Report" in [e.label for e in at.expander]
     assert shows_markdown(at, render_markdown(services.repo, run_id))
     assert any("[1]" in t for t in markdown)
+
+
+def _report_expander(at: AppTest):
+    return next(e for e in at.expander if e.label == "Report")
+
+
+def test_a_run_watched_to_its_end_opens_its_report(services):
+    """A report written while the run still works is folded then; once the page sees the run end,
+    the report opens (it used to stay folded at the bottom of the page)."""
+    run_id = finished_deot(services)
+    services.repo.set_status(run_id, RunStatus.RUNNING)
+    at = open_page(run_id=run_id)
+    assert not _report_expander(at).proto.expanded  # folded while the run works
+    services.repo.set_status(run_id, RunStatus.DONE)
+    at.run()
+    assert_no_exception(at)
+    assert _report_expander(at).proto.expanded
+    assert "The run is done: its report is open below the step log." in [t.proto.body for t in at.toast]
+    # Opened only once: the next rerun does not toast again, and a run opened done starts open.
+    at.run()
+    assert _report_expander(at).proto.expanded and not at.toast
+    other = open_page(run_id=finished_deot(services, "Which rockets did the Apollo program fly?"))
+    assert _report_expander(other).proto.expanded
 
 
 def test_explore_unknown_run_is_a_readable_error(services):
@@ -812,7 +835,7 @@ def test_an_out_of_range_parameter_blocks_start_with_the_reason(services):
     at.button(key="start").click().run()
     assert_no_exception(at)
     errors = joined(at.error)
-    assert "max_nodes=-5" in errors and "greater than or equal to 1 (allowed: 1 to 200)" in errors
+    assert errors == "Could not start: Max nodes is -5; allowed: 1 to 200.", errors
     assert services.repo.list_runs() == []
 
 

@@ -21,6 +21,8 @@ def test_explore_start_refuses_the_question_with_a_clear_error(services, questio
     errors = joined(at.error)
     for phrase in expected:
         assert phrase in errors
+    # A sentence on the page (the CLI prints the same words after "error: ").
+    assert errors.startswith("The question ") and errors.endswith("."), errors
     assert services.repo.list_runs() == []
     assert "run" not in at.query_params
 

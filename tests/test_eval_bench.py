@@ -384,3 +384,37 @@ def test_a_failed_run_scores_zero_whatever_its_placeholder_report_says(services)
     # Usage: what each run spent, when it has the number.
     assert _values([failed, scored, early], "tokens", AS_STORED) == [50.0, 70.0]
     assert dict((k, how) for k, _t, how in ANSWER_METRICS)["evidence_recall_all"] == MEASURED
+
+
+def test_recall_at_10_follows_the_searches_order_not_the_stored_ids(services):
+    """A batch of sources is inserted sorted by ref (concurrent batches lock rows in one order), so
+    stored ids are alphabetical within a search: with eleven hits, the gold ranked first but spelled
+    "Zurich" fell out of the first ten. Recall now follows the order the searches returned them,
+    and a later node that cites a source does not move it up."""
+    from engine.evaluate.datasets import Item
+    from engine.evaluate.scoring import retrieval_order, score_item
+    from storage.repository import SourceInput
+
+    ranked = ["Zurich Opera House", *(f"Alpha {n:02d}" for n in range(10)), "Aaron Gold"]
+    run = services.repo.create_run(question="Who built the opera house?", method="rag", params={})
+    search = services.repo.add_node(run.id, kind="retrieval", label="search", status="done")
+    sources = services.repo.add_sources(run.id, [SourceInput(ref=f"corpus/{t}#0", title=t) for t in ranked],
+                                        node_id=search.id)
+    by_title = {s.title: s for s in sources}
+    assert by_title["Zurich Opera House"].id > by_title["Alpha 09"].id  # ids: alphabetical in the batch
+    # A later node cites the source ranked last: its link does not lift it into the first ten.
+    answer = services.repo.add_node(run.id, kind="answer", label="answer", parent_id=search.id, status="done")
+    services.repo.link_sources(answer.id, [by_title["Aaron Gold"].id])
+    services.repo.save_report(run.id, "# Q\n\nThe Zurich company built it.", data={"short_answer": "Zurich"})
+    services.repo.set_status(run.id, RunStatus.DONE)
+
+    ordered = retrieval_order(services.repo.list_sources(run.id), services.repo.node_source_links(run.id))
+    assert [s.title for s in ordered] == ranked
+    item = Item(dataset="hotpotqa-autoact", id="z1", question="Who built the opera house?", answers=["Zurich"],
+                answer_type="short",
+                supporting_titles=["Zurich Opera House"])
+    _, metrics, _ = score_item(services.repo, run.id, item, reader=None)
+    assert metrics["recall_any"] == 1.0
+    gold_last = item.model_copy(update={"supporting_titles": ["Aaron Gold"]})
+    _, metrics, _ = score_item(services.repo, run.id, gold_last, reader=None)
+    assert metrics["recall_any"] == 0.0  # ranked twelfth by its search, cited or not

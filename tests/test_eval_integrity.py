@@ -68,6 +68,37 @@ def test_a_rescore_reuses_the_readers_reading_and_keeps_what_it_does_not_compute
     assert again.metrics["factuality"] == 0.5 and no_reader.calls == []
 
 
+def test_a_rescore_reads_again_what_an_older_reader_read(services):
+    """The reader's version is stored with each reading: a reading from before READER learned yes/no
+    (version 1, stored with no version) is read again on a rescore, and this one's is kept."""
+    from engine.evaluate.reader import READER_VERSION
+
+    runner, bench = _create(services, reader=EvalLLM(FakeLLM()))
+    runner.execute(bench.id)
+    rows = runner.store.list_items(bench.id)
+    assert all(r.metrics["reader_version"] == READER_VERSION for r in rows if r.metrics["answer_source"] == "reader")
+    old = rows[0]
+    older = {k: v for k, v in old.metrics.items() if k != "reader_version"}
+    runner.store.finish_item(old.id, status=old.status, prediction="an older reading", metrics=older,
+                             eval_usage=old.eval_usage)
+    reader = FakeLLM().when(prompt=READER, respond={"answer": "yes"})
+    BenchmarkRunner(services, reader=EvalLLM(reader)).rescore(bench.id)
+    assert len(reader.calls) == 1  # the older reading only
+    assert runner.store.get_item(old.id).prediction == "yes"
+    assert runner.store.get_item(old.id).metrics["reader_version"] == READER_VERSION
+    assert [runner.store.get_item(r.id).prediction for r in rows[1:]] == [r.prediction for r in rows[1:]]
+
+
+def test_the_reader_is_told_that_yes_or_no_is_an_answer():
+    """HotpotQA and 2Wiki ask yes/no comparison questions among their short-answer items; the
+    official EM/F1 gives 0 to anything but "yes"/"no" there, and the reader read "unknown"."""
+    fake = FakeLLM().when(prompt=READER, respond={"answer": "yes"})
+    read = read_answer(EvalLLM(fake), question="Are Janise Yntema and Bianca Halstead from the same country?",
+                       report_markdown="Janise Yntema and Bianca Halstead are from the same country.", report_data={})
+    assert read.answer == "yes"
+    assert "yes or no when the question asks yes or no" in request_text(fake.calls[0])
+
+
 def test_a_sentence_long_own_answer_is_read_like_any_report():
     assert own_short_answer({"short_answer": "Félix Erviti Barcelona"}) == "Félix Erviti Barcelona"
     sentence = "Inna is a Romanian singer and songwriter, born in Mangalia and raised in Neptun."

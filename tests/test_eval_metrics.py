@@ -98,6 +98,12 @@ def test_golds_must_be_a_list() -> None:
         ("Probably not", None),
         ("Nobody knows", None),
         ("", None),
+        # Any punctuation, not only ASCII's.
+        ("“Yes”", True),
+        ("‘No’", False),
+        ("Yes—it would", True),
+        ("No…", False),
+        ("Yesterday", None),
     ],
 )
 def test_yes_no_reads_the_first_word(text: str, expected: bool | None) -> None:
@@ -335,3 +341,18 @@ def test_the_critical_path_follows_the_dependencies_a_method_declares() -> None:
     assert critical_path_seconds(nodes, calls, waits=[(2, 4), (3, 4)]) == pytest.approx(30.0)
     with pytest.raises(ValueError, match="cycle"):
         critical_path_seconds(nodes, calls, waits=[(3, 2), (2, 3)])
+
+
+def test_strategyqa_answers_given_as_strings_are_read_as_yes_or_no(tmp_path) -> None:
+    import json
+
+    from engine.evaluate.datasets import DatasetError, _strategyqa
+
+    path = tmp_path / "strategyqa.json"
+    path.write_text(json.dumps([{"qid": "a", "question": "Q1?", "answer": "yes"},
+                                {"qid": "b", "question": "Q2?", "answer": "True"},
+                                {"qid": "c", "question": "Q3?", "answer": False}]), encoding="utf-8")
+    assert [i.answers for i in _strategyqa(path, "strategyqa")] == [["yes"], ["yes"], ["no"]]
+    path.write_text(json.dumps([{"qid": "d", "question": "Q4?", "answer": "maybe"}]), encoding="utf-8")
+    with pytest.raises(DatasetError, match="'d' has the answer 'maybe'"):
+        list(_strategyqa(path, "strategyqa"))

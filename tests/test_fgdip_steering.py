@@ -69,6 +69,9 @@ def test_mark_impossible_prunes_what_was_not_explored_and_is_refused_twice(servi
     taken = [n for n in children if n.data.get("explored_order") is not None]
     assert all(services.repo.get_node(n.id).status == NodeStatus.DONE for n in taken)
     assert "already marked impossible" in steer_refused(services, run_id, "mark_impossible", {"node_id": first.id})
+    # The app does not offer it there again (Explore next still can reopen the node).
+    offered = [c.name for c in services.method("fgdip").contract().commands_for(services.repo.get_node(first.id))]
+    assert "mark_impossible" not in offered and "force_explore" in offered
     # A pruned node takes no command.
     assert "pruned" in steer_refused(services, run_id, "force_explore", {"node_id": untaken[0].id})
 

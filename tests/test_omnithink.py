@@ -839,3 +839,20 @@ def test_cli_runs_omnithink_against_an_openai_compatible_server(prebuilt_corpus_
     assert code == cli.EXIT_OK, err
     body, source_lines = split_report(md)
     assert {int(n) for n in re.findall(r"\[(\d+)\]", body)} == set(range(1, len(source_lines) + 1))
+
+
+def test_the_pool_keeps_no_source_numbers_a_reader_cannot_resolve():
+    """A reflection copies its sources' `[n]` into its insights; each prompt numbers its own sources,
+    so in the pool `[1]` named a different source in every concept, with no source list to look it
+    up. The pool keeps the concept without them, and a pool stored before still shows none."""
+    from engine.methods.omnithink.pool import merge
+
+    result = merge(["First for Women is a woman's magazine in the USA [1].",
+                    "The magazine was part of Enoble Media Group [2, 3]; it closed in 2011 [4]."], [])
+    assert result.pool == ["First for Women is a woman's magazine in the USA.",
+                           "The magazine was part of Enoble Media Group; it closed in 2011."]
+    # A year in brackets is not a citation marker: it stays.
+    assert merge(["Founded [1844] in Philadelphia."], []).pool == ["Founded [1844] in Philadelphia."]
+    stored = ConceptPool(step=1, concepts=["Arthur's Magazine was a literary periodical [1]."],
+                         added=["Arthur's Magazine was a literary periodical [1]."])
+    assert stored.panel_markdown() == "- **new** · Arthur's Magazine was a literary periodical."

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from engine.evaluate.accounting import EvalLLM, EvalUsage
@@ -19,6 +19,7 @@ from engine.evaluate.run_report import JudgeInputError, load_judged_run
 from engine.methods.params import ParamError, build_params_with_profile
 from engine.methods.registry import UnknownMethod
 from engine.questions import QuestionError, clean_question
+from storage.models import Run, RunStatus
 
 MIN_COMPARED = 2
 MAX_COMPARED = 3  # side by side, each map must stay readable at 1400 px
@@ -38,6 +39,25 @@ def parse_run_ids(text: str | None) -> list[str]:
         if _RUN_ID.match(part):
             seen.setdefault(part, None)
     return list(seen)[:MAX_COMPARED]
+
+
+def comparable_runs(runs: Sequence[Run]) -> dict[str, list[Run]]:
+    """Stored runs that can be put side by side: grouped by their question (as stored, so asked the
+    same way), only questions two runs or more answered; the group of the newest run first, each
+    group newest first (as `runs` come from `Repository.list_runs`)."""
+    groups: dict[str, list[Run]] = {}
+    for run in runs:
+        groups.setdefault(run.question, []).append(run)
+    return {question: group for question, group in groups.items() if len(group) >= MIN_COMPARED}
+
+
+def default_pick(runs: Sequence[Run]) -> list[str]:
+    """The runs to preselect among one question's: the newest of each method, finished ones first, up
+    to MAX_COMPARED, since a comparison is about methods."""
+    picked: dict[str, str] = {}
+    for run in sorted(runs, key=lambda r: r.status != RunStatus.DONE):  # stable: newest first within
+        picked.setdefault(run.method, run.id)
+    return list(picked.values())[:MAX_COMPARED]
 
 
 def budget_problem(max_cost: float | None, max_tokens: int | None) -> str | None:

@@ -23,6 +23,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from engine.evaluate import metrics
 from engine.search.bundled import BUNDLED_DATA_DIR
 from engine.search.exclusion import SearchExclusions
 
@@ -103,7 +104,11 @@ def _nq(path: Path, name: str) -> Iterator[Item]:
 def _strategyqa(path: Path, name: str) -> Iterator[Item]:
     for record in json.loads(path.read_text(encoding="utf-8")):
         answer = record["answer"]
-        yes = answer if isinstance(answer, bool) else str(answer).strip().lower() == "true"
+        # Booleans in the bundled file; a copy with "yes"/"True" strings must not read them as no.
+        yes = answer if isinstance(answer, bool) else metrics.yes_no(str(answer))
+        if yes is None:
+            raise DatasetError(f"{path.name}: item {record.get('qid')!r} has the answer {answer!r}, which is "
+                               "neither yes nor no (true/false); fix the file or use another copy")
         yield Item(dataset=name, id=str(record["qid"]), question=record["question"], answer_type="yesno",
                    answers=["yes" if yes else "no"], meta={"term": str(record.get("term", ""))})
 

@@ -75,6 +75,7 @@ def f1(prediction: str, golds: Sequence[str]) -> float:
 
 
 _YES_NO_PREFIX = re.compile(r"^(?:final answer|answer|the answer is|my answer is)\s*:?\s*", re.IGNORECASE)
+_ANY_PUNCTUATION = re.compile(r"[^\w\s]")
 _YES_WORDS = frozenset({"yes", "true"})
 _NO_WORDS = frozenset({"no", "false"})
 
@@ -83,7 +84,10 @@ def yes_no(text: str) -> bool | None:
     """Reads a yes/no answer from its first word: "Yes.", "yes, because ..." and "True" are
     True; "No", "no, because ..." and "False" are False; anything else (including an answer that
     hedges first, "Probably not") is None. A leading "Answer:" or "The answer is" is skipped."""
-    words = normalize_answer(_YES_NO_PREFIX.sub("", text.strip().lstrip("*#>- \t"))).split()
+    # Any punctuation, not only ASCII (EM's normalisation, kept official, strips ASCII only): “Yes”,
+    # ‘No’, "Yes—it would" and "No…" are answers too.
+    stripped = _YES_NO_PREFIX.sub("", text.strip().lstrip("*#>- \t"))
+    words = normalize_answer(_ANY_PUNCTUATION.sub(" ", stripped)).split()
     if not words:
         return None
     if words[0] in _YES_WORDS:

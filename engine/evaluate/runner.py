@@ -25,6 +25,7 @@ from typing import Any
 from engine.evaluate.accounting import EvalLLM, EvalUsage
 from engine.evaluate.datasets import DEFAULT_SEED, Item, get_dataset, items_by_id, load_items
 from engine.evaluate.item_judges import ITEM_JUDGES, judge_item
+from engine.evaluate.reader import READER_VERSION
 from engine.evaluate.run_report import JudgeInputError, load_judged_run
 from engine.evaluate.results import JUDGED
 from engine.evaluate.scoring import score_item
@@ -258,19 +259,18 @@ class BenchmarkRunner:
     def rescore(self, benchmark_id: str, *, progress: Progress | None = None) -> int:
         """Score every finished item again from its stored run, with this release's scoring (after a
         fix to a metric or to the reader). The reader is asked again only where its reading does not
-        exist yet or failed; LLM judges' scores are kept as they were. Items whose run is not stored
+        exist yet, failed or came from another version of the reader (`READER_VERSION`); LLM judges' scores are kept as they were. Items whose run is not stored
         here (imported from a file) keep their scores. Returns how many items were scored again."""
         bench = self.store.get_benchmark(benchmark_id)
         rows = [r for r in self.store.list_items(bench.id) if r.status in ItemStatus.FINISHED and r.run_id]
         rows = [r for r in rows if self._stored(r.run_id)]
-        if any(r.metrics.get("answer_source") != "reader" or r.metrics.get("reader_error") for r in rows):
+        if any(_reading_to_keep(r) is None for r in rows):
             self.check_same_llm(bench)  # a reading asked again must come from the benchmark's model
         items = items_by_id(bench.dataset, sorted({r.item_id for r in rows}))
         reader = self.reader_for(bench)
         for row in rows:
             usage = EvalUsage()
-            known = (row.prediction if row.metrics.get("answer_source") == "reader"
-                     and not row.metrics.get("reader_error") else None)
+            known = _reading_to_keep(row)
             prediction, scores, error = score_item(self.services.repo, row.run_id, items[row.item_id],
                                                    reader.with_usage(usage), known_reading=known)
             # The judges' scores stay (they are not asked again), and so does anything else this
@@ -367,3 +367,13 @@ class _BudgetGate:
 
 
 __all__ = ["BenchmarkError", "BenchmarkRunner", "BenchmarkSpec", "split_values"]
+
+
+def _reading_to_keep(row: BenchmarkItem) -> str | None:
+    """The reader's stored reading of this item, when a rescore may reuse it: one that succeeded,
+    with this version of the reader (readings stored before versions were recorded are version 1)."""
+    metrics = row.metrics
+    if (metrics.get("answer_source") == "reader" and not metrics.get("reader_error")
+            and metrics.get("reader_version", 1) == READER_VERSION):
+        return row.prediction
+    return None

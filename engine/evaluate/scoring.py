@@ -2,7 +2,7 @@
 
 Everything is read back from storage, so a score can be recomputed and explained from the run a
 reader opens: the answer from the report (engine/evaluate/reader.py), the retrieved titles from the
-run's sources in the order they were stored, the searches from the step log, the usage from the
+run's sources in the order its searches returned them, the searches from the step log, the usage from the
 run's LLM calls.
 """
 
@@ -10,17 +10,18 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from engine.citations import cited_source_ids, strip_markers
 from engine.evaluate import metrics
 from engine.evaluate.accounting import EvalLLM
 from engine.evaluate.datasets import Item
-from engine.evaluate.reader import ReadAnswer, own_short_answer, read_answer
+from engine.evaluate.reader import READER_VERSION, ReadAnswer, own_short_answer, read_answer
 from engine.methods.registry import get_method
 from engine.narration import SEARCH, active_seconds
 from engine.safe_text import shown_text
-from storage.models import Run, RunStatus
+from storage.models import NodeSource, Run, RunStatus, Source
 from storage.repository import Repository
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,21 @@ def evidence_recall(repo: Repository, run: Run, item: Item) -> dict[str, float]:
         return {}
     return {"evidence_recall_any": recall.any_gold, "evidence_recall_all": recall.all_gold,
             "evidence_recall_fraction": recall.fraction}
+
+
+def retrieval_order(sources: Sequence[Source], links: Iterable[NodeSource]) -> list[Source]:
+    """The run's sources in the order its searches returned them, for recall@k: by the first node
+    that linked each (nodes are numbered as they are created: the search that found a source comes
+    before any node that cites it), then by its rank in that node's results. Stored ids are no such
+    order: a batch is inserted sorted by ref, so that concurrent batches lock rows in one order, and
+    "Alpha" then outranked a better-ranked "Zurich". A source no node links comes last, by id."""
+    first: dict[int, tuple[int, int]] = {}
+    for link in links:
+        key = (link.node_id, link.rank)
+        if link.source_id not in first or key < first[link.source_id]:
+            first[link.source_id] = key
+    unlinked = (float("inf"), 0)
+    return sorted(sources, key=lambda s: (*first.get(s.id, unlinked), s.id))
 
 
 def answered(run: Run) -> bool:
@@ -69,7 +85,8 @@ def score_item(repo: Repository, run_id: str, item: Item, reader: EvalLLM,
     scores["information_diversity"] = (metrics.information_diversity(metrics.text_vectors(texts))
                                        if len(texts) >= 2 else 0.0)
     if item.supporting_titles:
-        recall = metrics.retrieval_recall([s.title for s in sources], item.supporting_titles, k=RECALL_AT)
+        ordered = retrieval_order(sources, repo.node_source_links(run_id))
+        recall = metrics.retrieval_recall([s.title for s in ordered], item.supporting_titles, k=RECALL_AT)
         if recall is not None:
             scores.update(
                 {"recall_any": recall.any_gold, "recall_all": recall.all_gold, "recall_fraction": recall.fraction})
@@ -88,6 +105,8 @@ def score_item(repo: Repository, run_id: str, item: Item, reader: EvalLLM,
                                    yes_no=item.answer_type == "yesno")
             prediction = read.answer
             scores["answer_source"] = read.source
+            if read.source == "reader":
+                scores["reader_version"] = READER_VERSION
             if read.error:
                 scores["reader_error"] = read.error
         if item.answer_type == "short":

@@ -205,6 +205,10 @@ class CommandSpec:
     # It rewrites outputs (the report, an outline) and grows nothing: on a stopped run it writes them
     # from the graph as it stands and the run stays stopped; it never makes a report outdated.
     report_only: bool = False
+    # What the node's own data must say for the command to be offered (None: anything), so that a
+    # button the method would refuse is not shown (FGDIP's Mark impossible on a node you marked).
+    # The method still checks the command when it applies it.
+    offered_when: Callable[[Mapping[str, Any]], bool] | None = None
 
     @property
     def targets_node(self) -> bool:
@@ -212,7 +216,8 @@ class CommandSpec:
 
     def applies_to(self, node: Node) -> bool:
         return (self.targets_node and node.kind in self.kinds and node.status in self.statuses
-                and (self.on_root or node.parent_id is not None))
+                and (self.on_root or node.parent_id is not None)
+                and (self.offered_when is None or self.offered_when(node.data or {})))
 
     def parse(self, raw: Mapping[str, Any] | None) -> CommandPayload:
         """The validated payload, or CommandRejected naming the field and what to do."""

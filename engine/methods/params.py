@@ -14,7 +14,12 @@ from engine.methods.base import MethodParams
 
 
 class ParamError(ValueError):
-    """A parameter is unknown or has a bad value; the message says which and what is allowed."""
+    """A parameter is unknown or has a bad value; the message says which and what is allowed.
+    `errors` are pydantic's own, for a form that names its fields by their labels."""
+
+    def __init__(self, message: str, *, errors: Iterable[Mapping[str, Any]] = ()) -> None:
+        super().__init__(message)
+        self.errors = list(errors)
 
 
 def _coerce(raw: str) -> Any:
@@ -77,7 +82,8 @@ def build_params(params_type: type[MethodParams], values: Mapping[str, Any], *, 
         return params_type.model_validate(dict(values))
     except ValidationError as exc:
         problems = [_problem(err, known) for err in exc.errors()]
-        raise ParamError(f"bad parameter value for method '{method}': " + "; ".join(problems)) from exc
+        raise ParamError(f"bad parameter value for method '{method}': " + "; ".join(problems),
+                         errors=exc.errors()) from exc
 
 
 PROFILES = ("quick", "paper")

@@ -66,6 +66,9 @@ def test_research_watch_steer_report_restart(streamlit_app, page, shot, app_repo
 
     # 3. When the run is done, click a node in the map.
     poll(page, lambda: metric(page, "Status") == "done", timeout=120, what="the run to finish")
+    # Watched to its end, the run opens its report (it is folded while the run works).
+    poll(page, lambda: page.get_by_role("link", name="Open in the Report page").is_visible(), timeout=30,
+         what="the watched run's report to open")
     total = poll(page, lambda: (n := nodes_done(page))[0] == n[1] and n[1], what="all nodes done")
     assert total == len(repo.list_nodes(run_id)) > 1
     root = repo.list_nodes(run_id)[0]

@@ -220,7 +220,8 @@ STEPS = {
     prompts.REVISE_PLAN.name: "revising the plan",
     prompts.VALIDATE_PLAN.name: "checking the plan",
     prompts.INFO_SEARCH.name: "reading the search results",
-    prompts.NEWS_SEARCH.name: "reading the news it found",
+    # The news tool searches the run's searcher too: on the local corpus there is no news source.
+    prompts.NEWS_SEARCH.name: "reading the search results on recent events",
     prompts.EVENT_EXTRACTOR.name: "extracting the key events",
     prompts.HISTORY_ANALYZER.name: "comparing with past events",
     prompts.DIRECT_REASONING.name: "reasoning it through",

@@ -4,8 +4,8 @@ tree, the error memory as run state shown beside the map, the steering commands 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Literal
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -236,6 +236,10 @@ class EditErrorMemoryPayload(CommandPayload):
 
 _SEARCHED = frozenset({ENTITY, STEP})
 
+
+def marked_impossible_by_you(data: Mapping[str, Any]) -> bool:
+    return data.get("verdict") == "impossible" and data.get("judged_by") == "you"
+
 COMMANDS = (
     CommandSpec("force_explore", "Explore next", "Explore this node next, whatever its verdict and the limits "
                 "on nodes and backtracks.", NodeCommand, kinds=_SEARCHED, statuses=frozenset({NodeStatus.DONE}),
@@ -243,7 +247,8 @@ COMMANDS = (
     CommandSpec("mark_impossible", "Mark impossible", "Judge this node impossible: it gets no (more) children "
                 "and its unexplored children are pruned; an accepted answer reached through it is "
                 "rejected, and the search goes on to the next branch.", NodeCommand, kinds=_SEARCHED,
-                statuses=frozenset({NodeStatus.DONE}), on_root=False, done="Marked impossible"),
+                statuses=frozenset({NodeStatus.DONE}), on_root=False, done="Marked impossible",
+                offered_when=lambda data: not marked_impossible_by_you(data)),
     CommandSpec("add_entity", "Add entity", "Add a key entity of your own: a new branch, explored next.",
                 AddEntityPayload, done="Entity added"),
     CommandSpec("edit_error_memory", "Edit error memory", "Add, change or remove a lesson the node generator "

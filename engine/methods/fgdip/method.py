@@ -55,6 +55,7 @@ from engine.methods.fgdip.kinds import (
     EditErrorMemoryPayload,
     ErrorEntry,
     ErrorMemory,
+    marked_impossible_by_you,
 )
 from engine.methods.fgdip.params import FgdipParams
 from engine.methods.fgdip.report import report
@@ -420,7 +421,7 @@ class FgdipMethod(Method):
 
     def _mark_impossible(self, ctx: RunContext, node: Node) -> set[str]:
         data = node.data or {}
-        if data.get("verdict") == "impossible" and data.get("judged_by") == "you":
+        if marked_impossible_by_you(data):
             raise CommandRejected("this node is already marked impossible")
         tree = Tree.of(ctx.graph.nodes())
         ctx.graph.update(node, merge_data={

@@ -255,17 +255,23 @@ class UnitPayload(NodeCommand):
 _UNIT_HOLDERS = frozenset({KNOWLEDGE, SUMMARY})
 _FINISHED = frozenset({NodeStatus.DONE, NodeStatus.FAILED})
 
+# Steering that re-thinks columns pays for them again, and Start's estimate is long gone by then.
+_RETHINK_COST = ("Each column thought again costs its cells and its summary once more (rows + 1 model "
+                 "calls), as much as when the run first thought it.")
+
 COMMANDS = (
     CommandSpec("add_column", "Add a column", "Think one more column from the last summary; it becomes the answer.",
                 AddColumnPayload, done="Adding a column"),
     CommandSpec("rerun_column", "Re-run column with another α",
-                "Think this column again with another communication weight, then every column after it.",
+                "Think this column again with another communication weight, then every column after it. "
+                + _RETHINK_COST,
                 RerunColumnPayload, kinds=frozenset({CELL, SUMMARY}), statuses=_FINISHED, done="Re-running the column"),
     CommandSpec("pin_unit", "Pin knowledge unit",
-                "Keep this knowledge unit in every later retrieval; the columns after it are thought again.",
+                "Keep this knowledge unit in every later retrieval; the columns after it are thought again. "
+                + _RETHINK_COST,
                 UnitPayload, kinds=_UNIT_HOLDERS, statuses=frozenset({NodeStatus.DONE}), done="Pinned"),
     CommandSpec("drop_unit", "Drop knowledge unit",
-                "Leave this knowledge unit out; the thoughts that read it are thought again.",
+                "Leave this knowledge unit out; the thoughts that read it are thought again. " + _RETHINK_COST,
                 UnitPayload, kinds=_UNIT_HOLDERS, statuses=frozenset({NodeStatus.DONE}), done="Dropped"),
     regenerate_report_command(),
 )

@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from engine.methods.common import DroppedHit
+from engine.citations import without_model_citations
 from engine.safe_text import inline_text
 from engine.methods.omnithink import prompts
 from engine.methods.contract import (
@@ -88,7 +89,9 @@ class ConceptPool(RunStateModel):
     def panel_markdown(self) -> str:
         added = set(self.added)
         # Concepts are model text: shown as text, so `**new**` stays the only mark of ours.
-        return "\n".join(f"- {'**new** · ' if c in added else ''}{inline_text(c)}" for c in self.concepts) or "_empty_"
+        # Stored before `merge` dropped the sources' `[n]`: a pool keeps no source list to resolve them.
+        return "\n".join(f"- {'**new** · ' if c in added else ''}{inline_text(without_model_citations(c))}"
+                         for c in self.concepts) or "_empty_"
 
     @classmethod
     def history_markdown(cls, versions: Sequence[RunStateModel]) -> str:

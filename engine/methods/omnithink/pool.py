@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from engine.citations import without_model_citations
+
 _WORD = re.compile(r"[a-z0-9]+")
 _STOP = frozenset("a an and are as at be by for from has have in is it its of on or that the their this to was were with".split())
 
@@ -32,7 +34,8 @@ def merge(insights: list[str], pool: list[str]) -> MergeResult:
     merged = list(pool)
     result = MergeResult(pool=merged)
     for insight in insights:
-        text = " ".join(insight.split())
+        # The `[n]` a reflection copies from its numbered sources: a concept outlives that numbering.
+        text = " ".join(without_model_citations(insight).split())
         if not text:
             continue
         if any(same_concept(text, existing) for existing in merged):

@@ -1,0 +1,44 @@
+"""Compare runs already stored: pick a question two or more runs answered, then two or three of its
+runs; the comparison is their ids in the page's address, as for a new one."""
+
+from __future__ import annotations
+
+import hashlib
+
+import streamlit as st
+
+from components.mindmap import short_label
+from engine.evaluate.compare import MAX_COMPARED, MIN_COMPARED, comparable_runs, default_pick
+from engine.services import Services
+from storage.models import Run
+
+RUNS_LOOKED_AT = 500  # the newest runs; an older one is reopened by its address
+
+
+def _run_label(services: Services, run: Run) -> str:
+    method = services.methods[run.method].title if run.method in services.methods else run.method
+    return f"{method} · {run.status} · {run.created_at:%Y-%m-%d %H:%M} · {run.id}"
+
+
+def pick_existing_runs(services: Services) -> list[str] | None:
+    """The widgets; the chosen run ids once "Compare these runs" is pressed with 2 or 3 of them."""
+    groups = comparable_runs(services.repo.list_runs(limit=RUNS_LOOKED_AT))
+    if not groups:
+        st.caption("No question has two runs yet. Run the same question with another method in Explore, "
+                   "or start a new comparison above.")
+        return None
+    question = st.selectbox("Question", list(groups), key="compare-existing-question",
+                            format_func=lambda q: f"{short_label(q, 120)} ({len(groups[q])} runs)")
+    runs = groups[question]
+    labels = {run.id: _run_label(services, run) for run in runs}
+    # A key per question: its own preselection (the newest run of each method) when the question changes.
+    digest = hashlib.sha1(question.encode("utf-8", "replace")).hexdigest()[:12]
+    picked = st.multiselect("Runs", list(labels), default=default_pick(runs), format_func=labels.get,
+                            max_selections=MAX_COMPARED, key=f"compare-existing-runs-{digest}",
+                            help=f"{MIN_COMPARED} or {MAX_COMPARED} runs of this question, side by side.")
+    if not st.button("Compare these runs", key="compare-existing-start"):
+        return None
+    if len(picked) < MIN_COMPARED:
+        st.error(f"Choose {MIN_COMPARED} or {MAX_COMPARED} runs to compare (chosen: {len(picked)}).")
+        return None
+    return picked
