@@ -17,6 +17,7 @@ Commit the archives it writes; `thoughtmap bench --show ID` prints a table for d
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import signal
@@ -54,8 +55,11 @@ QUEUE = (
 
 
 def archive_of(entry: Entry) -> Path | None:
-    found = sorted(RESULTS.glob(f"{entry.name}-*.json"))
-    return found[-1] if found else None
+    """The entry's newest benchmark: by when it was created (an archive dropped but kept would win
+    by the order of its random id, and file times are a clone's)."""
+    found = RESULTS.glob(f"{entry.name}-*.json")
+    return max(found, key=lambda path: json.loads(path.read_text(encoding="utf-8"))["benchmark"]["created_at"],
+               default=None)
 
 
 def benchmark_id(archive: Path) -> str:

@@ -27,7 +27,7 @@ def pick_existing_runs(services: Services) -> list[str] | None:
         st.caption("No question has two runs yet. Run the same question with another method in Explore, "
                    "or start a new comparison above.")
         return None
-    question = st.selectbox("Question", list(groups), key="compare-existing-question",
+    question = st.selectbox("Question with two runs or more", list(groups), key="compare-existing-question",
                             format_func=lambda q: f"{short_label(q, 120)} ({len(groups[q])} runs)")
     runs = groups[question]
     labels = {run.id: _run_label(services, run) for run in runs}

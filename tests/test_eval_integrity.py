@@ -151,3 +151,60 @@ def test_a_paired_table_compares_the_methods_on_the_items_all_have_finished(serv
     assert table.paired == 2 and all(row.finished == 2 for row in table.rows)
     assert "Paired: the 2 items every method has finished." in to_markdown(table)
     assert {row.method: row.finished for row in summarize(runner.store, bench.id).rows} == {"direct": 3, "rag": 2}
+
+
+def test_a_paired_table_gives_the_difference_item_by_item_with_its_interval(services):
+    """Two methods' own intervals overlap; what decides a comparison is the interval of their
+    difference on the same items (a paired bootstrap), which the paired table now prints."""
+    from engine.evaluate import metrics
+
+    runner, bench = _create(services, limit=4)
+    runner.execute(bench.id)
+    rows = runner.store.list_items(bench.id)
+    f1 = {("direct", 0): 0.0, ("direct", 1): 0.5, ("direct", 2): 0.0, ("direct", 3): 1.0,
+          ("rag", 0): 1.0, ("rag", 1): 0.5, ("rag", 2): 1.0, ("rag", 3): 1.0}
+    order = sorted({r.item_id for r in rows})
+    for row in rows:
+        value = f1[(row.method, order.index(row.item_id))]
+        runner.store._update_item(row.id, status=ItemStatus.SCORED, metrics={**row.metrics, "f1": value})
+    # A failed rag item counts 0 in the difference too, as in the table.
+    failed = next(r for r in rows if r.method == "rag" and order.index(r.item_id) == 3)
+    runner.store._update_item(failed.id, status=ItemStatus.FAILED)
+    table = summarize(runner.store, bench.id, paired=True)
+    [difference] = [d for d in table.differences if d.key == "f1"]
+    assert (difference.method, difference.baseline, difference.summary.n) == ("rag", "direct", 4)
+    expected = metrics.bootstrap_ci([1.0, 0.0, 1.0, -1.0], seed=0)
+    assert (difference.summary.mean, difference.summary.low, difference.summary.high) == expected
+    text = to_markdown(table)
+    assert "| rag − direct | " in text and f"{expected[0]:+.3f} [{expected[1]:+.3f}, {expected[2]:+.3f}]" in text
+    # Unpaired or broken down, a table has no differences.
+    assert summarize(runner.store, bench.id).differences == []
+
+
+def test_an_item_the_harness_failed_on_keeps_its_usage_and_is_scored_again_by_a_rescore(services, monkeypatch):
+    """A crash while scoring is no failure of the method: the item keeps what its run spent, the
+    table says how many such failures it counts, and a rescore scores it."""
+    import engine.evaluate.runner as runner_module
+
+    real = runner_module.score_item
+    calls = []
+
+    def crash_once(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise KeyError("a scoring bug")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(runner_module, "score_item", crash_once)
+    runner, bench = _create(services, methods=["direct"], limit=2, reader=EvalLLM(FakeLLM()))
+    runner.execute(bench.id)
+    [broken] = [r for r in runner.store.list_items(bench.id) if r.status == ItemStatus.FAILED]
+    assert broken.metrics["harness_error"] is True and broken.metrics["tokens"] > 0
+    assert "the harness failed on this item (KeyError" in broken.error and "--rescore" in broken.error
+    assert "1 of the failed items failed in the harness, not in the method" in to_markdown(
+        summarize(runner.store, bench.id))
+
+    BenchmarkRunner(services, reader=EvalLLM(FakeLLM())).rescore(bench.id)
+    again = runner.store.get_item(broken.id)
+    assert again.status == ItemStatus.SCORED and "harness_error" not in again.metrics and not again.error
+    assert "failed in the harness" not in to_markdown(summarize(runner.store, bench.id))

@@ -47,6 +47,9 @@ USAGE_METRICS = (
     ("critical_path_s", "Critical path s"),
 )
 EVIDENCE_METRICS = {"evidence_recall_all"}
+# In a failed item's metrics: the harness failed on it (scoring, a judge), not the method; counted as
+# a failure like any other until `--rescore` scores it, and said under the table.
+HARNESS_ERROR = "harness_error"
 
 
 def declares_evidence(method: str) -> bool:
@@ -81,10 +84,23 @@ class MethodRow:
     failed: int
     metrics: dict[str, MetricSummary] = field(default_factory=dict)
     group: str = ""  # the value of the breakdown key (e.g. "hard"), when the table is broken down
+    harness_errors: int = 0  # of `failed`: the harness's failures (HARNESS_ERROR), not the method's
 
     @property
     def label(self) -> str:
         return f"{self.method} · {self.group}" if self.group else self.method
+
+
+@dataclass
+class PairedDifference:
+    """`method` minus `baseline` on one answer metric, item by item over the items both finished:
+    the mean difference and its paired bootstrap interval. Two methods' own intervals overlap more
+    often than their difference's includes 0: comparing rows, this is the interval that decides."""
+
+    method: str
+    baseline: str
+    key: str
+    summary: MetricSummary
 
 
 @dataclass
@@ -93,6 +109,7 @@ class BenchmarkTable:
     rows: list[MethodRow]
     columns: list[tuple[str, str]]
     paired: int | None = None  # with `paired`: how many items every method has finished
+    differences: list[PairedDifference] = field(default_factory=list)  # with `paired`, not broken down
 
 
 def _values(rows: list[BenchmarkItem], key: str, failed_counts: str) -> list[float]:
@@ -135,7 +152,9 @@ def summarize(store: EvaluationStore, benchmark_id: str, *, seed: int = 0, by: s
         rows = [r for r in all_rows if r.method == method and (members is None or r.item_id in members)]
         finished = [r for r in rows if r.status in ItemStatus.FINISHED]
         summary = MethodRow(method=method, items=len(rows), finished=len(finished),
-                            failed=sum(1 for r in rows if r.status == ItemStatus.FAILED), group=group)
+                            failed=sum(1 for r in rows if r.status == ItemStatus.FAILED), group=group,
+                            harness_errors=sum(1 for r in rows if r.status == ItemStatus.FAILED
+                                               and r.metrics.get(HARNESS_ERROR)))
         for key, _title in columns:
             if key in EVIDENCE_METRICS and not declares_evidence(method):
                 continue  # not a zero: the method chooses no evidence beyond its sources
@@ -144,7 +163,34 @@ def summarize(store: EvaluationStore, benchmark_id: str, *, seed: int = 0, by: s
                 mean, low, high = metrics.bootstrap_ci(values, seed=seed)
                 summary.metrics[key] = MetricSummary(mean, low, high, len(values))
         table_rows.append(summary)
-    return BenchmarkTable(bench, table_rows, columns, paired=common)
+    differences = (_paired_differences(bench, all_rows, columns, failed_counts, seed)
+                   if paired and by is None else [])
+    return BenchmarkTable(bench, table_rows, columns, paired=common, differences=differences)
+
+
+def _paired_differences(bench: Benchmark, rows: list[BenchmarkItem], columns: list[tuple[str, str]],
+                        failed_counts: dict[str, str], seed: int) -> list[PairedDifference]:
+    """Each later method against each earlier one (in the benchmark's order), on every answer metric
+    both have a value for on the same items."""
+    answer_keys = [k for k, _t in columns if k in failed_counts and k not in EVIDENCE_METRICS]
+    finished = [r for r in rows if r.status in ItemStatus.FINISHED]
+    per_item: dict[tuple[str, str], dict[str, float]] = {}
+    for key in answer_keys:
+        for row in finished:
+            values = _values([row], key, failed_counts[key])
+            if values:
+                per_item.setdefault((row.method, key), {})[row.item_id] = values[0]
+    differences = []
+    for i, baseline in enumerate(bench.methods):
+        for method in bench.methods[i + 1:]:
+            for key in answer_keys:
+                ours, theirs = per_item.get((method, key), {}), per_item.get((baseline, key), {})
+                shared = sorted(ours.keys() & theirs.keys())
+                if not shared:
+                    continue
+                mean, low, high = metrics.bootstrap_ci([ours[item] - theirs[item] for item in shared], seed=seed)
+                differences.append(PairedDifference(method, baseline, key, MetricSummary(mean, low, high, len(shared))))
+    return differences
 
 
 def _groups(bench: Benchmark, rows: list[BenchmarkItem], by: str | None) -> dict[str, set[str] | None]:
@@ -193,9 +239,35 @@ def to_markdown(table: BenchmarkTable) -> str:
     for row in table.rows:
         cells = [metric_text(row.metrics.get(key), key) for key, _t in table.columns]
         lines.append(f"| {inline_text(row.label)} | {row.finished}/{row.items} | {row.failed} | " + " | ".join(cells) + " |")
+    harness = sum(row.harness_errors for row in table.rows)
+    if harness:
+        lines += ["", f"{harness} of the failed items failed in the harness, not in the method: "
+                      f"`thoughtmap bench --rescore {bench.id}` scores them again."]
+    lines += _differences_markdown(table)
     if bench.note:
         lines += ["", inline_text(bench.note)]
     return "\n".join(lines) + "\n"
+
+
+def _differences_markdown(table: BenchmarkTable) -> list[str]:
+    if not table.differences:
+        return []
+    titles = dict(table.columns)
+    keys = list(dict.fromkeys(d.key for d in table.differences))
+    pairs = list(dict.fromkeys((d.method, d.baseline) for d in table.differences))
+    found = {(d.method, d.baseline, d.key): d.summary for d in table.differences}
+    lines = ["", "Paired differences, item by item: mean [95 % paired bootstrap CI]; an interval that excludes "
+             "0 is a difference these items support.", "",
+             "| Difference | " + " | ".join(titles[k] for k in keys) + " |",
+             "| --- | " + " | ".join("---:" for _ in keys) + " |"]
+    for method, baseline in pairs:
+        cells = []
+        for key in keys:
+            summary = found.get((method, baseline, key))
+            cells.append("–" if summary is None else
+                         f"{summary.mean:+.3f} [{summary.low:+.3f}, {summary.high:+.3f}]")
+        lines.append(f"| {inline_text(method)} − {inline_text(baseline)} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def to_json(table: BenchmarkTable) -> dict[str, Any]:
@@ -206,6 +278,9 @@ def to_json(table: BenchmarkTable) -> dict[str, Any]:
                       "search": bench.search_mode, "balance": bench.balance or None, "status": bench.status,
                       "note": bench.note},
         "paired_items": table.paired,
+        "paired_differences": [
+            {"method": d.method, "baseline": d.baseline, "metric": d.key, "mean": d.summary.mean,
+             "low": d.summary.low, "high": d.summary.high, "n": d.summary.n} for d in table.differences],
         "methods": [
             {"method": row.method, **({"group": row.group} if row.group else {}), "items": row.items, "finished": row.finished, "failed": row.failed,
              "metrics": {k: {"mean": m.mean, "low": m.low, "high": m.high, "n": m.n} for k, m in row.metrics.items()}}
@@ -214,4 +289,4 @@ def to_json(table: BenchmarkTable) -> dict[str, Any]:
     }
 
 
-__all__ = ["BenchmarkTable", "MethodRow", "MetricSummary", "metric_text", "summarize", "to_json", "to_markdown"]
+__all__ = ["BenchmarkTable", "MethodRow", "MetricSummary", "PairedDifference", "metric_text", "summarize", "to_json", "to_markdown"]

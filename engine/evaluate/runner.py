@@ -27,8 +27,8 @@ from engine.evaluate.datasets import DEFAULT_SEED, Item, get_dataset, items_by_i
 from engine.evaluate.item_judges import ITEM_JUDGES, judge_item
 from engine.evaluate.reader import READER_VERSION
 from engine.evaluate.run_report import JudgeInputError, load_judged_run
-from engine.evaluate.results import JUDGED
-from engine.evaluate.scoring import score_item
+from engine.evaluate.results import HARNESS_ERROR, JUDGED
+from engine.evaluate.scoring import score_item, usage_metrics
 from engine.llm.protocol import LLMError
 from engine.methods.params import ParamError, build_params_with_profile, profile_for_llm
 from engine.methods.registry import UnknownMethod
@@ -196,8 +196,10 @@ class BenchmarkRunner:
                 self._do_row(bench, row, items[row.item_id], budget, stop, reader)
             except Exception as exc:  # noqa: BLE001 - one item's failure must not end the benchmark
                 log.exception("benchmark %s item %s/%s failed", bench.id, row.item_id, row.method)
-                self.store.finish_item(row.id, status=ItemStatus.FAILED, prediction="", metrics={},
-                                       eval_usage={}, error=f"{type(exc).__name__}: {exc}")
+                self.store.finish_item(row.id, status=ItemStatus.FAILED, prediction="",
+                                       metrics=self._after_harness_error(row.id), eval_usage={},
+                                       error=f"the harness failed on this item ({type(exc).__name__}: {exc}); "
+                                             f"`thoughtmap bench --rescore {bench.id}` scores it again")
             if progress is not None:
                 progress(self.store.get_item(row.id))
 
@@ -213,6 +215,18 @@ class BenchmarkRunner:
             self.store.set_benchmark_status(bench.id, BenchmarkStatus.STOPPED,
                                             f"stopped with {len(left)} runs left; resume to finish")
         return self.store.get_benchmark(bench.id)
+
+    def _after_harness_error(self, row_id: int) -> dict[str, Any]:
+        """What an item the harness failed on keeps: its run's usage (it was spent), and the mark that
+        the failure is the harness's, not the method's (the table counts these apart)."""
+        kept: dict[str, Any] = {HARNESS_ERROR: True}
+        run_id = self.store.get_item(row_id).run_id
+        if run_id is not None:
+            try:
+                kept.update(usage_metrics(self.services.repo, self.services.repo.get_run(run_id)))
+            except Exception:  # noqa: BLE001 - the usage is a bonus; the mark must be stored
+                log.exception("benchmark item %s: its run's usage could not be read", row_id)
+        return kept
 
     def _do_row(self, bench: Benchmark, row: BenchmarkItem, item: Item, budget: "_BudgetGate",
                 stop: threading.Event, reader: EvalLLM) -> None:
@@ -275,7 +289,7 @@ class BenchmarkRunner:
                                                    reader.with_usage(usage), known_reading=known)
             # The judges' scores stay (they are not asked again), and so does anything else this
             # scoring does not compute; a reader error it did not meet again is gone.
-            kept = {k: v for k, v in row.metrics.items() if k != "reader_error"
+            kept = {k: v for k, v in row.metrics.items() if k not in ("reader_error", HARNESS_ERROR)
                     and (k not in scores or (bench.judges and k in JUDGED))}
             scores = {**scores, **kept}
             run = self.services.repo.get_run(row.run_id)

@@ -13,7 +13,7 @@ from engine.methods.registry import METHODS
 from storage import open_database
 from storage.evaluation import EvaluationStore
 from storage.models import RunStatus
-from tests.e2e.conftest import ARTIFACTS, MAP_IFRAME, map_nodes, poll
+from tests.e2e.conftest import ARTIFACTS, MAP_IFRAME, choose_option, map_nodes, poll
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
@@ -87,9 +87,9 @@ def test_evaluate_and_compare_in_the_browser(streamlit_app, page, app_repo, eval
     poll(page, lambda: page.get_by_text("4 of 4 item runs finished · done").count() > 0, timeout=60,
          what="the page to show the finished benchmark")
     page.get_by_role("heading", name="Results").wait_for()
-    page.get_by_role("heading", name="Items").wait_for()
+    page.get_by_role("heading", name="Items").first.wait_for()  # a rerun may leave the last one a moment
     _shot(page, "evaluate-results")
-    page.get_by_role("heading", name="Items").scroll_into_view_if_needed()
+    page.get_by_role("heading", name="Items").first.scroll_into_view_if_needed()
     _shot(page, "evaluate-items")
 
     # Open an item's run on Explore.
@@ -104,8 +104,8 @@ def test_evaluate_and_compare_in_the_browser(streamlit_app, page, app_repo, eval
 
     # Compare: two methods side by side on one question.
     page.get_by_role("link", name="Compare").click()
-    page.get_by_label("Question").fill(QUESTION)
-    page.get_by_label("Question").press("Tab")
+    page.get_by_label("Question", exact=True).fill(QUESTION)
+    page.get_by_label("Question", exact=True).press("Tab")
     # The first two methods are chosen by default; compare the two baselines instead.
     _pick_methods(page, ["direct", "rag"], clear=True)
     page.get_by_role("button", name="Start comparison").click()
@@ -141,4 +141,20 @@ def test_evaluate_and_compare_in_the_browser(streamlit_app, page, app_repo, eval
     page.goto(address)
     poll(page, lambda: page.locator(MAP_IFRAME).count() == 2, timeout=60, what="the reopened comparison")
     page.get_by_text("DEoT dual comparison · judge").wait_for()  # the stored verdict, shown again
+    assert page.dialogs == []
+
+    # Runs already stored, put side by side: the question, then its runs (the newest of each method).
+    page.goto(streamlit_app.url)
+    page.get_by_role("link", name="Compare").click()
+    page.get_by_text("Compare runs you already have").click()
+    choose_option(page, "Question with two runs or more", f"{QUESTION} (2 runs)")
+    poll(page, lambda: all(r in page.locator("[data-testid='stMultiSelect']").filter(has_text="Runs").inner_text()
+                           for r in run_ids), what="the question's runs preselected")
+    _shot(page, "compare-existing-runs")
+    page.get_by_role("button", name="Compare these runs").click()
+    poll(page, lambda: "runs=" in page.url, timeout=60, what="the comparison of stored runs")
+    chosen = page.url.split("runs=")[1].split("&")[0].replace("%2C", ",").split(",")
+    assert sorted(chosen) == sorted(run_ids)
+    poll(page, lambda: page.locator(MAP_IFRAME).count() == 2, timeout=60, what="their maps side by side")
+    page.get_by_text("DEoT dual comparison · judge").wait_for()  # their stored verdict too
     assert page.dialogs == []
