@@ -134,9 +134,9 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--profile", choices=["auto", "quick", "paper"], default="auto", help="as for run")
     bench.add_argument("--search", choices=["local", "web", "both", "none"], default=None, help="as for run")
     bench.add_argument("--max-cost", type=budget_type("--max-cost", float, "dollars"),
-                       help="budget of the whole benchmark in dollars (runs and scoring)")
+                       help="budget of the whole benchmark in dollars (runs and scoring); with --resume, its new budget")
     bench.add_argument("--max-tokens", type=budget_type("--max-tokens", int, "tokens"),
-                       help="token budget of the whole benchmark")
+                       help="token budget of the whole benchmark; with --resume, its new budget")
     bench.add_argument("--concurrency", type=int, default=2, help="runs at a time (default 2)")
     bench.add_argument("--judges", default="", metavar="claims,density,rubric",
                        help="LLM-judged scores per item: claims (citation error and support rates), density "
@@ -537,6 +537,9 @@ def cmd_bench(args) -> int:
                 _err(f"benchmark {bench.id}: {count} finished items scored again")
         elif args.resume:
             bench = bench_runner.store.get_benchmark(args.resume)
+            if args.max_cost is not None or args.max_tokens is not None:  # raised, for one the budget stopped
+                bench_runner.store.set_budget(bench.id, max_cost=args.max_cost, max_tokens=args.max_tokens)
+                bench = bench_runner.store.get_benchmark(bench.id)
             _prepare_llm(services, bench.llm_info.get("kind", "openai"), args.quiet)
         else:
             kind = _choose_llm(args.llm, services)

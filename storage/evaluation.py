@@ -23,9 +23,9 @@ class BenchmarkNotFound(LookupError):
 
 class ItemStatus:
     PENDING = "pending"  # not started
-    RUNNING = "running"  # its run exists and has not finished (or was interrupted)
+    RUNNING = "running"  # its run exists and has not finished (interrupted, or stopped by you or the budget)
     SCORED = "scored"  # its run finished and was scored
-    FAILED = "failed"  # its run failed or answered nothing: scored as zero, kept for reading
+    FAILED = "failed"  # its run did not end done (or the harness failed on it): answer metrics 0, kept for reading
 
     FINISHED = (SCORED, FAILED)
 
@@ -78,6 +78,15 @@ class EvaluationStore(Store):
     def list_benchmarks(self, limit: int = 100) -> list[Benchmark]:
         with self._session() as s:
             return list(s.exec(select(Benchmark).order_by(col(Benchmark.created_at).desc()).limit(limit)).all())
+
+    def set_budget(self, benchmark_id: str, *, max_cost: float | None = None, max_tokens: int | None = None) -> None:
+        """A new budget for the whole benchmark (each given value replaces the stored one)."""
+        values = {k: v for k, v in (("max_cost", max_cost), ("max_tokens", max_tokens)) if v is not None}
+        if not values:
+            return
+        with self._session() as s:
+            s.exec(update(Benchmark).where(col(Benchmark.id) == benchmark_id).values(**values))
+            s.commit()
 
     def set_benchmark_status(self, benchmark_id: str, status: str, note: str = "") -> None:
         finished = utcnow() if status in (BenchmarkStatus.DONE, BenchmarkStatus.FAILED) else None

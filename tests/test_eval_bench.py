@@ -418,3 +418,40 @@ def test_recall_at_10_follows_the_searches_order_not_the_stored_ids(services):
     gold_last = item.model_copy(update={"supporting_titles": ["Aaron Gold"]})
     _, metrics, _ = score_item(services.repo, run.id, gold_last, reader=None)
     assert metrics["recall_any"] == 0.0  # ranked twelfth by its search, cited or not
+
+
+def test_runs_the_benchmarks_budget_stopped_are_resumed_with_a_raised_budget(prebuilt_corpus_home, capsys):
+    """A run the benchmark's budget stopped is not a failure of its method: it is left to finish,
+    and `--resume ID --max-tokens N` raises the budget and finishes it (scored, it was a 0 for good,
+    and the advice to resume with a larger budget could not be followed)."""
+    code = cli.main(["bench", "--dataset", "hotpotqa-autoact", "--methods", "direct,rag", "--limit", "2",
+                     "--llm", "fake", "--max-tokens", "300", "--quiet"])
+    assert code == cli.EXIT_STOPPED, capsys.readouterr().err
+    services = build_services(load_settings())
+    try:
+        store = EvaluationStore(services.db)
+        (bench,) = store.list_benchmarks()
+        rows = store.list_items(bench.id)
+        stopped = [r for r in rows if r.run_id and services.repo.get_run(r.run_id).status == RunStatus.STOPPED]
+        assert stopped, [(r.status, r.run_id and services.repo.get_run(r.run_id).stop_reason) for r in rows]
+        assert all("budget reached" in services.repo.get_run(r.run_id).stop_reason for r in stopped)
+        assert all(r.status not in ItemStatus.FINISHED for r in stopped)  # not scored 0 for good
+        assert not any(r.status == ItemStatus.FAILED for r in rows)
+        bench = store.get_benchmark(bench.id)
+        assert bench.status == "stopped" and f"--resume {bench.id}" in bench.note
+    finally:
+        services.close()
+
+    code = cli.main(["bench", "--resume", bench.id, "--max-tokens", "10000000", "--quiet"])
+    assert code == cli.EXIT_OK, capsys.readouterr().err
+    services = build_services(load_settings())
+    try:
+        store = EvaluationStore(services.db)
+        assert store.get_benchmark(bench.id).max_tokens == 10_000_000
+        rows = store.list_items(bench.id)
+        assert all(r.status == ItemStatus.SCORED for r in rows), [(r.status, r.error) for r in rows]
+        for row in rows:  # each resumed run's budget: what it had spent plus what the benchmark had left
+            run = services.repo.get_run(row.run_id)
+            assert run.status == RunStatus.DONE and run.max_tokens > run.prompt_tokens + run.completion_tokens
+    finally:
+        services.close()

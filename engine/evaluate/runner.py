@@ -29,6 +29,7 @@ from engine.evaluate.reader import READER_VERSION
 from engine.evaluate.run_report import JudgeInputError, load_judged_run
 from engine.evaluate.results import HARNESS_ERROR, JUDGED
 from engine.evaluate.scoring import score_item, usage_metrics
+from engine.llm.accounting import stopped_by_budget
 from engine.llm.protocol import LLMError
 from engine.methods.params import ParamError, build_params_with_profile, profile_for_llm
 from engine.methods.registry import UnknownMethod
@@ -210,7 +211,8 @@ class BenchmarkRunner:
             self.store.set_benchmark_status(bench.id, BenchmarkStatus.DONE)
         elif budget.spent_out():
             self.store.set_benchmark_status(bench.id, BenchmarkStatus.STOPPED,
-                                            f"budget reached with {len(left)} runs left; resume with a larger budget")
+                                            f"budget reached with {len(left)} runs left; raise it to continue: "
+                                            f"thoughtmap bench --resume {bench.id} --max-cost DOLLARS (or --max-tokens N)")
         else:
             self.store.set_benchmark_status(bench.id, BenchmarkStatus.STOPPED,
                                             f"stopped with {len(left)} runs left; resume to finish")
@@ -245,8 +247,11 @@ class BenchmarkRunner:
         else:
             run = self.services.repo.get_run(run_id)
             if run.status in RunStatus.RESUMABLE and run.status != RunStatus.FAILED:
+                # A run's budget counts all it spent: what it has, plus what the benchmark has left.
                 max_tokens, max_cost = budget.left()
-                runner.resume(run_id, max_tokens=max_tokens, max_cost=max_cost)
+                spent_tokens, spent_cost = self.services.repo.run_usage(run_id)
+                runner.resume(run_id, max_tokens=None if max_tokens is None else spent_tokens + max_tokens,
+                              max_cost=None if max_cost is None else spent_cost + max_cost)
         stop_sent = False
         while self._in_flight(run_id):
             if stop.is_set() and not stop_sent:
@@ -256,8 +261,11 @@ class BenchmarkRunner:
         run = self.services.repo.get_run(run_id)
         if run.status not in (RunStatus.DONE, RunStatus.FAILED, RunStatus.STOPPED):
             return  # left resumable (e.g. paused from the app): the next execute continues it
-        if run.status == RunStatus.STOPPED and stop.is_set():
-            return  # stopped by the person, not finished: resumed next time
+        if run.status == RunStatus.STOPPED and (stop.is_set() or stopped_by_budget(run)):
+            # Stopped by the person, or by the benchmark's budget: not finished, resumed next time
+            # (with a raised budget: `--resume ID --max-cost X`). Scored now, a budget stop was a
+            # method's failure for good, and fell on whichever runs were under way when it came.
+            return
         usage = EvalUsage()
         counted = reader.with_usage(usage)
         prediction, scores, error = score_item(self.services.repo, run_id, item, counted)

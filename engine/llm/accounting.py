@@ -62,6 +62,12 @@ _NEEDED_TOKENS = re.compile(r"token budget reached: \d+ tokens used and the next
 _NEEDED_COST = re.compile(r"cost budget reached: \$[\d.]+ spent and the next call needs about \$([\d.]+) more")
 
 
+def stopped_by_budget(run) -> bool:
+    """Whether a stored run stopped because its budget was reached (its stop reason is the words above)."""
+    reason = getattr(run, "stop_reason", "") or ""
+    return run.status == "stopped" and bool(_NEEDED_TOKENS.search(reason) or _NEEDED_COST.search(reason))
+
+
 def budget_short(run, *, max_tokens: int | None = None, max_cost: float | None = None) -> BudgetExceeded | None:
     """Whether a run's budget cannot pay for its next call (it would stop again at once): the
     BudgetExceeded saying so, or None. The next call is the one a budget stop refused (its size is
