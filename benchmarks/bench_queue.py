@@ -54,12 +54,17 @@ QUEUE = (
 )
 
 
+def _created_at(path: Path) -> str:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))["benchmark"].get("created_at") or ""
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise SystemExit(f"bench_queue: {path} is not a benchmark archive ({exc}); move it out of {RESULTS}") from exc
+
+
 def archive_of(entry: Entry) -> Path | None:
-    """The entry's newest benchmark: by when it was created (an archive dropped but kept would win
-    by the order of its random id, and file times are a clone's)."""
-    found = RESULTS.glob(f"{entry.name}-*.json")
-    return max(found, key=lambda path: json.loads(path.read_text(encoding="utf-8"))["benchmark"]["created_at"],
-               default=None)
+    """The entry's newest benchmark: by when it was created, then by name (an archive dropped but
+    kept would win by the order of its random id, and file times are a clone's)."""
+    return max(RESULTS.glob(f"{entry.name}-*.json"), key=lambda path: (_created_at(path), path.name), default=None)
 
 
 def benchmark_id(archive: Path) -> str:

@@ -16,8 +16,12 @@ RUNS_LOOKED_AT = 500  # the newest runs; an older one is reopened by its address
 
 
 def _run_label(services: Services, run: Run) -> str:
+    # Nothing that changes while the page is open (a status, a count): the browser sends the chosen
+    # labels back, and one it drew before the change no longer names an option (benchmark_view's
+    # picker met it with "· running").
     method = services.methods[run.method].title if run.method in services.methods else run.method
-    return f"{method} · {run.status} · {run.created_at:%Y-%m-%d %H:%M} · {run.id}"
+    model = (run.llm_info or {}).get("model") or (run.llm_info or {}).get("kind") or "?"
+    return f"{method} · {model} · {run.created_at:%Y-%m-%d %H:%M} · {run.id}"
 
 
 def pick_existing_runs(services: Services) -> list[str] | None:
@@ -28,7 +32,7 @@ def pick_existing_runs(services: Services) -> list[str] | None:
                    "or start a new comparison above.")
         return None
     question = st.selectbox("Question with two runs or more", list(groups), key="compare-existing-question",
-                            format_func=lambda q: f"{short_label(q, 120)} ({len(groups[q])} runs)")
+                            format_func=lambda q: short_label(q, 120))
     runs = groups[question]
     labels = {run.id: _run_label(services, run) for run in runs}
     # A key per question: its own preselection (the newest run of each method) when the question changes.

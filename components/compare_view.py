@@ -16,7 +16,7 @@ from engine.methods.registry import UnknownMethod
 from engine.report import render_markdown
 from engine.safe_text import inline_text
 from engine.services import Services
-from storage.models import RunStatus
+from storage.models import Run, RunStatus
 from storage.repository import RunNotFound
 
 REFRESH_SECONDS = 1.0
@@ -41,6 +41,17 @@ def without_title(markdown: str) -> str:
     `engine.report`'s own heading line; dropping it leaves the rest as built.)"""
     first, newline, rest = markdown.partition("\n")
     return rest.lstrip("\n") if newline and first.startswith("# ") else markdown
+
+
+def compared_setups(services: Services, run_ids: Sequence[str]) -> list[Run]:
+    """The compared runs that are still stored (a deleted one says so in its column)."""
+    runs = []
+    for run_id in run_ids:
+        try:
+            runs.append(services.repo.get_run(run_id))
+        except RunNotFound:
+            continue
+    return runs
 
 
 def compared_runs(services: Services, run_ids: Sequence[str]) -> None:

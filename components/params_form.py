@@ -5,6 +5,7 @@ model (`build_params`, `CommandSpec.parse`), which refuses a bad value with the 
 
 from __future__ import annotations
 
+import re
 import types
 import typing
 from collections.abc import Iterable, Mapping, Sequence
@@ -65,8 +66,11 @@ def readable_problems(fields: Mapping[str, FieldInfo], errors: Sequence[Mapping[
     message names fields by their code names). None when an error is not about one of `fields`."""
     problems = []
     for error in errors:
-        if not error.get("loc"):  # the model's own check across fields: its message says it all
-            problems.append(as_sentence(str(error["msg"]).removeprefix("Value error, ")).rstrip("."))
+        if not error.get("loc"):  # the model's own check across fields: its message, fields named as on the form
+            message = str(error["msg"]).removeprefix("Value error, ")
+            for name, info in fields.items():
+                message = re.sub(rf"\b{re.escape(name)}\b", field_label(name, info), message)
+            problems.append(as_sentence(message).rstrip("."))
             continue
         name = str(error["loc"][0])
         if name not in fields:
@@ -77,7 +81,7 @@ def readable_problems(fields: Mapping[str, FieldInfo], errors: Sequence[Mapping[
             problems.append(f"{field_label(name, info)} is {error.get('input')!r}; allowed: {allowed}")
         else:
             problems.append(f"{field_label(name, info)}: {error['msg']}")
-    return "; ".join(problems) + "." if problems else None
+    return "; ".join(dict.fromkeys(problems)) + "." if problems else None  # each problem once
 
 
 def field_widget(name: str, info: FieldInfo, *, key: str, default: Any) -> Any:

@@ -136,22 +136,24 @@ def controls(services: Services, run: Run) -> None:
     retryable = runner.retryable(run)
     resumable = run.status in RunStatus.RESUMABLE and run.status != RunStatus.QUEUED
     raised = raised_budget(run) if resumable or run.status == RunStatus.DONE else {}
-    cols = st.columns(3)
+    # The buttons that apply, from the left: a lone Resume under a stopped run's warning sat in the
+    # middle of the page, easy to miss; it is the primary action there.
+    slots = iter(st.columns(3))
     try:
-        if run.status == RunStatus.RUNNING and cols[0].button("Pause", key=f"pause-{run.id}"):
+        if run.status == RunStatus.RUNNING and next(slots).button("Pause", key=f"pause-{run.id}"):
             runner.pause(run.id)
             st.toast("Pausing at the next step")
-        if run.status == RunStatus.DONE and raised and cols[0].button("Raise budget", key=f"raise-{run.id}"):
+        if run.status == RunStatus.DONE and raised and next(slots).button("Raise budget", key=f"raise-{run.id}"):
             # A finished run is steered on: its commands need the budget to grow what they add.
             runner.raise_budget(run.id, **raised)
             st.session_state["flash"] = "Budget raised: send your command again"
             st.rerun(scope="app")
-        if (resumable or retryable) and cols[1].button("Retry failed nodes" if retryable else "Resume",
-                                                      key=f"resume-{run.id}"):
+        if (resumable or retryable) and next(slots).button("Retry failed nodes" if retryable else "Resume",
+                                                           key=f"resume-{run.id}", type="primary"):
             runner.resume(run.id, **raised)
             st.session_state["flash"] = "Resuming"
             st.rerun(scope="app")  # the live view starts polling again
-        if run.status in RunStatus.ACTIVE and cols[2].button("Stop", key=f"stop-{run.id}"):
+        if run.status in RunStatus.ACTIVE and next(slots).button("Stop", key=f"stop-{run.id}"):
             runner.stop(run.id)
             st.toast("Stopping at the next step")
     except RunnerError as exc:

@@ -117,15 +117,17 @@ def number_citations(text: str, known_ids: Iterable[int], start: Mapping[int, in
     return Rendered(text=rendered, numbering={n: sid for sid, n in numbers.items()})
 
 
-# A prompt numbers a few dozen sources at most: `[1844]` in a concept is a year, not a citation.
-_MODEL_CITATION_SPACED = re.compile(r"\s*\[\d{1,3}(?:\s*[,;]\s*\d{1,3})*\]")
+# A prompt numbers a few dozen sources at most, from 1: `[1844]` in a concept is a year and `a[0]` an
+# index, not citations. Lists ("[2, 3]") and ranges ("[1-3]") are.
+_MODEL_CITATION_SPACED = re.compile(r"\s*\[(?!0\])\d{1,3}(?:\s*[,;–-]\s*\d{1,3})*\](?=(\w)?)")
 
 
 def without_model_citations(text: str) -> str:
     """`text` without the `[n]` a model copied from its prompt's numbered sources. Those numbers mean
     nothing once the text leaves that prompt: kept in OmniThink's pool of concepts, `[1]` named a
     different source in every concept, and none a reader could look up."""
-    return _MODEL_CITATION_SPACED.sub("", text).strip()
+    # A word right after the marker keeps a space before it ("USA [1]and" is "USA and").
+    return _MODEL_CITATION_SPACED.sub(lambda m: " " if m.group(1) else "", text).strip()
 
 
 def strip_markers(text: str) -> str:

@@ -6,10 +6,10 @@ import streamlit as st
 from components.app_state import active_llm, get_services, preferences, running_on_notice, start_local_model
 from components.compare_existing import pick_existing_runs
 from components.compare_judge import judge_panel
-from components.compare_view import compared_runs
+from components.compare_view import compared_runs, compared_setups
 from components.method_choice import choose_methods
 from components.run_view import question_line
-from engine.evaluate.compare import MAX_COMPARED, ComparisonError, parse_run_ids, start_comparison
+from engine.evaluate.compare import MAX_COMPARED, ComparisonError, parse_run_ids, setup_differences, start_comparison
 from engine.methods.params import profile_for_llm
 from engine.questions import MAX_QUESTION_CHARS
 from storage.repository import RunNotFound
@@ -58,5 +58,9 @@ try:
 except RunNotFound:
     st.error(f"There is no run '{run_ids[0]}'. Start a new comparison above.")
     st.stop()
+differ = setup_differences(compared_setups(services, run_ids))
+if differ:  # runs put side by side from storage, or an address typed by hand
+    st.warning("These runs differ in more than their method: " + ", ".join(differ) + ". What tells them apart "
+               "is not the method alone.", icon=":material/warning:")
 compared_runs(services, run_ids)
 judge_panel(services, run_ids)

@@ -269,12 +269,13 @@ def test_runs_already_stored_are_put_side_by_side(services, no_map):
 
     at = open_page(COMPARE)
     questions = at.selectbox(key="compare-existing-question")
-    assert questions.options == [f"{question} (3 runs)"]  # a question asked once is not offered
+    assert questions.options == [question]  # a question asked once is not offered
     [picker] = [m for m in at.multiselect if m.key.startswith("compare-existing-runs-")]
     assert picker.value == [newer_direct, rag]  # the newest of each method
-    # Each run by its method, status, date and id, newest first.
+    # Each run by its method, model, date and id (nothing that changes while the page is open), newest first.
     assert [o.rsplit(" · ", 1)[1] for o in picker.options] == [newer_direct, rag, older_direct]
-    assert all(f"{services.methods[services.repo.get_run(o.rsplit(' · ', 1)[1]).method].title} · done · " in o
+    model = services.llm_info("fake")["model"]
+    assert all(f"{services.methods[services.repo.get_run(o.rsplit(' · ', 1)[1]).method].title} · {model} · " in o
                for o in picker.options)
 
     picker.set_value([older_direct])
@@ -293,3 +294,25 @@ def test_runs_already_stored_are_put_side_by_side(services, no_map):
     assert parse_run_ids(runs if isinstance(runs, str) else runs[0]) == [older_direct, rag]
     assert set(no_map) == {f"compare-map-{r}" for r in (older_direct, rag)}
     assert len(services.repo.list_runs()) == 4  # nothing was started
+    assert not at.warning  # same question, model, search and budget: nothing to warn of
+
+
+def test_stored_runs_of_one_method_or_of_different_setups(services, no_map):
+    """A question only one method answered still preselects two runs; runs that differ in more than
+    their method (here their search) are compared with a warning that says in what."""
+    from engine.evaluate.compare import default_pick
+    from tests.fixtures_engine import run_to_end
+
+    question = "Who designed the Eiffel Tower?"
+    first = run_to_end(services, question, "rag", {})
+    second = run_to_end(services, question, "rag", {}, search="none")
+    runs = services.repo.list_runs()
+    assert default_pick(runs) == [second, first]
+    at = open_page(COMPARE)
+    [picker] = [m for m in at.multiselect if m.key.startswith("compare-existing-runs-")]
+    assert picker.value == [second, first]
+    at.button(key="compare-existing-start").click().run()
+    assert_no_exception(at)
+    assert not at.error
+    assert [w.value for w in at.warning] == [
+        "These runs differ in more than their method: search. What tells them apart is not the method alone."]

@@ -218,6 +218,7 @@ def test_explore_bad_parameter_value_is_refused(services):
     # In the form's words: no code names, no pydantic prefix; a sentence.
     assert errors.startswith("Could not start: Switch on at least one tool") and errors.endswith("."), errors
     assert "Value error" not in errors and "deot" not in errors
+    assert "News search" in errors and "news_search" not in errors  # fields named as on the form
     assert services.repo.list_runs() == []
 
 

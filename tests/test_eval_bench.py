@@ -423,35 +423,53 @@ def test_recall_at_10_follows_the_searches_order_not_the_stored_ids(services):
 def test_runs_the_benchmarks_budget_stopped_are_resumed_with_a_raised_budget(prebuilt_corpus_home, capsys):
     """A run the benchmark's budget stopped is not a failure of its method: it is left to finish,
     and `--resume ID --max-tokens N` raises the budget and finishes it (scored, it was a 0 for good,
-    and the advice to resume with a larger budget could not be followed)."""
-    code = cli.main(["bench", "--dataset", "hotpotqa-autoact", "--methods", "direct,rag", "--limit", "2",
-                     "--llm", "fake", "--max-tokens", "300", "--quiet"])
+    and the advice to resume with a larger budget could not be followed). A run stops before the
+    call that would pass the budget, so what is left can pay no call: the benchmark says the budget
+    was reached (not "resume to finish", which stopped every run again at once), and a resume that
+    does not raise it starts nothing."""
+    # One item run at a time: DEoT's run comes first and its budget stops it part-way.
+    code = cli.main(["bench", "--dataset", "hotpotqa-autoact", "--methods", "direct,deot", "--limit", "2",
+                     "--param", "deot.max_nodes=3", "--llm", "fake", "--max-tokens", "1500", "--concurrency", "1",
+                     "--quiet"])
     assert code == cli.EXIT_STOPPED, capsys.readouterr().err
-    services = build_services(load_settings())
-    try:
-        store = EvaluationStore(services.db)
-        (bench,) = store.list_benchmarks()
-        rows = store.list_items(bench.id)
-        stopped = [r for r in rows if r.run_id and services.repo.get_run(r.run_id).status == RunStatus.STOPPED]
-        assert stopped, [(r.status, r.run_id and services.repo.get_run(r.run_id).stop_reason) for r in rows]
-        assert all("budget reached" in services.repo.get_run(r.run_id).stop_reason for r in stopped)
-        assert all(r.status not in ItemStatus.FINISHED for r in stopped)  # not scored 0 for good
-        assert not any(r.status == ItemStatus.FAILED for r in rows)
-        bench = store.get_benchmark(bench.id)
-        assert bench.status == "stopped" and f"--resume {bench.id}" in bench.note
-    finally:
-        services.close()
 
-    code = cli.main(["bench", "--resume", bench.id, "--max-tokens", "10000000", "--quiet"])
+    def read():
+        services = build_services(load_settings())
+        try:
+            store = EvaluationStore(services.db)
+            (bench,) = store.list_benchmarks()
+            rows = store.list_items(bench.id)
+            runs = {r.id: services.repo.get_run(r.run_id) for r in rows if r.run_id}
+            return bench, rows, runs
+        finally:
+            services.close()
+
+    bench, rows, runs = read()
+    stopped = [r for r in rows if r.id in runs and runs[r.id].status == RunStatus.STOPPED]
+    assert stopped and all("token budget reached" in runs[r.id].stop_reason for r in stopped)
+    assert all(r.status not in ItemStatus.FINISHED for r in stopped)  # not scored 0 for good
+    assert not any(r.status == ItemStatus.FAILED for r in rows)
+    assert bench.status == "stopped"
+    assert bench.note.startswith("the tokens budget was reached") and f"--resume {bench.id} --max-tokens N" in bench.note
+    spent = {row_id: run.prompt_tokens + run.completion_tokens for row_id, run in runs.items()}
+    assert spent[stopped[0].id] > 0  # stopped part-way, with tokens of its own
+
+    # Resumed as it is: nothing can run, nothing is spent, the advice stays.
+    assert cli.main(["bench", "--resume", bench.id, "--quiet"]) == cli.EXIT_STOPPED
+    again, _rows, again_runs = read()
+    assert {row_id: run.prompt_tokens + run.completion_tokens for row_id, run in again_runs.items()
+            if row_id in spent} == spent
+    assert again.note == bench.note
+
+    code = cli.main(["bench", "--resume", bench.id, "--max-tokens", "100000", "--quiet"])
     assert code == cli.EXIT_OK, capsys.readouterr().err
-    services = build_services(load_settings())
-    try:
-        store = EvaluationStore(services.db)
-        assert store.get_benchmark(bench.id).max_tokens == 10_000_000
-        rows = store.list_items(bench.id)
-        assert all(r.status == ItemStatus.SCORED for r in rows), [(r.status, r.error) for r in rows]
-        for row in rows:  # each resumed run's budget: what it had spent plus what the benchmark had left
-            run = services.repo.get_run(row.run_id)
-            assert run.status == RunStatus.DONE and run.max_tokens > run.prompt_tokens + run.completion_tokens
-    finally:
-        services.close()
+    bench, rows, runs = read()
+    assert bench.max_tokens == 100_000 and bench.status == "done"
+    assert all(r.status == ItemStatus.SCORED for r in rows), [(r.status, r.error) for r in rows]
+    assert all(run.status == RunStatus.DONE for run in runs.values())
+    # A resumed run's budget: what it had spent, plus what the benchmark had left when it resumed.
+    first = stopped[0]
+    total_before = sum(spent.values()) + sum(int(r.eval_usage.get("prompt_tokens", 0))
+                                             + int(r.eval_usage.get("completion_tokens", 0)) for r in _rows)
+    assert runs[first.id].max_tokens == spent[first.id] + (100_000 - total_before), (
+        runs[first.id].max_tokens, spent[first.id], total_before)

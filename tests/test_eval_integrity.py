@@ -208,3 +208,35 @@ def test_an_item_the_harness_failed_on_keeps_its_usage_and_is_scored_again_by_a_
     again = runner.store.get_item(broken.id)
     assert again.status == ItemStatus.SCORED and "harness_error" not in again.metrics and not again.error
     assert "failed in the harness" not in to_markdown(summarize(runner.store, bench.id))
+
+
+def test_a_harness_failure_before_a_run_finished_is_not_scored(services, monkeypatch):
+    """Only a finished run's item becomes a failure the harness owns: one whose run could not be
+    created fails for good and says it has no run to score; one whose run was still working is left
+    for `--resume`, not turned into the method's failure."""
+    from engine.evaluate.results import _values
+
+    runner, bench = _create(services, methods=["direct"], limit=2, reader=EvalLLM(FakeLLM()))
+    real_create = services.runner.create_run
+    created = []
+
+    def create_once_broken(**kwargs):
+        created.append(1)
+        if len(created) == 1:
+            raise RuntimeError("no run for you")
+        return real_create(**kwargs)
+
+    def wait_broken(run_id, timeout=None):
+        raise RuntimeError("the wait broke")
+
+    monkeypatch.setattr(services.runner, "create_run", create_once_broken)
+    monkeypatch.setattr(services.runner, "start", lambda run_id, **kwargs: None)  # the run stays queued
+    monkeypatch.setattr(services.runner, "wait", wait_broken)
+    monkeypatch.setattr(runner, "_in_flight", lambda run_id: True)
+    runner.execute(bench.id)
+    first, second = sorted(runner.store.list_items(bench.id), key=lambda r: r.position)
+    assert first.status == ItemStatus.FAILED and first.metrics == {"harness_error": True}
+    assert "no run for you" in first.error and "it has no run to score" in first.error
+    assert second.status not in ItemStatus.FINISHED and second.run_id  # its run was working: resumed later
+    # Not measured by the harness: left out of recall, not counted as having retrieved nothing.
+    assert _values([first], "recall_all", "measured") == []

@@ -104,6 +104,10 @@ def test_golds_must_be_a_list() -> None:
         ("Yes—it would", True),
         ("No…", False),
         ("Yesterday", None),
+        # Joined words are no answer.
+        ("No-one knows", None),
+        ("No-brainer: yes", None),
+        ("Yes/no, it depends", None),
     ],
 )
 def test_yes_no_reads_the_first_word(text: str, expected: bool | None) -> None:

@@ -851,8 +851,10 @@ def test_the_pool_keeps_no_source_numbers_a_reader_cannot_resolve():
                     "The magazine was part of Enoble Media Group [2, 3]; it closed in 2011 [4]."], [])
     assert result.pool == ["First for Women is a woman's magazine in the USA.",
                            "The magazine was part of Enoble Media Group; it closed in 2011."]
-    # A year in brackets is not a citation marker: it stays.
+    # A year in brackets and an index are no citation markers: they stay. Ranges and glued markers go.
     assert merge(["Founded [1844] in Philadelphia."], []).pool == ["Founded [1844] in Philadelphia."]
+    assert merge(["Its list a[0] held it."], []).pool == ["Its list a[0] held it."]
+    assert merge(["Women's magazines[1-3] sold[4]well."], []).pool == ["Women's magazines sold well."]
     stored = ConceptPool(step=1, concepts=["Arthur's Magazine was a literary periodical [1]."],
                          added=["Arthur's Magazine was a literary periodical [1]."])
     assert stored.panel_markdown() == "- **new** · Arthur's Magazine was a literary periodical."

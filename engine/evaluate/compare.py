@@ -52,12 +52,33 @@ def comparable_runs(runs: Sequence[Run]) -> dict[str, list[Run]]:
 
 
 def default_pick(runs: Sequence[Run]) -> list[str]:
-    """The runs to preselect among one question's: the newest of each method, finished ones first, up
-    to MAX_COMPARED, since a comparison is about methods."""
+    """The runs to preselect among one question's (newest first): a comparison is about methods, so
+    the newest done run of each method (else its newest), up to MAX_COMPARED; topped up to
+    MIN_COMPARED with the newest others when fewer methods answered it (one method run twice)."""
+    ordered = sorted(runs, key=lambda r: r.status != RunStatus.DONE)  # stable: newest first within
     picked: dict[str, str] = {}
-    for run in sorted(runs, key=lambda r: r.status != RunStatus.DONE):  # stable: newest first within
+    for run in ordered:
         picked.setdefault(run.method, run.id)
-    return list(picked.values())[:MAX_COMPARED]
+    chosen = list(picked.values())[:MAX_COMPARED]
+    for run in ordered:
+        if len(chosen) >= MIN_COMPARED:
+            break
+        if run.id not in chosen:
+            chosen.append(run.id)
+    return chosen
+
+
+def setup_differences(runs: Sequence[Run]) -> list[str]:
+    """What differs among runs put side by side besides their method: the model, the search, the
+    budget (each as a reader's phrase); empty when they ran alike."""
+    differences = []
+    for name, value in (("question", lambda r: r.question),
+                        ("model", lambda r: (r.llm_info or {}).get("model") or (r.llm_info or {}).get("kind")),
+                        ("search", lambda r: r.search_mode),
+                        ("budget", lambda r: (r.max_tokens, r.max_cost))):
+        if len({repr(value(run)) for run in runs}) > 1:
+            differences.append(name)
+    return differences
 
 
 def budget_problem(max_cost: float | None, max_tokens: int | None) -> str | None:

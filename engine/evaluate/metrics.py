@@ -75,7 +75,9 @@ def f1(prediction: str, golds: Sequence[str]) -> float:
 
 
 _YES_NO_PREFIX = re.compile(r"^(?:final answer|answer|the answer is|my answer is)\s*:?\s*", re.IGNORECASE)
-_ANY_PUNCTUATION = re.compile(r"[^\w\s]")
+# Every punctuation mark but the ASCII hyphen and slash, which join words ("No-one", "Yes/no": not an
+# answer) and which `normalize_answer` then removes, as before.
+_ANY_PUNCTUATION = re.compile(r"[^\w\s/-]")
 _YES_WORDS = frozenset({"yes", "true"})
 _NO_WORDS = frozenset({"no", "false"})
 

@@ -47,11 +47,18 @@ READER_YES_NO = Prompt(
 )
 
 
-# Stored with every reading (`reader_version` in an item's metrics). A rescore reads again where the
-# reading came from another version: version 2 added yes/no to READER, which read HotpotQA's and
-# 2Wiki's yes/no comparison questions ("Are X and Y from the same country?") as 'unknown' or as a
-# sentence, both scored 0 by the official rule.
+# Each prompt's version, stored with every reading it made (`reader_version` in an item's metrics).
+# A rescore reads again where the reading came from another version of its prompt. READER's version
+# 2 added yes/no, which it read as 'unknown' or as a sentence on HotpotQA's and 2Wiki's yes/no
+# comparison questions ("Are X and Y from the same country?"), both scored 0 by the official rule.
+# Readings stored before versions were recorded are version 1.
 READER_VERSION = 2
+READER_YES_NO_VERSION = 1
+
+
+def reader_version(yes_no: bool) -> int:
+    """The version of the prompt that reads an answer of this kind."""
+    return READER_YES_NO_VERSION if yes_no else READER_VERSION
 
 
 class ShortAnswer(BaseModel):
@@ -106,4 +113,5 @@ def read_answer(reader: EvalLLM, *, question: str, report_markdown: str, report_
     return ReadAnswer(answer="" if answer.lower() == "unknown" else answer, source="reader")
 
 
-__all__ = ["OWN_ANSWER_WORDS", "READER", "READER_VERSION", "READER_YES_NO", "ReadAnswer", "own_short_answer", "read_answer"]
+__all__ = ["OWN_ANSWER_WORDS", "READER", "READER_VERSION", "READER_YES_NO", "READER_YES_NO_VERSION", "ReadAnswer",
+           "own_short_answer", "read_answer", "reader_version"]

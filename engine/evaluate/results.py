@@ -15,6 +15,7 @@ from typing import Any
 
 from engine.evaluate import metrics
 from engine.evaluate.datasets import DatasetError, get_dataset, items_by_id
+from engine.evaluate.reader import reader_version
 from engine.methods.registry import get_method
 from engine.safe_text import inline_text
 from storage.evaluation import EvaluationStore, ItemStatus
@@ -109,7 +110,8 @@ class BenchmarkTable:
     rows: list[MethodRow]
     columns: list[tuple[str, str]]
     paired: int | None = None  # with `paired`: how many items every method has finished
-    differences: list[PairedDifference] = field(default_factory=list)  # with `paired`, not broken down
+    differences: list[PairedDifference] = field(default_factory=list)  # with `paired`
+    older_readings: int = 0  # items read by an older version of the reader's prompt (mixed in one table)
 
 
 def _values(rows: list[BenchmarkItem], key: str, failed_counts: str) -> list[float]:
@@ -119,8 +121,9 @@ def _values(rows: list[BenchmarkItem], key: str, failed_counts: str) -> list[flo
             values.append(0.0)  # whatever it stored: a failed run answered nothing
             continue
         value = row.metrics.get(key)
-        if row.status == ItemStatus.FAILED and failed_counts == MEASURED and not isinstance(value, (int, float)):
-            value = 0.0  # it failed before it retrieved anything
+        if (row.status == ItemStatus.FAILED and failed_counts == MEASURED and not isinstance(value, (int, float))
+                and not row.metrics.get(HARNESS_ERROR)):
+            value = 0.0  # it failed before it retrieved anything (what the harness did not measure: left out)
         if isinstance(value, bool):
             value = float(value)
         if isinstance(value, (int, float)):
@@ -163,9 +166,12 @@ def summarize(store: EvaluationStore, benchmark_id: str, *, seed: int = 0, by: s
                 mean, low, high = metrics.bootstrap_ci(values, seed=seed)
                 summary.metrics[key] = MetricSummary(mean, low, high, len(values))
         table_rows.append(summary)
-    differences = (_paired_differences(bench, all_rows, columns, failed_counts, seed)
-                   if paired and by is None else [])
-    return BenchmarkTable(bench, table_rows, columns, paired=common, differences=differences)
+    # Over every paired item: the pairing is per item, whatever the breakdown.
+    differences = _paired_differences(bench, all_rows, columns, failed_counts, seed) if paired else []
+    current = reader_version(get_dataset(bench.dataset).answer_type == "yesno")
+    older = sum(1 for r in all_rows if r.status in ItemStatus.FINISHED and r.metrics.get("answer_source") == "reader"
+                and r.metrics.get("reader_version", 1) != current)
+    return BenchmarkTable(bench, table_rows, columns, paired=common, differences=differences, older_readings=older)
 
 
 def _paired_differences(bench: Benchmark, rows: list[BenchmarkItem], columns: list[tuple[str, str]],
@@ -239,6 +245,9 @@ def to_markdown(table: BenchmarkTable) -> str:
     for row in table.rows:
         cells = [metric_text(row.metrics.get(key), key) for key, _t in table.columns]
         lines.append(f"| {inline_text(row.label)} | {row.finished}/{row.items} | {row.failed} | " + " | ".join(cells) + " |")
+    if table.older_readings:
+        lines += ["", f"{table.older_readings} of these item runs were read by an older version of the reader's prompt: "
+                      f"`thoughtmap bench --rescore {bench.id}` reads them again where their runs are stored."]
     harness = sum(row.harness_errors for row in table.rows)
     if harness:
         lines += ["", f"{harness} of the failed items failed in the harness, not in the method: "
@@ -264,8 +273,10 @@ def _differences_markdown(table: BenchmarkTable) -> list[str]:
         cells = []
         for key in keys:
             summary = found.get((method, baseline, key))
+            # Over fewer items than the table pairs (a metric some items have no value for): said.
+            fewer = f" (n={summary.n})" if summary is not None and summary.n != table.paired else ""
             cells.append("–" if summary is None else
-                         f"{summary.mean:+.3f} [{summary.low:+.3f}, {summary.high:+.3f}]")
+                         f"{summary.mean:+.3f} [{summary.low:+.3f}, {summary.high:+.3f}]{fewer}")
         lines.append(f"| {inline_text(method)} − {inline_text(baseline)} | " + " | ".join(cells) + " |")
     return lines
 
@@ -278,6 +289,7 @@ def to_json(table: BenchmarkTable) -> dict[str, Any]:
                       "search": bench.search_mode, "balance": bench.balance or None, "status": bench.status,
                       "note": bench.note},
         "paired_items": table.paired,
+        "older_readings": table.older_readings,
         "paired_differences": [
             {"method": d.method, "baseline": d.baseline, "metric": d.key, "mean": d.summary.mean,
              "low": d.summary.low, "high": d.summary.high, "n": d.summary.n} for d in table.differences],

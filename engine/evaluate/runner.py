@@ -25,16 +25,16 @@ from typing import Any
 from engine.evaluate.accounting import EvalLLM, EvalUsage
 from engine.evaluate.datasets import DEFAULT_SEED, Item, get_dataset, items_by_id, load_items
 from engine.evaluate.item_judges import ITEM_JUDGES, judge_item
-from engine.evaluate.reader import READER_VERSION
+from engine.evaluate.reader import reader_version
 from engine.evaluate.run_report import JudgeInputError, load_judged_run
 from engine.evaluate.results import HARNESS_ERROR, JUDGED
 from engine.evaluate.scoring import score_item, usage_metrics
-from engine.llm.accounting import stopped_by_budget
+from engine.llm.accounting import budget_short, stopped_by_budget
 from engine.llm.protocol import LLMError
 from engine.methods.params import ParamError, build_params_with_profile, profile_for_llm
 from engine.methods.registry import UnknownMethod
 from storage.evaluation import EvaluationStore, ItemStatus, llm_identity
-from storage.models import Benchmark, BenchmarkItem, BenchmarkStatus, RunStatus
+from storage.models import Benchmark, BenchmarkItem, BenchmarkStatus, Run, RunStatus
 from storage.repository import RunNotFound
 
 log = logging.getLogger(__name__)
@@ -197,10 +197,7 @@ class BenchmarkRunner:
                 self._do_row(bench, row, items[row.item_id], budget, stop, reader)
             except Exception as exc:  # noqa: BLE001 - one item's failure must not end the benchmark
                 log.exception("benchmark %s item %s/%s failed", bench.id, row.item_id, row.method)
-                self.store.finish_item(row.id, status=ItemStatus.FAILED, prediction="",
-                                       metrics=self._after_harness_error(row.id), eval_usage={},
-                                       error=f"the harness failed on this item ({type(exc).__name__}: {exc}); "
-                                             f"`thoughtmap bench --rescore {bench.id}` scores it again")
+                self._harness_error(bench, row.id, exc)
             if progress is not None:
                 progress(self.store.get_item(row.id))
 
@@ -210,25 +207,39 @@ class BenchmarkRunner:
         if not left:
             self.store.set_benchmark_status(bench.id, BenchmarkStatus.DONE)
         elif budget.spent_out():
+            flag = "--max-tokens N" if budget.reached() == "tokens" else "--max-cost DOLLARS"
             self.store.set_benchmark_status(bench.id, BenchmarkStatus.STOPPED,
-                                            f"budget reached with {len(left)} runs left; raise it to continue: "
-                                            f"thoughtmap bench --resume {bench.id} --max-cost DOLLARS (or --max-tokens N)")
+                                            f"the {budget.reached()} budget was reached with {len(left)} runs left; "
+                                            f"raise it to continue: thoughtmap bench --resume {bench.id} {flag}")
         else:
             self.store.set_benchmark_status(bench.id, BenchmarkStatus.STOPPED,
                                             f"stopped with {len(left)} runs left; resume to finish")
         return self.store.get_benchmark(bench.id)
 
-    def _after_harness_error(self, row_id: int) -> dict[str, Any]:
-        """What an item the harness failed on keeps: its run's usage (it was spent), and the mark that
-        the failure is the harness's, not the method's (the table counts these apart)."""
-        kept: dict[str, Any] = {HARNESS_ERROR: True}
+    def _harness_error(self, bench: Benchmark, row_id: int, exc: Exception) -> None:
+        """An item the harness (not the method) failed on. Its run still working, or stopped before
+        its end: left as it is, so that `--resume` continues it. Its run finished: failed, with the
+        run's usage (it was spent) and the mark that the failure is the harness's (the table counts
+        these apart, and leaves them out of recall); `--rescore` scores it again. No run at all
+        (it could not be created): failed for good, and said so."""
+        what = f"the harness failed on this item ({type(exc).__name__}: {exc})"
         run_id = self.store.get_item(row_id).run_id
-        if run_id is not None:
+        try:
+            run = self.services.repo.get_run(run_id) if run_id is not None else None
+        except RunNotFound:
+            run = None
+        if run is not None and not _finished(run):
+            return  # resumed next time; the error is in the log
+        kept: dict[str, Any] = {HARNESS_ERROR: True}
+        if run is not None:
             try:
-                kept.update(usage_metrics(self.services.repo, self.services.repo.get_run(run_id)))
+                kept.update(usage_metrics(self.services.repo, run))
             except Exception:  # noqa: BLE001 - the usage is a bonus; the mark must be stored
                 log.exception("benchmark item %s: its run's usage could not be read", row_id)
-        return kept
+        again = (f"; `thoughtmap bench --rescore {bench.id}` scores it again" if run is not None
+                 else "; it has no run to score")
+        self.store.finish_item(row_id, status=ItemStatus.FAILED, prediction="", metrics=kept, eval_usage={},
+                               error=what + again)
 
     def _do_row(self, bench: Benchmark, row: BenchmarkItem, item: Item, budget: "_BudgetGate",
                 stop: threading.Event, reader: EvalLLM) -> None:
@@ -250,8 +261,12 @@ class BenchmarkRunner:
                 # A run's budget counts all it spent: what it has, plus what the benchmark has left.
                 max_tokens, max_cost = budget.left()
                 spent_tokens, spent_cost = self.services.repo.run_usage(run_id)
-                runner.resume(run_id, max_tokens=None if max_tokens is None else spent_tokens + max_tokens,
-                              max_cost=None if max_cost is None else spent_cost + max_cost)
+                max_tokens = None if max_tokens is None else spent_tokens + max_tokens
+                max_cost = None if max_cost is None else spent_cost + max_cost
+                if stopped_by_budget(run) and budget_short(run, max_tokens=max_tokens, max_cost=max_cost):
+                    budget.stopped(run)  # what is left cannot pay its next call: raise the budget first
+                    return
+                runner.resume(run_id, max_tokens=max_tokens, max_cost=max_cost)
         stop_sent = False
         while self._in_flight(run_id):
             if stop.is_set() and not stop_sent:
@@ -261,6 +276,8 @@ class BenchmarkRunner:
         run = self.services.repo.get_run(run_id)
         if run.status not in (RunStatus.DONE, RunStatus.FAILED, RunStatus.STOPPED):
             return  # left resumable (e.g. paused from the app): the next execute continues it
+        if stopped_by_budget(run):
+            budget.stopped(run)
         if run.status == RunStatus.STOPPED and (stop.is_set() or stopped_by_budget(run)):
             # Stopped by the person, or by the benchmark's budget: not finished, resumed next time
             # (with a raised budget: `--resume ID --max-cost X`). Scored now, a budget stop was a
@@ -281,18 +298,19 @@ class BenchmarkRunner:
     def rescore(self, benchmark_id: str, *, progress: Progress | None = None) -> int:
         """Score every finished item again from its stored run, with this release's scoring (after a
         fix to a metric or to the reader). The reader is asked again only where its reading does not
-        exist yet, failed or came from another version of the reader (`READER_VERSION`); LLM judges' scores are kept as they were. Items whose run is not stored
-        here (imported from a file) keep their scores. Returns how many items were scored again."""
+        exist yet, failed or came from another version of its prompt (`reader.reader_version`); LLM
+        judges' scores are kept as they were. Items whose run is not stored here (imported from a
+        file) keep their scores. Returns how many items were scored again."""
         bench = self.store.get_benchmark(benchmark_id)
         rows = [r for r in self.store.list_items(bench.id) if r.status in ItemStatus.FINISHED and r.run_id]
         rows = [r for r in rows if self._stored(r.run_id)]
-        if any(_reading_to_keep(r) is None for r in rows):
-            self.check_same_llm(bench)  # a reading asked again must come from the benchmark's model
         items = items_by_id(bench.dataset, sorted({r.item_id for r in rows}))
+        if any(_reading_to_keep(r, items[r.item_id]) is None for r in rows):
+            self.check_same_llm(bench)  # a reading asked again must come from the benchmark's model
         reader = self.reader_for(bench)
         for row in rows:
             usage = EvalUsage()
-            known = _reading_to_keep(row)
+            known = _reading_to_keep(row, items[row.item_id])
             prediction, scores, error = score_item(self.services.repo, row.run_id, items[row.item_id],
                                                    reader.with_usage(usage), known_reading=known)
             # The judges' scores stay (they are not asked again), and so does anything else this
@@ -356,11 +374,25 @@ class BenchmarkRunner:
 
 
 class _BudgetGate:
-    """The benchmark's budget, read from what its runs and its scoring have spent so far."""
+    """The benchmark's budget, read from what its runs and its scoring have spent so far. A run the
+    budget stopped also spends it out: a run stops before the call that would pass the budget, so
+    what is left may be more than nothing and still pay no call (and every run started on it would
+    stop at once)."""
 
     def __init__(self, owner: BenchmarkRunner, bench: Benchmark) -> None:
         self.owner = owner
         self.bench = bench
+        self._stopped_on: str | None = None  # "tokens" or "cost": the budget a run was stopped by
+
+    def stopped(self, run: Run) -> None:
+        self._stopped_on = "tokens" if "token budget reached" in (run.stop_reason or "") else "cost"
+
+    def reached(self) -> str:
+        """Which budget ran out: "tokens" or "cost"."""
+        if self._stopped_on is not None:
+            return self._stopped_on
+        tokens, _cost = self._spent()
+        return "tokens" if self.bench.max_tokens is not None and tokens >= self.bench.max_tokens else "cost"
 
     def _spent(self) -> tuple[int, float]:
         tokens, cost = 0, 0.0
@@ -381,6 +413,8 @@ class _BudgetGate:
                 None if self.bench.max_cost is None else max(1e-9, self.bench.max_cost - cost))
 
     def spent_out(self) -> bool:
+        if self._stopped_on is not None:
+            return True
         if self.bench.max_tokens is None and self.bench.max_cost is None:
             return False
         tokens, cost = self._spent()
@@ -391,11 +425,17 @@ class _BudgetGate:
 __all__ = ["BenchmarkError", "BenchmarkRunner", "BenchmarkSpec", "split_values"]
 
 
-def _reading_to_keep(row: BenchmarkItem) -> str | None:
+def _reading_to_keep(row: BenchmarkItem, item: Item) -> str | None:
     """The reader's stored reading of this item, when a rescore may reuse it: one that succeeded,
-    with this version of the reader (readings stored before versions were recorded are version 1)."""
+    with this version of its prompt (readings stored before versions were recorded are version 1)."""
     metrics = row.metrics
     if (metrics.get("answer_source") == "reader" and not metrics.get("reader_error")
-            and metrics.get("reader_version", 1) == READER_VERSION):
+            and metrics.get("reader_version", 1) == reader_version(item.answer_type == "yesno")):
         return row.prediction
     return None
+
+
+def _finished(run: Run) -> bool:
+    """The run ended for good: done, failed, or stopped by the person (a budget stop is resumed)."""
+    return run.status in (RunStatus.DONE, RunStatus.FAILED) or (
+        run.status == RunStatus.STOPPED and not stopped_by_budget(run))

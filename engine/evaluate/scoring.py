@@ -17,7 +17,7 @@ from engine.citations import cited_source_ids, strip_markers
 from engine.evaluate import metrics
 from engine.evaluate.accounting import EvalLLM
 from engine.evaluate.datasets import Item
-from engine.evaluate.reader import READER_VERSION, ReadAnswer, own_short_answer, read_answer
+from engine.evaluate.reader import ReadAnswer, own_short_answer, read_answer, reader_version
 from engine.methods.registry import get_method
 from engine.narration import SEARCH, active_seconds
 from engine.safe_text import shown_text
@@ -106,7 +106,7 @@ def score_item(repo: Repository, run_id: str, item: Item, reader: EvalLLM,
             prediction = read.answer
             scores["answer_source"] = read.source
             if read.source == "reader":
-                scores["reader_version"] = READER_VERSION
+                scores["reader_version"] = reader_version(item.answer_type == "yesno")
             if read.error:
                 scores["reader_error"] = read.error
         if item.answer_type == "short":

@@ -215,9 +215,13 @@ class CommandSpec:
         return issubclass(self.payload, NodeCommand)
 
     def applies_to(self, node: Node) -> bool:
+        """Whether the command is accepted on this node (the declared kinds, statuses and root)."""
         return (self.targets_node and node.kind in self.kinds and node.status in self.statuses
-                and (self.on_root or node.parent_id is not None)
-                and (self.offered_when is None or self.offered_when(node.data or {})))
+                and (self.on_root or node.parent_id is not None))
+
+    def offered_on(self, node: Node) -> bool:
+        """Whether the app offers it there: accepted, and not one the method would refuse (`offered_when`)."""
+        return self.applies_to(node) and (self.offered_when is None or self.offered_when(node.data or {}))
 
     def parse(self, raw: Mapping[str, Any] | None) -> CommandPayload:
         """The validated payload, or CommandRejected naming the field and what to do."""
@@ -399,7 +403,7 @@ class MethodContract:
 
     def commands_for(self, node: Node) -> list[CommandSpec]:
         """The commands to offer on this node."""
-        return [c for c in self.commands.values() if c.listed and c.applies_to(node)]
+        return [c for c in self.commands.values() if c.listed and c.offered_on(node)]
 
     @property
     def run_commands(self) -> list[CommandSpec]:
