@@ -243,9 +243,18 @@ def test_pairwise_compares_the_first_method_with_the_others_item_by_item(prebuil
     assert cli.main(["bench", "--show", bench.id, "--pairwise", "deot", "--llm", "fake"]) == cli.EXIT_OK
     services = build_services(load_settings())
     try:
-        assert len(EvaluationStore(services.db).list_judgments(benchmark_id=bench.id)) == 2
+        store = EvaluationStore(services.db)
+        assert len(store.list_judgments(benchmark_id=bench.id)) == 2
+        # A failed run leaves its item out of the win rates, and the table says how many it left out.
+        failed = next(r for r in store.list_items(bench.id) if r.method == "rag")
+        store._update_item(failed.id, status=ItemStatus.FAILED)
     finally:
         services.close()
+    capsys.readouterr()
+    assert cli.main(["bench", "--show", bench.id, "--pairwise", "deot", "--llm", "fake"]) == cli.EXIT_OK
+    out = capsys.readouterr().out
+    assert "1 valid comparisons of 1" in out
+    assert "1 items both finished are left out: one of the two runs failed" in out
 
 
 def test_a_stopped_benchmark_resumes_the_run_it_stopped_instead_of_failing_it(prebuilt_corpus_home):

@@ -20,6 +20,9 @@ class PairComparison:
     method_a: str
     method_b: str
     summary: PairwiseSummary
+    # Items finished by both where either run failed: no report to judge, so left out (said under
+    # the table: a method that fails often is judged on the items it could do).
+    skipped_failed: int = 0
 
 
 def compare_methods(store: EvaluationStore, repo: Repository, llm: EvalLLM, benchmark_id: str,
@@ -30,23 +33,26 @@ def compare_methods(store: EvaluationStore, repo: Repository, llm: EvalLLM, benc
         raise ValueError(f"benchmark {bench.id} has one method ({bench.methods[0]}); a comparison needs two")
     rows = store.list_items(bench.id)
     answered = {(r.item_id, r.method): r.run_id for r in rows if r.status == ItemStatus.SCORED and r.run_id}
+    finished = {(r.item_id, r.method) for r in rows if r.status in ItemStatus.FINISHED}
     stored = {(j.run_a, j.run_b): j for j in store.list_judgments(benchmark_id=bench.id,
                                                                    protocol=protocol.judgment_protocol)}
     baseline, *others = bench.methods
     comparisons = []
     for other in others:
-        results = []
+        results, skipped = [], 0
         for item_id in dict.fromkeys(r.item_id for r in rows):
             run_a, run_b = answered.get((item_id, baseline)), answered.get((item_id, other))
             if not (run_a and run_b):
-                continue  # a method that answered nothing has no report to compare
+                # A method that answered nothing has no report to compare.
+                skipped += (item_id, baseline) in finished and (item_id, other) in finished
+                continue
             if (run_a, run_b) in stored:
                 results.append(PairwiseResult.model_validate(stored[(run_a, run_b)].verdict))
                 continue
             judged_a, judged_b = load_judged_run(repo, run_a), load_judged_run(repo, run_b)
             results.append(judge_and_store(store, llm, protocol, judged_a.question, judged_a, judged_b,
                                            benchmark_id=bench.id))
-        comparisons.append(PairComparison(baseline, other, summarize(protocol, results)))
+        comparisons.append(PairComparison(baseline, other, summarize(protocol, results), skipped_failed=skipped))
     return comparisons
 
 
@@ -62,6 +68,9 @@ def comparisons_markdown(comparisons: list[PairComparison]) -> str:
         for key, t in s.criteria.items():
             lines.append(f"| {inline_text(key)} | {t.a_win_rate:.3f} | {t.b_win_rate:.3f} | {t.a_wins} | "
                          f"{t.b_wins} | {t.ties} |")
+        if pair.skipped_failed:
+            lines += ["", f"{pair.skipped_failed} items both finished are left out: one of the two runs failed, "
+                          "so there was no report to judge."]
         lines.append("")
     return "\n".join(lines)
 
