@@ -15,6 +15,7 @@ from engine.evaluate.results import ANSWER_METRICS, metric_text, summarize
 from engine.evaluate.runner import BenchmarkError
 from engine.safe_text import inline_text
 from engine.services import Services
+from storage.evaluation import ItemStatus
 from storage.models import Benchmark, BenchmarkItem, BenchmarkStatus
 
 REFRESH_SECONDS = 1.0
@@ -102,7 +103,9 @@ def _progress(bench: Benchmark, rows: list[BenchmarkItem], titles: dict[str, str
     st.progress(share, text=f"{done} of {len(rows)} item runs finished · {bench.status}"
                 + (" · running now" if active else ""))
     st.dataframe(pd.DataFrame([{"Method": titles.get(line.method, line.method), "Items": line.total,
-                                "Scored": line.scored, "Failed": line.failed, "Running": line.running,
+                                "Scored": line.scored, "Failed": line.failed,
+                                # Not running when the benchmark is not: left for a resume (a stop, its budget).
+                                ("Running" if active else "Unfinished"): line.running,
                                 "Waiting": line.pending} for line in lines]),
                  hide_index=True, use_container_width=True, key=f"bench-progress-{bench.id}")
     if bench.note:
@@ -161,6 +164,14 @@ def _gold(item: Item | None) -> str:
     return item.reference_title  # an article's topic; open-ended questions have no gold text
 
 
+def _row_status(bench: Benchmark, row: BenchmarkItem) -> str:
+    """A row's status as a reader takes it: a run left unfinished by a benchmark that no longer runs
+    (stopped by you or its budget) is waiting for a resume, not running."""
+    if row.status == ItemStatus.RUNNING and bench.status != BenchmarkStatus.RUNNING:
+        return "unfinished (resume to continue)"
+    return row.status
+
+
 def _item_table(bench: Benchmark, rows: list[BenchmarkItem], items: dict[str, Item], titles: dict[str, str],
                 answer_columns: list[tuple[str, str]]) -> None:
     st.subheader("Items")
@@ -173,7 +184,7 @@ def _item_table(bench: Benchmark, rows: list[BenchmarkItem], items: dict[str, It
         for key, title in answer_columns:
             value = row.metrics.get(key)
             record[title] = float(value) if isinstance(value, (int, float)) else None
-        record["Status"] = row.status
+        record["Status"] = _row_status(bench, row)
         record["Error"] = row.error
         records.append(record)
     st.dataframe(pd.DataFrame(records), hide_index=True, use_container_width=True, key=f"bench-items-{bench.id}",

@@ -316,3 +316,17 @@ def test_stored_runs_of_one_method_or_of_different_setups(services, no_map):
     assert not at.error
     assert [w.value for w in at.warning] == [
         "These runs differ in more than their method: search. What tells them apart is not the method alone."]
+
+
+def test_an_item_left_unfinished_by_a_stopped_benchmark_is_not_shown_running():
+    """A run the budget (or a stop) left for a resume kept its row "running" in the item table while
+    nothing ran."""
+    from components.benchmark_view import _row_status
+    from storage.models import Benchmark, BenchmarkItem
+
+    row = BenchmarkItem(benchmark_id="b", item_id="i", method="rag", status="running")
+    running = Benchmark(id="b", dataset="hotpotqa-autoact", methods=["rag"], limit=1, seed=13, status="running")
+    stopped = running.model_copy(update={"status": "stopped"})
+    assert _row_status(running, row) == "running"
+    assert _row_status(stopped, row) == "unfinished (resume to continue)"
+    assert _row_status(stopped, row.model_copy(update={"status": "scored"})) == "scored"
