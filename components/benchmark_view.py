@@ -11,7 +11,8 @@ import streamlit as st
 from components.app_state import start_local_model
 from engine.evaluate.datasets import DatasetError, Item, get_dataset, items_by_id, load_items
 from engine.evaluate.progress import finished_share, method_progress
-from engine.evaluate.results import ANSWER_METRICS, metric_text, summarize
+from engine.evaluate.results import (ANSWER_METRICS, DIFFERENCES_CAPTION, differences_rows, metric_text, summarize,
+                                     table_notes)
 from engine.evaluate.runner import BenchmarkError
 from engine.safe_text import inline_text
 from engine.services import Services
@@ -115,15 +116,45 @@ def _progress(bench: Benchmark, rows: list[BenchmarkItem], titles: dict[str, str
                    "short). Press Resume to continue it: finished items are kept.")
 
 
+def _budget_inputs(services: Services, bench: Benchmark) -> tuple[int | None, float | None]:
+    """A stopped benchmark's budgets, to raise before Resume (one its budget stopped continues
+    only on more): each input holds the stored value; None where the benchmark has no such limit."""
+    tokens, cost = services.benchmarks.spent(bench.id)
+    st.caption(f"Spent so far: {tokens:,} tokens" + (f", ${cost:.4f}" if bench.max_cost is not None else "")
+               + ". Raise the budget here to let Resume go further.")
+    cols = st.columns(2)
+    max_tokens = max_cost = None
+    if bench.max_tokens is not None:
+        value = cols[0].number_input("Token budget", value=int(bench.max_tokens), step=10000,
+                                     key=f"bench-budget-tokens-{bench.id}",
+                                     help="Prompt and completion tokens of the whole benchmark: its runs and its scoring.")
+        max_tokens = int(value)
+    if bench.max_cost is not None:
+        value = cols[1].number_input("Cost budget ($)", value=float(bench.max_cost), step=0.1, format="%.4f",
+                                     key=f"bench-budget-cost-{bench.id}",
+                                     help="Dollars for the whole benchmark: its runs and its scoring.")
+        max_cost = float(value)
+    return max_tokens, max_cost
+
+
 def _controls(services: Services, bench: Benchmark, active: bool) -> None:
+    resumable = not active and bench.status != BenchmarkStatus.DONE
+    raised: tuple[int | None, float | None] = (None, None)
+    if resumable and bench.status == BenchmarkStatus.STOPPED and (bench.max_tokens is not None
+                                                                 or bench.max_cost is not None):
+        raised = _budget_inputs(services, bench)
     cols = st.columns([1, 1, 6])
     if active and cols[0].button("Stop", key=f"bench-stop-{bench.id}"):
         services.benchmarks.stop(bench.id)
         st.toast("Stopping: the runs under way stop at their next step and stay resumable.")
-    if not active and bench.status != BenchmarkStatus.DONE and cols[1].button("Resume", key=f"bench-resume-{bench.id}"):
-        if bench.llm_info.get("kind") == "local" and not start_local_model(services):
-            return
+    if resumable and cols[1].button("Resume", key=f"bench-resume-{bench.id}"):
+        max_tokens, max_cost = raised
         try:
+            if raised != (None, None) and raised != (bench.max_tokens, bench.max_cost):
+                # Refused (BenchmarkError, below) when not more than is spent: it would stop at once.
+                services.benchmarks.raise_budget(bench.id, max_tokens=max_tokens, max_cost=max_cost)
+            if bench.llm_info.get("kind") == "local" and not start_local_model(services):
+                return
             services.benchmarks.start(bench.id)
         except BenchmarkError as exc:  # e.g. it ran on another model than this app's
             st.error(inline_text(str(exc)))
@@ -134,9 +165,12 @@ def _controls(services: Services, bench: Benchmark, active: bool) -> None:
 def _results(services: Services, bench: Benchmark, titles: dict[str, str]) -> list[tuple[str, str]]:
     """The table per method; returns the dataset's answer metrics (key, title) for the item table."""
     st.subheader("Results")
-    paired = len(bench.methods) > 1 and bench.status != BenchmarkStatus.DONE and st.toggle(
+    several = len(bench.methods) > 1
+    # Done, every method has finished every item: paired is the whole table (with its differences).
+    paired = several and (bench.status == BenchmarkStatus.DONE or st.toggle(
         "Only the items every method has finished", key=f"bench-paired-{bench.id}",
-        help="While a benchmark is part-way, its methods have finished different items: compare them on the same ones.")
+        help="While a benchmark is part-way, its methods have finished different items: compare them on the same "
+             "ones, with their paired differences."))
     # A sample balanced on a field (e.g. level) is shown by it: a row per method and value.
     table = summarize(services.benchmarks.store, bench.id, by=bench.balance or None, paired=paired)
     st.caption("Answer metrics: mean [95 % bootstrap CI] over finished items; a failed run counts as 0 (in "
@@ -147,6 +181,12 @@ def _results(services: Services, bench: Benchmark, titles: dict[str, str]) -> li
          "Done": f"{row.finished}/{row.items}", "Failed": row.failed,
          **{title: metric_text(row.metrics.get(key), key) for key, title in table.columns}}
         for row in table.rows]), hide_index=True, use_container_width=True, key=f"bench-results-{bench.id}")
+    for note in table_notes(table):
+        st.caption(inline_text(note))
+    if differences := differences_rows(table, titles):
+        st.caption(DIFFERENCES_CAPTION)
+        st.dataframe(pd.DataFrame(differences),
+                     hide_index=True, use_container_width=True, key=f"bench-differences-{bench.id}")
     return [(key, title) for key, title in table.columns if key in _ANSWER_KEYS]
 
 

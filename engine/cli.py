@@ -538,7 +538,7 @@ def cmd_bench(args) -> int:
         elif args.resume:
             bench = bench_runner.store.get_benchmark(args.resume)
             if args.max_cost is not None or args.max_tokens is not None:  # raised, for one the budget stopped
-                bench_runner.store.set_budget(bench.id, max_cost=args.max_cost, max_tokens=args.max_tokens)
+                bench_runner.raise_budget(bench.id, max_cost=args.max_cost, max_tokens=args.max_tokens)
                 bench = bench_runner.store.get_benchmark(bench.id)
             _prepare_llm(services, bench.llm_info.get("kind", "openai"), args.quiet)
         else:

@@ -73,9 +73,14 @@ def test_a_benchmark_started_on_the_page_runs_and_its_tables_appear(services):
     assert_no_exception(at)
 
     # The progress and results tables: one row per method, everything finished.
-    progress, results, items = at.dataframe[0].value, at.dataframe[1].value, at.dataframe[2].value
+    progress, results, differences, items = (at.dataframe[i].value for i in range(4))
     assert list(progress["Items"]) == [2, 2] and list(progress["Scored"] + progress["Failed"]) == [2, 2]
     assert list(results["Done"]) == ["2/2", "2/2"]
+    # A finished benchmark of two methods: their paired differences, as the CLI's --paired gives them.
+    titles = {m: services.methods[m].title for m in ("direct", "rag")}
+    assert list(differences["Difference"]) == [f"{titles['rag']} − {titles['direct']}"]
+    assert {"EM", "F1"} <= set(differences.columns)
+    assert any(c.startswith("Paired differences, item by item") for c in texts(at.caption))
     assert {"EM", "F1", "Recall@10 any-gold", "LLM calls"} <= set(results.columns)
     assert "ROUGE-L" not in results.columns  # not a metric of a short-answer dataset
     # The item table: every item by every method, with its question, prediction, gold answer and scores.
@@ -124,6 +129,40 @@ def test_a_balanced_benchmark_part_way_is_shown_by_level_and_can_be_paired(servi
     assert_no_exception(at)
     assert any("Over the 2 items every method has finished." in c for c in texts(at.caption))
     assert list(at.dataframe[1].value["Done"]) == ["1/1"] * 4  # the level with no common item drops out
+
+
+def test_a_benchmark_its_budget_stopped_takes_a_raised_budget_on_the_page(services):
+    """Stopped by its budget, a benchmark shows what it spent and its budget to raise: one not more
+    than what is spent is refused with the amount to beat; a raised one resumes it to the end."""
+    from engine.evaluate.runner import BenchmarkRunner, BenchmarkSpec
+
+    runner = BenchmarkRunner(services)
+    bench = runner.create(BenchmarkSpec(dataset="hotpotqa-autoact", methods=["direct", "deot"], limit=2, llm="fake",
+                                        values={"deot.max_nodes": 3}, max_tokens=1500, concurrency=1))
+    bench = runner.execute(bench.id)
+    assert bench.status == BenchmarkStatus.STOPPED and "budget was reached" in bench.note
+    spent, _cost = runner.spent(bench.id)
+    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
+    at.query_params["benchmark"] = bench.id
+    at.switch_page(EVALUATE)
+    at.run()
+    assert_no_exception(at)
+    assert f"Spent so far: {spent:,} tokens. Raise the budget here to let Resume go further." in texts(at.caption)
+    budget = at.number_input(key=f"bench-budget-tokens-{bench.id}")
+    assert budget.value == 1500
+    budget.set_value(1000)
+    at.button(key=f"bench-resume-{bench.id}").click().run()
+    assert_no_exception(at)
+    assert f"a token budget of 1,000 would stop it again at once; give more than {spent:,}" in joined(at.error)
+    assert services.benchmarks.store.get_benchmark(bench.id).max_tokens == 1500  # kept
+
+    at.number_input(key=f"bench-budget-tokens-{bench.id}").set_value(200_000)
+    at.button(key=f"bench-resume-{bench.id}").click().run()
+    assert_no_exception(at)
+    assert not at.error, texts(at.error)
+    done = _wait_benchmark(services, bench.id)
+    assert (done.status, done.max_tokens) == (BenchmarkStatus.DONE, 200_000)
+    assert all(r.status == ItemStatus.SCORED for r in services.benchmarks.store.list_items(bench.id))
 
 
 def test_resuming_a_benchmark_on_another_model_says_why_on_the_page(services, monkeypatch):

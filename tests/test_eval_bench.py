@@ -470,6 +470,14 @@ def test_runs_the_benchmarks_budget_stopped_are_resumed_with_a_raised_budget(pre
             if row_id in spent} == spent
     assert again.note == bench.note
 
+    # A "raised" budget that is not more than what is spent would stop it again at once: refused,
+    # with the amount to beat, and the stored budget kept.
+    capsys.readouterr()
+    assert cli.main(["bench", "--resume", bench.id, "--max-tokens", "1000", "--quiet"]) == cli.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "a token budget of 1,000 would stop it again at once; give more than" in err, err
+    assert read()[0].max_tokens == 1500
+
     code = cli.main(["bench", "--resume", bench.id, "--max-tokens", "100000", "--quiet"])
     assert code == cli.EXIT_OK, capsys.readouterr().err
     bench, rows, runs = read()

@@ -210,6 +210,31 @@ def test_an_item_the_harness_failed_on_keeps_its_usage_and_is_scored_again_by_a_
     assert "failed in the harness" not in to_markdown(summarize(runner.store, bench.id))
 
 
+def test_a_judge_that_failed_is_said_under_the_table_and_asked_again_by_a_rescore(services):
+    """A judge's failure leaves the item without judged scores (not a zero): the table says how many
+    items lack them, and a rescore asks the judges again there (and only there)."""
+    broken = FakeLLM().when(prompt="judge.rubric_omnithink", respond=LLMConnectionError("the judge went away"))
+    runner, bench = _create(services, reader=EvalLLM(broken), dataset="freshwiki", methods=["rag"], limit=1,
+                            judges=("rubric",))
+    runner.execute(bench.id)
+    (row,) = runner.store.list_items(bench.id)
+    assert row.status == ItemStatus.SCORED and "the judge went away" in row.metrics["judge_error"]
+    assert not any(k.startswith("rubric_") for k in row.metrics)
+    table = summarize(runner.store, bench.id)
+    assert table.judge_errors == 1
+    assert "Judged scores are missing for 1 finished items" in to_markdown(table)
+
+    working = FakeLLM()
+    BenchmarkRunner(services, reader=EvalLLM(working)).rescore(bench.id)
+    again = runner.store.get_item(row.id)
+    assert "judge_error" not in again.metrics and {"rubric_relevance", "rubric_novelty"} <= again.metrics.keys()
+    assert again.eval_usage["calls"] > row.eval_usage["calls"]  # the judge's calls are counted
+    assert "Judged scores are missing" not in to_markdown(summarize(runner.store, bench.id))
+    calls = len(working.calls)
+    BenchmarkRunner(services, reader=EvalLLM(working)).rescore(bench.id)
+    assert len(working.calls) == calls  # judged once: its scores are kept, not asked again
+
+
 def test_a_harness_failure_before_a_run_finished_is_not_scored(services, monkeypatch):
     """Only a finished run's item becomes a failure the harness owns: one whose run could not be
     created fails for good and says it has no run to score; one whose run was still working is left

@@ -51,6 +51,9 @@ EVIDENCE_METRICS = {"evidence_recall_all"}
 # In a failed item's metrics: the harness failed on it (scoring, a judge), not the method; counted as
 # a failure like any other until `--rescore` scores it, and said under the table.
 HARNESS_ERROR = "harness_error"
+# In a scored item's metrics: an LLM judge failed on it, so it has no judged scores (the judged
+# columns average over fewer items); `--rescore` asks the judges again.
+JUDGE_ERROR = "judge_error"
 
 
 def declares_evidence(method: str) -> bool:
@@ -112,6 +115,7 @@ class BenchmarkTable:
     paired: int | None = None  # with `paired`: how many items every method has finished
     differences: list[PairedDifference] = field(default_factory=list)  # with `paired`
     older_readings: int = 0  # items read by an older version of the reader's prompt (mixed in one table)
+    judge_errors: int = 0  # finished items an LLM judge failed on: no judged scores (JUDGE_ERROR)
 
 
 def _values(rows: list[BenchmarkItem], key: str, failed_counts: str) -> list[float]:
@@ -171,7 +175,9 @@ def summarize(store: EvaluationStore, benchmark_id: str, *, seed: int = 0, by: s
     current = reader_version(get_dataset(bench.dataset).answer_type == "yesno")
     older = sum(1 for r in all_rows if r.status in ItemStatus.FINISHED and r.metrics.get("answer_source") == "reader"
                 and r.metrics.get("reader_version", 1) != current)
-    return BenchmarkTable(bench, table_rows, columns, paired=common, differences=differences, older_readings=older)
+    judge_failed = sum(1 for r in all_rows if r.status in ItemStatus.FINISHED and r.metrics.get(JUDGE_ERROR))
+    return BenchmarkTable(bench, table_rows, columns, paired=common, differences=differences, older_readings=older,
+                          judge_errors=judge_failed)
 
 
 def _paired_differences(bench: Benchmark, rows: list[BenchmarkItem], columns: list[tuple[str, str]],
@@ -245,39 +251,69 @@ def to_markdown(table: BenchmarkTable) -> str:
     for row in table.rows:
         cells = [metric_text(row.metrics.get(key), key) for key, _t in table.columns]
         lines.append(f"| {inline_text(row.label)} | {row.finished}/{row.items} | {row.failed} | " + " | ".join(cells) + " |")
-    if table.older_readings:
-        lines += ["", f"{table.older_readings} of these item runs were read by an older version of the reader's prompt: "
-                      f"`thoughtmap bench --rescore {bench.id}` reads them again where their runs are stored."]
-    harness = sum(row.harness_errors for row in table.rows)
-    if harness:
-        lines += ["", f"{harness} of the failed items failed in the harness, not in the method: "
-                      f"`thoughtmap bench --rescore {bench.id}` scores them again."]
+    for note in table_notes(table):
+        lines += ["", note]
     lines += _differences_markdown(table)
     if bench.note:
         lines += ["", inline_text(bench.note)]
     return "\n".join(lines) + "\n"
 
 
-def _differences_markdown(table: BenchmarkTable) -> list[str]:
-    if not table.differences:
-        return []
+def table_notes(table: BenchmarkTable) -> list[str]:
+    """What a reader of the table must know to trust it (mixed reader versions, the harness's own
+    failures, missing judged scores) with the command that mends it: under the CLI's table and the
+    app's alike."""
+    bench_id = table.benchmark.id
+    notes = []
+    if table.older_readings:
+        notes.append(f"{table.older_readings} of these item runs were read by an older version of the reader's prompt: "
+                     f"`thoughtmap bench --rescore {bench_id}` reads them again where their runs are stored.")
+    harness = sum(row.harness_errors for row in table.rows)
+    if harness:
+        notes.append(f"{harness} of the failed items failed in the harness, not in the method: "
+                     f"`thoughtmap bench --rescore {bench_id}` scores them again.")
+    if table.judge_errors:
+        notes.append(f"Judged scores are missing for {table.judge_errors} finished items: an LLM judge failed on them "
+                     f"(the judged columns average over the others). `thoughtmap bench --rescore {bench_id}` asks "
+                     "the judges again.")
+    return notes
+
+
+def differences_rows(table: BenchmarkTable, names: dict[str, str] | None = None) -> list[dict[str, str]]:
+    """The paired differences as rows of cells (one per pair of methods, one column per metric);
+    `names` gives methods their titles (the app's)."""
+    names = names or {}
     titles = dict(table.columns)
     keys = list(dict.fromkeys(d.key for d in table.differences))
     pairs = list(dict.fromkeys((d.method, d.baseline) for d in table.differences))
     found = {(d.method, d.baseline, d.key): d.summary for d in table.differences}
-    lines = ["", "Paired differences, item by item: mean [95 % paired bootstrap CI]; an interval that excludes "
-             "0 is a difference these items support.", "",
-             "| Difference | " + " | ".join(titles[k] for k in keys) + " |",
-             "| --- | " + " | ".join("---:" for _ in keys) + " |"]
+    rows = []
     for method, baseline in pairs:
-        cells = []
+        row = {"Difference": f"{names.get(method, method)} − {names.get(baseline, baseline)}"}
         for key in keys:
             summary = found.get((method, baseline, key))
             # Over fewer items than the table pairs (a metric some items have no value for): said.
             fewer = f" (n={summary.n})" if summary is not None and summary.n != table.paired else ""
-            cells.append("–" if summary is None else
-                         f"{summary.mean:+.3f} [{summary.low:+.3f}, {summary.high:+.3f}]{fewer}")
-        lines.append(f"| {inline_text(method)} − {inline_text(baseline)} | " + " | ".join(cells) + " |")
+            row[titles[key]] = ("–" if summary is None else
+                                f"{summary.mean:+.3f} [{summary.low:+.3f}, {summary.high:+.3f}]{fewer}")
+        rows.append(row)
+    return rows
+
+
+DIFFERENCES_CAPTION = ("Paired differences, item by item: mean [95 % paired bootstrap CI]; an interval that excludes "
+                       "0 is a difference these items support.")
+
+
+def _differences_markdown(table: BenchmarkTable) -> list[str]:
+    rows = differences_rows(table)
+    if not rows:
+        return []
+    headers = list(rows[0])
+    lines = ["", DIFFERENCES_CAPTION, "", "| " + " | ".join(headers) + " |",
+             "| --- | " + " | ".join("---:" for _ in headers[1:]) + " |"]
+    # Method names are the only text not written here (numbers and brackets stay as they are).
+    lines += ["| " + " | ".join(inline_text(row[h]) if h == "Difference" else row[h] for h in headers) + " |"
+              for row in rows]
     return lines
 
 
@@ -290,6 +326,7 @@ def to_json(table: BenchmarkTable) -> dict[str, Any]:
                       "note": bench.note},
         "paired_items": table.paired,
         "older_readings": table.older_readings,
+        "judge_errors": table.judge_errors,
         "paired_differences": [
             {"method": d.method, "baseline": d.baseline, "metric": d.key, "mean": d.summary.mean,
              "low": d.summary.low, "high": d.summary.high, "n": d.summary.n} for d in table.differences],

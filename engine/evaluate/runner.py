@@ -27,7 +27,7 @@ from engine.evaluate.datasets import DEFAULT_SEED, Item, get_dataset, items_by_i
 from engine.evaluate.item_judges import ITEM_JUDGES, judge_item
 from engine.evaluate.reader import reader_version
 from engine.evaluate.run_report import JudgeInputError, load_judged_run
-from engine.evaluate.results import HARNESS_ERROR, JUDGED
+from engine.evaluate.results import HARNESS_ERROR, JUDGE_ERROR, JUDGED
 from engine.evaluate.scoring import score_item, usage_metrics
 from engine.llm.accounting import budget_short, stopped_by_budget
 from engine.llm.protocol import LLMError
@@ -216,6 +216,23 @@ class BenchmarkRunner:
                                             f"stopped with {len(left)} runs left; resume to finish")
         return self.store.get_benchmark(bench.id)
 
+    def spent(self, benchmark_id: str) -> tuple[int, float]:
+        """Tokens and dollars the benchmark has spent so far: its runs and its scoring."""
+        return _BudgetGate(self, self.store.get_benchmark(benchmark_id))._spent()
+
+    def raise_budget(self, benchmark_id: str, *, max_tokens: int | None = None, max_cost: float | None = None) -> None:
+        """A new budget for a benchmark to resume on (each given value replaces the stored one).
+        BenchmarkError when a value is not more than what the benchmark has spent: resumed on it,
+        it would stop again at once."""
+        tokens, cost = self.spent(benchmark_id)
+        if max_tokens is not None and max_tokens <= tokens:
+            raise BenchmarkError(f"benchmark {benchmark_id} has spent {tokens:,} tokens already: a token budget of "
+                                 f"{max_tokens:,} would stop it again at once; give more than {tokens:,}")
+        if max_cost is not None and max_cost <= cost:
+            raise BenchmarkError(f"benchmark {benchmark_id} has spent ${cost:.4f} already: a cost budget of "
+                                 f"${max_cost:.4f} would stop it again at once; give more than ${cost:.4f}")
+        self.store.set_budget(benchmark_id, max_tokens=max_tokens, max_cost=max_cost)
+
     def _harness_error(self, bench: Benchmark, row_id: int, exc: Exception) -> None:
         """An item the harness (not the method) failed on. Its run still working, or stopped before
         its end: left as it is, so that `--resume` continues it. Its run finished: failed, with the
@@ -299,14 +316,16 @@ class BenchmarkRunner:
         """Score every finished item again from its stored run, with this release's scoring (after a
         fix to a metric or to the reader). The reader is asked again only where its reading does not
         exist yet, failed or came from another version of its prompt (`reader.reader_version`); LLM
-        judges' scores are kept as they were. Items whose run is not stored here (imported from a
-        file) keep their scores. Returns how many items were scored again."""
+        judges' scores are kept as they were, and the judges are asked again only where one failed
+        (JUDGE_ERROR). Items whose run is not stored here (imported from a file) keep their scores.
+        Returns how many items were scored again."""
         bench = self.store.get_benchmark(benchmark_id)
         rows = [r for r in self.store.list_items(bench.id) if r.status in ItemStatus.FINISHED and r.run_id]
         rows = [r for r in rows if self._stored(r.run_id)]
         items = items_by_id(bench.dataset, sorted({r.item_id for r in rows}))
-        if any(_reading_to_keep(r, items[r.item_id]) is None for r in rows):
-            self.check_same_llm(bench)  # a reading asked again must come from the benchmark's model
+        judged_again = {r.id for r in rows if bench.judges and r.metrics.get(JUDGE_ERROR)}
+        if judged_again or any(_reading_to_keep(r, items[r.item_id]) is None for r in rows):
+            self.check_same_llm(bench)  # a reading or verdict asked again must come from the benchmark's model
         reader = self.reader_for(bench)
         for row in rows:
             usage = EvalUsage()
@@ -315,10 +334,12 @@ class BenchmarkRunner:
                                                    reader.with_usage(usage), known_reading=known)
             # The judges' scores stay (they are not asked again), and so does anything else this
             # scoring does not compute; a reader error it did not meet again is gone.
-            kept = {k: v for k, v in row.metrics.items() if k not in ("reader_error", HARNESS_ERROR)
+            kept = {k: v for k, v in row.metrics.items() if k not in ("reader_error", HARNESS_ERROR, JUDGE_ERROR)
                     and (k not in scores or (bench.judges and k in JUDGED))}
             scores = {**scores, **kept}
             run = self.services.repo.get_run(row.run_id)
+            if row.id in judged_again and run.status == RunStatus.DONE:
+                scores.update(self._judge(bench, row.run_id, items[row.item_id], reader.with_usage(usage)))
             spent = {k: row.eval_usage.get(k, 0) + v for k, v in usage.as_dict().items()
                      if isinstance(v, (int, float))}
             self.store.finish_item(row.id, status=ItemStatus.SCORED if run.status == RunStatus.DONE else ItemStatus.FAILED,
@@ -350,7 +371,7 @@ class BenchmarkRunner:
             scores, _judged = judge_item(self.store, llm, load_judged_run(self.services.repo, run_id), item,
                                          tuple(bench.judges), benchmark_id=bench.id)
         except (JudgeInputError, LLMError) as exc:
-            return {"judge_error": str(getattr(exc, "user_message", exc))[:500]}
+            return {JUDGE_ERROR: str(getattr(exc, "user_message", exc))[:500]}
         return scores
 
     def check_same_llm(self, bench: Benchmark) -> None:

@@ -88,6 +88,8 @@ def test_evaluate_and_compare_in_the_browser(streamlit_app, page, app_repo, eval
          what="the page to show the finished benchmark")
     page.get_by_role("heading", name="Results").wait_for()
     page.get_by_role("heading", name="Items").first.wait_for()  # a rerun may leave the last one a moment
+    # Done, two methods: their paired differences under the results, as `bench --show --paired` gives them.
+    page.get_by_text("Paired differences, item by item").wait_for()
     _shot(page, "evaluate-results")
     page.get_by_role("heading", name="Items").first.scroll_into_view_if_needed()
     _shot(page, "evaluate-items")

@@ -242,9 +242,9 @@ def test_5_out_of_range_parameters_block_start_with_the_reason(checks_app, tab, 
     error.first.wait_for()
     text = error.first.inner_text()
     screenshot(page, "5")
-    # The message names each bad parameter and what it may be.
-    assert "max_layers=-5" in text and "allowed: 1 to 8" in text, text
-    assert "max_aspects=999" in text and "allowed: 1 to 8" in text, text
+    # The message names each bad parameter by its label in the form, and what it may be.
+    assert "Max layers is -5; allowed: 1 to 8" in text, text
+    assert "Max aspects is 999; allowed: 1 to 8" in text, text
     assert runs_asking(repo, question) == []
     assert opened_run(page) is None
 
