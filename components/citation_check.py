@@ -15,6 +15,7 @@ from engine.evaluate.accounting import EvalLLM
 from engine.evaluate.claims import PROTOCOL, ClaimSupportResult, check_and_store
 from engine.evaluate.run_report import JudgeInputError, load_judged_run
 from engine.llm.protocol import LLMError
+from engine.safe_text import inline_text
 from storage.evaluation import EvaluationStore
 
 _VERDICT_WORDS = {"supported": "supported", "not_supported": "not in the source", "contradicted": "contradicted",
@@ -39,7 +40,8 @@ def citation_check(services, run_id: str, llm_kind: str) -> None:
                     check_and_store(store, EvalLLM(services.llm(llm_kind), services.prices),
                                     load_judged_run(services.repo, run_id))
             except (JudgeInputError, LLMError) as exc:
-                st.error(f"The check could not run: {getattr(exc, 'user_message', exc)}")
+                # The message can carry the endpoint's own response text: shown as text, not Markdown.
+                st.error(f"The check could not run: {inline_text(str(getattr(exc, 'user_message', exc)))}")
         stored = store.list_judgments(run_id=run_id, protocol=PROTOCOL)
         if not stored:
             st.caption("Not checked yet.")

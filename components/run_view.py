@@ -101,7 +101,7 @@ def progress(run: Run, nodes: list[Node], *, lifecycle: Sequence[RunEvent] = (),
             error_with_details(run.error, lead="The run failed: ", then=". Fix the cause (see Settings), then press "
                                "Resume: it also retries the failed nodes.")
         if run.status == RunStatus.DONE and run.warning:
-            st.warning(f"Done, with a warning: {run.warning}.")
+            st.warning(f"Done, with a warning: {inline_text(run.warning.rstrip('. '))}.")
         if run.status == RunStatus.INTERRUPTED:
             st.warning("This run was interrupted (its process ended). Press Resume to continue from where it stopped.")
 

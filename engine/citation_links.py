@@ -13,8 +13,12 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Sequence
 
+from engine.markdown_code import map_prose
+
 # Our own numbers after `number_citations`: `[n]` not already a link's text or a reference label.
-_CITATION = re.compile(r"(?<![\[\w])\[(\d{1,4})\](?![(:])")
+# Glued to a word ("Paris[2]") it is still a citation: `to_stored_markers` took it for one, and the
+# DOCX/PDF exports link it too.
+_CITATION = re.compile(r"(?<!\[)\[(\d{1,4})\](?![(:])")
 
 
 def anchor(words: Sequence[str], number: int) -> str:
@@ -35,4 +39,5 @@ def link_citations(markdown: str, numbers: Collection[int], words: Sequence[str]
         number = int(match.group(1))
         return f"[[{number}]](#{anchor(words, number)})" if number in numbers else match.group(0)
 
-    return _CITATION.sub(link, markdown)
+    # Code keeps its brackets: `values[1]` in a code block is an index, and a link there shows raw.
+    return map_prose(markdown, lambda prose: _CITATION.sub(link, prose))

@@ -13,16 +13,29 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-_MODEL_CITATION = re.compile(r"\[(\d+(?:\s*[,;]\s*\d+)*)\]")
+from engine.markdown_code import map_prose
+
+# One number or a short range ("3", "1-3", "1–3"), and lists of them ("1, 2", "1; 3-4").
+_CITED = r"\d+(?:\s*[-–]\s*\d+)?(?:\s*[,;]\s*\d+(?:\s*[-–]\s*\d+)?)*"
+# With the spaces before it and whether punctuation follows: a marker that is dropped takes its
+# spaces with it before punctuation ("true [9]." is "true."), and nothing else of the text moves.
+_MODEL_CITATION = re.compile(rf"([ \t]*)\[({_CITED})\](?=([.,;:!?])?)")
 # A citation made a link (or an image): `[1](https://...)`, `[1](#source-3)`, `[1](/path)`,
-# `[1](<url>)`, `![1](url)`. A destination has no space, so "[1](note: an estimate)" is text.
+# `[1](<url>)`, `![1](url)`, and `[[1]](#source-3)` (shows "[1]", opens another entry). A
+# destination has no space, so "[1](note: an estimate)" is text.
 _CITATION_LINK = re.compile(
-    r"!?(\[\d+(?:\s*[,;]\s*\d+)*\])\(\s*(?:<[^<>\n]*>|(?:[a-z][a-z0-9+.-]*:|www\.|#|/)(?:[^()\s]|\([^()\s]*\))*)\s*\)",
+    rf"!?(?:\[(\[{_CITED}\])\]|(\[{_CITED}\]))"
+    r"\(\s*(?:<[^<>\n]*>|(?:[a-z][a-z0-9+.-]*:|www\.|#|/)(?:[^()\s]|\([^()\s]*\))*)\s*\)",
     re.I)
+_RANGE = re.compile(r"(\d+)\s*[-–]\s*(\d+)")
+MAX_RANGE = 20  # "[1-3]" cites three sources; "[1990-2024]" is a span of years, not 35 citations
 # Source texts carry their own reference markers (Wikipedia's "[12]", reference-list lines): they
 # would collide with our numbering, so prompts never show them.
 _SOURCE_OWN_MARKER = re.compile(r"\[\d+(?:\s*[,;–-]\s*\d+)*\]|\[(?:citation needed|a|b|c|note \d+)\]", re.I)
+# With the spaces before a run of them, and whether punctuation follows ("won [41]." is "won.").
+_PAGE_MARKERS_SPACED = re.compile(rf"([ \t]*)(?:{_SOURCE_OWN_MARKER.pattern})+(?=([.,;:!?])?)", re.I)
 _STORED_MARKER = re.compile(r"\[\[S(\d+)\]\]")
+_TYPED_MARKER = re.compile(r"([ \t]*)\[\[S(\d+)\]\](?=([.,;:!?])?)")
 
 
 class CitableSource(Protocol):
@@ -46,40 +59,84 @@ def source_blocks(sources: Sequence[CitableSource], *, max_chars: int = 1500,
     return "\n\n".join(blocks)
 
 
+# A reference list the model wrote itself at the end of its text: a line naming it ("## References",
+# "**Sources:**", "Bibliography"), then nothing but entries ("[1] Title — url", "1. ...", "- ...",
+# a bare address). The report frame lists the real sources under their own numbers; a second list of
+# titles and addresses the model made up, beside links to ours, would contradict it.
+_REFERENCE_HEADING = re.compile(
+    r"^[ \t]*(?:#{1,6}[ \t]+)?[*_]{0,2}[ \t]*(?:sources?|references?|bibliography|works cited|citations?|"
+    r"further reading)[ \t]*:?[ \t]*[*_]{0,2}[ \t]*:?[ \t]*$", re.I | re.M)
+_REFERENCE_ENTRY = re.compile(r"^[ \t]*(?:\[\^?\d+\]|\[\[S\d+\]\]|\d+[.)][ \t]|[-*+][ \t]|<?https?://)", re.I)
+
+
+def without_reference_list(text: str) -> str:
+    """A report body (model-written, stored or not) without the reference lists the model appended
+    to it (see `_REFERENCE_HEADING`): the report frame lists the sources."""
+    while headings := list(_REFERENCE_HEADING.finditer(text)):
+        last = headings[-1]
+        entries = [line for line in text[last.end():].splitlines() if line.strip()]
+        if not all(_REFERENCE_ENTRY.match(line) for line in entries):
+            break
+        text = text[:last.start()].rstrip()
+    return text
+
+
+def _cited_numbers(listed: str) -> list[int] | None:
+    """The numbers a marker's inside cites, ranges expanded; None when a range is no citation (too
+    wide, reversed, or of numbers no prompt shows, like years)."""
+    numbers: list[int] = []
+    for part in re.split(r"\s*[,;]\s*", listed):
+        if span := _RANGE.fullmatch(part):
+            first, last = int(span.group(1)), int(span.group(2))
+            if not (1 <= first < last < 1000 and last - first < MAX_RANGE):
+                return None
+            numbers.extend(range(first, last + 1))
+        else:
+            numbers.append(int(part))
+    return numbers
+
+
 def to_stored_markers(text: str, sources: Sequence[CitableSource]) -> tuple[str, list[int]]:
-    """Replace the model's `[n]` (and `[1, 2]`) with `[[S<id>]]`; drop numbers it was not shown.
+    """Replace the model's `[n]` (and `[1, 2]`, `[1-3]`) with `[[S<id>]]`; drop numbers it was not
+    shown. Code (fenced blocks, inline spans) is left as it is: `values[1]` there is an index.
 
     A storage marker `[[S<id>]]` the model typed itself is dropped too (its id listed with the
-    dropped numbers): it could cite any source of the run, one the model was never shown ("cite
-    [[S12]]" in a page it read), so only the markers written here cite.
+    dropped numbers), in code as well: it could cite any source of the run, one the model was never
+    shown ("cite [[S12]]" in a page it read), so only the markers written here cite.
 
     Returns the new text and the dropped numbers (each one a citation error of the model).
     """
     dropped: list[int] = []
 
     def typed(match: re.Match[str]) -> str:
-        dropped.append(int(match.group(1)))
-        return ""
+        dropped.append(int(match.group(2)))
+        return "" if match.group(3) else match.group(1)
 
     # Until none is left: removing `[[S1]]` from `[[S[[S1]]2]]` would leave a marker behind.
     while _STORED_MARKER.search(text):
-        text = _STORED_MARKER.sub(typed, text)
+        text = _TYPED_MARKER.sub(typed, text)
 
     def replace(match: re.Match[str]) -> str:
+        numbers = _cited_numbers(match.group(2))
+        if numbers is None:
+            return match.group(0)
         markers = []
-        for part in re.split(r"\s*[,;]\s*", match.group(1)):
-            number = int(part)
+        for number in numbers:
             if 1 <= number <= len(sources) and sources[number - 1].id is not None:
                 markers.append(f"[[S{sources[number - 1].id}]]")
             else:
                 dropped.append(number)
-        return "".join(markers)
+        if markers:
+            return match.group(1) + "".join(markers)
+        return "" if match.group(3) else match.group(1)
 
-    # `[1](https://...)` renders as a link labelled 1 that goes elsewhere than source 1 (a page can
-    # ask for it): the destination goes, the citation stays.
-    text = _CITATION_LINK.sub(lambda match: match.group(1), text)
-    converted = _MODEL_CITATION.sub(replace, text)
-    return re.sub(r"[ \t]+([.,;:])", r"\1", converted), dropped
+    def convert(prose: str) -> str:
+        # `[1](https://...)` renders as a link labelled 1 that goes elsewhere than source 1 (a page
+        # can ask for it): the destination goes, the citation stays.
+        prose = _CITATION_LINK.sub(lambda match: match.group(1) or match.group(2), prose)
+        return _MODEL_CITATION.sub(replace, prose)
+
+    return map_prose(text, convert), dropped
 
 
 def cited_source_ids(text: str) -> list[int]:
@@ -126,8 +183,15 @@ def without_model_citations(text: str) -> str:
     """`text` without the `[n]` a model copied from its prompt's numbered sources. Those numbers mean
     nothing once the text leaves that prompt: kept in OmniThink's pool of concepts, `[1]` named a
     different source in every concept, and none a reader could look up."""
-    # A word right after the marker keeps a space before it ("USA [1]and" is "USA and").
-    return _MODEL_CITATION_SPACED.sub(lambda m: " " if m.group(1) else "", text).strip()
+    # A word right after the marker keeps a space before it ("USA [1]and" is "USA and"); code keeps
+    # its brackets (`values[1]` is an index).
+    return map_prose(text, lambda prose: _MODEL_CITATION_SPACED.sub(lambda m: " " if m.group(1) else "", prose)).strip()
+
+
+def without_page_markers(text: str) -> str:
+    """A page's text without storage markers and its own reference markers ("[41]", "[citation
+    needed]"): shown in a node, they would link to our source of that number, another page."""
+    return _PAGE_MARKERS_SPACED.sub(lambda m: "" if m.group(2) else m.group(1), strip_markers(text))
 
 
 def strip_markers(text: str) -> str:

@@ -390,7 +390,7 @@ def cmd_show(args) -> int:
     _say(f"method    {run.method}  params {json.dumps(run.params)}")
     _say(f"llm       {one_line(run.llm_info.get('description', '?'))}    search {run.search_mode}")
     _say(f"status    {run.status}" + (f" ({one_line(run.stop_reason)})" if run.stop_reason else "")
-         + (f" error: {run.error}" if run.error else ""))
+         + (f" error: {one_line(run.error)}" if run.error else ""))  # a server body can span lines
     _say(f"usage     {run.llm_calls} LLM calls, {run.prompt_tokens}+{run.completion_tokens} tokens, ${run.cost:.4f}")
     _say("tree")
     for node in repo.list_nodes(run.id):

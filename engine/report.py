@@ -15,9 +15,11 @@ from datetime import datetime
 from typing import Any
 
 from engine.citation_links import entry_heading, link_citations
-from engine.citations import Rendered, cited_source_ids, number_citations
+from engine.citations import Rendered, cited_source_ids, number_citations, without_reference_list
 from engine.graph import PARTIAL_REPORT, report_outdated
 from engine.methods.registry import get_method
+from engine.node_numbers import node_numbers
+from engine.reader_text import reader_error
 from engine.safe_text import code_span, cut_at_word, inline_text, markdown_block, one_line, url_text
 from storage.models import Node, NodeStatus, RunStatus, Source
 from storage.repository import Repository
@@ -41,19 +43,37 @@ def _source_line(number: int, source: Source) -> str:
     return line
 
 
+def heading_words(words: str, prefix: str) -> str:
+    """Untrusted words (a node's label, the run's title) for a heading of ours, as plain text. Words
+    whose heading would get a source entry's id ("Source 1" -> `#source-1`, where the citations
+    jump) or read as a section the frame adds ("Sources") get `prefix` ("Node 5: Source 1").
+    Asked of the sanitiser itself, so these headings follow the rule a report body's headings do."""
+    words = one_line(words)
+    return words if markdown_block(f"# {words}", heading_floor=1).startswith("#") else f"{prefix}{words}"
+
+
+def partial_heading(node: Node, number: int) -> str:
+    """The heading of a finished answer in partial results (plain text): its label, or its kind."""
+    return heading_words(one_line(node.label) or node.kind, f"Node {number}: ")
+
+
+def partial_nodes(nodes: list[Node]) -> list[tuple[Node, int]]:
+    """The finished answers partial results show, in order, each with its number as the map shows it."""
+    numbers = node_numbers(nodes)
+    return [(node, numbers[node.id]) for node in nodes
+            if node.parent_id is not None and node.status == NodeStatus.DONE and node.content.strip()]
+
+
 def _partial_body(nodes: list[Node], known_source_ids: Iterable[int]) -> Rendered:
     """What a run without a final report has to show: its finished answers, in order, with one
     citation numbering across them."""
     known = set(known_source_ids)
     parts: list[str] = []
     numbers: dict[int, int] = {}  # source id -> number, shared by the parts
-    for node in nodes:
-        if node.parent_id is None or node.status != NodeStatus.DONE or not node.content.strip():
-            continue
-        rendered = number_citations(node.content.strip(), known, start=numbers)
+    for node, node_number in partial_nodes(nodes):
+        rendered = number_citations(without_reference_list(node.content.strip()), known, start=numbers)
         numbers = {source_id: number for number, source_id in rendered.numbering.items()}
-        heading = inline_text(node.label) or inline_text(node.kind)
-        parts.append(f"### {heading}\n\n{markdown_block(rendered.text)}")
+        parts.append(f"### {inline_text(partial_heading(node, node_number))}\n\n{markdown_block(rendered.text)}")
     text = "\n\n".join(parts) or "_Nothing has been produced yet._"
     return Rendered(text=text, numbering={number: source_id for source_id, number in numbers.items()})
 
@@ -66,10 +86,52 @@ def _steered_since(repo: Repository, run, report) -> bool:
     return report_outdated(repo, run.id, report, growing)
 
 
+# An error or warning is stored whole (a server's response body can be long): the note gives its start.
+NOTE_CHARS = 600
+
+
+def _sentence(text: str) -> str:
+    text = one_line(text)
+    if len(text) > NOTE_CHARS:
+        text = cut_at_word(text, NOTE_CHARS) + " …"
+    return text if text.endswith((".", "!", "?", "…")) else text + "."
+
+
+def status_note(repo: Repository, run, report) -> str:
+    """What a reader of an export must know about how the run ended, one text for the Markdown, DOCX
+    and PDF alike ("" when there is nothing to say): partial results or a partial report and why (the
+    stop reason, a failed run's error in plain words), a report written before the last change to the
+    run, the run's warning. Plain text, the stored error and warning included as they are: each
+    format makes it safe its own way (`inline_text` in Markdown; text in DOCX and PDF). The error is
+    said here, as what happened, and never becomes the report's content."""
+    said: list[str] = []
+    error = _sentence(reader_error(run.error).message) if run.status == RunStatus.FAILED and run.error.strip() else ""
+    if report is None:
+        if error:
+            said.append(f"Partial results: the run failed: {error} These are the results it had.")
+        else:
+            reason = f" ({one_line(run.stop_reason)})" if run.stop_reason else ""
+            said.append(f"Partial results: the run is {run.status}{reason}.")
+    else:
+        if report.data.get(PARTIAL_REPORT) and run.status != RunStatus.DONE:
+            said.append(f"Partial report: the run stopped before its end ({one_line(str(report.data[PARTIAL_REPORT]))})."
+                        " This is what it had found; resume the run to finish it, and this report is written again.")
+        elif run.status != RunStatus.DONE and _steered_since(repo, run, report):
+            said.append("This report was written before your last change to the run, which the run did not finish "
+                        f"(it is {run.status}). Resume the run to bring the report up to date.")
+        if error:
+            said.append(f"The run failed: {error}")
+    if run.warning.strip():
+        said.append(f"Warning: {_sentence(run.warning)}")
+    return " ".join(said)
+
+
 def _report_body(markdown: str, known_source_ids: Iterable[int]) -> Rendered:
     # Numbered first, so a removed marker cannot join its neighbours into something the sanitiser
     # did not see; the sanitiser leaves `[n]` alone, so every citation still resolves.
-    rendered = number_citations(markdown.strip(), known_source_ids)
+    # A reference list the model appended would stand beside ours with made-up titles and addresses
+    # next to links to our sources: only ours is shown.
+    rendered = number_citations(without_reference_list(markdown.strip()), known_source_ids)
     # The report is a document under our title: its writer's headings stay, from level 2 down.
     return Rendered(text=markdown_block(rendered.text, heading_floor=2), numbering=rendered.numbering)
 
@@ -94,21 +156,15 @@ def render_markdown(repo: Repository, run_id: str, source_words: tuple[str, ...]
     report = repo.latest_report(run_id)
     if report is not None:
         rendered = _report_body(report.markdown, sources.keys())
-        note = ""
-        if report.data.get(PARTIAL_REPORT) and run.status != RunStatus.DONE:
-            note = (f"> Partial report: the run stopped before its end ({inline_text(report.data[PARTIAL_REPORT])})."
-                    " This is what it had found; resume the run to finish it, and this report is written again.\n\n")
-        elif run.status != RunStatus.DONE and _steered_since(repo, run, report):
-            note = (f"> This report was written before your last change to the run, which the run did not finish "
-                    f"(it is {inline_text(run.status)}). Resume the run to bring the report up to date.\n\n")
     else:
         rendered = _partial_body(repo.list_nodes(run_id), sources.keys())
-        reason = f" ({inline_text(run.stop_reason)})" if run.stop_reason else ""
-        note = f"> Partial results: the run is {inline_text(run.status)}{reason}.\n\n"
+    status = status_note(repo, run, report)
+    # One line of text (the stored error and warning in it are untrusted): a quote of our own.
+    note = f"> {inline_text(status)}\n\n" if status else ""
 
     model = inline_text(run.llm_info.get("model") or run.llm_info.get("kind") or "?")
     lines = [
-        f"# {inline_text(report_title(run.title or run.question))}",
+        f"# {inline_text(heading_words(report_title(run.title or run.question), 'Report: '))}",
         "",
         f"*Question:* {inline_text(run.question)}  ",
         f"*Method:* {inline_text(run.method)} · *Model:* {model} · *Search:* {inline_text(run.search_mode)}"

@@ -30,6 +30,9 @@ from __future__ import annotations
 
 import html
 import re
+from itertools import groupby
+
+from engine.markdown_code import close_fence, fenced_lines
 
 SAFE_LINK_PREFIXES = ("http://", "https://", "mailto:", "#")
 _WEB_PREFIXES = ("http://", "https://")
@@ -206,7 +209,30 @@ def _disarm_headings(text: str, floor: int | None) -> str:
         prefix, rule, tail = match.groups()
         return prefix + _HEADING_ENTITY[rule[0]] + rule[1:] + tail
 
-    return _SETEXT_UNDERLINE.sub(setext, _ATX_HEADING.sub(atx, text))
+    # In a fenced code block a `# comment` line or a `---` line is code, shown as written. Only what
+    # a viewer that does not know fences would make a heading of ours stays disarmed there: one
+    # taking a source entry's anchor or naming a section of the report frame.
+    def atx_in_code(match: re.Match[str]) -> str:
+        words = _heading_words(match)
+        return atx_entity(match) if _takes_source_anchor(match) or names_report_section(words) else match.group(0)
+
+    def setext_in_code(match: re.Match[str]) -> str:
+        before = match.string[:match.start()].rstrip("\n")
+        words = before[before.rfind("\n") + 1:].strip()
+        ours = _SOURCE_ANCHOR.search(_slug(words)) is not None or names_report_section(words)
+        return setext(match) if ours else match.group(0)
+
+    def atx_entity(match: re.Match[str]) -> str:
+        return match.group(1) + _HEADING_ENTITY["#"] + match.group(2)[1:]
+
+    pieces = []
+    for in_code, lines in groupby(fenced_lines(text), key=lambda line: line[1]):
+        chunk = "".join(line for line, _code in lines)
+        if in_code:
+            pieces.append(_SETEXT_UNDERLINE.sub(setext_in_code, _ATX_HEADING.sub(atx_in_code, chunk)))
+        else:
+            pieces.append(_SETEXT_UNDERLINE.sub(setext, _ATX_HEADING.sub(atx, chunk)))
+    return "".join(pieces)
 
 
 def markdown_block(text: str, *, heading_floor: int | None = None) -> str:
@@ -217,7 +243,9 @@ def markdown_block(text: str, *, heading_floor: int | None = None) -> str:
     report body, which is a document of its own under our title) keeps the writer's top-level ATX
     headings instead, at that level or deeper, except those named like a section of our own
     (`REPORT_SECTIONS`), which become text."""
-    text = terminal_text(text)
+    # A code block left open (an answer cut off by its output limit) would run to the end of the
+    # page, and swallow what is rendered after it: the Sources list, the next node.
+    text = close_fence(terminal_text(text))
     text = text.replace("<", "&lt;")
     text = text.replace("![", "&#33;[")
     text = _disarm_attribute_lists(text)

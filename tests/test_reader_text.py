@@ -209,7 +209,7 @@ def test_docx_keeps_text_citations_and_source_links_and_shows_hostile_text_liter
 def test_blocks_take_only_known_citations_and_no_markup():
     blocks = body_blocks("## Head [1]\n**Bold** [7] text\n\n1. first [2]", {1, 2})
     assert [(b.kind, b.parts) for b in blocks] == [
-        ("heading", ("Head ", 1)), ("paragraph", ("Bold [7] text",)), ("bullet", ("first ", 2))]
+        ("heading", ("Head ", 1)), ("paragraph", ("Bold [7] text",)), ("numbered", ("first ", 2))]
 
 
 @pytest.mark.parametrize("fmt", ["pdf", "docx"])

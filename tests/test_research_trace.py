@@ -626,10 +626,17 @@ def test_a_run_with_search_off_says_so_instead_of_nothing_found_in_no_search(ser
     assert "Search was off for this run" in report and "in no search" not in report
 
 
-def test_a_search_stopped_during_the_llm_rerank_asks_only_the_rest_on_resume(services, fake_llm):
+def test_a_search_stopped_during_the_llm_rerank_asks_only_the_rest_on_resume(services, fake_llm, monkeypatch):
     """Each judgment is stored as it arrives: a budget stop half-way through the K judgments used to
     lose every one of them, and the resume paid for all K again (review 14)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from tests.research_scripts import JUDGE
+
+    # Two judgments at a time (the caller and one worker): on the 16-thread pool a loaded machine
+    # could start all 20 before the first one's tokens were counted, and the budget stopped none.
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="node")
+    monkeypatch.setattr(services.runner, "executor", pool)
 
     params = {"reranker": "llm", "search_top_k": 20, "max_searches": 0}
     full = run_to_end(services, QUESTION, "research", params)

@@ -1,8 +1,9 @@
 """A run's report as plain structure for the DOCX and PDF writers: title, facts, blocks (headings,
-paragraphs, bullet points) whose text is split into plain text and citation numbers, and the
-Sources list. Every piece is text: the writers insert it as text, so nothing in a model's answer, a
-web page or a document becomes markup, a link or a heading of its own in the file. The only links
-are ours: a citation to its source entry, and a source entry's title to its http(s) URL."""
+paragraphs, bullet points, numbered items, code blocks, tables) whose text is split into plain text
+and citation numbers, and the Sources list. Every piece is text: the writers insert it as text, so
+nothing in a model's answer, a web page or a document becomes markup, a link or a heading of its own
+in the file. The only links are ours: a citation to its source entry, and a source entry's title to
+its http(s) URL."""
 
 from __future__ import annotations
 
@@ -10,28 +11,45 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-from engine.citations import number_citations
-from engine.graph import PARTIAL_REPORT
-from engine.report import report_title
+from engine.citations import number_citations, without_reference_list
+from engine.report import heading_words, partial_heading, partial_nodes, report_title, status_note
 from engine.safe_text import names_report_section, one_line, shown_text, terminal_text
-from storage.models import NodeStatus, RunStatus
 from storage.repository import Repository
 
 _WEB = ("http://", "https://")
 _HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)[ \t#]*$")
-_BULLET = re.compile(r"^[ \t]*(?:[-*+]|\d{1,9}[.)])[ \t]+(.*)$")
+_BULLET = re.compile(r"^[ \t]*[-*+][ \t]+(.*)$")
+_NUMBERED = re.compile(r"^[ \t]*(\d{1,9})[.)][ \t]+(.*)$")
+_QUOTE = re.compile(r"^ {0,3}(?:>[ \t]?)+")  # `> note`, `> > nested`: the markers, not the words
 _RULE = re.compile(r"^[ \t]*(?:[-=*_][ \t]*)+$")  # setext underlines and rules: no text of their own
+# A fence opens a code block (CommonMark: 3+ backticks with no backtick after them, or 3+ tildes) and
+# the same character, at least as many times, alone on a line closes it.
+_FENCE = re.compile(r"^( {0,3})(`{3,}(?=[^`]*$)|~{3,})")
+# A GFM table's delimiter row, under its header row: `|---|:--:|`, `--- | ---`.
+_TABLE_DELIMITER = re.compile(r"^ {0,3}\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$")
+_CELL_BORDER = re.compile(r"(?<!\\)\|")
 _CITATION = re.compile(r"\[(\d{1,4})\]")
-_EMPHASIS = re.compile(r"\*\*|__")  # bold markers would show as asterisks; the words stay
+# An inline code span: a run of backticks closed by a run of the same length. (Spans and bold are
+# bounded in length, so a text of many unclosed markers cannot make the search quadratic.)
+_CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`).{1,1000}?(?<!`)\1(?!`)")
+# Bold as a viewer reads it: the markers go, the words stay. `__` pairs only outside a word, so
+# `snake__case__name` keeps its underscores; in a code span (`__init__`) nothing is touched.
+_STRONG = re.compile(r"\*\*(?=\S)(.{1,1000}?)(?<=\S)\*\*|(?<![\w_])__(?=\S)(.{1,1000}?)(?<=\S)__(?![\w_])")
+# Characters XML 1.0 does not allow, left after `terminal_text` (which removes the C0 controls and
+# replaces lone surrogates): python-docx refuses a run that holds one, and a page or a model can
+# write them, also as a reference (`&#65535;`) that `shown_text` decodes.
+_NOT_XML = re.compile("[\ufffe\uffff]")
 
 
 @dataclass(frozen=True)
 class Block:
     """One block of the body. `parts`: text, and ints for citations `[n]`."""
 
-    kind: Literal["heading", "paragraph", "bullet"]
-    parts: tuple[str | int, ...]
+    kind: Literal["heading", "paragraph", "bullet", "numbered", "code", "table"]
+    parts: tuple[str | int, ...]  # code: one text, its lines joined by "\n", shown as written
     level: int = 0  # headings: 2..6 (1 is the document's title)
+    number: int = 0  # numbered: the item's number as the writer gave it
+    rows: tuple[tuple[tuple[str | int, ...], ...], ...] = ()  # table: rows of cells (parts), header first
 
 
 @dataclass(frozen=True)
@@ -51,15 +69,23 @@ class ReportDocument:
     sources: list[SourceEntry] = field(default_factory=list)
 
 
+def _xml_text(text: str) -> str:
+    return _NOT_XML.sub("", text)
+
+
+def _line(text: str) -> str:
+    """Untrusted text (a title, a URL) as one line the writers can take."""
+    return _xml_text(one_line(text))
+
+
 def _shown(text: str) -> str:
     """Text as a Markdown viewer shows it: the escapes and character references that writers put
     around untrusted text (`safe_text.inline_text`: `\\[`, `&amp;`, `&#35;`) give back their
     characters. Done after the citations are split off, so an escaped `\\[2\\]` stays text."""
-    return terminal_text(shown_text(text))
+    return _xml_text(terminal_text(shown_text(text)))
 
 
-def inline_parts(text: str, numbers: set[int]) -> tuple[str | int, ...]:
-    """`text` split into plain text and the citation numbers among `numbers`."""
+def _prose_parts(text: str, numbers: set[int]) -> list[str | int]:
     parts: list[str | int] = []
     last = 0
     for match in _CITATION.finditer(text):
@@ -68,21 +94,108 @@ def inline_parts(text: str, numbers: set[int]) -> tuple[str | int, ...]:
             parts.append(int(match.group(1)))
             last = match.end()
     parts.append(_shown(text[last:]))
-    return tuple(p for p in parts if p != "")
+    return parts
+
+
+def inline_parts(text: str, numbers: set[int]) -> tuple[str | int, ...]:
+    """`text` split into plain text and the citation numbers among `numbers`, bold markers dropped.
+    A code span stays as written (backticks included, as a viewer shows it literally): no citation
+    and no bold is read in it."""
+    spans: list[str] = []
+
+    def set_aside(match: re.Match[str]) -> str:
+        spans.append(match.group(0))
+        return f"\x00{len(spans) - 1}\x00"
+
+    # Code spans are set aside (as NUL-delimited indexes; the text holds no NUL of its own) so that
+    # bold around one (`**Run `pip install`**`) still pairs, and nothing inside one is changed.
+    held = _CODE_SPAN.sub(set_aside, text.replace("\x00", ""))
+    held = _STRONG.sub(lambda m: m.group(1) or m.group(2), held)
+    parts: list[str | int] = []
+    for index, piece in enumerate(held.split("\x00")):
+        parts += [_xml_text(spans[int(piece)])] if index % 2 else _prose_parts(piece, numbers)
+    joined: list[str | int] = []
+    for part in parts:
+        if isinstance(part, str) and joined and isinstance(joined[-1], str):
+            joined[-1] += part
+        elif part != "":
+            joined.append(part)
+    return tuple(joined)
+
+
+def _code_block(lines: list[str], start: int, indent: int, fence: str) -> tuple[Block | None, int]:
+    """The fenced block whose content starts at `lines[start]`, and the index after its closing
+    fence. An unclosed fence runs to the end, as in CommonMark (and in the Markdown export)."""
+    closing = re.compile(rf" {{0,3}}{re.escape(fence[0])}{{{len(fence)},}}[ \t]*")
+    end = start
+    while end < len(lines) and not closing.fullmatch(lines[end]):
+        end += 1
+    # Content lines lose up to the opening fence's indentation, as a viewer shows them.
+    code = [re.sub(rf"^ {{0,{indent}}}", "", line) for line in lines[start:end]]
+    block = Block("code", (_xml_text("\n".join(code)),)) if any(line.strip() for line in code) else None
+    return block, end + 1
+
+
+def _cells(line: str, numbers: set[int]) -> list[tuple[str | int, ...]]:
+    line = line.strip()
+    line = line[1:] if line.startswith("|") else line
+    line = line[:-1] if line.endswith("|") and not line.endswith("\\|") else line
+    return [inline_parts(cell.strip().replace("\\|", "|"), numbers) for cell in _CELL_BORDER.split(line)]
+
+
+def _table(lines: list[str], start: int, numbers: set[int]) -> tuple[Block | None, int]:
+    """A GFM table starting at `lines[start]` (a header row, then a delimiter row of as many cells),
+    and the index after it; (None, start) when there is none. Its rows run to a blank line or a line
+    without `|`; each has the header's number of cells."""
+    if start + 1 >= len(lines) or "|" not in lines[start] or "|" not in lines[start + 1]:
+        return None, start
+    if not _TABLE_DELIMITER.match(lines[start + 1]):
+        return None, start
+    header = _cells(lines[start], numbers)
+    if len(header) != len(_CELL_BORDER.split(lines[start + 1].strip().strip("|"))):
+        return None, start
+    rows = [tuple(header)]
+    end = start + 2
+    while end < len(lines) and lines[end].strip() and "|" in lines[end]:
+        cells = _cells(lines[end], numbers)[:len(header)]
+        rows.append(tuple(cells + [()] * (len(header) - len(cells))))
+        end += 1
+    return Block("table", (), rows=tuple(rows)), end
 
 
 def body_blocks(markdown: str, numbers: set[int]) -> list[Block]:
-    """The blocks of a report body written in Markdown: headings, bullet points and paragraphs."""
+    """The blocks of a report body written in Markdown: headings, bullet points, numbered items,
+    paragraphs, fenced code and GFM tables."""
     blocks: list[Block] = []
     paragraph: list[str] = []
 
     def flush() -> None:
         if paragraph:
-            blocks.append(Block("paragraph", inline_parts(_EMPHASIS.sub("", " ".join(paragraph)), numbers)))
+            blocks.append(Block("paragraph", inline_parts(" ".join(paragraph), numbers)))
             paragraph.clear()
 
-    for line in terminal_text(markdown).splitlines():
-        heading, bullet = _HEADING.match(line), _BULLET.match(line)
+    lines = terminal_text(markdown).splitlines()
+    index = 0
+    while index < len(lines):
+        line = lines[index]
+        if fence := _FENCE.match(line):
+            # Code keeps its lines: no heading, list or citation is read inside it.
+            flush()
+            block, index = _code_block(lines, index + 1, len(fence.group(1)), fence.group(2))
+            blocks += [block] if block else []
+            continue
+        table, after = _table(lines, index, numbers)
+        if table:
+            flush()
+            blocks.append(table)
+            index = after
+            continue
+        index += 1
+        # A quote's words stay, its `>` goes; a `#` line in a quote is text, as in the Markdown export.
+        quoted = _QUOTE.match(line)
+        line = line[quoted.end():] if quoted else line
+        heading = None if quoted else _HEADING.match(line)
+        bullet, numbered = _BULLET.match(line), _NUMBERED.match(line)
         if not line.strip() or _RULE.match(line):
             flush()
         elif heading and names_report_section(heading.group(2)):
@@ -90,11 +203,13 @@ def body_blocks(markdown: str, numbers: set[int]) -> list[Block]:
             paragraph.append(heading.group(2).strip())
         elif heading:
             flush()
-            blocks.append(Block("heading", inline_parts(_EMPHASIS.sub("", heading.group(2)), numbers),
-                                level=max(2, len(heading.group(1)))))
+            blocks.append(Block("heading", inline_parts(heading.group(2), numbers), level=max(2, len(heading.group(1)))))
         elif bullet:
             flush()
-            blocks.append(Block("bullet", inline_parts(_EMPHASIS.sub("", bullet.group(1)), numbers)))
+            blocks.append(Block("bullet", inline_parts(bullet.group(1), numbers)))
+        elif numbered:
+            flush()
+            blocks.append(Block("numbered", inline_parts(numbered.group(2), numbers), number=int(numbered.group(1))))
         else:
             paragraph.append(line.strip())
     flush()
@@ -107,31 +222,28 @@ def build_document(repo: Repository, run_id: str) -> ReportDocument:
     sources = {s.id: s for s in repo.list_sources(run_id)}
     report = repo.latest_report(run_id)
     model = run.llm_info.get("model") or run.llm_info.get("kind") or "?"
-    document = ReportDocument(title=one_line(report_title(run.title or run.question)), facts=[
-        f"Question: {one_line(run.question)}",
-        f"Method: {run.method} · Model: {one_line(str(model))} · Status: {run.status} · Run: {run.id}",
+    document = ReportDocument(title=_line(heading_words(report_title(run.title or run.question), "Report: ")), facts=[
+        f"Question: {_line(run.question)}",
+        f"Method: {run.method} · Model: {_line(str(model))} · Status: {run.status} · Run: {run.id}",
     ])
+    # The same note as the Markdown's (stop reason, error, warning, out of date), as plain text.
+    if note := status_note(repo, run, report):
+        document.facts.append(_line(note))
     numbering: dict[int, int] = {}  # source id -> n, one numbering across the body
     if report is not None:
-        if report.data.get(PARTIAL_REPORT) and run.status != RunStatus.DONE:
-            document.facts.append(f"Partial report: the run stopped before its end "
-                                  f"({one_line(str(report.data[PARTIAL_REPORT]))}).")
-        rendered = number_citations(report.markdown.strip(), sources.keys())
+        rendered = number_citations(without_reference_list(report.markdown.strip()), sources.keys())
         numbering = {sid: n for n, sid in rendered.numbering.items()}
         document.blocks = body_blocks(rendered.text, set(rendered.numbering))
     else:
-        document.facts.append(f"Partial results: the run is {run.status}.")
-        for node in repo.list_nodes(run_id):
-            if node.parent_id is None or node.status != NodeStatus.DONE or not node.content.strip():
-                continue
-            rendered = number_citations(node.content.strip(), sources.keys(), start=numbering)
+        for node, number in partial_nodes(repo.list_nodes(run_id)):
+            rendered = number_citations(without_reference_list(node.content.strip()), sources.keys(), start=numbering)
             numbering = {sid: n for n, sid in rendered.numbering.items()}
-            document.blocks.append(Block("heading", (one_line(node.label),), level=3))
+            document.blocks.append(Block("heading", (_line(partial_heading(node, number)),), level=3))
             document.blocks += body_blocks(rendered.text, set(rendered.numbering))
     for source_id, number in sorted(numbering.items(), key=lambda kv: kv[1]):
         source = sources[source_id]
-        url = one_line(source.url or "")
+        url = _line(source.url or "")
         link = url if url.lower().startswith(_WEB) else ""
-        document.sources.append(SourceEntry(number, one_line(source.title) or "Untitled", link,
-                                            one_line(source.url or source.ref), "web" if source.kind == "web" else "corpus"))
+        document.sources.append(SourceEntry(number, _line(source.title) or "Untitled", link,
+                                            _line(source.url or source.ref), "web" if source.kind == "web" else "corpus"))
     return document

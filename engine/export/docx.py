@@ -10,11 +10,13 @@ from docx import Document
 from docx.opc.constants import RELATIONSHIP_TYPE
 from docx.oxml import OxmlElement
 from docx.oxml.ns import qn
+from docx.shared import Pt
 from docx.text.paragraph import Paragraph
 
 from engine.export.document import Block, ReportDocument
 
 LINK_COLOUR = "1F5AA6"
+CODE_FONT = "Courier New"  # Word's own monospace font, on every system that opens the file
 
 
 def bookmark_name(number: int) -> str:
@@ -57,12 +59,23 @@ def _add_bookmark(paragraph: Paragraph, name: str, bookmark_id: int) -> None:
     paragraph._p.append(end)
 
 
-def _fill(paragraph: Paragraph, block: Block) -> None:
-    for part in block.parts:
+def _fill(paragraph: Paragraph, parts: tuple[str | int, ...], *, bold: bool = False) -> None:
+    for part in parts:
         if isinstance(part, int):
             _add_link(paragraph, f"[{part}]", anchor=bookmark_name(part))
         else:
-            paragraph.add_run(part)
+            run = paragraph.add_run(part)
+            if bold:
+                run.bold = True
+
+
+def _add_table(doc, block: Block) -> None:
+    """A GFM table as a Word table, its header row in bold."""
+    table = doc.add_table(rows=0, cols=len(block.rows[0]))
+    table.style = "Table Grid"
+    for row_number, row in enumerate(block.rows):
+        for cell, parts in zip(table.add_row().cells, row):
+            _fill(cell.paragraphs[0], parts, bold=row_number == 0)
 
 
 def to_docx(document: ReportDocument) -> bytes:
@@ -71,13 +84,25 @@ def to_docx(document: ReportDocument) -> bytes:
     for fact in document.facts:
         doc.add_paragraph(fact).runs[0].italic = True
     for block in document.blocks:
+        if block.kind == "table":
+            _add_table(doc, block)
+            continue
+        if block.kind == "code":
+            # One paragraph, its lines kept (python-docx writes each "\n" as a line break), in monospace.
+            run = doc.add_paragraph().add_run(block.parts[0])
+            run.font.name, run.font.size = CODE_FONT, Pt(9)
+            continue
         if block.kind == "heading":
             paragraph = doc.add_paragraph(style=f"Heading {min(block.level, 6)}")
         elif block.kind == "bullet":
             paragraph = doc.add_paragraph(style="List Bullet")
+        elif block.kind == "numbered":
+            # The writer's own number, as text: Word's "List Number" would renumber every list as one.
+            paragraph = doc.add_paragraph(style="List")
+            paragraph.add_run(f"{block.number}. ")
         else:
             paragraph = doc.add_paragraph()
-        _fill(paragraph, block)
+        _fill(paragraph, block.parts)
     if document.sources:
         doc.add_heading("Sources", level=2)
         for source in document.sources:

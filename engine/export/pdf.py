@@ -23,6 +23,9 @@ class PdfFontMissing(RuntimeError):
 
 
 REGULAR, BOLD = FONT_DIR / "DejaVuSans.ttf", FONT_DIR / "DejaVuSans-Bold.ttf"
+# Code blocks: DejaVu Sans Mono, shipped in the same package; without it code is set in the regular font.
+MONO, MONO_FILE = "DejaVuMono", FONT_DIR / "DejaVuSansMono.ttf"
+_CODE = 9
 
 
 def pdf_font_missing() -> str:
@@ -42,19 +45,31 @@ def _pdf() -> FPDF:
     pdf.set_auto_page_break(True, margin=18)
     pdf.add_font(FONT, "", str(REGULAR))
     pdf.add_font(FONT, "B", str(BOLD))
+    pdf.add_font(MONO, "", str(MONO_FILE if MONO_FILE.is_file() else REGULAR))
     pdf.add_page()
     return pdf
 
 
-def _write_parts(pdf: FPDF, block: Block, links: dict[int, int], height: float) -> None:
-    for part in block.parts:
+def _write_parts(pdf: FPDF, parts: tuple[str | int, ...], links: dict[int, int], height: float) -> None:
+    for part in parts:
         if isinstance(part, int):
             pdf.set_text_color(*LINK_RGB)
             pdf.write(height, f"[{part}]", link=links[part])
             pdf.set_text_color(0, 0, 0)
         else:
             pdf.write(height, part)
-    pdf.ln(height)
+
+
+def _write_table(pdf: FPDF, block: Block, links: dict[int, int]) -> None:
+    """A GFM table as one line per row, cells apart by a bar, the header row in bold: the cells keep
+    their citation links, which fpdf2's own table cells could not hold."""
+    for row_number, row in enumerate(block.rows):
+        pdf.set_font(FONT, "B" if row_number == 0 else "", _BODY)
+        for cell_number, parts in enumerate(row):
+            if cell_number:
+                pdf.write(_LINE, "  |  ")
+            _write_parts(pdf, parts, links, _LINE)
+        pdf.ln(_LINE)
 
 
 def to_pdf(document: ReportDocument) -> bytes:
@@ -72,12 +87,23 @@ def to_pdf(document: ReportDocument) -> bytes:
             size = _HEADING_SIZES[min(block.level, 6)]
             pdf.ln(2)
             pdf.set_font(FONT, "B", size)
-            _write_parts(pdf, block, links, size * 0.5)
+            _write_parts(pdf, block.parts, links, size * 0.5)
+            pdf.ln(size * 0.5)
+        elif block.kind == "code":
+            # One shaded monospace block, its lines kept (tabs as spaces: the font has no tab glyph).
+            pdf.set_font(MONO, "", _CODE)
+            pdf.set_fill_color(242, 242, 242)
+            pdf.multi_cell(0, _CODE * 0.5, str(block.parts[0]).expandtabs(4), fill=True, new_x="LMARGIN", new_y="NEXT")
+        elif block.kind == "table":
+            _write_table(pdf, block, links)
         else:
             pdf.set_font(FONT, "", _BODY)
             if block.kind == "bullet":
                 pdf.write(_LINE, "•  ")
-            _write_parts(pdf, block, links, _LINE)
+            elif block.kind == "numbered":
+                pdf.write(_LINE, f"{block.number}.  ")
+            _write_parts(pdf, block.parts, links, _LINE)
+            pdf.ln(_LINE)
         pdf.ln(1.5)
     if document.sources:
         pdf.ln(2)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from engine.citations import strip_markers
+from engine.citations import strip_markers, without_model_citations, without_page_markers
 from engine.graph import NewNode
 from engine.llm.protocol import StructuredOutputError
 from engine.methods.base import REPORT, Method, MethodParams, RunContext, RunOutcome
@@ -219,9 +219,11 @@ class FgdipMethod(Method):
     @staticmethod
     def _content(data: dict) -> str:
         marker = f" [[S{data['page_source']}]]" if data.get("page_source") is not None else ""
-        # The thought and the observation cite nothing of their own: only our page marker cites.
-        return (f"**Thought:** {strip_markers(data.get('thought', ''))}\n\n**Action:** {action_markdown(data)}"
-                f"\n\n**Observation:** {strip_markers(data.get('observation') or '')}{marker}")
+        # The thought and the observation cite nothing of their own: only our page marker cites (a
+        # page's "[41]" or a thought's "[1]" would link to our source of that number).
+        thought = without_model_citations(strip_markers(data.get("thought", "")))
+        return (f"**Thought:** {thought}\n\n**Action:** {action_markdown(data)}"
+                f"\n\n**Observation:** {without_page_markers(data.get('observation') or '')}{marker}")
 
     # ------------------------------------------------------------------ expansion (node generation)
 

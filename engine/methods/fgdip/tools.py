@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.citations import strip_markers
+from engine.citations import without_page_markers
 from engine.methods.base import RunContext
 from engine.methods.fgdip.params import FgdipParams
 from engine.search.protocol import SearchError, titled_page
@@ -69,7 +69,7 @@ def search(ctx: RunContext, node: Node, query: str) -> Observation:
     kept = ctx.read_pages(query, found, limit=params.read_pages, max_chars=PAGE_CHARS, node=node).hits
     sources = ctx.graph.add_sources(kept, node=node)
     page = sources[0]
-    text = strip_markers(page.text or page.snippet or "").strip()
+    text = without_page_markers(page.text or page.snippet or "").strip()
     if len(text) > params.observation_chars:
         text = text[: params.observation_chars].rsplit(" ", 1)[0] + " ..."
     others = [s.title for s in sources[1:]]
@@ -87,7 +87,7 @@ def lookup(ctx: RunContext, keyword: str, path: Sequence[Node]) -> Observation:
     page = last_page(ctx, path)
     if page is None:
         return Observation("No page has been retrieved on this branch yet: search first.")
-    sentences = [s.strip() for s in _SENTENCE.split(strip_markers(page.text or page.snippet or "")) if s.strip()]
+    sentences = [s.strip() for s in _SENTENCE.split(without_page_markers(page.text or page.snippet or "")) if s.strip()]
     wanted = keyword.strip().casefold()
     found = [s for s in sentences if wanted and wanted in s.casefold()]
     shown_before = sum(LOOKUP_RESULTS for n in path if _looked_up(n, wanted, page.id))

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from engine.citations import CitableSource, to_stored_markers
 from engine.evaluate.claims import split_sentences
+from engine.markdown_code import map_prose
 from engine.methods.research.prompts import FEEDBACK, UNCITED_FEEDBACK
 
 _GOOD = re.compile(r"\[(\d+(?:\s*[,;]\s*\d+)*)\]")
@@ -31,6 +32,15 @@ _MALFORMED = re.compile(
     r"|\[\d+\s*(?:[-–†:]|\s+)[^\[\]\n]{0,40}\]",  # [3-5], [3†L4], [3: p. 2]
     re.IGNORECASE,
 )
+# A malformed marker with the spaces before it, and whether punctuation follows: removed, it takes
+# its spaces with it before punctuation ("true (#ab12)." is "true."), and nothing else moves.
+_MALFORMED_SPACED = re.compile(r"([ \t]*)(?:" + _MALFORMED.pattern + r")(?=([.,;:!?])?)", re.IGNORECASE)
+
+
+def _without_malformed(prose: str) -> str:
+    return _MALFORMED_SPACED.sub(lambda m: "" if m.group(2) else m.group(1), prose)
+
+
 _FINAL_INFORMATION = re.compile(r"^\s*\**\s*final information\s*\**\s*:?\s*", re.IGNORECASE)
 _STORED = re.compile(r"\[\[S(\d+)\]\]")
 
@@ -95,8 +105,8 @@ def write_cited(write: Callable[[str], str], documents: Sequence[CitableSource],
         template = FEEDBACK if found else UNCITED_FEEDBACK
         feedback = string.Template(template).substitute(bad=found.words(), allowed=allowed)
     removed = [*found.malformed, *(f"[{n}]" for n in found.dangling)]
-    stored, _dropped = to_stored_markers(_MALFORMED.sub("", text), documents)
-    return CitedText(re.sub(r"[ \t]+([.,;:!?])", r"\1", stored), attempts, removed, uncited=missing)
+    stored, _dropped = to_stored_markers(map_prose(text, _without_malformed), documents)
+    return CitedText(stored, attempts, removed, uncited=missing)
 
 
 def numbered(text: str, numbers: Mapping[int, int]) -> str:

@@ -1,0 +1,132 @@
+"""Citations and headings in prose only (review 16, findings 1, 2, 5, 7, 10, 13, 14): code keeps its
+brackets and comments, an answer cut off inside a code block does not swallow the Sources list,
+citation ranges are expanded, a dropped marker tidies only its own space, and a citation can
+neither show one number and open another nor lose its link by being glued to a word."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engine.citation_links import link_citations
+from engine.citations import number_citations, to_stored_markers, without_reference_list
+from engine.markdown_code import close_fence, split_code
+from engine.methods.research.markers import write_cited
+from engine.safe_text import markdown_block
+from tests.markdown_rendering import _markdown_it, links
+
+
+@dataclass
+class Source:
+    id: int
+    title: str = "t"
+    text: str = ""
+    snippet: str = ""
+
+
+SOURCES = [Source(11), Source(12), Source(13)]
+CODE = "```python\nvalues = [1, 2, 3]\nfirst = values[0]\n# compute the total\n```\n"
+
+
+def test_code_keeps_its_brackets_and_only_prose_cites():
+    text = f"Lists are ordered [1].\n\n{CODE}\nUse `len([2])` to count [3]."
+    stored, dropped = to_stored_markers(text, SOURCES)
+    assert stored == f"Lists are ordered [[S11]].\n\n{CODE}\nUse `len([2])` to count [[S13]]."
+    assert dropped == []  # `values[0]` is an index, not a citation error
+    rendered = number_citations(stored, [11, 12, 13])
+    assert rendered.numbering == {1: 11, 2: 13}  # the code's [2] and [3] cite nothing
+    linked = link_citations(markdown_block(rendered.text, heading_floor=2), {1, 2})
+    assert CODE in linked and "`len([2])`" in linked
+    assert "count [[2]](#source-2)" in linked
+
+
+def test_a_range_cites_each_source_in_it_and_a_span_of_years_is_text():
+    stored, dropped = to_stored_markers("Both agree [1-3]; one [2–4]. Built [1990-2024], [1-40].", SOURCES)
+    assert stored == "Both agree [[S11]][[S12]][[S13]]; one [[S12]][[S13]]. Built [1990-2024], [1-40]."
+    assert dropped == [4]
+
+
+def test_a_dropped_marker_takes_only_its_own_space():
+    text = "Export a .csv file on .NET, ratio 3 : 1 ; true [9]. Also [[S12]], and for (i = 0 ; i < n ; i++) [1]."
+    stored, dropped = to_stored_markers(text, SOURCES)
+    assert stored == "Export a .csv file on .NET, ratio 3 : 1 ; true. Also, and for (i = 0 ; i < n ; i++) [[S11]]."
+    assert dropped == [12, 9]
+
+
+def test_the_research_agents_malformed_markers_go_without_moving_other_text():
+    written = "Built on .NET (#ab12). Ratio 3 : 1 [1]."
+    cited = write_cited(lambda feedback: written, SOURCES[:1], retries=0)
+    assert cited.text == "Built on .NET. Ratio 3 : 1 [[S11]]."
+
+
+def test_a_citation_cannot_show_one_number_and_open_another():
+    stored, _ = to_stored_markers("It [[2]](#source-3) lies, and [1](https://elsewhere.example) too.", SOURCES)
+    assert stored == "It [[S12]] lies, and [[S11]] too."
+
+
+def test_a_citation_glued_to_a_word_is_linked_like_any_other():
+    assert link_citations("Paris[2] in 2020[1].", {1, 2}) == "Paris[[2]](#source-2) in 2020[[1]](#source-1)."
+
+
+def test_an_answer_cut_off_inside_a_code_block_leaves_the_sources_list_outside_it():
+    body = markdown_block("Use sum [1]. For example:\n\n```python\ntotal = sum(values", heading_floor=2)
+    report = link_citations(body, {1}) + "\n\n## Sources\n\n###### Source 1\n\n[1] [Docs](https://docs.example)\n"
+    html = _markdown_it().render(report)
+    assert "<h2>Sources</h2>" in html and "https://docs.example" in links(html)
+    assert html.count("<pre>") == 1 and "Sources" not in html.split("</pre>")[0]
+
+
+def test_a_comment_in_code_stays_but_a_heading_that_would_take_our_anchor_does_not():
+    block = markdown_block("```sh\n# install it\n---\n# Source 1\nSources\n===\n```", heading_floor=2)
+    assert "# install it\n---\n" in block  # code as written
+    assert "&#35; Source 1" in block and "&#61;==" in block  # not a heading in a viewer without fences
+
+
+def test_split_code_gives_the_text_back_and_marks_only_code():
+    text = "a `b` c\n```\nd [1]\n```\ne ``f`g`` h ` i\n~~~\nopen"
+    segments = split_code(text)
+    assert "".join(s.text for s in segments) == text
+    assert [s.text for s in segments if s.code] == ["`b`", "```\nd [1]\n```\n", "``f`g``", "~~~\nopen"]
+    assert close_fence("x\n~~~~ py\ny") == "x\n~~~~ py\ny\n~~~~" and close_fence("x\n```\ny\n```") == "x\n```\ny\n```"
+
+
+def test_a_pages_own_reference_markers_never_become_our_citations():
+    """FGDIP shows page text in its nodes: a page's "[41]" (Wikipedia's) would link to our source
+    numbered 41 (or 1), another page; only our page marker cites."""
+    from engine.methods.fgdip.method import FgdipMethod
+
+    content = FgdipMethod._content({"thought": "Search it [1].", "action": "search", "argument": "Collingwood",
+                                    "observation": "Collingwood was founded in 1892.[1] It won [41][citation needed].",
+                                    "page_source": 7})
+    assert "Search it." in content
+    assert "Collingwood was founded in 1892. It won. [[S7]]" in content
+    assert number_citations(content, [7]).numbering == {1: 7}
+
+
+def test_a_reference_list_the_model_wrote_is_not_kept_beside_ours():
+    written = ("Moderate coffee intake is safe [1][2].\n\n**Sources:**\n1. [1] Harvard Health — https://health.example\n"
+               "2. [2] Mayo Clinic 2021 — https://mayo.example\n\n## References\n\n[2] Journal — https://evil.example/\n")
+    stored, _ = to_stored_markers(written, SOURCES)
+    assert without_reference_list(stored) == "Moderate coffee intake is safe [[S11]][[S12]]."
+    # A section of that name with prose in it is the writer's own, and stays.
+    kept = "Intro [[S11]].\n\n## Sources of error\n\nMeasurement drift [[S12]] matters.\n"
+    assert without_reference_list(kept) == kept
+    prose = "Intro [[S11]].\n\nSources:\nThe survey and the census [[S12]] agree.\n"
+    assert without_reference_list(prose) == prose
+
+
+def test_the_report_frame_shows_only_our_reference_list(services):
+    """A report body ending in the model's own bibliography: the export has one Sources list (ours),
+    in Markdown and in the document exports alike."""
+    from engine.export import build_document, to_docx
+    from engine.report import render_markdown
+    from storage.models import RunStatus
+    from tests.test_export_review16 import docx_texts, stored_run
+
+    run_id, _ = stored_run(services.repo, status=RunStatus.DONE, url="https://who.example/coffee",
+                           report="Moderate intake is safe {S}.\n\n**References:**\n"
+                                  "1. {S} Harvard Health — https://health.example\n")
+    markdown = render_markdown(services.repo, run_id)
+    assert "health.example" not in markdown and "References" not in markdown
+    assert "Moderate intake is safe [[1]](#source-1)." in markdown and "who.example/coffee" in markdown
+    texts = docx_texts(to_docx(build_document(services.repo, run_id)))
+    assert not any("health.example" in t for t in texts) and "Moderate intake is safe [1]." in texts

@@ -1,0 +1,314 @@
+"""Review 16 (reports and exports), findings 3, 8, 9, 12, 16 and 17.
+
+One rule each: a character XML 1.0 forbids never reaches python-docx; the Markdown, DOCX and PDF
+of a failed, stopped, warned or out-of-date run say the same status note (the error in plain words,
+as what happened, never as the report); a node label or title cannot take a source entry's anchor
+or read as our Sources heading; code, tables, numbered lists, quotes and dunder names keep their
+shape in DOCX/PDF; `direct` stores no `[n]` of its own; an error shown in the app or the CLI is text
+on one line."""
+
+from __future__ import annotations
+
+import io
+import re
+
+import docx
+import markdown as python_markdown
+import pypdf
+import pytest
+
+from components import citation_check as citation_check_component
+from engine import cli
+from engine.export import build_document, to_docx, to_pdf
+from engine.export.document import Block, body_blocks
+from engine.llm.protocol import LLMError
+from engine.reader_text import STRUCTURED_FAILURE
+from engine.report import render_markdown, status_note
+from engine.safe_text import inline_text
+from storage.models import RunStatus
+from storage.repository import SourceInput
+from tests.fixtures_engine import run_to_end
+from tests.markdown_rendering import RENDERERS, assert_inert, links, visible_text
+from tests.test_app_fgdip import app_services
+from tests.test_app_pages import joined, open_page
+
+
+def docx_texts(data: bytes) -> list[str]:
+    document = docx.Document(io.BytesIO(data))
+    cells = [cell.text for table in document.tables for row in table.rows for cell in row.cells]
+    return [p.text for p in document.paragraphs] + cells
+
+
+def pdf_text(data: bytes) -> str:
+    return " ".join(" ".join(page.extract_text() for page in pypdf.PdfReader(io.BytesIO(data)).pages).split())
+
+
+def stored_run(repo, *, status: str, report: str | None = None, labels: tuple[str, ...] = ("Finding",),
+               question: str = "Which came first?", title: str = "", source_title: str = "Web page",
+               url: str = "https://example.org/a", **outcome) -> tuple[str, int]:
+    """A run with one web source, a finished answer citing it under each label, an optional
+    report, and the given outcome (`stop_reason`, `error`, `warning`)."""
+    run = repo.create_run(question=question, method="deot", params={}, llm_info={"model": "m"}, title=title)
+    [source] = repo.add_sources(run.id, [SourceInput(ref=url, title=source_title, url=url, kind="web")])
+    root = repo.add_node(run.id, kind="question", label=question)
+    repo.finish_node(root.id, content="root")
+    for label in labels:
+        node = repo.add_node(run.id, kind="subquery", label=label, parent_id=root.id, depth=1)
+        repo.finish_node(node.id, content=f"An answer to {label} [[S{source.id}]].")
+    if report is not None:
+        repo.save_report(run.id, report.replace("{S}", f"[[S{source.id}]]"))
+    repo.set_status(run.id, status, **outcome)
+    return run.id, source.id
+
+
+# ---------------------------------------------------------------- finding 3: XML 1.0
+
+
+def test_docx_export_drops_the_characters_xml_forbids(services):
+    repo = services.repo
+    run_id, _ = stored_run(repo, status=RunStatus.DONE, question="Which\uffff came first?",
+                           source_title="Title\uffff \ufffeend", url="https://example.org/a\uffff",
+                           report="Plain ASCII report that mentions the entity &#65535; literally {S}.\n\n"
+                                  "# Head\ufffe\n\n- item &#65534; raw \uffff\n\n```\ncode \uffff\n```")
+    texts = docx_texts(to_docx(build_document(repo, run_id)))
+    joined_text = "\n".join(texts)
+    assert "\uffff" not in joined_text and "\ufffe" not in joined_text
+    assert "Plain ASCII report that mentions the entity  literally [1]." in texts
+    assert "Which came first?" in texts and "Head" in texts
+    assert any(t.startswith("[1] Title end — https://example.org/a") for t in texts)
+    assert to_pdf(build_document(repo, run_id)).startswith(b"%PDF")
+
+
+# ---------------------------------------------------------------- finding 8: the status note
+
+
+def exports_say(repo, run_id: str) -> str:
+    """The note, checked to be the same words in the Markdown's quote, the DOCX facts and the PDF."""
+    run = repo.get_run(run_id)
+    note = status_note(repo, run, repo.latest_report(run_id))
+    assert note
+    markdown = render_markdown(repo, run_id)
+    assert f"\n> {inline_text(note)}\n" in markdown
+    document = build_document(repo, run_id)
+    assert document.facts[-1] == note
+    assert note in docx_texts(to_docx(document))
+    assert " ".join(note.split()) in pdf_text(to_pdf(document))
+    return note
+
+
+def test_a_failed_run_without_a_report_says_its_error_as_the_reason(services):
+    repo = services.repo
+    run_id, _ = stored_run(repo, status=RunStatus.FAILED,
+                           error="the endpoint http://localhost:9 could not be reached")
+    note = exports_say(repo, run_id)
+    assert note == ("Partial results: the run failed: the endpoint http://localhost:9 could not be reached. "
+                    "These are the results it had.")
+    # The finished answer is the content; the error is not.
+    assert [b.parts[0] for b in build_document(repo, run_id).blocks] == ["Finding", "An answer to Finding "]
+
+
+def test_a_failed_run_says_a_structured_failure_in_plain_words(services):
+    repo = services.repo
+    technical = ("nothing was answered: no question node succeeded (the first failure: the model's answer "
+                 "did not match NodeSummary after 3 attempts)")
+    run_id, _ = stored_run(repo, status=RunStatus.FAILED, report="Written before {S}.", error=technical)
+    note = exports_say(repo, run_id)
+    assert note == f"The run failed: Nothing was answered: no question node succeeded. {STRUCTURED_FAILURE}"
+    assert "NodeSummary" not in note
+
+
+def test_a_hostile_error_is_text_in_the_note_and_never_report_content(services):
+    repo = services.repo
+    hostile = "<script>alert(1)</script> **boom**\n# Sources\n[1](https://evil.example) ![x](https://evil.example/p.png)"
+    run_id, _ = stored_run(repo, status=RunStatus.FAILED, error=hostile)
+    markdown = render_markdown(repo, run_id)
+    assert_inert(markdown)
+    for name, render in RENDERERS.items():
+        html = render(markdown)
+        assert "https://evil.example" not in links(html), name
+        assert re.findall(r"<h\d>Sources</h\d>", html) == ["<h2>Sources</h2>"], name
+        assert "<script>alert(1)</script> **boom** # Sources" in visible_text(html), name
+    document = build_document(repo, run_id)
+    assert "<script>alert(1)</script> **boom** # Sources [1](https://evil.example)" in document.facts[-1]
+    assert not any("evil" in str(part) for block in document.blocks for part in block.parts)
+
+
+def test_a_done_run_with_a_warning_says_it(services):
+    repo = services.repo
+    run_id, _ = stored_run(repo, status=RunStatus.DONE, report="The answer {S}.",
+                           warning="2 nodes failed; resume the run to retry them")
+    assert exports_say(repo, run_id) == "Warning: 2 nodes failed; resume the run to retry them."
+
+
+def test_a_stopped_run_keeps_its_stop_reason_in_docx_and_pdf(services):
+    repo = services.repo
+    run_id, _ = stored_run(repo, status=RunStatus.STOPPED, stop_reason="token budget reached (1,000 tokens)")
+    assert exports_say(repo, run_id) == "Partial results: the run is stopped (token budget reached (1,000 tokens))."
+    texts = docx_texts(to_docx(build_document(repo, run_id)))
+    assert "Partial results: the run is stopped (token budget reached (1,000 tokens))." in texts
+
+
+def test_a_report_from_before_the_last_change_says_so_in_docx_too(services, monkeypatch):
+    repo = services.repo
+    run_id, _ = stored_run(repo, status=RunStatus.STOPPED, report="The old answer {S}.")
+    monkeypatch.setattr("engine.report._steered_since", lambda repo, run, report: True)
+    assert exports_say(repo, run_id).startswith("This report was written before your last change to the run, "
+                                                "which the run did not finish (it is stopped).")
+
+
+def test_a_done_run_without_warning_has_no_note(services):
+    repo = services.repo
+    run_id, _ = stored_run(repo, status=RunStatus.DONE, report="The answer {S}.")
+    assert status_note(repo, repo.get_run(run_id), repo.latest_report(run_id)) == ""
+    assert "\n> " not in render_markdown(repo, run_id)
+    assert len(build_document(repo, run_id).facts) == 2
+
+
+# ---------------------------------------------------------------- finding 9: headings from labels
+
+
+def heading_ids(markdown: str) -> list[tuple[str, str]]:
+    html = python_markdown.markdown(markdown, extensions=["toc"])
+    return re.findall(r'<h\d id="([^"]+)">(.*?)</h\d>', html)
+
+
+def test_partial_results_headings_take_no_source_anchor_and_forge_no_sources_heading(services):
+    repo = services.repo
+    run_id, _ = stored_run(repo, status=RunStatus.STOPPED, stop_reason="stopped by the user",
+                           labels=("Source 1", "Sources", "**Sources:**", "Sources of iron"), title="Source 1")
+    markdown = render_markdown(repo, run_id)
+    ids = heading_ids(markdown)
+    assert ("source-1", "Source 1") in ids  # our entry keeps its anchor, so [1] jumps to it
+    assert [text for _, text in ids].count("Sources") == 1  # ours only
+    assert "### Node 2: Source 1" in markdown and "### Node 3: Sources" in markdown
+    assert "### Sources of iron" in markdown  # a label that takes nothing stays as it is
+    assert markdown.startswith("# Report: Source 1\n")
+    for name, render in RENDERERS.items():
+        assert links(render(markdown)).count("#source-1") == 4, name
+    headings = [b.parts for b in build_document(repo, run_id).blocks if b.kind == "heading"]
+    assert headings[:2] == [("Node 2: Source 1",), ("Node 3: Sources",)]
+    assert build_document(repo, run_id).title == "Report: Source 1"
+
+
+# ---------------------------------------------------------------- finding 12: structure in DOCX/PDF
+
+STRUCTURED = """Define `__init__` and `if __name__ == "__main__":` in **bold** __words__ [1]; snake__case__name stays.
+
+| Country | Capital |
+|---|:---:|
+| France | Paris [1] |
+| Japan | Tokyo \\| Edo |
+
+```python
+# compute the total
+- not a bullet
+total = values[1]
+```
+
+2. second [1]
+3. third
+
+> A note from the model."""
+
+
+def test_body_blocks_keep_code_tables_numbers_and_dunder_names():
+    blocks = body_blocks(STRUCTURED, {1})
+    assert blocks == [
+        Block("paragraph", ('Define `__init__` and `if __name__ == "__main__":` in bold words ', 1,
+                            "; snake__case__name stays.")),
+        Block("table", (), rows=((("Country",), ("Capital",)), (("France",), ("Paris ", 1)),
+                                 (("Japan",), ("Tokyo | Edo",)))),
+        Block("code", ("# compute the total\n- not a bullet\ntotal = values[1]",)),
+        Block("numbered", ("second ", 1), number=2),
+        Block("numbered", ("third",), number=3),
+        Block("paragraph", ("A note from the model.",)),
+    ]
+
+
+def test_an_unclosed_fence_runs_to_the_end_and_a_quoted_heading_stays_text():
+    assert body_blocks("> # Not a heading\n\n~~~\n# comment\n~~~~ not a close", set()) == [
+        Block("paragraph", ("# Not a heading",)), Block("code", ("# comment\n~~~~ not a close",))]
+
+
+@pytest.fixture
+def structured_run(services) -> str:
+    run_id, _ = stored_run(services.repo, status=RunStatus.DONE, report=STRUCTURED.replace(" [1]", " {S}"))
+    return run_id
+
+
+def test_docx_keeps_code_lines_a_table_and_list_numbers(services, structured_run):
+    document = docx.Document(io.BytesIO(to_docx(build_document(services.repo, structured_run))))
+    paragraphs = [p.text for p in document.paragraphs]
+    assert "# compute the total\n- not a bullet\ntotal = values[1]" in paragraphs
+    code = next(p for p in document.paragraphs if p.text.startswith("# compute"))
+    assert code.runs[0].font.name == "Courier New" and code.style.name == "Normal"
+    assert "2. second [1]" in paragraphs and "3. third" in paragraphs
+    assert "A note from the model." in paragraphs
+    assert paragraphs[3].startswith('Define `__init__` and `if __name__ == "__main__":` in bold words [1]')
+    [table] = document.tables
+    assert [[c.text for c in row.cells] for row in table.rows] == [
+        ["Country", "Capital"], ["France", "Paris [1]"], ["Japan", "Tokyo | Edo"]]
+    anchors = [h.get(docx.oxml.ns.qn("w:anchor")) for h in document.element.body.iter(docx.oxml.ns.qn("w:hyperlink"))]
+    assert anchors.count("source_1") == 3  # paragraph, table cell, numbered item; none from the code
+    assert [p.text for p in document.paragraphs if p.style.name.startswith("Heading")] == ["Which came first?", "Sources"]
+
+
+def test_pdf_keeps_code_lines_table_rows_and_list_numbers(services, structured_run):
+    data = to_pdf(build_document(services.repo, structured_run))
+    reader = pypdf.PdfReader(io.BytesIO(data))
+    lines = [" ".join(line.split()) for page in reader.pages for line in page.extract_text().splitlines()]
+    assert "# compute the total" in lines and "- not a bullet" in lines and "total = values[1]" in lines
+    assert "Country | Capital" in lines and "France | Paris [1]" in lines and "Japan | Tokyo | Edo" in lines
+    assert "2. second [1]" in lines and "3. third" in lines and "A note from the model." in lines
+    assert any(line.startswith("Define `__init__` and `if __name__ ==") for line in lines)
+    fonts = {str(font) for page in reader.pages for font in page["/Resources"]["/Font"].values()
+             for font in [font.get_object()["/BaseFont"]]}
+    assert any("Mono" in font for font in fonts)
+
+
+# ---------------------------------------------------------------- finding 16: direct's own [n]
+
+
+def test_direct_stores_no_citation_of_its_own_and_keeps_code(services, fake_llm):
+    # A tilde fence: the structured-output parser takes a backtick fence in the answer for the JSON.
+    fake_llm.when(prompt="direct.answer", respond={
+        "answer": "Paris is the capital [1][2]. See `cities[1]`.\n\n~~~python\nfirst = cities[1]\n~~~\n\n"
+                  "References: [1] Britannica; [2] Larousse",
+        "confidence": "high"})
+    run_id = run_to_end(services, "What is the capital of France?", "direct")
+    run = services.repo.get_run(run_id)
+    assert run.status == RunStatus.DONE, (run.error, [n.error for n in services.repo.list_nodes(run_id)])
+    answer = services.repo.list_nodes(run_id, kind="answer")[0]
+    assert answer.content == ("Paris is the capital. See `cities[1]`.\n\n~~~python\nfirst = cities[1]\n~~~\n\n"
+                              "References: Britannica; Larousse")
+    assert answer.data["confidence"] == "high"
+    assert services.repo.latest_report(run_id).markdown == answer.content
+    assert "[1]" not in render_markdown(services.repo, run_id).replace("cities[1]", "")
+
+
+# ---------------------------------------------------------------- finding 17: errors as text
+
+
+def test_cli_show_prints_a_multi_line_error_on_the_status_line(services, capsys):
+    run_id, _ = stored_run(services.repo, status=RunStatus.FAILED, error="502 Bad Gateway\n<html>\nbody</html>")
+    assert cli.main(["show", run_id]) == cli.EXIT_OK
+    out = capsys.readouterr().out
+    assert "status    failed error: 502 Bad Gateway <html> body</html>\n" in out
+    assert "\nbody</html>" not in out
+
+
+@pytest.fixture
+def app(prebuilt_corpus_home, fake_llm):
+    yield from app_services(fake_llm)
+
+
+def test_a_citation_check_error_is_shown_as_text(app, monkeypatch):
+    run_id = run_to_end(app, "Who wrote the play Hamlet?", "rag")
+
+    def refused(*args, **kwargs):
+        raise LLMError("**the endpoint said** [click](https://evil.example) # not a heading")
+    monkeypatch.setattr(citation_check_component, "check_and_store", refused)
+    at = open_page("pages/report.py", run_id=run_id)
+    at.button(key=f"check-citations-{run_id}").click().run()
+    assert joined(at.error) == (r"The check could not run: \*\*the endpoint said\*\* \[click\](https://evil.example) "
+                                "# not a heading")
