@@ -264,3 +264,32 @@ def test_a_reason_that_applies_a_rule_in_the_rules_own_words_is_not_a_copy(where
     from engine.llm.structured import repeats_instructions
 
     assert repeats_instructions(reason, _instructions(prompt, schema))
+
+
+class _Answer(BaseModel):
+    answer: str
+    confidence: str
+
+
+class _Lenient(BaseModel):
+    note: str = ""
+
+
+def test_an_answer_holding_a_code_block_is_read_whole_not_cut_at_its_fences():
+    """An answer about code holds a fenced block in a JSON string: its fences must not cut the JSON
+    (read fenced pieces first, `[1, 2]` inside the block was taken for the answer and every try failed)."""
+    from engine.llm.structured import parse_output
+
+    text = '{"answer": "Like this:\\n```python\\nvalues = [1, 2]\\n```\\nsee [1].", "confidence": "high"}'
+    assert parse_output(text, _Answer).answer == "Like this:\n```python\nvalues = [1, 2]\n```\nsee [1]."
+    fenced = 'Sure:\n```json\n{"answer": "x", "confidence": "low"}\n```\nHope it helps {"a": 1}.'
+    assert parse_output(fenced, _Answer).confidence == "low"
+
+
+def test_a_part_of_an_answer_that_does_not_validate_is_no_answer_of_its_own():
+    from pydantic import ValidationError
+
+    from engine.llm.structured import parse_output
+
+    with pytest.raises(ValidationError):  # not {"note": ...} nested in it, which would validate
+        parse_output('{"note": 3, "detail": {"note": "taken from inside"}}', _Lenient)

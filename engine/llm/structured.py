@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -58,36 +58,61 @@ def format_instruction(output_type: type[BaseModel]) -> str:
     )
 
 
+def json_values(text: str) -> Iterator[Any]:
+    """Each JSON object or array a model's answer may mean, most likely first: the whole answer when
+    it is one (its strings may hold a code block of their own, whose fences must not cut it), then
+    each code-fenced piece, then any value found in the text around it."""
+    stripped = text.strip()
+    candidates = [stripped] if stripped[:1] in ("{", "[") else []
+    candidates += [m.group(1) for m in _FENCE.finditer(text)]
+    candidates.append(text)
+    decoder = json.JSONDecoder()
+    for candidate in candidates:
+        candidate = candidate.strip()
+        start = 0
+        while (start := _first_opening(candidate, start)) >= 0:
+            try:
+                value, end = decoder.raw_decode(candidate, start)
+            except json.JSONDecodeError:
+                start += 1
+                continue
+            yield storable_json(value)  # escapes like "\\ud800" decode to unstorable text
+            # Never a value nested in this one: a part of an answer that does not validate is no
+            # answer of its own.
+            start = end
+
+
+def _first_opening(text: str, start: int) -> int:
+    positions = [p for p in (text.find("{", start), text.find("[", start)) if p >= 0]
+    return min(positions, default=-1)
+
+
 def extract_json(text: str) -> Any:
     """Find the JSON value in a model's answer: tolerate code fences and text around it.
 
     Raises ValueError when no JSON object or array can be decoded.
     """
-    candidates: list[str] = []
-    candidates.extend(m.group(1) for m in _FENCE.finditer(text))
-    candidates.append(text)
-    decoder = json.JSONDecoder()
-    for candidate in candidates:
-        stripped = candidate.strip()
-        for start, char in enumerate(stripped):
-            if char not in "{[":
-                continue
-            try:
-                value, _ = decoder.raw_decode(stripped, start)
-            except json.JSONDecodeError:
-                continue
-            return storable_json(value)  # escapes like "\\ud800" decode to unstorable text
+    for value in json_values(text):
+        return value
     raise ValueError("no JSON object found in the answer")
 
 
 def parse_output(text: str, output_type: type[T]) -> T:
-    """Parse and validate; raises ValueError or pydantic.ValidationError."""
-    value = extract_json(text)
-    if isinstance(value, list) and len(output_type.model_fields) == 1:
-        # Small models often answer with the bare list for a one-field wrapper model.
-        (only_field,) = output_type.model_fields
-        value = {only_field: value}
-    return output_type.model_validate(value)
+    """The first JSON value of the answer (`json_values`' order) that validates as `output_type`;
+    raises ValueError (no JSON) or the first value's pydantic.ValidationError."""
+    first_error: ValidationError | None = None
+    for value in json_values(text):
+        if isinstance(value, list) and len(output_type.model_fields) == 1:
+            # Small models often answer with the bare list for a one-field wrapper model.
+            (only_field,) = output_type.model_fields
+            value = {only_field: value}
+        try:
+            return output_type.model_validate(value)
+        except ValidationError as exc:
+            first_error = first_error or exc
+    if first_error is not None:
+        raise first_error
+    raise ValueError("no JSON object found in the answer")
 
 
 # A string of at least this many words is a copy of the instructions when it is found in them word
