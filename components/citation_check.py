@@ -26,6 +26,12 @@ def _percent(value: float | None) -> str:
     return "–" if value is None else f"{value:.0%}"
 
 
+def _report_judged(repo, run_id: str, checked_at):
+    """The final report that was the run's latest when the check was made (None: none was)."""
+    finals = [r for r in repo.list_reports(run_id) if r.kind == "final" and r.created_at <= checked_at]
+    return finals[-1] if finals else None
+
+
 def citation_check(services, run_id: str, llm_kind: str) -> None:
     store = EvaluationStore(services.db)
     with st.expander("Citation check: does each cited source say what the sentence claims?"):
@@ -54,8 +60,14 @@ def citation_check(services, run_id: str, llm_kind: str) -> None:
                        help="Citations pointing nowhere, or to a source that does not say (or contradicts) the claim.")
         cols[2].metric("Citations", result.markers)
         cols[3].metric("Judge calls", latest.calls)
+        judged = _report_judged(services.repo, run_id, latest.created_at) or report
+        if judged.id != report.id:
+            # The report was written again after the check: its verdicts are of the earlier text,
+            # numbered as that text numbered its sources.
+            st.warning(f"This check was of an earlier version of the report (written {judged.created_at:%Y-%m-%d %H:%M});"
+                       " the report was written again since. Check again to judge the current one.")
         sources = {s.id: s for s in services.repo.list_sources(run_id)}
-        numbers = {sid: n for n, sid in number_citations(report.markdown, sources).numbering.items()}
+        numbers = {sid: n for n, sid in number_citations(judged.markdown, sources).numbering.items()}
         rows = [{"Sentence": check.text, "Source": f"[{numbers[c.source_id]}]" if c.source_id in numbers else "?",
                  "Verdict": _VERDICT_WORDS[c.status], "Why": c.reason}
                 for check in result.sentences for c in check.citations]

@@ -625,6 +625,13 @@ def test_report_page_checks_every_cited_sentence_against_its_source(services):
     again = open_page("pages/report.py", run_id=run_id)
     assert {m.label for m in again.metric} >= {"Support rate"}
     assert len(EvaluationStore(services.db).list_judgments(run_id=run_id)) == 1
+    assert not again.warning
+    # The report written again since: the check says it was of the earlier version, and keeps that
+    # version's numbers.
+    services.repo.save_report(run_id, "A rewritten report with no citation.")
+    stale = open_page("pages/report.py", run_id=run_id)
+    assert "This check was of an earlier version of the report" in joined(stale.warning)
+    assert list(stale.dataframe[0].value["Source"]) == list(table["Source"])
 
 
 def test_report_page_refuses_a_second_regenerate_while_one_is_on_its_way(services):
