@@ -312,3 +312,14 @@ def test_a_citation_check_error_is_shown_as_text(app, monkeypatch):
     at.button(key=f"check-citations-{run_id}").click().run()
     assert joined(at.error) == (r"The check could not run: \*\*the endpoint said\*\* \[click\](https://evil.example) "
                                 "# not a heading")
+
+
+def test_a_pdf_says_which_characters_its_font_could_not_print():
+    """DejaVu Sans has no Chinese or Japanese: fpdf2 drops such characters without a word, so the
+    PDF says how many it left out and which (by code point), and points to the DOCX and Markdown."""
+    from engine.export.document import ReportDocument
+
+    text = pdf_text(to_pdf(ReportDocument(title="Tokyo 東京タワー", facts=["Question: where?"])))
+    assert "5 different characters of this report are not in the PDF's font and are left out" in text
+    assert "U+30BF, U+30EF, U+30FC, U+4EAC, U+6771" in text and "DOCX and Markdown downloads keep them" in text
+    assert "left out" not in pdf_text(to_pdf(ReportDocument(title="Tokyo Tower", facts=["Question: where?"])))

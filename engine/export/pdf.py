@@ -1,9 +1,13 @@
-"""The report as a PDF (fpdf2, pure Python) in DejaVu Sans from Debian's fonts, so any script the
-sources are in prints. Text is written as text (fpdf2's markdown and HTML modes stay off); citations
-are internal links to their source entry, and a source's title links to its http(s) URL."""
+"""The report as a PDF (fpdf2, pure Python) in DejaVu Sans from Debian's fonts: Latin, Greek,
+Cyrillic, Arabic and Hebrew letters and many symbols, but no Chinese, Japanese, Korean or Indic
+script. Characters the font lacks are left out of the PDF, and the PDF says so under its title,
+with their code points (the DOCX and Markdown downloads keep every character). Text is written as text
+(fpdf2's markdown and HTML modes stay off); citations are internal links to their source entry,
+and a source's title links to its http(s) URL."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from fpdf import FPDF
@@ -72,8 +76,34 @@ def _write_table(pdf: FPDF, block: Block, links: dict[int, int]) -> None:
         pdf.ln(_LINE)
 
 
+MISSING_EXAMPLES = 8
+
+
+def _texts(document: ReportDocument):
+    yield document.title
+    yield from document.facts
+    for block in document.blocks:
+        yield from (part for part in block.parts if isinstance(part, str))
+        yield from (part for row in block.rows for cell in row for part in cell if isinstance(part, str))
+    for source in document.sources:
+        yield from (source.title, source.where, source.kind)
+
+
+def missing_characters(pdf: FPDF, document: ReportDocument) -> list[str]:
+    """The characters of the document the PDF's font has no glyph for (fpdf2 drops them silently)."""
+    cmap = pdf.fonts[FONT.lower()].cmap
+    return sorted({char for text in _texts(document) for char in text if not char.isspace() and ord(char) not in cmap})
+
+
 def to_pdf(document: ReportDocument) -> bytes:
     pdf = _pdf()
+    if missing := missing_characters(pdf, document):
+        # By code point: the font cannot show the characters themselves.
+        shown = ", ".join(f"U+{ord(char):04X}" for char in missing[:MISSING_EXAMPLES])
+        shown += ", …" if len(missing) > MISSING_EXAMPLES else ""
+        document = replace(document, facts=[*document.facts, (
+            f"{len(missing)} different characters of this report are not in the PDF's font and are left out "
+            f"({shown}); the DOCX and Markdown downloads keep them.")])
     # One internal link per source, placed on its entry when the Sources list is written.
     links = {source.number: pdf.add_link() for source in document.sources}
     pdf.set_font(FONT, "B", _HEADING_SIZES[1])
