@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from engine.markdown_code import map_prose
+from engine.markdown_code import fenced_lines, map_prose
 
 # One number or a short range ("3", "1-3", "1–3"), and lists of them ("1, 2", "1; 3-4").
 _CITED = r"\d+(?:\s*[-–]\s*\d+)?(?:\s*[,;]\s*\d+(?:\s*[-–]\s*\d+)?)*"
@@ -33,7 +33,10 @@ MAX_RANGE = 20  # "[1-3]" cites three sources; "[1990-2024]" is a span of years,
 # would collide with our numbering, so prompts never show them.
 _SOURCE_OWN_MARKER = re.compile(r"\[\d+(?:\s*[,;–-]\s*\d+)*\]|\[(?:citation needed|a|b|c|note \d+)\]", re.I)
 # With the spaces before a run of them, and whether punctuation follows ("won [41]." is "won.").
-_PAGE_MARKERS_SPACED = re.compile(rf"([ \t]*)(?:{_SOURCE_OWN_MARKER.pattern})+(?=([.,;:!?])?)", re.I)
+# Only as a page writes them: after a word or a stop, never inside one ("x[3]y" is an index), and of
+# up to three digits ("[1990-2024]" is a span of years).
+_PAGE_MARKER = r"\[\d{1,3}(?:\s*[,;–-]\s*\d{1,3})*\](?!\w)|\[(?:citation needed|a|b|c|note \d+)\]"
+_PAGE_MARKERS_SPACED = re.compile(rf"([ \t]*)(?:{_PAGE_MARKER})+(?=([.,;:!?])?)", re.I)
 _STORED_MARKER = re.compile(r"\[\[S(\d+)\]\]")
 _TYPED_MARKER = re.compile(r"([ \t]*)\[\[S(\d+)\]\](?=([.,;:!?])?)")
 
@@ -64,21 +67,31 @@ def source_blocks(sources: Sequence[CitableSource], *, max_chars: int = 1500,
 # a bare address). The report frame lists the real sources under their own numbers; a second list of
 # titles and addresses the model made up, beside links to ours, would contradict it.
 _REFERENCE_HEADING = re.compile(
-    r"^[ \t]*(?:#{1,6}[ \t]+)?[*_]{0,2}[ \t]*(?:sources?|references?|bibliography|works cited|citations?|"
-    r"further reading)[ \t]*:?[ \t]*[*_]{0,2}[ \t]*:?[ \t]*$", re.I | re.M)
-_REFERENCE_ENTRY = re.compile(r"^[ \t]*(?:\[\^?\d+\]|\[\[S\d+\]\]|\d+[.)][ \t]|[-*+][ \t]|<?https?://)", re.I)
+    r"[ \t]*(?:#{1,6}[ \t]+)?[*_]{0,2}[ \t]*(?:sources?|references?|bibliography|works cited|citations?)"
+    r"[ \t]*:?[ \t]*[*_]{0,2}[ \t]*:?[ \t]*", re.I)
+# An entry of such a list starts with its number or a citation ("[1] Title", "1. [[S11]] Title",
+# "- [2] ...") or is an address; a bullet with words before its citation is content, and stays.
+_REFERENCE_ENTRY = re.compile(
+    r"^[ \t]*(?:(?:\d+[.)]|[-*+])[ \t]+)?(?:\[\^?\d+\]|\[\[S\d+\]\])|^[ \t]*(?:(?:\d+[.)]|[-*+])[ \t]+)?<?https?://",
+    re.I)
 
 
 def without_reference_list(text: str) -> str:
     """A report body (model-written, stored or not) without the reference lists the model appended
-    to it (see `_REFERENCE_HEADING`): the report frame lists the sources."""
-    while headings := list(_REFERENCE_HEADING.finditer(text)):
-        last = headings[-1]
-        entries = [line for line in text[last.end():].splitlines() if line.strip()]
+    to it (see `_REFERENCE_HEADING`): the report frame lists the sources. Never inside code, never
+    the whole body; one pass from the end (a looping model's thousand headings stay linear)."""
+    code = {index for index, (_line, inside) in enumerate(fenced_lines(text)) if inside}
+    lines = re.sub(r"\r\n?", "\n", text).split("\n")
+    end = len(lines)  # lines[end:] are cut
+    for index in range(len(lines) - 1, -1, -1):
+        if index in code or not _REFERENCE_HEADING.fullmatch(lines[index]):
+            continue
+        entries = [line for line in lines[index + 1:end] if line.strip()]
         if not all(_REFERENCE_ENTRY.match(line) for line in entries):
             break
-        text = text[:last.start()].rstrip()
-    return text
+        end = index
+    kept = "\n".join(lines[:end]).rstrip()
+    return kept if end < len(lines) and kept.strip() else text
 
 
 def _cited_numbers(listed: str) -> list[int] | None:
@@ -118,7 +131,8 @@ def to_stored_markers(text: str, sources: Sequence[CitableSource]) -> tuple[str,
 
     def replace(match: re.Match[str]) -> str:
         numbers = _cited_numbers(match.group(2))
-        if numbers is None:
+        # A range past the sources shown is no citation ("a scale of [1-5]" with three sources).
+        if numbers is None or ("-" in match.group(2) or "–" in match.group(2)) and max(numbers) > len(sources):
             return match.group(0)
         markers = []
         for number in numbers:

@@ -2,9 +2,9 @@
 
 Citations, heading rules and tidying apply to prose only: `values = [1, 2]` in a code block is a
 list, not three citations, and `# compute the total` in a Python block is a comment, not a heading.
-The rules follow CommonMark closely enough to agree with the viewers (Streamlit, GitHub, VS Code)
-on top-level blocks; a fence nested in a list or quote is not seen here, and is treated as prose,
-which is the safe side (prose gets every rule).
+Fenced blocks are found by CommonMark's own parser (markdown-it-py), so containers (a fence in a
+list item ends with the item), line endings (only \\n, \\r\\n, \\r) and closing fences agree with
+the viewers (Streamlit, GitHub, VS Code) by construction. Inline spans are found here.
 """
 
 from __future__ import annotations
@@ -12,11 +12,17 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from markdown_it import MarkdownIt
+
+# Blocks only: where code is does not depend on inline syntax, and inline parsing of long
+# adversarial text (a hundred thousand brackets) is slow.
+_PARSER = MarkdownIt("commonmark").disable("inline")
 # An opening fence: up to 3 spaces, then 3+ backticks (an info string without backticks) or 3+ tildes.
-_FENCE_OPEN = re.compile(r"^ {0,3}(?P<fence>`{3,}(?=[^`]*$)|~{3,})")
+_FENCE_OPEN = re.compile(r"^(?P<indent>[ \t]*(?:(?:[-*+]|\d{1,9}[.)])[ \t]+)?[ \t]*)(?P<fence>`{3,}(?=[^`]*$)|~{3,})")
 # A code span: a run of backticks closed by a run of the same length, within one paragraph.
 _BACKTICKS = re.compile(r"`+")
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
+_END_CHECK = "thoughtmap end check"
 
 
 @dataclass(frozen=True)
@@ -25,50 +31,76 @@ class Segment:
     code: bool
 
 
-def _closes(line: str, fence: str) -> bool:
-    stripped = line.rstrip("\n")
-    indent = len(stripped) - len(stripped.lstrip(" "))
-    body = stripped.strip()
-    return indent <= 3 and len(body) >= len(fence) and set(body) == {fence[0]}
+def _lines(text: str) -> list[str]:
+    """`text` as CommonMark's lines, each with its line end (U+2028 is no line end there)."""
+    return re.findall(r"[^\n]*\n|[^\n]+$", text)
 
 
-def fenced_lines(text: str) -> list[tuple[str, bool]]:
-    """Each line of `text` (with its line end) and whether it is inside a fenced code block (the
-    fences themselves count as inside)."""
-    lines = []
-    fence = ""
-    for line in text.splitlines(keepends=True):
-        if fence:
-            lines.append((line, True))
-            if _closes(line, fence):
-                fence = ""
+@dataclass(frozen=True)
+class Fence:
+    first: int  # line index of the opening fence
+    end: int  # line index after the block (its closing fence included, when it has one)
+    markup: str  # the opening fence ("```", "~~~~")
+    strict: bool  # at the margin and closed by the same fence: a fence for every viewer (below)
+
+
+def fences(text: str) -> list[Fence]:
+    """The fenced code blocks of `text` as a CommonMark viewer sees them."""
+    if "```" not in text and "~~~" not in text:
+        return []
+    lines = _lines(text)
+    found = []
+    for token in _PARSER.parse(text):
+        if token.type != "fence" or token.map is None:
             continue
-        opened = _FENCE_OPEN.match(line.rstrip("\n"))
-        if opened:
-            fence = opened.group("fence")
-        lines.append((line, bool(opened)))
-    return lines
+        first, end = token.map
+        closing = lines[end - 1].rstrip("\n") if end - 1 > first else ""
+        # Python-Markdown's fenced_code (the exports' other viewers) takes a fence only at the
+        # margin, closed by the very same fence: only there is a `#` line code for them too.
+        strict = lines[first].startswith(token.markup) and closing == token.markup
+        found.append(Fence(first, end, token.markup, strict))
+    return found
 
 
-def open_fence(text: str) -> str:
-    """The fence `text` leaves open at its end ("" when none): a text cut off by an output limit
-    inside a code block would otherwise swallow everything rendered after it."""
-    fence = ""
-    for line in text.splitlines():
-        if fence:
-            if _closes(line, fence):
-                fence = ""
-        elif opened := _FENCE_OPEN.match(line):
-            fence = opened.group("fence")
-    return fence
+def fenced_lines(text: str, *, strict: bool = False) -> list[tuple[str, bool]]:
+    """Each line of `text` (with its line end) and whether it is inside a fenced code block (the
+    fences themselves count as inside); `strict`: only blocks every viewer takes for code. Line
+    ends come back as \\n (a lone \\r is one for CommonMark, and would shift the parser's lines)."""
+    text = re.sub(r"\r\n?", "\n", text)
+    lines = _lines(text)
+    inside = [False] * len(lines)
+    for fence in fences(text):
+        if fence.strict or not strict:
+            for index in range(fence.first, min(fence.end, len(lines))):
+                inside[index] = True
+    return list(zip(lines, inside))
+
+
+def ends_open(text: str) -> bool:
+    """Whether `text` leaves a block open that would swallow what is rendered after it: a heading
+    written after it is not a heading of the document."""
+    tokens = _PARSER.parse(text + f"\n\n# {_END_CHECK}\n")
+    return not any(t.type == "inline" and t.content == _END_CHECK and t.level == 1 for t in tokens)
 
 
 def close_fence(text: str) -> str:
-    """`text` with a fence it leaves open closed at its end."""
-    fence = open_fence(text)
-    if not fence:
+    """`text` with a code fence it leaves open closed at its end: a text cut off by an output limit
+    inside a code block would otherwise swallow everything rendered after it (the Sources list).
+    The closing fence is the opener's, at the opener's indentation (under a list item too), and
+    only added when the parser says it closes the block."""
+    if ("```" not in text and "~~~" not in text) or not ends_open(text):
         return text
-    return text + ("" if text.endswith("\n") else "\n") + fence
+    openers = [m for m in map(_FENCE_OPEN.match, _lines(text)) if m]
+    if not openers:
+        return text
+    last = openers[-1]
+    base = text if text.endswith("\n") else text + "\n"
+    indent = " " * len(last.group("indent").expandtabs(4))
+    for margin in dict.fromkeys((indent, indent[:3], "")):
+        closed = base + margin + last.group("fence")
+        if not ends_open(closed):
+            return closed
+    return text
 
 
 def _span_segments(prose: str) -> list[Segment]:
@@ -93,7 +125,8 @@ def _span_segments(prose: str) -> list[Segment]:
 
 
 def split_code(text: str) -> list[Segment]:
-    """`text` as consecutive prose and code segments (joined, they give `text` back)."""
+    """`text` as consecutive prose and code segments (joined, they give `text` back, its line ends
+    as \\n)."""
     segments: list[Segment] = []
     prose: list[str] = []
     code: list[str] = []
@@ -121,3 +154,8 @@ def split_code(text: str) -> list[Segment]:
 def map_prose(text: str, change) -> str:
     """`text` with `change` applied to its prose segments only; code stays as it was."""
     return "".join(segment.text if segment.code else change(segment.text) for segment in split_code(text))
+
+
+def prose_only(text: str) -> str:
+    """`text` with its code left out (each piece of code as one space)."""
+    return "".join(" " if segment.code else segment.text for segment in split_code(text))

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import html
 import re
+import unicodedata
 from itertools import groupby
 
 from engine.markdown_code import close_fence, fenced_lines
@@ -170,7 +171,10 @@ REPORT_SECTIONS = frozenset({"sources"})
 
 
 def _slug(words: str) -> str:
-    return re.sub(r"[^0-9a-z]+", "-", words.lower()).strip("-")
+    # Folded to ASCII as Python-Markdown's `toc` does: "Sóurce 1" and a full-width "Ｓource １" get
+    # its id `source-1` too.
+    folded = unicodedata.normalize("NFKD", words).encode("ascii", "ignore").decode("ascii")
+    return re.sub(r"[^0-9a-z]+", "-", folded.lower()).strip("-")
 
 
 def names_report_section(words: str) -> bool:
@@ -189,6 +193,10 @@ def _takes_source_anchor(match: re.Match[str]) -> bool:
 
 # Words that would open a block of their own once a heading's hashes are gone (`# # Sources`).
 _OPENS_BLOCK = re.compile(r"\s*(?:[#>+*|=-]|\d)")
+
+
+# A line that starts a block a paragraph cannot run through: a heading, a rule or underline, a fence.
+_STARTS_BLOCK = re.compile(r"^[ \t]*(?:#|[-=*_][-=*_ \t]*$|```|~~~)")
 
 
 def _disarm_headings(text: str, floor: int | None) -> str:
@@ -217,8 +225,14 @@ def _disarm_headings(text: str, floor: int | None) -> str:
         return atx_entity(match) if _takes_source_anchor(match) or names_report_section(words) else match.group(0)
 
     def setext_in_code(match: re.Match[str]) -> str:
-        before = match.string[:match.start()].rstrip("\n")
-        words = before[before.rfind("\n") + 1:].strip()
+        # A setext heading's words are every line of the paragraph above its underline: back to a
+        # blank line or a line that starts a block of its own.
+        paragraph: list[str] = []
+        for line in reversed(match.string[:match.start()].rstrip("\n").split("\n")):
+            if not line.strip() or _STARTS_BLOCK.match(line):
+                break
+            paragraph.insert(0, line)
+        words = " ".join(" ".join(paragraph).split())
         ours = _SOURCE_ANCHOR.search(_slug(words)) is not None or names_report_section(words)
         return setext(match) if ours else match.group(0)
 
@@ -226,7 +240,9 @@ def _disarm_headings(text: str, floor: int | None) -> str:
         return match.group(1) + _HEADING_ENTITY["#"] + match.group(2)[1:]
 
     pieces = []
-    for in_code, lines in groupby(fenced_lines(text), key=lambda line: line[1]):
+    # Only fences every viewer takes for code (Python-Markdown's too: at the margin, closed by the
+    # same fence); a `#` line in any other is treated as prose.
+    for in_code, lines in groupby(fenced_lines(text, strict=True), key=lambda line: line[1]):
         chunk = "".join(line for line, _code in lines)
         if in_code:
             pieces.append(_SETEXT_UNDERLINE.sub(setext_in_code, _ATX_HEADING.sub(atx_in_code, chunk)))

@@ -40,9 +40,11 @@ def test_code_keeps_its_brackets_and_only_prose_cites():
 
 
 def test_a_range_cites_each_source_in_it_and_a_span_of_years_is_text():
-    stored, dropped = to_stored_markers("Both agree [1-3]; one [2–4]. Built [1990-2024], [1-40].", SOURCES)
-    assert stored == "Both agree [[S11]][[S12]][[S13]]; one [[S12]][[S13]]. Built [1990-2024], [1-40]."
-    assert dropped == [4]
+    text = "Both agree [1-3]; one [2–3]; a scale of [1-5]. Built [1990-2024], [1-40]."
+    stored, dropped = to_stored_markers(text, SOURCES)
+    # A range past the three sources shown is no citation: "[1-5]" is a scale here.
+    assert stored == "Both agree [[S11]][[S12]][[S13]]; one [[S12]][[S13]]; a scale of [1-5]. Built [1990-2024], [1-40]."
+    assert dropped == []
 
 
 def test_a_dropped_marker_takes_only_its_own_space():
@@ -76,9 +78,28 @@ def test_an_answer_cut_off_inside_a_code_block_leaves_the_sources_list_outside_i
 
 
 def test_a_comment_in_code_stays_but_a_heading_that_would_take_our_anchor_does_not():
-    block = markdown_block("```sh\n# install it\n---\n# Source 1\nSources\n===\n```", heading_floor=2)
+    block = markdown_block("```sh\n# install it\n---\n# Source 1\n\nSources\n===\n```", heading_floor=2)
     assert "# install it\n---\n" in block  # code as written
     assert "&#35; Source 1" in block and "&#61;==" in block  # not a heading in a viewer without fences
+    # A setext heading's words are its whole paragraph: "Source" over "1" would get `source-1`.
+    assert "&#45;--" in markdown_block("```\n\nSource\n1\n---\n```", heading_floor=2)
+
+
+def test_a_fence_only_some_viewers_take_for_code_gets_every_heading_rule():
+    """Python-Markdown's fenced blocks start at the margin and end with the same fence: in any other
+    (indented, or closed by a longer fence) a `#` line is a heading there, so it is disarmed."""
+    indented = markdown_block("Text.\n\n  ```\n# Forged report title\n  ```\n", heading_floor=2)
+    assert "## Forged report title" in indented  # at the floor, as outside code
+    assert "# install it" in markdown_block("```\n# install it\n```", heading_floor=2)
+
+
+def test_a_code_block_cut_off_in_a_list_item_ends_with_the_item():
+    """CommonMark closes a list item's code block where the item ends: a fence added at the margin
+    would open a new block and swallow the Sources list; none is needed, and none is added."""
+    body = "Install it first:\n\n1. Install the package:\n   ```bash\n   pip install requests\n   python -c 'imp"
+    assert close_fence(body) == body
+    top = "Use it:\n\n  ```python\n  total = sum(val"
+    assert close_fence(top) == top + "\n  ```"  # at the opener's indentation
 
 
 def test_split_code_gives_the_text_back_and_marks_only_code():
@@ -100,6 +121,24 @@ def test_a_pages_own_reference_markers_never_become_our_citations():
     assert "Search it." in content
     assert "Collingwood was founded in 1892. It won. [[S7]]" in content
     assert number_citations(content, [7]).numbering == {1: 7}
+
+
+def test_a_section_of_cited_content_under_such_a_name_is_never_cut():
+    content = ("Historians rely on two kinds of evidence [[S1]].\n\n## Sources\n\n"
+               "- Primary sources: letters and archives [[S1]]\n- Secondary sources: later histories [[S2]]")
+    assert without_reference_list(content) == content
+    assert without_reference_list("Sources\n- [1] only a list") == "Sources\n- [1] only a list"  # never empty
+    cut_off = "Body.\n\n```text\nSources\n- [1] a"
+    assert without_reference_list(cut_off) == cut_off  # in code
+    looping = "Answer [[S1]].\n" + "References:\n" * 4000
+    assert without_reference_list(looping) == "Answer [[S1]]."
+
+
+def test_a_pages_own_markers_go_but_its_indexes_and_years_stay():
+    from engine.citations import without_page_markers
+
+    assert without_page_markers("Won in 1892.[1] Span [1990-2024], x[3]y, ratings[41].") == (
+        "Won in 1892. Span [1990-2024], x[3]y, ratings.")
 
 
 def test_a_reference_list_the_model_wrote_is_not_kept_beside_ours():
@@ -130,3 +169,16 @@ def test_the_report_frame_shows_only_our_reference_list(services):
     assert "Moderate intake is safe [[1]](#source-1)." in markdown and "who.example/coffee" in markdown
     texts = docx_texts(to_docx(build_document(services.repo, run_id)))
     assert not any("health.example" in t for t in texts) and "Moderate intake is safe [1]." in texts
+
+
+def test_the_research_agents_marker_check_does_not_read_code():
+    written = "Use slicing to get items [1].\n\n```python\nfirst = values[5]\npart = values[2:4]\n```\n"
+    calls = []
+
+    def write(feedback):
+        calls.append(feedback)
+        return written
+
+    cited = write_cited(write, SOURCES[:2], retries=2)
+    assert len(calls) == 1 and cited.removed == []
+    assert "first = values[5]\npart = values[2:4]" in cited.text

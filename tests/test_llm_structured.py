@@ -293,3 +293,27 @@ def test_a_part_of_an_answer_that_does_not_validate_is_no_answer_of_its_own():
 
     with pytest.raises(ValidationError):  # not {"note": ...} nested in it, which would validate
         parse_output('{"note": 3, "detail": {"note": "taken from inside"}}', _Lenient)
+
+
+class _AllDefaults(BaseModel):
+    entities: list[dict] = []
+
+
+def test_an_empty_object_in_the_prose_does_not_stand_for_an_answer_that_failed():
+    from pydantic import ValidationError
+
+    from engine.llm.structured import parse_output
+
+    text = 'If nothing is named I return {} instead.\n\n```json\n{"entities": "Paris"}\n```'
+    with pytest.raises(ValidationError):  # re-asked with the fenced answer's error, not taken as empty
+        parse_output(text, _AllDefaults)
+    with pytest.raises(ValueError):
+        parse_output("[" * 3000, _AllDefaults)
+
+
+def test_an_object_inside_an_answer_that_was_cut_off_is_no_answer():
+    from engine.llm.structured import parse_output
+
+    with pytest.raises(ValueError):  # re-asked (shorter, when the endpoint says it was cut off)
+        parse_output('{"entities": [{"name": "Paris"}, {"name": "Sei', _AllDefaults)
+    assert parse_output("```json\n{}\n```", _AllDefaults).entities == []  # an empty answer, whole

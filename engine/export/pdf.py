@@ -80,19 +80,27 @@ MISSING_EXAMPLES = 8
 
 
 def _texts(document: ReportDocument):
-    yield document.title
-    yield from document.facts
+    """Each text of the document with the font it is set in ("" regular, "B" bold, MONO code)."""
+    yield document.title, "B"
+    for fact in document.facts:
+        yield fact, ""
     for block in document.blocks:
-        yield from (part for part in block.parts if isinstance(part, str))
-        yield from (part for row in block.rows for cell in row for part in cell if isinstance(part, str))
+        style = {"heading": "B", "code": MONO}.get(block.kind, "")
+        yield from ((part, style) for part in block.parts if isinstance(part, str))
+        for index, row in enumerate(block.rows):
+            yield from ((part, "B" if index == 0 else "") for cell in row for part in cell if isinstance(part, str))
+    yield "Sources", "B"
     for source in document.sources:
-        yield from (source.title, source.where, source.kind)
+        yield from ((text, "") for text in (source.title, source.where, source.kind))
 
 
 def missing_characters(pdf: FPDF, document: ReportDocument) -> list[str]:
-    """The characters of the document the PDF's font has no glyph for (fpdf2 drops them silently)."""
-    cmap = pdf.fonts[FONT.lower()].cmap
-    return sorted({char for text in _texts(document) for char in text if not char.isspace() and ord(char) not in cmap})
+    """The characters of the document the font each is set in has no glyph for (fpdf2 drops them
+    silently): code's DejaVu Sans Mono lacks Hebrew, for one, which the regular font has."""
+    cmaps = {"": pdf.fonts[FONT.lower()].cmap, "B": pdf.fonts[FONT.lower() + "B"].cmap,
+             MONO: pdf.fonts[MONO.lower()].cmap}
+    return sorted({char for text, style in _texts(document) for char in text
+                   if not char.isspace() and ord(char) not in cmaps[style]})
 
 
 def to_pdf(document: ReportDocument) -> bytes:

@@ -58,10 +58,11 @@ def format_instruction(output_type: type[BaseModel]) -> str:
     )
 
 
-def json_values(text: str) -> Iterator[Any]:
+def json_values(text: str) -> Iterator[tuple[Any, bool]]:
     """Each JSON object or array a model's answer may mean, most likely first: the whole answer when
     it is one (its strings may hold a code block of their own, whose fences must not cut it), then
-    each code-fenced piece, then any value found in the text around it."""
+    each code-fenced piece, then any value found in the text around it. With each: whether it is
+    the whole of its candidate (not a piece of the text around it, or of a value cut off)."""
     stripped = text.strip()
     candidates = [stripped] if stripped[:1] in ("{", "[") else []
     candidates += [m.group(1) for m in _FENCE.finditer(text)]
@@ -73,10 +74,11 @@ def json_values(text: str) -> Iterator[Any]:
         while (start := _first_opening(candidate, start)) >= 0:
             try:
                 value, end = decoder.raw_decode(candidate, start)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):  # "[" * 3000 nests past Python's stack
                 start += 1
                 continue
-            yield storable_json(value)  # escapes like "\\ud800" decode to unstorable text
+            # Escapes like "\\ud800" decode to unstorable text.
+            yield storable_json(value), start == 0 and end == len(candidate)
             # Never a value nested in this one: a part of an answer that does not validate is no
             # answer of its own.
             start = end
@@ -92,24 +94,30 @@ def extract_json(text: str) -> Any:
 
     Raises ValueError when no JSON object or array can be decoded.
     """
-    for value in json_values(text):
+    for value, _whole in json_values(text):
         return value
     raise ValueError("no JSON object found in the answer")
 
 
 def parse_output(text: str, output_type: type[T]) -> T:
     """The first JSON value of the answer (`json_values`' order) that validates as `output_type`;
-    raises ValueError (no JSON) or the first value's pydantic.ValidationError."""
+    raises ValueError (no JSON answer) or the first value's pydantic.ValidationError."""
     first_error: ValidationError | None = None
-    for value in json_values(text):
+    for value, whole in json_values(text):
         if isinstance(value, list) and len(output_type.model_fields) == 1:
             # Small models often answer with the bare list for a one-field wrapper model.
             (only_field,) = output_type.model_fields
             value = {only_field: value}
         try:
-            return output_type.model_validate(value)
+            parsed = output_type.model_validate(value)
         except ValidationError as exc:
             first_error = first_error or exc
+            continue
+        # A schema whose fields all have defaults takes any object: one that sets none of them
+        # counts only as the whole answer, not as a `{}` in the prose around it or an object
+        # inside an answer that was cut off.
+        if whole or parsed.model_fields_set:
+            return parsed
     if first_error is not None:
         raise first_error
     raise ValueError("no JSON object found in the answer")

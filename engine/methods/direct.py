@@ -6,7 +6,6 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from engine.citations import without_model_citations
 from engine.llm.protocol import StructuredOutputError
 from engine.reader_text import ReadableText
 from engine.methods import baseline_prompts as prompts
@@ -62,10 +61,7 @@ class DirectMethod(Method):
             except StructuredOutputError as exc:
                 ctx.graph.fail(answer, str(exc), data={"last_output": exc.last_output[:2000]})
             else:
-                # Direct is shown no source: each `[n]` it writes (a made-up reference list's too)
-                # points to nothing a reader could look up.
-                ctx.graph.finish(answer, content=without_model_citations(result.answer),
-                                 data={"confidence": result.confidence})
+                ctx.graph.finish(answer, content=result.answer, data={"confidence": result.confidence})
         if not ctx.graph.has_report():
             self.write_report(ctx)
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from engine.citations import CitableSource, to_stored_markers
 from engine.evaluate.claims import split_sentences
-from engine.markdown_code import map_prose
+from engine.markdown_code import map_prose, prose_only
 from engine.methods.research.prompts import FEEDBACK, UNCITED_FEEDBACK
 
 _GOOD = re.compile(r"\[(\d+(?:\s*[,;]\s*\d+)*)\]")
@@ -59,7 +59,9 @@ class MarkerProblems:
 
 
 def problems(text: str, documents: int) -> MarkerProblems:
-    """The malformed markers of `text`, and the numbers it cites outside 1..documents."""
+    """The malformed markers of `text`, and the numbers it cites outside 1..documents; code is not
+    read (`values[5]` there is an index, and storing it leaves it as it is)."""
+    text = prose_only(text)
     malformed = tuple(m.group(0) for m in _MALFORMED.finditer(text))
     dangling = []
     for match in _GOOD.finditer(_MALFORMED.sub(" ", text)):
@@ -72,7 +74,7 @@ def problems(text: str, documents: int) -> MarkerProblems:
 def uncited(text: str, documents: int) -> bool:
     """Text of some length (a dozen words or more) that cites none of the `documents` it was
     written from: the summarizer and the answer must say where each statement comes from."""
-    return documents > 0 and not _GOOD.search(text) and len(text.split()) >= 12
+    return documents > 0 and not _GOOD.search(prose_only(text)) and len(text.split()) >= 12
 
 
 @dataclass
