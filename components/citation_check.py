@@ -26,9 +26,13 @@ def _percent(value: float | None) -> str:
     return "–" if value is None else f"{value:.0%}"
 
 
-def _report_judged(repo, run_id: str, checked_at):
-    """The final report that was the run's latest when the check was made (None: none was)."""
-    finals = [r for r in repo.list_reports(run_id) if r.kind == "final" and r.created_at <= checked_at]
+def _report_judged(repo, run_id: str, report_id: int | None, checked_at):
+    """The report the check judged: by its id, or (a check stored before the id was kept) the final
+    report that was the latest when the check was stored. None when it is not found."""
+    finals = [r for r in repo.list_reports(run_id) if r.kind == "final"]
+    if report_id is not None:
+        return next((r for r in finals if r.id == report_id), None)
+    finals = [r for r in finals if r.created_at <= checked_at]
     return finals[-1] if finals else None
 
 
@@ -60,7 +64,7 @@ def citation_check(services, run_id: str, llm_kind: str) -> None:
                        help="Citations pointing nowhere, or to a source that does not say (or contradicts) the claim.")
         cols[2].metric("Citations", result.markers)
         cols[3].metric("Judge calls", latest.calls)
-        judged = _report_judged(services.repo, run_id, latest.created_at) or report
+        judged = _report_judged(services.repo, run_id, result.report_id, latest.created_at) or report
         if judged.id != report.id:
             # The report was written again after the check: its verdicts are of the earlier text,
             # numbered as that text numbered its sources.

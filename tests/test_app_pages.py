@@ -632,6 +632,7 @@ def test_report_page_checks_every_cited_sentence_against_its_source(services):
     stale = open_page("pages/report.py", run_id=run_id)
     assert "This check was of an earlier version of the report" in joined(stale.warning)
     assert list(stale.dataframe[0].value["Source"]) == list(table["Source"])
+    assert stored[0].verdict["report_id"] is not None  # the version judged, kept with the verdict
 
 
 def test_report_page_refuses_a_second_regenerate_while_one_is_on_its_way(services):

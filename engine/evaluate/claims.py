@@ -99,6 +99,9 @@ class SentenceCheck(BaseModel):
 
 class ClaimSupportResult(BaseModel):
     run_id: str
+    # The report version judged: a check shown after the report was written again says it was of
+    # an earlier one (None in checks stored before it was kept).
+    report_id: int | None = None
     sentences: list[SentenceCheck] = Field(default_factory=list, description="The cited sentences.")
     markers: int = 0  # citations: distinct (sentence, source id) pairs
     supported: int = 0
@@ -142,7 +145,7 @@ def cited_sentences(run: JudgedRun) -> list[SentenceCheck]:
 
 def check_claims(llm: EvalLLM, run: JudgedRun) -> ClaimSupportResult:
     sentences = cited_sentences(run)
-    result = ClaimSupportResult(run_id=run.run_id, sentences=sentences)
+    result = ClaimSupportResult(run_id=run.run_id, report_id=run.report_id, sentences=sentences)
     by_source: dict[int, list[tuple[SentenceCheck, CitationCheck]]] = defaultdict(list)
     for sentence in sentences:
         for citation in sentence.citations:

@@ -22,6 +22,7 @@ class JudgedRun:
     report: str  # as stored: citations are `[[S<source id>]]` markers
     sources: dict[int, Source]
     model: str  # what the run ran on (the judged model, not the judge)
+    report_id: int | None = None  # the stored report judged (None: a text not stored as a report)
 
     def answer_text(self) -> str:
         """The report as a reader sees it: markers rendered `[n]` by first appearance, markers of
@@ -41,7 +42,7 @@ def load_judged_run(repo: Repository, run_id: str) -> JudgedRun:
                               f"partial. Finish it first: thoughtmap resume {run.id}")
     sources = {source.id: source for source in repo.list_sources(run.id) if source.id is not None}
     return JudgedRun(run_id=run.id, question=run.question, report=report.markdown, sources=sources,
-                     model=str(run.llm_info.get("model", "")))
+                     model=str(run.llm_info.get("model", "")), report_id=report.id)
 
 
 __all__ = ["JudgeInputError", "JudgedRun", "load_judged_run"]
