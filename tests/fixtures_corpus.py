@@ -10,16 +10,22 @@ Reuse in a test module with::
 * ``prebuilt_corpus_home`` (per test): copies that index to this test's
   ``$THOUGHTMAP_HOME/corpus.sqlite3``, so ``load_settings()`` + ``open_default_corpus`` /
   ``build_searcher("local", ...)`` start instantly instead of re-indexing (about 1.5 s).
+* ``no_bundled_reading()``: a context in which reading the bundled data files fails the test, so a
+  test can show an index is reused without timing it.
 * ``make_pdf(lines, title=None)``: bytes of a small real PDF whose text pypdf can extract.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
+from engine.search import bundled
 from engine.search.bundled import BundledStatus, ensure_bundled_corpus
 from engine.search.local import LocalCorpusSearcher
 from storage.corpus_store import CorpusStore
@@ -53,6 +59,16 @@ def prebuilt_corpus_home(bundled_corpus, _isolated_home) -> Path:
     """This test's THOUGHTMAP_HOME, holding a copy of the session's bundled index."""
     bundled_corpus.store.backup_to(_isolated_home / "corpus.sqlite3")
     return _isolated_home
+
+
+@contextmanager
+def no_bundled_reading() -> Iterator[None]:
+    """Fail the test if the bundled data files are read (the index would be rebuilt)."""
+    def refuse(*_args, **_kwargs):
+        raise AssertionError("the bundled data was read again: the index was not reused")
+
+    with mock.patch.object(bundled, "_documents", refuse):
+        yield
 
 
 def _pdf_escape(text: str) -> str:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -217,10 +216,9 @@ def test_size_limit(server):
 
 
 def test_timeout(server):
-    started = time.monotonic()
+    # /slow answers only once the fixture releases it, after the test: only our deadline ends this.
     with pytest.raises(FetchError, match="timed out after 0.5s"):
         _fetcher(timeout_s=0.5).fetch(server + "/slow")
-    assert time.monotonic() - started < 2.5
 
 
 def test_unreachable_port_is_a_fetch_error():

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -16,7 +15,7 @@ from engine.search.pages import read_pages
 from engine.search.local import LocalCorpusSearcher
 from engine.search.protocol import Hit, Searcher, SearchError
 from engine.search.web import WebSearcher
-from tests.fixtures_corpus import bundled_corpus, prebuilt_corpus_home  # noqa: F401
+from tests.fixtures_corpus import bundled_corpus, no_bundled_reading, prebuilt_corpus_home  # noqa: F401
 
 ROWS = [
     {"title": "Okapi - Wikipedia", "href": "https://en.wikipedia.org/wiki/Okapi", "body": "The okapi is  a mammal."},
@@ -80,11 +79,10 @@ def test_results_are_mapped_to_hits():
 
 
 def test_hanging_ddgs_hits_our_deadline(release):
+    # The fake hangs until the fixture releases it, after the test: only our deadline ends this.
     searcher = WebSearcher(ddgs_factory=lambda: FakeDDGS(hang=release), deadline_s=0.3)
-    started = time.monotonic()
     with pytest.raises(SearchError) as info:
         searcher.search("anything")
-    assert time.monotonic() - started < 1.5
     assert "within 0.3s" in str(info.value)
     assert "--search local" in info.value.hint
 
@@ -229,10 +227,9 @@ def test_build_searcher_modes(prebuilt_corpus_home):
     assert isinstance(web, WebSearcher)
     assert web.search("okapi", 2)[0].kind == "web"
 
-    started = time.monotonic()
-    local = build_searcher("local", settings)
+    with no_bundled_reading():  # the prebuilt index is reused, not rebuilt
+        local = build_searcher("local", settings)
     assert isinstance(local, LocalCorpusSearcher)
-    assert time.monotonic() - started < 1.0  # the prebuilt index is reused, not rebuilt
     assert local.search("Arthur's Magazine", 1)[0].kind == "corpus"
 
     both = build_searcher("both", settings, web_factory=lambda: fake)
