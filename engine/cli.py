@@ -134,9 +134,9 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--profile", choices=["auto", "quick", "paper"], default="auto", help="as for run")
     bench.add_argument("--search", choices=["local", "web", "both", "none"], default=None, help="as for run")
     bench.add_argument("--max-cost", type=budget_type("--max-cost", float, "dollars"),
-                       help="budget of the whole benchmark in dollars (runs and scoring); with --resume, its new budget")
+                       help="budget of the whole benchmark in dollars (runs and scoring); with --resume or --rescore, its new budget")
     bench.add_argument("--max-tokens", type=budget_type("--max-tokens", int, "tokens"),
-                       help="token budget of the whole benchmark; with --resume, its new budget")
+                       help="token budget of the whole benchmark; with --resume or --rescore, its new budget")
     bench.add_argument("--concurrency", type=int, default=2, help="runs at a time (default 2)")
     bench.add_argument("--judges", default="", metavar="claims,density,rubric",
                        help="LLM-judged scores per item: claims (citation error and support rates), density "
@@ -531,10 +531,14 @@ def cmd_bench(args) -> int:
             bench = bench_runner.store.get_benchmark(args.show)
         elif args.rescore:
             bench = bench_runner.store.get_benchmark(args.rescore)
+            if args.max_cost is not None or args.max_tokens is not None:  # raised: the rescore asks the LLM
+                bench_runner.raise_budget(bench.id, max_cost=args.max_cost, max_tokens=args.max_tokens)
             _prepare_llm(services, bench.llm_info.get("kind", "openai"), args.quiet)
-            count = bench_runner.rescore(bench.id)
+            rescored = bench_runner.rescore(bench.id)
             if not args.quiet:
-                _err(f"benchmark {bench.id}: {count} finished items scored again")
+                _err(f"benchmark {bench.id}: {rescored.scored} finished items scored again")
+            if rescored.left:
+                _err(f"thoughtmap: {rescored.budget_note(bench.id)}")
         elif args.resume:
             bench = bench_runner.store.get_benchmark(args.resume)
             if args.max_cost is not None or args.max_tokens is not None:  # raised, for one the budget stopped

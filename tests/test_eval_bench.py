@@ -490,3 +490,13 @@ def test_runs_the_benchmarks_budget_stopped_are_resumed_with_a_raised_budget(pre
                                              + int(r.eval_usage.get("completion_tokens", 0)) for r in _rows)
     assert runs[first.id].max_tokens == spent[first.id] + (100_000 - total_before), (
         runs[first.id].max_tokens, spent[first.id], total_before)
+
+    # A rescore keeps to the same budget: `--rescore ID --max-tokens N` raises it first, with the
+    # same check, and a rescore that needs no LLM call says how many items it scored again.
+    capsys.readouterr()
+    assert cli.main(["bench", "--rescore", bench.id, "--max-tokens", "1000"]) == cli.EXIT_USAGE
+    assert "give more than" in capsys.readouterr().err
+    assert cli.main(["bench", "--rescore", bench.id]) == cli.EXIT_OK
+    err = capsys.readouterr().err
+    assert f"benchmark {bench.id}: {len(rows)} finished items scored again" in err, err
+    assert "budget" not in err

@@ -47,7 +47,7 @@ def test_a_reader_that_fails_scores_the_answer_zero_but_does_not_fail_the_run(se
 
     # A rescore with a working reader reads what was not read, and the reader error is gone.
     fixed = BenchmarkRunner(services, reader=EvalLLM(FakeLLM()))
-    assert fixed.rescore(bench.id) == len(rows)
+    assert fixed.rescore(bench.id).scored == len(rows)
     again = fixed.store.list_items(bench.id)
     assert all("reader_error" not in r.metrics and r.metrics["answer_source"] == "reader" for r in again)
     assert all(r.prediction and not r.error for r in again)
@@ -66,6 +66,36 @@ def test_a_rescore_reuses_the_readers_reading_and_keeps_what_it_does_not_compute
     again = runner.store.get_item(row.id)
     assert again.prediction == row.prediction and again.metrics["f1"] == row.metrics["f1"]  # recomputed
     assert again.metrics["factuality"] == 0.5 and no_reader.calls == []
+
+
+def test_a_rescore_keeps_to_the_benchmarks_budget(services):
+    """A rescore that would ask the reader again does not once the benchmark's budget is spent: those
+    items keep their scores and the result says how many; raised, the budget lets them be read."""
+    runner, bench = _create(services, reader=EvalLLM(FakeLLM()))
+    runner.execute(bench.id)
+    rows = [r for r in runner.store.list_items(bench.id) if r.metrics.get("answer_source") == "reader"]
+    assert rows
+    for row in rows:  # readings by an older reader: a rescore would ask it again
+        runner.store.finish_item(row.id, status=row.status, prediction="an older reading", eval_usage=row.eval_usage,
+                                 metrics={k: v for k, v in row.metrics.items() if k != "reader_version"})
+    runner.store.set_budget(bench.id, max_tokens=1)  # already spent: the runs used more than that
+
+    refused = FakeLLM().when(prompt=READER, respond=AssertionError("the budget is spent: no reader call"))
+    rescored = BenchmarkRunner(services, reader=EvalLLM(refused)).rescore(bench.id)
+    assert refused.calls == []
+    assert rescored.left == len(rows) and rescored.reached == "tokens"
+    assert rescored.scored == len(runner.store.list_items(bench.id)) - len(rows)  # those needing no LLM call
+    assert all(runner.store.get_item(r.id).prediction == "an older reading" for r in rows)
+    assert f"thoughtmap bench --rescore {bench.id} --max-tokens N" in rescored.budget_note(bench.id)
+
+    with pytest.raises(BenchmarkError, match="give more than"):  # a "raise" that is not one is refused
+        runner.raise_budget(bench.id, max_tokens=2)
+    runner.raise_budget(bench.id, max_tokens=10_000_000)
+    reader = FakeLLM().when(prompt=READER, respond={"answer": "yes"})
+    rescored = BenchmarkRunner(services, reader=EvalLLM(reader)).rescore(bench.id)
+    assert rescored.left == 0 and rescored.budget_note(bench.id) == ""
+    assert len(reader.calls) == len(rows)
+    assert all(runner.store.get_item(r.id).prediction == "yes" for r in rows)
 
 
 def test_a_rescore_reads_again_what_an_older_reader_read(services):

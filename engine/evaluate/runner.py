@@ -312,13 +312,17 @@ class BenchmarkRunner:
                                prediction=prediction[:20000], metrics=scores, eval_usage=usage.as_dict(),
                                error=error or scores.get("reader_error", ""))
 
-    def rescore(self, benchmark_id: str, *, progress: Progress | None = None) -> int:
+    def rescore(self, benchmark_id: str, *, progress: Progress | None = None) -> "Rescored":
         """Score every finished item again from its stored run, with this release's scoring (after a
         fix to a metric or to the reader). The reader is asked again only where its reading does not
         exist yet, failed or came from another version of its prompt (`reader.reader_version`); LLM
         judges' scores are kept as they were, and the judges are asked again only where one failed
         (JUDGE_ERROR). Items whose run is not stored here (imported from a file) keep their scores.
-        Returns how many items were scored again."""
+
+        The benchmark's budget holds here too: once what its runs and scoring spent reaches it, an
+        item that would need the reader or a judge again keeps its scores as they were (`left`
+        counts them; raise the budget and rescore again). Items that need no LLM call are always
+        scored again."""
         bench = self.store.get_benchmark(benchmark_id)
         rows = [r for r in self.store.list_items(bench.id) if r.status in ItemStatus.FINISHED and r.run_id]
         rows = [r for r in rows if self._stored(r.run_id)]
@@ -327,9 +331,14 @@ class BenchmarkRunner:
         if judged_again or any(_reading_to_keep(r, items[r.item_id]) is None for r in rows):
             self.check_same_llm(bench)  # a reading or verdict asked again must come from the benchmark's model
         reader = self.reader_for(bench)
+        budget = _BudgetGate(self, bench)
+        scored, left = 0, 0
         for row in rows:
             usage = EvalUsage()
             known = _reading_to_keep(row, items[row.item_id])
+            if (known is None or row.id in judged_again) and budget.spent_out():
+                left += 1  # it would ask the LLM again, and the budget is spent: it keeps its scores
+                continue
             prediction, scores, error = score_item(self.services.repo, row.run_id, items[row.item_id],
                                                    reader.with_usage(usage), known_reading=known)
             # The judges' scores stay (they are not asked again), and so does anything else this
@@ -345,9 +354,10 @@ class BenchmarkRunner:
             self.store.finish_item(row.id, status=ItemStatus.SCORED if run.status == RunStatus.DONE else ItemStatus.FAILED,
                                    prediction=prediction[:20000], metrics=scores, eval_usage={**row.eval_usage, **spent},
                                    error=error or scores.get("reader_error", ""))
+            scored += 1
             if progress is not None:
                 progress(self.store.get_item(row.id))
-        return len(rows)
+        return Rescored(scored=scored, left=left, reached=budget.reached() if left else "")
 
     def _in_flight(self, run_id: str) -> bool:
         """The run executes here, or (queue mode) a worker has it or will take it: the item waits
@@ -392,6 +402,25 @@ class BenchmarkRunner:
         if self._reader is not None:
             return self._reader
         return EvalLLM(self.services.llm(bench.llm_info.get("kind", "openai")), self.services.prices)
+
+
+@dataclass(frozen=True)
+class Rescored:
+    """What a rescore did: items scored again, and items left as they were because the benchmark's
+    budget was spent before their reader or judges could be asked again."""
+
+    scored: int
+    left: int = 0
+    reached: str = ""  # the budget that stopped it, "tokens" or "cost", when left > 0
+
+    def budget_note(self, benchmark_id: str) -> str:
+        """What to do about the items left (empty when none was)."""
+        if not self.left:
+            return ""
+        flag = "--max-tokens N" if self.reached == "tokens" else "--max-cost DOLLARS"
+        return (f"the {self.reached} budget of benchmark {benchmark_id} was reached: {self.left} items that "
+                f"need the reader or a judge again keep their old scores; raise the budget and score them: "
+                f"thoughtmap bench --rescore {benchmark_id} {flag}")
 
 
 class _BudgetGate:
@@ -443,7 +472,7 @@ class _BudgetGate:
                 or (self.bench.max_cost is not None and cost >= self.bench.max_cost))
 
 
-__all__ = ["BenchmarkError", "BenchmarkRunner", "BenchmarkSpec", "split_values"]
+__all__ = ["BenchmarkError", "BenchmarkRunner", "BenchmarkSpec", "Rescored", "split_values"]
 
 
 def _reading_to_keep(row: BenchmarkItem, item: Item) -> str | None:
