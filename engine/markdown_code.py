@@ -17,8 +17,6 @@ from markdown_it import MarkdownIt
 # Blocks only: where code is does not depend on inline syntax, and inline parsing of long
 # adversarial text (a hundred thousand brackets) is slow.
 _PARSER = MarkdownIt("commonmark").disable("inline")
-# An opening fence: up to 3 spaces, then 3+ backticks (an info string without backticks) or 3+ tildes.
-_FENCE_OPEN = re.compile(r"^(?P<indent>[ \t]*(?:(?:[-*+]|\d{1,9}[.)])[ \t]+)?[ \t]*)(?P<fence>`{3,}(?=[^`]*$)|~{3,})")
 # A code span: a run of backticks closed by a run of the same length, within one paragraph.
 _BACKTICKS = re.compile(r"`+")
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
@@ -42,6 +40,7 @@ class Fence:
     end: int  # line index after the block (its closing fence included, when it has one)
     markup: str  # the opening fence ("```", "~~~~")
     strict: bool  # at the margin and closed by the same fence: a fence for every viewer (below)
+    content: str = ""  # the code as a viewer shows it: container and fence indentation removed
 
 
 def fences(text: str) -> list[Fence]:
@@ -58,7 +57,7 @@ def fences(text: str) -> list[Fence]:
         # Python-Markdown's fenced_code (the exports' other viewers) takes a fence only at the
         # margin, closed by the very same fence: only there is a `#` line code for them too.
         strict = lines[first].startswith(token.markup) and closing == token.markup
-        found.append(Fence(first, end, token.markup, strict))
+        found.append(Fence(first, end, token.markup, strict, token.content))
     return found
 
 
@@ -90,14 +89,15 @@ def close_fence(text: str) -> str:
     only added when the parser says it closes the block."""
     if ("```" not in text and "~~~" not in text) or not ends_open(text):
         return text
-    openers = [m for m in map(_FENCE_OPEN.match, _lines(text)) if m]
-    if not openers:
+    found = fences(text)
+    if not found:
         return text
-    last = openers[-1]
+    last = found[-1]  # the block left open is the last one the parser found
+    opener = _lines(text)[last.first]
+    indent = " " * len(opener[:opener.index(last.markup)].expandtabs(4))  # a list item's marker counts
     base = text if text.endswith("\n") else text + "\n"
-    indent = " " * len(last.group("indent").expandtabs(4))
     for margin in dict.fromkeys((indent, indent[:3], "")):
-        closed = base + margin + last.group("fence")
+        closed = base + margin + last.markup
         if not ends_open(closed):
             return closed
     return text

@@ -102,6 +102,20 @@ def test_a_code_block_cut_off_in_a_list_item_ends_with_the_item():
     assert close_fence(top) == top + "\n  ```"  # at the opener's indentation
 
 
+def test_the_pdf_and_docx_see_code_where_the_markdown_viewers_do():
+    """The exports' blocks take code from CommonMark's parser: a fence in a list item is code (its
+    brackets no citation), a fence never closed runs to the end, and a table stops at a fence."""
+    from engine.export.document import body_blocks
+
+    listed = body_blocks("- install:\n- ```\n  pip install x[1]\n  ```\n- then run it [2]\n", {1, 2})
+    assert [(b.kind, b.parts) for b in listed] == [
+        ("bullet", ("install:",)), ("code", ("pip install x[1]",)), ("bullet", ("then run it ", 2))]
+    cut = body_blocks("Steps [1]\n```python\nvalues = [2]\n# not a heading", {1, 2})
+    assert [(b.kind, b.parts) for b in cut] == [("paragraph", ("Steps ", 1)), ("code", ("values = [2]\n# not a heading",))]
+    table = body_blocks("| a | b |\n|---|---|\n| 1 | 2 |\n```\nx | [1]\n```\n", {1})
+    assert [b.kind for b in table] == ["table", "code"] and len(table[0].rows) == 2
+
+
 def test_split_code_gives_the_text_back_and_marks_only_code():
     text = "a `b` c\n```\nd [1]\n```\ne ``f`g`` h ` i\n~~~\nopen"
     segments = split_code(text)

@@ -8,10 +8,12 @@ its http(s) URL."""
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Literal
 
 from engine.citations import number_citations, without_reference_list
+from engine.markdown_code import Fence, fences
 from engine.report import heading_words, partial_heading, partial_nodes, report_title, status_note
 from engine.safe_text import names_report_section, one_line, shown_text, terminal_text
 from storage.repository import Repository
@@ -22,9 +24,9 @@ _BULLET = re.compile(r"^[ \t]*[-*+][ \t]+(.*)$")
 _NUMBERED = re.compile(r"^[ \t]*(\d{1,9})[.)][ \t]+(.*)$")
 _QUOTE = re.compile(r"^ {0,3}(?:>[ \t]?)+")  # `> note`, `> > nested`: the markers, not the words
 _RULE = re.compile(r"^[ \t]*(?:[-=*_][ \t]*)+$")  # setext underlines and rules: no text of their own
-# A fence opens a code block (CommonMark: 3+ backticks with no backtick after them, or 3+ tildes) and
-# the same character, at least as many times, alone on a line closes it.
-_FENCE = re.compile(r"^( {0,3})(`{3,}(?=[^`]*$)|~{3,})")
+# Line ends for a reader that CommonMark does not take as line ends: shown as spaces in prose and as
+# line breaks in code, after the parser has said where the code is.
+_OTHER_LINE_ENDS = re.compile("[\x0b\x0c\x1c-\x1e\u2028\u2029]")
 # A GFM table's delimiter row, under its header row: `|---|:--:|`, `--- | ---`.
 _TABLE_DELIMITER = re.compile(r"^ {0,3}\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$")
 _CELL_BORDER = re.compile(r"(?<!\\)\|")
@@ -123,17 +125,10 @@ def inline_parts(text: str, numbers: set[int]) -> tuple[str | int, ...]:
     return tuple(joined)
 
 
-def _code_block(lines: list[str], start: int, indent: int, fence: str) -> tuple[Block | None, int]:
-    """The fenced block whose content starts at `lines[start]`, and the index after its closing
-    fence. An unclosed fence runs to the end, as in CommonMark (and in the Markdown export)."""
-    closing = re.compile(rf" {{0,3}}{re.escape(fence[0])}{{{len(fence)},}}[ \t]*")
-    end = start
-    while end < len(lines) and not closing.fullmatch(lines[end]):
-        end += 1
-    # Content lines lose up to the opening fence's indentation, as a viewer shows them.
-    code = [re.sub(rf"^ {{0,{indent}}}", "", line) for line in lines[start:end]]
-    block = Block("code", (_xml_text("\n".join(code)),)) if any(line.strip() for line in code) else None
-    return block, end + 1
+def _code_block(fence: Fence) -> Block | None:
+    """A fenced block as code, its lines as a viewer shows them (None when it holds nothing)."""
+    code = _OTHER_LINE_ENDS.sub("\n", fence.content).rstrip("\n")
+    return Block("code", (_xml_text(code),)) if code.strip() else None
 
 
 def _cells(line: str, numbers: set[int]) -> list[tuple[str | int, ...]]:
@@ -143,10 +138,11 @@ def _cells(line: str, numbers: set[int]) -> list[tuple[str | int, ...]]:
     return [inline_parts(cell.strip().replace("\\|", "|"), numbers) for cell in _CELL_BORDER.split(line)]
 
 
-def _table(lines: list[str], start: int, numbers: set[int]) -> tuple[Block | None, int]:
+def _table(lines: list[str], start: int, numbers: set[int], code_at: Collection[int] = ()) -> tuple[Block | None, int]:
     """A GFM table starting at `lines[start]` (a header row, then a delimiter row of as many cells),
-    and the index after it; (None, start) when there is none. Its rows run to a blank line or a line
-    without `|`; each has the header's number of cells."""
+    and the index after it; (None, start) when there is none. Its rows run to a blank line, a line
+    without `|` or a code block (`code_at`: the lines where one starts); each has the header's
+    number of cells."""
     if start + 1 >= len(lines) or "|" not in lines[start] or "|" not in lines[start + 1]:
         return None, start
     if not _TABLE_DELIMITER.match(lines[start + 1]):
@@ -156,7 +152,7 @@ def _table(lines: list[str], start: int, numbers: set[int]) -> tuple[Block | Non
         return None, start
     rows = [tuple(header)]
     end = start + 2
-    while end < len(lines) and lines[end].strip() and "|" in lines[end]:
+    while end < len(lines) and lines[end].strip() and "|" in lines[end] and end not in code_at:
         cells = _cells(lines[end], numbers)[:len(header)]
         rows.append(tuple(cells + [()] * (len(header) - len(cells))))
         end += 1
@@ -174,17 +170,21 @@ def body_blocks(markdown: str, numbers: set[int]) -> list[Block]:
             blocks.append(Block("paragraph", inline_parts(" ".join(paragraph), numbers)))
             paragraph.clear()
 
-    lines = terminal_text(markdown).splitlines()
+    text = terminal_text(markdown)  # its line ends are \n, as CommonMark's parser counts them
+    lines = text.split("\n")
+    # Code is where CommonMark's parser says it is (a fence in a list item, one never closed), as in
+    # the Markdown export's viewers: no heading, list or citation is read inside it.
+    code_at = {fence.first: fence for fence in fences(text)}
     index = 0
     while index < len(lines):
-        line = lines[index]
-        if fence := _FENCE.match(line):
-            # Code keeps its lines: no heading, list or citation is read inside it.
+        if fence := code_at.get(index):
             flush()
-            block, index = _code_block(lines, index + 1, len(fence.group(1)), fence.group(2))
+            block = _code_block(fence)
             blocks += [block] if block else []
+            index = fence.end
             continue
-        table, after = _table(lines, index, numbers)
+        line = _OTHER_LINE_ENDS.sub(" ", lines[index])
+        table, after = _table(lines, index, numbers, code_at)
         if table:
             flush()
             blocks.append(table)
