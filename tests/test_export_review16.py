@@ -316,14 +316,34 @@ def test_a_citation_check_error_is_shown_as_text(app, monkeypatch):
 
 
 def test_a_pdf_says_which_characters_its_font_could_not_print():
-    """DejaVu Sans has no Chinese or Japanese: fpdf2 drops such characters without a word, so the
-    PDF says how many it left out and which (by code point), and points to the DOCX and Markdown."""
+    """No font of the PDF has Devanagari: fpdf2 drops such characters without a word, so the PDF
+    says how many it left out and which (by code point), and points to the DOCX and Markdown."""
     from engine.export.document import ReportDocument
 
-    text = pdf_text(to_pdf(ReportDocument(title="Tokyo 東京タワー", facts=["Question: where?"])))
-    assert "5 different characters of this report are not in the PDF's font and are left out" in text
-    assert "U+30BF, U+30EF, U+30FC, U+4EAC, U+6771" in text and "DOCX and Markdown downloads keep them" in text
+    text = pdf_text(to_pdf(ReportDocument(title="Namaste नमस्ते", facts=["Question: where?"])))
+    assert "6 different characters of this report are not in the PDF's font and are left out" in text
+    assert "U+0924, U+0928, U+092E, U+0938, U+0947, U+094D" in text and "DOCX and Markdown downloads keep them" in text
+    assert "fonts-wqy-microhei" not in text  # no CJK among them: that font would not help
     assert "left out" not in pdf_text(to_pdf(ReportDocument(title="Tokyo Tower", facts=["Question: where?"])))
+
+
+def test_chinese_japanese_and_korean_print_in_the_cjk_font_and_its_absence_is_said(monkeypatch):
+    """DejaVu has no CJK: its glyphs come from WenQuanYi Micro Hei (scripts/test installs it), in
+    headings and code too. Without that font they are left out, and the PDF names the package."""
+    from engine.export import pdf as pdf_module
+    from engine.export.document import Block, ReportDocument
+
+    assert pdf_module.CJK_FILE.is_file(), "scripts/test installs Debian's fonts-wqy-microhei"
+    document = ReportDocument(title="Tokyo 東京タワー", facts=["Question: 서울?"],
+                              blocks=[Block("heading", ("見出し",), level=2), Block("code", ("name = '中文'",))])
+    text = pdf_text(to_pdf(document))
+    assert "left out" not in text
+    assert all(words in text for words in ("東京タワー", "서울", "見出し", "中文"))
+
+    monkeypatch.setattr(pdf_module, "CJK_FILE", pdf_module.CJK_FILE.with_name("absent.ttc"))
+    text = pdf_text(to_pdf(document))
+    assert "different characters of this report are not in the PDF's font and are left out" in text
+    assert "Chinese, Japanese and Korean print once Debian's fonts-wqy-microhei font is installed" in text
 
 
 def test_the_pdf_checks_each_text_against_the_font_it_is_set_in():

@@ -1,12 +1,15 @@
 """The report as a PDF (fpdf2, pure Python) in DejaVu Sans from Debian's fonts: Latin, Greek,
-Cyrillic, Arabic and Hebrew letters and many symbols, but no Chinese, Japanese, Korean or Indic
-script. Characters the font lacks are left out of the PDF, and the PDF says so under its title,
-with their code points (the DOCX and Markdown downloads keep every character). Text is written as text
+Cyrillic, Arabic and Hebrew letters and many symbols. Chinese, Japanese and Korean come from
+WenQuanYi Micro Hei when Debian's fonts-wqy-microhei is installed (scripts/test installs it); no
+Indic or Thai script. Characters no font has are left out of the PDF, and the PDF says so under its
+title, with their code points and, for CJK, the package that would print them (the DOCX and
+Markdown downloads keep every character). Text is written as text
 (fpdf2's markdown and HTML modes stay off); citations are internal links to their source entry,
 and a source's title links to its http(s) URL."""
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import replace
 from pathlib import Path
 
@@ -30,6 +33,9 @@ REGULAR, BOLD = FONT_DIR / "DejaVuSans.ttf", FONT_DIR / "DejaVuSans-Bold.ttf"
 # Code blocks: DejaVu Sans Mono, shipped in the same package; without it code is set in the regular font.
 MONO, MONO_FILE = "DejaVuMono", FONT_DIR / "DejaVuSansMono.ttf"
 _CODE = 9
+# The glyphs DejaVu lacks for Chinese, Japanese and Korean: fpdf2 takes them from this font (a
+# collection: its first face is the proportional one), in every style, code included.
+CJK, CJK_FILE, CJK_PACKAGE = "WenQuanYi", Path("/usr/share/fonts/truetype/wqy/wqy-microhei.ttc"), "fonts-wqy-microhei"
 
 
 def pdf_font_missing() -> str:
@@ -50,6 +56,9 @@ def _pdf() -> FPDF:
     pdf.add_font(FONT, "", str(REGULAR))
     pdf.add_font(FONT, "B", str(BOLD))
     pdf.add_font(MONO, "", str(MONO_FILE if MONO_FILE.is_file() else REGULAR))
+    if CJK_FILE.is_file():
+        pdf.add_font(CJK, "", str(CJK_FILE), collection_font_number=0)
+        pdf.set_fallback_fonts([CJK], exact_match=False)  # bold headings too, in its one weight
     pdf.add_page()
     return pdf
 
@@ -99,8 +108,14 @@ def missing_characters(pdf: FPDF, document: ReportDocument) -> list[str]:
     silently): code's DejaVu Sans Mono lacks Hebrew, for one, which the regular font has."""
     cmaps = {"": pdf.fonts[FONT.lower()].cmap, "B": pdf.fonts[FONT.lower() + "B"].cmap,
              MONO: pdf.fonts[MONO.lower()].cmap}
+    fallback = pdf.fonts[CJK.lower()].cmap if CJK.lower() in pdf.fonts else {}
     return sorted({char for text, style in _texts(document) for char in text
-                   if not char.isspace() and ord(char) not in cmaps[style]})
+                   if not char.isspace() and ord(char) not in cmaps[style] and ord(char) not in fallback})
+
+
+def _cjk(char: str) -> bool:
+    """A Chinese, Japanese or Korean character (by its Unicode name): what the CJK font would print."""
+    return unicodedata.name(char, "").startswith(("CJK ", "HIRAGANA", "KATAKANA", "HANGUL", "BOPOMOFO", "IDEOGRAPHIC"))
 
 
 def to_pdf(document: ReportDocument) -> bytes:
@@ -109,9 +124,11 @@ def to_pdf(document: ReportDocument) -> bytes:
         # By code point: the font cannot show the characters themselves.
         shown = ", ".join(f"U+{ord(char):04X}" for char in missing[:MISSING_EXAMPLES])
         shown += ", …" if len(missing) > MISSING_EXAMPLES else ""
+        install = (f" Chinese, Japanese and Korean print once Debian's {CJK_PACKAGE} font is installed."
+                   if not CJK_FILE.is_file() and any(map(_cjk, missing)) else "")
         document = replace(document, facts=[*document.facts, (
             f"{len(missing)} different characters of this report are not in the PDF's font and are left out "
-            f"({shown}); the DOCX and Markdown downloads keep them.")])
+            f"({shown}); the DOCX and Markdown downloads keep them.{install}")])
     # One internal link per source, placed on its entry when the Sources list is written.
     links = {source.number: pdf.add_link() for source in document.sources}
     pdf.set_font(FONT, "B", _HEADING_SIZES[1])
