@@ -13,7 +13,7 @@ from engine.evaluate.datasets import DatasetError, Item, get_dataset, items_by_i
 from engine.evaluate.progress import finished_share, method_progress
 from engine.evaluate.results import (ANSWER_METRICS, DIFFERENCES_CAPTION, differences_rows, metric_text, summarize,
                                      table_notes)
-from engine.evaluate.runner import BenchmarkError
+from engine.evaluate.runner import BenchmarkError, budget_that_stopped
 from engine.safe_text import inline_text
 from engine.services import Services
 from storage.evaluation import ItemStatus
@@ -109,7 +109,12 @@ def _progress(bench: Benchmark, rows: list[BenchmarkItem], titles: dict[str, str
                                 ("Running" if active else "Unfinished"): line.running,
                                 "Waiting": line.pending} for line in lines]),
                  hide_index=True, use_container_width=True, key=f"bench-progress-{bench.id}")
-    if bench.note:
+    if stopped_by := budget_that_stopped(bench):
+        # The stored note gives the CLI's command; here the budget is raised on the page.
+        left = sum(1 for row in rows if row.status not in ItemStatus.FINISHED)
+        st.warning(f"The {stopped_by} budget was reached with {left} runs left. Raise it below and press Resume: "
+                   "finished items are kept.")
+    elif bench.note:
         st.warning(inline_text(bench.note))
     elif not active and bench.status == BenchmarkStatus.RUNNING:
         st.warning("This benchmark is not running in this app now (the app was restarted, or its work was cut "
@@ -143,11 +148,12 @@ def _controls(services: Services, bench: Benchmark, active: bool) -> None:
     if resumable and bench.status == BenchmarkStatus.STOPPED and (bench.max_tokens is not None
                                                                  or bench.max_cost is not None):
         raised = _budget_inputs(services, bench)
-    cols = st.columns([1, 1, 6])
-    if active and cols[0].button("Stop", key=f"bench-stop-{bench.id}"):
+    # One of the two buttons at a time (a running benchmark stops, a stopped one resumes), in one place.
+    column = st.columns([1, 7])[0]
+    if active and column.button("Stop", key=f"bench-stop-{bench.id}"):
         services.benchmarks.stop(bench.id)
         st.toast("Stopping: the runs under way stop at their next step and stay resumable.")
-    if resumable and cols[1].button("Resume", key=f"bench-resume-{bench.id}"):
+    if resumable and column.button("Resume", key=f"bench-resume-{bench.id}"):
         max_tokens, max_cost = raised
         try:
             if raised != (None, None) and raised != (bench.max_tokens, bench.max_cost):

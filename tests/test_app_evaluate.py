@@ -148,6 +148,11 @@ def test_a_benchmark_its_budget_stopped_takes_a_raised_budget_on_the_page(servic
     at.run()
     assert_no_exception(at)
     assert f"Spent so far: {spent:,} tokens. Raise the budget here to let Resume go further." in texts(at.caption)
+    # The page says it in its own words (the stored note gives the CLI's command, for the CLI).
+    left = sum(1 for r in services.benchmarks.store.list_items(bench.id) if r.status not in ItemStatus.FINISHED)
+    assert (f"The token budget was reached with {left} runs left. Raise it below and press Resume: finished items "
+            "are kept.") in texts(at.warning)
+    assert "thoughtmap bench" not in joined(at.warning)
     budget = at.number_input(key=f"bench-budget-tokens-{bench.id}")
     assert budget.value == 1500
     budget.set_value(1000)

@@ -459,7 +459,7 @@ def test_runs_the_benchmarks_budget_stopped_are_resumed_with_a_raised_budget(pre
     assert all(r.status not in ItemStatus.FINISHED for r in stopped)  # not scored 0 for good
     assert not any(r.status == ItemStatus.FAILED for r in rows)
     assert bench.status == "stopped"
-    assert bench.note.startswith("the tokens budget was reached") and f"--resume {bench.id} --max-tokens N" in bench.note
+    assert bench.note.startswith("the token budget was reached") and f"--resume {bench.id} --max-tokens N" in bench.note
     spent = {row_id: run.prompt_tokens + run.completion_tokens for row_id, run in runs.items()}
     assert spent[stopped[0].id] > 0  # stopped part-way, with tokens of its own
 

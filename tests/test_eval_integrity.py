@@ -98,6 +98,20 @@ def test_a_rescore_keeps_to_the_benchmarks_budget(services):
     assert all(runner.store.get_item(r.id).prediction == "yes" for r in rows)
 
 
+def test_the_budget_that_stopped_a_benchmark_is_read_from_its_note_old_wording_too():
+    from engine.evaluate.runner import budget_that_stopped
+    from storage.models import Benchmark, BenchmarkStatus
+
+    def bench(note, status=BenchmarkStatus.STOPPED):
+        return Benchmark(id="b", dataset="d", methods=["direct"], status=status, note=note)
+
+    assert budget_that_stopped(bench("the token budget was reached with 3 runs left; raise it")) == "token"
+    assert budget_that_stopped(bench("the tokens budget was reached with 3 runs left; raise it")) == "token"
+    assert budget_that_stopped(bench("the cost budget was reached with 1 runs left; raise it")) == "cost"
+    assert budget_that_stopped(bench("stopped with 3 runs left; resume to finish")) is None
+    assert budget_that_stopped(bench("the token budget was reached with 3 runs left", BenchmarkStatus.DONE)) is None
+
+
 def test_a_rescore_reads_again_what_an_older_reader_read(services):
     """The reader's version is stored with each reading: a reading from before READER learned yes/no
     (version 1, stored with no version) is read again on a rescore, and this one's is kept."""

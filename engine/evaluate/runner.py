@@ -16,6 +16,7 @@ what is left as its own budget (so concurrent runs can overshoot it by at most t
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -207,10 +208,10 @@ class BenchmarkRunner:
         if not left:
             self.store.set_benchmark_status(bench.id, BenchmarkStatus.DONE)
         elif budget.spent_out():
-            flag = "--max-tokens N" if budget.reached() == "tokens" else "--max-cost DOLLARS"
             self.store.set_benchmark_status(bench.id, BenchmarkStatus.STOPPED,
-                                            f"the {budget.reached()} budget was reached with {len(left)} runs left; "
-                                            f"raise it to continue: thoughtmap bench --resume {bench.id} {flag}")
+                                            f"the {_BUDGET_NAMES[budget.reached()]} budget {_BUDGET_REACHED} {len(left)} runs "
+                                            f"left; raise it to continue: thoughtmap bench --resume {bench.id} "
+                                            f"{_RAISE_FLAGS[budget.reached()]}")
         else:
             self.store.set_benchmark_status(bench.id, BenchmarkStatus.STOPPED,
                                             f"stopped with {len(left)} runs left; resume to finish")
@@ -404,6 +405,13 @@ class BenchmarkRunner:
         return EvalLLM(self.services.llm(bench.llm_info.get("kind", "openai")), self.services.prices)
 
 
+# How the runner names a budget ("tokens" or "cost", `_BudgetGate.reached`) to a reader, and the
+# flag that raises it.
+_BUDGET_NAMES = {"tokens": "token", "cost": "cost"}
+_RAISE_FLAGS = {"tokens": "--max-tokens N", "cost": "--max-cost DOLLARS"}
+_BUDGET_REACHED = "was reached with"
+
+
 @dataclass(frozen=True)
 class Rescored:
     """What a rescore did: items scored again, and items left as they were because the benchmark's
@@ -417,10 +425,16 @@ class Rescored:
         """What to do about the items left (empty when none was)."""
         if not self.left:
             return ""
-        flag = "--max-tokens N" if self.reached == "tokens" else "--max-cost DOLLARS"
-        return (f"the {self.reached} budget of benchmark {benchmark_id} was reached: {self.left} items that "
-                f"need the reader or a judge again keep their old scores; raise the budget and score them: "
-                f"thoughtmap bench --rescore {benchmark_id} {flag}")
+        return (f"the {_BUDGET_NAMES[self.reached]} budget of benchmark {benchmark_id} was reached: {self.left} "
+                f"items that need the reader or a judge again keep their old scores; raise the budget and score "
+                f"them: thoughtmap bench --rescore {benchmark_id} {_RAISE_FLAGS[self.reached]}")
+
+
+def budget_that_stopped(bench: Benchmark) -> str | None:
+    """"token" or "cost": the budget that stopped this benchmark (its note says so), else None. The
+    app says it in its own words, with the inputs to raise it, instead of the CLI's command."""
+    stopped = re.match(rf"the (token|cost)s? budget {_BUDGET_REACHED} ", bench.note or "")  # "tokens": before 2026-11-28
+    return stopped.group(1) if stopped and bench.status == BenchmarkStatus.STOPPED else None
 
 
 class _BudgetGate:
@@ -472,7 +486,7 @@ class _BudgetGate:
                 or (self.bench.max_cost is not None and cost >= self.bench.max_cost))
 
 
-__all__ = ["BenchmarkError", "BenchmarkRunner", "BenchmarkSpec", "Rescored", "split_values"]
+__all__ = ["BenchmarkError", "BenchmarkRunner", "BenchmarkSpec", "Rescored", "budget_that_stopped", "split_values"]
 
 
 def _reading_to_keep(row: BenchmarkItem, item: Item) -> str | None:

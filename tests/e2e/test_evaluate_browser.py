@@ -160,3 +160,52 @@ def test_evaluate_and_compare_in_the_browser(streamlit_app, page, app_repo, eval
     poll(page, lambda: page.locator(MAP_IFRAME).count() == 2, timeout=60, what="their maps side by side")
     page.get_by_text("DEoT dual comparison · judge").wait_for()  # their stored verdict too
     assert page.dialogs == []
+
+
+def test_a_benchmark_its_budget_stopped_is_raised_and_resumed_in_the_browser(streamlit_app, page, eval_store):
+    """A person gives a benchmark a token budget too small for it: it stops after its first item
+    run and says so; the page shows what was spent and the budget, a raise below the spend is
+    refused with the amount to beat, and a real raise lets Resume finish every item."""
+    page.set_viewport_size({"width": 1400, "height": 900})
+    page.goto(streamlit_app.url)
+    page.get_by_role("link", name="Evaluate").click()
+    page.get_by_text("No benchmarks yet").wait_for()
+    for label, value in (("Items", "2"), ("Concurrency", "1"), ("Max tokens", "300")):
+        box = page.get_by_role("spinbutton", name=label, exact=True)
+        box.fill(value)
+        box.press("Tab")
+    _pick_methods(page, ["direct", "rag"])
+    page.get_by_role("button", name="Start benchmark").click()
+
+    [bench] = poll(page, eval_store.list_benchmarks, timeout=60, what="the benchmark to be stored")
+    assert bench.max_tokens == 300
+    poll(page, lambda: eval_store.get_benchmark(bench.id).status == "stopped", timeout=120,
+         what="the budget to stop the benchmark")
+    page.get_by_text("The token budget was reached with 3 runs left. Raise it below and press Resume").wait_for(timeout=60_000)
+    page.get_by_text("Spent so far:").wait_for()
+    budget = page.get_by_role("spinbutton", name="Token budget", exact=True)
+    assert budget.input_value() == "300"
+    _shot(page, "evaluate-budget-stopped")
+
+    # A "raise" to no more than was spent would stop it again at once: refused, with the amount to beat.
+    spent = page.get_by_text("Spent so far:").inner_text().split(":")[1].split("tokens")[0].strip().replace(",", "")
+    assert int(spent) >= 300
+    budget.fill(str(int(spent)))
+    budget.press("Tab")
+    page.get_by_role("button", name="Resume").click()
+    page.get_by_text("would stop it again at once; give more than").wait_for(timeout=30_000)
+    assert eval_store.get_benchmark(bench.id).max_tokens == 300 and eval_store.get_benchmark(bench.id).status == "stopped"
+    _shot(page, "evaluate-budget-refused")
+
+    budget = page.get_by_role("spinbutton", name="Token budget", exact=True)
+    budget.fill("100000")
+    budget.press("Tab")
+    page.get_by_role("button", name="Resume").click()
+    poll(page, lambda: eval_store.get_benchmark(bench.id).status == "done", timeout=180,
+         what="the resumed benchmark to finish")
+    assert eval_store.get_benchmark(bench.id).max_tokens == 100_000
+    poll(page, lambda: page.get_by_text("4 of 4 item runs finished · done").count() > 0, timeout=60,
+         what="the page to show the finished benchmark")
+    page.get_by_text("Paired differences, item by item").wait_for()
+    _shot(page, "evaluate-budget-resumed")
+    assert page.dialogs == []
