@@ -89,6 +89,7 @@ def close_fence(text: str) -> str:
     only added when the parser says it closes the block."""
     if ("```" not in text and "~~~" not in text) or not ends_open(text):
         return text
+    text = re.sub(r"\r\n?", "\n", text)  # the parser's line ends, so that its line numbers are ours
     found = fences(text)
     if not found:
         return text

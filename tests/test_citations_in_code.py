@@ -114,6 +114,13 @@ def test_the_pdf_and_docx_see_code_where_the_markdown_viewers_do():
     assert [(b.kind, b.parts) for b in cut] == [("paragraph", ("Steps ", 1)), ("code", ("values = [2]\n# not a heading",))]
     table = body_blocks("| a | b |\n|---|---|\n| 1 | 2 |\n```\nx | [1]\n```\n", {1})
     assert [b.kind for b in table] == ["table", "code"] and len(table[0].rows) == 2
+    # A line end CommonMark does not count is a space in prose and in a cell, a line break in code.
+    spaced = body_blocks("| a\u2028b | c |\n|---|---|\n| 1 | 2 |\n\n~~~\nx\u2028y\n~~~\n", set())
+    assert spaced[0].rows[0] == (("a b",), ("c",)) and spaced[1].parts == ("x\ny",)
+
+
+def test_a_fence_left_open_after_lone_carriage_returns_is_closed():
+    assert close_fence("intro\rmore\r```python\rcode") == "intro\nmore\n```python\ncode\n```"
 
 
 def test_split_code_gives_the_text_back_and_marks_only_code():

@@ -84,7 +84,7 @@ def test_a_rescore_keeps_to_the_benchmarks_budget(services):
     rescored = BenchmarkRunner(services, reader=EvalLLM(refused)).rescore(bench.id)
     assert refused.calls == []
     assert rescored.left == len(rows) and rescored.reached == "tokens"
-    assert rescored.scored == len(runner.store.list_items(bench.id)) - len(rows)  # those needing no LLM call
+    assert rescored.scored == 0  # every item here needs the reader again
     assert all(runner.store.get_item(r.id).prediction == "an older reading" for r in rows)
     assert f"thoughtmap bench --rescore {bench.id} --max-tokens N" in rescored.budget_note(bench.id)
 
@@ -96,6 +96,48 @@ def test_a_rescore_keeps_to_the_benchmarks_budget(services):
     assert rescored.left == 0 and rescored.budget_note(bench.id) == ""
     assert len(reader.calls) == len(rows)
     assert all(runner.store.get_item(r.id).prediction == "yes" for r in rows)
+
+
+def test_a_rescore_on_a_spent_budget_still_scores_what_needs_no_llm_and_holds_back_the_judges(services, monkeypatch):
+    """The budget is checked at each reader or judge call, not guessed in advance: an article item
+    (no reader) is scored again on a spent budget, and on any model; a judge that failed waits for a
+    raised budget and keeps saying it has no scores."""
+    broken = FakeLLM().when(prompt="judge.rubric_omnithink", respond=LLMConnectionError("the judge went away"))
+    runner, bench = _create(services, reader=EvalLLM(broken), dataset="freshwiki", methods=["direct", "rag"],
+                            limit=1, judges=("rubric",))
+    runner.execute(bench.id)
+    rows = runner.store.list_items(bench.id)
+    assert all("the judge went away" in r.metrics["judge_error"] for r in rows)
+    runner.store.set_budget(bench.id, max_tokens=1)
+
+    refused = FakeLLM().when(prompt="judge.", respond=AssertionError("the budget is spent: no judge call"))
+    rescored = BenchmarkRunner(services, reader=EvalLLM(refused)).rescore(bench.id)
+    assert refused.calls == []
+    assert (rescored.scored, rescored.left, rescored.reached) == (2, 2, "tokens")  # read again, judges held back
+    assert all("the judge went away" in runner.store.get_item(r.id).metrics["judge_error"] for r in rows)
+
+    # No judge to ask again and no reader needed: a rescore on another model asks nothing, and runs.
+    for row in rows:
+        row = runner.store.get_item(row.id)
+        runner.store.finish_item(row.id, status=row.status, prediction=row.prediction, eval_usage=row.eval_usage,
+                                 metrics={k: v for k, v in row.metrics.items() if k != "judge_error"})
+    real = services.llm_info
+    monkeypatch.setattr(services, "llm_info", lambda kind: {**real(kind), "model": "another-model"})
+    assert BenchmarkRunner(services, reader=EvalLLM(refused)).rescore(bench.id).scored == 2
+
+
+def test_a_rescore_that_must_read_again_does_so_only_on_the_benchmarks_model(services, monkeypatch):
+    runner, bench = _create(services, methods=["direct"], limit=1, reader=EvalLLM(FakeLLM()))
+    runner.execute(bench.id)
+    (row,) = runner.store.list_items(bench.id)
+    runner.store.finish_item(row.id, status=row.status, prediction="an older reading", eval_usage=row.eval_usage,
+                             metrics={k: v for k, v in row.metrics.items() if k != "reader_version"})
+    real = services.llm_info
+    monkeypatch.setattr(services, "llm_info", lambda kind: {**real(kind), "model": "another-model"})
+    reader = FakeLLM()
+    with pytest.raises(BenchmarkError, match="would mix two models in one table"):
+        BenchmarkRunner(services, reader=EvalLLM(reader)).rescore(bench.id)
+    assert reader.calls == [] and runner.store.get_item(row.id).prediction == "an older reading"
 
 
 def test_the_budget_that_stopped_a_benchmark_is_read_from_its_note_old_wording_too():

@@ -325,6 +325,7 @@ def test_a_pdf_says_which_characters_its_font_could_not_print():
     assert "U+0924, U+0928, U+092E, U+0938, U+0947, U+094D" in text and "DOCX and Markdown downloads keep them" in text
     assert "fonts-wqy-microhei" not in text  # no CJK among them: that font would not help
     assert "left out" not in pdf_text(to_pdf(ReportDocument(title="Tokyo Tower", facts=["Question: where?"])))
+    assert b"WenQuanYi" not in to_pdf(ReportDocument(title="Tokyo Tower", facts=[]))  # the CJK font only where needed
 
 
 def test_chinese_japanese_and_korean_print_in_the_cjk_font_and_its_absence_is_said(monkeypatch):
@@ -336,8 +337,9 @@ def test_chinese_japanese_and_korean_print_in_the_cjk_font_and_its_absence_is_sa
     assert pdf_module.CJK_FILE.is_file(), "scripts/test installs Debian's fonts-wqy-microhei"
     document = ReportDocument(title="Tokyo 東京タワー", facts=["Question: 서울?"],
                               blocks=[Block("heading", ("見出し",), level=2), Block("code", ("name = '中文'",))])
-    text = pdf_text(to_pdf(document))
-    assert "left out" not in text
+    pdf = to_pdf(document)
+    text = pdf_text(pdf)
+    assert "left out" not in text and b"WenQuanYi" in pdf
     assert all(words in text for words in ("東京タワー", "서울", "見出し", "中文"))
 
     monkeypatch.setattr(pdf_module, "CJK_FILE", pdf_module.CJK_FILE.with_name("absent.ttc"))

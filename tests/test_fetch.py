@@ -26,6 +26,7 @@ described scientifically in 1901 after reports reached Europe of a forest animal
 
 class _Handler(BaseHTTPRequestHandler):
     release: threading.Event  # set on the class by the fixture
+    answered: threading.Event  # set by /slow just before it answers
 
     def log_message(self, *args):  # keep test output quiet
         pass
@@ -67,6 +68,7 @@ class _Handler(BaseHTTPRequestHandler):
                 pass
         elif path == "/slow":
             self.release.wait(5)
+            self.answered.set()
             self._send(200, b"late")
         elif path == "/redirect-ok":
             self._send(302, headers={"Location": "/page.html"})
@@ -80,15 +82,24 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(404, b"not found")
 
 
+class _ServerURL(str):
+    """The test server's address, with the event its /slow page sets when it answers."""
+
+    def __new__(cls, url: str, answered: threading.Event) -> "_ServerURL":
+        value = super().__new__(cls, url)
+        value.answered = answered
+        return value
+
+
 @pytest.fixture
 def server():
-    release = threading.Event()
-    handler = type("Handler", (_Handler,), {"release": release})
+    release, answered = threading.Event(), threading.Event()
+    handler = type("Handler", (_Handler,), {"release": release, "answered": answered})
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     httpd.daemon_threads = True
     thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    yield _ServerURL(f"http://127.0.0.1:{httpd.server_address[1]}", answered)
     release.set()
     httpd.shutdown()
     httpd.server_close()
@@ -216,9 +227,11 @@ def test_size_limit(server):
 
 
 def test_timeout(server):
-    # /slow answers only once the fixture releases it, after the test: only our deadline ends this.
+    # /slow answers when the fixture releases it after the test (or after 5 s): the fetch must have
+    # given up before the server answered, which only our deadline does (no clock read here).
     with pytest.raises(FetchError, match="timed out after 0.5s"):
         _fetcher(timeout_s=0.5).fetch(server + "/slow")
+    assert not server.answered.is_set()
 
 
 def test_unreachable_port_is_a_fetch_error():

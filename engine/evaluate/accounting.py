@@ -5,7 +5,7 @@ into the judged run's own totals (a method's cost must not include the cost of s
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -43,6 +43,15 @@ class EvalUsage:
                     "completion_tokens": self.completion_tokens, "cost": self.cost}
 
 
+class BudgetSpent(Exception):
+    """A gate refused an evaluation call: the benchmark's budget is spent (`reached`: "tokens" or
+    "cost"). Not an LLMError: the item keeps what it had, it is not scored as a failed reading."""
+
+    def __init__(self, reached: str) -> None:
+        super().__init__(f"the {reached} budget is spent")
+        self.reached = reached
+
+
 class _CountingLLM:
     def __init__(self, owner: "EvalLLM") -> None:
         self._owner = owner
@@ -74,11 +83,14 @@ class EvalLLM:
     e.g. THOUGHTMAP_MODEL_JUDGE), as for a run's calls."""
 
     def __init__(self, llm: LLM, prices: PriceTable | None = None, usage: EvalUsage | None = None,
-                 max_reasks: int = DEFAULT_MAX_REASKS, *, also: tuple[EvalUsage, ...] = ()) -> None:
+                 max_reasks: int = DEFAULT_MAX_REASKS, *, also: tuple[EvalUsage, ...] = (),
+                 gate: Callable[[], None] | None = None) -> None:
         self.llm = llm
         self.prices = prices or PriceTable()
         self.usage = usage or EvalUsage()
         self.max_reasks = max_reasks
+        # Called before each question; raises (BudgetSpent, or why the call may not be made) to refuse it.
+        self.gate = gate
         # The usages of the EvalLLMs this one was made from: a verdict's calls also count in the
         # item's total that asked for it.
         self.usages: tuple[EvalUsage, ...] = (self.usage, *also)
@@ -92,14 +104,21 @@ class EvalLLM:
 
     def with_usage(self, usage: EvalUsage) -> "EvalLLM":
         """The same LLM counting into `usage` (one per item or verdict) as well as into this one's."""
-        return EvalLLM(self.llm, self.prices, usage, self.max_reasks, also=self.usages)
+        return EvalLLM(self.llm, self.prices, usage, self.max_reasks, also=self.usages, gate=self.gate)
+
+    def with_gate(self, gate: Callable[[], None]) -> "EvalLLM":
+        """The same LLM, counting into the same usages, that calls `gate` before each question."""
+        return EvalLLM(self.llm, self.prices, self.usage, self.max_reasks, also=self.usages[1:], gate=gate)
 
     def ask(self, messages: Sequence[Message], output_type: type[T], *, purpose: str = "judge",
             max_tokens: int | None = None, temperature: float | None = 0.0) -> T:
-        """A validated `output_type`; raises StructuredOutputError or LLMError."""
+        """A validated `output_type`; raises StructuredOutputError or LLMError, or what the gate
+        raises to refuse the question (BudgetSpent)."""
+        if self.gate is not None:
+            self.gate()
         return ask_structured(_CountingLLM(self), messages, output_type, purpose=purpose,
                               max_reasks=self.max_reasks, max_tokens=max_tokens, temperature=temperature,
                               prompt=getattr(messages, "name", ""))
 
 
-__all__ = ["EvalLLM", "EvalUsage"]
+__all__ = ["BudgetSpent", "EvalLLM", "EvalUsage"]

@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.evaluate.accounting import EvalLLM, EvalUsage
+from engine.evaluate.accounting import BudgetSpent, EvalLLM, EvalUsage
 from engine.evaluate.datasets import DEFAULT_SEED, Item, get_dataset, items_by_id, load_items
 from engine.evaluate.item_judges import ITEM_JUDGES, judge_item
 from engine.evaluate.reader import reader_version
@@ -329,19 +329,18 @@ class BenchmarkRunner:
         rows = [r for r in rows if self._stored(r.run_id)]
         items = items_by_id(bench.dataset, sorted({r.item_id for r in rows}))
         judged_again = {r.id for r in rows if bench.judges and r.metrics.get(JUDGE_ERROR)}
-        if judged_again or any(_reading_to_keep(r, items[r.item_id]) is None for r in rows):
-            self.check_same_llm(bench)  # a reading or verdict asked again must come from the benchmark's model
-        reader = self.reader_for(bench)
-        budget = _BudgetGate(self, bench)
-        scored, left = 0, 0
+        tally = EvalUsage()  # what this rescore's calls spend, added to what was spent before it
+        reader = self.reader_for(bench).with_usage(tally).with_gate(self._rescore_gate(bench, tally))
+        scored, left, reached = 0, 0, ""
         for row in rows:
             usage = EvalUsage()
             known = _reading_to_keep(row, items[row.item_id])
-            if (known is None or row.id in judged_again) and budget.spent_out():
-                left += 1  # it would ask the LLM again, and the budget is spent: it keeps its scores
+            try:
+                prediction, scores, error = score_item(self.services.repo, row.run_id, items[row.item_id],
+                                                       reader.with_usage(usage), known_reading=known)
+            except BudgetSpent as spent:  # it needs the reader again, and the budget is spent: kept as it was
+                left, reached = left + 1, spent.reached
                 continue
-            prediction, scores, error = score_item(self.services.repo, row.run_id, items[row.item_id],
-                                                   reader.with_usage(usage), known_reading=known)
             # The judges' scores stay (they are not asked again), and so does anything else this
             # scoring does not compute; a reader error it did not meet again is gone.
             kept = {k: v for k, v in row.metrics.items() if k not in ("reader_error", HARNESS_ERROR, JUDGE_ERROR)
@@ -349,7 +348,11 @@ class BenchmarkRunner:
             scores = {**scores, **kept}
             run = self.services.repo.get_run(row.run_id)
             if row.id in judged_again and run.status == RunStatus.DONE:
-                scores.update(self._judge(bench, row.run_id, items[row.item_id], reader.with_usage(usage)))
+                try:
+                    scores.update(self._judge(bench, row.run_id, items[row.item_id], reader.with_usage(usage)))
+                except BudgetSpent as spent:  # its judges wait for a raised budget, and say so meanwhile
+                    left, reached = left + 1, spent.reached
+                    scores[JUDGE_ERROR] = row.metrics[JUDGE_ERROR]
             spent = {k: row.eval_usage.get(k, 0) + v for k, v in usage.as_dict().items()
                      if isinstance(v, (int, float))}
             self.store.finish_item(row.id, status=ItemStatus.SCORED if run.status == RunStatus.DONE else ItemStatus.FAILED,
@@ -358,7 +361,26 @@ class BenchmarkRunner:
             scored += 1
             if progress is not None:
                 progress(self.store.get_item(row.id))
-        return Rescored(scored=scored, left=left, reached=budget.reached() if left else "")
+        return Rescored(scored=scored, left=left, reached=reached)
+
+    def _rescore_gate(self, bench: Benchmark, tally: EvalUsage) -> Callable[[], None]:
+        """Checked before each reader or judge call of a rescore: the benchmark's model (on the first
+        call: a rescore that asks nothing runs on any), then its budget, from what was spent before
+        the rescore (read once) plus `tally`."""
+        before = _BudgetGate(self, bench)._spent()
+        checked: list[bool] = []
+
+        def gate() -> None:
+            if not checked:
+                self.check_same_llm(bench)  # a reading or verdict asked again must come from the benchmark's model
+                checked.append(True)
+            now = tally.as_dict()
+            if bench.max_tokens is not None and before[0] + now["prompt_tokens"] + now["completion_tokens"] >= bench.max_tokens:
+                raise BudgetSpent("tokens")
+            if bench.max_cost is not None and before[1] + now["cost"] >= bench.max_cost:
+                raise BudgetSpent("cost")
+
+        return gate
 
     def _in_flight(self, run_id: str) -> bool:
         """The run executes here, or (queue mode) a worker has it or will take it: the item waits

@@ -171,7 +171,8 @@ def body_blocks(markdown: str, numbers: set[int]) -> list[Block]:
             paragraph.clear()
 
     text = terminal_text(markdown)  # its line ends are \n, as CommonMark's parser counts them
-    lines = text.split("\n")
+    # Outside code, a line end CommonMark does not count (U+2028) is a space, in a table cell too.
+    lines = [_OTHER_LINE_ENDS.sub(" ", line) for line in text.split("\n")]
     # Code is where CommonMark's parser says it is (a fence in a list item, one never closed), as in
     # the Markdown export's viewers: no heading, list or citation is read inside it.
     code_at = {fence.first: fence for fence in fences(text)}
@@ -183,7 +184,7 @@ def body_blocks(markdown: str, numbers: set[int]) -> list[Block]:
             blocks += [block] if block else []
             index = fence.end
             continue
-        line = _OTHER_LINE_ENDS.sub(" ", lines[index])
+        line = lines[index]
         table, after = _table(lines, index, numbers, code_at)
         if table:
             flush()

@@ -56,9 +56,6 @@ def _pdf() -> FPDF:
     pdf.add_font(FONT, "", str(REGULAR))
     pdf.add_font(FONT, "B", str(BOLD))
     pdf.add_font(MONO, "", str(MONO_FILE if MONO_FILE.is_file() else REGULAR))
-    if CJK_FILE.is_file():
-        pdf.add_font(CJK, "", str(CJK_FILE), collection_font_number=0)
-        pdf.set_fallback_fonts([CJK], exact_match=False)  # bold headings too, in its one weight
     pdf.add_page()
     return pdf
 
@@ -120,7 +117,14 @@ def _cjk(char: str) -> bool:
 
 def to_pdf(document: ReportDocument) -> bytes:
     pdf = _pdf()
-    if missing := missing_characters(pdf, document):
+    missing = missing_characters(pdf, document)
+    if CJK_FILE.is_file() and any(map(_cjk, missing)):
+        # Only then: the 5 MB collection costs a third of a second to load, and its (empty) subset
+        # would be embedded in every PDF.
+        pdf.add_font(CJK, "", str(CJK_FILE), collection_font_number=0)
+        pdf.set_fallback_fonts([CJK], exact_match=False)  # bold headings too, in its one weight
+        missing = missing_characters(pdf, document)
+    if missing:
         # By code point: the font cannot show the characters themselves.
         shown = ", ".join(f"U+{ord(char):04X}" for char in missing[:MISSING_EXAMPLES])
         shown += ", …" if len(missing) > MISSING_EXAMPLES else ""
