@@ -63,21 +63,25 @@ st.query_params["run"] = run_id
 
 markdown = render_markdown(repo, run_id)
 cols = st.columns(5)
+# A download does not rerun the page (on_click="ignore"): a rerun replaces the PDF's and DOCX's
+# deferred files, and a click on one of them while it ran found its file gone and did nothing.
 cols[0].download_button("Download Markdown", markdown, file_name=f"thoughtmap-{run_id}.md", mime="text/markdown",
-                        key="download-md")
+                        key="download-md", on_click="ignore")
 cols[1].download_button("Download JSON", json.dumps(export_json(repo, run_id), indent=2, ensure_ascii=False),
-                        file_name=f"thoughtmap-{run_id}.json", mime="application/json", key="download-json")
+                        file_name=f"thoughtmap-{run_id}.json", mime="application/json", key="download-json",
+                        on_click="ignore")
 # Built when clicked (about a second each for a long report), not on every run of the page.
 missing_font = pdf_font_missing()
 if missing_font:
     cols[2].caption(f"No PDF: {missing_font}.")
 else:
     cols[2].download_button("Download PDF", lambda: to_pdf(build_document(repo, run_id)),
-                            file_name=f"thoughtmap-{run_id}.pdf", mime="application/pdf", key="download-pdf")
+                            file_name=f"thoughtmap-{run_id}.pdf", mime="application/pdf", key="download-pdf",
+                            on_click="ignore")
 cols[3].download_button("Download DOCX", lambda: to_docx(build_document(repo, run_id)),
                         file_name=f"thoughtmap-{run_id}.docx",
                         mime="application/vnd.openxmlformats-officedocument.wordprocessingml.document",
-                        key="download-docx")
+                        key="download-docx", on_click="ignore")
 if cols[4].button("Regenerate report", key="regenerate"):
     try:
         services.runner.steer(run_id, "regenerate_report")

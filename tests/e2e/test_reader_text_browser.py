@@ -112,8 +112,11 @@ def test_reader_text_is_clean_and_citations_link_to_sources(streamlit_app, page,
     poll(page, lambda: in_viewport(page, "#source-1"), what="Source 1 in view")
     assert page.locator('a[href="https://example.org/press"]').count() >= 1
     page.screenshot(path=str(ARTIFACTS / "reader-report-links.png"), full_page=False)
-    for label, suffix, magic in (("Download PDF", "pdf", b"%PDF"), ("Download DOCX", "docx", b"PK")):
-        with page.expect_download() as download_info:
+    # All four, one click right after the other, as a person grabs them: a download that reran the
+    # page replaced the PDF's and DOCX's deferred files, and the next click then got nothing.
+    for label, suffix, magic in (("Download Markdown", "md", b"# "), ("Download JSON", "json", b"{"),
+                                 ("Download PDF", "pdf", b"%PDF"), ("Download DOCX", "docx", b"PK")):
+        with page.expect_download(timeout=30_000) as download_info:
             page.get_by_role("button", name=label).click()
         path = tmp_path / f"report.{suffix}"
         download_info.value.save_as(path)
