@@ -225,6 +225,17 @@ def test_body_blocks_keep_code_tables_numbers_and_dunder_names():
     ]
 
 
+def test_italics_lose_their_markers_like_bold_but_literal_and_inner_ones_stay():
+    """FGDIP writes its notes in italics (`_The search explored ..._`): the PDF and DOCX show the
+    words, not the underscores. A model's literal marker (escaped by the sanitiser), one inside a
+    word, and one in a code span stay as written."""
+    text = (r"_The search explored 21 nodes [1]._ Then *this* and **bold *inner* words**; "
+            r"a\_b, \*star\*, a_b_c, 2*3*4, x * y * z, `_kept_` and *unclosed")
+    (block,) = body_blocks(text, {1})
+    assert block.parts == ("The search explored 21 nodes ", 1, ". Then this and bold inner words; a_b, *star*, "
+                           "a_b_c, 2*3*4, x * y * z, `_kept_` and *unclosed",)
+
+
 def test_an_unclosed_fence_runs_to_the_end_and_a_quoted_heading_stays_text():
     assert body_blocks("> # Not a heading\n\n~~~\n# comment\n~~~~ not a close", set()) == [
         Block("paragraph", ("# Not a heading",)), Block("code", ("# comment\n~~~~ not a close",))]

@@ -37,6 +37,10 @@ _CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`).{1,1000}?(?<!`)\1(?!`)")
 # Bold as a viewer reads it: the markers go, the words stay. `__` pairs only outside a word, so
 # `snake__case__name` keeps its underscores; in a code span (`__init__`) nothing is touched.
 _STRONG = re.compile(r"\*\*(?=\S)(.{1,1000}?)(?<=\S)\*\*|(?<![\w_])__(?=\S)(.{1,1000}?)(?<=\S)__(?![\w_])")
+# Italics likewise, after bold: `*word*` and `_a note_`, never an escaped marker (`\*`, `\_`, as the
+# sanitiser writes a model's literal ones), never inside a word (`a_b_c`, `2*3*4`).
+_EMPHASIS = re.compile(r"(?<![\w*\\])\*(?=[^\s*])(.{1,1000}?)(?<=[^\s*\\])\*(?![\w*])"
+                       r"|(?<![\w_\\])_(?=[^\s_])(.{1,1000}?)(?<=[^\s_\\])_(?![\w_])")
 # Characters XML 1.0 does not allow, left after `terminal_text` (which removes the C0 controls and
 # replaces lone surrogates): python-docx refuses a run that holds one, and a page or a model can
 # write them, also as a reference (`&#65535;`) that `shown_text` decodes.
@@ -113,6 +117,7 @@ def inline_parts(text: str, numbers: set[int]) -> tuple[str | int, ...]:
     # bold around one (`**Run `pip install`**`) still pairs, and nothing inside one is changed.
     held = _CODE_SPAN.sub(set_aside, text.replace("\x00", ""))
     held = _STRONG.sub(lambda m: m.group(1) or m.group(2), held)
+    held = _EMPHASIS.sub(lambda m: m.group(1) or m.group(2), held)
     parts: list[str | int] = []
     for index, piece in enumerate(held.split("\x00")):
         parts += [_xml_text(spans[int(piece)])] if index % 2 else _prose_parts(piece, numbers)
