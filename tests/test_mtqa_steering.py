@@ -112,6 +112,15 @@ def test_drop_leaves_a_unit_out_and_thinks_its_readers_again(services, fake_llm,
     for summary in nodes(services, run_id, "summary"):
         assert unit["id"] not in {u["id"] for u in summary.data["units"]}
     assert all(n.status == NodeStatus.DONE for n in services.repo.list_nodes(run_id))
+    # The choices panel names it as the node listed it (not by its internal id), and the node's
+    # listing numbers it as "Unit 1", apart from its source's citation number.
+    from engine.methods.mtqa.kinds import ChoicesState, units_listing
+    from engine.methods.mtqa.knowledge import UnitRecord
+
+    state = ChoicesState.model_validate(services.repo.latest_run_state(run_id, "knowledge_choices").data)
+    assert state.panel_markdown() == f"- dropped: {unit['title']}" and unit["id"] not in state.panel_markdown()
+    listed = units_listing([UnitRecord.model_validate(u) for u in services.repo.get_node(base.id).data["units"]])
+    assert listed[0].startswith(f"Unit 1 · {unit['title']}") and listed[0].endswith("· dropped")
     # Dropping it again, or pinning it, is refused with the reason.
     assert "already dropped" in steer_refused(services, run_id, "drop_unit", {"node_id": base.id, "unit": 1})
     assert "already dropped" in steer_refused(services, run_id, "pin_unit", {"node_id": base.id, "unit": 1})

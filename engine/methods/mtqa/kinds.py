@@ -53,7 +53,9 @@ def units_listing(units: Sequence[UnitRecord]) -> list[str]:
     for number, unit in enumerate(units, start=1):
         marks = " · pinned" if unit.pinned else ""
         marks += " · dropped" if unit.dropped else ""
-        lines.append(f"{number}. {unit_line(unit, 4, empty='no triples')}{marks}")
+        # "Unit n", not "n.": the panel lists these as bullets, and the number the pin and drop
+        # commands take must not be mistaken for the source's citation number beside it.
+        lines.append(f"Unit {number} · {unit_line(unit, 4, empty='no triples')}{marks}")
     return lines
 
 
@@ -226,7 +228,8 @@ class ChoicesState(Choices, RunStateModel):
     def panel_markdown(self) -> str:
         # Titles are pages': escaped, so a title cannot add a line (a unit of its own) or a link.
         lines = [f"- pinned: {inline_text(u.title or u.ref)}" for u in self.pinned]
-        lines += [f"- dropped: unit {inline_text(unit_id)}" for unit_id in self.dropped]
+        # Named as it was listed when dropped (a drop stored before titles were kept: by its id).
+        lines += [f"- dropped: {inline_text(self.dropped_titles.get(unit_id) or unit_id)}" for unit_id in self.dropped]
         return "\n".join(lines) or "_none_"
 
 
@@ -249,7 +252,8 @@ class RerunColumnPayload(NodeCommand):
 
 
 class UnitPayload(NodeCommand):
-    unit: int = Field(ge=1, le=200, title="Knowledge unit", description="The unit's number as listed in this node.")
+    unit: int = Field(ge=1, le=200, title="Knowledge unit", description=(
+        "The unit's number as listed in this node (Unit 1, Unit 2...), not its source's citation number."))
 
 
 _UNIT_HOLDERS = frozenset({KNOWLEDGE, SUMMARY})

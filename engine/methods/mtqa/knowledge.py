@@ -85,6 +85,8 @@ class Choices(BaseModel):
 
     pinned: list[UnitRecord] = Field(default_factory=list)
     dropped: list[str] = Field(default_factory=list)
+    # A dropped unit's title (or reference) by id, so the choices panel can name it.
+    dropped_titles: dict[str, str] = Field(default_factory=dict)
 
 
 def apply_choices(units: Sequence[UnitRecord], choices: Choices) -> list[UnitRecord]:

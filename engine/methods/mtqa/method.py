@@ -563,10 +563,12 @@ class MtqaMethod(Method):
             # Pinned once, whichever holder listed it: the pins panel lists each unit once.
             choices = ChoicesState(pinned=[*(p for p in choices.pinned if p.id != unit.id),
                                            unit.model_copy(update={"pinned": True})],
-                                   dropped=[d for d in choices.dropped if d != unit.id])
+                                   dropped=[d for d in choices.dropped if d != unit.id],
+                                   dropped_titles={k: v for k, v in choices.dropped_titles.items() if k != unit.id})
         else:
             choices = ChoicesState(pinned=[p for p in choices.pinned if p.id != unit.id],
-                                   dropped=[*choices.dropped, unit.id])
+                                   dropped=[*choices.dropped, unit.id],
+                                   dropped_titles={**choices.dropped_titles, unit.id: unit.title or unit.ref})
         ctx.graph.save_state(CHOICES, choices)
         units[number - 1] = unit.model_copy(update={"pinned": pin, "dropped": not pin})
         ctx.graph.update(holder, merge_data={"units": [u.model_dump() for u in units]})
