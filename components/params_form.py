@@ -79,6 +79,10 @@ def readable_problems(fields: Mapping[str, FieldInfo], errors: Sequence[Mapping[
         allowed = allowed_range(info)
         if allowed and error.get("type", "").startswith(("greater", "less")):
             problems.append(f"{field_label(name, info)} is {error.get('input')!r}; allowed: {allowed}")
+        elif error.get("type") == "string_too_long":
+            given = len(error["input"]) if isinstance(error.get("input"), str) else None
+            problems.append(f"{field_label(name, info)} is too long" + (f" ({given:,} characters)" if given else "")
+                            + f"; at most {error.get('ctx', {}).get('max_length', 0):,}: shorten it")
         else:
             problems.append(f"{field_label(name, info)}: {error['msg']}")
     return "; ".join(dict.fromkeys(problems)) + "." if problems else None  # each problem once
@@ -110,8 +114,12 @@ def field_widget(name: str, info: FieldInfo, *, key: str, default: Any) -> Any:
         help_text = f"{help_text} (comma-separated)" if help_text else "Comma-separated."
         text = st.text_input(label, value=", ".join(default or ()), help=help_text, key=key)
         return split_list(text)
-    return st.text_input(label, value="" if default is None else str(default), help=help_text,
-                         max_chars=_max_chars(info) if annotation is str else None, key=key)
+    # No max_chars in the widget: Streamlit drops a paste that would pass it, whole and silently.
+    # The model refuses a text too long instead, with its length and the limit (readable_problems).
+    most = _max_chars(info) if annotation is str else None
+    if most:
+        help_text = f"{help_text} At most {most:,} characters." if help_text else f"At most {most:,} characters."
+    return st.text_input(label, value="" if default is None else str(default), help=help_text, key=key)
 
 
 def model_form(model: type[BaseModel], *, key: str, defaults: dict[str, Any] | None = None,

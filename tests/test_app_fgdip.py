@@ -73,6 +73,15 @@ def test_a_lesson_added_from_the_page_is_applied(services, fgdip_run, monkeypatc
     MapSpy(monkeypatch)
     at = open_page(run_id=fgdip_run)
     key = f"run-cmd-{fgdip_run}-edit_error_memory"
+    # A pasted text over the limit stays in the box (no widget limit drops it) and is refused with
+    # its length; a new lesson without text is refused on the page. Neither is sent.
+    at.text_input(key=f"{key}.analysis").input("x" * 1200)
+    at.button(key=key).click().run()
+    assert "Lesson is too long (1,200 characters); at most 1,000: shorten it." in joined(at.error)
+    at.text_input(key=f"{key}.analysis").input("   ")
+    at.button(key=key).click().run()
+    assert "A new lesson (entry 0) needs its text: write it under Lesson." in joined(at.error)
+    assert services.repo.list_commands(fgdip_run) == []
     at.text_input(key=f"{key}.analysis").input("Check the year each magazine started.")
     at.button(key=key).click().run()
     assert_no_exception(at)
@@ -82,6 +91,8 @@ def test_a_lesson_added_from_the_page_is_applied(services, fgdip_run, monkeypatc
     assert (command.kind, command.status) == ("edit_error_memory", CommandStatus.DONE)
     analyses = [e["analysis"] for e in services.repo.latest_run_state(fgdip_run, "error_memory").data["entries"]]
     assert analyses == [LESSON, "Check the year each magazine started."]
+    at = open_page(run_id=fgdip_run)  # the panel says whose lessons they are
+    assert "2 lessons (1 from a rejected answer, 1 of yours), given to every new step" in joined(at.caption)
 
 
 @pytest.fixture

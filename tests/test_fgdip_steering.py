@@ -3,6 +3,8 @@ error memory; each on a finished run (which reopens it) and each refusing what i
 
 from __future__ import annotations
 
+import re
+
 from engine.llm.fake import request_text
 from engine.methods.fgdip.kinds import ErrorMemory
 from storage.models import CommandStatus, NodeStatus
@@ -103,6 +105,15 @@ def test_add_entity_opens_a_new_branch_explored_at_once(services, fake_llm):
                  "Women's magazines"]
     assert reached.data["verdict"] == "accepted"
     assert services.repo.latest_report(run_id).data["answer_node"] == reached.id
+    # Starred on the map as the report's answer; an answer accepted before it is not any more.
+    answers = nodes_of(services, run_id, "answer")
+    starred = [a for a in answers if a.label.startswith("★ ")]
+    assert [a.id for a in starred] == [reached.id] and starred[0].label == "★ accepted answer: answer from Women's magazines"
+    assert [a.id for a in answers if a.data.get("reported")] == [reached.id]
+    assert any(a.data.get("verdict") == "accepted" and a.data.get("reported") is False for a in answers)
+    report = services.repo.latest_report(run_id).markdown
+    assert re.search(r"_The search generated \d+ steps and expanded \d+ of them \(the map numbers them in that "
+                     r"order\), backtracked \d+ times?, and its error memory holds ", report), report
     assert "already a branch" in steer_refused(services, run_id, "add_entity", {"entity": "women's MAGAZINES"})
     assert steer_refused(services, run_id, "add_entity", {"entity": ""})  # refused by the payload model
 

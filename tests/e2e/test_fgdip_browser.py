@@ -151,7 +151,7 @@ def test_the_search_tree_error_memory_and_a_steering_command(fgdip_app, page, ap
     memory = page.locator('[data-testid="stExpander"]').filter(has_text="Error memory").first
     memory.scroll_into_view_if_needed()
     text = memory.inner_text()
-    assert "1 lesson from rejected answers" in text and LESSON in text, text
+    assert "1 lesson from a rejected answer" in text and LESSON in text, text
     assert f"answer from {ARTHUR}' on {ARTHUR}" in text, text
     memory.screenshot(path=str(ARTIFACTS / "fgdip-error-memory.png"))
 

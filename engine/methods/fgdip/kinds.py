@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from engine.citations import strip_markers
 from engine.methods.common import DroppedHit
@@ -128,15 +128,26 @@ class AnswerData(NodeData):
     reasons: str = ""
     error_analysis: str = ""
     evaluate_error: str = Field(default="", description="Why the Answer Evaluator's reply could not be read.")
+    reported: bool = Field(default=False, description="The answer the report gives (starred on the map).")
 
     def caption(self) -> str:
-        return f"Answer: {self.short_answer}" + (f" · {self.verdict}" if self.verdict else "")
+        return (f"Answer: {self.short_answer}" + (f" · {self.verdict}" if self.verdict else "")
+                + (" · the report's answer" if self.reported else ""))
 
     def reader_fields(self) -> dict[str, str | list[str]] | None:
         evaluator = UNJUDGED_NOTE if self.verdict == "unjudged" else strip_markers(self.reasons)
         fields = {"Answer": inline_text(self.short_answer), "Explanation": self.explanation, "Evaluator": evaluator,
                   "Error analysis": strip_markers(self.error_analysis)}
         return {k: v for k, v in fields.items() if v}
+
+
+def plural(n: int, one: str, many: str = "", *, a: bool = False) -> str:
+    """"1 lesson", "3 lessons"; with `a`, just the noun ("a rejected answer" for one, "rejected
+    answers" otherwise)."""
+    many = many or one + "s"
+    if a:
+        return f"a {one}" if n == 1 else many
+    return f"{n} {one if n == 1 else many}"
 
 
 def ordinal(n: int) -> str:
@@ -168,7 +179,8 @@ NODE_KINDS = (
 EDGES = (
     # The search is depth-first: the node it backtracks to is generated after the path it left
     # (and from that path's error analysis).
-    EdgeKind(BACKTRACK, "backtrack", "the search left a dead or rejected path for this node", dashes=True,
+    EdgeKind(BACKTRACK, "backtrack", "the search left a path for this node: a dead end, a rejected answer, or "
+             "a node you told it to explore next", dashes=True,
              colour="#E45756", structural=False, waits=True),
 )
 
@@ -193,8 +205,20 @@ class ErrorMemory(RunStateModel):
     change: str = Field(default="", description="What this version changed.")
 
     def panel_caption(self) -> str:
-        n = len(self.entries)
-        return f"{n} {'lesson' if n == 1 else 'lessons'} from rejected answers, given to every new step"
+        return f"{self.lessons()}, given to every new step"
+
+    def lessons(self) -> str:
+        """How many lessons, and whose: "1 lesson from a rejected answer", "2 lessons (1 from a
+        rejected answer, 1 of yours)"."""
+        n, yours = len(self.entries), sum(e.by_user for e in self.entries)
+        if not n:
+            return "no lesson"
+        learned = plural(n - yours, "rejected answer", "rejected answers", a=True)
+        if not yours:
+            return f"{plural(n, 'lesson')} from {learned}"
+        if yours == n:
+            return f"{plural(n, 'lesson')} of yours"
+        return f"{plural(n, 'lesson')} ({n - yours} from {learned}, {yours} of yours)"
 
     def panel_markdown(self) -> str:
         # One numbered line per lesson, as Edit error memory numbers them: the analysis, answer and
@@ -232,6 +256,13 @@ class EditErrorMemoryPayload(CommandPayload):
                         description="Which lesson to change (1 = the first); 0 adds a new one.")
     analysis: str = Field(default="", max_length=1000, title="Lesson",
                           description="The new text; empty removes the entry.")
+
+    @model_validator(mode="after")
+    def _a_new_lesson_has_text(self) -> "EditErrorMemoryPayload":
+        # Refused before it is sent (the method checks again when it applies it).
+        if self.number == 0 and not self.analysis.strip():
+            raise ValueError("a new lesson (entry 0) needs its text: write it under Lesson")
+        return self
 
 
 _SEARCHED = frozenset({ENTITY, STEP})

@@ -56,6 +56,7 @@ from engine.methods.fgdip.kinds import (
     ErrorEntry,
     ErrorMemory,
     marked_impossible_by_you,
+    plural,
 )
 from engine.methods.fgdip.params import FgdipParams
 from engine.methods.fgdip.report import report
@@ -125,6 +126,19 @@ class FgdipMethod(Method):
             # Every search failed or found nothing: said to the reader, not left to the model.
             markdown += ungrounded_note(ctx.searcher.description)
         ctx.graph.save_report(markdown, data=data)
+        self._mark_reported(ctx, data.get("answer_node"))
+
+    def _mark_reported(self, ctx: RunContext, answer_id: int | None) -> None:
+        """Star the answer the report gives, on the map and in its panel: after steering, several
+        answers can stand accepted, and the report gives the latest. One it no longer gives loses
+        its star."""
+        for node in ctx.graph.nodes():
+            info = node.data or {}
+            reported = node.id == answer_id
+            if node.kind != ANSWER or node.status != NodeStatus.DONE or bool(info.get("reported")) == reported:
+                continue
+            label = f"{'★ ' if reported else ''}{info.get('verdict')} answer: {info.get('short_answer', '')}"[:80]
+            ctx.graph.update(node, merge_data={"reported": reported}, label=label)
 
     def reset_failed(self, ctx: RunContext) -> int:
         """Also give back, on a resume, the expansions whose node generator could not be read: they
@@ -352,7 +366,7 @@ class FgdipMethod(Method):
         forced = bool(data.get("forced"))
         source = backtrack_source(tree, node)
         if source is not None and tree.backtracks() >= params.max_backtracks and not forced:
-            ctx.graph.narrate(f"The search stops: it has backtracked {tree.backtracks()} times, the limit "
+            ctx.graph.narrate(f"The search stops: it has backtracked {plural(tree.backtracks(), 'time')}, the limit "
                               "(max_backtracks).", kind="step")
             return False
         order = tree.next_order()

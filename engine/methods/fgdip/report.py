@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine.methods.fgdip.explore import Tree, final_answer
-from engine.methods.fgdip.kinds import ErrorMemory
+from engine.methods.fgdip.kinds import ErrorMemory, plural
 from engine.methods.fgdip.trajectory import action_markdown
 from engine.safe_text import inline_text
 
@@ -48,9 +48,11 @@ def report(tree: Tree, memory: ErrorMemory | None, method: str) -> tuple[str, di
         parts.append("_This answer was not checked by the Answer Evaluator._")
     if steps:
         parts.append("Path: " + " → ".join(steps))
-    lessons = len(memory.entries) if memory else 0
-    parts.append(f"_The search explored {searched} nodes, backtracked {data['backtracks']} times and learned "
-                 f"{lessons} {'lesson' if lessons == 1 else 'lessons'} from rejected answers._")
+    # "Expanded" as the map numbers them (explored 1st, 2nd...): generated steps are more.
+    expanded = sum(1 for n in tree.search_nodes() if (n.data or {}).get("explored_order") is not None)
+    parts.append(f"_The search generated {plural(searched, 'step')} and expanded {expanded} of them (the map "
+                 f"numbers them in that order), backtracked {plural(data['backtracks'], 'time')}, and its error "
+                 f"memory holds {(memory or ErrorMemory()).lessons()}._")
     # Verified only when the Answer Evaluator passed it (with the evaluator off, nothing checked it).
     return "\n\n".join(parts), {**data, "short_answer": short, "verified": verified and info.get("verdict") == "accepted",
                                 "answer_node": answer.id}
