@@ -134,7 +134,13 @@ def node_panel(services: Services, run: Run, node: Node, contract: MethodContrac
         node_error(node.error)
     sources, all_sources = node_sources(services, reads, node)
     data = node_data(contract, node)
-    if node.content:
+    if node.content and node.parent_id is None and " ".join(node.content.split()) == " ".join(run.question.split()):
+        # A root that holds the question (not an answer): written as asked (its Markdown is not
+        # rendered, as in the map and the question line), and not twice when the heading above
+        # already shows it whole.
+        if " ".join(node.content.split()) != " ".join(node.label.split()):
+            st.markdown(inline_text(node.content))
+    elif node.content:
         node_answer(node, data, all_sources, number)
     elif node.status in (NodeStatus.PENDING, NodeStatus.RUNNING):
         st.caption("Working on it…" if node.status == NodeStatus.RUNNING else "Waiting for its turn.")

@@ -8,11 +8,14 @@ from components.compare_existing import pick_existing_runs
 from components.compare_judge import judge_panel
 from components.compare_view import compared_runs, compared_setups
 from components.method_choice import choose_methods
+from components.routing import through_the_app
 from components.run_view import question_line
 from engine.evaluate.compare import MAX_COMPARED, ComparisonError, parse_run_ids, setup_differences, start_comparison
 from engine.methods.params import profile_for_llm
 from engine.questions import MAX_QUESTION_CHARS
 from storage.repository import RunNotFound
+
+through_the_app()  # first: a deep link opened first after a start still runs through app.py
 
 services = get_services()
 st.title("Compare")

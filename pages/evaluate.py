@@ -6,11 +6,14 @@ import streamlit as st
 from components.app_state import active_llm, get_services, preferences, running_on_notice, start_local_model
 from components.benchmark_view import benchmark_label, benchmark_view, form_wording, sample_size
 from components.method_choice import choose_methods
+from components.routing import through_the_app
 from engine.evaluate.compare import budget_problem
 from engine.evaluate.datasets import DATASETS, DEFAULT_SEED, DatasetError
 from engine.evaluate.runner import MAX_CONCURRENCY, BenchmarkError, BenchmarkSpec
 from engine.methods.params import profile_for_llm
 from storage.evaluation import BenchmarkNotFound
+
+through_the_app()  # first: a deep link opened first after a start still runs through app.py
 
 DEFAULT_LIMIT = 10
 

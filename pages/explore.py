@@ -12,6 +12,7 @@ from components.cost_estimate import cost_estimate
 from components.live_run import run_reads
 from components.node_panel import node_panel
 from components.params_form import params_form, readable_problems
+from components.routing import through_the_app
 from components.run_state_panels import side_panels
 from components.run_view import controls, progress, question_line
 from components.safe_markdown import render_document
@@ -25,6 +26,8 @@ from engine.report import render_markdown
 from engine.safe_text import code_span
 from storage.models import RunStatus
 from storage.repository import RunNotFound
+
+through_the_app()  # first: a deep link opened first after a start still runs through app.py
 
 REFRESH_SECONDS = 1.0
 MAP_HEIGHT = 650  # px: the map's frame, toolbar included

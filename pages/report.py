@@ -6,6 +6,7 @@ import streamlit as st
 
 from components.app_state import active_llm, get_services
 from components.citation_check import citation_check
+from components.routing import through_the_app
 from components.safe_markdown import render_document, render_source
 from engine.safe_text import code_span, inline_text
 from engine.methods.base import UnsupportedCommand
@@ -15,6 +16,8 @@ from engine.export.pdf import pdf_font_missing
 from engine.report import export_json, render_markdown
 from engine.runner import RunnerError
 from storage.repository import RunNotFound
+
+through_the_app()  # first: a deep link opened first after a start still runs through app.py
 
 services = get_services()
 repo = services.repo

@@ -5,11 +5,14 @@ from datetime import datetime, time, timezone
 import streamlit as st
 
 from components.app_state import get_services
+from components.routing import through_the_app
 from engine.llm.accounting import budget_short
 from engine.report import report_title
 from engine.runner import RunnerError, describe_owner
 from engine.safe_text import inline_text
 from storage.models import RunStatus
+
+through_the_app()  # first: a deep link opened first after a start still runs through app.py
 
 STATUSES = ["queued", "running", "paused", "done", "failed", "stopped", "interrupted"]
 

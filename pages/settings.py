@@ -9,10 +9,13 @@ from engine.llm.local_model import BUNDLED_MODEL, describe, model_available
 from engine.llm.protocol import LLMError
 from engine.ollama import ollama_preset
 from engine.preferences import PRESETS, Preferences, save_preferences
+from components.routing import through_the_app
 from components.safe_markdown import sanitize
 from engine.redact import redact_url
 from engine.search.bundled import rebuild_corpus
 from engine.search.uploads import add_uploads
+
+through_the_app()  # first: a deep link opened first after a start still runs through app.py
 
 CORPUS_NOTICE = "settings-corpus-notice"
 

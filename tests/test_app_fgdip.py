@@ -117,3 +117,18 @@ def test_a_run_no_answer_passed_warns_without_offering_a_retry_that_cannot_work(
     sessions = open_page("pages/sessions.py")
     assert_no_exception(sessions)
     assert not [b for b in sessions.button if b.label == "Retry failed"]
+
+
+def test_the_root_panel_shows_the_question_once_as_asked(services, monkeypatch):
+    """The question node's panel: its heading is the question; the same text is not repeated under
+    it, and its Markdown is not rendered there (as on the map and the question line)."""
+    MapSpy(monkeypatch)
+    question = "Which magazine started first, **Arthur's Magazine** or First for Women?"
+    run_id = run_to_end(services, question, "fgdip", {})
+    root = next(n for n in services.repo.list_nodes(run_id) if n.parent_id is None)
+    assert root.content == question
+    at = open_page(run_id=run_id)
+    assert_no_exception(at)
+    escaped = "Which magazine started first, \\*\\*Arthur's Magazine\\*\\* or First for Women?"
+    shown = [m.value for m in at.markdown if m.value.endswith(escaped) or m.value == question]
+    assert shown == [f"**Question:** {escaped}", f"#### {escaped}"], shown  # the question line and the panel

@@ -263,8 +263,11 @@
     const margin = 110 / minScale; // room for half a label (about 110 px on screen) left of the leftmost node
     const marginY = 40 / minScale; // room above the topmost shape
     // The focus centred, but no empty band left of or above the map: a tree growing rightwards starts
-    // at the left, a grid growing downwards (MTQA's matrix under its question) at the top.
-    const x = Math.max(at.x, box.left - margin + halfW);
+    // at the left, a grid growing downwards (MTQA's matrix under its question) at the top. Unless a
+    // node further in is chosen, the view starts at the map's left edge: the root of a grid sits
+    // above its middle, and centring it cut the first column in half.
+    const leftX = box.left - margin + halfW;
+    const x = focus === ids[0] ? leftX : Math.max(at.x, leftX);
     const y = Math.max(at.y, box.top - marginY + halfH);
     network.moveTo({ position: { x: x, y: y }, scale: minScale, animation: false });
     return false;

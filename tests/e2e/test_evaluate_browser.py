@@ -66,8 +66,7 @@ def _shot(page, name: str) -> None:
 
 def test_evaluate_and_compare_in_the_browser(streamlit_app, page, app_repo, eval_store):
     page.set_viewport_size({"width": 1400, "height": 900})
-    # In through the app's navigation: a fresh session's first request deep-linked to /evaluate gets
-    # Streamlit's pages/ folder listing instead of st.navigation (seen for every page, not only this one).
+    # In through the app's navigation, as a person starts (a deep link first: the test below).
     page.goto(streamlit_app.url)
     page.get_by_role("link", name="Evaluate").click()
     page.get_by_text("No benchmarks yet").wait_for()
@@ -212,3 +211,25 @@ def test_a_benchmark_its_budget_stopped_is_raised_and_resumed_in_the_browser(str
     page.get_by_text("Paired differences, item by item").wait_for()
     _shot(page, "evaluate-budget-resumed")
     assert page.dialogs == []
+
+
+def test_a_deep_link_opened_first_after_a_start_gets_the_whole_app(streamlit_app, page):
+    """Streamlit kept its pages/-folder mode until app.py had run once: a bookmark opened first
+    after a start ran its page alone (narrow, a sidebar of file names, app.py's set-up skipped), and
+    so did every session after it. components/routing.py sends it through app.py."""
+    page.set_viewport_size({"width": 1400, "height": 900})
+    page.goto(f"{streamlit_app.url}/evaluate?benchmark=nope")
+    page.get_by_role("heading", name="Evaluate").wait_for()
+    nav = page.locator('[data-testid="stSidebarNav"]')
+    poll(page, lambda: "Sessions" in nav.inner_text(), what="the app's own navigation")
+    assert "app" not in nav.inner_text().split() and "evaluate" not in nav.inner_text().split()
+    assert "benchmark=nope" in page.url  # the address, query included, is kept
+    width = page.locator('[data-testid="stMainBlockContainer"]').bounding_box()["width"]
+    assert width > 900, width  # app.py's wide layout
+    other = page.context.new_page()  # and the next session too
+    other.set_viewport_size({"width": 1400, "height": 900})
+    other.goto(f"{streamlit_app.url}/settings")
+    other.get_by_role("heading", name="Settings").first.wait_for()
+    poll(other, lambda: "Sessions" in other.locator('[data-testid="stSidebarNav"]').inner_text(),
+         what="the app's own navigation in a second session")
+    _shot(page, "deep-link-first")
