@@ -18,7 +18,7 @@ from components.node_text import node_answer, node_error
 from components.safe_markdown import render_source, sanitize
 from components.step_log import OPEN_COMMAND, command_label, command_node, command_state, current_steps
 from engine.citations import number_citations
-from engine.methods.contract import REGENERATE_REPORT, MethodContract, NodeData, NodeDataError
+from engine.methods.contract import REGENERATE_REPORT, Layout, MethodContract, NodeData, NodeDataError
 from engine.node_numbers import node_numbers
 from engine.safe_text import inline_text
 from engine.services import Services
@@ -117,7 +117,9 @@ def node_panel(services: Services, run: Run, node: Node, contract: MethodContrac
     # The node's number in its run for the reader; its stored id only in the container's key (a
     # class on the page), for the browser tests.
     with st.container(key=f"node-panel-{node.id}"):
-        st.markdown(f"**Node #{number}** · {node.kind} · layer {node.depth} · *{node.status}*")
+        # A grid's place is its row and column (the caption says them): "layer" means nothing there.
+        layer = "" if contract is not None and contract.view.layout == Layout.GRID else f" · layer {node.depth}"
+        st.markdown(f"**Node #{number}** · {node.kind}{layer} · *{node.status}*")
     st.markdown(f"#### {inline_text(node.label)}")  # our heading; the label inside it is plain text
     caption = node_caption(contract, node)
     if caption:

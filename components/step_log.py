@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 import streamlit as st
 
 from components.live_run import RunReads
+from components.params_form import field_label
 from engine import narration
 from engine.methods.contract import MethodContract
 from engine.safe_text import inline_text
@@ -21,6 +22,7 @@ from storage.models import Command, CommandStatus, Node, NodeStatus, RunEvent
 # The log shows the newest events; older ones stay stored (the exports may use them).
 LOG_LIMIT = 200
 LOG_HEIGHT_PX = 260
+DETAIL_CHARS = 60  # a command's text as the state line quotes it
 # Kinds that say what a node is doing now.
 _DOING = (narration.STEP, narration.SEARCH)
 OPEN_COMMAND = (CommandStatus.QUEUED, CommandStatus.TAKEN)
@@ -59,14 +61,34 @@ def command_label(contract: MethodContract | None, kind: str) -> str:
     return spec.label if spec is not None else kind.replace("_", " ")
 
 
-def command_state(contract: MethodContract | None, command: Command) -> str:
-    """"Prune queued", "applying Prune", "Prune applied", "Prune refused: <why>"."""
+def command_details(contract: MethodContract | None, command: Command) -> str:
+    """What the person gave with the command, as its form names it: "Knowledge unit 2",
+    "Lesson “Compare the founding years”" (long text cut); "" for a command without a form."""
+    spec = contract.commands.get(command.kind) if contract is not None else None
+    if spec is None:
+        return ""
+    parts = []
+    for name, info in spec.form_fields().items():
+        value = (command.payload or {}).get(name)
+        if value is None or value == "" or value == [] or (not info.is_required() and value == info.default):
+            continue  # left as the form had it: nothing the person gave (Entry 0 is "a new one")
+        text = " ".join(str(value).split())
+        text = text if len(text) <= DETAIL_CHARS else text[:DETAIL_CHARS - 1] + "…"
+        parts.append(f"{field_label(name, info)} " + (f"“{text}”" if isinstance(value, str) else text))
+    return ", ".join(parts)
+
+
+def command_state(contract: MethodContract | None, command: Command, *, details: bool = True) -> str:
+    """"Prune queued", "applying Prune", "Pin knowledge unit applied · Knowledge unit 2", "Prune
+    refused: <why>"; `details`: with what the person gave (a map badge has no room for it)."""
     label = command_label(contract, command.kind)
-    return {
+    state = {
         CommandStatus.QUEUED: f"{label} queued",
         CommandStatus.TAKEN: f"applying {label}",
         CommandStatus.DONE: f"{label} applied",
     }.get(command.status, f"{label} refused: {command.error}")
+    given = command_details(contract, command) if details else ""
+    return f"{state} · {given}" if given else state
 
 
 def open_commands(commands: Iterable[Command]) -> dict[int, list[Command]]:
@@ -88,7 +110,7 @@ def node_badges(nodes: Sequence[Node], events: Iterable[RunEvent], commands: Ite
     badges: dict[int, str] = {}
     for node in nodes:
         if node.id in waiting:
-            badges[node.id] = command_state(contract, waiting[node.id][-1])
+            badges[node.id] = command_state(contract, waiting[node.id][-1], details=False)
         elif node.status == NodeStatus.RUNNING and steps.get(node.id):
             badges[node.id] = steps[node.id]
     return badges

@@ -110,7 +110,8 @@ def test_a_queued_follow_up_clears_its_box_and_shows_applied(services, monkeypat
     assert box.value == "" and box.key != f"{key}.question"
     assert wait_until_idle(services, run_id).status == RunStatus.DONE
     at.run()
-    assert "Ask applied" in _panel_texts(at)
+    # What was asked is said with it (the form's words), so a person sees which follow-up it was.
+    assert "Ask applied · Your follow-up “Which Apollo technologies reached consumer products?”" in _panel_texts(at)
 
 
 def _node(node_id: int, status: str, label: str = "", parent: int | None = 1) -> Node:
@@ -145,3 +146,17 @@ def test_now_names_each_running_node_with_its_number_and_step_else_the_latest_st
     nodes[1].status = NodeStatus.DONE
     assert now_lines(nodes, events, numbers) == ["#2 How? — checking the plan"]  # its engines decide next
     assert now_lines(nodes, [_step(None, "writing the report", 3)] + events, numbers) == ["writing the report"]
+
+
+def test_a_commands_state_says_what_was_given_with_it_but_its_map_badge_does_not():
+    from components.step_log import command_state
+
+    contract = METHODS["fgdip"].contract()
+    lesson = "Compare the founding years of both magazines before answering, and check each source's date."
+    edit = Command(id=1, run_id="r", kind="edit_error_memory", status=CommandStatus.DONE,
+                   payload={"number": 0, "analysis": lesson})
+    assert command_state(contract, edit) == (
+        "Edit error memory applied · Lesson “Compare the founding years of both magazines before answeri…”")
+    pin = Command(id=2, run_id="r", kind="pin_unit", status=CommandStatus.QUEUED, payload={"node_id": 4, "unit": 2})
+    assert command_state(METHODS["mtqa"].contract(), pin) == "Pin knowledge unit queued · Knowledge unit 2"
+    assert command_state(METHODS["mtqa"].contract(), pin, details=False) == "Pin knowledge unit queued"

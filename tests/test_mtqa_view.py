@@ -55,6 +55,7 @@ def test_a_columns_knowledge_units_are_listed_in_the_node_panel_with_linked_sour
     assert "Knowledge units (KU 1" in markdown
     titles = [u["title"] for u in base.data["units"]]
     assert titles and all(title in markdown for title in titles)
+    assert f"Unit 1 · {titles[0]}" in markdown and "1. " not in markdown  # the pin/drop number, not a list's
     assert set(numbering.values()) == {u["source_id"] for u in base.data["units"]}
 
     summary = next(n for n in nodes if n.kind == "summary" and n.data["column"] == 0)
