@@ -30,7 +30,11 @@ def judge_panel(services: Services, run_ids: Sequence[str]) -> None:
     cols = st.columns([3, 3, 1], vertical_alignment="bottom")
     pair = cols[0].selectbox("Pair (A vs B)", list(combinations(run_ids, 2)), key="compare-pair",
                              format_func=lambda p: f"{titles[p[0]]} vs {titles[p[1]]}")
-    protocol = cols[1].selectbox("Protocol", list(PAIRWISE_PROTOCOLS), key="compare-protocol",
+    # A protocol from the paper of a method compared here starts chosen (MTQA vs FGDIP: MTQA's win
+    # rate, not DEoT's open-ended criteria); the first one otherwise.
+    names = list(PAIRWISE_PROTOCOLS)
+    own = [runs[r].method for r in run_ids if runs[r].method in PAIRWISE_PROTOCOLS]
+    protocol = cols[1].selectbox("Protocol", names, index=names.index(own[0]) if own else 0, key="compare-protocol",
                                  format_func=lambda n: PAIRWISE_PROTOCOLS[n].title)
     unfinished = [titles[r] for r in pair if runs[r].status in RunStatus.ACTIVE]
     pressed = cols[2].button("Judge", key="compare-judge", disabled=bool(unfinished),

@@ -374,3 +374,17 @@ def test_an_item_left_unfinished_by_a_stopped_benchmark_is_not_shown_running():
     assert _row_status(running, row) == "running"
     assert _row_status(stopped, row) == "unfinished (resume to continue)"
     assert _row_status(stopped, row.model_copy(update={"status": "scored"})) == "scored"
+
+
+def test_the_judge_protocol_starts_on_the_paper_of_a_method_compared(services, no_map):
+    """MTQA beside FGDIP: MTQA's own win-rate protocol starts chosen (DEoT's open-ended criteria are
+    the default only when no compared method has a protocol of its own)."""
+    from tests.fixtures_engine import run_to_end
+
+    run_ids = [run_to_end(services, "Which magazine was started first, Arthur's Magazine or First for Women?", m, {})
+               for m in ("fgdip", "mtqa")]
+    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
+    at.query_params["runs"] = ",".join(run_ids)
+    at.switch_page(COMPARE).run()
+    assert_no_exception(at)
+    assert at.selectbox(key="compare-protocol").value == "mtqa"
