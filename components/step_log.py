@@ -72,9 +72,14 @@ def command_details(contract: MethodContract | None, command: Command) -> str:
         value = (command.payload or {}).get(name)
         if value is None or value == "" or value == [] or (not info.is_required() and value == info.default):
             continue  # left as the form had it: nothing the person gave (Entry 0 is "a new one")
+        typed = isinstance(value, str)  # the person's own text is quoted; numbers, flags and lists are not
+        if isinstance(value, bool):
+            value = "on" if value else "off"
+        elif isinstance(value, (list, tuple)):
+            value = ", ".join(str(v) for v in value)
         text = " ".join(str(value).split())
         text = text if len(text) <= DETAIL_CHARS else text[:DETAIL_CHARS - 1] + "…"
-        parts.append(f"{field_label(name, info)} " + (f"“{text}”" if isinstance(value, str) else text))
+        parts.append(f"{field_label(name, info)} " + (f"“{text}”" if typed else text))
     return ", ".join(parts)
 
 

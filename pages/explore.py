@@ -30,6 +30,7 @@ from storage.repository import RunNotFound
 through_the_app()  # first: a deep link opened first after a start still runs through app.py
 
 REFRESH_SECONDS = 1.0
+NEW_RESEARCH = "new-research"  # the form's expander: folded once a run is started from it
 MAP_HEIGHT = 650  # px: the map's frame, toolbar included
 PANEL_HEIGHT = MAP_HEIGHT - 80  # px: the node panel beside it, under the Node selectbox
 START_DEBOUNCE_S = 10.0  # the same request started again within this is the same run
@@ -45,7 +46,11 @@ if current:
     # The open run, for the Report page too (a reload or a shared URL sets only the query).
     st.session_state["run_id"] = current
 
-with st.expander("New research", expanded=current is None):
+if st.session_state.pop("fold-new-research", False):
+    # A run was just started from it: folded, so the new run's map is where the eye is, not below
+    # the form and its parameters. (Set before the expander exists: Streamlit refuses it after.)
+    st.session_state[NEW_RESEARCH] = False
+with st.expander("New research", expanded=current is None, key=NEW_RESEARCH, on_change="rerun"):
     # No help tooltip: its button would share the "Question" label with the box.
     question = st.text_area("Question", key="question",
                             placeholder=f"An open-ended or multi-hop question (up to {MAX_QUESTION_CHARS:,} "
@@ -98,6 +103,7 @@ with st.expander("New research", expanded=current is None):
                     run_id = run.id
                     st.session_state["started"] = (request, run_id, time.monotonic())
                 st.session_state["run_id"] = run_id
+                st.session_state["fold-new-research"] = True
                 st.query_params["run"] = run_id
                 st.rerun()
 

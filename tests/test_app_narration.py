@@ -160,3 +160,6 @@ def test_a_commands_state_says_what_was_given_with_it_but_its_map_badge_does_not
     pin = Command(id=2, run_id="r", kind="pin_unit", status=CommandStatus.QUEUED, payload={"node_id": 4, "unit": 2})
     assert command_state(METHODS["mtqa"].contract(), pin) == "Pin knowledge unit queued · Knowledge unit 2"
     assert command_state(METHODS["mtqa"].contract(), pin, details=False) == "Pin knowledge unit queued"
+    sub = Command(id=3, run_id="r", kind="add_subtopic", status=CommandStatus.DONE,
+                  payload={"node_id": 1, "subtopic": "Solar sails", "keywords": ["light", "o'neill"]})
+    assert command_state(METHODS["omnithink"].contract(), sub).endswith("Keywords light, o'neill")

@@ -254,6 +254,8 @@ def test_explore_start_runs_to_done_and_shows_progress_node_and_report(services)
     run_id = at.query_params.get("run")
     assert run_id, at.query_params
     assert at.session_state["run_id"] == run_id
+    # The form folds once its run has started: the new run's map is where the eye is, not below it.
+    assert at.session_state["new-research"] is False
     run = services.repo.get_run(run_id)
     assert (run.question, run.method, run.llm_info["kind"]) == (QUESTION, "deot", "fake")
     assert run.params["max_nodes"] == 3 and run.params["max_layers"] == 2

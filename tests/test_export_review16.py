@@ -234,6 +234,9 @@ def test_italics_lose_their_markers_like_bold_but_literal_and_inner_ones_stay():
     (block,) = body_blocks(text, {1})
     assert block.parts == ("The search explored 21 nodes ", 1, ". Then this and bold inner words; a_b, *star*, "
                            "a_b_c, 2*3*4, x * y * z, `_kept_` and *unclosed",)
+    # A web address keeps its markers (a model's bare URL, or a link's target).
+    (block,) = body_blocks("See https://x.org/a_b/_c_/**d** and _this_.", set())
+    assert block.parts == ("See https://x.org/a_b/_c_/**d** and this.",)
 
 
 def test_an_unclosed_fence_runs_to_the_end_and_a_quoted_heading_stays_text():

@@ -112,8 +112,9 @@ def test_add_entity_opens_a_new_branch_explored_at_once(services, fake_llm):
     assert [a.id for a in answers if a.data.get("reported")] == [reached.id]
     assert any(a.data.get("verdict") == "accepted" and a.data.get("reported") is False for a in answers)
     report = services.repo.latest_report(run_id).markdown
-    assert re.search(r"_The search generated \d+ steps and expanded \d+ of them \(the map numbers them in that "
-                     r"order\), backtracked \d+ times?, and its error memory holds ", report), report
+    expanded = sum(1 for n in services.repo.list_nodes(run_id) if (n.data or {}).get("explored_order") is not None)
+    assert re.search(rf"_The search generated \d+ steps and expanded {expanded} nodes, the question first \(the map "
+                     r"numbers them in that order\); it backtracked \d+ times?, and its error memory holds ", report), report
     assert "already a branch" in steer_refused(services, run_id, "add_entity", {"entity": "women's MAGAZINES"})
     assert steer_refused(services, run_id, "add_entity", {"entity": ""})  # refused by the payload model
 
@@ -205,3 +206,20 @@ def test_an_entity_added_to_a_full_tree_still_reaches_an_answer(services, fake_l
     reached = [a for a in nodes_of(services, run_id, "answer") if a.data["verdict"] == "accepted"]
     assert [a.data["short_answer"] for a in reached] == ["answer from Women's magazines"]
     assert services.repo.latest_report(run_id).data["verified"] is True
+
+
+def test_the_reports_answer_keeps_its_star_when_its_path_is_ruled_out(services, fake_llm):
+    """Ruled out through Mark impossible, the only answer is still the report's (the last one
+    rejected): relabelled "rejected", it keeps its star (review of session 17)."""
+    from tests.fgdip_scripts import EXTRACT, answers_by_branch, entities, numbered_steps
+
+    fake_llm.when(EXTRACT, entities("Arthur's Magazine"))
+    fake_llm.when(GENERATE, numbered_steps(answer=answers_by_branch))
+    run_id = run_to_end(services, QUESTION, "fgdip", {"max_nodes": 4})
+    [answer] = nodes_of(services, run_id, "answer")
+    assert answer.label.startswith("★ accepted answer: ") and answer.data["reported"] is True
+    entity = nodes_of(services, run_id, "entity")[0]
+    steer_and_wait(services, run_id, "mark_impossible", {"node_id": entity.id})
+    [answer] = nodes_of(services, run_id, "answer")
+    assert services.repo.latest_report(run_id).data["answer_node"] == answer.id
+    assert answer.data["verdict"] == "rejected" and answer.label.startswith("★ rejected answer: "), answer.label

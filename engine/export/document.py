@@ -41,6 +41,7 @@ _STRONG = re.compile(r"\*\*(?=\S)(.{1,1000}?)(?<=\S)\*\*|(?<![\w_])__(?=\S)(.{1,
 # sanitiser writes a model's literal ones), never inside a word (`a_b_c`, `2*3*4`).
 _EMPHASIS = re.compile(r"(?<![\w*\\])\*(?=[^\s*])(.{1,1000}?)(?<=[^\s*\\])\*(?![\w*])"
                        r"|(?<![\w_\\])_(?=[^\s_])(.{1,1000}?)(?<=[^\s_\\])_(?![\w_])")
+_URL = re.compile(r"https?://[^\s<>()\[\]`]+")
 # Characters XML 1.0 does not allow, left after `terminal_text` (which removes the C0 controls and
 # replaces lone surrogates): python-docx refuses a run that holds one, and a page or a model can
 # write them, also as a reference (`&#65535;`) that `shown_text` decodes.
@@ -115,9 +116,14 @@ def inline_parts(text: str, numbers: set[int]) -> tuple[str | int, ...]:
 
     # Code spans are set aside (as NUL-delimited indexes; the text holds no NUL of its own) so that
     # bold around one (`**Run `pip install`**`) still pairs, and nothing inside one is changed.
-    held = _CODE_SPAN.sub(set_aside, text.replace("\x00", ""))
+    held = _CODE_SPAN.sub(set_aside, text.replace("\x00", "").replace("\x01", ""))
+    # A web address keeps its underscores and stars (`/a_b_c/_e_`): held aside from the bold and
+    # italic markers, then read as prose again.
+    urls: list[str] = []
+    held = _URL.sub(lambda m: urls.append(m.group(0)) or f"\x01{len(urls) - 1}\x01", held)
     held = _STRONG.sub(lambda m: m.group(1) or m.group(2), held)
     held = _EMPHASIS.sub(lambda m: m.group(1) or m.group(2), held)
+    held = re.sub("\x01(\\d+)\x01", lambda m: urls[int(m.group(1))], held)
     parts: list[str | int] = []
     for index, piece in enumerate(held.split("\x00")):
         parts += [_xml_text(spans[int(piece)])] if index % 2 else _prose_parts(piece, numbers)

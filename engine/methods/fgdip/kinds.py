@@ -141,6 +141,14 @@ class AnswerData(NodeData):
         return {k: v for k, v in fields.items() if v}
 
 
+def answer_label(data: Mapping[str, Any]) -> str:
+    """A judged answer's label on the map: its verdict in words as well as in its fill (a rejected
+    answer, where a backtrack starts, reads as one without telling two diamonds apart by colour),
+    starred when it is the report's answer."""
+    star = "★ " if data.get("reported") else ""
+    return f"{star}{data.get('verdict')} answer: {data.get('short_answer', '')}"[:80]
+
+
 def plural(n: int, one: str, many: str = "", *, a: bool = False) -> str:
     """"1 lesson", "3 lessons"; with `a`, just the noun ("a rejected answer" for one, "rejected
     answers" otherwise)."""

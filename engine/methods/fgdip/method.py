@@ -55,6 +55,7 @@ from engine.methods.fgdip.kinds import (
     EditErrorMemoryPayload,
     ErrorEntry,
     ErrorMemory,
+    answer_label,
     marked_impossible_by_you,
     plural,
 )
@@ -133,12 +134,14 @@ class FgdipMethod(Method):
         answers can stand accepted, and the report gives the latest. One it no longer gives loses
         its star."""
         for node in ctx.graph.nodes():
+            if node.kind != ANSWER:
+                continue
             info = node.data or {}
             reported = node.id == answer_id
-            if node.kind != ANSWER or node.status != NodeStatus.DONE or bool(info.get("reported")) == reported:
-                continue
-            label = f"{'★ ' if reported else ''}{info.get('verdict')} answer: {info.get('short_answer', '')}"[:80]
-            ctx.graph.update(node, merge_data={"reported": reported}, label=label)
+            # A finished answer's label says its verdict (and the star); an unfinished one keeps its own.
+            label = answer_label({**info, "reported": reported}) if node.status == NodeStatus.DONE else node.label
+            if bool(info.get("reported")) != reported or label != node.label:
+                ctx.graph.update(node, merge_data={"reported": reported}, label=label)
 
     def reset_failed(self, ctx: RunContext) -> int:
         """Also give back, on a resume, the expansions whose node generator could not be read: they
@@ -327,7 +330,7 @@ class FgdipMethod(Method):
             f"\n\n{data['explanation']}" if data.get("explanation") else "")
         # The verdict in the label as well as the fill: a rejected answer (where a backtrack starts)
         # reads as one on the map without telling two small diamonds apart by colour.
-        ctx.graph.finish(answer, content=content, label=f"{data['verdict']} answer: {data.get('short_answer', '')}"[:80])
+        ctx.graph.finish(answer, content=content, label=answer_label(data))
 
     def _remember(self, ctx: RunContext, tree: Tree, answer: Node) -> None:
         """A rejected answer's error analysis joins the memory once, and its branch is left."""
@@ -464,8 +467,7 @@ class FgdipMethod(Method):
                     ruled_out["write_error"] = "not written: you ruled its path out first"
                 ctx.graph.update(answer, merge_data=ruled_out)
                 continue
-            answer = ctx.graph.update(answer, merge_data=ruled_out,
-                                      label=f"rejected answer: {info.get('short_answer', '')}"[:80])
+            answer = ctx.graph.update(answer, merge_data=ruled_out, label=answer_label({**info, **ruled_out}))
             self._remember(ctx, Tree.of(ctx.graph.nodes()), answer)
         return {REPORT}
 

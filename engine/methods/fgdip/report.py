@@ -48,11 +48,13 @@ def report(tree: Tree, memory: ErrorMemory | None, method: str) -> tuple[str, di
         parts.append("_This answer was not checked by the Answer Evaluator._")
     if steps:
         parts.append("Path: " + " → ".join(steps))
-    # "Expanded" as the map numbers them (explored 1st, 2nd...): generated steps are more.
-    expanded = sum(1 for n in tree.search_nodes() if (n.data or {}).get("explored_order") is not None)
-    parts.append(f"_The search generated {plural(searched, 'step')} and expanded {expanded} of them (the map "
-                 f"numbers them in that order), backtracked {plural(data['backtracks'], 'time')}, and its error "
-                 f"memory holds {(memory or ErrorMemory()).lessons()}._")
+    # "Expanded" as the map numbers them (explored 1st, 2nd..., the question first): the steps
+    # generated are more.
+    expanded = sum(1 for n in tree.nodes.values() if (n.data or {}).get("explored_order") is not None)
+    parts.append(f"_The search generated {plural(searched, 'step')} and expanded {plural(expanded, 'node')}, "
+                 f"the question first (the map numbers them in that order); it backtracked "
+                 f"{plural(data['backtracks'], 'time')}, and its error memory holds "
+                 f"{(memory or ErrorMemory()).lessons()}._")
     # Verified only when the Answer Evaluator passed it (with the evaluator off, nothing checked it).
     return "\n\n".join(parts), {**data, "short_answer": short, "verified": verified and info.get("verdict") == "accepted",
                                 "answer_node": answer.id}
