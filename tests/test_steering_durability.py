@@ -126,9 +126,9 @@ def test_an_edited_error_memory_is_counted_in_the_report(services, fake_llm):
     fake_llm.when(EXTRACT, entities("Arthur's Magazine", "First for Women"))
     fake_llm.when(GENERATE, numbered_steps(answer=answers_by_branch))
     run_id = run_to_end(services, FGDIP_QUESTION, "fgdip", {})
-    assert "learned 0 lessons" in services.repo.latest_report(run_id).markdown
+    assert "its error memory holds no lesson" in services.repo.latest_report(run_id).markdown
     steer_and_wait(services, run_id, "edit_error_memory", {"analysis": "Compare founding years."})
-    assert "learned 1 lesson" in services.repo.latest_report(run_id).markdown
+    assert "its error memory holds 1 lesson of yours" in services.repo.latest_report(run_id).markdown
 
 
 def stopped_at(services, fake_llm, prompt, question: str, method: str, params: dict):

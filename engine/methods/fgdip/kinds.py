@@ -267,8 +267,10 @@ class EditErrorMemoryPayload(CommandPayload):
 
     @model_validator(mode="after")
     def _a_new_lesson_has_text(self) -> "EditErrorMemoryPayload":
-        # Refused before it is sent (the method checks again when it applies it).
-        if self.number == 0 and not self.analysis.strip():
+        # A form always sends the lesson: refused before it is sent. (An empty payload still parses,
+        # as the method contract wants of a command with no required field; the method refuses it
+        # when it applies it.)
+        if self.number == 0 and "analysis" in self.model_fields_set and not self.analysis.strip():
             raise ValueError("a new lesson (entry 0) needs its text: write it under Lesson")
         return self
 
