@@ -375,10 +375,9 @@ class BenchmarkRunner:
                 self.check_same_llm(bench)  # a reading or verdict asked again must come from the benchmark's model
                 checked.append(True)
             now = tally.as_dict()
-            if bench.max_tokens is not None and before[0] + now["prompt_tokens"] + now["completion_tokens"] >= bench.max_tokens:
-                raise BudgetSpent("tokens")
-            if bench.max_cost is not None and before[1] + now["cost"] >= bench.max_cost:
-                raise BudgetSpent("cost")
+            if reached := _over_budget(bench, before[0] + now["prompt_tokens"] + now["completion_tokens"],
+                                       before[1] + now["cost"]):
+                raise BudgetSpent(reached)
 
         return gate
 
@@ -459,6 +458,15 @@ def budget_that_stopped(bench: Benchmark) -> str | None:
     return stopped.group(1) if stopped and bench.status == BenchmarkStatus.STOPPED else None
 
 
+def _over_budget(bench: Benchmark, tokens: int, cost: float) -> str | None:
+    """The benchmark's budget that this spending reaches, "tokens" or "cost"; None while under both."""
+    if bench.max_tokens is not None and tokens >= bench.max_tokens:
+        return "tokens"
+    if bench.max_cost is not None and cost >= bench.max_cost:
+        return "cost"
+    return None
+
+
 class _BudgetGate:
     """The benchmark's budget, read from what its runs and its scoring have spent so far. A run the
     budget stopped also spends it out: a run stops before the call that would pass the budget, so
@@ -477,8 +485,7 @@ class _BudgetGate:
         """Which budget ran out: "tokens" or "cost"."""
         if self._stopped_on is not None:
             return self._stopped_on
-        tokens, _cost = self._spent()
-        return "tokens" if self.bench.max_tokens is not None and tokens >= self.bench.max_tokens else "cost"
+        return _over_budget(self.bench, *self._spent()) or "cost"
 
     def _spent(self) -> tuple[int, float]:
         tokens, cost = 0, 0.0
@@ -503,9 +510,7 @@ class _BudgetGate:
             return True
         if self.bench.max_tokens is None and self.bench.max_cost is None:
             return False
-        tokens, cost = self._spent()
-        return ((self.bench.max_tokens is not None and tokens >= self.bench.max_tokens)
-                or (self.bench.max_cost is not None and cost >= self.bench.max_cost))
+        return _over_budget(self.bench, *self._spent()) is not None
 
 
 __all__ = ["BenchmarkError", "BenchmarkRunner", "BenchmarkSpec", "Rescored", "budget_that_stopped", "split_values"]
