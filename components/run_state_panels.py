@@ -1,7 +1,8 @@
-"""Beside the map: the run-state panels the method's view declares (`ViewSpec.panels`), each drawn by
-its own model (`panel_caption`, `panel_markdown`, `history_markdown`); the method's notices (what a
-reader should know now, with the command to offer); and the run-level commands (`CommandSpec`s that
-target no node). Built from the declarations alone."""
+"""Beside the map, in the tab `ViewSpec.side_tab` names: the run-state panels the method's view
+declares (`ViewSpec.panels`), each drawn by its own model (`panel_caption`, `panel_markdown`,
+`history_markdown`); the method's notices (what a reader should know now, with the command to
+offer); and the run-level commands (`CommandSpec`s that target no node). Built from the
+declarations alone, for a column as narrow as the node panel's."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from collections.abc import Sequence
 import streamlit as st
 from pydantic import ValidationError
 
-from components.commands import command_control, send
+from components.commands import command_controls, send
 from components.live_run import RunReads
 from components.safe_markdown import render, sanitize
 from components.step_log import OPEN_COMMAND, command_state
@@ -70,11 +71,10 @@ def notices(services: Services, run: Run, contract: MethodContract, reads: RunRe
         if spec is None:
             st.info(sanitize(notice.text), icon=":material/info:")
             continue
-        cols = st.columns([4, 1])
-        cols[0].info(sanitize(notice.text), icon=":material/update:")
-        with cols[1]:
-            if st.button(spec.label, key=f"notice-{run.id}-{spec.name}", help=spec.help):
-                send(services, run, spec, {})
+        # The notice, then its button under it: the column is as narrow as the node panel.
+        st.info(sanitize(notice.text), icon=":material/update:")
+        if st.button(spec.label, key=f"notice-{run.id}-{spec.name}", help=spec.help):
+            send(services, run, spec, {})
         offered.add(spec.name)
     return offered
 
@@ -104,15 +104,15 @@ def run_commands(services: Services, run: Run, contract: MethodContract, command
     if not specs:
         return
     run_command_states(contract, commands)
-    plain = [spec for spec in specs if not spec.form_fields() and spec.name not in offered_above]
-    if plain:
-        for column, spec in zip(st.columns(max(len(plain), 3)), plain, strict=False):
-            with column:
-                command_control(services, run, spec, key=f"run-cmd-{run.id}")
-    for spec in specs:
-        if spec.form_fields():
-            with st.container(border=True):
-                command_control(services, run, spec, key=f"run-cmd-{run.id}")
+    # As the node panel lays out its own: buttons in a row that wraps, then each form in its frame.
+    command_controls(services, run, [spec for spec in specs if spec.name not in offered_above],
+                     key=f"run-cmd-{run.id}")
+
+
+def has_side_tab(contract: MethodContract) -> bool:
+    """Whether the method has anything for the tab beside the map: run states to show or run-level
+    commands (a notice always offers one of these, or is said without a button in the run's tab)."""
+    return bool(contract.view.panels or contract.run_commands)
 
 
 def side_panels(services: Services, run: Run, contract: MethodContract, reads: RunReads | None = None,

@@ -13,10 +13,11 @@ from components.live_run import run_reads
 from components.node_panel import node_panel
 from components.params_form import params_form, readable_problems
 from components.routing import through_the_app
-from components.run_state_panels import side_panels
+from components.run_state_panels import has_side_tab, side_panels
 from components.run_view import controls, progress, question_line
 from components.safe_markdown import render_document
 from components.step_log import lifecycle_events, node_badges, run_commands, run_events, step_log
+from engine.methods.contract import NODE_TAB
 from engine.methods.params import ParamError, build_params, profile_defaults, profile_for_llm
 from engine.methods.registry import UnknownMethod
 from engine.node_numbers import node_numbers
@@ -33,6 +34,7 @@ REFRESH_SECONDS = 1.0
 NEW_RESEARCH = "new-research"  # the form's expander: folded once a run is started from it
 MAP_HEIGHT = 650  # px: the map's frame, toolbar included
 PANEL_HEIGHT = MAP_HEIGHT - 80  # px: the node panel beside it, under the Node selectbox
+TABS_HEIGHT = 50  # px: the Node / run tabs' headers above the panels, when the method has a side tab
 START_DEBOUNCE_S = 10.0  # the same request started again within this is the same run
 
 services = get_services()
@@ -145,10 +147,13 @@ if current:
         commands = run_commands(services, reads)
         progress(run, nodes, lifecycle=lifecycle_events(services, reads), events=events, numbers=numbers)
         controls(services, run)
-        selected_key = f"selected-{run_id}"
+        selected_key, side_key = f"selected-{run_id}", f"side-{run_id}"
         ids = [n.id for n in nodes]
         if ids and st.session_state.get(selected_key) not in ids:
             st.session_state[selected_key] = ids[0]  # the root, selected on the map from the first draw
+        # The run's own state (FGDIP's error memory, OmniThink's outline...) and commands beside the
+        # map, in a tab next to the selected node's: watched as the map grows, not below the step log.
+        side_tab = contract is not None and has_side_tab(contract) and bool(ids)
         map_col, panel_col = st.columns([7, 3], gap="small")
         with map_col:
             selected = st.session_state.get(selected_key)
@@ -159,22 +164,33 @@ if current:
             chosen = mindmap.mind_map(data, key=f"map-{run_id}", height=MAP_HEIGHT)
             if chosen is not None:  # a click or a search match on the map, reported once
                 st.session_state[selected_key] = chosen
+                if side_tab:
+                    st.session_state[side_key] = NODE_TAB  # a node picked on the map is shown, whichever tab was open
         with panel_col:
             if not ids:
                 st.caption("The first node appears in a moment.")
                 return
-            labels = {n.id: f"#{numbers[n.id]} {mindmap.short_label(n.label, 60)}" for n in nodes}
-            st.session_state[f"pick-{run_id}"] = st.session_state[selected_key]
-            st.selectbox("Node", ids, format_func=labels.get, key=f"pick-{run_id}",
-                         on_change=lambda: st.session_state.update({selected_key: st.session_state[f"pick-{run_id}"]}))
-            node = next(n for n in nodes if n.id == st.session_state[selected_key])
-            # Beside the map at the map's height, scrolling on its own: a long node text never
-            # pushes the node's commands or the map off the screen.
-            with st.container(height=PANEL_HEIGHT, border=False):
-                node_panel(services, run, node, contract, reads, commands=commands, events=events, numbers=numbers)
+            # Stateful tabs (a key, a rerun on switching): they keep the reader's tab through the
+            # refreshes, and a click on the map can bring the node's tab back. Fixed labels: the key's
+            # identity includes them.
+            node_tab, run_tab = (st.tabs([NODE_TAB, contract.view.side_tab], key=side_key, on_change="rerun")
+                                 if side_tab else (st.container(), None))
+            with node_tab:
+                labels = {n.id: f"#{numbers[n.id]} {mindmap.short_label(n.label, 60)}" for n in nodes}
+                st.session_state[f"pick-{run_id}"] = st.session_state[selected_key]
+                st.selectbox("Node", ids, format_func=labels.get, key=f"pick-{run_id}",
+                             on_change=lambda: st.session_state.update({selected_key: st.session_state[f"pick-{run_id}"]}))
+                node = next(n for n in nodes if n.id == st.session_state[selected_key])
+                # Beside the map at the map's height, scrolling on its own: a long node text never
+                # pushes the node's commands or the map off the screen.
+                with st.container(height=PANEL_HEIGHT - (TABS_HEIGHT if side_tab else 0), border=False):
+                    node_panel(services, run, node, contract, reads, commands=commands, events=events, numbers=numbers)
+            if run_tab is not None:
+                with run_tab, st.container(height=MAP_HEIGHT - TABS_HEIGHT, border=False):
+                    side_panels(services, run, contract, reads, commands)
         step_log(events, numbers, key=f"log-{run_id}", selected=st.session_state.get(selected_key))
-        if contract is not None:
-            side_panels(services, run, contract, reads, commands)
+        if contract is not None and not side_tab:
+            side_panels(services, run, contract, reads, commands)  # a method's notices, when it has no tab
 
     live_view(current, active)
 

@@ -58,9 +58,13 @@ def test_explore_draws_the_search_tree_and_lists_the_error_memory(services, fgdi
     for words in ("Entity:", "Step:", "Answer:", "verdict sure", "verdict impossible", "backtrack:",
                   "answer rejected"):
         assert words in legend, words
-    # The error memory beside the map.
-    assert "Error memory" in [e.label for e in at.expander]
-    assert LESSON in joined(at.markdown)
+    # The error memory beside the map: the tab next to the node's, with the run's own commands.
+    assert [t.label for t in at.tabs] == ["Node", "Error memory"]
+    memory_tab = at.tabs[1]
+    assert "Error memory" in [e.label for e in memory_tab.expander]
+    assert LESSON in joined(memory_tab.markdown)
+    assert {"Add entity", "Edit error memory"} <= {b.label for b in memory_tab.button}
+    assert "Explore next" in {b.label for b in at.tabs[0].button}  # the node's commands stay on its tab
     # The chosen node: its caption, thought/action/observation and its commands.
     # (As Markdown that shows "search[...]": the caption is plain text, its brackets escaped.)
     assert any(c.startswith("search\\[") for c in texts(at.caption))

@@ -31,11 +31,14 @@ from engine.llm.pricing import PriceTable
 from engine.methods.base import Method, UnsupportedCommand
 from engine.methods.contract import (
     ALL_STATUSES,
+    NODE_TAB,
     CommandRejected,
+    ContractError,
     MethodContract,
     NodeData,
     NodeKind,
     RunStateModel,
+    ViewSpec,
 )
 from engine.report import render_markdown
 from engine.safe_text import inline_text
@@ -132,6 +135,16 @@ def test_declarations_are_consistent(cls):
     for name, state in contract.run_states.items():
         assert state.name == name and issubclass(state.model, RunStateModel)
     assert set(contract.view.panels) <= set(contract.run_states)
+    assert contract.view.side_tab.strip() and contract.view.side_tab != NODE_TAB  # two tabs, told apart
+
+
+def test_the_side_tab_needs_a_name_of_its_own():
+    from engine.methods.deot.method import DeotMethod as cls
+
+    for name in ("Node", " "):
+        with pytest.raises(ContractError, match="ViewSpec.side_tab"):
+            MethodContract.build(cls.name, cls.node_kinds, cls.edge_kinds, cls.commands, cls.run_states,
+                                 ViewSpec(side_tab=name))
 
 
 # --------------------------------------------------------------------------- 2. a stored run fits

@@ -209,11 +209,29 @@ def test_a_node_without_commands_and_a_method_without_steering_say_so(services, 
     MapSpy(monkeypatch, click=services.repo.list_nodes(direct)[-1].id)
     at = open_page(run_id=direct)
     assert "This method has no steering." in texts(at.caption)
+    # Beside the map, the run's tab holds only what every method has: rewriting the report.
+    assert [t.label for t in at.tabs] == ["Node", "Run"]
+    assert [b.label for b in at.tabs[1].button] == ["Rewrite report"]
 
 
 def test_a_run_command_from_the_panel_area(services, grid_run, monkeypatch):
-    MapSpy(monkeypatch)
+    spy = MapSpy(monkeypatch)
     at = open_page(run_id=grid_run)
+    # Beside the map: the node's tab and the run's (the default name: the method declares none),
+    # which holds the run state's panel and the run-level command.
+    assert [t.label for t in at.tabs] == ["Node", "Run"]
+    run_tab = at.tabs[1]
+    assert [e.label for e in run_tab.expander][:1] == [services.method(GridMethod.name).contract().run_states["matrix"].title]
+    assert f"run-cmd-{grid_run}-reset_matrix" in {b.key for b in run_tab.button}
+    assert at.selectbox(key=f"pick-{grid_run}") in at.tabs[0].selectbox
+    # A node clicked on the map while the run's tab is open brings the node's tab back.
+    at.session_state[f"side-{grid_run}"] = "Run"
+    at.run()
+    assert at.session_state[f"side-{grid_run}"] == "Run"
+    spy.click = _cells(services, grid_run)[0].id
+    at.run()
+    assert at.session_state[f"side-{grid_run}"] == "Node"
+    spy.click = None
     states = len(services.repo.list_run_states(grid_run, "matrix"))
     at.button(key=f"run-cmd-{grid_run}-reset_matrix").click().run()
     assert_no_exception(at)

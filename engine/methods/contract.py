@@ -305,11 +305,18 @@ class Notice:
     command: str | None = None
 
 
+# The tab beside the map that shows the selected node; `ViewSpec.side_tab` names the other one.
+NODE_TAB = "Node"
+
+
 @dataclass(frozen=True)
 class ViewSpec:
     layout: Layout = Layout.TREE
     # Run-state names shown as side panels, in this order.
     panels: tuple[str, ...] = ()
+    # The name of the tab beside the map that holds the run-state panels and the run-level commands
+    # (the other tab is the selected node): what a reader looks for there, e.g. "Error memory".
+    side_tab: str = "Run"
     # Grid layouts: a node's (row, column), or None for nodes outside the grid (e.g. the root).
     position: Callable[[Node], tuple[int, int] | None] | None = None
 
@@ -370,6 +377,8 @@ class MethodContract:
         for panel in view.panels:
             if panel not in states:
                 raise ContractError(f"{method}: the view shows run state '{panel}', which is not declared")
+        if not view.side_tab.strip() or view.side_tab.strip() == NODE_TAB:
+            raise ContractError(f"{method}: the side tab needs a name other than '{NODE_TAB}' (ViewSpec.side_tab)")
         if view.layout == Layout.GRID and view.position is None:
             raise ContractError(f"{method}: a grid layout needs ViewSpec.position")
         for prompt, words in (steps or {}).items():

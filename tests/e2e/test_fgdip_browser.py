@@ -147,13 +147,19 @@ def test_the_search_tree_error_memory_and_a_steering_command(fgdip_app, page, ap
     assert canvas_pixels(page, BACKTRACK.colour) > 100
     page.locator(MAP_IFRAME).screenshot(path=str(ARTIFACTS / "fgdip-search-tree-fit.png"))
 
-    # The error memory beside the map: the rejected answer's analysis, with the answer and its branch.
+    # The error memory beside the map, in its tab next to the node's: the rejected answer's analysis,
+    # with the answer and its branch.
+    page.get_by_role("tab", name="Error memory", exact=True).click()
     memory = page.locator('[data-testid="stExpander"]').filter(has_text="Error memory").first
-    memory.scroll_into_view_if_needed()
+    memory.wait_for(state="visible")
     text = memory.inner_text()
     assert "1 lesson from a rejected answer" in text and LESSON in text, text
     assert f"answer from {ARTHUR}' on {ARTHUR}" in text, text
-    memory.screenshot(path=str(ARTIFACTS / "fgdip-error-memory.png"))
+    drawn_map, listed = page.locator(MAP_IFRAME).bounding_box(), memory.bounding_box()
+    assert listed["x"] >= drawn_map["x"] + drawn_map["width"] and listed["y"] < drawn_map["y"] + drawn_map["height"], \
+        (drawn_map, listed)  # right of the map, level with it: not below the step log
+    page.screenshot(path=str(ARTIFACTS / "fgdip-error-memory.png"))
+    page.get_by_role("tab", name="Node", exact=True).click()
 
     # Steering from the node panel: Mark impossible on a sure step the search never took.
     target = by_arg[f"{FIRST} d2 s3"]

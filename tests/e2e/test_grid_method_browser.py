@@ -113,9 +113,12 @@ def test_a_plugin_method_is_drawn_from_its_declarations(grid_app, page, app_repo
     note = page.get_by_role("textbox", name="Note", exact=True)
     note.wait_for()
     page.get_by_role("spinbutton", name="Strength", exact=True).wait_for()
+    # The run's state and its command, in the tab beside the node's (the default name, "Run").
+    page.get_by_role("tab", name="Run", exact=True).click()
     page.get_by_text("Matrix", exact=True).wait_for()
     page.get_by_text("4 of 4 cells thought through").wait_for()
     page.get_by_role("button", name="Reset matrix view").wait_for()
+    page.get_by_role("tab", name="Node", exact=True).click()
 
     # Refine with a note: queued, applied, the run done again.
     note.fill("Weigh the climate record")

@@ -233,9 +233,12 @@ def test_the_matrix_its_knowledge_units_weights_and_a_rerun_with_another_alpha(m
     ARTIFACTS.mkdir(exist_ok=True)
     page.locator(MAP_IFRAME).screenshot(path=str(ARTIFACTS / "mtqa-matrix.png"))
 
-    # The weight panel beside the map: α per thought as used (none for a column's first thought).
+    # The weight panel beside the map, in the run's "Matrix" tab: α per thought as used (none for a
+    # column's first thought).
+    page.get_by_role("tab", name="Matrix", exact=True).click()
     rows = poll(page, lambda: _weights_rows(page), what="the weight panel's table")
     assert rows[1:] == [["1", "—", "—", "—"], ["2", "0", "0.5", "0.5"]], rows
+    page.get_by_role("tab", name="Node", exact=True).click()
 
     # The knowledge base's units (KU 1) listed in the node panel, in the stored order.
     choose_node(page, numbers[base.id])
@@ -285,6 +288,7 @@ def test_the_matrix_its_knowledge_units_weights_and_a_rerun_with_another_alpha(m
     new_edge = (str(cells[0, 0].id), str(target.id))
     poll(page, lambda: _drawn_pairs(page, COMMUNICATION) == communication | {new_edge},
          what="column 1's communication edge on the map")
+    page.get_by_role("tab", name="Matrix", exact=True).click()
     poll(page, lambda: _weights_rows(page)[2:] == [["2", "0.5", "0.5", "0.5"]], what="the new α in the weight panel")
     page.locator(MAP_IFRAME).scroll_into_view_if_needed()
     page.wait_for_timeout(500)

@@ -297,7 +297,7 @@ COMMANDS = (
     regenerate_report_command(),
 )
 
-VIEW = ViewSpec(layout=Layout.SEARCH_TREE, panels=(ERROR_MEMORY,))
+VIEW = ViewSpec(layout=Layout.SEARCH_TREE, panels=(ERROR_MEMORY,), side_tab="Error memory")
 
 # What the model is doing for each prompt, in a reader's words (the step log and "Now:").
 STEPS = {

@@ -294,7 +294,7 @@ def position(node: Node) -> tuple[int, int] | None:
     return None
 
 
-VIEW = ViewSpec(layout=Layout.GRID, panels=(WEIGHTS, CHOICES), position=position)
+VIEW = ViewSpec(layout=Layout.GRID, panels=(WEIGHTS, CHOICES), position=position, side_tab="Matrix")
 
 STEPS = {
     prompts.THOUGHT.name: "thinking through a strategy from the knowledge units",

@@ -156,7 +156,7 @@ COMMANDS = (
     regenerate_report_command("Rewrite article", listed=False),
 )
 
-VIEW = ViewSpec(panels=(POOL, OUTLINE))
+VIEW = ViewSpec(panels=(POOL, OUTLINE), side_tab="Pool & outline")
 
 # What the model is doing for each prompt, in a reader's words (the step log and "Now:").
 STEPS = {
