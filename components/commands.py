@@ -109,6 +109,25 @@ def command_controls(services: Services, run: Run, specs: list[CommandSpec], *, 
         with st.container(horizontal=True, wrap=True):
             for spec in plain:
                 command_control(services, run, spec, key=key, node=node, waiting=waiting.get(spec.name))
+    # Commands that take the same payload share one form (MTQA's pin, drop and undo all ask for a
+    # unit's number): the same field three times over read as three different questions.
+    sharing: dict[type, list[CommandSpec]] = {}
     for spec in with_fields:
+        sharing.setdefault(spec.payload, []).append(spec)
+    for group in sharing.values():
         with st.container(border=True):
-            command_control(services, run, spec, key=key, node=node)
+            if len(group) == 1:
+                command_control(services, run, group[0], key=key, node=node)
+            else:
+                shared_form(services, run, group, key=key, node=node)
+
+
+def shared_form(services: Services, run: Run, specs: list[CommandSpec], *, key: str, node: Node | None = None) -> None:
+    """One payload form for commands that take the same payload, then a button per command, keyed
+    `<key>-<command>` as `command_control` keys them."""
+    base = f"{key}-" + "+".join(spec.name for spec in specs)
+    values = payload_form(specs[0], key=base)
+    with st.container(horizontal=True, wrap=True):
+        for spec in specs:
+            if st.button(spec.label, key=f"{key}-{spec.name}", help=spec.help):
+                send(services, run, spec, values, node, form_key=base)

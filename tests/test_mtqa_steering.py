@@ -1,5 +1,5 @@
 """MTQA's steering commands on a finished run: add a column, re-run a column with another α, pin or
-drop a knowledge unit; and bad payloads refused with the reason, changing nothing."""
+drop a knowledge unit and undo that; and bad payloads refused with the reason, changing nothing."""
 
 from __future__ import annotations
 
@@ -209,3 +209,45 @@ def test_a_unit_pinned_on_two_holders_is_listed_once(services, fake_llm, knowled
         == CommandStatus.DONE
     state = services.repo.latest_run_state(run_id, "knowledge_choices").data
     assert [p["id"] for p in state["pinned"]] == [shared]
+
+
+def test_undoing_a_drop_brings_the_unit_back_to_its_readers(services, fake_llm, knowledge_bases):
+    run_id = finished(services, {"rows": 2, "columns": 2})
+    base = nodes(services, run_id, "knowledge")[0]
+    unit = base.data["units"][0]
+    head = re.compile(rf"^\[\d+\] {re.escape(unit['title'])}$", re.M)
+    steer_and_wait(services, run_id, "drop_unit", {"node_id": base.id, "unit": 1})
+    before = len(fake_llm.calls_for(THOUGHT))
+    command = steer_and_wait(services, run_id, "release_unit", {"node_id": base.id, "unit": 1})
+    assert command.status == CommandStatus.DONE, command.error
+    listed = services.repo.get_node(base.id).data["units"][0]
+    assert (listed["id"], listed["dropped"], listed["pinned"]) == (unit["id"], False, False)
+    choices = services.repo.latest_run_state(run_id, "knowledge_choices").data
+    assert choices["dropped"] == [] and choices["dropped_titles"] == {} and choices["pinned"] == []
+    after = fake_llm.calls_for(THOUGHT)[before:]
+    assert len(after) == 4  # every thought that went without it is thought again
+    assert head.search(request_text(after[0]))  # column 1's first thought reads the unit again
+    assert all(n.status == NodeStatus.DONE for n in services.repo.list_nodes(run_id))
+    # Nothing left to undo: refused with the reason, nothing thought again.
+    calls = fake_llm.call_count
+    assert "neither pinned nor dropped" in steer_refused(services, run_id, "release_unit", {"node_id": base.id, "unit": 1})
+    assert fake_llm.call_count == calls
+
+
+def test_undoing_a_pin_made_elsewhere_unpins_it_everywhere(services, fake_llm, knowledge_bases):
+    # Pinned on the knowledge base, undone from a summary that lists it as pinned: the later
+    # retrievals are made again without the pin, and no listing marks it pinned any more.
+    run_id = finished(services, {"rows": 1, "columns": 3})
+    base = nodes(services, run_id, "knowledge")[0]
+    unit = base.data["units"][-1]
+    steer_and_wait(services, run_id, "pin_unit", {"node_id": base.id, "unit": len(base.data["units"])})
+    s0 = by_column(services, run_id, "summary", 0)[0]
+    number = [u["id"] for u in s0.data["units"]].index(unit["id"]) + 1
+    before = len(fake_llm.calls_for(THOUGHT))
+    command = steer_and_wait(services, run_id, "release_unit", {"node_id": s0.id, "unit": number})
+    assert command.status == CommandStatus.DONE, command.error
+    assert services.repo.latest_run_state(run_id, "knowledge_choices").data["pinned"] == []
+    for holder in services.repo.list_nodes(run_id):
+        assert not any(u["pinned"] for u in (holder.data or {}).get("units", [])), holder.kind
+    # The knowledge base's retrieval holds it as found: column 1 is kept; columns 2 and 3 think again.
+    assert sorted(cell_of(r)[1] for r in fake_llm.calls_for(THOUGHT)[before:]) == [2, 3]

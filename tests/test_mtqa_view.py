@@ -66,3 +66,36 @@ def test_a_columns_knowledge_units_are_listed_in_the_node_panel_with_linked_sour
     cell = next(n for n in nodes if n.kind == "cell" and n.data["row"] == 1)
     markdown, _ = answer_markdown(cell, CONTRACT.kind("cell").read(cell), ids)
     assert "Strategy passed from the thought above" in markdown
+
+
+def test_pin_drop_and_undo_share_one_unit_form_in_the_node_panel(prebuilt_corpus_home, monkeypatch):
+    """The three unit commands take the same payload: one "Knowledge unit" field, a button each;
+    the number typed once goes with the button pressed."""
+    from engine.llm.fake import FakeLLM
+    from storage.models import CommandStatus
+    from tests.test_app_fgdip import app_services
+    from tests.test_app_pages import assert_no_exception, open_page
+    from tests.test_ui_contract import MapSpy
+
+    monkeypatch.setattr(knowledge, "open_knowledge_base", KnowledgeInjector())
+    services = app_services(FakeLLM())
+    built = next(services)
+    try:
+        run_id = run_to_end(built, QUESTION, "mtqa", {"rows": 1, "columns": 2})
+        base = built.repo.list_nodes(run_id, kind="knowledge")[0]
+        MapSpy(monkeypatch, click=base.id)
+        at = open_page(run_id=run_id)
+        key = f"steer-{run_id}-{base.id}"
+        fields = [w for w in at.number_input if (w.key or "").startswith(key)]
+        assert [w.label for w in fields] == ["Knowledge unit"]  # once, not once per command
+        buttons = [b.label for b in at.button if (b.key or "").startswith(key)]
+        assert {"Pin knowledge unit", "Drop knowledge unit", "Undo pin or drop"} <= set(buttons)
+        fields[0].set_value(2)
+        at.button(key=f"{key}-drop_unit").click().run()
+        assert_no_exception(at)
+        built.runner.wait(run_id, timeout=30)
+        [command] = built.repo.list_commands(run_id)
+        assert (command.kind, command.payload["unit"], command.status) == ("drop_unit", 2, CommandStatus.DONE)
+        assert built.repo.get_node(base.id).data["units"][1]["dropped"] is True
+    finally:
+        next(services, None)

@@ -277,6 +277,10 @@ COMMANDS = (
     CommandSpec("drop_unit", "Drop knowledge unit",
                 "Leave this knowledge unit out; the thoughts that read it are thought again. " + _RETHINK_COST,
                 UnitPayload, kinds=_UNIT_HOLDERS, statuses=frozenset({NodeStatus.DONE}), done="Dropped"),
+    CommandSpec("release_unit", "Undo pin or drop",
+                "Undo your pin or drop of this knowledge unit, wherever you made it: retrievals take it as "
+                "they find it again, and what the choice changed is thought again. " + _RETHINK_COST,
+                UnitPayload, kinds=_UNIT_HOLDERS, statuses=frozenset({NodeStatus.DONE}), done="Undone"),
     regenerate_report_command(),
 )
 

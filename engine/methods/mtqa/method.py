@@ -505,6 +505,9 @@ class MtqaMethod(Method):
         if command.name in ("pin_unit", "drop_unit"):
             assert isinstance(payload, UnitPayload)
             return self._choose_unit(ctx, node, payload.unit, pin=command.name == "pin_unit")
+        if command.name == "release_unit":
+            assert isinstance(payload, UnitPayload)
+            return self._release_unit(ctx, node, payload.unit)
         raise UnsupportedCommand(f"the {self.name} method does not support '{command.name}'")
 
     def _add_column(self, ctx: RunContext, alpha: float | None) -> set[str]:
@@ -547,11 +550,30 @@ class MtqaMethod(Method):
         matrix.save_weights(ctx.graph, params.weight_preset, params.weights())
         return {REPORT}
 
-    def _choose_unit(self, ctx: RunContext, holder: Node, number: int, *, pin: bool) -> set[str]:
+    @staticmethod
+    def _listed(holder: Node, number: int) -> list[UnitRecord]:
+        """The holder's units, once `number` is known to name one of them."""
         units = [UnitRecord.model_validate(u) for u in (holder.data or {}).get("units", [])]
         if not 1 <= number <= len(units):
             raise CommandRejected(f"this node lists {len(units)} knowledge unit(s); choose a number from 1 "
                                   f"to {len(units)}" if units else "this node has no knowledge unit")
+        return units
+
+    @staticmethod
+    def _rethink_after(ctx: RunContext, holder: Node, *, dropped: bool) -> None:
+        """Think again what a pin or a drop of one of `holder`'s units (or its undoing) changes."""
+        column = 0 if holder.kind == KNOWLEDGE else holder.data["column"] + 1
+        if not dropped:
+            # The unit is in this retrieval either way: only the retrievals after it change.
+            matrix.reset_from(ctx.graph, column, first_row=NO_ROW)
+        elif holder.kind == KNOWLEDGE:
+            matrix.reset_from(ctx.graph, 0)
+        else:
+            # The summary that read the unit is written again (its units kept, with or without it).
+            matrix.reset_from(ctx.graph, column - 1, first_row=NO_ROW, keep_units=True)
+
+    def _choose_unit(self, ctx: RunContext, holder: Node, number: int, *, pin: bool) -> set[str]:
+        units = self._listed(holder, number)
         unit = units[number - 1]
         if unit.dropped:
             raise CommandRejected(f"knowledge unit {number} is already dropped")
@@ -572,13 +594,38 @@ class MtqaMethod(Method):
         ctx.graph.save_state(CHOICES, choices)
         units[number - 1] = unit.model_copy(update={"pinned": pin, "dropped": not pin})
         ctx.graph.update(holder, merge_data={"units": [u.model_dump() for u in units]})
-        column = 0 if holder.kind == KNOWLEDGE else holder.data["column"] + 1
-        if pin:
-            # The unit is already in this retrieval: only the retrievals after it change.
-            matrix.reset_from(ctx.graph, column, first_row=NO_ROW)
-        elif holder.kind == KNOWLEDGE:
-            matrix.reset_from(ctx.graph, 0)
-        else:
-            # The summary that read the unit is written again (its units kept, without the dropped one).
-            matrix.reset_from(ctx.graph, column - 1, first_row=NO_ROW, keep_units=True)
+        self._rethink_after(ctx, holder, dropped=not pin)
         return {REPORT}
+
+    def _release_unit(self, ctx: RunContext, holder: Node, number: int) -> set[str]:
+        """Undo your pin or drop of a unit, wherever it was made: the choice is forgotten, every
+        holder's listing shows the unit plain again, and what the choice changed is thought again
+        from the earliest holder that carried it."""
+        unit = self._listed(holder, number)[number - 1]
+        choices = self._choices(ctx)
+        pinned = unit.pinned or any(p.id == unit.id for p in choices.pinned)
+        dropped = unit.dropped or unit.id in choices.dropped
+        if not (pinned or dropped):
+            raise CommandRejected(f"knowledge unit {number} is neither pinned nor dropped: there is nothing to undo")
+        ctx.graph.save_state(CHOICES, ChoicesState(
+            pinned=[p for p in choices.pinned if p.id != unit.id],
+            dropped=[d for d in choices.dropped if d != unit.id],
+            dropped_titles={k: v for k, v in choices.dropped_titles.items() if k != unit.id}))
+        earliest = None
+        for other in self._holders_in_order(ctx):
+            records = [UnitRecord.model_validate(u) for u in (other.data or {}).get("units", [])]
+            marked = [r for r in records if r.id == unit.id and (r.pinned or r.dropped)]
+            if not marked:
+                continue
+            earliest = earliest or other
+            plain = [r.model_copy(update={"pinned": False, "dropped": False}) if r.id == unit.id else r
+                     for r in records]
+            ctx.graph.update(other, merge_data={"units": [r.model_dump() for r in plain]})
+        self._rethink_after(ctx, earliest or holder, dropped=dropped)
+        return {REPORT}
+
+    @staticmethod
+    def _holders_in_order(ctx: RunContext) -> list[Node]:
+        """The knowledge base, then each column's summary: the order their retrievals were made."""
+        summaries = sorted(ctx.graph.nodes(kind=SUMMARY), key=lambda n: n.data["column"])
+        return [*ctx.graph.nodes(kind=KNOWLEDGE), *summaries]
