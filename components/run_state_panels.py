@@ -34,8 +34,8 @@ def _state_versions(services: Services, run: Run, contract: MethodContract, name
 
 
 def state_panels(services: Services, run: Run, contract: MethodContract, reads: RunReads | None = None) -> None:
-    """One panel per declared run state that has a stored version: title, caption, body; and how it
-    grew, when it has more than one version."""
+    """One panel per declared run state: title, caption, body (what it says before its first version,
+    while it has none); and how it grew, when it has more than one version."""
     for name in contract.view.panels:
         spec = contract.run_states[name]
 
@@ -44,6 +44,8 @@ def state_panels(services: Services, run: Run, contract: MethodContract, reads: 
 
         versions = reads.memo(("run-state", name), read) if reads is not None else read()
         if not versions:
+            with st.expander(spec.title, expanded=spec.expanded):
+                st.caption(inline_text(spec.empty))
             continue
         latest = versions[-1]
         with st.expander(spec.title, expanded=spec.expanded):

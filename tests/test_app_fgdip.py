@@ -73,6 +73,20 @@ def test_explore_draws_the_search_tree_and_lists_the_error_memory(services, fgdi
     assert {"Explore next", "Mark impossible", "Add entity", "Edit error memory"} <= labels
 
 
+def test_an_empty_error_memory_says_so_beside_the_map(prebuilt_corpus_home, monkeypatch):
+    services = app_services(FakeLLM())  # the first answer is accepted: no lesson is ever stored
+    built = next(services)
+    try:
+        run_id = run_to_end(built, QUESTION, "fgdip", {})
+        assert built.repo.list_run_states(run_id, "error_memory") == []
+        MapSpy(monkeypatch)
+        at = open_page(run_id=run_id)
+        [memory] = [e for e in at.tabs[1].expander if e.label == "Error memory"]
+        assert "No lessons yet" in joined(memory.caption), texts(memory.caption)
+    finally:
+        next(services, None)
+
+
 def test_a_lesson_added_from_the_page_is_applied(services, fgdip_run, monkeypatch):
     MapSpy(monkeypatch)
     at = open_page(run_id=fgdip_run)

@@ -285,6 +285,9 @@ class RunStateSpec:
     title: str  # the panel's title
     schema: int = 1  # bump when the model changes incompatibly
     expanded: bool = True  # the panel starts open
+    # What the panel says before the state's first version is stored: a panel that is missing reads
+    # as a feature that is missing.
+    empty: str = "Nothing yet."
 
 
 # --------------------------------------------------------------------------- view

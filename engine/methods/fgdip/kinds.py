@@ -248,7 +248,9 @@ class ErrorMemory(RunStateModel):
                          for e in self.entries) or "(none yet)"
 
 
-RUN_STATES = (RunStateSpec(ERROR_MEMORY, ErrorMemory, "Error memory"),)
+RUN_STATES = (RunStateSpec(ERROR_MEMORY, ErrorMemory, "Error memory", empty=(
+    "No lessons yet: each answer the Answer Evaluator rejects adds its analysis here, and every later step is "
+    "given it. You can add one of your own below.")),)
 
 
 # --------------------------------------------------------------------------- commands
