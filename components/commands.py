@@ -82,17 +82,22 @@ def send(services: Services, run: Run, spec: CommandSpec, values: dict[str, Any]
         st.rerun(scope="app")
 
 
+def _button(spec: CommandSpec, *, key: str, label: str | None = None, waiting: str | None = None) -> bool:
+    """The command's button, keyed `<key>-<command>`. `waiting` ("queued", "applying") disables a
+    command without fields: the same command on the same node is on its way, and a second click
+    would only queue it twice."""
+    if waiting and not spec.form_fields():
+        st.button(f"{label or spec.label} · {waiting}", key=f"{key}-{spec.name}", help=spec.help, disabled=True)
+        return False
+    return st.button(label or spec.label, key=f"{key}-{spec.name}", help=spec.help)
+
+
 def command_control(services: Services, run: Run, spec: CommandSpec, *, key: str, node: Node | None = None,
                     label: str | None = None, waiting: str | None = None) -> None:
-    """The command's payload form (when it has fields) and its button, keyed `<key>-<command>`.
-    `waiting` ("queued", "applying") disables a command without fields: the same command on the
-    same node is on its way, and a second click would only queue it twice."""
+    """The command's payload form (when it has fields) and its button, keyed `<key>-<command>`."""
     base = f"{key}-{spec.name}"
     values = payload_form(spec, key=base)
-    if waiting and not spec.form_fields():
-        st.button(f"{label or spec.label} · {waiting}", key=base, help=spec.help, disabled=True)
-        return
-    if st.button(label or spec.label, key=base, help=spec.help):
+    if _button(spec, key=key, label=label, waiting=waiting):
         send(services, run, spec, values, node, form_key=base)
 
 
@@ -105,12 +110,17 @@ def command_controls(services: Services, run: Run, specs: list[CommandSpec], *, 
     with_fields = [spec for spec in specs if spec.form_fields()]
     if plain:
         # A row that wraps, each button as wide as its label: fixed columns in the narrow node panel
-        # cut a label such as "Mark impossible" down to "Mark im…".
+        # cut a label such as "Mark impossible" down to "Mark im…". Sent after the row: a refusal
+        # drawn inside it would sit between two buttons.
+        pressed = None
         with st.container(horizontal=True, wrap=True):
             for spec in plain:
-                command_control(services, run, spec, key=key, node=node, waiting=waiting.get(spec.name))
-    # Commands that take the same payload share one form (MTQA's pin, drop and undo all ask for a
-    # unit's number): the same field three times over read as three different questions.
+                if _button(spec, key=key, waiting=waiting.get(spec.name)):
+                    pressed = spec
+        if pressed is not None:
+            send(services, run, pressed, {}, node, form_key=f"{key}-{pressed.name}")
+    # Commands that take the same payload share one form (MTQA's pin and drop both ask for a unit's
+    # number): the same field twice over read as two different questions.
     sharing: dict[type, list[CommandSpec]] = {}
     for spec in with_fields:
         sharing.setdefault(spec.payload, []).append(spec)
@@ -124,10 +134,13 @@ def command_controls(services: Services, run: Run, specs: list[CommandSpec], *, 
 
 def shared_form(services: Services, run: Run, specs: list[CommandSpec], *, key: str, node: Node | None = None) -> None:
     """One payload form for commands that take the same payload, then a button per command, keyed
-    `<key>-<command>` as `command_control` keys them."""
+    `<key>-<command>` as `command_control` keys them; a refusal under the row."""
     base = f"{key}-" + "+".join(spec.name for spec in specs)
     values = payload_form(specs[0], key=base)
+    pressed = None
     with st.container(horizontal=True, wrap=True):
         for spec in specs:
-            if st.button(spec.label, key=f"{key}-{spec.name}", help=spec.help):
-                send(services, run, spec, values, node, form_key=base)
+            if _button(spec, key=key):
+                pressed = spec
+    if pressed is not None:
+        send(services, run, pressed, values, node, form_key=base)

@@ -28,8 +28,7 @@ PRUNED = "Pruned: nothing grows under this node and the report leaves it out."
 NOTHING_APPLIES = "No command applies to this node now."
 NO_STEERING = "This method has no steering."
 # The method steers the whole run (the research agent's add a query, drop a source), not single nodes.
-RUN_STEERING_ONLY = ("This method is steered as a whole, not node by node: see its commands below the step log, "
-                     "under the map.")
+RUN_STEERING_ONLY = "This method is steered as a whole, not node by node: see its commands in the {tab} tab beside this one."
 
 
 def node_data(contract: MethodContract | None, node: Node) -> NodeData | None:
@@ -101,7 +100,7 @@ def steering_actions(services: Services, run: Run, node: Node, contract: MethodC
     if not any(spec.targets_node for spec in contract.commands.values()):
         # Rewriting the report is not steering: a method that offers only that has none.
         steers_run = any(spec.name != REGENERATE_REPORT for spec in contract.run_commands)
-        st.caption(RUN_STEERING_ONLY if steers_run else NO_STEERING)
+        st.caption(RUN_STEERING_ONLY.format(tab=f"“{inline_text(contract.view.side_tab)}”") if steers_run else NO_STEERING)
         return
     specs = contract.commands_for(node)
     if not specs:

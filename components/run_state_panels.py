@@ -118,7 +118,10 @@ def has_side_tab(contract: MethodContract) -> bool:
 
 
 def side_panels(services: Services, run: Run, contract: MethodContract, reads: RunReads | None = None,
-                commands: Sequence[Command] = ()) -> None:
-    offered = notices(services, run, contract, reads)
+                commands: Sequence[Command] = (), *, offered: set[str] | None = None) -> None:
+    """The run's tab: its state panels, then its commands. `offered`: the commands the notices
+    (drawn above the tabs, where either tab shows them) offer already; None draws the notices here."""
+    if offered is None:
+        offered = notices(services, run, contract, reads)
     state_panels(services, run, contract, reads)
     run_commands(services, run, contract, commands, offered_above=offered)

@@ -13,7 +13,7 @@ from components.live_run import run_reads
 from components.node_panel import node_panel
 from components.params_form import params_form, readable_problems
 from components.routing import through_the_app
-from components.run_state_panels import has_side_tab, side_panels
+from components.run_state_panels import has_side_tab, notices, side_panels
 from components.run_view import controls, progress, question_line
 from components.safe_markdown import render_document
 from components.step_log import lifecycle_events, node_badges, run_commands, run_events, step_log
@@ -170,6 +170,9 @@ if current:
             if not ids:
                 st.caption("The first node appears in a moment.")
                 return
+            # What the method says the reader should know now (OmniThink: the article is older than
+            # the tree), above the tabs: seen whichever is open.
+            offered = notices(services, run, contract, reads) if side_tab else set()
             # Stateful tabs (a key, a rerun on switching): they keep the reader's tab through the
             # refreshes, and a click on the map can bring the node's tab back. Fixed labels: the key's
             # identity includes them.
@@ -187,7 +190,7 @@ if current:
                     node_panel(services, run, node, contract, reads, commands=commands, events=events, numbers=numbers)
             if run_tab is not None:
                 with run_tab, st.container(height=MAP_HEIGHT - TABS_HEIGHT, border=False):
-                    side_panels(services, run, contract, reads, commands)
+                    side_panels(services, run, contract, reads, commands, offered=offered)
         step_log(events, numbers, key=f"log-{run_id}", selected=st.session_state.get(selected_key))
         if contract is not None and not side_tab:
             side_panels(services, run, contract, reads, commands)  # a method's notices, when it has no tab

@@ -82,6 +82,9 @@ def test_a_changed_tree_offers_to_regenerate_the_article(services, monkeypatch):
     articles = len([r for r in services.repo.list_reports(run_id) if r.kind == "final"])
     at = open_page(run_id=run_id)
     assert "changed since the article" in joined(at.info)
+    # Above the Node and "Pool & outline" tabs, not inside one: seen whichever tab is open.
+    assert [t.label for t in at.tabs] == ["Node", "Pool & outline"]
+    assert all("changed since the article" not in joined(tab.info) for tab in at.tabs)
     # The notice's button is the only one: the run commands below do not offer it again.
     assert [b.label for b in at.button].count("Rewrite article") == 1
     at.button(key=f"notice-{run_id}-regenerate_article").click().run()

@@ -880,7 +880,8 @@ def test_a_refused_run_level_command_is_said_where_it_was_given(services):
     run_id = run_to_end(services, QUESTION, "research", {"max_searches": 0})
     at = open_page(run_id=run_id)
     assert_no_exception(at)
-    assert "This method is steered as a whole, not node by node" in " ".join(texts(at.caption))
+    assert "This method is steered as a whole, not node by node: see its commands in the “Run” tab beside this one." \
+        in texts(at.caption)
     key = f"run-cmd-{run_id}-drop_source"
     at.number_input(key=f"{key}.number").set_value(99)
     at.button(key=key).click().run()

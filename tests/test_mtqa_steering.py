@@ -1,5 +1,5 @@
 """MTQA's steering commands on a finished run: add a column, re-run a column with another α, pin or
-drop a knowledge unit and undo that; and bad payloads refused with the reason, changing nothing."""
+drop a knowledge unit and undo either; and bad payloads refused with the reason, changing nothing."""
 
 from __future__ import annotations
 
@@ -118,7 +118,7 @@ def test_drop_leaves_a_unit_out_and_thinks_its_readers_again(services, fake_llm,
     from engine.methods.mtqa.knowledge import UnitRecord
 
     state = ChoicesState.model_validate(services.repo.latest_run_state(run_id, "knowledge_choices").data)
-    assert state.panel_markdown() == f"- dropped: {unit['title']}" and unit["id"] not in state.panel_markdown()
+    assert state.panel_markdown() == f"- Choice 1 · dropped: {unit['title']}" and unit["id"] not in state.panel_markdown()
     listed = units_listing([UnitRecord.model_validate(u) for u in services.repo.get_node(base.id).data["units"]])
     assert listed[0].startswith(f"Unit 1 · {unit['title']}") and listed[0].endswith("· dropped")
     # Dropping it again, or pinning it, is refused with the reason.
@@ -211,43 +211,97 @@ def test_a_unit_pinned_on_two_holders_is_listed_once(services, fake_llm, knowled
     assert [p["id"] for p in state["pinned"]] == [shared]
 
 
+def choices_of(services, run_id) -> dict:
+    return services.repo.latest_run_state(run_id, "knowledge_choices").data
+
+
+def marks(services, run_id, unit_id) -> list[tuple[str, bool, bool]]:
+    """(kind, pinned, dropped) of every listing of the unit that marks it."""
+    return [(n.kind, u["pinned"], u["dropped"]) for n in services.repo.list_nodes(run_id)
+            for u in (n.data or {}).get("units", []) if u["id"] == unit_id and (u["pinned"] or u["dropped"])]
+
+
 def test_undoing_a_drop_brings_the_unit_back_to_its_readers(services, fake_llm, knowledge_bases):
     run_id = finished(services, {"rows": 2, "columns": 2})
     base = nodes(services, run_id, "knowledge")[0]
     unit = base.data["units"][0]
     head = re.compile(rf"^\[\d+\] {re.escape(unit['title'])}$", re.M)
     steer_and_wait(services, run_id, "drop_unit", {"node_id": base.id, "unit": 1})
+    from engine.methods.mtqa.kinds import ChoicesState
+
+    panel = ChoicesState.model_validate(choices_of(services, run_id)).panel_markdown()
+    assert panel == f"- Choice 1 · dropped: {unit['title']}"  # the number the undo takes
     before = len(fake_llm.calls_for(THOUGHT))
-    command = steer_and_wait(services, run_id, "release_unit", {"node_id": base.id, "unit": 1})
+    command = steer_and_wait(services, run_id, "undo_choice", {"choice": 1})
     assert command.status == CommandStatus.DONE, command.error
-    listed = services.repo.get_node(base.id).data["units"][0]
-    assert (listed["id"], listed["dropped"], listed["pinned"]) == (unit["id"], False, False)
-    choices = services.repo.latest_run_state(run_id, "knowledge_choices").data
-    assert choices["dropped"] == [] and choices["dropped_titles"] == {} and choices["pinned"] == []
+    assert marks(services, run_id, unit["id"]) == []
+    assert choices_of(services, run_id) == {"pinned": [], "dropped": [], "dropped_titles": {}, "made_on": {}}
     after = fake_llm.calls_for(THOUGHT)[before:]
     assert len(after) == 4  # every thought that went without it is thought again
-    assert head.search(request_text(after[0]))  # column 1's first thought reads the unit again
+    assert all(head.search(request_text(r)) for r in after if cell_of(r)[1] == 1)  # column 1 reads it again
+    for summary in nodes(services, run_id, "summary"):
+        assert unit["id"] in {u["id"] for u in summary.data["units"]}
     assert all(n.status == NodeStatus.DONE for n in services.repo.list_nodes(run_id))
     # Nothing left to undo: refused with the reason, nothing thought again.
     calls = fake_llm.call_count
-    assert "neither pinned nor dropped" in steer_refused(services, run_id, "release_unit", {"node_id": base.id, "unit": 1})
+    assert "nothing to undo" in steer_refused(services, run_id, "undo_choice", {"choice": 1})
     assert fake_llm.call_count == calls
 
 
-def test_undoing_a_pin_made_elsewhere_unpins_it_everywhere(services, fake_llm, knowledge_bases):
-    # Pinned on the knowledge base, undone from a summary that lists it as pinned: the later
-    # retrievals are made again without the pin, and no listing marks it pinned any more.
+def test_a_drop_after_a_pin_is_the_units_only_choice_and_its_undo_rethinks_from_the_drop(
+        services, fake_llm, knowledge_bases):
+    # Pinned on the knowledge base, then dropped on summary 1: one choice (the drop), no "pinned"
+    # mark left anywhere; undoing it thinks again from summary 1 on, and column 1 (which read the
+    # unit in KU 1 throughout) is kept.
     run_id = finished(services, {"rows": 1, "columns": 3})
     base = nodes(services, run_id, "knowledge")[0]
     unit = base.data["units"][-1]
     steer_and_wait(services, run_id, "pin_unit", {"node_id": base.id, "unit": len(base.data["units"])})
     s0 = by_column(services, run_id, "summary", 0)[0]
     number = [u["id"] for u in s0.data["units"]].index(unit["id"]) + 1
+    steer_and_wait(services, run_id, "drop_unit", {"node_id": s0.id, "unit": number})
+    choices = choices_of(services, run_id)
+    assert (choices["pinned"], choices["dropped"], choices["made_on"]) == ([], [unit["id"]], {unit["id"]: s0.id})
+    assert marks(services, run_id, unit["id"]) == [("summary", False, True)]
     before = len(fake_llm.calls_for(THOUGHT))
-    command = steer_and_wait(services, run_id, "release_unit", {"node_id": s0.id, "unit": number})
-    assert command.status == CommandStatus.DONE, command.error
-    assert services.repo.latest_run_state(run_id, "knowledge_choices").data["pinned"] == []
-    for holder in services.repo.list_nodes(run_id):
-        assert not any(u["pinned"] for u in (holder.data or {}).get("units", [])), holder.kind
+    assert steer_and_wait(services, run_id, "undo_choice", {"choice": 1}).status == CommandStatus.DONE
+    assert marks(services, run_id, unit["id"]) == []
+    assert sorted(cell_of(r)[1] for r in fake_llm.calls_for(THOUGHT)[before:]) == [2, 3]
+
+
+def test_undoing_a_pin_unpins_the_unit_everywhere(services, fake_llm, knowledge_bases):
+    run_id = finished(services, {"rows": 1, "columns": 3})
+    base = nodes(services, run_id, "knowledge")[0]
+    unit = base.data["units"][-1]
+    steer_and_wait(services, run_id, "pin_unit", {"node_id": base.id, "unit": len(base.data["units"])})
+    assert len(marks(services, run_id, unit["id"])) > 1  # the knowledge base and every later retrieval
+    before = len(fake_llm.calls_for(THOUGHT))
+    assert steer_and_wait(services, run_id, "undo_choice", {"choice": 1}).status == CommandStatus.DONE
+    assert choices_of(services, run_id)["pinned"] == [] and marks(services, run_id, unit["id"]) == []
     # The knowledge base's retrieval holds it as found: column 1 is kept; columns 2 and 3 think again.
     assert sorted(cell_of(r)[1] for r in fake_llm.calls_for(THOUGHT)[before:]) == [2, 3]
+
+
+def test_a_drop_whose_node_no_longer_lists_the_unit_is_undone_all_the_same(services, fake_llm, knowledge_bases):
+    # Dropped on summary 2, then column 1 re-run: summary 2's retrieval is made again, without the
+    # unit. Undone from the choices panel, that retrieval is made again with it.
+    run_id = finished(services, {"rows": 2, "columns": 3})
+    s1 = by_column(services, run_id, "summary", 1)[0]
+    unit = s1.data["units"][0]
+    steer_and_wait(services, run_id, "drop_unit", {"node_id": s1.id, "unit": 1})
+    first_summary = by_column(services, run_id, "summary", 0)[0]
+    steer_and_wait(services, run_id, "rerun_column", {"node_id": first_summary.id, "alpha": 0.5})
+    assert unit["id"] not in {u["id"] for u in services.repo.get_node(s1.id).data["units"]}
+    assert steer_and_wait(services, run_id, "undo_choice", {"choice": 1}).status == CommandStatus.DONE
+    listed = {u["id"]: u for u in services.repo.get_node(s1.id).data["units"]}
+    assert unit["id"] in listed and not listed[unit["id"]]["dropped"]
+    assert all(n.status == NodeStatus.DONE for n in services.repo.list_nodes(run_id))
+
+
+def test_a_bad_choice_number_is_refused(services, fake_llm, knowledge_bases):
+    run_id = finished(services, {"rows": 1, "columns": 1})
+    base = nodes(services, run_id, "knowledge")[0]
+    steer_and_wait(services, run_id, "drop_unit", {"node_id": base.id, "unit": 1})
+    assert "choose a number from 1 to 1" in steer_refused(services, run_id, "undo_choice", {"choice": 2})
+    assert "choice" in steer_refused(services, run_id, "undo_choice", {"choice": 0})
+    assert choices_of(services, run_id)["dropped"] == [base.data["units"][0]["id"]]

@@ -68,9 +68,9 @@ def test_a_columns_knowledge_units_are_listed_in_the_node_panel_with_linked_sour
     assert "Strategy passed from the thought above" in markdown
 
 
-def test_pin_drop_and_undo_share_one_unit_form_in_the_node_panel(prebuilt_corpus_home, monkeypatch):
-    """The three unit commands take the same payload: one "Knowledge unit" field, a button each;
-    the number typed once goes with the button pressed."""
+def test_pin_and_drop_share_one_unit_form_in_the_node_panel(prebuilt_corpus_home, monkeypatch):
+    """Pin and drop take the same payload: one "Knowledge unit" field, a button each; the number
+    typed once goes with the button pressed. Undoing it is in the Matrix tab, by the choice's number."""
     from engine.llm.fake import FakeLLM
     from storage.models import CommandStatus
     from tests.test_app_fgdip import app_services
@@ -89,7 +89,7 @@ def test_pin_drop_and_undo_share_one_unit_form_in_the_node_panel(prebuilt_corpus
         fields = [w for w in at.number_input if (w.key or "").startswith(key)]
         assert [w.label for w in fields] == ["Knowledge unit"]  # once, not once per command
         buttons = [b.label for b in at.button if (b.key or "").startswith(key)]
-        assert {"Pin knowledge unit", "Drop knowledge unit", "Undo pin or drop"} <= set(buttons)
+        assert {"Pin knowledge unit", "Drop knowledge unit"} <= set(buttons)
         fields[0].set_value(2)
         at.button(key=f"{key}-drop_unit").click().run()
         assert_no_exception(at)
@@ -97,5 +97,16 @@ def test_pin_drop_and_undo_share_one_unit_form_in_the_node_panel(prebuilt_corpus
         [command] = built.repo.list_commands(run_id)
         assert (command.kind, command.payload["unit"], command.status) == ("drop_unit", 2, CommandStatus.DONE)
         assert built.repo.get_node(base.id).data["units"][1]["dropped"] is True
+        # The Matrix tab lists the drop as Choice 1 and undoes it by that number.
+        at.run()
+        matrix = at.tabs[1]
+        assert at.tabs[1].label == "Matrix"
+        assert "Choice 1 · dropped:" in " ".join(m.value for m in matrix.markdown)
+        at.number_input(key=f"run-cmd-{run_id}-undo_choice.choice").set_value(1)
+        at.button(key=f"run-cmd-{run_id}-undo_choice").click().run()
+        assert_no_exception(at)
+        built.runner.wait(run_id, timeout=30)
+        assert [c.status for c in built.repo.list_commands(run_id)] == [CommandStatus.DONE] * 2
+        assert built.repo.get_node(base.id).data["units"][1]["dropped"] is False
     finally:
         next(services, None)

@@ -159,7 +159,12 @@ def test_the_search_tree_error_memory_and_a_steering_command(fgdip_app, page, ap
     assert listed["x"] >= drawn_map["x"] + drawn_map["width"] and listed["y"] < drawn_map["y"] + drawn_map["height"], \
         (drawn_map, listed)  # right of the map, level with it: not below the step log
     page.screenshot(path=str(ARTIFACTS / "fgdip-error-memory.png"))
-    page.get_by_role("tab", name="Node", exact=True).click()
+    # A node clicked on the map while the error memory is open: the Node tab comes back, showing it.
+    entity = next(n for n in map_nodes(page) if n["id"] == str(branch[FIRST].id))
+    assert entity["inView"], entity  # the whole tree is in view since Fit
+    page.frame_locator(MAP_IFRAME).locator("#map canvas").click(position={"x": entity["x"], "y": entity["y"]})
+    poll(page, lambda: page.get_by_role("tab", selected=True).inner_text(timeout=2_000) == "Node"
+         and panel_node(page) == branch[FIRST].id, what="the Node tab to come back with the clicked entity")
 
     # Steering from the node panel: Mark impossible on a sure step the search never took.
     target = by_arg[f"{FIRST} d2 s3"]

@@ -226,10 +226,11 @@ class ChoicesState(Choices, RunStateModel):
         return f"{len(self.pinned)} pinned · {len(self.dropped)} dropped"
 
     def panel_markdown(self) -> str:
-        # Titles are pages': escaped, so a title cannot add a line (a unit of its own) or a link.
-        lines = [f"- pinned: {inline_text(u.title or u.ref)}" for u in self.pinned]
-        # Named as it was listed when dropped (a drop stored before titles were kept: by its id).
-        lines += [f"- dropped: {inline_text(self.dropped_titles.get(unit_id) or unit_id)}" for unit_id in self.dropped]
+        # Numbered as "Undo a pin or drop" takes them. Titles are pages': escaped, so a title cannot
+        # add a line (a choice of its own) or a link. A dropped unit is named as it was listed when
+        # dropped (a drop stored before titles were kept: by its id).
+        lines = [f"- Choice {number} · {kind}: {inline_text(title)}"
+                 for number, (kind, _, title) in enumerate(self.listed(), start=1)]
         return "\n".join(lines) or "_none_"
 
 
@@ -249,6 +250,11 @@ class RerunColumnPayload(NodeCommand):
     alpha: float = Field(ge=0.0, le=1.0, title="New α", description=(
         "The communication weight for every thought below the first in this column; the column and every "
         "column after it are thought again."))
+
+
+class ChoicePayload(CommandPayload):
+    choice: int = Field(ge=1, le=400, title="Choice", description=(
+        "The choice's number in the \"Pinned and dropped knowledge units\" panel above (Choice 1, Choice 2...)."))
 
 
 class UnitPayload(NodeCommand):
@@ -277,10 +283,10 @@ COMMANDS = (
     CommandSpec("drop_unit", "Drop knowledge unit",
                 "Leave this knowledge unit out; the thoughts that read it are thought again. " + _RETHINK_COST,
                 UnitPayload, kinds=_UNIT_HOLDERS, statuses=frozenset({NodeStatus.DONE}), done="Dropped"),
-    CommandSpec("release_unit", "Undo pin or drop",
-                "Undo your pin or drop of this knowledge unit, wherever you made it: retrievals take it as "
+    CommandSpec("undo_choice", "Undo a pin or drop",
+                "Forget one of your pins or drops, as numbered in the panel above: retrievals take the unit as "
                 "they find it again, and what the choice changed is thought again. " + _RETHINK_COST,
-                UnitPayload, kinds=_UNIT_HOLDERS, statuses=frozenset({NodeStatus.DONE}), done="Undone"),
+                ChoicePayload, done="Undone"),
     regenerate_report_command(),
 )
 

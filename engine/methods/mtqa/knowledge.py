@@ -87,6 +87,21 @@ class Choices(BaseModel):
     dropped: list[str] = Field(default_factory=list)
     # A dropped unit's title (or reference) by id, so the choices panel can name it.
     dropped_titles: dict[str, str] = Field(default_factory=dict)
+    # The node (knowledge base or summary) each choice was made on, by unit id: undoing a choice
+    # thinks again what it changed, from there (the node may no longer list the unit by then).
+    made_on: dict[str, int] = Field(default_factory=dict)
+
+    def listed(self) -> list[tuple[str, str, str]]:
+        """(pinned | dropped, unit id, title) in the order the choices panel numbers them."""
+        return ([("pinned", u.id, u.title or u.ref) for u in self.pinned]
+                + [("dropped", d, self.dropped_titles.get(d) or d) for d in self.dropped])
+
+    def without(self, unit_id: str) -> Choices:
+        """These choices with none left for `unit_id`."""
+        return type(self)(pinned=[p for p in self.pinned if p.id != unit_id],
+                          dropped=[d for d in self.dropped if d != unit_id],
+                          dropped_titles={k: v for k, v in self.dropped_titles.items() if k != unit_id},
+                          made_on={k: v for k, v in self.made_on.items() if k != unit_id})
 
 
 def apply_choices(units: Sequence[UnitRecord], choices: Choices) -> list[UnitRecord]:

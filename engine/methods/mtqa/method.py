@@ -47,6 +47,7 @@ from engine.methods.mtqa.kinds import (
     VIEW,
     AddColumnPayload,
     CellData,
+    ChoicePayload,
     ChoicesState,
     KnowledgeData,
     RerunColumnPayload,
@@ -498,6 +499,9 @@ class MtqaMethod(Method):
         if command.name == "add_column":
             assert isinstance(payload, AddColumnPayload)
             return self._add_column(ctx, payload.alpha)
+        if command.name == "undo_choice":
+            assert isinstance(payload, ChoicePayload)
+            return self._undo_choice(ctx, payload.choice)
         assert node is not None
         if command.name == "rerun_column":
             assert isinstance(payload, RerunColumnPayload)
@@ -505,9 +509,6 @@ class MtqaMethod(Method):
         if command.name in ("pin_unit", "drop_unit"):
             assert isinstance(payload, UnitPayload)
             return self._choose_unit(ctx, node, payload.unit, pin=command.name == "pin_unit")
-        if command.name == "release_unit":
-            assert isinstance(payload, UnitPayload)
-            return self._release_unit(ctx, node, payload.unit)
         raise UnsupportedCommand(f"the {self.name} method does not support '{command.name}'")
 
     def _add_column(self, ctx: RunContext, alpha: float | None) -> set[str]:
@@ -560,17 +561,19 @@ class MtqaMethod(Method):
         return units
 
     @staticmethod
-    def _rethink_after(ctx: RunContext, holder: Node, *, dropped: bool) -> None:
-        """Think again what a pin or a drop of one of `holder`'s units (or its undoing) changes."""
+    def _rethink_after(ctx: RunContext, holder: Node, *, dropped: bool, listed: bool = True) -> None:
+        """Think again what a pin or a drop of one of `holder`'s units (or its undoing) changes.
+        `listed`: the holder still lists the unit (a drop undone after the holder's retrieval was made
+        again without it: that retrieval is made again)."""
         column = 0 if holder.kind == KNOWLEDGE else holder.data["column"] + 1
         if not dropped:
             # The unit is in this retrieval either way: only the retrievals after it change.
             matrix.reset_from(ctx.graph, column, first_row=NO_ROW)
         elif holder.kind == KNOWLEDGE:
-            matrix.reset_from(ctx.graph, 0)
+            matrix.reset_from(ctx.graph, 0)  # (the knowledge base's own retrieval is never made again)
         else:
             # The summary that read the unit is written again (its units kept, with or without it).
-            matrix.reset_from(ctx.graph, column - 1, first_row=NO_ROW, keep_units=True)
+            matrix.reset_from(ctx.graph, column - 1, first_row=NO_ROW, keep_units=listed)
 
     def _choose_unit(self, ctx: RunContext, holder: Node, number: int, *, pin: bool) -> set[str]:
         units = self._listed(holder, number)
@@ -579,50 +582,54 @@ class MtqaMethod(Method):
             raise CommandRejected(f"knowledge unit {number} is already dropped")
         if pin and unit.pinned:
             raise CommandRejected(f"knowledge unit {number} is already pinned")
-        choices = self._choices(ctx)
+        # The latest choice wins, and is the unit's only one: a unit dropped where another column
+        # read it is pinned now; a pinned unit dropped is no longer pinned (nor marked so anywhere).
+        # Pinned once, whichever holder listed it: the panel lists each unit once.
+        choices = self._choices(ctx).without(unit.id)
         if pin:
-            # The latest choice wins: a unit dropped where another column read it is pinned now.
-            # Pinned once, whichever holder listed it: the pins panel lists each unit once.
-            choices = ChoicesState(pinned=[*(p for p in choices.pinned if p.id != unit.id),
-                                           unit.model_copy(update={"pinned": True})],
-                                   dropped=[d for d in choices.dropped if d != unit.id],
-                                   dropped_titles={k: v for k, v in choices.dropped_titles.items() if k != unit.id})
+            choices.pinned.append(unit.model_copy(update={"pinned": True}))
         else:
-            choices = ChoicesState(pinned=[p for p in choices.pinned if p.id != unit.id],
-                                   dropped=[*choices.dropped, unit.id],
-                                   dropped_titles={**choices.dropped_titles, unit.id: unit.title or unit.ref})
+            choices.dropped.append(unit.id)
+            choices.dropped_titles[unit.id] = unit.title or unit.ref
+            self._unmark(ctx, unit.id, pinned=True, dropped=False)
+        choices.made_on[unit.id] = holder.id
         ctx.graph.save_state(CHOICES, choices)
         units[number - 1] = unit.model_copy(update={"pinned": pin, "dropped": not pin})
         ctx.graph.update(holder, merge_data={"units": [u.model_dump() for u in units]})
         self._rethink_after(ctx, holder, dropped=not pin)
         return {REPORT}
 
-    def _release_unit(self, ctx: RunContext, holder: Node, number: int) -> set[str]:
-        """Undo your pin or drop of a unit, wherever it was made: the choice is forgotten, every
-        holder's listing shows the unit plain again, and what the choice changed is thought again
-        from the earliest holder that carried it."""
-        unit = self._listed(holder, number)[number - 1]
+    def _undo_choice(self, ctx: RunContext, number: int) -> set[str]:
+        """Forget your pin or drop numbered `number` in the choices panel: no node marks the unit any
+        more, and what the choice changed is thought again from the node it was made on."""
         choices = self._choices(ctx)
-        pinned = unit.pinned or any(p.id == unit.id for p in choices.pinned)
-        dropped = unit.dropped or unit.id in choices.dropped
-        if not (pinned or dropped):
-            raise CommandRejected(f"knowledge unit {number} is neither pinned nor dropped: there is nothing to undo")
-        ctx.graph.save_state(CHOICES, ChoicesState(
-            pinned=[p for p in choices.pinned if p.id != unit.id],
-            dropped=[d for d in choices.dropped if d != unit.id],
-            dropped_titles={k: v for k, v in choices.dropped_titles.items() if k != unit.id}))
-        earliest = None
-        for other in self._holders_in_order(ctx):
-            records = [UnitRecord.model_validate(u) for u in (other.data or {}).get("units", [])]
-            marked = [r for r in records if r.id == unit.id and (r.pinned or r.dropped)]
-            if not marked:
-                continue
-            earliest = earliest or other
-            plain = [r.model_copy(update={"pinned": False, "dropped": False}) if r.id == unit.id else r
-                     for r in records]
-            ctx.graph.update(other, merge_data={"units": [r.model_dump() for r in plain]})
-        self._rethink_after(ctx, earliest or holder, dropped=dropped)
+        listed = choices.listed()
+        if not 1 <= number <= len(listed):
+            raise CommandRejected(f"there are {len(listed)} pins and drops; choose a number from 1 to {len(listed)}"
+                                  if listed else "you have pinned or dropped no knowledge unit: there is nothing to undo")
+        kind, unit_id, _ = listed[number - 1]
+        holders = {h.id: h for h in self._holders_in_order(ctx)}
+        marked = self._unmark(ctx, unit_id, pinned=True, dropped=True)
+        # Made on a node we know (choices stored before `made_on` was kept: the first that marks it,
+        # else the knowledge base, from which thinking everything again is always right).
+        made_on = holders.get(choices.made_on.get(unit_id)) or marked or next(iter(holders.values()))
+        ctx.graph.save_state(CHOICES, choices.without(unit_id))
+        listed = any(u.get("id") == unit_id for u in (made_on.data or {}).get("units", []))
+        self._rethink_after(ctx, made_on, dropped=kind == "dropped", listed=listed)
         return {REPORT}
+
+    def _unmark(self, ctx: RunContext, unit_id: str, *, pinned: bool, dropped: bool) -> Node | None:
+        """Clear the given marks of `unit_id` on every node that lists it; the first node that had one."""
+        first = None
+        for holder in self._holders_in_order(ctx):
+            records = [UnitRecord.model_validate(u) for u in (holder.data or {}).get("units", [])]
+            if not any(r.id == unit_id and ((pinned and r.pinned) or (dropped and r.dropped)) for r in records):
+                continue
+            first = first or holder
+            update = {**({"pinned": False} if pinned else {}), **({"dropped": False} if dropped else {})}
+            plain = [r.model_copy(update=update) if r.id == unit_id else r for r in records]
+            ctx.graph.update(holder, merge_data={"units": [r.model_dump() for r in plain]})
+        return first
 
     @staticmethod
     def _holders_in_order(ctx: RunContext) -> list[Node]:
