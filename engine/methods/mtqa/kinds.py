@@ -206,13 +206,14 @@ class WeightState(RunStateModel):
     cells: list[list[float | None]] = Field(default_factory=list, description="α per [row][column] as used.")
 
     def panel_caption(self) -> str:
-        return f"Preset {self.preset}: α per thought (a column's first thought has none)"
+        return f"Preset {self.preset}: α per thought, by row and column (a column's first thought has none)"
 
     def panel_markdown(self) -> str:
         if not self.cells:
             return "_no matrix yet_"
         columns = max(len(row) for row in self.cells)
-        lines = ["| row | " + " | ".join(f"column {c + 1}" for c in range(columns)) + " |",
+        # "col n": the panel is a narrow column beside the map, and the paper's matrix has 4 columns.
+        lines = ["| row | " + " | ".join(f"col {c + 1}" for c in range(columns)) + " |",
                  "|---|" + "---|" * columns]
         for r, row in enumerate(self.cells):
             lines.append(f"| {r + 1} | " + " | ".join("—" if a is None else f"{a:g}" for a in row) + " |")
