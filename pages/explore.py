@@ -17,13 +17,13 @@ from components.run_state_panels import has_side_tab, notices, side_panels
 from components.run_view import controls, progress, question_line
 from components.safe_markdown import render_document
 from components.step_log import lifecycle_events, node_badges, run_commands, run_events, step_log
-from engine.methods.contract import NODE_TAB
+from engine.methods.contract import ANSWER_NODE, NODE_TAB
+from engine.report import render_markdown
 from engine.methods.params import ParamError, build_params, profile_defaults, profile_for_llm
 from engine.methods.registry import UnknownMethod
 from engine.node_numbers import node_numbers
 from engine.questions import MAX_QUESTION_CHARS, QuestionError, clean_question
 from engine.reader_text import as_sentence
-from engine.report import render_markdown
 from engine.safe_text import code_span
 from storage.models import RunStatus
 from storage.repository import RunNotFound
@@ -147,10 +147,18 @@ if current:
         commands = run_commands(services, reads)
         progress(run, nodes, lifecycle=lifecycle_events(services, reads), events=events, numbers=numbers)
         controls(services, run)
-        selected_key, side_key = f"selected-{run_id}", f"side-{run_id}"
+        selected_key, side_key, picked_key = f"selected-{run_id}", f"side-{run_id}", f"picked-{run_id}"
         ids = [n.id for n in nodes]
         if ids and st.session_state.get(selected_key) not in ids:
             st.session_state[selected_key] = ids[0]  # the root, selected on the map from the first draw
+        if run.status == RunStatus.DONE and not st.session_state.get(picked_key):
+            # A finished run whose report names the node it answers from (FGDIP's accepted answer, the
+            # research agent's answer) shows that node until the reader picks another: where the
+            # search ended up, with its explanation and sources, not the question they typed.
+            report = reads.memo("report", lambda: services.repo.latest_report(run_id))
+            answer = ((report.data or {}) if report is not None else {}).get(ANSWER_NODE)
+            if answer in ids:
+                st.session_state[selected_key] = answer
         # The run's own state (FGDIP's error memory, OmniThink's outline...) and commands beside the
         # map, in a tab next to the selected node's: watched as the map grows, not below the step log.
         side_tab = contract is not None and has_side_tab(contract) and bool(ids)
@@ -164,6 +172,7 @@ if current:
             chosen = mindmap.mind_map(data, key=f"map-{run_id}", height=MAP_HEIGHT)
             if chosen is not None:  # a click or a search match on the map, reported once
                 st.session_state[selected_key] = chosen
+                st.session_state[picked_key] = True
                 if side_tab:
                     st.session_state[side_key] = NODE_TAB  # a node picked on the map is shown, whichever tab was open
         with panel_col:
@@ -182,7 +191,8 @@ if current:
                 labels = {n.id: f"#{numbers[n.id]} {mindmap.short_label(n.label, 60)}" for n in nodes}
                 st.session_state[f"pick-{run_id}"] = st.session_state[selected_key]
                 st.selectbox("Node", ids, format_func=labels.get, key=f"pick-{run_id}",
-                             on_change=lambda: st.session_state.update({selected_key: st.session_state[f"pick-{run_id}"]}))
+                             on_change=lambda: st.session_state.update({selected_key: st.session_state[f"pick-{run_id}"],
+                                                                        picked_key: True}))
                 node = next(n for n in nodes if n.id == st.session_state[selected_key])
                 # Beside the map at the map's height, scrolling on its own: a long node text never
                 # pushes the node's commands or the map off the screen.

@@ -73,6 +73,22 @@ def test_explore_draws_the_search_tree_and_lists_the_error_memory(services, fgdi
     assert {"Explore next", "Mark impossible", "Add entity", "Edit error memory"} <= labels
 
 
+def test_a_finished_run_opens_on_its_answer_until_the_reader_picks_a_node(services, fgdip_run, monkeypatch):
+    answer = services.repo.latest_report(fgdip_run).data["answer_node"]
+    assert services.repo.get_node(answer).data["verdict"] == "accepted"
+    spy = MapSpy(monkeypatch)
+    at = open_page(run_id=fgdip_run)
+    assert at.selectbox(key=f"pick-{fgdip_run}").value == answer  # not the question at the root
+    assert spy.last.selected == str(answer)  # and the map centres it
+    # Picked on the map: the reader's node stays through the next runs of the page.
+    entity = services.repo.list_nodes(fgdip_run, kind="entity")[0]
+    spy.click = entity.id
+    at.run()
+    spy.click = None
+    at.run()
+    assert at.selectbox(key=f"pick-{fgdip_run}").value == entity.id
+
+
 def test_an_empty_error_memory_says_so_beside_the_map(prebuilt_corpus_home, monkeypatch):
     services = app_services(FakeLLM())  # the first answer is accepted: no lesson is ever stored
     built = next(services)
@@ -140,11 +156,11 @@ def test_a_run_no_answer_passed_warns_without_offering_a_retry_that_cannot_work(
 def test_the_root_panel_shows_the_question_once_as_asked(services, monkeypatch):
     """The question node's panel: its heading is the question; the same text is not repeated under
     it, and its Markdown is not rendered there (as on the map and the question line)."""
-    MapSpy(monkeypatch)
     question = "Which magazine started first, **Arthur's Magazine** or First for Women?"
     run_id = run_to_end(services, question, "fgdip", {})
     root = next(n for n in services.repo.list_nodes(run_id) if n.parent_id is None)
     assert root.content == question
+    MapSpy(monkeypatch, click=root.id)  # (a finished run opens on its answer)
     at = open_page(run_id=run_id)
     assert_no_exception(at)
     escaped = "Which magazine started first, \\*\\*Arthur's Magazine\\*\\* or First for Women?"

@@ -245,6 +245,9 @@ def restore_command(kinds: frozenset[str], output: str = "report") -> CommandSpe
 
 
 REGENERATE_REPORT = "regenerate_report"
+# A report's data key naming the node the report answers from (FGDIP's accepted answer, the research
+# agent's answer): a finished run opens on that node in the app.
+ANSWER_NODE = "answer_node"
 
 
 def regenerate_report_command(label: str = "Rewrite report", *, listed: bool = True) -> CommandSpec:

@@ -20,7 +20,7 @@ from engine.citations import strip_markers, without_model_citations, without_pag
 from engine.graph import NewNode
 from engine.llm.protocol import StructuredOutputError
 from engine.methods.base import REPORT, Method, MethodParams, RunContext, RunOutcome
-from engine.methods.contract import CommandPayload, CommandRejected, CommandSpec, UnsupportedCommand
+from engine.methods.contract import ANSWER_NODE, CommandPayload, CommandRejected, CommandSpec, UnsupportedCommand
 from engine.methods.estimate import CostEstimate
 from engine.methods.fgdip import estimate as cost
 from engine.methods.fgdip import tools
@@ -127,7 +127,7 @@ class FgdipMethod(Method):
             # Every search failed or found nothing: said to the reader, not left to the model.
             markdown += ungrounded_note(ctx.searcher.description)
         ctx.graph.save_report(markdown, data=data)
-        self._mark_reported(ctx, data.get("answer_node"))
+        self._mark_reported(ctx, data.get(ANSWER_NODE))
 
     def _mark_reported(self, ctx: RunContext, answer_id: int | None) -> None:
         """Star the answer the report gives, on the map and in its panel: after steering, several

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.methods.contract import ANSWER_NODE
 from engine.methods.fgdip.explore import Tree, final_answer
 from engine.methods.fgdip.kinds import ErrorMemory, plural
 from engine.methods.fgdip.trajectory import action_markdown
@@ -57,4 +58,4 @@ def report(tree: Tree, memory: ErrorMemory | None, method: str) -> tuple[str, di
                  f"{(memory or ErrorMemory()).lessons()}._")
     # Verified only when the Answer Evaluator passed it (with the evaluator off, nothing checked it).
     return "\n\n".join(parts), {**data, "short_answer": short, "verified": verified and info.get("verdict") == "accepted",
-                                "answer_node": answer.id}
+                                ANSWER_NODE: answer.id}

@@ -20,7 +20,7 @@ from dataclasses import replace
 from engine.citations import cited_source_ids, number_citations, strip_markers
 from engine.llm.protocol import StructuredOutputError
 from engine.methods.base import REPORT, Method, MethodParams, RunContext, RunOutcome
-from engine.methods.contract import CommandPayload, CommandRejected, CommandSpec, UnsupportedCommand
+from engine.methods.contract import ANSWER_NODE, CommandPayload, CommandRejected, CommandSpec, UnsupportedCommand
 from engine.methods.estimate import CostEstimate
 from engine.methods.research import estimate as cost
 from engine.methods.research import prompts
@@ -149,7 +149,7 @@ class ResearchMethod(Method):
             return super().write_stopped_report(ctx, reason)
         with ctx.graph.partial_reports(reason):
             ctx.graph.save_report(f"{answer.content.strip()}\n\n{UNCHECKED_NOTE}",
-                                  data={"method": self.name, "answer_node": answer.id, "checked": False})
+                                  data={"method": self.name, ANSWER_NODE: answer.id, "checked": False})
         return True
 
     def write_report(self, ctx: RunContext) -> None:
@@ -416,7 +416,7 @@ class ResearchMethod(Method):
         current = ctx.graph.report()
         if current is None or chain.answer is None:
             raise CommandRejected("there is no report yet to drop a source from; wait for the answer")
-        if (current.data or {}).get("answer_node") != chain.answer.id or ctx.graph.report_outdated():
+        if (current.data or {}).get(ANSWER_NODE) != chain.answer.id or ctx.graph.report_outdated():
             # [n] is numbered from the report: one written before the current answer or before your
             # last change may give [n] to a different source than the one you read.
             raise CommandRejected("the report is being written again after the last change; drop the "

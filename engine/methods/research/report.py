@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from engine.citations import number_citations
+from engine.methods.contract import ANSWER_NODE
 from engine.reader_text import UNWRITTEN
 from engine.safe_text import inline_text
 from storage.models import Node, NodeStatus, Source
@@ -68,6 +69,6 @@ def report(answer: Node | None, searches: Sequence[Node], turns: Sequence[Node],
     metrics = {"search_count": len(done), "support_rate": info.get("support_rate"),
                "citation_error_rate": info.get("citation_error_rate"),
                "removed_markers": len(info.get("removed_markers") or [])}
-    return "\n\n".join(parts), {**data, "answer_node": answer.id, "metrics": metrics,
+    return "\n\n".join(parts), {**data, ANSWER_NODE: answer.id, "metrics": metrics,
                                 "support_rate": info.get("support_rate"),
                                 "citation_error_rate": info.get("citation_error_rate")}
