@@ -61,6 +61,18 @@ def steer_refused(services: Services, run_id: str, kind: str, payload: dict | No
     return command.error
 
 
+def refused_before_queueing(services: Services, run_id: str, kind: str, payload: dict | None = None) -> str:
+    """Steer with a command the method's check of the stored run refuses before it is queued: the
+    error; nothing is stored, not even the command (a form in the app keeps what was typed)."""
+    queued = len(services.repo.list_commands(run_id))
+    try:
+        services.runner.steer(run_id, kind, payload)
+    except ValueError as refused:
+        assert len(services.repo.list_commands(run_id)) == queued
+        return str(refused)
+    raise AssertionError(f"'{kind}' {payload} was queued; it should have been refused before")
+
+
 def release_and_finish(services: Services, run_id: str, gate, command_id: int):
     """Open a gate holding a running run, wait for the run to be done; the command's state."""
     assert services.repo.get_run(run_id).status == RunStatus.RUNNING

@@ -115,7 +115,14 @@ def test_a_lesson_added_from_the_page_is_applied(services, fgdip_run, monkeypatc
     at.text_input(key=f"{key}.analysis").input("   ")
     at.button(key=key).click().run()
     assert "A new lesson (entry 0) needs its text: write it under Lesson." in joined(at.error)
+    # A lesson the memory does not hold: said at once, and what was typed stays to be corrected.
+    at.number_input(key=f"{key}.number").set_value(5)
+    at.text_input(key=f"{key}.analysis").input("Check the year each magazine started.")
+    at.button(key=key).click().run()
+    assert "there is no lesson 5: the memory holds 1 (entries 1 to 1), and 0 adds one" in joined(at.error)
+    assert at.text_input(key=f"{key}.analysis").value == "Check the year each magazine started."
     assert services.repo.list_commands(fgdip_run) == []
+    at.number_input(key=f"{key}.number").set_value(0)
     at.text_input(key=f"{key}.analysis").input("Check the year each magazine started.")
     at.button(key=key).click().run()
     assert_no_exception(at)

@@ -19,7 +19,7 @@ from tests.fgdip_scripts import (
     nodes_of,
     numbered_steps,
 )
-from tests.fixtures_engine import run_to_end, steer_and_wait, steer_refused
+from tests.fixtures_engine import refused_before_queueing, run_to_end, steer_and_wait, steer_refused
 
 ARTHUR, FIRST = "Arthur's Magazine", "First for Women"
 
@@ -129,8 +129,9 @@ def test_the_error_memory_can_be_edited_and_later_steps_are_given_the_edit(servi
     entries = memory(services, run_id).entries
     assert [(e.analysis, e.by_user) for e in entries] == [("Compare founding years.", True),
                                                           ("LESSON-YOURS: check 1844.", True)]
-    assert "there is no lesson 5" in steer_refused(services, run_id, "edit_error_memory",
-                                                  {"number": 5, "analysis": "x"})
+    # Said at once, before it is queued: the memory holds 2 lessons.
+    assert "there is no lesson 5: the memory holds 2 (entries 1 to 2), and 0 adds one" in refused_before_queueing(
+        services, run_id, "edit_error_memory", {"number": 5, "analysis": "x"})
     assert "needs its text" in steer_refused(services, run_id, "edit_error_memory", {"analysis": "  "})
     assert steer_refused(services, run_id, "edit_error_memory", {"number": -1})  # the payload model refuses
 

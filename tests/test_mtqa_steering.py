@@ -10,7 +10,7 @@ import pytest
 from engine.llm.fake import request_text
 from engine.methods.mtqa import knowledge
 from storage.models import CommandStatus, NodeStatus, RunStatus
-from tests.fixtures_engine import run_to_end, steer_and_wait, steer_refused
+from tests.fixtures_engine import refused_before_queueing, run_to_end, steer_and_wait, steer_refused
 from tests.mtqa_knowledge import KnowledgeInjector
 from tests.mtqa_scripts import THOUGHT, cell_of, labelled_thoughts, summaries
 
@@ -120,7 +120,7 @@ def test_drop_leaves_a_unit_out_and_thinks_its_readers_again(services, fake_llm,
     state = ChoicesState.model_validate(services.repo.latest_run_state(run_id, "knowledge_choices").data)
     assert state.panel_markdown() == f"- Choice 1 · dropped: {unit['title']}" and unit["id"] not in state.panel_markdown()
     listed = units_listing([UnitRecord.model_validate(u) for u in services.repo.get_node(base.id).data["units"]])
-    assert listed[0].startswith(f"Unit 1 · {unit['title']}") and listed[0].endswith("· dropped")
+    assert listed[0].startswith(f"Unit 1 · **dropped** · {unit['title']}")  # the choice first, where the eye starts
     # Dropping it again, or pinning it, is refused with the reason.
     assert "already dropped" in steer_refused(services, run_id, "drop_unit", {"node_id": base.id, "unit": 1})
     assert "already dropped" in steer_refused(services, run_id, "pin_unit", {"node_id": base.id, "unit": 1})
@@ -235,7 +235,9 @@ def test_undoing_a_drop_brings_the_unit_back_to_its_readers(services, fake_llm, 
     command = steer_and_wait(services, run_id, "undo_choice", {"choice": 1})
     assert command.status == CommandStatus.DONE, command.error
     assert marks(services, run_id, unit["id"]) == []
-    assert choices_of(services, run_id) == {"pinned": [], "dropped": [], "dropped_titles": {}, "made_on": {}}
+    choices = choices_of(services, run_id)
+    assert (choices["pinned"], choices["dropped"], choices["dropped_titles"], choices["made_on"], choices["numbers"]) \
+        == ([], [], {}, {}, {})
     after = fake_llm.calls_for(THOUGHT)[before:]
     assert len(after) == 4  # every thought that went without it is thought again
     assert all(head.search(request_text(r)) for r in after if cell_of(r)[1] == 1)  # column 1 reads it again
@@ -244,7 +246,7 @@ def test_undoing_a_drop_brings_the_unit_back_to_its_readers(services, fake_llm, 
     assert all(n.status == NodeStatus.DONE for n in services.repo.list_nodes(run_id))
     # Nothing left to undo: refused with the reason, nothing thought again.
     calls = fake_llm.call_count
-    assert "nothing to undo" in steer_refused(services, run_id, "undo_choice", {"choice": 1})
+    assert "nothing to undo" in refused_before_queueing(services, run_id, "undo_choice", {"choice": 1})
     assert fake_llm.call_count == calls
 
 
@@ -263,8 +265,9 @@ def test_a_drop_after_a_pin_is_the_units_only_choice_and_its_undo_rethinks_from_
     choices = choices_of(services, run_id)
     assert (choices["pinned"], choices["dropped"], choices["made_on"]) == ([], [unit["id"]], {unit["id"]: s0.id})
     assert marks(services, run_id, unit["id"]) == [("summary", False, True)]
+    assert choices["numbers"] == {unit["id"]: 2}  # the drop is a new choice, numbered after the pin
     before = len(fake_llm.calls_for(THOUGHT))
-    assert steer_and_wait(services, run_id, "undo_choice", {"choice": 1}).status == CommandStatus.DONE
+    assert steer_and_wait(services, run_id, "undo_choice", {"choice": 2}).status == CommandStatus.DONE
     assert marks(services, run_id, unit["id"]) == []
     assert sorted(cell_of(r)[1] for r in fake_llm.calls_for(THOUGHT)[before:]) == [2, 3]
 
@@ -302,6 +305,48 @@ def test_a_bad_choice_number_is_refused(services, fake_llm, knowledge_bases):
     run_id = finished(services, {"rows": 1, "columns": 1})
     base = nodes(services, run_id, "knowledge")[0]
     steer_and_wait(services, run_id, "drop_unit", {"node_id": base.id, "unit": 1})
-    assert "choose a number from 1 to 1" in steer_refused(services, run_id, "undo_choice", {"choice": 2})
+    assert "there is no choice 2; the panel lists Choice 1" in refused_before_queueing(
+        services, run_id, "undo_choice", {"choice": 2})
     assert "choice" in steer_refused(services, run_id, "undo_choice", {"choice": 0})
     assert choices_of(services, run_id)["dropped"] == [base.data["units"][0]["id"]]
+
+
+def test_choice_numbers_are_kept_when_another_choice_is_undone(services, fake_llm, knowledge_bases):
+    from engine.methods.mtqa.kinds import ChoicesState
+
+    run_id = finished(services, {"rows": 1, "columns": 1})
+    base = nodes(services, run_id, "knowledge")[0]
+    first, second = base.data["units"][0], base.data["units"][1]
+    steer_and_wait(services, run_id, "pin_unit", {"node_id": base.id, "unit": 1})
+    steer_and_wait(services, run_id, "drop_unit", {"node_id": base.id, "unit": 2})
+
+    def panel() -> str:
+        return ChoicesState.model_validate(choices_of(services, run_id)).panel_markdown()
+
+    assert panel() == f"- Choice 1 · pinned: {first['title']}\n- Choice 2 · dropped: {second['title']}"
+    steer_and_wait(services, run_id, "undo_choice", {"choice": 1})
+    assert panel() == f"- Choice 2 · dropped: {second['title']}"  # still Choice 2, as read before the undo
+    assert "there is no choice 1; the panel lists Choice 2" in refused_before_queueing(
+        services, run_id, "undo_choice", {"choice": 1})
+    steer_and_wait(services, run_id, "pin_unit", {"node_id": base.id, "unit": 1})
+    assert panel() == f"- Choice 2 · dropped: {second['title']}\n- Choice 3 · pinned: {first['title']}"
+
+
+def test_a_unit_number_the_node_does_not_list_is_refused_before_it_is_queued(services, fake_llm, knowledge_bases):
+    run_id = finished(services, {"rows": 1, "columns": 1})
+    base = nodes(services, run_id, "knowledge")[0]
+    listed = len(base.data["units"])
+    assert f"this node lists {listed} knowledge unit(s); choose a number from 1 to {listed}" in refused_before_queueing(
+        services, run_id, "pin_unit", {"node_id": base.id, "unit": listed + 40})
+    steer_and_wait(services, run_id, "drop_unit", {"node_id": base.id, "unit": 1})
+    assert "already dropped" in refused_before_queueing(services, run_id, "pin_unit", {"node_id": base.id, "unit": 1})
+
+
+def test_choices_stored_before_numbers_were_kept_are_numbered_in_the_old_order():
+    from engine.methods.mtqa.kinds import ChoicesState
+    from engine.methods.mtqa.knowledge import UnitRecord
+
+    old = ChoicesState.model_validate({"pinned": [UnitRecord(id="a", title="A").model_dump()], "dropped": ["b"],
+                                       "dropped_titles": {"b": "B"}})
+    assert old.panel_markdown() == "- Choice 1 · pinned: A\n- Choice 2 · dropped: B"
+    assert [n for n, *_ in old.without("a").listed()] == [2]  # numbered as they were listed, then kept

@@ -256,21 +256,28 @@
       return true;
     }
     const focus = lastSelectedArg !== null && items.has(lastSelectedArg) ? lastSelectedArg : ids[0];
+    network.moveTo({ position: framedAround(focus, ids, minScale), scale: minScale, animation: false });
+    return false;
+  }
+
+  function framedAround(focus, ids, scale) {
+    // Where to centre the view at `scale` to show `focus`: centred on it, but no empty band left of
+    // or above the map: a tree growing rightwards starts at the left, a grid growing downwards
+    // (MTQA's matrix under its question) at the top. Unless a node further in is chosen, the view
+    // starts at the map's left edge: the root of a grid sits above its middle, and centring it cut
+    // the first column in half. Nor past the map's right or bottom edge: a node far in (a finished
+    // search's answer) is shown with as much of the way to it as fits, not beside an empty half.
     const at = network.getPositions([focus])[focus];
     const box = bounds(ids);
-    const halfW = mapEl.clientWidth / 2 / minScale;
-    const halfH = mapEl.clientHeight / 2 / minScale;
-    const margin = 110 / minScale; // room for half a label (about 110 px on screen) left of the leftmost node
-    const marginY = 40 / minScale; // room above the topmost shape
-    // The focus centred, but no empty band left of or above the map: a tree growing rightwards starts
-    // at the left, a grid growing downwards (MTQA's matrix under its question) at the top. Unless a
-    // node further in is chosen, the view starts at the map's left edge: the root of a grid sits
-    // above its middle, and centring it cut the first column in half.
+    const halfW = mapEl.clientWidth / 2 / scale;
+    const halfH = mapEl.clientHeight / 2 / scale;
+    const margin = 110 / scale; // room for half a label (about 110 px on screen) beside the outermost nodes
     const leftX = box.left - margin + halfW;
-    const x = focus === ids[0] ? leftX : Math.max(at.x, leftX);
-    const y = Math.max(at.y, box.top - marginY + halfH);
-    network.moveTo({ position: { x: x, y: y }, scale: minScale, animation: false });
-    return false;
+    const rightX = box.right + margin - halfW;
+    const topY = box.top - 40 / scale + halfH; // room above the topmost shape
+    const bottomY = box.bottom + 60 / scale - halfH; // room for the labels under the lowest shapes
+    const x = focus === ids[0] ? leftX : Math.max(Math.min(at.x, rightX), leftX);
+    return { x: x, y: Math.max(Math.min(at.y, bottomY), topY) };
   }
 
   function bringIntoView(id) {
@@ -278,7 +285,9 @@
     if (!at) return;
     const dom = network.canvasToDOM(at);
     if (dom.x < 40 || dom.y < 40 || dom.x > mapEl.clientWidth - 40 || dom.y > mapEl.clientHeight - 40) {
-      network.moveTo({ position: at, scale: Math.max(network.getScale(), minScale), animation: false });
+      const scale = Math.max(network.getScale(), minScale);
+      // Framed as a first view is: the way to it in sight, no empty band beside the map.
+      network.moveTo({ position: framedAround(id, visibleIds(), scale), scale: scale, animation: false });
       userMoved = true;
     }
   }

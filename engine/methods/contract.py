@@ -209,6 +209,11 @@ class CommandSpec:
     # button the method would refuse is not shown (FGDIP's Mark impossible on a node you marked).
     # The method still checks the command when it applies it.
     offered_when: Callable[[Mapping[str, Any]], bool] | None = None
+    # A check of the payload against the stored run before the command is queued (the graph, the
+    # parsed payload, the target node or None), raising CommandRejected: "there is no lesson 5" is
+    # said at once, nothing is queued, and the form keeps what was typed. The method checks the
+    # command again when it applies it (the run may have moved on in between).
+    precheck: Callable[[Any, CommandPayload, Node | None], None] | None = None
 
     @property
     def targets_node(self) -> bool:

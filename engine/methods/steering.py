@@ -65,7 +65,9 @@ def check(contract: MethodContract, graph: RunGraph, kind: str, payload: dict | 
     """Validate a command before it is queued; raises UnsupportedCommand or CommandRejected."""
     spec = _spec(contract, kind)
     parsed = spec.parse(payload)
-    target(contract, graph, spec, parsed, queueing=True)
+    node = target(contract, graph, spec, parsed, queueing=True)
+    if spec.precheck is not None:
+        spec.precheck(graph, parsed, node)
     return parsed
 
 

@@ -13,6 +13,7 @@ from engine.citations import strip_markers
 from engine.methods.common import DroppedHit
 from engine.methods.contract import (
     CommandPayload,
+    CommandRejected,
     CommandSpec,
     EdgeKind,
     Layout,
@@ -29,7 +30,7 @@ from engine.methods.fgdip import prompts
 from engine.methods.fgdip.trajectory import action_markdown
 from engine.prompting import inert
 from engine.safe_text import inline_text
-from storage.models import NodeStatus
+from storage.models import Node, NodeStatus
 
 QUESTION, ENTITY, STEP, ANSWER = "question", "entity", "step", "answer"
 BACKTRACK = "backtrack"
@@ -277,6 +278,16 @@ class EditErrorMemoryPayload(CommandPayload):
         return self
 
 
+def lesson_exists(graph: Any, payload: EditErrorMemoryPayload, node: Node | None = None) -> None:
+    """Entry n names a lesson the memory holds (0 adds one): checked before the command is queued,
+    and again when it is applied."""
+    memory = graph.state(ERROR_MEMORY, ErrorMemory) or ErrorMemory()
+    if payload.number > len(memory.entries):
+        held = len(memory.entries)
+        raise CommandRejected(f"there is no lesson {payload.number}: the memory holds {held}"
+                              + ("; use entry 0 to add one" if held == 0 else f" (entries 1 to {held}), and 0 adds one"))
+
+
 _SEARCHED = frozenset({ENTITY, STEP})
 
 
@@ -295,7 +306,7 @@ COMMANDS = (
     CommandSpec("add_entity", "Add entity", "Add a key entity of your own: a new branch, explored next.",
                 AddEntityPayload, done="Entity added"),
     CommandSpec("edit_error_memory", "Edit error memory", "Add, change or remove a lesson the node generator "
-                "is given.", EditErrorMemoryPayload, done="Error memory changed"),
+                "is given.", EditErrorMemoryPayload, done="Error memory changed", precheck=lesson_exists),
     regenerate_report_command(),
 )
 

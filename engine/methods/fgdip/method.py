@@ -56,6 +56,7 @@ from engine.methods.fgdip.kinds import (
     ErrorEntry,
     ErrorMemory,
     answer_label,
+    lesson_exists,
     marked_impossible_by_you,
     plural,
 )
@@ -487,6 +488,7 @@ class FgdipMethod(Method):
         return {REPORT}
 
     def _edit_memory(self, ctx: RunContext, payload: EditErrorMemoryPayload) -> None:
+        lesson_exists(ctx.graph, payload)
         memory = self._memory(ctx)
         entries = list(memory.entries)
         text = " ".join(payload.analysis.split())
@@ -495,8 +497,6 @@ class FgdipMethod(Method):
                 raise CommandRejected("a new lesson needs its text; write it under Lesson")
             entries.append(ErrorEntry(analysis=text, by_user=True))
             change = "you added a lesson"
-        elif payload.number > len(entries):
-            raise CommandRejected(f"there is no lesson {payload.number}: the memory holds {len(entries)}")
         elif not text:
             del entries[payload.number - 1]
             change = f"you removed lesson {payload.number}"

@@ -13,6 +13,7 @@ from engine.citations import strip_markers
 from engine.methods.common import DroppedHit
 from engine.methods.contract import (
     CommandPayload,
+    CommandRejected,
     CommandSpec,
     EdgeKind,
     KnowledgeGraphRef,
@@ -51,11 +52,11 @@ def units_listing(units: Sequence[UnitRecord]) -> list[str]:
     them, each citing its source, with its first triples and what you chose for it."""
     lines = []
     for number, unit in enumerate(units, start=1):
-        marks = " · pinned" if unit.pinned else ""
-        marks += " · dropped" if unit.dropped else ""
+        # What you chose first, where the eye starts (after four triples it was easy to miss).
+        marks = ("**pinned** · " if unit.pinned else "") + ("**dropped** · " if unit.dropped else "")
         # "Unit n", not "n.": the panel lists these as bullets, and the number the pin and drop
         # commands take must not be mistaken for the source's citation number beside it.
-        lines.append(f"Unit {number} · {unit_line(unit, 4, empty='no triples')}{marks}")
+        lines.append(f"Unit {number} · {marks}{unit_line(unit, 4, empty='no triples')}")
     return lines
 
 
@@ -230,14 +231,14 @@ class ChoicesState(Choices, RunStateModel):
         # Numbered as "Undo a pin or drop" takes them. Titles are pages': escaped, so a title cannot
         # add a line (a choice of its own) or a link. A dropped unit is named as it was listed when
         # dropped (a drop stored before titles were kept: by its id).
-        lines = [f"- Choice {number} · {kind}: {inline_text(title)}"
-                 for number, (kind, _, title) in enumerate(self.listed(), start=1)]
+        lines = [f"- Choice {number} · {kind}: {inline_text(title)}" for number, kind, _, title in self.listed()]
         return "\n".join(lines) or "_none_"
 
 
 RUN_STATES = (
     RunStateSpec(WEIGHTS, WeightState, "Communication weights"),
-    RunStateSpec(CHOICES, ChoicesState, "Pinned and dropped knowledge units", expanded=False),
+    RunStateSpec(CHOICES, ChoicesState, "Pinned and dropped knowledge units",
+                 empty="None yet: pin or drop a unit from the knowledge base or a summary (Node tab)."),
 )
 
 
@@ -255,12 +256,47 @@ class RerunColumnPayload(NodeCommand):
 
 class ChoicePayload(CommandPayload):
     choice: int = Field(ge=1, le=400, title="Choice", description=(
-        "The choice's number in the \"Pinned and dropped knowledge units\" panel above (Choice 1, Choice 2...)."))
+        "The choice's number in the \"Pinned and dropped knowledge units\" panel above (Choice 1, Choice 2...); "
+        "numbers are kept when another choice is undone."))
 
 
 class UnitPayload(NodeCommand):
     unit: int = Field(ge=1, le=200, title="Knowledge unit", description=(
         "The unit's number as listed in this node (Unit 1, Unit 2...), not its source's citation number."))
+
+
+def listed_units(holder: Node, number: int) -> list[UnitRecord]:
+    """The holder's units, once `number` is known to name one of them."""
+    units = [UnitRecord.model_validate(u) for u in (holder.data or {}).get("units", [])]
+    if not 1 <= number <= len(units):
+        raise CommandRejected(f"this node lists {len(units)} knowledge unit(s); choose a number from 1 "
+                              f"to {len(units)}" if units else "this node has no knowledge unit")
+    return units
+
+
+def unit_choice_check(*, pin: bool):
+    """Pin's or drop's check of the unit number against the node: before the command is queued, and
+    again when it is applied."""
+    def check(graph, payload: UnitPayload, node: Node | None) -> None:
+        assert node is not None
+        unit = listed_units(node, payload.unit)[payload.unit - 1]
+        if unit.dropped:
+            raise CommandRejected(f"knowledge unit {payload.unit} is already dropped")
+        if pin and unit.pinned:
+            raise CommandRejected(f"knowledge unit {payload.unit} is already pinned")
+    return check
+
+
+def choice_exists(graph, payload: ChoicePayload, node: Node | None = None) -> tuple[int, str, str, str]:
+    """The choice numbered `payload.choice` in the choices panel (CommandRejected if none is)."""
+    choices = graph.state(CHOICES, ChoicesState) or ChoicesState()
+    listed = {choice[0]: choice for choice in choices.listed()}
+    if payload.choice not in listed:
+        if not listed:
+            raise CommandRejected("you have pinned or dropped no knowledge unit: there is nothing to undo")
+        raise CommandRejected(f"there is no choice {payload.choice}; the panel lists "
+                              + ", ".join(f"Choice {n}" for n in sorted(listed)))
+    return listed[payload.choice]
 
 
 _UNIT_HOLDERS = frozenset({KNOWLEDGE, SUMMARY})
@@ -280,14 +316,16 @@ COMMANDS = (
     CommandSpec("pin_unit", "Pin knowledge unit",
                 "Keep this knowledge unit in every later retrieval; the columns after it are thought again. "
                 + _RETHINK_COST,
-                UnitPayload, kinds=_UNIT_HOLDERS, statuses=frozenset({NodeStatus.DONE}), done="Pinned"),
+                UnitPayload, kinds=_UNIT_HOLDERS, statuses=frozenset({NodeStatus.DONE}), done="Pinned",
+                precheck=unit_choice_check(pin=True)),
     CommandSpec("drop_unit", "Drop knowledge unit",
                 "Leave this knowledge unit out; the thoughts that read it are thought again. " + _RETHINK_COST,
-                UnitPayload, kinds=_UNIT_HOLDERS, statuses=frozenset({NodeStatus.DONE}), done="Dropped"),
+                UnitPayload, kinds=_UNIT_HOLDERS, statuses=frozenset({NodeStatus.DONE}), done="Dropped",
+                precheck=unit_choice_check(pin=False)),
     CommandSpec("undo_choice", "Undo a pin or drop",
                 "Forget one of your pins or drops, as numbered in the panel above: retrievals take the unit as "
                 "they find it again, and what the choice changed is thought again. " + _RETHINK_COST,
-                ChoicePayload, done="Undone"),
+                ChoicePayload, done="Undone", precheck=choice_exists),
     regenerate_report_command(),
 )
 

@@ -90,18 +90,41 @@ class Choices(BaseModel):
     # The node (knowledge base or summary) each choice was made on, by unit id: undoing a choice
     # thinks again what it changed, from there (the node may no longer list the unit by then).
     made_on: dict[str, int] = Field(default_factory=dict)
+    # Each choice's number, given when it was made and kept: undoing Choice 1 leaves Choice 2 as it
+    # was, so a list read before an undo still names the same choices.
+    numbers: dict[str, int] = Field(default_factory=dict)
+    next_number: int = 1
 
-    def listed(self) -> list[tuple[str, str, str]]:
-        """(pinned | dropped, unit id, title) in the order the choices panel numbers them."""
-        return ([("pinned", u.id, u.title or u.ref) for u in self.pinned]
-                + [("dropped", d, self.dropped_titles.get(d) or d) for d in self.dropped])
+    def listed(self) -> list[tuple[int, str, str, str]]:
+        """(number, pinned | dropped, unit id, title), by number. Choices stored before numbers were
+        kept are numbered after the others, in the order the panel used to list them."""
+        choices = ([("pinned", u.id, u.title or u.ref) for u in self.pinned]
+                   + [("dropped", d, self.dropped_titles.get(d) or d) for d in self.dropped])
+        known = [(self.numbers[i], kind, i, title) for kind, i, title in choices if i in self.numbers]
+        later = max([n for n, *_ in known] + [self.next_number - 1, 0])
+        unknown = [(later + place, kind, i, title)
+                   for place, (kind, i, title) in enumerate((c for c in choices if c[1] not in self.numbers), start=1)]
+        return sorted(known) + unknown
+
+    def _kept_numbers(self, new: str | None = None) -> tuple[dict[str, int], int]:
+        """Every listed choice's number but `new`'s (an older version's given once, as listed), and
+        the next number."""
+        numbers = {unit_id: number for number, _, unit_id, _ in self.listed() if unit_id != new}
+        return numbers, max([self.next_number, *(n + 1 for n in numbers.values())])
 
     def without(self, unit_id: str) -> Choices:
-        """These choices with none left for `unit_id`."""
+        """These choices with none left for `unit_id` (the others keep their numbers)."""
+        numbers, following = self._kept_numbers()
         return type(self)(pinned=[p for p in self.pinned if p.id != unit_id],
                           dropped=[d for d in self.dropped if d != unit_id],
                           dropped_titles={k: v for k, v in self.dropped_titles.items() if k != unit_id},
-                          made_on={k: v for k, v in self.made_on.items() if k != unit_id})
+                          made_on={k: v for k, v in self.made_on.items() if k != unit_id},
+                          numbers={k: v for k, v in numbers.items() if k != unit_id}, next_number=following)
+
+    def numbered(self, unit_id: str) -> Choices:
+        """These choices with the next number given to `unit_id`'s (just made)."""
+        numbers, following = self._kept_numbers(new=unit_id)
+        return self.model_copy(update={"numbers": {**numbers, unit_id: following}, "next_number": following + 1})
 
 
 def apply_choices(units: Sequence[UnitRecord], choices: Choices) -> list[UnitRecord]:

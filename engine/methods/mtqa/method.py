@@ -53,6 +53,9 @@ from engine.methods.mtqa.kinds import (
     RerunColumnPayload,
     SummaryData,
     UnitPayload,
+    choice_exists,
+    listed_units,
+    unit_choice_check,
     unit_line,
 )
 from engine.methods.mtqa.knowledge import UnitRecord
@@ -552,15 +555,6 @@ class MtqaMethod(Method):
         return {REPORT}
 
     @staticmethod
-    def _listed(holder: Node, number: int) -> list[UnitRecord]:
-        """The holder's units, once `number` is known to name one of them."""
-        units = [UnitRecord.model_validate(u) for u in (holder.data or {}).get("units", [])]
-        if not 1 <= number <= len(units):
-            raise CommandRejected(f"this node lists {len(units)} knowledge unit(s); choose a number from 1 "
-                                  f"to {len(units)}" if units else "this node has no knowledge unit")
-        return units
-
-    @staticmethod
     def _rethink_after(ctx: RunContext, holder: Node, *, dropped: bool, listed: bool = True) -> None:
         """Think again what a pin or a drop of one of `holder`'s units (or its undoing) changes.
         `listed`: the holder still lists the unit (a drop undone after the holder's retrieval was made
@@ -576,12 +570,9 @@ class MtqaMethod(Method):
             matrix.reset_from(ctx.graph, column - 1, first_row=NO_ROW, keep_units=listed)
 
     def _choose_unit(self, ctx: RunContext, holder: Node, number: int, *, pin: bool) -> set[str]:
-        units = self._listed(holder, number)
+        unit_choice_check(pin=pin)(ctx.graph, UnitPayload(node_id=holder.id, unit=number), holder)
+        units = listed_units(holder, number)
         unit = units[number - 1]
-        if unit.dropped:
-            raise CommandRejected(f"knowledge unit {number} is already dropped")
-        if pin and unit.pinned:
-            raise CommandRejected(f"knowledge unit {number} is already pinned")
         # The latest choice wins, and is the unit's only one: a unit dropped where another column
         # read it is pinned now; a pinned unit dropped is no longer pinned (nor marked so anywhere).
         # Pinned once, whichever holder listed it: the panel lists each unit once.
@@ -593,7 +584,7 @@ class MtqaMethod(Method):
             choices.dropped_titles[unit.id] = unit.title or unit.ref
             self._unmark(ctx, unit.id, pinned=True, dropped=False)
         choices.made_on[unit.id] = holder.id
-        ctx.graph.save_state(CHOICES, choices)
+        ctx.graph.save_state(CHOICES, choices.numbered(unit.id))
         units[number - 1] = unit.model_copy(update={"pinned": pin, "dropped": not pin})
         ctx.graph.update(holder, merge_data={"units": [u.model_dump() for u in units]})
         self._rethink_after(ctx, holder, dropped=not pin)
@@ -603,11 +594,7 @@ class MtqaMethod(Method):
         """Forget your pin or drop numbered `number` in the choices panel: no node marks the unit any
         more, and what the choice changed is thought again from the node it was made on."""
         choices = self._choices(ctx)
-        listed = choices.listed()
-        if not 1 <= number <= len(listed):
-            raise CommandRejected(f"there are {len(listed)} pins and drops; choose a number from 1 to {len(listed)}"
-                                  if listed else "you have pinned or dropped no knowledge unit: there is nothing to undo")
-        kind, unit_id, _ = listed[number - 1]
+        _, kind, unit_id, _ = choice_exists(ctx.graph, ChoicePayload(choice=number))
         holders = {h.id: h for h in self._holders_in_order(ctx)}
         marked = self._unmark(ctx, unit_id, pinned=True, dropped=True)
         # Made on a node we know (choices stored before `made_on` was kept: the first that marks it,
