@@ -410,6 +410,19 @@
     fitWithLabels(visibleIds());
     userMoved = true;
   });
+  // A plain wheel over the map scrolls the page, as it does over the rest of it: the map fills most
+  // of the page's width, and zooming on every wheel trapped a reader who meant to scroll past it.
+  // Ctrl (or ⌘) + wheel, a trackpad pinch (a wheel with Ctrl) or any wheel in full screen zooms.
+  // (Caught before vis-network's own listener, below this element, ever sees it.)
+  const wheelHint = document.getElementById("wheel-hint");
+  let wheelHintTimer = null;
+  mapEl.addEventListener("wheel", function (event) {
+    if (event.ctrlKey || event.metaKey || document.fullscreenElement) return;
+    event.stopPropagation();
+    wheelHint.hidden = false;
+    clearTimeout(wheelHintTimer);
+    wheelHintTimer = setTimeout(function () { wheelHint.hidden = true; }, 1200);
+  }, { capture: true });
   document.getElementById("zoom-in").addEventListener("click", function () { zoom(1.3); });
   document.getElementById("zoom-out").addEventListener("click", function () { zoom(1 / 1.3); });
   collapseBtn.addEventListener("click", toggleCollapse);

@@ -164,3 +164,27 @@ def test_the_map_of_50_nodes_is_readable_searchable_and_foldable(streamlit_app, 
     map_frame(page).get_by_role("button", name="Exit full screen").click()
     poll(page, lambda: hook(page, "() => document.fullscreenElement === null"), what="full screen left")
     poll(page, lambda: page.locator(MAP_IFRAME).bounding_box()["width"] < 1300, what="the frame back in the page")
+
+
+def test_a_wheel_over_the_map_scrolls_the_page_and_ctrl_wheel_zooms(streamlit_app, page, app_repo):
+    """The map fills most of the page's width: a plain wheel over it scrolls the page (with a hint
+    that Ctrl zooms), Ctrl + wheel zooms the map."""
+    seeded = seed_run(app_repo)
+    page.set_viewport_size({"width": 1400, "height": 900})
+    page.goto(f"{streamlit_app.url}/?run={seeded['run']}")
+    poll(page, lambda: len(map_nodes(page)) == 50, what="the 50 nodes on the map")
+    page.wait_for_timeout(500)  # the first reruns settle
+    frame = page.locator(MAP_IFRAME)
+    top = frame.bounding_box()["y"]
+    scale = hook(page, "() => window.__thoughtmap.scale()")
+    box = frame.bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + min(box["height"], 900 - box["y"]) / 2)
+    page.mouse.wheel(0, 400)
+    poll(page, lambda: frame.bounding_box()["y"] < top - 100, what="the page to scroll under the wheel")
+    assert hook(page, "() => window.__thoughtmap.scale()") == scale  # the map did not zoom
+    assert map_frame(page).locator("#wheel-hint").is_visible()
+    page.screenshot(path=str(ARTIFACTS / "map-wheel-scrolls-the-page.png"))
+    page.keyboard.down("Control")
+    page.mouse.wheel(0, -300)
+    page.keyboard.up("Control")
+    poll(page, lambda: hook(page, "() => window.__thoughtmap.scale()") > scale, what="Ctrl + wheel to zoom in")
