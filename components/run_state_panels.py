@@ -61,14 +61,19 @@ def state_panels(services: Services, run: Run, contract: MethodContract, reads: 
                     render(st, history)
 
 
-def notices(services: Services, run: Run, contract: MethodContract, reads: RunReads | None = None) -> set[str]:
-    """The method's notices, each with a button for its command; the names of the commands offered."""
+def notice_list(services: Services, run: Run, contract: MethodContract, reads: RunReads | None = None) -> list[Notice]:
+    """What the method says the reader should know now (read once per version of the run)."""
     def read() -> list[Notice]:
         method = services.method(run.method)()
         return method.notices(RunGraph(services.repo, run.id, contract))
 
+    return reads.memo("notices", read) if reads is not None else read()
+
+
+def notices(services: Services, run: Run, contract: MethodContract, reads: RunReads | None = None) -> set[str]:
+    """The method's notices, each with a button for its command; the names of the commands offered."""
     offered = set()
-    for notice in (reads.memo("notices", read) if reads is not None else read()):
+    for notice in notice_list(services, run, contract, reads):
         spec = contract.commands.get(notice.command) if notice.command else None
         if spec is None:
             st.info(sanitize(notice.text), icon=":material/info:")

@@ -13,7 +13,7 @@ from components.live_run import run_reads
 from components.node_panel import node_panel
 from components.params_form import params_form, readable_problems
 from components.routing import through_the_app
-from components.run_state_panels import has_side_tab, notices, side_panels
+from components.run_state_panels import has_side_tab, notice_list, notices, side_panels
 from components.run_view import controls, progress, question_line
 from components.safe_markdown import render_document
 from components.step_log import lifecycle_events, node_badges, run_commands, run_events, step_log
@@ -35,6 +35,8 @@ NEW_RESEARCH = "new-research"  # the form's expander: folded once a run is start
 MAP_HEIGHT = 650  # px: the map's frame, toolbar included
 PANEL_HEIGHT = MAP_HEIGHT - 80  # px: the node panel beside it, under the Node selectbox
 TABS_HEIGHT = 50  # px: the Node / run tabs' headers above the panels, when the method has a side tab
+NOTICE_HEIGHT = 150  # px: a method notice above the tabs, with its button (about three lines of text)
+MIN_PANEL_HEIGHT = 250  # px: a panel never shrinks below this, however many notices
 START_DEBOUNCE_S = 10.0  # the same request started again within this is the same run
 
 services = get_services()
@@ -182,6 +184,8 @@ if current:
             # What the method says the reader should know now (OmniThink: the article is older than
             # the tree), above the tabs: seen whichever is open.
             offered = notices(services, run, contract, reads) if side_tab else set()
+            # The tabs give the notices' height back, so the column still ends with the map.
+            shorter = NOTICE_HEIGHT * len(notice_list(services, run, contract, reads)) if side_tab else 0
             # Stateful tabs (a key, a rerun on switching): they keep the reader's tab through the
             # refreshes, and a click on the map can bring the node's tab back. Fixed labels: the key's
             # identity includes them.
@@ -196,10 +200,11 @@ if current:
                 node = next(n for n in nodes if n.id == st.session_state[selected_key])
                 # Beside the map at the map's height, scrolling on its own: a long node text never
                 # pushes the node's commands or the map off the screen.
-                with st.container(height=PANEL_HEIGHT - (TABS_HEIGHT if side_tab else 0), border=False):
+                with st.container(height=max(PANEL_HEIGHT - (TABS_HEIGHT if side_tab else 0) - shorter, MIN_PANEL_HEIGHT),
+                                  border=False):
                     node_panel(services, run, node, contract, reads, commands=commands, events=events, numbers=numbers)
             if run_tab is not None:
-                with run_tab, st.container(height=MAP_HEIGHT - TABS_HEIGHT, border=False):
+                with run_tab, st.container(height=max(MAP_HEIGHT - TABS_HEIGHT - shorter, MIN_PANEL_HEIGHT), border=False):
                     side_panels(services, run, contract, reads, commands, offered=offered)
         step_log(events, numbers, key=f"log-{run_id}", selected=st.session_state.get(selected_key))
         if contract is not None and not side_tab:

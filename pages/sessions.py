@@ -41,16 +41,25 @@ if not runs:
     st.info("No runs match. Start one on the Explore page.")
     st.stop()
 
+
+
+def method_name(name: str) -> str:
+    """The method as Explore names it, without its description ("FGDIP", "Deep research agent"); its
+    id when this process does not serve it."""
+    method = services.methods.get(name)
+    return method.title.split(":")[0].split(" (")[0] if method is not None else name
+
+
 st.caption(f"{len(runs)} run" + ("" if len(runs) == 1 else "s"))
 for run in runs:
     with st.container(border=True):
         top = st.columns([6, 1, 1, 1])
         top[0].markdown(f"**{inline_text(report_title(run.title or run.question))}**")  # one line, capped
-        top[0].caption(f"`{run.id}` · {run.method} · {run.status} · {run.node_count} nodes · "
+        top[0].caption(f"`{run.id}` · {inline_text(method_name(run.method))} · {run.status} · {run.node_count} nodes · "
                        f"{run.created_at:%Y-%m-%d %H:%M} · {run.prompt_tokens + run.completion_tokens:,} tokens"
                        + (f" · on {inline_text(describe_owner(run.owner))}"
                           if depth is not None and run.owner and run.status in (RunStatus.RUNNING, RunStatus.PAUSED) else "")
-                       + (f" · ⚠ {run.warning}" if run.warning else ""))
+                       + (f" · ⚠ {inline_text(run.warning)}" if run.warning else ""))
         if top[1].button("Open", key=f"open-{run.id}"):
             st.session_state["run_id"] = run.id
             st.query_params["run"] = run.id

@@ -470,7 +470,7 @@ def test_sessions_lists_and_filters_runs(services):
     assert "3 runs" in texts(at.caption)
     assert sorted(_session_titles(at)) == sorted([QUESTION, "Who wrote the play Hamlet?",
                                                   "Which river flows through Paris?"])
-    assert any(f"`{direct}` · direct · done" in t for t in texts(at.caption))
+    assert any(f"`{direct}` · Direct answer · done" in t for t in texts(at.caption))
 
     at.text_input(key="sessions-text").input("hamlet").run()
     assert _session_titles(at) == ["Who wrote the play Hamlet?"]
@@ -567,7 +567,7 @@ def test_sessions_delete_needs_confirmation(services):
 def test_sessions_resume_continues_an_interrupted_run(services):
     run_id = _interrupted_run(services, QUESTION, method="deot", params=SMALL_DEOT)
     at = open_page("pages/sessions.py")
-    assert f"`{run_id}` · deot · interrupted" in joined(at.caption)
+    assert f"`{run_id}` · DEoT · interrupted" in joined(at.caption)
     at.button(key=f"resume-{run_id}").click().run()
     assert_no_exception(at)
     assert texts(at.title) == ["Explore"]
