@@ -7,6 +7,7 @@ import re
 
 from engine.llm.fake import request_text
 from engine.methods.fgdip.kinds import ErrorMemory
+from engine.methods.fgdip.method import FgdipMethod
 from storage.models import CommandStatus, NodeStatus
 from tests.fgdip_scripts import (
     EVALUATE_ANSWER,
@@ -111,6 +112,10 @@ def test_add_entity_opens_a_new_branch_explored_at_once(services, fake_llm):
     assert [a.id for a in starred] == [reached.id] and starred[0].label == "★ accepted answer: answer from Women's magazines"
     assert [a.id for a in answers if a.data.get("reported")] == [reached.id]
     assert any(a.data.get("verdict") == "accepted" and a.data.get("reported") is False for a in answers)
+    # The answer accepted before is told apart from the report's: "earlier", not a second "accepted".
+    earlier = [a for a in answers if a.data.get("verdict") == "accepted" and not a.data.get("reported")]
+    assert earlier and all(a.label.startswith("earlier accepted answer: ") and a.data["superseded"] for a in earlier)
+    assert all("not the report's answer: a later one is" in FgdipMethod.contract().kind("answer").read(a).caption() for a in earlier)
     report = services.repo.latest_report(run_id).markdown
     expanded = sum(1 for n in services.repo.list_nodes(run_id) if (n.data or {}).get("explored_order") is not None)
     assert re.search(rf"_The search generated \d+ steps and expanded {expanded} nodes, the question first \(the map "

@@ -130,10 +130,13 @@ class AnswerData(NodeData):
     error_analysis: str = ""
     evaluate_error: str = Field(default="", description="Why the Answer Evaluator's reply could not be read.")
     reported: bool = Field(default=False, description="The answer the report gives (starred on the map).")
+    superseded: bool = Field(default=False, description="Another answer is the report's now.")
 
     def caption(self) -> str:
         return (f"Answer: {self.short_answer}" + (f" · {self.verdict}" if self.verdict else "")
-                + (" · the report's answer" if self.reported else ""))
+                + (" · the report's answer" if self.reported else "")
+                + (" · not the report's answer: a later one is" if self.superseded and self.verdict == "accepted"
+                   else ""))
 
     def reader_fields(self) -> dict[str, str | list[str]] | None:
         evaluator = UNJUDGED_NOTE if self.verdict == "unjudged" else strip_markers(self.reasons)
@@ -147,7 +150,10 @@ def answer_label(data: Mapping[str, Any]) -> str:
     answer, where a backtrack starts, reads as one without telling two diamonds apart by colour),
     starred when it is the report's answer."""
     star = "★ " if data.get("reported") else ""
-    return f"{star}{data.get('verdict')} answer: {data.get('short_answer', '')}"[:80]
+    # An answer accepted before steering led the search to the one the report now gives: two
+    # "accepted answer" diamonds read as a tie.
+    earlier = "earlier " if data.get("superseded") and data.get("verdict") == "accepted" else ""
+    return f"{star}{earlier}{data.get('verdict')} answer: {data.get('short_answer', '')}"[:80]
 
 
 def plural(n: int, one: str, many: str = "", *, a: bool = False) -> str:
@@ -263,8 +269,9 @@ class AddEntityPayload(CommandPayload):
 
 
 class EditErrorMemoryPayload(CommandPayload):
-    number: int = Field(default=0, ge=0, le=100, title="Entry",
-                        description="Which lesson to change (1 = the first); 0 adds a new one.")
+    number: int = Field(default=0, ge=0, le=100, title="Lesson number (0 adds one)",
+                        description="Which lesson to change or remove, as numbered in the Error memory above "
+                                    "(1 = the first); 0 adds a new one.")
     analysis: str = Field(default="", max_length=1000, title="Lesson",
                           description="The new text; empty removes the entry.")
 
@@ -306,7 +313,8 @@ COMMANDS = (
     CommandSpec("add_entity", "Add entity", "Add a key entity of your own: a new branch, explored next.",
                 AddEntityPayload, done="Entity added"),
     CommandSpec("edit_error_memory", "Edit error memory", "Add, change or remove a lesson the node generator "
-                "is given.", EditErrorMemoryPayload, done="Error memory changed", precheck=lesson_exists),
+                "is given. It applies to the steps generated from now on: Explore next or Add entity searches "
+                "again with it.", EditErrorMemoryPayload, done="Error memory changed", precheck=lesson_exists),
     regenerate_report_command(),
 )
 

@@ -139,10 +139,13 @@ class FgdipMethod(Method):
                 continue
             info = node.data or {}
             reported = node.id == answer_id
-            # A finished answer's label says its verdict (and the star); an unfinished one keeps its own.
-            label = answer_label({**info, "reported": reported}) if node.status == NodeStatus.DONE else node.label
+            superseded = answer_id is not None and not reported
+            # A finished answer's label says its verdict (and the star, or that a later one replaced
+            # it); an unfinished one keeps its own.
+            label = (answer_label({**info, "reported": reported, "superseded": superseded})
+                     if node.status == NodeStatus.DONE else node.label)
             if bool(info.get("reported")) != reported or label != node.label:
-                ctx.graph.update(node, merge_data={"reported": reported}, label=label)
+                ctx.graph.update(node, merge_data={"reported": reported, "superseded": superseded}, label=label)
 
     def reset_failed(self, ctx: RunContext) -> int:
         """Also give back, on a resume, the expansions whose node generator could not be read: they
