@@ -78,11 +78,17 @@ def ollama_models(url: str) -> list[str] | None:
     return detect_ollama(url)
 
 
-def running_on_notice(services: Services) -> None:
-    """Say plainly what the app runs on."""
+def running_on_notice(services: Services, *, compact: bool = False) -> None:
+    """Say plainly what the app runs on. `compact`: in one line (a run is open: the map below is
+    what the page is for, and a four-line box pushed it half off the screen)."""
     kind = active_llm(services)
     prefs = preferences(services)
     search = services.searcher(prefs.search).description
+    if compact and kind in ("fake", "local"):
+        llm = ("the scripted fake LLM, offline: placeholder answers" if kind == "fake" else
+               f"the built-in {services.llm_info('local')['model']}, offline on this CPU: weak answers, slowly")
+        st.caption(f"LLM: {llm} · search: {search} · for real answers, connect a model in Settings")
+        return
     ollama = ollama_models(services.settings.local.ollama_url) if kind != "openai" else None
     ollama_note = (f" **Ollama is running on this machine** ({', '.join(ollama[:3]) or 'no models pulled yet'}): "
                    "pick the *Ollama (detected)* preset in Settings to use it." if ollama is not None else "")

@@ -41,11 +41,11 @@ START_DEBOUNCE_S = 10.0  # the same request started again within this is the sam
 
 services = get_services()
 st.title("Explore")
-running_on_notice(services)
 if "flash" in st.session_state:
     st.toast(st.session_state.pop("flash"))
 
 current = st.query_params.get("run") or st.session_state.get("run_id")
+running_on_notice(services, compact=bool(current))
 if current:
     # The open run, for the Report page too (a reload or a shared URL sets only the query).
     st.session_state["run_id"] = current

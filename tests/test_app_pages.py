@@ -153,6 +153,15 @@ def test_app_starts_on_explore_and_every_page_renders(services):
 # ---------------------------------------------------------------------- Explore
 
 
+def test_with_a_run_open_explore_says_what_it_runs_on_in_one_line(services):
+    run_id = run_to_end(services, "Who wrote the play Hamlet?", "direct")
+    at = open_page(run_id=run_id)
+    assert not any("Running offline on the scripted fake LLM" in t for t in texts(at.info))  # no four-line box
+    line = next(t for t in texts(at.caption) if t.startswith("LLM: "))
+    assert line.startswith("LLM: the scripted fake LLM, offline: placeholder answers · search: local corpus") \
+        and line.endswith("for real answers, connect a model in Settings"), line
+
+
 def test_explore_says_it_runs_on_the_fake_and_lists_every_method(services):
     at = open_page()
     assert any("Running offline on the scripted fake LLM" in t for t in texts(at.info))
