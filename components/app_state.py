@@ -85,7 +85,8 @@ def running_on_notice(services: Services, *, compact: bool = False) -> None:
     prefs = preferences(services)
     search = services.searcher(prefs.search).description
     if compact and kind in ("fake", "local"):
-        llm = ("the scripted fake LLM, offline: placeholder answers" if kind == "fake" else
+        missing = " (the built-in model is not installed: scripts/setup installs it)" if prefs.llm != "fake" else ""
+        llm = (f"the scripted fake LLM{missing}, offline: placeholder answers" if kind == "fake" else
                f"the built-in {services.llm_info('local')['model']}, offline on this CPU: weak answers, slowly")
         st.caption(f"LLM: {llm} · search: {search} · for real answers, connect a model in Settings")
         return

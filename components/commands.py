@@ -56,6 +56,23 @@ def _blank_fields(spec: CommandSpec, values: dict[str, Any]) -> list[str]:
             if values.get(name) in (None, "", []) and _needs_a_value(info)]
 
 
+# A refusal said under its form stays there until the form is sent again: drawn only in the run of
+# the click, the live view's next refresh (every second while the run is active) wiped it.
+_REFUSAL = "refusal-"
+
+
+def _refused(text: str, form_key: str | None) -> None:
+    if form_key is None:
+        st.error(text)
+    else:
+        st.session_state[_REFUSAL + form_key] = text  # drawn by the form's control, under its button
+
+
+def _refusal(form_key: str) -> None:
+    if (text := st.session_state.get(_REFUSAL + form_key)) is not None:
+        st.error(text)
+
+
 def send(services: Services, run: Run, spec: CommandSpec, values: dict[str, Any], node: Node | None = None,
          *, form_key: str | None = None) -> None:
     """Validate the payload, queue the command (the runner checks it once more against the stored
@@ -67,14 +84,16 @@ def send(services: Services, run: Run, spec: CommandSpec, values: dict[str, Any]
     except CommandRejected as exc:
         blank = _blank_fields(spec, values)
         problems = readable_problems(spec.form_fields(), exc.errors) or str(exc)
-        st.error(f"Could not {spec.label.lower()}: " + (f"fill in {' and '.join(blank)} first." if blank else problems))
+        _refused(f"Could not {spec.label.lower()}: " + (f"fill in {' and '.join(blank)} first." if blank else problems),
+                 form_key)
         return
     try:
         services.runner.steer(run.id, spec.name, payload.model_dump(mode="json"))
     except (CommandRejected, UnsupportedCommand, RunnerError, ValueError, LookupError) as exc:
-        st.error(f"Could not {spec.label.lower()}: {exc}")
+        _refused(f"Could not {spec.label.lower()}: {exc}", form_key)
     else:
         if form_key is not None:
+            st.session_state.pop(_REFUSAL + form_key, None)
             _clear_form(form_key)
         # Queued, not done: the node panel and the step log follow it until it is applied.
         st.session_state["flash"] = f"{spec.label} queued"
@@ -99,6 +118,7 @@ def command_control(services: Services, run: Run, spec: CommandSpec, *, key: str
     values = payload_form(spec, key=base)
     if _button(spec, key=key, label=label, waiting=waiting):
         send(services, run, spec, values, node, form_key=base)
+    _refusal(base)
 
 
 def command_controls(services: Services, run: Run, specs: list[CommandSpec], *, key: str,
@@ -119,6 +139,8 @@ def command_controls(services: Services, run: Run, specs: list[CommandSpec], *, 
                     pressed = spec
         if pressed is not None:
             send(services, run, pressed, {}, node, form_key=f"{key}-{pressed.name}")
+        for spec in plain:
+            _refusal(f"{key}-{spec.name}")
     # Commands that take the same payload share one form (MTQA's pin and drop both ask for a unit's
     # number): the same field twice over read as two different questions.
     sharing: dict[type, list[CommandSpec]] = {}
@@ -144,3 +166,4 @@ def shared_form(services: Services, run: Run, specs: list[CommandSpec], *, key: 
                 pressed = spec
     if pressed is not None:
         send(services, run, pressed, values, node, form_key=base)
+    _refusal(base)

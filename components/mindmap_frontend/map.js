@@ -256,16 +256,16 @@
       return true;
     }
     const focus = lastSelectedArg !== null && items.has(lastSelectedArg) ? lastSelectedArg : ids[0];
-    network.moveTo({ position: framedAround(focus, ids, minScale), scale: minScale, animation: false });
+    network.moveTo({ position: framedAround(focus, ids, minScale, true), scale: minScale, animation: false });
     return false;
   }
 
-  function framedAround(focus, ids, scale) {
+  function framedAround(focus, ids, scale, first) {
     // Where to centre the view at `scale` to show `focus`: centred on it, but no empty band left of
     // or above the map: a tree growing rightwards starts at the left, a grid growing downwards
-    // (MTQA's matrix under its question) at the top. Unless a node further in is chosen, the view
-    // starts at the map's left edge: the root of a grid sits above its middle, and centring it cut
-    // the first column in half. Nor past the map's right or bottom edge: a node far in (a finished
+    // (MTQA's matrix under its question) at the top. A `first` view of the root starts at the map's
+    // left edge: the root of a grid sits above its middle, and centring it cut the first column in
+    // half (the root chosen later is framed like any node: a grid's stays in view). Nor past the map's right or bottom edge: a node far in (a finished
     // search's answer) is shown with as much of the way to it as fits, not beside an empty half.
     const at = network.getPositions([focus])[focus];
     const box = bounds(ids);
@@ -276,7 +276,7 @@
     const rightX = box.right + margin - halfW;
     const topY = box.top - 40 / scale + halfH; // room above the topmost shape
     const bottomY = box.bottom + 60 / scale - halfH; // room for the labels under the lowest shapes
-    const x = focus === ids[0] ? leftX : Math.max(Math.min(at.x, rightX), leftX);
+    const x = first && focus === ids[0] ? leftX : Math.max(Math.min(at.x, rightX), leftX);
     return { x: x, y: Math.max(Math.min(at.y, bottomY), topY) };
   }
 
@@ -287,7 +287,7 @@
     if (dom.x < 40 || dom.y < 40 || dom.x > mapEl.clientWidth - 40 || dom.y > mapEl.clientHeight - 40) {
       const scale = Math.max(network.getScale(), minScale);
       // Framed as a first view is: the way to it in sight, no empty band beside the map.
-      network.moveTo({ position: framedAround(id, visibleIds(), scale), scale: scale, animation: false });
+      network.moveTo({ position: framedAround(id, visibleIds(), scale, false), scale: scale, animation: false });
       userMoved = true;
     }
   }

@@ -135,8 +135,8 @@ class AnswerData(NodeData):
     def caption(self) -> str:
         return (f"Answer: {self.short_answer}" + (f" · {self.verdict}" if self.verdict else "")
                 + (" · the report's answer" if self.reported else "")
-                + (" · not the report's answer: a later one is" if self.superseded and self.verdict == "accepted"
-                   else ""))
+                + (" · not the report's answer: a later one is"
+                   if self.superseded and self.verdict in ("accepted", "unchecked") else ""))
 
     def reader_fields(self) -> dict[str, str | list[str]] | None:
         evaluator = UNJUDGED_NOTE if self.verdict == "unjudged" else strip_markers(self.reasons)
@@ -152,7 +152,7 @@ def answer_label(data: Mapping[str, Any]) -> str:
     star = "★ " if data.get("reported") else ""
     # An answer accepted before steering led the search to the one the report now gives: two
     # "accepted answer" diamonds read as a tie.
-    earlier = "earlier " if data.get("superseded") and data.get("verdict") == "accepted" else ""
+    earlier = "earlier " if data.get("superseded") and data.get("verdict") in ("accepted", "unchecked") else ""
     return f"{star}{earlier}{data.get('verdict')} answer: {data.get('short_answer', '')}"[:80]
 
 

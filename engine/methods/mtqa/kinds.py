@@ -255,7 +255,7 @@ class RerunColumnPayload(NodeCommand):
 
 
 class ChoicePayload(CommandPayload):
-    choice: int = Field(ge=1, le=400, title="Choice", description=(
+    choice: int = Field(ge=1, title="Choice", description=(
         "The choice's number in the \"Pinned and dropped knowledge units\" panel above (Choice 1, Choice 2...); "
         "numbers are kept when another choice is undone."))
 

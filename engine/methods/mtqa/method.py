@@ -576,17 +576,25 @@ class MtqaMethod(Method):
         # The latest choice wins, and is the unit's only one: a unit dropped where another column
         # read it is pinned now; a pinned unit dropped is no longer pinned (nor marked so anywhere).
         # Pinned once, whichever holder listed it: the panel lists each unit once.
-        choices = self._choices(ctx).without(unit.id)
+        before = self._choices(ctx)
+        prior = next((c for c in before.listed() if c[2] == unit.id), None)
+        prior_node = self._holders_by_id(ctx).get(before.made_on.get(unit.id)) if prior is not None else None
+        choices = before.without(unit.id)
         if pin:
             choices.pinned.append(unit.model_copy(update={"pinned": True}))
         else:
             choices.dropped.append(unit.id)
             choices.dropped_titles[unit.id] = unit.title or unit.ref
-            self._unmark(ctx, unit.id, pinned=True, dropped=False)
+        self._unmark(ctx, unit.id, pinned=not pin, dropped=pin)
         choices.made_on[unit.id] = holder.id
         ctx.graph.save_state(CHOICES, choices.numbered(unit.id))
         units[number - 1] = unit.model_copy(update={"pinned": pin, "dropped": not pin})
         ctx.graph.update(holder, merge_data={"units": [u.model_dump() for u in units]})
+        if prior_node is not None and prior_node.id != holder.id:
+            # The choice it replaces was made on another node: what that one changed is undone first
+            # (a pin on the knowledge base had added the unit to every later retrieval).
+            self._rethink_after(ctx, prior_node, dropped=prior[1] == "dropped",
+                                listed=self._lists(ctx.graph.node(prior_node.id), unit.id))
         self._rethink_after(ctx, holder, dropped=not pin)
         return {REPORT}
 
@@ -595,15 +603,28 @@ class MtqaMethod(Method):
         more, and what the choice changed is thought again from the node it was made on."""
         choices = self._choices(ctx)
         _, kind, unit_id, _ = choice_exists(ctx.graph, ChoicePayload(choice=number))
-        holders = {h.id: h for h in self._holders_in_order(ctx)}
-        marked = self._unmark(ctx, unit_id, pinned=True, dropped=True)
-        # Made on a node we know (choices stored before `made_on` was kept: the first that marks it,
-        # else the knowledge base, from which thinking everything again is always right).
-        made_on = holders.get(choices.made_on.get(unit_id)) or marked or next(iter(holders.values()))
+        holders = self._holders_by_id(ctx)
+        # Made on a node we know (choices stored before `made_on` was kept: the first that marks it
+        # so, else the knowledge base, from which thinking everything again is always right).
+        made_on = (holders.get(choices.made_on.get(unit_id)) or self._first_marked(ctx, unit_id, kind)
+                   or next(iter(holders.values())))
+        self._unmark(ctx, unit_id, pinned=True, dropped=True)
         ctx.graph.save_state(CHOICES, choices.without(unit_id))
-        listed = any(u.get("id") == unit_id for u in (made_on.data or {}).get("units", []))
-        self._rethink_after(ctx, made_on, dropped=kind == "dropped", listed=listed)
+        self._rethink_after(ctx, made_on, dropped=kind == "dropped",
+                            listed=self._lists(ctx.graph.node(made_on.id), unit_id))
         return {REPORT}
+
+    @staticmethod
+    def _lists(holder: Node, unit_id: str) -> bool:
+        return any(u.get("id") == unit_id for u in (holder.data or {}).get("units", []))
+
+    def _holders_by_id(self, ctx: RunContext) -> dict[int, Node]:
+        return {h.id: h for h in self._holders_in_order(ctx)}
+
+    def _first_marked(self, ctx: RunContext, unit_id: str, kind: str) -> Node | None:
+        """The first node whose listing marks the unit `kind` (pinned or dropped)."""
+        return next((h for h in self._holders_in_order(ctx)
+                     if any(u.get("id") == unit_id and u.get(kind) for u in (h.data or {}).get("units", []))), None)
 
     def _unmark(self, ctx: RunContext, unit_id: str, *, pinned: bool, dropped: bool) -> Node | None:
         """Clear the given marks of `unit_id` on every node that lists it; the first node that had one."""
