@@ -18,12 +18,12 @@ from components.run_view import controls, progress, question_line
 from components.safe_markdown import render_document
 from components.step_log import lifecycle_events, node_badges, run_commands, run_events, step_log
 from engine.methods.contract import ANSWER_NODE, NODE_TAB
-from engine.report import render_markdown
 from engine.methods.params import ParamError, build_params, profile_defaults, profile_for_llm
 from engine.methods.registry import UnknownMethod
 from engine.node_numbers import node_numbers
 from engine.questions import MAX_QUESTION_CHARS, QuestionError, clean_question
 from engine.reader_text import as_sentence
+from engine.report import render_markdown
 from engine.safe_text import code_span
 from storage.models import RunStatus
 from storage.repository import RunNotFound

@@ -42,7 +42,6 @@ if not runs:
     st.stop()
 
 
-
 def method_name(name: str) -> str:
     """The method as Explore names it, without its description ("FGDIP", "Deep research agent"); its
     id when this process does not serve it."""

@@ -138,6 +138,15 @@ def test_the_error_memory_can_be_edited_and_later_steps_are_given_the_edit(servi
     assert "there is no lesson 5: the memory holds 2 (entries 1 to 2), and 0 adds one" in refused_before_queueing(
         services, run_id, "edit_error_memory", {"number": 5, "analysis": "x"})
     assert "needs its text" in steer_refused(services, run_id, "edit_error_memory", {"analysis": "  "})
+    # Queued when it was right, applied when it no longer is (a lesson removed in between): the same
+    # check runs again before the method applies it, and the command fails with the reason.
+    from engine.runner import HeldRun
+
+    late = services.repo.enqueue_command(run_id, "edit_error_memory", {"number": 5, "analysis": "x"})
+    services.runner.start(run_id, reopen=True, steered_from=HeldRun.of(services.repo.get_run(run_id)))
+    services.runner.wait(run_id, timeout=30)
+    late = next(c for c in services.repo.list_commands(run_id) if c.id == late.id)
+    assert late.status == CommandStatus.FAILED and "there is no lesson 5" in late.error, late
     assert steer_refused(services, run_id, "edit_error_memory", {"number": -1})  # the payload model refuses
 
     # Exploring again: the node generator is given the edited memory.

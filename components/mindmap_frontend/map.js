@@ -265,8 +265,9 @@
     // or above the map: a tree growing rightwards starts at the left, a grid growing downwards
     // (MTQA's matrix under its question) at the top. A `first` view of the root starts at the map's
     // left edge: the root of a grid sits above its middle, and centring it cut the first column in
-    // half (the root chosen later is framed like any node: a grid's stays in view). Nor past the map's right or bottom edge: a node far in (a finished
-    // search's answer) is shown with as much of the way to it as fits, not beside an empty half.
+    // half (the root chosen later is framed like any node: a grid's stays in view). Nor past the
+    // map's right or bottom edge: a node far in (a finished search's answer) is shown with as much
+    // of the way to it as fits, not beside an empty half.
     const at = network.getPositions([focus])[focus];
     const box = bounds(ids);
     const halfW = mapEl.clientWidth / 2 / scale;

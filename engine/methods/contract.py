@@ -211,8 +211,8 @@ class CommandSpec:
     offered_when: Callable[[Mapping[str, Any]], bool] | None = None
     # A check of the payload against the stored run before the command is queued (the graph, the
     # parsed payload, the target node or None), raising CommandRejected: "there is no lesson 5" is
-    # said at once, nothing is queued, and the form keeps what was typed. The method checks the
-    # command again when it applies it (the run may have moved on in between).
+    # said at once, nothing is queued, and the form keeps what was typed. `steering.apply` runs it
+    # again before the method applies the command (the run may have moved on in between).
     precheck: Callable[[Any, CommandPayload, Node | None], None] | None = None
 
     @property

@@ -77,6 +77,8 @@ def apply(ctx: RunContext, method: Method, command: Command) -> set[str]:
     spec = _spec(contract, command.kind)
     payload = spec.parse(command.payload)
     node = target(contract, ctx.graph, spec, payload)
+    if spec.precheck is not None:
+        spec.precheck(ctx.graph, payload, node)  # again: the run may have moved on since it was queued
     return set(method.apply(ctx, spec, payload, node) or ())
 
 

@@ -286,8 +286,7 @@ class EditErrorMemoryPayload(CommandPayload):
 
 
 def lesson_exists(graph: Any, payload: EditErrorMemoryPayload, node: Node | None = None) -> None:
-    """Entry n names a lesson the memory holds (0 adds one): checked before the command is queued,
-    and again when it is applied."""
+    """Entry n names a lesson the memory holds (0 adds one): the command's precheck."""
     memory = graph.state(ERROR_MEMORY, ErrorMemory) or ErrorMemory()
     if payload.number > len(memory.entries):
         held = len(memory.entries)

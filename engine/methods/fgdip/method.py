@@ -56,7 +56,6 @@ from engine.methods.fgdip.kinds import (
     ErrorEntry,
     ErrorMemory,
     answer_label,
-    lesson_exists,
     marked_impossible_by_you,
     plural,
 )
@@ -491,7 +490,6 @@ class FgdipMethod(Method):
         return {REPORT}
 
     def _edit_memory(self, ctx: RunContext, payload: EditErrorMemoryPayload) -> None:
-        lesson_exists(ctx.graph, payload)
         memory = self._memory(ctx)
         entries = list(memory.entries)
         text = " ".join(payload.analysis.split())

@@ -275,8 +275,8 @@ def listed_units(holder: Node, number: int) -> list[UnitRecord]:
 
 
 def unit_choice_check(*, pin: bool):
-    """Pin's or drop's check of the unit number against the node: before the command is queued, and
-    again when it is applied."""
+    """Pin's or drop's precheck: the unit number against the node (before the command is queued, and
+    again before it is applied)."""
     def check(graph, payload: UnitPayload, node: Node | None) -> None:
         assert node is not None
         unit = listed_units(node, payload.unit)[payload.unit - 1]

@@ -55,7 +55,6 @@ from engine.methods.mtqa.kinds import (
     UnitPayload,
     choice_exists,
     listed_units,
-    unit_choice_check,
     unit_line,
 )
 from engine.methods.mtqa.knowledge import UnitRecord
@@ -570,8 +569,7 @@ class MtqaMethod(Method):
             matrix.reset_from(ctx.graph, column - 1, first_row=NO_ROW, keep_units=listed)
 
     def _choose_unit(self, ctx: RunContext, holder: Node, number: int, *, pin: bool) -> set[str]:
-        unit_choice_check(pin=pin)(ctx.graph, UnitPayload(node_id=holder.id, unit=number), holder)
-        units = listed_units(holder, number)
+        units = listed_units(holder, number)  # (checked by the command's precheck: unit_choice_check)
         unit = units[number - 1]
         # The latest choice wins, and is the unit's only one: a unit dropped where another column
         # read it is pinned now; a pinned unit dropped is no longer pinned (nor marked so anywhere).
@@ -626,18 +624,15 @@ class MtqaMethod(Method):
         return next((h for h in self._holders_in_order(ctx)
                      if any(u.get("id") == unit_id and u.get(kind) for u in (h.data or {}).get("units", []))), None)
 
-    def _unmark(self, ctx: RunContext, unit_id: str, *, pinned: bool, dropped: bool) -> Node | None:
-        """Clear the given marks of `unit_id` on every node that lists it; the first node that had one."""
-        first = None
+    def _unmark(self, ctx: RunContext, unit_id: str, *, pinned: bool, dropped: bool) -> None:
+        """Clear the given marks of `unit_id` on every node that lists it."""
         for holder in self._holders_in_order(ctx):
             records = [UnitRecord.model_validate(u) for u in (holder.data or {}).get("units", [])]
             if not any(r.id == unit_id and ((pinned and r.pinned) or (dropped and r.dropped)) for r in records):
                 continue
-            first = first or holder
             update = {**({"pinned": False} if pinned else {}), **({"dropped": False} if dropped else {})}
             plain = [r.model_copy(update=update) if r.id == unit_id else r for r in records]
             ctx.graph.update(holder, merge_data={"units": [r.model_dump() for r in plain]})
-        return first
 
     @staticmethod
     def _holders_in_order(ctx: RunContext) -> list[Node]:
