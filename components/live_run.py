@@ -59,6 +59,13 @@ def run_reads(services: Services, run_id: str, *, slot: str = SLOT) -> RunReads:
     return reads
 
 
+def last_reads(run_id: str, *, slot: str = SLOT) -> RunReads | None:
+    """What `run_reads` last read of the run in this session, without asking the database: for the
+    parts of a page drawn after the live view, in the same rerun."""
+    cached = st.session_state.get(slot)
+    return cached if isinstance(cached, RunReads) and cached.run_id == run_id else None
+
+
 def node_sources(services: Services, reads: RunReads | None, node: Node) -> tuple[list[Source], list[Source]]:
     """The node's own sources and all the run's sources (for its citations), per version and node."""
     def read() -> tuple[list[Source], list[Source]]:

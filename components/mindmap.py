@@ -55,6 +55,9 @@ MAP_HEIGHT = 650
 LABEL_INSIDE = frozenset({"box", "ellipse", "circle", "database"})
 # Thin shapes: a thick border would hide their fill.
 THIN_SHAPES = frozenset({"star", "triangle", "triangleDown", "diamond"})
+# A star's arms taper to points: at a tree's size its status border covered most of them, and the
+# question (a dark-blue star) read as a green, "done" one. It is drawn larger, so its fill shows.
+STAR_SIZE = 26
 
 _FRONTEND = Path(__file__).with_name("mindmap_frontend")
 
@@ -98,6 +101,17 @@ class MapData:
     options: dict = field(default_factory=dict)
     legend: list[dict] = field(default_factory=list)
     selected: str | None = None
+    follow: str | None = None  # the node the run works on, kept in view while the reader watches
+
+
+def working_node(nodes: Sequence[Node]) -> int | None:
+    """Where a live run is working now: its newest running node, else its newest node that is not
+    pruned (between two steps nothing runs). None for an empty tree."""
+    running = [node.id for node in nodes if node.status == NodeStatus.RUNNING]
+    if running:
+        return max(running)
+    kept = [node.id for node in nodes if node.status != NodeStatus.PRUNED]
+    return max(kept, default=None)
 
 
 def fill_colour(node: Node, kind: NodeKind | None) -> str:
@@ -135,6 +149,8 @@ def _vis_node(node: Node, number: int, kind: NodeKind | None, *, badge: str | No
     fill = PRUNED_FILL if pruned else fill_colour(node, kind)
     sized = kind is None or kind.size_by_priority
     size = 14 + 4 * max(0.0, min(node.priority, 3.0)) if sized else 16
+    if shape == "star":
+        size = max(size, STAR_SIZE)
     if pruned:
         font_colour = "#777777"
     elif shape in LABEL_INSIDE and is_dark(fill):
@@ -189,10 +205,12 @@ def _vis_edge(edge: Edge, kind: EdgeKind) -> dict:
 
 
 def build_map(nodes: Sequence[Node], edges: Sequence[Edge], selected: int | None = None, *,
-              contract: MethodContract | None = None, badges: Mapping[int, str] | None = None) -> MapData:
+              contract: MethodContract | None = None, badges: Mapping[int, str] | None = None,
+              follow: int | None = None) -> MapData:
     """vis-network nodes and edges as the run's method declares them, positioned by the view's
     layout; `selected` is selected in the frame (which draws it with a halo, its colours kept);
-    `badges` (node id -> a short status line, e.g. "queued: prune") go under the labels.
+    `badges` (node id -> a short status line, e.g. "queued: prune") go under the labels; `follow`
+    (a live run's `working_node`) is kept in view as the map grows, until the reader moves the map.
     Without a contract (a run of a method this process does not serve) every node is a neutral dot."""
     mode, positions, horizontal = _layout(nodes, edges, contract)
     numbers = node_numbers(nodes)
@@ -207,7 +225,8 @@ def build_map(nodes: Sequence[Node], edges: Sequence[Edge], selected: int | None
         vis_nodes.append(item)
     vis_edges = [_vis_edge(edge, edge_kind(contract, edge.kind)) for edge in edges]
     return MapData(nodes=vis_nodes, edges=vis_edges, mode=mode, options=map_options(mode, horizontal=horizontal),
-                   legend=legend(contract), selected=str(selected) if selected is not None else None)
+                   legend=legend(contract), selected=str(selected) if selected is not None else None,
+                   follow=str(follow) if follow is not None else None)
 
 
 def map_options(mode: str = HIERARCHICAL, *, horizontal: bool = True) -> dict:
@@ -250,7 +269,7 @@ def _component():
 def frame_args(data: MapData, height: int = MAP_HEIGHT, min_scale: float = MIN_READABLE_SCALE) -> dict:
     """What each render sends the frame (Streamlit serialises it as JSON): the whole map, every time."""
     return {"nodes": data.nodes, "edges": data.edges, "options": data.options, "legend": data.legend,
-            "selected": data.selected, "height": height, "minScale": min_scale}
+            "selected": data.selected, "follow": data.follow, "height": height, "minScale": min_scale}
 
 
 def mind_map(data: MapData, *, key: str, height: int = MAP_HEIGHT, min_scale: float = MIN_READABLE_SCALE) -> int | None:

@@ -51,6 +51,9 @@ def wall_seconds(run: Run) -> float | None:
     return max(0.0, (end - start).total_seconds())
 
 
+STEER_ON = "Done. Pick a node on the map to steer the run on from it: it reopens for your command."
+
+
 def progress_line(run: Run, nodes: Sequence[Node], lifecycle: Sequence[RunEvent]) -> str:
     """status · nodes done/total (pruned, failed) · active time (wall time) · tokens · cost, as plain text."""
     done = sum(n.status == NodeStatus.DONE for n in nodes)
@@ -73,9 +76,11 @@ def progress_line(run: Run, nodes: Sequence[Node], lifecycle: Sequence[RunEvent]
 
 
 def progress(run: Run, nodes: list[Node], *, lifecycle: Sequence[RunEvent] = (), events: Sequence[RunEvent] = (),
-             numbers: dict[int, int] | None = None) -> None:
+             numbers: dict[int, int] | None = None, steerable: bool = False) -> None:
     """One compact line (so the map starts above the fold), then "Now:" — each running node with
-    its current step — and what the run's status asks of the reader."""
+    its current step — and what the run's status asks of the reader. A finished run whose method
+    takes commands on its nodes (`steerable`) says, where "Now:" was, that it can be steered on:
+    the line keeps its place, so the map does not move when a steered run reopens and ends."""
     # One container for all of it: what shows inside changes ("Now:" comes and goes, a warning
     # appears), and Streamlit places what follows by position, so without it the map below would
     # be a new element at each change: its frame rebuilt, zoom and position lost.
@@ -100,6 +105,8 @@ def progress(run: Run, nodes: list[Node], *, lifecycle: Sequence[RunEvent] = (),
         if run.status == RunStatus.FAILED and run.error:
             error_with_details(run.error, lead="The run failed: ", then=". Fix the cause (see Settings), then press "
                                "Resume: it also retries the failed nodes.")
+        if run.status == RunStatus.DONE and steerable:
+            st.caption(STEER_ON)
         if run.status == RunStatus.DONE and run.warning:
             st.warning(f"Done, with a warning: {inline_text(run.warning.rstrip('. '))}.")
         if run.status == RunStatus.INTERRUPTED:
@@ -131,29 +138,39 @@ def raised_budget(run: Run) -> dict:
     return raised
 
 
+# The row of run buttons keeps its height when it has none: a finished run steered on reopens (Pause
+# and Stop appear) and ends again, and a row that came and went moved the map under the reader's pointer.
+CONTROLS_HEIGHT = 40  # px: one Streamlit button
+
+
 def controls(services: Services, run: Run) -> None:
+    """Pause, Stop, Resume, Raise budget: those that apply, in a row of one height (empty when none
+    does)."""
     runner = services.runner
     retryable = runner.retryable(run)
     resumable = run.status in RunStatus.RESUMABLE and run.status != RunStatus.QUEUED
     raised = raised_budget(run) if resumable or run.status == RunStatus.DONE else {}
-    # The buttons that apply, from the left: a lone Resume under a stopped run's warning sat in the
-    # middle of the page, easy to miss; it is the primary action there.
-    slots = iter(st.columns(3))
+    pause, stop = run.status == RunStatus.RUNNING, run.status in RunStatus.ACTIVE
+    raise_budget, resume = run.status == RunStatus.DONE and bool(raised), resumable or retryable
+    # The buttons that apply, side by side from the left: a lone Resume under a stopped run's warning
+    # sat in the middle of the page, easy to miss; it is the primary action there.
+    row = st.container(horizontal=True, height=CONTROLS_HEIGHT, border=False, vertical_alignment="center",
+                       key=f"controls-{run.id}")
     try:
-        if run.status == RunStatus.RUNNING and next(slots).button("Pause", key=f"pause-{run.id}"):
+        if pause and row.button("Pause", key=f"pause-{run.id}"):
             runner.pause(run.id)
             st.toast("Pausing at the next step")
-        if run.status == RunStatus.DONE and raised and next(slots).button("Raise budget", key=f"raise-{run.id}"):
+        if raise_budget and row.button("Raise budget", key=f"raise-{run.id}"):
             # A finished run is steered on: its commands need the budget to grow what they add.
             runner.raise_budget(run.id, **raised)
             st.session_state["flash"] = "Budget raised: send your command again"
             st.rerun(scope="app")
-        if (resumable or retryable) and next(slots).button("Retry failed nodes" if retryable else "Resume",
-                                                           key=f"resume-{run.id}", type="primary"):
+        if resume and row.button("Retry failed nodes" if retryable else "Resume", key=f"resume-{run.id}",
+                                 type="primary"):
             runner.resume(run.id, **raised)
             st.session_state["flash"] = "Resuming"
             st.rerun(scope="app")  # the live view starts polling again
-        if run.status in RunStatus.ACTIVE and next(slots).button("Stop", key=f"stop-{run.id}"):
+        if stop and row.button("Stop", key=f"stop-{run.id}"):
             runner.stop(run.id)
             st.toast("Stopping at the next step")
     except RunnerError as exc:

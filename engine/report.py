@@ -10,7 +10,7 @@ safe rendering).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -148,16 +148,19 @@ def report_title(text: str) -> str:
     return cut_at_word(text, TITLE_CHARS) + " …"
 
 
-def render_markdown(repo: Repository, run_id: str, source_words: tuple[str, ...] = SOURCE_WORDS) -> str:
+def render_markdown(repo: Repository, run_id: str, source_words: tuple[str, ...] = SOURCE_WORDS, *,
+                    nodes: Sequence[Node] | None = None) -> str:
     """The run's Markdown report. `source_words` name its source entries (hence their anchors): a page
-    that shows several reports gives each its own, so a report's `[n]` never jumps into another's."""
+    that shows several reports gives each its own, so a report's `[n]` never jumps into another's.
+    `nodes`: the run's nodes as the caller last read them (else they are read here)."""
     run = repo.get_run(run_id)
     sources = {s.id: s for s in repo.list_sources(run_id)}
     report = repo.latest_report(run_id)
+    nodes = list(nodes) if nodes is not None else repo.list_nodes(run_id)
     if report is not None:
         rendered = _report_body(report.markdown, sources.keys())
     else:
-        rendered = _partial_body(repo.list_nodes(run_id), sources.keys())
+        rendered = _partial_body(nodes, sources.keys())
     status = status_note(repo, run, report)
     # One line of text (the stored error and warning in it are untrusted): a quote of our own.
     note = f"> {inline_text(status)}\n\n" if status else ""
@@ -169,7 +172,7 @@ def render_markdown(repo: Repository, run_id: str, source_words: tuple[str, ...]
         f"*Question:* {inline_text(run.question)}  ",
         f"*Method:* {inline_text(run.method)} · *Model:* {model} · *Search:* {inline_text(run.search_mode)}"
         f" · *Status:* {inline_text(run.status)}  ",
-        f"*Run:* {code_span(run.id)} · *Nodes:* {run.node_count}"
+        f"*Run:* {code_span(run.id)} · *Nodes:* {_node_count(nodes)}"
         f" · *Tokens:* {run.prompt_tokens + run.completion_tokens}"
         f" · *Cost:* ${run.cost:.4f}",
         "",
@@ -182,6 +185,13 @@ def render_markdown(repo: Repository, run_id: str, source_words: tuple[str, ...]
             # A small heading per entry: its generated id is where the body's `[n]` links go.
             lines += [f"###### {entry_heading(source_words, number)}", _source_line(number, sources[source_id]), ""]
     return "\n".join(lines)
+
+
+def _node_count(nodes: list[Node]) -> str:
+    """How many nodes the tree holds, saying how many of them the reader or the method pruned, so
+    the count matches the map (where pruned nodes are drawn faded) and not only the kept ones."""
+    pruned = sum(node.status == NodeStatus.PRUNED for node in nodes)
+    return f"{len(nodes)} ({pruned} pruned)" if pruned else str(len(nodes))
 
 
 def _iso(value: datetime | None) -> str | None:

@@ -9,7 +9,7 @@ from streamlit.errors import StreamlitPageNotFoundError
 from components import mindmap
 from components.app_state import active_llm, get_services, preferences, running_on_notice, start_local_model
 from components.cost_estimate import cost_estimate
-from components.live_run import run_reads
+from components.live_run import last_reads, run_reads
 from components.node_panel import node_panel
 from components.params_form import params_form, readable_problems
 from components.routing import through_the_app
@@ -147,7 +147,9 @@ if current:
         question_line(run)
         events, numbers = run_events(services, reads), reads.memo("numbers", lambda: node_numbers(nodes))
         commands = run_commands(services, reads)
-        progress(run, nodes, lifecycle=lifecycle_events(services, reads), events=events, numbers=numbers)
+        steerable = contract is not None and any(command.targets_node for command in contract.commands.values())
+        progress(run, nodes, lifecycle=lifecycle_events(services, reads), events=events, numbers=numbers,
+                 steerable=steerable)
         controls(services, run)
         selected_key, side_key, picked_key = f"selected-{run_id}", f"side-{run_id}", f"picked-{run_id}"
         ids = [n.id for n in nodes]
@@ -168,8 +170,12 @@ if current:
         with map_col:
             selected = st.session_state.get(selected_key)
             # Each node's queued or applying command, else its current step, under its label.
-            data = reads.memo(("map", selected), lambda: mindmap.build_map(
-                nodes, reads.snapshot.edges, selected, contract=contract,
+            # While the run works and the reader has not picked a node, the map keeps the node it
+            # works on in view: a tree wider than the screen grows past its right edge otherwise.
+            follow = (mindmap.working_node(nodes) if run.status in RunStatus.ACTIVE
+                      and not st.session_state.get(picked_key) else None)
+            data = reads.memo(("map", selected, follow), lambda: mindmap.build_map(
+                nodes, reads.snapshot.edges, selected, contract=contract, follow=follow,
                 badges=node_badges(nodes, events, commands, contract=contract)))
             chosen = mindmap.mind_map(data, key=f"map-{run_id}", height=MAP_HEIGHT)
             if chosen is not None:  # a click or a search match on the map, reported once
@@ -217,7 +223,9 @@ if current:
         # Open or closed as first shown for this run: steering reopens a finished run, and a report
         # folding away then shortened the page under the reader, whose view dropped to its bottom.
         with st.expander("Report", expanded=st.session_state.setdefault(report_open, not active)):
-            render_document(st, render_markdown(services.repo, current))
+            # The nodes the live view has just read (the report's header counts them): not read again.
+            read = last_reads(current)
+            render_document(st, render_markdown(services.repo, current, nodes=read.nodes if read else None))
             try:
                 st.page_link("pages/report.py", label="Open in the Report page", icon=":material/description:",
                              query_params={"run": current})

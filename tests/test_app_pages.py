@@ -21,6 +21,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from components import app_state, mindmap
+from components.run_view import STEER_ON
 from engine.llm.fake_server import FakeOpenAIServer
 from engine.methods.registry import METHODS
 from engine.preferences import (
@@ -318,6 +319,20 @@ def test_a_run_watched_to_its_end_opens_its_report(services):
     assert _report_expander(at).proto.expanded and not at.toast
     other = open_page(run_id=finished_deot(services, "Which rockets did the Apollo program fly?"))
     assert _report_expander(other).proto.expanded
+
+
+def test_a_finished_run_says_it_can_be_steered_on_and_an_unserved_methods_run_does_not(services):
+    run_id = finished_deot(services)
+    at = open_page(run_id=run_id)
+    assert STEER_ON in texts(at.caption)
+    assert not [b for b in at.button if b.label in ("Pause", "Stop", "Resume")]
+    # A run of a method this process does not serve (a plugin not loaded) cannot be steered here.
+    other = services.repo.create_run(question="Q?", method="plugin-gone", params={}, llm_info={"model": "m"})
+    services.repo.add_node(other.id, kind="question", label="Q?")
+    services.repo.set_status(other.id, RunStatus.DONE)
+    at = open_page(run_id=other.id)
+    assert_no_exception(at)
+    assert STEER_ON not in texts(at.caption)
 
 
 def test_explore_unknown_run_is_a_readable_error(services):

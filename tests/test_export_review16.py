@@ -164,6 +164,16 @@ def test_a_done_run_without_warning_has_no_note(services):
     assert len(build_document(repo, run_id).facts) == 2
 
 
+def test_the_reports_node_count_says_how_many_of_its_nodes_are_pruned(services):
+    # The map draws pruned nodes faded; a bare "Nodes: 3" beside a map showing 2 kept nodes misleads.
+    repo = services.repo
+    run_id, _ = stored_run(repo, status=RunStatus.DONE, report="The answer {S}.", labels=("One", "Two"))
+    assert "*Nodes:* 3 ·" in render_markdown(repo, run_id)
+    [one] = [node for node in repo.list_nodes(run_id) if node.label == "One"]
+    repo.update_node(one.id, status="pruned")
+    assert "*Nodes:* 3 (1 pruned) ·" in render_markdown(repo, run_id)
+
+
 # ---------------------------------------------------------------- finding 9: headings from labels
 
 

@@ -80,6 +80,13 @@ def test_fill_is_the_kind_border_is_the_status_with_a_second_cue():
     assert len({s.glyph for s in STATUS_STYLES.values()}) == len(STATUS_STYLES)
 
 
+def test_a_star_is_drawn_large_enough_for_its_fill_to_show_inside_its_border():
+    question = Node(id=1, run_id="r", kind="question", label="Which came first?", depth=0, status=NodeStatus.DONE)
+    [item] = mindmap.build_map([question], [], contract=METHODS["fgdip"].contract()).nodes
+    assert item["shape"] == "star"
+    assert item["size"] == mindmap.STAR_SIZE and item["borderWidth"] == 2
+
+
 @pytest.mark.parametrize("name", sorted(ALL_METHODS))
 def test_no_declared_fill_resembles_a_status_border(name):
     for fill in _declared_fills(ALL_METHODS[name].contract()):

@@ -33,10 +33,15 @@
   let lastSelectedArg = null;
   let hovered = null; // the node vis last reported under the pointer (until its blurNode)
   let userMoved = false; // once the reader zooms, pans or fits, live updates leave the view alone
+  let follow = null; // the node a live run works on (while the reader has not picked one)
+  let showedWhole = false; // the last placed view showed the whole map
   let search = { query: "", index: -1 };
   // After the frame chose a node itself, the rerun it causes may still carry the page's previous
   // selection (the page builds the map before it reads the choice): take it as the baseline.
   let choiceSent = false;
+  const CHOICE_RESEND_MS = 3000;
+  let pendingChoice = null; // a node chosen here that the page has not selected yet
+  let pendingTimer = null;
 
   // ------------------------------------------------------------------ Streamlit's component protocol
 
@@ -44,11 +49,18 @@
     window.parent.postMessage(Object.assign({ isStreamlitMessage: true, type: type }, extra), "*");
   }
 
-  function choose(id) {
+  function choose(id, tries) {
     // Sent like a click: Streamlit reruns and the node panel shows the node. `seq` makes a second
     // choice of the same node a new event.
     choiceSent = true;
     post("streamlit:setComponentValue", { value: { node: id, seq: Date.now() + ":" + Math.random() }, dataType: "json" });
+    // A value sent while a live refresh reruns the page is now and then lost on Streamlit's side
+    // (the panel never shows the node): sent again, twice at most, until the page selects it.
+    pendingChoice = id;
+    clearTimeout(pendingTimer);
+    pendingTimer = setTimeout(function () {
+      if (pendingChoice === id && (tries || 0) < 2) choose(id, (tries || 0) + 1);
+    }, CHOICE_RESEND_MS);
   }
 
   window.addEventListener("message", function (event) {
@@ -150,6 +162,11 @@
       drawLegend(args.legend || []);
     }
     const selected = args.selected !== undefined ? args.selected : null;
+    if (pendingChoice !== null && selected === pendingChoice) {
+      pendingChoice = null;
+      clearTimeout(pendingTimer);
+    }
+    follow = args.follow !== undefined ? args.follow : null;
     if (choiceSent) {
       choiceSent = false;
       lastSelectedArg = selected;
@@ -160,7 +177,7 @@
         if (hadNodes) bringIntoView(selected);
       }
     }
-    if (!userMoved && items.size) initialView(); // live growth stays in view until the reader moves
+    if (!userMoved && items.size) keepInView(); // live growth stays in view until the reader moves
     updateCollapseButton();
   }
 
@@ -230,6 +247,29 @@
     if (placeView()) network.once("afterDrawing", function () { if (!userMoved) placeView(); });
   }
 
+  function keepInView() {
+    // The whole map while it is readable so. Past that, the node the run works on stays in sight,
+    // with the way to it; the view moves only when that node would leave it, so a reader watching a
+    // search jump between branches is not shaken at every refresh.
+    const working = followed();
+    if (!showedWhole && working !== null && nearlyInView(working)) return;
+    initialView();
+  }
+
+  function followed() {
+    // The node to follow, if it is drawn (not under a collapsed node).
+    const shown = follow !== null ? nodes.get(follow) : null;
+    return shown && !shown.hidden ? follow : null;
+  }
+
+  function nearlyInView(id) {
+    const at = network.getPositions([id])[id];
+    if (!at) return false;
+    const dom = network.canvasToDOM(at);
+    // With room for its label: half a label's width beside it, two lines under it.
+    return dom.x >= 60 && dom.y >= 40 && dom.x <= mapEl.clientWidth - 130 && dom.y <= mapEl.clientHeight - 70;
+  }
+
   function fitWithLabels(ids) {
     // vis-network's fit frames the shapes; this frames the shapes with their labels.
     network.fit({ nodes: ids, animation: false });
@@ -244,18 +284,21 @@
   }
 
   function placeView() {
-    // The whole map if it is readable so (returns true); else the readable scale, around the selected
-    // node (or the first one), with as much of the map as fits on its side. Fit is a button.
+    // The whole map if it is readable so (returns true); else the readable scale, around the node a
+    // live run works on, or the selected node, or the first one, with as much of the map as fits on
+    // its side. Fit is a button.
     const ids = visibleIds();
     // Not laid out yet (an iframe Streamlit has not sized): a fit now would leave a broken camera.
     if (!ids.length || !mapEl.clientWidth || !mapEl.clientHeight) return false;
     fitWithLabels(ids);
     const scale = network.getScale();
-    if (scale >= minScale) {
+    showedWhole = scale >= minScale;
+    if (showedWhole) {
       if (scale > 1.3) network.moveTo({ scale: 1.3, animation: false });
       return true;
     }
-    const focus = lastSelectedArg !== null && items.has(lastSelectedArg) ? lastSelectedArg : ids[0];
+    const focus = followed() !== null ? followed()
+      : lastSelectedArg !== null && items.has(lastSelectedArg) ? lastSelectedArg : ids[0];
     network.moveTo({ position: framedAround(focus, ids, minScale, true), scale: minScale, animation: false });
     return false;
   }

@@ -10,9 +10,13 @@ zoom.png and test-artifacts/map-full-screen.png."""
 
 from __future__ import annotations
 
+import os
+import socket
+
 import pytest
 
 from components.map_style import STATUS_STYLES
+from components.run_view import STEER_ON
 from engine.node_numbers import node_numbers
 from storage.models import NodeStatus, RunStatus
 from tests.e2e.conftest import ARTIFACTS, MAP_IFRAME, map_frame, map_nodes, node_selectbox, poll, rgb
@@ -188,3 +192,70 @@ def test_a_wheel_over_the_map_scrolls_the_page_and_ctrl_wheel_zooms(streamlit_ap
     page.mouse.wheel(0, -300)
     page.keyboard.up("Control")
     poll(page, lambda: hook(page, "() => window.__thoughtmap.scale()") > scale, what="Ctrl + wheel to zoom in")
+
+
+def view_of(page) -> tuple[float, float, float]:
+    """The camera: scale and the canvas point at the map's centre."""
+    return tuple(hook(page, "() => { const n = window.__thoughtmap.network; const p = n.getViewPosition();"
+                            " return [n.getScale(), p.x, p.y]; }"))
+
+
+def test_a_live_run_keeps_the_node_it_works_on_in_view_until_the_reader_picks_one(streamlit_app, page, app_repo):
+    """A tree wider than the screen grows past its right edge: while the run works and the reader
+    has not picked a node, the map keeps the working node (the newest running one) in sight, moving
+    only when it would leave the view; once the reader picks a node, the view stays with it. When the
+    run ends, the map does not move (its Pause/Stop row keeps its height)."""
+    seeded = seed_run(app_repo)
+    run_id, level3 = seeded["run"], seeded["level3"]
+    # The run is live, owned by this (living) test process, so the app does not take it for a dead one.
+    app_repo.claim_run(run_id, f"{socket.gethostname()}:{os.getpid()}:test")
+    page.set_viewport_size({"width": 1400, "height": 900})
+
+    def grow(parent, label: str):
+        node = app_repo.add_node(run_id, kind="subtopic", label=label, parent_id=parent.id, depth=parent.depth + 1,
+                                 status=NodeStatus.RUNNING)
+        return str(node.id)
+
+    working = grow(level3[-1], "Which Dutch coastal cities plan managed retreat before 2100?")
+    page.goto(f"{streamlit_app.url}/?run={run_id}")
+    poll(page, lambda: len(map_nodes(page)) == 51, what="the 51 nodes on the map")
+    assert hook(page, "() => window.__thoughtmap.scale()") >= 0.8  # readable, so not the whole map
+    poll(page, lambda: by_id(page)[working]["inView"], what="the working node (bottom right) in view")
+    assert not by_id(page)[str(seeded["nodes"][1].id)]["inView"]  # the top of the tree is out of sight
+
+    # It works on the top branch now: the view goes there.
+    app_repo.update_node(int(working), status=NodeStatus.DONE)
+    working = grow(level3[0], "What do insurers charge for flood cover in Rotterdam?")
+    poll(page, lambda: working in by_id(page) and by_id(page)[working]["inView"], what="the view to follow the run")
+    # A sibling that is already in sight: the view stays still (no jolt at every refresh).
+    before = view_of(page)
+    sibling = grow(level3[0], "What do insurers charge for flood cover in Amsterdam?")
+    poll(page, lambda: sibling in by_id(page), what="the sibling drawn")
+    page.wait_for_timeout(1500)  # a live refresh or two
+    assert by_id(page)[sibling]["inView"] and view_of(page) == before
+    page.screenshot(path=str(ARTIFACTS / "map-follows-the-run.png"))
+
+    # The reader picks a node (found by its number on the map here; a click does the same): the view
+    # stays with it, not with growth elsewhere.
+    search(page, f"#{seeded['numbers'][level3[0].id]}")
+    poll(page, lambda: node_selectbox(page).input_value().startswith(f"#{seeded['numbers'][level3[0].id]} "),
+         what="the picked node in the panel")
+    far = grow(level3[-1], "Which Bangladeshi cities plan managed retreat before 2100?")
+    poll(page, lambda: far in by_id(page), what="the new node drawn")
+    page.wait_for_timeout(1500)
+    shown = by_id(page)
+    assert shown[str(level3[0].id)]["inView"] and not shown[far]["inView"]
+
+    # The run ends: its "Now:" line says it can be steered on, Pause and Stop leave an empty row of
+    # their height, so the map stays put.
+    for node in app_repo.list_nodes(run_id):  # one node at work: a "Now:" line of one line
+        if node.status == NodeStatus.RUNNING and str(node.id) != far:
+            app_repo.update_node(node.id, status=NodeStatus.DONE)
+    poll(page, lambda: page.get_by_text("Now: #").inner_text().count("#") == 1, what="one node at work")
+    top = page.locator(MAP_IFRAME).bounding_box()["y"]
+    app_repo.update_node(int(far), status=NodeStatus.DONE)
+    app_repo.set_status(run_id, RunStatus.DONE)
+    poll(page, lambda: page.get_by_text(STEER_ON).is_visible(), what="the finished run's line where Now: was")
+    poll(page, lambda: page.get_by_role("button", name="Stop").count() == 0, what="Stop gone")
+    page.wait_for_timeout(500)  # the page's rerun finished
+    assert page.locator(MAP_IFRAME).bounding_box()["y"] == top
