@@ -356,3 +356,26 @@ def test_choices_stored_before_numbers_were_kept_are_numbered_in_the_old_order()
                                        "dropped_titles": {"b": "B"}})
     assert old.panel_markdown() == "- Choice 1 · pinned: A\n- Choice 2 · dropped: B"
     assert [n for n, *_ in old.without("a").listed()] == [2]  # numbered as they were listed, then kept
+
+
+def test_a_unit_number_holds_to_the_unit_it_named_when_the_command_was_sent(services, fake_llm, knowledge_bases):
+    # Unit numbers are positions in a node's listing: a retrieval made again between sending a pin
+    # and applying it can list another unit under that number. The command carries the unit's id,
+    # filled in when it is sent (the form never asks for it), and a number that names another unit
+    # by then is refused, not applied to the wrong unit.
+    from engine.methods.mtqa.kinds import COMMANDS
+
+    assert all("unit_id" not in spec.form_fields() for spec in COMMANDS)
+    run_id = finished(services, {"rows": 1, "columns": 1})
+    base = nodes(services, run_id, "knowledge")[0]
+    first, second, *rest = base.data["units"]
+    command = steer_and_wait(services, run_id, "drop_unit", {"node_id": base.id, "unit": 2})
+    assert command.status == CommandStatus.DONE and command.payload["unit_id"] == second["id"]
+
+    services.repo.update_node(base.id, merge_data={"units": [second, first, *rest]})  # listed anew
+    before = services.repo.get_node(base.id).data
+    # A pin of unit 2 sent when unit 2 was `second` (its id in the payload): unit 2 is `first` now.
+    error = steer_refused(services, run_id, "pin_unit", {"node_id": base.id, "unit": 2, "unit_id": second["id"]})
+    assert "retrieved again since you chose unit 2, and that number names another unit now" in error
+    assert services.repo.get_node(base.id).data == before
+    assert choices_of(services, run_id)["pinned"] == []

@@ -173,6 +173,9 @@ class CommandPayload(BaseModel):
     """Base of a command's payload. Unknown keys are errors."""
 
     model_config = ConfigDict(extra="forbid")
+    # Fields the command's precheck fills in when it is queued (what a number the person typed names
+    # now), never asked in its form.
+    resolved_fields: ClassVar[frozenset[str]] = frozenset()
 
 
 class NodeCommand(CommandPayload):
@@ -212,8 +215,10 @@ class CommandSpec:
     # A check of the payload against the stored run before the command is queued (the graph, the
     # parsed payload, the target node or None), raising CommandRejected: "there is no lesson 5" is
     # said at once, nothing is queued, and the form keeps what was typed. `steering.apply` runs it
-    # again before the method applies the command (the run may have moved on in between).
-    precheck: Callable[[Any, CommandPayload, Node | None], None] | None = None
+    # again before the method applies the command (the run may have moved on in between). It may
+    # return the payload with its `resolved_fields` filled in (MTQA: the id of the unit a number
+    # names when the command is sent), which is what is queued and checked again.
+    precheck: Callable[[Any, CommandPayload, Node | None], CommandPayload | None] | None = None
 
     @property
     def targets_node(self) -> bool:
@@ -239,7 +244,8 @@ class CommandSpec:
 
     def form_fields(self) -> dict[str, Any]:
         """The payload fields a person fills in (the target node is chosen on the map)."""
-        return {name: info for name, info in self.payload.model_fields.items() if name != "node_id"}
+        return {name: info for name, info in self.payload.model_fields.items()
+                if name != "node_id" and name not in self.payload.resolved_fields}
 
 
 def restore_command(kinds: frozenset[str], output: str = "report") -> CommandSpec:

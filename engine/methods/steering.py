@@ -67,7 +67,7 @@ def check(contract: MethodContract, graph: RunGraph, kind: str, payload: dict | 
     parsed = spec.parse(payload)
     node = target(contract, graph, spec, parsed, queueing=True)
     if spec.precheck is not None:
-        spec.precheck(graph, parsed, node)
+        parsed = spec.precheck(graph, parsed, node) or parsed
     return parsed
 
 
@@ -77,8 +77,8 @@ def apply(ctx: RunContext, method: Method, command: Command) -> set[str]:
     spec = _spec(contract, command.kind)
     payload = spec.parse(command.payload)
     node = target(contract, ctx.graph, spec, payload)
-    if spec.precheck is not None:
-        spec.precheck(ctx.graph, payload, node)  # again: the run may have moved on since it was queued
+    if spec.precheck is not None:  # again: the run may have moved on since it was queued
+        payload = spec.precheck(ctx.graph, payload, node) or payload
     return set(method.apply(ctx, spec, payload, node) or ())
 
 

@@ -6,6 +6,7 @@ view and the steps of its prompts."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -263,6 +264,10 @@ class ChoicePayload(CommandPayload):
 class UnitPayload(NodeCommand):
     unit: int = Field(ge=1, le=200, title="Knowledge unit", description=(
         "The unit's number as listed in this node (Unit 1, Unit 2...), not its source's citation number."))
+    # The unit that number named when the command was sent: a node's retrieval made again before the
+    # command is applied can list another unit under the same number.
+    unit_id: str | None = Field(default=None, description="The chosen unit's id (filled in when it is sent).")
+    resolved_fields: ClassVar[frozenset[str]] = frozenset({"unit_id"})
 
 
 def listed_units(holder: Node, number: int) -> list[UnitRecord]:
@@ -277,13 +282,18 @@ def listed_units(holder: Node, number: int) -> list[UnitRecord]:
 def unit_choice_check(*, pin: bool):
     """Pin's or drop's precheck: the unit number against the node (before the command is queued, and
     again before it is applied)."""
-    def check(graph, payload: UnitPayload, node: Node | None) -> None:
+    def check(graph, payload: UnitPayload, node: Node | None) -> UnitPayload:
         assert node is not None
         unit = listed_units(node, payload.unit)[payload.unit - 1]
+        if payload.unit_id is not None and unit.id != payload.unit_id:
+            raise CommandRejected(f"this node's knowledge units were retrieved again since you chose unit "
+                                  f"{payload.unit}, and that number names another unit now: look at the list "
+                                  "and choose again")
         if unit.dropped:
             raise CommandRejected(f"knowledge unit {payload.unit} is already dropped")
         if pin and unit.pinned:
             raise CommandRejected(f"knowledge unit {payload.unit} is already pinned")
+        return payload.model_copy(update={"unit_id": unit.id})
     return check
 
 
@@ -297,6 +307,11 @@ def choice_exists(graph, payload: ChoicePayload, node: Node | None = None) -> tu
         raise CommandRejected(f"there is no choice {payload.choice}; the panel lists "
                               + ", ".join(f"Choice {n}" for n in sorted(listed)))
     return listed[payload.choice]
+
+
+def undo_choice_check(graph, payload: ChoicePayload, node: Node | None = None) -> None:
+    """Undo's precheck: the choice is listed in the panel."""
+    choice_exists(graph, payload)
 
 
 _UNIT_HOLDERS = frozenset({KNOWLEDGE, SUMMARY})
@@ -325,7 +340,7 @@ COMMANDS = (
     CommandSpec("undo_choice", "Undo a pin or drop",
                 "Forget one of your pins or drops, as numbered in the panel above: retrievals take the unit as "
                 "they find it again, and what the choice changed is thought again. " + _RETHINK_COST,
-                ChoicePayload, done="Undone", precheck=choice_exists),
+                ChoicePayload, done="Undone", precheck=undo_choice_check),
     regenerate_report_command(),
 )
 
