@@ -19,7 +19,7 @@ from components.map_style import STATUS_STYLES
 from components.run_view import STEER_ON
 from engine.node_numbers import node_numbers
 from storage.models import NodeStatus, RunStatus
-from tests.e2e.conftest import ARTIFACTS, MAP_IFRAME, map_frame, map_nodes, node_selectbox, poll, rgb
+from tests.e2e.conftest import ARTIFACTS, MAP_IFRAME, map_frame, node_panel_column, map_nodes, node_selectbox, poll, rgb
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -259,3 +259,33 @@ def test_a_live_run_keeps_the_node_it_works_on_in_view_until_the_reader_picks_on
     poll(page, lambda: page.get_by_role("button", name="Stop").count() == 0, what="Stop gone")
     page.wait_for_timeout(500)  # the page's rerun finished
     assert page.locator(MAP_IFRAME).bounding_box()["y"] == top
+
+
+def test_steering_a_finished_run_does_not_move_the_map(streamlit_app, page, app_repo):
+    """A prune reopens the finished run to apply it, and the run ends again: the rows above the map
+    ("Now:" where the finished run says it can be steered on, the Pause/Stop row that keeps its
+    height) leave the map where the reader's pointer is."""
+    seeded = seed_run(app_repo)
+    run_id = seeded["run"]
+    target = seeded["level1"][1]
+    page.set_viewport_size({"width": 1400, "height": 900})
+    page.goto(f"{streamlit_app.url}/?run={run_id}")
+    poll(page, lambda: len(map_nodes(page)) == 50, what="the 50 nodes on the map")
+    search(page, f"#{seeded['numbers'][target.id]}")
+    panel = node_panel_column(page)
+    prune = panel.get_by_role("button", name="Prune", exact=True)
+    prune.wait_for()
+    frame = page.locator(MAP_IFRAME)
+    page.wait_for_timeout(500)  # settled
+    top = frame.bounding_box()["y"]
+    tops = []
+    prune.click()
+
+    def applied() -> bool:
+        tops.append(frame.bounding_box()["y"])
+        return app_repo.get_node(target.id).status == NodeStatus.PRUNED and \
+            app_repo.get_run(run_id).status == RunStatus.DONE
+    poll(page, applied, interval=0.05, what="the prune applied and the run done again")
+    page.wait_for_timeout(1500)  # the page's last reruns
+    tops.append(frame.bounding_box()["y"])
+    assert set(tops) == {top}, sorted(set(tops))
