@@ -166,7 +166,11 @@
       pendingChoice = null;
       clearTimeout(pendingTimer);
     }
+    const wasFollowing = follow !== null;
     follow = args.follow !== undefined ? args.follow : null;
+    // The run ended, or the reader picked a node: a view placed around the work stays where the
+    // reader watched it (it used to jump back to the question at the run's end).
+    if (wasFollowing && follow === null && !showedWhole) userMoved = true;
     if (choiceSent) {
       choiceSent = false;
       lastSelectedArg = selected;

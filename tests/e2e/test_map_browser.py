@@ -200,22 +200,28 @@ def view_of(page) -> tuple[float, float, float]:
                             " return [n.getScale(), p.x, p.y]; }"))
 
 
-def test_a_live_run_keeps_the_node_it_works_on_in_view_until_the_reader_picks_one(streamlit_app, page, app_repo):
-    """A tree wider than the screen grows past its right edge: while the run works and the reader
-    has not picked a node, the map keeps the working node (the newest running one) in sight, moving
-    only when it would leave the view; once the reader picks a node, the view stays with it. When the
-    run ends, the map does not move (its Pause/Stop row keeps its height)."""
+def live_run(app_repo) -> dict:
+    """The 50-node run, live: owned by this (living) test process, so the app does not take it for
+    a dead one; `grow` adds a running node under a parent, as the method would."""
     seeded = seed_run(app_repo)
-    run_id, level3 = seeded["run"], seeded["level3"]
-    # The run is live, owned by this (living) test process, so the app does not take it for a dead one.
-    app_repo.claim_run(run_id, f"{socket.gethostname()}:{os.getpid()}:test")
+    app_repo.claim_run(seeded["run"], f"{socket.gethostname()}:{os.getpid()}:test")
+
+    def grow(parent, label: str) -> str:
+        return str(app_repo.add_node(seeded["run"], kind="subtopic", label=label, parent_id=parent.id,
+                                     depth=parent.depth + 1, status=NodeStatus.RUNNING).id)
+
+    return {**seeded, "grow": grow}
+
+
+def test_a_live_run_keeps_the_node_it_works_on_in_view_and_the_view_stays_when_it_ends(streamlit_app, page,
+                                                                                         app_repo):
+    """A tree wider than the screen grows past its right edge: while the run works (and the reader
+    has not picked a node), the map keeps the working node (the newest running one) in sight, moving
+    only when it would leave the view. When the run ends, the view stays where the reader watched it
+    and the map does not move on the page (its Pause/Stop row keeps its height)."""
+    seeded = live_run(app_repo)
+    run_id, level3, grow = seeded["run"], seeded["level3"], seeded["grow"]
     page.set_viewport_size({"width": 1400, "height": 900})
-
-    def grow(parent, label: str):
-        node = app_repo.add_node(run_id, kind="subtopic", label=label, parent_id=parent.id, depth=parent.depth + 1,
-                                 status=NodeStatus.RUNNING)
-        return str(node.id)
-
     working = grow(level3[-1], "Which Dutch coastal cities plan managed retreat before 2100?")
     page.goto(f"{streamlit_app.url}/?run={run_id}")
     poll(page, lambda: len(map_nodes(page)) == 51, what="the 51 nodes on the map")
@@ -235,30 +241,36 @@ def test_a_live_run_keeps_the_node_it_works_on_in_view_until_the_reader_picks_on
     assert by_id(page)[sibling]["inView"] and view_of(page) == before
     page.screenshot(path=str(ARTIFACTS / "map-follows-the-run.png"))
 
-    # The reader picks a node (found by its number on the map here; a click does the same): the view
-    # stays with it, not with growth elsewhere.
-    search(page, f"#{seeded['numbers'][level3[0].id]}")
-    poll(page, lambda: node_selectbox(page).input_value().startswith(f"#{seeded['numbers'][level3[0].id]} "),
-         what="the picked node in the panel")
-    far = grow(level3[-1], "Which Bangladeshi cities plan managed retreat before 2100?")
-    poll(page, lambda: far in by_id(page), what="the new node drawn")
-    page.wait_for_timeout(1500)
-    shown = by_id(page)
-    assert shown[str(level3[0].id)]["inView"] and not shown[far]["inView"]
-
-    # The run ends: its "Now:" line says it can be steered on, Pause and Stop leave an empty row of
-    # their height, so the map stays put.
-    for node in app_repo.list_nodes(run_id):  # one node at work: a "Now:" line of one line
-        if node.status == NodeStatus.RUNNING and str(node.id) != far:
-            app_repo.update_node(node.id, status=NodeStatus.DONE)
+    # The run ends: the view stays on the last work (it used to jump back to the question), its
+    # "Now:" line says it can be steered on, Pause and Stop leave an empty row of their height.
+    app_repo.update_node(int(working), status=NodeStatus.DONE)
     poll(page, lambda: page.get_by_text("Now: #").inner_text().count("#") == 1, what="one node at work")
     top = page.locator(MAP_IFRAME).bounding_box()["y"]
-    app_repo.update_node(int(far), status=NodeStatus.DONE)
+    app_repo.update_node(int(sibling), status=NodeStatus.DONE)
     app_repo.set_status(run_id, RunStatus.DONE)
     poll(page, lambda: page.get_by_text(STEER_ON).is_visible(), what="the finished run's line where Now: was")
     poll(page, lambda: page.get_by_role("button", name="Stop").count() == 0, what="Stop gone")
-    page.wait_for_timeout(500)  # the page's rerun finished
+    page.wait_for_timeout(1500)  # the page's rerun finished
     assert page.locator(MAP_IFRAME).bounding_box()["y"] == top
+    assert view_of(page) == before and by_id(page)[sibling]["inView"]
+
+
+def test_a_node_the_reader_picks_in_a_live_run_stops_the_map_following_the_run(streamlit_app, page, app_repo):
+    seeded = live_run(app_repo)
+    run_id, level3, grow = seeded["run"], seeded["level3"], seeded["grow"]
+    page.set_viewport_size({"width": 1400, "height": 900})
+    grow(level3[0], "What do insurers charge for flood cover in Rotterdam?")
+    page.goto(f"{streamlit_app.url}/?run={run_id}")
+    poll(page, lambda: len(map_nodes(page)) == 51, what="the 51 nodes on the map")
+    # Picked by its number on the map here (a click does the same).
+    number = seeded["numbers"][level3[0].id]
+    search(page, f"#{number}")
+    poll(page, lambda: node_selectbox(page).input_value().startswith(f"#{number} "), what="the picked node in the panel")
+    far = grow(level3[-1], "Which Bangladeshi cities plan managed retreat before 2100?")
+    poll(page, lambda: far in by_id(page), what="the new node drawn")
+    page.wait_for_timeout(1500)  # a live refresh or two
+    shown = by_id(page)
+    assert shown[str(level3[0].id)]["inView"] and not shown[far]["inView"]
 
 
 def test_steering_a_finished_run_does_not_move_the_map(streamlit_app, page, app_repo):
