@@ -100,12 +100,15 @@ def field_widget(name: str, info: FieldInfo, *, key: str, default: Any) -> Any:
     # Numbers have no bounds in the widget: Streamlit would keep the last valid value of an
     # out-of-range entry and only colour it red, so a run would start with values nobody chose.
     # The model refuses the value instead, with the reason (`build_params`, `CommandSpec.parse`).
+    # An optional number left empty takes a value the field names (`json_schema_extra`'s
+    # "placeholder"): said in the empty box, which otherwise looks like a value is missing.
+    placeholder = (info.json_schema_extra or {}).get("placeholder") if isinstance(info.json_schema_extra, dict) else None
     if annotation is int:
         return st.number_input(label, value=None if default is None else int(default), step=1,
-                               help=_with_range(help_text, info), key=key)
+                               help=_with_range(help_text, info), key=key, placeholder=placeholder)
     if annotation is float:
         return st.number_input(label, value=None if default is None else float(default),
-                               help=_with_range(help_text, info), key=key)
+                               help=_with_range(help_text, info), key=key, placeholder=placeholder)
     if typing.get_origin(annotation) is typing.Literal:
         options = list(typing.get_args(annotation))
         index = options.index(default) if default in options else (None if optional else 0)

@@ -38,6 +38,9 @@ def test_explore_shows_the_pool_the_outline_and_subtopic_steering(services, monk
     assert "Go deeper" not in labels
     # Two run commands share the label "Rewrite article": one button.
     assert [b.label for b in at.button].count("Rewrite article") == 1
+    # Expand's count left empty takes the run's own: the empty box says so.
+    expand = at.number_input(key=f"steer-{run_id}-{leaf.id}-expand.n")
+    assert expand.value is None and expand.proto.placeholder == "the run's subnodes"
     key = f"steer-{run_id}-{leaf.id}-add_subtopic"
     assert (at.text_input(key=f"{key}.subtopic").label, at.text_input(key=f"{key}.keywords").label) == (
         "Subtopic", "Keywords")

@@ -246,7 +246,7 @@ RUN_STATES = (
 class AddColumnPayload(CommandPayload):
     alpha: float | None = Field(default=None, ge=0.0, le=1.0, title="α of the new column", description=(
         "The communication weight of every thought of the new column (empty: continue the weight matrix: "
-        "its last column's weights)."))
+        "its last column's weights)."), json_schema_extra={"placeholder": "the last column's weights"})
 
 
 class RerunColumnPayload(NodeCommand):

@@ -126,7 +126,8 @@ RUN_STATES = (
 
 class ExpandPayload(NodeCommand):
     n: int | None = Field(default=None, ge=1, le=8, title="New branches",
-                          description="How many sub-nodes to add (empty: the run's 'subnodes' parameter).")
+                          description="How many sub-nodes to add (empty: the run's 'subnodes' parameter).",
+                          json_schema_extra={"placeholder": "the run's subnodes"})
 
 
 class AddSubtopicPayload(NodeCommand):
