@@ -266,10 +266,13 @@ def _component():
     return components.declare_component("thoughtmap_map", path=str(_FRONTEND))
 
 
-def frame_args(data: MapData, height: int = MAP_HEIGHT, min_scale: float = MIN_READABLE_SCALE) -> dict:
-    """What each render sends the frame (Streamlit serialises it as JSON): the whole map, every time."""
+def frame_args(data: MapData, height: int = MAP_HEIGHT, min_scale: float = MIN_READABLE_SCALE, *,
+               received: str | None = None) -> dict:
+    """What each render sends the frame (Streamlit serialises it as JSON): the whole map, every time,
+    and `received`, the `seq` of the frame's last choice that reached the page."""
     return {"nodes": data.nodes, "edges": data.edges, "options": data.options, "legend": data.legend,
-            "selected": data.selected, "follow": data.follow, "height": height, "minScale": min_scale}
+            "selected": data.selected, "follow": data.follow, "height": height, "minScale": min_scale,
+            "received": received}
 
 
 def mind_map(data: MapData, *, key: str, height: int = MAP_HEIGHT, min_scale: float = MIN_READABLE_SCALE) -> int | None:
@@ -277,7 +280,12 @@ def mind_map(data: MapData, *, key: str, height: int = MAP_HEIGHT, min_scale: fl
     search match), once: None on every other rerun, so the Node selectbox's own choices stand."""
     import streamlit as st
 
-    value = _component()(**frame_args(data, height, min_scale), key=key, default=None)
+    # The frame's last choice as this run received it (a keyed widget's value is in session_state
+    # before the widget is drawn): said back to the frame, which sends a choice again only when it
+    # did not arrive.
+    sent = st.session_state.get(key)
+    received = str(sent.get("seq")) if isinstance(sent, dict) and sent.get("seq") is not None else None
+    value = _component()(**frame_args(data, height, min_scale, received=received), key=key, default=None)
     seen_key = f"{key}-seen"
     if not isinstance(value, dict) or value.get("seq") == st.session_state.get(seen_key):
         return None

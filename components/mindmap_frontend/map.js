@@ -40,7 +40,7 @@
   // selection (the page builds the map before it reads the choice): take it as the baseline.
   let choiceSent = false;
   const CHOICE_RESEND_MS = 3000;
-  let pendingChoice = null; // a node chosen here that the page has not selected yet
+  let pendingChoice = null; // the seq of a choice sent that the page has not said it received
   let pendingTimer = null;
 
   // ------------------------------------------------------------------ Streamlit's component protocol
@@ -53,13 +53,15 @@
     // Sent like a click: Streamlit reruns and the node panel shows the node. `seq` makes a second
     // choice of the same node a new event.
     choiceSent = true;
-    post("streamlit:setComponentValue", { value: { node: id, seq: Date.now() + ":" + Math.random() }, dataType: "json" });
+    const seq = Date.now() + ":" + Math.random();
+    post("streamlit:setComponentValue", { value: { node: id, seq: seq }, dataType: "json" });
     // A value sent while a live refresh reruns the page is now and then lost on Streamlit's side
-    // (the panel never shows the node): sent again, twice at most, until the page selects it.
-    pendingChoice = id;
+    // (the panel never shows the node): sent again, twice at most, until the page says it received
+    // it. (Not until the page selects it: a node the reader picks in the panel meanwhile wins.)
+    pendingChoice = seq;
     clearTimeout(pendingTimer);
     pendingTimer = setTimeout(function () {
-      if (pendingChoice === id && (tries || 0) < 2) choose(id, (tries || 0) + 1);
+      if (pendingChoice === seq && (tries || 0) < 2) choose(id, (tries || 0) + 1);
     }, CHOICE_RESEND_MS);
   }
 
@@ -162,7 +164,7 @@
       drawLegend(args.legend || []);
     }
     const selected = args.selected !== undefined ? args.selected : null;
-    if (pendingChoice !== null && selected === pendingChoice) {
+    if (pendingChoice !== null && args.received === pendingChoice) {
       pendingChoice = null;
       clearTimeout(pendingTimer);
     }
