@@ -97,7 +97,7 @@ def steering_actions(services: Services, run: Run, node: Node, contract: MethodC
     if contract is None:
         st.caption(f"This app does not serve the method '{sanitize(run.method)}', so the run cannot be steered here.")
         return
-    if not any(spec.targets_node for spec in contract.commands.values()):
+    if not contract.steers_nodes:
         # Rewriting the report is not steering: a method that offers only that has none.
         steers_run = any(spec.name != REGENERATE_REPORT for spec in contract.run_commands)
         st.caption(RUN_STEERING_ONLY.format(tab=f"“{inline_text(contract.view.side_tab)}”") if steers_run else NO_STEERING)

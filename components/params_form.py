@@ -102,7 +102,8 @@ def field_widget(name: str, info: FieldInfo, *, key: str, default: Any) -> Any:
     # The model refuses the value instead, with the reason (`build_params`, `CommandSpec.parse`).
     # An optional number left empty takes a value the field names (`json_schema_extra`'s
     # "placeholder"): said in the empty box, which otherwise looks like a value is missing.
-    placeholder = (info.json_schema_extra or {}).get("placeholder") if isinstance(info.json_schema_extra, dict) else None
+    extra = info.json_schema_extra
+    placeholder = extra.get("placeholder") if isinstance(extra, dict) else None
     if annotation is int:
         return st.number_input(label, value=None if default is None else int(default), step=1,
                                help=_with_range(help_text, info), key=key, placeholder=placeholder)

@@ -147,9 +147,8 @@ if current:
         question_line(run)
         events, numbers = run_events(services, reads), reads.memo("numbers", lambda: node_numbers(nodes))
         commands = run_commands(services, reads)
-        steerable = contract is not None and any(command.targets_node for command in contract.commands.values())
         progress(run, nodes, lifecycle=lifecycle_events(services, reads), events=events, numbers=numbers,
-                 steerable=steerable)
+                 steerable=contract is not None and contract.steers_nodes)
         controls(services, run)
         selected_key, side_key, picked_key = f"selected-{run_id}", f"side-{run_id}", f"picked-{run_id}"
         ids = [n.id for n in nodes]

@@ -432,6 +432,11 @@ class MethodContract:
         return [c for c in self.commands.values() if c.listed and c.offered_on(node)]
 
     @property
+    def steers_nodes(self) -> bool:
+        """Whether any of its commands acts on a node (so a finished run can be steered from the map)."""
+        return any(c.targets_node for c in self.commands.values())
+
+    @property
     def run_commands(self) -> list[CommandSpec]:
         """The run-level commands to offer."""
         return [c for c in self.commands.values() if c.listed and not c.targets_node]
