@@ -151,6 +151,7 @@ if current:
                  steerable=contract is not None and contract.steers_nodes)
         controls(services, run)
         selected_key, side_key, picked_key = f"selected-{run_id}", f"side-{run_id}", f"picked-{run_id}"
+        generation_key = f"pick-generation-{run_id}"
         ids = [n.id for n in nodes]
         if ids and st.session_state.get(selected_key) not in ids:
             st.session_state[selected_key] = ids[0]  # the root, selected on the map from the first draw
@@ -180,6 +181,9 @@ if current:
             if chosen is not None:  # a click or a search match on the map, reported once
                 st.session_state[selected_key] = chosen
                 st.session_state[picked_key] = True
+                # The Node list is drawn anew (a key of a new generation): a live refresh the page sent
+                # before it showed this choice carries the old list's value, which put the old node back.
+                st.session_state[generation_key] = st.session_state.get(generation_key, 0) + 1
                 if side_tab:
                     st.session_state[side_key] = NODE_TAB  # a node picked on the map is shown, whichever tab was open
         with panel_col:
@@ -198,10 +202,16 @@ if current:
                                  if side_tab else (st.container(), None))
             with node_tab:
                 labels = {n.id: f"#{numbers[n.id]} {mindmap.short_label(n.label, 60)}" for n in nodes}
-                st.session_state[f"pick-{run_id}"] = st.session_state[selected_key]
-                st.selectbox("Node", ids, format_func=labels.get, key=f"pick-{run_id}",
-                             on_change=lambda: st.session_state.update({selected_key: st.session_state[f"pick-{run_id}"],
-                                                                        picked_key: True}))
+                generation = st.session_state.get(generation_key, 0)
+                pick_key = f"pick-{run_id}-{generation}"
+                st.session_state[pick_key] = st.session_state[selected_key]
+
+                def picked_in_list(drawn: int) -> None:
+                    if drawn == st.session_state.get(generation_key, 0):  # not a list a map choice replaced
+                        st.session_state.update({selected_key: st.session_state[pick_key], picked_key: True})
+
+                st.selectbox("Node", ids, format_func=labels.get, key=pick_key, on_change=picked_in_list,
+                             args=(generation,))
                 node = next(n for n in nodes if n.id == st.session_state[selected_key])
                 # Beside the map at the map's height, scrolling on its own: a long node text never
                 # pushes the node's commands or the map off the screen.

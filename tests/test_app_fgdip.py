@@ -12,7 +12,7 @@ from engine.llm.fake import FakeLLM
 from storage.models import CommandStatus, RunStatus
 from tests.fgdip_scripts import EVALUATE_ANSWER, QUESTION, judged_answer
 from tests.fixtures_engine import run_to_end
-from tests.test_app_pages import assert_no_exception, joined, open_page, texts, wait_until_idle
+from tests.test_app_pages import assert_no_exception, joined, node_list, open_page, texts, wait_until_idle
 from tests.test_ui_contract import MapSpy
 
 LESSON = "LESSON-MAP: compare the founding years, not the titles."
@@ -78,7 +78,7 @@ def test_a_finished_run_opens_on_its_answer_until_the_reader_picks_a_node(servic
     assert services.repo.get_node(answer).data["verdict"] == "accepted"
     spy = MapSpy(monkeypatch)
     at = open_page(run_id=fgdip_run)
-    assert at.selectbox(key=f"pick-{fgdip_run}").value == answer  # not the question at the root
+    assert node_list(at).value == answer  # not the question at the root
     assert spy.last.selected == str(answer)  # and the map centres it
     # Picked on the map: the reader's node stays through the next runs of the page.
     entity = services.repo.list_nodes(fgdip_run, kind="entity")[0]
@@ -86,7 +86,7 @@ def test_a_finished_run_opens_on_its_answer_until_the_reader_picks_a_node(servic
     at.run()
     spy.click = None
     at.run()
-    assert at.selectbox(key=f"pick-{fgdip_run}").value == entity.id
+    assert node_list(at).value == entity.id
 
 
 def test_an_empty_error_memory_says_so_beside_the_map(prebuilt_corpus_home, monkeypatch):

@@ -82,6 +82,12 @@ def texts(elements) -> list[str]:
     return [str(e.value) for e in elements]
 
 
+def node_list(at: AppTest):
+    """Explore's Node selectbox (its key changes with each choice made on the map)."""
+    [found] = [box for box in at.selectbox if box.label == "Node"]
+    return found
+
+
 def joined(elements) -> str:
     return "\n".join(texts(elements))
 
@@ -290,7 +296,7 @@ def test_explore_start_runs_to_done_and_shows_progress_node_and_report(services)
     # Its source entries are named by the node's number on the map (#1), not its stored id.
     assert "##### Key findings" in answer and "(#node-1-source-1)" in answer
     assert "###### Node 1 source 1" in answer
-    assert at.selectbox(key=f"pick-{run_id}").value == root.id
+    assert node_list(at).value == root.id
 
     # The report expander holds the rendered report (built safe by engine.report, shown as it is).
     assert "Report" in [e.label for e in at.expander]
@@ -362,7 +368,7 @@ def _steer_target(services, run_id: str):
 def _open_on_node(services, monkeypatch, run_id: str, node_id: int) -> AppTest:
     pick_node(monkeypatch, node_id)
     at = open_page(run_id=run_id)
-    assert at.selectbox(key=f"pick-{run_id}").value == node_id
+    assert node_list(at).value == node_id
     number = sorted(n.id for n in services.repo.list_nodes(run_id)).index(node_id) + 1
     assert f"**Node #{number}** · question · layer 1 · *done*" in texts(at.markdown)  # its number in the run
     return at
@@ -403,7 +409,7 @@ def test_node_click_then_go_deeper_adds_a_depth_child(services, monkeypatch):
     assert [c.data.get("engine") for c in children] == ["depth"]
     assert children[0].status == NodeStatus.DONE
     # The new node is listed in the panel's node picker.
-    assert any(option.startswith(f"#{children[0].id} ") for option in at.selectbox(key=f"pick-{run_id}").options)
+    assert any(option.startswith(f"#{children[0].id} ") for option in node_list(at).options)
 
 
 def test_node_click_then_prune_prunes_the_node(services, monkeypatch):

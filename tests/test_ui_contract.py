@@ -22,7 +22,7 @@ from engine.methods.contract import EdgeKind, Layout, MethodContract, NodeData, 
 from storage.models import CommandStatus, Edge, Node, NodeStatus, RunStatus
 from tests.fixtures_engine import run_to_end
 from tests.grid_method import GridMethod
-from tests.test_app_pages import assert_no_exception, joined, open_page, texts, wait_until_idle
+from tests.test_app_pages import assert_no_exception, joined, node_list, open_page, texts, wait_until_idle
 
 ROOT = Path(__file__).resolve().parents[1]
 QUESTION = "Why did the Bronze Age collapse?"
@@ -148,7 +148,7 @@ def test_the_node_panel_offers_refine_with_its_form_and_validates_it(services, g
     cell = _cells(services, grid_run)[0]
     MapSpy(monkeypatch, click=cell.id)
     at = open_page(run_id=grid_run)
-    assert at.selectbox(key=f"pick-{grid_run}").value == cell.id
+    assert node_list(at).value == cell.id
     assert f"Row {cell.data['row'] + 1}, column {cell.data['column'] + 1} · angle: {cell.data['angle']}" in texts(
         at.caption)
     key = f"steer-{grid_run}-{cell.id}-refine"
@@ -223,7 +223,7 @@ def test_a_run_command_from_the_panel_area(services, grid_run, monkeypatch):
     run_tab = at.tabs[1]
     assert [e.label for e in run_tab.expander][:1] == [services.method(GridMethod.name).contract().run_states["matrix"].title]
     assert f"run-cmd-{grid_run}-reset_matrix" in {b.key for b in run_tab.button}
-    assert at.selectbox(key=f"pick-{grid_run}") in at.tabs[0].selectbox
+    assert node_list(at) in at.tabs[0].selectbox
     # A node clicked on the map while the run's tab is open brings the node's tab back.
     at.session_state[f"side-{grid_run}"] = "Run"
     at.run()

@@ -329,10 +329,11 @@ def test_11_streamlit_deploy_and_stop_buttons_stay_hidden(checks_app, tab, repo)
 
     def node_list_open() -> bool:
         # A live run's rerun that landed just before the replies were held can close the list the
-        # click opened (once, on a loaded machine, the option never appeared): open it again.
-        if not second_node.is_visible():
+        # click opened (once, on a loaded machine, the option never appeared): open it again. Only
+        # when it is closed: on a loaded machine a list can take longer than a poll to draw its
+        # options, and a second click then closed it again, every time for 30 s.
+        if node_picker.get_attribute("aria-expanded") != "true":
             node_picker.click(timeout=5_000)
-            page.wait_for_timeout(300)
         return second_node.is_visible()
 
     with slow.held():
