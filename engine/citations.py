@@ -29,16 +29,17 @@ _CITATION_LINK = re.compile(
     re.I)
 _RANGE = re.compile(r"(\d+)\s*[-–]\s*(\d+)")
 MAX_RANGE = 20  # "[1-3]" cites three sources; "[1990-2024]" is a span of years, not 35 citations
-# Source texts carry their own reference markers (Wikipedia's "[12]", reference-list lines): they
-# would collide with our numbering, so prompts never show them.
-_SOURCE_OWN_MARKER = re.compile(r"\[\d+(?:\s*[,;–-]\s*\d+)*\]|\[(?:citation needed|a|b|c|note \d+)\]", re.I)
-# With the spaces before a run of them, and whether punctuation follows ("won [41]." is "won.").
+# A page's own reference markers (Wikipedia's "[12]", reference-list lines) would collide with our
+# numbering in a prompt and link to another source in a node, so neither shows them. With the spaces
+# before a run of them, and whether punctuation or a space follows ("won [41]." is "won.", "won [41]
+# in" is "won in": the spaces before it are kept only when a word follows at once).
 # Only as a page writes them: after a word or a stop, never inside one ("x[3]y" is an index), and of
 # up to three digits ("[1990-2024]" is a span of years).
 _PAGE_MARKER = r"\[\d{1,3}(?:\s*[,;–-]\s*\d{1,3})*\](?!\w)|\[(?:citation needed|a|b|c|note \d+)\]"
-_PAGE_MARKERS_SPACED = re.compile(rf"([ \t]*)(?:{_PAGE_MARKER})+(?=([.,;:!?])?)", re.I)
+_PAGE_MARKERS_SPACED = re.compile(rf"([ \t]*)(?:{_PAGE_MARKER})+(?=([.,;:!?\s])?)", re.I)
 _STORED_MARKER = re.compile(r"\[\[S(\d+)\]\]")
-_TYPED_MARKER = re.compile(r"([ \t]*)\[\[S(\d+)\]\](?=([.,;:!?])?)")
+_STORED_MARKERS_SPACED = re.compile(r"([ \t]*)(?:\[\[S\d+\]\])+(?=([.,;:!?\s])?)")
+_TYPED_MARKER = re.compile(r"([ \t]*)\[\[S(\d+)\]\](?=([.,;:!?\s])?)")
 
 
 class CitableSource(Protocol):
@@ -55,7 +56,7 @@ def source_blocks(sources: Sequence[CitableSource], *, max_chars: int = 1500,
     `numbers` gives each source its number when they are not simply 1..N (a subset of a list)."""
     blocks = []
     for number, source in zip(numbers or range(1, len(sources) + 1), sources):
-        body = _SOURCE_OWN_MARKER.sub("", (source.text or source.snippet or "")).strip().replace("\n\n", "\n")
+        body = without_page_markers(source.text or source.snippet or "").strip().replace("\n\n", "\n")
         if len(body) > max_chars:
             body = body[:max_chars].rsplit(" ", 1)[0] + " ..."
         blocks.append(f"[{number}] {source.title.strip() or 'Untitled'}\n{body}")
@@ -205,7 +206,13 @@ def without_model_citations(text: str) -> str:
 def without_page_markers(text: str) -> str:
     """A page's text without storage markers and its own reference markers ("[41]", "[citation
     needed]"): shown in a node, they would link to our source of that number, another page."""
-    return _PAGE_MARKERS_SPACED.sub(lambda m: "" if m.group(2) else m.group(1), strip_markers(text))
+    def drop(match: re.Match[str]) -> str:
+        return "" if match.group(2) else match.group(1)
+
+    # Until none is left, as strip_markers does, keeping the text's spacing.
+    while _STORED_MARKER.search(text):
+        text = _STORED_MARKERS_SPACED.sub(drop, text)
+    return _PAGE_MARKERS_SPACED.sub(drop, text)
 
 
 def strip_markers(text: str) -> str:

@@ -31,6 +31,10 @@ def test_sources_own_reference_markers_are_not_shown_to_the_model():
     body = block.split("\n", 1)[1]
     assert "[12]" not in body and "[3, 4]" not in body and "[9]" not in body and "citation needed" not in body
     assert "Landed in 1969." in body and "https://nasa.gov" in body
+    # The same rule as a node's text: a span of years and an index are not markers, and neither a
+    # marker's space nor our own storage marker reaches the prompt.
+    block = source_blocks([_Source(8, "Dams", "Built over [1990-2024]; x[3]y in code. It won [41]. Then [[S2]] ended.")])
+    assert block.split("\n", 1)[1] == "Built over [1990-2024]; x[3]y in code. It won. Then ended."
 
 
 def test_the_root_cannot_be_pruned(services):
