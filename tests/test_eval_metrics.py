@@ -337,14 +337,38 @@ def test_the_critical_path_follows_the_dependencies_a_method_declares() -> None:
     one above (α > 0) and the summary for every thought: a chain of 40 s, not two 10 s siblings."""
     nodes = [Node(id=1, run_id="r", kind="knowledge"), Node(id=2, run_id="r", parent_id=1, kind="cell"),
              Node(id=3, run_id="r", parent_id=1, kind="cell"), Node(id=4, run_id="r", parent_id=1, kind="summary")]
-    calls = [LLMCall(run_id="r", node_id=n, latency_s=10.0) for n in (1, 2, 3, 4)]
-    assert critical_path_seconds(nodes, calls) == pytest.approx(20.0)  # the tree alone
+    def calls(*ends: float) -> list[LLMCall]:  # node n's one 10 s call, ending ends[n - 1] s in
+        return [LLMCall(run_id="r", node_id=n, latency_s=10.0, created_at=T0 + timedelta(seconds=end))
+                for n, end in enumerate(ends, start=1)]
+
+    chained = calls(10, 20, 30, 40)
+    assert critical_path_seconds(nodes, chained) == pytest.approx(20.0)  # the tree alone
     waits = [(2, 3), (2, 4), (3, 4)]
-    assert critical_path_seconds(nodes, calls, waits=waits) == pytest.approx(40.0)
+    assert critical_path_seconds(nodes, chained, waits=waits) == pytest.approx(40.0)
     # α = 0: the second thought does not wait for the first; the summary waits for both.
-    assert critical_path_seconds(nodes, calls, waits=[(2, 4), (3, 4)]) == pytest.approx(30.0)
+    assert critical_path_seconds(nodes, calls(10, 20, 20, 30), waits=[(2, 4), (3, 4)]) == pytest.approx(30.0)
     with pytest.raises(ValueError, match="cycle"):
-        critical_path_seconds(nodes, calls, waits=[(3, 2), (2, 3)])
+        critical_path_seconds(nodes, chained, waits=[(3, 2), (2, 3)])
+
+
+def test_a_wait_holds_back_only_what_the_node_did_after_its_source() -> None:
+    """FGDIP's backtrack: the branch it comes back to was judged at the start, beside the branch that
+    failed (10 s each, concurrently); after the failed branch's answer (20 s more), the search
+    generates the next step from that branch (5 s, a call of the branch's node). The wait holds back
+    the 5 s, not the judgement made at the start: 35 s in all, never more than the run took."""
+    nodes = [Node(id=1, run_id="r", kind="question"), Node(id=2, run_id="r", parent_id=1, kind="entity"),
+             Node(id=3, run_id="r", parent_id=1, kind="entity"), Node(id=4, run_id="r", parent_id=2, kind="answer")]
+
+    def call(node_id: int, start: float, latency: float) -> LLMCall:
+        return LLMCall(run_id="r", node_id=node_id, latency_s=latency,
+                       created_at=T0 + timedelta(seconds=start + latency))
+
+    calls = [call(2, 0, 10), call(3, 0, 10), call(4, 10, 20), call(3, 30, 5)]
+    assert critical_path_seconds(nodes, calls) == pytest.approx(30.0)  # the tree alone: 2 then 4
+    assert critical_path_seconds(nodes, calls, waits=[(4, 3)]) == pytest.approx(35.0)
+    # A node whose every call came after its source waits whole (MTQA's thought below a thought).
+    assert critical_path_seconds(nodes, [call(2, 0, 10), call(4, 10, 20), call(3, 30, 5)],
+                                 waits=[(4, 3)]) == pytest.approx(35.0)
 
 
 def test_strategyqa_answers_given_as_strings_are_read_as_yes_or_no(tmp_path) -> None:

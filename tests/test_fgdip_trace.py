@@ -11,6 +11,7 @@ import re
 import pytest
 
 from engine.citations import cited_source_ids
+from engine.evaluate.scoring import dependency_edges
 from engine.llm.fake import request_text
 from engine.llm.protocol import LLMConnectionError
 from engine.methods.fgdip.kinds import ErrorMemory
@@ -156,6 +157,9 @@ def test_a_rejected_answer_is_remembered_given_to_later_steps_and_the_search_bac
     assert came_back.id == entity[FIRST].id and came_back.data["backtrack_from"] == rejected.id
     edges = services.repo.list_edges(run_id, kind="backtrack")
     assert [(e.src, e.dst) for e in edges] == [(rejected.id, entity[FIRST].id)]
+    # The evaluation's critical path follows the backtrack (what the search did from the branch it
+    # came back to waited for the rejected answer).
+    assert dependency_edges(services.repo, services.repo.get_run(run_id)) == [(rejected.id, entity[FIRST].id)]
     data = report_data(services, run_id)
     assert data["short_answer"] == f"answer from {FIRST}" and data["verified"] is True
     assert data["backtracks"] == 1 and data["rejected_answers"] == 1

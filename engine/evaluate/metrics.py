@@ -379,32 +379,40 @@ def _busy_seconds(calls: list[_TimedCall]) -> float:
     return total
 
 
+# A call counts as started after its source ended when it started no more than this before:
+# stored times carry the storage's own delay.
+_AFTER_TOLERANCE_S = 0.25
+
+
 def critical_path_seconds(nodes: Iterable[_TreeNode], calls: Iterable[_TimedCall],
                           waits: Iterable[tuple[int, int]] = ()) -> float:
     """The run's wall time if every branch ran at once, for any method: the longest chain of
     dependent nodes, each node weighing the time its LLM calls were running (a node starts after
-    its parent's calls and after the source of each of its `waits` edges, (source id, node id):
-    the dependencies a method declares beyond the tree, e.g. MTQA's thought below a thought and its
-    column summary after the thoughts; otherwise nodes run concurrently; a node's own concurrent
-    calls overlap, its sequential ones add up), plus the run-level calls (node_id None: planning
-    before the tree and the report after it, which run in sequence). Works on `storage.models.Node`
-    / `LLMCall` or anything with those attributes. A call whose node is not among `nodes` still
-    took time that no branch can hide: it is counted like a run-level call."""
-    before: dict[int, list[int]] = {node.id: [] for node in nodes if node.id is not None}
+    its parent's calls; otherwise nodes run concurrently; a node's own concurrent calls overlap, its
+    sequential ones add up), plus the run-level calls (node_id None: planning before the tree and
+    the report after it, which run in sequence). `waits` are the dependencies a method declares
+    beyond the tree, (source id, node id): the node's calls made after the source's last call (all
+    of them for MTQA's thought below a thought; for FGDIP's backtrack, the children generated once
+    the search came back to a node judged long before) run after the source. Works on
+    `storage.models.Node` / `LLMCall` or anything with those attributes. A call whose node is not
+    among `nodes` still took time that no branch can hide: it is counted like a run-level call."""
+    parents: dict[int, list[int]] = {node.id: [] for node in nodes if node.id is not None}
     for node in nodes:
-        if node.id is not None and node.parent_id in before:
-            before[node.id].append(node.parent_id)
-    for source, target in waits:
-        if source in before and target in before and source != target:
-            before[target].append(source)
+        if node.id is not None and node.parent_id in parents:
+            parents[node.id].append(node.parent_id)
     by_node: dict[int | None, list[_TimedCall]] = {}
     for call in calls:
-        by_node.setdefault(call.node_id if call.node_id in before else None, []).append(call)
-    own = {node_id: _busy_seconds(by_node.get(node_id, [])) for node_id in before}
+        by_node.setdefault(call.node_id if call.node_id in parents else None, []).append(call)
+    own = {node_id: _busy_seconds(by_node.get(node_id, [])) for node_id in parents}
+    waited: dict[int, list[tuple[int, float]]] = {node_id: [] for node_id in parents}
+    for source, target in waits:
+        if source in parents and target in parents and source != target:
+            waited[target].append((source, _busy_seconds(_calls_after(by_node.get(target, []),
+                                                                      by_node.get(source, [])))))
     sequential = _busy_seconds(by_node.get(None, []))
     # chain[n] = seconds from the start to the end of n; filled iteratively (chains can be deep).
     chain: dict[int, float] = {}
-    for start in before:
+    for start in parents:
         if start in chain:
             continue
         stack: list[tuple[int, bool]] = [(start, False)]
@@ -413,7 +421,8 @@ def critical_path_seconds(nodes: Iterable[_TreeNode], calls: Iterable[_TimedCall
             node, expanded = stack.pop()
             if expanded:
                 on_path.discard(node)
-                chain[node] = own[node] + max((chain[p] for p in before[node]), default=0.0)
+                chain[node] = max(own[node] + max((chain[p] for p in parents[node]), default=0.0),
+                                  max((chain[s] + after for s, after in waited[node]), default=0.0))
                 continue
             if node in chain:
                 continue
@@ -421,5 +430,15 @@ def critical_path_seconds(nodes: Iterable[_TreeNode], calls: Iterable[_TimedCall
                 raise ValueError(f"the nodes' dependencies form a cycle through node {node}")
             on_path.add(node)
             stack.append((node, True))
-            stack.extend((p, False) for p in before[node] if p not in chain)
+            stack.extend((p, False) for p in (*parents[node], *(s for s, _ in waited[node])) if p not in chain)
     return max(chain.values(), default=0.0) + sequential
+
+
+def _calls_after(calls: list[_TimedCall], source_calls: list[_TimedCall]) -> list[_TimedCall]:
+    """The `calls` that started once `source_calls` had all ended (all of them when either side has
+    no times: then nothing says they overlapped)."""
+    ends = [c.created_at.timestamp() for c in source_calls if c.created_at is not None]
+    if not ends:
+        return calls
+    cutoff = max(ends) - _AFTER_TOLERANCE_S
+    return [c for c in calls if c.created_at is None or c.created_at.timestamp() - c.latency_s >= cutoff]
