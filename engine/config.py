@@ -109,6 +109,11 @@ class LocalModelSettings(BaseModel):
     threads: int = Field(default_factory=lambda: os.cpu_count() or 2)
     # Seconds the server may take to load the model and answer its health check.
     start_timeout_s: float = 120.0
+    # MiB of RAM for llama-cpp-python's prompt cache (0: none): the model's state after each request,
+    # so a later prompt that starts like an earlier one (not only like the last) skips that part.
+    # Off, and no environment variable: on FGDIP's prompts it saved 9 % of the time for 11x the
+    # memory (benchmarks/bench_prompt_cache.py, docs/benchmarks.md); the benchmark sets it.
+    prompt_cache_mb: int = 0
     ollama_url: str = "http://127.0.0.1:11434"
 
 
