@@ -40,6 +40,18 @@ _PAGE_MARKERS_SPACED = re.compile(rf"([ \t]*)(?:{_PAGE_MARKER})+(?=([.,;:!?\s])?
 _STORED_MARKER = re.compile(r"\[\[S(\d+)\]\]")
 _STORED_MARKERS_SPACED = re.compile(r"([ \t]*)(?:\[\[S\d+\]\])+(?=([.,;:!?\s])?)")
 _TYPED_MARKER = re.compile(r"([ \t]*)\[\[S(\d+)\]\](?=([.,;:!?\s])?)")
+# A page's marker glued to the next sentence by an extractor ("in 1892.[3]The club"): a marker, not
+# an index, since a stop comes before it. A space stays in its place.
+_GLUED_PAGE_MARKERS = re.compile(r"(?<=[.!?,;:])(?:\[\d{1,3}(?:\s*[,;–-]\s*\d{1,3})*\])+(?=\w)")
+
+
+def _left_of_marker(match: re.Match[str], follows: int) -> str:
+    """What stays where a marker is removed: a line's indentation always; otherwise nothing before
+    punctuation or a space, else the spaces before it ("won [41]." is "won.", "won [41] in" is "won
+    in", "A [1]B" is "A B")."""
+    if match.start() == 0 or match.string[match.start() - 1] == "\n":
+        return match.group(1)
+    return "" if match.group(follows) else match.group(1)
 
 
 class CitableSource(Protocol):
@@ -124,7 +136,7 @@ def to_stored_markers(text: str, sources: Sequence[CitableSource]) -> tuple[str,
 
     def typed(match: re.Match[str]) -> str:
         dropped.append(int(match.group(2)))
-        return "" if match.group(3) else match.group(1)
+        return _left_of_marker(match, 3)
 
     # Until none is left: removing `[[S1]]` from `[[S[[S1]]2]]` would leave a marker behind.
     while _STORED_MARKER.search(text):
@@ -207,12 +219,12 @@ def without_page_markers(text: str) -> str:
     """A page's text without storage markers and its own reference markers ("[41]", "[citation
     needed]"): shown in a node, they would link to our source of that number, another page."""
     def drop(match: re.Match[str]) -> str:
-        return "" if match.group(2) else match.group(1)
+        return _left_of_marker(match, 2)
 
     # Until none is left, as strip_markers does, keeping the text's spacing.
     while _STORED_MARKER.search(text):
         text = _STORED_MARKERS_SPACED.sub(drop, text)
-    return _PAGE_MARKERS_SPACED.sub(drop, text)
+    return _GLUED_PAGE_MARKERS.sub(" ", _PAGE_MARKERS_SPACED.sub(drop, text))
 
 
 def strip_markers(text: str) -> str:

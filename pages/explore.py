@@ -152,9 +152,18 @@ if current:
         controls(services, run)
         selected_key, side_key, picked_key = f"selected-{run_id}", f"side-{run_id}", f"picked-{run_id}"
         generation_key = f"pick-generation-{run_id}"
+
+        def select(node_id: int) -> None:
+            """The page, not the Node list, selects a node. The list is drawn anew (a key of a new
+            generation): a live refresh the browser sent before it showed this selection carries the
+            old list's value, which would put the old node back."""
+            if st.session_state.get(selected_key) != node_id:
+                st.session_state[selected_key] = node_id
+                st.session_state[generation_key] = st.session_state.get(generation_key, 0) + 1
+
         ids = [n.id for n in nodes]
         if ids and st.session_state.get(selected_key) not in ids:
-            st.session_state[selected_key] = ids[0]  # the root, selected on the map from the first draw
+            select(ids[0])  # the root, selected on the map from the first draw
         if run.status == RunStatus.DONE and not st.session_state.get(picked_key):
             # A finished run whose report names the node it answers from (FGDIP's accepted answer, the
             # research agent's answer) shows that node until the reader picks another: where the
@@ -162,7 +171,7 @@ if current:
             report = reads.memo("report", lambda: services.repo.latest_report(run_id))
             answer = ((report.data or {}) if report is not None else {}).get(ANSWER_NODE)
             if answer in ids:
-                st.session_state[selected_key] = answer
+                select(answer)
         # The run's own state (FGDIP's error memory, OmniThink's outline...) and commands beside the
         # map, in a tab next to the selected node's: watched as the map grows, not below the step log.
         side_tab = contract is not None and has_side_tab(contract) and bool(ids)
@@ -179,11 +188,8 @@ if current:
                 badges=node_badges(nodes, events, commands, contract=contract)))
             chosen = mindmap.mind_map(data, key=f"map-{run_id}", height=MAP_HEIGHT)
             if chosen is not None:  # a click or a search match on the map, reported once
-                st.session_state[selected_key] = chosen
+                select(chosen)
                 st.session_state[picked_key] = True
-                # The Node list is drawn anew (a key of a new generation): a live refresh the page sent
-                # before it showed this choice carries the old list's value, which put the old node back.
-                st.session_state[generation_key] = st.session_state.get(generation_key, 0) + 1
                 if side_tab:
                     st.session_state[side_key] = NODE_TAB  # a node picked on the map is shown, whichever tab was open
         with panel_col:

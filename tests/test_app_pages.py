@@ -391,6 +391,28 @@ def _after_steering(services, at: AppTest, run_id: str, kind: str):
     return command
 
 
+def test_a_node_the_page_selects_draws_the_node_list_anew(services, monkeypatch):
+    """A choice on the map gives the Node list a new key: a live refresh the browser sent before it
+    showed the choice carries the old list's value, and a value for a list no longer drawn is
+    dropped instead of putting the old node back (the map browser test met that race). A list the
+    page did not change keeps its key, so the reader's own choices in it count."""
+    run_id = finished_deot(services)
+    target = _steer_target(services, run_id)
+    at = open_page(run_id=run_id)
+    opened = node_list(at)
+    root = opened.value
+    pick_node(monkeypatch, target.id)
+    at.run()
+    picked = node_list(at)
+    assert picked.value == target.id and picked.key != opened.key
+    monkeypatch.setattr(mindmap, "mind_map", lambda data, *, key, **kwargs: None)  # reported once
+    at.run()
+    assert node_list(at).key == picked.key
+    node_list(at).set_value(root).run()
+    assert_no_exception(at)
+    assert node_list(at).value == root and node_list(at).key == picked.key
+
+
 def test_node_click_then_go_deeper_adds_a_depth_child(services, monkeypatch):
     run_id = finished_deot(services)
     target = _steer_target(services, run_id)

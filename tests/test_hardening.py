@@ -35,6 +35,9 @@ def test_sources_own_reference_markers_are_not_shown_to_the_model():
     # marker's space nor our own storage marker reaches the prompt.
     block = source_blocks([_Source(8, "Dams", "Built over [1990-2024]; x[3]y in code. It won [41]. Then [[S2]] ended.")])
     assert block.split("\n", 1)[1] == "Built over [1990-2024]; x[3]y in code. It won. Then ended."
+    # A marker an extractor glued to the next sentence is one too; a line's indentation stays.
+    block = source_blocks([_Source(9, "Club", "Founded in 1892.[3]The club won [41] in May.\n    [2] indented")])
+    assert block.split("\n", 1)[1] == "Founded in 1892. The club won in May.\n     indented"
 
 
 def test_the_root_cannot_be_pruned(services):
