@@ -52,6 +52,9 @@ def test_a_dropped_marker_takes_only_its_own_space():
     stored, dropped = to_stored_markers(text, SOURCES)
     assert stored == "Export a .csv file on .NET, ratio 3 : 1 ; true. Also, and for (i = 0 ; i < n ; i++) [[S11]]."
     assert dropped == [12, 9]
+    # Between two words it leaves one space; at the start of a line, the line's indentation.
+    stored, dropped = to_stored_markers("cite [[S12]] in full\n  [[S12]] indented", SOURCES)
+    assert stored == "cite in full\n   indented" and dropped == [12, 12]
 
 
 def test_the_research_agents_malformed_markers_go_without_moving_other_text():

@@ -366,6 +366,12 @@ def test_a_wait_holds_back_only_what_the_node_did_after_its_source() -> None:
     calls = [call(2, 0, 10), call(3, 0, 10), call(4, 10, 20), call(3, 30, 5)]
     assert critical_path_seconds(nodes, calls) == pytest.approx(30.0)  # the tree alone: 2 then 4
     assert critical_path_seconds(nodes, calls, waits=[(4, 3)]) == pytest.approx(35.0)
+    # Stored times carry the storage's delay: a call that started within 0.25 s of its source's end
+    # came after it; one that started a second before ran beside it; one without a time waits.
+    assert critical_path_seconds(nodes, [*calls[:3], call(3, 29.8, 5)], waits=[(4, 3)]) == pytest.approx(35.0)
+    assert critical_path_seconds(nodes, [*calls[:3], call(3, 29, 5)], waits=[(4, 3)]) == pytest.approx(30.0)
+    untimed = LLMCall(run_id="r", node_id=3, latency_s=5.0, created_at=None)
+    assert critical_path_seconds(nodes, [*calls[:3], untimed], waits=[(4, 3)]) == pytest.approx(35.0)
     # A node whose every call came after its source waits whole (MTQA's thought below a thought).
     assert critical_path_seconds(nodes, [call(2, 0, 10), call(4, 10, 20), call(3, 30, 5)],
                                  waits=[(4, 3)]) == pytest.approx(35.0)
