@@ -35,20 +35,21 @@ MAX_RANGE = 20  # "[1-3]" cites three sources; "[1990-2024]" is a span of years,
 # in" is "won in": the spaces before it are kept only when a word follows at once).
 # Only as a page writes them: after a word or a stop, never inside one ("x[3]y" is an index), and of
 # up to three digits ("[1990-2024]" is a span of years).
-_PAGE_MARKER = r"\[\d{1,3}(?:\s*[,;–-]\s*\d{1,3})*\](?!\w)|\[(?:citation needed|a|b|c|note \d+)\]"
+_PAGE_NUMBERED = r"\[\d{1,3}(?:\s*[,;–-]\s*\d{1,3})*\]"
+_PAGE_MARKER = rf"{_PAGE_NUMBERED}(?!\w)|\[(?:citation needed|a|b|c|note \d+)\]"
 _PAGE_MARKERS_SPACED = re.compile(rf"([ \t]*)(?:{_PAGE_MARKER})+(?=([.,;:!?\s])?)", re.I)
 _STORED_MARKER = re.compile(r"\[\[S(\d+)\]\]")
 _STORED_MARKERS_SPACED = re.compile(r"([ \t]*)(?:\[\[S\d+\]\])+(?=([.,;:!?\s])?)")
 _TYPED_MARKER = re.compile(r"([ \t]*)\[\[S(\d+)\]\](?=([.,;:!?\s])?)")
 # A page's marker glued to the next sentence by an extractor ("in 1892.[3]The club"): a marker, not
 # an index, since a stop comes before it. A space stays in its place.
-_GLUED_PAGE_MARKERS = re.compile(r"(?<=[.!?,;:])(?:\[\d{1,3}(?:\s*[,;–-]\s*\d{1,3})*\])+(?=\w)")
+_GLUED_PAGE_MARKERS = re.compile(rf"(?<=[.!?,;:])(?:{_PAGE_NUMBERED})+(?=\w)")
 
 
 def _left_of_marker(match: re.Match[str], follows: int) -> str:
     """What stays where a marker is removed: a line's indentation always; otherwise nothing before
     punctuation or a space, else the spaces before it ("won [41]." is "won.", "won [41] in" is "won
-    in", "A [1]B" is "A B")."""
+    in", "A [[S1]]B" is "A B")."""
     if match.start() == 0 or match.string[match.start() - 1] == "\n":
         return match.group(1)
     return "" if match.group(follows) else match.group(1)

@@ -213,7 +213,7 @@ if current:
                 st.session_state[pick_key] = st.session_state[selected_key]
 
                 def picked_in_list(drawn: int) -> None:
-                    if drawn == st.session_state.get(generation_key, 0):  # not a list a map choice replaced
+                    if drawn == st.session_state.get(generation_key, 0):  # not a list a selection by the page replaced
                         st.session_state.update({selected_key: st.session_state[pick_key], picked_key: True})
 
                 st.selectbox("Node", ids, format_func=labels.get, key=pick_key, on_change=picked_in_list,
