@@ -36,11 +36,15 @@
   let follow = null; // the node a live run works on (while the reader has not picked one)
   let showedWhole = false; // the last placed view showed the whole map
   let search = { query: "", index: -1 };
-  // After the frame chose a node itself, the rerun it causes may still carry the page's previous
-  // selection (the page builds the map before it reads the choice): take it as the baseline.
-  let choiceSent = false;
+  // After the frame chose a node itself, every render until the page says it received that choice
+  // carries a selection the page made before it (quick choices, a search's Enter after Enter, can
+  // each be a render behind), and so does the render in which it first says so: the page builds
+  // the map before it reads the choice. Those selections are not followed (one of them put an
+  // earlier search match back, under a reader about to click Expand); the page selects the
+  // frame's choice once it reads it, and that is the baseline from which its own selections count.
   const CHOICE_RESEND_MS = 3000;
   let pendingChoice = null; // the seq of a choice sent that the page has not said it received
+  let pendingNode = null; // the node of that choice
   let pendingTimer = null;
 
   // ------------------------------------------------------------------ Streamlit's component protocol
@@ -52,16 +56,18 @@
   function choose(id, tries) {
     // Sent like a click: Streamlit reruns and the node panel shows the node. `seq` makes a second
     // choice of the same node a new event.
-    choiceSent = true;
     const seq = Date.now() + ":" + Math.random();
     post("streamlit:setComponentValue", { value: { node: id, seq: seq }, dataType: "json" });
     // A value sent while a live refresh reruns the page is now and then lost on Streamlit's side
     // (the panel never shows the node): sent again, twice at most, until the page says it received
-    // it. (Not until the page selects it: a node the reader picks in the panel meanwhile wins.)
+    // it. Then given up, and the page's selection is followed again.
     pendingChoice = seq;
+    pendingNode = id;
     clearTimeout(pendingTimer);
     pendingTimer = setTimeout(function () {
-      if (pendingChoice === seq && (tries || 0) < 2) choose(id, (tries || 0) + 1);
+      if (pendingChoice !== seq) return;
+      if ((tries || 0) < 2) choose(id, (tries || 0) + 1);
+      else pendingChoice = pendingNode = null;
     }, CHOICE_RESEND_MS);
   }
 
@@ -164,8 +170,10 @@
       drawLegend(args.legend || []);
     }
     const selected = args.selected !== undefined ? args.selected : null;
-    if (pendingChoice !== null && args.received === pendingChoice) {
-      pendingChoice = null;
+    const chosenBefore = pendingChoice !== null; // this render's selection predates the frame's choice
+    if (chosenBefore && args.received === pendingChoice) {
+      lastSelectedArg = pendingNode; // what the page selects now that it has read the choice
+      pendingChoice = pendingNode = null;
       clearTimeout(pendingTimer);
     }
     const wasFollowing = follow !== null;
@@ -173,10 +181,7 @@
     // The run ended, or the reader picked a node: a view placed around the work stays where the
     // reader watched it (it used to jump back to the question at the run's end).
     if (wasFollowing && follow === null && !showedWhole) userMoved = true;
-    if (choiceSent) {
-      choiceSent = false;
-      lastSelectedArg = selected;
-    } else if (selected !== lastSelectedArg) {
+    if (!chosenBefore && selected !== lastSelectedArg) {
       lastSelectedArg = selected;
       if (selected !== null && items.has(selected)) {
         network.selectNodes([selected]);
