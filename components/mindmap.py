@@ -269,26 +269,44 @@ def _component():
 def frame_args(data: MapData, height: int = MAP_HEIGHT, min_scale: float = MIN_READABLE_SCALE, *,
                received: str | None = None) -> dict:
     """What each render sends the frame (Streamlit serialises it as JSON): the whole map, every time,
-    and `received`, the `seq` of the frame's last choice that reached the page."""
+    and `received`, the `chain` of the frame's last choice that reached the page."""
     return {"nodes": data.nodes, "edges": data.edges, "options": data.options, "legend": data.legend,
             "selected": data.selected, "follow": data.follow, "height": height, "minScale": min_scale,
             "received": received}
 
 
-def mind_map(data: MapData, *, key: str, height: int = MAP_HEIGHT, min_scale: float = MIN_READABLE_SCALE) -> int | None:
-    """Draw the map. Returns the id of the node the user has just chosen on the map (a click, or a
-    search match), once: None on every other rerun, so the Node selectbox's own choices stand."""
+def map_choice(key: str) -> int | None:
+    """The node the reader has just chosen on the map `key` (a click, or a search match), once: None
+    on every other rerun, so the Node list's own choices stand. Read before the map is built (a
+    keyed component's value is in session_state before it is drawn), so the render that first says
+    the choice was received already selects it: a map built before the choice was read carried the
+    old selection, and Streamlit renders a frame again unchanged (a resize, a reconnect)."""
     import streamlit as st
 
-    # The frame's last choice as this run received it (a keyed widget's value is in session_state
-    # before the widget is drawn): said back to the frame, which sends a choice again only when it
-    # did not arrive.
-    sent = st.session_state.get(key)
-    received = str(sent.get("seq")) if isinstance(sent, dict) and sent.get("seq") is not None else None
-    value = _component()(**frame_args(data, height, min_scale, received=received), key=key, default=None)
+    chain = choice_chain(st.session_state.get(key))
     seen_key = f"{key}-seen"
-    if not isinstance(value, dict) or value.get("seq") == st.session_state.get(seen_key):
+    if chain is None or chain == st.session_state.get(seen_key):
         return None
-    st.session_state[seen_key] = value.get("seq")
-    node = str(value.get("node", ""))
+    st.session_state[seen_key] = chain
+    node = str(st.session_state[key].get("node", ""))
     return int(node) if node.isdigit() else None
+
+
+def choice_chain(value: object) -> str | None:
+    """The choice a frame value is of: its `chain`, the first send's `seq`, which the frame's resends
+    of a choice keep (each has a new `seq`, so that Streamlit reruns); a value without one, its seq."""
+    if not isinstance(value, dict):
+        return None
+    chain = value.get("chain") if value.get("chain") is not None else value.get("seq")
+    return str(chain) if chain is not None else None
+
+
+def mind_map(data: MapData, *, key: str, height: int = MAP_HEIGHT, min_scale: float = MIN_READABLE_SCALE) -> None:
+    """Draw the map. What the reader chooses on it comes back through `map_choice(key)`, read before
+    the map is built."""
+    import streamlit as st
+
+    # The frame's last choice as this run received it, said back to the frame, which sends a choice
+    # again only when it did not arrive, and follows the page's selection again once it did.
+    received = choice_chain(st.session_state.get(key))
+    _component()(**frame_args(data, height, min_scale, received=received), key=key, default=None)

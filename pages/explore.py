@@ -162,6 +162,17 @@ if current:
                 st.session_state[generation_key] = st.session_state.get(generation_key, 0) + 1
 
         ids = [n.id for n in nodes]
+        # The run's own state (FGDIP's error memory, OmniThink's outline...) and commands beside the
+        # map, in a tab next to the selected node's: watched as the map grows, not below the step log.
+        side_tab = contract is not None and has_side_tab(contract) and bool(ids)
+        # A click or a search match on the map, read before the map is built: the render that tells
+        # the frame its choice arrived then selects that node (one built before carried the old one).
+        chosen = mindmap.map_choice(f"map-{run_id}")
+        if chosen in ids:  # (a choice sent for another run's map is not a node of this one)
+            select(chosen)
+            st.session_state[picked_key] = True
+            if side_tab:
+                st.session_state[side_key] = NODE_TAB  # a node picked on the map is shown, whichever tab was open
         if ids and st.session_state.get(selected_key) not in ids:
             select(ids[0])  # the root, selected on the map from the first draw
         if run.status == RunStatus.DONE and not st.session_state.get(picked_key):
@@ -172,9 +183,6 @@ if current:
             answer = ((report.data or {}) if report is not None else {}).get(ANSWER_NODE)
             if answer in ids:
                 select(answer)
-        # The run's own state (FGDIP's error memory, OmniThink's outline...) and commands beside the
-        # map, in a tab next to the selected node's: watched as the map grows, not below the step log.
-        side_tab = contract is not None and has_side_tab(contract) and bool(ids)
         map_col, panel_col = st.columns([7, 3], gap="small")
         with map_col:
             selected = st.session_state.get(selected_key)
@@ -186,12 +194,7 @@ if current:
             data = reads.memo(("map", selected, follow), lambda: mindmap.build_map(
                 nodes, reads.snapshot.edges, selected, contract=contract, follow=follow,
                 badges=node_badges(nodes, events, commands, contract=contract)))
-            chosen = mindmap.mind_map(data, key=f"map-{run_id}", height=MAP_HEIGHT)
-            if chosen is not None:  # a click or a search match on the map, reported once
-                select(chosen)
-                st.session_state[picked_key] = True
-                if side_tab:
-                    st.session_state[side_key] = NODE_TAB  # a node picked on the map is shown, whichever tab was open
+            mindmap.mind_map(data, key=f"map-{run_id}", height=MAP_HEIGHT)
         with panel_col:
             if not ids:
                 st.caption("The first node appears in a moment.")

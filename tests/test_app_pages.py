@@ -6,7 +6,7 @@ its own THOUGHTMAP_HOME (conftest) holding a copy of the prebuilt bundled corpus
 process-wide `get_services()` cache is cleared around every test so each one builds its own
 `Services` there. Runs execute in the runner's background threads: tests wait for them through the
 repository and then rerun the page. The mind map is a custom component that AppTest cannot render;
-tests that need a node clicked patch `components.mindmap.mind_map` to return the node's id.
+tests that need a node clicked patch `components.mindmap.map_choice` to return the node's id.
 """
 
 from __future__ import annotations
@@ -135,8 +135,10 @@ def dead_owner() -> str:
 
 
 def pick_node(monkeypatch, node_id: int) -> None:
-    """Make the mind map report a click on `node_id` (AppTest cannot render the component)."""
-    monkeypatch.setattr(mindmap, "mind_map", lambda data, *, key, **kwargs: node_id)
+    """Make the mind map report a click on `node_id` on every rerun (AppTest cannot render the
+    component, which is not drawn)."""
+    monkeypatch.setattr(mindmap, "mind_map", lambda data, *, key, **kwargs: None)
+    monkeypatch.setattr(mindmap, "map_choice", lambda key: node_id)
 
 
 # ---------------------------------------------------------------------- the app shell
@@ -405,12 +407,42 @@ def test_a_node_the_page_selects_draws_the_node_list_anew(services, monkeypatch)
     at.run()
     picked = node_list(at)
     assert picked.value == target.id and picked.key != opened.key
-    monkeypatch.setattr(mindmap, "mind_map", lambda data, *, key, **kwargs: None)  # reported once
+    monkeypatch.setattr(mindmap, "map_choice", lambda key: None)  # reported once
     at.run()
     assert node_list(at).key == picked.key
     node_list(at).set_value(root).run()
     assert_no_exception(at)
     assert node_list(at).value == root and node_list(at).key == picked.key
+
+
+def test_a_choice_on_the_map_is_read_before_the_map_is_built_and_counted_once(services, monkeypatch):
+    """The map frame's value (the node, a `seq` and its `chain`) is read before the map is built, so the render
+    that tells the frame its choice arrived already selects that node (a render built before still
+    carried the old one, and Streamlit repeats a render unchanged on a resize: the frame would
+    have put the old node back). The same `seq` on later reruns is not a new choice."""
+    run_id = finished_deot(services)
+    target = _steer_target(services, run_id)
+    drawn: list[tuple[str, mindmap.MapData]] = []
+    monkeypatch.setattr(mindmap, "mind_map", lambda data, *, key, **kwargs: drawn.append((key, data)))
+    at = open_page(run_id=run_id)
+    root = node_list(at).value
+    assert drawn[-1][1].selected == str(root) != str(target.id)
+    at.session_state[f"map-{run_id}"] = {"node": str(target.id), "seq": "1700000000000:0.5"}
+    at.run()
+    assert_no_exception(at)
+    assert drawn[-1][0] == f"map-{run_id}" and drawn[-1][1].selected == str(target.id)
+    assert node_list(at).value == target.id
+    node_list(at).set_value(root).run()
+    assert node_list(at).value == root and drawn[-1][1].selected == str(root)
+    # The frame's resend of that choice (a new seq, the same chain): not a new choice.
+    at.session_state[f"map-{run_id}"] = {"node": str(target.id), "seq": "1700000000003:0.7",
+                                         "chain": "1700000000000:0.5"}
+    at.run()
+    assert node_list(at).value == root
+    at.session_state[f"map-{run_id}"] = {"node": "999999", "seq": "1700000000001:0.5"}  # not this run's node
+    at.run()
+    assert_no_exception(at)
+    assert node_list(at).value == root
 
 
 def test_node_click_then_go_deeper_adds_a_depth_child(services, monkeypatch):

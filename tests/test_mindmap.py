@@ -149,3 +149,12 @@ def test_a_long_badge_is_one_short_line_under_the_label_and_whole_in_the_tooltip
     badge_line = item["label"].split("\n")[-1]
     assert len(badge_line) <= BADGE_CHARS + 1 and badge_line.endswith("…")
     assert step in item["tip"]
+
+
+def test_a_frame_value_is_known_by_its_chain_and_a_value_without_one_by_its_seq():
+    """The frame's resends of a choice keep the first send's `chain` (each has a new `seq`)."""
+    assert mindmap.choice_chain({"node": "4", "seq": "2:b", "chain": "1:a"}) == "1:a"
+    assert mindmap.choice_chain({"node": "4", "seq": "1:a"}) == "1:a"
+    assert mindmap.choice_chain({"node": "4", "seq": 17}) == "17"
+    assert mindmap.choice_chain({"node": "4"}) is None
+    assert mindmap.choice_chain(None) is None and mindmap.choice_chain("1:a") is None

@@ -58,10 +58,10 @@ class MapSpy:
         self.calls: list[mindmap.MapData] = []
         self.click = click
         monkeypatch.setattr(mindmap, "mind_map", self)
+        monkeypatch.setattr(mindmap, "map_choice", lambda key: self.click)
 
     def __call__(self, data, *, key, **kwargs):
         self.calls.append(data)
-        return self.click
 
     @property
     def last(self) -> mindmap.MapData:

@@ -30,7 +30,7 @@
   let minScale = 0.8;
   let lastOptions = "";
   let lastLegend = "";
-  let lastSelectedArg = null;
+  let shownSelection = null; // the page's selection last followed, or the frame's own choice since
   let hovered = null; // the node vis last reported under the pointer (until its blurNode)
   let userMoved = false; // once the reader zooms, pans or fits, live updates leave the view alone
   let follow = null; // the node a live run works on (while the reader has not picked one)
@@ -38,14 +38,16 @@
   let search = { query: "", index: -1 };
   // After the frame chose a node itself, every render until the page says it received that choice
   // carries a selection the page made before it (quick choices, a search's Enter after Enter, can
-  // each be a render behind), and so does the render in which it first says so: the page builds
-  // the map before it reads the choice. Those selections are not followed (one of them put an
-  // earlier search match back, under a reader about to click Expand); the page selects the
-  // frame's choice once it reads it, and that is the baseline from which its own selections count.
+  // each be a render behind): those selections are not followed (one of them put an earlier search
+  // match back, under a reader about to click Expand). The page reads the choice before it builds
+  // the map, so the render that says it arrived already selects it.
   const CHOICE_RESEND_MS = 3000;
-  let pendingChoice = null; // the seq of a choice sent that the page has not said it received
+  let pendingChain = null; // the `chain` of a choice the page has not said it received
   let pendingNode = null; // the node of that choice
+  let pendingResend = null; // what the resend timer does next (the browser tests call it at once)
   let pendingTimer = null;
+  let pageSelected = null; // the page's selection in its last render (followed again on giving up)
+  let renders = 0; // renders handled (the browser tests wait on it)
 
   // ------------------------------------------------------------------ Streamlit's component protocol
 
@@ -53,22 +55,42 @@
     window.parent.postMessage(Object.assign({ isStreamlitMessage: true, type: type }, extra), "*");
   }
 
-  function choose(id, tries) {
+  function choose(id, tries, chain) {
     // Sent like a click: Streamlit reruns and the node panel shows the node. `seq` makes a second
-    // choice of the same node a new event.
+    // choice of the same node a new event; `chain` is the first send's seq, kept by its resends.
     const seq = Date.now() + ":" + Math.random();
-    post("streamlit:setComponentValue", { value: { node: id, seq: seq }, dataType: "json" });
+    chain = chain || seq;
+    post("streamlit:setComponentValue", { value: { node: id, seq: seq, chain: chain }, dataType: "json" });
+    pendingChain = chain;
+    pendingNode = shownSelection = id; // shown now; the page's own selections count from here
     // A value sent while a live refresh reruns the page is now and then lost on Streamlit's side
-    // (the panel never shows the node): sent again, twice at most, until the page says it received
-    // it. Then given up, and the page's selection is followed again.
-    pendingChoice = seq;
-    pendingNode = id;
+    // (the panel never shows the node): sent again (a new seq, so Streamlit reruns; the same chain,
+    // so a page that read the first does not take it as a new choice), twice at most, until the
+    // page says it received the chain. Then given up, and the page's selection is followed again.
     clearTimeout(pendingTimer);
-    pendingTimer = setTimeout(function () {
-      if (pendingChoice !== seq) return;
-      if ((tries || 0) < 2) choose(id, (tries || 0) + 1);
-      else pendingChoice = pendingNode = null;
-    }, CHOICE_RESEND_MS);
+    pendingResend = function () {
+      pendingResend = null;
+      if (pendingChain !== chain) return;
+      if ((tries || 0) < 2 && items.has(id)) choose(id, (tries || 0) + 1, chain);
+      else { endPending(); followPage(true); }
+    };
+    pendingTimer = setTimeout(pendingResend, CHOICE_RESEND_MS);
+  }
+
+  function endPending() {
+    pendingChain = pendingNode = pendingResend = null;
+    clearTimeout(pendingTimer);
+  }
+
+  function followPage(bring) {
+    // The page's selection, when it is not the one shown: selected, and brought into view (not on
+    // the first render: the first view is placed around it).
+    if (pageSelected === shownSelection) return;
+    shownSelection = pageSelected;
+    if (pageSelected !== null && items.has(pageSelected)) {
+      network.selectNodes([pageSelected]);
+      if (bring) bringIntoView(pageSelected);
+    }
   }
 
   window.addEventListener("message", function (event) {
@@ -153,6 +175,17 @@
 
     items.clear();
     for (const item of args.nodes || []) items.set(item.id, item);
+    // Streamlit may keep this frame for another run's map (no node in common): it starts as a first
+    // map does, its view, folds and search its own, and a choice pending on the old one is dropped.
+    if (shownNodes.size && ![...items.keys()].some((id) => shownNodes.has(id))) {
+      userMoved = showedWhole = false;
+      collapsed.clear();
+      search = { query: "", index: -1 };
+      searchEl.value = searchStatus.textContent = "";
+      shownSelection = null;
+      endPending();
+      nodes.clear(); edges.clear(); shownNodes.clear(); shownEdges.clear();
+    }
     edgeTips.clear();
     const wantEdges = [];
     for (const edge of args.edges || []) {
@@ -169,27 +202,18 @@
       lastLegend = JSON.stringify(args.legend || []);
       drawLegend(args.legend || []);
     }
-    const selected = args.selected !== undefined ? args.selected : null;
-    const chosenBefore = pendingChoice !== null; // this render's selection predates the frame's choice
-    if (chosenBefore && args.received === pendingChoice) {
-      lastSelectedArg = pendingNode; // what the page selects now that it has read the choice
-      pendingChoice = pendingNode = null;
-      clearTimeout(pendingTimer);
-    }
+    pageSelected = args.selected !== undefined ? args.selected : null;
+    if (pendingNode !== null && !items.has(pendingNode)) endPending(); // its node is gone
+    if (pendingChain !== null && args.received === pendingChain) endPending();
     const wasFollowing = follow !== null;
     follow = args.follow !== undefined ? args.follow : null;
     // The run ended, or the reader picked a node: a view placed around the work stays where the
     // reader watched it (it used to jump back to the question at the run's end).
     if (wasFollowing && follow === null && !showedWhole) userMoved = true;
-    if (!chosenBefore && selected !== lastSelectedArg) {
-      lastSelectedArg = selected;
-      if (selected !== null && items.has(selected)) {
-        network.selectNodes([selected]);
-        if (hadNodes) bringIntoView(selected);
-      }
-    }
+    if (pendingChain === null) followPage(hadNodes);
     if (!userMoved && items.size) keepInView(); // live growth stays in view until the reader moves
     updateCollapseButton();
+    renders += 1;
   }
 
   // ------------------------------------------------------------------ the network
@@ -309,7 +333,7 @@
       return true;
     }
     const focus = followed() !== null ? followed()
-      : lastSelectedArg !== null && items.has(lastSelectedArg) ? lastSelectedArg : ids[0];
+      : shownSelection !== null && items.has(shownSelection) ? shownSelection : ids[0];
     network.moveTo({ position: framedAround(focus, ids, minScale, true), scale: minScale, animation: false });
     return false;
   }
@@ -567,6 +591,9 @@
 
   window.__thoughtmap = {
     get network() { return network; },
+    renders: () => renders,
+    pending: () => pendingChain !== null,
+    resendNow: function () { if (pendingResend) { clearTimeout(pendingTimer); pendingResend(); } },
     scale: () => network.getScale(),
     minScale: () => minScale,
     // Each node as drawn: its number, fill and border, hidden or not, its centre in the map canvas's

@@ -63,21 +63,29 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
-def tree() -> list[Node]:
-    """A question with three branches of two leaves each (ids 1..10), as stored nodes (not saved)."""
-    nodes = [Node(id=1, run_id="r", kind="topic", label="Which city is larger?", status=NodeStatus.DONE)]
+def tree(first_id: int = 1) -> list[Node]:
+    """A question with three branches of two leaves each (ids first_id .. first_id + 9), as stored
+    nodes (not saved)."""
+    nodes = [Node(id=first_id, run_id="r", kind="topic", label="Which city is larger?", status=NodeStatus.DONE)]
     for branch in range(3):
-        branch_id = 2 + branch * 3
-        nodes.append(Node(id=branch_id, run_id="r", parent_id=1, kind="subtopic", depth=1,
+        branch_id = first_id + 1 + branch * 3
+        nodes.append(Node(id=branch_id, run_id="r", parent_id=first_id, kind="subtopic", depth=1,
                           label=f"Branch {branch}", status=NodeStatus.DONE))
         nodes += [Node(id=branch_id + leaf, run_id="r", parent_id=branch_id, kind="subtopic", depth=2,
                        label=f"Leaf {branch}.{leaf}", status=NodeStatus.DONE) for leaf in (1, 2)]
     return nodes
 
 
-def render(page, selected: int | None, received: str | None = None) -> None:
-    args = mindmap.frame_args(mindmap.build_map(tree(), [], selected), received=received)
+def hook(page, call: str):
+    return map_frame(page).locator("body").evaluate(f"() => window.__thoughtmap.{call}", timeout=5_000)
+
+
+def render(page, selected: int | None, received: str | None = None, *, first_id: int = 1) -> None:
+    """A render as the page sends it; returns once the frame has handled it."""
+    before = hook(page, "renders()")
+    args = mindmap.frame_args(mindmap.build_map(tree(first_id), [], selected), received=received)
     page.evaluate("(args) => window.render(args)", args)
+    poll(page, lambda: hook(page, "renders()") > before, what="the render handled")
 
 
 def selected(page) -> list[str]:
@@ -87,8 +95,14 @@ def selected(page) -> list[str]:
 def open_at_the_question(page, harness: str) -> None:
     page.goto(harness)
     poll(page, lambda: page.evaluate("window.ready"), what="the frame ready")
+    poll(page, lambda: page.evaluate("document.querySelector('iframe').contentWindow.__thoughtmap !== undefined"),
+         what="the frame's hook")
     render(page, selected=1)
-    poll(page, lambda: selected(page) == ["1"], what="the page's selection drawn")
+    assert selected(page) == ["1"]
+
+
+def sent(page, count: int) -> list[dict]:
+    return poll(page, lambda: len(s := page.evaluate("window.sent")) == count and s, what=f"{count} values sent")
 
 
 def find(page, text: str) -> None:
@@ -103,42 +117,81 @@ def test_renders_behind_the_frames_own_choices_do_not_take_the_selection_back(ha
     # Three quick choices on the map: two matches of a search (Enter, Enter), then a branch by number.
     find(page, "Leaf 0")
     find(page, "Leaf 0")
-    find(page, "#2")  # numbers follow the tree's order: #2 is Branch 0 (id 2)
-    sent = poll(page, lambda: len(s := page.evaluate("window.sent")) == 3 and s, what="three choices sent")
-    assert [s["node"] for s in sent] == ["3", "4", "2"]
+    find(page, "#2")  # numbers follow the ids here: #2 is Branch 0 (id 2)
+    choices = sent(page, 3)
+    assert [c["node"] for c in choices] == ["3", "4", "2"]
+    assert all(c["chain"] == c["seq"] for c in choices)  # first sends: each its own chain
     assert selected(page) == ["2"]
 
-    # The page answers late: renders that had not read the last choice yet, each still carrying an
-    # older selection (the first match, then the second), the last one the render in which it first
-    # reads the branch (built before it reads it).
-    render(page, selected=1, received=sent[0]["seq"])
-    render(page, selected=3, received=sent[1]["seq"])
-    render(page, selected=4, received=sent[2]["seq"])
-    page.wait_for_timeout(300)
+    # The page answers late: each render has read one choice more, and selects it (the page reads a
+    # choice before it builds the map), but not yet the frame's last one.
+    render(page, selected=3, received=choices[0]["chain"])
+    render(page, selected=4, received=choices[1]["chain"])
     assert selected(page) == ["2"]
     map_frame(page).get_by_role("button", name="Collapse").click()
     poll(page, lambda: sum(n["hidden"] for n in map_nodes(page)) == 2, what="the branch's two leaves hidden")
 
-    # The page then selects the branch itself: nothing moves. A node the reader picks in the page's
-    # list afterwards is followed, even one the frame had chosen before.
-    render(page, selected=2, received=sent[2]["seq"])
-    page.wait_for_timeout(200)
+    # The render that has read the last choice, then Streamlit's repeat of it (a resize, a
+    # reconnect): nothing moves. A node the reader then picks in the page's list is followed.
+    render(page, selected=2, received=choices[2]["chain"])
+    assert not hook(page, "pending()")
+    render(page, selected=2, received=choices[2]["chain"])
     assert selected(page) == ["2"]
     assert map_frame(page).get_by_role("button", name="Expand").is_visible()
-    render(page, selected=4, received=sent[2]["seq"])
-    poll(page, lambda: selected(page) == ["4"], what="the page's own later selection followed")
-    assert not page.evaluate("window.sent.length > 3"), "a choice was sent again though the page had it"
+    render(page, selected=5, received=choices[2]["chain"])
+    assert selected(page) == ["5"]
+    hook(page, "resendNow()")  # (nothing is pending: nothing goes)
+    assert len(page.evaluate("window.sent")) == 3
 
 
-def test_a_choice_the_page_never_receives_is_sent_twice_more_then_the_page_is_followed_again(harness, page):
+def test_a_choice_never_received_is_sent_twice_more_in_its_chain_then_the_page_is_followed(harness, page):
     open_at_the_question(page, harness)
     find(page, "#3")
-    # Every 3 s without a receipt the choice goes again, with a new seq, twice at most.
-    sent = poll(page, lambda: len(s := page.evaluate("window.sent")) == 3 and s, timeout=15, what="two resends")
-    assert [s["node"] for s in sent] == ["3", "3", "3"] and len({s["seq"] for s in sent}) == 3
-    render(page, selected=1)  # still pending: not followed
+    sent(page, 1)
+    render(page, selected=1)  # the page's renders meanwhile (its old selection) are not followed
     assert selected(page) == ["3"]
-    page.wait_for_timeout(3500)  # the last wait ends: given up
+    hook(page, "resendNow()")
+    hook(page, "resendNow()")
+    choices = sent(page, 3)
+    assert [c["node"] for c in choices] == ["3", "3", "3"] and len({c["seq"] for c in choices}) == 3
+    assert {c["chain"] for c in choices} == {choices[0]["seq"]}  # one choice, sent three times
+    render(page, selected=1)
+    assert selected(page) == ["3"] and hook(page, "pending()")
+    hook(page, "resendNow()")  # given up: the map shows the page's selection again, without a render
+    assert not hook(page, "pending()") and selected(page) == ["1"]
     assert len(page.evaluate("window.sent")) == 3
-    render(page, selected=5)
-    poll(page, lambda: selected(page) == ["5"], what="the page followed again")
+    # A receipt that comes after that is an ordinary render: its selection is followed.
+    render(page, selected=3, received=choices[0]["chain"])
+    assert selected(page) == ["3"]
+
+
+def test_a_receipt_of_the_chain_before_its_last_resend_ends_the_wait(harness, page):
+    open_at_the_question(page, harness)
+    find(page, "#5")
+    hook(page, "resendNow()")  # the page was slow: its rerun for the first send comes after the resend
+    first = sent(page, 2)
+    render(page, selected=5, received=first[0]["chain"])
+    assert not hook(page, "pending()")
+    hook(page, "resendNow()")
+    assert len(page.evaluate("window.sent")) == 2
+    render(page, selected=6, received=first[0]["chain"])
+    assert selected(page) == ["6"]
+
+
+def test_a_pending_choice_ends_when_the_frame_draws_another_map(harness, page):
+    """Streamlit may keep the iframe for another run's map: a choice pending on the old one is
+    dropped (never sent again as a node of the new run), and the new map's selection is followed."""
+    open_at_the_question(page, harness)
+    first_view = [(round(n["x"]), round(n["y"])) for n in map_nodes(page)]
+    find(page, "#5")  # Branch 1
+    sent(page, 1)
+    map_frame(page).get_by_role("button", name="Collapse").click()  # folds of the old map...
+    render(page, selected=21, first_id=21)
+    assert not hook(page, "pending()") and selected(page) == ["21"]
+    drawn = map_nodes(page)
+    assert sorted(int(n["id"]) for n in drawn) == list(range(21, 31))
+    assert [(round(n["x"]), round(n["y"])) for n in drawn] == first_view  # placed as a first map is
+    assert not any(n["hidden"] for n in drawn)  # ...are not the new one's
+    assert map_frame(page).get_by_role("searchbox", name="Find a node").input_value() == ""
+    hook(page, "resendNow()")
+    assert len(page.evaluate("window.sent")) == 1
