@@ -151,7 +151,7 @@ if current:
                  steerable=contract is not None and contract.steers_nodes)
         controls(services, run)
         selected_key, side_key, picked_key = f"selected-{run_id}", f"side-{run_id}", f"picked-{run_id}"
-        generation_key = f"pick-generation-{run_id}"
+        generation_key, map_key = f"pick-generation-{run_id}", f"map-{run_id}"
 
         def select(node_id: int) -> None:
             """The page, not the Node list, selects a node. The list is drawn anew (a key of a new
@@ -167,7 +167,7 @@ if current:
         side_tab = contract is not None and has_side_tab(contract) and bool(ids)
         # A click or a search match on the map, read before the map is built: the render that tells
         # the frame its choice arrived then selects that node (one built before carried the old one).
-        chosen = mindmap.map_choice(f"map-{run_id}")
+        chosen = mindmap.map_choice(map_key)
         if chosen in ids:  # (a choice sent for another run's map is not a node of this one)
             select(chosen)
             st.session_state[picked_key] = True
@@ -194,7 +194,7 @@ if current:
             data = reads.memo(("map", selected, follow), lambda: mindmap.build_map(
                 nodes, reads.snapshot.edges, selected, contract=contract, follow=follow,
                 badges=node_badges(nodes, events, commands, contract=contract)))
-            mindmap.mind_map(data, key=f"map-{run_id}", height=MAP_HEIGHT)
+            mindmap.mind_map(data, key=map_key, height=MAP_HEIGHT)
         with panel_col:
             if not ids:
                 st.caption("The first node appears in a moment.")
