@@ -1,0 +1,92 @@
+"""benchmarks/bench_fgdip_trace.py: where FGDIP's answers were won or lost, read from stored runs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from benchmarks import bench_fgdip_trace
+from engine import cli
+from engine.config import load_settings
+from engine.evaluate.datasets import load_items
+from engine.services import build_services
+from storage.models import Node
+
+
+def _tree() -> list[Node]:
+    return [
+        Node(run_id="r", kind="question", data={"entities": ["Arthur's Magazine"]}),
+        Node(run_id="r", kind="entity", data={"entity": "Arthur's Magazine", "action": "search",
+                                              "argument": "Arthur's Magazine", "verdict": "maybe",
+                                              "observation": "Arthur's Magazine was an American literary periodical."}),
+        Node(run_id="r", kind="step", data={"action": "lookup", "argument": "founded", "verdict": "sure",
+                                            "observation": "It was founded in 1844 in Philadelphia."}),
+        Node(run_id="r", kind="step", data={"action": "search", "argument": "First for Women", "verdict": "impossible",
+                                            "backtrack_from": 3, "observation": "First for Women started in 1989."}),
+        Node(run_id="r", kind="answer", data={"short_answer": "First for Women", "verdict": "rejected"}),
+        Node(run_id="r", kind="answer", data={"short_answer": "the year 1844", "verdict": "accepted", "reported": True}),
+        Node(run_id="r", kind="answer", data={"short_answer": "1844", "verdict": "unjudged"}),
+    ]
+
+
+def test_one_runs_trace_says_what_retrieval_reached_and_what_the_evaluators_did():
+    trace = bench_fgdip_trace.run_trace(_tree(), ["1844"], yes_no=False)
+    assert trace == {"gold_observed": True, "candidate_em": True, "reported_em": False, "candidates": 3,
+                     "accepted": 1, "judged": 2, "steps": 3, "sure": 1, "maybe": 1, "impossible": 1,
+                     "backtracks": 1, "answer_words": 3}
+    # A gold answer counts as observed as a whole word only ("184" is not in "1844").
+    assert bench_fgdip_trace.run_trace(_tree(), ["184"], yes_no=False)["gold_observed"] is False
+    # "yes" is in most pages: a yes/no dataset leaves the column out.
+    assert bench_fgdip_trace.run_trace(_tree(), ["yes"], yes_no=True)["gold_observed"] is None
+
+
+def test_the_shares_are_of_runs_of_judged_candidates_and_of_judged_steps():
+    script = bench_fgdip_trace
+    first = script.run_trace(_tree(), ["1844"], yes_no=False)
+    second = script.run_trace(_tree()[:2], ["Philadelphia"], yes_no=False)  # a run that answered nothing
+    summary = script.summarise([first, second])
+    assert summary == {"runs": 2, "gold_observed": 0.5, "candidate_em": 0.5, "reported_em": 0.0,
+                       "candidates_per_run": 1.5, "accepted": 0.5, "sure": 0.25, "maybe": 0.5,
+                       "impossible": 0.25, "backtracks_per_run": 0.5, "median_answer_words": 3}
+    table = script.markdown({"groups": {"easy": summary}})
+    assert table.splitlines()[2] == "| easy | 2 | .500 | .500 | .000 | 1.5 | .500 | .250 | .500 | .250 | 0.5 | 3 |"
+
+
+def _newest_benchmark(services) -> str:
+    return services.benchmarks.store.list_benchmarks(limit=1)[0].id
+
+
+def test_the_command_reads_a_stored_fgdip_benchmark(prebuilt_corpus_home, capsys, tmp_path):
+    assert cli.main(["bench", "--dataset", "hotpotqa-autoact", "--methods", "direct,fgdip", "--limit", "2",
+                     "--by", "level", "--llm", "fake", "--search", "local", "--quiet"]) == cli.EXIT_OK
+    capsys.readouterr()
+    services = build_services(load_settings())
+    try:
+        bench_id = _newest_benchmark(services)
+        rows = services.benchmarks.store.list_items(bench_id, method="fgdip")
+        answers = sum(len(services.repo.list_nodes(r.run_id, kind="answer")) for r in rows)
+    finally:
+        services.close()
+
+    out = tmp_path / "trace.json"
+    script = bench_fgdip_trace
+    assert script.main([bench_id, "--by", "level", "--json", str(out)]) == 0
+    table = capsys.readouterr().out
+    assert table.startswith("| Group | Runs | Gold in an observation |")
+    result = json.loads(out.read_text())
+    assert result["benchmark"] == bench_id and result["dataset"] == "hotpotqa-autoact"
+    groups = result["groups"]
+    assert set(groups) == {i.meta["level"] for i in load_items("hotpotqa-autoact", limit=2, balance="level")}
+    assert sum(g["runs"] for g in groups.values()) == len(rows) == 2
+    assert sum(g["candidates_per_run"] * g["runs"] for g in groups.values()) == answers
+
+    assert cli.main(["bench", "--dataset", "hotpotqa-autoact", "--methods", "direct", "--limit", "1",
+                     "--llm", "fake", "--search", "local", "--quiet"]) == cli.EXIT_OK
+    services = build_services(load_settings())
+    try:
+        plain = _newest_benchmark(services)
+    finally:
+        services.close()
+    with pytest.raises(SystemExit, match=f"benchmark {plain} ran direct, not fgdip"):
+        script.main([plain])
