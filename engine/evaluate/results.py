@@ -206,7 +206,8 @@ def _paired_differences(bench: Benchmark, rows: list[BenchmarkItem], columns: li
 
 
 def _groups(bench: Benchmark, rows: list[BenchmarkItem], by: str | None) -> dict[str, set[str] | None]:
-    """The item ids of each value of `by` (sorted), or one group of every item."""
+    """The item ids of each value of `by`, in the order the dataset first gives them (AutoAct's
+    easy, medium, hard; not alphabetical), or one group of every item."""
     if not by:
         return {"": None}
     items = items_by_id(bench.dataset, sorted({r.item_id for r in rows}))
@@ -214,9 +215,9 @@ def _groups(bench: Benchmark, rows: list[BenchmarkItem], by: str | None) -> dict
     if missing or not items:
         raise DatasetError(f"the {bench.dataset} items have no '{by}' to break the table down by")
     groups: dict[str, set[str]] = {}
-    for item in items.values():
+    for item in items.values():  # in the dataset file's order
         groups.setdefault(item.meta[by], set()).add(item.id)
-    return {value: groups[value] for value in sorted(groups)}
+    return groups
 
 
 def metric_text(summary: MetricSummary | None, key: str) -> str:
