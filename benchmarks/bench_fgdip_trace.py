@@ -90,7 +90,7 @@ def summarise(traces: Sequence[dict[str, Any]]) -> dict[str, Any]:
 def measure(benchmark_id: str, by: str = "") -> dict[str, Any]:
     """Every finished FGDIP item of the benchmark, grouped by the item field `by` (or all together)."""
     from engine.config import load_settings
-    from engine.evaluate.datasets import get_dataset, load_items
+    from engine.evaluate.datasets import get_dataset, items_by_id
     from engine.services import build_services
 
     services = build_services(load_settings())
@@ -99,16 +99,18 @@ def measure(benchmark_id: str, by: str = "") -> dict[str, Any]:
         if METHOD not in bench.methods:
             raise SystemExit(f"benchmark {benchmark_id} ran {', '.join(bench.methods)}, not {METHOD}")
         yes_no = get_dataset(bench.dataset).answer_type == "yesno"
-        items = {item.id: item for item in load_items(bench.dataset)}
-        groups: dict[str, list[dict[str, Any]]] = {}
-        for row in services.benchmarks.store.list_items(benchmark_id, method=METHOD):
-            if row.status not in ("scored", "failed") or row.run_id is None:
-                continue
+        rows = [row for row in services.benchmarks.store.list_items(benchmark_id, method=METHOD)
+                if row.status in ("scored", "failed") and row.run_id is not None]
+        items = items_by_id(bench.dataset, [row.item_id for row in rows])  # in the dataset file's order
+        # The groups in the order the dataset gives their values (easy, medium, hard), as `bench --show`.
+        groups: dict[str, list[dict[str, Any]]] = {(item.meta.get(by, "") if by else "all"): []
+                                                   for item in items.values()}
+        for row in rows:
             item = items[row.item_id]
             trace = run_trace(services.repo.list_nodes(row.run_id), item.answers, yes_no=yes_no)
-            groups.setdefault(item.meta.get(by, "") if by else "all", []).append(trace)
+            groups[item.meta.get(by, "") if by else "all"].append(trace)
         return {"benchmark": benchmark_id, "dataset": bench.dataset, "llm": bench.llm_info.get("model", ""),
-                "groups": {key: summarise(traces) for key, traces in groups.items()}}  # in sample order
+                "groups": {key: summarise(traces) for key, traces in groups.items()}}
     finally:
         services.close()
 
