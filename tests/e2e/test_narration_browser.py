@@ -47,8 +47,15 @@ def test_running_steps_step_log_and_visible_steering(slow_app, page, shot, app_r
     poll(page, lambda: STEP_WORDS.search(_now_line(page)), timeout=60, interval=0.2,
          what="a running node with its current step")
     log = page.locator('[data-testid="stExpander"]').filter(has_text="Step log")
-    poll(page, lambda: "the run started" in log.inner_text(timeout=2_000), what="the step log")
-    assert re.search(r"\d\d:\d\d:\d\d #1 · ", log.inner_text()), log.inner_text()
+
+    def step_log() -> str | None:
+        # One read per check: a rerun between two reads can catch the expander re-rendering (its
+        # text then is only its icon's name, "keyboard_arrow_down").
+        text = log.inner_text(timeout=2_000)
+        return text if "the run started" in text and "#1 · " in text else None
+
+    text = poll(page, step_log, what="the step log with node #1's step")
+    assert re.search(r"\d\d:\d\d:\d\d #1 · ", text), text
     assert metric(page, "Status") == "running" and "active" in _progress_fields(page)
     run_id = page.url.split("run=")[1].split("&")[0]
 
