@@ -91,6 +91,7 @@ def measure(benchmark_id: str, by: str = "") -> dict[str, Any]:
     """Every finished FGDIP item of the benchmark, grouped by the item field `by` (or all together)."""
     from engine.config import load_settings
     from engine.evaluate.datasets import get_dataset, items_by_id
+    from engine.evaluate.results import item_groups
     from engine.services import build_services
 
     services = build_services(load_settings())
@@ -101,14 +102,12 @@ def measure(benchmark_id: str, by: str = "") -> dict[str, Any]:
         yes_no = get_dataset(bench.dataset).answer_type == "yesno"
         rows = [row for row in services.benchmarks.store.list_items(benchmark_id, method=METHOD)
                 if row.status in ("scored", "failed") and row.run_id is not None]
-        items = items_by_id(bench.dataset, [row.item_id for row in rows])  # in the dataset file's order
-        # The groups in the order the dataset gives their values (easy, medium, hard), as `bench --show`.
-        groups: dict[str, list[dict[str, Any]]] = {(item.meta.get(by, "") if by else "all"): []
-                                                   for item in items.values()}
-        for row in rows:
-            item = items[row.item_id]
-            trace = run_trace(services.repo.list_nodes(row.run_id), item.answers, yes_no=yes_no)
-            groups[item.meta.get(by, "") if by else "all"].append(trace)
+        items = items_by_id(bench.dataset, [row.item_id for row in rows])
+        groups: dict[str, list[dict[str, Any]]] = {}  # as `bench --show` groups them: the values in the dataset's order (easy, medium, hard)
+        for value, ids in item_groups(bench, rows, by or None).items():
+            groups[value or "all"] = [
+                run_trace(services.repo.list_nodes(row.run_id), items[row.item_id].answers, yes_no=yes_no)
+                for row in rows if ids is None or row.item_id in ids]
         return {"benchmark": benchmark_id, "dataset": bench.dataset, "llm": bench.llm_info.get("model", ""),
                 "groups": {key: summarise(traces) for key, traces in groups.items()}}
     finally:

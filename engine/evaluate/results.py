@@ -153,7 +153,7 @@ def summarize(store: EvaluationStore, benchmark_id: str, *, seed: int = 0, by: s
     judged = {k for r in all_rows for k in r.metrics if k in JUDGED}
     columns = [(k, t) for k, t, _z in ANSWER_METRICS if k in applies or k in judged] + list(USAGE_METRICS)
     failed_counts = {k: z for k, _t, z in ANSWER_METRICS}
-    groups = _groups(bench, all_rows, by)
+    groups = item_groups(bench, all_rows, by)
     table_rows = []
     for method, (group, members) in ((m, g) for m in bench.methods for g in groups.items()):
         rows = [r for r in all_rows if r.method == method and (members is None or r.item_id in members)]
@@ -205,7 +205,7 @@ def _paired_differences(bench: Benchmark, rows: list[BenchmarkItem], columns: li
     return differences
 
 
-def _groups(bench: Benchmark, rows: list[BenchmarkItem], by: str | None) -> dict[str, set[str] | None]:
+def item_groups(bench: Benchmark, rows: list[BenchmarkItem], by: str | None) -> dict[str, set[str] | None]:
     """The item ids of each value of `by`, in the order the dataset first gives them (AutoAct's
     easy, medium, hard; not alphabetical), or one group of every item."""
     if not by:
