@@ -7,7 +7,7 @@ import re
 
 _LINE = re.compile(
     r"^(?P<status>\w+) · (?P<done>\d+) / (?P<total>\d+) nodes done(?: \((?P<ended>[^)]*)\))? · "
-    r"(?:not started|(?:active (?P<active>[\d:]+) \(wall (?P<wall>[\d:]+)\))|wall (?P<wall_only>[\d:]+)) · "
+    r"(?:not started|time not recorded|(?:active (?P<active>[\d:]+) \(wall (?P<wall>[\d:]+)\))|wall (?P<wall_only>[\d:]+)) · "
     r"(?P<tokens>[\d,]+) tokens · \$(?P<cost>[\d.]+)$")
 
 

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import threading
 
+from components.run_view import progress_line
 from components.step_log import node_badges, now_lines
 from engine import narration
 from engine.node_numbers import node_numbers
 from engine.methods.registry import METHODS
 from engine.steering_events import SteeringEvents
-from storage.models import Command, CommandStatus, Node, NodeStatus, RunEvent, RunStatus
+from storage.models import Command, CommandStatus, Node, NodeStatus, Run, RunEvent, RunStatus
 from tests.test_app_pages import (  # the page helpers and fixtures of the app tests
     _open_on_node,
     _steer_target,
@@ -22,7 +23,7 @@ from tests.test_app_pages import (  # the page helpers and fixtures of the app t
     texts,
     wait_until_idle,
 )
-from tests.progress_line import progress_of
+from tests.progress_line import parse_progress, progress_of
 
 
 def _quiet(run_id: str) -> None:
@@ -50,6 +51,17 @@ def test_progress_is_one_line_with_active_time_and_the_step_log_is_under_the_map
     assert "planning the tasks" in lines and "writing the report" in lines
     # Lines about a node carry its number in the run.
     assert "#1 · " in lines
+
+
+def test_progress_line_says_not_started_only_of_a_queued_run():
+    # A run stored without its start time (imported, or of an earlier release) that is done has
+    # run: "not started" beside "done" would contradict itself.
+    done = Run(id="r1", question="q", method="deot", status=RunStatus.DONE, started_at=None)
+    queued = Run(id="r2", question="q", method="deot", status=RunStatus.QUEUED, started_at=None)
+    node = Node(id="n1", run_id="r1", kind="task", label="a task", status=NodeStatus.DONE)
+    assert progress_line(done, [node], []) == "done · 1 / 1 nodes done · time not recorded · 0 tokens · $0.0000"
+    assert progress_line(queued, [], []) == "queued · 0 / 0 nodes done · not started · 0 tokens · $0.0000"
+    assert parse_progress(progress_line(done, [node], []))["Status"] == "done"
 
 
 def test_a_queued_command_shows_on_its_node_and_its_button_is_disabled(services, monkeypatch):
