@@ -14,7 +14,9 @@ stored (no LLM call, nothing run again):
     THOUGHTMAP_HOME=... .venv/bin/python benchmarks/bench_fgdip_trace.py BENCHMARK_ID [--by level] [--json OUT]
 
 It reads the benchmark's FGDIP items only (`thoughtmap bench --show ID` has the scores). A yes/no
-dataset (StrategyQA) leaves "gold in an observation" out: "yes" is in most pages.
+dataset (StrategyQA) leaves "gold in an observation" out: "yes" is in most pages. Items imported
+from an archive (`bench --import`, as `bench_queue.py` does on a fresh machine) carry their scores but
+not their runs: they are counted, said under the table and left out of the shares.
 """
 
 from __future__ import annotations
@@ -87,6 +89,16 @@ def summarise(traces: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def _stored(repo: Any, run_id: str) -> bool:
+    from storage.repository import RunNotFound
+
+    try:
+        repo.get_run(run_id)
+    except RunNotFound:
+        return False
+    return True
+
+
 def measure(benchmark_id: str, by: str = "") -> dict[str, Any]:
     """Every finished FGDIP item of the benchmark, grouped by the item field `by` (or all together)."""
     from engine.config import load_settings
@@ -100,8 +112,11 @@ def measure(benchmark_id: str, by: str = "") -> dict[str, Any]:
         if METHOD not in bench.methods:
             raise SystemExit(f"benchmark {benchmark_id} ran {', '.join(bench.methods)}, not {METHOD}")
         yes_no = get_dataset(bench.dataset).answer_type == "yesno"
-        rows = [row for row in services.benchmarks.store.list_items(benchmark_id, method=METHOD)
-                if row.status in ("scored", "failed") and row.run_id is not None]
+        finished = [row for row in services.benchmarks.store.list_items(benchmark_id, method=METHOD)
+                    if row.status in ("scored", "failed")]
+        # An item imported from an archive carries its scores, not its run (the search tree stays in
+        # the database that ran it): those are counted, said, and left out of the shares.
+        rows = [row for row in finished if row.run_id is not None and _stored(services.repo, row.run_id)]
         items = items_by_id(bench.dataset, [row.item_id for row in rows])
         groups: dict[str, list[dict[str, Any]]] = {}  # as `bench --show` groups them: the values in the dataset's order (easy, medium, hard)
         for value, ids in item_groups(bench, rows, by or None).items():
@@ -109,6 +124,7 @@ def measure(benchmark_id: str, by: str = "") -> dict[str, Any]:
                 run_trace(services.repo.list_nodes(row.run_id), items[row.item_id].answers, yes_no=yes_no)
                 for row in rows if ids is None or row.item_id in ids]
         return {"benchmark": benchmark_id, "dataset": bench.dataset, "llm": bench.llm_info.get("model", ""),
+                "finished": len(finished), "read": len(rows),
                 "groups": {key: summarise(traces) for key, traces in groups.items()}}
     finally:
         services.close()
@@ -134,6 +150,11 @@ def markdown(result: dict[str, Any]) -> str:
              "| --- |" + " ---: |" * len(_COLUMNS)]
     for key, row in result["groups"].items():
         lines.append(f"| {key} | " + " | ".join(_cell(name, row[name]) for name, _ in _COLUMNS) + " |")
+    missing = result.get("finished", 0) - result.get("read", 0)
+    if missing > 0:
+        lines += ["", f"Read {result['read']} of {result['finished']} finished {METHOD} item runs: the other {missing} "
+                      "are not stored in this database (an item imported from an archive carries its scores, not its "
+                      "search tree). Run this where the benchmark ran."]
     return "\n".join(lines)
 
 

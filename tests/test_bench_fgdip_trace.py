@@ -57,13 +57,22 @@ def _newest_benchmark(services) -> str:
     return services.benchmarks.store.list_benchmarks(limit=1)[0].id
 
 
+def _bench_on_the_fake(*arguments: str) -> str:
+    """Runs `thoughtmap bench` with the scripted fake LLM on the local corpus; the new benchmark's id."""
+    assert cli.main(["bench", "--dataset", "hotpotqa-autoact", *arguments, "--llm", "fake", "--search", "local",
+                     "--quiet"]) == cli.EXIT_OK
+    services = build_services(load_settings())
+    try:
+        return _newest_benchmark(services)
+    finally:
+        services.close()
+
+
 def test_the_command_reads_a_stored_fgdip_benchmark(prebuilt_corpus_home, capsys, tmp_path):
-    assert cli.main(["bench", "--dataset", "hotpotqa-autoact", "--methods", "direct,fgdip", "--limit", "2",
-                     "--by", "level", "--llm", "fake", "--search", "local", "--quiet"]) == cli.EXIT_OK
+    bench_id = _bench_on_the_fake("--methods", "direct,fgdip", "--limit", "2", "--by", "level")
     capsys.readouterr()
     services = build_services(load_settings())
     try:
-        bench_id = _newest_benchmark(services)
         rows = services.benchmarks.store.list_items(bench_id, method="fgdip")
         answers = sum(len(services.repo.list_nodes(r.run_id, kind="answer")) for r in rows)
     finally:
@@ -81,13 +90,24 @@ def test_the_command_reads_a_stored_fgdip_benchmark(prebuilt_corpus_home, capsys
     assert list(groups) == [level for level in ("easy", "medium", "hard") if level in levels]  # the dataset's order
     assert sum(g["runs"] for g in groups.values()) == len(rows) == 2
     assert sum(g["candidates_per_run"] * g["runs"] for g in groups.values()) == answers
+    assert result["finished"] == result["read"] == 2 and "Read " not in table
 
-    assert cli.main(["bench", "--dataset", "hotpotqa-autoact", "--methods", "direct", "--limit", "1",
-                     "--llm", "fake", "--search", "local", "--quiet"]) == cli.EXIT_OK
-    services = build_services(load_settings())
-    try:
-        plain = _newest_benchmark(services)
-    finally:
-        services.close()
+    plain = _bench_on_the_fake("--methods", "direct", "--limit", "1")
     with pytest.raises(SystemExit, match=f"benchmark {plain} ran direct, not fgdip"):
         script.main([plain])
+
+
+def test_items_imported_without_their_runs_are_counted_and_said_not_read(prebuilt_corpus_home, capsys, tmp_path,
+                                                                        monkeypatch):
+    # A fresh machine continues a benchmark from its archive: the imported items carry scores, not
+    # search trees, so a table of "Runs 1" for 90 finished items must say why.
+    bench_id = _bench_on_the_fake("--methods", "fgdip", "--limit", "2")
+    archive = tmp_path / "archive.json"
+    assert cli.main(["bench", "--export", bench_id, str(archive)]) == cli.EXIT_OK
+    monkeypatch.setenv("THOUGHTMAP_DATABASE_URL", f"sqlite:///{tmp_path / 'other.sqlite3'}")
+    assert cli.main(["bench", "--import", str(archive)]) == cli.EXIT_OK
+    capsys.readouterr()
+
+    assert bench_fgdip_trace.main([bench_id]) == 0
+    out = capsys.readouterr().out
+    assert ("Read 0 of 2 finished fgdip item runs: the other 2 are not stored in this database" in out)
