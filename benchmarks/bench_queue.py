@@ -49,7 +49,7 @@ QUEUE = (
                                                             "direct,rag,fgdip", "--limit", "90", "--by", "level",
                                                             "--llm", "local")),
     Entry("issue15-strategyqa-direct-rag-fgdip", 15, ("--dataset", "strategyqa", "--methods", "direct,rag,fgdip",
-                                                       "--limit", "50", "--param", "fgdip.yes_no=true", "--llm",
+                                                       "--limit", "50", "--param", "yes_no=true", "--llm",
                                                        "local")),
 )
 

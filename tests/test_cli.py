@@ -113,7 +113,7 @@ def test_export_json_holds_the_whole_session(done_rag_run, capsys):
         assert key in data, key
     assert data["run"]["id"] == done_rag_run
     assert data["params"] == {"top_k": 5, "relevance_floor": 0.35, "read_pages": 5, "max_answer_tokens": 800,
-                              "attribute_citations": False}
+                              "attribute_citations": False, "yes_no": False}
     assert {n["kind"] for n in data["nodes"]} >= {"question", "search", "answer"}
     assert len(data["edges"]) >= len(data["nodes"]) - 1
     assert data["sources"] and all(s["ref"].split("/", 1)[0] in BUNDLED_DATASETS for s in data["sources"])

@@ -17,6 +17,7 @@ from engine.llm.fake import FakeLLM, request_text
 from engine.llm.protocol import LLMConnectionError
 from engine.services import build_services
 from storage.evaluation import ItemStatus
+from tests.fixtures_engine import run_to_end
 
 READER = "evaluate.reader"
 
@@ -351,3 +352,49 @@ def test_a_harness_failure_before_a_run_finished_is_not_scored(services, monkeyp
     assert second.status not in ItemStatus.FINISHED and second.run_id  # its run was working: resumed later
     # Not measured by the harness: left out of recall, not counted as having retrieved nothing.
     assert _values([first], "recall_all", "measured") == []
+
+
+READER_YES_NO = "evaluate.reader_yes_no"
+
+
+def test_a_yes_no_report_that_starts_with_yes_or_no_is_read_by_that_word_without_the_model():
+    """The built-in 0.5B reader said "unknown" of "Yes, Neanderthals used arithmetic.": a report
+    whose first word answers is read as the official rule reads an answer, by that word."""
+    fake = FakeLLM().when(prompt=READER_YES_NO, respond=AssertionError("no reader call for a first-word answer"))
+    for report, expected in (("Yes, Neanderthals used arithmetic.", "yes"), ("**No.** It was founded in 1844.", "no")):
+        read = read_answer(EvalLLM(fake), question="Did Neanderthals use arithmetic?", report_markdown=report,
+                           report_data={}, yes_no=True)
+        assert (read.answer, read.source) == (expected, "report")
+    assert not fake.calls
+    # A report that answers in other words is still the reader's to read.
+    reader = FakeLLM().when(prompt=READER_YES_NO, respond={"answer": "no"})
+    read = read_answer(EvalLLM(reader), question="Does Paulo Coelho's wife make a living through speech?",
+                       report_markdown="Paulo Coelho's wife does not make a living through speech.", report_data={},
+                       yes_no=True)
+    assert (read.answer, read.source) == ("no", "reader") and len(reader.calls) == 1
+
+
+def test_strategyqa_tells_the_baselines_to_answer_yes_or_no_and_scores_their_first_word(services, fake_llm):
+    """`--param yes_no=true` reaches every method that has it: direct and rag are told the answer's
+    form (as FGDIP's yes/no mode is), and their "Yes, ..." is scored without a reader call."""
+    services.use_llm("fake", fake_llm)  # this module's `services` runs methods on a fake of its own
+    fake_llm.when(prompt="direct.answer", respond={"answer": "Yes, because the record says so.", "confidence": "high"})
+    fake_llm.when(prompt="rag.answer", respond={"answer": "No: the sources say otherwise.", "confidence": "low"})
+    reader = FakeLLM().when(prompt=READER_YES_NO, respond=AssertionError("no reader call for a first-word answer"))
+    runner, bench = _create(services, reader=EvalLLM(reader), dataset="strategyqa", limit=2,
+                            values={"yes_no": True})
+    runner.execute(bench.id)
+    assert bench.params == {"direct": {"yes_no": True, **bench.params["direct"]},
+                            "rag": {"yes_no": True, **bench.params["rag"]}}
+    rows = runner.store.list_items(bench.id)
+    assert {(r.method, r.prediction, r.metrics["answer_source"]) for r in rows} == {
+        ("direct", "yes", "report"), ("rag", "no", "report")}
+    asked = [request_text(call) for call in fake_llm.calls]
+    assert len(asked) == 4 and all("the answer's first word is 'Yes' or 'No'" in text for text in asked)
+    assert not reader.calls
+
+    # Without it, the baselines' prompts are as they were: nothing about yes or no.
+    before = len(fake_llm.calls)
+    run_to_end(services, "Is Paris the capital of France?", "direct")
+    (plain,) = fake_llm.calls[before:]
+    assert "Yes" not in request_text(plain) and "Be concise and specific" in request_text(plain)

@@ -15,6 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from engine.citations import strip_markers
+from engine.evaluate import metrics
 from engine.evaluate.accounting import EvalLLM
 from engine.llm.protocol import LLMError, StructuredOutputError
 from engine.prompting import Prompt
@@ -51,9 +52,11 @@ READER_YES_NO = Prompt(
 # A rescore reads again where the reading came from another version of its prompt. READER's version
 # 2 added yes/no, which it read as 'unknown' or as a sentence on HotpotQA's and 2Wiki's yes/no
 # comparison questions ("Are X and Y from the same country?"), both scored 0 by the official rule.
-# Readings stored before versions were recorded are version 1.
+# Readings stored before versions were recorded are version 1. READER_YES_NO's version 2: a report
+# whose first word is yes or no is read by that word before the model is asked (an earlier reading
+# of such a report by the model is read again).
 READER_VERSION = 2
-READER_YES_NO_VERSION = 1
+READER_YES_NO_VERSION = 2
 
 
 def reader_version(yes_no: bool) -> int:
@@ -73,7 +76,7 @@ class ReadAnswer(BaseModel):
     """The answer read from a run, and where it came from."""
 
     answer: str
-    source: Literal["method", "reader", "none"]
+    source: Literal["method", "report", "reader", "none"]  # report: its first word was yes or no
     error: str = ""
 
 
@@ -102,6 +105,10 @@ def read_answer(reader: EvalLLM, *, question: str, report_markdown: str, report_
     report = shown_text(strip_markers(report_markdown)).strip()
     if not report:
         return ReadAnswer(answer="", source="none", error="the run has no report to read an answer from")
+    if yes_no and (said_yes := metrics.yes_no(report)) is not None:
+        # "Yes, Neanderthals used arithmetic." answers yes: read as the official rule reads an answer,
+        # by its first word, not left to a model (the built-in 0.5B reader said "unknown" of it).
+        return ReadAnswer(answer="yes" if said_yes else "no", source="report")
     prompt = READER_YES_NO if yes_no else READER
     messages = prompt.render(question=question, report=report[:REPORT_CHARS])
     try:

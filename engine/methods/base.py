@@ -90,6 +90,16 @@ def relevance_floor_field() -> Any:
     )
 
 
+def yes_no_field() -> Any:
+    """The baselines' `yes_no` parameter: a benchmark of yes/no questions (StrategyQA) tells every
+    method the answer's form, as the papers prompt their baselines, so accuracy compares the
+    methods and not whether one of them was told to start with "yes" or "no"."""
+    return Field(
+        default=False,
+        description="Yes/no mode (StrategyQA): the answer begins with 'Yes' or 'No', then says why.",
+    )
+
+
 def read_pages_field(default: int) -> Any:
     """The `read_pages` parameter of a method that searches the web (`RunContext.read_pages`)."""
     return Field(

@@ -7,7 +7,7 @@ DIRECT_ANSWER = Prompt(
     name="direct.answer",
     system=(
         "You are a careful research assistant. Today is $today. Answer from your own knowledge. "
-        "Be concise and specific; if you are unsure, say what is uncertain."
+        "Be concise and specific; if you are unsure, say what is uncertain.$answer_form"
     ),
     user="Question: $question",
 )
@@ -19,7 +19,17 @@ RAG_ANSWER = Prompt(
         "numbered sources below. After every claim taken from a source, cite it with its number in "
         "square brackets, like [2]. Cite only the numbers listed, and only a source that supports the "
         "claim: a source about something else is not evidence. If the sources do not contain the "
-        "answer, say so plainly and answer only what they support."
+        "answer, say so plainly and answer only what they support.$answer_form"
     ),
     user="Sources:\n\n$sources\n\nQuestion: $question",
 )
+
+
+# Appended to a baseline's instructions in yes/no mode (`yes_no`); nothing otherwise, so the
+# default prompts are what they were.
+YES_NO_FORM = (" This question is answered yes or no: the answer's first word is 'Yes' or 'No', followed by "
+               "the reason in a sentence or two.")
+
+
+def answer_form(yes_no: bool) -> str:
+    return YES_NO_FORM if yes_no else ""

@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 from engine.llm.protocol import StructuredOutputError
 from engine.reader_text import ReadableText
 from engine.methods import baseline_prompts as prompts
-from engine.methods.base import Method, MethodParams, RunContext
+from engine.methods.base import Method, MethodParams, RunContext, yes_no_field
 from engine.methods.estimate import CostEstimate, capped_tokens, single_call
 from engine.methods.common import ANSWER, ASKED_QUESTION, child_of_kind, ensure_root
 from storage.models import NodeStatus
@@ -27,6 +27,7 @@ class DirectParams(MethodParams):
         default=800, ge=32, le=16000,
         description="Upper bound on the length of the answer, in tokens.",
     )
+    yes_no: bool = yes_no_field()
 
 
 class DirectMethod(Method):
@@ -55,7 +56,8 @@ class DirectMethod(Method):
             ctx.graph.start(answer)
             try:
                 result = ctx.llm.ask(
-                    prompts.DIRECT_ANSWER.render(question=ctx.question, today=ctx.today.isoformat()),
+                    prompts.DIRECT_ANSWER.render(question=ctx.question, today=ctx.today.isoformat(),
+                                                 answer_form=prompts.answer_form(params.yes_no)),
                     DirectAnswer, node_id=answer.id, max_tokens=params.max_answer_tokens,
                 )
             except StructuredOutputError as exc:

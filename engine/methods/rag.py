@@ -10,7 +10,7 @@ from engine.citations import attribute_uncited, cited_source_ids, source_blocks,
 from engine.llm.protocol import StructuredOutputError
 from engine.reader_text import ReadableText
 from engine.methods import baseline_prompts as prompts
-from engine.methods.base import Method, MethodParams, RunContext, read_pages_field, relevance_floor_field
+from engine.methods.base import Method, MethodParams, RunContext, read_pages_field, relevance_floor_field, yes_no_field
 from engine.methods.estimate import CostEstimate, capped_tokens, single_call
 from engine.methods.common import ANSWER, ASKED_QUESTION, RETRIEVAL, child_of_kind, ensure_root
 from engine.search.protocol import SearchError
@@ -37,6 +37,7 @@ class RagParams(MethodParams):
         description="Add a citation [n] to sentences that cite nothing but are clearly drawn from passage n "
         "(most of their words are in it). For small models that forget to cite.",
     )
+    yes_no: bool = yes_no_field()
 
 
 class RagMethod(Method):
@@ -97,6 +98,7 @@ class RagMethod(Method):
             messages = prompts.RAG_ANSWER.render(
                 question=ctx.question, today=ctx.today.isoformat(),
                 sources=source_blocks(sources) if sources else "(no relevant sources were found)",
+                answer_form=prompts.answer_form(params.yes_no),
             )
             try:
                 result = ctx.llm.ask(messages, CitedAnswer, node_id=answer.id, max_tokens=params.max_answer_tokens)
