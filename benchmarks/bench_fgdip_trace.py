@@ -16,7 +16,10 @@ stored (no LLM call, nothing run again):
 It reads the benchmark's FGDIP items only (`thoughtmap bench --show ID` has the scores). A yes/no
 dataset (StrategyQA) leaves "gold in an observation" out: "yes" is in most pages. Items imported
 from an archive (`bench --import`, as `bench_queue.py` does on a fresh machine) carry their scores but
-not their runs: they are counted, said under the table and left out of the shares.
+not their runs: they are counted, said under the table and left out of the shares, unless a file
+of kept traces has them (`--keep FILE`: each call adds the runs it reads; `bench_queue.py` keeps one
+for each FGDIP archive, `benchmarks/results/traces/<archive's name>`, so a benchmark continued across
+machines is read whole).
 """
 
 from __future__ import annotations
@@ -99,8 +102,30 @@ def _stored(repo: Any, run_id: str) -> bool:
     return True
 
 
-def measure(benchmark_id: str, by: str = "") -> dict[str, Any]:
-    """Every finished FGDIP item of the benchmark, grouped by the item field `by` (or all together)."""
+def read_kept(path: Path, benchmark_id: str) -> dict[str, dict[str, Any]]:
+    """The per-run traces a `--keep` file holds for this benchmark (none when it does not exist)."""
+    if not path.exists():
+        return {}
+    try:
+        kept = json.loads(path.read_text(encoding="utf-8"))
+        runs = kept["runs"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise SystemExit(f"{path} is not a file of kept FGDIP traces ({exc}); move it away") from exc
+    if kept.get("benchmark") != benchmark_id:
+        raise SystemExit(f"{path} keeps the traces of benchmark {kept.get('benchmark')}, not {benchmark_id}")
+    return dict(runs)
+
+
+def write_kept(path: Path, benchmark_id: str, runs: dict[str, dict[str, Any]]) -> None:
+    body = {"benchmark": benchmark_id, "method": METHOD, "runs": dict(sorted(runs.items()))}
+    path.write_text(json.dumps(body, indent=1) + "\n", encoding="utf-8")
+
+
+def measure(benchmark_id: str, by: str = "", keep: Path | None = None) -> dict[str, Any]:
+    """Every finished FGDIP item of the benchmark, grouped by the item field `by` (or all together).
+    With `keep`, a file of per-run traces that outlives the database: the traces read here are added
+    to it, and the runs it holds that are not stored here (a benchmark continued on another
+    machine from its archive) are counted as read from it."""
     from engine.config import load_settings
     from engine.evaluate.datasets import get_dataset, items_by_id
     from engine.evaluate.results import item_groups
@@ -116,15 +141,22 @@ def measure(benchmark_id: str, by: str = "") -> dict[str, Any]:
                     if row.status in ("scored", "failed")]
         # An item imported from an archive carries its scores, not its run (the search tree stays in
         # the database that ran it): those are counted, said, and left out of the shares.
-        rows = [row for row in finished if row.run_id is not None and _stored(services.repo, row.run_id)]
-        items = items_by_id(bench.dataset, [row.item_id for row in rows])
+        stored = [row for row in finished if row.run_id is not None and _stored(services.repo, row.run_id)]
+        items = items_by_id(bench.dataset, [row.item_id for row in stored])
+        traces = {row.item_id: run_trace(services.repo.list_nodes(row.run_id), items[row.item_id].answers,
+                                         yes_no=yes_no) for row in stored}
+        if keep is not None:
+            finished_ids = {row.item_id for row in finished}
+            # A run read here wins over the kept reading of it; an item no longer finished is left out.
+            traces = {item: trace for item, trace in {**read_kept(keep, benchmark_id), **traces}.items()
+                      if item in finished_ids}
+            write_kept(keep, benchmark_id, traces)
+        rows = [row for row in finished if row.item_id in traces]
         groups: dict[str, list[dict[str, Any]]] = {}  # as `bench --show` groups them: the values in the dataset's order (easy, medium, hard)
         for value, ids in item_groups(bench, rows, by or None).items():
-            groups[value or "all"] = [
-                run_trace(services.repo.list_nodes(row.run_id), items[row.item_id].answers, yes_no=yes_no)
-                for row in rows if ids is None or row.item_id in ids]
+            groups[value or "all"] = [traces[row.item_id] for row in rows if ids is None or row.item_id in ids]
         return {"benchmark": benchmark_id, "dataset": bench.dataset, "llm": bench.llm_info.get("model", ""),
-                "finished": len(finished), "read": len(rows),
+                "finished": len(finished), "read": len(rows), "from_kept": len(rows) - len(stored),
                 "groups": {key: summarise(traces) for key, traces in groups.items()}}
     finally:
         services.close()
@@ -151,10 +183,14 @@ def markdown(result: dict[str, Any]) -> str:
     for key, row in result["groups"].items():
         lines.append(f"| {key} | " + " | ".join(_cell(name, row[name]) for name, _ in _COLUMNS) + " |")
     missing = result.get("finished", 0) - result.get("read", 0)
+    kept = result.get("from_kept", 0)
+    if kept > 0:
+        lines += ["", f"{kept} of the {result['read']} runs read come from the kept traces (`--keep`), read where "
+                      "they ran."]
     if missing > 0:
         lines += ["", f"Read {result['read']} of {result['finished']} finished {METHOD} item runs: the other {missing} "
                       "are not stored in this database (an item imported from an archive carries its scores, not its "
-                      "search tree). Run this where the benchmark ran."]
+                      "search tree). Run this where the benchmark ran, or keep the traces as it runs (`--keep`)."]
     return "\n".join(lines)
 
 
@@ -163,8 +199,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("benchmark", help="a stored benchmark that ran fgdip (thoughtmap bench --list)")
     parser.add_argument("--by", default="", help="an item field to group by, such as level")
     parser.add_argument("--json", dest="json_out", help="also write the numbers to this file")
+    parser.add_argument("--keep", type=Path, help="a file of per-run traces kept beside the benchmark's archive: "
+                        "the runs read here are added to it, and its runs not stored here are counted")
     args = parser.parse_args(argv)
-    result = measure(args.benchmark, args.by)
+    result = measure(args.benchmark, args.by, args.keep)
     print(markdown(result))
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")

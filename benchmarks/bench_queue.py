@@ -11,7 +11,9 @@ commands are used.
     .venv/bin/python benchmarks/bench_queue.py               # Ctrl-C (or SIGTERM) stops and exports
     .venv/bin/python benchmarks/bench_queue.py --status      # each benchmark's items finished so far
 
-Commit the archives it writes; `thoughtmap bench --show ID` prints a table for docs/benchmarks.md.
+Commit the archives it writes, and `benchmarks/results/traces/` (an FGDIP benchmark's search-tree
+readings, `bench_fgdip_trace.py --keep`, which the archive does not carry); `thoughtmap bench --show
+ID` prints a table for docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ class Entry:
     name: str  # the archive's name before its id
     issue: int
     arguments: tuple[str, ...]  # `thoughtmap bench` arguments that create it
+    # Its FGDIP runs' search-tree readings (bench_fgdip_trace.py --keep) are kept beside the archive,
+    # which carries scores, not runs: a benchmark continued on another machine is then read whole.
+    fgdip_traces: bool = False
 
 
 QUEUE = (
@@ -47,10 +52,10 @@ QUEUE = (
                                              "100", "--param", "documents=10", "--llm", "local")),
     Entry("issue15-hotpotqa-levels-direct-rag-fgdip", 15, ("--dataset", "hotpotqa-autoact", "--methods",
                                                             "direct,rag,fgdip", "--limit", "90", "--by", "level",
-                                                            "--llm", "local")),
+                                                            "--llm", "local"), fgdip_traces=True),
     Entry("issue15-strategyqa-direct-rag-fgdip", 15, ("--dataset", "strategyqa", "--methods", "direct,rag,fgdip",
                                                        "--limit", "50", "--param", "yes_no=true", "--llm",
-                                                       "local")),
+                                                       "local"), fgdip_traces=True),
 )
 
 
@@ -85,8 +90,19 @@ def left_after_import(archive: Path) -> int:
     return int(match.group(1)) if match else 0
 
 
-def export(identifier: str, archive: Path) -> None:
+def traces_of(archive: Path) -> Path:
+    """Where an archive's kept FGDIP traces are: a folder of their own, out of the archives' glob."""
+    return archive.parent / "traces" / archive.name
+
+
+def export(identifier: str, archive: Path, entry: Entry) -> None:
     print(thoughtmap("--export", identifier, str(archive)).strip(), flush=True)
+    if entry.fgdip_traces:
+        traces_of(archive).parent.mkdir(exist_ok=True)
+        kept = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_fgdip_trace.py"), identifier, "--keep",
+                               str(traces_of(archive))], cwd=ROOT, capture_output=True, text=True)
+        if kept.returncode != 0:  # the scores are safe in the archive: said, and the queue goes on
+            print(f"bench_queue: keeping the FGDIP traces failed: {kept.stderr.strip()[-500:]}", flush=True)
 
 
 class Stopping:
@@ -135,7 +151,7 @@ def run_one(entry: Entry, stopping: Stopping) -> bool:
     def export_now_and_then() -> None:
         found.wait()
         while not exporting.wait(EXPORT_EVERY_S):
-            export(identifier, archive)
+            export(identifier, archive, entry)
 
     reader = threading.Thread(target=read_progress, daemon=True)
     exporter = threading.Thread(target=export_now_and_then, daemon=True)
@@ -148,7 +164,7 @@ def run_one(entry: Entry, stopping: Stopping) -> bool:
     exporter.join()  # never two exports writing the archive at once
     stopping.child = None
     if identifier:
-        export(identifier, archive)
+        export(identifier, archive, entry)
     if stopping.requested.is_set():
         return False
     if child.returncode != 0:

@@ -104,10 +104,36 @@ def test_items_imported_without_their_runs_are_counted_and_said_not_read(prebuil
     bench_id = _bench_on_the_fake("--methods", "fgdip", "--limit", "2")
     archive = tmp_path / "archive.json"
     assert cli.main(["bench", "--export", bench_id, str(archive)]) == cli.EXIT_OK
+    kept = tmp_path / "kept.json"
+    assert bench_fgdip_trace.main([bench_id, "--json", str(tmp_path / "there.json"), "--keep", str(kept)]) == 0
+    there = json.loads((tmp_path / "there.json").read_text())
+    assert there["read"] == 2 and there["from_kept"] == 0 and len(json.loads(kept.read_text())["runs"]) == 2
+
     monkeypatch.setenv("THOUGHTMAP_DATABASE_URL", f"sqlite:///{tmp_path / 'other.sqlite3'}")
     assert cli.main(["bench", "--import", str(archive)]) == cli.EXIT_OK
     capsys.readouterr()
-
     assert bench_fgdip_trace.main([bench_id]) == 0
     out = capsys.readouterr().out
     assert ("Read 0 of 2 finished fgdip item runs: the other 2 are not stored in this database" in out)
+
+    # With the traces kept where the runs ran, the benchmark is read whole, with the same numbers.
+    assert bench_fgdip_trace.main([bench_id, "--json", str(tmp_path / "here.json"), "--keep", str(kept)]) == 0
+    out = capsys.readouterr().out
+    assert "2 of the 2 runs read come from the kept traces" in out and "Read " not in out
+    assert json.loads((tmp_path / "here.json").read_text())["groups"] == there["groups"]
+    # A file kept for another benchmark is refused, not mixed in.
+    other = _bench_on_the_fake("--methods", "fgdip", "--limit", "1")
+    with pytest.raises(SystemExit, match=f"keeps the traces of benchmark {bench_id}, not {other}"):
+        bench_fgdip_trace.main([other, "--keep", str(kept)])
+
+
+def test_the_queue_keeps_an_fgdip_benchmarks_traces_beside_its_archive(prebuilt_corpus_home, tmp_path):
+    from benchmarks import bench_queue
+
+    bench_id = _bench_on_the_fake("--methods", "direct,fgdip", "--limit", "1")
+    archive = tmp_path / f"issue15-example-{bench_id}.json"
+    bench_queue.export(bench_id, archive, bench_queue.Entry("issue15-example", 15, (), fgdip_traces=True))
+    kept = json.loads(bench_queue.traces_of(archive).read_text())
+    assert json.loads(archive.read_text())["benchmark"]["id"] == bench_id
+    assert kept["benchmark"] == bench_id and len(kept["runs"]) == 1  # the FGDIP run only
+    assert bench_queue.traces_of(archive).parent.name == "traces"  # out of the archives' glob
