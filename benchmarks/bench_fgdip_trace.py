@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 from collections.abc import Iterable, Sequence
@@ -117,8 +118,11 @@ def read_kept(path: Path, benchmark_id: str) -> dict[str, dict[str, Any]]:
 
 
 def write_kept(path: Path, benchmark_id: str, runs: dict[str, dict[str, Any]]) -> None:
+    """Written whole or not at all: a stop half-way through must not leave a file every later call refuses."""
     body = {"benchmark": benchmark_id, "method": METHOD, "runs": dict(sorted(runs.items()))}
-    path.write_text(json.dumps(body, indent=1) + "\n", encoding="utf-8")
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(body, indent=1) + "\n", encoding="utf-8")
+    os.replace(partial, path)
 
 
 def measure(benchmark_id: str, by: str = "", keep: Path | None = None) -> dict[str, Any]:
@@ -189,8 +193,9 @@ def markdown(result: dict[str, Any]) -> str:
                       "they ran."]
     if missing > 0:
         lines += ["", f"Read {result['read']} of {result['finished']} finished {METHOD} item runs: the other {missing} "
-                      "are not stored in this database (an item imported from an archive carries its scores, not its "
-                      "search tree). Run this where the benchmark ran, or keep the traces as it runs (`--keep`)."]
+                      "have no run stored in this database (an item imported from an archive carries its scores, not its "
+                      "search tree; a deleted run is gone). Run this where the benchmark ran, or keep the traces as it "
+                      "runs (`--keep`)."]
     return "\n".join(lines)
 
 

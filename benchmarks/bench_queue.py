@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 THOUGHTMAP = [sys.executable, "-m", "engine.cli"]
 EXPORT_EVERY_S = 600.0
+TRACES_TIMEOUT_S = 300.0  # reading 90 stored search trees takes seconds
 
 
 @dataclass(frozen=True)
@@ -99,10 +100,16 @@ def export(identifier: str, archive: Path, entry: Entry) -> None:
     print(thoughtmap("--export", identifier, str(archive)).strip(), flush=True)
     if entry.fgdip_traces:
         traces_of(archive).parent.mkdir(exist_ok=True)
-        kept = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_fgdip_trace.py"), identifier, "--keep",
-                               str(traces_of(archive))], cwd=ROOT, capture_output=True, text=True)
-        if kept.returncode != 0:  # the scores are safe in the archive: said, and the queue goes on
-            print(f"bench_queue: keeping the FGDIP traces failed: {kept.stderr.strip()[-500:]}", flush=True)
+        # Its own session: a Ctrl-C meant for the benchmark does not cut it short (it writes whole anyway).
+        try:
+            kept = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_fgdip_trace.py"), identifier,
+                                   "--keep", str(traces_of(archive))], cwd=ROOT, capture_output=True, text=True,
+                                  start_new_session=True, timeout=TRACES_TIMEOUT_S)
+            failed = kept.stderr.strip()[-500:] if kept.returncode != 0 else ""
+        except subprocess.TimeoutExpired:
+            failed = f"no answer in {TRACES_TIMEOUT_S:.0f} s"
+        if failed:  # the scores are safe in the archive: said, and the queue goes on
+            print(f"bench_queue: keeping the FGDIP traces failed: {failed}", flush=True)
 
 
 class Stopping:

@@ -61,9 +61,11 @@ def progress_line(run: Run, nodes: Sequence[Node], lifecycle: Sequence[RunEvent]
     # While the run executes, its open segment runs to now; otherwise to its last event.
     active = active_seconds(lifecycle, now=utcnow() if run.status == RunStatus.RUNNING else None)
     if wall is None:
-        # No start stored: a queued run has not started; any other (a run imported or written by an
-        # earlier release without its times) has, so "not started" beside "done" would be false.
-        time_part = "not started" if run.status == RunStatus.QUEUED else "time not recorded"
+        # No start stored: a queued run (or one stopped while queued: no event, no node begun) has
+        # not started; any other, a run imported or written by an earlier release without its
+        # times, has, and "not started" beside "done" would be false.
+        begun = lifecycle or any(n.status != NodeStatus.PENDING for n in nodes)
+        time_part = "not started" if run.status == RunStatus.QUEUED or not begun else "time not recorded"
     elif lifecycle:
         time_part = f"active {minutes(active)} (wall {minutes(wall)})"
     else:  # a run of an earlier release: no lifecycle events to tell active time by

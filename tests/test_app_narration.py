@@ -61,6 +61,8 @@ def test_progress_line_says_not_started_only_of_a_queued_run():
     node = Node(id="n1", run_id="r1", kind="task", label="a task", status=NodeStatus.DONE)
     assert progress_line(done, [node], []) == "done · 1 / 1 nodes done · time not recorded · 0 tokens · $0.0000"
     assert progress_line(queued, [], []) == "queued · 0 / 0 nodes done · not started · 0 tokens · $0.0000"
+    stopped = Run(id="r3", question="q", method="deot", status=RunStatus.STOPPED, started_at=None)  # while queued
+    assert progress_line(stopped, [], []) == "stopped · 0 / 0 nodes done · not started · 0 tokens · $0.0000"
     assert parse_progress(progress_line(done, [node], []))["Status"] == "done"
 
 

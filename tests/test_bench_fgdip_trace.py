@@ -114,7 +114,7 @@ def test_items_imported_without_their_runs_are_counted_and_said_not_read(prebuil
     capsys.readouterr()
     assert bench_fgdip_trace.main([bench_id]) == 0
     out = capsys.readouterr().out
-    assert ("Read 0 of 2 finished fgdip item runs: the other 2 are not stored in this database" in out)
+    assert ("Read 0 of 2 finished fgdip item runs: the other 2 have no run stored in this database" in out)
 
     # With the traces kept where the runs ran, the benchmark is read whole, with the same numbers.
     assert bench_fgdip_trace.main([bench_id, "--json", str(tmp_path / "here.json"), "--keep", str(kept)]) == 0

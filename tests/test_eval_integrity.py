@@ -365,7 +365,17 @@ def test_a_yes_no_report_that_starts_with_yes_or_no_is_read_by_that_word_without
         read = read_answer(EvalLLM(fake), question="Did Neanderthals use arithmetic?", report_markdown=report,
                            report_data={}, yes_no=True)
         assert (read.answer, read.source) == (expected, "report")
+    for report, expected in (("**Answer: yes**\n\nThe search found it.", "yes"), ("## Answer\n\nNo\u2026 never", "no"),
+                             ("The answer is no.", "no"), ("True.", "yes")):
+        read = read_answer(EvalLLM(fake), question="Did it?", report_markdown=report, report_data={}, yes_no=True)
+        assert (read.answer, read.source) == (expected, "report"), report
     assert not fake.calls
+    # A yes or no that starts a phrase is no answer: the reader reads those.
+    for report in ("No relevant source was found for this.", "No one knows whether it did.",
+                   "True to form, the answer is no.", "Yes it is"):
+        unsure = FakeLLM().when(prompt=READER_YES_NO, respond={"answer": "unknown"})
+        read = read_answer(EvalLLM(unsure), question="Did it?", report_markdown=report, report_data={}, yes_no=True)
+        assert (read.answer, read.source, len(unsure.calls)) == ("", "reader", 1), report
     # A report that answers in other words is still the reader's to read.
     reader = FakeLLM().when(prompt=READER_YES_NO, respond={"answer": "no"})
     read = read_answer(EvalLLM(reader), question="Does Paulo Coelho's wife make a living through speech?",
@@ -384,17 +394,28 @@ def test_strategyqa_tells_the_baselines_to_answer_yes_or_no_and_scores_their_fir
     runner, bench = _create(services, reader=EvalLLM(reader), dataset="strategyqa", limit=2,
                             values={"yes_no": True})
     runner.execute(bench.id)
-    assert bench.params == {"direct": {"yes_no": True, **bench.params["direct"]},
-                            "rag": {"yes_no": True, **bench.params["rag"]}}
+    assert bench.params["direct"]["yes_no"] is True and bench.params["rag"]["yes_no"] is True
     rows = runner.store.list_items(bench.id)
     assert {(r.method, r.prediction, r.metrics["answer_source"]) for r in rows} == {
         ("direct", "yes", "report"), ("rag", "no", "report")}
     asked = [request_text(call) for call in fake_llm.calls]
-    assert len(asked) == 4 and all("the answer's first word is 'Yes' or 'No'" in text for text in asked)
+    assert len(asked) == 4 and all("the answer's first word is 'Yes' or 'No' (the likelier one" in text
+                                   for text in asked)
     assert not reader.calls
+
+    # A reading the model made before the first word was read (version 1, "unknown") is read again.
+    old = next(r for r in rows if r.method == "direct")
+    older = {**old.metrics, "answer_source": "reader", "reader_version": 1, "accuracy": 0.0}
+    runner.store.finish_item(old.id, status=old.status, prediction="", metrics=older, eval_usage=old.eval_usage)
+    BenchmarkRunner(services, reader=EvalLLM(reader)).rescore(bench.id)
+    again = runner.store.get_item(old.id)
+    assert (again.prediction, again.metrics["answer_source"], again.metrics["accuracy"]) == (
+        "yes", "report", old.metrics["accuracy"])
+    assert "reader_version" not in again.metrics and not reader.calls
 
     # Without it, the baselines' prompts are as they were: nothing about yes or no.
     before = len(fake_llm.calls)
     run_to_end(services, "Is Paris the capital of France?", "direct")
     (plain,) = fake_llm.calls[before:]
-    assert "Yes" not in request_text(plain) and "Be concise and specific" in request_text(plain)
+    assert plain.messages[0].content.endswith(
+        "Answer from your own knowledge. Be concise and specific; if you are unsure, say what is uncertain.")

@@ -10,6 +10,7 @@ the report (never from its own knowledge), so a method gets no credit for what i
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -53,8 +54,8 @@ READER_YES_NO = Prompt(
 # 2 added yes/no, which it read as 'unknown' or as a sentence on HotpotQA's and 2Wiki's yes/no
 # comparison questions ("Are X and Y from the same country?"), both scored 0 by the official rule.
 # Readings stored before versions were recorded are version 1. READER_YES_NO's version 2: a report
-# whose first word is yes or no is read by that word before the model is asked (an earlier reading
-# of such a report by the model is read again).
+# that opens with yes or no standing alone is read by that word before the model is asked (an
+# earlier reading of such a report by the model is read again).
 READER_VERSION = 2
 READER_YES_NO_VERSION = 2
 
@@ -94,6 +95,20 @@ def own_short_answer(report_data: dict) -> str | None:
     return own.strip() if len(own.split()) <= OWN_ANSWER_WORDS else None
 
 
+# A report that opens with yes or no standing alone ("Yes, ...", "**No.**", "Answer: yes", "## Answer\n\nNo")
+# states its answer. A word that starts a phrase is no answer: "No relevant source was found", "No
+# one knows", "True to form, ...": those are the reader's to read.
+_STATED_YES_NO = re.compile(
+    r"\A[\s*#>_-]*(?:(?:the\s+)?answer(?:\s+is)?\s*:?\s*)?[*_]*(yes|no|true|false)[*_]*"
+    r"(?=\s*(?:[,.;:!)\u2014\u2013\u2026]|\n|\Z))", re.IGNORECASE)
+
+
+def stated_yes_no(report: str) -> str | None:
+    """"yes" or "no" when the report opens with it standing alone, else None."""
+    match = _STATED_YES_NO.match(report)
+    return None if match is None else ("yes" if metrics.yes_no(match.group(1)) else "no")
+
+
 def read_answer(reader: EvalLLM, *, question: str, report_markdown: str, report_data: dict,
                 yes_no: bool = False) -> ReadAnswer:
     """The run's short answer: the method's own when it stored a short one, else the reader's (the
@@ -105,10 +120,10 @@ def read_answer(reader: EvalLLM, *, question: str, report_markdown: str, report_
     report = shown_text(strip_markers(report_markdown)).strip()
     if not report:
         return ReadAnswer(answer="", source="none", error="the run has no report to read an answer from")
-    if yes_no and (said_yes := metrics.yes_no(report)) is not None:
-        # "Yes, Neanderthals used arithmetic." answers yes: read as the official rule reads an answer,
-        # by its first word, not left to a model (the built-in 0.5B reader said "unknown" of it).
-        return ReadAnswer(answer="yes" if said_yes else "no", source="report")
+    if yes_no and (stated := stated_yes_no(report)) is not None:
+        # "Yes, Neanderthals used arithmetic." answers yes: read by that word, not left to a model
+        # (the built-in 0.5B reader said "unknown" of it).
+        return ReadAnswer(answer=stated, source="report")
     prompt = READER_YES_NO if yes_no else READER
     messages = prompt.render(question=question, report=report[:REPORT_CHARS])
     try:

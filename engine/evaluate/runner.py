@@ -342,8 +342,10 @@ class BenchmarkRunner:
                 left, reached = left + 1, spent.reached
                 continue
             # The judges' scores stay (they are not asked again), and so does anything else this
-            # scoring does not compute; a reader error it did not meet again is gone.
-            kept = {k: v for k, v in row.metrics.items() if k not in ("reader_error", HARNESS_ERROR, JUDGE_ERROR)
+            # scoring does not compute; a reader error it did not meet again is gone, and so is the
+            # version of a reading this scoring did not ask the reader for.
+            kept = {k: v for k, v in row.metrics.items()
+                    if k not in ("reader_error", "reader_version", HARNESS_ERROR, JUDGE_ERROR)
                     and (k not in scores or (bench.judges and k in JUDGED))}
             scores = {**scores, **kept}
             run = self.services.repo.get_run(row.run_id)
