@@ -77,7 +77,7 @@ class ReadAnswer(BaseModel):
     """The answer read from a run, and where it came from."""
 
     answer: str
-    source: Literal["method", "report", "reader", "none"]  # report: its first word was yes or no
+    source: Literal["method", "report", "reader", "none"]  # report: it opens with yes or no standing alone
     error: str = ""
 
 
