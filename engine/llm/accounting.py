@@ -1,9 +1,19 @@
 """Per-run LLM access: every call is checked against the run's budget (when it has one), told to
-the run's step log (`on_call`), then recorded (tokens, latency, cost) with the node it served. Methods only ever see a `RunLLM`."""
+the run's step log (`on_call`), then recorded (tokens, latency, cost) with the node it served. Methods only ever see a `RunLLM`.
+
+A budget holds when calls run in parallel (MTQA sends about five at once): each call reserves its
+prompt and its output cap, priced, before it is sent, and gives the reservation back once its real
+usage is recorded. A call is let through only while what was spent, plus every reservation of the
+calls in flight, plus its own prompt stays under the budget; otherwise it waits for the calls in
+flight to settle, and is refused (BudgetExceeded) only when none is left. So a run spends at most
+its budget plus one call's output cap (the last call let through may use all of its cap), and with
+calls one at a time the check is the same as it always was."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
@@ -92,8 +102,72 @@ def budget_short(run, *, max_tokens: int | None = None, max_cost: float | None =
     return None
 
 
+# The output cap a call without one is given when its run has a budget: the reservation needs a
+# bound, and the endpoint must keep to it (an uncapped call could write the whole context). Long
+# enough for a report section on any model; calls that need more set their own `max_tokens`.
+UNCAPPED_CALL_OUTPUT_CAP = 4096
+
+
+@dataclass(frozen=True)
+class _Reservation:
+    tokens: int
+    cost: float
+
+
+class _Reservations:
+    """What the calls in flight of one run may still spend: their prompts and output caps, priced.
+
+    Thread-safe; `hold` blocks while the budget has no room for another call but calls in flight
+    may free some, and raises BudgetExceeded when none is in flight and there is no room."""
+
+    def __init__(self) -> None:
+        self._settled = threading.Condition()
+        self._tokens = 0
+        self._cost = 0.0
+        self._count = 0
+        self._waiting = 0
+
+    @property
+    def waiting(self) -> int:
+        """Calls waiting for room in the budget right now."""
+        with self._settled:
+            return self._waiting
+
+    def hold(self, budget: Budget, spent, *, prompt_tokens: int, prompt_cost: float,
+             reserve: _Reservation) -> _Reservation:
+        """Reserve `reserve` once `budget` has room for a call with this prompt beside the calls in
+        flight. `spent()`: the run's stored usage (tokens, cost), read again after each settle."""
+        with self._settled:
+            while True:
+                spent_tokens, spent_cost = spent()
+                try:
+                    budget.check(spent_tokens + self._tokens, spent_cost + self._cost,
+                                 upcoming_tokens=prompt_tokens, upcoming_cost=prompt_cost)
+                    break
+                except BudgetExceeded:
+                    if self._count == 0:  # nothing in flight can make room: the budget is spent
+                        raise
+                    self._waiting += 1
+                    try:
+                        self._settled.wait()
+                    finally:
+                        self._waiting -= 1
+            self._tokens += reserve.tokens
+            self._cost += reserve.cost
+            self._count += 1
+            return reserve
+
+    def release(self, reservation: _Reservation) -> None:
+        """The call's real usage is recorded (or it failed): its reservation is given back."""
+        with self._settled:
+            self._tokens -= reservation.tokens
+            self._cost -= reservation.cost
+            self._count -= 1
+            self._settled.notify_all()
+
+
 class _AccountedLLM:
-    """An LLM proxy bound to one run and node: budget check before, usage record after."""
+    """An LLM proxy bound to one run and node: budget reservation before, usage record after."""
 
     def __init__(self, owner: "RunLLM", node_id: int | None) -> None:
         self._owner = owner
@@ -108,14 +182,34 @@ class _AccountedLLM:
 
     def chat(self, request: ChatRequest) -> ChatResponse:
         owner = self._owner
+        reservation = None
         if not owner.budget.unlimited:  # without a budget, no read of the run's usage per call
-            spent_tokens, spent_cost = owner.usage.run_usage(owner.run_id)
-            # Count the prompt about to be sent too (about 4 characters a token), so a call that
-            # would by itself overrun the budget is not made.
-            prompt_estimate = sum(len(m.content) for m in request.messages) // 4
-            model = owner.llm.model_for(request.purpose)
-            owner.budget.check(spent_tokens, spent_cost, upcoming_tokens=prompt_estimate,
-                               upcoming_cost=owner.prices.cost(model, prompt_estimate, 0))
+            request, reservation = self._reserve(request)
+        try:
+            return self._send(request)
+        finally:
+            if reservation is not None:
+                owner.reservations.release(reservation)
+
+    def _reserve(self, request: ChatRequest) -> tuple[ChatRequest, _Reservation]:
+        """Wait for room in the budget, then hold the call's prompt and output cap. A call with no
+        output cap is given one, so that what it holds bounds what it can spend."""
+        owner = self._owner
+        if request.max_tokens is None:
+            request = dataclasses.replace(request, max_tokens=UNCAPPED_CALL_OUTPUT_CAP)
+        # The prompt about to be sent counts too (about 4 characters a token), so a call that would
+        # by itself overrun the budget is not made.
+        prompt_estimate = sum(len(m.content) for m in request.messages) // 4
+        model = owner.llm.model_for(request.purpose)
+        cap = request.max_tokens or 0
+        reserve = _Reservation(prompt_estimate + cap, owner.prices.cost(model, prompt_estimate, cap))
+        reservation = owner.reservations.hold(
+            owner.budget, lambda: owner.usage.run_usage(owner.run_id), prompt_tokens=prompt_estimate,
+            prompt_cost=owner.prices.cost(model, prompt_estimate, 0), reserve=reserve)
+        return request, reservation
+
+    def _send(self, request: ChatRequest) -> ChatResponse:
+        owner = self._owner
         if owner.on_call is not None:
             owner.on_call(request.prompt, node_id=self._node_id, attempt=request.attempt)
         try:
@@ -154,6 +248,7 @@ class RunLLM:
         self.run_id = run_id
         self.prices = prices
         self.budget = budget or Budget()
+        self.reservations = _Reservations()  # one per run: its calls in flight share the budget
         self.max_reasks = max_reasks
         self.on_call = on_call
 
