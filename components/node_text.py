@@ -3,8 +3,8 @@ headings of our own ("Analysis", "Conflicting information"), with what is not co
 and each paragraph once (`engine.reader_text`); its `[n]` citations linked to the cited-sources
 entries below it (`engine.citation_links`); a failure in plain words, the technical detail collapsed.
 
-The headings are ours; every piece of model or source text is sanitised (`safe_markdown`), so it
-cannot make a heading, an image or HTML of its own."""
+The headings are ours; every piece of model or source text is prose (`safe_text.prose_block`), so
+it cannot make a heading, a list, a quote, an image or HTML of its own."""
 
 from __future__ import annotations
 
@@ -12,12 +12,11 @@ from collections.abc import Sequence
 
 import streamlit as st
 
-from components.safe_markdown import sanitize
 from engine.citation_links import entry_heading, link_citations
 from engine.citations import number_citations
 from engine.methods.contract import NodeData
 from engine.reader_text import TextSection, reader_error, readable_sections
-from engine.safe_text import inline_text, url_text
+from engine.safe_text import inline_text, one_line, prose_block, url_text
 from storage.models import Node, Source
 
 
@@ -28,10 +27,16 @@ def source_words(node: Node, number: int | None = None) -> tuple[str, ...]:
 
 
 def _section_markdown(section: TextSection, known: Sequence[int], numbers: dict[int, int]) -> tuple[str, dict[int, int]]:
-    """The section's body, citations numbered on from `numbers` (source id -> n), sanitised."""
-    joined = "\n".join(f"- {p}" for p in section.paragraphs) if section.as_list else "\n\n".join(section.paragraphs)
-    rendered = number_citations(joined, known, start=numbers)
-    return sanitize(rendered.text), {source_id: n for n, source_id in rendered.numbering.items()}
+    """The section's body, citations numbered on from `numbers` (source id -> n), as prose: the
+    model's words make no structure; a list section's items are ours, one line each."""
+    paragraphs = []
+    for paragraph in section.paragraphs:
+        rendered = number_citations(paragraph, known, start=numbers)
+        numbers = {source_id: n for n, source_id in rendered.numbering.items()}
+        paragraphs.append(rendered.text)
+    if section.as_list:
+        return "\n".join(f"- {prose_block(one_line(p))}" for p in paragraphs), numbers
+    return prose_block("\n\n".join(paragraphs)), numbers
 
 
 def answer_markdown(node: Node, data: NodeData | None, known_source_ids: Sequence[int]) -> tuple[str, dict[int, int]]:
@@ -42,7 +47,7 @@ def answer_markdown(node: Node, data: NodeData | None, known_source_ids: Sequenc
         fields = {data.content_heading: node.content, **fields}
     if fields is None:
         rendered = number_citations(node.content, known_source_ids)
-        return sanitize(rendered.text), dict(rendered.numbering)
+        return prose_block(rendered.text), dict(rendered.numbering)
     parts: list[str] = []
     numbers: dict[int, int] = {}
     for section in readable_sections(fields):

@@ -6,7 +6,7 @@ as well (`unsafe_allow_html` is always off here)."""
 
 from __future__ import annotations
 
-from engine.safe_text import escape_html, inline_text, markdown_block, one_line, url_text
+from engine.safe_text import escape_html, inline_text, markdown_block, one_line, prose_block, url_text
 
 __all__ = ["escape_html", "render", "render_document", "render_source", "sanitize"]
 
@@ -30,6 +30,7 @@ def render_document(st_module, markdown: str) -> None:
 def render_source(st_module, title: str, where: str, snippet: str, kind: str | None = None) -> None:
     """One gathered source as a list entry: its title and address shown as text (a page titled
     `[www.who.int](https://evil.example)` must not become a link that lies about where it goes),
-    the address a bare link only when it is http(s), the snippet's start as inert Markdown."""
+    the address a bare link only when it is http(s), the snippet's start as prose (a `# heading` or
+    `> quote` at its start is text, not a block in the entry)."""
     line = f"- **{inline_text(title)}** — {url_text(where)}" + (f" ({inline_text(kind)})" if kind else "")
-    st_module.markdown(f"{line}\n\n  {markdown_block(one_line(snippet[:300]))}", unsafe_allow_html=False)
+    st_module.markdown(f"{line}\n\n  {prose_block(one_line(snippet[:300]))}", unsafe_allow_html=False)

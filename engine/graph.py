@@ -24,6 +24,8 @@ S = TypeVar("S", bound=RunStateModel)
 
 # Report data key: the report was written from a stopped run's graph (its value: why it stopped).
 PARTIAL_REPORT = "partial"
+# Report data key: where the method's own text (`save_report`'s `own`) starts in the stored Markdown.
+OWN_TEXT_FROM = "own_text_from"
 
 
 @dataclass
@@ -341,10 +343,18 @@ class RunGraph:
 
     # ------------------------------------------------------------------ reports
 
-    def save_report(self, markdown: str, *, data: dict[str, Any] | None = None, kind: str = "final") -> None:
+    def save_report(self, markdown: str, *, data: dict[str, Any] | None = None, kind: str = "final",
+                    own: str = "") -> None:
+        """`markdown`: the report's text as the model wrote it (or a page, a document): untrusted, it is
+        shown as prose and makes no structure (`engine/report.py`). `own`: what the method adds
+        after it, its own sections and notes, whose headings, lists and quotes stay; any untrusted
+        piece in it must be escaped where it is put in (`safe_text.inline_text`). Stored as one
+        text, `markdown + own`, with where `own` starts (`OWN_TEXT_FROM`)."""
         if self._partial:
             data = {**(data or {}), PARTIAL_REPORT: self._partial}
-        self._repo.save_report(self.run_id, markdown, kind=kind, data=data)
+        if own:
+            data = {**(data or {}), OWN_TEXT_FROM: len(markdown)}
+        self._repo.save_report(self.run_id, markdown + own, kind=kind, data=data)
 
     @contextmanager
     def partial_reports(self, reason: str) -> Iterator[None]:

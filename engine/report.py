@@ -3,9 +3,10 @@
 The Markdown report numbers citations `[n]` by first appearance and lists exactly those sources,
 so every `[n]` resolves; each `[n]` links to its entry under Sources (`engine.citation_links`). Everything in it that came from outside (the question, model text, node
 labels, source titles, URLs and refs, model names) goes through `engine.safe_text`, so the file is
-inert in viewers that render HTML and in a terminal. The JSON export holds the whole session: run,
-params, graph, sources, usage, commands and reports (raw, as stored; its `report.markdown` is the
-safe rendering).
+inert in viewers that render HTML and in a terminal, and its structure (title, sections, headings,
+notes) is ours: the model's text, and a page's or a document's in it, is prose (`prose_block`). The
+JSON export holds the whole session: run, params, graph, sources, usage, commands and reports (raw,
+as stored; its `report.markdown` is the safe rendering).
 """
 
 from __future__ import annotations
@@ -16,12 +17,12 @@ from typing import Any
 
 from engine.citation_links import entry_heading, link_citations
 from engine.citations import Rendered, cited_source_ids, number_citations, without_reference_list
-from engine.graph import PARTIAL_REPORT, report_outdated
+from engine.graph import OWN_TEXT_FROM, PARTIAL_REPORT, report_outdated
 from engine.methods.registry import get_method
 from engine.node_numbers import node_numbers
 from engine.reader_text import reader_error
-from engine.safe_text import code_span, cut_at_word, inline_text, markdown_block, one_line, url_text
-from storage.models import Node, NodeStatus, RunStatus, Source
+from engine.safe_text import code_span, cut_at_word, inline_text, markdown_block, one_line, prose_block, url_text
+from storage.models import Node, NodeStatus, Report, RunStatus, Source
 from storage.repository import Repository
 
 EXPORT_FORMAT_VERSION = 1
@@ -44,17 +45,24 @@ def _source_line(number: int, source: Source) -> str:
 
 
 def heading_words(words: str, prefix: str) -> str:
-    """Untrusted words (a node's label, the run's title) for a heading of ours, as plain text. Words
-    whose heading would get a source entry's id ("Source 1" -> `#source-1`, where the citations
-    jump) or read as a section the frame adds ("Sources") get `prefix` ("Node 5: Source 1").
-    Asked of the sanitiser itself, so these headings follow the rule a report body's headings do."""
+    """The words of the run's title (the question, or the title given to it) for the report's heading,
+    as plain text. Words whose heading would get a source entry's id ("Source 1" -> `#source-1`,
+    where the citations jump) or read as a section the frame adds ("Sources") get `prefix`
+    ("Report: Sources"). Asked of the sanitiser itself, so the title follows the rule a method's own
+    headings do."""
     words = one_line(words)
     return words if markdown_block(f"# {words}", heading_floor=1).startswith("#") else f"{prefix}{words}"
 
 
-def partial_heading(node: Node, number: int) -> str:
-    """The heading of a finished answer in partial results (plain text): its label, or its kind."""
-    return heading_words(one_line(node.label) or node.kind, f"Node {number}: ")
+def partial_heading(number: int) -> str:
+    """The heading of a finished answer in partial results, in our words ("Node 3", numbered as the
+    map shows it): its label is the model's (or a page's) words, so it is a line under it."""
+    return f"Node {number}"
+
+
+def partial_label(node: Node) -> str:
+    """What a finished answer in partial results is about (plain text): its label, or its kind."""
+    return one_line(node.label) or node.kind
 
 
 def partial_nodes(nodes: list[Node]) -> list[tuple[Node, int]]:
@@ -73,7 +81,8 @@ def _partial_body(nodes: list[Node], known_source_ids: Iterable[int]) -> Rendere
     for node, node_number in partial_nodes(nodes):
         rendered = number_citations(without_reference_list(node.content.strip()), known, start=numbers)
         numbers = {source_id: number for number, source_id in rendered.numbering.items()}
-        parts.append(f"### {inline_text(partial_heading(node, node_number))}\n\n{markdown_block(rendered.text)}")
+        parts.append(f"### {partial_heading(node_number)}\n\n*{inline_text(partial_label(node))}*\n\n"
+                     f"{prose_block(rendered.text)}")
     text = "\n\n".join(parts) or "_Nothing has been produced yet._"
     return Rendered(text=text, numbering={number: source_id for source_id, number in numbers.items()})
 
@@ -126,14 +135,34 @@ def status_note(repo: Repository, run, report) -> str:
     return " ".join(said)
 
 
-def _report_body(markdown: str, known_source_ids: Iterable[int]) -> Rendered:
-    # Numbered first, so a removed marker cannot join its neighbours into something the sanitiser
-    # did not see; the sanitiser leaves `[n]` alone, so every citation still resolves.
-    # A reference list the model appended would stand beside ours with made-up titles and addresses
-    # next to links to our sources: only ours is shown.
-    rendered = number_citations(without_reference_list(markdown.strip()), known_source_ids)
-    # The report is a document under our title: its writer's headings stay, from level 2 down.
-    return Rendered(text=markdown_block(rendered.text, heading_floor=2), numbering=rendered.numbering)
+def report_parts(report: Report) -> tuple[str, str]:
+    """A stored report as (the model's text, the method's own text after it: `RunGraph.save_report`'s
+    `own`). A report that does not say where its own text starts is the model's text throughout."""
+    own_from = report.data.get(OWN_TEXT_FROM)
+    if not isinstance(own_from, int) or not 0 <= own_from <= len(report.markdown):
+        return report.markdown, ""
+    return report.markdown[:own_from], report.markdown[own_from:]
+
+
+def report_citations(report: Report, known_source_ids: Iterable[int]) -> tuple[Rendered, Rendered]:
+    """The model's text and the method's own, each with its `[[S<id>]]` markers as `[n]`, one
+    numbering across both (the second's `numbering` holds it all). Numbered before any sanitising,
+    so a removed marker cannot join its neighbours into something the sanitiser did not see. A
+    reference list the model appended would stand beside ours with made-up titles and addresses next
+    to links to our sources: only ours is shown."""
+    model_text, own = report_parts(report)
+    known = set(known_source_ids)
+    written = number_citations(without_reference_list(model_text.strip()), known)
+    return written, number_citations(own.strip(), known, start={sid: n for n, sid in written.numbering.items()})
+
+
+def _report_body(report: Report, known_source_ids: Iterable[int]) -> Rendered:
+    written, own = report_citations(report, known_source_ids)
+    # The model's text (a page's or a document's in it) makes no structure: no heading of it can
+    # stand as one of the report's; the method's own sections keep their headings, from level 2
+    # down. The sanitisers leave `[n]` alone, so every citation still resolves.
+    parts = (prose_block(written.text), markdown_block(own.text, heading_floor=2))
+    return Rendered(text="\n\n".join(part for part in parts if part.strip()), numbering=own.numbering)
 
 
 # A title is a line, not the question: a long question is given whole on the *Question:* line.
@@ -158,7 +187,7 @@ def render_markdown(repo: Repository, run_id: str, source_words: tuple[str, ...]
     report = repo.latest_report(run_id)
     nodes = list(nodes) if nodes is not None else repo.list_nodes(run_id)
     if report is not None:
-        rendered = _report_body(report.markdown, sources.keys())
+        rendered = _report_body(report, sources.keys())
     else:
         rendered = _partial_body(nodes, sources.keys())
     status = status_note(repo, run, report)

@@ -16,8 +16,12 @@ Two destinations, one module, so the CLI, the exports and the web app apply the 
     an allowed scheme.
   - headings: an ATX `#` (also inside list items and block quotes) and a setext underline
     (`===`, `---`) become text, so a document cannot put a page-high heading inside our layout;
-    a report body may keep its writer's ATX headings, pushed down to a floor level below ours,
-    but not one named like a section we add ("Sources") nor one that would take a source anchor.
+    a report's own sections (a method's, `markdown_block(heading_floor=)`) keep their ATX headings,
+    pushed down to a floor level below ours, but not one named like a section we add ("Sources")
+    nor one that would take a source anchor.
+  - untrusted text itself (a model's answer, a page, a document: `prose_block`) makes no structure
+    at all: the character that would open a block at a line's start (a heading, quote, list, rule,
+    fence, indented code, table, definition...) becomes its reference, and each line stays a line.
   Entities are used instead of backslashes because inserting a backslash changes the meaning of a
   backslash already there (`\\![` would become an escaped backslash followed by a live image).
   The cost: inside code spans and blocks these characters show as their entities.
@@ -252,20 +256,28 @@ def _disarm_headings(text: str, floor: int | None) -> str:
 
 
 def markdown_block(text: str, *, heading_floor: int | None = None) -> str:
-    """Untrusted Markdown (any number of lines) as Markdown that renders inert everywhere.
+    """Markdown whose structure is ours (a method's own sections and notes, a panel composed around
+    untrusted pieces escaped where they were put in) as Markdown that renders inert everywhere.
+    Untrusted text itself, whose lines must make no structure, goes through `prose_block`.
 
     Lists, emphasis, code, tables and http(s)/mailto/# links survive; raw HTML shows as text, images
     become links, other links become plain text, and headings become text. `heading_floor` (for a
-    report body, which is a document of its own under our title) keeps the writer's top-level ATX
-    headings instead, at that level or deeper, except those named like a section of our own
-    (`REPORT_SECTIONS`), which become text."""
+    report's own sections, under our title) keeps the writer's top-level ATX headings instead, at
+    that level or deeper, except those named like a section of the frame (`REPORT_SECTIONS`), which
+    become text."""
     # A code block left open (an answer cut off by its output limit) would run to the end of the
     # page, and swallow what is rendered after it: the Sources list, the next node.
-    text = close_fence(terminal_text(text))
+    text = _no_html_or_images(close_fence(terminal_text(text)))
+    return _only_allowed_links(_disarm_headings(text, heading_floor))
+
+
+def _no_html_or_images(text: str) -> str:
     text = text.replace("<", "&lt;")
     text = text.replace("![", "&#33;[")
-    text = _disarm_attribute_lists(text)
-    text = _disarm_headings(text, heading_floor)
+    return _disarm_attribute_lists(text)
+
+
+def _only_allowed_links(text: str) -> str:
     text = _disarm_destinations(text, _LINK_OPENER, "&#40;")
     return _disarm_destinations(text, _DEFINITION_COLON, "&#58;", numeric_labels=True)
 
@@ -275,24 +287,83 @@ def markdown_block(text: str, *, heading_floor: int | None = None) -> str:
 _INLINE_PUNCTUATION = re.compile(r"([\\`*_\[\]{}])")
 
 
-# The markers that open a block only at the start of a line: a heading's hashes, a list item's
-# `-`/`+`/`1.`/`1)` (each with a space or the end after it), a rule or setext underline of `-`/`=`.
-# (`>` is already `&gt;`; `*` and `_` are already escaped.)
-_BLOCK_MARKER = re.compile(r"^(\s*|\s*\d{1,9})((?<=\d)[.)](?=\s|$)|(?<!\d)(?:#|[-+])(?=[#\s]|$)|(?<!\d)[-=](?=[-=\s]*$))")
+# What opens a block at the start of a line (after its indentation) in CommonMark, GFM, Python-Markdown
+# and the extensions static site generators turn on. Only the forms that open one: `#hashtag`,
+# `-5 degrees`, `1.5 million`, `**bold**` and `` `code` `` at a line's start are left alone.
+_BLOCK_OPENER = re.compile(
+    r"[>|]"  # a quote; a table row
+    r"|#{1,6}(?=[ \t]|$)"  # an ATX heading
+    r"|[-+*](?=[ \t]|$)"  # a list item (and `* * *`, `- - -` rules)
+    r"|[-:][-:| \t]*$"  # a setext underline, a rule, a table's delimiter row (`---|:--`)
+    r"|=(?=[= \t]|$)"  # a setext underline, a tab set (`=== "Tab"`)
+    r"|[*_](?:[ \t]*[*_]){2,}[ \t]*$"  # a rule of `*` or `_`
+    r"|`{3}|~{3}"  # a fence
+    r"|\d{1,9}[.)](?=[ \t]|$)"  # an ordered list item
+    r"|:(?=[ \t]|$)"  # a definition (Python-Markdown's def_list)
+    r"|\*\[|!{3}|\?{3}|\${2}"  # an abbreviation (`*[HTML]: ...`), an admonition, a details block, display math
+    r"|\[(?:[^\[\]\\]|\\.){0,999}\]:",  # a link reference definition or footnote (its label may run over lines)
+    re.MULTILINE,
+)
+
+
+def _no_block_start(line: str, *, within: str = "", at: int = 0) -> str:
+    """`line` (from its first character after the indentation) with that character written as its
+    reference when a block would start there: no renderer reads a reference as block syntax, and
+    every renderer shows it as the character. `within`: the whole text, the line's start at `at`
+    (a link definition's label can run over lines)."""
+    if not line or _BLOCK_OPENER.match(within or line, at if within else 0) is None:
+        return line
+    return f"&#{ord(line[0])};{line[1:]}"
+
+
+def _literal(text: str) -> str:
+    """`text` with the characters that could make HTML, links, emphasis or code escaped, so that
+    within a line it shows as written."""
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _INLINE_PUNCTUATION.sub(r"\\\1", text)
 
 
 def inline_text(text: str) -> str:
     """Untrusted single-line text (a title, a question, a label) as Markdown that shows exactly that
     text: on one line (so it cannot start a heading, list or block), HTML escaped, no link, image,
     code or emphasis of its own."""
-    text = one_line(text)
-    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    text = _INLINE_PUNCTUATION.sub(r"\\\1", text)
-    # At the start of a line (`- {title}`), `# x`, `> x`, `+ x`, `1. x` or `---` would still make
-    # a heading, quote, list or rule: the marker becomes an entity.
-    text = _BLOCK_MARKER.sub(lambda m: m.group(1) + f"&#{ord(m.group(2))};", text, count=1)
+    text = _literal(one_line(text))
+    # At the start of a line (`- {title}`), `# x`, `+ x`, `1. x`, `---` or `~~~` would still make
+    # a heading, list, rule or fence: its first character becomes a reference.
+    text = _no_block_start(text)
     # `|` could make a GFM table row; `\|` is not an escape in plain Python-Markdown, the entity is.
     return text.replace("|", "&#124;")
+
+
+def prose_block(text: str) -> str:
+    """Untrusted text of any length (a model's answer or article, a page, a document) as Markdown that
+    shows it as written and makes no structure of its own: its paragraphs and lines stay (each line
+    break a hard break, its indentation no-break spaces), and so do emphasis, code spans, citations
+    and http(s)/mailto/# links (`markdown_block`'s rules for HTML, images and links apply); but no
+    line opens a block (heading, quote, list, rule, fence or indented code, table, HTML block, link
+    definition): the character that would open one is written as its reference (`_BLOCK_OPENER`).
+    The lines of what would be a code block are shown as written, their Markdown punctuation
+    escaped (`_literal`), so no citation, emphasis or link is read in them."""
+    pairs = fenced_lines(terminal_text(text))
+    whole = "".join(line for line, _code in pairs)  # a link definition's label may run over lines
+    lines: list[str] = []
+    start = 0  # where the line starts in `whole`
+    for line, in_code in pairs:
+        body = line.rstrip("\n")
+        content = body.lstrip(" \t")
+        indent = "&#160;" * len(body[:len(body) - len(content)].expandtabs(4))
+        if not content.strip():
+            lines.append("")
+        elif in_code:
+            lines.append(indent + _no_block_start(_literal(content.rstrip())))
+        else:
+            lines.append(indent + _no_block_start(content.rstrip(), within=whole, at=start + len(body) - len(content)))
+        start += len(line)
+    # Two trailing spaces are a hard break in CommonMark, GFM and Python-Markdown alike (a backslash
+    # is not one in Python-Markdown): a line of a list or of code stays a line.
+    text = "\n".join(line + "  " if line and index + 1 < len(lines) and lines[index + 1] else line
+                     for index, line in enumerate(lines))
+    return _only_allowed_links(_no_html_or_images(text))
 
 
 # What `inline_text` (and `markdown_block`) write around untrusted text: backslash escapes of the

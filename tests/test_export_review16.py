@@ -21,6 +21,7 @@ from components import citation_check as citation_check_component
 from engine import cli
 from engine.export import build_document, to_docx, to_pdf
 from engine.export.document import Block, body_blocks
+from engine.graph import OWN_TEXT_FROM
 from engine.llm.protocol import LLMError
 from engine.reader_text import STRUCTURED_FAILURE
 from engine.report import render_markdown, status_note
@@ -74,7 +75,7 @@ def test_docx_export_drops_the_characters_xml_forbids(services):
     joined_text = "\n".join(texts)
     assert "\uffff" not in joined_text and "\ufffe" not in joined_text
     assert "Plain ASCII report that mentions the entity  literally [1]." in texts
-    assert "Which came first?" in texts and "Head" in texts
+    assert "Which came first?" in texts and "# Head" in texts  # the stored text is the model's: a line of text
     assert any(t.startswith("[1] Title end — https://example.org/a") for t in texts)
     assert to_pdf(build_document(repo, run_id)).startswith(b"%PDF")
 
@@ -104,7 +105,7 @@ def test_a_failed_run_without_a_report_says_its_error_as_the_reason(services):
     assert note == ("Partial results: the run failed: the endpoint http://localhost:9 could not be reached. "
                     "These are the results it had.")
     # The finished answer is the content; the error is not.
-    assert [b.parts[0] for b in build_document(repo, run_id).blocks] == ["Finding", "An answer to Finding "]
+    assert [b.parts[0] for b in build_document(repo, run_id).blocks] == ["Node 2", "Finding", "An answer to Finding "]
 
 
 def test_a_failed_run_says_a_structured_failure_in_plain_words(services):
@@ -190,13 +191,14 @@ def test_partial_results_headings_take_no_source_anchor_and_forge_no_sources_hea
     ids = heading_ids(markdown)
     assert ("source-1", "Source 1") in ids  # our entry keeps its anchor, so [1] jumps to it
     assert [text for _, text in ids].count("Sources") == 1  # ours only
-    assert "### Node 2: Source 1" in markdown and "### Node 3: Sources" in markdown
-    assert "### Sources of iron" in markdown  # a label that takes nothing stays as it is
+    # A node's heading is ours ("Node 2"); its label, the model's words, is a line of text under it.
+    assert "### Node 2\n\n*Source 1*" in markdown and "### Node 3\n\n*Sources*" in markdown
+    assert "### Node 5\n\n*Sources of iron*" in markdown
     assert markdown.startswith("# Report: Source 1\n")
     for name, render in RENDERERS.items():
         assert links(render(markdown)).count("#source-1") == 4, name
     headings = [b.parts for b in build_document(repo, run_id).blocks if b.kind == "heading"]
-    assert headings[:2] == [("Node 2: Source 1",), ("Node 3: Sources",)]
+    assert headings == [("Node 2",), ("Node 3",), ("Node 4",), ("Node 5",)]
     assert build_document(repo, run_id).title == "Report: Source 1"
 
 
@@ -256,7 +258,11 @@ def test_an_unclosed_fence_runs_to_the_end_and_a_quoted_heading_stays_text():
 
 @pytest.fixture
 def structured_run(services) -> str:
+    """A report whose text is all the method's own (`RunGraph.save_report`'s `own`): its structure
+    keeps its shape. (The model's text makes none: tests/test_untrusted_structure.py.)"""
     run_id, _ = stored_run(services.repo, status=RunStatus.DONE, report=STRUCTURED.replace(" [1]", " {S}"))
+    report = services.repo.latest_report(run_id)
+    services.repo.save_report(run_id, report.markdown, data={OWN_TEXT_FROM: 0})
     return run_id
 
 
@@ -307,7 +313,9 @@ def test_directs_made_up_reference_list_is_not_shown_and_its_answer_is_stored_as
     assert answer.content == written and answer.data["confidence"] == "high"
     shown = render_markdown(services.repo, run_id)
     assert "britannica" not in shown.lower() and "References" not in shown
-    assert "```python\nfirst = cities[1]\n```" in shown and "the interval [0, 1]." in shown
+    # Its code is shown as written, line by line (the model's text makes no code block of its own).
+    html = RENDERERS["markdown-it (commonmark, html on)"](shown)
+    assert "<p>```python<br />\nfirst = cities[1]<br />\n```</p>" in html and "the interval [0, 1]." in shown
     assert "](#source-" not in shown  # direct has no sources: nothing is linked
 
 

@@ -808,7 +808,8 @@ def test_cli_runs_omnithink_on_a_freshwiki_topic(prebuilt_corpus_home, capsys, t
     assert sources and all(s.kind == "corpus" for s in sources)
 
     body, source_lines = split_report(out_file.read_text(encoding="utf-8"))
-    assert body.startswith(f"# {topic}") and "\n## " in body
+    # The article is the model's text: its sections are lines of text, not headings of the export.
+    assert body.startswith(f"# {topic}") and "\n&#35;# " in body and "\n## " not in body
     cited = {int(n) for n in re.findall(r"\[(\d+)\]", body)}
     refs = []
     for line in source_lines:

@@ -193,7 +193,9 @@ def test_pdf_keeps_text_citations_and_source_links_and_shows_hostile_text_litera
 def test_docx_keeps_text_citations_and_source_links_and_shows_hostile_text_literally(services, cited_run):
     document = docx.Document(io.BytesIO(to_docx(build_document(services.repo, cited_run))))
     paragraphs = [p.text for p in document.paragraphs]
-    assert "First [1] then [2]." in paragraphs and "item [1]" in paragraphs
+    # The stored text is the model's: its lines stay lines of text ("- item" is not a bullet).
+    lines = [line for paragraph in paragraphs for line in paragraph.split("\n")]
+    assert "First [1] then [2]." in lines and "- item [1]" in lines and "# Answer" in lines
     assert "<script>alert('x')</script> bold # not a heading ![img](https://evil.example/p.png)" in paragraphs
     body = document.element.body
     anchors = [h.get(docx.oxml.ns.qn("w:anchor")) for h in body.iter(docx.oxml.ns.qn("w:hyperlink"))]
@@ -203,7 +205,7 @@ def test_docx_keeps_text_citations_and_source_links_and_shows_hostile_text_liter
     external = [r.target_ref for r in document.part.rels.values() if r.is_external]
     assert external == ["https://example.org/a"]
     headings = [p.text for p in document.paragraphs if p.style.name.startswith("Heading")]
-    assert headings == ["Which came first?", "Answer", "Sources"]  # no heading from the text's "# " or "==="
+    assert headings == ["Which came first?", "Sources"]  # no heading from the text's "# " or "==="
 
 
 def test_blocks_take_only_known_citations_and_no_markup():

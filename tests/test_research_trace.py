@@ -507,6 +507,7 @@ def test_a_search_nodes_panel_shows_its_cited_summary_first(services, fake_llm):
     only the query and the ranked titles (review 14)."""
     from components.node_text import answer_markdown
     from engine.methods.research.kinds import SearchData
+    from engine.safe_text import shown_text
 
     run_id = done_run(services, {"max_searches": 0})
     [search] = searches(services, run_id)
@@ -518,7 +519,8 @@ def test_a_search_nodes_panel_shows_its_cited_summary_first(services, fake_llm):
     # The ranked list names each document by the number the summary cites it with (review 14d).
     for number, source_id in numbering.items():
         title = next(d["title"] for d in search.data["ranked"] if d["source_id"] == source_id)
-        assert re.search(rf"\d+\. {re.escape(title[:20])}.* \[{number}\]", markdown), (number, title)
+        # As a reader sees it: an item's number is text, not a list of its own (`&#49;0.` shows "10.").
+        assert re.search(rf"\d+\. {re.escape(title[:20])}.* \[{number}\]", shown_text(markdown)), (number, title)
 
 
 def test_an_agents_query_reaches_the_summarizer_and_the_reranker_as_data(services, fake_llm):

@@ -135,9 +135,11 @@ def test_partial_report_of_hostile_nodes_is_inert(services):
     for name, render in RENDERERS.items():
         html = render(markdown)
         assert tag_names(html).count("h1") == 1 and tag_names(html).count("h3") == 1, name
-        # The label is the heading, shown exactly as stored (on one line), not as escapes.
-        heading = visible_text(re.search(r"<h3[^>]*>(.*?)</h3>", html, re.S).group(0))
-        assert heading == " ".join(label.split()), (name, heading)
+        # The heading is ours ("Node 2"); the label is the line under it, shown exactly as stored (on
+        # one line), not as escapes.
+        heading, label_line = re.search(r"<h3[^>]*>(.*?)</h3>\s*<p>(.*?)</p>", html, re.S).groups()
+        assert visible_text(heading) == "Node 2", (name, heading)
+        assert visible_text(label_line) == " ".join(label.split()), (name, label_line)
     assert "[1]" in split_report(markdown)[0] and split_report(markdown)[1][0].startswith("[1] ")
     assert_inert(export_json(repo, run.id)["report"]["markdown"])
 

@@ -1,9 +1,11 @@
 """A run's report as plain structure for the DOCX and PDF writers: title, facts, blocks (headings,
 paragraphs, bullet points, numbered items, code blocks, tables) whose text is split into plain text
-and citation numbers, and the Sources list. Every piece is text: the writers insert it as text, so
-nothing in a model's answer, a web page or a document becomes markup, a link or a heading of its own
-in the file. The only links are ours: a citation to its source entry, and a source entry's title to
-its http(s) URL."""
+and citation numbers, and the Sources list. The structure is ours: the model's text (a page's or a
+document's in it) is read as the Markdown export shows it, through `safe_text.prose_block`, so it
+gives paragraphs of lines and no heading, list, table or code block; the method's own sections keep
+theirs. Every piece is text: the writers insert it as text, so nothing in a model's answer, a web
+page or a document becomes markup, a link or a heading of its own in the file. The only links are
+ours: a citation to its source entry, and a source entry's title to its http(s) URL."""
 
 from __future__ import annotations
 
@@ -14,8 +16,9 @@ from typing import Literal
 
 from engine.citations import number_citations, without_reference_list
 from engine.markdown_code import Fence, fences
-from engine.report import heading_words, partial_heading, partial_nodes, report_title, status_note
-from engine.safe_text import names_report_section, one_line, shown_text, terminal_text
+from engine.report import (heading_words, partial_heading, partial_label, partial_nodes, report_citations, report_title,
+                           status_note)
+from engine.safe_text import names_report_section, one_line, prose_block, shown_text, terminal_text
 from storage.repository import Repository
 
 _WEB = ("http://", "https://")
@@ -24,6 +27,7 @@ _BULLET = re.compile(r"^[ \t]*[-*+][ \t]+(.*)$")
 _NUMBERED = re.compile(r"^[ \t]*(\d{1,9})[.)][ \t]+(.*)$")
 _QUOTE = re.compile(r"^ {0,3}(?:>[ \t]?)+")  # `> note`, `> > nested`: the markers, not the words
 _RULE = re.compile(r"^[ \t]*(?:[-=*_][ \t]*)+$")  # setext underlines and rules: no text of their own
+_HARD_BREAK = re.compile(r"  $")
 # Line ends for a reader that CommonMark does not take as line ends: shown as spaces in prose and as
 # line breaks in code, after the parser has said where the code is.
 _OTHER_LINE_ENDS = re.compile("[\x0b\x0c\x1c-\x1e\u2028\u2029]")
@@ -33,7 +37,8 @@ _CELL_BORDER = re.compile(r"(?<!\\)\|")
 _CITATION = re.compile(r"\[(\d{1,4})\]")
 # An inline code span: a run of backticks closed by a run of the same length. (Spans and bold are
 # bounded in length, so a text of many unclosed markers cannot make the search quadratic.)
-_CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`).{1,1000}?(?<!`)\1(?!`)")
+# An escaped backtick (`\``, as `safe_text` writes a line of code shown as prose) opens none.
+_CODE_SPAN = re.compile(r"(?<![`\\])(`+)(?!`).{1,1000}?(?<!`)\1(?!`)")
 # Bold as a viewer reads it: the markers go, the words stay. `__` pairs only outside a word, so
 # `snake__case__name` keeps its underscores; in a code span (`__init__`) nothing is touched.
 _STRONG = re.compile(r"\*\*(?=\S)(.{1,1000}?)(?<=\S)\*\*|(?<![\w_])__(?=\S)(.{1,1000}?)(?<=\S)__(?![\w_])")
@@ -178,7 +183,10 @@ def body_blocks(markdown: str, numbers: set[int]) -> list[Block]:
 
     def flush() -> None:
         if paragraph:
-            blocks.append(Block("paragraph", inline_parts(" ".join(paragraph), numbers)))
+            # A line that ends in a hard break (two spaces: `safe_text.prose_block` ends each line of
+            # untrusted text so) stays a line; others join the next with a space, as in a viewer.
+            joined = "".join(line if line.endswith("\n") else line + " " for line in paragraph)
+            blocks.append(Block("paragraph", inline_parts(joined.rstrip(), numbers)))
             paragraph.clear()
 
     text = terminal_text(markdown)  # its line ends are \n, as CommonMark's parser counts them
@@ -223,7 +231,7 @@ def body_blocks(markdown: str, numbers: set[int]) -> list[Block]:
             flush()
             blocks.append(Block("numbered", inline_parts(numbered.group(2), numbers), number=int(numbered.group(1))))
         else:
-            paragraph.append(line.strip())
+            paragraph.append(line.strip() + ("\n" if _HARD_BREAK.search(line) else ""))
     flush()
     return blocks
 
@@ -243,15 +251,19 @@ def build_document(repo: Repository, run_id: str) -> ReportDocument:
         document.facts.append(_line(note))
     numbering: dict[int, int] = {}  # source id -> n, one numbering across the body
     if report is not None:
-        rendered = number_citations(without_reference_list(report.markdown.strip()), sources.keys())
-        numbering = {sid: n for n, sid in rendered.numbering.items()}
-        document.blocks = body_blocks(rendered.text, set(rendered.numbering))
+        written, own = report_citations(report, sources.keys())
+        numbering = {sid: n for n, sid in own.numbering.items()}
+        # The model's text as the Markdown shows it (`prose_block`): paragraphs of lines, no heading,
+        # list, table or code block of its own; the method's own sections keep theirs.
+        document.blocks = (body_blocks(prose_block(written.text), set(own.numbering))
+                           + body_blocks(own.text, set(own.numbering)))
     else:
         for node, number in partial_nodes(repo.list_nodes(run_id)):
             rendered = number_citations(without_reference_list(node.content.strip()), sources.keys(), start=numbering)
             numbering = {sid: n for n, sid in rendered.numbering.items()}
-            document.blocks.append(Block("heading", (_line(partial_heading(node, number)),), level=3))
-            document.blocks += body_blocks(rendered.text, set(rendered.numbering))
+            document.blocks.append(Block("heading", (partial_heading(number),), level=3))
+            document.blocks.append(Block("paragraph", (_line(partial_label(node)),)))
+            document.blocks += body_blocks(prose_block(rendered.text), set(rendered.numbering))
     for source_id, number in sorted(numbering.items(), key=lambda kv: kv[1]):
         source = sources[source_id]
         url = _line(source.url or "")

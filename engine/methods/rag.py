@@ -119,12 +119,13 @@ class RagMethod(Method):
         root = ensure_root(ctx)
         retrieval = child_of_kind(ctx, root, "search")
         answer = child_of_kind(ctx, retrieval, "answer") if retrieval else None
+        own = ""
         if answer is not None and answer.status == NodeStatus.DONE:
             body = answer.content
             if not ctx.graph.sources(retrieval):
                 # Said to the reader, not left to the model: nothing here is grounded in a source.
-                body += ungrounded_note(ctx.searcher.description)
+                own = ungrounded_note(ctx.searcher.description)
         else:
             # The technical reason stays on the node and the run; the reader gets what to do.
             body = "_No answer was produced: the answer step failed. Resume the run to try it again._"
-        ctx.graph.save_report(body, data={"method": self.name})
+        ctx.graph.save_report(body, data={"method": self.name}, own=own)

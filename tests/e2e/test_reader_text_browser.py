@@ -53,8 +53,8 @@ def seed_run(repo) -> dict:
     repo.update_node(failed.id, error=TECHNICAL)
     filler = "\n\n".join(f"Paragraph {i} of the report, long enough to push the sources below the fold. " * 3
                          for i in range(12))
-    # The writer's own `#` headings stay headings (below ours); a heading inside a quote or list, or a
-    # setext underline, is the quoted document's and must stay text.
+    # The stored report is the model's text: no `#` heading of it (its own, or the quoted document's in
+    # a quote, a list or a setext underline) is a heading of the page.
     repo.save_report(run.id, f"# Findings\n\n{REPEATED} {marker}\n\n> {GIANT}\n\n- {GIANT}\n\n{SETEXT}\n\n{filler}")
     repo.set_status(run.id, RunStatus.DONE)
     return {"run": run.id, "root": root.id, "failed": failed.id}
@@ -105,7 +105,8 @@ def test_reader_text_is_clean_and_citations_link_to_sources(streamlit_app, page,
     # The Report page: [1] goes to Source 1, which links to the page; PDF and DOCX download.
     page.goto(f"{streamlit_app.url}/report?run={ids['run']}")
     page.get_by_role("button", name="Download PDF").wait_for()
-    page.locator("h2", has_text="Findings").first.wait_for()  # the writer's heading, at our level 2
+    page.get_by_text("# Findings", exact=True).first.wait_for()  # the model's "heading": a line of text
+    assert page.get_by_role("heading", name="Findings", exact=True).count() == 0
     assert page.get_by_role("heading", name="GIANT HEADING FROM A DOCUMENT").count() == 0
     assert page.get_by_role("heading", name="Setext title from a web page").count() == 0
     page.locator('a[href="#source-1"]').first.click()

@@ -16,6 +16,7 @@ from engine.methods.deot import prompts
 from engine.methods.deot.kinds import QuestionData
 from engine.methods.deot.params import DeotParams
 from engine.reader_text import REPORT_NOT_WRITTEN, UNWRITTEN, first_readable
+from engine.safe_text import inline_text, one_line
 from storage.models import Node, NodeStatus
 
 
@@ -49,13 +50,15 @@ def metrics(questions: list[Node], answered: list[Node]) -> dict[str, int]:
 
 
 def cited_findings(answered: list[Node]) -> str:
-    """Each analysed node's key findings that cite a source, as stored (with their markers)."""
+    """Each analysed node's key findings that cite a source, as stored (with their markers), one list
+    item each. The report's own text: the node's question (the model's) is escaped, and the finding
+    put on one line, so neither can start a heading, a list or a block of its own."""
     lines = []
     for node in answered:
         summary = QuestionData.model_validate(node.data).summary
         finding = summary.key_findings.strip() if summary else ""
         if finding and cited_source_ids(finding):
-            lines.append(f"- **{node.label}** {finding}")
+            lines.append(f"- **{inline_text(node.label)}** {one_line(finding)}")
     return "\n".join(lines)
 
 
@@ -93,20 +96,21 @@ def write(ctx: RunContext, questions: list[Node], *, method: str, force: bool) -
     ))
     if written is None:
         # Never the model's "Field required." as the report: say so, keep the tree's cited findings.
-        body = REPORT_NOT_WRITTEN + ("\n\n## Key findings from the tree\n\n" + cited_findings(answered)
-                                     if cited_findings(answered) else "")
-        ctx.graph.save_report(body, data={"method": method, "signature": signature, "metrics": counts,
-                                          UNWRITTEN: True})
+        findings = cited_findings(answered)
+        own = f"\n\n## Key findings from the tree\n\n{findings}" if findings else ""
+        ctx.graph.save_report(REPORT_NOT_WRITTEN, own=own, data={"method": method, "signature": signature,
+                                                                 "metrics": counts, UNWRITTEN: True})
         return
     text = written
     text, attributed = attribute_uncited(text, ordered_sources) if params.attribute_citations else (text, 0)
     body, invalid = to_stored_markers(text.strip(), ordered_sources)
     findings = "" if cited_source_ids(body) else cited_findings(answered)
+    own = ""
     if findings:
         # The writer cited nothing (small models often do) but the tree holds cited findings:
         # keep them, as written and cited by the nodes, so the report still shows its evidence.
-        body += "\n\n## Key findings from the tree\n\n_The report writer cited no sources; these are " \
-                "the cited findings of the analysed nodes._\n\n" + findings
+        own = "\n\n## Key findings from the tree\n\n_The report writer cited no sources; these are " \
+              "the cited findings of the analysed nodes._\n\n" + findings
     metrics_md = (
         "\n\n## Analysis metrics\n\n"
         f"- Question nodes analysed: {counts['total_nodes']}\n"
@@ -118,7 +122,7 @@ def write(ctx: RunContext, questions: list[Node], *, method: str, force: bool) -
     if ungrounded:
         metrics_md += (f"- Nodes with no relevant source (their findings are the model's own, uncited): "
                        f"{len(ungrounded)} of {len(answered)}\n")
-    ctx.graph.save_report(body + metrics_md, data={"method": method, "signature": signature,
-                                                    "metrics": counts, "invalid_citations": invalid,
-                                                    "attributed_citations": attributed,
-                                                    "findings_appended": bool(findings)})
+    ctx.graph.save_report(body, own=own + metrics_md, data={"method": method, "signature": signature,
+                                                            "metrics": counts, "invalid_citations": invalid,
+                                                            "attributed_citations": attributed,
+                                                            "findings_appended": bool(findings)})

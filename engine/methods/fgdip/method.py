@@ -123,10 +123,9 @@ class FgdipMethod(Method):
 
     def write_report(self, ctx: RunContext) -> None:
         markdown, data = report(Tree.of(ctx.graph.nodes()), self._memory(ctx), self.name)
-        if data.get("short_answer") and not ctx.graph.sources():
-            # Every search failed or found nothing: said to the reader, not left to the model.
-            markdown += ungrounded_note(ctx.searcher.description)
-        ctx.graph.save_report(markdown, data=data)
+        # Every search failed or found nothing: said to the reader, not left to the model.
+        own = ungrounded_note(ctx.searcher.description) if data.get("short_answer") and not ctx.graph.sources() else ""
+        ctx.graph.save_report(markdown, data=data, own=own)
         self._mark_reported(ctx, data.get(ANSWER_NODE))
 
     def _mark_reported(self, ctx: RunContext, answer_id: int | None) -> None:

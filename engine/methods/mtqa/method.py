@@ -474,7 +474,7 @@ class MtqaMethod(Method):
         note += self._ungrounded_note(ctx, columns)
         # One line of the model's: escaped, so it cannot start a heading ("## Sources"), a list or a citation.
         short = f"**Answer:** {inline_text(data.short_answer)}\n\n" if data.short_answer else ""
-        ctx.graph.save_report(short + final.content + note, data={
+        ctx.graph.save_report(short + final.content, own=note, data={
             "method": self.name, "short_answer": data.short_answer, "summary_node": final.id,
             "column": data.column + 1})
 

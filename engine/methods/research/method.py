@@ -148,18 +148,18 @@ class ResearchMethod(Method):
         if answer is None or answer.status == NodeStatus.DONE or not (answer.content or "").strip():
             return super().write_stopped_report(ctx, reason)
         with ctx.graph.partial_reports(reason):
-            ctx.graph.save_report(f"{answer.content.strip()}\n\n{UNCHECKED_NOTE}",
+            ctx.graph.save_report(answer.content.strip(), own=f"\n\n{UNCHECKED_NOTE}",
                                   data={"method": self.name, ANSWER_NODE: answer.id, "checked": False})
         return True
 
     def write_report(self, ctx: RunContext) -> None:
         chain = Chain(ctx.graph.nodes())
         sources = ctx.graph.sources()
-        markdown, data = report(chain.answer, chain.searches, chain.turns, sources, self.name)
+        markdown, own, data = report(chain.answer, chain.searches, chain.turns, sources, self.name)
         if chain.answer is not None and chain.answer.status == NodeStatus.DONE and not sources:
             # Said to the reader, not left to the model: no search found anything to ground it.
-            markdown += ungrounded_note(ctx.searcher.description)
-        ctx.graph.save_report(markdown, data=data)
+            own += ungrounded_note(ctx.searcher.description)
+        ctx.graph.save_report(markdown, data=data, own=own)
 
     # ------------------------------------------------------------------ the first search: the question
 

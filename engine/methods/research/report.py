@@ -52,16 +52,17 @@ def citation_check_section(data: dict[str, Any], numbering: dict[int, int]) -> l
 
 
 def report(answer: Node | None, searches: Sequence[Node], turns: Sequence[Node], sources: Sequence[Source],
-           method: str) -> tuple[str, dict[str, Any]]:
-    """(Markdown with run-wide citation markers, report data)."""
+           method: str) -> tuple[str, str, dict[str, Any]]:
+    """(the answer, our own sections after it, report data), in Markdown with run-wide citation
+    markers: `RunGraph.save_report`'s text and `own`."""
     done = [s for s in searches if s.status == NodeStatus.DONE]
     data: dict[str, Any] = {"method": method, "search_count": len(done), "turns": len(turns),
                             "queries": [(s.data or {}).get("query", "") for s in done]}
     if answer is None or answer.status != NodeStatus.DONE or not (answer.content or "").strip():
-        return NOT_WRITTEN, {**data, UNWRITTEN: True}
+        return NOT_WRITTEN, "", {**data, UNWRITTEN: True}
     info = answer.data or {}
     numbering = number_citations(answer.content or "", {s.id for s in sources if s.id is not None}).numbering
-    parts = [answer.content.strip()]
+    parts: list[str] = []
     if info.get("checked"):
         parts.append("\n".join(citation_check_section(info, numbering)))
     parts.append(f"_The agent ran {len(done)} {'search' if len(done) == 1 else 'searches'} and "
@@ -69,6 +70,7 @@ def report(answer: Node | None, searches: Sequence[Node], turns: Sequence[Node],
     metrics = {"search_count": len(done), "support_rate": info.get("support_rate"),
                "citation_error_rate": info.get("citation_error_rate"),
                "removed_markers": len(info.get("removed_markers") or [])}
-    return "\n\n".join(parts), {**data, ANSWER_NODE: answer.id, "metrics": metrics,
-                                "support_rate": info.get("support_rate"),
-                                "citation_error_rate": info.get("citation_error_rate")}
+    own = "".join(f"\n\n{part}" for part in parts)
+    return answer.content.strip(), own, {**data, ANSWER_NODE: answer.id, "metrics": metrics,
+                                         "support_rate": info.get("support_rate"),
+                                         "citation_error_rate": info.get("citation_error_rate")}
