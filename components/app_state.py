@@ -7,16 +7,24 @@ import os
 import streamlit as st
 
 from engine.config import load_settings
+from engine.config_values import ConfigError
 from engine.preferences import Preferences, load_preferences
 from engine.redact import redact_url
+from engine.safe_text import inline_text
 from engine.services import Services, build_services
 
 
 @st.cache_resource(show_spinner=False)
 def get_services() -> Services:
     """One Services per server process: runs keep going in its threads across page reruns.
-    Runs left `running` by a previous server process are marked interrupted here."""
-    services = build_services(load_settings())
+    Runs left `running` by a previous server process are marked interrupted here. A configuration
+    that cannot work is said on the page, as the CLI says it, instead of a traceback."""
+    try:
+        services = build_services(load_settings())
+    except ConfigError as exc:
+        # Raised, so not cached: once the variable is fixed and the server restarted, it starts.
+        st.error(f"**Thoughtmap cannot start.** {inline_text(str(exc))}", icon=":material/error:")
+        st.stop()
     services.runner.recover_interrupted()
     return services
 

@@ -4,7 +4,9 @@
 Exit codes: 0 done; 1 the run failed or a runtime error (endpoint unreachable, the report could
 not be written at the end: the run is saved); 2 bad input (unknown method, parameter or run, empty
 question, missing key, a budget that is not a positive finite number, an argument that is not UTF-8,
-an --out path that cannot be written, an ingest that found nothing to add); 3 the run stopped before
+an --out path that cannot be written, an ingest that found nothing to add; a configuration that cannot
+work: an environment variable's value, a database that cannot be reached or written, each said in one
+line naming the variable, engine/config_values.py); 3 the run stopped before
 the end (budget reached, or stopped by the user) with its partial results kept.
 """
 
@@ -20,8 +22,9 @@ from pathlib import Path
 from engine.cli_judge import add_judge_parser, cmd_judge
 from engine.cli_kg import add_kg_parser, cmd_kg
 from engine.cli_worker import add_worker_parser, cmd_worker
-from engine.cli_input import BadInput, budget_type, check_arguments_are_utf8, check_out_path
+from engine.cli_input import BadInput, budget_type, check_arguments_are_utf8, check_out_path, positive_type
 from engine.config import load_settings
+from engine.config_values import ConfigError
 from engine.llm.accounting import budget_short
 from engine.llm.protocol import LLMAuthError, LLMError
 from engine.methods.params import ParamError, build_params, build_params_with_profile, parse_assignments, profile_for_llm
@@ -34,7 +37,6 @@ from engine.runner import RunnerError
 from engine.safe_text import json_for_terminal, one_line, terminal_text
 from engine.search.protocol import SearchError
 from engine.terminal_logging import make_last_resort_safe
-from storage.db import DatabaseURLError
 from storage.models import RunStatus
 from storage.repository import RunNotFound
 
@@ -99,10 +101,11 @@ def _parser() -> argparse.ArgumentParser:
     resume.add_argument("--quiet", action="store_true")
 
     lst = sub.add_parser("list", help="list stored runs, newest first")
-    lst.add_argument("--status", help="only runs with this status")
+    lst.add_argument("--status", choices=RunStatus.ALL, help="only runs with this status")
     lst.add_argument("--method", help="only runs of this method")
     lst.add_argument("--search", dest="text", help="only runs whose question contains this text")
-    lst.add_argument("--limit", type=int, default=50)
+    lst.add_argument("--limit", type=positive_type("--limit", int, "runs", "the newest 50"), default=50,
+                     help="how many runs, newest first (default 50)")
 
     show = sub.add_parser("show", help="show a run: status, usage and its tree")
     show.add_argument("run_id")
@@ -184,12 +187,21 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _services():
+    """The services; a configuration that cannot work raises ConfigError, said by `main`."""
     from engine.services import build_services  # imported late: keeps `--help` fast
 
-    try:
-        return build_services(load_settings())
-    except DatabaseURLError as exc:
-        raise CLIError(str(exc)) from exc
+    return build_services(load_settings())
+
+
+def _reading_services():
+    """The services of a command that only reads (list, show, export): a database that cannot be
+    written (a read-only mount) is read as it is instead of refused."""
+    from engine.services import build_services
+
+    services = build_services(load_settings(), read_only_ok=True)
+    if services.db.read_only:
+        _err(f"note: the database ({services.db.display_url}) cannot be written: reading it as it is")
+    return services
 
 
 def _choose_llm(requested: str | None, services) -> str:
@@ -367,9 +379,16 @@ def cmd_resume(args) -> int:
 
 
 def cmd_list(args) -> int:
-    services = _services()
-    services.runner.recover_interrupted()
+    services = _reading_services()
+    if not services.db.read_only:  # what it would record could not be written
+        services.runner.recover_interrupted()
     runs = services.repo.list_runs(text=args.text, method=args.method, status=args.status, limit=args.limit)
+    if not runs and args.method and args.method not in services.methods:
+        raise CLIError(f"--method {args.method}: no such method, and no stored run of it; "
+                       f"methods: {', '.join(sorted(services.methods))}")
+    if not runs and (args.text or args.method or args.status):
+        _err("no stored run matches these filters")
+        return EXIT_OK
     if not runs:
         _err("no runs stored yet. Start one with: thoughtmap run \"your question\"")
         return EXIT_OK
@@ -382,7 +401,7 @@ def cmd_list(args) -> int:
 
 
 def cmd_show(args) -> int:
-    services = _services()
+    services = _reading_services()
     repo = services.repo
     run = repo.find_run(args.run_id)
     _say(f"run       {run.id}")
@@ -404,7 +423,7 @@ def cmd_export(args) -> int:
     if args.format in BINARY_FORMATS and args.out is None:
         raise CLIError(f"a {args.format.upper()} file is binary and is not written to the terminal; "
                        f"add --out FILE.{args.format}", EXIT_USAGE)
-    services = _services()
+    services = _reading_services()
     run = services.repo.find_run(args.run_id)
     if args.format in BINARY_FORMATS:
         try:
@@ -654,6 +673,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = _parser().parse_args(argv)
         return COMMANDS[args.command](args)
     except BadInput as exc:
+        _err(f"error: {exc}")
+        return EXIT_USAGE
+    except ConfigError as exc:  # the one place a configuration that cannot work is said
         _err(f"error: {exc}")
         return EXIT_USAGE
     except CLIError as exc:

@@ -22,26 +22,30 @@ class BadInput(Exception):
     ValueError raised by a `type=` function into its generic "invalid value" message."""
 
 
-def budget_type(flag: str, parse: Callable[[str], float], unit: str) -> Callable[[str], float]:
-    """An argparse `type=` for a budget: a positive, finite number.
+def positive_type(flag: str, parse: Callable[[str], float], unit: str, absent: str) -> Callable[[str], float]:
+    """An argparse `type=` for a positive, finite number of `unit` (`parse=int`: a whole number);
+    `absent` says what leaving the flag out means.
 
-    NaN compares false with everything, so a NaN budget would never be reached: it is refused
-    like infinity and zero rather than stored as "no budget".
+    NaN compares false with everything, so a NaN budget would never be reached and a NaN interval
+    never pass: it is refused like infinity and zero.
     """
+    kind = "positive whole number" if parse is int else "positive, finite number"
 
-    def parse_budget(text: str) -> float:
+    def parse_positive(text: str) -> float:
         try:
             value = parse(text)
         except ValueError:
             value = None
         if value is None or not math.isfinite(value) or value <= 0:
-            raise BadInput(
-                f"{flag} must be a positive, finite number of {unit} (got {text!r}); "
-                f"leave {flag} out for no budget"
-            )
+            raise BadInput(f"{flag} must be a {kind} of {unit} (got {text!r}); leave {flag} out for {absent}")
         return value
 
-    return parse_budget
+    return parse_positive
+
+
+def budget_type(flag: str, parse: Callable[[str], float], unit: str) -> Callable[[str], float]:
+    """An argparse `type=` for a budget: a positive, finite number, never stored as "no budget"."""
+    return positive_type(flag, parse, unit, "no budget")
 
 
 def shown_argument(argument: str) -> str:

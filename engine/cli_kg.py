@@ -15,6 +15,7 @@ from __future__ import annotations
 import signal
 import threading
 
+from engine.cli_input import positive_type
 from engine.knowledge.chunks import DEFAULT_CHUNK_TOKENS
 from engine.knowledge.units import BuildProgress
 
@@ -27,6 +28,9 @@ KG_HELP = (
 )
 
 
+CHUNK_TOKENS = positive_type("--chunk-tokens", int, "tokens", f"the paper's {DEFAULT_CHUNK_TOKENS}")
+
+
 def add_kg_parser(sub, budget_type) -> None:
     kg = sub.add_parser("kg", help="knowledge graphs of corpus collections: build, status, stop",
                         description="Build a corpus collection's knowledge graph once (resumable), see its "
@@ -35,9 +39,10 @@ def add_kg_parser(sub, budget_type) -> None:
     build = actions.add_parser("build", help="build or continue building a collection's graph")
     build.add_argument("--collection", required=True, help="a corpus collection: hotpotqa, 2wikimultihopqa, nq, "
                        "freshwiki, or files (your ingested and uploaded files); kg status lists them")
-    build.add_argument("--limit", type=int, default=None, metavar="N",
+    build.add_argument("--limit", type=positive_type("--limit", int, "chunks", "the whole collection"),
+                       default=None, metavar="N",
                        help="only the collection's first N chunks (a later build without it adds the rest)")
-    build.add_argument("--chunk-tokens", type=int, default=DEFAULT_CHUNK_TOKENS, metavar="T",
+    build.add_argument("--chunk-tokens", type=CHUNK_TOKENS, default=DEFAULT_CHUNK_TOKENS, metavar="T",
                        help=f"chunk size in tokens (default {DEFAULT_CHUNK_TOKENS}, the paper's)")
     build.add_argument("--llm", choices=["auto", "local", "openai", "fake"], default=None,
                        help="the extracting LLM (default: THOUGHTMAP_LLM or auto); fake is deterministic")
@@ -51,7 +56,7 @@ def add_kg_parser(sub, budget_type) -> None:
     actions.add_parser("status", help="the collection graphs and their progress")
     stop = actions.add_parser("stop", help="ask a running build to stop after its chunks in flight")
     stop.add_argument("--collection", required=True)
-    stop.add_argument("--chunk-tokens", type=int, default=DEFAULT_CHUNK_TOKENS, metavar="T")
+    stop.add_argument("--chunk-tokens", type=CHUNK_TOKENS, default=DEFAULT_CHUNK_TOKENS, metavar="T")
 
 
 def progress_line(collection: str, progress: BuildProgress) -> str:
@@ -77,10 +82,6 @@ def _build(cli, services, args) -> int:
     from engine.knowledge.stored import KnowledgeError
     from engine.parallel import run_parallel
 
-    if args.limit is not None and args.limit < 1:
-        raise cli.CLIError("--limit must be at least 1")
-    if args.chunk_tokens < 1:
-        raise cli.CLIError("--chunk-tokens must be at least 1")
     kind = cli._choose_llm(args.llm, services)
     cli._prepare_llm(services, kind, args.quiet)
     llm = EvalLLM(services.llm(kind), services.prices, EvalUsage())

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import logging
 
+from engine.cli_input import positive_type
+
 
 def add_worker_parser(sub) -> None:
     worker = sub.add_parser(
@@ -21,12 +23,15 @@ def add_worker_parser(sub) -> None:
         "THOUGHTMAP_LLM_CONCURRENCY across all workers (set the same value everywhere). SIGTERM or Ctrl-C "
         "hands this worker's runs on to the other workers (each stops at its next step, finished work kept, "
         "and is queued again) and exits; a second one exits at once.")
-    worker.add_argument("--concurrency", type=int, default=2, metavar="N",
+    worker.add_argument("--concurrency", type=positive_type("--concurrency", int, "runs", "the default, 2"),
+                        default=2, metavar="N",
                         help="runs this worker executes at a time (default 2)")
-    worker.add_argument("--stalled-after", type=float, default=30.0, metavar="SECONDS",
+    worker.add_argument("--stalled-after", default=30.0, metavar="SECONDS",
+                        type=positive_type("--stalled-after", float, "seconds", "the default, 30"),
                         help="a worker silent this long is taken for dead and its runs go to another worker, "
                         "which resumes them from their stored graph (default 30)")
-    worker.add_argument("--heartbeat", type=float, default=5.0, metavar="SECONDS",
+    worker.add_argument("--heartbeat", default=5.0, metavar="SECONDS",
+                        type=positive_type("--heartbeat", float, "seconds", "the default, 5"),
                         help="how often this worker says it is alive (default 5; keep it well under "
                         "--stalled-after)")
 

@@ -15,7 +15,7 @@ Environment variables (a public interface, keep them stable):
 | THOUGHTMAP_WORKERS | threads for node-level work, shared by all runs of the process | 16 |
 | THOUGHTMAP_PRICES | JSON file: {"model": {"input": $/1M tokens, "output": $/1M tokens}} | built-in table |
 | THOUGHTMAP_HOME | folder for the default database and the corpus index | ~/.thoughtmap |
-| THOUGHTMAP_DATABASE_URL | any SQLAlchemy URL (sqlite:///..., postgresql+psycopg://...) | sqlite in THOUGHTMAP_HOME |
+| THOUGHTMAP_DATABASE_URL | a SQLite or PostgreSQL URL (sqlite:///..., postgresql+psycopg://...; postgres:// and postgresql:// mean postgresql+psycopg://) | sqlite in THOUGHTMAP_HOME |
 | THOUGHTMAP_EXECUTION | embedded: runs execute in threads of the app or CLI process; queue: they are enqueued and `thoughtmap worker` processes execute them (needs THOUGHTMAP_DATABASE_URL on PostgreSQL) | embedded |
 | THOUGHTMAP_SEARCH | local, web, both or none | local |
 | THOUGHTMAP_ALLOW_PRIVATE_FETCH | 1 lets page fetch reach private/loopback addresses | 0 |
@@ -42,9 +42,11 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, Field
+
+from engine.config_values import choice, endpoint_url, number
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_MODEL = "gpt-4o-mini"
@@ -146,16 +148,28 @@ class Settings(BaseModel):
     def corpus_index_path(self) -> Path:
         return self.home / "corpus.sqlite3"
 
+    @property
+    def database_variable(self) -> str:
+        """The variable that says where the database is, for messages about it: THOUGHTMAP_HOME
+        holds the default one."""
+        return "THOUGHTMAP_HOME" if self.database_url == default_database_url(self.home) else "THOUGHTMAP_DATABASE_URL"
+
+
+def default_database_url(home: Path) -> str:
+    return f"sqlite:///{home / 'thoughtmap.sqlite3'}"
+
 
 def _flag(value: str | None) -> bool:
     return (value or "").strip().lower() in {"1", "true", "yes", "on"}
 
 
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
-    """Build Settings from an environment mapping (os.environ by default)."""
+    """Build Settings from an environment mapping (os.environ by default); a value that cannot
+    work raises ConfigError naming its variable (engine/config_values.py)."""
     env = os.environ if env is None else env
     home = Path(env.get("THOUGHTMAP_HOME") or Path.home() / ".thoughtmap").expanduser()
-    database_url = env.get("THOUGHTMAP_DATABASE_URL") or f"sqlite:///{home / 'thoughtmap.sqlite3'}"
+    # Its form is checked where the database is opened (storage/db.py `open_database`).
+    database_url = env.get("THOUGHTMAP_DATABASE_URL") or default_database_url(home)
     prefix = "THOUGHTMAP_MODEL_"
     per_purpose = {
         key[len(prefix) :].lower(): value
@@ -163,37 +177,38 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         if key.startswith(prefix) and value
     }
     llm = LLMSettings(
-        base_url=env.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL,
+        base_url=endpoint_url(env, "OPENAI_BASE_URL", DEFAULT_BASE_URL,
+                              example="http://127.0.0.1:11434/v1 for Ollama (unset: OpenAI)"),
         api_key=env.get("OPENAI_API_KEY") or None,
         model=env.get("THOUGHTMAP_MODEL") or DEFAULT_MODEL,
         models=per_purpose,
-        structured_mode=env.get("THOUGHTMAP_STRUCTURED_MODE") or "auto",
-        timeout_s=float(env.get("THOUGHTMAP_LLM_TIMEOUT") or 120),
-        max_retries=int(env.get("THOUGHTMAP_LLM_MAX_RETRIES") or 5),
-        concurrency=int(env.get("THOUGHTMAP_LLM_CONCURRENCY") or 8),
+        structured_mode=choice(env, "THOUGHTMAP_STRUCTURED_MODE", get_args(StructuredMode), "auto"),
+        timeout_s=number(env, "THOUGHTMAP_LLM_TIMEOUT", float, 120, minimum=0, above_minimum=True),
+        max_retries=number(env, "THOUGHTMAP_LLM_MAX_RETRIES", int, 5, minimum=0),
+        concurrency=number(env, "THOUGHTMAP_LLM_CONCURRENCY", int, 8, minimum=1),
         prices_file=Path(env["THOUGHTMAP_PRICES"]) if env.get("THOUGHTMAP_PRICES") else None,
     )
     return Settings(
         home=home,
         database_url=database_url,
         llm=llm,
-        search=env.get("THOUGHTMAP_SEARCH") or "local",
+        search=choice(env, "THOUGHTMAP_SEARCH", get_args(SearchMode), "local"),
         allow_private_fetch=_flag(env.get("THOUGHTMAP_ALLOW_PRIVATE_FETCH")),
-        workers=int(env.get("THOUGHTMAP_WORKERS") or 16),
-        fake_latency_s=float(env.get("THOUGHTMAP_FAKE_LATENCY") or 0),
-        llm_choice=(env.get("THOUGHTMAP_LLM") or "auto").strip().lower(),
-        execution=(env.get("THOUGHTMAP_EXECUTION") or "embedded").strip().lower(),
+        workers=number(env, "THOUGHTMAP_WORKERS", int, 16, minimum=1),
+        fake_latency_s=number(env, "THOUGHTMAP_FAKE_LATENCY", float, 0, minimum=0),
+        llm_choice=choice(env, "THOUGHTMAP_LLM", get_args(LLMChoice), "auto"),
+        execution=choice(env, "THOUGHTMAP_EXECUTION", get_args(ExecutionMode), "embedded"),
         method_plugins=env.get("THOUGHTMAP_METHODS") or "",
         local=_local_settings(env),
         embeddings=_embeddings_settings(env, llm),
-        rerank=RerankSettings(url=(env.get("THOUGHTMAP_RERANK_URL") or "").strip(),
+        rerank=RerankSettings(url=endpoint_url(env, "THOUGHTMAP_RERANK_URL", example="http://127.0.0.1:8000/v1"),
                               model=(env.get("THOUGHTMAP_RERANK_MODEL") or "").strip(),
                               api_key=env.get("THOUGHTMAP_RERANK_API_KEY") or None),
     )
 
 
 def _embeddings_settings(env: Mapping[str, str], llm: LLMSettings) -> EmbeddingsSettings | None:
-    url = (env.get("THOUGHTMAP_EMBEDDINGS_URL") or "").strip()
+    url = endpoint_url(env, "THOUGHTMAP_EMBEDDINGS_URL", example="http://127.0.0.1:8000/v1")
     if not url:
         return None
     key = env.get("THOUGHTMAP_EMBEDDINGS_KEY") or (
@@ -208,10 +223,11 @@ def _local_settings(env: Mapping[str, str]) -> LocalModelSettings:
         values["model_path"] = Path(env["THOUGHTMAP_LOCAL_MODEL"]).expanduser()
     if env.get("THOUGHTMAP_MODELS_DIR"):
         values["models_dir"] = Path(env["THOUGHTMAP_MODELS_DIR"]).expanduser()
-    for name, key in (("port", "THOUGHTMAP_LOCAL_PORT"), ("context_tokens", "THOUGHTMAP_LOCAL_CTX"),
-                      ("threads", "THOUGHTMAP_LOCAL_THREADS")):
-        if env.get(key):
-            values[name] = int(env[key])
+    for name, key, minimum, maximum in (("port", "THOUGHTMAP_LOCAL_PORT", 0, 65535),
+                                        ("context_tokens", "THOUGHTMAP_LOCAL_CTX", 1, None),
+                                        ("threads", "THOUGHTMAP_LOCAL_THREADS", 1, None)):
+        default = LocalModelSettings.model_fields[name].get_default(call_default_factory=True)
+        values[name] = number(env, key, int, default, minimum=minimum, maximum=maximum)
     if env.get("THOUGHTMAP_OLLAMA_URL"):
-        values["ollama_url"] = env["THOUGHTMAP_OLLAMA_URL"].rstrip("/")
+        values["ollama_url"] = endpoint_url(env, "THOUGHTMAP_OLLAMA_URL", example="http://127.0.0.1:11434").rstrip("/")
     return LocalModelSettings(**values)

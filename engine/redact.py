@@ -38,6 +38,10 @@ def redact_url(url: str) -> str:
     try:
         parts = urlsplit(url)
         netloc = parts.netloc
+        if "://" not in url and "@" in url:
+            # No scheme, so no netloc: `user:SECRET@host/db` reads as scheme `user` and path
+            # `SECRET@host/db`. Up to the last `@` is a user and password all the same.
+            return f"{MASK}@{url.rsplit('@', 1)[1]}"
         if "@" in netloc:
             host = netloc.rsplit("@", 1)[1]
             netloc = f"{MASK}@{host}"

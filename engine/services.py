@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from engine.config import Settings, load_settings
+from engine.config_values import ConfigError
 from engine.knowledge.open import KnowledgeLayer
 from engine.llm.fake import FakeLLM
 from engine.llm.limits import ConcurrencyLimiter, SharedConcurrencyLimiter
@@ -210,10 +211,17 @@ class Services:
         self.db.dispose()
 
 
-def build_services(settings: Settings | None = None) -> Services:
+def build_services(settings: Settings | None = None, *, read_only_ok: bool = False) -> Services:
+    """The process's services. `read_only_ok`: for commands that only read, a database that cannot
+    be written is opened for reading (`db.read_only`) instead of refused. A configuration that
+    cannot work raises ConfigError (engine/config_values.py)."""
     settings = settings or load_settings()
-    settings.home.mkdir(parents=True, exist_ok=True)
-    db = open_database(settings.database_url)
+    try:
+        settings.home.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"THOUGHTMAP_HOME={settings.home}: the folder cannot be created ({exc.strerror or exc}). "
+                          "Point THOUGHTMAP_HOME at a folder this user can write") from None
+    db = open_database(settings.database_url, read_only_ok=read_only_ok, variable=settings.database_variable)
     prices = PriceTable.from_file(settings.llm.prices_file) if settings.llm.prices_file else PriceTable()
     if settings.execution == "queue":
         # Runs execute on workers; the LLM calls of every worker share one cap, in the database.

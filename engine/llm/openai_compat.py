@@ -28,6 +28,7 @@ from typing import Any
 import openai
 
 from engine.config import LLMSettings
+from engine.config_values import url_problem
 from engine.llm.limits import ConcurrencyLimiter
 from engine.llm.structured_modes import MODE_LADDER, StructuredModeMemory, proves_mode_unsupported
 from engine.text import storable_text
@@ -88,6 +89,11 @@ class OpenAICompatibleLLM:
         self._rng_lock = threading.Lock()  # random.Random is not documented as thread-safe
         self._base_url = settings.base_url.rstrip("/")
         self._display_url = redact_url(self._base_url)  # what messages show: no credentials
+        # A URL typed in the app's Settings is checked here as OPENAI_BASE_URL is when read: the
+        # HTTP client would raise its own error for a port like `abc` (a traceback).
+        if problem := url_problem(self._base_url):
+            raise LLMConnectionError(f"the LLM endpoint URL {self._display_url} cannot be used: {problem}",
+                                     hint="Correct the endpoint URL (the Settings page, or OPENAI_BASE_URL).")
         self._client = openai.OpenAI(
             api_key=settings.api_key or _NO_KEY_PLACEHOLDER,
             base_url=self._base_url,
