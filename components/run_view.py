@@ -16,6 +16,7 @@ from engine.runner import RunnerError
 from engine.safe_text import inline_text
 from engine.services import Services
 from storage.models import Node, NodeStatus, Run, RunEvent, RunStatus, utcnow
+from storage.unwritable import DatabaseUnwritable
 
 
 PROGRESS_KEY = "run-progress"
@@ -114,7 +115,8 @@ def progress(run: Run, nodes: list[Node], *, lifecycle: Sequence[RunEvent] = (),
         if run.status == RunStatus.DONE and run.warning:
             st.warning(f"Done, with a warning: {inline_text(run.warning.rstrip('. '))}.")
         if run.status == RunStatus.INTERRUPTED:
-            st.warning("This run was interrupted (its process ended). Press Resume to continue from where it stopped.")
+            why = inline_text(run.stop_reason.rstrip(". ")) if run.stop_reason else "its process ended"
+            st.warning(f"This run was interrupted ({why}). Press Resume to continue from where it stopped.")
 
 
 def raised_budget(run: Run) -> dict:
@@ -151,10 +153,16 @@ def controls(services: Services, run: Run) -> None:
     """Pause, Stop, Resume, Raise budget: those that apply, in a row of one height (empty when none
     does)."""
     runner = services.runner
+    # Its execution here ended without recording its end (the database's disk full, or read-only):
+    # until the stored status catches up (`interrupted`), it would say running for ever.
+    died = runner.execution_died(run.id) if run.status in RunStatus.ACTIVE else None
+    if died is not None:
+        then = f"{died.fix[:1].upper()}{died.fix[1:]}, then press Resume" if died.fix else "Press Resume"
+        st.error(f"The run stopped: {inline_text(died.what)}. {then} to continue it.", icon=":material/error:")
     retryable = runner.retryable(run)
-    resumable = run.status in RunStatus.RESUMABLE and run.status != RunStatus.QUEUED
+    resumable = (run.status in RunStatus.RESUMABLE and run.status != RunStatus.QUEUED) or bool(died and died.resumable)
     raised = raised_budget(run) if resumable or run.status == RunStatus.DONE else {}
-    pause, stop = run.status == RunStatus.RUNNING, run.status in RunStatus.ACTIVE
+    pause, stop = run.status == RunStatus.RUNNING and died is None, run.status in RunStatus.ACTIVE and died is None
     raise_budget, resume = run.status == RunStatus.DONE and bool(raised), resumable or retryable
     # The buttons that apply, side by side from the left: a lone Resume under a stopped run's warning
     # sat in the middle of the page, easy to miss; it is the primary action there.
@@ -179,3 +187,6 @@ def controls(services: Services, run: Run) -> None:
             st.toast("Stopping at the next step")
     except RunnerError as exc:
         st.error(str(exc))
+    except DatabaseUnwritable as exc:  # pressed while the disk is still full, or the database read-only
+        what = inline_text(str(exc))
+        st.error(f"{what[:1].upper()}{what[1:]}; {exc.fix}, then try again.")

@@ -2,7 +2,8 @@
 `worker` in engine/cli_worker.py.
 
 Exit codes: 0 done; 1 the run failed or a runtime error (endpoint unreachable, the report could
-not be written at the end: the run is saved); 2 bad input (unknown method, parameter or run, empty
+not be written at the end: the run is saved; the database's disk full or the database read-only, or
+the run deleted, mid-run: what was saved is kept); 2 bad input (unknown method, parameter or run, empty
 question, missing key, a budget that is not a positive finite number, an argument that is not UTF-8,
 an --out path that cannot be written, an ingest that found nothing to add; a configuration that cannot
 work: an environment variable's value, a database that cannot be reached or written, each said in one
@@ -33,12 +34,13 @@ from engine.questions import QuestionError, clean_question
 from engine.export import build_document, to_docx, to_pdf
 from engine.export.pdf import PdfFontMissing
 from engine.report import export_json, render_markdown
-from engine.runner import RunnerError
+from engine.runner import ExecutionDied, RunnerError
 from engine.safe_text import json_for_terminal, one_line, terminal_text
 from engine.search.protocol import SearchError
 from engine.terminal_logging import make_last_resort_safe
 from storage.models import RunStatus
 from storage.repository import RunNotFound
+from storage.unwritable import DatabaseUnwritable
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_STOPPED = 0, 1, 2, 3
 # Export formats written as bytes to a file, each from the report's structure (engine/export/).
@@ -248,7 +250,17 @@ def _watch(services, run_id: str, quiet: bool) -> None:
     previous = signal.signal(signal.SIGINT, on_interrupt)
     try:
         while True:
-            finished = services.runner.wait(run_id, timeout=0.3).status not in (RunStatus.RUNNING, RunStatus.PAUSED, RunStatus.QUEUED)
+            try:
+                status = services.runner.wait(run_id, timeout=0.3).status
+                finished = status not in (RunStatus.RUNNING, RunStatus.PAUSED, RunStatus.QUEUED)
+            except RunNotFound:
+                if not services.runner.is_active(run_id) and services.runner.execution_died(run_id) is None:
+                    raise
+                finished = False  # deleted under its execution, which ends at its next step and says so
+            # Its executor ended without recording the end (a full disk...): the stored status
+            # would say `running` for ever.
+            if (died := services.runner.execution_died(run_id)) is not None:
+                raise CLIError(_died_line(died), EXIT_FAILED)
             if not quiet:
                 for node in repo.list_nodes(run_id):
                     if seen.get(node.id) != node.status:
@@ -260,6 +272,14 @@ def _watch(services, run_id: str, quiet: bool) -> None:
                 return
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def _died_line(died: ExecutionDied) -> str:
+    """How an execution that could not record its end ended, and what to do, in one line."""
+    if not died.resumable:
+        return f"run {died.run_id} stopped: {died.what}; nothing is left to resume"
+    then = f"{died.fix}, then continue it" if died.fix else "continue it"
+    return f"run {died.run_id} stopped: {died.what}. {then[0].upper()}{then[1:]} with: thoughtmap resume {died.run_id}"
 
 
 def _finish(services, run_id: str, out: Path | None) -> int:
@@ -686,6 +706,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except LLMError as exc:
         _err(f"error: {exc.user_message}")
+        return EXIT_FAILED
+    except DatabaseUnwritable as exc:  # before or after a run (its own end is said by `_watch`)
+        _err(f"error: {exc}; {exc.fix}, then try again")
         return EXIT_FAILED
     except KeyboardInterrupt:
         _err("interrupted")

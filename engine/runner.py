@@ -42,6 +42,7 @@ from engine.search.protocol import Searcher
 from engine.steering_events import SteeringEvents
 from storage.models import Command, CommandStatus, NodeStatus, Run, RunStatus, utcnow
 from storage.repository import Repository, RunNotFound
+from storage.unwritable import DatabaseUnwritable
 
 log = logging.getLogger("thoughtmap.runner")
 
@@ -161,12 +162,27 @@ class RunControl:
             time.sleep(self.poll_s)
 
 
+@dataclass(frozen=True)
+class ExecutionDied:
+    """This process's execution of a run ended without recording how the run ended: the database
+    refused the writes (its disk is full, or it is read-only), the run was deleted under it, or an
+    error escaped the runner's own handling. The stored status may still say `running`: whoever
+    waits on the run (the CLI, the app) reads this instead (`Runner.execution_died`)."""
+
+    run_id: str
+    what: str  # what happened, in words ("the disk holding the database (...) is full")
+    fix: str = ""  # what a person does before resuming ("free space on that disk"); "" when nothing
+    resumable: bool = True  # False: the run is gone
+
+
 @dataclass
 class _Execution:
     run_id: str
     thread: threading.Thread
     control: RunControl
     finished: threading.Event = field(default_factory=threading.Event)
+    died: ExecutionDied | None = None  # set before `finished` when the end could not be recorded
+    death_recorded: bool = False  # the run is stored `interrupted` with why (see `execution_died`)
 
 
 class Runner:
@@ -260,9 +276,10 @@ class Runner:
                 thread = threading.Thread(target=self._execute, args=(run_id, control, retry_failed),
                                           kwargs={"steered_from": steered_from}, name=f"run-{run_id}", daemon=True)
                 execution = _Execution(run_id=run_id, thread=thread, control=control)
-                self._executions[run_id] = execution
-                # Claim before the thread starts so a quick `wait` sees the run as running.
+                # Claim before the thread starts so a quick `wait` sees the run as running; and
+                # before it is registered, so a claim the database refuses leaves nothing active.
                 self.repo.claim_run(run_id, self.owner)
+                self._executions[run_id] = execution
         if self.dispatch is not None:
             self.dispatch(run_id, retry_failed, steered_from)
             return
@@ -274,10 +291,12 @@ class Runner:
         while True:
             control = RunControl(self.repo, run_id, poll_s=self.poll_s, heartbeat_s=self.heartbeat_s)
             with self._lock:
+                self.repo.claim_run(run_id, self.owner)  # first: a refused claim leaves nothing active
                 self._executions[run_id] = _Execution(run_id=run_id, thread=threading.current_thread(),
                                                       control=control)
-                self.repo.claim_run(run_id, self.owner)
             self._execute(run_id, control, retry_failed, reopen=False, steered_from=steered_from)
+            if self.execution_died(run_id) is not None:
+                return  # its end could not be recorded (logged): a resume continues it
             retry_failed = False
             final = self.repo.get_run(run_id)
             if final.status not in (RunStatus.DONE, RunStatus.STOPPED, RunStatus.FAILED) \
@@ -460,8 +479,14 @@ class Runner:
         return utcnow() - heartbeat < self.stale_after
 
     def recover_interrupted(self) -> list[str]:
-        """Mark runs whose process died as `interrupted` (call at start-up)."""
-        return self.repo.mark_dead_runs_interrupted(self._owner_alive)
+        """Mark runs whose process died as `interrupted` (call at start-up). A database that takes
+        no writes now (disk full, read-only) is left as it is: reading it still works, and the next
+        start-up marks them."""
+        try:
+            return self.repo.mark_dead_runs_interrupted(self._owner_alive)
+        except DatabaseUnwritable as exc:
+            log.info("runs left running by a process that ended are not marked interrupted yet: %s", exc)
+            return []
 
     # ----------------------------------------------------------- execution
 
@@ -583,14 +608,103 @@ class Runner:
             return
         try:
             method.write_stopped_report(ctx, reason)
+        except (DatabaseUnwritable, RunNotFound):
+            raise  # the stop cannot be recorded either: `_execute` says why
         except Exception:  # noqa: BLE001 - the stop is recorded already; the report is a courtesy
             log.exception("run %s: the partial report could not be written", ctx.run_id)
 
     def _execute(self, run_id: str, control: RunControl, retry_failed: bool = False, *, reopen: bool = True,
                  steered_from: HeldRun | None = None) -> None:
+        """Execute the run and record how it ended. When that cannot be recorded (`ExecutionDied`),
+        the execution still ends, saying why, so no one waits on it: an exception here would end
+        the thread with a traceback and leave the run `running` in storage, watched forever."""
+        died = None
+        try:
+            self._execute_and_record(run_id, control, retry_failed, steered_from)
+        except BaseException as exc:  # noqa: BLE001 - nothing is left to record it: it is said instead
+            died = self._died(run_id, exc)
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            with self._lock:
+                execution = self._executions.get(run_id)
+            if execution is not None:
+                execution.died = died
+                execution.finished.set()
+        if died is not None:
+            return
+        # A steering command queued between the last look at the queue and the end of the run
+        # found the run still active and did not reopen it: reopen it now.
+        if not reopen:
+            return  # execute_here looks itself
+        try:
+            final = self.repo.get_run(run_id)
+        except RunNotFound:
+            return  # deleted the moment it ended (it was no longer active): nothing to reopen
+        if final.status in (RunStatus.DONE, RunStatus.STOPPED, RunStatus.FAILED) and self.has_queued_steering(final):
+            self.start(run_id, reopen=True, steered_from=HeldRun.of(final))
+
+    def _died(self, run_id: str, exc: BaseException) -> ExecutionDied:
+        """Why the run's end could not be recorded, in words; the run is stored `interrupted` with it
+        if the database takes that write. Only an error no one foresaw is logged with its traceback."""
+        if isinstance(exc, DatabaseUnwritable):
+            died = ExecutionDied(run_id, f"{exc}; what was saved before is kept", fix=exc.fix)
+        elif not self._stored(run_id):
+            died = ExecutionDied(run_id, "the run was deleted while it executed", resumable=False)
+        else:
+            log.error("run %s: its execution ended on an error it could not record", run_id, exc_info=exc)
+            died = ExecutionDied(run_id, "its execution ended on an unexpected error "
+                                         f"({redact_secrets(f'{type(exc).__name__}: {exc}')})")
+        # Info, not a warning: the CLI prints warnings, and says this itself in one line.
+        log.info("run %s stopped: %s", run_id, died.what)
+        with self._lock:
+            execution = self._executions.get(run_id)
+        if execution is not None:
+            execution.death_recorded = self._record_death(died)
+        return died
+
+    def _record_death(self, died: ExecutionDied) -> bool:
+        """Store the run as `interrupted` with why, if this process still holds it; whether nothing
+        is left to try (False: the database refused this write too)."""
+        if not died.resumable:
+            return True  # no run left to record it on
+        reason = died.what + (f"; {died.fix}, then resume it" if died.fix else "")
+        try:
+            self.repo.interrupt_run(died.run_id, owner=self.owner, reason=reason)
+        except Exception:  # noqa: BLE001 - still unwritable: tried again at the next look
+            return False
+        return True
+
+    def execution_died(self, run_id: str) -> ExecutionDied | None:
+        """Why this process's last execution of the run ended without recording how it ended, or
+        None (it executes, it ended normally, or none ran here). What the CLI's wait and the app's
+        run view read instead of a stored status stuck at `running`. Until the run is stored
+        `interrupted`, each look tries again to store it, so storage catches up once the database
+        takes writes again."""
+        with self._lock:
+            execution = self._executions.get(run_id)
+        if execution is None or not execution.finished.is_set() or execution.died is None:
+            return None
+        if not execution.death_recorded:
+            execution.death_recorded = self._record_death(execution.died)
+        return execution.died
+
+    def _stored(self, run_id: str) -> bool:
+        """Whether the run's row is still there (False: it was deleted under its execution). A
+        database that cannot answer tells nothing: True."""
+        try:
+            self.repo.get_run(run_id)
+        except RunNotFound:
+            return False
+        except Exception:  # noqa: BLE001 - the caller handles the error it met itself
+            return True
+        return True
+
+    def _execute_and_record(self, run_id: str, control: RunControl, retry_failed: bool,
+                            steered_from: HeldRun | None) -> None:
         """`steered_from`: the run as it was when a steering command reopened it, stopped or failed;
         its commands are applied first, and when every one is refused, or all they ask is its report
-        again, it stays as it was."""
+        again, it stays as it was. Raises when the run's end cannot be recorded (see `_died`)."""
         repo = self.repo
         method: Method | None = None
         ctx: RunContext | None = None
@@ -638,6 +752,8 @@ class Runner:
             repo.set_status(run_id, RunStatus.FAILED, error=error)
             narrate_run(repo, run_id, narration.Phase.FAILED, f"the run failed: {error}")
         except Exception as exc:  # a bug or an unexpected backend failure: keep the app alive
+            if isinstance(exc, DatabaseUnwritable) or not self._stored(run_id):
+                raise  # nothing of the run can be recorded any more: `_execute` says why
             log.exception("run %s failed", run_id)
             repo.reset_unfinished_nodes(run_id)
             # Failed, not reopened for them: the same error would fail it again, and again.
@@ -661,18 +777,3 @@ class Runner:
                 # The reason may quote a node's technical error: the words say it plainly.
                 narrate_run(repo, run_id, narration.Phase.FAILED, "the run failed: nothing was answered",
                             error=outcome.reason)
-        finally:
-            with self._lock:
-                execution = self._executions.get(run_id)
-            if execution is not None:
-                execution.finished.set()
-        # A steering command queued between the last look at the queue and the end of the run
-        # found the run still active and did not reopen it: reopen it now.
-        if not reopen:
-            return  # execute_here looks itself
-        try:
-            final = repo.get_run(run_id)
-        except RunNotFound:
-            return  # deleted the moment it ended (it was no longer active): nothing to reopen
-        if final.status in (RunStatus.DONE, RunStatus.STOPPED, RunStatus.FAILED) and self.has_queued_steering(final):
-            self.start(run_id, reopen=True, steered_from=HeldRun.of(final))

@@ -46,6 +46,7 @@ from storage.models import (
     Source,
     utcnow,
 )
+from storage.unwritable import refused_writes
 
 
 class RunNotFound(LookupError):
@@ -166,6 +167,8 @@ def _chunks(rows: list) -> list[list]:
 class Repository:
     def __init__(self, db: Database) -> None:
         self.db = db
+        # Names the database when it refuses writes: a SQLite file's path, or the URL without a password.
+        self._where = db.engine.url.database if db.is_sqlite else db.display_url
         dialect = db.engine.dialect.name
         # PostgreSQL: a write and its run's version bump in one statement (a data-modifying CTE).
         self._pg = dialect == "postgresql"
@@ -205,7 +208,8 @@ class Repository:
 
     @contextmanager
     def _session(self):
-        with Session(self.db.engine, expire_on_commit=False) as session:
+        # A full disk or a read-only database is said as such (DatabaseUnwritable), not as a driver error.
+        with refused_writes(self._where), Session(self.db.engine, expire_on_commit=False) as session:
             yield session
 
     # ------------------------------------------------------------------ runs
@@ -339,9 +343,12 @@ class Repository:
         self._update_run(run_id, llm_info=llm_info)
 
     def heartbeat(self, run_id: str) -> None:
+        """The executing process is alive; RunNotFound when the run was deleted under it."""
         with self._session() as s:
-            s.exec(update(Run).where(col(Run.id) == run_id).values(heartbeat_at=utcnow()))
+            result = s.exec(update(Run).where(col(Run.id) == run_id).values(heartbeat_at=utcnow()))
             s.commit()
+        if result.rowcount == 0:
+            raise RunNotFound(run_id)
 
     def set_status(
         self,
@@ -393,18 +400,20 @@ class Repository:
             ).all()
         dead = [run for run in candidates if not is_owner_alive(run)]
         for run in dead:
-            with self._session() as s:
-                self._refresh_node_usage(s, run.id)
-                # Only if still owned by the owner found dead: never clobber a live claim made since.
-                s.execute(
-                    self._bump(run.id, status=RunStatus.INTERRUPTED,
-                               stop_reason="the process running it ended; resume to continue",
-                               owner="", updated_at=utcnow())
-                    .where(_runs.c.owner == run.owner,
-                           _runs.c.status.in_([RunStatus.RUNNING, RunStatus.PAUSED]))
-                )
-                s.commit()
+            self.interrupt_run(run.id, owner=run.owner, reason="the process running it ended; resume to continue")
         return [run.id for run in dead]
+
+    def interrupt_run(self, run_id: str, *, owner: str, reason: str) -> bool:
+        """Mark the run `interrupted` (resumable) with `reason`, only if `owner` still holds it
+        running or paused: never clobber a claim made since. Whether it was marked."""
+        with self._session() as s:
+            self._refresh_node_usage(s, run_id)
+            result = s.execute(
+                self._bump(run_id, status=RunStatus.INTERRUPTED, stop_reason=reason, owner="", updated_at=utcnow())
+                .where(_runs.c.owner == owner, _runs.c.status.in_([RunStatus.RUNNING, RunStatus.PAUSED]))
+            )
+            s.commit()
+        return bool(result.rowcount)
 
     def run_version(self, run_id: str) -> int:
         """The run's change counter: one SELECT of one column, for cheap polling."""
