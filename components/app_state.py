@@ -6,6 +6,7 @@ import os
 
 import streamlit as st
 
+from components.corpus_index import search_description
 from engine.config import load_settings
 from engine.config_values import ConfigError
 from engine.preferences import Preferences, load_preferences
@@ -91,7 +92,7 @@ def running_on_notice(services: Services, *, compact: bool = False) -> None:
     what the page is for, and a four-line box pushed it half off the screen)."""
     kind = active_llm(services)
     prefs = preferences(services)
-    search = services.searcher(prefs.search).description
+    search = search_description(services, prefs.search)
     if compact and kind in ("fake", "local"):
         missing = " (the built-in model is not installed: scripts/setup installs it)" if prefs.llm != "fake" else ""
         llm = (f"the scripted fake LLM{missing}, offline: placeholder answers" if kind == "fake" else

@@ -17,6 +17,7 @@ import argparse
 import json
 import signal
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -237,6 +238,26 @@ def _prepare_llm(services, kind: str, quiet: bool) -> None:
         _err(f"LLM: {llm.description}")
 
 
+# The corpus index's build (or the wait for another process's) says a line at most this often.
+CORPUS_PROGRESS_EVERY_S = 2.0
+
+
+def _corpus_progress():
+    """A progress callback putting the corpus index's first build, or the wait for another process
+    building it, on stderr: a line when what happens changes (the words before the first colon),
+    then one every few seconds, and the last; not one per batch."""
+    said_at, said_what = 0.0, ""
+
+    def say(message: str, fraction: float) -> None:
+        nonlocal said_at, said_what
+        now, what = time.monotonic(), message.partition(":")[0]
+        if what != said_what or fraction >= 1.0 or now - said_at >= CORPUS_PROGRESS_EVERY_S:
+            _err(message)
+            said_at, said_what = now, what
+
+    return say
+
+
 def _watch(services, run_id: str, quiet: bool) -> None:
     """Wait for a run, printing new nodes on stderr; Ctrl-C stops the run cleanly."""
     repo = services.repo
@@ -351,7 +372,7 @@ def cmd_run(args) -> int:
         _prepare_llm(services, kind, args.quiet)
     search_mode = args.search or services.settings.search
     try:
-        searcher = services.searcher(search_mode)
+        searcher = services.searcher(search_mode, progress=None if args.quiet else _corpus_progress())
     except SearchError as exc:
         raise CLIError(f"{exc} {exc.hint}".strip(), EXIT_FAILED) from exc
     if not args.quiet:
@@ -480,8 +501,11 @@ def cmd_ingest(args) -> int:
         raise CLIError(f"no such file or folder: {', '.join(missing)}")
     settings = load_settings()
     settings.home.mkdir(parents=True, exist_ok=True)
-    corpus = open_default_corpus(settings)
-    report = corpus.ingest(args.paths)
+    try:
+        corpus = open_default_corpus(settings, _corpus_progress())
+        report = corpus.ingest(args.paths)
+    except SearchError as exc:  # the index is locked by another process's write (IngestLocked)
+        raise CLIError(f"{exc} {exc.hint}".strip(), EXIT_FAILED) from exc
     _say(report.summary())
     if report.documents_added or report.duplicates_skipped:
         return EXIT_OK
@@ -706,6 +730,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except LLMError as exc:
         _err(f"error: {exc.user_message}")
+        return EXIT_FAILED
+    except SearchError as exc:  # the corpus index cannot be opened now (`kg` and the others that open it)
+        _err(f"error: {exc} {exc.hint}".rstrip())
         return EXIT_FAILED
     except DatabaseUnwritable as exc:  # before or after a run (its own end is said by `_watch`)
         _err(f"error: {exc}; {exc.fix}, then try again")

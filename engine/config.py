@@ -18,6 +18,7 @@ Environment variables (a public interface, keep them stable):
 | THOUGHTMAP_DATABASE_URL | a SQLite or PostgreSQL URL (sqlite:///..., postgresql+psycopg://...; postgres:// and postgresql:// mean postgresql+psycopg://) | sqlite in THOUGHTMAP_HOME |
 | THOUGHTMAP_EXECUTION | embedded: runs execute in threads of the app or CLI process; queue: they are enqueued and `thoughtmap worker` processes execute them (needs THOUGHTMAP_DATABASE_URL on PostgreSQL) | embedded |
 | THOUGHTMAP_SEARCH | local, web, both or none | local |
+| THOUGHTMAP_CORPUS_LOCK_TIMEOUT | seconds a write to the corpus index (ingest, bringing it up to date) waits for another process's write before giving up with a message; searching never waits | 30 |
 | THOUGHTMAP_ALLOW_PRIVATE_FETCH | 1 lets page fetch reach private/loopback addresses | 0 |
 | THOUGHTMAP_FAKE_LATENCY | seconds each call of the offline fake LLM takes (demos, UI tests) | 0 |
 | THOUGHTMAP_LLM | which LLM the app and `thoughtmap run` use: auto, local, openai or fake | auto |
@@ -132,6 +133,8 @@ class Settings(BaseModel):
     database_url: str
     llm: LLMSettings
     search: SearchMode = "local"
+    # Seconds a write to the corpus index waits for another process's write (storage/corpus_store.py).
+    corpus_lock_timeout_s: float = 30.0
     allow_private_fetch: bool = False
     workers: int = 16
     fake_latency_s: float = 0.0
@@ -193,6 +196,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         database_url=database_url,
         llm=llm,
         search=choice(env, "THOUGHTMAP_SEARCH", get_args(SearchMode), "local"),
+        corpus_lock_timeout_s=number(env, "THOUGHTMAP_CORPUS_LOCK_TIMEOUT", float, 30, minimum=0),
         allow_private_fetch=_flag(env.get("THOUGHTMAP_ALLOW_PRIVATE_FETCH")),
         workers=number(env, "THOUGHTMAP_WORKERS", int, 16, minimum=1),
         fake_latency_s=number(env, "THOUGHTMAP_FAKE_LATENCY", float, 0, minimum=0),

@@ -5,6 +5,7 @@ Nothing here is a module global; the CLI and the web app each build one `Service
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -169,10 +170,12 @@ class Services:
 
     # ------------------------------------------------------------- search
 
-    def searcher(self, mode: str) -> Searcher:
+    def searcher(self, mode: str, progress: Callable[[str, float], None] | None = None) -> Searcher:
+        """The process's searcher for a search mode, made on first use. `progress` hears about the
+        corpus index's first build (or the wait for another process's) when this call makes it."""
         with self._lock:
             if mode not in self._searchers:
-                self._searchers[mode] = build_searcher(mode, self.settings)
+                self._searchers[mode] = build_searcher(mode, self.settings, progress=progress)
             return self._searchers[mode]
 
     def corpus(self):

@@ -5,6 +5,7 @@ they are masked and never stored."""
 import streamlit as st
 
 from components.app_state import api_key, get_services, ollama_models, preferences
+from components.corpus_index import corpus_error, corpus_progress, local_corpus
 from engine.llm.local_model import BUNDLED_MODEL, describe, model_available
 from engine.llm.protocol import LLMError
 from engine.ollama import ollama_preset
@@ -13,6 +14,7 @@ from components.routing import through_the_app
 from components.safe_markdown import sanitize
 from engine.redact import redact_url
 from engine.search.bundled import rebuild_corpus
+from engine.search.protocol import SearchError
 from engine.search.uploads import add_uploads
 
 through_the_app()  # first: a deep link opened first after a start still runs through app.py
@@ -130,7 +132,9 @@ if learned_modes:
         st.success("Forgotten: the next structured call tries json_schema first.")
 
 st.subheader("Local corpus")
-corpus = services.corpus()
+corpus = local_corpus(services)  # its first build shown as it goes
+if corpus is None:
+    st.stop()  # why is shown; the corpus is the page's last section
 collections = corpus.store.collections()
 st.write(f"{sum(collections.values()):,} documents in {corpus.store.count_chunks():,} passages")
 st.dataframe({"collection": list(collections), "documents": list(collections.values())}, hide_index=True)
@@ -138,14 +142,22 @@ uploads = st.file_uploader("Add files (txt, md, html, pdf, jsonl)", accept_multi
                            type=["txt", "md", "html", "htm", "pdf", "jsonl"], key="settings-upload")
 # What an ingest or a rebuild did is shown after a rerun, so the counts above are already the new ones.
 if uploads and st.button("Add to the corpus", key="settings-ingest"):
-    report = add_uploads(corpus, services.uploads_dir, ((u.name, u.getvalue()) for u in uploads))
-    st.session_state[CORPUS_NOTICE] = report.summary()
-    st.rerun()
+    try:
+        report = add_uploads(corpus, services.uploads_dir, ((u.name, u.getvalue()) for u in uploads))
+    except SearchError as exc:  # another process kept the index locked for too long
+        corpus_error(exc)
+    else:
+        st.session_state[CORPUS_NOTICE] = report.summary()
+        st.rerun()
 if st.button("Rebuild the index", key="settings-rebuild", help="Index the bundled data and your uploaded files again"):
-    with st.spinner("Rebuilding the index…"):
-        rebuild_corpus(corpus, services.uploads_dir)
-    st.session_state[CORPUS_NOTICE] = "The index was rebuilt."
-    st.rerun()
+    try:
+        with corpus_progress() as show:
+            rebuild_corpus(corpus, services.uploads_dir, show)
+    except SearchError as exc:
+        corpus_error(exc)
+    else:
+        st.session_state[CORPUS_NOTICE] = "The index was rebuilt."
+        st.rerun()
 if CORPUS_NOTICE in st.session_state:
     # File names in the summary are the uploader's text: shown inert.
     st.success(sanitize(st.session_state.pop(CORPUS_NOTICE)))

@@ -15,6 +15,7 @@ Schema:
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import sqlite3
 import threading
@@ -35,6 +36,13 @@ MAX_QUERY_TERMS = 48
 
 # Full-text rows are written this many at a time, so a document's chunks need not all be held.
 FTS_WRITE_BATCH = 500
+
+# How long a write waits for another process's write to the index before giving up
+# (THOUGHTMAP_CORPUS_LOCK_TIMEOUT). Reads never wait: the index is in WAL mode.
+DEFAULT_BUSY_TIMEOUT_S = 30.0
+
+# Documents removed per write transaction, so a large removal never holds the write lock long.
+DELETE_BATCH = 2000
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -99,6 +107,78 @@ def fts_query(query: str) -> str:
     return " OR ".join('"' + w.replace('"', '""') + '"' for w in unique)
 
 
+class CorpusLocked(Exception):
+    """Another process held the index's write lock for longer than this store waits."""
+
+    def __init__(self, path: Path, waited_s: float) -> None:
+        # Why, in words that fit after "could not ...:", and the whole sentence as the message.
+        self.reason = f"another process has been writing to it for more than {waited_s:g} s"
+        super().__init__(
+            f"the corpus index {path} is locked: {self.reason} (THOUGHTMAP_CORPUS_LOCK_TIMEOUT sets "
+            f"this wait); try again when it is done."
+        )
+        self.path = path
+        self.waited_s = waited_s
+
+
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    return getattr(exc, "sqlite_errorname", "") in ("SQLITE_BUSY", "SQLITE_LOCKED") or "locked" in str(exc)
+
+
+def read_meta(path: Path | str, key: str, *, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> str | None:
+    """A meta value of the index at `path`, read through a read-only connection; None when the file,
+    its meta table or the key is missing. Never creates the file and never takes the write lock, so
+    checking "is it built?" works while another process writes (WAL) or holds the build lock."""
+    path = Path(path)
+    if not path.is_file():
+        return None
+    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=busy_timeout_s)
+    try:
+        row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            return None  # created but never set up (a build that died before its schema)
+        raise
+    finally:
+        conn.close()
+    return row[0] if row else None
+
+
+_SIDE_FILES = ("-wal", "-shm", "-journal")
+
+
+def remove_index(path: Path) -> None:
+    """Delete an index file and SQLite's files beside it. Only for a file nobody has open: a dead
+    build's scratch file, found by the holder of the build lock."""
+    for name in (str(path), *(str(path) + suffix for suffix in _SIDE_FILES)):
+        Path(name).unlink(missing_ok=True)
+
+
+def move_index(scratch: Path, path: Path) -> None:
+    """Put a complete, closed scratch index in place at `path`, where there is none, in one atomic
+    rename: a process opening `path` finds no file or the whole index, never part of it.
+
+    The file is switched to WAL mode first (stored in it: nobody opening it then needs a lock to
+    set it) and synced, as its build never synced it. A WAL or shared-memory file left at `path`
+    belongs to an index deleted by hand: SQLite would replay it into this one, so it goes first.
+    """
+    conn = sqlite3.connect(str(scratch), isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+    finally:
+        conn.close()  # the last connection: its empty WAL and shared memory go with it
+    if any(Path(str(scratch) + suffix).exists() for suffix in ("-wal", "-journal")):
+        raise RuntimeError(f"{scratch} is still open: close it before moving it into place")
+    fd = os.open(scratch, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    for suffix in _SIDE_FILES:
+        Path(str(path) + suffix).unlink(missing_ok=True)
+    os.replace(scratch, path)
+
+
 def text_hash(text: str) -> str:
     """The hash used to deduplicate chunks (whitespace-normalised text)."""
     return hashlib.sha1(" ".join(text.split()).encode("utf-8")).hexdigest()
@@ -150,12 +230,18 @@ class CorpusStore:
 
     One connection shared under a re-entrant lock: every call is short (searches take
     milliseconds, writes are batched into one transaction per call), and the lock lets a caller
-    hold a whole check-then-index sequence with `transaction()`. WAL and a busy timeout let other
-    processes (the CLI next to the app) read while one writes.
+    hold a whole check-then-index sequence with `transaction()`. WAL lets other processes (the CLI
+    next to the app) read while one writes, and reads never take the write lock. A write waits
+    `busy_timeout_s` for another process's write, then raises `CorpusLocked`.
     """
 
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, *, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
+                 scratch: bool = False) -> None:
+        """`scratch`: a file only its builder opens, then put in place by `move_index`: written
+        with no journal and no syncs (each batch is written once: no WAL copy, checkpoint or
+        fsync). A failed write cannot be rolled back then: a build that fails is thrown away whole."""
         self.path = Path(path)
+        self.busy_timeout_s = busy_timeout_s
         if str(path) != ":memory:":
             self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
@@ -164,11 +250,16 @@ class CorpusStore:
         self.generation = 0
         # isolation_level=None: we issue BEGIN/COMMIT ourselves so batches are one transaction.
         self._conn = sqlite3.connect(
-            str(path), check_same_thread=False, isolation_level=None, timeout=30
+            str(path), check_same_thread=False, isolation_level=None, timeout=busy_timeout_s
         )
-        self._conn.execute("PRAGMA busy_timeout=30000")
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=NORMAL")
+        self._conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_s * 1000)}")
+        if scratch:
+            self._conn.execute("PRAGMA journal_mode=OFF")
+            self._conn.execute("PRAGMA synchronous=OFF")
+        else:
+            # A no-op without any lock once the file is in WAL mode (the mode is stored in the file).
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
         self._conn.execute("PRAGMA foreign_keys=ON")
         self._init_schema()
 
@@ -243,7 +334,12 @@ class CorpusStore:
         with self._lock:
             outer = self._depth == 0
             if outer:
-                self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    self._conn.execute("BEGIN IMMEDIATE")
+                except sqlite3.OperationalError as exc:
+                    if _is_busy(exc):
+                        raise CorpusLocked(self.path, self.busy_timeout_s) from exc
+                    raise
             self._depth += 1
             try:
                 yield
@@ -345,17 +441,23 @@ class CorpusStore:
             cur.execute(f"DELETE FROM documents WHERE id IN ({marks})", batch)
 
     def delete_collection(self, collection: str) -> int:
-        """Remove every document of one collection; returns how many were removed."""
+        """Remove every document of one collection; returns how many were removed. A transaction
+        per `DELETE_BATCH` documents (one, inside the caller's `transaction()`), so removing a large
+        collection never holds the write lock for long."""
         self.generation += 1
-        with self.transaction():
-            ids = [
-                row[0]
-                for row in self._conn.execute(
-                    "SELECT id FROM documents WHERE collection = ?", (collection,)
-                )
-            ]
-            self._delete_documents(ids)
-        return len(ids)
+        removed = 0
+        while True:
+            with self.transaction():
+                ids = [
+                    row[0]
+                    for row in self._conn.execute(
+                        "SELECT id FROM documents WHERE collection = ? LIMIT ?", (collection, DELETE_BATCH)
+                    )
+                ]
+                self._delete_documents(ids)
+            removed += len(ids)
+            if len(ids) < DELETE_BATCH:
+                return removed
 
     def clear(self) -> None:
         """Remove all documents, chunks and meta keys (the schema version is kept)."""
@@ -371,6 +473,10 @@ class CorpusStore:
             self._conn.execute(
                 "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value)
             )
+
+    def delete_meta(self, key: str) -> None:
+        with self.transaction():
+            self._conn.execute("DELETE FROM meta WHERE key = ?", (key,))
 
     # -- reads ---------------------------------------------------------------------------------
 

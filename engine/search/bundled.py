@@ -9,6 +9,12 @@ Collections (see data/SOURCES.md for origins and licences):
 Indexing happens once per index file: a meta key stores the corpus version (a format number plus
 the names and sizes of the data files), and a different version re-indexes the bundled
 collections while leaving the user's own ingested files alone.
+
+Several processes may start at once (the app, CLI runs, workers). Checking the version is a read:
+an index already built is opened without any write lock. Building is done by one process, the
+holder of the index's build lock (engine/search/one_builder.py); the others wait, saying how far
+it got, then find the index built. The version is written last, so an index whose build stopped
+half-way is never taken as built.
 """
 
 from __future__ import annotations
@@ -24,14 +30,19 @@ from urllib.parse import quote
 from engine.config import Settings
 from engine.search.chunking import OVERLAP_WORDS, TARGET_WORDS, chunk_text
 from engine.search.local import LocalCorpusSearcher, content_hash
+from engine.search.one_builder import build_lock
+from engine.search.protocol import SearchError
 from engine.search.uploads import reindex_uploads
-from storage.corpus_store import CorpusStore, NewDocument
+from storage.corpus_lock import CorpusBuildLock
+from storage.corpus_store import CorpusLocked, CorpusStore, NewDocument, move_index, read_meta, remove_index
 
 BUNDLED_DATA_DIR = Path(__file__).resolve().parents[2] / "data" / "datasets"
 
 # Bump when the way documents are built changes (refs, text joining, chunking).
 BUNDLED_FORMAT = 1
 META_KEY = "bundled_corpus_version"
+# What to do when there is no corpus to search now (another process holds its write lock).
+NO_CORPUS_HINT = "Meanwhile, choose web search or no search (--search web or none)."
 
 # collection -> ((data file relative to BUNDLED_DATA_DIR, record layout), ...). The order is the
 # indexing order, so when the same paragraph appears in two collections the first one keeps it.
@@ -51,7 +62,8 @@ BUNDLED_FILES: dict[str, tuple[tuple[str, str], ...]] = {
 }
 BUNDLED_COLLECTIONS = tuple(BUNDLED_FILES)
 
-# Documents per write batch: progress is reported between batches.
+# Documents per write transaction: progress is reported between batches, and an index other
+# processes have open is never write-locked for long.
 BATCH_SIZE = 2000
 
 Progress = Callable[[str, float], None]
@@ -123,6 +135,18 @@ def _records(layout: str, path: Path) -> Iterator[tuple[str, str, str | None, bo
             raise ValueError(f"unknown bundled layout {layout!r}")
 
 
+def _count_records(data_dir: Path) -> int:
+    """How many records (paragraphs, articles) the bundled files hold, duplicates included: the
+    "of M" of the build's progress. A quick pass: no hashing, no chunking."""
+    total = 0
+    for files in BUNDLED_FILES.values():
+        for name, layout in files:
+            path = data_dir / name
+            if path.is_file():
+                total += sum(1 for _title, text, _url, _long in _records(layout, path) if text.strip())
+    return total
+
+
 def _documents(
     collection: str, data_dir: Path, missing: list[str]
 ) -> Iterator[NewDocument]:
@@ -163,32 +187,26 @@ def ensure_bundled_corpus(
 ) -> BundledStatus:
     """Index the bundled datasets into `store` unless this version is already there.
 
-    Idempotent and safe to call at every start: the check and the indexing happen in one write
-    transaction, so two processes starting together index once.
+    Idempotent and safe to call at every start, in several processes at once: the check is a read,
+    and the indexing is done under the index's build lock, by whoever takes it first (the others
+    wait, then find this version there).
     """
     started = time.perf_counter()
     version = bundled_version(data_dir)
-    missing: list[str] = []
-    duplicates = 0
-    indexed_now = False
-    with store.transaction():
-        if store.get_meta(META_KEY) != version:
-            indexed_now = True
-            for collection in BUNDLED_COLLECTIONS:
-                store.delete_collection(collection)
-            for step, collection in enumerate(BUNDLED_COLLECTIONS):
-                if progress:
-                    progress(f"indexing {collection}", step / len(BUNDLED_COLLECTIONS))
-                batch: list[NewDocument] = []
-                for doc in _documents(collection, data_dir, missing):
-                    batch.append(doc)
-                    if len(batch) >= BATCH_SIZE:
-                        duplicates += store.add_documents(batch).duplicates
-                        batch = []
-                duplicates += store.add_documents(batch).duplicates
-            store.set_meta(META_KEY, version)
+    if store.get_meta(META_KEY) == version:
+        return _status(store, version, started)
+    if str(store.path) == ":memory:":  # nobody else can see it: nothing to lock
+        return _index_bundled(store, version, data_dir, progress, None, started)
+    with build_lock(store.path, progress) as lock:
+        if store.get_meta(META_KEY) == version:  # built by the process we waited for
+            return _status(store, version, started)
+        return _index_bundled(store, version, data_dir, progress, lock, started)
+
+
+def _status(store: CorpusStore, version: str, started: float, *, indexed_now: bool = False,
+            duplicates: int = 0, missing: list[str] | None = None) -> BundledStatus:
     counts = store.collections()
-    status = BundledStatus(
+    return BundledStatus(
         version=version,
         indexed_now=indexed_now,
         documents=sum(counts.get(c, 0) for c in BUNDLED_COLLECTIONS),
@@ -196,20 +214,106 @@ def ensure_bundled_corpus(
         collections={c: counts.get(c, 0) for c in BUNDLED_COLLECTIONS},
         seconds=time.perf_counter() - started,
         duplicates_skipped=duplicates,
-        missing_files=missing,
+        missing_files=missing or [],
     )
+
+
+def _index_bundled(store: CorpusStore, version: str, data_dir: Path, progress: Progress | None,
+                   lock: CorpusBuildLock | None, started: float) -> BundledStatus:
+    """Replace the bundled collections of `store` with this version's, a write transaction per
+    batch, reporting progress (to `progress` and, for the processes waiting, through `lock`)."""
+    store.delete_meta(META_KEY)  # first: a build that stops half-way must not look built
+    for collection in BUNDLED_COLLECTIONS:
+        store.delete_collection(collection)
+    total = max(_count_records(data_dir), 1)
+    done, duplicates = 0, 0
+    missing: list[str] = []
+
+    def report(note: str = "") -> None:
+        if lock is not None:
+            lock.publish(done, total)
+        if progress:
+            progress(f"indexing the bundled corpus: {done:,} of {total:,} records{note}", done / total)
+
+    def write(batch: list[NewDocument]) -> None:
+        nonlocal done, duplicates
+        duplicates += store.add_documents(batch).duplicates
+        done += len(batch)
+        report()
+
+    report(" (once: later starts reuse the index)")
+    for collection in BUNDLED_COLLECTIONS:
+        batch: list[NewDocument] = []
+        for doc in _documents(collection, data_dir, missing):
+            batch.append(doc)
+            if len(batch) >= BATCH_SIZE:
+                write(batch)
+                batch = []
+        if batch:
+            write(batch)
+    store.set_meta(META_KEY, version)  # last: now the index counts as built
     if progress:
         progress("bundled corpus ready", 1.0)
-    return status
+    return _status(store, version, started, indexed_now=True, duplicates=duplicates, missing=missing)
 
 
 def open_default_corpus(
     settings: Settings, progress: Progress | None = None
 ) -> LocalCorpusSearcher:
-    """The app's default searcher: the index at `settings.corpus_index_path`, bundled data in it."""
-    store = CorpusStore(settings.corpus_index_path)
-    ensure_bundled_corpus(store, progress)
-    return LocalCorpusSearcher(store)
+    """The app's default searcher: the index at `settings.corpus_index_path`, bundled data in it.
+
+    An index already built at this version is opened without any write lock. The first start
+    builds it into a scratch file moved into place when complete, so nobody opens half an index;
+    processes starting meanwhile wait for that build, saying so. An index of an earlier version is
+    brought up to date in place; if another process's write keeps that from going on, the index
+    is searched as it is, and the searcher's description says so. Raises `SearchError` (one clear
+    line) when there is no index to search and none can be built now.
+    """
+    path = settings.corpus_index_path
+    timeout = settings.corpus_lock_timeout_s
+    version = bundled_version()
+    notice = ""
+    if read_meta(path, META_KEY, busy_timeout_s=timeout) != version:
+        with build_lock(path, progress) as lock:
+            if read_meta(path, META_KEY, busy_timeout_s=timeout) != version:
+                if path.exists():
+                    notice = _update_in_place(path, version, timeout, progress, lock)
+                else:
+                    _build_scratch(path, version, progress, lock)
+    return LocalCorpusSearcher(CorpusStore(path, busy_timeout_s=timeout), notice=notice)
+
+
+def _build_scratch(path: Path, version: str, progress: Progress | None, lock: CorpusBuildLock) -> None:
+    """Build the index beside `path` and move it into place (the caller holds the build lock and
+    saw no index at `path`). The scratch file is nobody else's: another process's lock on the index
+    cannot slow the build, and a build that died leaves only a scratch file the next one discards."""
+    scratch = path.with_name(path.name + ".building")
+    remove_index(scratch)
+    with CorpusStore(scratch, scratch=True) as store:
+        _index_bundled(store, version, BUNDLED_DATA_DIR, progress, lock, time.perf_counter())
+    move_index(scratch, path)
+
+
+def _update_in_place(path: Path, version: str, timeout: float, progress: Progress | None,
+                     lock: CorpusBuildLock) -> str:
+    """Bring an existing index to this version (it keeps the user's files); "" when done, else what
+    the searcher's description says: the index is searched as it is."""
+    try:
+        store = CorpusStore(path, busy_timeout_s=timeout)
+    except CorpusLocked as exc:  # an index of an older layout, which must be set up again first
+        raise SearchError(str(exc), hint=NO_CORPUS_HINT) from exc
+    with store:
+        try:
+            _index_bundled(store, version, BUNDLED_DATA_DIR, progress, lock, time.perf_counter())
+            return ""
+        except CorpusLocked as exc:
+            documents = store.count_documents()
+            if not documents:
+                raise SearchError(str(exc), hint=NO_CORPUS_HINT) from exc
+            if progress:
+                progress(f"the corpus index could not be brought up to date ({exc.reason}): searching the "
+                         f"{documents:,} documents it holds now; the update is tried again at the next start", 1.0)
+            return "not up to date: another process was writing to it"
 
 
 def main() -> None:  # pragma: no cover - a manual timing tool
@@ -233,9 +337,18 @@ if __name__ == "__main__":  # pragma: no cover
 
 def rebuild_corpus(searcher: LocalCorpusSearcher, uploads_dir: Path | None = None,
                    progress: Progress | None = None) -> BundledStatus:
-    """Drop the whole index and build it again: the bundled data, then the user's uploaded files."""
-    searcher.store.clear()
-    status = ensure_bundled_corpus(searcher.store, progress)
+    """Drop the whole index and build it again: the bundled data, then the user's uploaded files.
+    Raises `SearchError` when another process's write keeps it from going on (run it again then)."""
+    try:
+        # Cleared under the build lock, so never under a build another process has under way; once
+        # cleared, the index is not built, and whoever takes the lock next (this call, or a process
+        # starting meanwhile) builds it once.
+        with build_lock(searcher.store.path, progress):
+            searcher.store.clear()
+        status = ensure_bundled_corpus(searcher.store, progress)
+    except CorpusLocked as exc:
+        raise SearchError(f"could not rebuild the corpus index: {exc.reason}.",
+                          hint="Rebuild it again once that process is done.") from exc
     if uploads_dir is not None:
         reindex_uploads(searcher, uploads_dir)
     return status

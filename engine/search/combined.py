@@ -132,9 +132,11 @@ def build_searcher(
     settings: Settings,
     *,
     web_factory: Callable[[], object] | None = None,
+    progress: Callable[[str, float], None] | None = None,
 ) -> Searcher:
     """The searcher for a search mode: "local" (bundled corpus + ingested files), "web",
-    "both" or "none". `web_factory` makes the ddgs client (tests pass a fake)."""
+    "both" or "none". `web_factory` makes the ddgs client (tests pass a fake). `progress` hears
+    about the corpus index's first build, or the wait for another process building it."""
     # Imported here so "none"/"web" never open the corpus and "local" never imports the web stack.
     if mode == "none":
         return NullSearcher()
@@ -144,7 +146,7 @@ def build_searcher(
     if mode in ("local", "both"):
         from engine.search.bundled import open_default_corpus
 
-        searchers.append(open_default_corpus(settings))
+        searchers.append(open_default_corpus(settings, progress))
     if mode in ("web", "both"):
         from engine.search.web import WebSearcher
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from engine.search.chunking import chunk_text, iter_chunks
 from engine.search.loaders import LoadedDocument, Skipped, TextFileDocument, iter_documents, named_inside, path_text
-from engine.search.protocol import Hit
-from storage.corpus_store import AddStats, ChunkHit, CorpusStore, NewDocument
+from engine.search.protocol import Hit, SearchError
+from storage.corpus_store import AddStats, ChunkHit, CorpusLocked, CorpusStore, NewDocument
 
 DEFAULT_COLLECTION = "files"
 # Documents are written in batches: one transaction per batch keeps ingest fast while letting
@@ -82,11 +82,19 @@ class IngestReport:
         return text
 
 
-class LocalCorpusSearcher:
-    """`Searcher` over the local full-text index (bundled datasets and ingested files)."""
+class IngestLocked(SearchError):
+    """An ingest gave up: another process held the index's write lock for longer than it waits."""
 
-    def __init__(self, store: CorpusStore) -> None:
+
+class LocalCorpusSearcher:
+    """`Searcher` over the local full-text index (bundled datasets and ingested files).
+
+    `notice`: what a reader should know about the index (it could not be brought up to date), said
+    in the description every run and the app show."""
+
+    def __init__(self, store: CorpusStore, *, notice: str = "") -> None:
         self.store = store
+        self.notice = notice
         self._description: tuple[int, str] | None = None
 
     @property
@@ -97,7 +105,8 @@ class LocalCorpusSearcher:
             collections = self.store.collections()
             total = sum(collections.values())
             names = ", ".join(collections) or "empty"
-            self._description = (generation, f"local corpus ({total:,} documents: {names})")
+            notice = f"; {self.notice}" if self.notice else ""
+            self._description = (generation, f"local corpus ({total:,} documents: {names}{notice})")
         return self._description[1]
 
     def search(self, query: str, k: int = 5) -> list[Hit]:
@@ -119,7 +128,19 @@ class LocalCorpusSearcher:
     ) -> IngestReport:
         """Index files and folders. Already-indexed content is skipped; edited files are updated.
         `inside=(folder, name)`: the files live in that folder (the app's uploads) and are named by
-        their path inside it under `name`, with no file URL (see `named_inside`)."""
+        their path inside it under `name`, with no file URL (see `named_inside`).
+
+        Written a batch per transaction, each waiting at most the store's busy timeout for another
+        process's write; past it, `IngestLocked` says so, and what was written before stays."""
+        try:
+            return self._ingest(paths, collection, inside)
+        except CorpusLocked as exc:
+            raise IngestLocked(
+                f"could not add to the corpus index: {exc.reason} (THOUGHTMAP_CORPUS_LOCK_TIMEOUT sets this wait).",
+                hint="What was added before stays; run the same ingest again to add the rest "
+                     "(files already indexed are skipped).") from exc
+
+    def _ingest(self, paths: Iterable[Path | str], collection: str, inside: tuple[Path, str] | None) -> IngestReport:
         started = time.perf_counter()
         report = IngestReport()
         batch: list[NewDocument] = []
