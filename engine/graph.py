@@ -26,6 +26,9 @@ S = TypeVar("S", bound=RunStateModel)
 PARTIAL_REPORT = "partial"
 # Report data key: where the method's own text (`save_report`'s `own`) starts in the stored Markdown.
 OWN_TEXT_FROM = "own_text_from"
+# Report data key: the section titles the method planned (`save_report`'s `headings`): the model's
+# heading lines with these words stay headings; any other is prose (`safe_text.sectioned_prose`).
+OWN_HEADINGS = "own_headings"
 
 
 @dataclass
@@ -344,14 +347,18 @@ class RunGraph:
     # ------------------------------------------------------------------ reports
 
     def save_report(self, markdown: str, *, data: dict[str, Any] | None = None, kind: str = "final",
-                    own: str = "") -> None:
+                    own: str = "", headings: Sequence[str] = ()) -> None:
         """`markdown`: the report's text as the model wrote it (or a page, a document): untrusted, it is
         shown as prose and makes no structure (`engine/report.py`). `own`: what the method adds
         after it, its own sections and notes, whose headings, lists and quotes stay; any untrusted
         piece in it must be escaped where it is put in (`safe_text.inline_text`). Stored as one
-        text, `markdown + own`, with where `own` starts (`OWN_TEXT_FROM`)."""
+        text, `markdown + own`, with where `own` starts (`OWN_TEXT_FROM`). `headings`: the section
+        titles the method planned (an outline): in `markdown`, a heading line with one of these
+        titles stays a heading (`OWN_HEADINGS`), every other line is prose."""
         if self._partial:
             data = {**(data or {}), PARTIAL_REPORT: self._partial}
+        if headings:
+            data = {**(data or {}), OWN_HEADINGS: [str(title) for title in headings]}
         if own:
             data = {**(data or {}), OWN_TEXT_FROM: len(markdown)}
         self._repo.save_report(self.run_id, markdown + own, kind=kind, data=data)

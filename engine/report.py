@@ -17,11 +17,12 @@ from typing import Any
 
 from engine.citation_links import entry_heading, link_citations
 from engine.citations import Rendered, cited_source_ids, number_citations, without_reference_list
-from engine.graph import OWN_TEXT_FROM, PARTIAL_REPORT, report_outdated
+from engine.graph import OWN_HEADINGS, OWN_TEXT_FROM, PARTIAL_REPORT, report_outdated
 from engine.methods.registry import get_method
 from engine.node_numbers import node_numbers
 from engine.reader_text import reader_error
-from engine.safe_text import code_span, cut_at_word, inline_text, markdown_block, one_line, prose_block, url_text
+from engine.safe_text import (code_span, cut_at_word, inline_text, markdown_block, one_line, prose_block,
+                              sectioned_prose, url_text)
 from storage.models import Node, NodeStatus, Report, RunStatus, Source
 from storage.repository import Repository
 
@@ -144,6 +145,15 @@ def report_parts(report: Report) -> tuple[str, str]:
     return report.markdown[:own_from], report.markdown[own_from:]
 
 
+def written_block(report: Report, text: str) -> str:
+    """The model's text of `report` (`report_citations`' first part) as Markdown that makes no
+    structure but the section headings the method planned (`RunGraph.save_report`'s `headings`)."""
+    titles = report.data.get(OWN_HEADINGS)
+    if not isinstance(titles, list):
+        return prose_block(text)
+    return sectioned_prose(text, [title for title in titles if isinstance(title, str)])
+
+
 def report_citations(report: Report, known_source_ids: Iterable[int]) -> tuple[Rendered, Rendered]:
     """The model's text and the method's own, each with its `[[S<id>]]` markers as `[n]`, one
     numbering across both (the second's `numbering` holds it all). Numbered before any sanitising,
@@ -159,9 +169,10 @@ def report_citations(report: Report, known_source_ids: Iterable[int]) -> tuple[R
 def _report_body(report: Report, known_source_ids: Iterable[int]) -> Rendered:
     written, own = report_citations(report, known_source_ids)
     # The model's text (a page's or a document's in it) makes no structure: no heading of it can
-    # stand as one of the report's; the method's own sections keep their headings, from level 2
-    # down. The sanitisers leave `[n]` alone, so every citation still resolves.
-    parts = (prose_block(written.text), markdown_block(own.text, heading_floor=2))
+    # stand as one of the report's, but for the sections the method planned (`written_block`); the
+    # method's own sections keep their headings, from level 2 down. The sanitisers leave `[n]`
+    # alone, so every citation still resolves.
+    parts = (written_block(report, written.text), markdown_block(own.text, heading_floor=2))
     return Rendered(text="\n\n".join(part for part in parts if part.strip()), numbering=own.numbering)
 
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 import html
 import re
 import unicodedata
+from collections.abc import Iterable
 from itertools import groupby
 
 from engine.markdown_code import close_fence, fenced_lines
@@ -364,6 +365,37 @@ def prose_block(text: str) -> str:
     text = "\n".join(line + "  " if line and index + 1 < len(lines) and lines[index + 1] else line
                      for index, line in enumerate(lines))
     return _only_allowed_links(_no_html_or_images(text))
+
+
+# A line that is an ATX heading: its hashes and its words (a closing run of hashes left off).
+_HEADING_LINE = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$")
+
+
+def _title_key(title: str) -> str:
+    return " ".join(title.replace("*", "").replace("_", "").split()).strip(" .:").casefold()
+
+
+def sectioned_prose(text: str, titles: Iterable[str]) -> str:
+    """`prose_block`, except that a heading line whose words are one of `titles` stays a heading:
+    the sections the method itself planned (OmniThink's outline), which the model writes as
+    `## Title`. Such a heading is ours: level 2 to 4, its words escaped (`inline_text`). Any other
+    heading-like line is prose, so a document's `# Title` that the model quotes never becomes one."""
+    wanted = {_title_key(title) for title in titles if title.strip()}
+    if not wanted:
+        return prose_block(text)
+    blocks: list[str] = []
+    chunk: list[str] = []
+    for line in terminal_text(text).splitlines(keepends=True):
+        heading = _HEADING_LINE.match(line.rstrip("\n"))
+        if heading and _title_key(heading.group(2)) in wanted:
+            blocks.append(prose_block("".join(chunk)))
+            chunk = []
+            level = min(max(len(heading.group(1)), 2), 4)
+            blocks.append("#" * level + " " + inline_text(heading.group(2).strip()))
+        else:
+            chunk.append(line)
+    blocks.append(prose_block("".join(chunk)))
+    return "\n\n".join(block.strip("\n") for block in blocks if block.strip())
 
 
 # What `inline_text` (and `markdown_block`) write around untrusted text: backslash escapes of the

@@ -24,6 +24,7 @@ from components.safe_markdown import render_source
 from engine import cli
 from engine.config import load_settings
 from engine.export import build_document
+from engine.graph import OWN_HEADINGS
 from engine.llm.fake import FakeLLM
 from engine.report import render_markdown
 from engine.services import build_services
@@ -318,3 +319,20 @@ def test_no_block_form_in_a_finished_nodes_answer_makes_structure(repo, form):
     blocks = build_document(repo, run.id).blocks
     assert [block.kind for block in blocks[:2]] == ["heading", "paragraph"] and blocks[0].parts == ("Node 2",)
     assert {block.kind for block in blocks[1:]} == {"paragraph"}, blocks
+
+
+def test_only_the_sections_the_method_planned_stay_headings(repo):
+    """OmniThink's article: the model writes the outline's sections as `## Title`; those stay
+    headings (their words escaped), while a document's heading the model quotes stays prose."""
+    run = repo.create_run(question="A question?", method="omnithink", params={})
+    article = ("## Causes of <b>tilt</b>\n\nThe axis is tilted.\n\n# Zorblax protocol\nThe Zorblax protocol is a handshake.\n\n"
+               "### Seasons *by* hemisphere ###\n\nOpposite seasons.")
+    repo.save_report(run.id, article, data={OWN_HEADINGS: ["Causes of <b>tilt</b>", "Seasons by hemisphere"]})
+    repo.set_status(run.id, RunStatus.DONE)
+    markdown = render_markdown(repo, run.id)
+    assert_no_structure_of_its_own(markdown, ours={"h1": ["A question?"], "h2": ["Causes of <b>tilt</b>"],
+                                                   "h3": ["Seasons *by* hemisphere"]})
+    blocks = build_document(repo, run.id).blocks
+    assert [(b.kind, b.level) for b in blocks if b.kind == "heading"] == [("heading", 2), ("heading", 3)]
+    assert any("Zorblax protocol The Zorblax" in " ".join(b.parts) or "Zorblax protocol" in b.parts[0]
+               for b in blocks if b.kind == "paragraph")

@@ -17,7 +17,7 @@ from typing import Literal
 from engine.citations import number_citations, without_reference_list
 from engine.markdown_code import Fence, fences
 from engine.report import (heading_words, partial_heading, partial_label, partial_nodes, report_citations, report_title,
-                           status_note)
+                           status_note, written_block)
 from engine.safe_text import names_report_section, one_line, prose_block, shown_text, terminal_text
 from storage.repository import Repository
 
@@ -255,7 +255,7 @@ def build_document(repo: Repository, run_id: str) -> ReportDocument:
         numbering = {sid: n for n, sid in own.numbering.items()}
         # The model's text as the Markdown shows it (`prose_block`): paragraphs of lines, no heading,
         # list, table or code block of its own; the method's own sections keep theirs.
-        document.blocks = (body_blocks(prose_block(written.text), set(own.numbering))
+        document.blocks = (body_blocks(written_block(report, written.text), set(own.numbering))
                            + body_blocks(own.text, set(own.numbering)))
     else:
         for node, number in partial_nodes(repo.list_nodes(run_id)):

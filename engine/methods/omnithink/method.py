@@ -306,7 +306,9 @@ class OmniThinkMethod(Method):
         draft = "\n\n".join(r["markdown"] for r in results if r)
         unwritten = all(r is None or r[UNWRITTEN] for r in results)
         article, polish_note = (REPORT_NOT_WRITTEN, "") if unwritten else self._polish(ctx, draft)
-        ctx.graph.save_report(article, data={
+        # The outline's titles are the article's planned sections: their heading lines stay headings.
+        planned = [title for section in sections for title in (section["title"], *section.get("subsections", []))]
+        ctx.graph.save_report(article, headings=planned, data={
             "method": self.name, "sections": results, "draft": draft, "polish": polish_note, UNWRITTEN: unwritten,
             "tree": [[n.id, n.status] for n in self._tree(ctx)],
         })
