@@ -121,6 +121,15 @@ class CorpusLocked(Exception):
         self.waited_s = waited_s
 
 
+class CorpusUnavailable(Exception):
+    """The corpus index cannot be opened at all (a read-only folder: its write-ahead log needs one
+    it can write; a file that is not an index). The message names the file and the cause."""
+
+    def __init__(self, path: Path, cause: Exception) -> None:
+        super().__init__(f"the corpus index {path} cannot be opened ({cause})")
+        self.path = path
+
+
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
     return getattr(exc, "sqlite_errorname", "") in ("SQLITE_BUSY", "SQLITE_LOCKED") or "locked" in str(exc)
 
@@ -138,7 +147,11 @@ def read_meta(path: Path | str, key: str, *, busy_timeout_s: float = DEFAULT_BUS
     except sqlite3.OperationalError as exc:
         if "no such table" in str(exc):
             return None  # created but never set up (a build that died before its schema)
-        raise
+        if _is_busy(exc):
+            raise
+        raise CorpusUnavailable(path, exc) from exc
+    except sqlite3.DatabaseError as exc:  # not a SQLite file at all
+        raise CorpusUnavailable(path, exc) from exc
     finally:
         conn.close()
     return row[0] if row else None

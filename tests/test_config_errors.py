@@ -288,3 +288,34 @@ def test_a_url_typed_in_the_apps_settings_is_checked_as_the_variable_is():
     with pytest.raises(LLMError) as refused:
         OpenAICompatibleLLM(LLMSettings(base_url=f"http://user:{SECRET}@127.0.0.1:abc/v1"), ConcurrencyLimiter(1))
     assert "port must be a number" in refused.value.user_message and SECRET not in refused.value.user_message
+
+
+def test_an_ingest_into_a_read_only_home_is_one_clear_line(tmp_path, monkeypatch):
+    """The corpus index cannot be opened in a read-only folder (its write-ahead log needs one it can
+    write): said in one line naming the folder to fix, never a traceback."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("THOUGHTMAP_HOME", str(home))
+    note = tmp_path / "note.md"
+    note.write_text("# Zorblax\n\nThe Zorblax protocol is a handshake.\n", encoding="utf-8")
+    assert thoughtmap("ingest", str(note)).returncode == cli.EXIT_OK  # the index is built, writable
+    index = home / "corpus.sqlite3"
+    before = digest(index)
+    with read_only_mount(home):
+        refused = thoughtmap("ingest", str(note))
+    assert refused.returncode == cli.EXIT_FAILED and refused.stdout == ""
+    assert "Traceback" not in refused.stderr and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+    assert f"the corpus index {index} cannot be opened" in refused.stderr and f"Make {home} writable" in refused.stderr
+    assert digest(index) == before
+
+
+def test_a_reader_that_closes_the_pipe_ends_the_command_quietly(tmp_path, monkeypatch):
+    """`thoughtmap list | head -1`: stdout's reader goes away; no BrokenPipeError traceback."""
+    monkeypatch.setenv("THOUGHTMAP_HOME", str(tmp_path / "home"))
+    for _ in range(3):
+        store_a_run()
+    process = subprocess.Popen([sys.executable, "-m", "engine.cli", "list"], cwd=REPO_ROOT, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, env=os.environ.copy())
+    process.stdout.close()  # the reader is gone before the first line is written
+    err = process.stderr.read().decode()
+    assert process.wait(timeout=120) == cli.EXIT_FAILED
+    assert "Traceback" not in err and "BrokenPipe" not in err, err

@@ -34,7 +34,8 @@ from engine.search.one_builder import build_lock
 from engine.search.protocol import SearchError
 from engine.search.uploads import reindex_uploads
 from storage.corpus_lock import CorpusBuildLock
-from storage.corpus_store import CorpusLocked, CorpusStore, NewDocument, move_index, read_meta, remove_index
+from storage.corpus_store import (CorpusLocked, CorpusStore, CorpusUnavailable, NewDocument, move_index, read_meta,
+                                  remove_index)
 
 BUNDLED_DATA_DIR = Path(__file__).resolve().parents[2] / "data" / "datasets"
 
@@ -273,13 +274,19 @@ def open_default_corpus(
     timeout = settings.corpus_lock_timeout_s
     version = bundled_version()
     notice = ""
-    if read_meta(path, META_KEY, busy_timeout_s=timeout) != version:
-        with build_lock(path, progress) as lock:
-            if read_meta(path, META_KEY, busy_timeout_s=timeout) != version:
-                if path.exists():
-                    notice = _update_in_place(path, version, timeout, progress, lock)
-                else:
-                    _build_scratch(path, version, progress, lock)
+    try:
+        if read_meta(path, META_KEY, busy_timeout_s=timeout) != version:
+            with build_lock(path, progress) as lock:
+                if read_meta(path, META_KEY, busy_timeout_s=timeout) != version:
+                    if path.exists():
+                        notice = _update_in_place(path, version, timeout, progress, lock)
+                    else:
+                        _build_scratch(path, version, progress, lock)
+    except (CorpusUnavailable, OSError) as exc:  # a read-only folder, a full disk, not an index
+        reason = str(exc) if isinstance(exc, CorpusUnavailable) else f"the corpus index {path} cannot be built ({exc})"
+        raise SearchError(reason,
+                          hint=f"Make {path.parent} writable (THOUGHTMAP_HOME), or point THOUGHTMAP_HOME at a "
+                          "writable folder.") from exc
     return LocalCorpusSearcher(CorpusStore(path, busy_timeout_s=timeout), notice=notice)
 
 
