@@ -38,7 +38,7 @@ from engine.methods.steering import apply_and_record, check
 from engine.questions import clean_question
 from engine.search.rerank import Reranker
 from engine.redact import redact_secrets
-from engine.search.protocol import Searcher
+from engine.search.protocol import SearchError, Searcher
 from engine.steering_events import SteeringEvents
 from storage.models import Command, CommandStatus, NodeStatus, Run, RunStatus, utcnow
 from storage.repository import Repository, RunNotFound
@@ -745,10 +745,10 @@ class Runner:
             self._drop_pending_steering(run_id, ctx, "the run stopped (its budget) before it could apply this")
             repo.set_status(run_id, RunStatus.STOPPED, stop_reason=exc.user_message)
             narrate_run(repo, run_id, narration.Phase.STOPPED, f"stopped: {exc.user_message}")
-        except LLMError as exc:
+        except (LLMError, SearchError) as exc:  # the endpoint, or the corpus a worker cannot open: no bug
             repo.reset_unfinished_nodes(run_id)
             self._drop_pending_steering(run_id, ctx, "the run failed before it could apply this")
-            error = redact_secrets(exc.user_message)
+            error = redact_secrets(exc.user_message if isinstance(exc, LLMError) else f"{exc} {exc.hint}".strip())
             repo.set_status(run_id, RunStatus.FAILED, error=error)
             narrate_run(repo, run_id, narration.Phase.FAILED, f"the run failed: {error}")
         except Exception as exc:  # a bug or an unexpected backend failure: keep the app alive

@@ -232,3 +232,24 @@ def test_a_run_is_deleted_only_when_nothing_executes_it(services):
     services.runner.wait(run.id, timeout=10)
     services.runner.delete(run.id)
     assert all(r.id != run.id for r in services.repo.list_runs())
+
+
+def test_a_corpus_that_cannot_be_opened_fails_the_run_in_its_own_words(services, caplog):
+    """A worker whose home holds no usable corpus index: the run fails saying so and what to do,
+    as an endpoint's failure is said, with no traceback in the log (it is no bug)."""
+    from engine.search.protocol import SearchError
+
+    def unusable(run):
+        raise SearchError("the corpus index /srv/home/corpus.sqlite3 cannot be opened (unable to open database file)",
+                          hint="Make /srv/home writable (THOUGHTMAP_HOME).")
+
+    services.runner.searcher_for = unusable
+    run = services.runner.create_run(question="Who wrote Hamlet?", method="rag", params={},
+                                     llm_info=services.llm_info("fake"))
+    with caplog.at_level("DEBUG", logger="thoughtmap"):
+        services.runner.start(run.id)
+        failed = services.runner.wait(run.id, timeout=60)
+    assert failed.status == RunStatus.FAILED
+    assert failed.error == ("the corpus index /srv/home/corpus.sqlite3 cannot be opened (unable to open database "
+                            "file) Make /srv/home writable (THOUGHTMAP_HOME).")
+    assert not [r for r in caplog.records if r.exc_info], [r.getMessage() for r in caplog.records if r.exc_info]
