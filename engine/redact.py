@@ -42,9 +42,13 @@ def redact_url(url: str) -> str:
             # No scheme, so no netloc: `user:SECRET@host/db` reads as scheme `user` and path
             # `SECRET@host/db`. Up to the last `@` is a user and password all the same.
             return f"{MASK}@{url.rsplit('@', 1)[1]}"
-        if "@" in netloc:
-            host = netloc.rsplit("@", 1)[1]
-            netloc = f"{MASK}@{host}"
+        scheme, _, rest = url.partition("://")
+        if "@" in rest:
+            # A password may hold `/`, `?` or `#` (SQLAlchemy reads it up to the last `@`), which
+            # ends urlsplit's netloc before its `@`: everything up to the last `@` is hidden, even
+            # where that hides a path too (this text is only ever shown).
+            parts = urlsplit(f"{scheme}://{MASK}@{rest.rsplit('@', 1)[1]}")
+            netloc = parts.netloc
         query = parts.query
         if query:
             pairs = parse_qsl(query, keep_blank_values=True)

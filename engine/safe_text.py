@@ -289,11 +289,11 @@ _INLINE_PUNCTUATION = re.compile(r"([\\`*_\[\]{}])")
 
 
 # What opens a block at the start of a line (after its indentation) in CommonMark, GFM, Python-Markdown
-# and the extensions static site generators turn on. Only the forms that open one: `#hashtag`,
-# `-5 degrees`, `1.5 million`, `**bold**` and `` `code` `` at a line's start are left alone.
+# and the extensions static site generators turn on. Only the forms that open one (`#hashtag` does,
+# in Python-Markdown): `-5 degrees`, `1.5 million`, `**bold**` and `` `code` `` at a line's start are left alone.
 _BLOCK_OPENER = re.compile(
     r"[>|]"  # a quote; a table row
-    r"|#{1,6}(?=[ \t]|$)"  # an ATX heading
+    r"|#"  # an ATX heading (Python-Markdown makes one of `#Title` too, with no space)
     r"|[-+*](?=[ \t]|$)"  # a list item (and `* * *`, `- - -` rules)
     r"|[-:][-:| \t]*$"  # a setext underline, a rule, a table's delimiter row (`---|:--`)
     r"|=(?=[= \t]|$)"  # a setext underline, a tab set (`=== "Tab"`)

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 SCHEMA_VERSION = "1"
+SCHEMA_KEY = "schema_version"  # the meta row that holds it
 
 # BM25 column weights for (title, text): a query term in the title counts twice as much.
 TITLE_WEIGHT = 2.0
@@ -122,11 +123,11 @@ class CorpusLocked(Exception):
 
 
 class CorpusUnavailable(Exception):
-    """The corpus index cannot be opened at all (a read-only folder: its write-ahead log needs one
-    it can write; a file that is not an index). The message names the file and the cause."""
+    """The corpus index cannot be opened or written (a read-only folder: its write-ahead log needs
+    one it can write; a full disk; a file that is not an index). The message names the file and the cause."""
 
     def __init__(self, path: Path, cause: Exception) -> None:
-        super().__init__(f"the corpus index {path} cannot be opened ({cause})")
+        super().__init__(f"the corpus index {path} cannot be used ({cause})")
         self.path = path
 
 
@@ -147,8 +148,8 @@ def read_meta(path: Path | str, key: str, *, busy_timeout_s: float = DEFAULT_BUS
     except sqlite3.OperationalError as exc:
         if "no such table" in str(exc):
             return None  # created but never set up (a build that died before its schema)
-        if _is_busy(exc):
-            raise
+        if _is_busy(exc):  # a writer that is no WAL writer (an exclusive lock) held it past the wait
+            raise CorpusLocked(path, busy_timeout_s) from exc
         raise CorpusUnavailable(path, exc) from exc
     except sqlite3.DatabaseError as exc:  # not a SQLite file at all
         raise CorpusUnavailable(path, exc) from exc
@@ -356,14 +357,22 @@ class CorpusStore:
             self._depth += 1
             try:
                 yield
-            except BaseException:
-                self._depth -= 1
                 if outer:
-                    self._conn.execute("ROLLBACK")
+                    self._conn.execute("COMMIT")
+            except BaseException as exc:
+                if outer:
+                    try:
+                        self._conn.execute("ROLLBACK")
+                    except sqlite3.Error:
+                        pass  # SQLite rolled it back itself (a full disk, an I/O error)
+                if isinstance(exc, sqlite3.OperationalError) and outer:
+                    # A full disk or an I/O error: one typed error that says which index and why.
+                    if _is_busy(exc):
+                        raise CorpusLocked(self.path, self.busy_timeout_s) from exc
+                    raise CorpusUnavailable(self.path, exc) from exc
                 raise
-            self._depth -= 1
-            if outer:
-                self._conn.execute("COMMIT")
+            finally:
+                self._depth -= 1
 
     # -- writes --------------------------------------------------------------------------------
 

@@ -304,7 +304,7 @@ def test_an_ingest_into_a_read_only_home_is_one_clear_line(tmp_path, monkeypatch
         refused = thoughtmap("ingest", str(note))
     assert refused.returncode == cli.EXIT_FAILED and refused.stdout == ""
     assert "Traceback" not in refused.stderr and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
-    assert f"the corpus index {index} cannot be opened" in refused.stderr and f"Make {home} writable" in refused.stderr
+    assert f"the corpus index {index} cannot be used" in refused.stderr and f"make {home} writable" in refused.stderr
     assert digest(index) == before
 
 
@@ -319,3 +319,19 @@ def test_a_reader_that_closes_the_pipe_ends_the_command_quietly(tmp_path, monkey
     err = process.stderr.read().decode()
     assert process.wait(timeout=120) == cli.EXIT_FAILED
     assert "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+@pytest.mark.parametrize("variable, template", [
+    ("THOUGHTMAP_DATABASE_URL", "postgresql://u:{pw}@127.0.0.1:99999/db"),
+    ("THOUGHTMAP_DATABASE_URL", "mysql://u:{pw}@127.0.0.1/db"),
+    ("OPENAI_BASE_URL", "http://user:{pw}@127.0.0.1:abc/v1"),
+])
+@pytest.mark.parametrize("password", ["pa/ss-41", "se?cret-41", "p#ss-41"])
+def test_a_password_holding_url_punctuation_is_not_echoed(variable, template, password):
+    """SQLAlchemy reads a password up to the URL's last `@`, so it may hold `/`, `?` or `#`, which
+    end a URL's host part for urlsplit: none of it may show."""
+    result = thoughtmap("list", **{variable: template.format(pw=password)})
+    assert result.returncode == cli.EXIT_USAGE, result.stderr
+    shown = result.stdout + result.stderr
+    assert variable in shown and "Traceback" not in shown
+    assert password not in shown and password.split("/")[-1].split("?")[-1].split("#")[-1] not in shown, shown

@@ -310,3 +310,21 @@ def test_postgresql_refusals_are_told_from_other_errors(driver_error, kind):
             raise error
     if kind:
         assert raised.value.kind == kind and "db.example" in str(raised.value) and raised.value.fix
+
+
+def test_a_full_disk_during_the_corpus_index_build_is_one_line_and_leaves_no_half_index(small_disk):
+    """The first start builds the bundled corpus index (about 20 MB): on a disk with 1 MB free the
+    build fails, said in one line with what to do, and its scratch file is removed, not left to
+    hold the little space there is."""
+    home = small_disk / "home"
+    home.mkdir()
+    fill_disk(small_disk, leave=1024 * 1024)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "THOUGHTMAP_"))}
+    env.update(THOUGHTMAP_HOME=str(home))
+    ended = subprocess.run([*THOUGHTMAP, "run", "Who wrote Hamlet?", "--method", "rag", "--llm", "fake"],
+                           env=env, cwd=CHECKOUT, capture_output=True, text=True, timeout=RESUME_TIMEOUT_S)
+    assert ended.returncode == 1 and "Traceback" not in ended.stderr, ended.stderr
+    errors = error_lines(ended.stderr)
+    assert len(errors) == 1, ended.stderr
+    assert "cannot be used (database or disk is full)" in errors[0] and "Free space on its disk" in errors[0]
+    assert not [p.name for p in home.iterdir() if p.name.startswith("corpus.sqlite3") and p.name != "corpus.sqlite3.build-lock"]

@@ -34,8 +34,8 @@ from engine.search.one_builder import build_lock
 from engine.search.protocol import SearchError
 from engine.search.uploads import reindex_uploads
 from storage.corpus_lock import CorpusBuildLock
-from storage.corpus_store import (CorpusLocked, CorpusStore, CorpusUnavailable, NewDocument, move_index, read_meta,
-                                  remove_index)
+from storage.corpus_store import (SCHEMA_KEY, SCHEMA_VERSION, CorpusLocked, CorpusStore, CorpusUnavailable, NewDocument,
+                                  move_index, read_meta, remove_index)
 
 BUNDLED_DATA_DIR = Path(__file__).resolve().parents[2] / "data" / "datasets"
 
@@ -275,19 +275,28 @@ def open_default_corpus(
     version = bundled_version()
     notice = ""
     try:
-        if read_meta(path, META_KEY, busy_timeout_s=timeout) != version:
+        if not _built(path, version, timeout):
             with build_lock(path, progress) as lock:
-                if read_meta(path, META_KEY, busy_timeout_s=timeout) != version:
+                if not _built(path, version, timeout):
                     if path.exists():
                         notice = _update_in_place(path, version, timeout, progress, lock)
                     else:
                         _build_scratch(path, version, progress, lock)
+        store = CorpusStore(path, busy_timeout_s=timeout)
+    except CorpusLocked as exc:
+        raise SearchError(str(exc), hint=NO_CORPUS_HINT) from exc
     except (CorpusUnavailable, OSError) as exc:  # a read-only folder, a full disk, not an index
         reason = str(exc) if isinstance(exc, CorpusUnavailable) else f"the corpus index {path} cannot be built ({exc})"
         raise SearchError(reason,
-                          hint=f"Make {path.parent} writable (THOUGHTMAP_HOME), or point THOUGHTMAP_HOME at a "
-                          "writable folder.") from exc
-    return LocalCorpusSearcher(CorpusStore(path, busy_timeout_s=timeout), notice=notice)
+                          hint=f"Free space on its disk or make {path.parent} writable, or point THOUGHTMAP_HOME "
+                          "at another folder.") from exc
+    return LocalCorpusSearcher(store, notice=notice)
+
+
+def _built(path: Path, version: str, timeout: float) -> bool:
+    """The index at `path` holds this bundled version in this layout (read-only: no write lock)."""
+    return (read_meta(path, META_KEY, busy_timeout_s=timeout) == version
+            and read_meta(path, SCHEMA_KEY, busy_timeout_s=timeout) == SCHEMA_VERSION)
 
 
 def _build_scratch(path: Path, version: str, progress: Progress | None, lock: CorpusBuildLock) -> None:
@@ -296,8 +305,12 @@ def _build_scratch(path: Path, version: str, progress: Progress | None, lock: Co
     cannot slow the build, and a build that died leaves only a scratch file the next one discards."""
     scratch = path.with_name(path.name + ".building")
     remove_index(scratch)
-    with CorpusStore(scratch, scratch=True) as store:
-        _index_bundled(store, version, BUNDLED_DATA_DIR, progress, lock, time.perf_counter())
+    try:
+        with CorpusStore(scratch, scratch=True) as store:
+            _index_bundled(store, version, BUNDLED_DATA_DIR, progress, lock, time.perf_counter())
+    except BaseException:
+        remove_index(scratch)  # a half index on a full disk must not keep the space it took
+        raise
     move_index(scratch, path)
 
 
