@@ -135,12 +135,20 @@ def test_parallel_calls_stop_within_one_calls_output_of_a_cost_budget():
     assert cost <= budget.max_cost + 250 * PRICE_PER_MILLION / 1_000_000 + 1e-9, ledger.calls
 
 
-def test_a_call_with_no_output_cap_is_given_one_under_a_budget_and_none_without():
+def test_a_call_with_no_output_cap_is_reserved_at_the_assumed_cap_and_sent_as_it_is():
+    """An uncapped call holds `UNCAPPED_CALL_OUTPUT_CAP` of the budget, but is not sent with that cap
+    (an endpoint with a small context would refuse prompt + max_tokens beyond it)."""
     ledger, endpoint = _Ledger(), _GatedLLM(completion=10)
     endpoint.open.set()
-    RunLLM(endpoint, ledger, "run", _prices(), Budget(max_tokens=100_000)).bound().chat(_request(None))
-    RunLLM(endpoint, ledger, "run", _prices(), Budget()).bound().chat(_request(None))
-    assert endpoint.caps == [UNCAPPED_CALL_OUTPUT_CAP, None]
+    prompt = 100  # `_request`'s 400 characters
+    roomy = RunLLM(endpoint, ledger, "run", _prices(), Budget(max_tokens=prompt + UNCAPPED_CALL_OUTPUT_CAP + 10))
+    roomy.bound().chat(_request(None))
+    assert endpoint.caps == [None]
+    # Beside one uncapped call in flight, a second waits: what the first holds leaves no room.
+    ledger2, gated = _Ledger(), _GatedLLM(completion=10)
+    tight = RunLLM(gated, ledger2, "run", _prices(), Budget(max_tokens=prompt + UNCAPPED_CALL_OUTPUT_CAP + 50))
+    outcomes = _parallel_calls(tight, gated, count=2, cap=None)
+    assert gated.max_in_flight == 1 and outcomes == [None, None]
 
 
 def test_a_refused_call_reports_what_was_spent_not_the_reservations():

@@ -6,12 +6,11 @@ prompt and its output cap, priced, before it is sent, and gives the reservation 
 usage is recorded. A call is let through only while what was spent, plus every reservation of the
 calls in flight, plus its own prompt stays under the budget; otherwise it waits for the calls in
 flight to settle, and is refused (BudgetExceeded) only when none is left. So a run spends at most
-its budget plus one call's output cap (the last call let through may use all of its cap), and with
+its budget plus one call's output (the last call let through may use all of its cap), and with
 calls one at a time the check is the same as it always was."""
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import threading
 from collections.abc import Sequence
@@ -102,9 +101,10 @@ def budget_short(run, *, max_tokens: int | None = None, max_cost: float | None =
     return None
 
 
-# The output cap a call without one is given when its run has a budget: the reservation needs a
-# bound, and the endpoint must keep to it (an uncapped call could write the whole context). Long
-# enough for a report section on any model; calls that need more set their own `max_tokens`.
+# What a call without an output cap is assumed to write, for its reservation. It is not sent as the
+# call's cap: an endpoint with a small context (vLLM with max_model_len 4096) refuses a request whose
+# prompt plus max_tokens exceeds it, so a budget would break calls that work without one. Such a
+# call keeps the bound as long as it writes no more than this (about 3,000 words).
 UNCAPPED_CALL_OUTPUT_CAP = 4096
 
 
@@ -184,29 +184,27 @@ class _AccountedLLM:
         owner = self._owner
         reservation = None
         if not owner.budget.unlimited:  # without a budget, no read of the run's usage per call
-            request, reservation = self._reserve(request)
+            reservation = self._reserve(request)
         try:
             return self._send(request)
         finally:
             if reservation is not None:
                 owner.reservations.release(reservation)
 
-    def _reserve(self, request: ChatRequest) -> tuple[ChatRequest, _Reservation]:
-        """Wait for room in the budget, then hold the call's prompt and output cap. A call with no
-        output cap is given one, so that what it holds bounds what it can spend."""
+    def _reserve(self, request: ChatRequest) -> _Reservation:
+        """Wait for room in the budget, then hold the call's prompt and output cap (for a call with
+        none, `UNCAPPED_CALL_OUTPUT_CAP`)."""
         owner = self._owner
-        if request.max_tokens is None:
-            request = dataclasses.replace(request, max_tokens=UNCAPPED_CALL_OUTPUT_CAP)
         # The prompt about to be sent counts too (about 4 characters a token), so a call that would
         # by itself overrun the budget is not made.
         prompt_estimate = sum(len(m.content) for m in request.messages) // 4
         model = owner.llm.model_for(request.purpose)
-        cap = request.max_tokens or 0
+        cap = UNCAPPED_CALL_OUTPUT_CAP if request.max_tokens is None else request.max_tokens
         reserve = _Reservation(prompt_estimate + cap, owner.prices.cost(model, prompt_estimate, cap))
         reservation = owner.reservations.hold(
             owner.budget, lambda: owner.usage.run_usage(owner.run_id), prompt_tokens=prompt_estimate,
             prompt_cost=owner.prices.cost(model, prompt_estimate, 0), reserve=reserve)
-        return request, reservation
+        return reservation
 
     def _send(self, request: ChatRequest) -> ChatResponse:
         owner = self._owner
