@@ -619,9 +619,11 @@ class Runner:
         the execution still ends, saying why, so no one waits on it: an exception here would end
         the thread with a traceback and leave the run `running` in storage, watched forever."""
         died = None
+        broke = False
         try:
             self._execute_and_record(run_id, control, retry_failed, steered_from)
         except BaseException as exc:  # noqa: BLE001 - nothing is left to record it: it is said instead
+            broke = True
             died = self._died(run_id, exc)
             if not isinstance(exc, Exception):
                 raise
@@ -631,8 +633,8 @@ class Runner:
             if execution is not None:
                 execution.died = died
                 execution.finished.set()
-        if died is not None:
-            return
+        if broke:
+            return  # nothing is reopened on a database that just refused a write
         # A steering command queued between the last look at the queue and the end of the run
         # found the run still active and did not reopen it: reopen it now.
         if not reopen:
@@ -644,9 +646,14 @@ class Runner:
         if final.status in (RunStatus.DONE, RunStatus.STOPPED, RunStatus.FAILED) and self.has_queued_steering(final):
             self.start(run_id, reopen=True, steered_from=HeldRun.of(final))
 
-    def _died(self, run_id: str, exc: BaseException) -> ExecutionDied:
+    def _died(self, run_id: str, exc: BaseException) -> ExecutionDied | None:
         """Why the run's end could not be recorded, in words; the run is stored `interrupted` with it
-        if the database takes that write. Only an error no one foresaw is logged with its traceback."""
+        if the database takes that write. Only an error no one foresaw is logged with its traceback.
+        None when its end was recorded after all (a write after its final status failed): the stored
+        status says how it ended, and no one should be told to resume a finished run."""
+        if self._ended(run_id):
+            log.info("run %s ended and its status is stored; a write after it failed: %s", run_id, exc)
+            return None
         if isinstance(exc, DatabaseUnwritable):
             died = ExecutionDied(run_id, f"{exc}; what was saved before is kept", fix=exc.fix)
         elif not self._stored(run_id):
@@ -688,6 +695,14 @@ class Runner:
         if not execution.death_recorded:
             execution.death_recorded = self._record_death(execution.died)
         return execution.died
+
+    def _ended(self, run_id: str) -> bool:
+        """Whether the run's stored status is a final one (done, stopped, failed). A database that
+        cannot answer tells nothing: False."""
+        try:
+            return self.repo.get_run(run_id).status in (RunStatus.DONE, RunStatus.STOPPED, RunStatus.FAILED)
+        except Exception:  # noqa: BLE001 - deleted or unreadable: the caller says which
+            return False
 
     def _stored(self, run_id: str) -> bool:
         """Whether the run's row is still there (False: it was deleted under its execution). A

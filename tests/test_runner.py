@@ -253,3 +253,17 @@ def test_a_corpus_that_cannot_be_opened_fails_the_run_in_its_own_words(services,
     assert failed.error == ("the corpus index /srv/home/corpus.sqlite3 cannot be opened (unable to open database "
                             "file) Make /srv/home writable (THOUGHTMAP_HOME).")
     assert not [r for r in caplog.records if r.exc_info], [r.getMessage() for r in caplog.records if r.exc_info]
+
+
+def test_a_write_refused_after_the_final_status_leaves_the_run_done_not_dead(services, monkeypatch):
+    """The disk fills the moment after the run's `done` is stored: the run is done, and no one is
+    told it stopped and should be resumed (`execution_died` stays None)."""
+    from storage.unwritable import DatabaseUnwritable
+
+    def disk_fills(run_id, why):
+        raise DatabaseUnwritable(DatabaseUnwritable.FULL, "sqlite:///full.sqlite3")
+
+    monkeypatch.setattr(services.runner, "_supersede_controls", disk_fills)  # the first write after `done`
+    run_id = run_to_end(services, "Who wrote Hamlet?", "rag")
+    assert services.repo.get_run(run_id).status == RunStatus.DONE
+    assert services.runner.execution_died(run_id) is None
