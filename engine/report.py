@@ -149,6 +149,11 @@ def written_block(report: Report, text: str) -> str:
     """The model's text of `report` (`report_citations`' first part) as Markdown that makes no
     structure but the section headings the method planned (`RunGraph.save_report`'s `headings`)."""
     titles = report.data.get(OWN_HEADINGS)
+    if titles is None:
+        # A report stored before `OWN_HEADINGS` names its planned sections only in its data's
+        # `sections` (OmniThink's article): their titles, so an old article keeps its headings.
+        sections = report.data.get("sections")
+        titles = [s.get("title") for s in sections if isinstance(s, dict)] if isinstance(sections, list) else []
     if not isinstance(titles, list):
         return prose_block(text)
     return sectioned_prose(text, [title for title in titles if isinstance(title, str)])

@@ -339,3 +339,13 @@ def test_only_the_sections_the_method_planned_stay_headings(repo):
     assert [(b.kind, b.level) for b in blocks if b.kind == "heading"] == [("heading", 2), ("heading", 3)]
     assert any("Zorblax protocol The Zorblax" in " ".join(b.parts) or "Zorblax protocol" in b.parts[0]
                for b in blocks if b.kind == "paragraph")
+
+
+def test_an_article_stored_before_planned_headings_were_named_keeps_its_sections(repo):
+    """A report saved before `OWN_HEADINGS` existed names its sections only in `sections` (as
+    OmniThink stored them): those stay headings; a quoted document heading stays prose."""
+    run = repo.create_run(question="A question?", method="omnithink", params={})
+    article = "## Causes\n\nThe axis is tilted.\n\n# Zorblax protocol\nThe Zorblax protocol is a handshake."
+    repo.save_report(run.id, article, data={"method": "omnithink", "sections": [{"title": "Causes", "markdown": ""}]})
+    repo.set_status(run.id, RunStatus.DONE)
+    assert_no_structure_of_its_own(render_markdown(repo, run.id), ours={"h1": ["A question?"], "h2": ["Causes"]})
