@@ -37,7 +37,7 @@ def corpus_progress() -> Iterator[Callable[[str, float], None]]:
 
 
 def corpus_error(exc: SearchError) -> None:
-    st.error(inline_text(f"{exc} {exc.hint}".strip()), icon=":material/lock:")
+    st.error(inline_text(exc.user_message), icon=":material/lock:")
 
 
 def search_description(services: Services, mode: str) -> str:

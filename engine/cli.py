@@ -375,7 +375,7 @@ def cmd_run(args) -> int:
     try:
         searcher = services.searcher(search_mode, progress=None if args.quiet else _corpus_progress())
     except SearchError as exc:
-        raise CLIError(f"{exc} {exc.hint}".strip(), EXIT_FAILED) from exc
+        raise CLIError(exc.user_message, EXIT_FAILED) from exc
     if not args.quiet:
         _err(f"search: {searcher.description}")
     services.runner.recover_interrupted()
@@ -506,7 +506,7 @@ def cmd_ingest(args) -> int:
         corpus = open_default_corpus(settings, _corpus_progress())
         report = corpus.ingest(args.paths)
     except SearchError as exc:  # the index is locked by another process's write (IngestLocked)
-        raise CLIError(f"{exc} {exc.hint}".strip(), EXIT_FAILED) from exc
+        raise CLIError(exc.user_message, EXIT_FAILED) from exc
     _say(report.summary())
     if report.documents_added or report.duplicates_skipped:
         return EXIT_OK
@@ -733,7 +733,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _err(f"error: {exc.user_message}")
         return EXIT_FAILED
     except SearchError as exc:  # the corpus index cannot be opened now (`kg` and the others that open it)
-        _err(f"error: {exc} {exc.hint}".rstrip())
+        _err(f"error: {exc.user_message}")
         return EXIT_FAILED
     except DatabaseUnwritable as exc:  # before or after a run (its own end is said by `_watch`)
         _err(f"error: {exc}; {exc.fix}, then try again")

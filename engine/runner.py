@@ -763,7 +763,7 @@ class Runner:
         except (LLMError, SearchError) as exc:  # the endpoint, or the corpus a worker cannot open: no bug
             repo.reset_unfinished_nodes(run_id)
             self._drop_pending_steering(run_id, ctx, "the run failed before it could apply this")
-            error = redact_secrets(exc.user_message if isinstance(exc, LLMError) else f"{exc} {exc.hint}".strip())
+            error = redact_secrets(exc.user_message)
             repo.set_status(run_id, RunStatus.FAILED, error=error)
             narrate_run(repo, run_id, narration.Phase.FAILED, f"the run failed: {error}")
         except Exception as exc:  # a bug or an unexpected backend failure: keep the app alive

@@ -74,7 +74,7 @@ class RagMethod(Method):
                 hits = ctx.search(ctx.question, k=params.top_k, node=retrieval)
             except SearchError as exc:
                 # The answer step still runs; it will say that it has no sources.
-                retrieval = ctx.graph.fail(retrieval, f"{exc} {exc.hint}".strip())
+                retrieval = ctx.graph.fail(retrieval, exc.user_message)
             else:
                 relevant = relevant_hits(ctx.question, hits, floor=params.relevance_floor)
                 ctx.note_unrelated(ctx.question, relevant, retrieval)

@@ -47,6 +47,11 @@ class SearchError(Exception):
         super().__init__(message)
         self.hint = hint
 
+    @property
+    def user_message(self) -> str:
+        """What went wrong and what to do, in one line (as `LLMError.user_message`)."""
+        return f"{self} {self.hint}".strip()
+
 
 class FetchError(SearchError):
     """A page could not be fetched or was refused (scheme, private address, size, time)."""

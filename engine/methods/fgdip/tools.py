@@ -50,7 +50,7 @@ def search(ctx: RunContext, node: Node, query: str) -> Observation:
         hits = ctx.search(query, k=params.search_results, node=node)
     except SearchError as exc:
         if titled is None:
-            return Observation(f"The search for {query} failed.", {"search_error": f"{exc} {exc.hint}".strip()})
+            return Observation(f"The search for {query} failed.", {"search_error": exc.user_message})
         hits = []
     if titled is not None:
         # Only the titled document's own chunks go: another collection's page of the same title stays.

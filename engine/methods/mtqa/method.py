@@ -234,7 +234,7 @@ class MtqaMethod(Method):
             except SearchError as exc:
                 # Not "no knowledge": the matrix would reason with nothing and the run end done. Failed,
                 # so a resume searches again.
-                why = f"{exc} {exc.hint}".strip()
+                why = exc.user_message
                 ctx.graph.fail(node, f"the search for the question's documents failed: {why}; resume the run to "
                                      "search again")
                 return

@@ -64,7 +64,7 @@ def retrieve(ctx: RunContext, node: Node) -> Node:
         hits = ctx.search(query, k=params.search_top_k, node=node)
     except SearchError as exc:
         return ctx.graph.update(node, merge_data={"found": 0, "ranked": [], "searcher": ctx.searcher.description,
-                                                  "search_error": f"{exc} {exc.hint}".strip()})
+                                                  "search_error": exc.user_message})
     rerank_error = ""
     try:
         reranker = choose_reranker(ctx, node)
@@ -75,7 +75,7 @@ def retrieve(ctx: RunContext, node: Node) -> Node:
     try:
         ranked = reranker.rerank(query, hits, len(hits))
     except SearchError as exc:  # the /rerank endpoint failed: BM25 keeps the run going, said on the node
-        rerank_error = f"{exc} {exc.hint}".strip() + "; BM25 ranked the documents instead"
+        rerank_error = exc.user_message + "; BM25 ranked the documents instead"
         reranker = BM25Reranker()
         ranked = reranker.rerank(query, hits, len(hits))
     floored = relevant_hits(query, ranked, floor=params.relevance_floor)
