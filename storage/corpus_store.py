@@ -550,6 +550,12 @@ class CorpusStore:
                                text=text, snippet="", score=0.0)
                 last, given = chunk_id, given + 1
 
+    def titles(self) -> list[tuple[str, str]]:
+        """Every document's (collection, title), in index order: what the hop linker recognises in
+        a text (`engine/search/hops.py`). One scan; callers cache it per `generation`."""
+        with self._lock:
+            return [(c, t) for c, t in self._conn.execute("SELECT collection, title FROM documents ORDER BY id")]
+
     def titled(self, title: str) -> list[ChunkHit]:
         """The chunks, in order, of the first document titled `title` (case and runs of spaces
         ignored), or []: the page an agent's Search[entity] opens. A scan of the titles, which
