@@ -35,6 +35,8 @@ Environment variables (a public interface, keep them stable):
 | THOUGHTMAP_RERANK_URL | an OpenAI-compatible `/rerank` endpoint (vLLM, llama.cpp, TEI, Infinity) for the research method's `endpoint` reranker | unset |
 | THOUGHTMAP_RERANK_MODEL | the model that endpoint reranks with | the server's default |
 | THOUGHTMAP_RERANK_API_KEY | bearer key for that endpoint | unset |
+| THOUGHTMAP_RETRIEVER | how every method searches the local corpus: bm25 (word match), dense (the built-in embedding model's vectors) or hybrid (both, fused, then following the entities they name to their own documents) | hybrid |
+| THOUGHTMAP_RERANKER | what orders a search's top K where a method reranks (the research agent): none, builtin (the first stage's order fused with the embedding model's), llm (the run's model judges each document) or endpoint (THOUGHTMAP_RERANK_URL) | builtin (endpoint when THOUGHTMAP_RERANK_URL is set) |
 | THOUGHTMAP_METHODS | more methods kept outside the package, comma-separated `module:Class` (each a `Method` subclass) | none |
 """
 
@@ -55,6 +57,8 @@ DEFAULT_MODEL = "gpt-4o-mini"
 StructuredMode = Literal["auto", "json_schema", "json_object", "prompted"]
 SearchMode = Literal["local", "web", "both", "none"]
 ExecutionMode = Literal["embedded", "queue"]
+Retriever = Literal["bm25", "dense", "hybrid"]
+RerankerName = Literal["none", "builtin", "llm", "endpoint"]
 
 
 class LLMSettings(BaseModel):
@@ -128,6 +132,14 @@ class RerankSettings(BaseModel):
     api_key: str | None = Field(default=None, repr=False, exclude=True)
 
 
+class RetrievalSettings(BaseModel):
+    """How the local corpus is searched and how a search's top K is reranked (engine/search/retrieval.py).
+    The defaults are the best measured (docs/benchmarks.md, "Retrieval")."""
+
+    retriever: Retriever = "hybrid"
+    reranker: RerankerName = "builtin"
+
+
 class Settings(BaseModel):
     home: Path
     database_url: str
@@ -146,6 +158,7 @@ class Settings(BaseModel):
     local: LocalModelSettings = Field(default_factory=LocalModelSettings)
     embeddings: EmbeddingsSettings | None = None
     rerank: RerankSettings = Field(default_factory=RerankSettings)
+    retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
 
     @property
     def corpus_index_path(self) -> Path:
@@ -208,6 +221,16 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         rerank=RerankSettings(url=endpoint_url(env, "THOUGHTMAP_RERANK_URL", example="http://127.0.0.1:8000/v1"),
                               model=(env.get("THOUGHTMAP_RERANK_MODEL") or "").strip(),
                               api_key=env.get("THOUGHTMAP_RERANK_API_KEY") or None),
+        retrieval=_retrieval_settings(env),
+    )
+
+
+def _retrieval_settings(env: Mapping[str, str]) -> RetrievalSettings:
+    # An endpoint, when one is set, is the default reranker: the user's cross-encoder beats ours.
+    default_reranker = "endpoint" if (env.get("THOUGHTMAP_RERANK_URL") or "").strip() else "builtin"
+    return RetrievalSettings(
+        retriever=choice(env, "THOUGHTMAP_RETRIEVER", get_args(Retriever), "hybrid"),
+        reranker=choice(env, "THOUGHTMAP_RERANKER", get_args(RerankerName), default_reranker),
     )
 
 
