@@ -116,7 +116,8 @@ def yes_no_accuracy(prediction: str, gold: str) -> float:
 _SITE_SUFFIX = re.compile(r"\s+[-–—|]\s+wikipedia$")
 
 
-def _title_key(title: str) -> str:
+def title_key(title: str) -> str:
+    """The form two titles are compared in: case, whitespace and a " - Wikipedia" suffix left out."""
     return _SITE_SUFFIX.sub("", " ".join(title.casefold().replace("_", " ").split()))
 
 
@@ -140,12 +141,12 @@ def retrieval_recall(retrieved_titles: Sequence[str], gold_titles: Sequence[str]
     or 1; returning None makes every caller decide that explicitly."""
     if k < 1:
         raise ValueError(f"k must be at least 1, not {k}")
-    gold = {_title_key(title) for title in gold_titles if title.strip()}
+    gold = {title_key(title) for title in gold_titles if title.strip()}
     if not gold:
         return None
     top: list[str] = []
     for title in retrieved_titles:
-        key = _title_key(title)
+        key = title_key(title)
         if key and key not in top:
             top.append(key)
             if len(top) == k:
