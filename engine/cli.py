@@ -502,9 +502,10 @@ def cmd_ingest(args) -> int:
         raise CLIError(f"no such file or folder: {', '.join(missing)}")
     settings = load_settings()
     settings.home.mkdir(parents=True, exist_ok=True)
+    progress = _corpus_progress()  # the index's first build, then the new passages' embedding
     try:
-        corpus = open_default_corpus(settings, _corpus_progress())
-        report = corpus.ingest(args.paths)
+        corpus = open_default_corpus(settings, progress)
+        report = corpus.ingest(args.paths, progress=progress)
     except SearchError as exc:  # the index is locked by another process's write (IngestLocked)
         raise CLIError(exc.user_message, EXIT_FAILED) from exc
     _say(report.summary())

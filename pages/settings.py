@@ -143,7 +143,8 @@ uploads = st.file_uploader("Add files (txt, md, html, pdf, jsonl)", accept_multi
 # What an ingest or a rebuild did is shown after a rerun, so the counts above are already the new ones.
 if uploads and st.button("Add to the corpus", key="settings-ingest"):
     try:
-        report = add_uploads(corpus, services.uploads_dir, ((u.name, u.getvalue()) for u in uploads))
+        with corpus_progress() as show:  # the new passages' embedding, when the corpus has an embedder
+            report = add_uploads(corpus, services.uploads_dir, ((u.name, u.getvalue()) for u in uploads), show)
     except SearchError as exc:  # another process kept the index locked for too long
         corpus_error(exc)
     else:

@@ -9,7 +9,13 @@ Schema:
   so a paragraph that appears in several sources is stored (and returned) once.
 * ``chunks_fts``: an FTS5 *external-content* table over the ``chunk_content`` view (document title
   + chunk text), so the text is stored once; we keep it in sync by hand inside each transaction.
+* ``chunk_vectors``: one dense vector per chunk (float16 bytes) and the model that made it
+  (`engine/search/vectors.py` searches them); removed with their chunk. A chunk whose vector is
+  another model's counts as lacking one: one embedder is in use at a time.
 * ``meta``: key/value pairs (schema version, bundled-corpus version, ...).
+
+Layout versions: 1 had no ``chunk_vectors``; opening a version-1 index adds the table and keeps
+everything else (`_MIGRATIONS`). Any other layout is rebuilt empty: the index is a cache.
 """
 
 from __future__ import annotations
@@ -25,7 +31,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-SCHEMA_VERSION = "1"
+import numpy as np
+
+SCHEMA_VERSION = "2"
 SCHEMA_KEY = "schema_version"  # the meta row that holds it
 
 # BM25 column weights for (title, text): a query term in the title counts twice as much.
@@ -44,6 +52,22 @@ DEFAULT_BUSY_TIMEOUT_S = 30.0
 
 # Documents removed per write transaction, so a large removal never holds the write lock long.
 DELETE_BATCH = 2000
+
+# Vectors are stored as float16: half of float32's bytes (384 dimensions: 768 bytes a chunk), and
+# for unit vectors a cosine error of about 1e-4, far below what separates neighbours in a ranking.
+VECTOR_DTYPE = np.float16
+# Rows per page when vectors or the chunks lacking them are read.
+VECTOR_PAGE = 4096
+
+# Dense vectors (layout version 2). A chunk's vector goes with it (ON DELETE CASCADE).
+_VECTORS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS chunk_vectors (
+    chunk_id INTEGER PRIMARY KEY REFERENCES chunks(id) ON DELETE CASCADE,
+    model TEXT NOT NULL,
+    vector BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS chunk_vectors_model ON chunk_vectors(model);
+"""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -76,7 +100,10 @@ CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
     content='chunk_content', content_rowid='id',
     tokenize='porter unicode61 remove_diacritics 2'
 );
-"""
+""" + _VECTORS_SCHEMA
+
+# Older layout version -> the statements that bring it to SCHEMA_VERSION, keeping its rows.
+_MIGRATIONS: dict[str, str] = {"1": _VECTORS_SCHEMA}
 
 # Words that carry no retrieval signal; dropping them keeps OR-queries from matching everything.
 STOPWORDS = frozenset(
@@ -226,6 +253,17 @@ class AddStats:
 
 
 @dataclass(frozen=True)
+class StoredVectors:
+    """One model's vectors as loaded for search: row i is chunk `ids[i]`, of collection
+    `collections[collection_of[i]]`."""
+
+    ids: np.ndarray  # int64, ascending
+    matrix: np.ndarray  # float32, (rows, dimensions)
+    collection_of: np.ndarray  # int32 per row
+    collections: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class ChunkHit:
     """One search result: a chunk and the document it belongs to. Higher `score` is better."""
 
@@ -293,9 +331,17 @@ class CorpusStore:
             return  # already set up: opening an index must not need the write lock
         with self.transaction():
             version = self._schema_version()
-            if version is not None and version != SCHEMA_VERSION:
+            if version == SCHEMA_VERSION:
+                return  # brought up to date by another process while we waited for the lock
+            if version in _MIGRATIONS:
+                for stmt in _split_sql(_MIGRATIONS[version]):
+                    self._conn.execute(stmt)
+                self._conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (SCHEMA_VERSION,))
+                return
+            if version is not None:
                 # The index is a cache of files and bundled data: an old layout is rebuilt.
                 for stmt in (
+                    "DROP TABLE IF EXISTS chunk_vectors",
                     "DROP TABLE IF EXISTS chunks_fts",
                     "DROP VIEW IF EXISTS chunk_content",
                     "DROP TABLE IF EXISTS chunks",
@@ -359,6 +405,9 @@ class CorpusStore:
                 yield
                 if outer:
                     self._conn.execute("COMMIT")
+                    # Also after: a reader that cached something between a writer's first bump
+                    # and its commit sees a new generation once the change is there.
+                    self.generation += 1
             except BaseException as exc:
                 if outer:
                     try:
@@ -486,6 +535,7 @@ class CorpusStore:
         self.generation += 1
         with self.transaction():
             self._conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('delete-all')")
+            self._conn.execute("DELETE FROM chunk_vectors")  # first: one statement, not a cascade per chunk
             self._conn.execute("DELETE FROM chunks")
             self._conn.execute("DELETE FROM documents")
             self._conn.execute("DELETE FROM meta WHERE key != 'schema_version'")
@@ -499,6 +549,97 @@ class CorpusStore:
     def delete_meta(self, key: str) -> None:
         with self.transaction():
             self._conn.execute("DELETE FROM meta WHERE key = ?", (key,))
+
+    # -- dense vectors -------------------------------------------------------------------------
+
+    def chunks_lacking_vectors(self, model: str, *, after_id: int = 0,
+                               limit: int = VECTOR_PAGE) -> list[tuple[int, str, str]]:
+        """A page of (chunk id, document title, chunk text), by id, of the chunks with no vector of
+        `model` (none, or another model's), ids above `after_id`: the next page starts after the
+        last id returned, so a caller embedding page by page never holds the whole corpus."""
+        with self._lock:
+            return self._conn.execute(
+                "SELECT c.id, d.title, c.text FROM chunks c JOIN documents d ON d.id = c.doc_id"
+                " LEFT JOIN chunk_vectors v ON v.chunk_id = c.id"
+                " WHERE c.id > ? AND (v.model IS NULL OR v.model != ?) ORDER BY c.id LIMIT ?",
+                (after_id, model, limit),
+            ).fetchall()
+
+    def count_lacking_vectors(self, model: str) -> int:
+        with self._lock:
+            return self._conn.execute(
+                "SELECT COUNT(*) FROM chunks c LEFT JOIN chunk_vectors v ON v.chunk_id = c.id"
+                " WHERE v.model IS NULL OR v.model != ?", (model,)).fetchone()[0]
+
+    def put_vectors(self, model: str, rows: Iterable[tuple[int, str, np.ndarray]]) -> int:
+        """Store (chunk id, the chunk text that was embedded, vector) rows of `model` in one
+        transaction, as float16, replacing the chunk's vector of any model. Returns how many were
+        stored. A row is skipped when its chunk no longer holds that text: deleted, or its id reused
+        by a replaced document's chunk while the vector was being computed."""
+        self.generation += 1
+        stored = 0
+        with self.transaction():
+            cur = self._conn.cursor()
+            for chunk_id, text, vector in rows:
+                cur.execute(
+                    "INSERT OR REPLACE INTO chunk_vectors(chunk_id, model, vector)"
+                    " SELECT id, ?, ? FROM chunks WHERE id = ? AND text_hash = ?",
+                    (model, np.asarray(vector, dtype=VECTOR_DTYPE).tobytes(), int(chunk_id), text_hash(text)),
+                )
+                stored += cur.rowcount
+        return stored
+
+    def delete_vectors(self, model: str | None = None) -> None:
+        """Remove the vectors of `model`, or every vector (the next update embeds them again)."""
+        self.generation += 1
+        with self.transaction():
+            if model is None:
+                self._conn.execute("DELETE FROM chunk_vectors")
+            else:
+                self._conn.execute("DELETE FROM chunk_vectors WHERE model = ?", (model,))
+
+    def change_signature(self) -> tuple[int, int]:
+        """A value that differs after any change to the index: by this object (`generation`) or
+        committed by another connection (SQLite's `data_version`). One cheap call, so a cached
+        matrix of vectors can be checked before every search, whatever the corpus size."""
+        with self._lock:
+            return self.generation, self._conn.execute("PRAGMA data_version").fetchone()[0]
+
+    def load_vectors(self, model: str) -> StoredVectors:
+        """Every vector of `model` as one float32 matrix, rows in chunk id order, with each row's
+        collection. One read transaction (one snapshot), two scans that never read a chunk's text:
+        the vectors, then the chunks' documents through the `chunks_doc` index."""
+        ids: list[np.ndarray] = []
+        blocks: list[np.ndarray] = []
+        with self._lock, self._read_snapshot():
+            cursor = self._conn.execute(
+                "SELECT chunk_id, vector FROM chunk_vectors WHERE model = ? ORDER BY chunk_id", (model,))
+            while rows := cursor.fetchmany(VECTOR_PAGE):
+                ids.append(np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows)))
+                blocks.append(np.frombuffer(b"".join(row[1] for row in rows), dtype=VECTOR_DTYPE)
+                              .reshape(len(rows), -1))
+            names: dict[str, int] = {}
+            chunk_collection = {chunk_id: names.setdefault(collection, len(names)) for chunk_id, collection in
+                                self._conn.execute("SELECT c.id, d.collection FROM documents d"
+                                                   " JOIN chunks c INDEXED BY chunks_doc ON c.doc_id = d.id")}
+        if not ids:
+            return StoredVectors(np.zeros(0, np.int64), np.zeros((0, 0), np.float32), np.zeros(0, np.int32), ())
+        all_ids = np.concatenate(ids)
+        codes = np.fromiter((chunk_collection[i] for i in all_ids.tolist()), dtype=np.int32, count=len(all_ids))
+        return StoredVectors(all_ids, np.concatenate(blocks).astype(np.float32), codes, tuple(names))
+
+    @contextmanager
+    def _read_snapshot(self) -> Iterator[None]:
+        """Several reads that see the index as it was at the first (a deferred transaction takes no
+        write lock); inside a write transaction, that transaction is the snapshot."""
+        if self._depth:
+            yield
+            return
+        self._conn.execute("BEGIN")
+        try:
+            yield
+        finally:
+            self._conn.execute("COMMIT")
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -549,6 +690,28 @@ class CorpusStore:
                 yield ChunkHit(title=title, ref=ref, url=url, collection=name, ordinal=ordinal,
                                text=text, snippet="", score=0.0)
                 last, given = chunk_id, given + 1
+
+    def chunk_hits(self, ids: Sequence[int], scores: Sequence[float] | None = None) -> list[ChunkHit]:
+        """The chunks with these ids as hits, in the order given, each with its score (0 without
+        `scores`); an id no longer in the index is left out."""
+        wanted = [int(i) for i in ids]
+        found: dict[int, tuple] = {}
+        with self._lock:
+            for start in range(0, len(wanted), 500):
+                batch = wanted[start:start + 500]
+                marks = ",".join("?" * len(batch))
+                for row in self._conn.execute(
+                    "SELECT c.id, d.title, d.ref, d.url, d.collection, c.ordinal, c.text"
+                    f" FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE c.id IN ({marks})", batch):
+                    found[row[0]] = row[1:]
+        hits = []
+        for position, chunk_id in enumerate(wanted):
+            if chunk_id in found:
+                title, ref, url, collection, ordinal, text = found[chunk_id]
+                hits.append(ChunkHit(title=title, ref=ref, url=url, collection=collection, ordinal=ordinal,
+                                     text=text, snippet=text[:300],
+                                     score=float(scores[position]) if scores is not None else 0.0))
+        return hits
 
     def titles(self) -> list[tuple[str, str]]:
         """Every document's (collection, title), in index order: what the hop linker recognises in

@@ -7,8 +7,12 @@ Collections (see data/SOURCES.md for origins and licences):
 * ``freshwiki``: the FreshWiki articles, chunked.
 
 Indexing happens once per index file: a meta key stores the corpus version (a format number plus
-the names and sizes of the data files), and a different version re-indexes the bundled
-collections while leaving the user's own ingested files alone.
+the names and sizes of the data files and of the shipped vectors), and a different version
+re-indexes the bundled collections while leaving the user's own ingested files alone.
+
+Right after the full-text index, the shipped vectors of the bundled corpus
+(`data/vectors/all-MiniLM-L6-v2.npz`, see `engine/search/vectors.py`) are copied to its chunks, so
+dense search needs no embedding on a fresh machine.
 
 Several processes may start at once (the app, CLI runs, workers). Checking the version is a read:
 an index already built is opened without any write lock. Building is done by one process, the
@@ -33,6 +37,7 @@ from engine.search.local import LocalCorpusSearcher, content_hash
 from engine.search.one_builder import build_lock
 from engine.search.protocol import SearchError
 from engine.search.uploads import reindex_uploads
+from engine.search.vectors import SHIPPED_MODEL, CorpusEmbedding, VectorIndex, shipped_vectors_path
 from storage.corpus_lock import CorpusBuildLock
 from storage.corpus_store import (SCHEMA_KEY, SCHEMA_VERSION, CorpusLocked, CorpusStore, CorpusUnavailable, NewDocument,
                                   move_index, read_meta, remove_index)
@@ -90,13 +95,16 @@ def wikipedia_url(title: str) -> str:
 
 
 def bundled_version(data_dir: Path = BUNDLED_DATA_DIR) -> str:
-    """Format number + chunking parameters + a fingerprint of the data files (names, sizes)."""
+    """Format number + chunking parameters + a fingerprint of the data files and the shipped
+    vectors (names, sizes): new vectors are imported by the next start."""
     digest = hashlib.sha1()
     for collection, files in BUNDLED_FILES.items():
         for name, layout in files:
             path = data_dir / name
             size = path.stat().st_size if path.is_file() else -1
             digest.update(f"{collection}:{name}:{layout}:{size};".encode())
+    vectors = shipped_vectors_path()
+    digest.update(f"vectors:{vectors.name}:{vectors.stat().st_size if vectors.is_file() else -1};".encode())
     return f"{BUNDLED_FORMAT}/c{TARGET_WORDS}-{OVERLAP_WORDS}/{digest.hexdigest()[:12]}"
 
 
@@ -252,6 +260,9 @@ def _index_bundled(store: CorpusStore, version: str, data_dir: Path, progress: P
                 batch = []
         if batch:
             write(batch)
+    if progress:
+        progress("importing the bundled corpus's shipped vectors", 1.0)
+    VectorIndex(store, SHIPPED_MODEL).import_shipped()
     store.set_meta(META_KEY, version)  # last: now the index counts as built
     if progress:
         progress("bundled corpus ready", 1.0)
@@ -259,9 +270,11 @@ def _index_bundled(store: CorpusStore, version: str, data_dir: Path, progress: P
 
 
 def open_default_corpus(
-    settings: Settings, progress: Progress | None = None
+    settings: Settings, progress: Progress | None = None, *, embedding: CorpusEmbedding | None = None
 ) -> LocalCorpusSearcher:
     """The app's default searcher: the index at `settings.corpus_index_path`, bundled data in it.
+    `embedding`: the model its vectors are of, which its ingests embed new passages with
+    (`LocalCorpusSearcher`); None: no vectors.
 
     An index already built at this version is opened without any write lock. The first start
     builds it into a scratch file moved into place when complete, so nobody opens half an index;
@@ -290,7 +303,7 @@ def open_default_corpus(
         raise SearchError(reason,
                           hint=f"Free space on its disk or make {path.parent} writable, or point THOUGHTMAP_HOME "
                           "at another folder.") from exc
-    return LocalCorpusSearcher(store, notice=notice)
+    return LocalCorpusSearcher(store, notice=notice, embedding=embedding)
 
 
 def _built(path: Path, version: str, timeout: float) -> bool:
@@ -370,5 +383,5 @@ def rebuild_corpus(searcher: LocalCorpusSearcher, uploads_dir: Path | None = Non
         raise SearchError(f"could not rebuild the corpus index: {exc.reason}.",
                           hint="Rebuild it again once that process is done.") from exc
     if uploads_dir is not None:
-        reindex_uploads(searcher, uploads_dir)
+        reindex_uploads(searcher, uploads_dir, progress)
     return status

@@ -1,16 +1,24 @@
-"""The local corpus searcher: BM25 over the CorpusStore, plus ingest of user files."""
+"""The local corpus searcher: BM25 over the CorpusStore, plus ingest of user files.
+
+A searcher given a `CorpusEmbedding` keeps the corpus's `VectorIndex` (`engine/search/vectors.py`,
+`.vectors`: one loaded matrix per corpus for whoever searches it by vectors), and an ingest embeds
+the passages it added once they are written, with progress: word search finds them at once, dense
+search once embedded. An embedder that fails leaves them unembedded, said in the report; the next
+ingest embeds them (it embeds every passage lacking a vector).
+"""
 
 from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.search.chunking import chunk_text, iter_chunks
 from engine.search.loaders import LoadedDocument, Skipped, TextFileDocument, iter_documents, named_inside, path_text
 from engine.search.protocol import Hit, SearchError
+from engine.search.vectors import CorpusEmbedding, VectorIndex
 from storage.corpus_store import AddStats, ChunkHit, CorpusLocked, CorpusStore, NewDocument
 
 DEFAULT_COLLECTION = "files"
@@ -18,6 +26,9 @@ DEFAULT_COLLECTION = "files"
 # searches from other threads get in between batches.
 BATCH_SIZE = 200
 MAX_LISTED_SKIPS = 20
+
+# progress(message, fraction): what the CLI prints and the app's bar shows.
+IngestProgress = Callable[[str, float], None]
 
 
 def content_hash(*parts: str) -> str:
@@ -57,6 +68,8 @@ class IngestReport:
     duplicates_skipped: int = 0
     documents_replaced: int = 0
     chunks_added: int = 0
+    chunks_embedded: int = 0
+    embedding_failed: str = ""  # why the new passages were not embedded, when they were not
     skipped: list[Skipped] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -74,6 +87,11 @@ class IngestReport:
         )
         if self.documents_replaced:
             text += f"; {self.documents_replaced} updated"
+        if self.chunks_embedded:
+            text += f"; {self.chunks_embedded} passages embedded"
+        if self.embedding_failed:
+            text += (f"\n  passages not embedded ({self.embedding_failed}): word search finds them; "
+                     "the next ingest embeds them")
         # Say why files were skipped: the user can fix the file or its type.
         for item in self.skipped[:MAX_LISTED_SKIPS]:
             text += f"\n  skipped {path_text(item.path)}: {item.reason}"
@@ -92,9 +110,11 @@ class LocalCorpusSearcher:
     `notice`: what a reader should know about the index (it could not be brought up to date), said
     in the description every run and the app show."""
 
-    def __init__(self, store: CorpusStore, *, notice: str = "") -> None:
+    def __init__(self, store: CorpusStore, *, notice: str = "", embedding: CorpusEmbedding | None = None) -> None:
         self.store = store
         self.notice = notice
+        self.embedding = embedding
+        self.vectors = VectorIndex(store, embedding.model) if embedding else None
         self._description: tuple[int, str] | None = None
 
     @property
@@ -124,16 +144,19 @@ class LocalCorpusSearcher:
 
     def ingest(
         self, paths: Iterable[Path | str], *, collection: str = DEFAULT_COLLECTION,
-        inside: tuple[Path, str] | None = None,
+        inside: tuple[Path, str] | None = None, progress: IngestProgress | None = None,
     ) -> IngestReport:
         """Index files and folders. Already-indexed content is skipped; edited files are updated.
         `inside=(folder, name)`: the files live in that folder (the app's uploads) and are named by
-        their path inside it under `name`, with no file URL (see `named_inside`).
+        their path inside it under `name`, with no file URL (see `named_inside`). Then, with an
+        embedding, the passages lacking a vector are embedded, `progress` saying how far.
 
         Written a batch per transaction, each waiting at most the store's busy timeout for another
         process's write; past it, `IngestLocked` says so, and what was written before stays."""
         try:
-            return self._ingest(paths, collection, inside)
+            report = self._ingest(paths, collection, inside)
+            self._embed(report, progress)
+            return report
         except CorpusLocked as exc:
             raise IngestLocked(
                 f"could not add to the corpus index: {exc.reason} (THOUGHTMAP_CORPUS_LOCK_TIMEOUT sets this wait).",
@@ -168,6 +191,21 @@ class LocalCorpusSearcher:
         flush()
         report.seconds = time.perf_counter() - started
         return report
+
+    def _embed(self, report: IngestReport, progress: IngestProgress | None) -> None:
+        if self.embedding is None or self.vectors is None:
+            return
+        started = time.perf_counter()
+
+        def say(done: int, total: int) -> None:
+            if progress and total:
+                progress(f"embedding the new passages: {done:,} of {total:,}", done / total)
+
+        try:
+            report.chunks_embedded = self.vectors.update(self.embedding.encode, say)
+        except SearchError as exc:  # the embedder failed (EmbeddingError): the documents stay
+            report.embedding_failed = exc.user_message
+        report.seconds += time.perf_counter() - started
 
     def _ingest_large_file(self, doc: TextFileDocument, collection: str, report: IngestReport) -> None:
         """Index a large text file in one pass per purpose, never holding its text: its content
