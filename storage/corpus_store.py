@@ -583,8 +583,8 @@ class CorpusStore:
             for chunk_id, text, vector in rows:
                 cur.execute(
                     "INSERT OR REPLACE INTO chunk_vectors(chunk_id, model, vector)"
-                    " SELECT id, ?, ? FROM chunks WHERE id = ? AND text_hash = ?",
-                    (model, np.asarray(vector, dtype=VECTOR_DTYPE).tobytes(), int(chunk_id), text_hash(text)),
+                    " SELECT id, ?, ? FROM chunks WHERE id = ? AND text = ?",
+                    (model, np.asarray(vector, dtype=VECTOR_DTYPE).tobytes(), int(chunk_id), text),
                 )
                 stored += cur.rowcount
         return stored

@@ -138,9 +138,10 @@ class VectorIndex:
         with self._lock:
             if self._loaded is None or self._loaded[0] != signature:
                 stored = self.store.load_vectors(self.model)
-                # Unit rows again: float16 storage rounds each vector's length a little.
-                unit = StoredVectors(stored.ids, _unit_rows(stored.matrix), stored.collection_of, stored.collections)
-                self._loaded = (signature, unit)
+                # Unit rows again, in place: float16 storage rounds each vector's length a little.
+                matrix = stored.matrix
+                matrix /= np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
+                self._loaded = (signature, stored)
             return self._loaded[1]
 
     def search(self, query_vector: Sequence[float] | np.ndarray, k: int,
