@@ -597,7 +597,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--k", type=int, default=50)
     parser.add_argument("--m", type=int, default=16, help="HNSW links per node (M, connectivity)")
     parser.add_argument("--ef-construction", type=int, default=100)
-    parser.add_argument("--ef-search", type=int, nargs="+", default=[64, 128])
+    parser.add_argument("--ef-search", type=int, nargs="+", default=[64, 128, 256])
     parser.add_argument("--threads", type=int, default=2, help="threads for builds")
     parser.add_argument("--query-budget", type=float, default=30.0, help="seconds of single queries per row")
     parser.add_argument("--child-timeout", type=float, default=1800.0)
