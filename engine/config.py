@@ -32,6 +32,7 @@ Environment variables (a public interface, keep them stable):
 | THOUGHTMAP_EMBEDDINGS_URL | an OpenAI-compatible endpoint serving `/embeddings` (OmniThink's section evidence by similarity); unset: BM25 | unset |
 | THOUGHTMAP_EMBEDDINGS_MODEL | the embedding model at that endpoint | text-embedding-3-small |
 | THOUGHTMAP_EMBEDDINGS_KEY | its key (OPENAI_API_KEY when the URL is OPENAI_BASE_URL) | unset |
+| THOUGHTMAP_BUILTIN_EMBEDDINGS | 0 turns the built-in embedding model (all-MiniLM-L6-v2 on the CPU, used when THOUGHTMAP_EMBEDDINGS_URL is unset) off: BM25 ranks wherever embeddings would (a slow machine; the tests, unless they ask for it) | 1 |
 | THOUGHTMAP_RERANK_URL | an OpenAI-compatible `/rerank` endpoint (vLLM, llama.cpp, TEI, Infinity) for the research method's `endpoint` reranker | unset |
 | THOUGHTMAP_RERANK_MODEL | the model that endpoint reranks with | the server's default |
 | THOUGHTMAP_RERANK_API_KEY | bearer key for that endpoint | unset |
@@ -157,6 +158,8 @@ class Settings(BaseModel):
     method_plugins: str = ""
     local: LocalModelSettings = Field(default_factory=LocalModelSettings)
     embeddings: EmbeddingsSettings | None = None
+    # Without an endpoint: the built-in embedding model (engine/search/builtin_embedder.py), unless off.
+    builtin_embeddings: bool = True
     rerank: RerankSettings = Field(default_factory=RerankSettings)
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
 
@@ -218,6 +221,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         method_plugins=env.get("THOUGHTMAP_METHODS") or "",
         local=_local_settings(env),
         embeddings=_embeddings_settings(env, llm),
+        builtin_embeddings=choice(env, "THOUGHTMAP_BUILTIN_EMBEDDINGS", ("0", "1"), "1") == "1",
         rerank=RerankSettings(url=endpoint_url(env, "THOUGHTMAP_RERANK_URL", example="http://127.0.0.1:8000/v1"),
                               model=(env.get("THOUGHTMAP_RERANK_MODEL") or "").strip(),
                               api_key=env.get("THOUGHTMAP_RERANK_API_KEY") or None),

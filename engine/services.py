@@ -23,6 +23,7 @@ from engine.redact import redact_url
 from engine.run_queue import QueueDepth, RunQueue
 from engine.runner import HeldRun, Runner
 from engine.search.combined import build_searcher
+from engine.search.embedding_model import EmbeddingModelUnavailable
 from engine.search.embeddings import Embedder, build_embedder
 from engine.search.exclusion import ExcludingSearcher, SearchExclusions
 from engine.search.fetch import PageFetcher
@@ -47,8 +48,13 @@ class Services:
     runner: Runner = field(init=False)
     # The knowledge graphs (MTQA's knowledge layer): runs open them through ctx.knowledge.
     knowledge: KnowledgeLayer = field(init=False)
-    # Semantic similarity (an OpenAI-compatible /embeddings endpoint), or None: BM25 instead.
+    # Semantic similarity: an OpenAI-compatible /embeddings endpoint when configured, else the
+    # built-in all-MiniLM-L6-v2; None (BM25 instead) when that model is missing or damaged, or
+    # THOUGHTMAP_BUILTIN_EMBEDDINGS=0.
     embedder: Embedder | None = field(init=False)
+    # Why the built-in embedding model is not used (missing, damaged) and that BM25 is, for the
+    # app's and the CLI's "running on" line; "" when embeddings work as configured.
+    embedder_notice: str = field(init=False, default="")
     # The methods this process serves: the built-in ones and THOUGHTMAP_METHODS' plugins.
     methods: dict[str, type[Method]] = field(default_factory=dict)
     # What auto mode learned per endpoint and model; survives `configure_openai`, shown in Settings.
@@ -65,13 +71,22 @@ class Services:
         if not self.methods:
             self.methods = load_methods(self.settings.method_plugins)
         self.knowledge = KnowledgeLayer(KnowledgeStore(self.db))
-        self.embedder = build_embedder(self.settings.embeddings)
+        self.embedder, self.embedder_notice = self._build_embedder()
         self.runner = Runner(self.repo, llm_for=self.llm_for_run, searcher_for=self.searcher_for_run,
                              prices=self.prices, methods=self.methods, max_workers=self.settings.workers,
                              knowledge=self.knowledge, embedder=self.embedder,
                              rerank_endpoint=self._rerank_endpoint(),
                              pages=PageFetcher(allow_private=self.settings.allow_private_fetch),
                              dispatch=self._enqueue if self.queue is not None else None)
+
+    def _build_embedder(self) -> tuple[Embedder | None, str]:
+        """The embedder, and the notice saying why there is none. A missing or damaged built-in
+        model is not an error: searches and evidence rank by BM25, and nothing stored changes."""
+        builtin = self.settings.local.models_dir if self.settings.builtin_embeddings else None
+        try:
+            return build_embedder(self.settings.embeddings, builtin), ""
+        except EmbeddingModelUnavailable as exc:
+            return None, f"{exc} Search ranks by BM25 word match instead; nothing stored is affected. {exc.hint}"
 
     def _rerank_endpoint(self):
         """The /rerank endpoint THOUGHTMAP_RERANK_URL configures, or None."""

@@ -65,11 +65,15 @@ def pytest_configure(config):
 def _isolated_home(tmp_path_factory, monkeypatch):
     """Every test gets its own THOUGHTMAP_HOME (database, corpus index) unless it sets one, and
     the scripted fake as the default LLM: `auto` would otherwise pick the built-in model where it is
-    installed. Tests of the built-in model or of `auto` set THOUGHTMAP_LLM themselves."""
+    installed. Tests of the built-in model or of `auto` set THOUGHTMAP_LLM themselves.
+    Likewise the built-in embedding model is off (BM25 ranks), so a test does not depend on whether
+    this machine prepared it, nor pay seconds of CPU per run for it; tests of embeddings ask for it
+    with the `builtin_embeddings` fixture (tests/fixtures_embedder.py)."""
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("THOUGHTMAP_HOME", str(home))
     monkeypatch.setenv("THOUGHTMAP_LLM", "fake")
+    monkeypatch.setenv("THOUGHTMAP_BUILTIN_EMBEDDINGS", "0")
     yield home
 
 
-pytest_plugins = ["tests.fixtures_corpus", "tests.fixtures_engine"]
+pytest_plugins = ["tests.fixtures_corpus", "tests.fixtures_embedder", "tests.fixtures_engine"]

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.config import LocalModelSettings
+from engine.file_digest import sha256_of
 from engine.llm.protocol import LLMError
 
 GGUF_MAGIC = b"GGUF"
@@ -142,7 +143,7 @@ def verify_bundled(path: Path) -> None:
             return
     except (OSError, ValueError):
         pass
-    digest = _sha256(path)
+    digest = sha256_of(path)
     if digest != BUNDLED_MODEL.sha256:
         raise LocalModelError(f"the built-in model file {path} is damaged: its sha256 is {digest[:16]}…, "
                               f"expected {BUNDLED_MODEL.sha256[:16]}….", hint=_fix_bundled(path))
@@ -189,11 +190,3 @@ def assemble_bundled(settings: LocalModelSettings, *, force: bool = False) -> Pa
         json.dumps({"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": BUNDLED_MODEL.sha256}),
         encoding="utf-8")
     return target
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()

@@ -1,12 +1,13 @@
-"""The embeddings seam: semantic similarity where the papers use it, BM25 where nothing is configured.
+"""The embeddings seam: semantic similarity where the papers use it, BM25 where no model is at hand.
 
 OmniThink retrieves each section's evidence by Sentence-BERT similarity; MTQA's key matching and a
-deep-research reranker can use the same seam. We ship no embedding model: an `Embedder` is a client
-of an OpenAI-compatible `/embeddings` endpoint (Ollama, vLLM, llama.cpp's server with
-`--embeddings`, OpenAI), configured by `THOUGHTMAP_EMBEDDINGS_URL` and `THOUGHTMAP_EMBEDDINGS_MODEL`
-(key: `THOUGHTMAP_EMBEDDINGS_KEY`). When none is configured, `top_for_each` ranks by BM25 over the
-same texts (`engine/search/rerank.py`), so a run without an endpoint (and `--llm fake`) stays
-offline and deterministic.
+deep-research reranker can use the same seam. An `Embedder` is either a client of an
+OpenAI-compatible `/embeddings` endpoint (Ollama, vLLM, llama.cpp's server with `--embeddings`,
+OpenAI), configured by `THOUGHTMAP_EMBEDDINGS_URL` and `THOUGHTMAP_EMBEDDINGS_MODEL` (key:
+`THOUGHTMAP_EMBEDDINGS_KEY`), or, when none is configured, the built-in all-MiniLM-L6-v2 on the CPU
+(`engine/search/builtin_embedder.py`; deterministic, so `--llm fake` runs stay reproducible). When
+neither is there (the built-in model missing or damaged), `top_for_each` ranks by BM25 over the same
+texts (`engine/search/rerank.py`).
 
 - `Embedder`: `description`, `embed(texts) -> list[vector]` (one vector per text, in order);
   failures are `EmbeddingError` (a `SearchError`).
@@ -22,6 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from engine.config import DEFAULT_EMBEDDINGS_MODEL, EmbeddingsSettings
@@ -86,9 +88,17 @@ class OpenAIEmbeddings:
         return [[float(x) for x in item.embedding] for item in data]
 
 
-def build_embedder(settings: EmbeddingsSettings | None) -> Embedder | None:
-    """The configured embedder, or None (BM25 is used where embeddings would be)."""
-    return OpenAIEmbeddings(settings) if settings is not None else None
+def build_embedder(settings: EmbeddingsSettings | None, models_dir: Path | None = None) -> Embedder | None:
+    """The endpoint's embedder when one is configured; else the built-in model prepared in
+    `models_dir` (raises `EmbeddingModelUnavailable` when it is missing or damaged: the caller says
+    so and uses BM25); None when there is neither (BM25 is used where embeddings would be)."""
+    if settings is not None:
+        return OpenAIEmbeddings(settings)
+    if models_dir is None:
+        return None
+    from engine.search.builtin_embedder import builtin_embedder  # it imports this module
+
+    return builtin_embedder(models_dir)
 
 
 def cosine(a: Sequence[float], b: Sequence[float]) -> float:

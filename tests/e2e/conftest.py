@@ -60,7 +60,8 @@ class StreamlitApp:
                  env: dict[str, str] | None = None) -> None:
         self.home = home
         self.fake_latency = fake_latency
-        self.extra_env = {"THOUGHTMAP_LLM": "fake", **(env or {})}
+        # As in tests/conftest.py: the fake LLM and no built-in embedding model unless a test asks.
+        self.extra_env = {"THOUGHTMAP_LLM": "fake", "THOUGHTMAP_BUILTIN_EMBEDDINGS": "0", **(env or {})}
         self.log_dir = log_dir
         self.port = free_port()
         self.process: subprocess.Popen | None = None
