@@ -1,5 +1,5 @@
 """`thoughtmap`: the same engine, headless. `judge` lives in engine/cli_judge.py, `kg` in engine/cli_kg.py,
-`worker` in engine/cli_worker.py.
+`search-eval` in engine/cli_search_eval.py, `worker` in engine/cli_worker.py.
 
 Exit codes: 0 done; 1 the run failed or a runtime error (endpoint unreachable, the report could
 not be written at the end: the run is saved; the database's disk full or the database read-only, or
@@ -24,6 +24,7 @@ from pathlib import Path
 
 from engine.cli_judge import add_judge_parser, cmd_judge
 from engine.cli_kg import add_kg_parser, cmd_kg
+from engine.cli_search_eval import add_search_eval_parser, cmd_search_eval
 from engine.cli_worker import add_worker_parser, cmd_worker
 from engine.cli_input import BadInput, budget_type, check_arguments_are_utf8, check_out_path, positive_type
 from engine.config import load_settings
@@ -187,6 +188,7 @@ def _parser() -> argparse.ArgumentParser:
 
     add_judge_parser(sub)
     add_kg_parser(sub, budget_type)
+    add_search_eval_parser(sub)
     add_worker_parser(sub)
     return parser
 
@@ -758,7 +760,7 @@ def _execute_benchmark(bench_runner, benchmark_id: str, progress):
 
 COMMANDS = {"bench": cmd_bench, "run": cmd_run, "resume": cmd_resume, "list": cmd_list, "show": cmd_show,
             "export": cmd_export, "ingest": cmd_ingest, "methods": cmd_methods, "model": cmd_model,
-            "judge": cmd_judge, "kg": cmd_kg, "worker": cmd_worker}
+            "judge": cmd_judge, "kg": cmd_kg, "search-eval": cmd_search_eval, "worker": cmd_worker}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

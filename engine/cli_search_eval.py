@@ -1,0 +1,110 @@
+"""`thoughtmap search-eval`: how well the local corpus's search finds a dataset's gold paragraphs,
+with no LLM (unless the `llm` reranker is asked for).
+
+`search-eval --dataset D [--retriever R] [--reranker X] [--limit N] [--json]` asks the searcher
+every item's question and prints all-gold@10, recall@k, nDCG@10, MRR and the query time p50/p95
+(engine/evaluate/retrieval_eval.py). Without --retriever or --reranker it measures what the methods
+use (THOUGHTMAP_RETRIEVER, THOUGHTMAP_RERANKER). A configuration that cannot be measured as asked
+(engine/evaluate/retrieval_setup.py) is one line and exit 2; a search that fails, exit 1.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from engine.cli_input import positive_type
+# Only the names: the evaluation itself (numpy, the datasets) is imported when the command runs.
+from engine.evaluate.retrieval_setup import DATASETS, RERANKERS, RETRIEVERS
+
+# A progress line on stderr at most this often.
+PROGRESS_EVERY_S = 2.0
+
+
+def add_search_eval_parser(sub) -> None:
+    parser = sub.add_parser(
+        "search-eval", help="measure the corpus search on a dataset's gold paragraphs (no LLM)",
+        description="Ask the local corpus's search each item's question and score the documents it ranks "
+        "against the item's gold supporting titles: all-gold@10, recall@k, nDCG@10, MRR, and the query "
+        "time p50/p95. The corpus holds the datasets' own pooled paragraphs (easier than open Wikipedia).",
+        epilog="Exit codes: 0 measured, 1 a search failed, 2 bad input or a configuration that cannot be measured.")
+    parser.add_argument("--dataset", required=True, metavar="D",
+                        help=f"one of: {', '.join(DATASETS)} (hotpotqa: HotpotQA AutoAct's 300 items)")
+    parser.add_argument("--retriever", choices=RETRIEVERS, default=None,
+                        help="the first stage (default: THOUGHTMAP_RETRIEVER, what the methods use)")
+    parser.add_argument("--reranker", choices=RERANKERS, default=None,
+                        help="reorders the first stage's top hits (default: THOUGHTMAP_RERANKER, what "
+                        "the methods use); endpoint needs THOUGHTMAP_RERANK_URL, llm a configured LLM")
+    parser.add_argument("--limit", type=positive_type("--limit", int, "items", "every item"), default=None,
+                        metavar="N", help="only the first N items of the dataset's fixed sample (seed 13)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+
+
+def cmd_search_eval(args) -> int:
+    from engine import cli  # the shared CLI helpers (imported here: cli imports this module)
+    from engine.evaluate.datasets import DatasetError, load_items
+    from engine.evaluate.retrieval_eval import SEARCH_DEPTH, evaluate_retrieval
+    from engine.evaluate.retrieval_setup import RetrievalSetupError, build_eval_searcher, dataset_name
+
+    services = cli._services()
+    try:
+        retrieval = services.settings.retrieval
+        retriever = args.retriever or retrieval.retriever
+        reranker = args.reranker or retrieval.reranker
+        try:
+            dataset = dataset_name(args.dataset)
+            items = load_items(dataset, limit=args.limit)
+            searcher = build_eval_searcher(services, retriever, reranker, candidates=SEARCH_DEPTH,
+                                           progress=None if args.quiet else cli._corpus_progress())
+        except (RetrievalSetupError, DatasetError) as exc:
+            raise cli.CLIError(str(exc)) from exc
+        if not args.quiet:
+            cli._err(f"measuring {searcher.description} on {dataset} ({len(items)} items)")
+        report = evaluate_retrieval(searcher, items, dataset=dataset, retriever=retriever, reranker=reranker,
+                                    progress=None if args.quiet else _progress(cli._err))
+    finally:
+        services.close()
+    if args.json:
+        print(json.dumps(report.to_json()))
+    else:
+        for line in report_lines(report):
+            cli._say(line)
+    return cli.EXIT_OK
+
+
+def _progress(say):
+    last = [time.monotonic()]
+
+    def progress(done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - last[0] >= PROGRESS_EVERY_S and done < total:
+            last[0] = now
+            say(f"  {done} of {total} questions")
+
+    return progress
+
+
+def _number(value: float | None) -> str:
+    return "–" if value is None else f"{value:.3f}"
+
+
+def _ms(value: float | None) -> str:
+    return "–" if value is None else f"{value:.1f} ms"
+
+
+def report_lines(report) -> list[str]:
+    """The human table of a `RetrievalReport`: what was measured, then one metric a line."""
+    from engine.evaluate.retrieval_eval import RECALL_KS
+
+    lines = [f"dataset    {report.dataset}: {report.items} items scored, {report.skipped} without gold titles skipped",
+             f"retriever  {report.retriever}   reranker {report.reranker}",
+             f"searcher   {report.searcher} ({report.depth} hits a question)",
+             "",
+             f"all-gold@10  {_number(report.all_gold_at_10)}",
+             f"nDCG@10      {_number(report.ndcg_at_10)}",
+             f"MRR          {_number(report.mrr)}"]
+    lines += [f"recall@{k:<5} {_number(report.recall_at_k[k])}" for k in RECALL_KS]
+    lines += [f"query p50    {_ms(report.p50_ms)}", f"query p95    {_ms(report.p95_ms)}"]
+    return lines
+
