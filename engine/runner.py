@@ -203,6 +203,7 @@ class Runner:
         knowledge: KnowledgeLayer | None = None,
         embedder: Embedder | None = None,
         rerank_endpoint: Reranker | None = None,
+        default_reranker: str = "builtin",
         pages: PageFetcher | None = None,
         dispatch: Callable[[str, bool, HeldRun | None], object] | None = None,
     ) -> None:
@@ -217,6 +218,7 @@ class Runner:
         self.knowledge = knowledge  # handed to every run's context (ctx.knowledge)
         self.embedder = embedder  # handed to every run's context (ctx.embedder); None: BM25
         self.rerank_endpoint = rerank_endpoint  # the configured /rerank endpoint, if any (ctx.rerank_endpoint)
+        self.default_reranker = default_reranker  # THOUGHTMAP_RERANKER (ctx.default_reranker)
         self.pages = pages  # reads the page behind a web hit (ctx.pages); None: snippets only
         # Distributed execution: (run id, retry failed nodes, how a steered stopped run stood) ->
         # the run is queued for a worker.
@@ -510,7 +512,7 @@ class Runner:
             searcher=self.searcher_for(run), graph=graph,
             checkpoint=control.checkpoint, take_steering=take_steering, executor=self.executor,
             complete_command=complete_command, knowledge_layer=self.knowledge, embedder=self.embedder,
-            rerank_endpoint=self.rerank_endpoint, pages=self.pages,
+            rerank_endpoint=self.rerank_endpoint, default_reranker=self.default_reranker, pages=self.pages,
         )
 
     def _apply_steering(self, ctx: RunContext, method: Method) -> None:

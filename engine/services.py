@@ -76,6 +76,7 @@ class Services:
                              prices=self.prices, methods=self.methods, max_workers=self.settings.workers,
                              knowledge=self.knowledge, embedder=self.embedder,
                              rerank_endpoint=self._rerank_endpoint(),
+                             default_reranker=self.settings.retrieval.reranker,
                              pages=PageFetcher(allow_private=self.settings.allow_private_fetch),
                              dispatch=self._enqueue if self.queue is not None else None)
 

@@ -38,7 +38,7 @@ from dataclasses import replace
 from typing import Protocol
 
 from engine.search.local import corpus_hit
-from engine.search.protocol import Hit, Searcher, titled_page
+from engine.search.protocol import NAMED_BY_QUESTION, Hit, Searcher, titled_page
 from storage.corpus_store import STOPWORDS, CorpusStore
 
 # The longest title, in words, the linker looks for: longer titles are rare and seldom quoted whole.
@@ -216,27 +216,29 @@ def follow_hops(query: str, candidates: Sequence[Hit], linker: TitleLinker,
 
     named = [p for p in (page(title) for title in linker.links(query)[:MAX_NAMED]) if p is not None]
 
-    def hops() -> Iterator[str]:
+    # (title or hit, via): `via` says what named a document (`Hit.via`), so the relevance floor
+    # can keep a bridge document that shares no word with the question.
+    def hops() -> Iterator[tuple[str, str]]:
         for found in named:
             for title in linker.links(found.text[:LINK_TEXT_CHARS]):
-                yield title
+                yield title, found.title
 
-    def ranked_hops() -> Iterator[str]:
+    def ranked_hops() -> Iterator[tuple[str, str]]:
         for seed in ranked[:RANKED_SEEDS]:
             for title in linker.links(seed.text):
                 if _same(title) in best:
-                    yield title
+                    yield title, seed.title
 
-    def order() -> Iterator[str | Hit]:
-        yield from ranked[:1]
-        yield from named
+    def order() -> Iterator[tuple[str | Hit, str]]:
+        yield from ((hit, "") for hit in ranked[:1])
+        yield from ((hit, NAMED_BY_QUESTION) for hit in named)
         yield from hops()
-        yield from ranked[1:2]
+        yield from ((hit, "") for hit in ranked[1:2])
         yield from ranked_hops()
-        yield from ranked[2:]
+        yield from ((hit, "") for hit in ranked[2:])
 
     chosen: dict[str, Hit] = {}
-    for item in order():
+    for item, via in order():
         title = item.title if isinstance(item, Hit) else item
         key = _same(title)
         if key in chosen:
@@ -247,6 +249,8 @@ def follow_hops(query: str, candidates: Sequence[Hit], linker: TitleLinker,
             if opened is None:
                 continue
             hit = as_hit(opened)
+        if via and not hit.via:
+            hit = replace(hit, via=via)
         chosen[key] = hit
         if len(chosen) == k:
             break

@@ -11,7 +11,9 @@ HitKind = Literal["corpus", "web"]
 @dataclass(frozen=True)
 class Hit:
     """One search result. `ref` is the stable identity: a URL for web hits, a document id
-    (``<collection>/<title>#<chunk>``) for corpus hits."""
+    (``<collection>/<title>#<chunk>``) for corpus hits. `via`: why a hit that need not match the
+    query's words was retrieved: `NAMED_BY_QUESTION`, or the title of the document that names it (a
+    hop, engine/search/hops.py); "" for a hit found by matching the query."""
 
     title: str
     ref: str
@@ -20,6 +22,11 @@ class Hit:
     kind: HitKind
     url: str | None = None
     score: float = 0.0
+    via: str = ""
+
+
+# `Hit.via` of a document the question itself names.
+NAMED_BY_QUESTION = "\x00question"
 
 
 @runtime_checkable

@@ -24,7 +24,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from engine.search.protocol import Hit
+from engine.search.protocol import NAMED_BY_QUESTION, Hit
 
 DEFAULT_FLOOR = 0.35
 
@@ -98,12 +98,25 @@ def judge(query: str, hits: Sequence[Hit]) -> list[Judged]:
 
 
 def relevant_hits(query: str, hits: Sequence[Hit], *, floor: float = DEFAULT_FLOOR) -> RelevanceResult:
-    """Keep the hits that cover at least `floor` of the query (0 keeps everything)."""
+    """Keep the hits that cover at least `floor` of the query (0 keeps everything), and the hits
+    reached by a hop from what is kept: a document the question names, or one a kept document names
+    (`Hit.via`). A multi-hop question's bridge document shares few words with it (the father's page
+    for "Where was X's father buried?"), yet it is the evidence; a hop from a page that was itself
+    dropped proves nothing and stays dropped. Kept hits keep their order."""
     if floor <= 0 or not hits:
         return RelevanceResult(list(hits), [])
-    kept, dropped = [], []
-    for verdict in judge(query, hits):
-        (kept if verdict.score >= floor else dropped).append(verdict.hit if verdict.score >= floor else verdict)
+    verdicts = judge(query, hits)
+    passed = [v.score >= floor or v.hit.via == NAMED_BY_QUESTION for v in verdicts]
+    kept_titles = {v.hit.title for v, ok in zip(verdicts, passed) if ok}
+    changed = True
+    while changed:  # a hop of a hop: until nothing more is reached
+        changed = False
+        for i, verdict in enumerate(verdicts):
+            if not passed[i] and verdict.hit.via and verdict.hit.via in kept_titles:
+                passed[i] = changed = True
+                kept_titles.add(verdict.hit.title)
+    kept = [v.hit for v, ok in zip(verdicts, passed) if ok]
+    dropped = [v for v, ok in zip(verdicts, passed) if not ok]
     return RelevanceResult(kept, dropped)
 
 

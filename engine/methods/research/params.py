@@ -11,7 +11,7 @@ from pydantic import Field
 
 from engine.methods.base import MethodParams, relevance_floor_field
 
-RerankerChoice = Literal["auto", "bm25", "llm", "endpoint"]
+RerankerChoice = Literal["auto", "builtin", "none", "bm25", "llm", "endpoint"]
 
 
 class ResearchParams(MethodParams):
@@ -38,10 +38,13 @@ class ResearchParams(MethodParams):
     )
     reranker: RerankerChoice = Field(
         default="auto",
-        description="What reranks the K documents: bm25 (offline, fast); llm (the paper's pointwise yes/no "
-        "judgment by the run's model, one call per document, scored by the probability of 'yes' when the "
-        "endpoint returns logprobs); endpoint (the /rerank server set by THOUGHTMAP_RERANK_URL); auto: the "
-        "endpoint when one is configured, else bm25.",
+        description="What reranks the K documents: builtin (offline, fast: the search's own order fused with the "
+        "built-in embedding model's cosine order; measured never to rank below the search itself); none (the "
+        "search's order); bm25 (word match over the K documents: measured to rank worse than the search, kept for "
+        "comparison); llm (the paper's pointwise yes/no judgment by the run's model, one call per document, scored "
+        "by the probability of 'yes' when the endpoint returns logprobs); endpoint (the /rerank server set by "
+        "THOUGHTMAP_RERANK_URL); auto: THOUGHTMAP_RERANKER's choice (the endpoint when one is configured, else "
+        "builtin).",
     )
     max_searches: int = Field(
         default=5, ge=0, le=20,

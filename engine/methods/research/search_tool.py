@@ -20,6 +20,7 @@ from engine.search.protocol import SearchError
 from engine.search.relevance import RelevanceResult, nothing_found, relevant_hits
 from engine.search.rerank import BM25Reranker, Reranker
 from engine.search.rerankers import LLMReranker
+from engine.search.retrieval import KeepOrder, builtin_reranker
 from engine.prompting import inert
 from storage.models import Node, Source
 
@@ -28,13 +29,20 @@ from storage.models import Node, Source
 RUN_WIDE_NUMBER = re.compile(r"\s*\[\d+(?:\s*[,;]\s*\d+)*\]")
 
 
+# What a node says when the chosen reranker could not rank and the built-in one did.
+FALLBACK_SAYS = "the built-in reranker ranked the documents instead"
+
+
 class RerankerUnavailable(ValueError):
     """The `endpoint` reranker was chosen but THOUGHTMAP_RERANK_URL is not set."""
 
 
 def choose_reranker(ctx: RunContext, node: Node) -> Reranker:
-    """The reranker the parameters ask for; the LLM one runs on this run's accounted LLM."""
+    """The reranker the parameters ask for (`auto`: THOUGHTMAP_RERANKER's); the LLM one runs on this
+    run's accounted LLM."""
     choice = ctx.params.reranker  # type: ignore[attr-defined]
+    if choice == "auto":
+        choice = ctx.default_reranker
     if choice == "llm":
         # Each judgment is stored as it arrives: a search stopped half-way (budget, kill) asks only
         # the rest on resume, not all K again.
@@ -47,12 +55,16 @@ def choose_reranker(ctx: RunContext, node: Node) -> Reranker:
                 ctx.graph.update(node, merge_data={"rerank_scores": dict(judged)})
 
         return LLMReranker(ctx.llm.bound(node.id), parallel=ctx.parallel, known=judged, on_score=keep)
-    if choice == "endpoint" or (choice == "auto" and ctx.rerank_endpoint is not None):
+    if choice == "endpoint":
         if ctx.rerank_endpoint is None:
             raise RerankerUnavailable("the endpoint reranker needs THOUGHTMAP_RERANK_URL (a /rerank server); "
-                                      "set it or choose the bm25 or llm reranker")
+                                      "set it or choose the builtin or llm reranker")
         return ctx.rerank_endpoint
-    return BM25Reranker()
+    if choice == "bm25":
+        return BM25Reranker()
+    if choice == "none":
+        return KeepOrder()
+    return builtin_reranker(ctx.embedder)
 
 
 def retrieve(ctx: RunContext, node: Node) -> Node:
@@ -69,14 +81,14 @@ def retrieve(ctx: RunContext, node: Node) -> Node:
     try:
         reranker = choose_reranker(ctx, node)
     except RerankerUnavailable as exc:  # a setting, not an outage: said on the node, BM25 goes on
-        reranker, rerank_error = BM25Reranker(), f"{exc}; BM25 ranked the documents instead"
+        reranker, rerank_error = builtin_reranker(ctx.embedder), f"{exc}; {FALLBACK_SAYS}"
     # All K ranked, the floor applied, then the top N kept: the summarizer gets the paper's N
     # documents whenever N pass the floor (cut first, 7 or 8 of 10 reached it).
     try:
         ranked = reranker.rerank(query, hits, len(hits))
-    except SearchError as exc:  # the /rerank endpoint failed: BM25 keeps the run going, said on the node
-        rerank_error = exc.user_message + "; BM25 ranked the documents instead"
-        reranker = BM25Reranker()
+    except SearchError as exc:  # the /rerank endpoint failed: the built-in one keeps the run going, said on the node
+        rerank_error = f"{exc.user_message}; {FALLBACK_SAYS}"
+        reranker = builtin_reranker(ctx.embedder)
         ranked = reranker.rerank(query, hits, len(hits))
     floored = relevant_hits(query, ranked, floor=params.relevance_floor)
     kept = floored.kept[:params.rerank_top_n]

@@ -1,0 +1,42 @@
+"""Dense retrieval over the local corpus: the query's embedding against every chunk's, exactly.
+
+The chunks' vectors live in the corpus index (`engine/search/vectors.py`; the bundled corpus's are
+shipped, uploads are embedded as they are ingested). The query is embedded by the same model: the
+vectors of two models never meet (the index keeps them apart by model name).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from engine.search.embeddings import Embedder
+from engine.search.local import LocalCorpusSearcher, corpus_hit
+from engine.search.protocol import Hit
+from engine.search.vectors import VectorIndex
+
+
+class DenseSearcher:
+    """A `Searcher` by cosine similarity of the built-in (or configured) embedder's vectors."""
+
+    def __init__(self, corpus: LocalCorpusSearcher, index: VectorIndex, embedder: Embedder) -> None:
+        self.corpus = corpus
+        self.store = corpus.store
+        self.index = index
+        self.embedder = embedder
+
+    @property
+    def description(self) -> str:
+        return f"local corpus by {self.embedder.description}"
+
+    def search(self, query: str, k: int = 5) -> list[Hit]:
+        if k <= 0 or not query.strip():
+            return []
+        vector = np.asarray(self.embedder.embed([query])[0], dtype=np.float32)
+        ranked = self.index.search(vector, k)
+        chunks = self.store.chunk_hits([chunk_id for chunk_id, _ in ranked])
+        return [replace(corpus_hit(chunk), score=float(score)) for chunk, (_, score) in zip(chunks, ranked)]
+
+    def titled(self, title: str) -> Hit | None:
+        return self.corpus.titled(title)

@@ -1,0 +1,94 @@
+"""Reciprocal rank fusion: one ranking from several, by position alone.
+
+Cormack, Clarke & Büttcher (SIGIR 2009): a document's fused score is the sum over the rankings that
+hold it of 1 / (k + rank), rank counted from 1, k = 60. Only positions count, so BM25's unbounded
+scores and cosine similarities never need a common scale, and a document both rankings like beats
+one that a single ranking puts first.
+
+- `fuse(rankings, key, k)`: the fused order of items (each item's first occurrence is kept).
+- `FusedSearcher`: a `Searcher` over several searchers, their top hits fused by `Hit.ref`.
+- `FusedReranker`: the `Reranker` that fuses the order it is given with another reranker's
+  (`builtin`: the first stage's order with the built-in embedder's cosine order). Fusing with the
+  order it was given is why it cannot undo what the first stage got right; `benchmarks/bench_retrieval.py`
+  measures that it is never worse on the gold sets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import replace
+from typing import TypeVar
+
+from engine.search.protocol import Hit, Searcher
+from engine.search.rerank import Reranker
+
+RRF_K = 60
+T = TypeVar("T")
+
+
+def fuse(rankings: Sequence[Sequence[T]], key: Callable[[T], Hashable], k: int = RRF_K) -> list[tuple[T, float]]:
+    """Items of all rankings, best fused score first (ties: the earlier ranking's earlier item)."""
+    scores: dict[Hashable, float] = {}
+    first: dict[Hashable, T] = {}
+    order: dict[Hashable, int] = {}
+    for ranking in rankings:
+        for rank, item in enumerate(ranking, start=1):
+            ident = key(item)
+            scores[ident] = scores.get(ident, 0.0) + 1.0 / (k + rank)
+            if ident not in first:
+                first[ident] = item
+                order[ident] = len(order)
+    ranked = sorted(scores, key=lambda ident: (-scores[ident], order[ident]))
+    return [(first[ident], scores[ident]) for ident in ranked]
+
+
+class FusedSearcher:
+    """Several searchers' top hits fused by reciprocal rank (hits are the same when their `ref` is).
+
+    Each searcher is asked for `depth` hits (at least k), so a hit one of them ranks 30th can still
+    reach the fused top 10 when another ranks it high."""
+
+    def __init__(self, searchers: Sequence[Searcher], *, depth: int = 50, name: str = "") -> None:
+        self.searchers = list(searchers)
+        self.depth = depth
+        self.name = name
+
+    @property
+    def description(self) -> str:
+        return self.name or " + ".join(s.description for s in self.searchers)
+
+    def search(self, query: str, k: int = 5) -> list[Hit]:
+        if k <= 0:
+            return []
+        rankings = [s.search(query, max(k, self.depth)) for s in self.searchers]
+        return [replace(hit, score=score) for hit, score in fuse(rankings, key=lambda h: h.ref)[:k]]
+
+    def titled(self, title: str) -> Hit | None:
+        for searcher in self.searchers:
+            titled = getattr(searcher, "titled", None)
+            hit = titled(title) if titled is not None else None
+            if hit is not None:
+                return hit
+        return None
+
+
+class FusedReranker:
+    """The order a reranker is given, fused with `other`'s order of the same hits."""
+
+    def __init__(self, other: Reranker, *, name: str = "") -> None:
+        self.other = other
+        self.name = name
+
+    @property
+    def description(self) -> str:
+        return self.name or f"the first stage's order fused with {self.other.description}"
+
+    def rerank(self, query: str, hits: Sequence[Hit], k: int) -> list[Hit]:
+        if k <= 0 or not hits:
+            return []
+        # Two hits may share a ref (chunks of one page) and rerankers return copies: tag each hit
+        # with its position so the other order maps back exactly.
+        tagged = [replace(hit, ref=f"{i}\x00{hit.ref}") for i, hit in enumerate(hits)]
+        other = [int(h.ref.split("\x00", 1)[0]) for h in self.other.rerank(query, tagged, len(tagged))]
+        fused = fuse([list(range(len(hits))), other], key=lambda i: i)
+        return [replace(hits[i], score=score) for i, score in fused[:k]]

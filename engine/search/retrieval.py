@@ -1,0 +1,90 @@
+"""The one searcher seam every method searches the local corpus through, and the rerankers by name.
+
+`THOUGHTMAP_RETRIEVER` (`Settings.retrieval.retriever`) picks the first stage:
+
+- `bm25`: SQLite FTS5's BM25 over titles and text (`LocalCorpusSearcher`).
+- `dense`: cosine similarity of the embedding model's vectors (`DenseSearcher`).
+- `hybrid` (the default): BM25 and dense fused by reciprocal rank (`FusedSearcher`), then the hops
+  followed: documents whose titles the question or the best paragraphs name are brought in
+  (`HopSearcher`, engine/search/hops.py). On the gold sets this is the best measured first stage by
+  far on multi-hop questions (docs/benchmarks.md, "Retrieval").
+
+Without an embedder (the built-in model missing or damaged, and no endpoint), `dense` and `hybrid`
+fall back to what works without one (BM25, and BM25 with hops) and say so in their description, which
+every run stores and the app and CLI show.
+
+`THOUGHTMAP_RERANKER` (`Settings.retrieval.reranker`) names what orders a search's top K where a method
+reranks (the research agent): `none` keeps the first stage's order; `builtin` fuses it with the
+embedding model's cosine order (`FusedReranker`); `llm` and `endpoint` are `engine/search/rerankers.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from engine.config import RetrievalSettings
+from engine.search.embeddings import Embedder, EmbeddingReranker
+from engine.search.fusion import FusedReranker, FusedSearcher
+from engine.search.local import LocalCorpusSearcher
+from engine.search.protocol import Hit, Searcher
+
+
+class KeepOrder:
+    """The `none` reranker: the first stage's order, cut to k (scores by position)."""
+
+    description = "the first stage's order (no reranker)"
+
+    def rerank(self, query: str, hits: Sequence[Hit], k: int) -> list[Hit]:
+        kept = list(hits)[:max(k, 0)]
+        return [replace(hit, score=1.0 / (rank + 1)) for rank, hit in enumerate(kept)]
+
+
+def builtin_reranker(embedder: Embedder | None):
+    """The `builtin` reranker: the first stage's order fused with the embedder's cosine order; the
+    first stage's order alone when there is no embedder."""
+    if embedder is None:
+        return KeepOrder()
+    return FusedReranker(EmbeddingReranker(embedder),
+                         name=f"the first stage's order fused with cosine similarity of {embedder.description}")
+
+
+def build_local_retrieval(corpus: LocalCorpusSearcher, settings: RetrievalSettings,
+                          embedder: Embedder | None, *, vectors=None) -> Searcher:
+    """The first stage `settings.retriever` names, over `corpus`. `vectors`: the corpus's
+    `VectorIndex` for the embedder's model (None: dense retrieval is unavailable)."""
+    from engine.search.hops import HopSearcher
+
+    retriever = settings.retriever
+    if retriever == "bm25":
+        return corpus
+    dense = None
+    if embedder is not None and vectors is not None:
+        from engine.search.dense import DenseSearcher
+
+        dense = DenseSearcher(corpus, vectors, embedder)
+    if retriever == "dense":
+        if dense is None:
+            return _Described(corpus, f"{corpus.description}; dense retrieval unavailable "
+                                      "(no embedding model), BM25 used")
+        return dense
+    if dense is None:
+        return _Described(HopSearcher(corpus), f"{corpus.description} by BM25 and following the hops; dense "
+                                               "retrieval unavailable (no embedding model)")
+    fused = FusedSearcher([corpus, dense], name=f"{corpus.description} by BM25 + {embedder.description}")
+    return HopSearcher(fused)
+
+
+class _Described:
+    """A searcher with a description that says what it fell back to."""
+
+    def __init__(self, inner: Searcher, description: str) -> None:
+        self.inner = inner
+        self.description = description
+
+    def search(self, query: str, k: int = 5) -> list[Hit]:
+        return self.inner.search(query, k)
+
+    def titled(self, title: str) -> Hit | None:
+        titled = getattr(self.inner, "titled", None)
+        return titled(title) if titled is not None else None
