@@ -55,7 +55,7 @@ def local_corpus(services: Services) -> LocalCorpusSearcher | None:
     """The local corpus searcher, its build shown; None (the reason shown) when it cannot be opened."""
     try:
         with corpus_progress() as show:
-            return services.searcher("local", progress=show)
+            return services.corpus(progress=show)
     except SearchError as exc:
         corpus_error(exc)
         return None

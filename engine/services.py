@@ -24,7 +24,12 @@ from engine.run_queue import QueueDepth, RunQueue
 from engine.runner import HeldRun, Runner
 from engine.search.combined import build_searcher
 from engine.search.embedding_model import EmbeddingModelUnavailable
+from engine.search.builtin_embedder import BuiltinEmbedder, builtin_embedder
 from engine.search.embeddings import Embedder, build_embedder
+from engine.search.hops import LinkerCache
+from engine.search.local import LocalCorpusSearcher
+from engine.search.retrieval import build_local_retrieval
+from engine.search.vectors import SHIPPED_MODEL, VectorIndex
 from engine.search.exclusion import ExcludingSearcher, SearchExclusions
 from engine.search.fetch import PageFetcher
 from engine.search.protocol import Searcher
@@ -62,6 +67,10 @@ class Services:
     _llms: dict[str, LLM] = field(default_factory=dict)
     _local_server: object | None = None  # the built-in model's server, started on first use
     _searchers: dict[str, Searcher] = field(default_factory=dict)
+    # The corpus searcher under the first stage (ingest, counts), and the hop linker shared by all
+    # searchers of this process (built once per corpus generation).
+    _corpus: LocalCorpusSearcher | None = None
+    _linkers: LinkerCache = field(default_factory=LinkerCache)
     _benchmarks: object | None = None  # the BenchmarkRunner, made on first use
     _lock: threading.Lock = field(default_factory=threading.Lock)
     # Distributed execution (THOUGHTMAP_EXECUTION=queue): the task queue runs are handed to.
@@ -191,12 +200,39 @@ class Services:
         corpus index's first build (or the wait for another process's) when this call makes it."""
         with self._lock:
             if mode not in self._searchers:
-                self._searchers[mode] = build_searcher(mode, self.settings, progress=progress)
+                self._searchers[mode] = build_searcher(mode, self.settings, progress=progress,
+                                                       local=self._local_retrieval)
             return self._searchers[mode]
 
-    def corpus(self):
-        """The local corpus searcher (bundled data + ingested files), for corpus management."""
-        return self.searcher("local")
+    def _local_retrieval(self, corpus: LocalCorpusSearcher) -> Searcher:
+        """The first stage every method searches the corpus with (THOUGHTMAP_RETRIEVER); the corpus
+        searcher itself is kept for managing it (`corpus`)."""
+        self._corpus = corpus
+        embedder, vectors = self._corpus_embedding(corpus)
+        return build_local_retrieval(corpus, self.settings.retrieval, embedder, vectors=vectors,
+                                     linkers=self._linkers)
+
+    def _corpus_embedding(self, corpus: LocalCorpusSearcher):
+        """The embedder whose vectors the corpus holds, and its vector index; (None, None) when
+        dense retrieval is unavailable. The corpus is searched by the built-in model's vectors
+        (shipped for the bundled corpus) even when an embeddings endpoint serves the methods'
+        similarity: re-embedding a corpus at an endpoint on first use would take minutes."""
+        if not self.settings.builtin_embeddings:
+            return None, None
+        embedder = self.embedder if isinstance(self.embedder, BuiltinEmbedder) else None
+        if embedder is None:  # an endpoint serves the methods; the corpus keeps the built-in vectors
+            try:
+                embedder = builtin_embedder(self.settings.local.models_dir)
+            except EmbeddingModelUnavailable:
+                return None, None  # said once, by `embedder_notice`
+        return embedder, VectorIndex(corpus.store, SHIPPED_MODEL)
+
+    def corpus(self, progress: Callable[[str, float], None] | None = None) -> LocalCorpusSearcher:
+        """The local corpus searcher (bundled data + ingested files), for corpus management (runs
+        search it through `searcher`, the first stage over it). `progress`: as for `searcher`."""
+        self.searcher("local", progress=progress)
+        assert self._corpus is not None
+        return self._corpus
 
     @property
     def uploads_dir(self):

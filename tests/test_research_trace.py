@@ -539,13 +539,15 @@ def test_an_agents_query_reaches_the_summarizer_and_the_reranker_as_data(service
     assert "Query: <<<x>>>" in judged
 
 
-def test_the_endpoint_reranker_without_its_url_ranks_with_bm25_and_says_so(services, fake_llm):
+def test_the_endpoint_reranker_without_its_url_ranks_with_the_builtin_one_and_says_so(services, fake_llm):
     """It used to fail the run after the first search with a traceback, and suggest a resume that
-    failed the same way (review 14)."""
+    failed the same way (review 14). The built-in reranker takes over (without the embedding model,
+    off in tests, it keeps the search's order)."""
     run_id = done_run(services, {"max_searches": 0, "reranker": "endpoint"})
     [search] = searches(services, run_id)
-    assert search.data["reranker"].startswith("BM25") or "bm25" in search.data["reranker"].lower()
+    assert search.data["reranker"] == "the first stage's order (no reranker)"
     assert "THOUGHTMAP_RERANK_URL" in search.data["rerank_error"] and search.data["ranked"]
+    assert "the built-in reranker ranked the documents instead" in search.data["rerank_error"]
 
 
 def test_a_later_search_that_failed_is_said_and_can_be_asked_again(services, fake_llm):

@@ -7,30 +7,50 @@ only on the first `embed`, once, under a lock: a process that never compares tex
 them, and concurrent runs share one encoder (`MiniLMEncoder.encode` is thread-safe).
 
 Vectors are deterministic (the encoder is), so runs on `--llm fake` stay reproducible.
+
+Texts embedded before are not embedded again: the bundled corpus's chunks have their vectors shipped
+(`data/vectors/`, keyed by the sha256 of the embedded text), and a text this process embedded is
+remembered (up to `REMEMBERED` of them). A corpus hit's text is its chunk's embedded text
+(`embeddings.hit_text` = `vectors.embedded_text` for chunks under 2,000 characters), so reranking or
+ranking evidence among the bundled corpus's hits costs one product per hit, not a forward pass.
 """
 
 from __future__ import annotations
 
+import hashlib
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from pathlib import Path
+
+import numpy as np
 
 from engine.search.embedding_model import EMBEDDING_MODEL, locate_embedding_model
 from engine.search.embeddings import EmbeddingError, Vector
 
 DESCRIPTION = f"built-in {EMBEDDING_MODEL.name} (CPU)"
+REMEMBERED = 20_000  # texts whose vectors a process keeps (384 floats each: about 30 MB)
+
+
+def text_digest(text: str) -> str:
+    """The key of a text's vector: the first 16 hex digits of its sha256 (`vectors.text_key`)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
 class BuiltinEmbedder:
     """An `Embedder` over `MiniLMEncoder`, loaded on first use. `load` makes the encoder from the
     folder (injected by tests)."""
 
-    def __init__(self, folder: Path, *, load: Callable[[Path], object] | None = None) -> None:
+    def __init__(self, folder: Path, *, load: Callable[[Path], object] | None = None,
+                 shipped: Path | None = None) -> None:
         self.folder = folder
         self._load = load or _load_minilm
         self._encoder = None
         self._failure: EmbeddingError | None = None
         self._lock = threading.Lock()
+        self._shipped_path = shipped
+        self._shipped: tuple[dict[str, int], np.ndarray] | None = None
+        self._remembered: OrderedDict[str, list[float]] = OrderedDict()
 
     @property
     def description(self) -> str:
@@ -39,7 +59,31 @@ class BuiltinEmbedder:
     def embed(self, texts: Sequence[str]) -> list[Vector]:
         if not texts:
             return []
-        return self._loaded().encode(list(texts)).tolist()
+        keys = [text_digest(text) for text in texts]
+        vectors: list[Vector | None] = [self._known(key) for key in keys]
+        todo = [i for i, vector in enumerate(vectors) if vector is None]
+        if todo:
+            computed = self._loaded().encode([texts[i] for i in todo]).tolist()
+            with self._lock:
+                for i, vector in zip(todo, computed):
+                    vectors[i] = vector
+                    self._remembered[keys[i]] = vector
+                while len(self._remembered) > REMEMBERED:
+                    self._remembered.popitem(last=False)
+        return vectors  # type: ignore[return-value]
+
+    def _known(self, key: str) -> Vector | None:
+        with self._lock:
+            if key in self._remembered:
+                self._remembered.move_to_end(key)
+                return self._remembered[key]
+            if self._shipped is None:
+                self._shipped = _read_shipped(self._shipped_path)
+            row = self._shipped[0].get(key)
+            if row is None:
+                return None
+            vector = self._shipped[1][row].astype(np.float32)
+            return (vector / max(float(np.linalg.norm(vector)), 1e-12)).tolist()
 
     def _loaded(self):
         with self._lock:
@@ -55,6 +99,17 @@ class BuiltinEmbedder:
                         hint="Run `thoughtmap model prepare --force` to install it again.")
                     raise self._failure from exc
             return self._encoder
+
+
+def _read_shipped(path: Path | None) -> tuple[dict[str, int], np.ndarray]:
+    """The shipped vectors of the bundled corpus (key -> row, float16 matrix); empty when absent."""
+    from engine.search.vectors import shipped_vectors_path
+
+    path = path or shipped_vectors_path()
+    if not path.is_file():
+        return {}, np.zeros((0, 0), dtype=np.float16)
+    with np.load(path) as shipped:
+        return {str(key): row for row, key in enumerate(shipped["keys"])}, shipped["vectors"]
 
 
 def _load_minilm(folder: Path):

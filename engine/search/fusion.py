@@ -48,10 +48,11 @@ class FusedSearcher:
     Each searcher is asked for `depth` hits (at least k), so a hit one of them ranks 30th can still
     reach the fused top 10 when another ranks it high."""
 
-    def __init__(self, searchers: Sequence[Searcher], *, depth: int = 50, name: str = "") -> None:
+    def __init__(self, searchers: Sequence[Searcher], *, depth: int = 50, name: str = "", store=None) -> None:
         self.searchers = list(searchers)
         self.depth = depth
         self.name = name
+        self.store = store  # the corpus index the searchers share, when they do (the hop linker reads it)
 
     @property
     def description(self) -> str:

@@ -50,9 +50,10 @@ def builtin_reranker(embedder: Embedder | None):
 
 
 def build_local_retrieval(corpus: LocalCorpusSearcher, settings: RetrievalSettings,
-                          embedder: Embedder | None, *, vectors=None) -> Searcher:
+                          embedder: Embedder | None, *, vectors=None, linkers=None) -> Searcher:
     """The first stage `settings.retriever` names, over `corpus`. `vectors`: the corpus's
-    `VectorIndex` for the embedder's model (None: dense retrieval is unavailable)."""
+    `VectorIndex` for the embedder's model (None: dense retrieval is unavailable). `linkers`: the
+    process's `LinkerCache`, so the hop linker is built once per corpus generation."""
     from engine.search.hops import HopSearcher
 
     retriever = settings.retriever
@@ -69,10 +70,12 @@ def build_local_retrieval(corpus: LocalCorpusSearcher, settings: RetrievalSettin
                                       "(no embedding model), BM25 used")
         return dense
     if dense is None:
-        return _Described(HopSearcher(corpus), f"{corpus.description} by BM25 and following the hops; dense "
-                                               "retrieval unavailable (no embedding model)")
-    fused = FusedSearcher([corpus, dense], name=f"{corpus.description} by BM25 + {embedder.description}")
-    return HopSearcher(fused)
+        return _Described(HopSearcher(corpus, linkers=linkers),
+                          f"{corpus.description} by BM25, following the hops; dense retrieval unavailable "
+                          "(no embedding model)")
+    fused = FusedSearcher([corpus, dense], store=corpus.store,
+                          name=f"{corpus.description} by BM25 + {embedder.description}")
+    return HopSearcher(fused, linkers=linkers)
 
 
 class _Described:

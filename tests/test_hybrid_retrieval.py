@@ -1,0 +1,141 @@
+"""The hybrid first stage and the rerankers by name: fusion, the builtin reranker, the relevance
+floor's hop provenance, and what `build_local_retrieval` returns for each setting."""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import pytest
+
+from engine.config import RetrievalSettings
+from engine.search.fusion import FusedReranker, FusedSearcher, fuse
+from engine.search.hops import HopSearcher
+from engine.search.local import LocalCorpusSearcher
+from engine.search.protocol import NAMED_BY_QUESTION, Hit
+from engine.search.relevance import relevant_hits
+from engine.search.retrieval import KeepOrder, build_local_retrieval, builtin_reranker
+from engine.search.vectors import VectorIndex
+from storage.corpus_store import CorpusStore
+
+QUESTION = "Where was the place of burial of Charles Mathew's father?"
+
+DOCUMENTS = [
+    ("Charles Mathew", ["Charles Mathew was a British politician, son of George Mathew."]),
+    ("George Mathew", ["George Mathew was buried at Westminster Abbey in London."]),
+    ("Charles James Fox", ["Charles James Fox was a British Whig statesman and a place of note."]),
+    ("Burial at sea", ["A burial at sea is the place of burial for many sailors."]),
+    ("Father Brown", ["Father Brown is a fictional Roman Catholic priest; the place is Essex."]),
+]
+
+
+def hit(title: str, text: str = "", via: str = "") -> Hit:
+    return Hit(title=title, ref=f"wiki/{title}#0", snippet=text, text=text, kind="corpus", via=via)
+
+
+class HashedWords:
+    """A deterministic embedder that is a real function of the text: hashed bags of words."""
+
+    description = "hashed words"
+
+    def embed(self, texts):
+        out = []
+        for text in texts:
+            vector = np.zeros(64, dtype=np.float32)
+            for word in text.lower().replace("'", " ").split():
+                vector[int(hashlib.md5(word.strip(".,?").encode()).hexdigest(), 16) % 64] += 1.0
+            out.append(vector.tolist())
+        return out
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    store = CorpusStore(tmp_path / "corpus.sqlite3")
+    for title, chunks in DOCUMENTS:
+        store.add_document("wiki", title, title, None, chunks, f"hash of {title}")
+    yield LocalCorpusSearcher(store)
+    store.close()
+
+
+def test_fusion_ranks_by_summed_reciprocal_rank():
+    fused = fuse([["a", "b", "c"], ["c", "b", "d"]], key=lambda x: x)
+    # b: 1/62 + 1/62; c: 1/63 + 1/61 (larger); a: 1/61 alone; d: 1/63 alone.
+    assert [item for item, _ in fused] == ["c", "b", "a", "d"]
+    assert fused[0][1] == pytest.approx(1 / 63 + 1 / 61)
+
+
+def test_the_builtin_reranker_cannot_demote_what_both_orders_agree_on():
+    hits = [hit("A", "alpha"), hit("B", "beta"), hit("C", "gamma")]
+
+    class Reverse:
+        description = "reverse"
+
+        def rerank(self, query, given, k):
+            return list(reversed(given))[:k]
+
+    ranked = FusedReranker(Reverse()).rerank("q", hits, 3)
+    # Reversed by the other: A and C tie (1/61 + 1/63) above B (2/62); the first stage's order
+    # breaks the tie, so its first hit stays first.
+    assert [h.title for h in ranked] == ["A", "C", "B"]
+    assert {h.ref for h in ranked} == {h.ref for h in hits}
+
+    class Agree:
+        description = "agree"
+
+        def rerank(self, query, given, k):
+            return list(given)[:k]
+
+    assert [h.title for h in FusedReranker(Agree()).rerank("q", hits, 2)] == ["A", "B"]
+
+
+def test_the_builtin_reranker_without_an_embedder_keeps_the_order():
+    hits = [hit("A"), hit("B"), hit("C")]
+    reranker = builtin_reranker(None)
+    assert isinstance(reranker, KeepOrder)
+    assert [h.title for h in reranker.rerank("q", hits, 2)] == ["A", "B"]
+
+
+def test_the_floor_keeps_a_bridge_page_named_by_a_kept_page_and_drops_a_hop_from_noise():
+    hits = [
+        hit("Charles Mathew", "Charles Mathew was a politician, son of George Mathew.", via=NAMED_BY_QUESTION),
+        hit("George Mathew", "He was buried at Westminster Abbey.", via="Charles Mathew"),
+        hit("Unrelated page", "Tennis results of 1990.", via=""),
+        hit("Hop of noise", "Football scores.", via="Unrelated page"),
+    ]
+    result = relevant_hits(QUESTION, hits, floor=0.35)
+    assert [h.title for h in result.kept] == ["Charles Mathew", "George Mathew"]
+    assert [j.hit.title for j in result.dropped] == ["Unrelated page", "Hop of noise"]
+
+
+def test_without_provenance_the_bridge_page_is_dropped():
+    # The same bridge page without `via`: what the floor did before, and why provenance is needed.
+    hits = [hit("Charles Mathew", "Charles Mathew was a politician, son of George Mathew."),
+            hit("George Mathew", "He was buried at Westminster Abbey.")]
+    assert [h.title for h in relevant_hits(QUESTION, hits, floor=0.35).kept] == ["Charles Mathew"]
+
+
+def test_hybrid_follows_the_hop_to_the_bridge_page_and_the_floor_keeps_it(corpus):
+    searcher = build_local_retrieval(corpus, RetrievalSettings(retriever="hybrid"), None)
+    hits = searcher.search(QUESTION, 5)
+    # BM25's first, then the page the question names, then the page that one names (the hop).
+    assert [h.title for h in hits][:3] == ["Burial at sea", "Charles Mathew", "George Mathew"]
+    assert "dense retrieval unavailable" in searcher.description
+    kept = relevant_hits(QUESTION, hits, floor=0.35).kept
+    assert "George Mathew" in [h.title for h in kept]
+
+
+def test_each_retriever_setting_builds_its_first_stage(corpus):
+    embedder = HashedWords()
+    index = VectorIndex(corpus.store, "hashed-words")
+    index.update(lambda texts: embedder.embed(list(texts)))
+    assert build_local_retrieval(corpus, RetrievalSettings(retriever="bm25"), embedder, vectors=index) is corpus
+    dense = build_local_retrieval(corpus, RetrievalSettings(retriever="dense"), embedder, vectors=index)
+    assert dense.description == "local corpus by hashed words"
+    assert dense.search("Westminster Abbey buried", 1)[0].title == "George Mathew"
+    hybrid = build_local_retrieval(corpus, RetrievalSettings(retriever="hybrid"), embedder, vectors=index)
+    assert isinstance(hybrid, HopSearcher) and isinstance(hybrid.searcher, FusedSearcher)
+    assert [h.title for h in hybrid.search(QUESTION, 5)][1:3] == ["Charles Mathew", "George Mathew"]
+    # Without vectors, dense falls back to BM25 and says so.
+    fallback = build_local_retrieval(corpus, RetrievalSettings(retriever="dense"), None)
+    assert "dense retrieval unavailable" in fallback.description
+    assert fallback.search("Westminster", 1)[0].title == "George Mathew"
