@@ -536,12 +536,34 @@ def _methods() -> dict:
 
 
 def cmd_methods(_args) -> int:
+    from engine.search.retrieval import describe_retrieval
+
+    settings = load_settings()
+    embedder, notice = _embedder_in_use(settings)
+    print("Search in use:")
+    for line in describe_retrieval(settings.retrieval, embedder, notice):
+        print(f"  {line}")
+    print()
     for name, cls in sorted(_methods().items()):
         print(f"{name}: {cls.title}\n  {cls.summary}")
         for row in cls.describe_params():
             print(f"  --param {row['name']}={row['default']}  ({row['type']}) {row['help']}")
         print()
     return EXIT_OK
+
+
+def _embedder_in_use(settings) -> tuple[str | None, str]:
+    """The embedding model's description (without loading it), or None and why there is none."""
+    from engine.search.embedding_model import EmbeddingModelUnavailable
+    from engine.search.embeddings import build_embedder
+
+    if settings.embeddings is None and not settings.builtin_embeddings:
+        return None, "THOUGHTMAP_BUILTIN_EMBEDDINGS=0"
+    try:
+        embedder = build_embedder(settings.embeddings, settings.local.models_dir if settings.builtin_embeddings else None)
+    except EmbeddingModelUnavailable as exc:
+        return None, str(exc)
+    return (embedder.description if embedder is not None else None), ""
 
 
 def cmd_model(args) -> int:

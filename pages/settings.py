@@ -15,6 +15,7 @@ from components.safe_markdown import sanitize
 from engine.redact import redact_url
 from engine.search.bundled import rebuild_corpus
 from engine.search.protocol import SearchError
+from engine.search.retrieval import describe_retrieval
 from engine.search.uploads import add_uploads
 
 through_the_app()  # first: a deep link opened first after a start still runs through app.py
@@ -137,6 +138,11 @@ if corpus is None:
     st.stop()  # why is shown; the corpus is the page's last section
 collections = corpus.store.collections()
 st.write(f"{sum(collections.values()):,} documents in {corpus.store.count_chunks():,} passages")
+# What every method's searches go through (THOUGHTMAP_RETRIEVER, THOUGHTMAP_RERANKER): plain words.
+for line in describe_retrieval(services.settings.retrieval,
+                               services.embedder.description if services.embedder is not None else None,
+                               services.embedder_notice):
+    st.caption(sanitize(line))
 st.dataframe({"collection": list(collections), "documents": list(collections.values())}, hide_index=True)
 uploads = st.file_uploader("Add files (txt, md, html, pdf, jsonl)", accept_multiple_files=True,
                            type=["txt", "md", "html", "htm", "pdf", "jsonl"], key="settings-upload")

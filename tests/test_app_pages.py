@@ -735,6 +735,14 @@ def test_report_page_refuses_a_second_regenerate_while_one_is_on_its_way(service
 # ---------------------------------------------------------------------- Settings
 
 
+def test_settings_says_what_every_method_searches_with(services):
+    at = open_page("pages/settings.py")
+    captions = " ".join(c.value for c in at.caption)
+    assert "retriever (THOUGHTMAP_RETRIEVER): hybrid" in captions
+    assert "reranker (THOUGHTMAP_RERANKER" in captions and "builtin" in captions
+    assert "embedding model: none" in captions  # the tests run without the built-in model
+
+
 def test_settings_presets_fill_the_endpoint(services):
     at = open_page("pages/settings.py")
     for preset in ("Ollama (local)", "vLLM server", "OpenAI"):

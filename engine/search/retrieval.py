@@ -91,3 +91,31 @@ class _Described:
     def titled(self, title: str) -> Hit | None:
         titled = getattr(self.inner, "titled", None)
         return titled(title) if titled is not None else None
+
+
+RETRIEVER_SAYS = {
+    "bm25": "BM25 word match over the local corpus",
+    "dense": "the embedding model's vectors (cosine similarity)",
+    "hybrid": "BM25 and the embedding model's vectors fused by reciprocal rank, then the hops followed "
+              "(the documents the question and the best passages name)",
+}
+RERANKER_SAYS = {
+    "none": "the first stage's order",
+    "builtin": "the first stage's order fused with the embedding model's cosine order",
+    "llm": "the run's model judges each document (one call per document)",
+    "endpoint": "the /rerank endpoint at THOUGHTMAP_RERANK_URL",
+}
+
+
+def describe_retrieval(settings: RetrievalSettings, embedder: str | None, notice: str = "") -> list[str]:
+    """What searches and reranks, in words, for `thoughtmap methods` and the Settings page.
+    `embedder`: the embedding model's description, None when there is none (`notice` says why)."""
+    lines = [f"retriever (THOUGHTMAP_RETRIEVER): {settings.retriever}: {RETRIEVER_SAYS[settings.retriever]}",
+             f"reranker (THOUGHTMAP_RERANKER, where a method reranks: the research agent): {settings.reranker}: "
+             f"{RERANKER_SAYS[settings.reranker]}"]
+    if embedder:
+        lines.append(f"embedding model: {embedder}")
+    else:
+        lines.append("embedding model: none, so dense retrieval and the builtin reranker fall back to word "
+                     f"match and the first stage's order{': ' + notice if notice else ''}")
+    return lines
