@@ -214,7 +214,7 @@ def test_an_ingest_embeds_the_new_passages_with_progress(tmp_path):
         report = add_uploads(searcher, tmp_path / "uploads", [("kea.md", b"# Kea\n\nKea are alpine parrots.")],
                              lambda message, fraction: progress.append((message, fraction)))
         assert report.chunks_embedded == 1 and "1 passages embedded" in report.summary()
-        assert progress[-1] == ("embedding the new passages: 1 of 1", 1.0)
+        assert progress[-1] == ("embedding passages for vector search: 1 of 1", 1.0)
         assert encoder.seen == ["Kea\n# Kea\n\nKea are alpine parrots."]  # the title, then the chunk
         assert searcher.vectors.missing() == 0
 

@@ -199,7 +199,7 @@ class LocalCorpusSearcher:
 
         def say(done: int, total: int) -> None:
             if progress and total:
-                progress(f"embedding the new passages: {done:,} of {total:,}", done / total)
+                progress(f"embedding passages for vector search: {done:,} of {total:,}", done / total)
 
         try:
             report.chunks_embedded = self.vectors.update(self.embedding.encode, say)
