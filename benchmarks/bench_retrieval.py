@@ -103,16 +103,15 @@ def child(args) -> dict:
     from engine.config import load_settings
     from engine.evaluate.datasets import load_items
     from engine.evaluate.retrieval_eval import SEARCH_DEPTH, evaluate_retrieval
-    from engine.evaluate.retrieval_setup import RerankedSearcher, build_eval_searcher
+    from engine.evaluate.retrieval_setup import RerankedSearcher, build_eval_searcher, eval_settings
     from engine.services import build_services
 
     imports_rss = rss_mib()
-    services = build_services(load_settings())
+    hits_bm25 = args.reranker == HITS_BM25
+    services = build_services(eval_settings(load_settings(), args.retriever, "none" if hits_bm25 else args.reranker))
     fts_s, vectors_s = build_index(services.settings)
     candidates = [int(k) for k in args.candidates.split(",")]
-    hits_bm25 = args.reranker == HITS_BM25
-    searcher = build_eval_searcher(services, args.retriever, "none" if hits_bm25 else args.reranker,
-                                   candidates=candidates[0])
+    searcher = build_eval_searcher(services, candidates=candidates[0])
     if hits_bm25:
         from engine.search.rerank import BM25Reranker
 

@@ -43,21 +43,27 @@ def add_search_eval_parser(sub) -> None:
 
 def cmd_search_eval(args) -> int:
     from engine import cli  # the shared CLI helpers (imported here: cli imports this module)
+    from engine.config import load_settings
     from engine.evaluate.datasets import DatasetError, load_items
     from engine.evaluate.retrieval_eval import SEARCH_DEPTH, evaluate_retrieval
-    from engine.evaluate.retrieval_setup import RetrievalSetupError, build_eval_searcher, dataset_name
+    from engine.evaluate.retrieval_setup import RetrievalSetupError, build_eval_searcher, dataset_name, eval_settings
+    from engine.services import build_services
 
-    services = cli._services()
+    settings = load_settings()
+    retriever = args.retriever or settings.retrieval.retriever
+    reranker = args.reranker or settings.retrieval.reranker
     try:
-        retrieval = services.settings.retrieval
-        retriever = args.retriever or retrieval.retriever
-        reranker = args.reranker or retrieval.reranker
+        dataset = dataset_name(args.dataset)
+        items = load_items(dataset, limit=args.limit)
+        # The methods' own services, with the retriever and reranker to measure in the settings.
+        services = build_services(eval_settings(settings, retriever, reranker))
+    except (RetrievalSetupError, DatasetError) as exc:
+        raise cli.CLIError(str(exc)) from exc
+    try:
         try:
-            dataset = dataset_name(args.dataset)
-            items = load_items(dataset, limit=args.limit)
-            searcher = build_eval_searcher(services, retriever, reranker, candidates=SEARCH_DEPTH,
+            searcher = build_eval_searcher(services, candidates=SEARCH_DEPTH,
                                            progress=None if args.quiet else cli._corpus_progress())
-        except (RetrievalSetupError, DatasetError) as exc:
+        except RetrievalSetupError as exc:
             raise cli.CLIError(str(exc)) from exc
         if not args.quiet:
             cli._err(f"measuring {searcher.description} on {dataset} ({len(items)} items)")

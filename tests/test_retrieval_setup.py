@@ -3,8 +3,6 @@ top K reranked as one searcher, and the configurations refused rather than measu
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 
 from engine.evaluate.retrieval_setup import (RerankedSearcher, RetrievalSetupError, check_names, dataset_name,
@@ -62,10 +60,27 @@ def test_a_reranked_searcher_reranks_the_first_stages_top_k_and_returns_at_most_
         RerankedSearcher(first, Reverse(), candidates=0)
 
 
-def test_dense_over_passages_without_vectors_is_refused():
-    def corpus(missing: int):
-        return SimpleNamespace(vectors=SimpleNamespace(missing=lambda: missing, model="all-MiniLM-L6-v2"))
+def test_dense_over_passages_without_vectors_is_refused(tmp_path):
+    import numpy as np
 
-    require_vectors(corpus(0))
-    with pytest.raises(RetrievalSetupError, match="1,234 passages of the corpus have no all-MiniLM-L6-v2 vector"):
-        require_vectors(corpus(1234))
+    from engine.search.vectors import SHIPPED_MODEL, VectorIndex
+    from storage.corpus_store import CorpusStore, NewDocument
+
+    def document(title: str) -> NewDocument:
+        return NewDocument(collection="files", ref=f"files/{title}", title=title, url=None,
+                           chunks=[f"{title} is a page."], content_hash=title)
+
+    def encode(texts):
+        return np.ones((len(texts), 4), dtype=np.float32)
+
+    with CorpusStore(tmp_path / "corpus.sqlite3") as store:
+        store.add_documents([document("Alpha"), document("Beta")])
+        VectorIndex(store, SHIPPED_MODEL).update(encode)
+        require_vectors(store)  # every passage has its vector
+        store.add_documents([document("Gamma")])
+        with pytest.raises(RetrievalSetupError, match=f"1 passages of the corpus have no {SHIPPED_MODEL} vector"):
+            require_vectors(store)
+        # Another model's vectors are not the corpus model's: every passage lacks one again.
+        VectorIndex(store, "another-model").update(encode)
+        with pytest.raises(RetrievalSetupError, match="3 passages"):
+            require_vectors(store)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import get_args
 
-from engine.config import RerankerName, Retriever, RetrievalSettings
+from engine.config import RerankerName, Retriever, RetrievalSettings, Settings
 from engine.search.protocol import Hit, Searcher
 from engine.search.rerank import Reranker
 
@@ -66,77 +66,94 @@ def reranked(first_stage: Searcher, reranker: Reranker | None, candidates: int) 
     return first_stage if reranker is None else RerankedSearcher(first_stage, reranker, candidates)
 
 
-def build_eval_searcher(services, retriever: str, reranker: str, *, candidates: int,
+def eval_settings(settings: Settings, retriever: str, reranker: str) -> Settings:
+    """`settings` with the retriever and reranker to measure in place of the configured ones."""
+    return settings.model_copy(update={"retrieval": check_names(retriever, reranker)})
+
+
+def build_eval_searcher(services, *, candidates: int,
                         progress: Callable[[str, float], None] | None = None) -> Searcher:
-    """The searcher to measure: `retriever`'s first stage over the local corpus (bundled data and the
-    user's files, as runs search it), its top `candidates` reranked by `reranker` unless `none`.
-    The reranker is checked first: a configuration that cannot work says so before the corpus opens."""
-    from engine.search.bundled import open_default_corpus
-
-    settings = check_names(retriever, reranker)
-    embedder = _embedder(services) if retriever != "bm25" or reranker == "builtin" else None
-    chosen = _reranker(services, reranker, embedder)
-    embedding = _corpus_embedding(services, embedder) if retriever != "bm25" else None
-    corpus = open_default_corpus(services.settings, progress, embedding=embedding)
-    if retriever == "bm25":
-        return reranked(corpus, chosen, candidates)
-    require_vectors(corpus)
-    from engine.search.retrieval import build_local_retrieval
-
-    first_stage = build_local_retrieval(corpus, settings, embedder, vectors=corpus.vectors)
+    """The searcher to measure, for `services` built with `eval_settings`: the first stage every
+    method searches the local corpus with (`Services.searcher("local")`, the settings' retriever),
+    its top `candidates` reranked by the settings' reranker unless `none`. What the measurement
+    needs is checked first, so a configuration that cannot work says so before the corpus opens."""
+    retrieval = services.settings.retrieval
+    if retrieval.retriever != "bm25":
+        _corpus_model(services)
+    chosen = _reranker(services, retrieval.reranker)
+    first_stage = services.searcher("local", progress)
+    if retrieval.retriever != "bm25":
+        require_vectors(services.corpus().store)
     return reranked(first_stage, chosen, candidates)
 
 
-def _embedder(services):
-    """The embedder runs use (`Services.embedder`), loaded now: a model that is off, missing or
-    cannot load is said here, where a run would rank by BM25 instead."""
-    from engine.search.embeddings import build_embedder
+def _loaded(embedder) -> None:
+    """Load the model now: one that cannot load is said here, not half-way through a measurement."""
     from engine.search.protocol import SearchError
 
-    settings = services.settings
     try:
-        embedder = services.embedder
-        if embedder is None and settings.embeddings is None and not settings.builtin_embeddings:
-            raise RetrievalSetupError("THOUGHTMAP_BUILTIN_EMBEDDINGS=0 turns the built-in embedding model off, "
-                                      "and this configuration needs one: unset it or set THOUGHTMAP_EMBEDDINGS_URL")
-        if embedder is None:  # built again for its error, which says what is wrong and the fix
-            embedder = build_embedder(settings.embeddings, settings.local.models_dir)
         embedder.embed(["a first text loads the model"])
     except SearchError as exc:
         raise RetrievalSetupError(exc.user_message) from exc
+
+
+def _corpus_model(services) -> None:
+    """Dense search needs the built-in model, whose vectors the corpus holds (Services' rule); the
+    methods' own embedder when it is that model, so its weights are loaded once."""
+    from engine.search.builtin_embedder import BuiltinEmbedder, builtin_embedder
+    from engine.search.embedding_model import EmbeddingModelUnavailable
+
+    if not services.settings.builtin_embeddings:
+        raise RetrievalSetupError("THOUGHTMAP_BUILTIN_EMBEDDINGS=0 turns the built-in embedding model off, and "
+                                  "dense and hybrid retrieval search the corpus by its vectors: unset it")
+    try:
+        embedder = (services.embedder if isinstance(services.embedder, BuiltinEmbedder)
+                    else builtin_embedder(services.settings.local.models_dir))
+    except EmbeddingModelUnavailable as exc:
+        raise RetrievalSetupError(exc.user_message) from exc
+    _loaded(embedder)
+
+
+def _embedder(services):
+    """The embedder the methods use (`Services.embedder`: an endpoint's, else the built-in one),
+    loaded; said when there is none, where a run would rank by BM25 instead."""
+    from engine.search.embedding_model import EmbeddingModelUnavailable
+    from engine.search.embeddings import build_embedder
+
+    settings = services.settings
+    embedder = services.embedder
+    if embedder is None and settings.embeddings is None and not settings.builtin_embeddings:
+        raise RetrievalSetupError("THOUGHTMAP_BUILTIN_EMBEDDINGS=0 turns the built-in embedding model off, and the "
+                                  "builtin reranker needs it (or THOUGHTMAP_EMBEDDINGS_URL): unset it")
+    if embedder is None:
+        try:  # built again for its error, which says what is wrong and the fix
+            embedder = build_embedder(settings.embeddings, settings.local.models_dir)
+        except EmbeddingModelUnavailable as exc:
+            raise RetrievalSetupError(exc.user_message) from exc
+    _loaded(embedder)
     return embedder
 
 
-def _corpus_embedding(services, embedder):
-    """The corpus's vectors are kept per model: the endpoint's model, else the built-in one."""
-    import numpy as np
-
-    from engine.search.embedding_model import EMBEDDING_MODEL
-    from engine.search.vectors import CorpusEmbedding
-
-    endpoint = services.settings.embeddings
-    return CorpusEmbedding(model=endpoint.model if endpoint is not None else EMBEDDING_MODEL.name,
-                           encode=lambda texts: np.asarray(embedder.embed(list(texts)), dtype=np.float32))
-
-
-def require_vectors(corpus) -> None:
+def require_vectors(store) -> None:
     """Dense search over passages half of which have no vector would measure the half."""
-    missing = corpus.vectors.missing()
+    from engine.search.vectors import SHIPPED_MODEL, VectorIndex
+
+    missing = VectorIndex(store, SHIPPED_MODEL).missing()
     if missing:
         raise RetrievalSetupError(
-            f"{missing:,} passages of the corpus have no {corpus.vectors.model} vector, so dense search would "
+            f"{missing:,} passages of the corpus have no {SHIPPED_MODEL} vector, so dense search would "
             "not see them: the bundled corpus's come with it (data/vectors, imported when its index is built), "
             "your own files' are made when they are ingested (ingest them again to embed them)")
 
 
-def _reranker(services, name: str, embedder) -> Reranker | None:
-    """The reranker `name` means here, or None for `none`."""
+def _reranker(services, name: str) -> Reranker | None:
+    """The reranker `name` means here, as the research agent makes it; None for `none`."""
     if name == "none":
         return None
     if name == "builtin":
         from engine.search.retrieval import builtin_reranker
 
-        return builtin_reranker(embedder)
+        return builtin_reranker(_embedder(services))
     if name == "endpoint":
         rerank = services.settings.rerank
         if not rerank.url:
