@@ -203,7 +203,7 @@ class Runner:
         knowledge: KnowledgeLayer | None = None,
         embedder: Embedder | None = None,
         rerank_endpoint: Reranker | None = None,
-        default_reranker: str = "builtin",
+        default_reranker: str = "none",
         pages: PageFetcher | None = None,
         dispatch: Callable[[str, bool, HeldRun | None], object] | None = None,
     ) -> None:

@@ -195,14 +195,14 @@ def test_methods_says_which_retriever_and_reranker_every_method_searches_with(ca
     code, out, _ = cli_run(capsys, "methods")
     assert code == cli.EXIT_OK
     assert "retriever (THOUGHTMAP_RETRIEVER): hybrid: BM25 and the embedding model's vectors" in out
-    assert "reranker (THOUGHTMAP_RERANKER, where a method reranks: the research agent): builtin:" in out
+    assert "reranker (THOUGHTMAP_RERANKER, where a method reranks: the research agent): none:" in out
     # The tests run without the built-in embedding model: said, with why.
     assert "embedding model: none" in out and "THOUGHTMAP_BUILTIN_EMBEDDINGS=0" in out
     monkeypatch.setenv("THOUGHTMAP_RETRIEVER", "bm25")
-    monkeypatch.setenv("THOUGHTMAP_RERANKER", "none")
+    monkeypatch.setenv("THOUGHTMAP_RERANKER", "builtin")
     code, out, _ = cli_run(capsys, "methods")
     assert "retriever (THOUGHTMAP_RETRIEVER): bm25: BM25 word match" in out
-    assert ": none: the first stage's order" in out
+    assert ": builtin: the first stage's order fused with the embedding model's cosine order" in out
 
 
 def test_ingest_a_folder_then_a_run_finds_the_document(prebuilt_corpus_home, capsys, tmp_path):

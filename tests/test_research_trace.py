@@ -73,8 +73,7 @@ def test_the_first_search_is_the_question_and_the_chain_is_stored(services, fake
     assert "The researcher's reasoning so far" in request_text(fake_llm.calls_for(SUMMARIZE)[0])
     # Each search: what the searcher found, the reranked top N with scores, the summary with markers.
     for node in chain:
-        # The default (`auto` = builtin) reranker; without the embedding model (off in tests) it
-        # keeps the search's own order.
+        # The default (`auto` = THOUGHTMAP_RERANKER's none) reranker: the search's own order.
         assert node.data["found"] > 0 and node.data["reranker"] == "the first stage's order (no reranker)"
         assert node.data["ranked"] and all(d["score"] >= 0 for d in node.data["ranked"])
         assert cited_source_ids(node.content)

@@ -142,7 +142,7 @@ class RunContext:
     # The OpenAI-compatible /rerank endpoint configured by THOUGHTMAP_RERANK_URL (None when not).
     rerank_endpoint: Reranker | None = None
     # THOUGHTMAP_RERANKER: what a method's `auto` reranker means (engine/search/retrieval.py).
-    default_reranker: str = "builtin"
+    default_reranker: str = "none"
     # Fetches the page behind a web hit (public addresses only, size and time bounded), injected by
     # the runner; None: web hits keep the search engine's snippet. See engine/search/pages.py.
     pages: PageFetcher | None = None

@@ -26,15 +26,17 @@ RRF_K = 60
 T = TypeVar("T")
 
 
-def fuse(rankings: Sequence[Sequence[T]], key: Callable[[T], Hashable], k: int = RRF_K) -> list[tuple[T, float]]:
-    """Items of all rankings, best fused score first (ties: the earlier ranking's earlier item)."""
+def fuse(rankings: Sequence[Sequence[T]], key: Callable[[T], Hashable], k: int = RRF_K,
+         weights: Sequence[float] | None = None) -> list[tuple[T, float]]:
+    """Items of all rankings, best fused score first (ties: the earlier ranking's earlier item).
+    `weights`: one per ranking (1 each by default), multiplying its 1 / (k + rank)."""
     scores: dict[Hashable, float] = {}
     first: dict[Hashable, T] = {}
     order: dict[Hashable, int] = {}
-    for ranking in rankings:
+    for ranking, weight in zip(rankings, weights or [1.0] * len(rankings)):
         for rank, item in enumerate(ranking, start=1):
             ident = key(item)
-            scores[ident] = scores.get(ident, 0.0) + 1.0 / (k + rank)
+            scores[ident] = scores.get(ident, 0.0) + weight / (k + rank)
             if ident not in first:
                 first[ident] = item
                 order[ident] = len(order)
@@ -76,9 +78,10 @@ class FusedSearcher:
 class FusedReranker:
     """The order a reranker is given, fused with `other`'s order of the same hits."""
 
-    def __init__(self, other: Reranker, *, name: str = "") -> None:
+    def __init__(self, other: Reranker, *, name: str = "", weight: float = 1.0) -> None:
         self.other = other
         self.name = name
+        self.weight = weight  # of the order it is given, against the other's 1
 
     @property
     def description(self) -> str:
@@ -91,5 +94,5 @@ class FusedReranker:
         # with its position so the other order maps back exactly.
         tagged = [replace(hit, ref=f"{i}\x00{hit.ref}") for i, hit in enumerate(hits)]
         other = [int(h.ref.split("\x00", 1)[0]) for h in self.other.rerank(query, tagged, len(tagged))]
-        fused = fuse([list(range(len(hits))), other], key=lambda i: i)
+        fused = fuse([list(range(len(hits))), other], key=lambda i: i, weights=(self.weight, 1.0))
         return [replace(hits[i], score=score) for i, score in fused[:k]]

@@ -27,7 +27,7 @@ from engine.config import RetrievalSettings
 from engine.search.embeddings import Embedder, EmbeddingReranker
 from engine.search.fusion import FusedReranker, FusedSearcher
 from engine.search.local import LocalCorpusSearcher
-from engine.search.protocol import Hit, Searcher
+from engine.search.protocol import NAMED_BY_QUESTION, Hit, Searcher
 
 
 class KeepOrder:
@@ -40,12 +40,42 @@ class KeepOrder:
         return [replace(hit, score=1.0 / (rank + 1)) for rank, hit in enumerate(kept)]
 
 
+class HopAwareCosine:
+    """Cosine similarity to the query, where a document reached by a hop (`Hit.via`) scores at least
+    what the document that named it scores, and one the question names at least the best score. A
+    bridge page shares little with the question by design (the father's page for "where was X's
+    father buried?"): ranked on its own similarity it would fall below every paraphrase of the
+    question, undoing the hop (measured: all-gold@10 on HotpotQA fell from .87 to .71)."""
+
+    def __init__(self, embedder: Embedder) -> None:
+        self.cosine = EmbeddingReranker(embedder)
+
+    @property
+    def description(self) -> str:
+        return self.cosine.description
+
+    def rerank(self, query: str, hits: Sequence[Hit], k: int) -> list[Hit]:
+        scored = self.cosine.rerank(query, hits, len(hits))
+        best = max((h.score for h in scored), default=0.0)
+        by_title = {h.title: h.score for h in scored}
+        lifted = []
+        for h in scored:
+            score = h.score
+            if h.via == NAMED_BY_QUESTION:
+                score = best
+            elif h.via in by_title:
+                score = max(score, by_title[h.via])
+            lifted.append(replace(h, score=score))
+        order = sorted(range(len(lifted)), key=lambda i: (-lifted[i].score, i))
+        return [lifted[i] for i in order[:k]]
+
+
 def builtin_reranker(embedder: Embedder | None):
-    """The `builtin` reranker: the first stage's order fused with the embedder's cosine order; the
-    first stage's order alone when there is no embedder."""
+    """The `builtin` reranker: the first stage's order fused with the embedder's cosine order (hops
+    kept with their source: `HopAwareCosine`); the first stage's order alone without an embedder."""
     if embedder is None:
         return KeepOrder()
-    return FusedReranker(EmbeddingReranker(embedder),
+    return FusedReranker(HopAwareCosine(embedder),
                          name=f"the first stage's order fused with cosine similarity of {embedder.description}")
 
 

@@ -38,13 +38,14 @@ class ResearchParams(MethodParams):
     )
     reranker: RerankerChoice = Field(
         default="auto",
-        description="What reranks the K documents: builtin (offline, fast: the search's own order fused with the "
-        "built-in embedding model's cosine order; measured never to rank below the search itself); none (the "
-        "search's order); bm25 (word match over the K documents: measured to rank worse than the search, kept for "
+        description="What reranks the K documents: none (the search's own order: on the local corpus the hybrid "
+        "search already fuses word match, the embedding model and the hops, and no built-in reranker measured better "
+        "on every gold set); builtin (offline, fast: the search's order fused with the built-in embedding model's "
+        "cosine order; better on single-hop questions, worse on multi-hop ones); bm25 (word match over the K documents: measured to rank worse than the search, kept for "
         "comparison); llm (the paper's pointwise yes/no judgment by the run's model, one call per document, scored "
         "by the probability of 'yes' when the endpoint returns logprobs); endpoint (the /rerank server set by "
         "THOUGHTMAP_RERANK_URL); auto: THOUGHTMAP_RERANKER's choice (the endpoint when one is configured, else "
-        "builtin).",
+        "none).",
     )
     max_searches: int = Field(
         default=5, ge=0, le=20,
