@@ -504,6 +504,7 @@ def cmd_export(args) -> int:
 def cmd_ingest(args) -> int:
     from engine.search.bundled import open_default_corpus
     from engine.search.loaders import SUPPORTED_SUFFIXES
+    from engine.search.retrieval import corpus_embedding
 
     missing = [str(p) for p in args.paths if not p.exists()]
     if missing:
@@ -512,7 +513,7 @@ def cmd_ingest(args) -> int:
     settings.home.mkdir(parents=True, exist_ok=True)
     progress = _corpus_progress()  # the index's first build, then the new passages' embedding
     try:
-        corpus = open_default_corpus(settings, progress)
+        corpus = open_default_corpus(settings, progress, embedding=corpus_embedding(settings))
         report = corpus.ingest(args.paths, progress=progress)
     except SearchError as exc:  # the index is locked by another process's write (IngestLocked)
         raise CLIError(exc.user_message, EXIT_FAILED) from exc

@@ -24,12 +24,10 @@ from engine.run_queue import QueueDepth, RunQueue
 from engine.runner import HeldRun, Runner
 from engine.search.combined import build_searcher
 from engine.search.embedding_model import EmbeddingModelUnavailable
-from engine.search.builtin_embedder import BuiltinEmbedder, builtin_embedder
 from engine.search.embeddings import Embedder, build_embedder
 from engine.search.hops import LinkerCache
 from engine.search.local import LocalCorpusSearcher
-from engine.search.retrieval import build_local_retrieval
-from engine.search.vectors import SHIPPED_MODEL, VectorIndex
+from engine.search.retrieval import build_local_retrieval, corpus_embedding
 from engine.search.exclusion import ExcludingSearcher, SearchExclusions
 from engine.search.fetch import PageFetcher
 from engine.search.protocol import Searcher
@@ -201,31 +199,20 @@ class Services:
         with self._lock:
             if mode not in self._searchers:
                 self._searchers[mode] = build_searcher(mode, self.settings, progress=progress,
-                                                       local=self._local_retrieval)
+                                                       local=self._local_retrieval,
+                                                       embedding=corpus_embedding(self.settings, self.embedder))
             return self._searchers[mode]
 
     def _local_retrieval(self, corpus: LocalCorpusSearcher) -> Searcher:
         """The first stage every method searches the corpus with (THOUGHTMAP_RETRIEVER); the corpus
         searcher itself is kept for managing it (`corpus`)."""
         self._corpus = corpus
-        embedder, vectors = self._corpus_embedding(corpus)
-        return build_local_retrieval(corpus, self.settings.retrieval, embedder, vectors=vectors,
-                                     linkers=self._linkers)
-
-    def _corpus_embedding(self, corpus: LocalCorpusSearcher):
-        """The embedder whose vectors the corpus holds, and its vector index; (None, None) when
-        dense retrieval is unavailable. The corpus is searched by the built-in model's vectors
-        (shipped for the bundled corpus) even when an embeddings endpoint serves the methods'
-        similarity: re-embedding a corpus at an endpoint on first use would take minutes."""
-        if not self.settings.builtin_embeddings:
-            return None, None
-        embedder = self.embedder if isinstance(self.embedder, BuiltinEmbedder) else None
-        if embedder is None:  # an endpoint serves the methods; the corpus keeps the built-in vectors
-            try:
-                embedder = builtin_embedder(self.settings.local.models_dir)
-            except EmbeddingModelUnavailable:
-                return None, None  # said once, by `embedder_notice`
-        return embedder, VectorIndex(corpus.store, SHIPPED_MODEL)
+        embedding = corpus.embedding
+        # The corpus is searched by the built-in model's vectors even when an embeddings endpoint
+        # serves the methods' similarity: re-embedding a corpus at an endpoint would take minutes.
+        return build_local_retrieval(corpus, self.settings.retrieval,
+                                     embedding.embedder if embedding is not None else None,
+                                     vectors=corpus.vectors, linkers=self._linkers)
 
     def corpus(self, progress: Callable[[str, float], None] | None = None) -> LocalCorpusSearcher:
         """The local corpus searcher (bundled data + ingested files), for corpus management (runs

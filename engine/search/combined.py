@@ -134,11 +134,13 @@ def build_searcher(
     web_factory: Callable[[], object] | None = None,
     progress: Callable[[str, float], None] | None = None,
     local: Callable[[Searcher], Searcher] | None = None,
+    embedding=None,
 ) -> Searcher:
     """The searcher for a search mode: "local" (bundled corpus + ingested files), "web",
     "both" or "none". `web_factory` makes the ddgs client (tests pass a fake). `progress` hears
     about the corpus index's first build, or the wait for another process building it. `local`
-    makes the first stage that searches the corpus (`engine/search/retrieval.py`); BM25 without it."""
+    makes the first stage that searches the corpus (`engine/search/retrieval.py`); BM25 without it.
+    `embedding`: the `CorpusEmbedding` the corpus's vectors are of (its ingests embed with it)."""
     # Imported here so "none"/"web" never open the corpus and "local" never imports the web stack.
     if mode == "none":
         return NullSearcher()
@@ -148,7 +150,7 @@ def build_searcher(
     if mode in ("local", "both"):
         from engine.search.bundled import open_default_corpus
 
-        corpus = open_default_corpus(settings, progress)
+        corpus = open_default_corpus(settings, progress, embedding=embedding)
         searchers.append(local(corpus) if local is not None else corpus)
     if mode in ("web", "both"):
         from engine.search.web import WebSearcher

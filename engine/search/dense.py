@@ -7,8 +7,6 @@ vectors of two models never meet (the index keeps them apart by model name).
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 
 from engine.search.embeddings import Embedder
@@ -35,8 +33,9 @@ class DenseSearcher:
             return []
         vector = np.asarray(self.embedder.embed([query])[0], dtype=np.float32)
         ranked = self.index.search(vector, k)
-        chunks = self.store.chunk_hits([chunk_id for chunk_id, _ in ranked])
-        return [replace(corpus_hit(chunk), score=float(score)) for chunk, (_, score) in zip(chunks, ranked)]
+        # Scores go with their ids: a chunk deleted since the search is left out, not misaligned.
+        chunks = self.store.chunk_hits([chunk_id for chunk_id, _ in ranked], [score for _, score in ranked])
+        return [corpus_hit(chunk) for chunk in chunks]
 
     def titled(self, title: str) -> Hit | None:
         return self.corpus.titled(title)

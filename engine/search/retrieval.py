@@ -30,6 +30,24 @@ from engine.search.local import LocalCorpusSearcher
 from engine.search.protocol import NAMED_BY_QUESTION, Hit, Searcher
 
 
+def corpus_embedding(settings, embedder: Embedder | None = None):
+    """The `CorpusEmbedding` the local corpus's vectors are of: the built-in model (its vectors of
+    the bundled corpus are shipped; uploads are embedded as they are ingested), or None when it is
+    off, missing or damaged. `embedder`: the built-in embedder already made, to share its weights."""
+    from engine.search.builtin_embedder import BuiltinEmbedder, builtin_embedder
+    from engine.search.embedding_model import EmbeddingModelUnavailable
+    from engine.search.vectors import SHIPPED_MODEL, CorpusEmbedding
+
+    if not settings.builtin_embeddings:
+        return None
+    if not isinstance(embedder, BuiltinEmbedder):
+        try:
+            embedder = builtin_embedder(settings.local.models_dir)
+        except EmbeddingModelUnavailable:
+            return None
+    return CorpusEmbedding(SHIPPED_MODEL, embedder.embed, embedder=embedder)
+
+
 class KeepOrder:
     """The `none` reranker: the first stage's order, cut to k (scores by position)."""
 

@@ -50,6 +50,8 @@ class CorpusEmbedding:
 
     model: str
     encode: Encode
+    # The `Embedder` behind `encode`, when there is one: dense retrieval embeds queries with it.
+    embedder: object = None
 
 
 def shipped_vectors_path(model: str = SHIPPED_MODEL) -> Path:
