@@ -203,6 +203,9 @@ def render(results: dict, command: str, facts: dict[str, str]) -> str:
     measured = [result for result in results["configs"] if "error" not in result]
     skipped = {key.partition("@")[0]: report["skipped"] for key, report in measured[0]["reports"].items()} if measured else {}
     limit_note = f" (the first {results['limit']} items of each sample)" if results.get("limit") else ""
+    skipped_note = ("Items without gold titles are skipped: " + ", ".join(
+        f"{count} of {DATASET_TITLES[name]}" for name, count in skipped.items() if count) + "."
+        if any(skipped.values()) else "Every item has gold titles: none is skipped.")
     lines = [
         "## Retrieval: first stage and reranker on the gold sets (no LLM)",
         "",
@@ -224,8 +227,7 @@ def render(results: dict, command: str, facts: dict[str, str]) -> str:
         "bundled full-text build, plus the shipped vectors' import for the configurations that use "
         "vectors (in brackets). **RSS**: the process's memory once the searcher, its vectors and model "
         "have served three queries (a fresh process per configuration; Python, the database and the "
-        "datasets included). NQ items whose passages do not hold the answer have no gold title and are "
-        f"skipped ({skipped.get('nq', 0)} of NQ's items).",
+        "datasets included). " + skipped_note,
         "",
         table(["Configuration", "Dataset (items)", "all-gold@10", "nDCG@10", "MRR", "p50 ms", "p95 ms",
                "Index build s", "RSS MiB"], rows),
