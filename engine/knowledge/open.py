@@ -8,8 +8,10 @@ from collections.abc import Callable
 from engine.knowledge.browse import GraphBrowser
 from engine.knowledge.chunks import DEFAULT_CHUNK_TOKENS
 from engine.knowledge.extract import EXTRACT_MAX_TOKENS, Asker, Parallel
+from engine.knowledge.index import OnError
 from engine.knowledge.stored import GraphViews, KnowledgeError, StoredKnowledgeBase
 from engine.knowledge.units import KnowledgeScope
+from engine.search.embeddings import Embedder
 from storage.knowledge import KnowledgeStore
 
 
@@ -35,18 +37,22 @@ class KnowledgeLayer:
 
     def open(self, *, run_id: str, scope: KnowledgeScope, collection: str | None, ask: Asker,
              parallel: Parallel, chunk_tokens: int = DEFAULT_CHUNK_TOKENS, checkpoint: Callable[[], None] | None = None,
-             extract_max_tokens: int = EXTRACT_MAX_TOKENS) -> StoredKnowledgeBase:
+             extract_max_tokens: int = EXTRACT_MAX_TOKENS, embedder: Embedder | None = None,
+             on_embedding_error: OnError | None = None) -> StoredKnowledgeBase:
         """The run's own graph (question scope), or a built collection graph, read only. `checkpoint`
         (the run's) is called before each chunk is extracted; `extract_max_tokens` caps each extraction's
-        answer (a small model on a CPU writes slowly: a quick profile lowers it)."""
+        answer (a small model on a CPU writes slowly: a quick profile lowers it). `embedder` (the
+        run's) matches keywords to keys by meaning; `on_embedding_error` is told when it fails and
+        BM25 matches instead (`index.py`)."""
         store = self.store
+        matching = {"embedder": embedder, "on_embedding_error": on_embedding_error}
         if chunk_tokens < 1:
             raise KnowledgeError("chunk_tokens must be at least 1")
         if scope == "question":
             graph = store.open_graph(question_graph_key(run_id, chunk_tokens), scope="question", run_id=run_id,
                                      chunk_tokens=chunk_tokens)
             return StoredKnowledgeBase(store, graph, ask=ask, parallel=parallel, writable=True, views=self.views,
-                                       checkpoint=checkpoint, extract_max_tokens=extract_max_tokens)
+                                       checkpoint=checkpoint, extract_max_tokens=extract_max_tokens, **matching)
         if scope != "collection":
             raise KnowledgeError(f"unknown knowledge scope '{scope}' (question or collection)")
         if not collection:
@@ -65,7 +71,8 @@ class KnowledgeLayer:
                 f"the knowledge graph of collection '{collection}' (chunks of {chunk_tokens} tokens) is not built "
                 f"yet: build it once with `thoughtmap kg build --collection {collection}{size}`, or use the "
                 "question scope")
-        return StoredKnowledgeBase(store, graph, ask=ask, parallel=parallel, writable=False, views=self.views)
+        return StoredKnowledgeBase(store, graph, ask=ask, parallel=parallel, writable=False, views=self.views,
+                                   **matching)
 
     def browse(self, key: str) -> GraphBrowser | None:
         """The stored graph named `key`, to read around one entity at a time (no LLM, read only);

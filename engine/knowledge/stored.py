@@ -3,9 +3,11 @@
 Per question, the graph is the run's own (deleted with it) and grows with the documents the run
 adds; per collection, it was built by `thoughtmap kg build` and is only read. Retrieval (MTQA Step 2):
 the question's detailed keywords matched to entity keys and its general keywords to relation keys
-(`index.py`), the matched entities (and the ends of matched relations) expanded 1..hops relations
-away (`expand.py`), and every chunk those entities and relations came from made a knowledge unit:
-the chunk as a citable `Hit`, with the reached triples and entities extracted from it.
+(`index.py`: by the run's embedder and BM25, fused; by BM25 alone without an embedder or when it
+fails, which `on_embedding_error` is told once per failure), the matched entities (and the ends of
+matched relations) expanded 1..hops relations away (`expand.py`), and every chunk those entities and
+relations came from made a knowledge unit: the chunk as a citable `Hit`, with the reached triples and
+entities extracted from it.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from engine.knowledge.browse import chunk_hit, neighbourhood, triple
 from engine.knowledge.chunks import chunk_documents
 from engine.knowledge.expand import adjacency, expand
 from engine.knowledge.extract import EXTRACT_MAX_TOKENS, PURPOSE, Asker, ChunkExtractor, Parallel
-from engine.knowledge.index import KeyIndex
+from engine.knowledge.index import KeyIndex, OnError
 from engine.knowledge.merge import MAX_KEYWORD_CHARS, clean, entity_key
 from engine.knowledge.names import content_words, proper_names
 from engine.knowledge.prompts import KEYWORDS
@@ -34,6 +36,7 @@ from engine.knowledge.units import (
     Triple,
 )
 from engine.llm.protocol import StructuredOutputError
+from engine.search.embeddings import Embedder, EmbeddingError
 from engine.search.protocol import Hit
 from storage.knowledge import KnowledgeStore
 from storage.models import KnowledgeChunk, KnowledgeChunkStatus, KnowledgeEntity, KnowledgeGraph, KnowledgeRelation
@@ -41,10 +44,11 @@ from storage.models import KnowledgeChunk, KnowledgeChunkStatus, KnowledgeEntity
 KEYWORDS_MAX_TOKENS = 300
 # Entities kept per hop of the expansion, the most connected first (see expand.expand).
 NEIGHBOURS_PER_HOP = 50
-# An entity reached at hop h adds HOP_WEIGHT**h to its chunks' scores; a matched key adds its BM25
-# score over the best one of its level (so at most 1). Chunks rank by their best matched key first,
-# then by that sum: a chunk naming what the question asks about comes before one that only names
-# many of its neighbours (summed, three neighbours outranked the matched entity's own passage).
+# An entity reached at hop h adds HOP_WEIGHT**h to its chunks' scores; a matched key adds its match
+# score (index.py: BM25's and cosine's fused, or BM25's) over the best one of its level (so at most
+# 1). Chunks rank by their best matched key first, then by that sum: a chunk naming what the question
+# asks about comes before one that only names many of its neighbours (summed, three neighbours
+# outranked the matched entity's own passage).
 HOP_WEIGHT = 0.5
 # A chunk whose answers stayed unusable this many times is not asked again by a run (a collection
 # build, started by the user, tries its failed chunks once more each time).
@@ -85,7 +89,9 @@ class GraphViews:
                 return view
         # Read after the version: a merge in between makes the next reader build it again.
         contents = self._store.contents(graph_id)
-        view = GraphView(version, KeyIndex(contents),
+        # The same graph grown (same key): its keys' vectors are reused, only new keys are embedded.
+        previous = view.index if view is not None and view.version[0] == version[0] else None
+        view = GraphView(version, KeyIndex(contents, previous=previous),
                          adjacency((r.source_key, r.target_key) for r in contents.relations))
         with self._lock:
             self._views[graph_id] = view
@@ -98,7 +104,8 @@ class GraphViews:
 class StoredKnowledgeBase:
     def __init__(self, store: KnowledgeStore, graph: KnowledgeGraph, *, ask: Asker, parallel: Parallel,
                  writable: bool, views: GraphViews | None = None,
-                 checkpoint: Callable[[], None] | None = None, extract_max_tokens: int = EXTRACT_MAX_TOKENS) -> None:
+                 checkpoint: Callable[[], None] | None = None, extract_max_tokens: int = EXTRACT_MAX_TOKENS,
+                 embedder: Embedder | None = None, on_embedding_error: OnError | None = None) -> None:
         self._store = store
         self.graph_id: int = graph.id  # type: ignore[assignment]
         self.key = graph.key
@@ -109,6 +116,10 @@ class StoredKnowledgeBase:
         self._writable = writable
         self._extractor = ChunkExtractor(store, self.graph_id, ask, parallel, checkpoint, extract_max_tokens)
         self._views = views or GraphViews(store, keep=1)
+        # Keys are matched by meaning with it (index.py); without it, or when it fails, by BM25.
+        self._embedder = embedder
+        self._on_embedding_error = on_embedding_error
+        self._told: set[str] = set()  # embedding failures already told: once each, not every retrieval
 
     # ------------------------------------------------------------------ building
 
@@ -156,8 +167,10 @@ class StoredKnowledgeBase:
         index = view.index
         weights: dict[tuple[str, int], float] = {}  # ("entity"|"relation", id) -> weight
         vias: dict[tuple[str, int], str] = {}
-        entity_hits = index.match_entities(keywords.detailed, top_k)
-        relation_hits = index.match_relations(keywords.general, top_k)
+        entity_hits = index.match_entities(keywords.detailed, top_k, embedder=self._embedder,
+                                           on_error=self._embedding_failed)
+        relation_hits = index.match_relations(keywords.general, top_k, embedder=self._embedder,
+                                              on_error=self._embedding_failed)
         for level, hits in (("entity", entity_hits), ("relation", relation_hits)):
             best = max((h.score for h in hits), default=0.0) or 1.0
             for hit in hits:
@@ -179,6 +192,11 @@ class StoredKnowledgeBase:
                              if r.id in matched_relations or (r.source_key in distance and r.target_key in distance)]
         return self._units(index, reached_entities, reached_relations, weights, vias,
                            with_triples=with_triples, with_text=with_text, max_units=max_units)
+
+    def _embedding_failed(self, exc: EmbeddingError) -> None:
+        if self._on_embedding_error is not None and str(exc) not in self._told:
+            self._told.add(str(exc))
+            self._on_embedding_error(exc)
 
     def around(self, name: str, *, limit: int = 20) -> Neighbourhood | None:
         return neighbourhood(self._store, self.graph_id, name, limit=limit)

@@ -136,8 +136,8 @@ class RunContext:
     # The knowledge graphs (injected by the runner from Services); see `knowledge`.
     knowledge_layer: KnowledgeLayer | None = None
     # Semantic similarity (engine/search/embeddings.py), injected by the runner; None: rank by BM25
-    # (`embeddings.top_for_each` takes either). OmniThink's section evidence uses it; MTQA's key
-    # matching and a reranker may.
+    # (`embeddings.top_for_each` takes either). OmniThink's section evidence uses it, and the
+    # knowledge layer's key matching (`knowledge`: MTQA's).
     embedder: Embedder | None = None
     # The OpenAI-compatible /rerank endpoint configured by THOUGHTMAP_RERANK_URL (None when not).
     rerank_endpoint: Reranker | None = None
@@ -195,7 +195,9 @@ class RunContext:
         calls are this run's (budgeted, accounted, told to the step log, for `node` when given), its
         chunks are extracted concurrently through `parallel`, and a pause or stop takes effect between
         chunks (`checkpoint`). `chunk_tokens` (default 1,200, the paper's) and `extract_max_tokens` (the cap
-        on each extraction's answer) default to the knowledge layer's values when not given."""
+        on each extraction's answer) default to the knowledge layer's values when not given. Keywords
+        are matched to keys by this run's `embedder` and BM25; when it fails, by BM25, and the step
+        log says so (for `node`), once per failure."""
         if self.knowledge_layer is None:
             raise RuntimeError("this run context has no knowledge layer (the runner injects it from Services)")
         node_id = node.id if node is not None else None
@@ -203,11 +205,16 @@ class RunContext:
         def ask(messages, output_type, **options):
             return self.llm.ask(messages, output_type, node_id=node_id, **options)
 
+        def embedding_failed(exc: Exception) -> None:  # as OmniThink's section evidence tells it
+            self.graph.narrate(f"the embeddings failed, so keywords are matched to the knowledge graph's keys by "
+                               f"BM25: {exc}"[:400], node_id=node_id, kind="failed", error=str(exc)[:2000])
+
         options = {name: value for name, value in (("chunk_tokens", chunk_tokens),
                                                    ("extract_max_tokens", extract_max_tokens)) if value is not None}
         return self.knowledge_layer.open(run_id=self.run_id, scope=scope,  # type: ignore[arg-type]
                                          collection=collection, ask=ask, parallel=self.parallel,
-                                         checkpoint=self.checkpoint, **options)
+                                         checkpoint=self.checkpoint, embedder=self.embedder,
+                                         on_embedding_error=embedding_failed, **options)
 
     def parallel(self, calls: Sequence[Callable[[], Any]]) -> list[Any]:
         """Run calls concurrently on the process-wide pool (nesting is safe: `engine/parallel.py`);
