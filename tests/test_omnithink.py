@@ -267,6 +267,10 @@ def test_sufficient_at_step_1_stops_before_the_second_level(services, fake_llm):
 
 
 def test_every_section_is_written_from_snippets_of_the_tree(services, fake_llm):
+    # This fixture's headings were written against BM25's sources; which sources a tree gets is
+    # retrieval's business (tests/test_hybrid_retrieval.py), the per-heading evidence is this test's.
+    services.settings.retrieval.retriever = "bm25"
+    services._searchers.clear()
     fake_llm.when(EXPAND, ExpandScript())
     fake_llm.when(POLISH_OUTLINE, outline("Background", (MATCH, ["First half", "Second half"]), MEDIA))
     fake_llm.when(WRITE_SECTION, section_writer())
