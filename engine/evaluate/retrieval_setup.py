@@ -155,14 +155,11 @@ def _reranker(services, name: str) -> Reranker | None:
 
         return builtin_reranker(_embedder(services))
     if name == "endpoint":
-        rerank = services.settings.rerank
-        if not rerank.url:
+        # The one Services made from THOUGHTMAP_RERANK_URL, as every run's context gets it.
+        if services.runner.rerank_endpoint is None:
             raise RetrievalSetupError("the endpoint reranker needs THOUGHTMAP_RERANK_URL (an OpenAI-compatible "
                                       "/rerank endpoint); choose another --reranker or set it")
-        from engine.search.rerankers import EndpointReranker
-
-        return EndpointReranker(rerank.url, rerank.model, api_key=rerank.api_key,
-                                timeout_s=services.settings.llm.timeout_s)
+        return services.runner.rerank_endpoint
     kind = services.resolve_llm(services.settings.llm_choice, services.settings.llm.api_key)
     if kind == "fake":
         raise RetrievalSetupError("the llm reranker needs an LLM to judge: set OPENAI_BASE_URL or OPENAI_API_KEY "
