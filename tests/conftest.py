@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import shutil
 import socket
 
 import pytest
@@ -62,7 +63,7 @@ def pytest_configure(config):
 
 
 @pytest.fixture(autouse=True)
-def _isolated_home(tmp_path_factory, monkeypatch):
+def _isolated_home(tmp_path_factory, monkeypatch, request):
     """Every test gets its own THOUGHTMAP_HOME (database, corpus index) unless it sets one, and
     the scripted fake as the default LLM: `auto` would otherwise pick the built-in model where it is
     installed. Tests of the built-in model or of `auto` set THOUGHTMAP_LLM themselves.
@@ -74,6 +75,26 @@ def _isolated_home(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("THOUGHTMAP_LLM", "fake")
     monkeypatch.setenv("THOUGHTMAP_BUILTIN_EMBEDDINGS", "0")
     yield home
+    # pytest's retention policy ("failed", pyproject.toml) removes a passed test's tmp_path, but
+    # not folders made by tmp_path_factory: without this, the whole suite's homes (databases,
+    # copies of the bundled index and its vectors) pile up under /tmp until the run ends, and CI
+    # ran out of disk. A failed test's home is kept to look at.
+    if _passed(request):
+        shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Keep each phase's report on the test item (`item.rep_setup`, `rep_call`, `rep_teardown`),
+    for fixtures that act on the outcome."""
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, f"rep_{report.when}", report)
+
+
+def _passed(request) -> bool:
+    report = getattr(request.node, "rep_call", None)
+    return report is not None and report.passed
 
 
 pytest_plugins = ["tests.fixtures_corpus", "tests.fixtures_embedder", "tests.fixtures_engine"]

@@ -126,13 +126,6 @@ class StreamlitApp:
             return ""
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
-    outcome = yield
-    report = outcome.get_result()
-    setattr(item, f"rep_{report.when}", report)
-
-
 def _failed(request) -> bool:
     report = getattr(request.node, "rep_call", None)
     return report is None or report.failed
