@@ -737,10 +737,14 @@ class Runner:
                                 error=steered_from.error)
                 return
             # Started once; every later execution (resume, retry, steering a finished run) resumes.
+            # What it searches with (`searcher`: "... by BM25 + built-in all-MiniLM-L6-v2 (CPU) +
+            # hops", or the fallback and why) is kept with each start, as the model is with the run:
+            # the retrieval setting can change between a start and a resume.
+            searched_with = ctx.searcher.description
             if repo.list_events(run_id, kinds=[narration.RUN], limit=1):
-                narrate_run(repo, run_id, narration.Phase.RESUMED, "resumed")
+                narrate_run(repo, run_id, narration.Phase.RESUMED, "resumed", searcher=searched_with)
             else:
-                narrate_run(repo, run_id, narration.Phase.STARTED, "the run started")
+                narrate_run(repo, run_id, narration.Phase.STARTED, "the run started", searcher=searched_with)
             if retry_failed and method.reset_failed(ctx) and ctx.graph.has_report() \
                     and "regenerate_report" in method.steering:
                 # The report was written without the retried nodes: write it again after them.
