@@ -6,6 +6,7 @@ import ipaddress
 import os
 import shutil
 import socket
+from collections import deque
 
 import pytest
 
@@ -78,9 +79,19 @@ def _isolated_home(tmp_path_factory, monkeypatch, request):
     # pytest's retention policy ("failed", pyproject.toml) removes a passed test's tmp_path, but
     # not folders made by tmp_path_factory: without this, the whole suite's homes (databases,
     # copies of the bundled index and its vectors) pile up under /tmp until the run ends, and CI
-    # ran out of disk. A failed test's home is kept to look at.
+    # ran out of disk. A failed test's home is kept to look at. A passed one is removed a few
+    # tests later, not at once: a run thread the test left finishing still writes to its database
+    # for a moment, and would fail to open a removed one.
     if _passed(request):
-        shutil.rmtree(home, ignore_errors=True)
+        _PASSED_HOMES.append(home)
+        while len(_PASSED_HOMES) > KEPT_PASSED_HOMES:
+            shutil.rmtree(_PASSED_HOMES.popleft(), ignore_errors=True)
+
+
+# Passed tests' homes kept until this many later tests have passed (at 43 MB for a home with the
+# bundled index, at most about 1.3 GB).
+KEPT_PASSED_HOMES = 30
+_PASSED_HOMES: deque = deque()
 
 
 @pytest.hookimpl(hookwrapper=True)
