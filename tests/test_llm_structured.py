@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 
 import pytest
@@ -13,7 +14,8 @@ from engine.llm.fake_server import FakeOpenAIServer
 from engine.llm.limits import ConcurrencyLimiter
 from engine.llm.openai_compat import OpenAICompatibleLLM
 from engine.llm.protocol import Message, ResponseFormat, StructuredOutputError
-from engine.llm.structured import TOO_LONG_FEEDBACK, ask_structured
+from engine.llm.compact_schema import MIN_STRING_CHARS, compact_schema
+from engine.llm.structured import TOO_LONG_FEEDBACK, ask_structured, schema_for
 
 SOURCES_PROMPT = """Sources:
 [1] Bee communication
@@ -85,7 +87,8 @@ def test_schema_invalid_every_time_raises_after_max_reasks():
 
 def test_an_answer_cut_off_by_the_length_limit_is_asked_again_shorter():
     """finish_reason "length": the model is told its answer was too long, without its cut text (a small
-    model shown it writes it as long again), once however many times it is cut."""
+    model shown it writes it as long again), once however many times it is cut; cut twice, it is
+    asked for the compact form (engine/llm/compact_schema.py) in the schema and in the prompt."""
     cut = '{"answer": "The waggle dance, described at great length, and then more and more'
     responder = FakeLLM().when("", FakeReply(cut, cut_off=True), times=2)
     with FakeOpenAIServer(responder) as server:
@@ -96,8 +99,81 @@ def test_an_answer_cut_off_by_the_length_limit_is_asked_again_shorter():
     assert [r.cut_off for r in responses] == [True, True, False] and finding.confidence is not None
     first, second, third = (b["messages"] for b in bodies)
     assert second[:-1] == first and second[-1] == {"role": "user", "content": TOO_LONG_FEEDBACK}
-    assert third == second  # asked the same way again, the cut text never shown
+    # The third is the second with the compact schema in place of the full one, nothing else.
+    assert third[0] == second[0] and third[2:] == second[2:]
+    full, compact = (b["response_format"]["json_schema"]["schema"] for b in (bodies[1], bodies[2]))
+    assert compact == compact_schema(full, 50) and compact != full
+    assert compact["properties"]["answer"]["maxLength"] == MIN_STRING_CHARS
+    assert '"maxLength":40' in third[1]["content"] and '"maxLength"' not in second[1]["content"]
     assert all(cut not in str(b["messages"]) for b in bodies)
+
+
+class SmallSummary(BaseModel):
+    """DEoT's node summary in miniature: required text, a required list, an optional list."""
+
+    findings: str
+    evidence: list[str] = Field(min_length=1, max_length=6)
+    analysis: str
+    conflicts: list[str] = Field(default=[], max_length=4)
+    conclusion: str
+
+
+def grammar_like(request) -> FakeReply:
+    """A server that samples under the schema's grammar (as llama.cpp does): with no length limit in
+    the schema the model runs on until the cap cuts it; with one, each string stops at its limit."""
+    schema = request.json_schema or {}
+    limit = schema.get("properties", {}).get("conclusion", {}).get("maxLength")
+    if limit is None:
+        return FakeReply('{"findings": "' + "long findings " * 40, cut_off=True)
+    words = ("Axial tilt of 23.4 degrees " * 20)
+    text = lambda n: words[:n].strip()  # noqa: E731
+    items = schema["properties"]["evidence"]["maxItems"]
+    return FakeReply(json.dumps({"findings": text(limit), "evidence": [text(limit)] * items,
+                                 "analysis": text(limit), "conclusion": text(limit)}))
+
+
+def test_a_structured_answer_cut_off_twice_is_answered_in_the_compact_form():
+    # The first run's failure on a busy machine: the summary was cut before its conclusion three
+    # times and the node failed. Now the third attempt asks for the compact form, and it fits.
+    with FakeOpenAIServer(FakeLLM().when("", grammar_like)) as server:
+        responses = []
+        summary = ask_structured(make_llm(server), [Message("user", SOURCES_PROMPT)], SmallSummary,
+                                 on_response=responses.append, max_tokens=300)
+        schemas = [b["response_format"]["json_schema"]["schema"] for b in server.requests]
+    assert [r.cut_off for r in responses] == [True, True, False]
+    assert summary.conclusion.startswith("Axial tilt") and len(summary.evidence) == 2
+    assert "conflicts" in schemas[0]["properties"] and "conflicts" not in schemas[2]["properties"]
+    assert schemas[2]["properties"]["evidence"]["maxItems"] == 2
+
+
+def test_one_cut_off_with_one_attempt_left_goes_to_the_compact_form_at_once():
+    with FakeOpenAIServer(FakeLLM().when("", grammar_like)) as server:
+        summary = ask_structured(make_llm(server), [Message("user", "Question: x")], SmallSummary, max_reasks=1,
+                                 max_tokens=300)
+        assert server.count_chat_requests() == 2
+    assert summary.conclusion
+
+
+def test_the_compact_form_narrows_every_field_and_still_validates_as_the_full_type():
+    full = schema_for(SmallSummary)
+    compact = compact_schema(full, 300)
+    props = compact["properties"]
+    assert set(props) == {"findings", "evidence", "analysis", "conclusion"}  # the optional list is left out
+    assert props["evidence"]["maxItems"] == 2 and props["evidence"]["minItems"] == 1
+    # 300 tokens of about 2 characters of text each, shared among 3 strings and 2 list items.
+    assert props["findings"]["maxLength"] == props["evidence"]["items"]["maxLength"] == 120
+    assert full == schema_for(SmallSummary)  # the original is untouched
+    answer = {"findings": "f" * 120, "evidence": ["e" * 120] * 2, "analysis": "a", "conclusion": "c"}
+    assert SmallSummary.model_validate(answer).conflicts == []
+    # Limits a field already has are kept when they are tighter, and a minimum is never undercut.
+    assert compact_schema({"type": "object", "properties": {"s": {"type": "string", "maxLength": 10},
+                                                            "t": {"type": "string", "minLength": 900}},
+                           "required": ["s", "t"]}, 100)["properties"] == {
+        "s": {"type": "string", "maxLength": 10}, "t": {"type": "string", "minLength": 900, "maxLength": 900}}
+    # A string whose form is fixed (an enum) gets no length limit; no cap means a fixed budget.
+    literal = compact_schema({"type": "object", "properties": {"v": {"type": "string", "enum": ["A", "B"]}},
+                              "required": ["v"]}, None)
+    assert literal["properties"]["v"] == {"type": "string", "enum": ["A", "B"]}
 
 
 def test_a_cut_off_answer_that_never_fits_names_the_limit_in_the_error():

@@ -90,6 +90,27 @@ def test_server_starts_on_loopback_answers_with_json_and_stops(server, local_set
     assert not server.alive() and gone(pid)
 
 
+def test_a_summary_the_cap_cuts_twice_fits_in_the_compact_form_under_llama_cpps_grammar(server, local_settings):
+    # The first run's failure on a busy machine (issue 43): DEoT's node summary cut by its cap before
+    # the conclusion, again and again. llama.cpp turns the compact schema's maxLength and maxItems
+    # into grammar rules, so the third answer cannot run past the cap.
+    from engine.llm.compact_schema import COMPACT_ITEMS
+    from engine.methods.deot.schemas import NodeSummary
+
+    llm = LocalModelLLM(server, local_settings, LLMSettings())
+    seen = []
+    # Asked to write at length, the full form cannot fit 120 tokens; with one attempt left after the
+    # cut (max_reasks=1), the second is asked in the compact form at once.
+    summary = ask_structured(llm, [
+        Message("system", "You summarise research results at great length: several long paragraphs of "
+                          "analysis and at least six detailed data points."),
+        Message("user", "Task: What causes the seasons on Earth?\nResults:\n[1] Earth's axis is tilted 23.4 "
+                        "degrees to its orbit, so each hemisphere gets more direct sunlight in its summer.")],
+        NodeSummary, max_tokens=120, max_reasks=1, on_response=seen.append)
+    assert [r.cut_off for r in seen] == [True, False]
+    assert summary.conclusion.strip() and 1 <= len(summary.evidence_and_data) <= COMPACT_ITEMS
+
+
 def test_a_killed_server_is_restarted_and_the_call_in_flight_is_retried(server, local_settings):
     llm = LocalModelLLM(server, local_settings, LLMSettings())
     llm.preflight()

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from engine.llm.compact_schema import compact_schema
 from engine.llm.protocol import (
     LLM,
     ChatRequest,
@@ -50,8 +51,10 @@ def schema_for(output_type: type[BaseModel]) -> dict[str, Any]:
     return schema
 
 
-def format_instruction(output_type: type[BaseModel]) -> str:
-    schema = json.dumps(schema_for(output_type), ensure_ascii=False, separators=(",", ":"))
+def format_instruction(output_type: type[BaseModel], schema: dict[str, Any] | None = None) -> str:
+    """The instruction that closes a structured request: `schema` (by default `output_type`'s)."""
+    schema = json.dumps(schema if schema is not None else schema_for(output_type), ensure_ascii=False,
+                        separators=(",", ":"))
     return (
         f"{FORMAT_OPENING} and nothing else (no prose, no code fence). "
         f"It must validate against this JSON schema:\n{schema}"
@@ -214,17 +217,22 @@ def ask_structured(
     `on_response` sees every raw response (for usage accounting), including the invalid ones.
     """
     prompt_name = prompt if prompt is not None else getattr(messages, "name", "")
+    schema = schema_for(output_type)
     convo = list(messages)
-    convo.append(Message("user", format_instruction(output_type)))
+    convo.append(Message("user", format_instruction(output_type, schema)))
+    format_at = len(convo) - 1
     instructions = "\n".join(m.content for m in convo if m.role == "system") + "\n" + convo[-1].content
     last_text = ""
     last_error = ""
-    for attempt in range(1, max_reasks + 2):
+    cut_offs = 0
+    compact = False
+    attempts = max_reasks + 1
+    for attempt in range(1, attempts + 1):
         request = ChatRequest(
             messages=tuple(convo),
             purpose=purpose,
             response_format=ResponseFormat.JSON_SCHEMA,
-            json_schema=schema_for(output_type),
+            json_schema=schema,
             schema_name=output_type.__name__,
             max_tokens=max_tokens,
             temperature=temperature,
@@ -251,6 +259,13 @@ def ask_structured(
                 last_error = f"cut off by the length limit before it was complete ({last_error})"
                 if convo[-1].content != TOO_LONG_FEEDBACK:
                     convo.append(Message("user", TOO_LONG_FEEDBACK))
+                cut_offs += 1
+                if not compact and (cut_offs >= 2 or attempt + 1 == attempts):
+                    # Cut twice (or once, with one attempt left): the compact form, whose schema
+                    # leaves out the optional fields and limits lists and text so the answer fits.
+                    schema = compact_schema(schema, max_tokens)
+                    convo[format_at] = Message("user", format_instruction(output_type, schema))
+                    compact = True
                 continue
             convo.append(Message("assistant", response.text[:4000]))
             convo.append(
@@ -262,7 +277,7 @@ def ask_structured(
             )
     raise StructuredOutputError(
         f"the model's answer did not match {output_type.__name__} after {max_reasks + 1} "
-        f"attempts ({last_error})",
+        f"attempts{' (the last in its compact form)' if compact else ''} ({last_error})",
         last_output=last_text,
         attempts=max_reasks + 1,
     )
