@@ -15,7 +15,7 @@ import streamlit as st
 from engine.citation_links import entry_heading, link_citations
 from engine.citations import number_citations
 from engine.methods.contract import NodeData
-from engine.reader_text import TextSection, reader_error, readable_sections
+from engine.reader_text import ReaderError, TextSection, reader_error, readable_sections
 from engine.safe_text import inline_text, one_line, prose_block, url_text
 from storage.models import Node, Source
 
@@ -81,7 +81,12 @@ def error_with_details(error: str, *, lead: str = "", then: str = "") -> None:
     """An error (a node's, a run's) in words a reader can act on, the technical detail collapsed
     under "Technical details" when there is one; `lead` and `then` frame the message."""
     shown = reader_error(error)
-    st.error(f"{lead}{inline_text(shown.message)}{then}")
+    show_error(ReaderError(f"{lead}{shown.message}{then}", shown.technical))
+
+
+def show_error(shown: ReaderError) -> None:
+    """A reader's error, the technical detail collapsed under "Technical details" when there is one."""
+    st.error(inline_text(shown.message))
     if shown.technical:
         with st.expander("Technical details"):
             st.text(shown.technical)

@@ -7,11 +7,12 @@ from collections.abc import Sequence
 
 import streamlit as st
 
-from components.node_text import error_with_details
+from components.node_text import show_error
 from components.step_log import now_lines
 from engine.llm.accounting import budget_short
 from engine.narration import active_seconds, minutes
 from engine.node_numbers import node_numbers
+from engine.reader_text import run_failure
 from engine.runner import RunnerError
 from engine.safe_text import inline_text
 from engine.services import Services
@@ -108,8 +109,7 @@ def progress(run: Run, nodes: list[Node], *, lifecycle: Sequence[RunEvent] = (),
             then = "raise the budget below and press Resume" if short is not None else "press Resume"
             st.warning(f"Stopped: {inline_text(reason.rstrip('. '))}. Partial results are kept; {then} to continue.")
         if run.status == RunStatus.FAILED and run.error:
-            error_with_details(run.error, lead="The run failed: ", then=". Fix the cause (see Settings), then press "
-                               "Resume: it also retries the failed nodes.")
+            show_error(run_failure(run.error))
         if run.status == RunStatus.DONE and steerable:
             st.caption(STEER_ON)
         if run.status == RunStatus.DONE and run.warning:

@@ -339,13 +339,18 @@ def _say_outcome(services, run_id: str) -> int:
     summary = f"run {run_id}: {run.status}; {run.node_count} nodes, {run.llm_calls} LLM calls, {tokens} tokens, ${run.cost:.4f}"
     if run.status == RunStatus.DONE:
         retry = f" (thoughtmap resume {run_id})" if services.runner.retryable(run) else ""
-        _err(summary + (f". Warning: {run.warning}{retry}" if run.warning else ""))
+        _err(summary + (f". Warning: {_clause(run.warning)}{retry}" if run.warning else ""))
         return EXIT_OK
     if run.status == RunStatus.STOPPED:
-        _err(f"{summary}. {run.stop_reason}. Partial results are kept; continue with: thoughtmap resume {run_id}")
+        _err(f"{summary}. {_clause(run.stop_reason)}. Partial results are kept; continue with: thoughtmap resume {run_id}")
         return EXIT_STOPPED
-    _err(f"{summary}. {run.error or run.stop_reason}. Continue with: thoughtmap resume {run_id}")
+    _err(f"{summary}. {_clause(run.error or run.stop_reason)}. Continue with: thoughtmap resume {run_id}")
     return EXIT_FAILED
+
+
+def _clause(text: str | None) -> str:
+    """A stored reason without its closing period, so the line's own "." after it is the only one."""
+    return (text or "").strip().rstrip(".").rstrip()
 
 
 # ---------------------------------------------------------------- commands

@@ -110,6 +110,19 @@ STRUCTURED_FAILURE = ("The model could not give its answer in the form this step
                       "shown. Press Retry (or resume the run) to try again; a larger model fails less often.")
 
 
+RUN_FAILED_ADVICE = "Fix the cause (see Settings), then press Resume: it also retries the failed nodes."
+
+
+def run_failure(error: str) -> ReaderError:
+    """A failed run's stored error as the run's page says it: what failed, then one thing to do. A
+    structured-output failure's plain message brings its own advice (Retry), which the general
+    advice would contradict; each sentence ends with one period, whatever the stored error ends with."""
+    shown = reader_error(error)
+    message = shown.message.strip().rstrip(".").rstrip()
+    advice = "" if shown.message.endswith(STRUCTURED_FAILURE) else f" {RUN_FAILED_ADVICE}"
+    return ReaderError(f"The run failed: {message}.{advice}", shown.technical)
+
+
 def reader_error(error: str) -> ReaderError:
     """`error` as stored, in plain words when it is a structured-output or validation failure."""
     match = _ERROR_PHRASES.search(error)

@@ -876,6 +876,7 @@ def test_unreachable_endpoint_fails_the_run_with_a_readable_error(services, monk
     assert "The run failed:" in errors
     assert "Traceback" not in errors
     assert "127.0.0.1" in errors, errors
+    assert ".." not in errors.replace("...", "") and errors.count("press Resume") == 1, errors
     assert progress_of(at)["Status"] == "failed"
 
 

@@ -24,10 +24,12 @@ from engine.methods.deot.method import render_summary
 from engine.reader_text import (
     REPORT_NOT_WRITTEN,
     SECTION_NOT_WRITTEN,
+    RUN_FAILED_ADVICE,
     STRUCTURED_FAILURE,
     is_placeholder,
     reader_error,
     readable_sections,
+    run_failure,
 )
 from engine.report import render_markdown
 from storage.models import RunStatus
@@ -88,6 +90,20 @@ def test_a_structured_failure_reads_in_plain_words_with_the_detail_apart():
     assert STRUCTURED_FAILURE in shown.message and "NodeSummary" not in shown.message
     assert shown.technical == stored
     assert reader_error("every search failed: timeout") == type(shown)("every search failed: timeout")
+
+
+def test_a_failed_runs_message_gives_one_thing_to_do_and_one_period_per_sentence():
+    # Issue 43: "… a larger model fails less often.. Fix the cause (see Settings), then press Resume",
+    # two periods and two contradicting pieces of advice.
+    structured = run_failure("nothing was answered: no question node succeeded (the first failure: the model's "
+                             "answer did not match NodeSummary after 3 attempts (conclusion: Field required))")
+    assert structured.message == ("The run failed: Nothing was answered: no question node succeeded. "
+                                  + STRUCTURED_FAILURE)
+    assert RUN_FAILED_ADVICE not in structured.message and "NodeSummary" in structured.technical
+    plain = run_failure("every search failed: the endpoint answered 401.")
+    assert plain.message == f"The run failed: every search failed: the endpoint answered 401. {RUN_FAILED_ADVICE}"
+    for shown in (structured, plain):
+        assert ".." not in shown.message and "Retry" in shown.message or "Resume" in shown.message
 
 
 # ---------------------------------------------------------------- report writers
