@@ -13,13 +13,18 @@ import streamlit as st
 
 from components.app_state import active_llm, start_local_model
 from engine.evaluate.compare import JudgeInputError, judge_compared, latest_verdict
-from engine.evaluate.judges import PAIRWISE_PROTOCOLS, PAIRWISE_PURPOSE, PairwiseResult, get_protocol
+from engine.evaluate.judges import PAIRWISE_PROTOCOLS, PairwiseResult, get_protocol
 from engine.llm.protocol import LLMError
 from engine.safe_text import inline_text
 from engine.services import Services
 from storage.models import RunStatus
 
 _ORDER = {"ab": "A shown first", "ba": "B shown first"}
+
+# Words first; the variables only as where to change it (issue 43: the caption was the variables).
+JUDGE_NOTE = ("A verdict that flips with the order is a tie. The judge is the run's own model unless another "
+              "is set for judging pairs (environment variable THOUGHTMAP_MODEL_JUDGE_PAIRWISE, or "
+              "THOUGHTMAP_MODEL_JUDGE for every judge).")
 
 
 def judge_panel(services: Services, run_ids: Sequence[str]) -> None:
@@ -80,5 +85,4 @@ def _verdict(result: PairwiseResult, row, *, titles: dict[str, str], protocol: s
     st.dataframe(pd.DataFrame(records), hide_index=True, use_container_width=True, key="compare-verdict",
                  column_config={c: st.column_config.TextColumn(width="large")
                                 for c in records[0] if c.startswith("Why")})
-    st.caption("A verdict that flips with the order is a tie. " + PAIRWISE_PURPOSE.replace("_", " ")
-               + " model: THOUGHTMAP_MODEL_JUDGE_PAIRWISE, else THOUGHTMAP_MODEL_JUDGE, else the run's model.")
+    st.caption(JUDGE_NOTE)

@@ -262,6 +262,9 @@ def test_a_comparison_runs_each_method_with_the_same_budget_side_by_side(service
     assert (judgment.protocol, judgment.run_a, judgment.run_b, judgment.calls) == (
         "deot.pairwise", run_ids[0], run_ids[1], 2)
     assert all(services.repo.get_run(r).llm_calls == 1 for r in run_ids)  # the judge's calls are its own
+    # Said in words, the variables only as where to change the judge (issue 43).
+    note = next(c for c in texts(at.caption) if "flips with the order" in c)
+    assert "The judge is the run's own model" in note and "judge_pairwise" not in note
 
 
 def test_a_comparison_with_bad_input_stores_nothing(services, no_map):
