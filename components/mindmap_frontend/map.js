@@ -409,7 +409,8 @@
     const id = selectedId();
     const kids = id ? children().get(id) : null;
     collapseBtn.disabled = !kids || !kids.length;
-    collapseBtn.textContent = id && collapsed.has(id) ? "Expand" : "Collapse";
+    // "Fold" and "Unfold", not "Collapse" and "Expand": Expand is a steering command (new branches).
+    collapseBtn.textContent = id && collapsed.has(id) ? "Unfold" : "Fold";
   }
 
   function toggleCollapse() {

@@ -136,11 +136,11 @@ def test_the_map_of_50_nodes_is_readable_searchable_and_foldable(streamlit_app, 
     below = [n for n in seeded["nodes"] if n.parent_id == branch.id]
     below += [n for n in seeded["nodes"] if n.parent_id in {b.id for b in below}]
     assert len(below) == 9
-    map_frame(page).get_by_role("button", name="Collapse").click()
+    map_frame(page).get_by_role("button", name="Fold", exact=True).click()
     state = poll(page, lambda: all((m := by_id(page))[str(n.id)]["hidden"] for n in below) and m, what="the subtree hidden")
     assert "9 hidden" in state[str(branch.id)]["label"]
     assert sum(n["hidden"] for n in state.values()) == 9
-    map_frame(page).get_by_role("button", name="Expand").click()
+    map_frame(page).get_by_role("button", name="Unfold", exact=True).click()
     poll(page, lambda: not any(n["hidden"] for n in map_nodes(page)), what="the subtree shown again")
 
     # Fit shows every node (smaller than readable: that is what the button is for).

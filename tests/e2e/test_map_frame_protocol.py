@@ -128,7 +128,7 @@ def test_renders_behind_the_frames_own_choices_do_not_take_the_selection_back(ha
     render(page, selected=3, received=choices[0]["chain"])
     render(page, selected=4, received=choices[1]["chain"])
     assert selected(page) == ["2"]
-    map_frame(page).get_by_role("button", name="Collapse").click()
+    map_frame(page).get_by_role("button", name="Fold", exact=True).click()
     poll(page, lambda: sum(n["hidden"] for n in map_nodes(page)) == 2, what="the branch's two leaves hidden")
 
     # The render that has read the last choice, then Streamlit's repeat of it (a resize, a
@@ -137,7 +137,7 @@ def test_renders_behind_the_frames_own_choices_do_not_take_the_selection_back(ha
     assert not hook(page, "pending()")
     render(page, selected=2, received=choices[2]["chain"])
     assert selected(page) == ["2"]
-    assert map_frame(page).get_by_role("button", name="Expand").is_visible()
+    assert map_frame(page).get_by_role("button", name="Unfold", exact=True).is_visible()
     render(page, selected=5, received=choices[2]["chain"])
     assert selected(page) == ["5"]
     hook(page, "resendNow()")  # (nothing is pending: nothing goes)
@@ -185,7 +185,7 @@ def test_a_pending_choice_ends_when_the_frame_draws_another_map(harness, page):
     first_view = [(round(n["x"]), round(n["y"])) for n in map_nodes(page)]
     find(page, "#5")  # Branch 1
     sent(page, 1)
-    map_frame(page).get_by_role("button", name="Collapse").click()  # folds of the old map...
+    map_frame(page).get_by_role("button", name="Fold", exact=True).click()  # folds of the old map...
     render(page, selected=21, first_id=21)
     assert not hook(page, "pending()") and selected(page) == ["21"]
     drawn = map_nodes(page)
