@@ -21,7 +21,7 @@ from engine.methods.contract import ANSWER_NODE, NODE_TAB
 from engine.methods.params import ParamError, build_params, profile_defaults, profile_for_llm
 from engine.methods.registry import UnknownMethod
 from engine.node_numbers import node_numbers
-from engine.questions import MAX_QUESTION_CHARS, QuestionError, clean_question
+from engine.questions import MAX_QUESTION_CHARS, QuestionError, check_length, clean_question
 from engine.reader_text import as_sentence
 from engine.report import render_markdown
 from engine.safe_text import code_span
@@ -59,6 +59,14 @@ with st.expander("New research", expanded=current is None, key=NEW_RESEARCH, on_
     question = st.text_area("Question", key="question",
                             placeholder=f"An open-ended or multi-hop question (up to {MAX_QUESTION_CHARS:,} "
                             "characters; documents go in the corpus, in Settings)")
+    # Said at the box as soon as the text is in (Streamlit sends it on leaving the box or Ctrl+Enter),
+    # not first at Start. No max_chars on the widget: Streamlit drops a longer paste whole, silently.
+    try:
+        check_length(question.strip())
+        too_long = False
+    except QuestionError as exc:
+        st.error(as_sentence(str(exc)))
+        too_long = True
     # In the order the process serves them: the built-in ones as registered, then the plugins.
     methods = services.methods
     method = st.selectbox("Method", list(methods), format_func=lambda n: methods[n].title, key="method")
@@ -84,7 +92,8 @@ with st.expander("New research", expanded=current is None, key=NEW_RESEARCH, on_
                 question = clean_question(question)
                 params = build_params(params_type, raw, method=method)
             except QuestionError as exc:
-                st.error(as_sentence(str(exc)))
+                if not too_long:  # said at the box already
+                    st.error(as_sentence(str(exc)))
             except ParamError as exc:
                 # In the form's words ("Max nodes is 500; allowed: 1 to 200."), else the CLI's.
                 st.error("Could not start: " + (readable_problems(params_type.model_fields, exc.errors)

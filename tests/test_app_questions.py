@@ -27,6 +27,20 @@ def test_explore_start_refuses_the_question_with_a_clear_error(services, questio
     assert "run" not in at.query_params
 
 
+def test_a_question_over_the_limit_is_refused_at_the_box_before_start(services):
+    # Issue 43: the box took any length and only Start said it was too long.
+    at = open_page()
+    at.text_area(key="question").input("Why? " + "x" * MAX_QUESTION_CHARS).run()
+    assert_no_exception(at)
+    errors = [e.value for e in at.error]
+    assert len(errors) == 1 and f"the limit is {MAX_QUESTION_CHARS:,}" in errors[0], errors
+    at.button(key="start").click().run()
+    assert [e.value for e in at.error] == errors  # said once, not again by Start
+    assert services.repo.list_runs() == []
+    at.text_area(key="question").input("Why is the sky blue?").run()
+    assert not at.error
+
+
 def test_the_open_run_shows_its_question_as_text_not_a_heading(services):
     # A stored question with Markdown in it, as long as the limit allows (issue 12, finding 10).
     question = "# Heading?\n" + "word " * ((MAX_QUESTION_CHARS - 20) // 5)
