@@ -112,7 +112,9 @@ if cols[1].button("Test connection", key="settings-test"):
         st.error(problem.user_message)
     else:
         try:
-            OpenAICompatibleLLM(candidate, ConcurrencyLimiter(1)).preflight()
+            # A slow or unreachable endpoint takes seconds (its time-out and retries): said meanwhile.
+            with st.spinner(f"Connecting to {redact_url(candidate.base_url)} …"):
+                OpenAICompatibleLLM(candidate, ConcurrencyLimiter(1)).preflight()
         except LLMError as exc:
             st.error(exc.user_message)
         else:

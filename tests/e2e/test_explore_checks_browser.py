@@ -382,3 +382,57 @@ def test_11_the_report_picker_shows_date_and_id(checks_app, tab, repo):
     for label in labels:
         run = runs.get(label.rsplit(" · ", 1)[-1])
         assert run is not None and label.endswith(f"{run.created_at:%Y-%m-%d %H:%M} · {run.id}"), label
+
+
+class HeldModelsEndpoint:
+    """An OpenAI-compatible /v1/models on 127.0.0.1 that answers only when released: a slow endpoint
+    whose wait the test controls, so it waits on what the page shows, not on a clock."""
+
+    def __init__(self) -> None:
+        import http.server
+        import threading
+
+        released = self.released = threading.Event()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 (the standard library's name)
+                released.wait(60)
+                body = b'{"object": "list", "data": [{"id": "held-model", "object": "model"}]}'
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *_args) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.released.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_43_test_connection_says_it_is_connecting_while_it_waits(checks_app, tab):
+    # Issue 43: seven seconds with no sign that anything was happening.
+    page = tab
+    endpoint = HeldModelsEndpoint()
+    try:
+        page.goto(checks_app.url)
+        sidebar_link(page, "Settings").click()
+        page.get_by_label("Base URL").fill(endpoint.url)
+        page.get_by_label("Base URL").press("Enter")
+        page.get_by_role("button", name="Test connection").click()
+        spinner = page.locator('[data-testid="stSpinner"]').filter(has_text="Connecting to http://127.0.0.1:")
+        spinner.wait_for()
+        screenshot(page, "43-test-connection-spinner", full_page=False)
+        endpoint.released.set()
+        page.locator('[data-testid="stAlertContentSuccess"]').filter(has_text=f"Connected to {endpoint.url}").wait_for()
+        assert not spinner.is_visible()
+    finally:
+        endpoint.close()
