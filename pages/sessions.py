@@ -15,6 +15,7 @@ from storage.models import RunStatus
 through_the_app()  # first: a deep link opened first after a start still runs through app.py
 
 STATUSES = ["queued", "running", "paused", "done", "failed", "stopped", "interrupted"]
+PAGE_SIZE = 20  # run cards per page, newest first
 
 services = get_services()
 repo = services.repo
@@ -31,15 +32,45 @@ method = cols[1].selectbox("Method", ["(any)", *services.methods], key="sessions
 status = cols[2].selectbox("Status", ["(any)", *STATUSES], key="sessions-status")
 since = cols[3].date_input("Since", value=None, key="sessions-since")
 
-runs = repo.list_runs(
+filters = dict(
     text=text.strip() or None,
     method=None if method == "(any)" else method,
     status=None if status == "(any)" else status,
     since=datetime.combine(since, time.min, tzinfo=timezone.utc) if since else None,
 )
-if not runs:
+# Every run is reachable a page at a time, counted and paged in the database: one page of cards
+# renders in about a second, where 200 cards took 10-12 s and the 201st run could not be reached.
+total = repo.count_runs(**filters)
+if not total:
     st.info("No runs match. Start one on the Explore page.")
     st.stop()
+pages = -(-total // PAGE_SIZE)
+if st.session_state.get("sessions-filters") != filters:  # a new search starts at its newest runs
+    st.session_state["sessions-filters"] = filters
+    st.session_state["sessions-page"] = 1
+st.session_state["sessions-page"] = min(max(int(st.session_state.get("sessions-page", 1)), 1), pages)
+
+
+def go_to(page: int) -> None:
+    st.session_state["sessions-page"] = page
+
+
+def page_nav(where: str) -> None:
+    """Newer / page number / Older / Oldest; `where` keeps the top and bottom rows' keys apart."""
+    current = st.session_state["sessions-page"]
+    nav = st.columns([1, 1, 2, 1, 1], vertical_alignment="center")
+    nav[0].button("Newest", key=f"sessions-newest-{where}", disabled=current == 1, on_click=go_to, args=(1,))
+    nav[1].button("Newer", key=f"sessions-newer-{where}", disabled=current == 1, on_click=go_to,
+                  args=(current - 1,))
+    nav[2].caption(f"Page {current:,} of {pages:,}")
+    nav[3].button("Older", key=f"sessions-older-{where}", disabled=current == pages, on_click=go_to,
+                  args=(current + 1,))
+    nav[4].button("Oldest", key=f"sessions-oldest-{where}", disabled=current == pages, on_click=go_to,
+                  args=(pages,))
+
+
+page_number = st.session_state["sessions-page"]
+runs = repo.list_runs(**filters, limit=PAGE_SIZE, offset=(page_number - 1) * PAGE_SIZE)
 
 
 def method_name(name: str) -> str:
@@ -49,7 +80,9 @@ def method_name(name: str) -> str:
     return method.title.split(":")[0].split(" (")[0] if method is not None else name
 
 
-st.caption(f"{len(runs)} run" + ("" if len(runs) == 1 else "s"))
+st.caption(f"{total:,} run" + ("" if total == 1 else "s"))
+if pages > 1:
+    page_nav("top")
 for run in runs:
     with st.container(border=True):
         top = st.columns([6, 1, 1, 1])
@@ -96,3 +129,5 @@ for run in runs:
                     if st.session_state.get("run_id") == run.id:
                         st.session_state.pop("run_id")
                     st.rerun()
+if pages > 1:
+    page_nav("bottom")

@@ -276,8 +276,26 @@ class Repository:
         status: str | None = None,
         since: datetime | None = None,
         limit: int = 200,
+        offset: int = 0,
     ) -> list[Run]:
-        stmt = select(Run)
+        """The runs that match, newest first, `limit` of them from `offset` on (a page of Sessions).
+        Ties on the creation time are ordered by id, so pages neither repeat nor skip a run."""
+        stmt = self._matching_runs(select(Run), text=text, method=method, status=status, since=since)
+        stmt = stmt.order_by(col(Run.created_at).desc(), col(Run.id).desc()).offset(max(offset, 0)).limit(limit)
+        with self._session() as s:
+            return list(s.exec(stmt).all())
+
+    def count_runs(self, *, text: str | None = None, method: str | None = None, status: str | None = None,
+                   since: datetime | None = None) -> int:
+        """How many runs `list_runs` with the same filters would page through."""
+        stmt = self._matching_runs(select(func.count()).select_from(Run), text=text, method=method,
+                                   status=status, since=since)
+        with self._session() as s:
+            return int(s.exec(stmt).one())
+
+    @staticmethod
+    def _matching_runs(stmt, *, text: str | None, method: str | None, status: str | None,
+                       since: datetime | None):
         if text:
             # Escaped: a search for "%" or "_" finds those characters, not every run.
             stmt = stmt.where(or_(col(Run.question).icontains(text, autoescape=True),
@@ -288,9 +306,7 @@ class Repository:
             stmt = stmt.where(Run.status == status)
         if since:
             stmt = stmt.where(Run.created_at >= since)
-        stmt = stmt.order_by(col(Run.created_at).desc()).limit(limit)
-        with self._session() as s:
-            return list(s.exec(stmt).all())
+        return stmt
 
     def _update_run(self, run_id: str, *, refresh_node_usage: bool = False, **values: Any) -> None:
         values.setdefault("updated_at", utcnow())

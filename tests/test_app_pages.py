@@ -577,6 +577,24 @@ def test_sessions_lists_and_filters_runs(services):
     assert "No runs match" in joined(at.info)
 
 
+def test_sessions_pages_through_every_run_to_the_oldest(services):
+    # Issue 43: with more than 200 stored, the oldest could not be reached and the count was wrong.
+    for i in range(45):
+        services.repo.create_run(question=f"Stored question number {i:02d}", method="direct", params={})
+    at = open_page("pages/sessions.py")
+    assert "45 runs" in texts(at.caption) and "Page 1 of 3" in texts(at.caption)
+    assert len(_session_titles(at)) == 20 and "Stored question number 44" in _session_titles(at)
+    at.button(key="sessions-older-top").click().run()
+    assert "Page 2 of 3" in texts(at.caption)
+    at.button(key="sessions-oldest-bottom").click().run()
+    assert_no_exception(at)
+    assert "Page 3 of 3" in texts(at.caption)
+    assert sorted(_session_titles(at)) == [f"Stored question number {i:02d}" for i in range(5)]
+    # A new search starts at its own first page.
+    at.text_input(key="sessions-text").input("number 1").run()
+    assert "10 runs" in texts(at.caption) and not any(c.startswith("Page ") for c in texts(at.caption))
+
+
 def test_sessions_deletes_a_run_but_not_one_a_worker_executes(services):
     import os
 

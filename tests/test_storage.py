@@ -173,6 +173,22 @@ def test_reports_keep_versions(repo):
     assert [r.markdown for r in repo.list_reports(run.id)] == ["first", "second"]
 
 
+def test_runs_are_paged_newest_first_with_every_run_on_exactly_one_page(repo):
+    # Sessions pages through every run (issue 43: it stopped at 200). Runs made in the same instant
+    # are ordered by id, so a page boundary neither repeats nor skips one.
+    made = [repo.create_run(question=f"Paged question {i}", method="rag" if i % 2 else "direct", params={})
+            for i in range(23)]
+    assert repo.count_runs() == 23 and repo.count_runs(method="rag") == 11
+    assert repo.count_runs(text="question 1") == 11  # 1 and 10-19
+    pages = [repo.list_runs(limit=5, offset=offset) for offset in range(0, 25, 5)]
+    seen = [run.id for page in pages for run in page]
+    assert [len(page) for page in pages] == [5, 5, 5, 5, 3]
+    assert sorted(seen) == sorted(run.id for run in made) and len(set(seen)) == 23
+    assert seen == [run.id for run in repo.list_runs(limit=100)]
+    rag = [run.id for offset in (0, 4, 8) for run in repo.list_runs(method="rag", limit=4, offset=offset)]
+    assert len(rag) == len(set(rag)) == 11
+
+
 def test_list_filter_rename_delete(repo):
     a = repo.create_run(question="Who founded Arthur's Magazine?", method="rag", params={})
     b = repo.create_run(question="Capital of France", method="direct", params={})
