@@ -124,3 +124,20 @@ def publish(section: str, body: str, write: bool) -> None:
     if write:
         write_section(section, body)
         print(f"wrote the {section} section of {DOCS_FILE.relative_to(ROOT)}", file=sys.stderr)
+
+
+def wait_until_serving(url: str, proc: subprocess.Popen, log: Path, timeout_s: float = 90.0) -> None:
+    """Return once the Streamlit server `proc` answers its health check at `url`; raise with the end of
+    its `log` when it exits or does not answer within `timeout_s`."""
+    import time
+    import urllib.request
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            urllib.request.urlopen(f"{url}/_stcore/health", timeout=1)
+            return
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the app did not start:\n{log.read_text()[-3000:]}") from None
+            time.sleep(0.1)

@@ -26,13 +26,12 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._common import facts_block, machine_facts, publish, table  # noqa: E402
+from benchmarks._common import facts_block, machine_facts, publish, table, wait_until_serving  # noqa: E402
 from benchmarks.bench_ui import CHROMIUM, free_port  # noqa: E402
 
 SECTION = "bench_sessions"
@@ -66,15 +65,7 @@ class App:
             [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
              "--server.address", "127.0.0.1", "--server.port", str(self.port), "--browser.gatherUsageStats", "false"],
             cwd=root, env=env, stdout=self.log.open("w"), stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{self.port}/_stcore/health", timeout=1)
-                return
-            except OSError:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"the app did not start:\n{self.log.read_text()[-3000:]}") from None
-                time.sleep(0.2)
+        wait_until_serving(f"http://127.0.0.1:{self.port}", self.proc, self.log)
 
     def close(self) -> None:
         self.proc.terminate()

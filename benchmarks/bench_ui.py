@@ -40,7 +40,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +48,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks._common import publish, DOCS_FILE, facts_block, machine_facts, percentile, table, write_section  # noqa: E402,F401
+from benchmarks._common import wait_until_serving  # noqa: E402
 
 SECTION = "bench_ui"
 CHROMIUM = "/usr/bin/chromium"
@@ -284,15 +284,7 @@ class App:
              "--browser.gatherUsageStats", "false"],
             cwd=ROOT, env=env, stdout=self.log.open("w"), stderr=subprocess.STDOUT,
         )
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(f"{self.url}/_stcore/health", timeout=1)
-                return
-            except OSError:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"the app did not start:\n{self.log.read_text()[-3000:]}") from None
-                time.sleep(0.1)
+        wait_until_serving(self.url, self.proc, self.log, timeout_s=60)
 
     @property
     def url(self) -> str:
