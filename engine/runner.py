@@ -234,7 +234,8 @@ class Runner:
     def create_run(self, *, question: str, method: str, params: MethodParams | dict | None = None,
                    llm_info: dict | None = None, search_mode: str = "local",
                    max_tokens: int | None = None, max_cost: float | None = None,
-                   search_exclusions: dict | None = None) -> Run:
+                   search_exclusions: dict | None = None, run_id: str | None = None) -> Run:
+        """A new run, stored, not started; `run_id`: the id chosen beforehand (`Repository.create_run`)."""
         question = clean_question(question)  # QuestionError (a ValueError) says what to change
         method_cls = get_method(method, self.methods)
         if not isinstance(params, MethodParams):
@@ -242,7 +243,7 @@ class Runner:
         return self.repo.create_run(
             question=question, method=method, params=params.model_dump(mode="json"),
             llm_info=llm_info or {}, search_mode=search_mode, max_tokens=max_tokens, max_cost=max_cost,
-            search_exclusions=search_exclusions,
+            search_exclusions=search_exclusions, run_id=run_id,
         )
 
     def is_active(self, run_id: str) -> bool:

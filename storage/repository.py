@@ -226,13 +226,17 @@ class Repository:
         max_cost: float | None = None,
         title: str = "",
         search_exclusions: dict[str, Any] | None = None,
+        run_id: str | None = None,
     ) -> Run:
+        """`run_id`: the id to create it under, chosen beforehand (`new_run_id()`) by a caller that
+        records it elsewhere first (a benchmark item), so a kill between the two leaves no run that
+        nothing refers to; a new one by default."""
         # The last guard for callers that skip the runner: a NUL or a non-string would be stored
         # as given by SQLite and fail later, or fail with a driver error on PostgreSQL; a document
         # pasted as a question would be sent again with every prompt of the run.
         check_length(check_storable(question))
         run = Run(
-            id=new_run_id(),
+            id=run_id or new_run_id(),
             question=question,
             title=title or question[:300],
             method=method,

@@ -36,7 +36,7 @@ from engine.methods.params import ParamError, build_params_with_profile, profile
 from engine.methods.registry import UnknownMethod
 from storage.evaluation import EvaluationStore, ItemStatus, llm_identity
 from storage.models import Benchmark, BenchmarkItem, BenchmarkStatus, Run, RunStatus
-from storage.repository import RunNotFound
+from storage.repository import RunNotFound, new_run_id
 
 log = logging.getLogger(__name__)
 
@@ -263,15 +263,20 @@ class BenchmarkRunner:
                 stop: threading.Event, reader: EvalLLM) -> None:
         runner = self.services.runner
         run_id = row.run_id
-        if run_id is None:
+        if run_id is None or not self._stored(run_id):
+            if run_id is None:
+                # The id goes on the item first, then the run is made under it: a process killed
+                # between the two leaves an id that the next execute creates the run under (below),
+                # never a second run for the item (made first, the run was left unreferenced).
+                run_id = new_run_id()
+                self.store.attach_run(row.id, run_id)
             max_tokens, max_cost = budget.left()
-            run = runner.create_run(
+            runner.create_run(
                 question=item.question, method=row.method, params=bench.params.get(row.method, {}),
                 llm_info=bench.llm_info, search_mode=bench.search_mode, max_tokens=max_tokens,
                 max_cost=max_cost, search_exclusions=item.exclusions.model_dump() if item.exclusions else None,
+                run_id=run_id,
             )
-            run_id = run.id
-            self.store.attach_run(row.id, run_id)
             runner.start(run_id)
         else:
             run = self.services.repo.get_run(run_id)
@@ -493,7 +498,10 @@ class _BudgetGate:
         tokens, cost = 0, 0.0
         for row in self.owner.store.list_items(self.bench.id):
             if row.run_id:
-                run_tokens, run_cost = self.owner.services.repo.run_usage(row.run_id)
+                try:
+                    run_tokens, run_cost = self.owner.services.repo.run_usage(row.run_id)
+                except RunNotFound:  # its id is on the item and the run is being made: nothing spent
+                    run_tokens, run_cost = 0, 0.0
                 tokens += run_tokens
                 cost += run_cost
             tokens += int(row.eval_usage.get("prompt_tokens", 0)) + int(row.eval_usage.get("completion_tokens", 0))
