@@ -196,6 +196,22 @@ def test_the_cli_says_what_was_wrong(prebuilt_corpus_home, capsys):
     assert "no benchmark with id 'nosuchbench'" in capsys.readouterr().err
 
 
+def test_a_benchmark_killed_between_an_items_run_id_and_its_run_makes_that_run_once(services):
+    # A fresh-clone run once found 17 runs for 16 items: killed after a run was made and before the
+    # item recorded it, the resume made another. Now the id is on the item first; here the kill
+    # landed right after that, so the item has an id and no run.
+    runner = BenchmarkRunner(services)
+    bench = runner.create(BenchmarkSpec(dataset="hotpotqa-autoact", methods=["direct"], limit=2, llm="fake"))
+    first = runner.store.list_items(bench.id)[0]
+    runner.store.attach_run(first.id, "killedbefore")
+    runner.execute(bench.id)
+    rows = runner.store.list_items(bench.id)
+    assert {r.status for r in rows} == {ItemStatus.SCORED}
+    assert next(r for r in rows if r.id == first.id).run_id == "killedbefore"
+    assert services.repo.get_run("killedbefore").status == RunStatus.DONE
+    assert sorted(r.id for r in services.repo.list_runs()) == sorted(r.run_id for r in rows)
+
+
 def test_a_parameter_goes_to_the_methods_that_have_it(services):
     runner, bench = _bench(services, values={"top_k": 3, "direct.max_answer_tokens": 64}, limit=1)
     assert bench.params["rag"]["top_k"] == 3 and "top_k" not in bench.params["direct"]
