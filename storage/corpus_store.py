@@ -691,9 +691,11 @@ class CorpusStore:
                                text=text, snippet="", score=0.0)
                 last, given = chunk_id, given + 1
 
-    def chunk_hits(self, ids: Sequence[int], scores: Sequence[float] | None = None) -> list[ChunkHit]:
+    def chunk_hits(self, ids: Sequence[int], scores: Sequence[float] | None = None,
+                   snippets: Sequence[str] | None = None) -> list[ChunkHit]:
         """The chunks with these ids as hits, in the order given, each with its score (0 without
-        `scores`); an id no longer in the index is left out."""
+        `scores`) and snippet (its text's start without `snippets`, or where one is empty); an id
+        no longer in the index is left out."""
         wanted = [int(i) for i in ids]
         found: dict[int, tuple] = {}
         with self._lock:
@@ -708,8 +710,9 @@ class CorpusStore:
         for position, chunk_id in enumerate(wanted):
             if chunk_id in found:
                 title, ref, url, collection, ordinal, text = found[chunk_id]
+                snippet = snippets[position] if snippets is not None else ""
                 hits.append(ChunkHit(title=title, ref=ref, url=url, collection=collection, ordinal=ordinal,
-                                     text=text, snippet=text[:300],
+                                     text=text, snippet=snippet or text[:300],
                                      score=float(scores[position]) if scores is not None else 0.0))
         return hits
 
@@ -775,35 +778,16 @@ class CorpusStore:
             )
             params = [expression, k]
         snippet_sql = f"SELECT {snippet} FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid = ?"
-        # Stage 2: the documents of the rows returned, in one query.
-        hits: list[ChunkHit] = []
-        with self._lock:
+        with self._lock:  # (re-entrant) the rows ranked are still indexed when they are read
             ranked = self._conn.execute(ranked_sql, params).fetchall()
-            if not ranked:
-                return []
-            marks = ",".join("?" * len(ranked))
-            rows = {row[0]: row[1:] for row in self._conn.execute(
-                "SELECT c.id, d.title, d.ref, d.url, d.collection, c.ordinal, c.text"
-                f" FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE c.id IN ({marks})",
-                [chunk_id for chunk_id, _rank, _snippet in ranked])}
-            for chunk_id, rank, snippet_text in ranked:
-                if collections:
+            snippets = [text for _id, _rank, text in ranked]
+            if collections:
+                for position, (chunk_id, _rank, _none) in enumerate(ranked):
                     found = self._conn.execute(snippet_sql, (expression, chunk_id)).fetchone()
-                    snippet_text = found[0] if found else ""
-                title, ref, url, collection, ordinal, text = rows[chunk_id]
-                hits.append(
-                    ChunkHit(
-                        title=title,
-                        ref=ref,
-                        url=url,
-                        collection=collection,
-                        ordinal=ordinal,
-                        text=text,
-                        snippet=snippet_text or text[:300],
-                        score=-float(rank),  # bm25 is negative, lower is better; flip it
-                    )
-                )
-        return hits
+                    snippets[position] = found[0] if found else ""
+            # Stage 2: the rows' documents in one query; bm25 is negative, lower is better: flipped.
+            return self.chunk_hits([chunk_id for chunk_id, _rank, _s in ranked],
+                                   [-float(rank) for _id, rank, _s in ranked], snippets)
 
 
 def _split_sql(script: str) -> list[str]:
