@@ -141,3 +141,13 @@ def wait_until_serving(url: str, proc: subprocess.Popen, log: Path, timeout_s: f
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"the app did not start:\n{log.read_text()[-3000:]}") from None
             time.sleep(0.1)
+
+
+def stop_server(proc: subprocess.Popen) -> None:
+    """Terminate a started app server; kill it when it has not exited within 10 s."""
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._common import facts_block, machine_facts, publish, table, wait_until_serving  # noqa: E402
+from benchmarks._common import facts_block, machine_facts, publish, stop_server, table, wait_until_serving  # noqa: E402
 from benchmarks.bench_ui import CHROMIUM, free_port  # noqa: E402
 
 SECTION = "bench_sessions"
@@ -68,11 +68,7 @@ class App:
         wait_until_serving(f"http://127.0.0.1:{self.port}", self.proc, self.log)
 
     def close(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+        stop_server(self.proc)
 
 
 def measure(browser, app: App, n: int, loads: int) -> dict:

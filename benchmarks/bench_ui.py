@@ -48,7 +48,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks._common import publish, DOCS_FILE, facts_block, machine_facts, percentile, table, write_section  # noqa: E402,F401
-from benchmarks._common import wait_until_serving  # noqa: E402
+from benchmarks._common import stop_server, wait_until_serving  # noqa: E402
 
 SECTION = "bench_ui"
 CHROMIUM = "/usr/bin/chromium"
@@ -298,12 +298,7 @@ class App:
         return [r for r in runs if start <= r["start"] <= end]
 
     def close(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        stop_server(self.proc)
 
 
 class View:
