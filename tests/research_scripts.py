@@ -57,6 +57,11 @@ def searches(services, run_id: str) -> list[Node]:
     return sorted(nodes_of(services, run_id, "search"), key=lambda n: n.id)
 
 
+def steps_of(services, run_id: str, kind: str) -> list[Node]:
+    """Each search's `rerank` or `summary` step, in the order of the searches."""
+    return sorted(nodes_of(services, run_id, kind), key=lambda n: n.id)
+
+
 class FakeDDGS:
     """ddgs' text search, offline: the rows given, whatever the query; records the queries."""
 

@@ -32,7 +32,8 @@ def test_research_with_the_fake_on_the_bundled_corpus(prebuilt_corpus_home, caps
     run, nodes, sources = stored_run(run_id_of(out))
     assert run.status == RunStatus.DONE
     kinds = [n.kind for n in sorted(nodes, key=lambda n: n.id)]
-    assert kinds == ["question", "search", "reasoning", "search", "reasoning", "answer"]
+    assert kinds == ["question", "search", "rerank", "summary", "reasoning", "search", "rerank", "summary", "reasoning",
+                     "answer"]
     assert sources and all(s.kind == "corpus" for s in sources)
     answer = next(n for n in nodes if n.kind == "answer")
     assert answer.status == NodeStatus.DONE and answer.data["checked"] and answer.data["search_count"] == 2

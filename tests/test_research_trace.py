@@ -39,6 +39,7 @@ from tests.research_scripts import (
     always_search,
     nodes_of,
     searches,
+    steps_of,
     turn,
     verdicts,
 )
@@ -71,20 +72,29 @@ def test_the_first_search_is_the_question_and_the_chain_is_stored(services, fake
     # The agent's first turn reads the first summary; the later summary reads its reasoning.
     assert "Searches run so far (1)" in request_text(fake_llm.calls_for(AGENT)[0])
     assert "The researcher's reasoning so far" in request_text(fake_llm.calls_for(SUMMARIZE)[0])
-    # Each search: what the searcher found, the reranked top N with scores, the summary with markers.
-    for node in chain:
+    # Each search: what the searcher found, the reranked top N with scores, then its rerank step
+    # (every hit found, scored, kept or dropped) and its summary step (with markers), as nodes.
+    reranks, summaries = steps_of(services, run_id, "rerank"), steps_of(services, run_id, "summary")
+    assert len(reranks) == len(summaries) == len(chain)
+    for node, rerank, summary in zip(chain, reranks, summaries):
         # The default (`auto` = THOUGHTMAP_RERANKER's none) reranker: the search's own order.
         assert node.data["found"] > 0 and node.data["reranker"] == "the first stage's order (no reranker)"
         assert node.data["ranked"] and all(d["score"] >= 0 for d in node.data["ranked"])
-        assert cited_source_ids(node.content)
-    # A chain: question → search → reasoning → search → reasoning → answer.
+        assert node.data["stepped"] and rerank.parent_id == node.id and summary.parent_id == rerank.id
+        hits = rerank.data["hits"]
+        assert len(hits) == node.data["found"] and rerank.data["scored_by"] == "first stage"
+        assert [h["source_id"] for h in hits if h["kept"]] == [d["source_id"] for d in node.data["ranked"]]
+        assert all(h["dropped"] for h in hits if not h["kept"])
+        assert cited_source_ids(summary.content) and summary.data["documents"] == len(node.data["ranked"])
+    # A chain: question → search → rerank → summary → reasoning → ... → answer.
     nodes = {n.id: n for n in nodes_of(services, run_id)}
     answer = answer_of(services, run_id)
     path, node = [], answer
     while node is not None:
         path.append(node.kind)
         node = nodes.get(node.parent_id)
-    assert path[::-1] == ["question", "search", "reasoning", "search", "reasoning", "answer"]
+    assert path[::-1] == ["question", "search", "rerank", "summary", "reasoning", "search", "rerank", "summary",
+                          "reasoning", "answer"]
 
 
 @pytest.mark.parametrize("params, searches_run, turns_run", [
@@ -140,7 +150,7 @@ def test_a_summary_with_a_bad_marker_is_written_again(services, fake_llm):
     assert len(calls) == 2
     retry = request_text(calls[1])
     assert "not allowed" in retry and "(#ab12)" in retry and "[42]" in retry
-    first = searches(services, run_id)[0]
+    first = steps_of(services, run_id, "summary")[0]
     assert first.data["summary_attempts"] == 2 and first.data["removed_markers"] == []
     assert first.content.startswith("Arthur's Magazine was started in 1844 [[S")
 
@@ -155,7 +165,7 @@ def test_a_summary_or_answer_that_cites_nothing_is_written_again(services, fake_
     run_id = done_run(services, {"max_searches": 0, "citation_retries": 2})
     calls = fake_llm.calls_for(SUMMARIZE_FIRST)
     assert len(calls) == 2 and "cited no document" in request_text(calls[1])
-    first = searches(services, run_id)[0]
+    first = steps_of(services, run_id, "summary")[0]
     assert first.data["summary_attempts"] == 2 and first.data["uncited"] is False
     answer = answer_of(services, run_id)
     assert len(fake_llm.calls_for(ANSWER)) == 3 and answer.data["uncited"] is True
@@ -169,14 +179,14 @@ def test_a_short_summary_of_nothing_relevant_is_not_asked_again(services, fake_l
     fake_llm.when(SUMMARIZE_FIRST, "None of the documents is about the question.")
     run_id = done_run(services, {"max_searches": 0})
     assert len(fake_llm.calls_for(SUMMARIZE_FIRST)) == 1
-    assert searches(services, run_id)[0].data["uncited"] is False
+    assert steps_of(services, run_id, "summary")[0].data["uncited"] is False
 
 
 def test_markers_still_bad_after_the_retries_are_removed_and_flagged(services, fake_llm):
     fake_llm.when(SUMMARIES, "It began in 1844 (#ab12) [1] and moved [77].")
     fake_llm.when(ANSWER, "Arthur's Magazine came first [1][[S999]].")
     run_id = done_run(services, {"max_searches": 0, "citation_retries": 1})
-    first = searches(services, run_id)[0]
+    first = steps_of(services, run_id, "summary")[0]
     assert first.data["summary_attempts"] == 2 and first.data["removed_markers"] == ["(#ab12)", "[77]"]
     assert "#ab12" not in first.content and "[77]" not in first.content and cited_source_ids(first.content)
     answer = answer_of(services, run_id)
@@ -503,25 +513,51 @@ def test_a_budget_spent_in_the_citation_check_still_shows_the_written_answer(ser
     assert "partial" not in final.data and final.data["support_rate"] is not None
 
 
-def test_a_search_nodes_panel_shows_its_cited_summary_first(services, fake_llm):
-    """The search tool's output is its summary: what the agent and the writer read. The panel showed
-    only the query and the ranked titles (review 14)."""
+def test_a_searchs_steps_panels_show_every_hit_scored_then_the_cited_summary(services, fake_llm):
+    """The search tool's steps, each in its node's panel: the search (its query, what it found), the
+    rerank (each hit's score, kept or dropped and why, the kept ones by the number the summary cites
+    them with), the summary (its text, citations linked) (issue 43)."""
     from components.node_text import answer_markdown
     from engine.methods.research.kinds import SearchData
+    from engine.methods.research.steps import RerankData, SummaryData
     from engine.safe_text import shown_text
 
     run_id = done_run(services, {"max_searches": 0})
+    known = [s.id for s in services.repo.list_sources(run_id)]
     [search] = searches(services, run_id)
-    markdown, numbering = answer_markdown(search, SearchData.model_validate(search.data),
-                                          [s.id for s in services.repo.list_sources(run_id)])
-    assert markdown.startswith("##### Summary\n\n") and "##### Query" in markdown
-    assert markdown.index("##### Summary") < markdown.index("##### Query")
-    assert numbering and set(cited_source_ids(search.content)) <= set(numbering.values())
-    # The ranked list names each document by the number the summary cites it with (review 14d).
-    for number, source_id in numbering.items():
-        title = next(d["title"] for d in search.data["ranked"] if d["source_id"] == source_id)
+    [rerank], [summary] = steps_of(services, run_id, "rerank"), steps_of(services, run_id, "summary")
+    markdown, _ = answer_markdown(search, SearchData.model_validate(search.data), known)
+    assert markdown.startswith("##### Query") and "##### Found" in markdown and "##### Summary" not in markdown
+    data = RerankData.model_validate(rerank.data)
+    markdown, numbering = answer_markdown(rerank, data, known)
+    assert "##### Scores shown" in markdown and "search's own score (no reranker ran)" in shown_text(markdown)
+    assert "##### Dropped" in markdown and len(numbering) == len(data.kept()) == len(search.data["ranked"])
+    for hit in data.hits:
         # As a reader sees it: an item's number is text, not a list of its own (`&#49;0.` shows "10.").
-        assert re.search(rf"\d+\. {re.escape(title[:20])}.* \[{number}\]", shown_text(markdown)), (number, title)
+        line = rf"{hit.rank}\. {re.escape(hit.title[:20])}.* score {hit.score:.3f} \(search's #{hit.first_rank}\)"
+        assert re.search(line, shown_text(markdown)), (hit, shown_text(markdown)[:2000])
+    assert data.caption().startswith(f"{len(data.kept())} of {len(data.hits)} kept")
+    markdown, numbering = answer_markdown(summary, SummaryData.model_validate(summary.data), known)
+    assert numbering and set(cited_source_ids(summary.content)) == set(numbering.values())
+    assert "[1]" in markdown
+
+
+def test_a_run_stored_before_the_steps_were_drawn_reads_as_it_did(services, fake_llm):
+    """A search node holding its ranking and summary itself (no `stepped`): its panel shows the
+    summary first, then the ranked documents, and the chain goes on under it (issue 43)."""
+    from components.node_text import answer_markdown
+    from engine.methods.research.kinds import SearchData
+    from engine.methods.research.method import Chain
+    from storage.models import Node
+
+    data = {"query": "q", "round": 1, "by": "question", "found": 3, "reranker": "BM25",
+            "ranked": [{"rank": 1, "source_id": 7, "title": "Arthur's Magazine", "ref": "r", "score": 0.5}]}
+    old = Node(id=2, run_id="r", kind="search", label="search 1: q", content="It began in 1844 [[S7]].",
+               status="done", parent_id=1, data=data)
+    markdown, numbering = answer_markdown(old, SearchData.model_validate(old.data), [7])
+    assert markdown.startswith("##### Summary\n\n") and "##### Reranked documents" in markdown and numbering == {1: 7}
+    chain = Chain([Node(id=1, run_id="r", kind="question", label="q", status="done"), old])
+    assert chain.end_of(old) is old and chain.summaries == {2: "It began in 1844 [[S7]]."}
 
 
 def test_an_agents_query_reaches_the_summarizer_and_the_reranker_as_data(services, fake_llm):
@@ -651,8 +687,8 @@ def test_a_search_stopped_during_the_llm_rerank_asks_only_the_rest_on_resume(ser
     run_id = run_to_end(services, QUESTION, "research", params, max_tokens=budget)
     assert services.repo.get_run(run_id).status == RunStatus.STOPPED
     paid = len(fake_llm.calls_for(JUDGE)) - before
-    [search] = searches(services, run_id)
-    kept = search.data.get("rerank_scores") or {}
+    [rerank] = steps_of(services, run_id, "rerank")  # the judgments are the rerank step's
+    kept = rerank.data.get("rerank_scores") or {}
     assert 0 < len(kept) == paid < 20, (len(kept), paid)
     services.runner.resume(run_id, max_tokens=100 * budget)
     assert services.runner.wait(run_id, timeout=60).status == RunStatus.DONE

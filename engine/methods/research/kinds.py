@@ -1,11 +1,11 @@
-"""What the research agent declares: the chain of the run (the question, each search with its
-reranked documents and summary, each reasoning turn, the answer with its citation check), the
+"""What the research agent declares: the chain of the run (the question, each search followed by
+its rerank step and its summary step, each reasoning turn, the answer with its citation check), the
 sources you dropped as run state, the steering commands and the steps."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import ClassVar, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -25,6 +25,7 @@ from engine.methods.contract import (
     regenerate_report_command,
 )
 from engine.methods.research import prompts
+from engine.methods.research.steps import RERANK, SUMMARY, RerankData, SummaryData
 from engine.safe_text import inline_text
 from engine.search.rerankers import JUDGE
 
@@ -70,8 +71,15 @@ class SearchData(NodeData):
     summary_attempts: int = 0
     removed_markers: list[str] = Field(default_factory=list, description="Bad markers removed from the summary.")
     uncited: bool = Field(default=False, description="The summary cites no document, even when asked again.")
+    stepped: bool = Field(default=False, description=(
+        "Its rerank and summary are steps of their own under it (`steps.py`); False on runs stored before, "
+        "whose search node holds the ranking and the summary itself."))
 
-    content_heading: ClassVar[str] = "Summary"  # the search tool's output: what the agent reads
+    @property  # type: ignore[misc]  # per node: a stepped search's content is a line of ours, not the summary
+    def content_heading(self) -> str:
+        """Its content's heading in the node panel: the summary's on a search stored before the steps
+        were drawn; none on a stepped one, whose fields say what the search found."""
+        return "" if self.stepped else "Summary"
 
     def caption(self) -> str:
         parts = [f"search {self.round}: {self.query}"]
@@ -84,12 +92,19 @@ class SearchData(NodeData):
         return " · ".join(parts)
 
     def reader_fields(self) -> dict[str, str | list[str]] | None:
+        if self.stepped:
+            # The ranking and the summary are the next two steps' (their own nodes).
+            found = f"{self.found} documents (the first stage's top K), reranked in the next step"
+            fields: dict[str, str | list[str]] = {
+                "Query": inline_text(self.query), "Searched": inline_text(self.searcher), "Found": found,
+                "Pages that kept their snippet": self.page_failures}
+            return {k: v for k, v in fields.items() if v}
         # Titles are pages': escaped, so a title cannot make a link, a citation [n] or a line of its own.
         # Each with its source's marker: the panel numbers it as the summary's citations are numbered.
         docs = [f"{d.rank}. {inline_text(d.title)} [[S{d.source_id}]] (score {d.score:.3f})"
                 for d in self.ranked or []]
-        fields: dict[str, str | list[str]] = {"Query": inline_text(self.query), "Reranked documents": docs,
-                                              "Reranker": self.reranker, "Search error": self.search_error,
+        fields = {"Query": inline_text(self.query), "Reranked documents": docs,
+                  "Reranker": self.reranker, "Search error": self.search_error,
                                               "Rerank error": self.rerank_error,
                                               "Pages that kept their snippet": self.page_failures}
         return {k: v for k, v in fields.items() if v}
@@ -166,6 +181,10 @@ NODE_KINDS = (
                  Variant("agent", "#9ECAE9", "a search the agent decided on"),
                  Variant("you", "#F2CF5B", "a search you added"),
              )),
+    NodeKind(RERANK, RerankData, "Rerank", "#7FB3D5", "a search's rerank step: every document found, its score, "
+             "kept or dropped", shape="triangle", size_by_priority=False),
+    NodeKind(SUMMARY, SummaryData, "Summary", "#A9DFBF", "a search's summary step: what its kept documents say, "
+             "a marker per document", shape="square", size_by_priority=False),
     NodeKind(REASONING, ReasoningData, "Reasoning", "#C5B0D5", "a reasoning turn of the agent", shape="dot",
              size_by_priority=False),
     NodeKind(ANSWER, AnswerData, "Answer", "#16A085", "the final answer, each citation checked", shape="diamond",

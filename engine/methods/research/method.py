@@ -46,6 +46,7 @@ from engine.methods.research.params import ResearchParams
 from engine.methods.research.report import report
 from engine.methods.research.schemas import AgentTurn
 from engine.methods.research.search_tool import RUN_WIDE_NUMBER, findings, retrieve, summarize
+from engine.methods.research.steps import RERANK, SUMMARY, step_node
 from engine.reader_text import is_placeholder
 from engine.search.relevance import ungrounded_note
 from engine.prompting import inert
@@ -75,6 +76,23 @@ class Chain:
         self.answer = next((n for n in live if n.kind == ANSWER), None)
         steps = self.searches + self.turns
         self.tip = max(steps, key=lambda n: n.id) if steps else None
+        # Each search's rerank and summary steps (`steps.py`), by the search's id.
+        by_id = {n.id: n for n in live}
+        self.reranks = {n.parent_id: n for n in live if n.kind == RERANK}
+        self.summaries_of = {by_id[n.parent_id].parent_id: n for n in live
+                             if n.kind == SUMMARY and n.parent_id in by_id}
+
+    @property
+    def summaries(self) -> dict[int, str]:
+        """Search node id -> its summary: its summary step's text, or (a search stored before the
+        steps were drawn) its own."""
+        return {s.id: (self.summaries_of[s.id].content if s.id in self.summaries_of else s.content) or ""
+                for s in self.searches}
+
+    def end_of(self, node: Node) -> Node:
+        """Where what follows `node` hangs on the map: under a search's last step (search → rerank →
+        summary → the next turn), else under the node itself."""
+        return self.summaries_of.get(node.id) or self.reranks.get(node.id) or node
 
     def agent_searches(self) -> int:
         return sum((n.data or {}).get("by") == "agent" for n in self.searches)
@@ -208,8 +226,17 @@ class ResearchMethod(Method):
                 node = ctx.graph.update(node, replace_data=kept)
                 ctx.graph.fail(node, f"the search failed: {error}; resume the run to search again")
                 continue
-            summary, data = summarize(ctx, node, chain.reasoning(before=node.id), dropped)
-            ctx.graph.finish(node, content=summary, data=data)
+            if not (node.data or {}).get("stepped"):
+                # Stored before the steps were drawn, or a failed search: the summary is the search's own.
+                summary, data = summarize(ctx, node, chain.reasoning(before=node.id), dropped)
+                ctx.graph.finish(node, content=summary, data=data)
+                continue
+            rerank = step_node(ctx.graph, node, RERANK, "rerank")
+            step = ctx.graph.start(step_node(ctx.graph, rerank, SUMMARY, f"summary of search {node.data['round']}"))
+            summary, data = summarize(ctx, node, chain.reasoning(before=node.id), dropped, step=step)
+            ctx.graph.link_sources(step, cited_source_ids(summary))
+            ctx.graph.finish(step, content=summary, data=data)
+            ctx.graph.finish(node)
         return True
 
     # ------------------------------------------------------------------ the agent's turns
@@ -234,7 +261,8 @@ class ResearchMethod(Method):
         messages = prompts.AGENT.render(
             question=ctx.question, left=str(left if not focus else max(left, 1)), searches=str(len(done)),
             queries="; ".join(f"<<<{inert(q)}>>>" for q in chain.queries()) or "(none)",
-            findings=findings(done, numbers), reasoning=inert("\n\n".join(chain.reasoning(before=node.id))) or "(none yet)",
+            findings=findings(done, numbers, chain.summaries),
+            reasoning=inert("\n\n".join(chain.reasoning(before=node.id))) or "(none yet)",
             focus=prompts.FOCUS.replace("$point", inert(focus)) if focus else "")
         try:
             turn = ctx.llm.ask(messages, AgentTurn, purpose="agent", node_id=node.id, max_tokens=1500,
@@ -296,11 +324,11 @@ class ResearchMethod(Method):
             elif chain.agent_searches() >= params.max_searches:
                 stop = f"the agent has used its {params.max_searches} searches (max_searches)"
             if not stop:
-                ctx.graph.add(kind=REASONING, label=f"turn {chain.agent_turns() + 1}", parent=tip,
+                ctx.graph.add(kind=REASONING, label=f"turn {chain.agent_turns() + 1}", parent=chain.end_of(tip),
                               data={"turn": chain.agent_turns() + 1})
                 return True
             ctx.graph.narrate(f"writing the answer: {stop}", node_id=tip.id)
-        ctx.graph.add(kind=ANSWER, label="answer", parent=tip)
+        ctx.graph.add(kind=ANSWER, label="answer", parent=chain.end_of(tip))
         return True
 
     def _decided_search(self, ctx: RunContext, chain: Chain, turn: Node) -> Node | None:
@@ -323,7 +351,7 @@ class ResearchMethod(Method):
         data = tip.data or {}
         if tip.kind == REASONING and tip.status == NodeStatus.DONE and data.get("decision") == "search":
             return self._decided_search(ctx, chain, tip) or tip
-        return tip
+        return chain.end_of(tip)
 
     # ------------------------------------------------------------------ the answer
 
@@ -350,7 +378,7 @@ class ResearchMethod(Method):
         if not data.get("attempts"):
             numbers, documents = self._numbering(ctx, chain)
             done = [s for s in chain.searches if s.status == NodeStatus.DONE]
-            cited = write_answer(ctx, answer, reasoning=chain.reasoning(), findings=findings(done, numbers),
+            cited = write_answer(ctx, answer, reasoning=chain.reasoning(), findings=findings(done, numbers, chain.summaries),
                                  documents=documents)
             if is_placeholder(cited.text):
                 # Empty, or only schema words or an error message ("Field required."): no answer.

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from engine.citations import source_blocks
 from engine.methods.base import RunContext
 from engine.methods.research import prompts
 from engine.methods.research.markers import numbered, write_cited
 from engine.methods.research.params import ResearchParams
+from engine.methods.research.steps import RERANK, ranking, step_node
 from engine.search.protocol import SearchError
 from engine.search.relevance import RelevanceResult, nothing_found, relevant_hits
 from engine.search.rerank import BM25Reranker, Reranker
@@ -77,11 +78,15 @@ def retrieve(ctx: RunContext, node: Node) -> Node:
     except SearchError as exc:
         return ctx.graph.update(node, merge_data={"found": 0, "ranked": [], "searcher": ctx.searcher.description,
                                                   "search_error": exc.user_message})
+    # The rerank is a step of its own on the map, under the search: its LLM calls (the llm reranker)
+    # are accounted to it, and it lists every hit with its score once it is done.
+    step = ctx.graph.start(step_node(ctx.graph, node, RERANK, "rerank"))
     rerank_error = ""
     try:
-        reranker = choose_reranker(ctx, node)
+        reranker = choose_reranker(ctx, step)
     except RerankerUnavailable as exc:  # a setting, not an outage: said on the node, BM25 goes on
         reranker, rerank_error = builtin_reranker(ctx.embedder), f"{exc}; {FALLBACK_SAYS}"
+    ctx.graph.narrate(f"reranking {len(hits)} documents: {reranker.description}", node_id=step.id)
     # All K ranked, the floor applied, then the top N kept: the summarizer gets the paper's N
     # documents whenever N pass the floor (cut first, 7 or 8 of 10 reached it).
     try:
@@ -104,10 +109,16 @@ def retrieve(ctx: RunContext, node: Node) -> Node:
     scores = {hit.ref: hit.score for hit in kept}
     docs = [{"rank": rank, "source_id": s.id, "title": s.title, "ref": s.ref, "score": round(scores.get(s.ref, 0.0), 6)}
             for rank, s in enumerate(sources, start=1)]
-    return ctx.graph.update(node, merge_data={
+    first_stage = isinstance(reranker, KeepOrder)  # it scores by position: the search's own scores say more
+    listing = ranking(hits, ranked, floored, kept, sources, first_stage=first_stage, top_n=params.rerank_top_n)
+    ctx.graph.finish(step, label=f"rerank: {len(docs)} of {len(hits)} kept", data={
+        "reranker": reranker.description, "scored_by": "first stage" if first_stage else "reranker",
+        "top_n": params.rerank_top_n, "rerank_error": rerank_error, "hits": listing},
+        content=f"{len(docs)} of the {len(hits)} documents found kept for the summary ({reranker.description}).")
+    return ctx.graph.update(node, content=f"{len(hits)} documents found in {ctx.searcher.description}.", merge_data={
         "found": len(hits), "ranked": docs, "searcher": ctx.searcher.description, "reranker": reranker.description,
         "rerank_error": rerank_error, "dropped_as_unrelated": relevant.dropped_summary(),
-        "pages_read": pages.read, "page_failures": pages.failures})
+        "pages_read": pages.read, "page_failures": pages.failures, "stepped": True})
 
 
 def documents_of(ctx: RunContext, node: Node, dropped: set[int]) -> list[Source]:
@@ -117,17 +128,22 @@ def documents_of(ctx: RunContext, node: Node, dropped: set[int]) -> list[Source]
     return [by_id[d["source_id"]] for d in ranked if d["source_id"] in by_id and d["source_id"] not in dropped]
 
 
-def summarize(ctx: RunContext, node: Node, reasoning: Sequence[str], dropped: set[int]) -> tuple[str, dict]:
+def summarize(ctx: RunContext, node: Node, reasoning: Sequence[str], dropped: set[int],
+              step: Node | None = None) -> tuple[str, dict]:
     """Stage 2: the summary (stored markers) and its data. The first search's summary reads the
-    query alone; a later one also reads the agent's reasoning so far (the paper's two prompts)."""
+    query alone; a later one also reads the agent's reasoning so far (the paper's two prompts).
+    `step`: the search's summary step, whose node the calls and the step log are told of (its data
+    also counts the documents read); None for a search stored before the steps were drawn."""
     params: ResearchParams = ctx.params  # type: ignore[assignment]
     data = node.data or {}
     documents = documents_of(ctx, node, dropped)
+    counted = {"documents": len(documents)} if step is not None else {}
+    node_id = (step or node).id
     if not documents:
         if data.get("search_error"):  # its technical text stays in the node's "Search error" field
-            return "This search failed, so it found nothing to summarise.", {"summary_attempts": 0}
+            return "This search failed, so it found nothing to summarise.", {"summary_attempts": 0, **counted}
         return f"Nothing to summarise: {nothing_found(data.get('searcher') or 'the search')}", {
-            "summary_attempts": 0}
+            "summary_attempts": 0, **counted}
     blocks = inert(source_blocks(documents, max_chars=params.doc_chars))
     first = not reasoning
 
@@ -139,24 +155,26 @@ def summarize(ctx: RunContext, node: Node, reasoning: Sequence[str], dropped: se
             # numbered per search from 1, where they would name this search's documents.
             messages = prompts.SUMMARIZE.render(query=inert(data.get("query", "")), documents=blocks, feedback=feedback,
                                                 reasoning=inert("\n\n".join(reasoning)))
-        return ctx.llm.text(messages, purpose="summarizer", node_id=node.id, max_tokens=params.summary_max_tokens,
+        return ctx.llm.text(messages, purpose="summarizer", node_id=node_id, max_tokens=params.summary_max_tokens,
                             temperature=params.temperature)
 
     cited = write_cited(write, documents, params.citation_retries)
     if cited.removed:
         ctx.graph.narrate(f"the summary still cited wrongly after {cited.attempts} tries; removed "
-                          f"{len(cited.removed)} bad markers", node_id=node.id, removed=cited.removed)
+                          f"{len(cited.removed)} bad markers", node_id=node_id, removed=cited.removed)
     if cited.uncited:
-        ctx.graph.narrate(f"the summary still cites no document after {cited.attempts} tries", node_id=node.id)
+        ctx.graph.narrate(f"the summary still cites no document after {cited.attempts} tries", node_id=node_id)
     text = cited.text or "The summarizer wrote nothing about these documents."
-    return text, {"summary_attempts": cited.attempts, "removed_markers": cited.removed, "uncited": cited.uncited}
+    return text, {"summary_attempts": cited.attempts, "removed_markers": cited.removed, "uncited": cited.uncited,
+                  **counted}
 
 
-def findings(searches: Sequence[Node], numbers: dict[int, int]) -> str:
-    """Every finished search's summary as the agent reads it, documents numbered run-wide."""
+def findings(searches: Sequence[Node], numbers: dict[int, int], summaries: Mapping[int, str]) -> str:
+    """Every finished search's summary as the agent reads it, documents numbered run-wide.
+    `summaries`: search node id -> its summary (`Chain.summaries`)."""
     parts = []
     for node in searches:
-        body = numbered(node.content or "", numbers).strip()
+        body = numbered(summaries.get(node.id, ""), numbers).strip()
         parts.append(f"Search {(node.data or {}).get('round', '?')}: {inert((node.data or {}).get('query', ''))}\n"
                      f"{inert(body) or '(nothing relevant was found)'}")
     return "\n\n".join(parts) or "(no search has finished yet)"
