@@ -111,8 +111,12 @@ for run in runs:
                 st.session_state["run_id"] = run.id
                 st.switch_page("pages/explore.py", query_params={"run": run.id})
         with top[3].popover("More"):
-            new_title = st.text_input("Name", value=run.title, key=f"title-{run.id}")
-            if st.button("Rename", key=f"rename-{run.id}"):
+            # A form, so Enter in the box renames as the button does: Enter used to change only the
+            # box, which then showed the new name over a card that kept the old one.
+            with st.form(f"rename-form-{run.id}", border=False, enter_to_submit=True):
+                new_title = st.text_input("Name", value=run.title, key=f"title-{run.id}")
+                renamed = st.form_submit_button("Rename", key=f"rename-{run.id}")
+            if renamed:
                 try:
                     repo.rename_run(run.id, new_title)
                 except ValueError as exc:
