@@ -514,6 +514,7 @@ class Runner:
             checkpoint=control.checkpoint, take_steering=take_steering, executor=self.executor,
             complete_command=complete_command, knowledge_layer=self.knowledge, embedder=self.embedder,
             rerank_endpoint=self.rerank_endpoint, default_reranker=self.default_reranker, pages=self.pages,
+            sources_only=(run.llm_info or {}).get("kind") == "local",
         )
 
     def _apply_steering(self, ctx: RunContext, method: Method) -> None:

@@ -146,6 +146,11 @@ class RunContext:
     # Fetches the page behind a web hit (public addresses only, size and time bounded), injected by
     # the runner; None: web hits keep the search engine's snippet. See engine/search/pages.py.
     pages: PageFetcher | None = None
+    # The model answers only from sources: a node none of whose searches found a passage about its
+    # question answers `relevance.not_covered` (the sources at hand do not cover this) instead of
+    # asking the model. True on the built-in 0.5B model, whose own "knowledge" wrote that greenhouse
+    # gases cause the seasons; a connected model answers from its own knowledge, marked uncited.
+    sources_only: bool = False
 
     def search(self, query: str, *, k: int, node: Node | None = None, searcher: Searcher | None = None) -> list[Hit]:
         """`searcher.search`, told to the step log: what was searched, where, how much came back
@@ -356,7 +361,11 @@ class Method(ABC):
                 # Answers without a report are not a finished run: the reader would get nothing.
                 reason = ("the model could not write the report; press Rewrite report (or Resume) to try "
                           "again; the answers of the tree are kept")
-        return RunOutcome(answered=answered, failed=len(failed), reason=reason)
+        caveat = ""
+        done = [n for n in answers if n.status == NodeStatus.DONE]
+        if done and all(n.data.get("not_covered") for n in done):
+            caveat = "the sources at hand do not cover this question; the report says what was searched"
+        return RunOutcome(answered=answered, failed=len(failed), reason=reason, caveat=caveat)
 
     @staticmethod
     def report_unwritten(graph: RunGraph) -> bool:

@@ -16,7 +16,8 @@ class DroppedHit(BaseModel):
 
     title: str
     ref: str
-    score: float
+    score: float  # the share of the query's words it held
+    similarity: float | None = None  # its cosine to the query, when the run's embedder judged it
 
 
 class AskedQuestionData(NodeData):

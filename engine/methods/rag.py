@@ -76,7 +76,7 @@ class RagMethod(Method):
                 # The answer step still runs; it will say that it has no sources.
                 retrieval = ctx.graph.fail(retrieval, exc.user_message)
             else:
-                relevant = relevant_hits(ctx.question, hits, floor=params.relevance_floor)
+                relevant = relevant_hits(ctx.question, hits, floor=params.relevance_floor, embedder=ctx.embedder)
                 ctx.note_unrelated(ctx.question, relevant, retrieval)
                 # Web results: the page's passage about the question (the answer quotes 1,500 characters).
                 kept = ctx.read_pages(ctx.question, relevant.kept, limit=params.read_pages, max_chars=1500,

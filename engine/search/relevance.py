@@ -16,17 +16,32 @@ drops about 40 % of the hits for questions the corpus does not cover. A word cou
 passage that mentions "economic effects" from one about them: what passes the floor is then left
 to the model's judgment, which every prompt that shows sources asks for (use and cite only the
 sources that bear on the question).
+
+Words are not meaning: "What causes the seasons on Earth?" kept *Avatar: The Last Airbender (season
+2)* (season, earth), and the built-in model wrote from it that greenhouse gases cause the seasons. So
+when the run has an embedder (`RunContext.embedder`: the built-in all-MiniLM-L6-v2 or an endpoint), a
+hit found by its words must also be about the query by meaning: the cosine of query and passage at
+least `SEMANTIC_FLOOR`. Chosen on the bundled data (`benchmarks/bench_semantic_floor.py`, results in
+docs/benchmarks.md). A hit the question names, or a hop from a kept hit, passes as before: a bridge
+document is evidence whatever its similarity. An embedder that fails leaves the word floor alone.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
-from engine.search.protocol import NAMED_BY_QUESTION, Hit
+from engine.safe_text import inline_text  # Markdown-inert: a query may be the model's words
+from engine.search.protocol import NAMED_BY_QUESTION, Hit, SearchError
+
+if TYPE_CHECKING:
+    from engine.search.embeddings import Embedder
 
 DEFAULT_FLOOR = 0.35
+# The least cosine similarity of query and passage (all-MiniLM-L6-v2) for a hit found by its words.
+SEMANTIC_FLOOR = 0.35
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 # Function words and question scaffolding: they say nothing about what a document is about.
@@ -62,6 +77,7 @@ class Judged:
     hit: Hit
     score: float  # 0..1, the weighted share of the query's terms the hit contains
     matched: tuple[str, ...]
+    similarity: float | None = None  # cosine of query and passage, when an embedder judged it
 
 
 @dataclass(frozen=True)
@@ -72,6 +88,7 @@ class RelevanceResult:
     def dropped_summary(self) -> list[dict]:
         """For the node's data: which hits were left out, and how little they matched."""
         return [{"title": j.hit.title[:120], "ref": j.hit.ref[:200], "score": round(j.score, 2)}
+                | ({"similarity": round(j.similarity, 2)} if j.similarity is not None else {})
                 for j in self.dropped]
 
 
@@ -97,16 +114,36 @@ def judge(query: str, hits: Sequence[Hit]) -> list[Judged]:
     return judged
 
 
-def relevant_hits(query: str, hits: Sequence[Hit], *, floor: float = DEFAULT_FLOOR) -> RelevanceResult:
-    """Keep the hits that cover at least `floor` of the query (0 keeps everything), and the hits
-    reached by a hop from what is kept: a document the question names, or one a kept document names
-    (`Hit.via`). A multi-hop question's bridge document shares few words with it (the father's page
-    for "Where was X's father buried?"), yet it is the evidence; a hop from a page that was itself
-    dropped proves nothing and stays dropped. Kept hits keep their order."""
+def semantic_scores(query: str, hits: Sequence[Hit], embedder: Embedder | None) -> list[float] | None:
+    """The cosine similarity of `query` and each hit's passage, or None without an embedder or when it
+    fails (the word floor then decides alone)."""
+    from engine.search.embeddings import EmbeddingError, cosine, hit_text
+
+    if embedder is None or not hits:
+        return None
+    try:
+        vectors = embedder.embed([query, *(hit_text(hit) for hit in hits)])
+    except (EmbeddingError, SearchError, OSError, ValueError):
+        return None
+    return [cosine(vectors[0], vector) for vector in vectors[1:]]
+
+
+def relevant_hits(query: str, hits: Sequence[Hit], *, floor: float = DEFAULT_FLOOR, embedder: Embedder | None = None,
+                  semantic_floor: float = SEMANTIC_FLOOR) -> RelevanceResult:
+    """Keep the hits that cover at least `floor` of the query (0 keeps everything) and, with an
+    `embedder`, are about it by meaning (cosine at least `semantic_floor`), and the hits reached by a
+    hop from what is kept: a document the question names, or one a kept document names (`Hit.via`).
+    A multi-hop question's bridge document shares few words with it (the father's page for "Where
+    was X's father buried?"), yet it is the evidence; a hop from a page that was itself dropped
+    proves nothing and stays dropped. Kept hits keep their order. A floor of 0 turns both off."""
     if floor <= 0 or not hits:
         return RelevanceResult(list(hits), [])
     verdicts = judge(query, hits)
     passed = [v.score >= floor or v.hit.via == NAMED_BY_QUESTION for v in verdicts]
+    similarity = semantic_scores(query, hits, embedder) if semantic_floor > 0 else None
+    if similarity is not None:
+        passed = [ok and (v.hit.via == NAMED_BY_QUESTION or sim >= semantic_floor)
+                  for ok, v, sim in zip(passed, verdicts, similarity)]
     kept_titles = {v.hit.title for v, ok in zip(verdicts, passed) if ok}
     changed = True
     while changed:  # a hop of a hop: until nothing more is reached
@@ -115,6 +152,8 @@ def relevant_hits(query: str, hits: Sequence[Hit], *, floor: float = DEFAULT_FLO
             if not passed[i] and verdict.hit.via and verdict.hit.via in kept_titles:
                 passed[i] = changed = True
                 kept_titles.add(verdict.hit.title)
+    if similarity is not None:
+        verdicts = [replace(v, similarity=round(sim, 3)) for v, sim in zip(verdicts, similarity)]
     kept = [v.hit for v, ok in zip(verdicts, passed) if ok]
     dropped = [v for v, ok in zip(verdicts, passed) if not ok]
     return RelevanceResult(kept, dropped)
@@ -137,3 +176,17 @@ def nothing_found(where: str) -> str:
 def ungrounded_note(where: str) -> str:
     """Appended to an answer that no source supports: said to the reader, not left to the model."""
     return "\n\n> " + nothing_found(where) + " This answer is the model's own and cites nothing."
+
+
+NOT_COVERED = ("The sources at hand ({where}) do not cover this: no passage found was about “{query}”. The "
+               "built-in model answers only from sources, so it does not guess. To research it, turn on web "
+               "search or upload documents on the Settings page, or connect a model there for knowledge "
+               "beyond the sources.")
+
+
+def not_covered(query: str, where: str) -> str:
+    """A node's answer when nothing it found is about its question and the model answers only from
+    sources (`RunContext.sources_only`): said plainly, with what to do, instead of an invented answer."""
+    if where == "no search":
+        return SEARCH_OFF + " The built-in model answers only from sources, so this is left unanswered."
+    return NOT_COVERED.format(where=inline_text(where), query=inline_text(" ".join(query.split())[:300]))

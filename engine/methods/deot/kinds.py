@@ -129,6 +129,9 @@ class QuestionData(NodeData):
     solving: dict[str, Any] | None = None
     dropped_as_unrelated: list[DroppedHit] = Field(default_factory=list)
     no_relevant_source: bool = False
+    # Answered "the sources at hand do not cover this" (`RunContext.sources_only`), not by the model.
+    not_covered: bool = False
+    uncovered_queries: list[str] = Field(default_factory=list)  # what it searched, in vain
 
     # The answer.
     summary: StoredSummary | None = None

@@ -52,7 +52,7 @@ from engine.methods.deot.schemas import (
     RepairedQuery,
 )
 from engine.reader_text import readable_sections
-from engine.search.relevance import ungrounded_note
+from engine.search.relevance import not_covered, ungrounded_note
 from storage.models import Node, NodeStatus
 
 
@@ -240,6 +240,12 @@ class DeotMethod(Method):
             if not any(r.status == "success" for r in results):
                 ctx.graph.fail(node, "every task of the plan failed: " + "; ".join(r.error for r in results), data=detail)
                 return
+            if detail["no_relevant_source"] and ctx.sources_only:
+                # Nothing found is about it, and the model answers only from sources: said, not invented.
+                detail["not_covered"] = True
+                detail["uncovered_queries"] = list(sources.unanswered_queries)
+                ctx.graph.finish(node, content=not_covered(query, ctx.searcher.description), data=detail)
+                return
 
             # The task outputs as stored, numbered back: the same text whether or not this solve
             # was resumed.
@@ -357,6 +363,10 @@ class DeotMethod(Method):
                 if layer_of(node) >= params.max_layers:
                     # The paper counts the user's question as layer 1: max_layers 3 is the root and two levels.
                     self._record_expansion(ctx, node, "STOP", "rule", "the maximum layer is reached", [])
+                elif node.data.get("not_covered") and node.parent_id is not None:
+                    # The sources covered nothing of it: narrower questions under it would search the
+                    # same sources in vain (the question's own aspects are still tried, under the root).
+                    self._record_expansion(ctx, node, "STOP", "rule", "the sources at hand do not cover it", [])
                 elif room <= 0:
                     # Resource utilisation: each expanding node adds at least one child, so only the
                     # best-priority nodes that can still get one are worth asking the engines about.

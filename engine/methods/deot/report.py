@@ -12,6 +12,7 @@ from engine.citations import (
     to_stored_markers,
 )
 from engine.methods.base import RunContext
+from engine.methods.coverage import uncovered_report, uncovered_section
 from engine.methods.deot import prompts
 from engine.methods.deot.kinds import QuestionData
 from engine.methods.deot.params import DeotParams
@@ -76,6 +77,17 @@ def write(ctx: RunContext, questions: list[Node], *, method: str, force: bool) -
                               data={"method": method, "signature": signature, "metrics": counts})
         return
 
+    uncovered = [n for n in answered if n.data.get("not_covered")]
+    if len(uncovered) == len(answered):
+        # Nothing was covered: said by us, with what was searched, not written by the model from nothing.
+        stored = [QuestionData.model_validate(n.data) for n in uncovered]
+        searched = [query for data in stored for query in data.uncovered_queries]
+        nearest = [hit.title for data in stored for hit in data.dropped_as_unrelated]
+        ctx.graph.save_report(uncovered_report(ctx.question, ctx.searcher.description, searched, nearest),
+                              data={"method": method, "signature": signature, "metrics": counts,
+                                    "not_covered": True})
+        return
+    answered = [n for n in answered if not n.data.get("not_covered")]
     all_sources = {s.id: s for s in ctx.graph.sources()}
     numbering: dict[int, int] = {}
     summaries = []
@@ -122,6 +134,7 @@ def write(ctx: RunContext, questions: list[Node], *, method: str, force: bool) -
     if ungrounded:
         metrics_md += (f"- Nodes with no relevant source (their findings are the model's own, uncited): "
                        f"{len(ungrounded)} of {len(answered)}\n")
+    own += uncovered_section([n.label for n in uncovered])
     ctx.graph.save_report(body, own=own + metrics_md, data={"method": method, "signature": signature,
                                                             "metrics": counts, "invalid_citations": invalid,
                                                             "attributed_citations": attributed,

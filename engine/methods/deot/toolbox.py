@@ -79,7 +79,8 @@ class NodeSources:
         backends first when its search has them (`combined.web_first`)."""
         searcher = web_first(self._ctx.searcher) if prefer_web else None
         hits = self._ctx.search(query, k=k, node=self._node, searcher=searcher)
-        relevant = relevant_hits(query, hits, floor=self._ctx.params.relevance_floor)
+        relevant = relevant_hits(query, hits, floor=self._ctx.params.relevance_floor,
+                                 embedder=self._ctx.embedder)
         self._ctx.note_unrelated(query, relevant, self._node)
         # Web results: the article's passage about the query, not its snippet (the tools quote 1,200 characters).
         kept = self._ctx.read_pages(query, relevant.kept, limit=self._ctx.params.read_pages, max_chars=1200,

@@ -56,7 +56,7 @@ def search(ctx: RunContext, node: Node, query: str) -> Observation:
         # Only the titled document's own chunks go: another collection's page of the same title stays.
         document = titled.ref.rsplit("#", 1)[0]
         hits = [h for h in hits if h.ref.rsplit("#", 1)[0] != document]
-    relevant = relevant_hits(query, hits, floor=params.relevance_floor)
+    relevant = relevant_hits(query, hits, floor=params.relevance_floor, embedder=ctx.embedder)
     ctx.note_unrelated(query, relevant, node)
     dropped = {"dropped_as_unrelated": relevant.dropped_summary()}
     found = ([titled] if titled is not None else []) + relevant.kept

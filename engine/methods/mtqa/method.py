@@ -238,7 +238,7 @@ class MtqaMethod(Method):
                 ctx.graph.fail(node, f"the search for the question's documents failed: {why}; resume the run to "
                                      "search again")
                 return
-            relevant = relevant_hits(ctx.question, hits, floor=params.relevance_floor)
+            relevant = relevant_hits(ctx.question, hits, floor=params.relevance_floor, embedder=ctx.embedder)
             ctx.note_unrelated(ctx.question, relevant, node)
             # Web results: the page's passage about the question, about one extraction chunk of it.
             kept = ctx.read_pages(ctx.question, relevant.kept, limit=params.read_pages,

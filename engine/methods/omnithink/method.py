@@ -136,7 +136,7 @@ class OmniThinkMethod(Method):
             except SearchError as exc:
                 errors.append(f"{query}: {exc}")
                 continue
-            relevant = relevant_hits(query, hits, floor=params.relevance_floor)
+            relevant = relevant_hits(query, hits, floor=params.relevance_floor, embedder=ctx.embedder)
             ctx.note_unrelated(query, relevant, node)
             dropped.extend(relevant.dropped_summary())
             # Web results: the page's passage about the query (the article writer quotes 900 characters).

@@ -95,7 +95,7 @@ def retrieve(ctx: RunContext, node: Node) -> Node:
         rerank_error = f"{exc.user_message}; {FALLBACK_SAYS}"
         reranker = builtin_reranker(ctx.embedder)
         ranked = reranker.rerank(query, hits, len(hits))
-    floored = relevant_hits(query, ranked, floor=params.relevance_floor)
+    floored = relevant_hits(query, ranked, floor=params.relevance_floor, embedder=ctx.embedder)
     kept = floored.kept[:params.rerank_top_n]
     # Told of all K (as the node's "found" counts them); stored, only the hits the floor left out
     # from among those the kept ones outranked (the node's data stays small).

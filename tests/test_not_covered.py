@@ -1,0 +1,95 @@
+"""A question the sources at hand do not cover, on a model that answers only from sources (the
+built-in one): the node says so instead of asking the model, the report says what was searched and
+what to do, and the run is `done` with that caveat (issue 43). A hit that shares the question's
+words but not its meaning is left out by the semantic floor (engine/search/relevance.py)."""
+
+from __future__ import annotations
+
+from engine.search.protocol import Hit
+from engine.search.relevance import SEMANTIC_FLOOR, relevant_hits, semantic_scores
+from storage.models import NodeStatus, RunStatus
+from tests.deot_scripts import PLANNER, SUMMARY, plan, task
+
+UNCOVERED = "Which quantum error correction codes suit superconducting qubit arrays?"
+ONE_NODE = {"max_layers": 1, "max_nodes": 1, "event_extractor": False, "history_analyzer": False,
+            "direct_reasoning": False}
+
+
+def _hit(title: str, text: str) -> Hit:
+    return Hit(title=title, ref=f"t/{title}#0", snippet=text[:80], text=text, kind="corpus")
+
+
+def _run_on_the_built_in_model(services, fake_llm, question: str, params: dict) -> str:
+    """A run stored as the built-in model's (what decides `sources_only`), its calls answered by the
+    scripted fake: the policy is the run's, the answers stay deterministic."""
+    services.runner.llm_for = lambda run: fake_llm
+    run = services.runner.create_run(question=question, method="deot", params=params,
+                                     llm_info={"kind": "local", "model": "built-in", "description": "built-in"},
+                                     search_mode="local")
+    services.runner.start(run.id)
+    final = services.runner.wait(run.id, timeout=60)
+    assert final.status not in (RunStatus.RUNNING, RunStatus.QUEUED)
+    return run.id
+
+
+def test_a_deot_node_the_sources_do_not_cover_says_so_and_the_run_is_done(services, fake_llm):
+    fake_llm.when(PLANNER, plan(task("task1", "info_search", "quantum error correction codes for superconducting qubits")))
+    run_id = _run_on_the_built_in_model(services, fake_llm, UNCOVERED, ONE_NODE)
+    run = services.repo.get_run(run_id)
+    assert run.status == RunStatus.DONE, run.error
+    assert "do not cover this question" in run.warning
+    root = services.repo.list_nodes(run_id, kind="question")[0]
+    assert root.status == NodeStatus.DONE and root.data["not_covered"]
+    assert "do not cover this" in root.content and "connect a model" in root.content
+    assert root.data["uncovered_queries"] == ["quantum error correction codes for superconducting qubits"]
+    assert fake_llm.calls_for(SUMMARY) == []  # the model was not asked to answer from nothing
+    report = services.repo.latest_report(run_id).markdown
+    assert report.startswith("## The sources at hand do not cover this question")
+    assert "- quantum error correction codes for superconducting qubits" in report
+    assert "The nearest passages found, left out as unrelated" in report
+    assert "[[S" not in report and services.repo.list_sources(run_id) == []
+
+
+def test_a_connected_model_still_answers_uncited_from_its_own_knowledge(services, fake_llm):
+    # The same question on a model that is not the built-in one: its own answer, marked uncited.
+    from tests.fixtures_engine import run_to_end
+
+    fake_llm.when(PLANNER, plan(task("task1", "info_search", "quantum error correction codes for superconducting qubits")))
+    run_id = run_to_end(services, UNCOVERED, "deot", ONE_NODE)
+    root = services.repo.list_nodes(run_id, kind="question")[0]
+    assert not root.data.get("not_covered") and fake_llm.calls_for(SUMMARY)
+    assert "This answer is the model's own and cites nothing" in root.content
+
+
+def test_a_hit_that_shares_the_words_but_not_the_meaning_is_left_out(embedding_model_dir):
+    from engine.search.builtin_embedder import builtin_embedder
+
+    embedder = builtin_embedder(embedding_model_dir.parent)
+    question = "What causes the seasons on Earth?"
+    avatar = _hit("Avatar: The Last Airbender (season 2)",
+                  "The second season of Avatar: The Last Airbender, an American animated television series, "
+                  "aired on Nickelodeon; Earth is the book's title, as Aang seeks an earthbending teacher.")
+    tilt = _hit("Season", "A season is a division of the year marked by changes in weather. On Earth, seasons are "
+                          "the result of the Earth's axial tilt relative to its orbital plane around the Sun.")
+    words_only = relevant_hits(question, [avatar, tilt])
+    assert avatar in words_only.kept  # the word floor alone keeps it: "season", "earth"
+    scores = semantic_scores(question, [avatar, tilt], embedder)
+    assert scores[0] < SEMANTIC_FLOOR <= scores[1], scores
+    judged = relevant_hits(question, [avatar, tilt], embedder=embedder)
+    assert judged.kept == [tilt]
+    assert judged.dropped_summary()[0]["title"] == avatar.title and "similarity" in judged.dropped_summary()[0]
+
+
+def test_without_an_embedder_or_with_a_failing_one_the_word_floor_decides():
+    from engine.search.embeddings import EmbeddingError
+
+    class Failing:
+        description = "failing"
+
+        def embed(self, texts):
+            raise EmbeddingError("the embeddings endpoint is down")
+
+    hits = [_hit("Season", "On Earth, seasons are the result of the axial tilt.")]
+    question = "What causes the seasons on Earth?"
+    assert relevant_hits(question, hits, embedder=Failing()).kept == hits
+    assert semantic_scores(question, hits, None) is None
