@@ -8,6 +8,8 @@ What differs from a remote endpoint is handled here and only here:
   where they would spend their timeout waiting;
 - a small model may ramble until the context is full, so every call gets an output cap, and it
   strays at high temperatures, so calls that set none run at a low one;
+- its speed depends on what else the machine runs, so each call's cap and timeout follow the
+  speed measured on the calls before it (`decode_speed.py`);
 - it loops easily, so JSON cut off by the token limit is closed and repeated sentences are
   removed (`small_models.py`);
 - when the server process dies (a native crash, an OOM kill), the call that hit it starts the
@@ -19,8 +21,10 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
+import time
 
 from engine.config import LLMSettings, LocalModelSettings
+from engine.llm.decode_speed import DecodeSpeed
 from engine.llm.limits import ConcurrencyLimiter
 from engine.llm.local_model import LocalModelError, describe
 from engine.llm.local_server import LocalModelServer
@@ -48,6 +52,9 @@ class LocalModelLLM:
             "max_retries": 1, "timeout_s": max(base.timeout_s, 600.0),
         })
         self._limiter = ConcurrencyLimiter(1)
+        self._turn = threading.Lock()
+        # Tokens per second written by the model on this machine, measured on every call.
+        self.speed = DecodeSpeed()
         self._lock = threading.Lock()
         self._adapter = None
         self._adapter_url: str | None = None
@@ -79,7 +86,16 @@ class LocalModelLLM:
                 request, max_tokens=DEFAULT_STRUCTURED_MAX_TOKENS if structured_call else DEFAULT_MAX_TOKENS)
         if request.temperature is None:
             request = dataclasses.replace(request, temperature=DEFAULT_TEMPERATURE)
-        response = self._chat(request)
+        with self._turn:  # one call at a time (the server's one slot), timed without the wait for it
+            # The cap and timeout this machine's measured speed allows (engine/llm/decode_speed.py).
+            asked = request.max_tokens
+            limits = self.speed.limits(asked)
+            request = dataclasses.replace(request, max_tokens=limits.max_tokens, timeout_s=limits.timeout_s)
+            started = time.monotonic()
+            response = self._chat(request)
+            self.speed.record(response.usage.completion_tokens, time.monotonic() - started)
+        if limits.max_tokens != asked:
+            response = dataclasses.replace(response, output_cap=limits.max_tokens)
         structured = request.response_format is not ResponseFormat.TEXT
         text = collapse_repeats_in_json(response.text) if structured else collapse_repeats(response.text)
         return dataclasses.replace(response, text=text) if text != response.text else response

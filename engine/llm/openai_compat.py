@@ -200,6 +200,8 @@ class OpenAICompatibleLLM:
             # know max_tokens.
             key = "max_completion_tokens" if self._settings.is_default_openai else "max_tokens"
             kwargs[key] = request.max_tokens
+        if request.timeout_s is not None:
+            kwargs["timeout"] = request.timeout_s
         if request.top_logprobs > 0:
             kwargs["logprobs"] = True
             kwargs["top_logprobs"] = request.top_logprobs
@@ -225,6 +227,9 @@ class OpenAICompatibleLLM:
         self, kwargs: dict[str, Any], *, give_up_on_format_rejection: bool
     ) -> _Outcome:
         carries_format = "response_format" in kwargs
+        # A call's own timeout (`ChatRequest.timeout_s`, the built-in model's) or the endpoint's.
+        kwargs = {**kwargs, "timeout": kwargs.get("timeout") or self._settings.timeout_s}
+        timeout_s = kwargs["timeout"]
         attempt = 0
         slept_out_429 = False
         while True:
@@ -234,9 +239,7 @@ class OpenAICompatibleLLM:
                 # A call that has just slept out its own 429 goes on; the others wait for the quiet.
                 self._limiter.acquire(wait_cool=not slept_out_429)
                 try:
-                    completion = self._client.chat.completions.create(
-                        **kwargs, timeout=self._settings.timeout_s
-                    )
+                    completion = self._client.chat.completions.create(**kwargs)
                 finally:
                     self._limiter.release()
                 return _Outcome(completion, time.monotonic() - started, attempt)
@@ -260,7 +263,7 @@ class OpenAICompatibleLLM:
                     slept_out_429 = True
             except openai.APITimeoutError:
                 if attempt > self._settings.max_retries:
-                    raise self._timeout_error(self._settings.timeout_s, attempt) from None
+                    raise self._timeout_error(timeout_s, attempt) from None
                 delay = self._retry_delay({}, attempt)
             except openai.APIConnectionError as exc:
                 if attempt > self._settings.max_retries or _is_bad_url(exc):

@@ -59,6 +59,9 @@ class ChatRequest:
     # token (OpenAI's `logprobs` + `top_logprobs`); a server that does not return them answers
     # without, and `ChatResponse.logprobs` is None.
     top_logprobs: int = 0
+    # Seconds this call may take; None: the endpoint's configured timeout. The built-in model sets it
+    # from its measured speed (`engine/llm/decode_speed.py`): a slow machine is not a failed call.
+    timeout_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -94,6 +97,9 @@ class ChatResponse:
     logprobs: tuple[TokenLogprob, ...] | None = None
     # The answer stopped at the output-token limit (finish_reason "length"), not where the model ended it.
     cut_off: bool = False
+    # The output cap the call ran under, when the LLM chose a lower one than asked (the built-in
+    # model on a slow machine: `decode_speed.py`); None: the request's own.
+    output_cap: int | None = None
 
 
 @runtime_checkable

@@ -263,7 +263,8 @@ def ask_structured(
                 if not compact and (cut_offs >= 2 or attempt + 1 == attempts):
                     # Cut twice (or once, with one attempt left): the compact form, whose schema
                     # leaves out the optional fields and limits lists and text so the answer fits.
-                    schema = compact_schema(schema, max_tokens)
+                    # Fitted to the cap the call really ran under (lower on a slow machine).
+                    schema = compact_schema(schema, response.output_cap or max_tokens)
                     convo[format_at] = Message("user", format_instruction(output_type, schema))
                     compact = True
                 continue
