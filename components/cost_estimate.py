@@ -23,7 +23,7 @@ def cost_estimate(method: type[Method], raw: Mapping[str, Any], *, model: str, p
     try:
         params = build_params(method.Params, raw, method=method.name)
     except ParamError:
-        st.caption("No cost estimate: a parameter value is not valid (Start says which).")
+        st.caption("No cost estimate: a parameter value is not valid (said under its field).")
         return
     estimate = method.estimate(params)
     if estimate is None:

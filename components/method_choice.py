@@ -65,7 +65,7 @@ def _benchmark_estimate(services: Services, values: dict[str, dict[str, Any]], *
         params = {m: build_params(services.methods[m].Params, raw, method=m) for m, raw in values.items()}
         estimate = benchmark_estimate(services.methods, params, items)
     except ParamError:
-        st.caption("No cost estimate: a parameter value is not valid (Start says which).")
+        st.caption("No cost estimate: a parameter value is not valid (said under its field).")
         return
     except NoEstimate as exc:
         st.caption(inline_text(f"No cost estimate: {exc}."))

@@ -1,14 +1,16 @@
 """Forms generated from pydantic models: a method's `Params` (the Explore page's parameter form) and a
 steering command's payload (the node panel's and the run panels' command forms). One widget per
 field, the field's default, its description and allowed range as help; validation stays with the
-model (`build_params`, `CommandSpec.parse`), which refuses a bad value with the reason."""
+model: a method's parameters are checked as they are entered, each problem said under its field
+(`errors_by_field`), and again at Start (`build_params`); a command's payload when it is sent
+(`CommandSpec.parse`)."""
 
 from __future__ import annotations
 
 import re
 import types
 import typing
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import streamlit as st
@@ -16,8 +18,13 @@ from annotated_types import MaxLen
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from engine.methods.params import allowed_range
+from engine.methods.base import MethodParams
+from engine.methods.params import allowed_range, errors_by_field
 from engine.reader_text import as_sentence
+
+
+# A form's check: the raw values -> pydantic's errors by the field each is about (None: no field).
+Checker = Callable[[dict[str, Any]], Mapping[str | None, Sequence[Mapping[str, Any]]]]
 
 
 def _with_range(help_text: str | None, info: FieldInfo) -> str | None:
@@ -127,10 +134,13 @@ def field_widget(name: str, info: FieldInfo, *, key: str, default: Any) -> Any:
 
 
 def model_form(model: type[BaseModel], *, key: str, defaults: dict[str, Any] | None = None,
-               fields: Iterable[str] | None = None) -> dict[str, Any]:
+               fields: Iterable[str] | None = None, check: Checker | None = None) -> dict[str, Any]:
     """Widgets for the model's fields (or only `fields`), keyed `<key>.<field>`, starting at
-    `defaults` or the model's defaults (a required field starts empty); the raw values."""
+    `defaults` or the model's defaults (a required field starts empty); the raw values. `check`
+    (values -> errors by field, `errors_by_field`) says each problem under its field, in the form's
+    words, as soon as the value is in: the model refused it only at Start before, naming no field."""
     values: dict[str, Any] = {}
+    slots: dict[str | None, Any] = {}
     defaults = defaults or {}
     wanted = None if fields is None else set(fields)
     for name, info in model.model_fields.items():
@@ -138,10 +148,20 @@ def model_form(model: type[BaseModel], *, key: str, defaults: dict[str, Any] | N
             continue
         default = defaults.get(name, None if info.is_required() else info.get_default(call_default_factory=True))
         values[name] = field_widget(name, info, key=f"{key}.{name}", default=default)
+        if check is not None:
+            slots[name] = st.empty()  # filled once every value is known: a check may span fields
+    if check is not None:
+        slots[None] = st.empty()  # a problem that names no field: under the form
+        for name, errors in check(values).items():
+            slot = slots.get(name, slots[None])
+            slot.error(readable_problems(model.model_fields, errors)
+                       or as_sentence("; ".join(str(e.get("msg", "")) for e in errors)), icon=":material/error:")
     return values
 
 
-def params_form(params_type: type[BaseModel], *, key: str, defaults: dict[str, Any] | None = None) -> dict[str, Any]:
+def params_form(params_type: type[MethodParams], *, key: str, defaults: dict[str, Any] | None = None) -> dict[str, Any]:
     """Widgets for every field of a method's Params, starting at `defaults` (a profile's) or the
-    paper's defaults; returns the raw values (validate with the Params model)."""
-    return model_form(params_type, key=key, defaults=defaults)
+    paper's defaults, each checked as it is entered (its problem said under it); returns the raw
+    values (Start validates them again with the Params model)."""
+    return model_form(params_type, key=key, defaults=defaults,
+                      check=lambda values: errors_by_field(params_type, values))

@@ -88,6 +88,14 @@ def node_list(at: AppTest):
     return found
 
 
+def in_order(block) -> list:
+    """Every element of an AppTest block, depth first: in the order the page shows them."""
+    found = []
+    for child in getattr(block, "children", {}).values():
+        found.extend(in_order(child) if getattr(child, "children", None) else [child])
+    return found
+
+
 def joined(elements) -> str:
     return "\n".join(texts(elements))
 
@@ -232,7 +240,10 @@ def test_explore_bad_parameter_value_is_refused(services):
         at.checkbox(key=f"params-deot.{tool}").uncheck()
     at.button(key="start").click().run()
     assert_no_exception(at)
-    errors = joined(at.error)
+    # Said under the last tool's box as soon as it was unticked, and again by Start.
+    (under,) = _said_under_field(at, "params-deot.direct_reasoning")
+    (errors,) = [e for e in texts(at.error) if e.startswith("Could not start")]
+    assert errors == f"Could not start: {under}", (errors, under)
     # In the form's words: no code names, no pydantic prefix; a sentence.
     assert errors.startswith("Could not start: Switch on at least one tool") and errors.endswith("."), errors
     assert "Value error" not in errors and "deot" not in errors
@@ -956,9 +967,61 @@ def test_an_out_of_range_parameter_blocks_start_with_the_reason(services):
     at.number_input(key="params-deot.max_nodes").set_value(-5)
     at.button(key="start").click().run()
     assert_no_exception(at)
-    errors = joined(at.error)
-    assert errors == "Could not start: Max nodes is -5; allowed: 1 to 200.", errors
+    # The field says it under itself, and Start names it (the Parameters may be folded).
+    assert _said_under_field(at, "params-deot.max_nodes") == ["Max nodes is -5; allowed: 1 to 200."]
+    assert texts(at.error) == ["Max nodes is -5; allowed: 1 to 200.",
+                               "Could not start: Max nodes is -5; allowed: 1 to 200."], texts(at.error)
     assert services.repo.list_runs() == []
+
+
+def _said_under_field(at: AppTest, key: str) -> list[str]:
+    """The errors drawn right under the widget keyed `key` (before the next widget)."""
+    elements = in_order(at.main)
+    start = next(i for i, e in enumerate(elements) if getattr(e, "key", None) == key)
+    said = []
+    for element in elements[start + 1:]:
+        if element.type == "error":
+            said.append(str(element.value))
+        elif element.type != "empty":
+            break
+    return said
+
+
+def test_a_parameter_is_checked_under_its_field_as_soon_as_it_is_entered(services):
+    """Issue 43: parameters were checked only at Start, with no field marked."""
+    at = open_page()
+    assert not at.error  # the defaults are valid: nothing said
+    at.number_input(key="params-deot.max_nodes").set_value(-5).run()
+    assert_no_exception(at)
+    assert _said_under_field(at, "params-deot.max_nodes") == ["Max nodes is -5; allowed: 1 to 200."]
+    assert _said_under_field(at, "params-deot.max_layers") == []
+    # A check across fields (once each field is valid) is said under the last field it names, the
+    # fields named as on the form.
+    at.number_input(key="params-deot.max_nodes").set_value(5)
+    for tool in ("news_search", "info_search", "event_extractor", "history_analyzer", "direct_reasoning"):
+        at.checkbox(key=f"params-deot.{tool}").uncheck()
+    at.run()
+    assert _said_under_field(at, "params-deot.max_nodes") == []
+    (said,) = _said_under_field(at, "params-deot.direct_reasoning")
+    assert said.startswith("Switch on at least one tool") and "News search" in said, said
+    # Fixed, the form says nothing any more.
+    at.checkbox(key="params-deot.info_search").check()
+    at.run()
+    assert not at.error, texts(at.error)
+
+
+def test_errors_by_field_puts_each_problem_under_the_field_it_is_about():
+    from engine.methods.params import errors_by_field
+
+    mtqa = METHODS["mtqa"].Params
+    assert errors_by_field(mtqa, {}) == {}
+    by_field = errors_by_field(mtqa, {"rows": 0, "scope": "collection", "collection": ""})
+    assert [e["type"] for e in by_field["rows"]] == ["greater_than_equal"]
+    assert set(by_field) == {"rows"}  # the check across fields runs once every field is valid
+    by_field = errors_by_field(mtqa, {"scope": "collection", "collection": " "})
+    assert set(by_field) == {"collection"}  # named last of "scope" and "collection"
+    by_field = errors_by_field(mtqa, {"no_source_text": True, "no_triples": True})
+    assert set(by_field) == {"no_triples"}
 
 
 def test_the_report_page_says_when_the_run_it_is_asked_for_does_not_exist(services):

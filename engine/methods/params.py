@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -84,6 +85,31 @@ def build_params(params_type: type[MethodParams], values: Mapping[str, Any], *, 
         problems = [_problem(err, known) for err in exc.errors()]
         raise ParamError(f"bad parameter value for method '{method}': " + "; ".join(problems),
                          errors=exc.errors()) from exc
+
+
+def errors_by_field(params_type: type[MethodParams], values: Mapping[str, Any]) -> dict[str | None, list[dict]]:
+    """Pydantic's errors for these values, by the field each is about, so a form can say each under
+    its own field as soon as it is entered: a field's own error under its name; a check across
+    fields (a model validator: no `loc`) under the last field its message names, in the model's
+    order, where the reader has seen every field it is about; under None when it names none.
+    Empty when the values are valid."""
+    try:
+        params_type.model_validate(dict(values))
+    except ValidationError as exc:
+        errors = exc.errors()
+    else:
+        return {}
+    fields = list(params_type.model_fields)
+    by_field: dict[str | None, list[dict]] = {}
+    for error in errors:
+        loc = error.get("loc") or ()
+        if loc:
+            name = str(loc[0]) if str(loc[0]) in params_type.model_fields else None
+        else:
+            named = [f for f in fields if re.search(rf"\b{re.escape(f)}\b", str(error.get("msg", "")))]
+            name = named[-1] if named else None
+        by_field.setdefault(name, []).append(dict(error))
+    return by_field
 
 
 PROFILES = ("quick", "paper")
