@@ -1,8 +1,9 @@
 """Steering commands as the method declares them (`CommandSpec`): a button with the command's label
 and help, a payload form generated from the payload model's fields, validation with
 `CommandSpec.parse` before anything is sent, and the runner's refusal (checked again before it is
-queued) shown as an error. Used by the node panel (node commands) and the run panels (run-level
-commands and notices)."""
+queued) shown as an error, and what became of the command (`Outcomes`: queued, applied, refused)
+drawn under the button that sent it. Used by the node panel (node commands) and the run panels
+(run-level commands and notices)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import streamlit as st
 from annotated_types import MinLen
 from pydantic.fields import FieldInfo
 
+from components.command_outcome import Outcomes
 from components.params_form import field_label, model_form, readable_problems
 from engine.methods.base import UnsupportedCommand
 from engine.methods.contract import CommandRejected, CommandSpec
@@ -112,20 +114,26 @@ def _button(spec: CommandSpec, *, key: str, label: str | None = None, waiting: s
 
 
 def command_control(services: Services, run: Run, spec: CommandSpec, *, key: str, node: Node | None = None,
-                    label: str | None = None, waiting: str | None = None) -> None:
-    """The command's payload form (when it has fields) and its button, keyed `<key>-<command>`."""
+                    label: str | None = None, waiting: str | None = None,
+                    outcomes: Outcomes | None = None) -> None:
+    """The command's payload form (when it has fields) and its button, keyed `<key>-<command>`;
+    under it, a refusal of the last click and what became of the command (`outcomes`)."""
     base = f"{key}-{spec.name}"
     values = payload_form(spec, key=base)
     if _button(spec, key=key, label=label, waiting=waiting):
         send(services, run, spec, values, node, form_key=base)
     _refusal(base)
+    if outcomes is not None:
+        outcomes.draw({spec.name})
 
 
 def command_controls(services: Services, run: Run, specs: list[CommandSpec], *, key: str,
-                     node: Node | None = None, waiting: dict[str, str] | None = None) -> None:
+                     node: Node | None = None, outcomes: Outcomes | None = None) -> None:
     """Buttons for the commands without fields side by side, then each command with fields under its
-    form. `waiting`: command name -> "queued"/"applying" for the commands on their way."""
-    waiting = waiting or {}
+    form. `outcomes`: the place's commands, each said under its own button (those with no button
+    here after the controls); a command on its way disables a button without fields."""
+    outcomes = outcomes or Outcomes(None)
+    waiting = outcomes.waiting()
     plain = [spec for spec in specs if not spec.form_fields()]
     with_fields = [spec for spec in specs if spec.form_fields()]
     if plain:
@@ -141,6 +149,7 @@ def command_controls(services: Services, run: Run, specs: list[CommandSpec], *, 
             send(services, run, pressed, {}, node, form_key=f"{key}-{pressed.name}")
         for spec in plain:
             _refusal(f"{key}-{spec.name}")
+        outcomes.draw({spec.name for spec in plain})  # right under the row its button is in
     # Commands that take the same payload share one form (MTQA's pin and drop both ask for a unit's
     # number): the same field twice over read as two different questions.
     sharing: dict[type, list[CommandSpec]] = {}
@@ -149,14 +158,17 @@ def command_controls(services: Services, run: Run, specs: list[CommandSpec], *, 
     for group in sharing.values():
         with st.container(border=True):
             if len(group) == 1:
-                command_control(services, run, group[0], key=key, node=node)
+                command_control(services, run, group[0], key=key, node=node, outcomes=outcomes)
             else:
-                shared_form(services, run, group, key=key, node=node)
+                shared_form(services, run, group, key=key, node=node, outcomes=outcomes)
+    outcomes.draw_others({spec.name for spec in specs})
 
 
-def shared_form(services: Services, run: Run, specs: list[CommandSpec], *, key: str, node: Node | None = None) -> None:
+def shared_form(services: Services, run: Run, specs: list[CommandSpec], *, key: str, node: Node | None = None,
+                outcomes: Outcomes | None = None) -> None:
     """One payload form for commands that take the same payload, then a button per command, keyed
-    `<key>-<command>` as `command_control` keys them; a refusal under the row."""
+    `<key>-<command>` as `command_control` keys them; a refusal and the commands' outcomes under
+    the row."""
     base = f"{key}-" + "+".join(spec.name for spec in specs)
     values = payload_form(specs[0], key=base)
     pressed = None
@@ -167,3 +179,5 @@ def shared_form(services: Services, run: Run, specs: list[CommandSpec], *, key: 
     if pressed is not None:
         send(services, run, pressed, values, node, form_key=base)
     _refusal(base)
+    if outcomes is not None:
+        outcomes.draw({spec.name for spec in specs})

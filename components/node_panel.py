@@ -1,8 +1,8 @@
 """The node panel: a node's label, the caption its kind's data model gives, then steering (what the
-node is doing now, the commands on their way to it, and the commands its method declares for it,
-`MethodContract.commands_for`, each with its payload form), then its answer (rendered safely) with
-the cited sources, its usage, status or error. Steering comes before the node's long text, so the
-buttons and what they did stay in view."""
+node is doing now, and the commands its method declares for it, `MethodContract.commands_for`, each
+with its payload form and, under its button, what became of it: queued, applied or refused), then
+its answer (rendered safely) with the cited sources, its usage, status or error. Steering comes
+before the node's long text, so the buttons and what they did stay in view."""
 
 from __future__ import annotations
 
@@ -11,12 +11,13 @@ from pydantic import ValidationError
 
 from collections.abc import Sequence
 
+from components.command_outcome import Outcomes
 from components.commands import command_controls
 from components.knowledge_browser import knowledge_browser
 from components.live_run import RunReads, node_sources
 from components.node_text import node_answer, node_error
 from components.safe_markdown import render_source, sanitize
-from components.step_log import OPEN_COMMAND, command_label, command_node, command_state, current_steps
+from components.step_log import command_label, command_node, current_steps
 from engine.citations import number_citations
 from engine.methods.contract import REGENERATE_REPORT, Layout, MethodContract, NodeData, NodeDataError
 from engine.node_numbers import node_numbers
@@ -47,12 +48,6 @@ def node_caption(contract: MethodContract | None, node: Node) -> str:
     return data.caption() if data is not None else ""
 
 
-# How many of a node's finished commands the panel still shows (the step log has them all): the
-# latest only, so an older refusal does not stand beside a later command that was applied.
-FINISHED_SHOWN = 1
-_WAITING = {CommandStatus.QUEUED: "queued", CommandStatus.TAKEN: "applying"}
-
-
 def when_it_applies(contract: MethodContract | None, command: Command, node: Node, number: int,
                     step: str | None) -> str:
     """What a queued command waits for, said plainly ("#3 is summarising …; the prune applies
@@ -66,36 +61,26 @@ def when_it_applies(contract: MethodContract | None, command: Command, node: Nod
     return f"The {label} applies at the run's next step."
 
 
-def command_states(contract: MethodContract | None, node: Node, commands: Sequence[Command], number: int,
-                   step: str | None) -> None:
-    """The node's commands on their way (queued, applying), then the latest finished one
-    (applied, or refused with the reason)."""
-    mine = [c for c in commands if command_node(c) == node.id]
-    waiting = [c for c in mine if c.status in OPEN_COMMAND]
-    finished = [c for c in mine if c.status not in OPEN_COMMAND][-FINISHED_SHOWN:]
-    for command in reversed(waiting):
-        st.info(inline_text(f"{command_state(contract, command)}. "
-                            f"{when_it_applies(contract, command, node, number, step)}"), icon=":material/schedule:")
-    for command in reversed(finished):
-        text = inline_text(command_state(contract, command))
-        if command.status == CommandStatus.DONE:
-            st.success(text, icon=":material/check:")
-        else:
-            st.warning(text, icon=":material/block:")
+def node_outcomes(contract: MethodContract | None, node: Node, commands: Sequence[Command], number: int,
+                  step: str | None) -> Outcomes:
+    """The node's commands on their way (queued, applying) and the latest finished one (applied, or
+    refused with the reason), each to be said under its button."""
+    return Outcomes.of(contract, [c for c in commands if command_node(c) == node.id],
+                       explain=lambda command: when_it_applies(contract, command, node, number, step))
 
 
 def steering_actions(services: Services, run: Run, node: Node, contract: MethodContract | None,
-                     commands: Sequence[Command] = ()) -> None:
-    waiting = {c.kind: _WAITING[c.status] for c in commands
-               if command_node(c) == node.id and c.status in OPEN_COMMAND}
+                     outcomes: Outcomes) -> None:
+    """The node's commands, each with what became of it under its button."""
     if node.status == NodeStatus.PRUNED:
         st.caption(PRUNED)
         specs = contract.commands_for(node) if contract is not None else []
-        if specs:  # the method can undo it (Restore)
-            command_controls(services, run, specs, key=f"steer-{run.id}-{node.id}", node=node, waiting=waiting)
+        # The method may undo it (Restore); the Prune that did it is said where its button was.
+        command_controls(services, run, specs, key=f"steer-{run.id}-{node.id}", node=node, outcomes=outcomes)
         return
     if contract is None:
         st.caption(f"This app does not serve the method '{sanitize(run.method)}', so the run cannot be steered here.")
+        outcomes.draw_others(())  # what was sent to it before, said in the stored words
         return
     if not contract.steers_nodes:
         # Rewriting the report is not steering: a method that offers only that has none.
@@ -105,8 +90,7 @@ def steering_actions(services: Services, run: Run, node: Node, contract: MethodC
     specs = contract.commands_for(node)
     if not specs:
         st.caption(NOTHING_APPLIES)
-        return
-    command_controls(services, run, specs, key=f"steer-{run.id}-{node.id}", node=node, waiting=waiting)
+    command_controls(services, run, specs, key=f"steer-{run.id}-{node.id}", node=node, outcomes=outcomes)
 
 
 def node_panel(services: Services, run: Run, node: Node, contract: MethodContract | None = None,
@@ -125,12 +109,11 @@ def node_panel(services: Services, run: Run, node: Node, contract: MethodContrac
         # One line by contract (`NodeData.caption`), often quoting model or page text (an action's
         # argument, a query, a short answer): plain text, never a link, list or heading.
         st.caption(inline_text(caption))
-    # Steering first: what the node is doing, the commands on their way, the buttons.
+    # Steering first: what the node is doing, the buttons, each with what became of its commands.
     step = current_steps(events).get(node.id) if node.status == NodeStatus.RUNNING else None
     if step:
         st.caption(inline_text(f"Now: {step}"))
-    command_states(contract, node, commands, number, step)
-    steering_actions(services, run, node, contract, commands)
+    steering_actions(services, run, node, contract, node_outcomes(contract, node, commands, number, step))
     if node.status == NodeStatus.FAILED and node.error:
         node_error(node.error)
     sources, all_sources = node_sources(services, reads, node)

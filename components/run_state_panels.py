@@ -11,15 +11,16 @@ from collections.abc import Sequence
 import streamlit as st
 from pydantic import ValidationError
 
-from components.commands import command_controls, send
+from components.command_outcome import Outcomes
+from components.commands import command_control, command_controls
 from components.live_run import RunReads
 from components.safe_markdown import render, sanitize
-from components.step_log import OPEN_COMMAND, command_state
+from components.step_log import run_commands as stored_commands
 from engine.graph import RunGraph
 from engine.safe_text import inline_text
 from engine.methods.contract import CommandSpec, MethodContract, Notice, RunStateModel
 from engine.services import Services
-from storage.models import Command, CommandStatus, Run
+from storage.models import Command, Run
 
 
 def _state_versions(services: Services, run: Run, contract: MethodContract, name: str) -> list[RunStateModel]:
@@ -73,6 +74,9 @@ def notice_list(services: Services, run: Run, contract: MethodContract, reads: R
 def notices(services: Services, run: Run, contract: MethodContract, reads: RunReads | None = None) -> set[str]:
     """The method's notices, each with a button for its command; the names of the commands offered."""
     offered = set()
+    # A command a notice sent is on its way: its button says so (disabled), and a refusal is said
+    # under it; the run tab says what became of it.
+    waiting = Outcomes.of(contract, stored_commands(services, reads)).waiting() if reads is not None else {}
     for notice in notice_list(services, run, contract, reads):
         spec = contract.commands.get(notice.command) if notice.command else None
         if spec is None:
@@ -80,40 +84,26 @@ def notices(services: Services, run: Run, contract: MethodContract, reads: RunRe
             continue
         # The notice, then its button under it: the column is as narrow as the node panel.
         st.info(sanitize(notice.text), icon=":material/update:")
-        if st.button(spec.label, key=f"notice-{run.id}-{spec.name}", help=spec.help):
-            send(services, run, spec, {})
+        command_control(services, run, spec, key=f"notice-{run.id}", waiting=waiting.get(spec.name))
         offered.add(spec.name)
     return offered
-
-
-def run_command_states(contract: MethodContract, commands: Sequence[Command]) -> None:
-    """The run-level commands on their way, then the latest one finished (applied, or refused with
-    the reason): a refusal is said where the command was given, not only in the step log."""
-    offered = {spec.name for spec in contract.run_commands}
-    mine = [c for c in commands if c.kind in offered]
-    for command in reversed([c for c in mine if c.status in OPEN_COMMAND]):
-        st.info(inline_text(command_state(contract, command)), icon=":material/schedule:")
-    finished = [c for c in mine if c.status not in OPEN_COMMAND]
-    if finished:
-        text = inline_text(command_state(contract, finished[-1]))
-        if finished[-1].status == CommandStatus.DONE:
-            st.success(text, icon=":material/check:")
-        else:
-            st.warning(text, icon=":material/block:")
 
 
 def run_commands(services: Services, run: Run, contract: MethodContract, commands: Sequence[Command] = (),
                  *, offered_above: set[str] = frozenset()) -> None:
     """The run-level commands (e.g. rewrite the outline) as buttons, with their forms when they take
-    a payload, under what became of the latest ones. A command a notice above offers already gets no
-    second button (two "Rewrite article" buttons on one page read as two different things)."""
+    a payload, each with what became of its latest commands under its button: a refusal is said
+    where the command was given, not only in the step log. A command a notice above offers already
+    gets no second button (two "Rewrite article" buttons on one page read as two different things):
+    its outcome is said after the buttons."""
     specs = contract.run_commands
     if not specs:
         return
-    run_command_states(contract, commands)
+    offered = {spec.name for spec in specs}
+    outcomes = Outcomes.of(contract, [c for c in commands if c.kind in offered])
     # As the node panel lays out its own: buttons in a row that wraps, then each form in its frame.
     command_controls(services, run, [spec for spec in specs if spec.name not in offered_above],
-                     key=f"run-cmd-{run.id}")
+                     key=f"run-cmd-{run.id}", outcomes=outcomes)
 
 
 def has_side_tab(contract: MethodContract) -> bool:

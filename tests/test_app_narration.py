@@ -19,6 +19,7 @@ from tests.test_app_pages import (  # the page helpers and fixtures of the app t
     _steer_target,
     assert_no_exception,
     finished_deot,
+    in_order,
     services,  # noqa: F401  (fixture)
     texts,
     wait_until_idle,
@@ -177,3 +178,49 @@ def test_a_commands_state_says_what_was_given_with_it_but_its_map_badge_does_not
     sub = Command(id=3, run_id="r", kind="add_subtopic", status=CommandStatus.DONE,
                   payload={"node_id": 1, "subtopic": "Solar sails", "keywords": ["light", "o'neill"]})
     assert command_state(METHODS["omnithink"].contract(), sub).endswith("Keywords light, o'neill")
+
+
+_ALERTS = ("info", "success", "warning", "error")
+
+
+def _said_under(at, button_key: str, text: str) -> bool:
+    """Whether an alert saying `text` follows the button keyed `button_key` with nothing but the
+    other buttons of its row and other such alerts between: under the button that sent the
+    command, not at the top of the panel (nor under another command's form)."""
+    elements = in_order(at.main)
+    at_button = next(i for i, e in enumerate(elements) if e.type == "button" and getattr(e, "key", None) == button_key)
+    for element in elements[at_button + 1:]:
+        if element.type in _ALERTS and text in str(element.value):
+            return True
+        if element.type not in ("button", *_ALERTS):
+            return False
+    return False
+
+
+def test_a_commands_outcome_is_said_under_its_button_as_it_moves_on(services, monkeypatch):
+    """Issue 43: the outcome of a command was said at the top of the panel, which scrolls on its
+    own, out of view of a button further down (a follow-up's Ask sits under its form)."""
+    run_id = finished_deot(services)
+    target = _steer_target(services, run_id)
+    _quiet(run_id)
+    services.repo.enqueue_command(run_id, "ask", {"node_id": target.id, "question": "Which parts flew again?"})
+    at = _open_on_node(services, monkeypatch, run_id, target.id)
+    ask = f"steer-{run_id}-{target.id}-ask"
+    assert _said_under(at, ask, "Ask queued · Your follow-up “Which parts flew again?”. The ask applies at the run's next step.")
+
+    steering = SteeringEvents(services.repo, run_id, METHODS["deot"].contract())
+    steering.taken(services.repo.take_commands(run_id, ["ask"]))
+    at.run()
+    assert _said_under(at, ask, "applying Ask")
+    (command,) = services.repo.list_commands(run_id)
+    services.repo.complete_command(command.id, ok=False, error="the run has reached its node limit")
+    steering.completed(command.id, ok=False, error="the run has reached its node limit")
+    at.run()
+    assert _said_under(at, ask, "Ask refused: the run has reached its node limit")
+    # Not also said under the row of buttons above it (Prune, Go deeper...).
+    assert sum("Ask refused" in str(a.value) for a in at.warning) == 1
+
+    # A command without fields: said right under the row its button is in.
+    services.repo.enqueue_command(run_id, "prune", {"node_id": target.id})
+    at.run()
+    assert _said_under(at, f"steer-{run_id}-{target.id}-prune", "Prune queued")
