@@ -232,9 +232,10 @@ if current:
                              args=(generation,))
                 node = next(n for n in nodes if n.id == st.session_state[selected_key])
                 # Beside the map at the map's height, scrolling on its own: a long node text never
-                # pushes the node's commands or the map off the screen.
+                # pushes the node's commands or the map off the screen. Keyed by the node: another
+                # node is a new element, shown from its top, not at the last node's scroll position.
                 with st.container(height=max(PANEL_HEIGHT - (TABS_HEIGHT if side_tab else 0) - shorter, MIN_PANEL_HEIGHT),
-                                  border=False):
+                                  border=False, key=f"panel-of-{node.id}"):
                     node_panel(services, run, node, contract, reads, commands=commands, events=events, numbers=numbers)
             if run_tab is not None:
                 with run_tab, st.container(height=max(MAP_HEIGHT - TABS_HEIGHT - shorter, MIN_PANEL_HEIGHT), border=False):

@@ -245,6 +245,48 @@ def app_repo(app_home):
         db.dispose()
 
 
+
+# ------------------------------------------------------------------ one app for a whole module
+# Starting an app server costs seconds on this machine: a module whose tests each make runs of their
+# own (with a question of their own, counted apart) shares one, on a home of its own.
+
+def module_home(tmp_path_factory, bundled_corpus, name: str) -> Path:
+    """A THOUGHTMAP_HOME for one module's app, holding a copy of the bundled corpus index."""
+    home = tmp_path_factory.mktemp(f"{name}-home")
+    bundled_corpus.store.backup_to(home / "corpus.sqlite3")
+    return home
+
+
+def module_app(home: Path, tmp_path_factory, name: str):
+    """Start one app on `home` for a module and stop it after (the body of a module fixture:
+    `yield from module_app(home, tmp_path_factory, "checks")`)."""
+    app = StreamlitApp(home, log_dir=tmp_path_factory.mktemp(f"{name}-logs"))
+    try:
+        app.start()
+        yield app
+    finally:
+        app.stop()
+
+
+def home_repo(home: Path):
+    """The repository of the app on `home`, read from the test process (the body of a fixture)."""
+    from engine.config import load_settings
+    from storage import Repository, open_database
+
+    db = open_database(load_settings({"THOUGHTMAP_HOME": str(home)}).database_url)
+    try:
+        yield Repository(db)
+    finally:
+        db.dispose()
+
+
+def log_on_failure(app: StreamlitApp, request):
+    """After a test of a shared app: the end of its log when the test failed (the body of an
+    autouse fixture: `yield from log_on_failure(app, request)`)."""
+    yield
+    if _failed(request):
+        print(f"--- end of the Streamlit log ({app.log_path}) ---\n{app.log()}")
+
 # ------------------------------------------------------------------ page helpers
 
 MAP_IFRAME = "iframe[title='components.mindmap.thoughtmap_map']"

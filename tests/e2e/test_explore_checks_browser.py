@@ -16,15 +16,18 @@ from pathlib import Path
 
 import pytest
 
-from engine.config import load_settings
-from storage import Repository, open_database
+from storage import Repository
 from storage.models import RunStatus
 from tests.e2e.conftest import (
     ARTIFACTS,
     StreamlitApp,
     choose_option,
     download_report,
+    home_repo,
+    log_on_failure,
     metric,
+    module_app,
+    module_home,
     open_parameters,
     poll,
     type_number,
@@ -39,37 +42,23 @@ RETRIEVE = "Retrieve and answer (baseline)"
 
 @pytest.fixture(scope="module")
 def checks_home(tmp_path_factory, bundled_corpus) -> Path:
-    home = tmp_path_factory.mktemp("checks-home")
-    bundled_corpus.store.backup_to(home / "corpus.sqlite3")
-    return home
+    return module_home(tmp_path_factory, bundled_corpus, "checks")
 
 
 @pytest.fixture(scope="module")
 def checks_app(checks_home, tmp_path_factory):
-    app = StreamlitApp(checks_home, log_dir=tmp_path_factory.mktemp("checks-logs"))
-    try:
-        app.start()
-        yield app
-    finally:
-        app.stop()
+    yield from module_app(checks_home, tmp_path_factory, "checks")
 
 
 @pytest.fixture(autouse=True)
 def _log_on_failure(checks_app, request):
-    yield
-    report = getattr(request.node, "rep_call", None)
-    if report is None or report.failed:
-        print(f"--- end of the Streamlit log ({checks_app.log_path}) ---\n{checks_app.log()}")
+    yield from log_on_failure(checks_app, request)
 
 
 @pytest.fixture(scope="module")
 def repo(checks_home):
     """The shared app's repository, read from the test process."""
-    db = open_database(load_settings({"THOUGHTMAP_HOME": str(checks_home)}).database_url)
-    try:
-        yield Repository(db)
-    finally:
-        db.dispose()
+    yield from home_repo(checks_home)
 
 
 @pytest.fixture
@@ -238,7 +227,8 @@ def test_5_out_of_range_parameters_block_start_with_the_reason(checks_app, tab, 
     type_number(page, "Max aspects", 999)
     page.get_by_role("button", name="Start").click()
 
-    error = page.locator('[data-testid="stAlertContentError"]')
+    # Start's refusal (each field also says its own problem under it, as soon as it is entered).
+    error = page.locator('[data-testid="stAlertContentError"]').filter(has_text="Could not start")
     error.first.wait_for()
     text = error.first.inner_text()
     screenshot(page, "5")
