@@ -10,6 +10,7 @@ from components import mindmap
 from components.app_state import active_llm, get_services, preferences, running_on_notice, start_local_model
 from components.cost_estimate import cost_estimate
 from components.live_run import last_reads, run_reads
+from components.knowledge_graph_tab import has_knowledge_tab, knowledge_graph_tab
 from components.node_panel import node_panel
 from components.params_form import params_form, readable_problems
 from components.routing import through_the_app
@@ -37,6 +38,7 @@ PANEL_HEIGHT = MAP_HEIGHT - 80  # px: the node panel beside it, under the Node s
 TABS_HEIGHT = 50  # px: the Node / run tabs' headers above the panels, when the method has a side tab
 NOTICE_HEIGHT = 150  # px: a method notice above the tabs, with its button (about three lines of text)
 MIN_PANEL_HEIGHT = 250  # px: a panel never shrinks below this, however many notices
+GRAPH_TAB_TEXT = 215  # px: the knowledge graph tab's lines around its drawing
 START_DEBOUNCE_S = 10.0  # the same request started again within this is the same run
 
 services = get_services()
@@ -180,8 +182,9 @@ if current:
         if chosen in ids:  # (a choice sent for another run's map is not a node of this one)
             select(chosen)
             st.session_state[picked_key] = True
-            if side_tab:
-                st.session_state[side_key] = NODE_TAB  # a node picked on the map is shown, whichever tab was open
+            if side_tab and st.session_state.get(side_key) != graph_tab:
+                # A node picked on the map is shown, whichever tab was open; the graph tab, open, follows it.
+                st.session_state[side_key] = NODE_TAB
         if ids and st.session_state.get(selected_key) not in ids:
             select(ids[0])  # the root, selected on the map from the first draw
         if run.status == RunStatus.DONE and not st.session_state.get(picked_key):
@@ -191,8 +194,12 @@ if current:
             report = reads.memo("report", lambda: services.repo.latest_report(run_id))
             answer = ((report.data or {}) if report is not None else {}).get(ANSWER_NODE)
             if answer in ids:
+        # MTQA's knowledge graph drawn in a third tab, around the selected node's units.
+        graph_tab = contract.view.knowledge_tab.title if side_tab and has_knowledge_tab(contract) else None
                 select(answer)
-        map_col, panel_col = st.columns([7, 3], gap="small")
+        # The knowledge graph tab, open, takes 2/5 of the width: a graph needs room, a matrix less.
+        wide_panel = graph_tab is not None and st.session_state.get(side_key) == graph_tab
+        map_col, panel_col = st.columns([3, 2] if wide_panel else [7, 3], gap="small")
         with map_col:
             selected = st.session_state.get(selected_key)
             # Each node's queued or applying command, else its current step, under its label.
@@ -216,8 +223,9 @@ if current:
             # Stateful tabs (a key, a rerun on switching): they keep the reader's tab through the
             # refreshes, and a click on the map can bring the node's tab back. Fixed labels: the key's
             # identity includes them.
-            node_tab, run_tab = (st.tabs([NODE_TAB, contract.view.side_tab], key=side_key, on_change="rerun")
-                                 if side_tab else (st.container(), None))
+            node_tab, run_tab, *more_tabs = (
+                st.tabs([NODE_TAB, contract.view.side_tab, *([graph_tab] if graph_tab else [])], key=side_key,
+                        on_change="rerun") if side_tab else (st.container(), None))
             with node_tab:
                 labels = {n.id: f"#{numbers[n.id]} {mindmap.short_label(n.label, 60)}" for n in nodes}
                 generation = st.session_state.get(generation_key, 0)
@@ -259,3 +267,7 @@ if current:
                              query_params={"run": current})
             except StreamlitPageNotFoundError:  # the page runs on its own (tests), without navigation
                 st.caption("Downloads are on the Report page.")
+            if more_tabs and more_tabs[0].open:  # (drawn only when open: a hidden frame cannot place it)
+                tall = max(MAP_HEIGHT - TABS_HEIGHT - shorter, MIN_PANEL_HEIGHT)
+                with more_tabs[0], st.container(height=tall, border=False):
+                    knowledge_graph_tab(services, run, contract, nodes, node, reads, height=tall - GRAPH_TAB_TEXT)

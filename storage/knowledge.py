@@ -422,6 +422,41 @@ class KnowledgeStore(Store):
                                .limit(max(0, limit))).all())
         return rows, total
 
+    # ------------------------------------------------------------------ drawing part of a graph (the app)
+
+    def relations_touching(self, graph_id: int, keys: Sequence[str], limit: int) -> list[KnowledgeRelation]:
+        """At most `limit` relations with an end among `keys` (entity keys), in the order they were
+        found: a hub's thousands of relations are never read whole."""
+        keys = list(dict.fromkeys(keys))
+        out: list[KnowledgeRelation] = []
+        seen: set[int] = set()
+        with self._session() as s:
+            for start in range(0, len(keys), _BATCH):
+                if len(out) >= limit:
+                    break
+                part = keys[start:start + _BATCH]
+                rows = s.exec(select(KnowledgeRelation).where(
+                    KnowledgeRelation.graph_id == graph_id,
+                    col(KnowledgeRelation.source_key).in_(part) | col(KnowledgeRelation.target_key).in_(part))
+                    .order_by(col(KnowledgeRelation.id)).limit(limit - len(out))).all()
+                for row in rows:
+                    if row.id not in seen:  # (a relation between two batches' keys comes twice)
+                        seen.add(row.id)  # type: ignore[arg-type]
+                        out.append(row)
+        return out
+
+    def busiest_entities(self, graph_id: int, limit: int) -> list[str]:
+        """The keys of the `limit` entities with the most relations (ties by key), counted in SQL."""
+        ends = select(KnowledgeRelation.source_key.label("key")).where(  # type: ignore[attr-defined]
+            KnowledgeRelation.graph_id == graph_id).union_all(
+            select(KnowledgeRelation.target_key.label("key")).where(  # type: ignore[attr-defined]
+                KnowledgeRelation.graph_id == graph_id)).subquery()
+        count = func.count().label("degree")
+        with self._session() as s:
+            rows = s.exec(select(ends.c.key, count).group_by(ends.c.key)
+                          .order_by(count.desc(), ends.c.key).limit(max(0, limit))).all()
+        return [key for key, _ in rows]
+
     def _links(self, table, owner_column, ids: Sequence[int]) -> dict[int, list[int]]:
         out: dict[int, list[int]] = {}
         ids = list(dict.fromkeys(ids))

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from engine.knowledge.drawing import GraphDrawing, draw
 from engine.knowledge.merge import entity_key
 from engine.knowledge.units import Entity, Neighbourhood, Triple
 from engine.search.protocol import Hit
@@ -63,6 +64,13 @@ class GraphBrowser:
 
     def around(self, name: str, *, limit: int = 20) -> Neighbourhood | None:
         return neighbourhood(self.store, self.graph.id, name, limit=limit)  # type: ignore[arg-type]
+
+    def drawing(self, focus_names: Sequence[str], *, around: bool, cap: int | None = None,
+                first: Sequence[tuple[str, str]] = ()) -> GraphDrawing:
+        """The part of the graph to draw around `focus_names` (or the whole graph), capped, the
+        relations of the `first` pairs before the others (`drawing.py`)."""
+        return draw(self.store, self.graph.id, focus_names, around=around, cap=cap,  # type: ignore[arg-type]
+                    first=first)
 
     def names(self, text: str, *, limit: int = 10) -> list[str]:
         """At most `limit` entity names for typed text: those starting with it (shortest first), then

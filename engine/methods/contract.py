@@ -327,6 +327,35 @@ NODE_TAB = "Node"
 
 
 @dataclass(frozen=True)
+class FocusUnit:
+    """A knowledge unit a node used, as the knowledge graph tab highlights it: its source's title, its
+    triples (subject, relation, object: the graph's entity names) and whether the node cites it."""
+
+    title: str
+    triples: tuple[tuple[str, str, str], ...] = ()
+    cited: bool = False
+
+
+@dataclass(frozen=True)
+class KnowledgeFocus:
+    """What the knowledge graph tab draws for the selected node: the stored graph (its key, "" while
+    none is recorded), the units the node used, and one line saying whose units they are."""
+
+    key: str
+    units: tuple[FocusUnit, ...] = ()
+    says: str = ""
+
+
+@dataclass(frozen=True)
+class KnowledgeTab:
+    """A tab beside the map that draws the run's knowledge graph (MTQA's), its title and, for the
+    selected node (None: none yet) among the run's nodes, what to highlight (None: nothing to draw)."""
+
+    title: str
+    focus: Callable[[Sequence[Node], Node | None], KnowledgeFocus | None]
+
+
+@dataclass(frozen=True)
 class ViewSpec:
     layout: Layout = Layout.TREE
     # Run-state names shown as side panels, in this order.
@@ -336,6 +365,8 @@ class ViewSpec:
     side_tab: str = "Run"
     # Grid layouts: a node's (row, column), or None for nodes outside the grid (e.g. the root).
     position: Callable[[Node], tuple[int, int] | None] | None = None
+    # A third tab beside the map drawing the run's knowledge graph around the selected node's units.
+    knowledge_tab: KnowledgeTab | None = None
 
 
 # --------------------------------------------------------------------------- steps (narration)
@@ -396,6 +427,8 @@ class MethodContract:
                 raise ContractError(f"{method}: the view shows run state '{panel}', which is not declared")
         if not view.side_tab.strip() or view.side_tab.strip() == NODE_TAB:
             raise ContractError(f"{method}: the side tab needs a name other than '{NODE_TAB}' (ViewSpec.side_tab)")
+        if view.knowledge_tab is not None and view.knowledge_tab.title.strip() in (NODE_TAB, view.side_tab.strip(), ""):
+            raise ContractError(f"{method}: the knowledge graph tab needs a name of its own (KnowledgeTab.title)")
         if view.layout == Layout.GRID and view.position is None:
             raise ContractError(f"{method}: a grid layout needs ViewSpec.position")
         for prompt, words in (steps or {}).items():

@@ -5,19 +5,22 @@ view and the steps of its prompts."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine.citations import strip_markers
+from engine.citations import cited_source_ids, strip_markers
 from engine.methods.common import DroppedHit
 from engine.methods.contract import (
     CommandPayload,
     CommandRejected,
     CommandSpec,
     EdgeKind,
+    FocusUnit,
+    KnowledgeFocus,
     KnowledgeGraphRef,
+    KnowledgeTab,
     Layout,
     NodeCommand,
     NodeData,
@@ -358,7 +361,48 @@ def position(node: Node) -> tuple[int, int] | None:
     return None
 
 
-VIEW = ViewSpec(layout=Layout.GRID, panels=(WEIGHTS, CHOICES), position=position, side_tab="Matrix")
+def _focus_units(holder: Node, cited: Collection[int] = ()) -> tuple[FocusUnit, ...]:
+    """The holder's units still in use (a dropped one was not read), those whose source is `cited` marked."""
+    units = [UnitRecord.model_validate(u) for u in (holder.data or {}).get("units", [])]
+    return tuple(FocusUnit(u.title or u.ref, tuple((t.subject, t.relation, t.object) for t in u.triples),
+                           cited=u.source_id in cited) for u in units if not u.dropped)
+
+
+def _holder_words(holder: Node) -> str:
+    if holder.kind == KNOWLEDGE:
+        return "the knowledge base (KU 1)"
+    return f"the summary of column {int((holder.data or {}).get('column', 0)) + 1} (KU′)"
+
+
+def knowledge_focus(nodes: Sequence[Node], selected: Node | None) -> KnowledgeFocus | None:
+    """What the knowledge graph tab highlights: a thought's column's units (what it thought from, those
+    its text cites marked), a summary's units (what it was checked against), the knowledge base's (KU 1,
+    also for the question); None before the knowledge base exists."""
+    by_id = {n.id: n for n in nodes}
+    base = next((n for n in nodes if n.kind == KNOWLEDGE), None)
+    if base is None:
+        return None
+    if selected is not None and selected.kind == CELL and selected.parent_id in by_id:
+        holder = by_id[selected.parent_id]  # a column's thoughts hang under what they think from
+        units = _focus_units(holder, set(cited_source_ids(selected.content or "")))
+        where = f"Row {int(selected.data.get('row', 0)) + 1}, column {int(selected.data.get('column', 0)) + 1}"
+        says = (f"{where} thought from the {len(units)} knowledge units of {_holder_words(holder)}; its text cites "
+                f"{sum(u.cited for u in units)} of them.")
+    elif selected is not None and selected.kind == SUMMARY:
+        holder, units = selected, _focus_units(selected)
+        says = f"The summary of column {int(selected.data.get('column', 0)) + 1} was checked against these " \
+               f"{len(units)} knowledge units (KU′); the next column thinks from them."
+    else:
+        holder, units = base, _focus_units(base)
+        says = f"The knowledge base's {len(units)} knowledge units (KU 1), what column 1 thinks from."
+        if selected is None or selected.kind != KNOWLEDGE:
+            says += " Pick a thought or a summary on the map to see the units it used."
+    key = (holder.data or {}).get("graph_key") or (base.data or {}).get("graph_key") or ""
+    return KnowledgeFocus(key, units, says)
+
+
+VIEW = ViewSpec(layout=Layout.GRID, panels=(WEIGHTS, CHOICES), position=position, side_tab="Matrix",
+                knowledge_tab=KnowledgeTab("Knowledge graph", knowledge_focus))
 
 STEPS = {
     prompts.THOUGHT.name: "thinking through a strategy from the knowledge units",
