@@ -19,11 +19,11 @@ def _hit(title: str, text: str) -> Hit:
     return Hit(title=title, ref=f"t/{title}#0", snippet=text[:80], text=text, kind="corpus")
 
 
-def _run_on_the_built_in_model(services, fake_llm, question: str, params: dict) -> str:
+def _run_on_the_built_in_model(services, fake_llm, question: str, params: dict, method: str = "deot") -> str:
     """A run stored as the built-in model's (what decides `sources_only`), its calls answered by the
     scripted fake: the policy is the run's, the answers stay deterministic."""
     services.runner.llm_for = lambda run: fake_llm
-    run = services.runner.create_run(question=question, method="deot", params=params,
+    run = services.runner.create_run(question=question, method=method, params=params,
                                      llm_info={"kind": "local", "model": "built-in", "description": "built-in"},
                                      search_mode="local")
     services.runner.start(run.id)
@@ -48,6 +48,17 @@ def test_a_deot_node_the_sources_do_not_cover_says_so_and_the_run_is_done(servic
     assert "- quantum error correction codes for superconducting qubits" in report
     assert "The nearest passages found, left out as unrelated" in report
     assert "[[S" not in report and services.repo.list_sources(run_id) == []
+
+
+def test_rag_on_the_built_in_model_says_the_sources_do_not_cover_it(services, fake_llm):
+    run_id = _run_on_the_built_in_model(services, fake_llm, UNCOVERED, {}, method="rag")
+    run = services.repo.get_run(run_id)
+    assert run.status == RunStatus.DONE and "do not cover this question" in run.warning
+    answer = services.repo.list_nodes(run_id, kind="answer")[0]
+    assert answer.data["not_covered"] and "do not cover this" in answer.content
+    assert fake_llm.calls == []  # no answer asked of the model
+    report = services.repo.latest_report(run_id).markdown
+    assert "do not cover this" in report and "cites nothing" not in report
 
 
 def test_a_connected_model_still_answers_uncited_from_its_own_knowledge(services, fake_llm):

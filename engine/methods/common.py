@@ -37,6 +37,8 @@ class AnswerData(NodeData):
     invalid_citations: list[int] = Field(default_factory=list, description="Citation numbers that named no source.")
     attributed_citations: int = Field(default=0, description="Citations added to sentences drawn from a passage.")
     last_output: str = Field(default="", description="The unusable model output of a failure.")
+    not_covered: bool = Field(default=False, description="Answered 'the sources at hand do not cover this' "
+                              "(a model that answers only from sources), not by the model.")
 
 
 ASKED_QUESTION = NodeKind("question", AskedQuestionData, "Question", "#2F4B7C", "the question you asked")

@@ -14,7 +14,7 @@ from engine.methods.base import Method, MethodParams, RunContext, read_pages_fie
 from engine.methods.estimate import CostEstimate, capped_tokens, single_call
 from engine.methods.common import ANSWER, ASKED_QUESTION, RETRIEVAL, child_of_kind, ensure_root
 from engine.search.protocol import SearchError
-from engine.search.relevance import nothing_found, relevant_hits, ungrounded_note
+from engine.search.relevance import not_covered, nothing_found, relevant_hits, ungrounded_note
 from storage.models import NodeStatus
 
 
@@ -95,6 +95,13 @@ class RagMethod(Method):
             ctx.checkpoint()
             ctx.graph.start(answer)
             sources = ctx.graph.sources(retrieval)
+            if not sources and ctx.sources_only and retrieval.status == NodeStatus.DONE:
+                # Nothing found is about the question, and the model answers only from sources.
+                ctx.graph.finish(answer, content=not_covered(ctx.question, ctx.searcher.description),
+                                 data={"not_covered": True})
+                if not ctx.graph.has_report():
+                    self.write_report(ctx)
+                return
             messages = prompts.RAG_ANSWER.render(
                 question=ctx.question, today=ctx.today.isoformat(),
                 sources=source_blocks(sources) if sources else "(no relevant sources were found)",
@@ -122,7 +129,7 @@ class RagMethod(Method):
         own = ""
         if answer is not None and answer.status == NodeStatus.DONE:
             body = answer.content
-            if not ctx.graph.sources(retrieval):
+            if not ctx.graph.sources(retrieval) and not answer.data.get("not_covered"):
                 # Said to the reader, not left to the model: nothing here is grounded in a source.
                 own = ungrounded_note(ctx.searcher.description)
         else:
