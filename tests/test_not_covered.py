@@ -5,6 +5,7 @@ words but not its meaning is left out by the semantic floor (engine/search/relev
 
 from __future__ import annotations
 
+from engine.report import render_markdown
 from engine.search.protocol import Hit
 from engine.search.relevance import SEMANTIC_FLOOR, relevant_hits, semantic_scores
 from storage.models import NodeStatus, RunStatus
@@ -46,6 +47,10 @@ def test_a_deot_node_the_sources_do_not_cover_says_so_and_the_run_is_done(servic
     report = services.repo.latest_report(run_id).markdown
     assert report.startswith("## The sources at hand do not cover this question")
     assert "- quantum error correction codes for superconducting qubits" in report
+    # Our text, shown with its heading and list (a report body is the model's, shown as prose).
+    exported = render_markdown(services.repo, run_id)
+    assert "\n## The sources at hand do not cover this question" in exported and "&#35;" not in exported
+    assert "\n- quantum error correction codes for superconducting qubits" in exported
     assert "The nearest passages found, left out as unrelated" in report
     assert "[[S" not in report and services.repo.list_sources(run_id) == []
 

@@ -83,7 +83,7 @@ def write(ctx: RunContext, questions: list[Node], *, method: str, force: bool) -
         stored = [QuestionData.model_validate(n.data) for n in uncovered]
         searched = [query for data in stored for query in data.uncovered_queries]
         nearest = [hit.title for data in stored for hit in data.dropped_as_unrelated]
-        ctx.graph.save_report(uncovered_report(ctx.question, ctx.searcher.description, searched, nearest),
+        ctx.graph.save_report("", own=uncovered_report(ctx.question, ctx.searcher.description, searched, nearest),
                               data={"method": method, "signature": signature, "metrics": counts,
                                     "not_covered": True})
         return
