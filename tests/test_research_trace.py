@@ -534,8 +534,11 @@ def test_a_searchs_steps_panels_show_every_hit_scored_then_the_cited_summary(ser
     assert "##### Dropped" in markdown and len(numbering) == len(data.kept()) == len(search.data["ranked"])
     for hit in data.hits:
         # As a reader sees it: an item's number is text, not a list of its own (`&#49;0.` shows "10.").
-        line = rf"{hit.rank}\. {re.escape(hit.title[:20])}.* score {hit.score:.3f} \(search's #{hit.first_rank}\)"
-        assert re.search(line, shown_text(markdown)), (hit, shown_text(markdown)[:2000])
+        assert hit.first_rank == hit.rank  # no reranker: the search's order, so no "(search's #n)"
+        line = rf"{hit.rank}\. {re.escape(hit.title[:20])}.* score {hit.score:.3f}( ·|$)"
+        assert re.search(line, shown_text(markdown), re.MULTILINE), (hit, shown_text(markdown)[:2000])
+    moved = RerankData(hits=[data.hits[1].model_copy(update={"rank": 1, "first_rank": 2})], top_n=1)
+    assert "score" in answer_markdown(rerank, moved, known)[0] and "(search's #2)" in str(moved.reader_fields())
     assert data.caption().startswith(f"{len(data.kept())} of {len(data.hits)} kept")
     markdown, numbering = answer_markdown(summary, SummaryData.model_validate(summary.data), known)
     assert numbering and set(cited_source_ids(summary.content)) == set(numbering.values())

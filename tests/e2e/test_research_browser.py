@@ -4,12 +4,14 @@ over HTTP by `FakeOpenAIServer` in this process.
 
 The script: the agent searches once more after the question's search, then answers; the claim
 check finds the cited sentences about Malaysia not in their source. On the map (read through the frame's test hook):
-the chain question → search → reasoning → search → reasoning → answer, left to right, the searches
-in their declared fills (the question's, the agent's). The node panel of a search lists its
-reranked documents with their scores. The Report page shows the per-sentence citation check with
+the chain question → search → rerank → summary → reasoning → search → … → answer, left to right, the
+searches in their declared fills (the question's, the agent's). The rerank step's panel lists every
+document found with its score (the search's own, said so), kept or dropped and why; the summary
+step's, its text with its citations (issue 43). The Report page shows the per-sentence citation check with
 the verdicts, the rates and the sentences their source does not support.
 
-Screenshots: test-artifacts/research-chain.png, research-search-node.png, research-citation-check.png."""
+Screenshots: test-artifacts/research-chain.png, research-rerank-step.png, research-summary-step.png,
+research-citation-check.png."""
 
 from __future__ import annotations
 
@@ -65,7 +67,8 @@ def test_the_research_chain_and_the_citation_check(research_app, page, app_repo)
     poll(page, lambda: metric(page, "Status") == "done", timeout=240, what="the research run to finish")
     run_id = page.url.split("run=")[1].split("&")[0]
     nodes = sorted(app_repo.list_nodes(run_id), key=lambda n: n.id)
-    assert [n.kind for n in nodes] == ["question", "search", "reasoning", "search", "reasoning", "answer"]
+    assert [n.kind for n in nodes] == ["question", "search", "rerank", "summary", "reasoning", "search", "rerank",
+                                       "summary", "reasoning", "answer"]
     numbers = node_numbers(nodes)
 
     poll(page, lambda: len(map_nodes(page)) == len(nodes), what="every node on the map")
@@ -84,15 +87,33 @@ def test_the_research_chain_and_the_citation_check(research_app, page, app_repo)
     page.wait_for_timeout(500)
     page.locator(MAP_IFRAME).screenshot(path=str(ARTIFACTS / "research-chain.png"))
 
-    # A search's node panel: its query and the reranked documents with their scores.
-    choose_node(page, numbers[first.id])
-    poll(page, lambda: panel_node(page) == first.id, what="the node panel to show the first search")
+    # The first search's rerank step: every document found, in the reranked order, each with its score
+    # (the search's own: the default reranker is none), the kept ones first, the dropped ones and why.
+    rerank = next(n for n in nodes if n.kind == "rerank" and n.parent_id == first.id)
+    summary = next(n for n in nodes if n.kind == "summary" and n.parent_id == rerank.id)
+    assert rgb(drawn[str(rerank.id)]["fill"]) == rgb(KINDS["rerank"].colour)
+    choose_node(page, numbers[rerank.id])
+    poll(page, lambda: panel_node(page) == rerank.id, what="the node panel to show the rerank step")
     panel = node_panel_column(page)
-    poll(page, lambda: "Reranked documents" in panel.inner_text(), what="the reranked documents in the panel")
+    poll(page, lambda: "Dropped" in panel.inner_text(), what="the ranked documents in the panel")
     text = panel.inner_text()
-    top = first.data["ranked"][0]
-    assert top["title"] in text and f"score {top['score']:.3f}" in text, text
-    panel.screenshot(path=str(ARTIFACTS / "research-search-node.png"))
+    assert "The search's own score (no reranker ran)" in text, text
+    hits = rerank.data["hits"]
+    assert len(hits) == first.data["found"] and sum(h["kept"] for h in hits) == len(first.data["ranked"])
+    for hit in (hits[0], next(h for h in hits if not h["kept"])):
+        assert f"{hit['title']}" in text and f"score {hit['score']:.3f}" in text, hit
+    assert f"· {next(h for h in hits if not h['kept'])['dropped']}" in text
+    page.mouse.move(5, 5)
+    panel.get_by_text("Dropped", exact=True).scroll_into_view_if_needed()  # the kept ones above, the dropped below
+    page.wait_for_timeout(300)
+    panel.screenshot(path=str(ARTIFACTS / "research-rerank-step.png"))
+
+    # Its summary step: the summarizer's text, citations linked to the kept documents.
+    choose_node(page, numbers[summary.id])
+    poll(page, lambda: panel_node(page) == summary.id, what="the node panel to show the summary step")
+    poll(page, lambda: "Cited sources" in panel.inner_text(), what="the summary's cited sources")
+    assert f"summary of {summary.data['documents']} documents" in panel.inner_text()
+    panel.screenshot(path=str(ARTIFACTS / "research-summary-step.png"))
 
     # The Report page: the answer, then its citation check sentence by sentence.
     page.goto(f"{research_app.url}/report?run={run_id}")

@@ -61,24 +61,25 @@ class RerankData(NodeData):
     def caption(self) -> str:
         if not self.hits:
             return f"reranking with {self.reranker}" if self.reranker else "reranking"
-        return (f"{len(self.kept())} of {len(self.hits)} kept (top {self.top_n}) · scores: "
-                f"{SCORES_ARE[self.scored_by]}")
+        return (f"{len(self.kept())} of {len(self.hits)} kept (the top {self.top_n} above the relevance floor) · "
+                f"scores: {SCORES_ARE[self.scored_by]}")
 
     def reader_fields(self) -> dict[str, str | list[str]] | None:
         # Titles are pages': escaped, so a title cannot make a link, a citation or a line of its own;
         # a kept one carries its source's marker (the panel numbers it as the summary's citations).
         def line(hit: RankedHit) -> str:
-            moved = f"search's #{hit.first_rank}"
+            # Where the search had placed it, when the reranker moved it.
+            moved = f" (search's #{hit.first_rank})" if hit.first_rank != hit.rank else ""
             cite = f" [[S{hit.source_id}]]" if hit.source_id is not None else ""
             why = f" · {hit.dropped}" if hit.dropped else ""
-            return f"{hit.rank}. {inline_text(hit.title) or 'Untitled'}{cite} — score {hit.score:.3f} ({moved}){why}"
+            return f"{hit.rank}. {inline_text(hit.title) or 'Untitled'}{cite} — score {hit.score:.3f}{moved}{why}"
 
+        # The ranking first (what the step did), then what ranked it and what its scores are.
         fields: dict[str, str | list[str]] = {
-            "Reranker": self.reranker, "Scores shown": SCORES_ARE[self.scored_by].capitalize(),
             "Rerank error": self.rerank_error,
-            f"Kept: the top {self.top_n} above the relevance floor, sent to the summarizer": [
-                line(h) for h in self.hits if h.kept],
-            "Dropped": [line(h) for h in self.hits if not h.kept]}
+            "Kept, sent to the summarizer": [line(h) for h in self.hits if h.kept],
+            "Dropped": [line(h) for h in self.hits if not h.kept],
+            "Reranker": self.reranker, "Scores shown": SCORES_ARE[self.scored_by].capitalize()}
         return {k: v for k, v in fields.items() if v}
 
 
