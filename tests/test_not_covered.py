@@ -109,3 +109,18 @@ def test_without_an_embedder_or_with_a_failing_one_the_word_floor_decides():
     question = "What causes the seasons on Earth?"
     assert relevant_hits(question, hits, embedder=Failing()).kept == hits
     assert semantic_scores(question, hits, None) is None
+
+
+def test_the_research_agent_on_the_built_in_model_says_the_sources_do_not_cover_it(services, fake_llm):
+    from tests.research_scripts import AGENT, ANSWER, turn
+
+    fake_llm.when(AGENT, turn(False))  # one search, then the answer
+    run_id = _run_on_the_built_in_model(services, fake_llm, UNCOVERED, {}, method="research")
+    run = services.repo.get_run(run_id)
+    assert run.status == RunStatus.DONE, run.error
+    assert "do not cover this question" in run.warning
+    answer = services.repo.list_nodes(run_id, kind="answer")[0]
+    assert answer.data["not_covered"] and "do not cover this" in answer.content
+    assert fake_llm.calls_for(ANSWER) == []  # the model was not asked to answer from nothing
+    report = services.repo.latest_report(run_id).markdown
+    assert "do not cover this" in report and "cites nothing" not in report

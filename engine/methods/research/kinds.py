@@ -152,6 +152,8 @@ class AnswerData(NodeData):
     removed_markers: list[str] = Field(default_factory=list)
     uncited: bool = Field(default=False, description="The answer cites no document, even when asked again.")
     write_error: str = ""
+    # Answered "the sources at hand do not cover this" (`RunContext.sources_only`), not by the model.
+    not_covered: bool = False
     checked: bool = False
     checks: list[CitationCheck] = Field(default_factory=list)
     markers: int = 0

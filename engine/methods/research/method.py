@@ -48,7 +48,7 @@ from engine.methods.research.schemas import AgentTurn
 from engine.methods.research.search_tool import RUN_WIDE_NUMBER, findings, retrieve, summarize
 from engine.methods.research.steps import RERANK, SUMMARY, step_node
 from engine.reader_text import is_placeholder
-from engine.search.relevance import ungrounded_note
+from engine.search.relevance import not_covered, ungrounded_note
 from engine.prompting import inert
 from engine.safe_text import one_line
 from storage.models import Node, NodeStatus, Source
@@ -174,7 +174,8 @@ class ResearchMethod(Method):
         chain = Chain(ctx.graph.nodes())
         sources = ctx.graph.sources()
         markdown, own, data = report(chain.answer, chain.searches, chain.turns, sources, self.name)
-        if chain.answer is not None and chain.answer.status == NodeStatus.DONE and not sources:
+        if chain.answer is not None and chain.answer.status == NodeStatus.DONE and not sources \
+                and not (chain.answer.data or {}).get("not_covered"):
             # Said to the reader, not left to the model: no search found anything to ground it.
             own += ungrounded_note(ctx.searcher.description)
         ctx.graph.save_report(markdown, data=data, own=own)
@@ -199,7 +200,7 @@ class ResearchMethod(Method):
         outcome = super().assess(ctx)
         chain = Chain(ctx.graph.nodes())
         failed = chain.failed_searches()
-        caveats = []
+        caveats = [outcome.caveat] if outcome.caveat else []
         if failed:
             queries = "; ".join(one_line((n.data or {}).get("query", ""))[:80] for n in failed[:3])
             caveats.append(f"{len(failed)} of the searches failed ({queries}): the answer was written without "
@@ -375,6 +376,12 @@ class ResearchMethod(Method):
         params = self._params(ctx)
         answer = ctx.graph.start(answer)
         data = answer.data or {}
+        if not data.get("attempts") and ctx.sources_only and not ctx.graph.sources() \
+                and not chain.failed_searches():
+            # No search kept a document about the question, and the model answers only from sources.
+            ctx.graph.finish(answer, content=not_covered(ctx.question, ctx.searcher.description), data={
+                "not_covered": True, "search_count": sum(s.status == NodeStatus.DONE for s in chain.searches)})
+            return True
         if not data.get("attempts"):
             numbers, documents = self._numbering(ctx, chain)
             done = [s for s in chain.searches if s.status == NodeStatus.DONE]
