@@ -545,6 +545,27 @@ def test_a_searchs_steps_panels_show_every_hit_scored_then_the_cited_summary(ser
     assert "[1]" in markdown
 
 
+def test_a_reranker_that_runs_shows_its_own_scores_and_where_the_search_had_placed_each_hit(services, fake_llm):
+    """With a reranker (BM25 here: offline), the rerank step shows the reranker's scores, best first,
+    and where the search had placed a hit it moved (issue 43)."""
+    from engine.methods.research.steps import RerankData
+
+    run_id = done_run(services, {"max_searches": 0, "reranker": "bm25"})
+    [search] = searches(services, run_id)
+    [rerank] = steps_of(services, run_id, "rerank")
+    data = RerankData.model_validate(rerank.data)
+    assert data.scored_by == "reranker" and data.reranker.startswith("BM25") and len(data.hits) == search.data["found"]
+    scores = [h.score for h in data.hits]
+    assert scores == sorted(scores, reverse=True)  # the reranker's order, by its own scores
+    assert [h.score for h in data.kept()] == [d["score"] for d in search.data["ranked"]]
+    fields = data.reader_fields()
+    lines = {int(line.split(".")[0]): line for line in [*fields["Kept, sent to the summarizer"], *fields["Dropped"]]}
+    moved = [h for h in data.hits if h.first_rank != h.rank]
+    assert moved and all(f"(search's #{h.first_rank})" in lines[h.rank] for h in moved)
+    assert all("(search's #" not in lines[h.rank] for h in data.hits if h.first_rank == h.rank)
+    assert "scores: the reranker's score" in data.caption()
+
+
 def test_a_run_stored_before_the_steps_were_drawn_reads_as_it_did(services, fake_llm):
     """A search node holding its ranking and summary itself (no `stepped`): its panel shows the
     summary first, then the ranked documents, and the chain goes on under it (issue 43)."""
