@@ -271,7 +271,9 @@ class Tree:
 
 
 class App:
-    def __init__(self, home: Path) -> None:
+    """`streamlit run app.py` from `root` (this checkout, or an older one to measure "before")."""
+
+    def __init__(self, home: Path, root: Path = ROOT) -> None:
         self.port = free_port()
         self.log = home / "streamlit.log"
         self.runs_file = home / "script-runs.jsonl"
@@ -282,7 +284,7 @@ class App:
             [sys.executable, "-c", LAUNCHER, "run", "app.py", "--server.headless", "true",
              "--server.address", "127.0.0.1", "--server.port", str(self.port),
              "--browser.gatherUsageStats", "false"],
-            cwd=ROOT, env=env, stdout=self.log.open("w"), stderr=subprocess.STDOUT,
+            cwd=root, env=env, stdout=self.log.open("w"), stderr=subprocess.STDOUT,
         )
         wait_until_serving(self.url, self.proc, self.log, timeout_s=60)
 
@@ -297,16 +299,21 @@ class App:
         runs = [json.loads(line) for line in self.runs_file.read_text(encoding="utf-8").splitlines() if line]
         return [r for r in runs if start <= r["start"] <= end]
 
-    def close(self) -> None:
+    def close(self, *, failed: bool = False) -> None:
+        """Stop the server; `failed`: print the end of its log first."""
+        if failed:
+            print(self.log.read_text()[-3000:], file=sys.stderr)
         stop_server(self.proc)
 
 
 class View:
     """One fresh browser context on the Explore page of one run."""
 
-    def __init__(self, browser, app: App, run_id: str) -> None:
+    def __init__(self, browser, app: App, run_id: str, *, extra_init: str = "") -> None:
         self.context = browser.new_context(viewport=VIEWPORT)
         self.context.add_init_script(INIT_JS)
+        if extra_init:
+            self.context.add_init_script(extra_init)
         self.page = self.context.new_page()
         self.page.goto(f"{app.url}/?run={run_id}", wait_until="commit")
         self.nav = self.page.evaluate("performance.timeOrigin")  # navigation start, epoch ms
@@ -652,21 +659,37 @@ def render(latency: LatencyResult, additions: int, loads: dict[int, list[LoadSam
     return "".join(out)
 
 
+def add_size_args(parser: argparse.ArgumentParser, *, updates: int) -> None:
+    """The tree sizes, page loads and live updates a browser benchmark of the map measures."""
+    parser.add_argument("--sizes", default="50,200,500", help="tree sizes (default 50,200,500)")
+    parser.add_argument("--loads", type=int, default=3, help="page loads per size (default 3)")
+    parser.add_argument("--updates", type=int, default=updates, help=f"live updates per size (default {updates})")
+    parser.add_argument("--seed", type=int, default=7)
+
+
+def parse_sizes(parser: argparse.ArgumentParser, argv: Sequence[str] | None, script: str):
+    """(arguments, tree sizes, the command as docs/benchmarks.md records it)."""
+    args = parser.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    return args, sizes, " ".join([f".venv/bin/python benchmarks/{script}", *(sys.argv[1:] if argv is None else argv)])
+
+
+def chromium_missing() -> bool:
+    """Debian's Chromium is not installed (said on stderr): a browser benchmark cannot run."""
+    if Path(CHROMIUM).exists():
+        return False
+    print(f"{CHROMIUM} is missing (apt-get install chromium); this benchmark never downloads a browser",
+          file=sys.stderr)
+    return True
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--write", action="store_true", help="replace this section in docs/benchmarks.md")
     parser.add_argument("--additions", type=int, default=20, help="nodes added for the latency test (default 20)")
-    parser.add_argument("--sizes", default="50,200,500", help="tree sizes (default 50,200,500)")
-    parser.add_argument("--loads", type=int, default=3, help="page loads per size (default 3)")
-    parser.add_argument("--updates", type=int, default=8, help="live updates per size (default 8)")
-    parser.add_argument("--seed", type=int, default=7)
-    args = parser.parse_args(argv)
-    sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
-    command = " ".join([".venv/bin/python benchmarks/bench_ui.py", *(sys.argv[1:] if argv is None else argv)])
-
-    if not Path(CHROMIUM).exists():
-        print(f"{CHROMIUM} is missing (apt-get install chromium); this benchmark never downloads a browser",
-              file=sys.stderr)
+    add_size_args(parser, updates=8)
+    args, sizes, command = parse_sizes(parser, argv, "bench_ui.py")
+    if chromium_missing():
         return 2
     from playwright.sync_api import sync_playwright
 

@@ -20,13 +20,32 @@ Layouts (`ViewSpec.layout`):
   handed to vis fixed.
 * `grid`: rows × columns from `ViewSpec.position(node)` (`map_layout.grid_positions`).
 * `network`: force-directed (physics on, no hierarchy).
+
+Reading a map of 50-500 nodes (issue 43). Both ideas were tried on stored DEoT trees of 48 and 300
+nodes at 1440×900 (`tests/e2e/test_map_overview_browser.py`; times in `benchmarks/bench_map.py`):
+
+* semantic zoom: a left-to-right tree stacks its leaves 135 px apart (a dot and three lines of
+  label), so 300 nodes fit a 600 px map only at a scale near 0.03, a strip a few dozen pixels wide.
+  One-line labels at a readable size then fit only on the branches, stacked along that strip with
+  their sizes ("+85"): a legible sketch of the top of the tree, not of its questions;
+* an outline (an indented list of entries of up to two lines) shows 15-30 nodes at 13 px, whatever
+  the map's size, scrolls, folds and searches: the overview of a large tree is the outline. It is in
+  the frame, beside the map (`components/mindmap_frontend/outline.js`; the Outline button, open by
+  itself when the frame is wide enough to keep 600 px of map beside it and the map is too big to show
+  whole readably), and a click on an entry chooses the node as a click on the map does.
+
+So both: the outline is the overview, and semantic zoom is the map's rule for labels: none is drawn
+below `LEGIBLE_PX` on screen (vis's `drawThreshold`: Fit used to turn 48 labels into 2 px smudges),
+and zoomed out past that, the branches keep one-line landmark labels with their size where they
+have room (`landmarks.js`).
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 
 from components.map_layout import GRID_ROW, LEVEL_SEPARATION, NODE_SPACING, grid_positions, tree_positions
@@ -35,12 +54,13 @@ from components.map_style import NEUTRAL_FILL, PRUNED_FILL, is_dark, status_styl
 from engine.methods.contract import EdgeKind, Layout, MethodContract, NodeKind
 from engine.node_numbers import node_numbers
 from engine.safe_text import cut_at_word
-from storage.models import Edge, Node, NodeStatus
+from storage.models import Command, CommandStatus, Edge, Node, NodeStatus
 
 # How the map is laid out in vis-network.
 HIERARCHICAL, FIXED, PHYSICS = "hierarchical", "fixed", "physics"
 
 FONT_SIZE = 16  # px at scale 1
+LEGIBLE_PX = 11  # no label is drawn smaller on screen (vis fades a label in over its last pixel)
 # The frame never opens a map zoomed out below this: 16 px × 0.8 = 12.8 px on screen. "Fit" may.
 MIN_READABLE_SCALE = 0.8
 # A map in a column beside others (Compare) is an overview: it may open smaller to show the whole
@@ -102,6 +122,7 @@ class MapData:
     legend: list[dict] = field(default_factory=list)
     selected: str | None = None
     follow: str | None = None  # the node the run works on, kept in view while the reader watches
+    reveal: str | None = None  # the newest node the reader's steering made: brought into view once
 
 
 def working_node(nodes: Sequence[Node]) -> int | None:
@@ -112,6 +133,23 @@ def working_node(nodes: Sequence[Node]) -> int | None:
         return max(running)
     kept = [node.id for node in nodes if node.status != NodeStatus.PRUNED]
     return max(kept, default=None)
+
+
+def steered_node(nodes: Sequence[Node], commands: Iterable[Command]) -> int | None:
+    """The newest node the reader's steering made: a child of a node command's target (a follow-up,
+    new branches, a deeper question), created after the command was sent. None when there is none."""
+    sent: dict[int, datetime] = {}  # target node -> when the first command on it (not refused) was sent
+    for command in commands:
+        target = (command.payload or {}).get("node_id")
+        if isinstance(target, int) and command.status != CommandStatus.FAILED:
+            at = _utc(command.created_at)
+            sent[target] = min(at, sent.get(target, at))
+    made = [node.id for node in nodes if node.parent_id in sent and _utc(node.created_at) >= sent[node.parent_id]]
+    return max(made, default=None)
+
+
+def _utc(moment: datetime) -> datetime:
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)  # SQLite reads naive UTC
 
 
 def fill_colour(node: Node, kind: NodeKind | None) -> str:
@@ -206,11 +244,12 @@ def _vis_edge(edge: Edge, kind: EdgeKind) -> dict:
 
 def build_map(nodes: Sequence[Node], edges: Sequence[Edge], selected: int | None = None, *,
               contract: MethodContract | None = None, badges: Mapping[int, str] | None = None,
-              follow: int | None = None) -> MapData:
+              follow: int | None = None, reveal: int | None = None) -> MapData:
     """vis-network nodes and edges as the run's method declares them, positioned by the view's
     layout; `selected` is selected in the frame (which draws it with a halo, its colours kept);
     `badges` (node id -> a short status line, e.g. "queued: prune") go under the labels; `follow`
-    (a live run's `working_node`) is kept in view as the map grows, until the reader moves the map.
+    (a live run's `working_node`) is kept in view as the map grows, until the reader moves the map;
+    `reveal` (`steered_node`) is brought into view when it appears, however the reader moved the map.
     Without a contract (a run of a method this process does not serve) every node is a neutral dot."""
     mode, positions, horizontal = _layout(nodes, edges, contract)
     numbers = node_numbers(nodes)
@@ -226,7 +265,8 @@ def build_map(nodes: Sequence[Node], edges: Sequence[Edge], selected: int | None
     vis_edges = [_vis_edge(edge, edge_kind(contract, edge.kind)) for edge in edges]
     return MapData(nodes=vis_nodes, edges=vis_edges, mode=mode, options=map_options(mode, horizontal=horizontal),
                    legend=legend(contract), selected=str(selected) if selected is not None else None,
-                   follow=str(follow) if follow is not None else None)
+                   follow=str(follow) if follow is not None else None,
+                   reveal=str(reveal) if reveal is not None else None)
 
 
 def map_options(mode: str = HIERARCHICAL, *, horizontal: bool = True) -> dict:
@@ -254,7 +294,9 @@ def map_options(mode: str = HIERARCHICAL, *, horizontal: bool = True) -> dict:
         }},
         "interaction": {"hover": True, "navigationButtons": False, "keyboard": False, "multiselect": False,
                         "selectConnectedEdges": False, "hoverConnectedEdges": False, "zoomSpeed": 0.7},
-        "nodes": {"font": {"size": FONT_SIZE, "face": "sans-serif"}},
+        # vis draws a label only from drawThreshold - 1 px on screen, fading it in over that pixel.
+        "nodes": {"font": {"size": FONT_SIZE, "face": "sans-serif"},
+                  "scaling": {"label": {"drawThreshold": LEGIBLE_PX + 1}}},
         "edges": {"arrows": {"to": {"enabled": True, "scaleFactor": 0.5}}, "smooth": smooth},
     }
 
@@ -271,7 +313,8 @@ def frame_args(data: MapData, height: int = MAP_HEIGHT, min_scale: float = MIN_R
     """What each render sends the frame (Streamlit serialises it as JSON): the whole map, every time,
     and `received`, the `chain` of the frame's last choice that reached the page."""
     return {"nodes": data.nodes, "edges": data.edges, "options": data.options, "legend": data.legend,
-            "selected": data.selected, "follow": data.follow, "height": height, "minScale": min_scale,
+            "selected": data.selected, "follow": data.follow, "reveal": data.reveal, "height": height,
+            "minScale": min_scale,
             "received": received}
 
 

@@ -149,9 +149,19 @@ def raised_budget(run: Run) -> dict:
 CONTROLS_HEIGHT = 40  # px: one Streamlit button
 
 
-def controls(services: Services, run: Run) -> None:
-    """Pause, Stop, Resume, Raise budget: those that apply, in a row of one height (empty when none
-    does)."""
+CONTROLS_WIDTH = 280  # px: room for the widest pair ("Retry failed nodes", "Raise budget")
+
+
+def controls_row(run: Run):
+    """The row the run's buttons go in, of one size whether it has buttons or none, so it can sit
+    beside the question: what is beside it does not move when a steered run reopens and ends."""
+    return st.container(horizontal=True, height=CONTROLS_HEIGHT, width=CONTROLS_WIDTH, border=False,
+                        vertical_alignment="center", horizontal_alignment="right", key=f"controls-{run.id}")
+
+
+def controls(services: Services, run: Run, *, row=None) -> None:
+    """Pause, Stop, Resume, Raise budget: those that apply, in `row` (a `controls_row`, by default
+    here); a warning and the budget's fields go where this is called."""
     runner = services.runner
     # Its execution here ended without recording its end (the database's disk full, or read-only):
     # until the stored status catches up (`interrupted`), it would say running for ever.
@@ -166,8 +176,7 @@ def controls(services: Services, run: Run) -> None:
     raise_budget, resume = run.status == RunStatus.DONE and bool(raised), resumable or retryable
     # The buttons that apply, side by side from the left: a lone Resume under a stopped run's warning
     # sat in the middle of the page, easy to miss; it is the primary action there.
-    row = st.container(horizontal=True, height=CONTROLS_HEIGHT, border=False, vertical_alignment="center",
-                       key=f"controls-{run.id}")
+    row = row if row is not None else controls_row(run)
     try:
         if pause and row.button("Pause", key=f"pause-{run.id}"):
             runner.pause(run.id)

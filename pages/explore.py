@@ -15,7 +15,7 @@ from components.node_panel import node_panel
 from components.params_form import params_form, readable_problems
 from components.routing import through_the_app
 from components.run_state_panels import has_side_tab, notice_list, notices, side_panels
-from components.run_view import controls, progress, question_line
+from components.run_view import controls, controls_row, progress, question_line
 from components.safe_markdown import render_document
 from components.step_log import lifecycle_events, node_badges, run_commands, run_events, step_log
 from engine.methods.contract import ANSWER_NODE, NODE_TAB
@@ -40,14 +40,24 @@ NOTICE_HEIGHT = 150  # px: a method notice above the tabs, with its button (abou
 MIN_PANEL_HEIGHT = 250  # px: a panel never shrinks below this, however many notices
 GRAPH_TAB_TEXT = 215  # px: the knowledge graph tab's lines around its drawing
 START_DEBOUNCE_S = 10.0  # the same request started again within this is the same run
+# Our own constant style (no run text in it): Streamlit's 6rem top margin, smaller while a run is open.
+COMPACT_TOP = '<style>[data-testid="stMainBlockContainer"] { padding-top: 2.5rem; }</style>'
 
 services = get_services()
-st.title("Explore")
+current = st.query_params.get("run") or st.session_state.get("run_id")
+if current:
+    # A run open: the map is what the page is for. The title shares a row with the folded form, what
+    # new research runs on is said in the form, and the page's top margin is smaller: the map starts
+    # near the top, whole on a 900 px screen (it started 480 px down, half of it below the fold).
+    st.html(COMPACT_TOP)
+    title_slot, research_slot = st.columns([1, 3], vertical_alignment="center")
+    title_slot.title("Explore")
+else:
+    st.title("Explore")
+    running_on_notice(services)
+    research_slot = st.container()
 if "flash" in st.session_state:
     st.toast(st.session_state.pop("flash"))
-
-current = st.query_params.get("run") or st.session_state.get("run_id")
-running_on_notice(services, compact=bool(current))
 if current:
     # The open run, for the Report page too (a reload or a shared URL sets only the query).
     st.session_state["run_id"] = current
@@ -56,7 +66,9 @@ if st.session_state.pop("fold-new-research", False):
     # A run was just started from it: folded, so the new run's map is where the eye is, not below
     # the form and its parameters. (Set before the expander exists: Streamlit refuses it after.)
     st.session_state[NEW_RESEARCH] = False
-with st.expander("New research", expanded=current is None, key=NEW_RESEARCH, on_change="rerun"):
+with research_slot, st.expander("New research", expanded=current is None, key=NEW_RESEARCH, on_change="rerun"):
+    if current:
+        running_on_notice(services, compact=True)
     # No help tooltip: its button would share the "Question" label with the box.
     question = st.text_area("Question", key="question",
                             placeholder=f"An open-ended or multi-hop question (up to {MAX_QUESTION_CHARS:,} "
@@ -155,12 +167,17 @@ if current:
         run, nodes = reads.run, reads.nodes
         if was_active and run.status not in RunStatus.ACTIVE:
             st.rerun(scope="app")  # the run ended: stop polling, show the report
-        question_line(run)
+        # The question beside the run's buttons, in one row, so the map starts higher. The buttons' slot
+        # keeps its width when it has none: the question wraps the same while the run works or not.
+        with st.container(horizontal=True, vertical_alignment="center", gap="medium"):
+            question_slot, buttons = st.container(), controls_row(run)
+        with question_slot:
+            question_line(run)
         events, numbers = run_events(services, reads), reads.memo("numbers", lambda: node_numbers(nodes))
         commands = run_commands(services, reads)
         progress(run, nodes, lifecycle=lifecycle_events(services, reads), events=events, numbers=numbers,
                  steerable=contract is not None and contract.steers_nodes)
-        controls(services, run)
+        controls(services, run, row=buttons)
         selected_key, side_key, picked_key = f"selected-{run_id}", f"side-{run_id}", f"picked-{run_id}"
         generation_key, map_key = f"pick-generation-{run_id}", f"map-{run_id}"
 
@@ -207,8 +224,10 @@ if current:
             # works on in view: a tree wider than the screen grows past its right edge otherwise.
             follow = (mindmap.working_node(nodes) if run.status in RunStatus.ACTIVE
                       and not st.session_state.get(picked_key) else None)
+            # A node the reader's steering made comes into view, even where they moved the map.
+            reveal = reads.memo("steered", lambda: mindmap.steered_node(nodes, commands))
             data = reads.memo(("map", selected, follow), lambda: mindmap.build_map(
-                nodes, reads.snapshot.edges, selected, contract=contract, follow=follow,
+                nodes, reads.snapshot.edges, selected, contract=contract, follow=follow, reveal=reveal,
                 badges=node_badges(nodes, events, commands, contract=contract)))
             mindmap.mind_map(data, key=map_key, height=MAP_HEIGHT)
         with panel_col:

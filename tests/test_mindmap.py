@@ -158,3 +158,36 @@ def test_a_frame_value_is_known_by_its_chain_and_a_value_without_one_by_its_seq(
     assert mindmap.choice_chain({"node": "4", "seq": 17}) == "17"
     assert mindmap.choice_chain({"node": "4"}) is None
     assert mindmap.choice_chain(None) is None and mindmap.choice_chain("1:a") is None
+
+
+def test_no_label_is_drawn_below_the_legible_size():
+    """Semantic zoom's floor: vis draws a label only from drawThreshold - 1 px on screen (issue 43:
+    Fit turned 48 labels into 2 px smudges)."""
+    options = mindmap.map_options()
+    assert options["nodes"]["scaling"]["label"]["drawThreshold"] - 1 >= mindmap.LEGIBLE_PX >= 11
+    assert mindmap.FONT_SIZE * mindmap.MIN_READABLE_SCALE >= mindmap.LEGIBLE_PX  # the default view has labels
+
+
+def test_the_node_a_steering_command_made_is_revealed_not_the_methods_own():
+    from datetime import datetime, timedelta
+
+    from storage.models import Command, CommandStatus
+
+    sent = datetime(2026, 12, 1, 12, 0)
+    nodes, _ = _run()
+    before = Node(id=1010, run_id="r", kind="subtopic", parent_id=1001, depth=2, label="grown before",
+                  created_at=sent - timedelta(seconds=5))
+    asked = Node(id=1011, run_id="r", kind="subtopic", parent_id=1001, depth=2, label="your follow-up",
+                 created_at=sent + timedelta(seconds=3))
+    elsewhere = Node(id=1012, run_id="r", kind="subtopic", parent_id=1002, depth=2, label="the method's own",
+                     created_at=sent + timedelta(seconds=4))
+    ask = Command(id=1, run_id="r", kind="ask", payload={"node_id": 1001, "question": "q"},
+                  status=CommandStatus.DONE, created_at=sent)
+    refused = Command(id=2, run_id="r", kind="expand", payload={"node_id": 1002}, status=CommandStatus.FAILED,
+                      created_at=sent)
+    everything = [*nodes, before, asked, elsewhere]
+    assert mindmap.steered_node(everything, [ask, refused]) == 1011
+    assert mindmap.steered_node(everything, [refused]) is None
+    assert mindmap.steered_node(everything, []) is None
+    data = mindmap.build_map(everything, [], contract=OMNITHINK, reveal=1011)
+    assert mindmap.frame_args(data)["reveal"] == "1011"

@@ -17,6 +17,16 @@
   const collapseBtn = document.getElementById("collapse");
   const fullscreenBtn = document.getElementById("fullscreen");
   const legendBtn = document.getElementById("legend-toggle");
+  const stage = document.getElementById("stage");
+  const outlineEl = document.getElementById("outline");
+  const outlineBtn = document.getElementById("outline-toggle");
+  // Semantic zoom: vis draws a label only from this size on screen (its drawThreshold, set by
+  // components/mindmap.py, less one); below it, landmarks.js labels what has room.
+  const LEGIBLE_PX = 11;
+  // The outline opens by itself beside a map too big to show whole readably when the frame is this
+  // wide (full screen, a wide window): the map keeps 600 px beside it. In the Explore page's column at
+  // 1440 px (about 650 px) it is a button: beside it, the map had room for the root alone.
+  const OUTLINE_MIN_FRAME_PX = 830;
 
   const nodes = new vis.DataSet();
   const edges = new vis.DataSet();
@@ -35,6 +45,22 @@
   let userMoved = false; // once the reader zooms, pans or fits, live updates leave the view alone
   let follow = null; // the node a live run works on (while the reader has not picked one)
   let showedWhole = false; // the last placed view showed the whole map
+  let labelsMeasured = false; // vis has drawn twice: the nodes' boxes hold their labels
+  let placing = false; // placeView opens the outline and places the view itself
+  let draws = 0; // drawings of this map (another run's map starts again)
+  let outlineAuto = true; // until the reader shows or hides the outline, it opens by itself
+  let lastReveal = null; // the last node made by the reader's steering that was brought into view
+  let landmarkOrder = []; // [{id, text, depth, count}]: who gets a landmark first when zoomed out
+  let landmarks = null;
+  let hiddenNow = new Set();
+  const outline = window.thoughtmapOutline(outlineEl, function (id) {
+    // An entry chosen: as a click on the map, and the map shows it.
+    reveal(id);
+    network.selectNodes([id]);
+    frameNode(id, false);
+    choose(id);
+    updateCollapseButton();
+  }, descendants);
   let search = { query: "", index: -1 };
   // After the frame chose a node itself, every render until the page says it received that choice
   // carries a selection the page made before it (quick choices, a search's Enter after Enter, can
@@ -63,6 +89,7 @@
     post("streamlit:setComponentValue", { value: { node: id, seq: seq, chain: chain }, dataType: "json" });
     pendingChain = chain;
     pendingNode = shownSelection = id; // shown now; the page's own selections count from here
+    outline.select(id);
     // A value sent while a live refresh reruns the page is now and then lost on Streamlit's side
     // (the panel never shows the node): sent again (a new seq, so Streamlit reruns; the same chain,
     // so a page that read the first does not take it as a new choice), twice at most, until the
@@ -87,6 +114,7 @@
     // the first render: the first view is placed around it).
     if (pageSelected === shownSelection) return;
     shownSelection = pageSelected;
+    outline.select(pageSelected !== null && items.has(pageSelected) ? pageSelected : null);
     if (pageSelected !== null && items.has(pageSelected)) {
       network.selectNodes([pageSelected]);
       if (bring) bringIntoView(pageSelected);
@@ -158,7 +186,49 @@
       want.push(shown);
     }
     syncSet(nodes, want, shownNodes);
+    hiddenNow = hidden;
+    rankLandmarks(kids);
+    outline.update(items, kids);
     updateCollapseButton();
+  }
+
+  function rankLandmarks(kids) {
+    // Zoomed out, the upper levels are labelled first, then the larger branches, then the older nodes.
+    const depth = new Map();
+    const ordered = [...items.values()];
+    for (const item of ordered) {
+      let d = 0;
+      const seen = new Set();
+      for (let p = item.parent; p !== null && items.has(p) && !seen.has(p); p = items.get(p).parent) { seen.add(p); d++; }
+      depth.set(item.id, d);
+    }
+    landmarkOrder = ordered.map(function (item) {
+      const count = descendants(item.id, kids).length;
+      const head = "#" + item.number + " ";
+      const tail = count ? "  +" + count : "";
+      const room = 34 - head.length - tail.length;
+      const text = item.text.length > room ? item.text.slice(0, room - 1).trimEnd() + "…" : item.text;
+      return { id: item.id, text: head + text + tail, depth: depth.get(item.id), count: count, number: item.number };
+    }).sort((a, b) => a.depth - b.depth || b.count - a.count || a.number - b.number);
+  }
+
+  function describeLandmarks() {
+    // For landmarks.js: the nodes whose own label vis does not draw at this scale, best first (the
+    // selected node, the node the run works on, then the branches in `landmarkOrder`).
+    const scale = network.getScale();
+    const first = [shownSelection, followed()].filter((id) => id !== null && items.has(id));
+    const order = first.map((id) => landmarkOrder.find((l) => l.id === id)).filter(Boolean)
+      .concat(landmarkOrder.filter((l) => !first.includes(l.id)));
+    const candidates = [];
+    for (const l of order) {
+      const item = items.get(l.id);
+      if (!item || hiddenNow.has(l.id) || item.font.size * scale >= LEGIBLE_PX) continue;
+      if (!l.count && !first.includes(l.id)) continue; // a leaf stays a dot: the branches are the landmarks
+      const body = network.body.nodes[l.id];
+      const radius = body && body.shape && body.shape.height ? body.shape.height / 2 : item.size || 10;
+      candidates.push({ id: l.id, text: l.text, radius: radius });
+    }
+    return { visLabelsShown: !candidates.length, candidates: candidates };
   }
 
   function render(args) {
@@ -178,7 +248,8 @@
     // Streamlit may keep this frame for another run's map (no node in common): it starts as a first
     // map does, its view, folds and search its own, and a choice pending on the old one is dropped.
     if (shownNodes.size && ![...items.keys()].some((id) => shownNodes.has(id))) {
-      userMoved = showedWhole = false;
+      userMoved = showedWhole = labelsMeasured = false;
+      draws = 0;
       collapsed.clear();
       search = { query: "", index: -1 };
       searchEl.value = searchStatus.textContent = "";
@@ -212,6 +283,11 @@
     if (wasFollowing && follow === null && !showedWhole) userMoved = true;
     if (pendingChain === null) followPage(hadNodes);
     if (!userMoved && items.size) keepInView(); // live growth stays in view until the reader moves
+    // A node the reader's steering made (a follow-up, new branches): brought into view even when they
+    // moved the map, for they asked for it. Not on the first render: the run is just being opened.
+    const steered = args.reveal !== undefined ? args.reveal : null;
+    if (steered !== null && steered !== lastReveal && hadNodes && items.has(steered)) showSteered(steered);
+    lastReveal = steered;
     updateCollapseButton();
     renders += 1;
   }
@@ -241,9 +317,21 @@
 
   function create(options) {
     network = new vis.Network(mapEl, { nodes: nodes, edges: edges }, withChosen(options));
+    landmarks = window.thoughtmapLandmarks(network, mapEl, describeLandmarks);
+    network.on("afterDrawing", function () {
+      // vis sizes a label as it draws it and takes it into the node's box at the next drawing: from the
+      // second drawing on, the boxes hold the labels. The first view is placed again then (the root's
+      // question, centred under it, was cut at the map's left edge when placed from shapes alone).
+      // (Placed after the drawing's task: vis also draws in the middle of a DataSet update.)
+      if (++draws !== 2) return;
+      labelsMeasured = true;
+      setTimeout(function () { if (!userMoved) placeView(); }, 0);
+    });
     network.on("click", function (params) {
       hideTooltip();
-      if (params.nodes.length) choose(params.nodes[0]);
+      const landmark = params.nodes.length ? null : landmarks.hit(params.pointer.DOM);
+      if (landmark !== null) network.selectNodes([landmark]);
+      if (params.nodes.length || landmark !== null) choose(params.nodes.length ? params.nodes[0] : landmark);
       updateCollapseButton();
     });
     network.on("hoverNode", function (params) {
@@ -278,7 +366,7 @@
   function initialView() {
     // Labels drawn outside their shape (a dot's question under it) are measured when first drawn:
     // a map shown whole is framed again then, so the fit counts their width and no label is cut at
-    // the edge. (A map too big to show whole is placed at the readable scale with room for labels.)
+    // the edge. (The first view of a larger map is placed again at the second drawing: `create`.)
     if (placeView()) network.once("afterDrawing", function () { if (!userMoved) placeView(); });
   }
 
@@ -309,6 +397,7 @@
     // vis-network's fit frames the shapes; this frames the shapes with their labels.
     network.fit({ nodes: ids, animation: false });
     const box = bounds(ids);
+    if (![box.left, box.right, box.top, box.bottom].every(Number.isFinite)) return; // not laid out yet
     const pad = 12;
     const width = Math.max(box.right - box.left, 1);
     const height = Math.max(box.bottom - box.top, 1);
@@ -328,6 +417,13 @@
     fitWithLabels(ids);
     const scale = network.getScale();
     showedWhole = scale >= minScale;
+    if (!showedWhole && outlineAuto && outlineEl.hidden && root.clientWidth >= OUTLINE_MIN_FRAME_PX) {
+      // Too big to show whole readably: the outline lists it beside the map (the map narrows: placed again).
+      placing = true;
+      setOutline(true);
+      placing = false;
+      return placeView();
+    }
     if (showedWhole) {
       if (scale > 1.3) network.moveTo({ scale: 1.3, animation: false });
       return true;
@@ -350,9 +446,12 @@
     const box = bounds(ids);
     const halfW = mapEl.clientWidth / 2 / scale;
     const halfH = mapEl.clientHeight / 2 / scale;
-    const margin = 110 / scale; // room for half a label (about 110 px on screen) beside the outermost nodes
-    const leftX = box.left - margin + halfW;
-    const rightX = box.right + margin - halfW;
+    // Room for half a label (about 110 px on screen) beside the outermost nodes until vis has drawn the
+    // labels once: from then on the boxes hold them, and a margin that counted them again pushed the
+    // tree's first levels out of view.
+    // (Right of the map, where new nodes grow unmeasured, the room stays.)
+    const leftX = box.left - (labelsMeasured ? 12 : 110) / scale + halfW;
+    const rightX = box.right + 110 / scale - halfW;
     const topY = box.top - 40 / scale + halfH; // room above the topmost shape
     const bottomY = box.bottom + 60 / scale - halfH; // room for the labels under the lowest shapes
     const x = first && focus === ids[0] ? leftX : Math.max(Math.min(at.x, rightX), leftX);
@@ -371,6 +470,25 @@
     }
   }
 
+  function showSteered(id) {
+    // Unfolded if a fold hid it, listed in the outline, and in view at a readable scale with the way
+    // to it (framed as a first view is), however the reader had moved the map.
+    reveal(id);
+    outline.reveal(id);
+    outline.draw();
+    frameNode(id, true);
+  }
+
+  function frameNode(id, always) {
+    // At a readable scale, with the way to it (framed as a first view is); a node already in sight at
+    // a readable scale stays where it is unless `always`.
+    const scale = Math.max(network.getScale(), minScale);
+    if (always || scale !== network.getScale() || !nearlyInView(id)) {
+      network.moveTo({ position: framedAround(id, visibleIds(), scale, false), scale: scale, animation: false });
+    }
+    userMoved = true;
+  }
+
   // ------------------------------------------------------------------ tooltip (text only)
 
   function showTooltip(text, pointer) {
@@ -381,7 +499,7 @@
     const y = pointer && pointer.DOM ? pointer.DOM.y : 0;
     const left = Math.min(x + 14, mapEl.clientWidth - tooltip.offsetWidth - 6);
     const top = y + 18 + tooltip.offsetHeight > mapEl.clientHeight ? y - tooltip.offsetHeight - 10 : y + 18;
-    tooltip.style.left = Math.max(4, left) + "px";
+    tooltip.style.left = mapEl.offsetLeft + Math.max(4, left) + "px"; // the outline may sit left of the map
     tooltip.style.top = Math.max(4, top) + "px";
   }
 
@@ -455,6 +573,7 @@
     const id = found[index];
     reveal(id);
     network.selectNodes([id]);
+    outline.select(id);
     network.moveTo({ position: network.getPositions([id])[id], scale: Math.max(network.getScale(), minScale),
                      animation: false });
     userMoved = true;
@@ -485,7 +604,10 @@
   searchEl.addEventListener("keydown", function (event) {
     if (event.key === "Enter") { event.preventDefault(); find(); }
   });
-  searchEl.addEventListener("input", function () { searchStatus.textContent = ""; });
+  searchEl.addEventListener("input", function () {
+    searchStatus.textContent = "";
+    outline.search(searchEl.value.trim() ? new Set(matches(searchEl.value)) : null); // the outline lists the matches
+  });
   document.getElementById("fit").addEventListener("click", function () {
     fitWithLabels(visibleIds());
     userMoved = true;
@@ -506,6 +628,23 @@
   document.getElementById("zoom-in").addEventListener("click", function () { zoom(1.3); });
   document.getElementById("zoom-out").addEventListener("click", function () { zoom(1 / 1.3); });
   collapseBtn.addEventListener("click", toggleCollapse);
+  outlineBtn.addEventListener("click", function () {
+    outlineAuto = false;
+    setOutline(outlineEl.hidden);
+  });
+
+  function setOutline(show) {
+    outlineEl.hidden = !show;
+    stage.classList.toggle("with-outline", show);
+    outlineBtn.setAttribute("aria-pressed", String(show));
+    if (show) outline.draw();
+    // The canvas takes the map's new width now (vis would notice within a second); vis keeps the view's
+    // centre, which cut a view placed from the map's left edge: an unmoved view is placed again.
+    if (!network) return;
+    network.setSize();
+    if (!userMoved && !placing) placeView();
+    network.redraw();
+  }
   fullscreenBtn.addEventListener("click", toggleFullscreen);
   legendBtn.addEventListener("click", function () {
     legendEl.hidden = !legendEl.hidden;
@@ -628,6 +767,20 @@
       });
     },
     map: () => ({ width: mapEl.clientWidth, height: mapEl.clientHeight }),
+    // The labels drawn now: vis's own (a node shown, in view, at or above vis's drawThreshold less one,
+    // its own rule) and the landmarks; each with its size on screen.
+    labels: function () {
+      const scale = network.getScale();
+      const own = [...items.values()].filter(function (item) {
+        const body = network.body.nodes[item.id];
+        if (!body || hiddenNow.has(item.id)) return false;
+        const at = network.canvasToDOM(network.getPositions([item.id])[item.id]);
+        const inView = at.x >= 0 && at.y >= 0 && at.x <= mapEl.clientWidth && at.y <= mapEl.clientHeight;
+        return inView && body.options.font.size * scale >= body.options.scaling.label.drawThreshold - 1;
+      }).map((item) => ({ id: item.id, kind: "label", px: network.body.nodes[item.id].options.font.size * scale }));
+      return own.concat(landmarks.placed().map((l) => Object.assign({ kind: "landmark" }, l)));
+    },
+    outline: () => ({ shown: !outlineEl.hidden, entries: outline.entries() }),
   };
 
   post("streamlit:componentReady", { apiVersion: 1 });
