@@ -193,6 +193,8 @@ if current:
         # The run's own state (FGDIP's error memory, OmniThink's outline...) and commands beside the
         # map, in a tab next to the selected node's: watched as the map grows, not below the step log.
         side_tab = contract is not None and has_side_tab(contract) and bool(ids)
+        # MTQA's knowledge graph drawn in a third tab, around the selected node's units.
+        graph_tab = contract.view.knowledge_tab.title if side_tab and has_knowledge_tab(contract) else None
         # A click or a search match on the map, read before the map is built: the render that tells
         # the frame its choice arrived then selects that node (one built before carried the old one).
         chosen = mindmap.map_choice(map_key)
@@ -211,8 +213,6 @@ if current:
             report = reads.memo("report", lambda: services.repo.latest_report(run_id))
             answer = ((report.data or {}) if report is not None else {}).get(ANSWER_NODE)
             if answer in ids:
-        # MTQA's knowledge graph drawn in a third tab, around the selected node's units.
-        graph_tab = contract.view.knowledge_tab.title if side_tab and has_knowledge_tab(contract) else None
                 select(answer)
         # The knowledge graph tab, open, takes 2/5 of the width: a graph needs room, a matrix less.
         wide_panel = graph_tab is not None and st.session_state.get(side_key) == graph_tab
@@ -267,6 +267,10 @@ if current:
             if run_tab is not None:
                 with run_tab, st.container(height=max(MAP_HEIGHT - TABS_HEIGHT - shorter, MIN_PANEL_HEIGHT), border=False):
                     side_panels(services, run, contract, reads, commands, offered=offered)
+            if more_tabs and more_tabs[0].open:  # (drawn only when open: a hidden frame cannot place it)
+                tall = max(MAP_HEIGHT - TABS_HEIGHT - shorter, MIN_PANEL_HEIGHT)
+                with more_tabs[0], st.container(height=tall, border=False):
+                    knowledge_graph_tab(services, run, contract, nodes, node, reads, height=tall - GRAPH_TAB_TEXT)
         step_log(events, numbers, key=f"log-{run_id}", selected=st.session_state.get(selected_key))
         if contract is not None and not side_tab:
             side_panels(services, run, contract, reads, commands)  # a method's notices, when it has no tab
@@ -286,7 +290,3 @@ if current:
                              query_params={"run": current})
             except StreamlitPageNotFoundError:  # the page runs on its own (tests), without navigation
                 st.caption("Downloads are on the Report page.")
-            if more_tabs and more_tabs[0].open:  # (drawn only when open: a hidden frame cannot place it)
-                tall = max(MAP_HEIGHT - TABS_HEIGHT - shorter, MIN_PANEL_HEIGHT)
-                with more_tabs[0], st.container(height=tall, border=False):
-                    knowledge_graph_tab(services, run, contract, nodes, node, reads, height=tall - GRAPH_TAB_TEXT)
