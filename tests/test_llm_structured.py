@@ -393,3 +393,33 @@ def test_an_object_inside_an_answer_that_was_cut_off_is_no_answer():
     with pytest.raises(ValueError):  # re-asked (shorter, when the endpoint says it was cut off)
         parse_output('{"entities": [{"name": "Paris"}, {"name": "Sei', _AllDefaults)
     assert parse_output("```json\n{}\n```", _AllDefaults).entities == []  # an empty answer, whole
+
+
+def test_cut_off_under_a_cap_lowered_for_a_slow_machine_goes_compact_at_once():
+    """The built-in model on a busy machine writes under a lowered cap (`ChatResponse.output_cap`,
+    engine/llm/decode_speed.py), where each attempt costs minutes: cut once, the next attempt is the
+    compact form sized to the cap the call really ran under, not to what the step asked."""
+    from engine.llm.protocol import ChatResponse
+
+    class SlowMachine:
+        description = "a slow built-in model"
+
+        def __init__(self) -> None:
+            self.requests = []
+
+        def model_for(self, purpose: str) -> str:
+            return "local"
+
+        def chat(self, request):
+            self.requests.append(request)
+            if len(self.requests) == 1:
+                return ChatResponse(text='{"answer": "a long answer that goes on', model="local", cut_off=True,
+                                    output_cap=60)
+            return ChatResponse(text='{"answer": "short", "follow_up_questions": ["a?", "b?"], "confidence": 0.5}',
+                                model="local")
+
+    llm = SlowMachine()
+    finding = ask_structured(llm, [Message("user", SOURCES_PROMPT)], Finding, max_tokens=1000)
+    assert finding.answer == "short" and len(llm.requests) == 2
+    full, compact = llm.requests[0].json_schema, llm.requests[1].json_schema
+    assert compact == compact_schema(full, 60) != compact_schema(full, 1000)

@@ -260,8 +260,9 @@ def ask_structured(
                 if convo[-1].content != TOO_LONG_FEEDBACK:
                     convo.append(Message("user", TOO_LONG_FEEDBACK))
                 cut_offs += 1
-                if not compact and (cut_offs >= 2 or attempt + 1 == attempts):
-                    # Cut twice (or once, with one attempt left): the compact form, whose schema
+                if not compact and (cut_offs >= 2 or attempt + 1 == attempts or response.output_cap is not None):
+                    # Cut twice (or once, with one attempt left, or once under a cap lowered for a
+                    # slow machine, where every attempt costs minutes): the compact form, whose schema
                     # leaves out the optional fields and limits lists and text so the answer fits.
                     # Fitted to the cap the call really ran under (lower on a slow machine).
                     schema = compact_schema(schema, response.output_cap or max_tokens)
