@@ -185,7 +185,7 @@ NODE_KINDS = (
              )),
     NodeKind(RERANK, RerankData, "Rerank", "#7FB3D5", "a search's rerank step: every document found, its score, "
              "kept or dropped", shape="triangle", size_by_priority=False),
-    NodeKind(SUMMARY, SummaryData, "Summary", "#A9DFBF", "a search's summary step: what its kept documents say, "
+    NodeKind(SUMMARY, SummaryData, "Summary", "#F7DC6F", "a search's summary step: what its kept documents say, "
              "a marker per document", shape="square", size_by_priority=False),
     NodeKind(REASONING, ReasoningData, "Reasoning", "#C5B0D5", "a reasoning turn of the agent", shape="dot",
              size_by_priority=False),
