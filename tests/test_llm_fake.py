@@ -394,3 +394,51 @@ def test_default_answer_is_a_pure_function():
     assert default_answer(chat) == default_answer(chat)
     with pytest.raises(ValidationError):
         Report.model_validate_json("{}")  # sanity: the model is strict enough to mean something
+
+
+# ---------------------------------------------------------------------- demo wording (issue 43)
+
+
+class Aspects(BaseModel):
+    aspect: str = Field(description="Name of the impact aspect.")
+    category: str = Field(description="Economic, Social, Political, Technical, Environmental, Historical...")
+
+
+def test_a_follow_up_of_a_follow_up_reads_as_a_plausible_question():
+    """The fake's follow-ups read "What are the key facts about key facts born?" one layer down: it
+    took a question's first words for its subject, and the question was its own template."""
+    parent = "What are the key facts about the Eiffel Tower?"
+    prompt = f"Overall research question: When was the Eiffel Tower built?\nQuestion: {parent}\nAlready explored: {parent}"
+    asked = Subquestions.model_validate_json(FakeLLM().chat(structured(Subquestions, prompt)).text).subquestions
+    assert all("the Eiffel Tower" in q and q.endswith("?") for q in asked), asked
+    assert parent not in asked and len(set(asked)) == len(asked)
+    assert not any("key facts about key facts" in q or "Eiffel Tower built" in q for q in asked), asked
+    # The same prompt, the same words: still deterministic.
+    assert Subquestions.model_validate_json(FakeLLM().chat(structured(Subquestions, prompt)).text).subquestions == asked
+
+
+def test_aspects_name_the_subject_or_pick_what_the_field_lists():
+    prompt = "Question: How did the Apollo program influence the history of computing?"
+    answer = Aspects.model_validate_json(FakeLLM().chat(structured(Aspects, prompt)).text)
+    assert answer.aspect == "The Apollo program: origins and history"
+    assert answer.category == "Economic"
+
+
+@pytest.mark.parametrize("question, topic", [
+    ("When was the Eiffel Tower built and who designed it?", "the Eiffel Tower"),
+    ("How did the Apollo program influence the history of computing?", "the Apollo program"),
+    ("Who wrote the play Hamlet?", "Hamlet"),
+    ("How do tides work?", "tides"),
+    ("Which sources best explain the Eiffel Tower?", "the Eiffel Tower"),  # one of the fake's own
+    ("Subject: When was the Eiffel Tower built?", "the Eiffel Tower"),  # a label is no name
+    ("", ""),
+])
+def test_the_subject_of_a_question(question, topic):
+    from engine.llm.fake_words import subject
+
+    assert subject(question) == topic
+
+
+def test_without_sources_the_answer_says_so_and_what_to_look_into():
+    text = FakeLLM().chat(request("Question: When was the Eiffel Tower built?")).text
+    assert text.startswith("The sources at hand do not cover the Eiffel Tower"), text

@@ -36,6 +36,7 @@ from engine.llm.structured import FORMAT_OPENING, REASK_OPENING, TOO_LONG_OPENIN
 from engine.llm.fake_knowledge import DEFAULTS as KNOWLEDGE_DEFAULTS
 from engine.llm.fake_research import DEFAULTS as RESEARCH_DEFAULTS
 from engine.llm.fake_research import LOGPROB_DEFAULTS
+from engine.llm.fake_words import aspect, follow_up, listed_options, section_title, subject
 
 PROMPT_DEFAULTS = {**KNOWLEDGE_DEFAULTS, **RESEARCH_DEFAULTS}
 
@@ -325,6 +326,7 @@ class PromptView:
     sources: tuple[Source, ...]
     terms: tuple[str, ...]  # key terms of the question, in order, original spelling
     schema_in_prompt: dict[str, Any] | None
+    text: str = ""  # the whole prompt, so a follow-up it already holds is not written again
 
 
 _SOURCE_HEAD = re.compile(r"^\s*\[(\d+)\]\s+(\S.*?)\s*$")
@@ -358,6 +360,7 @@ def read_prompt(messages: Sequence[Message]) -> PromptView:
         sources=sources,
         terms=key_terms(question),
         schema_in_prompt=_schema_in_prompt(prompt_messages),
+        text="\n".join(m.content for m in prompt_messages),
     )
 
 
@@ -486,14 +489,6 @@ _TITLE_WORDS = frozenset({"title", "name", "label", "heading", "topic", "headlin
 _TERM_WORDS = frozenset(
     {"keyword", "keywords", "term", "terms", "tag", "tags", "entity", "concept"}
 )
-_QUESTION_TEMPLATES = (
-    "What are the key facts about {topic}?",
-    "What evidence supports the main claims about {topic}?",
-    "How has {topic} changed over time?",
-    "What are the main debates or open problems around {topic}?",
-    "Which sources best explain {topic}?",
-    "What are the causes and consequences of {topic}?",
-)
 
 
 def _field_kind(field: str) -> str:
@@ -540,9 +535,8 @@ class PromptWriter:
         if kind == "short":
             return self.short_answer()
         topic = self._topic()
-        suffix = f" {index + 1}" if index else ""  # keeps the items of a list distinct
-        if kind == "title":
-            return (topic.title() if topic else "Item") + suffix
+        if kind == "title":  # a list's items are its parts; one title is the subject's
+            return section_title(topic, index) if slot.index is not None else (topic[:1].upper() + topic[1:] or "Overview")
         if kind == "term":
             terms = self._view.terms or ("topic",)
             term = terms[index % len(terms)]
@@ -551,8 +545,10 @@ class PromptWriter:
             return f"https://example.org/{_slug(topic) or 'source'}"
         if kind == "id":
             return f"{_slug(topic) or 'item'}-{index + 1}"
-        label = slot.field.replace("_", " ").strip().capitalize() or "Note"
-        return (f"{label} on {topic}" if topic else label) + suffix
+        # A value the field's description lists ("Economic, Social, Political…"), else an aspect
+        # of the subject ("Eiffel Tower: origins and history").
+        options = listed_options(slot.description)
+        return options[index % len(options)] if options else aspect(topic, index, self._view.text)
 
     def paragraph(self, max_length: int | None = None) -> str:
         """1-3 cited sentences from the sources, or a short answer naming the key terms."""
@@ -580,12 +576,8 @@ class PromptWriter:
         return self._topic() or "unknown"
 
     def question(self, index: int) -> str:
-        topic = self._topic() or "the topic"
-        template = _QUESTION_TEMPLATES[index % len(_QUESTION_TEMPLATES)]
-        text = template.format(topic=topic)
-        if index >= len(_QUESTION_TEMPLATES):
-            text = f"{text[:-1]} (angle {index // len(_QUESTION_TEMPLATES) + 1})?"
-        return text
+        """A follow-up about the subject, none its question or a sibling's has (`follow_up`)."""
+        return follow_up(self._topic(), index, self._view.question)
 
     def _point(self, index: int, max_length: int | None) -> str:
         if self._ranked:
@@ -593,22 +585,18 @@ class PromptWriter:
             text = _cite(sentence, max_length)
             rounds = index // len(self._ranked)
             return text if rounds == 0 else f"{text} (point {index + 1})"
-        topic = self._topic() or "the question"
-        return f"Point {index + 1}: an aspect of {topic} worth checking against sources."
+        return f"{aspect(self._topic(), index)}: worth checking against the sources."
 
     def _topic(self) -> str:
-        """The question's first key terms: a short, readable stand-in for its subject."""
-        return " ".join(self._view.terms[:3])
+        """What the question is about, in a few words (`fake_words.subject`)."""
+        return subject(self._view.question)
 
     def _sourceless_answer(self) -> str:
-        terms = self._view.terms
-        if not terms:
+        topic = self._topic()
+        if not topic:
             return "No question or sources were given, so there is nothing to answer yet."
-        listed = ", ".join(terms[:-1]) + (f" and {terms[-1]}" if len(terms) > 1 else terms[0])
-        return (
-            "This offline answer has no sources to draw on, so it only outlines the question: "
-            f"the key aspects to research are {listed}."
-        )
+        return (f"The sources at hand do not cover {topic}, so this offline answer can only say what to "
+                "look into: its origins and history, the people involved and its impact.")
 
 
 def _rank_sentences(view: PromptView) -> list[_Sentence]:
@@ -754,4 +742,4 @@ def mtqa_view(request: ChatRequest, view: PromptView) -> PromptView:
     best_first = list(dict.fromkeys(s.source for s in _rank_sentences(view)))
     left_out = set(best_first[:skip])
     return PromptView(view.question, tuple(s for s in view.sources if s.number not in left_out), view.terms,
-                      view.schema_in_prompt)
+                      view.schema_in_prompt, view.text)

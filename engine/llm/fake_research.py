@@ -3,7 +3,7 @@ reranker, so `--llm fake` runs the whole method offline and deterministically:
 
 - `rerank.judge`: "yes" or "no" by how many of the query's words the document holds; with logprobs
   asked, P(yes) = 0.05 + 0.9 × that share (and P(no) the rest), so documents get graded scores.
-- `research.agent`: one more search after the question's (its key words and "causes and effects"),
+- `research.agent`: one more search after the question's (its subject and "causes and effects"),
   or the point you asked it to dig into; then it answers. The path the cost estimate expects.
 - `research.answer`: a long-form answer of cited sentences from the listed documents, the best one
   of each document first, in two paragraphs.
@@ -53,11 +53,12 @@ def rerank_logprobs(request: ChatRequest) -> tuple[tuple[str, float], ...]:
 
 
 def agent_answer(request: ChatRequest) -> str:
-    from engine.llm.fake import key_terms, read_prompt
+    from engine.llm.fake import read_prompt
+    from engine.llm.fake_words import subject
 
     text = _text(request)
     question = read_prompt(request.messages).question
-    terms = key_terms(question) or ("the question",)
+    topic = subject(question) or "the question"
     focus = _FOCUS.search(text)
     searches = _SEARCHES.search(text)
     left = _LEFT.search(text)
@@ -67,8 +68,8 @@ def agent_answer(request: ChatRequest) -> str:
         return json.dumps({"reasoning": f"You asked for more on {query}; a search for it comes next.",
                            "need_more_search": True, "next_query": query})
     if done < 2 and (left is None or int(left.group(1)) > 0):
-        query = f"{' '.join(terms[:3])} causes and effects"
-        return json.dumps({"reasoning": f"The first search gives an overview of {' '.join(terms[:3])}; the causes and "
+        query = f"{topic} causes and effects"
+        return json.dumps({"reasoning": f"The first search gives an overview of {topic}; the causes and "
                            "effects need more evidence.", "need_more_search": True, "next_query": query})
     return json.dumps({"reasoning": "The findings cover the question's main dimensions; time to answer.",
                        "need_more_search": False, "next_query": ""})
@@ -76,6 +77,7 @@ def agent_answer(request: ChatRequest) -> str:
 
 def answer_text(request: ChatRequest) -> str:
     from engine.llm.fake import PromptWriter, _cite, _rank_sentences, mtqa_view, read_prompt
+    from engine.llm.fake_words import subject
 
     view = read_prompt(request.messages)
     ranked = _rank_sentences(view)
@@ -86,7 +88,7 @@ def answer_text(request: ChatRequest) -> str:
         best_per_source.setdefault(sentence.source, sentence)
     picked = list(best_per_source.values())[:ANSWER_SOURCES]
     picked += [s for s in ranked if s not in picked][: max(0, 2 * ANSWER_SOURCES - len(picked))]
-    topic = " ".join(view.terms[:3]) or "the question"
+    topic = subject(view.question) or "the question"
     cited = [_cite(s) for s in picked]  # type: ignore[arg-type]
     middle = (len(cited) + 1) // 2
     return "\n\n".join(part for part in (
