@@ -20,9 +20,10 @@ from engine.methods.deot.params import DeotParams
 from engine.methods.params import build_params_with_profile
 from engine.services import build_services
 from storage.models import NodeStatus, RunStatus
+from tests.progress_wait import BACKSTOP_S, STALL_S, run_progress, wait_for_process, wait_for_run, wait_on_progress
 from tests.test_local_model_server import local_settings  # noqa: F401  (fixture: skips without the runtime)
 
-pytestmark = [pytest.mark.slow, pytest.mark.local_model, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slow, pytest.mark.local_model, pytest.mark.timeout(BACKSTOP_S)]
 
 ROOT = Path(__file__).resolve().parents[1]
 THOUGHTMAP = [sys.executable, "-m", "engine.cli"]
@@ -41,11 +42,20 @@ def test_cli_deot_run_on_the_built_in_model_stores_a_tree_and_a_cited_report(loc
     """`thoughtmap run` with no LLM configured picks the built-in model (auto) and its quick profile."""
     home = prebuilt_corpus_home
     params = [arg for key, value in TINY.items() for arg in ("--param", f"{key}={value}")]
-    done = subprocess.run([*THOUGHTMAP, "run", QUESTION, "--method", "deot", *params],
-                          cwd=ROOT, env=_env(home), capture_output=True, text=True, timeout=840)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "running on the built-in local model" in done.stderr and "quick profile:" in done.stderr
-    run_id = done.stdout.strip().splitlines()[-1]
+    # Waited on while it advances (its progress lines, the model's CPU), not against a clock: on a
+    # busy machine the same run takes several times as long.
+    out, err = home / "run.out", home / "run.err"
+    with out.open("w") as stdout, err.open("w") as stderr:
+        process = subprocess.Popen([*THOUGHTMAP, "run", QUESTION, "--method", "deot", *params],
+                                   cwd=ROOT, env=_env(home), stdout=stdout, stderr=stderr, text=True)
+        try:
+            code = wait_for_process(process, err, what="thoughtmap run to end")
+        finally:
+            process.kill()
+    stderr_text = err.read_text()
+    assert code == 0, stderr_text[-3000:]
+    assert "running on the built-in local model" in stderr_text and "quick profile:" in stderr_text
+    run_id = out.read_text().strip().splitlines()[-1]
 
     services = build_services(load_settings({"THOUGHTMAP_HOME": str(home)}))
     try:
@@ -87,17 +97,13 @@ def test_a_run_goes_on_when_the_model_server_is_killed_mid_call(local_settings, 
                                          llm_info=services.llm_info("local"), search_mode="local")
         services.runner.start(run.id)
         # Wait for the second LLM call to be in flight (one finished, one being generated), then kill.
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
-            if services.repo.get_run(run.id).llm_calls >= 1 and llm.in_flight == 1:
-                break
-            time.sleep(0.05)
-        else:
-            pytest.fail("the run never had a second LLM call in flight")
+        wait_on_progress(lambda: services.repo.get_run(run.id).llm_calls >= 1 and llm.in_flight == 1,
+                         lambda: run_progress(services.repo, run.id), stall_s=STALL_S, interval=0.05,
+                         what="a second LLM call in flight")
         time.sleep(0.5)
         os.kill(first_pid, signal.SIGKILL)
 
-        final = services.runner.wait(run.id, timeout=600)
+        final = wait_for_run(services.repo, run.id)
         assert final.status == RunStatus.DONE, final.error
         assert server.starts == 2 and server.pid != first_pid
         assert services.repo.latest_report(run.id) is not None

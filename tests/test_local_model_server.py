@@ -27,6 +27,7 @@ from engine.llm.local_model import LocalModelError, part_paths, resolve_model_fi
 from engine.llm.local_server import LocalModelServer, free_port
 from engine.llm.protocol import ChatRequest, Message
 from engine.llm.structured import ask_structured
+from tests.progress_wait import STALL_S, model_cpu, wait_on_progress
 
 pytestmark = pytest.mark.local_model
 
@@ -127,12 +128,11 @@ def test_a_killed_server_is_restarted_and_the_call_in_flight_is_retried(server, 
 
     caller = threading.Thread(target=long_call)
     caller.start()
-    deadline = time.monotonic() + 30
-    while llm.in_flight == 0 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_on_progress(lambda: llm.in_flight, model_cpu, stall_s=STALL_S, interval=0.05, what="the call in flight")
     time.sleep(1.0)  # the request is now being generated
     os.kill(first_pid, signal.SIGKILL)
-    caller.join(timeout=300)
+    # Restarted and answered, however busy the machine, while the model computes.
+    wait_on_progress(lambda: not caller.is_alive(), model_cpu, stall_s=STALL_S, what="the retried call")
 
     assert "error" not in result, result.get("error")
     assert result["response"].text.strip()
