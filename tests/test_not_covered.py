@@ -124,3 +124,14 @@ def test_the_research_agent_on_the_built_in_model_says_the_sources_do_not_cover_
     assert fake_llm.calls_for(ANSWER) == []  # the model was not asked to answer from nothing
     report = services.repo.latest_report(run_id).markdown
     assert "do not cover this" in report and "cites nothing" not in report
+
+
+def test_a_deot_question_the_sources_do_not_cover_is_not_expanded(services, fake_llm):
+    # Room for a tree, but nothing under a question the sources do not cover: its sub-questions would
+    # drift off it ("What is Rust about?" found the Tin Woodman on the built-in model).
+    fake_llm.when(PLANNER, plan(task("task1", "info_search", "quantum error correction codes for superconducting qubits")))
+    run_id = _run_on_the_built_in_model(services, fake_llm, UNCOVERED, {**ONE_NODE, "max_layers": 3, "max_nodes": 5})
+    assert services.repo.get_run(run_id).status == RunStatus.DONE
+    [root] = services.repo.list_nodes(run_id, kind="question")
+    assert root.data["expansion"]["decision"] == "STOP"
+    assert "do not cover" in root.data["expansion"]["reasoning"]

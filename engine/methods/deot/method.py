@@ -363,9 +363,11 @@ class DeotMethod(Method):
                 if layer_of(node) >= params.max_layers:
                     # The paper counts the user's question as layer 1: max_layers 3 is the root and two levels.
                     self._record_expansion(ctx, node, "STOP", "rule", "the maximum layer is reached", [])
-                elif node.data.get("not_covered") and node.parent_id is not None:
-                    # The sources covered nothing of it: narrower questions under it would search the
-                    # same sources in vain (the question's own aspects are still tried, under the root).
+                elif node.data.get("not_covered"):
+                    # The sources covered nothing of it, and the model answers only from them: its
+                    # sub-questions drift off it. On the built-in model the root's aspect "What is
+                    # Rust about?" found the Tin Woodman (rust) for a question on Rust's borrow
+                    # checker, and 50 minutes of a busy machine went into answering that.
                     self._record_expansion(ctx, node, "STOP", "rule", "the sources at hand do not cover it", [])
                 elif room <= 0:
                     # Resource utilisation: each expanding node adds at least one child, so only the
