@@ -15,7 +15,7 @@ from engine.methods.estimate import CostEstimate, capped_tokens, single_call
 from engine.methods.common import ANSWER, ASKED_QUESTION, RETRIEVAL, child_of_kind, ensure_root
 from engine.search.protocol import SearchError
 from engine.search.relevance import not_covered, nothing_found, relevant_hits, ungrounded_note
-from storage.models import NodeStatus
+from storage.models import Node, NodeStatus
 
 
 class CitedAnswer(BaseModel):
@@ -92,35 +92,39 @@ class RagMethod(Method):
 
         answer = child_of_kind(ctx, retrieval, "answer") or ctx.graph.add(kind="answer", label="Answer", parent=retrieval)
         if answer.status != NodeStatus.DONE:
-            ctx.checkpoint()
-            ctx.graph.start(answer)
-            sources = ctx.graph.sources(retrieval)
-            if not sources and ctx.sources_only and retrieval.status == NodeStatus.DONE:
-                # Nothing found is about the question, and the model answers only from sources.
-                ctx.graph.finish(answer, content=not_covered(ctx.question, ctx.searcher.description),
-                                 data={"not_covered": True})
-                if not ctx.graph.has_report():
-                    self.write_report(ctx)
-                return
-            messages = prompts.RAG_ANSWER.render(
-                question=ctx.question, today=ctx.today.isoformat(),
-                sources=source_blocks(sources) if sources else "(no relevant sources were found)",
-                answer_form=prompts.answer_form(params.yes_no),
-            )
-            try:
-                result = ctx.llm.ask(messages, CitedAnswer, node_id=answer.id, max_tokens=params.max_answer_tokens)
-            except StructuredOutputError as exc:
-                ctx.graph.fail(answer, str(exc), data={"last_output": exc.last_output[:2000]})
-            else:
-                text, attributed = (attribute_uncited(result.answer, sources) if params.attribute_citations
-                                    else (result.answer, 0))
-                content, dropped = to_stored_markers(text, sources)
-                ctx.graph.link_sources(answer, cited_source_ids(content))
-                ctx.graph.finish(answer, content=content,
-                                 data={"confidence": result.confidence, "invalid_citations": dropped,
-                                       "attributed_citations": attributed})
+            self._answer(ctx, retrieval, answer)
         if not ctx.graph.has_report():
             self.write_report(ctx)
+
+    def _answer(self, ctx: RunContext, retrieval: Node, answer: Node) -> None:
+        """The answer step: the model over the kept passages, or, when none was kept and the model
+        answers only from sources, "the sources at hand do not cover this"."""
+        params: RagParams = ctx.params  # type: ignore[assignment]
+        ctx.checkpoint()
+        ctx.graph.start(answer)
+        sources = ctx.graph.sources(retrieval)
+        if not sources and ctx.sources_only and retrieval.status == NodeStatus.DONE:
+            # Nothing found is about the question, and the model answers only from sources.
+            ctx.graph.finish(answer, content=not_covered(ctx.question, ctx.searcher.description),
+                             data={"not_covered": True})
+            return
+        messages = prompts.RAG_ANSWER.render(
+            question=ctx.question, today=ctx.today.isoformat(),
+            sources=source_blocks(sources) if sources else "(no relevant sources were found)",
+            answer_form=prompts.answer_form(params.yes_no),
+        )
+        try:
+            result = ctx.llm.ask(messages, CitedAnswer, node_id=answer.id, max_tokens=params.max_answer_tokens)
+        except StructuredOutputError as exc:
+            ctx.graph.fail(answer, str(exc), data={"last_output": exc.last_output[:2000]})
+        else:
+            text, attributed = (attribute_uncited(result.answer, sources) if params.attribute_citations
+                                else (result.answer, 0))
+            content, dropped = to_stored_markers(text, sources)
+            ctx.graph.link_sources(answer, cited_source_ids(content))
+            ctx.graph.finish(answer, content=content,
+                             data={"confidence": result.confidence, "invalid_citations": dropped,
+                                   "attributed_citations": attributed})
 
     def write_report(self, ctx: RunContext) -> None:
         root = ensure_root(ctx)

@@ -117,13 +117,13 @@ def judge(query: str, hits: Sequence[Hit]) -> list[Judged]:
 def semantic_scores(query: str, hits: Sequence[Hit], embedder: Embedder | None) -> list[float] | None:
     """The cosine similarity of `query` and each hit's passage, or None without an embedder or when it
     fails (the word floor then decides alone)."""
-    from engine.search.embeddings import EmbeddingError, cosine, hit_text
+    from engine.search.embeddings import cosine, hit_text
 
     if embedder is None or not hits:
         return None
     try:
         vectors = embedder.embed([query, *(hit_text(hit) for hit in hits)])
-    except (EmbeddingError, SearchError, OSError, ValueError):
+    except (SearchError, OSError, ValueError):  # EmbeddingError is a SearchError
         return None
     return [cosine(vectors[0], vector) for vector in vectors[1:]]
 
