@@ -135,3 +135,52 @@ def test_a_deot_question_the_sources_do_not_cover_is_not_expanded(services, fake
     [root] = services.repo.list_nodes(run_id, kind="question")
     assert root.data["expansion"]["decision"] == "STOP"
     assert "do not cover" in root.data["expansion"]["reasoning"]
+
+
+def test_omnithink_on_the_built_in_model_neither_expands_nor_writes_from_nothing(services, fake_llm):
+    from tests.omnithink_scripts import ALL_PROMPTS
+
+    run_id = _run_on_the_built_in_model(services, fake_llm, UNCOVERED, {}, method="omnithink")
+    run = services.repo.get_run(run_id)
+    assert run.status == RunStatus.DONE, run.error
+    assert "do not cover this question" in run.warning
+    [topic] = services.repo.list_nodes(run_id)  # not expanded: its subtopics would drift off it
+    assert topic.data["not_covered"] and "do not cover this" in topic.content
+    assert fake_llm.calls_for(ALL_PROMPTS) == []  # no reflection, outline or section from nothing
+    report = services.repo.latest_report(run_id).markdown
+    assert report.startswith("## The sources at hand do not cover this question")
+    assert f"- {UNCOVERED}" in report  # what was searched
+
+
+def test_mtqa_on_the_built_in_model_thinks_nothing_from_nothing(services, fake_llm):
+    run_id = _run_on_the_built_in_model(services, fake_llm, UNCOVERED, {"rows": 2, "columns": 2}, method="mtqa")
+    run = services.repo.get_run(run_id)
+    assert run.status == RunStatus.DONE, run.error
+    assert "do not cover this question" in run.warning
+    nodes = services.repo.list_nodes(run_id)
+    [knowledge] = [n for n in nodes if n.kind == "knowledge"]
+    assert knowledge.data["not_covered"] and knowledge.data["documents"] == []
+    thoughts = [n for n in nodes if n.kind in ("cell", "summary")]
+    assert len(thoughts) == 6 and all(n.status == NodeStatus.DONE and n.data["not_covered"] for n in thoughts)
+    assert fake_llm.calls == []  # no keyword, thought or summary asked of the model
+    report = services.repo.latest_report(run_id).markdown
+    assert report.startswith("## The sources at hand do not cover this question") and "[[S" not in report
+
+
+def test_fgdip_on_the_built_in_model_does_not_give_an_unsourced_answer(services, fake_llm):
+    from tests.fgdip_scripts import EXTRACT, GENERATE, WRITE_ANSWER, entities, numbered_steps
+
+    fake_llm.when(EXTRACT, entities("superconducting qubit arrays"))
+    fake_llm.when(GENERATE, numbered_steps(answer="surface codes"))
+    run_id = _run_on_the_built_in_model(services, fake_llm, UNCOVERED, {"max_nodes": 6}, method="fgdip")
+    run = services.repo.get_run(run_id)
+    assert run.status == RunStatus.DONE, run.error
+    assert "do not cover this question" in run.warning
+    [answer] = services.repo.list_nodes(run_id, kind="answer")
+    assert answer.data["not_covered"] and answer.data["short_answer"] == ""
+    assert answer.label == "★ not covered by the sources" and "do not cover this" in answer.content
+    assert fake_llm.calls_for(WRITE_ANSWER) == []  # no explanation written from nothing
+    report = services.repo.latest_report(run_id)
+    assert report.markdown.startswith("## The sources at hand do not cover this question")
+    assert "surface codes" not in report.markdown and "- superconducting qubit arrays" in report.markdown
+    assert report.data["short_answer"] == ""

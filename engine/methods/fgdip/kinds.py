@@ -129,6 +129,9 @@ class AnswerData(NodeData):
     reasons: str = ""
     error_analysis: str = ""
     evaluate_error: str = Field(default="", description="Why the Answer Evaluator's reply could not be read.")
+    not_covered: bool = Field(default=False, description=(
+        "Answered 'the sources at hand do not cover this' (a model that answers only from sources, and no "
+        "search of the run found a passage about the question), not by the model."))
     reported: bool = Field(default=False, description="The answer the report gives (starred on the map).")
     superseded: bool = Field(default=False, description="Another answer is the report's now.")
 
@@ -152,6 +155,8 @@ def answer_label(data: Mapping[str, Any]) -> str:
     star = "★ " if data.get("reported") else ""
     # An answer accepted before steering led the search to the one the report now gives: two
     # "accepted answer" diamonds read as a tie.
+    if data.get("not_covered"):
+        return f"{star}not covered by the sources"
     earlier = "earlier " if data.get("superseded") and data.get("verdict") in ("accepted", "unchecked") else ""
     return f"{star}{earlier}{data.get('verdict')} answer: {data.get('short_answer', '')}"[:80]
 

@@ -21,6 +21,7 @@ from engine.graph import NewNode
 from engine.llm.protocol import StructuredOutputError
 from engine.methods.base import REPORT, Method, MethodParams, RunContext, RunOutcome
 from engine.methods.contract import ANSWER_NODE, CommandPayload, CommandRejected, CommandSpec, UnsupportedCommand
+from engine.methods.coverage import uncovered_report
 from engine.methods.estimate import CostEstimate
 from engine.methods.fgdip import estimate as cost
 from engine.methods.fgdip import tools
@@ -63,7 +64,7 @@ from engine.methods.fgdip.params import FgdipParams
 from engine.methods.fgdip.report import report
 from engine.methods.fgdip.trajectory import action_markdown, label_for
 from engine.safe_text import inline_text
-from engine.search.relevance import ungrounded_note
+from engine.search.relevance import not_covered, ungrounded_note
 from storage.models import Node, NodeStatus
 
 UNFINISHED = (NodeStatus.PENDING, NodeStatus.RUNNING)
@@ -122,11 +123,26 @@ class FgdipMethod(Method):
         return replace(outcome, caveat=caveat)
 
     def write_report(self, ctx: RunContext) -> None:
-        markdown, data = report(Tree.of(ctx.graph.nodes()), self._memory(ctx), self.name)
+        tree = Tree.of(ctx.graph.nodes())
+        answer, _ = final_answer(tree)
+        if answer is not None and (answer.data or {}).get("not_covered"):
+            self._uncovered_report(ctx, tree)
+            self._mark_reported(ctx, answer.id)
+            return
+        markdown, data = report(tree, self._memory(ctx), self.name)
         # Every search failed or found nothing: said to the reader, not left to the model.
         own = ungrounded_note(ctx.searcher.description) if data.get("short_answer") and not ctx.graph.sources() else ""
         ctx.graph.save_report(markdown, data=data, own=own)
         self._mark_reported(ctx, data.get(ANSWER_NODE))
+
+    def _uncovered_report(self, ctx: RunContext, tree: Tree) -> None:
+        """The report when no search found a passage about the question (`coverage.uncovered_report`)."""
+        steps = [n.data or {} for n in tree.search_nodes()]
+        searched = [step["argument"] for step in steps if step.get("action") == "search" and step.get("argument")]
+        nearest = [hit["title"] for step in steps for hit in step.get("dropped_as_unrelated", [])]
+        ctx.graph.save_report("", own=uncovered_report(ctx.question, ctx.searcher.description, searched, nearest),
+                              data={"method": self.name, "nodes": len(steps), "short_answer": "", "verified": False,
+                                    "not_covered": True})
 
     def _mark_reported(self, ctx: RunContext, answer_id: int | None) -> None:
         """Star the answer the report gives, on the map and in its panel: after steering, several
@@ -295,6 +311,14 @@ class FgdipMethod(Method):
         params = self._params(ctx)
         answer = ctx.graph.start(answer)
         data = answer.data or {}
+        if ctx.sources_only and data.get("verdict") is None and not ctx.graph.sources():
+            # No search found a passage about the question, and the model answers only from sources:
+            # its answer would be its own invention, so the search ends saying so, unjudged.
+            data = ctx.graph.update(answer, merge_data={"not_covered": True, "short_answer": "",
+                                                        "verdict": "unchecked"}).data
+            ctx.graph.finish(answer, content=not_covered(ctx.question, ctx.searcher.description),
+                             label=answer_label(data))
+            return
         path = tree.path(tree.nodes[answer.parent_id])
         if not data.get("explanation") and not data.get("write_error"):
             written = write_answer(ctx, answer, data.get("short_answer", ""), path)

@@ -95,6 +95,8 @@ class KnowledgeData(NodeData):
     keywords_ready: bool = False
     units: list[UnitRecord] = Field(default_factory=list, description="KU_1: the units the first column thinks from.")
     graph_key: str = Field(default="", description=GRAPH_KEY_HELP)
+    # Answered "the sources at hand do not cover this" (`RunContext.sources_only`), not by the model.
+    not_covered: bool = False
 
     def caption(self) -> str:
         if self.scope == "collection":
@@ -125,6 +127,8 @@ class CellData(NodeData):
     passed: list[str] = Field(default_factory=list, description="Those paragraphs: a strategy already taken.")
     paragraphs: list[str] = Field(default_factory=list, description="This thought's paragraphs, as stored.")
     invalid_citations: list[int] = Field(default_factory=list)
+    # Answered "the sources at hand do not cover this" (`RunContext.sources_only`), not by the model.
+    not_covered: bool = False
 
     def reader_fields(self) -> dict[str, str | list[str]] | None:
         return {"Thought": self.paragraphs,
@@ -163,6 +167,8 @@ class SummaryData(NodeData):
     invalid_citations: list[int] = Field(default_factory=list)
     fallback: str = Field(default="", description="Set when the summary was written as plain text because the "
                           "structured answer failed (a small model), and why.")
+    # Answered "the sources at hand do not cover this" (`RunContext.sources_only`), not by the model.
+    not_covered: bool = False
 
     def caption(self) -> str:
         fixed = sum(c.verdict == "corrected" for c in self.checks)

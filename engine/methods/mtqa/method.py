@@ -29,6 +29,7 @@ from engine.llm.protocol import StructuredOutputError
 from engine.llm.structured import repeats_instructions
 from engine.methods.base import REPORT, Method, MethodParams, RunContext, UnsupportedCommand
 from engine.methods.contract import CommandPayload, CommandRejected, CommandSpec
+from engine.methods.coverage import uncovered_report
 from engine.methods.estimate import CostEstimate
 from engine.methods.mtqa import estimate as cost
 from engine.methods.mtqa import knowledge, matrix, prompts
@@ -63,7 +64,7 @@ from engine.methods.mtqa.schemas import MAX_PARAGRAPHS, ColumnSummary, MergedCol
 from engine.methods.mtqa.weights import passed_paragraphs
 from engine.safe_text import inline_text, one_line
 from engine.search.protocol import Hit, SearchError
-from engine.search.relevance import relevant_hits, ungrounded_note
+from engine.search.relevance import not_covered, relevant_hits, ungrounded_note
 from storage.models import Node, NodeStatus, Source
 
 _SPACE_BEFORE_PUNCTUATION = re.compile(r"[ \t]+([.,;:!?])")
@@ -169,6 +170,8 @@ class MtqaMethod(Method):
         if knowledge_base.status == NodeStatus.PENDING:
             self._prepare_knowledge(ctx, knowledge_base)
             return True
+        if knowledge_base.data.get("not_covered"):
+            return self._close_uncovered(ctx)
         for column in matrix.columns(ctx.graph):
             source = matrix.source_of_column(ctx.graph, column.index)
             pending = [c for c in column.cells if c.status == NodeStatus.PENDING]
@@ -187,6 +190,17 @@ class MtqaMethod(Method):
                 self._summarise(ctx, column.index)
                 return True
         return False
+
+    def _close_uncovered(self, ctx: RunContext) -> bool:
+        """The sources at hand hold nothing about the question and the model answers only from sources
+        (`RunContext.sources_only`): every thought and summary says so, none is asked of the model,
+        which would think from its own inventions. Returns whether any node was closed."""
+        answer = not_covered(ctx.question, ctx.searcher.description)
+        pending = [node for column in matrix.columns(ctx.graph) for node in [*column.cells, column.summary]
+                   if node is not None and node.status == NodeStatus.PENDING]
+        for node in pending:
+            ctx.graph.finish(node, content=answer, data={"not_covered": True})
+        return bool(pending)
 
     def _fail_column(self, ctx: RunContext, column: matrix.Column, source: Node) -> None:
         what = "the knowledge base" if source.kind == KNOWLEDGE else f"the summary of column {column.index}"
@@ -248,6 +262,10 @@ class MtqaMethod(Method):
                 "searched": True, "documents": [s.ref for s in sources],
                 "dropped_as_unrelated": relevant.dropped_summary()})
             data = ctx.graph.data(node, KnowledgeData)
+            if not sources and ctx.sources_only:
+                ctx.graph.finish(node, content=not_covered(ctx.question, ctx.searcher.description),
+                                 data={"not_covered": True})
+                return
         try:
             if data.documents and not self._documents_added:
                 ctx.graph.narrate(f"building the knowledge graph from {len(data.documents)} document(s)", node_id=node.id)
@@ -456,6 +474,12 @@ class MtqaMethod(Method):
     # ------------------------------------------------------------------ report
 
     def write_report(self, ctx: RunContext) -> None:
+        holder = matrix.knowledge_node(ctx.graph)
+        if holder is not None and holder.data.get("not_covered"):
+            nearest = [hit.title for hit in ctx.graph.data(holder, KnowledgeData).dropped_as_unrelated]
+            ctx.graph.save_report("", own=uncovered_report(ctx.question, ctx.searcher.description, [ctx.question],
+                                                           nearest), data={"method": self.name, "not_covered": True})
+            return
         columns = matrix.columns(ctx.graph)
         done = [c.summary for c in columns if c.summary is not None and c.summary.status == NodeStatus.DONE]
         last = columns[-1].summary if columns else None

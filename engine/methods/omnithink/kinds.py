@@ -49,6 +49,9 @@ class TreeNodeData(NodeData):
     retrieved: int = 0
     search_errors: list[str] = Field(default_factory=list)
     dropped_as_unrelated: list[DroppedHit] = Field(default_factory=list)
+    # Answered "the sources at hand do not cover this" (`RunContext.sources_only`): neither read into
+    # the pool nor expanded, since the model would have only its own inventions to go on.
+    not_covered: bool = False
     reflected_step: int | None = Field(default=None, description="The reflection step that read it into the pool.")
     expansion: TreeExpansion | None = None
     forced: bool = Field(default=False, description="Created by an Expand command.")

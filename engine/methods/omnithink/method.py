@@ -22,6 +22,7 @@ from engine.llm.protocol import StructuredOutputError
 from engine.graph import NewNode, RunGraph
 from engine.methods.base import REPORT, Method, MethodParams, RunContext, UnsupportedCommand
 from engine.methods.estimate import CostEstimate
+from engine.methods.coverage import uncovered_report, uncovered_section
 from engine.methods.contract import CommandPayload, CommandRejected, CommandSpec, Notice
 from engine.methods.omnithink import estimate as cost
 from engine.methods.omnithink import prompts
@@ -34,6 +35,7 @@ from engine.methods.omnithink.kinds import (
     STEPS,
     SUBTOPIC,
     TOPIC,
+    TreeNodeData,
     VIEW,
     AddSubtopicPayload,
     ConceptPool,
@@ -45,7 +47,7 @@ from engine.methods.omnithink.pool import merge
 from engine.reader_text import REPORT_NOT_WRITTEN, SECTION_NOT_WRITTEN, UNWRITTEN, first_readable
 from engine.methods.omnithink.schemas import Reflection, expansion_model, outline_model
 from engine.search.protocol import Hit, SearchError
-from engine.search.relevance import nothing_found, relevant_hits
+from engine.search.relevance import not_covered, nothing_found, relevant_hits
 from engine.search.embeddings import top_for_each
 from storage.models import Node, NodeStatus, Source
 
@@ -147,10 +149,14 @@ class OmniThinkMethod(Method):
         if not sources and errors:
             ctx.graph.fail(node, "every search failed: " + "; ".join(errors))
             return
+        data = {"retrieved": len(sources), "search_errors": errors, "dropped_as_unrelated": dropped}
+        if not sources and ctx.sources_only:
+            ctx.graph.finish(node, content=not_covered(node.label, ctx.searcher.description),
+                             data={**data, "not_covered": True})
+            return
         lines = [f"- **{s.title}** [[S{s.id}]]: {(s.snippet or s.text)[:300].strip()}" for s in sources]
         nothing = "_" + nothing_found(ctx.searcher.description) + "_"
-        ctx.graph.finish(node, content="\n".join(lines) or nothing,
-                         data={"retrieved": len(sources), "search_errors": errors, "dropped_as_unrelated": dropped})
+        ctx.graph.finish(node, content="\n".join(lines) or nothing, data=data)
 
     def _node_info(self, ctx: RunContext, node: Node, max_chars: int = 2500) -> tuple[str, list[Source]]:
         sources = ctx.graph.sources(node)
@@ -159,7 +165,8 @@ class OmniThinkMethod(Method):
     # ------------------------------------------------------------------ reflection
 
     def _reflect(self, ctx: RunContext) -> bool:
-        new = [n for n in self._live(ctx) if n.status == NodeStatus.DONE and "reflected_step" not in n.data]
+        new = [n for n in self._live(ctx) if n.status == NodeStatus.DONE and "reflected_step" not in n.data
+               and not n.data.get("not_covered")]
         if not new:
             return False
         ctx.checkpoint()
@@ -188,7 +195,7 @@ class OmniThinkMethod(Method):
         if self._pool_state(ctx).sufficient:
             return False
         leaves = [n for n in self._live(ctx) if n.status == NodeStatus.DONE and "expansion" not in n.data
-                  and n.depth < params.max_depth and not ctx.graph.children(n)]
+                  and n.depth < params.max_depth and not ctx.graph.children(n) and not n.data.get("not_covered")]
         if not leaves:
             return False
         ctx.parallel([lambda leaf=leaf: self._expand_leaf(ctx, leaf, params.subnodes, False) for leaf in leaves])
@@ -232,11 +239,24 @@ class OmniThinkMethod(Method):
     # ------------------------------------------------------------------ outline and article
 
     def _write(self, ctx: RunContext, regenerate: set[str]) -> None:
+        if ctx.sources_only and not self._tree_sources(ctx):
+            self._uncovered_article(ctx)
+            return
         if OUTLINE in regenerate or ctx.graph.state(OUTLINE) is None:
             self._outline(ctx)
             regenerate = regenerate | {ARTICLE}
         if ARTICLE in regenerate or not ctx.graph.has_report():
             self._article(ctx)
+
+    def _uncovered_article(self, ctx: RunContext) -> None:
+        """The article of a run on a model that answers only from sources, none of which was found:
+        said by us (`coverage.uncovered_report`), not an outline and sections written from nothing."""
+        tree = [TreeNodeData.model_validate(n.data) for n in self._live(ctx) if n.status == NodeStatus.DONE]
+        searched = [keyword for data in tree for keyword in data.keywords]
+        nearest = [hit.title for data in tree for hit in data.dropped_as_unrelated]
+        ctx.graph.save_report("", own=uncovered_report(ctx.question, ctx.searcher.description, searched, nearest),
+                              data={"method": self.name, "not_covered": True,
+                                    "tree": [[n.id, n.status] for n in self._tree(ctx)]})
 
     def _outline(self, ctx: RunContext) -> None:
         params: OmniThinkParams = ctx.params  # type: ignore[assignment]
@@ -308,7 +328,8 @@ class OmniThinkMethod(Method):
         article, polish_note = (REPORT_NOT_WRITTEN, "") if unwritten else self._polish(ctx, draft)
         # The outline's titles are the article's planned sections: their heading lines stay headings.
         planned = [title for section in sections for title in (section["title"], *section.get("subsections", []))]
-        ctx.graph.save_report(article, headings=planned, data={
+        uncovered = [n.label for n in self._live(ctx) if n.data.get("not_covered")]
+        ctx.graph.save_report(article, headings=planned, own=uncovered_section(uncovered), data={
             "method": self.name, "sections": results, "draft": draft, "polish": polish_note, UNWRITTEN: unwritten,
             "tree": [[n.id, n.status] for n in self._tree(ctx)],
         })
