@@ -31,6 +31,7 @@ PLAN_REVISION = named("deot.revise_plan")  # a plan redone after the review's fe
 PLANNER = named("deot.plan_tasks", "deot.revise_plan")  # both
 PLAN_VALIDATOR = named("deot.validate_plan")
 SUMMARY = named("deot.summarize_results")
+PLAIN_SUMMARY = named("deot.summarize_plain")  # asked when every structured summary was cut off
 FACT_CHECK = named("deot.fact_check")
 FINAL_REPORT = named("deot.final_report")
 PROMPTER = named("deot.optimize_query")  # the first attempt only

@@ -417,6 +417,34 @@ def test_root_that_cannot_be_summarised_fails_and_the_run_says_so(services, fake
     assert "No question node was answered" in services.repo.latest_report(run_id).markdown
 
 
+def test_a_summary_cut_off_at_every_attempt_is_written_as_plain_text(services, fake_llm):
+    """A slow machine's lowered output cap can cut even the compact form: the node, with its sources in
+    hand, is answered in prose rather than failed (issue 43)."""
+    from engine.llm.fake import FakeReply
+    from tests.deot_scripts import PLAIN_SUMMARY
+
+    fake_llm.when(SUMMARY, FakeReply('{"key_findings": "The press spread across Europe [1] and then', cut_off=True))
+    fake_llm.when(PLAIN_SUMMARY, "Gutenberg's press spread printing across Europe within decades.")
+    run_id = run_to_end(services, QUESTION, "deot", ROOT_ONLY)
+    assert services.repo.get_run(run_id).status == RunStatus.DONE
+    [root] = questions(services, run_id)
+    assert root.status == NodeStatus.DONE and "cut off by the length limit" in root.data["summary_fallback"]
+    assert root.data["summary"]["conclusion"] == "Gutenberg's press spread printing across Europe within decades."
+    assert "Gutenberg's press spread printing" in root.content
+    assert len(fake_llm.calls_for(SUMMARY)) == ATTEMPTS_TO_FAIL and len(fake_llm.calls_for(PLAIN_SUMMARY)) == 1
+
+
+def test_a_fact_check_that_cannot_be_read_leaves_the_summary_standing_unchecked(services, fake_llm):
+    from tests.deot_scripts import FACT_CHECK
+
+    fake_llm.when(FACT_CHECK, INVALID)
+    run_id = run_to_end(services, QUESTION, "deot", {**ROOT_ONLY, "validate_results": True})
+    [root] = questions(services, run_id)
+    assert root.status == NodeStatus.DONE and root.data["summary"]
+    assert "the fact check's answer could not be read" in root.data["validation_error"]
+    assert len(fake_llm.calls_for(FACT_CHECK)) == ATTEMPTS_TO_FAIL
+
+
 def test_same_question_gives_the_same_tree(services):
     shapes, labels = [], []
     for _ in range(2):

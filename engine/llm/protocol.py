@@ -160,10 +160,13 @@ class LLMRequestError(LLMError):
 class StructuredOutputError(LLMError):
     """The model's answer could not be parsed into the expected pydantic model after re-asking."""
 
-    def __init__(self, message: str, *, last_output: str = "", attempts: int = 0) -> None:
+    def __init__(self, message: str, *, last_output: str = "", attempts: int = 0, cut_off: bool = False) -> None:
         super().__init__(message, hint="Try a stronger model or the 'prompted' structured mode.")
         self.last_output = last_output
         self.attempts = attempts
+        # The last answer was cut off by the output limit: the model was answering but ran out of room
+        # (a slow machine's lowered cap), not unable to answer in the form; a smaller form may do.
+        self.cut_off = cut_off
 
 
 class BudgetExceeded(LLMError):

@@ -224,6 +224,7 @@ def ask_structured(
     instructions = "\n".join(m.content for m in convo if m.role == "system") + "\n" + convo[-1].content
     last_text = ""
     last_error = ""
+    last_cut_off = False
     cut_offs = 0
     compact = False
     attempts = max_reasks + 1
@@ -252,6 +253,7 @@ def ask_structured(
             return answer
         except (ValueError, ValidationError) as exc:
             last_error = _short_error(exc)
+            last_cut_off = response.cut_off
             if response.cut_off:
                 # Cut by the output limit: shown its own unfinished answer, a small model writes it
                 # again as long and is cut again (DEoT's node summary failed so three times running on
@@ -282,4 +284,5 @@ def ask_structured(
         f"attempts{' (the last in its compact form)' if compact else ''} ({last_error})",
         last_output=last_text,
         attempts=max_reasks + 1,
+        cut_off=last_cut_off,
     )

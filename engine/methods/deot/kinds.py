@@ -135,6 +135,10 @@ class QuestionData(NodeData):
 
     # The answer.
     summary: StoredSummary | None = None
+    summary_fallback: str = Field(default="", description="Set when the summary was written as plain text "
+                                  "because its structured form failed (a small model on a slow machine), and why.")
+    validation_error: str = Field(default="", description="Why the fact check (or the revision it asked for) "
+                                  "could not be read; the summary stands unchecked.")
     invalid_citations: list[int] = Field(default_factory=list)
     attributed_citations: int = 0
     validation: dict[str, Any] | None = None
@@ -234,6 +238,7 @@ STEPS = {
     prompts.CONTROLLER.name: "deciding whether to go wider or deeper",
     prompts.CONTROLLER_PAPER.name: "deciding whether to go wider or deeper",
     prompts.BREADTH.name: "proposing new aspects",
+    prompts.SUMMARIZE_PLAIN.name: "summarising what the sources say, as plain text",
     prompts.DEPTH.name: "proposing a deeper question",
     prompts.FOLLOW_UPS_RETRY.name: "asking again differently: its proposals repeated questions already asked",
     prompts.FINAL_REPORT.name: "writing the report",

@@ -51,7 +51,7 @@ from engine.methods.deot.schemas import (
     OptimizedQuery,
     RepairedQuery,
 )
-from engine.reader_text import readable_sections
+from engine.reader_text import first_readable, readable_sections
 from engine.search.relevance import not_covered, ungrounded_note
 from storage.models import Node, NodeStatus
 
@@ -295,16 +295,28 @@ class DeotMethod(Method):
         is kept in `detail` (`validation_attempts`; the last one is `validation`)."""
         params: DeotParams = ctx.params  # type: ignore[assignment]
         common = dict(query=query, sources=source_text, results=results_text, words=params.summary_words)
-        summary: NodeSummary = ctx.llm.ask(prompts.SUMMARIZE_RESULTS.render(**common), NodeSummary,
-                                           purpose="summarizer", node_id=node.id, max_tokens=summary_max_tokens(params))
+        try:
+            summary: NodeSummary = ctx.llm.ask(prompts.SUMMARIZE_RESULTS.render(**common), NodeSummary,
+                                               purpose="summarizer", node_id=node.id,
+                                               max_tokens=summary_max_tokens(params))
+        except StructuredOutputError as exc:
+            if not exc.cut_off:
+                raise
+            summary = DeotMethod._plain_summary(ctx, node, common, exc, detail)
         if not params.validate_results:
             return summary, []
         attempts: list[dict[str, Any]] = []
         while True:
-            check: FactCheck = ctx.llm.ask(
-                prompts.FACT_CHECK.render(today=ctx.today.isoformat(), query=query, sources=source_text,
-                                          results=results_text, summary=render_summary(summary.model_dump())),
-                FactCheck, purpose="validator", node_id=node.id)
+            try:
+                check: FactCheck = ctx.llm.ask(
+                    prompts.FACT_CHECK.render(today=ctx.today.isoformat(), query=query, sources=source_text,
+                                              results=results_text, summary=render_summary(summary.model_dump())),
+                    FactCheck, purpose="validator", node_id=node.id)
+            except StructuredOutputError as exc:
+                # The check could not be read: the summary stands, unchecked (said in the node's data),
+                # rather than the node failing with an answer in hand.
+                detail["validation_error"] = f"the fact check's answer could not be read: {exc}"[:1000]
+                return summary, []
             attempts.append(check.model_dump())
             detail["validation"], detail["validation_attempts"] = check.model_dump(), attempts
             if check.summary.status == "VALID":
@@ -315,10 +327,34 @@ class DeotMethod(Method):
             ctx.graph.narrate(f"the fact check found {len(issues)} factual error(s) in the summary; writing it "
                               f"again with them as feedback ({len(attempts) + 1} of {params.max_summary_attempts})",
                               node_id=node.id, issues=issues)
-            summary = ctx.llm.ask(
-                prompts.REVISE_SUMMARY.render(**common, previous=render_summary(summary.model_dump()),
-                                              issues="\n".join(f"- {i}" for i in issues)),
-                NodeSummary, purpose="summarizer", node_id=node.id, max_tokens=summary_max_tokens(params))
+            try:
+                summary = ctx.llm.ask(
+                    prompts.REVISE_SUMMARY.render(**common, previous=render_summary(summary.model_dump()),
+                                                  issues="\n".join(f"- {i}" for i in issues)),
+                    NodeSummary, purpose="summarizer", node_id=node.id, max_tokens=summary_max_tokens(params))
+            except StructuredOutputError as exc:
+                # No revision could be read: the last summary stands, with the issues the check found.
+                detail["validation_error"] = f"the revised summary could not be read: {exc}"[:1000]
+                return summary, issues
+
+    @staticmethod
+    def _plain_summary(ctx: RunContext, node: Node, common: dict[str, Any], failure: StructuredOutputError,
+                       detail: dict[str, Any]) -> NodeSummary:
+        """The node's summary as plain prose (its conclusion), when the structured summary was cut off
+        by the output limit at every attempt: on the built-in model under a busy machine's lowered cap,
+        even the compact form can be, and a node with its sources in hand is answered rather than
+        failed. (An answer that was not cut off but never fit the form still fails the node: that
+        model cannot answer this step.) Raises `failure` when the prose is unreadable too."""
+        params: DeotParams = ctx.params  # type: ignore[assignment]
+        ctx.graph.narrate("the structured summary failed; writing it as plain text", node_id=node.id,
+                          error=str(failure)[:2000])
+        text = first_readable(lambda: ctx.llm.text(prompts.SUMMARIZE_PLAIN.render(**common), purpose="summarizer",
+                                                   node_id=node.id, max_tokens=summary_max_tokens(params)))
+        if text is None:
+            raise failure
+        detail["summary_fallback"] = f"written as plain text: the structured summary failed ({failure})"[:1000]
+        return NodeSummary.model_construct(key_findings="", evidence_and_data=[], analysis="",
+                                           conflicting_information=[], conclusion=text.strip())
 
     @staticmethod
     def _store_citations(summary: dict[str, Any], numbered: list, *,

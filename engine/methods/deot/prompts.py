@@ -165,6 +165,19 @@ SUMMARIZE_RESULTS = Prompt(
     user="Sources:\n\n$sources\n\nTask results:\n\n$results\n\nQuestion: $query",
 )
 
+# The summary as plain prose, asked once its structured form failed every attempt (a small model on a
+# slow machine, cut off by the output cap even in the compact form): the node is answered, not failed.
+SUMMARIZE_PLAIN = Prompt(
+    name="deot.summarize_plain",
+    system=(
+        "You answer one research query from the numbered sources and the results of executed tasks, in "
+        "plain prose of at most $words words, without headings or lists. Cite the numbered sources as [n] "
+        "wherever a fact comes from them; cite only numbers that are listed, and only for what they actually "
+        "say. Failed tasks are marked as such: do not invent their results."
+    ),
+    user=SUMMARIZE_RESULTS.user,
+)
+
 # Result Validation's regeneration: the summary is written again with the fact check's issues.
 REVISE_SUMMARY = Prompt(
     name="deot.revise_summary",
