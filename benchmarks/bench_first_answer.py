@@ -60,6 +60,12 @@ def one_run(services, question: str) -> dict:
         time.sleep(POLL_S)
     total = time.monotonic() - started
     nodes = services.repo.list_nodes(run.id)
+    if stored.status != RunStatus.DONE:
+        print(f"run {run.id} ended {stored.status}: {stored.error}", file=sys.stderr)
+        for node in nodes:
+            print(f"  node {node.id} {node.kind} {node.status}: {node.error}", file=sys.stderr)
+        for event in services.repo.list_events(run.id)[-15:]:
+            print(f"  event {event.kind}: {event.text[:300]} {str(event.data)[:300]}", file=sys.stderr)
     return {"status": stored.status, "first": first, "total": total, "calls": stored.llm_calls,
             "tokens": stored.prompt_tokens + stored.completion_tokens, "nodes": len(nodes),
             "not_covered": sum(bool(n.data.get("not_covered")) for n in nodes)}
