@@ -21,6 +21,11 @@ from storage.unwritable import DatabaseUnwritable
 
 
 PROGRESS_KEY = "run-progress"
+NOW_KEY = "run-now"  # the "Now:" line, or the finished run's "steer it on" line in its place
+# Our own constant style (no run text in it): the "Now:" line stays one line, so what it says does not
+# change its height, nor move the map below it. The page puts it in (`pages/explore.py`).
+NOW_LINE_STYLE = (f"<style>.st-key-{NOW_KEY} p {{ white-space: nowrap; overflow: hidden; "
+                  "text-overflow: ellipsis; }</style>")
 BETWEEN_STEPS = "choosing the next step"
 PAUSED = "paused; press Resume to continue"
 
@@ -100,8 +105,11 @@ def progress(run: Run, nodes: list[Node], *, lifecycle: Sequence[RunEvent] = (),
             elif not lines and run.status == RunStatus.RUNNING:
                 lines = [BETWEEN_STEPS]
             if lines:
-                st.caption("Now: " + " · ".join(inline_text(line) for line in lines[:4])
-                           + (" …" if len(lines) > 4 else ""))
+                # One line, cut with an ellipsis (`NOW_LINE_STYLE`; the step log below has it whole): the steps
+                # of running nodes come and go, and a line that wrapped to two or three moved the map.
+                with st.container(key=NOW_KEY):
+                    st.caption("Now: " + " · ".join(inline_text(line) for line in lines[:4])
+                               + (" …" if len(lines) > 4 else ""))
         if run.status == RunStatus.STOPPED and run.stop_reason:
             short = budget_short(run)
             # The budget's own words, not the CLI's hint (--max-tokens): the fields below raise it here.
@@ -111,7 +119,8 @@ def progress(run: Run, nodes: list[Node], *, lifecycle: Sequence[RunEvent] = (),
         if run.status == RunStatus.FAILED and run.error:
             show_error(run_failure(run.error))
         if run.status == RunStatus.DONE and steerable:
-            st.caption(STEER_ON)
+            with st.container(key=NOW_KEY):
+                st.caption(STEER_ON)
         if run.status == RunStatus.DONE and run.warning:
             st.warning(f"Done, with a warning: {inline_text(run.warning.rstrip('. '))}.")
         if run.status == RunStatus.INTERRUPTED:

@@ -15,7 +15,7 @@ from components.node_panel import node_panel
 from components.params_form import params_form, readable_problems
 from components.routing import through_the_app
 from components.run_state_panels import has_side_tab, notice_list, notices, side_panels
-from components.run_view import controls, controls_row, progress, question_line
+from components.run_view import NOW_LINE_STYLE, controls, controls_row, progress, question_line
 from components.safe_markdown import render_document
 from components.step_log import lifecycle_events, node_badges, run_commands, run_events, step_log
 from engine.methods.contract import ANSWER_NODE, NODE_TAB
@@ -49,7 +49,7 @@ if current:
     # A run open: the map is what the page is for. The title shares a row with the folded form, what
     # new research runs on is said in the form, and the page's top margin is smaller: the map starts
     # near the top, whole on a 900 px screen (it started 480 px down, half of it below the fold).
-    st.html(COMPACT_TOP)
+    st.html(COMPACT_TOP + NOW_LINE_STYLE)
     title_slot, research_slot = st.columns([1, 3], vertical_alignment="center")
     title_slot.title("Explore")
 else:
