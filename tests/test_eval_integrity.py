@@ -328,7 +328,9 @@ def test_a_harness_failure_before_a_run_finished_is_not_scored(services, monkeyp
     for `--resume`, not turned into the method's failure."""
     from engine.evaluate.results import _values
 
-    runner, bench = _create(services, methods=["direct"], limit=2, reader=EvalLLM(FakeLLM()))
+    # One item at a time: "the first create fails" then means the first item's, whatever the machine's
+    # load does to two threads' order (with two, the second item's could come first).
+    runner, bench = _create(services, methods=["direct"], limit=2, reader=EvalLLM(FakeLLM()), concurrency=1)
     real_create = services.runner.create_run
     created = []
 
