@@ -283,7 +283,8 @@ def test_an_item_the_harness_failed_on_keeps_its_usage_and_is_scored_again_by_a_
         return real(*args, **kwargs)
 
     monkeypatch.setattr(runner_module, "score_item", crash_once)
-    runner, bench = _create(services, methods=["direct"], limit=2, reader=EvalLLM(FakeLLM()))
+    # One item at a time: two threads could both append before either counted, and neither crash.
+    runner, bench = _create(services, methods=["direct"], limit=2, reader=EvalLLM(FakeLLM()), concurrency=1)
     runner.execute(bench.id)
     [broken] = [r for r in runner.store.list_items(bench.id) if r.status == ItemStatus.FAILED]
     assert broken.metrics["harness_error"] is True and broken.metrics["tokens"] > 0
