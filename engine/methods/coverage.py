@@ -11,9 +11,13 @@ inventions; this text cannot.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from engine.search.relevance import SEARCH_OFF
 from engine.safe_text import inline_text
+
+if TYPE_CHECKING:
+    from engine.methods.base import RunContext
 
 NEAREST_SHOWN = 5
 
@@ -35,6 +39,14 @@ def uncovered_report(question: str, where: str, searched: Sequence[str], nearest
     lines += ["To research it: turn on web search or upload documents on the Settings page, or connect a model "
               "there for knowledge beyond the sources, and run it again."]
     return "\n".join(lines)
+
+
+def save_uncovered_report(ctx: RunContext, searched: Sequence[str], nearest: Sequence[str],
+                          data: dict[str, Any]) -> None:
+    """Save `uncovered_report` as the run's report: our text (`own`), no model text, its `data`
+    marked `not_covered`."""
+    ctx.graph.save_report("", own=uncovered_report(ctx.question, ctx.searcher.description, searched, nearest),
+                          data={**data, "not_covered": True})
 
 
 def uncovered_section(queries: Sequence[str]) -> str:

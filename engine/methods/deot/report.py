@@ -12,7 +12,7 @@ from engine.citations import (
     to_stored_markers,
 )
 from engine.methods.base import RunContext
-from engine.methods.coverage import uncovered_report, uncovered_section
+from engine.methods.coverage import save_uncovered_report, uncovered_section
 from engine.methods.deot import prompts
 from engine.methods.deot.kinds import QuestionData
 from engine.methods.deot.params import DeotParams
@@ -83,9 +83,7 @@ def write(ctx: RunContext, questions: list[Node], *, method: str, force: bool) -
         stored = [QuestionData.model_validate(n.data) for n in uncovered]
         searched = [query for data in stored for query in data.uncovered_queries]
         nearest = [hit.title for data in stored for hit in data.dropped_as_unrelated]
-        ctx.graph.save_report("", own=uncovered_report(ctx.question, ctx.searcher.description, searched, nearest),
-                              data={"method": method, "signature": signature, "metrics": counts,
-                                    "not_covered": True})
+        save_uncovered_report(ctx, searched, nearest, {"method": method, "signature": signature, "metrics": counts})
         return
     answered = [n for n in answered if not n.data.get("not_covered")]
     all_sources = {s.id: s for s in ctx.graph.sources()}

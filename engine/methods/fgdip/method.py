@@ -21,7 +21,7 @@ from engine.graph import NewNode
 from engine.llm.protocol import StructuredOutputError
 from engine.methods.base import REPORT, Method, MethodParams, RunContext, RunOutcome
 from engine.methods.contract import ANSWER_NODE, CommandPayload, CommandRejected, CommandSpec, UnsupportedCommand
-from engine.methods.coverage import uncovered_report
+from engine.methods.coverage import save_uncovered_report
 from engine.methods.estimate import CostEstimate
 from engine.methods.fgdip import estimate as cost
 from engine.methods.fgdip import tools
@@ -140,9 +140,8 @@ class FgdipMethod(Method):
         steps = [n.data or {} for n in tree.search_nodes()]
         searched = [step["argument"] for step in steps if step.get("action") == "search" and step.get("argument")]
         nearest = [hit["title"] for step in steps for hit in step.get("dropped_as_unrelated", [])]
-        ctx.graph.save_report("", own=uncovered_report(ctx.question, ctx.searcher.description, searched, nearest),
-                              data={"method": self.name, "nodes": len(steps), "short_answer": "", "verified": False,
-                                    "not_covered": True})
+        save_uncovered_report(ctx, searched, nearest, {"method": self.name, "nodes": len(steps), "short_answer": "",
+                                                       "verified": False})
 
     def _mark_reported(self, ctx: RunContext, answer_id: int | None) -> None:
         """Star the answer the report gives, on the map and in its panel: after steering, several

@@ -29,7 +29,7 @@ from engine.llm.protocol import StructuredOutputError
 from engine.llm.structured import repeats_instructions
 from engine.methods.base import REPORT, Method, MethodParams, RunContext, UnsupportedCommand
 from engine.methods.contract import CommandPayload, CommandRejected, CommandSpec
-from engine.methods.coverage import uncovered_report
+from engine.methods.coverage import save_uncovered_report
 from engine.methods.estimate import CostEstimate
 from engine.methods.mtqa import estimate as cost
 from engine.methods.mtqa import knowledge, matrix, prompts
@@ -477,8 +477,7 @@ class MtqaMethod(Method):
         holder = matrix.knowledge_node(ctx.graph)
         if holder is not None and holder.data.get("not_covered"):
             nearest = [hit.title for hit in ctx.graph.data(holder, KnowledgeData).dropped_as_unrelated]
-            ctx.graph.save_report("", own=uncovered_report(ctx.question, ctx.searcher.description, [ctx.question],
-                                                           nearest), data={"method": self.name, "not_covered": True})
+            save_uncovered_report(ctx, [ctx.question], nearest, {"method": self.name})
             return
         columns = matrix.columns(ctx.graph)
         done = [c.summary for c in columns if c.summary is not None and c.summary.status == NodeStatus.DONE]

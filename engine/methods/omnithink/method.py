@@ -22,7 +22,7 @@ from engine.llm.protocol import StructuredOutputError
 from engine.graph import NewNode, RunGraph
 from engine.methods.base import REPORT, Method, MethodParams, RunContext, UnsupportedCommand
 from engine.methods.estimate import CostEstimate
-from engine.methods.coverage import uncovered_report, uncovered_section
+from engine.methods.coverage import save_uncovered_report, uncovered_section
 from engine.methods.contract import CommandPayload, CommandRejected, CommandSpec, Notice
 from engine.methods.omnithink import estimate as cost
 from engine.methods.omnithink import prompts
@@ -254,9 +254,8 @@ class OmniThinkMethod(Method):
         tree = [TreeNodeData.model_validate(n.data) for n in self._live(ctx) if n.status == NodeStatus.DONE]
         searched = [keyword for data in tree for keyword in data.keywords]
         nearest = [hit.title for data in tree for hit in data.dropped_as_unrelated]
-        ctx.graph.save_report("", own=uncovered_report(ctx.question, ctx.searcher.description, searched, nearest),
-                              data={"method": self.name, "not_covered": True,
-                                    "tree": [[n.id, n.status] for n in self._tree(ctx)]})
+        save_uncovered_report(ctx, searched, nearest,
+                              {"method": self.name, "tree": [[n.id, n.status] for n in self._tree(ctx)]})
 
     def _outline(self, ctx: RunContext) -> None:
         params: OmniThinkParams = ctx.params  # type: ignore[assignment]
