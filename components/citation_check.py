@@ -1,5 +1,5 @@
 """The Report page's citation check: every cited sentence of the run's report checked against the
-source it cites (engine/evaluate/claims.py), with the support rate and the citation error rate.
+source it cites (engine/evaluate/claims.py), with the support rate and the unsupported-citation rate.
 
 The check is asked for (a button: it costs one judge call per cited source); its result is stored
 as a judgment and shown again whenever the run is opened. Sentences, reasons and source titles are
@@ -60,7 +60,7 @@ def citation_check(services, run_id: str, llm_kind: str) -> None:
         result = ClaimSupportResult.model_validate(latest.verdict)
         cols = st.columns(4)
         cols[0].metric("Support rate", _percent(result.support_rate), help="Supported citations over those judged.")
-        cols[1].metric("Citation error rate", _percent(result.citation_error_rate),
+        cols[1].metric("Unsupported citations", _percent(result.citation_error_rate),
                        help="Citations pointing nowhere, or to a source that does not say (or contradicts) the claim.")
         cols[2].metric("Citations", result.markers)
         cols[3].metric("Judge calls", latest.calls)

@@ -124,7 +124,7 @@ def _claims(cli, result: ClaimSupportResult, model: str) -> int:
         f"(cite no source of the run), {result.invalid} not judged (invalid answers)")
     rate = "n/a (nothing checked)" if result.support_rate is None else \
         f"{result.support_rate:.1%} ({result.supported} of {result.checked} checked)"
-    say(f"support rate {rate}; citation error rate {result.citation_error_rate:.1%}")
+    say(f"support rate {rate}; unsupported-citation rate {result.citation_error_rate:.1%}")
     for sentence in result.sentences:
         marks = ", ".join(f"S{c.source_id} {c.status}" for c in sentence.citations)
         say(f"  #{sentence.number} [{marks}] {one_line(sentence.text)[:160]}")

@@ -730,7 +730,7 @@ def test_report_page_checks_every_cited_sentence_against_its_source(services):
     assert_no_exception(at)
     assert not at.error, texts(at.error)
     labels = {m.label: m.value for m in at.metric}
-    assert {"Support rate", "Citation error rate", "Citations", "Judge calls"} <= labels.keys()
+    assert {"Support rate", "Unsupported citations", "Citations", "Judge calls"} <= labels.keys()
     stored = EvaluationStore(services.db).list_judgments(run_id=run_id, protocol="claim_support")
     assert len(stored) == 1 and labels["Citations"] == str(stored[0].verdict["markers"]) != "0"
     table = at.dataframe[0].value

@@ -116,7 +116,7 @@ def test_thoughtmap_judge_one_run_and_bad_input(services, capsys):
     capsys.readouterr()
     assert cli.main(["judge", run_a, "--llm", "fake", "--quiet"]) == cli.EXIT_OK
     out, _ = capsys.readouterr()
-    assert f"claim support of run {run_a}" in out and "support rate" in out and "citation error rate" in out
+    assert f"claim support of run {run_a}" in out and "support rate" in out and "unsupported-citation rate" in out
     assert cli.main(["judge", run_a, other, "--llm", "fake", "--quiet"]) == cli.EXIT_USAGE
     assert "different questions" in capsys.readouterr().err
     assert cli.main(["judge", run_a, run_a, "--claims"]) == cli.EXIT_USAGE

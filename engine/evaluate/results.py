@@ -34,7 +34,7 @@ ANSWER_METRICS = (
     ("heading_recall", "Heading recall", ZERO), ("rouge_l", "ROUGE-L", ZERO),
     ("information_diversity", "Info. diversity", AS_STORED),
     # LLM-judged (thoughtmap bench --judges): shown when a benchmark has them.
-    ("support_rate", "Claim support", AS_STORED), ("citation_error_rate", "Citation error rate", AS_STORED),
+    ("support_rate", "Claim support", AS_STORED), ("citation_error_rate", "Unsupported citations", AS_STORED),
     ("knowledge_density", "Knowledge density", AS_STORED), ("factuality", "Key-point factuality", AS_STORED),
     ("rubric_clarity", "Clarity", AS_STORED), ("rubric_insightfulness", "Insightfulness", AS_STORED),
     ("rubric_relevance", "Relevance", AS_STORED), ("rubric_breadth", "Breadth", AS_STORED),

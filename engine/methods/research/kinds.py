@@ -171,7 +171,7 @@ class AnswerData(NodeData):
         rate = "–" if self.support_rate is None else f"{self.support_rate:.0%}"
         error = "–" if self.citation_error_rate is None else f"{self.citation_error_rate:.0%}"
         uncited = " · cites no document" if self.uncited else ""
-        return f"support rate {rate} · citation error rate {error} · {self.search_count} searches{uncited}"
+        return f"support rate {rate} · unsupported citations {error} · {self.search_count} searches{uncited}"
 
 
 NODE_KINDS = (

@@ -1,4 +1,5 @@
-"""The deep research agent (Matsuda et al., the MMU-RAG winner, seed paper 002): the search tool
+"""The deep research agent (Yamada et al., "An Open and Reproducible Deep Research Agent for
+Long-Form Question Answering", a winner of MMU-RAG at NeurIPS 2025, seed paper 002): the search tool
 (search → rerank → summarize with a marker per document) is called first with the question itself;
 then the agent reasons over what the searches found, decides whether another search is needed and
 with which query, until it is done or `max_searches` / `max_turns` are used; then it writes a

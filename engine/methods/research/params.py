@@ -78,5 +78,5 @@ class ResearchParams(MethodParams):
         default=True,
         description="Check every cited sentence of the answer against the text of the source it cites "
         "(supported, not supported, contradicted): one call per cited source. Gives the run's support rate "
-        "and citation error rate.",
+        "and unsupported-citation rate.",
     )

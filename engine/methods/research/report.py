@@ -32,7 +32,7 @@ def citation_check_section(data: dict[str, Any], numbering: dict[int, int]) -> l
     if not data.get("markers") and not removed:
         return ["## Citation check", "", "The answer cites no document, so no citation was checked."]
     lines = ["## Citation check", "",
-             f"Support rate {_percent(data.get('support_rate'))} · citation error rate "
+             f"Support rate {_percent(data.get('support_rate'))} · unsupported citations "
              f"{_percent(data.get('citation_error_rate'))} · {data.get('markers', 0)} citations checked · "
              f"{removed} bad markers removed", ""]
     by_id = {sid: n for n, sid in numbering.items()}
