@@ -5,7 +5,7 @@ A bad value is refused where it is read, not where it is first used: a port of 9
 OPENAI_BASE_URL would otherwise surface as "connection refused" minutes into a run, and `abc` as
 a traceback from the HTTP client. Each message is one line that names the variable, shows the
 value (credentials hidden, engine/redact.py) and says what to set instead; the CLI prints it with
-exit code 2 (engine/cli.py `main`) and the app shows it instead of its pages
+exit code 2 (`engine.cli.main`) and the app shows it instead of its pages
 (components/app_state.py `get_services`).
 """
 

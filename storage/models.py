@@ -11,33 +11,11 @@ from typing import Any
 from sqlalchemy import JSON, Column, DateTime, ForeignKeyConstraint, Integer, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
+from storage.statuses import NodeStatus, RunStatus  # noqa: F401  (re-exported: the tables' status values)
+
 
 def utcnow() -> datetime:
     return datetime.now(timezone.utc)
-
-
-class RunStatus:
-    QUEUED = "queued"
-    RUNNING = "running"
-    PAUSED = "paused"
-    DONE = "done"
-    FAILED = "failed"
-    STOPPED = "stopped"  # by the user, or by the budget (see stop_reason)
-    INTERRUPTED = "interrupted"  # its process died; resumable
-
-    ACTIVE = (QUEUED, RUNNING, PAUSED)
-    RESUMABLE = (INTERRUPTED, STOPPED, FAILED, PAUSED, QUEUED)
-    ALL = (QUEUED, RUNNING, PAUSED, DONE, FAILED, STOPPED, INTERRUPTED)
-
-
-class NodeStatus:
-    PENDING = "pending"
-    RUNNING = "running"
-    DONE = "done"
-    FAILED = "failed"
-    PRUNED = "pruned"
-
-    UNFINISHED = (PENDING, RUNNING)
 
 
 class Run(SQLModel, table=True):

@@ -14,6 +14,7 @@ import socket
 import pytest
 
 from engine import cli
+from engine.cli import common
 from engine.config import load_settings
 from engine.llm.fake import FakeLLM
 from engine.llm.fake_server import FakeOpenAIServer
@@ -422,14 +423,14 @@ def invalid_first_answer(monkeypatch) -> FakeLLM:
     """The CLI's "fake" LLM answers the first answer request off-schema, so once the budget lets
     the answer step run, it takes two calls (the answer and the re-ask)."""
     scripted = FakeLLM().when("Question:", {"wrong": "shape"}, times=1)
-    build = cli._services
+    build = common.services
 
     def services_with_scripted_fake():
         services = build()
         services.use_llm("fake", scripted)
         return services
 
-    monkeypatch.setattr(cli, "_services", services_with_scripted_fake)
+    monkeypatch.setattr(common, "services", services_with_scripted_fake)
     return scripted
 
 

@@ -27,6 +27,7 @@ from sqlalchemy import event
 from sqlalchemy.exc import DBAPIError
 
 from engine import cli
+from engine.cli import common
 from engine.config import load_settings
 from engine.llm.fake import FakeLLM
 from engine.services import Services, build_services
@@ -167,7 +168,7 @@ def gated_cli(monkeypatch) -> GatedCLI:
     """The in-process CLI's "fake" LLM holds RAG's first answer call until the test opens the gate."""
     gated = GatedCLI(Gate(), [])
     fake = FakeLLM().when("Question:", gated.gate, times=1)
-    build = cli._services
+    build = common.services
 
     def services_with_gated_fake():
         services = build()
@@ -175,7 +176,7 @@ def gated_cli(monkeypatch) -> GatedCLI:
         gated.built.append(services)
         return services
 
-    monkeypatch.setattr(cli, "_services", services_with_gated_fake)
+    monkeypatch.setattr(common, "services", services_with_gated_fake)
     return gated
 
 

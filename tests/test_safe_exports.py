@@ -14,6 +14,7 @@ import re
 import pytest
 
 from engine import cli
+from engine.cli import common
 from engine.config import load_settings
 from engine.llm.fake import FakeLLM, default_answer
 from engine.report import export_json, render_markdown
@@ -59,14 +60,14 @@ def hostile_model(monkeypatch) -> FakeLLM:
         return answer
 
     scripted = FakeLLM().when("Question:", answer_with_payload)
-    build = cli._services
+    build = common.services
 
     def services_with_hostile_model():
         services = build()
         services.use_llm("fake", scripted)
         return services
 
-    monkeypatch.setattr(cli, "_services", services_with_hostile_model)
+    monkeypatch.setattr(common, "services", services_with_hostile_model)
     return scripted
 
 
@@ -210,9 +211,9 @@ def test_live_progress_lines_hold_no_terminal_controls(run_with_escapes, capsys)
     services = build_services(load_settings())
     try:
         capsys.readouterr()
-        cli._watch(services, run_with_escapes, quiet=False)
+        common.watch(services, run_with_escapes, quiet=False)
         services.repo.set_status(run_with_escapes, RunStatus.FAILED)  # so the summary shows the stored error
-        code = cli._finish(services, run_with_escapes, None)
+        code = common.finish(services, run_with_escapes, None)
     finally:
         services.close()
     out, err = capsys.readouterr()

@@ -22,6 +22,7 @@ import pytest
 from components.node_text import answer_markdown
 from components.safe_markdown import render_source
 from engine import cli
+from engine.cli import common
 from engine.config import load_settings
 from engine.export import build_document
 from engine.graph import OWN_HEADINGS
@@ -183,14 +184,14 @@ def quoting_model(monkeypatch) -> FakeLLM:
     """A model that answers with the document itself, every line as the file has it, and a citation."""
     scripted = FakeLLM().when(prompt="rag.answer", respond={"answer": f"{DOCUMENT}\nAs the document says [1].",
                                                            "confidence": "high"})
-    build = cli._services
+    build = common.services
 
     def services_with_quoting_model(*args, **kwargs):
         services = build(*args, **kwargs)
         services.use_llm("fake", scripted)
         return services
 
-    monkeypatch.setattr(cli, "_services", services_with_quoting_model)
+    monkeypatch.setattr(common, "services", services_with_quoting_model)
     return scripted
 
 

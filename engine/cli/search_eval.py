@@ -13,36 +13,16 @@ from __future__ import annotations
 import json
 import time
 
-from engine.cli_input import positive_type
+from engine.cli import common
+from engine.cli.basics import EXIT_OK, CLIError
+
 # Only the names: the evaluation itself (numpy, the datasets) is imported when the command runs.
-from engine.evaluate.retrieval_setup import DATASETS, RERANKERS, RETRIEVERS
 
 # A progress line on stderr at most this often.
 PROGRESS_EVERY_S = 2.0
 
 
-def add_search_eval_parser(sub) -> None:
-    parser = sub.add_parser(
-        "search-eval", help="measure the corpus search on a dataset's gold paragraphs (no LLM)",
-        description="Ask the local corpus's search each item's question and score the documents it ranks "
-        "against the item's gold supporting titles: all-gold@10, recall@k, nDCG@10, MRR, and the query "
-        "time p50/p95. The corpus holds the datasets' own pooled paragraphs (easier than open Wikipedia).",
-        epilog="Exit codes: 0 measured, 1 a search failed, 2 bad input or a configuration that cannot be measured.")
-    parser.add_argument("--dataset", required=True, metavar="D",
-                        help=f"one of: {', '.join(DATASETS)} (hotpotqa: HotpotQA AutoAct's 300 items)")
-    parser.add_argument("--retriever", choices=RETRIEVERS, default=None,
-                        help="the first stage (default: THOUGHTMAP_RETRIEVER, what the methods use)")
-    parser.add_argument("--reranker", choices=RERANKERS, default=None,
-                        help="reorders the first stage's top hits (default: THOUGHTMAP_RERANKER, what "
-                        "the methods use); endpoint needs THOUGHTMAP_RERANK_URL, llm a configured LLM")
-    parser.add_argument("--limit", type=positive_type("--limit", int, "items", "every item"), default=None,
-                        metavar="N", help="only the first N items of the dataset's fixed sample (seed 13)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
-    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
-
-
 def cmd_search_eval(args) -> int:
-    from engine import cli  # the shared CLI helpers (imported here: cli imports this module)
     from engine.config import load_settings
     from engine.evaluate.datasets import DatasetError, load_items
     from engine.evaluate.retrieval_eval import SEARCH_DEPTH, evaluate_retrieval
@@ -58,25 +38,25 @@ def cmd_search_eval(args) -> int:
         # The methods' own services, with the retriever and reranker to measure in the settings.
         services = build_services(eval_settings(settings, retriever, reranker))
     except (RetrievalSetupError, DatasetError) as exc:
-        raise cli.CLIError(str(exc)) from exc
+        raise CLIError(str(exc)) from exc
     try:
         try:
             searcher = build_eval_searcher(services, candidates=SEARCH_DEPTH,
-                                           progress=None if args.quiet else cli._corpus_progress())
+                                           progress=None if args.quiet else common.corpus_progress())
         except RetrievalSetupError as exc:
-            raise cli.CLIError(str(exc)) from exc
+            raise CLIError(str(exc)) from exc
         if not args.quiet:
-            cli._err(f"measuring {searcher.description} on {dataset} ({len(items)} items)")
+            common.err(f"measuring {searcher.description} on {dataset} ({len(items)} items)")
         report = evaluate_retrieval(searcher, items, dataset=dataset, retriever=retriever, reranker=reranker,
-                                    progress=None if args.quiet else _progress(cli._err))
+                                    progress=None if args.quiet else _progress(common.err))
     finally:
         services.close()
     if args.json:
         print(json.dumps(report.to_json()))
     else:
         for line in report_lines(report):
-            cli._say(line)
-    return cli.EXIT_OK
+            common.say(line)
+    return EXIT_OK
 
 
 def _progress(say):

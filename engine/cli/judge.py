@@ -9,92 +9,72 @@ Every verdict is stored (judgments table). Stored and model text is printed thro
 
 from __future__ import annotations
 
+from engine.cli import common
+from engine.cli.basics import EXIT_FAILED, EXIT_OK, CLIError
 from engine.evaluate.accounting import EvalLLM, EvalUsage
 from engine.evaluate.claims import CLAIMS_PURPOSE, ClaimSupportResult, check_and_store
 from engine.evaluate.claims import PROTOCOL as CLAIMS_PROTOCOL
-from engine.evaluate.judges import PAIRWISE_PROTOCOLS, PAIRWISE_PURPOSE, PairwiseResult, get_protocol, judge_and_store, summarize
-from engine.evaluate.rubrics import RUBRIC_PURPOSE, RUBRICS, RubricResult, grade_and_store
+from engine.evaluate.judges import (
+    PAIRWISE_PURPOSE,
+    PairwiseResult,
+    get_protocol,
+    judge_and_store,
+    summarize,
+)
+from engine.evaluate.rubrics import RUBRIC_PURPOSE, RubricResult, grade_and_store
 from engine.evaluate.run_report import JudgeInputError, load_judged_run
 from engine.safe_text import one_line
 
-JUDGE_HELP = (
-    "Judge models: THOUGHTMAP_MODEL_JUDGE_PAIRWISE, THOUGHTMAP_MODEL_JUDGE_RUBRIC and THOUGHTMAP_MODEL_JUDGE_CLAIMS "
-    "pick the model of each judge role; a role without one uses THOUGHTMAP_MODEL_JUDGE, else THOUGHTMAP_MODEL. "
-    "Judge calls are counted with the verdict, never in the judged runs' own cost. Exit codes: 0 judged, "
-    "1 the judge's answers stayed invalid or the endpoint failed, 2 bad input (unknown run, no report, "
-    "runs of different questions)."
-)
-
-
-def add_judge_parser(sub) -> None:
-    judge = sub.add_parser("judge", help="judge stored runs: compare two, or check one's claims and scores",
-                           description="Compare two runs of the same question (pairwise, both orders), or "
-                           "judge one run: claim support of its citations (default) and/or a rubric.",
-                           epilog=JUDGE_HELP)
-    judge.add_argument("runs", nargs="+", metavar="RUN", help="one run id (or prefix), or two to compare")
-    judge.add_argument("--protocol", choices=sorted(PAIRWISE_PROTOCOLS), default=None,
-                       help="two runs: deot (DEoT's five criteria + overall, default) or mtqa "
-                       "(comprehensiveness, accuracy, empowerment, overall)")
-    judge.add_argument("--claims", action="store_true",
-                       help="one run: check every cited sentence against its source (the default without --rubric)")
-    judge.add_argument("--rubric", choices=sorted(RUBRICS), default=None,
-                       help="one run: omnithink (relevance, breadth, depth, novelty 1-5) or deepresearch "
-                       "(clarity, insightfulness 0-10, key-point factuality)")
-    judge.add_argument("--llm", choices=["auto", "local", "openai", "fake"], default=None,
-                       help="the judge's LLM (default: THOUGHTMAP_LLM or auto); fake is deterministic")
-    judge.add_argument("--quiet", action="store_true", help="no LLM notes on stderr")
-
 
 def cmd_judge(args) -> int:
-    from engine import cli  # the shared CLI helpers (imported here: cli imports this module)
     from storage.evaluation import EvaluationStore
 
     if len(args.runs) > 2:
-        raise cli.CLIError("give one run to judge, or two runs to compare")
+        raise CLIError("give one run to judge, or two runs to compare")
     pair = len(args.runs) == 2
     if pair and (args.claims or args.rubric):
-        raise cli.CLIError("--claims and --rubric judge one run; to compare two runs use --protocol")
+        raise CLIError("--claims and --rubric judge one run; to compare two runs use --protocol")
     if not pair and args.protocol:
-        raise cli.CLIError("--protocol compares two runs: give two run ids")
-    services = cli._services()
+        raise CLIError("--protocol compares two runs: give two run ids")
+    services = common.services()
     try:
         runs = [load_judged_run(services.repo, run_id) for run_id in args.runs]
     except JudgeInputError as exc:
-        raise cli.CLIError(str(exc)) from exc
-    kind = cli._choose_llm(args.llm, services)
-    cli._prepare_llm(services, kind, args.quiet)
+        raise CLIError(str(exc)) from exc
+    kind = common.choose_llm(args.llm, services)
+    common.prepare_llm(services, kind, args.quiet)
     llm = EvalLLM(services.llm(kind), services.prices, EvalUsage())
     store = EvaluationStore(services.db)
     if pair:
-        return _compare(cli, store, llm, args.protocol or "deot", *runs)
-    code = cli.EXIT_OK
+        return _compare(store, llm, args.protocol or "deot", *runs)
+    code = EXIT_OK
     if args.claims or not args.rubric:
-        code = max(code, _claims(cli, check_and_store(store, llm, runs[0]), llm.model_for(CLAIMS_PURPOSE)))
-        _usage(cli, store, runs[0].run_id, CLAIMS_PROTOCOL)
+        code = max(code, _claims(check_and_store(store, llm, runs[0]), llm.model_for(CLAIMS_PURPOSE)))
+        _usage(store, runs[0].run_id, CLAIMS_PROTOCOL)
     if args.rubric:
         result = grade_and_store(store, llm, args.rubric, runs[0].question, runs[0])
-        code = max(code, _rubric(cli, result, llm.model_for(RUBRIC_PURPOSE)))
-        _usage(cli, store, runs[0].run_id, result.protocol)
+        code = max(code, _rubric(result, llm.model_for(RUBRIC_PURPOSE)))
+        _usage(store, runs[0].run_id, result.protocol)
     return code
 
 
-def _compare(cli, store, llm: EvalLLM, protocol_name: str, run_a, run_b) -> int:
+def _compare(store, llm: EvalLLM, protocol_name: str, run_a, run_b) -> int:
     protocol = get_protocol(protocol_name)
     if " ".join(run_a.question.split()).lower() != " ".join(run_b.question.split()).lower():
-        raise cli.CLIError(f"runs {run_a.run_id} and {run_b.run_id} answer different questions; a pairwise "
+        raise CLIError(f"runs {run_a.run_id} and {run_b.run_id} answer different questions; a pairwise "
                            "judge compares two answers to the same question")
     result: PairwiseResult = judge_and_store(store, llm, protocol, run_a.question, run_a, run_b)
-    say = cli._say
+    say = common.say
     say(f"{protocol.title} ({protocol.judgment_protocol}); judge {one_line(llm.model_for(PAIRWISE_PURPOSE))}")
     say(f"A = run {run_a.run_id}   B = run {run_b.run_id}")
     say(f"question  {one_line(run_a.question)[:200]}")
     if not result.valid:
         for round_ in result.rounds:
             if not round_.valid:
-                cli._err(f"order {_order(round_.order)}: {round_.error}")
-        cli._err("the judge's answers stayed invalid, so this comparison counts for no one. Use a stronger judge "
+                common.err(f"order {_order(round_.order)}: {round_.error}")
+        common.err("the judge's answers stayed invalid, so this comparison counts for no one. Use a stronger judge "
                  "model (THOUGHTMAP_MODEL_JUDGE_PAIRWISE) or THOUGHTMAP_STRUCTURED_MODE=prompted")
-        return cli.EXIT_FAILED
+        return EXIT_FAILED
     summary = summarize(protocol, [result])
     say(f"{'criterion':<20} {'(A,B)':<6} {'(B,A)':<6} {'verdict':<8} {'win rate A':>10} {'win rate B':>10}")
     for criterion in protocol.criteria:
@@ -112,12 +92,12 @@ def _compare(cli, store, llm: EvalLLM, protocol_name: str, run_a, run_b) -> int:
     say(f"comparisons: {summary.valid} valid, {summary.invalid} invalid; {ties} of {len(protocol.criteria)} "
         "criteria tied (a verdict that flips with the order is a tie; win rate = points over both orders, "
         "a tie half a point each)")
-    _usage(cli, store, run_a.run_id, protocol.judgment_protocol)
-    return cli.EXIT_OK
+    _usage(store, run_a.run_id, protocol.judgment_protocol)
+    return EXIT_OK
 
 
-def _claims(cli, result: ClaimSupportResult, model: str) -> int:
-    say = cli._say
+def _claims(result: ClaimSupportResult, model: str) -> int:
+    say = common.say
     say(f"claim support of run {result.run_id}; judge {one_line(model)}")
     say(f"{len(result.sentences)} cited sentences, {result.markers} citations: {result.supported} supported, "
         f"{result.not_supported} not supported, {result.contradicted} contradicted, {result.dangling} dangling "
@@ -132,14 +112,14 @@ def _claims(cli, result: ClaimSupportResult, model: str) -> int:
             if citation.reason and citation.status != "supported":
                 say(f"      S{citation.source_id}: {one_line(citation.reason)[:240]}")
     if result.invalid and not result.checked:
-        cli._err("every claim check came back invalid: use a stronger judge model (THOUGHTMAP_MODEL_JUDGE_CLAIMS) "
+        common.err("every claim check came back invalid: use a stronger judge model (THOUGHTMAP_MODEL_JUDGE_CLAIMS) "
                  "or THOUGHTMAP_STRUCTURED_MODE=prompted")
-        return cli.EXIT_FAILED
-    return cli.EXIT_OK
+        return EXIT_FAILED
+    return EXIT_OK
 
 
-def _rubric(cli, result: RubricResult, model: str) -> int:
-    say = cli._say
+def _rubric(result: RubricResult, model: str) -> int:
+    say = common.say
     low, high = result.scale
     say(f"{result.protocol} of run {result.run_id} ({low}-{high}); judge {one_line(model)}")
     for key, score in result.criteria.items():
@@ -151,15 +131,15 @@ def _rubric(cli, result: RubricResult, model: str) -> int:
         say(f"  key-point factuality {value}: {facts.supported} supported, {facts.omitted} omitted, "
             f"{facts.contradicted} contradicted, {facts.invalid} invalid (key points from: {facts.reference})")
     if result.valid == 0:
-        cli._err("every rubric answer stayed invalid: use a stronger judge model (THOUGHTMAP_MODEL_JUDGE_RUBRIC)")
-        return cli.EXIT_FAILED
-    return cli.EXIT_OK
+        common.err("every rubric answer stayed invalid: use a stronger judge model (THOUGHTMAP_MODEL_JUDGE_RUBRIC)")
+        return EXIT_FAILED
+    return EXIT_OK
 
 
-def _usage(cli, store, run_id: str, protocol: str) -> None:
+def _usage(store, run_id: str, protocol: str) -> None:
     """What the judgment just stored cost (counted with it, not with the judged runs)."""
     row = store.list_judgments(run_id=run_id, protocol=protocol)[-1]
-    cli._err(f"judge calls: {row.calls}, {row.prompt_tokens}+{row.completion_tokens} tokens, ${row.cost:.4f}; "
+    common.err(f"judge calls: {row.calls}, {row.prompt_tokens}+{row.completion_tokens} tokens, ${row.cost:.4f}; "
              f"stored as judgment {row.id}")
 
 
@@ -171,4 +151,4 @@ def _side(side: str) -> str:
     return {"a": "A", "b": "B"}.get(side, "tie")
 
 
-__all__ = ["add_judge_parser", "cmd_judge"]
+__all__ = ["cmd_judge"]
