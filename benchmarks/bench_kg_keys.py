@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks._common import facts_block, machine_facts, publish, table  # noqa: E402
 from engine.config import LocalModelSettings, load_settings  # noqa: E402
 from engine.evaluate import metrics  # noqa: E402
-from engine.evaluate.accounting import EvalLLM  # noqa: E402
+from engine.llm.counted import EvalLLM  # noqa: E402
 from engine.evaluate.datasets import load_items  # noqa: E402
 from engine.knowledge.index import KeyIndex, KeyLevel, Matched  # noqa: E402
 from engine.knowledge.merge import entity_key  # noqa: E402

@@ -11,7 +11,7 @@ from __future__ import annotations
 import streamlit as st
 
 from engine.citations import number_citations
-from engine.evaluate.accounting import EvalLLM
+from engine.llm.counted import EvalLLM
 from engine.evaluate.claims import PROTOCOL, ClaimSupportResult, check_and_store
 from engine.evaluate.run_report import JudgeInputError, load_judged_run
 from engine.llm.protocol import LLMError

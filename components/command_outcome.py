@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 from components.step_log import OPEN_COMMAND, command_state
-from engine.methods.contract import MethodContract
+from engine.contract import MethodContract
 from engine.safe_text import inline_text
 from storage.models import Command, CommandStatus
 

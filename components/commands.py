@@ -17,7 +17,7 @@ from pydantic.fields import FieldInfo
 from components.command_outcome import Outcomes
 from components.params_form import field_label, model_form, readable_problems
 from engine.methods.base import UnsupportedCommand
-from engine.methods.contract import CommandRejected, CommandSpec
+from engine.contract import CommandRejected, CommandSpec
 from engine.runner import RunnerError
 from engine.services import Services
 from storage.models import Node, Run

@@ -15,7 +15,7 @@ import streamlit as st
 from components.live_run import RunReads
 from engine.knowledge.browse import GraphBrowser
 from engine.knowledge.units import Neighbourhood, Triple
-from engine.methods.contract import MethodContract, NodeData
+from engine.contract import MethodContract, NodeData
 from engine.safe_text import inline_text, one_line, url_text
 from engine.search.protocol import Hit
 from engine.services import Services

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from engine.knowledge.drawing import GraphDrawing
 from engine.knowledge.merge import entity_key
-from engine.methods.contract import KnowledgeFocus
+from engine.contract import KnowledgeFocus
 from engine.safe_text import cut_at_word
 
 CITED, USED, OTHER = "cited", "used", "other"

@@ -13,7 +13,7 @@ import streamlit as st
 from components.knowledge_browser import EMPTY, GONE
 from components.knowledge_graph import HEIGHT, draw_graph, graph_frame
 from components.live_run import RunReads
-from engine.methods.contract import MethodContract
+from engine.contract import MethodContract
 from engine.safe_text import inline_text
 from engine.services import Services
 from storage.models import Node, Run

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from components.map_style import PRUNED_FILL, STATUS_STYLES, colour_name
-from engine.methods.contract import EdgeKind, MethodContract, NodeKind
+from engine.contract import EdgeKind, MethodContract, NodeKind
 
 WHITE = "#FFFFFF"
 PLAIN_BORDER = "#6B6B6B"  # kinds are shown with a neutral border: the border means status

@@ -1,6 +1,6 @@
 """What the map's colours and line styles mean, one meaning each for every method:
 
-* fill = the node's kind (its declared colour, variant or depth palette: `engine/methods/contract.py`);
+* fill = the node's kind (its declared colour, variant or depth palette: `engine/contract.py`);
 * border = the node's status, with a second cue that is not colour (a dashed border for pending, a
   glyph beside the node's number for the others), so colour-blind readers and a greyscale print can
   tell them apart too;

@@ -1,5 +1,5 @@
 """The live mind map: our own bidirectional Streamlit component over vis-network
-(`components/mindmap_frontend/`), drawn from the run's method contract (`engine/methods/contract.py`).
+(`components/mindmap_frontend/`), drawn from the run's method contract (`engine/contract.py`).
 Nothing here knows a method by name.
 
 `build_map` is pure Python: it turns the stored nodes and edges into vis-network items, with one
@@ -51,7 +51,7 @@ from pathlib import Path
 from components.map_layout import GRID_ROW, LEVEL_SEPARATION, NODE_SPACING, grid_positions, tree_positions
 from components.map_legend import legend
 from components.map_style import NEUTRAL_FILL, PRUNED_FILL, is_dark, status_style
-from engine.methods.contract import EdgeKind, Layout, MethodContract, NodeKind
+from engine.contract import EdgeKind, Layout, MethodContract, NodeKind
 from engine.node_numbers import node_numbers
 from engine.safe_text import cut_at_word
 from storage.models import Command, CommandStatus, Edge, Node, NodeStatus

@@ -19,7 +19,7 @@ from components.node_text import node_answer, node_error
 from components.safe_markdown import render_source, sanitize
 from components.step_log import command_label, command_node, current_steps
 from engine.citations import number_citations
-from engine.methods.contract import REGENERATE_REPORT, Layout, MethodContract, NodeData, NodeDataError
+from engine.contract import REGENERATE_REPORT, Layout, MethodContract, NodeData, NodeDataError
 from engine.node_numbers import node_numbers
 from engine.safe_text import inline_text
 from engine.services import Services

@@ -18,7 +18,7 @@ from components.safe_markdown import render, sanitize
 from components.step_log import run_commands as stored_commands
 from engine.graph import RunGraph
 from engine.safe_text import inline_text
-from engine.methods.contract import CommandSpec, MethodContract, Notice, RunStateModel
+from engine.contract import CommandSpec, MethodContract, Notice, RunStateModel
 from engine.services import Services
 from storage.models import Command, Run
 

@@ -14,7 +14,7 @@ import streamlit as st
 from components.live_run import RunReads
 from components.params_form import field_label
 from engine import narration
-from engine.methods.contract import MethodContract
+from engine.contract import MethodContract
 from engine.safe_text import inline_text
 from engine.services import Services
 from storage.models import Command, CommandStatus, Node, NodeStatus, RunEvent

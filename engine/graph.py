@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from engine import narration
-from engine.methods.contract import GENERIC_STEP, MethodContract, NodeData, NodeDataError, RunStateModel
+from engine.contract import GENERIC_STEP, MethodContract, NodeData, NodeDataError, RunStateModel
 from engine.redact import redact_secrets
 from engine.search.protocol import Hit
 from storage.models import Edge, Node, NodeStatus, Report, Source, utcnow

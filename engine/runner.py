@@ -32,7 +32,7 @@ from engine.llm.pricing import PriceTable
 from engine.llm.protocol import LLM, BudgetExceeded, LLMError
 from engine.methods.base import Method, MethodParams, RunContext
 from engine.methods.registry import METHODS, get_method
-from engine.methods.contract import CommandRejected, UnsupportedCommand
+from engine.contract import CommandRejected, UnsupportedCommand
 from engine.methods.steering import apply as apply_command
 from engine.methods.steering import apply_and_record, check
 from engine.questions import clean_question

@@ -24,7 +24,8 @@ from engine.run_queue import QueueDepth, RunQueue
 from engine.runner import HeldRun, Runner
 from engine.search.combined import build_searcher
 from engine.search.embedding_model import EmbeddingModelUnavailable
-from engine.search.embeddings import Embedder, build_embedder
+from engine.search.embedders import build_embedder
+from engine.search.embeddings import Embedder
 from engine.search.hops import LinkerCache
 from engine.search.local import LocalCorpusSearcher
 from engine.search.retrieval import build_local_retrieval, corpus_embedding

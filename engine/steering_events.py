@@ -8,7 +8,7 @@ import threading
 from collections.abc import Iterable
 
 from engine import narration
-from engine.methods.contract import MethodContract
+from engine.contract import MethodContract
 from storage.models import Command
 from storage.repository import Repository
 

@@ -18,7 +18,7 @@ from components.run_state_panels import has_side_tab, notice_list, notices, side
 from components.run_view import NOW_LINE_STYLE, controls, controls_row, progress, question_line
 from components.safe_markdown import render_document
 from components.step_log import lifecycle_events, node_badges, run_commands, run_events, step_log
-from engine.methods.contract import ANSWER_NODE, NODE_TAB
+from engine.contract import ANSWER_NODE, NODE_TAB
 from engine.methods.params import ParamError, build_params, profile_defaults, profile_for_llm
 from engine.methods.registry import UnknownMethod
 from engine.node_numbers import node_numbers

@@ -10,7 +10,7 @@ from components.routing import through_the_app
 from components.safe_markdown import render_document, render_source
 from engine.safe_text import code_span, inline_text
 from engine.methods.base import UnsupportedCommand
-from engine.methods.contract import CommandRejected
+from engine.contract import CommandRejected
 from engine.export import build_document, to_docx, to_pdf
 from engine.export.pdf import pdf_font_missing
 from engine.report import export_json, render_markdown

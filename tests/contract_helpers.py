@@ -23,7 +23,7 @@ from annotated_types import Ge, Gt, Le, Lt, MaxLen, MinLen
 from pydantic import ValidationError
 
 from engine.methods.base import Method
-from engine.methods.contract import CommandSpec, NodeCommand
+from engine.contract import CommandSpec, NodeCommand
 from engine.methods.registry import load_methods
 from storage.models import Node
 from storage.repository import Repository

@@ -16,7 +16,7 @@ from engine.citations import cited_source_ids, source_blocks, to_stored_markers
 from engine.graph import NewNode
 from engine.methods.base import REPORT, Method, MethodParams, RunContext
 from engine.methods.estimate import CostEstimate, Tally
-from engine.methods.contract import (
+from engine.contract import (
     CommandPayload,
     CommandRejected,
     CommandSpec,

@@ -9,12 +9,12 @@ import pytest
 
 from engine.config import load_settings
 from engine.llm.fake_server import FakeOpenAIServer, fake_embedding
+from engine.search.embedders import build_embedder
 from engine.search.embeddings import (
     EmbeddingError,
     EmbeddingReranker,
     EmbeddingsSettings,
     OpenAIEmbeddings,
-    build_embedder,
     cosine,
     top_for_each,
 )

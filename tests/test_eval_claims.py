@@ -9,7 +9,7 @@ import re
 import pytest
 
 from engine import cli
-from engine.evaluate.accounting import EvalLLM
+from engine.llm.counted import EvalLLM
 from engine.evaluate.claims import check_and_store, split_sentences
 from engine.evaluate.run_report import load_judged_run
 from storage.evaluation import EvaluationStore

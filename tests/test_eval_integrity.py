@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from engine.config import load_settings
-from engine.evaluate.accounting import EvalLLM
+from engine.llm.counted import EvalLLM
 from engine.evaluate.archive import export_benchmark
 from engine.evaluate.reader import OWN_ANSWER_WORDS, own_short_answer, read_answer
 from engine.evaluate.results import summarize, to_markdown

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from engine.config import LLMSettings, load_settings
-from engine.evaluate.accounting import EvalLLM
+from engine.llm.counted import EvalLLM
 from engine.evaluate.judge_prompts import quoted
 from engine.evaluate.judges import (
     DEOT,

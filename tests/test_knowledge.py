@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.evaluate.accounting import EvalLLM
+from engine.llm.counted import EvalLLM
 from engine.knowledge.chunks import chunk_documents, words_for_tokens
 from engine.knowledge.expand import adjacency, expand
 from engine.knowledge.index import KeyIndex

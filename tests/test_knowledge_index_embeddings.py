@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from engine.evaluate.accounting import EvalLLM
+from engine.llm.counted import EvalLLM
 from engine.knowledge import index as index_module
 from engine.knowledge.index import KeyIndex
 from engine.knowledge.open import KnowledgeLayer

@@ -29,7 +29,7 @@ from engine.llm.fake import FakeLLM
 from engine.llm.limits import ConcurrencyLimiter
 from engine.llm.pricing import PriceTable
 from engine.methods.base import Method, UnsupportedCommand
-from engine.methods.contract import (
+from engine.contract import (
     ALL_STATUSES,
     NODE_TAB,
     CommandRejected,

@@ -12,7 +12,7 @@ import pytest
 from engine import narration
 from engine.graph import RunGraph
 from engine.llm.fake import named
-from engine.methods.contract import CommandRejected
+from engine.contract import CommandRejected
 from engine.methods.deot.kinds import STEPS as DEOT_STEPS
 from engine.methods.omnithink.kinds import STEPS as OMNITHINK_STEPS
 from engine.methods.registry import METHODS

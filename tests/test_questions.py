@@ -110,7 +110,7 @@ def _ask_spec():
 
 
 def test_a_follow_up_ask_is_refused_when_too_long_with_the_same_message():
-    from engine.methods.contract import CommandRejected
+    from engine.contract import CommandRejected
     with pytest.raises(CommandRejected, match=f"the limit is {MAX_QUESTION_CHARS:,}.*documents belong in the corpus"):
         _ask_spec().parse({"node_id": 1, "question": "Why? " + "x" * 5_000})
 

@@ -18,7 +18,7 @@ from sqlalchemy import event
 
 from components import app_state, map_layout, mindmap
 from components.map_legend import legend, legend_text
-from engine.methods.contract import EdgeKind, Layout, MethodContract, NodeData, NodeKind, ViewSpec
+from engine.contract import EdgeKind, Layout, MethodContract, NodeData, NodeKind, ViewSpec
 from storage.models import CommandStatus, Edge, Node, NodeStatus, RunStatus
 from tests.fixtures_engine import run_to_end
 from tests.grid_method import GridMethod

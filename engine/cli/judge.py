@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from engine.cli import common
 from engine.cli.basics import EXIT_FAILED, EXIT_OK, CLIError
-from engine.evaluate.accounting import EvalLLM, EvalUsage
+from engine.llm.counted import EvalLLM, EvalUsage
 from engine.evaluate.claims import CLAIMS_PURPOSE, ClaimSupportResult, check_and_store
 from engine.evaluate.claims import PROTOCOL as CLAIMS_PROTOCOL
 from engine.evaluate.judges import (

@@ -37,7 +37,7 @@ def cmd_kg(args) -> int:
 
 
 def _build(services, args) -> int:
-    from engine.evaluate.accounting import EvalLLM, EvalUsage
+    from engine.llm.counted import EvalLLM, EvalUsage
     from engine.knowledge.build import CollectionBuilder
     from engine.knowledge.stored import KnowledgeError
     from engine.parallel import run_parallel

@@ -31,7 +31,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, computed_field, create_model
 
 from engine.citations import strip_markers
-from engine.evaluate.accounting import EvalLLM, EvalUsage
+from engine.llm.counted import EvalLLM, EvalUsage
 from engine.evaluate.judge_prompts import CLAIM_SUPPORT, quoted
 from engine.evaluate.metrics import citation_error_rate
 from engine.evaluate.run_report import JudgedRun

@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from engine.evaluate.accounting import EvalLLM, EvalUsage
+from engine.llm.counted import EvalLLM, EvalUsage
 from engine.evaluate.judges import PairwiseResult, get_protocol, judge_and_store
 from engine.evaluate.run_report import JudgeInputError, load_judged_run
 from engine.methods.params import ParamError, build_params_with_profile

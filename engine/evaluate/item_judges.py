@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from engine.evaluate import metrics
-from engine.evaluate.accounting import EvalLLM, EvalUsage
+from engine.llm.counted import EvalLLM, EvalUsage
 from engine.evaluate.claims import check_and_store
 from engine.evaluate.datasets import Item
 from engine.evaluate.judge_prompts import KNOWLEDGE_UNITS, quoted

@@ -27,7 +27,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, computed_field, create_model
 
-from engine.evaluate.accounting import EvalLLM, EvalUsage
+from engine.llm.counted import EvalLLM, EvalUsage
 from engine.evaluate.judge_prompts import PAIRWISE_DEOT, PAIRWISE_MTQA, quoted
 from engine.evaluate.run_report import JudgedRun
 from engine.evaluate.verdicts import save_verdict

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.evaluate.accounting import EvalLLM
+from engine.llm.counted import EvalLLM
 from engine.evaluate.judges import PairwiseResult, PairwiseSummary, get_protocol, judge_and_store, summarize
 from engine.evaluate.run_report import load_judged_run
 from engine.safe_text import inline_text

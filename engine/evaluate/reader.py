@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 
 from engine.citations import strip_markers
 from engine.evaluate import metrics
-from engine.evaluate.accounting import EvalLLM
+from engine.llm.counted import EvalLLM
 from engine.llm.protocol import LLMError, StructuredOutputError
 from engine.prompting import Prompt
 from engine.safe_text import shown_text

@@ -118,7 +118,7 @@ def _embedder(services):
     """The embedder the methods use (`Services.embedder`: an endpoint's, else the built-in one),
     loaded; said when there is none, where a run would rank by BM25 instead."""
     from engine.search.embedding_model import EmbeddingModelUnavailable
-    from engine.search.embeddings import build_embedder
+    from engine.search.embedders import build_embedder
 
     settings = services.settings
     embedder = services.embedder

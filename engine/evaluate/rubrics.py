@@ -23,7 +23,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, computed_field
 
 from engine.citations import strip_markers
-from engine.evaluate.accounting import EvalLLM, EvalUsage
+from engine.llm.counted import EvalLLM, EvalUsage
 from engine.evaluate.judge_prompts import KEY_POINT_CHECK, KEY_POINTS, RUBRIC_OMNITHINK, SCORE_DEEPRESEARCH, quoted
 from engine.evaluate.run_report import JudgedRun
 from engine.evaluate.verdicts import save_verdict

@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.evaluate.accounting import BudgetSpent, EvalLLM, EvalUsage
+from engine.llm.counted import BudgetSpent, EvalLLM, EvalUsage
 from engine.evaluate.datasets import DEFAULT_SEED, Item, get_dataset, items_by_id, load_items
 from engine.evaluate.item_judges import ITEM_JUDGES, judge_item
 from engine.evaluate.reader import reader_version

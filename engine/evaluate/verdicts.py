@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from engine.evaluate.accounting import EvalUsage
+from engine.llm.counted import EvalUsage
 from storage.evaluation import EvaluationStore
 from storage.models import Judgment
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
-from engine.evaluate.accounting import EvalLLM
+from engine.llm.counted import EvalLLM
 from engine.knowledge.chunks import DEFAULT_CHUNK_TOKENS, corpus_chunks
 from engine.knowledge.extract import ChunkExtractor, Parallel
 from engine.knowledge.open import collection_graph_key

@@ -22,7 +22,7 @@ from engine.knowledge.chunks import chunk_documents
 from engine.knowledge.expand import adjacency, expand
 from engine.knowledge.extract import EXTRACT_MAX_TOKENS, PURPOSE, Asker, ChunkExtractor, Parallel
 from engine.knowledge.index import KeyIndex, OnError
-from engine.knowledge.merge import MAX_KEYWORD_CHARS, clean, entity_key
+from engine.knowledge.merge import MAX_KEYWORD_CHARS, clean
 from engine.knowledge.names import content_words, proper_names
 from engine.knowledge.prompts import KEYWORDS
 from engine.knowledge.schemas import QuestionKeywords
@@ -39,7 +39,7 @@ from engine.llm.protocol import StructuredOutputError
 from engine.search.embeddings import Embedder, EmbeddingError
 from engine.search.protocol import Hit
 from storage.knowledge import KnowledgeStore
-from storage.models import KnowledgeChunk, KnowledgeChunkStatus, KnowledgeEntity, KnowledgeGraph, KnowledgeRelation
+from storage.models import KnowledgeChunkStatus, KnowledgeEntity, KnowledgeGraph, KnowledgeRelation
 
 KEYWORDS_MAX_TOKENS = 300
 # Entities kept per hop of the expansion, the most connected first (see expand.expand).

@@ -1,5 +1,5 @@
 """The Method contract. Every reasoning method (baselines and the five papers' methods) is a class
-with a pydantic `Params` model, typed declarations (`engine/methods/contract.py`: node kinds, edge
+with a pydantic `Params` model, typed declarations (`engine/contract.py`: node kinds, edge
 kinds, commands, run state, view) and a resumable growth loop: `start` once, then `step` until it
 says there is nothing left to do, then `write_outputs`. Steering commands are validated and applied
 between steps by the shared toolkit (`engine/methods/steering.py`)."""
@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from engine.graph import PARTIAL_REPORT, RunGraph
 from engine.methods.estimate import CostEstimate
-from engine.methods.contract import (
+from engine.contract import (
     CommandPayload,
     CommandSpec,
     EdgeKind,

@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from engine.methods.base import RunContext
-from engine.methods.contract import NodeData, NodeKind
+from engine.contract import NodeData, NodeKind
 from storage.models import Node, NodeStatus
 
 

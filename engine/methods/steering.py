@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from engine.methods.contract import (
+from engine.contract import (
     CommandPayload,
     CommandRejected,
     CommandSpec,

@@ -23,7 +23,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from engine.config import DEFAULT_EMBEDDINGS_MODEL, EmbeddingsSettings
@@ -86,19 +85,6 @@ class OpenAIEmbeddings:
         if len(data) != len(batch) or not all(isinstance(item.embedding, list) and item.embedding for item in data):
             raise EmbeddingError(f"{self.description} returned {len(data)} vectors for {len(batch)} texts")
         return [[float(x) for x in item.embedding] for item in data]
-
-
-def build_embedder(settings: EmbeddingsSettings | None, models_dir: Path | None = None) -> Embedder | None:
-    """The endpoint's embedder when one is configured; else the built-in model prepared in
-    `models_dir` (raises `EmbeddingModelUnavailable` when it is missing or damaged: the caller says
-    so and uses BM25); None when there is neither (BM25 is used where embeddings would be)."""
-    if settings is not None:
-        return OpenAIEmbeddings(settings)
-    if models_dir is None:
-        return None
-    from engine.search.builtin_embedder import builtin_embedder  # it imports this module
-
-    return builtin_embedder(models_dir)
 
 
 def cosine(a: Sequence[float], b: Sequence[float]) -> float:
@@ -173,4 +159,4 @@ def top_for_each(queries: Sequence[str], hits: Sequence[Hit], k: int, embedder: 
 
 
 __all__ = ["Embedder", "EmbeddingError", "EmbeddingReranker", "EmbeddingsSettings", "OpenAIEmbeddings", "Ranked",
-           "build_embedder", "cosine", "top_for_each"]
+           "cosine", "top_for_each"]

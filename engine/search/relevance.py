@@ -28,13 +28,13 @@ document is evidence whatever its similarity. An embedder that fails leaves the 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from engine.safe_text import inline_text  # Markdown-inert: a query may be the model's words
 from engine.search.protocol import NAMED_BY_QUESTION, Hit, SearchError
+from engine.search.words import STOPWORDS, WORD, stem, terms  # noqa: F401  (terms: this module's public words)
 
 if TYPE_CHECKING:
     from engine.search.embeddings import Embedder
@@ -42,35 +42,6 @@ if TYPE_CHECKING:
 DEFAULT_FLOOR = 0.35
 # The least cosine similarity of query and passage (all-MiniLM-L6-v2) for a hit found by its words.
 SEMANTIC_FLOOR = 0.35
-
-_WORD = re.compile(r"[^\W_]+", re.UNICODE)
-# Function words and question scaffolding: they say nothing about what a document is about.
-_STOPWORDS = frozenset("""
-a about above after again against all also am an and any are as at be because been before being below between
-both but by can could did do does doing down during each few for from further had has have having he her here
-hers herself him himself his how i if in into is it its itself just me more most my myself no nor not now of off
-on once only or other our ours ourselves out over own same she should so some such than that the their theirs
-them themselves then there these they this those through to too under until up very was we were what when where
-which while who whom why will with would you your yours yourself yourselves
-many much whose whether within without upon via per among across toward towards including include includes
-explain describe discuss analyze analyse compare list give tell identify summarize evaluate assess
-known called named según es el la los las de del y en un una que por con para
-""".split())
-
-
-def _stem(word: str) -> str:
-    """A light stemmer: enough to match 'embargoes' with 'embargo' and 'economies' with 'economy'."""
-    for suffix, replacement in (("ies", "y"), ("es", ""), ("s", ""), ("ing", ""), ("ed", "")):
-        if len(word) > len(suffix) + 3 and word.endswith(suffix):
-            return word[: -len(suffix)] + replacement
-    return word
-
-
-def terms(text: str) -> set[str]:
-    """The distinctive terms of a text: lower-cased, stemmed, without stopwords and 1-letter words."""
-    words = (w.lower() for w in _WORD.findall(text))
-    return {_stem(w) for w in words if (len(w) > 1 or w.isdigit()) and w not in _STOPWORDS}
-
 
 @dataclass(frozen=True)
 class Judged:

@@ -17,7 +17,7 @@ text is empty), written here rather than taken from a library:
 - So: Okapi's term-frequency saturation (k1 = 1.5, b = 0.75) with Lucene's IDF,
   log(1 + (N - n + 0.5) / (n + 0.5)), which is positive for every term present in a hit.
 
-Words are the ones `engine/search/relevance.py` counts (its word pattern, stopwords and light
+Words are the ones `engine/search/relevance.py` counts (`engine/search/words.py`) (its word pattern, stopwords and light
 stemmer), kept with their repeats, so the floor and the reranker agree on what a query term is.
 """
 
@@ -30,7 +30,7 @@ from dataclasses import replace
 from typing import Protocol, runtime_checkable
 
 from engine.search.protocol import Hit
-from engine.search.relevance import _STOPWORDS, _WORD, _stem  # the relevance floor's words
+from engine.search.words import STOPWORDS, WORD, stem  # the relevance floor's words
 
 
 @runtime_checkable
@@ -50,8 +50,8 @@ class Reranker(Protocol):
 def tokens(text: str) -> list[str]:
     """The words of `text` as `relevance.terms` sees them, in order and with their repeats
     (`set(tokens(t)) == relevance.terms(t)`)."""
-    words = (w.lower() for w in _WORD.findall(text))
-    return [_stem(w) for w in words if (len(w) > 1 or w.isdigit()) and w not in _STOPWORDS]
+    words = (w.lower() for w in WORD.findall(text))
+    return [stem(w) for w in words if (len(w) > 1 or w.isdigit()) and w not in STOPWORDS]
 
 
 class BM25Reranker:

@@ -24,7 +24,7 @@ from typing import Any
 
 import httpx
 
-from engine.llm.protocol import LLM, ChatRequest, LLMRequestError, Message, ResponseFormat, TokenLogprob
+from engine.llm.protocol import LLM, ChatRequest, LLMRequestError, ResponseFormat, TokenLogprob
 from engine.prompting import Prompt, inert
 from engine.redact import redact_url
 from engine.search.protocol import Hit, SearchError

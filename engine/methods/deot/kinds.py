@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from engine.methods.common import DroppedHit
 from engine.methods.deot import prompts
-from engine.methods.contract import (
+from engine.contract import (
     CommandSpec,
     EdgeKind,
     NodeCommand,

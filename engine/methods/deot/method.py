@@ -23,7 +23,7 @@ from engine.citations import (
 from engine.graph import NewNode
 from engine.llm.protocol import StructuredOutputError
 from engine.methods.base import REPORT, Method, MethodParams, RunContext, UnsupportedCommand
-from engine.methods.contract import CommandPayload, CommandRejected, CommandSpec
+from engine.contract import CommandPayload, CommandRejected, CommandSpec
 from engine.methods.deot import prompts
 from engine.methods.deot import estimate as cost
 from engine.methods.deot.checkpoint import SolveCheckpoint

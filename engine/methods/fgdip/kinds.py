@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from engine.citations import strip_markers
 from engine.methods.common import DroppedHit
-from engine.methods.contract import (
+from engine.contract import (
     CommandPayload,
     CommandRejected,
     CommandSpec,

@@ -20,7 +20,7 @@ from engine.citations import strip_markers, without_model_citations, without_pag
 from engine.graph import NewNode
 from engine.llm.protocol import StructuredOutputError
 from engine.methods.base import REPORT, Method, MethodParams, RunContext, RunOutcome
-from engine.methods.contract import ANSWER_NODE, CommandPayload, CommandRejected, CommandSpec, UnsupportedCommand
+from engine.contract import ANSWER_NODE, CommandPayload, CommandRejected, CommandSpec, UnsupportedCommand
 from engine.methods.coverage import save_uncovered_report
 from engine.methods.estimate import CostEstimate
 from engine.methods.fgdip import estimate as cost
@@ -447,7 +447,7 @@ class FgdipMethod(Method):
         if command.name == "force_explore":
             assert node is not None
             if (node.data or {}).get("explored_order") is not None:
-                raise CommandRejected(f"this node was already explored; choose a node the search has not "
+                raise CommandRejected("this node was already explored; choose a node the search has not "
                                       "taken yet")
             ctx.graph.update(node, merge_data={"forced": True})
             return {REPORT}

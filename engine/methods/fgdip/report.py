@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.methods.contract import ANSWER_NODE
+from engine.contract import ANSWER_NODE
 from engine.methods.fgdip.explore import Tree, final_answer
 from engine.methods.fgdip.kinds import ErrorMemory, plural
 from engine.methods.fgdip.trajectory import action_markdown

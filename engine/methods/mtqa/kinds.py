@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from engine.citations import cited_source_ids, strip_markers
 from engine.methods.common import DroppedHit
-from engine.methods.contract import (
+from engine.contract import (
     CommandPayload,
     CommandRejected,
     CommandSpec,

@@ -28,7 +28,7 @@ from engine.knowledge.units import BuildProgress, KnowledgeBase, Keywords
 from engine.llm.protocol import StructuredOutputError
 from engine.llm.structured import repeats_instructions
 from engine.methods.base import REPORT, Method, MethodParams, RunContext, UnsupportedCommand
-from engine.methods.contract import CommandPayload, CommandRejected, CommandSpec
+from engine.contract import CommandPayload, CommandRejected, CommandSpec
 from engine.methods.coverage import save_uncovered_report
 from engine.methods.estimate import CostEstimate
 from engine.methods.mtqa import estimate as cost

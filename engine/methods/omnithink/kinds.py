@@ -12,7 +12,7 @@ from engine.methods.common import DroppedHit
 from engine.citations import without_model_citations
 from engine.safe_text import inline_text
 from engine.methods.omnithink import prompts
-from engine.methods.contract import (
+from engine.contract import (
     CommandPayload,
     CommandSpec,
     NodeCommand,

@@ -23,7 +23,7 @@ from engine.graph import NewNode, RunGraph
 from engine.methods.base import REPORT, Method, MethodParams, RunContext, UnsupportedCommand
 from engine.methods.estimate import CostEstimate
 from engine.methods.coverage import save_uncovered_report, uncovered_section
-from engine.methods.contract import CommandPayload, CommandRejected, CommandSpec, Notice
+from engine.contract import CommandPayload, CommandRejected, CommandSpec, Notice
 from engine.methods.omnithink import estimate as cost
 from engine.methods.omnithink import prompts
 from engine.methods.omnithink.kinds import (

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from engine.citations import strip_markers
 from engine.evaluate.judge_prompts import CLAIM_SUPPORT
 from engine.methods.common import DroppedHit
-from engine.methods.contract import (
+from engine.contract import (
     CommandPayload,
     CommandSpec,
     Layout,

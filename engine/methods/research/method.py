@@ -21,7 +21,7 @@ from dataclasses import replace
 from engine.citations import cited_source_ids, number_citations, strip_markers
 from engine.llm.protocol import StructuredOutputError
 from engine.methods.base import REPORT, Method, MethodParams, RunContext, RunOutcome
-from engine.methods.contract import ANSWER_NODE, CommandPayload, CommandRejected, CommandSpec, UnsupportedCommand
+from engine.contract import ANSWER_NODE, CommandPayload, CommandRejected, CommandSpec, UnsupportedCommand
 from engine.methods.estimate import CostEstimate
 from engine.methods.research import estimate as cost
 from engine.methods.research import prompts

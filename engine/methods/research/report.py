@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from engine.citations import number_citations
-from engine.methods.contract import ANSWER_NODE
+from engine.contract import ANSWER_NODE
 from engine.reader_text import UNWRITTEN
 from engine.safe_text import inline_text
 from storage.models import Node, NodeStatus, Source

@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine.methods.contract import NodeData
+from engine.contract import NodeData
 from engine.safe_text import inline_text
 from engine.search.protocol import Hit
 from engine.search.relevance import RelevanceResult

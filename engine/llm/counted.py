@@ -1,6 +1,8 @@
-"""The LLM as the evaluation harness sees it: reader and judge calls are counted like a run's calls
-(calls, tokens, cost), but into an `EvalUsage` kept with the verdict or the benchmark item, never
-into the judged run's own totals (a method's cost must not include the cost of scoring it)."""
+"""The LLM outside a run: the evaluation harness's reader and judge calls, and a collection knowledge
+graph's build, are counted like a run's calls (calls, tokens, cost), but into an `EvalUsage` kept with
+the verdict, the benchmark item or the graph, never into a run's own totals (a method's cost must not
+include the cost of scoring it). In `engine/llm` so that the knowledge layer uses it without
+importing the evaluation harness."""
 
 from __future__ import annotations
 
