@@ -10,7 +10,8 @@ import pytest
 
 from engine import cli
 from engine.llm.counted import EvalLLM
-from engine.evaluate.claims import check_and_store, split_sentences
+from engine.claim_support import split_sentences
+from engine.evaluate.claims import check_and_store
 from engine.evaluate.run_report import load_judged_run
 from storage.evaluation import EvaluationStore
 from tests.fixtures_engine import run_to_end

@@ -13,12 +13,6 @@ KNOWN_BACK_ARROWS = {
     ("engine.llm.fake_knowledge", "engine.knowledge.names"),
     ("engine.llm.fake_research", "engine.search.rerank"),
     ("engine.llm.fake_words", "engine.knowledge.names"),
-    # Claim checking and sentence splitting belong to a citations layer both use (step 2).
-    ("engine.methods.research.answer", "engine.evaluate.claims"),
-    ("engine.methods.research.answer", "engine.evaluate.metrics"),
-    ("engine.methods.research.answer", "engine.evaluate.run_report"),
-    ("engine.methods.research.kinds", "engine.evaluate.judge_prompts"),
-    ("engine.methods.research.markers", "engine.evaluate.claims"),
     # Storage uses three leaf helpers of the engine (a URL's redaction, a value check, a title).
     ("storage.db", "engine.config_values"),
     ("storage.db", "engine.redact"),

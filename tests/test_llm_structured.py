@@ -320,7 +320,7 @@ def _instructions(prompt, schema, **values) -> str:
 def test_a_reason_that_applies_a_rule_in_the_rules_own_words_is_not_a_copy(where, reason):
     """The blend rule holds for answer fields only: judges and controllers rightly justify a decision
     in the prompt's words (review 14c found these three refused and re-asked)."""
-    from engine.evaluate.claims import _batch_model
+    from engine.claim_support import _batch_model
     from engine.evaluate.judge_prompts import CLAIM_SUPPORT
     from engine.llm.structured import copied_instructions
     from engine.methods.deot.prompts import CONTROLLER

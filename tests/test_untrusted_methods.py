@@ -489,7 +489,7 @@ def test_fgdip_step_content_cites_only_the_page_it_read():
 
 
 def test_judges_and_scores_read_the_words_not_the_escapes():
-    from engine.evaluate.claims import _plain
+    from engine.claim_support import _plain
 
     escaped = f"The duo is {inline_text('Simon & Garfunkel [1966]')} [[S3]] ."
     assert _plain(escaped) == "The duo is Simon & Garfunkel [1966]."

@@ -3,31 +3,14 @@ markers) and its sources by id. Read through the Repository: judges never talk S
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from engine.citations import number_citations
+from engine.claim_support import JudgedRun
 from engine.graph import PARTIAL_REPORT
-from storage.models import RunStatus, Source
+from storage.models import RunStatus
 from storage.repository import Repository
 
 
 class JudgeInputError(ValueError):
     """A run that cannot be judged (no final report yet): says what to do."""
-
-
-@dataclass(frozen=True)
-class JudgedRun:
-    run_id: str
-    question: str
-    report: str  # as stored: citations are `[[S<source id>]]` markers
-    sources: dict[int, Source]
-    model: str  # what the run ran on (the judged model, not the judge)
-    report_id: int | None = None  # the stored report judged (None: a text not stored as a report)
-
-    def answer_text(self) -> str:
-        """The report as a reader sees it: markers rendered `[n]` by first appearance, markers of
-        unknown sources removed (a judge compares answers, it does not check citations)."""
-        return number_citations(self.report, self.sources).text.strip()
 
 
 def load_judged_run(repo: Repository, run_id: str) -> JudgedRun:

@@ -1,7 +1,7 @@
 """The final answer and its checks: written from every search's summary with the run-wide document
 numbers (`markers.write_cited` asks again while a marker is malformed or points to no retrieved
-document), then each cited sentence checked against the cited source's text with the evaluation
-harness's claim-support check (`engine/evaluate/claims.py`), on the run's own LLM and node."""
+document), then each cited sentence checked against the cited source's text by the claim-support
+check (`engine/claim_support.py`, which the evaluation harness shares), on the run's own LLM and node."""
 
 from __future__ import annotations
 
@@ -9,9 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from engine.citations import source_blocks
-from engine.evaluate.claims import check_claims
-from engine.evaluate.metrics import citation_error_rate
-from engine.evaluate.run_report import JudgedRun
+from engine.claim_support import JudgedRun, check_claims, citation_error_rate
 from engine.methods.base import RunContext
 from engine.methods.research import prompts
 from engine.methods.research.markers import CitedText, write_cited

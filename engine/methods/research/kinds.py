@@ -10,7 +10,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from engine.citations import strip_markers
-from engine.evaluate.judge_prompts import CLAIM_SUPPORT
+from engine.claim_support import CLAIM_SUPPORT
 from engine.methods.common import DroppedHit
 from engine.contract import (
     CommandPayload,

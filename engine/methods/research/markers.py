@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from engine.citations import CitableSource, to_stored_markers
-from engine.evaluate.claims import split_sentences
+from engine.claim_support import split_sentences
 from engine.markdown_code import map_prose, prose_only
 from engine.methods.research.prompts import FEEDBACK, UNCITED_FEEDBACK
 

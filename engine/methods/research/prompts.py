@@ -5,7 +5,7 @@ searches (the same, integrated with the previous reasoning steps), and the agent
 what the searches found → reason, decide whether to search again and with which query, within a
 number of searches). The final long-form answer with inline citations is the agent's last turn;
 here it is its own prompt so the citation checks can ask it again. The reranker's prompt is in
-`engine/search/rerankers.py`, the citation check's in `engine/evaluate/judge_prompts.py`.
+`engine/search/rerankers.py`, the citation check's in `engine/claim_support.py`.
 
 Documents are numbered [n] (the paper's "#ab12" page ids; ours are numbers, as every method here
 cites). Web pages, corpus text and earlier model output enter between data markers under a rule
