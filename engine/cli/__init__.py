@@ -3,7 +3,7 @@
 The package: `parser.py` (the grammar, light: `--help` loads nothing else), `common.py` (the
 helpers the commands share), one module per command family (`runs.py`: run, resume, list, show,
 export, ingest; `catalog.py`: methods, model; `bench.py`; `judge.py`; `kg.py`; `search_eval.py`;
-`worker.py`), `input.py` (checks of what was typed), `exits.py`. `main` imports a command's module
+`worker.py`), `input.py` (checks of what was typed), `basics.py` (exit codes, errors, output). `main` imports a command's module
 only when that command runs.
 
 Exit codes: 0 done; 1 the run failed or a runtime error (endpoint unreachable, the report could
