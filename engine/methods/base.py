@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from datetime import date
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -114,13 +114,18 @@ def read_pages_field(default: int) -> Any:
 REPORT = "report"
 
 
+# A method's parameters model: `RunContext[DeotParams]` is a DEoT run's context, whose `params` are DEoT's.
+P = TypeVar("P", bound=MethodParams)
+
+
 @dataclass
-class RunContext:
-    """Everything a method may use during a run; all dependencies are injected."""
+class RunContext(Generic[P]):
+    """Everything a method may use during a run; all dependencies are injected. Generic over the
+    method's `Params`, so a method reads `ctx.params` as its own model."""
 
     run_id: str
     question: str
-    params: MethodParams
+    params: P
     llm: RunLLM
     searcher: Searcher
     graph: RunGraph
@@ -227,7 +232,7 @@ class RunContext:
         return run_parallel(self.executor, calls)
 
 
-class Method(ABC):
+class Method(ABC, Generic[P]):
     name: ClassVar[str]
     title: ClassVar[str]
     summary: ClassVar[str]
@@ -270,7 +275,7 @@ class Method(ABC):
 
     # ---- the growth loop
 
-    def run(self, ctx: RunContext) -> None:
+    def run(self, ctx: RunContext[P]) -> None:
         """Grow the run's graph to completion. Every step decides from the stored graph, so a
         resumed run skips every finished node; steering is applied between steps."""
         from engine.methods.steering import apply_and_record  # the toolkit builds on this module
@@ -285,7 +290,7 @@ class Method(ABC):
                 break
         self.write_outputs(ctx, rewrite)
 
-    def steer(self, ctx: RunContext, command: Command) -> None:
+    def steer(self, ctx: RunContext[P], command: Command) -> None:
         """Apply one steering command on a finished run, grow what it added, refresh the outputs.
         The command's outcome is recorded as soon as it is applied or refused (a refused one
         changes nothing and grows nothing)."""
@@ -299,21 +304,21 @@ class Method(ABC):
             ctx.checkpoint()
         self.write_outputs(ctx, rewrite)
 
-    def start(self, ctx: RunContext) -> None:
+    def start(self, ctx: RunContext[P]) -> None:
         """Create what the run starts from (its root), once."""
 
-    def step(self, ctx: RunContext) -> bool:
+    def step(self, ctx: RunContext[P]) -> bool:
         """Do the next unit of work (one layer, one stage); False when nothing is left."""
         return False
 
-    def apply(self, ctx: RunContext, command: CommandSpec, payload: CommandPayload, node: Node | None) -> set[str]:
+    def apply(self, ctx: RunContext[P], command: CommandSpec, payload: CommandPayload, node: Node | None) -> set[str]:
         """Apply a validated command (its target node already checked against the declaration);
         returns the outputs to rewrite. Raise CommandRejected (a ValueError) to refuse it."""
         if command.name == "regenerate_report":
             return {REPORT}
         raise UnsupportedCommand(f"the {self.name} method does not support '{command.name}'")
 
-    def write_outputs(self, ctx: RunContext, rewrite: set[str]) -> None:
+    def write_outputs(self, ctx: RunContext[P], rewrite: set[str]) -> None:
         """Write the outputs named in `rewrite`, and any that do not exist yet, were written
         part-way (`write_stopped_report`) or before the last applied command (`report_outdated`)."""
         report = ctx.graph.report()
@@ -321,7 +326,7 @@ class Method(ABC):
                 or ctx.graph.report_outdated()):  # a command's rewrite that a stop or a kill cut off
             self.write_report(ctx)
 
-    def write_stopped_report(self, ctx: RunContext, reason: str) -> bool:
+    def write_stopped_report(self, ctx: RunContext[P], reason: str) -> bool:
         """A run stopped before its end: write the report of what its graph holds, marked partial,
         when the method needs no model for that (`report_without_model`; its budget may be spent)
         and one of its answers is done. Without an answer, the generic partial results (each
@@ -336,7 +341,7 @@ class Method(ABC):
         return True
 
     @abstractmethod
-    def write_report(self, ctx: RunContext) -> None:
+    def write_report(self, ctx: RunContext[P]) -> None:
         """(Re)write the run's final report from the stored graph."""
 
     def notices(self, graph: RunGraph) -> list[Notice]:
@@ -344,7 +349,7 @@ class Method(ABC):
         tree), each with the command to offer, if any."""
         return []
 
-    def assess(self, ctx: RunContext) -> RunOutcome:
+    def assess(self, ctx: RunContext[P]) -> RunOutcome:
         """What the finished run achieved, read from the stored graph."""
         nodes = ctx.graph.nodes()
         answers = [n for n in nodes if n.kind in self.answer_kinds and n.status != NodeStatus.PRUNED]
@@ -373,7 +378,7 @@ class Method(ABC):
         report = graph.report()
         return report is not None and bool(report.data.get(UNWRITTEN) or is_placeholder(report.markdown))
 
-    def reset_failed(self, ctx: RunContext) -> int:
+    def reset_failed(self, ctx: RunContext[P]) -> int:
         """Put the failed nodes back to pending so the next `run` tries them again (resume of a
         finished or failed run). Returns how many were reset."""
         failed = ctx.graph.nodes(status=NodeStatus.FAILED)
@@ -382,7 +387,7 @@ class Method(ABC):
         return len(failed)
 
     @classmethod
-    def estimate(cls, params: MethodParams) -> CostEstimate | None:
+    def estimate(cls, params: P) -> CostEstimate | None:
         """The LLM calls and tokens a run with these parameters is expected to cost, counted from
         the method's loop within the bounds its parameters set (`engine/methods/estimate.py`);
         None for a method that declares no formula."""

@@ -30,7 +30,7 @@ class DirectParams(MethodParams):
     yes_no: bool = yes_no_field()
 
 
-class DirectMethod(Method):
+class DirectMethod(Method[DirectParams]):
     name = "direct"
     title = "Direct answer (baseline)"
     summary = "One LLM call, no retrieval: the 'Standard' prompting baseline of the papers."
@@ -42,13 +42,13 @@ class DirectMethod(Method):
     PROMPT_TOKENS = 165
 
     @classmethod
-    def estimate(cls, params: MethodParams) -> CostEstimate:
-        cap = params.max_answer_tokens  # type: ignore[attr-defined]
+    def estimate(cls, params: DirectParams) -> CostEstimate:
+        cap = params.max_answer_tokens
         return single_call("answer the question", prompt=cls.PROMPT_TOKENS, completion=capped_tokens(cap),
                            structured=True, how="one answer call")
 
-    def run(self, ctx: RunContext) -> None:
-        params: DirectParams = ctx.params  # type: ignore[assignment]
+    def run(self, ctx: RunContext[DirectParams]) -> None:
+        params = ctx.params
         root = ensure_root(ctx)
         answer = child_of_kind(ctx, root, "answer") or ctx.graph.add(kind="answer", label="Answer", parent=root)
         if answer.status != NodeStatus.DONE:
@@ -67,7 +67,7 @@ class DirectMethod(Method):
         if not ctx.graph.has_report():
             self.write_report(ctx)
 
-    def write_report(self, ctx: RunContext) -> None:
+    def write_report(self, ctx: RunContext[DirectParams]) -> None:
         root = ensure_root(ctx)
         answer = child_of_kind(ctx, root, "answer")
         if answer is not None and answer.status == NodeStatus.DONE:

@@ -40,7 +40,7 @@ class RagParams(MethodParams):
     yes_no: bool = yes_no_field()
 
 
-class RagMethod(Method):
+class RagMethod(Method[RagParams]):
     name = "rag"
     title = "Retrieve and answer (baseline)"
     summary = "Retrieve the top-k passages for the question, then answer citing them: vanilla RAG."
@@ -53,14 +53,14 @@ class RagMethod(Method):
     PROMPT_BASE_TOKENS, TOKENS_PER_PASSAGE = 360, 78
 
     @classmethod
-    def estimate(cls, params: MethodParams) -> CostEstimate:
-        p: RagParams = params  # type: ignore[assignment]
+    def estimate(cls, params: RagParams) -> CostEstimate:
+        p = params
         return single_call("answer from the passages", prompt=cls.PROMPT_BASE_TOKENS + cls.TOKENS_PER_PASSAGE * p.top_k,
                            completion=capped_tokens(p.max_answer_tokens), structured=True,
                            how=f"one search (no LLM call), one answer call over {p.top_k} passages")
 
-    def run(self, ctx: RunContext) -> None:
-        params: RagParams = ctx.params  # type: ignore[assignment]
+    def run(self, ctx: RunContext[RagParams]) -> None:
+        params = ctx.params
         root = ensure_root(ctx)
 
         retrieval = child_of_kind(ctx, root, "search") or ctx.graph.add(
@@ -96,10 +96,10 @@ class RagMethod(Method):
         if not ctx.graph.has_report():
             self.write_report(ctx)
 
-    def _answer(self, ctx: RunContext, retrieval: Node, answer: Node) -> None:
+    def _answer(self, ctx: RunContext[RagParams], retrieval: Node, answer: Node) -> None:
         """The answer step: the model over the kept passages, or, when none was kept and the model
         answers only from sources, "the sources at hand do not cover this"."""
-        params: RagParams = ctx.params  # type: ignore[assignment]
+        params = ctx.params
         ctx.checkpoint()
         ctx.graph.start(answer)
         sources = ctx.graph.sources(retrieval)
@@ -126,7 +126,7 @@ class RagMethod(Method):
                              data={"confidence": result.confidence, "invalid_citations": dropped,
                                    "attributed_citations": attributed})
 
-    def write_report(self, ctx: RunContext) -> None:
+    def write_report(self, ctx: RunContext[RagParams]) -> None:
         root = ensure_root(ctx)
         retrieval = child_of_kind(ctx, root, "search")
         answer = child_of_kind(ctx, retrieval, "answer") if retrieval else None

@@ -39,6 +39,7 @@ from typing import Any
 
 from engine.citations import cited_source_ids
 from engine.methods.base import RunContext
+from engine.methods.deot.params import DeotParams
 from engine.methods.deot.planner import PlanOutcome, resumable_attempts
 from engine.methods.deot.toolbox import NodeSources, TaskResult
 from storage.models import Node, Source
@@ -60,7 +61,7 @@ class SolveCheckpoint:
     """One solve of one node: what an interrupted earlier solve left that may be reused, and the
     writes that record this solve's results as they come (`DeotMethod._solve` drives it)."""
 
-    def __init__(self, ctx: RunContext, node: Node) -> None:
+    def __init__(self, ctx: RunContext[DeotParams], node: Node) -> None:
         self._ctx = ctx
         self._node = node
         data = node.data or {}

@@ -62,12 +62,12 @@ def layer_of(node: Node) -> int:
     return node.depth + 1
 
 
-def decide(ctx: RunContext, node: Node, nodes_used: int) -> tuple[ControllerDecision, str]:
+def decide(ctx: RunContext[DeotParams], node: Node, nodes_used: int) -> tuple[ControllerDecision, str]:
     """The Engine Controller's decision, and who made it ("controller", or "default" when the paper's
     controller gave no usable answer). Ours may answer STOP, and an unusable answer raises (the
     caller stops the branch); with `paper_engines` the choice is BREADTH or DEPTH only, and an unusable
     answer is BREADTH, as the authors' controller defaults."""
-    params: DeotParams = ctx.params  # type: ignore[assignment]
+    params = ctx.params
     prompt, model = (prompts.CONTROLLER_PAPER, PaperControllerDecision) if params.paper_engines \
         else (prompts.CONTROLLER, ControllerDecision)
     messages = prompt.render(
@@ -84,10 +84,10 @@ def decide(ctx: RunContext, node: Node, nodes_used: int) -> tuple[ControllerDeci
     return ControllerDecision.model_validate(result.model_dump()), "controller"
 
 
-def breadth(ctx: RunContext, node: Node, explored: list[str], max_aspects: int) -> list[Proposal]:
+def breadth(ctx: RunContext[DeotParams], node: Node, explored: list[str], max_aspects: int) -> list[Proposal]:
     """The Breadth Engine's aspects: at most `max_aspects` (ours), or exactly that many asked for
     (`paper_engines`; a model that gives fewer is taken at its word)."""
-    params: DeotParams = ctx.params  # type: ignore[assignment]
+    params = ctx.params
     how_many = f"Give exactly {max_aspects} aspects." if params.paper_engines else f"Give at most {max_aspects} aspects."
     messages = prompts.BREADTH.render(
         question=ctx.question, query=node.label, explored="; ".join(explored) or "(nothing yet)",
@@ -99,7 +99,7 @@ def breadth(ctx: RunContext, node: Node, explored: list[str], max_aspects: int) 
                      aspect=a.aspect, category=a.category) for a in result.aspects[:max_aspects]]
 
 
-def depth(ctx: RunContext, node: Node, explored: list[str], unresolved: list[str]) -> Proposal:
+def depth(ctx: RunContext[DeotParams], node: Node, explored: list[str], unresolved: list[str]) -> Proposal:
     messages = prompts.DEPTH.render(
         question=ctx.question, query=node.label, explored="; ".join(explored) or "(nothing yet)",
         unresolved="; ".join(unresolved) or "(none noted)", content=_content(node),
@@ -126,7 +126,7 @@ def _is_question(text: str) -> bool:
     return text.endswith("?") or text.split()[0].lower() in _QUESTION_WORDS
 
 
-def follow_ups_retry(ctx: RunContext, node: Node, n: int, engine: str) -> list[Proposal]:
+def follow_ups_retry(ctx: RunContext[DeotParams], node: Node, n: int, engine: str) -> list[Proposal]:
     """Asked when `engine`'s proposals only repeated questions already asked: a different, easier
     task (copy the proper names the findings mention), each name becoming a follow-up about it.
     Small models that hand a question back can still copy names out of a text; the question about

@@ -16,7 +16,15 @@ from engine.llm.protocol import (
     StructuredOutputError,
 )
 from engine.methods.base import RunContext
-from engine.methods.deot.toolbox import SEARCH_TOOLS, TOOLS, NodeSources, SearchTurns, TaskResult, ToolCall
+from engine.methods.deot.params import DeotParams
+from engine.methods.deot.toolbox import (
+    SEARCH_TOOLS,
+    TOOLS,
+    NodeSources,
+    SearchTurns,
+    TaskResult,
+    ToolCall,
+)
 from engine.parallel import run_parallel_settled
 from engine.search.protocol import SearchError
 from storage.models import Node
@@ -31,7 +39,7 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
-def _run_task(ctx: RunContext, node: Node, sources: NodeSources, task: dict[str, Any],
+def _run_task(ctx: RunContext[DeotParams], node: Node, sources: NodeSources, task: dict[str, Any],
               dependencies: list[TaskResult], turns: SearchTurns) -> TaskResult:
     try:
         ctx.checkpoint()
@@ -40,7 +48,7 @@ def _run_task(ctx: RunContext, node: Node, sources: NodeSources, task: dict[str,
         turns.finish(task["id"])  # a task that ended without numbering sources lets the next one go
 
 
-def _use_tool(ctx: RunContext, node: Node, sources: NodeSources, task: dict[str, Any],
+def _use_tool(ctx: RunContext[DeotParams], node: Node, sources: NodeSources, task: dict[str, Any],
               dependencies: list[TaskResult], turns: SearchTurns) -> TaskResult:
     result = TaskResult(task_id=task["id"], tool=task["tool"], status="running", started_at=_now())
     log.info("node %s task %s (%s): start", node.id, task["id"], task["tool"])
@@ -57,7 +65,7 @@ def _use_tool(ctx: RunContext, node: Node, sources: NodeSources, task: dict[str,
     return result
 
 
-def execute_plan(ctx: RunContext, node: Node, tasks: list[dict[str, Any]], sources: NodeSources, *,
+def execute_plan(ctx: RunContext[DeotParams], node: Node, tasks: list[dict[str, Any]], sources: NodeSources, *,
                  finished: dict[str, TaskResult] | None = None,
                  on_finished: Callable[[TaskResult], TaskResult] | None = None) -> list[TaskResult]:
     """Results in plan order. Tasks run in waves: every task whose dependencies succeeded runs in

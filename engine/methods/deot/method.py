@@ -22,7 +22,7 @@ from engine.citations import (
 )
 from engine.graph import NewNode
 from engine.llm.protocol import StructuredOutputError
-from engine.methods.base import REPORT, Method, MethodParams, RunContext, UnsupportedCommand
+from engine.methods.base import REPORT, Method, RunContext, UnsupportedCommand
 from engine.contract import CommandPayload, CommandRejected, CommandSpec
 from engine.methods.deot import prompts
 from engine.methods.deot import estimate as cost
@@ -92,7 +92,7 @@ def flagged_note(issues: list[str], attempts: int) -> str:
             f"errors:\n\n{lines}")
 
 
-class DeotMethod(Method):
+class DeotMethod(Method[DeotParams]):
     name = "deot"
     title = "DEoT: Dual Engines of Thoughts"
     summary = ("A breadth engine and a depth engine grow a tree of sub-questions, each solved by a "
@@ -105,45 +105,45 @@ class DeotMethod(Method):
     steps = STEPS
 
     @classmethod
-    def estimate(cls, params: MethodParams) -> CostEstimate:
-        return cost.estimate(params)  # type: ignore[arg-type]
+    def estimate(cls, params: DeotParams) -> CostEstimate:
+        return cost.estimate(params)
 
     # ------------------------------------------------------------------ the growth loop
 
-    def start(self, ctx: RunContext) -> None:
+    def start(self, ctx: RunContext[DeotParams]) -> None:
         self._root(ctx)
 
-    def step(self, ctx: RunContext) -> bool:
+    def step(self, ctx: RunContext[DeotParams]) -> bool:
         """Solve the shallowest pending layer; else let the engines grow the solved one."""
         return self._solve_next_layer(ctx) or self._expand_next_layer(ctx)
 
-    def write_outputs(self, ctx: RunContext, rewrite: set[str]) -> None:
+    def write_outputs(self, ctx: RunContext[DeotParams], rewrite: set[str]) -> None:
         final_report.write(ctx, self._questions(ctx), method=self.name, force=REPORT in rewrite)
 
-    def write_report(self, ctx: RunContext) -> None:
+    def write_report(self, ctx: RunContext[DeotParams]) -> None:
         final_report.write(ctx, self._questions(ctx), method=self.name, force=True)
 
-    def reset_failed(self, ctx: RunContext) -> int:
+    def reset_failed(self, ctx: RunContext[DeotParams]) -> int:
         failed = [n for n in self._questions(ctx) if n.status == NodeStatus.FAILED]
         for node in failed:
             self._reset_for_retry(ctx, node)
         return len(failed)
 
-    def _reset_for_retry(self, ctx: RunContext, node: Node) -> None:
+    def _reset_for_retry(self, ctx: RunContext[DeotParams], node: Node) -> None:
         # Drop what the failed attempt left, so the node's detail describes only the new attempt.
         ctx.graph.update(node, status=NodeStatus.PENDING, error="", started_at=None, finished_at=None,
                          replace_data=QuestionData.model_validate(node.data).identity())
 
     # ------------------------------------------------------------------ graph helpers
 
-    def _root(self, ctx: RunContext) -> Node:
+    def _root(self, ctx: RunContext[DeotParams]) -> Node:
         root = ctx.graph.root()
         if root is None:
             root = ctx.graph.add(kind=QUESTION, label=ctx.question, depth=0, priority=PRIORITY_WEIGHT["HIGH"],
                                  data={"engine": "root", "auto_expand": True})
         return root
 
-    def _questions(self, ctx: RunContext) -> list[Node]:
+    def _questions(self, ctx: RunContext[DeotParams]) -> list[Node]:
         return ctx.graph.nodes(kind=QUESTION)
 
     @staticmethod
@@ -157,7 +157,7 @@ class DeotMethod(Method):
             chain.append(current)
         return list(reversed(chain))
 
-    def _add_child(self, ctx: RunContext, parent: Node, proposal: Proposal, *, auto_expand: bool, steered: bool) -> Node:
+    def _add_child(self, ctx: RunContext[DeotParams], parent: Node, proposal: Proposal, *, auto_expand: bool, steered: bool) -> Node:
         for child in ctx.graph.children(parent):  # idempotent if a crash hit mid-creation
             if child.label == proposal.query and child.data.get("engine") == proposal.engine:
                 return child
@@ -173,7 +173,7 @@ class DeotMethod(Method):
 
     # ------------------------------------------------------------------ solving
 
-    def _solve_next_layer(self, ctx: RunContext) -> bool:
+    def _solve_next_layer(self, ctx: RunContext[DeotParams]) -> bool:
         questions = self._questions(ctx)
         pending = [n for n in questions if n.status == NodeStatus.PENDING]
         if not pending:
@@ -183,7 +183,7 @@ class DeotMethod(Method):
         ctx.parallel([lambda node=node: self._solve(ctx, node, questions) for node in batch])
         return True
 
-    def _optimize_query(self, ctx: RunContext, root: Node, checkpoint: SolveCheckpoint) -> str:
+    def _optimize_query(self, ctx: RunContext[DeotParams], root: Node, checkpoint: SolveCheckpoint) -> str:
         """Base Prompter, with the error-handling path when the first output is unusable."""
         record: dict[str, Any] = {}
         try:
@@ -208,8 +208,8 @@ class DeotMethod(Method):
         checkpoint.save_query_optimization(record)
         return record["optimized_query"].strip()
 
-    def _solve(self, ctx: RunContext, node: Node, questions: list[Node]) -> None:
-        params: DeotParams = ctx.params  # type: ignore[assignment]
+    def _solve(self, ctx: RunContext[DeotParams], node: Node, questions: list[Node]) -> None:
+        params = ctx.params
         ctx.checkpoint()
         node = ctx.graph.start(node)
         # What an interrupted earlier solve of this node stored is reused; the rest is done now.
@@ -286,14 +286,14 @@ class DeotMethod(Method):
             ctx.graph.fail(node, str(exc), data={**detail, "last_output": exc.last_output[:2000]})
 
     @staticmethod
-    def _summarize_and_validate(ctx: RunContext, node: Node, query: str, source_text: str, results_text: str,
+    def _summarize_and_validate(ctx: RunContext[DeotParams], node: Node, query: str, source_text: str, results_text: str,
                                 detail: dict[str, Any]) -> tuple[NodeSummary, list[str]]:
         """The Executor's summary and Result Validation (paper 3.4.2): the summary is fact-checked,
         and one found INVALID is written again with the check's issues as feedback, up to
         `max_summary_attempts` summaries in all. Returns the last summary and, when the fact check
         still finds it INVALID, its issues (empty when it passed or validation is off). Every check
         is kept in `detail` (`validation_attempts`; the last one is `validation`)."""
-        params: DeotParams = ctx.params  # type: ignore[assignment]
+        params = ctx.params
         common = dict(query=query, sources=source_text, results=results_text, words=params.summary_words)
         try:
             summary: NodeSummary = ctx.llm.ask(prompts.SUMMARIZE_RESULTS.render(**common), NodeSummary,
@@ -338,14 +338,14 @@ class DeotMethod(Method):
                 return summary, issues
 
     @staticmethod
-    def _plain_summary(ctx: RunContext, node: Node, common: dict[str, Any], failure: StructuredOutputError,
+    def _plain_summary(ctx: RunContext[DeotParams], node: Node, common: dict[str, Any], failure: StructuredOutputError,
                        detail: dict[str, Any]) -> NodeSummary:
         """The node's summary as plain prose (its conclusion), when the structured summary was cut off
         by the output limit at every attempt: on the built-in model under a busy machine's lowered cap,
         even the compact form can be, and a node with its sources in hand is answered rather than
         failed. (An answer that was not cut off but never fit the form still fails the node: that
         model cannot answer this step.) Raises `failure` when the prose is unreadable too."""
-        params: DeotParams = ctx.params  # type: ignore[assignment]
+        params = ctx.params
         ctx.graph.narrate("the structured summary failed; writing it as plain text", node_id=node.id,
                           error=str(failure)[:2000])
         text = first_readable(lambda: ctx.llm.text(prompts.SUMMARIZE_PLAIN.render(**common), purpose="summarizer",
@@ -379,8 +379,8 @@ class DeotMethod(Method):
 
     # ------------------------------------------------------------------ expansion
 
-    def _expand_next_layer(self, ctx: RunContext) -> bool:
-        params: DeotParams = ctx.params  # type: ignore[assignment]
+    def _expand_next_layer(self, ctx: RunContext[DeotParams]) -> bool:
+        params = ctx.params
         questions = self._questions(ctx)
         unmaterialized = [n for n in questions if n.data.get("expansion", {}).get("materialized") is False
                           and n.status == NodeStatus.DONE]
@@ -418,7 +418,7 @@ class DeotMethod(Method):
         self._materialize(ctx)
         return True
 
-    def _record_expansion(self, ctx: RunContext, node: Node, decision: str, by: str, reasoning: str,
+    def _record_expansion(self, ctx: RunContext[DeotParams], node: Node, decision: str, by: str, reasoning: str,
                           proposals: list[Proposal], unresolved: list[str] | None = None, *,
                           dropped_repeats: list[str] | None = None, asked_differently: bool = False) -> None:
         ctx.graph.update(node, merge_data={"expansion": {
@@ -427,9 +427,9 @@ class DeotMethod(Method):
             "dropped_repeats": dropped_repeats or [], "asked_differently": asked_differently,
         }})
 
-    def _propose(self, ctx: RunContext, node: Node, nodes_used: int, explored: list[str],
+    def _propose(self, ctx: RunContext[DeotParams], node: Node, nodes_used: int, explored: list[str],
                  questions: list[Node]) -> None:
-        params: DeotParams = ctx.params  # type: ignore[assignment]
+        params = ctx.params
         ctx.checkpoint()
         lineage = [n.label for n in self._ancestry(questions, node)] + [node.label]
         try:
@@ -460,7 +460,7 @@ class DeotMethod(Method):
                                dropped_repeats=repeats, asked_differently=asked_differently)
 
     @staticmethod
-    def _narrate_repeats(ctx: RunContext, node: Node, repeats: list[str], asked_differently: bool, *,
+    def _narrate_repeats(ctx: RunContext[DeotParams], node: Node, repeats: list[str], asked_differently: bool, *,
                          kept: int) -> None:
         """The step log says what was dropped and why, and what came of asking again."""
         dropped = "1 proposed question" if len(repeats) == 1 else f"{len(repeats)} proposed questions"
@@ -470,7 +470,7 @@ class DeotMethod(Method):
                      else "; asked again differently, and nothing new came: this branch stops here")
         ctx.graph.narrate(text, node_id=node.id, kind="dropped", repeats=repeats)
 
-    def _novel_or_ask_differently(self, ctx: RunContext, node: Node, proposals: list[Proposal], lineage: list[str],
+    def _novel_or_ask_differently(self, ctx: RunContext[DeotParams], node: Node, proposals: list[Proposal], lineage: list[str],
                                   explored: list[str], wanted: int, engine: str
                                   ) -> tuple[list[Proposal], list[str], bool]:
         """The proposals that ask something new, the repeats dropped, and whether the model was asked
@@ -487,9 +487,9 @@ class DeotMethod(Method):
         kept, more = novel_proposals(again, lineage, explored)
         return kept, repeats + more, True
 
-    def _materialize(self, ctx: RunContext) -> None:
+    def _materialize(self, ctx: RunContext[DeotParams]) -> None:
         """Create the proposed children, best priority first, within the node budget (in one write)."""
-        params: DeotParams = ctx.params  # type: ignore[assignment]
+        params = ctx.params
         questions = self._questions(ctx)
         parents = [n for n in questions
                    if n.data.get("expansion", {}).get("materialized") is False and n.status == NodeStatus.DONE]
@@ -525,7 +525,7 @@ class DeotMethod(Method):
 
     # ------------------------------------------------------------------ steering
 
-    def apply(self, ctx: RunContext, command: CommandSpec, payload: CommandPayload, node: Node | None) -> set[str]:
+    def apply(self, ctx: RunContext[DeotParams], command: CommandSpec, payload: CommandPayload, node: Node | None) -> set[str]:
         """Apply a steering command (its target already checked against `kinds.COMMANDS`)."""
         assert node is not None or command.name == "regenerate_report"
         if command.name in ("expand", "deepen"):
@@ -575,17 +575,17 @@ class DeotMethod(Method):
             return {REPORT}
         raise UnsupportedCommand(f"the deot method does not support '{command.name}'")
 
-    def _explored(self, ctx: RunContext) -> list[str]:
+    def _explored(self, ctx: RunContext[DeotParams]) -> list[str]:
         return [q.label for q in self._questions(ctx) if q.status != NodeStatus.PRUNED]
 
-    def _add_steered_children(self, ctx: RunContext, node: Node, proposals: list[Proposal], engine: str) -> None:
+    def _add_steered_children(self, ctx: RunContext[DeotParams], node: Node, proposals: list[Proposal], engine: str) -> None:
         existing = {child.id for child in ctx.graph.children(node)}
         created = [self._add_child(ctx, node, p, auto_expand=False, steered=True) for p in proposals]
         if not any(child.id not in existing for child in created):
             raise CommandRejected(f"the {engine} engine only proposed questions this node already has; "
                                   "try again, or ask your own follow-up")
 
-    def _count_steered_analysis(self, ctx: RunContext, node: Node, decision: str) -> None:
+    def _count_steered_analysis(self, ctx: RunContext[DeotParams], node: Node, decision: str) -> None:
         steered = list(QuestionData.model_validate(node.data).steered_analyses)
         steered.append(decision)
         ctx.graph.update(node, merge_data={"steered_analyses": steered})

@@ -121,7 +121,7 @@ def search_task(query: str, tools: list[str], max_results: int) -> dict[str, Any
             "(the planner is off: llm_planner)", "depends_on": []}
 
 
-def make_plan(ctx: RunContext, node_id: int, query: str, context: str, *,
+def make_plan(ctx: RunContext[DeotParams], node_id: int, query: str, context: str, *,
               earlier: list[dict[str, Any]] | None = None,
               on_attempt: Callable[[list[dict[str, Any]]], None] | None = None) -> PlanOutcome:
     """Plan, check the format, have the plan validated; revise with the feedback until a plan is
@@ -130,7 +130,7 @@ def make_plan(ctx: RunContext, node_id: int, query: str, context: str, *,
     `earlier` are the attempts an interrupted planning of this query stored (see `on_attempt`,
     called with all attempts after each planner and validator answer): planning goes on from the
     last of them, so no answer already given is asked for again."""
-    params: DeotParams = ctx.params  # type: ignore[assignment]
+    params = ctx.params
     tools = params.enabled_tools()
     if not params.llm_planner:
         return PlanOutcome(tasks=[search_task(query, tools, params.search_results)], accepted=True)

@@ -63,8 +63,8 @@ def cited_findings(answered: list[Node]) -> str:
     return "\n".join(lines)
 
 
-def write(ctx: RunContext, questions: list[Node], *, method: str, force: bool) -> None:
-    params: DeotParams = ctx.params  # type: ignore[assignment]
+def write(ctx: RunContext[DeotParams], questions: list[Node], *, method: str, force: bool) -> None:
+    params = ctx.params
     answered = included(questions)
     signature = [[n.id, n.finished_at.isoformat() if n.finished_at else ""] for n in answered]
     latest = ctx.graph.report()

@@ -14,6 +14,7 @@ from typing import Any
 from engine.citations import number_citations, source_blocks, to_stored_markers
 from engine.methods.base import RunContext
 from engine.methods.deot import prompts
+from engine.methods.deot.params import DeotParams
 from engine.safe_text import one_line
 from engine.search.combined import web_first
 from engine.search.dates import source_date
@@ -54,7 +55,7 @@ class NodeSources:
     `initial` restores a numbering stored earlier (a resumed solve). Text is stored with run-wide
     `[[S<id>]]` markers (`to_stored`) and shown to the model with this numbering (`to_prompt`)."""
 
-    def __init__(self, ctx: RunContext, node: Node, initial: list[Source] | None = None) -> None:
+    def __init__(self, ctx: RunContext[DeotParams], node: Node, initial: list[Source] | None = None) -> None:
         self._ctx = ctx
         self._node = node
         self._lock = threading.Lock()
@@ -197,7 +198,7 @@ def _search_agent(prompt, *, prefer_web: bool, max_tokens: int | None = None
     short answer the model writes from the results, each fact with its source number and the dates
     the sources give; the answer opens with when and where it searched and ends with the sources it
     was given (number, where, date), so the summary and the report can cite every one."""
-    def run(ctx: RunContext, call: ToolCall) -> tuple[str, list[int]]:
+    def run(ctx: RunContext[DeotParams], call: ToolCall) -> tuple[str, list[int]]:
         numbers = call.search(prefer_web=prefer_web)
         if not numbers:
             return call.sources.nothing_found(), []
@@ -218,7 +219,7 @@ info_search = _search_agent(prompts.INFO_SEARCH, prefer_web=False, max_tokens=50
 
 
 def _analysis_tool(prompt) -> Callable[[RunContext, ToolCall], tuple[str, list[int]]]:
-    def run(ctx: RunContext, call: ToolCall) -> tuple[str, list[int]]:
+    def run(ctx: RunContext[DeotParams], call: ToolCall) -> tuple[str, list[int]]:
         numbers = call.dependency_sources
         block = f"Sources:\n\n{call.sources.blocks(numbers)}\n\n" if numbers else ""
         text = ctx.llm.text(prompt.render(sources_block=block, dependencies=call.dependency_text, input=call.task["input"]),

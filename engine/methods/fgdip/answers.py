@@ -29,7 +29,7 @@ class Written:
     disagreed: str = ""  # the writer's short answer when it was not the path's (which stands)
 
 
-def path_sources(ctx: RunContext, path: Sequence[Node]) -> list[Source]:
+def path_sources(ctx: RunContext[FgdipParams], path: Sequence[Node]) -> list[Source]:
     """The sources the branch retrieved, each once, in the order it met them."""
     seen: dict[int, Source] = {}
     for node in path:
@@ -38,8 +38,8 @@ def path_sources(ctx: RunContext, path: Sequence[Node]) -> list[Source]:
     return list(seen.values())
 
 
-def write_answer(ctx: RunContext, answer: Node, proposed: str, path: Sequence[Node]) -> Written:
-    params: FgdipParams = ctx.params  # type: ignore[assignment]
+def write_answer(ctx: RunContext[FgdipParams], answer: Node, proposed: str, path: Sequence[Node]) -> Written:
+    params = ctx.params
     sources = path_sources(ctx, path)
     messages = prompts.WRITE_ANSWER.render(
         question=ctx.question, answer=inert(proposed), answer_rule=answer_rule(params),

@@ -24,10 +24,10 @@ class StepVerdict:
     judged_by: str  # "evaluator", or "error" when its answer could not be read
 
 
-def judge_step(ctx: RunContext, node: Node, path: Sequence[Node]) -> StepVerdict:
+def judge_step(ctx: RunContext[FgdipParams], node: Node, path: Sequence[Node]) -> StepVerdict:
     """`path` ends with `node`. An unreadable answer counts as maybe: the node is neither favoured
     nor pruned on the strength of nothing."""
-    params: FgdipParams = ctx.params  # type: ignore[assignment]
+    params = ctx.params
     messages = prompts.EVALUATE_STEP.render(
         question=ctx.question, trajectory=render_path(path, observation_chars=params.observation_chars))
     try:
@@ -51,8 +51,8 @@ class AnswerVerdict:
     error: str = ""  # why the evaluator's reply could not be read
 
 
-def judge_answer(ctx: RunContext, answer: Node, short_answer: str, path: Sequence[Node]) -> AnswerVerdict:
-    params: FgdipParams = ctx.params  # type: ignore[assignment]
+def judge_answer(ctx: RunContext[FgdipParams], answer: Node, short_answer: str, path: Sequence[Node]) -> AnswerVerdict:
+    params = ctx.params
     messages = prompts.EVALUATE_ANSWER.render(
         question=ctx.question, answer=inert(short_answer),
         trajectory=render_path(path, observation_chars=params.observation_chars // 2))

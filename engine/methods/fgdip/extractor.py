@@ -12,10 +12,10 @@ from engine.methods.fgdip.schemas import entities_model
 from storage.models import Node
 
 
-def extract_entities(ctx: RunContext, root: Node) -> tuple[list[str], str]:
+def extract_entities(ctx: RunContext[FgdipParams], root: Node) -> tuple[list[str], str]:
     """(entities, error). When the model gives none usable, the question itself is the one entity
     searched, so the search still has a branch (the error says why)."""
-    params: FgdipParams = ctx.params  # type: ignore[assignment]
+    params = ctx.params
     try:
         found = ctx.llm.ask(prompts.EXTRACT.render(question=ctx.question, most=params.max_entities),
                             entities_model(params.max_entities), purpose="extract", node_id=root.id,

@@ -19,11 +19,11 @@ def answer_rule(params: FgdipParams) -> str:
     return prompts.YES_NO_ANSWER_RULE if params.yes_no else prompts.SHORT_ANSWER_RULE
 
 
-def generate_step(ctx: RunContext, parent: Node, path: Sequence[Node], siblings: Sequence[Node],
+def generate_step(ctx: RunContext[FgdipParams], parent: Node, path: Sequence[Node], siblings: Sequence[Node],
                   memory: ErrorMemory, *, must_finish: bool) -> GeneratedStep:
     """One new node under `parent` (raises StructuredOutputError when the model's answer is unusable).
     The call is recorded against the parent: the node does not exist until it is generated."""
-    params: FgdipParams = ctx.params  # type: ignore[assignment]
+    params = ctx.params
     messages = prompts.GENERATE.render(
         question=ctx.question, errors=memory.as_prompt(), siblings=render_siblings(siblings),
         trajectory=render_path(path, observation_chars=params.observation_chars), steps=len(path),

@@ -19,7 +19,7 @@ from dataclasses import replace
 from engine.citations import strip_markers, without_model_citations, without_page_markers
 from engine.graph import NewNode
 from engine.llm.protocol import StructuredOutputError
-from engine.methods.base import REPORT, Method, MethodParams, RunContext, RunOutcome
+from engine.methods.base import REPORT, Method, RunContext, RunOutcome
 from engine.contract import ANSWER_NODE, CommandPayload, CommandRejected, CommandSpec, UnsupportedCommand
 from engine.methods.coverage import save_uncovered_report
 from engine.methods.estimate import CostEstimate
@@ -75,7 +75,7 @@ def closed_as_impossible(data: dict) -> bool:
     return data.get("verdict") == "impossible" and not data.get("forced")
 
 
-class FgdipMethod(Method):
+class FgdipMethod(Method[FgdipParams]):
     name = "fgdip"
     title = "FGDIP: entity-first search with step and answer evaluators"
     summary = ("Starts one branch per key entity of the question, searches depth-first with generated "
@@ -93,16 +93,16 @@ class FgdipMethod(Method):
     report_without_model = True  # composed from the stored graph: a stopped run gets a partial one
 
     @classmethod
-    def estimate(cls, params: MethodParams) -> CostEstimate:
-        return cost.estimate(params)  # type: ignore[arg-type]
+    def estimate(cls, params: FgdipParams) -> CostEstimate:
+        return cost.estimate(params)
 
     # ------------------------------------------------------------------ the growth loop
 
-    def start(self, ctx: RunContext) -> None:
+    def start(self, ctx: RunContext[FgdipParams]) -> None:
         if ctx.graph.root() is None:
             ctx.graph.add(kind=QUESTION, label=ctx.question, content=ctx.question, depth=0)
 
-    def step(self, ctx: RunContext) -> bool:
+    def step(self, ctx: RunContext[FgdipParams]) -> bool:
         """One unit of the search, in this order: open the question; give a chosen finishing node
         its answer if a kill came in between; run and judge the nodes that are waiting; finish an
         expansion or an answer that was begun; choose the next node."""
@@ -111,7 +111,7 @@ class FgdipMethod(Method):
                 or self._continue_expansion(ctx, tree)
                 or self._continue_answer(ctx, tree) or self._explore_next(ctx, tree))
 
-    def assess(self, ctx: RunContext) -> RunOutcome:
+    def assess(self, ctx: RunContext[FgdipParams]) -> RunOutcome:
         """A run whose answer no check passed is done (it has an answer) with a warning saying so."""
         outcome = super().assess(ctx)
         answer, verified = final_answer(Tree.of(ctx.graph.nodes()))
@@ -122,7 +122,7 @@ class FgdipMethod(Method):
                   "no candidate answer passed the Answer Evaluator: the report gives the last one it rejected")
         return replace(outcome, caveat=caveat)
 
-    def write_report(self, ctx: RunContext) -> None:
+    def write_report(self, ctx: RunContext[FgdipParams]) -> None:
         tree = Tree.of(ctx.graph.nodes())
         answer, _ = final_answer(tree)
         if answer is not None and (answer.data or {}).get("not_covered"):
@@ -135,7 +135,7 @@ class FgdipMethod(Method):
         ctx.graph.save_report(markdown, data=data, own=own)
         self._mark_reported(ctx, data.get(ANSWER_NODE))
 
-    def _uncovered_report(self, ctx: RunContext, tree: Tree) -> None:
+    def _uncovered_report(self, ctx: RunContext[FgdipParams], tree: Tree) -> None:
         """The report when no search found a passage about the question (`coverage.uncovered_report`)."""
         steps = [n.data or {} for n in tree.search_nodes()]
         searched = [step["argument"] for step in steps if step.get("action") == "search" and step.get("argument")]
@@ -143,7 +143,7 @@ class FgdipMethod(Method):
         save_uncovered_report(ctx, searched, nearest, {"method": self.name, "nodes": len(steps), "short_answer": "",
                                                        "verified": False})
 
-    def _mark_reported(self, ctx: RunContext, answer_id: int | None) -> None:
+    def _mark_reported(self, ctx: RunContext[FgdipParams], answer_id: int | None) -> None:
         """Star the answer the report gives, on the map and in its panel: after steering, several
         answers can stand accepted, and the report gives the latest. One it no longer gives loses
         its star."""
@@ -160,7 +160,7 @@ class FgdipMethod(Method):
             if bool(info.get("reported")) != reported or label != node.label:
                 ctx.graph.update(node, merge_data={"reported": reported, "superseded": superseded}, label=label)
 
-    def reset_failed(self, ctx: RunContext) -> int:
+    def reset_failed(self, ctx: RunContext[FgdipParams]) -> int:
         """Also give back, on a resume, the expansions whose node generator could not be read: they
         were closed so this run's search went on, and a resume (perhaps with another model) tries
         them again, generating only the children still missing."""
@@ -177,15 +177,15 @@ class FgdipMethod(Method):
                 reset += 1
         return reset
 
-    def _params(self, ctx: RunContext) -> FgdipParams:
-        return ctx.params  # type: ignore[return-value]
+    def _params(self, ctx: RunContext[FgdipParams]) -> FgdipParams:
+        return ctx.params
 
-    def _memory(self, ctx: RunContext) -> ErrorMemory:
+    def _memory(self, ctx: RunContext[FgdipParams]) -> ErrorMemory:
         return ctx.graph.state(ERROR_MEMORY, ErrorMemory) or ErrorMemory()
 
     # ------------------------------------------------------------------ the question
 
-    def _open_question(self, ctx: RunContext, tree: Tree) -> bool:
+    def _open_question(self, ctx: RunContext[FgdipParams], tree: Tree) -> bool:
         root = ctx.graph.root()
         if root is None or root.status == NodeStatus.DONE:
             return False
@@ -215,7 +215,7 @@ class FgdipMethod(Method):
 
     # ------------------------------------------------------------------ running and judging nodes
 
-    def _settle_nodes(self, ctx: RunContext, tree: Tree) -> bool:
+    def _settle_nodes(self, ctx: RunContext[FgdipParams], tree: Tree) -> bool:
         """Run the action of every waiting node, then judge them: concurrently, the siblings of a layer
         being independent once generated (each one's generation already saw the ones before it)."""
         waiting = [n for n in tree.search_nodes() if n.status in UNFINISHED]
@@ -230,7 +230,7 @@ class FgdipMethod(Method):
         ctx.parallel([lambda node=node: self._judge(ctx, node, tree) for node in waiting])
         return True
 
-    def _run_action(self, ctx: RunContext, node: Node, tree: Tree) -> Node:
+    def _run_action(self, ctx: RunContext[FgdipParams], node: Node, tree: Tree) -> Node:
         ctx.checkpoint()
         path = tree.path(node)[:-1]
         observation = tools.run_action(ctx, node, path)
@@ -238,7 +238,7 @@ class FgdipMethod(Method):
             ctx.graph.link_sources(node, observation.sources)
         return ctx.graph.update(node, merge_data={"observation": observation.text, **observation.data})
 
-    def _judge(self, ctx: RunContext, node: Node, tree: Tree) -> None:
+    def _judge(self, ctx: RunContext[FgdipParams], node: Node, tree: Tree) -> None:
         ctx.checkpoint()
         node = ctx.graph.start(node)
         data = node.data or {}
@@ -261,7 +261,7 @@ class FgdipMethod(Method):
 
     # ------------------------------------------------------------------ expansion (node generation)
 
-    def _continue_expansion(self, ctx: RunContext, tree: Tree) -> bool:
+    def _continue_expansion(self, ctx: RunContext[FgdipParams], tree: Tree) -> bool:
         begun = [n for n in tree.nodes.values()
                  if (n.kind in SEARCH_KINDS or n.kind == QUESTION) and n.status == NodeStatus.DONE
                  and (n.data or {}).get("explored_order") is not None and (n.data or {}).get("action") != "finish"
@@ -272,7 +272,7 @@ class FgdipMethod(Method):
         self._expand(ctx, tree, min(begun, key=lambda n: n.data["explored_order"]))
         return True
 
-    def _expand(self, ctx: RunContext, tree: Tree, parent: Node) -> None:
+    def _expand(self, ctx: RunContext[FgdipParams], tree: Tree, parent: Node) -> None:
         """Generate the parent's missing children one by one: each sees the siblings generated before
         it, with their observations (real-time feedback), so each action runs as soon as it exists."""
         params = self._params(ctx)
@@ -295,7 +295,7 @@ class FgdipMethod(Method):
 
     # ------------------------------------------------------------------ answers
 
-    def _continue_answer(self, ctx: RunContext, tree: Tree) -> bool:
+    def _continue_answer(self, ctx: RunContext[FgdipParams], tree: Tree) -> bool:
         waiting = [a for a in tree.answers() if a.status in UNFINISHED]
         if not waiting:
             return False
@@ -303,7 +303,7 @@ class FgdipMethod(Method):
             self._settle_answer(ctx, tree, answer)
         return True
 
-    def _settle_answer(self, ctx: RunContext, tree: Tree, answer: Node) -> None:
+    def _settle_answer(self, ctx: RunContext[FgdipParams], tree: Tree, answer: Node) -> None:
         """Write the answer's explanation, judge it, remember a rejection: each stored before the next,
         so a resumed run does only what is missing."""
         ctx.checkpoint()
@@ -357,7 +357,7 @@ class FgdipMethod(Method):
         # reads as one on the map without telling two small diamonds apart by colour.
         ctx.graph.finish(answer, content=content, label=answer_label(data))
 
-    def _remember(self, ctx: RunContext, tree: Tree, answer: Node) -> None:
+    def _remember(self, ctx: RunContext[FgdipParams], tree: Tree, answer: Node) -> None:
         """A rejected answer's error analysis joins the memory once, and its branch is left."""
         memory = self._memory(ctx)
         data = answer.data or {}
@@ -374,7 +374,7 @@ class FgdipMethod(Method):
 
     # ------------------------------------------------------------------ choosing the next node
 
-    def _explore_next(self, ctx: RunContext, tree: Tree) -> bool:
+    def _explore_next(self, ctx: RunContext[FgdipParams], tree: Tree) -> bool:
         params = self._params(ctx)
         room = params.max_nodes - len(tree.search_nodes())
 
@@ -424,7 +424,7 @@ class FgdipMethod(Method):
         self._add_answer(ctx, tree, node)
         return True
 
-    def _add_answer(self, ctx: RunContext, tree: Tree, node: Node) -> bool:
+    def _add_answer(self, ctx: RunContext[FgdipParams], tree: Tree, node: Node) -> bool:
         """The answer of a chosen node whose action is finish, once."""
         data = node.data or {}
         if data.get("action") != "finish" or any(a.parent_id == node.id for a in tree.answers()):
@@ -433,7 +433,7 @@ class FgdipMethod(Method):
                       data={"short_answer": data.get("argument", "")})
         return True
 
-    def _answer_missing(self, ctx: RunContext, tree: Tree) -> bool:
+    def _answer_missing(self, ctx: RunContext[FgdipParams], tree: Tree) -> bool:
         """A finishing node chosen by a run killed before its answer was added: added now."""
         chosen = [n for n in tree.nodes.values() if (n.data or {}).get("explored_order") is not None
                   and (n.data or {}).get("action") == "finish" and n.status != NodeStatus.PRUNED]
@@ -441,7 +441,7 @@ class FgdipMethod(Method):
 
     # ------------------------------------------------------------------ steering
 
-    def apply(self, ctx: RunContext, command: CommandSpec, payload: CommandPayload, node: Node | None) -> set[str]:
+    def apply(self, ctx: RunContext[FgdipParams], command: CommandSpec, payload: CommandPayload, node: Node | None) -> set[str]:
         if command.name == "regenerate_report":
             return {REPORT}
         if command.name == "force_explore":
@@ -463,7 +463,7 @@ class FgdipMethod(Method):
             return set()
         raise UnsupportedCommand(f"the {self.name} method does not support '{command.name}'")
 
-    def _mark_impossible(self, ctx: RunContext, node: Node) -> set[str]:
+    def _mark_impossible(self, ctx: RunContext[FgdipParams], node: Node) -> set[str]:
         data = node.data or {}
         if marked_impossible_by_you(data):
             raise CommandRejected("this node is already marked impossible")
@@ -496,7 +496,7 @@ class FgdipMethod(Method):
             self._remember(ctx, Tree.of(ctx.graph.nodes()), answer)
         return {REPORT}
 
-    def _add_entity(self, ctx: RunContext, payload: AddEntityPayload) -> set[str]:
+    def _add_entity(self, ctx: RunContext[FgdipParams], payload: AddEntityPayload) -> set[str]:
         entity = next(iter(distinct([payload.entity], 1)), "")
         if not entity:
             raise CommandRejected("the entity is empty; type a name to search from")
@@ -511,7 +511,7 @@ class FgdipMethod(Method):
             "action": "search", "argument": entity})
         return {REPORT}
 
-    def _edit_memory(self, ctx: RunContext, payload: EditErrorMemoryPayload) -> None:
+    def _edit_memory(self, ctx: RunContext[FgdipParams], payload: EditErrorMemoryPayload) -> None:
         memory = self._memory(ctx)
         entries = list(memory.entries)
         text = " ".join(payload.analysis.split())

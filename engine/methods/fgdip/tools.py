@@ -27,7 +27,7 @@ class Observation:
     sources: list[int] = field(default_factory=list)  # stored sources to link to the node
 
 
-def run_action(ctx: RunContext, node: Node, path: Sequence[Node]) -> Observation:
+def run_action(ctx: RunContext[FgdipParams], node: Node, path: Sequence[Node]) -> Observation:
     """Carry out `node`'s action; `path` is its branch's trajectory before it."""
     data = node.data or {}
     action, argument = data.get("action", "search"), (data.get("argument") or "").strip()
@@ -41,8 +41,8 @@ def run_action(ctx: RunContext, node: Node, path: Sequence[Node]) -> Observation
 PAGE_CHARS = 20_000  # a long Wikipedia article's text; the web searcher's own page limit
 
 
-def search(ctx: RunContext, node: Node, query: str) -> Observation:
-    params: FgdipParams = ctx.params  # type: ignore[assignment]
+def search(ctx: RunContext[FgdipParams], node: Node, query: str) -> Observation:
+    params = ctx.params
     # The page titled exactly so first, as a Wikipedia search opens it: ranking alone put "Dua Lipa
     # (album)" and a tour before the singer's article, and the floor dropped "Serializer"'s neighbours.
     titled = titled_page(ctx.searcher, query)
@@ -80,7 +80,7 @@ def search(ctx: RunContext, node: Node, query: str) -> Observation:
 LOOKUP_RESULTS = 2  # sentences one Lookup shows; the same Lookup again shows the next ones
 
 
-def lookup(ctx: RunContext, keyword: str, path: Sequence[Node]) -> Observation:
+def lookup(ctx: RunContext[FgdipParams], keyword: str, path: Sequence[Node]) -> Observation:
     """Sentences of the branch's last retrieved page that contain `keyword`: the first ones, or,
     when the branch already looked the same keyword up in that page, the next ones (as ReAct's
     Lookup steps through its results)."""
@@ -105,7 +105,7 @@ def _looked_up(node: Node, keyword: str, page_id: int) -> bool:
             and (data.get("argument") or "").strip().casefold() == keyword)
 
 
-def last_page(ctx: RunContext, path: Sequence[Node]) -> Source | None:
+def last_page(ctx: RunContext[FgdipParams], path: Sequence[Node]) -> Source | None:
     """The page the branch retrieved last: the nearest node on the path that read one."""
     for node in reversed(path):
         source_id = (node.data or {}).get("page_source")

@@ -27,7 +27,7 @@ from engine.knowledge.stored import KnowledgeError
 from engine.knowledge.units import BuildProgress, KnowledgeBase, Keywords
 from engine.llm.protocol import StructuredOutputError
 from engine.llm.structured import repeats_instructions
-from engine.methods.base import REPORT, Method, MethodParams, RunContext, UnsupportedCommand
+from engine.methods.base import REPORT, Method, RunContext, UnsupportedCommand
 from engine.contract import CommandPayload, CommandRejected, CommandSpec
 from engine.methods.coverage import save_uncovered_report
 from engine.methods.estimate import CostEstimate
@@ -109,7 +109,7 @@ def plain(text: str) -> str:
     return _SPACE_BEFORE_PUNCTUATION.sub(r"\1", strip_markers(text)).strip()
 
 
-class MtqaMethod(Method):
+class MtqaMethod(Method[MtqaParams]):
     name = "mtqa"
     title = "MTQA: Matrix of Thought over a knowledge graph"
     summary = ("Builds a knowledge graph from the question's documents, then reasons in a rows × columns matrix "
@@ -131,8 +131,8 @@ class MtqaMethod(Method):
         self._progress: BuildProgress | None = None
 
     @classmethod
-    def estimate(cls, params: MethodParams) -> CostEstimate:
-        return cost.estimate(params)  # type: ignore[arg-type]
+    def estimate(cls, params: MtqaParams) -> CostEstimate:
+        return cost.estimate(params)
 
     @classmethod
     def evidence_titles(cls, nodes: Sequence[Node]) -> list[str]:
@@ -148,8 +148,8 @@ class MtqaMethod(Method):
 
     # ------------------------------------------------------------------ the growth loop
 
-    def start(self, ctx: RunContext) -> None:
-        params: MtqaParams = ctx.params  # type: ignore[assignment]
+    def start(self, ctx: RunContext[MtqaParams]) -> None:
+        params = ctx.params
         root = ctx.graph.root()
         if root is None:
             root = ctx.graph.add(kind=QUESTION, label=ctx.question, content=ctx.question, status=NodeStatus.DONE,
@@ -165,7 +165,7 @@ class MtqaMethod(Method):
         if ctx.graph.state(matrix.WEIGHTS) is None:
             matrix.save_weights(ctx.graph, params.weight_preset, weights)
 
-    def step(self, ctx: RunContext) -> bool:
+    def step(self, ctx: RunContext[MtqaParams]) -> bool:
         knowledge_base = matrix.knowledge_node(ctx.graph)
         if knowledge_base.status == NodeStatus.PENDING:
             self._prepare_knowledge(ctx, knowledge_base)
@@ -191,7 +191,7 @@ class MtqaMethod(Method):
                 return True
         return False
 
-    def _close_uncovered(self, ctx: RunContext) -> bool:
+    def _close_uncovered(self, ctx: RunContext[MtqaParams]) -> bool:
         """The sources at hand hold nothing about the question and the model answers only from sources
         (`RunContext.sources_only`): every thought and summary says so, none is asked of the model,
         which would think from its own inventions. Returns whether any node was closed."""
@@ -202,7 +202,7 @@ class MtqaMethod(Method):
             ctx.graph.finish(node, content=answer, data={"not_covered": True})
         return bool(pending)
 
-    def _fail_column(self, ctx: RunContext, column: matrix.Column, source: Node) -> None:
+    def _fail_column(self, ctx: RunContext[MtqaParams], column: matrix.Column, source: Node) -> None:
         what = "the knowledge base" if source.kind == KNOWLEDGE else f"the summary of column {column.index}"
         for node in [*column.cells, column.summary]:
             if node.status == NodeStatus.PENDING:
@@ -210,10 +210,10 @@ class MtqaMethod(Method):
 
     # ------------------------------------------------------------------ knowledge
 
-    def _knowledge_base(self, ctx: RunContext) -> KnowledgeBase:
+    def _knowledge_base(self, ctx: RunContext[MtqaParams]) -> KnowledgeBase:
         """The run's knowledge base, opened once per process, with the question's documents added
         (again after a resume: the knowledge layer extracts only chunks it has not extracted yet)."""
-        params: MtqaParams = ctx.params  # type: ignore[assignment]
+        params = ctx.params
         node = matrix.knowledge_node(ctx.graph)
         if self._kb is None:
             self._kb = knowledge.open_knowledge_base(ctx, params.scope, collection=params.collection,
@@ -226,15 +226,15 @@ class MtqaMethod(Method):
         return self._kb
 
     @staticmethod
-    def _document_hits(ctx: RunContext, node: Node, data: KnowledgeData) -> list[Hit]:
+    def _document_hits(ctx: RunContext[MtqaParams], node: Node, data: KnowledgeData) -> list[Hit]:
         by_ref = {s.ref: s for s in ctx.graph.sources(node)}
         return [Hit(title=s.title, ref=s.ref, snippet=s.snippet, text=s.text, kind=s.kind, url=s.url)
                 for s in (by_ref.get(ref) for ref in data.documents) if s is not None]
 
-    def _prepare_knowledge(self, ctx: RunContext, node: Node) -> None:
+    def _prepare_knowledge(self, ctx: RunContext[MtqaParams], node: Node) -> None:
         """Search the question's documents, add them to the knowledge base, ask the question's
         keywords, retrieve KU_1; each result is stored as it comes, so a resume skips it."""
-        params: MtqaParams = ctx.params  # type: ignore[assignment]
+        params = ctx.params
         ctx.checkpoint()
         node = ctx.graph.start(node)
         data = ctx.graph.data(node, KnowledgeData)
@@ -295,13 +295,13 @@ class MtqaMethod(Method):
             return
         ctx.graph.finish(node, content=self._units_content(units), data={"units": [u.model_dump() for u in units]})
 
-    def _question_keywords(self, ctx: RunContext) -> Keywords:
+    def _question_keywords(self, ctx: RunContext[MtqaParams]) -> Keywords:
         data = ctx.graph.data(matrix.knowledge_node(ctx.graph), KnowledgeData)
         return Keywords(detailed=tuple(data.detailed_keywords), general=tuple(data.general_keywords))
 
-    def _retrieve(self, ctx: RunContext, holder: Node, query: str, keywords: Keywords) -> list[UnitRecord]:
+    def _retrieve(self, ctx: RunContext[MtqaParams], holder: Node, query: str, keywords: Keywords) -> list[UnitRecord]:
         """Knowledge units for `query`, with your pins and drops, their sources stored on `holder`."""
-        params: MtqaParams = ctx.params  # type: ignore[assignment]
+        params = ctx.params
         found = self._knowledge_base(ctx).retrieve(query, keywords, top_k=params.top_k, hops=params.hops,
                                                   with_triples=not params.no_triples,
                                                   with_text=not params.no_source_text, max_units=params.units)
@@ -318,10 +318,10 @@ class MtqaMethod(Method):
             unique.setdefault(record.ref, record.with_source(source.id if source else record.source_id))
         return list(unique.values())
 
-    def _choices(self, ctx: RunContext) -> ChoicesState:
+    def _choices(self, ctx: RunContext[MtqaParams]) -> ChoicesState:
         return ctx.graph.state(CHOICES, ChoicesState) or ChoicesState()
 
-    def _units_of(self, ctx: RunContext, holder: Node) -> tuple[list[UnitRecord], list[Source]]:
+    def _units_of(self, ctx: RunContext[MtqaParams], holder: Node) -> tuple[list[UnitRecord], list[Source]]:
         """A holder's units still in use, and their stored sources in the same order."""
         units = [UnitRecord.model_validate(u) for u in (holder.data or {}).get("units", [])]
         by_id = {s.id: s for s in ctx.graph.sources()}
@@ -335,14 +335,14 @@ class MtqaMethod(Method):
         # Escaped as in the node panel: a stopped run's export shows this content as it is.
         return "\n".join(f"- {unit_line(unit, 3, bold=True)}" for unit in units)
 
-    def _unit_blocks(self, ctx: RunContext, units: Sequence[UnitRecord], sources: Sequence[Source]) -> str:
-        params: MtqaParams = ctx.params  # type: ignore[assignment]
+    def _unit_blocks(self, ctx: RunContext[MtqaParams], units: Sequence[UnitRecord], sources: Sequence[Source]) -> str:
+        params = ctx.params
         return knowledge.unit_blocks(units, sources, with_triples=not params.no_triples,
                                      with_text=not params.no_source_text, max_chars=params.unit_chars)
 
     # ------------------------------------------------------------------ thoughts
 
-    def _think_chain(self, ctx: RunContext, chain: Sequence[Node], source: Node) -> None:
+    def _think_chain(self, ctx: RunContext[MtqaParams], chain: Sequence[Node], source: Node) -> None:
         """A chain's thoughts in order: each one gets α of the one above it."""
         above: Node | None = None
         for cell in chain:
@@ -355,8 +355,8 @@ class MtqaMethod(Method):
                     cell = self._think(ctx, cell, source, above)
             above = cell
 
-    def _think(self, ctx: RunContext, cell: Node, source: Node, above: Node | None) -> Node:
-        params: MtqaParams = ctx.params  # type: ignore[assignment]
+    def _think(self, ctx: RunContext[MtqaParams], cell: Node, source: Node, above: Node | None) -> Node:
+        params = ctx.params
         ctx.checkpoint()
         cell = ctx.graph.start(cell)
         data = ctx.graph.data(cell, CellData)
@@ -397,7 +397,7 @@ class MtqaMethod(Method):
 
     # ------------------------------------------------------------------ summaries
 
-    def _ensure_units(self, ctx: RunContext, summary: Node) -> Node:
+    def _ensure_units(self, ctx: RunContext[MtqaParams], summary: Node) -> Node:
         """KU' of a column: retrieved once with the question and the column's thoughts, then kept."""
         data = ctx.graph.data(summary, SummaryData)
         if data.units_ready:
@@ -412,12 +412,12 @@ class MtqaMethod(Method):
             "units": [u.model_dump() for u in units], "units_ready": True, "graph_key": self._knowledge_base(ctx).key,
             "retrieval_keywords": list(keywords.detailed + keywords.general)})
 
-    def _thoughts(self, ctx: RunContext, column: int) -> list[Node]:
+    def _thoughts(self, ctx: RunContext[MtqaParams], column: int) -> list[Node]:
         return sorted((c for c in ctx.graph.nodes(kind=CELL)
                        if c.data["column"] == column and c.status == NodeStatus.DONE), key=lambda c: c.data["row"])
 
-    def _summarise(self, ctx: RunContext, column: int) -> None:
-        params: MtqaParams = ctx.params  # type: ignore[assignment]
+    def _summarise(self, ctx: RunContext[MtqaParams], column: int) -> None:
+        params = ctx.params
         ctx.checkpoint()
         summary = next(n for n in ctx.graph.nodes(kind=SUMMARY) if n.data["column"] == column)
         summary = ctx.graph.start(summary)
@@ -473,7 +473,7 @@ class MtqaMethod(Method):
 
     # ------------------------------------------------------------------ report
 
-    def write_report(self, ctx: RunContext) -> None:
+    def write_report(self, ctx: RunContext[MtqaParams]) -> None:
         holder = matrix.knowledge_node(ctx.graph)
         if holder is not None and holder.data.get("not_covered"):
             nearest = [hit.title for hit in ctx.graph.data(holder, KnowledgeData).dropped_as_unrelated]
@@ -502,7 +502,7 @@ class MtqaMethod(Method):
             "column": data.column + 1})
 
     @staticmethod
-    def _ungrounded_note(ctx: RunContext, columns: Sequence[matrix.Column]) -> str:
+    def _ungrounded_note(ctx: RunContext[MtqaParams], columns: Sequence[matrix.Column]) -> str:
         """Said to the reader when no retrieval found a knowledge unit, so the matrix reasoned from the
         model's own knowledge (no relevant document, nothing extracted, no key matched): else ""."""
         holder = matrix.knowledge_node(ctx.graph)
@@ -518,7 +518,7 @@ class MtqaMethod(Method):
 
     # ------------------------------------------------------------------ steering
 
-    def apply(self, ctx: RunContext, command: CommandSpec, payload: CommandPayload, node: Node | None) -> set[str]:
+    def apply(self, ctx: RunContext[MtqaParams], command: CommandSpec, payload: CommandPayload, node: Node | None) -> set[str]:
         if command.name == "regenerate_report":
             return {REPORT}
         if command.name == "add_column":
@@ -536,8 +536,8 @@ class MtqaMethod(Method):
             return self._choose_unit(ctx, node, payload.unit, pin=command.name == "pin_unit")
         raise UnsupportedCommand(f"the {self.name} method does not support '{command.name}'")
 
-    def _add_column(self, ctx: RunContext, alpha: float | None) -> set[str]:
-        params: MtqaParams = ctx.params  # type: ignore[assignment]
+    def _add_column(self, ctx: RunContext[MtqaParams], alpha: float | None) -> set[str]:
+        params = ctx.params
         columns = matrix.columns(ctx.graph)
         if columns and columns[-1].summary.status == NodeStatus.FAILED:
             raise CommandRejected("the last column's summary failed, so a new column has nothing to build on; "
@@ -553,8 +553,8 @@ class MtqaMethod(Method):
         matrix.save_weights(ctx.graph, params.weight_preset, params.weights())
         return {REPORT}
 
-    def _rerun_column(self, ctx: RunContext, node: Node, alpha: float) -> set[str]:
-        params: MtqaParams = ctx.params  # type: ignore[assignment]
+    def _rerun_column(self, ctx: RunContext[MtqaParams], node: Node, alpha: float) -> set[str]:
+        params = ctx.params
         if params.rows < 2:
             raise CommandRejected("a column of one thought passes nothing between thoughts, so α changes nothing")
         if params.no_communication and alpha:
@@ -577,7 +577,7 @@ class MtqaMethod(Method):
         return {REPORT}
 
     @staticmethod
-    def _rethink_after(ctx: RunContext, holder: Node, *, dropped: bool, listed: bool = True) -> None:
+    def _rethink_after(ctx: RunContext[MtqaParams], holder: Node, *, dropped: bool, listed: bool = True) -> None:
         """Think again what a pin or a drop of one of `holder`'s units (or its undoing) changes.
         `listed`: the holder still lists the unit (a drop undone after the holder's retrieval was made
         again without it: that retrieval is made again)."""
@@ -591,7 +591,7 @@ class MtqaMethod(Method):
             # The summary that read the unit is written again (its units kept, with or without it).
             matrix.reset_from(ctx.graph, column - 1, first_row=NO_ROW, keep_units=listed)
 
-    def _choose_unit(self, ctx: RunContext, holder: Node, number: int, *, pin: bool) -> set[str]:
+    def _choose_unit(self, ctx: RunContext[MtqaParams], holder: Node, number: int, *, pin: bool) -> set[str]:
         units = listed_units(holder, number)  # (checked by the command's precheck: unit_choice_check)
         unit = units[number - 1]
         # The latest choice wins, and is the unit's only one: a unit dropped where another column
@@ -619,7 +619,7 @@ class MtqaMethod(Method):
         self._rethink_after(ctx, holder, dropped=not pin)
         return {REPORT}
 
-    def _undo_choice(self, ctx: RunContext, number: int) -> set[str]:
+    def _undo_choice(self, ctx: RunContext[MtqaParams], number: int) -> set[str]:
         """Forget your pin or drop numbered `number` in the choices panel: no node marks the unit any
         more, and what the choice changed is thought again from the node it was made on."""
         choices = self._choices(ctx)
@@ -639,15 +639,15 @@ class MtqaMethod(Method):
     def _lists(holder: Node, unit_id: str) -> bool:
         return any(u.get("id") == unit_id for u in (holder.data or {}).get("units", []))
 
-    def _holders_by_id(self, ctx: RunContext) -> dict[int, Node]:
+    def _holders_by_id(self, ctx: RunContext[MtqaParams]) -> dict[int, Node]:
         return {h.id: h for h in self._holders_in_order(ctx)}
 
-    def _first_marked(self, ctx: RunContext, unit_id: str, kind: str) -> Node | None:
+    def _first_marked(self, ctx: RunContext[MtqaParams], unit_id: str, kind: str) -> Node | None:
         """The first node whose listing marks the unit `kind` (pinned or dropped)."""
         return next((h for h in self._holders_in_order(ctx)
                      if any(u.get("id") == unit_id and u.get(kind) for u in (h.data or {}).get("units", []))), None)
 
-    def _unmark(self, ctx: RunContext, unit_id: str, *, pinned: bool, dropped: bool) -> None:
+    def _unmark(self, ctx: RunContext[MtqaParams], unit_id: str, *, pinned: bool, dropped: bool) -> None:
         """Clear the given marks of `unit_id` on every node that lists it."""
         for holder in self._holders_in_order(ctx):
             records = [UnitRecord.model_validate(u) for u in (holder.data or {}).get("units", [])]
@@ -658,7 +658,7 @@ class MtqaMethod(Method):
             ctx.graph.update(holder, merge_data={"units": [r.model_dump() for r in plain]})
 
     @staticmethod
-    def _holders_in_order(ctx: RunContext) -> list[Node]:
+    def _holders_in_order(ctx: RunContext[MtqaParams]) -> list[Node]:
         """The knowledge base, then each column's summary: the order their retrievals were made."""
         summaries = sorted(ctx.graph.nodes(kind=SUMMARY), key=lambda n: n.data["column"])
         return [*ctx.graph.nodes(kind=KNOWLEDGE), *summaries]

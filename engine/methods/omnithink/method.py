@@ -20,7 +20,7 @@ from engine.citations import (
 )
 from engine.llm.protocol import StructuredOutputError
 from engine.graph import NewNode, RunGraph
-from engine.methods.base import REPORT, Method, MethodParams, RunContext, UnsupportedCommand
+from engine.methods.base import REPORT, Method, RunContext, UnsupportedCommand
 from engine.methods.estimate import CostEstimate
 from engine.methods.coverage import save_uncovered_report, uncovered_section
 from engine.contract import CommandPayload, CommandRejected, CommandSpec, Notice
@@ -54,7 +54,7 @@ from storage.models import Node, NodeStatus, Source
 ARTICLE = REPORT
 
 
-class OmniThinkMethod(Method):
+class OmniThinkMethod(Method[OmniThinkParams]):
     name = "omnithink"
     title = "OmniThink: information tree and conceptual pool"
     summary = ("Grows an information tree by expansion and a conceptual pool by reflection, then writes a "
@@ -68,22 +68,22 @@ class OmniThinkMethod(Method):
     steps = STEPS
 
     @classmethod
-    def estimate(cls, params: MethodParams) -> CostEstimate:
-        return cost.estimate(params)  # type: ignore[arg-type]
+    def estimate(cls, params: OmniThinkParams) -> CostEstimate:
+        return cost.estimate(params)
 
     # ------------------------------------------------------------------ the growth loop
 
-    def start(self, ctx: RunContext) -> None:
+    def start(self, ctx: RunContext[OmniThinkParams]) -> None:
         self._root(ctx)
 
-    def step(self, ctx: RunContext) -> bool:
+    def step(self, ctx: RunContext[OmniThinkParams]) -> bool:
         """Retrieve for the pending nodes; else reflect the new ones into the pool; else expand."""
         return self._retrieve_pending(ctx) or self._reflect(ctx) or self._expand(ctx)
 
-    def write_outputs(self, ctx: RunContext, rewrite: set[str]) -> None:
+    def write_outputs(self, ctx: RunContext[OmniThinkParams], rewrite: set[str]) -> None:
         self._write(ctx, rewrite)
 
-    def write_report(self, ctx: RunContext) -> None:
+    def write_report(self, ctx: RunContext[OmniThinkParams]) -> None:
         self._write(ctx, {ARTICLE})
 
     def notices(self, graph: RunGraph) -> list[Notice]:
@@ -97,33 +97,33 @@ class OmniThinkMethod(Method):
 
     # ------------------------------------------------------------------ tree helpers
 
-    def _root(self, ctx: RunContext) -> Node:
+    def _root(self, ctx: RunContext[OmniThinkParams]) -> Node:
         root = ctx.graph.root()
         if root is None:
             root = ctx.graph.add(kind=TOPIC, label=ctx.question, depth=0, priority=3.0,
                                  data={"keywords": [ctx.question]})
         return root
 
-    def _tree(self, ctx: RunContext) -> list[Node]:
+    def _tree(self, ctx: RunContext[OmniThinkParams]) -> list[Node]:
         return [n for n in ctx.graph.nodes() if n.kind in (TOPIC, SUBTOPIC)]
 
-    def _live(self, ctx: RunContext) -> list[Node]:
+    def _live(self, ctx: RunContext[OmniThinkParams]) -> list[Node]:
         return [n for n in self._tree(ctx) if n.status != NodeStatus.PRUNED]
 
-    def _pool_state(self, ctx: RunContext) -> ConceptPool:
+    def _pool_state(self, ctx: RunContext[OmniThinkParams]) -> ConceptPool:
         return ctx.graph.state(POOL, ConceptPool) or ConceptPool()
 
     # ------------------------------------------------------------------ retrieval
 
-    def _retrieve_pending(self, ctx: RunContext) -> bool:
+    def _retrieve_pending(self, ctx: RunContext[OmniThinkParams]) -> bool:
         pending = [n for n in self._tree(ctx) if n.status == NodeStatus.PENDING]
         if not pending:
             return False
         ctx.parallel([lambda node=node: self._retrieve(ctx, node) for node in pending])
         return True
 
-    def _retrieve(self, ctx: RunContext, node: Node) -> None:
-        params: OmniThinkParams = ctx.params  # type: ignore[assignment]
+    def _retrieve(self, ctx: RunContext[OmniThinkParams], node: Node) -> None:
+        params = ctx.params
         ctx.checkpoint()
         node = ctx.graph.start(node)
         queries = node.data.get("keywords") or [node.label]
@@ -158,13 +158,13 @@ class OmniThinkMethod(Method):
         nothing = "_" + nothing_found(ctx.searcher.description) + "_"
         ctx.graph.finish(node, content="\n".join(lines) or nothing, data=data)
 
-    def _node_info(self, ctx: RunContext, node: Node, max_chars: int = 2500) -> tuple[str, list[Source]]:
+    def _node_info(self, ctx: RunContext[OmniThinkParams], node: Node, max_chars: int = 2500) -> tuple[str, list[Source]]:
         sources = ctx.graph.sources(node)
         return source_blocks(sources, max_chars=500)[:max_chars] if sources else "(nothing retrieved)", sources
 
     # ------------------------------------------------------------------ reflection
 
-    def _reflect(self, ctx: RunContext) -> bool:
+    def _reflect(self, ctx: RunContext[OmniThinkParams]) -> bool:
         new = [n for n in self._live(ctx) if n.status == NodeStatus.DONE and "reflected_step" not in n.data
                and not n.data.get("not_covered")]
         if not new:
@@ -190,8 +190,8 @@ class OmniThinkMethod(Method):
 
     # ------------------------------------------------------------------ expansion
 
-    def _expand(self, ctx: RunContext) -> bool:
-        params: OmniThinkParams = ctx.params  # type: ignore[assignment]
+    def _expand(self, ctx: RunContext[OmniThinkParams]) -> bool:
+        params = ctx.params
         if self._pool_state(ctx).sufficient:
             return False
         leaves = [n for n in self._live(ctx) if n.status == NodeStatus.DONE and "expansion" not in n.data
@@ -201,9 +201,9 @@ class OmniThinkMethod(Method):
         ctx.parallel([lambda leaf=leaf: self._expand_leaf(ctx, leaf, params.subnodes, False) for leaf in leaves])
         return True
 
-    def _expand_leaf(self, ctx: RunContext, leaf: Node, k: int, forced: bool) -> int:
+    def _expand_leaf(self, ctx: RunContext[OmniThinkParams], leaf: Node, k: int, forced: bool) -> int:
         """Ask whether and how to expand `leaf`; create its sub-nodes. Returns how many were created."""
-        params: OmniThinkParams = ctx.params  # type: ignore[assignment]
+        params = ctx.params
         ctx.checkpoint()
         pool = "\n".join(f"- {c}" for c in self._pool_state(ctx).concepts) or "(empty)"
         explored = ", ".join(n.label for n in self._live(ctx) if n.id != leaf.id) or "(none)"
@@ -238,7 +238,7 @@ class OmniThinkMethod(Method):
 
     # ------------------------------------------------------------------ outline and article
 
-    def _write(self, ctx: RunContext, regenerate: set[str]) -> None:
+    def _write(self, ctx: RunContext[OmniThinkParams], regenerate: set[str]) -> None:
         if ctx.sources_only and not self._tree_sources(ctx):
             self._uncovered_article(ctx)
             return
@@ -248,7 +248,7 @@ class OmniThinkMethod(Method):
         if ARTICLE in regenerate or not ctx.graph.has_report():
             self._article(ctx)
 
-    def _uncovered_article(self, ctx: RunContext) -> None:
+    def _uncovered_article(self, ctx: RunContext[OmniThinkParams]) -> None:
         """The article of a run on a model that answers only from sources, none of which was found:
         said by us (`coverage.uncovered_report`), not an outline and sections written from nothing."""
         tree = [TreeNodeData.model_validate(n.data) for n in self._live(ctx) if n.status == NodeStatus.DONE]
@@ -257,8 +257,8 @@ class OmniThinkMethod(Method):
         save_uncovered_report(ctx, searched, nearest,
                               {"method": self.name, "tree": [[n.id, n.status] for n in self._tree(ctx)]})
 
-    def _outline(self, ctx: RunContext) -> None:
-        params: OmniThinkParams = ctx.params  # type: ignore[assignment]
+    def _outline(self, ctx: RunContext[OmniThinkParams]) -> None:
+        params = ctx.params
         Outline = outline_model(params.max_sections)
         try:
             draft = ctx.llm.ask(prompts.DRAFT_OUTLINE.render(topic=ctx.question, max_sections=params.max_sections),
@@ -286,7 +286,7 @@ class OmniThinkMethod(Method):
             lines.extend(f"## {sub}" for sub in section.get("subsections", []))
         return "\n".join(lines)
 
-    def _tree_sources(self, ctx: RunContext) -> list[Source]:
+    def _tree_sources(self, ctx: RunContext[OmniThinkParams]) -> list[Source]:
         """The information tree's own sources (unpruned nodes), each once."""
         by_ref: dict[str, Source] = {}
         for node in self._live(ctx):
@@ -294,8 +294,8 @@ class OmniThinkMethod(Method):
                 by_ref.setdefault(source.ref, source)
         return list(by_ref.values())
 
-    def _article(self, ctx: RunContext) -> None:
-        params: OmniThinkParams = ctx.params  # type: ignore[assignment]
+    def _article(self, ctx: RunContext[OmniThinkParams]) -> None:
+        params = ctx.params
         outline = ctx.graph.state(OUTLINE, OutlineState).outline
         sources = self._tree_sources(ctx)
         by_ref = {s.ref: s for s in sources}
@@ -333,14 +333,14 @@ class OmniThinkMethod(Method):
             "tree": [[n.id, n.status] for n in self._tree(ctx)],
         })
 
-    def _section_evidence(self, ctx: RunContext, sections: list[dict[str, Any]], hits: list[Hit],
+    def _section_evidence(self, ctx: RunContext[OmniThinkParams], sections: list[dict[str, Any]], hits: list[Hit],
                           by_ref: dict[str, Source]) -> list[tuple[list[Source], dict[str, Any]]]:
         """Each section's evidence (paper 3.3): the tree's `snippets_per_section` sources most similar
         to the section's title, and as many for each subsection title, in that order, each once. By
         cosine similarity of the configured embeddings (the paper's Sentence-BERT), by BM25 without
         them. One ranking for the whole article. Returns, per section, the chosen sources and what
         was found for which heading (the section's data)."""
-        params: OmniThinkParams = ctx.params  # type: ignore[assignment]
+        params = ctx.params
         headings = [[section["title"], *section.get("subsections", [])] for section in sections]
         queries = [heading for group in headings for heading in group]
 
@@ -371,7 +371,7 @@ class OmniThinkMethod(Method):
             return f"## {first.lstrip('#').strip() or title}\n{rest}".strip()
         return f"## {title}\n\n{text}"
 
-    def _polish(self, ctx: RunContext, draft: str) -> tuple[str, str]:
+    def _polish(self, ctx: RunContext[OmniThinkParams], draft: str) -> tuple[str, str]:
         """Remove repetition across sections; keep the draft if the edit loses content or citations."""
         all_sources = {s.id: s for s in ctx.graph.sources()}
         numbered = number_citations(draft, all_sources.keys())
@@ -389,10 +389,10 @@ class OmniThinkMethod(Method):
 
     # ------------------------------------------------------------------ steering
 
-    def apply(self, ctx: RunContext, command: CommandSpec, payload: CommandPayload, node: Node | None) -> set[str]:
+    def apply(self, ctx: RunContext[OmniThinkParams], command: CommandSpec, payload: CommandPayload, node: Node | None) -> set[str]:
         """Apply a steering command (its target already checked against `kinds.COMMANDS`); returns
         which outputs must be rewritten."""
-        params: OmniThinkParams = ctx.params  # type: ignore[assignment]
+        params = ctx.params
         if command.name == "regenerate_outline":
             return {OUTLINE}
         if command.name in ("regenerate_article", "regenerate_report"):

@@ -18,9 +18,9 @@ from engine.prompting import inert
 from storage.models import Node, Source
 
 
-def write_answer(ctx: RunContext, node: Node, *, reasoning: Sequence[str], findings: str,
+def write_answer(ctx: RunContext[ResearchParams], node: Node, *, reasoning: Sequence[str], findings: str,
                  documents: Sequence[Source]) -> CitedText:
-    params: ResearchParams = ctx.params  # type: ignore[assignment]
+    params = ctx.params
     listed = inert(source_blocks(documents, max_chars=300)) if documents else "(no document was retrieved)"
 
     def write(feedback: str) -> str:
@@ -35,14 +35,14 @@ def write_answer(ctx: RunContext, node: Node, *, reasoning: Sequence[str], findi
 class _NodeJudge:
     """The run's LLM as the claim-support check asks it (`ask(..., purpose=)`), accounted to the node."""
 
-    def __init__(self, ctx: RunContext, node: Node) -> None:
+    def __init__(self, ctx: RunContext[ResearchParams], node: Node) -> None:
         self._ctx, self._node = ctx, node
 
     def ask(self, messages, output_type, *, purpose: str = "judge_claims"):
         return self._ctx.llm.ask(messages, output_type, purpose=purpose, node_id=self._node.id, max_tokens=1200)
 
 
-def check_answer(ctx: RunContext, node: Node, text: str, sources: dict[int, Source], removed: int) -> dict[str, Any]:
+def check_answer(ctx: RunContext[ResearchParams], node: Node, text: str, sources: dict[int, Source], removed: int) -> dict[str, Any]:
     """Each cited sentence against its source: the checks, the counts and the two rates. The markers
     removed before storing (malformed or dangling after the last retry) count as dangling errors."""
     result = check_claims(_NodeJudge(ctx, node), JudgedRun(run_id=ctx.run_id, question=ctx.question, report=text,

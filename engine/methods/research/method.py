@@ -20,7 +20,7 @@ from dataclasses import replace
 
 from engine.citations import cited_source_ids, number_citations, strip_markers
 from engine.llm.protocol import StructuredOutputError
-from engine.methods.base import REPORT, Method, MethodParams, RunContext, RunOutcome
+from engine.methods.base import REPORT, Method, RunContext, RunOutcome
 from engine.contract import ANSWER_NODE, CommandPayload, CommandRejected, CommandSpec, UnsupportedCommand
 from engine.methods.estimate import CostEstimate
 from engine.methods.research import estimate as cost
@@ -123,7 +123,7 @@ UNCHECKED_NOTE = ("_The run stopped before this answer's citation check finished
                   "retrieved documents, but whether each source says what its sentence claims is not verified._")
 
 
-class ResearchMethod(Method):
+class ResearchMethod(Method[ResearchParams]):
     name = "research"
     title = "Deep research agent: search, rerank, summarize with citations, iterate"
     summary = ("Searches the question, reranks the documents and summarizes the best ones with a citation marker "
@@ -140,27 +140,27 @@ class ResearchMethod(Method):
     report_without_model = True  # composed from the stored graph: a stopped run gets a partial one
 
     @classmethod
-    def estimate(cls, params: MethodParams) -> CostEstimate:
-        return cost.estimate(params)  # type: ignore[arg-type]
+    def estimate(cls, params: ResearchParams) -> CostEstimate:
+        return cost.estimate(params)
 
-    def _params(self, ctx: RunContext) -> ResearchParams:
-        return ctx.params  # type: ignore[return-value]
+    def _params(self, ctx: RunContext[ResearchParams]) -> ResearchParams:
+        return ctx.params
 
-    def _dropped(self, ctx: RunContext) -> DroppedSources:
+    def _dropped(self, ctx: RunContext[ResearchParams]) -> DroppedSources:
         return ctx.graph.state(DROPPED_SOURCES, DroppedSources) or DroppedSources()
 
     # ------------------------------------------------------------------ the growth loop
 
-    def start(self, ctx: RunContext) -> None:
+    def start(self, ctx: RunContext[ResearchParams]) -> None:
         if ctx.graph.root() is None:
             ctx.graph.add(kind=QUESTION, label=ctx.question, content=ctx.question, depth=0)
 
-    def step(self, ctx: RunContext) -> bool:
+    def step(self, ctx: RunContext[ResearchParams]) -> bool:
         chain = Chain(ctx.graph.nodes())
         return (self._open(ctx, chain) or self._run_searches(ctx, chain) or self._run_turns(ctx, chain)
                 or self._next(ctx, chain) or self._write_answer(ctx, chain))
 
-    def write_stopped_report(self, ctx: RunContext, reason: str) -> bool:
+    def write_stopped_report(self, ctx: RunContext[ResearchParams], reason: str) -> bool:
         """Also when the run stopped during the answer's citation check: the answer is written (its
         markers valid), only its check is missing, and the partial report says so."""
         answer = Chain(ctx.graph.nodes()).answer
@@ -171,7 +171,7 @@ class ResearchMethod(Method):
                                   data={"method": self.name, ANSWER_NODE: answer.id, "checked": False})
         return True
 
-    def write_report(self, ctx: RunContext) -> None:
+    def write_report(self, ctx: RunContext[ResearchParams]) -> None:
         chain = Chain(ctx.graph.nodes())
         sources = ctx.graph.sources()
         markdown, own, data = report(chain.answer, chain.searches, chain.turns, sources, self.name)
@@ -183,7 +183,7 @@ class ResearchMethod(Method):
 
     # ------------------------------------------------------------------ the first search: the question
 
-    def _open(self, ctx: RunContext, chain: Chain) -> bool:
+    def _open(self, ctx: RunContext[ResearchParams], chain: Chain) -> bool:
         root = chain.root
         if root is None or root.status == NodeStatus.DONE:
             return False
@@ -195,7 +195,7 @@ class ResearchMethod(Method):
 
     # ------------------------------------------------------------------ the search tool
 
-    def assess(self, ctx: RunContext) -> RunOutcome:
+    def assess(self, ctx: RunContext[ResearchParams]) -> RunOutcome:
         """A search whose backend failed after the first is kept as "found nothing" so the research
         goes on: the run says the answer was written without it."""
         outcome = super().assess(ctx)
@@ -210,7 +210,7 @@ class ResearchMethod(Method):
             caveats.append("the answer cites none of the retrieved documents, even when asked again")
         return replace(outcome, caveat="; ".join(caveats)) if outcome.ok and caveats else outcome
 
-    def _run_searches(self, ctx: RunContext, chain: Chain) -> bool:
+    def _run_searches(self, ctx: RunContext[ResearchParams], chain: Chain) -> bool:
         waiting = [n for n in chain.searches if n.status in UNFINISHED]
         if not waiting:
             return False
@@ -243,7 +243,7 @@ class ResearchMethod(Method):
 
     # ------------------------------------------------------------------ the agent's turns
 
-    def _run_turns(self, ctx: RunContext, chain: Chain) -> bool:
+    def _run_turns(self, ctx: RunContext[ResearchParams], chain: Chain) -> bool:
         waiting = [n for n in chain.turns if n.status in UNFINISHED]
         if not waiting:
             return False
@@ -253,7 +253,7 @@ class ResearchMethod(Method):
             self._turn(ctx, Chain(ctx.graph.nodes()), ctx.graph.start(node))
         return True
 
-    def _turn(self, ctx: RunContext, chain: Chain, node: Node) -> None:
+    def _turn(self, ctx: RunContext[ResearchParams], chain: Chain, node: Node) -> None:
         params = self._params(ctx)
         data = node.data or {}
         focus = data.get("focus", "")
@@ -301,7 +301,7 @@ class ResearchMethod(Method):
         if why:
             ctx.graph.narrate(f"the agent stops searching: {why}", node_id=node.id)
 
-    def _next(self, ctx: RunContext, chain: Chain) -> bool:
+    def _next(self, ctx: RunContext[ResearchParams], chain: Chain) -> bool:
         """What follows the chain's tip: a new turn after a search, the search a turn asked for, or
         the answer (when the turn decided so or the limits are met)."""
         if chain.answer is not None:
@@ -333,7 +333,7 @@ class ResearchMethod(Method):
         ctx.graph.add(kind=ANSWER, label="answer", parent=chain.end_of(tip))
         return True
 
-    def _decided_search(self, ctx: RunContext, chain: Chain, turn: Node) -> Node | None:
+    def _decided_search(self, ctx: RunContext[ResearchParams], chain: Chain, turn: Node) -> Node | None:
         """The search a finished turn decided on, created once (None when it exists already). Its own
         search is the child with its query: a search you added under the turn before it ran is not."""
         data = turn.data or {}
@@ -345,7 +345,7 @@ class ResearchMethod(Method):
                              data={"query": data["next_query"], "round": number,
                                    "by": "you" if data.get("focus") else "agent"})
 
-    def _tip_for_steering(self, ctx: RunContext, chain: Chain) -> Node:
+    def _tip_for_steering(self, ctx: RunContext[ResearchParams], chain: Chain) -> Node:
         """Where a person's search or point joins the chain: after the search the last turn decided
         on, which is created first (attached to the turn itself, it would take that search's place)."""
         tip = chain.tip
@@ -357,7 +357,7 @@ class ResearchMethod(Method):
 
     # ------------------------------------------------------------------ the answer
 
-    def _numbering(self, ctx: RunContext, chain: Chain) -> tuple[dict[int, int], list[Source]]:
+    def _numbering(self, ctx: RunContext[ResearchParams], chain: Chain) -> tuple[dict[int, int], list[Source]]:
         """Run-wide document numbers (source id → n) in retrieval order, without dropped sources."""
         dropped = self._dropped(ctx).ids()
         by_id = {s.id: s for s in ctx.graph.sources()}
@@ -369,7 +369,7 @@ class ResearchMethod(Method):
                     numbers[sid] = len(numbers) + 1
         return numbers, [by_id[sid] for sid in numbers]
 
-    def _write_answer(self, ctx: RunContext, chain: Chain) -> bool:
+    def _write_answer(self, ctx: RunContext[ResearchParams], chain: Chain) -> bool:
         answer = chain.answer
         if answer is None or answer.status not in UNFINISHED:
             return False
@@ -413,7 +413,7 @@ class ResearchMethod(Method):
 
     # ------------------------------------------------------------------ steering
 
-    def apply(self, ctx: RunContext, command: CommandSpec, payload: CommandPayload, node: Node | None) -> set[str]:
+    def apply(self, ctx: RunContext[ResearchParams], command: CommandSpec, payload: CommandPayload, node: Node | None) -> set[str]:
         if command.name == "regenerate_report":
             return {REPORT}
         chain = Chain(ctx.graph.nodes())
@@ -443,12 +443,12 @@ class ResearchMethod(Method):
             return {REPORT}
         raise UnsupportedCommand(f"the {self.name} method does not support '{command.name}'")
 
-    def _retire_answer(self, ctx: RunContext, chain: Chain) -> None:
+    def _retire_answer(self, ctx: RunContext[ResearchParams], chain: Chain) -> None:
         """The answer is written again after a steering command: the old one is pruned (kept on the map)."""
         if chain.answer is not None:
             ctx.graph.prune(chain.answer)
 
-    def _drop(self, ctx: RunContext, chain: Chain, number: int) -> None:
+    def _drop(self, ctx: RunContext[ResearchParams], chain: Chain, number: int) -> None:
         current = ctx.graph.report()
         if current is None or chain.answer is None:
             raise CommandRejected("there is no report yet to drop a source from; wait for the answer")

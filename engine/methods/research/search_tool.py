@@ -38,10 +38,10 @@ class RerankerUnavailable(ValueError):
     """The `endpoint` reranker was chosen but THOUGHTMAP_RERANK_URL is not set."""
 
 
-def choose_reranker(ctx: RunContext, node: Node) -> Reranker:
+def choose_reranker(ctx: RunContext[ResearchParams], node: Node) -> Reranker:
     """The reranker the parameters ask for (`auto`: THOUGHTMAP_RERANKER's); the LLM one runs on this
     run's accounted LLM."""
-    choice = ctx.params.reranker  # type: ignore[attr-defined]
+    choice = ctx.params.reranker
     if choice == "auto":
         choice = ctx.default_reranker
     if choice == "llm":
@@ -68,9 +68,9 @@ def choose_reranker(ctx: RunContext, node: Node) -> Reranker:
     return builtin_reranker(ctx.embedder)
 
 
-def retrieve(ctx: RunContext, node: Node) -> Node:
+def retrieve(ctx: RunContext[ResearchParams], node: Node) -> Node:
     """Stage 1: search, rerank, keep the top N above the floor; stored with their scores."""
-    params: ResearchParams = ctx.params  # type: ignore[assignment]
+    params = ctx.params
     data = node.data or {}
     query = data.get("query", "")
     try:
@@ -121,20 +121,20 @@ def retrieve(ctx: RunContext, node: Node) -> Node:
         "pages_read": pages.read, "page_failures": pages.failures, "stepped": True})
 
 
-def documents_of(ctx: RunContext, node: Node, dropped: set[int]) -> list[Source]:
+def documents_of(ctx: RunContext[ResearchParams], node: Node, dropped: set[int]) -> list[Source]:
     """The node's reranked documents as stored sources, best first, without the ones you dropped."""
     by_id = {s.id: s for s in ctx.graph.sources(node)}
     ranked = (node.data or {}).get("ranked") or []
     return [by_id[d["source_id"]] for d in ranked if d["source_id"] in by_id and d["source_id"] not in dropped]
 
 
-def summarize(ctx: RunContext, node: Node, reasoning: Sequence[str], dropped: set[int],
+def summarize(ctx: RunContext[ResearchParams], node: Node, reasoning: Sequence[str], dropped: set[int],
               step: Node | None = None) -> tuple[str, dict]:
     """Stage 2: the summary (stored markers) and its data. The first search's summary reads the
     query alone; a later one also reads the agent's reasoning so far (the paper's two prompts).
     `step`: the search's summary step, whose node the calls and the step log are told of (its data
     also counts the documents read); None for a search stored before the steps were drawn."""
-    params: ResearchParams = ctx.params  # type: ignore[assignment]
+    params = ctx.params
     data = node.data or {}
     documents = documents_of(ctx, node, dropped)
     counted = {"documents": len(documents)} if step is not None else {}
