@@ -9,6 +9,7 @@ Every step is decided from what is stored, so a resumed run continues where it s
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from engine.citations import (
@@ -54,6 +55,11 @@ from storage.models import Node, NodeStatus, Source
 ARTICLE = REPORT
 
 
+def tree_signature(nodes: Iterable[Node]) -> list[list[Any]]:
+    """The information tree as the article saw it: [id, status] by id, to tell when it changed."""
+    return sorted([n.id, n.status] for n in nodes)
+
+
 class OmniThinkMethod(Method[OmniThinkParams]):
     name = "omnithink"
     title = "OmniThink: information tree and conceptual pool"
@@ -90,8 +96,7 @@ class OmniThinkMethod(Method[OmniThinkParams]):
         article = graph.report()
         if article is None or "tree" not in article.data:
             return []
-        current = [[n.id, n.status] for n in graph.nodes() if n.kind in (TOPIC, SUBTOPIC)]
-        if current == article.data["tree"]:
+        if tree_signature(n for n in graph.nodes() if n.kind in (TOPIC, SUBTOPIC)) == article.data["tree"]:
             return []
         return [Notice("The information tree changed since the article was written.", command="regenerate_article")]
 
@@ -105,7 +110,17 @@ class OmniThinkMethod(Method[OmniThinkParams]):
         return root
 
     def _tree(self, ctx: RunContext[OmniThinkParams]) -> list[Node]:
-        return [n for n in ctx.graph.nodes() if n.kind in (TOPIC, SUBTOPIC)]
+        """The information tree level by level, each node's children in the order they were proposed.
+        Not by row id alone: leaves expand in parallel, so which leaf's children got the lower ids is
+        chance, and the prompts built from this list must not depend on it."""
+        nodes = [n for n in ctx.graph.nodes() if n.kind in (TOPIC, SUBTOPIC)]
+        children: dict[int | None, list[Node]] = {}
+        for node in nodes:  # by id: one expansion's children are stored together, in order
+            children.setdefault(node.parent_id, []).append(node)
+        ordered = list(children.get(None, []))
+        for node in ordered:  # grows while it is read: breadth first
+            ordered.extend(children.get(node.id, []))
+        return ordered
 
     def _live(self, ctx: RunContext[OmniThinkParams]) -> list[Node]:
         return [n for n in self._tree(ctx) if n.status != NodeStatus.PRUNED]
@@ -198,15 +213,20 @@ class OmniThinkMethod(Method[OmniThinkParams]):
                   and n.depth < params.max_depth and not ctx.graph.children(n) and not n.data.get("not_covered")]
         if not leaves:
             return False
-        ctx.parallel([lambda leaf=leaf: self._expand_leaf(ctx, leaf, params.subnodes, False) for leaf in leaves])
+        # What is explored is read once for the whole layer: a leaf's prompt must not depend on which of
+        # its siblings' expansions happened to finish first (and `--llm fake` stays deterministic).
+        live = self._live(ctx)
+        ctx.parallel([lambda leaf=leaf: self._expand_leaf(ctx, leaf, params.subnodes, False, live) for leaf in leaves])
         return True
 
-    def _expand_leaf(self, ctx: RunContext[OmniThinkParams], leaf: Node, k: int, forced: bool) -> int:
-        """Ask whether and how to expand `leaf`; create its sub-nodes. Returns how many were created."""
+    def _expand_leaf(self, ctx: RunContext[OmniThinkParams], leaf: Node, k: int, forced: bool,
+                     live: list[Node] | None = None) -> int:
+        """Ask whether and how to expand `leaf`; create its sub-nodes. Returns how many were created.
+        `live`: the tree's live nodes as the layer began (read now when None)."""
         params = ctx.params
         ctx.checkpoint()
         pool = "\n".join(f"- {c}" for c in self._pool_state(ctx).concepts) or "(empty)"
-        explored = ", ".join(n.label for n in self._live(ctx) if n.id != leaf.id) or "(none)"
+        explored = ", ".join(n.label for n in (self._live(ctx) if live is None else live) if n.id != leaf.id) or "(none)"
         info, _ = self._node_info(ctx, leaf)
         try:
             decision = ctx.llm.ask(
@@ -255,7 +275,7 @@ class OmniThinkMethod(Method[OmniThinkParams]):
         searched = [keyword for data in tree for keyword in data.keywords]
         nearest = [hit.title for data in tree for hit in data.dropped_as_unrelated]
         save_uncovered_report(ctx, searched, nearest,
-                              {"method": self.name, "tree": [[n.id, n.status] for n in self._tree(ctx)]})
+                              {"method": self.name, "tree": tree_signature(self._tree(ctx))})
 
     def _outline(self, ctx: RunContext[OmniThinkParams]) -> None:
         params = ctx.params
@@ -330,7 +350,7 @@ class OmniThinkMethod(Method[OmniThinkParams]):
         uncovered = [n.label for n in self._live(ctx) if n.data.get("not_covered")]
         ctx.graph.save_report(article, headings=planned, own=uncovered_section(uncovered), data={
             "method": self.name, "sections": results, "draft": draft, "polish": polish_note, UNWRITTEN: unwritten,
-            "tree": [[n.id, n.status] for n in self._tree(ctx)],
+            "tree": tree_signature(self._tree(ctx)),
         })
 
     def _section_evidence(self, ctx: RunContext[OmniThinkParams], sections: list[dict[str, Any]], hits: list[Hit],
