@@ -2,7 +2,7 @@
 
 For the first N items of HotpotQA (AutoAct's) and 2WikiMultihopQA, each question's knowledge graph is
 built as a question-scope MTQA run builds it, offline: the bundled corpus's BM25 top 10 documents
-for the question, entities and relations extracted by the fake LLM (`engine/llm/fake_knowledge.py`:
+for the question, entities and relations extracted by the fake LLM (`engine/knowledge/fake.py`:
 capitalised names, names sharing a sentence related). Its keywords are picked by the fake LLM (the
 question's names detailed, its other content words general: does a matcher keep the exact names BM25
 finds?) and, with `--local-keywords`, by the built-in local model too (a small model's own words,

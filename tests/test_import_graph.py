@@ -6,13 +6,8 @@ from __future__ import annotations
 
 from tests.import_graph import back_arrows, circles, graph
 
-# The scripted fake's method answers live in engine/llm (issue 44, step 2: each method ships its own).
-KNOWN_CIRCLES = {("engine.llm.fake", "engine.llm.fake_research")}
+KNOWN_CIRCLES: set[tuple[str, str]] = set()
 KNOWN_BACK_ARROWS = {
-    # The fake answers MTQA's knowledge prompts and the research agent's reranker (step 2).
-    ("engine.llm.fake_knowledge", "engine.knowledge.names"),
-    ("engine.llm.fake_research", "engine.search.rerank"),
-    ("engine.llm.fake_words", "engine.knowledge.names"),
     # Storage uses three leaf helpers of the engine (a URL's redaction, a value check, a title).
     ("storage.db", "engine.config_values"),
     ("storage.db", "engine.redact"),

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from engine import cli
-from engine.knowledge.names import proper_names
+from engine.names import proper_names
 from engine.knowledge.prompts import EXTRACT, KEYWORDS, STEPS
 from engine.methods.base import Method, MethodParams, RunContext
 from engine.methods.common import ANSWER, ASKED_QUESTION, child_of_kind, ensure_root

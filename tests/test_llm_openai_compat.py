@@ -584,3 +584,24 @@ def test_fake_server_runs_as_a_module():
     finally:
         process.terminate()
         process.wait(timeout=5)
+
+
+@pytest.mark.parametrize("load", [[], ["--load", "engine.methods.fgdip.prompts"]])
+def test_a_server_process_answers_a_method_prompt_once_it_loaded_the_method(load):
+    """A server in its own process knows a prompt's own offline answers only once it imported the
+    module that registers them (`--load`); before, it answers generically, schema-valid text."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "engine.llm.fake_server", "--port", "0", *load],
+        stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[1],
+    )
+    try:
+        llm = make_llm(process.stdout.readline().strip())
+        question = "Question: Which magazine was started first, Arthur's Magazine or First for Women?"
+        answer = llm.chat(ChatRequest(messages=(Message("user", question),), prompt="fgdip.extract")).text
+        if load:
+            assert json.loads(answer) == {"entities": ["Arthur's Magazine", "First for Women"]}
+        else:
+            assert "entities" not in answer
+    finally:
+        process.terminate()
+        process.wait(timeout=5)

@@ -4,6 +4,7 @@ under a rule that text inside is data, never an instruction."""
 
 from __future__ import annotations
 
+from engine.knowledge import fake as _offline_answers  # noqa: F401  (registers the fake LLM's answers to these prompts)
 from engine.prompting import Prompt
 
 # The entity types asked for (the paper: "dates, places, people, events, etc.").

@@ -33,12 +33,7 @@ from pydantic import BaseModel
 from engine.llm.protocol import ChatRequest, ChatResponse, Message, ResponseFormat, TokenLogprob, Usage
 from engine.llm.schema_fill import StringSlot, fill_schema
 from engine.llm.structured import FORMAT_OPENING, REASK_OPENING, TOO_LONG_OPENING, extract_json
-from engine.llm.fake_knowledge import DEFAULTS as KNOWLEDGE_DEFAULTS
-from engine.llm.fake_research import DEFAULTS as RESEARCH_DEFAULTS
-from engine.llm.fake_research import LOGPROB_DEFAULTS
 from engine.llm.fake_words import aspect, follow_up, listed_options, section_title, subject
-
-PROMPT_DEFAULTS = {**KNOWLEDGE_DEFAULTS, **RESEARCH_DEFAULTS}
 
 FAKE_MODEL = "fake"
 FAKE_DESCRIPTION = "scripted fake LLM (offline, deterministic)"
@@ -256,7 +251,7 @@ def fake_logprobs(request: ChatRequest, reply: str | FakeReply) -> tuple[TokenLo
         top = reply.top
     else:
         text = reply.text if isinstance(reply, FakeReply) else reply
-        own = LOGPROB_DEFAULTS.get(request.prompt)
+        own = _scripted(LOGPROB_DEFAULTS, request.prompt)
         top = own(request) if own is not None else (((text.split() or [""])[0], 1.0),)
     alternatives = tuple((token, math.log(p) if p > 0 else -100.0) for token, p in top[: request.top_logprobs])
     first = alternatives[0] if alternatives else ("", 0.0)
@@ -266,6 +261,28 @@ def fake_logprobs(request: ChatRequest, reply: str | FakeReply) -> tuple[TokenLo
 def request_text(request: ChatRequest) -> str:
     """The text rules are matched against: all messages, one per line."""
     return "\n".join(m.content for m in request.messages)
+
+
+# ====================================================================== a prompt owner's own answers
+
+# A method or layer whose path needs more than schema-valid text (FGDIP's actions, the research
+# agent's searches, the knowledge layer's extraction...) scripts its prompts' offline answers next to
+# them, in its own `fake.py`, and registers them here when its prompts module is imported: before it
+# can send one. The fake itself names no method.
+Answer = Callable[[ChatRequest], str]
+TopTokens = Callable[[ChatRequest], tuple[tuple[str, float], ...]]
+PROMPT_DEFAULTS: dict[str, Answer] = {}  # a prompt name, or "prefix.*" for every prompt of a prefix
+LOGPROB_DEFAULTS: dict[str, TopTokens] = {}
+
+
+def script_prompts(answers: dict[str, Answer], logprobs: dict[str, TopTokens] | None = None) -> None:
+    """Register prompts' own offline answers (and first-token probabilities) by prompt name."""
+    PROMPT_DEFAULTS.update(answers)
+    LOGPROB_DEFAULTS.update(logprobs or {})
+
+
+def _scripted(table: dict[str, Any], prompt: str) -> Any:
+    return table.get(prompt) or table.get(prompt.partition(".")[0] + ".*")
 
 
 def _render(respond: Responder, request: ChatRequest) -> str | FakeReply:
@@ -292,14 +309,15 @@ def _render(respond: Responder, request: ChatRequest) -> str | FakeReply:
 
 
 def default_answer(request: ChatRequest) -> str:
-    """The deterministic answer to a request no rule matched."""
-    by_name = PROMPT_DEFAULTS.get(request.prompt)
-    if by_name is not None:  # a prompt with its own offline answer (the knowledge layer's)
-        return by_name(request)
-    own = fgdip_answer(request)  # FGDIP's prompts: the block at the end of this module
+    """The deterministic answer to a request no rule matched: its prompt's own, else generic."""
+    own = _scripted(PROMPT_DEFAULTS, request.prompt)
     if own is not None:
-        return own
-    view = mtqa_view(request, read_prompt(mtqa_messages(request)))
+        return own(request)
+    return answer_from(request, read_prompt(request.messages))
+
+
+def answer_from(request: ChatRequest, view: PromptView) -> str:
+    """A schema-valid instance (or a cited paragraph) written from what `view` reads of the prompt."""
     schema = request.json_schema if request.response_format is not ResponseFormat.TEXT else None
     # Prompted mode carries the schema only in the prompt; a real model would still answer JSON.
     schema = schema or view.schema_in_prompt
@@ -329,7 +347,7 @@ class PromptView:
     text: str = ""  # the whole prompt, so a follow-up it already holds is not written again
 
 
-_SOURCE_HEAD = re.compile(r"^\s*\[(\d+)\]\s+(\S.*?)\s*$")
+SOURCE_HEAD = re.compile(r"^\s*\[(\d+)\]\s+(\S.*?)\s*$")
 _QUESTION_HEAD = re.compile(r"^\s*Question\s*:\s*(.*?)\s*$", re.IGNORECASE)
 _SCHEMA_MARK = re.compile(r"JSON schema:\s*", re.IGNORECASE)
 # Messages added by engine.llm.structured (format instruction, re-ask) are not the question.
@@ -377,7 +395,7 @@ def _source_blocks(text: str) -> Iterable[Source]:
     head: re.Match[str] | None = None
     body: list[str] = []
     for line in text.splitlines():
-        next_head = _SOURCE_HEAD.match(line)
+        next_head = SOURCE_HEAD.match(line)
         if next_head or not line.strip():
             if head is not None:
                 yield Source(int(head.group(1)), head.group(2), " ".join(body))
@@ -419,7 +437,7 @@ def _without_source_blocks(text: str) -> str:
     kept: list[str] = []
     in_block = False
     for line in text.splitlines():
-        if _SOURCE_HEAD.match(line):
+        if SOURCE_HEAD.match(line):
             in_block = True
         elif not line.strip():
             in_block = False
@@ -471,7 +489,7 @@ def _stem(word: str) -> str:
 
 
 @dataclass(frozen=True)
-class _Sentence:
+class Sentence:
     text: str
     source: int  # the source's [n]
     score: int
@@ -521,7 +539,7 @@ class PromptWriter:
 
     def __init__(self, view: PromptView) -> None:
         self._view = view
-        self._ranked = _rank_sentences(view)
+        self._ranked = rank_sentences(view)
 
     def __call__(self, slot: StringSlot) -> str:
         kind = _field_kind(slot.field)
@@ -557,11 +575,11 @@ class PromptWriter:
         picked = [s for s in self._ranked if s.score > 0][:3] or self._ranked[:1]
         parts: list[str] = []
         for sentence in picked:
-            cited = _cite(sentence)
+            cited = cite(sentence)
             candidate = " ".join([*parts, cited])
             if max_length is not None and len(candidate) > max_length:
                 if not parts:
-                    parts.append(_cite(sentence, max_length))
+                    parts.append(cite(sentence, max_length))
                 break
             parts.append(cited)
         return " ".join(parts)
@@ -582,7 +600,7 @@ class PromptWriter:
     def _point(self, index: int, max_length: int | None) -> str:
         if self._ranked:
             sentence = self._ranked[index % len(self._ranked)]
-            text = _cite(sentence, max_length)
+            text = cite(sentence, max_length)
             rounds = index // len(self._ranked)
             return text if rounds == 0 else f"{text} (point {index + 1})"
         return f"{aspect(self._topic(), index)}: worth checking against the sources."
@@ -599,11 +617,11 @@ class PromptWriter:
                 "look into: its origins and history, the people involved and its impact.")
 
 
-def _rank_sentences(view: PromptView) -> list[_Sentence]:
+def rank_sentences(view: PromptView) -> list[Sentence]:
     question_stems = {_stem(w) for w in _WORD.findall(view.question)} - {
         _stem(w) for w in _STOPWORDS
     }
-    sentences: list[_Sentence] = []
+    sentences: list[Sentence] = []
     for source in view.sources:
         for text in _SENTENCE_END.split(source.text):
             text = text.strip()
@@ -611,12 +629,12 @@ def _rank_sentences(view: PromptView) -> list[_Sentence]:
                 continue
             stems = {_stem(w) for w in _WORD.findall(text)}
             score = len(stems & question_stems)
-            sentences.append(_Sentence(text, source.number, score, len(sentences)))
+            sentences.append(Sentence(text, source.number, score, len(sentences)))
     sentences.sort(key=lambda s: (-s.score, s.order))
     return sentences
 
 
-def _cite(sentence: _Sentence, max_length: int | None = None) -> str:
+def cite(sentence: Sentence, max_length: int | None = None) -> str:
     """'text [n].' -- the marker goes before the closing punctuation."""
     text = sentence.text.rstrip()
     end = text[-1] if text[-1] in ".!?" else "."
@@ -633,113 +651,3 @@ def _cite(sentence: _Sentence, max_length: int | None = None) -> str:
 def _slug(text: str) -> str:
     slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
     return slug[:48] or hashlib.sha256(text.encode()).hexdigest()[:8]
-
-
-# ====================================================================== FGDIP (engine/methods/fgdip)
-# The schema filler cannot name a question's entities nor tell when a branch has found enough. These
-# rules make `--llm fake` walk the path FGDIP's cost estimate expects: the question's proper names as
-# entities, one more search (a different one per sibling), then finish; the evaluators' defaults
-# (the first verdict, "sure"; true for the answer checks) accept it.
-
-_PROPER_NAME = re.compile(r"[A-Z][\w'’-]*(?:\s+(?:(?:of|for|the|in|de)\s+)*[A-Z][\w'’-]*)*")
-_OPENERS = frozenset("Which Who Whom Whose What When Where How Why Is Are Was Were Did Does Do Can Could "
-                     "Has Have In On The A An".split())
-_FGDIP_STEPS = re.compile(r"This branch so far \((\d+) steps\)")
-_FGDIP_REACHED = re.compile(r"Answer the path reached: <<<(.*?)>>>")
-
-
-def proper_names(text: str) -> list[str]:
-    """Capitalised names of a question, in order ("Arthur's Magazine", "First for Women")."""
-    names: list[str] = []
-    for match in _PROPER_NAME.finditer(text):
-        words = match.group(0).split()
-        while words and words[0] in _OPENERS:
-            words = words[1:]
-        name = " ".join(words)
-        if name and name not in names:
-            names.append(name)
-    return names
-
-
-def fgdip_answer(request: ChatRequest) -> str | None:
-    if request.prompt not in ("fgdip.extract", "fgdip.generate", "fgdip.write_answer"):
-        return None
-    view = read_prompt(request.messages)
-    question = view.question
-    names = proper_names(question) or list(key_terms(question)[:1]) or ["the question"]
-    if request.prompt == "fgdip.extract":
-        return json.dumps({"entities": names}, ensure_ascii=False)
-    text = request_text(request)
-    if request.prompt == "fgdip.write_answer":
-        reached = _FGDIP_REACHED.search(text)
-        answer = reached.group(1).strip() if reached and reached.group(1).strip() else names[0]
-        if "yes/no question" in text:
-            answer = "no" if answer.lower() == "no" else "yes"
-        return json.dumps({"short_answer": answer[:200], "explanation": PromptWriter(view).paragraph()},
-                          ensure_ascii=False)
-    steps = _FGDIP_STEPS.search(text)
-    if "you must finish" in text or (steps is not None and int(steps.group(1)) >= 2):
-        answer = "yes" if "yes/no question" in text else names[0]
-        return json.dumps({"thought": f"The observations point to {answer}.", "action": "finish",
-                           "argument": answer}, ensure_ascii=False)
-    terms = key_terms(question) or (names[0],)
-    siblings = text.count("\nAction: ")  # the nodes already generated at this layer
-    query = f"{names[0]} {terms[siblings % len(terms)]}"
-    return json.dumps({"thought": f"I should search {query} next.", "action": "search", "argument": query},
-                      ensure_ascii=False)
-
-
-# ---------------------------------------------------------------------- MTQA's prompts (engine/methods/mtqa)
-
-_MTQA_TRIPLE = re.compile(r"^\((?P<subject>.+?)\) -\[(?P<relation>.+?)\]-> \((?P<object>.+?)\)(?::\s*(?P<description>.*))?$")
-_MTQA_ROW = re.compile(r"You are thought (\d+) of \d+")
-
-
-def mtqa_messages(request: ChatRequest) -> Sequence[Message]:
-    """A knowledge unit's triple lines are left out when the unit has source text (they restate
-    it); a unit of triples only (the no-source-text ablation) reads as prose: each triple's
-    description, else 'subject relation object.'"""
-    if not request.prompt.startswith("mtqa."):
-        return request.messages
-
-    def prose(line: str) -> str:
-        triple = _MTQA_TRIPLE.match(line.strip())
-        described = (triple.group("description") or "").strip()
-        return described or f"{triple.group('subject')} {triple.group('relation')} {triple.group('object')}."
-
-    def rewrite(text: str) -> str:
-        out: list[str] = []
-        block: list[str] = []
-
-        def flush() -> None:
-            has_text = any(not _MTQA_TRIPLE.match(line.strip()) for line in block[1:])
-            out.extend(line for line in block[:1])
-            out.extend(line if not _MTQA_TRIPLE.match(line.strip()) else prose(line)
-                       for line in block[1:] if not (has_text and _MTQA_TRIPLE.match(line.strip())))
-            block.clear()
-
-        for line in text.splitlines():
-            if _SOURCE_HEAD.match(line) or not line.strip():
-                flush()
-                (block if line.strip() else out).append(line)
-            elif block:
-                block.append(line)
-            else:
-                out.append(line)
-        flush()
-        return "\n".join(out)
-
-    return [Message(m.role, rewrite(m.content)) for m in request.messages]
-
-
-def mtqa_view(request: ChatRequest, view: PromptView) -> PromptView:
-    """Thought n of a column leaves out the n−1 knowledge units its best sentences would come from,
-    so the thoughts of a column differ (their citations keep the prompt's numbers)."""
-    if request.prompt != "mtqa.thought" or len(view.sources) < 2:
-        return view
-    row = _MTQA_ROW.search(request_text(request))
-    skip = min(int(row.group(1)) - 1, len(view.sources) - 1) if row else 0
-    best_first = list(dict.fromkeys(s.source for s in _rank_sentences(view)))
-    left_out = set(best_first[:skip])
-    return PromptView(view.question, tuple(s for s in view.sources if s.number not in left_out), view.terms,
-                      view.schema_in_prompt, view.text)

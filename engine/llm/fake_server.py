@@ -26,6 +26,7 @@ import argparse
 import base64
 import collections
 import hashlib
+import importlib
 import json
 import math
 import re
@@ -451,7 +452,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency", type=float, default=0.0, help="seconds each answer takes at least (writing it included)")
     parser.add_argument("--reject-json-schema", action="store_true", help="behave like llama.cpp")
     parser.add_argument("--api-key", default=None, help="require this bearer key")
+    parser.add_argument("--load", action="append", default=[], metavar="MODULE",
+                        help="import MODULE first, so its prompts' own offline answers are known (a method's "
+                             "prompts module registers them, e.g. engine.methods.research.prompts); repeatable")
     args = parser.parse_args(argv)
+    for module in args.load:  # a server in its own process has not imported the methods that call it
+        importlib.import_module(module)
     server = FakeOpenAIServer(
         latency_s=args.latency,
         port=args.port,

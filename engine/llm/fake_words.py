@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import re
 
-from engine.knowledge.names import content_words, is_year, proper_names
+from engine.names import content_words, is_year, proper_names
 
 QUESTION_TEMPLATES = (
     "What are the key facts about {topic}?",

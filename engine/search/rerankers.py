@@ -27,6 +27,7 @@ import httpx
 from engine.llm.protocol import LLM, ChatRequest, LLMRequestError, ResponseFormat, TokenLogprob
 from engine.prompting import Prompt, inert
 from engine.redact import redact_url
+from engine.search import rerank_fake as _offline_answers  # noqa: F401  (registers the fake LLM's answers to rerank.judge)
 from engine.search.protocol import Hit, SearchError
 
 Parallel = Callable[[Sequence[Callable[[], Any]]], list[Any]]

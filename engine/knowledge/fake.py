@@ -1,5 +1,5 @@
-"""The fake LLM's default answers for the knowledge layer's prompts, so `--llm fake` builds a real
-graph offline. Deterministic, from the prompt alone:
+"""The offline fake LLM's answers to the knowledge layer's prompts, registered with `engine.llm.fake`
+when `prompts.py` is imported, so `--llm fake` builds a real graph offline. Deterministic, from the prompt alone:
 
 - `knowledge.extract`: the entities are the capitalised names (and four-digit years) of the passage,
   plus its title when the title is a name; each is described by the first sentence that mentions it.
@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
 
-from engine.knowledge.names import content_words, is_year, proper_names, sentences
+from engine.llm.fake import script_prompts
 from engine.llm.protocol import ChatRequest
+from engine.names import content_words, is_year, proper_names, sentences
 
 MAX_ITEMS = 40
 MAX_PAIRS_PER_SENTENCE = 6
@@ -92,7 +92,4 @@ def keywords_answer(request: ChatRequest) -> str:
 
 
 # Prompt name -> the default answer (engine/llm/fake.py asks here before its generic answers).
-DEFAULTS: dict[str, Callable[[ChatRequest], str]] = {
-    "knowledge.extract": extraction_answer,
-    "knowledge.keywords": keywords_answer,
-}
+script_prompts({"knowledge.extract": extraction_answer, "knowledge.keywords": keywords_answer})

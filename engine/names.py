@@ -1,6 +1,6 @@
 """Deterministic reading of names and content words in text, with no model: the keywords of a
 question when the model's answer is unusable, and the offline fake LLM's extraction
-(`engine/llm/fake_knowledge.py`)."""
+(`engine/knowledge/fake.py`)."""
 
 from __future__ import annotations
 
