@@ -25,8 +25,8 @@ from tests.progress_wait import wait_for_run
 
 RECORDED = Path(__file__).resolve().parent / "fake_trees"
 QUESTION = "Which magazine was started first, Arthur's Magazine or First for Women?"
-# Built-in methods whose trees are recorded: the five papers' methods and the two baselines.
-METHODS = ("deot", "omnithink", "mtqa", "fgdip", "research", "rag", "direct")
+# Built-in methods whose trees are recorded: the five papers' methods and the three baselines.
+METHODS = ("deot", "omnithink", "mtqa", "fgdip", "research", "rag", "direct", "react")
 
 SOURCE_MARKER = re.compile(r"\[\[S(\d+)\]\]")
 KNOWLEDGE_UNIT = re.compile(r"\bkg\d+-c\d+\b")  # MTQA's unit ids: rows of the knowledge store

@@ -24,6 +24,7 @@ BUILTIN: dict[str, str] = {
     "research": "engine.methods.research:ResearchMethod",
     "direct": "engine.methods.direct:DirectMethod",
     "rag": "engine.methods.rag:RagMethod",
+    "react": "engine.methods.react:ReactMethod",
 }
 
 
