@@ -11,7 +11,7 @@ import argparse
 from pathlib import Path
 
 from engine.cli.input import budget_type, positive_type
-from engine.methods.registry import METHODS
+from engine.methods.registry import DEFAULT_BENCH_METHODS, DEFAULT_METHOD, METHODS
 from storage.statuses import RunStatus
 
 BINARY_FORMATS = ("pdf", "docx")  # engine/cli/runs.py writes them (engine/export/)
@@ -34,7 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="research a question; prints the run id")
     run.add_argument("question", help="the question to research (quote it)")
-    run.add_argument("--method", default="rag", help=f"reasoning method: {', '.join(sorted(METHODS))} (default rag)")
+    run.add_argument("--method", default=DEFAULT_METHOD,
+                     help=f"reasoning method: {', '.join(sorted(METHODS))} (default {DEFAULT_METHOD})")
     run.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                      help="method parameter, repeatable (see: thoughtmap methods)")
     run.add_argument("--llm", choices=["auto", "local", "fake", "openai"], default=None,
@@ -90,7 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
         "finished items.")
     bench.add_argument("--dataset", help="one of: hotpotqa-autoact, hotpotqa-fullwiki, 2wiki, nq, strategyqa, "
                        "freshwiki, researchy")
-    bench.add_argument("--methods", default="direct,rag", help="comma-separated methods (default direct,rag)")
+    bench.add_argument("--methods", default=",".join(DEFAULT_BENCH_METHODS),
+                       help=f"comma-separated methods (default {','.join(DEFAULT_BENCH_METHODS)})")
     bench.add_argument("--limit", type=int, default=None, help="how many items (default: all)")
     bench.add_argument("--seed", type=int, default=None, help="the sample's seed (default 13): same seed, same items")
     bench.add_argument("--param", action="append", default=[], metavar="[METHOD.]KEY=VALUE",
@@ -108,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "(OmniThink's knowledge density), rubric (OmniThink's on articles, the deep research paper's "
                        "otherwise); the judge model per role: THOUGHTMAP_MODEL_JUDGE_CLAIMS, _JUDGE_DENSITY, "
                        "_JUDGE_RUBRIC, else THOUGHTMAP_MODEL_JUDGE")
-    bench.add_argument("--pairwise", choices=["deot", "mtqa"], default=None,
+    bench.add_argument("--pairwise", choices=PAIRWISE_PROTOCOL_NAMES, default=None,
                        help="also compare the first method with each other one, item by item, with the DEoT "
                        "or MTQA pairwise judge (both orders; THOUGHTMAP_MODEL_JUDGE_PAIRWISE picks the model)")
     bench.add_argument("--by", metavar="KEY", default=None,

@@ -26,6 +26,9 @@ BUILTIN: dict[str, str] = {
     "rag": "engine.methods.rag:RagMethod",
     "react": "engine.methods.react:ReactMethod",
 }
+# What `thoughtmap run` and `thoughtmap bench` use when no method is named: the cheap baselines.
+DEFAULT_METHOD = "rag"
+DEFAULT_BENCH_METHODS = ("direct", "rag")
 
 
 class RegisteredMethods(Mapping[str, "type[Method]"]):
