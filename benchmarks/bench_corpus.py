@@ -35,13 +35,17 @@ NQ = DATA / "nq" / "nq_open_oracle_first500.jsonl"
 FRESHWIKI = DATA / "freshwiki" / "freshwiki_articles_100.jsonl"
 
 
-from benchmarks._common import publish, DOCS_FILE, facts_block, jsonl, machine_facts, ms, percentile, table, write_section  # noqa: E402,F401
-
-
-
-
-
-
+from benchmarks._common import (  # noqa: E402,F401
+    DOCS_FILE,
+    facts_block,
+    jsonl,
+    machine_facts,
+    ms,
+    percentile,
+    publish,
+    table,
+    write_section,
+)
 
 # ------------------------------------------------------------------ inputs
 

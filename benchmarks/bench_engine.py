@@ -46,15 +46,17 @@ METHODS = ("rag", "direct")
 WARMUP_RUNS = 2
 
 
-from benchmarks._common import publish, DOCS_FILE, facts_block, jsonl, machine_facts, ms, percentile, table, write_section  # noqa: E402,F401
-
-
-
-
-
-
-
-
+from benchmarks._common import (  # noqa: E402,F401
+    DOCS_FILE,
+    facts_block,
+    jsonl,
+    machine_facts,
+    ms,
+    percentile,
+    publish,
+    table,
+    write_section,
+)
 
 # ------------------------------------------------------------------ timing wrappers
 

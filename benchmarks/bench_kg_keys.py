@@ -36,17 +36,17 @@ sys.path.insert(0, str(ROOT))
 from benchmarks._common import facts_block, machine_facts, publish, table  # noqa: E402
 from engine.config import LocalModelSettings, load_settings  # noqa: E402
 from engine.evaluate import metrics  # noqa: E402
-from engine.llm.counted import EvalLLM  # noqa: E402
 from engine.evaluate.datasets import load_items  # noqa: E402
 from engine.knowledge.index import KeyIndex, KeyLevel, Matched  # noqa: E402
 from engine.knowledge.merge import entity_key  # noqa: E402
 from engine.knowledge.open import KnowledgeLayer  # noqa: E402
+from engine.llm.counted import EvalLLM  # noqa: E402
 from engine.llm.fake import FakeLLM  # noqa: E402
 from engine.parallel import run_parallel  # noqa: E402
 from engine.search.builtin_embedder import builtin_embedder  # noqa: E402
 from engine.search.bundled import open_default_corpus  # noqa: E402
-from engine.services import build_services  # noqa: E402
 from engine.search.fusion import fuse  # noqa: E402
+from engine.services import build_services  # noqa: E402
 from storage import Repository, open_database  # noqa: E402
 from storage.knowledge import KnowledgeStore  # noqa: E402
 

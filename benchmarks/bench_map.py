@@ -40,8 +40,19 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks._common import facts_block, machine_facts, publish, table  # noqa: E402
 from benchmarks.bench_ui import (  # noqa: E402
-    CHROMIUM, CHROMIUM_ARGS, App, Tree, View, add_size_args, bench_updates, chromium_missing, f0, med, parse_sizes,
-    question_pool, wait_for,
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    App,
+    Tree,
+    View,
+    add_size_args,
+    bench_updates,
+    chromium_missing,
+    f0,
+    med,
+    parse_sizes,
+    question_pool,
+    wait_for,
 )
 
 SECTION = "bench_map"

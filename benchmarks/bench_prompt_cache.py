@@ -52,6 +52,7 @@ PROMPT_TIME = re.compile(r"prompt eval time =\s*([\d.]+) ms /\s*(\d+) tokens")
 def record(method: str, work: Path) -> Path:
     """One quick-profile run on the built-in model; every chat request it sends, as JSON lines."""
     import openai.resources.chat.completions as chat
+
     from engine.methods.params import build_params_with_profile
     from engine.services import build_services
 

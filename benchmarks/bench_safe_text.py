@@ -67,7 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     worst_growth = 0.0
     for shape_name, shape in SHAPES.items():
         for sanitiser_name, sanitiser in SANITISERS.items():
-            seconds = [best_of(args.repeat, lambda text=shape(size): sanitiser(text)) for size in SIZES]
+            seconds = [best_of(args.repeat, lambda text=shape(size): sanitiser(text)) for size in SIZES]  # noqa: B008,B023 (each size's text, now)
             # Growth per 10x of input between the two largest sizes (the smallest is noise-bound).
             growth = seconds[-1] / seconds[-2] if seconds[-2] > 0 else float("nan")
             worst_growth = max(worst_growth, growth)

@@ -21,7 +21,6 @@ A script, not a test: it measures and prints. No LLM is involved.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 from collections.abc import Sequence
 from pathlib import Path

@@ -47,8 +47,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._common import publish, DOCS_FILE, facts_block, machine_facts, percentile, table, write_section  # noqa: E402,F401
-from benchmarks._common import stop_server, wait_until_serving  # noqa: E402
+from benchmarks._common import (  # noqa: E402,F401  # noqa: E402
+    DOCS_FILE,
+    facts_block,
+    machine_facts,
+    percentile,
+    publish,
+    stop_server,
+    table,
+    wait_until_serving,
+    write_section,
+)
 
 SECTION = "bench_ui"
 CHROMIUM = "/usr/bin/chromium"

@@ -11,8 +11,14 @@ import streamlit as st
 from components.app_state import start_local_model
 from engine.evaluate.datasets import DatasetError, Item, get_dataset, items_by_id, load_items
 from engine.evaluate.progress import finished_share, method_progress
-from engine.evaluate.results import (ANSWER_METRICS, DIFFERENCES_CAPTION, differences_rows, metric_text, summarize,
-                                     table_notes)
+from engine.evaluate.results import (
+    ANSWER_METRICS,
+    DIFFERENCES_CAPTION,
+    differences_rows,
+    metric_text,
+    summarize,
+    table_notes,
+)
 from engine.evaluate.runner import BenchmarkError, budget_that_stopped
 from engine.safe_text import inline_text
 from engine.services import Services

@@ -11,9 +11,9 @@ from __future__ import annotations
 import streamlit as st
 
 from engine.citations import number_citations
-from engine.llm.counted import EvalLLM
 from engine.evaluate.claims import PROTOCOL, ClaimSupportResult, check_and_store
 from engine.evaluate.run_report import JudgeInputError, load_judged_run
+from engine.llm.counted import EvalLLM
 from engine.llm.protocol import LLMError
 from engine.safe_text import inline_text
 from storage.evaluation import EvaluationStore

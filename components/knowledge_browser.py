@@ -13,9 +13,9 @@ from typing import Any, TypeVar
 import streamlit as st
 
 from components.live_run import RunReads
+from engine.contract import MethodContract, NodeData
 from engine.knowledge.browse import GraphBrowser
 from engine.knowledge.units import Neighbourhood, Triple
-from engine.contract import MethodContract, NodeData
 from engine.safe_text import inline_text, one_line, url_text
 from engine.search.protocol import Hit
 from engine.services import Services

@@ -17,9 +17,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from engine.contract import KnowledgeFocus
 from engine.knowledge.drawing import GraphDrawing
 from engine.knowledge.merge import entity_key
-from engine.contract import KnowledgeFocus
 from engine.safe_text import cut_at_word
 
 CITED, USED, OTHER = "cited", "used", "other"

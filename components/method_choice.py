@@ -16,7 +16,6 @@ from engine.safe_text import inline_text
 from engine.services import Services
 
 
-
 @dataclass
 class MethodChoice:
     methods: list[str]

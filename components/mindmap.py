@@ -45,7 +45,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from components.map_layout import GRID_ROW, LEVEL_SEPARATION, NODE_SPACING, grid_positions, tree_positions
@@ -149,7 +149,7 @@ def steered_node(nodes: Sequence[Node], commands: Iterable[Command]) -> int | No
 
 
 def _utc(moment: datetime) -> datetime:
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)  # SQLite reads naive UTC
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)  # SQLite reads naive UTC
 
 
 def fill_colour(node: Node, kind: NodeKind | None) -> str:

@@ -6,10 +6,10 @@ before the node's long text, so the buttons and what they did stay in view."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import streamlit as st
 from pydantic import ValidationError
-
-from collections.abc import Sequence
 
 from components.command_outcome import Outcomes
 from components.commands import command_controls
@@ -18,7 +18,6 @@ from components.live_run import RunReads, node_sources
 from components.node_text import node_answer, node_error
 from components.safe_markdown import render_source, sanitize
 from components.step_log import command_label, command_node, current_steps
-from engine.citations import number_citations
 from engine.contract import REGENERATE_REPORT, Layout, MethodContract, NodeData, NodeDataError
 from engine.node_numbers import node_numbers
 from engine.safe_text import inline_text

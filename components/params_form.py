@@ -22,7 +22,6 @@ from engine.methods.base import MethodParams
 from engine.methods.params import allowed_range, errors_by_field
 from engine.reader_text import as_sentence
 
-
 # A form's check: the raw values -> pydantic's errors by the field each is about (None: no field).
 Checker = Callable[[dict[str, Any]], Mapping[str | None, Sequence[Mapping[str, Any]]]]
 

@@ -16,9 +16,9 @@ from components.commands import command_control, command_controls
 from components.live_run import RunReads
 from components.safe_markdown import render, sanitize
 from components.step_log import run_commands as stored_commands
+from engine.contract import MethodContract, Notice, RunStateModel
 from engine.graph import RunGraph
 from engine.safe_text import inline_text
-from engine.contract import CommandSpec, MethodContract, Notice, RunStateModel
 from engine.services import Services
 from storage.models import Command, Run
 

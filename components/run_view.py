@@ -19,7 +19,6 @@ from engine.services import Services
 from storage.models import Node, NodeStatus, Run, RunEvent, RunStatus, utcnow
 from storage.unwritable import DatabaseUnwritable
 
-
 PROGRESS_KEY = "run-progress"
 NOW_KEY = "run-now"  # the "Now:" line, or the finished run's "steer it on" line in its place
 # Our own constant style (no run text in it): the "Now:" line stays one line, so what it says does not

@@ -7,7 +7,7 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import timezone
+from datetime import UTC
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
@@ -54,7 +54,7 @@ def report_outdated(repo: Repository, run_id: str, report: Report, steering: Ite
 
 def _naive(moment):
     # SQLite hands back naive UTC times, PostgreSQL aware ones: compared as naive UTC.
-    return moment.replace(tzinfo=None) if moment.tzinfo is None else moment.astimezone(timezone.utc).replace(tzinfo=None)
+    return moment.replace(tzinfo=None) if moment.tzinfo is None else moment.astimezone(UTC).replace(tzinfo=None)
 
 
 class RunGraph:

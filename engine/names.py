@@ -44,7 +44,7 @@ def proper_names(text: str) -> list[str]:
         tokens = [t for t in tokens if t]
         run: list[str] = []
 
-        def close() -> None:
+        def close(run: list[str] = run) -> None:  # this sentence's run
             while run and (run[-1].lower() in _CONNECTORS):
                 run.pop()
             while run and run[0].lower() in _FUNCTION_WORDS:

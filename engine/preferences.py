@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+
 from pydantic import BaseModel, Field, ValidationError
 
 from engine.config import DEFAULT_BASE_URL, DEFAULT_MODEL, LLMChoice, LLMSettings, SearchMode, Settings, StructuredMode
@@ -32,7 +33,7 @@ class Preferences(BaseModel):
     search: SearchMode = "local"
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "Preferences":
+    def from_settings(cls, settings: Settings) -> Preferences:
         cfg = settings.llm
         return cls(llm=settings.llm_choice, base_url=cfg.base_url, model=cfg.model, models=dict(cfg.models),
                    structured_mode=cfg.structured_mode, search=settings.search)

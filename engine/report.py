@@ -21,8 +21,16 @@ from engine.graph import OWN_HEADINGS, OWN_TEXT_FROM, PARTIAL_REPORT, report_out
 from engine.methods.registry import get_method
 from engine.node_numbers import node_numbers
 from engine.reader_text import reader_error
-from engine.safe_text import (code_span, cut_at_word, inline_text, markdown_block, one_line, prose_block,
-                              sectioned_prose, url_text)
+from engine.safe_text import (
+    code_span,
+    cut_at_word,
+    inline_text,
+    markdown_block,
+    one_line,
+    prose_block,
+    sectioned_prose,
+    url_text,
+)
 from storage.models import Node, NodeStatus, Report, RunStatus, Source
 from storage.repository import Repository
 
@@ -263,7 +271,7 @@ def export_json(repo: Repository, run_id: str) -> dict[str, Any]:
         "nodes": [n.model_dump(mode="json") for n in nodes],
         "edges": [e.model_dump(mode="json") for e in repo.list_edges(run_id)],
         "sources": [s.model_dump(mode="json") for s in sources],
-        "node_sources": [l.model_dump(mode="json") for l in repo.node_source_links(run_id)],
+        "node_sources": [link.model_dump(mode="json") for link in repo.node_source_links(run_id)],
         "llm_calls": [c.model_dump(mode="json") for c in repo.list_llm_calls(run_id)],
         "commands": [c.model_dump(mode="json") for c in repo.list_commands(run_id)],
         # The method's run state (a concept pool, an outline...), every version.

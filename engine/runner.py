@@ -23,22 +23,22 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from engine import narration
+from engine.contract import CommandRejected, UnsupportedCommand
 from engine.graph import RunGraph
 from engine.knowledge.open import KnowledgeLayer
-from engine.search.embeddings import Embedder
-from engine.search.fetch import PageFetcher
 from engine.llm.accounting import Budget, RunLLM, budget_short
 from engine.llm.pricing import PriceTable
 from engine.llm.protocol import LLM, BudgetExceeded, LLMError
 from engine.methods.base import Method, MethodParams, RunContext
 from engine.methods.registry import METHODS, get_method
-from engine.contract import CommandRejected, UnsupportedCommand
 from engine.methods.steering import apply as apply_command
 from engine.methods.steering import apply_and_record, check
 from engine.questions import clean_question
-from engine.search.rerank import Reranker
 from engine.redact import redact_secrets
-from engine.search.protocol import SearchError, Searcher
+from engine.search.embeddings import Embedder
+from engine.search.fetch import PageFetcher
+from engine.search.protocol import Searcher, SearchError
+from engine.search.rerank import Reranker
 from engine.steering_events import SteeringEvents
 from storage.models import Command, CommandStatus, NodeStatus, Run, RunStatus, utcnow
 from storage.repository import Repository, RunNotFound
@@ -64,7 +64,7 @@ class HeldRun:
     error: str | None = None
 
     @classmethod
-    def of(cls, run: Run) -> "HeldRun | None":
+    def of(cls, run: Run) -> HeldRun | None:
         if run.status not in (RunStatus.STOPPED, RunStatus.FAILED):
             return None  # a finished run just grows what the command adds
         return cls(run.status, run.stop_reason, run.error)
@@ -73,7 +73,7 @@ class HeldRun:
         return {"status": self.status, "stop_reason": self.stop_reason, "error": self.error}
 
     @classmethod
-    def from_job(cls, data: dict | None) -> "HeldRun | None":
+    def from_job(cls, data: dict | None) -> HeldRun | None:
         return cls(data["status"], data.get("stop_reason"), data.get("error")) if data else None
 
 

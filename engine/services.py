@@ -23,15 +23,15 @@ from engine.redact import redact_url
 from engine.run_queue import QueueDepth, RunQueue
 from engine.runner import HeldRun, Runner
 from engine.search.combined import build_searcher
-from engine.search.embedding_model import EmbeddingModelUnavailable
 from engine.search.embedders import build_embedder
+from engine.search.embedding_model import EmbeddingModelUnavailable
 from engine.search.embeddings import Embedder
-from engine.search.hops import LinkerCache
-from engine.search.local import LocalCorpusSearcher
-from engine.search.retrieval import build_local_retrieval, corpus_embedding
 from engine.search.exclusion import ExcludingSearcher, SearchExclusions
 from engine.search.fetch import PageFetcher
+from engine.search.hops import LinkerCache
+from engine.search.local import LocalCorpusSearcher
 from engine.search.protocol import Searcher
+from engine.search.retrieval import build_local_retrieval, corpus_embedding
 from storage import Repository, open_database
 from storage.db import Database
 from storage.knowledge import KnowledgeStore

@@ -9,8 +9,8 @@ from streamlit.errors import StreamlitPageNotFoundError
 from components import mindmap
 from components.app_state import active_llm, get_services, preferences, running_on_notice, start_local_model
 from components.cost_estimate import cost_estimate
-from components.live_run import last_reads, run_reads
 from components.knowledge_graph_tab import has_knowledge_tab, knowledge_graph_tab
+from components.live_run import last_reads, run_reads
 from components.node_panel import node_panel
 from components.params_form import params_form, readable_problems
 from components.routing import through_the_app

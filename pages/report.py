@@ -8,13 +8,13 @@ from components.app_state import active_llm, get_services
 from components.citation_check import citation_check
 from components.routing import through_the_app
 from components.safe_markdown import render_document, render_source
-from engine.safe_text import code_span, inline_text
-from engine.methods.base import UnsupportedCommand
 from engine.contract import CommandRejected
 from engine.export import build_document, to_docx, to_pdf
 from engine.export.pdf import pdf_font_missing
+from engine.methods.base import UnsupportedCommand
 from engine.report import export_json, render_markdown
 from engine.runner import RunnerError
+from engine.safe_text import code_span, inline_text
 from storage.repository import RunNotFound
 
 through_the_app()  # first: a deep link opened first after a start still runs through app.py

@@ -1,6 +1,6 @@
 """Sessions: every stored run; search, filter, open, resume, rename, delete."""
 
-from datetime import datetime, time, timezone
+from datetime import UTC, datetime, time
 
 import streamlit as st
 
@@ -36,7 +36,7 @@ filters = dict(
     text=text.strip() or None,
     method=None if method == "(any)" else method,
     status=None if status == "(any)" else status,
-    since=datetime.combine(since, time.min, tzinfo=timezone.utc) if since else None,
+    since=datetime.combine(since, time.min, tzinfo=UTC) if since else None,
 )
 # Every run is reachable a page at a time, counted and paged in the database: one page of cards
 # renders in about a second, where 200 cards took 10-12 s and the 201st run could not be reached.

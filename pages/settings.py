@@ -6,12 +6,12 @@ import streamlit as st
 
 from components.app_state import api_key, get_services, ollama_models, preferences
 from components.corpus_index import corpus_error, corpus_progress, local_corpus
+from components.routing import through_the_app
+from components.safe_markdown import sanitize
 from engine.llm.local_model import BUNDLED_MODEL, describe, model_available
 from engine.llm.protocol import LLMError
 from engine.ollama import ollama_preset
 from engine.preferences import PRESETS, Preferences, save_preferences
-from components.routing import through_the_app
-from components.safe_markdown import sanitize
 from engine.redact import redact_url
 from engine.search.bundled import rebuild_corpus
 from engine.search.protocol import SearchError

@@ -5,7 +5,7 @@ live in `Node.data`."""
 from __future__ import annotations
 
 import warnings
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import JSON, Column, DateTime, ForeignKeyConstraint, Integer, Text, UniqueConstraint
@@ -15,7 +15,7 @@ from storage.statuses import NodeStatus, RunStatus  # noqa: F401  (re-exported: 
 
 
 def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 class Run(SQLModel, table=True):

@@ -22,8 +22,8 @@ from typing import Any, Union, get_args, get_origin
 from annotated_types import Ge, Gt, Le, Lt, MaxLen, MinLen
 from pydantic import ValidationError
 
-from engine.methods.base import Method
 from engine.contract import CommandSpec, NodeCommand
+from engine.methods.base import Method
 from engine.methods.registry import load_methods
 from storage.models import Node
 from storage.repository import Repository
@@ -66,7 +66,7 @@ def stored_state(repo: Repository, run_id: str) -> dict[str, Any]:
         "nodes": [(n.id, n.kind, n.status, n.data, n.content, n.label, n.parent_id) for n in repo.list_nodes(run_id)],
         "edges": [(e.id, e.src, e.dst, e.kind, e.data) for e in repo.list_edges(run_id)],
         "sources": [(s.id, s.ref, s.title) for s in repo.list_sources(run_id)],
-        "node_sources": sorted((l.node_id, l.source_id) for l in repo.node_source_links(run_id)),
+        "node_sources": sorted((link.node_id, link.source_id) for link in repo.node_source_links(run_id)),
         "reports": [(r.id, r.kind, r.markdown, r.data) for r in repo.list_reports(run_id)],
         "run_states": [(s.name, s.version, s.data) for s in repo.list_run_states(run_id)],
         "commands": [(c.id, c.kind, c.payload, c.status, c.error) for c in repo.list_commands(run_id)],

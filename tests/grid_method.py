@@ -13,9 +13,6 @@ from __future__ import annotations
 from pydantic import Field
 
 from engine.citations import cited_source_ids, source_blocks, to_stored_markers
-from engine.graph import NewNode
-from engine.methods.base import REPORT, Method, MethodParams, RunContext
-from engine.methods.estimate import CostEstimate, Tally
 from engine.contract import (
     CommandPayload,
     CommandRejected,
@@ -31,6 +28,9 @@ from engine.contract import (
     ViewSpec,
     regenerate_report_command,
 )
+from engine.graph import NewNode
+from engine.methods.base import REPORT, Method, MethodParams, RunContext
+from engine.methods.estimate import CostEstimate, Tally
 from engine.prompting import Prompt
 from engine.search.protocol import SearchError
 from storage.models import Node, NodeStatus

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from engine.knowledge.units import BuildProgress, KnowledgeUnit, Keywords, Triple
+from engine.knowledge.units import BuildProgress, Keywords, KnowledgeUnit, Triple
 from engine.search.protocol import Hit
 
 _NAME = re.compile(r"\b[A-Z][\w'-]+(?:\s+(?:(?:of|for|the)\s+)?[A-Z][\w'-]+)*")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from datetime import UTC
 from pathlib import Path
 
 LLAMA_SERVER = b"engine.llm.llama_server_main"
@@ -107,10 +108,10 @@ def wait_for_process(process, output_path, *, what: str, stall_s: float = STALL_
 def record_timing(name: str, **values) -> None:
     """Append what a slow test measured to test-artifacts/timings.jsonl (read, never asserted on)."""
     import json
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     artifacts = Path(__file__).resolve().parents[1] / "test-artifacts"
     artifacts.mkdir(exist_ok=True)
-    line = {"test": name, "at": datetime.now(timezone.utc).isoformat(timespec="seconds"), **values}
+    line = {"test": name, "at": datetime.now(UTC).isoformat(timespec="seconds"), **values}
     with (artifacts / "timings.jsonl").open("a") as out:
         out.write(json.dumps(line) + "\n")

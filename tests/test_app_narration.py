@@ -10,10 +10,11 @@ import threading
 from components.run_view import progress_line
 from components.step_log import node_badges, now_lines
 from engine import narration
-from engine.node_numbers import node_numbers
 from engine.methods.registry import METHODS
+from engine.node_numbers import node_numbers
 from engine.steering_events import SteeringEvents
 from storage.models import Command, CommandStatus, Node, NodeStatus, Run, RunEvent, RunStatus
+from tests.progress_line import parse_progress, progress_of
 from tests.test_app_pages import (  # the page helpers and fixtures of the app tests
     _open_on_node,
     _steer_target,
@@ -24,7 +25,6 @@ from tests.test_app_pages import (  # the page helpers and fixtures of the app t
     texts,
     wait_until_idle,
 )
-from tests.progress_line import parse_progress, progress_of
 
 
 def _quiet(run_id: str) -> None:

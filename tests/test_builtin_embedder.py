@@ -31,8 +31,8 @@ from engine.search.minilm import MiniLMEncoder
 from engine.services import build_services
 from storage.models import RunStatus
 from tests.fixtures_engine import run_to_end
-from tests.test_app_pages import joined, open_page
 from tests.omnithink_scripts import EXPAND, POLISH_OUTLINE, TOPIC, WRITE_SECTION, ExpandScript, outline, section_writer
+from tests.test_app_pages import joined, open_page
 
 # sentence-transformers' README example for this model, and its published similarities.
 WEATHER, SUNNY, STADIUM = "The weather is lovely today.", "It's so sunny outside!", "He drove to the stadium."

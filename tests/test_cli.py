@@ -387,7 +387,7 @@ def test_answer_not_matching_the_schema_fails_the_run_and_resume_retries_it(preb
         code, out, err = cli_run(capsys, "run", QUESTION, "--method", "rag", "--llm", "openai", "--quiet")
         requests = server.count_chat_requests()
     assert code == cli.EXIT_FAILED, err
-    assert "nothing was answered" in err and f"thoughtmap resume" in err
+    assert "nothing was answered" in err and "thoughtmap resume" in err
     assert ".." not in err.replace("...", "")  # the stored error's own period is not doubled
     assert requests >= 3  # the answer plus the re-asks
     run_id = run_id_of(out)

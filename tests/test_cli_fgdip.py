@@ -4,8 +4,8 @@ on the bundled corpus, and the real openai client against a local OpenAI-compati
 from __future__ import annotations
 
 from engine import cli
-from engine.llm.fake_server import FakeOpenAIServer
 from engine.config import load_settings
+from engine.llm.fake_server import FakeOpenAIServer
 from engine.services import build_services
 from storage.models import NodeStatus, RunStatus
 from tests.test_cli import cli_run, run_id_of, split_report, stored_run

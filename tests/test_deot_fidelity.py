@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 from engine.citations import cited_source_ids
+from engine.llm.fake import named, request_text
 from engine.search.combined import CombinedSearcher, WebFirstSearcher, web_first
 from engine.search.dates import date_in
 from engine.search.exclusion import ExcludingSearcher, SearchExclusions
@@ -33,7 +34,6 @@ from tests.deot_scripts import (
     task,
 )
 from tests.fixtures_engine import run_to_end
-from engine.llm.fake import named, request_text
 
 REVISE_SUMMARY = named("deot.revise_summary")
 NEWS_SEARCH = named("deot.news_search")

@@ -76,7 +76,7 @@ def test_a_benchmark_exported_half_done_continues_on_another_machine_and_merges_
     assert f"3 finished item runs imported, 5 left; continue it with: thoughtmap bench --resume {bench_id}" \
         in capsys.readouterr().out
     assert cli.main(["bench", "--resume", bench_id, "--quiet"]) == cli.EXIT_OK
-    assert f"| direct | 4/4 | 0 |" in capsys.readouterr().out
+    assert "| direct | 4/4 | 0 |" in capsys.readouterr().out
     b = _open(second_home, monkeypatch)
     try:
         after = _rows(b, bench_id)

@@ -7,8 +7,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 

@@ -9,10 +9,10 @@ import re
 import pytest
 
 from engine import cli
-from engine.llm.counted import EvalLLM
 from engine.claim_support import split_sentences
 from engine.evaluate.claims import check_and_store
 from engine.evaluate.run_report import load_judged_run
+from engine.llm.counted import EvalLLM
 from storage.evaluation import EvaluationStore
 from tests.fixtures_engine import run_to_end
 

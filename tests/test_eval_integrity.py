@@ -8,11 +8,11 @@ from __future__ import annotations
 import pytest
 
 from engine.config import load_settings
-from engine.llm.counted import EvalLLM
 from engine.evaluate.archive import export_benchmark
 from engine.evaluate.reader import OWN_ANSWER_WORDS, own_short_answer, read_answer
 from engine.evaluate.results import summarize, to_markdown
 from engine.evaluate.runner import BenchmarkError, BenchmarkRunner, BenchmarkSpec
+from engine.llm.counted import EvalLLM
 from engine.llm.fake import FakeLLM, request_text
 from engine.llm.protocol import LLMConnectionError
 from engine.services import build_services

@@ -9,7 +9,6 @@ import re
 import pytest
 
 from engine.config import LLMSettings, load_settings
-from engine.llm.counted import EvalLLM
 from engine.evaluate.judge_prompts import quoted
 from engine.evaluate.judges import (
     DEOT,
@@ -24,6 +23,7 @@ from engine.evaluate.judges import (
 )
 from engine.evaluate.rubrics import grade_and_store
 from engine.evaluate.run_report import load_judged_run
+from engine.llm.counted import EvalLLM
 from storage.evaluation import EvaluationStore
 from tests.fixtures_engine import run_to_end
 

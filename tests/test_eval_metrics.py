@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import random
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -28,7 +28,7 @@ from engine.evaluate.metrics import (
 )
 from storage.models import LLMCall, Node
 
-T0 = datetime(2026, 11, 26, 12, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
 
 # --- EM / F1: the SQuAD v1.1 script's behaviour ------------------------------------------------
 

@@ -93,7 +93,7 @@ class _ServerURL(str):
     """The test server's address, with its port, the event its /slow page sets when it answers and
     the Host headers it received."""
 
-    def __new__(cls, url: str, port: int, answered: threading.Event, hosts: list[str]) -> "_ServerURL":
+    def __new__(cls, url: str, port: int, answered: threading.Event, hosts: list[str]) -> _ServerURL:
         value = super().__new__(cls, url)
         value.port, value.answered, value.hosts = port, answered, hosts
         return value

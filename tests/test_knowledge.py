@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 
-from engine.llm.counted import EvalLLM
 from engine.knowledge.chunks import chunk_documents, words_for_tokens
 from engine.knowledge.expand import adjacency, expand
 from engine.knowledge.index import KeyIndex
@@ -14,6 +13,7 @@ from engine.knowledge.merge import entity_key
 from engine.knowledge.open import KnowledgeLayer
 from engine.knowledge.prompts import EXTRACT, KEYWORDS
 from engine.knowledge.units import Keywords
+from engine.llm.counted import EvalLLM
 from engine.llm.fake import FakeLLM, request_text
 from engine.llm.protocol import LLMConnectionError, LLMServerError, LLMTimeoutError
 from engine.parallel import run_parallel

@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 
 from components.knowledge_browser import GONE, NOT_RECORDED, TITLE
+from engine.contract import ContractError, MethodContract, NodeData, NodeKind, ViewSpec
 from engine.knowledge.open import KnowledgeLayer
 from engine.llm.fake import FakeLLM
-from engine.contract import ContractError, MethodContract, NodeData, NodeKind, ViewSpec
 from engine.methods.mtqa.method import MtqaMethod
 from engine.safe_text import inline_text
 from storage.models import NodeStatus, RunStatus

@@ -11,9 +11,9 @@ import json
 import pytest
 
 from components.knowledge_graph import CITED, OTHER, USED, graph_frame
+from engine.contract import ContractError, FocusUnit, KnowledgeFocus, KnowledgeTab, MethodContract, ViewSpec
 from engine.knowledge.drawing import AROUND_CAP, WHOLE_CAP, draw
 from engine.knowledge.merge import entity_key, merge_entity, merge_relation
-from engine.contract import ContractError, FocusUnit, KnowledgeFocus, KnowledgeTab, MethodContract, ViewSpec
 from engine.methods.mtqa.kinds import CELL, KNOWLEDGE, QUESTION, SUMMARY, knowledge_focus
 from storage.knowledge import ChunkInput, EntityInput, RelationInput
 from storage.models import Node

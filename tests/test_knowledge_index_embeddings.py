@@ -13,12 +13,12 @@ from collections.abc import Sequence
 
 import pytest
 
-from engine.llm.counted import EvalLLM
 from engine.knowledge import index as index_module
 from engine.knowledge.index import KeyIndex
 from engine.knowledge.open import KnowledgeLayer
 from engine.knowledge.prompts import KEYWORDS
 from engine.knowledge.units import Keywords
+from engine.llm.counted import EvalLLM
 from engine.llm.fake import FakeLLM
 from engine.parallel import run_parallel
 from engine.search.embeddings import EmbeddingError

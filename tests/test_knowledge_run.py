@@ -8,10 +8,10 @@ from __future__ import annotations
 from pydantic import Field
 
 from engine import cli
-from engine.names import proper_names
 from engine.knowledge.prompts import EXTRACT, KEYWORDS, STEPS
 from engine.methods.base import Method, MethodParams, RunContext
 from engine.methods.common import ANSWER, ASKED_QUESTION, child_of_kind, ensure_root
+from engine.names import proper_names
 from storage.models import NodeStatus, RunStatus
 from tests.fixtures_engine import run_to_end
 
@@ -141,9 +141,8 @@ def test_a_build_that_could_extract_nothing_fails_early_and_runs_say_why(service
     paying for every chunk, exits 1 saying so, and a run reading the graph is told it is empty, not
     "not built yet" (review 14)."""
     from engine.knowledge.build import BATCH_SIZE, FAILED_BATCHES_TO_GIVE_UP
-    from engine.llm.structured import DEFAULT_MAX_REASKS
-
     from engine.llm import fake
+    from engine.llm.structured import DEFAULT_MAX_REASKS
 
     install_probe(services)
     # The CLI builds its own fake LLM: its default answer for the extraction prompt is what changes.

@@ -12,7 +12,7 @@ import sys
 import threading
 import uuid
 from pathlib import Path
-from typing import Annotated, Literal, Optional, Union
+from typing import Annotated, Literal
 
 import pytest
 from pydantic import AnyUrl, BaseModel, Field, ValidationError
@@ -72,7 +72,7 @@ class Report(BaseModel):
     score: int = Field(ge=1, le=10)
     rank: Annotated[int, Field(gt=3)]
     step: int = Field(multiple_of=5, ge=7, le=30)
-    note: Optional[str] = None
+    note: str | None = None
     color: Color
     created: dt.date
     updated: dt.datetime
@@ -81,14 +81,14 @@ class Report(BaseModel):
     metadata: dict[str, int]
     pair: tuple[int, str]
     tags: set[str] = Field(min_length=2)
-    choice: Union[Claim, int]
+    choice: Claim | int
     flag: bool = False
 
 
 class TreeNode(BaseModel):
     label: str
     children: list[TreeNode] = Field(default_factory=list)
-    parent: Optional[TreeNode] = None
+    parent: TreeNode | None = None
 
 
 class Subquestions(BaseModel):

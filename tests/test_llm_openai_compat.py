@@ -6,15 +6,14 @@ Also covers the concurrency limiter and the price table.
 
 from __future__ import annotations
 
-import time
-
 import json
 import random
 import socket
 import subprocess
 import sys
 import threading
-from datetime import datetime, timedelta, timezone
+import time
+from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from pathlib import Path
 
@@ -264,7 +263,7 @@ def test_limiter_is_released_while_sleeping(server):
 
 def test_retry_delay_rules():
     rng = random.Random(3)
-    now = datetime(2025, 1, 1, tzinfo=timezone.utc)
+    now = datetime(2025, 1, 1, tzinfo=UTC)
     in_ten = format_datetime(now + timedelta(seconds=10), usegmt=True)
 
     assert retry_delay({"Retry-After": in_ten}, 1, rng, now=now) == pytest.approx(10)

@@ -9,12 +9,12 @@ import pytest
 from pydantic import BaseModel, Field
 
 from engine.config import LLMSettings
+from engine.llm.compact_schema import MIN_STRING_CHARS, compact_schema
 from engine.llm.fake import FakeLLM, FakeReply
 from engine.llm.fake_server import FakeOpenAIServer
 from engine.llm.limits import ConcurrencyLimiter
 from engine.llm.openai_compat import OpenAICompatibleLLM
 from engine.llm.protocol import Message, ResponseFormat, StructuredOutputError
-from engine.llm.compact_schema import MIN_STRING_CHARS, compact_schema
 from engine.llm.structured import TOO_LONG_FEEDBACK, ask_structured, schema_for
 
 SOURCES_PROMPT = """Sources:

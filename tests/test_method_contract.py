@@ -24,11 +24,6 @@ import pytest
 
 from engine.citations import cited_source_ids, number_citations
 from engine.config import load_settings
-from engine.graph import RunGraph
-from engine.llm.fake import FakeLLM
-from engine.llm.limits import ConcurrencyLimiter
-from engine.llm.pricing import PriceTable
-from engine.methods.base import Method, UnsupportedCommand
 from engine.contract import (
     ALL_STATUSES,
     NODE_TAB,
@@ -40,6 +35,11 @@ from engine.contract import (
     RunStateModel,
     ViewSpec,
 )
+from engine.graph import RunGraph
+from engine.llm.fake import FakeLLM
+from engine.llm.limits import ConcurrencyLimiter
+from engine.llm.pricing import PriceTable
+from engine.methods.base import Method, UnsupportedCommand
 from engine.report import render_markdown
 from engine.safe_text import inline_text
 from engine.services import Services

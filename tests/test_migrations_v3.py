@@ -14,7 +14,7 @@ from storage import Repository, models, open_database
 from storage.migrations import MIGRATIONS, applied_versions
 from tests.db_backends import database_url  # noqa: F401  (fixture)
 
-T0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
 
 def old_schema() -> MetaData:

@@ -16,8 +16,8 @@ from engine.evaluate.run_report import JudgeInputError, load_judged_run
 from engine.llm.fake import request_text
 from engine.methods.mtqa import knowledge
 from engine.methods.mtqa.method import MtqaMethod
-from engine.report import render_markdown
 from engine.methods.mtqa.weights import passed_count
+from engine.report import render_markdown
 from storage.models import NodeStatus, RunStatus
 from tests.fixtures_engine import run_to_end
 from tests.mtqa_knowledge import KnowledgeInjector

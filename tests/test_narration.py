@@ -5,14 +5,14 @@ lifecycle is logged, and active time leaves out a pause."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from engine import narration
+from engine.contract import CommandRejected
 from engine.graph import RunGraph
 from engine.llm.fake import named
-from engine.contract import CommandRejected
 from engine.methods.deot.kinds import STEPS as DEOT_STEPS
 from engine.methods.omnithink.kinds import STEPS as OMNITHINK_STEPS
 from engine.methods.registry import METHODS
@@ -165,7 +165,7 @@ def test_a_pause_is_logged_and_left_out_of_active_time(services, fake_llm):
     assert active_seconds(log) < (finished - started).total_seconds()
 
 
-T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def _event(seconds: float, kind: str = narration.RUN, phase: str | None = None, event_id: int = 0) -> RunEvent:

@@ -22,12 +22,12 @@ from engine.export.document import body_blocks
 from engine.methods.deot.method import render_summary
 from engine.reader_text import (
     REPORT_NOT_WRITTEN,
-    SECTION_NOT_WRITTEN,
     RUN_FAILED_ADVICE,
+    SECTION_NOT_WRITTEN,
     STRUCTURED_FAILURE,
     is_placeholder,
-    reader_error,
     readable_sections,
+    reader_error,
     run_failure,
 )
 from engine.report import render_markdown

@@ -4,6 +4,7 @@ from endpoint URLs) and 6 (unrelated passages are not evidence), each reproduced
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -17,8 +18,6 @@ from engine.search.protocol import Hit
 from engine.search.relevance import judge, relevant_hits
 from engine.services import build_services
 from storage.models import NodeStatus, RunStatus
-import re
-
 from tests.deot_scripts import (
     BREADTH,
     CONTROLLER,

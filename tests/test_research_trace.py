@@ -16,8 +16,8 @@ from engine.evaluate.scoring import own_citation_check
 from engine.llm.fake import request_text
 from engine.llm.protocol import LLMConnectionError
 from engine.methods.research.answer import rates
-from engine.methods.research.report import citation_check_section
 from engine.methods.research.markers import problems
+from engine.methods.research.report import citation_check_section
 from engine.narration import SEARCH
 from engine.report import render_markdown
 from engine.search.fetch import PageFetcher

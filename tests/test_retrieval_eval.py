@@ -8,8 +8,16 @@ import math
 import pytest
 
 from engine.evaluate.datasets import Item
-from engine.evaluate.retrieval_eval import (all_gold_at, distinct_titles, evaluate_retrieval, gold_keys, ndcg_at,
-                                            recall_at, reciprocal_rank, score_ranking)
+from engine.evaluate.retrieval_eval import (
+    all_gold_at,
+    distinct_titles,
+    evaluate_retrieval,
+    gold_keys,
+    ndcg_at,
+    recall_at,
+    reciprocal_rank,
+    score_ranking,
+)
 from engine.search.protocol import Hit
 
 

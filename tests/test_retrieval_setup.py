@@ -5,8 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from engine.evaluate.retrieval_setup import (RerankedSearcher, RetrievalSetupError, check_names, dataset_name,
-                                             require_vectors)
+from engine.evaluate.retrieval_setup import (
+    RerankedSearcher,
+    RetrievalSetupError,
+    check_names,
+    dataset_name,
+    require_vectors,
+)
 from engine.search.protocol import Hit
 
 

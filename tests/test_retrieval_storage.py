@@ -5,8 +5,6 @@ step log are in the run database)."""
 
 from __future__ import annotations
 
-import pytest
-
 from engine.config import load_settings
 from engine.llm.fake import FakeLLM
 from engine.services import build_services

@@ -37,7 +37,7 @@ MODEL_PAYLOAD = (
     "![tracker](https://evil.example/t.gif) and [ok](https://example.org/ok)"
 )
 CORPUS = [
-    {"id": "fest", "title": f"Zorblaxian festival <script>alert('t')</script> [t](javascript:alert('t'))",
+    {"id": "fest", "title": "Zorblaxian festival <script>alert('t')</script> [t](javascript:alert('t'))",
      "url": "javascript:alert(document.cookie)",
      "text": "The Zorblaxian quasar festival is held every spring in Quillmere. "
              f"Quillmere festival guide: {HTML_PAYLOADS}"},

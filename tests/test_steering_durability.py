@@ -225,8 +225,8 @@ def test_resume_does_not_expand_a_node_you_marked_impossible(services, fake_llm)
 
 def stopped_deot(services, fake_llm):
     """A small DEoT run the person stopped after its first summary (no report yet)."""
-    from tests.deot_scripts import SMALL, SUMMARY
     from tests.deot_scripts import QUESTION as DEOT_QUESTION
+    from tests.deot_scripts import SMALL, SUMMARY
 
     return stopped_at(services, fake_llm, SUMMARY, DEOT_QUESTION, "deot", SMALL)
 
@@ -324,7 +324,7 @@ def stopped_omnithink(services, fake_llm):
 
 
 def test_rewrite_article_on_a_stopped_omnithink_run_keeps_it_stopped(services, fake_llm):
-    run = stopped = stopped_omnithink(services, fake_llm)
+    run = stopped_omnithink(services, fake_llm)
     nodes = len(services.repo.list_nodes(run.id))
     sent = services.runner.steer(run.id, "regenerate_article")
     after = services.runner.wait(run.id, timeout=60)
@@ -338,8 +338,8 @@ def test_rewrite_article_on_a_stopped_omnithink_run_keeps_it_stopped(services, f
 
 def test_a_budget_stop_at_a_large_call_counts_as_short_until_the_budget_is_raised(services, fake_llm):
     from engine.llm.accounting import budget_short
-    from tests.deot_scripts import SMALL
     from tests.deot_scripts import QUESTION as DEOT_QUESTION
+    from tests.deot_scripts import SMALL
 
     full = run_to_end(services, DEOT_QUESTION, "deot", SMALL)
     sizes = [(c.prompt_tokens, c.completion_tokens) for c in services.repo.list_llm_calls(full)]
@@ -361,8 +361,8 @@ def test_a_budget_stop_at_a_large_call_counts_as_short_until_the_budget_is_raise
 
 def test_a_finished_run_near_its_budget_is_steered_once_its_budget_is_raised(services, fake_llm):
     from engine.llm.accounting import budget_short
-    from tests.deot_scripts import SMALL
     from tests.deot_scripts import QUESTION as DEOT_QUESTION
+    from tests.deot_scripts import SMALL
 
     run_id = run_to_end(services, DEOT_QUESTION, "deot", SMALL)
     done = services.repo.get_run(run_id)

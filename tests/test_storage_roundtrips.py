@@ -12,6 +12,7 @@ from collections import Counter
 
 import pytest
 from sqlalchemy import inspect
+from sqlalchemy.exc import IntegrityError
 
 from storage import NodeInput
 from storage.models import NodeStatus, RunStatus
@@ -118,7 +119,7 @@ def test_record_llm_call_does_not_touch_the_node(repo):
     assert (stored.prompt_tokens, stored.completion_tokens, stored.llm_calls, stored.version) == (3, 2, 1, version + 1)
     assert usage_columns(repo.get_node(node.id)) == (0, 0, 0.0, 0.0)  # until its next update
     assert repo.node_usage(node.id) == (3, 2, pytest.approx(0.001), pytest.approx(0.01))
-    with pytest.raises(Exception):  # the keys refuse a call of no run, as before
+    with pytest.raises(IntegrityError):  # the keys refuse a call of no run, as before
         call(repo, "nosuchrun", None)
 
 

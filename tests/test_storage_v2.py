@@ -13,7 +13,6 @@ from storage.models import CommandStatus, NodeStatus
 from storage.repository import RunNotFound, SourceInput
 from tests.db_backends import database_url, repo, run_threads, statements  # noqa: F401  (fixtures)
 
-
 # ---------------------------------------------------------------------- nodes
 
 

@@ -96,7 +96,7 @@ def test_the_grid_method_is_offered_and_started_from_explore(services):
 
 def test_the_map_draws_the_declared_kinds_edges_and_grid(services, grid_run, monkeypatch):
     spy = MapSpy(monkeypatch)
-    at = open_page(run_id=grid_run)
+    open_page(run_id=grid_run)
     data = spy.last
     assert data.mode == mindmap.FIXED
     kinds = {n.kind: GridMethod.contract().node_kinds[n.kind] for n in services.repo.list_nodes(grid_run)}

@@ -17,8 +17,14 @@ import pytest
 from engine.search.bundled import open_default_corpus
 from engine.search.local import LocalCorpusSearcher
 from engine.search.uploads import add_uploads
-from engine.search.vectors import (SHIPPED_MODEL, CorpusEmbedding, VectorIndex, embedded_text, shipped_vectors_path,
-                                   text_key)
+from engine.search.vectors import (
+    SHIPPED_MODEL,
+    CorpusEmbedding,
+    VectorIndex,
+    embedded_text,
+    shipped_vectors_path,
+    text_key,
+)
 from storage.corpus_store import SCHEMA_VERSION, CorpusStore, NewDocument
 
 MODEL = "hashed-words"

@@ -11,8 +11,8 @@ from ddgs.exceptions import DDGSException, RatelimitException, TimeoutException
 from engine.config import load_settings
 from engine.search.combined import CombinedSearcher, NullSearcher, build_searcher
 from engine.search.fetch import PageFetcher
-from engine.search.pages import read_pages
 from engine.search.local import LocalCorpusSearcher
+from engine.search.pages import read_pages
 from engine.search.protocol import Hit, Searcher, SearchError
 from engine.search.web import WebSearcher
 from tests.fixtures_corpus import bundled_corpus, no_bundled_reading, prebuilt_corpus_home  # noqa: F401

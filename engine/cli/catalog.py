@@ -30,8 +30,8 @@ def cmd_methods(_args) -> int:
 
 def _embedder_in_use(settings) -> tuple[str | None, str]:
     """The embedding model's description (without loading it), or None and why there is none."""
-    from engine.search.embedding_model import EmbeddingModelUnavailable
     from engine.search.embedders import build_embedder
+    from engine.search.embedding_model import EmbeddingModelUnavailable
 
     if settings.embeddings is None and not settings.builtin_embeddings:
         return None, "THOUGHTMAP_BUILTIN_EMBEDDINGS=0"

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from engine.cli import common
 from engine.cli.basics import EXIT_FAILED, EXIT_OK, CLIError
-from engine.llm.counted import EvalLLM, EvalUsage
 from engine.evaluate.claims import CLAIMS_PURPOSE, ClaimSupportResult, check_and_store
 from engine.evaluate.claims import PROTOCOL as CLAIMS_PROTOCOL
 from engine.evaluate.judges import (
@@ -23,6 +22,7 @@ from engine.evaluate.judges import (
 )
 from engine.evaluate.rubrics import RUBRIC_PURPOSE, RubricResult, grade_and_store
 from engine.evaluate.run_report import JudgeInputError, load_judged_run
+from engine.llm.counted import EvalLLM, EvalUsage
 from engine.safe_text import one_line
 
 

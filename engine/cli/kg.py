@@ -37,9 +37,9 @@ def cmd_kg(args) -> int:
 
 
 def _build(services, args) -> int:
-    from engine.llm.counted import EvalLLM, EvalUsage
     from engine.knowledge.build import CollectionBuilder
     from engine.knowledge.stored import KnowledgeError
+    from engine.llm.counted import EvalLLM, EvalUsage
     from engine.parallel import run_parallel
 
     kind = common.choose_llm(args.llm, services)

@@ -13,9 +13,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from engine.llm.counted import EvalLLM, EvalUsage
 from engine.evaluate.judges import PairwiseResult, get_protocol, judge_and_store
 from engine.evaluate.run_report import JudgeInputError, load_judged_run
+from engine.llm.counted import EvalLLM, EvalUsage
 from engine.methods.params import ParamError, build_params_with_profile
 from engine.methods.registry import UnknownMethod
 from engine.questions import QuestionError, clean_question

@@ -19,13 +19,13 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from engine.evaluate import metrics
-from engine.llm.counted import EvalLLM, EvalUsage
 from engine.evaluate.claims import check_and_store
 from engine.evaluate.datasets import Item
 from engine.evaluate.judge_prompts import KNOWLEDGE_UNITS, quoted
 from engine.evaluate.rubrics import grade_and_store
 from engine.evaluate.run_report import JudgedRun
 from engine.evaluate.verdicts import save_verdict
+from engine.llm.counted import EvalLLM, EvalUsage
 from engine.llm.protocol import StructuredOutputError
 from engine.llm.schema_tools import capped
 from storage.evaluation import EvaluationStore

@@ -27,10 +27,10 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, computed_field, create_model
 
-from engine.llm.counted import EvalLLM, EvalUsage
 from engine.evaluate.judge_prompts import PAIRWISE_DEOT, PAIRWISE_MTQA, quoted
 from engine.evaluate.run_report import JudgedRun
 from engine.evaluate.verdicts import save_verdict
+from engine.llm.counted import EvalLLM, EvalUsage
 from engine.llm.protocol import StructuredOutputError
 from engine.prompting import Prompt
 from storage.evaluation import EvaluationStore

@@ -19,7 +19,6 @@ import numpy as np
 
 from engine.claim_support import citation_error_rate  # noqa: F401  (one of the harness's metrics)
 
-
 # --- short answers: the SQuAD v1.1 script, with HotpotQA's yes/no rule -------------------------
 
 _PUNCTUATION = frozenset(string.punctuation)  # ASCII only, as in the SQuAD script

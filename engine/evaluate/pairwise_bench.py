@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.llm.counted import EvalLLM
 from engine.evaluate.judges import PairwiseResult, PairwiseSummary, get_protocol, judge_and_store, summarize
 from engine.evaluate.run_report import load_judged_run
+from engine.llm.counted import EvalLLM
 from engine.safe_text import inline_text
 from storage.evaluation import EvaluationStore, ItemStatus
 from storage.repository import Repository

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import get_args
 
-from engine.config import RerankerName, Retriever, RetrievalSettings, Settings
+from engine.config import RerankerName, RetrievalSettings, Retriever, Settings
 from engine.search.protocol import Hit, Searcher
 from engine.search.rerank import Reranker
 
@@ -117,8 +117,8 @@ def _corpus_model(services) -> None:
 def _embedder(services):
     """The embedder the methods use (`Services.embedder`: an endpoint's, else the built-in one),
     loaded; said when there is none, where a run would rank by BM25 instead."""
-    from engine.search.embedding_model import EmbeddingModelUnavailable
     from engine.search.embedders import build_embedder
+    from engine.search.embedding_model import EmbeddingModelUnavailable
 
     settings = services.settings
     embedder = services.embedder

@@ -23,10 +23,10 @@ from typing import Literal
 from pydantic import BaseModel, Field, computed_field
 
 from engine.citations import strip_markers
-from engine.llm.counted import EvalLLM, EvalUsage
 from engine.evaluate.judge_prompts import KEY_POINT_CHECK, KEY_POINTS, RUBRIC_OMNITHINK, SCORE_DEEPRESEARCH, quoted
 from engine.evaluate.run_report import JudgedRun
 from engine.evaluate.verdicts import save_verdict
+from engine.llm.counted import EvalLLM, EvalUsage
 from engine.llm.protocol import StructuredOutputError
 from engine.llm.schema_tools import capped
 from engine.safe_text import shown_text

@@ -23,14 +23,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.llm.counted import BudgetSpent, EvalLLM, EvalUsage
 from engine.evaluate.datasets import DEFAULT_SEED, Item, get_dataset, items_by_id, load_items
 from engine.evaluate.item_judges import ITEM_JUDGES, judge_item
 from engine.evaluate.reader import reader_version
-from engine.evaluate.run_report import JudgeInputError, load_judged_run
 from engine.evaluate.results import HARNESS_ERROR, JUDGE_ERROR, JUDGED
+from engine.evaluate.run_report import JudgeInputError, load_judged_run
 from engine.evaluate.scoring import score_item, usage_metrics
 from engine.llm.accounting import budget_short, stopped_by_budget
+from engine.llm.counted import BudgetSpent, EvalLLM, EvalUsage
 from engine.llm.protocol import LLMError
 from engine.methods.params import ParamError, build_params_with_profile, profile_for_llm
 from engine.methods.registry import UnknownMethod
@@ -259,7 +259,7 @@ class BenchmarkRunner:
         self.store.finish_item(row_id, status=ItemStatus.FAILED, prediction="", metrics=kept, eval_usage={},
                                error=what + again)
 
-    def _do_row(self, bench: Benchmark, row: BenchmarkItem, item: Item, budget: "_BudgetGate",
+    def _do_row(self, bench: Benchmark, row: BenchmarkItem, item: Item, budget: _BudgetGate,
                 stop: threading.Event, reader: EvalLLM) -> None:
         runner = self.services.runner
         run_id = row.run_id
@@ -318,7 +318,7 @@ class BenchmarkRunner:
                                prediction=prediction[:20000], metrics=scores, eval_usage=usage.as_dict(),
                                error=error or scores.get("reader_error", ""))
 
-    def rescore(self, benchmark_id: str, *, progress: Progress | None = None) -> "Rescored":
+    def rescore(self, benchmark_id: str, *, progress: Progress | None = None) -> Rescored:
         """Score every finished item again from its stored run, with this release's scoring (after a
         fix to a metric or to the reader). The reader is asked again only where its reading does not
         exist yet, failed or came from another version of its prompt (`reader.reader_version`); LLM

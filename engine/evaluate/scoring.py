@@ -15,9 +15,9 @@ from typing import Any
 
 from engine.citations import cited_source_ids, strip_markers
 from engine.evaluate import metrics
-from engine.llm.counted import EvalLLM
 from engine.evaluate.datasets import Item
 from engine.evaluate.reader import ReadAnswer, own_short_answer, read_answer, reader_version
+from engine.llm.counted import EvalLLM
 from engine.methods.registry import get_method
 from engine.narration import SEARCH, active_seconds
 from engine.safe_text import shown_text

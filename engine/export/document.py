@@ -16,8 +16,16 @@ from typing import Literal
 
 from engine.citations import number_citations, without_reference_list
 from engine.markdown_code import Fence, fences
-from engine.report import (heading_words, partial_heading, partial_label, partial_nodes, report_citations, report_title,
-                           status_note, written_block)
+from engine.report import (
+    heading_words,
+    partial_heading,
+    partial_label,
+    partial_nodes,
+    report_citations,
+    report_title,
+    status_note,
+    written_block,
+)
 from engine.safe_text import names_report_section, one_line, prose_block, shown_text, terminal_text
 from storage.repository import Repository
 

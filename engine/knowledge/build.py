@@ -22,12 +22,12 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
-from engine.llm.counted import EvalLLM
 from engine.knowledge.chunks import DEFAULT_CHUNK_TOKENS, corpus_chunks
 from engine.knowledge.extract import ChunkExtractor, Parallel
 from engine.knowledge.open import collection_graph_key
 from engine.knowledge.stored import KnowledgeError
 from engine.knowledge.units import BuildProgress
+from engine.llm.counted import EvalLLM
 from engine.llm.protocol import BudgetExceeded, LLMError
 from engine.redact import redact_secrets
 from storage.corpus_store import CorpusStore

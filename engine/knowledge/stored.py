@@ -23,7 +23,6 @@ from engine.knowledge.expand import adjacency, expand
 from engine.knowledge.extract import EXTRACT_MAX_TOKENS, PURPOSE, Asker, ChunkExtractor, Parallel
 from engine.knowledge.index import KeyIndex, OnError
 from engine.knowledge.merge import MAX_KEYWORD_CHARS, clean
-from engine.names import content_words, proper_names
 from engine.knowledge.prompts import KEYWORDS
 from engine.knowledge.schemas import QuestionKeywords
 from engine.knowledge.units import (
@@ -36,6 +35,7 @@ from engine.knowledge.units import (
     Triple,
 )
 from engine.llm.protocol import StructuredOutputError
+from engine.names import content_words, proper_names
 from engine.search.embeddings import Embedder, EmbeddingError
 from engine.search.protocol import Hit
 from storage.knowledge import KnowledgeStore

@@ -169,7 +169,7 @@ class _Reservations:
 class _AccountedLLM:
     """An LLM proxy bound to one run and node: budget reservation before, usage record after."""
 
-    def __init__(self, owner: "RunLLM", node_id: int | None) -> None:
+    def __init__(self, owner: RunLLM, node_id: int | None) -> None:
         self._owner = owner
         self._node_id = node_id
 

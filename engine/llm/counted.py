@@ -55,7 +55,7 @@ class BudgetSpent(Exception):
 
 
 class _CountingLLM:
-    def __init__(self, owner: "EvalLLM") -> None:
+    def __init__(self, owner: EvalLLM) -> None:
         self._owner = owner
 
     @property
@@ -104,11 +104,11 @@ class EvalLLM:
     def model_for(self, purpose: str) -> str:
         return self.llm.model_for(purpose)
 
-    def with_usage(self, usage: EvalUsage) -> "EvalLLM":
+    def with_usage(self, usage: EvalUsage) -> EvalLLM:
         """The same LLM counting into `usage` (one per item or verdict) as well as into this one's."""
         return EvalLLM(self.llm, self.prices, usage, self.max_reasks, also=self.usages, gate=self.gate)
 
-    def with_gate(self, gate: Callable[[], None]) -> "EvalLLM":
+    def with_gate(self, gate: Callable[[], None]) -> EvalLLM:
         """The same LLM, counting into the same usages, that calls `gate` before each question."""
         return EvalLLM(self.llm, self.prices, self.usage, self.max_reasks, also=self.usages[1:], gate=gate)
 

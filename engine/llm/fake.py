@@ -26,14 +26,14 @@ import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 from pydantic import BaseModel
 
+from engine.llm.fake_words import aspect, follow_up, listed_options, section_title, subject
 from engine.llm.protocol import ChatRequest, ChatResponse, Message, ResponseFormat, TokenLogprob, Usage
 from engine.llm.schema_fill import StringSlot, fill_schema
 from engine.llm.structured import FORMAT_OPENING, REASK_OPENING, TOO_LONG_OPENING, extract_json
-from engine.llm.fake_words import aspect, follow_up, listed_options, section_title, subject
 
 FAKE_MODEL = "fake"
 FAKE_DESCRIPTION = "scripted fake LLM (offline, deterministic)"
@@ -50,13 +50,13 @@ class FakeReply:
     cut_off: bool = False  # served as stopped by the output-token limit (finish_reason "length")
 
 
-Responder = Union[str, dict, BaseModel, FakeReply, BaseException, Callable[[ChatRequest], Any]]
+Responder = str | dict | BaseModel | FakeReply | BaseException | Callable[[ChatRequest], Any]
 
 
 # ====================================================================== scripted fake
 
 
-Names = Union[str, Collection[str]]  # prompt names: exact ("deot.controller") or "prefix.*"
+Names = str | Collection[str]  # prompt names: exact ("deot.controller") or "prefix.*"
 
 
 @dataclass(frozen=True)

@@ -29,10 +29,10 @@ import hashlib
 import importlib
 import json
 import math
-import re
-import struct
 import random
+import re
 import signal
+import struct
 import sys
 import threading
 import time

@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import openai
@@ -30,9 +30,8 @@ import openai
 from engine.config import LLMSettings
 from engine.config_values import url_problem
 from engine.llm.limits import ConcurrencyLimiter
-from engine.llm.structured_modes import MODE_LADDER, StructuredModeMemory, proves_mode_unsupported
-from engine.text import storable_text
 from engine.llm.protocol import (
+    PROMPT_HEADER,
     ChatRequest,
     ChatResponse,
     LLMAuthError,
@@ -42,12 +41,13 @@ from engine.llm.protocol import (
     LLMRequestError,
     LLMServerError,
     LLMTimeoutError,
-    PROMPT_HEADER,
     ResponseFormat,
     TokenLogprob,
     Usage,
 )
+from engine.llm.structured_modes import MODE_LADDER, StructuredModeMemory, proves_mode_unsupported
 from engine.redact import redact_secrets, redact_url
+from engine.text import storable_text
 
 RETRYABLE_STATUSES = frozenset({408, 409, 429})  # plus every 5xx
 
@@ -460,8 +460,8 @@ def _server_requested_delay(headers: Mapping[str, str], now: datetime | None) ->
     except (TypeError, ValueError):
         return None
     if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return (when - (now or datetime.now(timezone.utc))).total_seconds()
+        when = when.replace(tzinfo=UTC)
+    return (when - (now or datetime.now(UTC))).total_seconds()
 
 
 def _retryable_status(status: int) -> bool:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 import threading
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from engine.llm.protocol import ResponseFormat
 
@@ -67,7 +67,7 @@ class StructuredModeMemory:
             current = self._learned.get((endpoint, model))
             if current is None or MODE_LADDER.index(mode) > MODE_LADDER.index(current.mode):
                 self._learned[(endpoint, model)] = LearnedMode(
-                    endpoint, model, mode, reason[:300], datetime.now(timezone.utc))
+                    endpoint, model, mode, reason[:300], datetime.now(UTC))
 
     def forget(self, endpoint: str | None = None, model: str | None = None) -> int:
         """Start again from json_schema: for one endpoint (and model), or for all. Returns how many."""

@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine.graph import PARTIAL_REPORT, RunGraph
-from engine.methods.estimate import CostEstimate
+from engine import narration
 from engine.contract import (
     CommandPayload,
     CommandSpec,
@@ -30,16 +29,17 @@ from engine.contract import (
     ViewSpec,
     regenerate_report_command,
 )
+from engine.graph import PARTIAL_REPORT, RunGraph
 from engine.llm.accounting import RunLLM
+from engine.methods.estimate import CostEstimate
 from engine.parallel import run_parallel
-from engine import narration
 from engine.reader_text import UNWRITTEN, is_placeholder
 from engine.search.embeddings import Embedder
 from engine.search.fetch import PageFetcher
 from engine.search.pages import PagesRead, read_pages, readable
-from engine.search.protocol import Hit, SearchError, Searcher
-from engine.search.rerank import Reranker
+from engine.search.protocol import Hit, Searcher, SearchError
 from engine.search.relevance import DEFAULT_FLOOR, RelevanceResult
+from engine.search.rerank import Reranker
 from storage.models import Command, Node, NodeStatus
 
 if TYPE_CHECKING:  # the knowledge layer is imported by the methods that use it, not by every run

@@ -6,8 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from engine.methods.base import RunContext
 from engine.contract import NodeData, NodeKind
+from engine.methods.base import RunContext
 from storage.models import Node, NodeStatus
 
 

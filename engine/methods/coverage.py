@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from engine.search.relevance import SEARCH_OFF
 from engine.safe_text import inline_text
+from engine.search.relevance import SEARCH_OFF
 
 if TYPE_CHECKING:
     from engine.methods.base import RunContext

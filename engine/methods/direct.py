@@ -7,11 +7,11 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from engine.llm.protocol import StructuredOutputError
-from engine.reader_text import ReadableText
 from engine.methods import baseline_prompts as prompts
 from engine.methods.base import Method, MethodParams, RunContext, yes_no_field
-from engine.methods.estimate import CostEstimate, capped_tokens, single_call
 from engine.methods.common import ANSWER, ASKED_QUESTION, child_of_kind, ensure_root
+from engine.methods.estimate import CostEstimate, capped_tokens, single_call
+from engine.reader_text import ReadableText
 from storage.models import NodeStatus
 
 

@@ -8,11 +8,11 @@ from pydantic import BaseModel, Field
 
 from engine.citations import attribute_uncited, cited_source_ids, source_blocks, to_stored_markers
 from engine.llm.protocol import StructuredOutputError
-from engine.reader_text import ReadableText
 from engine.methods import baseline_prompts as prompts
 from engine.methods.base import Method, MethodParams, RunContext, read_pages_field, relevance_floor_field, yes_no_field
-from engine.methods.estimate import CostEstimate, capped_tokens, single_call
 from engine.methods.common import ANSWER, ASKED_QUESTION, RETRIEVAL, child_of_kind, ensure_root
+from engine.methods.estimate import CostEstimate, capped_tokens, single_call
+from engine.reader_text import ReadableText
 from engine.search.protocol import SearchError
 from engine.search.relevance import not_covered, nothing_found, relevant_hits, ungrounded_note
 from storage.models import Node, NodeStatus

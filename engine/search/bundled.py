@@ -39,8 +39,17 @@ from engine.search.protocol import SearchError
 from engine.search.uploads import reindex_uploads
 from engine.search.vectors import SHIPPED_MODEL, CorpusEmbedding, VectorIndex, shipped_vectors_path
 from storage.corpus_lock import CorpusBuildLock
-from storage.corpus_store import (SCHEMA_KEY, SCHEMA_VERSION, CorpusLocked, CorpusStore, CorpusUnavailable, NewDocument,
-                                  move_index, read_meta, remove_index)
+from storage.corpus_store import (
+    SCHEMA_KEY,
+    SCHEMA_VERSION,
+    CorpusLocked,
+    CorpusStore,
+    CorpusUnavailable,
+    NewDocument,
+    move_index,
+    read_meta,
+    remove_index,
+)
 
 BUNDLED_DATA_DIR = Path(__file__).resolve().parents[2] / "data" / "datasets"
 

@@ -75,7 +75,7 @@ class ExcludingSearcher:
         page = titled_page(self.searcher, title)
         return None if page is None or self.excludes(page) else page
 
-    def web_first(self) -> "ExcludingSearcher":
+    def web_first(self) -> ExcludingSearcher:
         """The wrapped searcher's web-first search (`combined.web_first`), still without the excluded."""
         from engine.search.combined import web_first
 

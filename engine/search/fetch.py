@@ -157,7 +157,7 @@ class PageFetcher:
                 ) from exc
             if not addresses:
                 raise FetchError(f"cannot resolve host '{host}'",
-                                 hint="check the URL and your network connection")
+                                 hint="check the URL and your network connection") from None
         for address in addresses:
             why = self.address_policy(address)
             if why:
@@ -265,7 +265,7 @@ def _check_url_form(url: str) -> None:
     if not parts.hostname:
         raise FetchError(f"refused: '{url}' has no host")
     try:
-        parts.port  # urlsplit checks the port only when it is read
+        _ = parts.port  # urlsplit checks the port only when it is read
     except ValueError as exc:
         raise FetchError(f"refused: bad port in '{url}'") from exc
 

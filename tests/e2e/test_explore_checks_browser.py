@@ -336,7 +336,14 @@ def test_11_streamlit_deploy_and_stop_buttons_stay_hidden(checks_app, tab, repo)
         stops = page.get_by_role("button", name="Stop")
         assert stops.count() >= 1 and stops.count() == page.locator(f".st-key-stop-{run_id}").get_by_role(
             "button", name="Stop").count(), "every Stop button is the app's own"
-    app_stop.click()
+
+    def stop_clicked() -> bool:
+        # The replies held above now arrive together: the live run's reruns redraw the button while a
+        # click waits for it (on a loaded machine, for the whole click timeout). Each try finds it anew.
+        page.locator(f".st-key-stop-{run_id} button").first.click(timeout=5_000)
+        return True
+
+    poll(page, stop_clicked, timeout=60, what="the app's Stop to take the click")
     wait_finished(page, repo, run_id)
 
 

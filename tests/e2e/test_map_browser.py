@@ -19,7 +19,7 @@ from components.map_style import STATUS_STYLES
 from components.run_view import STEER_ON
 from engine.node_numbers import node_numbers
 from storage.models import NodeStatus, RunStatus
-from tests.e2e.conftest import ARTIFACTS, MAP_IFRAME, map_frame, node_panel_column, map_nodes, node_selectbox, poll, rgb
+from tests.e2e.conftest import ARTIFACTS, MAP_IFRAME, map_frame, map_nodes, node_panel_column, node_selectbox, poll, rgb
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 

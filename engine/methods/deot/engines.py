@@ -8,7 +8,6 @@ otherwise write until the endpoint's default cap (minutes on a CPU) before the a
 from __future__ import annotations
 
 import re
-
 from dataclasses import dataclass
 from typing import Any
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from engine.llm.protocol import (
@@ -36,7 +36,7 @@ TASK_FAILURES = (SearchError, StructuredOutputError, LLMRequestError, LLMServerE
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 def _run_task(ctx: RunContext[DeotParams], node: Node, sources: NodeSources, task: dict[str, Any],
@@ -94,8 +94,8 @@ def execute_plan(ctx: RunContext[DeotParams], node: Node, tasks: list[dict[str, 
             break
         turns = SearchTurns([task["id"] for task in wave if task["tool"] in SEARCH_TOOLS])
         outcomes = run_parallel_settled(ctx.executor, [
-            (lambda task=task: _run_task(ctx, node, sources, task, [results[d] for d in task.get("depends_on", [])],
-                                         turns))
+            (lambda task=task, turns=turns: _run_task(ctx, node, sources, task,
+                                                      [results[d] for d in task.get("depends_on", [])], turns))
             for task in wave])
         ending = next((error for _, error in outcomes if error is not None), None)
         for task, (result, error) in zip(wave, outcomes):

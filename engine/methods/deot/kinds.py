@@ -8,8 +8,6 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from engine.methods.common import DroppedHit
-from engine.methods.deot import prompts
 from engine.contract import (
     CommandSpec,
     EdgeKind,
@@ -20,6 +18,8 @@ from engine.contract import (
     regenerate_report_command,
     restore_command,
 )
+from engine.methods.common import DroppedHit
+from engine.methods.deot import prompts
 from engine.questions import MAX_QUESTION_CHARS, clean_question
 from storage.models import NodeStatus
 

@@ -11,7 +11,6 @@ node interrupted mid-solve reuses what its solve had stored (`checkpoint.py`).
 from __future__ import annotations
 
 import re
-
 from typing import Any
 
 from engine.citations import (
@@ -20,12 +19,13 @@ from engine.citations import (
     source_blocks,
     to_stored_markers,
 )
+from engine.contract import CommandPayload, CommandRejected, CommandSpec
 from engine.graph import NewNode
 from engine.llm.protocol import StructuredOutputError
 from engine.methods.base import REPORT, Method, RunContext, UnsupportedCommand
-from engine.contract import CommandPayload, CommandRejected, CommandSpec
-from engine.methods.deot import prompts
 from engine.methods.deot import estimate as cost
+from engine.methods.deot import prompts
+from engine.methods.deot import report as final_report
 from engine.methods.deot.checkpoint import SolveCheckpoint
 from engine.methods.deot.engines import Proposal, breadth, decide, depth, follow_ups_retry, layer_of
 from engine.methods.deot.executor import execute_plan
@@ -40,8 +40,6 @@ from engine.methods.deot.kinds import (
     QuestionData,
 )
 from engine.methods.deot.params import DeotParams
-from engine.methods.estimate import CostEstimate
-from engine.methods.deot import report as final_report
 from engine.methods.deot.planner import make_plan
 from engine.methods.deot.schemas import (
     PRIORITY_WEIGHT,
@@ -51,10 +49,10 @@ from engine.methods.deot.schemas import (
     OptimizedQuery,
     RepairedQuery,
 )
+from engine.methods.estimate import CostEstimate
 from engine.reader_text import first_readable, readable_sections
 from engine.search.relevance import not_covered, ungrounded_note
 from storage.models import Node, NodeStatus
-
 
 EMPTY_SUMMARY = ("the model's summary held no content (only field names, schema words or error messages); "
                  "press Retry to solve the node again")

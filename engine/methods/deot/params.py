@@ -116,7 +116,7 @@ class DeotParams(MethodParams):
     )
 
     @model_validator(mode="after")
-    def _at_least_one_tool(self) -> "DeotParams":
+    def _at_least_one_tool(self) -> DeotParams:
         if not self.enabled_tools():
             raise ValueError("switch on at least one tool (news_search, info_search, event_extractor, "
                              "history_analyzer or direct_reasoning)")

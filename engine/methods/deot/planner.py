@@ -12,7 +12,6 @@ from engine.methods.deot import prompts
 from engine.methods.deot.params import DeotParams
 from engine.methods.deot.schemas import PlanReview, plan_model
 
-
 # Up to three tasks of a few fields each; a cap, so a small model looping in a list stops early.
 PLAN_MAX_TOKENS = 600
 

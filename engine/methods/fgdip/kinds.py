@@ -10,7 +10,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from engine.citations import strip_markers
-from engine.methods.common import DroppedHit
 from engine.contract import (
     CommandPayload,
     CommandRejected,
@@ -26,6 +25,7 @@ from engine.contract import (
     ViewSpec,
     regenerate_report_command,
 )
+from engine.methods.common import DroppedHit
 from engine.methods.fgdip import prompts
 from engine.methods.fgdip.trajectory import action_markdown
 from engine.prompting import inert
@@ -281,7 +281,7 @@ class EditErrorMemoryPayload(CommandPayload):
                           description="The new text; empty removes the entry.")
 
     @model_validator(mode="after")
-    def _a_new_lesson_has_text(self) -> "EditErrorMemoryPayload":
+    def _a_new_lesson_has_text(self) -> EditErrorMemoryPayload:
         # A form always sends the lesson: refused before it is sent. (An empty payload still parses,
         # as the method contract wants of a command with no required field; the method refuses it
         # when it applies it.)

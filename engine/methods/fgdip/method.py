@@ -17,10 +17,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from engine.citations import strip_markers, without_model_citations, without_page_markers
+from engine.contract import ANSWER_NODE, CommandPayload, CommandRejected, CommandSpec, UnsupportedCommand
 from engine.graph import NewNode
 from engine.llm.protocol import StructuredOutputError
 from engine.methods.base import REPORT, Method, RunContext, RunOutcome
-from engine.contract import ANSWER_NODE, CommandPayload, CommandRejected, CommandSpec, UnsupportedCommand
 from engine.methods.coverage import save_uncovered_report
 from engine.methods.estimate import CostEstimate
 from engine.methods.fgdip import estimate as cost

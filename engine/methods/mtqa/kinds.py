@@ -11,7 +11,6 @@ from typing import ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from engine.citations import cited_source_ids, strip_markers
-from engine.methods.common import DroppedHit
 from engine.contract import (
     CommandPayload,
     CommandRejected,
@@ -30,6 +29,7 @@ from engine.contract import (
     ViewSpec,
     regenerate_report_command,
 )
+from engine.methods.common import DroppedHit
 from engine.methods.mtqa import prompts
 from engine.methods.mtqa.knowledge import Choices, UnitRecord
 from engine.safe_text import inline_text

@@ -8,13 +8,13 @@ module only asks it through the `KnowledgeBase` protocol."""
 from __future__ import annotations
 
 import re
-from types import SimpleNamespace
 from collections.abc import Sequence
+from types import SimpleNamespace
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from engine.citations import CitableSource, source_blocks, strip_markers
-from engine.knowledge.units import KnowledgeBase, KnowledgeScope, KnowledgeUnit, Keywords
+from engine.knowledge.units import Keywords, KnowledgeBase, KnowledgeScope, KnowledgeUnit
 from engine.safe_text import one_line
 
 

@@ -22,13 +22,13 @@ from collections.abc import Sequence
 from pydantic import ValidationError
 
 from engine.citations import cited_source_ids, number_citations, strip_markers, to_stored_markers
+from engine.contract import CommandPayload, CommandRejected, CommandSpec
 from engine.knowledge.chunks import chunk_chars
 from engine.knowledge.stored import KnowledgeError
-from engine.knowledge.units import BuildProgress, KnowledgeBase, Keywords
+from engine.knowledge.units import BuildProgress, Keywords, KnowledgeBase
 from engine.llm.protocol import StructuredOutputError
 from engine.llm.structured import repeats_instructions
 from engine.methods.base import REPORT, Method, RunContext, UnsupportedCommand
-from engine.contract import CommandPayload, CommandRejected, CommandSpec
 from engine.methods.coverage import save_uncovered_report
 from engine.methods.estimate import CostEstimate
 from engine.methods.mtqa import estimate as cost
@@ -182,7 +182,7 @@ class MtqaMethod(Method[MtqaParams]):
                     if source.kind == SUMMARY:
                         # Retrieved with the summary, except under the no-correction ablation.
                         source = self._ensure_units(ctx, source)
-                    ctx.parallel([lambda chain=chain: self._think_chain(ctx, chain, source)
+                    ctx.parallel([lambda chain=chain, source=source: self._think_chain(ctx, chain, source)
                                   for chain in column.chains()
                                   if any(c.status == NodeStatus.PENDING for c in chain)])
                 return True

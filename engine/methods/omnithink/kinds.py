@@ -8,10 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine.methods.common import DroppedHit
 from engine.citations import without_model_citations
-from engine.safe_text import inline_text
-from engine.methods.omnithink import prompts
 from engine.contract import (
     CommandPayload,
     CommandSpec,
@@ -25,6 +22,9 @@ from engine.contract import (
     regenerate_report_command,
     restore_command,
 )
+from engine.methods.common import DroppedHit
+from engine.methods.omnithink import prompts
+from engine.safe_text import inline_text
 from storage.models import NodeStatus
 
 TOPIC, SUBTOPIC = "topic", "subtopic"

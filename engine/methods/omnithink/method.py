@@ -19,12 +19,12 @@ from engine.citations import (
     source_blocks,
     to_stored_markers,
 )
-from engine.llm.protocol import StructuredOutputError
-from engine.graph import NewNode, RunGraph
-from engine.methods.base import REPORT, Method, RunContext, UnsupportedCommand
-from engine.methods.estimate import CostEstimate
-from engine.methods.coverage import save_uncovered_report, uncovered_section
 from engine.contract import CommandPayload, CommandRejected, CommandSpec, Notice
+from engine.graph import NewNode, RunGraph
+from engine.llm.protocol import StructuredOutputError
+from engine.methods.base import REPORT, Method, RunContext, UnsupportedCommand
+from engine.methods.coverage import save_uncovered_report, uncovered_section
+from engine.methods.estimate import CostEstimate
 from engine.methods.omnithink import estimate as cost
 from engine.methods.omnithink import prompts
 from engine.methods.omnithink.kinds import (
@@ -36,20 +36,20 @@ from engine.methods.omnithink.kinds import (
     STEPS,
     SUBTOPIC,
     TOPIC,
-    TreeNodeData,
     VIEW,
     AddSubtopicPayload,
     ConceptPool,
     ExpandPayload,
     OutlineState,
+    TreeNodeData,
 )
 from engine.methods.omnithink.params import OmniThinkParams
 from engine.methods.omnithink.pool import merge
-from engine.reader_text import REPORT_NOT_WRITTEN, SECTION_NOT_WRITTEN, UNWRITTEN, first_readable
 from engine.methods.omnithink.schemas import Reflection, expansion_model, outline_model
+from engine.reader_text import REPORT_NOT_WRITTEN, SECTION_NOT_WRITTEN, UNWRITTEN, first_readable
+from engine.search.embeddings import top_for_each
 from engine.search.protocol import Hit, SearchError
 from engine.search.relevance import not_covered, nothing_found, relevant_hits
-from engine.search.embeddings import top_for_each
 from storage.models import Node, NodeStatus, Source
 
 ARTICLE = REPORT

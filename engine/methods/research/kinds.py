@@ -11,7 +11,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from engine.citations import strip_markers
 from engine.claim_support import CLAIM_SUPPORT
-from engine.methods.common import DroppedHit
 from engine.contract import (
     CommandPayload,
     CommandSpec,
@@ -24,6 +23,7 @@ from engine.contract import (
     ViewSpec,
     regenerate_report_command,
 )
+from engine.methods.common import DroppedHit
 from engine.methods.research import prompts
 from engine.methods.research.steps import RERANK, SUMMARY, RerankData, SummaryData
 from engine.safe_text import inline_text

@@ -19,9 +19,9 @@ import re
 from dataclasses import replace
 
 from engine.citations import cited_source_ids, number_citations, strip_markers
+from engine.contract import ANSWER_NODE, CommandPayload, CommandRejected, CommandSpec, UnsupportedCommand
 from engine.llm.protocol import StructuredOutputError
 from engine.methods.base import REPORT, Method, RunContext, RunOutcome
-from engine.contract import ANSWER_NODE, CommandPayload, CommandRejected, CommandSpec, UnsupportedCommand
 from engine.methods.estimate import CostEstimate
 from engine.methods.research import estimate as cost
 from engine.methods.research import prompts
@@ -48,10 +48,10 @@ from engine.methods.research.report import report
 from engine.methods.research.schemas import AgentTurn
 from engine.methods.research.search_tool import RUN_WIDE_NUMBER, findings, retrieve, summarize
 from engine.methods.research.steps import RERANK, SUMMARY, step_node
-from engine.reader_text import is_placeholder
-from engine.search.relevance import not_covered, ungrounded_note
 from engine.prompting import inert
+from engine.reader_text import is_placeholder
 from engine.safe_text import one_line
+from engine.search.relevance import not_covered, ungrounded_note
 from storage.models import Node, NodeStatus, Source
 
 UNFINISHED = (NodeStatus.PENDING, NodeStatus.RUNNING)

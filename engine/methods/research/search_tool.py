@@ -17,14 +17,13 @@ from engine.methods.research import prompts
 from engine.methods.research.markers import numbered, write_cited
 from engine.methods.research.params import ResearchParams
 from engine.methods.research.steps import RERANK, ranking, step_node
+from engine.prompting import inert
 from engine.search.protocol import SearchError
 from engine.search.relevance import RelevanceResult, nothing_found, relevant_hits
 from engine.search.rerank import BM25Reranker, Reranker
 from engine.search.rerankers import LLMReranker
 from engine.search.retrieval import KeepOrder, builtin_reranker
-from engine.prompting import inert
 from storage.models import Node, Source
-
 
 # A document number [n] (or [n, m]) in the agent's reasoning, left out of later prompts (`Chain.reasoning`).
 RUN_WIDE_NUMBER = re.compile(r"\s*\[\d+(?:\s*[,;]\s*\d+)*\]")
