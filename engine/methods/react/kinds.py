@@ -7,6 +7,7 @@ from pydantic import Field
 
 from engine.contract import NodeData, NodeKind, Variant
 from engine.methods.common import ASKED_QUESTION, AnswerData, DroppedHit
+from storage.models import Node
 
 
 class StepData(NodeData):
@@ -34,3 +35,13 @@ ANSWER = NodeKind("answer", ReactAnswerData, "Answer", "#9D755D", "the answer, w
                   answers=True)
 
 KINDS = (ASKED_QUESTION, STEP, ANSWER)
+
+
+def step_of(node: Node) -> StepData:
+    """A step node's data, typed."""
+    return StepData.model_validate(node.data)
+
+
+def answer_of(node: Node) -> ReactAnswerData:
+    """An answer node's data, typed."""
+    return ReactAnswerData.model_validate(node.data)

@@ -25,7 +25,7 @@ from engine.methods.coverage import save_uncovered_report
 from engine.methods.estimate import CostEstimate
 from engine.methods.react import estimate as cost
 from engine.methods.react import prompts
-from engine.methods.react.kinds import KINDS
+from engine.methods.react.kinds import KINDS, answer_of, step_of
 from engine.methods.react.params import ReactParams
 from engine.methods.react.schemas import FinishStep, ReactStep, WrittenAnswer
 from engine.prompting import inert
@@ -85,7 +85,7 @@ class ReactMethod(Method[ReactParams]):
         """A step finished with the answer, or failed (the run then fails; a resume tries it again)."""
         last = chain[-1] if chain else None
         return last is not None and (last.status == NodeStatus.FAILED or
-                                     (last.status == NodeStatus.DONE and last.data.get("action") == "finish"))
+                                     (last.status == NodeStatus.DONE and step_of(last).action == "finish"))
 
     def _chain(self, ctx: RunContext[ReactParams], root: Node) -> list[Node]:
         chain: list[Node] = []
@@ -123,7 +123,7 @@ class ReactMethod(Method[ReactParams]):
         params = ctx.params
         query = " ".join(chosen.argument.split())
         label = f"Search: {query[:80]}"
-        searched = {" ".join(n.data.get("argument", "").split()).lower() for n in done if n.data.get("action") == "search"}
+        searched = {" ".join(step_of(n).argument.split()).lower() for n in done if step_of(n).action == "search"}
         if query.lower() in searched:  # ReAct's known loop: the observation says so instead of searching again
             return ctx.graph.finish(node, label=label, data={**data, "repeated": True},
                                     content=inert(chosen.thought) + "\n\n_This query was already searched._")
@@ -148,12 +148,12 @@ class ReactMethod(Method[ReactParams]):
         numbers: dict[int | None, int] = {}
         parts = []
         for index, step in enumerate(steps, 1):
-            data = step.data
-            parts.append(f"Thought {index}: <<<{inert(data.get('thought', ''))}>>>\n"
-                         f"Action {index}: {data.get('action', '')} <<<{inert(data.get('argument', ''))}>>>")
-            if data.get("action") != "search":
+            data = step_of(step)
+            parts.append(f"Thought {index}: <<<{inert(data.thought)}>>>\n"
+                         f"Action {index}: {data.action} <<<{inert(data.argument)}>>>")
+            if data.action != "search":
                 continue
-            if data.get("repeated"):
+            if data.repeated:
                 observation = "you searched this already; search other words, or finish."
             else:
                 found = ctx.graph.sources(step)
@@ -172,7 +172,7 @@ class ReactMethod(Method[ReactParams]):
 
     def _answer(self, ctx: RunContext[ReactParams], chain: list[Node]) -> None:
         last = chain[-1] if chain else None
-        if last is None or last.status != NodeStatus.DONE or last.data.get("action") != "finish":
+        if last is None or last.status != NodeStatus.DONE or step_of(last).action != "finish":
             return  # a failed step: nothing was answered (the report says so; a resume tries again)
         answer = next((c for c in ctx.graph.children(last) if c.kind == "answer"), None)
         if answer is not None and answer.status == NodeStatus.DONE:
@@ -188,7 +188,7 @@ class ReactMethod(Method[ReactParams]):
         messages = prompts.ANSWER.render(
             question=ctx.question, today=ctx.today.isoformat(), answer_form=prompts.answer_form(ctx.params.yes_no),
             passages=source_blocks(sources, max_chars=ctx.params.observation_chars) if sources else "(none)",
-            answer=inert(last.data.get("argument", "")), reason=inert(last.data.get("thought", "")))
+            answer=inert(step_of(last).argument), reason=inert(step_of(last).thought))
         try:
             written = ctx.llm.ask(messages, WrittenAnswer, node_id=answer.id)
         except StructuredOutputError as exc:
@@ -209,27 +209,28 @@ class ReactMethod(Method[ReactParams]):
                     "try it again._")
             ctx.graph.save_report(body, data={"method": self.name, "steps": len(chain)})
             return
-        if answer.data.get("not_covered"):  # nothing any search found was about the question
-            searched = [n.data.get("argument", "") for n in chain if n.data.get("action") == "search"]
-            nearest = [hit.get("title", "") for n in chain for hit in n.data.get("dropped_as_unrelated", [])]
+        if answer_of(answer).not_covered:  # nothing any search found was about the question
+            steps = [step_of(n) for n in chain]
+            searched = [step.argument for step in steps if step.action == "search"]
+            nearest = [hit.title for step in steps for hit in step.dropped_as_unrelated]
             save_uncovered_report(ctx, searched, nearest, {"method": self.name, "steps": len(chain),
                                                            "short_answer": None})
             return
         lines = ["", "", "### How it was found", ""]
         for number, step in enumerate(chain, 1):
-            data = step.data
-            argument = inline_text(data.get("argument", ""))
-            if data.get("action") == "finish":
+            data = step_of(step)
+            argument = inline_text(data.argument)
+            if data.action == "finish":
                 lines.append(f"{number}. Finished with the answer {argument}.")
-            elif data.get("repeated"):
+            elif data.repeated:
                 lines.append(f"{number}. Searched {argument} again: nothing new.")
             else:
                 cited = " ".join(f"[[S{s.id}]]" for s in ctx.graph.sources(step))
-                found = data.get("found", 0)
+                found = data.found
                 passages = "1 passage" if found == 1 else f"{found} passages"
                 lines.append(f"{number}. Searched {argument}: {passages} {cited}".rstrip() + ".")
         own = "\n".join(lines)
         if not cited_source_ids(answer.content):
             own = ungrounded_note(ctx.searcher.description) + own
         ctx.graph.save_report(answer.content, own=own, data={
-            "method": self.name, "steps": len(chain), "short_answer": answer.data.get("short_answer", "")})
+            "method": self.name, "steps": len(chain), "short_answer": answer_of(answer).short_answer})
