@@ -28,6 +28,7 @@ from engine.methods.research import prompts
 from engine.methods.research.steps import RERANK, SUMMARY, RerankData, SummaryData
 from engine.safe_text import inline_text
 from engine.search.rerankers import JUDGE
+from storage.models import Node
 
 QUESTION, SEARCH, REASONING, ANSWER = "question", "search", "reasoning", "answer"
 DROPPED_SOURCES = "dropped_sources"
@@ -269,3 +270,18 @@ STEPS = {
     JUDGE.name: "judging whether a document is relevant to the query",
     CLAIM_SUPPORT.name: "checking each cited sentence against its source",
 }
+
+
+def search_of(node: Node) -> SearchData:
+    """A search node's data, typed."""
+    return SearchData.model_validate(node.data)
+
+
+def turn_of(node: Node) -> ReasoningData:
+    """A reasoning turn's data, typed."""
+    return ReasoningData.model_validate(node.data)
+
+
+def answer_of(node: Node) -> AnswerData:
+    """The answer node's data, typed."""
+    return AnswerData.model_validate(node.data)

@@ -42,6 +42,9 @@ from engine.methods.research.kinds import (
     DroppedSource,
     DroppedSources,
     DropSourcePayload,
+    answer_of,
+    search_of,
+    turn_of,
 )
 from engine.methods.research.params import ResearchParams
 from engine.methods.research.report import report
@@ -96,27 +99,27 @@ class Chain:
         return self.summaries_of.get(node.id) or self.reranks.get(node.id) or node
 
     def agent_searches(self) -> int:
-        return sum((n.data or {}).get("by") == "agent" for n in self.searches)
+        return sum(search_of(n).by == "agent" for n in self.searches)
 
     def agent_turns(self) -> int:
-        return sum(not (n.data or {}).get("focus") for n in self.turns)
+        return sum(not turn_of(n).focus for n in self.turns)
 
     def reasoning(self, before: int | None = None) -> list[str]:
         """The finished turns' reasoning, for the next prompts, without its [n]: they were run-wide
         document numbers when it was written, which a dropped source has shifted since (the writer
         would read "[7]" as another document) and the summarizer numbers per search."""
-        return [RUN_WIDE_NUMBER.sub("", (n.data or {}).get("reasoning", "")) for n in self.turns
-                if n.status == NodeStatus.DONE and (before is None or n.id < before) and (n.data or {}).get("reasoning")]
+        return [RUN_WIDE_NUMBER.sub("", turn_of(n).reasoning) for n in self.turns
+                if n.status == NodeStatus.DONE and (before is None or n.id < before) and turn_of(n).reasoning]
 
     def queries(self) -> list[str]:
         """The queries searched: a search whose backend failed found nothing, so asking it again
         (the agent, or Add a query) is not a repeat."""
-        return [(n.data or {}).get("query", "") for n in self.searches if not (n.data or {}).get("search_error")]
+        return [search_of(n).query for n in self.searches if not search_of(n).search_error]
 
     def failed_searches(self) -> list[Node]:
         """Searches whose backend failed and whose query no later search found again."""
-        failed = [n for n in self.searches if n.status == NodeStatus.DONE and (n.data or {}).get("search_error")]
-        return [n for n in failed if not any(_same_query((n.data or {}).get("query", ""), q) for q in self.queries())]
+        failed = [n for n in self.searches if n.status == NodeStatus.DONE and search_of(n).search_error]
+        return [n for n in failed if not any(_same_query(search_of(n).query, q) for q in self.queries())]
 
 
 UNCHECKED_NOTE = ("_The run stopped before this answer's citation check finished: its citations point to "
@@ -176,7 +179,7 @@ class ResearchMethod(Method[ResearchParams]):
         sources = ctx.graph.sources()
         markdown, own, data = report(chain.answer, chain.searches, chain.turns, sources, self.name)
         if chain.answer is not None and chain.answer.status == NodeStatus.DONE and not sources \
-                and not (chain.answer.data or {}).get("not_covered"):
+                and not answer_of(chain.answer).not_covered:
             # Said to the reader, not left to the model: no search found anything to ground it.
             own += ungrounded_note(ctx.searcher.description)
         ctx.graph.save_report(markdown, data=data, own=own)
@@ -203,10 +206,10 @@ class ResearchMethod(Method[ResearchParams]):
         failed = chain.failed_searches()
         caveats = [outcome.caveat] if outcome.caveat else []
         if failed:
-            queries = "; ".join(one_line((n.data or {}).get("query", ""))[:80] for n in failed[:3])
+            queries = "; ".join(one_line(search_of(n).query)[:80] for n in failed[:3])
             caveats.append(f"{len(failed)} of the searches failed ({queries}): the answer was written without "
                            "what they would have found")
-        if chain.answer is not None and (chain.answer.data or {}).get("uncited") and ctx.graph.sources():
+        if chain.answer is not None and answer_of(chain.answer).uncited and ctx.graph.sources():
             caveats.append("the answer cites none of the retrieved documents, even when asked again")
         return replace(outcome, caveat="; ".join(caveats)) if outcome.ok and caveats else outcome
 
@@ -218,23 +221,23 @@ class ResearchMethod(Method[ResearchParams]):
         for node in waiting:
             ctx.checkpoint()
             node = ctx.graph.start(node)
-            if (node.data or {}).get("ranked") is None:
+            if search_of(node).ranked is None:
                 node = retrieve(ctx, node)
-            error = (node.data or {}).get("search_error")
+            error = search_of(node).search_error
             if error and not any(s.status == NodeStatus.DONE and s.id != node.id for s in chain.searches):
                 # Nothing found yet and the search itself failed: an answer would rest on nothing. The
                 # node fails (the run with it) and forgets its result, so a resume searches again.
-                kept = {k: v for k, v in (node.data or {}).items() if k not in ("ranked", "search_error", "found")}
+                kept = search_of(node).model_dump(exclude_unset=True, exclude={"ranked", "search_error", "found"})
                 node = ctx.graph.update(node, replace_data=kept)
                 ctx.graph.fail(node, f"the search failed: {error}; resume the run to search again")
                 continue
-            if not (node.data or {}).get("stepped"):
+            if not search_of(node).stepped:
                 # Stored before the steps were drawn, or a failed search: the summary is the search's own.
                 summary, data = summarize(ctx, node, chain.reasoning(before=node.id), dropped)
                 ctx.graph.finish(node, content=summary, data=data)
                 continue
             rerank = step_node(ctx.graph, node, RERANK, "rerank")
-            step = ctx.graph.start(step_node(ctx.graph, rerank, SUMMARY, f"summary of search {node.data['round']}"))
+            step = ctx.graph.start(step_node(ctx.graph, rerank, SUMMARY, f"summary of search {search_of(node).round}"))
             summary, data = summarize(ctx, node, chain.reasoning(before=node.id), dropped, step=step)
             ctx.graph.link_sources(step, cited_source_ids(summary))
             ctx.graph.finish(step, content=summary, data=data)
@@ -309,15 +312,14 @@ class ResearchMethod(Method[ResearchParams]):
         # Every finished turn's decided search, not only the tip's: a command that arrived while a
         # turn was still to run joined the chain under it, and that turn's search must not be lost.
         for turn in chain.turns:
-            if (turn.status == NodeStatus.DONE and (turn.data or {}).get("decision") == "search"
+            if (turn.status == NodeStatus.DONE and turn_of(turn).decision == "search"
                     and self._decided_search(ctx, chain, turn) is not None):
                 return True
         tip = chain.tip
         if tip is None or tip.status != NodeStatus.DONE:
             return False
         params = self._params(ctx)
-        data = tip.data or {}
-        if tip.kind == REASONING and data.get("decision") == "search":
+        if tip.kind == REASONING and turn_of(tip).decision == "search":
             return self._decided_search(ctx, chain, tip) is not None
         if tip.kind == SEARCH:
             stop = ""
@@ -336,22 +338,21 @@ class ResearchMethod(Method[ResearchParams]):
     def _decided_search(self, ctx: RunContext[ResearchParams], chain: Chain, turn: Node) -> Node | None:
         """The search a finished turn decided on, created once (None when it exists already). Its own
         search is the child with its query: a search you added under the turn before it ran is not."""
-        data = turn.data or {}
-        if any(s.parent_id == turn.id and _same_query((s.data or {}).get("query", ""), data["next_query"])
+        data = turn_of(turn)
+        if any(s.parent_id == turn.id and _same_query(search_of(s).query, data.next_query)
                for s in chain.searches):
             return None
         number = len(chain.searches) + 1
-        return ctx.graph.add(kind=SEARCH, label=f"search {number}: {data['next_query']}"[:80], parent=turn,
-                             data={"query": data["next_query"], "round": number,
-                                   "by": "you" if data.get("focus") else "agent"})
+        return ctx.graph.add(kind=SEARCH, label=f"search {number}: {data.next_query}"[:80], parent=turn,
+                             data={"query": data.next_query, "round": number,
+                                   "by": "you" if data.focus else "agent"})
 
     def _tip_for_steering(self, ctx: RunContext[ResearchParams], chain: Chain) -> Node:
         """Where a person's search or point joins the chain: after the search the last turn decided
         on, which is created first (attached to the turn itself, it would take that search's place)."""
         tip = chain.tip
         assert tip is not None
-        data = tip.data or {}
-        if tip.kind == REASONING and tip.status == NodeStatus.DONE and data.get("decision") == "search":
+        if tip.kind == REASONING and tip.status == NodeStatus.DONE and turn_of(tip).decision == "search":
             return self._decided_search(ctx, chain, tip) or tip
         return chain.end_of(tip)
 
@@ -363,8 +364,8 @@ class ResearchMethod(Method[ResearchParams]):
         by_id = {s.id: s for s in ctx.graph.sources()}
         numbers: dict[int, int] = {}
         for search in chain.searches:
-            for doc in (search.data or {}).get("ranked") or []:
-                sid = doc["source_id"]
+            for doc in search_of(search).ranked or []:
+                sid = doc.source_id
                 if sid in by_id and sid not in dropped and sid not in numbers:
                     numbers[sid] = len(numbers) + 1
         return numbers, [by_id[sid] for sid in numbers]

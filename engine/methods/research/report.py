@@ -10,6 +10,7 @@ from typing import Any
 
 from engine.citations import number_citations
 from engine.contract import ANSWER_NODE
+from engine.methods.research.kinds import search_of
 from engine.reader_text import UNWRITTEN
 from engine.safe_text import inline_text
 from storage.models import Node, NodeStatus, Source
@@ -57,7 +58,7 @@ def report(answer: Node | None, searches: Sequence[Node], turns: Sequence[Node],
     markers: `RunGraph.save_report`'s text and `own`."""
     done = [s for s in searches if s.status == NodeStatus.DONE]
     data: dict[str, Any] = {"method": method, "search_count": len(done), "turns": len(turns),
-                            "queries": [(s.data or {}).get("query", "") for s in done]}
+                            "queries": [search_of(s).query for s in done]}
     if answer is None or answer.status != NodeStatus.DONE or not (answer.content or "").strip():
         return NOT_WRITTEN, "", {**data, UNWRITTEN: True}
     info = answer.data or {}

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from engine.citations import source_blocks
 from engine.methods.base import RunContext
 from engine.methods.research import prompts
+from engine.methods.research.kinds import search_of
 from engine.methods.research.markers import numbered, write_cited
 from engine.methods.research.params import ResearchParams
 from engine.methods.research.steps import RERANK, ranking, step_node
@@ -46,7 +47,7 @@ def choose_reranker(ctx: RunContext[ResearchParams], node: Node) -> Reranker:
     if choice == "llm":
         # Each judgment is stored as it arrives: a search stopped half-way (budget, kill) asks only
         # the rest on resume, not all K again.
-        judged = dict((node.data or {}).get("rerank_scores") or {})
+        judged = dict(search_of(node).rerank_scores)
         lock = threading.Lock()
 
         def keep(ref: str, score: float) -> None:
@@ -123,8 +124,8 @@ def retrieve(ctx: RunContext[ResearchParams], node: Node) -> Node:
 def documents_of(ctx: RunContext[ResearchParams], node: Node, dropped: set[int]) -> list[Source]:
     """The node's reranked documents as stored sources, best first, without the ones you dropped."""
     by_id = {s.id: s for s in ctx.graph.sources(node)}
-    ranked = (node.data or {}).get("ranked") or []
-    return [by_id[d["source_id"]] for d in ranked if d["source_id"] in by_id and d["source_id"] not in dropped]
+    ranked = search_of(node).ranked or []
+    return [by_id[d.source_id] for d in ranked if d.source_id in by_id and d.source_id not in dropped]
 
 
 def summarize(ctx: RunContext[ResearchParams], node: Node, reasoning: Sequence[str], dropped: set[int],
@@ -174,6 +175,6 @@ def findings(searches: Sequence[Node], numbers: dict[int, int], summaries: Mappi
     parts = []
     for node in searches:
         body = numbered(summaries.get(node.id, ""), numbers).strip()
-        parts.append(f"Search {(node.data or {}).get('round', '?')}: {inert((node.data or {}).get('query', ''))}\n"
+        parts.append(f"Search {search_of(node).round}: {inert(search_of(node).query)}\n"
                      f"{inert(body) or '(nothing relevant was found)'}")
     return "\n\n".join(parts) or "(no search has finished yet)"
