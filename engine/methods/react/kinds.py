@@ -24,7 +24,7 @@ class StepData(NodeData):
 
 
 STEP = NodeKind("step", StepData, "Step", "#4C78A8", "a thought and its action (search, then its observation)",
-                shape="box", colour_field="action",
+                shape="box", colour_field="action", size_by_priority=False,
                 variants=(Variant("finish", "#54A24B", "a step that gave the answer"),))
 
 class ReactAnswerData(AnswerData):
@@ -32,7 +32,7 @@ class ReactAnswerData(AnswerData):
 
 
 ANSWER = NodeKind("answer", ReactAnswerData, "Answer", "#9D755D", "the answer, written up with its citations",
-                  answers=True)
+                  answers=True, size_by_priority=False)
 
 KINDS = (ASKED_QUESTION, STEP, ANSWER)
 

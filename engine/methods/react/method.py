@@ -197,6 +197,7 @@ class ReactMethod(Method[ReactParams]):
         explanation, dropped = to_stored_markers(written.explanation, sources)
         ctx.graph.link_sources(answer, cited_source_ids(explanation))
         ctx.graph.finish(answer, content=f"**{inline_text(written.short_answer)}**\n\n{explanation}".strip(),
+                         label=f"Answer: {written.short_answer[:80]}",
                          data={"short_answer": written.short_answer, "invalid_citations": dropped})
 
     def write_report(self, ctx: RunContext[ReactParams]) -> None:
