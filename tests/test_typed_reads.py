@@ -19,10 +19,7 @@ KNOWN = {
     "engine/methods/base.py": 3,
     "engine/methods/deot/method.py": 10,
     "engine/methods/deot/report.py": 5,
-    "engine/methods/fgdip/explore.py": 15,
-    "engine/methods/fgdip/method.py": 20,
-    "engine/methods/fgdip/report.py": 4,
-    "engine/methods/fgdip/tools.py": 1,
+    "engine/methods/fgdip/report.py": 1,  # the path's actions, written by trajectory.py from the dicts
     "engine/methods/mtqa/kinds.py": 8,
     "engine/methods/mtqa/matrix.py": 14,
     "engine/methods/mtqa/method.py": 16,

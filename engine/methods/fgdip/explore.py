@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from engine.methods.fgdip.kinds import ANSWER, QUESTION, SEARCH_KINDS
+from engine.methods.fgdip.kinds import ANSWER, QUESTION, SEARCH_KINDS, answer_of, explored_order, step_of
 from storage.models import Node, NodeStatus
 
 _TIER = {"sure": 0, "maybe": 1, None: 1}  # unjudged (Step Evaluator off): generation order only
@@ -52,46 +52,46 @@ class Tree:
         return sorted((n for n in self.nodes.values() if n.kind == ANSWER), key=lambda n: n.id)
 
     def last_explored(self) -> Node | None:
-        explored = [n for n in self.nodes.values() if (n.data or {}).get("explored_order") is not None]
-        return max(explored, key=lambda n: n.data["explored_order"], default=None)
+        explored = [n for n in self.nodes.values() if explored_order(n) is not None]
+        return max(explored, key=explored_order, default=None)
 
     def next_order(self) -> int:
         last = self.last_explored()
-        return 1 if last is None else last.data["explored_order"] + 1
+        return 1 if last is None else (explored_order(last) or 0) + 1
 
     def backtracks(self) -> int:
-        return sum((n.data or {}).get("backtrack_from") is not None for n in self.nodes.values())
+        return sum(n.kind in SEARCH_KINDS and step_of(n).backtrack_from is not None for n in self.nodes.values())
 
 
 def explorable(node: Node) -> bool:
-    data = node.data or {}
-    return (node.kind in SEARCH_KINDS and node.status == NodeStatus.DONE and data.get("explored_order") is None
-            and (data.get("verdict") != "impossible" or data.get("forced", False)))
+    if node.kind not in SEARCH_KINDS or node.status != NodeStatus.DONE:
+        return False
+    data = step_of(node)
+    return data.explored_order is None and (data.verdict != "impossible" or data.forced)
 
 
 def _lineage_forced(tree: Tree, node: Node) -> bool:
-    return any((n.data or {}).get("forced") for n in tree.path(node))
+    return any(step_of(n).forced for n in tree.path(node))
 
 
 def order_key(tree: Tree, node: Node) -> tuple:
     path = tree.path(node)
-    ended = bool((tree.branch(node).data or {}).get("branch_ended"))
+    ended = bool(step_of(tree.branch(node)).branch_ended)
     return (not _lineage_forced(tree, node), ended,
-            tuple((not (n.data or {}).get("forced"), _TIER.get((n.data or {}).get("verdict"), 1), n.id) for n in path))
+            tuple((not step_of(n).forced, _TIER.get(step_of(n).verdict, 1), n.id) for n in path))
 
 
 def _below_your_impossible(tree: Tree, node: Node) -> bool:
     """Whether a node above `node` was marked impossible by you: what it had generated before is
     out of the search too, unless you ask for that node itself."""
-    return any((n.data or {}).get("verdict") == "impossible" and (n.data or {}).get("judged_by") == "you"
-               for n in tree.path(node)[:-1])
+    return any(step_of(n).verdict == "impossible" and step_of(n).judged_by == "you" for n in tree.path(node)[:-1])
 
 
 def candidates(tree: Tree, can_take: Callable[[Node], bool] = lambda _node: True) -> list[Node]:
     """The nodes the search may take next: explorable, not below a node you ruled out (unless you
     forced them), and that `can_take` (the limits: a node that could not grow is not worth a step)."""
     return [n for n in tree.search_nodes() if explorable(n)
-            and ((n.data or {}).get("forced") or not _below_your_impossible(tree, n)) and can_take(n)]
+            and (step_of(n).forced or not _below_your_impossible(tree, n)) and can_take(n)]
 
 
 def next_node(tree: Tree, can_take: Callable[[Node], bool] = lambda _node: True) -> Node | None:
@@ -104,10 +104,10 @@ def forced_waiting(tree: Tree, can_take: Callable[[Node], bool] = lambda _node: 
     under it) still has a node to take, its lineage having reached no answer that settles the
     search: steering a finished run explores that lineage down to an answer, not one layer."""
     settled = [a for a in tree.answers() if a.status == NodeStatus.DONE
-               and (a.data or {}).get("verdict") in ("accepted", "unchecked")]
+               and answer_of(a).verdict in ("accepted", "unchecked")]
     answered = {n.id for a in settled for n in tree.path(tree.nodes[a.parent_id]) if a.parent_id in tree.nodes}
     for node in candidates(tree, can_take):
-        forced = [n for n in tree.path(node) if (n.data or {}).get("forced")]
+        forced = [n for n in tree.path(node) if step_of(n).forced]
         if forced and forced[-1].id not in answered:
             return True
     return False
@@ -126,7 +126,7 @@ def backtrack_source(tree: Tree, target: Node) -> Node | None:
 def settled_answer(tree: Tree) -> Node | None:
     """The answer that ends the search: accepted, or unchecked (no Answer Evaluator)."""
     done = [a for a in tree.answers() if a.status == NodeStatus.DONE
-            and (a.data or {}).get("verdict") in ("accepted", "unchecked")]
+            and answer_of(a).verdict in ("accepted", "unchecked")]
     return done[-1] if done else None
 
 
@@ -135,7 +135,7 @@ def final_answer(tree: Tree) -> tuple[Node | None, bool]:
     settled = settled_answer(tree)
     if settled is not None:
         return settled, True
-    done = [a for a in tree.answers() if a.status == NodeStatus.DONE and (a.data or {}).get("short_answer")]
+    done = [a for a in tree.answers() if a.status == NodeStatus.DONE and answer_of(a).short_answer]
     return (done[-1] if done else None), False
 
 

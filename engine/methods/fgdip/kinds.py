@@ -332,3 +332,28 @@ STEPS = {
     prompts.WRITE_ANSWER.name: "writing the answer from its sources",
     prompts.EVALUATE_ANSWER.name: "checking the answer fits the question",
 }
+
+
+def step_of(node: Node) -> StepData:
+    """A search node's data, typed (an entity's is an `EntityData`); a node of another kind reads as an
+    empty step, so a question asked of any node of a path gets the answer an absent field gives."""
+    if node.kind == ENTITY:
+        return EntityData.model_validate(node.data)
+    return StepData.model_validate(node.data if node.kind == STEP else {})
+
+
+def entity_of(node: Node) -> str:
+    """The entity a first-layer branch searches ("" for a step)."""
+    return EntityData.model_validate(node.data).entity if node.kind == ENTITY else ""
+
+
+def answer_of(node: Node) -> AnswerData:
+    """A candidate answer's data, typed."""
+    return AnswerData.model_validate(node.data)
+
+
+def explored_order(node: Node) -> int | None:
+    """When the search expanded `node` (the question is 1), None when it has not: a question or a step."""
+    if node.kind == QUESTION:
+        return QuestionData.model_validate(node.data).explored_order
+    return step_of(node).explored_order if node.kind in SEARCH_KINDS else None

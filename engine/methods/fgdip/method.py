@@ -56,9 +56,14 @@ from engine.methods.fgdip.kinds import (
     EditErrorMemoryPayload,
     ErrorEntry,
     ErrorMemory,
+    QuestionData,
     answer_label,
+    answer_of,
+    entity_of,
+    explored_order,
     marked_impossible_by_you,
     plural,
+    step_of,
 )
 from engine.methods.fgdip.params import FgdipParams
 from engine.methods.fgdip.report import report
@@ -73,6 +78,18 @@ UNFINISHED = (NodeStatus.PENDING, NodeStatus.RUNNING)
 def closed_as_impossible(data: dict) -> bool:
     """Judged impossible (by the Step Evaluator or by you) and not forced since: it gets no children."""
     return data.get("verdict") == "impossible" and not data.get("forced")
+
+
+def _expanding(node: Node) -> bool:
+    """The question or a step the search took whose children are not all generated yet, and may be."""
+    if node.kind == QUESTION:
+        question = QuestionData.model_validate(node.data)
+        return question.explored_order is not None and not question.expanded
+    if node.kind not in SEARCH_KINDS:
+        return False
+    step = step_of(node)
+    return (step.explored_order is not None and step.action != "finish" and not step.expanded
+            and not step.dead_end and not (step.verdict == "impossible" and not step.forced))  # closed_as_impossible
 
 
 class FgdipMethod(Method[FgdipParams]):
@@ -118,14 +135,14 @@ class FgdipMethod(Method[FgdipParams]):
         if not outcome.ok or answer is None or verified:
             return outcome
         caveat = ("the answer is not verified: the Answer Evaluator's reply could not be read"
-                  if (answer.data or {}).get("verdict") == "unjudged" else
+                  if answer_of(answer).verdict == "unjudged" else
                   "no candidate answer passed the Answer Evaluator: the report gives the last one it rejected")
         return replace(outcome, caveat=caveat)
 
     def write_report(self, ctx: RunContext[FgdipParams]) -> None:
         tree = Tree.of(ctx.graph.nodes())
         answer, _ = final_answer(tree)
-        if answer is not None and (answer.data or {}).get("not_covered"):
+        if answer is not None and answer_of(answer).not_covered:
             self._uncovered_report(ctx, tree)
             self._mark_reported(ctx, answer.id)
             return
@@ -197,12 +214,12 @@ class FgdipMethod(Method[FgdipParams]):
                 params.max_depth <= 1 or params.max_nodes - planned < params.siblings)})
             return True
         ctx.checkpoint()
-        entities = (root.data or {}).get("entities")
+        entities = QuestionData.model_validate(root.data).entities
         if entities is None:
             ctx.graph.start(root)
             entities, error = extract_entities(ctx, root)
             root = ctx.graph.update(root, merge_data={"entities": entities, "extractor_error": error})
-        existing = {(n.data or {}).get("entity", "").casefold() for n in tree.children(root, frozenset({ENTITY}))}
+        existing = {entity_of(n).casefold() for n in tree.children(root, frozenset({ENTITY}))}
         # Room for a step under them: a first layer that fills the tree could answer nothing.
         entities = entities[: max(1, params.max_nodes - 1)]
         ctx.graph.add_many([
@@ -222,7 +239,7 @@ class FgdipMethod(Method[FgdipParams]):
         if not waiting:
             return False
         ctx.checkpoint()
-        unrun = [n for n in waiting if (n.data or {}).get("observation") is None]
+        unrun = [n for n in waiting if step_of(n).observation is None]
         if unrun:
             ctx.parallel([lambda node=node: self._run_action(ctx, node, tree) for node in unrun])
             tree = Tree.of(ctx.graph.nodes())
@@ -262,14 +279,10 @@ class FgdipMethod(Method[FgdipParams]):
     # ------------------------------------------------------------------ expansion (node generation)
 
     def _continue_expansion(self, ctx: RunContext[FgdipParams], tree: Tree) -> bool:
-        begun = [n for n in tree.nodes.values()
-                 if (n.kind in SEARCH_KINDS or n.kind == QUESTION) and n.status == NodeStatus.DONE
-                 and (n.data or {}).get("explored_order") is not None and (n.data or {}).get("action") != "finish"
-                 and not (n.data or {}).get("expanded") and not (n.data or {}).get("dead_end")
-                 and not closed_as_impossible(n.data or {})]
+        begun = [n for n in tree.nodes.values() if n.status == NodeStatus.DONE and _expanding(n)]
         if not begun:
             return False
-        self._expand(ctx, tree, min(begun, key=lambda n: n.data["explored_order"]))
+        self._expand(ctx, tree, min(begun, key=lambda n: explored_order(n) or 0))
         return True
 
     def _expand(self, ctx: RunContext[FgdipParams], tree: Tree, parent: Node) -> None:
@@ -362,14 +375,14 @@ class FgdipMethod(Method[FgdipParams]):
         memory = self._memory(ctx)
         data = answer.data or {}
         branch = tree.branch(tree.nodes[answer.parent_id])
-        name = (branch.data or {}).get("entity") or label_for((branch.data or {}).get("action", "search"),
-                                                               (branch.data or {}).get("argument", ""))
+        branch_data = step_of(branch)
+        name = entity_of(branch) or label_for(branch_data.action, branch_data.argument)
         if not any(e.node_id == answer.id for e in memory.entries):
             entry = ErrorEntry(analysis=data.get("error_analysis", ""), answer=data.get("short_answer", ""),
                                branch=name, node_id=answer.id)
             ctx.graph.save_state(ERROR_MEMORY, ErrorMemory(
                 entries=[*memory.entries, entry], change=f"answer '{entry.answer}' rejected on {name}"))
-        if not (branch.data or {}).get("branch_ended") and branch.kind in SEARCH_KINDS:
+        if not branch_data.branch_ended and branch.kind in SEARCH_KINDS:
             ctx.graph.update(branch, merge_data={"branch_ended": f"answer '{data.get('short_answer', '')}' rejected"})
 
     # ------------------------------------------------------------------ choosing the next node
@@ -435,8 +448,8 @@ class FgdipMethod(Method[FgdipParams]):
 
     def _answer_missing(self, ctx: RunContext[FgdipParams], tree: Tree) -> bool:
         """A finishing node chosen by a run killed before its answer was added: added now."""
-        chosen = [n for n in tree.nodes.values() if (n.data or {}).get("explored_order") is not None
-                  and (n.data or {}).get("action") == "finish" and n.status != NodeStatus.PRUNED]
+        chosen = [n for n in tree.nodes.values() if n.kind in SEARCH_KINDS and explored_order(n) is not None
+                  and step_of(n).action == "finish" and n.status != NodeStatus.PRUNED]
         return any([self._add_answer(ctx, tree, n) for n in chosen])
 
     # ------------------------------------------------------------------ steering
@@ -446,7 +459,7 @@ class FgdipMethod(Method[FgdipParams]):
             return {REPORT}
         if command.name == "force_explore":
             assert node is not None
-            if (node.data or {}).get("explored_order") is not None:
+            if explored_order(node) is not None:
                 raise CommandRejected("this node was already explored; choose a node the search has not "
                                       "taken yet")
             ctx.graph.update(node, merge_data={"forced": True})
@@ -472,7 +485,7 @@ class FgdipMethod(Method[FgdipParams]):
             "verdict": "impossible", "judged_by": "you", "justification": "Marked impossible by you.",
             "forced": False, **({"expanded": True} if data.get("explored_order") is not None else {})})
         for child in tree.children(node):
-            if (child.data or {}).get("explored_order") is None and child.status != NodeStatus.PRUNED:
+            if explored_order(child) is None and child.status != NodeStatus.PRUNED:
                 ctx.graph.prune(child)
         # An answer reached through the node stands on what you ruled out: it is rejected, with that
         # as its error analysis, and the search goes on to the next branch. Answers not settled yet
@@ -504,7 +517,7 @@ class FgdipMethod(Method[FgdipParams]):
         if root is None:
             raise CommandRejected("the run has no question yet; try again in a moment")
         tree = Tree.of(ctx.graph.nodes())
-        if any((n.data or {}).get("entity", "").casefold() == entity.casefold() for n in tree.children(root)):
+        if any(entity_of(n).casefold() == entity.casefold() for n in tree.children(root)):
             raise CommandRejected(f"'{entity}' is already a branch of this search")
         ctx.graph.add(kind=ENTITY, label=entity, parent=root, data={
             "entity": entity, "user": True, "forced": True, "thought": f"You asked to search {entity}.",

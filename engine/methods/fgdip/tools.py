@@ -12,6 +12,7 @@ from typing import Any
 
 from engine.citations import without_page_markers
 from engine.methods.base import RunContext
+from engine.methods.fgdip.kinds import step_of
 from engine.methods.fgdip.params import FgdipParams
 from engine.search.protocol import SearchError, titled_page
 from engine.search.relevance import relevant_hits
@@ -108,7 +109,7 @@ def _looked_up(node: Node, keyword: str, page_id: int) -> bool:
 def last_page(ctx: RunContext[FgdipParams], path: Sequence[Node]) -> Source | None:
     """The page the branch retrieved last: the nearest node on the path that read one."""
     for node in reversed(path):
-        source_id = (node.data or {}).get("page_source")
+        source_id = step_of(node).page_source
         if source_id is None:
             continue
         page = next((s for s in ctx.graph.sources(node) if s.id == source_id), None)
