@@ -10,7 +10,7 @@ from engine.citations import attribute_uncited, cited_source_ids, source_blocks,
 from engine.llm.protocol import StructuredOutputError
 from engine.methods import baseline_prompts as prompts
 from engine.methods.base import Method, MethodParams, RunContext, read_pages_field, relevance_floor_field, yes_no_field
-from engine.methods.common import ANSWER, ASKED_QUESTION, RETRIEVAL, child_of_kind, ensure_root
+from engine.methods.common import ANSWER, ASKED_QUESTION, RETRIEVAL, AnswerData, child_of_kind, ensure_root
 from engine.methods.estimate import CostEstimate, capped_tokens, single_call
 from engine.reader_text import ReadableText
 from engine.search.protocol import SearchError
@@ -133,7 +133,7 @@ class RagMethod(Method[RagParams]):
         own = ""
         if answer is not None and answer.status == NodeStatus.DONE:
             body = answer.content
-            if not ctx.graph.sources(retrieval) and not answer.data.get("not_covered"):
+            if not ctx.graph.sources(retrieval) and not AnswerData.model_validate(answer.data).not_covered:
                 # Said to the reader, not left to the model: nothing here is grounded in a source.
                 own = ungrounded_note(ctx.searcher.description)
         else:

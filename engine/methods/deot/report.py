@@ -77,7 +77,7 @@ def write(ctx: RunContext[DeotParams], questions: list[Node], *, method: str, fo
                               data={"method": method, "signature": signature, "metrics": counts})
         return
 
-    uncovered = [n for n in answered if n.data.get("not_covered")]
+    uncovered = [n for n in answered if QuestionData.model_validate(n.data).not_covered]
     if len(uncovered) == len(answered):
         # Nothing was covered: said by us, with what was searched, not written by the model from nothing.
         stored = [QuestionData.model_validate(n.data) for n in uncovered]
@@ -85,7 +85,7 @@ def write(ctx: RunContext[DeotParams], questions: list[Node], *, method: str, fo
         nearest = [hit.title for data in stored for hit in data.dropped_as_unrelated]
         save_uncovered_report(ctx, searched, nearest, {"method": method, "signature": signature, "metrics": counts})
         return
-    answered = [n for n in answered if not n.data.get("not_covered")]
+    answered = [n for n in answered if not QuestionData.model_validate(n.data).not_covered]
     all_sources = {s.id: s for s in ctx.graph.sources()}
     numbering: dict[int, int] = {}
     summaries = []
@@ -128,7 +128,7 @@ def write(ctx: RunContext[DeotParams], questions: list[Node], *, method: str, fo
         f"- Breadth analyses: {counts['breadth_analyses']}\n"
         f"- Depth analyses: {counts['depth_analyses']}\n"
     )
-    ungrounded = [n for n in answered if n.data.get("no_relevant_source")]
+    ungrounded = [n for n in answered if QuestionData.model_validate(n.data).no_relevant_source]
     if ungrounded:
         metrics_md += (f"- Nodes with no relevant source (their findings are the model's own, uncited): "
                        f"{len(ungrounded)} of {len(answered)}\n")

@@ -25,7 +25,7 @@ from engine.contract import (
 from engine.methods.common import DroppedHit
 from engine.methods.omnithink import prompts
 from engine.safe_text import inline_text
-from storage.models import NodeStatus
+from storage.models import Node, NodeStatus
 
 TOPIC, SUBTOPIC = "topic", "subtopic"
 POOL, OUTLINE = "concept_pool", "outline"
@@ -171,3 +171,8 @@ STEPS = {
     prompts.WRITE_SECTION.name: "writing a section",
     prompts.POLISH_ARTICLE.name: "polishing the article",
 }
+
+
+def tree_of(node: Node) -> TreeNodeData:
+    """A topic's or subtopic's data, typed."""
+    return TreeNodeData.model_validate(node.data)

@@ -42,6 +42,7 @@ from engine.methods.omnithink.kinds import (
     ExpandPayload,
     OutlineState,
     TreeNodeData,
+    tree_of,
 )
 from engine.methods.omnithink.params import OmniThinkParams
 from engine.methods.omnithink.pool import merge
@@ -141,7 +142,7 @@ class OmniThinkMethod(Method[OmniThinkParams]):
         params = ctx.params
         ctx.checkpoint()
         node = ctx.graph.start(node)
-        queries = node.data.get("keywords") or [node.label]
+        queries = tree_of(node).keywords or [node.label]
         sources: list[Source] = []
         errors = []
         dropped: list[dict] = []
@@ -180,8 +181,8 @@ class OmniThinkMethod(Method[OmniThinkParams]):
     # ------------------------------------------------------------------ reflection
 
     def _reflect(self, ctx: RunContext[OmniThinkParams]) -> bool:
-        new = [n for n in self._live(ctx) if n.status == NodeStatus.DONE and "reflected_step" not in n.data
-               and not n.data.get("not_covered")]
+        new = [n for n in self._live(ctx) if n.status == NodeStatus.DONE and tree_of(n).reflected_step is None
+               and not tree_of(n).not_covered]
         if not new:
             return False
         ctx.checkpoint()
@@ -209,8 +210,8 @@ class OmniThinkMethod(Method[OmniThinkParams]):
         params = ctx.params
         if self._pool_state(ctx).sufficient:
             return False
-        leaves = [n for n in self._live(ctx) if n.status == NodeStatus.DONE and "expansion" not in n.data
-                  and n.depth < params.max_depth and not ctx.graph.children(n) and not n.data.get("not_covered")]
+        leaves = [n for n in self._live(ctx) if n.status == NodeStatus.DONE and tree_of(n).expansion is None
+                  and n.depth < params.max_depth and not ctx.graph.children(n) and not tree_of(n).not_covered]
         if not leaves:
             return False
         # What is explored is read once for the whole layer: a leaf's prompt must not depend on which of
@@ -250,7 +251,8 @@ class OmniThinkMethod(Method[OmniThinkParams]):
                 new.append(NewNode(SUBTOPIC, sub.category.strip(), parent=leaf,
                                    data={"keywords": sub.keywords, "forced": forced}))
         created = [node.id for node in ctx.graph.add_many(new)]
-        previous = leaf.data.get("expansion", {}).get("created", [])
+        expansion = tree_of(leaf).expansion
+        previous = expansion.created if expansion is not None else []
         ctx.graph.update(leaf, merge_data={"expansion": {
             "expand": decision.expand, "subtopics": [s.model_dump() for s in decision.subtopics],
             "created": previous + created}})
@@ -347,7 +349,7 @@ class OmniThinkMethod(Method[OmniThinkParams]):
         article, polish_note = (REPORT_NOT_WRITTEN, "") if unwritten else self._polish(ctx, draft)
         # The outline's titles are the article's planned sections: their heading lines stay headings.
         planned = [title for section in sections for title in (section["title"], *section.get("subsections", []))]
-        uncovered = [n.label for n in self._live(ctx) if n.data.get("not_covered")]
+        uncovered = [n.label for n in self._live(ctx) if tree_of(n).not_covered]
         ctx.graph.save_report(article, headings=planned, own=uncovered_section(uncovered), data={
             "method": self.name, "sections": results, "draft": draft, "polish": polish_note, UNWRITTEN: unwritten,
             "tree": tree_signature(self._tree(ctx)),
