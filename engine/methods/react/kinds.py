@@ -25,7 +25,7 @@ class StepData(NodeData):
 
 STEP = NodeKind("step", StepData, "Step", "#4C78A8", "a thought and its action (search, then its observation)",
                 shape="box", colour_field="action", size_by_priority=False,
-                variants=(Variant("finish", "#54A24B", "a step that gave the answer"),))
+                variants=(Variant("finish", "#9467BD", "a step that gave the answer"),))
 
 class ReactAnswerData(AnswerData):
     short_answer: str = Field(default="", description="The answer itself, as the answer writer gave it.")
