@@ -6,7 +6,7 @@ answers each call after `--latency` seconds so that a method's parallel calls re
 price file makes every token cost $100 per million, in and out, so `--max-cost 0.2` is 2,000
 tokens' worth. It reads what each run spent back from the database and prints spent / limit.
 
-A script, not a test: it measures and prints (tests/test_budget_reservation.py asserts the bound).
+A script, not a test: it measures and prints (tests/engine/test_budget_reservation.py asserts the bound).
 
     .venv/bin/python benchmarks/bench_budget.py            # print the Markdown section
     .venv/bin/python benchmarks/bench_budget.py --write    # also replace it in docs/benchmarks.md

@@ -2,7 +2,7 @@
 (our test server on 127.0.0.1: 20 % HTTP 429, 10 % HTTP 500, 10 % malformed JSON, 2 % hangs past the
 client's timeout). Records how every run ended and the structured mode at the start and the end.
 
-A script, not a test: it measures and prints (tests/test_chaos.py asserts the same properties on a
+A script, not a test: it measures and prints (tests/engine/test_chaos.py asserts the same properties on a
 smaller mix of methods).
 
     .venv/bin/python benchmarks/bench_chaos.py            # print the Markdown section

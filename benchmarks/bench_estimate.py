@@ -4,7 +4,7 @@ over the bundled corpus. Per run: estimated calls (and range) against the calls 
 prompt tokens against the tokens sent, and the prompt tokens per call of each prompt (the source of
 the formulas' prompt-token constants). The fake's completions are shorter than a real model's and
 its plans and engines differ (see each method's estimate module), so completion tokens are not
-compared. `tests/test_cost_estimate.py` asserts the calls are within ±30 %.
+compared. `tests/engine/methods/test_cost_estimate.py` asserts the calls are within ±30 %.
 
     .venv/bin/python benchmarks/bench_estimate.py            # print the Markdown section
     .venv/bin/python benchmarks/bench_estimate.py --write    # also replace it in docs/benchmarks.md
@@ -34,7 +34,7 @@ from engine.services import Services  # noqa: E402
 from storage import Repository, open_database  # noqa: E402
 
 SECTION = "bench_estimate"
-PLUGIN = "tests.grid_method:GridMethod"
+PLUGIN = "tests.support.grid_method:GridMethod"
 QUESTION = "Which magazine was started first, Arthur's Magazine or First for Women?"
 
 

@@ -6,7 +6,7 @@ sanitiser must stay linear in its input: no regex that backtracks quadratically 
 `terminal_text` on each pathological shape at 10k, 100k and 1M characters and reports how the time
 grows with the size (10 times the input should cost about 10 times the time, not 100).
 
-A script, not a test: it measures and prints (tests/test_safe_text.py checks the same inputs come
+A script, not a test: it measures and prints (tests/engine/test_safe_text.py checks the same inputs come
 out inert, without timing them).
 
     .venv/bin/python benchmarks/bench_safe_text.py            # print the Markdown section

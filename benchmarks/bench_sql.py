@@ -4,6 +4,7 @@ A script, not a test: it counts and prints, it never asserts. Scenarios:
 
 * `deot`: a 10-node DEoT run (`max_nodes` 10), `runner.create_run` + `start` + `wait`;
 * `omnithink`: a 13-node OmniThink run (depth 2, 3 sub-nodes: 1 + 3 + 9);
+* `mtqa`, `fgdip`, `research`, `react`, `rag`, `direct`: a run of each with its default parameters;
 * `explore (deot)`, `explore (omnithink)`: the Explore page (`pages/explore.py`, under
   Streamlit's AppTest, through `app.py` as a browser opens it) for that finished run: the
   statements of ONE rerun after the first render. That is the whole page; the live view's
@@ -45,11 +46,20 @@ KINDS = ("SELECT", "INSERT", "UPDATE", "DELETE", "COMMIT", "other")
 SCENARIOS = {
     "deot": ("deot", {"max_nodes": 10}),
     "omnithink": ("omnithink", {"max_depth": 2, "subnodes": 3}),
+    # The other methods with their default parameters (issue 44: every method measured).
+    "mtqa": ("mtqa", {}),
+    "fgdip": ("fgdip", {}),
+    "research": ("research", {}),
+    "react": ("react", {}),
+    "rag": ("rag", {}),
+    "direct": ("direct", {}),
 }
-QUESTIONS = {
-    "deot": "How will rising sea levels affect coastal cities over the next fifty years?",
-    "omnithink": "2022 AFL Grand Final",
-}
+SEA = "How will rising sea levels affect coastal cities over the next fifty years?"
+MULTI_HOP = "Which magazine was started first, Arthur's Magazine or First for Women?"
+QUESTIONS = {"deot": SEA, "omnithink": "2022 AFL Grand Final", "mtqa": MULTI_HOP, "fgdip": MULTI_HOP,
+             "research": SEA, "react": MULTI_HOP, "rag": SEA, "direct": SEA}
+# The scenarios the Explore page is measured for (a rerun's statements do not depend on the method much).
+EXPLORED = ("deot", "omnithink")
 
 
 class StatementCounter:
@@ -146,7 +156,7 @@ def measure(backend: str, scenario: str, home: Path, postgres_url: str | None, e
         nodes = len(services.repo.snapshot(run.id).nodes)
         rows.append({"scenario": scenario, "backend": backend, **row, "nodes": nodes,
                      "status": final.status})
-        if explore:
+        if explore and scenario in EXPLORED:
             row = explore_rerun(counter, run.id)
             rows.append({"scenario": f"explore ({scenario})", "backend": backend, **row,
                          "nodes": nodes, "status": services.repo.get_run(run.id).status})
@@ -159,10 +169,11 @@ def measure(backend: str, scenario: str, home: Path, postgres_url: str | None, e
 
 
 def markdown(rows: list[dict]) -> str:
-    header = ["scenario", "backend", *KINDS, "total", "nodes"]
+    header = ["scenario", "backend", *KINDS, "total", "nodes", "per node"]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     for r in rows:
-        lines.append("| " + " | ".join(str(r[h]) for h in header) + " |")
+        per_node = "" if r["scenario"].startswith("explore") else f"{r['total'] / max(r['nodes'], 1):.1f}"
+        lines.append("| " + " | ".join(str(r[h]) for h in header[:-1]) + f" | {per_node} |")
     return "\n".join(lines) + "\n"
 
 
@@ -195,7 +206,7 @@ def main() -> None:
                 for i in range(len(repeats[0])):  # per row (the run, its Explore page): the median
                     rows.append(sorted((r[i] for r in repeats), key=lambda r: r["total"])[len(repeats) // 2])
                 print(f"  measured {scenario} on {backend}", file=sys.stderr)
-    order = {name: i for i, name in enumerate(["deot", "omnithink", "explore (deot)", "explore (omnithink)"])}
+    order = {name: i for i, name in enumerate([*SCENARIOS, *(f"explore ({name})" for name in EXPLORED)])}
     rows.sort(key=lambda r: (order[r["scenario"]], backends.index(r["backend"])))
     if args.json:
         print(json.dumps(rows, indent=2, default=str))

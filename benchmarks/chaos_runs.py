@@ -1,5 +1,5 @@
 """Runs several methods at once, in one process, against a flaky OpenAI-compatible endpoint, and
-says how each run ended. Shared by the chaos test (tests/test_chaos.py) and the benchmark
+says how each run ended. Shared by the chaos test (tests/engine/test_chaos.py) and the benchmark
 (benchmarks/bench_chaos.py), so both check the same thing: every run ends `done` with answers or
 `failed` with a reason, none silently empty, and the structured mode is never degraded by
 transient errors.

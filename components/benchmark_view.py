@@ -20,10 +20,9 @@ from engine.evaluate.results import (
     table_notes,
 )
 from engine.evaluate.runner import BenchmarkError, budget_that_stopped
+from engine.reads import Benchmark, BenchmarkItem, BenchmarkStatus, ItemStatus
 from engine.safe_text import inline_text
 from engine.services import Services
-from storage.evaluation import ItemStatus
-from storage.models import Benchmark, BenchmarkItem, BenchmarkStatus
 
 REFRESH_SECONDS = 1.0
 _ANSWER_KEYS = {key for key, _title, _zero in ANSWER_METRICS}
@@ -114,7 +113,7 @@ def _progress(bench: Benchmark, rows: list[BenchmarkItem], titles: dict[str, str
                                 # Not running when the benchmark is not: left for a resume (a stop, its budget).
                                 ("Running" if active else "Unfinished"): line.running,
                                 "Waiting": line.pending} for line in lines]),
-                 hide_index=True, use_container_width=True, key=f"bench-progress-{bench.id}")
+                 hide_index=True, key=f"bench-progress-{bench.id}")
     if stopped_by := budget_that_stopped(bench):
         # The stored note gives the CLI's command; here the budget is raised on the page.
         left = sum(1 for row in rows if row.status not in ItemStatus.FINISHED)
@@ -192,13 +191,13 @@ def _results(services: Services, bench: Benchmark, titles: dict[str, str]) -> li
         {"Method": titles.get(row.method, row.method) + (f" · {row.group}" if row.group else ""),
          "Done": f"{row.finished}/{row.items}", "Failed": row.failed,
          **{title: metric_text(row.metrics.get(key), key) for key, title in table.columns}}
-        for row in table.rows]), hide_index=True, use_container_width=True, key=f"bench-results-{bench.id}")
+        for row in table.rows]), hide_index=True, key=f"bench-results-{bench.id}")
     for note in table_notes(table):
         st.caption(inline_text(note))
     if differences := differences_rows(table, titles):
         st.caption(DIFFERENCES_CAPTION)
         st.dataframe(pd.DataFrame(differences),
-                     hide_index=True, use_container_width=True, key=f"bench-differences-{bench.id}")
+                     hide_index=True, key=f"bench-differences-{bench.id}")
     return [(key, title) for key, title in table.columns if key in _ANSWER_KEYS]
 
 
@@ -239,7 +238,7 @@ def _item_table(bench: Benchmark, rows: list[BenchmarkItem], items: dict[str, It
         record["Status"] = _row_status(bench, row)
         record["Error"] = row.error
         records.append(record)
-    st.dataframe(pd.DataFrame(records), hide_index=True, use_container_width=True, key=f"bench-items-{bench.id}",
+    st.dataframe(pd.DataFrame(records), hide_index=True, key=f"bench-items-{bench.id}",
                  column_config={"Question": st.column_config.TextColumn(width="medium"),
                                 "Prediction": st.column_config.TextColumn(width="medium", help=PREDICTION_HELP)})
     with_runs = [r for r in rows if r.run_id]

@@ -11,12 +11,11 @@ from __future__ import annotations
 import streamlit as st
 
 from engine.citations import number_citations
-from engine.evaluate.claims import PROTOCOL, ClaimSupportResult, check_and_store
-from engine.evaluate.run_report import JudgeInputError, load_judged_run
-from engine.llm.counted import EvalLLM
+from engine.evaluate.claims import PROTOCOL, ClaimSupportResult
+from engine.evaluate.run_report import JudgeInputError
 from engine.llm.protocol import LLMError
+from engine.reads import Reads
 from engine.safe_text import inline_text
-from storage.evaluation import EvaluationStore
 
 _VERDICT_WORDS = {"supported": "supported", "not_supported": "not in the source", "contradicted": "contradicted",
                   "dangling": "points to no source", "invalid": "the judge gave no valid verdict"}
@@ -26,10 +25,10 @@ def _percent(value: float | None) -> str:
     return "–" if value is None else f"{value:.0%}"
 
 
-def _report_judged(repo, run_id: str, report_id: int | None, checked_at):
+def _report_judged(reads: Reads, run_id: str, report_id: int | None, checked_at):
     """The report the check judged: by its id, or (a check stored before the id was kept) the final
     report that was the latest when the check was stored. None when it is not found."""
-    finals = [r for r in repo.list_reports(run_id) if r.kind == "final"]
+    finals = [r for r in reads.list_reports(run_id) if r.kind == "final"]
     if report_id is not None:
         return next((r for r in finals if r.id == report_id), None)
     finals = [r for r in finals if r.created_at <= checked_at]
@@ -37,9 +36,8 @@ def _report_judged(repo, run_id: str, report_id: int | None, checked_at):
 
 
 def citation_check(services, run_id: str, llm_kind: str) -> None:
-    store = EvaluationStore(services.db)
     with st.expander("Citation check: does each cited source say what the sentence claims?"):
-        report = services.repo.latest_report(run_id)
+        report = services.reads.latest_report(run_id)
         if report is None:
             st.caption("The run has no final report yet: finish or resume it first.")
             return
@@ -47,12 +45,11 @@ def citation_check(services, run_id: str, llm_kind: str) -> None:
                      help="One judge call per cited source (THOUGHTMAP_MODEL_JUDGE_CLAIMS picks the model)."):
             try:
                 with st.spinner("Checking the citations against their sources..."):
-                    check_and_store(store, EvalLLM(services.llm(llm_kind), services.prices),
-                                    load_judged_run(services.repo, run_id))
+                    services.check_citations(run_id, llm_kind)
             except (JudgeInputError, LLMError) as exc:
                 # The message can carry the endpoint's own response text: shown as text, not Markdown.
                 st.error(f"The check could not run: {inline_text(str(getattr(exc, 'user_message', exc)))}")
-        stored = store.list_judgments(run_id=run_id, protocol=PROTOCOL)
+        stored = services.reads.judgments(run_id, PROTOCOL)
         if not stored:
             st.caption("Not checked yet.")
             return
@@ -64,13 +61,13 @@ def citation_check(services, run_id: str, llm_kind: str) -> None:
                        help="Citations pointing nowhere, or to a source that does not say (or contradicts) the claim.")
         cols[2].metric("Citations", result.markers)
         cols[3].metric("Judge calls", latest.calls)
-        judged = _report_judged(services.repo, run_id, result.report_id, latest.created_at) or report
+        judged = _report_judged(services.reads, run_id, result.report_id, latest.created_at) or report
         if judged.id != report.id:
             # The report was written again after the check: its verdicts are of the earlier text,
             # numbered as that text numbered its sources.
             st.warning(f"This check was of an earlier version of the report (written {judged.created_at:%Y-%m-%d %H:%M});"
                        " the report was written again since. Check again to judge the current one.")
-        sources = {s.id: s for s in services.repo.list_sources(run_id)}
+        sources = {s.id: s for s in services.reads.list_sources(run_id)}
         numbers = {sid: n for n, sid in number_citations(judged.markdown, sources).numbering.items()}
         rows = [{"Sentence": check.text, "Source": f"[{numbers[c.source_id]}]" if c.source_id in numbers else "?",
                  "Verdict": _VERDICT_WORDS[c.status], "Why": c.reason}

@@ -12,8 +12,8 @@ import streamlit as st
 
 from components.step_log import OPEN_COMMAND, command_state
 from engine.contract import MethodContract
+from engine.reads import Command, CommandStatus
 from engine.safe_text import inline_text
-from storage.models import Command, CommandStatus
 
 # How many finished commands are still shown (the step log has them all): the latest only, so an
 # older refusal does not stand beside a later command that was applied.

@@ -17,9 +17,9 @@ from components.command_outcome import Outcomes
 from components.params_form import field_label, model_form, readable_problems
 from engine.contract import CommandRejected, CommandSpec
 from engine.methods.base import UnsupportedCommand
+from engine.reads import Node, Run
 from engine.runner import RunnerError
 from engine.services import Services
-from storage.models import Node, Run
 
 # A command's form starts empty again once the command is queued (a submitted follow-up left in
 # its box invites sending it twice). The browser keeps a widget's value across reruns, so the form

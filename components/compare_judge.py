@@ -15,9 +15,9 @@ from components.app_state import active_llm, start_local_model
 from engine.evaluate.compare import JudgeInputError, judge_compared, latest_verdict
 from engine.evaluate.judges import PAIRWISE_PROTOCOLS, PairwiseResult, get_protocol
 from engine.llm.protocol import LLMError
+from engine.reads import RunStatus
 from engine.safe_text import inline_text
 from engine.services import Services
-from storage.models import RunStatus
 
 _ORDER = {"ab": "A shown first", "ba": "B shown first"}
 
@@ -29,7 +29,7 @@ JUDGE_NOTE = ("A verdict that flips with the order is a tie. The judge is the ru
 
 def judge_panel(services: Services, run_ids: Sequence[str]) -> None:
     st.subheader("Judges")
-    runs = {run_id: services.repo.get_run(run_id) for run_id in run_ids}
+    runs = {run_id: services.reads.get_run(run_id) for run_id in run_ids}
     titles = {run_id: (services.methods[r.method].title if r.method in services.methods else r.method)
               for run_id, r in runs.items()}
     cols = st.columns([3, 3, 1], vertical_alignment="bottom")
@@ -82,7 +82,7 @@ def _verdict(result: PairwiseResult, row, *, titles: dict[str, str], protocol: s
             record[_ORDER[round_.order]] = titles[verdict.winner]
             record[f"Why ({_ORDER[round_.order]})"] = verdict.reason
         records.append(record)
-    st.dataframe(pd.DataFrame(records), hide_index=True, use_container_width=True, key="compare-verdict",
+    st.dataframe(pd.DataFrame(records), hide_index=True, key="compare-verdict",
                  column_config={c: st.column_config.TextColumn(width="large")
                                 for c in records[0] if c.startswith("Why")})
     st.caption(JUDGE_NOTE)

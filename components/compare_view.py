@@ -13,11 +13,9 @@ from components.run_view import progress_line
 from components.safe_markdown import render_document
 from components.step_log import lifecycle_events
 from engine.methods.registry import UnknownMethod
-from engine.report import render_markdown
+from engine.reads import Run, RunNotFound, RunStatus
 from engine.safe_text import inline_text
 from engine.services import Services
-from storage.models import Run, RunStatus
-from storage.repository import RunNotFound
 
 REFRESH_SECONDS = 1.0
 MAP_HEIGHT = 480  # px: two or three maps side by side, each still readable, above the reports
@@ -25,7 +23,7 @@ REPORT_HEIGHT = 520  # px: reports scroll in their own column, so a long one doe
 
 
 def any_active(services: Services, run_ids: Sequence[str]) -> bool:
-    return any(services.repo.get_run(run_id).status in RunStatus.ACTIVE for run_id in run_ids)
+    return any(services.reads.get_run(run_id).status in RunStatus.ACTIVE for run_id in run_ids)
 
 
 def usage_line(reads: RunReads, lifecycle) -> str:
@@ -48,7 +46,7 @@ def compared_setups(services: Services, run_ids: Sequence[str]) -> list[Run]:
     runs = []
     for run_id in run_ids:
         try:
-            runs.append(services.repo.get_run(run_id))
+            runs.append(services.reads.get_run(run_id))
         except RunNotFound:
             continue
     return runs
@@ -90,7 +88,7 @@ def _run_column(services: Services, run_id: str) -> None:
     data = reads.memo("compare-map", lambda: mindmap.build_map(reads.nodes, reads.snapshot.edges, None,
                                                                contract=contract))
     mindmap.mind_map(data, key=f"compare-map-{run_id}", height=MAP_HEIGHT, min_scale=mindmap.OVERVIEW_SCALE)
-    report = reads.memo("compare-report", lambda: services.repo.latest_report(run_id))
+    report = reads.memo("compare-report", lambda: services.reads.latest_report(run_id))
     with st.container(height=REPORT_HEIGHT, border=True):
         if report is None:
             st.caption("The report appears here when the run has written it.")
@@ -99,7 +97,7 @@ def _run_column(services: Services, run_id: str) -> None:
             # page, and a citation must jump to its own report's entry, not the first column's.
             words = (run.method, "source")
             render_document(st, reads.memo("compare-markdown", lambda: without_title(
-                render_markdown(services.repo, run_id, source_words=words))))
+                services.reads.markdown(run_id, source_words=words))))
     if st.button("Open on Explore", key=f"compare-open-{run_id}"):
         st.session_state["run_id"] = run_id
         st.switch_page("pages/explore.py", query_params={"run": run_id})

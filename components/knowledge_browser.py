@@ -16,10 +16,10 @@ from components.live_run import RunReads
 from engine.contract import MethodContract, NodeData
 from engine.knowledge.browse import GraphBrowser
 from engine.knowledge.units import Neighbourhood, Triple
+from engine.reads import Node, Run
 from engine.safe_text import inline_text, one_line, url_text
 from engine.search.protocol import Hit
 from engine.services import Services
-from storage.models import Node, Run
 
 TITLE = "Knowledge graph around an entity"
 RELATIONS_SHOWN = 12

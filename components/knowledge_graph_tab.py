@@ -14,9 +14,9 @@ from components.knowledge_browser import EMPTY, GONE
 from components.knowledge_graph import HEIGHT, draw_graph, graph_frame
 from components.live_run import RunReads
 from engine.contract import MethodContract
+from engine.reads import Node, Run
 from engine.safe_text import inline_text
 from engine.services import Services
-from storage.models import Node, Run
 
 AROUND, WHOLE = "Around its units", "Whole graph"
 NOT_YET = "The knowledge base is not built yet: the graph is drawn here once its documents are read."

@@ -15,9 +15,8 @@ from typing import Any, TypeVar
 
 import streamlit as st
 
+from engine.reads import GraphSnapshot, Node, Run, Source
 from engine.services import Services
-from storage.models import Node, Run, Source
-from storage.repository import GraphSnapshot
 
 T = TypeVar("T")
 SLOT = "live-run-reads"
@@ -48,11 +47,11 @@ class RunReads:
 def run_reads(services: Services, run_id: str, *, slot: str = SLOT) -> RunReads:
     """The run as last read, re-read only when its version changed (RunNotFound if it is gone).
     A page showing several runs at once (Compare) keeps each in a `slot` of its own."""
-    version = services.repo.run_version(run_id)
+    version = services.reads.run_version(run_id)
     cached = st.session_state.get(slot)
     if isinstance(cached, RunReads) and cached.run_id == run_id and cached.version == version:
         return cached
-    snapshot = services.repo.snapshot(run_id)
+    snapshot = services.reads.snapshot(run_id)
     # The snapshot's own version: a change between the two reads is in it, so no read is wasted.
     reads = RunReads(run_id, snapshot.run.version, snapshot)
     st.session_state[slot] = reads
@@ -69,13 +68,13 @@ def last_reads(run_id: str, *, slot: str = SLOT) -> RunReads | None:
 def node_sources(services: Services, reads: RunReads | None, node: Node) -> tuple[list[Source], list[Source]]:
     """The node's own sources and all the run's sources (for its citations), per version and node."""
     def read() -> tuple[list[Source], list[Source]]:
-        return services.repo.sources_for_node(node.id), run_sources(services, reads, node.run_id)
+        return services.reads.sources_for_node(node.id), run_sources(services, reads, node.run_id)
 
     return reads.memo(("node-sources", node.id), read) if reads is not None else read()
 
 
 def run_sources(services: Services, reads: RunReads | None, run_id: str) -> list[Source]:
     def read() -> list[Source]:
-        return services.repo.list_sources(run_id)
+        return services.reads.list_sources(run_id)
 
     return reads.memo("run-sources", read) if reads is not None else read()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from storage.models import Node
+from engine.reads import Node
 
 LEVEL_SEPARATION = 300  # px between tree levels (left to right; a wrapped label is about 270 px wide)
 NODE_SPACING = 135  # px between neighbouring leaves (top to bottom: a dot and a label of up to five lines)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from storage.models import NodeStatus
+from engine.reads import NodeStatus
 
 
 @dataclass(frozen=True)

@@ -53,8 +53,8 @@ from components.map_legend import legend
 from components.map_style import NEUTRAL_FILL, PRUNED_FILL, is_dark, status_style
 from engine.contract import EdgeKind, Layout, MethodContract, NodeKind
 from engine.node_numbers import node_numbers
+from engine.reads import Command, CommandStatus, Edge, Node, NodeStatus
 from engine.safe_text import cut_at_word
-from storage.models import Command, CommandStatus, Edge, Node, NodeStatus
 
 # How the map is laid out in vis-network.
 HIERARCHICAL, FIXED, PHYSICS = "hierarchical", "fixed", "physics"

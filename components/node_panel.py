@@ -20,9 +20,9 @@ from components.safe_markdown import render_source, sanitize
 from components.step_log import command_label, command_node, current_steps
 from engine.contract import REGENERATE_REPORT, Layout, MethodContract, NodeData, NodeDataError
 from engine.node_numbers import node_numbers
+from engine.reads import Command, CommandStatus, Node, NodeStatus, Run, RunEvent
 from engine.safe_text import inline_text
 from engine.services import Services
-from storage.models import Command, CommandStatus, Node, NodeStatus, Run, RunEvent
 
 PRUNED = "Pruned: nothing grows under this node and the report leaves it out."
 NOTHING_APPLIES = "No command applies to this node now."

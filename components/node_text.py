@@ -16,8 +16,8 @@ from engine.citation_links import entry_heading, link_citations
 from engine.citations import number_citations
 from engine.contract import NodeData
 from engine.reader_text import ReaderError, TextSection, readable_sections, reader_error
+from engine.reads import Node, Source
 from engine.safe_text import inline_text, one_line, prose_block, url_text
-from storage.models import Node, Source
 
 
 def source_words(node: Node, number: int | None = None) -> tuple[str, ...]:

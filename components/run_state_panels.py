@@ -17,16 +17,15 @@ from components.live_run import RunReads
 from components.safe_markdown import render, sanitize
 from components.step_log import run_commands as stored_commands
 from engine.contract import MethodContract, Notice, RunStateModel
-from engine.graph import RunGraph
+from engine.reads import Command, Run
 from engine.safe_text import inline_text
 from engine.services import Services
-from storage.models import Command, Run
 
 
 def _state_versions(services: Services, run: Run, contract: MethodContract, name: str) -> list[RunStateModel]:
     spec = contract.run_states[name]
     versions = []
-    for stored in services.repo.list_run_states(run.id, name):
+    for stored in services.reads.list_run_states(run.id, name):
         try:
             versions.append(spec.model.model_validate(stored.data))
         except ValidationError:  # a version stored by an older model: skipped rather than fatal
@@ -66,7 +65,7 @@ def notice_list(services: Services, run: Run, contract: MethodContract, reads: R
     """What the method says the reader should know now (read once per version of the run)."""
     def read() -> list[Notice]:
         method = services.method(run.method)()
-        return method.notices(RunGraph(services.repo, run.id, contract))
+        return method.notices(services.reads.graph(run.id, contract))
 
     return reads.memo("notices", read) if reads is not None else read()
 

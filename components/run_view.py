@@ -13,11 +13,10 @@ from engine.llm.accounting import budget_short
 from engine.narration import active_seconds, minutes
 from engine.node_numbers import node_numbers
 from engine.reader_text import run_failure
+from engine.reads import DatabaseUnwritable, Node, NodeStatus, Run, RunEvent, RunStatus, utcnow
 from engine.runner import RunnerError
 from engine.safe_text import inline_text
 from engine.services import Services
-from storage.models import Node, NodeStatus, Run, RunEvent, RunStatus, utcnow
-from storage.unwritable import DatabaseUnwritable
 
 PROGRESS_KEY = "run-progress"
 NOW_KEY = "run-now"  # the "Now:" line, or the finished run's "steer it on" line in its place

@@ -15,9 +15,9 @@ from components.live_run import RunReads
 from components.params_form import field_label
 from engine import narration
 from engine.contract import MethodContract
+from engine.reads import Command, CommandStatus, Node, NodeStatus, RunEvent
 from engine.safe_text import inline_text
 from engine.services import Services
-from storage.models import Command, CommandStatus, Node, NodeStatus, RunEvent
 
 # The log shows the newest events; older ones stay stored (the exports may use them).
 LOG_LIMIT = 200
@@ -30,16 +30,16 @@ OPEN_COMMAND = (CommandStatus.QUEUED, CommandStatus.TAKEN)
 
 def run_events(services: Services, reads: RunReads) -> list[RunEvent]:
     """The newest events of the run (newest first), once per version."""
-    return reads.memo("events", lambda: services.repo.list_events(reads.run_id, limit=LOG_LIMIT))
+    return reads.memo("events", lambda: services.reads.list_events(reads.run_id, limit=LOG_LIMIT))
 
 
 def lifecycle_events(services: Services, reads: RunReads) -> list[RunEvent]:
     """All of the run's lifecycle events (for active time), once per version."""
-    return reads.memo("lifecycle", lambda: services.repo.list_events(reads.run_id, kinds=[narration.RUN]))
+    return reads.memo("lifecycle", lambda: services.reads.list_events(reads.run_id, kinds=[narration.RUN]))
 
 
 def run_commands(services: Services, reads: RunReads) -> list[Command]:
-    return reads.memo("commands", lambda: services.repo.list_commands(reads.run_id))
+    return reads.memo("commands", lambda: services.reads.list_commands(reads.run_id))
 
 
 def current_steps(events: Iterable[RunEvent]) -> dict[int | None, str]:

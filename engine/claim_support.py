@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Literal
+from functools import lru_cache, partial
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, computed_field, create_model
 
@@ -126,7 +127,9 @@ class SentenceVerdict(BaseModel):
 @lru_cache(maxsize=512)
 def _batch_model(numbers: tuple[int, ...]) -> type[BaseModel]:
     """One required verdict field per sentence number asked (`sentence_12`, ...)."""
-    return create_model("ClaimChecks", **{f"sentence_{n}": (SentenceVerdict, ...) for n in numbers})
+    # Any: mypy would check a spread dict of fields against create_model's own keyword parameters too.
+    fields: dict[str, Any] = {f"sentence_{n}": (SentenceVerdict, ...) for n in numbers}
+    return create_model("ClaimChecks", **fields)
 
 
 class CitationCheck(BaseModel):
@@ -155,17 +158,17 @@ class ClaimSupportResult(BaseModel):
     invalid: int = 0
     truncated_sources: list[int] = Field(default_factory=list, description="Shown to the judge cut to SOURCE_CHARS.")
 
-    @computed_field
+    @computed_field  # type: ignore[prop-decorator]  # mypy cannot type a decorated property (mypy#1362)
     @property
     def checked(self) -> int:
         return self.supported + self.not_supported + self.contradicted
 
-    @computed_field
+    @computed_field  # type: ignore[prop-decorator]  # mypy cannot type a decorated property (mypy#1362)
     @property
     def support_rate(self) -> float | None:
         return self.supported / self.checked if self.checked else None
 
-    @computed_field
+    @computed_field  # type: ignore[prop-decorator]  # mypy cannot type a decorated property (mypy#1362)
     @property
     def citation_error_rate(self) -> float:
         return citation_error_rate(self.markers - self.invalid, self.dangling, self.not_supported + self.contradicted)
@@ -187,7 +190,11 @@ def cited_sentences(run: JudgedRun) -> list[SentenceCheck]:
     return found
 
 
-def check_claims(llm: EvalLLM, run: JudgedRun) -> ClaimSupportResult:
+def check_claims(llm: EvalLLM, run: JudgedRun,
+                 parallel: Callable[[Sequence[Callable[[], None]]], object] | None = None) -> ClaimSupportResult:
+    """Each cited sentence judged against its source, one judge call per source (in batches of
+    `BATCH` sentences). The calls are independent: `parallel` (a run's `ctx.parallel`) makes them
+    together; without it they are made one after the other."""
     sentences = cited_sentences(run)
     result = ClaimSupportResult(run_id=run.run_id, report_id=run.report_id, sentences=sentences)
     by_source: dict[int, list[tuple[SentenceCheck, CitationCheck]]] = defaultdict(list)
@@ -195,6 +202,7 @@ def check_claims(llm: EvalLLM, run: JudgedRun) -> ClaimSupportResult:
         for citation in sentence.citations:
             if citation.status != "dangling":
                 by_source[citation.source_id].append((sentence, citation))
+    calls: list[Callable[[], None]] = []
     for source_id, pairs in by_source.items():
         source = run.sources[source_id]
         text = (source.text or source.snippet or "").strip()
@@ -203,7 +211,13 @@ def check_claims(llm: EvalLLM, run: JudgedRun) -> ClaimSupportResult:
             result.truncated_sources.append(source_id)
         shown = quoted("SOURCE", f"{source.title}\n{text}")
         for start in range(0, len(pairs), BATCH):
-            _judge_batch(llm, shown, pairs[start:start + BATCH])
+            # Each batch writes only its own pairs' verdicts.
+            calls.append(partial(_judge_batch, llm, shown, pairs[start:start + BATCH]))
+    if parallel is not None:
+        parallel(calls)
+    else:
+        for call in calls:
+            call()
     for sentence in sentences:
         for citation in sentence.citations:
             setattr(result, citation.status, getattr(result, citation.status) + 1)

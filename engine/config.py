@@ -46,7 +46,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Any, Literal, TypeGuard, get_args
 
 from pydantic import BaseModel, Field
 
@@ -60,6 +60,11 @@ SearchMode = Literal["local", "web", "both", "none"]
 ExecutionMode = Literal["embedded", "queue"]
 Retriever = Literal["bm25", "dense", "hybrid"]
 RerankerName = Literal["none", "builtin", "llm", "endpoint"]
+
+
+def is_search_mode(value: str) -> TypeGuard[SearchMode]:
+    """Whether a mode from outside the settings (a stored run's, a command line's) is a SearchMode."""
+    return value in get_args(SearchMode)
 
 
 class LLMSettings(BaseModel):
@@ -202,7 +207,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         model=env.get("THOUGHTMAP_MODEL") or DEFAULT_MODEL,
         models=per_purpose,
         structured_mode=choice(env, "THOUGHTMAP_STRUCTURED_MODE", get_args(StructuredMode), "auto"),
-        timeout_s=number(env, "THOUGHTMAP_LLM_TIMEOUT", float, 120, minimum=0, above_minimum=True),
+        timeout_s=number(env, "THOUGHTMAP_LLM_TIMEOUT", float, 120.0, minimum=0, above_minimum=True),
         max_retries=number(env, "THOUGHTMAP_LLM_MAX_RETRIES", int, 5, minimum=0),
         concurrency=number(env, "THOUGHTMAP_LLM_CONCURRENCY", int, 8, minimum=1),
         prices_file=Path(env["THOUGHTMAP_PRICES"]) if env.get("THOUGHTMAP_PRICES") else None,
@@ -212,10 +217,10 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         database_url=database_url,
         llm=llm,
         search=choice(env, "THOUGHTMAP_SEARCH", get_args(SearchMode), "local"),
-        corpus_lock_timeout_s=number(env, "THOUGHTMAP_CORPUS_LOCK_TIMEOUT", float, 30, minimum=0),
+        corpus_lock_timeout_s=number(env, "THOUGHTMAP_CORPUS_LOCK_TIMEOUT", float, 30.0, minimum=0),
         allow_private_fetch=_flag(env.get("THOUGHTMAP_ALLOW_PRIVATE_FETCH")),
         workers=number(env, "THOUGHTMAP_WORKERS", int, 16, minimum=1),
-        fake_latency_s=number(env, "THOUGHTMAP_FAKE_LATENCY", float, 0, minimum=0),
+        fake_latency_s=number(env, "THOUGHTMAP_FAKE_LATENCY", float, 0.0, minimum=0),
         llm_choice=choice(env, "THOUGHTMAP_LLM", get_args(LLMChoice), "auto"),
         execution=choice(env, "THOUGHTMAP_EXECUTION", get_args(ExecutionMode), "embedded"),
         method_plugins=env.get("THOUGHTMAP_METHODS") or "",
@@ -233,7 +238,7 @@ def _retrieval_settings(env: Mapping[str, str]) -> RetrievalSettings:
     # An endpoint, when one is set, is the default reranker: the user's cross-encoder beats ours.
     # No built-in reranker beats the hybrid first stage on every gold set (docs/benchmarks.md,
     # "Retrieval"): its order is the default.
-    default_reranker = "endpoint" if (env.get("THOUGHTMAP_RERANK_URL") or "").strip() else "none"
+    default_reranker: RerankerName = "endpoint" if (env.get("THOUGHTMAP_RERANK_URL") or "").strip() else "none"
     return RetrievalSettings(
         retriever=choice(env, "THOUGHTMAP_RETRIEVER", get_args(Retriever), "hybrid"),
         reranker=choice(env, "THOUGHTMAP_RERANKER", get_args(RerankerName), default_reranker),
@@ -251,7 +256,7 @@ def _embeddings_settings(env: Mapping[str, str], llm: LLMSettings) -> Embeddings
 
 
 def _local_settings(env: Mapping[str, str]) -> LocalModelSettings:
-    values: dict[str, object] = {}
+    values: dict[str, Any] = {}
     if env.get("THOUGHTMAP_LOCAL_MODEL"):
         values["model_path"] = Path(env["THOUGHTMAP_LOCAL_MODEL"]).expanduser()
     if env.get("THOUGHTMAP_MODELS_DIR"):

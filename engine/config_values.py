@@ -13,9 +13,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar, cast
 from urllib.parse import urlsplit
 
 from engine.redact import redact_url
+
+# `parse=int` gives an int, `parse=float` a float; a choice among literals is one of them.
+Number = TypeVar("Number", int, float)
+Choice = TypeVar("Choice", bound=str)
 
 
 class ConfigError(ValueError):
@@ -48,13 +53,14 @@ def endpoint_url(env: Mapping[str, str], name: str, default: str = "", *, exampl
     return url
 
 
-def number(env: Mapping[str, str], name: str, parse: Callable[[str], float], default: float, *,
-           minimum: float, maximum: float | None = None, above_minimum: bool = False) -> float:
+def number(env: Mapping[str, str], name: str, parse: Callable[[str], Number], default: Number, *,
+           minimum: float, maximum: float | None = None, above_minimum: bool = False) -> Number:
     """The number in `name` (`parse=int`: a whole number), `default` when unset; ConfigError when
     it is not a finite number within its range (NaN and infinity would defeat every comparison)."""
     text = (env.get(name) or "").strip()
     if not text:
         return default
+    value: Number | None
     try:
         value = parse(text)
     except ValueError:
@@ -70,7 +76,7 @@ def number(env: Mapping[str, str], name: str, parse: Callable[[str], float], def
     return value
 
 
-def choice(env: Mapping[str, str], name: str, choices: Sequence[str], default: str) -> str:
+def choice(env: Mapping[str, str], name: str, choices: Sequence[Choice], default: Choice) -> Choice:
     """One of `choices` in `name` (case and spaces ignored), `default` when unset; ConfigError
     for anything else."""
     text = (env.get(name) or "").strip()
@@ -80,4 +86,4 @@ def choice(env: Mapping[str, str], name: str, choices: Sequence[str], default: s
     if value not in choices:
         raise ConfigError(f"{name}={text!r} cannot be used: choose one of {', '.join(choices)}, "
                           f"or unset it for the default ({default})")
-    return value
+    return cast(Choice, value)  # one of `choices`: checked just above

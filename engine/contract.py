@@ -7,17 +7,26 @@ decides how.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Protocol, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from engine.knowledge.prompts import STEPS as KNOWLEDGE_STEPS
-from storage.models import Node, NodeStatus
+from storage.models import Node
+from storage.statuses import NodeStatus
 
 ALL_STATUSES = frozenset({NodeStatus.PENDING, NodeStatus.RUNNING, NodeStatus.DONE, NodeStatus.FAILED})
+
+
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+_NamedT = TypeVar("_NamedT", bound=_Named)
 
 
 class ContractError(TypeError):
@@ -37,7 +46,7 @@ class CommandRejected(ValueError):
     Nothing stored changes. `errors`: the payload's validation errors (pydantic's), when that is why,
     so a form can say them in its own words."""
 
-    def __init__(self, message: str, errors: list[dict[str, Any]] | None = None) -> None:
+    def __init__(self, message: str, errors: Sequence[Mapping[str, Any]] | None = None) -> None:
         super().__init__(message)
         self.errors = errors or []
 
@@ -57,6 +66,11 @@ class NodeData(BaseModel):
     # brings back what went with it and nothing pruned on its own.
     status_before_prune: str | None = Field(default=None, description="The node's status before it was pruned.")
     pruned_with: int | None = Field(default=None, description="The node whose prune took this one.")
+
+    @classmethod
+    def of(cls, node: Node) -> Self:
+        """The node's data as this model: a typed read (`CellData.of(node).row`), validated whole."""
+        return cls.model_validate(node.data or {})
 
     def caption(self) -> str:
         """One line the node panel shows under the label (e.g. which engine proposed the node)."""
@@ -144,7 +158,7 @@ class NodeKind:
         return model.model_dump(mode="json", exclude_unset=True)
 
     def read(self, node: Node) -> NodeData:
-        return self.data.model_validate(node.data or {})
+        return self.data.of(node)
 
 
 @dataclass(frozen=True)
@@ -399,8 +413,8 @@ class MethodContract:
     def build(cls, method: str, node_kinds: Sequence[NodeKind], edge_kinds: Sequence[EdgeKind],
               commands: Sequence[CommandSpec], run_states: Sequence[RunStateSpec], view: ViewSpec,
               steps: Mapping[str, str] | None = None) -> MethodContract:
-        def index(items, what):
-            out = {}
+        def index(items: Iterable[_NamedT], what: str) -> dict[str, _NamedT]:
+            out: dict[str, _NamedT] = {}
             for item in items:
                 if item.name in out:
                     raise ContractError(f"{method}: {what} '{item.name}' is declared twice")

@@ -7,7 +7,7 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
@@ -16,8 +16,9 @@ from engine import narration
 from engine.contract import GENERIC_STEP, MethodContract, NodeData, NodeDataError, RunStateModel
 from engine.redact import redact_secrets
 from engine.search.protocol import Hit
-from storage.models import Edge, Node, NodeStatus, Report, Source, utcnow
+from storage.models import Edge, Node, Report, Source, stored_id, utcnow
 from storage.repository import GraphSnapshot, NodeInput, Repository, SourceInput
+from storage.statuses import NodeStatus
 
 D = TypeVar("D", bound=NodeData)
 S = TypeVar("S", bound=RunStateModel)
@@ -52,7 +53,7 @@ def report_outdated(repo: Repository, run_id: str, report: Report, steering: Ite
     return applied is not None and _naive(applied) > _naive(report.created_at)
 
 
-def _naive(moment):
+def _naive(moment: datetime) -> datetime:
     # SQLite hands back naive UTC times, PostgreSQL aware ones: compared as naive UTC.
     return moment.replace(tzinfo=None) if moment.tzinfo is None else moment.astimezone(UTC).replace(tzinfo=None)
 
@@ -80,23 +81,23 @@ class RunGraph:
     # may return it after, and must not put older data back.
     def _seen(self, node: Node) -> Node:
         with self._lock:
-            self._data.setdefault(node.id, dict(node.data or {}))
+            self._data.setdefault(stored_id(node), dict(node.data or {}))
         return node
 
     def _written(self, node: Node) -> Node:
         with self._lock:
-            self._data[node.id] = dict(node.data or {})
+            self._data[stored_id(node)] = dict(node.data or {})
         return node
 
     def _seen_all(self, nodes: list[Node]) -> list[Node]:
         with self._lock:
             for node in nodes:
-                self._data.setdefault(node.id, dict(node.data or {}))
+                self._data.setdefault(stored_id(node), dict(node.data or {}))
         return nodes
 
     # ------------------------------------------------------------------ checks
 
-    def _checked(self, kind: str, data: Mapping[str, Any] | BaseModel | None, node_id: int | None = None) -> dict:
+    def _checked(self, kind: str, data: Mapping[str, Any] | BaseModel | None, node_id: int | None = None) -> dict[str, Any]:
         if data is None:
             return {}
         if self.contract is None:
@@ -148,7 +149,7 @@ class RunGraph:
     def data(self, node: Node, model: type[D] | None = None) -> D:
         """A node's data as its kind's model (typed read)."""
         if model is not None:
-            return model.model_validate(node.data or {})
+            return model.of(node)
         if self.contract is None:
             raise NodeDataError("typed data needs the method's contract")
         return self.contract.kind(node.kind).read(node)  # type: ignore[return-value]
@@ -178,19 +179,20 @@ class RunGraph:
         """Set columns; `merge_data` is merged into the node's data, `replace_data` replaces it."""
         if "data" in values:
             raise TypeError("use merge_data= or replace_data=, so the data is checked against the node's kind")
+        node_id = stored_id(node)
         with self._lock:  # one writer of a node's data at a time, so no merge is lost
             if replace_data is not None:
-                values["data"] = self._checked(node.kind, replace_data, node.id)
+                values["data"] = self._checked(node.kind, replace_data, node_id)
             elif merge_data is not None:
-                merge = self._checked(node.kind, merge_data, node.id)
-                if node.id in self._data:
-                    values["data"] = {**self._data[node.id], **merge}
+                merge = self._checked(node.kind, merge_data, node_id)
+                if node_id in self._data:
+                    values["data"] = {**self._data[node_id], **merge}
                 else:  # never seen here: let storage merge with what is stored
-                    updated = self._repo.update_node(node.id, merge_data=merge or None, **values)
-                    self._data[updated.id] = dict(updated.data or {})
+                    updated = self._repo.update_node(node_id, merge_data=merge or None, **values)
+                    self._data[stored_id(updated)] = dict(updated.data or {})
                     return updated
-            updated = self._repo.update_node(node.id, **values)
-            self._data[updated.id] = dict(updated.data or {})
+            updated = self._repo.update_node(node_id, **values)
+            self._data[stored_id(updated)] = dict(updated.data or {})
             return updated
 
     def nodes(self, *, kind: str | None = None, status: str | None = None) -> list[Node]:
@@ -201,7 +203,7 @@ class RunGraph:
         return self._seen_all(self._repo.frontier(self.run_id, list(kinds), list(statuses)))
 
     def children(self, node: Node) -> list[Node]:
-        return self._seen_all(self._repo.children(node.id))
+        return self._seen_all(self._repo.children(stored_id(node)))
 
     def root(self) -> Node | None:
         return next((n for n in self.nodes() if n.parent_id is None), None)
@@ -284,14 +286,14 @@ class RunGraph:
     def link(self, src: Node | int, dst: Node | int, kind: str, *, data: Mapping[str, Any] | None = None) -> Edge:
         """An edge of any declared kind between two nodes of this run (unique per kind)."""
         self._check_edge(kind)
-        src_id = src if isinstance(src, int) else src.id
-        dst_id = dst if isinstance(dst, int) else dst.id
+        src_id = src if isinstance(src, int) else stored_id(src)
+        dst_id = dst if isinstance(dst, int) else stored_id(dst)
         return self._repo.add_edge(self.run_id, src_id, dst_id, kind, data=dict(data or {}))
 
     def unlink(self, src: Node | int, dst: Node | int, kind: str) -> bool:
         """Remove the edge src -> dst of this kind (a link the graph no longer has); whether it was there."""
-        src_id = src if isinstance(src, int) else src.id
-        dst_id = dst if isinstance(dst, int) else dst.id
+        src_id = src if isinstance(src, int) else stored_id(src)
+        dst_id = dst if isinstance(dst, int) else stored_id(dst)
         return self._repo.remove_edge(self.run_id, src_id, dst_id, kind)
 
     def edges(self, kind: str | None = None) -> list[Edge]:
@@ -339,10 +341,10 @@ class RunGraph:
 
     def link_sources(self, node: Node, source_ids: Sequence[int]) -> None:
         """Link already stored sources to a node (e.g. the ones its answer cites)."""
-        self._repo.link_sources(node.id, source_ids)
+        self._repo.link_sources(stored_id(node), source_ids)
 
     def sources(self, node: Node | None = None) -> list[Source]:
-        return self._repo.sources_for_node(node.id) if node else self._repo.list_sources(self.run_id)
+        return self._repo.sources_for_node(stored_id(node)) if node else self._repo.list_sources(self.run_id)
 
     # ------------------------------------------------------------------ reports
 

@@ -10,6 +10,7 @@ the viewers (Streamlit, GitHub, VS Code) by construction. Inline spans are found
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from markdown_it import MarkdownIt
@@ -152,7 +153,7 @@ def split_code(text: str) -> list[Segment]:
     return segments
 
 
-def map_prose(text: str, change) -> str:
+def map_prose(text: str, change: Callable[[str], str]) -> str:
     """`text` with `change` applied to its prose segments only; code stays as it was."""
     return "".join(segment.text if segment.code else change(segment.text) for segment in split_code(text))
 

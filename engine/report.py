@@ -31,8 +31,9 @@ from engine.safe_text import (
     sectioned_prose,
     url_text,
 )
-from storage.models import Node, NodeStatus, Report, RunStatus, Source
+from storage.models import Node, Report, Run, Source
 from storage.repository import Repository
+from storage.statuses import NodeStatus, RunStatus
 
 EXPORT_FORMAT_VERSION = 1
 # The words of a source entry's heading ("Source 1"), hence of its anchor (`#source-1`).
@@ -78,7 +79,8 @@ def partial_nodes(nodes: list[Node]) -> list[tuple[Node, int]]:
     """The finished answers partial results show, in order, each with its number as the map shows it."""
     numbers = node_numbers(nodes)
     return [(node, numbers[node.id]) for node in nodes
-            if node.parent_id is not None and node.status == NodeStatus.DONE and node.content.strip()]
+            if node.id is not None and node.parent_id is not None and node.status == NodeStatus.DONE
+            and node.content.strip()]
 
 
 def _partial_body(nodes: list[Node], known_source_ids: Iterable[int]) -> Rendered:
@@ -96,7 +98,7 @@ def _partial_body(nodes: list[Node], known_source_ids: Iterable[int]) -> Rendere
     return Rendered(text=text, numbering={number: source_id for source_id, number in numbers.items()})
 
 
-def _steered_since(repo: Repository, run, report) -> bool:
+def _steered_since(repo: Repository, run: Run, report: Report) -> bool:
     try:
         growing = get_method(run.method).contract().growing_commands
     except LookupError:
@@ -115,7 +117,7 @@ def _sentence(text: str) -> str:
     return text if text.endswith((".", "!", "?", "…")) else text + "."
 
 
-def status_note(repo: Repository, run, report) -> str:
+def status_note(repo: Repository, run: Run, report: Report | None) -> str:
     """What a reader of an export must know about how the run ended, one text for the Markdown, DOCX
     and PDF alike ("" when there is nothing to say): partial results or a partial report and why (the
     stop reason, a failed run's error in plain words), a report written before the last change to the
@@ -207,7 +209,7 @@ def render_markdown(repo: Repository, run_id: str, source_words: tuple[str, ...]
     that shows several reports gives each its own, so a report's `[n]` never jumps into another's.
     `nodes`: the run's nodes as the caller last read them (else they are read here)."""
     run = repo.get_run(run_id)
-    sources = {s.id: s for s in repo.list_sources(run_id)}
+    sources = {s.id: s for s in repo.list_sources(run_id) if s.id is not None}  # stored: all have ids
     report = repo.latest_report(run_id)
     nodes = list(nodes) if nodes is not None else repo.list_nodes(run_id)
     if report is not None:

@@ -13,11 +13,16 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from sqlalchemy.engine import make_url
 
 from storage.db import Database
 from storage.queue_schema import ensure_queue_schema
+
+if TYPE_CHECKING:  # procrastinate is imported where first used: a process not queueing never loads it
+    from procrastinate import App
+    from procrastinate.types import JSONValue
 
 TASK = "thoughtmap.execute_run"
 QUEUE = "thoughtmap_runs"
@@ -36,7 +41,7 @@ class QueueDepth:
     running: int
 
 
-def build_app(db: Database):
+def build_app(db: Database) -> App:
     """A procrastinate App on `db` (its tables created on first use)."""
     from procrastinate import App, PsycopgConnector
     from procrastinate.schema import SchemaManager
@@ -53,14 +58,15 @@ class RunQueue:
         self._opened = False
         self._lock = threading.Lock()
 
-    def _open(self):
+    def _open(self) -> App:
         with self._lock:
             if not self._opened:
                 self.app.open()  # a synchronous pool, opened on first use
                 self._opened = True
         return self.app
 
-    def enqueue(self, run_id: str, *, retry_failed: bool = False, steered_from: dict | None = None) -> bool:
+    def enqueue(self, run_id: str, *, retry_failed: bool = False,
+                steered_from: dict[str, str | None] | None = None) -> bool:
         """Queue the run for a worker; False when a job for it is already waiting (that one will
         execute it).
 
@@ -73,7 +79,8 @@ class RunQueue:
 
         app = self._open()
         # Only when set: a worker of the release before it, still draining the queue, takes the rest.
-        held = {"steered_from": steered_from} if steered_from is not None else {}
+        # Copied into a dict of procrastinate's JSON values: a dict of strings is not one (dicts are invariant).
+        held: dict[str, JSONValue] = {"steered_from": dict(steered_from)} if steered_from is not None else {}
         task = app.configure_task(TASK, queue=QUEUE, queueing_lock=run_id)
         try:
             task.defer(run_id=run_id, retry_failed=retry_failed, **held)

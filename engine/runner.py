@@ -21,27 +21,26 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any
 
 from engine import narration
 from engine.contract import CommandRejected, UnsupportedCommand
 from engine.graph import RunGraph
-from engine.knowledge.open import KnowledgeLayer
 from engine.llm.accounting import Budget, RunLLM, budget_short
 from engine.llm.pricing import PriceTable
 from engine.llm.protocol import LLM, BudgetExceeded, LLMError
 from engine.methods.base import Method, MethodParams, RunContext
-from engine.methods.registry import METHODS, get_method
+from engine.methods.registry import METHODS, RegisteredMethods, get_method
 from engine.methods.steering import apply as apply_command
 from engine.methods.steering import apply_and_record, check
 from engine.questions import clean_question
 from engine.redact import redact_secrets
-from engine.search.embeddings import Embedder
-from engine.search.fetch import PageFetcher
+from engine.run_services import RunServices
 from engine.search.protocol import Searcher, SearchError
-from engine.search.rerank import Reranker
 from engine.steering_events import SteeringEvents
-from storage.models import Command, CommandStatus, NodeStatus, Run, RunStatus, utcnow
+from storage.models import Command, CommandStatus, Run, stored_id, utcnow
 from storage.repository import Repository, RunNotFound
+from storage.statuses import NodeStatus, RunStatus
 from storage.unwritable import DatabaseUnwritable
 
 log = logging.getLogger("thoughtmap.runner")
@@ -73,7 +72,7 @@ class HeldRun:
         return {"status": self.status, "stop_reason": self.stop_reason, "error": self.error}
 
     @classmethod
-    def from_job(cls, data: dict | None) -> HeldRun | None:
+    def from_job(cls, data: dict[str, Any] | None) -> HeldRun | None:
         return cls(data["status"], data.get("stop_reason"), data.get("error")) if data else None
 
 
@@ -149,7 +148,7 @@ class RunControl:
                 self._paused = False
                 self.repo.set_status(self.run_id, RunStatus.RUNNING)
                 narrate_run(self.repo, self.run_id, narration.Phase.RESUMED, "resumed")
-            self.repo.complete_command(command.id)
+            self.repo.complete_command(stored_id(command))
 
     def checkpoint(self) -> None:
         while True:
@@ -195,31 +194,27 @@ class Runner:
         llm_for: Callable[[Run], LLM],
         searcher_for: Callable[[Run], Searcher],
         prices: PriceTable,
-        methods: Mapping[str, type[Method]] = METHODS,
+        methods: Mapping[str, type[Method[Any]]] = METHODS,
         max_workers: int = 16,
         poll_s: float = 0.2,
         heartbeat_s: float = 5.0,
         stale_after: timedelta = timedelta(minutes=2),
-        knowledge: KnowledgeLayer | None = None,
-        embedder: Embedder | None = None,
-        rerank_endpoint: Reranker | None = None,
+        services: RunServices | None = None,
         default_reranker: str = "none",
-        pages: PageFetcher | None = None,
         dispatch: Callable[[str, bool, HeldRun | None], object] | None = None,
     ) -> None:
         self.repo = repo
         self.llm_for = llm_for
         self.searcher_for = searcher_for
         self.prices = prices
-        self.methods = dict(methods)
+        # Its own registry (a test may add a method to it), the methods still loaded when first run.
+        self.methods = methods.copy() if isinstance(methods, RegisteredMethods) else dict(methods)
         self.poll_s = poll_s
         self.heartbeat_s = heartbeat_s
         self.stale_after = stale_after
-        self.knowledge = knowledge  # handed to every run's context (ctx.knowledge)
-        self.embedder = embedder  # handed to every run's context (ctx.embedder); None: BM25
-        self.rerank_endpoint = rerank_endpoint  # the configured /rerank endpoint, if any (ctx.rerank_endpoint)
+        # Handed to every run's context, asked by type (`ctx.service(Embedder)`): engine/run_services.py.
+        self.services = services if services is not None else RunServices()
         self.default_reranker = default_reranker  # THOUGHTMAP_RERANKER (ctx.default_reranker)
-        self.pages = pages  # reads the page behind a web hit (ctx.pages); None: snippets only
         # Distributed execution: (run id, retry failed nodes, how a steered stopped run stood) ->
         # the run is queued for a worker.
         self.dispatch = dispatch
@@ -231,10 +226,10 @@ class Runner:
 
     # ----------------------------------------------------------- lifecycle
 
-    def create_run(self, *, question: str, method: str, params: MethodParams | dict | None = None,
-                   llm_info: dict | None = None, search_mode: str = "local",
+    def create_run(self, *, question: str, method: str, params: MethodParams | dict[str, Any] | None = None,
+                   llm_info: dict[str, Any] | None = None, search_mode: str = "local",
                    max_tokens: int | None = None, max_cost: float | None = None,
-                   search_exclusions: dict | None = None, run_id: str | None = None) -> Run:
+                   search_exclusions: dict[str, Any] | None = None, run_id: str | None = None) -> Run:
         """A new run, stored, not started; `run_id`: the id chosen beforehand (`Repository.create_run`)."""
         question = clean_question(question)  # QuestionError (a ValueError) says what to change
         method_cls = get_method(method, self.methods)
@@ -373,7 +368,7 @@ class Runner:
                 # is dropped as an execution's stop drops it (left queued, it would outlive both).
                 self.repo.set_status(run_id, RunStatus.STOPPED, stop_reason="stopped by the user")
                 for command in self.repo.take_commands(run_id, ("stop",)):
-                    self.repo.complete_command(command.id)
+                    self.repo.complete_command(stored_id(command))
                 self._drop_pending_steering(run_id, None, "the run was stopped before it could apply this")
                 narrate_run(self.repo, run_id, narration.Phase.STOPPED, "stopped by the user")
 
@@ -402,7 +397,7 @@ class Runner:
             raise RunnerError(f"the run is {state}: stop it before deleting it")
         self.repo.delete_run(run_id)
 
-    def steer(self, run_id: str, kind: str, payload: dict | None = None) -> Command:
+    def steer(self, run_id: str, kind: str, payload: dict[str, Any] | None = None) -> Command:
         """Queue a steering command; a run that is not executing is reopened to apply it."""
         run = self.repo.get_run(run_id)
         method_cls = get_method(run.method, self.methods)
@@ -493,7 +488,7 @@ class Runner:
 
     # ----------------------------------------------------------- execution
 
-    def _context(self, run: Run, method: Method, control: RunControl) -> RunContext:
+    def _context(self, run: Run, method: Method[Any], control: RunControl) -> RunContext[Any]:
         params = method.Params.model_validate(run.params)
         graph = RunGraph(self.repo, run.id, method.contract())
         # Every LLM call is told to the step log, in the words the method declares for its prompt.
@@ -512,19 +507,18 @@ class Runner:
             run_id=run.id, question=run.question, params=params, llm=llm,
             searcher=self.searcher_for(run), graph=graph,
             checkpoint=control.checkpoint, take_steering=take_steering, executor=self.executor,
-            complete_command=complete_command, knowledge_layer=self.knowledge, embedder=self.embedder,
-            rerank_endpoint=self.rerank_endpoint, default_reranker=self.default_reranker, pages=self.pages,
+            complete_command=complete_command, services=self.services, default_reranker=self.default_reranker,
             sources_only=(run.llm_info or {}).get("kind") == "local",
         )
 
-    def _apply_steering(self, ctx: RunContext, method: Method) -> None:
+    def _apply_steering(self, ctx: RunContext[Any], method: Method[Any]) -> None:
         # Until the queue is empty: a command may arrive while another one is being applied.
         while commands := ctx.take_steering():
             for command in commands:
                 ctx.checkpoint()
                 method.steer(ctx, command)  # records the command's outcome itself
 
-    def _drop_pending_steering(self, run_id: str, ctx: RunContext | None, why: str) -> None:
+    def _drop_pending_steering(self, run_id: str, ctx: RunContext[Any] | None, why: str) -> None:
         """The run ends without applying the steering still queued: each command says so (a
         person sends it again; left queued, it would sit unseen, block the same command, and reopen
         the run as it ended). Without a context (the run failed setting up), straight in storage."""
@@ -533,16 +527,16 @@ class Runner:
         error = f"{why}; send it again (it resumes the run)"
         for command in pending:
             if ctx is not None:
-                ctx.complete_command(command.id, ok=False, error=error)
+                ctx.complete_command(stored_id(command), ok=False, error=error)
             else:
-                self.repo.complete_command(command.id, ok=False, error=error)
+                self.repo.complete_command(stored_id(command), ok=False, error=error)
 
-    def _hold(self, ctx: RunContext, method: Method, held: HeldRun) -> bool:
+    def _hold(self, ctx: RunContext[Any], method: Method[Any], held: HeldRun) -> bool:
         """Apply the commands that reopened a stopped or failed run; True when it stays as it was
         (every command refused, or all they asked is its outputs again: a rewrite is not Resume)."""
         # A Stop or Pause still queued from before the command that reopened the run was meant for
         # the execution that ended (it ended before reading it).
-        waiting = [c.id for c in self.repo.list_commands(ctx.run_id, status=CommandStatus.QUEUED)
+        waiting = [stored_id(c) for c in self.repo.list_commands(ctx.run_id, status=CommandStatus.QUEUED)
                    if c.kind not in CONTROL_COMMANDS]
         if waiting:
             self._supersede_controls(ctx.run_id, before=min(waiting), why="the run had ended")
@@ -550,7 +544,8 @@ class Runner:
             return False  # it failed only for its report: finishing it is what any command needs
         growing = method.contract().growing_commands
         while commands := ctx.take_steering():  # again: more may come while a report is written
-            applied = [c.id for c in commands if c.kind in growing and apply_and_record(ctx, method, c) is not None]
+            applied = [stored_id(c) for c in commands
+                       if c.kind in growing and apply_and_record(ctx, method, c) is not None]
             if applied:
                 # The rewrites go back in the queue: the run takes them with what it grows and writes
                 # what they ask for at its end.
@@ -568,11 +563,12 @@ class Runner:
     def _supersede_controls(self, run_id: str, *, why: str, before: int | None = None) -> None:
         """Queued stops and pauses (those sent before command `before`) no longer apply."""
         for command in self.repo.list_commands(run_id, status=CommandStatus.QUEUED):
-            if command.kind in ("stop", "pause") and (before is None or command.id < before):
-                self.repo.complete_command(command.id, ok=False, error=f"superseded: {why}")
+            if command.kind in ("stop", "pause") and (before is None or stored_id(command) < before):
+                self.repo.complete_command(stored_id(command), ok=False, error=f"superseded: {why}")
 
     @staticmethod
-    def _rewrite_held_outputs(ctx: RunContext, method: Method, commands: list[Command], held: HeldRun) -> None:
+    def _rewrite_held_outputs(ctx: RunContext[Any], method: Method[Any], commands: list[Command],
+                              held: HeldRun) -> None:
         """The outputs the commands ask for, written from the graph as it stands and marked partial
         with why the run ended; each command says whether they were written."""
         reason = held.stop_reason or held.error or f"the run {held.status}"
@@ -605,7 +601,7 @@ class Runner:
         steering = get_method(run.method, self.methods).steering
         return any(c.kind in steering for c in self.repo.list_commands(run.id, status=CommandStatus.QUEUED))
 
-    def _write_stopped_report(self, method: Method | None, ctx: RunContext | None, reason: str) -> None:
+    def _write_stopped_report(self, method: Method[Any] | None, ctx: RunContext[Any] | None, reason: str) -> None:
         """What a stopped run found so far, as a partial report (`Method.write_stopped_report`); a
         failure here is logged and leaves the run as it is: stopped, with its graph."""
         if method is None or ctx is None:
@@ -725,8 +721,8 @@ class Runner:
         its commands are applied first, and when every one is refused, or all they ask is its report
         again, it stays as it was. Raises when the run's end cannot be recorded (see `_died`)."""
         repo = self.repo
-        method: Method | None = None
-        ctx: RunContext | None = None
+        method: Method[Any] | None = None
+        ctx: RunContext[Any] | None = None
         try:
             run = repo.get_run(run_id)
             method = get_method(run.method, self.methods)()

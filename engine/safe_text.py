@@ -213,7 +213,7 @@ def _disarm_headings(text: str, floor: int | None) -> str:
             # Only our section is a "Sources" heading: its words stay as a line of text, unless
             # without the hashes they would open a block of their own (`# # Sources`).
             return prefix if not _OPENS_BLOCK.match(words) else prefix + _HEADING_ENTITY["#"] + hashes[1:]
-        if document_heading and not _takes_source_anchor(match):
+        if document_heading and floor is not None and not _takes_source_anchor(match):
             # A heading of the document itself, below our own levels.
             return prefix + "#" * min(6, max(floor, len(hashes)))
         return prefix + _HEADING_ENTITY["#"] + hashes[1:]

@@ -5,13 +5,17 @@ Nothing here is a module global; the CLI and the web app each build one `Service
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, field
-from typing import Literal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
-from engine.config import Settings, load_settings
+from engine.config import LLMSettings, Settings, is_search_mode, load_settings
 from engine.config_values import ConfigError
+from engine.evaluate.claims import ClaimSupportResult, check_and_store
+from engine.evaluate.run_report import load_judged_run
 from engine.knowledge.open import KnowledgeLayer
+from engine.llm.counted import EvalLLM
 from engine.llm.fake import FakeLLM
 from engine.llm.limits import ConcurrencyLimiter, SharedConcurrencyLimiter
 from engine.llm.pricing import PriceTable
@@ -19,8 +23,10 @@ from engine.llm.protocol import LLM, LLMAuthError
 from engine.llm.structured_modes import StructuredModeMemory
 from engine.methods.base import Method
 from engine.methods.registry import get_method, load_methods
+from engine.reads import Reads
 from engine.redact import redact_url
 from engine.run_queue import QueueDepth, RunQueue
+from engine.run_services import RunServices
 from engine.runner import HeldRun, Runner
 from engine.search.combined import build_searcher
 from engine.search.embedders import build_embedder
@@ -31,12 +37,19 @@ from engine.search.fetch import PageFetcher
 from engine.search.hops import LinkerCache
 from engine.search.local import LocalCorpusSearcher
 from engine.search.protocol import Searcher
+from engine.search.rerank import RerankEndpoint
 from engine.search.retrieval import build_local_retrieval, corpus_embedding
 from storage import Repository, open_database
 from storage.db import Database
+from storage.evaluation import EvaluationStore
 from storage.knowledge import KnowledgeStore
 from storage.leases import SharedCooldown, SlotLocks
 from storage.models import Run
+
+if TYPE_CHECKING:  # only for annotations: imported where first used, so a process not using them never loads them
+    from engine.evaluate.runner import BenchmarkRunner
+    from engine.llm.local_server import LocalModelServer
+    from engine.preferences import Preferences
 
 LLMKind = Literal["fake", "local", "openai"]
 LLM_KINDS: tuple[str, ...] = ("fake", "local", "openai")
@@ -50,6 +63,8 @@ class Services:
     limiter: ConcurrencyLimiter
     prices: PriceTable
     runner: Runner = field(init=False)
+    # What the app reads (runs, graphs, reports, judgments): components/ and pages/ read only here.
+    reads: Reads = field(init=False)
     # The knowledge graphs (MTQA's knowledge layer): runs open them through ctx.knowledge.
     knowledge: KnowledgeLayer = field(init=False)
     # Semantic similarity: an OpenAI-compatible /embeddings endpoint when configured, else the
@@ -60,17 +75,17 @@ class Services:
     # app's and the CLI's "running on" line; "" when embeddings work as configured.
     embedder_notice: str = field(init=False, default="")
     # The methods this process serves: the built-in ones and THOUGHTMAP_METHODS' plugins.
-    methods: dict[str, type[Method]] = field(default_factory=dict)
+    methods: MutableMapping[str, type[Method[Any]]] = field(default_factory=dict)
     # What auto mode learned per endpoint and model; survives `configure_openai`, shown in Settings.
     structured_modes: StructuredModeMemory = field(default_factory=StructuredModeMemory)
     _llms: dict[str, LLM] = field(default_factory=dict)
-    _local_server: object | None = None  # the built-in model's server, started on first use
+    _local_server: LocalModelServer | None = None  # the built-in model's server, started on first use
     _searchers: dict[str, Searcher] = field(default_factory=dict)
     # The corpus searcher under the first stage (ingest, counts), and the hop linker shared by all
     # searchers of this process (built once per corpus generation).
     _corpus: LocalCorpusSearcher | None = None
     _linkers: LinkerCache = field(default_factory=LinkerCache)
-    _benchmarks: object | None = None  # the BenchmarkRunner, made on first use
+    _benchmarks: BenchmarkRunner | None = None  # made on first use
     _lock: threading.Lock = field(default_factory=threading.Lock)
     # Distributed execution (THOUGHTMAP_EXECUTION=queue): the task queue runs are handed to.
     queue: RunQueue | None = None
@@ -79,13 +94,11 @@ class Services:
         if not self.methods:
             self.methods = load_methods(self.settings.method_plugins)
         self.knowledge = KnowledgeLayer(KnowledgeStore(self.db))
+        self.reads = Reads(self.repo, EvaluationStore(self.db))
         self.embedder, self.embedder_notice = self._build_embedder()
         self.runner = Runner(self.repo, llm_for=self.llm_for_run, searcher_for=self.searcher_for_run,
                              prices=self.prices, methods=self.methods, max_workers=self.settings.workers,
-                             knowledge=self.knowledge, embedder=self.embedder,
-                             rerank_endpoint=self._rerank_endpoint(),
-                             default_reranker=self.settings.retrieval.reranker,
-                             pages=PageFetcher(allow_private=self.settings.allow_private_fetch),
+                             services=self._run_services(), default_reranker=self.settings.retrieval.reranker,
                              dispatch=self._enqueue if self.queue is not None else None)
 
     def _build_embedder(self) -> tuple[Embedder | None, str]:
@@ -97,7 +110,17 @@ class Services:
         except EmbeddingModelUnavailable as exc:
             return None, f"{exc} Search ranks by BM25 word match instead; nothing stored is affected. {exc.hint}"
 
-    def _rerank_endpoint(self):
+    def _run_services(self) -> RunServices:
+        """What every run may ask for by type (engine/run_services.py). A new service is one more
+        entry here: methods ask `ctx.service(ItsType)`, and RunContext and Runner stay as they are."""
+        return RunServices({
+            KnowledgeLayer: self.knowledge,
+            Embedder: self.embedder,  # None: relevance and evidence rank by BM25
+            RerankEndpoint: self._rerank_endpoint(),  # THOUGHTMAP_RERANK_URL, None when unset
+            PageFetcher: PageFetcher(allow_private=self.settings.allow_private_fetch),
+        })
+
+    def _rerank_endpoint(self) -> RerankEndpoint | None:
         """The /rerank endpoint THOUGHTMAP_RERANK_URL configures, or None."""
         rerank = self.settings.rerank
         if not rerank.url:
@@ -108,6 +131,8 @@ class Services:
                                 timeout_s=self.settings.llm.timeout_s)
 
     def _enqueue(self, run_id: str, retry_failed: bool, steered_from: HeldRun | None = None) -> None:
+        if self.queue is None:  # the runner dispatches here only when there is a queue
+            raise RuntimeError(f"run {run_id} cannot be enqueued: runs execute embedded (no task queue)")
         self.queue.enqueue(run_id, retry_failed=retry_failed,
                            steered_from=steered_from.as_job() if steered_from is not None else None)
 
@@ -115,7 +140,7 @@ class Services:
         """Runs waiting for a worker and being executed by one; None when runs execute embedded."""
         return self.queue.depth() if self.queue is not None else None
 
-    def method(self, name: str) -> type[Method]:
+    def method(self, name: str) -> type[Method[Any]]:
         return get_method(name, self.methods)
 
     # --------------------------------------------------------------- LLMs
@@ -156,14 +181,14 @@ class Services:
 
         return model_available(self.settings.local)
 
-    def resolve_llm(self, choice: str, api_key: str | None, preferences=None) -> str:
+    def resolve_llm(self, choice: str, api_key: str | None, preferences: Preferences | None = None) -> str:
         """The LLM kind a choice (auto, local, openai, fake) means on this machine now."""
         from engine.preferences import Preferences
 
         prefs = (preferences or Preferences.from_settings(self.settings)).model_copy(update={"llm": choice})
         return prefs.resolved_llm(api_key, local_ready=choice == "auto" and self.local_model_ready())
 
-    def configure_openai(self, llm_settings) -> None:
+    def configure_openai(self, llm_settings: LLMSettings) -> None:
         """Point the shared OpenAI-compatible adapter at another endpoint/model (app Settings)."""
         with self._lock:
             self.settings = self.settings.model_copy(update={"llm": llm_settings})
@@ -199,6 +224,8 @@ class Services:
         corpus index's first build (or the wait for another process's) when this call makes it."""
         with self._lock:
             if mode not in self._searchers:
+                if not is_search_mode(mode):
+                    raise ValueError(f"unknown search mode '{mode}': use local, web, both or none")
                 self._searchers[mode] = build_searcher(mode, self.settings, progress=progress,
                                                        local=self._local_retrieval,
                                                        embedding=corpus_embedding(self.settings, self.embedder))
@@ -223,11 +250,11 @@ class Services:
         return self._corpus
 
     @property
-    def uploads_dir(self):
+    def uploads_dir(self) -> Path:
         return self.settings.home / "uploads"
 
     @property
-    def benchmarks(self):
+    def benchmarks(self) -> BenchmarkRunner:
         """The process's benchmark runner (the app's Evaluate page starts benchmarks through it)."""
         with self._lock:
             if self._benchmarks is None:
@@ -242,6 +269,16 @@ class Services:
             # A benchmark item never sees its own answer: those sources are kept out of every search.
             return ExcludingSearcher(searcher, SearchExclusions.model_validate(run.search_exclusions))
         return searcher
+
+    def rename_run(self, run_id: str, title: str) -> None:
+        """The run's name in Sessions; ValueError for an empty or too long name."""
+        self.repo.rename_run(run_id, title)
+
+    def check_citations(self, run_id: str, llm_kind: str) -> ClaimSupportResult:
+        """Every cited sentence of the run's latest report judged against its source, stored as a
+        judgment (`Reads.judgments`). JudgeInputError without a report; LLMError from the judge."""
+        return check_and_store(EvaluationStore(self.db), EvalLLM(self.llm(llm_kind), self.prices),
+                               load_judged_run(self.repo, run_id))
 
     def close(self) -> None:
         if self._benchmarks is not None:
@@ -266,6 +303,7 @@ def build_services(settings: Settings | None = None, *, read_only_ok: bool = Fal
                           "Point THOUGHTMAP_HOME at a folder this user can write") from None
     db = open_database(settings.database_url, read_only_ok=read_only_ok, variable=settings.database_variable)
     prices = PriceTable.from_file(settings.llm.prices_file) if settings.llm.prices_file else PriceTable()
+    limiter: ConcurrencyLimiter
     if settings.execution == "queue":
         # Runs execute on workers; the LLM calls of every worker share one cap, in the database.
         queue = RunQueue(db)

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 
 from engine import narration
 from engine.contract import MethodContract
-from storage.models import Command
+from storage.models import Command, stored_id
 from storage.repository import Repository
 
 
@@ -28,7 +28,7 @@ class SteeringEvents:
         spec = self._contract.commands.get(command.kind)
         return spec.label if spec is not None else command.kind.replace("_", " ")
 
-    def _write(self, command: Command, phase: str, text: str, **data) -> None:
+    def _write(self, command: Command, phase: str, text: str, **data: object) -> None:
         node_id = (command.payload or {}).get("node_id")
         self._repo.add_event(self._run_id, narration.STEER, text,
                              node_id=node_id if isinstance(node_id, int) else None,
@@ -41,7 +41,7 @@ class SteeringEvents:
         commands = list(commands)
         for command in commands:
             with self._lock:
-                self._taken[command.id] = command
+                self._taken[stored_id(command)] = command
             self._write(command, narration.APPLYING, f"applying {self._label(command)}")
         return commands
 

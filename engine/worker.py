@@ -25,13 +25,20 @@ import socket
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from engine.run_queue import QUEUE, TASK, build_app
 from engine.runner import HeldRun
 from engine.safe_text import one_line, terminal_text
 from storage.leases import RunLease
-from storage.models import Run, RunStatus
+from storage.models import Run
 from storage.repository import RunNotFound
+from storage.statuses import RunStatus
+
+if TYPE_CHECKING:  # only for annotations: procrastinate is imported where first used
+    from procrastinate.worker import Worker as QueueWorker
+
+    from engine.services import Services
 
 log = logging.getLogger("thoughtmap.worker")
 
@@ -54,12 +61,12 @@ class WorkerOptions:
     stalled_after_s: float = 30.0
     # How often this worker says it is alive (must be well under stalled_after_s).
     heartbeat_s: float = 5.0
-    # Wait before trying again a run that another process holds.
-    retry_held_s: float = 2.0
+    # Wait before trying again a run that another process holds (procrastinate waits whole seconds).
+    retry_held_s: int = 2
 
 
 class Worker:
-    def __init__(self, services, options: WorkerOptions) -> None:
+    def __init__(self, services: Services, options: WorkerOptions) -> None:
         if options.concurrency < 1:
             raise ValueError(f"--concurrency must be at least 1 (got {options.concurrency})")
         if options.heartbeat_s >= options.stalled_after_s:
@@ -73,13 +80,14 @@ class Worker:
         # Shutting down: run id -> whether it was paused, for every run handed on to other workers.
         self.stopping = threading.Event()
         self._handed_on: dict[str, bool] = {}
-        self._queue_worker = None
+        self._queue_worker: QueueWorker | None = None
         from procrastinate import RetryStrategy
 
         self.app.task(name=TASK, queue=QUEUE,
                       retry=RetryStrategy(wait=options.retry_held_s, retry_exceptions={RunHeld}))(self._job)
 
-    async def _job(self, run_id: str, retry_failed: bool = False, steered_from: dict | None = None) -> None:
+    async def _job(self, run_id: str, retry_failed: bool = False,
+                   steered_from: dict[str, Any] | None = None) -> None:
         await asyncio.get_running_loop().run_in_executor(self.threads, self.execute, run_id, retry_failed,
                                                          HeldRun.from_job(steered_from))
 
@@ -125,6 +133,7 @@ class Worker:
         """Queue the run again for another worker (this one is shutting down)."""
         if paused:
             self.services.repo.enqueue_command(run_id, "pause")  # it stays paused where it was
+        assert self.services.queue is not None  # a worker serves the queue: cmd_worker starts none without one
         self.services.queue.enqueue(run_id)
         log.info("run %s handed on: queued again for another worker", run_id)
 
@@ -139,7 +148,7 @@ class Worker:
         log.info("worker %s: %s; handing %d run(s) on to other workers", self.options.name, why,
                  len(self._handed_on))
         if self._queue_worker is not None:
-            self._queue_worker.stop()
+            self._queue_worker.stop()  # type: ignore[no-untyped-call]  # procrastinate leaves it unannotated
 
     def _needs_execution(self, run: Run) -> bool:
         if run.status in _EXECUTABLE:
@@ -190,7 +199,7 @@ class Worker:
                     handled.append(signum)
             reaper = asyncio.create_task(self._requeue_stalled(), name="requeue stalled jobs")
             try:
-                await self._queue_worker.run()
+                await self._queue_worker.run()  # type: ignore[no-untyped-call]  # procrastinate leaves it unannotated
             finally:
                 reaper.cancel()
                 for signum in handled:

@@ -13,7 +13,7 @@ from components.run_view import question_line
 from engine.evaluate.compare import MAX_COMPARED, ComparisonError, parse_run_ids, setup_differences, start_comparison
 from engine.methods.params import profile_for_llm
 from engine.questions import MAX_QUESTION_CHARS
-from storage.repository import RunNotFound
+from engine.reads import RunNotFound
 
 through_the_app()  # first: a deep link opened first after a start still runs through app.py
 
@@ -57,7 +57,7 @@ if not run_ids:
     st.stop()
 
 try:
-    question_line(services.repo.get_run(run_ids[0]))
+    question_line(services.reads.get_run(run_ids[0]))
 except RunNotFound:
     st.error(f"There is no run '{run_ids[0]}'. Start a new comparison above.")
     st.stop()

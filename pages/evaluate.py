@@ -11,7 +11,7 @@ from engine.evaluate.compare import budget_problem
 from engine.evaluate.datasets import DATASETS, DEFAULT_SEED, DatasetError
 from engine.evaluate.runner import MAX_CONCURRENCY, BenchmarkError, BenchmarkSpec
 from engine.methods.params import profile_for_llm
-from storage.evaluation import BenchmarkNotFound
+from engine.reads import BenchmarkNotFound
 
 through_the_app()  # first: a deep link opened first after a start still runs through app.py
 

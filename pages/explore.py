@@ -24,10 +24,8 @@ from engine.methods.registry import UnknownMethod
 from engine.node_numbers import node_numbers
 from engine.questions import MAX_QUESTION_CHARS, QuestionError, check_length, clean_question
 from engine.reader_text import as_sentence
-from engine.report import render_markdown
+from engine.reads import RunNotFound, RunStatus
 from engine.safe_text import code_span
-from storage.models import RunStatus
-from storage.repository import RunNotFound
 
 through_the_app()  # first: a deep link opened first after a start still runs through app.py
 
@@ -136,7 +134,7 @@ with research_slot, st.expander("New research", expanded=current is None, key=NE
 
 if current:
     try:
-        opened = services.repo.get_run(current)
+        opened = services.reads.get_run(current)
     except RunNotFound:
         st.error(f"There is no run {code_span(current[:80])}. Pick one in Sessions.")
         st.stop()
@@ -210,7 +208,7 @@ if current:
             # A finished run whose report names the node it answers from (FGDIP's accepted answer, the
             # research agent's answer) shows that node until the reader picks another: where the
             # search ended up, with its explanation and sources, not the question they typed.
-            report = reads.memo("report", lambda: services.repo.latest_report(run_id))
+            report = reads.memo("report", lambda: services.reads.latest_report(run_id))
             answer = ((report.data or {}) if report is not None else {}).get(ANSWER_NODE)
             if answer in ids:
                 select(answer)
@@ -277,14 +275,14 @@ if current:
 
     live_view(current, active)
 
-    report = services.repo.latest_report(current)
+    report = services.reads.latest_report(current)
     if report is not None:
         # Open or closed as first shown for this run: steering reopens a finished run, and a report
         # folding away then shortened the page under the reader, whose view dropped to its bottom.
         with st.expander("Report", expanded=st.session_state.setdefault(report_open, not active)):
             # The nodes the live view has just read (the report's header counts them): not read again.
             read = last_reads(current)
-            render_document(st, render_markdown(services.repo, current, nodes=read.nodes if read else None))
+            render_document(st, services.reads.markdown(current, nodes=read.nodes if read else None))
             try:
                 st.page_link("pages/report.py", label="Open in the Report page", icon=":material/description:",
                              query_params={"run": current})

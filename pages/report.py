@@ -9,21 +9,20 @@ from components.citation_check import citation_check
 from components.routing import through_the_app
 from components.safe_markdown import render_document, render_source
 from engine.contract import CommandRejected
-from engine.export import build_document, to_docx, to_pdf
+from engine.export import to_docx, to_pdf
 from engine.export.pdf import pdf_font_missing
 from engine.methods.base import UnsupportedCommand
-from engine.report import export_json, render_markdown
+from engine.reads import RunNotFound
 from engine.runner import RunnerError
 from engine.safe_text import code_span, inline_text
-from storage.repository import RunNotFound
 
 through_the_app()  # first: a deep link opened first after a start still runs through app.py
 
 services = get_services()
-repo = services.repo
+reads = services.reads
 st.title("Report")
 
-runs = repo.list_runs(limit=200)
+runs = reads.list_runs(limit=200)
 if not runs:
     st.info("No runs yet. Start one on the Explore page.")
     st.stop()
@@ -39,7 +38,7 @@ asked = st.query_params.get("run")
 current = asked or st.session_state.get("run_id")
 if current and current not in ids:
     try:
-        older = repo.get_run(current)  # older than the newest 200: still this page's to show
+        older = reads.get_run(current)  # older than the newest 200: still this page's to show
     except RunNotFound:
         if asked:  # a link or an address names it: say so, never show another run in its place
             st.error(f"There is no run {code_span(asked[:80])} (deleted?). The newest run is shown instead: pick another below "
@@ -64,13 +63,13 @@ run_id = st.selectbox("Run", ids, format_func=titles.get, key="report-run", on_c
 st.session_state["run_id"] = run_id
 st.query_params["run"] = run_id
 
-markdown = render_markdown(repo, run_id)
+markdown = reads.markdown(run_id)
 cols = st.columns(5)
 # A download does not rerun the page (on_click="ignore"): a rerun replaces the PDF's and DOCX's
 # deferred files, and a click on one of them while it ran found its file gone and did nothing.
 cols[0].download_button("Download Markdown", markdown, file_name=f"thoughtmap-{run_id}.md", mime="text/markdown",
                         key="download-md", on_click="ignore")
-cols[1].download_button("Download JSON", json.dumps(export_json(repo, run_id), indent=2, ensure_ascii=False),
+cols[1].download_button("Download JSON", json.dumps(reads.export_json(run_id), indent=2, ensure_ascii=False),
                         file_name=f"thoughtmap-{run_id}.json", mime="application/json", key="download-json",
                         on_click="ignore")
 # Built when clicked (about a second each for a long report), not on every run of the page.
@@ -78,10 +77,10 @@ missing_font = pdf_font_missing()
 if missing_font:
     cols[2].caption(f"No PDF: {missing_font}.")
 else:
-    cols[2].download_button("Download PDF", lambda: to_pdf(build_document(repo, run_id)),
+    cols[2].download_button("Download PDF", lambda: to_pdf(reads.document(run_id)),
                             file_name=f"thoughtmap-{run_id}.pdf", mime="application/pdf", key="download-pdf",
                             on_click="ignore")
-cols[3].download_button("Download DOCX", lambda: to_docx(build_document(repo, run_id)),
+cols[3].download_button("Download DOCX", lambda: to_docx(reads.document(run_id)),
                         file_name=f"thoughtmap-{run_id}.docx",
                         mime="application/vnd.openxmlformats-officedocument.wordprocessingml.document",
                         key="download-docx", on_click="ignore")
@@ -96,7 +95,7 @@ if cols[4].button("Regenerate report", key="regenerate"):
 render_document(st, markdown)
 citation_check(services, run_id, active_llm(services))
 
-sources = repo.list_sources(run_id)
+sources = reads.list_sources(run_id)
 with st.expander(f"All sources gathered by this run ({len(sources)})"):
     for source in sources:
         render_source(st, source.title, source.url or source.ref, source.snippet, source.kind)

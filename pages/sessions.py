@@ -7,10 +7,10 @@ import streamlit as st
 from components.app_state import get_services
 from components.routing import through_the_app
 from engine.llm.accounting import budget_short
+from engine.reads import RunStatus
 from engine.report import report_title
 from engine.runner import RunnerError, describe_owner
 from engine.safe_text import inline_text
-from storage.models import RunStatus
 
 through_the_app()  # first: a deep link opened first after a start still runs through app.py
 
@@ -18,7 +18,7 @@ STATUSES = ["queued", "running", "paused", "done", "failed", "stopped", "interru
 PAGE_SIZE = 20  # run cards per page, newest first
 
 services = get_services()
-repo = services.repo
+reads = services.reads
 st.title("Sessions")
 depth = services.queue_depth()
 if depth is not None:  # distributed execution: runs execute on `thoughtmap worker` processes
@@ -40,7 +40,7 @@ filters = dict(
 )
 # Every run is reachable a page at a time, counted and paged in the database: one page of cards
 # renders in about a second, where 200 cards took 10-12 s and the 201st run could not be reached.
-total = repo.count_runs(**filters)
+total = reads.count_runs(**filters)
 if not total:
     st.info("No runs match. Start one on the Explore page.")
     st.stop()
@@ -70,7 +70,7 @@ def page_nav(where: str) -> None:
 
 
 page_number = st.session_state["sessions-page"]
-runs = repo.list_runs(**filters, limit=PAGE_SIZE, offset=(page_number - 1) * PAGE_SIZE)
+runs = reads.list_runs(**filters, limit=PAGE_SIZE, offset=(page_number - 1) * PAGE_SIZE)
 
 
 def method_name(name: str) -> str:
@@ -118,7 +118,7 @@ for run in runs:
                 renamed = st.form_submit_button("Rename", key=f"rename-{run.id}")
             if renamed:
                 try:
-                    repo.rename_run(run.id, new_title)
+                    services.rename_run(run.id, new_title)
                 except ValueError as exc:
                     st.error(str(exc))
                 else:

@@ -30,6 +30,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 
@@ -468,7 +469,7 @@ class CorpusStore:
                     (doc.collection, doc.ref, doc.title, doc.url, doc.content_hash, now),
                 )
                 doc_id = cur.lastrowid
-                fts_rows = []
+                fts_rows: list[tuple[int, str, str]] = []
                 for ordinal, chunk in enumerate(doc.chunks):
                     if not chunk.strip():
                         continue
@@ -478,7 +479,8 @@ class CorpusStore:
                         (doc_id, ordinal, chunk, text_hash(chunk)),
                     )
                     if cur.rowcount == 1:  # 0: the same text is already indexed elsewhere
-                        fts_rows.append((cur.lastrowid, doc.title, chunk))
+                        # The row was just inserted, so sqlite3 has set its id.
+                        fts_rows.append((cast(int, cur.lastrowid), doc.title, chunk))
                         stats.chunks_added += 1
                     if len(fts_rows) >= FTS_WRITE_BATCH:
                         self._index_chunks(fts_rows)
@@ -566,10 +568,9 @@ class CorpusStore:
             ).fetchall()
 
     def count_lacking_vectors(self, model: str) -> int:
-        with self._lock:
-            return self._conn.execute(
-                "SELECT COUNT(*) FROM chunks c LEFT JOIN chunk_vectors v ON v.chunk_id = c.id"
-                " WHERE v.model IS NULL OR v.model != ?", (model,)).fetchone()[0]
+        return self._count(
+            "SELECT COUNT(*) FROM chunks c LEFT JOIN chunk_vectors v ON v.chunk_id = c.id"
+            " WHERE v.model IS NULL OR v.model != ?", (model,))
 
     def put_vectors(self, model: str, rows: Iterable[tuple[int, str, np.ndarray]]) -> int:
         """Store (chunk id, the chunk text that was embedded, vector) rows of `model` in one
@@ -648,20 +649,22 @@ class CorpusStore:
             row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return row[0] if row else default
 
-    def count_documents(self) -> int:
+    def _count(self, sql: str, params: tuple[object, ...] = ()) -> int:
         with self._lock:
-            return self._conn.execute("SELECT COUNT(*) FROM documents").fetchone()[0]
+            # sqlite3 types a row as Any; a COUNT(*) query returns one row, holding an int.
+            return cast(int, self._conn.execute(sql, params).fetchone()[0])
+
+    def count_documents(self) -> int:
+        return self._count("SELECT COUNT(*) FROM documents")
 
     def count_chunks(self) -> int:
-        with self._lock:
-            return self._conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+        return self._count("SELECT COUNT(*) FROM chunks")
 
     def count_collection_chunks(self, collection: str) -> int:
-        with self._lock:
-            return self._conn.execute(
-                "SELECT COUNT(*) FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE d.collection = ?",
-                (collection,),
-            ).fetchone()[0]
+        return self._count(
+            "SELECT COUNT(*) FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE d.collection = ?",
+            (collection,),
+        )
 
     def collections(self) -> dict[str, int]:
         """Collection name -> number of documents."""
@@ -697,7 +700,7 @@ class CorpusStore:
         `scores`) and snippet (its text's start without `snippets`, or where one is empty); an id
         no longer in the index is left out."""
         wanted = [int(i) for i in ids]
-        found: dict[int, tuple] = {}
+        found: dict[int, tuple[str, str, str | None, str, int, str]] = {}
         with self._lock:
             for start in range(0, len(wanted), 500):
                 batch = wanted[start:start + 500]

@@ -19,7 +19,9 @@ from urllib.parse import quote
 
 from sqlalchemy import event
 from sqlalchemy.engine import URL, Engine, make_url
+from sqlalchemy.engine.interfaces import DBAPIConnection, DBAPICursor
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
+from sqlalchemy.pool import ConnectionPoolEntry
 from sqlmodel import Session, create_engine
 
 from engine.config_values import ConfigError
@@ -80,7 +82,7 @@ class Store:
 BUSY_TIMEOUT_S = 30
 
 
-def _switch_to_wal(cursor) -> None:
+def _switch_to_wal(cursor: DBAPICursor) -> None:
     # Switching a new database to WAL needs an exclusive lock, and SQLite answers "database is
     # locked" at once, without the busy timeout, while another process starting at the same moment
     # holds one: wait here as the busy timeout would.
@@ -95,7 +97,8 @@ def _switch_to_wal(cursor) -> None:
             time.sleep(0.02)
 
 
-def _sqlite_pragmas(dbapi_connection, _record) -> None:  # pragma: no cover - driver callback
+def _sqlite_pragmas(dbapi_connection: DBAPIConnection,  # pragma: no cover - driver callback
+                    _record: ConnectionPoolEntry) -> None:
     cursor = dbapi_connection.cursor()
     _switch_to_wal(cursor)
     cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_S * 1000}")

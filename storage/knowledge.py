@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from sqlalchemy import func, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Mapped
 from sqlmodel import Session, col, select
 
 from storage.db import Store
@@ -27,6 +29,8 @@ from storage.models import (
     KnowledgeGraphStatus,
     KnowledgeRelation,
     KnowledgeRelationChunk,
+    stored_id,
+    table_of,
     utcnow,
 )
 
@@ -169,7 +173,7 @@ class KnowledgeStore(Store):
             s.commit()
             return bool(result.rowcount)
 
-    def set_llm_info(self, graph_id: int, llm_info: dict) -> None:
+    def set_llm_info(self, graph_id: int, llm_info: dict[str, Any]) -> None:
         with self._session() as s:
             s.exec(update(KnowledgeGraph).where(col(KnowledgeGraph.id) == graph_id).values(llm_info=llm_info))
             s.commit()
@@ -217,7 +221,7 @@ class KnowledgeStore(Store):
         return added
 
     def _add_chunk_batch(self, graph_id: int, batch: dict[str, ChunkInput]) -> int:
-        table = KnowledgeChunk.__table__
+        table = table_of(KnowledgeChunk)
         insert = postgresql.insert(table) if self.db.engine.dialect.name == "postgresql" else sqlite.insert(table)
         # Bounded as the columns are (PostgreSQL refuses longer text; a web page's URL can be anything).
         rows = [{"graph_id": graph_id, "key": c.key, "ref": c.ref[:1000], "title": c.title,
@@ -226,7 +230,7 @@ class KnowledgeStore(Store):
                  "created_at": utcnow()} for c in batch.values()]
         with self._session() as s:
             # A chunk another writer registered at the same moment is simply there already.
-            added = s.exec(insert.values(rows).on_conflict_do_nothing(  # type: ignore[call-overload]
+            added = s.exec(insert.values(rows).on_conflict_do_nothing(
                 index_elements=[table.c.graph_id, table.c.key]).returning(table.c.id)).all()
             s.commit()
         return len(added)
@@ -335,7 +339,8 @@ class KnowledgeStore(Store):
             new = merge(EntityInput(row.key, row.name, row.type, row.description), entity)
             row.name, row.type, row.description = new.name, new.type, new.description
 
-        return _upsert(s, KnowledgeEntity, KnowledgeEntity.key, graph_id, entities, lambda e: e.key, created, merged)
+        return _upsert(s, KnowledgeEntity, col(KnowledgeEntity.key), graph_id, entities, lambda e: e.key, created,
+                       merged)
 
     @staticmethod
     def _merge_relations(s: Session, graph_id: int, relations: Sequence[RelationInput],
@@ -349,8 +354,8 @@ class KnowledgeStore(Store):
             new = merge(RelationInput(row.source_key, row.target_key, row.description, tuple(row.keywords)), relation)
             row.description, row.keywords = new.description, list(new.keywords)
 
-        return _upsert(s, KnowledgeRelation, KnowledgeRelation.pair, graph_id, relations, lambda r: r.pair, created,
-                       merged)
+        return _upsert(s, KnowledgeRelation, col(KnowledgeRelation.pair), graph_id, relations, lambda r: r.pair,
+                       created, merged)
 
     # ------------------------------------------------------------------ reading the graph
 
@@ -364,10 +369,10 @@ class KnowledgeStore(Store):
 
     def entity_chunks(self, entity_ids: Sequence[int]) -> dict[int, list[int]]:
         """Entity id -> the ids of the chunks it was extracted from (done chunks)."""
-        return self._links(KnowledgeEntityChunk, KnowledgeEntityChunk.entity_id, entity_ids)
+        return self._links(KnowledgeEntityChunk, col(KnowledgeEntityChunk.entity_id), entity_ids)
 
     def relation_chunks(self, relation_ids: Sequence[int]) -> dict[int, list[int]]:
-        return self._links(KnowledgeRelationChunk, KnowledgeRelationChunk.relation_id, relation_ids)
+        return self._links(KnowledgeRelationChunk, col(KnowledgeRelationChunk.relation_id), relation_ids)
 
     # ------------------------------------------------------------------ browsing one entity (the app)
 
@@ -440,8 +445,8 @@ class KnowledgeStore(Store):
                     col(KnowledgeRelation.source_key).in_(part) | col(KnowledgeRelation.target_key).in_(part))
                     .order_by(col(KnowledgeRelation.id)).limit(limit - len(out))).all()
                 for row in rows:
-                    if row.id not in seen:  # (a relation between two batches' keys comes twice)
-                        seen.add(row.id)  # type: ignore[arg-type]
+                    if stored_id(row) not in seen:  # (a relation between two batches' keys comes twice)
+                        seen.add(stored_id(row))
                         out.append(row)
         return out
 
@@ -457,26 +462,33 @@ class KnowledgeStore(Store):
                           .order_by(count.desc(), ends.c.key).limit(max(0, limit))).all()
         return [key for key, _ in rows]
 
-    def _links(self, table, owner_column, ids: Sequence[int]) -> dict[int, list[int]]:
+    def _links(self, table: type[KnowledgeEntityChunk] | type[KnowledgeRelationChunk], owner_column: Mapped[int],
+               ids: Sequence[int]) -> dict[int, list[int]]:
         out: dict[int, list[int]] = {}
         ids = list(dict.fromkeys(ids))
         with self._session() as s:
             for start in range(0, len(ids), _BATCH):
                 part = ids[start:start + _BATCH]
-                rows = s.exec(select(owner_column, table.chunk_id).where(col(owner_column).in_(part))
-                              .order_by(table.chunk_id)).all()
+                rows = s.exec(select(owner_column, table.chunk_id).where(owner_column.in_(part))
+                              .order_by(col(table.chunk_id))).all()
                 for owner, chunk in rows:
                     out.setdefault(owner, []).append(chunk)
         return out
 
 
-def _upsert(s: Session, table, key_column, graph_id: int, items: Sequence, key_of: Callable, created: Callable,
-            merged: Callable) -> list[int]:
+_Stored = TypeVar("_Stored", KnowledgeEntity, KnowledgeRelation)
+_Extracted = TypeVar("_Extracted", EntityInput, RelationInput)
+
+
+def _upsert(s: Session, table: type[_Stored], key_column: Mapped[str], graph_id: int, items: Sequence[_Extracted],
+            key_of: Callable[[_Stored | _Extracted], str], created: Callable[[_Extracted], _Stored],
+            merged: Callable[[_Stored, _Extracted], None]) -> list[int]:
     """Insert each item whose key the graph does not hold yet, merge the others into their row; the
     ids of the rows, one per distinct key, in the items' order."""
     keys = list(dict.fromkeys(key_of(item) for item in items))
-    rows = s.exec(select(table).where(table.graph_id == graph_id, col(key_column).in_(keys))).all() if keys else []
-    stored = {getattr(row, key_column.key): row for row in rows}
+    rows = s.exec(select(table).where(table.graph_id == graph_id, key_column.in_(keys))).all() if keys else []
+    # key_of reads a row's key as an item's: the same attribute (`key`, `pair`) on both.
+    stored = {key_of(row): row for row in rows}
     for item in items:
         row = stored.get(key_of(item))
         if row is None:
@@ -485,7 +497,7 @@ def _upsert(s: Session, table, key_column, graph_id: int, items: Sequence, key_o
             merged(row, item)
         s.add(row)
     s.flush()
-    return [stored[key].id for key in keys]
+    return [stored_id(stored[key]) for key in keys]
 
 
 __all__ = ["ChunkInput", "EntityInput", "GraphContents", "GraphCounts", "GraphNotFound", "KnowledgeStore",

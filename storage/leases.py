@@ -142,7 +142,7 @@ class SlotLocks:
                 text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
                      "AND objsubid = 1 AND ((classid::bigint << 32) | objid::bigint) = ANY(CAST(:keys AS bigint[]))"),
                 {"keys": self._keys},
-            ).scalar())
+            ).scalar_one())
 
     def dispose(self) -> None:
         self._engine.dispose()

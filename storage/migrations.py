@@ -14,7 +14,7 @@ from __future__ import annotations
 import zlib
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 
 from sqlalchemy import MetaData, delete, inspect, select, text
 from sqlalchemy.engine import Connection, Engine
@@ -31,14 +31,14 @@ _PG_LOCK_KEY = zlib.crc32(b"thoughtmap.schema_migrations")
 
 def _m001_initial_tables(conn: Connection) -> None:
     tables = [
-        models.Run.__table__,
-        models.Node.__table__,
-        models.Edge.__table__,
-        models.Source.__table__,
-        models.NodeSource.__table__,
-        models.LLMCall.__table__,
-        models.Command.__table__,
-        models.Report.__table__,
+        models.table_of(models.Run),
+        models.table_of(models.Node),
+        models.table_of(models.Edge),
+        models.table_of(models.Source),
+        models.table_of(models.NodeSource),
+        models.table_of(models.LLMCall),
+        models.table_of(models.Command),
+        models.table_of(models.Report),
     ]
     SQLModel.metadata.create_all(conn, tables=tables, checkfirst=True)
 
@@ -63,7 +63,7 @@ _KEPT_EDGES = """
 
 
 def _m003_edges_and_run_states(conn: Connection) -> None:
-    models.RunState.__table__.create(conn, checkfirst=True)
+    models.table_of(models.RunState).create(conn, checkfirst=True)
     inspector = inspect(conn)
     # A database made by migration 1 of this release already has the new edges.
     if inspector.has_table("edges") and "data" not in {c["name"] for c in inspector.get_columns("edges")}:
@@ -80,14 +80,14 @@ def _upgrade_edges(conn: Connection) -> None:
         # from the model's own definition; dropping the old table drops its indexes, whose names
         # (global in SQLite) the model's indexes then take again.
         meta = MetaData()
-        for table in (models.Run.__table__, models.Node.__table__):
+        for table in (models.table_of(models.Run), models.table_of(models.Node)):
             table.to_metadata(meta)  # what the new table's keys refer to
-        conn.execute(CreateTable(models.Edge.__table__.to_metadata(meta, name="edges_new")))
+        conn.execute(CreateTable(models.table_of(models.Edge).to_metadata(meta, name="edges_new")))
         conn.execute(text("INSERT INTO edges_new (id, run_id, src, dst, kind, data) "
                           "SELECT e.id, e.run_id, e.src, e.dst, e.kind, '{}'" + _KEPT_EDGES))
         conn.execute(text("DROP TABLE edges"))
         conn.execute(text("ALTER TABLE edges_new RENAME TO edges"))
-        for index in models.Edge.__table__.indexes:
+        for index in models.table_of(models.Edge).indexes:
             index.create(conn)
         return
     # PostgreSQL alters in place (ADD COLUMN needs a default for the rows already there).
@@ -101,7 +101,7 @@ def _upgrade_edges(conn: Connection) -> None:
 
 def _move_state_reports(conn: Connection) -> None:
     """OmniThink's concept pool and outline versions: from `reports` to `run_states`."""
-    reports = models.Report.__table__
+    reports = models.table_of(models.Report)
     rows = conn.execute(
         select(reports).where(reports.c.kind.in_(_STATE_REPORT_KINDS)).order_by(reports.c.id)
     ).all()
@@ -116,21 +116,21 @@ def _move_state_reports(conn: Connection) -> None:
             data = {**data, "markdown": row.markdown}  # the outline's text was only in the report
         states.append({"run_id": row.run_id, "name": row.kind, "version": versions[(row.run_id, row.kind)],
                        "schema": 1, "data": data, "created_at": row.created_at})
-    conn.execute(models.RunState.__table__.insert(), states)
+    conn.execute(models.table_of(models.RunState).insert(), states)
     conn.execute(delete(reports).where(reports.c.kind.in_(_STATE_REPORT_KINDS)))
 
 
 def _m004_run_events(conn: Connection) -> None:
     # The step log (RunEvent): a new table, so a database of any earlier release just gains it.
-    models.RunEvent.__table__.create(conn, checkfirst=True)
+    models.table_of(models.RunEvent).create(conn, checkfirst=True)
 
 
 def _m005_evaluation(conn: Connection) -> None:
     # The evaluation harness's tables, and the sources a run may not see (a benchmark item's answer).
     if "search_exclusions" not in {c["name"] for c in inspect(conn).get_columns("runs")}:
         conn.execute(text("ALTER TABLE runs ADD COLUMN search_exclusions JSON NOT NULL DEFAULT '{}'"))
-    for table in (models.Benchmark, models.BenchmarkItem, models.Judgment):
-        table.__table__.create(conn, checkfirst=True)
+    for model in (models.Benchmark, models.BenchmarkItem, models.Judgment):
+        models.table_of(model).create(conn, checkfirst=True)
 
 
 def _m006_benchmark_judges(conn: Connection) -> None:
@@ -142,9 +142,9 @@ def _m006_benchmark_judges(conn: Connection) -> None:
 def _m007_knowledge_graphs(conn: Connection) -> None:
     # The knowledge layer's tables (MTQA): new tables only, so a database of any earlier release
     # just gains them; the graph row first, as the others refer to it.
-    for table in (models.KnowledgeGraph, models.KnowledgeChunk, models.KnowledgeEntity, models.KnowledgeRelation,
+    for model in (models.KnowledgeGraph, models.KnowledgeChunk, models.KnowledgeEntity, models.KnowledgeRelation,
                   models.KnowledgeEntityChunk, models.KnowledgeRelationChunk):
-        table.__table__.create(conn, checkfirst=True)
+        models.table_of(model).create(conn, checkfirst=True)
 
 
 def _m010_deot_layers_count_the_question(conn: Connection) -> None:
@@ -152,13 +152,13 @@ def _m010_deot_layers_count_the_question(conn: Connection) -> None:
     # a stored run (and a stored benchmark's DEoT values) keep the tree they asked for, one more.
     if not {"method", "params"} <= {c["name"] for c in inspect(conn).get_columns("runs")}:
         return  # a database from before runs had parameters: no DEoT run to keep
-    runs = models.Run.__table__
+    runs = models.table_of(models.Run)
     for row in conn.execute(select(runs.c.id, runs.c.params).where(runs.c.method == "deot")).all():
         params = row.params if isinstance(row.params, dict) else {}
         if isinstance(params.get("max_layers"), int):
             conn.execute(runs.update().where(runs.c.id == row.id).values(
                 params={**params, "max_layers": params["max_layers"] + 1}))
-    benchmarks = models.Benchmark.__table__
+    benchmarks = models.table_of(models.Benchmark)
     if not inspect(conn).has_table("benchmarks"):
         return
     for row in conn.execute(select(benchmarks.c.id, benchmarks.c.params)).all():
@@ -170,7 +170,7 @@ def _m010_deot_layers_count_the_question(conn: Connection) -> None:
 
 def _m011_endpoint_cooldowns(conn: Connection) -> None:
     # Distributed execution: an endpoint's 429 quiets every worker (a new table only).
-    models.EndpointCooldown.__table__.create(conn, checkfirst=True)
+    models.table_of(models.EndpointCooldown).create(conn, checkfirst=True)
 
 
 def _m012_benchmark_balance(conn: Connection) -> None:
@@ -231,7 +231,7 @@ def _postgres_lock(engine: Engine) -> Iterator[Connection]:
         yield conn
 
 
-def _locked_transaction(engine: Engine):
+def _locked_transaction(engine: Engine) -> AbstractContextManager[Connection]:
     dialect = engine.dialect.name
     if dialect == "sqlite":
         return _sqlite_write_lock(engine)
@@ -246,14 +246,14 @@ def migrate(engine: Engine) -> list[int]:
         return []  # the usual start-up: nothing to do, no write lock taken
     done: list[int] = []
     with _locked_transaction(engine) as conn:
-        models.SchemaMigration.__table__.create(conn, checkfirst=True)
+        models.table_of(models.SchemaMigration).create(conn, checkfirst=True)
         recorded = _recorded(conn)  # checked under the lock: another process may have just finished
         for version, name, migration in MIGRATIONS:
             if version in recorded:
                 continue
             migration(conn)
             conn.execute(
-                models.SchemaMigration.__table__.insert().values(
+                models.table_of(models.SchemaMigration).insert().values(
                     version=version, name=name, applied_at=models.utcnow()
                 )
             )

@@ -30,5 +30,8 @@ def ensure_queue_schema(db: Database, schema_sql: str) -> bool:
             return False  # another process made them while we waited for the lock
         # The schema is many statements with `%` in function bodies: sent as one simple query,
         # with no parameters, straight to psycopg (in this transaction, under the lock).
-        conn.connection.driver_connection.execute(schema_sql)
+        driver = conn.connection.driver_connection
+        if driver is None:
+            raise RuntimeError("the database connection was closed before the queue's tables were made")
+        driver.execute(schema_sql)
     return True

@@ -46,6 +46,8 @@ def _kind(error: BaseException) -> str | None:
         code = (getattr(driver_error, "sqlite_errorcode", None) or 0) & 0xFF
         return {_SQLITE_FULL: DatabaseUnwritable.FULL, _SQLITE_READONLY: DatabaseUnwritable.READ_ONLY}.get(code)
     sqlstate = getattr(driver_error, "sqlstate", None)  # psycopg's errors carry it
+    if not isinstance(sqlstate, str):
+        return None
     return {_PG_DISK_FULL: DatabaseUnwritable.FULL, _PG_READ_ONLY: DatabaseUnwritable.READ_ONLY}.get(sqlstate)
 
 

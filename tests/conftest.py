@@ -7,6 +7,7 @@ import os
 import shutil
 import socket
 from collections import deque
+from pathlib import Path
 
 import pytest
 
@@ -70,7 +71,7 @@ def _isolated_home(tmp_path_factory, monkeypatch, request):
     installed. Tests of the built-in model or of `auto` set THOUGHTMAP_LLM themselves.
     Likewise the built-in embedding model is off (BM25 ranks), so a test does not depend on whether
     this machine prepared it, nor pay seconds of CPU per run for it; tests of embeddings ask for it
-    with the `builtin_embeddings` fixture (tests/fixtures_embedder.py)."""
+    with the `builtin_embeddings` fixture (tests/support/fixtures_embedder.py)."""
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("THOUGHTMAP_HOME", str(home))
     monkeypatch.setenv("THOUGHTMAP_LLM", "fake")
@@ -108,4 +109,29 @@ def _passed(request) -> bool:
     return report is not None and report.passed
 
 
-pytest_plugins = ["tests.fixtures_corpus", "tests.fixtures_embedder", "tests.fixtures_engine"]
+pytest_plugins = ["tests.support.fixtures_corpus", "tests.support.fixtures_embedder", "tests.support.fixtures_engine"]
+
+
+# The files that take minutes start first: with two test processes (scripts/test), a long file
+# started last keeps one process busy alone while the other has finished (the built-in model's CLI
+# run alone takes 6-8 minutes). The rest keep their order. The list is the slowest files of a
+# fresh-clone run (`scripts/test --durations=60`); it only orders, every test still runs.
+SLOW_FILES_FIRST = (
+    "tests/engine/llm/test_local_model_run.py",
+    "tests/engine/evaluate/test_eval_bench.py",
+    "tests/engine/llm/test_local_model_server.py",
+    "tests/e2e/test_evaluate_browser.py",
+    "tests/engine/test_config_errors.py",
+    "tests/engine/llm/test_grammar_sampling.py",
+    "tests/project/test_type_check.py",  # mypy over engine/ and storage/: 30 s of one core, from a fresh clone
+)
+
+
+def pytest_collection_modifyitems(session, config, items):
+    root = Path(str(config.rootpath))
+
+    def rank(item) -> int:
+        where = Path(str(item.path)).relative_to(root).as_posix()
+        return SLOW_FILES_FIRST.index(where) if where in SLOW_FILES_FIRST else len(SLOW_FILES_FIRST)
+
+    items.sort(key=rank)  # stable: within a file, and among the rest, the collected order stays

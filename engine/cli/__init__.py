@@ -42,7 +42,9 @@ COMMANDS = {"run": "runs:cmd_run", "resume": "runs:cmd_resume", "list": "runs:cm
 
 def command(name: str) -> Callable[..., int]:
     module, _, function = COMMANDS[name].partition(":")
-    return getattr(importlib.import_module(f"engine.cli.{module}"), function)
+    # Every `cmd_*` takes the parsed arguments and returns the exit code.
+    cmd: Callable[..., int] = getattr(importlib.import_module(f"engine.cli.{module}"), function)
+    return cmd
 
 
 def main(argv: Sequence[str] | None = None) -> int:

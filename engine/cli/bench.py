@@ -3,9 +3,12 @@ rescore, list, export and import stored benchmarks."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import signal
 from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING
 
 from engine.cli import common
 from engine.cli.basics import EXIT_OK, EXIT_STOPPED, CLIError
@@ -13,8 +16,13 @@ from engine.cli.input import check_out_path
 from engine.methods.params import ParamError, parse_assignments
 from engine.safe_text import one_line
 
+if TYPE_CHECKING:  # only for annotations: imported where first used
+    from engine.evaluate.runner import BenchmarkRunner, Progress
+    from engine.services import Services
+    from storage.models import Benchmark, BenchmarkItem
 
-def cmd_bench(args) -> int:
+
+def cmd_bench(args: argparse.Namespace) -> int:
     from engine.evaluate.datasets import DEFAULT_SEED, DatasetError
     from engine.evaluate.results import summarize, to_json, to_markdown
     from engine.evaluate.runner import BenchmarkError, BenchmarkRunner, BenchmarkSpec
@@ -75,7 +83,7 @@ def cmd_bench(args) -> int:
             if not args.quiet:
                 common.err(f"benchmark {bench.id}: {bench.dataset}, {bench.limit} items x {', '.join(bench.methods)}")
 
-            def progress(row) -> None:
+            def progress(row: BenchmarkItem) -> None:
                 if not args.quiet:
                     common.err(f"  {row.method:<10} {one_line(row.item_id)[:40]:<40} {row.status}"
                          + (f": {one_line(row.error)[:120]}" if row.error else ""))
@@ -96,7 +104,7 @@ def cmd_bench(args) -> int:
     return EXIT_OK if bench.status in ("done", "running") else EXIT_STOPPED
 
 
-def _bench_archive(args) -> int:
+def _bench_archive(args: argparse.Namespace) -> int:
     """thoughtmap bench --export ID FILE / --import FILE (engine/evaluate/archive.py)."""
     from engine.evaluate.archive import ArchiveError, export_benchmark, import_benchmark, read_archive, write_archive
     from storage.evaluation import BenchmarkNotFound, EvaluationStore, ItemStatus
@@ -124,7 +132,7 @@ def _bench_archive(args) -> int:
         services.close()
 
 
-def _pairwise(services, bench_runner, bench, protocol: str) -> str:
+def _pairwise(services: Services, bench_runner: BenchmarkRunner, bench: Benchmark, protocol: str) -> str:
     from engine.evaluate.pairwise_bench import compare_methods, comparisons_markdown
 
     if len(bench.methods) < 2:
@@ -135,13 +143,13 @@ def _pairwise(services, bench_runner, bench, protocol: str) -> str:
                                                 bench_runner.reader_for(bench), bench.id, protocol))
 
 
-def _execute_benchmark(bench_runner, benchmark_id: str, progress):
+def _execute_benchmark(bench_runner: BenchmarkRunner, benchmark_id: str, progress: Progress) -> Benchmark:
     """Execute with Ctrl-C stopping cleanly: the runs under way stop and stay resumable."""
     import threading
 
     stop = threading.Event()
 
-    def on_interrupt(_signum, _frame):
+    def on_interrupt(_signum: int, _frame: FrameType | None) -> None:
         common.err(f"stopping the benchmark (continue later with: thoughtmap bench --resume {benchmark_id})...")
         stop.set()
         signal.signal(signal.SIGINT, signal.default_int_handler)

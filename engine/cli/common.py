@@ -6,31 +6,38 @@ from __future__ import annotations
 
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Protocol, cast
 
 from engine.cli.basics import EXIT_FAILED, EXIT_OK, EXIT_STOPPED, CLIError, err, say
 from engine.config import load_settings
 from engine.llm.protocol import LLMAuthError, LLMError
-from engine.methods.registry import MethodPluginError, load_methods
+from engine.methods.registry import MethodPluginError, RegisteredMethods, load_methods
 from engine.report import render_markdown
 from engine.runner import ExecutionDied
 from engine.safe_text import one_line
-from storage.models import RunStatus
+from storage.models import stored_id
 from storage.repository import RunNotFound
+from storage.statuses import RunStatus
+
+if TYPE_CHECKING:  # only for annotations: imported where first used
+    from engine.services import Services
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_STOPPED", "CLIError", "choose_llm", "clause", "corpus_progress",
            "died_line", "err", "finish", "load_method_classes", "prepare_llm", "reading_services", "say",
            "say_outcome", "services", "watch", "write_file"]
 
 
-def services():
+def services() -> Services:
     """The services; a configuration that cannot work raises ConfigError, said by `main`."""
     from engine.services import build_services  # imported late: keeps `--help` fast
 
     return build_services(load_settings())
 
 
-def reading_services():
+def reading_services() -> Services:
     """The services of a command that only reads (list, show, export): a database that cannot be
     written (a read-only mount) is read as it is instead of refused."""
     from engine.services import build_services
@@ -41,13 +48,17 @@ def reading_services():
     return services
 
 
-def choose_llm(requested: str | None, services) -> str:
+def choose_llm(requested: str | None, services: Services) -> str:
     """The same rule as the app (Services.resolve_llm); no --llm means THOUGHTMAP_LLM, else auto."""
     settings = services.settings
     return services.resolve_llm(requested or settings.llm_choice, settings.llm.api_key)
 
 
-def prepare_llm(services, kind: str, quiet: bool) -> None:
+class _Preflight(Protocol):
+    def preflight(self) -> None: ...
+
+
+def prepare_llm(services: Services, kind: str, quiet: bool) -> None:
     if kind == "fake":
         if not quiet:
             err("running on the scripted fake LLM (offline, deterministic): it quotes the sources it is "
@@ -63,7 +74,9 @@ def prepare_llm(services, kind: str, quiet: bool) -> None:
     except LLMAuthError as exc:
         raise CLIError(exc.user_message) from exc
     try:
-        llm.preflight()
+        # Only the built-in and OpenAI-compatible adapters get here (fake returned above): both
+        # check their endpoint before a run, which the LLM protocol does not ask of every adapter.
+        cast(_Preflight, llm).preflight()
     except LLMAuthError as exc:
         raise CLIError(exc.user_message) from exc
     except LLMError as exc:
@@ -76,7 +89,7 @@ def prepare_llm(services, kind: str, quiet: bool) -> None:
 CORPUS_PROGRESS_EVERY_S = 2.0
 
 
-def corpus_progress():
+def corpus_progress() -> Callable[[str, float], None]:
     """A progress callback putting the corpus index's first build, or the wait for another process
     building it, on stderr: a line when what happens changes (the words before the first colon),
     then one every few seconds, and the last; not one per batch."""
@@ -92,12 +105,12 @@ def corpus_progress():
     return say
 
 
-def watch(services, run_id: str, quiet: bool) -> None:
+def watch(services: Services, run_id: str, quiet: bool) -> None:
     """Wait for a run, printing new nodes on stderr; Ctrl-C stops the run cleanly."""
     repo = services.repo
     seen: dict[int, str] = {}
 
-    def on_interrupt(_signum, _frame):
+    def on_interrupt(_signum: int, _frame: FrameType | None) -> None:
         err("stopping (Ctrl-C again to quit at once)...")
         services.runner.stop(run_id)
         signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -118,8 +131,9 @@ def watch(services, run_id: str, quiet: bool) -> None:
                 raise CLIError(died_line(died), EXIT_FAILED)
             if not quiet:
                 for node in repo.list_nodes(run_id):
-                    if seen.get(node.id) != node.status:
-                        seen[node.id] = node.status
+                    node_id = stored_id(node)
+                    if seen.get(node_id) != node.status:
+                        seen[node_id] = node.status
                         indent = "  " * node.depth
                         label = one_line(node.label)[:90]
                         err(f"{indent}[{node.kind}] {label} ({node.status})")
@@ -137,7 +151,7 @@ def died_line(died: ExecutionDied) -> str:
     return f"run {died.run_id} stopped: {died.what}. {then[0].upper()}{then[1:]} with: thoughtmap resume {died.run_id}"
 
 
-def finish(services, run_id: str, out: Path | None) -> int:
+def finish(services: Services, run_id: str, out: Path | None) -> int:
     """Say how the run ended, then write its report to `out`; returns the exit code."""
     code = say_outcome(services, run_id)
     if out is None:
@@ -160,7 +174,7 @@ def write_file(path: Path, text: str) -> None:
         raise CLIError(f"could not write {path}: {exc.strerror or exc}", EXIT_FAILED) from exc
 
 
-def say_outcome(services, run_id: str) -> int:
+def say_outcome(services: Services, run_id: str) -> int:
     run = services.repo.get_run(run_id)
     tokens = run.prompt_tokens + run.completion_tokens
     summary = f"run {run_id}: {run.status}; {run.node_count} nodes, {run.llm_calls} LLM calls, {tokens} tokens, ${run.cost:.4f}"
@@ -179,7 +193,7 @@ def clause(text: str | None) -> str:
     """A stored reason without its closing period, so the line's own "." after it is the only one."""
     return (text or "").strip().rstrip(".").rstrip()
 
-def load_method_classes() -> dict:
+def load_method_classes() -> RegisteredMethods:
     """The built-in methods and the plugins THOUGHTMAP_METHODS names (before any other set-up)."""
     try:
         return load_methods(load_settings().method_plugins)

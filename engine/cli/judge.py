@@ -9,6 +9,10 @@ Every verdict is stored (judgments table). Stored and model text is printed thro
 
 from __future__ import annotations
 
+import argparse
+from typing import TYPE_CHECKING
+
+from engine.claim_support import JudgedRun
 from engine.cli import common
 from engine.cli.basics import EXIT_FAILED, EXIT_OK, CLIError
 from engine.evaluate.claims import CLAIMS_PURPOSE, ClaimSupportResult, check_and_store
@@ -25,8 +29,11 @@ from engine.evaluate.run_report import JudgeInputError, load_judged_run
 from engine.llm.counted import EvalLLM, EvalUsage
 from engine.safe_text import one_line
 
+if TYPE_CHECKING:  # only for annotations: imported where first used
+    from storage.evaluation import EvaluationStore
 
-def cmd_judge(args) -> int:
+
+def cmd_judge(args: argparse.Namespace) -> int:
     from storage.evaluation import EvaluationStore
 
     if len(args.runs) > 2:
@@ -58,7 +65,7 @@ def cmd_judge(args) -> int:
     return code
 
 
-def _compare(store, llm: EvalLLM, protocol_name: str, run_a, run_b) -> int:
+def _compare(store: EvaluationStore, llm: EvalLLM, protocol_name: str, run_a: JudgedRun, run_b: JudgedRun) -> int:
     protocol = get_protocol(protocol_name)
     if " ".join(run_a.question.split()).lower() != " ".join(run_b.question.split()).lower():
         raise CLIError(f"runs {run_a.run_id} and {run_b.run_id} answer different questions; a pairwise "
@@ -136,7 +143,7 @@ def _rubric(result: RubricResult, model: str) -> int:
     return EXIT_OK
 
 
-def _usage(store, run_id: str, protocol: str) -> None:
+def _usage(store: EvaluationStore, run_id: str, protocol: str) -> None:
     """What the judgment just stored cost (counted with it, not with the judged runs)."""
     row = store.list_judgments(run_id=run_id, protocol=protocol)[-1]
     common.err(f"judge calls: {row.calls}, {row.prompt_tokens}+{row.completion_tokens} tokens, ${row.cost:.4f}; "

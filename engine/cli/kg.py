@@ -12,12 +12,19 @@ Output goes through `engine.safe_text` (collection names and errors are stored t
 
 from __future__ import annotations
 
+import argparse
 import signal
 import threading
+from types import FrameType
+from typing import TYPE_CHECKING
 
 from engine.cli import common
 from engine.cli.basics import EXIT_FAILED, EXIT_OK, EXIT_STOPPED, CLIError
 from engine.knowledge.units import BuildProgress
+from storage.models import stored_id
+
+if TYPE_CHECKING:  # only for annotations: imported where first used
+    from engine.services import Services
 
 
 def progress_line(collection: str, progress: BuildProgress) -> str:
@@ -26,7 +33,7 @@ def progress_line(collection: str, progress: BuildProgress) -> str:
     return line + (f", {progress.failed_chunks} failed" if progress.failed_chunks else "")
 
 
-def cmd_kg(args) -> int:
+def cmd_kg(args: argparse.Namespace) -> int:
 
     services = common.services()
     if args.kg_action == "status":
@@ -36,7 +43,7 @@ def cmd_kg(args) -> int:
     return _build(services, args)
 
 
-def _build(services, args) -> int:
+def _build(services: Services, args: argparse.Namespace) -> int:
     from engine.knowledge.build import CollectionBuilder
     from engine.knowledge.stored import KnowledgeError
     from engine.llm.counted import EvalLLM, EvalUsage
@@ -50,7 +57,7 @@ def _build(services, args) -> int:
                                 lambda calls: run_parallel(executor, calls))
     stop = threading.Event()
 
-    def on_interrupt(_signum, _frame):
+    def on_interrupt(_signum: int, _frame: FrameType | None) -> None:
         common.err(f"stopping after the chunks in flight (continue later with: thoughtmap kg build --collection "
                  f"{args.collection})...")
         stop.set()
@@ -82,7 +89,7 @@ def _build(services, args) -> int:
     return EXIT_STOPPED
 
 
-def _status(services) -> int:
+def _status(services: Services) -> int:
     from engine.knowledge.build import shown_status
 
     store = services.knowledge.store
@@ -90,7 +97,7 @@ def _status(services) -> int:
     built = set()
     for graph in graphs:
         built.add(graph.collection)
-        counts = store.counts(graph.id)
+        counts = store.counts(stored_id(graph))
         progress = BuildProgress(counts.chunks_done, counts.chunks_total, counts.entities, counts.relations,
                                  counts.chunks_failed)
         status = shown_status(graph)
@@ -106,7 +113,7 @@ def _status(services) -> int:
     return EXIT_OK
 
 
-def _stop(services, args) -> int:
+def _stop(services: Services, args: argparse.Namespace) -> int:
     from engine.knowledge.build import owner_alive
     from engine.knowledge.open import collection_graph_key
     from storage.models import KnowledgeGraphStatus
@@ -115,13 +122,14 @@ def _stop(services, args) -> int:
     graph = store.find_graph(collection_graph_key(args.collection, args.chunk_tokens))
     if graph is None:
         raise CLIError(f"no knowledge graph of collection '{args.collection}' (see: thoughtmap kg status)")
+    graph_id = stored_id(graph)
     if graph.status != KnowledgeGraphStatus.BUILDING:
         common.say(f"{args.collection}: not building ({graph.status})")
         return EXIT_OK
     if not owner_alive(graph):  # its process died: nothing will acknowledge the request
-        store.set_status(graph.id, KnowledgeGraphStatus.STOPPED, error="stopped: the building process had died")
+        store.set_status(graph_id, KnowledgeGraphStatus.STOPPED, error="stopped: the building process had died")
         common.say(f"{args.collection}: stopped (its build process had died)")
         return EXIT_OK
-    store.set_status(graph.id, KnowledgeGraphStatus.STOPPING, error="", only_if=[KnowledgeGraphStatus.BUILDING])
+    store.set_status(graph_id, KnowledgeGraphStatus.STOPPING, error="", only_if=[KnowledgeGraphStatus.BUILDING])
     common.say(f"{args.collection}: asked to stop; it stops after the chunks in flight")
     return EXIT_OK

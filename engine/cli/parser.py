@@ -3,7 +3,7 @@
 Loaded on every call, `--help` included, so it imports nothing heavy: no method, no database layer,
 no model client. The few choices that name things defined in heavier modules (judge protocols,
 rubrics, retrievers, rerankers, the datasets search-eval measures, the knowledge layer's chunk size)
-are written here, and `tests/test_cli_startup.py` checks them against their definitions."""
+are written here, and `tests/engine/cli/test_cli_startup.py` checks them against their definitions."""
 
 from __future__ import annotations
 
@@ -161,7 +161,7 @@ JUDGE_HELP = (
 )
 
 
-def _add_judge(sub) -> None:
+def _add_judge(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     judge = sub.add_parser("judge", help="judge stored runs: compare two, or check one's claims and scores",
                            description="Compare two runs of the same question (pairwise, both orders), or "
                            "judge one run: claim support of its citations (default) and/or a rubric.",
@@ -192,7 +192,7 @@ KG_HELP = (
 CHUNK_TOKENS = positive_type("--chunk-tokens", int, "tokens", f"the paper's {DEFAULT_CHUNK_TOKENS}")
 
 
-def _add_kg(sub) -> None:
+def _add_kg(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     kg = sub.add_parser("kg", help="knowledge graphs of corpus collections: build, status, stop",
                         description="Build a corpus collection's knowledge graph once (resumable), see its "
                         "progress, or stop a build.", epilog=KG_HELP)
@@ -220,7 +220,7 @@ def _add_kg(sub) -> None:
     stop.add_argument("--chunk-tokens", type=CHUNK_TOKENS, default=DEFAULT_CHUNK_TOKENS, metavar="T")
 
 
-def _add_search_eval(sub) -> None:
+def _add_search_eval(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser(
         "search-eval", help="measure the corpus search on a dataset's gold paragraphs (no LLM)",
         description="Ask the local corpus's search each item's question and score the documents it ranks "
@@ -240,7 +240,7 @@ def _add_search_eval(sub) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
 
-def _add_worker(sub) -> None:
+def _add_worker(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     worker = sub.add_parser(
         "worker", help="execute queued runs (distributed mode: THOUGHTMAP_EXECUTION=queue on PostgreSQL)",
         description="Take runs from the queue in the database and execute them. The app and `thoughtmap run` "

@@ -10,11 +10,17 @@ use (THOUGHTMAP_RETRIEVER, THOUGHTMAP_RERANKER). A configuration that cannot be 
 
 from __future__ import annotations
 
+import argparse
 import json
 import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from engine.cli import common
 from engine.cli.basics import EXIT_OK, CLIError
+
+if TYPE_CHECKING:  # only for annotations: imported where first used
+    from engine.evaluate.retrieval_eval import RetrievalReport
 
 # Only the names: the evaluation itself (numpy, the datasets) is imported when the command runs.
 
@@ -22,7 +28,7 @@ from engine.cli.basics import EXIT_OK, CLIError
 PROGRESS_EVERY_S = 2.0
 
 
-def cmd_search_eval(args) -> int:
+def cmd_search_eval(args: argparse.Namespace) -> int:
     from engine.config import load_settings
     from engine.evaluate.datasets import DatasetError, load_items
     from engine.evaluate.retrieval_eval import SEARCH_DEPTH, evaluate_retrieval
@@ -59,7 +65,7 @@ def cmd_search_eval(args) -> int:
     return EXIT_OK
 
 
-def _progress(say):
+def _progress(say: Callable[[str], None]) -> Callable[[int, int], None]:
     last = [time.monotonic()]
 
     def progress(done: int, total: int) -> None:
@@ -79,7 +85,7 @@ def _ms(value: float | None) -> str:
     return "–" if value is None else f"{value:.1f} ms"
 
 
-def report_lines(report) -> list[str]:
+def report_lines(report: RetrievalReport) -> list[str]:
     """The human table of a `RetrievalReport`: what was measured, then one metric a line."""
     from engine.evaluate.retrieval_eval import RECALL_KS
 

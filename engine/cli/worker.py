@@ -9,13 +9,14 @@ after --stalled-after seconds.
 
 from __future__ import annotations
 
+import argparse
 import logging
 
 from engine.cli import common
 from engine.cli.basics import EXIT_OK, CLIError
 
 
-def cmd_worker(args) -> int:
+def cmd_worker(args: argparse.Namespace) -> int:
     from engine.terminal_logging import log_to_stderr
     from engine.worker import Worker, WorkerOptions
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal, cast
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
@@ -30,8 +30,8 @@ from engine.methods.registry import UnknownMethod, get_method
 from storage.evaluation import EvaluationStore, ItemStatus
 from storage.models import Benchmark, BenchmarkItem, BenchmarkStatus
 
-FORMAT = "thoughtmap-benchmark"
-VERSION = 1
+FORMAT: Final = "thoughtmap-benchmark"
+VERSION: Final = 1
 # A file is read whole into memory: a benchmark of 10,000 items with long predictions fits well within.
 MAX_FILE_BYTES = 64 * 1024 * 1024
 
@@ -40,11 +40,14 @@ class ArchiveError(ValueError):
     """A benchmark file that cannot be imported: says what is wrong with it and what to do."""
 
 
+ArchivedStatus = Literal["pending", "running", "scored", "failed"]  # ItemStatus's values
+
+
 class ArchivedItem(BaseModel):
     position: int = Field(ge=0)
     item_id: str = Field(min_length=1, max_length=200)
     method: str = Field(min_length=1, max_length=64)
-    status: Literal["pending", "running", "scored", "failed"]
+    status: ArchivedStatus
     prediction: str = ""
     metrics: dict[str, Any] = Field(default_factory=dict)
     eval_usage: dict[str, Any] = Field(default_factory=dict)
@@ -107,7 +110,8 @@ def _archived(row: BenchmarkItem) -> ArchivedItem:
     finished = row.status in ItemStatus.FINISHED
     return ArchivedItem(
         position=row.position, item_id=row.item_id, method=row.method,
-        status=row.status if finished else ItemStatus.PENDING,
+        # cast: the stored status is a plain str, here one of ItemStatus.FINISHED or pending.
+        status=cast(ArchivedStatus, row.status if finished else ItemStatus.PENDING),
         prediction=row.prediction if finished else "", metrics=row.metrics if finished else {},
         eval_usage=row.eval_usage if finished else {}, error=row.error if finished else "",
         finished_at=row.finished_at if finished else None, run_id=row.run_id if finished else None)

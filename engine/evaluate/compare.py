@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.evaluate.judges import PairwiseResult, get_protocol, judge_and_store
 from engine.evaluate.run_report import JudgeInputError, load_judged_run
@@ -19,7 +19,11 @@ from engine.llm.counted import EvalLLM, EvalUsage
 from engine.methods.params import ParamError, build_params_with_profile
 from engine.methods.registry import UnknownMethod
 from engine.questions import QuestionError, clean_question
-from storage.models import Run, RunStatus
+from storage.models import Run
+from storage.statuses import RunStatus
+
+if TYPE_CHECKING:  # only for annotations: engine.services loads the whole engine
+    from engine.services import Services
 
 MIN_COMPARED = 2
 MAX_COMPARED = 3  # side by side, each map must stay readable at 1400 px
@@ -89,7 +93,7 @@ def budget_problem(max_cost: float | None, max_tokens: int | None) -> str | None
     return None
 
 
-def start_comparison(services, *, question: str, methods: list[str], values: Mapping[str, Mapping[str, Any]],
+def start_comparison(services: Services, *, question: str, methods: list[str], values: Mapping[str, Mapping[str, Any]],
                      llm_kind: str, profile: str, search_mode: str, max_cost: float | None = None,
                      max_tokens: int | None = None) -> list[str]:
     """Create one run per method on the same question with the same budget, LLM and search, then
@@ -118,7 +122,7 @@ def start_comparison(services, *, question: str, methods: list[str], values: Map
     return [run.id for run in runs]
 
 
-def judge_compared(services, run_a: str, run_b: str, *, protocol: str, llm_kind: str) -> PairwiseResult:
+def judge_compared(services: Services, run_a: str, run_b: str, *, protocol: str, llm_kind: str) -> PairwiseResult:
     """The pairwise judge (both orders) on two compared runs, stored as a judgment. A run without a
     final report raises JudgeInputError saying what to do; an LLM failure propagates (LLMError)."""
     judged = [load_judged_run(services.repo, run_a), load_judged_run(services.repo, run_b)]
@@ -127,7 +131,8 @@ def judge_compared(services, run_a: str, run_b: str, *, protocol: str, llm_kind:
     return judge_and_store(store, llm, get_protocol(protocol), judged[0].question, *judged)
 
 
-def latest_verdict(services, run_a: str, run_b: str, *, protocol: str) -> tuple[PairwiseResult, object] | None:
+def latest_verdict(services: Services, run_a: str, run_b: str, *,
+                   protocol: str) -> tuple[PairwiseResult, object] | None:
     """The pair's latest stored pairwise verdict of `protocol` (in either order, given as A = run_a)
     with its judgment row (model, usage), or None."""
     wanted = get_protocol(protocol).judgment_protocol

@@ -19,7 +19,7 @@ import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -72,14 +72,14 @@ class Dataset:
         return data_dir / self.path
 
 
-def _jsonl(path: Path) -> Iterator[dict]:
+def _jsonl(path: Path) -> Iterator[dict[str, Any]]:
     with path.open(encoding="utf-8") as handle:
         for line in handle:
             if line.strip():
                 yield json.loads(line)
 
 
-def _titles(supporting_facts: list) -> list[str]:
+def _titles(supporting_facts: list[list[Any]] | None) -> list[str]:
     seen: dict[str, None] = {}
     for fact in supporting_facts or []:
         seen.setdefault(fact[0], None)
@@ -113,9 +113,10 @@ def _strategyqa(path: Path, name: str) -> Iterator[Item]:
                    answers=["yes" if yes else "no"], meta={"term": str(record.get("term", ""))})
 
 
-def _article_text(record: dict) -> str:
-    first, _, rest = record["text"].partition("\n")
-    return (rest if first.strip() == record.get("file_stem") else record["text"]).strip()
+def _article_text(record: dict[str, Any]) -> str:
+    text: str = record["text"]
+    first, _, rest = text.partition("\n")
+    return (rest if first.strip() == record.get("file_stem") else text).strip()
 
 
 def _freshwiki(path: Path, name: str) -> Iterator[Item]:

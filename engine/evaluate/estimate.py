@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from engine.llm.pricing import PriceTable
 from engine.methods.base import Method, MethodParams
@@ -84,7 +85,7 @@ class NoEstimate(ValueError):
     """A chosen method declares no cost formula; the message names it."""
 
 
-def benchmark_estimate(methods: Mapping[str, type[Method]], params: Mapping[str, MethodParams],
+def benchmark_estimate(methods: Mapping[str, type[Method[Any]]], params: Mapping[str, MethodParams],
                        items: int) -> BenchmarkEstimate:
     """The estimate of running each method in `params` (name -> its validated parameters) on
     `items` questions. Raises NoEstimate naming a method without a formula."""

@@ -14,7 +14,7 @@ item's metrics, the cost into its evaluation usage.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
 
@@ -27,7 +27,7 @@ from engine.evaluate.run_report import JudgedRun
 from engine.evaluate.verdicts import save_verdict
 from engine.llm.counted import EvalLLM, EvalUsage
 from engine.llm.protocol import StructuredOutputError
-from engine.llm.schema_tools import capped
+from engine.llm.schema_tools import at_most
 from storage.evaluation import EvaluationStore
 
 ITEM_JUDGES = ("claims", "density", "rubric")
@@ -39,7 +39,7 @@ TOKENS_PER_WORD = 4 / 3
 
 
 class KnowledgeUnits(BaseModel):
-    units: capped(str, UNITS_PER_CHUNK) = Field(description="Atomic facts, one short sentence each.")
+    units: Annotated[list[str], at_most(UNITS_PER_CHUNK)] = Field(description="Atomic facts, one short sentence each.")
 
 
 class DensityResult(BaseModel):

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, computed_field, create_model
 
@@ -73,7 +73,9 @@ class PairwiseProtocol:
     @cached_property
     def verdict_model(self) -> type[BaseModel]:
         """The judge's answer for one round: one `CriterionVerdict` per criterion, by key."""
-        fields = {c.key: (CriterionVerdict, Field(description=f"{c.title}: {c.description}")) for c in self.criteria}
+        # Any: mypy would check a spread dict of fields against create_model's own keyword parameters too.
+        fields: dict[str, Any] = {c.key: (CriterionVerdict, Field(description=f"{c.title}: {c.description}"))
+                                  for c in self.criteria}
         return create_model(f"{self.name.capitalize()}PairwiseVerdict", **fields)
 
     def criteria_text(self) -> str:
@@ -149,7 +151,7 @@ class PairwiseResult(BaseModel):
     rounds: list[PairwiseRound]
     criteria: dict[str, CombinedCriterion] = Field(default_factory=dict, description="Empty when invalid.")
 
-    @computed_field
+    @computed_field  # type: ignore[prop-decorator]  # mypy cannot type a decorated property (mypy#1362)
     @property
     def valid(self) -> bool:
         return all(r.valid for r in self.rounds)
@@ -178,7 +180,8 @@ def _ask_round(llm: EvalLLM, protocol: PairwiseProtocol, question: str, first: s
     except StructuredOutputError as exc:
         return PairwiseRound(order=order, valid=False, error=str(exc))
     # Position A is run A in the first order and run B in the second.
-    as_side = {"A": "a", "B": "b", "tie": "tie"} if order == "ab" else {"A": "b", "B": "a", "tie": "tie"}
+    as_side: dict[Position, Side] = ({"A": "a", "B": "b", "tie": "tie"} if order == "ab"
+                                     else {"A": "b", "B": "a", "tie": "tie"})
     criteria = {c.key: RoundCriterion(winner=as_side[getattr(verdict, c.key).winner],
                                       reason=getattr(verdict, c.key).reason) for c in protocol.criteria}
     return PairwiseRound(order=order, valid=True, criteria=criteria)
@@ -221,12 +224,12 @@ class CriterionTally(BaseModel):
     b_points: float = 0.0
     rounds: int = 0
 
-    @computed_field
+    @computed_field  # type: ignore[prop-decorator]  # mypy cannot type a decorated property (mypy#1362)
     @property
     def a_win_rate(self) -> float:
         return self.a_points / self.rounds if self.rounds else 0.0
 
-    @computed_field
+    @computed_field  # type: ignore[prop-decorator]  # mypy cannot type a decorated property (mypy#1362)
     @property
     def b_win_rate(self) -> float:
         return self.b_points / self.rounds if self.rounds else 0.0
@@ -239,7 +242,7 @@ class PairwiseSummary(BaseModel):
     invalid: int
     criteria: dict[str, CriterionTally]
 
-    @computed_field
+    @computed_field  # type: ignore[prop-decorator]  # mypy cannot type a decorated property (mypy#1362)
     @property
     def ties(self) -> dict[str, int]:
         return {key: tally.ties for key, tally in self.criteria.items()}

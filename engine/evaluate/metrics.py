@@ -173,7 +173,8 @@ def _unit_rows(vectors: Sequence[Sequence[float]]) -> np.ndarray:
         raise ValueError("vectors must all have the same length")
     norms = np.linalg.norm(matrix, axis=1)
     keep = norms > 0
-    return matrix[keep] / norms[keep, None]
+    rows: np.ndarray = matrix[keep] / norms[keep, None]
+    return rows
 
 
 def information_diversity(vectors: Sequence[Sequence[float]]) -> float:
@@ -214,7 +215,8 @@ def text_vectors(texts: Sequence[str]) -> list[list[float]]:
     matrix *= np.log((1 + len(texts)) / (1 + document_frequency)) + 1
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     matrix = np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
-    return matrix.tolist()
+    rows: list[list[float]] = matrix.tolist()
+    return rows
 
 
 # --- FreshWiki / STORM: outline heading recall and ROUGE-L -------------------------------------
@@ -347,9 +349,16 @@ class _TreeNode(Protocol):
 
 
 class _TimedCall(Protocol):
-    node_id: int | None
-    latency_s: float
-    created_at: datetime | None  # when the call was stored: its end
+    # Read-only members, so a stored `LLMCall` (its `created_at` never None) fits.
+    @property
+    def node_id(self) -> int | None: ...
+
+    @property
+    def latency_s(self) -> float: ...
+
+    @property
+    def created_at(self) -> datetime | None:
+        """When the call was stored: its end."""
 
 
 def _busy_seconds(calls: list[_TimedCall]) -> float:
@@ -359,7 +368,8 @@ def _busy_seconds(calls: list[_TimedCall]) -> float:
     timed = sorted((c.created_at.timestamp() - c.latency_s, c.created_at.timestamp())
                    for c in calls if c.created_at is not None)
     total = sum(c.latency_s for c in calls if c.created_at is None)
-    current_start = current_end = None
+    current_start: float = 0.0
+    current_end: float | None = None
     for start, end in timed:
         if current_end is None or start > current_end:
             if current_end is not None:
@@ -411,19 +421,19 @@ def critical_path_seconds(nodes: Iterable[_TreeNode], calls: Iterable[_TimedCall
         stack: list[tuple[int, bool]] = [(start, False)]
         on_path: set[int] = set()
         while stack:
-            node, expanded = stack.pop()
+            node_id, expanded = stack.pop()
             if expanded:
-                on_path.discard(node)
-                chain[node] = max(own[node] + max((chain[p] for p in parents[node]), default=0.0),
-                                  max((chain[s] + after for s, after in waited[node]), default=0.0))
+                on_path.discard(node_id)
+                chain[node_id] = max(own[node_id] + max((chain[p] for p in parents[node_id]), default=0.0),
+                                     max((chain[s] + after for s, after in waited[node_id]), default=0.0))
                 continue
-            if node in chain:
+            if node_id in chain:
                 continue
-            if node in on_path:
-                raise ValueError(f"the nodes' dependencies form a cycle through node {node}")
-            on_path.add(node)
-            stack.append((node, True))
-            stack.extend((p, False) for p in (*parents[node], *(s for s, _ in waited[node])) if p not in chain)
+            if node_id in on_path:
+                raise ValueError(f"the nodes' dependencies form a cycle through node {node_id}")
+            on_path.add(node_id)
+            stack.append((node_id, True))
+            stack.extend((p, False) for p in (*parents[node_id], *(s for s, _ in waited[node_id])) if p not in chain)
     return max(chain.values(), default=0.0) + sequential
 
 

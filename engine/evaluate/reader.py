@@ -11,7 +11,7 @@ the report (never from its own knowledge), so a method gets no credit for what i
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -87,7 +87,7 @@ class ReadAnswer(BaseModel):
 OWN_ANSWER_WORDS = 5
 
 
-def own_short_answer(report_data: dict) -> str | None:
+def own_short_answer(report_data: dict[str, Any]) -> str | None:
     """The method's own short answer when it is one (at most OWN_ANSWER_WORDS words), else None."""
     own = report_data.get("short_answer")
     if not isinstance(own, str) or not own.strip():
@@ -109,7 +109,7 @@ def stated_yes_no(report: str) -> str | None:
     return None if match is None else ("yes" if metrics.yes_no(match.group(1)) else "no")
 
 
-def read_answer(reader: EvalLLM, *, question: str, report_markdown: str, report_data: dict,
+def read_answer(reader: EvalLLM, *, question: str, report_markdown: str, report_data: dict[str, Any],
                 yes_no: bool = False) -> ReadAnswer:
     """The run's short answer: the method's own when it stored a short one, else the reader's (the
     report it reads starts with the method's own answer, when there is one)."""
@@ -126,8 +126,9 @@ def read_answer(reader: EvalLLM, *, question: str, report_markdown: str, report_
         return ReadAnswer(answer=stated, source="report")
     prompt = READER_YES_NO if yes_no else READER
     messages = prompt.render(question=question, report=report[:REPORT_CHARS])
+    output_type: type[YesNoAnswer | ShortAnswer] = YesNoAnswer if yes_no else ShortAnswer
     try:
-        result = reader.ask(messages, YesNoAnswer if yes_no else ShortAnswer, purpose="reader", max_tokens=40)
+        result = reader.ask(messages, output_type, purpose="reader", max_tokens=40)
     except (StructuredOutputError, LLMError) as exc:
         # Scored as no answer, and the reason kept with the item: never a crash of the benchmark.
         return ReadAnswer(answer="", source="none", error=f"the reader failed: {exc}"[:500])

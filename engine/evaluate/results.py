@@ -10,6 +10,7 @@ Usage metrics (tokens, calls, cost, seconds) are averaged over the items that ha
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -205,7 +206,7 @@ def _paired_differences(bench: Benchmark, rows: list[BenchmarkItem], columns: li
     return differences
 
 
-def item_groups(bench: Benchmark, rows: list[BenchmarkItem], by: str | None) -> dict[str, set[str] | None]:
+def item_groups(bench: Benchmark, rows: list[BenchmarkItem], by: str | None) -> Mapping[str, set[str] | None]:
     """The item ids of each value of `by`, in the order the dataset first gives them (AutoAct's
     easy, medium, hard; not alphabetical), or one group of every item."""
     if not by:

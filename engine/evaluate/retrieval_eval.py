@@ -27,6 +27,7 @@ import math
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -109,7 +110,14 @@ def score_ranking(titles: Sequence[str], gold_titles: Sequence[str], *, item_id:
     return QueryScore(item_id=item_id, seconds=seconds, **_metrics(distinct_titles(titles), gold))
 
 
-def _metrics(ranking: Sequence[str], gold: set[str]) -> dict:
+class _Metrics(TypedDict):
+    all_gold_at_10: float
+    recall_at_k: dict[int, float]
+    ndcg_at_10: float
+    reciprocal_rank: float
+
+
+def _metrics(ranking: Sequence[str], gold: set[str]) -> _Metrics:
     return {"all_gold_at_10": all_gold_at(ranking, gold, ALL_GOLD_AT),
             "recall_at_k": {k: recall_at(ranking, gold, k) for k in RECALL_KS},
             "ndcg_at_10": ndcg_at(ranking, gold, NDCG_AT),
@@ -139,7 +147,7 @@ class RetrievalReport:
     p95_ms: float | None
     scores: tuple[QueryScore, ...] = field(default=(), repr=False)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """The report as one JSON object (`thoughtmap search-eval --json`); recall's k are strings."""
         return {
             "dataset": self.dataset, "retriever": self.retriever, "reranker": self.reranker,

@@ -10,11 +10,16 @@ missing model means BM25 there): a measurement of BM25 labelled "dense" would be
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import get_args
+from typing import TYPE_CHECKING, cast, get_args
 
 from engine.config import RerankerName, RetrievalSettings, Retriever, Settings
 from engine.search.protocol import Hit, Searcher
-from engine.search.rerank import Reranker
+from engine.search.rerank import RerankEndpoint, Reranker
+
+if TYPE_CHECKING:  # only for annotations
+    from engine.search.embeddings import Embedder
+    from engine.services import Services
+    from storage.corpus_store import CorpusStore
 
 # search-eval's dataset names -> the bundled datasets with gold supporting titles.
 DATASETS = {"hotpotqa-autoact": "hotpotqa-autoact", "hotpotqa": "hotpotqa-autoact", "2wiki": "2wiki", "nq": "nq"}
@@ -58,7 +63,8 @@ def check_names(retriever: str, reranker: str) -> RetrievalSettings:
         raise RetrievalSetupError(f"unknown retriever {retriever!r}: choose one of {', '.join(RETRIEVERS)}")
     if reranker not in RERANKERS:
         raise RetrievalSetupError(f"unknown reranker {reranker!r}: choose one of {', '.join(RERANKERS)}")
-    return RetrievalSettings(retriever=retriever, reranker=reranker)
+    # cast: both names were just checked against the Literals' own values.
+    return RetrievalSettings(retriever=cast(Retriever, retriever), reranker=cast(RerankerName, reranker))
 
 
 def reranked(first_stage: Searcher, reranker: Reranker | None, candidates: int) -> Searcher:
@@ -71,7 +77,7 @@ def eval_settings(settings: Settings, retriever: str, reranker: str) -> Settings
     return settings.model_copy(update={"retrieval": check_names(retriever, reranker)})
 
 
-def build_eval_searcher(services, *, candidates: int,
+def build_eval_searcher(services: Services, *, candidates: int,
                         progress: Callable[[str, float], None] | None = None) -> Searcher:
     """The searcher to measure, for `services` built with `eval_settings`: the first stage every
     method searches the local corpus with (`Services.searcher("local")`, the settings' retriever),
@@ -87,7 +93,7 @@ def build_eval_searcher(services, *, candidates: int,
     return reranked(first_stage, chosen, candidates)
 
 
-def _loaded(embedder) -> None:
+def _loaded(embedder: Embedder) -> None:
     """Load the model now: one that cannot load is said here, not half-way through a measurement."""
     from engine.search.protocol import SearchError
 
@@ -97,7 +103,7 @@ def _loaded(embedder) -> None:
         raise RetrievalSetupError(exc.user_message) from exc
 
 
-def _corpus_model(services) -> None:
+def _corpus_model(services: Services) -> None:
     """Dense search needs the built-in model, whose vectors the corpus holds (Services' rule); the
     methods' own embedder when it is that model, so its weights are loaded once."""
     from engine.search.builtin_embedder import BuiltinEmbedder, builtin_embedder
@@ -114,7 +120,7 @@ def _corpus_model(services) -> None:
     _loaded(embedder)
 
 
-def _embedder(services):
+def _embedder(services: Services) -> Embedder:
     """The embedder the methods use (`Services.embedder`: an endpoint's, else the built-in one),
     loaded; said when there is none, where a run would rank by BM25 instead."""
     from engine.search.embedders import build_embedder
@@ -127,14 +133,15 @@ def _embedder(services):
                                   "builtin reranker needs it (or THOUGHTMAP_EMBEDDINGS_URL): unset it")
     if embedder is None:
         try:  # built again for its error, which says what is wrong and the fix
-            embedder = build_embedder(settings.embeddings, settings.local.models_dir)
+            # cast: given a models_dir, build_embedder returns an embedder or raises, never None.
+            embedder = cast("Embedder", build_embedder(settings.embeddings, settings.local.models_dir))
         except EmbeddingModelUnavailable as exc:
             raise RetrievalSetupError(exc.user_message) from exc
     _loaded(embedder)
     return embedder
 
 
-def require_vectors(store) -> None:
+def require_vectors(store: CorpusStore) -> None:
     """Dense search over passages half of which have no vector would measure the half."""
     from engine.search.vectors import SHIPPED_MODEL, VectorIndex
 
@@ -146,7 +153,7 @@ def require_vectors(store) -> None:
             "your own files' are made when they are ingested (ingest them again to embed them)")
 
 
-def _reranker(services, name: str) -> Reranker | None:
+def _reranker(services: Services, name: str) -> Reranker | None:
     """The reranker `name` means here, as the research agent makes it; None for `none`."""
     if name == "none":
         return None
@@ -156,10 +163,11 @@ def _reranker(services, name: str) -> Reranker | None:
         return builtin_reranker(_embedder(services))
     if name == "endpoint":
         # The one Services made from THOUGHTMAP_RERANK_URL, as every run's context gets it.
-        if services.runner.rerank_endpoint is None:
+        endpoint = services.runner.services.get(RerankEndpoint)
+        if endpoint is None:
             raise RetrievalSetupError("the endpoint reranker needs THOUGHTMAP_RERANK_URL (an OpenAI-compatible "
                                       "/rerank endpoint); choose another --reranker or set it")
-        return services.runner.rerank_endpoint
+        return endpoint
     kind = services.resolve_llm(services.settings.llm_choice, services.settings.llm.api_key)
     if kind == "fake":
         raise RetrievalSetupError("the llm reranker needs an LLM to judge: set OPENAI_BASE_URL or OPENAI_API_KEY "

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, computed_field
 
@@ -28,7 +28,7 @@ from engine.evaluate.run_report import JudgedRun
 from engine.evaluate.verdicts import save_verdict
 from engine.llm.counted import EvalLLM, EvalUsage
 from engine.llm.protocol import StructuredOutputError
-from engine.llm.schema_tools import capped
+from engine.llm.schema_tools import at_most
 from engine.safe_text import shown_text
 from storage.evaluation import EvaluationStore
 
@@ -49,7 +49,7 @@ class DeepResearchRating(BaseModel):
 
 
 class KeyPoints(BaseModel):
-    key_points: capped(str, KEY_POINT_LIMIT) = Field(
+    key_points: Annotated[list[str], at_most(KEY_POINT_LIMIT)] = Field(
         description="Self-contained factual statements from the documents that bear on the question.")
 
 
@@ -142,7 +142,7 @@ class KeyPointResult(BaseModel):
     invalid: int = 0
     extraction_error: str = ""
 
-    @computed_field
+    @computed_field  # type: ignore[prop-decorator]  # mypy cannot type a decorated property (mypy#1362)
     @property
     def factuality(self) -> float | None:
         judged = self.supported + self.omitted + self.contradicted
@@ -187,6 +187,7 @@ def grade_deepresearch(llm: EvalLLM, question: str, run: JudgedRun, *,
             scores[criterion.key] = CriterionScore(score=rating.rating, reason=rating.reason)
         except StructuredOutputError as exc:
             scores[criterion.key] = CriterionScore(score=None, error=str(exc))
+    reference: Literal["item", "sources", "none"]
     if reference_documents:
         documents, reference = list(reference_documents), "item"
     else:
@@ -235,7 +236,7 @@ RUBRICS = {"omnithink": grade_omnithink, "deepresearch": grade_deepresearch}
 
 
 def grade_and_store(store: EvaluationStore, llm: EvalLLM, rubric: str, question: str, run: JudgedRun, *,
-                    benchmark_id: str | None = None, **options) -> RubricResult:
+                    benchmark_id: str | None = None, **options: object) -> RubricResult:
     """Grade one run with a rubric (`omnithink` or `deepresearch`) and store it as a judgment."""
     if rubric not in RUBRICS:
         raise ValueError(f"unknown rubric '{rubric}'. Choose one of: {', '.join(RUBRICS)}")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from engine.claim_support import JudgedRun
 from engine.graph import PARTIAL_REPORT
-from storage.models import RunStatus
 from storage.repository import Repository
+from storage.statuses import RunStatus
 
 
 class JudgeInputError(ValueError):

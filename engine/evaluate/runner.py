@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.evaluate.datasets import DEFAULT_SEED, Item, get_dataset, items_by_id, load_items
 from engine.evaluate.item_judges import ITEM_JUDGES, judge_item
@@ -35,8 +35,12 @@ from engine.llm.protocol import LLMError
 from engine.methods.params import ParamError, build_params_with_profile, profile_for_llm
 from engine.methods.registry import UnknownMethod
 from storage.evaluation import EvaluationStore, ItemStatus, llm_identity
-from storage.models import Benchmark, BenchmarkItem, BenchmarkStatus, Run, RunStatus
+from storage.models import Benchmark, BenchmarkItem, BenchmarkStatus, Run, stored_id
 from storage.repository import RunNotFound, new_run_id
+from storage.statuses import RunStatus
+
+if TYPE_CHECKING:  # only for annotations: the services import this module
+    from engine.services import Services
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +74,7 @@ class BenchmarkSpec:
 Progress = Callable[[BenchmarkItem], None]
 
 
-def split_values(values: Mapping[str, Any], methods: Sequence[str], services) -> dict[str, dict[str, Any]]:
+def split_values(values: Mapping[str, Any], methods: Sequence[str], services: Services) -> dict[str, dict[str, Any]]:
     """`--param` values per method: `key=v` goes to each method that has `key`, `method.key=v` to that
     method only; a key no chosen method has is an error naming the methods' parameters."""
     per_method: dict[str, dict[str, Any]] = {m: {} for m in methods}
@@ -92,7 +96,7 @@ def split_values(values: Mapping[str, Any], methods: Sequence[str], services) ->
 
 
 class BenchmarkRunner:
-    def __init__(self, services, *, reader: EvalLLM | None = None) -> None:
+    def __init__(self, services: Services, *, reader: EvalLLM | None = None) -> None:
         self.services = services
         self.store = EvaluationStore(services.db)
         self._reader = reader
@@ -194,13 +198,14 @@ class BenchmarkRunner:
         def work(row: BenchmarkItem) -> None:
             if stop.is_set() or budget.spent_out():
                 return
+            row_id = stored_id(row)
             try:
                 self._do_row(bench, row, items[row.item_id], budget, stop, reader)
             except Exception as exc:  # noqa: BLE001 - one item's failure must not end the benchmark
                 log.exception("benchmark %s item %s/%s failed", bench.id, row.item_id, row.method)
-                self._harness_error(bench, row.id, exc)
+                self._harness_error(bench, row_id, exc)
             if progress is not None:
-                progress(self.store.get_item(row.id))
+                progress(self.store.get_item(row_id))
 
         with ThreadPoolExecutor(max_workers=bench.concurrency, thread_name_prefix=f"bench-{bench.id}") as pool:
             list(pool.map(work, rows))
@@ -269,7 +274,7 @@ class BenchmarkRunner:
                 # between the two leaves an id that the next execute creates the run under (below),
                 # never a second run for the item (made first, the run was left unreferenced).
                 run_id = new_run_id()
-                self.store.attach_run(row.id, run_id)
+                self.store.attach_run(stored_id(row), run_id)
             max_tokens, max_cost = budget.left()
             runner.create_run(
                 question=item.question, method=row.method, params=bench.params.get(row.method, {}),
@@ -314,7 +319,7 @@ class BenchmarkRunner:
         answered = run.status == RunStatus.DONE
         if answered and bench.judges:
             scores.update(self._judge(bench, run_id, item, counted))
-        self.store.finish_item(row.id, status=ItemStatus.SCORED if answered else ItemStatus.FAILED,
+        self.store.finish_item(stored_id(row), status=ItemStatus.SCORED if answered else ItemStatus.FAILED,
                                prediction=prediction[:20000], metrics=scores, eval_usage=usage.as_dict(),
                                error=error or scores.get("reader_error", ""))
 
@@ -330,21 +335,21 @@ class BenchmarkRunner:
         counts them; raise the budget and rescore again). Items that need no LLM call are always
         scored again."""
         bench = self.store.get_benchmark(benchmark_id)
-        rows = [r for r in self.store.list_items(bench.id) if r.status in ItemStatus.FINISHED and r.run_id]
-        rows = [r for r in rows if self._stored(r.run_id)]
-        items = items_by_id(bench.dataset, sorted({r.item_id for r in rows}))
-        judged_again = {r.id for r in rows if bench.judges and r.metrics.get(JUDGE_ERROR)}
+        finished = [(r, r.run_id) for r in self.store.list_items(bench.id) if r.status in ItemStatus.FINISHED]
+        rows = [(r, run_id) for r, run_id in finished if run_id and self._stored(run_id)]
+        items = items_by_id(bench.dataset, sorted({r.item_id for r, _ in rows}))
+        judged_again = {r.id for r, _ in rows if bench.judges and r.metrics.get(JUDGE_ERROR)}
         tally = EvalUsage()  # what this rescore's calls spend, added to what was spent before it
         reader = self.reader_for(bench).with_usage(tally).with_gate(self._rescore_gate(bench, tally))
         scored, left, reached = 0, 0, ""
-        for row in rows:
+        for row, run_id in rows:
             usage = EvalUsage()
             known = _reading_to_keep(row, items[row.item_id])
             try:
-                prediction, scores, error = score_item(self.services.repo, row.run_id, items[row.item_id],
+                prediction, scores, error = score_item(self.services.repo, run_id, items[row.item_id],
                                                        reader.with_usage(usage), known_reading=known)
-            except BudgetSpent as spent:  # it needs the reader again, and the budget is spent: kept as it was
-                left, reached = left + 1, spent.reached
+            except BudgetSpent as exc:  # it needs the reader again, and the budget is spent: kept as it was
+                left, reached = left + 1, exc.reached
                 continue
             # The judges' scores stay (they are not asked again), and so does anything else this
             # scoring does not compute; a reader error it did not meet again is gone, and so is the
@@ -353,21 +358,22 @@ class BenchmarkRunner:
                     if k not in ("reader_error", "reader_version", HARNESS_ERROR, JUDGE_ERROR)
                     and (k not in scores or (bench.judges and k in JUDGED))}
             scores = {**scores, **kept}
-            run = self.services.repo.get_run(row.run_id)
+            run = self.services.repo.get_run(run_id)
             if row.id in judged_again and run.status == RunStatus.DONE:
                 try:
-                    scores.update(self._judge(bench, row.run_id, items[row.item_id], reader.with_usage(usage)))
-                except BudgetSpent as spent:  # its judges wait for a raised budget, and say so meanwhile
-                    left, reached = left + 1, spent.reached
+                    scores.update(self._judge(bench, run_id, items[row.item_id], reader.with_usage(usage)))
+                except BudgetSpent as exc:  # its judges wait for a raised budget, and say so meanwhile
+                    left, reached = left + 1, exc.reached
                     scores[JUDGE_ERROR] = row.metrics[JUDGE_ERROR]
             spent = {k: row.eval_usage.get(k, 0) + v for k, v in usage.as_dict().items()
                      if isinstance(v, (int, float))}
-            self.store.finish_item(row.id, status=ItemStatus.SCORED if run.status == RunStatus.DONE else ItemStatus.FAILED,
+            self.store.finish_item(stored_id(row),
+                                   status=ItemStatus.SCORED if run.status == RunStatus.DONE else ItemStatus.FAILED,
                                    prediction=prediction[:20000], metrics=scores, eval_usage={**row.eval_usage, **spent},
                                    error=error or scores.get("reader_error", ""))
             scored += 1
             if progress is not None:
-                progress(self.store.get_item(row.id))
+                progress(self.store.get_item(stored_id(row)))
         return Rescored(scored=scored, left=left, reached=reached)
 
     def _rescore_gate(self, bench: Benchmark, tally: EvalUsage) -> Callable[[], None]:
@@ -382,7 +388,7 @@ class BenchmarkRunner:
                 self.check_same_llm(bench)  # a reading or verdict asked again must come from the benchmark's model
                 checked.append(True)
             now = tally.as_dict()
-            if reached := _over_budget(bench, before[0] + now["prompt_tokens"] + now["completion_tokens"],
+            if reached := _over_budget(bench, before[0] + int(now["prompt_tokens"] + now["completion_tokens"]),
                                        before[1] + now["cost"]):
                 raise BudgetSpent(reached)
 
@@ -463,6 +469,7 @@ def budget_that_stopped(bench: Benchmark) -> str | None:
     app says it in its own words, with the inputs to raise it, instead of the CLI's command."""
     stopped = re.match(rf"the (token|cost)s? budget {_BUDGET_REACHED} ", bench.note or "")  # "tokens": before 2026-11-28
     return stopped.group(1) if stopped and bench.status == BenchmarkStatus.STOPPED else None
+
 
 
 def _over_budget(bench: Benchmark, tokens: int, cost: float) -> str | None:

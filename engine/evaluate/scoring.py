@@ -21,8 +21,9 @@ from engine.llm.counted import EvalLLM
 from engine.methods.registry import get_method
 from engine.narration import SEARCH, active_seconds
 from engine.safe_text import shown_text
-from storage.models import NodeSource, Run, RunStatus, Source
+from storage.models import LLMCall, NodeSource, Run, Source, stored_id
 from storage.repository import Repository
+from storage.statuses import RunStatus
 
 log = logging.getLogger(__name__)
 RECALL_AT = 10
@@ -57,7 +58,7 @@ def retrieval_order(sources: Sequence[Source], links: Iterable[NodeSource]) -> l
         if link.source_id not in first or key < first[link.source_id]:
             first[link.source_id] = key
     unlinked = (float("inf"), 0)
-    return sorted(sources, key=lambda s: (*first.get(s.id, unlinked), s.id))
+    return sorted(sources, key=lambda s: (*first.get(stored_id(s), unlinked), stored_id(s)))
 
 
 def answered(run: Run) -> bool:
@@ -77,7 +78,7 @@ def score_item(repo: Repository, run_id: str, item: Item, reader: EvalLLM,
     markdown = report.markdown if report is not None else ""
     scores: dict[str, Any] = usage_metrics(repo, run)
     sources = repo.list_sources(run_id)
-    scores.update(citation_counts(markdown, {s.id for s in sources}))
+    scores.update(citation_counts(markdown, {s.id for s in sources if s.id is not None}))  # stored: all have ids
     if answered(run):  # a failed run's own citation check measured a placeholder, not an answer
         scores.update(own_citation_check(report.data if report is not None else {}))
     # Fewer than two sources: no diversity at all (the metric's own 0.0), not an item left out.
@@ -147,7 +148,7 @@ def usage_metrics(repo: Repository, run: Run) -> dict[str, Any]:
     }
 
 
-def critical_path(repo: Repository, run: Run, calls) -> float:
+def critical_path(repo: Repository, run: Run, calls: Sequence[LLMCall]) -> float:
     nodes = repo.list_nodes(run.id)
     try:
         return metrics.critical_path_seconds(nodes, calls, waits=dependency_edges(repo, run))

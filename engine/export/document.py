@@ -130,10 +130,15 @@ def inline_parts(text: str, numbers: set[int]) -> tuple[str | int, ...]:
     # Code spans are set aside (as NUL-delimited indexes; the text holds no NUL of its own) so that
     # bold around one (`**Run `pip install`**`) still pairs, and nothing inside one is changed.
     held = _CODE_SPAN.sub(set_aside, text.replace("\x00", "").replace("\x01", ""))
+    urls: list[str] = []
+
+    def hold_url(match: re.Match[str]) -> str:
+        urls.append(match.group(0))
+        return f"\x01{len(urls) - 1}\x01"
+
     # A web address keeps its underscores and stars (`/a_b_c/_e_`): held aside from the bold and
     # italic markers, then read as prose again.
-    urls: list[str] = []
-    held = _URL.sub(lambda m: urls.append(m.group(0)) or f"\x01{len(urls) - 1}\x01", held)
+    held = _URL.sub(hold_url, held)
     held = _STRONG.sub(lambda m: m.group(1) or m.group(2), held)
     held = _EMPHASIS.sub(lambda m: m.group(1) or m.group(2), held)
     held = re.sub("\x01(\\d+)\x01", lambda m: urls[int(m.group(1))], held)
@@ -247,7 +252,7 @@ def body_blocks(markdown: str, numbers: set[int]) -> list[Block]:
 def build_document(repo: Repository, run_id: str) -> ReportDocument:
     """The run's report (or, without one, its finished answers) as a ReportDocument."""
     run = repo.get_run(run_id)
-    sources = {s.id: s for s in repo.list_sources(run_id)}
+    sources = {s.id: s for s in repo.list_sources(run_id) if s.id is not None}  # stored: all have ids
     report = repo.latest_report(run_id)
     model = run.llm_info.get("model") or run.llm_info.get("kind") or "?"
     document = ReportDocument(title=_line(heading_words(report_title(run.title or run.question), "Report: ")), facts=[

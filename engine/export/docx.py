@@ -7,9 +7,11 @@ from __future__ import annotations
 import io
 
 from docx import Document
+from docx.document import Document as WordDocument
 from docx.opc.constants import RELATIONSHIP_TYPE
 from docx.oxml import OxmlElement
 from docx.oxml.ns import qn
+from docx.oxml.xmlchemy import BaseOxmlElement
 from docx.shared import Pt
 from docx.text.paragraph import Paragraph
 
@@ -23,7 +25,7 @@ def bookmark_name(number: int) -> str:
     return f"source_{number}"
 
 
-def _link_run(text: str) -> OxmlElement:
+def _link_run(text: str) -> BaseOxmlElement:
     run = OxmlElement("w:r")
     properties = OxmlElement("w:rPr")
     colour = OxmlElement("w:color")
@@ -69,7 +71,7 @@ def _fill(paragraph: Paragraph, parts: tuple[str | int, ...], *, bold: bool = Fa
                 run.bold = True
 
 
-def _add_table(doc, block: Block) -> None:
+def _add_table(doc: WordDocument, block: Block) -> None:
     """A GFM table as a Word table, its header row in bold."""
     table = doc.add_table(rows=0, cols=len(block.rows[0]))
     table.style = "Table Grid"
@@ -89,7 +91,7 @@ def to_docx(document: ReportDocument) -> bytes:
             continue
         if block.kind == "code":
             # One paragraph, its lines kept (python-docx writes each "\n" as a line break), in monospace.
-            run = doc.add_paragraph().add_run(block.parts[0])
+            run = doc.add_paragraph().add_run(str(block.parts[0]))
             run.font.name, run.font.size = CODE_FONT, Pt(9)
             continue
         if block.kind == "heading":

@@ -10,10 +10,12 @@ and a source's title links to its http(s) URL."""
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 from fpdf import FPDF
+from fpdf.fonts import TTFFont
 
 from engine.export.document import Block, ReportDocument
 
@@ -85,7 +87,7 @@ def _write_table(pdf: FPDF, block: Block, links: dict[int, int]) -> None:
 MISSING_EXAMPLES = 8
 
 
-def _texts(document: ReportDocument):
+def _texts(document: ReportDocument) -> Iterator[tuple[str, str]]:
     """Each text of the document with the font it is set in ("" regular, "B" bold, MONO code)."""
     yield document.title, "B"
     for fact in document.facts:
@@ -100,12 +102,19 @@ def _texts(document: ReportDocument):
         yield from ((text, "") for text in (source.title, source.where, source.kind))
 
 
+def _cmap(pdf: FPDF, key: str) -> dict[int, str]:
+    """The characters of one of our fonts (all TrueType: fpdf2's core fonts have no cmap)."""
+    font = pdf.fonts[key]
+    if not isinstance(font, TTFFont):
+        raise TypeError(f"the PDF font {key!r} is not a TrueType font")
+    return font.cmap
+
+
 def missing_characters(pdf: FPDF, document: ReportDocument) -> list[str]:
     """The characters of the document the font each is set in has no glyph for (fpdf2 drops them
     silently): code's DejaVu Sans Mono lacks Hebrew, for one, which the regular font has."""
-    cmaps = {"": pdf.fonts[FONT.lower()].cmap, "B": pdf.fonts[FONT.lower() + "B"].cmap,
-             MONO: pdf.fonts[MONO.lower()].cmap}
-    fallback = pdf.fonts[CJK.lower()].cmap if CJK.lower() in pdf.fonts else {}
+    cmaps = {"": _cmap(pdf, FONT.lower()), "B": _cmap(pdf, FONT.lower() + "B"), MONO: _cmap(pdf, MONO.lower())}
+    fallback = _cmap(pdf, CJK.lower()) if CJK.lower() in pdf.fonts else {}
     return sorted({char for text, style in _texts(document) for char in text
                    if not char.isspace() and ord(char) not in cmaps[style] and ord(char) not in fallback})
 

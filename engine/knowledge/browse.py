@@ -12,7 +12,7 @@ from engine.knowledge.merge import entity_key
 from engine.knowledge.units import Entity, Neighbourhood, Triple
 from engine.search.protocol import Hit
 from storage.knowledge import GraphCounts, KnowledgeStore
-from storage.models import KnowledgeChunk, KnowledgeGraph, KnowledgeRelation
+from storage.models import KnowledgeChunk, KnowledgeGraph, KnowledgeRelation, stored_id
 
 SNIPPET_CHARS = 300
 
@@ -28,7 +28,7 @@ def neighbourhood(store: KnowledgeStore, graph_id: int, name: str, *, limit: int
     relations, relations_total = store.relations_of(graph_id, key, limit)
     ends = {e.key: e.name for e in store.entities_by_keys(
         graph_id, [k for r in relations for k in (r.source_key, r.target_key)])}
-    chunks, sources_total = store.chunks_of_entity(entity.id, limit)  # type: ignore[arg-type]
+    chunks, sources_total = store.chunks_of_entity(stored_id(entity), limit)
     return Neighbourhood(entity=Entity(entity.name, entity.type, entity.description),
                          triples=tuple(triple(r, lambda k: ends.get(k, k)) for r in relations),
                          sources=tuple(chunk_hit(c) for c in chunks),
@@ -59,28 +59,32 @@ class GraphBrowser:
     def key(self) -> str:
         return self.graph.key
 
+    @property
+    def graph_id(self) -> int:
+        return stored_id(self.graph)
+
     def counts(self) -> GraphCounts:
-        return self.store.counts(self.graph.id)  # type: ignore[arg-type]
+        return self.store.counts(self.graph_id)
 
     def around(self, name: str, *, limit: int = 20) -> Neighbourhood | None:
-        return neighbourhood(self.store, self.graph.id, name, limit=limit)  # type: ignore[arg-type]
+        return neighbourhood(self.store, self.graph_id, name, limit=limit)
 
     def drawing(self, focus_names: Sequence[str], *, around: bool, cap: int | None = None,
                 first: Sequence[tuple[str, str]] = ()) -> GraphDrawing:
         """The part of the graph to draw around `focus_names` (or the whole graph), capped, the
         relations of the `first` pairs before the others (`drawing.py`)."""
-        return draw(self.store, self.graph.id, focus_names, around=around, cap=cap,  # type: ignore[arg-type]
+        return draw(self.store, self.graph_id, focus_names, around=around, cap=cap,
                     first=first)
 
     def names(self, text: str, *, limit: int = 10) -> list[str]:
         """At most `limit` entity names for typed text: those starting with it (shortest first), then
         those containing it; matched as dedup matches names (case, spacing, quotes, a leading "the")."""
         fragment = entity_key(text)
-        return [e.name for e in self.store.find_entities(self.graph.id, fragment, limit)]  # type: ignore[arg-type]
+        return [e.name for e in self.store.find_entities(self.graph_id, fragment, limit)]
 
     def known(self, names: Sequence[str]) -> list[str]:
         """Those of `names` the graph holds, as the graph names them, in the given order, once each."""
         keys = [entity_key(n) for n in names]
-        rows = self.store.entities_by_keys(self.graph.id, [k for k in keys if k])  # type: ignore[arg-type]
+        rows = self.store.entities_by_keys(self.graph_id, [k for k in keys if k])
         stored = {e.key: e.name for e in rows}
         return list(dict.fromkeys(stored[k] for k in keys if k in stored))

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from engine.knowledge.chunks import DEFAULT_CHUNK_TOKENS, corpus_chunks
 from engine.knowledge.extract import ChunkExtractor, Parallel
@@ -107,7 +108,7 @@ class CollectionBuilder:
 
     def build(self, collection: str, *, chunk_tokens: int = DEFAULT_CHUNK_TOKENS, limit: int | None = None,
               stop: threading.Event | None = None, on_progress: Callable[[BuildProgress], None] | None = None,
-              llm_info: dict | None = None, max_cost: float | None = None,
+              llm_info: dict[str, Any] | None = None, max_cost: float | None = None,
               max_tokens: int | None = None) -> BuildOutcome:
         if collection not in self.corpus.collections():
             known = ", ".join(self.corpus.collections()) or "none yet"
@@ -190,7 +191,7 @@ class CollectionBuilder:
             return f"this build's token budget reached: {tokens} of {max_tokens}"
         return ""
 
-    def _account(self, graph_id: int, before: dict) -> None:
+    def _account(self, graph_id: int, before: dict[str, Any]) -> None:
         after = self.llm.usage.as_dict()
         self.store.add_usage(graph_id, **{key: after[key] - before[key] for key in after})
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel
@@ -23,9 +24,10 @@ from engine.knowledge.merge import merge_entity, merge_relation, normalise_extra
 from engine.knowledge.prompts import ENTITY_TYPES, EXTRACT
 from engine.knowledge.schemas import Extraction
 from engine.llm.protocol import LLMError, LLMRequestError, LLMServerError, LLMTimeoutError, StructuredOutputError
+from engine.prompting import PromptMessages
 from engine.redact import redact_secrets
 from storage.knowledge import KnowledgeStore
-from storage.models import KnowledgeChunk
+from storage.models import KnowledgeChunk, stored_id
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -64,7 +66,7 @@ class ExtractionOutcome:
     failed: int = 0
 
 
-def extraction_prompt(chunk: KnowledgeChunk):
+def extraction_prompt(chunk: KnowledgeChunk) -> PromptMessages:
     return EXTRACT.render(entity_types=", ".join(ENTITY_TYPES), title=chunk.title or "(untitled)", text=chunk.text)
 
 
@@ -85,7 +87,7 @@ class ChunkExtractor:
 
     def extract(self, chunks: Sequence[KnowledgeChunk]) -> ExtractionOutcome:
         """Extract `chunks` concurrently; how many were merged and how many failed."""
-        results = self._parallel([lambda chunk=chunk: self._extract_one(chunk) for chunk in chunks])
+        results = self._parallel([partial(self._extract_one, chunk) for chunk in chunks])
         endpoint_errors = [r for r in results if isinstance(r, LLMError) and not isinstance(r, StructuredOutputError)]
         if endpoint_errors and len(endpoint_errors) == len(results):
             raise endpoint_errors[0]  # the endpoint failed them all: not a chunk's fault
@@ -95,16 +97,17 @@ class ChunkExtractor:
     def _extract_one(self, chunk: KnowledgeChunk) -> bool | LLMError:
         """True when merged (or merged by another extraction at the same time); the error when the
         chunk failed."""
+        chunk_id = stored_id(chunk)  # only stored chunks are extracted
         if self._checkpoint is not None:
             self._checkpoint()
         try:
             extraction = self._ask(extraction_prompt(chunk), Extraction, purpose=PURPOSE,
                                    max_tokens=extraction_budget(chunk, self._max_tokens))
         except CHUNK_ERRORS as exc:
-            self._store.mark_chunk_failed(chunk.id, redact_secrets(str(exc)))
+            self._store.mark_chunk_failed(chunk_id, redact_secrets(str(exc)))
             return exc
         entities, relations = normalise_extraction(extraction)
         with self._merge_lock:
-            self._store.save_extraction(self._graph_id, chunk.id, entities, relations,
+            self._store.save_extraction(self._graph_id, chunk_id, entities, relations,
                                         merge_entity=merge_entity, merge_relation=merge_relation)
         return True

@@ -53,8 +53,8 @@ def extraction_answer(request: ChatRequest) -> str:
     title = (title_match.group(1).strip() if title_match else "")
     title_names = proper_names(title) if title else []
     subject = title_names[0] if title_names else ""
-    entities: dict[str, dict] = {}
-    relations: dict[tuple[str, str], dict] = {}
+    entities: dict[str, dict[str, str]] = {}
+    relations: dict[tuple[str, str], dict[str, str | list[str]]] = {}
 
     def add_entity(name: str, sentence: str) -> None:
         key = name.lower()

@@ -41,7 +41,7 @@ from engine.search.embeddings import Embedder, EmbeddingError
 from engine.search.fusion import fuse
 from engine.search.rerank import bm25_term_scores, tokens
 from storage.knowledge import GraphContents
-from storage.models import KnowledgeEntity, KnowledgeRelation
+from storage.models import KnowledgeEntity, KnowledgeRelation, stored_id
 
 # LightRAG's `cosine_better_than_threshold`: below it a key is not a match by meaning.
 MIN_SIMILARITY = 0.2
@@ -74,7 +74,7 @@ class KeyLevel:
         self._vectors: dict[str, np.ndarray] = {}  # embedder description -> (keys, dims)
         # The level whose vectors can be reused: the previous one if it has any, else what it would
         # have reused (so a graph that grows unmatched keeps one old level alive, not all of them).
-        self._previous = previous if previous is None or previous._vectors else previous._previous
+        self._previous: KeyLevel | None = previous if previous is None or previous._vectors else previous._previous
         self._lock = threading.Lock()
 
     def bm25(self, keywords: Sequence[str]) -> list[tuple[int, float]]:
@@ -166,17 +166,18 @@ class KeyIndex:
     (their vectors are added on first use). `previous`: the same graph's index before it grew."""
 
     def __init__(self, contents: GraphContents, *, previous: KeyIndex | None = None) -> None:
-        self.entities: dict[int, KnowledgeEntity] = {e.id: e for e in contents.entities}  # type: ignore[misc]
-        self.relations: dict[int, KnowledgeRelation] = {r.id: r for r in contents.relations}  # type: ignore[misc]
+        self.entities: dict[int, KnowledgeEntity] = {stored_id(e): e for e in contents.entities}
+        self.relations: dict[int, KnowledgeRelation] = {stored_id(r): r for r in contents.relations}
         self.entity_by_key: dict[str, KnowledgeEntity] = {e.key: e for e in contents.entities}
         # In the order of their identity, not their ids (see the module's docstring).
         entities = sorted(contents.entities, key=lambda e: e.key)
         relations = sorted(contents.relations, key=lambda r: r.pair)
-        self.entity_keys = KeyLevel("entity", [e.id for e in entities],  # type: ignore[misc]
-                                    [e.name for e in entities], previous.entity_keys if previous is not None else None)
-        self.relation_keys = KeyLevel("relation", [r.id for r in relations],  # type: ignore[misc]
-                                      [relation_key_text(r) for r in relations],
-                                      previous.relation_keys if previous is not None else None)
+        self.entity_keys: KeyLevel = KeyLevel("entity", [stored_id(e) for e in entities],
+                                              [e.name for e in entities],
+                                              previous.entity_keys if previous is not None else None)
+        self.relation_keys: KeyLevel = KeyLevel("relation", [stored_id(r) for r in relations],
+                                                [relation_key_text(r) for r in relations],
+                                                previous.relation_keys if previous is not None else None)
 
     def match_entities(self, keywords: Sequence[str], top_k: int, *, embedder: Embedder | None = None,
                        on_error: OnError | None = None) -> list[Matched]:

@@ -105,9 +105,9 @@ def normalise_extraction(extraction: Extraction) -> tuple[list[EntityInput], lis
                           clean(item.description, MAX_DESCRIPTION_CHARS))
         entities[key] = merge_entity(entities[key], new) if key in entities else new
     relations: dict[str, RelationInput] = {}
-    for item in extraction.relations:
+    for extracted in extraction.relations:
         ends = []
-        for name in (item.source, item.target):
+        for name in (extracted.source, extracted.target):
             name = clean(name, MAX_NAME_CHARS)
             key = entity_key(name)
             if key and key not in entities:
@@ -116,7 +116,8 @@ def normalise_extraction(extraction: Extraction) -> tuple[list[EntityInput], lis
         source, target = ends
         if not source or not target or source == target:
             continue
-        new = RelationInput(source, target, clean(item.description, MAX_DESCRIPTION_CHARS),
-                            merge_keywords((), item.keywords))
-        relations[new.pair] = merge_relation(relations[new.pair], new) if new.pair in relations else new
+        relation = RelationInput(source, target, clean(extracted.description, MAX_DESCRIPTION_CHARS),
+                                 merge_keywords((), extracted.keywords))
+        relations[relation.pair] = (merge_relation(relations[relation.pair], relation) if relation.pair in relations
+                                    else relation)
     return list(entities.values()), list(relations.values())

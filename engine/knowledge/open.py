@@ -13,6 +13,7 @@ from engine.knowledge.stored import GraphViews, KnowledgeError, StoredKnowledgeB
 from engine.knowledge.units import KnowledgeScope
 from engine.search.embeddings import Embedder
 from storage.knowledge import KnowledgeStore
+from storage.models import stored_id
 
 
 class KnowledgeNotBuilt(KnowledgeError):
@@ -45,20 +46,20 @@ class KnowledgeLayer:
         run's) matches keywords to keys by meaning; `on_embedding_error` is told when it fails and
         BM25 matches instead (`index.py`)."""
         store = self.store
-        matching = {"embedder": embedder, "on_embedding_error": on_embedding_error}
         if chunk_tokens < 1:
             raise KnowledgeError("chunk_tokens must be at least 1")
         if scope == "question":
             graph = store.open_graph(question_graph_key(run_id, chunk_tokens), scope="question", run_id=run_id,
                                      chunk_tokens=chunk_tokens)
             return StoredKnowledgeBase(store, graph, ask=ask, parallel=parallel, writable=True, views=self.views,
-                                       checkpoint=checkpoint, extract_max_tokens=extract_max_tokens, **matching)
+                                       checkpoint=checkpoint, extract_max_tokens=extract_max_tokens,
+                                       embedder=embedder, on_embedding_error=on_embedding_error)
         if scope != "collection":
             raise KnowledgeError(f"unknown knowledge scope '{scope}' (question or collection)")
         if not collection:
             raise KnowledgeError("the collection scope needs a collection name (e.g. hotpotqa, or uploads)")
-        graph = store.find_graph(collection_graph_key(collection, chunk_tokens))
-        counts = store.counts(graph.id) if graph is not None else None  # type: ignore[arg-type]
+        built = store.find_graph(collection_graph_key(collection, chunk_tokens))
+        counts = store.counts(stored_id(built)) if built is not None else None
         size = "" if chunk_tokens == DEFAULT_CHUNK_TOKENS else f" --chunk-tokens {chunk_tokens}"
         if counts is not None and not counts.chunks_done and counts.chunks_failed:
             raise KnowledgeNotBuilt(
@@ -66,13 +67,13 @@ class KnowledgeLayer:
                 f"{counts.chunks_failed} chunks its build tried (`thoughtmap kg status`). Build it again with a "
                 f"more capable model (`thoughtmap kg build --collection {collection}{size} --llm openai`), or use "
                 "the question scope")
-        if counts is None or not counts.chunks_done:
+        if built is None or counts is None or not counts.chunks_done:
             raise KnowledgeNotBuilt(
                 f"the knowledge graph of collection '{collection}' (chunks of {chunk_tokens} tokens) is not built "
                 f"yet: build it once with `thoughtmap kg build --collection {collection}{size}`, or use the "
                 "question scope")
-        return StoredKnowledgeBase(store, graph, ask=ask, parallel=parallel, writable=False, views=self.views,
-                                   **matching)
+        return StoredKnowledgeBase(store, built, ask=ask, parallel=parallel, writable=False, views=self.views,
+                                   embedder=embedder, on_embedding_error=on_embedding_error)
 
     def browse(self, key: str) -> GraphBrowser | None:
         """The stored graph named `key`, to read around one entity at a time (no LLM, read only);

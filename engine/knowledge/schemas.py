@@ -1,12 +1,14 @@
 """The knowledge layer's structured LLM outputs (MTQA Step 1's extraction, Step 2's keywords; the
 fields are LightRAG's, which the paper builds on). Lists are capped, not refused, when a model
-gives more than asked (`capped`); everything in them is untrusted text, checked again when merged."""
+gives more than asked (`at_most`); everything in them is untrusted text, checked again when merged."""
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import BaseModel, Field
 
-from engine.llm.schema_tools import capped
+from engine.llm.schema_tools import at_most
 
 MAX_ENTITIES = 40
 MAX_RELATIONS = 40
@@ -25,7 +27,7 @@ class ExtractedRelation(BaseModel):
     source: str = Field(description="The name of one entity, exactly as in the entities list.")
     target: str = Field(description="The name of the other entity, exactly as in the entities list.")
     description: str = Field(default="", description="Why the two entities are related, according to the text.")
-    keywords: capped(str, MAX_RELATION_KEYWORDS) = Field(
+    keywords: Annotated[list[str], at_most(MAX_RELATION_KEYWORDS)] = Field(
         default_factory=list, description="One to three short, general words or phrases naming the kind of "
         "relation (themes or concepts, not details).")
 
@@ -33,16 +35,16 @@ class ExtractedRelation(BaseModel):
 class Extraction(BaseModel):
     """The entities of one chunk and the relations between them."""
 
-    entities: capped(ExtractedEntity, MAX_ENTITIES) = Field(default_factory=list)
-    relations: capped(ExtractedRelation, MAX_RELATIONS) = Field(default_factory=list)
+    entities: Annotated[list[ExtractedEntity], at_most(MAX_ENTITIES)] = Field(default_factory=list)
+    relations: Annotated[list[ExtractedRelation], at_most(MAX_RELATIONS)] = Field(default_factory=list)
 
 
 class QuestionKeywords(BaseModel):
     """Dual-level keywords of a question (the paper's Figure 7: low-level and high-level)."""
 
-    detailed: capped(str, MAX_QUESTION_KEYWORDS) = Field(
+    detailed: Annotated[list[str], at_most(MAX_QUESTION_KEYWORDS)] = Field(
         default_factory=list, description="Specific keywords: names of people, places, works, organisations, "
         "dates and other concrete details the question mentions.")
-    general: capped(str, MAX_QUESTION_KEYWORDS) = Field(
+    general: Annotated[list[str], at_most(MAX_QUESTION_KEYWORDS)] = Field(
         default_factory=list, description="General keywords: the concepts, themes or kinds of relation the "
         "question is about.")

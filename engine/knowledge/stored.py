@@ -39,7 +39,7 @@ from engine.names import content_words, proper_names
 from engine.search.embeddings import Embedder, EmbeddingError
 from engine.search.protocol import Hit
 from storage.knowledge import KnowledgeStore
-from storage.models import KnowledgeChunkStatus, KnowledgeEntity, KnowledgeGraph, KnowledgeRelation
+from storage.models import KnowledgeChunkStatus, KnowledgeEntity, KnowledgeGraph, KnowledgeRelation, stored_id
 
 KEYWORDS_MAX_TOKENS = 300
 # Entities kept per hop of the expansion, the most connected first (see expand.expand).
@@ -134,7 +134,8 @@ class StoredKnowledgeBase:
             stored = self._store.chunks_by_keys(self.graph_id, [c.key for c in chunks])
             # Failed chunks too (a resumed run tries them again), a few times at most; done ones never.
             todo = sorted((c for c in stored if c.status == KnowledgeChunkStatus.PENDING or (
-                c.status == KnowledgeChunkStatus.FAILED and c.attempts < MAX_CHUNK_ATTEMPTS)), key=lambda c: c.id)
+                c.status == KnowledgeChunkStatus.FAILED and c.attempts < MAX_CHUNK_ATTEMPTS)),
+                key=stored_id)
             if todo:
                 self._extractor.extract(todo)
         return self.progress()
@@ -185,8 +186,8 @@ class StoredKnowledgeBase:
         for entity in reached_entities:
             hop = distance[entity.key]
             if hop > 0:
-                weights[("entity", entity.id)] = HOP_WEIGHT ** hop  # type: ignore[index]
-                vias[("entity", entity.id)] = f"hop{hop}"  # type: ignore[index]
+                weights[("entity", stored_id(entity))] = HOP_WEIGHT ** hop
+                vias[("entity", stored_id(entity))] = f"hop{hop}"
         matched_relations = {h.id for h in relation_hits}
         reached_relations = [r for r in index.relations.values()
                              if r.id in matched_relations or (r.source_key in distance and r.target_key in distance)]
@@ -210,16 +211,18 @@ class StoredKnowledgeBase:
         via: dict[int, list[str]] = {}
         chunk_entities: dict[int, list[KnowledgeEntity]] = {}
         chunk_relations: dict[int, list[KnowledgeRelation]] = {}
-        by_entity = self._store.entity_chunks([e.id for e in entities])  # type: ignore[misc]
-        by_relation = self._store.relation_chunks([r.id for r in relations])  # type: ignore[misc]
-        for level, items, links, into in (("entity", entities, by_entity, chunk_entities),
-                                          ("relation", relations, by_relation, chunk_relations)):
+        by_entity = self._store.entity_chunks([stored_id(e) for e in entities])
+        by_relation = self._store.relation_chunks([stored_id(r) for r in relations])
+        for level, items, links in (("entity", entities, by_entity), ("relation", relations, by_relation)):
             for item in items:
-                for chunk_id in links.get(item.id, []):  # type: ignore[arg-type]
-                    into.setdefault(chunk_id, []).append(item)
-                    weight = weights.get((level, item.id), 0.0)  # type: ignore[arg-type]
+                for chunk_id in links.get(stored_id(item), []):
+                    if isinstance(item, KnowledgeEntity):
+                        chunk_entities.setdefault(chunk_id, []).append(item)
+                    else:
+                        chunk_relations.setdefault(chunk_id, []).append(item)
+                    weight = weights.get((level, stored_id(item)), 0.0)
                     score[chunk_id] = score.get(chunk_id, 0.0) + weight
-                    how = vias.get((level, item.id))  # type: ignore[arg-type]
+                    how = vias.get((level, stored_id(item)))
                     if how in ("entity", "relation"):
                         direct[chunk_id] = max(direct.get(chunk_id, 0.0), weight)
                     if how and how not in via.setdefault(chunk_id, []):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
@@ -24,7 +24,8 @@ from engine.llm.pricing import PriceTable
 from engine.llm.protocol import LLM, BudgetExceeded, ChatRequest, ChatResponse, LLMError, Message, ResponseFormat
 from engine.llm.structured import DEFAULT_MAX_REASKS, ask_structured
 from engine.redact import redact_secrets
-from storage.models import RunStatus
+from storage.models import Run
+from storage.statuses import RunStatus
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -71,13 +72,13 @@ _NEEDED_TOKENS = re.compile(r"token budget reached: \d+ tokens used and the next
 _NEEDED_COST = re.compile(r"cost budget reached: \$[\d.]+ spent and the next call needs about \$([\d.]+) more")
 
 
-def stopped_by_budget(run) -> bool:
+def stopped_by_budget(run: Run) -> bool:
     """Whether a stored run stopped because its budget was reached (its stop reason is the words above)."""
     reason = getattr(run, "stop_reason", "") or ""
     return run.status == "stopped" and bool(_NEEDED_TOKENS.search(reason) or _NEEDED_COST.search(reason))
 
 
-def budget_short(run, *, max_tokens: int | None = None, max_cost: float | None = None) -> BudgetExceeded | None:
+def budget_short(run: Run, *, max_tokens: int | None = None, max_cost: float | None = None) -> BudgetExceeded | None:
     """Whether a run's budget cannot pay for its next call (it would stop again at once): the
     BudgetExceeded saying so, or None. The next call is the one a budget stop refused (its size is
     in the stop reason), else one of the run's average size. `run`: a storage Run; `max_tokens`,
@@ -133,7 +134,7 @@ class _Reservations:
         with self._settled:
             return self._waiting
 
-    def hold(self, budget: Budget, spent, *, prompt_tokens: int, prompt_cost: float,
+    def hold(self, budget: Budget, spent: Callable[[], tuple[int, float]], *, prompt_tokens: int, prompt_cost: float,
              reserve: _Reservation) -> _Reservation:
         """Reserve `reserve` once `budget` has room for a call with this prompt beside the calls in
         flight. `spent()`: the run's stored usage (tokens, cost), read again after each settle."""

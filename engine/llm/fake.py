@@ -26,7 +26,7 @@ import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
@@ -50,7 +50,7 @@ class FakeReply:
     cut_off: bool = False  # served as stopped by the output-token limit (finish_reason "length")
 
 
-Responder = str | dict | BaseModel | FakeReply | BaseException | Callable[[ChatRequest], Any]
+Responder = str | dict[str, Any] | BaseModel | FakeReply | BaseException | Callable[[ChatRequest], Any]
 
 
 # ====================================================================== scripted fake
@@ -281,7 +281,10 @@ def script_prompts(answers: dict[str, Answer], logprobs: dict[str, TopTokens] | 
     LOGPROB_DEFAULTS.update(logprobs or {})
 
 
-def _scripted(table: dict[str, Any], prompt: str) -> Any:
+_Scripted = TypeVar("_Scripted")
+
+
+def _scripted(table: dict[str, _Scripted], prompt: str) -> _Scripted | None:
     return table.get(prompt) or table.get(prompt.partition(".")[0] + ".*")
 
 

@@ -112,6 +112,7 @@ class FakeOpenAIServer:
         api_key: str | None = None,
         include_usage: bool = True,
         chaos: Chaos | None = None,
+        cap_output: bool = False,
     ) -> None:
         self.responder = responder if responder is not None else FakeLLM()
         self.latency_s = latency_s
@@ -119,6 +120,11 @@ class FakeOpenAIServer:
         self.api_key = api_key
         self.include_usage = include_usage
         self.chaos = chaos
+        # Stop writing at the request's max_tokens, as a real endpoint does (the text cut at 4
+        # characters a token, finish_reason "length"). Off by default: scripted answers are written
+        # whole whatever the cap, so a test of a method's shape does not hang on its caps. A test of
+        # spending turns it on: an answer past its cap is output no real endpoint would bill.
+        self.cap_output = cap_output
         self._chaos_rng = random.Random(chaos.seed if chaos else 0)
         self.chaos_counts: collections.Counter[str] = collections.Counter()
         self._port = port
@@ -316,6 +322,9 @@ class FakeOpenAIServer:
         with self._lock:
             number = len(self._requests)
         prompt_chars = sum(len(str(m.get("content") or "")) for m in body.get("messages", []))
+        cap = body.get("max_tokens") or body.get("max_completion_tokens")
+        if self.cap_output and isinstance(cap, int) and len(text) // 4 > cap:
+            text, cut_off = text[:cap * 4], True
         completion: dict[str, Any] = {
             "id": f"chatcmpl-fake-{number}",
             "object": "chat.completion",

@@ -46,7 +46,8 @@ class GrammarLastSampler:
             raise ValueError("llama.cpp did not accept the grammar")
         self._n_vocab = n_vocab
         self._data = (llama_cpp.llama_token_data * n_vocab)()
-        self._rows = np.frombuffer(self._data, dtype=_TOKEN_DATA)
+        # Through a memoryview, the same memory: numpy's stubs list the buffer types it takes, not ctypes arrays.
+        self._rows = np.frombuffer(memoryview(self._data), dtype=_TOKEN_DATA)
         self._ids = np.arange(n_vocab, dtype=np.int32)
         self._candidates = llama_cpp.llama_token_data_array(
             data=ctypes.cast(self._data, llama_cpp.llama_token_data_p), size=n_vocab, selected=-1, sorted=False)
@@ -63,7 +64,8 @@ class GrammarLastSampler:
 
     def allowed(self, token: int) -> bool:
         """Whether the grammar, in its current state, allows `token` next."""
-        self._one[0].id, self._one[0].logit, self._one[0].p = token, 0.0, 0.0
+        # llama_cpp annotates `id` as c_int32, but ctypes reads and writes the field as an int.
+        self._one[0].id, self._one[0].logit, self._one[0].p = token, 0.0, 0.0  # type: ignore[assignment]
         self._one_array.size, self._one_array.selected, self._one_array.sorted = 1, -1, False
         self._lib.llama_sampler_apply(self._grammar, ctypes.byref(self._one_array))
         return not math.isinf(self._one[0].logit)
@@ -116,5 +118,6 @@ def install() -> None:
             return
         from llama_cpp import Llama
 
-        Llama._init_sampler = grammar_last(Llama._init_sampler)
+        # Replacing the method is the point: every Llama in the process samples this way.
+        Llama._init_sampler = grammar_last(Llama._init_sampler)  # type: ignore[method-assign]
         _installed = True

@@ -12,6 +12,7 @@ import random
 import threading
 import time
 from types import TracebackType
+from typing import Protocol
 
 
 class ConcurrencyLimiter:
@@ -95,6 +96,22 @@ class ConcurrencyLimiter:
 COOLDOWN_READ_EVERY_S = 0.25
 
 
+class Slots(Protocol):
+    """Numbered slots shared by every process (storage's `SlotLocks`)."""
+
+    def try_acquire(self) -> int | None: ...
+
+    def release(self, slot: int) -> None: ...
+
+
+class Cooldown(Protocol):
+    """A cooldown shared by every process (storage's `SharedCooldown`)."""
+
+    def extend(self, seconds: float) -> None: ...
+
+    def seconds_left(self) -> float: ...
+
+
 class SharedConcurrencyLimiter(ConcurrencyLimiter):
     """The same cap, held across processes: every worker on the database shares `limit` slots.
 
@@ -104,7 +121,7 @@ class SharedConcurrencyLimiter(ConcurrencyLimiter):
     process's calls; `slots.in_use()` counts everyone's.
     """
 
-    def __init__(self, limit: int, slots, *, cooldown=None, poll_s: float = 0.02) -> None:
+    def __init__(self, limit: int, slots: Slots, *, cooldown: Cooldown | None = None, poll_s: float = 0.02) -> None:
         super().__init__(limit)
         self.slots = slots
         # storage's `SharedCooldown`: an endpoint's 429 quiets every worker, not only this one.

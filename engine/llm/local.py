@@ -22,6 +22,7 @@ import dataclasses
 import logging
 import threading
 import time
+from typing import TYPE_CHECKING
 
 from engine.config import LLMSettings, LocalModelSettings
 from engine.llm.decode_speed import DecodeSpeed
@@ -30,6 +31,9 @@ from engine.llm.local_model import LocalModelError, describe
 from engine.llm.local_server import LocalModelServer
 from engine.llm.protocol import ChatRequest, ChatResponse, LLMConnectionError, LLMServerError, ResponseFormat
 from engine.llm.small_models import collapse_repeats, collapse_repeats_in_json
+
+if TYPE_CHECKING:  # only for annotations: the openai SDK is imported on the first call (below)
+    from engine.llm.openai_compat import OpenAICompatibleLLM
 
 log = logging.getLogger("thoughtmap.local_model")
 
@@ -56,7 +60,7 @@ class LocalModelLLM:
         # Tokens per second written by the model on this machine, measured on every call.
         self.speed = DecodeSpeed()
         self._lock = threading.Lock()
-        self._adapter = None
+        self._adapter: OpenAICompatibleLLM | None = None
         self._adapter_url: str | None = None
 
     @property
@@ -80,15 +84,15 @@ class LocalModelLLM:
         return self._limiter.in_flight
 
     def chat(self, request: ChatRequest) -> ChatResponse:
-        if request.max_tokens is None:
+        asked = request.max_tokens
+        if asked is None:
             structured_call = request.response_format is not ResponseFormat.TEXT
-            request = dataclasses.replace(
-                request, max_tokens=DEFAULT_STRUCTURED_MAX_TOKENS if structured_call else DEFAULT_MAX_TOKENS)
+            asked = DEFAULT_STRUCTURED_MAX_TOKENS if structured_call else DEFAULT_MAX_TOKENS
+            request = dataclasses.replace(request, max_tokens=asked)
         if request.temperature is None:
             request = dataclasses.replace(request, temperature=DEFAULT_TEMPERATURE)
         with self._turn:  # one call at a time (the server's one slot), timed without the wait for it
             # The cap and timeout this machine's measured speed allows (engine/llm/decode_speed.py).
-            asked = request.max_tokens
             limits = self.speed.limits(asked)
             request = dataclasses.replace(request, max_tokens=limits.max_tokens, timeout_s=limits.timeout_s)
             started = time.monotonic()
@@ -119,7 +123,7 @@ class LocalModelLLM:
                 log.warning("the local model server died during a call; restarting it and retrying (%s)", exc)
         raise AssertionError("unreachable")
 
-    def _current_adapter(self):
+    def _current_adapter(self) -> tuple[OpenAICompatibleLLM, str]:
         url = self._server.ensure_running()
         with self._lock:
             if self._adapter is None or url != self._adapter_url:

@@ -52,7 +52,8 @@ def server_environment(environ: Mapping[str, str]) -> dict[str, str]:
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]  # AF_INET: (host, port)
+        return port
 
 
 def port_is_free(port: int) -> bool:
@@ -82,7 +83,7 @@ class LocalModelServer:
         self._resolve_model = resolve_model
         self._pick_port = pick_port
         self._lock = threading.RLock()
-        self._process: subprocess.Popen | None = None
+        self._process: subprocess.Popen[bytes] | None = None
         self._port: int | None = None
         self._model_file: Path | None = None
         self.alias = f"thoughtmap-local-{secrets.token_hex(4)}"

@@ -473,14 +473,14 @@ def _server_message(exc: openai.APIStatusError) -> str:
     body = exc.body
     if isinstance(body, dict):
         inner = body.get("error", body)
-        if isinstance(inner, dict) and isinstance(inner.get("message"), str):
-            return inner["message"]
+        if isinstance(inner, dict) and isinstance(message := inner.get("message"), str):
+            return message
         if isinstance(inner, str):
             return inner
-        if isinstance(body.get("detail"), str):  # FastAPI-style servers (vLLM)
-            return body["detail"]
-        if isinstance(body.get("message"), str):
-            return body["message"]
+        if isinstance(detail := body.get("detail"), str):  # FastAPI-style servers (vLLM)
+            return detail
+        if isinstance(message := body.get("message"), str):
+            return message
     if isinstance(body, str) and body.strip():
         return body.strip()[:300]
     return f"HTTP {exc.status_code}"

@@ -145,7 +145,7 @@ class SchemaFiller:
 
     @staticmethod
     def _type_of(schema: dict[str, Any], place: _Place) -> str:
-        kind = schema.get("type")
+        kind: str | list[str] | None = schema.get("type")  # JSON Schema: a type name, or a list of them
         if isinstance(kind, list):
             non_null = [k for k in kind if k != "null"]
             if "null" in kind and (place.minimal or not non_null):

@@ -53,11 +53,11 @@ def schema_for(output_type: type[BaseModel]) -> dict[str, Any]:
 
 def format_instruction(output_type: type[BaseModel], schema: dict[str, Any] | None = None) -> str:
     """The instruction that closes a structured request: `schema` (by default `output_type`'s)."""
-    schema = json.dumps(schema if schema is not None else schema_for(output_type), ensure_ascii=False,
-                        separators=(",", ":"))
+    schema_json = json.dumps(schema if schema is not None else schema_for(output_type), ensure_ascii=False,
+                             separators=(",", ":"))
     return (
         f"{FORMAT_OPENING} and nothing else (no prose, no code fence). "
-        f"It must validate against this JSON schema:\n{schema}"
+        f"It must validate against this JSON schema:\n{schema_json}"
     )
 
 

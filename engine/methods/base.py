@@ -31,19 +31,21 @@ from engine.contract import (
 )
 from engine.graph import PARTIAL_REPORT, RunGraph
 from engine.llm.accounting import RunLLM
+from engine.llm.protocol import Message
 from engine.methods.estimate import CostEstimate
 from engine.parallel import run_parallel
 from engine.reader_text import UNWRITTEN, is_placeholder
+from engine.run_services import RunServices
 from engine.search.embeddings import Embedder
 from engine.search.fetch import PageFetcher
 from engine.search.pages import PagesRead, read_pages, readable
 from engine.search.protocol import Hit, Searcher, SearchError
 from engine.search.relevance import DEFAULT_FLOOR, RelevanceResult
-from engine.search.rerank import Reranker
-from storage.models import Command, Node, NodeStatus
+from storage.models import Command, Node
+from storage.statuses import NodeStatus
 
 if TYPE_CHECKING:  # the knowledge layer is imported by the methods that use it, not by every run
-    from engine.knowledge.open import KnowledgeLayer
+    from engine.knowledge.units import KnowledgeBase
 
 
 class MethodParams(BaseModel):
@@ -116,6 +118,9 @@ REPORT = "report"
 
 # A method's parameters model: `RunContext[DeotParams]` is a DEoT run's context, whose `params` are DEoT's.
 P = TypeVar("P", bound=MethodParams)
+# A structured answer's model (`RunLLM.ask`).
+T = TypeVar("T", bound=BaseModel)
+Svc = TypeVar("Svc")  # a service a method asks its run for (`RunContext.service`)
 
 
 @dataclass
@@ -138,24 +143,26 @@ class RunContext(Generic[P]):
     complete_command: Callable[..., None] = lambda command_id, ok=True, error="": None
     today: date = field(default_factory=date.today)
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("thoughtmap.run"))
-    # The knowledge graphs (injected by the runner from Services); see `knowledge`.
-    knowledge_layer: KnowledgeLayer | None = None
-    # Semantic similarity (engine/search/embeddings.py), injected by the runner; None: rank by BM25
-    # (`embeddings.top_for_each` takes either). OmniThink's section evidence uses it, and the
-    # knowledge layer's key matching (`knowledge`: MTQA's).
-    embedder: Embedder | None = None
-    # The OpenAI-compatible /rerank endpoint configured by THOUGHTMAP_RERANK_URL (None when not).
-    rerank_endpoint: Reranker | None = None
+    # The run's services, asked by type (`service`): `Embedder` (semantic similarity; None: rank by
+    # BM25), `PageFetcher` (the page behind a web hit; None: the snippet), `RerankEndpoint` (the
+    # configured /rerank endpoint), `KnowledgeLayer` (the knowledge graphs; see `knowledge`).
+    services: RunServices = field(default_factory=RunServices)
     # THOUGHTMAP_RERANKER: what a method's `auto` reranker means (engine/search/retrieval.py).
     default_reranker: str = "none"
-    # Fetches the page behind a web hit (public addresses only, size and time bounded), injected by
-    # the runner; None: web hits keep the search engine's snippet. See engine/search/pages.py.
-    pages: PageFetcher | None = None
     # The model answers only from sources: a node none of whose searches found a passage about its
     # question answers `relevance.not_covered` (the sources at hand do not cover this) instead of
     # asking the model. True on the built-in 0.5B model, whose own "knowledge" wrote that greenhouse
     # gases cause the seasons; a connected model answers from its own knowledge, marked uncited.
     sources_only: bool = False
+
+    def service(self, kind: type[Svc]) -> Svc | None:
+        """The run's service of type `kind` (`Embedder`, `PageFetcher`...), or None when it has none."""
+        return self.services.get(kind)
+
+    @property
+    def embedder(self) -> Embedder | None:
+        """`service(Embedder)`: what every method's relevance floor and evidence ranking use."""
+        return self.services.get(Embedder)
 
     def search(self, query: str, *, k: int, node: Node | None = None, searcher: Searcher | None = None) -> list[Hit]:
         """`searcher.search`, told to the step log: what was searched, where, how much came back
@@ -189,16 +196,17 @@ class RunContext(Generic[P]):
         the step log. Hits from the corpus, and every hit when no page fetcher is injected or
         `limit` is 0, are returned unchanged."""
         wanted = min(max(limit, 0), sum(readable(hit) for hit in hits))
-        if self.pages is None or not wanted:
+        fetcher = self.services.get(PageFetcher)
+        if fetcher is None or not wanted:
             return PagesRead(list(hits))
-        pages = read_pages(self.pages, hits, limit=limit, max_chars=max_chars, query=query)
+        pages = read_pages(fetcher, hits, limit=limit, max_chars=max_chars, query=query)
         self.graph.narrate(f"read {pages.read} of {wanted} web pages for \"{query[:80]}\""
                            + (f"; {len(pages.failures)} kept their snippet" if pages.failures else ""),
                            node_id=node.id if node is not None else None, failures=pages.failures)
         return pages
 
     def knowledge(self, scope: str = "question", *, collection: str | None = None, chunk_tokens: int | None = None,
-                  node: Node | None = None, extract_max_tokens: int | None = None):
+                  node: Node | None = None, extract_max_tokens: int | None = None) -> KnowledgeBase:
         """A `KnowledgeBase` (engine/knowledge/units.py) for this run: `question` is the run's own graph
         (grown by `add_documents`, deleted with the run), `collection` the graph of a corpus collection
         built by `thoughtmap kg build` (read only; `KnowledgeNotBuilt` says how to build it). Its LLM
@@ -208,11 +216,14 @@ class RunContext(Generic[P]):
         on each extraction's answer) default to the knowledge layer's values when not given. Keywords
         are matched to keys by this run's `embedder` and BM25; when it fails, by BM25, and the step
         log says so (for `node`), once per failure."""
-        if self.knowledge_layer is None:
+        from engine.knowledge.open import KnowledgeLayer  # only the methods that use it pay for it
+
+        layer = self.services.get(KnowledgeLayer)
+        if layer is None:
             raise RuntimeError("this run context has no knowledge layer (the runner injects it from Services)")
         node_id = node.id if node is not None else None
 
-        def ask(messages, output_type, **options):
+        def ask(messages: Sequence[Message], output_type: type[T], **options: Any) -> T:
             return self.llm.ask(messages, output_type, node_id=node_id, **options)
 
         def embedding_failed(exc: Exception) -> None:  # as OmniThink's section evidence tells it
@@ -221,10 +232,10 @@ class RunContext(Generic[P]):
 
         options = {name: value for name, value in (("chunk_tokens", chunk_tokens),
                                                    ("extract_max_tokens", extract_max_tokens)) if value is not None}
-        return self.knowledge_layer.open(run_id=self.run_id, scope=scope,  # type: ignore[arg-type]
-                                         collection=collection, ask=ask, parallel=self.parallel,
-                                         checkpoint=self.checkpoint, embedder=self.embedder,
-                                         on_embedding_error=embedding_failed, **options)
+        return layer.open(run_id=self.run_id, scope=scope,  # type: ignore[arg-type]
+                          collection=collection, ask=ask, parallel=self.parallel,
+                          checkpoint=self.checkpoint, embedder=self.embedder,
+                          on_embedding_error=embedding_failed, **options)
 
     def parallel(self, calls: Sequence[Callable[[], Any]]) -> list[Any]:
         """Run calls concurrently on the process-wide pool (nesting is safe: `engine/parallel.py`);

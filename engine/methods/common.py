@@ -7,8 +7,9 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from engine.contract import NodeData, NodeKind
-from engine.methods.base import RunContext
-from storage.models import Node, NodeStatus
+from engine.methods.base import P, RunContext
+from storage.models import Node
+from storage.statuses import NodeStatus
 
 
 class DroppedHit(BaseModel):
@@ -46,7 +47,7 @@ RETRIEVAL = NodeKind("search", RetrievalData, "Retrieval", "#72B7B2", "retrieval
 ANSWER = NodeKind("answer", AnswerData, "Answer", "#9D755D", "the answer", answers=True)
 
 
-def ensure_root(ctx: RunContext, *, kind: str = "question") -> Node:
+def ensure_root(ctx: RunContext[P], *, kind: str = "question") -> Node:
     """The run's root node (the user's question), created once."""
     root = ctx.graph.root()
     if root is None:
@@ -54,7 +55,7 @@ def ensure_root(ctx: RunContext, *, kind: str = "question") -> Node:
     return root
 
 
-def child_of_kind(ctx: RunContext, parent: Node, kind: str) -> Node | None:
+def child_of_kind(ctx: RunContext[P], parent: Node, kind: str) -> Node | None:
     for child in ctx.graph.children(parent):
         if child.kind == kind:
             return child

@@ -17,7 +17,7 @@ from engine.safe_text import inline_text
 from engine.search.relevance import SEARCH_OFF
 
 if TYPE_CHECKING:
-    from engine.methods.base import RunContext
+    from engine.methods.base import P, RunContext
 
 NEAREST_SHOWN = 5
 
@@ -41,7 +41,7 @@ def uncovered_report(question: str, where: str, searched: Sequence[str], nearest
     return "\n".join(lines)
 
 
-def save_uncovered_report(ctx: RunContext, searched: Sequence[str], nearest: Sequence[str],
+def save_uncovered_report(ctx: RunContext[P], searched: Sequence[str], nearest: Sequence[str],
                           data: dict[str, Any]) -> None:
     """Save `uncovered_report` as the run's report: our text (`own`), no model text, its `data`
     marked `not_covered`."""

@@ -12,7 +12,7 @@ from engine.methods.base import Method, MethodParams, RunContext, yes_no_field
 from engine.methods.common import ANSWER, ASKED_QUESTION, child_of_kind, ensure_root
 from engine.methods.estimate import CostEstimate, capped_tokens, single_call
 from engine.reader_text import ReadableText
-from storage.models import NodeStatus
+from storage.statuses import NodeStatus
 
 
 class DirectAnswer(BaseModel):

@@ -87,7 +87,8 @@ def build_params(params_type: type[MethodParams], values: Mapping[str, Any], *, 
                          errors=exc.errors()) from exc
 
 
-def errors_by_field(params_type: type[MethodParams], values: Mapping[str, Any]) -> dict[str | None, list[dict]]:
+def errors_by_field(params_type: type[MethodParams],
+                    values: Mapping[str, Any]) -> dict[str | None, list[dict[str, Any]]]:
     """Pydantic's errors for these values, by the field each is about, so a form can say each under
     its own field as soon as it is entered: a field's own error under its name; a check across
     fields (a model validator: no `loc`) under the last field its message names, in the model's
@@ -100,7 +101,7 @@ def errors_by_field(params_type: type[MethodParams], values: Mapping[str, Any]) 
     else:
         return {}
     fields = list(params_type.model_fields)
-    by_field: dict[str | None, list[dict]] = {}
+    by_field: dict[str | None, list[dict[str, Any]]] = {}
     for error in errors:
         loc = error.get("loc") or ()
         if loc:

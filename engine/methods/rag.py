@@ -15,7 +15,8 @@ from engine.methods.estimate import CostEstimate, capped_tokens, single_call
 from engine.reader_text import ReadableText
 from engine.search.protocol import SearchError
 from engine.search.relevance import not_covered, nothing_found, relevant_hits, ungrounded_note
-from storage.models import Node, NodeStatus
+from storage.models import Node
+from storage.statuses import NodeStatus
 
 
 class CitedAnswer(BaseModel):

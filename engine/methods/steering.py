@@ -8,7 +8,7 @@ A refused command changes nothing stored but its own status and error.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from engine.contract import (
     CommandPayload,
@@ -18,11 +18,12 @@ from engine.contract import (
     NodeCommand,
     UnsupportedCommand,
 )
-from storage.models import Command, Node, NodeStatus
+from storage.models import Command, Node
+from storage.statuses import NodeStatus
 
 if TYPE_CHECKING:
     from engine.graph import RunGraph
-    from engine.methods.base import Method, RunContext
+    from engine.methods.base import Method, P, RunContext
 
 
 def _spec(contract: MethodContract, kind: str) -> CommandSpec:
@@ -61,7 +62,7 @@ def target(contract: MethodContract, graph: RunGraph, spec: CommandSpec, payload
     return node
 
 
-def check(contract: MethodContract, graph: RunGraph, kind: str, payload: dict | None) -> CommandPayload:
+def check(contract: MethodContract, graph: RunGraph, kind: str, payload: dict[str, Any] | None) -> CommandPayload:
     """Validate a command before it is queued; raises UnsupportedCommand or CommandRejected."""
     spec = _spec(contract, kind)
     parsed = spec.parse(payload)
@@ -71,7 +72,7 @@ def check(contract: MethodContract, graph: RunGraph, kind: str, payload: dict | 
     return parsed
 
 
-def apply(ctx: RunContext, method: Method, command: Command) -> set[str]:
+def apply(ctx: RunContext[P], method: Method[P], command: Command) -> set[str]:
     """Validate and apply one command; the outputs to rewrite. Raises when it cannot be applied."""
     contract = method.contract()
     spec = _spec(contract, command.kind)
@@ -82,7 +83,7 @@ def apply(ctx: RunContext, method: Method, command: Command) -> set[str]:
     return set(method.apply(ctx, spec, payload, node) or ())
 
 
-def apply_and_record(ctx: RunContext, method: Method, command: Command) -> set[str] | None:
+def apply_and_record(ctx: RunContext[P], method: Method[P], command: Command) -> set[str] | None:
     """`apply`, with the outcome recorded on the command at once (a refusal fails the command, not
     the run): what the command then grows is the run's work, and a stop or a kill during it must
     not leave the command to be applied a second time. The outputs to rewrite; None when refused."""

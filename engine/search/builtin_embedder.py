@@ -11,17 +11,21 @@ Vectors are deterministic (the encoder is), so runs on `--llm fake` stay reprodu
 Texts embedded before are not embedded again: the bundled corpus's chunks have their vectors shipped
 (`data/vectors/`, keyed by the sha256 of the embedded text), and a text this process embedded is
 remembered (up to `REMEMBERED` of them). A corpus hit's text is its chunk's embedded text
-(`embeddings.hit_text` = `vectors.embedded_text` for chunks under 2,000 characters), so reranking or
-ranking evidence among the bundled corpus's hits costs one product per hit, not a forward pass.
+(`embeddings.hit_text` = `vectors.embedded_text` for chunks under 2,000 characters; a longer chunk's
+first 2,000, found through the shipped aliases: `vectors.shipped_aliases_path`), so reranking or
+ranking evidence among the bundled corpus's hits costs one product per hit, not a forward pass: the
+research agent's relevance floor spent about 0.5 s of CPU per search embedding its 2-3 long hits.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
@@ -37,15 +41,21 @@ def text_digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
+class Encoder(Protocol):
+    """What `BuiltinEmbedder` embeds with (`MiniLMEncoder`, or a test's stand-in)."""
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
 class BuiltinEmbedder:
     """An `Embedder` over `MiniLMEncoder`, loaded on first use. `load` makes the encoder from the
     folder (injected by tests)."""
 
-    def __init__(self, folder: Path, *, load: Callable[[Path], object] | None = None,
+    def __init__(self, folder: Path, *, load: Callable[[Path], Encoder] | None = None,
                  shipped: Path | None = None) -> None:
         self.folder = folder
         self._load = load or _load_minilm
-        self._encoder = None
+        self._encoder: Encoder | None = None
         self._failure: EmbeddingError | None = None
         self._lock = threading.Lock()
         self._shipped_path = shipped
@@ -83,9 +93,10 @@ class BuiltinEmbedder:
             if row is None:
                 return None
             vector = self._shipped[1][row].astype(np.float32)
-            return (vector / max(float(np.linalg.norm(vector)), 1e-12)).tolist()
+            unit: Vector = (vector / max(float(np.linalg.norm(vector)), 1e-12)).tolist()
+            return unit
 
-    def _loaded(self):
+    def _loaded(self) -> Encoder:
         with self._lock:
             if self._failure is not None:
                 raise self._failure  # a model that failed to load is not read again on every call
@@ -103,16 +114,26 @@ class BuiltinEmbedder:
 
 def _read_shipped(path: Path | None) -> tuple[dict[str, int], np.ndarray]:
     """The shipped vectors of the bundled corpus (key -> row, float16 matrix); empty when absent."""
-    from engine.search.vectors import shipped_vectors_path
+    from engine.search.vectors import shipped_aliases_path, shipped_vectors_path
 
     path = path or shipped_vectors_path()
     if not path.is_file():
         return {}, np.zeros((0, 0), dtype=np.float16)
     with np.load(path) as shipped:
-        return {str(key): row for row, key in enumerate(shipped["keys"])}, shipped["vectors"]
+        rows, vectors = {str(key): row for row, key in enumerate(shipped["keys"])}, shipped["vectors"]
+    aliases = shipped_aliases_path(path)
+    if aliases.is_file():  # a missing or spoiled file costs speed only: those texts are embedded
+        try:
+            named = json.loads(aliases.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            named = {}
+        for alias, key in (named.items() if isinstance(named, dict) else ()):
+            if key in rows:
+                rows.setdefault(str(alias), rows[key])
+    return rows, vectors
 
 
-def _load_minilm(folder: Path):
+def _load_minilm(folder: Path) -> Encoder:
     from engine.search.minilm import MiniLMEncoder  # numpy and the tokenizer: only when texts are compared
 
     return MiniLMEncoder(folder)

@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 from engine.config import Settings
@@ -117,7 +118,7 @@ def bundled_version(data_dir: Path = BUNDLED_DATA_DIR) -> str:
     return f"{BUNDLED_FORMAT}/c{TARGET_WORDS}-{OVERLAP_WORDS}/{digest.hexdigest()[:12]}"
 
 
-def _jsonl(path: Path) -> Iterator[dict]:
+def _jsonl(path: Path) -> Iterator[dict[str, Any]]:
     with path.open(encoding="utf-8") as handle:
         for line in handle:
             if line.strip():

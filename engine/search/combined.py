@@ -5,9 +5,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from itertools import zip_longest
+from typing import TYPE_CHECKING
 
 from engine.config import SearchMode, Settings
 from engine.search.protocol import Hit, Searcher, SearchError, titled_page
+
+if TYPE_CHECKING:  # only for annotations: "none" and "web" never import the corpus (below)
+    from engine.search.local import LocalCorpusSearcher
+    from engine.search.vectors import CorpusEmbedding
 
 logger = logging.getLogger(__name__)
 
@@ -133,8 +138,8 @@ def build_searcher(
     *,
     web_factory: Callable[[], object] | None = None,
     progress: Callable[[str, float], None] | None = None,
-    local: Callable[[Searcher], Searcher] | None = None,
-    embedding=None,
+    local: Callable[[LocalCorpusSearcher], Searcher] | None = None,
+    embedding: CorpusEmbedding | None = None,
 ) -> Searcher:
     """The searcher for a search mode: "local" (bundled corpus + ingested files), "web",
     "both" or "none". `web_factory` makes the ddgs client (tests pass a fake). `progress` hears

@@ -3,8 +3,10 @@
 Builds the bundled corpus into an index of its own (by default `build/embed-bundled/corpus.sqlite3`),
 embeds every chunk with the built-in all-MiniLM-L6-v2 (about 25 minutes on 2 cores), and writes
 `data/vectors/all-MiniLM-L6-v2.npz`: `keys` (`text_key` of each chunk: the first 16 hex digits of
-the sha256 of ``f"{title}\\n{text}"``) and `vectors` (float16, one unit row per key). Run it when the
-bundled data, its chunking or the model changes, then commit the file.
+the sha256 of ``f"{title}\\n{text}"``) and `vectors` (float16, one unit row per key), and beside it
+`all-MiniLM-L6-v2.aliases.json` (`vectors.shipped_aliases_path`). Run it when the bundled data, its
+chunking or the model changes, then commit both files. `--aliases-only` writes the aliases of the
+vectors shipped now, in seconds.
 
 The work index keeps what was embedded: a run that was stopped goes on where it stopped. The
 vectors shipped before are not reused (`--index` starts with none), so the file is the model's own.
@@ -13,6 +15,8 @@ vectors shipped before are not reused (`--index` starts with none), so the file 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import sys
 import time
 from pathlib import Path
@@ -20,7 +24,15 @@ from pathlib import Path
 import numpy as np
 
 from engine.search.bundled import ensure_bundled_corpus
-from engine.search.vectors import SHIPPED_MODEL, VectorIndex, shipped_vectors_path, text_key
+from engine.search.embeddings import HIT_CHARS
+from engine.search.vectors import (
+    SHIPPED_MODEL,
+    VectorIndex,
+    embedded_text,
+    shipped_aliases_path,
+    shipped_vectors_path,
+    text_key,
+)
 from storage.corpus_store import CorpusStore
 
 REPO = Path(__file__).resolve().parents[2]
@@ -39,13 +51,40 @@ def shipped_arrays(store: CorpusStore, model: str) -> tuple[np.ndarray, np.ndarr
     return keys, stored.matrix.astype(np.float16)
 
 
+def alias_keys(store: CorpusStore, model: str) -> dict[str, str]:
+    """For each chunk of `store` with a vector whose embedded text is longer than a search hit's
+    (`HIT_CHARS`): the key of the hit's text -> the chunk's key (`vectors.shipped_aliases_path`)."""
+    stored = store.load_vectors(model)
+    aliases = {}
+    for hit in store.chunk_hits(stored.ids.tolist()):
+        text = embedded_text(hit.title, hit.text)
+        if len(text) > HIT_CHARS:
+            short = hashlib.sha256(text[:HIT_CHARS].encode("utf-8")).hexdigest()[:16]
+            aliases[short] = text_key(hit.title, hit.text)
+    return dict(sorted(aliases.items()))
+
+
+def write_aliases(store: CorpusStore, model: str, vectors: Path) -> Path:
+    path = shipped_aliases_path(vectors)
+    path.write_text(json.dumps(alias_keys(store, model), indent=0) + "\n", encoding="utf-8")
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:  # pragma: no cover - a maintainer's tool
     parser = argparse.ArgumentParser(prog="scripts/embed-bundled", description=__doc__.split("\n")[0])
     parser.add_argument("--index", type=Path, default=WORK_INDEX, help="the work index (kept between runs)")
     parser.add_argument("--model-dir", type=Path, default=None,
                         help="the prepared all-MiniLM-L6-v2 folder (default: the models dir's)")
     parser.add_argument("--out", type=Path, default=shipped_vectors_path(SHIPPED_MODEL))
+    parser.add_argument("--aliases-only", action="store_true",
+                        help="write only the aliases file of the vectors shipped now (no embedding)")
     args = parser.parse_args(argv)
+    if args.aliases_only:
+        with CorpusStore(args.index) as store:
+            ensure_bundled_corpus(store)  # the bundled chunks, with the shipped vectors imported
+            path = write_aliases(store, SHIPPED_MODEL, args.out)
+        print(f"wrote {path}", file=sys.stderr)
+        return 0
 
     from engine.config import load_settings
     from engine.search.minilm import MiniLMEncoder
@@ -69,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:  # pragma: no cover - a maintain
         keys, vectors = shipped_arrays(store, SHIPPED_MODEL)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(args.out, keys=keys, vectors=vectors)  # float16 vectors: about 13 MB
+    with CorpusStore(args.index) as store:
+        write_aliases(store, SHIPPED_MODEL, args.out)
     print(f"wrote {args.out}: {len(keys):,} vectors, {args.out.stat().st_size / 1e6:.1f} MB", file=sys.stderr)
     return 0
 

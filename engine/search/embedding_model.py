@@ -122,14 +122,14 @@ def verify_files(folder: Path, spec: EmbeddingModelSpec = EMBEDDING_MODEL) -> No
         record_verified(folder, stamps)
 
 
-def record_verified(folder: Path, stamps: dict) -> None:
+def record_verified(folder: Path, stamps: dict[str, dict[str, object]]) -> None:
     try:
         (folder / MARKER).write_text(json.dumps(stamps, sort_keys=True), encoding="utf-8")
     except OSError:
         pass  # a read-only models dir: the files were checked; the next process hashes them again
 
 
-def stamps_of(folder: Path, spec: EmbeddingModelSpec = EMBEDDING_MODEL) -> dict:
+def stamps_of(folder: Path, spec: EmbeddingModelSpec = EMBEDDING_MODEL) -> dict[str, dict[str, object]]:
     """The marker's content for files already known to be right (just extracted and hashed)."""
     out = {}
     for file in spec.checked:

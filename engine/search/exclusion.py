@@ -11,6 +11,7 @@ was asked for, so a run still gets k hits when the excluded article filled the t
 from __future__ import annotations
 
 import re
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from pydantic import BaseModel, Field
@@ -63,7 +64,7 @@ class ExcludingSearcher:
         title = _title_key(hit.title)
         if title in self._titles or _WEB_TITLE_SUFFIX.sub("", title) in self._titles:
             return True
-        return bool(hit.url) and _url_key(hit.url) in self._urls
+        return bool(hit.url and _url_key(hit.url) in self._urls)
 
     def search(self, query: str, k: int = 5) -> list[Hit]:
         fetch = min(MAX_FETCH, max(k * OVERFETCH, k + 20))
@@ -81,7 +82,7 @@ class ExcludingSearcher:
 
         return ExcludingSearcher(web_first(self.searcher), self.exclusions)
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:
         # Anything else (the corpus store, ingest...) is the wrapped searcher's.
         return getattr(self.searcher, name)
 

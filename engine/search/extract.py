@@ -27,7 +27,7 @@ class _TextAndTitle(HTMLParser):
         self._skip_depth = 0
         self._in_title = False
 
-    def handle_starttag(self, tag: str, attrs) -> None:  # noqa: ANN001
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if tag == "title":
             self._in_title = True
         elif tag in self._SKIP:

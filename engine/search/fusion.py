@@ -17,10 +17,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import replace
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from engine.search.protocol import Hit, Searcher
 from engine.search.rerank import Reranker
+
+if TYPE_CHECKING:  # only for annotations
+    from storage.corpus_store import CorpusStore
 
 RRF_K = 60
 T = TypeVar("T")
@@ -50,7 +53,8 @@ class FusedSearcher:
     Each searcher is asked for `depth` hits (at least k), so a hit one of them ranks 30th can still
     reach the fused top 10 when another ranks it high."""
 
-    def __init__(self, searchers: Sequence[Searcher], *, depth: int = 50, name: str = "", store=None) -> None:
+    def __init__(self, searchers: Sequence[Searcher], *, depth: int = 50, name: str = "",
+                 store: CorpusStore | None = None) -> None:
         self.searchers = list(searchers)
         self.depth = depth
         self.name = name
@@ -69,7 +73,7 @@ class FusedSearcher:
     def titled(self, title: str) -> Hit | None:
         for searcher in self.searchers:
             titled = getattr(searcher, "titled", None)
-            hit = titled(title) if titled is not None else None
+            hit: Hit | None = titled(title) if titled is not None else None
             if hit is not None:
                 return hit
         return None

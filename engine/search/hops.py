@@ -35,7 +35,7 @@ import threading
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
-from typing import Protocol
+from typing import Any, Protocol
 
 from engine.search.local import corpus_hit
 from engine.search.protocol import NAMED_BY_QUESTION, Hit, Searcher, titled_page
@@ -153,12 +153,12 @@ class TitleLinker:
                     matches.append(key)
                 n += 1
             capital = original[i][0].isupper()
-            key = next((m for m in reversed(matches) if capital or not (cased and self._capitalised[m])), None)
-            if key is None:
+            longest = next((m for m in reversed(matches) if capital or not (cased and self._capitalised[m])), None)
+            if longest is None:
                 i += 1
                 continue
-            found.setdefault(self._titles[key], None)
-            i += len(key)
+            found.setdefault(self._titles[longest], None)
+            i += len(longest)
         return list(found)
 
 
@@ -204,8 +204,8 @@ def follow_hops(query: str, candidates: Sequence[Hit], linker: TitleLinker,
     if k <= 0:
         return []
     best: dict[str, Hit] = {}
-    for hit in candidates:
-        best.setdefault(_same(hit.title), hit)
+    for candidate in candidates:
+        best.setdefault(_same(candidate.title), candidate)
     ranked = list(best.values())
     pages: dict[str, Hit | None] = {}
 
@@ -287,14 +287,16 @@ class HopSearcher:
 
     @property
     def store(self) -> CorpusStore:
-        return self.searcher.store  # type: ignore[attr-defined]
+        # `store` is the part of the seam HopSearcher needs beyond `Searcher` (see the class's docstring).
+        store: CorpusStore = self.searcher.store  # type: ignore[attr-defined]
+        return store
 
     def _first_chunk(self, page: Hit) -> Hit:
         """A page opened by its title, as a hit like the others: its first chunk, not the whole page."""
         chunks = self.store.titled(page.title)
         return corpus_hit(chunks[0]) if chunks else page
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:
         # Anything else (the corpus store, ingest...) is the wrapped searcher's.
         if name == "searcher":
             raise AttributeError(name)

@@ -14,7 +14,7 @@ import codecs
 import json
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -189,8 +189,8 @@ def iter_jsonl(path: Path) -> Iterator[LoadedDocument | Skipped]:
             if not isinstance(record, dict):
                 bad.append(number)
                 continue
-            texts = [record.get(f) for f in TEXT_FIELDS]
-            texts = [t for t in texts if isinstance(t, str) and t.strip()]
+            values = [record.get(f) for f in TEXT_FIELDS]
+            texts = [t for t in values if isinstance(t, str) and t.strip()]
             if not texts:
                 bad.append(number)
                 continue
@@ -212,7 +212,7 @@ def iter_jsonl(path: Path) -> Iterator[LoadedDocument | Skipped]:
         )
 
 
-LOADERS = {
+LOADERS: dict[str, Callable[[Path], Sequence[LoadedDocument | TextFileDocument]]] = {
     ".txt": load_txt,
     ".text": load_txt,
     ".md": load_md,

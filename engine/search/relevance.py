@@ -56,7 +56,7 @@ class RelevanceResult:
     kept: list[Hit]
     dropped: list[Judged]
 
-    def dropped_summary(self) -> list[dict]:
+    def dropped_summary(self) -> list[dict[str, object]]:
         """For the node's data: which hits were left out, and how little they matched."""
         return [{"title": j.hit.title[:120], "ref": j.hit.ref[:200], "score": round(j.score, 2)}
                 | ({"similarity": round(j.similarity, 2)} if j.similarity is not None else {})

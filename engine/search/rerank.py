@@ -47,6 +47,11 @@ class Reranker(Protocol):
     def rerank(self, query: str, hits: Sequence[Hit], k: int) -> list[Hit]: ...
 
 
+class RerankEndpoint(Reranker, Protocol):
+    """The /rerank endpoint the user configured (THOUGHTMAP_RERANK_URL), as a run's service: a
+    method asks `ctx.service(RerankEndpoint)` for it, apart from the rerankers it builds itself."""
+
+
 def tokens(text: str) -> list[str]:
     """The words of `text` as `relevance.terms` sees them, in order and with their repeats
     (`set(tokens(t)) == relevance.terms(t)`)."""

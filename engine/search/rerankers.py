@@ -20,6 +20,7 @@ import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import httpx
@@ -132,7 +133,7 @@ class LLMReranker:
     def rerank(self, query: str, hits: Sequence[Hit], k: int) -> list[Hit]:
         if k <= 0 or not hits:
             return []
-        scores = self.parallel([lambda hit=hit: self._judged(query, hit) for hit in hits])
+        scores = self.parallel([partial(self._judged, query, hit) for hit in hits])
         order = sorted(range(len(hits)), key=lambda i: (-scores[i], i))
         return [replace(hits[i], score=float(scores[i])) for i in order[:k]]
 

@@ -22,15 +22,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
-from engine.config import RetrievalSettings
+from engine.config import RetrievalSettings, Settings
 from engine.search.embeddings import Embedder, EmbeddingReranker
 from engine.search.fusion import FusedReranker, FusedSearcher
 from engine.search.local import LocalCorpusSearcher
 from engine.search.protocol import NAMED_BY_QUESTION, Hit, Searcher
+from engine.search.rerank import Reranker
+
+if TYPE_CHECKING:  # only for annotations: hops and the vectors are imported where first used
+    from engine.search.hops import LinkerCache
+    from engine.search.vectors import CorpusEmbedding, VectorIndex
 
 
-def corpus_embedding(settings, embedder: Embedder | None = None):
+def corpus_embedding(settings: Settings, embedder: Embedder | None = None) -> CorpusEmbedding | None:
     """The `CorpusEmbedding` the local corpus's vectors are of: the built-in model (its vectors of
     the bundled corpus are shipped; uploads are embedded as they are ingested), or None when it is
     off, missing or damaged. `embedder`: the built-in embedder already made, to share its weights."""
@@ -88,7 +94,7 @@ class HopAwareCosine:
         return [lifted[i] for i in order[:k]]
 
 
-def builtin_reranker(embedder: Embedder | None):
+def builtin_reranker(embedder: Embedder | None) -> Reranker:
     """The `builtin` reranker: the first stage's order fused with the embedder's cosine order (hops
     kept with their source: `HopAwareCosine`); the first stage's order alone without an embedder."""
     if embedder is None:
@@ -98,7 +104,8 @@ def builtin_reranker(embedder: Embedder | None):
 
 
 def build_local_retrieval(corpus: LocalCorpusSearcher, settings: RetrievalSettings,
-                          embedder: Embedder | None, *, vectors=None, linkers=None) -> Searcher:
+                          embedder: Embedder | None, *, vectors: VectorIndex | None = None,
+                          linkers: LinkerCache | None = None) -> Searcher:
     """The first stage `settings.retriever` names, over `corpus`. `vectors`: the corpus's
     `VectorIndex` for the embedder's model (None: dense retrieval is unavailable). `linkers`: the
     process's `LinkerCache`, so the hop linker is built once per corpus generation."""
@@ -122,7 +129,7 @@ def build_local_retrieval(corpus: LocalCorpusSearcher, settings: RetrievalSettin
                           f"{corpus.description} by BM25, following the hops; dense retrieval unavailable "
                           "(no embedding model)")
     fused = FusedSearcher([corpus, dense], store=corpus.store,
-                          name=f"{corpus.description} by BM25 + {embedder.description}")
+                          name=f"{corpus.description} by BM25 + {dense.embedder.description}")
     return HopSearcher(fused, linkers=linkers)
 
 

@@ -25,10 +25,14 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from storage.corpus_store import CorpusStore, StoredVectors
+
+if TYPE_CHECKING:
+    from engine.search.embeddings import Embedder
 
 # The model whose vectors of the bundled corpus the project ships.
 SHIPPED_MODEL = "all-MiniLM-L6-v2"
@@ -51,11 +55,19 @@ class CorpusEmbedding:
     model: str
     encode: Encode
     # The `Embedder` behind `encode`, when there is one: dense retrieval embeds queries with it.
-    embedder: object = None
+    embedder: Embedder | None = None
 
 
 def shipped_vectors_path(model: str = SHIPPED_MODEL) -> Path:
     return SHIPPED_VECTORS_DIR / f"{model}.npz"
+
+
+def shipped_aliases_path(vectors: Path) -> Path:
+    """The aliases beside a shipped vectors file (`<model>.aliases.json`): for each chunk longer than
+    a search hit's embedded text (`embeddings.HIT_CHARS`), the key of that shorter text -> the
+    chunk's own key. The model reads 256 tokens, well inside the first 2,000 characters, so both
+    texts have the same vector, and a hit of a long chunk is looked up, not embedded again."""
+    return vectors.with_name(vectors.name.removesuffix(".npz") + ".aliases.json")
 
 
 def embedded_text(title: str, text: str) -> str:
@@ -68,10 +80,11 @@ def text_key(title: str, text: str) -> str:
     return hashlib.sha256(embedded_text(title, text).encode("utf-8")).hexdigest()[:16]
 
 
-def _unit_rows(matrix: np.ndarray) -> np.ndarray:
-    matrix = np.asarray(matrix, dtype=np.float32)
+def _unit_rows(rows: np.ndarray | Sequence[Sequence[float]]) -> np.ndarray:
+    matrix = np.asarray(rows, dtype=np.float32)
     norms = np.linalg.norm(matrix, axis=-1, keepdims=True)
-    return matrix / np.maximum(norms, 1e-12)
+    unit: np.ndarray = matrix / np.maximum(norms, 1e-12)
+    return unit
 
 
 class VectorIndex:

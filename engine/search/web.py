@@ -83,7 +83,7 @@ class WebSearcher:
         # Pages are read by the method that chose these hits (`RunContext.read_pages`), not here.
         return hits
 
-    def _call(self, query: str, k: int) -> list[dict]:
+    def _call(self, query: str, k: int) -> list[dict[str, Any]]:
         ddgs = self.ddgs_factory()
         return list(
             ddgs.text(
@@ -96,7 +96,7 @@ class WebSearcher:
             or []
         )
 
-    def _run_with_deadline(self, query: str, k: int) -> list[dict]:
+    def _run_with_deadline(self, query: str, k: int) -> list[dict[str, Any]]:
         executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="thoughtmap-web")
         try:
             future = executor.submit(self._call, query, k)

@@ -34,7 +34,7 @@ from pathlib import Path
 import pytest
 
 from engine.methods.registry import METHODS
-from tests.progress_line import parse_progress
+from tests.support.progress_line import parse_progress
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "test-artifacts"
@@ -471,8 +471,7 @@ def well_inside(dot: dict, margin: float = 30) -> bool:
 
 def download_report(page, tmp_path: Path) -> str:
     """Open the Report page from the sidebar and download the Markdown report; its text."""
-    page.locator('[data-testid="stSidebarNav"]').get_by_role("link", name="Report").click()
-    page.get_by_role("button", name="Download Markdown").wait_for()
+    open_page(page, "Report", page.get_by_role("button", name="Download Markdown"))
     with page.expect_download() as download_info:
         page.get_by_role("button", name="Download Markdown").click()
     path = tmp_path / "report.md"
@@ -516,11 +515,77 @@ def open_parameters(page) -> None:
     page.locator('[data-testid="stExpander"] summary').filter(has_text="Parameters").click()
 
 
-def type_number(page, label: str, value: float) -> None:
-    """Type into a number box and leave it (Streamlit takes the value on Enter)."""
+APP_IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
+
+
+def app_idle(page) -> bool:
+    """The page's script is not running (Streamlit marks its root with the script's state)."""
+    return page.locator(APP_IDLE).count() > 0
+
+
+def open_page(page, name: str, landmark, *, timeout: float = 60) -> None:
+    """Follow the sidebar's link to page `name` until `landmark` (a locator of that page) shows.
+    A click that lands while the page reruns (a run's last redraw, a live map's tick) can be lost
+    on a loaded machine: the Report page's picker never came after its link was clicked once. So
+    the link is clicked again, only while the page is idle and not there yet."""
+    link = page.locator('[data-testid="stSidebarNav"]').get_by_role("link", name=name)
+
+    def there() -> bool:
+        if landmark.first.is_visible():
+            return True
+        if app_idle(page):
+            link.click(timeout=5_000)
+        return False
+
+    poll(page, there, timeout=timeout, interval=1, what=f"the {name} page")
+
+
+def type_number(page, label: str, value: float, *, leave: str = "Enter") -> None:
+    """Type into a number box and leave it (Streamlit takes the value on Enter or Tab), until the
+    page holds it. Typed while an earlier box's rerun is landing, the box is drawn again from the
+    app's state and the text typed is gone: a benchmark started with no budget when three boxes
+    were typed in a row on a busy machine. So: typed when the page is idle, and again if lost."""
     box = page.get_by_label(label, exact=True)
-    box.fill(str(value))
-    box.press("Enter")
+    text = str(value)
+
+    def shows_value() -> bool:  # as a number: the box may format it ("0.50" for 0.5)
+        try:
+            return float(box.input_value(timeout=2_000)) == float(value)
+        except ValueError:  # empty, or text that is no number
+            return False
+
+    def held() -> bool:
+        if not app_idle(page):
+            return False
+        if not shows_value():
+            box.fill(text)
+            box.press(leave)
+            return False  # looked at again once its own rerun has had its turn
+        return True
+
+    poll(page, held, what=f"the {label!r} box to hold {text}")
+
+
+def click_map_node(page, node_id: int) -> None:
+    """Click a node on the map, as a reader does: at its centre (from the map's test hook), once
+    the page is idle and the node has stayed where it is for half a second. The map is drawn again
+    after every rerun (a tab switched, a panel opened): a position read before it moved clicks
+    empty canvas."""
+    previous = None
+
+    def still() -> dict | None:
+        nonlocal previous
+        node = next((n for n in map_nodes(page) if n["id"] == str(node_id)), None)
+        spot = node and (round(node["x"]), round(node["y"]))
+        steady = node is not None and node["inView"] and spot == previous and app_idle(page)
+        previous = spot
+        return node if steady else None
+
+    node = poll(page, still, interval=0.5, what=f"node {node_id} to stay in view on the map")
+    frame = page.locator(MAP_IFRAME).last.bounding_box()
+    # The canvas sits under the frame's toolbar: the hook's centres are in the canvas's pixels.
+    top = page.frame_locator(MAP_IFRAME).last.locator("#map").evaluate("(el) => el.getBoundingClientRect().top")
+    page.mouse.click(frame["x"] + node["x"], frame["y"] + node["y"] + top)
 
 
 def node_panel_column(page):

@@ -25,6 +25,7 @@ from tests.e2e.conftest import (
     node_options,
     node_selectbox,
     nodes_done,
+    open_page,
     panel_node,
     poll,
     settled_map,
@@ -131,7 +132,7 @@ def test_research_watch_steer_report_restart(streamlit_app, page, shot, app_repo
     # 6. Restart the server on the same home; open the run from Sessions; the tree is back.
     streamlit_app.restart()
     page.goto(streamlit_app.url)
-    page.locator('[data-testid="stSidebarNav"]').get_by_role("link", name="Sessions").click()
+    open_page(page, "Sessions", page.locator(f".st-key-open-{run_id} button"))
     page.locator(f".st-key-open-{run_id} button").click()
     page.get_by_role("heading", name=QUESTION).first.wait_for()
     poll(page, lambda: metric(page, "Status") == "done" and nodes_done(page) == (total + 1, total + 1),

@@ -13,7 +13,7 @@ from engine.methods.registry import METHODS
 from storage import open_database
 from storage.evaluation import EvaluationStore, ItemStatus
 from storage.models import RunStatus
-from tests.e2e.conftest import ARTIFACTS, MAP_IFRAME, choose_option, map_nodes, poll
+from tests.e2e.conftest import ARTIFACTS, MAP_IFRAME, choose_option, map_nodes, poll, type_number
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
@@ -71,9 +71,7 @@ def test_evaluate_and_compare_in_the_browser(streamlit_app, page, app_repo, eval
     page.get_by_role("link", name="Evaluate").click()
     page.get_by_text("No benchmarks yet").wait_for()
     page.get_by_text("Protocol: FGDIP").wait_for()
-    items = page.get_by_role("spinbutton", name="Items", exact=True)
-    items.fill("2")
-    items.press("Tab")
+    type_number(page, "Items", 2, leave="Tab")
     _pick_methods(page, ["direct", "rag"])
     _shot(page, "evaluate-form")
     page.get_by_role("button", name="Start benchmark").click()
@@ -169,10 +167,8 @@ def test_a_benchmark_its_budget_stopped_is_raised_and_resumed_in_the_browser(str
     page.goto(streamlit_app.url)
     page.get_by_role("link", name="Evaluate").click()
     page.get_by_text("No benchmarks yet").wait_for()
-    for label, value in (("Items", "2"), ("Concurrency", "1"), ("Max tokens", "300")):
-        box = page.get_by_role("spinbutton", name=label, exact=True)
-        box.fill(value)
-        box.press("Tab")
+    for label, value in (("Items", 2), ("Concurrency", 1), ("Max tokens", 300)):
+        type_number(page, label, value, leave="Tab")
     _pick_methods(page, ["direct", "rag"])
     page.get_by_role("button", name="Start benchmark").click()
 
@@ -192,16 +188,13 @@ def test_a_benchmark_its_budget_stopped_is_raised_and_resumed_in_the_browser(str
     # A "raise" to no more than was spent would stop it again at once: refused, with the amount to beat.
     spent = page.get_by_text("Spent so far:").inner_text().split(":")[1].split("tokens")[0].strip().replace(",", "")
     assert int(spent) >= 300
-    budget.fill(str(int(spent)))
-    budget.press("Tab")
+    type_number(page, "Token budget", int(spent), leave="Tab")
     page.get_by_role("button", name="Resume").click()
     page.get_by_text("would stop it again at once; give more than").wait_for(timeout=30_000)
     assert eval_store.get_benchmark(bench.id).max_tokens == 300 and eval_store.get_benchmark(bench.id).status == "stopped"
     _shot(page, "evaluate-budget-refused")
 
-    budget = page.get_by_role("spinbutton", name="Token budget", exact=True)
-    budget.fill("100000")
-    budget.press("Tab")
+    type_number(page, "Token budget", 100000, leave="Tab")
     page.get_by_role("button", name="Resume").click()
     poll(page, lambda: eval_store.get_benchmark(bench.id).status == "done", timeout=180,
          what="the resumed benchmark to finish")

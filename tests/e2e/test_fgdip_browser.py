@@ -1,5 +1,5 @@
 """FGDIP's search tree in a real browser (issue 15): a run started on Explore as a person would,
-on a HotpotQA question, with the fake LLM scripted by prompt name (tests/fgdip_scripts.py) and
+on a HotpotQA question, with the fake LLM scripted by prompt name (tests/engine/methods/fgdip/fgdip_scripts.py) and
 served over HTTP by `FakeOpenAIServer` in this process, so the app's own run threads call it.
 
 The script: two key entities; on the first branch one step judged sure, one maybe, one impossible;
@@ -30,6 +30,7 @@ from tests.e2e.conftest import (
     canvas_pixels,
     choose_method,
     choose_node,
+    click_map_node,
     map_edges,
     map_frame,
     map_nodes,
@@ -40,7 +41,7 @@ from tests.e2e.conftest import (
     rgb,
     serving_fake_llm,
 )
-from tests.fgdip_scripts import (
+from tests.engine.methods.fgdip.fgdip_scripts import (
     EVALUATE_ANSWER,
     EVALUATE_STEP,
     EXTRACT,
@@ -160,9 +161,7 @@ def test_the_search_tree_error_memory_and_a_steering_command(fgdip_app, page, ap
         (drawn_map, listed)  # right of the map, level with it: not below the step log
     page.screenshot(path=str(ARTIFACTS / "fgdip-error-memory.png"))
     # A node clicked on the map while the error memory is open: the Node tab comes back, showing it.
-    entity = next(n for n in map_nodes(page) if n["id"] == str(branch[FIRST].id))
-    assert entity["inView"], entity  # the whole tree is in view since Fit
-    page.frame_locator(MAP_IFRAME).locator("#map canvas").click(position={"x": entity["x"], "y": entity["y"]})
+    click_map_node(page, branch[FIRST].id)  # the whole tree is in view since Fit
     poll(page, lambda: page.get_by_role("tab", selected=True).inner_text(timeout=2_000) == "Node"
          and panel_node(page) == branch[FIRST].id, what="the Node tab to come back with the clicked entity")
 

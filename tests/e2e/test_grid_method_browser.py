@@ -1,5 +1,5 @@
 """A method the app has never heard of, in a real browser: the test-only grid method
-(`tests/grid_method.py`), loaded as a plugin (THOUGHTMAP_METHODS), is offered in Explore, runs, and
+(`tests/support/grid_method.py`), loaded as a plugin (THOUGHTMAP_METHODS), is offered in Explore, runs, and
 is drawn from its declarations alone: a rows × columns map, its legend, its node panel's Refine
 command with its form, and its "Matrix" run-state panel. The screenshot goes to
 test-artifacts/grid-method.png (1400×900)."""
@@ -25,7 +25,7 @@ from tests.e2e.conftest import (
     poll,
     rgb,
 )
-from tests.grid_method import GridMethod
+from tests.support.grid_method import GridMethod
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
@@ -38,7 +38,7 @@ SYNTHESIS_FILL = rgb(GridMethod.contract().node_kinds["synthesis"].colour)
 def grid_app(app_home, tmp_path, request):
     path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
     app = StreamlitApp(app_home, log_dir=tmp_path,
-                       env={"THOUGHTMAP_METHODS": "tests.grid_method:GridMethod", "PYTHONPATH": path})
+                       env={"THOUGHTMAP_METHODS": "tests.support.grid_method:GridMethod", "PYTHONPATH": path})
     try:
         app.start()
         yield app

@@ -1,5 +1,5 @@
 """MTQA's question knowledge graph drawn, in a real browser (issue 43): a run started on Explore as a
-person would, with the fake LLM scripted by prompt name (tests/mtqa_scripts.py) and the knowledge
+person would, with the fake LLM scripted by prompt name (tests/engine/methods/mtqa/mtqa_scripts.py) and the knowledge
 layer's own offline extraction, so the real graph is built and stored.
 
 The "Knowledge graph" tab beside the map draws it (entities as dots, relations as labelled edges,
@@ -25,8 +25,8 @@ from engine.methods.mtqa.kinds import CELL, KNOWLEDGE, knowledge_focus
 from engine.methods.mtqa.method import MtqaMethod
 from tests.e2e.conftest import (
     ARTIFACTS,
-    MAP_IFRAME,
     choose_method,
+    click_map_node,
     map_frame,
     map_nodes,
     metric,
@@ -35,7 +35,7 @@ from tests.e2e.conftest import (
     serving_fake_llm,
     type_number,
 )
-from tests.mtqa_scripts import labelled_thoughts, summaries
+from tests.engine.methods.mtqa.mtqa_scripts import labelled_thoughts, summaries
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
@@ -67,18 +67,6 @@ def drawn(page) -> dict | None:
 
 def tab_text(page) -> str:
     return page.locator('[data-testid="stTabs"]').last.inner_text(timeout=5_000)
-
-
-def click_map_node(page, node_id: int) -> None:
-    """Click a node on the map, as a reader does (its centre, from the map's test hook)."""
-    frame = page.locator(MAP_IFRAME).bounding_box()
-    node = next(n for n in map_nodes(page) if n["id"] == str(node_id))
-    page.mouse.click(frame["x"] + node["x"], frame["y"] + node["y"] + _toolbar_height(page))
-
-
-def _toolbar_height(page) -> float:
-    # The map's canvas sits under the frame's toolbar: the hook's centres are in the canvas's pixels.
-    return map_frame(page).locator("#map").evaluate("(el) => el.getBoundingClientRect().top")
 
 
 def test_the_knowledge_graph_tab_draws_the_graph_and_follows_the_thought_picked(mtqa_app, page, app_repo):

@@ -3,7 +3,7 @@ runs on the built-in model, starts it, and a DEoT run on it, with the default pr
 another process keeps busy, ends `done` and says truthfully what its sources do not cover. The real
 0.5B model on this CPU, in Debian's Chromium. Screenshots go to test-artifacts/; the time to the
 first answered node to test-artifacts/timings.jsonl. (The cited report on this model is the CLI's
-test: tests/test_local_model_run.py.)"""
+test: tests/engine/llm/test_local_model_run.py.)"""
 
 from __future__ import annotations
 
@@ -14,8 +14,16 @@ import pytest
 from engine.methods.deot.params import DeotParams
 from storage.models import NodeStatus, RunStatus
 from tests.e2e.conftest import StreamlitApp, metric, poll
-from tests.progress_wait import BACKSTOP_S, STALL_S, cpu_burners, record_timing, run_progress, stop, wait_on_progress
-from tests.test_local_model_server import local_settings  # noqa: F401  (fixture: skips without the runtime)
+from tests.engine.llm.test_local_model_server import local_settings  # noqa: F401  (fixture: skips without the runtime)
+from tests.support.progress_wait import (
+    BACKSTOP_S,
+    STALL_S,
+    cpu_burners,
+    record_timing,
+    run_progress,
+    stop,
+    wait_on_progress,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.local_model, pytest.mark.timeout(BACKSTOP_S)]
 

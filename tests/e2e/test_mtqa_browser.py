@@ -1,7 +1,7 @@
 """MTQA's Matrix of Thought in a real browser (issue 14): a run started on Explore as a person would,
 on a HotpotQA question, with its size and weights set in the generated parameter form (2 rows,
 3 columns, a custom weight matrix whose first column passes nothing between its thoughts: α = 0
-there, 0.5 in the others). The fake LLM is scripted by prompt name (tests/mtqa_scripts.py) and
+there, 0.5 in the others). The fake LLM is scripted by prompt name (tests/engine/methods/mtqa/mtqa_scripts.py) and
 served over HTTP by `FakeOpenAIServer` in this process; the knowledge layer's extraction and
 keywords get the fake's own offline answers, so the real knowledge graph is built.
 
@@ -51,7 +51,7 @@ from tests.e2e.conftest import (
     serving_fake_llm,
     type_number,
 )
-from tests.mtqa_scripts import labelled_thoughts, summaries
+from tests.engine.methods.mtqa.mtqa_scripts import labelled_thoughts, summaries
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
@@ -123,11 +123,10 @@ def _browse_the_knowledge_graph(page, app_repo, run_id: str, base) -> None:
     panel = node_panel_column(page)
     box = panel.locator('[data-testid="stExpander"]').filter(has_text=KG_TITLE)
     box.locator("summary").click()
-    # The list is long (and drawn only in part): typed, as a reader would, then chosen.
-    choices = page.get_by_role("combobox", name="Entities this node names", exact=True)
-    choices.click()
-    choices.fill(target)
-    page.get_by_role("option", name=target, exact=True).click()
+    # The list is long (and drawn only in part): typed, as a reader would, then chosen; again if a
+    # rerun (the expander just opened) closed the list under the typing (a fresh-clone run waited 30 s
+    # for the option of a list that had closed).
+    choose_option(page, "Entities this node names", target)
     box.get_by_text(f"Relations ({around.relations_total})" if around.relations_total <= RELATIONS_SHOWN
                     else f"Relations ({RELATIONS_SHOWN} of {around.relations_total})", exact=True).wait_for()
     body = box.inner_text()
@@ -279,7 +278,7 @@ def test_the_matrix_its_knowledge_units_weights_and_a_rerun_with_another_alpha(m
     panel.locator('[data-testid="stAlert"]').filter(has_text=f"{RERUN} applied").first.wait_for()
 
     # The thought was thought again with half of the one above passed (⌈0.5 × 2⌉ = 1 paragraph).
-    # (The scripted thoughts say which cell wrote them: tests/mtqa_scripts.py.)
+    # (The scripted thoughts say which cell wrote them: tests/engine/methods/mtqa/mtqa_scripts.py.)
     rethought = app_repo.get_node(target.id).data
     assert (rethought["alpha"], rethought["passed_count"]) == (0.5, 1), rethought
     assert "Strategy r1c1 step 2 " in rethought["passed"][0], rethought["passed"]  # the last paragraph

@@ -10,7 +10,7 @@ import re
 import pytest
 
 from storage.models import CommandStatus, NodeStatus
-from tests.e2e.conftest import StreamlitApp, choose_node, metric, node_panel_column, poll, serving
+from tests.e2e.conftest import StreamlitApp, choose_node, metric, node_panel_column, poll, serving, type_number
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -39,8 +39,7 @@ def test_running_steps_step_log_and_visible_steering(slow_app, page, shot, app_r
     page.goto(slow_app.url)
     page.get_by_label("Question").fill(QUESTION)
     page.get_by_text("Parameters").click()
-    page.get_by_role("spinbutton", name="Max nodes").fill("4")
-    page.get_by_role("spinbutton", name="Max nodes").press("Enter")
+    type_number(page, "Max nodes", 4)
     page.get_by_role("button", name="Start").click()
 
     # Finding 8: "Now:" names each running node with its current step; the step log under the map.
@@ -110,7 +109,7 @@ def test_running_steps_step_log_and_visible_steering(slow_app, page, shot, app_r
 
 
 def _progress_fields(page) -> dict[str, str]:
-    from tests.progress_line import parse_progress
+    from tests.support.progress_line import parse_progress
 
     return parse_progress(page.locator(".st-key-run-progress").inner_text()) or {}
 

@@ -1,5 +1,5 @@
 """The research agent in a real browser (issue 16): a run started on Explore as a person would, on a
-Researchy question, with the fake LLM scripted by prompt name (tests/research_scripts.py) and served
+Researchy question, with the fake LLM scripted by prompt name (tests/engine/methods/research/research_scripts.py) and served
 over HTTP by `FakeOpenAIServer` in this process.
 
 The script: the agent searches once more after the question's search, then answers; the claim
@@ -35,7 +35,7 @@ from tests.e2e.conftest import (
     rgb,
     serving_fake_llm,
 )
-from tests.research_scripts import CLAIMS, verdicts
+from tests.engine.methods.research.research_scripts import CLAIMS, verdicts
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 

@@ -20,6 +20,7 @@ from tests.e2e.conftest import (
     ROOT_FILL,
     choose_node,
     map_dots,
+    open_page,
     panel_node,
     poll,
     settled_map,
@@ -131,8 +132,7 @@ def test_payloads_never_run(streamlit_app, page, shot, app_repo):
         popup.close()
 
     # Report page: the report and its sources.
-    page.locator('[data-testid="stSidebarNav"]').get_by_role("link", name="Report").click()
-    page.get_by_role("button", name="Download Markdown").wait_for()
+    open_page(page, "Report", page.get_by_role("button", name="Download Markdown"))
     visible_text(page, f"Findings {IMG}")
     visible_text(page, SCRIPT)
     visible_text(page, LINK)
@@ -141,8 +141,7 @@ def test_payloads_never_run(streamlit_app, page, shot, app_repo):
     assert_nothing_ran(page)
 
     # Sessions: the run's title.
-    page.locator('[data-testid="stSidebarNav"]').get_by_role("link", name="Sessions").click()
-    page.locator(f".st-key-open-{ids['run']} button").wait_for()
+    open_page(page, "Sessions", page.locator(f".st-key-open-{ids['run']} button"))
     visible_text(page, IMG)
     shot(page, "4-sessions")
     assert_nothing_ran(page)

@@ -16,7 +16,7 @@ layers); DEPTH or STOP grow fewer nodes, which the low end of the range covers.
 What the scripted fake does differently (`--llm fake`): its plans hold one News Search task, so its
 nodes make one tool call, where a real model's plans hold 1-3 tasks; and its
 engines repeat questions, so about half its expansions make the "ask differently" retry. The
-formula keeps a real model's rates; `tests/test_cost_estimate.py` checks it against the fake's run.
+formula keeps a real model's rates; `tests/engine/methods/test_cost_estimate.py` checks it against the fake's run.
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from functools import partial
+from typing import Any, cast
 
 from engine.llm.protocol import (
     LLMRequestError,
@@ -94,12 +95,13 @@ def execute_plan(ctx: RunContext[DeotParams], node: Node, tasks: list[dict[str, 
             break
         turns = SearchTurns([task["id"] for task in wave if task["tool"] in SEARCH_TOOLS])
         outcomes = run_parallel_settled(ctx.executor, [
-            (lambda task=task, turns=turns: _run_task(ctx, node, sources, task,
-                                                      [results[d] for d in task.get("depends_on", [])], turns))
+            partial(_run_task, ctx, node, sources, task, [results[d] for d in task.get("depends_on", [])], turns)
             for task in wave])
         ending = next((error for _, error in outcomes if error is not None), None)
         for task, (result, error) in zip(wave, outcomes):
             if error is None:
+                # run_parallel_settled gives (result, None) for a call that returned: a TaskResult here.
+                result = cast(TaskResult, result)
                 results[task["id"]] = on_finished(result) if on_finished else result
         if ending is not None:
             raise ending

@@ -21,7 +21,7 @@ from engine.contract import (
 from engine.methods.common import DroppedHit
 from engine.methods.deot import prompts
 from engine.questions import MAX_QUESTION_CHARS, clean_question
-from storage.models import NodeStatus
+from storage.statuses import NodeStatus
 
 QUESTION = "question"
 Engine = Literal["root", "breadth", "depth", "user"]
@@ -102,6 +102,25 @@ class StoredSummary(BaseModel):
     analysis: str = ""
     conflicting_information: list[str] = Field(default_factory=list)
     conclusion: str = ""
+
+
+class QuestionGrowth(NodeData):
+    """What growth reads of a question (`QuestionGrowth.of(node)`): what it is and how it was
+    expanded, read alone. A view, never written: unlike `QuestionData` it ignores the other fields,
+    so a spoiled solving checkpoint (a partial plan that a resume must not reuse, and that would fail
+    the whole model) never stops the tree from growing."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    engine: str = "root"
+    auto_expand: bool = True
+    not_covered: bool = False
+    expansion: Expansion | None = None
+
+    @property
+    def awaits_children(self) -> bool:
+        """Expanded, with its proposals not yet created (a crash between the two, or the budget)."""
+        return self.expansion is not None and not self.expansion.materialized
 
 
 class QuestionData(NodeData):

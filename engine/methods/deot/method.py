@@ -11,7 +11,9 @@ node interrupted mid-solve reuses what its solve had stored (`checkpoint.py`).
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import Any, cast
 
 from engine.citations import (
     attribute_uncited,
@@ -19,10 +21,10 @@ from engine.citations import (
     source_blocks,
     to_stored_markers,
 )
-from engine.contract import CommandPayload, CommandRejected, CommandSpec
+from engine.contract import CommandPayload, CommandRejected, CommandSpec, UnsupportedCommand
 from engine.graph import NewNode
 from engine.llm.protocol import StructuredOutputError
-from engine.methods.base import REPORT, Method, RunContext, UnsupportedCommand
+from engine.methods.base import REPORT, Method, RunContext
 from engine.methods.deot import estimate as cost
 from engine.methods.deot import prompts
 from engine.methods.deot import report as final_report
@@ -38,6 +40,7 @@ from engine.methods.deot.kinds import (
     AskPayload,
     ExpandPayload,
     QuestionData,
+    QuestionGrowth,
 )
 from engine.methods.deot.params import DeotParams
 from engine.methods.deot.planner import make_plan
@@ -52,7 +55,8 @@ from engine.methods.deot.schemas import (
 from engine.methods.estimate import CostEstimate
 from engine.reader_text import first_readable, readable_sections
 from engine.search.relevance import not_covered, ungrounded_note
-from storage.models import Node, NodeStatus
+from storage.models import Node, Source, stored_id
+from storage.statuses import NodeStatus
 
 EMPTY_SUMMARY = ("the model's summary held no content (only field names, schema words or error messages); "
                  "press Retry to solve the node again")
@@ -157,7 +161,7 @@ class DeotMethod(Method[DeotParams]):
 
     def _add_child(self, ctx: RunContext[DeotParams], parent: Node, proposal: Proposal, *, auto_expand: bool, steered: bool) -> Node:
         for child in ctx.graph.children(parent):  # idempotent if a crash hit mid-creation
-            if child.label == proposal.query and child.data.get("engine") == proposal.engine:
+            if child.label == proposal.query and QuestionGrowth.of(child).engine == proposal.engine:
                 return child
         return ctx.graph.add(**self._child_fields(parent, proposal, auto_expand=auto_expand, steered=steered))
 
@@ -178,7 +182,7 @@ class DeotMethod(Method[DeotParams]):
             return False
         layer = min(n.depth for n in pending)
         batch = sorted((n for n in pending if n.depth == layer), key=lambda n: (-n.priority, n.id))
-        ctx.parallel([lambda node=node: self._solve(ctx, node, questions) for node in batch])
+        ctx.parallel([partial(self._solve, ctx, node, questions) for node in batch])
         return True
 
     def _optimize_query(self, ctx: RunContext[DeotParams], root: Node, checkpoint: SolveCheckpoint) -> str:
@@ -204,7 +208,8 @@ class DeotMethod(Method[DeotParams]):
                 record = {"path": "fallback", "optimized_query": ctx.question, "original_query": ctx.question,
                           "modifications": [], "error": str(second)}
         checkpoint.save_query_optimization(record)
-        return record["optimized_query"].strip()
+        # Every path above stores a str: OptimizedQuery's field, RepairedQuery's, or the question.
+        return cast(str, record["optimized_query"]).strip()
 
     def _solve(self, ctx: RunContext[DeotParams], node: Node, questions: list[Node]) -> None:
         params = ctx.params
@@ -215,7 +220,7 @@ class DeotMethod(Method[DeotParams]):
         detail: dict[str, Any] = checkpoint.closed()
         try:
             query = node.label
-            if node.data.get("engine") == "root" and params.optimize_query:
+            if QuestionGrowth.of(node).engine == "root" and params.optimize_query:
                 query = checkpoint.stored_optimized_query() or self._optimize_query(ctx, node, checkpoint)
             detail["effective_query"] = query
             chain = self._ancestry(questions, node)
@@ -355,7 +360,7 @@ class DeotMethod(Method[DeotParams]):
                                            conflicting_information=[], conclusion=text.strip())
 
     @staticmethod
-    def _store_citations(summary: dict[str, Any], numbered: list, *,
+    def _store_citations(summary: dict[str, Any], numbered: list[Source], *,
                          attribute: bool = False) -> tuple[dict[str, Any], list[int], int]:
         invalid: list[int] = []
         attributed = 0
@@ -380,10 +385,10 @@ class DeotMethod(Method[DeotParams]):
     def _expand_next_layer(self, ctx: RunContext[DeotParams]) -> bool:
         params = ctx.params
         questions = self._questions(ctx)
-        unmaterialized = [n for n in questions if n.data.get("expansion", {}).get("materialized") is False
-                          and n.status == NodeStatus.DONE]
-        waiting = [n for n in questions if n.status == NodeStatus.DONE and n.data.get("auto_expand", True)
-                   and "expansion" not in n.data]
+        growth = {n.id: QuestionGrowth.of(n) for n in questions}
+        unmaterialized = [n for n in questions if growth[n.id].awaits_children and n.status == NodeStatus.DONE]
+        waiting = [n for n in questions if n.status == NodeStatus.DONE and growth[n.id].auto_expand
+                   and growth[n.id].expansion is None]
         if not waiting and not unmaterialized:
             return False
         if waiting:
@@ -391,13 +396,13 @@ class DeotMethod(Method[DeotParams]):
             batch = sorted((n for n in waiting if n.depth == layer), key=lambda n: (-n.priority, n.id))
             explored = [n.label for n in questions if n.status != NodeStatus.PRUNED]
             nodes_used = len(explored)
-            jobs: list = []
+            jobs: list[Callable[[], None]] = []
             room = params.max_nodes - nodes_used
             for node in batch:
                 if layer_of(node) >= params.max_layers:
                     # The paper counts the user's question as layer 1: max_layers 3 is the root and two levels.
                     self._record_expansion(ctx, node, "STOP", "rule", "the maximum layer is reached", [])
-                elif node.data.get("not_covered"):
+                elif growth[node.id].not_covered:
                     # The sources covered nothing of it, and the model answers only from them: its
                     # sub-questions drift off it. On the built-in model the root's aspect "What is
                     # Rust about?" found the Tin Woodman (rust) for a question on Rust's borrow
@@ -411,7 +416,7 @@ class DeotMethod(Method[DeotParams]):
                     self._record_expansion(ctx, node, "STOP", "rule", reason, [])
                 else:
                     room -= 1
-                    jobs.append(lambda node=node: self._propose(ctx, node, nodes_used, explored, questions))
+                    jobs.append(partial(self._propose, ctx, node, nodes_used, explored, questions))
             ctx.parallel(jobs)
         self._materialize(ctx)
         return True
@@ -489,43 +494,51 @@ class DeotMethod(Method[DeotParams]):
         """Create the proposed children, best priority first, within the node budget (in one write)."""
         params = ctx.params
         questions = self._questions(ctx)
-        parents = [n for n in questions
-                   if n.data.get("expansion", {}).get("materialized") is False and n.status == NodeStatus.DONE]
+        # By parent id, in the order of `questions`: the expansions whose proposals are not children yet.
+        expansions = {stored_id(n): e for n in questions
+                      if (e := QuestionGrowth.of(n).expansion) is not None and not e.materialized
+                      and n.status == NodeStatus.DONE}
+        parents = {parent_id: n for n in questions if (parent_id := stored_id(n)) in expansions}
         if not parents:
             return
         ranked = sorted(
-            ((parent, index, Proposal(**p)) for parent in parents
-             for index, p in enumerate(parent.data["expansion"]["proposals"])),
-            key=lambda item: (-item[2].weight, item[0].id, item[1]),
+            ((parent_id, parent, index, Proposal(**p)) for parent_id, parent in parents.items()
+             for index, p in enumerate(expansions[parent_id].proposals)),
+            key=lambda item: (-item[3].weight, item[0], item[2]),
         )
         room = params.max_nodes - sum(1 for n in questions if n.status != NodeStatus.PRUNED)
         # Children a crash left between creating them and marking the parent: reused, not doubled.
-        existing = {(n.parent_id, n.label, n.data.get("engine")): n for n in questions if n.parent_id is not None}
-        chosen: list[tuple[Node, Proposal]] = []
-        dropped: dict[int, list[int]] = {p.id: [] for p in parents}
-        for parent, index, proposal in ranked:
+        existing: dict[tuple[int | None, str, str], Node] = {
+            (n.parent_id, n.label, QuestionGrowth.of(n).engine): n for n in questions if n.parent_id is not None}
+        chosen: list[tuple[int, Node, Proposal]] = []
+        dropped: dict[int, list[int]] = {parent_id: [] for parent_id in parents}
+        for parent_id, parent, index, proposal in ranked:
             if room > 0:
-                chosen.append((parent, proposal))
+                chosen.append((parent_id, parent, proposal))
                 room -= 1
             else:
-                dropped[parent.id].append(index)
+                dropped[parent_id].append(index)
         new = [NewNode(**self._child_fields(parent, proposal, auto_expand=True, steered=False))
-               for parent, proposal in chosen if (parent.id, proposal.query, proposal.engine) not in existing]
+               for parent_id, parent, proposal in chosen
+               if (parent_id, proposal.query, proposal.engine) not in existing]
         for node in ctx.graph.add_many(new):
-            existing[(node.parent_id, node.label, node.data.get("engine"))] = node
-        created: dict[int, list[int]] = {p.id: [] for p in parents}
-        for parent, proposal in chosen:
-            created[parent.id].append(existing[(parent.id, proposal.query, proposal.engine)].id)
-        for parent in parents:
-            expansion = {**parent.data["expansion"], "materialized": True, "created": created[parent.id],
-                         "dropped_for_budget": dropped[parent.id]}
+            existing[(node.parent_id, node.label, QuestionGrowth.of(node).engine)] = node
+        created: dict[int, list[int]] = {parent_id: [] for parent_id in parents}
+        for parent_id, _, proposal in chosen:
+            created[parent_id].append(stored_id(existing[(parent_id, proposal.query, proposal.engine)]))
+        for parent_id, parent in parents.items():
+            stored = expansions[parent_id].model_dump(mode="json", exclude_unset=True)  # the keys it had
+            expansion = {**stored, "materialized": True, "created": created[parent_id],
+                         "dropped_for_budget": dropped[parent_id]}
             ctx.graph.update(parent, merge_data={"expansion": expansion})
 
     # ------------------------------------------------------------------ steering
 
     def apply(self, ctx: RunContext[DeotParams], command: CommandSpec, payload: CommandPayload, node: Node | None) -> set[str]:
         """Apply a steering command (its target already checked against `kinds.COMMANDS`)."""
-        assert node is not None or command.name == "regenerate_report"
+        if command.name == "regenerate_report":
+            return {REPORT}
+        assert node is not None
         if command.name in ("expand", "deepen"):
             engine = "breadth" if command.name == "expand" else "depth"
             explored = self._explored(ctx)
@@ -569,8 +582,6 @@ class DeotMethod(Method[DeotParams]):
         if command.name == "retry":
             self._reset_for_retry(ctx, node)
             return set()
-        if command.name == "regenerate_report":
-            return {REPORT}
         raise UnsupportedCommand(f"the deot method does not support '{command.name}'")
 
     def _explored(self, ctx: RunContext[DeotParams]) -> list[str]:
@@ -584,9 +595,11 @@ class DeotMethod(Method[DeotParams]):
                                   "try again, or ask your own follow-up")
 
     def _count_steered_analysis(self, ctx: RunContext[DeotParams], node: Node, decision: str) -> None:
-        steered = list(QuestionData.model_validate(node.data).steered_analyses)
+        # Any string: the graph checks the merged data against `QuestionData` when it writes it.
+        steered: list[str] = list(QuestionData.model_validate(node.data).steered_analyses)
         steered.append(decision)
         ctx.graph.update(node, merge_data={"steered_analyses": steered})
+
 
 
 def _question_key(text: str) -> str:
@@ -620,7 +633,7 @@ def is_repeat(question: str, asked: str) -> bool:
 
 
 def novel_proposals(proposals: list[Proposal], lineage: list[str],
-                    elsewhere: list[str] = ()) -> tuple[list[Proposal], list[str]]:
+                    elsewhere: Sequence[str] = ()) -> tuple[list[Proposal], list[str]]:
     """The proposals that ask something new, and the repeated questions that were dropped: a repeat
     of the node's own question or an ancestor's (or of another proposal) by `is_repeat`, a repeat of
     a question elsewhere in the tree word for word (case, punctuation and spacing ignored)."""

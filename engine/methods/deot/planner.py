@@ -120,7 +120,7 @@ def search_task(query: str, tools: list[str], max_results: int) -> dict[str, Any
             "(the planner is off: llm_planner)", "depends_on": []}
 
 
-def make_plan(ctx: RunContext[DeotParams], node_id: int, query: str, context: str, *,
+def make_plan(ctx: RunContext[DeotParams], node_id: int | None, query: str, context: str, *,
               earlier: list[dict[str, Any]] | None = None,
               on_attempt: Callable[[list[dict[str, Any]]], None] | None = None) -> PlanOutcome:
     """Plan, check the format, have the plan validated; revise with the feedback until a plan is

@@ -18,7 +18,8 @@ from engine.methods.deot.kinds import QuestionData
 from engine.methods.deot.params import DeotParams
 from engine.reader_text import REPORT_NOT_WRITTEN, UNWRITTEN, first_readable
 from engine.safe_text import inline_text, one_line
-from storage.models import Node, NodeStatus
+from storage.models import Node
+from storage.statuses import NodeStatus
 
 
 def included(questions: list[Node]) -> list[Node]:
@@ -86,7 +87,7 @@ def write(ctx: RunContext[DeotParams], questions: list[Node], *, method: str, fo
         save_uncovered_report(ctx, searched, nearest, {"method": method, "signature": signature, "metrics": counts})
         return
     answered = [n for n in answered if not QuestionData.model_validate(n.data).not_covered]
-    all_sources = {s.id: s for s in ctx.graph.sources()}
+    all_sources = {s.id: s for s in ctx.graph.sources() if s.id is not None}
     numbering: dict[int, int] = {}
     summaries = []
     for node in answered:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, create_model
 
-from engine.llm.schema_tools import capped
+from engine.llm.schema_tools import at_most, capped
 
 Priority = Literal["HIGH", "MEDIUM", "LOW"]
 PRIORITY_WEIGHT: dict[str, float] = {"HIGH": 3.0, "MEDIUM": 2.0, "LOW": 1.0}
@@ -17,7 +17,8 @@ class OptimizedQuery(BaseModel):
 
     optimized_query: str = Field(description="The enhanced, self-contained version of the query.")
     original_query: str = Field(description="The query exactly as the user wrote it.")
-    modifications: capped(str, 8) = Field(default=[], max_length=8, description="Each change made, briefly.")
+    modifications: Annotated[list[str], at_most(8)] = Field(
+        default=[], max_length=8, description="Each change made, briefly.")
 
 
 class RepairedQuery(OptimizedQuery):
@@ -35,14 +36,23 @@ class PlannedTaskBase(BaseModel):
     input: str = Field(description="The exact input for the tool: a search query, or the text/question to analyse.")
     max_results: int = Field(default=3, ge=1, le=5, description="For search tools: how many results (1-5).")
     reason: str = Field(description="Why this tool suits the task.")
-    depends_on: capped(str, 2) = Field(default=[], max_length=2, description="Ids of earlier tasks whose results this task needs.")
+    depends_on: Annotated[list[str], at_most(2)] = Field(
+        default=[], max_length=2, description="Ids of earlier tasks whose results this task needs.")
 
 
-def plan_model(tools: list[str]) -> type[BaseModel]:
+class TaskPlanBase(BaseModel):
+    """What the planner reads of any plan; `plan_model` narrows it to the enabled tools."""
+
+    tasks: list[PlannedTaskBase]
+
+
+def plan_model(tools: list[str]) -> type[TaskPlanBase]:
     """The plan schema for the enabled tools: the tool field only admits those names."""
-    task = create_model("PlannedTask", __base__=PlannedTaskBase,
-                        tool=(Literal[tuple(tools)], Field(description="The toolbox agent that runs the task.")))
-    return create_model("TaskPlan", tasks=(list[task], Field(min_length=1, max_length=3,
+    # Both types are built at runtime from the tool names, so they are no static type to check.
+    tool_type: Any = Literal[tuple(tools)]
+    task: Any = create_model("PlannedTask", __base__=PlannedTaskBase,
+                             tool=(tool_type, Field(description="The toolbox agent that runs the task.")))
+    return create_model("TaskPlan", __base__=TaskPlanBase, tasks=(list[task], Field(min_length=1, max_length=3,
                         description="One to three essential tasks.")))
 
 
@@ -50,8 +60,8 @@ class PlanReview(BaseModel):
     """Plan Validator output (appendix C, figure 16)."""
 
     verdict: Literal["approve", "revise"] = Field(description="approve if the plan is complete and non-redundant.")
-    completeness_issues: capped(str, 5) = Field(default=[], max_length=5)
-    redundancy_issues: capped(str, 5) = Field(default=[], max_length=5)
+    completeness_issues: Annotated[list[str], at_most(5)] = Field(default=[], max_length=5)
+    redundancy_issues: Annotated[list[str], at_most(5)] = Field(default=[], max_length=5)
     feedback: str = Field(default="", description="What to change, task by task, when the verdict is revise.")
 
 
@@ -59,9 +69,11 @@ class NodeSummary(BaseModel):
     """The executor's structured summary (appendix C, figure 22)."""
 
     key_findings: str = Field(description="Two or three sentences of main findings, citing sources as [n].")
-    evidence_and_data: capped(str, 6) = Field(min_length=1, max_length=6, description="Data points, each citing [n] where it comes from a source.")
+    evidence_and_data: Annotated[list[str], at_most(6)] = Field(
+        min_length=1, max_length=6, description="Data points, each citing [n] where it comes from a source.")
     analysis: str = Field(description="Two or three paragraphs of analysis.")
-    conflicting_information: capped(str, 4) = Field(default=[], max_length=4, description="Conflicts between results, if any.")
+    conflicting_information: Annotated[list[str], at_most(4)] = Field(
+        default=[], max_length=4, description="Conflicts between results, if any.")
     conclusion: str = Field(description="One or two sentences answering the task's query.")
 
 
@@ -72,8 +84,10 @@ Confidence = Literal["HIGH", "MEDIUM", "LOW"]
 class CheckResult(BaseModel):
     status: Verdict = Field(description="INVALID only for verifiable factual errors.")
     confidence: Confidence
-    issues: capped(str, 5) = Field(default=[], max_length=5, description="Specific factual errors with corrections.")
-    evidence: capped(str, 5) = Field(default=[], max_length=5, description="Sources and facts used for the check.")
+    issues: Annotated[list[str], at_most(5)] = Field(
+        default=[], max_length=5, description="Specific factual errors with corrections.")
+    evidence: Annotated[list[str], at_most(5)] = Field(
+        default=[], max_length=5, description="Sources and facts used for the check.")
 
 
 class TaskCheck(CheckResult):
@@ -83,7 +97,7 @@ class TaskCheck(CheckResult):
 class FactCheck(BaseModel):
     """Result Validation output (appendix C, figure 23): per task and for the summary."""
 
-    tasks: capped(TaskCheck, 3) = Field(default=[], max_length=3)
+    tasks: Annotated[list[TaskCheck], at_most(3)] = Field(default=[], max_length=3)
     summary: CheckResult
 
 
@@ -92,7 +106,8 @@ class ControllerDecision(BaseModel):
 
     decision: Literal["BREADTH", "DEPTH", "STOP"]
     reasoning: str = Field(description="Why this direction, considering complexity, layer and unresolved points.")
-    unresolved_points: capped(str, 5) = Field(default=[], max_length=5, description="Open questions worth investigating.")
+    unresolved_points: Annotated[list[str], at_most(5)] = Field(
+        default=[], max_length=5, description="Open questions worth investigating.")
 
 
 class PaperControllerDecision(BaseModel):
@@ -100,7 +115,8 @@ class PaperControllerDecision(BaseModel):
 
     decision: Literal["BREADTH", "DEPTH"]
     reasoning: str = Field(description="Why this direction, considering complexity, layer and unresolved points.")
-    unresolved_points: capped(str, 5) = Field(default=[], max_length=5, description="Open questions worth investigating.")
+    unresolved_points: Annotated[list[str], at_most(5)] = Field(
+        default=[], max_length=5, description="Open questions worth investigating.")
 
 
 class Aspect(BaseModel):
@@ -111,10 +127,17 @@ class Aspect(BaseModel):
     priority: Priority
 
 
-def breadth_model(max_aspects: int) -> type[BaseModel]:
+class BreadthAnalysisBase(BaseModel):
+    """What the Breadth Engine reads of any answer; `breadth_model` sets the cap."""
+
+    aspects: list[Aspect]
+
+
+def breadth_model(max_aspects: int) -> type[BreadthAnalysisBase]:
     """Breadth Engine output (appendix D, figure 25) with at most `max_aspects` aspects."""
-    return create_model("BreadthAnalysis", aspects=(capped(Aspect, max_aspects), Field(min_length=1, max_length=max_aspects,
-                        description=f"At most {max_aspects} distinct, non-overlapping aspects.")))
+    return create_model("BreadthAnalysis", __base__=BreadthAnalysisBase, aspects=(
+        capped(Aspect, max_aspects), Field(min_length=1, max_length=max_aspects,
+                                           description=f"At most {max_aspects} distinct, non-overlapping aspects.")))
 
 
 ThingKind = Literal["person", "work", "organisation", "place", "date", "event", "other"]
@@ -125,9 +148,16 @@ class NamedThing(BaseModel):
     kind: ThingKind = Field(description="What kind of thing it is.")
 
 
-def named_things_model(n: int) -> type[BaseModel]:
+class NamedThingsBase(BaseModel):
+    """What the retry reads of any answer; `named_things_model` sets the cap."""
+
+    things: list[NamedThing]
+
+
+def named_things_model(n: int) -> type[NamedThingsBase]:
     """The retry that asks differently when an engine's proposals only repeated asked questions."""
-    return create_model("NamedThings", things=(capped(NamedThing, n), Field(min_length=1, max_length=n,
+    return create_model("NamedThings", __base__=NamedThingsBase, things=(capped(NamedThing, n), Field(
+                        min_length=1, max_length=n,
                         description=f"At most {n} different things the text mentions.")))
 
 

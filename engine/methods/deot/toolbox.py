@@ -15,11 +15,12 @@ from engine.citations import number_citations, source_blocks, to_stored_markers
 from engine.methods.base import RunContext
 from engine.methods.deot import prompts
 from engine.methods.deot.params import DeotParams
+from engine.prompting import Prompt
 from engine.safe_text import one_line
 from engine.search.combined import web_first
 from engine.search.dates import source_date
 from engine.search.relevance import nothing_found, relevant_hits
-from storage.models import Node, Source
+from storage.models import Node, Source, stored_id
 
 
 class SearchTurns:
@@ -49,6 +50,7 @@ class SearchTurns:
             self._changed.notify_all()
 
 
+
 class NodeSources:
     """The sources one node has gathered, numbered 1..N in the order found (shared by its tasks).
 
@@ -62,16 +64,17 @@ class NodeSources:
         self._sources: list[Source] = []
         self._number_of: dict[int, int] = {}
         # Hits left out as unrelated to their query, and queries that kept nothing (node data).
-        self.dropped: list[dict] = []
+        self.dropped: list[dict[str, Any]] = []
         self.unanswered_queries: list[str] = []
         for source in initial or []:
             self._append(source)
 
     def _append(self, source: Source) -> int:
-        if source.id not in self._number_of:
+        source_id = stored_id(source)
+        if source_id not in self._number_of:
             self._sources.append(source)
-            self._number_of[source.id] = len(self._sources)
-        return self._number_of[source.id]
+            self._number_of[source_id] = len(self._sources)
+        return self._number_of[source_id]
 
     def search(self, query: str, k: int, *, turn: tuple[SearchTurns, str] | None = None,
                prefer_web: bool = False) -> list[int]:
@@ -120,7 +123,7 @@ class NodeSources:
 
     def ids_of(self, numbers: list[int]) -> list[int]:
         with self._lock:
-            return [self._sources[n - 1].id for n in numbers if 1 <= n <= len(self._sources)]
+            return [stored_id(self._sources[n - 1]) for n in numbers if 1 <= n <= len(self._sources)]
 
     def numbers_of(self, source_ids: list[int]) -> list[int] | None:
         """The numbers of these sources; None if one of them is not numbered here."""
@@ -192,8 +195,8 @@ class ToolCall:
         return sorted({n for d in self.dependencies for n in d.source_numbers})
 
 
-def _search_agent(prompt, *, prefer_web: bool, max_tokens: int | None = None
-                  ) -> Callable[[RunContext, ToolCall], tuple[str, list[int]]]:
+def _search_agent(prompt: Prompt, *, prefer_web: bool, max_tokens: int | None = None
+                  ) -> Callable[[RunContext[DeotParams], ToolCall], tuple[str, list[int]]]:
     """A search agent of the paper's toolbox (News Search, Information Search): search, then a
     short answer the model writes from the results, each fact with its source number and the dates
     the sources give; the answer opens with when and where it searched and ends with the sources it
@@ -218,7 +221,7 @@ news_search = _search_agent(prompts.NEWS_SEARCH, prefer_web=True)
 info_search = _search_agent(prompts.INFO_SEARCH, prefer_web=False, max_tokens=500)
 
 
-def _analysis_tool(prompt) -> Callable[[RunContext, ToolCall], tuple[str, list[int]]]:
+def _analysis_tool(prompt: Prompt) -> Callable[[RunContext[DeotParams], ToolCall], tuple[str, list[int]]]:
     def run(ctx: RunContext[DeotParams], call: ToolCall) -> tuple[str, list[int]]:
         numbers = call.dependency_sources
         block = f"Sources:\n\n{call.sources.blocks(numbers)}\n\n" if numbers else ""
@@ -232,7 +235,7 @@ def _analysis_tool(prompt) -> Callable[[RunContext, ToolCall], tuple[str, list[i
 # The tools that search (and so number sources); only they take turns in a wave (SearchTurns).
 SEARCH_TOOLS = ("news_search", "info_search")
 
-TOOLS: dict[str, Callable[[RunContext, ToolCall], tuple[str, list[int]]]] = {
+TOOLS: dict[str, Callable[[RunContext[DeotParams], ToolCall], tuple[str, list[int]]]] = {
     "news_search": news_search,
     "info_search": info_search,
     "event_extractor": _analysis_tool(prompts.EVENT_EXTRACTOR),

@@ -16,7 +16,7 @@ from engine.methods.fgdip.params import FgdipParams
 from engine.methods.fgdip.schemas import WrittenAnswer, WrittenYesNoAnswer
 from engine.methods.fgdip.trajectory import render_path
 from engine.prompting import inert
-from storage.models import Node, Source
+from storage.models import Node, Source, stored_id
 
 
 @dataclass
@@ -34,7 +34,7 @@ def path_sources(ctx: RunContext[FgdipParams], path: Sequence[Node]) -> list[Sou
     seen: dict[int, Source] = {}
     for node in path:
         for source in ctx.graph.sources(node):
-            seen.setdefault(source.id, source)
+            seen.setdefault(stored_id(source), source)
     return list(seen.values())
 
 
@@ -78,8 +78,8 @@ def agreed_short_answer(proposed: str, written: str, *, yes_no: bool) -> str:
         return said if said in ("yes", "no") else written
     # A heuristic: no word the path did not say. It cannot tell which of the path's names is meant
     # ("1844" out of "Arthur's Magazine, in 1844"); the Answer Evaluator judges what it keeps.
-    said = _words(written)
-    return written if said and said <= _words(proposed) else proposed
+    words = _words(written)
+    return written if words and words <= _words(proposed) else proposed
 
 
 def yes_or_no(answer: str) -> str:

@@ -12,7 +12,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from engine.methods.fgdip.kinds import ANSWER, QUESTION, SEARCH_KINDS, answer_of, explored_order, step_of
-from storage.models import Node, NodeStatus
+from storage.models import Node, stored_id
+from storage.statuses import NodeStatus
 
 _TIER = {"sure": 0, "maybe": 1, None: 1}  # unjudged (Step Evaluator off): generation order only
 
@@ -25,11 +26,11 @@ class Tree:
 
     @classmethod
     def of(cls, nodes: Iterable[Node]) -> Tree:
-        return cls({n.id: n for n in nodes})
+        return cls({stored_id(n): n for n in nodes})
 
     def children(self, node: Node, kinds: frozenset[str] = SEARCH_KINDS) -> list[Node]:
         return sorted((n for n in self.nodes.values() if n.parent_id == node.id and n.kind in kinds),
-                      key=lambda n: n.id)
+                      key=stored_id)
 
     def path(self, node: Node) -> list[Node]:
         """The branch's trajectory: from its first-layer node down to `node` (the question left out)."""
@@ -40,20 +41,26 @@ class Tree:
             current = self.nodes.get(current.parent_id) if current.parent_id is not None else None
         return chain[::-1]
 
+    def parent(self, node: Node) -> Node:
+        """The stored parent of a node that has one (an answer's step); a KeyError for the root."""
+        if node.parent_id is None:
+            raise KeyError(f"node {node.id} is the root: it has no parent")
+        return self.nodes[node.parent_id]
+
     def branch(self, node: Node) -> Node:
         """The first-layer node of `node`'s branch."""
         path = self.path(node)
         return path[0] if path else node
 
     def search_nodes(self) -> list[Node]:
-        return sorted((n for n in self.nodes.values() if n.kind in SEARCH_KINDS), key=lambda n: n.id)
+        return sorted((n for n in self.nodes.values() if n.kind in SEARCH_KINDS), key=stored_id)
 
     def answers(self) -> list[Node]:
-        return sorted((n for n in self.nodes.values() if n.kind == ANSWER), key=lambda n: n.id)
+        return sorted((n for n in self.nodes.values() if n.kind == ANSWER), key=stored_id)
 
     def last_explored(self) -> Node | None:
-        explored = [n for n in self.nodes.values() if explored_order(n) is not None]
-        return max(explored, key=explored_order, default=None)
+        explored = [(order, n) for n in self.nodes.values() if (order := explored_order(n)) is not None]
+        return max(explored, key=lambda pair: pair[0], default=(0, None))[1]
 
     def next_order(self) -> int:
         last = self.last_explored()
@@ -74,7 +81,7 @@ def _lineage_forced(tree: Tree, node: Node) -> bool:
     return any(step_of(n).forced for n in tree.path(node))
 
 
-def order_key(tree: Tree, node: Node) -> tuple:
+def order_key(tree: Tree, node: Node) -> tuple[bool, bool, tuple[tuple[bool, int, int | None], ...]]:
     path = tree.path(node)
     ended = bool(step_of(tree.branch(node)).branch_ended)
     return (not _lineage_forced(tree, node), ended,
@@ -105,7 +112,7 @@ def forced_waiting(tree: Tree, can_take: Callable[[Node], bool] = lambda _node: 
     search: steering a finished run explores that lineage down to an answer, not one layer."""
     settled = [a for a in tree.answers() if a.status == NodeStatus.DONE
                and answer_of(a).verdict in ("accepted", "unchecked")]
-    answered = {n.id for a in settled for n in tree.path(tree.nodes[a.parent_id]) if a.parent_id in tree.nodes}
+    answered = {n.id for a in settled for n in tree.path(tree.parent(a)) if a.parent_id in tree.nodes}
     for node in candidates(tree, can_take):
         forced = [n for n in tree.path(node) if step_of(n).forced]
         if forced and forced[-1].id not in answered:

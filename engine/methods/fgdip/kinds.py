@@ -27,10 +27,10 @@ from engine.contract import (
 )
 from engine.methods.common import DroppedHit
 from engine.methods.fgdip import prompts
-from engine.methods.fgdip.trajectory import action_markdown
 from engine.prompting import inert
 from engine.safe_text import inline_text
-from storage.models import Node, NodeStatus
+from storage.models import Node
+from storage.statuses import NodeStatus
 
 QUESTION, ENTITY, STEP, ANSWER = "question", "entity", "step", "answer"
 BACKTRACK = "backtrack"
@@ -41,6 +41,19 @@ Verdict = Literal["sure", "maybe", "impossible"]
 # unchecked: no Answer Evaluator (switched off); unjudged: its reply could not be read, so the
 # answer is not verified and does not end the search (a resume asks it again).
 AnswerVerdict = Literal["accepted", "rejected", "unchecked", "unjudged"]
+
+
+def action_text(action: str, argument: str) -> str:
+    """A step's action as the paper writes it: search[X], lookup[k], finish[answer]."""
+    return f"{action}[{argument}]"
+
+
+def action_markdown(action: str, argument: str) -> str:
+    """The action as a reader sees it (node panel, content, report path): the model's argument as
+    text (`inline_text`), so it shows verbatim and cannot make a link, a citation or a line of its
+    own; not a code span, whose characters a later `markdown_block` would show as entities; without
+    storage markers, which would count as citations wherever the text is numbered."""
+    return inline_text(strip_markers(action_text(action, argument)))
 
 
 class QuestionData(NodeData):
@@ -100,7 +113,7 @@ class StepData(NodeData):
         # The thought, the observation (a page's text) and the judge's reasons cite nothing of their
         # own: a marker typed in them would cite a source of the run.
         fields = {"Thought": strip_markers(self.thought),
-                  "Action": action_markdown({"action": self.action, "argument": self.argument}),
+                  "Action": action_markdown(self.action, self.argument),
                   "Observation": strip_markers(self.observation or ""), "Verdict": self.verdict or "",
                   "Why": strip_markers(self.justification)}
         return {k: v for k, v in fields.items() if v}
@@ -148,17 +161,17 @@ class AnswerData(NodeData):
         return {k: v for k, v in fields.items() if v}
 
 
-def answer_label(data: Mapping[str, Any]) -> str:
+def answer_label(answer: AnswerData) -> str:
     """A judged answer's label on the map: its verdict in words as well as in its fill (a rejected
     answer, where a backtrack starts, reads as one without telling two diamonds apart by colour),
     starred when it is the report's answer."""
-    star = "★ " if data.get("reported") else ""
+    star = "★ " if answer.reported else ""
     # An answer accepted before steering led the search to the one the report now gives: two
     # "accepted answer" diamonds read as a tie.
-    if data.get("not_covered"):
+    if answer.not_covered:
         return f"{star}not covered by the sources"
-    earlier = "earlier " if data.get("superseded") and data.get("verdict") in ("accepted", "unchecked") else ""
-    return f"{star}{earlier}{data.get('verdict')} answer: {data.get('short_answer', '')}"[:80]
+    earlier = "earlier " if answer.superseded and answer.verdict in ("accepted", "unchecked") else ""
+    return f"{star}{earlier}{answer.verdict} answer: {answer.short_answer}"[:80]
 
 
 def plural(n: int, one: str, many: str = "", *, a: bool = False) -> str:
@@ -290,8 +303,9 @@ class EditErrorMemoryPayload(CommandPayload):
         return self
 
 
-def lesson_exists(graph: Any, payload: EditErrorMemoryPayload, node: Node | None = None) -> None:
+def lesson_exists(graph: Any, payload: CommandPayload, node: Node | None = None) -> None:
     """Entry n names a lesson the memory holds (0 adds one): the command's precheck."""
+    assert isinstance(payload, EditErrorMemoryPayload)  # the precheck of edit_error_memory alone
     memory = graph.state(ERROR_MEMORY, ErrorMemory) or ErrorMemory()
     if payload.number > len(memory.entries):
         held = len(memory.entries)

@@ -15,6 +15,8 @@ its explanation and its verdict before it is done.
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
+from typing import Any
 
 from engine.citations import strip_markers, without_model_citations, without_page_markers
 from engine.contract import ANSWER_NODE, CommandPayload, CommandRejected, CommandSpec, UnsupportedCommand
@@ -57,6 +59,8 @@ from engine.methods.fgdip.kinds import (
     ErrorEntry,
     ErrorMemory,
     QuestionData,
+    StepData,
+    action_markdown,
     answer_label,
     answer_of,
     entity_of,
@@ -67,17 +71,18 @@ from engine.methods.fgdip.kinds import (
 )
 from engine.methods.fgdip.params import FgdipParams
 from engine.methods.fgdip.report import report
-from engine.methods.fgdip.trajectory import action_markdown, label_for
+from engine.methods.fgdip.trajectory import label_for
 from engine.safe_text import inline_text
 from engine.search.relevance import not_covered, ungrounded_note
-from storage.models import Node, NodeStatus
+from storage.models import Node, stored_id
+from storage.statuses import NodeStatus
 
 UNFINISHED = (NodeStatus.PENDING, NodeStatus.RUNNING)
 
 
-def closed_as_impossible(data: dict) -> bool:
+def closed_as_impossible(step: StepData) -> bool:
     """Judged impossible (by the Step Evaluator or by you) and not forced since: it gets no children."""
-    return data.get("verdict") == "impossible" and not data.get("forced")
+    return step.verdict == "impossible" and not step.forced
 
 
 def _expanding(node: Node) -> bool:
@@ -154,9 +159,9 @@ class FgdipMethod(Method[FgdipParams]):
 
     def _uncovered_report(self, ctx: RunContext[FgdipParams], tree: Tree) -> None:
         """The report when no search found a passage about the question (`coverage.uncovered_report`)."""
-        steps = [n.data or {} for n in tree.search_nodes()]
-        searched = [step["argument"] for step in steps if step.get("action") == "search" and step.get("argument")]
-        nearest = [hit["title"] for step in steps for hit in step.get("dropped_as_unrelated", [])]
+        steps = [step_of(n) for n in tree.search_nodes()]
+        searched = [step.argument for step in steps if step.action == "search" and step.argument]
+        nearest = [hit.title for step in steps for hit in step.dropped_as_unrelated]
         save_uncovered_report(ctx, searched, nearest, {"method": self.name, "nodes": len(steps), "short_answer": "",
                                                        "verified": False})
 
@@ -167,14 +172,14 @@ class FgdipMethod(Method[FgdipParams]):
         for node in ctx.graph.nodes():
             if node.kind != ANSWER:
                 continue
-            info = node.data or {}
+            info = answer_of(node)
             reported = node.id == answer_id
             superseded = answer_id is not None and not reported
             # A finished answer's label says its verdict (and the star, or that a later one replaced
             # it); an unfinished one keeps its own.
-            label = (answer_label({**info, "reported": reported, "superseded": superseded})
+            label = (answer_label(info.model_copy(update={"reported": reported, "superseded": superseded}))
                      if node.status == NodeStatus.DONE else node.label)
-            if bool(info.get("reported")) != reported or label != node.label:
+            if info.reported != reported or label != node.label:
                 ctx.graph.update(node, merge_data={"reported": reported, "superseded": superseded}, label=label)
 
     def reset_failed(self, ctx: RunContext[FgdipParams]) -> int:
@@ -183,12 +188,17 @@ class FgdipMethod(Method[FgdipParams]):
         them again, generating only the children still missing."""
         reset = super().reset_failed(ctx)
         for node in ctx.graph.nodes():
-            data = node.data or {}
-            if data.get("generate_error") and not closed_as_impossible(data):
+            if node.kind in SEARCH_KINDS:
+                generate_error, closed = step_of(node).generate_error, closed_as_impossible(step_of(node))
+            elif node.kind == QUESTION:
+                generate_error, closed = QuestionData.of(node).generate_error, False
+            else:
+                generate_error, closed = "", False
+            if generate_error and not closed:
                 # A node judged impossible (by the evaluator or by you) keeps its expansion closed.
                 ctx.graph.update(node, merge_data={"generate_error": "", "expanded": False})
                 reset += 1
-            elif node.kind == ANSWER and data.get("verdict") == "unjudged":
+            elif node.kind == ANSWER and answer_of(node).verdict == "unjudged":
                 # The Answer Evaluator is asked again; the explanation written before is kept.
                 ctx.graph.update(node, merge_data={"verdict": None, "evaluate_error": ""}, status=NodeStatus.PENDING)
                 reset += 1
@@ -241,10 +251,10 @@ class FgdipMethod(Method[FgdipParams]):
         ctx.checkpoint()
         unrun = [n for n in waiting if step_of(n).observation is None]
         if unrun:
-            ctx.parallel([lambda node=node: self._run_action(ctx, node, tree) for node in unrun])
+            ctx.parallel([partial(self._run_action, ctx, node, tree) for node in unrun])
             tree = Tree.of(ctx.graph.nodes())
-            waiting = [tree.nodes[n.id] for n in waiting]
-        ctx.parallel([lambda node=node: self._judge(ctx, node, tree) for node in waiting])
+            waiting = [tree.nodes[stored_id(n)] for n in waiting]
+        ctx.parallel([partial(self._judge, ctx, node, tree) for node in waiting])
         return True
 
     def _run_action(self, ctx: RunContext[FgdipParams], node: Node, tree: Tree) -> Node:
@@ -258,8 +268,7 @@ class FgdipMethod(Method[FgdipParams]):
     def _judge(self, ctx: RunContext[FgdipParams], node: Node, tree: Tree) -> None:
         ctx.checkpoint()
         node = ctx.graph.start(node)
-        data = node.data or {}
-        content = self._content(data)
+        content = self._content(step_of(node))
         if not self._params(ctx).step_evaluator:
             ctx.graph.finish(node, content=content)
             return
@@ -268,13 +277,13 @@ class FgdipMethod(Method[FgdipParams]):
             "verdict": verdict.verdict, "justification": verdict.justification, "judged_by": verdict.judged_by})
 
     @staticmethod
-    def _content(data: dict) -> str:
-        marker = f" [[S{data['page_source']}]]" if data.get("page_source") is not None else ""
+    def _content(step: StepData) -> str:
+        marker = f" [[S{step.page_source}]]" if step.page_source is not None else ""
         # The thought and the observation cite nothing of their own: only our page marker cites (a
         # page's "[41]" or a thought's "[1]" would link to our source of that number).
-        thought = without_model_citations(strip_markers(data.get("thought", "")))
-        return (f"**Thought:** {thought}\n\n**Action:** {action_markdown(data)}"
-                f"\n\n**Observation:** {without_page_markers(data.get('observation') or '')}{marker}")
+        thought = without_model_citations(strip_markers(step.thought))
+        return (f"**Thought:** {thought}\n\n**Action:** {action_markdown(step.action, step.argument)}"
+                f"\n\n**Observation:** {without_page_markers(step.observation or '')}{marker}")
 
     # ------------------------------------------------------------------ expansion (node generation)
 
@@ -289,12 +298,14 @@ class FgdipMethod(Method[FgdipParams]):
         """Generate the parent's missing children one by one: each sees the siblings generated before
         it, with their observations (real-time feedback), so each action runs as soon as it exists."""
         params = self._params(ctx)
-        data = parent.data or {}
+        grown = QuestionData.of(parent) if parent.kind == QUESTION else step_of(parent)
         path = tree.path(parent)
-        must_finish = bool(data.get("children_must_finish"))
+        must_finish = grown.children_must_finish
         siblings = tree.children(parent)
         memory = self._memory(ctx)
-        for _ in range(len(siblings), data.get("planned_children", params.siblings)):
+        # A parent expanded before the plan was stored gets the run's number of siblings.
+        planned = grown.planned_children if "planned_children" in grown.model_fields_set else params.siblings
+        for _ in range(len(siblings), planned):
             ctx.checkpoint()
             try:
                 step = generate_step(ctx, parent, path, siblings, memory, must_finish=must_finish)
@@ -322,50 +333,50 @@ class FgdipMethod(Method[FgdipParams]):
         ctx.checkpoint()
         params = self._params(ctx)
         answer = ctx.graph.start(answer)
-        data = answer.data or {}
-        if ctx.sources_only and data.get("verdict") is None and not ctx.graph.sources():
+        data = answer_of(answer)
+        if ctx.sources_only and data.verdict is None and not ctx.graph.sources():
             # No search found a passage about the question, and the model answers only from sources:
             # its answer would be its own invention, so the search ends saying so, unjudged.
-            data = ctx.graph.update(answer, merge_data={"not_covered": True, "short_answer": "",
-                                                        "verdict": "unchecked"}).data
+            data = answer_of(ctx.graph.update(answer, merge_data={"not_covered": True, "short_answer": "",
+                                                                  "verdict": "unchecked"}))
             ctx.graph.finish(answer, content=not_covered(ctx.question, ctx.searcher.description),
                              label=answer_label(data))
             return
-        path = tree.path(tree.nodes[answer.parent_id])
-        if not data.get("explanation") and not data.get("write_error"):
-            written = write_answer(ctx, answer, data.get("short_answer", ""), path)
+        path = tree.path(tree.parent(answer))
+        if not data.explanation and not data.write_error:
+            written = write_answer(ctx, answer, data.short_answer, path)
             if written.cited:
                 ctx.graph.link_sources(answer, written.cited)
             answer = ctx.graph.update(answer, merge_data={
-                "short_answer": written.short_answer or data.get("short_answer", ""), "explanation": written.explanation,
+                "short_answer": written.short_answer or data.short_answer, "explanation": written.explanation,
                 "invalid_citations": written.invalid_citations, "write_error": written.error,
                 "writer_answer": written.disagreed})
-            data = answer.data or {}
-        if data.get("verdict") is None and params.yes_no and data.get("short_answer") not in ("yes", "no"):
+            data = answer_of(answer)
+        if data.verdict is None and params.yes_no and data.short_answer not in ("yes", "no"):
             # Not an answer to a yes/no question, whatever an evaluator would say: rejected without a
             # call, with the lesson the next branches need.
-            said = data.get("short_answer", "")
+            said = data.short_answer
             answer = ctx.graph.update(answer, merge_data={
                 "verdict": "rejected", "solves": False, "on_topic": None,
                 "reasons": f"The question is answered yes or no, and this answer is neither: {said}"[:1000],
                 "error_analysis": "The answer must be the single word yes or no; finish with finish[yes] or "
                                   "finish[no]."})
-            data = answer.data or {}
-        if data.get("verdict") is None:
+            data = answer_of(answer)
+        if data.verdict is None:
             if params.answer_evaluator:
-                verdict = judge_answer(ctx, answer, data.get("short_answer", ""), path)
+                verdict = judge_answer(ctx, answer, data.short_answer, path)
                 answer = ctx.graph.update(answer, merge_data={
                     "verdict": verdict.verdict, "solves": verdict.solves, "on_topic": verdict.on_topic,
                     "reasons": verdict.reasons, "error_analysis": verdict.error_analysis,
                     "evaluate_error": verdict.error})
             else:
                 answer = ctx.graph.update(answer, merge_data={"verdict": "unchecked"})
-            data = answer.data or {}
-        if data["verdict"] == "rejected":
+            data = answer_of(answer)
+        if data.verdict == "rejected":
             self._remember(ctx, tree, answer)
         # The short answer escaped (one line): the content is what a stopped run's export shows.
-        content = f"**{inline_text(data.get('short_answer', ''))}**" + (
-            f"\n\n{data['explanation']}" if data.get("explanation") else "")
+        content = f"**{inline_text(data.short_answer)}**" + (
+            f"\n\n{data.explanation}" if data.explanation else "")
         # The verdict in the label as well as the fill: a rejected answer (where a backtrack starts)
         # reads as one on the map without telling two small diamonds apart by colour.
         ctx.graph.finish(answer, content=content, label=answer_label(data))
@@ -373,17 +384,17 @@ class FgdipMethod(Method[FgdipParams]):
     def _remember(self, ctx: RunContext[FgdipParams], tree: Tree, answer: Node) -> None:
         """A rejected answer's error analysis joins the memory once, and its branch is left."""
         memory = self._memory(ctx)
-        data = answer.data or {}
-        branch = tree.branch(tree.nodes[answer.parent_id])
+        data = answer_of(answer)
+        branch = tree.branch(tree.parent(answer))
         branch_data = step_of(branch)
         name = entity_of(branch) or label_for(branch_data.action, branch_data.argument)
         if not any(e.node_id == answer.id for e in memory.entries):
-            entry = ErrorEntry(analysis=data.get("error_analysis", ""), answer=data.get("short_answer", ""),
+            entry = ErrorEntry(analysis=data.error_analysis, answer=data.short_answer,
                                branch=name, node_id=answer.id)
             ctx.graph.save_state(ERROR_MEMORY, ErrorMemory(
                 entries=[*memory.entries, entry], change=f"answer '{entry.answer}' rejected on {name}"))
         if not branch_data.branch_ended and branch.kind in SEARCH_KINDS:
-            ctx.graph.update(branch, merge_data={"branch_ended": f"answer '{data.get('short_answer', '')}' rejected"})
+            ctx.graph.update(branch, merge_data={"branch_ended": f"answer '{data.short_answer}' rejected"})
 
     # ------------------------------------------------------------------ choosing the next node
 
@@ -394,8 +405,8 @@ class FgdipMethod(Method[FgdipParams]):
         def can_take(candidate: Node) -> bool:
             # A node that could not grow (the tree is full, or it is as deep as allowed) is not worth
             # a step, nor a backtrack: a finishing node waiting elsewhere still is.
-            info = candidate.data or {}
-            return (info.get("action") == "finish" or bool(info.get("forced"))
+            step = step_of(candidate)
+            return (step.action == "finish" or step.forced
                     or (room > 0 and candidate.depth < params.max_depth))
 
         if settled_answer(tree) is not None and not forced_waiting(tree, can_take):
@@ -403,16 +414,16 @@ class FgdipMethod(Method[FgdipParams]):
         node = next_node(tree, can_take)
         if node is None:
             return False
-        data = node.data or {}
-        forced = bool(data.get("forced"))
+        step = step_of(node)
+        forced = step.forced
         source = backtrack_source(tree, node)
         if source is not None and tree.backtracks() >= params.max_backtracks and not forced:
             ctx.graph.narrate(f"The search stops: it has backtracked {plural(tree.backtracks(), 'time')}, the limit "
                               "(max_backtracks).", kind="step")
             return False
         order = tree.next_order()
-        update: dict = {"explored_order": order, "backtrack_from": source.id if source is not None else None}
-        if data.get("action") == "finish":
+        update: dict[str, Any] = {"explored_order": order, "backtrack_from": source.id if source is not None else None}
+        if step.action == "finish":
             pass
         elif node.depth >= params.max_depth:
             update["dead_end"] = "it is at the deepest step allowed (max_depth)"
@@ -431,19 +442,19 @@ class FgdipMethod(Method[FgdipParams]):
         if source is not None:
             ctx.graph.link(source, node, BACKTRACK, data={"order": order})
             ctx.graph.narrate(f"backtracking: leaving {source.label} for {node.label}", node_id=node.id)
-        label = (f"({order}) {data['entity']}" if data.get("entity")
-                 else label_for(data.get("action", "search"), data.get("argument", ""), order))
+        entity = entity_of(node)
+        label = f"({order}) {entity}" if entity else label_for(step.action, step.argument, order)
         node = ctx.graph.update(node, merge_data=update, label=label)
         self._add_answer(ctx, tree, node)
         return True
 
     def _add_answer(self, ctx: RunContext[FgdipParams], tree: Tree, node: Node) -> bool:
         """The answer of a chosen node whose action is finish, once."""
-        data = node.data or {}
-        if data.get("action") != "finish" or any(a.parent_id == node.id for a in tree.answers()):
+        step = step_of(node)
+        if step.action != "finish" or any(a.parent_id == node.id for a in tree.answers()):
             return False
-        ctx.graph.add(kind=ANSWER, label=f"answer: {data.get('argument', '')}"[:80], parent=node,
-                      data={"short_answer": data.get("argument", "")})
+        ctx.graph.add(kind=ANSWER, label=f"answer: {step.argument}"[:80], parent=node,
+                      data={"short_answer": step.argument})
         return True
 
     def _answer_missing(self, ctx: RunContext[FgdipParams], tree: Tree) -> bool:
@@ -477,13 +488,13 @@ class FgdipMethod(Method[FgdipParams]):
         raise UnsupportedCommand(f"the {self.name} method does not support '{command.name}'")
 
     def _mark_impossible(self, ctx: RunContext[FgdipParams], node: Node) -> set[str]:
-        data = node.data or {}
-        if marked_impossible_by_you(data):
+        step = step_of(node)
+        if marked_impossible_by_you(step.model_dump()):
             raise CommandRejected("this node is already marked impossible")
         tree = Tree.of(ctx.graph.nodes())
         ctx.graph.update(node, merge_data={
             "verdict": "impossible", "judged_by": "you", "justification": "Marked impossible by you.",
-            "forced": False, **({"expanded": True} if data.get("explored_order") is not None else {})})
+            "forced": False, **({"expanded": True} if step.explored_order is not None else {})})
         for child in tree.children(node):
             if explored_order(child) is None and child.status != NodeStatus.PRUNED:
                 ctx.graph.prune(child)
@@ -493,19 +504,19 @@ class FgdipMethod(Method[FgdipParams]):
         # judged and accepted later.
         analysis = f"You marked the step '{node.label}' on this answer's path impossible."
         for answer in tree.answers():
-            info = answer.data or {}
+            info = answer_of(answer)
             parent = tree.nodes.get(answer.parent_id) if answer.parent_id is not None else None
-            if (parent is None or answer.status == NodeStatus.PRUNED or info.get("verdict") == "rejected"
+            if (parent is None or answer.status == NodeStatus.PRUNED or info.verdict == "rejected"
                     or node.id not in {n.id for n in tree.path(parent)}):
                 continue
             ruled_out = {"verdict": "rejected", "error_analysis": analysis, "reasons": analysis}
             if answer.status != NodeStatus.DONE:
                 # Settled by the loop without a call: no explanation is written for a ruled-out answer.
-                if not info.get("explanation"):
+                if not info.explanation:
                     ruled_out["write_error"] = "not written: you ruled its path out first"
                 ctx.graph.update(answer, merge_data=ruled_out)
                 continue
-            answer = ctx.graph.update(answer, merge_data=ruled_out, label=answer_label({**info, **ruled_out}))
+            answer = ctx.graph.update(answer, merge_data=ruled_out, label=answer_label(info.model_copy(update=ruled_out)))
             self._remember(ctx, Tree.of(ctx.graph.nodes()), answer)
         return {REPORT}
 

@@ -13,12 +13,12 @@ from engine.methods.fgdip.kinds import (
     SEARCH_KINDS,
     ErrorMemory,
     QuestionData,
+    action_markdown,
     answer_of,
     explored_order,
     plural,
     step_of,
 )
-from engine.methods.fgdip.trajectory import action_markdown
 from engine.safe_text import inline_text
 from storage.models import Node
 
@@ -51,7 +51,8 @@ def report(tree: Tree, memory: ErrorMemory | None, method: str) -> tuple[str, di
     info = answer_of(answer)
     short = info.short_answer
     parent = tree.nodes.get(answer.parent_id) if answer.parent_id is not None else None
-    steps = [action_markdown(n.data or {}) for n in tree.path(parent)] if parent is not None else []
+    steps = [action_markdown(step.action, step.argument) for step in map(step_of, tree.path(parent))] \
+        if parent is not None else []
     # The short answer is the model's (a finish step's raw argument when it could not be written):
     # escaped, one line, so it cannot start a heading or list, nor make a link or a citation.
     parts = [f"**Answer: {inline_text(short)}**"]

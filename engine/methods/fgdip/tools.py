@@ -16,7 +16,7 @@ from engine.methods.fgdip.kinds import step_of
 from engine.methods.fgdip.params import FgdipParams
 from engine.search.protocol import SearchError, titled_page
 from engine.search.relevance import relevant_hits
-from storage.models import Node, Source
+from storage.models import Node, Source, stored_id
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 
@@ -30,8 +30,8 @@ class Observation:
 
 def run_action(ctx: RunContext[FgdipParams], node: Node, path: Sequence[Node]) -> Observation:
     """Carry out `node`'s action; `path` is its branch's trajectory before it."""
-    data = node.data or {}
-    action, argument = data.get("action", "search"), (data.get("argument") or "").strip()
+    step = step_of(node)
+    action, argument = step.action, step.argument.strip()
     if action == "finish":
         return Observation(f"Answer proposed: {argument}")
     if action == "lookup":
@@ -75,7 +75,8 @@ def search(ctx: RunContext[FgdipParams], node: Node, query: str) -> Observation:
         text = text[: params.observation_chars].rsplit(" ", 1)[0] + " ..."
     others = [s.title for s in sources[1:]]
     more = f" Other results: {'; '.join(others)}." if others else ""
-    return Observation(f"{page.title}: {text}{more}", {**dropped, "page_source": page.id}, [s.id for s in sources])
+    return Observation(f"{page.title}: {text}{more}", {**dropped, "page_source": page.id},
+                       [stored_id(s) for s in sources])
 
 
 LOOKUP_RESULTS = 2  # sentences one Lookup shows; the same Lookup again shows the next ones
@@ -91,19 +92,18 @@ def lookup(ctx: RunContext[FgdipParams], keyword: str, path: Sequence[Node]) -> 
     sentences = [s.strip() for s in _SENTENCE.split(without_page_markers(page.text or page.snippet or "")) if s.strip()]
     wanted = keyword.strip().casefold()
     found = [s for s in sentences if wanted and wanted in s.casefold()]
-    shown_before = sum(LOOKUP_RESULTS for n in path if _looked_up(n, wanted, page.id))
+    shown_before = sum(LOOKUP_RESULTS for n in path if _looked_up(n, wanted, stored_id(page)))
     if not found[shown_before:]:
         # No page_source: this node read nothing to cite, and the next Lookup reads the same page.
         return Observation(f"No more results for {keyword} in {page.title}.")
     shown = " ".join(f"(Result {i} / {len(found)}) {s}"
                      for i, s in enumerate(found[shown_before:shown_before + LOOKUP_RESULTS], start=shown_before + 1))
-    return Observation(shown, {"page_source": page.id}, [page.id])
+    return Observation(shown, {"page_source": page.id}, [stored_id(page)])
 
 
 def _looked_up(node: Node, keyword: str, page_id: int) -> bool:
-    data = node.data or {}
-    return (data.get("action") == "lookup" and data.get("page_source") == page_id
-            and (data.get("argument") or "").strip().casefold() == keyword)
+    step = step_of(node)
+    return step.action == "lookup" and step.page_source == page_id and step.argument.strip().casefold() == keyword
 
 
 def last_page(ctx: RunContext[FgdipParams], path: Sequence[Node]) -> Source | None:

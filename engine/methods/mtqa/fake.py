@@ -29,6 +29,7 @@ def mtqa_messages(request: ChatRequest) -> Sequence[Message]:
     description, else 'subject relation object.'"""
     def prose(line: str) -> str:
         triple = _MTQA_TRIPLE.match(line.strip())
+        assert triple is not None, "prose() is only given triple lines"
         described = (triple.group("description") or "").strip()
         return described or f"{triple.group('subject')} {triple.group('relation')} {triple.group('object')}."
 

@@ -5,7 +5,7 @@ view and the steps of its prompts."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -29,11 +29,13 @@ from engine.contract import (
     ViewSpec,
     regenerate_report_command,
 )
+from engine.graph import RunGraph
 from engine.methods.common import DroppedHit
 from engine.methods.mtqa import prompts
 from engine.methods.mtqa.knowledge import Choices, UnitRecord
 from engine.safe_text import inline_text
-from storage.models import Node, NodeStatus
+from storage.models import Node
+from storage.statuses import NodeStatus
 
 QUESTION, KNOWLEDGE, CELL, SUMMARY = "question", "knowledge", "cell", "summary"
 WEIGHTS, CHOICES = "weights", "knowledge_choices"
@@ -189,6 +191,26 @@ class SummaryData(NodeData):
             [*unit_entities(self.units), *self.retrieval_keywords])))
 
 
+def cell_data(node: Node) -> CellData:
+    """A thought's data, typed."""
+    return CellData.of(node)
+
+
+def summary_data(node: Node) -> SummaryData:
+    """A summary's data, typed."""
+    return SummaryData.of(node)
+
+
+def column_of(node: Node) -> int:
+    """The column a thought or a summary belongs to."""
+    return cell_data(node).column if node.kind == CELL else summary_data(node).column
+
+
+def holder_data(holder: Node) -> KnowledgeData | SummaryData:
+    """What a column thinks from, typed: the knowledge base (KU 1) or a summary (KU′)."""
+    return KnowledgeData.of(holder) if holder.kind == KNOWLEDGE else summary_data(holder)
+
+
 NODE_KINDS = (
     NodeKind(QUESTION, QuestionData, "Question", "#2F4B7C", "the question you asked", shape="star"),
     NodeKind(KNOWLEDGE, KnowledgeData, "Knowledge base", "#72B7B2", "the question's knowledge graph and KU 1",
@@ -281,17 +303,18 @@ class UnitPayload(NodeCommand):
 
 def listed_units(holder: Node, number: int) -> list[UnitRecord]:
     """The holder's units, once `number` is known to name one of them."""
-    units = [UnitRecord.model_validate(u) for u in (holder.data or {}).get("units", [])]
+    units = holder_data(holder).units
     if not 1 <= number <= len(units):
         raise CommandRejected(f"this node lists {len(units)} knowledge unit(s); choose a number from 1 "
                               f"to {len(units)}" if units else "this node has no knowledge unit")
     return units
 
 
-def unit_choice_check(*, pin: bool):
+def unit_choice_check(*, pin: bool) -> Callable[[RunGraph, CommandPayload, Node | None], UnitPayload]:
     """Pin's or drop's precheck: the unit number against the node (before the command is queued, and
     again before it is applied)."""
-    def check(graph, payload: UnitPayload, node: Node | None) -> UnitPayload:
+    def check(graph: RunGraph, payload: CommandPayload, node: Node | None) -> UnitPayload:
+        assert isinstance(payload, UnitPayload)  # the contract checks the payload against the command's model first
         assert node is not None
         unit = listed_units(node, payload.unit)[payload.unit - 1]
         if payload.unit_id is not None and unit.id != payload.unit_id:
@@ -306,7 +329,7 @@ def unit_choice_check(*, pin: bool):
     return check
 
 
-def choice_exists(graph, payload: ChoicePayload, node: Node | None = None) -> tuple[int, str, str, str]:
+def choice_exists(graph: RunGraph, payload: ChoicePayload, node: Node | None = None) -> tuple[int, str, str, str]:
     """The choice numbered `payload.choice` in the choices panel (CommandRejected if none is)."""
     choices = graph.state(CHOICES, ChoicesState) or ChoicesState()
     listed = {choice[0]: choice for choice in choices.listed()}
@@ -318,8 +341,9 @@ def choice_exists(graph, payload: ChoicePayload, node: Node | None = None) -> tu
     return listed[payload.choice]
 
 
-def undo_choice_check(graph, payload: ChoicePayload, node: Node | None = None) -> None:
+def undo_choice_check(graph: RunGraph, payload: CommandPayload, node: Node | None = None) -> None:
     """Undo's precheck: the choice is listed in the panel."""
+    assert isinstance(payload, ChoicePayload)  # the contract checks the payload against the command's model first
     choice_exists(graph, payload)
 
 
@@ -357,19 +381,20 @@ COMMANDS = (
 def position(node: Node) -> tuple[int, int] | None:
     """The grid: the knowledge base above the first column, thoughts in rows 1..m, each summary in
     its own row below them."""
-    data = node.data or {}
     if node.kind == KNOWLEDGE:
         return 0, 0
     if node.kind == CELL:
-        return int(data.get("row", 0)) + 1, int(data.get("column", 0))
+        cell = cell_data(node)
+        return cell.row + 1, cell.column
     if node.kind == SUMMARY:
-        return int(data.get("grid_row", 1)), int(data.get("column", 0))
+        summary = summary_data(node)
+        return max(summary.grid_row, 1), summary.column  # row 0 is the knowledge base's (an old row had no grid_row)
     return None
 
 
 def _focus_units(holder: Node, cited: Collection[int] = ()) -> tuple[FocusUnit, ...]:
     """The holder's units still in use (a dropped one was not read), those whose source is `cited` marked."""
-    units = [UnitRecord.model_validate(u) for u in (holder.data or {}).get("units", [])]
+    units = holder_data(holder).units
     return tuple(FocusUnit(u.title or u.ref, tuple((t.subject, t.relation, t.object) for t in u.triples),
                            cited=u.source_id in cited) for u in units if not u.dropped)
 
@@ -377,7 +402,7 @@ def _focus_units(holder: Node, cited: Collection[int] = ()) -> tuple[FocusUnit, 
 def _holder_words(holder: Node) -> str:
     if holder.kind == KNOWLEDGE:
         return "the knowledge base (KU 1)"
-    return f"the summary of column {int((holder.data or {}).get('column', 0)) + 1} (KU′)"
+    return f"the summary of column {summary_data(holder).column + 1} (KU′)"
 
 
 def knowledge_focus(nodes: Sequence[Node], selected: Node | None) -> KnowledgeFocus | None:
@@ -391,19 +416,20 @@ def knowledge_focus(nodes: Sequence[Node], selected: Node | None) -> KnowledgeFo
     if selected is not None and selected.kind == CELL and selected.parent_id in by_id:
         holder = by_id[selected.parent_id]  # a column's thoughts hang under what they think from
         units = _focus_units(holder, set(cited_source_ids(selected.content or "")))
-        where = f"Row {int(selected.data.get('row', 0)) + 1}, column {int(selected.data.get('column', 0)) + 1}"
+        cell = cell_data(selected)
+        where = f"Row {cell.row + 1}, column {cell.column + 1}"
         says = (f"{where} thought from the {len(units)} knowledge units of {_holder_words(holder)}; its text cites "
                 f"{sum(u.cited for u in units)} of them.")
     elif selected is not None and selected.kind == SUMMARY:
         holder, units = selected, _focus_units(selected)
-        says = f"The summary of column {int(selected.data.get('column', 0)) + 1} was checked against these " \
+        says = f"The summary of column {summary_data(selected).column + 1} was checked against these " \
                f"{len(units)} knowledge units (KU′); the next column thinks from them."
     else:
         holder, units = base, _focus_units(base)
         says = f"The knowledge base's {len(units)} knowledge units (KU 1), what column 1 thinks from."
         if selected is None or selected.kind != KNOWLEDGE:
             says += " Pick a thought or a summary on the map to see the units it used."
-    key = (holder.data or {}).get("graph_key") or (base.data or {}).get("graph_key") or ""
+    key = holder_data(holder).graph_key or holder_data(base).graph_key
     return KnowledgeFocus(key, units, says)
 
 

@@ -10,15 +10,20 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from types import SimpleNamespace
+from typing import Self
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from engine.citations import CitableSource, source_blocks, strip_markers
 from engine.knowledge.units import Keywords, KnowledgeBase, KnowledgeScope, KnowledgeUnit
+from engine.methods.base import RunContext
+from engine.methods.mtqa.params import MtqaParams
 from engine.safe_text import one_line
+from storage.models import Node
 
 
-def open_knowledge_base(ctx, scope: KnowledgeScope, *, collection: str, chunk_tokens: int, node) -> KnowledgeBase:
+def open_knowledge_base(ctx: RunContext[MtqaParams], scope: KnowledgeScope, *, collection: str, chunk_tokens: int,
+                        node: Node) -> KnowledgeBase:
     """THE injection point: the run's knowledge base from the knowledge layer's entry point
     (`RunContext.knowledge`), its LLM calls accounted to `node`. Tests replace this function to
     inject their own `KnowledgeBase`."""
@@ -112,7 +117,7 @@ class Choices(BaseModel):
         numbers = {unit_id: number for number, _, unit_id, _ in self.listed() if unit_id != new}
         return numbers, max([self.next_number, *(n + 1 for n in numbers.values())])
 
-    def without(self, unit_id: str) -> Choices:
+    def without(self, unit_id: str) -> Self:
         """These choices with none left for `unit_id` (the others keep their numbers)."""
         numbers, following = self._kept_numbers()
         return type(self)(pinned=[p for p in self.pinned if p.id != unit_id],
@@ -121,7 +126,7 @@ class Choices(BaseModel):
                           made_on={k: v for k, v in self.made_on.items() if k != unit_id},
                           numbers={k: v for k, v in numbers.items() if k != unit_id}, next_number=following)
 
-    def numbered(self, unit_id: str) -> Choices:
+    def numbered(self, unit_id: str) -> Self:
         """These choices with the next number given to `unit_id`'s (just made)."""
         numbers, following = self._kept_numbers(new=unit_id)
         return self.model_copy(update={"numbers": {**numbers, unit_id: following}, "next_number": following + 1})

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from engine.graph import NewNode
+from engine.graph import NewNode, RunGraph
 from engine.methods.mtqa.kinds import (
     CELL,
     COLUMN_LINK,
@@ -22,9 +23,12 @@ from engine.methods.mtqa.kinds import (
     SUMMARY,
     WEIGHTS,
     WeightState,
+    cell_data,
+    summary_data,
 )
 from engine.methods.mtqa.weights import cell_alpha
-from storage.models import Node, NodeStatus
+from storage.models import Node
+from storage.statuses import NodeStatus
 
 
 @dataclass(frozen=True)
@@ -39,55 +43,80 @@ class Column:
         concurrently."""
         chains: list[list[Node]] = []
         for cell in self.cells:
-            if chains and (cell.data or {}).get("alpha"):
+            if chains and cell_data(cell).alpha:
                 chains[-1].append(cell)
             else:
                 chains.append([cell])
         return chains
 
+    def created_summary(self) -> Node:
+        """The column's summary, which is created with the column."""
+        return _created(self.summary, f"summary of column {self.index + 1}")
 
-def knowledge_node(graph) -> Node | None:
+
+def _created(node: Node | None, what: str) -> Node:
+    # `MtqaMethod.start` creates the knowledge base and every column whole (repairing one a crash left
+    # half made) before any step or steering: a node missing after that is a bug, not a state to handle.
+    if node is None:
+        raise RuntimeError(f"the matrix has no {what}")
+    return node
+
+
+
+def knowledge_node(graph: RunGraph) -> Node | None:
     return next(iter(graph.nodes(kind=KNOWLEDGE)), None)
 
 
-def columns(graph) -> list[Column]:
+def created_knowledge_node(graph: RunGraph) -> Node:
+    """The knowledge base node of a run that has started."""
+    return _created(knowledge_node(graph), "knowledge base node")
+
+
+def columns(graph: RunGraph) -> list[Column]:
     """The stored columns, in order."""
     cells = graph.nodes(kind=CELL)
-    summaries = {n.data["column"]: n for n in graph.nodes(kind=SUMMARY)}
-    count = max([c.data["column"] + 1 for c in cells] + [c + 1 for c in summaries] + [0])
+    summaries = {summary_data(n).column: n for n in graph.nodes(kind=SUMMARY)}
+    places = {c.id: cell_data(c) for c in cells}
+    count = max([places[c.id].column + 1 for c in cells] + [c + 1 for c in summaries] + [0])
     out = []
     for index in range(count):
-        column_cells = sorted((c for c in cells if c.data["column"] == index), key=lambda n: n.data["row"])
+        column_cells = sorted((c for c in cells if places[c.id].column == index), key=lambda n: places[n.id].row)
         out.append(Column(index, column_cells, summaries.get(index)))
     return out
 
 
-def source_of_column(graph, index: int) -> Node | None:
+def source_of_column(graph: RunGraph, index: int) -> Node | None:
     """What column `index` thinks from: the knowledge base (column 0) or the previous summary."""
     if index == 0:
         return knowledge_node(graph)
-    return next((n for n in graph.nodes(kind=SUMMARY) if n.data["column"] == index - 1), None)
+    return next((n for n in graph.nodes(kind=SUMMARY) if summary_data(n).column == index - 1), None)
 
 
-def ensure_column(graph, index: int, rows: int, alphas: Sequence[float | None]) -> Column:
+def created_source_of_column(graph: RunGraph, index: int) -> Node:
+    """What a created column thinks from (created before the column)."""
+    return _created(source_of_column(graph, index), f"knowledge base or summary for column {index + 1} to think from")
+
+
+def ensure_column(graph: RunGraph, index: int, rows: int, alphas: Sequence[float | None]) -> Column:
     """Create what is missing of column `index` (thoughts by row, then its summary, then its edges)."""
     parent = source_of_column(graph, index)
     assert parent is not None, "a column is created after what it thinks from"
     edge_kind = "child" if index == 0 else COLUMN_LINK
-    existing = {c.data["row"]: c for c in graph.nodes(kind=CELL) if c.data["column"] == index}
+    existing = {cell_data(c).row: c for c in graph.nodes(kind=CELL) if cell_data(c).column == index}
     new = [NewNode(CELL, f"Thought {row + 1}.{index + 1}", parent=parent, edge_kind=edge_kind,
                    data={"row": row, "column": index, "alpha": alphas[row]})
            for row in range(rows) if row not in existing]
     for cell in graph.add_many(new):
-        existing[cell.data["row"]] = cell
-    summary = next((n for n in graph.nodes(kind=SUMMARY) if n.data["column"] == index), None)
+        existing[cell_data(cell).row] = cell
+    summary = next((n for n in graph.nodes(kind=SUMMARY) if summary_data(n).column == index), None)
     if summary is None:
         summary = graph.add(kind=SUMMARY, label=f"Summary {index + 1}", parent=parent, edge_kind=edge_kind,
                             data={"column": index, "grid_row": rows + 1})
     cells = [existing[row] for row in sorted(existing)]
     for above, below in zip(cells, cells[1:]):
-        if below.data.get("alpha"):
-            graph.link(above, below, COMMUNICATION, data={"alpha": below.data["alpha"]})
+        alpha = cell_data(below).alpha
+        if alpha:
+            graph.link(above, below, COMMUNICATION, data={"alpha": alpha})
     for cell in cells:
         graph.link(cell, summary, SUMMARISED)
     return Column(index, cells, summary)
@@ -99,31 +128,33 @@ def column_alphas(matrix: Sequence[Sequence[float]], rows: int, index: int, over
             for row in range(rows)]
 
 
-def save_weights(graph, preset: str, matrix: Sequence[Sequence[float]]) -> None:
+def save_weights(graph: RunGraph, preset: str, matrix: Sequence[Sequence[float]]) -> None:
     """The weight panel: A and the α each stored thought has now."""
     cols = columns(graph)
     rows = max((len(c.cells) for c in cols), default=0)
-    cells = [[(c.cells[r].data or {}).get("alpha") if r < len(c.cells) else None for c in cols] for r in range(rows)]
+    cells = [[cell_data(c.cells[r]).alpha if r < len(c.cells) else None for c in cols] for r in range(rows)]
     graph.save_state(WEIGHTS, WeightState(preset=preset, matrix=[list(r) for r in matrix], cells=cells))
 
 
-def reset(graph, nodes: Sequence[Node], *, keep_units: bool = False) -> None:
+def reset(graph: RunGraph, nodes: Sequence[Node], *, keep_units: bool = False) -> None:
     """Put nodes back to pending with only what they are (row, column, α; a summary's units when
     `keep_units`), so the scheduler thinks them again."""
     for node in nodes:
-        data = node.data or {}
+        identity: dict[str, Any]
         if node.kind == CELL:
-            identity = {"row": data["row"], "column": data["column"], "alpha": data.get("alpha")}
+            cell = cell_data(node)
+            identity = {"row": cell.row, "column": cell.column, "alpha": cell.alpha}
         else:
-            identity = {"column": data["column"], "grid_row": data.get("grid_row", 0)}
+            summary = summary_data(node)
+            identity = {"column": summary.column, "grid_row": summary.grid_row}
             if keep_units:
-                identity.update(units=data.get("units", []), units_ready=data.get("units_ready", False),
-                                retrieval_keywords=data.get("retrieval_keywords", []))
+                identity.update(units=[u.model_dump() for u in summary.units], units_ready=summary.units_ready,
+                                retrieval_keywords=summary.retrieval_keywords)
         graph.update(node, status=NodeStatus.PENDING, error="", started_at=None, finished_at=None, content="",
                      replace_data=identity)
 
 
-def reset_from(graph, index: int, *, first_row: int = 0, keep_units: bool = False) -> None:
+def reset_from(graph: RunGraph, index: int, *, first_row: int = 0, keep_units: bool = False) -> None:
     """Think again from column `index` on: its thoughts from `first_row` down (none when
     `first_row` is past the last row), its summary (with its units kept when `keep_units`), and
     every later column."""
@@ -131,6 +162,6 @@ def reset_from(graph, index: int, *, first_row: int = 0, keep_units: bool = Fals
         if column.index < index:
             continue
         start = first_row if column.index == index else 0
-        reset(graph, [c for c in column.cells if c.data["row"] >= start])
+        reset(graph, [c for c in column.cells if cell_data(c).row >= start])
         if column.summary is not None:
             reset(graph, [column.summary], keep_units=keep_units and column.index == index)

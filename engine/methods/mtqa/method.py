@@ -18,17 +18,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from functools import partial
+from typing import cast
 
 from pydantic import ValidationError
 
 from engine.citations import cited_source_ids, number_citations, strip_markers, to_stored_markers
-from engine.contract import CommandPayload, CommandRejected, CommandSpec
+from engine.contract import CommandPayload, CommandRejected, CommandSpec, UnsupportedCommand
 from engine.knowledge.chunks import chunk_chars
 from engine.knowledge.stored import KnowledgeError
 from engine.knowledge.units import BuildProgress, Keywords, KnowledgeBase
 from engine.llm.protocol import StructuredOutputError
 from engine.llm.structured import repeats_instructions
-from engine.methods.base import REPORT, Method, RunContext, UnsupportedCommand
+from engine.methods.base import REPORT, Method, RunContext
 from engine.methods.coverage import save_uncovered_report
 from engine.methods.estimate import CostEstimate
 from engine.methods.mtqa import estimate as cost
@@ -46,6 +48,7 @@ from engine.methods.mtqa.kinds import (
     STEPS,
     SUMMARY,
     VIEW,
+    WEIGHTS,
     AddColumnPayload,
     CellData,
     ChoicePayload,
@@ -54,8 +57,12 @@ from engine.methods.mtqa.kinds import (
     RerunColumnPayload,
     SummaryData,
     UnitPayload,
+    cell_data,
     choice_exists,
+    column_of,
+    holder_data,
     listed_units,
+    summary_data,
     unit_line,
 )
 from engine.methods.mtqa.knowledge import UnitRecord
@@ -63,9 +70,10 @@ from engine.methods.mtqa.params import MtqaParams
 from engine.methods.mtqa.schemas import MAX_PARAGRAPHS, ColumnSummary, MergedColumn, Thought
 from engine.methods.mtqa.weights import passed_paragraphs
 from engine.safe_text import inline_text, one_line
-from engine.search.protocol import Hit, SearchError
+from engine.search.protocol import Hit, HitKind, SearchError
 from engine.search.relevance import not_covered, relevant_hits, ungrounded_note
-from storage.models import Node, NodeStatus, Source
+from storage.models import Node, Source, stored_id
+from storage.statuses import NodeStatus
 
 _SPACE_BEFORE_PUNCTUATION = re.compile(r"[ \t]+([.,;:!?])")
 _BARE_CITATION = re.compile(r"\s*\[\d+(?:\s*[,;]\s*\d+)*\]")
@@ -141,10 +149,10 @@ class MtqaMethod(Method[MtqaParams]):
         documents stored for the knowledge graph are the run's sources, so the harness's source
         recall measures the document retrieval and this the knowledge units (the issue's KU recall)."""
         holders = [n for n in nodes if n.kind == KNOWLEDGE and n.status == NodeStatus.DONE]
-        holders += sorted((n for n in nodes if n.kind == SUMMARY and (n.data or {}).get("units_ready")),
-                          key=lambda n: n.data["column"])
-        return [unit["title"] for holder in holders for unit in (holder.data or {}).get("units", [])
-                if unit.get("title") and not unit.get("dropped")]
+        holders += sorted((n for n in nodes if n.kind == SUMMARY and summary_data(n).units_ready),
+                          key=lambda n: summary_data(n).column)
+        return [unit.title for holder in holders for unit in holder_data(holder).units
+                if unit.title and not unit.dropped]
 
     # ------------------------------------------------------------------ the growth loop
 
@@ -162,18 +170,18 @@ class MtqaMethod(Method[MtqaParams]):
         for index in range(max(params.columns, len(stored))):
             if index >= len(stored) or len(stored[index].cells) < params.rows or stored[index].summary is None:
                 matrix.ensure_column(ctx.graph, index, params.rows, matrix.column_alphas(weights, params.rows, index))
-        if ctx.graph.state(matrix.WEIGHTS) is None:
+        if ctx.graph.state(WEIGHTS) is None:
             matrix.save_weights(ctx.graph, params.weight_preset, weights)
 
     def step(self, ctx: RunContext[MtqaParams]) -> bool:
-        knowledge_base = matrix.knowledge_node(ctx.graph)
+        knowledge_base = matrix.created_knowledge_node(ctx.graph)
         if knowledge_base.status == NodeStatus.PENDING:
             self._prepare_knowledge(ctx, knowledge_base)
             return True
-        if knowledge_base.data.get("not_covered"):
+        if holder_data(knowledge_base).not_covered:
             return self._close_uncovered(ctx)
         for column in matrix.columns(ctx.graph):
-            source = matrix.source_of_column(ctx.graph, column.index)
+            source = matrix.created_source_of_column(ctx.graph, column.index)
             pending = [c for c in column.cells if c.status == NodeStatus.PENDING]
             if pending:
                 if source.status != NodeStatus.DONE:
@@ -182,11 +190,11 @@ class MtqaMethod(Method[MtqaParams]):
                     if source.kind == SUMMARY:
                         # Retrieved with the summary, except under the no-correction ablation.
                         source = self._ensure_units(ctx, source)
-                    ctx.parallel([lambda chain=chain, source=source: self._think_chain(ctx, chain, source)
+                    ctx.parallel([partial(self._think_chain, ctx, chain, source)
                                   for chain in column.chains()
                                   if any(c.status == NodeStatus.PENDING for c in chain)])
                 return True
-            if column.summary.status == NodeStatus.PENDING:
+            if column.created_summary().status == NodeStatus.PENDING:
                 self._summarise(ctx, column.index)
                 return True
         return False
@@ -204,7 +212,7 @@ class MtqaMethod(Method[MtqaParams]):
 
     def _fail_column(self, ctx: RunContext[MtqaParams], column: matrix.Column, source: Node) -> None:
         what = "the knowledge base" if source.kind == KNOWLEDGE else f"the summary of column {column.index}"
-        for node in [*column.cells, column.summary]:
+        for node in [*column.cells, column.created_summary()]:
             if node.status == NodeStatus.PENDING:
                 ctx.graph.fail(node, f"{what} failed, so this column has nothing to think from; resume the run to retry")
 
@@ -214,7 +222,7 @@ class MtqaMethod(Method[MtqaParams]):
         """The run's knowledge base, opened once per process, with the question's documents added
         (again after a resume: the knowledge layer extracts only chunks it has not extracted yet)."""
         params = ctx.params
-        node = matrix.knowledge_node(ctx.graph)
+        node = matrix.created_knowledge_node(ctx.graph)
         if self._kb is None:
             self._kb = knowledge.open_knowledge_base(ctx, params.scope, collection=params.collection,
                                                      chunk_tokens=params.chunk_tokens, node=node)
@@ -228,7 +236,8 @@ class MtqaMethod(Method[MtqaParams]):
     @staticmethod
     def _document_hits(ctx: RunContext[MtqaParams], node: Node, data: KnowledgeData) -> list[Hit]:
         by_ref = {s.ref: s for s in ctx.graph.sources(node)}
-        return [Hit(title=s.title, ref=s.ref, snippet=s.snippet, text=s.text, kind=s.kind, url=s.url)
+        # A source's kind is that of the Hit it was stored from (`RunGraph.add_sources`).
+        return [Hit(title=s.title, ref=s.ref, snippet=s.snippet, text=s.text, kind=cast(HitKind, s.kind), url=s.url)
                 for s in (by_ref.get(ref) for ref in data.documents) if s is not None]
 
     def _prepare_knowledge(self, ctx: RunContext[MtqaParams], node: Node) -> None:
@@ -296,7 +305,7 @@ class MtqaMethod(Method[MtqaParams]):
         ctx.graph.finish(node, content=self._units_content(units), data={"units": [u.model_dump() for u in units]})
 
     def _question_keywords(self, ctx: RunContext[MtqaParams]) -> Keywords:
-        data = ctx.graph.data(matrix.knowledge_node(ctx.graph), KnowledgeData)
+        data = ctx.graph.data(matrix.created_knowledge_node(ctx.graph), KnowledgeData)
         return Keywords(detailed=tuple(data.detailed_keywords), general=tuple(data.general_keywords))
 
     def _retrieve(self, ctx: RunContext[MtqaParams], holder: Node, query: str, keywords: Keywords) -> list[UnitRecord]:
@@ -323,7 +332,7 @@ class MtqaMethod(Method[MtqaParams]):
 
     def _units_of(self, ctx: RunContext[MtqaParams], holder: Node) -> tuple[list[UnitRecord], list[Source]]:
         """A holder's units still in use, and their stored sources in the same order."""
-        units = [UnitRecord.model_validate(u) for u in (holder.data or {}).get("units", [])]
+        units = holder_data(holder).units
         by_id = {s.id: s for s in ctx.graph.sources()}
         kept = [u for u in knowledge.active(units) if u.source_id in by_id]
         return kept, [by_id[u.source_id] for u in kept]
@@ -346,7 +355,7 @@ class MtqaMethod(Method[MtqaParams]):
         """A chain's thoughts in order: each one gets α of the one above it."""
         above: Node | None = None
         for cell in chain:
-            cell = ctx.graph.node(cell.id)
+            cell = ctx.graph.node(stored_id(cell))
             if cell.status == NodeStatus.PENDING:
                 if above is not None and above.status != NodeStatus.DONE:
                     ctx.graph.fail(cell, "the thought above it failed, so its strategy could not be passed on; "
@@ -414,20 +423,21 @@ class MtqaMethod(Method[MtqaParams]):
 
     def _thoughts(self, ctx: RunContext[MtqaParams], column: int) -> list[Node]:
         return sorted((c for c in ctx.graph.nodes(kind=CELL)
-                       if c.data["column"] == column and c.status == NodeStatus.DONE), key=lambda c: c.data["row"])
+                       if cell_data(c).column == column and c.status == NodeStatus.DONE), key=lambda c: cell_data(c).row)
 
     def _summarise(self, ctx: RunContext[MtqaParams], column: int) -> None:
         params = ctx.params
         ctx.checkpoint()
-        summary = next(n for n in ctx.graph.nodes(kind=SUMMARY) if n.data["column"] == column)
+        summary = next(n for n in ctx.graph.nodes(kind=SUMMARY) if summary_data(n).column == column)
         summary = ctx.graph.start(summary)
         thoughts = self._thoughts(ctx, column)
         if not thoughts:
             ctx.graph.fail(summary, "every thought of this column failed; resume the run to retry them")
             return
+        output_type: type[MergedColumn] | type[ColumnSummary]
         if params.no_correction:
             # The -RAG ablation: no retrieval, no check; the thoughts' own citations are kept.
-            units, sources = self._units_of(ctx, matrix.source_of_column(ctx.graph, column))
+            units, sources = self._units_of(ctx, matrix.created_source_of_column(ctx.graph, column))
             fields = {"question": ctx.question, "column": column + 1,
                       "thoughts": self._numbered_thoughts(thoughts, sources)}
             prompt, text_prompt, output_type = prompts.MERGE, prompts.MERGE_TEXT, MergedColumn
@@ -439,6 +449,7 @@ class MtqaMethod(Method[MtqaParams]):
             prompt, text_prompt, output_type = prompts.SUMMARY, prompts.SUMMARY_TEXT, ColumnSummary
         messages = prompt.render(**fields)
         fallback = ""
+        result: ColumnSummary | MergedColumn | str
         try:
             result = ctx.llm.ask(messages, output_type, purpose="summary", node_id=summary.id,
                                  max_tokens=params.summary_tokens)
@@ -466,16 +477,16 @@ class MtqaMethod(Method[MtqaParams]):
     def _numbered_thoughts(thoughts: Sequence[Node], sources: Sequence[Source]) -> str:
         """The thoughts for a summary prompt, their citations numbered as the prompt's units are
         (citations of units not listed there are left out)."""
-        numbers = {s.id: n for n, s in enumerate(sources, start=1)}
+        numbers = {s.id: n for n, s in enumerate(sources, start=1) if s.id is not None}
         return "\n\n".join(
-            f"Thought {c.data['row'] + 1}:\n" + number_citations(c.content, numbers.keys(), start=numbers).text
+            f"Thought {cell_data(c).row + 1}:\n" + number_citations(c.content, numbers.keys(), start=numbers).text
             for c in thoughts)
 
     # ------------------------------------------------------------------ report
 
     def write_report(self, ctx: RunContext[MtqaParams]) -> None:
         holder = matrix.knowledge_node(ctx.graph)
-        if holder is not None and holder.data.get("not_covered"):
+        if holder is not None and holder_data(holder).not_covered:
             nearest = [hit.title for hit in ctx.graph.data(holder, KnowledgeData).dropped_as_unrelated]
             save_uncovered_report(ctx, [ctx.question], nearest, {"method": self.name})
             return
@@ -539,7 +550,7 @@ class MtqaMethod(Method[MtqaParams]):
     def _add_column(self, ctx: RunContext[MtqaParams], alpha: float | None) -> set[str]:
         params = ctx.params
         columns = matrix.columns(ctx.graph)
-        if columns and columns[-1].summary.status == NodeStatus.FAILED:
+        if columns and columns[-1].created_summary().status == NodeStatus.FAILED:
             raise CommandRejected("the last column's summary failed, so a new column has nothing to build on; "
                                   "resume the run first")
         index = len(columns)
@@ -559,7 +570,7 @@ class MtqaMethod(Method[MtqaParams]):
             raise CommandRejected("a column of one thought passes nothing between thoughts, so α changes nothing")
         if params.no_communication and alpha:
             raise CommandRejected("this run has the no-communication ablation on: every α is 0")
-        index = node.data["column"]
+        index = column_of(node)
         column = matrix.columns(ctx.graph)[index]
         for cell in column.cells[1:]:
             ctx.graph.update(cell, merge_data={"alpha": alpha})
@@ -581,7 +592,7 @@ class MtqaMethod(Method[MtqaParams]):
         """Think again what a pin or a drop of one of `holder`'s units (or its undoing) changes.
         `listed`: the holder still lists the unit (a drop undone after the holder's retrieval was made
         again without it: that retrieval is made again)."""
-        column = 0 if holder.kind == KNOWLEDGE else holder.data["column"] + 1
+        column = 0 if holder.kind == KNOWLEDGE else summary_data(holder).column + 1
         if not dropped:
             # The unit is in this retrieval either way: only the retrievals after it change.
             matrix.reset_from(ctx.graph, column, first_row=NO_ROW)
@@ -607,15 +618,15 @@ class MtqaMethod(Method[MtqaParams]):
             choices.dropped.append(unit.id)
             choices.dropped_titles[unit.id] = unit.title or unit.ref
         self._unmark(ctx, unit.id, pinned=not pin, dropped=pin)
-        choices.made_on[unit.id] = holder.id
+        choices.made_on[unit.id] = stored_id(holder)
         ctx.graph.save_state(CHOICES, choices.numbered(unit.id))
         units[number - 1] = unit.model_copy(update={"pinned": pin, "dropped": not pin})
         ctx.graph.update(holder, merge_data={"units": [u.model_dump() for u in units]})
-        if prior_node is not None and prior_node.id != holder.id:
+        if prior is not None and prior_node is not None and prior_node.id != holder.id:
             # The choice it replaces was made on another node: what that one changed is undone first
             # (a pin on the knowledge base had added the unit to every later retrieval).
             self._rethink_after(ctx, prior_node, dropped=prior[1] == "dropped",
-                                listed=self._lists(ctx.graph.node(prior_node.id), unit.id))
+                                listed=self._lists(ctx.graph.node(stored_id(prior_node)), unit.id))
         self._rethink_after(ctx, holder, dropped=not pin)
         return {REPORT}
 
@@ -632,25 +643,25 @@ class MtqaMethod(Method[MtqaParams]):
         self._unmark(ctx, unit_id, pinned=True, dropped=True)
         ctx.graph.save_state(CHOICES, choices.without(unit_id))
         self._rethink_after(ctx, made_on, dropped=kind == "dropped",
-                            listed=self._lists(ctx.graph.node(made_on.id), unit_id))
+                            listed=self._lists(ctx.graph.node(stored_id(made_on)), unit_id))
         return {REPORT}
 
     @staticmethod
     def _lists(holder: Node, unit_id: str) -> bool:
-        return any(u.get("id") == unit_id for u in (holder.data or {}).get("units", []))
+        return any(u.id == unit_id for u in holder_data(holder).units)
 
-    def _holders_by_id(self, ctx: RunContext[MtqaParams]) -> dict[int, Node]:
+    def _holders_by_id(self, ctx: RunContext[MtqaParams]) -> dict[int | None, Node]:
         return {h.id: h for h in self._holders_in_order(ctx)}
 
     def _first_marked(self, ctx: RunContext[MtqaParams], unit_id: str, kind: str) -> Node | None:
         """The first node whose listing marks the unit `kind` (pinned or dropped)."""
         return next((h for h in self._holders_in_order(ctx)
-                     if any(u.get("id") == unit_id and u.get(kind) for u in (h.data or {}).get("units", []))), None)
+                     if any(u.id == unit_id and getattr(u, kind) for u in holder_data(h).units)), None)
 
     def _unmark(self, ctx: RunContext[MtqaParams], unit_id: str, *, pinned: bool, dropped: bool) -> None:
         """Clear the given marks of `unit_id` on every node that lists it."""
         for holder in self._holders_in_order(ctx):
-            records = [UnitRecord.model_validate(u) for u in (holder.data or {}).get("units", [])]
+            records = holder_data(holder).units
             if not any(r.id == unit_id and ((pinned and r.pinned) or (dropped and r.dropped)) for r in records):
                 continue
             update = {**({"pinned": False} if pinned else {}), **({"dropped": False} if dropped else {})}
@@ -660,5 +671,5 @@ class MtqaMethod(Method[MtqaParams]):
     @staticmethod
     def _holders_in_order(ctx: RunContext[MtqaParams]) -> list[Node]:
         """The knowledge base, then each column's summary: the order their retrievals were made."""
-        summaries = sorted(ctx.graph.nodes(kind=SUMMARY), key=lambda n: n.data["column"])
+        summaries = sorted(ctx.graph.nodes(kind=SUMMARY), key=lambda n: summary_data(n).column)
         return [*ctx.graph.nodes(kind=KNOWLEDGE), *summaries]

@@ -3,11 +3,11 @@ checked against the knowledge units, the refined answer, the short answer)."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
-from engine.llm.schema_tools import capped
+from engine.llm.schema_tools import at_most
 from engine.reader_text import ReadableText
 
 MAX_PARAGRAPHS = 6
@@ -16,7 +16,7 @@ MAX_PARAGRAPHS = 6
 class Thought(BaseModel):
     """One thought node: a strategy, one step per paragraph (the paragraphs are what α passes on)."""
 
-    paragraphs: capped(ReadableText, MAX_PARAGRAPHS) = Field(
+    paragraphs: Annotated[list[ReadableText], at_most(MAX_PARAGRAPHS)] = Field(
         min_length=1, max_length=MAX_PARAGRAPHS,
         description="Your line of reasoning as 2-5 paragraphs, one step each, citing knowledge units as [n].")
 
@@ -32,9 +32,9 @@ class StrategyCheck(BaseModel):
 class ColumnSummary(BaseModel):
     """A summary node with correction (Step 5)."""
 
-    checks: capped(StrategyCheck, 8) = Field(
+    checks: Annotated[list[StrategyCheck], at_most(8)] = Field(
         default_factory=list, max_length=8, description="One check per thought of the column.")
-    paragraphs: capped(ReadableText, MAX_PARAGRAPHS) = Field(
+    paragraphs: Annotated[list[ReadableText], at_most(MAX_PARAGRAPHS)] = Field(
         min_length=1, max_length=MAX_PARAGRAPHS,
         description="The refined answer: the correct strategies kept, errors corrected, citing units as [n].")
     short_answer: str = Field(max_length=200, description=(
@@ -44,7 +44,7 @@ class ColumnSummary(BaseModel):
 class MergedColumn(BaseModel):
     """A summary node without correction (the -RAG ablation): the thoughts merged as they are."""
 
-    paragraphs: capped(ReadableText, MAX_PARAGRAPHS) = Field(
+    paragraphs: Annotated[list[ReadableText], at_most(MAX_PARAGRAPHS)] = Field(
         min_length=1, max_length=MAX_PARAGRAPHS,
         description="The thoughts merged into one answer, keeping their citations [n].")
     short_answer: str = Field(max_length=200, description=(

@@ -25,7 +25,8 @@ from engine.contract import (
 from engine.methods.common import DroppedHit
 from engine.methods.omnithink import prompts
 from engine.safe_text import inline_text
-from storage.models import Node, NodeStatus
+from storage.models import Node
+from storage.statuses import NodeStatus
 
 TOPIC, SUBTOPIC = "topic", "subtopic"
 POOL, OUTLINE = "concept_pool", "outline"

@@ -10,7 +10,8 @@ Every step is decided from what is stored, so a resumed run continues where it s
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from functools import partial
+from typing import Any, cast
 
 from engine.citations import (
     attribute_uncited,
@@ -19,10 +20,10 @@ from engine.citations import (
     source_blocks,
     to_stored_markers,
 )
-from engine.contract import CommandPayload, CommandRejected, CommandSpec, Notice
+from engine.contract import CommandPayload, CommandRejected, CommandSpec, Notice, UnsupportedCommand
 from engine.graph import NewNode, RunGraph
 from engine.llm.protocol import StructuredOutputError
-from engine.methods.base import REPORT, Method, RunContext, UnsupportedCommand
+from engine.methods.base import REPORT, Method, RunContext
 from engine.methods.coverage import save_uncovered_report, uncovered_section
 from engine.methods.estimate import CostEstimate
 from engine.methods.omnithink import estimate as cost
@@ -49,9 +50,10 @@ from engine.methods.omnithink.pool import merge
 from engine.methods.omnithink.schemas import Reflection, expansion_model, outline_model
 from engine.reader_text import REPORT_NOT_WRITTEN, SECTION_NOT_WRITTEN, UNWRITTEN, first_readable
 from engine.search.embeddings import top_for_each
-from engine.search.protocol import Hit, SearchError
+from engine.search.protocol import Hit, HitKind, SearchError
 from engine.search.relevance import not_covered, nothing_found, relevant_hits
-from storage.models import Node, NodeStatus, Source
+from storage.models import Node, Source, stored_id
+from storage.statuses import NodeStatus
 
 ARTICLE = REPORT
 
@@ -135,7 +137,7 @@ class OmniThinkMethod(Method[OmniThinkParams]):
         pending = [n for n in self._tree(ctx) if n.status == NodeStatus.PENDING]
         if not pending:
             return False
-        ctx.parallel([lambda node=node: self._retrieve(ctx, node) for node in pending])
+        ctx.parallel([partial(self._retrieve, ctx, node) for node in pending])
         return True
 
     def _retrieve(self, ctx: RunContext[OmniThinkParams], node: Node) -> None:
@@ -145,7 +147,7 @@ class OmniThinkMethod(Method[OmniThinkParams]):
         queries = tree_of(node).keywords or [node.label]
         sources: list[Source] = []
         errors = []
-        dropped: list[dict] = []
+        dropped: list[dict[str, Any]] = []
         for query in queries:
             try:
                 # The paper searches a subtopic's keywords as they are; `prefix_topic` adds the topic.
@@ -199,7 +201,7 @@ class OmniThinkMethod(Method[OmniThinkParams]):
         result = merge(insights, state.concepts)
         ctx.graph.save_state(POOL, ConceptPool(
             step=step, concepts=result.pool, added=result.added, duplicates=result.duplicates,
-            sufficient=sufficient, from_nodes=[n.id for n in new], error=error))
+            sufficient=sufficient, from_nodes=[stored_id(n) for n in new], error=error))
         for node in new:
             ctx.graph.update(node, merge_data={"reflected_step": step})
         return True
@@ -217,7 +219,7 @@ class OmniThinkMethod(Method[OmniThinkParams]):
         # What is explored is read once for the whole layer: a leaf's prompt must not depend on which of
         # its siblings' expansions happened to finish first (and `--llm fake` stays deterministic).
         live = self._live(ctx)
-        ctx.parallel([lambda leaf=leaf: self._expand_leaf(ctx, leaf, params.subnodes, False, live) for leaf in leaves])
+        ctx.parallel([partial(self._expand_leaf, ctx, leaf, params.subnodes, False, live) for leaf in leaves])
         return True
 
     def _expand_leaf(self, ctx: RunContext[OmniThinkParams], leaf: Node, k: int, forced: bool,
@@ -318,10 +320,15 @@ class OmniThinkMethod(Method[OmniThinkParams]):
 
     def _article(self, ctx: RunContext[OmniThinkParams]) -> None:
         params = ctx.params
-        outline = ctx.graph.state(OUTLINE, OutlineState).outline
+        state = ctx.graph.state(OUTLINE, OutlineState)
+        if state is None:  # `_write` saves the outline first
+            raise RuntimeError("the article is written from the outline, and there is none yet")
+        outline = state.outline
         sources = self._tree_sources(ctx)
         by_ref = {s.ref: s for s in sources}
-        hits = [Hit(title=s.title, ref=s.ref, snippet=s.snippet, text=s.text, kind=s.kind, url=s.url) for s in sources]
+        # Every source was stored from a Hit (`RunGraph.add_sources`), so its kind is a HitKind.
+        hits = [Hit(title=s.title, ref=s.ref, snippet=s.snippet, text=s.text, kind=cast(HitKind, s.kind), url=s.url)
+                for s in sources]
         sections = outline["sections"]
         results: list[dict[str, Any] | None] = [None] * len(sections)
         evidence = self._section_evidence(ctx, sections, hits, by_ref)
@@ -343,7 +350,7 @@ class OmniThinkMethod(Method[OmniThinkParams]):
                               "evidence": found, "invalid_citations": dropped, "attributed_citations": attributed,
                               UNWRITTEN: text is None}
 
-        ctx.parallel([lambda i=i, section=section: write(i, section) for i, section in enumerate(sections)])
+        ctx.parallel([partial(write, i, section) for i, section in enumerate(sections)])
         draft = "\n\n".join(r["markdown"] for r in results if r)
         unwritten = all(r is None or r[UNWRITTEN] for r in results)
         article, polish_note = (REPORT_NOT_WRITTEN, "") if unwritten else self._polish(ctx, draft)
@@ -395,7 +402,7 @@ class OmniThinkMethod(Method[OmniThinkParams]):
 
     def _polish(self, ctx: RunContext[OmniThinkParams], draft: str) -> tuple[str, str]:
         """Remove repetition across sections; keep the draft if the edit loses content or citations."""
-        all_sources = {s.id: s for s in ctx.graph.sources()}
+        all_sources = {stored_id(s): s for s in ctx.graph.sources()}
         numbered = number_citations(draft, all_sources.keys())
         ordered = [all_sources[sid] for _, sid in sorted(numbered.numbering.items())]
         polished = ctx.llm.text_reply(prompts.POLISH_ARTICLE.render(article=numbered.text), purpose="writer",

@@ -16,6 +16,7 @@ passages, so the report's claims resolve to sources; the report adds the traject
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from engine.citations import cited_source_ids, source_blocks, to_stored_markers
 from engine.llm.protocol import StructuredOutputError
@@ -37,7 +38,8 @@ from engine.search.relevance import (
     relevant_hits,
     ungrounded_note,
 )
-from storage.models import Node, NodeStatus, Source
+from storage.models import Node, Source
+from storage.statuses import NodeStatus
 
 
 @dataclass
@@ -119,7 +121,7 @@ class ReactMethod(Method[ReactParams]):
         return self._search(ctx, node, chosen, done, data)
 
     def _search(self, ctx: RunContext[ReactParams], node: Node, chosen: ReactStep, done: list[Node],
-                data: dict) -> Node:
+                data: dict[str, Any]) -> Node:
         params = ctx.params
         query = " ".join(chosen.argument.split())
         label = f"Search: {query[:80]}"

@@ -6,16 +6,21 @@ check (`engine/claim_support.py`, which the evaluation harness shares), on the r
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
 
 from engine.citations import source_blocks
 from engine.claim_support import JudgedRun, check_claims, citation_error_rate
+from engine.llm.protocol import Message
 from engine.methods.base import RunContext
 from engine.methods.research import prompts
 from engine.methods.research.markers import CitedText, write_cited
 from engine.methods.research.params import ResearchParams
 from engine.prompting import inert
 from storage.models import Node, Source
+
+T = TypeVar("T", bound=BaseModel)
 
 
 def write_answer(ctx: RunContext[ResearchParams], node: Node, *, reasoning: Sequence[str], findings: str,
@@ -38,15 +43,18 @@ class _NodeJudge:
     def __init__(self, ctx: RunContext[ResearchParams], node: Node) -> None:
         self._ctx, self._node = ctx, node
 
-    def ask(self, messages, output_type, *, purpose: str = "judge_claims"):
+    def ask(self, messages: Sequence[Message], output_type: type[T], *, purpose: str = "judge_claims") -> T:
         return self._ctx.llm.ask(messages, output_type, purpose=purpose, node_id=self._node.id, max_tokens=1200)
 
 
 def check_answer(ctx: RunContext[ResearchParams], node: Node, text: str, sources: dict[int, Source], removed: int) -> dict[str, Any]:
     """Each cited sentence against its source: the checks, the counts and the two rates. The markers
     removed before storing (malformed or dangling after the last retry) count as dangling errors."""
-    result = check_claims(_NodeJudge(ctx, node), JudgedRun(run_id=ctx.run_id, question=ctx.question, report=text,
-                                                           sources=sources, model=""))  # type: ignore[arg-type]
+    # One judge call per cited source, made together: none reads another's verdict.
+    run = JudgedRun(run_id=ctx.run_id, question=ctx.question, report=text, sources=sources, model="")
+    # check_claims calls nothing but `llm.ask(messages, output_type, purpose=)`, which a _NodeJudge has; its
+    # parameter is annotated EvalLLM (engine/claim_support.py) where any such judge is meant.
+    result = check_claims(_NodeJudge(ctx, node), run, parallel=ctx.parallel)  # type: ignore[arg-type]
     return rates({
         "checks": [{"sentence": s.number, "text": s.text, "source_id": c.source_id, "status": c.status,
                     "reason": c.reason} for s in result.sentences for c in s.citations],

@@ -15,6 +15,7 @@ import re
 
 from engine.llm.fake import (
     PromptWriter,
+    Sentence,
     cite,
     rank_sentences,
     read_prompt,
@@ -55,7 +56,7 @@ def answer_text(request: ChatRequest) -> str:
     ranked = rank_sentences(view)
     if not ranked:
         return PromptWriter(view).paragraph()
-    best_per_source: dict[int, object] = {}
+    best_per_source: dict[int, Sentence] = {}
     for sentence in ranked:
         best_per_source.setdefault(sentence.source, sentence)
     picked = list(best_per_source.values())[:ANSWER_SOURCES]

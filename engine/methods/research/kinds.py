@@ -76,8 +76,10 @@ class SearchData(NodeData):
         "Its rerank and summary are steps of their own under it (`steps.py`); False on runs stored before, "
         "whose search node holds the ranking and the summary itself."))
 
-    @property  # type: ignore[misc]  # per node: a stepped search's content is a line of ours, not the summary
-    def content_heading(self) -> str:
+    # Per node: a stepped search's content is a line of ours, not the summary. NodeData's default is a
+    # ClassVar that nothing assigns, so a read-only property can stand in for it (mypy cannot know that).
+    @property
+    def content_heading(self) -> str:  # type: ignore[override]
         """Its content's heading in the node panel: the summary's on a search stored before the steps
         were drawn; none on a stepped one, whose fields say what the search found."""
         return "" if self.stepped else "Summary"

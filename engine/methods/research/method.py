@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from typing import Any
 
 from engine.citations import cited_source_ids, number_citations, strip_markers
 from engine.contract import ANSWER_NODE, CommandPayload, CommandRejected, CommandSpec, UnsupportedCommand
@@ -55,7 +56,8 @@ from engine.prompting import inert
 from engine.reader_text import is_placeholder
 from engine.safe_text import one_line
 from engine.search.relevance import not_covered, ungrounded_note
-from storage.models import Node, NodeStatus, Source
+from storage.models import Node, Source, stored_id
+from storage.statuses import NodeStatus
 
 UNFINISHED = (NodeStatus.PENDING, NodeStatus.RUNNING)
 
@@ -65,7 +67,9 @@ def _query_of(text: str) -> str:
 
 
 def _same_query(a: str, b: str) -> bool:
-    words = lambda text: " ".join(re.findall(r"\w+", text.casefold()))  # noqa: E731
+    def words(text: str) -> str:
+        return " ".join(re.findall(r"\w+", text.casefold()))
+
     return words(a) == words(b)
 
 
@@ -75,11 +79,11 @@ class Chain:
     def __init__(self, nodes: list[Node]) -> None:
         live = [n for n in nodes if n.status != NodeStatus.PRUNED]
         self.root = next((n for n in nodes if n.parent_id is None), None)
-        self.searches = sorted((n for n in live if n.kind == SEARCH), key=lambda n: n.id)
-        self.turns = sorted((n for n in live if n.kind == REASONING), key=lambda n: n.id)
+        self.searches = sorted((n for n in live if n.kind == SEARCH), key=stored_id)
+        self.turns = sorted((n for n in live if n.kind == REASONING), key=stored_id)
         self.answer = next((n for n in live if n.kind == ANSWER), None)
         steps = self.searches + self.turns
-        self.tip = max(steps, key=lambda n: n.id) if steps else None
+        self.tip = max(steps, key=stored_id) if steps else None
         # Each search's rerank and summary steps (`steps.py`), by the search's id.
         by_id = {n.id: n for n in live}
         self.reranks = {n.parent_id: n for n in live if n.kind == RERANK}
@@ -90,7 +94,7 @@ class Chain:
     def summaries(self) -> dict[int, str]:
         """Search node id -> its summary: its summary step's text, or (a search stored before the
         steps were drawn) its own."""
-        return {s.id: (self.summaries_of[s.id].content if s.id in self.summaries_of else s.content) or ""
+        return {stored_id(s): (self.summaries_of[s.id].content if s.id in self.summaries_of else s.content) or ""
                 for s in self.searches}
 
     def end_of(self, node: Node) -> Node:
@@ -109,7 +113,7 @@ class Chain:
         document numbers when it was written, which a dropped source has shifted since (the writer
         would read "[7]" as another document) and the summarizer numbers per search."""
         return [RUN_WIDE_NUMBER.sub("", turn_of(n).reasoning) for n in self.turns
-                if n.status == NodeStatus.DONE and (before is None or n.id < before) and turn_of(n).reasoning]
+                if n.status == NodeStatus.DONE and (before is None or stored_id(n) < before) and turn_of(n).reasoning]
 
     def queries(self) -> list[str]:
         """The queries searched: a search whose backend failed found nothing, so asking it again
@@ -258,8 +262,7 @@ class ResearchMethod(Method[ResearchParams]):
 
     def _turn(self, ctx: RunContext[ResearchParams], chain: Chain, node: Node) -> None:
         params = self._params(ctx)
-        data = node.data or {}
-        focus = data.get("focus", "")
+        focus = turn_of(node).focus
         left = max(0, params.max_searches - chain.agent_searches())
         numbers, _ = self._numbering(ctx, chain)
         done = [s for s in chain.searches if s.status == NodeStatus.DONE]
@@ -377,14 +380,14 @@ class ResearchMethod(Method[ResearchParams]):
         ctx.checkpoint()
         params = self._params(ctx)
         answer = ctx.graph.start(answer)
-        data = answer.data or {}
-        if not data.get("attempts") and ctx.sources_only and not ctx.graph.sources() \
+        data = answer_of(answer)
+        if not data.attempts and ctx.sources_only and not ctx.graph.sources() \
                 and not chain.failed_searches():
             # No search kept a document about the question, and the model answers only from sources.
             ctx.graph.finish(answer, content=not_covered(ctx.question, ctx.searcher.description), data={
                 "not_covered": True, "search_count": sum(s.status == NodeStatus.DONE for s in chain.searches)})
             return True
-        if not data.get("attempts"):
+        if not data.attempts:
             numbers, documents = self._numbering(ctx, chain)
             done = [s for s in chain.searches if s.status == NodeStatus.DONE]
             cited = write_answer(ctx, answer, reasoning=chain.reasoning(), findings=findings(done, numbers, chain.summaries),
@@ -403,12 +406,12 @@ class ResearchMethod(Method[ResearchParams]):
             ctx.graph.link_sources(answer, cited_source_ids(cited.text))
             answer = ctx.graph.update(answer, content=cited.text, merge_data={
                 "attempts": cited.attempts, "removed_markers": cited.removed, "uncited": cited.uncited})
-            data = answer.data or {}
-        update: dict = {"search_count": sum(s.status == NodeStatus.DONE for s in chain.searches)}
-        if params.check_citations and not data.get("checked"):
+            data = answer_of(answer)
+        update: dict[str, Any] = {"search_count": sum(s.status == NodeStatus.DONE for s in chain.searches)}
+        if params.check_citations and not data.checked:
             ctx.checkpoint()
-            sources = {s.id: s for s in ctx.graph.sources() if s.id not in self._dropped(ctx).ids()}
-            update |= check_answer(ctx, answer, answer.content or "", sources, len(data.get("removed_markers") or []))
+            sources = {stored_id(s): s for s in ctx.graph.sources() if s.id not in self._dropped(ctx).ids()}
+            update |= check_answer(ctx, answer, answer.content or "", sources, len(data.removed_markers))
         ctx.graph.finish(answer, data=update)
         return True
 
@@ -458,7 +461,7 @@ class ResearchMethod(Method[ResearchParams]):
             # last change may give [n] to a different source than the one you read.
             raise CommandRejected("the report is being written again after the last change; drop the "
                                   "source once the new report is shown")
-        sources = {s.id: s for s in ctx.graph.sources()}
+        sources = {stored_id(s): s for s in ctx.graph.sources()}
         numbering = number_citations(current.markdown, sources).numbering
         if number not in numbering:
             raise CommandRejected(f"the report has no source [{number}]; it cites {len(numbering)} "
@@ -468,6 +471,6 @@ class ResearchMethod(Method[ResearchParams]):
         if any(d.source_id == source.id for d in dropped.sources):
             raise CommandRejected(f"source [{number}] ('{source.title}') is already dropped")
         ctx.graph.save_state(DROPPED_SOURCES, DroppedSources(
-            sources=[*dropped.sources, DroppedSource(source_id=source.id, title=source.title)],
+            sources=[*dropped.sources, DroppedSource(source_id=stored_id(source), title=source.title)],
             change=f"you dropped '{source.title}'"))
         self._retire_answer(ctx, chain)

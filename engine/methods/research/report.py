@@ -10,10 +10,11 @@ from typing import Any
 
 from engine.citations import number_citations
 from engine.contract import ANSWER_NODE
-from engine.methods.research.kinds import search_of
+from engine.methods.research.kinds import AnswerData, answer_of, search_of
 from engine.reader_text import UNWRITTEN
 from engine.safe_text import inline_text
-from storage.models import Node, NodeStatus, Source
+from storage.models import Node, Source
+from storage.statuses import NodeStatus
 
 NOT_WRITTEN = ("_The agent has not written its answer: resume the run (or press Rewrite report once it is "
                "done)._")
@@ -25,27 +26,27 @@ def _percent(value: float | None) -> str:
     return "–" if value is None else f"{value:.0%}"
 
 
-def citation_check_section(data: dict[str, Any], numbering: dict[int, int]) -> list[str]:
+def citation_check_section(data: AnswerData, numbering: dict[int, int]) -> list[str]:
     """One line per (sentence, cited source): the sentence, the source's report number, the verdict
     and why. Sentences are plain text here (no stored markers), so a judge reading the report does
     not count them as citations again; `engine/report.py` sanitises the whole body."""
-    removed = len(data.get("removed_markers") or [])
-    if not data.get("markers") and not removed:
+    removed = len(data.removed_markers)
+    if not data.markers and not removed:
         return ["## Citation check", "", "The answer cites no document, so no citation was checked."]
     lines = ["## Citation check", "",
-             f"Support rate {_percent(data.get('support_rate'))} · unsupported citations "
-             f"{_percent(data.get('citation_error_rate'))} · {data.get('markers', 0)} citations checked · "
+             f"Support rate {_percent(data.support_rate)} · unsupported citations "
+             f"{_percent(data.citation_error_rate)} · {data.markers} citations checked · "
              f"{removed} bad markers removed", ""]
     by_id = {sid: n for n, sid in numbering.items()}
-    for check in data.get("checks") or []:
-        number = by_id.get(check["source_id"])
+    for check in data.checks:
+        number = by_id.get(check.source_id)
         cited = f"[{number}]" if number is not None else "an unknown source"
         # The sentence is the model's answer and the reason the judge's: escaped, one line each, so
         # neither can start a heading (a second "Sources"), a list entry or a citation `[n]` of its own.
-        reason = f": {inline_text(check['reason'])}" if check.get("reason") else ""
-        lines.append(f"- Sentence {check['sentence']} ({cited}, {_VERDICT_WORDS.get(check['status'], check['status'])})"
-                     f" — “{inline_text(check['text'])}”{reason}")
-    for marker in data.get("removed_markers") or []:
+        reason = f": {inline_text(check.reason)}" if check.reason else ""
+        lines.append(f"- Sentence {check.sentence} ({cited}, {_VERDICT_WORDS.get(check.status, check.status)})"
+                     f" — “{inline_text(check.text)}”{reason}")
+    for marker in data.removed_markers:
         # Escaped, not in a code span: a removed `[[S<id>]]` of a real source would still be read as a
         # citation inside one (the report numbers its markers before any Markdown is parsed).
         lines.append(f"- A bad marker was removed from the answer: {inline_text(marker)}")
@@ -61,17 +62,16 @@ def report(answer: Node | None, searches: Sequence[Node], turns: Sequence[Node],
                             "queries": [search_of(s).query for s in done]}
     if answer is None or answer.status != NodeStatus.DONE or not (answer.content or "").strip():
         return NOT_WRITTEN, "", {**data, UNWRITTEN: True}
-    info = answer.data or {}
+    info = answer_of(answer)
     numbering = number_citations(answer.content or "", {s.id for s in sources if s.id is not None}).numbering
     parts: list[str] = []
-    if info.get("checked"):
+    if info.checked:
         parts.append("\n".join(citation_check_section(info, numbering)))
     parts.append(f"_The agent ran {len(done)} {'search' if len(done) == 1 else 'searches'} and "
                  f"{len(turns)} reasoning {'turn' if len(turns) == 1 else 'turns'}._")
-    metrics = {"search_count": len(done), "support_rate": info.get("support_rate"),
-               "citation_error_rate": info.get("citation_error_rate"),
-               "removed_markers": len(info.get("removed_markers") or [])}
+    metrics = {"search_count": len(done), "support_rate": info.support_rate,
+               "citation_error_rate": info.citation_error_rate, "removed_markers": len(info.removed_markers)}
     own = "".join(f"\n\n{part}" for part in parts)
     return answer.content.strip(), own, {**data, ANSWER_NODE: answer.id, "metrics": metrics,
-                                         "support_rate": info.get("support_rate"),
-                                         "citation_error_rate": info.get("citation_error_rate")}
+                                         "support_rate": info.support_rate,
+                                         "citation_error_rate": info.citation_error_rate}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from engine.citations import source_blocks
 from engine.methods.base import RunContext
@@ -21,10 +22,10 @@ from engine.methods.research.steps import RERANK, ranking, step_node
 from engine.prompting import inert
 from engine.search.protocol import SearchError
 from engine.search.relevance import RelevanceResult, nothing_found, relevant_hits
-from engine.search.rerank import BM25Reranker, Reranker
+from engine.search.rerank import BM25Reranker, RerankEndpoint, Reranker
 from engine.search.rerankers import LLMReranker
 from engine.search.retrieval import KeepOrder, builtin_reranker
-from storage.models import Node, Source
+from storage.models import Node, Source, stored_id
 
 # A document number [n] (or [n, m]) in the agent's reasoning, left out of later prompts (`Chain.reasoning`).
 RUN_WIDE_NUMBER = re.compile(r"\s*\[\d+(?:\s*[,;]\s*\d+)*\]")
@@ -41,7 +42,7 @@ class RerankerUnavailable(ValueError):
 def choose_reranker(ctx: RunContext[ResearchParams], node: Node) -> Reranker:
     """The reranker the parameters ask for (`auto`: THOUGHTMAP_RERANKER's); the LLM one runs on this
     run's accounted LLM."""
-    choice = ctx.params.reranker
+    choice: str = ctx.params.reranker
     if choice == "auto":
         choice = ctx.default_reranker
     if choice == "llm":
@@ -57,10 +58,11 @@ def choose_reranker(ctx: RunContext[ResearchParams], node: Node) -> Reranker:
 
         return LLMReranker(ctx.llm.bound(node.id), parallel=ctx.parallel, known=judged, on_score=keep)
     if choice == "endpoint":
-        if ctx.rerank_endpoint is None:
+        endpoint = ctx.service(RerankEndpoint)
+        if endpoint is None:
             raise RerankerUnavailable("the endpoint reranker needs THOUGHTMAP_RERANK_URL (a /rerank server); "
                                       "set it or choose the builtin or llm reranker")
-        return ctx.rerank_endpoint
+        return endpoint
     if choice == "bm25":
         return BM25Reranker()
     if choice == "none":
@@ -71,8 +73,7 @@ def choose_reranker(ctx: RunContext[ResearchParams], node: Node) -> Reranker:
 def retrieve(ctx: RunContext[ResearchParams], node: Node) -> Node:
     """Stage 1: search, rerank, keep the top N above the floor; stored with their scores."""
     params = ctx.params
-    data = node.data or {}
-    query = data.get("query", "")
+    query = search_of(node).query
     try:
         hits = ctx.search(query, k=params.search_top_k, node=node)
     except SearchError as exc:
@@ -129,31 +130,31 @@ def documents_of(ctx: RunContext[ResearchParams], node: Node, dropped: set[int])
 
 
 def summarize(ctx: RunContext[ResearchParams], node: Node, reasoning: Sequence[str], dropped: set[int],
-              step: Node | None = None) -> tuple[str, dict]:
+              step: Node | None = None) -> tuple[str, dict[str, Any]]:
     """Stage 2: the summary (stored markers) and its data. The first search's summary reads the
     query alone; a later one also reads the agent's reasoning so far (the paper's two prompts).
     `step`: the search's summary step, whose node the calls and the step log are told of (its data
     also counts the documents read); None for a search stored before the steps were drawn."""
     params = ctx.params
-    data = node.data or {}
+    search = search_of(node)
     documents = documents_of(ctx, node, dropped)
     counted = {"documents": len(documents)} if step is not None else {}
     node_id = (step or node).id
     if not documents:
-        if data.get("search_error"):  # its technical text stays in the node's "Search error" field
+        if search.search_error:  # its technical text stays in the node's "Search error" field
             return "This search failed, so it found nothing to summarise.", {"summary_attempts": 0, **counted}
-        return f"Nothing to summarise: {nothing_found(data.get('searcher') or 'the search')}", {
+        return f"Nothing to summarise: {nothing_found(search.searcher or 'the search')}", {
             "summary_attempts": 0, **counted}
     blocks = inert(source_blocks(documents, max_chars=params.doc_chars))
     first = not reasoning
 
     def write(feedback: str) -> str:
         if first:
-            messages = prompts.SUMMARIZE_FIRST.render(query=inert(data.get("query", "")), documents=blocks, feedback=feedback)
+            messages = prompts.SUMMARIZE_FIRST.render(query=inert(search.query), documents=blocks, feedback=feedback)
         else:
             # The reasoning comes without its run-wide [n] (`Chain.reasoning`): here documents are
             # numbered per search from 1, where they would name this search's documents.
-            messages = prompts.SUMMARIZE.render(query=inert(data.get("query", "")), documents=blocks, feedback=feedback,
+            messages = prompts.SUMMARIZE.render(query=inert(search.query), documents=blocks, feedback=feedback,
                                                 reasoning=inert("\n\n".join(reasoning)))
         return ctx.llm.text(messages, purpose="summarizer", node_id=node_id, max_tokens=params.summary_max_tokens,
                             temperature=params.temperature)
@@ -174,7 +175,7 @@ def findings(searches: Sequence[Node], numbers: dict[int, int], summaries: Mappi
     `summaries`: search node id -> its summary (`Chain.summaries`)."""
     parts = []
     for node in searches:
-        body = numbered(summaries.get(node.id, ""), numbers).strip()
+        body = numbered(summaries.get(stored_id(node), ""), numbers).strip()
         parts.append(f"Search {search_of(node).round}: {inert(search_of(node).query)}\n"
                      f"{inert(body) or '(nothing relevant was found)'}")
     return "\n\n".join(parts) or "(no search has finished yet)"

@@ -15,9 +15,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from engine.contract import NodeData
+from engine.graph import RunGraph
 from engine.safe_text import inline_text
 from engine.search.protocol import Hit
-from engine.search.relevance import RelevanceResult
+from engine.search.relevance import Judged, RelevanceResult
 from storage.models import Node, Source
 
 RERANK, SUMMARY = "rerank", "summary"
@@ -103,7 +104,7 @@ class SummaryData(NodeData):
         return " · ".join(parts)
 
 
-def _below_floor(judged) -> str:
+def _below_floor(judged: Judged) -> str:
     """Why the relevance floor left a hit out: how much of the query it covers (and how close in
     meaning it is, when the floor judged that too)."""
     similarity = getattr(judged, "similarity", None)
@@ -116,7 +117,7 @@ def ranking(found: Sequence[Hit], ranked: Sequence[Hit], relevance: RelevanceRes
     """Every hit the search `found`, in the reranked order (`ranked`), each with its score (the
     reranker's, or with `first_stage` the search's own: the `none` reranker scores by position
     alone), kept (the `kept` ones, with their stored source) or why it was dropped."""
-    first = {}
+    first: dict[str, tuple[int, float]] = {}
     for place, hit in enumerate(found, start=1):
         first.setdefault(hit.ref, (place, hit.score))
     below_floor = {id(j.hit): j for j in relevance.dropped}
@@ -140,7 +141,7 @@ def ranking(found: Sequence[Hit], ranked: Sequence[Hit], relevance: RelevanceRes
     return out
 
 
-def step_node(graph, parent: Node, kind: str, label: str) -> Node:
+def step_node(graph: RunGraph, parent: Node, kind: str, label: str) -> Node:
     """`parent`'s step of this kind, added once: a resumed search finds the one it added before."""
     made = next((child for child in graph.children(parent) if child.kind == kind), None)
     return made if made is not None else graph.add(kind=kind, label=label, parent=parent)

@@ -1,0 +1,294 @@
+"""Nodes and edges: add (in batches), update with the node's usage, list, the snapshot of a graph. (Mixed into `storage.repository.Repository`.)"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import delete, insert, update
+from sqlalchemy import select as sa_select
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, col, select
+
+from storage.models import (
+    Edge,
+    Node,
+    Run,
+    table_of,
+    utcnow,
+)
+from storage.repository_base import (
+    GraphSnapshot,
+    NodeInput,
+    NodeNotFound,
+    RepositoryBase,
+    RunNotFound,
+    _node_usage_columns,
+    _nodes,
+    _runs,
+)
+from storage.statuses import NodeStatus
+
+
+class NodeRows(RepositoryBase):
+    if TYPE_CHECKING:
+        # RunRows's, which `Repository` mixes in beside this class.
+        def get_run(self, run_id: str) -> Run: ...
+
+    def add_node(
+        self,
+        run_id: str,
+        *,
+        kind: str,
+        label: str,
+        content: str = "",
+        parent_id: int | None = None,
+        status: str = NodeStatus.PENDING,
+        depth: int = 0,
+        order: int | None = None,
+        priority: float = 0.0,
+        data: dict[str, Any] | None = None,
+        edge_kind: str = "child",
+    ) -> Node:
+        item = NodeInput(kind=kind, label=label, parent_id=parent_id, content=content, status=status,
+                         depth=depth, priority=priority, data=data, edge_kind=edge_kind)
+        return self._add_nodes(run_id, [item], order=order or 0)[0]
+
+    def add_nodes(self, run_id: str, inputs: Sequence[NodeInput]) -> list[Node]:
+        """Several nodes (and the edges from their parents) in one transaction, one version bump."""
+        return self._add_nodes(run_id, inputs) if inputs else []
+
+    def _add_nodes(self, run_id: str, inputs: Sequence[NodeInput], order: int = 0) -> list[Node]:
+        now = utcnow()
+        nodes = [
+            Node(run_id=run_id, parent_id=i.parent_id, kind=i.kind, label=i.label, content=i.content,
+                 status=i.status, depth=i.depth, order=order, priority=i.priority, data=dict(i.data or {}),
+                 created_at=now,
+                 # Set here, not by the database, so the returned node is complete without a re-read.
+                 started_at=now if i.status == NodeStatus.DONE else None,
+                 finished_at=now if i.status == NodeStatus.DONE else None)
+            for i in inputs
+        ]
+        try:
+            with self._session() as s:
+                s.add_all(nodes)
+                # The ids: one INSERT ... RETURNING on PostgreSQL; one INSERT per node on SQLite,
+                # where the ORM cannot otherwise tie the returned ids to the nodes.
+                s.flush()
+                edges: list[dict[str, Any]] = [
+                    dict(run_id=run_id, src=i.parent_id, dst=n.id, kind=i.edge_kind, data={})
+                    for i, n in zip(inputs, nodes) if i.parent_id is not None]
+                bump = {"node_count": _runs.c.node_count + len(nodes), "updated_at": now}
+                if edges:  # nothing to read back: one multi-row INSERT, with the bump on PostgreSQL
+                    self._insert_rows_with_bump(s, lambda rows: insert(table_of(Edge)).values(rows), edges,
+                                                run_id, **bump)
+                else:
+                    s.execute(self._bump(run_id, **bump))
+                s.commit()
+        except IntegrityError as exc:
+            # The keys refused the run or a parent: say which, in words.
+            self.get_run(run_id)
+            parents = sorted({i.parent_id for i in inputs if i.parent_id is not None})
+            if not parents:
+                raise
+            raise ValueError(f"a parent ({', '.join(map(str, parents))}) is not a node of run '{run_id}'") from exc
+        return nodes
+
+    def remove_edge(self, run_id: str, src: int, dst: int, kind: str) -> bool:
+        """Remove the edge src -> dst of this kind; whether there was one."""
+        with self._session() as s:
+            result = s.exec(delete(Edge).where(col(Edge.run_id) == run_id, col(Edge.src) == src,
+                                               col(Edge.dst) == dst, col(Edge.kind) == kind))
+            if result.rowcount:
+                s.exec(update(Run).where(col(Run.id) == run_id).values(version=Run.version + 1))
+            s.commit()
+        return bool(result.rowcount)
+
+    def add_edge(self, run_id: str, src: int, dst: int, kind: str, data: dict[str, Any] | None = None) -> Edge:
+        """The edge src -> dst of this kind; an existing one is returned as it is (idempotent).
+
+        Both ends must be nodes of the run (ValueError otherwise; the database's keys check it)."""
+        existing = self._find_edge(run_id, src, dst, kind)
+        if existing is not None:
+            return existing
+        edge = Edge(run_id=run_id, src=src, dst=dst, kind=kind, data=dict(data or {}))
+        try:
+            with self._session() as s:
+                s.add(edge)
+                s.exec(update(Run).where(col(Run.id) == run_id).values(version=Run.version + 1))
+                s.commit()
+        except IntegrityError as exc:
+            # Either another worker added the same edge first (unique key), or an end is not a
+            # node of this run (foreign keys): the re-read tells which.
+            existing = self._find_edge(run_id, src, dst, kind)
+            if existing is not None:
+                return existing
+            raise ValueError(f"cannot link {src} -> {dst}: both must be nodes of run '{run_id}'") from exc
+        return edge
+
+    def _find_edge(self, run_id: str, src: int, dst: int, kind: str) -> Edge | None:
+        with self._session() as s:
+            return s.exec(
+                select(Edge).where(Edge.run_id == run_id, Edge.src == src, Edge.dst == dst, Edge.kind == kind)
+            ).first()
+
+    def get_node(self, node_id: int) -> Node:
+        with self._session() as s:
+            node = s.get(Node, node_id)
+        if node is None:
+            raise NodeNotFound(node_id)
+        return node
+
+    def update_node(self, node_id: int, *, merge_data: dict[str, Any] | None = None, **values: Any) -> Node:
+        """Set columns (`data=` replaces the node's data); `merge_data` is merged into its `data`.
+
+        Without `merge_data` (or with `data=` too, merged over it here): one `UPDATE nodes ...
+        RETURNING`, no read. With `merge_data` alone the stored data is read first (and locked on
+        PostgreSQL, so concurrent merges do not lose keys). Every update also recomputes the node's
+        usage totals from its LLM calls, in the same statement."""
+        # The read locks FOR NO KEY UPDATE (`key_share=True`), as the UPDATE does anyway. FOR UPDATE
+        # would also block the key-share locks of inserts that reference the node (the links of
+        # its sources) while they hold the run's row, which this update waits for next: a deadlock.
+        with self._session() as s:
+            if merge_data:
+                if "data" in values:
+                    values["data"] = {**(values["data"] or {}), **merge_data}
+                else:
+                    row = s.execute(
+                        sa_select(_nodes.c.data).where(_nodes.c.id == node_id).with_for_update(key_share=True)
+                    ).first()
+                    if row is None:
+                        raise NodeNotFound(node_id)
+                    values["data"] = {**(row.data or {}), **merge_data}
+            node = self._write_node(s, node_id, values)
+            if node is None:
+                raise NodeNotFound(node_id)
+            s.commit()  # expire_on_commit=False: `node` keeps the returned values, no re-read
+        return node
+
+    def _write_node(self, s: Session, node_id: int, values: dict[str, Any]) -> Node | None:
+        """`UPDATE nodes SET values, usage totals WHERE id = node_id RETURNING *` and the version
+        bump of its run; None when there is no such node (nothing written)."""
+        write = (
+            update(_nodes)
+            .where(_nodes.c.id == node_id)
+            .values({**values, **_node_usage_columns()})
+            .returning(*_nodes.c)
+        )
+        bump = {"updated_at": utcnow()}
+        if self._pg:
+            # WITH changed AS (UPDATE nodes ... RETURNING *), bumped AS (UPDATE runs ... WHERE id =
+            # (SELECT run_id FROM changed)) SELECT * FROM changed: the node's row is locked first.
+            changed = write.cte("changed_node")
+            bumped = self._bump(sa_select(changed.c.run_id).scalar_subquery(), **bump).cte("bumped_run")
+            return s.scalars(sa_select(Node).from_statement(sa_select(changed).add_cte(bumped))).first()
+        node = s.scalars(sa_select(Node).from_statement(write)).first()
+        if node is not None:
+            s.execute(self._bump(node.run_id, **bump))
+        return node
+
+    @staticmethod
+    def _data_values(merge: dict[str, Any] | None, replace: dict[str, Any] | None) -> dict[str, Any]:
+        """`update_node` keywords for `data=` (merge, as before) and `replace_data=`."""
+        if merge is not None and replace is not None:
+            raise ValueError("give data= (merged into the node's data) or replace_data=, not both")
+        if replace is not None:
+            return {"data": dict(replace)}
+        return {"merge_data": merge}
+
+    def start_node(
+        self, node_id: int, *, data: dict[str, Any] | None = None, replace_data: dict[str, Any] | None = None
+    ) -> Node:
+        """Mark a node running; `data` is merged into its data (a read first), `replace_data`
+        replaces it (one UPDATE)."""
+        return self.update_node(node_id, status=NodeStatus.RUNNING, started_at=utcnow(), error="",
+                                **self._data_values(data, replace_data))
+
+    def finish_node(
+        self,
+        node_id: int,
+        *,
+        content: str | None = None,
+        data: dict[str, Any] | None = None,
+        label: str | None = None,
+        replace_data: dict[str, Any] | None = None,
+    ) -> Node:
+        """Mark a node done; `data` is merged into its data (a read first), `replace_data`
+        replaces it (one UPDATE, no read)."""
+        values: dict[str, Any] = {"status": NodeStatus.DONE, "finished_at": utcnow()}
+        if content is not None:
+            values["content"] = content
+        if label is not None:
+            values["label"] = label
+        return self.update_node(node_id, **values, **self._data_values(data, replace_data))
+
+    def fail_node(
+        self, node_id: int, error: str, *, data: dict[str, Any] | None = None,
+        replace_data: dict[str, Any] | None = None,
+    ) -> Node:
+        """Mark a node failed; `data` is merged, `replace_data` replaces (as `finish_node`)."""
+        return self.update_node(node_id, status=NodeStatus.FAILED, error=error, finished_at=utcnow(),
+                                **self._data_values(data, replace_data))
+
+    def node_usage(self, node_id: int) -> tuple[int, int, float, float]:
+        """A node's exact usage so far, (prompt tokens, completion tokens, cost, LLM seconds), from
+        its LLM calls: one SELECT. (The node's columns are brought up to date by its next update.)"""
+        usage = _node_usage_columns()
+        with self._session() as s:
+            row = s.execute(
+                sa_select(usage["prompt_tokens"], usage["completion_tokens"], usage["cost"], usage["latency_s"])
+                .where(_nodes.c.id == node_id)
+            ).first()
+        if row is None:
+            raise NodeNotFound(node_id)
+        return int(row[0]), int(row[1]), float(row[2]), float(row[3])
+
+    def list_nodes(self, run_id: str, *, kind: str | None = None, status: str | None = None) -> list[Node]:
+        stmt = select(Node).where(Node.run_id == run_id)
+        if kind:
+            stmt = stmt.where(Node.kind == kind)
+        if status:
+            stmt = stmt.where(Node.status == status)
+        with self._session() as s:
+            return list(s.exec(stmt.order_by(col(Node.id))).all())
+
+    def children(self, node_id: int) -> list[Node]:
+        with self._session() as s:
+            return list(s.exec(select(Node).where(Node.parent_id == node_id).order_by(col(Node.id))).all())
+
+    def frontier(
+        self, run_id: str, kinds: Iterable[str], statuses: Iterable[str] = NodeStatus.UNFINISHED
+    ) -> list[Node]:
+        """The run's nodes of these kinds and statuses (pending or running by default), by id."""
+        stmt = select(Node).where(
+            Node.run_id == run_id, col(Node.kind).in_(list(kinds)), col(Node.status).in_(list(statuses))
+        )
+        with self._session() as s:
+            return list(s.exec(stmt.order_by(col(Node.id))).all())
+
+    def list_edges(self, run_id: str, kind: str | None = None) -> list[Edge]:
+        stmt = select(Edge).where(Edge.run_id == run_id)
+        if kind is not None:
+            stmt = stmt.where(Edge.kind == kind)
+        with self._session() as s:
+            return list(s.exec(stmt.order_by(col(Edge.id))).all())
+
+    def reset_unfinished_nodes(self, run_id: str) -> int:
+        """Nodes left `running` by a stopped or dead worker go back to `pending` (for resume)."""
+        with self._session() as s:
+            result = s.exec(
+                update(_nodes)
+                .where(_nodes.c.run_id == run_id, _nodes.c.status == NodeStatus.RUNNING)
+                .values(status=NodeStatus.PENDING, started_at=None, **_node_usage_columns())
+            )
+            s.commit()
+        return result.rowcount
+
+    def snapshot(self, run_id: str) -> GraphSnapshot:
+        with self._session() as s:
+            run = s.get(Run, run_id)
+            if run is None:
+                raise RunNotFound(run_id)
+            nodes = list(s.exec(select(Node).where(Node.run_id == run_id).order_by(col(Node.id))).all())
+            edges = list(s.exec(select(Edge).where(Edge.run_id == run_id).order_by(col(Edge.id))).all())
+        return GraphSnapshot(run=run, nodes=nodes, edges=edges)

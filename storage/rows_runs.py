@@ -1,0 +1,274 @@
+"""Runs: create, find, list and count, status and ownership, budget, rename, delete. (Mixed into `storage.repository.Repository`.)"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, TypeVar
+
+from sqlalchemy import delete, func, or_, update
+from sqlalchemy import select as sa_select
+from sqlmodel import Session, col, select
+from sqlmodel.sql.expression import SelectOfScalar
+
+from engine.questions import check_length, check_storable
+from storage.models import (
+    BenchmarkItem,
+    Command,
+    Edge,
+    Judgment,
+    LLMCall,
+    Node,
+    NodeSource,
+    Report,
+    Run,
+    RunEvent,
+    RunState,
+    Source,
+    utcnow,
+)
+from storage.repository_base import (
+    TERMINAL_STATUSES,
+    RepositoryBase,
+    RunNotFound,
+    _calls,
+    _node_usage_columns,
+    _nodes,
+    _runs,
+    new_run_id,
+)
+from storage.statuses import RunStatus
+
+# A query over runs, of their rows or their count.
+_RunsQuery = TypeVar("_RunsQuery", bound=SelectOfScalar[Any])
+
+
+class RunRows(RepositoryBase):
+    def create_run(
+        self,
+        *,
+        question: str,
+        method: str,
+        params: dict[str, Any],
+        llm_info: dict[str, Any] | None = None,
+        search_mode: str = "local",
+        max_tokens: int | None = None,
+        max_cost: float | None = None,
+        title: str = "",
+        search_exclusions: dict[str, Any] | None = None,
+        run_id: str | None = None,
+    ) -> Run:
+        """`run_id`: the id to create it under, chosen beforehand (`new_run_id()`) by a caller that
+        records it elsewhere first (a benchmark item), so a kill between the two leaves no run that
+        nothing refers to; a new one by default."""
+        # The last guard for callers that skip the runner: a NUL or a non-string would be stored
+        # as given by SQLite and fail later, or fail with a driver error on PostgreSQL; a document
+        # pasted as a question would be sent again with every prompt of the run.
+        check_length(check_storable(question))
+        run = Run(
+            id=run_id or new_run_id(),
+            question=question,
+            title=title or question[:300],
+            method=method,
+            params=params,
+            llm_info=llm_info or {},
+            search_mode=search_mode,
+            max_tokens=max_tokens,
+            max_cost=max_cost,
+            search_exclusions=search_exclusions or {},
+        )
+        with self._session() as s:
+            s.add(run)
+            s.commit()  # every column has a Python-side value: no re-read
+        return run
+
+    def get_run(self, run_id: str) -> Run:
+        with self._session() as s:
+            run = s.get(Run, run_id)
+        if run is None:
+            raise RunNotFound(run_id)
+        return run
+
+    def find_run(self, run_id_or_prefix: str) -> Run:
+        """Exact id, or a unique id prefix (at least 4 characters), as users type them."""
+        with self._session() as s:
+            run = s.get(Run, run_id_or_prefix)
+            if run is None and len(run_id_or_prefix) >= 4:
+                matches = s.exec(
+                    select(Run).where(col(Run.id).startswith(run_id_or_prefix)).limit(2)
+                ).all()
+                run = matches[0] if len(matches) == 1 else None
+        if run is None:
+            raise RunNotFound(run_id_or_prefix)
+        return run
+
+    def list_runs(
+        self,
+        *,
+        text: str | None = None,
+        method: str | None = None,
+        status: str | None = None,
+        since: datetime | None = None,
+        limit: int = 200,
+        offset: int = 0,
+    ) -> list[Run]:
+        """The runs that match, newest first, `limit` of them from `offset` on (a page of Sessions).
+        Ties on the creation time are ordered by id, so pages neither repeat nor skip a run."""
+        stmt = self._matching_runs(select(Run), text=text, method=method, status=status, since=since)
+        stmt = stmt.order_by(col(Run.created_at).desc(), col(Run.id).desc()).offset(max(offset, 0)).limit(limit)
+        with self._session() as s:
+            return list(s.exec(stmt).all())
+
+    def count_runs(self, *, text: str | None = None, method: str | None = None, status: str | None = None,
+                   since: datetime | None = None) -> int:
+        """How many runs `list_runs` with the same filters would page through."""
+        stmt = self._matching_runs(select(func.count()).select_from(Run), text=text, method=method,
+                                   status=status, since=since)
+        with self._session() as s:
+            return int(s.exec(stmt).one())
+
+    @staticmethod
+    def _matching_runs(stmt: _RunsQuery, *, text: str | None, method: str | None, status: str | None,
+                       since: datetime | None) -> _RunsQuery:
+        if text:
+            # Escaped: a search for "%" or "_" finds those characters, not every run.
+            stmt = stmt.where(or_(col(Run.question).icontains(text, autoescape=True),
+                                  col(Run.title).icontains(text, autoescape=True)))
+        if method:
+            stmt = stmt.where(Run.method == method)
+        if status:
+            stmt = stmt.where(Run.status == status)
+        if since:
+            stmt = stmt.where(Run.created_at >= since)
+        return stmt
+
+    def _update_run(self, run_id: str, *, refresh_node_usage: bool = False, **values: Any) -> None:
+        values.setdefault("updated_at", utcnow())
+        with self._session() as s:
+            if refresh_node_usage:
+                self._refresh_node_usage(s, run_id)
+            result = s.exec(self._bump(run_id, **values))
+            if result.rowcount == 0:
+                raise RunNotFound(run_id)
+            s.commit()
+
+    @staticmethod
+    def _refresh_node_usage(s: Session, run_id: str) -> None:
+        """Recompute the usage totals of the run's nodes that have LLM calls: one UPDATE (so calls
+        recorded after a node's last update, e.g. by the report writer, are counted)."""
+        s.execute(
+            update(_nodes)
+            .where(_nodes.c.run_id == run_id,
+                   _nodes.c.id.in_(sa_select(_calls.c.node_id).where(_calls.c.run_id == run_id)))
+            .values(**_node_usage_columns())
+        )
+
+    def claim_run(self, run_id: str, owner: str) -> None:
+        """Mark a run running in this process (for crash detection by other processes)."""
+        now = utcnow()
+        self._update_run(
+            run_id,
+            status=RunStatus.RUNNING,
+            owner=owner,
+            heartbeat_at=now,
+            started_at=func.coalesce(_runs.c.started_at, now),  # the first start is kept
+            finished_at=None,
+            stop_reason="",
+            error="",
+            warning="",
+        )
+
+    def mark_queued(self, run_id: str) -> None:
+        """The run waits for a worker (distributed execution). A run some process is executing
+        keeps its status: that process applies what was asked."""
+        with self._session() as s:
+            s.execute(self._bump(run_id, status=RunStatus.QUEUED, owner="", updated_at=utcnow())
+                      .where(_runs.c.status.not_in([RunStatus.RUNNING, RunStatus.PAUSED])))
+            s.commit()
+
+    def set_budget(self, run_id: str, *, max_tokens: int | None, max_cost: float | None) -> None:
+        self._update_run(run_id, max_tokens=max_tokens, max_cost=max_cost)
+
+    def update_llm_info(self, run_id: str, llm_info: dict[str, Any]) -> None:
+        self._update_run(run_id, llm_info=llm_info)
+
+    def heartbeat(self, run_id: str) -> None:
+        """The executing process is alive; RunNotFound when the run was deleted under it."""
+        with self._session() as s:
+            result = s.exec(update(Run).where(col(Run.id) == run_id).values(heartbeat_at=utcnow()))
+            s.commit()
+        if result.rowcount == 0:
+            raise RunNotFound(run_id)
+
+    def set_status(
+        self,
+        run_id: str,
+        status: str,
+        *,
+        stop_reason: str | None = None,
+        error: str | None = None,
+        warning: str | None = None,
+    ) -> None:
+        values: dict[str, Any] = {"status": status}
+        if stop_reason is not None:
+            values["stop_reason"] = stop_reason
+        if error is not None:
+            values["error"] = error
+        if warning is not None:
+            values["warning"] = warning
+        terminal = status in TERMINAL_STATUSES
+        if terminal:
+            values["finished_at"] = utcnow()
+            values["owner"] = ""
+        # A finished run's nodes get their final usage totals in the same transaction.
+        self._update_run(run_id, refresh_node_usage=terminal, **values)
+
+    def rename_run(self, run_id: str, title: str) -> None:
+        title = title.strip()
+        if not title:
+            raise ValueError("the new name is empty; type a name for the run")
+        self._update_run(run_id, title=title[:300])
+
+    def delete_run(self, run_id: str) -> None:
+        self.get_run(run_id)
+        with self._session() as s:
+            node_ids = select(Node.id).where(Node.run_id == run_id)
+            s.exec(delete(NodeSource).where(col(NodeSource.node_id).in_(node_ids)))
+            for table in (Edge, Source, LLMCall, Command, Report, RunState, RunEvent, Node):
+                s.exec(delete(table).where(col(table.run_id) == run_id))
+            # Verdicts on the run go with it; a benchmark item keeps its scores and forgets the run.
+            s.exec(delete(Judgment).where(or_(col(Judgment.run_a) == run_id, col(Judgment.run_b) == run_id)))
+            s.exec(update(BenchmarkItem).where(col(BenchmarkItem.run_id) == run_id).values(run_id=None))
+            s.exec(delete(Run).where(col(Run.id) == run_id))
+            s.commit()
+
+    def mark_dead_runs_interrupted(self, is_owner_alive: Callable[[Run], bool]) -> list[str]:
+        """Runs left running/paused by a process that no longer exists become `interrupted`."""
+        with self._session() as s:
+            candidates = s.exec(
+                select(Run).where(col(Run.status).in_([RunStatus.RUNNING, RunStatus.PAUSED]))
+            ).all()
+        dead = [run for run in candidates if not is_owner_alive(run)]
+        for run in dead:
+            self.interrupt_run(run.id, owner=run.owner, reason="the process running it ended; resume to continue")
+        return [run.id for run in dead]
+
+    def interrupt_run(self, run_id: str, *, owner: str, reason: str) -> bool:
+        """Mark the run `interrupted` (resumable) with `reason`, only if `owner` still holds it
+        running or paused: never clobber a claim made since. Whether it was marked."""
+        with self._session() as s:
+            self._refresh_node_usage(s, run_id)
+            result = s.exec(
+                self._bump(run_id, status=RunStatus.INTERRUPTED, stop_reason=reason, owner="", updated_at=utcnow())
+                .where(_runs.c.owner == owner, _runs.c.status.in_([RunStatus.RUNNING, RunStatus.PAUSED]))
+            )
+            s.commit()
+        return bool(result.rowcount)
+
+    def run_version(self, run_id: str) -> int:
+        """The run's change counter: one SELECT of one column, for cheap polling."""
+        with self._session() as s:
+            version = s.exec(select(Run.version).where(Run.id == run_id)).first()
+        if version is None:
+            raise RunNotFound(run_id)
+        return version

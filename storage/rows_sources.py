@@ -1,0 +1,131 @@
+"""Sources: one upsert per batch (unique per run by ref), linked to the nodes that used them. (Mixed into `storage.repository.Repository`.)"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from sqlalchemy import case, func
+from sqlalchemy import select as sa_select
+from sqlmodel import col, select
+
+from storage.models import (
+    Node,
+    NodeSource,
+    Source,
+    stored_id,
+    table_of,
+    utcnow,
+)
+from storage.repository_base import (
+    RepositoryBase,
+    SourceInput,
+    UpsertInsert,
+    _chunks,
+    united_text,
+)
+
+
+class SourceRows(RepositoryBase):
+    def add_sources(
+        self, run_id: str, inputs: Sequence[SourceInput], *, node_id: int | None = None
+    ) -> list[Source]:
+        """Store sources (one row per run and ref) and link them to `node_id` in the given order;
+        one detached Source (with its id) per input, in input order, duplicates included.
+
+        A stored ref keeps its row (title, url...) and its text becomes the new read followed by the
+        earlier reads' lines it lacks (`united_text`). One SELECT of the stored texts, one `INSERT ...
+        ON CONFLICT (run_id, ref) DO UPDATE ... RETURNING` for the batch (a text at least as long
+        wins), one `INSERT ... ON
+        CONFLICT DO NOTHING` of the links, the version bump (with the links on PostgreSQL), one
+        COMMIT. Safe under concurrency: the database resolves a ref inserted by two workers at once
+        (two reads of one page united at the same moment keep the longer union)."""
+        if not inputs:
+            return []
+        # One entry per ref (a statement cannot touch a row twice): the first occurrence gives
+        # the row and the rank; the longest text wins.
+        wanted: dict[str, SourceInput] = {}
+        rank: dict[str, int] = {}
+        for position, item in enumerate(inputs):
+            known = wanted.get(item.ref)
+            if known is None:
+                wanted[item.ref], rank[item.ref] = item, position
+            else:
+                wanted[item.ref] = replace(known, text=united_text(known.text, item.text))
+        now = utcnow()
+        # In ref order: concurrent batches lock the rows they share in the same order (no deadlock).
+        rows: list[dict[str, Any]] = [
+            dict(run_id=run_id, ref=ref, kind=item.kind, url=item.url, title=item.title,
+                 snippet=item.snippet, text=item.text, created_at=now)
+            for ref, item in sorted(wanted.items())]
+        table = table_of(Source)
+        by_ref: dict[str, Source] = {}
+        with self._session() as s:
+            stored = dict(s.exec(select(Source.ref, Source.text).where(
+                Source.run_id == run_id, col(Source.ref).in_(list(wanted)))).all()) if wanted else {}
+            for row in rows:
+                if row["ref"] in stored:
+                    row["text"] = united_text(stored[row["ref"]], row["text"])
+            for chunk in _chunks(rows):
+                upsert = self._insert_on_conflict(table).values(chunk)
+                # As long or longer: the united text (newest read first) may reorder as many characters.
+                longer = func.length(upsert.excluded.text) >= func.length(table.c.text)
+                returning = upsert.on_conflict_do_update(
+                    index_elements=[table.c.run_id, table.c.ref],
+                    set_={"text": case((longer, upsert.excluded.text), else_=table.c.text)},
+                ).returning(*table.c)
+                by_ref.update((source.ref, source)
+                              for source in s.scalars(sa_select(Source).from_statement(returning)))
+            if node_id is None:
+                s.execute(self._bump(run_id))
+            else:
+                links = sorted((stored_id(by_ref[ref]), rank[ref], item.score) for ref, item in wanted.items())
+                self._insert_rows_with_bump(s, lambda chunk: self._link_rows(node_id, chunk), links, run_id)
+            s.commit()
+        return [by_ref[item.ref] for item in inputs]
+
+    def _link_rows(self, node_id: int, links: Sequence[tuple[int, int, float]]) -> UpsertInsert:
+        """`INSERT INTO node_sources ... ON CONFLICT DO NOTHING` of (source id, rank, score)."""
+        table = table_of(NodeSource)
+        return (
+            self._insert_on_conflict(table)
+            .values([dict(node_id=node_id, source_id=sid, rank=r, score=score) for sid, r, score in links])
+            .on_conflict_do_nothing(index_elements=[table.c.node_id, table.c.source_id])
+        )
+
+    def link_sources(self, node_id: int, source_ids: Sequence[int]) -> None:
+        """Link stored sources to a node, ranked by their position; existing links are kept.
+        One `INSERT ... ON CONFLICT DO NOTHING`, one COMMIT."""
+        first: dict[int, int] = {}
+        for position, source_id in enumerate(source_ids):
+            first.setdefault(source_id, position)
+        if not first:
+            return
+        with self._session() as s:
+            for chunk in _chunks(sorted((sid, r, 0.0) for sid, r in first.items())):
+                s.execute(self._link_rows(node_id, chunk))
+            s.commit()
+
+    def list_sources(self, run_id: str) -> list[Source]:
+        with self._session() as s:
+            return list(s.exec(select(Source).where(Source.run_id == run_id).order_by(col(Source.id))).all())
+
+    def sources_for_node(self, node_id: int) -> list[Source]:
+        with self._session() as s:
+            stmt = (
+                select(Source)
+                .join(NodeSource, col(NodeSource.source_id) == col(Source.id))
+                .where(NodeSource.node_id == node_id)
+                .order_by(col(NodeSource.rank))
+            )
+            return list(s.exec(stmt).all())
+
+    def node_source_links(self, run_id: str) -> list[NodeSource]:
+        with self._session() as s:
+            stmt = (
+                select(NodeSource)
+                .join(Node, col(Node.id) == col(NodeSource.node_id))
+                .where(Node.run_id == run_id)
+            )
+            return list(s.exec(stmt).all())
