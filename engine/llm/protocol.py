@@ -160,13 +160,17 @@ class LLMRequestError(LLMError):
 class StructuredOutputError(LLMError):
     """The model's answer could not be parsed into the expected pydantic model after re-asking."""
 
-    def __init__(self, message: str, *, last_output: str = "", attempts: int = 0, cut_off: bool = False) -> None:
+    def __init__(self, message: str, *, last_output: str = "", attempts: int = 0, cut_off: bool = False,
+                 copied: bool = False) -> None:
         super().__init__(message, hint="Try a stronger model or the 'prompted' structured mode.")
         self.last_output = last_output
         self.attempts = attempts
         # The last answer was cut off by the output limit: the model was answering but ran out of room
         # (a slow machine's lowered cap), not unable to answer in the form; a smaller form may do.
         self.cut_off = cut_off
+        # The last answer fit the form but repeated the instructions in it (a small model's habit):
+        # a plainer ask, without the form, may get the content itself.
+        self.copied = copied
 
 
 class BudgetExceeded(LLMError):

@@ -166,6 +166,10 @@ def _strings(value: Any, path: str = "") -> list[tuple[str, str]]:
     return [(path, value)] if isinstance(value, str) else []
 
 
+class InstructionsCopied(ValueError):
+    """An answer in the right form whose text repeats the instructions (`copied_instructions`)."""
+
+
 def copied_instructions(answer: BaseModel, instructions: str) -> str | None:
     """Where `answer` copies the instructions instead of answering them (a small model given "then the
     short answer: the fewest words that answer the question" answered exactly that), or None. Only
@@ -225,6 +229,7 @@ def ask_structured(
     last_text = ""
     last_error = ""
     last_cut_off = False
+    last_copied = False
     cut_offs = 0
     compact = False
     attempts = max_reasks + 1
@@ -248,12 +253,13 @@ def ask_structured(
             answer = parse_output(response.text, output_type)
             copied = copied_instructions(answer, instructions)
             if copied:
-                raise ValueError(f"{copied} repeats the instructions instead of answering them; "
-                                 "write the content they ask for")
+                raise InstructionsCopied(f"{copied} repeats the instructions instead of answering them; "
+                                         "write the content they ask for")
             return answer
         except (ValueError, ValidationError) as exc:
             last_error = _short_error(exc)
             last_cut_off = response.cut_off
+            last_copied = isinstance(exc, InstructionsCopied)
             if response.cut_off:
                 # Cut by the output limit: shown its own unfinished answer, a small model writes it
                 # again as long and is cut again (DEoT's node summary failed so three times running on
@@ -285,4 +291,5 @@ def ask_structured(
         last_output=last_text,
         attempts=max_reasks + 1,
         cut_off=last_cut_off,
+        copied=last_copied,
     )

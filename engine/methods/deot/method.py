@@ -24,6 +24,7 @@ from engine.citations import (
 from engine.contract import CommandPayload, CommandRejected, CommandSpec, UnsupportedCommand
 from engine.graph import NewNode
 from engine.llm.protocol import StructuredOutputError
+from engine.llm.structured import repeats_instructions
 from engine.methods.base import REPORT, Method, RunContext
 from engine.methods.deot import estimate as cost
 from engine.methods.deot import prompts
@@ -303,7 +304,7 @@ class DeotMethod(Method[DeotParams]):
                                                purpose="summarizer", node_id=node.id,
                                                max_tokens=summary_max_tokens(params))
         except StructuredOutputError as exc:
-            if not exc.cut_off:
+            if not (exc.cut_off or exc.copied):
                 raise
             summary = DeotMethod._plain_summary(ctx, node, common, exc, detail)
         if not params.validate_results:
@@ -344,16 +345,19 @@ class DeotMethod(Method[DeotParams]):
     def _plain_summary(ctx: RunContext[DeotParams], node: Node, common: dict[str, Any], failure: StructuredOutputError,
                        detail: dict[str, Any]) -> NodeSummary:
         """The node's summary as plain prose (its conclusion), when the structured summary was cut off
-        by the output limit at every attempt: on the built-in model under a busy machine's lowered cap,
-        even the compact form can be, and a node with its sources in hand is answered rather than
-        failed. (An answer that was not cut off but never fit the form still fails the node: that
-        model cannot answer this step.) Raises `failure` when the prose is unreadable too."""
+        by the output limit at every attempt (on the built-in model under a busy machine's lowered cap,
+        even the compact form can be), or its last answer filled the form with the instructions (the
+        built-in model does, now and then): a node with its sources in hand is answered rather than
+        failed. (An answer that never fit the form otherwise still fails the node: that model cannot
+        answer this step.) Raises `failure` when the prose is unreadable or repeats its instructions too."""
         params = ctx.params
         ctx.graph.narrate("the structured summary failed; writing it as plain text", node_id=node.id,
                           error=str(failure)[:2000])
-        text = first_readable(lambda: ctx.llm.text(prompts.SUMMARIZE_PLAIN.render(**common), purpose="summarizer",
-                                                   node_id=node.id, max_tokens=summary_max_tokens(params)))
-        if text is None:
+        plain = prompts.SUMMARIZE_PLAIN.render(**common)
+        instructions = "\n".join(m.content for m in plain if m.role == "system")
+        text = first_readable(lambda: ctx.llm.text(plain, purpose="summarizer", node_id=node.id,
+                                                   max_tokens=summary_max_tokens(params)))
+        if text is None or repeats_instructions(text, instructions):
             raise failure
         detail["summary_fallback"] = f"written as plain text: the structured summary failed ({failure})"[:1000]
         return NodeSummary.model_construct(key_findings="", evidence_and_data=[], analysis="",

@@ -434,6 +434,36 @@ def test_a_summary_cut_off_at_every_attempt_is_written_as_plain_text(services, f
     assert len(fake_llm.calls_for(SUMMARY)) == ATTEMPTS_TO_FAIL and len(fake_llm.calls_for(PLAIN_SUMMARY)) == 1
 
 
+def test_a_summary_that_repeats_its_instructions_at_every_attempt_is_written_as_plain_text(services, fake_llm):
+    """The built-in model now and then fills the form with its instructions, three times running (a
+    fresh clone's `scripts/test` failed so): the node is answered in prose rather than failed."""
+    from tests.engine.methods.deot.deot_scripts import PLAIN_SUMMARY
+
+    copied = "a conclusion that answers the query in one or two sentences"
+    fake_llm.when(SUMMARY, {"key_findings": "Printing spread.", "evidence_and_data": ["Presses ran in 200 cities [1]."], "analysis": "It spread.",
+                            "conflicting_information": [], "conclusion": copied})
+    fake_llm.when(PLAIN_SUMMARY, "Gutenberg's press spread printing across Europe within decades.")
+    run_id = run_to_end(services, QUESTION, "deot", ROOT_ONLY)
+    assert services.repo.get_run(run_id).status == RunStatus.DONE
+    [root] = questions(services, run_id)
+    assert root.status == NodeStatus.DONE and "repeats the instructions" in root.data["summary_fallback"]
+    assert root.data["summary"]["conclusion"] == "Gutenberg's press spread printing across Europe within decades."
+    assert len(fake_llm.calls_for(SUMMARY)) == ATTEMPTS_TO_FAIL and len(fake_llm.calls_for(PLAIN_SUMMARY)) == 1
+
+
+def test_a_plain_summary_that_repeats_its_instructions_too_fails_the_node(services, fake_llm):
+    from tests.engine.methods.deot.deot_scripts import PLAIN_SUMMARY
+
+    fake_llm.when(SUMMARY, {"key_findings": "Printing spread.", "evidence_and_data": ["Presses ran in 200 cities [1]."], "analysis": "It spread.",
+                            "conflicting_information": [],
+                            "conclusion": "a conclusion that answers the query in one or two sentences"})
+    fake_llm.when(PLAIN_SUMMARY, "You answer one research query from the numbered sources and the results.")
+    run_id = run_to_end(services, QUESTION, "deot", ROOT_ONLY)
+    [root] = questions(services, run_id)
+    assert root.status == NodeStatus.FAILED and "repeats the instructions" in root.error
+    assert services.repo.get_run(run_id).status == RunStatus.FAILED
+
+
 def test_a_fact_check_that_cannot_be_read_leaves_the_summary_standing_unchecked(services, fake_llm):
     from tests.engine.methods.deot.deot_scripts import FACT_CHECK
 
