@@ -1,5 +1,7 @@
-"""The run's graph as a method sees it: write-through, bound to one run, checked against the
-method's declarations. It is a method's only door to storage."""
+"""The run's graph as a method sees it: bound to one run, checked against the method's
+declarations. It is a method's only door to storage. While a run executes, its step log, LLM calls
+and node updates are gathered and stored together (`engine/write_behind.py`); everything else,
+and every read, is written through after what was gathered."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from engine import narration
 from engine.contract import GENERIC_STEP, MethodContract, NodeData, NodeDataError, RunStateModel
 from engine.redact import redact_secrets
 from engine.search.protocol import Hit
+from engine.write_behind import RunJournal
 from storage.models import Edge, Node, Report, Source, stored_id, utcnow
 from storage.repository import GraphSnapshot, NodeInput, Repository, SourceInput
 from storage.statuses import NodeStatus
@@ -59,14 +62,21 @@ def _naive(moment: datetime) -> datetime:
 
 
 class RunGraph:
-    """Every node a method adds or finishes is stored at once, so the UI sees it live and a
-    resumed run continues from it. With a contract, every node's `data`, every edge kind and every
-    run state is checked against what the method declared (`NodeDataError` otherwise: a bug)."""
+    """Every node a method adds or finishes is stored, so the UI sees it live and a resumed run
+    continues from it: at once, or with a `journal`, within its delay (a node added, a source, a
+    report or a read stores what was gathered first). With a contract, every node's `data`, every
+    edge kind and every run state is checked against what the method declared (`NodeDataError`
+    otherwise: a bug)."""
 
-    def __init__(self, repo: Repository, run_id: str, contract: MethodContract | None = None) -> None:
+    def __init__(self, repo: Repository, run_id: str, contract: MethodContract | None = None,
+                 journal: RunJournal | None = None) -> None:
         self._repo = repo
         self.run_id = run_id
         self.contract = contract
+        self._journal = journal
+        # The columns this graph has set on each node through the journal: a node handed back by
+        # `update` shows them (the row itself may not be stored yet).
+        self._set: dict[int, dict[str, Any]] = {}
         # The latest `data` of every node this graph has read or written. While a run executes,
         # its graph is the only writer of its nodes' data (steering is applied by the run's own
         # thread), so a merge can be computed here and written without reading the row first.
@@ -95,6 +105,20 @@ class RunGraph:
                 self._data.setdefault(stored_id(node), dict(node.data or {}))
         return nodes
 
+    def _sync(self) -> None:
+        """Store what the journal gathered, before a write or a read that must come after it."""
+        if self._journal is not None:
+            self._journal.flush()
+
+    def _synced(self) -> Repository:
+        self._sync()
+        return self._repo
+
+    def settle(self) -> None:
+        """Store everything gathered and write through from now on (the run's execution ends)."""
+        if self._journal is not None:
+            self._journal.close()
+
     # ------------------------------------------------------------------ checks
 
     def _checked(self, kind: str, data: Mapping[str, Any] | BaseModel | None, node_id: int | None = None) -> dict[str, Any]:
@@ -122,7 +146,7 @@ class RunGraph:
         parent_node = self.node(parent) if isinstance(parent, int) else parent
         if depth is None:
             depth = parent_node.depth + 1 if parent_node else 0
-        return self._written(self._repo.add_node(
+        return self._written(self._synced().add_node(
             self.run_id, kind=kind, label=label, content=content,
             parent_id=parent_node.id if parent_node else None, status=status, depth=depth,
             priority=priority, data=self._checked(kind, data), edge_kind=edge_kind,
@@ -138,10 +162,10 @@ class RunGraph:
             inputs.append(NodeInput(kind=new.kind, label=new.label, parent_id=new.parent.id if new.parent else None,
                                     content=new.content, status=new.status, depth=depth, priority=new.priority,
                                     data=self._checked(new.kind, new.data), edge_kind=new.edge_kind))
-        return [self._written(n) for n in self._repo.add_nodes(self.run_id, inputs)] if inputs else []
+        return [self._written(n) for n in self._synced().add_nodes(self.run_id, inputs)] if inputs else []
 
     def node(self, node_id: int) -> Node:
-        node = self._repo.get_node(node_id)
+        node = self._synced().get_node(node_id)
         if node.run_id != self.run_id:
             raise LookupError(f"node {node_id} belongs to another run")
         return self._seen(node)
@@ -180,6 +204,8 @@ class RunGraph:
         if "data" in values:
             raise TypeError("use merge_data= or replace_data=, so the data is checked against the node's kind")
         node_id = stored_id(node)
+        if self._journal is not None:
+            return self._gathered_update(node, node_id, merge_data, replace_data, values)
         with self._lock:  # one writer of a node's data at a time, so no merge is lost
             if replace_data is not None:
                 values["data"] = self._checked(node.kind, replace_data, node_id)
@@ -195,21 +221,44 @@ class RunGraph:
             self._data[stored_id(updated)] = dict(updated.data or {})
             return updated
 
+    def _gathered_update(self, node: Node, node_id: int, merge_data: Mapping[str, Any] | BaseModel | None,
+                         replace_data: Mapping[str, Any] | BaseModel | None, values: dict[str, Any]) -> Node:
+        """`update` through the journal: the node's new values are gathered, and the node is handed
+        back as this graph has made it (usage totals as last read)."""
+        journal = self._journal
+        assert journal is not None  # noqa: S101 - only called with one
+        if merge_data is not None and replace_data is None:
+            with self._lock:
+                known = node_id in self._data
+            if not known:  # never seen here: its stored data is what the merge goes over
+                self.node(node_id)
+        with self._lock:  # one writer of a node's data at a time, so no merge is lost
+            if replace_data is not None:
+                values["data"] = self._checked(node.kind, replace_data, node_id)
+            elif merge_data is not None:
+                values["data"] = {**self._data[node_id], **self._checked(node.kind, merge_data, node_id)}
+            journal.update_node(node_id, values)
+            if "data" in values:
+                self._data[node_id] = dict(values["data"])
+            columns = self._set.setdefault(node_id, {})
+            columns.update(values)
+            return Node(**{**node.model_dump(), **columns, "data": dict(self._data.get(node_id, node.data or {}))})
+
     def nodes(self, *, kind: str | None = None, status: str | None = None) -> list[Node]:
-        return self._seen_all(self._repo.list_nodes(self.run_id, kind=kind, status=status))
+        return self._seen_all(self._synced().list_nodes(self.run_id, kind=kind, status=status))
 
     def frontier(self, kinds: Iterable[str], statuses: Iterable[str] = NodeStatus.UNFINISHED) -> list[Node]:
         """The nodes of these kinds that still have work (pending or running by default), by id."""
-        return self._seen_all(self._repo.frontier(self.run_id, list(kinds), list(statuses)))
+        return self._seen_all(self._synced().frontier(self.run_id, list(kinds), list(statuses)))
 
     def children(self, node: Node) -> list[Node]:
-        return self._seen_all(self._repo.children(stored_id(node)))
+        return self._seen_all(self._synced().children(stored_id(node)))
 
     def root(self) -> Node | None:
         return next((n for n in self.nodes() if n.parent_id is None), None)
 
     def snapshot(self) -> GraphSnapshot:
-        return self._repo.snapshot(self.run_id)
+        return self._synced().snapshot(self.run_id)
 
     def prune(self, node: Node, *, kinds: Iterable[str] | None = None) -> list[Node]:
         """Prune `node` and everything under it (of `kinds`, when given); returns what was pruned."""
@@ -272,7 +321,7 @@ class RunGraph:
                 self._steps[node_id] = text
             else:
                 self._steps.pop(node_id, None)  # after a search or a failure, the same step is news
-        self._repo.add_event(self.run_id, kind, text, node_id=node_id, data=data)
+        (self._journal or self._repo).add_event(self.run_id, kind, text, node_id=node_id, data=data)
 
     def narrate_call(self, prompt: str, *, node_id: int | None, attempt: int = 1) -> None:
         """The step an LLM call is, in the words the method declares for its prompt."""
@@ -288,29 +337,29 @@ class RunGraph:
         self._check_edge(kind)
         src_id = src if isinstance(src, int) else stored_id(src)
         dst_id = dst if isinstance(dst, int) else stored_id(dst)
-        return self._repo.add_edge(self.run_id, src_id, dst_id, kind, data=dict(data or {}))
+        return self._synced().add_edge(self.run_id, src_id, dst_id, kind, data=dict(data or {}))
 
     def unlink(self, src: Node | int, dst: Node | int, kind: str) -> bool:
         """Remove the edge src -> dst of this kind (a link the graph no longer has); whether it was there."""
         src_id = src if isinstance(src, int) else stored_id(src)
         dst_id = dst if isinstance(dst, int) else stored_id(dst)
-        return self._repo.remove_edge(self.run_id, src_id, dst_id, kind)
+        return self._synced().remove_edge(self.run_id, src_id, dst_id, kind)
 
     def edges(self, kind: str | None = None) -> list[Edge]:
-        return self._repo.list_edges(self.run_id, kind=kind)
+        return self._synced().list_edges(self.run_id, kind=kind)
 
     # ------------------------------------------------------------------ run state
 
     def state(self, name: str, model: type[S] | None = None) -> S | None:
         """The latest version of a run state, as its declared model (None before the first save)."""
-        stored = self._repo.latest_run_state(self.run_id, name)
+        stored = self._synced().latest_run_state(self.run_id, name)
         if stored is None:
             return None
         return self._state_model(name, model).model_validate(stored.data)
 
     def state_history(self, name: str, model: type[S] | None = None) -> list[S]:
         kind = self._state_model(name, model)
-        return [kind.model_validate(s.data) for s in self._repo.list_run_states(self.run_id, name)]
+        return [kind.model_validate(s.data) for s in self._synced().list_run_states(self.run_id, name)]
 
     def save_state(self, name: str, value: RunStateModel) -> None:
         """Store a new version of a run state."""
@@ -320,7 +369,7 @@ class RunGraph:
             if not isinstance(value, spec.model):
                 raise NodeDataError(f"run state '{name}' must be a {spec.model.__name__}, not {type(value).__name__}")
             schema = spec.schema
-        self._repo.save_run_state(self.run_id, name, value.model_dump(mode="json"), schema=schema)
+        self._synced().save_run_state(self.run_id, name, value.model_dump(mode="json"), schema=schema)
 
     def _state_model(self, name: str, model: type[S] | None) -> type[S]:
         if model is not None:
@@ -337,14 +386,14 @@ class RunGraph:
                         url=h.url, score=h.score)
             for h in hits
         ]
-        return self._repo.add_sources(self.run_id, inputs, node_id=node.id if node else None)
+        return self._synced().add_sources(self.run_id, inputs, node_id=node.id if node else None)
 
     def link_sources(self, node: Node, source_ids: Sequence[int]) -> None:
         """Link already stored sources to a node (e.g. the ones its answer cites)."""
-        self._repo.link_sources(stored_id(node), source_ids)
+        self._synced().link_sources(stored_id(node), source_ids)
 
     def sources(self, node: Node | None = None) -> list[Source]:
-        return self._repo.sources_for_node(stored_id(node)) if node else self._repo.list_sources(self.run_id)
+        return self._synced().sources_for_node(stored_id(node)) if node else self._synced().list_sources(self.run_id)
 
     # ------------------------------------------------------------------ reports
 
@@ -363,7 +412,7 @@ class RunGraph:
             data = {**(data or {}), OWN_HEADINGS: [str(title) for title in headings]}
         if own:
             data = {**(data or {}), OWN_TEXT_FROM: len(markdown)}
-        self._repo.save_report(self.run_id, markdown + own, kind=kind, data=data)
+        self._synced().save_report(self.run_id, markdown + own, kind=kind, data=data)
 
     @contextmanager
     def partial_reports(self, reason: str) -> Iterator[None]:
@@ -376,7 +425,7 @@ class RunGraph:
             self._partial = ""
 
     def report(self, kind: str = "final") -> Report | None:
-        return self._repo.latest_report(self.run_id, kind)
+        return self._synced().latest_report(self.run_id, kind)
 
     def has_report(self, kind: str = "final") -> bool:
         return self.report(kind) is not None

@@ -38,6 +38,7 @@ from engine.redact import redact_secrets
 from engine.run_services import RunServices
 from engine.search.protocol import Searcher, SearchError
 from engine.steering_events import SteeringEvents
+from engine.write_behind import DEFAULT_DELAY_S, RunJournal
 from storage.models import Command, CommandStatus, Run, stored_id, utcnow
 from storage.repository import Repository, RunNotFound
 from storage.statuses import NodeStatus, RunStatus
@@ -202,8 +203,12 @@ class Runner:
         services: RunServices | None = None,
         default_reranker: str = "none",
         dispatch: Callable[[str, bool, HeldRun | None], object] | None = None,
+        write_delay_s: float = DEFAULT_DELAY_S,
     ) -> None:
         self.repo = repo
+        # A running run's step log, calls and node updates are stored together this long after
+        # they are made (engine/write_behind.py); 0 writes each at once.
+        self.write_delay_s = write_delay_s
         self.llm_for = llm_for
         self.searcher_for = searcher_for
         self.prices = prices
@@ -490,11 +495,12 @@ class Runner:
 
     def _context(self, run: Run, method: Method[Any], control: RunControl) -> RunContext[Any]:
         params = method.Params.model_validate(run.params)
-        graph = RunGraph(self.repo, run.id, method.contract())
+        journal = RunJournal(self.repo, run.id, delay_s=self.write_delay_s) if self.write_delay_s > 0 else None
+        graph = RunGraph(self.repo, run.id, method.contract(), journal=journal)
         # Every LLM call is told to the step log, in the words the method declares for its prompt.
-        llm = RunLLM(self.llm_for(run), self.repo, run.id, self.prices,
+        llm = RunLLM(self.llm_for(run), journal or self.repo, run.id, self.prices,
                      Budget(max_tokens=run.max_tokens, max_cost=run.max_cost), on_call=graph.narrate_call)
-        steering = SteeringEvents(self.repo, run.id, method.contract())
+        steering = SteeringEvents(journal or self.repo, run.id, method.contract())
 
         def take_steering() -> list[Command]:
             return steering.taken(self.repo.take_commands(run.id, method.steering))
@@ -724,31 +730,36 @@ class Runner:
         method: Method[Any] | None = None
         ctx: RunContext[Any] | None = None
         try:
-            run = repo.get_run(run_id)
-            method = get_method(run.method, self.methods)()
-            repo.reset_unfinished_nodes(run_id)
-            repo.requeue_taken_commands(run_id)
-            ctx = self._context(run, method, control)
-            if steered_from is not None and self._hold(ctx, method, steered_from):
-                # The person stopped it (or it failed): a refused command or a rewrite must not run it on.
-                repo.set_status(run_id, steered_from.status, stop_reason=steered_from.stop_reason,
-                                error=steered_from.error)
-                return
-            # Started once; every later execution (resume, retry, steering a finished run) resumes.
-            # What it searches with (`searcher`: "... by BM25 + built-in all-MiniLM-L6-v2 (CPU) +
-            # hops", or the fallback and why) is kept with each start, as the model is with the run:
-            # the retrieval setting can change between a start and a resume.
-            searched_with = ctx.searcher.description
-            if repo.list_events(run_id, kinds=[narration.RUN], limit=1):
-                narrate_run(repo, run_id, narration.Phase.RESUMED, "resumed", searcher=searched_with)
-            else:
-                narrate_run(repo, run_id, narration.Phase.STARTED, "the run started", searcher=searched_with)
-            if retry_failed and method.reset_failed(ctx) and ctx.graph.has_report() \
-                    and "regenerate_report" in method.steering:
-                # The report was written without the retried nodes: write it again after them.
-                repo.enqueue_command(run_id, "regenerate_report")
-            method.run(ctx)
-            self._apply_steering(ctx, method)
+            try:
+                run = repo.get_run(run_id)
+                method = get_method(run.method, self.methods)()
+                repo.reset_unfinished_nodes(run_id)
+                repo.requeue_taken_commands(run_id)
+                ctx = self._context(run, method, control)
+                if steered_from is not None and self._hold(ctx, method, steered_from):
+                    # The person stopped it (or it failed): a refused command or a rewrite must not run it on.
+                    ctx.graph.settle()
+                    repo.set_status(run_id, steered_from.status, stop_reason=steered_from.stop_reason,
+                                    error=steered_from.error)
+                    return
+                # Started once; every later execution (resume, retry, steering a finished run) resumes.
+                # What it searches with (`searcher`: "... by BM25 + built-in all-MiniLM-L6-v2 (CPU) +
+                # hops", or the fallback and why) is kept with each start, as the model is with the run:
+                # the retrieval setting can change between a start and a resume.
+                searched_with = ctx.searcher.description
+                if repo.list_events(run_id, kinds=[narration.RUN], limit=1):
+                    narrate_run(repo, run_id, narration.Phase.RESUMED, "resumed", searcher=searched_with)
+                else:
+                    narrate_run(repo, run_id, narration.Phase.STARTED, "the run started", searcher=searched_with)
+                if retry_failed and method.reset_failed(ctx) and ctx.graph.has_report() \
+                        and "regenerate_report" in method.steering:
+                    # The report was written without the retried nodes: write it again after them.
+                    repo.enqueue_command(run_id, "regenerate_report")
+                method.run(ctx)
+                self._apply_steering(ctx, method)
+            finally:
+                if ctx is not None:  # what the run gathered is stored before how it ended is
+                    ctx.graph.settle()
             outcome = method.assess(ctx)
         except RunStopped as stop:
             repo.reset_unfinished_nodes(run_id)

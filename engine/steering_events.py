@@ -5,18 +5,25 @@ and the step log read these events, so a person sees the command the moment it i
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
 
 from engine import narration
 from engine.contract import MethodContract
 from storage.models import Command, stored_id
-from storage.repository import Repository
+
+
+class EventLog(Protocol):
+    """Where step-log lines go: the repository, or a running run's journal (`engine/write_behind.py`)."""
+
+    def add_event(self, run_id: str, kind: str, text: str, *, node_id: int | None = None,
+                  data: Mapping[str, Any] | None = None) -> None: ...
 
 
 class SteeringEvents:
     """Writes the `steer` events of one run's commands, in the words of the method's contract."""
 
-    def __init__(self, repo: Repository, run_id: str, contract: MethodContract) -> None:
+    def __init__(self, repo: EventLog, run_id: str, contract: MethodContract) -> None:
         self._repo = repo
         self._run_id = run_id
         self._contract = contract

@@ -12,7 +12,8 @@ recomputes them for all its nodes (`node_usage` gives the exact live numbers of 
 
 The repository is put together here from one class per aggregate, each in its own module
 (`storage/rows_runs.py`, `rows_nodes.py`, `rows_sources.py`, `rows_usage.py`, `rows_commands.py`,
-`rows_events.py`, `rows_reports.py`, `rows_run_states.py`); the benchmarks' rows are
+`rows_events.py`, `rows_reports.py`, `rows_run_states.py`, and `rows_batch.py`: a running run's
+calls, events and node updates written together); the benchmarks' rows are
 `storage/evaluation.py`'s and the knowledge graphs' `storage/knowledge.py`'s.
 """
 
@@ -26,6 +27,7 @@ from storage.repository_base import (
     SourceInput,
     new_run_id,
 )
+from storage.rows_batch import BatchRows
 from storage.rows_commands import CommandRows
 from storage.rows_events import EventRows
 from storage.rows_nodes import NodeRows
@@ -38,5 +40,6 @@ from storage.rows_usage import UsageRows
 __all__ = ["GraphSnapshot", "NodeInput", "NodeNotFound", "Repository", "RunNotFound", "SourceInput", "new_run_id"]
 
 
-class Repository(RunRows, NodeRows, SourceRows, UsageRows, CommandRows, EventRows, ReportRows, RunStateRows):
+class Repository(RunRows, NodeRows, SourceRows, UsageRows, CommandRows, EventRows, ReportRows, RunStateRows,
+                 BatchRows):
     """Every read and write of runs, graphs, sources, usage, commands, events, reports and run states."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from sqlalchemy import insert
@@ -19,7 +19,7 @@ from storage.repository_base import (
 
 class EventRows(RepositoryBase):
     def add_event(self, run_id: str, kind: str, text: str, *, node_id: int | None = None,
-                  data: dict[str, Any] | None = None) -> None:
+                  data: Mapping[str, Any] | None = None) -> None:
         """One line of the run's step log, and the run's version bump (the live view re-reads on
         it): one statement on PostgreSQL, two on SQLite, one COMMIT."""
         event = RunEvent(run_id=run_id, node_id=node_id, kind=kind, text=text, data=dict(data or {}))

@@ -264,6 +264,9 @@ def test_killed_deot_node_resumes_from_its_plan_and_finished_tasks(prebuilt_corp
         try:
             proc, run_id = start_deot_cli_run(prebuilt_corpus_home, server, QUESTION, "max_nodes=4", "max_layers=2")
             wait_for(held.reached.is_set, START_TIMEOUT_S, "the root's second task to reach the LLM", proc)
+            # A run's writes are stored together a moment after they are made (engine/write_behind.py):
+            # the kill comes once task1's checkpoint is stored, as it is long before a real call ends.
+            wait_for(lambda: first_task_stored(repo, run_id), START_TIMEOUT_S, "task1's checkpoint to be stored", proc)
             proc.send_signal(signal.SIGKILL)
             proc.wait(timeout=10)
         finally:
@@ -314,6 +317,13 @@ def test_killed_deot_node_resumes_from_its_plan_and_finished_tasks(prebuilt_corp
     root_sources = {s.id for s in repo.sources_for_node(root.id)}
     assert cited_source_ids(root.content) and set(cited_source_ids(root.content)) <= root_sources
     assert set(cited_source_ids(task1["output"])) <= root_sources
+
+
+def first_task_stored(repo, run_id: str) -> bool:
+    """The root's first task is stored as done, with the calls before it."""
+    root = next((n for n in repo.list_nodes(run_id, kind="question") if n.parent_id is None), None)
+    tasks = (root.data or {}).get("tasks") if root is not None else None
+    return bool(tasks) and tasks[0].get("status") == "success" and calls_by_purpose(repo, run_id)[(root.id, "tool")] == 1
 
 
 def calls_by_purpose(repo, run_id: str) -> Counter[tuple[int, str]]:

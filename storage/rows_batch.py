@@ -1,0 +1,104 @@
+"""A run's writes made together: LLM calls, step-log lines and node updates gathered while a run
+executes (`engine/write_behind.py`), stored in one transaction with one version bump.
+(Mixed into `storage.repository.Repository`.)"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import insert, update
+
+from storage.models import utcnow
+from storage.repository_base import (
+    RepositoryBase,
+    _calls,
+    _chunks,
+    _events,
+    _node_usage_columns,
+    _nodes,
+    _runs,
+)
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """One LLM call, as `record_llm_call` takes it, with the moment it ended."""
+
+    node_id: int | None
+    purpose: str
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    cost: float
+    latency_s: float
+    attempts: int = 1
+    ok: bool = True
+    error: str = ""
+    created_at: datetime = field(default_factory=utcnow)
+
+
+@dataclass(frozen=True)
+class EventRecord:
+    """One step-log line, as `add_event` takes it, with the moment it was said."""
+
+    kind: str
+    text: str
+    node_id: int | None = None
+    data: Mapping[str, Any] = field(default_factory=dict)
+    created_at: datetime = field(default_factory=utcnow)
+
+
+@dataclass
+class RunWrites:
+    """What one run wrote since its last batch: calls and events in the order they were made, and
+    for each node the columns its updates set, the later over the earlier (`data` whole)."""
+
+    calls: list[CallRecord] = field(default_factory=list)
+    events: list[EventRecord] = field(default_factory=list)
+    nodes: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.calls or self.events or self.nodes)
+
+    def before(self, later: RunWrites) -> RunWrites:
+        """This batch followed by `later` (a batch that could not be written goes back in front)."""
+        nodes = {node_id: dict(values) for node_id, values in self.nodes.items()}
+        for node_id, values in later.nodes.items():
+            nodes[node_id] = {**nodes.get(node_id, {}), **values}
+        return RunWrites(self.calls + later.calls, self.events + later.events, nodes)
+
+
+class BatchRows(RepositoryBase):
+    def write_batch(self, run_id: str, writes: RunWrites) -> None:
+        """Store `writes` in one transaction: one INSERT of the calls, one of the events, one UPDATE
+        per node (its usage totals recomputed from its calls, now stored), one UPDATE of the run (its
+        version, and its totals raised by the calls), one COMMIT."""
+        if not writes:
+            return
+        with self._session() as s:
+            for calls_chunk in _chunks(writes.calls):
+                s.execute(insert(_calls), [
+                    {"run_id": run_id, "node_id": c.node_id, "purpose": c.purpose, "model": c.model,
+                     "prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens,
+                     "cost": c.cost, "latency_s": c.latency_s, "attempts": c.attempts, "ok": c.ok,
+                     "error": c.error[:2000], "created_at": c.created_at} for c in calls_chunk])
+            for events_chunk in _chunks(writes.events):
+                s.execute(insert(_events), [
+                    {"run_id": run_id, "node_id": e.node_id, "kind": e.kind, "text": e.text,
+                     "data": dict(e.data), "created_at": e.created_at} for e in events_chunk])
+            usage = _node_usage_columns()
+            for node_id, values in writes.nodes.items():
+                # A node deleted meanwhile (its run deleted) matches no row: nothing to write.
+                s.execute(update(_nodes).where(_nodes.c.id == node_id, _nodes.c.run_id == run_id)
+                          .values({**values, **usage}))
+            calls = writes.calls
+            s.execute(self._bump(
+                run_id, updated_at=utcnow(),
+                **({"prompt_tokens": _runs.c.prompt_tokens + sum(c.prompt_tokens for c in calls),
+                    "completion_tokens": _runs.c.completion_tokens + sum(c.completion_tokens for c in calls),
+                    "cost": _runs.c.cost + sum(c.cost for c in calls),
+                    "llm_calls": _runs.c.llm_calls + len(calls)} if calls else {})))
+            s.commit()

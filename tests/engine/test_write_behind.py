@@ -1,0 +1,136 @@
+"""A running run's journal (`engine/write_behind.py`): its calls, step-log lines and node updates
+are stored together in one transaction, a moment after they are made, on SQLite and PostgreSQL;
+reads through the run's graph see them; the budget counts them before they are stored; a refused
+batch is raised in the run's thread and kept; after `close` every write goes through at once."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from engine.graph import RunGraph
+from engine.write_behind import RunJournal
+from storage import Repository
+from storage.statuses import NodeStatus
+from storage.unwritable import DatabaseUnwritable
+from tests.support.db_backends import database_url, repo, statements  # noqa: F401  (fixtures)
+
+# Long enough that nothing is stored on its own while a test looks; `flush` and `close` store now.
+HELD_S = 600.0
+# A safety limit only (the flusher stores within its 0.05 s delay; a busy machine may take longer).
+STORED_WITHIN_S = 60
+
+
+def _run(repo: Repository) -> str:
+    return repo.create_run(question="How do tides work?", method="deot", params={}).id
+
+
+def _call(journal: RunJournal, node_id: int | None, tokens: int = 10, cost: float = 0.01) -> None:
+    journal.record_llm_call(journal.run_id, node_id=node_id, purpose="summarizer", model="m",
+                            prompt_tokens=tokens, completion_tokens=tokens, cost=cost, latency_s=0.5)
+
+
+def test_writes_are_gathered_and_stored_in_one_transaction(repo):
+    run_id = _run(repo)
+    node = repo.add_node(run_id, kind="question", label="tides")
+    version = repo.get_run(run_id).version
+    journal = RunJournal(repo, run_id, delay_s=HELD_S)
+    journal.add_event(run_id, "step", "planning the tasks", node_id=node.id, data={"prompt": "p"})
+    _call(journal, node.id)
+    _call(journal, node.id, tokens=5, cost=0.02)
+    journal.update_node(node.id, {"status": NodeStatus.RUNNING})
+    journal.update_node(node.id, {"data": {"plan": ["a"]}})
+    journal.add_event(run_id, "step", "summarising what the sources say", node_id=node.id)
+    assert repo.list_events(run_id) == [] and repo.list_llm_calls(run_id) == []  # gathered, not stored
+
+    with statements(repo) as counts:
+        journal.flush()
+    assert counts["COMMIT"] == 1
+    assert sum(n for word, n in counts.items() if word != "COMMIT") <= 5  # calls, events, the node, the run
+
+    assert [e.text for e in repo.list_events(run_id)] == ["summarising what the sources say", "planning the tasks"]
+    stored = repo.get_node(node.id)
+    assert stored.status == NodeStatus.RUNNING and stored.data == {"plan": ["a"]}
+    assert (stored.prompt_tokens, stored.completion_tokens) == (15, 15)  # its calls, stored with it
+    run = repo.get_run(run_id)
+    assert (run.llm_calls, run.prompt_tokens, run.completion_tokens) == (2, 15, 15)
+    assert run.cost == pytest.approx(0.03) and run.version == version + 1
+    journal.close()
+
+
+def test_the_flusher_stores_on_its_own_and_the_budget_counts_what_is_gathered(repo):
+    run_id = _run(repo)
+    held = RunJournal(repo, run_id, delay_s=HELD_S)
+    _call(held, None, tokens=100, cost=0.5)
+    assert repo.run_usage(run_id) == (0, 0.0)
+    assert held.run_usage(run_id) == (200, 0.5)  # stored (nothing) plus gathered
+    held.close()
+    assert repo.run_usage(run_id) == (200, 0.5) and held.run_usage(run_id) == (200, 0.5)  # counted once
+
+    quick = RunJournal(repo, run_id, delay_s=0.05)
+    stored = threading.Event()
+    quick.add_event(run_id, "step", "checking the facts")
+    # Waits on the flusher's progress: the line appears without a flush from this thread.
+    for _ in range(STORED_WITHIN_S * 20):
+        if repo.list_events(run_id):
+            stored.set()
+            break
+        threading.Event().wait(0.05)
+    assert stored.is_set()
+    quick.close()
+
+
+def test_the_graph_reads_its_own_gathered_writes_and_hands_back_the_updated_node(repo):
+    run_id = _run(repo)
+    journal = RunJournal(repo, run_id, delay_s=HELD_S)
+    graph = RunGraph(repo, run_id, journal=journal)
+    root = graph.add(kind="question", label="tides")
+    started = graph.start(root)
+    assert started.status == NodeStatus.RUNNING and started.id == root.id
+    assert repo.get_node(root.id).status == NodeStatus.PENDING  # not stored yet
+    finished = graph.finish(started, content="The moon [1].", data={"answer": "the moon"})
+    assert (finished.status, finished.content, finished.data) == (NodeStatus.DONE, "The moon [1].", {"answer": "the moon"})
+    merged = graph.update(finished, merge_data={"checked": True})
+    assert merged.data == {"answer": "the moon", "checked": True} and merged.status == NodeStatus.DONE
+
+    [read] = graph.nodes()  # a read through the graph stores what was gathered first
+    assert (read.status, read.content, read.data) == (NodeStatus.DONE, "The moon [1].",
+                                                      {"answer": "the moon", "checked": True})
+    graph.settle()
+    graph.narrate("written through now", node_id=root.id)
+    assert repo.list_events(run_id)[0].text == "written through now"  # after close: at once
+
+
+class RefusingRepository(Repository):
+    """Refuses `write_batch` while `full` is set, as a full disk does."""
+
+    full = False
+
+    def write_batch(self, run_id, writes):  # noqa: ANN001, ANN201
+        if self.full:
+            raise DatabaseUnwritable(DatabaseUnwritable.FULL, "test.sqlite3")
+        return super().write_batch(run_id, writes)
+
+
+def test_a_refused_batch_is_raised_in_the_runs_thread_and_kept(database_url):  # noqa: F811
+    from storage import open_database
+
+    db = open_database(database_url)
+    repo = RefusingRepository(db)
+    try:
+        run_id = _run(repo)
+        journal = RunJournal(repo, run_id, delay_s=0.01)
+        repo.full = True
+        journal.add_event(run_id, "step", "planning the tasks")
+        # The flusher meets the refusal; the run's thread is told at its next write (or flush).
+        with pytest.raises(DatabaseUnwritable):
+            for _ in range(STORED_WITHIN_S * 100):
+                journal.add_event(run_id, "step", "checking the plan")
+                threading.Event().wait(0.01)
+        repo.full = False  # space freed: nothing gathered was lost, in order
+        journal.close()
+        texts = [e.text for e in reversed(repo.list_events(run_id))]
+        assert texts[0] == "planning the tasks" and set(texts[1:]) == {"checking the plan"}
+    finally:
+        db.dispose()
