@@ -1,7 +1,7 @@
 """The run's graph as a method sees it: bound to one run, checked against the method's
 declarations. It is a method's only door to storage. While a run executes, its step log, LLM calls
-and node updates are gathered and stored together (`engine/write_behind.py`); everything else,
-and every read, is written through after what was gathered."""
+and node updates are gathered and stored together (`engine/write_behind.py`); everything else is
+written through, and a read of nodes stores what was gathered first."""
 
 from __future__ import annotations
 
@@ -63,8 +63,8 @@ def _naive(moment: datetime) -> datetime:
 
 class RunGraph:
     """Every node a method adds or finishes is stored, so the UI sees it live and a resumed run
-    continues from it: at once, or with a `journal`, within its delay (a node added, a source, a
-    report or a read stores what was gathered first). With a contract, every node's `data`, every
+    continues from it: at once, or with a `journal`, within its delay (a read of nodes stores what
+    was gathered first). With a contract, every node's `data`, every
     edge kind and every run state is checked against what the method declared (`NodeDataError`
     otherwise: a bug)."""
 
@@ -106,7 +106,8 @@ class RunGraph:
         return nodes
 
     def _sync(self) -> None:
-        """Store what the journal gathered, before a write or a read that must come after it."""
+        """Store what the journal gathered, before a read of nodes (their status, content and data
+        may be among it). Other writes and reads need not wait: nothing gathered is theirs."""
         if self._journal is not None:
             self._journal.flush()
 
@@ -146,7 +147,7 @@ class RunGraph:
         parent_node = self.node(parent) if isinstance(parent, int) else parent
         if depth is None:
             depth = parent_node.depth + 1 if parent_node else 0
-        return self._written(self._synced().add_node(
+        return self._written(self._repo.add_node(
             self.run_id, kind=kind, label=label, content=content,
             parent_id=parent_node.id if parent_node else None, status=status, depth=depth,
             priority=priority, data=self._checked(kind, data), edge_kind=edge_kind,
@@ -162,7 +163,7 @@ class RunGraph:
             inputs.append(NodeInput(kind=new.kind, label=new.label, parent_id=new.parent.id if new.parent else None,
                                     content=new.content, status=new.status, depth=depth, priority=new.priority,
                                     data=self._checked(new.kind, new.data), edge_kind=new.edge_kind))
-        return [self._written(n) for n in self._synced().add_nodes(self.run_id, inputs)] if inputs else []
+        return [self._written(n) for n in self._repo.add_nodes(self.run_id, inputs)] if inputs else []
 
     def node(self, node_id: int) -> Node:
         node = self._synced().get_node(node_id)
@@ -337,29 +338,29 @@ class RunGraph:
         self._check_edge(kind)
         src_id = src if isinstance(src, int) else stored_id(src)
         dst_id = dst if isinstance(dst, int) else stored_id(dst)
-        return self._synced().add_edge(self.run_id, src_id, dst_id, kind, data=dict(data or {}))
+        return self._repo.add_edge(self.run_id, src_id, dst_id, kind, data=dict(data or {}))
 
     def unlink(self, src: Node | int, dst: Node | int, kind: str) -> bool:
         """Remove the edge src -> dst of this kind (a link the graph no longer has); whether it was there."""
         src_id = src if isinstance(src, int) else stored_id(src)
         dst_id = dst if isinstance(dst, int) else stored_id(dst)
-        return self._synced().remove_edge(self.run_id, src_id, dst_id, kind)
+        return self._repo.remove_edge(self.run_id, src_id, dst_id, kind)
 
     def edges(self, kind: str | None = None) -> list[Edge]:
-        return self._synced().list_edges(self.run_id, kind=kind)
+        return self._repo.list_edges(self.run_id, kind=kind)
 
     # ------------------------------------------------------------------ run state
 
     def state(self, name: str, model: type[S] | None = None) -> S | None:
         """The latest version of a run state, as its declared model (None before the first save)."""
-        stored = self._synced().latest_run_state(self.run_id, name)
+        stored = self._repo.latest_run_state(self.run_id, name)
         if stored is None:
             return None
         return self._state_model(name, model).model_validate(stored.data)
 
     def state_history(self, name: str, model: type[S] | None = None) -> list[S]:
         kind = self._state_model(name, model)
-        return [kind.model_validate(s.data) for s in self._synced().list_run_states(self.run_id, name)]
+        return [kind.model_validate(s.data) for s in self._repo.list_run_states(self.run_id, name)]
 
     def save_state(self, name: str, value: RunStateModel) -> None:
         """Store a new version of a run state."""
@@ -369,7 +370,7 @@ class RunGraph:
             if not isinstance(value, spec.model):
                 raise NodeDataError(f"run state '{name}' must be a {spec.model.__name__}, not {type(value).__name__}")
             schema = spec.schema
-        self._synced().save_run_state(self.run_id, name, value.model_dump(mode="json"), schema=schema)
+        self._repo.save_run_state(self.run_id, name, value.model_dump(mode="json"), schema=schema)
 
     def _state_model(self, name: str, model: type[S] | None) -> type[S]:
         if model is not None:
@@ -386,14 +387,14 @@ class RunGraph:
                         url=h.url, score=h.score)
             for h in hits
         ]
-        return self._synced().add_sources(self.run_id, inputs, node_id=node.id if node else None)
+        return self._repo.add_sources(self.run_id, inputs, node_id=node.id if node else None)
 
     def link_sources(self, node: Node, source_ids: Sequence[int]) -> None:
         """Link already stored sources to a node (e.g. the ones its answer cites)."""
-        self._synced().link_sources(stored_id(node), source_ids)
+        self._repo.link_sources(stored_id(node), source_ids)
 
     def sources(self, node: Node | None = None) -> list[Source]:
-        return self._synced().sources_for_node(stored_id(node)) if node else self._synced().list_sources(self.run_id)
+        return self._repo.sources_for_node(stored_id(node)) if node else self._repo.list_sources(self.run_id)
 
     # ------------------------------------------------------------------ reports
 
@@ -412,7 +413,7 @@ class RunGraph:
             data = {**(data or {}), OWN_HEADINGS: [str(title) for title in headings]}
         if own:
             data = {**(data or {}), OWN_TEXT_FROM: len(markdown)}
-        self._synced().save_report(self.run_id, markdown + own, kind=kind, data=data)
+        self._repo.save_report(self.run_id, markdown + own, kind=kind, data=data)
 
     @contextmanager
     def partial_reports(self, reason: str) -> Iterator[None]:
@@ -425,7 +426,7 @@ class RunGraph:
             self._partial = ""
 
     def report(self, kind: str = "final") -> Report | None:
-        return self._synced().latest_report(self.run_id, kind)
+        return self._repo.latest_report(self.run_id, kind)
 
     def has_report(self, kind: str = "final") -> bool:
         return self.report(kind) is not None
