@@ -19,6 +19,8 @@ engine only (the corpus index is a separate SQLite file and is not counted).
     .venv/bin/python benchmarks/bench_sql.py --postgres-url URL       # THOUGHTMAP_TEST_POSTGRES_URL is set
     .venv/bin/python benchmarks/bench_sql.py --json                   # machine-readable
     .venv/bin/python benchmarks/bench_sql.py --repeat 5               # median of 5 (default 3)
+    .venv/bin/python benchmarks/bench_sql.py --by-caller deot         # one run on SQLite, by the
+                                                                      # repository method that sent each
 
 Only public APIs that exist before and after "method contract v2" are used, so the same script
 measures both (run it with PYTHONPATH pointing at the tree to measure).
@@ -33,6 +35,7 @@ import os
 import sys
 import tempfile
 import threading
+import traceback
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -62,6 +65,15 @@ QUESTIONS = {"deot": SEA, "omnithink": "2022 AFL Grand Final", "mtqa": MULTI_HOP
 EXPLORED = ("deot", "omnithink")
 
 
+def _repository_caller() -> str:
+    """The `storage` method (module.function) that sent the statement being executed."""
+    for frame in reversed(traceback.extract_stack()):
+        name = Path(frame.filename)
+        if name.parent.name == "storage" and name.stem not in ("repository_base", "unwritable"):
+            return f"{name.stem}.{frame.name}"
+    return "(elsewhere)"
+
+
 class StatementCounter:
     """Counts statements by their first keyword while `active` (worker threads run in parallel)."""
 
@@ -72,10 +84,13 @@ class StatementCounter:
         event.listen(engine, "before_cursor_execute", self._statement)
         event.listen(engine, "commit", self._commit)
 
+    by_caller = False  # count by the repository method that sent each statement instead
+
     def _add(self, kind: str) -> None:
         if self.active:
+            key = _repository_caller() if self.by_caller else kind
             with self._lock:
-                self.counts[kind] += 1
+                self.counts[key] += 1
 
     def _statement(self, conn, cursor, statement, parameters, context, executemany) -> None:  # noqa: ANN001
         word = statement.lstrip().split(None, 1)[0].upper() if statement.strip() else ""
@@ -133,6 +148,36 @@ def explore_rerun(counter: StatementCounter, run_id: str) -> dict[str, int]:
     return row
 
 
+def by_caller(scenario: str, home: Path) -> None:
+    """One run of `scenario` on SQLite: its statements (COMMITs included) by repository method."""
+    from components import app_state
+
+    method, params = SCENARIOS[scenario]
+    os.environ.update({"THOUGHTMAP_HOME": str(home), "THOUGHTMAP_LLM": "fake",
+                       "THOUGHTMAP_DATABASE_URL": fresh_database("sqlite", home, None)})
+    app_state.get_services.clear()
+    services = app_state.get_services()
+    try:
+        services.searcher("local")
+        counter = StatementCounter(services.db.engine)
+        counter.by_caller = True
+        counter.start()
+        run = services.runner.create_run(question=QUESTIONS[scenario], method=method, params=params,
+                                         llm_info=services.llm_info("fake"), search_mode="local")
+        services.runner.start(run.id)
+        services.runner.wait(run.id, timeout=600)
+        counter.active = False
+        nodes = len(services.repo.snapshot(run.id).nodes)
+        total = sum(counter.counts.values())
+        print(f"{scenario} on SQLite: {total} statements, {nodes} nodes, {total / max(nodes, 1):.1f} per node\n")
+        print("| statements | repository method |\n|---|---|")
+        for caller, count in counter.counts.most_common():
+            print(f"| {count} | `{caller}` |")
+    finally:
+        services.close()
+        app_state.get_services.clear()
+
+
 def measure(backend: str, scenario: str, home: Path, postgres_url: str | None, explore: bool) -> list[dict]:
     """One run scenario on a fresh database, then (optionally) the Explore page for that run."""
     from components import app_state  # the app's own Services, which AppTest's pages use too
@@ -188,6 +233,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3,
                         help="measurements per row; the row with the median total is shown (worker threads "
                              "race, so a run's count varies by a few statements)")
+    parser.add_argument("--by-caller", choices=list(SCENARIOS),
+                        help="one run of this scenario on SQLite, its statements by the repository method that sent them")
     args = parser.parse_args()
 
     # AppTest and the runner log through `logging`; keep stdout for the table.
@@ -195,6 +242,10 @@ def main() -> None:
     for key in list(os.environ):
         if key.startswith(("OPENAI_", "THOUGHTMAP_")) and key != "THOUGHTMAP_TEST_POSTGRES_URL":
             os.environ.pop(key)
+    if args.by_caller:
+        with tempfile.TemporaryDirectory() as folder:
+            by_caller(args.by_caller, Path(folder))
+        return
     backends = ["sqlite"] + ([] if args.sqlite_only or not args.postgres_url else ["postgres"])
     rows: list[dict] = []
     with tempfile.TemporaryDirectory() as folder:
