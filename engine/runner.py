@@ -254,7 +254,8 @@ class Runner:
     def start(self, run_id: str, *, reopen: bool = False, retry_failed: bool = False,
               steered_from: HeldRun | None = None) -> None:
         """Execute (or continue) a run in a background thread. With `reopen` (to apply steering),
-        a run already executing in this process is left alone: it will see the command. With
+        a run already executing, in this process or another live one, is left alone: it will see
+        the command. With
         `retry_failed`, its failed nodes are tried again. `steered_from`: see `_execute`."""
         run = self.repo.get_run(run_id)
         if reopen and steered_from is None:
@@ -267,6 +268,10 @@ class Runner:
                     return
                 raise RunnerError(f"run {run_id} is already running in this process")
             if run.status in (RunStatus.RUNNING, RunStatus.PAUSED) and self._owner_alive(run) and run.owner != self.owner:
+                if reopen:
+                    # Another process took it up meanwhile (a worker ending the run saw the command
+                    # queued and went on with it): it applies the command there.
+                    return
                 raise RunnerError(
                     f"run {run_id} is {run.status} in another process ({run.owner.split(':')[1] if ':' in run.owner else run.owner}); "
                     "stop it there first"

@@ -136,6 +136,22 @@ def test_live_owner_is_not_interrupted_and_cannot_be_started_twice(services):
         services.runner.start(run.id)
 
 
+def test_steering_reopens_nothing_when_another_live_process_took_the_run_up(services):
+    """A worker ending a run sees a command queued and goes on with it, between a steer's look at the
+    run and its reopening: the steer leaves the run to that process instead of failing (a fresh
+    clone's `scripts/test` met it on the workers' test)."""
+    import os
+    import socket
+
+    run = services.runner.create_run(question=QUESTION, method="rag", llm_info=services.llm_info("fake"))
+    other = f"{socket.gethostname()}:{os.getppid()}:other"  # a live pid
+    services.repo.claim_run(run.id, other)
+    services.runner.start(run.id, reopen=True)  # nothing to do here: the other process applies it
+    stored = services.repo.get_run(run.id)
+    assert (stored.status, stored.owner) == (RunStatus.RUNNING, other)
+    assert not services.runner.is_active(run.id)
+
+
 def test_resume_of_done_run_is_refused(services):
     run_id = run_to_end(services, QUESTION, "direct")
     with pytest.raises(RunnerError, match="already done"):
