@@ -206,7 +206,7 @@ class RunGraph:
             raise TypeError("use merge_data= or replace_data=, so the data is checked against the node's kind")
         node_id = stored_id(node)
         if self._journal is not None:
-            return self._gathered_update(node, node_id, merge_data, replace_data, values)
+            return self._gathered_update(self._journal, node, node_id, merge_data, replace_data, values)
         with self._lock:  # one writer of a node's data at a time, so no merge is lost
             if replace_data is not None:
                 values["data"] = self._checked(node.kind, replace_data, node_id)
@@ -222,12 +222,10 @@ class RunGraph:
             self._data[stored_id(updated)] = dict(updated.data or {})
             return updated
 
-    def _gathered_update(self, node: Node, node_id: int, merge_data: Mapping[str, Any] | BaseModel | None,
+    def _gathered_update(self, journal: RunJournal, node: Node, node_id: int, merge_data: Mapping[str, Any] | BaseModel | None,
                          replace_data: Mapping[str, Any] | BaseModel | None, values: dict[str, Any]) -> Node:
         """`update` through the journal: the node's new values are gathered, and the node is handed
         back as this graph has made it (usage totals as last read)."""
-        journal = self._journal
-        assert journal is not None  # noqa: S101 - only called with one
         if merge_data is not None and replace_data is None:
             with self._lock:
                 known = node_id in self._data
