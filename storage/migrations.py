@@ -179,6 +179,11 @@ def _m012_benchmark_balance(conn: Connection) -> None:
         conn.execute(text("ALTER TABLE benchmarks ADD COLUMN balance TEXT NOT NULL DEFAULT ''"))
 
 
+def _m013_api_tokens(conn: Connection) -> None:
+    # `thoughtmap serve`'s bearer tokens (a new table only).
+    models.table_of(models.ApiToken).create(conn, checkfirst=True)
+
+
 MIGRATIONS: list[tuple[int, str, Migration]] = [
     (1, "initial tables", _m001_initial_tables),
     (2, "runs.warning", _m002_run_warning),
@@ -193,6 +198,7 @@ MIGRATIONS: list[tuple[int, str, Migration]] = [
      _m010_deot_layers_count_the_question),
     (11, "endpoint_cooldowns (an endpoint's 429 shared by every worker)", _m011_endpoint_cooldowns),
     (12, "benchmarks.balance", _m012_benchmark_balance),
+    (13, "api_tokens (the HTTP API's bearer tokens, hashed)", _m013_api_tokens),
 ]
 
 

@@ -341,6 +341,21 @@ class EndpointCooldown(SQLModel, table=True):
     until: datetime = Field(sa_column=Column(DateTime(timezone=True), nullable=False))
 
 
+class ApiToken(SQLModel, table=True):
+    """A bearer token of the HTTP API (`thoughtmap token create`): only its SHA-256 is stored, with
+    the first characters of the token itself so a person can tell their tokens apart."""
+
+    __tablename__ = "api_tokens"
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(max_length=100)
+    token_hash: str = Field(max_length=64, unique=True)
+    prefix: str = Field(max_length=16)
+    created_at: datetime = Field(default_factory=utcnow)
+    last_used_at: datetime | None = None
+    revoked_at: datetime | None = None
+
+
 class SchemaMigration(SQLModel, table=True):
     __tablename__ = "schema_migrations"
 

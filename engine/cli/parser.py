@@ -149,6 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_kg(sub)
     _add_search_eval(sub)
     _add_worker(sub)
+    _add_serve(sub)
     return parser
 
 
@@ -260,3 +261,30 @@ def _add_worker(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                         type=positive_type("--heartbeat", float, "seconds", "the default, 5"),
                         help="how often this worker says it is alive (default 5; keep it well under "
                         "--stalled-after)")
+
+
+def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    serve = sub.add_parser(
+        "serve", help="serve the HTTP API (runs, live events, steering, reports) on 127.0.0.1",
+        description="Serve Thoughtmap's HTTP API: create, list, steer, pause, resume, stop and delete runs, "
+        "stream a run's events (server-sent events), get its report as md, json, pdf or docx, list the "
+        "methods and search the corpus. The OpenAPI document is at /openapi.json. On anything but a "
+        "loopback address every request needs a bearer token (thoughtmap token create NAME), and the "
+        "server refuses to start without one.",
+        epilog="Exit codes: 0 stopped, 2 bad input (an address that needs a token, and no token exists).")
+    serve.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8765, help="the port (default 8765; 0: any free port)")
+    serve.add_argument("--llm", choices=["auto", "local", "fake", "openai"], default=None,
+                       help="what runs use unless a request says otherwise (default: THOUGHTMAP_LLM or auto)")
+    serve.add_argument("--require-token", action="store_true",
+                       help="need a bearer token on a loopback address too (always needed on any other)")
+
+    token = sub.add_parser("token", help="the HTTP API's bearer tokens: create, list, revoke",
+                           description="Tokens for `thoughtmap serve`. A token is shown once, when it is "
+                           "created; only its hash is stored.")
+    actions = token.add_subparsers(dest="action", required=True, metavar="ACTION")
+    create = actions.add_parser("create", help="make a token and print it (once)")
+    create.add_argument("name", help="who or what will use it")
+    actions.add_parser("list", help="the tokens: id, name, first characters, created, last used, revoked")
+    revoke = actions.add_parser("revoke", help="revoke a token by id, or every token of a name")
+    revoke.add_argument("which", metavar="ID_OR_NAME")

@@ -1,0 +1,243 @@
+"""The HTTP API (`thoughtmap serve`): the Python API (`engine/service/api.py`) over FastAPI, with a
+server-sent event stream per run. The OpenAPI document is at `/openapi.json` (and `/docs`).
+
+Every error is JSON, `{"error": "<what was wrong and what to do>"}`, with a 4xx status: 401 no or a
+wrong token, 404 an unknown run, 409 a run whose state refuses the action, 413 a body over 1 MB,
+422 bad input (the method, its parameters, the question, a command that does not apply).
+
+Untrusted text (model output, page text) goes out as JSON strings only: the stream's `data:` lines
+are JSON, one line each, so no text can forge an SSE field."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Annotated, Any, Literal
+
+from fastapi import Depends, FastAPI, Header, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.concurrency import run_in_threadpool
+
+from engine.service.api import MAX_SEARCH_K, REPORT_FORMATS, ApiError, NotFound, Thoughtmap, run_view
+from engine.service.feed import FeedEvent
+from engine.service.tokens import check_token
+from storage.tokens import TokenStore
+
+MAX_BODY_BYTES = 1_000_000
+# A comment line this often keeps proxies and clients from closing a quiet stream.
+KEEPALIVE_S = 15.0
+
+MEDIA = {"md": "text/markdown; charset=utf-8", "json": "application/json",
+         "pdf": "application/pdf",
+         "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document"}
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class NewRun(_Body):
+    question: str = Field(description="The question to research (at most 2,000 characters).")
+    method: str = Field("deot", description="A method name from GET /v1/methods.")
+    params: dict[str, Any] = Field(default_factory=dict, description="The method's parameters; others keep their defaults.")
+    llm: Literal["auto", "local", "openai", "fake"] | None = Field(None, description="The model; default: the server's.")
+    search: Literal["local", "web", "both", "none"] | None = Field(None, description="Where the run searches.")
+    profile: Literal["auto", "quick", "paper"] = "auto"
+    max_tokens: int | None = Field(None, description="Token budget; the run stops when it is spent.")
+    max_cost: float | None = Field(None, description="Cost budget in dollars.")
+
+
+class Steer(_Body):
+    command: str = Field(description="One of the method's commands (GET /v1/methods).")
+    payload: dict[str, Any] = Field(default_factory=dict, description="The command's payload, e.g. {\"node_id\": 3}.")
+
+
+class Resume(_Body):
+    max_tokens: int | None = None
+    max_cost: float | None = None
+
+
+class SearchRequest(_Body):
+    query: str
+    k: int = Field(10, ge=1, le=MAX_SEARCH_K)
+
+
+def sse(event: FeedEvent) -> str:
+    return f"id: {event.cursor}\nevent: {event.kind}\ndata: {json.dumps(event.data, ensure_ascii=False)}\n\n"
+
+
+def _readable(errors: list[Any]) -> str:
+    parts = []
+    for error in errors:
+        where = ".".join(str(p) for p in error.get("loc", ()) if p != "body")
+        parts.append(f"{where}: {error.get('msg', 'invalid')}" if where else str(error.get("msg", "invalid")))
+    return "; ".join(parts) or "the request is not valid"
+
+
+def create_app(tm: Thoughtmap, *, require_token: bool = False) -> FastAPI:
+    """The API over `tm`. `require_token`: every route but /v1/health needs a bearer token."""
+    app = FastAPI(title="Thoughtmap", version="1",
+                  description="Deep, open-ended research with LLMs: start runs, stream their events, steer "
+                              "them, get cited reports.")
+    tokens = TokenStore(tm.services.db)
+
+    def authorised(authorization: Annotated[str | None, Header()] = None) -> None:
+        if not require_token:
+            return
+        scheme, _, presented = (authorization or "").partition(" ")
+        if scheme.lower() != "bearer" or check_token(tokens, presented.strip()) is None:
+            raise _Unauthorised()
+
+    guard = [Depends(authorised)]
+
+    @app.exception_handler(ApiError)
+    async def api_error(_request: Request, exc: ApiError) -> JSONResponse:
+        return JSONResponse({"error": str(exc)}, status_code=exc.status)
+
+    @app.exception_handler(_Unauthorised)
+    async def unauthorised(_request: Request, _exc: _Unauthorised) -> JSONResponse:
+        return JSONResponse({"error": "a valid bearer token is needed: send 'Authorization: Bearer <token>' "
+                                      "(make one with: thoughtmap token create NAME)"},
+                            status_code=401, headers={"WWW-Authenticate": "Bearer"})
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        return JSONResponse({"error": _readable(list(exc.errors()))}, status_code=422)
+
+    @app.middleware("http")
+    async def limit_body(request: Request, call_next: Any) -> Response:
+        length = request.headers.get("content-length")
+        if length is not None and (not length.isdigit() or int(length) > MAX_BODY_BYTES):
+            return JSONResponse({"error": f"the request body is over {MAX_BODY_BYTES:,} bytes"}, status_code=413)
+        response: Response = await call_next(request)
+        return response
+
+    @app.get("/v1/health")
+    def health() -> dict[str, Any]:
+        return {"ok": True}
+
+    @app.get("/v1/methods", dependencies=guard)
+    def methods() -> list[dict[str, Any]]:
+        return [info.__dict__ for info in tm.methods()]
+
+    @app.post("/v1/search", dependencies=guard)
+    def search(body: SearchRequest) -> list[dict[str, Any]]:
+        return tm.search(body.query, body.k)
+
+    @app.post("/v1/runs", status_code=201, dependencies=guard)
+    def create_run(body: NewRun) -> dict[str, Any]:
+        run = tm.start(body.question, body.method, body.params, llm=body.llm, search=body.search,
+                       profile=body.profile, max_tokens=body.max_tokens, max_cost=body.max_cost)
+        return run_view(run)
+
+    @app.get("/v1/runs", dependencies=guard)
+    def list_runs(status: str | None = None, method: str | None = None, text: str | None = None,
+                  limit: Annotated[int, Query(ge=1, le=500)] = 50,
+                  offset: Annotated[int, Query(ge=0)] = 0) -> list[dict[str, Any]]:
+        return [run_view(run) for run in tm.runs(status=status, method=method, text=text, limit=limit, offset=offset)]
+
+    @app.get("/v1/runs/{run_id}", dependencies=guard)
+    def get_run(run_id: str) -> dict[str, Any]:
+        return tm.status(run_id)
+
+    @app.get("/v1/runs/{run_id}/graph", dependencies=guard)
+    def graph(run_id: str) -> dict[str, Any]:
+        return tm.graph(run_id)
+
+    @app.get("/v1/runs/{run_id}/events", dependencies=guard,
+             response_class=StreamingResponse,
+             responses={200: {"content": {"text/event-stream": {}},
+                              "description": "Server-sent events: log, node, edge, status, end. Resume with "
+                                             "the Last-Event-ID header (or ?after=)."}})
+    async def events(run_id: str, after: int | None = None,
+                     last_event_id: Annotated[str | None, Header()] = None) -> StreamingResponse:
+        cursor = after
+        if last_event_id is not None:
+            if not last_event_id.strip().isdigit():
+                raise _BadCursor(last_event_id)
+            cursor = int(last_event_id.strip())
+        loop = asyncio.get_running_loop()
+        wake = asyncio.Event()
+        from engine.reads import RunNotFound
+
+        def woken() -> None:  # called on the watch's thread
+            loop.call_soon_threadsafe(wake.set)
+
+        try:
+            subscription = await run_in_threadpool(tm.feed.subscribe, run_id, cursor, woken)
+        except RunNotFound as exc:
+            raise NotFound(str(exc)) from exc
+
+        async def stream() -> AsyncIterator[str]:
+            try:
+                while True:
+                    wake.clear()
+                    for event in subscription.poll():
+                        yield sse(event)
+                        if event.kind == "end":
+                            return
+                    if subscription.has_new():
+                        continue
+                    try:
+                        await asyncio.wait_for(wake.wait(), KEEPALIVE_S)
+                    except TimeoutError:
+                        yield ": keepalive\n\n"
+            finally:
+                subscription.close()
+
+        return StreamingResponse(stream(), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+    @app.exception_handler(_BadCursor)
+    async def bad_cursor(_request: Request, exc: _BadCursor) -> JSONResponse:
+        return JSONResponse({"error": f"Last-Event-ID must be the id of an event this stream sent (a whole "
+                                      f"number), not {exc.value[:40]!r}"}, status_code=422)
+
+    @app.post("/v1/runs/{run_id}/commands", status_code=202, dependencies=guard)
+    def steer(run_id: str, body: Steer) -> dict[str, Any]:
+        command = tm.steer(run_id, body.command, body.payload)
+        return {"id": command.id, "command": command.kind, "payload": command.payload, "status": command.status}
+
+    @app.post("/v1/runs/{run_id}/pause", dependencies=guard)
+    def pause(run_id: str) -> dict[str, Any]:
+        return run_view(tm.pause(run_id))
+
+    @app.post("/v1/runs/{run_id}/resume", dependencies=guard)
+    def resume(run_id: str, body: Resume | None = None) -> dict[str, Any]:
+        body = body or Resume()
+        return run_view(tm.resume(run_id, max_tokens=body.max_tokens, max_cost=body.max_cost))
+
+    @app.post("/v1/runs/{run_id}/stop", dependencies=guard)
+    def stop(run_id: str) -> dict[str, Any]:
+        return run_view(tm.stop(run_id))
+
+    @app.get("/v1/runs/{run_id}/report", dependencies=guard,
+             responses={200: {"content": {MEDIA[f]: {} for f in REPORT_FORMATS}}})
+    def report(run_id: str, format: Literal["md", "json", "pdf", "docx"] = "md") -> Response:
+        body = tm.report(run_id, format)
+        if isinstance(body, dict):
+            return JSONResponse(body)
+        headers = {}
+        if isinstance(body, bytes):
+            headers["Content-Disposition"] = f'attachment; filename="thoughtmap-{run_id}.{format}"'
+        return Response(body, media_type=MEDIA[format], headers=headers)
+
+    @app.delete("/v1/runs/{run_id}", status_code=204, dependencies=guard)
+    def delete(run_id: str) -> Response:
+        tm.delete(run_id)
+        return Response(status_code=204)
+
+    return app
+
+
+class _Unauthorised(Exception):
+    pass
+
+
+class _BadCursor(Exception):
+    def __init__(self, value: str) -> None:
+        super().__init__(value)
+        self.value = value

@@ -1,0 +1,37 @@
+"""The HTTP API's bearer tokens: made here (shown once), stored as their SHA-256 only
+(`storage/tokens.py`), checked per request. A token is 32 random bytes, so a plain SHA-256 is as
+good as a slow hash: nothing short enough to guess is ever hashed."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+
+from storage.models import ApiToken
+from storage.tokens import TokenStore
+
+TOKEN_PREFIX = "tm_"
+MAX_NAME_CHARS = 100
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def create_token(store: TokenStore, name: str) -> tuple[str, ApiToken]:
+    """A new token named `name`: (the token, shown once and never stored; its stored row)."""
+    name = " ".join(name.split())
+    if not name:
+        raise ValueError("the token's name is empty; name it after who or what will use it")
+    if len(name) > MAX_NAME_CHARS:
+        raise ValueError(f"the token's name is {len(name)} characters; at most {MAX_NAME_CHARS}")
+    token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    row = store.add_token(name, hash_token(token), token[: len(TOKEN_PREFIX) + 6])
+    return token, row
+
+
+def check_token(store: TokenStore, presented: str | None) -> ApiToken | None:
+    """The unrevoked token `presented` is, or None (absent, unknown or revoked)."""
+    if not presented or not presented.startswith(TOKEN_PREFIX) or len(presented) > 200:
+        return None
+    return store.find_active(hash_token(presented))

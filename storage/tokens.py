@@ -1,0 +1,70 @@
+"""The HTTP API's bearer tokens: stored by hash, listed, revoked. The token itself is made and hashed
+by `engine/service/tokens.py`; this store never sees it."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from sqlalchemy import update
+from sqlmodel import col, select
+
+from storage.db import Store
+from storage.models import ApiToken, utcnow
+
+LAST_USED_EVERY = timedelta(minutes=1)
+
+
+class TokenNotFound(LookupError):
+    def __init__(self, which: str) -> None:
+        super().__init__(f"no API token with id or name '{which}'. List them with: thoughtmap token list")
+        self.which = which
+
+
+class TokenStore(Store):
+    def add_token(self, name: str, token_hash: str, prefix: str) -> ApiToken:
+        with self._session() as s:
+            row = ApiToken(name=name, token_hash=token_hash, prefix=prefix)
+            s.add(row)
+            s.commit()
+            s.refresh(row)
+            return row
+
+    def list_tokens(self) -> list[ApiToken]:
+        with self._session() as s:
+            return list(s.exec(select(ApiToken).order_by(col(ApiToken.id))).all())
+
+    def active_token_count(self) -> int:
+        with self._session() as s:
+            return len(s.exec(select(ApiToken.id).where(col(ApiToken.revoked_at).is_(None))).all())
+
+    def find_active(self, token_hash: str) -> ApiToken | None:
+        """The unrevoked token with this hash, its last use recorded; None when there is none."""
+        with self._session() as s:
+            row = s.exec(select(ApiToken).where(ApiToken.token_hash == token_hash,
+                                                col(ApiToken.revoked_at).is_(None))).first()
+            if row is None:
+                return None
+            now = utcnow()
+            # Once a minute at most: a client polling a run's status must not write on every request.
+            last = row.last_used_at
+            if last is None or (now - (last if last.tzinfo else last.replace(tzinfo=now.tzinfo))) > LAST_USED_EVERY:
+                s.execute(update(ApiToken).where(col(ApiToken.id) == row.id).values(last_used_at=now))
+                s.commit()
+                row.last_used_at = now
+            return row
+
+    def revoke(self, which: str) -> list[ApiToken]:
+        """Revoke the token with this id, or every unrevoked token with this name; the ones revoked.
+        TokenNotFound when none matches."""
+        with self._session() as s:
+            query = select(ApiToken).where(col(ApiToken.revoked_at).is_(None))
+            query = query.where(col(ApiToken.id) == int(which)) if which.isdigit() else query.where(ApiToken.name == which)
+            rows = list(s.exec(query).all())
+            if not rows:
+                raise TokenNotFound(which)
+            now = utcnow()
+            s.execute(update(ApiToken).where(col(ApiToken.id).in_([r.id for r in rows])).values(revoked_at=now))
+            s.commit()
+            for row in rows:
+                row.revoked_at = now
+            return rows
