@@ -263,6 +263,16 @@ def _add_worker(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                         "--stalled-after)")
 
 
+def _add_listening(parser: argparse.ArgumentParser, *, port: int, note: str) -> None:
+    """The flags `serve` and `mcp` share: where to listen, the model, whether a token is needed."""
+    parser.add_argument("--host", default="127.0.0.1", help=f"{note}the address to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=port, help=f"{note}the port (default {port}; 0: any free port)")
+    parser.add_argument("--llm", choices=["auto", "local", "fake", "openai"], default=None,
+                        help="what runs use unless a request says otherwise (default: THOUGHTMAP_LLM or auto)")
+    parser.add_argument("--require-token", action="store_true",
+                        help=f"{note}need a bearer token on a loopback address too (always needed on any other)")
+
+
 def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     serve = sub.add_parser(
         "serve", help="serve the HTTP API (runs, live events, steering, reports) on 127.0.0.1",
@@ -272,12 +282,15 @@ def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "loopback address every request needs a bearer token (thoughtmap token create NAME), and the "
         "server refuses to start without one.",
         epilog="Exit codes: 0 stopped, 2 bad input (an address that needs a token, and no token exists).")
-    serve.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=8765, help="the port (default 8765; 0: any free port)")
-    serve.add_argument("--llm", choices=["auto", "local", "fake", "openai"], default=None,
-                       help="what runs use unless a request says otherwise (default: THOUGHTMAP_LLM or auto)")
-    serve.add_argument("--require-token", action="store_true",
-                       help="need a bearer token on a loopback address too (always needed on any other)")
+    _add_listening(serve, port=8765, note="")
+
+    mcp = sub.add_parser(
+        "mcp", help="serve Thoughtmap to MCP clients (Claude Desktop, IDEs, agents) on stdio or HTTP",
+        description="An MCP server with the tools research, run_status, get_report, list_runs, steer, "
+        "list_methods and search_corpus, and each run's report as a resource. stdio (default) is for a client "
+        "that starts it; http serves streamable HTTP at /mcp, with the same token rules as serve.")
+    mcp.add_argument("--transport", choices=["stdio", "http"], default="stdio", help="default stdio")
+    _add_listening(mcp, port=8766, note="http only: ")
 
     token = sub.add_parser("token", help="the HTTP API's bearer tokens: create, list, revoke",
                            description="Tokens for `thoughtmap serve`. A token is shown once, when it is "

@@ -1,15 +1,20 @@
-"""`thoughtmap serve`: the HTTP API (engine/service/http.py); `thoughtmap token create|list|revoke`:
-its bearer tokens, stored hashed (engine/service/tokens.py)."""
+"""`thoughtmap serve`: the HTTP API (engine/service/http.py); `thoughtmap mcp`: the MCP server
+(engine/service/mcp_server.py), on stdio or streamable HTTP; `thoughtmap token create|list|revoke`:
+the bearer tokens both need off loopback, stored hashed (engine/service/tokens.py)."""
 
 from __future__ import annotations
 
 import argparse
 import ipaddress
 import socket
+from typing import TYPE_CHECKING, Any
 
 from engine.cli import common
 from engine.cli.basics import EXIT_OK, CLIError
 from engine.safe_text import one_line
+
+if TYPE_CHECKING:
+    from engine.services import Services
 
 
 def is_loopback(host: str) -> bool:
@@ -21,42 +26,96 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def cmd_serve(args: argparse.Namespace) -> int:
-    import uvicorn
-
-    from engine.service.api import Thoughtmap
-    from engine.service.http import create_app
+def _check_address(args: argparse.Namespace, services: Services) -> bool:
+    """Whether every request needs a bearer token; CLIError when one is needed and none exists."""
     from storage.tokens import TokenStore
 
     if not 0 <= args.port <= 65535:
         raise CLIError(f"--port must be from 0 to 65535 (got {args.port})")
-    services = common.services()
-    require_token = args.require_token or not is_loopback(args.host)
+    require_token = bool(args.require_token) or not is_loopback(args.host)
     if require_token and TokenStore(services.db).active_token_count() == 0:
-        services.close()
         where = "on a loopback address with --require-token" if is_loopback(args.host) else f"on {args.host}"
         raise CLIError(f"serving {where} needs a bearer token on every request, and there is none: "
                        "create one with: thoughtmap token create NAME (or serve on 127.0.0.1)")
-    tm = Thoughtmap(llm=args.llm, services=services)
-    common.err(f"LLM: {tm.default_llm} (runs may ask for another); search: {services.settings.search}")
-    family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    return require_token
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # IPPROTO_TCP named, as getaddrinfo would: asyncio sets TCP_NODELAY only on sockets that say so,
+    # and without it a kept-alive connection waits 40 ms for a delayed ACK on every response.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
-        sock.bind((args.host, args.port))
+        sock.bind((host, port))
         sock.listen(2048)  # connections wait in the backlog until the server takes them: none is refused
     except OSError as exc:
-        services.close()
-        raise CLIError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from exc
-    port = sock.getsockname()[1]
-    shown = f"[{args.host}]" if family == socket.AF_INET6 else args.host
-    common.err(f"Thoughtmap API on http://{shown}:{port}/v1 (OpenAPI: /openapi.json)"
-               + ("; bearer token required" if require_token else "") + ". Ctrl-C stops it.")
+        sock.close()
+        raise CLIError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+    return sock
+
+
+def _address(host: str, sock: socket.socket) -> str:
+    shown = f"[{host}]" if sock.family == socket.AF_INET6 else host
+    return f"http://{shown}:{sock.getsockname()[1]}"
+
+
+def _run_app(app: Any, sock: socket.socket) -> None:
+    import uvicorn
+
     # The access log names paths and statuses only: a token is in a header, never logged.
-    server = uvicorn.Server(uvicorn.Config(create_app(tm, require_token=require_token), log_level="warning",
-                                           timeout_graceful_shutdown=2))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2))
+    server.run(sockets=[sock])
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from engine.service.api import Thoughtmap
+    from engine.service.http import create_app
+
+    services = common.services()
     try:
-        server.run(sockets=[sock])
+        require_token = _check_address(args, services)
+        tm = Thoughtmap(llm=args.llm, services=services)
+        sock = _listen(args.host, args.port)
+    except BaseException:
+        services.close()
+        raise
+    common.err(f"LLM: {tm.default_llm} (runs may ask for another); search: {services.settings.search}")
+    common.err(f"Thoughtmap API on {_address(args.host, sock)}/v1 (OpenAPI: /openapi.json)"
+               + ("; bearer token required" if require_token else "") + ". Ctrl-C stops it.")
+    try:
+        _run_app(create_app(tm, require_token=require_token), sock)
+    finally:
+        tm.close()
+    return EXIT_OK
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from engine.service.api import Thoughtmap
+    from engine.service.mcp_server import build_mcp
+
+    services = common.services()
+    try:
+        require_token = _check_address(args, services) if args.transport == "http" else False
+        tm = Thoughtmap(llm=args.llm, services=services)
+        sock = _listen(args.host, args.port) if args.transport == "http" else None
+    except BaseException:
+        services.close()
+        raise
+    mcp = build_mcp(tm)
+    try:
+        if sock is None:
+            # stdout is the protocol's: everything said goes to stderr.
+            common.err(f"Thoughtmap MCP server on stdio; LLM: {tm.default_llm}")
+            mcp.run("stdio")
+        else:
+            from engine.service.http import BearerGuard
+            from storage.tokens import TokenStore
+
+            app = mcp.streamable_http_app(host=args.host)
+            common.err(f"Thoughtmap MCP server on {_address(args.host, sock)}/mcp (streamable HTTP)"
+                       + ("; bearer token required" if require_token else "") + f"; LLM: {tm.default_llm}")
+            _run_app(BearerGuard(app, TokenStore(services.db)) if require_token else app, sock)
     finally:
         tm.close()
     return EXIT_OK

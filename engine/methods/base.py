@@ -247,6 +247,8 @@ class Method(ABC, Generic[P]):
     name: ClassVar[str]
     title: ClassVar[str]
     summary: ClassVar[str]
+    # What a caller should pick it for, in a line (the MCP server's tool descriptions).
+    good_for: ClassVar[str] = ""
     paper: ClassVar[str] = ""
     Params: ClassVar[type[MethodParams]]
 

@@ -34,6 +34,7 @@ class DirectMethod(Method[DirectParams]):
     name = "direct"
     title = "Direct answer (baseline)"
     summary = "One LLM call, no retrieval: the 'Standard' prompting baseline of the papers."
+    good_for = "a baseline: the model's own answer, no sources"
     Params = DirectParams
     node_kinds = (ASKED_QUESTION, ANSWER)
     steps = {prompts.DIRECT_ANSWER.name: "answering from what the model knows"}

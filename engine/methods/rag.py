@@ -45,6 +45,7 @@ class RagMethod(Method[RagParams]):
     name = "rag"
     title = "Retrieve and answer (baseline)"
     summary = "Retrieve the top-k passages for the question, then answer citing them: vanilla RAG."
+    good_for = "a fast baseline: a short cited answer from one search"
     Params = RagParams
     node_kinds = (ASKED_QUESTION, RETRIEVAL, ANSWER)
     steps = {prompts.RAG_ANSWER.name: "answering from the sources found"}

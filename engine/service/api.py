@@ -62,6 +62,7 @@ class MethodInfo:
     name: str
     title: str
     summary: str
+    good_for: str
     params: list[dict[str, Any]]
     params_schema: dict[str, Any]
     commands: list[dict[str, Any]]
@@ -131,7 +132,7 @@ class Thoughtmap:
                         for spec in cls.contract().commands.values() if spec.listed]
             params = [{**row, "default": row["default"] if _jsonable(row["default"]) else str(row["default"])}
                       for row in cls.describe_params()]
-            infos.append(MethodInfo(name=name, title=cls.title, summary=cls.summary, params=params,
+            infos.append(MethodInfo(name=name, title=cls.title, summary=cls.summary, good_for=cls.good_for, params=params,
                                     params_schema=cls.Params.model_json_schema(), commands=commands))
         return infos
 

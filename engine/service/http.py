@@ -85,10 +85,7 @@ def create_app(tm: Thoughtmap, *, require_token: bool = False) -> FastAPI:
     tokens = TokenStore(tm.services.db)
 
     def authorised(authorization: Annotated[str | None, Header()] = None) -> None:
-        if not require_token:
-            return
-        scheme, _, presented = (authorization or "").partition(" ")
-        if scheme.lower() != "bearer" or check_token(tokens, presented.strip()) is None:
+        if require_token and not bearer_ok(tokens, authorization):
             raise _Unauthorised()
 
     guard = [Depends(authorised)]
@@ -99,9 +96,7 @@ def create_app(tm: Thoughtmap, *, require_token: bool = False) -> FastAPI:
 
     @app.exception_handler(_Unauthorised)
     async def unauthorised(_request: Request, _exc: _Unauthorised) -> JSONResponse:
-        return JSONResponse({"error": "a valid bearer token is needed: send 'Authorization: Bearer <token>' "
-                                      "(make one with: thoughtmap token create NAME)"},
-                            status_code=401, headers={"WWW-Authenticate": "Bearer"})
+        return JSONResponse({"error": UNAUTHORISED}, status_code=401, headers={"WWW-Authenticate": "Bearer"})
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -241,3 +236,30 @@ class _BadCursor(Exception):
     def __init__(self, value: str) -> None:
         super().__init__(value)
         self.value = value
+
+
+UNAUTHORISED = ("a valid bearer token is needed: send 'Authorization: Bearer <token>' "
+                "(make one with: thoughtmap token create NAME)")
+
+
+def bearer_ok(tokens: TokenStore, authorization: str | None) -> bool:
+    scheme, _, presented = (authorization or "").partition(" ")
+    return scheme.lower() == "bearer" and check_token(tokens, presented.strip()) is not None
+
+
+class BearerGuard:
+    """An ASGI wrapper refusing any HTTP request without a valid bearer token (the MCP server's
+    streamable HTTP app, which has no dependency system of ours)."""
+
+    def __init__(self, app: Any, tokens: TokenStore) -> None:
+        self.app = app
+        self.tokens = tokens
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            header = dict(scope.get("headers") or ()).get(b"authorization", b"").decode("latin-1")
+            if not await run_in_threadpool(bearer_ok, self.tokens, header):
+                response = JSONResponse({"error": UNAUTHORISED}, status_code=401, headers={"WWW-Authenticate": "Bearer"})
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)

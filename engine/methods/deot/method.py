@@ -100,6 +100,7 @@ class DeotMethod(Method[DeotParams]):
     title = "DEoT: Dual Engines of Thoughts"
     summary = ("A breadth engine and a depth engine grow a tree of sub-questions, each solved by a "
                "planner/executor agent with tools and fact-checking, then synthesised into a report.")
+    good_for = "broad, open-ended questions explored as a tree of sub-questions a person can steer; a cited report"
     paper = "Dual Engines of Thoughts: A Depth-Breadth Integration Framework for Open-Ended Analysis (arXiv 2504.07872)"
     Params = DeotParams
     node_kinds = (QUESTION_KIND,)

@@ -103,6 +103,7 @@ class FgdipMethod(Method[FgdipParams]):
     summary = ("Starts one branch per key entity of the question, searches depth-first with generated "
                "thought/action/observation steps judged sure, maybe or impossible, checks each answer and "
                "learns from rejected ones before backtracking. Gives a short answer with a cited explanation.")
+    good_for = "multi-hop factual questions about named entities that need a short, checked answer"
     paper = ("Mission Impossible: Feedback-Guided Dynamic Interactive Planning for Improving Reasoning on LLMs "
              "(Yan, Wu, Zhou)")
     Params = FgdipParams

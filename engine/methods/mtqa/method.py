@@ -123,6 +123,7 @@ class MtqaMethod(Method[MtqaParams]):
     summary = ("Builds a knowledge graph from the question's documents, then reasons in a rows × columns matrix "
                "of thoughts: thoughts in a column pass part of their strategy down (weights α) so the next one "
                "differs, and each column's summary corrects them against retrieved knowledge units.")
+    good_for = "multi-hop questions whose answer joins facts spread over several documents; a short answer"
     paper = ("MTQA: Matrix of Thought for Enhanced Reasoning in Complex Question Answering (seed paper 004)")
     Params = MtqaParams
     node_kinds = NODE_KINDS

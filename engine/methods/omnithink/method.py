@@ -68,6 +68,7 @@ class OmniThinkMethod(Method[OmniThinkParams]):
     title = "OmniThink: information tree and conceptual pool"
     summary = ("Grows an information tree by expansion and a conceptual pool by reflection, then writes a "
                "concept-guided outline and a long-form article with citations, section by section.")
+    good_for = "a long-form, outlined article on a topic, with citations"
     paper = "OmniThink: Expanding Knowledge Boundaries in Machine Writing through Thinking (arXiv 2501.09751)"
     Params = OmniThinkParams
     node_kinds = NODE_KINDS

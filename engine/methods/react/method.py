@@ -57,6 +57,7 @@ class ReactMethod(Method[ReactParams]):
     title = "ReAct (baseline)"
     summary = ("Thought, action, observation: one chain of searches until the model answers. The agent "
                "baseline FGDIP is compared with, without its tree, evaluators and backtracking.")
+    good_for = "a quick agent baseline: one chain of searches to a short answer"
     paper = "Yao et al., 2022, ReAct: Synergizing Reasoning and Acting in Language Models (FGDIP's baseline)"
     Params = ReactParams
     node_kinds = KINDS

@@ -136,6 +136,7 @@ class ResearchMethod(Method[ResearchParams]):
     summary = ("Searches the question, reranks the documents and summarizes the best ones with a citation marker "
                "per document; then reasons, searches again while something is missing, and writes a long-form "
                "answer whose every citation points to a retrieved document and is checked against it.")
+    good_for = "a long-form answer to a research question whose every citation is checked against its source"
     paper = ("An Open and Reproducible Deep Research Agent for Long-Form Question Answering (the MMU-RAG "
              "text-to-text winner, NeurIPS 2025)")
     Params = ResearchParams

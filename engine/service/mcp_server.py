@@ -1,0 +1,117 @@
+"""`thoughtmap mcp`: Thoughtmap as an MCP server (the official `mcp` SDK), on stdio or streamable
+HTTP. Its tools are the Python API's functions (`engine/service/api.py`):
+
+- `research`: start a run and wait up to `wait_seconds` for it; the cited report, or the run's id
+  to ask about later;
+- `run_status`, `get_report`, `list_runs`, `steer`, `list_methods`, `search_corpus`.
+
+Each run's report is also a resource, `thoughtmap://runs/{run_id}/report`. The tool descriptions
+list every method with what it is good for (each method's `good_for`), so an agent can choose.
+A bad request is a tool error whose text says what was wrong and what to do."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+from engine.service.api import ApiError, Thoughtmap, run_view
+
+T = TypeVar("T")
+
+MAX_WAIT_S = 3600.0
+
+
+def methods_guide(tm: Thoughtmap) -> str:
+    return "\n".join(f"- {info.name}: {info.good_for or info.summary}" for info in tm.methods())
+
+
+def build_mcp(tm: Thoughtmap) -> MCPServer:
+    guide = methods_guide(tm)
+    mcp: MCPServer = MCPServer(
+        name="thoughtmap", title="Thoughtmap",
+        instructions="Deep research with LLM reasoning methods over a local corpus and the web. Start with "
+                     "`research`; it returns a Markdown report whose [n] markers cite the numbered sources at "
+                     "its end. Methods:\n" + guide)
+
+    async def call(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        try:
+            return await anyio.to_thread.run_sync(lambda: function(*args, **kwargs))
+        except ApiError as exc:
+            raise ToolError(str(exc)) from exc
+
+    @mcp.tool(description="Research a question with one of Thoughtmap's methods and return its cited report "
+                          "(Markdown, [n] markers citing numbered sources). Waits up to wait_seconds; a run "
+                          "still going then is left running, and its run_id can be given to run_status and "
+                          "get_report later. Methods (method=...):\n" + guide)
+    async def research(question: str, method: str = "deot", params: dict[str, Any] | None = None,
+                       wait_seconds: float = 300.0, search: str | None = None, llm: str | None = None,
+                       max_cost: float | None = None) -> dict[str, Any]:
+        if not 0 <= wait_seconds <= MAX_WAIT_S:
+            raise ToolError(f"wait_seconds must be from 0 to {MAX_WAIT_S:.0f} (got {wait_seconds})")
+        run = await call(tm.start, question, method, params, search=search, llm=llm, max_cost=max_cost)
+        final = await call(tm.wait, run.id, wait_seconds)
+        outcome: dict[str, Any] = {"run_id": final.id, "status": final.status}
+        if final.status in ("queued", "running", "paused"):
+            outcome["note"] = (f"still {final.status} after {wait_seconds:.0f} s; ask run_status or get_report "
+                               f"with run_id {final.id} later")
+            return outcome
+        if final.stop_reason:
+            outcome["stop_reason"] = final.stop_reason
+        if final.error:
+            outcome["error"] = final.error
+        outcome["report"] = await call(tm.report, final.id, "md")
+        return outcome
+
+    @mcp.tool(description="A run's status and progress: status, nodes by status, LLM calls, tokens, cost.")
+    async def run_status(run_id: str) -> dict[str, Any]:
+        return await call(tm.status, run_id)
+
+    @mcp.tool(description="A run's report: md (Markdown with numbered, resolving sources) or json (its "
+                          "structure: sections, claims, sources). A run still going gives its partial report.")
+    async def get_report(run_id: str, format: str = "md") -> str | dict[str, Any]:
+        if format not in ("md", "json"):
+            raise ToolError(f"format must be md or json here (got {format!r}); pdf and docx come from the HTTP API")
+        report = await call(tm.report, run_id, format)
+        assert not isinstance(report, bytes)
+        return report
+
+    @mcp.tool(description="Stored runs, newest first: id, question, method, status, usage. Filter by status "
+                          "(queued, running, paused, done, failed, stopped, interrupted), method or text.")
+    async def list_runs(status: str | None = None, method: str | None = None, text: str | None = None,
+                        limit: int = 20) -> list[dict[str, Any]]:
+        runs = await call(tm.runs, status=status, method=method, text=text, limit=limit)
+        return [run_view(run) for run in runs]
+
+    @mcp.tool(description="Steer a run with one of its method's commands (list_methods gives each method's "
+                          "commands and their payloads), e.g. command='ask', payload={'node_id': 1, 'question': "
+                          "'...'}, or 'expand', 'deepen', 'prune' on a node. A finished run is reopened to apply it.")
+    async def steer(run_id: str, command: str, payload: dict[str, Any] | None = None) -> dict[str, Any]:
+        queued = await call(tm.steer, run_id, command, payload)
+        return {"command_id": queued.id, "command": queued.kind, "status": queued.status,
+                "note": "queued: the run applies it at its next step; run_status shows the run's progress"}
+
+    @mcp.tool(description="The methods: name, what each is good for, its parameters (name, type, default, "
+                          "help) and its steering commands.")
+    async def list_methods() -> list[dict[str, Any]]:
+        infos = await call(tm.methods)
+        return [{"name": i.name, "title": i.title, "good_for": i.good_for, "summary": i.summary,
+                 "params": i.params, "commands": [{k: c[k] for k in ("name", "help", "targets_node")}
+                                                  for c in i.commands]} for i in infos]
+
+    @mcp.tool(description="Search the local corpus (the bundled datasets and ingested files) as the methods "
+                          "search it: title, reference, snippet and score of the top k passages.")
+    async def search_corpus(query: str, k: int = 10) -> list[dict[str, Any]]:
+        return await call(tm.search, query, k)
+
+    @mcp.resource("thoughtmap://runs/{run_id}/report", name="report", mime_type="text/markdown",
+                  description="A run's report in Markdown, with numbered sources.")
+    async def report_resource(run_id: str) -> str:
+        report = await call(tm.report, run_id, "md")
+        assert isinstance(report, str)
+        return report
+
+    return mcp
