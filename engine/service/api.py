@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from engine.config import LLMChoice, SearchMode, Settings, load_settings
+from engine.methods.registry import DEFAULT_METHOD
 from engine.service.feed import FeedEvent, RunFeed, edge_data, node_data, status_data
 
 if TYPE_CHECKING:
@@ -156,7 +157,7 @@ class Thoughtmap:
 
     # ------------------------------------------------------------------ runs
 
-    def start(self, question: str, method: str = "deot", params: Mapping[str, Any] | None = None, *,
+    def start(self, question: str, method: str = DEFAULT_METHOD, params: Mapping[str, Any] | None = None, *,
               llm: str | None = None, search: str | None = None, profile: str = "auto",
               max_tokens: int | None = None, max_cost: float | None = None) -> Run:
         """Create a run and start it (in this process, or on a worker with THOUGHTMAP_EXECUTION=queue).

@@ -21,6 +21,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
+from engine.methods.registry import DEFAULT_METHOD
 from engine.service.api import MAX_SEARCH_K, REPORT_FORMATS, ApiError, NotFound, Thoughtmap, run_view
 from engine.service.feed import FeedEvent
 from engine.service.tokens import check_token
@@ -41,7 +42,7 @@ class _Body(BaseModel):
 
 class NewRun(_Body):
     question: str = Field(description="The question to research (at most 2,000 characters).")
-    method: str = Field("deot", description="A method name from GET /v1/methods.")
+    method: str = Field(DEFAULT_METHOD, description="A method name from GET /v1/methods.")
     params: dict[str, Any] = Field(default_factory=dict, description="The method's parameters; others keep their defaults.")
     llm: Literal["auto", "local", "openai", "fake"] | None = Field(None, description="The model; default: the server's.")
     search: Literal["local", "web", "both", "none"] | None = Field(None, description="Where the run searches.")

@@ -18,6 +18,7 @@ import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
+from engine.methods.registry import DEFAULT_METHOD
 from engine.service.api import ApiError, Thoughtmap, run_view
 
 T = TypeVar("T")
@@ -47,7 +48,7 @@ def build_mcp(tm: Thoughtmap) -> MCPServer:
                           "(Markdown, [n] markers citing numbered sources). Waits up to wait_seconds; a run "
                           "still going then is left running, and its run_id can be given to run_status and "
                           "get_report later. Methods (method=...):\n" + guide)
-    async def research(question: str, method: str = "deot", params: dict[str, Any] | None = None,
+    async def research(question: str, method: str = DEFAULT_METHOD, params: dict[str, Any] | None = None,
                        wait_seconds: float = 300.0, search: str | None = None, llm: str | None = None,
                        max_cost: float | None = None) -> dict[str, Any]:
         if not 0 <= wait_seconds <= MAX_WAIT_S:
