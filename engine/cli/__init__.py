@@ -3,7 +3,7 @@
 The package: `parser.py` (the grammar, light: `--help` loads nothing else), `common.py` (the
 helpers the commands share), one module per command family (`runs.py`: run, resume, list, show,
 export, ingest; `catalog.py`: methods, model; `bench.py`; `judge.py`; `kg.py`; `search_eval.py`;
-`worker.py`; `serve.py`: serve, mcp, token), `input.py` (checks of what was typed), `basics.py` (exit codes, errors, output). `main` imports a command's module
+`worker.py`; `serve.py`: serve, mcp, token; `steer.py`: steer, pause, stop, delete), `input.py` (checks of what was typed), `basics.py` (exit codes, errors, output). `main` imports a command's module
 only when that command runs.
 
 Exit codes: 0 done; 1 the run failed or a runtime error (endpoint unreachable, the report could
@@ -38,7 +38,8 @@ COMMANDS = {"run": "runs:cmd_run", "resume": "runs:cmd_resume", "list": "runs:cm
             "export": "runs:cmd_export", "ingest": "runs:cmd_ingest", "methods": "catalog:cmd_methods",
             "model": "catalog:cmd_model", "bench": "bench:cmd_bench", "judge": "judge:cmd_judge", "kg": "kg:cmd_kg",
             "search-eval": "search_eval:cmd_search_eval", "worker": "worker:cmd_worker",
-            "serve": "serve:cmd_serve", "mcp": "serve:cmd_mcp", "token": "serve:cmd_token"}
+            "serve": "serve:cmd_serve", "steer": "steer:cmd_steer", "pause": "steer:cmd_control",
+            "stop": "steer:cmd_control", "delete": "steer:cmd_control", "mcp": "serve:cmd_mcp", "token": "serve:cmd_token"}
 
 
 def command(name: str) -> Callable[..., int]:

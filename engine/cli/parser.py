@@ -55,6 +55,22 @@ def build_parser() -> argparse.ArgumentParser:
                      help="cost budget of the run in dollars")
     run.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
+    steer = sub.add_parser("steer", help="send a run one of its method's commands (see: thoughtmap methods)",
+                           description="Queue a steering command: expand, deepen, ask, prune... as the method "
+                           "declares them (thoughtmap methods lists each method's). A run executing elsewhere "
+                           "(the app, serve, a worker) applies it there; a finished run is reopened and "
+                           "executed here until it ends.")
+    steer.add_argument("run_id")
+    steer.add_argument("steer_command", metavar="command", help="the command's name, e.g. ask, expand, prune, regenerate_report")
+    steer.add_argument("--node", type=int, default=None, metavar="N", help="the node it applies to (its #id)")
+    steer.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                       help="a payload field, repeatable, e.g. --set question=\"How did trade change?\"")
+    steer.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    for name, what in (("pause", "pause a queued or running run at its next step"),
+                       ("stop", "stop an active run at its next step, keeping what it made"),
+                       ("delete", "delete a run and everything stored with it (stop it first)")):
+        sub.add_parser(name, help=what).add_argument("run_id")
+
     resume = sub.add_parser("resume", help="continue an interrupted, stopped or failed run")
     resume.add_argument("run_id")
     resume.add_argument("--llm", choices=["fake", "local", "openai"], help="LLM to continue with (default: the run's own)")

@@ -33,6 +33,8 @@ BINARY_FORMATS = {"pdf": "to_pdf", "docx": "to_docx"}
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from engine.service.api import ApiError, Thoughtmap
+
     question = (args.question or "").strip()
     if not question:
         raise CLIError("the question is empty; pass the question as the first argument, in quotes")
@@ -56,8 +58,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         changed = ", ".join(f"{k}={v}" for k, v in method_cls.Params.quick_profile.items() if k not in values)
         if changed:
             common.err(f"quick profile: {changed} (raise any with --param, or use --profile paper)")
+    tm = Thoughtmap(services=services, llm=kind)  # the Python API: the HTTP API and MCP server start runs so too
     if not (services.queue is not None and kind == "local"):  # a worker starts its own built-in model
         common.prepare_llm(services, kind, args.quiet)
+        tm.prepared(kind)
     search_mode = args.search or services.settings.search
     try:
         searcher = services.searcher(search_mode, progress=None if args.quiet else common.corpus_progress())
@@ -67,13 +71,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         common.err(f"search: {searcher.description}")
         if services.embedder_notice:
             common.err(f"note: {services.embedder_notice}")
-    services.runner.recover_interrupted()
-    run = services.runner.create_run(
-        question=question, method=args.method, params=params, llm_info=services.llm_info(kind),
-        search_mode=search_mode, max_tokens=args.max_tokens, max_cost=args.max_cost,
-    )
+    try:
+        run = tm.start(question, args.method, params.model_dump(mode="json"), llm=kind, search=search_mode,
+                       profile="paper", max_tokens=args.max_tokens, max_cost=args.max_cost)
+    except ApiError as exc:  # checked above already; a plugin's Params may still refuse its own dump
+        raise CLIError(str(exc)) from exc
     print(run.id, flush=True)
-    services.runner.start(run.id)
     if services.queue is not None and not args.quiet:
         common.err("queued: a worker executes it (start one with: thoughtmap worker)")
     common.watch(services, run.id, args.quiet)

@@ -189,7 +189,7 @@ class Thoughtmap:
                                               profile=profile_for_llm(kind) if profile == "auto" else profile)
         except ParamError as exc:
             raise BadRequest(str(exc)) from exc
-        self._prepare(kind)
+        self.prepare(kind)
         services = self.services
         run = services.runner.create_run(question=question, method=method, params=built,
                                          llm_info=services.llm_info(kind), search_mode=cast(SearchMode, search_mode),
@@ -296,7 +296,7 @@ class Thoughtmap:
         try:
             parsed = spec.parse(dict(payload or {}))
             if not (spec.report_only and self.services.methods[run.method].report_without_model):
-                self._prepare(run.llm_info.get("kind", "openai"))
+                self.prepare(run.llm_info.get("kind", "openai"))
             return self.services.runner.steer(run_id, command, parsed.model_dump(mode="json"))
         except (CommandRejected, UnsupportedCommand) as exc:
             raise BadRequest(str(exc)) from exc
@@ -326,7 +326,7 @@ class Thoughtmap:
             if short := budget_short(run, max_tokens=max_tokens, max_cost=max_cost):
                 field = "max_cost" if short.dimension == "cost" else "max_tokens"
                 raise Conflict(f"run {run_id}'s budget is spent ({short}); resume it with a larger {field}")
-            self._prepare(run.llm_info.get("kind", "openai"))
+            self.prepare(run.llm_info.get("kind", "openai"))
             runner.resume(run_id, max_tokens=int(max_tokens) if max_tokens is not None else None, max_cost=max_cost)
         except RunnerError as exc:
             raise Conflict(str(exc)) from exc
@@ -382,21 +382,28 @@ class Thoughtmap:
         settings = self.services.settings
         return self.services.resolve_llm(cast(LLMChoice, choice), settings.llm.api_key)
 
-    def _prepare(self, kind: str) -> None:
-        """The model's client made and its endpoint checked, once per kind (the CLI's preflight)."""
+    def prepare(self, kind: str) -> None:
+        """The model's client made and its endpoint checked, once per kind: BadRequest when a key is
+        missing or refused, Conflict when the endpoint cannot serve (down, no such model)."""
         if kind in self._prepared or kind == "fake":
             return
         if self.services.queue is not None and kind == "local":
             return  # a worker starts its own built-in model
-        from engine.llm.protocol import LLMError
+        from engine.llm.protocol import LLMAuthError, LLMError
 
         try:
             llm = self.services.llm(kind)
             preflight = getattr(llm, "preflight", None)
             if preflight is not None:
                 preflight()
+        except LLMAuthError as exc:
+            raise BadRequest(exc.user_message) from exc
         except LLMError as exc:
             raise Conflict(exc.user_message) from exc
+        self._prepared.add(kind)
+
+    def prepared(self, kind: str) -> None:
+        """Record that `kind`'s endpoint was checked by the caller (the CLI checks it in its own words)."""
         self._prepared.add(kind)
 
 
