@@ -8,6 +8,8 @@ import json
 import re
 import subprocess
 import sys
+import threading
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +68,24 @@ async def _every_tool(client: Client) -> dict[str, Any]:
     return done
 
 
+def _run(session: Callable[[], Awaitable[None]]) -> None:
+    """`anyio.run(session)` in a thread of its own: a Playwright test before this one in the same
+    process leaves an event loop running in the main thread, where a second loop cannot start."""
+    failures: list[BaseException] = []
+
+    def body() -> None:
+        try:
+            anyio.run(session)
+        except BaseException as exc:  # noqa: BLE001 - raised again in the test's thread
+            failures.append(exc)
+
+    thread = threading.Thread(target=body)
+    thread.start()
+    thread.join()
+    if failures:
+        raise failures[0]
+
+
 def test_every_tool_over_stdio(tmp_path_factory, bundled_corpus) -> None:  # noqa: F811
     home = _home(tmp_path_factory, bundled_corpus)
     params = StdioServerParameters(command=sys.executable, args=["-m", "engine.cli", "mcp"], env=_env(home),
@@ -75,7 +95,7 @@ def test_every_tool_over_stdio(tmp_path_factory, bundled_corpus) -> None:  # noq
         async with Client(params, read_timeout_seconds=600) as client:
             await _every_tool(client)
 
-    anyio.run(session)
+    _run(session)
 
 
 def test_research_over_streamable_http(tmp_path_factory, bundled_corpus) -> None:  # noqa: F811
@@ -97,7 +117,7 @@ def test_research_over_streamable_http(tmp_path_factory, bundled_corpus) -> None
             async with Client(url, read_timeout_seconds=600) as client:
                 await _every_tool(client)
 
-        anyio.run(session)
+        _run(session)
     finally:
         process.terminate()
         process.wait(timeout=60)
