@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import signal
 import socket
 from typing import TYPE_CHECKING, Any
 
@@ -60,9 +61,17 @@ def _address(host: str, sock: socket.socket) -> str:
     return f"http://{shown}:{sock.getsockname()[1]}"
 
 
+def _stopped(_signum: int, _frame: object) -> None:
+    raise SystemExit(0)
+
+
 def _run_app(app: Any, sock: socket.socket) -> None:
     import uvicorn
 
+    # uvicorn shuts down gracefully on SIGTERM, then raises the signal again for the handler that was
+    # there before: this one turns it into SystemExit, so the caller's `finally` still interrupts
+    # the runs this process executes (resumable) instead of the default handler killing it.
+    signal.signal(signal.SIGTERM, _stopped)
     # The access log names paths and statuses only: a token is in a header, never logged.
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2))
     server.run(sockets=[sock])

@@ -118,7 +118,13 @@ class Thoughtmap:
     def __exit__(self, *_exc: object) -> None:
         self.close()
 
-    def close(self) -> None:
+    def close(self, *, grace_s: float = 30.0) -> None:
+        """Stop: the runs executing in this process are interrupted at their next step (resumable,
+        finished nodes kept; `resume` continues them), given `grace_s` to record it, then the
+        services close."""
+        runner = self.services.runner
+        for run_id in runner.interrupt_all("the process serving it stopped; resume the run to continue"):
+            runner.wait(run_id, timeout=grace_s)
         self.services.close()
 
     # ------------------------------------------------------------------ methods and corpus

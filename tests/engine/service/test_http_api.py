@@ -303,3 +303,23 @@ def test_tokens_guard_the_api_and_a_public_address_needs_one(tmp_path_factory, b
             assert client.get("/v1/runs").status_code == 401
     finally:
         _stop(server)
+
+
+def test_a_server_stopped_mid_run_leaves_it_interrupted_and_resumable(tmp_path_factory, bundled_corpus) -> None:  # noqa: F811
+    home = _home(tmp_path_factory, bundled_corpus)
+    server = _start(home)
+    try:
+        with server.client() as client:
+            run = _create(client, params={"max_nodes": 6})
+            _events(client, run["id"], stop_after_logs=3)  # it is under way
+    finally:
+        _stop(server)  # SIGTERM: the server shuts down as Ctrl-C does
+    shown = _cli(home, "show", run["id"])
+    assert "status    interrupted" in shown.stdout, shown.stdout
+    server = _start(home)
+    try:
+        with server.client() as client:
+            assert client.post(f"/v1/runs/{run['id']}/resume").status_code == 200
+            assert _events(client, run["id"])[-1][2]["status"] == "done"
+    finally:
+        _stop(server)
