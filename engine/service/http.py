@@ -106,6 +106,10 @@ def create_app(tm: Thoughtmap, *, require_token: bool = False) -> FastAPI:
     @app.middleware("http")
     async def limit_body(request: Request, call_next: Any) -> Response:
         length = request.headers.get("content-length")
+        if length is None and "chunked" in request.headers.get("transfer-encoding", "").lower():
+            # A body of unknown length could be any size: its length must be said first.
+            return JSONResponse({"error": "send the body with a Content-Length (at most "
+                                          f"{MAX_BODY_BYTES:,} bytes), not chunked"}, status_code=411)
         if length is not None and (not length.isdigit() or int(length) > MAX_BODY_BYTES):
             return JSONResponse({"error": f"the request body is over {MAX_BODY_BYTES:,} bytes"}, status_code=413)
         response: Response = await call_next(request)

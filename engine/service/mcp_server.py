@@ -49,7 +49,7 @@ def build_mcp(tm: Thoughtmap) -> MCPServer:
                           "still going then is left running, and its run_id can be given to run_status and "
                           "get_report later. Methods (method=...):\n" + guide)
     async def research(question: str, method: str = DEFAULT_METHOD, params: dict[str, Any] | None = None,
-                       wait_seconds: float = 300.0, search: str | None = None, llm: str | None = None,
+                       wait_seconds: float = 120.0, search: str | None = None, llm: str | None = None,
                        max_cost: float | None = None) -> dict[str, Any]:
         if not 0 <= wait_seconds <= MAX_WAIT_S:
             raise ToolError(f"wait_seconds must be from 0 to {MAX_WAIT_S:.0f} (got {wait_seconds})")

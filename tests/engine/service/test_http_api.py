@@ -235,6 +235,9 @@ def test_bad_input_gets_a_clear_4xx_and_stores_nothing(server: Server) -> None:
         refused(client.post("/v1/runs", content=b"{", headers={"content-type": "application/json"}), 422, "JSON")
         refused(client.post("/v1/runs", content=b"x" * 1_000_001, headers={"content-type": "application/json"}),
                 413, "over 1,000,000 bytes")
+        chunks = iter([b'{"question": "', b"Why?", b'"}'])
+        refused(client.post("/v1/runs", content=chunks, headers={"content-type": "application/json"}), 411,
+                "Content-Length")
         assert len(client.get("/v1/runs", params={"limit": 500}).json()) == before  # nothing stored half-way
 
         for method, path in (("GET", "/v1/runs/nope"), ("GET", "/v1/runs/nope/graph"), ("GET", "/v1/runs/nope/events"),

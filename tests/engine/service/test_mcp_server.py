@@ -88,7 +88,7 @@ def _run(session: Callable[[], Awaitable[None]]) -> None:
 
 def test_every_tool_over_stdio(tmp_path_factory, bundled_corpus) -> None:  # noqa: F811
     home = _home(tmp_path_factory, bundled_corpus)
-    params = StdioServerParameters(command=sys.executable, args=["-m", "engine.cli", "mcp"], env=_env(home),
+    params = StdioServerParameters(command=sys.executable, args=["-m", "engine.cli", "mcp", "--llm", "fake"], env=_env(home),
                                    cwd=str(ROOT))
 
     async def session() -> None:
@@ -100,8 +100,8 @@ def test_every_tool_over_stdio(tmp_path_factory, bundled_corpus) -> None:  # noq
 
 def test_research_over_streamable_http(tmp_path_factory, bundled_corpus) -> None:  # noqa: F811
     home: Path = _home(tmp_path_factory, bundled_corpus)
-    process = subprocess.Popen([sys.executable, "-m", "engine.cli", "mcp", "--transport", "http", "--port", "0"],
-                               env=_env(home), cwd=ROOT, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    process = subprocess.Popen([sys.executable, "-m", "engine.cli", "mcp", "--transport", "http", "--port", "0",
+                                "--llm", "fake"], env=_env(home), cwd=ROOT, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
     try:
         assert process.stderr is not None
         url = None
