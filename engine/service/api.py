@@ -18,6 +18,7 @@ command that does not apply), an unknown run `NotFound`, a run in a state that r
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections.abc import Iterator, Mapping
@@ -201,7 +202,14 @@ class Thoughtmap:
                                          llm_info=services.llm_info(kind), search_mode=cast(SearchMode, search_mode),
                                          max_tokens=int(max_tokens) if max_tokens is not None else None,
                                          max_cost=max_cost)
-        services.runner.start(run.id)
+        try:
+            services.runner.start(run.id)
+        except BaseException:
+            # Not started (the queue could not take it, the claim was refused): a stored run that
+            # nothing will execute must not stay behind, waiting for ever.
+            with contextlib.suppress(Exception):
+                services.repo.delete_run(run.id)
+            raise
         return services.reads.get_run(run.id)
 
     def get(self, run_id: str) -> Run:
@@ -258,6 +266,9 @@ class Thoughtmap:
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
                     return run
+                if subscription.finished():  # its watch saw the run end, and it was reopened since
+                    subscription.close()
+                    subscription = self.feed.subscribe(run_id)
                 subscription.wait(min(left, 1.0) if left is not None else 1.0)
         finally:
             subscription.close()

@@ -25,12 +25,26 @@ Many subscribers of one run cost one poll: the watch reads once and fans out."""
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC
 from typing import Any
 
-from engine.reads import Edge, Node, Reads, Run, RunEvent, RunNotFound, RunStatus
+from engine import narration
+from engine.reads import (
+    CommandStatus,
+    Edge,
+    GraphSnapshot,
+    Node,
+    Reads,
+    Run,
+    RunEvent,
+    RunNotFound,
+    RunStatus,
+    utcnow,
+)
 
 # How often a watched run's change counter is read: the latency from a write to its event.
 DEFAULT_POLL_S = 0.05
@@ -66,8 +80,19 @@ def log_data(event: RunEvent) -> dict[str, Any]:
             "data": event.data, "created_at": event.created_at.isoformat()}
 
 
-def _ended(run: Run) -> bool:
-    return run.status not in RunStatus.ACTIVE
+# How long after a run's end is stored its closing step-log line may still come (the runner stores
+# the status, then says how the run ended); a run that never says it is taken as over after this.
+END_GRACE_S = 2.0
+_CLOSING = frozenset({narration.Phase.STOPPED, narration.Phase.FINISHED, narration.Phase.FAILED})
+
+
+def _over(reads: Reads, run: Run) -> bool:
+    """The run is not active, and no steering command waits to reopen it (the runner records `done`,
+    then reopens a run whose command came meanwhile)."""
+    if run.status in RunStatus.ACTIVE:
+        return False
+    return not any(c.status in (CommandStatus.QUEUED, CommandStatus.TAKEN) and c.kind not in ("pause", "stop")
+                   for c in reads.list_commands(run.id))
 
 
 class Subscription:
@@ -84,6 +109,10 @@ class Subscription:
 
     def has_new(self) -> bool:
         return bool(self._pending) or self._watch.length() > self._position
+
+    def finished(self) -> bool:
+        """Its watch ended and everything it produced was taken: no more will come."""
+        return self._watch.ended and not self.has_new()
 
     def poll(self) -> list[FeedEvent]:
         taken = list(self._pending)
@@ -110,7 +139,8 @@ class RunWatch:
         self.run_id = run_id
         self._poll_s = poll_s
         self._on_idle = on_idle
-        self._cond = threading.Condition()
+        self._cond = threading.Condition()  # guards the state below; never held over a database read
+        self._ticking = threading.Lock()  # one read of the run at a time
         self._history: list[FeedEvent] = []
         self._subscribers: list[Subscription] = []
         self._thread: threading.Thread | None = None
@@ -120,6 +150,8 @@ class RunWatch:
         self._nodes: dict[int, dict[str, Any]] = {}
         self._edges: dict[int, dict[str, Any]] = {}
         self._status: dict[str, Any] = {}
+        self._said_end = False  # the last `run` line closed a segment (finished, stopped, failed)
+        self._over_since: float | None = None  # when the run was first read as over
         self.ended = False
 
     # ------------------------------------------------------------------ subscribers
@@ -127,9 +159,9 @@ class RunWatch:
     def subscribe(self, after: int | None, on_new: Callable[[], None] | None = None) -> Subscription:
         """A subscriber from `after` (the cursor it last saw; None: from the run's first line).
         RunNotFound when the run does not exist."""
+        if not self._loaded:
+            self._tick()
         with self._cond:
-            if not self._loaded:
-                self._tick()
             position, last_log = len(self._history), self._last_log_id
             state: list[FeedEvent] = [FeedEvent("status", dict(self._status), last_log)]
             state += [FeedEvent("node", dict(data), last_log) for data in self._nodes.values()]
@@ -155,6 +187,11 @@ class RunWatch:
                 self._subscribers.remove(subscription)
             self._cond.notify_all()
 
+    def idle(self) -> bool:
+        """No subscriber and no thread: nothing holds this watch."""
+        with self._cond:
+            return not self._subscribers and self._thread is None
+
     def length(self) -> int:
         with self._cond:
             return len(self._history)
@@ -176,8 +213,7 @@ class RunWatch:
                     self._thread = None
                     break
             try:
-                with self._cond:
-                    self._tick()
+                self._tick()
             except Exception:  # noqa: BLE001 - a database hiccup: read again at the next poll
                 pass
             with self._cond:
@@ -185,28 +221,49 @@ class RunWatch:
         self._on_idle(self)
 
     def _tick(self) -> None:
-        """Read the run if its counter moved, and append what changed (with the lock held)."""
-        try:
-            version = self._reads.run_version(self.run_id)
-        except RunNotFound:
-            if not self._loaded:
-                raise
-            self._append(FeedEvent("end", {"status": "deleted"}, self._last_log_id))
-            self.ended = True
-            return
-        if version == self._version:
-            return
-        # The graph before the lines: a run's status is stored after all its writes, so a run seen
-        # ended here has all its lines stored for the read below.
-        snapshot = self._reads.snapshot(self.run_id)
-        lines = list(reversed(self._reads.list_events(self.run_id, after_id=self._last_log_id)))
+        """Read the run if its counter moved, and append what changed. The database is read with no
+        lock that subscribers wait on (`_ticking` keeps ticks one at a time)."""
+        with self._ticking:
+            try:
+                version = self._reads.run_version(self.run_id)
+            except RunNotFound:
+                if not self._loaded:
+                    raise
+                with self._cond:
+                    self._append(FeedEvent("end", {"status": "deleted"}, self._last_log_id))
+                    self.ended = True
+                return
+            if version == self._version and self._over_since is None:
+                return
+            # The graph before the lines: a run's status is stored after all its other writes but
+            # the line saying how it ended, which `_apply` waits for.
+            snapshot = self._reads.snapshot(self.run_id)
+            lines = list(reversed(self._reads.list_events(self.run_id, after_id=self._last_log_id)))
+            over = _over(self._reads, snapshot.run)
+            with self._cond:
+                self._apply(version, snapshot, lines, over)
+
+    def _apply(self, version: int, snapshot: GraphSnapshot, lines: list[RunEvent], over: bool) -> None:
+        """What one read found, turned into events (with `_cond` held)."""
         self._version = version
         first = not self._loaded
         self._loaded = True
         for event in lines:
             self._last_log_id = max(self._last_log_id, event.id or 0)
+            if event.kind == narration.RUN:
+                self._said_end = (event.data or {}).get("phase") in _CLOSING
             if not first:
                 self._append(FeedEvent("log", log_data(event), self._last_log_id))
+        # Over, and its closing line stored (or long enough ago that none will come): it ended.
+        now = time.monotonic()
+        if over and self._over_since is None:
+            self._over_since = now
+        if not over:
+            self._over_since = None
+        finished = snapshot.run.finished_at
+        long_ago = finished is not None and (utcnow() - (finished if finished.tzinfo else finished.replace(tzinfo=UTC))
+                                             ).total_seconds() >= END_GRACE_S
+        ended = over and (self._said_end or long_ago or now - (self._over_since or now) >= END_GRACE_S)
         status = status_data(snapshot.run)
         changed_status = status != self._status
         self._status = status
@@ -223,7 +280,7 @@ class RunWatch:
                     self._append(FeedEvent("edge", edge_data(edge), self._last_log_id))
         if changed_status and not first:
             self._append(FeedEvent("status", dict(status), self._last_log_id))
-        if _ended(snapshot.run):
+        if ended:
             if not first:
                 self._append(FeedEvent("end", {"status": snapshot.run.status}, self._last_log_id))
             self.ended = True
@@ -233,7 +290,10 @@ class RunWatch:
         self._cond.notify_all()
         for subscription in list(self._subscribers):
             if subscription.on_new is not None:
-                subscription.on_new()
+                try:
+                    subscription.on_new()
+                except Exception:  # noqa: BLE001 - one subscriber gone (its loop closed) stops no other
+                    subscription.on_new = None
 
 
 class RunFeed:
@@ -254,14 +314,18 @@ class RunFeed:
                 watch = RunWatch(self._reads, run_id, poll_s=self.poll_s, on_idle=self._drop)
                 self._watches[run_id] = watch
         try:
-            return watch.subscribe(after, on_new)
+            subscription = watch.subscribe(after, on_new)
         except RunNotFound:
             self._drop(watch)
             raise
+        if watch.ended:  # a finished run: nothing to watch, nothing to keep
+            self._drop(watch)
+        return subscription
 
     def _drop(self, watch: RunWatch) -> None:
         with self._lock:
-            if self._watches.get(watch.run_id) is watch:
+            # A subscriber that came as its thread stopped keeps it (and restarted the thread).
+            if self._watches.get(watch.run_id) is watch and (watch.ended or watch.idle()):
                 del self._watches[watch.run_id]
 
     def watched(self) -> int:

@@ -20,14 +20,18 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from engine.methods.registry import DEFAULT_METHOD
-from engine.service.api import MAX_SEARCH_K, REPORT_FORMATS, ApiError, NotFound, Thoughtmap, run_view
+from engine.reads import RunNotFound
+from engine.service.api import MAX_SEARCH_K, REPORT_FORMATS, ApiError, Thoughtmap, run_view
 from engine.service.feed import FeedEvent
 from engine.service.tokens import check_token
 from storage.tokens import TokenStore
 
 MAX_BODY_BYTES = 1_000_000
+# Event ids are database ids: anything larger is no id this server sent (and overflows SQLite).
+MAX_CURSOR = 2**62
 # A comment line this often keeps proxies and clients from closing a quiet stream.
 KEEPALIVE_S = 15.0
 
@@ -78,12 +82,19 @@ def _readable(errors: list[Any]) -> str:
     return "; ".join(parts) or "the request is not valid"
 
 
+LOOPBACK_NAMES = ["127.0.0.1", "localhost", "::1", "[::1]"]
+
+
 def create_app(tm: Thoughtmap, *, require_token: bool = False) -> FastAPI:
-    """The API over `tm`. `require_token`: every route but /v1/health needs a bearer token."""
+    """The API over `tm`. `require_token`: every route but /v1/health needs a bearer token. Without
+    one, only requests addressed to a loopback name are served: a web page that rebinds its own
+    domain to 127.0.0.1 (DNS rebinding) gets 400, not the runs."""
     app = FastAPI(title="Thoughtmap", version="1",
                   description="Deep, open-ended research with LLMs: start runs, stream their events, steer "
                               "them, get cited reports.")
     tokens = TokenStore(tm.services.db)
+    if not require_token:
+        app.add_middleware(TrustedHostMiddleware, allowed_hosts=LOOPBACK_NAMES)
 
     def authorised(authorization: Annotated[str | None, Header()] = None) -> None:
         if require_token and not bearer_ok(tokens, authorization):
@@ -94,6 +105,11 @@ def create_app(tm: Thoughtmap, *, require_token: bool = False) -> FastAPI:
     @app.exception_handler(ApiError)
     async def api_error(_request: Request, exc: ApiError) -> JSONResponse:
         return JSONResponse({"error": str(exc)}, status_code=exc.status)
+
+    @app.exception_handler(RunNotFound)
+    async def run_not_found(_request: Request, exc: RunNotFound) -> JSONResponse:
+        # A run deleted between a request's first read and a later one.
+        return JSONResponse({"error": str(exc)}, status_code=404)
 
     @app.exception_handler(_Unauthorised)
     async def unauthorised(_request: Request, _exc: _Unauthorised) -> JSONResponse:
@@ -152,26 +168,27 @@ def create_app(tm: Thoughtmap, *, require_token: bool = False) -> FastAPI:
              responses={200: {"content": {"text/event-stream": {}},
                               "description": "Server-sent events: log, node, edge, status, end. Resume with "
                                              "the Last-Event-ID header (or ?after=)."}})
-    async def events(run_id: str, after: int | None = None,
-                     last_event_id: Annotated[str | None, Header()] = None) -> StreamingResponse:
+    async def events(run_id: str, after: Annotated[int | None, Query(ge=0, le=MAX_CURSOR)] = None,
+                     last_event_id: Annotated[str | None, Header()] = None,
+                     authorization: Annotated[str | None, Header()] = None) -> StreamingResponse:
         cursor = after
         if last_event_id is not None:
-            if not last_event_id.strip().isdigit():
+            value = last_event_id.strip()
+            if not value.isdigit() or int(value) > MAX_CURSOR:
                 raise _BadCursor(last_event_id)
-            cursor = int(last_event_id.strip())
-        loop = asyncio.get_running_loop()
-        wake = asyncio.Event()
-        from engine.reads import RunNotFound
-
-        def woken() -> None:  # called on the watch's thread
-            loop.call_soon_threadsafe(wake.set)
-
-        try:
-            subscription = await run_in_threadpool(tm.feed.subscribe, run_id, cursor, woken)
-        except RunNotFound as exc:
-            raise NotFound(str(exc)) from exc
+            cursor = int(value)
+        await run_in_threadpool(tm.get, run_id)  # 404 before the stream starts
 
         async def stream() -> AsyncIterator[str]:
+            # Subscribed here, not before the response: a client gone before the body starts leaves
+            # nothing registered.
+            loop = asyncio.get_running_loop()
+            wake = asyncio.Event()
+
+            def woken() -> None:  # called on the watch's thread
+                loop.call_soon_threadsafe(wake.set)
+
+            subscription = await run_in_threadpool(tm.feed.subscribe, run_id, cursor, woken)
             try:
                 while True:
                     wake.clear()
@@ -184,6 +201,9 @@ def create_app(tm: Thoughtmap, *, require_token: bool = False) -> FastAPI:
                     try:
                         await asyncio.wait_for(wake.wait(), KEEPALIVE_S)
                     except TimeoutError:
+                        # A token revoked while its stream is open ends the stream here.
+                        if require_token and not await run_in_threadpool(bearer_ok, tokens, authorization):
+                            return
                         yield ": keepalive\n\n"
             finally:
                 subscription.close()

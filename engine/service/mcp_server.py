@@ -24,6 +24,7 @@ from engine.service.api import ApiError, Thoughtmap, run_view
 T = TypeVar("T")
 
 MAX_WAIT_S = 3600.0
+WAIT_SLICE_S = 2.0
 
 
 def methods_guide(tm: Thoughtmap) -> str:
@@ -54,7 +55,13 @@ def build_mcp(tm: Thoughtmap) -> MCPServer:
         if not 0 <= wait_seconds <= MAX_WAIT_S:
             raise ToolError(f"wait_seconds must be from 0 to {MAX_WAIT_S:.0f} (got {wait_seconds})")
         run = await call(tm.start, question, method, params, search=search, llm=llm, max_cost=max_cost)
-        final = await call(tm.wait, run.id, wait_seconds)
+        # Waited for in slices: a worker thread is held a few seconds at a time, not for the whole
+        # wait, and a cancelled call stops waiting at the next slice.
+        deadline = anyio.current_time() + wait_seconds
+        while True:
+            final = await call(tm.wait, run.id, max(0.0, min(WAIT_SLICE_S, deadline - anyio.current_time())))
+            if final.status not in ("queued", "running", "paused") or anyio.current_time() >= deadline:
+                break
         outcome: dict[str, Any] = {"run_id": final.id, "status": final.status}
         if final.status in ("queued", "running", "paused"):
             outcome["note"] = (f"still {final.status} after {wait_seconds:.0f} s; ask run_status or get_report "

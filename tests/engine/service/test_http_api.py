@@ -253,6 +253,11 @@ def test_bad_input_gets_a_clear_4xx_and_stores_nothing(server: Server) -> None:
                 422, "99999")
         refused(client.get(f"/v1/runs/{run['id']}/report", params={"format": "odt"}), 422, "format")
         refused(client.get(f"/v1/runs/{run['id']}/events", headers={"Last-Event-ID": "abc"}), 422, "Last-Event-ID")
+        refused(client.get(f"/v1/runs/{run['id']}/events", headers={"Last-Event-ID": "9" * 30}), 422, "Last-Event-ID")
+        refused(client.get(f"/v1/runs/{run['id']}/events", params={"after": -1}), 422, "after")
+        # A page that rebinds its own domain to 127.0.0.1 is not served (no token on loopback).
+        rebound = client.get("/v1/runs", headers={"Host": "evil.example"})
+        assert rebound.status_code == 400
         refused(client.delete(f"/v1/runs/{run['id']}"), 409, "stop it before deleting it")
         _events(client, run["id"])
         refused(client.post(f"/v1/runs/{run['id']}/pause"), 409, "only a queued or running run can be paused")
