@@ -77,7 +77,8 @@ def test_reader_text_is_clean_and_citations_link_to_sources(streamlit_app, page,
     assert page.get_by_role("heading", name="Conclusion", exact=True).count() == 0  # "string": omitted
     assert page.locator("li", has_text="conflicting_information").count() == 0
     assert page.locator("li", has_text="Field required").count() == 0
-    assert panel.get_by_text(REPEATED).count() == 2  # once in the node panel, once in the report
+    # Once in the node panel, once in the report (drawn after the panel: waited for, not read once).
+    poll(page, lambda: panel.get_by_text(REPEATED).count() == 2, what="the paragraph in the panel and the report")
     # The document's headings are text, not headings.
     assert page.get_by_role("heading", name="GIANT HEADING FROM A DOCUMENT").count() == 0
     assert page.get_by_role("heading", name="Setext title from a web page").count() == 0
