@@ -89,7 +89,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except BaseException:
         services.close()
         raise
-    common.err(f"LLM: {tm.default_llm} (runs may ask for another); search: {services.settings.search}")
+    common.err(f"LLM: {tm.describe_llm()} (llm={tm.default_llm}; a request may ask for another); "
+               f"search: {services.settings.search}")
     common.err(f"Thoughtmap API on {_address(args.host, sock)}/v1 (OpenAPI: /openapi.json)"
                + ("; bearer token required" if require_token else "") + ". Ctrl-C stops it.")
     try:
@@ -115,7 +116,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     try:
         if sock is None:
             # stdout is the protocol's: everything said goes to stderr.
-            common.err(f"Thoughtmap MCP server on stdio; LLM: {tm.default_llm}")
+            common.err(f"Thoughtmap MCP server on stdio; LLM: {tm.describe_llm()}")
             mcp.run("stdio")
         else:
             from engine.service.http import BearerGuard
@@ -123,7 +124,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
             app = mcp.streamable_http_app(host=args.host)
             common.err(f"Thoughtmap MCP server on {_address(args.host, sock)}/mcp (streamable HTTP)"
-                       + ("; bearer token required" if require_token else "") + f"; LLM: {tm.default_llm}")
+                       + ("; bearer token required" if require_token else "") + f"; LLM: {tm.describe_llm()}")
             _run_app(BearerGuard(app, TokenStore(services.db)) if require_token else app, sock)
     finally:
         tm.close()

@@ -419,6 +419,11 @@ class Thoughtmap:
             raise Conflict(exc.user_message) from exc
         self._prepared.add(kind)
 
+    def describe_llm(self, choice: str | None = None) -> str:
+        """What runs use by default (or with `choice`), in words: the model and where it runs."""
+        kind = self._resolve(choice or self.default_llm)
+        return str(self.services.llm_info(kind).get("description", kind))
+
     def prepared(self, kind: str) -> None:
         """Record that `kind`'s endpoint was checked by the caller (the CLI checks it in its own words)."""
         self._prepared.add(kind)
