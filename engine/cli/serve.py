@@ -151,11 +151,11 @@ def cmd_token(args: argparse.Namespace) -> int:
             if not rows:
                 common.err("no tokens yet. Create one with: thoughtmap token create NAME")
                 return EXIT_OK
-            common.say(f"{'ID':>4}  {'NAME':<24}  {'STARTS':<10}  {'CREATED':<16}  {'LAST USED':<16}  REVOKED")
+            common.say(f"{'ID':>4}  {'NAME':<24}  {'STARTS':<13}  {'CREATED':<16}  {'LAST USED':<16}  REVOKED")
             for row in rows:
                 def when(moment: object) -> str:
                     return moment.strftime("%Y-%m-%d %H:%M") if hasattr(moment, "strftime") else "-"
-                common.say(f"{row.id:>4}  {one_line(row.name)[:24]:<24}  {row.prefix + '...':<10}  "
+                common.say(f"{row.id:>4}  {one_line(row.name)[:24]:<24}  {row.prefix + '...':<13}  "
                            f"{when(row.created_at):<16}  {when(row.last_used_at):<16}  {when(row.revoked_at)}")
         else:
             try:

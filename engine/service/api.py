@@ -218,15 +218,21 @@ class Thoughtmap:
         try:
             return self.services.reads.get_run(run_id)
         except RunNotFound as exc:
-            raise NotFound(str(exc)) from exc
+            raise NotFound(f"no run with id '{run_id}'; list the runs to find its id") from exc
 
-    def status(self, run_id: str) -> dict[str, Any]:
-        """The run with its progress: nodes by status."""
+    def status(self, run_id: str, *, nodes: bool = False) -> dict[str, Any]:
+        """The run with its progress (nodes by status); with `nodes`, also each node's id, parent,
+        kind, label and status (the ids steering commands name)."""
         run = self.get(run_id)
         counts: dict[str, int] = {}
-        for node in self.services.reads.snapshot(run_id).nodes:
+        stored = self.services.reads.snapshot(run_id).nodes
+        for node in stored:
             counts[node.status] = counts.get(node.status, 0) + 1
-        return run_view(run, counts)
+        view = run_view(run, counts)
+        if nodes:
+            view["nodes"] = [{"id": n.id, "parent_id": n.parent_id, "kind": n.kind, "label": n.label,
+                              "status": n.status} for n in stored]
+        return view
 
     def runs(self, *, status: str | None = None, method: str | None = None, text: str | None = None,
              limit: int = 50, offset: int = 0) -> list[Run]:

@@ -18,9 +18,12 @@ from typing import Annotated, Any, Literal
 from fastapi import Depends, FastAPI, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.routing import Match
 
 from engine.methods.registry import DEFAULT_METHOD
 from engine.reads import RunNotFound
@@ -74,11 +77,23 @@ def sse(event: FeedEvent) -> str:
     return f"id: {event.cursor}\nevent: {event.kind}\ndata: {json.dumps(event.data, ensure_ascii=False)}\n\n"
 
 
-def _readable(errors: list[Any]) -> str:
+def _readable(errors: list[Any], path: str) -> str:
+    """Pydantic's errors about a request, in words that say what to change."""
     parts = []
     for error in errors:
+        kind = error.get("type", "")
         where = ".".join(str(p) for p in error.get("loc", ()) if p != "body")
-        parts.append(f"{where}: {error.get('msg', 'invalid')}" if where else str(error.get("msg", "invalid")))
+        if kind == "json_invalid":
+            position = error.get("loc", ("body", "?"))[-1]
+            parts.append(f"the body is not valid JSON (at character {position}): {error.get('ctx', {}).get('error', '')}"
+                         "; check quotes (double only) and commas (none after the last item)")
+        elif kind == "model_attributes_type" and not where:
+            parts.append("the body must be a JSON object; send it with 'Content-Type: application/json'")
+        elif kind == "extra_forbidden":
+            hint = "; a command's own fields go under \"payload\"" if path.endswith("/commands") else ""
+            parts.append(f"'{where}' is not a field of this request{hint}")
+        else:
+            parts.append(f"{where}: {error.get('msg', 'invalid')}" if where else str(error.get("msg", "invalid")))
     return "; ".join(parts) or "the request is not valid"
 
 
@@ -116,8 +131,30 @@ def create_app(tm: Thoughtmap, *, require_token: bool = False) -> FastAPI:
         return JSONResponse({"error": UNAUTHORISED}, status_code=401, headers={"WWW-Authenticate": "Bearer"})
 
     @app.exception_handler(RequestValidationError)
-    async def invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
-        return JSONResponse({"error": _readable(list(exc.errors()))}, status_code=422)
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return JSONResponse({"error": _readable(list(exc.errors()), request.url.path)}, status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        # An unknown path or a method a path does not take: in the API's own shape, saying where to look.
+        text = {404: f"there is no {request.url.path}; the API's paths are listed at /openapi.json",
+                405: f"{request.url.path} does not take {request.method}; see /openapi.json"}.get(
+                    exc.status_code, str(exc.detail))
+        return JSONResponse({"error": text}, status_code=exc.status_code, headers=exc.headers)
+
+    @app.middleware("http")
+    async def known_query(request: Request, call_next: Any) -> Response:
+        # A misspelled query parameter (?fmt=pdf) is refused, not silently ignored.
+        route = next((r for r in app.routes if isinstance(r, APIRoute) and r.matches(request.scope)[0] == Match.FULL), None)
+        if route is not None:
+            known = {p.alias for p in route.dependant.query_params}
+            unknown = sorted(set(request.query_params) - known)
+            if unknown:
+                allowed = ", ".join(sorted(known)) or "none"
+                return JSONResponse({"error": f"unknown query parameter {', '.join(map(repr, unknown))}; "
+                                              f"this path takes: {allowed}"}, status_code=422)
+        response: Response = await call_next(request)
+        return response
 
     @app.middleware("http")
     async def limit_body(request: Request, call_next: Any) -> Response:
@@ -156,8 +193,9 @@ def create_app(tm: Thoughtmap, *, require_token: bool = False) -> FastAPI:
         return [run_view(run) for run in tm.runs(status=status, method=method, text=text, limit=limit, offset=offset)]
 
     @app.get("/v1/runs/{run_id}", dependencies=guard)
-    def get_run(run_id: str) -> dict[str, Any]:
-        return tm.status(run_id)
+    def get_run(run_id: str, nodes: bool = False) -> dict[str, Any]:
+        """The run, its progress, and with ?nodes=true each node's id (the ids commands name)."""
+        return tm.status(run_id, nodes=nodes)
 
     @app.get("/v1/runs/{run_id}/graph", dependencies=guard)
     def graph(run_id: str) -> dict[str, Any]:

@@ -9,14 +9,15 @@ Each run's report is also a resource, `thoughtmap://runs/{run_id}/report`. The t
 list every method with what it is good for (each method's `good_for`), so an agent can choose.
 A bad request is a tool error whose text says what was wrong and what to do."""
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: the tools' annotations name this module's locals (the
+# method names in `research`'s description), which the SDK could not resolve from strings.
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import Field
 
 from engine.methods.registry import DEFAULT_METHOD
 from engine.service.api import ApiError, Thoughtmap, run_view
@@ -33,6 +34,7 @@ def methods_guide(tm: Thoughtmap) -> str:
 
 def build_mcp(tm: Thoughtmap) -> MCPServer:
     guide = methods_guide(tm)
+    names = sorted(tm.services.methods)
     mcp: MCPServer = MCPServer(
         name="thoughtmap", title="Thoughtmap",
         instructions="Deep research with LLM reasoning methods over a local corpus and the web. Start with "
@@ -49,9 +51,23 @@ def build_mcp(tm: Thoughtmap) -> MCPServer:
                           "(Markdown, [n] markers citing numbered sources). Waits up to wait_seconds; a run "
                           "still going then is left running, and its run_id can be given to run_status and "
                           "get_report later. Methods (method=...):\n" + guide)
-    async def research(question: str, method: str = DEFAULT_METHOD, params: dict[str, Any] | None = None,
-                       wait_seconds: float = 120.0, search: str | None = None, llm: str | None = None,
-                       max_cost: float | None = None) -> dict[str, Any]:
+    async def research(
+            question: Annotated[str, Field(description="The question to research (at most 2,000 characters).")],
+            method: Annotated[str, Field(description="One of: " + ", ".join(names) + ". See the list above.")]
+            = DEFAULT_METHOD,
+            params: Annotated[dict[str, Any] | None, Field(
+                description="The method's parameters by name (list_methods gives each, with its default and "
+                            "range); others keep their defaults.")] = None,
+            wait_seconds: Annotated[float, Field(description="How long to wait for the report, 0 to 3600; a run "
+                                                             "still going then keeps going.")] = 120.0,
+            search: Annotated[Literal["local", "web", "both", "none"] | None, Field(
+                description="Where sources come from: the local corpus, the web, both, or none; default: the "
+                            "server's.")] = None,
+            llm: Annotated[Literal["auto", "local", "openai", "fake"] | None, Field(
+                description="The model; default: the server's.")] = None,
+            max_cost: Annotated[float | None, Field(description="A cost budget in dollars; the run stops "
+                                                                "cleanly when it is spent.")] = None,
+    ) -> dict[str, Any]:
         if not 0 <= wait_seconds <= MAX_WAIT_S:
             raise ToolError(f"wait_seconds must be from 0 to {MAX_WAIT_S:.0f} (got {wait_seconds})")
         run = await call(tm.start, question, method, params, search=search, llm=llm, max_cost=max_cost)
@@ -74,15 +90,14 @@ def build_mcp(tm: Thoughtmap) -> MCPServer:
         outcome["report"] = await call(tm.report, final.id, "md")
         return outcome
 
-    @mcp.tool(description="A run's status and progress: status, nodes by status, LLM calls, tokens, cost.")
+    @mcp.tool(description="A run's status and progress (status, nodes by status, LLM calls, tokens, cost) and "
+                          "its nodes: id, parent_id, kind, label, status. steer names nodes by these ids.")
     async def run_status(run_id: str) -> dict[str, Any]:
-        return await call(tm.status, run_id)
+        return await call(tm.status, run_id, nodes=True)
 
     @mcp.tool(description="A run's report: md (Markdown with numbered, resolving sources) or json (its "
                           "structure: sections, claims, sources). A run still going gives its partial report.")
-    async def get_report(run_id: str, format: str = "md") -> str | dict[str, Any]:
-        if format not in ("md", "json"):
-            raise ToolError(f"format must be md or json here (got {format!r}); pdf and docx come from the HTTP API")
+    async def get_report(run_id: str, format: Literal["md", "json"] = "md") -> str | dict[str, Any]:
         report = await call(tm.report, run_id, format)
         assert not isinstance(report, bytes)
         return report
@@ -95,8 +110,9 @@ def build_mcp(tm: Thoughtmap) -> MCPServer:
         return [run_view(run) for run in runs]
 
     @mcp.tool(description="Steer a run with one of its method's commands (list_methods gives each method's "
-                          "commands and their payloads), e.g. command='ask', payload={'node_id': 1, 'question': "
-                          "'...'}, or 'expand', 'deepen', 'prune' on a node. A finished run is reopened to apply it.")
+                          "commands and their payload schemas), e.g. command='ask', payload={'node_id': <a node id "
+                          "from run_status>, 'question': '...'}, or 'expand', 'deepen', 'prune' on a node. A "
+                          "finished run is reopened to apply it.")
     async def steer(run_id: str, command: str, payload: dict[str, Any] | None = None) -> dict[str, Any]:
         queued = await call(tm.steer, run_id, command, payload)
         return {"command_id": queued.id, "command": queued.kind, "status": queued.status,
@@ -107,8 +123,9 @@ def build_mcp(tm: Thoughtmap) -> MCPServer:
     async def list_methods() -> list[dict[str, Any]]:
         infos = await call(tm.methods)
         return [{"name": i.name, "title": i.title, "good_for": i.good_for, "summary": i.summary,
-                 "params": i.params, "commands": [{k: c[k] for k in ("name", "help", "targets_node")}
-                                                  for c in i.commands]} for i in infos]
+                 "params": i.params, "params_schema": i.params_schema,
+                 "commands": [{k: c[k] for k in ("name", "help", "targets_node", "payload_schema")}
+                              for c in i.commands]} for i in infos]
 
     @mcp.tool(description="Search the local corpus (the bundled datasets and ingested files) as the methods "
                           "search it: title, reference, snippet and score of the top k passages.")

@@ -25,6 +25,9 @@ def create_token(store: TokenStore, name: str) -> tuple[str, ApiToken]:
         raise ValueError("the token's name is empty; name it after who or what will use it")
     if len(name) > MAX_NAME_CHARS:
         raise ValueError(f"the token's name is {len(name)} characters; at most {MAX_NAME_CHARS}")
+    if any(row.name == name and row.revoked_at is None for row in store.list_tokens()):
+        # Two live tokens of one name could not be told apart, nor revoked one at a time by name.
+        raise ValueError(f"a token named '{name}' exists already; revoke it first, or choose another name")
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
     row = store.add_token(name, hash_token(token), token[: len(TOKEN_PREFIX) + 6])
     return token, row

@@ -232,7 +232,11 @@ def test_bad_input_gets_a_clear_4xx_and_stores_nothing(server: Server) -> None:
         refused(client.post("/v1/runs", json={"question": QUESTION, "max_cost": -2}), 422, "max_cost")
         refused(client.post("/v1/runs", json={"question": QUESTION, "colour": "red"}), 422, "colour")
         refused(client.post("/v1/runs", json={"question": QUESTION, "llm": "gpt"}), 422, "llm")
-        refused(client.post("/v1/runs", content=b"{", headers={"content-type": "application/json"}), 422, "JSON")
+        refused(client.post("/v1/runs", content=b"{", headers={"content-type": "application/json"}), 422, "not valid JSON")
+        refused(client.post("/v1/runs", content=b'{"question": "Why?",}', headers={"content-type": "application/json"}),
+                422, "commas")
+        refused(client.get("/v1/nowhere"), 404, "/openapi.json")
+        refused(client.put("/v1/runs"), 405, "does not take PUT")
         refused(client.post("/v1/runs", content=b"x" * 1_000_001, headers={"content-type": "application/json"}),
                 413, "over 1,000,000 bytes")
         chunks = iter([b'{"question": "', b"Why?", b'"}'])
@@ -252,6 +256,11 @@ def test_bad_input_gets_a_clear_4xx_and_stores_nothing(server: Server) -> None:
         refused(client.post(f"/v1/runs/{run['id']}/commands", json={"command": "prune", "payload": {"node_id": 99999}}),
                 422, "99999")
         refused(client.get(f"/v1/runs/{run['id']}/report", params={"format": "odt"}), 422, "format")
+        refused(client.get(f"/v1/runs/{run['id']}/report", params={"fmt": "pdf"}), 422, "unknown query parameter 'fmt'")
+        refused(client.post(f"/v1/runs/{run['id']}/commands", json={"command": "prune", "node_id": 1}), 422,
+                "go under \"payload\"")
+        listed = client.get(f"/v1/runs/{run['id']}", params={"nodes": "true"}).json()["nodes"]
+        assert listed and listed[0]["parent_id"] is None and {"id", "label", "status"} <= set(listed[0])
         refused(client.get(f"/v1/runs/{run['id']}/events", headers={"Last-Event-ID": "abc"}), 422, "Last-Event-ID")
         refused(client.get(f"/v1/runs/{run['id']}/events", headers={"Last-Event-ID": "9" * 30}), 422, "Last-Event-ID")
         refused(client.get(f"/v1/runs/{run['id']}/events", params={"after": -1}), 422, "after")
@@ -288,6 +297,8 @@ def test_tokens_guard_the_api_and_a_public_address_needs_one(tmp_path_factory, b
 
     made = _cli(home, "token", "create", "ci script")
     assert made.returncode == 0, made.stderr
+    twice = _cli(home, "token", "create", "ci script")
+    assert twice.returncode == 2 and "exists already" in twice.stderr
     token = made.stdout.strip()
     assert token.startswith("tm_") and len(token) > 40
     listed = _cli(home, "token", "list")
