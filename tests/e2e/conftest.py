@@ -511,8 +511,19 @@ def choose_option(page, label: str, option: str) -> None:
 
 
 def open_parameters(page) -> None:
-    """Open Explore's Parameters expander (the method's generated parameter form)."""
-    page.locator('[data-testid="stExpander"] summary').filter(has_text="Parameters").click()
+    """Open Explore's Parameters expander (the method's generated parameter form). A click that lands
+    while the page reruns can be lost (the expander stays shut): clicked again, once the page is idle,
+    until it is open."""
+    summary = page.locator('[data-testid="stExpander"] summary').filter(has_text="Parameters")
+
+    def opened() -> bool:
+        if summary.first.evaluate("s => s.parentElement.open"):
+            return True
+        if app_idle(page):
+            summary.first.click()
+        return False
+
+    poll(page, opened, what="the Parameters expander to open")
 
 
 APP_IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
