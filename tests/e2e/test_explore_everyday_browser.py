@@ -21,6 +21,7 @@ from storage.models import RunStatus
 from tests.e2e.conftest import (
     ARTIFACTS,
     StreamlitApp,
+    app_idle,
     choose_option,
     download_report,
     home_repo,
@@ -97,8 +98,18 @@ def opened_run(page) -> str | None:
 def start_run(page, app: StreamlitApp, question: str, method: str = DIRECT) -> str:
     """Start a run from Explore and wait until the page shows it; its id."""
     new_research(page, app, question, method)
-    page.get_by_role("button", name="Start").click()
-    run_id = poll(page, lambda: opened_run(page), what="the started run in the address")
+    start = page.get_by_role("button", name="Start")
+
+    def started() -> str | None:
+        if (run_id := opened_run(page)) is not None:
+            return run_id
+        # A click that lands while the page reruns (after the question was typed) can be lost: the
+        # page idle with no run open means it was. Start is idempotent for the same request.
+        if app_idle(page):
+            start.click()
+        return None
+
+    run_id = poll(page, started, what="the started run in the address")
     page.get_by_role("heading", name=question).first.wait_for()
     return run_id
 
