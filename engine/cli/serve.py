@@ -15,6 +15,7 @@ from engine.cli.basics import EXIT_OK, CLIError
 from engine.safe_text import one_line
 
 if TYPE_CHECKING:
+    from engine.service.api import Thoughtmap
     from engine.services import Services
 
 
@@ -77,18 +78,27 @@ def _run_app(app: Any, sock: socket.socket) -> None:
     server.run(sockets=[sock])
 
 
-def cmd_serve(args: argparse.Namespace) -> int:
+def _open(args: argparse.Namespace, *, listen: bool) -> tuple[Thoughtmap, bool, socket.socket | None]:
+    """The Python API over this process's services, whether a token is needed, and the listening
+    socket (`listen`); the services are closed again if any of it fails."""
     from engine.service.api import Thoughtmap
-    from engine.service.http import create_app
 
     services = common.services()
     try:
-        require_token = _check_address(args, services)
+        require_token = _check_address(args, services) if listen else False
         tm = Thoughtmap(llm=args.llm, services=services)
-        sock = _listen(args.host, args.port)
+        return tm, require_token, _listen(args.host, args.port) if listen else None
     except BaseException:
         services.close()
         raise
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from engine.service.http import create_app
+
+    tm, require_token, sock = _open(args, listen=True)
+    assert sock is not None
+    services = tm.services
     common.err(f"LLM: {tm.describe_llm()} (llm={tm.default_llm}; a request may ask for another); "
                f"search: {services.settings.search}")
     common.err(f"Thoughtmap API on {_address(args.host, sock)}/v1 (OpenAPI: /openapi.json)"
@@ -101,17 +111,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
-    from engine.service.api import Thoughtmap
     from engine.service.mcp_server import build_mcp
 
-    services = common.services()
-    try:
-        require_token = _check_address(args, services) if args.transport == "http" else False
-        tm = Thoughtmap(llm=args.llm, services=services)
-        sock = _listen(args.host, args.port) if args.transport == "http" else None
-    except BaseException:
-        services.close()
-        raise
+    tm, require_token, sock = _open(args, listen=args.transport == "http")
+    services = tm.services
     mcp = build_mcp(tm)
     try:
         if sock is None:
