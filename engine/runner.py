@@ -511,6 +511,10 @@ class Runner:
             return steering.taken(self.repo.take_commands(run.id, method.steering))
 
         def complete_command(command_id: int, ok: bool = True, error: str = "") -> None:
+            # What the command changed is stored before it says so: a reader that sees it applied
+            # must see its effect (the journal would store it up to `write_delay_s` later).
+            if journal is not None:
+                journal.flush()
             self.repo.complete_command(command_id, ok=ok, error=error)
             steering.completed(command_id, ok=ok, error=error)
 

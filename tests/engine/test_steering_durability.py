@@ -9,12 +9,14 @@ import itertools
 
 import pytest
 
+from engine.config import load_settings
 from engine.llm.fake import default_answer
 from engine.llm.protocol import LLMConnectionError
 from engine.methods.mtqa import knowledge
 from engine.methods.mtqa.method import MtqaMethod
 from engine.report import render_markdown
 from engine.runner import RunnerError
+from engine.services import build_services
 from storage.models import CommandStatus, NodeStatus, RunStatus
 from tests.engine.methods.fgdip.fgdip_scripts import EXTRACT, GENERATE, answers_by_branch, entities, numbered_steps
 from tests.engine.methods.fgdip.fgdip_scripts import QUESTION as FGDIP_QUESTION
@@ -22,6 +24,7 @@ from tests.engine.methods.mtqa.mtqa_knowledge import KnowledgeInjector
 from tests.engine.methods.mtqa.mtqa_scripts import SUMMARY, THOUGHT
 from tests.engine.methods.research.research_scripts import QUESTION, SUMMARIES, nodes_of
 from tests.support.fixtures_engine import command_of, run_to_end, steer_and_wait
+from tests.support.grid_method import GridMethod
 
 
 @pytest.fixture
@@ -522,3 +525,32 @@ def test_resume_of_a_run_another_process_executes_changes_nothing(services, fake
     run = services.repo.get_run(stopped.id)
     assert run.max_tokens is None and run.owner == elsewhere
     assert [c.status for c in services.repo.list_commands(stopped.id) if c.kind == "stop"][-1] == CommandStatus.QUEUED
+
+
+@pytest.fixture
+def grid_services(prebuilt_corpus_home, fake_llm, monkeypatch):
+    """Services serving the test-only grid method, whose Refine only writes the cell's data."""
+    monkeypatch.setenv("THOUGHTMAP_METHODS", "tests.support.grid_method:GridMethod")
+    built = build_services(load_settings())
+    built.use_llm("fake", fake_llm)
+    yield built
+    built.close()
+
+
+def test_a_command_says_it_was_applied_only_once_its_change_is_stored(grid_services):
+    services = grid_services
+    run_id = run_to_end(services, "Why did the Bronze Age collapse?", GridMethod.name, {"rows": 2, "columns": 2})
+    cell = services.repo.list_nodes(run_id, kind="cell")[0]
+    # The run's writes are gathered and held: only a flush stores them before the run ends.
+    services.runner.write_delay_s = 600.0
+    seen: dict[int, dict] = {}
+    complete = services.repo.complete_command
+
+    def completing(command_id: int, **kwargs) -> None:
+        seen[command_id] = dict(services.repo.get_node(cell.id).data or {})
+        complete(command_id, **kwargs)
+
+    services.repo.complete_command = completing
+    command = steer_and_wait(services, run_id, "refine", {"node_id": cell.id, "note": "Weigh the climate record"})
+    assert command.status == CommandStatus.DONE
+    assert seen[command.id]["refinements"] == ["Weigh the climate record"]
