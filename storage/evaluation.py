@@ -13,6 +13,7 @@ from sqlmodel import col, select
 
 from storage.db import Store
 from storage.models import Benchmark, BenchmarkItem, BenchmarkStatus, Judgment, utcnow
+from storage.users import local_user_id
 
 
 class BenchmarkNotFound(LookupError):
@@ -49,9 +50,10 @@ class EvaluationStore(Store):
     def create_benchmark(self, *, dataset: str, methods: Sequence[str], items: Sequence[str], limit: int,
                          seed: int, params: dict[str, Any], llm_info: dict[str, Any], search_mode: str,
                          max_cost: float | None = None, max_tokens: int | None = None,
-                         concurrency: int = 2, judges: Sequence[str] = (), balance: str = "") -> Benchmark:
+                         concurrency: int = 2, judges: Sequence[str] = (), balance: str = "",
+                         user_id: int | None = None) -> Benchmark:
         """The benchmark and all its (item, method) rows, in one transaction: a benchmark killed at
-        any later moment knows every item it has still to do."""
+        any later moment knows every item it has still to do. `user_id`: whose (the local user by default)."""
         bench = Benchmark(id=uuid.uuid4().hex[:12], dataset=dataset, methods=list(methods), limit=limit,
                           seed=seed, params=params, llm_info=llm_info, search_mode=search_mode,
                           max_cost=max_cost, max_tokens=max_tokens, concurrency=concurrency, judges=list(judges),
@@ -59,6 +61,7 @@ class EvaluationStore(Store):
         rows = [BenchmarkItem(benchmark_id=bench.id, position=position, item_id=item_id, method=method)
                 for position, item_id in enumerate(items) for method in methods]
         with self._session() as s:
+            bench.user_id = user_id if user_id is not None else local_user_id(s)
             s.add(bench)
             s.flush()  # the benchmark row first: the items' foreign key refers to it
             s.add_all(rows)
@@ -75,9 +78,13 @@ class EvaluationStore(Store):
             raise BenchmarkNotFound(benchmark_id)
         return bench
 
-    def list_benchmarks(self, limit: int = 100) -> list[Benchmark]:
+    def list_benchmarks(self, limit: int = 100, *, user_id: int | None = None) -> list[Benchmark]:
+        """Newest first; `user_id`: only that person's."""
+        stmt = select(Benchmark)
+        if user_id is not None:
+            stmt = stmt.where(Benchmark.user_id == user_id)
         with self._session() as s:
-            return list(s.exec(select(Benchmark).order_by(col(Benchmark.created_at).desc()).limit(limit)).all())
+            return list(s.exec(stmt.order_by(col(Benchmark.created_at).desc()).limit(limit)).all())
 
     def set_budget(self, benchmark_id: str, *, max_cost: float | None = None, max_tokens: int | None = None) -> None:
         """A new budget for the whole benchmark (each given value replaces the stored one)."""
@@ -105,6 +112,8 @@ class EvaluationStore(Store):
         with self._session() as s:
             stored = s.get(Benchmark, bench.id)
             if stored is None:
+                if bench.user_id is None:
+                    bench.user_id = local_user_id(s)
                 s.add(bench)
                 s.flush()  # the benchmark row first: the items' foreign key refers to it
                 s.add_all(rows)

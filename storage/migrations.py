@@ -184,6 +184,31 @@ def _m013_api_tokens(conn: Connection) -> None:
     models.table_of(models.ApiToken).create(conn, checkfirst=True)
 
 
+# The tables whose rows belong to a person, given a `user_id` by migration 14.
+_OWNED_TABLES = ("runs", "benchmarks", "api_tokens")
+
+
+def _m014_users_and_ownership(conn: Connection) -> None:
+    # Teams: people, shares, and an owner for every run, benchmark and API token. Everything made
+    # before belongs to the local user; the first admin to sign in takes it over (`UserStore`).
+    models.table_of(models.User).create(conn, checkfirst=True)
+    models.table_of(models.RunShare).create(conn, checkfirst=True)
+    for table in _OWNED_TABLES:
+        if "user_id" not in {c["name"] for c in inspect(conn).get_columns(table)}:
+            conn.execute(text(f"ALTER TABLE {table} ADD COLUMN user_id INTEGER"))
+        if f"ix_{table}_user_id" not in {i["name"] for i in inspect(conn).get_indexes(table)}:
+            conn.execute(text(f"CREATE INDEX ix_{table}_user_id ON {table} (user_id)"))
+    users = models.table_of(models.User)
+    local = conn.execute(select(users.c.id).where(users.c.issuer == models.LOCAL_ISSUER,
+                                                  users.c.subject == models.LOCAL_SUBJECT)).scalar()
+    if local is None:
+        local = conn.execute(users.insert().values(
+            issuer=models.LOCAL_ISSUER, subject=models.LOCAL_SUBJECT, email="", name="Local user",
+            is_admin=True, created_at=models.utcnow()).returning(users.c.id)).scalar_one()
+    for table in _OWNED_TABLES:
+        conn.execute(text(f"UPDATE {table} SET user_id = :local WHERE user_id IS NULL"), {"local": local})
+
+
 MIGRATIONS: list[tuple[int, str, Migration]] = [
     (1, "initial tables", _m001_initial_tables),
     (2, "runs.warning", _m002_run_warning),
@@ -199,6 +224,8 @@ MIGRATIONS: list[tuple[int, str, Migration]] = [
     (11, "endpoint_cooldowns (an endpoint's 429 shared by every worker)", _m011_endpoint_cooldowns),
     (12, "benchmarks.balance", _m012_benchmark_balance),
     (13, "api_tokens (the HTTP API's bearer tokens, hashed)", _m013_api_tokens),
+    (14, "users, run_shares; runs, benchmarks and api_tokens get an owner (the local user)",
+     _m014_users_and_ownership),
 ]
 
 

@@ -72,6 +72,9 @@ class Run(SQLModel, table=True):
     node_count: int = 0
     # Bumped on every change to the run's graph, so a UI can poll cheaply.
     version: int = 0
+    # The person the run belongs to (`users.id`): in single-user mode, the local user.
+    user_id: int | None = Field(default=None, index=True)
+    # The process executing the run (a worker's lease), not a person.
     owner: str = Field(default="", max_length=200)
     heartbeat_at: datetime | None = None
     created_at: datetime = Field(default_factory=utcnow, index=True)
@@ -285,6 +288,7 @@ class Benchmark(SQLModel, table=True):
     balance: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
     status: str = Field(default=BenchmarkStatus.RUNNING, max_length=16)
     note: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    user_id: int | None = Field(default=None, index=True)  # whose benchmark (`users.id`)
     created_at: datetime = Field(default_factory=utcnow, index=True)
     finished_at: datetime | None = None
 
@@ -354,6 +358,46 @@ class ApiToken(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
     last_used_at: datetime | None = None
     revoked_at: datetime | None = None
+    # Whose token: every request made with it is that person's (`users.id`).
+    user_id: int | None = Field(default=None, index=True)
+
+
+# The user that owns everything in single-user mode, and every row made before there were users.
+LOCAL_ISSUER = "thoughtmap:local"
+LOCAL_SUBJECT = "local"
+
+
+class User(SQLModel, table=True):
+    """A person: signed in through an OpenID Connect provider (`issuer`, `subject` are its `iss`
+    and `sub` claims), or the local user of single-user mode. Never holds a password or a key."""
+
+    __tablename__ = "users"
+    __table_args__ = (UniqueConstraint("issuer", "subject", name="uq_users_issuer_subject"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    issuer: str = Field(max_length=300)
+    subject: str = Field(max_length=300)
+    email: str = Field(default="", max_length=320, index=True)
+    name: str = Field(default="", max_length=200)
+    is_admin: bool = False
+    created_at: datetime = Field(default_factory=utcnow)
+    last_seen_at: datetime | None = None
+
+    @property
+    def is_local(self) -> bool:
+        return self.issuer == LOCAL_ISSUER
+
+
+class RunShare(SQLModel, table=True):
+    """A run shared read-only: with one person (`user_id`), or with everyone signed in (None)."""
+
+    __tablename__ = "run_shares"
+    __table_args__ = (UniqueConstraint("run_id", "user_id", name="uq_run_shares_run_user"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="runs.id", ondelete="CASCADE", index=True, max_length=32)
+    user_id: int | None = Field(default=None, foreign_key="users.id", ondelete="CASCADE", index=True)
+    created_at: datetime = Field(default_factory=utcnow)
 
 
 class SchemaMigration(SQLModel, table=True):

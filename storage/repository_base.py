@@ -164,6 +164,15 @@ class RepositoryBase:
         upserts: dict[str, Callable[[Table], UpsertInsert]] = {
             "postgresql": postgresql.insert, "sqlite": sqlite.insert}
         self._upsert = upserts.get(dialect)
+        self._local_user_id: int | None = None  # read once: the local user is never replaced
+
+    def _local_user(self, s: Session) -> int:
+        """The local user's id: the owner of what is made without a person (single-user mode)."""
+        if self._local_user_id is None:
+            from storage.users import local_user_id
+
+            self._local_user_id = local_user_id(s)
+        return self._local_user_id
 
     def _insert_on_conflict(self, table: Table) -> UpsertInsert:
         if self._upsert is None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -12,6 +12,7 @@ from sqlmodel import Session, col, select
 from sqlmodel.sql.expression import SelectOfScalar
 
 from engine.questions import check_length, check_storable
+from storage import users
 from storage.models import (
     BenchmarkItem,
     Command,
@@ -57,10 +58,11 @@ class RunRows(RepositoryBase):
         title: str = "",
         search_exclusions: dict[str, Any] | None = None,
         run_id: str | None = None,
+        user_id: int | None = None,
     ) -> Run:
         """`run_id`: the id to create it under, chosen beforehand (`new_run_id()`) by a caller that
         records it elsewhere first (a benchmark item), so a kill between the two leaves no run that
-        nothing refers to; a new one by default."""
+        nothing refers to; a new one by default. `user_id`: whose run (the local user by default)."""
         # The last guard for callers that skip the runner: a NUL or a non-string would be stored
         # as given by SQLite and fail later, or fail with a driver error on PostgreSQL; a document
         # pasted as a question would be sent again with every prompt of the run.
@@ -78,6 +80,7 @@ class RunRows(RepositoryBase):
             search_exclusions=search_exclusions or {},
         )
         with self._session() as s:
+            run.user_id = user_id if user_id is not None else self._local_user(s)
             s.add(run)
             s.commit()  # every column has a Python-side value: no re-read
         return run
@@ -111,25 +114,42 @@ class RunRows(RepositoryBase):
         since: datetime | None = None,
         limit: int = 200,
         offset: int = 0,
+        visible_to: int | None = None,
     ) -> list[Run]:
         """The runs that match, newest first, `limit` of them from `offset` on (a page of Sessions).
-        Ties on the creation time are ordered by id, so pages neither repeat nor skip a run."""
-        stmt = self._matching_runs(select(Run), text=text, method=method, status=status, since=since)
+        Ties on the creation time are ordered by id, so pages neither repeat nor skip a run.
+        `visible_to`: only the runs that user may read (theirs and those shared with them)."""
+        stmt = self._matching_runs(select(Run), text=text, method=method, status=status, since=since,
+                                   visible_to=visible_to)
         stmt = stmt.order_by(col(Run.created_at).desc(), col(Run.id).desc()).offset(max(offset, 0)).limit(limit)
         with self._session() as s:
             return list(s.exec(stmt).all())
 
     def count_runs(self, *, text: str | None = None, method: str | None = None, status: str | None = None,
-                   since: datetime | None = None) -> int:
-        """How many runs `list_runs` with the same filters would page through."""
+                   since: datetime | None = None, visible_to: int | None = None, owned_by: int | None = None,
+                   statuses: Iterable[str] | None = None) -> int:
+        """How many runs `list_runs` with the same filters would page through. `owned_by`: only
+        that user's runs; `statuses`: only runs in one of them."""
         stmt = self._matching_runs(select(func.count()).select_from(Run), text=text, method=method,
-                                   status=status, since=since)
+                                   status=status, since=since, visible_to=visible_to)
+        if owned_by is not None:
+            stmt = stmt.where(Run.user_id == owned_by)
+        if statuses is not None:
+            stmt = stmt.where(col(Run.status).in_(list(statuses)))
         with self._session() as s:
             return int(s.exec(stmt).one())
 
+    def spent_by(self, user_id: int, *, since: datetime) -> float:
+        """What a user's runs created since then have cost."""
+        with self._session() as s:
+            total = s.exec(select(func.sum(Run.cost)).where(Run.user_id == user_id, Run.created_at >= since)).one()
+        return float(total or 0.0)
+
     @staticmethod
     def _matching_runs(stmt: _RunsQuery, *, text: str | None, method: str | None, status: str | None,
-                       since: datetime | None) -> _RunsQuery:
+                       since: datetime | None, visible_to: int | None = None) -> _RunsQuery:
+        if visible_to is not None:
+            stmt = stmt.where(users.visible_to(visible_to))
         if text:
             # Escaped: a search for "%" or "_" finds those characters, not every run.
             stmt = stmt.where(or_(col(Run.question).icontains(text, autoescape=True),

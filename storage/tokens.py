@@ -10,6 +10,7 @@ from sqlmodel import col, select
 
 from storage.db import Store
 from storage.models import ApiToken, utcnow
+from storage.users import local_user_id
 
 LAST_USED_EVERY = timedelta(minutes=1)
 
@@ -21,17 +22,23 @@ class TokenNotFound(LookupError):
 
 
 class TokenStore(Store):
-    def add_token(self, name: str, token_hash: str, prefix: str) -> ApiToken:
+    def add_token(self, name: str, token_hash: str, prefix: str, user_id: int | None = None) -> ApiToken:
+        """`user_id`: whose token (the local user by default)."""
         with self._session() as s:
-            row = ApiToken(name=name, token_hash=token_hash, prefix=prefix)
+            owner = user_id if user_id is not None else local_user_id(s)
+            row = ApiToken(name=name, token_hash=token_hash, prefix=prefix, user_id=owner)
             s.add(row)
             s.commit()
             s.refresh(row)
             return row
 
-    def list_tokens(self) -> list[ApiToken]:
+    def list_tokens(self, *, user_id: int | None = None) -> list[ApiToken]:
+        """Every token, or (`user_id`) that person's."""
+        query = select(ApiToken)
+        if user_id is not None:
+            query = query.where(ApiToken.user_id == user_id)
         with self._session() as s:
-            return list(s.exec(select(ApiToken).order_by(col(ApiToken.id))).all())
+            return list(s.exec(query.order_by(col(ApiToken.id))).all())
 
     def active_token_count(self) -> int:
         with self._session() as s:
@@ -53,11 +60,13 @@ class TokenStore(Store):
                 row.last_used_at = now
             return row
 
-    def revoke(self, which: str) -> list[ApiToken]:
-        """Revoke the token with this id, or every unrevoked token with this name; the ones revoked.
-        TokenNotFound when none matches."""
+    def revoke(self, which: str, *, user_id: int | None = None) -> list[ApiToken]:
+        """Revoke the token with this id, or every unrevoked token with this name (`user_id`: among
+        that person's); the ones revoked. TokenNotFound when none matches."""
         with self._session() as s:
             query = select(ApiToken).where(col(ApiToken.revoked_at).is_(None))
+            if user_id is not None:
+                query = query.where(ApiToken.user_id == user_id)
             query = query.where(col(ApiToken.id) == int(which)) if which.isdigit() else query.where(ApiToken.name == which)
             rows = list(s.exec(query).all())
             if not rows:

@@ -189,15 +189,18 @@ def _check(archive: BenchmarkArchive) -> None:
                            + f" of the bundled {bench.dataset} dataset; the file and this Thoughtmap's data differ")
 
 
-def import_benchmark(store: EvaluationStore, archive: BenchmarkArchive) -> tuple[Benchmark, int]:
+def import_benchmark(store: EvaluationStore, archive: BenchmarkArchive, *,
+                     user_id: int | None = None) -> tuple[Benchmark, int]:
     """Stores the archived benchmark (or merges it into the stored one of the same id); returns the
-    stored benchmark and how many finished items came from the file."""
+    stored benchmark and how many finished items came from the file. `user_id`: whose a new one is."""
     _check(archive)
     a = archive.benchmark
     bench = Benchmark(id=a.id, dataset=a.dataset, methods=a.methods, limit=a.limit, seed=a.seed, params=a.params,
                       llm_info=a.llm_info, search_mode=a.search_mode, max_cost=a.max_cost, max_tokens=a.max_tokens,
                       concurrency=a.concurrency, judges=a.judges, balance=a.balance, status=BenchmarkStatus.STOPPED,
-                      note=a.note, **({"created_at": a.created_at} if a.created_at else {}))
+                      note=a.note, user_id=user_id)
+    if a.created_at:
+        bench.created_at = a.created_at
     rows = [BenchmarkItem(benchmark_id=a.id, position=i.position, item_id=i.item_id, method=i.method,
                           status=i.status if i.status in ItemStatus.FINISHED else ItemStatus.PENDING,
                           prediction=i.prediction[:20000], metrics=i.metrics, eval_usage=i.eval_usage,

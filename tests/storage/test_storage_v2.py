@@ -340,6 +340,7 @@ def test_take_commands_writes_nothing_when_nothing_is_queued(repo):
 
 
 def test_created_objects_are_complete_without_reread(repo):
+    repo.create_run(question="first", method="rag", params={})  # reads the local user's id, once per repository
     with statements(repo) as counts:
         run = repo.create_run(question="q", method="rag", params={"k": 1}, max_tokens=10)
         command = repo.enqueue_command(run.id, "stop", {"why": "test"})
