@@ -51,6 +51,7 @@ from typing import Any, Literal, TypeGuard, get_args
 from pydantic import BaseModel, Field
 
 from engine.config_values import choice, endpoint_url, number
+from engine.team_config import TeamSettings, load_team_settings
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_MODEL = "gpt-4o-mini"
@@ -167,6 +168,8 @@ class Settings(BaseModel):
     builtin_embeddings: bool = True
     rerank: RerankSettings = Field(default_factory=RerankSettings)
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
+    # Multi-user mode: sign-in, who may, admins, per-person limits (engine/team_config.py).
+    team: TeamSettings = Field(default_factory=TeamSettings)
 
     @property
     def corpus_index_path(self) -> Path:
@@ -231,6 +234,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
                               model=(env.get("THOUGHTMAP_RERANK_MODEL") or "").strip(),
                               api_key=env.get("THOUGHTMAP_RERANK_API_KEY") or None),
         retrieval=_retrieval_settings(env),
+        team=load_team_settings(env),
     )
 
 

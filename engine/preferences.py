@@ -55,12 +55,13 @@ class Preferences(BaseModel):
         return "local" if local_ready else "fake"
 
 
-def preferences_path(settings: Settings) -> Path:
-    return settings.home / "preferences.json"
+def preferences_path(settings: Settings, user_id: int | None = None) -> Path:
+    """The app's choices; `user_id`: one person's own (multi-user mode: where they search)."""
+    return settings.home / ("preferences.json" if user_id is None else f"preferences-user-{user_id}.json")
 
 
-def load_preferences(settings: Settings) -> Preferences:
-    path = preferences_path(settings)
+def load_preferences(settings: Settings, user_id: int | None = None) -> Preferences:
+    path = preferences_path(settings, user_id)
     if path.exists():
         try:
             return Preferences.model_validate(json.loads(path.read_text(encoding="utf-8")))
@@ -69,10 +70,10 @@ def load_preferences(settings: Settings) -> Preferences:
     return Preferences.from_settings(settings)
 
 
-def save_preferences(settings: Settings, preferences: Preferences) -> None:
+def save_preferences(settings: Settings, preferences: Preferences, user_id: int | None = None) -> None:
     """Write the choices to disk. Like the API key, credentials inside the endpoint URL are never
     written: they are masked (the session that entered them keeps using the full URL)."""
-    path = preferences_path(settings)
+    path = preferences_path(settings, user_id)
     path.parent.mkdir(parents=True, exist_ok=True)
     stored = preferences.model_copy(update={"base_url": redact_url(preferences.base_url)})
     path.write_text(stored.model_dump_json(indent=2), encoding="utf-8")

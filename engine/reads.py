@@ -59,14 +59,16 @@ class Reads:
         return self._repo.get_run(run_id)
 
     def list_runs(self, *, text: str | None = None, method: str | None = None, status: str | None = None,
-                  since: datetime | None = None, limit: int = 200, offset: int = 0) -> list[Run]:
-        """Newest first, filtered as Sessions filters them, `limit` of them from `offset` on."""
+                  since: datetime | None = None, limit: int = 200, offset: int = 0,
+                  visible_to: int | None = None) -> list[Run]:
+        """Newest first, filtered as Sessions filters them, `limit` of them from `offset` on.
+        `visible_to`: only the runs that user may read (`Access.visible_to` says when to ask)."""
         return self._repo.list_runs(text=text, method=method, status=status, since=since, limit=limit,
-                                    offset=offset)
+                                    offset=offset, visible_to=visible_to)
 
     def count_runs(self, *, text: str | None = None, method: str | None = None, status: str | None = None,
-                   since: datetime | None = None) -> int:
-        return self._repo.count_runs(text=text, method=method, status=status, since=since)
+                   since: datetime | None = None, visible_to: int | None = None) -> int:
+        return self._repo.count_runs(text=text, method=method, status=status, since=since, visible_to=visible_to)
 
     def run_version(self, run_id: str) -> int:
         """The run's change counter, for cheap polling: it moves whenever anything of the run does."""

@@ -234,8 +234,10 @@ class Runner:
     def create_run(self, *, question: str, method: str, params: MethodParams | dict[str, Any] | None = None,
                    llm_info: dict[str, Any] | None = None, search_mode: str = "local",
                    max_tokens: int | None = None, max_cost: float | None = None,
-                   search_exclusions: dict[str, Any] | None = None, run_id: str | None = None) -> Run:
-        """A new run, stored, not started; `run_id`: the id chosen beforehand (`Repository.create_run`)."""
+                   search_exclusions: dict[str, Any] | None = None, run_id: str | None = None,
+                   user_id: int | None = None) -> Run:
+        """A new run, stored, not started; `run_id`: the id chosen beforehand (`Repository.create_run`);
+        `user_id`: whose run (the local user by default)."""
         question = clean_question(question)  # QuestionError (a ValueError) says what to change
         method_cls = get_method(method, self.methods)
         if not isinstance(params, MethodParams):
@@ -243,7 +245,7 @@ class Runner:
         return self.repo.create_run(
             question=question, method=method, params=params.model_dump(mode="json"),
             llm_info=llm_info or {}, search_mode=search_mode, max_tokens=max_tokens, max_cost=max_cost,
-            search_exclusions=search_exclusions, run_id=run_id,
+            search_exclusions=search_exclusions, run_id=run_id, user_id=user_id,
         )
 
     def is_active(self, run_id: str) -> bool:

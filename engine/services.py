@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from engine.access import Access
 from engine.config import LLMSettings, Settings, is_search_mode, load_settings
 from engine.config_values import ConfigError
 from engine.evaluate.claims import ClaimSupportResult, check_and_store
@@ -45,6 +46,7 @@ from storage.evaluation import EvaluationStore
 from storage.knowledge import KnowledgeStore
 from storage.leases import SharedCooldown, SlotLocks
 from storage.models import Run
+from storage.users import UserStore
 
 if TYPE_CHECKING:  # only for annotations: imported where first used, so a process not using them never loads them
     from engine.evaluate.runner import BenchmarkRunner
@@ -65,6 +67,8 @@ class Services:
     runner: Runner = field(init=False)
     # What the app reads (runs, graphs, reports, judgments): components/ and pages/ read only here.
     reads: Reads = field(init=False)
+    # Who may read and change which run (engine/access.py): every door asks here.
+    access: Access = field(init=False)
     # The knowledge graphs (MTQA's knowledge layer): runs open them through ctx.knowledge.
     knowledge: KnowledgeLayer = field(init=False)
     # Semantic similarity: an OpenAI-compatible /embeddings endpoint when configured, else the
@@ -95,6 +99,7 @@ class Services:
             self.methods = load_methods(self.settings.method_plugins)
         self.knowledge = KnowledgeLayer(KnowledgeStore(self.db))
         self.reads = Reads(self.repo, EvaluationStore(self.db))
+        self.access = Access(self.repo, UserStore(self.db), self.settings.team)
         self.embedder, self.embedder_notice = self._build_embedder()
         self.runner = Runner(self.repo, llm_for=self.llm_for_run, searcher_for=self.searcher_for_run,
                              prices=self.prices, methods=self.methods, max_workers=self.settings.workers,

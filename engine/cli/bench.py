@@ -17,6 +17,7 @@ from engine.methods.params import ParamError, parse_assignments
 from engine.safe_text import one_line
 
 if TYPE_CHECKING:  # only for annotations: imported where first used
+    from engine.access import Viewer
     from engine.evaluate.runner import BenchmarkRunner, Progress
     from engine.services import Services
     from storage.models import Benchmark, BenchmarkItem
@@ -41,16 +42,17 @@ def cmd_bench(args: argparse.Namespace) -> int:
         raise CLIError("name a dataset, e.g. thoughtmap bench --dataset hotpotqa-autoact --methods direct,rag --limit 20")
     services = common.services()
     bench_runner = BenchmarkRunner(services)
+    person = common.viewer(services, args)
     try:
         if args.list:
-            for bench in bench_runner.store.list_benchmarks():
+            for bench in bench_runner.store.list_benchmarks(user_id=None if person.sees_everything else person.user_id):
                 common.say(f"{bench.id}  {bench.status:<8}  {bench.dataset:<18}  {bench.limit:>4} items  "
                      f"{','.join(bench.methods)}  {bench.created_at:%Y-%m-%d %H:%M}")
             return EXIT_OK
         if args.show:
-            bench = bench_runner.store.get_benchmark(args.show)
+            bench = _owned(bench_runner.store.get_benchmark(args.show), person, change=False)
         elif args.rescore:
-            bench = bench_runner.store.get_benchmark(args.rescore)
+            bench = _owned(bench_runner.store.get_benchmark(args.rescore), person, change=True)
             if args.max_cost is not None or args.max_tokens is not None:  # raised: the rescore asks the LLM
                 bench_runner.raise_budget(bench.id, max_cost=args.max_cost, max_tokens=args.max_tokens)
             common.prepare_llm(services, bench.llm_info.get("kind", "openai"), args.quiet)
@@ -60,7 +62,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             if rescored.left:
                 common.err(f"thoughtmap: {rescored.budget_note(bench.id)}")
         elif args.resume:
-            bench = bench_runner.store.get_benchmark(args.resume)
+            bench = _owned(bench_runner.store.get_benchmark(args.resume), person, change=True)
             if args.max_cost is not None or args.max_tokens is not None:  # raised, for one the budget stopped
                 bench_runner.raise_budget(bench.id, max_cost=args.max_cost, max_tokens=args.max_tokens)
                 bench = bench_runner.store.get_benchmark(bench.id)
@@ -76,7 +78,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
                 limit=args.limit, seed=DEFAULT_SEED if args.seed is None else args.seed, values=values, llm=kind,
                 profile=args.profile, search_mode=args.search or services.settings.search,
                 max_cost=args.max_cost, max_tokens=args.max_tokens, concurrency=args.concurrency,
-                judges=tuple(j.strip() for j in args.judges.split(",") if j.strip()), balance=args.by)
+                judges=tuple(j.strip() for j in args.judges.split(",") if j.strip()), balance=args.by,
+                user_id=person.user_id)
             bench = bench_runner.create(spec)
             common.prepare_llm(services, kind, args.quiet)
         if not args.show and not args.rescore:
@@ -104,24 +107,35 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return EXIT_OK if bench.status in ("done", "running") else EXIT_STOPPED
 
 
+def _owned(bench: Benchmark, person: Viewer, *, change: bool) -> Benchmark:
+    """The benchmark, when the command's person may see it (theirs, or an admin reading) or, with
+    `change`, run it (theirs only)."""
+    mine = not person.signed_in or bench.user_id == person.user_id
+    if not mine and (change or not person.is_admin):
+        raise CLIError(f"benchmark {bench.id} is not yours; start your own with thoughtmap bench --dataset ...")
+    return bench
+
+
 def _bench_archive(args: argparse.Namespace) -> int:
     """thoughtmap bench --export ID FILE / --import FILE (engine/evaluate/archive.py)."""
     from engine.evaluate.archive import ArchiveError, export_benchmark, import_benchmark, read_archive, write_archive
     from storage.evaluation import BenchmarkNotFound, EvaluationStore, ItemStatus
 
     services = common.services()
+    person = common.viewer(services, args)
     try:
         store = EvaluationStore(services.db)
         if args.export:
             benchmark_id, out = args.export[0], Path(args.export[1])
             check_out_path(out, "--export")
+            _owned(store.get_benchmark(benchmark_id), person, change=False)
             archive = export_benchmark(store, benchmark_id)
             write_archive(archive, out)
             done = sum(1 for i in archive.items if i.status in ItemStatus.FINISHED)
             common.say(f"benchmark {archive.benchmark.id}: {done} of {len(archive.items)} item runs finished, written to {out}")
             return EXIT_OK
         archive = read_archive(args.import_file)
-        bench, filled = import_benchmark(store, archive)
+        bench, filled = import_benchmark(store, archive, user_id=person.user_id)
         left = sum(1 for r in store.list_items(bench.id) if r.status not in ItemStatus.FINISHED)
         common.say(f"benchmark {bench.id}: {filled} finished item runs imported, {left} left"
              + (f"; continue it with: thoughtmap bench --resume {bench.id}" if left else ""))

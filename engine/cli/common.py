@@ -4,6 +4,8 @@ may replace `common.services`)."""
 
 from __future__ import annotations
 
+import argparse
+import os
 import signal
 import time
 from collections.abc import Callable
@@ -23,11 +25,13 @@ from storage.repository import RunNotFound
 from storage.statuses import RunStatus
 
 if TYPE_CHECKING:  # only for annotations: imported where first used
+    from engine.access import Viewer
     from engine.services import Services
+    from storage.models import Run
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_STOPPED", "CLIError", "choose_llm", "clause", "corpus_progress",
            "died_line", "err", "finish", "load_method_classes", "prepare_llm", "reading_services", "say",
-           "say_outcome", "services", "watch", "write_file"]
+           "run_for", "say_outcome", "services", "user_named", "viewer", "watch", "write_file"]
 
 
 def services() -> Services:
@@ -46,6 +50,45 @@ def reading_services() -> Services:
     if services.db.read_only:
         err(f"note: the database ({services.db.display_url}) cannot be written: reading it as it is")
     return services
+
+
+def user_named(services: Services, args: argparse.Namespace) -> str | None:
+    """Whom the command acts for: with sign-in on, the person --user (or THOUGHTMAP_USER) names. The
+    CLI trusts its operator: whoever can run it on the server can read the database anyway."""
+    user = (getattr(args, "user", None) or os.environ.get("THOUGHTMAP_USER") or "").strip() or None
+    if not services.settings.team.sign_in:
+        return None  # single-user mode: every run is the local user's, whoever types
+    if user is None:
+        raise CLIError("sign-in is on (multi-user mode): say whom this command acts for with --user EMAIL "
+                       "(before the command) or THOUGHTMAP_USER")
+    return user
+
+
+def viewer(services: Services, args: argparse.Namespace) -> Viewer:
+    """The person the command acts for (`user_named`), as the access rules see them."""
+    from engine.service.api import BadRequest, Thoughtmap
+
+    user = user_named(services, args)
+    if user is None:
+        return services.access.local_viewer()
+    try:
+        return Thoughtmap(services=services, user=user).viewer
+    except BadRequest as exc:
+        raise CLIError(str(exc)) from exc
+
+
+def run_for(services: Services, args: argparse.Namespace, run_id: str, *, change: bool = False) -> Run:
+    """The run `run_id` (an id or a unique prefix), when the command's person may read it (and,
+    with `change`, change it: only its owner may)."""
+    from engine.access import AccessDenied
+
+    run = services.repo.find_run(run_id)
+    person = viewer(services, args)
+    try:
+        (services.access.check_change if change else services.access.check_read)(person, run)
+    except AccessDenied as exc:
+        raise CLIError(str(exc)) from exc
+    return run
 
 
 def choose_llm(requested: str | None, services: Services) -> str:

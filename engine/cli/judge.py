@@ -44,6 +44,8 @@ def cmd_judge(args: argparse.Namespace) -> int:
     if not pair and args.protocol:
         raise CLIError("--protocol compares two runs: give two run ids")
     services = common.services()
+    for run_id in args.runs:  # a verdict is stored with the run: only its owner judges it
+        common.run_for(services, args, run_id, change=True)
     try:
         runs = [load_judged_run(services.repo, run_id) for run_id in args.runs]
     except JudgeInputError as exc:

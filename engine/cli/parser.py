@@ -30,6 +30,9 @@ def build_parser() -> argparse.ArgumentParser:
         "listed, shown, resumed and exported.",
         epilog="Exit codes: 0 done, 1 failed, 2 bad input, 3 stopped early (budget or user).",
     )
+    parser.add_argument("--user", default=None, metavar="EMAIL",
+                        help="with sign-in on (multi-user mode): whom the command acts for, who must have "
+                        "signed in to the web app once (default: THOUGHTMAP_USER). Off: every run is yours")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = sub.add_parser("run", help="research a question; prints the run id")

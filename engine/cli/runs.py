@@ -58,7 +58,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         changed = ", ".join(f"{k}={v}" for k, v in method_cls.Params.quick_profile.items() if k not in values)
         if changed:
             common.err(f"quick profile: {changed} (raise any with --param, or use --profile paper)")
-    tm = Thoughtmap(services=services, llm=kind)  # the Python API: the HTTP API and MCP server start runs so too
+    try:  # the Python API: the HTTP API and MCP server start runs so too
+        tm = Thoughtmap(services=services, llm=kind, user=common.user_named(services, args))
+    except ApiError as exc:
+        raise CLIError(str(exc)) from exc
     if not (services.queue is not None and kind == "local"):  # a worker starts its own built-in model
         common.prepare_llm(services, kind, args.quiet)
         tm.prepared(kind)
@@ -87,7 +90,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     check_out_path(args.out)
     services = common.services()
     services.runner.recover_interrupted()
-    run = services.repo.find_run(args.run_id)
+    run = common.run_for(services, args, args.run_id, change=True)
     # Checked before anything is changed (the model, the budget).
     if not services.runner.is_active(run.id):
         try:
@@ -116,7 +119,8 @@ def cmd_list(args: argparse.Namespace) -> int:
     services = common.reading_services()
     if not services.db.read_only:  # what it would record could not be written
         services.runner.recover_interrupted()
-    runs = services.repo.list_runs(text=args.text, method=args.method, status=args.status, limit=args.limit)
+    runs = services.repo.list_runs(text=args.text, method=args.method, status=args.status, limit=args.limit,
+                                   visible_to=services.access.visible_to(common.viewer(services, args)))
     if not runs and args.method and args.method not in services.methods:
         raise CLIError(f"--method {args.method}: no such method, and no stored run of it; "
                        f"methods: {', '.join(sorted(services.methods))}")
@@ -137,7 +141,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_show(args: argparse.Namespace) -> int:
     services = common.reading_services()
     repo = services.repo
-    run = repo.find_run(args.run_id)
+    run = common.run_for(services, args, args.run_id)
     common.say(f"run       {run.id}")
     common.say(f"question  {one_line(run.question)}")
     common.say(f"method    {run.method}  params {json.dumps(run.params)}")
@@ -158,7 +162,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise CLIError(f"a {args.format.upper()} file is binary and is not written to the terminal; "
                        f"add --out FILE.{args.format}", EXIT_USAGE)
     services = common.reading_services()
-    run = services.repo.find_run(args.run_id)
+    run = common.run_for(services, args, args.run_id)
     if args.format in BINARY_FORMATS:
         import engine.export
         from engine.export.pdf import PdfFontMissing

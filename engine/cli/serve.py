@@ -34,7 +34,8 @@ def _check_address(args: argparse.Namespace, services: Services) -> bool:
 
     if not 0 <= args.port <= 65535:
         raise CLIError(f"--port must be from 0 to 65535 (got {args.port})")
-    require_token = bool(args.require_token) or not is_loopback(args.host)
+    # With sign-in on, every request is someone's, and only a token says whose.
+    require_token = bool(args.require_token) or not is_loopback(args.host) or services.settings.team.sign_in
     if require_token and TokenStore(services.db).active_token_count() == 0:
         where = "on a loopback address with --require-token" if is_loopback(args.host) else f"on {args.host}"
         raise CLIError(f"serving {where} needs a bearer token on every request, and there is none: "
@@ -86,7 +87,9 @@ def _open(args: argparse.Namespace, *, listen: bool) -> tuple[Thoughtmap, bool, 
     services = common.services()
     try:
         require_token = _check_address(args, services) if listen else False
-        tm = Thoughtmap(llm=args.llm, services=services)
+        # Listening, each request is its token's person's; on stdio, the person --user names.
+        tm = Thoughtmap(llm=args.llm, services=services, user=None if listen else common.user_named(services, args),
+                        anonymous=listen)
         return tm, require_token, _listen(args.host, args.port) if listen else None
     except BaseException:
         services.close()
@@ -141,16 +144,18 @@ def cmd_token(args: argparse.Namespace) -> int:
     services = common.services()
     try:
         store = TokenStore(services.db)
+        person = common.viewer(services, args)
+        mine = None if not person.signed_in else person.user_id  # single-user: every token is the local user's
         if args.action == "create":
             try:
-                token, row = create_token(store, args.name)
+                token, row = create_token(store, args.name, person.user_id)
             except ValueError as exc:
                 raise CLIError(str(exc)) from exc
             common.err(f"token {row.id} '{one_line(row.name)}' created; it is shown once, here. Send it as "
                        "'Authorization: Bearer <token>'.")
             print(token, flush=True)
         elif args.action == "list":
-            rows = store.list_tokens()
+            rows = store.list_tokens(user_id=mine)
             if not rows:
                 common.err("no tokens yet. Create one with: thoughtmap token create NAME")
                 return EXIT_OK
@@ -162,7 +167,7 @@ def cmd_token(args: argparse.Namespace) -> int:
                            f"{when(row.created_at):<16}  {when(row.last_used_at):<16}  {when(row.revoked_at)}")
         else:
             try:
-                revoked = store.revoke(args.which)
+                revoked = store.revoke(args.which, user_id=mine)
             except TokenNotFound as exc:
                 raise CLIError(str(exc)) from exc
             for row in revoked:

@@ -24,8 +24,8 @@ def cmd_steer(args: argparse.Namespace) -> int:
     if args.node is not None:
         payload["node_id"] = args.node
     services = common.services()
-    tm = Thoughtmap(services=services)
     try:
+        tm = Thoughtmap(services=services, user=common.user_named(services, args))
         command = tm.steer(args.run_id, args.steer_command, payload)
     except BadRequest as exc:
         raise CLIError(str(exc)) from exc
@@ -43,8 +43,8 @@ def cmd_control(args: argparse.Namespace) -> int:
     from engine.service.api import ApiError, Thoughtmap
 
     services = common.services()
-    tm = Thoughtmap(services=services)
     try:
+        tm = Thoughtmap(services=services, user=common.user_named(services, args))
         if args.command == "pause":
             run = tm.pause(args.run_id)
         elif args.command == "stop":
@@ -54,6 +54,6 @@ def cmd_control(args: argparse.Namespace) -> int:
             common.err(f"deleted run {args.run_id}")
             return EXIT_OK
     except ApiError as exc:
-        raise CLIError(str(exc), 2 if exc.status in (404, 422) else EXIT_FAILED) from exc
+        raise CLIError(str(exc), 2 if exc.status in (403, 404, 422) else EXIT_FAILED) from exc
     common.err(f"{args.command} sent to run {args.run_id} ({run.status}); it applies it at its next step")
     return EXIT_OK

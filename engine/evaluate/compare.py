@@ -95,6 +95,7 @@ def budget_problem(max_cost: float | None, max_tokens: int | None) -> str | None
 
 def start_comparison(services: Services, *, question: str, methods: list[str], values: Mapping[str, Mapping[str, Any]],
                      llm_kind: str, profile: str, search_mode: str, max_cost: float | None = None,
+                     user_id: int | None = None,
                      max_tokens: int | None = None) -> list[str]:
     """Create one run per method on the same question with the same budget, LLM and search, then
     start them all; returns the run ids in the order of `methods`. `values` holds each method's raw
@@ -114,7 +115,8 @@ def start_comparison(services: Services, *, question: str, methods: list[str], v
         raise ComparisonError(str(exc)) from exc
     llm_info = services.llm_info(llm_kind)
     runs = [services.runner.create_run(question=question, method=m, params=params[m], llm_info=llm_info,
-                                       search_mode=search_mode, max_cost=max_cost, max_tokens=max_tokens)
+                                       search_mode=search_mode, max_cost=max_cost, max_tokens=max_tokens,
+                                       user_id=user_id)
             for m in methods]
     # Started together, after all are stored: none gets a head start on the shared LLM limit.
     for run in runs:

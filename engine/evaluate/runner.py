@@ -69,6 +69,7 @@ class BenchmarkSpec:
     concurrency: int = 2
     judges: tuple[str, ...] = ()  # LLM-judged scores per item: claims, density, rubric (item_judges.py)
     balance: str | None = None  # an item meta key (level): the sample holds an equal share of each value
+    user_id: int | None = None  # whose benchmark (and item runs); None: the local user
 
 
 Progress = Callable[[BenchmarkItem], None]
@@ -170,7 +171,7 @@ class BenchmarkRunner:
             dataset=spec.dataset, methods=spec.methods, items=[i.id for i in items], limit=len(items),
             seed=spec.seed, params=params, llm_info=self.services.llm_info(spec.llm),
             search_mode=spec.search_mode, max_cost=spec.max_cost, max_tokens=spec.max_tokens,
-            concurrency=spec.concurrency, judges=spec.judges, balance=spec.balance or "",
+            concurrency=spec.concurrency, judges=spec.judges, balance=spec.balance or "", user_id=spec.user_id,
         )
 
     def stop_all(self) -> None:
@@ -280,7 +281,7 @@ class BenchmarkRunner:
                 question=item.question, method=row.method, params=bench.params.get(row.method, {}),
                 llm_info=bench.llm_info, search_mode=bench.search_mode, max_tokens=max_tokens,
                 max_cost=max_cost, search_exclusions=item.exclusions.model_dump() if item.exclusions else None,
-                run_id=run_id,
+                run_id=run_id, user_id=bench.user_id,  # the benchmark's person owns its runs
             )
             runner.start(run_id)
         else:

@@ -19,12 +19,14 @@ command that does not apply), an unknown run `NotFound`, a run in a state that r
 from __future__ import annotations
 
 import contextlib
+import copy
 import math
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
+from engine.access import LimitReached, Viewer
 from engine.config import LLMChoice, SearchMode, Settings, load_settings
 from engine.methods.registry import DEFAULT_METHOD
 from engine.service.feed import FeedEvent, RunFeed, edge_data, node_data, status_data
@@ -57,6 +59,12 @@ class NotFound(ApiError):
 
 class Conflict(ApiError):
     status = 409
+
+
+class Forbidden(ApiError):
+    """Someone else's run: not shared with this person, or shared read-only and this would change it."""
+
+    status = 403
 
 
 @dataclass(frozen=True)
@@ -96,13 +104,18 @@ def _positive(name: str, value: float | None, *, whole: bool) -> None:
         raise BadRequest(f"{name} must be a {kind} (got {value!r}); leave it out for no budget")
 
 
+# Whom a server's own object serves before a request says whose it is: nobody can read or change anything.
+NOBODY = Viewer(user_id=-1, name="nobody", signed_in=True)
+
+
 class Thoughtmap:
     """One process's door to the engine. `llm`: what runs use unless a run asks otherwise (auto,
     local, openai, fake; None: THOUGHTMAP_LLM, else auto). `services`: built from `settings` (or
     the environment) unless given."""
 
     def __init__(self, *, llm: str | None = None, settings: Settings | None = None,
-                 services: Services | None = None, feed_poll_s: float | None = None) -> None:
+                 services: Services | None = None, feed_poll_s: float | None = None, user: str | None = None,
+                 anonymous: bool = False) -> None:
         if services is None:
             from engine.services import build_services  # the database and the methods: loaded here
 
@@ -111,7 +124,36 @@ class Thoughtmap:
         self.default_llm = self._check_llm(llm or services.settings.llm_choice)
         self._prepared: set[str] = set()
         self.feed = RunFeed(services.reads) if feed_poll_s is None else RunFeed(services.reads, poll_s=feed_poll_s)
+        # Whom this object serves: in multi-user mode, the person `user` names (email or id); with
+        # `anonymous` (a server whose requests each say whose they are: `as_viewer`), nobody.
+        self.viewer = NOBODY if anonymous and services.settings.team.sign_in else self._viewer_named(user)
         services.runner.recover_interrupted()
+
+    def _viewer_named(self, user: str | None) -> Viewer:
+        from storage.users import UserNotFound
+
+        access = self.services.access
+        if not self.services.settings.team.sign_in:
+            if user is not None:
+                raise BadRequest("sign-in is off (single-user mode): leave out the user; every run is yours")
+            return access.local_viewer()
+        if user is None:
+            raise BadRequest("sign-in is on: say whom this serves (user='their email'); each person sees their own runs")
+        try:
+            found = access.users.find_user(user)
+        except UserNotFound as exc:
+            raise BadRequest(str(exc)) from exc
+        if found.is_local or not self.services.settings.team.allows(found.email):
+            raise BadRequest(f"'{user}' may not sign in (THOUGHTMAP_ADMINS, THOUGHTMAP_ALLOWED_EMAILS)")
+        assert found.id is not None
+        return access.viewer_for(found.id)
+
+    def as_viewer(self, viewer: Viewer) -> Thoughtmap:
+        """The same door serving another person (the HTTP API and MCP server make one per request):
+        it shares this object's services and feed, and is not to be closed."""
+        view = copy.copy(self)
+        view.viewer = viewer
+        return view
 
     def __enter__(self) -> Thoughtmap:
         return self
@@ -196,12 +238,16 @@ class Thoughtmap:
                                               profile=profile_for_llm(kind) if profile == "auto" else profile)
         except ParamError as exc:
             raise BadRequest(str(exc)) from exc
+        try:
+            max_cost = self.services.access.budget_for_new_run(self.viewer, max_cost)
+        except LimitReached as exc:
+            raise Conflict(str(exc)) from exc
         self.prepare(kind)
         services = self.services
         run = services.runner.create_run(question=question, method=method, params=built,
                                          llm_info=services.llm_info(kind), search_mode=cast(SearchMode, search_mode),
                                          max_tokens=int(max_tokens) if max_tokens is not None else None,
-                                         max_cost=max_cost)
+                                         max_cost=max_cost, user_id=self.viewer.user_id)
         try:
             services.runner.start(run.id)
         except BaseException:
@@ -213,12 +259,53 @@ class Thoughtmap:
         return services.reads.get_run(run.id)
 
     def get(self, run_id: str) -> Run:
+        """The run, when this person may read it (Forbidden otherwise)."""
+        from engine.access import AccessDenied
         from engine.reads import RunNotFound
 
         try:
-            return self.services.reads.get_run(run_id)
+            run = self.services.reads.get_run(run_id)
         except RunNotFound as exc:
             raise NotFound(f"no run with id '{run_id}'; list the runs to find its id") from exc
+        try:
+            self.services.access.check_read(self.viewer, run)
+        except AccessDenied as exc:
+            raise Forbidden(str(exc)) from exc
+        return run
+
+    def _changeable(self, run_id: str) -> Run:
+        """The run, when this person may change it: only its owner may."""
+        from engine.access import AccessDenied
+
+        run = self.get(run_id)
+        try:
+            self.services.access.check_change(self.viewer, run)
+        except AccessDenied as exc:
+            raise Forbidden(str(exc)) from exc
+        return run
+
+    def share(self, run_id: str, with_user: str | None = None) -> list[str]:
+        """Share the run read-only with a person (their email; they must have signed in once) or, with
+        None, with everyone signed in. Returns whom it is shared with now ("everyone", emails)."""
+        return self._set_share(run_id, with_user, shared=True)
+
+    def unshare(self, run_id: str, with_user: str | None = None) -> list[str]:
+        return self._set_share(run_id, with_user, shared=False)
+
+    def _set_share(self, run_id: str, with_user: str | None, *, shared: bool) -> list[str]:
+        run = self._changeable(run_id)
+        access = self.services.access
+        try:
+            (access.share if shared else access.unshare)(self.viewer, run, with_user)
+        except LookupError as exc:  # nobody of that email has signed in
+            raise BadRequest(str(exc)) from exc
+        return self.shares(run_id)
+
+    def shares(self, run_id: str) -> list[str]:
+        self.get(run_id)
+        users = self.services.access.users
+        return [users.get_user(s.user_id).email if s.user_id is not None else "everyone"
+                for s in users.list_shares(run_id)]
 
     def status(self, run_id: str, *, nodes: bool = False) -> dict[str, Any]:
         """The run with its progress (nodes by status); with `nodes`, also each node's id, parent,
@@ -244,7 +331,10 @@ class Thoughtmap:
 
         if status is not None and status not in RunStatus.ALL:
             raise BadRequest(f"unknown status '{status}'; choose one of: {', '.join(RunStatus.ALL)}")
-        return self.services.reads.list_runs(text=text, method=method, status=status, limit=limit, offset=offset)
+        if self.viewer is NOBODY:
+            return []
+        return self.services.reads.list_runs(text=text, method=method, status=status, limit=limit, offset=offset,
+                                             visible_to=self.services.access.visible_to(self.viewer))
 
     def graph(self, run_id: str) -> dict[str, Any]:
         """The run's nodes, edges and sources."""
@@ -284,6 +374,7 @@ class Thoughtmap:
         pass with none. `after`: a cursor from an earlier event, to resume where it stopped."""
         from engine.reads import RunNotFound
 
+        self.get(run_id)
         try:
             subscription = self.feed.subscribe(run_id, after)
         except RunNotFound as exc:
@@ -308,7 +399,7 @@ class Thoughtmap:
         from engine.contract import CommandRejected, UnsupportedCommand
         from engine.runner import RunnerError
 
-        run = self.get(run_id)
+        run = self._changeable(run_id)
         spec = self.services.methods[run.method].contract().commands.get(command) if run.method in self.services.methods else None
         if spec is None:
             known = ", ".join(sorted(self.services.methods[run.method].contract().commands)) \
@@ -329,7 +420,7 @@ class Thoughtmap:
     def pause(self, run_id: str) -> Run:
         from engine.reads import RunStatus
 
-        run = self.get(run_id)
+        run = self._changeable(run_id)
         if run.status not in (RunStatus.QUEUED, RunStatus.RUNNING):
             raise Conflict(f"run {run_id} is {run.status}: only a queued or running run can be paused")
         self.services.runner.pause(run_id)
@@ -341,7 +432,7 @@ class Thoughtmap:
 
         _positive("max_tokens", max_tokens, whole=True)
         _positive("max_cost", max_cost, whole=False)
-        run = self.get(run_id)
+        run = self._changeable(run_id)
         runner = self.services.runner
         try:
             if not runner.is_active(run_id):
@@ -358,7 +449,7 @@ class Thoughtmap:
     def stop(self, run_id: str) -> Run:
         from engine.reads import RunStatus
 
-        run = self.get(run_id)
+        run = self._changeable(run_id)
         if run.status not in RunStatus.ACTIVE:
             raise Conflict(f"run {run_id} is already {run.status}")
         self.services.runner.stop(run_id)
@@ -367,7 +458,7 @@ class Thoughtmap:
     def delete(self, run_id: str) -> None:
         from engine.runner import RunnerError
 
-        self.get(run_id)
+        self._changeable(run_id)
         try:
             self.services.runner.delete(run_id)
         except RunnerError as exc:

@@ -2,7 +2,7 @@
 server-sent event stream per run. The OpenAPI document is at `/openapi.json` (and `/docs`).
 
 Every error is JSON, `{"error": "<what was wrong and what to do>"}`, with a 4xx status: 401 no or a
-wrong token, 404 an unknown run, 409 a run whose state refuses the action, 413 a body over 1 MB,
+wrong token, 403 someone else's run (not shared, or shared read-only), 404 an unknown run, 409 a run whose state refuses the action, 413 a body over 1 MB,
 422 bad input (the method, its parameters, the question, a command that does not apply).
 
 Untrusted text (model output, page text) goes out as JSON strings only: the stream's `data:` lines
@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, Header, Query, Request
@@ -25,6 +26,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.routing import Match
 
+from engine.access import Viewer
 from engine.methods.registry import DEFAULT_METHOD
 from engine.reads import RunNotFound
 from engine.service.api import MAX_SEARCH_K, REPORT_FORMATS, ApiError, Thoughtmap, run_view
@@ -68,9 +70,34 @@ class Resume(_Body):
     max_cost: float | None = None
 
 
+class Share(_Body):
+    user: str | None = Field(None, description="The email of a person who has signed in; null: everyone signed in.")
+
+
 class SearchRequest(_Body):
     query: str
     k: int = Field(10, ge=1, le=MAX_SEARCH_K)
+
+
+@dataclass(frozen=True)
+class _Door:
+    tm: Thoughtmap
+    tokens: TokenStore
+    require_token: bool
+
+
+def _caller(request: Request, authorization: Annotated[str | None, Header()] = None) -> Thoughtmap:
+    """The API serving whoever the request's bearer token belongs to (without tokens: the local user)."""
+    door: _Door = request.app.state.door
+    if not door.require_token and not authorization:
+        return door.tm
+    viewer = token_viewer(door.tm, door.tokens, authorization)
+    if viewer is None:
+        raise _Unauthorised()
+    return door.tm.as_viewer(viewer)
+
+
+Caller = Annotated[Thoughtmap, Depends(_caller)]
 
 
 def sse(event: FeedEvent) -> str:
@@ -111,11 +138,10 @@ def create_app(tm: Thoughtmap, *, require_token: bool = False) -> FastAPI:
     if not require_token:
         app.add_middleware(TrustedHostMiddleware, allowed_hosts=LOOPBACK_NAMES)
 
-    def authorised(authorization: Annotated[str | None, Header()] = None) -> None:
-        if require_token and not bearer_ok(tokens, authorization):
-            raise _Unauthorised()
-
-    guard = [Depends(authorised)]
+    sign_in = tm.services.settings.team.sign_in
+    if sign_in:
+        require_token = True  # each request is someone's: the token says whose
+    app.state.door = _Door(tm, tokens, require_token)
 
     @app.exception_handler(ApiError)
     async def api_error(_request: Request, exc: ApiError) -> JSONResponse:
@@ -172,41 +198,41 @@ def create_app(tm: Thoughtmap, *, require_token: bool = False) -> FastAPI:
     def health() -> dict[str, Any]:
         return {"ok": True}
 
-    @app.get("/v1/methods", dependencies=guard)
-    def methods() -> list[dict[str, Any]]:
-        return [info.__dict__ for info in tm.methods()]
+    @app.get("/v1/methods")
+    def methods(api: Caller) -> list[dict[str, Any]]:
+        return [info.__dict__ for info in api.methods()]
 
-    @app.post("/v1/search", dependencies=guard)
-    def search(body: SearchRequest) -> list[dict[str, Any]]:
-        return tm.search(body.query, body.k)
+    @app.post("/v1/search")
+    def search(api: Caller, body: SearchRequest) -> list[dict[str, Any]]:
+        return api.search(body.query, body.k)
 
-    @app.post("/v1/runs", status_code=201, dependencies=guard)
-    def create_run(body: NewRun) -> dict[str, Any]:
-        run = tm.start(body.question, body.method, body.params, llm=body.llm, search=body.search,
-                       profile=body.profile, max_tokens=body.max_tokens, max_cost=body.max_cost)
+    @app.post("/v1/runs", status_code=201)
+    def create_run(api: Caller, body: NewRun) -> dict[str, Any]:
+        run = api.start(body.question, body.method, body.params, llm=body.llm, search=body.search,
+                        profile=body.profile, max_tokens=body.max_tokens, max_cost=body.max_cost)
         return run_view(run)
 
-    @app.get("/v1/runs", dependencies=guard)
-    def list_runs(status: str | None = None, method: str | None = None, text: str | None = None,
+    @app.get("/v1/runs")
+    def list_runs(api: Caller, status: str | None = None, method: str | None = None, text: str | None = None,
                   limit: Annotated[int, Query(ge=1, le=500)] = 50,
                   offset: Annotated[int, Query(ge=0)] = 0) -> list[dict[str, Any]]:
-        return [run_view(run) for run in tm.runs(status=status, method=method, text=text, limit=limit, offset=offset)]
+        return [run_view(run) for run in api.runs(status=status, method=method, text=text, limit=limit, offset=offset)]
 
-    @app.get("/v1/runs/{run_id}", dependencies=guard)
-    def get_run(run_id: str, nodes: bool = False) -> dict[str, Any]:
+    @app.get("/v1/runs/{run_id}")
+    def get_run(api: Caller, run_id: str, nodes: bool = False) -> dict[str, Any]:
         """The run, its progress, and with ?nodes=true each node's id (the ids commands name)."""
-        return tm.status(run_id, nodes=nodes)
+        return api.status(run_id, nodes=nodes)
 
-    @app.get("/v1/runs/{run_id}/graph", dependencies=guard)
-    def graph(run_id: str) -> dict[str, Any]:
-        return tm.graph(run_id)
+    @app.get("/v1/runs/{run_id}/graph")
+    def graph(api: Caller, run_id: str) -> dict[str, Any]:
+        return api.graph(run_id)
 
-    @app.get("/v1/runs/{run_id}/events", dependencies=guard,
+    @app.get("/v1/runs/{run_id}/events",
              response_class=StreamingResponse,
              responses={200: {"content": {"text/event-stream": {}},
                               "description": "Server-sent events: log, node, edge, status, end. Resume with "
                                              "the Last-Event-ID header (or ?after=)."}})
-    async def events(run_id: str, after: Annotated[int | None, Query(ge=0, le=MAX_CURSOR)] = None,
+    async def events(api: Caller, run_id: str, after: Annotated[int | None, Query(ge=0, le=MAX_CURSOR)] = None,
                      last_event_id: Annotated[str | None, Header()] = None,
                      authorization: Annotated[str | None, Header()] = None) -> StreamingResponse:
         cursor = after
@@ -215,7 +241,7 @@ def create_app(tm: Thoughtmap, *, require_token: bool = False) -> FastAPI:
             if not value.isdigit() or int(value) > MAX_CURSOR:
                 raise _BadCursor(last_event_id)
             cursor = int(value)
-        await run_in_threadpool(tm.get, run_id)  # 404 before the stream starts
+        await run_in_threadpool(api.get, run_id)  # 404 before the stream starts
 
         async def stream() -> AsyncIterator[str]:
             # Subscribed here, not before the response: a client gone before the body starts leaves
@@ -226,7 +252,7 @@ def create_app(tm: Thoughtmap, *, require_token: bool = False) -> FastAPI:
             def woken() -> None:  # called on the watch's thread
                 loop.call_soon_threadsafe(wake.set)
 
-            subscription = await run_in_threadpool(tm.feed.subscribe, run_id, cursor, woken)
+            subscription = await run_in_threadpool(api.feed.subscribe, run_id, cursor, woken)
             try:
                 while True:
                     wake.clear()
@@ -239,8 +265,8 @@ def create_app(tm: Thoughtmap, *, require_token: bool = False) -> FastAPI:
                     try:
                         await asyncio.wait_for(wake.wait(), KEEPALIVE_S)
                     except TimeoutError:
-                        # A token revoked while its stream is open ends the stream here.
-                        if require_token and not await run_in_threadpool(bearer_ok, tokens, authorization):
+                        # A token revoked (or its person no longer allowed) ends its open stream here.
+                        if require_token and await run_in_threadpool(token_viewer, tm, tokens, authorization) is None:
                             return
                         yield ": keepalive\n\n"
             finally:
@@ -254,28 +280,28 @@ def create_app(tm: Thoughtmap, *, require_token: bool = False) -> FastAPI:
         return JSONResponse({"error": f"Last-Event-ID must be the id of an event this stream sent (a whole "
                                       f"number), not {exc.value[:40]!r}"}, status_code=422)
 
-    @app.post("/v1/runs/{run_id}/commands", status_code=202, dependencies=guard)
-    def steer(run_id: str, body: Steer) -> dict[str, Any]:
-        command = tm.steer(run_id, body.command, body.payload)
+    @app.post("/v1/runs/{run_id}/commands", status_code=202)
+    def steer(api: Caller, run_id: str, body: Steer) -> dict[str, Any]:
+        command = api.steer(run_id, body.command, body.payload)
         return {"id": command.id, "command": command.kind, "payload": command.payload, "status": command.status}
 
-    @app.post("/v1/runs/{run_id}/pause", dependencies=guard)
-    def pause(run_id: str) -> dict[str, Any]:
-        return run_view(tm.pause(run_id))
+    @app.post("/v1/runs/{run_id}/pause")
+    def pause(api: Caller, run_id: str) -> dict[str, Any]:
+        return run_view(api.pause(run_id))
 
-    @app.post("/v1/runs/{run_id}/resume", dependencies=guard)
-    def resume(run_id: str, body: Resume | None = None) -> dict[str, Any]:
+    @app.post("/v1/runs/{run_id}/resume")
+    def resume(api: Caller, run_id: str, body: Resume | None = None) -> dict[str, Any]:
         body = body or Resume()
-        return run_view(tm.resume(run_id, max_tokens=body.max_tokens, max_cost=body.max_cost))
+        return run_view(api.resume(run_id, max_tokens=body.max_tokens, max_cost=body.max_cost))
 
-    @app.post("/v1/runs/{run_id}/stop", dependencies=guard)
-    def stop(run_id: str) -> dict[str, Any]:
-        return run_view(tm.stop(run_id))
+    @app.post("/v1/runs/{run_id}/stop")
+    def stop(api: Caller, run_id: str) -> dict[str, Any]:
+        return run_view(api.stop(run_id))
 
-    @app.get("/v1/runs/{run_id}/report", dependencies=guard,
+    @app.get("/v1/runs/{run_id}/report",
              responses={200: {"content": {MEDIA[f]: {} for f in REPORT_FORMATS}}})
-    def report(run_id: str, format: Literal["md", "json", "pdf", "docx"] = "md") -> Response:
-        body = tm.report(run_id, format)
+    def report(api: Caller, run_id: str, format: Literal["md", "json", "pdf", "docx"] = "md") -> Response:
+        body = api.report(run_id, format)
         if isinstance(body, dict):
             return JSONResponse(body)
         headers = {}
@@ -283,10 +309,30 @@ def create_app(tm: Thoughtmap, *, require_token: bool = False) -> FastAPI:
             headers["Content-Disposition"] = f'attachment; filename="thoughtmap-{run_id}.{format}"'
         return Response(body, media_type=MEDIA[format], headers=headers)
 
-    @app.delete("/v1/runs/{run_id}", status_code=204, dependencies=guard)
-    def delete(run_id: str) -> Response:
-        tm.delete(run_id)
+    @app.delete("/v1/runs/{run_id}", status_code=204)
+    def delete(api: Caller, run_id: str) -> Response:
+        api.delete(run_id)
         return Response(status_code=204)
+
+    @app.get("/v1/me")
+    def me(api: Caller) -> dict[str, Any]:
+        """Whom the token belongs to, and whether people sign in (multi-user mode)."""
+        viewer = api.viewer
+        return {"name": viewer.name, "email": viewer.email, "admin": viewer.is_admin, "sign_in": sign_in}
+
+    @app.get("/v1/runs/{run_id}/shares")
+    def shares(api: Caller, run_id: str) -> list[str]:
+        """Whom the run is shared with, read-only: emails, or "everyone" (everyone signed in)."""
+        return api.shares(run_id)
+
+    @app.post("/v1/runs/{run_id}/shares")
+    def share(api: Caller, run_id: str, body: Share) -> list[str]:
+        return api.share(run_id, body.user)
+
+    @app.delete("/v1/runs/{run_id}/shares")
+    def unshare(api: Caller, run_id: str, user: str | None = None) -> list[str]:
+        """Stop sharing with `user` (an email), or with everyone when no user is named."""
+        return api.unshare(run_id, user)
 
     return app
 
@@ -303,6 +349,16 @@ class _BadCursor(Exception):
 
 UNAUTHORISED = ("a valid bearer token is needed: send 'Authorization: Bearer <token>' "
                 "(make one with: thoughtmap token create NAME)")
+
+
+def token_viewer(tm: Thoughtmap, tokens: TokenStore, authorization: str | None) -> Viewer | None:
+    """Whom a request's bearer token belongs to; None for no token, a wrong or revoked one, or one
+    whose person may no longer sign in."""
+    scheme, _, presented = (authorization or "").partition(" ")
+    if scheme.lower() != "bearer":
+        return None
+    token = check_token(tokens, presented.strip())
+    return None if token is None else tm.services.access.token_viewer(token)
 
 
 def bearer_ok(tokens: TokenStore, authorization: str | None) -> bool:

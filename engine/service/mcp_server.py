@@ -15,12 +15,14 @@ from collections.abc import Callable
 from typing import Annotated, Any, Literal, TypeVar
 
 import anyio
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 from engine.methods.registry import DEFAULT_METHOD
 from engine.service.api import ApiError, Thoughtmap, run_view
+from engine.service.http import UNAUTHORISED, token_viewer
+from storage.tokens import TokenStore
 
 T = TypeVar("T")
 
@@ -41,6 +43,19 @@ def build_mcp(tm: Thoughtmap) -> MCPServer:
                      "`research`; it returns a Markdown report whose [n] markers cite the numbered sources at "
                      "its end. Methods:\n" + guide)
 
+    tokens = TokenStore(tm.services.db)
+
+    async def caller(ctx: Context) -> Thoughtmap:
+        """The API serving whom the request's bearer token belongs to (over HTTP: the token was
+        checked before the request got here, and is checked again here); on stdio, `tm`'s person."""
+        authorization = (ctx.headers or {}).get("authorization")
+        if authorization is None:
+            return tm
+        viewer = await anyio.to_thread.run_sync(token_viewer, tm, tokens, authorization)
+        if viewer is None:
+            raise ToolError(UNAUTHORISED)
+        return tm.as_viewer(viewer)
+
     async def call(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         try:
             return await anyio.to_thread.run_sync(lambda: function(*args, **kwargs))
@@ -52,6 +67,7 @@ def build_mcp(tm: Thoughtmap) -> MCPServer:
                           "still going then is left running, and its run_id can be given to run_status and "
                           "get_report later. Methods (method=...):\n" + guide)
     async def research(
+            ctx: Context,
             question: Annotated[str, Field(description="The question to research (at most 2,000 characters).")],
             method: Annotated[str, Field(description="One of: " + ", ".join(names) + ". See the list above.")]
             = DEFAULT_METHOD,
@@ -68,14 +84,15 @@ def build_mcp(tm: Thoughtmap) -> MCPServer:
             max_cost: Annotated[float | None, Field(description="A cost budget in dollars; the run stops "
                                                                 "cleanly when it is spent.")] = None,
     ) -> dict[str, Any]:
+        api = await caller(ctx)
         if not 0 <= wait_seconds <= MAX_WAIT_S:
             raise ToolError(f"wait_seconds must be from 0 to {MAX_WAIT_S:.0f} (got {wait_seconds})")
-        run = await call(tm.start, question, method, params, search=search, llm=llm, max_cost=max_cost)
+        run = await call(api.start, question, method, params, search=search, llm=llm, max_cost=max_cost)
         # Waited for in slices: a worker thread is held a few seconds at a time, not for the whole
         # wait, and a cancelled call stops waiting at the next slice.
         deadline = anyio.current_time() + wait_seconds
         while True:
-            final = await call(tm.wait, run.id, max(0.0, min(WAIT_SLICE_S, deadline - anyio.current_time())))
+            final = await call(api.wait, run.id, max(0.0, min(WAIT_SLICE_S, deadline - anyio.current_time())))
             if final.status not in ("queued", "running", "paused") or anyio.current_time() >= deadline:
                 break
         outcome: dict[str, Any] = {"run_id": final.id, "status": final.status}
@@ -87,34 +104,38 @@ def build_mcp(tm: Thoughtmap) -> MCPServer:
             outcome["stop_reason"] = final.stop_reason
         if final.error:
             outcome["error"] = final.error
-        outcome["report"] = await call(tm.report, final.id, "md")
+        outcome["report"] = await call(api.report, final.id, "md")
         return outcome
 
     @mcp.tool(description="A run's status and progress (status, nodes by status, LLM calls, tokens, cost) and "
                           "its nodes: id, parent_id, kind, label, status. steer names nodes by these ids.")
-    async def run_status(run_id: str) -> dict[str, Any]:
-        return await call(tm.status, run_id, nodes=True)
+    async def run_status(ctx: Context, run_id: str) -> dict[str, Any]:
+        api = await caller(ctx)
+        return await call(api.status, run_id, nodes=True)
 
     @mcp.tool(description="A run's report: md (Markdown with numbered, resolving sources) or json (its "
                           "structure: sections, claims, sources). A run still going gives its partial report.")
-    async def get_report(run_id: str, format: Literal["md", "json"] = "md") -> str | dict[str, Any]:
-        report = await call(tm.report, run_id, format)
+    async def get_report(ctx: Context, run_id: str, format: Literal["md", "json"] = "md") -> str | dict[str, Any]:
+        api = await caller(ctx)
+        report = await call(api.report, run_id, format)
         assert not isinstance(report, bytes)
         return report
 
     @mcp.tool(description="Stored runs, newest first: id, question, method, status, usage. Filter by status "
                           "(queued, running, paused, done, failed, stopped, interrupted), method or text.")
-    async def list_runs(status: str | None = None, method: str | None = None, text: str | None = None,
+    async def list_runs(ctx: Context, status: str | None = None, method: str | None = None, text: str | None = None,
                         limit: int = 20) -> list[dict[str, Any]]:
-        runs = await call(tm.runs, status=status, method=method, text=text, limit=limit)
+        api = await caller(ctx)
+        runs = await call(api.runs, status=status, method=method, text=text, limit=limit)
         return [run_view(run) for run in runs]
 
     @mcp.tool(description="Steer a run with one of its method's commands (list_methods gives each method's "
                           "commands and their payload schemas), e.g. command='ask', payload={'node_id': <a node id "
                           "from run_status>, 'question': '...'}, or 'expand', 'deepen', 'prune' on a node. A "
                           "finished run is reopened to apply it.")
-    async def steer(run_id: str, command: str, payload: dict[str, Any] | None = None) -> dict[str, Any]:
-        queued = await call(tm.steer, run_id, command, payload)
+    async def steer(ctx: Context, run_id: str, command: str, payload: dict[str, Any] | None = None) -> dict[str, Any]:
+        api = await caller(ctx)
+        queued = await call(api.steer, run_id, command, payload)
         return {"command_id": queued.id, "command": queued.kind, "status": queued.status,
                 "note": "queued: the run applies it at its next step; run_status shows the run's progress"}
 
@@ -134,8 +155,9 @@ def build_mcp(tm: Thoughtmap) -> MCPServer:
 
     @mcp.resource("thoughtmap://runs/{run_id}/report", name="report", mime_type="text/markdown",
                   description="A run's report in Markdown, with numbered sources.")
-    async def report_resource(run_id: str) -> str:
-        report = await call(tm.report, run_id, "md")
+    async def report_resource(ctx: Context, run_id: str) -> str:
+        api = await caller(ctx)
+        report = await call(api.report, run_id, "md")
         assert isinstance(report, str)
         return report
 

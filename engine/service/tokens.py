@@ -18,18 +18,19 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
-def create_token(store: TokenStore, name: str) -> tuple[str, ApiToken]:
-    """A new token named `name`: (the token, shown once and never stored; its stored row)."""
+def create_token(store: TokenStore, name: str, user_id: int | None = None) -> tuple[str, ApiToken]:
+    """A new token named `name`, `user_id`'s (None: the local user's): (the token, shown once and
+    never stored; its stored row)."""
     name = " ".join(name.split())
     if not name:
         raise ValueError("the token's name is empty; name it after who or what will use it")
     if len(name) > MAX_NAME_CHARS:
         raise ValueError(f"the token's name is {len(name)} characters; at most {MAX_NAME_CHARS}")
-    if any(row.name == name and row.revoked_at is None for row in store.list_tokens()):
+    if any(row.name == name and row.revoked_at is None for row in store.list_tokens(user_id=user_id)):
         # Two live tokens of one name could not be told apart, nor revoked one at a time by name.
         raise ValueError(f"a token named '{name}' exists already; revoke it first, or choose another name")
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
-    row = store.add_token(name, hash_token(token), token[: len(TOKEN_PREFIX) + 6])
+    row = store.add_token(name, hash_token(token), token[: len(TOKEN_PREFIX) + 6], user_id=user_id)
     return token, row
 
 

@@ -1,0 +1,341 @@
+"""Multi-user mode: someone else's run is refused through every door but the web app's pages
+(tests/pages/test_team_pages.py) and the browser (tests/e2e/test_team_browser.py): the Python
+API, the HTTP API (with tokens), the MCP server (on stdio as --user, over HTTP with a token) and the
+CLI (--user). Each action is tried by Bo on Ada's run and must be refused, saying why; sharing then
+lets Bo read, never change; an admin reads everything and changes nothing.
+
+The (door × action) pairs tried are counted in `TRIED`, and the last test checks that every door
+tried every action it has."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import httpx2
+import pytest
+from fastapi.testclient import TestClient
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+
+from engine.config import load_settings
+from engine.service.api import Conflict, Forbidden, Thoughtmap
+from engine.service.http import create_app
+from engine.service.tokens import create_token
+from engine.services import Services, build_services
+from storage.tokens import TokenStore
+from tests.engine.service.test_mcp_server import _run
+from tests.support.fixtures_engine import fake_llm  # noqa: F401  (fixture)
+
+ROOT = Path(__file__).resolve().parents[3]
+QUESTION = "Which country is the Eiffel Tower in?"
+ISSUER = "https://id.example.org"
+ADA, BO, CAROL, ROOT_ADMIN = "ada@example.org", "bo@example.org", "carol@example.org", "root@example.org"
+SECRETS = """
+[auth]
+redirect_uri = "http://localhost:8501/oauth2callback"
+cookie_secret = "a-test-secret-of-some-length-0123456789"
+client_id = "thoughtmap"
+client_secret = "not-a-real-secret"
+server_metadata_url = "https://id.example.org/.well-known/openid-configuration"
+"""
+
+# The actions on a run, and which change it (only its owner may).
+READ_ACTIONS = ("read", "graph", "events", "export")
+CHANGE_ACTIONS = ("steer", "pause", "resume", "stop", "delete", "share", "judge", "benchmark")
+# door -> the actions it has (the MCP server has no pause/resume/stop/delete/share tools).
+DOORS = {
+    "python": ("read", "graph", "events", "export", "steer", "pause", "resume", "stop", "delete", "share"),
+    "http": ("read", "graph", "events", "export", "steer", "pause", "resume", "stop", "delete", "share"),
+    "mcp-stdio": ("read", "export", "steer"),
+    "mcp-http": ("read", "export", "steer"),
+    "cli": ("read", "export", "steer", "pause", "resume", "stop", "delete", "judge", "benchmark"),
+}
+TRIED: set[tuple[str, str]] = set()
+
+
+@dataclass
+class Team:
+    services: Services
+    home: Path
+    env: dict[str, str]
+    ada: Thoughtmap
+    bo: Thoughtmap
+    run_id: str
+    benchmark_id: str
+
+    def api(self, email: str) -> Thoughtmap:
+        return Thoughtmap(services=self.services, user=email)
+
+    def token(self, email: str, name: str) -> str:
+        user = self.services.access.users.find_user(email)
+        token, _row = create_token(TokenStore(self.services.db), name, user.id)
+        return token
+
+
+def _sign_in(services: Services, email: str, subject: str) -> None:
+    services.access.users.sign_in(issuer=ISSUER, subject=subject, email=email, name=email.split("@")[0].title(),
+                                  is_admin=services.settings.team.is_admin(email))
+
+
+@pytest.fixture
+def team(prebuilt_corpus_home, fake_llm, monkeypatch, tmp_path) -> Iterator[Team]:  # noqa: F811
+    secrets = tmp_path / "secrets.toml"
+    secrets.write_text(SECRETS, encoding="utf-8")
+    env = {"THOUGHTMAP_SECRETS_FILE": str(secrets), "THOUGHTMAP_ADMINS": ROOT_ADMIN,
+           "THOUGHTMAP_ALLOWED_EMAILS": "@example.org"}
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    services = build_services(load_settings())
+    services.use_llm("fake", fake_llm)
+    assert services.settings.team.sign_in
+    for email, subject in ((ROOT_ADMIN, "root-0"), (ADA, "ada-1"), (BO, "bo-2"), (CAROL, "carol-3")):
+        _sign_in(services, email, subject)
+    ada, bo = Thoughtmap(services=services, user=ADA), Thoughtmap(services=services, user=BO)
+    run = ada.start(QUESTION, "rag", llm="fake")
+    assert ada.wait(run.id, timeout=120).status == "done"
+    from engine.evaluate.runner import BenchmarkRunner, BenchmarkSpec
+
+    bench = BenchmarkRunner(services).create(BenchmarkSpec(dataset="hotpotqa-fullwiki", methods=["direct"], limit=1,
+                                                           user_id=ada.viewer.user_id))
+    process_env = {**env, "THOUGHTMAP_HOME": str(prebuilt_corpus_home), "THOUGHTMAP_LLM": "fake",
+                   "THOUGHTMAP_BUILTIN_EMBEDDINGS": "0", "PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+    yield Team(services, prebuilt_corpus_home, process_env, ada, bo, run.id, bench.id)
+    services.close()
+
+
+# ---------------------------------------------------------------------------------------- helpers
+
+def _python_action(tm: Thoughtmap, action: str, run_id: str) -> Callable[[], Any]:
+    return {
+        "read": lambda: tm.status(run_id),
+        "graph": lambda: tm.graph(run_id),
+        "events": lambda: list(tm.events(run_id, timeout=1)),
+        "export": lambda: tm.report(run_id, "md"),
+        "steer": lambda: tm.steer(run_id, "regenerate_report"),
+        "pause": lambda: tm.pause(run_id),
+        "resume": lambda: tm.resume(run_id),
+        "stop": lambda: tm.stop(run_id),
+        "delete": lambda: tm.delete(run_id),
+        "share": lambda: tm.share(run_id, None),
+    }[action]
+
+
+def _http_request(client: TestClient, action: str, run_id: str) -> httpx.Response:
+    base = f"/v1/runs/{run_id}"
+    return {
+        "read": lambda: client.get(base),
+        "graph": lambda: client.get(f"{base}/graph"),
+        "events": lambda: client.get(f"{base}/events"),
+        "export": lambda: client.get(f"{base}/report", params={"format": "md"}),
+        "steer": lambda: client.post(f"{base}/commands", json={"command": "regenerate_report"}),
+        "pause": lambda: client.post(f"{base}/pause"),
+        "resume": lambda: client.post(f"{base}/resume"),
+        "stop": lambda: client.post(f"{base}/stop"),
+        "delete": lambda: client.delete(base),
+        "share": lambda: client.post(f"{base}/shares", json={"user": None}),
+    }[action]()
+
+
+def _cli(team: Team, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "engine.cli", *args], env=team.env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+
+
+def _cli_args(team: Team, action: str) -> list[str]:
+    return {
+        "read": ["show", team.run_id],
+        "export": ["export", team.run_id],
+        "steer": ["steer", team.run_id, "regenerate_report"],
+        "pause": ["pause", team.run_id],
+        "resume": ["resume", team.run_id, "--quiet"],
+        "stop": ["stop", team.run_id],
+        "delete": ["delete", team.run_id],
+        "judge": ["judge", team.run_id, "--llm", "fake", "--quiet"],
+        "benchmark": ["bench", "--resume", team.benchmark_id, "--quiet"],
+    }[action]
+
+
+MCP_CALLS = {
+    "read": ("run_status", {}),
+    "export": ("get_report", {"format": "md"}),
+    "steer": ("steer", {"command": "regenerate_report"}),
+}
+
+
+async def _mcp_refusals(client: Client, run_id: str, door: str) -> None:
+    for action, (tool, extra) in MCP_CALLS.items():
+        result = await client.call_tool(tool, {"run_id": run_id, **extra})
+        text = result.content[0].text if result.content else ""
+        assert result.is_error and "not yours" in text, (door, action, text)
+        TRIED.add((door, action))
+    runs = await client.call_tool("list_runs", {})
+    assert run_id not in json.dumps(runs.structured_content or runs.content[0].text)
+
+
+def _unchanged(team: Team) -> None:
+    """Ada's run is as it was: done, not deleted, not shared, no command from Bo."""
+    run = team.ada.get(team.run_id)
+    assert run.status == "done" and team.ada.shares(team.run_id) == []
+    assert team.services.reads.list_commands(team.run_id) == []
+
+
+# ---------------------------------------------------------------------------------------- the doors
+
+def test_the_python_api_refuses_someone_elses_run(team):
+    for action in DOORS["python"]:
+        with pytest.raises(Forbidden, match="not yours and was not shared with you"):
+            _python_action(team.bo, action, team.run_id)()
+        TRIED.add(("python", action))
+    assert team.run_id not in [r.id for r in team.bo.runs()]
+    assert [r.id for r in team.ada.runs()] == [team.run_id]
+    _unchanged(team)
+
+
+def test_the_http_api_refuses_someone_elses_run(team):
+    app = create_app(Thoughtmap(services=team.services, anonymous=True))
+    with TestClient(app, base_url="http://127.0.0.1") as client:
+        assert client.get("/v1/runs").status_code == 401  # sign-in on: every request is someone's
+        client.headers["Authorization"] = f"Bearer {team.token(BO, 'bo-laptop')}"
+        assert client.get("/v1/me").json() == {"name": "Bo", "email": BO, "admin": False, "sign_in": True}
+        for action in DOORS["http"]:
+            response = _http_request(client, action, team.run_id)
+            assert response.status_code == 403, (action, response.text)
+            assert "not yours and was not shared with you" in response.json()["error"]
+            TRIED.add(("http", action))
+        assert client.get("/v1/runs").json() == []
+        # Bo's own run is Bo's.
+        mine = client.post("/v1/runs", json={"question": QUESTION, "method": "direct", "llm": "fake"})
+        assert mine.status_code == 201, mine.text
+        assert [r["id"] for r in client.get("/v1/runs").json()] == [mine.json()["id"]]
+    _unchanged(team)
+
+
+def test_the_mcp_server_on_stdio_acts_for_its_user(team):
+    params = StdioServerParameters(command=sys.executable, args=["-m", "engine.cli", "--user", BO, "mcp", "--llm", "fake"],
+                                   env=team.env, cwd=str(ROOT))
+
+    async def session() -> None:
+        async with Client(params, read_timeout_seconds=300) as client:
+            await _mcp_refusals(client, team.run_id, "mcp-stdio")
+
+    _run(session)
+    _unchanged(team)
+
+
+def test_the_mcp_server_over_http_acts_for_the_tokens_user(team):
+    token = team.token(BO, "bo-agent")
+    process = subprocess.Popen([sys.executable, "-m", "engine.cli", "mcp", "--transport", "http", "--port", "0",
+                                "--llm", "fake"], env=team.env, cwd=ROOT, stderr=subprocess.PIPE,
+                               stdout=subprocess.DEVNULL, text=True)
+    try:
+        assert process.stderr is not None
+        said = []
+        url = None
+        for line in process.stderr:
+            said.append(line)
+            if match := re.search(r"(http://127\.0\.0\.1:\d+/mcp)", line):
+                url = match.group(1)
+                break
+        assert url and "bearer token required" in said[-1], "".join(said)
+        assert httpx.post(url, json={}).status_code == 401
+
+        async def session() -> None:
+            http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=300)
+            async with http, Client(streamable_http_client(url, http_client=http), read_timeout_seconds=300) as client:
+                await _mcp_refusals(client, team.run_id, "mcp-http")
+
+        _run(session)
+    finally:
+        process.terminate()
+        process.wait(timeout=60)
+    _unchanged(team)
+
+
+def test_the_cli_refuses_someone_elses_run(team):
+    refused = _cli(team, "show", team.run_id)
+    assert refused.returncode == 2 and "--user EMAIL" in refused.stderr  # who is asking must be said
+    for action in DOORS["cli"]:
+        result = _cli(team, "--user", BO, *_cli_args(team, action))
+        assert result.returncode == 2, (action, result.stdout, result.stderr)
+        assert "not yours" in result.stderr, (action, result.stderr)
+        TRIED.add(("cli", action))
+    listed = _cli(team, "--user", BO, "list")
+    assert listed.returncode == 0 and team.run_id not in listed.stdout + listed.stderr
+    assert team.run_id in _cli(team, "--user", ADA, "list").stdout
+    stranger = _cli(team, "--user", "eve@elsewhere.net", "list")
+    assert stranger.returncode == 2 and "once they have signed in" in stranger.stderr
+    _unchanged(team)
+
+
+# ---------------------------------------------------------------------------------------- sharing
+
+def test_a_share_lets_them_read_and_never_change(team):
+    assert team.ada.share(team.run_id, BO) == [BO]
+    for action in READ_ACTIONS:
+        _python_action(team.bo, action, team.run_id)()
+    assert [r.id for r in team.bo.runs()] == [team.run_id]
+    for action in ("steer", "pause", "resume", "stop", "delete", "share"):
+        with pytest.raises(Forbidden, match=r"only the owner of run .* \(Ada\) can change it"):
+            _python_action(team.bo, action, team.run_id)()
+    carol = team.api(CAROL)
+    with pytest.raises(Forbidden):
+        carol.get(team.run_id)
+    # Shared with everyone signed in: Carol reads it too; unshared, she no longer does.
+    assert team.ada.share(team.run_id, None) == [BO, "everyone"]
+    assert carol.get(team.run_id).id == team.run_id
+    assert team.ada.unshare(team.run_id, None) == [BO]
+    with pytest.raises(Forbidden):
+        carol.get(team.run_id)
+    with pytest.raises(Exception, match="nobody with the email 'zed@example.org' has signed in"):
+        team.ada.share(team.run_id, "zed@example.org")
+
+
+def test_an_admin_reads_everything_and_changes_nothing_of_others(team):
+    admin = team.api(ROOT_ADMIN)
+    assert admin.viewer.is_admin and [r.id for r in admin.runs()] == [team.run_id]
+    run = admin.get(team.run_id)
+    assert team.services.access.reads_as_admin(admin.viewer, run)  # the app says so
+    with pytest.raises(Forbidden, match="only the owner"):
+        admin.delete(team.run_id)
+    assert team.ada.get(team.run_id).status == "done"
+
+
+def test_each_persons_limits(team, monkeypatch):
+    monkeypatch.setenv("THOUGHTMAP_USER_MAX_COST", "0.25")
+    monkeypatch.setenv("THOUGHTMAP_USER_MAX_ACTIVE_RUNS", "1")
+    limited = build_services(load_settings())
+    try:
+        bo = Thoughtmap(services=limited, user=BO)
+        limited.access.repo.create_run(question="an active one", method="direct", params={},
+                                       user_id=bo.viewer.user_id)  # queued, never started
+        with pytest.raises(Conflict, match="you have 1 runs queued or running, your limit is 1"):
+            bo.start(QUESTION, "direct", llm="fake")
+        carol = Thoughtmap(services=limited, user=CAROL)
+        # A run's budget is capped to what is left of the person's 30 days.
+        assert limited.access.budget_for_new_run(carol.viewer, None) == pytest.approx(0.25)
+        assert limited.access.budget_for_new_run(carol.viewer, 0.1) == pytest.approx(0.1)
+        spent = limited.access.repo.create_run(question="spent", method="direct", params={}, user_id=carol.viewer.user_id)
+        with limited.db.engine.begin() as conn:
+            conn.exec_driver_sql("UPDATE runs SET cost = 0.3, status = 'done' WHERE id = ?", (spent.id,))
+        with pytest.raises(Conflict, match=r"you have spent \$0.30 in the last 30 days, your limit is \$0.25"):
+            carol.start(QUESTION, "direct", llm="fake")
+    finally:
+        limited.close()
+
+
+def test_every_door_tried_every_action_it_has():
+    """Runs last in this file: the doors above each tried all their actions."""
+    expected = {(door, action) for door, actions in DOORS.items() for action in actions}
+    if not expected <= TRIED:
+        pytest.skip("run with the whole file: the door tests fill TRIED")
+    assert TRIED >= expected
+    assert len(expected) == 35
