@@ -45,9 +45,11 @@ def start_local_model(services: Services) -> bool:
 
 
 def api_key() -> str | None:
-    """The key from the session (typed in Settings), the environment, or Streamlit secrets."""
+    """The key from the session (typed in Settings), the environment, or Streamlit secrets. With
+    sign-in on, never a typed one: the model adapter serves everyone's runs, and one person's key
+    must not pay for, or be used by, another's."""
     typed = st.session_state.get("api_key")
-    if typed:
+    if typed and not _signed_in():
         return typed
     if os.environ.get("OPENAI_API_KEY"):
         return os.environ["OPENAI_API_KEY"]
@@ -57,10 +59,22 @@ def api_key() -> str | None:
         return None
 
 
+def _signed_in() -> bool:
+    viewer = st.session_state.get("viewer")
+    return bool(getattr(viewer, "signed_in", False))
+
+
 def preferences(services: Services) -> Preferences:
+    """The app's choices. With sign-in on, the model is the admins' choice (one adapter serves every
+    person's runs) and where to search is each person's own."""
     if "preferences" not in st.session_state:
-        st.session_state["preferences"] = load_preferences(services.settings)
-    return st.session_state["preferences"]
+        prefs = load_preferences(services.settings)
+        viewer = st.session_state.get("viewer")
+        if _signed_in():
+            own = load_preferences(services.settings, viewer.user_id)  # type: ignore[union-attr]
+            prefs = prefs.model_copy(update={"search": own.search})
+        st.session_state["preferences"] = prefs
+    return st.session_state["preferences"]  # type: ignore[no-any-return]
 
 
 def active_llm(services: Services) -> str:

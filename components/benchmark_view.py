@@ -8,6 +8,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from components import identity
 from components.app_state import start_local_model
 from engine.evaluate.datasets import DatasetError, Item, get_dataset, items_by_id, load_items
 from engine.evaluate.progress import finished_share, method_progress
@@ -148,6 +149,9 @@ def _budget_inputs(services: Services, bench: Benchmark) -> tuple[int | None, fl
 
 
 def _controls(services: Services, bench: Benchmark, active: bool) -> None:
+    person = identity.viewer(services)
+    if person.signed_in and bench.user_id != person.user_id:
+        return  # someone else's (an admin reading): never stopped or resumed by another
     resumable = not active and bench.status != BenchmarkStatus.DONE
     raised: tuple[int | None, float | None] = (None, None)
     if resumable and bench.status == BenchmarkStatus.STOPPED and (bench.max_tokens is not None

@@ -13,6 +13,7 @@ import streamlit as st
 from annotated_types import MinLen
 from pydantic.fields import FieldInfo
 
+from components import identity
 from components.command_outcome import Outcomes
 from components.params_form import field_label, model_form, readable_problems
 from engine.contract import CommandRejected, CommandSpec
@@ -78,6 +79,8 @@ def send(services: Services, run: Run, spec: CommandSpec, values: dict[str, Any]
     """Validate the payload, queue the command (the runner checks it once more against the stored
     graph), say it is queued and empty its form (`form_key`); or show why it was refused (nothing is
     queued)."""
+    if identity.refuse_change(services, run):  # the last guard: only the run's owner steers it
+        return
     raw = {**values, **({"node_id": node.id} if node is not None and spec.targets_node else {})}
     try:
         payload = spec.parse(raw)
@@ -115,7 +118,10 @@ def command_control(services: Services, run: Run, spec: CommandSpec, *, key: str
                     label: str | None = None, waiting: str | None = None,
                     outcomes: Outcomes | None = None) -> None:
     """The command's payload form (when it has fields) and its button, keyed `<key>-<command>`;
-    under it, a refusal of the last click and what became of the command (`outcomes`)."""
+    under it, a refusal of the last click and what became of the command (`outcomes`). None for a
+    reader who may not change the run."""
+    if not identity.may_change(services, run):
+        return
     base = f"{key}-{spec.name}"
     values = payload_form(spec, key=base)
     if _button(spec, key=key, label=label, waiting=waiting):
@@ -129,7 +135,10 @@ def command_controls(services: Services, run: Run, specs: list[CommandSpec], *, 
                      node: Node | None = None, outcomes: Outcomes | None = None) -> None:
     """Buttons for the commands without fields side by side, then each command with fields under its
     form. `outcomes`: the place's commands, each said under its own button (those with no button
-    here after the controls); a command on its way disables a button without fields."""
+    here after the controls); a command on its way disables a button without fields. None for a
+    reader who may not change the run (shared with them, or read as an admin)."""
+    if not identity.may_change(services, run):
+        return
     outcomes = outcomes or Outcomes(None)
     waiting = outcomes.waiting()
     plain = [spec for spec in specs if not spec.form_fields()]
@@ -167,6 +176,8 @@ def shared_form(services: Services, run: Run, specs: list[CommandSpec], *, key: 
     """One payload form for commands that take the same payload, then a button per command, keyed
     `<key>-<command>` as `command_control` keys them; a refusal and the commands' outcomes under
     the row."""
+    if not identity.may_change(services, run):
+        return
     base = f"{key}-" + "+".join(spec.name for spec in specs)
     values = payload_form(specs[0], key=base)
     pressed = None

@@ -7,6 +7,7 @@ import hashlib
 
 import streamlit as st
 
+from components import identity
 from components.mindmap import short_label
 from engine.evaluate.compare import MAX_COMPARED, MIN_COMPARED, comparable_runs, default_pick
 from engine.reads import Run
@@ -26,7 +27,7 @@ def _run_label(services: Services, run: Run) -> str:
 
 def pick_existing_runs(services: Services) -> list[str] | None:
     """The widgets; the chosen run ids once "Compare these runs" is pressed with 2 or 3 of them."""
-    groups = comparable_runs(services.reads.list_runs(limit=RUNS_LOOKED_AT))
+    groups = comparable_runs(services.reads.list_runs(limit=RUNS_LOOKED_AT, visible_to=identity.visible_to(services)))
     if not groups:
         st.caption("No question has two runs yet. Run the same question with another method in Explore, "
                    "or start a new comparison above.")

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import streamlit as st
 
+from components import identity
 from components.node_text import show_error
 from components.step_log import now_lines
 from engine.llm.accounting import budget_short
@@ -169,6 +170,8 @@ def controls_row(run: Run):
 def controls(services: Services, run: Run, *, row=None) -> None:
     """Pause, Stop, Resume, Raise budget: those that apply, in `row` (a `controls_row`, by default
     here); a warning and the budget's fields go where this is called."""
+    if not identity.may_change(services, run):
+        return  # someone else's run (shared, or read as an admin): read, never steered
     runner = services.runner
     # Its execution here ended without recording its end (the database's disk full, or read-only):
     # until the stored status catches up (`interrupted`), it would say running for ever.

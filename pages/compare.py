@@ -3,6 +3,7 @@ reports side by side, and the judges' verdicts. The runs are the comparison: `?r
 
 import streamlit as st
 
+from components import identity
 from components.app_state import active_llm, get_services, preferences, running_on_notice, start_local_model
 from components.compare_existing import pick_existing_runs
 from components.compare_judge import judge_panel
@@ -10,10 +11,10 @@ from components.compare_view import compared_runs, compared_setups
 from components.method_choice import choose_methods
 from components.routing import through_the_app
 from components.run_view import question_line
+from engine.access import LimitReached
 from engine.evaluate.compare import MAX_COMPARED, ComparisonError, parse_run_ids, setup_differences, start_comparison
 from engine.methods.params import profile_for_llm
 from engine.questions import MAX_QUESTION_CHARS
-from engine.reads import RunNotFound
 
 through_the_app()  # first: a deep link opened first after a start still runs through app.py
 
@@ -36,9 +37,13 @@ with st.expander("New comparison", expanded=not run_ids):
         if kind == "local" and not start_local_model(services):
             st.stop()
         try:
+            person = identity.viewer(services)
             run_ids = start_comparison(services, question=question, methods=choice.methods, values=choice.values,
                                        llm_kind=kind, profile=profile, search_mode=preferences(services).search,
-                                       max_cost=choice.max_cost, max_tokens=choice.max_tokens)
+                                       max_cost=services.access.budget_for_new_run(person, choice.max_cost, runs=len(choice.methods)),
+                                       max_tokens=choice.max_tokens, user_id=person.user_id)
+        except LimitReached as exc:
+            st.error(f"Cannot start the comparison: {exc}. Nothing was started.")
         except ComparisonError as exc:
             st.error(f"Cannot start the comparison: {exc}. Nothing was started.")
         else:
@@ -56,14 +61,15 @@ if not run_ids:
             "have side by side. A comparison's address (?runs=…) reopens it later.")
     st.stop()
 
-try:
-    question_line(services.reads.get_run(run_ids[0]))
-except RunNotFound:
-    st.error(f"There is no run '{run_ids[0]}'. Start a new comparison above.")
-    st.stop()
+for run_id in run_ids:  # someone else's unshared run in the address: said, and nothing of it shown
+    identity.open_run(services, run_id)
+question_line(services.reads.get_run(run_ids[0]))
 differ = setup_differences(compared_setups(services, run_ids))
 if differ:  # runs put side by side from storage, or an address typed by hand
     st.warning("These runs differ in more than their method: " + ", ".join(differ) + ". What tells them apart "
                "is not the method alone.", icon=":material/warning:")
 compared_runs(services, run_ids)
-judge_panel(services, run_ids)
+if all(identity.may_change(services, services.reads.get_run(run_id)) for run_id in run_ids):
+    judge_panel(services, run_ids)  # a verdict is stored with the runs: only their owner judges them
+else:
+    st.caption("Judges: only the owner of these runs can judge them (a verdict is stored with the runs).")

@@ -3,6 +3,7 @@ open any item's run."""
 
 import streamlit as st
 
+from components import identity
 from components.app_state import active_llm, get_services, preferences, running_on_notice, start_local_model
 from components.benchmark_view import benchmark_label, benchmark_view, form_wording, sample_size
 from components.method_choice import choose_methods
@@ -12,6 +13,7 @@ from engine.evaluate.datasets import DATASETS, DEFAULT_SEED, DatasetError
 from engine.evaluate.runner import MAX_CONCURRENCY, BenchmarkError, BenchmarkSpec
 from engine.methods.params import profile_for_llm
 from engine.reads import BenchmarkNotFound
+from engine.safe_text import code_span
 
 through_the_app()  # first: a deep link opened first after a start still runs through app.py
 
@@ -48,7 +50,8 @@ with st.expander("New benchmark", expanded=current is None):
             seed=DEFAULT_SEED if seed is None else int(seed),
             values={f"{method}.{name}": value for method, values in choice.values.items() for name, value in values.items()},
             llm=kind, profile=profile, search_mode=preferences(services).search, max_cost=choice.max_cost,
-            max_tokens=choice.max_tokens, concurrency=0 if concurrency is None else int(concurrency))
+            max_tokens=choice.max_tokens, concurrency=0 if concurrency is None else int(concurrency),
+            user_id=identity.viewer(services).user_id)
         if problem:
             st.error(f"{problem}. Nothing was started.")
         else:
@@ -62,7 +65,14 @@ with st.expander("New benchmark", expanded=current is None):
                 st.query_params["benchmark"] = bench.id
                 st.rerun()
 
-benchmarks = services.benchmarks.store.list_benchmarks()
+person = identity.viewer(services)
+# Multi-user mode: yours (an admin sees everyone's).
+benchmarks = services.benchmarks.store.list_benchmarks(user_id=None if person.sees_everything else person.user_id)
+if current and current not in {b.id for b in benchmarks}:
+    st.error(f"Benchmark {code_span(current[:40])} is not one of yours (or does not exist), so nothing of it is "
+             "shown.", icon=":material/lock:")
+    del st.query_params["benchmark"]
+    current = None
 if not benchmarks:
     st.info("No benchmarks yet: choose a dataset and methods above and press Start benchmark.")
     st.stop()

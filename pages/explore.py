@@ -6,7 +6,7 @@ import time
 import streamlit as st
 from streamlit.errors import StreamlitPageNotFoundError
 
-from components import mindmap
+from components import identity, mindmap
 from components.app_state import active_llm, get_services, preferences, running_on_notice, start_local_model
 from components.cost_estimate import cost_estimate
 from components.knowledge_graph_tab import has_knowledge_tab, knowledge_graph_tab
@@ -18,6 +18,7 @@ from components.run_state_panels import has_side_tab, notice_list, notices, side
 from components.run_view import NOW_LINE_STYLE, controls, controls_row, progress, question_line
 from components.safe_markdown import render_document
 from components.step_log import lifecycle_events, node_badges, run_commands, run_events, step_log
+from engine.access import LimitReached
 from engine.contract import ANSWER_NODE, NODE_TAB
 from engine.methods.params import ParamError, build_params, profile_defaults, profile_for_llm
 from engine.methods.registry import UnknownMethod
@@ -25,7 +26,6 @@ from engine.node_numbers import node_numbers
 from engine.questions import MAX_QUESTION_CHARS, QuestionError, check_length, clean_question
 from engine.reader_text import as_sentence
 from engine.reads import RunNotFound, RunStatus
-from engine.safe_text import code_span
 
 through_the_app()  # first: a deep link opened first after a start still runs through app.py
 
@@ -120,9 +120,15 @@ with research_slot, st.expander("New research", expanded=current is None, key=NE
                 else:
                     if kind == "local" and not start_local_model(services):
                         st.stop()
+                    person = identity.viewer(services)
+                    try:  # the person's own limits (multi-user mode): active runs, spending
+                        max_cost = services.access.budget_for_new_run(person, None)
+                    except LimitReached as exc:
+                        st.error(f"Not started: {as_sentence(str(exc))}", icon=":material/block:")
+                        st.stop()
                     run = services.runner.create_run(
                         question=question, method=method, params=params, llm_info=services.llm_info(kind),
-                        search_mode=preferences(services).search,
+                        search_mode=preferences(services).search, max_cost=max_cost, user_id=person.user_id,
                     )
                     services.runner.start(run.id)
                     run_id = run.id
@@ -133,11 +139,8 @@ with research_slot, st.expander("New research", expanded=current is None, key=NE
                 st.rerun()
 
 if current:
-    try:
-        opened = services.reads.get_run(current)
-    except RunNotFound:
-        st.error(f"There is no run {code_span(current[:80])}. Pick one in Sessions.")
-        st.stop()
+    opened = identity.open_run(services, current)  # someone else's, unshared: said, and nothing shown
+    identity.whose(services, opened)
     active = opened.status in RunStatus.ACTIVE
     report_open, watched = f"report-open-{current}", f"watched-{current}"
     if active:
@@ -174,7 +177,7 @@ if current:
         events, numbers = run_events(services, reads), reads.memo("numbers", lambda: node_numbers(nodes))
         commands = run_commands(services, reads)
         progress(run, nodes, lifecycle=lifecycle_events(services, reads), events=events, numbers=numbers,
-                 steerable=contract is not None and contract.steers_nodes)
+                 steerable=contract is not None and contract.steers_nodes and identity.may_change(services, run))
         controls(services, run, row=buttons)
         selected_key, side_key, picked_key = f"selected-{run_id}", f"side-{run_id}", f"picked-{run_id}"
         generation_key, map_key = f"pick-generation-{run_id}", f"map-{run_id}"

@@ -4,6 +4,7 @@ import json
 
 import streamlit as st
 
+from components import identity
 from components.app_state import active_llm, get_services
 from components.citation_check import citation_check
 from components.routing import through_the_app
@@ -22,7 +23,16 @@ services = get_services()
 reads = services.reads
 st.title("Report")
 
-runs = reads.list_runs(limit=200)
+asked = st.query_params.get("run")
+if asked:
+    try:
+        named = reads.get_run(asked)
+    except RunNotFound:
+        pass  # said below, with the newest run shown instead
+    else:
+        if not services.access.can_read(identity.viewer(services), named):
+            identity.open_run(services, asked)  # someone else's: said, nothing of it shown
+runs = reads.list_runs(limit=200, visible_to=identity.visible_to(services))
 if not runs:
     st.info("No runs yet. Start one on the Explore page.")
     st.stop()
@@ -34,11 +44,12 @@ def _title(r) -> str:
 
 
 titles = {r.id: _title(r) for r in runs}
-asked = st.query_params.get("run")
 current = asked or st.session_state.get("run_id")
 if current and current not in ids:
     try:
         older = reads.get_run(current)  # older than the newest 200: still this page's to show
+        if not services.access.can_read(identity.viewer(services), older):
+            raise RunNotFound(current)  # the session's last run, someone else's: not this page's
     except RunNotFound:
         if asked:  # a link or an address names it: say so, never show another run in its place
             st.error(f"There is no run {code_span(asked[:80])} (deleted?). The newest run is shown instead: pick another below "
@@ -84,7 +95,9 @@ cols[3].download_button("Download DOCX", lambda: to_docx(reads.document(run_id))
                         file_name=f"thoughtmap-{run_id}.docx",
                         mime="application/vnd.openxmlformats-officedocument.wordprocessingml.document",
                         key="download-docx", on_click="ignore")
-if cols[4].button("Regenerate report", key="regenerate"):
+opened = reads.get_run(run_id)
+identity.whose(services, opened)
+if identity.may_change(services, opened) and cols[4].button("Regenerate report", key="regenerate"):
     try:
         services.runner.steer(run_id, "regenerate_report")
     except (UnsupportedCommand, CommandRejected, RunnerError) as exc:  # e.g. one is already on its way

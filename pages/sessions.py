@@ -4,8 +4,10 @@ from datetime import UTC, datetime, time
 
 import streamlit as st
 
+from components import identity
 from components.app_state import get_services
 from components.routing import through_the_app
+from components.sharing import share_controls
 from engine.llm.accounting import budget_short
 from engine.reads import RunStatus
 from engine.report import report_title
@@ -37,7 +39,11 @@ filters = dict(
     method=None if method == "(any)" else method,
     status=None if status == "(any)" else status,
     since=datetime.combine(since, time.min, tzinfo=UTC) if since else None,
+    visible_to=identity.visible_to(services),  # multi-user mode: yours and those shared with you
 )
+person = identity.viewer(services)
+if "flash" in st.session_state:
+    st.toast(st.session_state.pop("flash"))
 # Every run is reachable a page at a time, counted and paged in the database: one page of cards
 # renders in about a second, where 200 cards took 10-12 s and the 201st run could not be reached.
 total = reads.count_runs(**filters)
@@ -91,11 +97,15 @@ for run in runs:
                        f"{run.created_at:%Y-%m-%d %H:%M} · {run.prompt_tokens + run.completion_tokens:,} tokens"
                        + (f" · on {inline_text(describe_owner(run.owner))}"
                           if depth is not None and run.owner and run.status in (RunStatus.RUNNING, RunStatus.PAUSED) else "")
-                       + (f" · ⚠ {inline_text(run.warning)}" if run.warning else ""))
+                       + (f" · ⚠ {inline_text(run.warning)}" if run.warning else "")
+                       + (f" · {inline_text(services.access.owner_name(run))}'s"
+                          if person.signed_in and run.user_id != person.user_id else ""))
         if top[1].button("Open", key=f"open-{run.id}"):
             st.session_state["run_id"] = run.id
             st.query_params["run"] = run.id
             st.switch_page("pages/explore.py", query_params={"run": run.id})
+        if not identity.may_change(services, run):
+            continue  # someone else's: opened and read, never resumed, renamed or deleted here
         retryable = services.runner.retryable(run)
         if (run.status in (RunStatus.INTERRUPTED, RunStatus.STOPPED, RunStatus.FAILED) or retryable) and top[2].button(
                 "Retry failed" if retryable else "Resume", key=f"resume-{run.id}"):
@@ -133,5 +143,6 @@ for run in runs:
                     if st.session_state.get("run_id") == run.id:
                         st.session_state.pop("run_id")
                     st.rerun()
+            share_controls(services, run)
 if pages > 1:
     page_nav("bottom")

@@ -4,7 +4,8 @@ they are masked and never stored."""
 
 import streamlit as st
 
-from components.app_state import api_key, get_services, ollama_models, preferences
+from components import identity
+from components.app_state import active_llm, api_key, get_services, ollama_models, preferences
 from components.corpus_index import corpus_error, corpus_progress, local_corpus
 from components.routing import through_the_app
 from components.safe_markdown import sanitize
@@ -26,103 +27,123 @@ services = get_services()
 prefs: Preferences = preferences(services)
 st.title("Settings")
 
-st.subheader("Language model")
-choices = ["auto", "local", "openai", "fake"]
-llm_choice = st.radio(
-    "Use", choices, index=choices.index(prefs.llm), horizontal=True,
-    format_func={"auto": "Automatic", "local": "Built-in local model", "openai": "OpenAI-compatible endpoint",
-                 "fake": "Offline fake (no model)"}.get,
-    help="Automatic uses the endpoint below when a key or a non-OpenAI URL is set, else the built-in local model "
-         "when it is installed, else the offline fake.",
-    key="settings-llm",
-)
-local = services.settings.local
-if model_available(local):
-    st.caption(f"Built-in model: {describe(local)} (licence {BUNDLED_MODEL.licence} for the bundled one), run by "
-               "llama.cpp on this CPU. Set THOUGHTMAP_LOCAL_MODEL to use another GGUF file.")
+person = identity.viewer(services)
+# With sign-in on, one model adapter serves every person's runs: only admins choose it. Each person
+# chooses where their own runs search.
+limited = person.signed_in and not person.is_admin
+if limited:
+    st.subheader("Language model")
+    st.caption(f"Chosen by your admins for everyone: {services.llm_info(active_llm(services))['description']}.")
+    search = st.radio("Search", ["local", "web", "both", "none"],
+                      index=["local", "web", "both", "none"].index(prefs.search), horizontal=True, key="settings-search",
+                      format_func={"local": "Local corpus", "web": "Web (DuckDuckGo)", "both": "Both", "none": "None"}.get)
+    if st.button("Save", type="primary", key="settings-save"):
+        st.session_state["preferences"] = prefs.model_copy(update={"search": search})
+        save_preferences(services.settings, st.session_state["preferences"], person.user_id)
+        st.success("Saved. Your new runs search there.")
 else:
-    st.caption("Built-in model: not installed here (scripts/setup installs it).")
-
-presets = dict(PRESETS)
-detected = ollama_models(local.ollama_url)
-if detected is not None:
-    presets = {"Ollama (detected)": ollama_preset(local.ollama_url, detected), **presets}
-    st.success(f"Ollama is running at {local.ollama_url}"
-               + (f" with {', '.join(detected[:5])}" if detected else " (no models pulled yet: `ollama pull qwen2.5`)")
-               + ". Pick the *Ollama (detected)* preset and *OpenAI-compatible endpoint* to use it.",
-               icon=":material/check_circle:")
-
-
-def _fill_from_preset() -> None:
-    """A preset the user picks fills the fields; they may then edit them. (Only on a pick: the
-    fields otherwise show the saved preferences, edits included.)"""
-    defaults = presets[st.session_state["settings-preset"]]
-    if defaults:
-        st.session_state["settings-base-url"] = defaults["base_url"]
-        st.session_state["settings-model"] = defaults["model"]
-        st.session_state["settings-mode"] = defaults["structured_mode"]
-
-
-preset = st.selectbox("Preset", list(presets), index=list(presets).index(prefs.preset) if prefs.preset in presets else 0,
-                      key="settings-preset", on_change=_fill_from_preset)
-for field_key, saved in (("settings-base-url", prefs.base_url), ("settings-model", prefs.model),
-                         ("settings-mode", prefs.structured_mode)):
-    st.session_state.setdefault(field_key, saved)
-base_url = st.text_input("Base URL", key="settings-base-url")
-model = st.text_input("Model", key="settings-model")
-modes = ["auto", "json_schema", "json_object", "prompted"]
-mode = st.selectbox("Structured output mode", modes, key="settings-mode",
-                    help="json_schema for OpenAI and vLLM; json_object for llama.cpp server and Ollama; "
-                         "prompted for servers with neither; auto tries them in that order.")
-with st.expander("Model per role (optional)"):
-    models = {}
-    for purpose, meaning in (("report", "final reports"), ("planner", "task planning"), ("judge", "evaluation judges"),
-                             ("summarizer", "node summaries")):
-        models[purpose] = st.text_input(f"{purpose} ({meaning})", value=prefs.models.get(purpose, ""),
-                                        key=f"settings-model-{purpose}")
-
-key_source = "environment or secrets" if api_key() and not st.session_state.get("api_key") else None
-typed = st.text_input("API key", type="password", key="settings-api-key",
-                      help="Used for this browser session only; never saved. Leave empty for local servers "
-                           "or when OPENAI_API_KEY is set.")
-if typed:
-    st.session_state["api_key"] = typed
-current_key = api_key()
-st.caption("API key: " + (f"set ({'…' + current_key[-4:] if len(current_key) > 8 else 'set'}, from "
-                          f"{key_source or 'this session'})" if current_key else "not set"))
-
-search = st.radio("Search", ["local", "web", "both", "none"], index=["local", "web", "both", "none"].index(prefs.search),
-                  horizontal=True, key="settings-search",
-                  format_func={"local": "Local corpus", "web": "Web (DuckDuckGo)", "both": "Both", "none": "None"}.get)
-
-new_prefs = Preferences(llm=llm_choice, preset=preset, base_url=base_url, model=model, models=models,
-                        structured_mode=mode, search=search)
-cols = st.columns(2)
-if cols[0].button("Save", type="primary", key="settings-save"):
-    st.session_state["preferences"] = new_prefs
-    save_preferences(services.settings, new_prefs)
-    st.success("Saved. New runs use these settings.")
-if cols[1].button("Test connection", key="settings-test"):
-    from engine.llm.limits import ConcurrencyLimiter
-    from engine.llm.openai_compat import OpenAICompatibleLLM, missing_key_error
-
-    candidate = new_prefs.llm_settings(services.settings.llm, current_key)
-    problem = missing_key_error(candidate)
-    if problem is not None:
-        st.error(problem.user_message)
+    st.subheader("Language model")
+    choices = ["auto", "local", "openai", "fake"]
+    llm_choice = st.radio(
+        "Use", choices, index=choices.index(prefs.llm), horizontal=True,
+        format_func={"auto": "Automatic", "local": "Built-in local model", "openai": "OpenAI-compatible endpoint",
+                     "fake": "Offline fake (no model)"}.get,
+        help="Automatic uses the endpoint below when a key or a non-OpenAI URL is set, else the built-in local model "
+             "when it is installed, else the offline fake.",
+        key="settings-llm",
+    )
+    local = services.settings.local
+    if model_available(local):
+        st.caption(f"Built-in model: {describe(local)} (licence {BUNDLED_MODEL.licence} for the bundled one), run by "
+                   "llama.cpp on this CPU. Set THOUGHTMAP_LOCAL_MODEL to use another GGUF file.")
     else:
-        try:
-            # A slow or unreachable endpoint takes seconds (its time-out and retries): said meanwhile.
-            with st.spinner(f"Connecting to {redact_url(candidate.base_url)} …"):
-                OpenAICompatibleLLM(candidate, ConcurrencyLimiter(1)).preflight()
-        except LLMError as exc:
-            st.error(exc.user_message)
+        st.caption("Built-in model: not installed here (scripts/setup installs it).")
+
+    presets = dict(PRESETS)
+    detected = ollama_models(local.ollama_url)
+    if detected is not None:
+        presets = {"Ollama (detected)": ollama_preset(local.ollama_url, detected), **presets}
+        st.success(f"Ollama is running at {local.ollama_url}"
+                   + (f" with {', '.join(detected[:5])}" if detected else " (no models pulled yet: `ollama pull qwen2.5`)")
+                   + ". Pick the *Ollama (detected)* preset and *OpenAI-compatible endpoint* to use it.",
+                   icon=":material/check_circle:")
+
+
+    def _fill_from_preset() -> None:
+        """A preset the user picks fills the fields; they may then edit them. (Only on a pick: the
+        fields otherwise show the saved preferences, edits included.)"""
+        defaults = presets[st.session_state["settings-preset"]]
+        if defaults:
+            st.session_state["settings-base-url"] = defaults["base_url"]
+            st.session_state["settings-model"] = defaults["model"]
+            st.session_state["settings-mode"] = defaults["structured_mode"]
+
+
+    preset = st.selectbox("Preset", list(presets), index=list(presets).index(prefs.preset) if prefs.preset in presets else 0,
+                          key="settings-preset", on_change=_fill_from_preset)
+    for field_key, saved in (("settings-base-url", prefs.base_url), ("settings-model", prefs.model),
+                             ("settings-mode", prefs.structured_mode)):
+        st.session_state.setdefault(field_key, saved)
+    base_url = st.text_input("Base URL", key="settings-base-url")
+    model = st.text_input("Model", key="settings-model")
+    modes = ["auto", "json_schema", "json_object", "prompted"]
+    mode = st.selectbox("Structured output mode", modes, key="settings-mode",
+                        help="json_schema for OpenAI and vLLM; json_object for llama.cpp server and Ollama; "
+                             "prompted for servers with neither; auto tries them in that order.")
+    with st.expander("Model per role (optional)"):
+        models = {}
+        for purpose, meaning in (("report", "final reports"), ("planner", "task planning"), ("judge", "evaluation judges"),
+                                 ("summarizer", "node summaries")):
+            models[purpose] = st.text_input(f"{purpose} ({meaning})", value=prefs.models.get(purpose, ""),
+                                            key=f"settings-model-{purpose}")
+
+    key_source = "environment or secrets" if api_key() and not st.session_state.get("api_key") else None
+    if person.signed_in:  # one adapter serves everyone's runs: a typed key would pay for others'
+        st.caption("API keys come from the server's environment (OPENAI_API_KEY) when people sign in.")
+    else:
+        typed = st.text_input("API key", type="password", key="settings-api-key",
+                              help="Used for this browser session only; never saved. Leave empty for local servers "
+                                   "or when OPENAI_API_KEY is set.")
+        if typed:
+            st.session_state["api_key"] = typed
+    current_key = api_key()
+    st.caption("API key: " + (f"set ({'…' + current_key[-4:] if len(current_key) > 8 else 'set'}, from "
+                              f"{key_source or 'this session'})" if current_key else "not set"))
+
+    search = st.radio("Search", ["local", "web", "both", "none"], index=["local", "web", "both", "none"].index(prefs.search),
+                      horizontal=True, key="settings-search",
+                      format_func={"local": "Local corpus", "web": "Web (DuckDuckGo)", "both": "Both", "none": "None"}.get)
+
+    new_prefs = Preferences(llm=llm_choice, preset=preset, base_url=base_url, model=model, models=models,
+                            structured_mode=mode, search=search)
+    cols = st.columns(2)
+    if cols[0].button("Save", type="primary", key="settings-save"):
+        st.session_state["preferences"] = new_prefs
+        save_preferences(services.settings, new_prefs)
+        if person.signed_in:  # where an admin's own runs search, as every person's
+            save_preferences(services.settings, new_prefs, person.user_id)
+        st.success("Saved. New runs use these settings.")
+    if cols[1].button("Test connection", key="settings-test"):
+        from engine.llm.limits import ConcurrencyLimiter
+        from engine.llm.openai_compat import OpenAICompatibleLLM, missing_key_error
+
+        candidate = new_prefs.llm_settings(services.settings.llm, current_key)
+        problem = missing_key_error(candidate)
+        if problem is not None:
+            st.error(problem.user_message)
         else:
-            st.success(f"Connected to {redact_url(candidate.base_url)}.")
+            try:
+                # A slow or unreachable endpoint takes seconds (its time-out and retries): said meanwhile.
+                with st.spinner(f"Connecting to {redact_url(candidate.base_url)} …"):
+                    OpenAICompatibleLLM(candidate, ConcurrencyLimiter(1)).preflight()
+            except LLMError as exc:
+                st.error(exc.user_message)
+            else:
+                st.success(f"Connected to {redact_url(candidate.base_url)}.")
 
 # What auto mode learned: a server that proved it cannot do json_schema (or JSON mode) is asked in a
 # lower mode from then on, for that endpoint and model only. Shown so a surprise can be undone.
-learned_modes = services.structured_modes.all()
+learned_modes = [] if limited else services.structured_modes.all()
 if learned_modes:
     st.caption("Structured output learned in automatic mode (only a server that said it does not support a "
                "format moves this; rate limits and server errors never do):")
@@ -146,6 +167,9 @@ for line in describe_retrieval(services.settings.retrieval,
                                services.embedder_notice):
     st.caption(sanitize(line))
 st.dataframe({"collection": list(collections), "documents": list(collections.values())}, hide_index=True)
+if limited:
+    st.caption("Uploads go to the corpus every person's runs search: your admins add them.")
+    st.stop()
 uploads = st.file_uploader("Add files (txt, md, html, pdf, jsonl)", accept_multiple_files=True,
                            type=["txt", "md", "html", "htm", "pdf", "jsonl"], key="settings-upload")
 # What an ingest or a rebuild did is shown after a rerun, so the counts above are already the new ones.

@@ -57,12 +57,13 @@ class StreamlitApp:
     corpus), logging to a file."""
 
     def __init__(self, home: Path, *, fake_latency: float = 0.15, log_dir: Path,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, args: list[str] | None = None) -> None:
         self.home = home
         self.fake_latency = fake_latency
         # As in tests/conftest.py: the fake LLM and no built-in embedding model unless a test asks.
         self.extra_env = {"THOUGHTMAP_LLM": "fake", "THOUGHTMAP_BUILTIN_EMBEDDINGS": "0", **(env or {})}
         self.log_dir = log_dir
+        self.args = list(args or [])  # more `streamlit run` options (a secrets file for sign-in)
         self.port = free_port()
         self.process: subprocess.Popen | None = None
         self.starts = 0
@@ -83,7 +84,7 @@ class StreamlitApp:
             self.process = subprocess.Popen(
                 [str(streamlit), "run", "app.py", "--server.headless", "true", "--server.address", "127.0.0.1",
                  "--server.port", str(self.port), "--browser.gatherUsageStats", "false",
-                 "--server.fileWatcherType", "none"],
+                 "--server.fileWatcherType", "none", *self.args],
                 cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
             )
         self._wait_healthy()
