@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from engine.cli import common
@@ -201,6 +202,12 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     if missing:
         raise CLIError(f"no such file or folder: {', '.join(missing)}")
     settings = load_settings()
+    if settings.team.sign_in:
+        # The corpus is every person's runs' (docs/teams.md): admins add to it, as in the app.
+        user = (args.user or os.environ.get("THOUGHTMAP_USER") or "").strip()
+        if not settings.team.is_admin(user):
+            raise CLIError("sign-in is on: only an admin adds files to the corpus every person's runs search; "
+                           "run it as one with --user ADMIN-EMAIL (THOUGHTMAP_ADMINS)")
     settings.home.mkdir(parents=True, exist_ok=True)
     progress = common.corpus_progress()  # the index's first build, then the new passages' embedding
     try:
