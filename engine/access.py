@@ -61,9 +61,14 @@ class Access:
         self.repo = repo
         self.users = users
         self.team = team or TeamSettings()
+        self._local: Viewer | None = None
 
     def local_viewer(self) -> Viewer:
-        return Viewer.of(self.users.local_user(), signed_in=False)
+        """Single-user mode's person. Read once: the local user is never replaced, and the app asks
+        for it on every rerun of every control."""
+        if self._local is None:
+            self._local = Viewer.of(self.users.local_user(), signed_in=False)
+        return self._local
 
     def viewer_for(self, user_id: int, *, signed_in: bool = True) -> Viewer:
         """The person as the configuration sees them now: admin when THOUGHTMAP_ADMINS names them."""
