@@ -13,19 +13,15 @@ The rules:
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from engine.team_config import TeamSettings
+from engine.team_config import SPENDING_WINDOW, TeamSettings
 from storage.models import ApiToken, Run, User, utcnow
 from storage.statuses import RunStatus
 from storage.users import UserNotFound, UserStore
 
 if TYPE_CHECKING:
     from storage.repository import Repository
-
-SPENDING_WINDOW = timedelta(days=30)
-
 
 class AccessDenied(PermissionError):
     """The person may not do this; the message says why, in words for them."""

@@ -38,6 +38,7 @@ from engine.redact import redact_secrets
 from engine.run_services import RunServices
 from engine.search.protocol import Searcher, SearchError
 from engine.steering_events import SteeringEvents
+from engine.team_config import SPENDING_WINDOW
 from engine.write_behind import DEFAULT_DELAY_S, RunJournal
 from storage.models import Command, CommandStatus, Run, stored_id, utcnow
 from storage.repository import Repository, RunNotFound
@@ -204,8 +205,13 @@ class Runner:
         default_reranker: str = "none",
         dispatch: Callable[[str, bool, HeldRun | None], object] | None = None,
         write_delay_s: float = DEFAULT_DELAY_S,
+        person_cost_cap: float | None = None,
     ) -> None:
         self.repo = repo
+        # Multi-user mode's THOUGHTMAP_USER_MAX_COST: what one person's runs may spend over 30 days.
+        # Applied to every execution (a start, a resume, a steering reopen, on any worker), so no door
+        # gets round it.
+        self.person_cost_cap = person_cost_cap
         # A running run's step log, calls and node updates are stored together this long after
         # they are made (engine/write_behind.py); 0 writes each at once.
         self.write_delay_s = write_delay_s
@@ -500,13 +506,22 @@ class Runner:
 
     # ----------------------------------------------------------- execution
 
+    def _cost_cap(self, run: Run) -> float | None:
+        """The run's cost budget, within what its person has left of their 30 days (`person_cost_cap`):
+        the run may spend what it has spent plus what they have left."""
+        if self.person_cost_cap is None or run.user_id is None:
+            return run.max_cost
+        spent = self.repo.spent_by(run.user_id, since=utcnow() - SPENDING_WINDOW)
+        allowed = run.cost + max(0.0, self.person_cost_cap - spent)
+        return allowed if run.max_cost is None else min(run.max_cost, allowed)
+
     def _context(self, run: Run, method: Method[Any], control: RunControl) -> RunContext[Any]:
         params = method.Params.model_validate(run.params)
         journal = RunJournal(self.repo, run.id, delay_s=self.write_delay_s) if self.write_delay_s > 0 else None
         graph = RunGraph(self.repo, run.id, method.contract(), journal=journal)
         # Every LLM call is told to the step log, in the words the method declares for its prompt.
         llm = RunLLM(self.llm_for(run), journal or self.repo, run.id, self.prices,
-                     Budget(max_tokens=run.max_tokens, max_cost=run.max_cost), on_call=graph.narrate_call)
+                     Budget(max_tokens=run.max_tokens, max_cost=self._cost_cap(run)), on_call=graph.narrate_call)
         steering = SteeringEvents(journal or self.repo, run.id, method.contract())
 
         def take_steering() -> list[Command]:

@@ -104,7 +104,8 @@ class Services:
         self.runner = Runner(self.repo, llm_for=self.llm_for_run, searcher_for=self.searcher_for_run,
                              prices=self.prices, methods=self.methods, max_workers=self.settings.workers,
                              services=self._run_services(), default_reranker=self.settings.retrieval.reranker,
-                             dispatch=self._enqueue if self.queue is not None else None)
+                             dispatch=self._enqueue if self.queue is not None else None,
+                             person_cost_cap=self.settings.team.max_cost if self.settings.team.sign_in else None)
 
     def _build_embedder(self) -> tuple[Embedder | None, str]:
         """The embedder, and the notice saying why there is none. A missing or damaged built-in

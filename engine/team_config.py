@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import tomllib
 from collections.abc import Mapping
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,8 @@ from pydantic import BaseModel, ConfigDict
 from engine.config_values import ConfigError, number
 
 ANYONE = "*"
+# THOUGHTMAP_USER_MAX_COST counts what a person's runs spent over this long.
+SPENDING_WINDOW = timedelta(days=30)
 
 
 class TeamSettings(BaseModel):

@@ -435,6 +435,10 @@ class Thoughtmap:
         run = self._changeable(run_id)
         runner = self.services.runner
         try:
+            self.services.access.budget_for_new_run(self.viewer, None)  # the person's own limits
+        except LimitReached as exc:
+            raise Conflict(str(exc)) from exc
+        try:
             if not runner.is_active(run_id):
                 runner.check_resumable(run)
             if short := budget_short(run, max_tokens=max_tokens, max_cost=max_cost):

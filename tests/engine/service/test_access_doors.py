@@ -27,6 +27,8 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from engine.config import load_settings
+from engine.llm.fake import FAKE_MODEL
+from engine.llm.pricing import ModelPrice, PriceTable
 from engine.service.api import Conflict, Forbidden, Thoughtmap
 from engine.service.http import create_app
 from engine.service.tokens import create_token
@@ -332,6 +334,30 @@ def test_each_persons_limits(team, monkeypatch):
             carol.start(QUESTION, "direct", llm="fake")
     finally:
         limited.close()
+
+
+def test_a_resumed_run_spends_no_more_than_its_person_has_left(team, monkeypatch):
+    """The cap holds on every execution, not only at start: Carol's run resumed with a large budget
+    still stops at what is left of her 30 days (runner.person_cost_cap)."""
+    monkeypatch.setenv("THOUGHTMAP_USER_MAX_COST", "0.05")
+    capped = build_services(load_settings())
+    try:
+        capped.use_llm("fake", team.services.llm("fake"))
+        # The fake's calls priced at $100 per million tokens: a DEoT run costs several dollars.
+        capped.runner.prices = PriceTable({FAKE_MODEL: ModelPrice(input=100.0, output=100.0)})
+        carol = Thoughtmap(services=capped, user=CAROL)
+        run = carol.start(QUESTION, "deot", llm="fake")
+        first = carol.wait(run.id, timeout=120)
+        assert first.status == "stopped" and "budget" in first.stop_reason, (first.status, first.stop_reason)
+        assert first.max_cost == pytest.approx(0.05)
+        # Resumed past every door's check, with a budget of $100: the execution itself is capped.
+        capped.runner.resume(run.id, max_cost=100.0)
+        again = capped.runner.wait(run.id, timeout=120)
+        assert again.max_cost == pytest.approx(100.0)  # what was asked is stored; what was spent is capped
+        assert again.status == "stopped" and "budget" in again.stop_reason
+        assert again.cost <= 0.05 + 0.01, (again.cost, first.cost)  # at most one call's output over
+    finally:
+        capped.close()
 
 
 def test_every_door_tried_every_action_it_has():
