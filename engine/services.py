@@ -46,6 +46,7 @@ from storage.evaluation import EvaluationStore
 from storage.knowledge import KnowledgeStore
 from storage.leases import SharedCooldown, SlotLocks
 from storage.models import Run
+from storage.tokens import TokenStore
 from storage.users import UserStore
 
 if TYPE_CHECKING:  # only for annotations: imported where first used, so a process not using them never loads them
@@ -69,6 +70,7 @@ class Services:
     reads: Reads = field(init=False)
     # Who may read and change which run (engine/access.py): every door asks here.
     access: Access = field(init=False)
+    tokens: TokenStore = field(init=False)
     # The knowledge graphs (MTQA's knowledge layer): runs open them through ctx.knowledge.
     knowledge: KnowledgeLayer = field(init=False)
     # Semantic similarity: an OpenAI-compatible /embeddings endpoint when configured, else the
@@ -100,6 +102,7 @@ class Services:
         self.knowledge = KnowledgeLayer(KnowledgeStore(self.db))
         self.reads = Reads(self.repo, EvaluationStore(self.db))
         self.access = Access(self.repo, UserStore(self.db), self.settings.team)
+        self.tokens = TokenStore(self.db)  # the HTTP API's and MCP server's bearer tokens
         self.embedder, self.embedder_notice = self._build_embedder()
         self.runner = Runner(self.repo, llm_for=self.llm_for_run, searcher_for=self.searcher_for_run,
                              prices=self.prices, methods=self.methods, max_workers=self.settings.workers,

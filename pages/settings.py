@@ -5,6 +5,7 @@ they are masked and never stored."""
 import streamlit as st
 
 from components import identity
+from components.api_tokens import api_tokens
 from components.app_state import active_llm, api_key, get_services, ollama_models, preferences
 from components.corpus_index import corpus_error, corpus_progress, local_corpus
 from components.routing import through_the_app
@@ -154,6 +155,8 @@ if learned_modes:
                  help="Forget what automatic mode learned; the next call tries json_schema again."):
         services.structured_modes.forget()
         st.success("Forgotten: the next structured call tries json_schema first.")
+
+api_tokens(services)
 
 st.subheader("Local corpus")
 corpus = local_corpus(services)  # its first build shown as it goes

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 
+from engine.access import Viewer
 from storage.models import ApiToken
 from storage.tokens import TokenStore
 
@@ -39,3 +40,19 @@ def check_token(store: TokenStore, presented: str | None) -> ApiToken | None:
     if not presented or not presented.startswith(TOKEN_PREFIX) or len(presented) > 200:
         return None
     return store.find_active(hash_token(presented))
+
+
+# The app's Settings page: a person's own tokens (in single-user mode every token is the local user's).
+
+def tokens_of(store: TokenStore, viewer: Viewer) -> list[ApiToken]:
+    return store.list_tokens(user_id=viewer.user_id if viewer.signed_in else None)
+
+
+def create_for(store: TokenStore, viewer: Viewer, name: str) -> tuple[str, ApiToken]:
+    """A new token of the viewer's, shown once; ValueError for an empty, long or taken name."""
+    return create_token(store, name, viewer.user_id)
+
+
+def revoke_for(store: TokenStore, viewer: Viewer, token_id: int) -> None:
+    """Revoke one of the viewer's tokens; TokenNotFound when it is not theirs or not live."""
+    store.revoke(str(token_id), user_id=viewer.user_id if viewer.signed_in else None)

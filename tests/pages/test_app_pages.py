@@ -1118,3 +1118,21 @@ def test_a_finished_run_near_its_budget_offers_raise_budget(services):
     follow_switch(at, "pages/explore.py").run()
     assert_no_exception(at)
     assert f"raise-{run_id}" not in [b.key for b in at.button]  # the budget pays for a call again
+
+
+def test_settings_make_show_once_and_revoke_an_api_token(services):
+    from engine.service.tokens import check_token
+
+    at = open_page("pages/settings.py")
+    at.text_input(key="api-token-name").input("laptop agent")
+    at.button(key="FormSubmitter:api-token-form-Create token").click().run()
+    assert_no_exception(at)
+    [shown] = [c.value for c in at.code]
+    assert shown.startswith("tm_") and check_token(services.tokens, shown).name == "laptop agent"
+    assert "shown only this once" in " ".join(texts(at.success))
+    at.run()  # the next run of the page no longer shows it
+    assert not at.code and "laptop agent" in " ".join(texts(at.markdown))
+    [token] = services.tokens.list_tokens()
+    at.button(key=f"api-token-revoke-{token.id}").click().run()
+    assert_no_exception(at)
+    assert check_token(services.tokens, shown) is None and "laptop agent" not in " ".join(texts(at.markdown))

@@ -138,6 +138,21 @@ def test_a_person_the_configuration_does_not_allow_is_told_why(team):
     assert "cannot use this Thoughtmap" in joined(at.error) and [b.label for b in at.button] == ["Sign out"]
 
 
+def test_a_persons_tokens_are_their_own(team):
+    services, _ada, _run_id, _bench = team
+    from engine.service.tokens import check_token, create_for
+
+    create_for(services.tokens, services.access.viewer_for(services.access.users.find_user(ADA).id), "ada-cli")
+    at = bo(page="pages/settings.py")
+    assert "ada-cli" not in joined(at.markdown)  # Ada's token is not Bo's to see or revoke
+    at.text_input(key="api-token-name").input("bo-agent")
+    at.button(key="FormSubmitter:api-token-form-Create token").click().run()
+    [shown] = [c.value for c in at.code]
+    token = check_token(services.tokens, shown)
+    assert token is not None and token.user_id == services.access.users.find_user(BO).id
+    assert "acts as you" in joined(at.caption)
+
+
 def test_every_page_action_was_checked():
     if not PAGE_ACTIONS <= CHECKED:
         pytest.skip("run with the whole file: the tests above fill CHECKED")
