@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from components import identity
 from engine.citations import number_citations
 from engine.evaluate.claims import PROTOCOL, ClaimSupportResult
 from engine.evaluate.run_report import JudgeInputError
@@ -41,8 +42,10 @@ def citation_check(services, run_id: str, llm_kind: str) -> None:
         if report is None:
             st.caption("The run has no final report yet: finish or resume it first.")
             return
-        if st.button("Check every cited sentence", key=f"check-citations-{run_id}",
-                     help="One judge call per cited source (THOUGHTMAP_MODEL_JUDGE_CLAIMS picks the model)."):
+        # A check is stored with the run and spends the model: only the run's owner runs it.
+        if identity.may_change(services, services.reads.get_run(run_id)) and st.button(
+                "Check every cited sentence", key=f"check-citations-{run_id}",
+                help="One judge call per cited source (THOUGHTMAP_MODEL_JUDGE_CLAIMS picks the model)."):
             try:
                 with st.spinner("Checking the citations against their sources..."):
                     services.check_citations(run_id, llm_kind)

@@ -22,7 +22,8 @@ AUTH = {"redirect_uri": "http://localhost:8501/oauth2callback", "cookie_secret":
         "client_id": "thoughtmap", "client_secret": "x", "server_metadata_url": f"{ISSUER}/.well-known/openid-configuration"}
 SECRETS = "[auth]\n" + "".join(f'{k} = "{v}"\n' for k, v in AUTH.items())
 # The actions someone else's run is refused for on the pages, each checked below.
-PAGE_ACTIONS = {"read", "export", "compare", "benchmark", "steer", "resume", "delete", "share", "upload"}
+PAGE_ACTIONS = {"read", "export", "compare", "benchmark", "steer", "pause", "stop", "resume", "delete", "share",
+                "upload", "judge"}
 CHECKED: set[str] = set()
 REFUSED = "is not yours and was not shared with you"
 
@@ -89,13 +90,13 @@ def test_someone_elses_run_by_its_address_shows_nothing_of_it(team):
     assert REFUSED in joined(explore.error) and QUESTION not in joined(explore.markdown)
     CHECKED.add("read")
     assert not any(b.label in ("Pause", "Resume", "Stop", "Rewrite report") for b in explore.button)
-    CHECKED.add("steer")
+    CHECKED.update({"steer", "pause", "stop"})
     report = bo(page="pages/report.py", query={"run": run_id})
     assert REFUSED in joined(report.error) and not report.get("download_button")
     CHECKED.add("export")
     compare = bo(page="pages/compare.py", query={"runs": f"{run_id},{run_id}"})
-    assert REFUSED in joined(compare.error)
-    CHECKED.add("compare")
+    assert REFUSED in joined(compare.error) and "Judges" not in texts(compare.subheader)
+    CHECKED.update({"compare", "judge"})
     evaluate = bo(page="pages/evaluate.py", query={"benchmark": bench_id})
     assert f"Benchmark `{bench_id}`" in joined(evaluate.error) and "is not one of yours" in joined(evaluate.error)
     CHECKED.add("benchmark")
@@ -124,6 +125,7 @@ def test_a_shared_run_is_read_and_never_changed(team):
     assert not [b for b in sessions.button if b.key and b.key != f"open-{run_id}" and run_id in b.key]
     report = bo(page="pages/report.py", query={"run": run_id})
     assert not report.error and "regenerate" not in [b.key for b in report.button]
+    assert f"check-citations-{run_id}" not in [b.key for b in report.button]  # a verdict is the owner's to store
 
 
 def test_the_admin_reads_and_is_told(team):
