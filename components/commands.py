@@ -16,6 +16,7 @@ from pydantic.fields import FieldInfo
 from components import identity
 from components.command_outcome import Outcomes
 from components.params_form import field_label, model_form, readable_problems
+from engine.access import LimitReached
 from engine.contract import CommandRejected, CommandSpec
 from engine.methods.base import UnsupportedCommand
 from engine.reads import Node, Run
@@ -80,6 +81,11 @@ def send(services: Services, run: Run, spec: CommandSpec, values: dict[str, Any]
     graph), say it is queued and empty its form (`form_key`); or show why it was refused (nothing is
     queued)."""
     if identity.refuse_change(services, run):  # the last guard: only the run's owner steers it
+        return
+    try:
+        services.access.check_may_run(identity.viewer(services), run)  # a finished run is reopened for it
+    except LimitReached as exc:
+        _refused(f"Could not {spec.label.lower()}: {exc}", form_key)
         return
     raw = {**values, **({"node_id": node.id} if node is not None and spec.targets_node else {})}
     try:

@@ -10,6 +10,7 @@ import streamlit as st
 from components import identity
 from components.node_text import show_error
 from components.step_log import now_lines
+from engine.access import LimitReached
 from engine.llm.accounting import budget_short
 from engine.narration import active_seconds, minutes
 from engine.node_numbers import node_numbers
@@ -198,13 +199,14 @@ def controls(services: Services, run: Run, *, row=None) -> None:
             st.rerun(scope="app")
         if resume and row.button("Retry failed nodes" if retryable else "Resume", key=f"resume-{run.id}",
                                  type="primary"):
+            services.access.check_may_run(identity.viewer(services), run)  # the person's own limits
             runner.resume(run.id, **raised)
             st.session_state["flash"] = "Resuming"
             st.rerun(scope="app")  # the live view starts polling again
         if stop and row.button("Stop", key=f"stop-{run.id}"):
             runner.stop(run.id)
             st.toast("Stopping at the next step")
-    except RunnerError as exc:
+    except (RunnerError, LimitReached) as exc:
         st.error(str(exc))
     except DatabaseUnwritable as exc:  # pressed while the disk is still full, or the database read-only
         what = inline_text(str(exc))

@@ -144,7 +144,8 @@ class Access:
     # ------------------------------------------------------------------ limits
     def budget_for_new_run(self, viewer: Viewer, max_cost: float | None, *, runs: int = 1) -> float | None:
         """The `max_cost` each of `runs` new runs of the viewer's gets: within what their limits
-        leave (shared among them). Raises LimitReached when their limits refuse them."""
+        leave (shared among them). Raises LimitReached when their limits refuse them. `runs=0`: a run
+        already counted as active (a paused one resumed) asks only whether spending is left."""
         if not viewer.signed_in:
             return max_cost
         limits = self.team
@@ -160,4 +161,10 @@ class Access:
         if left <= 0:
             raise LimitReached(f"you have spent ${spent:.2f} in the last 30 days, your limit is "
                                f"${limits.max_cost:.2f}; an admin can raise THOUGHTMAP_USER_MAX_COST")
-        return left / runs if max_cost is None else min(max_cost, left / runs)
+        share = left / max(runs, 1)
+        return share if max_cost is None else min(max_cost, share)
+
+    def check_may_run(self, viewer: Viewer, run: Run) -> None:
+        """Before a run of the viewer's executes again (Resume, Retry, a steering reopen): their limits
+        must leave room. LimitReached says why."""
+        self.budget_for_new_run(viewer, None, runs=0 if run.status in RunStatus.ACTIVE else 1)

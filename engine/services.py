@@ -311,6 +311,13 @@ def build_services(settings: Settings | None = None, *, read_only_ok: bool = Fal
         raise ConfigError(f"THOUGHTMAP_HOME={settings.home}: the folder cannot be created ({exc.strerror or exc}). "
                           "Point THOUGHTMAP_HOME at a folder this user can write") from None
     db = open_database(settings.database_url, read_only_ok=read_only_ok, variable=settings.database_variable)
+    if not settings.team.sign_in and UserStore(db).has_people():
+        # A database people sign in to, opened by a process that found no [auth]: it would serve
+        # every person's runs to anyone, as the local user. Said, not done.
+        db.dispose()
+        raise ConfigError("this database is a team's (people have signed in to it), but no secrets file with [auth] "
+                          "was found, so this process would run single-user and show everyone's runs. Point "
+                          "THOUGHTMAP_SECRETS_FILE at the team's secrets.toml (docs/teams.md)")
     prices = PriceTable.from_file(settings.llm.prices_file) if settings.llm.prices_file else PriceTable()
     limiter: ConcurrencyLimiter
     if settings.execution == "queue":

@@ -69,6 +69,13 @@ person = identity.viewer(services)
 # Multi-user mode: yours (an admin sees everyone's).
 benchmarks = services.benchmarks.store.list_benchmarks(user_id=None if person.sees_everything else person.user_id)
 if current and current not in {b.id for b in benchmarks}:
+    try:  # older than the newest listed: still shown when it is this person's (or an admin reads)
+        named = services.benchmarks.store.get_benchmark(current)
+        if person.sees_everything or named.user_id == person.user_id:
+            benchmarks.append(named)
+    except BenchmarkNotFound:
+        pass
+if current and current not in {b.id for b in benchmarks}:
     st.error(f"Benchmark {code_span(current[:40])} is not one of yours (or does not exist), so nothing of it is "
              "shown.", icon=":material/lock:")
     del st.query_params["benchmark"]

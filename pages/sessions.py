@@ -8,6 +8,7 @@ from components import identity
 from components.app_state import get_services
 from components.routing import through_the_app
 from components.sharing import share_controls
+from engine.access import LimitReached
 from engine.llm.accounting import budget_short
 from engine.reads import RunStatus
 from engine.report import report_title
@@ -114,8 +115,9 @@ for run in runs:
                     # Resumed as it is, it would stop again at its first call: Explore asks for more.
                     st.session_state["flash"] = "Its budget is spent: raise it, then press Resume"
                 else:
+                    services.access.check_may_run(person, run)  # the person's own limits
                     services.runner.resume(run.id)
-            except RunnerError as exc:
+            except (RunnerError, LimitReached) as exc:
                 st.error(str(exc))
             else:
                 st.session_state["run_id"] = run.id

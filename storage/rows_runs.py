@@ -140,9 +140,11 @@ class RunRows(RepositoryBase):
             return int(s.exec(stmt).one())
 
     def spent_by(self, user_id: int, *, since: datetime) -> float:
-        """What a user's runs created since then have cost."""
+        """What a user's runs have spent since then: their LLM calls made since, whenever each run
+        was created (a run resumed a month later spends now)."""
         with self._session() as s:
-            total = s.exec(select(func.sum(Run.cost)).where(Run.user_id == user_id, Run.created_at >= since)).one()
+            total = s.exec(select(func.sum(LLMCall.cost)).join(Run, col(Run.id) == col(LLMCall.run_id))
+                           .where(Run.user_id == user_id, LLMCall.created_at >= since)).one()
         return float(total or 0.0)
 
     @staticmethod

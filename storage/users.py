@@ -7,14 +7,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import delete, exists, or_, update
+from sqlalchemy import delete, exists, func, or_, update
+from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session, col, select
 
 from storage.db import Store
-from storage.models import LOCAL_ISSUER, LOCAL_SUBJECT, ApiToken, Benchmark, Run, RunShare, User, utcnow
+from storage.models import LOCAL_ISSUER, LOCAL_SUBJECT, Benchmark, Run, RunShare, User, utcnow
 
-# What a person owns: given to the first admin who signs in, when the local user had it.
-_OWNED = (Run, Benchmark, ApiToken)
+# What the first admin to sign in takes over from the local user. Not its API tokens: one made in
+# single-user mode may be in a bot's or a colleague's hands, and would then act as the admin. They
+# stop working once sign-in is on (`Access.token_viewer`); each person makes their own.
+_OWNED = (Run, Benchmark)
 
 
 class UserNotFound(LookupError):
@@ -62,11 +65,20 @@ class UserStore(Store):
             if which.isdigit():
                 user = s.get(User, int(which))
             else:
-                user = s.exec(select(User).where(col(User.email).ilike(which.strip()))
+                # Exactly (case aside): LIKE would read `_` and `%` in an address as wildcards.
+                user = s.exec(select(User).where(func.lower(User.email) == which.strip().lower())
                               .where(User.issuer != LOCAL_ISSUER).order_by(col(User.id))).first()
         if user is None:
             raise UserNotFound(which)
         return user
+
+    def has_people(self) -> bool:
+        """Whether anyone has signed in to this database (it is a team's)."""
+        try:
+            with self._session() as s:
+                return s.exec(select(User.id).where(User.issuer != LOCAL_ISSUER).limit(1)).first() is not None
+        except SQLAlchemyError:  # a read-only database from before users existed: nobody has
+            return False
 
     def list_users(self) -> list[User]:
         with self._session() as s:

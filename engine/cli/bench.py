@@ -135,6 +135,10 @@ def _bench_archive(args: argparse.Namespace) -> int:
             common.say(f"benchmark {archive.benchmark.id}: {done} of {len(archive.items)} item runs finished, written to {out}")
             return EXIT_OK
         archive = read_archive(args.import_file)
+        try:  # merged into a stored benchmark of the same id only when it is this person's
+            _owned(store.get_benchmark(archive.benchmark.id), person, change=True)
+        except BenchmarkNotFound:
+            pass  # a new one: it becomes theirs
         bench, filled = import_benchmark(store, archive, user_id=person.user_id)
         left = sum(1 for r in store.list_items(bench.id) if r.status not in ItemStatus.FINISHED)
         common.say(f"benchmark {bench.id}: {filled} finished item runs imported, {left} left"

@@ -7,6 +7,7 @@ import json
 import os
 import sys
 
+from engine.access import LimitReached
 from engine.cli import common
 from engine.cli.basics import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CLIError
 from engine.cli.input import check_out_path
@@ -92,6 +93,10 @@ def cmd_resume(args: argparse.Namespace) -> int:
     services = common.services()
     services.runner.recover_interrupted()
     run = common.run_for(services, args, args.run_id, change=True)
+    try:
+        services.access.check_may_run(common.viewer(services, args), run)  # the person's own limits
+    except LimitReached as exc:
+        raise CLIError(str(exc)) from exc
     # Checked before anything is changed (the model, the budget).
     if not services.runner.is_active(run.id):
         try:

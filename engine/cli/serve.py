@@ -117,7 +117,6 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     from engine.service.mcp_server import build_mcp
 
     tm, require_token, sock = _open(args, listen=args.transport == "http")
-    services = tm.services
     mcp = build_mcp(tm)
     try:
         if sock is None:
@@ -126,12 +125,11 @@ def cmd_mcp(args: argparse.Namespace) -> int:
             mcp.run("stdio")
         else:
             from engine.service.http import BearerGuard
-            from storage.tokens import TokenStore
 
             app = mcp.streamable_http_app(host=args.host)
             common.err(f"Thoughtmap MCP server on {_address(args.host, sock)}/mcp (streamable HTTP)"
                        + ("; bearer token required" if require_token else "") + f"; LLM: {tm.describe_llm()}")
-            _run_app(BearerGuard(app, TokenStore(services.db)) if require_token else app, sock)
+            _run_app(BearerGuard(app, tm) if require_token else app, sock)
     finally:
         tm.close()
     return EXIT_OK

@@ -400,6 +400,10 @@ class Thoughtmap:
         from engine.runner import RunnerError
 
         run = self._changeable(run_id)
+        try:
+            self.services.access.check_may_run(self.viewer, run)  # a finished run is reopened to apply it
+        except LimitReached as exc:
+            raise Conflict(str(exc)) from exc
         spec = self.services.methods[run.method].contract().commands.get(command) if run.method in self.services.methods else None
         if spec is None:
             known = ", ".join(sorted(self.services.methods[run.method].contract().commands)) \
@@ -435,7 +439,7 @@ class Thoughtmap:
         run = self._changeable(run_id)
         runner = self.services.runner
         try:
-            self.services.access.budget_for_new_run(self.viewer, None)  # the person's own limits
+            self.services.access.check_may_run(self.viewer, run)  # the person's own limits
         except LimitReached as exc:
             raise Conflict(str(exc)) from exc
         try:

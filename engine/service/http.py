@@ -89,8 +89,8 @@ class _Door:
 def _caller(request: Request, authorization: Annotated[str | None, Header()] = None) -> Thoughtmap:
     """The API serving whoever the request's bearer token belongs to (without tokens: the local user)."""
     door: _Door = request.app.state.door
-    if not door.require_token and not authorization:
-        return door.tm
+    if not door.require_token:
+        return door.tm  # loopback, single-user: served as before, whatever the header says
     viewer = token_viewer(door.tm, door.tokens, authorization)
     if viewer is None:
         raise _Unauthorised()
@@ -252,10 +252,25 @@ def create_app(tm: Thoughtmap, *, require_token: bool = False) -> FastAPI:
             def woken() -> None:  # called on the watch's thread
                 loop.call_soon_threadsafe(wake.set)
 
+            def still_allowed() -> bool:
+                # A token revoked, its person no longer allowed, or the run unshared: the stream ends.
+                if require_token and token_viewer(tm, tokens, authorization) is None:
+                    return False
+                try:
+                    api.get(run_id)
+                except (ApiError, RunNotFound):
+                    return False
+                return True
+
             subscription = await run_in_threadpool(api.feed.subscribe, run_id, cursor, woken)
+            checked = loop.time()
             try:
                 while True:
                     wake.clear()
+                    if loop.time() - checked >= KEEPALIVE_S:  # busy or quiet, asked as often
+                        if not await run_in_threadpool(still_allowed):
+                            return
+                        checked = loop.time()
                     for event in subscription.poll():
                         yield sse(event)
                         if event.kind == "end":
@@ -265,9 +280,6 @@ def create_app(tm: Thoughtmap, *, require_token: bool = False) -> FastAPI:
                     try:
                         await asyncio.wait_for(wake.wait(), KEEPALIVE_S)
                     except TimeoutError:
-                        # A token revoked (or its person no longer allowed) ends its open stream here.
-                        if require_token and await run_in_threadpool(token_viewer, tm, tokens, authorization) is None:
-                            return
                         yield ": keepalive\n\n"
             finally:
                 subscription.close()
@@ -361,23 +373,19 @@ def token_viewer(tm: Thoughtmap, tokens: TokenStore, authorization: str | None) 
     return None if token is None else tm.services.access.token_viewer(token)
 
 
-def bearer_ok(tokens: TokenStore, authorization: str | None) -> bool:
-    scheme, _, presented = (authorization or "").partition(" ")
-    return scheme.lower() == "bearer" and check_token(tokens, presented.strip()) is not None
-
-
 class BearerGuard:
-    """An ASGI wrapper refusing any HTTP request without a valid bearer token (the MCP server's
-    streamable HTTP app, which has no dependency system of ours)."""
+    """An ASGI wrapper refusing any HTTP request without a valid bearer token of a person who may
+    still sign in (the MCP server's streamable HTTP app, which has no dependency system of ours)."""
 
-    def __init__(self, app: Any, tokens: TokenStore) -> None:
+    def __init__(self, app: Any, tm: Thoughtmap) -> None:
         self.app = app
-        self.tokens = tokens
+        self.tm = tm
+        self.tokens = TokenStore(tm.services.db)
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http":
             header = dict(scope.get("headers") or ()).get(b"authorization", b"").decode("latin-1")
-            if not await run_in_threadpool(bearer_ok, self.tokens, header):
+            if await run_in_threadpool(token_viewer, self.tm, self.tokens, header) is None:
                 response = JSONResponse({"error": UNAUTHORISED}, status_code=401, headers={"WWW-Authenticate": "Bearer"})
                 await response(scope, receive, send)
                 return

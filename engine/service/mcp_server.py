@@ -49,8 +49,8 @@ def build_mcp(tm: Thoughtmap) -> MCPServer:
         """The API serving whom the request's bearer token belongs to (over HTTP: the token was
         checked before the request got here, and is checked again here); on stdio, `tm`'s person."""
         authorization = (ctx.headers or {}).get("authorization")
-        if authorization is None:
-            return tm
+        if authorization is None or not tm.services.settings.team.sign_in:
+            return tm  # stdio, or single-user mode: one person, whatever the header says
         viewer = await anyio.to_thread.run_sync(token_viewer, tm, tokens, authorization)
         if viewer is None:
             raise ToolError(UNAUTHORISED)
@@ -141,8 +141,9 @@ def build_mcp(tm: Thoughtmap) -> MCPServer:
 
     @mcp.tool(description="The methods: name, what each is good for, its parameters (name, type, default, "
                           "help) and its steering commands.")
-    async def list_methods() -> list[dict[str, Any]]:
-        infos = await call(tm.methods)
+    async def list_methods(ctx: Context) -> list[dict[str, Any]]:
+        api = await caller(ctx)
+        infos = await call(api.methods)
         return [{"name": i.name, "title": i.title, "good_for": i.good_for, "summary": i.summary,
                  "params": i.params, "params_schema": i.params_schema,
                  "commands": [{k: c[k] for k in ("name", "help", "targets_node", "payload_schema")}
@@ -150,8 +151,9 @@ def build_mcp(tm: Thoughtmap) -> MCPServer:
 
     @mcp.tool(description="Search the local corpus (the bundled datasets and ingested files) as the methods "
                           "search it: title, reference, snippet and score of the top k passages.")
-    async def search_corpus(query: str, k: int = 10) -> list[dict[str, Any]]:
-        return await call(tm.search, query, k)
+    async def search_corpus(ctx: Context, query: str, k: int = 10) -> list[dict[str, Any]]:
+        api = await caller(ctx)
+        return await call(api.search, query, k)
 
     @mcp.resource("thoughtmap://runs/{run_id}/report", name="report", mime_type="text/markdown",
                   description="A run's report in Markdown, with numbered sources.")

@@ -106,6 +106,9 @@ def test_every_row_is_kept_and_owned_by_the_local_user(database_url, tmp_path): 
     assert {r.user_id for r in repo.list_runs(limit=100)} == {admin.id}
     assert repo.count_runs(visible_to=admin.id) == 11 and repo.count_runs(visible_to=second.id) == 0
     assert [b.user_id for b in EvaluationStore(db).list_benchmarks()] == [admin.id]
+    # Not the tokens: one made single-user may be in anyone's hands, and would act as the admin.
+    with db.engine.connect() as conn:
+        assert {r[0] for r in conn.execute(text("SELECT user_id FROM api_tokens"))} == {local.id}
     db.dispose()
 
 

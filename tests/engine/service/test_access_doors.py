@@ -27,6 +27,7 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from engine.config import load_settings
+from engine.config_values import ConfigError
 from engine.llm.fake import FAKE_MODEL
 from engine.llm.pricing import ModelPrice, PriceTable
 from engine.service.api import Conflict, Forbidden, Thoughtmap
@@ -303,6 +304,35 @@ def test_a_share_lets_them_read_and_never_change(team):
         team.ada.share(team.run_id, "zed@example.org")
 
 
+def test_a_share_names_one_address_exactly(team):
+    """`_` and `%` in an address are letters, not wildcards: a share never reaches someone else."""
+    with pytest.raises(Exception, match="nobody with the email 'b_@example.org' has signed in"):
+        team.ada.share(team.run_id, "b_@example.org")
+    with pytest.raises(Exception, match="nobody with the email '%' has signed in"):
+        team.ada.share(team.run_id, "%")
+    assert team.ada.shares(team.run_id) == []
+
+
+def test_an_open_event_stream_ends_when_the_run_is_unshared(team, monkeypatch):
+    from engine.service import http
+
+    monkeypatch.setattr(http, "KEEPALIVE_S", 0.3)
+    run = team.ada.start(QUESTION, "deot", llm="fake")
+    team.ada.pause(run.id)  # a run that stays open: its stream does not end by itself
+    team.ada.share(run.id, BO)
+    app = create_app(Thoughtmap(services=team.services, anonymous=True))
+    with TestClient(app, base_url="http://127.0.0.1") as client:
+        client.headers["Authorization"] = f"Bearer {team.token(BO, 'bo-stream')}"
+        with client.stream("GET", f"/v1/runs/{run.id}/events") as response:
+            assert response.status_code == 200
+            lines = response.iter_lines()
+            assert any(line.startswith("event:") for line in (next(lines) for _ in range(3)))
+            team.ada.unshare(run.id, BO)
+            rest = list(lines)  # ends: the server closes the stream at its next check
+        assert not any(f'"{run.id}"' in line and "event: end" in line for line in rest)
+    team.ada.stop(run.id)
+
+
 def test_an_admin_reads_everything_and_changes_nothing_of_others(team):
     admin = team.api(ROOT_ADMIN)
     assert admin.viewer.is_admin and [r.id for r in admin.runs()] == [team.run_id]
@@ -328,8 +358,9 @@ def test_each_persons_limits(team, monkeypatch):
         assert limited.access.budget_for_new_run(carol.viewer, None) == pytest.approx(0.25)
         assert limited.access.budget_for_new_run(carol.viewer, 0.1) == pytest.approx(0.1)
         spent = limited.access.repo.create_run(question="spent", method="direct", params={}, user_id=carol.viewer.user_id)
-        with limited.db.engine.begin() as conn:
-            conn.exec_driver_sql("UPDATE runs SET cost = 0.3, status = 'done' WHERE id = ?", (spent.id,))
+        limited.repo.set_status(spent.id, "done")
+        limited.repo.record_llm_call(spent.id, node_id=None, purpose="summarizer", model="m", prompt_tokens=10,
+                                     completion_tokens=10, cost=0.3, latency_s=0.1)
         with pytest.raises(Conflict, match=r"you have spent \$0.30 in the last 30 days, your limit is \$0.25"):
             carol.start(QUESTION, "direct", llm="fake")
     finally:
@@ -358,6 +389,18 @@ def test_a_resumed_run_spends_no_more_than_its_person_has_left(team, monkeypatch
         assert again.cost <= 0.05 + 0.01, (again.cost, first.cost)  # at most one call's output over
     finally:
         capped.close()
+
+
+def test_a_teams_database_is_never_opened_single_user(team, monkeypatch):
+    """A process that finds no [auth] (started from another folder, a worker without the file) would
+    serve everyone's runs as the local user: it refuses to start instead, saying what to set."""
+    monkeypatch.delenv("THOUGHTMAP_SECRETS_FILE")
+    with pytest.raises(ConfigError, match="this database is a team's"):
+        build_services(load_settings())
+    env = {k: v for k, v in team.env.items() if k != "THOUGHTMAP_SECRETS_FILE"}
+    listed = subprocess.run([sys.executable, "-m", "engine.cli", "list"], env=env, cwd=ROOT, capture_output=True,
+                            text=True, timeout=300)
+    assert listed.returncode == 2 and "THOUGHTMAP_SECRETS_FILE" in listed.stderr and team.run_id not in listed.stdout
 
 
 def test_every_door_tried_every_action_it_has():
