@@ -8,6 +8,7 @@ One app server serves the module. Screenshots: test-artifacts/feedback-*.png."""
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -36,6 +37,8 @@ QUESTION = "How did the Apollo program influence the history of computing?"
 FOLLOW_UP = "Which Apollo guidance computer ideas reached later machines?"
 # How far under its button an outcome may start: the button's own margin and a refusal line at most.
 UNDER_BUTTON_PX = 80
+# How long the page must stay idle with nothing queued before a click counts as lost.
+LOST_CLICK_S = 5.0
 
 
 @pytest.fixture(scope="module")
@@ -120,16 +123,22 @@ def test_a_commands_outcome_appears_under_its_button_and_follows_it(feedback_app
         assert 0 <= under <= UNDER_BUTTON_PX, f"the outcome is {under:.0f} px from the Ask button"
         return True
 
+    idle_since: list[float] = []
+
     def asked() -> bool:
         # A click that lands while the page reruns (a loaded machine) can be lost: clicked again
-        # only when the page is idle and nothing was queued.
+        # only once the page has stayed idle with nothing queued for a while. (At once would race a
+        # click still on its way: the second would find the form emptied by the first, and its
+        # refusal would push the outcome down.)
         if said_under_the_button("Ask"):
             return True
-        if app_idle(page) and not repo.list_commands(run_id):
-            if not question.input_value():
-                question.fill(FOLLOW_UP)
-                question.press("Enter")
-            ask.click()
+        if not (app_idle(page) and not repo.list_commands(run_id)):
+            idle_since.clear()
+        elif not idle_since:
+            idle_since.append(time.monotonic())
+        elif time.monotonic() - idle_since[0] > LOST_CLICK_S and question.input_value():
+            ask.click(timeout=2_000)
+            idle_since.clear()
         return False
 
     poll(page, asked, what="the Ask's outcome under its button")
