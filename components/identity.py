@@ -136,8 +136,11 @@ def viewer(services: Services) -> Viewer:
 
 
 def visible_to(services: Services) -> int | None:
-    """The run lists' filter for this person (None: they see every run)."""
-    return services.access.visible_to(viewer(services))
+    """The run lists' filter for this person: their runs and those shared with them (None in
+    single-user mode: every run). An admin's lists are theirs too; Sessions shows everyone's when
+    they ask."""
+    person = viewer(services)
+    return person.user_id if person.signed_in else None
 
 
 def may_change(services: Services, run: Run) -> bool:

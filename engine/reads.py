@@ -60,15 +60,20 @@ class Reads:
 
     def list_runs(self, *, text: str | None = None, method: str | None = None, status: str | None = None,
                   since: datetime | None = None, limit: int = 200, offset: int = 0,
-                  visible_to: int | None = None) -> list[Run]:
+                  visible_to: int | None = None, owned_by: int | None = None,
+                  not_owned_by: int | None = None) -> list[Run]:
         """Newest first, filtered as Sessions filters them, `limit` of them from `offset` on.
-        `visible_to`: only the runs that user may read (`Access.visible_to` says when to ask)."""
+        `visible_to`: only the runs that user may read (`Access.visible_to` says when to ask);
+        `owned_by` / `not_owned_by`: only that user's / only others'."""
         return self._repo.list_runs(text=text, method=method, status=status, since=since, limit=limit,
-                                    offset=offset, visible_to=visible_to)
+                                    offset=offset, visible_to=visible_to, owned_by=owned_by,
+                                    not_owned_by=not_owned_by)
 
     def count_runs(self, *, text: str | None = None, method: str | None = None, status: str | None = None,
-                   since: datetime | None = None, visible_to: int | None = None) -> int:
-        return self._repo.count_runs(text=text, method=method, status=status, since=since, visible_to=visible_to)
+                   since: datetime | None = None, visible_to: int | None = None, owned_by: int | None = None,
+                   not_owned_by: int | None = None) -> int:
+        return self._repo.count_runs(text=text, method=method, status=status, since=since, visible_to=visible_to,
+                                     owned_by=owned_by, not_owned_by=not_owned_by)
 
     def run_version(self, run_id: str) -> int:
         """The run's change counter, for cheap polling: it moves whenever anything of the run does."""

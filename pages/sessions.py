@@ -27,6 +27,11 @@ depth = services.queue_depth()
 if depth is not None:  # distributed execution: runs execute on `thoughtmap worker` processes
     st.caption(f"Run queue: {depth.waiting} waiting for a worker · {depth.running} being executed by workers")
 
+person = identity.viewer(services)
+SHOWN = {"Mine and shared with me": {"visible_to": person.user_id}, "Mine": {"owned_by": person.user_id},
+         "Shared with me": {"visible_to": person.user_id, "not_owned_by": person.user_id},
+         **({"Everyone's (admin)": {}} if person.is_admin else {})}
+shown = st.radio("Show", list(SHOWN), horizontal=True, key="sessions-shown") if person.signed_in else None
 cols = st.columns([3, 2, 2, 2])
 text = cols[0].text_input("Search questions", key="sessions-text")
 # The methods this process serves, in their order (built-in ones as registered, then plugins).
@@ -40,9 +45,8 @@ filters = dict(
     method=None if method == "(any)" else method,
     status=None if status == "(any)" else status,
     since=datetime.combine(since, time.min, tzinfo=UTC) if since else None,
-    visible_to=identity.visible_to(services),  # multi-user mode: yours and those shared with you
+    **(SHOWN[shown] if shown is not None else {}),  # multi-user mode: whose runs
 )
-person = identity.viewer(services)
 if "flash" in st.session_state:
     st.toast(st.session_state.pop("flash"))
 # Every run is reachable a page at a time, counted and paged in the database: one page of cards

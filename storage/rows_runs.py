@@ -115,25 +115,27 @@ class RunRows(RepositoryBase):
         limit: int = 200,
         offset: int = 0,
         visible_to: int | None = None,
+        owned_by: int | None = None,
+        not_owned_by: int | None = None,
     ) -> list[Run]:
         """The runs that match, newest first, `limit` of them from `offset` on (a page of Sessions).
         Ties on the creation time are ordered by id, so pages neither repeat nor skip a run.
-        `visible_to`: only the runs that user may read (theirs and those shared with them)."""
+        `visible_to`: only the runs that user may read (theirs and those shared with them);
+        `owned_by` / `not_owned_by`: only that user's runs / only others'."""
         stmt = self._matching_runs(select(Run), text=text, method=method, status=status, since=since,
-                                   visible_to=visible_to)
+                                   visible_to=visible_to, owned_by=owned_by, not_owned_by=not_owned_by)
         stmt = stmt.order_by(col(Run.created_at).desc(), col(Run.id).desc()).offset(max(offset, 0)).limit(limit)
         with self._session() as s:
             return list(s.exec(stmt).all())
 
     def count_runs(self, *, text: str | None = None, method: str | None = None, status: str | None = None,
                    since: datetime | None = None, visible_to: int | None = None, owned_by: int | None = None,
-                   statuses: Iterable[str] | None = None) -> int:
-        """How many runs `list_runs` with the same filters would page through. `owned_by`: only
-        that user's runs; `statuses`: only runs in one of them."""
+                   not_owned_by: int | None = None, statuses: Iterable[str] | None = None) -> int:
+        """How many runs `list_runs` with the same filters would page through; `statuses`: only runs
+        in one of them."""
         stmt = self._matching_runs(select(func.count()).select_from(Run), text=text, method=method,
-                                   status=status, since=since, visible_to=visible_to)
-        if owned_by is not None:
-            stmt = stmt.where(Run.user_id == owned_by)
+                                   status=status, since=since, visible_to=visible_to, owned_by=owned_by,
+                                   not_owned_by=not_owned_by)
         if statuses is not None:
             stmt = stmt.where(col(Run.status).in_(list(statuses)))
         with self._session() as s:
@@ -149,9 +151,14 @@ class RunRows(RepositoryBase):
 
     @staticmethod
     def _matching_runs(stmt: _RunsQuery, *, text: str | None, method: str | None, status: str | None,
-                       since: datetime | None, visible_to: int | None = None) -> _RunsQuery:
+                       since: datetime | None, visible_to: int | None = None, owned_by: int | None = None,
+                       not_owned_by: int | None = None) -> _RunsQuery:
         if visible_to is not None:
             stmt = stmt.where(users.visible_to(visible_to))
+        if owned_by is not None:
+            stmt = stmt.where(Run.user_id == owned_by)
+        if not_owned_by is not None:
+            stmt = stmt.where(Run.user_id != not_owned_by)
         if text:
             # Escaped: a search for "%" or "_" finds those characters, not every run.
             stmt = stmt.where(or_(col(Run.question).icontains(text, autoescape=True),

@@ -133,6 +133,24 @@ def test_the_admin_reads_and_is_told(team):
     admin = signed_in(ROOT_ADMIN, "root-0", query={"run": run_id})
     assert "You are reading **Ada**'s run as an admin" in joined(admin.warning)
     assert not any(b.label in ("Resume", "Rewrite report") for b in admin.button)
+    # An admin's Sessions is theirs until they ask for everyone's.
+    sessions = signed_in(ROOT_ADMIN, "root-0", page="pages/sessions.py")
+    assert "No runs match" in joined(sessions.info)
+    sessions.radio(key="sessions-shown").set_value("Everyone's (admin)").run()
+    assert any(QUESTION in text for text in texts(sessions.markdown)) and "Ada's" in joined(sessions.caption)
+
+
+def test_sessions_show_mine_or_shared_with_me(team):
+    _services, ada, run_id, _bench = team
+    ada.share(run_id, BO)
+    sessions = bo(page="pages/sessions.py")
+    assert [o for o in sessions.radio(key="sessions-shown").options] == [
+        "Mine and shared with me", "Mine", "Shared with me"]  # no "Everyone's": Bo is no admin
+    assert any(QUESTION in text for text in texts(sessions.markdown))
+    sessions.radio(key="sessions-shown").set_value("Mine").run()
+    assert "No runs match" in joined(sessions.info)
+    sessions.radio(key="sessions-shown").set_value("Shared with me").run()
+    assert any(QUESTION in text for text in texts(sessions.markdown))
 
 
 def test_a_person_the_configuration_does_not_allow_is_told_why(team):
