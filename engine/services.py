@@ -33,7 +33,7 @@ from engine.search.combined import build_searcher
 from engine.search.embedders import build_embedder
 from engine.search.embedding_model import EmbeddingModelUnavailable
 from engine.search.embeddings import Embedder
-from engine.search.exclusion import ExcludingSearcher, SearchExclusions
+from engine.search.exclusion import ExcludingSearcher, OwnUploadsOnly, SearchExclusions
 from engine.search.fetch import PageFetcher
 from engine.search.hops import LinkerCache
 from engine.search.local import LocalCorpusSearcher
@@ -274,6 +274,9 @@ class Services:
 
     def searcher_for_run(self, run: Run) -> Searcher:
         searcher = self.searcher(run.search_mode)
+        if self.settings.team.sign_in:
+            # A person's uploads are theirs: a run sees the shared corpus and its own person's files.
+            searcher = OwnUploadsOnly(searcher, run.user_id)
         if run.search_exclusions:
             # A benchmark item never sees its own answer: those sources are kept out of every search.
             return ExcludingSearcher(searcher, SearchExclusions.model_validate(run.search_exclusions))

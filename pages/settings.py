@@ -170,22 +170,27 @@ for line in describe_retrieval(services.settings.retrieval,
                                services.embedder_notice):
     st.caption(sanitize(line))
 st.dataframe({"collection": list(collections), "documents": list(collections.values())}, hide_index=True)
-if limited:
-    st.caption("Uploads go to the corpus every person's runs search: your admins add them.")
-    st.stop()
+# With sign-in on, a person's uploads are theirs: only their runs find them. An admin may add to the
+# team's shared corpus instead.
+shared_upload = not person.signed_in or (person.is_admin and st.checkbox(
+    "Add to the team's shared corpus (every person's runs search it)", key="settings-upload-shared"))
+if person.signed_in:
+    st.caption("Files you add here are yours: only your runs find them." if not shared_upload else
+               "Files added now go to the shared corpus: every person's runs find them.")
 uploads = st.file_uploader("Add files (txt, md, html, pdf, jsonl)", accept_multiple_files=True,
                            type=["txt", "md", "html", "htm", "pdf", "jsonl"], key="settings-upload")
 # What an ingest or a rebuild did is shown after a rerun, so the counts above are already the new ones.
 if uploads and st.button("Add to the corpus", key="settings-ingest"):
     try:
         with corpus_progress() as show:  # the new passages' embedding, when the corpus has an embedder
-            report = add_uploads(corpus, services.uploads_dir, ((u.name, u.getvalue()) for u in uploads), show)
+            report = add_uploads(corpus, services.uploads_dir, ((u.name, u.getvalue()) for u in uploads), show,
+                                 owner=None if shared_upload else person.user_id)
     except SearchError as exc:  # another process kept the index locked for too long
         corpus_error(exc)
     else:
         st.session_state[CORPUS_NOTICE] = report.summary()
         st.rerun()
-if st.button("Rebuild the index", key="settings-rebuild", help="Index the bundled data and your uploaded files again"):
+if not limited and st.button("Rebuild the index", key="settings-rebuild", help="Index the bundled data and your uploaded files again"):
     try:
         with corpus_progress() as show:
             rebuild_corpus(corpus, services.uploads_dir, show)

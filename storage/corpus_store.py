@@ -221,9 +221,12 @@ def move_index(scratch: Path, path: Path) -> None:
     os.replace(scratch, path)
 
 
-def text_hash(text: str) -> str:
-    """The hash used to deduplicate chunks (whitespace-normalised text)."""
-    return hashlib.sha1(" ".join(text.split()).encode("utf-8")).hexdigest()
+def text_hash(text: str, owner: str = "") -> str:
+    """The hash used to deduplicate chunks (whitespace-normalised text). A person's own document
+    (`owner`) is deduplicated only against their own: a passage Ada uploaded must not keep Bo's copy
+    of it out of Bo's searches."""
+    normalised = " ".join(text.split())
+    return hashlib.sha1((f"{owner}\x00{normalised}" if owner else normalised).encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -240,6 +243,7 @@ class NewDocument:
     url: str | None
     chunks: Iterable[str]
     content_hash: str
+    owner: str = ""  # a person's own upload ("u5"): deduplicated only against their own documents
 
 
 @dataclass
@@ -476,7 +480,7 @@ class CorpusStore:
                     cur.execute(
                         "INSERT OR IGNORE INTO chunks(doc_id, ordinal, text, text_hash)"
                         " VALUES (?, ?, ?, ?)",
-                        (doc_id, ordinal, chunk, text_hash(chunk)),
+                        (doc_id, ordinal, chunk, text_hash(chunk, doc.owner)),
                     )
                     if cur.rowcount == 1:  # 0: the same text is already indexed elsewhere
                         # The row was just inserted, so sqlite3 has set its id.

@@ -31,6 +31,7 @@ from engine.knowledge.units import BuildProgress
 from engine.llm.counted import EvalLLM
 from engine.llm.protocol import BudgetExceeded, LLMError
 from engine.redact import redact_secrets
+from engine.search.uploads import is_personal_collection
 from storage.corpus_store import CorpusStore
 from storage.knowledge import KnowledgeStore
 from storage.models import KnowledgeGraph, KnowledgeGraphStatus, utcnow
@@ -110,6 +111,9 @@ class CollectionBuilder:
               stop: threading.Event | None = None, on_progress: Callable[[BuildProgress], None] | None = None,
               llm_info: dict[str, Any] | None = None, max_cost: float | None = None,
               max_tokens: int | None = None) -> BuildOutcome:
+        if is_personal_collection(collection):
+            raise KnowledgeError(f"'{collection}' is one person's uploads: a knowledge graph of it would show them to "
+                                 "everyone's runs, so none is built")
         if collection not in self.corpus.collections():
             known = ", ".join(self.corpus.collections()) or "none yet"
             raise KnowledgeError(f"the corpus has no collection '{collection}' (it has: {known})")

@@ -17,6 +17,7 @@ from urllib.parse import unquote, urlsplit
 from pydantic import BaseModel, Field
 
 from engine.search.protocol import Hit, Searcher, titled_page
+from engine.search.uploads import uploaded_by_someone_else
 
 # How many more hits to ask for: a long article is many chunks, all of which may rank first.
 OVERFETCH = 4
@@ -87,4 +88,38 @@ class ExcludingSearcher:
         return getattr(self.searcher, name)
 
 
-__all__ = ["ExcludingSearcher", "SearchExclusions"]
+class OwnUploadsOnly:
+    """A searcher that never returns another person's uploads (multi-user mode): a run sees the
+    shared corpus and its own person's files."""
+
+    def __init__(self, searcher: Searcher, user_id: int | None) -> None:
+        self.searcher = searcher
+        self.user_id = user_id
+
+    @property
+    def description(self) -> str:
+        return self.searcher.description
+
+    def search(self, query: str, k: int = 5) -> list[Hit]:
+        fetch = min(MAX_FETCH, max(k * OVERFETCH, k + 20))
+        kept = [h for h in self.searcher.search(query, fetch)
+                if not uploaded_by_someone_else(h.ref, self.user_id)]
+        return kept[:k]
+
+    def titled(self, title: str) -> Hit | None:
+        page = titled_page(self.searcher, title)
+        return None if page is None or uploaded_by_someone_else(page.ref, self.user_id) else page
+
+    def web_first(self) -> OwnUploadsOnly:
+        """The wrapped searcher's web-first search (`combined.web_first`), still without others' uploads."""
+        from engine.search.combined import web_first
+
+        return OwnUploadsOnly(web_first(self.searcher), self.user_id)
+
+    def __getattr__(self, name: str) -> object:
+        # Anything else a method asks of its searcher (web_first, the corpus' own helpers) is the
+        # wrapped searcher's.
+        return getattr(self.searcher, name)
+
+
+__all__ = ["ExcludingSearcher", "OwnUploadsOnly", "SearchExclusions"]

@@ -73,6 +73,17 @@ class IngestReport:
     skipped: list[Skipped] = field(default_factory=list)
     seconds: float = 0.0
 
+    def merge(self, other: IngestReport) -> None:
+        """Add what another ingest did (one report for several)."""
+        self.documents_added += other.documents_added
+        self.duplicates_skipped += other.duplicates_skipped
+        self.documents_replaced += other.documents_replaced
+        self.chunks_added += other.chunks_added
+        self.chunks_embedded += other.chunks_embedded
+        self.embedding_failed = self.embedding_failed or other.embedding_failed
+        self.skipped.extend(other.skipped)
+        self.seconds += other.seconds
+
     def count(self, stats: AddStats) -> None:
         self.documents_added += stats.added
         self.duplicates_skipped += stats.duplicates
@@ -144,7 +155,7 @@ class LocalCorpusSearcher:
 
     def ingest(
         self, paths: Iterable[Path | str], *, collection: str = DEFAULT_COLLECTION,
-        inside: tuple[Path, str] | None = None, progress: IngestProgress | None = None,
+        inside: tuple[Path, str] | None = None, progress: IngestProgress | None = None, owner: str = "",
     ) -> IngestReport:
         """Index files and folders. Already-indexed content is skipped; edited files are updated.
         `inside=(folder, name)`: the files live in that folder (the app's uploads) and are named by
@@ -152,9 +163,10 @@ class LocalCorpusSearcher:
         embedding, the passages lacking a vector are embedded, `progress` saying how far.
 
         Written a batch per transaction, each waiting at most the store's busy timeout for another
-        process's write; past it, `IngestLocked` says so, and what was written before stays."""
+        process's write; past it, `IngestLocked` says so, and what was written before stays.
+        `owner`: a person's own uploads ("u5"), deduplicated only against their own documents."""
         try:
-            report = self._ingest(paths, collection, inside)
+            report = self._ingest(paths, collection, inside, owner)
             self._embed(report, progress)
             return report
         except CorpusLocked as exc:
@@ -163,7 +175,8 @@ class LocalCorpusSearcher:
                 hint="What was added before stays; run the same ingest again to add the rest "
                      "(files already indexed are skipped).") from exc
 
-    def _ingest(self, paths: Iterable[Path | str], collection: str, inside: tuple[Path, str] | None) -> IngestReport:
+    def _ingest(self, paths: Iterable[Path | str], collection: str, inside: tuple[Path, str] | None,
+                owner: str = "") -> IngestReport:
         started = time.perf_counter()
         report = IngestReport()
         batch: list[NewDocument] = []
@@ -183,9 +196,9 @@ class LocalCorpusSearcher:
                 continue
             if isinstance(item, TextFileDocument):
                 flush()  # keeps documents in order; a large file is written alone
-                self._ingest_large_file(item, collection, report)
+                self._ingest_large_file(item, collection, report, owner)
                 continue
-            batch.append(to_new_document(item, collection))
+            batch.append(to_new_document(item, collection, owner))
             if len(batch) >= BATCH_SIZE:
                 flush()
         flush()
@@ -207,7 +220,7 @@ class LocalCorpusSearcher:
             report.embedding_failed = exc.user_message
         report.seconds += time.perf_counter() - started
 
-    def _ingest_large_file(self, doc: TextFileDocument, collection: str, report: IngestReport) -> None:
+    def _ingest_large_file(self, doc: TextFileDocument, collection: str, report: IngestReport, owner: str = "") -> None:
         """Index a large text file in one pass per purpose, never holding its text: its content
         hash first (an already indexed file is not chunked), then its chunks as they are written."""
         try:
@@ -215,7 +228,9 @@ class LocalCorpusSearcher:
             if digest is None:
                 report.skipped.append(Skipped(doc.path, "no text found"))
                 return
-            new = NewDocument(collection, doc.ref, doc.title, doc.url, iter_chunks(doc.blocks()), digest)
+            if owner:
+                digest = content_hash(owner, digest)
+            new = NewDocument(collection, doc.ref, doc.title, doc.url, iter_chunks(doc.blocks()), digest, owner)
             report.count(self.store.add_documents([new]))
         except OSError as exc:  # the file went away or became unreadable; its rows are rolled back
             report.skipped.append(Skipped(doc.path, f"cannot read: {exc.strerror or exc}"))
@@ -232,12 +247,13 @@ def corpus_hit(hit: ChunkHit) -> Hit:
                kind="corpus", url=hit.url, score=hit.score)
 
 
-def to_new_document(doc: LoadedDocument, collection: str) -> NewDocument:
+def to_new_document(doc: LoadedDocument, collection: str, owner: str = "") -> NewDocument:
     return NewDocument(
         collection=collection,
         ref=doc.ref,
         title=doc.title,
         url=doc.url,
         chunks=chunk_text(doc.text),
-        content_hash=content_hash(doc.text),
+        content_hash=content_hash(owner, doc.text) if owner else content_hash(doc.text),
+        owner=owner,
     )

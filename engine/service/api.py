@@ -195,10 +195,14 @@ class Thoughtmap:
             raise BadRequest(f"the search query is {len(query)} characters; at most {MAX_SEARCH_QUERY_CHARS}")
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_SEARCH_K:
             raise BadRequest(f"k must be a whole number from 1 to {MAX_SEARCH_K} (got {k!r})")
+        from engine.search.exclusion import OwnUploadsOnly
         from engine.search.protocol import SearchError
 
+        searcher = self.services.searcher("local")
+        if self.viewer.signed_in:  # a person's uploads are theirs (NOBODY sees none)
+            searcher = OwnUploadsOnly(searcher, self.viewer.user_id)
         try:
-            hits = self.services.searcher("local").search(query, k=k)
+            hits = searcher.search(query, k=k)
         except SearchError as exc:
             raise Conflict(exc.user_message) from exc
         return [{"title": h.title, "ref": h.ref, "url": h.url, "snippet": h.snippet, "score": h.score,

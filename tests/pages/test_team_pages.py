@@ -105,7 +105,10 @@ def test_someone_elses_run_by_its_address_shows_nothing_of_it(team):
     assert not [b for b in sessions.button if b.key and run_id in b.key]  # no Resume, Rename, Delete, Share
     CHECKED.update({"resume", "delete", "share"})
     settings = bo(page="pages/settings.py")
-    assert not settings.get("file_uploader") and "your admins add them" in joined(settings.caption)
+    # Bo's uploads are his own (only his runs find them): never added to the team's corpus.
+    assert "Files you add here are yours" in joined(settings.caption)
+    assert not [c for c in settings.checkbox if c.key == "settings-upload-shared"]
+    assert "settings-rebuild" not in [b.key for b in settings.button]
     assert "Chosen by your admins" in joined(settings.caption)
     CHECKED.add("upload")
     assert services.reads.get_run(run_id).status == "done" and services.reads.list_commands(run_id) == []

@@ -72,3 +72,47 @@ def test_rebuilding_the_index_keeps_the_file_names(searcher, uploads, monkeypatc
     rebuild_corpus(searcher, uploads)
     [hit] = searcher.search("fjords carved glaciers", 5)
     assert hit.ref == "uploads/notes.txt#0" and hit.url is None
+
+
+# ------------------------------------------------------------------ a person's own uploads (teams)
+
+def test_a_persons_uploads_are_found_only_by_their_runs(searcher, uploads):
+    from engine.search.exclusion import OwnUploadsOnly
+
+    same = b"Axolotls regrow whole limbs within weeks."
+    add_uploads(searcher, uploads, [("notes.md", same)], owner=5)
+    # The same file from another person is theirs too: not skipped as a duplicate of the first.
+    report = add_uploads(searcher, uploads, [("notes.md", same)], owner=6)
+    assert report.documents_added == 1 and report.duplicates_skipped == 0
+    add_uploads(searcher, uploads, [("team.md", b"Axolotls are salamanders that keep their gills.")])
+    assert (uploads / "u5" / "notes.md").exists() and (uploads / "u6" / "notes.md").exists()
+    refs = {uid: [h.ref for h in OwnUploadsOnly(searcher, uid).search("axolotls", 10)] for uid in (5, 6, 7)}
+    assert sorted(refs[5]) == ["uploads/team.md#0", "uploads/u5/notes.md#0"]
+    assert sorted(refs[6]) == ["uploads/team.md#0", "uploads/u6/notes.md#0"]
+    assert refs[7] == ["uploads/team.md#0"]  # the shared corpus only
+    page = OwnUploadsOnly(searcher, 7).titled("notes")  # a page by its title: not someone else's either
+    assert page is None or not page.ref.startswith(("uploads/u5/", "uploads/u6/"))
+    assert set(searcher.store.collections()) == {"files", "uploads-u5", "uploads-u6"}
+
+
+def test_a_rebuilt_index_keeps_each_persons_uploads_theirs(searcher, uploads, monkeypatch):
+    from engine.search import bundled
+    from engine.search.exclusion import OwnUploadsOnly
+
+    monkeypatch.setattr(bundled, "ensure_bundled_corpus", lambda store, progress=None: None)  # no datasets here
+    add_uploads(searcher, uploads, [("mine.md", b"Pangolins roll into armoured balls.")], owner=5)
+    add_uploads(searcher, uploads, [("ours.md", b"Pangolins eat ants and termites.")])
+    rebuild_corpus(searcher, uploads)
+    assert [h.ref for h in OwnUploadsOnly(searcher, 6).search("pangolins", 10)] == ["uploads/ours.md#0"]
+    assert "uploads/u5/mine.md#0" in [h.ref for h in OwnUploadsOnly(searcher, 5).search("pangolins", 10)]
+    assert set(searcher.store.collections()) == {"files", "uploads-u5"}
+
+
+def test_no_shared_knowledge_graph_is_built_of_a_persons_uploads(searcher, uploads):
+    from engine.knowledge.build import CollectionBuilder
+    from engine.knowledge.stored import KnowledgeError
+
+    add_uploads(searcher, uploads, [("mine.md", b"Okapis are giraffes' closest relatives.")], owner=5)
+    builder = CollectionBuilder(None, searcher.store, None, None)  # type: ignore[arg-type]
+    with pytest.raises(KnowledgeError, match="is one person's uploads"):
+        builder.build("uploads-u5")

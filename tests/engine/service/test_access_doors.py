@@ -391,6 +391,23 @@ def test_a_resumed_run_spends_no_more_than_its_person_has_left(team, monkeypatch
         capped.close()
 
 
+def test_a_persons_uploads_reach_only_their_own_runs(team):
+    from engine.search.uploads import add_uploads
+
+    ada_id = team.ada.viewer.user_id
+    add_uploads(team.services.corpus(), team.services.uploads_dir,
+                [("ada-plan.md", b"# Plan\n\nThe quetzalcoatlus migration plan is confidential to Ada.")], owner=ada_id)
+    query = "quetzalcoatlus migration plan"
+    assert any(h["ref"].startswith(f"uploads/u{ada_id}/ada-plan.md") for h in team.ada.search(query, 5))
+    assert not any("ada-plan" in h["ref"] for h in team.bo.search(query, 50))  # the API's and MCP's search
+    bo_run = team.bo.start(f"What is the {query}?", "rag", llm="fake")
+    assert team.bo.wait(bo_run.id, timeout=120).status == "done"
+    assert not any("ada-plan" in s.ref for s in team.services.reads.list_sources(bo_run.id))
+    ada_run = team.ada.start(f"What is the {query}?", "rag", llm="fake")
+    assert team.ada.wait(ada_run.id, timeout=120).status == "done"
+    assert any("ada-plan" in s.ref for s in team.services.reads.list_sources(ada_run.id))
+
+
 def test_a_teams_database_is_never_opened_single_user(team, monkeypatch):
     """A process that finds no [auth] (started from another folder, a worker without the file) would
     serve everyone's runs as the local user: it refuses to start instead, saying what to set."""
