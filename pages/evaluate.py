@@ -69,17 +69,17 @@ person = identity.viewer(services)
 # Multi-user mode: yours (an admin sees everyone's).
 benchmarks = services.benchmarks.store.list_benchmarks(user_id=None if person.sees_everything else person.user_id)
 if current and current not in {b.id for b in benchmarks}:
-    try:  # older than the newest listed: still shown when it is this person's (or an admin reads)
+    try:
         named = services.benchmarks.store.get_benchmark(current)
-        if person.sees_everything or named.user_id == person.user_id:
-            benchmarks.append(named)
     except BenchmarkNotFound:
-        pass
-if current and current not in {b.id for b in benchmarks}:
-    st.error(f"Benchmark {code_span(current[:40])} is not one of yours (or does not exist), so nothing of it is "
-             "shown.", icon=":material/lock:")
-    del st.query_params["benchmark"]
-    current = None
+        current = None  # an address typed by hand: the newest is shown, as before teams
+    else:
+        if person.sees_everything or named.user_id == person.user_id:
+            benchmarks.append(named)  # older than the newest listed: still shown
+        else:
+            st.error(f"Benchmark {code_span(current[:40])} is not one of yours, so nothing of it is shown.",
+                     icon=":material/lock:")
+            current = None
 if not benchmarks:
     st.info("No benchmarks yet: choose a dataset and methods above and press Start benchmark.")
     st.stop()

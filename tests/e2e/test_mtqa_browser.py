@@ -20,6 +20,7 @@ mtqa-kg-browser.png, mtqa-steered.png."""
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 
@@ -35,6 +36,7 @@ from storage.models import CommandStatus, RunStatus
 from tests.e2e.conftest import (
     ARTIFACTS,
     MAP_IFRAME,
+    app_idle,
     canvas_pixels,
     choose_method,
     choose_node,
@@ -133,9 +135,27 @@ def _browse_the_knowledge_graph(page, app_repo, run_id: str, base) -> None:
     assert target in body and " ".join(first.description.split())[:40] in body, body
     assert all(s.title in body for s in around.sources[:5]), body
     key = f"kg-{run_id}-{base.id}"
-    page.locator(f".st-key-{key}-to-0").get_by_role("button", name=neighbour, exact=True).click()
+    to_neighbour = page.locator(f".st-key-{key}-to-0").get_by_role("button", name=neighbour, exact=True)
+    to_neighbour.click()
     back = page.locator(f".st-key-{key}-back").get_by_role("button", name=f"Back to {target}", exact=True)
-    back.wait_for()
+    idle_since: list[float] = []
+
+    def went() -> bool:
+        # A click that lands while the page reruns can be lost (a fresh-clone run waited 30 s for
+        # the Back button): clicked again only after the page has stayed idle without it for a while,
+        # never while the first click may still be on its way.
+        if back.count():
+            return True
+        if not app_idle(page):
+            idle_since.clear()
+        elif not idle_since:
+            idle_since.append(time.monotonic())
+        elif time.monotonic() - idle_since[0] > 5.0 and to_neighbour.count():
+            to_neighbour.click(timeout=2_000)
+            idle_since.clear()
+        return False
+
+    poll(page, went, what=f"the Back to {target} button")
     poll(page, lambda: box.locator("strong").first.inner_text() == neighbour, what=f"the graph around {neighbour}")
     shown = browser.around(neighbour, limit=RELATIONS_SHOWN)
     assert any(target in (t.subject, t.object) for t in shown.triples)  # the way it came is one of its relations
