@@ -14,9 +14,7 @@ from engine.services import Services
 
 def shared_with(services: Services, run: Run) -> list[str]:
     """Whom the run is shared with: emails, and "everyone signed in"."""
-    users = services.access.users
-    return [users.get_user(s.user_id).email if s.user_id is not None else "everyone signed in"
-            for s in users.list_shares(run.id)]
+    return services.access.shared_with(run.id, everyone="everyone signed in")
 
 
 def share_controls(services: Services, run: Run) -> None:

@@ -136,6 +136,11 @@ class Access:
                                   "given the run once they have signed in once") from exc
         self.users.share_run(run.id, user_id)
 
+    def shared_with(self, run_id: str, *, everyone: str) -> list[str]:
+        """Whom the run is shared with: emails, and `everyone` (the caller's word for everyone signed in)."""
+        return [self.users.get_user(s.user_id).email if s.user_id is not None else everyone
+                for s in self.users.list_shares(run_id)]
+
     def unshare(self, viewer: Viewer, run: Run, with_email: str | None) -> None:
         self.check_change(viewer, run)
         user_id = None if with_email is None else self.users.find_user(with_email).id

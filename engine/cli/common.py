@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # only for annotations: imported where first used
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_STOPPED", "CLIError", "choose_llm", "clause", "corpus_progress",
            "died_line", "err", "finish", "load_method_classes", "prepare_llm", "reading_services", "say",
-           "run_for", "say_outcome", "services", "user_named", "viewer", "watch", "write_file"]
+           "run_for", "say_outcome", "services", "user_argument", "user_named", "viewer", "watch", "write_file"]
 
 
 def services() -> Services:
@@ -52,10 +52,15 @@ def reading_services() -> Services:
     return services
 
 
+def user_argument(args: argparse.Namespace) -> str | None:
+    """The person --user (or THOUGHTMAP_USER) names, as typed; None when neither does."""
+    return (getattr(args, "user", None) or os.environ.get("THOUGHTMAP_USER") or "").strip() or None
+
+
 def user_named(services: Services, args: argparse.Namespace) -> str | None:
     """Whom the command acts for: with sign-in on, the person --user (or THOUGHTMAP_USER) names. The
     CLI trusts its operator: whoever can run it on the server can read the database anyway."""
-    user = (getattr(args, "user", None) or os.environ.get("THOUGHTMAP_USER") or "").strip() or None
+    user = user_argument(args)
     if not services.settings.team.sign_in:
         return None  # single-user mode: every run is the local user's, whoever types
     if user is None:

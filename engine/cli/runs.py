@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 
 from engine.access import LimitReached
@@ -209,8 +208,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     settings = load_settings()
     if settings.team.sign_in:
         # The corpus is every person's runs' (docs/teams.md): admins add to it, as in the app.
-        user = (args.user or os.environ.get("THOUGHTMAP_USER") or "").strip()
-        if not settings.team.is_admin(user):
+        if not settings.team.is_admin(common.user_argument(args) or ""):
             raise CLIError("sign-in is on: only an admin adds files to the corpus every person's runs search; "
                            "run it as one with --user ADMIN-EMAIL (THOUGHTMAP_ADMINS)")
     settings.home.mkdir(parents=True, exist_ok=True)

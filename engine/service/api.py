@@ -307,9 +307,7 @@ class Thoughtmap:
 
     def shares(self, run_id: str) -> list[str]:
         self.get(run_id)
-        users = self.services.access.users
-        return [users.get_user(s.user_id).email if s.user_id is not None else "everyone"
-                for s in users.list_shares(run_id)]
+        return self.services.access.shared_with(run_id, everyone="everyone")
 
     def status(self, run_id: str, *, nodes: bool = False) -> dict[str, Any]:
         """The run with its progress (nodes by status); with `nodes`, also each node's id, parent,
