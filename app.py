@@ -11,7 +11,7 @@ st.set_page_config(page_title="Thoughtmap", page_icon="🧠", layout="wide")
 
 # Sign-in first (when `[auth]` is configured): nothing of any page is drawn for someone not signed in.
 services = get_services()
-sidebar(gate(services))
+sidebar(services, gate(services))
 
 navigation = st.navigation([
     st.Page("pages/explore.py", title="Explore", icon=":material/explore:", default=True),

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import streamlit as st
 
 from components.corpus_index import search_description
 from engine.config import load_settings
 from engine.config_values import ConfigError
+from engine.person_models import same_endpoint
 from engine.preferences import Preferences, load_preferences
 from engine.redact import redact_url
 from engine.safe_text import inline_text
@@ -65,21 +67,25 @@ def _signed_in() -> bool:
 
 
 def preferences(services: Services) -> Preferences:
-    """The app's choices. With sign-in on, the model is the admins' choice (one adapter serves every
-    person's runs) and where to search is each person's own."""
+    """The app's choices. With sign-in on, where to search is each person's own, and so is the model
+    when they chose their own (`own_model`); otherwise the model is the admins' choice for the team."""
     if "preferences" not in st.session_state:
-        prefs = load_preferences(services.settings)
+        prefs = team = load_preferences(services.settings)
         viewer = st.session_state.get("viewer")
         if _signed_in():
             own = load_preferences(services.settings, viewer.user_id)  # type: ignore[union-attr]
-            prefs = prefs.model_copy(update={"search": own.search})
+            prefs = own if own.own_model else team.model_copy(update={"search": own.search, "own_model": False})
         st.session_state["preferences"] = prefs
+        st.session_state["team-preferences"] = team
     return st.session_state["preferences"]  # type: ignore[no-any-return]
 
 
-def active_llm(services: Services) -> str:
-    """The LLM kind new runs use, with the OpenAI-compatible adapter configured to match."""
+def team_llm(services: Services) -> str:
+    """The LLM kind of the team's model (single-user: the app's), with the process's OpenAI-compatible
+    adapter configured to match: every session configures it the same way, whatever its own choice."""
     prefs = preferences(services)
+    if _signed_in():
+        prefs = st.session_state.get("team-preferences", prefs)
     key = api_key()
     kind = services.resolve_llm(prefs.llm, key, prefs)
     if kind == "openai":
@@ -87,6 +93,34 @@ def active_llm(services: Services) -> str:
         if wanted != services.settings.llm or wanted.api_key != services.settings.llm.api_key:
             services.configure_openai(wanted)
     return kind
+
+
+def own_model(services: Services) -> Preferences | None:
+    """A signed-in person's own model choice (their preferences), or None: the team's model."""
+    prefs = preferences(services)
+    return prefs if _signed_in() and prefs.own_model else None
+
+
+def _held_key(services: Services, prefs: Preferences) -> str | None:
+    viewer = st.session_state.get("viewer")
+    held = services.keys.get(viewer.user_id, prefs.base_url) if viewer is not None else None
+    return held.api_key if held is not None else None
+
+
+def active_llm(services: Services) -> str:
+    """The LLM kind new runs use. A person's own model is an endpoint of its own (`run_llm_info`)."""
+    kind = team_llm(services)
+    return "openai" if own_model(services) is not None else kind
+
+
+def run_llm_info(services: Services, kind: str) -> dict[str, Any]:
+    """What a new run of this session records as its model: a signed-in person's own endpoint (and
+    whether their own key pays), else the process's LLM of that kind. Never a key."""
+    own = own_model(services)
+    if own is None or kind != "openai":
+        return services.llm_info(kind)
+    settings = own.llm_settings(services.settings.llm, None)
+    return services.person_llm_info(settings, own_key=_held_key(services, own) is not None)
 
 
 CONNECT_HINT = ("connect OpenAI, Ollama, vLLM or any OpenAI-compatible server in **Settings** (or set "
@@ -135,6 +169,11 @@ def running_on_notice(services: Services, *, compact: bool = False) -> None:
             f"{CONNECT_HINT}.{ollama_note}",
             icon=":material/memory:",
         )
+    elif own_model(services) is not None:
+        info = run_llm_info(services, kind)
+        paid = ("your own key" if info.get("own_key") else
+                "the team's key" if same_endpoint(info["base_url"], services.settings.llm.base_url) else "no key")
+        st.caption(f"LLM: your own model, {inline_text(info['description'])} ({paid}) · search: {search}")
     else:
         cfg = services.settings.llm
         st.caption(f"LLM: {cfg.model} at {redact_url(cfg.base_url)} · search: {search}")

@@ -112,8 +112,9 @@ def gate(services: Services) -> Viewer:
     return person
 
 
-def sidebar(person: Viewer) -> None:
-    """Whom the app serves, in the sidebar: the person and Sign out, or single-user mode."""
+def sidebar(services: Services, person: Viewer) -> None:
+    """Whom the app serves, in the sidebar: the person and Sign out, or single-user mode. Signing
+    out forgets the keys the person typed (held in this process's memory only)."""
     with st.sidebar:
         if not person.signed_in:
             st.caption("Single-user mode: no sign-in; every run here is yours. (Teams: docs/teams.md)")
@@ -122,6 +123,7 @@ def sidebar(person: Viewer) -> None:
                    + (" · admin" if person.is_admin else ""))
         if st.button("Sign out", key="sign-out", icon=":material/logout:"):
             st.session_state.pop(_USER_ID, None)
+            services.keys.forget(person.user_id)
             st.logout()
 
 

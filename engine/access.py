@@ -169,6 +169,22 @@ class Access:
         share = left / max(runs, 1)
         return share if max_cost is None else min(max_cost, share)
 
+    def admit_new_runs(self, user_id: int | None, run_ids: list[str]) -> None:
+        """After a person's new runs are stored and before they start: their active runs, these
+        counted, must be within THOUGHTMAP_USER_MAX_ACTIVE_RUNS. Two requests that both passed
+        `budget_for_new_run` at the same moment both see each other's runs here, so the limit holds
+        whatever the timing (at worst both are refused, and each may try again). Refused runs are
+        deleted before LimitReached says why: nothing of them is left behind."""
+        limit = self.team.max_active_runs
+        if not self.team.sign_in or limit is None or user_id is None:
+            return
+        active = self.repo.count_runs(owned_by=user_id, statuses=RunStatus.ACTIVE)
+        if active > limit:
+            for run_id in run_ids:
+                self.repo.delete_run(run_id)
+            raise LimitReached(f"you have {active - len(run_ids)} runs queued or running, your limit is {limit}; "
+                               "wait for one to end, or stop one")
+
     def check_may_run(self, viewer: Viewer, run: Run) -> None:
         """Before a run of the viewer's executes again (Resume, Retry, a steering reopen): their limits
         must leave room. LimitReached says why."""

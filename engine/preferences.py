@@ -31,6 +31,9 @@ class Preferences(BaseModel):
     models: dict[str, str] = Field(default_factory=dict, description="Model per purpose, e.g. report, judge.")
     structured_mode: StructuredMode = "auto"
     search: SearchMode = "local"
+    # Multi-user mode: True when the person runs on their own endpoint and models (engine/person_models.py)
+    # rather than the team's; a single-user app's choices are always its own.
+    own_model: bool = False
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Preferences:

@@ -26,7 +26,7 @@ from typing import Any
 from engine import narration
 from engine.contract import CommandRejected, UnsupportedCommand
 from engine.graph import RunGraph
-from engine.llm.accounting import Budget, RunLLM, budget_short
+from engine.llm.accounting import Budget, RunLLM, SharedBudget, budget_short
 from engine.llm.pricing import PriceTable
 from engine.llm.protocol import LLM, BudgetExceeded, LLMError
 from engine.methods.base import Method, MethodParams, RunContext
@@ -212,6 +212,7 @@ class Runner:
         # Applied to every execution (a start, a resume, a steering reopen, on any worker), so no door
         # gets round it.
         self.person_cost_cap = person_cost_cap
+        self._person_budgets: dict[int, SharedBudget] = {}  # one per person whose runs ran here
         # A running run's step log, calls and node updates are stored together this long after
         # they are made (engine/write_behind.py); 0 writes each at once.
         self.write_delay_s = write_delay_s
@@ -506,14 +507,20 @@ class Runner:
 
     # ----------------------------------------------------------- execution
 
-    def _cost_cap(self, run: Run) -> float | None:
-        """The run's cost budget, within what its person has left of their 30 days (`person_cost_cap`):
-        the run may spend what it has spent plus what they have left."""
+    def _person_budget(self, run: Run) -> SharedBudget | None:
+        """The spending limit the run's person shares across all their runs in this process
+        (`person_cost_cap` over `SPENDING_WINDOW`), or None: every call of theirs reserves from it,
+        against their spending as stored, so runs of theirs at once share one remainder."""
         if self.person_cost_cap is None or run.user_id is None:
-            return run.max_cost
-        spent = self.repo.spent_by(run.user_id, since=utcnow() - SPENDING_WINDOW)
-        allowed = run.cost + max(0.0, self.person_cost_cap - spent)
-        return allowed if run.max_cost is None else min(run.max_cost, allowed)
+            return None
+        user_id, cap = run.user_id, self.person_cost_cap
+        with self._lock:
+            if user_id not in self._person_budgets:
+                self._person_budgets[user_id] = SharedBudget(
+                    cap, lambda: self.repo.spent_by(user_id, since=utcnow() - SPENDING_WINDOW),
+                    why=f"your spending limit of ${cap:.2f} over 30 days (THOUGHTMAP_USER_MAX_COST)",
+                    hint="An admin can raise THOUGHTMAP_USER_MAX_COST; older spending leaves the 30 days.")
+            return self._person_budgets[user_id]
 
     def _context(self, run: Run, method: Method[Any], control: RunControl) -> RunContext[Any]:
         params = method.Params.model_validate(run.params)
@@ -521,7 +528,8 @@ class Runner:
         graph = RunGraph(self.repo, run.id, method.contract(), journal=journal)
         # Every LLM call is told to the step log, in the words the method declares for its prompt.
         llm = RunLLM(self.llm_for(run), journal or self.repo, run.id, self.prices,
-                     Budget(max_tokens=run.max_tokens, max_cost=self._cost_cap(run)), on_call=graph.narrate_call)
+                     Budget(max_tokens=run.max_tokens, max_cost=run.max_cost), on_call=graph.narrate_call,
+                     shared=self._person_budget(run))
         steering = SteeringEvents(journal or self.repo, run.id, method.contract())
 
         def take_steering() -> list[Command]:

@@ -20,10 +20,18 @@ from engine.llm.counted import EvalLLM
 from engine.llm.fake import FakeLLM
 from engine.llm.limits import ConcurrencyLimiter, SharedConcurrencyLimiter
 from engine.llm.pricing import PriceTable
-from engine.llm.protocol import LLM, LLMAuthError
+from engine.llm.protocol import LLM, LLMAuthError, LLMRequestError
 from engine.llm.structured_modes import StructuredModeMemory
 from engine.methods.base import Method
 from engine.methods.registry import get_method, load_methods
+from engine.person_models import (
+    PERSON_ENDPOINT,
+    KeyRing,
+    adapter_identity,
+    endpoint_problem,
+    person_llm_info,
+    run_llm_settings,
+)
 from engine.reads import Reads
 from engine.redact import redact_url
 from engine.run_queue import QueueDepth, RunQueue
@@ -85,6 +93,10 @@ class Services:
     # What auto mode learned per endpoint and model; survives `configure_openai`, shown in Settings.
     structured_modes: StructuredModeMemory = field(default_factory=StructuredModeMemory)
     _llms: dict[str, LLM] = field(default_factory=dict)
+    # People's typed keys (multi-user mode), in this process's memory only (engine/person_models.py).
+    keys: KeyRing = field(default_factory=KeyRing)
+    # One adapter per person's endpoint, models and key; they share the process's LLM limiter.
+    _endpoint_llms: dict[tuple[Any, ...], LLM] = field(default_factory=dict)
     _local_server: LocalModelServer | None = None  # the built-in model's server, started on first use
     _searchers: dict[str, Searcher] = field(default_factory=dict)
     # The corpus searcher under the first stage (ingest, counts), and the hop linker shared by all
@@ -223,8 +235,40 @@ class Services:
         return {"kind": kind, "model": cfg.model, "base_url": base_url,
                 "description": f"{cfg.model} at {base_url}"}
 
+    def person_llm_info(self, settings: LLMSettings, *, own_key: bool) -> dict[str, Any]:
+        """What a run on a person's own endpoint stores (engine/person_models.py): never a key."""
+        return person_llm_info(settings, own_key=own_key)
+
     def llm_for_run(self, run: Run) -> LLM:
-        return self.llm(run.llm_info.get("kind", "openai"))
+        info = run.llm_info or {}
+        if info.get("endpoint") == PERSON_ENDPOINT:
+            settings = run_llm_settings(info, self.settings.llm, self.keys, run.user_id)
+            self._check_person_endpoint(run.user_id, settings.base_url)
+            return self._endpoint_llm(settings)
+        return self.llm(info.get("kind", "openai"))
+
+    def _check_person_endpoint(self, user_id: int | None, base_url: str) -> None:
+        """Again at execution, whatever door started the run: a person who is not an admin may not
+        point the server at its own network (engine/person_models.py)."""
+        if user_id is not None and self.access.viewer_for(user_id).is_admin:
+            return
+        problem = endpoint_problem(base_url, team_url=self.settings.llm.base_url,
+                                   allow_private=self.settings.allow_private_fetch)
+        if problem:
+            raise LLMRequestError(problem)
+
+    def _endpoint_llm(self, settings: LLMSettings) -> LLM:
+        """The adapter of a person's endpoint (made once per endpoint, models and key)."""
+        from engine.llm.openai_compat import OpenAICompatibleLLM, missing_key_error
+
+        error = missing_key_error(settings)
+        if error is not None:
+            raise error
+        identity = adapter_identity(settings)
+        with self._lock:
+            if identity not in self._endpoint_llms:
+                self._endpoint_llms[identity] = OpenAICompatibleLLM(settings, self.limiter, modes=self.structured_modes)
+            return self._endpoint_llms[identity]
 
     # ------------------------------------------------------------- search
 

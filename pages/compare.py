@@ -4,7 +4,14 @@ reports side by side, and the judges' verdicts. The runs are the comparison: `?r
 import streamlit as st
 
 from components import identity
-from components.app_state import active_llm, get_services, preferences, running_on_notice, start_local_model
+from components.app_state import (
+    active_llm,
+    get_services,
+    preferences,
+    run_llm_info,
+    running_on_notice,
+    start_local_model,
+)
 from components.compare_existing import pick_existing_runs
 from components.compare_judge import judge_panel
 from components.compare_view import compared_runs, compared_setups
@@ -28,7 +35,7 @@ with st.expander("New comparison", expanded=not run_ids):
                             placeholder=f"One question for every method (up to {MAX_QUESTION_CHARS:,} characters)")
     kind = active_llm(services)
     profile = profile_for_llm(kind)
-    choice = choose_methods(services, key="compare", profile=profile, model=services.llm_info(kind)["model"],
+    choice = choose_methods(services, key="compare", profile=profile, model=run_llm_info(services, kind)["model"],
                             default=list(services.methods)[:2],
                             max_selections=MAX_COMPARED,
                             help_text=f"2 or {MAX_COMPARED} methods; each gets the same budget, LLM and search.")
@@ -39,7 +46,7 @@ with st.expander("New comparison", expanded=not run_ids):
         try:
             person = identity.viewer(services)
             run_ids = start_comparison(services, question=question, methods=choice.methods, values=choice.values,
-                                       llm_kind=kind, profile=profile, search_mode=preferences(services).search,
+                                       llm_kind=kind, llm_info=run_llm_info(services, kind), profile=profile, search_mode=preferences(services).search,
                                        max_cost=services.access.budget_for_new_run(person, choice.max_cost, runs=len(choice.methods)),
                                        max_tokens=choice.max_tokens, user_id=person.user_id)
         except LimitReached as exc:

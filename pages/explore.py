@@ -7,7 +7,14 @@ import streamlit as st
 from streamlit.errors import StreamlitPageNotFoundError
 
 from components import identity, mindmap
-from components.app_state import active_llm, get_services, preferences, running_on_notice, start_local_model
+from components.app_state import (
+    active_llm,
+    get_services,
+    preferences,
+    run_llm_info,
+    running_on_notice,
+    start_local_model,
+)
 from components.cost_estimate import cost_estimate
 from components.knowledge_graph_tab import has_knowledge_tab, knowledge_graph_tab
 from components.live_run import last_reads, run_reads
@@ -95,7 +102,7 @@ with research_slot, st.expander("New research", expanded=current is None, key=NE
         # Separate widget keys per profile: switching the LLM must show that profile's defaults.
         raw = params_form(params_type, key=f"params-{method}" + ("" if profile == "paper" else f"-{profile}"),
                           defaults=profile_defaults(params_type, profile))
-    cost_estimate(methods[method], raw, model=services.llm_info(kind)["model"], prices=services.prices)
+    cost_estimate(methods[method], raw, model=run_llm_info(services, kind)["model"], prices=services.prices)
     if st.button("Start", type="primary", key="start"):
         if not question.strip():
             st.error("The question is empty: type the question you want researched.")
@@ -127,9 +134,14 @@ with research_slot, st.expander("New research", expanded=current is None, key=NE
                         st.error(f"Not started: {as_sentence(str(exc))}", icon=":material/block:")
                         st.stop()
                     run = services.runner.create_run(
-                        question=question, method=method, params=params, llm_info=services.llm_info(kind),
+                        question=question, method=method, params=params, llm_info=run_llm_info(services, kind),
                         search_mode=preferences(services).search, max_cost=max_cost, user_id=person.user_id,
                     )
+                    try:  # counted again with it stored: two starts at once cannot both pass
+                        services.access.admit_new_runs(person.user_id if person.signed_in else None, [run.id])
+                    except LimitReached as exc:
+                        st.error(f"Not started: {as_sentence(str(exc))}", icon=":material/block:")
+                        st.stop()
                     services.runner.start(run.id)
                     run_id = run.id
                     st.session_state["started"] = (request, run_id, time.monotonic())

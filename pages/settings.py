@@ -6,8 +6,10 @@ import streamlit as st
 
 from components import identity
 from components.api_tokens import api_tokens
-from components.app_state import active_llm, api_key, get_services, ollama_models, preferences
+from components.app_state import api_key, get_services, ollama_models, preferences
 from components.corpus_index import corpus_error, corpus_progress, local_corpus
+from components.endpoint_fields import endpoint_fields
+from components.own_model import own_model_settings
 from components.routing import through_the_app
 from components.safe_markdown import sanitize
 from engine.llm.local_model import BUNDLED_MODEL, describe, model_available
@@ -29,19 +31,11 @@ prefs: Preferences = preferences(services)
 st.title("Settings")
 
 person = identity.viewer(services)
-# With sign-in on, one model adapter serves every person's runs: only admins choose it. Each person
-# chooses where their own runs search.
+# With sign-in on, admins choose the team's model; each other person runs on it or on their own
+# endpoint and key, and chooses where their own runs search.
 limited = person.signed_in and not person.is_admin
-if limited:
-    st.subheader("Language model")
-    st.caption(f"Chosen by your admins for everyone: {services.llm_info(active_llm(services))['description']}.")
-    search = st.radio("Search", ["local", "web", "both", "none"],
-                      index=["local", "web", "both", "none"].index(prefs.search), horizontal=True, key="settings-search",
-                      format_func={"local": "Local corpus", "web": "Web (DuckDuckGo)", "both": "Both", "none": "None"}.get)
-    if st.button("Save", type="primary", key="settings-save"):
-        st.session_state["preferences"] = prefs.model_copy(update={"search": search})
-        save_preferences(services.settings, st.session_state["preferences"], person.user_id)
-        st.success("Saved. Your new runs search there.")
+if limited:  # the team's model, or their own endpoint and key (components/own_model.py)
+    own_model_settings(services, person)
 else:
     st.subheader("Language model")
     choices = ["auto", "local", "openai", "fake"]
@@ -70,33 +64,10 @@ else:
                    icon=":material/check_circle:")
 
 
-    def _fill_from_preset() -> None:
-        """A preset the user picks fills the fields; they may then edit them. (Only on a pick: the
-        fields otherwise show the saved preferences, edits included.)"""
-        defaults = presets[st.session_state["settings-preset"]]
-        if defaults:
-            st.session_state["settings-base-url"] = defaults["base_url"]
-            st.session_state["settings-model"] = defaults["model"]
-            st.session_state["settings-mode"] = defaults["structured_mode"]
-
-
-    preset = st.selectbox("Preset", list(presets), index=list(presets).index(prefs.preset) if prefs.preset in presets else 0,
-                          key="settings-preset", on_change=_fill_from_preset)
-    for field_key, saved in (("settings-base-url", prefs.base_url), ("settings-model", prefs.model),
-                             ("settings-mode", prefs.structured_mode)):
-        st.session_state.setdefault(field_key, saved)
-    base_url = st.text_input("Base URL", key="settings-base-url")
-    model = st.text_input("Model", key="settings-model")
-    modes = ["auto", "json_schema", "json_object", "prompted"]
-    mode = st.selectbox("Structured output mode", modes, key="settings-mode",
-                        help="json_schema for OpenAI and vLLM; json_object for llama.cpp server and Ollama; "
-                             "prompted for servers with neither; auto tries them in that order.")
-    with st.expander("Model per role (optional)"):
-        models = {}
-        for purpose, meaning in (("report", "final reports"), ("planner", "task planning"), ("judge", "evaluation judges"),
-                                 ("summarizer", "node summaries")):
-            models[purpose] = st.text_input(f"{purpose} ({meaning})", value=prefs.models.get(purpose, ""),
-                                            key=f"settings-model-{purpose}")
+    fields = endpoint_fields(prefs, presets, (("report", "final reports"), ("planner", "task planning"),
+                                              ("judge", "evaluation judges"), ("summarizer", "node summaries")))
+    preset, base_url, model, mode, models = (fields.preset, fields.base_url, fields.model, fields.structured_mode,
+                                             fields.models)
 
     key_source = "environment or secrets" if api_key() and not st.session_state.get("api_key") else None
     if person.signed_in:  # one adapter serves everyone's runs: a typed key would pay for others'

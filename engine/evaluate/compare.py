@@ -95,11 +95,12 @@ def budget_problem(max_cost: float | None, max_tokens: int | None) -> str | None
 
 def start_comparison(services: Services, *, question: str, methods: list[str], values: Mapping[str, Mapping[str, Any]],
                      llm_kind: str, profile: str, search_mode: str, max_cost: float | None = None,
-                     user_id: int | None = None,
+                     user_id: int | None = None, llm_info: Mapping[str, Any] | None = None,
                      max_tokens: int | None = None) -> list[str]:
     """Create one run per method on the same question with the same budget, LLM and search, then
     start them all; returns the run ids in the order of `methods`. `values` holds each method's raw
-    parameter values (a form's), validated over the profile's defaults."""
+    parameter values (a form's), validated over the profile's defaults. `llm_info`: what the runs
+    record as their model when it is not the process's LLM of `llm_kind` (a person's own endpoint)."""
     if not MIN_COMPARED <= len(methods) <= MAX_COMPARED:
         raise ComparisonError(f"choose {MIN_COMPARED} or {MAX_COMPARED} methods to compare (got {len(methods)})")
     if len(set(methods)) != len(methods):
@@ -113,11 +114,13 @@ def start_comparison(services: Services, *, question: str, methods: list[str], v
                                                profile=profile) for m in methods}
     except (QuestionError, ParamError, UnknownMethod) as exc:
         raise ComparisonError(str(exc)) from exc
-    llm_info = services.llm_info(llm_kind)
+    llm_info = dict(llm_info) if llm_info is not None else services.llm_info(llm_kind)
     runs = [services.runner.create_run(question=question, method=m, params=params[m], llm_info=llm_info,
                                        search_mode=search_mode, max_cost=max_cost, max_tokens=max_tokens,
                                        user_id=user_id)
             for m in methods]
+    # The person's limit on active runs, counted with these stored (LimitReached deletes them).
+    services.access.admit_new_runs(user_id, [run.id for run in runs])
     # Started together, after all are stored: none gets a head start on the shared LLM limit.
     for run in runs:
         services.runner.start(run.id)

@@ -7,7 +7,11 @@ usage is recorded. A call is let through only while what was spent, plus every r
 calls in flight, plus its own prompt stays under the budget; otherwise it waits for the calls in
 flight to settle, and is refused (BudgetExceeded) only when none is left. So a run spends at most
 its budget plus one call's output (the last call let through may use all of its cap), and with
-calls one at a time the check is the same as it always was."""
+calls one at a time the check is the same as it always was.
+
+A person's spending limit (multi-user mode) is the same mechanism one level up: a `SharedBudget`
+that every run of the person's in this process reserves from too, against what they spent in the
+window (read from storage at each check), so two runs of theirs at once share one remainder."""
 
 from __future__ import annotations
 
@@ -167,6 +171,29 @@ class _Reservations:
             self._settled.notify_all()
 
 
+class SharedBudget:
+    """A cost limit that several runs share (one person's runs): each of their calls reserves from it
+    as from its run's own budget. `spent()`: what was spent against it so far, as stored; `why`: the
+    limit in words, for the run's stop reason; `hint`: what to do."""
+
+    def __init__(self, max_cost: float, spent: Callable[[], float], *, why: str, hint: str) -> None:
+        self.budget = Budget(max_cost=max_cost)
+        self.reservations = _Reservations()
+        self._spent = spent
+        self._why = why
+        self._hint = hint
+
+    def hold(self, *, prompt_cost: float, reserve: _Reservation) -> _Reservation:
+        try:
+            return self.reservations.hold(self.budget, lambda: (0, self._spent()), prompt_tokens=0,
+                                          prompt_cost=prompt_cost, reserve=_Reservation(0, reserve.cost))
+        except BudgetExceeded as exc:
+            raise BudgetExceeded(f"{self._why} is reached ({exc})", hint=self._hint, dimension="cost") from exc
+
+    def release(self, reservation: _Reservation) -> None:
+        self.reservations.release(reservation)
+
+
 class _AccountedLLM:
     """An LLM proxy bound to one run and node: budget reservation before, usage record after."""
 
@@ -183,14 +210,26 @@ class _AccountedLLM:
 
     def chat(self, request: ChatRequest) -> ChatResponse:
         owner = self._owner
-        reservation = None
+        reservation = shared = None
         if not owner.budget.unlimited:  # without a budget, no read of the run's usage per call
             reservation = self._reserve(request)
         try:
+            if owner.shared is not None:  # the person's limit, shared with their other runs
+                shared = self._reserve_shared(request, owner.shared)
             return self._send(request)
         finally:
+            if shared is not None and owner.shared is not None:
+                owner.shared.release(shared)
             if reservation is not None:
                 owner.reservations.release(reservation)
+
+    def _reserve_shared(self, request: ChatRequest, shared: SharedBudget) -> _Reservation:
+        owner = self._owner
+        prompt_estimate = sum(len(m.content) for m in request.messages) // 4
+        model = owner.llm.model_for(request.purpose)
+        cap = UNCAPPED_CALL_OUTPUT_CAP if request.max_tokens is None else request.max_tokens
+        return shared.hold(prompt_cost=owner.prices.cost(model, prompt_estimate, 0),
+                           reserve=_Reservation(0, owner.prices.cost(model, prompt_estimate, cap)))
 
     def _reserve(self, request: ChatRequest) -> _Reservation:
         """Wait for room in the budget, then hold the call's prompt and output cap (for a call with
@@ -241,13 +280,14 @@ class RunLLM:
 
     def __init__(self, llm: LLM, usage: UsageStore, run_id: str, prices: PriceTable,
                  budget: Budget | None = None, max_reasks: int = DEFAULT_MAX_REASKS,
-                 on_call: CallObserver | None = None) -> None:
+                 on_call: CallObserver | None = None, shared: SharedBudget | None = None) -> None:
         self.llm = llm
         self.usage = usage
         self.run_id = run_id
         self.prices = prices
         self.budget = budget or Budget()
         self.reservations = _Reservations()  # one per run: its calls in flight share the budget
+        self.shared = shared  # a limit shared with other runs (the person's), or None
         self.max_reasks = max_reasks
         self.on_call = on_call
 

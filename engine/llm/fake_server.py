@@ -132,6 +132,7 @@ class FakeOpenAIServer:
         self._script: collections.deque[ScriptedReply] = collections.deque()
         self._requests: list[dict[str, Any]] = []
         self._embedding_requests: list[dict[str, Any]] = []
+        self._authorizations: list[str] = []  # every POST's Authorization header ("" when none)
         self._in_flight = 0
         self._max_in_flight = 0
         self._stopping = threading.Event()
@@ -208,6 +209,12 @@ class FakeOpenAIServer:
         """The JSON bodies of the chat requests received, in arrival order."""
         with self._lock:
             return list(self._requests)
+
+    @property
+    def authorizations(self) -> list[str]:
+        """The Authorization header of every POST received, in arrival order (what key was sent)."""
+        with self._lock:
+            return list(self._authorizations)
 
     @property
     def embedding_requests(self) -> list[dict[str, Any]]:
@@ -416,6 +423,8 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:  # noqa: N802
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
+            with server._lock:
+                server._authorizations.append(self.headers.get("Authorization") or "")
             if not server._authorized(self.headers.get("Authorization")):
                 self._send(401, {}, _error(401, "invalid API key", "invalid_request_error"))
                 return

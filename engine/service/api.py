@@ -253,6 +253,10 @@ class Thoughtmap:
                                          max_tokens=int(max_tokens) if max_tokens is not None else None,
                                          max_cost=max_cost, user_id=self.viewer.user_id)
         try:
+            services.access.admit_new_runs(self.viewer.user_id if self.viewer.signed_in else None, [run.id])
+        except LimitReached as exc:
+            raise Conflict(str(exc)) from exc
+        try:
             services.runner.start(run.id)
         except BaseException:
             # Not started (the queue could not take it, the claim was refused): a stored run that

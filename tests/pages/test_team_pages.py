@@ -109,7 +109,8 @@ def test_someone_elses_run_by_its_address_shows_nothing_of_it(team):
     assert "Files you add here are yours" in joined(settings.caption)
     assert not [c for c in settings.checkbox if c.key == "settings-upload-shared"]
     assert "settings-rebuild" not in [b.key for b in settings.button]
-    assert "Chosen by your admins" in joined(settings.caption)
+    assert settings.radio(key="settings-own-model").value == "team"  # the team's model until Bo picks his own
+    assert "settings-llm" not in [r.key for r in settings.radio]  # the team's model is the admins' to choose
     CHECKED.add("upload")
     assert services.reads.get_run(run_id).status == "done" and services.reads.list_commands(run_id) == []
 
@@ -174,6 +175,46 @@ def test_a_persons_tokens_are_their_own(team):
     token = check_token(services.tokens, shown)
     assert token is not None and token.user_id == services.access.users.find_user(BO).id
     assert "acts as you" in joined(at.caption)
+
+
+def test_a_person_runs_on_their_own_model_and_key_kept_only_in_memory(team):
+    services, _ada, _run_id, _bench = team
+    from engine.llm.fake_server import FakeOpenAIServer
+    from engine.preferences import preferences_path
+
+    bo_key = "sk-bo-own-key-5550123"
+    bo_id = services.access.users.find_user(BO).id
+    with FakeOpenAIServer(api_key=bo_key) as server:
+        at = bo(page="pages/settings.py")
+        at.radio(key="settings-own-model").set_value("own").run()
+        at.text_input(key="settings-base-url").input(server.base_url)
+        at.text_input(key="settings-model").input("bo-model")
+        at.selectbox(key="settings-mode").set_value("json_schema")
+        at.text_input(key="settings-api-key").input(bo_key)
+        at.button(key="settings-save").click().run()
+        # The server's own network is not Bo's to point it at, unless the admins allow it.
+        assert "its own network" in joined(at.error) and not services.keys.has_key(bo_id, server.base_url)
+        services.settings = services.settings.model_copy(update={"allow_private_fetch": True})
+        at.button(key="settings-save").click().run()
+        assert_no_exception(at)
+        assert "Saved" in joined(at.success)
+        assert services.keys.has_key(bo_id, server.base_url)
+        saved = preferences_path(services.settings, bo_id).read_text(encoding="utf-8")
+        assert '"own_model": true' in saved and "bo-model" in saved and bo_key not in saved
+        at.button(key="settings-test").click().run()
+        assert f"Connected to {server.base_url}" in joined(at.success)
+
+        at.switch_page("pages/explore.py").run()
+        assert "your own model, bo-model at" in joined(at.caption)
+        at.selectbox(key="method").set_value("rag").run()
+        at.text_area(key="question").input(QUESTION)
+        at.button(key="start").click().run()
+        assert_no_exception(at)
+        run = services.reads.get_run(at.query_params["run"])
+        assert run.llm_info["endpoint"] == "person" and run.llm_info["own_key"] is True
+        assert bo_key not in repr(run.llm_info)
+        assert Thoughtmap(services=services, user=BO).wait(run.id, timeout=120).status == "done"
+        assert server.requests and set(server.authorizations) == {f"Bearer {bo_key}"}
 
 
 def test_every_page_action_was_checked():

@@ -391,6 +391,70 @@ def test_a_resumed_run_spends_no_more_than_its_person_has_left(team, monkeypatch
         capped.close()
 
 
+def test_starts_at_the_same_moment_cannot_pass_the_active_run_limit_together(team, monkeypatch):
+    """Eight starts race (a barrier lets them go at once): each passed the first check before any
+    run was stored, yet at most one is admitted, and the refused ones leave nothing behind."""
+    import threading
+
+    monkeypatch.setenv("THOUGHTMAP_USER_MAX_ACTIVE_RUNS", "1")
+    monkeypatch.setenv("THOUGHTMAP_FAKE_LATENCY", "0.5")  # the admitted run stays active meanwhile
+    limited = build_services(load_settings())
+    try:
+        bo = Thoughtmap(services=limited, user=BO)
+        checked = threading.Barrier(8)
+        first_check = limited.access.budget_for_new_run
+
+        def check_then_wait(*args, **kwargs):  # all pass the first check before any stores its run
+            result = first_check(*args, **kwargs)
+            checked.wait(timeout=60)
+            return result
+
+        monkeypatch.setattr(limited.access, "budget_for_new_run", check_then_wait)
+        started, refused = [], []
+
+        def start() -> None:
+            try:
+                started.append(bo.start(QUESTION, "direct", llm="fake").id)
+            except Conflict as exc:
+                refused.append(str(exc))
+
+        threads = [threading.Thread(target=start) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=120)
+        assert len(started) <= 1 and len(started) + len(refused) == 8, (started, refused)
+        assert all("your limit is 1" in why for why in refused)
+        assert [r.id for r in bo.runs()] == started  # nothing of the refused starts is stored
+        for run_id in started:
+            bo.wait(run_id, timeout=120)
+    finally:
+        limited.close()
+
+
+def test_runs_of_one_person_at_once_share_one_spending_remainder(team, monkeypatch):
+    """Two runs of Carol's execute at once, each with no budget of its own: together they spend what
+    her limit leaves, not that twice over."""
+    monkeypatch.setenv("THOUGHTMAP_USER_MAX_COST", "0.05")
+    capped = build_services(load_settings())
+    try:
+        capped.use_llm("fake", team.services.llm("fake"))
+        capped.runner.prices = PriceTable({FAKE_MODEL: ModelPrice(input=100.0, output=100.0)})
+        carol_id = capped.access.users.find_user(CAROL).id
+        runs = [capped.runner.create_run(question=QUESTION, method="deot", user_id=carol_id,
+                                         llm_info=capped.llm_info("fake")) for _ in range(2)]
+        for run in runs:  # past every door's check: the execution itself shares the limit
+            capped.runner.start(run.id)
+        ended = [capped.runner.wait(run.id, timeout=300) for run in runs]
+        assert all(r.status == "stopped" for r in ended), [(r.status, r.stop_reason) for r in ended]
+        assert any("your spending limit of $0.05 over 30 days" in r.stop_reason for r in ended)
+        # DEoT sends up to 16 calls at once: at most those calls' outputs past the limit, together.
+        total = sum(r.cost for r in ended)
+        assert total <= 0.05 + 0.02, [r.cost for r in ended]
+    finally:
+        capped.close()
+
+
 def test_a_persons_uploads_reach_only_their_own_runs(team):
     from engine.search.uploads import add_uploads
 
