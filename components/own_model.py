@@ -9,6 +9,7 @@ import streamlit as st
 from components.app_state import preferences, team_llm
 from components.endpoint_fields import endpoint_fields
 from engine.access import Viewer
+from engine.config import DEFAULT_BASE_URL
 from engine.llm.protocol import LLMError
 from engine.person_models import endpoint_problem, run_llm_settings, same_endpoint
 from engine.preferences import PRESETS, Preferences, save_preferences
@@ -79,8 +80,12 @@ def _own_fields(services: Services, person: Viewer, prefs: Preferences) -> tuple
 def _problem(services: Services, wanted: Preferences, person: Viewer, typed: str) -> str | None:
     if not wanted.model.strip():
         return "the model is empty: type the model's name at your endpoint"
-    return endpoint_problem(wanted.base_url, team_url=services.settings.llm.base_url,
-                            allow_private=services.settings.allow_private_fetch)
+    team = services.settings.llm
+    keyless = not typed and not services.keys.has_key(person.user_id, wanted.base_url) \
+        and not (same_endpoint(wanted.base_url, team.base_url) and team.api_key)
+    if keyless and same_endpoint(wanted.base_url, DEFAULT_BASE_URL):
+        return "OpenAI's API needs a key: type yours under API key (it is kept in memory only, never saved)"
+    return endpoint_problem(wanted.base_url, team_url=team.base_url, allow_private=services.settings.allow_private_fetch)
 
 
 def _test(services: Services, wanted: Preferences, person: Viewer, typed: str) -> None:

@@ -1,7 +1,7 @@
 """Teams in a real browser, against a real OpenID Connect provider on 127.0.0.1 (`oidc-provider-mock`,
 built on Authlib) and Streamlit's own `st.login`: Ada and Bo sign in; each sees only their own runs;
 Ada's run opened by Bo's URL says it is not his and shows nothing of it; Ada shares it and Bo reads
-it (read-only: no Pause, Resume or steering); Bo signs out and the run's address shows only the
+it (read-only: no Pause, Resume or steering); Bo's Settings offer his own model; Bo signs out and the run's address shows only the
 sign-in page. Screenshots go to test-artifacts/team-*.png."""
 
 from __future__ import annotations
@@ -126,6 +126,13 @@ def test_two_people_sign_in_see_their_own_runs_share_and_sign_out(team_app, chro
     bo.goto(f"{team_app.url}/sessions")
     bo.get_by_text(QUESTION).first.wait_for()
     assert bo.get_by_role("button", name="More").count() == 0  # no rename, delete or share of hers
+
+    # Bo may run on his own endpoint and model: the fields, and a key field said to be kept in memory only.
+    bo.goto(f"{team_app.url}/settings")
+    bo.get_by_text("My own endpoint and model").click()
+    bo.get_by_label("Base URL").wait_for()
+    bo.get_by_text("Your API key: not set").wait_for()
+    _shot(bo, "bo-own-model")
 
     # Bo signs out: the run's address shows the sign-in page, nothing of the run.
     bo.get_by_role("button", name="Sign out").click()

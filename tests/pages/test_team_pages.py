@@ -187,6 +187,8 @@ def test_a_person_runs_on_their_own_model_and_key_kept_only_in_memory(team):
     with FakeOpenAIServer(api_key=bo_key) as server:
         at = bo(page="pages/settings.py")
         at.radio(key="settings-own-model").set_value("own").run()
+        at.button(key="settings-save").click().run()  # OpenAI's preset, with no key of his
+        assert "OpenAI's API needs a key" in joined(at.error)
         at.text_input(key="settings-base-url").input(server.base_url)
         at.text_input(key="settings-model").input("bo-model")
         at.selectbox(key="settings-mode").set_value("json_schema")
