@@ -70,13 +70,12 @@ def preferences(services: Services) -> Preferences:
     """The app's choices. With sign-in on, where to search is each person's own, and so is the model
     when they chose their own (`own_model`); otherwise the model is the admins' choice for the team."""
     if "preferences" not in st.session_state:
-        prefs = team = load_preferences(services.settings)
+        prefs = team = load_preferences(services.settings)  # the team's (admins') choice
         viewer = st.session_state.get("viewer")
         if _signed_in():
             own = load_preferences(services.settings, viewer.user_id)  # type: ignore[union-attr]
             prefs = own if own.own_model else team.model_copy(update={"search": own.search, "own_model": False})
         st.session_state["preferences"] = prefs
-        st.session_state["team-preferences"] = team
     return st.session_state["preferences"]  # type: ignore[no-any-return]
 
 
@@ -85,7 +84,12 @@ def team_llm(services: Services) -> str:
     adapter configured to match: every session configures it the same way, whatever its own choice."""
     prefs = preferences(services)
     if _signed_in():
-        prefs = st.session_state.get("team-preferences", prefs)
+        # Read afresh, not kept per session: an admin's new choice must not be undone by a session
+        # that read the old one (every session configures the one shared adapter). The file holds
+        # the URL with its credentials masked: the configured one is kept when it is the same.
+        prefs = load_preferences(services.settings)
+        if redact_url(services.settings.llm.base_url) == prefs.base_url:
+            prefs = prefs.model_copy(update={"base_url": services.settings.llm.base_url})
     key = api_key()
     kind = services.resolve_llm(prefs.llm, key, prefs)
     if kind == "openai":

@@ -219,6 +219,19 @@ def test_a_person_runs_on_their_own_model_and_key_kept_only_in_memory(team):
         assert server.requests and set(server.authorizations) == {f"Bearer {bo_key}"}
 
 
+def test_an_admins_new_team_model_reaches_sessions_already_open(team):
+    """Bo's page was open before the admins chose another model: his next rerun shows and uses the new
+    one, and does not put the shared adapter back to what his session first read."""
+    services, _ada, _run_id, _bench = team
+    from engine.preferences import Preferences, save_preferences
+
+    at = bo()
+    save_preferences(services.settings, Preferences(llm="openai", base_url="http://127.0.0.1:9/v1", model="team-new"))
+    at.run()
+    assert "LLM: team-new at http://127.0.0.1:9/v1" in joined(at.caption)
+    assert services.settings.llm.model == "team-new"
+
+
 def test_every_page_action_was_checked():
     if not PAGE_ACTIONS <= CHECKED:
         pytest.skip("run with the whole file: the tests above fill CHECKED")
