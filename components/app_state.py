@@ -10,7 +10,7 @@ import streamlit as st
 from components.corpus_index import search_description
 from engine.config import load_settings
 from engine.config_values import ConfigError
-from engine.person_models import same_endpoint
+from engine.person_models import person_llm_info, same_endpoint
 from engine.preferences import Preferences, load_preferences
 from engine.redact import redact_url
 from engine.safe_text import inline_text
@@ -124,7 +124,7 @@ def run_llm_info(services: Services, kind: str) -> dict[str, Any]:
     if own is None or kind != "openai":
         return services.llm_info(kind)
     settings = own.llm_settings(services.settings.llm, None)
-    return services.person_llm_info(settings, own_key=_held_key(services, own) is not None)
+    return person_llm_info(settings, own_key=_held_key(services, own) is not None)
 
 
 CONNECT_HINT = ("connect OpenAI, Ollama, vLLM or any OpenAI-compatible server in **Settings** (or set "

@@ -8,7 +8,10 @@ from dataclasses import dataclass
 
 import streamlit as st
 
+from engine.config import LLMSettings
+from engine.llm.protocol import LLMError
 from engine.preferences import Preferences
+from engine.redact import redact_url
 
 MODES = ["auto", "json_schema", "json_object", "prompted"]
 
@@ -49,3 +52,20 @@ def endpoint_fields(prefs: Preferences, presets: dict[str, dict[str, str]],
                                          key=f"settings-model-{purpose}")
                   for purpose, meaning in roles}
     return EndpointFields(preset, base_url, model, str(mode), models)
+
+
+def connection_test(settings: LLMSettings) -> None:
+    """Test connection: one preflight call to the endpoint, said as a success or the error's words."""
+    from engine.llm.limits import ConcurrencyLimiter
+    from engine.llm.openai_compat import OpenAICompatibleLLM, missing_key_error
+
+    try:
+        if (problem := missing_key_error(settings)) is not None:
+            raise problem
+        # A slow or unreachable endpoint takes seconds (its time-out and retries): said meanwhile.
+        with st.spinner(f"Connecting to {redact_url(settings.base_url)} …"):
+            OpenAICompatibleLLM(settings, ConcurrencyLimiter(1)).preflight()
+    except LLMError as exc:
+        st.error(exc.user_message)
+    else:
+        st.success(f"Connected to {redact_url(settings.base_url)}.")

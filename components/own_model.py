@@ -7,13 +7,12 @@ from __future__ import annotations
 import streamlit as st
 
 from components.app_state import preferences, team_llm
-from components.endpoint_fields import endpoint_fields
+from components.endpoint_fields import connection_test, endpoint_fields
 from engine.access import Viewer
 from engine.config import DEFAULT_BASE_URL
 from engine.llm.protocol import LLMError
-from engine.person_models import endpoint_problem, run_llm_settings, same_endpoint
+from engine.person_models import KeyRing, endpoint_problem, person_llm_info, run_llm_settings, same_endpoint
 from engine.preferences import PRESETS, Preferences, save_preferences
-from engine.redact import redact_url
 from engine.safe_text import inline_text
 from engine.services import Services
 
@@ -89,28 +88,20 @@ def _problem(services: Services, wanted: Preferences, person: Viewer, typed: str
 
 
 def _test(services: Services, wanted: Preferences, person: Viewer, typed: str) -> None:
-    from engine.llm.limits import ConcurrencyLimiter
-    from engine.llm.openai_compat import OpenAICompatibleLLM, missing_key_error
-    from engine.person_models import KeyRing
-
-    problem = _problem(services, wanted, person, typed)
-    if problem:
+    if problem := _problem(services, wanted, person, typed):
         st.error(problem)
         return
-    # The key typed now, else the one held: tried without being held yet.
-    ring = KeyRing()
+    # The settings a run would get (engine/person_models.py), with the key typed now, else the one
+    # held: tried without holding it yet.
     held = services.keys.get(person.user_id, wanted.base_url)
     key = typed or (held.api_key if held is not None else None)
+    ring = KeyRing()
     if key:
         ring.hold(person.user_id, wanted.base_url, key)
-    info = services.person_llm_info(wanted.llm_settings(services.settings.llm, None), own_key=bool(key))
+    info = person_llm_info(wanted.llm_settings(services.settings.llm, None), own_key=bool(key))
     try:
         settings = run_llm_settings(info, services.settings.llm, ring, person.user_id)
-        if (error := missing_key_error(settings)) is not None:
-            raise error
-        with st.spinner(f"Connecting to {redact_url(settings.base_url)} …"):
-            OpenAICompatibleLLM(settings, ConcurrencyLimiter(1)).preflight()
     except LLMError as exc:
         st.error(exc.user_message)
-    else:
-        st.success(f"Connected to {redact_url(settings.base_url)}.")
+        return
+    connection_test(settings)

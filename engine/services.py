@@ -29,7 +29,6 @@ from engine.person_models import (
     KeyRing,
     adapter_identity,
     endpoint_problem,
-    person_llm_info,
     run_llm_settings,
 )
 from engine.reads import Reads
@@ -234,10 +233,6 @@ class Services:
         base_url = redact_url(cfg.base_url)
         return {"kind": kind, "model": cfg.model, "base_url": base_url,
                 "description": f"{cfg.model} at {base_url}"}
-
-    def person_llm_info(self, settings: LLMSettings, *, own_key: bool) -> dict[str, Any]:
-        """What a run on a person's own endpoint stores (engine/person_models.py): never a key."""
-        return person_llm_info(settings, own_key=own_key)
 
     def llm_for_run(self, run: Run) -> LLM:
         info = run.llm_info or {}

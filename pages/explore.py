@@ -138,7 +138,7 @@ with research_slot, st.expander("New research", expanded=current is None, key=NE
                         search_mode=preferences(services).search, max_cost=max_cost, user_id=person.user_id,
                     )
                     try:  # counted again with it stored: two starts at once cannot both pass
-                        services.access.admit_new_runs(person.user_id if person.signed_in else None, [run.id])
+                        services.access.admit_new_runs(person.user_id, [run.id])
                     except LimitReached as exc:
                         st.error(f"Not started: {as_sentence(str(exc))}", icon=":material/block:")
                         st.stop()

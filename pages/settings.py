@@ -8,15 +8,13 @@ from components import identity
 from components.api_tokens import api_tokens
 from components.app_state import api_key, get_services, ollama_models, preferences
 from components.corpus_index import corpus_error, corpus_progress, local_corpus
-from components.endpoint_fields import endpoint_fields
+from components.endpoint_fields import connection_test, endpoint_fields
 from components.own_model import own_model_settings
 from components.routing import through_the_app
 from components.safe_markdown import sanitize
 from engine.llm.local_model import BUNDLED_MODEL, describe, model_available
-from engine.llm.protocol import LLMError
 from engine.ollama import ollama_preset
 from engine.preferences import PRESETS, Preferences, save_preferences
-from engine.redact import redact_url
 from engine.search.bundled import rebuild_corpus
 from engine.search.protocol import SearchError
 from engine.search.retrieval import describe_retrieval
@@ -96,22 +94,7 @@ else:
             save_preferences(services.settings, new_prefs, person.user_id)
         st.success("Saved. New runs use these settings.")
     if cols[1].button("Test connection", key="settings-test"):
-        from engine.llm.limits import ConcurrencyLimiter
-        from engine.llm.openai_compat import OpenAICompatibleLLM, missing_key_error
-
-        candidate = new_prefs.llm_settings(services.settings.llm, current_key)
-        problem = missing_key_error(candidate)
-        if problem is not None:
-            st.error(problem.user_message)
-        else:
-            try:
-                # A slow or unreachable endpoint takes seconds (its time-out and retries): said meanwhile.
-                with st.spinner(f"Connecting to {redact_url(candidate.base_url)} …"):
-                    OpenAICompatibleLLM(candidate, ConcurrencyLimiter(1)).preflight()
-            except LLMError as exc:
-                st.error(exc.user_message)
-            else:
-                st.success(f"Connected to {redact_url(candidate.base_url)}.")
+        connection_test(new_prefs.llm_settings(services.settings.llm, current_key))
 
 # What auto mode learned: a server that proved it cannot do json_schema (or JSON mode) is asked in a
 # lower mode from then on, for that endpoint and model only. Shown so a surprise can be undone.

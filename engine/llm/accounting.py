@@ -184,9 +184,10 @@ class SharedBudget:
         self._hint = hint
 
     def hold(self, *, prompt_cost: float, reserve: _Reservation) -> _Reservation:
+        """Reserve the call's cost once the limit has room (tokens are not limited here)."""
         try:
             return self.reservations.hold(self.budget, lambda: (0, self._spent()), prompt_tokens=0,
-                                          prompt_cost=prompt_cost, reserve=_Reservation(0, reserve.cost))
+                                          prompt_cost=prompt_cost, reserve=reserve)
         except BudgetExceeded as exc:
             raise BudgetExceeded(f"{self._why} is reached ({exc})", hint=self._hint, dimension="cost") from exc
 
@@ -211,11 +212,15 @@ class _AccountedLLM:
     def chat(self, request: ChatRequest) -> ChatResponse:
         owner = self._owner
         reservation = shared = None
-        if not owner.budget.unlimited:  # without a budget, no read of the run's usage per call
-            reservation = self._reserve(request)
+        if not owner.budget.unlimited or owner.shared is not None:
+            prompt_tokens, prompt_cost, reserve = self._estimate(request)
+            if not owner.budget.unlimited:  # without a budget, no read of the run's usage per call
+                reservation = owner.reservations.hold(owner.budget, lambda: owner.usage.run_usage(owner.run_id),
+                                                      prompt_tokens=prompt_tokens, prompt_cost=prompt_cost,
+                                                      reserve=reserve)
         try:
             if owner.shared is not None:  # the person's limit, shared with their other runs
-                shared = self._reserve_shared(request, owner.shared)
+                shared = owner.shared.hold(prompt_cost=prompt_cost, reserve=reserve)
             return self._send(request)
         finally:
             if shared is not None and owner.shared is not None:
@@ -223,28 +228,16 @@ class _AccountedLLM:
             if reservation is not None:
                 owner.reservations.release(reservation)
 
-    def _reserve_shared(self, request: ChatRequest, shared: SharedBudget) -> _Reservation:
+    def _estimate(self, request: ChatRequest) -> tuple[int, float, _Reservation]:
+        """The call's prompt (tokens, cost), and what it reserves: the prompt and its output cap (for a
+        call with none, `UNCAPPED_CALL_OUTPUT_CAP`), priced. The prompt about to be sent counts too
+        (about 4 characters a token), so a call that would by itself overrun a budget is not made."""
         owner = self._owner
         prompt_estimate = sum(len(m.content) for m in request.messages) // 4
         model = owner.llm.model_for(request.purpose)
         cap = UNCAPPED_CALL_OUTPUT_CAP if request.max_tokens is None else request.max_tokens
-        return shared.hold(prompt_cost=owner.prices.cost(model, prompt_estimate, 0),
-                           reserve=_Reservation(0, owner.prices.cost(model, prompt_estimate, cap)))
-
-    def _reserve(self, request: ChatRequest) -> _Reservation:
-        """Wait for room in the budget, then hold the call's prompt and output cap (for a call with
-        none, `UNCAPPED_CALL_OUTPUT_CAP`)."""
-        owner = self._owner
-        # The prompt about to be sent counts too (about 4 characters a token), so a call that would
-        # by itself overrun the budget is not made.
-        prompt_estimate = sum(len(m.content) for m in request.messages) // 4
-        model = owner.llm.model_for(request.purpose)
-        cap = UNCAPPED_CALL_OUTPUT_CAP if request.max_tokens is None else request.max_tokens
-        reserve = _Reservation(prompt_estimate + cap, owner.prices.cost(model, prompt_estimate, cap))
-        reservation = owner.reservations.hold(
-            owner.budget, lambda: owner.usage.run_usage(owner.run_id), prompt_tokens=prompt_estimate,
-            prompt_cost=owner.prices.cost(model, prompt_estimate, 0), reserve=reserve)
-        return reservation
+        return (prompt_estimate, owner.prices.cost(model, prompt_estimate, 0),
+                _Reservation(prompt_estimate + cap, owner.prices.cost(model, prompt_estimate, cap)))
 
     def _send(self, request: ChatRequest) -> ChatResponse:
         owner = self._owner

@@ -253,7 +253,7 @@ class Thoughtmap:
                                          max_tokens=int(max_tokens) if max_tokens is not None else None,
                                          max_cost=max_cost, user_id=self.viewer.user_id)
         try:
-            services.access.admit_new_runs(self.viewer.user_id if self.viewer.signed_in else None, [run.id])
+            services.access.admit_new_runs(self.viewer.user_id, [run.id])
         except LimitReached as exc:
             raise Conflict(str(exc)) from exc
         try:

@@ -13,7 +13,7 @@ import pytest
 
 from engine.config import LLMSettings, load_settings
 from engine.llm.fake_server import FakeOpenAIServer
-from engine.person_models import KeyRing, endpoint_problem, run_llm_settings
+from engine.person_models import KeyRing, endpoint_problem, person_llm_info, run_llm_settings
 from engine.service.api import Thoughtmap
 from engine.services import Services, build_services
 from tests.engine.service.test_access_doors import SECRETS
@@ -34,7 +34,7 @@ class Team:
 
     def start(self, user_id: int, settings: LLMSettings, *, own_key: bool) -> str:
         run = self.services.runner.create_run(question=QUESTION, method="rag", user_id=user_id,
-                                              llm_info=self.services.person_llm_info(settings, own_key=own_key))
+                                              llm_info=person_llm_info(settings, own_key=own_key))
         self.services.runner.start(run.id)
         return run.id
 
