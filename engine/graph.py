@@ -5,8 +5,9 @@ written through, and a read of nodes stores what was gathered first."""
 
 from __future__ import annotations
 
+import copy
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -61,6 +62,11 @@ def _naive(moment: datetime) -> datetime:
     return moment.replace(tzinfo=None) if moment.tzinfo is None else moment.astimezone(UTC).replace(tzinfo=None)
 
 
+def _copy(node: Node) -> Node:
+    """A node of its own for a caller: what it changes changes no one else's (nor the mirror)."""
+    return Node(**{**node.model_dump(), "data": copy.deepcopy(node.data or {})})
+
+
 class RunGraph:
     """Every node a method adds or finishes is stored, so the UI sees it live and a resumed run
     continues from it: at once, or with a `journal`, within its delay (a read of nodes stores what
@@ -86,6 +92,15 @@ class RunGraph:
         # (one task after another, each reading its search results) is not logged again.
         self._steps: dict[int | None, str] = {}
         self._partial = ""  # set inside `partial_reports`
+        # The refs of the run's stored sources, while it executes (read at its first add).
+        self._source_refs: set[str] | None = None
+        # While the run executes (a journal, until `settle`): every node of the run as this graph
+        # last wrote or read it, read from storage once, so reads of nodes cost no query and wait
+        # for no batch. Its graph is the only writer of its nodes then (steering is applied by the
+        # run's own thread). Usage totals, which storage computes from the calls, are as last
+        # read: no method reads them.
+        self._mirroring = journal is not None
+        self._mirror: dict[int, Node] | None = None
 
     # A read only fills in nodes not seen yet: a read that started before a write of this graph
     # may return it after, and must not put older data back.
@@ -97,7 +112,31 @@ class RunGraph:
     def _written(self, node: Node) -> Node:
         with self._lock:
             self._data[stored_id(node)] = dict(node.data or {})
+            if self._mirror is not None:
+                self._mirror[stored_id(node)] = _copy(node)
         return node
+
+    def _mirrored(self) -> dict[int, Node] | None:
+        """The mirror of the run's nodes (see `__init__`), read at the first read; None when the
+        run is not executing here. Call with `_lock` held: a write that ends while it is read is
+        applied to it after, and one stored before is in what is read."""
+        if not self._mirroring:
+            return None
+        if self._mirror is None:
+            self._sync()
+            nodes = self._repo.list_nodes(self.run_id)
+            self._mirror = {stored_id(n): n for n in nodes}
+            for node in nodes:
+                self._data.setdefault(stored_id(node), dict(node.data or {}))
+        return self._mirror
+
+    def _from_mirror(self, keep: Callable[[Node], bool]) -> list[Node] | None:
+        """Copies of the mirrored nodes `keep` keeps, by id; None when there is no mirror."""
+        with self._lock:
+            mirror = self._mirrored()
+            if mirror is None:
+                return None
+            return [_copy(mirror[node_id]) for node_id in sorted(mirror) if keep(mirror[node_id])]
 
     def _seen_all(self, nodes: list[Node]) -> list[Node]:
         with self._lock:
@@ -106,17 +145,23 @@ class RunGraph:
         return nodes
 
     def _sync(self) -> None:
-        """Store what the journal gathered, before a read of nodes (their status, content and data
-        may be among it). Other writes and reads need not wait: nothing gathered is theirs."""
+        """Store what the journal gathered, before a read of the graph as a whole."""
         if self._journal is not None:
             self._journal.flush()
 
     def _synced(self) -> Repository:
-        self._sync()
+        """The repository, once the node updates the journal gathered are stored: a read of nodes
+        (their status, content and data may be among them). Other writes and reads need not wait:
+        nothing gathered is theirs, and calls and step-log lines change no node row."""
+        if self._journal is not None:
+            self._journal.flush_nodes()
         return self._repo
 
     def settle(self) -> None:
-        """Store everything gathered and write through from now on (the run's execution ends)."""
+        """Store everything gathered and write through from now on (the run's execution ends):
+        reads go to storage again (the runner's own writes follow, e.g. nodes left running put back)."""
+        with self._lock:
+            self._mirroring, self._mirror = False, None
         if self._journal is not None:
             self._journal.close()
 
@@ -166,6 +211,10 @@ class RunGraph:
         return [self._written(n) for n in self._repo.add_nodes(self.run_id, inputs)] if inputs else []
 
     def node(self, node_id: int) -> Node:
+        with self._lock:
+            mirror = self._mirrored()
+            if mirror is not None and node_id in mirror:
+                return _copy(mirror[node_id])
         node = self._synced().get_node(node_id)
         if node.run_id != self.run_id:
             raise LookupError(f"node {node_id} belongs to another run")
@@ -241,23 +290,41 @@ class RunGraph:
                 self._data[node_id] = dict(values["data"])
             columns = self._set.setdefault(node_id, {})
             columns.update(values)
-            return Node(**{**node.model_dump(), **columns, "data": dict(self._data.get(node_id, node.data or {}))})
+            mirror = self._mirror  # not read here if it is not yet: that would store what is gathered
+            base = mirror.get(node_id, node) if mirror is not None else node
+            updated = Node(**{**base.model_dump(), **columns, "data": dict(self._data.get(node_id, node.data or {}))})
+            if mirror is not None and updated.run_id == self.run_id:
+                mirror[node_id] = _copy(updated)
+            return updated
 
     def nodes(self, *, kind: str | None = None, status: str | None = None) -> list[Node]:
+        mirrored = self._from_mirror(lambda n: (not kind or n.kind == kind) and (not status or n.status == status))
+        if mirrored is not None:
+            return mirrored
         return self._seen_all(self._synced().list_nodes(self.run_id, kind=kind, status=status))
 
     def frontier(self, kinds: Iterable[str], statuses: Iterable[str] = NodeStatus.UNFINISHED) -> list[Node]:
         """The nodes of these kinds that still have work (pending or running by default), by id."""
+        kinds, statuses = set(kinds), set(statuses)
+        mirrored = self._from_mirror(lambda n: n.kind in kinds and n.status in statuses)
+        if mirrored is not None:
+            return mirrored
         return self._seen_all(self._synced().frontier(self.run_id, list(kinds), list(statuses)))
 
     def children(self, node: Node) -> list[Node]:
-        return self._seen_all(self._synced().children(stored_id(node)))
+        parent_id = stored_id(node)
+        if node.run_id == self.run_id:
+            mirrored = self._from_mirror(lambda n: n.parent_id == parent_id)
+            if mirrored is not None:
+                return mirrored
+        return self._seen_all(self._synced().children(parent_id))
 
     def root(self) -> Node | None:
         return next((n for n in self.nodes() if n.parent_id is None), None)
 
     def snapshot(self) -> GraphSnapshot:
-        return self._synced().snapshot(self.run_id)
+        self._sync()  # the run's row too: its totals and version
+        return self._repo.snapshot(self.run_id)
 
     def prune(self, node: Node, *, kinds: Iterable[str] | None = None) -> list[Node]:
         """Prune `node` and everything under it (of `kinds`, when given); returns what was pruned."""
@@ -336,7 +403,11 @@ class RunGraph:
         self._check_edge(kind)
         src_id = src if isinstance(src, int) else stored_id(src)
         dst_id = dst if isinstance(dst, int) else stored_id(dst)
-        return self._repo.add_edge(self.run_id, src_id, dst_id, kind, data=dict(data or {}))
+        if self._journal is None:
+            return self._repo.add_edge(self.run_id, src_id, dst_id, kind, data=dict(data or {}))
+        edge = self._repo.add_edge(self.run_id, src_id, dst_id, kind, data=dict(data or {}), bump=False)
+        self._journal.bump()  # with its next batch
+        return edge
 
     def unlink(self, src: Node | int, dst: Node | int, kind: str) -> bool:
         """Remove the edge src -> dst of this kind (a link the graph no longer has); whether it was there."""
@@ -385,7 +456,20 @@ class RunGraph:
                         url=h.url, score=h.score)
             for h in hits
         ]
-        return self._repo.add_sources(self.run_id, inputs, node_id=node.id if node else None)
+        if self._journal is None:
+            return self._repo.add_sources(self.run_id, inputs, node_id=node.id if node else None)
+        # Executing: this graph is the only writer of the run's sources, so it knows which refs are
+        # stored (read once), and the version bump rides with the journal's next batch.
+        with self._lock:
+            known = self._source_refs
+        if known is None:
+            known = self._repo.source_refs(self.run_id)
+        stored = self._repo.add_sources(self.run_id, inputs, node_id=node.id if node else None,
+                                        stored_refs=known, bump=False)
+        with self._lock:
+            self._source_refs = (self._source_refs or set()) | known | {item.ref for item in inputs}
+        self._journal.bump()
+        return stored
 
     def link_sources(self, node: Node, source_ids: Sequence[int]) -> None:
         """Link already stored sources to a node (e.g. the ones its answer cites)."""

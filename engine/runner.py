@@ -42,6 +42,7 @@ from engine.team_config import SPENDING_WINDOW
 from engine.write_behind import DEFAULT_DELAY_S, RunJournal
 from storage.models import Command, CommandStatus, Run, stored_id, utcnow
 from storage.repository import Repository, RunNotFound
+from storage.rows_batch import EventRecord
 from storage.statuses import NodeStatus, RunStatus
 from storage.unwritable import DatabaseUnwritable
 
@@ -53,6 +54,11 @@ CONTROL_COMMANDS = frozenset({"pause", "resume", "stop"})
 def narrate_run(repo: Repository, run_id: str, phase: str, text: str, **data: str) -> None:
     """A lifecycle event of the run (the step log, and what active time is computed from)."""
     repo.add_event(run_id, narration.RUN, text, data={"phase": phase, **data})
+
+
+def run_line(phase: str, text: str, **data: str) -> EventRecord:
+    """`narrate_run`'s line, to be stored with the status it tells of (`Repository.set_status`)."""
+    return EventRecord(kind=narration.RUN, text=text, data={"phase": phase, **data})
 
 
 @dataclass(frozen=True)
@@ -111,8 +117,12 @@ class RunControl:
         self._paused = False
         self._stop_reason: str | None = None
         self._interrupted = False
-        self._last_heartbeat = 0.0
+        # The claim that comes with every control (`claim_run`) stores a heartbeat: the next is due after it.
+        self._last_heartbeat = time.monotonic()
         self._last_poll = float("-inf")
+        # The execution's journal (`Runner._context` sets it): what it gathered is stored before
+        # this control writes a line of its own.
+        self.journal: RunJournal | None = None
 
     def poke(self) -> None:
         """A command was queued in this process: read the queue at the very next checkpoint."""
@@ -144,13 +154,18 @@ class RunControl:
                 self._stop_reason = "stopped by the user"
             elif command.kind == "pause" and not self._paused:
                 self._paused = True
-                self.repo.set_status(self.run_id, RunStatus.PAUSED)
-                narrate_run(self.repo, self.run_id, narration.Phase.PAUSED, "paused by the user")
+                self._set_status(RunStatus.PAUSED, run_line(narration.Phase.PAUSED, "paused by the user"))
             elif command.kind == "resume" and self._paused:
                 self._paused = False
-                self.repo.set_status(self.run_id, RunStatus.RUNNING)
-                narrate_run(self.repo, self.run_id, narration.Phase.RESUMED, "resumed")
+                self._set_status(RunStatus.RUNNING, run_line(narration.Phase.RESUMED, "resumed"))
             self.repo.complete_command(stored_id(command))
+
+    def _set_status(self, status: str, line: EventRecord) -> None:
+        """The status and its step-log line, after the lines the run's journal gathered (so the log
+        keeps its order)."""
+        if self.journal is not None:
+            self.journal.flush()
+        self.repo.set_status(self.run_id, status, event=line)
 
     def checkpoint(self) -> None:
         while True:
@@ -254,6 +269,16 @@ class Runner:
             llm_info=llm_info or {}, search_mode=search_mode, max_tokens=max_tokens, max_cost=max_cost,
             search_exclusions=search_exclusions, run_id=run_id, user_id=user_id,
         )
+
+    def store_gathered(self, run_id: str) -> None:
+        """Store now what the run's execution in this process has gathered (its journal stores it
+        within `write_delay_s` anyway): for a reader that must see the run as it stands this
+        moment, such as a test holding it at a call."""
+        with self._lock:
+            execution = self._executions.get(run_id)
+        journal = execution.control.journal if execution is not None else None
+        if journal is not None:
+            journal.flush()
 
     def is_active(self, run_id: str) -> bool:
         with self._lock:
@@ -525,6 +550,7 @@ class Runner:
     def _context(self, run: Run, method: Method[Any], control: RunControl) -> RunContext[Any]:
         params = method.Params.model_validate(run.params)
         journal = RunJournal(self.repo, run.id, delay_s=self.write_delay_s) if self.write_delay_s > 0 else None
+        control.journal = journal
         graph = RunGraph(self.repo, run.id, method.contract(), journal=journal)
         # Every LLM call is told to the step log, in the words the method declares for its prompt.
         llm = RunLLM(self.llm_for(run), journal or self.repo, run.id, self.prices,
@@ -767,8 +793,9 @@ class Runner:
             try:
                 run = repo.get_run(run_id)
                 method = get_method(run.method, self.methods)()
-                repo.reset_unfinished_nodes(run_id)
-                repo.requeue_taken_commands(run_id)
+                # Started once; every later execution (resume, retry, steering a finished run) resumes.
+                started_before = repo.open_execution(run_id, has_nodes=run.node_count > 0,
+                                                     started_kind=narration.RUN)
                 ctx = self._context(run, method, control)
                 if steered_from is not None and self._hold(ctx, method, steered_from):
                     # The person stopped it (or it failed): a refused command or a rewrite must not run it on.
@@ -776,15 +803,17 @@ class Runner:
                     repo.set_status(run_id, steered_from.status, stop_reason=steered_from.stop_reason,
                                     error=steered_from.error)
                     return
-                # Started once; every later execution (resume, retry, steering a finished run) resumes.
                 # What it searches with (`searcher`: "... by BM25 + built-in all-MiniLM-L6-v2 (CPU) +
                 # hops", or the fallback and why) is kept with each start, as the model is with the run:
                 # the retrieval setting can change between a start and a resume.
                 searched_with = ctx.searcher.description
-                if repo.list_events(run_id, kinds=[narration.RUN], limit=1):
-                    narrate_run(repo, run_id, narration.Phase.RESUMED, "resumed", searcher=searched_with)
+                # Gathered with the run's first writes (a line of its own would be a transaction).
+                if started_before:
+                    ctx.graph.narrate("resumed", kind=narration.RUN, phase=narration.Phase.RESUMED,
+                                      searcher=searched_with)
                 else:
-                    narrate_run(repo, run_id, narration.Phase.STARTED, "the run started", searcher=searched_with)
+                    ctx.graph.narrate("the run started", kind=narration.RUN, phase=narration.Phase.STARTED,
+                                      searcher=searched_with)
                 if retry_failed and method.reset_failed(ctx) and ctx.graph.has_report() \
                         and "regenerate_report" in method.steering:
                     # The report was written without the retried nodes: write it again after them.
@@ -801,20 +830,19 @@ class Runner:
                 self._write_stopped_report(method, ctx, stop.reason)
                 self._drop_pending_steering(run_id, ctx, "the run was stopped before it could apply this")
             repo.set_status(run_id, RunStatus.INTERRUPTED if stop.interrupted else RunStatus.STOPPED,
-                            stop_reason=stop.reason)
-            narrate_run(repo, run_id, narration.Phase.STOPPED, stop.reason)
+                            stop_reason=stop.reason, event=run_line(narration.Phase.STOPPED, stop.reason))
         except BudgetExceeded as exc:
             repo.reset_unfinished_nodes(run_id)
             self._write_stopped_report(method, ctx, exc.user_message)  # before the status a reader waits for
             self._drop_pending_steering(run_id, ctx, "the run stopped (its budget) before it could apply this")
-            repo.set_status(run_id, RunStatus.STOPPED, stop_reason=exc.user_message)
-            narrate_run(repo, run_id, narration.Phase.STOPPED, f"stopped: {exc.user_message}")
+            repo.set_status(run_id, RunStatus.STOPPED, stop_reason=exc.user_message,
+                            event=run_line(narration.Phase.STOPPED, f"stopped: {exc.user_message}"))
         except (LLMError, SearchError) as exc:  # the endpoint, or the corpus a worker cannot open: no bug
             repo.reset_unfinished_nodes(run_id)
             self._drop_pending_steering(run_id, ctx, "the run failed before it could apply this")
             error = redact_secrets(exc.user_message)
-            repo.set_status(run_id, RunStatus.FAILED, error=error)
-            narrate_run(repo, run_id, narration.Phase.FAILED, f"the run failed: {error}")
+            repo.set_status(run_id, RunStatus.FAILED, error=error,
+                            event=run_line(narration.Phase.FAILED, f"the run failed: {error}"))
         except Exception as exc:  # a bug or an unexpected backend failure: keep the app alive
             if isinstance(exc, DatabaseUnwritable) or not self._stored(run_id):
                 raise  # nothing of the run can be recorded any more: `_execute` says why
@@ -822,22 +850,21 @@ class Runner:
             repo.reset_unfinished_nodes(run_id)
             # Failed, not reopened for them: the same error would fail it again, and again.
             self._drop_pending_steering(run_id, ctx, "the run failed on an unexpected error before it could apply this")
-            repo.set_status(run_id, RunStatus.FAILED, error=redact_secrets(f"{type(exc).__name__}: {exc}"))
-            narrate_run(repo, run_id, narration.Phase.FAILED,
-                        "the run failed on an unexpected error (the run's error says which)",
-                        error=redact_secrets(f"{type(exc).__name__}: {exc}"))
+            error = redact_secrets(f"{type(exc).__name__}: {exc}")
+            repo.set_status(run_id, RunStatus.FAILED, error=error, event=run_line(
+                narration.Phase.FAILED, "the run failed on an unexpected error (the run's error says which)",
+                error=error))
         else:
             # The status tells the truth: a run that answered nothing has failed, whatever ran.
             if outcome.ok:
-                repo.set_status(run_id, RunStatus.DONE, stop_reason="", warning=outcome.warning)
+                repo.set_status(run_id, RunStatus.DONE, stop_reason="", warning=outcome.warning, event=run_line(
+                    narration.Phase.FINISHED,
+                    "finished" + (f", with a warning: {outcome.warning}" if outcome.warning else "")))
                 # A Stop or Pause that came too late (no step was left to read it) must not stop
                 # the next command this finished run is steered with.
                 self._supersede_controls(run_id, why="the run had finished")
-                narrate_run(repo, run_id, narration.Phase.FINISHED,
-                            "finished" + (f", with a warning: {outcome.warning}" if outcome.warning else ""))
             else:
                 self._drop_pending_steering(run_id, ctx, "the run failed before it could apply this")
-                repo.set_status(run_id, RunStatus.FAILED, error=outcome.reason, warning="")
                 # The reason may quote a node's technical error: the words say it plainly.
-                narrate_run(repo, run_id, narration.Phase.FAILED, "the run failed: nothing was answered",
-                            error=outcome.reason)
+                repo.set_status(run_id, RunStatus.FAILED, error=outcome.reason, warning="", event=run_line(
+                    narration.Phase.FAILED, "the run failed: nothing was answered", error=outcome.reason))

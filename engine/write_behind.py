@@ -74,6 +74,11 @@ class RunJournal:
 
         self._gather(add)
 
+    def bump(self) -> None:
+        """Bump the run's version with the next batch: a write made beside the journal (sources)
+        that readers of the run learn of from its version."""
+        self._gather(lambda pending: setattr(pending, "bump", True))
+
     def run_usage(self, run_id: str) -> tuple[int, float]:
         """`UsageStore.run_usage`: what is stored plus what is gathered, (tokens, cost)."""
         self._check_run(run_id)
@@ -121,6 +126,14 @@ class RunJournal:
             self._error = None
             self._lock.notify_all()
         self._write_pending()
+
+    def flush_nodes(self) -> None:
+        """`flush`, when node updates are among what is gathered: what a read of nodes needs
+        stored first. Calls and step-log lines alone change no node row, and wait for their batch."""
+        with self._lock:
+            if not self._pending.nodes and self._error is None:
+                return
+        self.flush()
 
     def _write_pending(self) -> None:
         with self._flushing:

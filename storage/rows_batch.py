@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import insert, update
+from sqlalchemy import bindparam, insert, update
 
 from storage.models import utcnow
 from storage.repository_base import (
@@ -59,22 +59,32 @@ class RunWrites:
     calls: list[CallRecord] = field(default_factory=list)
     events: list[EventRecord] = field(default_factory=list)
     nodes: dict[int, dict[str, Any]] = field(default_factory=dict)
+    bump: bool = False  # the run's version is bumped even if nothing else is written
 
     def __bool__(self) -> bool:
-        return bool(self.calls or self.events or self.nodes)
+        return bool(self.calls or self.events or self.nodes or self.bump)
 
     def before(self, later: RunWrites) -> RunWrites:
         """This batch followed by `later` (a batch that could not be written goes back in front)."""
         nodes = {node_id: dict(values) for node_id, values in self.nodes.items()}
         for node_id, values in later.nodes.items():
             nodes[node_id] = {**nodes.get(node_id, {}), **values}
-        return RunWrites(self.calls + later.calls, self.events + later.events, nodes)
+        return RunWrites(self.calls + later.calls, self.events + later.events, nodes, self.bump or later.bump)
+
+
+def _same_columns(nodes: Mapping[int, Mapping[str, Any]]) -> dict[tuple[str, ...], list[tuple[int, Mapping[str, Any]]]]:
+    """The nodes' updates grouped by the columns they set, each group in node order."""
+    groups: dict[tuple[str, ...], list[tuple[int, Mapping[str, Any]]]] = {}
+    for node_id, values in sorted(nodes.items()):
+        groups.setdefault(tuple(sorted(values)), []).append((node_id, values))
+    return groups
 
 
 class BatchRows(RepositoryBase):
     def write_batch(self, run_id: str, writes: RunWrites) -> None:
         """Store `writes` in one transaction: one INSERT of the calls, one of the events, one UPDATE
-        per node (its usage totals recomputed from its calls, now stored), one UPDATE of the run (its
+        per set of columns the nodes' updates set (an executemany over those nodes; their usage
+        totals recomputed from their calls, now stored), one UPDATE of the run (its
         version, and its totals raised by the calls), one COMMIT."""
         if not writes:
             return
@@ -89,11 +99,15 @@ class BatchRows(RepositoryBase):
                 s.execute(insert(_events), [
                     {"run_id": run_id, "node_id": e.node_id, "kind": e.kind, "text": e.text,
                      "data": dict(e.data), "created_at": e.created_at} for e in events_chunk])
-            usage = _node_usage_columns()
-            for node_id, values in writes.nodes.items():
-                # A node deleted meanwhile (its run deleted) matches no row: nothing to write.
-                s.execute(update(_nodes).where(_nodes.c.id == node_id, _nodes.c.run_id == run_id)
-                          .values({**values, **usage}))
+            for columns, rows in _same_columns(writes.nodes).items():
+                # One statement per set of columns, all its nodes as one executemany. A node deleted
+                # meanwhile (its run deleted) matches no row: nothing to write.
+                s.execute(update(_nodes)
+                          .where(_nodes.c.id == bindparam("node_id_"), _nodes.c.run_id == run_id)
+                          .values({**{name: bindparam(f"{name}_") for name in columns},
+                                   **_node_usage_columns()}),
+                          [{"node_id_": node_id, **{f"{name}_": value for name, value in values.items()}}
+                           for node_id, values in rows])
             calls = writes.calls
             s.execute(self._bump(
                 run_id, updated_at=utcnow(),

@@ -104,27 +104,34 @@ class NodeRows(RepositoryBase):
             s.commit()
         return bool(result.rowcount)
 
-    def add_edge(self, run_id: str, src: int, dst: int, kind: str, data: dict[str, Any] | None = None) -> Edge:
+    def add_edge(self, run_id: str, src: int, dst: int, kind: str, data: dict[str, Any] | None = None, *,
+                 bump: bool = True) -> Edge:
         """The edge src -> dst of this kind; an existing one is returned as it is (idempotent).
+        One `INSERT ... ON CONFLICT DO NOTHING RETURNING`, the version bump, one COMMIT; the
+        existing edge is read back only when there was one. `bump=False`: the caller bumps the
+        run's version itself (an executing run's journal, in its next batch).
 
         Both ends must be nodes of the run (ValueError otherwise; the database's keys check it)."""
-        existing = self._find_edge(run_id, src, dst, kind)
-        if existing is not None:
-            return existing
-        edge = Edge(run_id=run_id, src=src, dst=dst, kind=kind, data=dict(data or {}))
+        table = table_of(Edge)
+        row = dict(run_id=run_id, src=src, dst=dst, kind=kind, data=dict(data or {}))
         try:
             with self._session() as s:
-                s.add(edge)
-                s.exec(update(Run).where(col(Run.id) == run_id).values(version=Run.version + 1))
+                added: Edge | None = s.scalars(sa_select(Edge).from_statement(
+                    self._insert_on_conflict(table).values(row)
+                    .on_conflict_do_nothing(index_elements=[table.c.run_id, table.c.src, table.c.dst, table.c.kind])
+                    .returning(*table.c))).first()
+                if added is not None and bump:
+                    s.exec(update(Run).where(col(Run.id) == run_id).values(version=Run.version + 1))
                 s.commit()
-        except IntegrityError as exc:
-            # Either another worker added the same edge first (unique key), or an end is not a
-            # node of this run (foreign keys): the re-read tells which.
-            existing = self._find_edge(run_id, src, dst, kind)
-            if existing is not None:
-                return existing
+        except IntegrityError as exc:  # an end is not a node of this run (the foreign keys)
             raise ValueError(f"cannot link {src} -> {dst}: both must be nodes of run '{run_id}'") from exc
-        return edge
+        if added is not None:
+            return added
+        # Stored before (by this run, or by another worker at the same moment): that one.
+        existing = self._find_edge(run_id, src, dst, kind)
+        if existing is None:  # pragma: no cover - the unique key said it is there
+            raise ValueError(f"cannot link {src} -> {dst} in run '{run_id}'")
+        return existing
 
     def _find_edge(self, run_id: str, src: int, dst: int, kind: str) -> Edge | None:
         with self._session() as s:

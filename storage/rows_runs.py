@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any, TypeVar
 
-from sqlalchemy import delete, func, or_, update
+from sqlalchemy import delete, func, insert, or_, update
 from sqlalchemy import select as sa_select
 from sqlmodel import Session, col, select
 from sqlmodel.sql.expression import SelectOfScalar
@@ -16,6 +16,7 @@ from storage import users
 from storage.models import (
     BenchmarkItem,
     Command,
+    CommandStatus,
     Edge,
     Judgment,
     LLMCall,
@@ -33,12 +34,14 @@ from storage.repository_base import (
     RepositoryBase,
     RunNotFound,
     _calls,
+    _events,
     _node_usage_columns,
     _nodes,
     _runs,
     new_run_id,
 )
-from storage.statuses import RunStatus
+from storage.rows_batch import EventRecord
+from storage.statuses import NodeStatus, RunStatus
 
 # A query over runs, of their rows or their count.
 _RunsQuery = TypeVar("_RunsQuery", bound=SelectOfScalar[Any])
@@ -171,7 +174,8 @@ class RunRows(RepositoryBase):
             stmt = stmt.where(Run.created_at >= since)
         return stmt
 
-    def _update_run(self, run_id: str, *, refresh_node_usage: bool = False, **values: Any) -> None:
+    def _update_run(self, run_id: str, *, refresh_node_usage: bool = False, event: EventRecord | None = None,
+                    **values: Any) -> None:
         values.setdefault("updated_at", utcnow())
         with self._session() as s:
             if refresh_node_usage:
@@ -179,6 +183,9 @@ class RunRows(RepositoryBase):
             result = s.exec(self._bump(run_id, **values))
             if result.rowcount == 0:
                 raise RunNotFound(run_id)
+            if event is not None:  # after the bump: a deleted run is RunNotFound, not a broken key
+                s.execute(insert(_events).values(run_id=run_id, node_id=event.node_id, kind=event.kind,
+                                                 text=event.text, data=dict(event.data), created_at=event.created_at))
             s.commit()
 
     @staticmethod
@@ -191,6 +198,26 @@ class RunRows(RepositoryBase):
                    _nodes.c.id.in_(sa_select(_calls.c.node_id).where(_calls.c.run_id == run_id)))
             .values(**_node_usage_columns())
         )
+
+    def open_execution(self, run_id: str, *, has_nodes: bool, started_kind: str) -> bool:
+        """Ready a run for an execution, in one transaction: nodes an earlier execution left
+        `running` (it was stopped, or its worker died) go back to `pending`, and the commands it
+        had taken back to the queue. Returns whether the run executed before: an event of
+        `started_kind` (the runner's "started" line) is stored. A run that never executed has
+        nothing to put back, and costs one SELECT; `has_nodes` (its stored node count) spares the
+        nodes' UPDATE of a run that has none."""
+        with self._session() as s:
+            started = s.exec(select(RunEvent.id).where(RunEvent.run_id == run_id, RunEvent.kind == started_kind)
+                             .limit(1)).first() is not None
+            if not (started or has_nodes):
+                return False
+            if has_nodes:
+                s.exec(update(_nodes).where(_nodes.c.run_id == run_id, _nodes.c.status == NodeStatus.RUNNING)
+                       .values(status=NodeStatus.PENDING, started_at=None, **_node_usage_columns()))
+            s.exec(update(Command).where(col(Command.run_id) == run_id, col(Command.status) == CommandStatus.TAKEN)
+                   .values(status=CommandStatus.QUEUED, taken_at=None))
+            s.commit()
+        return started
 
     def claim_run(self, run_id: str, owner: str) -> None:
         """Mark a run running in this process (for crash detection by other processes)."""
@@ -237,7 +264,10 @@ class RunRows(RepositoryBase):
         stop_reason: str | None = None,
         error: str | None = None,
         warning: str | None = None,
+        event: EventRecord | None = None,
     ) -> None:
+        """`event`: a line of the run's step log stored in the same transaction (how it ended, said
+        the moment it is stored)."""
         values: dict[str, Any] = {"status": status}
         if stop_reason is not None:
             values["stop_reason"] = stop_reason
@@ -250,7 +280,7 @@ class RunRows(RepositoryBase):
             values["finished_at"] = utcnow()
             values["owner"] = ""
         # A finished run's nodes get their final usage totals in the same transaction.
-        self._update_run(run_id, refresh_node_usage=terminal, **values)
+        self._update_run(run_id, refresh_node_usage=terminal, event=event, **values)
 
     def rename_run(self, run_id: str, title: str) -> None:
         title = title.strip()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -29,7 +29,8 @@ from storage.repository_base import (
 
 class SourceRows(RepositoryBase):
     def add_sources(
-        self, run_id: str, inputs: Sequence[SourceInput], *, node_id: int | None = None
+        self, run_id: str, inputs: Sequence[SourceInput], *, node_id: int | None = None,
+        stored_refs: Collection[str] | None = None, bump: bool = True,
     ) -> list[Source]:
         """Store sources (one row per run and ref) and link them to `node_id` in the given order;
         one detached Source (with its id) per input, in input order, duplicates included.
@@ -40,7 +41,11 @@ class SourceRows(RepositoryBase):
         wins), one `INSERT ... ON
         CONFLICT DO NOTHING` of the links, the version bump (with the links on PostgreSQL), one
         COMMIT. Safe under concurrency: the database resolves a ref inserted by two workers at once
-        (two reads of one page united at the same moment keep the longer union)."""
+        (two reads of one page united at the same moment keep the longer union).
+
+        `stored_refs`: the run's refs known to be stored (its executing graph keeps them); only
+        those are read back, and a batch of new refs sends no SELECT. `bump=False`: the caller
+        bumps the run's version itself (an executing run's journal, in its next batch)."""
         if not inputs:
             return []
         # One entry per ref (a statement cannot touch a row twice): the first occurrence gives
@@ -62,8 +67,9 @@ class SourceRows(RepositoryBase):
         table = table_of(Source)
         by_ref: dict[str, Source] = {}
         with self._session() as s:
+            reread = list(wanted) if stored_refs is None else [ref for ref in wanted if ref in stored_refs]
             stored = dict(s.exec(select(Source.ref, Source.text).where(
-                Source.run_id == run_id, col(Source.ref).in_(list(wanted)))).all()) if wanted else {}
+                Source.run_id == run_id, col(Source.ref).in_(reread))).all()) if reread else {}
             for row in rows:
                 if row["ref"] in stored:
                     row["text"] = united_text(stored[row["ref"]], row["text"])
@@ -77,11 +83,14 @@ class SourceRows(RepositoryBase):
                 ).returning(*table.c)
                 by_ref.update((source.ref, source)
                               for source in s.scalars(sa_select(Source).from_statement(returning)))
-            if node_id is None:
-                s.execute(self._bump(run_id))
-            else:
-                links = sorted((stored_id(by_ref[ref]), rank[ref], item.score) for ref, item in wanted.items())
+            links = sorted((stored_id(by_ref[ref]), rank[ref], item.score) for ref, item in wanted.items())
+            if node_id is not None and bump:
                 self._insert_rows_with_bump(s, lambda chunk: self._link_rows(node_id, chunk), links, run_id)
+            elif node_id is not None:
+                for links_chunk in _chunks(links):
+                    s.execute(self._link_rows(node_id, links_chunk))
+            elif bump:
+                s.execute(self._bump(run_id))
             s.commit()
         return [by_ref[item.ref] for item in inputs]
 
@@ -93,6 +102,11 @@ class SourceRows(RepositoryBase):
             .values([dict(node_id=node_id, source_id=sid, rank=r, score=score) for sid, r, score in links])
             .on_conflict_do_nothing(index_elements=[table.c.node_id, table.c.source_id])
         )
+
+    def source_refs(self, run_id: str) -> set[str]:
+        """The refs of the run's stored sources."""
+        with self._session() as s:
+            return set(s.exec(select(Source.ref).where(Source.run_id == run_id)).all())
 
     def link_sources(self, node_id: int, source_ids: Sequence[int]) -> None:
         """Link stored sources to a node, ranked by their position; existing links are kept.

@@ -32,6 +32,8 @@ ANSWER_METRICS = (
     ("recall_any", "Recall@10 any-gold", MEASURED), ("recall_all", "Recall@10 all-gold", MEASURED),
     # Of the passages a method chose as evidence (MTQA's knowledge units), when it declares them.
     ("evidence_recall_all", "Evidence recall@10 all-gold", MEASURED),
+    # Of the sources the report cites (all of them, no cut at 10).
+    ("cited_recall_all", "Cited all-gold", ZERO),
     ("heading_recall", "Heading recall", ZERO), ("rouge_l", "ROUGE-L", ZERO),
     ("information_diversity", "Info. diversity", AS_STORED),
     # LLM-judged (thoughtmap bench --judges): shown when a benchmark has them.
@@ -66,7 +68,8 @@ def declares_evidence(method: str) -> bool:
 
 # The answer metrics each kind of dataset is scored on (the others do not apply to it).
 _APPLIES = {
-    "short": {"em", "f1", "recall_any", "recall_all", "evidence_recall_all", "information_diversity"},
+    "short": {"em", "f1", "recall_any", "recall_all", "evidence_recall_all", "cited_recall_all",
+              "information_diversity"},
     "yesno": {"accuracy", "information_diversity"},
     "article": {"heading_recall", "rouge_l", "information_diversity"},
     "long": {"information_diversity"},

@@ -46,6 +46,17 @@ def evidence_recall(repo: Repository, run: Run, item: Item) -> dict[str, float]:
             "evidence_recall_fraction": recall.fraction}
 
 
+def cited_recall(markdown: str, sources: Sequence[Source], item: Item) -> dict[str, float]:
+    """Recall of the gold titles among every source the report cites (issue 42: what each run saw,
+    `recall_*`, and what it cited, this). No cut at 10: a report's citations are what it rests on."""
+    by_id = {stored_id(s): s for s in sources}
+    titles = [by_id[i].title for i in cited_source_ids(markdown) if i in by_id]
+    recall = metrics.retrieval_recall(titles, item.supporting_titles, k=max(1, len(titles)))
+    if recall is None:
+        return {}
+    return {"cited_recall_any": recall.any_gold, "cited_recall_all": recall.all_gold}
+
+
 def retrieval_order(sources: Sequence[Source], links: Iterable[NodeSource]) -> list[Source]:
     """The run's sources in the order its searches returned them, for recall@k: by the first node
     that linked each (nodes are numbered as they are created: the search that found a source comes
@@ -92,6 +103,8 @@ def score_item(repo: Repository, run_id: str, item: Item, reader: EvalLLM,
             scores.update(
                 {"recall_any": recall.any_gold, "recall_all": recall.all_gold, "recall_fraction": recall.fraction})
         scores.update(evidence_recall(repo, run, item))
+        if answered(run):  # a failed run's report cites nothing it found
+            scores.update(cited_recall(markdown, sources, item))
 
     error = "" if answered(run) else (run.error or run.stop_reason or f"the run ended {run.status}")
     prediction = ""

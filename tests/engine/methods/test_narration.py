@@ -111,6 +111,7 @@ def _gated_deot(services, fake_llm):
     fake_llm.when(about(PLANNER, ALPHA), gate, times=1)
     run_id = start_run(services, QUESTION, {"optimize_query": False, "max_layers": 3, "max_nodes": 15})
     gate.wait_reached()
+    services.runner.store_gathered(run_id)  # the run as it stands at the held call
     return run_id, gate, by_label(services, run_id, BETA)
 
 

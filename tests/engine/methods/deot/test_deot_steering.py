@@ -73,6 +73,7 @@ def _gated_run(services, fake_llm, gate_pattern, params: dict | None = None, gat
     fake_llm.when(gate_pattern, gate, times=1)
     run_id = start_run(services, QUESTION, {"optimize_query": False, **(params or SMALL)})
     gate.wait_reached()
+    services.runner.store_gathered(run_id)  # the run as it stands at the held call
     return run_id, gate
 
 

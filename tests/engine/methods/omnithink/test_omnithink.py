@@ -454,6 +454,7 @@ def _gated_run(services, fake_llm, pattern, params: dict, then=None) -> tuple[st
     fake_llm.when(pattern, gate, times=1)
     run_id = start_run(services, TOPIC, params)
     gate.wait_reached()
+    services.runner.store_gathered(run_id)  # the run as it stands at the held call
     return run_id, gate
 
 
