@@ -1,7 +1,8 @@
 """The run's graph as a method sees it: bound to one run, checked against the method's
 declarations. It is a method's only door to storage. While a run executes, its step log, LLM calls
 and node updates are gathered and stored together (`engine/write_behind.py`); everything else is
-written through, and a read of nodes stores what was gathered first."""
+written through. While it executes, the graph is the only writer of the run's nodes, reports, run
+states and sources, so it reads them once and then answers from memory (`RunGraph.__init__`)."""
 
 from __future__ import annotations
 
@@ -69,8 +70,8 @@ def _copy(node: Node) -> Node:
 
 class RunGraph:
     """Every node a method adds or finishes is stored, so the UI sees it live and a resumed run
-    continues from it: at once, or with a `journal`, within its delay (a read of nodes stores what
-    was gathered first). With a contract, every node's `data`, every
+    continues from it: at once, or with a `journal`, within its delay (a read of nodes sees what
+    this graph gathered: from memory while it executes, else stored first). With a contract, every node's `data`, every
     edge kind and every run state is checked against what the method declared (`NodeDataError`
     otherwise: a bug)."""
 
@@ -101,6 +102,11 @@ class RunGraph:
         # read: no method reads them.
         self._mirroring = journal is not None
         self._mirror: dict[int, Node] | None = None
+        # Likewise the run's latest report of each kind and the data of its latest run states, while
+        # it executes (this graph writes them).
+        self._reports: dict[str, Report | None] = {}
+        self._states: dict[str, dict[str, Any] | None] = {}
+        self._saving_state = threading.Lock()
 
     # A read only fills in nodes not seen yet: a read that started before a write of this graph
     # may return it after, and must not put older data back.
@@ -123,12 +129,20 @@ class RunGraph:
         if not self._mirroring:
             return None
         if self._mirror is None:
-            self._sync()
+            if self._journal is not None:
+                self._journal.flush_nodes()
             nodes = self._repo.list_nodes(self.run_id)
             self._mirror = {stored_id(n): n for n in nodes}
             for node in nodes:
                 self._data.setdefault(stored_id(node), dict(node.data or {}))
         return self._mirror
+
+    def has_no_nodes(self) -> None:
+        """The run has no node yet (its stored count is 0, as it starts executing): the mirror
+        starts empty, and the first read of nodes costs no query."""
+        with self._lock:
+            if self._mirroring and self._mirror is None:
+                self._mirror = {}
 
     def _from_mirror(self, keep: Callable[[Node], bool]) -> list[Node] | None:
         """Copies of the mirrored nodes `keep` keeps, by id; None when there is no mirror."""
@@ -161,7 +175,7 @@ class RunGraph:
         """Store everything gathered and write through from now on (the run's execution ends):
         reads go to storage again (the runner's own writes follow, e.g. nodes left running put back)."""
         with self._lock:
-            self._mirroring, self._mirror = False, None
+            self._mirroring, self._mirror, self._reports, self._states = False, None, {}, {}
         if self._journal is not None:
             self._journal.close()
 
@@ -422,10 +436,20 @@ class RunGraph:
 
     def state(self, name: str, model: type[S] | None = None) -> S | None:
         """The latest version of a run state, as its declared model (None before the first save)."""
-        stored = self._repo.latest_run_state(self.run_id, name)
-        if stored is None:
+        with self._lock:
+            known, mirroring = name in self._states, self._mirroring
+            data = self._states.get(name)
+        if not known:
+            stored = self._repo.latest_run_state(self.run_id, name)
+            data = None if stored is None else stored.data
+            if mirroring:
+                with self._lock:
+                    if self._mirroring:
+                        self._states.setdefault(name, data)
+                        data = self._states[name]
+        if data is None:
             return None
-        return self._state_model(name, model).model_validate(stored.data)
+        return self._state_model(name, model).model_validate(data)
 
     def state_history(self, name: str, model: type[S] | None = None) -> list[S]:
         kind = self._state_model(name, model)
@@ -439,7 +463,12 @@ class RunGraph:
             if not isinstance(value, spec.model):
                 raise NodeDataError(f"run state '{name}' must be a {spec.model.__name__}, not {type(value).__name__}")
             schema = spec.schema
-        self._repo.save_run_state(self.run_id, name, value.model_dump(mode="json"), schema=schema)
+        data = value.model_dump(mode="json")
+        with self._saving_state:  # the remembered latest is the stored latest (saves take turns anyway)
+            self._repo.save_run_state(self.run_id, name, data, schema=schema)
+            with self._lock:
+                if self._mirroring:
+                    self._states[name] = data
 
     def _state_model(self, name: str, model: type[S] | None) -> type[S]:
         if model is not None:
@@ -495,7 +524,16 @@ class RunGraph:
             data = {**(data or {}), OWN_HEADINGS: [str(title) for title in headings]}
         if own:
             data = {**(data or {}), OWN_TEXT_FROM: len(markdown)}
-        self._repo.save_report(self.run_id, markdown + own, kind=kind, data=data)
+        with self._lock:
+            mirroring = self._mirroring
+        if not mirroring or self._journal is None:
+            self._repo.save_report(self.run_id, markdown + own, kind=kind, data=data)
+            return
+        saved = self._repo.save_report(self.run_id, markdown + own, kind=kind, data=data, bump=False)
+        self._journal.bump()  # with its next batch
+        with self._lock:
+            if self._mirroring:
+                self._reports[kind] = saved
 
     @contextmanager
     def partial_reports(self, reason: str) -> Iterator[None]:
@@ -508,7 +546,17 @@ class RunGraph:
             self._partial = ""
 
     def report(self, kind: str = "final") -> Report | None:
-        return self._repo.latest_report(self.run_id, kind)
+        with self._lock:
+            if kind in self._reports:
+                known = self._reports[kind]
+                return None if known is None else Report(**{**known.model_dump(), "data": copy.deepcopy(known.data)})
+            mirroring = self._mirroring
+        report = self._repo.latest_report(self.run_id, kind)
+        if mirroring:
+            with self._lock:
+                if self._mirroring and kind not in self._reports:
+                    self._reports[kind] = report
+        return report
 
     def has_report(self, kind: str = "final") -> bool:
         return self.report(kind) is not None

@@ -797,6 +797,8 @@ class Runner:
                 started_before = repo.open_execution(run_id, has_nodes=run.node_count > 0,
                                                      started_kind=narration.RUN)
                 ctx = self._context(run, method, control)
+                if run.node_count == 0:
+                    ctx.graph.has_no_nodes()
                 if steered_from is not None and self._hold(ctx, method, steered_from):
                     # The person stopped it (or it failed): a refused command or a rewrite must not run it on.
                     ctx.graph.settle()

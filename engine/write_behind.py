@@ -8,8 +8,9 @@ the run's other threads. Gathered, a burst is one transaction, written by one th
 
 What a reader sees stays true, only later by at most `delay_s` (0.2 s; the live view polls once a
 second):
-- everything gathered is stored before the run's graph reads nodes (`RunGraph` flushes first),
-  so a method never reads its own past;
+- a method never reads its own past: its executing `RunGraph` answers reads of nodes from what it
+  read once and wrote since (and a read that goes to storage stores the gathered node updates
+  first, `flush_nodes`);
 - the run's budget counts what is stored plus what is gathered (`run_usage`);
 - the runner flushes and closes the journal before it records how the run ended, so the final
   status comes after every write of the run.

@@ -131,3 +131,47 @@ def test_a_refused_batch_is_raised_in_the_runs_thread_and_kept(database_url):  #
         assert texts[0] == "planning the tasks" and set(texts[1:]) == {"checking the plan"}
     finally:
         db.dispose()
+
+
+def test_an_executing_graph_reads_its_nodes_once_and_from_memory_until_it_settles(repo):
+    run_id = _run(repo)
+    journal = RunJournal(repo, run_id, delay_s=HELD_S)
+    graph = RunGraph(repo, run_id, journal=journal)
+    root = graph.add(kind="question", label="tides")
+    child = graph.add(kind="question", label="moon", parent=root)
+    assert [n.id for n in graph.nodes()] == [root.id, child.id]  # the one read
+    with statements(repo) as counts:
+        graph.finish(graph.start(child), content="The moon pulls [1].", data={"answer": "the moon"})
+        done = graph.nodes(status=NodeStatus.DONE)
+        assert [n.id for n in graph.children(root)] == [child.id]
+        assert graph.node(child.id).content == "The moon pulls [1]."
+        assert [n.id for n in graph.frontier(["question"])] == [root.id]
+    assert sum(counts.values()) == 0  # no query, and nothing gathered was stored to answer them
+    assert [(n.id, n.data) for n in done] == [(child.id, {"answer": "the moon"})]
+    done[0].data["answer"] = "changed by a caller"  # a copy: what the graph remembers stays
+    assert graph.node(child.id).data == {"answer": "the moon"}
+    assert repo.get_node(child.id).status == NodeStatus.PENDING  # still only gathered
+
+    graph.settle()  # stores it all; reads go to storage again, and see writes made beside the graph
+    repo.update_node(root.id, status=NodeStatus.FAILED)
+    assert [n.status for n in graph.nodes()] == [NodeStatus.FAILED, NodeStatus.DONE]
+
+
+def test_a_new_runs_graph_reads_no_nodes_and_a_first_execution_puts_nothing_back(repo):
+    run_id = _run(repo)
+    with statements(repo) as counts:
+        assert repo.open_execution(run_id, has_nodes=False, started_kind="run") is False
+    assert sum(counts.values()) == 1  # one SELECT: it never ran, so nothing is left running or taken
+    graph = RunGraph(repo, run_id, journal=RunJournal(repo, run_id, delay_s=HELD_S))
+    graph.has_no_nodes()
+    with statements(repo) as counts:
+        assert graph.nodes() == [] and graph.root() is None
+    assert sum(counts.values()) == 0
+
+    node = repo.add_node(run_id, kind="question", label="tides", status=NodeStatus.RUNNING)
+    command = repo.enqueue_command(run_id, "expand", {"node_id": node.id})
+    repo.take_commands(run_id, ["expand"])
+    repo.add_event(run_id, "run", "the run started", data={"phase": "started"})
+    assert repo.open_execution(run_id, has_nodes=True, started_kind="run") is True
+    assert repo.get_node(node.id).status == NodeStatus.PENDING
+    assert [c.status for c in repo.list_commands(run_id) if c.id == command.id] == ["queued"]
