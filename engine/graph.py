@@ -137,6 +137,12 @@ class RunGraph:
                 self._data.setdefault(stored_id(node), dict(node.data or {}))
         return self._mirror
 
+    def _gathering(self) -> RunJournal | None:
+        """The journal while it gathers (until `settle`): a write made beside it leaves the run's
+        version bump to the journal's next batch (`journal.bump()`) instead of bumping itself."""
+        with self._lock:
+            return self._journal if self._mirroring else None
+
     def has_no_nodes(self) -> None:
         """The run has no node yet (its stored count is 0, as it starts executing): the mirror
         starts empty, and the first read of nodes costs no query."""
@@ -417,10 +423,10 @@ class RunGraph:
         self._check_edge(kind)
         src_id = src if isinstance(src, int) else stored_id(src)
         dst_id = dst if isinstance(dst, int) else stored_id(dst)
-        if self._journal is None:
-            return self._repo.add_edge(self.run_id, src_id, dst_id, kind, data=dict(data or {}))
-        edge = self._repo.add_edge(self.run_id, src_id, dst_id, kind, data=dict(data or {}), bump=False)
-        self._journal.bump()  # with its next batch
+        journal = self._gathering()
+        edge = self._repo.add_edge(self.run_id, src_id, dst_id, kind, data=dict(data or {}), bump=journal is None)
+        if journal is not None:
+            journal.bump()
         return edge
 
     def unlink(self, src: Node | int, dst: Node | int, kind: str) -> bool:
@@ -485,10 +491,11 @@ class RunGraph:
                         url=h.url, score=h.score)
             for h in hits
         ]
-        if self._journal is None:
+        journal = self._gathering()
+        if journal is None:
             return self._repo.add_sources(self.run_id, inputs, node_id=node.id if node else None)
         # Executing: this graph is the only writer of the run's sources, so it knows which refs are
-        # stored (read once), and the version bump rides with the journal's next batch.
+        # stored (read once).
         with self._lock:
             known = self._source_refs
         if known is None:
@@ -497,7 +504,7 @@ class RunGraph:
                                         stored_refs=known, bump=False)
         with self._lock:
             self._source_refs = (self._source_refs or set()) | known | {item.ref for item in inputs}
-        self._journal.bump()
+        journal.bump()
         return stored
 
     def link_sources(self, node: Node, source_ids: Sequence[int]) -> None:
@@ -524,16 +531,13 @@ class RunGraph:
             data = {**(data or {}), OWN_HEADINGS: [str(title) for title in headings]}
         if own:
             data = {**(data or {}), OWN_TEXT_FROM: len(markdown)}
-        with self._lock:
-            mirroring = self._mirroring
-        if not mirroring or self._journal is None:
-            self._repo.save_report(self.run_id, markdown + own, kind=kind, data=data)
-            return
-        saved = self._repo.save_report(self.run_id, markdown + own, kind=kind, data=data, bump=False)
-        self._journal.bump()  # with its next batch
-        with self._lock:
-            if self._mirroring:
-                self._reports[kind] = saved
+        journal = self._gathering()
+        saved = self._repo.save_report(self.run_id, markdown + own, kind=kind, data=data, bump=journal is None)
+        if journal is not None:
+            journal.bump()
+            with self._lock:
+                if self._mirroring:
+                    self._reports[kind] = saved
 
     @contextmanager
     def partial_reports(self, reason: str) -> Iterator[None]:

@@ -76,7 +76,7 @@ class RunJournal:
         self._gather(add)
 
     def bump(self) -> None:
-        """Bump the run's version with the next batch: a write made beside the journal (sources)
+        """Bump the run's version with the next batch: a write made beside the journal (sources, edges, reports)
         that readers of the run learn of from its version."""
         self._gather(lambda pending: setattr(pending, "bump", True))
 

@@ -50,6 +50,11 @@ class EventRecord:
     data: Mapping[str, Any] = field(default_factory=dict)
     created_at: datetime = field(default_factory=utcnow)
 
+    def row(self, run_id: str) -> dict[str, Any]:
+        """Its `run_events` row."""
+        return {"run_id": run_id, "node_id": self.node_id, "kind": self.kind, "text": self.text,
+                "data": dict(self.data), "created_at": self.created_at}
+
 
 @dataclass
 class RunWrites:
@@ -96,9 +101,7 @@ class BatchRows(RepositoryBase):
                      "cost": c.cost, "latency_s": c.latency_s, "attempts": c.attempts, "ok": c.ok,
                      "error": c.error[:2000], "created_at": c.created_at} for c in calls_chunk])
             for events_chunk in _chunks(writes.events):
-                s.execute(insert(_events), [
-                    {"run_id": run_id, "node_id": e.node_id, "kind": e.kind, "text": e.text,
-                     "data": dict(e.data), "created_at": e.created_at} for e in events_chunk])
+                s.execute(insert(_events), [e.row(run_id) for e in events_chunk])
             for columns, rows in _same_columns(writes.nodes).items():
                 # One statement per set of columns, all its nodes as one executemany. A node deleted
                 # meanwhile (its run deleted) matches no row: nothing to write.

@@ -184,8 +184,7 @@ class RunRows(RepositoryBase):
             if result.rowcount == 0:
                 raise RunNotFound(run_id)
             if event is not None:  # after the bump: a deleted run is RunNotFound, not a broken key
-                s.execute(insert(_events).values(run_id=run_id, node_id=event.node_id, kind=event.kind,
-                                                 text=event.text, data=dict(event.data), created_at=event.created_at))
+                s.execute(insert(_events).values(event.row(run_id)))
             s.commit()
 
     @staticmethod
