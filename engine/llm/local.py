@@ -44,6 +44,9 @@ DEFAULT_STRUCTURED_MAX_TOKENS = 1000
 # When a call sets none: a 0.5B model strays and breaks formats at llama.cpp's default of 0.8.
 DEFAULT_TEMPERATURE = 0.2
 RESTARTS_PER_CALL = 2
+# How long a call that could not reach the server waits for a killed server to finish dying before
+# it takes the error as the server's own (`LocalServer.dies_within`).
+DYING_S = 2.0
 
 
 class LocalModelLLM:
@@ -112,7 +115,7 @@ class LocalModelLLM:
             except (LLMConnectionError, LLMServerError) as exc:
                 # Retry when the server this call went to is gone: dead now, or already replaced by
                 # a restart that another call made while this one waited for its turn.
-                replaced = not self._server.alive() or self._server.base_url != url
+                replaced = self._server.base_url != url or self._server.dies_within(DYING_S)
                 if not replaced:
                     raise
                 if attempt == RESTARTS_PER_CALL:

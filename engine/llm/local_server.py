@@ -111,6 +111,20 @@ class LocalModelServer:
         with self._lock:
             return self._process is not None and self._process.poll() is None
 
+    def dies_within(self, seconds: float) -> bool:
+        """Whether the server process is gone, or goes within `seconds`. A killed process closes its
+        socket before it can be reaped, so a call refused at that moment still finds it "alive":
+        a caller that met a refused connection gives it this long to finish dying."""
+        with self._lock:
+            process = self._process
+        if process is None:
+            return True
+        try:
+            process.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
     # ------------------------------------------------------------------ lifecycle
 
     def ensure_running(self) -> str:

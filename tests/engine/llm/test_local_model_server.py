@@ -221,3 +221,19 @@ def test_the_server_exits_when_the_process_that_started_it_dies(local_settings, 
     finally:
         if parent.poll() is None:
             parent.kill()
+
+
+def test_a_call_refused_by_a_dying_server_waits_for_it_to_be_gone(tmp_path):
+    # A killed server's socket closes before its process can be reaped: at that moment `alive()`
+    # still says yes, and the call that was refused must not take that as the server's own answer.
+    server = LocalModelServer(LocalModelSettings(), tmp_path / "logs")
+    assert server.dies_within(0.1)  # never started: nothing to wait for
+    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    server._process = process
+    try:
+        assert not server.dies_within(0.1)  # a live server is not gone
+        process.send_signal(signal.SIGKILL)
+        assert server.dies_within(30.0) and not server.alive()
+    finally:
+        process.kill()
+        process.wait()
