@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import Error as PlaywrightError
 
 from storage import Repository
 from storage.models import RunStatus
@@ -190,16 +191,22 @@ class SlowReplies:
         ws.on_message(server.send)
         server.on_message(lambda message: self.queue.append((ws, message)) if self.holding else ws.send(message))
 
+    def hold(self) -> None:
+        self.holding = True
+
+    def release(self) -> None:
+        self.holding = False
+        queue, self.queue = self.queue, []
+        for ws, message in queue:
+            ws.send(message)
+
     @contextmanager
     def held(self):
-        self.holding = True
+        self.hold()
         try:
             yield
         finally:
-            self.holding = False
-            queue, self.queue = self.queue, []
-            for ws, message in queue:
-                ws.send(message)
+            self.release()
 
 
 def test_4_a_double_click_on_start_makes_one_run(checks_app, tab, repo):
@@ -330,17 +337,29 @@ def test_11_streamlit_deploy_and_stop_buttons_stay_hidden(checks_app, tab, repo)
     second_node = page.get_by_role("option").nth(1)
 
     def node_list_open() -> bool:
-        # A live run's rerun that landed just before the replies were held can close the list the
-        # click opened (once, on a loaded machine, the option never appeared): open it again. Only
-        # when it is closed: on a loaded machine a list can take longer than a poll to draw its
-        # options, and a second click then closed it again, every time for 30 s.
+        # A live run's rerun can close the list the click opened: open it again. Only when it is
+        # closed: on a loaded machine a list can take longer than a poll to draw its options, and a
+        # second click then closed it again.
         if node_picker.get_attribute("aria-expanded") != "true":
             node_picker.click(timeout=5_000)
         return second_node.is_visible()
 
-    with slow.held():
+    def picked_while_held() -> bool:
+        # The list is opened while the replies still flow: opened while they were held, a rerun
+        # half-delivered at the moment of holding could keep it from drawing its options at all (CI,
+        # stop 56). Then the replies are held and the node picked. A rerun that closed the list in
+        # between lets the replies go and tries again.
         poll(page, node_list_open, timeout=30, what="the Node list to open")
-        second_node.click()
+        slow.hold()
+        try:
+            second_node.click(timeout=3_000)
+            return True
+        except PlaywrightError:
+            slow.release()
+            return False
+
+    try:
+        poll(page, picked_while_held, timeout=90, what="a node picked while the replies are held")
         page.wait_for_timeout(1_500)
         screenshot(page, "11-streamlit-controls", full_page=False)  # the top bar is in the viewport
         assert page.locator(STREAMLIT_CONTROLS).count() == 0
@@ -348,6 +367,8 @@ def test_11_streamlit_deploy_and_stop_buttons_stay_hidden(checks_app, tab, repo)
         stops = page.get_by_role("button", name="Stop")
         assert stops.count() >= 1 and stops.count() == page.locator(f".st-key-stop-{run_id}").get_by_role(
             "button", name="Stop").count(), "every Stop button is the app's own"
+    finally:
+        slow.release()
 
     def stop_clicked() -> bool:
         # The replies held above now arrive together: the live run's reruns redraw the button while a
