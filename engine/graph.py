@@ -68,6 +68,10 @@ def _copy(node: Node) -> Node:
     return Node(**{**node.model_dump(), "data": copy.deepcopy(node.data or {})})
 
 
+def _copy_source(source: Source) -> Source:
+    return Source(**source.model_dump())
+
+
 class RunGraph:
     """Every node a method adds or finishes is stored, so the UI sees it live and a resumed run
     continues from it: at once, or with a `journal`, within its delay (a read of nodes sees what
@@ -105,6 +109,14 @@ class RunGraph:
         # Likewise the run's latest report of each kind and the data of its latest run states, while
         # it executes (this graph writes them).
         self._reports: dict[str, Report | None] = {}
+        # A first execution (from `has_no_nodes`): nothing of the run was stored before it, so
+        # every report, source and link of the run is this graph's, and it knows them all: the run's
+        # sources (the latest row of each, as its last write returned it) and each node's links.
+        self._fresh = False
+        self._sources_by_id: dict[int, Source] = {}
+        self._links: dict[int, dict[int, int]] = {}  # node id -> source id -> rank (the first kept)
+        self._unknown_links: set[int] = set()
+        self._adding_sources = threading.Lock()
         self._states: dict[str, dict[str, Any] | None] = {}
         self._saving_state = threading.Lock()
 
@@ -143,12 +155,16 @@ class RunGraph:
         with self._lock:
             return self._journal if self._mirroring else None
 
-    def has_no_nodes(self) -> None:
+    def has_no_nodes(self, *, first_execution: bool = False) -> None:
         """The run has no node yet (its stored count is 0, as it starts executing): the mirror
-        starts empty, and the first read of nodes costs no query."""
+        starts empty, and the first read of nodes costs no query. On its first execution it has no
+        report either (only an execution writes one), so no read of a report costs a query."""
         with self._lock:
             if self._mirroring and self._mirror is None:
                 self._mirror = {}
+                self._fresh = first_execution
+                if first_execution:
+                    self._source_refs = set()
 
     def _from_mirror(self, keep: Callable[[Node], bool]) -> list[Node] | None:
         """Copies of the mirrored nodes `keep` keeps, by id; None when there is no mirror."""
@@ -182,6 +198,7 @@ class RunGraph:
         reads go to storage again (the runner's own writes follow, e.g. nodes left running put back)."""
         with self._lock:
             self._mirroring, self._mirror, self._reports, self._states = False, None, {}, {}
+            self._fresh, self._sources_by_id, self._links, self._unknown_links = False, {}, {}, set()
         if self._journal is not None:
             self._journal.close()
 
@@ -443,6 +460,8 @@ class RunGraph:
     def state(self, name: str, model: type[S] | None = None) -> S | None:
         """The latest version of a run state, as its declared model (None before the first save)."""
         with self._lock:
+            if self._mirroring and self._fresh:
+                self._states.setdefault(name, None)  # a first execution: none stored before its own
             known, mirroring = name in self._states, self._mirroring
             data = self._states.get(name)
         if not known:
@@ -486,32 +505,72 @@ class RunGraph:
     # ------------------------------------------------------------------ sources
 
     def add_sources(self, hits: Sequence[Hit], *, node: Node | None = None) -> list[Source]:
-        inputs = [
-            SourceInput(ref=h.ref, title=h.title, snippet=h.snippet, text=h.text, kind=h.kind,
-                        url=h.url, score=h.score)
-            for h in hits
-        ]
+        """Store hits as the run's sources, linked to `node` in their order."""
+        return self.add_source_batches([hits], node=node)[0]
+
+    def add_source_batches(self, batches: Sequence[Sequence[Hit]], *, node: Node | None = None) -> list[list[Source]]:
+        """`add_sources` of each batch in turn (several searches' results, each ranked within its
+        own), stored in one write."""
+        inputs = [[SourceInput(ref=h.ref, title=h.title, snippet=h.snippet, text=h.text, kind=h.kind,
+                               url=h.url, score=h.score) for h in hits] for hits in batches]
+        node_id = node.id if node else None
         journal = self._gathering()
         if journal is None:
-            return self._repo.add_sources(self.run_id, inputs, node_id=node.id if node else None)
+            return self._repo.add_source_batches(self.run_id, inputs, node_id=node_id)
         # Executing: this graph is the only writer of the run's sources, so it knows which refs are
-        # stored (read once).
-        with self._lock:
-            known = self._source_refs
-        if known is None:
-            known = self._repo.source_refs(self.run_id)
-        stored = self._repo.add_sources(self.run_id, inputs, node_id=node.id if node else None,
-                                        stored_refs=known, bump=False)
-        with self._lock:
-            self._source_refs = (self._source_refs or set()) | known | {item.ref for item in inputs}
+        # stored (read once). One add at a time: what storage returns is then remembered in the
+        # order it was stored (two reads of one page united by parallel adds keep the text of the
+        # later). SQLite takes one writer at a time anyway.
+        with self._adding_sources:
+            with self._lock:
+                known = self._source_refs
+                # A first execution knows every stored source's text as well: nothing is read back.
+                texts = {source.ref: source.text for source in self._sources_by_id.values()} \
+                    if self._fresh and self._mirroring else None
+            if known is None:
+                known = self._repo.source_refs(self.run_id)
+            stored = self._repo.add_source_batches(self.run_id, inputs, node_id=node_id, stored_refs=known,
+                                                   stored_texts=texts, bump=False)
+            with self._lock:
+                self._source_refs = known | self._source_refs if self._source_refs else set(known)
+                self._source_refs |= {item.ref for batch in inputs for item in batch}
+                if self._fresh and self._mirroring:
+                    for sources in stored:
+                        self._sources_by_id.update((stored_id(source), source) for source in sources)
+                        if node_id is not None:
+                            self._remember_links(node_id, [stored_id(source) for source in sources])
         journal.bump()
         return stored
 
+    def _remember_links(self, node_id: int, source_ids: Sequence[int]) -> None:
+        """As storage links them: ranked by first position, a link already there keeps its rank."""
+        links = self._links.setdefault(node_id, {})
+        first: dict[int, int] = {}
+        for position, source_id in enumerate(source_ids):
+            first.setdefault(source_id, position)
+        for source_id, rank in first.items():
+            links.setdefault(source_id, rank)
+
     def link_sources(self, node: Node, source_ids: Sequence[int]) -> None:
         """Link already stored sources to a node (e.g. the ones its answer cites)."""
-        self._repo.link_sources(stored_id(node), source_ids)
+        with self._adding_sources:
+            self._repo.link_sources(stored_id(node), source_ids)
+            with self._lock:
+                if all(sid in self._sources_by_id for sid in source_ids):
+                    self._remember_links(stored_id(node), source_ids)
+                else:  # a source this graph did not store: the node's links are read from storage
+                    self._unknown_links.add(stored_id(node))
 
     def sources(self, node: Node | None = None) -> list[Source]:
+        """A node's sources by rank (then id), or the run's by id."""
+        with self._lock:
+            if self._fresh and self._mirroring:
+                if node is None:
+                    return [_copy_source(self._sources_by_id[sid]) for sid in sorted(self._sources_by_id)]
+                if stored_id(node) in (self._mirror or {}) and stored_id(node) not in self._unknown_links:
+                    links = self._links.get(stored_id(node), {})
+                    return [_copy_source(self._sources_by_id[sid])
+                            for sid in sorted(links, key=lambda sid: (links[sid], sid))]
         return self._repo.sources_for_node(stored_id(node)) if node else self._repo.list_sources(self.run_id)
 
     # ------------------------------------------------------------------ reports
@@ -551,6 +610,8 @@ class RunGraph:
 
     def report(self, kind: str = "final") -> Report | None:
         with self._lock:
+            if kind not in self._reports and self._mirroring and self._fresh:
+                self._reports[kind] = None
             if kind in self._reports:
                 known = self._reports[kind]
                 return None if known is None else Report(**{**known.model_dump(), "data": copy.deepcopy(known.data)})

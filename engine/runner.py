@@ -120,6 +120,10 @@ class RunControl:
         # The claim that comes with every control (`claim_run`) stores a heartbeat: the next is due after it.
         self._last_heartbeat = time.monotonic()
         self._last_poll = float("-inf")
+        # Whether steering commands may be queued: the run's steps read the steering queue only
+        # then. Set by a poke (a command queued in this process) and by a poll that saw commands
+        # other than controls queued (one from another process); at first, unknown.
+        self._steering_waiting = True
         # The execution's journal (`Runner._context` sets it): what it gathered is stored before
         # this control writes a line of its own.
         self.journal: RunJournal | None = None
@@ -128,6 +132,20 @@ class RunControl:
         """A command was queued in this process: read the queue at the very next checkpoint."""
         with self._lock:
             self._last_poll = float("-inf")
+            self._steering_waiting = True
+
+    def steering_due(self) -> bool:
+        """Whether the steering queue is worth reading now (see `_steering_waiting`); once said,
+        not again until a poll or a poke says so."""
+        with self._lock:
+            due, self._steering_waiting = self._steering_waiting, False
+            return due
+
+    def expect_steering(self) -> None:
+        """The next `steering_due` says yes: a read the runner makes whatever the polls saw (the
+        commands a step missed, at the run's end)."""
+        with self._lock:
+            self._steering_waiting = True
 
     def request_stop(self, reason: str, *, interrupt: bool = False) -> None:
         with self._lock:
@@ -149,7 +167,10 @@ class RunControl:
         if now - self._last_heartbeat >= self.heartbeat_s:
             self.repo.heartbeat(self.run_id)
             self._last_heartbeat = now
-        for command in self.repo.take_commands(self.run_id, CONTROL_COMMANDS):
+        controls, others = self.repo.poll_commands(self.run_id, CONTROL_COMMANDS)
+        if others:
+            self._steering_waiting = True
+        for command in controls:
             if command.kind == "stop":
                 self._stop_reason = "stopped by the user"
             elif command.kind == "pause" and not self._paused:
@@ -465,6 +486,7 @@ class Runner:
             raise CommandRejected(f"the run's budget is spent ({short}); {first}, then send '{spec.label}'")
         command = self.repo.enqueue_command(run_id, kind, wanted)
         SteeringEvents(self.repo, run_id, method_cls.contract()).queued(command)
+        self._poke(run_id)  # executing here: its next step reads the queue
         if not self.is_active(run_id) and not (run.status in RunStatus.ACTIVE and self._owner_alive(run)):
             # A stopped or failed run is continued only if the command applies (a finished one
             # just grows what the command adds), here or on a worker.
@@ -559,6 +581,10 @@ class Runner:
         steering = SteeringEvents(journal or self.repo, run.id, method.contract())
 
         def take_steering() -> list[Command]:
+            # Only when some may be queued: a step's read would find the queue empty almost always
+            # (the control's poll, a read every `poll_s`, says when one came from another process).
+            if not control.steering_due():
+                return []
             return steering.taken(self.repo.take_commands(run.id, method.steering))
 
         def complete_command(command_id: int, ok: bool = True, error: str = "") -> None:
@@ -577,9 +603,15 @@ class Runner:
             sources_only=(run.llm_info or {}).get("kind") == "local",
         )
 
-    def _apply_steering(self, ctx: RunContext[Any], method: Method[Any]) -> None:
+    @staticmethod
+    def _take_steering(ctx: RunContext[Any], control: RunControl) -> list[Command]:
+        """The steering queue, read whatever the polls saw."""
+        control.expect_steering()
+        return ctx.take_steering()
+
+    def _apply_steering(self, ctx: RunContext[Any], method: Method[Any], control: RunControl) -> None:
         # Until the queue is empty: a command may arrive while another one is being applied.
-        while commands := ctx.take_steering():
+        while commands := self._take_steering(ctx, control):
             for command in commands:
                 ctx.checkpoint()
                 method.steer(ctx, command)  # records the command's outcome itself
@@ -597,7 +629,7 @@ class Runner:
             else:
                 self.repo.complete_command(stored_id(command), ok=False, error=error)
 
-    def _hold(self, ctx: RunContext[Any], method: Method[Any], held: HeldRun) -> bool:
+    def _hold(self, ctx: RunContext[Any], method: Method[Any], held: HeldRun, control: RunControl) -> bool:
         """Apply the commands that reopened a stopped or failed run; True when it stays as it was
         (every command refused, or all they asked is its outputs again: a rewrite is not Resume)."""
         # A Stop or Pause still queued from before the command that reopened the run was meant for
@@ -609,7 +641,7 @@ class Runner:
         if held.status == RunStatus.FAILED and method.report_unwritten(ctx.graph):
             return False  # it failed only for its report: finishing it is what any command needs
         growing = method.contract().growing_commands
-        while commands := ctx.take_steering():  # again: more may come while a report is written
+        while commands := self._take_steering(ctx, control):  # again: more may come while a report is written
             applied = [stored_id(c) for c in commands
                        if c.kind in growing and apply_and_record(ctx, method, c) is not None]
             if applied:
@@ -798,8 +830,8 @@ class Runner:
                                                      started_kind=narration.RUN)
                 ctx = self._context(run, method, control)
                 if run.node_count == 0:
-                    ctx.graph.has_no_nodes()
-                if steered_from is not None and self._hold(ctx, method, steered_from):
+                    ctx.graph.has_no_nodes(first_execution=not started_before)
+                if steered_from is not None and self._hold(ctx, method, steered_from, control):
                     # The person stopped it (or it failed): a refused command or a rewrite must not run it on.
                     ctx.graph.settle()
                     repo.set_status(run_id, steered_from.status, stop_reason=steered_from.stop_reason,
@@ -821,11 +853,12 @@ class Runner:
                     # The report was written without the retried nodes: write it again after them.
                     repo.enqueue_command(run_id, "regenerate_report")
                 method.run(ctx)
-                self._apply_steering(ctx, method)
+                self._apply_steering(ctx, method, control)
+                # Read while the graph still remembers the run: what it holds is what is stored.
+                outcome = method.assess(ctx)
             finally:
                 if ctx is not None:  # what the run gathered is stored before how it ended is
                     ctx.graph.settle()
-            outcome = method.assess(ctx)
         except RunStopped as stop:
             repo.reset_unfinished_nodes(run_id)
             if not stop.interrupted:  # an interrupted run is picked up again on its own

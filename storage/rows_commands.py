@@ -35,14 +35,25 @@ class CommandRows(RepositoryBase):
         """Claim queued commands in order. A command is taken by exactly one worker: the claim is
         one `UPDATE ... WHERE status = 'queued' RETURNING id`, whose rows say which ones this
         worker won (a concurrent claimer's commit makes the row fail the WHERE)."""
+        return self._take(run_id, kinds, see_others=False)[0]
+
+    def poll_commands(self, run_id: str, kinds: Iterable[str]) -> tuple[list[Command], bool]:
+        """`take_commands` of `kinds`, and whether commands of other kinds are queued, in the same
+        SELECT (a run's control poll learns whether steering waits without a read of its own)."""
+        return self._take(run_id, kinds, see_others=True)
+
+    def _take(self, run_id: str, kinds: Iterable[str] | None, *, see_others: bool) -> tuple[list[Command], bool]:
+        wanted = None if kinds is None else set(kinds)
         stmt = select(Command).where(Command.run_id == run_id, Command.status == CommandStatus.QUEUED)
-        if kinds is not None:
-            stmt = stmt.where(col(Command.kind).in_(list(kinds)))
+        if wanted is not None and not see_others:
+            stmt = stmt.where(col(Command.kind).in_(sorted(wanted)))
         now = utcnow()
         with self._session() as s:
-            queued = list(s.exec(stmt.order_by(col(Command.id))).all())
+            found = list(s.exec(stmt.order_by(col(Command.id))).all())
+            queued = [c for c in found if wanted is None or c.kind in wanted]
+            others = len(queued) < len(found)
             if not queued:
-                return []  # the usual case at a checkpoint: one SELECT, no write
+                return [], others  # the usual case at a checkpoint: one SELECT, no write
             won = set(s.exec(
                 update(Command)
                 .where(col(Command.id).in_([c.id for c in queued]), col(Command.status) == CommandStatus.QUEUED)
@@ -54,7 +65,7 @@ class CommandRows(RepositoryBase):
         taken = [c for c in queued if c.id in won]
         for command in taken:
             command.status, command.taken_at = CommandStatus.TAKEN, now
-        return taken
+        return taken, others
 
     def requeue_taken_commands(self, run_id: str) -> int:
         """Commands taken by a worker that died go back to the queue (for resume)."""

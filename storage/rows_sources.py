@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -30,7 +30,8 @@ from storage.repository_base import (
 class SourceRows(RepositoryBase):
     def add_sources(
         self, run_id: str, inputs: Sequence[SourceInput], *, node_id: int | None = None,
-        stored_refs: Collection[str] | None = None, bump: bool = True,
+        stored_refs: Collection[str] | None = None, stored_texts: Mapping[str, str] | None = None,
+        bump: bool = True,
     ) -> list[Source]:
         """Store sources (one row per run and ref) and link them to `node_id` in the given order;
         one detached Source (with its id) per input, in input order, duplicates included.
@@ -44,55 +45,84 @@ class SourceRows(RepositoryBase):
         (two reads of one page united at the same moment keep the longer union).
 
         `stored_refs`: the run's refs known to be stored (its executing graph keeps them); only
-        those are read back, and a batch of new refs sends no SELECT. `bump=False`: the caller
+        those are read back, and a batch of new refs sends no SELECT. `stored_texts`: the stored
+        text of each of those refs, known to the caller: none is read back. `bump=False`: the caller
         bumps the run's version itself (an executing run's journal, in its next batch)."""
-        if not inputs:
-            return []
-        # One entry per ref (a statement cannot touch a row twice): the first occurrence gives
-        # the row and the rank; the longest text wins.
-        wanted: dict[str, SourceInput] = {}
-        rank: dict[str, int] = {}
-        for position, item in enumerate(inputs):
-            known = wanted.get(item.ref)
-            if known is None:
-                wanted[item.ref], rank[item.ref] = item, position
-            else:
-                wanted[item.ref] = replace(known, text=united_text(known.text, item.text))
-        now = utcnow()
-        # In ref order: concurrent batches lock the rows they share in the same order (no deadlock).
-        rows: list[dict[str, Any]] = [
-            dict(run_id=run_id, ref=ref, kind=item.kind, url=item.url, title=item.title,
-                 snippet=item.snippet, text=item.text, created_at=now)
-            for ref, item in sorted(wanted.items())]
+        return self.add_source_batches(run_id, [inputs], node_id=node_id, stored_refs=stored_refs,
+                                       stored_texts=stored_texts, bump=bump)[0]
+
+    def add_source_batches(
+        self, run_id: str, batches: Sequence[Sequence[SourceInput]], *, node_id: int | None = None,
+        stored_refs: Collection[str] | None = None, stored_texts: Mapping[str, str] | None = None,
+        bump: bool = True,
+    ) -> list[list[Source]]:
+        """`add_sources` of each batch in turn (several searches' results: each ranked within its
+        own), in one transaction: what is stored, and the ids, are those of one add per batch. One
+        upsert per batch, one INSERT of all the links, one COMMIT."""
         table = table_of(Source)
         by_ref: dict[str, Source] = {}
+        links: dict[int, tuple[int, float]] = {}  # source id -> (rank, score): the first link kept
+        results: list[list[Source]] = []
         with self._session() as s:
-            reread = list(wanted) if stored_refs is None else [ref for ref in wanted if ref in stored_refs]
-            stored = dict(s.exec(select(Source.ref, Source.text).where(
-                Source.run_id == run_id, col(Source.ref).in_(reread))).all()) if reread else {}
-            for row in rows:
-                if row["ref"] in stored:
-                    row["text"] = united_text(stored[row["ref"]], row["text"])
-            for chunk in _chunks(rows):
-                upsert = self._insert_on_conflict(table).values(chunk)
-                # As long or longer: the united text (newest read first) may reorder as many characters.
-                longer = func.length(upsert.excluded.text) >= func.length(table.c.text)
-                returning = upsert.on_conflict_do_update(
-                    index_elements=[table.c.run_id, table.c.ref],
-                    set_={"text": case((longer, upsert.excluded.text), else_=table.c.text)},
-                ).returning(*table.c)
-                by_ref.update((source.ref, source)
-                              for source in s.scalars(sa_select(Source).from_statement(returning)))
-            links = sorted((stored_id(by_ref[ref]), rank[ref], item.score) for ref, item in wanted.items())
+            wanted_refs = {item.ref for batch in batches for item in batch}
+            reread = list(wanted_refs) if stored_refs is None else [ref for ref in wanted_refs if ref in stored_refs]
+            if stored_texts is not None:
+                stored = {ref: stored_texts[ref] for ref in reread}
+            else:
+                stored = dict(s.exec(select(Source.ref, Source.text).where(
+                    Source.run_id == run_id, col(Source.ref).in_(reread))).all()) if reread else {}
+            for inputs in batches:
+                if not inputs:
+                    results.append([])
+                    continue
+                # One entry per ref (a statement cannot touch a row twice): the first occurrence gives
+                # the row and the rank; the longest text wins.
+                wanted: dict[str, SourceInput] = {}
+                rank: dict[str, int] = {}
+                for position, item in enumerate(inputs):
+                    known = wanted.get(item.ref)
+                    if known is None:
+                        wanted[item.ref], rank[item.ref] = item, position
+                    else:
+                        wanted[item.ref] = replace(known, text=united_text(known.text, item.text))
+                now = utcnow()
+                # In ref order: concurrent batches lock the rows they share in the same order (no deadlock).
+                rows: list[dict[str, Any]] = [
+                    dict(run_id=run_id, ref=ref, kind=item.kind, url=item.url, title=item.title,
+                         snippet=item.snippet, text=item.text, created_at=now)
+                    for ref, item in sorted(wanted.items())]
+                for row in rows:
+                    if row["ref"] in stored:
+                        row["text"] = united_text(stored[row["ref"]], row["text"])
+                for chunk in _chunks(rows):
+                    upsert = self._insert_on_conflict(table).values(chunk)
+                    # As long or longer: the united text (newest read first) may reorder as many characters.
+                    longer = func.length(upsert.excluded.text) >= func.length(table.c.text)
+                    returning = upsert.on_conflict_do_update(
+                        index_elements=[table.c.run_id, table.c.ref],
+                        set_={"text": case((longer, upsert.excluded.text), else_=table.c.text)},
+                    ).returning(*table.c)
+                    by_ref.update((source.ref, source)
+                                  for source in s.scalars(sa_select(Source).from_statement(returning)))
+                stored.update((ref, by_ref[ref].text) for ref in wanted)  # the next batch unites with these
+                # Rows of their own for this batch: the next one's RETURNING makes new objects, not a
+                # refresh of these (the session's identity map would hand these back unchanged).
+                s.expunge_all()
+                for ref, item in wanted.items():
+                    links.setdefault(stored_id(by_ref[ref]), (rank[ref], item.score))
+                results.append([by_ref[item.ref] for item in inputs])
+            if not by_ref:
+                return results
+            link_rows = sorted((sid, r, score) for sid, (r, score) in links.items())
             if node_id is not None and bump:
-                self._insert_rows_with_bump(s, lambda chunk: self._link_rows(node_id, chunk), links, run_id)
+                self._insert_rows_with_bump(s, lambda chunk: self._link_rows(node_id, chunk), link_rows, run_id)
             elif node_id is not None:
-                for links_chunk in _chunks(links):
+                for links_chunk in _chunks(link_rows):
                     s.execute(self._link_rows(node_id, links_chunk))
             elif bump:
                 s.execute(self._bump(run_id))
             s.commit()
-        return [by_ref[item.ref] for item in inputs]
+        return results
 
     def _link_rows(self, node_id: int, links: Sequence[tuple[int, int, float]]) -> UpsertInsert:
         """`INSERT INTO node_sources ... ON CONFLICT DO NOTHING` of (source id, rank, score)."""
@@ -131,7 +161,7 @@ class SourceRows(RepositoryBase):
                 select(Source)
                 .join(NodeSource, col(NodeSource.source_id) == col(Source.id))
                 .where(NodeSource.node_id == node_id)
-                .order_by(col(NodeSource.rank))
+                .order_by(col(NodeSource.rank), col(NodeSource.source_id))  # one order, on every database
             )
             return list(s.exec(stmt).all())
 

@@ -10,8 +10,12 @@ import time
 import pytest
 
 from engine.graph import RunGraph
+from engine.runner import RunControl
+from engine.search.protocol import Hit
 from engine.write_behind import RunJournal
 from storage import Repository
+from storage.models import stored_id
+from storage.repository import SourceInput
 from storage.statuses import NodeStatus
 from storage.unwritable import DatabaseUnwritable
 from tests.support.db_backends import database_url, repo, statements  # noqa: F401  (fixtures)
@@ -175,3 +179,77 @@ def test_a_new_runs_graph_reads_no_nodes_and_a_first_execution_puts_nothing_back
     assert repo.open_execution(run_id, has_nodes=True, started_kind="run") is True
     assert repo.get_node(node.id).status == NodeStatus.PENDING
     assert [c.status for c in repo.list_commands(run_id) if c.id == command.id] == ["queued"]
+
+
+def _hit(title: str, text: str) -> Hit:
+    return Hit(title=title, ref=f"t/{title}#0", snippet=text[:40], text=text, kind="corpus")
+
+
+def test_a_first_execution_knows_its_sources_links_states_and_reports_without_a_read(repo):
+    """What a first execution wrote is all there is: its graph answers reads of sources (the run's
+    and a node's, by rank), run states and reports from memory, as storage would."""
+    run_id = _run(repo)
+    journal = RunJournal(repo, run_id, delay_s=HELD_S)
+    graph = RunGraph(repo, run_id, journal=journal)
+    graph.has_no_nodes(first_execution=True)
+    root = graph.add(kind="question", label="tides")
+    child = graph.add(kind="question", label="moon", parent=root)
+    with statements(repo) as counts:
+        assert graph.sources() == [] and graph.sources(root) == []
+        assert graph.report() is None and graph.state("pool", dict) is None  # type: ignore[type-var]
+    assert sum(counts.values()) == 0
+    moon, sun, tide = _hit("Moon", "The moon pulls."), _hit("Sun", "The sun pulls too."), _hit("Tide", "Twice a day.")
+    graph.add_sources([moon, sun], node=root)
+    # Two searches stored at once: each ranked within its own; a page read again unites its text.
+    graph.add_source_batches([[tide, moon], [_hit("Moon", "Spring tides."), sun]], node=child)
+    graph.link_sources(root, [stored_id(s) for s in graph.sources(child)])
+    with statements(repo) as counts:
+        remembered = {"run": graph.sources(), "root": graph.sources(root), "child": graph.sources(child)}
+    assert sum(counts.values()) == 0
+    graph.settle()  # from storage now
+    stored = {"run": graph.sources(), "root": graph.sources(root), "child": graph.sources(child)}
+    assert {k: [s.model_dump() for s in v] for k, v in remembered.items()} == \
+        {k: [s.model_dump() for s in v] for k, v in stored.items()}
+    # Tide first in its search; Moon second in it (its link keeps that rank), Sun second in the other.
+    assert [s.title for s in stored["child"]] == ["Tide", "Moon", "Sun"]
+    assert [s.text for s in stored["run"] if s.title == "Moon"] == ["Spring tides.\nThe moon pulls."]
+
+
+def test_source_batches_store_what_one_add_per_batch_stores(repo):
+    batches = [[_hit("Moon", "The moon pulls."), _hit("Sun", "The sun.")],
+               [_hit("Tide", "Twice a day."), _hit("Moon", "Spring tides.")], []]
+    runs = []
+    for together in (False, True):
+        run_id = _run(repo)
+        node = repo.add_node(run_id, kind="question", label="tides")
+        inputs = [[SourceInput(ref=h.ref, title=h.title, snippet=h.snippet, text=h.text) for h in b] for b in batches]
+        with statements(repo) as counts:
+            if together:
+                got = repo.add_source_batches(run_id, inputs, node_id=node.id)
+            else:
+                got = [repo.add_sources(run_id, batch, node_id=node.id) for batch in inputs]
+        if together:
+            assert counts["COMMIT"] == 1
+        first = min(s.id for b in got for s in b)
+        runs.append(([[(s.id - first, s.text) for s in b] for b in got],
+                     [(s.id - first, s.title, s.text) for s in repo.sources_for_node(node.id)]))
+    assert runs[0] == runs[1]
+
+
+def test_a_step_reads_the_steering_queue_only_when_a_command_may_wait(repo):
+    """The control's poll (one SELECT every `poll_s`) says whether commands other than controls
+    are queued; a step reads the steering queue only then, or after a poke."""
+    run_id = _run(repo)
+    control = RunControl(repo, run_id, poll_s=HELD_S, heartbeat_s=HELD_S)
+    assert control.steering_due() and not control.steering_due()  # unknown at first: read once
+    control.checkpoint()  # the first poll: nothing queued
+    assert not control.steering_due()
+    repo.enqueue_command(run_id, "expand", {"node_id": 1})  # from another process: no poke
+    control.checkpoint()
+    assert not control.steering_due()  # not polled again yet (`poll_s`)
+    control.poke()  # what `Runner.steer` does here; a poll after `poll_s` does the same
+    with statements(repo) as counts:
+        control.checkpoint()
+    assert sum(counts.values()) == 1  # one SELECT: controls taken (none), steering seen
+    assert control.steering_due() and not control.steering_due()
+    assert [c.kind for c in repo.list_commands(run_id, status="queued")] == ["expand"]  # left for the step

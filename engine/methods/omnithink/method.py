@@ -146,9 +146,11 @@ class OmniThinkMethod(Method[OmniThinkParams]):
         ctx.checkpoint()
         node = ctx.graph.start(node)
         queries = tree_of(node).keywords or [node.label]
-        sources: list[Source] = []
         errors = []
         dropped: list[dict[str, Any]] = []
+        # Every query's results are stored at once, each ranked within its own search: one write
+        # per node, not one per query.
+        found: list[list[Hit]] = []
         for query in queries:
             try:
                 # The paper searches a subtopic's keywords as they are; `prefix_topic` adds the topic.
@@ -162,9 +164,12 @@ class OmniThinkMethod(Method[OmniThinkParams]):
             dropped.extend(relevant.dropped_summary())
             # Web results: the page's passage about the query (the article writer quotes 900 characters).
             kept = ctx.read_pages(query, relevant.kept, limit=params.read_pages, max_chars=900, node=node).hits
-            for source in ctx.graph.add_sources(kept, node=node) if kept else []:
-                if source.id not in {s.id for s in sources}:
-                    sources.append(source)
+            if kept:
+                found.append(kept)
+        sources: list[Source] = []
+        for source in (s for batch in ctx.graph.add_source_batches(found, node=node) for s in batch):
+            if source.id not in {s.id for s in sources}:
+                sources.append(source)
         if not sources and errors:
             ctx.graph.fail(node, "every search failed: " + "; ".join(errors))
             return
