@@ -229,11 +229,10 @@ class RunGraph:
         parent_node = self.node(parent) if isinstance(parent, int) else parent
         if depth is None:
             depth = parent_node.depth + 1 if parent_node else 0
-        return self._written(self._repo.add_node(
-            self.run_id, kind=kind, label=label, content=content,
-            parent_id=parent_node.id if parent_node else None, status=status, depth=depth,
-            priority=priority, data=self._checked(kind, data), edge_kind=edge_kind,
-        ))
+        return self._add_inputs([NodeInput(
+            kind=kind, label=label, content=content, parent_id=parent_node.id if parent_node else None,
+            status=status, depth=depth, priority=priority, data=self._checked(kind, data), edge_kind=edge_kind,
+        )])[0]
 
     def add_many(self, nodes: Sequence[NewNode]) -> list[Node]:
         """Several nodes in one transaction (e.g. the children a step proposed)."""
@@ -245,7 +244,16 @@ class RunGraph:
             inputs.append(NodeInput(kind=new.kind, label=new.label, parent_id=new.parent.id if new.parent else None,
                                     content=new.content, status=new.status, depth=depth, priority=new.priority,
                                     data=self._checked(new.kind, new.data), edge_kind=new.edge_kind))
-        return [self._written(n) for n in self._repo.add_nodes(self.run_id, inputs)] if inputs else []
+        return self._add_inputs(inputs) if inputs else []
+
+    def _add_inputs(self, inputs: Sequence[NodeInput]) -> list[Node]:
+        # Stored at once (the method needs their ids); while the journal gathers, it counts them
+        # and bumps the run's version with its next batch.
+        journal = self._gathering()
+        added = self._repo.add_nodes(self.run_id, inputs, counted=journal is None)
+        if journal is not None:
+            journal.count_nodes(len(added))
+        return [self._written(n) for n in added]
 
     def node(self, node_id: int) -> Node:
         with self._lock:
@@ -435,24 +443,36 @@ class RunGraph:
 
     # ------------------------------------------------------------------ edges
 
-    def link(self, src: Node | int, dst: Node | int, kind: str, *, data: Mapping[str, Any] | None = None) -> Edge:
-        """An edge of any declared kind between two nodes of this run (unique per kind)."""
+    def link(self, src: Node | int, dst: Node | int, kind: str, *, data: Mapping[str, Any] | None = None) -> None:
+        """An edge of any declared kind between two nodes of this run (unique per kind: an edge
+        already there is kept as it is). While the run executes, stored with the journal's next
+        batch (both nodes are stored already)."""
         self._check_edge(kind)
         src_id = src if isinstance(src, int) else stored_id(src)
         dst_id = dst if isinstance(dst, int) else stored_id(dst)
         journal = self._gathering()
-        edge = self._repo.add_edge(self.run_id, src_id, dst_id, kind, data=dict(data or {}), bump=journal is None)
         if journal is not None:
-            journal.bump()
-        return edge
+            # Checked here, as the database's keys would: a batch it refused would be tried again.
+            with self._lock:
+                mirror = self._mirrored() or {}
+                strangers = [node_id for node_id in (src_id, dst_id) if node_id not in mirror]
+            if strangers:
+                raise ValueError(f"node {strangers[0]} is not a node of run '{self.run_id}'")
+            journal.add_edge(src_id, dst_id, kind, dict(data or {}))
+        else:
+            self._repo.add_edge(self.run_id, src_id, dst_id, kind, data=dict(data or {}))
 
     def unlink(self, src: Node | int, dst: Node | int, kind: str) -> bool:
         """Remove the edge src -> dst of this kind (a link the graph no longer has); whether it was there."""
         src_id = src if isinstance(src, int) else stored_id(src)
         dst_id = dst if isinstance(dst, int) else stored_id(dst)
+        if self._journal is not None:
+            self._journal.flush_edges()
         return self._repo.remove_edge(self.run_id, src_id, dst_id, kind)
 
     def edges(self, kind: str | None = None) -> list[Edge]:
+        if self._journal is not None:
+            self._journal.flush_edges()
         return self._repo.list_edges(self.run_id, kind=kind)
 
     # ------------------------------------------------------------------ run state
@@ -553,8 +573,12 @@ class RunGraph:
 
     def link_sources(self, node: Node, source_ids: Sequence[int]) -> None:
         """Link already stored sources to a node (e.g. the ones its answer cites)."""
+        journal = self._gathering()
         with self._adding_sources:
-            self._repo.link_sources(stored_id(node), source_ids)
+            if journal is not None:  # ids known, nothing to read back: stored with the next batch
+                journal.link_sources(stored_id(node), source_ids)
+            else:
+                self._repo.link_sources(stored_id(node), source_ids)
             with self._lock:
                 if all(sid in self._sources_by_id for sid in source_ids):
                     self._remember_links(stored_id(node), source_ids)
@@ -571,6 +595,8 @@ class RunGraph:
                     links = self._links.get(stored_id(node), {})
                     return [_copy_source(self._sources_by_id[sid])
                             for sid in sorted(links, key=lambda sid: (links[sid], sid))]
+        if self._journal is not None:
+            self._journal.flush_links()  # a node's links may be gathered, not stored yet
         return self._repo.sources_for_node(stored_id(node)) if node else self._repo.list_sources(self.run_id)
 
     # ------------------------------------------------------------------ reports

@@ -121,8 +121,8 @@ class RunControl:
         self._last_heartbeat = time.monotonic()
         self._last_poll = float("-inf")
         # Whether steering commands may be queued: the run's steps read the steering queue only
-        # then. Set by a poke (a command queued in this process) and by a poll that saw commands
-        # other than controls queued (one from another process); at first, unknown.
+        # then. Set by a poke (a command queued in this process) and by each poll (whether commands
+        # other than controls are queued, one from another process included); at first, unknown.
         self._steering_waiting = True
         # The execution's journal (`Runner._context` sets it): what it gathered is stored before
         # this control writes a line of its own.
@@ -168,8 +168,8 @@ class RunControl:
             self.repo.heartbeat(self.run_id)
             self._last_heartbeat = now
         controls, others = self.repo.poll_commands(self.run_id, CONTROL_COMMANDS)
-        if others:
-            self._steering_waiting = True
+        # What the queue holds now (a poke waits for this lock: one after the read comes after it).
+        self._steering_waiting = others
         for command in controls:
             if command.kind == "stop":
                 self._stop_reason = "stopped by the user"
@@ -336,12 +336,15 @@ class Runner:
                 self.repo.mark_queued(run_id)
             else:
                 control = RunControl(self.repo, run_id, poll_s=self.poll_s, heartbeat_s=self.heartbeat_s)
-                thread = threading.Thread(target=self._execute, args=(run_id, control, retry_failed),
-                                          kwargs={"steered_from": steered_from}, name=f"run-{run_id}", daemon=True)
-                execution = _Execution(run_id=run_id, thread=thread, control=control)
                 # Claim before the thread starts so a quick `wait` sees the run as running; and
                 # before it is registered, so a claim the database refuses leaves nothing active.
-                self.repo.claim_run(run_id, self.owner)
+                # The execution starts from the run as claimed; never claimed before, it never ran.
+                claimed = self.repo.claim_run(run_id, self.owner)
+                thread = threading.Thread(target=self._execute, args=(run_id, control, retry_failed),
+                                          kwargs={"steered_from": steered_from, "claimed": claimed,
+                                                  "first": run.started_at is None},
+                                          name=f"run-{run_id}", daemon=True)
+                execution = _Execution(run_id=run_id, thread=thread, control=control)
                 self._executions[run_id] = execution
         if self.dispatch is not None:
             self.dispatch(run_id, retry_failed, steered_from)
@@ -354,16 +357,15 @@ class Runner:
         while True:
             control = RunControl(self.repo, run_id, poll_s=self.poll_s, heartbeat_s=self.heartbeat_s)
             with self._lock:
-                self.repo.claim_run(run_id, self.owner)  # first: a refused claim leaves nothing active
+                claimed = self.repo.claim_run(run_id, self.owner)  # first: a refused claim leaves nothing active
                 self._executions[run_id] = _Execution(run_id=run_id, thread=threading.current_thread(),
                                                       control=control)
-            self._execute(run_id, control, retry_failed, reopen=False, steered_from=steered_from)
+            self._execute(run_id, control, retry_failed, reopen=False, steered_from=steered_from, claimed=claimed)
             if self.execution_died(run_id) is not None:
                 return  # its end could not be recorded (logged): a resume continues it
             retry_failed = False
-            final = self.repo.get_run(run_id)
-            if final.status not in (RunStatus.DONE, RunStatus.STOPPED, RunStatus.FAILED) \
-                    or not self.has_queued_steering(final):
+            final = self._ended_with_steering_queued(run_id)
+            if final is None:
                 return
             steered_from = HeldRun.of(final)
 
@@ -695,6 +697,17 @@ class Runner:
         for command in accepted:
             ctx.complete_command(command.id, ok=not error, error=error)
 
+    def _ended_with_steering_queued(self, run_id: str) -> Run | None:
+        """The run, when it has ended and steering is queued for it (to reopen it with); else None.
+        The queue is read first: the run's status only when something waits (RunNotFound: deleted)."""
+        queued = self.repo.list_commands(run_id, status=CommandStatus.QUEUED)
+        if all(c.kind in CONTROL_COMMANDS for c in queued):
+            return None
+        final = self.repo.get_run(run_id)
+        if final.status in (RunStatus.DONE, RunStatus.STOPPED, RunStatus.FAILED) and self.has_queued_steering(final):
+            return final
+        return None
+
     def has_queued_steering(self, run: Run) -> bool:
         steering = get_method(run.method, self.methods).steering
         return any(c.kind in steering for c in self.repo.list_commands(run.id, status=CommandStatus.QUEUED))
@@ -712,14 +725,14 @@ class Runner:
             log.exception("run %s: the partial report could not be written", ctx.run_id)
 
     def _execute(self, run_id: str, control: RunControl, retry_failed: bool = False, *, reopen: bool = True,
-                 steered_from: HeldRun | None = None) -> None:
+                 steered_from: HeldRun | None = None, claimed: Run | None = None, first: bool = False) -> None:
         """Execute the run and record how it ended. When that cannot be recorded (`ExecutionDied`),
         the execution still ends, saying why, so no one waits on it: an exception here would end
         the thread with a traceback and leave the run `running` in storage, watched forever."""
         died = None
         broke = False
         try:
-            self._execute_and_record(run_id, control, retry_failed, steered_from)
+            self._execute_and_record(run_id, control, retry_failed, steered_from, claimed, first)
         except BaseException as exc:  # noqa: BLE001 - nothing is left to record it: it is said instead
             broke = True
             died = self._died(run_id, exc)
@@ -738,10 +751,10 @@ class Runner:
         if not reopen:
             return  # execute_here looks itself
         try:
-            final = self.repo.get_run(run_id)
+            final = self._ended_with_steering_queued(run_id)
         except RunNotFound:
             return  # deleted the moment it ended (it was no longer active): nothing to reopen
-        if final.status in (RunStatus.DONE, RunStatus.STOPPED, RunStatus.FAILED) and self.has_queued_steering(final):
+        if final is not None:
             self.start(run_id, reopen=True, steered_from=HeldRun.of(final))
 
     def _died(self, run_id: str, exc: BaseException) -> ExecutionDied | None:
@@ -814,7 +827,7 @@ class Runner:
         return True
 
     def _execute_and_record(self, run_id: str, control: RunControl, retry_failed: bool,
-                            steered_from: HeldRun | None) -> None:
+                            steered_from: HeldRun | None, claimed: Run | None = None, first: bool = False) -> None:
         """`steered_from`: the run as it was when a steering command reopened it, stopped or failed;
         its commands are applied first, and when every one is refused, or all they ask is its report
         again, it stays as it was. Raises when the run's end cannot be recorded (see `_died`)."""
@@ -823,11 +836,11 @@ class Runner:
         ctx: RunContext[Any] | None = None
         try:
             try:
-                run = repo.get_run(run_id)
+                run = claimed if claimed is not None else repo.get_run(run_id)
                 method = get_method(run.method, self.methods)()
                 # Started once; every later execution (resume, retry, steering a finished run) resumes.
                 started_before = repo.open_execution(run_id, has_nodes=run.node_count > 0,
-                                                     started_kind=narration.RUN)
+                                                     started_kind=narration.RUN, first=first)
                 ctx = self._context(run, method, control)
                 if run.node_count == 0:
                     ctx.graph.has_no_nodes(first_execution=not started_before)

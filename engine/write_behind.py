@@ -22,7 +22,7 @@ run ends as it does when a direct write is refused."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from storage.repository import Repository
@@ -80,6 +80,20 @@ class RunJournal:
         that readers of the run learn of from its version."""
         self._gather(lambda pending: setattr(pending, "bump", True))
 
+    def count_nodes(self, added: int) -> None:
+        """Nodes were stored beside the journal (their ids were needed at once): the next batch adds
+        them to the run's node count and bumps its version."""
+        self._gather(lambda pending: setattr(pending, "nodes_added", pending.nodes_added + added))
+
+    def link_sources(self, node_id: int, source_ids: Sequence[int]) -> None:
+        """`Repository.link_sources`, gathered (ranked by first position; a link already there kept)."""
+        first: dict[int, int] = {}
+        for position, source_id in enumerate(source_ids):
+            first.setdefault(source_id, position)
+        links = [(node_id, source_id, rank) for source_id, rank in first.items()]
+        if links:
+            self._gather(lambda pending: pending.links.extend(links))
+
     def run_usage(self, run_id: str) -> tuple[int, float]:
         """`UsageStore.run_usage`: what is stored plus what is gathered, (tokens, cost)."""
         self._check_run(run_id)
@@ -133,6 +147,27 @@ class RunJournal:
         stored first. Calls and step-log lines alone change no node row, and wait for their batch."""
         with self._lock:
             if not self._pending.nodes and self._error is None:
+                return
+        self.flush()
+
+    def add_edge(self, src: int, dst: int, kind: str, data: Mapping[str, Any]) -> None:
+        """`Repository.add_edge`, gathered (an edge already there is kept as it is)."""
+        edge = (src, dst, kind, dict(data))
+        self._gather(lambda pending: pending.edges.append(edge))
+
+    def flush_links(self) -> None:
+        """`flush`, when links of sources are among what is gathered: what a read of a node's
+        sources from storage needs stored first."""
+        with self._lock:
+            if not self._pending.links and self._error is None:
+                return
+        self.flush()
+
+    def flush_edges(self) -> None:
+        """`flush`, when edges are among what is gathered: what a read or removal of edges needs
+        stored first."""
+        with self._lock:
+            if not self._pending.edges and self._error is None:
                 return
         self.flush()
 

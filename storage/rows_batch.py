@@ -11,7 +11,7 @@ from typing import Any
 
 from sqlalchemy import bindparam, insert, update
 
-from storage.models import utcnow
+from storage.models import Edge, NodeSource, table_of, utcnow
 from storage.repository_base import (
     RepositoryBase,
     _calls,
@@ -65,16 +65,24 @@ class RunWrites:
     events: list[EventRecord] = field(default_factory=list)
     nodes: dict[int, dict[str, Any]] = field(default_factory=dict)
     bump: bool = False  # the run's version is bumped even if nothing else is written
+    nodes_added: int = 0  # nodes stored beside the batch, not yet in the run's node count
+    # Stored sources linked to nodes: (node id, source id, rank), a link already there kept.
+    links: list[tuple[int, int, int]] = field(default_factory=list)
+    # Edges between nodes of the run: (src, dst, kind, data), an edge already there kept.
+    edges: list[tuple[int, int, str, dict[str, Any]]] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.calls or self.events or self.nodes or self.bump)
+        return bool(self.calls or self.events or self.nodes or self.bump or self.nodes_added or self.links
+                    or self.edges)
 
     def before(self, later: RunWrites) -> RunWrites:
         """This batch followed by `later` (a batch that could not be written goes back in front)."""
         nodes = {node_id: dict(values) for node_id, values in self.nodes.items()}
         for node_id, values in later.nodes.items():
             nodes[node_id] = {**nodes.get(node_id, {}), **values}
-        return RunWrites(self.calls + later.calls, self.events + later.events, nodes, self.bump or later.bump)
+        return RunWrites(self.calls + later.calls, self.events + later.events, nodes, self.bump or later.bump,
+                         self.nodes_added + later.nodes_added, self.links + later.links,
+                         self.edges + later.edges)
 
 
 def _same_columns(nodes: Mapping[int, Mapping[str, Any]]) -> dict[tuple[str, ...], list[tuple[int, Mapping[str, Any]]]]:
@@ -85,12 +93,18 @@ def _same_columns(nodes: Mapping[int, Mapping[str, Any]]) -> dict[tuple[str, ...
     return groups
 
 
+_node_sources = table_of(NodeSource)
+_edges = table_of(Edge)
+
+
 class BatchRows(RepositoryBase):
     def write_batch(self, run_id: str, writes: RunWrites) -> None:
         """Store `writes` in one transaction: one INSERT of the calls, one of the events, one UPDATE
         per set of columns the nodes' updates set (an executemany over those nodes; their usage
-        totals recomputed from their calls, now stored), one UPDATE of the run (its
-        version, and its totals raised by the calls), one COMMIT."""
+        totals recomputed from their calls, now stored), one INSERT of the links of sources to
+        nodes, one of the edges, one UPDATE of the run (its
+        version, its node count raised by the nodes added beside the batch, and its totals raised by
+        the calls), one COMMIT."""
         if not writes:
             return
         with self._session() as s:
@@ -111,9 +125,20 @@ class BatchRows(RepositoryBase):
                                    **_node_usage_columns()}),
                           [{"node_id_": node_id, **{f"{name}_": value for name, value in values.items()}}
                            for node_id, values in rows])
+            for links_chunk in _chunks(writes.links):  # in order: the first link of a pair is kept
+                s.execute(self._insert_on_conflict(_node_sources).values(
+                    [{"node_id": node_id, "source_id": source_id, "rank": rank, "score": 0.0}
+                     for node_id, source_id, rank in links_chunk])
+                    .on_conflict_do_nothing(index_elements=[_node_sources.c.node_id, _node_sources.c.source_id]))
+            for edges_chunk in _chunks(writes.edges):  # in order: the first edge of a kind is kept
+                s.execute(self._insert_on_conflict(_edges).values(
+                    [{"run_id": run_id, "src": src, "dst": dst, "kind": kind, "data": dict(data)}
+                     for src, dst, kind, data in edges_chunk])
+                    .on_conflict_do_nothing(index_elements=[_edges.c.run_id, _edges.c.src, _edges.c.dst, _edges.c.kind]))
             calls = writes.calls
             s.execute(self._bump(
                 run_id, updated_at=utcnow(),
+                **({"node_count": _runs.c.node_count + writes.nodes_added} if writes.nodes_added else {}),
                 **({"prompt_tokens": _runs.c.prompt_tokens + sum(c.prompt_tokens for c in calls),
                     "completion_tokens": _runs.c.completion_tokens + sum(c.completion_tokens for c in calls),
                     "cost": _runs.c.cost + sum(c.cost for c in calls),

@@ -23,6 +23,7 @@ from storage.repository_base import (
     NodeNotFound,
     RepositoryBase,
     RunNotFound,
+    _chunks,
     _node_usage_columns,
     _nodes,
     _runs,
@@ -54,11 +55,13 @@ class NodeRows(RepositoryBase):
                          depth=depth, priority=priority, data=data, edge_kind=edge_kind)
         return self._add_nodes(run_id, [item], order=order or 0)[0]
 
-    def add_nodes(self, run_id: str, inputs: Sequence[NodeInput]) -> list[Node]:
-        """Several nodes (and the edges from their parents) in one transaction, one version bump."""
-        return self._add_nodes(run_id, inputs) if inputs else []
+    def add_nodes(self, run_id: str, inputs: Sequence[NodeInput], *, counted: bool = True) -> list[Node]:
+        """Several nodes (and the edges from their parents) in one transaction, one version bump.
+        `counted=False`: the caller adds them to the run's node count and bumps its version itself
+        (an executing run's journal, in its next batch)."""
+        return self._add_nodes(run_id, inputs, counted=counted) if inputs else []
 
-    def _add_nodes(self, run_id: str, inputs: Sequence[NodeInput], order: int = 0) -> list[Node]:
+    def _add_nodes(self, run_id: str, inputs: Sequence[NodeInput], order: int = 0, *, counted: bool = True) -> list[Node]:
         now = utcnow()
         nodes = [
             Node(run_id=run_id, parent_id=i.parent_id, kind=i.kind, label=i.label, content=i.content,
@@ -79,10 +82,13 @@ class NodeRows(RepositoryBase):
                     dict(run_id=run_id, src=i.parent_id, dst=n.id, kind=i.edge_kind, data={})
                     for i, n in zip(inputs, nodes) if i.parent_id is not None]
                 bump = {"node_count": _runs.c.node_count + len(nodes), "updated_at": now}
-                if edges:  # nothing to read back: one multi-row INSERT, with the bump on PostgreSQL
+                if edges and counted:  # nothing to read back: one multi-row INSERT, with the bump on PostgreSQL
                     self._insert_rows_with_bump(s, lambda rows: insert(table_of(Edge)).values(rows), edges,
                                                 run_id, **bump)
-                else:
+                elif edges:
+                    for chunk in _chunks(edges):
+                        s.execute(insert(table_of(Edge)).values(chunk))
+                elif counted:
                     s.execute(self._bump(run_id, **bump))
                 s.commit()
         except IntegrityError as exc:

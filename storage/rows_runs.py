@@ -198,13 +198,16 @@ class RunRows(RepositoryBase):
             .values(**_node_usage_columns())
         )
 
-    def open_execution(self, run_id: str, *, has_nodes: bool, started_kind: str) -> bool:
+    def open_execution(self, run_id: str, *, has_nodes: bool, started_kind: str, first: bool = False) -> bool:
         """Ready a run for an execution, in one transaction: nodes an earlier execution left
         `running` (it was stopped, or its worker died) go back to `pending`, and the commands it
         had taken back to the queue. Returns whether the run executed before: an event of
         `started_kind` (the runner's "started" line) is stored. A run that never executed has
         nothing to put back, and costs one SELECT; `has_nodes` (its stored node count) spares the
-        nodes' UPDATE of a run that has none."""
+        nodes' UPDATE of a run that has none. `first`: the caller knows it never executed (it was
+        never claimed before): no query at all."""
+        if first and not has_nodes:
+            return False
         with self._session() as s:
             started = s.exec(select(RunEvent.id).where(RunEvent.run_id == run_id, RunEvent.kind == started_kind)
                              .limit(1)).first() is not None
@@ -218,10 +221,11 @@ class RunRows(RepositoryBase):
             s.commit()
         return started
 
-    def claim_run(self, run_id: str, owner: str) -> None:
-        """Mark a run running in this process (for crash detection by other processes)."""
+    def claim_run(self, run_id: str, owner: str) -> Run:
+        """Mark a run running in this process (for crash detection by other processes); the run as
+        claimed (one `UPDATE ... RETURNING`: the execution reads it from here)."""
         now = utcnow()
-        self._update_run(
+        claim = self._bump(
             run_id,
             status=RunStatus.RUNNING,
             owner=owner,
@@ -231,7 +235,14 @@ class RunRows(RepositoryBase):
             stop_reason="",
             error="",
             warning="",
-        )
+            updated_at=now,
+        ).returning(*_runs.c)
+        with self._session() as s:
+            claimed: Run | None = s.scalars(sa_select(Run).from_statement(claim)).first()
+            if claimed is None:
+                raise RunNotFound(run_id)
+            s.commit()
+        return claimed
 
     def mark_queued(self, run_id: str) -> None:
         """The run waits for a worker (distributed execution). A run some process is executing

@@ -253,3 +253,41 @@ def test_a_step_reads_the_steering_queue_only_when_a_command_may_wait(repo):
     assert sum(counts.values()) == 1  # one SELECT: controls taken (none), steering seen
     assert control.steering_due() and not control.steering_due()
     assert [c.kind for c in repo.list_commands(run_id, status="queued")] == ["expand"]  # left for the step
+
+
+def test_node_counts_links_and_edges_go_with_the_next_batch(repo):
+    """Nodes are stored at once (their ids are needed), their count and the run's version with the
+    journal's next batch; links of sources and edges are gathered, and read through the graph
+    they are stored first. An edge to a node of another run is refused at once, as storage would."""
+    run_id = _run(repo)
+    journal = RunJournal(repo, run_id, delay_s=HELD_S)
+    graph = RunGraph(repo, run_id, journal=journal)
+    graph.has_no_nodes(first_execution=True)
+    version = repo.get_run(run_id).version
+    root = graph.add(kind="question", label="tides")
+    child = graph.add(kind="question", label="moon", parent=root)
+    assert repo.get_node(child.id).parent_id == root.id  # stored
+    assert (repo.get_run(run_id).node_count, repo.get_run(run_id).version) == (0, version)  # not yet counted
+    [moon] = graph.add_sources([_hit("Moon", "The moon pulls.")])
+    with statements(repo) as counts:
+        graph.link_sources(child, [moon.id])
+        graph.link(child, root, "backtrack", data={"order": 1})
+    assert sum(counts.values()) == 0
+    other = repo.add_node(_run(repo), kind="question", label="elsewhere")
+    with pytest.raises(ValueError, match="not a node of run"):
+        graph.link(root, other, "backtrack")
+    assert [e.kind for e in graph.edges()] == ["child", "backtrack"]  # stored first, then read
+    graph.settle()
+    assert [s.id for s in repo.sources_for_node(child.id)] == [moon.id]
+    run = repo.get_run(run_id)
+    assert run.node_count == 2 and run.version > version
+
+
+def test_a_claim_returns_the_run_and_a_first_execution_reads_nothing_to_open(repo):
+    run_id = _run(repo)
+    claimed = repo.claim_run(run_id, "host:1:here")
+    assert (claimed.id, claimed.status, claimed.owner) == (run_id, "running", "host:1:here")
+    assert claimed.started_at is not None
+    with statements(repo) as counts:
+        assert repo.open_execution(run_id, has_nodes=False, started_kind="run", first=True) is False
+    assert sum(counts.values()) == 0
