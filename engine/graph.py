@@ -23,6 +23,7 @@ from engine.search.protocol import Hit
 from engine.write_behind import RunJournal
 from storage.models import Edge, Node, Report, Source, stored_id, utcnow
 from storage.repository import GraphSnapshot, NodeInput, Repository, SourceInput
+from storage.rows_batch import RunEnding
 from storage.statuses import NodeStatus
 
 D = TypeVar("D", bound=NodeData)
@@ -193,14 +194,18 @@ class RunGraph:
             self._journal.flush_nodes()
         return self._repo
 
-    def settle(self) -> None:
+    def settle(self, ending: RunEnding | None = None) -> bool:
         """Store everything gathered and write through from now on (the run's execution ends):
-        reads go to storage again (the runner's own writes follow, e.g. nodes left running put back)."""
+        reads go to storage again (the runner's own writes follow, e.g. nodes left running put back).
+        `ending` (how the run ended) is stored with the last batch when there is a journal: True
+        when it was; else the caller stores it."""
         with self._lock:
             self._mirroring, self._mirror, self._reports, self._states = False, None, {}, {}
             self._fresh, self._sources_by_id, self._links, self._unknown_links = False, {}, {}, set()
-        if self._journal is not None:
-            self._journal.close()
+        if self._journal is None:
+            return False
+        self._journal.close(ending)
+        return ending is not None
 
     # ------------------------------------------------------------------ checks
 
@@ -617,12 +622,16 @@ class RunGraph:
         if own:
             data = {**(data or {}), OWN_TEXT_FROM: len(markdown)}
         journal = self._gathering()
-        saved = self._repo.save_report(self.run_id, markdown + own, kind=kind, data=data, bump=journal is None)
-        if journal is not None:
-            journal.bump()
-            with self._lock:
-                if self._mirroring:
-                    self._reports[kind] = saved
+        if journal is None:
+            self._repo.save_report(self.run_id, markdown + own, kind=kind, data=data)
+            return
+        # Gathered: stored with the run's next batch (the last one, with how the run ended, as a
+        # method writes its report at its end); this graph answers reads of it meanwhile.
+        report = Report(run_id=self.run_id, kind=kind, markdown=markdown + own, data=data or {})
+        journal.add_report(report)
+        with self._lock:
+            if self._mirroring:
+                self._reports[kind] = report
 
     @contextmanager
     def partial_reports(self, reason: str) -> Iterator[None]:

@@ -17,6 +17,7 @@ import socket
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -42,7 +43,7 @@ from engine.team_config import SPENDING_WINDOW
 from engine.write_behind import DEFAULT_DELAY_S, RunJournal
 from storage.models import Command, CommandStatus, Run, stored_id, utcnow
 from storage.repository import Repository, RunNotFound
-from storage.rows_batch import EventRecord
+from storage.rows_batch import EventRecord, RunEnding
 from storage.statuses import NodeStatus, RunStatus
 from storage.unwritable import DatabaseUnwritable
 
@@ -105,6 +106,10 @@ class RunnerError(RuntimeError):
     """A run cannot be started/resumed in its current state; the message says why."""
 
 
+# How many runs created and not started yet a runner remembers (`Runner._created`).
+_CREATED_KEPT = 64
+
+
 class RunControl:
     """Pause/stop state of one executing run, shared by its worker threads."""
 
@@ -146,6 +151,16 @@ class RunControl:
         commands a step missed, at the run's end)."""
         with self._lock:
             self._steering_waiting = True
+
+    def claimed(self, commands_queued: bool) -> None:
+        """The run was claimed for this control; `commands_queued`: whether the claim saw commands
+        waiting. None waited: the first poll is due `poll_s` from now, as every later one, and no
+        step reads the steering queue until a poll or a poke says one came (a command queued here
+        after the claim pokes this control: `Runner.start` claims and registers under one lock)."""
+        if not commands_queued:
+            with self._lock:
+                self._last_poll = time.monotonic()
+                self._steering_waiting = False
 
     def request_stop(self, reason: str, *, interrupt: bool = False) -> None:
         with self._lock:
@@ -270,6 +285,10 @@ class Runner:
         self.executor = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="node")
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._executions: dict[str, _Execution] = {}
+        # Runs this runner created and has not started yet, as created: a start right after the
+        # creation (what the app, the CLI and the APIs do) needs no read of the run. Bounded: a run
+        # created and never started here is forgotten after a while, and read when it starts.
+        self._created: OrderedDict[str, Run] = OrderedDict()
         self._lock = threading.Lock()
 
     # ----------------------------------------------------------- lifecycle
@@ -285,11 +304,16 @@ class Runner:
         method_cls = get_method(method, self.methods)
         if not isinstance(params, MethodParams):
             params = method_cls.Params.model_validate(params or {})
-        return self.repo.create_run(
+        run = self.repo.create_run(
             question=question, method=method, params=params.model_dump(mode="json"),
             llm_info=llm_info or {}, search_mode=search_mode, max_tokens=max_tokens, max_cost=max_cost,
             search_exclusions=search_exclusions, run_id=run_id, user_id=user_id,
         )
+        with self._lock:
+            self._created[run.id] = run.model_copy()
+            while len(self._created) > _CREATED_KEPT:
+                self._created.popitem(last=False)
+        return run
 
     def store_gathered(self, run_id: str) -> None:
         """Store now what the run's execution in this process has gathered (its journal stores it
@@ -312,7 +336,12 @@ class Runner:
         a run already executing, in this process or another live one, is left alone: it will see
         the command. With
         `retry_failed`, its failed nodes are tried again. `steered_from`: see `_execute`."""
-        run = self.repo.get_run(run_id)
+        asked = steered_from
+        with self._lock:
+            created = self._created.pop(run_id, None)
+        # Created here and not started: as created, unless another process started it since (the
+        # claim below then claims nothing, and the start begins again from the stored run).
+        run = created if created is not None else self.repo.get_run(run_id)
         if reopen and steered_from is None:
             # The caller's view of the run may predate its stop (a command sent as it stopped).
             steered_from = HeldRun.of(run)
@@ -339,15 +368,21 @@ class Runner:
                 # Claim before the thread starts so a quick `wait` sees the run as running; and
                 # before it is registered, so a claim the database refuses leaves nothing active.
                 # The execution starts from the run as claimed; never claimed before, it never ran.
-                claimed = self.repo.claim_run(run_id, self.owner)
-                thread = threading.Thread(target=self._execute, args=(run_id, control, retry_failed),
-                                          kwargs={"steered_from": steered_from, "claimed": claimed,
-                                                  "first": run.started_at is None},
-                                          name=f"run-{run_id}", daemon=True)
-                execution = _Execution(run_id=run_id, thread=thread, control=control)
-                self._executions[run_id] = execution
+                claim = self.repo.claim_run(run_id, self.owner, never_started=created is not None)
+                if claim is None:
+                    thread = None  # another process started the run this runner created: look again
+                else:
+                    control.claimed(claim.commands_queued)
+                    thread = threading.Thread(target=self._execute, args=(run_id, control, retry_failed),
+                                              kwargs={"steered_from": steered_from, "claimed": claim.run,
+                                                      "first": run.started_at is None},
+                                              name=f"run-{run_id}", daemon=True)
+                    self._executions[run_id] = _Execution(run_id=run_id, thread=thread, control=control)
         if self.dispatch is not None:
             self.dispatch(run_id, retry_failed, steered_from)
+            return
+        if thread is None:
+            self.start(run_id, reopen=reopen, retry_failed=retry_failed, steered_from=asked)
             return
         thread.start()
 
@@ -357,10 +392,11 @@ class Runner:
         while True:
             control = RunControl(self.repo, run_id, poll_s=self.poll_s, heartbeat_s=self.heartbeat_s)
             with self._lock:
-                claimed = self.repo.claim_run(run_id, self.owner)  # first: a refused claim leaves nothing active
+                claim = self.repo.claim_run(run_id, self.owner)  # first: a refused claim leaves nothing active
+                control.claimed(claim.commands_queued)
                 self._executions[run_id] = _Execution(run_id=run_id, thread=threading.current_thread(),
                                                       control=control)
-            self._execute(run_id, control, retry_failed, reopen=False, steered_from=steered_from, claimed=claimed)
+            self._execute(run_id, control, retry_failed, reopen=False, steered_from=steered_from, claimed=claim.run)
             if self.execution_died(run_id) is not None:
                 return  # its end could not be recorded (logged): a resume continues it
             retry_failed = False
@@ -834,6 +870,8 @@ class Runner:
         repo = self.repo
         method: Method[Any] | None = None
         ctx: RunContext[Any] | None = None
+        ending: RunEnding | None = None  # how the run ended, when it answered: stored as it settles
+        ended = False
         try:
             try:
                 run = claimed if claimed is not None else repo.get_run(run_id)
@@ -869,9 +907,13 @@ class Runner:
                 self._apply_steering(ctx, method, control)
                 # Read while the graph still remembers the run: what it holds is what is stored.
                 outcome = method.assess(ctx)
+                if outcome.ok:  # stored with the run's last batch, in one transaction
+                    ending = repo.run_ending(RunStatus.DONE, stop_reason="", warning=outcome.warning, event=run_line(
+                        narration.Phase.FINISHED,
+                        "finished" + (f", with a warning: {outcome.warning}" if outcome.warning else "")))
             finally:
                 if ctx is not None:  # what the run gathered is stored before how it ended is
-                    ctx.graph.settle()
+                    ended = ctx.graph.settle(ending)
         except RunStopped as stop:
             repo.reset_unfinished_nodes(run_id)
             if not stop.interrupted:  # an interrupted run is picked up again on its own
@@ -904,10 +946,9 @@ class Runner:
                 error=error))
         else:
             # The status tells the truth: a run that answered nothing has failed, whatever ran.
-            if outcome.ok:
-                repo.set_status(run_id, RunStatus.DONE, stop_reason="", warning=outcome.warning, event=run_line(
-                    narration.Phase.FINISHED,
-                    "finished" + (f", with a warning: {outcome.warning}" if outcome.warning else "")))
+            if ending is not None:
+                if not ended:
+                    repo.end_run(run_id, ending)
                 # A Stop or Pause that came too late (no step was left to read it) must not stop
                 # the next command this finished run is steered with.
                 self._supersede_controls(run_id, why="the run had finished")

@@ -25,8 +25,9 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from storage.models import Report
 from storage.repository import Repository
-from storage.rows_batch import CallRecord, EventRecord, RunWrites
+from storage.rows_batch import CallRecord, EventRecord, RunEnding, RunWrites
 
 # How long a write waits for others to share its transaction.
 DEFAULT_DELAY_S = 0.2
@@ -93,6 +94,10 @@ class RunJournal:
         links = [(node_id, source_id, rank) for source_id, rank in first.items()]
         if links:
             self._gather(lambda pending: pending.links.extend(links))
+
+    def add_report(self, report: Report) -> None:
+        """`Repository.save_report`, gathered: a new version of one of the run's reports."""
+        self._gather(lambda pending: pending.reports.append(report))
 
     def run_usage(self, run_id: str) -> tuple[int, float]:
         """`UsageStore.run_usage`: what is stored plus what is gathered, (tokens, cost)."""
@@ -204,13 +209,22 @@ class RunJournal:
                     # Nothing more is tried until the run's thread has seen it.
                     self._lock.wait_for(lambda: self._error is None or self._closed)
 
-    def close(self) -> None:
+    def close(self, ending: RunEnding | None = None) -> None:
         """Stop gathering: store what is left (raising what the database refuses) and write through
-        from now on. Idempotent."""
+        from now on. Idempotent. `ending`: how the execution ended, stored in the same transaction
+        as the last batch (three statements fewer than a status write of its own); when that write
+        is refused it is dropped again, for the runner to record the run's end as it then is."""
         with self._lock:
             self._closed = True
             flusher, self._flusher = self._flusher, None
+            if ending is not None:
+                self._pending.ending = ending
             self._lock.notify_all()
         if flusher is not None and flusher is not threading.current_thread():
             flusher.join()
-        self.flush()
+        try:
+            self.flush()
+        except BaseException:
+            with self._lock:
+                self._pending.ending = None
+            raise

@@ -166,6 +166,13 @@ class RepositoryBase:
         self._upsert = upserts.get(dialect)
         self._local_user_id: int | None = None  # read once: the local user is never replaced
 
+    def local_user_id(self) -> int:
+        """The local user's id (`_local_user`), read once per repository."""
+        if self._local_user_id is None:
+            with self._session() as s:
+                return self._local_user(s)
+        return self._local_user_id
+
     def _local_user(self, s: Session) -> int:
         """The local user's id: the owner of what is made without a person (single-user mode)."""
         if self._local_user_id is None:
@@ -179,6 +186,17 @@ class RepositoryBase:
             raise NotImplementedError(
                 f"the {self.db.engine.dialect.name} database is not supported: use SQLite or PostgreSQL")
         return self._upsert(table)
+
+    @staticmethod
+    def _refresh_node_usage(s: Session, run_id: str) -> None:
+        """Recompute the usage totals of the run's nodes that have LLM calls: one UPDATE (so calls
+        recorded after a node's last update, e.g. by the report writer, are counted)."""
+        s.execute(
+            update(_nodes)
+            .where(_nodes.c.run_id == run_id,
+                   _nodes.c.id.in_(sa_select(_calls.c.node_id).where(_calls.c.run_id == run_id)))
+            .values(**_node_usage_columns())
+        )
 
     @staticmethod
     def _bump(run_id: Any, **values: Any) -> Update:

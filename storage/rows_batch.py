@@ -11,9 +11,10 @@ from typing import Any
 
 from sqlalchemy import bindparam, insert, update
 
-from storage.models import Edge, NodeSource, table_of, utcnow
+from storage.models import Edge, NodeSource, Report, table_of, utcnow
 from storage.repository_base import (
     RepositoryBase,
+    RunNotFound,
     _calls,
     _chunks,
     _events,
@@ -56,6 +57,16 @@ class EventRecord:
                 "data": dict(self.data), "created_at": self.created_at}
 
 
+@dataclass(frozen=True)
+class RunEnding:
+    """How a run's execution ended, stored with its last batch: the run's columns (`status`, ...)
+    and the step-log line that says it (`Repository.run_ending` makes one)."""
+
+    values: Mapping[str, Any]
+    event: EventRecord | None = None
+    terminal: bool = True  # the nodes' usage totals are recomputed from their calls
+
+
 @dataclass
 class RunWrites:
     """What one run wrote since its last batch: calls and events in the order they were made, and
@@ -70,10 +81,14 @@ class RunWrites:
     links: list[tuple[int, int, int]] = field(default_factory=list)
     # Edges between nodes of the run: (src, dst, kind, data), an edge already there kept.
     edges: list[tuple[int, int, str, dict[str, Any]]] = field(default_factory=list)
+    # New versions of the run's reports, in the order they were written.
+    reports: list[Report] = field(default_factory=list)
+    # How the execution ended, stored last: the batch is the run's final write.
+    ending: RunEnding | None = None
 
     def __bool__(self) -> bool:
         return bool(self.calls or self.events or self.nodes or self.bump or self.nodes_added or self.links
-                    or self.edges)
+                    or self.edges or self.reports or self.ending)
 
     def before(self, later: RunWrites) -> RunWrites:
         """This batch followed by `later` (a batch that could not be written goes back in front)."""
@@ -82,7 +97,7 @@ class RunWrites:
             nodes[node_id] = {**nodes.get(node_id, {}), **values}
         return RunWrites(self.calls + later.calls, self.events + later.events, nodes, self.bump or later.bump,
                          self.nodes_added + later.nodes_added, self.links + later.links,
-                         self.edges + later.edges)
+                         self.edges + later.edges, self.reports + later.reports, later.ending or self.ending)
 
 
 def _same_columns(nodes: Mapping[int, Mapping[str, Any]]) -> dict[tuple[str, ...], list[tuple[int, Mapping[str, Any]]]]:
@@ -95,6 +110,7 @@ def _same_columns(nodes: Mapping[int, Mapping[str, Any]]) -> dict[tuple[str, ...
 
 _node_sources = table_of(NodeSource)
 _edges = table_of(Edge)
+_reports = table_of(Report)
 
 
 class BatchRows(RepositoryBase):
@@ -104,9 +120,13 @@ class BatchRows(RepositoryBase):
         totals recomputed from their calls, now stored), one INSERT of the links of sources to
         nodes, one of the edges, one UPDATE of the run (its
         version, its node count raised by the nodes added beside the batch, and its totals raised by
-        the calls), one COMMIT."""
+        the calls), one COMMIT. With an `ending`, its line is the last event, the nodes' usage totals are
+        recomputed (as `set_status` does) and its columns join the run's UPDATE; RunNotFound when the
+        run is gone (nothing is stored)."""
         if not writes:
             return
+        ending = writes.ending
+        events = writes.events + [ending.event] if ending is not None and ending.event is not None else writes.events
         with self._session() as s:
             for calls_chunk in _chunks(writes.calls):
                 s.execute(insert(_calls), [
@@ -114,7 +134,7 @@ class BatchRows(RepositoryBase):
                      "prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens,
                      "cost": c.cost, "latency_s": c.latency_s, "attempts": c.attempts, "ok": c.ok,
                      "error": c.error[:2000], "created_at": c.created_at} for c in calls_chunk])
-            for events_chunk in _chunks(writes.events):
+            for events_chunk in _chunks(events):
                 s.execute(insert(_events), [e.row(run_id) for e in events_chunk])
             for columns, rows in _same_columns(writes.nodes).items():
                 # One statement per set of columns, all its nodes as one executemany. A node deleted
@@ -135,12 +155,19 @@ class BatchRows(RepositoryBase):
                     [{"run_id": run_id, "src": src, "dst": dst, "kind": kind, "data": dict(data)}
                      for src, dst, kind, data in edges_chunk])
                     .on_conflict_do_nothing(index_elements=[_edges.c.run_id, _edges.c.src, _edges.c.dst, _edges.c.kind]))
+            for report in writes.reports:  # each its own version, in order (few: one or two a run)
+                s.execute(insert(_reports).values(run_id=run_id, kind=report.kind, markdown=report.markdown,
+                                                  data=dict(report.data), created_at=report.created_at))
+            if ending is not None and ending.terminal:
+                self._refresh_node_usage(s, run_id)
             calls = writes.calls
-            s.execute(self._bump(
-                run_id, updated_at=utcnow(),
+            bumped = s.exec(self._bump(
+                run_id, updated_at=utcnow(), **(ending.values if ending is not None else {}),
                 **({"node_count": _runs.c.node_count + writes.nodes_added} if writes.nodes_added else {}),
                 **({"prompt_tokens": _runs.c.prompt_tokens + sum(c.prompt_tokens for c in calls),
                     "completion_tokens": _runs.c.completion_tokens + sum(c.completion_tokens for c in calls),
                     "cost": _runs.c.cost + sum(c.cost for c in calls),
                     "llm_calls": _runs.c.llm_calls + len(calls)} if calls else {})))
+            if ending is not None and bumped.rowcount == 0:
+                raise RunNotFound(run_id)
             s.commit()

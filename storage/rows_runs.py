@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 from sqlalchemy import delete, func, insert, or_, update
 from sqlalchemy import select as sa_select
-from sqlmodel import Session, col, select
+from sqlmodel import col, select
 from sqlmodel.sql.expression import SelectOfScalar
 
 from engine.questions import check_length, check_storable
@@ -27,24 +28,37 @@ from storage.models import (
     RunEvent,
     RunState,
     Source,
+    table_of,
     utcnow,
 )
 from storage.repository_base import (
     TERMINAL_STATUSES,
     RepositoryBase,
     RunNotFound,
-    _calls,
     _events,
     _node_usage_columns,
     _nodes,
     _runs,
     new_run_id,
 )
-from storage.rows_batch import EventRecord
+from storage.rows_batch import EventRecord, RunEnding
 from storage.statuses import NodeStatus, RunStatus
 
 # A query over runs, of their rows or their count.
 _RunsQuery = TypeVar("_RunsQuery", bound=SelectOfScalar[Any])
+
+
+_commands = table_of(Command)
+# The claim's extra column: how many commands waited for the run as it was claimed.
+_QUEUED_COMMANDS = "queued_commands_"
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A run as `claim_run` claimed it, and whether commands waited for it then."""
+
+    run: Run
+    commands_queued: bool
 
 
 class RunRows(RepositoryBase):
@@ -187,17 +201,6 @@ class RunRows(RepositoryBase):
                 s.execute(insert(_events).values(event.row(run_id)))
             s.commit()
 
-    @staticmethod
-    def _refresh_node_usage(s: Session, run_id: str) -> None:
-        """Recompute the usage totals of the run's nodes that have LLM calls: one UPDATE (so calls
-        recorded after a node's last update, e.g. by the report writer, are counted)."""
-        s.execute(
-            update(_nodes)
-            .where(_nodes.c.run_id == run_id,
-                   _nodes.c.id.in_(sa_select(_calls.c.node_id).where(_calls.c.run_id == run_id)))
-            .values(**_node_usage_columns())
-        )
-
     def open_execution(self, run_id: str, *, has_nodes: bool, started_kind: str, first: bool = False) -> bool:
         """Ready a run for an execution, in one transaction: nodes an earlier execution left
         `running` (it was stopped, or its worker died) go back to `pending`, and the commands it
@@ -221,10 +224,21 @@ class RunRows(RepositoryBase):
             s.commit()
         return started
 
-    def claim_run(self, run_id: str, owner: str) -> Run:
-        """Mark a run running in this process (for crash detection by other processes); the run as
-        claimed (one `UPDATE ... RETURNING`: the execution reads it from here)."""
+    @overload
+    def claim_run(self, run_id: str, owner: str) -> Claim: ...
+
+    @overload
+    def claim_run(self, run_id: str, owner: str, *, never_started: bool) -> Claim | None: ...
+
+    def claim_run(self, run_id: str, owner: str, *, never_started: bool = False) -> Claim | None:
+        """Mark a run running in this process (for crash detection by other processes): the run as
+        claimed, and whether commands wait for it, in one `UPDATE ... RETURNING` (the execution
+        reads the run from here, and its control polls the queue first only if something waits).
+        `never_started`: only if no process ever claimed it (None if one did, or it is gone): a
+        caller that did not read the run first (it created it) checks that it is as created."""
         now = utcnow()
+        waiting = sa_select(func.count()).select_from(_commands).where(
+            _commands.c.run_id == run_id, _commands.c.status == CommandStatus.QUEUED).scalar_subquery()
         claim = self._bump(
             run_id,
             status=RunStatus.RUNNING,
@@ -236,13 +250,18 @@ class RunRows(RepositoryBase):
             error="",
             warning="",
             updated_at=now,
-        ).returning(*_runs.c)
+        ).returning(*_runs.c, waiting.label(_QUEUED_COMMANDS))
+        if never_started:
+            claim = claim.where(_runs.c.started_at.is_(None))
         with self._session() as s:
-            claimed: Run | None = s.scalars(sa_select(Run).from_statement(claim)).first()
-            if claimed is None:
+            row = s.execute(claim).mappings().first()
+            if row is None:
+                if never_started:
+                    return None
                 raise RunNotFound(run_id)
             s.commit()
-        return claimed
+        run = Run.model_validate({key: value for key, value in row.items() if key != _QUEUED_COMMANDS})
+        return Claim(run=run, commands_queued=bool(row[_QUEUED_COMMANDS]))
 
     def mark_queued(self, run_id: str) -> None:
         """The run waits for a worker (distributed execution). A run some process is executing
@@ -278,6 +297,18 @@ class RunRows(RepositoryBase):
     ) -> None:
         """`event`: a line of the run's step log stored in the same transaction (how it ended, said
         the moment it is stored)."""
+        self.end_run(run_id, self.run_ending(status, stop_reason=stop_reason, error=error, warning=warning,
+                                             event=event))
+
+    def end_run(self, run_id: str, ending: RunEnding) -> None:
+        """Store a `run_ending` on its own (`set_status`): a finished run's nodes get their final
+        usage totals in the same transaction."""
+        self._update_run(run_id, refresh_node_usage=ending.terminal, event=ending.event, **ending.values)
+
+    @staticmethod
+    def run_ending(status: str, *, stop_reason: str | None = None, error: str | None = None,
+                   warning: str | None = None, event: EventRecord | None = None) -> RunEnding:
+        """What `set_status` writes, to store with a run's last batch instead (`write_batch`)."""
         values: dict[str, Any] = {"status": status}
         if stop_reason is not None:
             values["stop_reason"] = stop_reason
@@ -289,8 +320,7 @@ class RunRows(RepositoryBase):
         if terminal:
             values["finished_at"] = utcnow()
             values["owner"] = ""
-        # A finished run's nodes get their final usage totals in the same transaction.
-        self._update_run(run_id, refresh_node_usage=terminal, event=event, **values)
+        return RunEnding(values=values, event=event, terminal=terminal)
 
     def rename_run(self, run_id: str, title: str) -> None:
         title = title.strip()

@@ -1,7 +1,8 @@
 """Extraction of chunks (MTQA Step 1): one LLM call per chunk, chunks concurrently through the
 injected `parallel` (the run's `ctx.parallel`, or the builder's on the process-wide pool), each
-chunk's result merged into the graph the moment it arrives, so whatever finished before a stop, a
-crash or a kill is kept and never asked again.
+chunk's result merged into the graph before its call returns, so whatever finished before a stop, a
+crash or a kill is kept and never asked again. Results that arrive while another is being merged
+wait, and are merged together in the next transaction (group commit: chunks finish in bursts).
 
 A chunk whose answer stays unusable after the structured re-asks (`StructuredOutputError`), or whose
 request alone failed (timed out, refused as too long, a server error after the adapter's retries), is
@@ -26,7 +27,7 @@ from engine.knowledge.schemas import Extraction
 from engine.llm.protocol import LLMError, LLMRequestError, LLMServerError, LLMTimeoutError, StructuredOutputError
 from engine.prompting import PromptMessages
 from engine.redact import redact_secrets
-from storage.knowledge import KnowledgeStore
+from storage.knowledge import ChunkExtraction, KnowledgeStore
 from storage.models import KnowledgeChunk, stored_id
 
 T = TypeVar("T", bound=BaseModel)
@@ -60,6 +61,15 @@ class Asker(Protocol):
 Parallel = Callable[[Sequence[Callable[[], Any]]], list[Any]]
 
 
+@dataclass
+class _Waiting:
+    """A chunk's extraction waiting to be merged, and how its merge went (set under the merge lock)."""
+
+    extraction: ChunkExtraction
+    done: bool = False
+    error: BaseException | None = None
+
+
 @dataclass(frozen=True)
 class ExtractionOutcome:
     done: int = 0
@@ -84,6 +94,8 @@ class ChunkExtractor:
         self._max_tokens = max_tokens
         # One merge at a time: a merge reads the stored entities and writes them back.
         self._merge_lock = threading.Lock()
+        self._waiting: list[_Waiting] = []  # guarded by `_waiting_lock`
+        self._waiting_lock = threading.Lock()
 
     def extract(self, chunks: Sequence[KnowledgeChunk]) -> ExtractionOutcome:
         """Extract `chunks` concurrently; how many were merged and how many failed."""
@@ -107,7 +119,28 @@ class ChunkExtractor:
             self._store.mark_chunk_failed(chunk_id, redact_secrets(str(exc)))
             return exc
         entities, relations = normalise_extraction(extraction)
-        with self._merge_lock:
-            self._store.save_extraction(self._graph_id, chunk_id, entities, relations,
-                                        merge_entity=merge_entity, merge_relation=merge_relation)
+        self._merge(ChunkExtraction(chunk_id, entities, relations))
         return True
+
+    def _merge(self, extraction: ChunkExtraction) -> None:
+        """Merge one chunk's extraction, with every other one waiting when the merge lock comes free;
+        returns once it is stored, and raises what the store raised for its transaction."""
+        me = _Waiting(extraction)
+        with self._waiting_lock:
+            self._waiting.append(me)
+        with self._merge_lock:
+            if not me.done:  # else the one before us merged ours with its own
+                with self._waiting_lock:
+                    batch, self._waiting = self._waiting, []
+                try:
+                    self._store.save_extractions(self._graph_id, [w.extraction for w in batch],
+                                                 merge_entity=merge_entity, merge_relation=merge_relation)
+                except BaseException as exc:
+                    for waiting in batch:
+                        waiting.error = exc
+                    raise
+                finally:
+                    for waiting in batch:
+                        waiting.done = True
+        if me.error is not None:
+            raise me.error

@@ -16,6 +16,7 @@ from engine.write_behind import RunJournal
 from storage import Repository
 from storage.models import stored_id
 from storage.repository import SourceInput
+from storage.rows_batch import EventRecord
 from storage.statuses import NodeStatus
 from storage.unwritable import DatabaseUnwritable
 from tests.support.db_backends import database_url, repo, statements  # noqa: F401  (fixtures)
@@ -242,7 +243,7 @@ def test_a_step_reads_the_steering_queue_only_when_a_command_may_wait(repo):
     run_id = _run(repo)
     control = RunControl(repo, run_id, poll_s=HELD_S, heartbeat_s=HELD_S)
     assert control.steering_due() and not control.steering_due()  # unknown at first: read once
-    control.checkpoint()  # the first poll: nothing queued
+    control.checkpoint()  # no poll yet: the first is due `poll_s` after the control began
     assert not control.steering_due()
     repo.enqueue_command(run_id, "expand", {"node_id": 1})  # from another process: no poke
     control.checkpoint()
@@ -285,9 +286,63 @@ def test_node_counts_links_and_edges_go_with_the_next_batch(repo):
 
 def test_a_claim_returns_the_run_and_a_first_execution_reads_nothing_to_open(repo):
     run_id = _run(repo)
-    claimed = repo.claim_run(run_id, "host:1:here")
+    claim = repo.claim_run(run_id, "host:1:here")
+    claimed = claim.run
     assert (claimed.id, claimed.status, claimed.owner) == (run_id, "running", "host:1:here")
-    assert claimed.started_at is not None
+    assert claimed.started_at is not None and not claim.commands_queued
+    repo.enqueue_command(run_id, "pause")
+    assert repo.claim_run(run_id, "host:1:here").commands_queued  # its control polls at the first checkpoint
     with statements(repo) as counts:
         assert repo.open_execution(run_id, has_nodes=False, started_kind="run", first=True) is False
     assert sum(counts.values()) == 0
+
+
+def test_a_report_is_gathered_and_the_runs_end_rides_the_last_batch(repo):
+    """A report written while the run executes is stored with the journal's next batch (the graph
+    answers reads of it meanwhile); how the run ended is stored with the last batch, in its one
+    transaction, its line last, the nodes' usage totals as `set_status` leaves them."""
+    run_id = _run(repo)
+    journal = RunJournal(repo, run_id, delay_s=HELD_S)
+    graph = RunGraph(repo, run_id, journal=journal)
+    graph.has_no_nodes(first_execution=True)
+    node = graph.add(kind="question", label="tides")
+    graph.update(node, status=NodeStatus.DONE, content="The moon.")
+    _call(journal, node.id)
+    graph.save_report("The moon pulls the tides.", data={"method": "deot"})
+    assert repo.latest_report(run_id) is None  # gathered
+    with statements(repo) as counts:
+        report = graph.report()
+    assert sum(counts.values()) == 0 and report is not None and report.markdown == "The moon pulls the tides."
+    journal.add_event(run_id, "step", "writing the report")
+    ending = repo.run_ending("done", stop_reason="", event=EventRecord(kind="run", text="finished"))
+    with statements(repo) as counts:
+        assert graph.settle(ending) is True
+    assert counts["COMMIT"] == 1
+    run = repo.get_run(run_id)
+    assert (run.status, run.owner, run.llm_calls) == ("done", "", 1) and run.finished_at is not None
+    assert [e.text for e in repo.list_events(run_id)][:2] == ["finished", "writing the report"]  # newest first
+    stored = repo.latest_report(run_id)
+    assert stored is not None and (stored.markdown, stored.data) == ("The moon pulls the tides.", {"method": "deot"})
+    assert repo.get_node(node.id).prompt_tokens == 10
+
+
+def test_an_end_the_database_refuses_is_dropped_and_the_runs_writes_kept(database_url):  # noqa: F811
+    """The last batch refused (a full disk): the run's writes stay gathered for the next flush, its
+    end is not stored with them later (the runner records the end as it then is)."""
+    from storage import open_database
+
+    db = open_database(database_url)
+    repo = RefusingRepository(db)
+    try:
+        run_id = _run(repo)
+        journal = RunJournal(repo, run_id, delay_s=HELD_S)
+        journal.add_event(run_id, "step", "writing the report")
+        repo.full = True
+        with pytest.raises(DatabaseUnwritable):
+            journal.close(repo.run_ending("done", event=EventRecord(kind="run", text="finished")))
+        repo.full = False
+        journal.flush()
+        assert [e.text for e in repo.list_events(run_id)] == ["writing the report"]
+        assert repo.get_run(run_id).status != "done"
+    finally:
+        db.dispose()

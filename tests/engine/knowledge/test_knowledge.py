@@ -4,12 +4,16 @@ units and their ablations. LLM calls are counted by prompt name (`calls_for`).""
 
 from __future__ import annotations
 
+import time
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 
 from engine.knowledge.chunks import chunk_documents, words_for_tokens
 from engine.knowledge.expand import adjacency, expand
+from engine.knowledge.extract import ChunkExtractor
 from engine.knowledge.index import KeyIndex
-from engine.knowledge.merge import entity_key
+from engine.knowledge.merge import entity_key, merge_entity, merge_relation
 from engine.knowledge.open import KnowledgeLayer
 from engine.knowledge.prompts import EXTRACT, KEYWORDS
 from engine.knowledge.units import Keywords
@@ -19,7 +23,7 @@ from engine.llm.protocol import LLMConnectionError, LLMServerError, LLMTimeoutEr
 from engine.parallel import run_parallel
 from engine.search.protocol import Hit
 from storage import Repository, open_database
-from storage.knowledge import KnowledgeStore
+from storage.knowledge import ChunkExtraction, ChunkInput, EntityInput, KnowledgeStore, RelationInput
 from tests.support.db_backends import database_url, run_threads  # noqa: F401 - the fixture
 
 ARTHUR = Hit(title="Arthur's Magazine", ref="hotpotqa/Arthur's Magazine#0", snippet="", kind="corpus",
@@ -31,6 +35,8 @@ FIRST = Hit(title="First for Women", ref="hotpotqa/First for Women#0", snippet="
 GODEY = Hit(title="Godey's Lady's Book", ref="https://example.org/godey", snippet="", kind="web",
             url="https://example.org/godey",
             text="Godey's Lady's Book was an American women's magazine published in Philadelphia by Louis A. Godey.")
+# A safety limit only, for waits on progress (a busy machine may take long).
+STORED_WITHIN_S = 60
 QUESTION = "Which magazine was started first, Arthur's Magazine or First for Women?"
 
 
@@ -443,3 +449,101 @@ def test_a_chunks_own_request_error_fails_that_chunk_but_an_endpoint_failing_eve
     unreachable = FakeLLM().when(prompt=EXTRACT.name, pattern="Bauer", respond=LLMConnectionError("refused"))
     with pytest.raises(LLMConnectionError):  # the endpoint, not the chunk: the extraction ends
         question_kb(store, unreachable).add_documents([ARTHUR, FIRST])
+
+
+def test_extractions_saved_together_make_the_graph_saving_them_one_by_one_makes(store):
+    """`save_extractions` (the chunks of a burst in one transaction) ends with the same entities,
+    relations and chunk links as one `save_extraction` per chunk, in the same order; a chunk done
+    already is left out, and given twice it is merged once."""
+    def extraction_of(n: int) -> tuple[list[EntityInput], list[RelationInput]]:
+        names = ["Moon", "Sun", f"Tide {n}"]
+        entities = [EntityInput(name.lower(), name, "thing", f"{name} as chunk {n} says") for name in names]
+        relations = [RelationInput("moon", f"tide {n}", f"the moon raises tide {n}", (f"raises {n}",)),
+                     RelationInput("sun", "moon", f"chunk {n} on sun and moon", (f"pair {n}",))]
+        return entities, relations
+
+    graphs = []
+    for together in (False, True):
+        graph = store.open_graph(f"question:tides:{together}", scope="question", chunk_tokens=1200)
+        store.add_chunks(graph.id, [ChunkInput(key=f"c{n}", ref=f"doc#{n}", title="Doc", text=f"text {n}")
+                                    for n in range(4)])
+        chunks = store.list_chunks(graph.id)
+        store.save_extraction(graph.id, chunks[0].id, *extraction_of(0), merge_entity=merge_entity,
+                              merge_relation=merge_relation)  # done before: left out below
+        todo = [ChunkExtraction(chunks[n].id, *extraction_of(n)) for n in range(4)]
+        if together:
+            merged = store.save_extractions(graph.id, [*todo, todo[2]], merge_entity=merge_entity,
+                                            merge_relation=merge_relation)
+            assert merged == {chunks[n].id for n in (1, 2, 3)}
+        else:
+            assert [store.save_extraction(graph.id, x.chunk_id, x.entities, x.relations, merge_entity=merge_entity,
+                                          merge_relation=merge_relation) for x in todo] == [False, True, True, True]
+        contents = store.contents(graph.id)
+        first_chunk = chunks[0].id
+        graphs.append((
+            sorted((e.key, e.name, e.description) for e in contents.entities),
+            sorted((r.pair, r.description, tuple(r.keywords)) for r in contents.relations),
+            sorted((key, sorted(c - first_chunk for c in cs)) for key, cs in _chunks_by_key(store, contents).items()),
+            store.counts(graph.id).chunks_done))
+    assert graphs[0] == graphs[1]
+    assert graphs[0][3] == 4
+
+
+def _chunks_by_key(store, contents) -> dict[str, list[int]]:
+    by_id = store.entity_chunks([e.id for e in contents.entities])
+    return {e.key: by_id.get(e.id, []) for e in contents.entities}
+
+
+class _HeldStore(KnowledgeStore):
+    """Holds its first save until every one of `chunks` extractions is in it or waits to be merged,
+    and records how many chunks each save merged."""
+
+    def __init__(self, db, chunks: int) -> None:
+        super().__init__(db)
+        self.chunks = chunks
+        self.extractor: ChunkExtractor | None = None
+        self.saves: list[int] = []
+
+    def save_extractions(self, graph_id, extractions, **merges):  # noqa: ANN001, ANN003, ANN201
+        if not self.saves and self.extractor is not None:
+            for _ in range(STORED_WITHIN_S * 100):  # a safety limit only: waits on progress
+                if len(self.extractor._waiting) + len(extractions) >= self.chunks:
+                    break
+                time.sleep(0.01)
+        self.saves.append(len(extractions))
+        return super().save_extractions(graph_id, extractions, **merges)
+
+
+def test_extractions_that_finish_during_a_merge_are_merged_together_next(database_url):  # noqa: F811
+    """Group commit: a chunk's result that arrives while another is merged waits, and every one
+    waiting then goes in the next transaction; each call still returns only once its chunk is
+    stored, and the graph is the one the chunks' serial extraction makes."""
+    db = open_database(database_url)
+    try:
+        store = _HeldStore(db, chunks=4)
+        graph = store.open_graph("question:group", scope="question", chunk_tokens=1200)
+        store.add_chunks(graph.id, [ChunkInput(key=f"c{n}", ref=f"doc#{n}", title="Doc", text=f"Tide {n} text")
+                                    for n in range(4)])
+        chunks = store.list_chunks(graph.id)
+
+        def ask(messages, output_type, **_):  # noqa: ANN001, ANN003, ANN202
+            n = messages[-1].content.split("Tide ")[-1][0]
+            return output_type.model_validate(extraction(
+                entities=[("Moon", "thing", f"chunk {n}"), (f"Tide {n}", "event", "a tide")],
+                relations=[("Moon", f"Tide {n}", f"raises tide {n}", ("raises",))]))
+
+        def threads(calls):  # noqa: ANN001, ANN202
+            with ThreadPoolExecutor(max_workers=len(calls)) as pool:
+                return [f.result() for f in [pool.submit(c) for c in calls]]
+
+        store.extractor = ChunkExtractor(store, graph.id, ask, threads)
+        outcome = store.extractor.extract(chunks)
+        assert (outcome.done, outcome.failed) == (4, 0)
+        # The first (with any that came before it took the lock); all the others, which waited for it, together.
+        assert len(store.saves) == 2 and sum(store.saves) == 4
+        assert store.counts(graph.id).chunks_done == 4
+        contents = store.contents(graph.id)
+        assert sorted(e.name for e in contents.entities) == ["Moon", "Tide 0", "Tide 1", "Tide 2", "Tide 3"]
+        assert len(contents.relations) == 4
+    finally:
+        db.dispose()
