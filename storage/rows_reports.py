@@ -17,15 +17,14 @@ from storage.repository_base import (
 
 
 class ReportRows(RepositoryBase):
-    def save_report(self, run_id: str, markdown: str, *, kind: str = "final", data: dict[str, Any] | None = None,
-                    bump: bool = True) -> Report:
-        """A new version of the run's report. `bump=False`: the caller bumps the run's version
-        itself (an executing run's journal, in its next batch)."""
+    def save_report(self, run_id: str, markdown: str, *, kind: str = "final",
+                    data: dict[str, Any] | None = None) -> Report:
+        """A new version of the run's report, with the run's version bump. (An executing run's
+        reports go with its journal's batches instead: `RunJournal.add_report`.)"""
         report = Report(run_id=run_id, kind=kind, markdown=markdown, data=data or {})
         with self._session() as s:
             s.add(report)
-            if bump:
-                s.exec(update(Run).where(col(Run.id) == run_id).values(version=Run.version + 1))
+            s.exec(update(Run).where(col(Run.id) == run_id).values(version=Run.version + 1))
             s.commit()  # id from the INSERT, the rest set here: no re-read
         return report
 
