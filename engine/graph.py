@@ -6,7 +6,6 @@ states and sources, so it reads them once and then answers from memory (`RunGrap
 
 from __future__ import annotations
 
-import copy
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -21,7 +20,7 @@ from engine.contract import GENERIC_STEP, MethodContract, NodeData, NodeDataErro
 from engine.redact import redact_secrets
 from engine.search.protocol import Hit
 from engine.write_behind import RunJournal
-from storage.models import Edge, Node, Report, Source, stored_id, utcnow
+from storage.models import Edge, Node, Report, Source, row_copy, stored_id, utcnow
 from storage.repository import GraphSnapshot, NodeInput, Repository, SourceInput
 from storage.rows_batch import RunEnding
 from storage.statuses import NodeStatus
@@ -66,11 +65,11 @@ def _naive(moment: datetime) -> datetime:
 
 def _copy(node: Node) -> Node:
     """A node of its own for a caller: what it changes changes no one else's (nor the mirror)."""
-    return Node(**{**node.model_dump(), "data": copy.deepcopy(node.data or {})})
+    return row_copy(node)
 
 
 def _copy_source(source: Source) -> Source:
-    return Source(**source.model_dump())
+    return row_copy(source)
 
 
 class RunGraph:
@@ -649,7 +648,7 @@ class RunGraph:
                 self._reports[kind] = None
             if kind in self._reports:
                 known = self._reports[kind]
-                return None if known is None else Report(**{**known.model_dump(), "data": copy.deepcopy(known.data)})
+                return None if known is None else row_copy(known)
             mirroring = self._mirroring
         report = self._repo.latest_report(self.run_id, kind)
         if mirroring:

@@ -8,10 +8,10 @@ import threading
 import pytest
 from sqlalchemy import inspect
 
-from storage import open_database
+from storage import NodeInput, open_database
 from storage.db import DatabaseURLError
 from storage.migrations import MIGRATIONS, applied_versions, migrate
-from storage.models import CommandStatus, NodeStatus, RunStatus
+from storage.models import CommandStatus, Node, NodeStatus, RunStatus, row_copy
 from storage.repository import NodeNotFound, RunNotFound, SourceInput
 from tests.support.db_backends import database_url, repo  # noqa: F401  (fixtures)
 
@@ -218,3 +218,30 @@ def test_list_filter_rename_delete(repo):
     with pytest.raises(NodeNotFound):
         repo.get_node(node.id)
     assert [r.id for r in repo.list_runs()] == [b.id]
+
+
+def test_a_row_copy_equals_its_row_shares_nothing_mutable_and_can_be_written(repo):
+    """`row_copy` (a running graph's reads of its nodes): equal to the row read back, its data its
+    own however deep, and a real row: changed and stored like one read from the database."""
+    run = repo.create_run(question="q", method="deot", params={})
+    [node] = repo.add_nodes(run.id, [NodeInput(kind="question", label="root", data={
+        "tasks": [{"id": "t1", "depends_on": ["t0"], "result": {"hits": [1, 2]}}], "pair": (1, [2])})])
+    node = repo.get_node(node.id)
+    copied = row_copy(node)
+    assert copied.model_dump() == node.model_dump() and copied.model_fields_set == node.model_fields_set
+    copied.data["tasks"][0]["result"]["hits"].append(3)
+    copied.data["pair"][1].append(4)
+    copied.label = "changed"
+    assert node.data["tasks"][0]["result"]["hits"] == [1, 2] and node.label == "root"
+    assert node.data["pair"] == [1, [2]]  # stored as JSON: the tuple came back a list
+    repo.update_node(copied.id, label=copied.label, data=copied.data)
+    assert repo.get_node(node.id).label == "changed"
+
+
+def test_a_row_copy_of_a_node_not_stored_copies_tuples_and_other_values_deeply():
+    """A graph's mirror holds nodes as written, before JSON: tuples and other values stay deep copies."""
+    node = Node(id=1, run_id="r", kind="question", label="root", data={"pair": (1, [2]), "seen": {"a"}})
+    copied = row_copy(node)
+    copied.data["pair"][1].append(3)
+    copied.data["seen"].add("b")
+    assert node.data == {"pair": (1, [2]), "seen": {"a"}} and copied.data == {"pair": (1, [2, 3]), "seen": {"a", "b"}}
