@@ -114,6 +114,7 @@ class StoredKnowledgeBase:
         self.collection = graph.collection
         self._ask = ask
         self._writable = writable
+        self._parallel = parallel
         self._extractor = ChunkExtractor(store, self.graph_id, ask, parallel, checkpoint, extract_max_tokens)
         self._views = views or GraphViews(store, keep=1)
         # Keys are matched by meaning with it (index.py); without it, or when it fails, by BM25.
@@ -149,10 +150,18 @@ class StoredKnowledgeBase:
     # ------------------------------------------------------------------ keywords
 
     def keywords(self, question: str) -> Keywords:
-        try:
-            answer = self._ask(KEYWORDS.render(question=question), QuestionKeywords, purpose=PURPOSE,
-                               max_tokens=KEYWORDS_MAX_TOKENS)
-        except StructuredOutputError:
+        def ask() -> QuestionKeywords | None:
+            try:
+                return self._ask(KEYWORDS.render(question=question), QuestionKeywords, purpose=PURPOSE,
+                                 max_tokens=KEYWORDS_MAX_TOKENS)
+            except StructuredOutputError:
+                return None
+
+        # The keys are embedded while the model thinks of the keywords: retrieval, which comes next,
+        # then finds their vectors made (a question's graph of 10 documents: about 0.3 s of CPU on
+        # 2 cores, otherwise spent after the call).
+        answer = ask() if self._embedder is None else self._parallel([ask, self._embed_keys])[0]
+        if answer is None:
             return keywords_from_words(question)
         detailed = _clean_keywords(answer.detailed)
         general = _clean_keywords(answer.general)
@@ -193,6 +202,19 @@ class StoredKnowledgeBase:
                              if r.id in matched_relations or (r.source_key in distance and r.target_key in distance)]
         return self._units(index, reached_entities, reached_relations, weights, vias,
                            with_triples=with_triples, with_text=with_text, max_units=max_units)
+
+    def _embed_keys(self) -> None:
+        """Make the graph's key vectors now (retrieval reuses them). A failure is left to retrieval,
+        which embeds again and tells it."""
+        if self._embedder is None:
+            return
+        index = self._views.get(self.graph_id).index
+        for level in (index.entity_keys, index.relation_keys):
+            if level.texts:
+                try:
+                    level.vectors(self._embedder)
+                except EmbeddingError:
+                    return
 
     def _embedding_failed(self, exc: EmbeddingError) -> None:
         if self._on_embedding_error is not None and str(exc) not in self._told:

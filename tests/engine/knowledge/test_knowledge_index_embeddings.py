@@ -8,8 +8,10 @@ character trigrams), so what is similar is decided by the text, not by the test.
 from __future__ import annotations
 
 import json
+import threading
 import zlib
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -17,6 +19,7 @@ from engine.knowledge import index as index_module
 from engine.knowledge.index import KeyIndex
 from engine.knowledge.open import KnowledgeLayer
 from engine.knowledge.prompts import KEYWORDS
+from engine.knowledge.schemas import QuestionKeywords
 from engine.knowledge.units import Keywords
 from engine.llm.counted import EvalLLM
 from engine.llm.fake import FakeLLM
@@ -205,6 +208,53 @@ def test_a_growing_question_graph_embeds_only_the_keys_each_retrieval_has_not_se
     embedded = [text for call in embedder.calls for text in call if text != MISSPELT]
     assert len(embedded) == len(set(embedded))  # no key embedded twice, across retrievals and growth
     assert "First for Women" in set(embedded) - before
+
+
+def test_the_graphs_keys_are_embedded_while_the_model_is_asked_for_the_keywords(store):
+    """Retrieval follows the keywords: the keys' vectors are made while the model answers, so
+    retrieval embeds only the keywords. The model here answers only once the keys are embedded."""
+    keys_embedded = threading.Event()
+
+    class Signalling(TrigramEmbedder):
+        def embed(self, texts: Sequence[str]) -> list[list[float]]:
+            vectors = super().embed(texts)
+            if "Arthur's Magazine" in texts:
+                keys_embedded.set()
+            return vectors
+
+    embedder, llm = Signalling(), EvalLLM(FakeLLM())
+
+    def ask(messages, schema, **kwargs):
+        if schema is QuestionKeywords:
+            assert keys_embedded.wait(timeout=120), "the keys were not embedded while the keywords were asked"
+        return llm.ask(messages, schema, **kwargs)
+
+    run_id = Repository(store.db).create_run(question=QUESTION, method="mtqa", params={}).id
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        kb = KnowledgeLayer(store).open(run_id=run_id, scope="question", collection=None, ask=ask,
+                                        parallel=lambda calls: run_parallel(pool, calls), embedder=embedder)
+        kb.add_documents([ARTHUR])
+        keywords = kb.keywords(QUESTION)
+        embedded = len(embedder.calls)
+        assert [u.hit.title for u in kb.retrieve(QUESTION, Keywords(detailed=(MISSPELT,), general=()), top_k=1,
+                                                  hops=1)] == ["Arthur's Magazine"]
+    assert keywords.detailed or keywords.general
+    assert embedder.calls[embedded:] == [[MISSPELT]]  # the keys were embedded before: only the keyword now
+
+
+def test_keys_that_cannot_be_embedded_ahead_leave_the_failure_to_retrieval_which_says_it(store):
+    embedder, told = FailingEmbedder(), []
+    run_id = Repository(store.db).create_run(question=QUESTION, method="mtqa", params={}).id
+    kb = KnowledgeLayer(store).open(run_id=run_id, scope="question", collection=None, ask=EvalLLM(FakeLLM()).ask,
+                                    parallel=lambda calls: run_parallel(None, calls), embedder=embedder,
+                                    on_embedding_error=told.append)
+    kb.add_documents([ARTHUR])
+    keywords = kb.keywords(QUESTION)  # the failed embedding ahead is not the keywords' failure
+    assert keywords.detailed or keywords.general
+    assert not told
+    units = kb.retrieve(QUESTION, Keywords(detailed=("Arthur's Magazine",), general=()), top_k=1, hops=1)
+    assert [u.hit.title for u in units] == ["Arthur's Magazine"]  # by BM25
+    assert len(told) == 1 and "refused the connection" in str(told[0])
 
 
 # ---------------------------------------------------------------------- MTQA runs
