@@ -8,6 +8,7 @@ import os
 import platform
 import sqlite3
 import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -151,3 +152,36 @@ def stop_server(proc: subprocess.Popen) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+
+
+class EndpointProcess:
+    """The fake OpenAI-compatible endpoint (`engine/llm/fake_server.py`) in a process of its own, as a
+    real endpoint is: the time it spends writing answers is not taken from the process measured.
+    `loads`: modules whose prompts' offline answers it must know (the method's). `stats()` stops it
+    and returns what it served: {"chat_requests": n, "max_in_flight": m}."""
+
+    def __init__(self, latency_s: float, loads: Sequence[str] = ()) -> None:
+        command = [sys.executable, "-m", "engine.llm.fake_server", "--port", "0", "--latency", str(latency_s),
+                   "--stats", *(arg for module in loads for arg in ("--load", module))]
+        self._process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+        assert self._process.stdout is not None
+        self.base_url = self._process.stdout.readline().strip()
+        if not self.base_url.startswith("http://127.0.0.1:"):
+            self._process.kill()
+            raise RuntimeError(f"the fake endpoint did not start (it printed {self.base_url!r})")
+        self._stats: dict[str, int] | None = None
+
+    def stats(self) -> dict[str, int]:
+        if self._stats is None:
+            self._process.terminate()
+            out, _ = self._process.communicate(timeout=60)
+            self._stats = json.loads(out.strip().splitlines()[-1])
+        return self._stats
+
+    def __enter__(self) -> EndpointProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._process.poll() is None:
+            self._process.kill()
+            self._process.wait()

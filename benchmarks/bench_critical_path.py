@@ -1,7 +1,7 @@
 """Wall time of every method against its critical path, with a fixed per-call latency: the tree and
 matrix methods (DEoT, OmniThink, MTQA) and the chain methods (FGDIP, the research agent, ReAct).
 
-A script, not a test. It starts an OpenAI-compatible test server on 127.0.0.1 that answers every
+A script, not a test. It starts an OpenAI-compatible test server on 127.0.0.1, in a process of its own, that answers every
 call after a fixed latency (the fake LLM's answers), runs default runs through the real `openai`
 client, and compares each run's wall time with its critical path: the longest chain of LLM calls
 that depend on each other, times the latency. A ratio near 1 means the scheduler adds little on
@@ -26,9 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._common import facts_block, machine_facts, publish  # noqa: E402
+from benchmarks._common import EndpointProcess, facts_block, machine_facts, publish  # noqa: E402
 from engine.config import load_settings  # noqa: E402
-from engine.llm.fake_server import FakeOpenAIServer  # noqa: E402
 from engine.services import build_services  # noqa: E402
 from storage.models import NodeStatus  # noqa: E402
 
@@ -54,8 +53,8 @@ def task_chain(tasks: list[dict]) -> int:
     return max((length(t) for t in by_id), default=0)
 
 
-def critical_path_calls(repo, run_id: str) -> tuple[int, int]:
-    """(critical path in calls, sum over layers of the longest chain in each layer)."""
+def node_chains(repo, run_id: str) -> tuple[dict, dict[int, int], Counter]:
+    """DEoT's question nodes, the longest chain of dependent calls of each, and each one's calls."""
     nodes = {n.id: n for n in repo.list_nodes(run_id, kind="question")}
     per_node, tool_calls = Counter(), Counter()
     for call in repo.list_llm_calls(run_id):
@@ -66,6 +65,12 @@ def critical_path_calls(repo, run_id: str) -> tuple[int, int]:
     # A search agent that found nothing makes no call: a chain is at most the node's tool calls.
     chain = {nid: per_node[nid] + min(task_chain(n.data.get("tasks", [])), tool_calls[nid])
              for nid, n in nodes.items()}
+    return nodes, chain, per_node + tool_calls
+
+
+def critical_path_calls(repo, run_id: str) -> tuple[int, int]:
+    """(critical path in calls, sum over layers of the longest chain in each layer)."""
+    nodes, chain, _ = node_chains(repo, run_id)
 
     def path(nid: int) -> int:
         node = nodes[nid]
@@ -73,10 +78,15 @@ def critical_path_calls(repo, run_id: str) -> tuple[int, int]:
 
     report_calls = sum(1 for c in repo.list_llm_calls(run_id) if c.purpose == "report")
     critical = max(path(nid) for nid in nodes) + report_calls
+    return critical, sum(layer_chains(nodes, chain).values()) + report_calls
+
+
+def layer_chains(nodes: dict, chain: dict[int, int]) -> dict[int, int]:
+    """The longest chain of each layer (depth)."""
     by_layer: dict[int, int] = {}
     for nid, node in nodes.items():
         by_layer[node.depth] = max(by_layer.get(node.depth, 0), chain[nid])
-    return critical, sum(by_layer.values()) + report_calls
+    return by_layer
 
 
 def omnithink_critical_path(repo, run_id: str) -> tuple[int, int]:
@@ -140,6 +150,50 @@ def research_critical_path(repo, run_id: str) -> tuple[int, int]:
     return len(calls) - max(judged - 1, 0), len(calls)
 
 
+BOUND_NOTE = ("The critical path counts a wave of concurrent calls as one call. Under the LLM concurrency limit "
+              "a wave wider than the limit takes more rounds (10 chunk extractions on 8 slots take two), which no "
+              "scheduler can shorten: the critical path under the limit counts them, and the last column divides "
+              "by it. The endpoint runs in a process of its own, as a real one does; process start-up, the "
+              "corpus's indexing and the embedding model's loading are not timed.")
+
+
+def waves(width: int, concurrency: int) -> int:
+    """Rounds of calls that `width` concurrent calls take under the LLM concurrency limit."""
+    return -(-width // concurrency) if width else 0
+
+
+def concurrency_bound(repo, run_id: str, method: str, critical: int, concurrency: int) -> int:
+    """The critical path (in calls) under the LLM concurrency limit: where the path counts a wave of
+    concurrent calls as one, a wave wider than the limit takes ceil(width / limit) rounds, which no
+    scheduler can shorten. DEoT's is its layer-synchronous bound, each layer at least its calls over
+    the limit (9 chains of a layer on 8 slots take one call more than the longest chain)."""
+    calls = repo.list_llm_calls(run_id)
+    purposes = Counter(c.purpose for c in calls)
+    if method == "deot":
+        nodes, chain, node_calls = node_chains(repo, run_id)
+        layer_calls: Counter[int] = Counter()
+        for nid, node in nodes.items():
+            layer_calls[node.depth] += node_calls[nid]
+        longest = layer_chains(nodes, chain)
+        _, layered = critical_path_calls(repo, run_id)
+        return layered + sum(max(0, waves(layer_calls[d], concurrency) - longest[d]) for d in longest)
+    if method == "mtqa":
+        extractions = purposes["knowledge"] - 1  # the other "knowledge" call is the question's keywords
+        return critical + max(0, waves(extractions, concurrency) - 1)
+    if method == "research":
+        return critical + max(0, waves(purposes["judge_claims"], concurrency) - 1)
+    if method == "omnithink":
+        depth = {n.id: n.depth for n in repo.list_nodes(run_id)}
+        rounds = Counter(depth.get(c.node_id) for c in calls if c.purpose == "expand")
+        sections = purposes["writer"] - 1  # the last writer call is the polish pass
+        return critical + sum(waves(n, concurrency) - 1 for n in rounds.values()) + max(0, waves(sections, concurrency) - 1)
+    if method == "fgdip":
+        depth = {n.id: n.depth for n in repo.list_nodes(run_id)}
+        judged = Counter(depth[c.node_id] for c in calls if c.purpose == "evaluate_step" and c.node_id in depth)
+        return critical + sum(waves(n, concurrency) - 1 for n in judged.values())
+    return critical  # ReAct: one call at a time
+
+
 MULTI_HOP = "Which magazine was started first, Arthur's Magazine or First for Women?"
 QUESTIONS = {"deot": QUESTION, "omnithink": "2022 AFL Grand Final", "mtqa": MULTI_HOP,
              "fgdip": MULTI_HOP, "react": MULTI_HOP, "research": QUESTION}
@@ -147,7 +201,9 @@ CHAIN_PATHS = {"fgdip": fgdip_critical_path, "research": research_critical_path,
 
 
 def run_once(latency: float, params: dict, concurrency: int, method: str = "deot") -> dict:
-    with tempfile.TemporaryDirectory() as home, FakeOpenAIServer(latency_s=latency) as server:
+    # The endpoint runs in its own process, as a real one does: the fake writing its answers must not
+    # take the CPU (and the GIL) from the run being measured.
+    with tempfile.TemporaryDirectory() as home, EndpointProcess(latency, [f"engine.methods.{method}"]) as server:
         env = {"THOUGHTMAP_HOME": home, "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "bench",
                "THOUGHTMAP_MODEL": "fake", "THOUGHTMAP_LLM_CONCURRENCY": str(concurrency)}
         services = build_services(load_settings({**os.environ, **env}))
@@ -176,9 +232,10 @@ def run_once(latency: float, params: dict, concurrency: int, method: str = "deot
             nodes = services.repo.list_nodes(run.id)
         result = {
             "status": final.status, "wall": wall, "calls": final.llm_calls, "critical": critical,
+            "bound": concurrency_bound(services.repo, run.id, method, critical, concurrency),
             "layered": layered, "nodes": len(nodes), "depth": max(n.depth for n in nodes),
-            "done": sum(n.status == NodeStatus.DONE for n in nodes), "requests": server.count_chat_requests(),
-            "max_in_flight": server.max_in_flight,
+            "done": sum(n.status == NodeStatus.DONE for n in nodes), "requests": server.stats()["chat_requests"],
+            "max_in_flight": server.stats()["max_in_flight"],
         }
         services.close()
         return result
@@ -218,7 +275,8 @@ def publish_mtqa(args) -> None:
         rows.append(
             f"| mtqa, default params (3 × 4, Vert&Hor-0.1), LLM concurrency {concurrency} | {r['status']} | "
             f"{r['nodes']} ({r['done']} done) | {r['calls']} | {r['max_in_flight']} | {r['critical']} | "
-            f"{r['layered']} | {r['wall']:.1f} s | {ideal:.1f} s | **{r['wall'] / ideal:.2f}** |")
+            f"{r['layered']} | {r['bound']} | {r['wall']:.1f} s | {ideal:.1f} s | **{r['wall'] / ideal:.2f}** | "
+            f"{r['wall'] / (r['bound'] * args.latency):.2f} |")
     body = "\n".join([
         facts_block(f".venv/bin/python benchmarks/bench_critical_path.py --methods mtqa --latency {args.latency} "
                     f"--repeat {args.repeat} --concurrency {' '.join(map(str, args.concurrency))}", machine_facts()),
@@ -230,9 +288,12 @@ def publish_mtqa(args) -> None:
         "after the other. The serial matrix bound counts every thought of a column in sequence. Each row is "
         f"the median of {args.repeat} runs.",
         "",
+        BOUND_NOTE,
+        "",
         "| run | status | nodes | LLM calls | most calls in flight | critical path (calls) | serial matrix "
-        "bound (calls) | wall time | critical path × latency | wall / critical path |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "bound (calls) | critical path under the concurrency limit (calls) | wall time | critical path × latency | "
+        "wall / critical path | wall / critical path under the limit |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         *rows,
     ])
     publish("MTQA: wall time over critical path", body, args.write)
@@ -245,8 +306,9 @@ def publish_tree(args, methods: list[str]) -> None:
         r, ideal = measured(args, method, concurrency)
         rows.append(
             f"| {label} | {r['status']} | {r['nodes']} ({r['done']} done), depth {r['depth']} | {r['calls']} | "
-            f"{r['max_in_flight']} | {r['critical']} | {r['layered']} | {r['wall']:.1f} s | {ideal:.1f} s | "
-            f"**{r['wall'] / ideal:.2f}** | {r['wall'] / (r['layered'] * args.latency):.2f} |"
+            f"{r['max_in_flight']} | {r['critical']} | {r['layered']} | {r['bound']} | {r['wall']:.1f} s | {ideal:.1f} s | "
+            f"**{r['wall'] / ideal:.2f}** | {r['wall'] / (r['layered'] * args.latency):.2f} | "
+            f"{r['wall'] / (r['bound'] * args.latency):.2f} |"
         )
     facts = machine_facts()
     body = "\n".join([
@@ -265,10 +327,12 @@ def publish_tree(args, methods: list[str]) -> None:
         "expand in parallel), then the outline draft and polish, the sections (written in parallel) and the "
         "polish pass; its tree has no layer barrier beyond the paper's own steps, so both bounds are equal.",
         "",
+        BOUND_NOTE,
+        "",
         "| run | status | tree nodes | LLM calls | most calls in flight | critical path (calls) | "
-        "layer-synchronous bound (calls) | wall time | critical path × latency | wall / critical path | "
-        "wall / layer bound |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "layer-synchronous bound (calls) | critical path under the concurrency limit (calls) | wall time | "
+        "critical path × latency | wall / critical path | wall / layer bound | wall / critical path under the limit |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         *rows,
     ])
     publish("Tree methods: wall time over critical path", body, args.write)
@@ -280,8 +344,8 @@ def publish_chains(args, methods: list[str]) -> None:
         r, ideal = measured(args, method, concurrency)
         rows.append(
             f"| {method}, default params, LLM concurrency {concurrency} | {r['status']} | {r['nodes']} ({r['done']} "
-            f"done) | {r['calls']} | {r['max_in_flight']} | {r['critical']} | {r['wall']:.1f} s | {ideal:.1f} s | "
-            f"**{r['wall'] / ideal:.2f}** |")
+            f"done) | {r['calls']} | {r['max_in_flight']} | {r['critical']} | {r['bound']} | {r['wall']:.1f} s | "
+            f"{ideal:.1f} s | **{r['wall'] / ideal:.2f}** | {r['wall'] / (r['bound'] * args.latency):.2f} |")
     body = "\n".join([
         facts_block(f".venv/bin/python benchmarks/bench_critical_path.py --methods {' '.join(methods)} --latency "
                     f"{args.latency} --repeat {args.repeat} --concurrency {' '.join(map(str, args.concurrency))}",
@@ -294,9 +358,12 @@ def publish_chains(args, methods: list[str]) -> None:
         "is every call but a layer's step judgments beyond the first. Process start-up and the corpus's "
         f"indexing are not timed. Each row is the median of {args.repeat} runs.",
         "",
-        "| run | status | nodes | LLM calls | most calls in flight | critical path (calls) | wall time | "
-        "critical path × latency | wall / critical path |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        BOUND_NOTE,
+        "",
+        "| run | status | nodes | LLM calls | most calls in flight | critical path (calls) | critical path under the "
+        "concurrency limit (calls) | wall time | critical path × latency | wall / critical path | wall / critical path "
+        "under the limit |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         *rows,
     ])
     publish("Chain methods: wall time over critical path", body, args.write)

@@ -17,7 +17,7 @@ and `calls_for` select by prompt name over HTTP too. (Re-asks of a structured an
 attempt 1: the attempt number does not travel over HTTP.)
 
 Also runnable: `python -m engine.llm.fake_server --port 0 --latency 0.05` prints the base URL and
-serves until killed.
+serves until killed (with `--stats`, then prints what it served as one JSON line).
 """
 
 from __future__ import annotations
@@ -473,6 +473,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--load", action="append", default=[], metavar="MODULE",
                         help="import MODULE first, so its prompts' own offline answers are known (a method's "
                              "prompts module registers them, e.g. engine.methods.research.prompts); repeatable")
+    parser.add_argument("--stats", action="store_true",
+                        help="when stopped, print one JSON line: the chat requests answered and the most in flight "
+                             "at once (a benchmark's endpoint in its own process)")
     args = parser.parse_args(argv)
     for module in args.load:  # a server in its own process has not imported the methods that call it
         importlib.import_module(module)
@@ -489,6 +492,9 @@ def main(argv: list[str] | None = None) -> int:
         print(server.base_url, flush=True)
         while not stop.wait(0.5):
             pass
+    if args.stats:
+        print(json.dumps({"chat_requests": server.count_chat_requests(), "max_in_flight": server.max_in_flight}),
+              flush=True)
     return 0
 
 

@@ -605,3 +605,18 @@ def test_a_server_process_answers_a_method_prompt_once_it_loaded_the_method(load
     finally:
         process.terminate()
         process.wait(timeout=5)
+
+
+def test_a_server_process_with_stats_says_what_it_served_when_stopped():
+    """`--stats` (a benchmark's endpoint in its own process): stopped, it prints the chat requests it
+    answered and the most it handled at once, as its last line."""
+    process = subprocess.Popen([sys.executable, "-m", "engine.llm.fake_server", "--port", "0", "--stats"],
+                               stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT)
+    try:
+        llm = make_llm(process.stdout.readline().strip())
+        for _ in range(2):
+            assert llm.chat(text_request()).text
+    finally:
+        process.terminate()
+        out, _ = process.communicate(timeout=30)
+    assert json.loads(out.strip().splitlines()[-1]) == {"chat_requests": 2, "max_in_flight": 1}
