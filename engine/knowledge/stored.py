@@ -7,7 +7,8 @@ the question's detailed keywords matched to entity keys and its general keywords
 fails, which `on_embedding_error` is told once per failure), the matched entities (and the ends of
 matched relations) expanded 1..hops relations away (`expand.py`), and every chunk those entities and
 relations came from made a knowledge unit: the chunk as a citable `Hit`, with the reached triples and
-entities extracted from it.
+entities extracted from it. The keys' vectors are made while the model is asked for the keywords
+(`keywords`), so retrieval, which follows, embeds only the keywords.
 """
 
 from __future__ import annotations
