@@ -183,5 +183,4 @@ class EndpointProcess:
 
     def __exit__(self, *exc: object) -> None:
         if self._process.poll() is None:
-            self._process.kill()
-            self._process.wait()
+            stop_server(self._process)

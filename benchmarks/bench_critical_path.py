@@ -1,9 +1,9 @@
 """Wall time of every method against its critical path, with a fixed per-call latency: the tree and
 matrix methods (DEoT, OmniThink, MTQA) and the chain methods (FGDIP, the research agent, ReAct).
 
-A script, not a test. It starts an OpenAI-compatible test server on 127.0.0.1, in a process of its own, that answers every
-call after a fixed latency (the fake LLM's answers), runs default runs through the real `openai`
-client, and compares each run's wall time with its critical path: the longest chain of LLM calls
+A script, not a test. It starts an OpenAI-compatible test server on 127.0.0.1, in a process of its
+own, that answers every call after a fixed latency (the fake LLM's answers), runs default runs
+through the real `openai` client, and compares each run's wall time with its critical path: the longest chain of LLM calls
 that depend on each other, times the latency. A ratio near 1 means the scheduler adds little on
 top of the calls it cannot overlap.
 
@@ -166,7 +166,8 @@ def concurrency_bound(repo, run_id: str, method: str, critical: int, concurrency
     """The critical path (in calls) under the LLM concurrency limit: where the path counts a wave of
     concurrent calls as one, a wave wider than the limit takes ceil(width / limit) rounds, which no
     scheduler can shorten. DEoT's is its layer-synchronous bound, each layer at least its calls over
-    the limit (9 chains of a layer on 8 slots take one call more than the longest chain)."""
+    the limit. (A lower bound: a layer of 9 chains on 8 slots whose calls fit in its longest chain's
+    rounds adds nothing here, though a first-come scheduler starts the 9th chain a call late.)"""
     calls = repo.list_llm_calls(run_id)
     purposes = Counter(c.purpose for c in calls)
     if method == "deot":
@@ -175,8 +176,7 @@ def concurrency_bound(repo, run_id: str, method: str, critical: int, concurrency
         for nid, node in nodes.items():
             layer_calls[node.depth] += node_calls[nid]
         longest = layer_chains(nodes, chain)
-        _, layered = critical_path_calls(repo, run_id)
-        return layered + sum(max(0, waves(layer_calls[d], concurrency) - longest[d]) for d in longest)
+        return purposes["report"] + sum(max(longest[d], waves(layer_calls[d], concurrency)) for d in longest)
     if method == "mtqa":
         extractions = purposes["knowledge"] - 1  # the other "knowledge" call is the question's keywords
         return critical + max(0, waves(extractions, concurrency) - 1)

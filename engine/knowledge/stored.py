@@ -206,9 +206,8 @@ class StoredKnowledgeBase:
 
     def _embed_keys(self) -> None:
         """Make the graph's key vectors now (retrieval reuses them). A failure is left to retrieval,
-        which embeds again and tells it."""
-        if self._embedder is None:
-            return
+        which embeds again and tells it. Only called with an embedder."""
+        assert self._embedder is not None
         index = self._views.get(self.graph_id).index
         for level in (index.entity_keys, index.relation_keys):
             if level.texts:
