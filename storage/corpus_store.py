@@ -159,6 +159,24 @@ class CorpusUnavailable(Exception):
         self.path = path
 
 
+@dataclass(frozen=True)
+class _TitleCatalogue:
+    """Every document's (collection, title) in id order, and each title as NOCASE compares it
+    (`_nocase`) to the first document with it, as of `signature` (`CorpusStore.change_signature`)."""
+
+    signature: tuple[int, int]
+    titles: list[tuple[str, str]]
+    ids: dict[str, int]
+
+
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def _nocase(text: str) -> str:
+    """`text` as SQLite's NOCASE collation compares it: ASCII letters lower-cased, nothing else."""
+    return text.translate(_ASCII_LOWER)
+
+
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
     return getattr(exc, "sqlite_errorname", "") in ("SQLITE_BUSY", "SQLITE_LOCKED") or "locked" in str(exc)
 
@@ -305,6 +323,7 @@ class CorpusStore:
         self._depth = 0
         # Bumped by every change made through this object, so readers can cache derived values.
         self.generation = 0
+        self._titles: _TitleCatalogue | None = None  # `_catalogue`
         # isolation_level=None: we issue BEGIN/COMMIT ourselves so batches are one transaction.
         self._conn = sqlite3.connect(
             str(path), check_same_thread=False, isolation_level=None, timeout=busy_timeout_s
@@ -725,29 +744,49 @@ class CorpusStore:
 
     def titles(self) -> list[tuple[str, str]]:
         """Every document's (collection, title), in index order: what the hop linker recognises in
-        a text (`engine/search/hops.py`). One scan; callers cache it per `generation`."""
+        a text (`engine/search/hops.py`). From the title catalogue (`_catalogue`): one scan per
+        change to the index, which `titled` uses too."""
         with self._lock:
-            return [(c, t) for c, t in self._conn.execute("SELECT collection, title FROM documents ORDER BY id")]
+            return list(self._catalogue().titles)
 
     def titled(self, title: str) -> list[ChunkHit]:
         """The chunks, in order, of the first document titled `title` (case and runs of spaces
-        ignored), or []: the page an agent's Search[entity] opens. A scan of the titles, which
-        takes milliseconds at the bundled corpus's size (no index, so an existing index file is
-        used as it is)."""
+        ignored), or []: the page an agent's Search[entity] opens, and a hop's page.
+
+        The title is looked up in the title catalogue (`_catalogue`), which the hop linker's scan
+        builds. The table has no index on titles (an existing index file is used as it is), and a
+        scan per page opened cost 3 ms at the bundled corpus's size, twice per search that names a
+        page."""
         wanted = " ".join(title.split())
         if not wanted:
             return []
         with self._lock:
-            row = self._conn.execute(
-                "SELECT id, title, ref, url, collection FROM documents WHERE title = ? COLLATE NOCASE "
-                "ORDER BY id LIMIT 1", (wanted,)).fetchone()
+            doc_id = self._catalogue().ids.get(_nocase(wanted))
+            if doc_id is None:
+                return []
+            row = self._conn.execute("SELECT title, ref, url, collection FROM documents WHERE id = ?",
+                                     (doc_id,)).fetchone()
             if row is None:
                 return []
-            doc_id, found, ref, url, collection = row
+            found, ref, url, collection = row
             chunks = self._conn.execute(
                 "SELECT ordinal, text FROM chunks WHERE doc_id = ? ORDER BY ordinal", (doc_id,)).fetchall()
         return [ChunkHit(title=found, ref=ref, url=url, collection=collection, ordinal=ordinal, text=text,
                          snippet=text[:300], score=0.0) for ordinal, text in chunks]
+
+    def _catalogue(self) -> _TitleCatalogue:
+        """Every title, scanned once and kept while the index is unchanged (`change_signature`).
+        Call under the lock."""
+        signature = self.change_signature()
+        if self._titles is None or self._titles.signature != signature:
+            titles: list[tuple[str, str]] = []
+            ids: dict[str, int] = {}
+            for doc_id, collection, name in self._conn.execute(
+                    "SELECT id, collection, title FROM documents ORDER BY id"):
+                titles.append((collection, name))
+                ids.setdefault(_nocase(name), doc_id)
+            self._titles = _TitleCatalogue(signature, titles, ids)
+        return self._titles
 
     def search(
         self, query: str, k: int = 5, *, collections: Sequence[str] | None = None

@@ -53,6 +53,8 @@ MAX_NAMED = 6
 RANKED_SEEDS = 2
 # How much of a named page is read for its links: a Wikipedia lead names the entity's relations.
 LINK_TEXT_CHARS = 5_000
+# Texts whose links a linker remembers (chunks of at most a few kB each): forgotten all at once when full.
+LINKS_REMEMBERED = 4_096
 
 _TOKEN = re.compile(r"[^\W_]+|[^\w\s]", re.UNICODE)
 _QUALIFIER = re.compile(r"\s*\([^()]*\)\s*$")
@@ -131,12 +133,24 @@ class TitleLinker:
         # Every beginning of a title: a scan extends a match only while some title goes on with it.
         self._prefixes = {key[:n] for key in self._titles for n in range(1, len(key) + 1)}
         self._starts = {key[0] for key in self._titles}
+        self._links: dict[str, tuple[str, ...]] = {}  # `links`, per text
 
     def __len__(self) -> int:
         return len(self._titles)
 
     def links(self, text: str) -> list[str]:
-        """The titles `text` mentions, each once, in order of first mention."""
+        """The titles `text` mentions, each once, in order of first mention.
+
+        Remembered per text (the linker is rebuilt when the corpus changes, so it never goes stale):
+        the same candidates come back search after search in a run, and each is read for links."""
+        known = self._links.get(text)
+        if known is None:
+            if len(self._links) >= LINKS_REMEMBERED:
+                self._links.clear()
+            known = self._links[text] = tuple(self._scan(text))
+        return list(known)
+
+    def _scan(self, text: str) -> list[str]:
         original = cased_tokens(text)
         folded = [t.casefold() for t in original]
         cased = text.lower() != text

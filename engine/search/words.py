@@ -5,6 +5,7 @@ share it without importing each other."""
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 WORD = re.compile(r"[^\W_]+", re.UNICODE)
 # Function words and question scaffolding: they say nothing about what a document is about.
@@ -21,6 +22,7 @@ known called named según es el la los las de del y en un una que por con para
 """.split())
 
 
+@lru_cache(maxsize=65_536)  # a run reads the same words in hit after hit
 def stem(word: str) -> str:
     """A light stemmer: enough to match 'embargoes' with 'embargo' and 'economies' with 'economy'."""
     for suffix, replacement in (("ies", "y"), ("es", ""), ("s", ""), ("ing", ""), ("ed", "")):
@@ -31,5 +33,5 @@ def stem(word: str) -> str:
 
 def terms(text: str) -> set[str]:
     """The distinctive terms of a text: lower-cased, stemmed, without stopwords and 1-letter words."""
-    words = (w.lower() for w in WORD.findall(text))
+    words = {w.lower() for w in WORD.findall(text)}
     return {stem(w) for w in words if (len(w) > 1 or w.isdigit()) and w not in STOPWORDS}

@@ -201,6 +201,36 @@ def test_concurrent_searches_and_writes(store):
     assert store.count_documents() == 50
 
 
+def test_titled_opens_the_first_document_with_the_title_as_nocase_compares_it(store):
+    store.add_document("c", "first", "Grand Final", None, ["The first one."], "h1")
+    store.add_document("c", "second", "grand final", None, ["The second one."], "h2")
+    store.add_document("c", "accent", "Élan", None, ["With an accent."], "h3")
+    store.add_document("c", "spaced", "Two  spaces", None, ["Spaced out."], "h4")
+    # ASCII letters in any case, as SQLite's NOCASE compares titles; runs of spaces in what is
+    # asked count as one, while the stored title is matched as it is written.
+    assert [hit.text for hit in store.titled("GRAND \n final ")] == ["The first one."]
+    assert store.titled("Two  spaces") == []
+    assert store.titled("Élan")[0].ref == "accent"
+    assert store.titled("élan") == []  # NOCASE folds ASCII letters only
+    assert store.titled("   ") == [] and store.titled("No such page") == []
+
+
+def test_titled_sees_every_change_to_the_index(store, tmp_path):
+    assert store.titled("Okapi") == []
+    store.add_document("c", "okapi", "Okapi", None, ["An animal of the Congo forest."], "h1")
+    assert store.titled("okapi")[0].text == "An animal of the Congo forest."
+    store.add_document("c", "okapi", "Okapi", None, ["Replaced: a forest giraffe."], "h2")
+    assert [hit.text for hit in store.titled("okapi")] == ["Replaced: a forest giraffe."]
+    assert [title for _collection, title in store.titles()] == ["Okapi"]
+    # A change committed through another connection (another process: the CLI next to the app).
+    with CorpusStore(store.path) as other:
+        other.add_document("d", "lynx", "Lynx", None, ["A wild cat."], "h3")
+    assert store.titled("LYNX")[0].collection == "d"
+    assert store.titles() == [("c", "Okapi"), ("d", "Lynx")]
+    store.delete_collection("c")
+    assert store.titled("Okapi") == [] and store.titles() == [("d", "Lynx")]
+
+
 # -- loaders and ingest --------------------------------------------------------------------------
 
 

@@ -91,6 +91,26 @@ def test_a_qualifier_is_dropped_only_for_an_unambiguous_several_word_name():
     assert found.links(text) == ["Kiss and Tell (1945 film)", "Paris"]
 
 
+def test_a_texts_links_are_remembered_and_handed_out_as_a_new_list_each_time(monkeypatch):
+    import engine.search.hops as hops
+
+    found = linker("Shirley Temple", "Ghana")
+    text = "Shirley Temple was envoy to Ghana."
+    first = found.links(text)
+    first.append("changed by the caller")
+    assert found.links(text) == ["Shirley Temple", "Ghana"]  # remembered, and not the caller's list
+    scans: list[str] = []
+    scan = found._scan
+    monkeypatch.setattr(found, "_scan", lambda t: scans.append(t) or scan(t))
+    assert found.links(text) == ["Shirley Temple", "Ghana"] and scans == []
+    # Full: everything is forgotten at once, and each text is read again.
+    monkeypatch.setattr(hops, "LINKS_REMEMBERED", 2)
+    for other in ("Ghana.", "Shirley Temple.", "Ghana and Shirley Temple."):
+        found.links(other)
+    assert found.links(text) == ["Shirley Temple", "Ghana"]
+    assert scans == ["Ghana.", "Shirley Temple.", "Ghana and Shirley Temple.", text]
+
+
 # -- the hop order ------------------------------------------------------------------------------
 
 
