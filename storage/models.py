@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import copy
 import warnings
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar, cast
 
 from sqlalchemy import JSON, Column, DateTime, ForeignKeyConstraint, Integer, Table, Text, UniqueConstraint
 from sqlalchemy import inspect as sa_inspect
+from sqlalchemy.orm import make_transient_to_detached
 from sqlmodel import Field, SQLModel
 
 from storage.statuses import NodeStatus, RunStatus  # noqa: F401  (re-exported: the tables' status values)
@@ -57,6 +59,18 @@ def row_copy(row: _Table) -> _Table:
     fresh = cast(_Table, sa_inspect(type(row)).class_manager.new_instance())
     fresh.__dict__.update({name: _plain_copy(getattr(row, name)) for name in type(row).model_fields})
     object.__setattr__(fresh, "__pydantic_fields_set__", set(row.model_fields_set))
+    return fresh
+
+
+def loaded_row(model: type[_Table], values: Mapping[Any, Any]) -> _Table:
+    """A detached row of `model` made from a statement's returned columns (`values`, by name) as
+    SQLAlchemy makes a row it loads and a closed session leaves it: no validation (the values are
+    the database's), no fields set, its identity known. For RETURNING read through Core, whose
+    statements are compiled once, where an ORM statement over many VALUES is compiled every time."""
+    fresh = cast(_Table, sa_inspect(model).class_manager.new_instance())
+    fresh.__dict__.update({name: values[name] for name in model.model_fields})
+    object.__setattr__(fresh, "__pydantic_fields_set__", set())
+    make_transient_to_detached(fresh)
     return fresh
 
 

@@ -7,13 +7,14 @@ from dataclasses import replace
 from typing import Any
 
 from sqlalchemy import case, func
-from sqlalchemy import select as sa_select
+from sqlalchemy.sql.expression import Executable
 from sqlmodel import col, select
 
 from storage.models import (
     Node,
     NodeSource,
     Source,
+    loaded_row,
     stored_id,
     table_of,
     utcnow,
@@ -59,7 +60,6 @@ class SourceRows(RepositoryBase):
         """`add_sources` of each batch in turn (several searches' results: each ranked within its
         own), in one transaction: what is stored, and the ids, are those of one add per batch. One
         upsert per batch, one INSERT of all the links, one COMMIT."""
-        table = table_of(Source)
         by_ref: dict[str, Source] = {}
         links: dict[int, tuple[int, float]] = {}  # source id -> (rank, score): the first link kept
         results: list[list[Source]] = []
@@ -95,19 +95,11 @@ class SourceRows(RepositoryBase):
                     if row["ref"] in stored:
                         row["text"] = united_text(stored[row["ref"]], row["text"])
                 for chunk in _chunks(rows):
-                    upsert = self._insert_on_conflict(table).values(chunk)
-                    # As long or longer: the united text (newest read first) may reorder as many characters.
-                    longer = func.length(upsert.excluded.text) >= func.length(table.c.text)
-                    returning = upsert.on_conflict_do_update(
-                        index_elements=[table.c.run_id, table.c.ref],
-                        set_={"text": case((longer, upsert.excluded.text), else_=table.c.text)},
-                    ).returning(*table.c)
-                    by_ref.update((source.ref, source)
-                                  for source in s.scalars(sa_select(Source).from_statement(returning)))
+                    # The rows as parameters of one statement (sent as one INSERT of many VALUES):
+                    # compiled once per database, where VALUES built into it were compiled each time.
+                    by_ref.update((row.ref, loaded_row(Source, row._mapping))
+                                  for row in s.execute(self._sources_upsert(), chunk))
                 stored.update((ref, by_ref[ref].text) for ref in wanted)  # the next batch unites with these
-                # Rows of their own for this batch: the next one's RETURNING makes new objects, not a
-                # refresh of these (the session's identity map would hand these back unchanged).
-                s.expunge_all()
                 for ref, item in wanted.items():
                     links.setdefault(stored_id(by_ref[ref]), (rank[ref], item.score))
                 results.append([by_ref[item.ref] for item in inputs])
@@ -123,6 +115,18 @@ class SourceRows(RepositoryBase):
                 s.execute(self._bump(run_id))
             s.commit()
         return results
+
+    def _sources_upsert(self) -> Executable:
+        """`INSERT INTO sources ... ON CONFLICT (run_id, ref) DO UPDATE SET text = <the longer> RETURNING *`,
+        its rows given as parameters (`add_source_batches`)."""
+        table = table_of(Source)
+        upsert = self._insert_on_conflict(table)
+        # As long or longer: the united text (newest read first) may reorder as many characters.
+        longer = func.length(upsert.excluded.text) >= func.length(table.c.text)
+        return upsert.on_conflict_do_update(
+            index_elements=[table.c.run_id, table.c.ref],
+            set_={"text": case((longer, upsert.excluded.text), else_=table.c.text)},
+        ).returning(*table.c)
 
     def _link_rows(self, node_id: int, links: Sequence[tuple[int, int, float]]) -> UpsertInsert:
         """`INSERT INTO node_sources ... ON CONFLICT DO NOTHING` of (source id, rank, score)."""
