@@ -56,10 +56,8 @@ def row_copy(row: _Table) -> _Table:
     loads: no validation, since the row's values were validated when it was made. About six times
     cheaper than `type(row)(**row.model_dump())` with the data deep-copied (20 µs a node instead of
     120), which a running graph's reads of its nodes would otherwise spend many times per step."""
-    fresh = cast(_Table, sa_inspect(type(row)).class_manager.new_instance())
-    fresh.__dict__.update({name: _plain_copy(getattr(row, name)) for name in type(row).model_fields})
-    object.__setattr__(fresh, "__pydantic_fields_set__", set(row.model_fields_set))
-    return fresh
+    return _unvalidated(type(row), {name: _plain_copy(getattr(row, name)) for name in type(row).model_fields},
+                        set(row.model_fields_set))
 
 
 def loaded_row(model: type[_Table], values: Mapping[Any, Any]) -> _Table:
@@ -67,10 +65,16 @@ def loaded_row(model: type[_Table], values: Mapping[Any, Any]) -> _Table:
     SQLAlchemy makes a row it loads and a closed session leaves it: no validation (the values are
     the database's), no fields set, its identity known. For RETURNING read through Core, whose
     statements are compiled once, where an ORM statement over many VALUES is compiled every time."""
-    fresh = cast(_Table, sa_inspect(model).class_manager.new_instance())
-    fresh.__dict__.update({name: values[name] for name in model.model_fields})
-    object.__setattr__(fresh, "__pydantic_fields_set__", set())
+    fresh = _unvalidated(model, {name: values[name] for name in model.model_fields}, set())
     make_transient_to_detached(fresh)
+    return fresh
+
+
+def _unvalidated(model: type[_Table], values: dict[str, Any], fields_set: set[str]) -> _Table:
+    """A row of `model` holding `values`, made as SQLAlchemy makes a row it loads: no validation."""
+    fresh = cast(_Table, sa_inspect(model).class_manager.new_instance())
+    fresh.__dict__.update(values)
+    object.__setattr__(fresh, "__pydantic_fields_set__", fields_set)
     return fresh
 
 

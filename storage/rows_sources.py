@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
+from functools import cached_property
 from typing import Any
 
 from sqlalchemy import case, func
@@ -98,7 +99,7 @@ class SourceRows(RepositoryBase):
                     # The rows as parameters of one statement (sent as one INSERT of many VALUES):
                     # compiled once per database, where VALUES built into it were compiled each time.
                     by_ref.update((row.ref, loaded_row(Source, row._mapping))
-                                  for row in s.execute(self._sources_upsert(), chunk))
+                                  for row in s.execute(self._sources_upsert, chunk))
                 stored.update((ref, by_ref[ref].text) for ref in wanted)  # the next batch unites with these
                 for ref, item in wanted.items():
                     links.setdefault(stored_id(by_ref[ref]), (rank[ref], item.score))
@@ -116,9 +117,10 @@ class SourceRows(RepositoryBase):
             s.commit()
         return results
 
+    @cached_property
     def _sources_upsert(self) -> Executable:
         """`INSERT INTO sources ... ON CONFLICT (run_id, ref) DO UPDATE SET text = <the longer> RETURNING *`,
-        its rows given as parameters (`add_source_batches`)."""
+        its rows given as parameters (`add_source_batches`): built once per repository."""
         table = table_of(Source)
         upsert = self._insert_on_conflict(table)
         # As long or longer: the united text (newest read first) may reorder as many characters.
