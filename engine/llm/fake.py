@@ -18,6 +18,7 @@ Prompt conventions the fake understands (methods should write prompts this way):
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -479,8 +480,10 @@ def key_terms(text: str, limit: int = 6) -> tuple[str, ...]:
     return tuple(terms)
 
 
+@functools.lru_cache(maxsize=65536)
 def _stem(word: str) -> str:
-    """A crude stemmer, enough to match 'cities' with 'city' and 'causes' with 'cause'."""
+    """A crude stemmer, enough to match 'cities' with 'city' and 'causes' with 'cause'. Remembered:
+    ranking a prompt's sentences stems every word of its sources."""
     word = word.lower().removesuffix("'s")
     for suffix, replacement in (("ies", "y"), ("ing", ""), ("ed", ""), ("es", "e"), ("s", "")):
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:

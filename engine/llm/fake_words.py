@@ -12,6 +12,7 @@ already holds (the node's own, those already explored) is passed over.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 
@@ -52,10 +53,15 @@ _VERBS = frozenset("""
 _LABELS = frozenset({"Question", "Subject", "Topic", "Overall", "Task", "Query"})
 
 
+@functools.lru_cache(maxsize=1024)
 def subject(question: str) -> str:
     """What the question is about, in a few words: the subject of a question the fake wrote, else
     its first proper name (a one-word name with the noun after it: "the Apollo program"; with "the"
-    when the question says it), else its first content words that are not verbs; "" for none."""
+    when the question says it), else its first content words that are not verbs; "" for none.
+
+    Remembered: an answer asks it once for each string it writes, about the same question, and its
+    regular expressions over a long prompt made it most of the test endpoint's CPU (which a
+    benchmark's run on 2 cores shares)."""
     text = " ".join(question.split())
     for pattern in _TEMPLATE_PATTERNS:
         match = pattern.match(text)
