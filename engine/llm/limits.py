@@ -8,6 +8,7 @@ module global, so tests and benchmarks can use their own.
 
 from __future__ import annotations
 
+import collections
 import random
 import threading
 import time
@@ -18,17 +19,27 @@ from typing import Protocol
 class ConcurrencyLimiter:
     """At most `limit` holders at a time; use as a context manager around one HTTP request.
 
-    Thread-safe. `in_flight` is the number of current holders and `peak_in_flight` the highest
-    number seen, both for monitoring and tests.
+    Thread-safe and first come, first served: a freed slot goes to the call that has waited
+    longest. A plain condition let a thread that had just released a slot take it straight back
+    for its next call before the woken waiter ran, so under a full limit one call could wait
+    several rounds of calls while its node's whole chain waited behind it (a DEoT planner waited
+    two, 1 s at 0.5 s a call).
+
+    `in_flight` is the number of current holders, `peak_in_flight` the highest number seen and
+    `waiting` the number of calls in line, for monitoring and tests.
     """
 
     def __init__(self, limit: int) -> None:
         if limit < 1:
             raise ValueError(f"the LLM concurrency limit must be at least 1 (got {limit})")
         self._limit = limit
-        self._condition = threading.Condition()
+        self._mutex = threading.Lock()
+        self._condition = threading.Condition(self._mutex)
         self._in_flight = 0
         self._peak = 0
+        # The calls in line, in arrival order, each waiting on a condition of its own (on the same
+        # lock): a freed slot wakes the first in line only, not every thread that waits.
+        self._waiting: collections.deque[threading.Condition] = collections.deque()
         self._cool_until = 0.0  # time.monotonic() before which no call starts (an endpoint's 429)
 
     @property
@@ -39,6 +50,12 @@ class ConcurrencyLimiter:
     def in_flight(self) -> int:
         with self._condition:
             return self._in_flight
+
+    @property
+    def waiting(self) -> int:
+        """Calls waiting for a slot."""
+        with self._condition:
+            return len(self._waiting)
 
     @property
     def peak_in_flight(self) -> int:
@@ -66,16 +83,31 @@ class ConcurrencyLimiter:
         if wait_cool:
             self._wait_until_cool()
         with self._condition:
-            self._condition.wait_for(lambda: self._in_flight < self._limit)
+            turn = threading.Condition(self._mutex)
+            self._waiting.append(turn)
+            try:
+                while self._waiting[0] is not turn or self._in_flight >= self._limit:
+                    turn.wait()
+            except BaseException:  # interrupted in line: the calls behind it must not wait for it
+                self._waiting.remove(turn)
+                self._wake_first()
+                raise
+            self._waiting.popleft()
             self._in_flight += 1
             self._peak = max(self._peak, self._in_flight)
+            self._wake_first()  # the next in line may fit too (several slots freed meanwhile)
+
+    def _wake_first(self) -> None:
+        """Under the lock: wake the first call in line if a slot is free for it."""
+        if self._waiting and self._in_flight < self._limit:
+            self._waiting[0].notify()
 
     def release(self) -> None:
         with self._condition:
             if self._in_flight == 0:
                 raise RuntimeError("ConcurrencyLimiter.release() called more often than acquire()")
             self._in_flight -= 1
-            self._condition.notify()
+            self._wake_first()
 
     def __enter__(self) -> ConcurrencyLimiter:
         self.acquire()

@@ -515,6 +515,34 @@ def test_limiter_blocks_until_a_slot_is_free():
     thread.join()
 
 
+def test_limiter_gives_a_freed_slot_to_the_call_that_waited_longest():
+    """A thread that releases a slot and asks again at once goes behind the calls already waiting:
+    before, it took the slot straight back, and a waiting call could miss round after round."""
+    limiter = ConcurrencyLimiter(1)
+    order: list[str] = []
+    limiter.acquire()
+
+    def call(name: str) -> None:
+        with limiter:
+            order.append(name)
+
+    first, second = (threading.Thread(target=call, args=(name,)) for name in ("first", "second"))
+    first.start()
+    while limiter.waiting < 1:  # progress, not a clock: "first" is in line before "second" starts
+        time.sleep(0.001)
+    second.start()
+    while limiter.waiting < 2:
+        time.sleep(0.001)
+    limiter.release()
+    limiter.acquire()  # the releasing thread's next call
+    order.append("again")
+    limiter.release()
+    first.join(timeout=10)
+    second.join(timeout=10)
+    assert order == ["first", "second", "again"]
+    assert limiter.in_flight == 0 and limiter.waiting == 0
+
+
 # ---------------------------------------------------------------------- pricing
 
 
