@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from operator import mul
 from typing import Any, Protocol, runtime_checkable
 
 from engine.config import DEFAULT_EMBEDDINGS_MODEL, EmbeddingsSettings
@@ -88,8 +89,9 @@ class OpenAIEmbeddings:
 
 
 def cosine(a: Sequence[float], b: Sequence[float]) -> float:
-    dot = sum(x * y for x, y in zip(a, b))
-    norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
+    # map(mul): the same products added in the same order as a generator's, at twice its speed.
+    dot = sum(map(mul, a, b))
+    norm = math.sqrt(sum(map(mul, a, a))) * math.sqrt(sum(map(mul, b, b)))
     return dot / norm if norm else 0.0
 
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, TypeVar
 
-from engine.search.protocol import Hit, Searcher
+from engine.search.protocol import Candidates, Hit, Searcher, candidates_of
 from engine.search.rerank import Reranker
 
 if TYPE_CHECKING:  # only for annotations
@@ -65,10 +65,22 @@ class FusedSearcher:
         return self.name or " + ".join(s.description for s in self.searchers)
 
     def search(self, query: str, k: int = 5) -> list[Hit]:
+        found = self.candidates(query, k)
+        return found.finish(found.hits)
+
+    def candidates(self, query: str, k: int) -> Candidates:
+        """The fused top `k`, with snippets to come where a searcher's are (`Candidates`)."""
         if k <= 0:
-            return []
-        rankings = [s.search(query, max(k, self.depth)) for s in self.searchers]
-        return [replace(hit, score=score) for hit, score in fuse(rankings, key=lambda h: h.ref)[:k]]
+            return Candidates([], list)
+        stages = [candidates_of(s, query, max(k, self.depth)) for s in self.searchers]
+        fused = [replace(hit, score=score) for hit, score in fuse([s.hits for s in stages], key=lambda h: h.ref)[:k]]
+
+        def finish(kept: list[Hit]) -> list[Hit]:
+            for stage in stages:
+                kept = stage.finish(kept)
+            return kept
+
+        return Candidates(fused, finish)
 
     def titled(self, title: str) -> Hit | None:
         for searcher in self.searchers:

@@ -38,7 +38,7 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from engine.search.local import corpus_hit
-from engine.search.protocol import NAMED_BY_QUESTION, Hit, Searcher, titled_page
+from engine.search.protocol import NAMED_BY_QUESTION, Hit, Searcher, candidates_of, titled_page
 from storage.corpus_store import STOPWORDS, CorpusStore
 
 # The longest title, in words, the linker looks for: longer titles are rare and seldom quoted whole.
@@ -295,9 +295,10 @@ class HopSearcher:
     def search(self, query: str, k: int = 5) -> list[Hit]:
         if k <= 0:
             return []
-        candidates = self.searcher.search(query, max(self.candidates, k))
+        # Snippets are made for the k hits kept, not the 50 candidates (`Candidates`).
+        found = candidates_of(self.searcher, query, max(self.candidates, k))
         linker = self.linkers.linker(self.store)
-        return follow_hops(query, candidates, linker, self.titled, k, self._first_chunk)
+        return found.finish(follow_hops(query, found.hits, linker, self.titled, k, self._first_chunk))
 
     @property
     def store(self) -> CorpusStore:

@@ -12,12 +12,12 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from engine.search.chunking import chunk_text, iter_chunks
 from engine.search.loaders import LoadedDocument, Skipped, TextFileDocument, iter_documents, named_inside, path_text
-from engine.search.protocol import Hit, SearchError
+from engine.search.protocol import SNIPPET_LATER, Candidates, Hit, SearchError
 from engine.search.vectors import CorpusEmbedding, VectorIndex
 from storage.corpus_store import AddStats, ChunkHit, CorpusLocked, CorpusStore, NewDocument
 
@@ -143,6 +143,22 @@ class LocalCorpusSearcher:
     def search(self, query: str, k: int = 5) -> list[Hit]:
         return [corpus_hit(hit) for hit in self.store.search(query, k)]
 
+    def candidates(self, query: str, k: int) -> Candidates:
+        """`search`'s hits with their snippets to come (`Candidates`): `finish` makes FTS5's snippet
+        for the hits kept, the same as `search` gives them."""
+        chunks = self.store.search(query, k, snippets=False)
+        chunk_of: dict[str, int] = {}
+        for chunk in chunks:  # a ref twice (one document in two collections): fusion keeps the first
+            chunk_of.setdefault(corpus_ref(chunk), chunk.chunk_id)
+
+        def finish(kept: list[Hit]) -> list[Hit]:
+            later = [chunk_of[hit.ref] for hit in kept if hit.snippet == SNIPPET_LATER and hit.ref in chunk_of]
+            made = self.store.snippets(query, later) if later else {}
+            return [replace(hit, snippet=made.get(chunk_of[hit.ref]) or hit.text[:300])
+                    if hit.snippet == SNIPPET_LATER and hit.ref in chunk_of else hit for hit in kept]
+
+        return Candidates([corpus_hit(chunk, SNIPPET_LATER) for chunk in chunks], finish)
+
     def titled(self, title: str) -> Hit | None:
         """The document titled `title` as one hit: its first chunk's reference, its whole text (an
         agent's Lookup reads the page, not the one chunk a ranking picked)."""
@@ -240,11 +256,15 @@ class LocalCorpusSearcher:
 TITLED_PAGE_CHARS = 20_000
 
 
-def corpus_hit(hit: ChunkHit) -> Hit:
+def corpus_hit(hit: ChunkHit, snippet: str | None = None) -> Hit:
     """A corpus chunk as a search hit: its ref is the document's ref and the chunk's ordinal, the
     id a run stores as a Source (the knowledge layer's collection graphs use the same)."""
-    return Hit(title=hit.title, ref=f"{hit.ref}#{hit.ordinal}", snippet=hit.snippet, text=hit.text,
+    return Hit(title=hit.title, ref=corpus_ref(hit), snippet=hit.snippet if snippet is None else snippet, text=hit.text,
                kind="corpus", url=hit.url, score=hit.score)
+
+
+def corpus_ref(hit: ChunkHit) -> str:
+    return f"{hit.ref}#{hit.ordinal}"
 
 
 def to_new_document(doc: LoadedDocument, collection: str, owner: str = "") -> NewDocument:

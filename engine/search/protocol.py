@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
@@ -45,6 +46,33 @@ def titled_page(searcher: Searcher, title: str) -> Hit | None:
     Searchers that can define `titled(title) -> Hit | None`; this is the optional part of the seam."""
     opener = getattr(searcher, "titled", None)
     return opener(title) if callable(opener) else None
+
+
+# The snippet of a first-stage hit whose snippet is made later (`Candidates`); never in a search's result.
+SNIPPET_LATER = "\x00snippet later"
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """A first stage's hits for a later stage that keeps a few of them (fusion, the hops). A hit
+    whose snippet is `SNIPPET_LATER` gets it from `finish`, which the later stage calls on the hits
+    it keeps: the local corpus's snippets cost more than its ranking, and 3 of its 50 candidates
+    reach a node. Searchers that can define `candidates(query, k) -> Candidates`; this is the
+    optional part of the seam that `candidates_of` asks for."""
+
+    hits: list[Hit]
+    finish: Callable[[list[Hit]], list[Hit]]
+
+
+def candidates_of(searcher: Searcher, query: str, k: int) -> Candidates:
+    """`searcher`'s top `k` as candidates: with snippets to come where it can (`candidates`), its
+    search's hits otherwise."""
+    # Asked of the class: a wrapper that hands other attributes to the searcher it wraps
+    # (`ExcludingSearcher`'s __getattr__) would hand this one on too, and skip its own filter.
+    if callable(getattr(type(searcher), "candidates", None)):
+        found: Candidates = searcher.candidates(query, k)  # type: ignore[attr-defined]
+        return found
+    return Candidates(searcher.search(query, k), list)
 
 
 class SearchError(Exception):

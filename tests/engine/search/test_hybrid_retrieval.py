@@ -12,7 +12,7 @@ from engine.config import RetrievalSettings
 from engine.search.fusion import FusedReranker, FusedSearcher, fuse
 from engine.search.hops import HopSearcher
 from engine.search.local import LocalCorpusSearcher
-from engine.search.protocol import NAMED_BY_QUESTION, Hit
+from engine.search.protocol import NAMED_BY_QUESTION, SNIPPET_LATER, Hit
 from engine.search.relevance import relevant_hits
 from engine.search.retrieval import KeepOrder, build_local_retrieval, builtin_reranker
 from engine.search.vectors import VectorIndex
@@ -139,3 +139,50 @@ def test_each_retriever_setting_builds_its_first_stage(corpus):
     fallback = build_local_retrieval(corpus, RetrievalSettings(retriever="dense"), None)
     assert "dense retrieval unavailable" in fallback.description
     assert fallback.search("Westminster", 1)[0].title == "George Mathew"
+
+
+class Eager:
+    """A searcher as it is seen through `search` alone: every hit with its snippet made at once."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.store = inner.store
+
+    @property
+    def description(self):
+        return self.inner.description
+
+    def search(self, query, k=5):
+        return self.inner.search(query, k)
+
+    def titled(self, title):
+        return self.inner.titled(title)
+
+
+def test_the_hybrid_search_makes_snippets_for_the_hits_it_keeps_the_same_as_before(corpus):
+    long_text = " ".join(["Westminster Abbey holds the tombs of kings and statesmen."] * 3
+                         + ["George Mathew's grave lies in the abbey's north aisle, his son Charles wrote."] * 4)
+    corpus.store.add_document("wiki", "Westminster burials", "Westminster burials", None, [long_text], "burials")
+    embedder = HashedWords()
+    index = VectorIndex(corpus.store, "hashed-words")
+    index.update(lambda texts: embedder.embed(list(texts)))
+    hybrid = build_local_retrieval(corpus, RetrievalSettings(retriever="hybrid"), embedder, vectors=index)
+    dense = hybrid.searcher.searchers[1]
+    eager = HopSearcher(FusedSearcher([Eager(corpus), Eager(dense)], store=corpus.store), linkers=hybrid.linkers)
+    asked: list[int] = []
+    deferred = 0
+    made = corpus.store.snippets
+    corpus.store.snippets = lambda query, ids: asked.extend(ids) or made(query, ids)
+    for query in (QUESTION, "George Mathew grave north aisle", "Westminster Abbey kings", "nothing matches zzz"):
+        for k in (1, 2, 5):
+            asked.clear()
+            hits = hybrid.search(query, k)
+            assert hits == eager.search(query, k)
+            assert all(h.snippet != SNIPPET_LATER for h in hits)
+            assert len(asked) <= k  # not one per candidate (the hop searcher asks for 50)
+            deferred += len(asked)
+    assert deferred  # BM25's hits got their snippets afterwards
+    grave = hybrid.search("George Mathew grave north aisle", 5)
+    burials = next(h for h in grave if h.title == "Westminster burials")
+    # FTS5's passage around the words, not the text's start.
+    assert "grave" in burials.snippet and burials.snippet != long_text[:300]
