@@ -4,6 +4,7 @@ Nothing here is a module global; the CLI and the web app each build one `Service
 
 from __future__ import annotations
 
+import gc
 import threading
 from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, field
@@ -370,7 +371,25 @@ def build_services(settings: Settings | None = None, *, read_only_ok: bool = Fal
                                            cooldown=SharedCooldown(db, "llm"))
     else:
         queue, limiter = None, ConcurrencyLimiter(settings.llm.concurrency)
-    return Services(settings=settings, db=db, repo=Repository(db), limiter=limiter, prices=prices, queue=queue)
+    services = Services(settings=settings, db=db, repo=Repository(db), limiter=limiter, prices=prices, queue=queue)
+    _freeze_startup_heap()
+    return services
+
+
+_startup_frozen = threading.Event()
+
+
+def _freeze_startup_heap() -> None:
+    """Once per process, after its first services are built: collect, then move every object left
+    (the modules, their pydantic schemas and SQLAlchemy tables, these services) out of the garbage
+    collector's walks (`gc.freeze`). They live as long as the process. Walking them again cost each
+    full collection 90-180 ms, and one landed in about one run in three, inside a retrieval round
+    (docs/benchmarks.md, issue 44). Objects made later are collected as before."""
+    if _startup_frozen.is_set():
+        return
+    _startup_frozen.set()
+    gc.collect()
+    gc.freeze()
 
 
 __all__ = ["LLM_KINDS", "LLMAuthError", "Services", "build_services"]
