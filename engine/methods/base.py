@@ -36,7 +36,7 @@ from engine.methods.estimate import CostEstimate
 from engine.parallel import run_parallel
 from engine.reader_text import UNWRITTEN, is_placeholder
 from engine.run_services import RunServices
-from engine.search.embeddings import Embedder
+from engine.search.embeddings import Embedder, EmbeddingError
 from engine.search.fetch import PageFetcher
 from engine.search.pages import PagesRead, read_pages, readable
 from engine.search.protocol import Hit, Searcher, SearchError
@@ -180,6 +180,20 @@ class RunContext(Generic[P]):
         self.graph.narrate(narration.search_text(query, where, len(hits)), node_id=node_id,
                            kind=narration.SEARCH, query=query, found=len(hits))
         return hits
+
+    def embed_ahead(self, texts: Sequence[str]) -> None:
+        """Make these texts' vectors now, when the run's embedder remembers what it embedded (the
+        built-in one): a method calls it for what it will search next, alongside an LLM call (`parallel`),
+        so the search finds the query's vector made. A query's vector is about 10 ms of CPU, and DEoT's
+        last layer searched 20 queries at once after its plan reviews. A failure is left to the search,
+        which embeds again and says so."""
+        embedder = self.embedder
+        if not texts or embedder is None or not getattr(embedder, "remembers_texts", False):
+            return
+        try:
+            embedder.embed(list(texts))
+        except EmbeddingError:
+            pass
 
     def note_unrelated(self, query: str, relevance: RelevanceResult, node: Node | None = None) -> None:
         """Tell the step log which share of a search's hits the relevance floor left out."""

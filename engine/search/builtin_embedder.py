@@ -51,6 +51,10 @@ class BuiltinEmbedder:
     """An `Embedder` over `MiniLMEncoder`, loaded on first use. `load` makes the encoder from the
     folder (injected by tests)."""
 
+    # Texts embedded are remembered: embedding a query ahead of its search is not work done twice
+    # (`RunContext.embed_ahead`).
+    remembers_texts = True
+
     def __init__(self, folder: Path, *, load: Callable[[Path], Encoder] | None = None,
                  shipped: Path | None = None) -> None:
         self.folder = folder

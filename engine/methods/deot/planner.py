@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from engine.methods.base import RunContext
 from engine.methods.deot import prompts
 from engine.methods.deot.params import DeotParams
 from engine.methods.deot.schemas import PlanReview, plan_model
+from engine.methods.deot.toolbox import SEARCH_TOOLS
 
 # Up to three tasks of a few fields each; a cap, so a small model looping in a list stops early.
 PLAN_MAX_TOKENS = 600
@@ -147,8 +149,12 @@ def make_plan(ctx: RunContext[DeotParams], node_id: int | None, query: str, cont
         if last is not None and "verdict" not in last:
             # Drafted with a correct format, not reviewed yet.
             if params.validate_plans:
-                review = ctx.llm.ask(prompts.VALIDATE_PLAN.render(query=query, plan=_render_plan(last["tasks"])),
-                                     PlanReview, purpose="validator", node_id=node_id)
+                # The plan's searches are embedded while the model reviews it (`embed_ahead`).
+                searches = [task["input"] for task in last["tasks"] if task["tool"] in SEARCH_TOOLS]
+                review: PlanReview = ctx.parallel([
+                    partial(ctx.llm.ask, prompts.VALIDATE_PLAN.render(query=query, plan=_render_plan(last["tasks"])),
+                            PlanReview, purpose="validator", node_id=node_id),
+                    partial(ctx.embed_ahead, searches)])[0]
                 last["review"] = review.model_dump()
                 last["verdict"] = review.verdict
             else:

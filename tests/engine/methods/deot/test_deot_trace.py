@@ -17,6 +17,7 @@ from engine.methods.deot.params import DeotParams
 from engine.methods.deot.planner import format_problems
 from engine.methods.deot.schemas import PRIORITY_WEIGHT
 from engine.report import render_markdown
+from engine.search.embeddings import Embedder
 from storage.models import NodeStatus, RunStatus
 from tests.engine.methods.deot.deot_scripts import (
     ATTEMPTS_TO_FAIL,
@@ -186,6 +187,57 @@ def test_dependent_task_waits_while_independent_tasks_overlap(services, fake_llm
     assert len(reasoning) == 1 and "[task1 · info_search]" in reasoning[0]
     assert "landed astronauts on the Moon" in reasoning[0]
     assert "[[S" in t1["output"]  # the tool's [1] became a stored citation
+
+
+class RememberingWords:
+    """An embedder that remembers what it embedded, as the built-in one does (`remembers_texts`):
+    hashed bags of words, and the texts it had to embed, in order."""
+
+    description = "remembered hashed words"
+    remembers_texts = True
+
+    def __init__(self, ready: threading.Event, wanted: set[str]) -> None:
+        self.vectors: dict[str, list[float]] = {}
+        self.computed: list[str] = []
+        self.ready, self.wanted = ready, wanted
+
+    def embed(self, texts):
+        for text in texts:
+            if text not in self.vectors:
+                self.computed.append(text)
+                vector = [0.0] * 32
+                for word in text.lower().split():
+                    vector[sum(map(ord, word)) % 32] += 1.0
+                self.vectors[text] = vector
+        if self.wanted <= set(self.vectors):
+            self.ready.set()
+        return [self.vectors[text] for text in texts]
+
+
+def test_a_plans_searches_are_embedded_while_the_model_reviews_it(services, fake_llm):
+    """The searches embed their query (the dense first stage, the relevance floor); the plan's
+    queries are embedded while the validator is asked, so the searches after it find their vectors
+    made. The validator here answers only once they are embedded: asked one after the other, the
+    run would wait on it."""
+    queries = ["Apollo program moon landing", "Saturn V rocket"]
+    embedded = threading.Event()
+    embedder = RememberingWords(embedded, set(queries))
+    services.runner.services.provide(Embedder, embedder)
+    fake_llm.when(PLANNER, plan(task("task1", "info_search", queries[0]),
+                                task("task2", "direct_reasoning", "What does it imply?", ["task1"]),
+                                task("task3", "info_search", queries[1])))
+
+    def review(request):
+        assert embedded.wait(timeout=120), "the plan's searches were not embedded while it was reviewed"
+        return {"verdict": "approve", "feedback": ""}
+
+    fake_llm.when(PLAN_VALIDATOR, review)
+    run_id = _done_run(services, ROOT_ONLY)
+    root = root_of(services, run_id)
+    assert [t["status"] for t in root.data["tasks"]] == ["success"] * 3
+    assert root.data["plan_attempts"][-1]["verdict"] == "approve"
+    # Embedded once, together, before the searches' own hits.
+    assert embedder.computed[:2] == queries and embedder.computed.count(queries[0]) == 1
 
 
 def _valid_plan(marker: str) -> dict:
