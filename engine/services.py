@@ -376,18 +376,15 @@ def build_services(settings: Settings | None = None, *, read_only_ok: bool = Fal
     return services
 
 
-_startup_frozen = threading.Event()
-
-
 def _freeze_startup_heap() -> None:
     """Once per process, after its first services are built: collect, then move every object left
     (the modules, their pydantic schemas and SQLAlchemy tables, these services) out of the garbage
     collector's walks (`gc.freeze`). They live as long as the process. Walking them again cost each
     full collection 90-180 ms, and one landed in about one run in three, inside a retrieval round
-    (docs/benchmarks.md, issue 44). Objects made later are collected as before."""
-    if _startup_frozen.is_set():
+    (docs/benchmarks.md, issue 44). Objects made later are collected as before. The collector is the
+    process's, so is the record that this was done: its count of frozen objects."""
+    if gc.get_freeze_count():
         return
-    _startup_frozen.set()
     gc.collect()
     gc.freeze()
 

@@ -151,10 +151,9 @@ def make_plan(ctx: RunContext[DeotParams], node_id: int | None, query: str, cont
             if params.validate_plans:
                 # The plan's searches are embedded while the model reviews it (`embed_ahead`).
                 searches = [task["input"] for task in last["tasks"] if task["tool"] in SEARCH_TOOLS]
-                review: PlanReview = ctx.parallel([
-                    partial(ctx.llm.ask, prompts.VALIDATE_PLAN.render(query=query, plan=_render_plan(last["tasks"])),
-                            PlanReview, purpose="validator", node_id=node_id),
-                    partial(ctx.embed_ahead, searches)])[0]
+                ask = partial(ctx.llm.ask, prompts.VALIDATE_PLAN.render(query=query, plan=_render_plan(last["tasks"])),
+                              PlanReview, purpose="validator", node_id=node_id)
+                review: PlanReview = ctx.parallel([ask, partial(ctx.embed_ahead, searches)])[0] if searches else ask()
                 last["review"] = review.model_dump()
                 last["verdict"] = review.verdict
             else:
