@@ -33,8 +33,7 @@ class ConcurrencyLimiter:
         if limit < 1:
             raise ValueError(f"the LLM concurrency limit must be at least 1 (got {limit})")
         self._limit = limit
-        self._mutex = threading.Lock()
-        self._condition = threading.Condition(self._mutex)
+        self._lock = threading.Lock()
         self._in_flight = 0
         self._peak = 0
         # The calls in line, in arrival order, each waiting on a condition of its own (on the same
@@ -48,18 +47,18 @@ class ConcurrencyLimiter:
 
     @property
     def in_flight(self) -> int:
-        with self._condition:
+        with self._lock:
             return self._in_flight
 
     @property
     def waiting(self) -> int:
         """Calls waiting for a slot."""
-        with self._condition:
+        with self._lock:
             return len(self._waiting)
 
     @property
     def peak_in_flight(self) -> int:
-        with self._condition:
+        with self._lock:
             return self._peak
 
     def cool_down(self, seconds: float) -> None:
@@ -67,12 +66,12 @@ class ConcurrencyLimiter:
         limiter starts before they have passed, so its other calls do not hit the limit as well (one
         429 would otherwise become as many as there are calls in flight)."""
         if seconds > 0:
-            with self._condition:
+            with self._lock:
                 self._cool_until = max(self._cool_until, time.monotonic() + seconds)
 
     def cooling_for(self) -> float:
         """Seconds left of the endpoint's asked-for quiet (0 when none)."""
-        with self._condition:
+        with self._lock:
             return max(0.0, self._cool_until - time.monotonic())
 
     def _wait_until_cool(self) -> None:
@@ -82,8 +81,8 @@ class ConcurrencyLimiter:
     def acquire(self, *, wait_cool: bool = True) -> None:
         if wait_cool:
             self._wait_until_cool()
-        with self._condition:
-            turn = threading.Condition(self._mutex)
+        with self._lock:
+            turn = threading.Condition(self._lock)
             self._waiting.append(turn)
             try:
                 while self._waiting[0] is not turn or self._in_flight >= self._limit:
@@ -103,7 +102,7 @@ class ConcurrencyLimiter:
             self._waiting[0].notify()
 
     def release(self) -> None:
-        with self._condition:
+        with self._lock:
             if self._in_flight == 0:
                 raise RuntimeError("ConcurrencyLimiter.release() called more often than acquire()")
             self._in_flight -= 1
