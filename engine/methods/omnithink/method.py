@@ -138,14 +138,28 @@ class OmniThinkMethod(Method[OmniThinkParams]):
         pending = [n for n in self._tree(ctx) if n.status == NodeStatus.PENDING]
         if not pending:
             return False
+        # The round's queries are embedded first, in a batch a core, not each by its own search. The
+        # relevance floor embeds the query as the model wrote it, when `prefix_topic` searches another.
+        floor = ctx.params.relevance_floor > 0
+        ctx.embed_ahead([text for node in pending for query in self._queries(node)
+                         for text in (self._searched(ctx, node, query), *([query] if floor else []))])
         ctx.parallel([partial(self._retrieve, ctx, node) for node in pending])
         return True
+
+    @staticmethod
+    def _queries(node: Node) -> list[str]:
+        return tree_of(node).keywords or [node.label]
+
+    @staticmethod
+    def _searched(ctx: RunContext[OmniThinkParams], node: Node, query: str) -> str:
+        # The paper searches a subtopic's keywords as they are; `prefix_topic` adds the topic.
+        return f"{ctx.question} {query}" if node.kind == SUBTOPIC and ctx.params.prefix_topic else query
 
     def _retrieve(self, ctx: RunContext[OmniThinkParams], node: Node) -> None:
         params = ctx.params
         ctx.checkpoint()
         node = ctx.graph.start(node)
-        queries = tree_of(node).keywords or [node.label]
+        queries = self._queries(node)
         errors = []
         dropped: list[dict[str, Any]] = []
         # Every query's results are stored at once, each ranked within its own search: one write
@@ -153,9 +167,7 @@ class OmniThinkMethod(Method[OmniThinkParams]):
         found: list[list[Hit]] = []
         for query in queries:
             try:
-                # The paper searches a subtopic's keywords as they are; `prefix_topic` adds the topic.
-                searched = f"{ctx.question} {query}" if node.kind == SUBTOPIC and params.prefix_topic else query
-                hits = ctx.search(searched, k=params.search_results, node=node)
+                hits = ctx.search(self._searched(ctx, node, query), k=params.search_results, node=node)
             except SearchError as exc:
                 errors.append(f"{query}: {exc}")
                 continue
@@ -299,10 +311,14 @@ class OmniThinkMethod(Method[OmniThinkParams]):
             draft = Outline.model_validate({"sections": [{"title": t} for t in subtopics]
                                             or [{"title": "Overview"}, {"title": "Details"}]})
         pool = "\n".join(f"- {c}" for c in self._pool_state(ctx).concepts) or "(empty)"
+        polish = partial(ctx.llm.ask, prompts.POLISH_OUTLINE.render(
+            topic=ctx.question, max_sections=params.max_sections, draft=self._outline_md(draft.model_dump()), pool=pool),
+            Outline, purpose="outline")
+        # The draft's headings are embedded while the model polishes it: the headings it keeps find
+        # their vectors made when the sections' evidence is ranked (`_section_evidence`).
+        headings = [h for group in self._headings(draft.model_dump()["sections"]) for h in group]
         try:
-            polished = ctx.llm.ask(prompts.POLISH_OUTLINE.render(topic=ctx.question, max_sections=params.max_sections,
-                                                                 draft=self._outline_md(draft.model_dump()), pool=pool),
-                                   Outline, purpose="outline")
+            polished = ctx.parallel([polish, partial(ctx.embed_ahead, headings)])[0]
             final, note = polished.model_dump(), ""
         except StructuredOutputError as exc:
             final, note = draft.model_dump(), f"polishing failed, the draft is used: {exc}"
@@ -361,7 +377,7 @@ class OmniThinkMethod(Method[OmniThinkParams]):
         unwritten = all(r is None or r[UNWRITTEN] for r in results)
         article, polish_note = (REPORT_NOT_WRITTEN, "") if unwritten else self._polish(ctx, draft)
         # The outline's titles are the article's planned sections: their heading lines stay headings.
-        planned = [title for section in sections for title in (section["title"], *section.get("subsections", []))]
+        planned = [title for group in self._headings(sections) for title in group]
         uncovered = [n.label for n in self._live(ctx) if tree_of(n).not_covered]
         ctx.graph.save_report(article, headings=planned, own=uncovered_section(uncovered), data={
             "method": self.name, "sections": results, "draft": draft, "polish": polish_note, UNWRITTEN: unwritten,
@@ -376,7 +392,7 @@ class OmniThinkMethod(Method[OmniThinkParams]):
         them. One ranking for the whole article. Returns, per section, the chosen sources and what
         was found for which heading (the section's data)."""
         params = ctx.params
-        headings = [[section["title"], *section.get("subsections", [])] for section in sections]
+        headings = self._headings(sections)
         queries = [heading for group in headings for heading in group]
 
         def failed(exc: Exception) -> None:
@@ -397,6 +413,11 @@ class OmniThinkMethod(Method[OmniThinkParams]):
                         chosen.append(by_ref[ref])
             out.append((chosen, {"by": ranked.by, "headings": found}))
         return out
+
+    @staticmethod
+    def _headings(sections: list[dict[str, Any]]) -> list[list[str]]:
+        """Each section's title and its subsections' titles."""
+        return [[section["title"], *section.get("subsections", [])] for section in sections]
 
     @staticmethod
     def _with_heading(text: str, title: str) -> str:

@@ -105,6 +105,23 @@ def test_a_texts_vector_does_not_depend_on_its_batch(embedding_model_dir):
     assert embedder.embed([]) == []
 
 
+def test_a_text_asked_twice_is_encoded_once(embedding_model_dir):
+    """A text asked twice in one call is encoded once, and a text embedded before is not encoded
+    again (a method embeds a round's queries ahead of its searches: `RunContext.embed_ahead`)."""
+    batches: list[list[str]] = []
+
+    class Recording(MiniLMEncoder):
+        def encode(self, texts):
+            batches.append(list(texts))
+            return super().encode(texts)
+
+    embedder = BuiltinEmbedder(embedding_model_dir, load=Recording)
+    vectors = embedder.embed([WEATHER, STADIUM, WEATHER])
+    assert batches == [[WEATHER, STADIUM]] and vectors[0] == vectors[2] != vectors[1]
+    assert embedder.embed([SUNNY, STADIUM]) == [embedder.embed([SUNNY])[0], vectors[1]]
+    assert batches == [[WEATHER, STADIUM], [SUNNY]]
+
+
 def test_the_model_loads_once_on_first_use_across_threads(embedding_model_dir):
     loads = []
 

@@ -55,6 +55,7 @@ from tests.engine.methods.deot.deot_scripts import (
     task,
     ts,
 )
+from tests.support.fixtures_embedder import RememberingWords
 from tests.support.fixtures_engine import run_to_end
 
 ALL_TOOLS = DeotParams().enabled_tools()
@@ -187,31 +188,6 @@ def test_dependent_task_waits_while_independent_tasks_overlap(services, fake_llm
     assert len(reasoning) == 1 and "[task1 · info_search]" in reasoning[0]
     assert "landed astronauts on the Moon" in reasoning[0]
     assert "[[S" in t1["output"]  # the tool's [1] became a stored citation
-
-
-class RememberingWords:
-    """An embedder that remembers what it embedded, as the built-in one does (`remembers_texts`):
-    hashed bags of words, and the texts it had to embed, in order."""
-
-    description = "remembered hashed words"
-    remembers_texts = True
-
-    def __init__(self, ready: threading.Event, wanted: set[str]) -> None:
-        self.vectors: dict[str, list[float]] = {}
-        self.computed: list[str] = []
-        self.ready, self.wanted = ready, wanted
-
-    def embed(self, texts):
-        for text in texts:
-            if text not in self.vectors:
-                self.computed.append(text)
-                vector = [0.0] * 32
-                for word in text.lower().split():
-                    vector[sum(map(ord, word)) % 32] += 1.0
-                self.vectors[text] = vector
-        if self.wanted <= set(self.vectors):
-            self.ready.set()
-        return [self.vectors[text] for text in texts]
 
 
 def test_a_plans_searches_are_embedded_while_the_model_reviews_it(services, fake_llm):

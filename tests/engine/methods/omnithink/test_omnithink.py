@@ -14,6 +14,7 @@ fake, against an OpenAI-compatible server, and on a FreshWiki topic.
 from __future__ import annotations
 
 import json
+import os
 import re
 import threading
 
@@ -27,6 +28,7 @@ from engine.methods.base import UnsupportedCommand
 from engine.methods.omnithink import OmniThinkMethod
 from engine.methods.omnithink.kinds import ConceptPool
 from engine.report import render_markdown
+from engine.search.embeddings import Embedder
 from storage.models import CommandStatus, NodeStatus, RunStatus
 from tests import REPO_ROOT
 from tests.engine.cli.test_cli import (
@@ -71,6 +73,7 @@ from tests.engine.methods.omnithink.omnithink_scripts import (
     tree,
     versions,
 )
+from tests.support.fixtures_embedder import RememberingWords
 from tests.support.fixtures_engine import release_and_finish, run_to_end, steer_and_wait, steer_refused
 
 FRESHWIKI = REPO_ROOT / "data" / "datasets" / "freshwiki" / "freshwiki_articles_100.jsonl"
@@ -184,6 +187,44 @@ def test_leaves_of_one_step_expand_concurrently(services, fake_llm):
     run_id = _finished(services, {"subnodes": 3, "max_depth": 2})
     assert script.met_at_barrier == [True, True, True]
     assert len(tree(services, run_id)) == 1 + 3 + 9
+
+
+def test_a_rounds_queries_are_embedded_before_its_searches_a_batch_a_core(services, fake_llm, monkeypatch):
+    """Each search embeds its query (the dense first stage, the relevance floor). A round's queries
+    are embedded first, together, in a batch per core when each gets 4 or more, so every query is
+    embedded once and the searches find their vectors made."""
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    embedder = RememberingWords()
+    services.runner.services.provide(Embedder, embedder)
+    fake_llm.when(EXPAND, ExpandScript())
+    run_id = _finished(services, {"subnodes": 3, "max_depth": 2})
+    nodes = tree(services, run_id)
+    for depth, count, batches in ((1, 6, 1), (2, 18, 2)):  # 6 queries in one batch, 18 in two
+        queries = {q for n in nodes if n.depth == depth for q in n.data["keywords"]}
+        assert len(queries) == count
+        first = next(i for i, call in enumerate(embedder.calls) if queries & set(call))
+        ahead = embedder.calls[first:first + batches]
+        assert set().union(*ahead) == queries and sum(map(len, ahead)) == len(queries)
+    assert len(embedder.computed) == len(set(embedder.computed))  # nothing embedded twice
+
+
+def test_the_drafts_headings_are_embedded_while_the_model_polishes_the_outline(services, fake_llm):
+    """The sections' evidence is ranked by each heading's similarity to the sources: the draft's
+    headings are embedded while the model polishes the outline. The polish here answers only once
+    they are embedded: asked one after the other, the run would wait on it."""
+    draft = outline("History", ("Results", ["First half"]))
+    embedder = RememberingWords(wanted={"History", "Results", "First half"})
+    services.runner.services.provide(Embedder, embedder)
+    fake_llm.when(DRAFT_OUTLINE, draft)
+
+    def polish(request):
+        assert embedder.ready.wait(timeout=120), "the draft's headings were not embedded while it was polished"
+        return outline("History", ("Results", ["First half"]), "Aftermath")
+
+    fake_llm.when(POLISH_OUTLINE, polish)
+    run_id = _finished(services, FLAT)
+    assert [s["title"] for s in _article(services, run_id).data["sections"]] == ["History", "Results", "Aftermath"]
+    assert all(embedder.computed.count(h) == 1 for h in ("History", "Results", "First half", "Aftermath"))
 
 
 # ====================================================================== the conceptual pool
