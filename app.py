@@ -13,12 +13,14 @@ st.set_page_config(page_title="Thoughtmap", page_icon="🧠", layout="wide")
 services = get_services()
 sidebar(services, gate(services))
 
-navigation = st.navigation([
-    st.Page("pages/explore.py", title="Explore", icon=":material/explore:", default=True),
-    st.Page("pages/sessions.py", title="Sessions", icon=":material/history:"),
-    st.Page("pages/report.py", title="Report", icon=":material/description:"),
-    st.Page("pages/evaluate.py", title="Evaluate", icon=":material/analytics:"),
-    st.Page("pages/compare.py", title="Compare", icon=":material/compare:"),
-    st.Page("pages/settings.py", title="Settings", icon=":material/settings:"),
-])
+navigation = st.navigation(
+    [
+        st.Page("pages/explore.py", title="Explore", icon=":material/explore:", default=True),
+        st.Page("pages/sessions.py", title="Sessions", icon=":material/history:"),
+        st.Page("pages/report.py", title="Report", icon=":material/description:"),
+        st.Page("pages/evaluate.py", title="Evaluate", icon=":material/analytics:"),
+        st.Page("pages/compare.py", title="Compare", icon=":material/compare:"),
+        st.Page("pages/settings.py", title="Settings", icon=":material/settings:"),
+    ]
+)
 navigation.run()

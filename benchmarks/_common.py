@@ -34,8 +34,7 @@ def machine_facts() -> dict[str, str]:
 
     def git(*args: str) -> str:
         try:
-            return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True,
-                                  timeout=10).stdout.strip()
+            return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=10).stdout.strip()
         except (OSError, subprocess.SubprocessError):
             return ""
 
@@ -161,8 +160,17 @@ class EndpointProcess:
     and returns what it served: {"chat_requests": n, "max_in_flight": m}."""
 
     def __init__(self, latency_s: float, loads: Sequence[str] = ()) -> None:
-        command = [sys.executable, "-m", "engine.llm.fake_server", "--port", "0", "--latency", str(latency_s),
-                   "--stats", *(arg for module in loads for arg in ("--load", module))]
+        command = [
+            sys.executable,
+            "-m",
+            "engine.llm.fake_server",
+            "--port",
+            "0",
+            "--latency",
+            str(latency_s),
+            "--stats",
+            *(arg for module in loads for arg in ("--load", module)),
+        ]
         self._process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, text=True)
         assert self._process.stdout is not None
         self.base_url = self._process.stdout.readline().strip()

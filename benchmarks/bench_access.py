@@ -40,16 +40,25 @@ def fill(url: str, runs: int, people: int, shares: int) -> tuple[object, list[in
     users = UserStore(db)
     ids = []
     for i in range(people):
-        user = users.sign_in(issuer="https://id.example.org", subject=f"p{i}", email=f"p{i}@example.org",
-                             name=f"Person {i}", is_admin=i == 0)
+        user = users.sign_in(
+            issuer="https://id.example.org",
+            subject=f"p{i}",
+            email=f"p{i}@example.org",
+            name=f"Person {i}",
+            is_admin=i == 0,
+        )
         assert user.id is not None
         ids.append(user.id)
     repo = Repository(db)
     rng = random.Random(7)
     run_ids = []
     for i in range(runs):
-        run = repo.create_run(question=f"Stored question {i:05d} about the history of research?", method="rag",
-                              params={}, user_id=ids[i % people])
+        run = repo.create_run(
+            question=f"Stored question {i:05d} about the history of research?",
+            method="rag",
+            params={},
+            user_id=ids[i % people],
+        )
         run_ids.append(run.id)
     for i in range(shares):
         users.share_run(rng.choice(run_ids), None if i % 10 == 0 else rng.choice(ids))
@@ -88,25 +97,38 @@ def main() -> None:
         for who, visible_to in (("everyone's (single-user, admin)", None), ("one person's (theirs + shared)", person)):
             count = timed(lambda v=visible_to: repo.count_runs(visible_to=v), args.repeat)
             page = timed(lambda v=visible_to: repo.list_runs(limit=20, visible_to=v), args.repeat)
-            search = timed(lambda v=visible_to: repo.list_runs(text="question 0042", limit=20, visible_to=v), args.repeat)
-            rows.append([who, f"{repo.count_runs(visible_to=visible_to):,}", f"{count[0]:.2f} / {count[1]:.2f}",
-                         f"{page[0]:.2f} / {page[1]:.2f}", f"{search[0]:.2f} / {search[1]:.2f}"])
+            search = timed(
+                lambda v=visible_to: repo.list_runs(text="question 0042", limit=20, visible_to=v), args.repeat
+            )
+            rows.append(
+                [
+                    who,
+                    f"{repo.count_runs(visible_to=visible_to):,}",
+                    f"{count[0]:.2f} / {count[1]:.2f}",
+                    f"{page[0]:.2f} / {page[1]:.2f}",
+                    f"{search[0]:.2f} / {search[1]:.2f}",
+                ]
+            )
         dialect = db.engine.dialect.name  # type: ignore[attr-defined]
         db.dispose()  # type: ignore[attr-defined]
-    command = ".venv/bin/python benchmarks/bench_access.py --write" + (" --database-url URL" if args.database_url else "")
-    body = "\n".join([
-        "## Team filters at scale (`bench_access.py`)",
-        "",
-        facts_block(command, machine_facts()),
-        "",
-        f"{args.runs:,} runs of {args.people} people, {args.shares} shares (one in ten with everyone), {dialect}. "
-        f"Milliseconds, median / p95 of {args.repeat}. No LLM.",
-        "",
-        table(["runs listed", "visible", "count", "first page (20)", "text search"], rows),
-        "",
-        "- The filter is `runs.user_id = ? OR EXISTS (a share of the run with them or with everyone)`:",
-        "  `ix_runs_user_id` and `ix_run_shares_run_id` serve it.",
-    ])
+    command = ".venv/bin/python benchmarks/bench_access.py --write" + (
+        " --database-url URL" if args.database_url else ""
+    )
+    body = "\n".join(
+        [
+            "## Team filters at scale (`bench_access.py`)",
+            "",
+            facts_block(command, machine_facts()),
+            "",
+            f"{args.runs:,} runs of {args.people} people, {args.shares} shares (one in ten with everyone), {dialect}. "
+            f"Milliseconds, median / p95 of {args.repeat}. No LLM.",
+            "",
+            table(["runs listed", "visible", "count", "first page (20)", "text search"], rows),
+            "",
+            "- The filter is `runs.user_id = ? OR EXISTS (a share of the run with them or with everyone)`:",
+            "  `ix_runs_user_id` and `ix_run_shares_run_id` serve it.",
+        ]
+    )
     publish(SECTION, body, args.write)
 
 

@@ -61,8 +61,16 @@ TARGET_P95_MS = 50.0
 # is measured at the bundled size only (against its float16); sqlite-vec, hnswlib and faiss's HNSW
 # up to 100k, where sqlite-vec's linear scan and the three HNSW libraries' equal recall are clear.
 # At a million: exact search, and the HNSW index we would adopt.
-ALL_INDEXES = ["numpy-f32", "numpy-f16", "faiss-flat-f16", "sqlite-vec",
-               "hnswlib", "usearch-f32", "usearch-f16", "faiss-hnsw"]
+ALL_INDEXES = [
+    "numpy-f32",
+    "numpy-f16",
+    "faiss-flat-f16",
+    "sqlite-vec",
+    "hnswlib",
+    "usearch-f32",
+    "usearch-f16",
+    "faiss-hnsw",
+]
 SIZE_INDEXES = {  # first size at which each list applies
     0: ALL_INDEXES,
     50_000: ["numpy-f32", "numpy-f16", "faiss-flat-f16", "sqlite-vec", "hnswlib", "usearch-f16", "faiss-hnsw"],
@@ -74,9 +82,15 @@ EXACT_ONLY = ["numpy-f32"]  # at the extra sizes that only locate where exact se
 # ------------------------------------------------------------------ synthetic vectors
 
 
-def synthetic_vectors(n: int, queries: int, seed: int, spread: tuple[float, float] = (0.06, 0.10),
-                      decay: float = 0.35, shared: float = 0.3, chunk_rows: int = 100_000
-                      ) -> tuple[np.ndarray, np.ndarray, int]:
+def synthetic_vectors(
+    n: int,
+    queries: int,
+    seed: int,
+    spread: tuple[float, float] = (0.06, 0.10),
+    decay: float = 0.35,
+    shared: float = 0.3,
+    chunk_rows: int = 100_000,
+) -> tuple[np.ndarray, np.ndarray, int]:
     """`n` document vectors and `queries` query vectors (float32, unit length); and the cluster count.
 
     One cluster per ~250 vectors on average (log-normal sizes, so some topics are large), grouped
@@ -112,7 +126,7 @@ def synthetic_vectors(n: int, queries: int, seed: int, spread: tuple[float, floa
             labels = rng.choice(clusters, size=rows, p=weights)
             noise = rng.standard_normal((rows, DIM), dtype=np.float32) * scales
             block = centres[labels].astype(np.float32) + (widen * spreads[labels, None]).astype(np.float32) * noise
-            out[start:start + rows] = unit(block)
+            out[start : start + rows] = unit(block)
         return out
 
     return draw(n, 1.0), draw(queries, 1.25), clusters
@@ -126,7 +140,7 @@ def exact_top(matrix: np.ndarray, queries: np.ndarray, k: int) -> tuple[np.ndarr
     best_ids = np.empty((len(queries), 0), dtype=np.int64)
     best_scores = np.empty((len(queries), 0), dtype=np.float32)
     for start in range(0, len(matrix), BLOCK_ROWS):
-        block = matrix[start:start + BLOCK_ROWS]
+        block = matrix[start : start + BLOCK_ROWS]
         if block.dtype != np.float32:
             block = block.astype(np.float32)
         scores = (block @ queries[0])[None, :] if single else queries @ block.T
@@ -153,8 +167,14 @@ def vector_stats(vectors: np.ndarray, sample: int = 600, seed: int = 3) -> dict:
     variance = np.linalg.svd(rows - rows.mean(axis=0), compute_uv=False) ** 2
     share = np.cumsum(variance) / variance.sum()
     np.fill_diagonal(cosines, -1.0)
-    return {"pair_mean": float(pairs.mean()), "pair_std": float(pairs.std()), "pc10": float(share[9]),
-            "pc50": float(share[49]), "nn": float(cosines.max(axis=1).mean()), "sample": len(rows)}
+    return {
+        "pair_mean": float(pairs.mean()),
+        "pair_std": float(pairs.std()),
+        "pc10": float(share[9]),
+        "pc50": float(share[49]),
+        "nn": float(cosines.max(axis=1).mean()),
+        "sample": len(rows),
+    }
 
 
 # ------------------------------------------------------------------ the indexes (in the child)
@@ -209,16 +229,20 @@ class SqliteVec:
         self.db.execute(f"CREATE VIRTUAL TABLE vec USING vec0(embedding float[{DIM}])")
         with self.db:
             for start in range(0, len(vectors), 10_000):
-                block = vectors[start:start + 10_000]
-                self.db.executemany("INSERT INTO vec(rowid, embedding) VALUES (?, ?)",
-                                    ((start + i, row.tobytes()) for i, row in enumerate(block)))
+                block = vectors[start : start + 10_000]
+                self.db.executemany(
+                    "INSERT INTO vec(rowid, embedding) VALUES (?, ?)",
+                    ((start + i, row.tobytes()) for i, row in enumerate(block)),
+                )
 
     def tune(self, ef: int | None) -> None:
         pass
 
     def search(self, query: np.ndarray, k: int) -> np.ndarray:
-        rows = self.db.execute("SELECT rowid FROM vec WHERE embedding MATCH ? AND k = ? ORDER BY distance",
-                               (query.astype(np.float32).tobytes(), k)).fetchall()
+        rows = self.db.execute(
+            "SELECT rowid FROM vec WHERE embedding MATCH ? AND k = ? ORDER BY distance",
+            (query.astype(np.float32).tobytes(), k),
+        ).fetchall()
         return np.array([r[0] for r in rows], dtype=np.int64)
 
     def search_batch(self, queries: np.ndarray, k: int) -> np.ndarray:
@@ -243,8 +267,9 @@ class Hnswlib:
 
     def build(self, vectors: np.ndarray, threads: int) -> None:
         self.index = self.module.Index(space="ip", dim=DIM)
-        self.index.init_index(max_elements=len(vectors), M=self.m, ef_construction=self.ef_construction,
-                              random_seed=100)
+        self.index.init_index(
+            max_elements=len(vectors), M=self.m, ef_construction=self.ef_construction, random_seed=100
+        )
         self.index.add_items(vectors, np.arange(len(vectors)), num_threads=threads)
 
     def tune(self, ef: int | None) -> None:
@@ -273,8 +298,9 @@ class Usearch:
         self.index = None
 
     def build(self, vectors: np.ndarray, threads: int) -> None:
-        self.index = self.cls(ndim=DIM, metric="ip", dtype=self.dtype, connectivity=self.m,
-                              expansion_add=self.ef_construction)
+        self.index = self.cls(
+            ndim=DIM, metric="ip", dtype=self.dtype, connectivity=self.m, expansion_add=self.ef_construction
+        )
         self.index.add(np.arange(len(vectors)), vectors, threads=threads)
 
     def tune(self, ef: int | None) -> None:
@@ -309,8 +335,7 @@ class Faiss:
             self.index = faiss.IndexHNSWFlat(DIM, self.m, faiss.METRIC_INNER_PRODUCT)
             self.index.hnsw.efConstruction = self.ef_construction
         else:
-            self.index = faiss.IndexScalarQuantizer(DIM, faiss.ScalarQuantizer.QT_fp16,
-                                                    faiss.METRIC_INNER_PRODUCT)
+            self.index = faiss.IndexScalarQuantizer(DIM, faiss.ScalarQuantizer.QT_fp16, faiss.METRIC_INNER_PRODUCT)
             self.index.train(vectors[:1000])  # fp16 needs no statistics; train() only marks it ready
         self.index.add(vectors)
 
@@ -347,11 +372,23 @@ def make_index(name: str, m: int, ef_construction: int, folder: Path):
 
 
 IS_GRAPH = {"hnswlib", "usearch-f32", "usearch-f16", "faiss-hnsw"}
-PACKAGE = {"numpy-f32": "numpy", "numpy-f16": "numpy", "faiss-flat-f16": "faiss-cpu",
-           "sqlite-vec": "sqlite-vec", "hnswlib": "hnswlib", "usearch-f32": "usearch",
-           "usearch-f16": "usearch", "faiss-hnsw": "faiss-cpu"}
-MODULE = {"numpy": "numpy", "faiss-cpu": "faiss", "sqlite-vec": "sqlite_vec", "hnswlib": "hnswlib",
-          "usearch": "usearch"}
+PACKAGE = {
+    "numpy-f32": "numpy",
+    "numpy-f16": "numpy",
+    "faiss-flat-f16": "faiss-cpu",
+    "sqlite-vec": "sqlite-vec",
+    "hnswlib": "hnswlib",
+    "usearch-f32": "usearch",
+    "usearch-f16": "usearch",
+    "faiss-hnsw": "faiss-cpu",
+}
+MODULE = {
+    "numpy": "numpy",
+    "faiss-cpu": "faiss",
+    "sqlite-vec": "sqlite_vec",
+    "hnswlib": "hnswlib",
+    "usearch": "usearch",
+}
 
 
 def package_version(package: str) -> str | None:
@@ -411,9 +448,15 @@ def time_queries(index, queries: np.ndarray, truth: np.ndarray, k: int, budget_s
     wall0 = time.perf_counter()
     index.search_batch(queries[:n], k)
     batch_s = time.perf_counter() - wall0
-    return {"n": n, "p50_ms": percentile(walls, 50) * 1000, "p95_ms": percentile(walls, 95) * 1000,
-            "cpu_p50_ms": percentile(cpus, 50) * 1000, "cpu_p95_ms": percentile(cpus, 95) * 1000,
-            "batch_ms": batch_s / n * 1000, "recall10": hits / (n * TRUTH_K)}
+    return {
+        "n": n,
+        "p50_ms": percentile(walls, 50) * 1000,
+        "p95_ms": percentile(walls, 95) * 1000,
+        "cpu_p50_ms": percentile(cpus, 50) * 1000,
+        "cpu_p95_ms": percentile(cpus, 95) * 1000,
+        "batch_ms": batch_s / n * 1000,
+        "recall10": hits / (n * TRUTH_K),
+    }
 
 
 def run_child(args: argparse.Namespace) -> int:
@@ -431,12 +474,16 @@ def run_child(args: argparse.Namespace) -> int:
     build_s, build_cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     after = memory_kib()
     result = {
-        "index": args.child, "n": len(base), "build_s": build_s, "build_cpu_s": build_cpu,
+        "index": args.child,
+        "n": len(base),
+        "build_s": build_s,
+        "build_cpu_s": build_cpu,
         "rss_delta_mib": (after["VmRSS"] - before["VmRSS"]) / 1024,
         "peak_delta_mib": (after["VmHWM"] - before["VmRSS"]) / 1024 if peak_reset else None,
-        "load_at_build": load0, "runs": [],
+        "load_at_build": load0,
+        "runs": [],
     }
-    for ef in (args.ef_search if args.child in IS_GRAPH else [None]):
+    for ef in args.ef_search if args.child in IS_GRAPH else [None]:
         index.tune(ef)
         run = time_queries(index, queries, truth, args.k, args.query_budget)
         result["runs"].append({"ef": ef, **run})
@@ -465,17 +512,37 @@ def prepare(n: int, args: argparse.Namespace, folder: Path) -> dict:
     np.save(folder / "queries.npy", queries)
     np.save(folder / "truth.npy", truth_ids[:, :TRUTH_K])
     stats = vector_stats(base)
-    stats.update(clusters=clusters, top1=float(truth_scores[:, 0].mean()),
-                 top10=float(truth_scores[:, 9].mean()), top50=float(truth_scores[:, min(49, args.k - 1)].mean()),
-                 seconds=time.perf_counter() - started)
+    stats.update(
+        clusters=clusters,
+        top1=float(truth_scores[:, 0].mean()),
+        top10=float(truth_scores[:, 9].mean()),
+        top50=float(truth_scores[:, min(49, args.k - 1)].mean()),
+        seconds=time.perf_counter() - started,
+    )
     return stats
 
 
 def run_parent_child(name: str, folder: Path, args: argparse.Namespace) -> dict:
-    command = [sys.executable, str(Path(__file__).resolve()), "--child", name, "--data", str(folder),
-               "--k", str(args.k), "--m", str(args.m), "--ef-construction", str(args.ef_construction),
-               "--threads", str(args.threads), "--query-budget", str(args.query_budget),
-               "--ef-search", *map(str, args.ef_search)]
+    command = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--child",
+        name,
+        "--data",
+        str(folder),
+        "--k",
+        str(args.k),
+        "--m",
+        str(args.m),
+        "--ef-construction",
+        str(args.ef_construction),
+        "--threads",
+        str(args.threads),
+        "--query-budget",
+        str(args.query_budget),
+        "--ef-search",
+        *map(str, args.ef_search),
+    ]
     # Queries run on one thread everywhere: in the application the built-in LLM and the embedder
     # share these 2 cores, and on a busy machine a second BLAS thread only waits (measured: numpy's
     # exact search at 5k vectors took 16 ms with two OpenBLAS threads, 0.3 ms with one).
@@ -538,8 +605,17 @@ def params_text(result: dict, run: dict, args: argparse.Namespace) -> str:
     return "exact"
 
 
-def render(args: argparse.Namespace, facts: dict, versions: dict, loads: tuple, datasets: dict,
-           results: list[dict], calibration: dict | None, command: str, skipped: list[str]) -> str:
+def render(
+    args: argparse.Namespace,
+    facts: dict,
+    versions: dict,
+    loads: tuple,
+    datasets: dict,
+    results: list[dict],
+    calibration: dict | None,
+    command: str,
+    skipped: list[str],
+) -> str:
     out = ["## Vector index for large corpora (`bench_ann.py`)\n\n", facts_block(command, facts)]
     builds = [r["load_at_build"] for r in results if "load_at_build" in r]
     seconds = sum(r.get("wall_s", 0.0) for r in results)
@@ -548,7 +624,8 @@ def render(args: argparse.Namespace, facts: dict, versions: dict, loads: tuple, 
         f"{min(builds, default=loads[0]):.1f}-{max(builds, default=loads[1]):.1f} when the builds "
         "started, so wall times are inflated and the CPU columns are the steadier ones. Run under "
         f"`nice`; the rows took {seconds / 60:.0f} min in all.  \n"
-        "Libraries: " + ", ".join(f"{p} {v}" for p, v in versions.items() if v) + "\n")
+        "Libraries: " + ", ".join(f"{p} {v}" for p, v in versions.items() if v) + "\n"
+    )
     if skipped:
         out.append(f"\nSkipped (library not installed): {', '.join(skipped)}.\n")
 
@@ -556,22 +633,59 @@ def render(args: argparse.Namespace, facts: dict, versions: dict, loads: tuple, 
         f"\n### Vectors\n\n{DIM}-dimensional synthetic vectors, a clustered Gaussian mixture normalised "
         "to unit length, not uniform noise (`synthetic_vectors`: log-normal cluster sizes under "
         "super-topics, a shared direction, power-law decaying noise variance). Queries come from "
-        f"the same mixture, not from the index; {args.queries} per size. Truth: exact float32 top-10.\n\n")
+        f"the same mixture, not from the index; {args.queries} per size. Truth: exact float32 top-10.\n\n"
+    )
     rows = []
     if calibration:
         c = calibration
-        rows.append([f"real ({c['label']})", f"{c['n']:,}", "", f"{c['pair_mean']:.3f} ± {c['pair_std']:.3f}",
-                     f"{c['pc10']:.2f} / {c['pc50']:.2f}", f"{c['nn']:.3f}", "", "", ""])
+        rows.append(
+            [
+                f"real ({c['label']})",
+                f"{c['n']:,}",
+                "",
+                f"{c['pair_mean']:.3f} ± {c['pair_std']:.3f}",
+                f"{c['pc10']:.2f} / {c['pc50']:.2f}",
+                f"{c['nn']:.3f}",
+                "",
+                "",
+                "",
+            ]
+        )
     for n, s in datasets.items():
-        rows.append(["synthetic", f"{n:,}", f"{s['clusters']:,}", f"{s['pair_mean']:.3f} ± {s['pair_std']:.3f}",
-                     f"{s['pc10']:.2f} / {s['pc50']:.2f}", f"{s['nn']:.3f}", f"{s['top1']:.3f}",
-                     f"{s['top10']:.3f}", f"{s['top50']:.3f}"])
+        rows.append(
+            [
+                "synthetic",
+                f"{n:,}",
+                f"{s['clusters']:,}",
+                f"{s['pair_mean']:.3f} ± {s['pair_std']:.3f}",
+                f"{s['pc10']:.2f} / {s['pc50']:.2f}",
+                f"{s['nn']:.3f}",
+                f"{s['top1']:.3f}",
+                f"{s['top10']:.3f}",
+                f"{s['top50']:.3f}",
+            ]
+        )
     sample = next(iter(datasets.values()))["sample"] if datasets else 600
-    out.append(table(["vectors", "n", "clusters", "cosine of pairs (mean ± sd)",
-                      "variance in top 10 / 50 PCs", f"nearest in a {sample}-sample",
-                      "query: top-1 cosine", "top-10", f"top-{args.k}"], rows))
-    out.append(f"\nThe first four columns are computed on a random sample of {sample} vectors of each set, "
-               "the size of the real one, so they compare like with like.\n")
+    out.append(
+        table(
+            [
+                "vectors",
+                "n",
+                "clusters",
+                "cosine of pairs (mean ± sd)",
+                "variance in top 10 / 50 PCs",
+                f"nearest in a {sample}-sample",
+                "query: top-1 cosine",
+                "top-10",
+                f"top-{args.k}",
+            ],
+            rows,
+        )
+    )
+    out.append(
+        f"\nThe first four columns are computed on a random sample of {sample} vectors of each set, "
+        "the size of the real one, so they compare like with like.\n"
+    )
 
     out.append(
         f"\n### Build, memory, queries (k={args.k}, recall@10 against exact)\n\n"
@@ -580,7 +694,8 @@ def render(args: argparse.Namespace, facts: dict, versions: dict, loads: tuple, 
         "index file; load = reading that file back. Queries: one at a time on one thread (numpy's "
         f"BLAS too), for at most {args.query_budget:.0f} s per row (n says how many ran); CPU = "
         "the call's CPU time on its thread, what the wall time would be on an idle core; batch = "
-        "the same queries in one call, still one thread, per query.\n\n")
+        "the same queries in one call, still one thread, per query.\n\n"
+    )
     rows = []
     for r in results:
         if "error" in r:
@@ -588,16 +703,47 @@ def render(args: argparse.Namespace, facts: dict, versions: dict, loads: tuple, 
             continue
         for run in r["runs"]:
             peak = f"{r['peak_delta_mib']:.0f}" if r.get("peak_delta_mib") is not None else "?"
-            rows.append([
-                f"{r['n']:,}", r["index"], params_text(r, run, args),
-                f"{r['build_s']:.1f} / {r['build_cpu_s']:.1f}", f"{r['rss_delta_mib']:.0f}", peak,
-                f"{r['index_mib']:.0f}", f"{r['load_s']:.2f}", f"{run['p50_ms']:.2f}", f"{run['p95_ms']:.2f}",
-                f"{run['cpu_p50_ms']:.2f}", f"{run['cpu_p95_ms']:.2f}", f"{run['batch_ms']:.2f}",
-                f"{run['recall10']:.3f}", run["n"],
-            ])
-    out.append(table(["chunks", "index", "params", "build s (wall / CPU)", "RSS Δ", "peak Δ", "file",
-                      "load s", "p50 ms", "p95 ms", "CPU p50", "CPU p95", "batch ms/q", "recall@10", "n"],
-                     rows))
+            rows.append(
+                [
+                    f"{r['n']:,}",
+                    r["index"],
+                    params_text(r, run, args),
+                    f"{r['build_s']:.1f} / {r['build_cpu_s']:.1f}",
+                    f"{r['rss_delta_mib']:.0f}",
+                    peak,
+                    f"{r['index_mib']:.0f}",
+                    f"{r['load_s']:.2f}",
+                    f"{run['p50_ms']:.2f}",
+                    f"{run['p95_ms']:.2f}",
+                    f"{run['cpu_p50_ms']:.2f}",
+                    f"{run['cpu_p95_ms']:.2f}",
+                    f"{run['batch_ms']:.2f}",
+                    f"{run['recall10']:.3f}",
+                    run["n"],
+                ]
+            )
+    out.append(
+        table(
+            [
+                "chunks",
+                "index",
+                "params",
+                "build s (wall / CPU)",
+                "RSS Δ",
+                "peak Δ",
+                "file",
+                "load s",
+                "p50 ms",
+                "p95 ms",
+                "CPU p50",
+                "CPU p95",
+                "batch ms/q",
+                "recall@10",
+                "n",
+            ],
+            rows,
+        )
+    )
 
     lines = []
     for name in ("numpy-f32", "numpy-f16", "faiss-flat-f16", "sqlite-vec"):
@@ -607,9 +753,12 @@ def render(args: argparse.Namespace, facts: dict, versions: dict, loads: tuple, 
         if wall is not None and cpu is not None:
             lines.append(f"{name} {wall} chunks (CPU p95: {cpu})")
     if lines:
-        out.append(f"\nExact search reaches a p95 of {TARGET_P95_MS:.0f} ms at (interpolated between "
-                   "the measured sizes; wall time on this loaded machine, in brackets the CPU p95): "
-                   + "; ".join(lines) + ".\n")
+        out.append(
+            f"\nExact search reaches a p95 of {TARGET_P95_MS:.0f} ms at (interpolated between "
+            "the measured sizes; wall time on this loaded machine, in brackets the CPU p95): "
+            + "; ".join(lines)
+            + ".\n"
+        )
     return "".join(out)
 
 
@@ -624,11 +773,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--write", action="store_true", help="replace this section in docs/benchmarks.md")
     parser.add_argument("--sizes", type=int, nargs="+", default=[18_000, 100_000, 1_000_000])
-    parser.add_argument("--exact-sizes", type=int, nargs="*", default=[250_000, 500_000],
-                        help="extra sizes for numpy-f32 only: where exact search crosses 50 ms")
-    parser.add_argument("--indexes", nargs="+", default=None,
-                        help="indexes at every size (default: SIZE_INDEXES in the script), from "
-                             + " ".join(ALL_INDEXES))
+    parser.add_argument(
+        "--exact-sizes",
+        type=int,
+        nargs="*",
+        default=[250_000, 500_000],
+        help="extra sizes for numpy-f32 only: where exact search crosses 50 ms",
+    )
+    parser.add_argument(
+        "--indexes",
+        nargs="+",
+        default=None,
+        help="indexes at every size (default: SIZE_INDEXES in the script), from " + " ".join(ALL_INDEXES),
+    )
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--k", type=int, default=50)
     parser.add_argument("--m", type=int, default=16, help="HNSW links per node (M, connectivity)")
@@ -636,11 +793,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--ef-search", type=int, nargs="+", default=[64, 128, 256])
     parser.add_argument("--threads", type=int, default=2, help="threads for builds")
     parser.add_argument("--query-budget", type=float, default=30.0, help="seconds of single queries per row")
-    parser.add_argument("--child-timeout", type=float, default=7200.0,
-                        help="seconds for one index at one size (wall: a stopped process counts)")
-    parser.add_argument("--keep", type=Path,
-                        help="JSON-lines file: every result is appended as it comes, and results "
-                             "already in it are reused, not measured again (a run can be continued)")
+    parser.add_argument(
+        "--child-timeout",
+        type=float,
+        default=7200.0,
+        help="seconds for one index at one size (wall: a stopped process counts)",
+    )
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        help="JSON-lines file: every result is appended as it comes, and results "
+        "already in it are reused, not measured again (a run can be continued)",
+    )
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--calibrate", type=Path, help=".npy of real embeddings to compare statistics with")
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -649,8 +813,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.child:
         return run_child(args)
 
-    command = " ".join(["nice /tmp/annvenv/bin/python benchmarks/bench_ann.py",
-                        *(sys.argv[1:] if argv is None else argv)])
+    command = " ".join(
+        ["nice /tmp/annvenv/bin/python benchmarks/bench_ann.py", *(sys.argv[1:] if argv is None else argv)]
+    )
     facts = machine_facts()
     load_start = os.getloadavg()[0]
     versions = {p: package_version(p) for p in ("numpy", "usearch", "hnswlib", "faiss-cpu", "sqlite-vec")}
@@ -688,20 +853,22 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if "error" not in result:
                     keep(args.keep, {"kind": "result", **result})
                 summary = result.get("error") or ", ".join(
-                    f"ef={run['ef']} p95 {run['p95_ms']:.1f} ms recall {run['recall10']:.3f}"
-                    for run in result["runs"])
+                    f"ef={run['ef']} p95 {run['p95_ms']:.1f} ms recall {run['recall10']:.3f}" for run in result["runs"]
+                )
                 print(f"    build {result.get('build_s', 0):.1f} s; {summary}", file=sys.stderr, flush=True)
             shutil.rmtree(folder, ignore_errors=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     wanted = {(n, name) for n, names in plan for name in names}
-    results = sorted((r for r in results if (r["n"], r["index"]) in wanted),
-                     key=lambda r: (r["n"], ALL_INDEXES.index(r["index"])))
+    results = sorted(
+        (r for r in results if (r["n"], r["index"]) in wanted), key=lambda r: (r["n"], ALL_INDEXES.index(r["index"]))
+    )
     datasets = {n: datasets[n] for n in sorted(datasets) if any(n == size for size, _ in plan)}
     if reused:
         print(f"reused {reused} results from {args.keep}", file=sys.stderr)
-    body = render(args, facts, versions, (load_start, os.getloadavg()[0]), datasets, results, calibration,
-                  command, skipped)
+    body = render(
+        args, facts, versions, (load_start, os.getloadavg()[0]), datasets, results, calibration, command, skipped
+    )
     publish(SECTION, body, args.write)
     return 0
 

@@ -45,18 +45,44 @@ def spent(home: Path, run_id: str) -> dict:
         "'tokens': r.prompt_tokens + r.completion_tokens, 'cost': r.cost, 'calls': r.llm_calls}))"
     )
     env = {**os.environ, "THOUGHTMAP_HOME": str(home), "THOUGHTMAP_LLM": "fake"}
-    out = subprocess.run([sys.executable, "-c", code, run_id], cwd=ROOT, env=env, capture_output=True,
-                         text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code, run_id], cwd=ROOT, env=env, capture_output=True, text=True, check=True
+    ).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
 def one_run(home: Path, base_url: str, prices: Path, method: str, budget: tuple[str, str]) -> dict:
-    env = {**os.environ, "THOUGHTMAP_HOME": str(home), "OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": "bench",
-           "THOUGHTMAP_MODEL": MODEL, "THOUGHTMAP_PRICES": str(prices)}
+    env = {
+        **os.environ,
+        "THOUGHTMAP_HOME": str(home),
+        "OPENAI_BASE_URL": base_url,
+        "OPENAI_API_KEY": "bench",
+        "THOUGHTMAP_MODEL": MODEL,
+        "THOUGHTMAP_PRICES": str(prices),
+    }
     flag, value = budget
-    done = subprocess.run([sys.executable, "-m", "engine.cli", "run", QUESTION, "--method", method,
-                           "--llm", "openai", "--search", "local", flag, value, "--quiet"],
-                          cwd=ROOT, env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "engine.cli",
+            "run",
+            QUESTION,
+            "--method",
+            method,
+            "--llm",
+            "openai",
+            "--search",
+            "local",
+            flag,
+            value,
+            "--quiet",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     run_id = done.stdout.strip().splitlines()[0] if done.stdout.strip() else ""
     if not run_id:
         raise SystemExit(f"{method} {flag} {value}: no run id (exit {done.returncode}): {done.stderr[-2000:]}")
@@ -82,18 +108,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         for method in args.methods.split(","):
             cost = one_run(home, server.base_url, prices, method, ("--max-cost", args.max_cost))
             tokens = one_run(home, server.base_url, prices, method, ("--max-tokens", args.max_tokens))
-            rows.append([
-                method,
-                f"${cost['cost']:.3f} ({cost['cost'] / float(args.max_cost):.2f}×), {cost['calls']} calls, exit {cost['exit']}",
-                f"{tokens['tokens']:,} ({tokens['tokens'] / int(args.max_tokens):.2f}×), {tokens['calls']} calls, exit {tokens['exit']}",
-            ])
-    body = (f"### LLM budgets under parallel calls{(' — ' + args.label) if args.label else ''}\n\n"
-            + facts_block(command, machine_facts()) + "\n"
-            + f"Each method ran \"{QUESTION}\" once with `--max-cost {args.max_cost}` and once with "
-              f"`--max-tokens {args.max_tokens}` against the test server on 127.0.0.1 "
-              f"({args.latency} s per answer, ${PRICE_PER_MILLION:g} per million tokens in and out), "
-              "local search. Spent / limit, as stored:\n\n"
-            + table(["method", f"--max-cost {args.max_cost}", f"--max-tokens {args.max_tokens}"], rows))
+            rows.append(
+                [
+                    method,
+                    f"${cost['cost']:.3f} ({cost['cost'] / float(args.max_cost):.2f}×), {cost['calls']} calls, exit {cost['exit']}",
+                    f"{tokens['tokens']:,} ({tokens['tokens'] / int(args.max_tokens):.2f}×), {tokens['calls']} calls, exit {tokens['exit']}",
+                ]
+            )
+    body = (
+        f"### LLM budgets under parallel calls{(' — ' + args.label) if args.label else ''}\n\n"
+        + facts_block(command, machine_facts())
+        + "\n"
+        + f'Each method ran "{QUESTION}" once with `--max-cost {args.max_cost}` and once with '
+        f"`--max-tokens {args.max_tokens}` against the test server on 127.0.0.1 "
+        f"({args.latency} s per answer, ${PRICE_PER_MILLION:g} per million tokens in and out), "
+        "local search. Spent / limit, as stored:\n\n"
+        + table(["method", f"--max-cost {args.max_cost}", f"--max-tokens {args.max_tokens}"], rows)
+    )
     publish(SECTION, body, args.write)
     return 0
 

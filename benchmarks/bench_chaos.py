@@ -56,37 +56,63 @@ def main(argv: Sequence[str] | None = None) -> int:
         statuses = Counter(r.status for r in outcome.results)
         empty = sum(not r.truthful for r in outcome.results)
         requests = sum(outcome.injected.values())
-        rows.append([
-            seed, len(outcome.results), statuses.get("done", 0), statuses.get("failed", 0), empty,
-            sum(r.failed_nodes for r in outcome.results), sum(r.answered for r in outcome.results),
-            outcome.mode_before or "json_schema (auto, nothing learned)",
-            outcome.mode_after or "json_schema (auto, nothing learned)",
-            outcome.formats_sent.get("json_object", 0), requests,
-            ", ".join(f"{k} {v}" for k, v in sorted(outcome.injected.items()) if k != "ok"), f"{wall:.0f} s",
-        ])
+        rows.append(
+            [
+                seed,
+                len(outcome.results),
+                statuses.get("done", 0),
+                statuses.get("failed", 0),
+                empty,
+                sum(r.failed_nodes for r in outcome.results),
+                sum(r.answered for r in outcome.results),
+                outcome.mode_before or "json_schema (auto, nothing learned)",
+                outcome.mode_after or "json_schema (auto, nothing learned)",
+                outcome.formats_sent.get("json_object", 0),
+                requests,
+                ", ".join(f"{k} {v}" for k, v in sorted(outcome.injected.items()) if k != "ok"),
+                f"{wall:.0f} s",
+            ]
+        )
     if previous_home is None:
         os.environ.pop("THOUGHTMAP_HOME", None)
     else:
         os.environ["THOUGHTMAP_HOME"] = previous_home
 
-    body = "\n".join([
-        "## Chaos: ten concurrent DEoT runs against a flaky endpoint",
-        "",
-        facts_block(command, machine_facts()),
-        "",
-        "One process, one runner, ten DEoT runs with the paper's defaults (15 nodes at most) started together, "
-        "through the real `openai` client, against the test server answering 20 % HTTP 429, 10 % HTTP 500, "
-        "10 % malformed JSON and 2 % hangs (3 s, past the 1 s client timeout), seeded. The LLM is the scripted "
-        "fake behind the server: these numbers are about the plumbing, not answer quality. *Silently empty*: "
-        "a run `done` without an answered node or a report, or `failed` without a reason (must be 0). "
-        "*json_object requests*: requests sent in a downgraded mode (must be 0: a transient error is not "
-        "proof that json_schema is unsupported).",
-        "",
-        table(["seed", "runs", "done", "failed", "silently empty", "failed nodes", "answered nodes",
-               "mode at start", "mode at end", "json_object requests", "requests", "faults injected", "wall"],
-              rows),
-        "",
-    ])
+    body = "\n".join(
+        [
+            "## Chaos: ten concurrent DEoT runs against a flaky endpoint",
+            "",
+            facts_block(command, machine_facts()),
+            "",
+            "One process, one runner, ten DEoT runs with the paper's defaults (15 nodes at most) started together, "
+            "through the real `openai` client, against the test server answering 20 % HTTP 429, 10 % HTTP 500, "
+            "10 % malformed JSON and 2 % hangs (3 s, past the 1 s client timeout), seeded. The LLM is the scripted "
+            "fake behind the server: these numbers are about the plumbing, not answer quality. *Silently empty*: "
+            "a run `done` without an answered node or a report, or `failed` without a reason (must be 0). "
+            "*json_object requests*: requests sent in a downgraded mode (must be 0: a transient error is not "
+            "proof that json_schema is unsupported).",
+            "",
+            table(
+                [
+                    "seed",
+                    "runs",
+                    "done",
+                    "failed",
+                    "silently empty",
+                    "failed nodes",
+                    "answered nodes",
+                    "mode at start",
+                    "mode at end",
+                    "json_object requests",
+                    "requests",
+                    "faults injected",
+                    "wall",
+                ],
+                rows,
+            ),
+            "",
+        ]
+    )
     publish(SECTION, body, args.write)
     return 0
 

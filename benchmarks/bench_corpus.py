@@ -50,8 +50,6 @@ from benchmarks._common import (  # noqa: E402,F401
 # ------------------------------------------------------------------ inputs
 
 
-
-
 def fresh_home(parent: Path, name: str) -> Path:
     home = parent / name
     home.mkdir()
@@ -143,8 +141,7 @@ def bench_queries(searcher: LocalCorpusSearcher, queries: dict[str, list[str]], 
                 slowest.append((seconds, q))
             all_times += times
             rows.append({"set": name, "k": k, "times": times})
-        rows.append({"set": "all", "k": k, "times": all_times,
-                     "slowest": sorted(slowest, reverse=True)[:3]})
+        rows.append({"set": "all", "k": k, "times": all_times, "slowest": sorted(slowest, reverse=True)[:3]})
     return rows
 
 
@@ -158,9 +155,7 @@ def bench_recall(searcher: LocalCorpusSearcher, items: list[dict], ks: Sequence[
             titles = {h.title for h in hits[:k]}
             found = len(support & titles)
             for level in ("all", item.get("level", "?")):
-                per_level.setdefault(level, {}).setdefault(k, []).append(
-                    (found / len(support), found == len(support))
-                )
+                per_level.setdefault(level, {}).setdefault(k, []).append((found / len(support), found == len(support)))
     rows = []
     for level in ["all"] + sorted(lv for lv in per_level if lv != "all"):
         row = {"level": level, "n": len(per_level[level][ks[0]])}
@@ -180,33 +175,44 @@ def bench_ingest(home: Path, tmp: Path, files: int) -> dict:
     first_s, first = time_call(lambda: searcher.ingest([folder]))
     second_s, second = time_call(lambda: searcher.ingest([folder]))
     searcher.store.close()
-    return {"files": count, "bytes": size, "first_s": first_s, "first": first,
-            "second_s": second_s, "second": second}
+    return {"files": count, "bytes": size, "first_s": first_s, "first": first, "second_s": second_s, "second": second}
 
 
 # ------------------------------------------------------------------ report
 
 
-def render(args: argparse.Namespace, facts: dict, build: dict, queries: list[dict],
-           recall: list[dict], ingest: dict, command: str) -> str:
+def render(
+    args: argparse.Namespace,
+    facts: dict,
+    build: dict,
+    queries: list[dict],
+    recall: list[dict],
+    ingest: dict,
+    command: str,
+) -> str:
     out = ["## Local corpus (`bench_corpus.py`)\n\n", facts_block(command, facts)]
 
     b = build["builds"]
     out.append("\n### Bundled corpus index\n\n")
-    out.append(table(
-        ["measure", "value"],
-        [
-            [f"build from scratch, {len(b)} fresh homes (min / median / max)",
-             f"{min(b):.2f} s / {statistics.median(b):.2f} s / {max(b):.2f} s"],
-            ["second call, already indexed (`open_default_corpus`, median of 5)",
-             f"{ms(statistics.median(build['again']))} ms"],
-            ["index size on disk", f"{build['size'] / 2**20:.1f} MiB"],
-            ["documents", f"{build['documents']:,}"],
-            ["chunks", f"{build['chunks']:,}"],
-            ["documents per collection",
-             ", ".join(f"{c} {n:,}" for c, n in build["collections"].items())],
-        ],
-    ))
+    out.append(
+        table(
+            ["measure", "value"],
+            [
+                [
+                    f"build from scratch, {len(b)} fresh homes (min / median / max)",
+                    f"{min(b):.2f} s / {statistics.median(b):.2f} s / {max(b):.2f} s",
+                ],
+                [
+                    "second call, already indexed (`open_default_corpus`, median of 5)",
+                    f"{ms(statistics.median(build['again']))} ms",
+                ],
+                ["index size on disk", f"{build['size'] / 2**20:.1f} MiB"],
+                ["documents", f"{build['documents']:,}"],
+                ["chunks", f"{build['chunks']:,}"],
+                ["documents per collection", ", ".join(f"{c} {n:,}" for c, n in build["collections"].items())],
+            ],
+        )
+    )
     out.append(
         "\nBuild = `open_default_corpus(settings)` in an empty THOUGHTMAP_HOME: create the SQLite "
         "file and FTS5 schema, read the bundled JSONL files, chunk FreshWiki, insert, commit.\n"
@@ -220,14 +226,27 @@ def render(args: argparse.Namespace, facts: dict, build: dict, queries: list[dic
     rows = []
     for r in queries:
         t = r["times"]
-        rows.append([r["set"], r["k"], len(t), ms(statistics.fmean(t)), ms(percentile(t, 50)),
-                     ms(percentile(t, 95)), ms(percentile(t, 99)), ms(max(t))])
+        rows.append(
+            [
+                r["set"],
+                r["k"],
+                len(t),
+                ms(statistics.fmean(t)),
+                ms(percentile(t, 50)),
+                ms(percentile(t, 95)),
+                ms(percentile(t, 99)),
+                ms(max(t)),
+            ]
+        )
     out.append(table(["queries", "k", "n", "mean", "p50", "p95", "p99", "max"], rows))
     slow = [r for r in queries if r.get("slowest")]
     if slow:
         worst = slow[-1]
-        out.append(f"\nSlowest queries at k={worst['k']}: " + "; ".join(
-            f"{ms(s)} ms \u201c{q[:80]}\u201d" for s, q in worst["slowest"]) + "\n")
+        out.append(
+            f"\nSlowest queries at k={worst['k']}: "
+            + "; ".join(f"{ms(s)} ms \u201c{q[:80]}\u201d" for s, q in worst["slowest"])
+            + "\n"
+        )
 
     ks = args.recall_k
     out.append(
@@ -238,10 +257,15 @@ def render(args: argparse.Namespace, facts: dict, build: dict, queries: list[dic
         "corpus, so this measures ranking, not coverage. Plain BM25 over the question text.\n\n"
     )
     header = ["level", "n"] + [f"recall@{k}" for k in ks] + [f"all@{k}" for k in ks]
-    out.append(table(header, [
-        [r["level"], r["n"]] + [f"{r[f'recall@{k}']:.3f}" for k in ks] + [f"{r[f'all@{k}']:.3f}" for k in ks]
-        for r in recall
-    ]))
+    out.append(
+        table(
+            header,
+            [
+                [r["level"], r["n"]] + [f"{r[f'recall@{k}']:.3f}" for k in ks] + [f"{r[f'all@{k}']:.3f}" for k in ks]
+                for r in recall
+            ],
+        )
+    )
 
     first, second = ingest["first"], ingest["second"]
     out.append(
@@ -250,16 +274,29 @@ def render(args: argparse.Namespace, facts: dict, build: dict, queries: list[dic
         "sub-folders) made from the FreshWiki articles (odd paragraphs in one file, even in the other), ingested into an index "
         "that already holds the bundled corpus.\n\n"
     )
-    out.append(table(
-        ["pass", "seconds", "files/s", "docs added", "chunks added", "duplicates skipped"],
-        [
-            ["first", f"{ingest['first_s']:.2f}", f"{ingest['files'] / ingest['first_s']:.0f}",
-             first.documents_added, first.chunks_added, first.duplicates_skipped],
-            ["second (all duplicates)", f"{ingest['second_s']:.2f}",
-             f"{ingest['files'] / ingest['second_s']:.0f}", second.documents_added,
-             second.chunks_added, second.duplicates_skipped],
-        ],
-    ))
+    out.append(
+        table(
+            ["pass", "seconds", "files/s", "docs added", "chunks added", "duplicates skipped"],
+            [
+                [
+                    "first",
+                    f"{ingest['first_s']:.2f}",
+                    f"{ingest['files'] / ingest['first_s']:.0f}",
+                    first.documents_added,
+                    first.chunks_added,
+                    first.duplicates_skipped,
+                ],
+                [
+                    "second (all duplicates)",
+                    f"{ingest['second_s']:.2f}",
+                    f"{ingest['files'] / ingest['second_s']:.0f}",
+                    second.documents_added,
+                    second.chunks_added,
+                    second.duplicates_skipped,
+                ],
+            ],
+        )
+    )
     return "".join(out)
 
 
@@ -273,8 +310,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--recall-k", type=int, nargs="+", default=[5, 20])
     parser.add_argument("--files", type=int, default=200, help="user files to ingest (default 200)")
     args = parser.parse_args(argv)
-    command = " ".join([".venv/bin/python benchmarks/bench_corpus.py",
-                        *(sys.argv[1:] if argv is None else argv)])
+    command = " ".join([".venv/bin/python benchmarks/bench_corpus.py", *(sys.argv[1:] if argv is None else argv)])
 
     facts = machine_facts()
     tmp = Path(tempfile.mkdtemp(prefix="thoughtmap-bench-"))

@@ -86,9 +86,10 @@ def main() -> None:
     print(f"hybrid first stage, top {args.k} -> {args.n} kept; nDCG@10 / all-gold@10 of the kept documents\n")
     print("| reranker | half | " + " | ".join(DATASETS) + " |")
     print("|---|---|" + "---|" * len(DATASETS))
-    choices = [("first stage (none)", lambda q, hits: hits[:args.n])]
-    choices += [(f"coverage alpha={a} c={c:g}", lambda q, hits, a=a, c=c: coverage(q, hits, args.n, a, c))
-                for a, c in GRID]
+    choices = [("first stage (none)", lambda q, hits: hits[: args.n])]
+    choices += [
+        (f"coverage alpha={a} c={c:g}", lambda q, hits, a=a, c=c: coverage(q, hits, args.n, a, c)) for a, c in GRID
+    ]
     for label, choose in choices:
         for half, name in ((0, "even (grid)"), (1, "odd (check)")):
             cells = []

@@ -63,8 +63,7 @@ def node_chains(repo, run_id: str) -> tuple[dict, dict[int, int], Counter]:
         elif call.node_id in nodes and call.purpose == "tool":
             tool_calls[call.node_id] += 1
     # A search agent that found nothing makes no call: a chain is at most the node's tool calls.
-    chain = {nid: per_node[nid] + min(task_chain(n.data.get("tasks", [])), tool_calls[nid])
-             for nid, n in nodes.items()}
+    chain = {nid: per_node[nid] + min(task_chain(n.data.get("tasks", [])), tool_calls[nid]) for nid, n in nodes.items()}
     return nodes, chain, per_node + tool_calls
 
 
@@ -95,7 +94,9 @@ def omnithink_critical_path(repo, run_id: str) -> tuple[int, int]:
     nodes = repo.list_nodes(run_id)
     calls = Counter(c.purpose for c in repo.list_llm_calls(run_id))
     rounds = len({n.depth for n in nodes if "expansion" in n.data and not n.data["expansion"].get("error")})
-    critical = calls["reflect"] + rounds + calls["outline"] + (1 if calls["writer"] else 0) + (1 if calls["writer"] > 1 else 0)
+    critical = (
+        calls["reflect"] + rounds + calls["outline"] + (1 if calls["writer"] else 0) + (1 if calls["writer"] > 1 else 0)
+    )
     return critical, critical
 
 
@@ -150,11 +151,13 @@ def research_critical_path(repo, run_id: str) -> tuple[int, int]:
     return len(calls) - max(judged - 1, 0), len(calls)
 
 
-BOUND_NOTE = ("The critical path counts a wave of concurrent calls as one call. Under the LLM concurrency limit "
-              "a wave wider than the limit takes more rounds (10 chunk extractions on 8 slots take two), which no "
-              "scheduler can shorten: the critical path under the limit counts them, and the last column divides "
-              "by it. The endpoint runs in a process of its own, as a real one does; process start-up, the "
-              "corpus's indexing and the embedding model's loading are not timed.")
+BOUND_NOTE = (
+    "The critical path counts a wave of concurrent calls as one call. Under the LLM concurrency limit "
+    "a wave wider than the limit takes more rounds (10 chunk extractions on 8 slots take two), which no "
+    "scheduler can shorten: the critical path under the limit counts them, and the last column divides "
+    "by it. The endpoint runs in a process of its own, as a real one does; process start-up, the "
+    "corpus's indexing and the embedding model's loading are not timed."
+)
 
 
 def waves(width: int, concurrency: int) -> int:
@@ -186,7 +189,11 @@ def concurrency_bound(repo, run_id: str, method: str, critical: int, concurrency
         depth = {n.id: n.depth for n in repo.list_nodes(run_id)}
         rounds = Counter(depth.get(c.node_id) for c in calls if c.purpose == "expand")
         sections = purposes["writer"] - 1  # the last writer call is the polish pass
-        return critical + sum(waves(n, concurrency) - 1 for n in rounds.values()) + max(0, waves(sections, concurrency) - 1)
+        return (
+            critical
+            + sum(waves(n, concurrency) - 1 for n in rounds.values())
+            + max(0, waves(sections, concurrency) - 1)
+        )
     if method == "fgdip":
         depth = {n.id: n.depth for n in repo.list_nodes(run_id)}
         judged = Counter(depth[c.node_id] for c in calls if c.purpose == "evaluate_step" and c.node_id in depth)
@@ -195,8 +202,14 @@ def concurrency_bound(repo, run_id: str, method: str, critical: int, concurrency
 
 
 MULTI_HOP = "Which magazine was started first, Arthur's Magazine or First for Women?"
-QUESTIONS = {"deot": QUESTION, "omnithink": "2022 AFL Grand Final", "mtqa": MULTI_HOP,
-             "fgdip": MULTI_HOP, "react": MULTI_HOP, "research": QUESTION}
+QUESTIONS = {
+    "deot": QUESTION,
+    "omnithink": "2022 AFL Grand Final",
+    "mtqa": MULTI_HOP,
+    "fgdip": MULTI_HOP,
+    "react": MULTI_HOP,
+    "research": QUESTION,
+}
 CHAIN_PATHS = {"fgdip": fgdip_critical_path, "research": research_critical_path, "react": chain_critical_path}
 
 
@@ -204,16 +217,26 @@ def run_once(latency: float, params: dict, concurrency: int, method: str = "deot
     # The endpoint runs in its own process, as a real one does: the fake writing its answers must not
     # take the CPU (and the GIL) from the run being measured.
     with tempfile.TemporaryDirectory() as home, EndpointProcess(latency, [f"engine.methods.{method}"]) as server:
-        env = {"THOUGHTMAP_HOME": home, "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "bench",
-               "THOUGHTMAP_MODEL": "fake", "THOUGHTMAP_LLM_CONCURRENCY": str(concurrency)}
+        env = {
+            "THOUGHTMAP_HOME": home,
+            "OPENAI_BASE_URL": server.base_url,
+            "OPENAI_API_KEY": "bench",
+            "THOUGHTMAP_MODEL": "fake",
+            "THOUGHTMAP_LLM_CONCURRENCY": str(concurrency),
+        }
         services = build_services(load_settings({**os.environ, **env}))
         # Index the bundled corpus and load the embedding model before timing: the first search of a
         # process costs about 2 s once, not per run. So does the LLM client's first build (importing
         # the openai SDK, about 0.35 s): a resident process (the app, a worker) pays it once.
         services.searcher("local").search("warming the index up", k=5)
         services.llm("openai")
-        run = services.runner.create_run(question=QUESTIONS[method], method=method, params=params,
-                                         llm_info=services.llm_info("openai"), search_mode="local")
+        run = services.runner.create_run(
+            question=QUESTIONS[method],
+            method=method,
+            params=params,
+            llm_info=services.llm_info("openai"),
+            search_mode="local",
+        )
         started = time.perf_counter()
         services.runner.start(run.id)
         final = services.runner.wait(run.id, timeout=1800)
@@ -231,10 +254,16 @@ def run_once(latency: float, params: dict, concurrency: int, method: str = "deot
             critical, layered = omnithink_critical_path(services.repo, run.id)
             nodes = services.repo.list_nodes(run.id)
         result = {
-            "status": final.status, "wall": wall, "calls": final.llm_calls, "critical": critical,
+            "status": final.status,
+            "wall": wall,
+            "calls": final.llm_calls,
+            "critical": critical,
             "bound": concurrency_bound(services.repo, run.id, method, critical, concurrency),
-            "layered": layered, "nodes": len(nodes), "depth": max(n.depth for n in nodes),
-            "done": sum(n.status == NodeStatus.DONE for n in nodes), "requests": server.stats()["chat_requests"],
+            "layered": layered,
+            "nodes": len(nodes),
+            "depth": max(n.depth for n in nodes),
+            "done": sum(n.status == NodeStatus.DONE for n in nodes),
+            "requests": server.stats()["chat_requests"],
             "max_in_flight": server.stats()["max_in_flight"],
         }
         services.close()
@@ -244,11 +273,21 @@ def run_once(latency: float, params: dict, concurrency: int, method: str = "deot
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--latency", type=float, default=0.3, help="seconds per LLM call (default 0.3)")
-    parser.add_argument("--concurrency", type=int, nargs="+", default=[8, 16],
-                        help="LLM concurrency limits to measure (default: 8, the default setting, and 16)")
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        nargs="+",
+        default=[8, 16],
+        help="LLM concurrency limits to measure (default: 8, the default setting, and 16)",
+    )
     parser.add_argument("--repeat", type=int, default=3, help="runs per row; the row shows the median wall time")
-    parser.add_argument("--methods", nargs="+", default=["deot", "omnithink", "mtqa", *CHAIN_PATHS],
-                        choices=["deot", "omnithink", "mtqa", *CHAIN_PATHS], help="methods to measure (default: all)")
+    parser.add_argument(
+        "--methods",
+        nargs="+",
+        default=["deot", "omnithink", "mtqa", *CHAIN_PATHS],
+        choices=["deot", "omnithink", "mtqa", *CHAIN_PATHS],
+        help="methods to measure (default: all)",
+    )
     parser.add_argument("--write", action="store_true", help="replace their sections of docs/benchmarks.md")
     args = parser.parse_args()
     tree = [m for m in args.methods if m in ("deot", "omnithink")]
@@ -262,8 +301,9 @@ def main() -> None:
 
 
 def measured(args, method: str, concurrency: int) -> tuple[dict, float]:
-    runs = sorted((run_once(args.latency, {}, concurrency, method) for _ in range(args.repeat)),
-                  key=lambda r: r["wall"])
+    runs = sorted(
+        (run_once(args.latency, {}, concurrency, method) for _ in range(args.repeat)), key=lambda r: r["wall"]
+    )
     r = runs[len(runs) // 2]
     return r, r["critical"] * args.latency
 
@@ -276,26 +316,32 @@ def publish_mtqa(args) -> None:
             f"| mtqa, default params (3 × 4, Vert&Hor-0.1), LLM concurrency {concurrency} | {r['status']} | "
             f"{r['nodes']} ({r['done']} done) | {r['calls']} | {r['max_in_flight']} | {r['critical']} | "
             f"{r['layered']} | {r['bound']} | {r['wall']:.1f} s | {ideal:.1f} s | **{r['wall'] / ideal:.2f}** | "
-            f"{r['wall'] / (r['bound'] * args.latency):.2f} |")
-    body = "\n".join([
-        facts_block(f".venv/bin/python benchmarks/bench_critical_path.py --methods mtqa --latency {args.latency} "
-                    f"--repeat {args.repeat} --concurrency {' '.join(map(str, args.concurrency))}", machine_facts()),
-        f"The same test server ({args.latency} s per call, the fake LLM's answers through the real `openai` "
-        "client) runs MTQA with its default parameters on a HotpotQA question of the bundled corpus: 10 "
-        "documents into the question's knowledge graph, a 3 × 4 matrix with the Vert&Hor-0.1 weights. "
-        "Critical path = one wave of chunk extractions (they run concurrently) + the question's keywords + "
-        "per column the longest chain of thoughts linked by α > 0 + the column's summary; columns run one "
-        "after the other. The serial matrix bound counts every thought of a column in sequence. Each row is "
-        f"the median of {args.repeat} runs.",
-        "",
-        BOUND_NOTE,
-        "",
-        "| run | status | nodes | LLM calls | most calls in flight | critical path (calls) | serial matrix "
-        "bound (calls) | critical path under the concurrency limit (calls) | wall time | critical path × latency | "
-        "wall / critical path | wall / critical path under the limit |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-        *rows,
-    ])
+            f"{r['wall'] / (r['bound'] * args.latency):.2f} |"
+        )
+    body = "\n".join(
+        [
+            facts_block(
+                f".venv/bin/python benchmarks/bench_critical_path.py --methods mtqa --latency {args.latency} "
+                f"--repeat {args.repeat} --concurrency {' '.join(map(str, args.concurrency))}",
+                machine_facts(),
+            ),
+            f"The same test server ({args.latency} s per call, the fake LLM's answers through the real `openai` "
+            "client) runs MTQA with its default parameters on a HotpotQA question of the bundled corpus: 10 "
+            "documents into the question's knowledge graph, a 3 × 4 matrix with the Vert&Hor-0.1 weights. "
+            "Critical path = one wave of chunk extractions (they run concurrently) + the question's keywords + "
+            "per column the longest chain of thoughts linked by α > 0 + the column's summary; columns run one "
+            "after the other. The serial matrix bound counts every thought of a column in sequence. Each row is "
+            f"the median of {args.repeat} runs.",
+            "",
+            BOUND_NOTE,
+            "",
+            "| run | status | nodes | LLM calls | most calls in flight | critical path (calls) | serial matrix "
+            "bound (calls) | critical path under the concurrency limit (calls) | wall time | critical path × latency | "
+            "wall / critical path | wall / critical path under the limit |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+            *rows,
+        ]
+    )
     publish("MTQA: wall time over critical path", body, args.write)
 
 
@@ -311,30 +357,35 @@ def publish_tree(args, methods: list[str]) -> None:
             f"{r['wall'] / (r['bound'] * args.latency):.2f} |"
         )
     facts = machine_facts()
-    body = "\n".join([
-        facts_block(f".venv/bin/python benchmarks/bench_critical_path.py --latency {args.latency} --repeat {args.repeat} --concurrency "
-                    f"{' '.join(map(str, args.concurrency))}", facts),
-        f"An OpenAI-compatible test server on 127.0.0.1 answers every call after {args.latency} s; the run goes "
-        "through the real `openai` client with the default node workers (16) and the LLM concurrency "
-        "limit given per row (`THOUGHTMAP_LLM_CONCURRENCY`). "
-        "Critical path = the longest root-to-leaf chain of dependent LLM calls (prompter, planner and plan "
-        "review, the longest chain of LLM tools through the plan's dependencies, summary, fact check, "
-        "controller, engine) plus the final report. The layer-synchronous bound adds up the longest chain "
-        "of each layer, since DEoT expands a layer after it is solved. Each row is the median of "
-        f"{args.repeat} runs.",
-        "",
-        "OmniThink's critical path: reflection steps and expansion rounds alternate (the leaves of one round "
-        "expand in parallel), then the outline draft and polish, the sections (written in parallel) and the "
-        "polish pass; its tree has no layer barrier beyond the paper's own steps, so both bounds are equal.",
-        "",
-        BOUND_NOTE,
-        "",
-        "| run | status | tree nodes | LLM calls | most calls in flight | critical path (calls) | "
-        "layer-synchronous bound (calls) | critical path under the concurrency limit (calls) | wall time | "
-        "critical path × latency | wall / critical path | wall / layer bound | wall / critical path under the limit |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-        *rows,
-    ])
+    body = "\n".join(
+        [
+            facts_block(
+                f".venv/bin/python benchmarks/bench_critical_path.py --latency {args.latency} --repeat {args.repeat} --concurrency "
+                f"{' '.join(map(str, args.concurrency))}",
+                facts,
+            ),
+            f"An OpenAI-compatible test server on 127.0.0.1 answers every call after {args.latency} s; the run goes "
+            "through the real `openai` client with the default node workers (16) and the LLM concurrency "
+            "limit given per row (`THOUGHTMAP_LLM_CONCURRENCY`). "
+            "Critical path = the longest root-to-leaf chain of dependent LLM calls (prompter, planner and plan "
+            "review, the longest chain of LLM tools through the plan's dependencies, summary, fact check, "
+            "controller, engine) plus the final report. The layer-synchronous bound adds up the longest chain "
+            "of each layer, since DEoT expands a layer after it is solved. Each row is the median of "
+            f"{args.repeat} runs.",
+            "",
+            "OmniThink's critical path: reflection steps and expansion rounds alternate (the leaves of one round "
+            "expand in parallel), then the outline draft and polish, the sections (written in parallel) and the "
+            "polish pass; its tree has no layer barrier beyond the paper's own steps, so both bounds are equal.",
+            "",
+            BOUND_NOTE,
+            "",
+            "| run | status | tree nodes | LLM calls | most calls in flight | critical path (calls) | "
+            "layer-synchronous bound (calls) | critical path under the concurrency limit (calls) | wall time | "
+            "critical path × latency | wall / critical path | wall / layer bound | wall / critical path under the limit |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+            *rows,
+        ]
+    )
     publish("Tree methods: wall time over critical path", body, args.write)
 
 
@@ -345,27 +396,32 @@ def publish_chains(args, methods: list[str]) -> None:
         rows.append(
             f"| {method}, default params, LLM concurrency {concurrency} | {r['status']} | {r['nodes']} ({r['done']} "
             f"done) | {r['calls']} | {r['max_in_flight']} | {r['critical']} | {r['bound']} | {r['wall']:.1f} s | "
-            f"{ideal:.1f} s | **{r['wall'] / ideal:.2f}** | {r['wall'] / (r['bound'] * args.latency):.2f} |")
-    body = "\n".join([
-        facts_block(f".venv/bin/python benchmarks/bench_critical_path.py --methods {' '.join(methods)} --latency "
-                    f"{args.latency} --repeat {args.repeat} --concurrency {' '.join(map(str, args.concurrency))}",
-                    machine_facts()),
-        f"The same test server ({args.latency} s per call, the fake LLM's answers through the real `openai` "
-        "client) runs each method with its default parameters. ReAct is a chain: each call reads what the one "
-        "before produced, so the critical path is every call. The research agent is one too, but for its "
-        "citation check, which judges each cited source apart (concurrently, one call deep). FGDIP generates a "
-        "parent's children one after the other and judges a layer's steps concurrently, so its critical path "
-        "is every call but a layer's step judgments beyond the first. Process start-up and the corpus's "
-        f"indexing are not timed. Each row is the median of {args.repeat} runs.",
-        "",
-        BOUND_NOTE,
-        "",
-        "| run | status | nodes | LLM calls | most calls in flight | critical path (calls) | critical path under the "
-        "concurrency limit (calls) | wall time | critical path × latency | wall / critical path | wall / critical path "
-        "under the limit |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-        *rows,
-    ])
+            f"{ideal:.1f} s | **{r['wall'] / ideal:.2f}** | {r['wall'] / (r['bound'] * args.latency):.2f} |"
+        )
+    body = "\n".join(
+        [
+            facts_block(
+                f".venv/bin/python benchmarks/bench_critical_path.py --methods {' '.join(methods)} --latency "
+                f"{args.latency} --repeat {args.repeat} --concurrency {' '.join(map(str, args.concurrency))}",
+                machine_facts(),
+            ),
+            f"The same test server ({args.latency} s per call, the fake LLM's answers through the real `openai` "
+            "client) runs each method with its default parameters. ReAct is a chain: each call reads what the one "
+            "before produced, so the critical path is every call. The research agent is one too, but for its "
+            "citation check, which judges each cited source apart (concurrently, one call deep). FGDIP generates a "
+            "parent's children one after the other and judges a layer's steps concurrently, so its critical path "
+            "is every call but a layer's step judgments beyond the first. Process start-up and the corpus's "
+            f"indexing are not timed. Each row is the median of {args.repeat} runs.",
+            "",
+            BOUND_NOTE,
+            "",
+            "| run | status | nodes | LLM calls | most calls in flight | critical path (calls) | critical path under the "
+            "concurrency limit (calls) | wall time | critical path × latency | wall / critical path | wall / critical path "
+            "under the limit |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+            *rows,
+        ]
+    )
     publish("Chain methods: wall time over critical path", body, args.write)
 
 

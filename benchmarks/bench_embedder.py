@@ -88,23 +88,37 @@ def main() -> None:
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"upload of {files} pages: {ingest_s:.1f} s, {report.chunks_embedded} passages embedded", file=sys.stderr)
 
-    command = f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', '(default)')} " \
-              f".venv/bin/python benchmarks/bench_embedder.py --pages {args.pages}"
-    body = ["## Built-in embedding model (`bench_embedder.py`)\n\n", facts_block(command, machine_facts()),
-            "\nall-MiniLM-L6-v2 run by numpy (`engine/search/minilm.py`); `OPENBLAS_NUM_THREADS=1` because "
-            "OpenBLAS's default of one thread per core slowed it 2-4x on this shared machine.\n\n",
-            table(["measure", "value"], [
+    command = (
+        f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', '(default)')} "
+        f".venv/bin/python benchmarks/bench_embedder.py --pages {args.pages}"
+    )
+    body = [
+        "## Built-in embedding model (`bench_embedder.py`)\n\n",
+        facts_block(command, machine_facts()),
+        "\nall-MiniLM-L6-v2 run by numpy (`engine/search/minilm.py`); `OPENBLAS_NUM_THREADS=1` because "
+        "OpenBLAS's default of one thread per core slowed it 2-4x on this shared machine.\n\n",
+        table(
+            ["measure", "value"],
+            [
                 ["install: the pinned wheel in the cache", f"{wheel_mib:.1f} MiB"],
                 ["install: the prepared model folder", f"{folder_mib(model_dir):.1f} MiB"],
                 ["install: tokenizers + safetensors (Python packages)", "about 4 MiB of wheels"],
-                ["memory: RSS before loading / loaded / after 256 paragraphs",
-                 f"{before:.0f} / {loaded:.0f} / {peak:.0f} MiB"],
+                [
+                    "memory: RSS before loading / loaded / after 256 paragraphs",
+                    f"{before:.0f} / {loaded:.0f} / {peak:.0f} MiB",
+                ],
                 ["first use: load + 32 paragraphs", f"{load_s:.1f} s"],
                 ["speed: NQ gold passages (about 100 words each)", f"{speed:.1f} paragraphs/s"],
-                [f"upload of {files:,} pages ({size / 2**20:.1f} MiB of text): ingest, full-text index and "
-                 "embedding", f"{ingest_s:.0f} s ({report.chunks_embedded:,} passages embedded, "
-                 f"{report.chunks_embedded / max(ingest_s, 1e-9):.1f} passages/s overall)"],
-            ]), "\n"]
+                [
+                    f"upload of {files:,} pages ({size / 2**20:.1f} MiB of text): ingest, full-text index and "
+                    "embedding",
+                    f"{ingest_s:.0f} s ({report.chunks_embedded:,} passages embedded, "
+                    f"{report.chunks_embedded / max(ingest_s, 1e-9):.1f} passages/s overall)",
+                ],
+            ],
+        ),
+        "\n",
+    ]
     publish(SECTION, "".join(body), args.write)
 
 

@@ -180,6 +180,7 @@ def time_repository(repo, meter: Meter) -> None:
             finally:
                 local.inside = False
                 meter.add_repo(name, time.perf_counter() - started)
+
         return wrapper
 
     for name in dir(type(repo)):
@@ -224,17 +225,28 @@ class RunSample:
 def one_run(services: Services, meter: Meter, method: str, question: str) -> RunSample:
     meter.reset()
     started = time.perf_counter()
-    run = services.runner.create_run(question=question, method=method, params={},
-                                     llm_info=services.llm_info("fake"), search_mode="local")
+    run = services.runner.create_run(
+        question=question, method=method, params={}, llm_info=services.llm_info("fake"), search_mode="local"
+    )
     services.runner.start(run.id)
     final = services.runner.wait(run.id, timeout=120)
     wall = time.perf_counter() - started
     with meter.lock:
-        return RunSample(method=method, wall_s=wall, nodes=final.node_count, llm_calls=meter.llm_calls,
-                         searches=meter.searches, search_s=meter.search_s, describe_s=meter.describe_s,
-                         llm_s=meter.llm_s, sql_s=meter.sql_s, sql_statements=meter.sql_statements,
-                         repo_s=meter.repo_s, repo_calls={k: list(v) for k, v in meter.repo_calls.items()},
-                         status=str(final.status))
+        return RunSample(
+            method=method,
+            wall_s=wall,
+            nodes=final.node_count,
+            llm_calls=meter.llm_calls,
+            searches=meter.searches,
+            search_s=meter.search_s,
+            describe_s=meter.describe_s,
+            llm_s=meter.llm_s,
+            sql_s=meter.sql_s,
+            sql_statements=meter.sql_statements,
+            repo_s=meter.repo_s,
+            repo_calls={k: list(v) for k, v in meter.repo_calls.items()},
+            status=str(final.status),
+        )
 
 
 def bench_in_process(home: Path, database_url: str | None, runs: int) -> dict:
@@ -256,8 +268,7 @@ def bench_in_process(home: Path, database_url: str | None, runs: int) -> dict:
     time_sql(services, meter)
     time_repository(services.repo, meter)
     try:
-        cold = {m: one_run(services, meter, m, q)
-                for m, q in zip(METHODS, questions(len(METHODS), offset=400))}
+        cold = {m: one_run(services, meter, m, q) for m, q in zip(METHODS, questions(len(METHODS), offset=400))}
         for method in METHODS:
             for q in questions(WARMUP_RUNS, offset=450):
                 one_run(services, meter, method, q)
@@ -276,8 +287,7 @@ def bench_in_process(home: Path, database_url: str | None, runs: int) -> dict:
             db_name += f" at {host}"
     finally:
         services.close()
-    return {"db": db_name, "build_s": build_s, "searcher_s": searcher_s, "cold": cold,
-            "samples": samples}
+    return {"db": db_name, "build_s": build_s, "searcher_s": searcher_s, "cold": cold, "samples": samples}
 
 
 # ------------------------------------------------------------------ CLI end to end
@@ -319,13 +329,15 @@ def bench_cli(home: Path, fresh_home: Path, database_url: str | None, repeats: i
     repeat("`python -c 'import openai'` (the OpenAI SDK alone)", lambda i: [python, "-c", "import openai"])
     repeat("`thoughtmap methods` (start-up, no database)", lambda i: [*cli, "methods"])
     for method in METHODS:
-        repeat(f"`thoughtmap run Q --method {method} --llm fake --search local --quiet`",
-               lambda i, m=method: [*cli, "run", qs[i], "--method", m, "--llm", "fake",
-                                    "--search", "local", "--quiet"])
+        repeat(
+            f"`thoughtmap run Q --method {method} --llm fake --search local --quiet`",
+            lambda i, m=method: [*cli, "run", qs[i], "--method", m, "--llm", "fake", "--search", "local", "--quiet"],
+        )
     # First run in an empty home: creates the database and builds the bundled index.
     fresh_env = cli_env(fresh_home, database_url)
-    first = time_process([*cli, "run", qs[0], "--method", "rag", "--llm", "fake", "--search", "local",
-                          "--quiet"], fresh_env)
+    first = time_process(
+        [*cli, "run", qs[0], "--method", "rag", "--llm", "fake", "--search", "local", "--quiet"], fresh_env
+    )
     rows.append(("the same `rag` run, first in an empty THOUGHTMAP_HOME (builds the index)", [first]))
     return rows
 
@@ -350,21 +362,47 @@ def render_in_process(result: dict, runs: int) -> str:
 
         overhead = statistics.fmean(s.overhead_s for s in samples)
         repo_calls = statistics.fmean(sum(c for c, _ in s.repo_calls.values()) for s in samples)
-        summary.append([
-            method, f"{nodes:.1f}", f"{mean('llm_calls'):.1f}", ms(percentile(wall, 50)),
-            ms(percentile(wall, 95)), ms(max(wall)),
-            ms(statistics.fmean(s.wall_s / s.nodes for s in samples)), ms(overhead / nodes),
-        ])
-        split.append([
-            method, ms(mean("wall_s")), ms(mean("search_s")), ms(mean("llm_s")), ms(overhead),
-            f"{repo_calls:.0f}", ms(mean("repo_s")), f"{mean('sql_statements'):.0f}", ms(mean("sql_s")),
-            ms(overhead - mean("repo_s")),
-        ])
-    out.append(table(
-        ["method", "nodes/run", "LLM calls/run", "wall p50", "wall p95", "wall max", "wall/node",
-         "**overhead/node**"],
-        summary,
-    ))
+        summary.append(
+            [
+                method,
+                f"{nodes:.1f}",
+                f"{mean('llm_calls'):.1f}",
+                ms(percentile(wall, 50)),
+                ms(percentile(wall, 95)),
+                ms(max(wall)),
+                ms(statistics.fmean(s.wall_s / s.nodes for s in samples)),
+                ms(overhead / nodes),
+            ]
+        )
+        split.append(
+            [
+                method,
+                ms(mean("wall_s")),
+                ms(mean("search_s")),
+                ms(mean("llm_s")),
+                ms(overhead),
+                f"{repo_calls:.0f}",
+                ms(mean("repo_s")),
+                f"{mean('sql_statements'):.0f}",
+                ms(mean("sql_s")),
+                ms(overhead - mean("repo_s")),
+            ]
+        )
+    out.append(
+        table(
+            [
+                "method",
+                "nodes/run",
+                "LLM calls/run",
+                "wall p50",
+                "wall p95",
+                "wall max",
+                "wall/node",
+                "**overhead/node**",
+            ],
+            summary,
+        )
+    )
     out.append(
         "\nWhere a run's time goes (means per run, ms). search = `Searcher.search`; LLM = the "
         "fake's `chat` (building its canned answer); overhead = wall - search - LLM; repository = "
@@ -372,11 +410,23 @@ def render_in_process(result: dict, runs: int) -> str:
         "SQL execute = time inside the driver's `execute`, part of repository; rest = overhead - "
         "repository (method code, prompt rendering, structured-output parsing, thread hand-offs).\n\n"
     )
-    out.append(table(
-        ["method", "wall", "search", "LLM", "overhead", "repo calls", "repository", "SQL stmts",
-         "SQL execute", "rest"],
-        split,
-    ))
+    out.append(
+        table(
+            [
+                "method",
+                "wall",
+                "search",
+                "LLM",
+                "overhead",
+                "repo calls",
+                "repository",
+                "SQL stmts",
+                "SQL execute",
+                "rest",
+            ],
+            split,
+        )
+    )
     # The repository calls that cost the most, per rag run.
     totals: dict[str, list[float]] = {}
     samples = result["samples"]["rag"]
@@ -386,9 +436,13 @@ def render_in_process(result: dict, runs: int) -> str:
             entry[0] += calls
             entry[1] += seconds
     top = sorted(totals.items(), key=lambda kv: kv[1][1], reverse=True)[:8]
-    out.append("\nCostliest `Repository` calls in a `rag` run (per run: calls, ms): " + ", ".join(
-        f"`{name}` {calls / len(samples):.0f}x {ms(seconds / len(samples))}" for name, (calls, seconds) in top
-    ) + ".\n")
+    out.append(
+        "\nCostliest `Repository` calls in a `rag` run (per run: calls, ms): "
+        + ", ".join(
+            f"`{name}` {calls / len(samples):.0f}x {ms(seconds / len(samples))}" for name, (calls, seconds) in top
+        )
+        + ".\n"
+    )
     describe = statistics.fmean(s.describe_s for s in result["samples"]["rag"])
     statuses = {s.status for ss in result["samples"].values() for s in ss}
     cold = ", ".join(f"{m} {ms(s.wall_s)} ms" for m, s in result["cold"].items())
@@ -421,9 +475,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--write", action="store_true", help="replace this section in docs/benchmarks.md")
     parser.add_argument("--runs", type=int, default=30, help="runs per method (default 30)")
     parser.add_argument("--cli-runs", type=int, default=5, help="CLI runs per command (default 5)")
-    parser.add_argument("--postgres", metavar="URL",
-                        help="also measure on this PostgreSQL database (postgresql+psycopg://...); "
-                        "use a throwaway one: the benchmark's runs are left in it")
+    parser.add_argument(
+        "--postgres",
+        metavar="URL",
+        help="also measure on this PostgreSQL database (postgresql+psycopg://...); "
+        "use a throwaway one: the benchmark's runs are left in it",
+    )
     args = parser.parse_args(argv)
     shown = [a if a != args.postgres else "URL" for a in (sys.argv[1:] if argv is None else argv)]
     command = " ".join([".venv/bin/python benchmarks/bench_engine.py", *shown])

@@ -48,8 +48,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     methods = load_methods(PLUGIN)
     settings = load_settings({"THOUGHTMAP_HOME": str(home), "THOUGHTMAP_LLM": "fake"})
     db = open_database(settings.database_url)
-    services = Services(settings=settings, db=db, repo=Repository(db), limiter=ConcurrencyLimiter(8),
-                        prices=PriceTable(), methods=methods)
+    services = Services(
+        settings=settings,
+        db=db,
+        repo=Repository(db),
+        limiter=ConcurrencyLimiter(8),
+        prices=PriceTable(),
+        methods=methods,
+    )
     fake = FakeLLM()
     services.use_llm("fake", fake)
     rows, prompts = [], collections.defaultdict(list)
@@ -59,34 +65,63 @@ def main(argv: Sequence[str] | None = None) -> int:
                 params = build_params_with_profile(cls.Params, {}, method=name, profile=profile)
                 estimate = cls.estimate(params)
                 first = len(fake.calls)
-                run = services.runner.create_run(question=QUESTION, method=name, params=params,
-                                                 llm_info=services.llm_info("fake"), search_mode="local")
+                run = services.runner.create_run(
+                    question=QUESTION,
+                    method=name,
+                    params=params,
+                    llm_info=services.llm_info("fake"),
+                    search_mode="local",
+                )
                 services.runner.start(run.id)
                 final = services.runner.wait(run.id, timeout=600)
                 for request in fake.calls[first:]:
                     if profile == "paper":
                         prompts[request.prompt].append(sum(len(m.content) for m in request.messages) // 4)
                 error = (estimate.calls - final.llm_calls) / final.llm_calls * 100
-                rows.append([name, profile, final.status, f"{estimate.calls} ({estimate.low}-{estimate.high})",
-                             final.llm_calls, f"{error:+.0f} %", f"{estimate.prompt_tokens:,}",
-                             f"{final.prompt_tokens:,}"])
+                rows.append(
+                    [
+                        name,
+                        profile,
+                        final.status,
+                        f"{estimate.calls} ({estimate.low}-{estimate.high})",
+                        final.llm_calls,
+                        f"{error:+.0f} %",
+                        f"{estimate.prompt_tokens:,}",
+                        f"{final.prompt_tokens:,}",
+                    ]
+                )
     finally:
         services.close()
         shutil.rmtree(home, ignore_errors=True)
 
     body = "## Cost estimate against measured runs\n\n" + facts_block(command, machine_facts()) + "\n"
-    body += ("Each method's default run (the paper's values, then the quick profile) on the scripted fake "
-             "LLM over the bundled corpus, question: \u201c" + QUESTION + "\u201d. Estimated calls (low-high) "
-             "against the calls the run made; estimated prompt tokens against those sent (the fake counts "
-             "characters / 4). A capable endpoint is not available here: the formulas keep a real model's "
-             "rates where the fake behaves otherwise (DEoT: the fake's plans hold one News Search task, no "
-             "tool call, and its engines repeat questions; OmniThink: the fake writes 3 sections, not "
-             "`max_sections`).\n\n")
-    body += table(["method", "profile", "status", "estimated calls", "measured calls", "error",
-                   "estimated prompt tokens", "measured prompt tokens"], rows)
+    body += (
+        "Each method's default run (the paper's values, then the quick profile) on the scripted fake "
+        "LLM over the bundled corpus, question: \u201c" + QUESTION + "\u201d. Estimated calls (low-high) "
+        "against the calls the run made; estimated prompt tokens against those sent (the fake counts "
+        "characters / 4). A capable endpoint is not available here: the formulas keep a real model's "
+        "rates where the fake behaves otherwise (DEoT: the fake's plans hold one News Search task, no "
+        "tool call, and its engines repeat questions; OmniThink: the fake writes 3 sections, not "
+        "`max_sections`).\n\n"
+    )
+    body += table(
+        [
+            "method",
+            "profile",
+            "status",
+            "estimated calls",
+            "measured calls",
+            "error",
+            "estimated prompt tokens",
+            "measured prompt tokens",
+        ],
+        rows,
+    )
     body += "\nPrompt tokens per call on the paper defaults (the constants of the formulas):\n\n"
-    body += table(["prompt", "calls", "mean prompt tokens"],
-                  [[name, len(sizes), sum(sizes) // len(sizes)] for name, sizes in sorted(prompts.items())])
+    body += table(
+        ["prompt", "calls", "mean prompt tokens"],
+        [[name, len(sizes), sum(sizes) // len(sizes)] for name, sizes in sorted(prompts.items())],
+    )
     publish(SECTION, body, args.write)
     return 0
 

@@ -72,6 +72,7 @@ def run_trace(nodes: Iterable[Any], golds: Sequence[str], *, yes_no: bool) -> di
 
 def summarise(traces: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The runs' shares and means (a share of runs, of candidates or of judged steps)."""
+
     def share(part: float, whole: float) -> float | None:
         return round(part / whole, 3) if whole else None
 
@@ -141,35 +142,60 @@ def measure(benchmark_id: str, by: str = "", keep: Path | None = None) -> dict[s
         if METHOD not in bench.methods:
             raise SystemExit(f"benchmark {benchmark_id} ran {', '.join(bench.methods)}, not {METHOD}")
         yes_no = get_dataset(bench.dataset).answer_type == "yesno"
-        finished = [row for row in services.benchmarks.store.list_items(benchmark_id, method=METHOD)
-                    if row.status in ("scored", "failed")]
+        finished = [
+            row
+            for row in services.benchmarks.store.list_items(benchmark_id, method=METHOD)
+            if row.status in ("scored", "failed")
+        ]
         # An item imported from an archive carries its scores, not its run (the search tree stays in
         # the database that ran it): those are counted, said, and left out of the shares.
         stored = [row for row in finished if row.run_id is not None and _stored(services.repo, row.run_id)]
         items = items_by_id(bench.dataset, [row.item_id for row in stored])
-        traces = {row.item_id: run_trace(services.repo.list_nodes(row.run_id), items[row.item_id].answers,
-                                         yes_no=yes_no) for row in stored}
+        traces = {
+            row.item_id: run_trace(services.repo.list_nodes(row.run_id), items[row.item_id].answers, yes_no=yes_no)
+            for row in stored
+        }
         if keep is not None:
             finished_ids = {row.item_id for row in finished}
             # A run read here wins over the kept reading of it; an item no longer finished is left out.
-            traces = {item: trace for item, trace in {**read_kept(keep, benchmark_id), **traces}.items()
-                      if item in finished_ids}
+            traces = {
+                item: trace
+                for item, trace in {**read_kept(keep, benchmark_id), **traces}.items()
+                if item in finished_ids
+            }
             write_kept(keep, benchmark_id, traces)
         rows = [row for row in finished if row.item_id in traces]
-        groups: dict[str, list[dict[str, Any]]] = {}  # as `bench --show` groups them: the values in the dataset's order (easy, medium, hard)
+        groups: dict[
+            str, list[dict[str, Any]]
+        ] = {}  # as `bench --show` groups them: the values in the dataset's order (easy, medium, hard)
         for value, ids in item_groups(bench, rows, by or None).items():
             groups[value or "all"] = [traces[row.item_id] for row in rows if ids is None or row.item_id in ids]
-        return {"benchmark": benchmark_id, "dataset": bench.dataset, "llm": bench.llm_info.get("model", ""),
-                "finished": len(finished), "read": len(rows), "from_kept": len(rows) - len(stored),
-                "groups": {key: summarise(traces) for key, traces in groups.items()}}
+        return {
+            "benchmark": benchmark_id,
+            "dataset": bench.dataset,
+            "llm": bench.llm_info.get("model", ""),
+            "finished": len(finished),
+            "read": len(rows),
+            "from_kept": len(rows) - len(stored),
+            "groups": {key: summarise(traces) for key, traces in groups.items()},
+        }
     finally:
         services.close()
 
 
-_COLUMNS = (("runs", "Runs"), ("gold_observed", "Gold in an observation"), ("candidate_em", "A candidate matched"),
-            ("reported_em", "Reported matched"), ("candidates_per_run", "Candidates per run"),
-            ("accepted", "Accepted"), ("sure", "Sure"), ("maybe", "Maybe"), ("impossible", "Impossible"),
-            ("backtracks_per_run", "Backtracks per run"), ("median_answer_words", "Answer words (median)"))
+_COLUMNS = (
+    ("runs", "Runs"),
+    ("gold_observed", "Gold in an observation"),
+    ("candidate_em", "A candidate matched"),
+    ("reported_em", "Reported matched"),
+    ("candidates_per_run", "Candidates per run"),
+    ("accepted", "Accepted"),
+    ("sure", "Sure"),
+    ("maybe", "Maybe"),
+    ("impossible", "Impossible"),
+    ("backtracks_per_run", "Backtracks per run"),
+    ("median_answer_words", "Answer words (median)"),
+)
 
 
 _COUNTS = ("runs", "candidates_per_run", "backtracks_per_run", "median_answer_words")
@@ -182,20 +208,24 @@ def _cell(name: str, value: Any) -> str:
 
 
 def markdown(result: dict[str, Any]) -> str:
-    lines = ["| Group | " + " | ".join(title for _, title in _COLUMNS) + " |",
-             "| --- |" + " ---: |" * len(_COLUMNS)]
+    lines = ["| Group | " + " | ".join(title for _, title in _COLUMNS) + " |", "| --- |" + " ---: |" * len(_COLUMNS)]
     for key, row in result["groups"].items():
         lines.append(f"| {key} | " + " | ".join(_cell(name, row[name]) for name, _ in _COLUMNS) + " |")
     missing = result.get("finished", 0) - result.get("read", 0)
     kept = result.get("from_kept", 0)
     if kept > 0:
-        lines += ["", f"{kept} of the {result['read']} runs read come from the kept traces (`--keep`), read where "
-                      "they ran."]
+        lines += [
+            "",
+            f"{kept} of the {result['read']} runs read come from the kept traces (`--keep`), read where they ran.",
+        ]
     if missing > 0:
-        lines += ["", f"Read {result['read']} of {result['finished']} finished {METHOD} item runs: the other {missing} "
-                      "have no run stored in this database (an item imported from an archive carries its scores, not its "
-                      "search tree; a deleted run is gone). Run this where the benchmark ran, or keep the traces as it "
-                      "runs (`--keep`)."]
+        lines += [
+            "",
+            f"Read {result['read']} of {result['finished']} finished {METHOD} item runs: the other {missing} "
+            "have no run stored in this database (an item imported from an archive carries its scores, not its "
+            "search tree; a deleted run is gone). Run this where the benchmark ran, or keep the traces as it "
+            "runs (`--keep`).",
+        ]
     return "\n".join(lines)
 
 
@@ -204,8 +234,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("benchmark", help="a stored benchmark that ran fgdip (thoughtmap bench --list)")
     parser.add_argument("--by", default="", help="an item field to group by, such as level")
     parser.add_argument("--json", dest="json_out", help="also write the numbers to this file")
-    parser.add_argument("--keep", type=Path, help="a file of per-run traces kept beside the benchmark's archive: "
-                        "the runs read here are added to it, and its runs not stored here are counted")
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        help="a file of per-run traces kept beside the benchmark's archive: "
+        "the runs read here are added to it, and its runs not stored here are counted",
+    )
     args = parser.parse_args(argv)
     result = measure(args.benchmark, args.by, args.keep)
     print(markdown(result))

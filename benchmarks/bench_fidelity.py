@@ -51,13 +51,24 @@ def _run_benchmark(services, dataset: str, method: str, limit: int, args, stored
         bench = _stored_benchmark(services, stored, dataset, method, args.seed)
     else:
         values = dict(v.split("=", 1) for v in args.param)
-        spec = BenchmarkSpec(dataset=dataset, methods=[method], limit=limit, seed=args.seed, values=values,
-                             llm=args.llm, profile=args.profile, search_mode=args.search,
-                             concurrency=args.concurrency)
+        spec = BenchmarkSpec(
+            dataset=dataset,
+            methods=[method],
+            limit=limit,
+            seed=args.seed,
+            values=values,
+            llm=args.llm,
+            profile=args.profile,
+            search_mode=args.search,
+            concurrency=args.concurrency,
+        )
         bench = services.benchmarks.create(spec)
         # Printed before the long part, so a killed measurement continues with --deot-bench/--omnithink-bench.
-        print(f"{method}: benchmark {bench.id} (continue it with --{method}-bench {bench.id})",
-              file=sys.stderr, flush=True)
+        print(
+            f"{method}: benchmark {bench.id} (continue it with --{method}-bench {bench.id})",
+            file=sys.stderr,
+            flush=True,
+        )
     services.benchmarks.execute(bench.id)
     # The sample's first `limit` items: a stored benchmark of the same seed may hold more of them.
     from engine.evaluate.datasets import load_items
@@ -66,24 +77,39 @@ def _run_benchmark(services, dataset: str, method: str, limit: int, args, stored
     by_item = {row.item_id: row for row in services.benchmarks.store.list_items(bench.id, method=method)}
     missing = [i for i in wanted if i not in by_item]
     if missing:
-        raise SystemExit(f"benchmark {bench.id} lacks {len(missing)} of the first {limit} items of the sample "
-                         f"(e.g. {missing[0]}); use a larger stored benchmark or none")
+        raise SystemExit(
+            f"benchmark {bench.id} lacks {len(missing)} of the first {limit} items of the sample "
+            f"(e.g. {missing[0]}); use a larger stored benchmark or none"
+        )
     rows = [by_item[i] for i in wanted]
     items = []
     for row in rows:
         metrics = dict(row.metrics or {})
-        item = {"item": row.item_id, "status": str(row.status), "run": row.run_id,
-                "nodes": metrics.get("nodes"), "llm_calls": metrics.get("llm_calls"),
-                "citations": metrics.get("citations")}
+        item = {
+            "item": row.item_id,
+            "status": str(row.status),
+            "run": row.run_id,
+            "nodes": metrics.get("nodes"),
+            "llm_calls": metrics.get("llm_calls"),
+            "citations": metrics.get("citations"),
+        }
         if method == "omnithink":
             item["heading_recall"] = metrics.get("heading_recall")
             item["rouge_l"] = metrics.get("rouge_l")
             item["citations_per_section"] = _citations_per_section(services, row.run_id)
         items.append(item)
-    keys = [k for k in ("nodes", "llm_calls", "citations", "heading_recall", "rouge_l", "citations_per_section")
-            if any(k in i for i in items)]
-    return {"benchmark": bench.id, "dataset": dataset, "method": method, "items": items,
-            "means": {k: _mean([i.get(k) for i in items]) for k in keys}}
+    keys = [
+        k
+        for k in ("nodes", "llm_calls", "citations", "heading_recall", "rouge_l", "citations_per_section")
+        if any(k in i for i in items)
+    ]
+    return {
+        "benchmark": bench.id,
+        "dataset": dataset,
+        "method": method,
+        "items": items,
+        "means": {k: _mean([i.get(k) for i in items]) for k in keys},
+    }
 
 
 def _stored_benchmark(services, benchmark_id: str, dataset: str, method: str, seed: int):
@@ -91,8 +117,10 @@ def _stored_benchmark(services, benchmark_id: str, dataset: str, method: str, se
     issue 16 DEoT benchmark, whose first 20 Researchy items are this script's DEoT sample."""
     bench = services.benchmarks.store.get_benchmark(benchmark_id)
     if bench.dataset != dataset or method not in bench.methods or bench.seed != seed:
-        raise SystemExit(f"benchmark {benchmark_id} is {bench.dataset} / {','.join(bench.methods)} / seed "
-                         f"{bench.seed}; {method} needs {dataset} with seed {seed}")
+        raise SystemExit(
+            f"benchmark {benchmark_id} is {bench.dataset} / {','.join(bench.methods)} / seed "
+            f"{bench.seed}; {method} needs {dataset} with seed {seed}"
+        )
     return bench
 
 
@@ -118,30 +146,42 @@ def measure(args) -> dict[str, Any]:
     try:
         if args.llm not in ("fake", "local", "openai"):
             raise SystemExit("--llm must be fake, local or openai")
-        results = {"label": args.label, "llm": args.llm, "profile": args.profile, "search": args.search,
-                   "seed": args.seed, "params": args.param}
+        results = {
+            "label": args.label,
+            "llm": args.llm,
+            "profile": args.profile,
+            "search": args.search,
+            "seed": args.seed,
+            "params": args.param,
+        }
         if args.deot_items:
-            results["deot"] = _run_benchmark(services, "researchy", "deot", args.deot_items, args,
-                                             args.deot_bench)
+            results["deot"] = _run_benchmark(services, "researchy", "deot", args.deot_items, args, args.deot_bench)
         if args.omnithink_items:
-            results["omnithink"] = _run_benchmark(services, "freshwiki", "omnithink", args.omnithink_items,
-                                                  args, args.omnithink_bench)
+            results["omnithink"] = _run_benchmark(
+                services, "freshwiki", "omnithink", args.omnithink_items, args, args.omnithink_bench
+            )
         return results
     finally:
         services.close()
 
 
-_ROWS = (("deot", "nodes", "question nodes"), ("deot", "llm_calls", "LLM calls"),
-         ("deot", "citations", "citations in the report"),
-         ("omnithink", "heading_recall", "outline heading recall"), ("omnithink", "rouge_l", "ROUGE-L"),
-         ("omnithink", "citations_per_section", "citations per section"),
-         ("omnithink", "llm_calls", "LLM calls"))
+_ROWS = (
+    ("deot", "nodes", "question nodes"),
+    ("deot", "llm_calls", "LLM calls"),
+    ("deot", "citations", "citations in the report"),
+    ("omnithink", "heading_recall", "outline heading recall"),
+    ("omnithink", "rouge_l", "ROUGE-L"),
+    ("omnithink", "citations_per_section", "citations per section"),
+    ("omnithink", "llm_calls", "LLM calls"),
+)
 
 
 def compare(before: dict[str, Any], after: dict[str, Any]) -> str:
     """A Markdown table of the means, before and after."""
-    lines = [f"| method | metric | {before.get('label', 'before')} | {after.get('label', 'after')} |",
-             "| --- | --- | ---: | ---: |"]
+    lines = [
+        f"| method | metric | {before.get('label', 'before')} | {after.get('label', 'after')} |",
+        "| --- | --- | ---: | ---: |",
+    ]
     for method, key, name in _ROWS:
         a = (before.get(method) or {}).get("means", {}).get(key)
         b = (after.get(method) or {}).get("means", {}).get(key)
@@ -150,8 +190,10 @@ def compare(before: dict[str, Any], after: dict[str, Any]) -> str:
         lines.append(f"| {method} | {name} | {'' if a is None else f'{a:g}'} | {'' if b is None else f'{b:g}'} |")
     counts = {m: len((after.get(m) or {}).get("items", [])) for m in ("deot", "omnithink")}
     lines.append("")
-    lines.append(f"Means over {counts['deot']} Researchy questions (DEoT) and {counts['omnithink']} FreshWiki topics "
-                 f"(OmniThink); LLM {after.get('llm')}, profile {after.get('profile')}, search {after.get('search')}.")
+    lines.append(
+        f"Means over {counts['deot']} Researchy questions (DEoT) and {counts['omnithink']} FreshWiki topics "
+        f"(OmniThink); LLM {after.get('llm')}, profile {after.get('profile')}, search {after.get('search')}."
+    )
     return "\n".join(lines)
 
 
@@ -162,17 +204,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--search", default="local", help="local, web, both or none")
     parser.add_argument("--deot-items", type=int, default=20, help="Researchy questions for DEoT (0 skips)")
     parser.add_argument("--omnithink-items", type=int, default=10, help="FreshWiki topics for OmniThink (0 skips)")
-    parser.add_argument("--deot-bench", metavar="ID", help="measure DEoT from this stored benchmark (finished "
-                        "first if it is not): a killed measurement continues so, and a larger Researchy benchmark "
-                        "of the same seed (issue 16's) serves as it is")
+    parser.add_argument(
+        "--deot-bench",
+        metavar="ID",
+        help="measure DEoT from this stored benchmark (finished "
+        "first if it is not): a killed measurement continues so, and a larger Researchy benchmark "
+        "of the same seed (issue 16's) serves as it is",
+    )
     parser.add_argument("--omnithink-bench", metavar="ID", help="the same for OmniThink on FreshWiki")
     parser.add_argument("--seed", type=int, default=13)
     parser.add_argument("--concurrency", type=int, default=1)
     parser.add_argument("--param", action="append", default=[], help="[method.]key=value, as thoughtmap bench")
     parser.add_argument("--label", default="after", help="what this measurement is (before/after)")
     parser.add_argument("--out", type=Path, help="write the results as JSON")
-    parser.add_argument("--compare", nargs=2, type=Path, metavar=("BEFORE", "AFTER"),
-                        help="print the Markdown table of two result files and exit")
+    parser.add_argument(
+        "--compare",
+        nargs=2,
+        type=Path,
+        metavar=("BEFORE", "AFTER"),
+        help="print the Markdown table of two result files and exit",
+    )
     args = parser.parse_args(argv)
     if args.compare:
         before, after = (json.loads(p.read_text()) for p in args.compare)

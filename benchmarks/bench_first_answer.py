@@ -31,8 +31,10 @@ from benchmarks._common import facts_block, machine_facts, publish, table  # noq
 
 SECTION = "bench_first_answer"
 UNCOVERED = "How does the Rust borrow checker prevent data races?"
-COVERED = ("Which animation comedy by the creator of Wallace and Gromit matched zoo animals with "
-           "people talking about their homes?")
+COVERED = (
+    "Which animation comedy by the creator of Wallace and Gromit matched zoo animals with "
+    "people talking about their homes?"
+)
 POLL_S = 0.2
 
 
@@ -46,8 +48,9 @@ def one_run(services, question: str) -> dict:
     from storage.models import NodeStatus, RunStatus
 
     params = build_params_with_profile(DeotParams, {}, method="deot", profile="quick")
-    run = services.runner.create_run(question=question, method="deot", params=params,
-                                     llm_info=services.llm_info("local"), search_mode="local")
+    run = services.runner.create_run(
+        question=question, method="deot", params=params, llm_info=services.llm_info("local"), search_mode="local"
+    )
     started = time.monotonic()
     services.runner.start(run.id)
     first = None
@@ -66,17 +69,28 @@ def one_run(services, question: str) -> dict:
             print(f"  node {node.id} {node.kind} {node.status}: {node.error}", file=sys.stderr)
         for event in services.repo.list_events(run.id)[-15:]:
             print(f"  event {event.kind}: {event.text[:300]} {str(event.data)[:300]}", file=sys.stderr)
-    return {"status": stored.status, "first": first, "total": total, "calls": stored.llm_calls,
-            "tokens": stored.prompt_tokens + stored.completion_tokens, "nodes": len(nodes),
-            "not_covered": sum(bool(n.data.get("not_covered")) for n in nodes)}
+    return {
+        "status": stored.status,
+        "first": first,
+        "total": total,
+        "calls": stored.llm_calls,
+        "tokens": stored.prompt_tokens + stored.completion_tokens,
+        "nodes": len(nodes),
+        "not_covered": sum(bool(n.data.get("not_covered")) for n in nodes),
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--write", action="store_true", help="replace this section in docs/benchmarks.md")
     parser.add_argument("--burners", type=int, default=2, help="busy processes for the loaded runs (default 2)")
-    parser.add_argument("--loads", nargs="+", choices=("idle", "busy"), default=["idle", "busy"],
-                        help="which machines to measure (default both)")
+    parser.add_argument(
+        "--loads",
+        nargs="+",
+        choices=("idle", "busy"),
+        default=["idle", "busy"],
+        help="which machines to measure (default both)",
+    )
     args = parser.parse_args(argv)
     command = " ".join([".venv/bin/python benchmarks/bench_first_answer.py", *(sys.argv[1:] if argv is None else argv)])
 
@@ -98,11 +112,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                     for name, question in (("not covered", UNCOVERED), ("covered", COVERED)):
                         result = one_run(services, question)
                         speed = llm.speed.tokens_per_s
-                        rows.append([load, name, result["status"],
-                                     f"{result['first']:.0f} s" if result["first"] is not None else "–",
-                                     f"{result['total']:.0f} s", str(result["nodes"]), str(result["not_covered"]),
-                                     str(result["calls"]), f"{result['tokens']:,}",
-                                     f"{speed:.1f}" if speed else "–"])
+                        rows.append(
+                            [
+                                load,
+                                name,
+                                result["status"],
+                                f"{result['first']:.0f} s" if result["first"] is not None else "–",
+                                f"{result['total']:.0f} s",
+                                str(result["nodes"]),
+                                str(result["not_covered"]),
+                                str(result["calls"]),
+                                f"{result['tokens']:,}",
+                                f"{speed:.1f}" if speed else "–",
+                            ]
+                        )
                         print(" | ".join(rows[-1]), file=sys.stderr)
                 finally:
                     for process in busy:
@@ -111,24 +134,39 @@ def main(argv: Sequence[str] | None = None) -> int:
         finally:
             services.close()
 
-    body = "\n".join([
-        "## Time to the first answered node (built-in model)",
-        "",
-        facts_block(command, machine_facts()),
-        "",
-        "DEoT with the built-in model's default (quick) profile, as the app starts it; the model server "
-        f"started before the runs, in {server_start:.0f} s. *Busy*: {args.burners} other processes each keep a "
-        "core busy. *Not covered*: nodes answered \"the sources at hand do not cover this\" without asking "
-        "the model. *Tokens/s*: the model's measured writing speed after the run "
-        "(`engine/llm/decode_speed.py`), which sets the next calls' caps and timeouts. Model: "
-        "Qwen2.5-Coder-0.5B-Instruct Q4_K_M (the built-in one).",
-        "",
-        table(["machine", "question", "status", "first answered node", "whole run", "nodes", "not covered",
-               "LLM calls", "tokens", "tokens/s"], rows),
-        "",
-        f"Questions: not covered: *{UNCOVERED}*; covered (HotpotQA dev): *{COVERED}*",
-        "",
-    ])
+    body = "\n".join(
+        [
+            "## Time to the first answered node (built-in model)",
+            "",
+            facts_block(command, machine_facts()),
+            "",
+            "DEoT with the built-in model's default (quick) profile, as the app starts it; the model server "
+            f"started before the runs, in {server_start:.0f} s. *Busy*: {args.burners} other processes each keep a "
+            'core busy. *Not covered*: nodes answered "the sources at hand do not cover this" without asking '
+            "the model. *Tokens/s*: the model's measured writing speed after the run "
+            "(`engine/llm/decode_speed.py`), which sets the next calls' caps and timeouts. Model: "
+            "Qwen2.5-Coder-0.5B-Instruct Q4_K_M (the built-in one).",
+            "",
+            table(
+                [
+                    "machine",
+                    "question",
+                    "status",
+                    "first answered node",
+                    "whole run",
+                    "nodes",
+                    "not covered",
+                    "LLM calls",
+                    "tokens",
+                    "tokens/s",
+                ],
+                rows,
+            ),
+            "",
+            f"Questions: not covered: *{UNCOVERED}*; covered (HotpotQA dev): *{COVERED}*",
+            "",
+        ]
+    )
     publish(SECTION, body, args.write)
     return 0
 

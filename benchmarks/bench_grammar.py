@@ -36,35 +36,83 @@ Creature Comforts is a 1989 British animated comedy film created by Nick Park. I
 members of the public talking about their homes with animated zoo animals.
 [3] Aardman Animations
 Aardman Animations is an animation studio based in Bristol, known for stop-motion clay animation."""
-QUESTION = ("Which animation comedy by the creator of Wallace and Gromit matched zoo animals with "
-            "people talking about their homes?")
+QUESTION = (
+    "Which animation comedy by the creator of Wallace and Gromit matched zoo animals with "
+    "people talking about their homes?"
+)
 _STRING = {"type": "string"}
 REQUESTS = {
     "node summary (DEoT-like)": (
         f"Sources:\n{SOURCES}\n\nQuestion: {QUESTION}\nSummarise what the sources say about the question, "
         "citing them as [n]. Answer in JSON.",
-        {"type": "object", "properties": {
-            "key_findings": {"type": "array", "items": _STRING, "minItems": 2, "maxItems": 5},
-            "evidence": {"type": "array", "items": _STRING, "maxItems": 5},
-            "conclusion": _STRING, "confidence": {"type": "number"}},
-         "required": ["key_findings", "evidence", "conclusion", "confidence"]}, 500),
+        {
+            "type": "object",
+            "properties": {
+                "key_findings": {"type": "array", "items": _STRING, "minItems": 2, "maxItems": 5},
+                "evidence": {"type": "array", "items": _STRING, "maxItems": 5},
+                "conclusion": _STRING,
+                "confidence": {"type": "number"},
+            },
+            "required": ["key_findings", "evidence", "conclusion", "confidence"],
+        },
+        500,
+    ),
     "task plan": (
         f"Plan up to 3 research tasks for: {QUESTION} Answer in JSON.",
-        {"type": "object", "properties": {
-            "tasks": {"type": "array", "minItems": 1, "maxItems": 3, "items": {"type": "object", "properties": {
-                "id": _STRING, "tool": {"type": "string", "enum": ["info_search", "direct_reasoning"]},
-                "input": _STRING}, "required": ["id", "tool", "input"]}}}, "required": ["tasks"]}, 300),
+        {
+            "type": "object",
+            "properties": {
+                "tasks": {
+                    "type": "array",
+                    "minItems": 1,
+                    "maxItems": 3,
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "id": _STRING,
+                            "tool": {"type": "string", "enum": ["info_search", "direct_reasoning"]},
+                            "input": _STRING,
+                        },
+                        "required": ["id", "tool", "input"],
+                    },
+                }
+            },
+            "required": ["tasks"],
+        },
+        300,
+    ),
     "entities and relations (MTQA-like)": (
         f"Text:\n{SOURCES}\n\nList the entities (name, type, description) and the relations between them "
         "(source, target, description, keywords). Answer in JSON.",
-        {"type": "object", "properties": {
-            "entities": {"type": "array", "items": {"type": "object", "properties": {
-                "name": _STRING, "type": _STRING, "description": _STRING},
-                "required": ["name", "type", "description"]}},
-            "relations": {"type": "array", "items": {"type": "object", "properties": {
-                "source": _STRING, "target": _STRING, "description": _STRING, "keywords": _STRING},
-                "required": ["source", "target", "description", "keywords"]}}},
-         "required": ["entities", "relations"]}, 600),
+        {
+            "type": "object",
+            "properties": {
+                "entities": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {"name": _STRING, "type": _STRING, "description": _STRING},
+                        "required": ["name", "type", "description"],
+                    },
+                },
+                "relations": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "source": _STRING,
+                            "target": _STRING,
+                            "description": _STRING,
+                            "keywords": _STRING,
+                        },
+                        "required": ["source", "target", "description", "keywords"],
+                    },
+                },
+            },
+            "required": ["entities", "relations"],
+        },
+        600,
+    ),
 }
 
 
@@ -80,18 +128,24 @@ def measure(grammar_first: bool, log_dir: Path) -> dict[str, tuple[float, int, f
     client = openai.OpenAI(base_url=server.ensure_running(), api_key="local", max_retries=0, timeout=900)
     results = {}
     try:
-        client.chat.completions.create(model=server.alias, messages=[{"role": "user", "content": "Hi."}],
-                                       max_tokens=2)  # warm-up
+        client.chat.completions.create(
+            model=server.alias, messages=[{"role": "user", "content": "Hi."}], max_tokens=2
+        )  # warm-up
         # The prompt rate, to take each request's prompt processing out of its generation speed.
         started = time.monotonic()
         response = client.chat.completions.create(
-            model=server.alias, messages=[{"role": "user", "content": SOURCES * 6 + "\nOne word."}], max_tokens=1)
+            model=server.alias, messages=[{"role": "user", "content": SOURCES * 6 + "\nOne word."}], max_tokens=1
+        )
         pp_rate = response.usage.prompt_tokens / (time.monotonic() - started)
         for name, (prompt, schema, max_tokens) in REQUESTS.items():
             started = time.monotonic()
             response = client.chat.completions.create(
-                model=server.alias, messages=[{"role": "user", "content": prompt}], max_tokens=max_tokens,
-                temperature=0, response_format={"type": "json_object", "schema": schema})
+                model=server.alias,
+                messages=[{"role": "user", "content": prompt}],
+                max_tokens=max_tokens,
+                temperature=0,
+                response_format={"type": "json_object", "schema": schema},
+            )
             seconds = time.monotonic() - started
             out = response.usage.completion_tokens
             generation_s = max(seconds - response.usage.prompt_tokens / pp_rate, 1e-6)
@@ -112,18 +166,20 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for name in REQUESTS:
         a, b = first[name], last[name]
-        rows.append([name, f"{a[1]}", f"{a[0]:.1f}", f"{b[0]:.1f}", f"{b[0] / a[0]:.2f}×",
-                     "yes" if a[3] == b[3] else "no"])
+        rows.append(
+            [name, f"{a[1]}", f"{a[0]:.1f}", f"{b[0]:.1f}", f"{b[0] / a[0]:.2f}×", "yes" if a[3] == b[3] else "no"]
+        )
     command = ".venv/bin/python benchmarks/bench_grammar.py --write"
-    body = (f"## Structured output on the built-in model: grammar last (`bench_grammar.py`)\n\n"
-            f"{facts_block(command, machine_facts())}\n"
-            "Generation speed of schema-constrained JSON (tokens/s, prompt processing taken out), the same "
-            "requests at temperature 0 on a fresh server per order: llama-cpp-python's order (grammar first, "
-            "over the whole vocabulary) against ours (`engine/llm/grammar_sampling.py`: the grammar asked "
-            "only about the drawn token, the whole vocabulary only when it refuses it, as llama.cpp's own "
-            "server does). *Same text*: both orders wrote the same answer.\n\n"
-            + table(["request", "tokens", "grammar first tok/s", "grammar last tok/s", "speed-up", "same text"],
-                    rows))
+    body = (
+        f"## Structured output on the built-in model: grammar last (`bench_grammar.py`)\n\n"
+        f"{facts_block(command, machine_facts())}\n"
+        "Generation speed of schema-constrained JSON (tokens/s, prompt processing taken out), the same "
+        "requests at temperature 0 on a fresh server per order: llama-cpp-python's order (grammar first, "
+        "over the whole vocabulary) against ours (`engine/llm/grammar_sampling.py`: the grammar asked "
+        "only about the drawn token, the whole vocabulary only when it refuses it, as llama.cpp's own "
+        "server does). *Same text*: both orders wrote the same answer.\n\n"
+        + table(["request", "tokens", "grammar first tok/s", "grammar last tok/s", "speed-up", "same text"], rows)
+    )
     publish(SECTION, body, args.write)
     return 0
 

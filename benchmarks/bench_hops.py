@@ -91,26 +91,41 @@ def main(argv: Sequence[str] | None = None) -> int:
             rows.append([dataset, len(items), name, *cells, f"{p50:.0f} / {p95:.0f}"])
     bm25.store.close()
 
-    body = "\n".join([
-        "## Hop-following retrieval (first stage)",
-        "",
-        facts_block(command, machine_facts()),
-        "",
-        f"Documents ranked for each item's question, scored on its gold titles: all-gold@{K} (every gold "
-        f"title among the first {K} documents), nDCG@{K} and MRR. *BM25*: the corpus's top {CANDIDATES} "
-        "chunks, one per title. *BM25 + hops*: `engine/search/hops.py` over the same candidates (question "
-        "titles, the pages they name, BM25's top-2 links). The rule was chosen on the even items (*dev*); "
-        "*test* is the odd items. The corpus holds the datasets' own pooled paragraphs, named by their "
-        "Wikipedia titles: an easier setting than open Wikipedia, and the one in which linking titles works "
-        "best. Query time includes the BM25 search; NQ items without a gold passage are left out.",
-        "",
-        f"The title linker: {len(linker):,} linkable titles, built in {build_s:.2f} s (once per corpus change); "
-        f"linking a paragraph ({paragraph_chars:.0f} characters on average) takes {link_ms:.2f} ms.",
-        "",
-        table(["dataset", "items", "searcher", "dev all-gold@10", "dev nDCG@10", "dev MRR",
-               "test all-gold@10", "test nDCG@10", "test MRR", "ms p50 / p95"], rows),
-        "",
-    ])
+    body = "\n".join(
+        [
+            "## Hop-following retrieval (first stage)",
+            "",
+            facts_block(command, machine_facts()),
+            "",
+            f"Documents ranked for each item's question, scored on its gold titles: all-gold@{K} (every gold "
+            f"title among the first {K} documents), nDCG@{K} and MRR. *BM25*: the corpus's top {CANDIDATES} "
+            "chunks, one per title. *BM25 + hops*: `engine/search/hops.py` over the same candidates (question "
+            "titles, the pages they name, BM25's top-2 links). The rule was chosen on the even items (*dev*); "
+            "*test* is the odd items. The corpus holds the datasets' own pooled paragraphs, named by their "
+            "Wikipedia titles: an easier setting than open Wikipedia, and the one in which linking titles works "
+            "best. Query time includes the BM25 search; NQ items without a gold passage are left out.",
+            "",
+            f"The title linker: {len(linker):,} linkable titles, built in {build_s:.2f} s (once per corpus change); "
+            f"linking a paragraph ({paragraph_chars:.0f} characters on average) takes {link_ms:.2f} ms.",
+            "",
+            table(
+                [
+                    "dataset",
+                    "items",
+                    "searcher",
+                    "dev all-gold@10",
+                    "dev nDCG@10",
+                    "dev MRR",
+                    "test all-gold@10",
+                    "test nDCG@10",
+                    "test MRR",
+                    "ms p50 / p95",
+                ],
+                rows,
+            ),
+            "",
+        ]
+    )
     publish(SECTION, body, args.write)
     return 0
 

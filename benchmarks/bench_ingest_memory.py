@@ -60,8 +60,13 @@ def generate_text(path: Path, megabytes: float, seed: int = 11) -> int:
 
 
 def measure(store: Path, *files: Path) -> dict:
-    result = subprocess.run([sys.executable, "-c", CHILD, str(store), *map(str, files)],
-                            cwd=ROOT, capture_output=True, text=True, check=True)
+    result = subprocess.run(
+        [sys.executable, "-c", CHILD, str(store), *map(str, files)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
@@ -95,10 +100,15 @@ def main() -> None:
         "|---|---:|---:|---:|---|",
     ]
     for name, row in rows:
-        lines.append(f"| {name} | {row['peak_kb'] / mib:.0f} MiB | {row['after_imports_kb'] / mib:.0f} MiB "
-                     f"| {row['seconds']:.1f} s | {row['summary']} |")
-    lines += ["", "Before large text files were streamed (issue 10), the same 50 MB file peaked at 670 MiB "
-              "(13.8 s new, 7.4 s already indexed: it was chunked before the duplicate check)."]
+        lines.append(
+            f"| {name} | {row['peak_kb'] / mib:.0f} MiB | {row['after_imports_kb'] / mib:.0f} MiB "
+            f"| {row['seconds']:.1f} s | {row['summary']} |"
+        )
+    lines += [
+        "",
+        "Before large text files were streamed (issue 10), the same 50 MB file peaked at 670 MiB "
+        "(13.8 s new, 7.4 s already indexed: it was chunked before the duplicate check).",
+    ]
     body = "\n".join(lines) + "\n"
     print(body)
     if args.write:

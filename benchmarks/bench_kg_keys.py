@@ -100,8 +100,10 @@ def cosine_joined(level, keywords, top_k, embedder):
 
 
 def fused_joined(level, keywords, top_k, embedder):
-    orders = [[i for i, _ in level.bm25(keywords)],
-              [i for i, _ in level.cosine([", ".join(keywords)] if keywords else [], embedder)]]
+    orders = [
+        [i for i, _ in level.bm25(keywords)],
+        [i for i, _ in level.cosine([", ".join(keywords)] if keywords else [], embedder)],
+    ]
     return _ids(level, fuse(orders, key=lambda i: i), top_k)
 
 
@@ -132,8 +134,11 @@ VARIANTS: dict[str, Variant] = {
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--items", type=int, default=50, help="items per dataset")
-    parser.add_argument("--local-keywords", action="store_true",
-                        help="also score the keywords the built-in local model picks (one call per item)")
+    parser.add_argument(
+        "--local-keywords",
+        action="store_true",
+        help="also score the keywords the built-in local model picks (one call per item)",
+    )
     parser.add_argument("--write", action="store_true", help="replace this section in docs/benchmarks.md")
     args = parser.parse_args(argv)
     command = " ".join([".venv/bin/python benchmarks/bench_kg_keys.py", *(sys.argv[1:] if argv is None else argv)])
@@ -156,18 +161,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         for item in items:
             hits = corpus.search(item.question, DOCUMENTS)
             run_id = repo.create_run(question=item.question, method="mtqa", params={}).id
-            kb = layer.open(run_id=run_id, scope="question", collection=None, ask=askers["fake LLM"],
-                            parallel=serial, embedder=embedder)
+            kb = layer.open(
+                run_id=run_id,
+                scope="question",
+                collection=None,
+                ask=askers["fake LLM"],
+                parallel=serial,
+                embedder=embedder,
+            )
             kb.add_documents(hits)
             index = KeyIndex(store.contents(kb.graph_id))
             sizes.append((len(index.entity_keys.texts), len(index.relation_keys.texts)))
             gold_keys = {entity_key(t) for t in item.supporting_titles} & set(index.entity_by_key)
             ceiling.setdefault(dataset, []).append(
-                metrics.retrieval_recall([h.title for h in hits], item.supporting_titles, k=DOCUMENTS))
+                metrics.retrieval_recall([h.title for h in hits], item.supporting_titles, k=DOCUMENTS)
+            )
             for source, ask in askers.items():
                 # The same graph, its keywords asked of this model.
-                keywords = layer.open(run_id=run_id, scope="question", collection=None, ask=ask,
-                                      parallel=serial).keywords(item.question)
+                keywords = layer.open(
+                    run_id=run_id, scope="question", collection=None, ask=ask, parallel=serial
+                ).keywords(item.question)
                 fallbacks[source] += not keywords.from_model
                 for name, variant in VARIANTS.items():
                     matched = variant(index.entity_keys, keywords.detailed, TOP_K, embedder)
@@ -188,47 +201,81 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows = []
     for dataset in DATASETS:
         top = [c for c in ceiling[dataset] if c is not None]
-        rows.append([dataset, len(ceiling[dataset]), "", "(gold among the 10 documents)", "",
-                     _mean(r.all_gold for r in top), _mean(r.fraction for r in top)])
+        rows.append(
+            [
+                dataset,
+                len(ceiling[dataset]),
+                "",
+                "(gold among the 10 documents)",
+                "",
+                _mean(r.all_gold for r in top),
+                _mean(r.fraction for r in top),
+            ]
+        )
         for source in askers:
             for name in VARIANTS:
                 results = scores[(source, dataset, name)]
                 shares = [len(hit) / len(gold) for (hit, gold), _ in results if gold]
                 recalls = [r for _, r in results if r is not None]
-                rows.append([dataset, len(results), source, name, f"{_mean(shares)} ({len(shares)})",
-                             _mean(r.all_gold for r in recalls), _mean(r.fraction for r in recalls)])
+                rows.append(
+                    [
+                        dataset,
+                        len(results),
+                        source,
+                        name,
+                        f"{_mean(shares)} ({len(shares)})",
+                        _mean(r.all_gold for r in recalls),
+                        _mean(r.fraction for r in recalls),
+                    ]
+                )
     entities = statistics.median(e for e, _ in sizes)
     relations = statistics.median(r for _, r in sizes)
     per_key_ms = embedder.seconds * 1000 / max(1, embedder.embedded)
-    unusable = "; ".join(f"{source}: {count} of {sum(len(c) for c in ceiling.values())}"
-                         for source, count in fallbacks.items() if count)
-    body = "\n".join([
-        "## MTQA key matching: BM25, cosine and their fusion",
-        "",
-        facts_block(command, machine_facts()),
-        "",
-        f"Question graphs as MTQA's question scope builds them, offline: the bundled corpus's BM25 top "
-        f"{DOCUMENTS} documents, extracted by the fake LLM (capitalised names as entities, names sharing a "
-        "sentence related). Keywords: the fake LLM's (the question's names detailed, its other words general: "
-        "does a matcher keep the exact names BM25 finds?) and, where measured, the built-in local model's "
-        "(a small model's own words). Keys matched by the built-in embedder (all-MiniLM-L6-v2) with MTQA's "
-        f"defaults: top_k {TOP_K}, {HOPS} hops, {UNITS} units. *gold entities@{TOP_K}*: of the gold titles that "
-        f"are an entity of the graph, the share among the {TOP_K} entity keys matched to the detailed keywords "
-        f"(items counted in brackets). *units all-gold@{UNITS}* and *units recall@{UNITS}*: the retrieved "
-        "knowledge units' titles against the gold titles; each dataset's first row is the ceiling, the gold "
-        "among the documents the graph was built from."
-        + (f" Keywords read from the question's words because the model's answer was unusable: {unusable}."
-           if unusable else ""),
-        "",
-        table(["dataset", "items", "keywords by", "matching", f"gold entities@{TOP_K}", f"units all-gold@{UNITS}",
-               f"units recall@{UNITS}"], rows),
-        f"Graph sizes: {entities:.0f} entity keys and {relations:.0f} relation keys per question (median; max "
-        f"{max(e for e, _ in sizes)} and {max(r for _, r in sizes)}). Embedding keys: {per_key_ms:.1f} ms a key "
-        f"({embedder.embedded:,} distinct texts), so a median graph's keys take "
-        f"{(entities + relations) * per_key_ms / 1000:.1f} s, once per graph; a match after that embeds only "
-        "its keywords and takes one matrix product.",
-        "",
-    ])
+    unusable = "; ".join(
+        f"{source}: {count} of {sum(len(c) for c in ceiling.values())}" for source, count in fallbacks.items() if count
+    )
+    body = "\n".join(
+        [
+            "## MTQA key matching: BM25, cosine and their fusion",
+            "",
+            facts_block(command, machine_facts()),
+            "",
+            f"Question graphs as MTQA's question scope builds them, offline: the bundled corpus's BM25 top "
+            f"{DOCUMENTS} documents, extracted by the fake LLM (capitalised names as entities, names sharing a "
+            "sentence related). Keywords: the fake LLM's (the question's names detailed, its other words general: "
+            "does a matcher keep the exact names BM25 finds?) and, where measured, the built-in local model's "
+            "(a small model's own words). Keys matched by the built-in embedder (all-MiniLM-L6-v2) with MTQA's "
+            f"defaults: top_k {TOP_K}, {HOPS} hops, {UNITS} units. *gold entities@{TOP_K}*: of the gold titles that "
+            f"are an entity of the graph, the share among the {TOP_K} entity keys matched to the detailed keywords "
+            f"(items counted in brackets). *units all-gold@{UNITS}* and *units recall@{UNITS}*: the retrieved "
+            "knowledge units' titles against the gold titles; each dataset's first row is the ceiling, the gold "
+            "among the documents the graph was built from."
+            + (
+                f" Keywords read from the question's words because the model's answer was unusable: {unusable}."
+                if unusable
+                else ""
+            ),
+            "",
+            table(
+                [
+                    "dataset",
+                    "items",
+                    "keywords by",
+                    "matching",
+                    f"gold entities@{TOP_K}",
+                    f"units all-gold@{UNITS}",
+                    f"units recall@{UNITS}",
+                ],
+                rows,
+            ),
+            f"Graph sizes: {entities:.0f} entity keys and {relations:.0f} relation keys per question (median; max "
+            f"{max(e for e, _ in sizes)} and {max(r for _, r in sizes)}). Embedding keys: {per_key_ms:.1f} ms a key "
+            f"({embedder.embedded:,} distinct texts), so a median graph's keys take "
+            f"{(entities + relations) * per_key_ms / 1000:.1f} s, once per graph; a match after that embeds only "
+            "its keywords and takes one matrix product.",
+            "",
+        ]
+    )
     publish(SECTION, body, args.write)
     return 0
 

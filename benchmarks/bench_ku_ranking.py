@@ -37,8 +37,9 @@ def main() -> None:
     db = open_database(load_settings().database_url)
     repo, store, evaluations = Repository(db), KnowledgeStore(db), EvaluationStore(db)
     bench = evaluations.get_benchmark(args.benchmark)
-    items = {i.id: i for i in load_items(bench.dataset, limit=bench.limit, seed=bench.seed,
-                                         balance=bench.balance or None)}
+    items = {
+        i.id: i for i in load_items(bench.dataset, limit=bench.limit, seed=bench.seed, balance=bench.balance or None)
+    }
     graphs = {g.key: g for g in store.list_graphs(scope="question")}
     rows: dict[str, list] = {"stored KU_1": [], "summed score": [], "best matched key first": []}
     for entry in evaluations.list_items(args.benchmark, method="mtqa"):
@@ -52,13 +53,16 @@ def main() -> None:
             continue
         base = StoredKnowledgeBase(store, graph, ask=None, parallel=None, writable=False)  # type: ignore[arg-type]
         keywords = Keywords(tuple(data["detailed_keywords"]), tuple(data["general_keywords"]))
-        units = base.retrieve(run.question, keywords, top_k=run.params["top_k"], hops=run.params["hops"],
-                              max_units=10**6)
+        units = base.retrieve(
+            run.question, keywords, top_k=run.params["top_k"], hops=run.params["hops"], max_units=10**6
+        )
         keep = run.params["units"]
         gold = items[entry.item_id].supporting_titles
-        orders = {"stored KU_1": [u["title"] for u in data.get("units", [])],
-                  "summed score": [u.hit.title for u in sorted(units, key=lambda u: (-u.score, chunk_id(u)))][:keep],
-                  "best matched key first": [u.hit.title for u in units][:keep]}
+        orders = {
+            "stored KU_1": [u["title"] for u in data.get("units", [])],
+            "summed score": [u.hit.title for u in sorted(units, key=lambda u: (-u.score, chunk_id(u)))][:keep],
+            "best matched key first": [u.hit.title for u in units][:keep],
+        }
         for name, titles in orders.items():
             recall = metrics.retrieval_recall(titles, gold, k=10)
             if recall is not None:
@@ -67,8 +71,10 @@ def main() -> None:
     print("| order | runs | all gold | any gold | fraction |\n| --- | ---: | ---: | ---: | ---: |")
     for name, recalls in rows.items():
         n = len(recalls) or 1
-        print(f"| {name} | {len(recalls)} | {sum(r.all_gold for r in recalls) / n:.3f} | "
-              f"{sum(r.any_gold for r in recalls) / n:.3f} | {sum(r.fraction for r in recalls) / n:.3f} |")
+        print(
+            f"| {name} | {len(recalls)} | {sum(r.all_gold for r in recalls) / n:.3f} | "
+            f"{sum(r.any_gold for r in recalls) / n:.3f} | {sum(r.fraction for r in recalls) / n:.3f} |"
+        )
 
 
 if __name__ == "__main__":

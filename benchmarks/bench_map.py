@@ -81,9 +81,11 @@ FRAME_NODES_JS = r"""
 })();
 """
 
-FRAMES_JS = ("(() => { const w = [...document.querySelectorAll(\"iframe[title='components.mindmap.thoughtmap_map']\")]"
-             ".map(f => f.contentWindow).filter(w => { try { return w.__tm && w.__thoughtmap && w.__thoughtmap.network; }"
-             " catch (e) { return false; } }).pop(); return w ? w.__tm.frames : []; })()")
+FRAMES_JS = (
+    "(() => { const w = [...document.querySelectorAll(\"iframe[title='components.mindmap.thoughtmap_map']\")]"
+    ".map(f => f.contentWindow).filter(w => { try { return w.__tm && w.__thoughtmap && w.__thoughtmap.network; }"
+    " catch (e) { return false; } }).pop(); return w ? w.__tm.frames : []; })()"
+)
 
 
 @dataclass
@@ -97,6 +99,7 @@ def open_map(browser, app: App, tree: Tree) -> Opened:
     n = len(tree)
     view = View(browser, app, tree.id, extra_init=FRAME_NODES_JS)
     try:
+
         def full_frames() -> list[dict]:
             return [f for f in view.page.evaluate(FRAMES_JS) if f.get("n", 0) >= n and f.get("end")]
 
@@ -170,8 +173,11 @@ def measure(browser_factory, root: Path, sizes: Sequence[int], loads: int, updat
             for n in sizes:
                 print(f"[{root}] live updates at {n} nodes...", file=sys.stderr)
                 samples = bench_updates(browser, app, trees[n], updates, rng).samples
-                live[n] = (med([s.msg_to_draw_ms for s in samples]), med([s.vis_ms for s in samples]),
-                           med([s.server_ms for s in samples]))
+                live[n] = (
+                    med([s.msg_to_draw_ms for s in samples]),
+                    med([s.vis_ms for s in samples]),
+                    med([s.server_ms for s in samples]),
+                )
         finally:
             browser.close()
         return Measured(root, opened, live, top)
@@ -192,14 +198,37 @@ def render(results: list[tuple[str, Measured]], loads: int, updates: int) -> str
     for label, m in results:
         for n, samples in m.opened.items():
             live = m.updates[n]
-            rows.append([label, n, f0(med([s.drawn_ms for s in samples])), f0(med([s.settled_ms for s in samples])),
-                         f0(med([s.longtask_ms for s in samples])), f0(live[0]), f0(live[1]), f0(live[2])])
-    out = [table(["code", "nodes", "open: map drawn ms", "open: settled ms", "open: long tasks ms",
-                  "update: render message → last redraw ms", "of which in vis DataSet ops ms",
-                  "update: server fragment run ms"], rows)]
-    out.append(f"\nMedians of {loads} page loads and {updates} live updates per size. Map top on the Explore "
-               "page of an open run at 1440×900: "
-               + ", ".join(f"{label} {m.top:.0f} px" for label, m in results) + ".\n")
+            rows.append(
+                [
+                    label,
+                    n,
+                    f0(med([s.drawn_ms for s in samples])),
+                    f0(med([s.settled_ms for s in samples])),
+                    f0(med([s.longtask_ms for s in samples])),
+                    f0(live[0]),
+                    f0(live[1]),
+                    f0(live[2]),
+                ]
+            )
+    out = [
+        table(
+            [
+                "code",
+                "nodes",
+                "open: map drawn ms",
+                "open: settled ms",
+                "open: long tasks ms",
+                "update: render message → last redraw ms",
+                "of which in vis DataSet ops ms",
+                "update: server fragment run ms",
+            ],
+            rows,
+        )
+    ]
+    out.append(
+        f"\nMedians of {loads} page loads and {updates} live updates per size. Map top on the Explore "
+        "page of an open run at 1440×900: " + ", ".join(f"{label} {m.top:.0f} px" for label, m in results) + ".\n"
+    )
     return "\n".join(out)
 
 
@@ -207,8 +236,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--write", action="store_true", help="replace this section in docs/benchmarks.md")
     parser.add_argument("--before-root", type=Path, help="a checkout of the older code, measured first")
-    parser.add_argument("--app-root", type=Path, default=ROOT,
-                        help="the checkout measured (\"after\" with --before-root; default this one)")
+    parser.add_argument(
+        "--app-root",
+        type=Path,
+        default=ROOT,
+        help='the checkout measured ("after" with --before-root; default this one)',
+    )
     add_size_args(parser, updates=6)
     args, sizes, command = parse_sizes(parser, argv, "bench_map.py")
     if chromium_missing():
@@ -220,16 +253,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     roots = ([("before", args.before_root.resolve())] if args.before_root else []) + [(after, args.app_root.resolve())]
     results = []
     with sync_playwright() as pw:
+
         def browser():
             return pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
 
         for label, root in roots:
             results.append((label, measure(browser, root, sizes, args.loads, args.updates, args.seed)))
-    body = "## The mind map at 50-500 nodes (`bench_map.py`)\n\n" + facts_block(command, facts) + (
-        "Browser: Debian's Chromium, headless, through Playwright, viewport 1400×1000; the app (`streamlit run "
-        "app.py`, offline fake LLM, SQLite) on the same machine"
-        + (f", “before” started from `{args.before_root}`" if args.before_root else "") + ".\n\n"
-    ) + render(results, args.loads, args.updates)
+    body = (
+        "## The mind map at 50-500 nodes (`bench_map.py`)\n\n"
+        + facts_block(command, facts)
+        + (
+            "Browser: Debian's Chromium, headless, through Playwright, viewport 1400×1000; the app (`streamlit run "
+            "app.py`, offline fake LLM, SQLite) on the same machine"
+            + (f", “before” started from `{args.before_root}`" if args.before_root else "")
+            + ".\n\n"
+        )
+        + render(results, args.loads, args.updates)
+    )
     publish(SECTION, body, args.write)
     return 0
 

@@ -42,8 +42,10 @@ WORK = Path(tempfile.gettempdir()) / "thoughtmap-prompt-cache"
 QUESTIONS = {  # HotpotQA dev questions whose passages are in the bundled corpus
     "fgdip": "Which magazine was started first, Arthur's Magazine or First for Women?",
     "mtqa": "Which magazine was started first, Arthur's Magazine or First for Women?",
-    "deot": ("Which animation comedy by the creator of Wallace and Gromit matched zoo animals with "
-             "people talking about their homes?"),
+    "deot": (
+        "Which animation comedy by the creator of Wallace and Gromit matched zoo animals with "
+        "people talking about their homes?"
+    ),
 }
 EVALUATED = re.compile(r"Llama\.generate: (\d+) prefix-match hit, remaining (\d+) prompt tokens to eval")
 PROMPT_TIME = re.compile(r"prompt eval time =\s*([\d.]+) ms /\s*(\d+) tokens")
@@ -72,15 +74,23 @@ def record(method: str, work: Path) -> Path:
     try:
         params = build_params_with_profile(services.method(method).Params, {}, method=method, profile="quick")
         services.llm("local").preflight()
-        run = services.runner.create_run(question=QUESTIONS[method], method=method, params=params,
-                                         llm_info=services.llm_info("local"), search_mode="local")
+        run = services.runner.create_run(
+            question=QUESTIONS[method],
+            method=method,
+            params=params,
+            llm_info=services.llm_info("local"),
+            search_mode="local",
+        )
         started = time.monotonic()
         services.runner.start(run.id)
         while services.repo.get_run(run.id).status in ("queued", "running"):
             time.sleep(1)
         run = services.repo.get_run(run.id)
-        print(f"{method}: run {run.id} {run.status} in {time.monotonic() - started:.0f} s, "
-              f"{run.llm_calls} calls, {len(requests)} requests", file=sys.stderr)
+        print(
+            f"{method}: run {run.id} {run.status} in {time.monotonic() - started:.0f} s, "
+            f"{run.llm_calls} calls, {len(requests)} requests",
+            file=sys.stderr,
+        )
     finally:
         services.close()
         chat.Completions.create = original
@@ -102,8 +112,9 @@ def replay(requests: list[dict], cache_mb: int, log_dir: Path) -> dict[str, floa
         started = time.monotonic()
         prompt_tokens = 0
         for request in requests:
-            response = client.chat.completions.create(model=server.alias, messages=request["messages"],
-                                                      max_tokens=1, temperature=0)
+            response = client.chat.completions.create(
+                model=server.alias, messages=request["messages"], max_tokens=1, temperature=0
+            )
             prompt_tokens += response.usage.prompt_tokens
         seconds = time.monotonic() - started
         peak_mb = _peak_rss_mb(server.pid)
@@ -112,8 +123,14 @@ def replay(requests: list[dict], cache_mb: int, log_dir: Path) -> dict[str, floa
     text = log.read_bytes()[offset:].decode("utf-8", "replace")
     evaluated = sum(int(m.group(2)) for m in EVALUATED.finditer(text))
     eval_ms = sum(float(m.group(1)) for m in PROMPT_TIME.finditer(text))
-    return {"requests": len(requests), "prompt_tokens": prompt_tokens, "evaluated": evaluated,
-            "eval_s": eval_ms / 1000, "seconds": seconds, "peak_mb": peak_mb}
+    return {
+        "requests": len(requests),
+        "prompt_tokens": prompt_tokens,
+        "evaluated": evaluated,
+        "eval_s": eval_ms / 1000,
+        "seconds": seconds,
+        "peak_mb": peak_mb,
+    }
 
 
 def _peak_rss_mb(pid: int | None) -> float:
@@ -145,15 +162,43 @@ def main(argv: list[str] | None = None) -> int:
         for cache_mb in args.cache_mb:
             result = replay(requests, cache_mb, args.work / f"logs-{method}-{cache_mb}")
             print(method, cache_mb, result, file=sys.stderr, flush=True)
-            rows.append([method, f"{cache_mb} MiB" if cache_mb else "off", result["requests"],
-                         f"{result['prompt_tokens']:,}", f"{result['evaluated']:,}",
-                         f"{result['evaluated'] / max(result['prompt_tokens'], 1):.0%}",
-                         f"{result['eval_s']:.0f}", f"{result['seconds']:.0f}", f"{result['peak_mb']:,.0f}"])
-    command = "benchmarks/bench_prompt_cache.py replay --method " + " ".join(args.method) + \
-        " --cache-mb " + " ".join(map(str, args.cache_mb))
-    body = facts_block(command, machine_facts()) + "\n" + table(
-        ["method", "prompt cache", "requests", "prompt tokens", "tokens evaluated", "evaluated share",
-         "prompt eval s", "replay wall s", "server peak MiB"], rows)
+            rows.append(
+                [
+                    method,
+                    f"{cache_mb} MiB" if cache_mb else "off",
+                    result["requests"],
+                    f"{result['prompt_tokens']:,}",
+                    f"{result['evaluated']:,}",
+                    f"{result['evaluated'] / max(result['prompt_tokens'], 1):.0%}",
+                    f"{result['eval_s']:.0f}",
+                    f"{result['seconds']:.0f}",
+                    f"{result['peak_mb']:,.0f}",
+                ]
+            )
+    command = (
+        "benchmarks/bench_prompt_cache.py replay --method "
+        + " ".join(args.method)
+        + " --cache-mb "
+        + " ".join(map(str, args.cache_mb))
+    )
+    body = (
+        facts_block(command, machine_facts())
+        + "\n"
+        + table(
+            [
+                "method",
+                "prompt cache",
+                "requests",
+                "prompt tokens",
+                "tokens evaluated",
+                "evaluated share",
+                "prompt eval s",
+                "replay wall s",
+                "server peak MiB",
+            ],
+            rows,
+        )
+    )
     publish(SECTION, body, args.write)
     return 0
 

@@ -47,16 +47,61 @@ class Entry:
 
 
 QUEUE = (
-    Entry("issue14-2wiki-rag-mtqa", 14, ("--dataset", "2wiki", "--methods", "rag,mtqa", "--limit", "100",
-                                          "--param", "documents=10", "--llm", "local")),
-    Entry("issue14-hotpotqa-direct-rag-mtqa", 14, ("--dataset", "hotpotqa-autoact", "--methods", "direct,rag,mtqa", "--limit",
-                                             "100", "--param", "documents=10", "--llm", "local")),
-    Entry("issue15-hotpotqa-levels-direct-rag-fgdip", 15, ("--dataset", "hotpotqa-autoact", "--methods",
-                                                            "direct,rag,fgdip", "--limit", "90", "--by", "level",
-                                                            "--llm", "local"), fgdip_traces=True),
-    Entry("issue15-strategyqa-direct-rag-fgdip", 15, ("--dataset", "strategyqa", "--methods", "direct,rag,fgdip",
-                                                       "--limit", "50", "--param", "yes_no=true", "--llm",
-                                                       "local"), fgdip_traces=True),
+    Entry(
+        "issue14-2wiki-rag-mtqa",
+        14,
+        ("--dataset", "2wiki", "--methods", "rag,mtqa", "--limit", "100", "--param", "documents=10", "--llm", "local"),
+    ),
+    Entry(
+        "issue14-hotpotqa-direct-rag-mtqa",
+        14,
+        (
+            "--dataset",
+            "hotpotqa-autoact",
+            "--methods",
+            "direct,rag,mtqa",
+            "--limit",
+            "100",
+            "--param",
+            "documents=10",
+            "--llm",
+            "local",
+        ),
+    ),
+    Entry(
+        "issue15-hotpotqa-levels-direct-rag-fgdip",
+        15,
+        (
+            "--dataset",
+            "hotpotqa-autoact",
+            "--methods",
+            "direct,rag,fgdip",
+            "--limit",
+            "90",
+            "--by",
+            "level",
+            "--llm",
+            "local",
+        ),
+        fgdip_traces=True,
+    ),
+    Entry(
+        "issue15-strategyqa-direct-rag-fgdip",
+        15,
+        (
+            "--dataset",
+            "strategyqa",
+            "--methods",
+            "direct,rag,fgdip",
+            "--limit",
+            "50",
+            "--param",
+            "yes_no=true",
+            "--llm",
+            "local",
+        ),
+        fgdip_traces=True,
+    ),
 )
 
 
@@ -102,9 +147,20 @@ def export(identifier: str, archive: Path, entry: Entry) -> None:
         traces_of(archive).parent.mkdir(exist_ok=True)
         # Its own session: a Ctrl-C meant for the benchmark does not cut it short (it writes whole anyway).
         try:
-            kept = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_fgdip_trace.py"), identifier,
-                                   "--keep", str(traces_of(archive))], cwd=ROOT, capture_output=True, text=True,
-                                  start_new_session=True, timeout=TRACES_TIMEOUT_S)
+            kept = subprocess.run(
+                [
+                    sys.executable,
+                    str(ROOT / "benchmarks" / "bench_fgdip_trace.py"),
+                    identifier,
+                    "--keep",
+                    str(traces_of(archive)),
+                ],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                start_new_session=True,
+                timeout=TRACES_TIMEOUT_S,
+            )
             failed = kept.stderr.strip()[-500:] if kept.returncode != 0 else ""
         except subprocess.TimeoutExpired:
             failed = f"no answer in {TRACES_TIMEOUT_S:.0f} s"
@@ -185,14 +241,16 @@ def status() -> None:
         if archive is None:
             print(f"issue {entry.issue}  {entry.name}: not started")
             continue
-        print(f"issue {entry.issue}  {entry.name} ({benchmark_id(archive)}): {left_after_import(archive)} item runs "
-              "left")
+        print(
+            f"issue {entry.issue}  {entry.name} ({benchmark_id(archive)}): {left_after_import(archive)} item runs left"
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--status", action="store_true",
-                        help="import every archive (merging) and print the item runs each has left")
+    parser.add_argument(
+        "--status", action="store_true", help="import every archive (merging) and print the item runs each has left"
+    )
     args = parser.parse_args()
     if not os.environ.get("THOUGHTMAP_HOME"):
         raise SystemExit("set THOUGHTMAP_HOME to a scratch folder: every item is a stored run, kept there")

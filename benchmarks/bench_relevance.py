@@ -31,8 +31,10 @@ from engine.search.bundled import BUNDLED_DATA_DIR, open_default_corpus  # noqa:
 from engine.search.relevance import DEFAULT_FLOOR, judge  # noqa: E402
 
 SECTION = "bench_relevance"
-HOTPOT = [BUNDLED_DATA_DIR / "hotpotqa" / "hotpotqa_autoact_easy_medium_hard_300.jsonl",
-          BUNDLED_DATA_DIR / "hotpotqa" / "hotpotqa_dev_fullwiki_500.jsonl"]
+HOTPOT = [
+    BUNDLED_DATA_DIR / "hotpotqa" / "hotpotqa_autoact_easy_medium_hard_300.jsonl",
+    BUNDLED_DATA_DIR / "hotpotqa" / "hotpotqa_dev_fullwiki_500.jsonl",
+]
 RESEARCHY = BUNDLED_DATA_DIR / "deepresearchgym" / "researchy_queries_sample_doc_click_1000.jsonl"
 # The case from the issue: nothing on it in the corpus, and BM25 offered an unrelated biography.
 EXAMPLES = ["What were the economic effects of the 1973 OPEC oil embargo on Western economies?"]
@@ -82,27 +84,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         example_lines.append(f"- *{question}*")
         for v in verdicts:
             verdict = "kept" if v.score >= DEFAULT_FLOOR else "dropped"
-            example_lines.append(f"  - {v.hit.title}: score {v.score:.2f}, {verdict} (matched: {', '.join(v.matched) or '-'})")
+            example_lines.append(
+                f"  - {v.hit.title}: score {v.score:.2f}, {verdict} (matched: {', '.join(v.matched) or '-'})"
+            )
     searcher.store.close()
 
-    body = "\n".join([
-        "## Relevance floor (what a node may cite)",
-        "",
-        facts_block(command, machine_facts()),
-        "",
-        f"Top-{args.k} BM25 hits of the bundled corpus. *Kept gold*: share of HotpotQA gold-title hits kept "
-        f"({len(gold_scores)} gold hits over {gold_questions} questions). *Dropped off-corpus*: share of the hits "
-        f"dropped for {len(off_scores)} Researchy Questions (web queries the corpus does not cover); *no source*: "
-        "share of those queries left with no hit, which the node reports as \"no relevant source found\". "
-        "No LLM is involved: these numbers are the same for every model.",
-        "",
-        table(["floor", "kept gold", "dropped off-corpus", "no source (off-corpus)"], rows),
-        "",
-        "The issue's example, offline:",
-        "",
-        *example_lines,
-        "",
-    ])
+    body = "\n".join(
+        [
+            "## Relevance floor (what a node may cite)",
+            "",
+            facts_block(command, machine_facts()),
+            "",
+            f"Top-{args.k} BM25 hits of the bundled corpus. *Kept gold*: share of HotpotQA gold-title hits kept "
+            f"({len(gold_scores)} gold hits over {gold_questions} questions). *Dropped off-corpus*: share of the hits "
+            f"dropped for {len(off_scores)} Researchy Questions (web queries the corpus does not cover); *no source*: "
+            'share of those queries left with no hit, which the node reports as "no relevant source found". '
+            "No LLM is involved: these numbers are the same for every model.",
+            "",
+            table(["floor", "kept gold", "dropped off-corpus", "no source (off-corpus)"], rows),
+            "",
+            "The issue's example, offline:",
+            "",
+            *example_lines,
+            "",
+        ]
+    )
     publish(SECTION, body, args.write)
     return 0
 

@@ -60,13 +60,25 @@ class Config:
 
     @property
     def label(self) -> str:
-        names = {"none": "", "builtin": " + built-in reranker", "llm": " + LLM yes/no reranker",
-                 "endpoint": " + rerank endpoint", HITS_BM25: " + BM25 over the hits (the former default)"}
+        names = {
+            "none": "",
+            "builtin": " + built-in reranker",
+            "llm": " + LLM yes/no reranker",
+            "endpoint": " + rerank endpoint",
+            HITS_BM25: " + BM25 over the hits (the former default)",
+        }
         return {"bm25": "BM25", "dense": "dense", "hybrid": "hybrid"}[self.retriever] + names[self.reranker]
 
 
-CONFIGS = (Config("bm25", "none"), Config("bm25", HITS_BM25), Config("bm25", "builtin"), Config("dense", "none"),
-           Config("dense", "builtin"), Config("hybrid", "none"), Config("hybrid", "builtin"))
+CONFIGS = (
+    Config("bm25", "none"),
+    Config("bm25", HITS_BM25),
+    Config("bm25", "builtin"),
+    Config("dense", "none"),
+    Config("dense", "builtin"),
+    Config("hybrid", "none"),
+    Config("hybrid", "builtin"),
+)
 
 
 # ---------------------------------------------------------------- the child: one configuration
@@ -120,17 +132,28 @@ def child(args) -> dict:
     items = {name: load_items(name, limit=args.limit) for name in datasets}
     for item in items[datasets[0]][:3]:  # loads what searching loads: vectors, model, index pages
         searcher.search(item.question, SEARCH_DEPTH)
-    result = {"searcher": searcher.description, "fts_build_s": fts_s, "vector_import_s": vectors_s,
-              "rss_imports_mib": imports_rss, "rss_loaded_mib": rss_mib(), "reports": {}}
+    result = {
+        "searcher": searcher.description,
+        "fts_build_s": fts_s,
+        "vector_import_s": vectors_s,
+        "rss_imports_mib": imports_rss,
+        "rss_loaded_mib": rss_mib(),
+        "reports": {},
+    }
     for k in candidates:
         if k != candidates[0]:
             searcher.candidates = k  # the K curve: the same first stage and reranker, another K
         for name in datasets:
-            report = evaluate_retrieval(searcher, items[name], dataset=name, retriever=args.retriever,
-                                        reranker=args.reranker)
+            report = evaluate_retrieval(
+                searcher, items[name], dataset=name, retriever=args.retriever, reranker=args.reranker
+            )
             result["reports"][f"{name}@{k}"] = report.to_json()
-            print(f"  {args.retriever}/{args.reranker} K={k} {name}: all-gold@10 {report.all_gold_at_10:.3f}, "
-                  f"p95 {report.p95_ms:.0f} ms", file=sys.stderr, flush=True)
+            print(
+                f"  {args.retriever}/{args.reranker} K={k} {name}: all-gold@10 {report.all_gold_at_10:.3f}, "
+                f"p95 {report.p95_ms:.0f} ms",
+                file=sys.stderr,
+                flush=True,
+            )
     result["rss_peak_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     services.close()
     return result
@@ -142,9 +165,19 @@ def child(args) -> dict:
 def measure(config: Config, *, datasets: Sequence[str], limit: int | None, candidates: Sequence[int]) -> dict:
     """One configuration in a fresh process with an empty THOUGHTMAP_HOME; its result, or its error."""
     with tempfile.TemporaryDirectory(prefix="bench-retrieval-") as home:
-        command = [sys.executable, str(Path(__file__).resolve()), "--child", "--retriever", config.retriever,
-                   "--reranker", config.reranker, "--datasets", ",".join(datasets),
-                   "--candidates", ",".join(str(k) for k in candidates)]
+        command = [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "--child",
+            "--retriever",
+            config.retriever,
+            "--reranker",
+            config.reranker,
+            "--datasets",
+            ",".join(datasets),
+            "--candidates",
+            ",".join(str(k) for k in candidates),
+        ]
         if limit is not None:
             command += ["--limit", str(limit)]
         env = {**os.environ, "THOUGHTMAP_HOME": home}
@@ -152,8 +185,11 @@ def measure(config: Config, *, datasets: Sequence[str], limit: int | None, candi
         done = subprocess.run(command, env=env, stdout=subprocess.PIPE, text=True, cwd=ROOT)
         lines = done.stdout.strip().splitlines()
         if done.returncode != 0 or not lines:
-            return {"retriever": config.retriever, "reranker": config.reranker,
-                    "error": f"the measuring process exited with {done.returncode}"}
+            return {
+                "retriever": config.retriever,
+                "reranker": config.reranker,
+                "error": f"the measuring process exited with {done.returncode}",
+            }
         return {"retriever": config.retriever, "reranker": config.reranker, **json.loads(lines[-1])}
 
 
@@ -170,24 +206,37 @@ def render(results: dict, command: str, facts: dict[str, str]) -> str:
     rows = []
     for result in results["configs"]:
         config = Config(result["retriever"], result["reranker"])
-        label = config.label + (" **(default)**" if (config.retriever, config.reranker) ==
-                                (default.get("retriever"), default.get("reranker")) else "")
+        label = config.label + (
+            " **(default)**"
+            if (config.retriever, config.reranker) == (default.get("retriever"), default.get("reranker"))
+            else ""
+        )
         if "error" in result:
             rows.append([label, "–", "not measured: " + result["error"], "", "", "", "", "", ""])
             continue
         uses_vectors = config.retriever != "bm25" or config.reranker == "builtin"
         build = result["fts_build_s"] + (result["vector_import_s"] if uses_vectors else 0.0)
-        build_text = f"{build:.1f}" + (f" ({result['fts_build_s']:.1f} + {result['vector_import_s']:.1f})"
-                                        if uses_vectors else "")
+        build_text = f"{build:.1f}" + (
+            f" ({result['fts_build_s']:.1f} + {result['vector_import_s']:.1f})" if uses_vectors else ""
+        )
         first = True
         for key, report in result["reports"].items():
             name, _, k = key.partition("@")
             if int(k) != results["candidates"]:
                 continue
-            rows.append([label if first else "", f"{DATASET_TITLES[name]} ({report['items']})",
-                         _f(report["all_gold_at_10"]), _f(report["ndcg_at_10"]), _f(report["mrr"]),
-                         _ms(report["p50_ms"]), _ms(report["p95_ms"]), build_text if first else "",
-                         f"{result['rss_loaded_mib']:.0f}" if first else ""])
+            rows.append(
+                [
+                    label if first else "",
+                    f"{DATASET_TITLES[name]} ({report['items']})",
+                    _f(report["all_gold_at_10"]),
+                    _f(report["ndcg_at_10"]),
+                    _f(report["mrr"]),
+                    _ms(report["p50_ms"]),
+                    _ms(report["p95_ms"]),
+                    build_text if first else "",
+                    f"{result['rss_loaded_mib']:.0f}" if first else "",
+                ]
+            )
             first = False
     curve = results.get("curve")
     curve_rows = []
@@ -198,14 +247,21 @@ def render(results: dict, command: str, facts: dict[str, str]) -> str:
                 report = curve["reports"][f"{name}@{k}"]
                 row += [_f(report["all_gold_at_10"]), _ms(report["p95_ms"])]
             curve_rows.append(row)
-    curve_header = ["K"] + [h for name in results.get("curve_datasets", ())
-                            for h in (f"{DATASET_TITLES[name]} all-gold@10", "p95 ms")]
+    curve_header = ["K"] + [
+        h for name in results.get("curve_datasets", ()) for h in (f"{DATASET_TITLES[name]} all-gold@10", "p95 ms")
+    ]
     measured = [result for result in results["configs"] if "error" not in result]
-    skipped = {key.partition("@")[0]: report["skipped"] for key, report in measured[0]["reports"].items()} if measured else {}
+    skipped = (
+        {key.partition("@")[0]: report["skipped"] for key, report in measured[0]["reports"].items()} if measured else {}
+    )
     limit_note = f" (the first {results['limit']} items of each sample)" if results.get("limit") else ""
-    skipped_note = ("Items without gold titles are skipped: " + ", ".join(
-        f"{count} of {DATASET_TITLES[name]}" for name, count in skipped.items() if count) + "."
-        if any(skipped.values()) else "Every item has gold titles: none is skipped.")
+    skipped_note = (
+        "Items without gold titles are skipped: "
+        + ", ".join(f"{count} of {DATASET_TITLES[name]}" for name, count in skipped.items() if count)
+        + "."
+        if any(skipped.values())
+        else "Every item has gold titles: none is skipped."
+    )
     lines = [
         "## Retrieval: first stage and reranker on the gold sets (no LLM)",
         "",
@@ -229,8 +285,20 @@ def render(results: dict, command: str, facts: dict[str, str]) -> str:
         "have served three queries (a fresh process per configuration; Python, the database and the "
         "datasets included). " + skipped_note,
         "",
-        table(["Configuration", "Dataset (items)", "all-gold@10", "nDCG@10", "MRR", "p50 ms", "p95 ms",
-               "Index build s", "RSS MiB"], rows),
+        table(
+            [
+                "Configuration",
+                "Dataset (items)",
+                "all-gold@10",
+                "nDCG@10",
+                "MRR",
+                "p50 ms",
+                "p95 ms",
+                "Index build s",
+                "RSS MiB",
+            ],
+            rows,
+        ),
     ]
     if curve_rows:
         reranked = Config(curve["retriever"], curve["reranker"]).label
@@ -243,8 +311,10 @@ def render(results: dict, command: str, facts: dict[str, str]) -> str:
             table(curve_header, curve_rows),
         ]
     elif curve:
-        lines += ["", f"The K curve of {Config(curve['retriever'], curve['reranker']).label} was not measured: "
-                      f"{curve['error']}."]
+        lines += [
+            "",
+            f"The K curve of {Config(curve['retriever'], curve['reranker']).label} was not measured: {curve['error']}.",
+        ]
     lines += [
         "",
         "Any of these rows on its own, and as JSON:",
@@ -261,13 +331,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--write", action="store_true", help="replace this section in docs/benchmarks.md")
     parser.add_argument("--limit", type=int, default=None, help="only the first N items of each dataset's sample")
-    parser.add_argument("--configs", default=None,
-                        help="comma-separated retriever/reranker pairs (default: every one that can run here), "
-                        f"e.g. bm25/none,hybrid/builtin; rerankers: none, builtin, llm, endpoint, {HITS_BM25}")
+    parser.add_argument(
+        "--configs",
+        default=None,
+        help="comma-separated retriever/reranker pairs (default: every one that can run here), "
+        f"e.g. bm25/none,hybrid/builtin; rerankers: none, builtin, llm, endpoint, {HITS_BM25}",
+    )
     parser.add_argument("--no-curve", action="store_true", help="skip the K curve")
-    parser.add_argument("--curve-config", default=None, metavar="R/X",
-                        help="the reranked configuration of the K curve (default: the default one when it reranks, "
-                        "else hybrid/builtin)")
+    parser.add_argument(
+        "--curve-config",
+        default=None,
+        metavar="R/X",
+        help="the reranked configuration of the K curve (default: the default one when it reranks, "
+        "else hybrid/builtin)",
+    )
     parser.add_argument("--out", type=Path, help="also write every measurement as JSON to this file")
     parser.add_argument("--from", dest="from_file", type=Path, help="render a JSON file written by --out")
     # The child's arguments (one configuration in a fresh process).
@@ -301,14 +378,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.configs:
         configs = [Config(*pair.split("/", 1)) for pair in args.configs.split(",")]
     default = Config(settings.retrieval.retriever, settings.retrieval.reranker)
-    results = {"command": command, "facts": machine_facts(), "limit": args.limit, "candidates": SEARCH_DEPTH,
-               "default": {"retriever": default.retriever, "reranker": default.reranker},
-               "configs": [measure(c, datasets=DATASETS, limit=args.limit, candidates=[SEARCH_DEPTH]) for c in configs]}
+    results = {
+        "command": command,
+        "facts": machine_facts(),
+        "limit": args.limit,
+        "candidates": SEARCH_DEPTH,
+        "default": {"retriever": default.retriever, "reranker": default.reranker},
+        "configs": [measure(c, datasets=DATASETS, limit=args.limit, candidates=[SEARCH_DEPTH]) for c in configs],
+    }
     if not args.no_curve:
-        reranked = (Config(*args.curve_config.split("/", 1)) if args.curve_config
-                    else default if default.reranker != "none" else Config(default.retriever, "builtin"))
-        results.update(curve_ks=list(CURVE_KS), curve_datasets=list(CURVE_DATASETS),
-                       curve=measure(reranked, datasets=CURVE_DATASETS, limit=args.limit, candidates=CURVE_KS))
+        reranked = (
+            Config(*args.curve_config.split("/", 1))
+            if args.curve_config
+            else default
+            if default.reranker != "none"
+            else Config(default.retriever, "builtin")
+        )
+        results.update(
+            curve_ks=list(CURVE_KS),
+            curve_datasets=list(CURVE_DATASETS),
+            curve=measure(reranked, datasets=CURVE_DATASETS, limit=args.limit, candidates=CURVE_KS),
+        )
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(results, indent=1), encoding="utf-8")

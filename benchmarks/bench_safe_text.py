@@ -77,7 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "## Sanitisers on pathological input (`bench_safe_text.py`)\n\n"
         + facts_block(command, machine_facts())
         + "\nMilliseconds per call (best of "
-        + f"{args.repeat}); \"growth\" is the 1M-character time over the 100k one: linear is about 10x, "
+        + f'{args.repeat}); "growth" is the 1M-character time over the 100k one: linear is about 10x, '
         "quadratic about 100x.\n\n"
         + table(["input", "sanitiser", *(f"{size:,} chars ms" for size in SIZES), "growth 100k → 1M"], rows)
         + f"\nWorst growth: {worst_growth:.1f}x.\n"

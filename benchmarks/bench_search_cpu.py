@@ -41,10 +41,14 @@ SECTION = "bench_search_cpu"
 TOPIC = "2022 AFL Grand Final"  # bench_critical_path.py's OmniThink question
 # Two keywords for each of 9 subtopics, prefixed by the topic as OmniThink's `prefix_topic` does.
 KEYWORDS = [
-    ("Geelong Cats premiership", "Sydney Swans season"), ("Melbourne Cricket Ground crowd", "Norm Smith Medal winner"),
-    ("Isaac Smith", "Chris Scott coach"), ("Tom Hawkins goals", "Lance Franklin"),
-    ("AFL finals series 2022", "preliminary final"), ("Brownlow Medal", "grand final entertainment"),
-    ("Geelong history", "Swans history"), ("umpires grand final", "broadcast ratings"),
+    ("Geelong Cats premiership", "Sydney Swans season"),
+    ("Melbourne Cricket Ground crowd", "Norm Smith Medal winner"),
+    ("Isaac Smith", "Chris Scott coach"),
+    ("Tom Hawkins goals", "Lance Franklin"),
+    ("AFL finals series 2022", "preliminary final"),
+    ("Brownlow Medal", "grand final entertainment"),
+    ("Geelong history", "Swans history"),
+    ("umpires grand final", "broadcast ratings"),
     ("Patrick Dangerfield", "Joel Selwood retirement"),
 ]
 K = 3
@@ -86,22 +90,34 @@ def main() -> None:
         services.close()
     n = len(queries)
     rows = [
-        ["one at a time", n, f"{1000 * statistics.median(w for w, _ in alone) / n:.2f}",
-         f"{1000 * statistics.median(c for _, c in alone) / n:.2f}", f"{1000 * statistics.median(w for w, _ in alone):.0f}"],
-        ["a round at once (9 threads)", n, "", f"{1000 * statistics.median(c for _, c in together) / n:.2f}",
-         f"{1000 * statistics.median(w for w, _ in together):.0f}"],
+        [
+            "one at a time",
+            n,
+            f"{1000 * statistics.median(w for w, _ in alone) / n:.2f}",
+            f"{1000 * statistics.median(c for _, c in alone) / n:.2f}",
+            f"{1000 * statistics.median(w for w, _ in alone):.0f}",
+        ],
+        [
+            "a round at once (9 threads)",
+            n,
+            "",
+            f"{1000 * statistics.median(c for _, c in together) / n:.2f}",
+            f"{1000 * statistics.median(w for w, _ in together):.0f}",
+        ],
     ]
-    body = "\n".join([
-        "## Search CPU: one default local search, alone and in a retrieval round (`bench_search_cpu.py`)",
-        "",
-        facts_block(f".venv/bin/python benchmarks/bench_search_cpu.py --repeat {args.repeat}", machine_facts()),
-        f"The default local searcher (BM25 + MiniLM + hops over the bundled corpus) on OmniThink's second "
-        f"retrieval round for \"{TOPIC}\": 9 subtopics of 2 topic-prefixed keywords, k={K}, each search followed by "
-        f"the relevance floor ({FLOOR}). Query vectors are remembered after a first pass, so the figures are the "
-        f"search itself. No LLM. Medians of {args.repeat} passes.",
-        "",
-        table(["searches", "queries", "wall per search (ms)", "CPU per search (ms)", "wall of all (ms)"], rows),
-    ])
+    body = "\n".join(
+        [
+            "## Search CPU: one default local search, alone and in a retrieval round (`bench_search_cpu.py`)",
+            "",
+            facts_block(f".venv/bin/python benchmarks/bench_search_cpu.py --repeat {args.repeat}", machine_facts()),
+            f"The default local searcher (BM25 + MiniLM + hops over the bundled corpus) on OmniThink's second "
+            f'retrieval round for "{TOPIC}": 9 subtopics of 2 topic-prefixed keywords, k={K}, each search followed by '
+            f"the relevance floor ({FLOOR}). Query vectors are remembered after a first pass, so the figures are the "
+            f"search itself. No LLM. Medians of {args.repeat} passes.",
+            "",
+            table(["searches", "queries", "wall per search (ms)", "CPU per search (ms)", "wall of all (ms)"], rows),
+        ]
+    )
     publish(SECTION, body, args.write)
 
 

@@ -36,10 +36,12 @@ from engine.services import build_services  # noqa: E402
 
 SECTION = "bench_semantic_floor"
 # Questions a newcomer asks first, which the bundled corpus does not hold (the issue's first one).
-EXAMPLES = ["What causes the seasons on Earth?",
-            "What were the economic effects of the 1973 OPEC oil embargo on Western economies?",
-            "Which animation comedy by the creator of Wallace and Gromit matched zoo animals with "
-            "people talking about their homes?"]
+EXAMPLES = [
+    "What causes the seasons on Earth?",
+    "What were the economic effects of the 1973 OPEC oil embargo on Western economies?",
+    "Which animation comedy by the creator of Wallace and Gromit matched zoo animals with "
+    "people talking about their homes?",
+]
 
 
 def word_kept(searcher, question: str, k: int):
@@ -51,8 +53,9 @@ def word_kept(searcher, question: str, k: int):
 
 def passes(question: str, hits, embedder, floor: float) -> set[str]:
     """Refs of the hits that pass both floors at semantic floor `floor` (hops through kept hits)."""
-    return {h.ref for h in relevant_hits(question, hits, floor=DEFAULT_FLOOR, embedder=embedder,
-                                         semantic_floor=floor).kept}
+    return {
+        h.ref for h in relevant_hits(question, hits, floor=DEFAULT_FLOOR, embedder=embedder, semantic_floor=floor).kept
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -61,9 +64,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--k", type=int, default=5, help="hits per question (default 5, DEoT's search size)")
     parser.add_argument("--researchy", type=int, default=300, help="off-corpus queries (default 300)")
     parser.add_argument("--hotpot", type=int, default=800, help="HotpotQA questions (default 800)")
-    parser.add_argument("--floors", type=float, nargs="+", default=[0.0, 0.2, 0.25, 0.3, SEMANTIC_FLOOR, 0.4, 0.45, 0.5])
+    parser.add_argument(
+        "--floors", type=float, nargs="+", default=[0.0, 0.2, 0.25, 0.3, SEMANTIC_FLOOR, 0.4, 0.45, 0.5]
+    )
     args = parser.parse_args(argv)
-    command = " ".join([".venv/bin/python benchmarks/bench_semantic_floor.py", *(sys.argv[1:] if argv is None else argv)])
+    command = " ".join(
+        [".venv/bin/python benchmarks/bench_semantic_floor.py", *(sys.argv[1:] if argv is None else argv)]
+    )
 
     services = build_services(load_settings())
     embedder = services.embedder
@@ -101,8 +108,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows = []
     for floor in floors:
         mark = " (default)" if floor == SEMANTIC_FLOOR else (" (off)" if floor == 0 else "")
-        rows.append([f"{floor:.2f}{mark}", f"{gold_kept[floor] / max(gold_total, 1):.3f}",
-                     f"{off_dropped[floor] / max(off_hits, 1):.3f}", f"{off_empty[floor] / max(len(queries), 1):.3f}"])
+        rows.append(
+            [
+                f"{floor:.2f}{mark}",
+                f"{gold_kept[floor] / max(gold_total, 1):.3f}",
+                f"{off_dropped[floor] / max(off_hits, 1):.3f}",
+                f"{off_empty[floor] / max(len(queries), 1):.3f}",
+            ]
+        )
 
     example_lines = []
     for question in EXAMPLES:
@@ -110,33 +123,37 @@ def main(argv: Sequence[str] | None = None) -> int:
         kept = passes(question, hits, embedder, SEMANTIC_FLOOR)
         example_lines.append(f"- *{question}*")
         for hit, score in zip(hits, semantic_scores(question, hits, embedder) or []):
-            verdict = "kept" if hit.ref in kept else ("dropped" if hit in kept_by_words else "dropped by the word floor")
+            verdict = (
+                "kept" if hit.ref in kept else ("dropped" if hit in kept_by_words else "dropped by the word floor")
+            )
             example_lines.append(f"  - {hit.title}: cosine {score:.2f}, {verdict}")
         if not hits:
             example_lines.append("  - (the word floor kept no hit)")
     services.close()
 
-    body = "\n".join([
-        "## Semantic floor (is a hit about the query?)",
-        "",
-        facts_block(command, machine_facts()),
-        "",
-        f"Top-{args.k} hits of the default first stage ({searcher.description}), after the word floor "
-        f"({DEFAULT_FLOOR}); the semantic floor is the cosine of query and passage under the built-in "
-        "embedder, all-MiniLM-L6-v2, with a hop document kept when the document that named it is. "
-        f"*Kept gold*: share of the word floor's HotpotQA gold-title hits the semantic floor keeps ({gold_total} "
-        f"gold hits over {gold_questions} questions). *Dropped off-corpus*: share of the word floor's hits it drops "
-        f"for {len(queries)} Researchy Questions (web queries the corpus does not cover); *no source*: share of "
-        "those queries left with no hit, which the node answers as \"the sources at hand do not cover this\". "
-        "No LLM is involved: these numbers are the same for every model.",
-        "",
-        table(["semantic floor", "kept gold", "dropped off-corpus", "no source (off-corpus)"], rows),
-        "",
-        "Examples, offline:",
-        "",
-        *example_lines,
-        "",
-    ])
+    body = "\n".join(
+        [
+            "## Semantic floor (is a hit about the query?)",
+            "",
+            facts_block(command, machine_facts()),
+            "",
+            f"Top-{args.k} hits of the default first stage ({searcher.description}), after the word floor "
+            f"({DEFAULT_FLOOR}); the semantic floor is the cosine of query and passage under the built-in "
+            "embedder, all-MiniLM-L6-v2, with a hop document kept when the document that named it is. "
+            f"*Kept gold*: share of the word floor's HotpotQA gold-title hits the semantic floor keeps ({gold_total} "
+            f"gold hits over {gold_questions} questions). *Dropped off-corpus*: share of the word floor's hits it drops "
+            f"for {len(queries)} Researchy Questions (web queries the corpus does not cover); *no source*: share of "
+            'those queries left with no hit, which the node answers as "the sources at hand do not cover this". '
+            "No LLM is involved: these numbers are the same for every model.",
+            "",
+            table(["semantic floor", "kept gold", "dropped off-corpus", "no source (off-corpus)"], rows),
+            "",
+            "Examples, offline:",
+            "",
+            *example_lines,
+            "",
+        ]
+    )
     publish(SECTION, body, args.write)
     return 0
 

@@ -41,8 +41,14 @@ def _rss_mib(pid: int) -> tuple[float, float]:
 
 def _start(home: Path) -> tuple[subprocess.Popen[str], str]:
     env = {**os.environ, "THOUGHTMAP_HOME": str(home), "THOUGHTMAP_LLM": "fake", "PYTHONPATH": str(ROOT)}
-    process = subprocess.Popen([sys.executable, "-m", "engine.cli", "serve", "--port", "0"], env=env, cwd=ROOT,
-                               stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "engine.cli", "serve", "--port", "0"],
+        env=env,
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+    )
     assert process.stderr is not None
     for line in process.stderr:
         if match := re.search(r"API on (http://127\.0\.0\.1:\d+)/v1", line):
@@ -51,11 +57,14 @@ def _start(home: Path) -> tuple[subprocess.Popen[str], str]:
     raise SystemExit("the server did not start")
 
 
-def _subscriber(url: str, run_id: str, arrivals: dict[str, float], ready: threading.Event, done: threading.Event,
-                wanted: int) -> None:
+def _subscriber(
+    url: str, run_id: str, arrivals: dict[str, float], ready: threading.Event, done: threading.Event, wanted: int
+) -> None:
     seen = 0
-    with httpx.Client(base_url=url, timeout=None) as client, \
-            client.stream("GET", f"/v1/runs/{run_id}/events") as response:
+    with (
+        httpx.Client(base_url=url, timeout=None) as client,
+        client.stream("GET", f"/v1/runs/{run_id}/events") as response,
+    ):
         event = ""
         for line in response.iter_lines():
             if line.startswith("event: "):
@@ -78,8 +87,9 @@ def _latency(url: str, repo, subscribers: int, nodes: int, gap_s: float) -> dict
     ready = [threading.Event() for _ in range(subscribers)]
     done = [threading.Event() for _ in range(subscribers)]
     for i in range(subscribers):
-        threading.Thread(target=_subscriber, args=(url, run.id, arrivals[i], ready[i], done[i], nodes),
-                         daemon=True).start()
+        threading.Thread(
+            target=_subscriber, args=(url, run.id, arrivals[i], ready[i], done[i], nodes), daemon=True
+        ).start()
     for event in ready:
         event.wait(120)
     stored: dict[str, float] = {}
@@ -137,8 +147,17 @@ def main() -> None:
             for subscribers in args.subscribers:
                 result = _latency(url, repo, subscribers, args.nodes, args.gap)
                 rss, peak = _rss_mib(process.pid)
-                rows.append([subscribers, args.nodes, f"{result['p50']:.1f}", f"{result['p95']:.1f}",
-                             f"{result['max']:.1f}", result["missing"], f"{rss:.0f} / {peak:.0f}"])
+                rows.append(
+                    [
+                        subscribers,
+                        args.nodes,
+                        f"{result['p50']:.1f}",
+                        f"{result['p95']:.1f}",
+                        f"{result['max']:.1f}",
+                        result["missing"],
+                        f"{rss:.0f} / {peak:.0f}",
+                    ]
+                )
                 print(rows[-1], file=sys.stderr)
             run = repo.create_run(question="bench", method="deot", params={})
             rps = {clients: _status_rps(url, run.id, args.rps_seconds, clients) for clients in (1, 8)}

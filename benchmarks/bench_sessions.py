@@ -49,8 +49,7 @@ def fill(home: Path, n: int) -> None:
     repo = Repository(db)
     for i in range(n):
         words = " ".join(["about the history of research"] * (1 + i % 4))
-        run = repo.create_run(question=f"Stored question {i:05d} {words}?", method=METHODS[i % len(METHODS)],
-                              params={})
+        run = repo.create_run(question=f"Stored question {i:05d} {words}?", method=METHODS[i % len(METHODS)], params={})
         repo.set_status(run.id, STATUSES[i % len(STATUSES)])
     db.dispose()
 
@@ -62,9 +61,26 @@ class App:
         env.update(THOUGHTMAP_HOME=str(home), THOUGHTMAP_LLM="fake")
         self.log = home / "streamlit.log"
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
-             "--server.address", "127.0.0.1", "--server.port", str(self.port), "--browser.gatherUsageStats", "false"],
-            cwd=root, env=env, stdout=self.log.open("w"), stderr=subprocess.STDOUT)
+            [
+                sys.executable,
+                "-m",
+                "streamlit",
+                "run",
+                "app.py",
+                "--server.headless",
+                "true",
+                "--server.address",
+                "127.0.0.1",
+                "--server.port",
+                str(self.port),
+                "--browser.gatherUsageStats",
+                "false",
+            ],
+            cwd=root,
+            env=env,
+            stdout=self.log.open("w"),
+            stderr=subprocess.STDOUT,
+        )
         wait_until_serving(f"http://127.0.0.1:{self.port}", self.proc, self.log)
 
     def close(self) -> None:
@@ -81,8 +97,9 @@ def measure(browser, app: App, n: int, loads: int) -> dict:
         opens.first.wait_for(timeout=120_000)
         first.append(time.perf_counter() - started)
         expected = min(n, 20) if page.get_by_text("Page 1 of").count() else min(n, 200)
-        page.wait_for_function(f"document.querySelectorAll('[data-testid=\"stButton\"]').length >= {expected}",
-                               timeout=120_000)
+        page.wait_for_function(
+            f"document.querySelectorAll('[data-testid=\"stButton\"]').length >= {expected}", timeout=120_000
+        )
         shown.append(time.perf_counter() - started)
         # As a person usually arrives: from another page of the app, by the sidebar (no page load).
         page.goto(f"http://127.0.0.1:{app.port}/settings")
@@ -98,9 +115,12 @@ def measure(browser, app: App, n: int, loads: int) -> dict:
             page.get_by_text("Stored question 00000", exact=False).first.wait_for(timeout=120_000)
             oldest.append(time.perf_counter() - started)
     page.close()
-    return {"first": statistics.median(first), "shown": statistics.median(shown),
-            "sidebar": statistics.median(sidebar),
-            "oldest": statistics.median(oldest) if oldest else None}
+    return {
+        "first": statistics.median(first),
+        "shown": statistics.median(shown),
+        "sidebar": statistics.median(sidebar),
+        "oldest": statistics.median(oldest) if oldest else None,
+    }
 
 
 def main() -> int:
@@ -126,15 +146,38 @@ def main() -> int:
                     app.close()
             print(f"{n} runs: {results[n]}", file=sys.stderr, flush=True)
         browser.close()
-    rows = [[f"{n:,}", f"{r['first']:.2f}", f"{r['shown']:.2f}", f"{r['sidebar']:.2f}",
-             "" if r["oldest"] is None else f"{r['oldest']:.2f}"]
-            for n, r in results.items()]
+    rows = [
+        [
+            f"{n:,}",
+            f"{r['first']:.2f}",
+            f"{r['shown']:.2f}",
+            f"{r['sidebar']:.2f}",
+            "" if r["oldest"] is None else f"{r['oldest']:.2f}",
+        ]
+        for n, r in results.items()
+    ]
     command = " ".join([".venv/bin/python benchmarks/bench_sessions.py", *sys.argv[1:]])
-    body = "\n".join([
-        "## Sessions at scale (`bench_sessions.py`)", "", facts_block(command, machine_facts()), "",
-        f"App from `{args.app_root}`; medians of {args.loads} page loads, seconds from navigation.", "",
-        table(["runs stored", "page load → first card", "page load → page shown",
-               "sidebar link → first card", "Oldest pressed → oldest run shown"], rows), ""])
+    body = "\n".join(
+        [
+            "## Sessions at scale (`bench_sessions.py`)",
+            "",
+            facts_block(command, machine_facts()),
+            "",
+            f"App from `{args.app_root}`; medians of {args.loads} page loads, seconds from navigation.",
+            "",
+            table(
+                [
+                    "runs stored",
+                    "page load → first card",
+                    "page load → page shown",
+                    "sidebar link → first card",
+                    "Oldest pressed → oldest run shown",
+                ],
+                rows,
+            ),
+            "",
+        ]
+    )
     publish(SECTION, body, args.write)
     return 0
 

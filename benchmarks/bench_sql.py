@@ -59,8 +59,16 @@ SCENARIOS = {
 }
 SEA = "How will rising sea levels affect coastal cities over the next fifty years?"
 MULTI_HOP = "Which magazine was started first, Arthur's Magazine or First for Women?"
-QUESTIONS = {"deot": SEA, "omnithink": "2022 AFL Grand Final", "mtqa": MULTI_HOP, "fgdip": MULTI_HOP,
-             "research": SEA, "react": MULTI_HOP, "rag": SEA, "direct": SEA}
+QUESTIONS = {
+    "deot": SEA,
+    "omnithink": "2022 AFL Grand Final",
+    "mtqa": MULTI_HOP,
+    "fgdip": MULTI_HOP,
+    "research": SEA,
+    "react": MULTI_HOP,
+    "rag": SEA,
+    "direct": SEA,
+}
 # The scenarios the Explore page is measured for (a rerun's statements do not depend on the method much).
 EXPLORED = ("deot", "omnithink")
 
@@ -153,8 +161,13 @@ def by_caller(scenario: str, home: Path) -> None:
     from components import app_state
 
     method, params = SCENARIOS[scenario]
-    os.environ.update({"THOUGHTMAP_HOME": str(home), "THOUGHTMAP_LLM": "fake",
-                       "THOUGHTMAP_DATABASE_URL": fresh_database("sqlite", home, None)})
+    os.environ.update(
+        {
+            "THOUGHTMAP_HOME": str(home),
+            "THOUGHTMAP_LLM": "fake",
+            "THOUGHTMAP_DATABASE_URL": fresh_database("sqlite", home, None),
+        }
+    )
     app_state.get_services.clear()
     services = app_state.get_services()
     try:
@@ -163,8 +176,13 @@ def by_caller(scenario: str, home: Path) -> None:
         counter = StatementCounter(services.db.engine)
         counter.by_caller = True
         counter.start()
-        run = services.runner.create_run(question=QUESTIONS[scenario], method=method, params=params,
-                                         llm_info=services.llm_info("fake"), search_mode="local")
+        run = services.runner.create_run(
+            question=QUESTIONS[scenario],
+            method=method,
+            params=params,
+            llm_info=services.llm_info("fake"),
+            search_mode="local",
+        )
         services.runner.start(run.id)
         services.runner.wait(run.id, timeout=600)
         counter.active = False
@@ -185,8 +203,7 @@ def measure(backend: str, scenario: str, home: Path, postgres_url: str | None, e
 
     method, params = SCENARIOS[scenario]
     url = fresh_database(backend, home, postgres_url)
-    os.environ.update({"THOUGHTMAP_HOME": str(home), "THOUGHTMAP_DATABASE_URL": url,
-                       "THOUGHTMAP_LLM": "fake"})
+    os.environ.update({"THOUGHTMAP_HOME": str(home), "THOUGHTMAP_DATABASE_URL": url, "THOUGHTMAP_LLM": "fake"})
     app_state.get_services.clear()
     services = app_state.get_services()
     rows = []
@@ -195,18 +212,29 @@ def measure(backend: str, scenario: str, home: Path, postgres_url: str | None, e
         services.repo.local_user_id()  # read once per process, not per run: not counted either
         counter = StatementCounter(services.db.engine)
         counter.start()
-        run = services.runner.create_run(question=QUESTIONS[scenario], method=method, params=params,
-                                         llm_info=services.llm_info("fake"), search_mode="local")
+        run = services.runner.create_run(
+            question=QUESTIONS[scenario],
+            method=method,
+            params=params,
+            llm_info=services.llm_info("fake"),
+            search_mode="local",
+        )
         services.runner.start(run.id)
         final = services.runner.wait(run.id, timeout=600)
         row = counter.stop()
         nodes = len(services.repo.snapshot(run.id).nodes)
-        rows.append({"scenario": scenario, "backend": backend, **row, "nodes": nodes,
-                     "status": final.status})
+        rows.append({"scenario": scenario, "backend": backend, **row, "nodes": nodes, "status": final.status})
         if explore and scenario in EXPLORED:
             row = explore_rerun(counter, run.id)
-            rows.append({"scenario": f"explore ({scenario})", "backend": backend, **row,
-                         "nodes": nodes, "status": services.repo.get_run(run.id).status})
+            rows.append(
+                {
+                    "scenario": f"explore ({scenario})",
+                    "backend": backend,
+                    **row,
+                    "nodes": nodes,
+                    "status": services.repo.get_run(run.id).status,
+                }
+            )
     finally:
         services.close()
         app_state.get_services.clear()
@@ -226,17 +254,26 @@ def markdown(rows: list[dict]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--postgres-url", default=os.environ.get("THOUGHTMAP_TEST_POSTGRES_URL"),
-                        help="a PostgreSQL server URL (a database is created per measurement); "
-                             "default THOUGHTMAP_TEST_POSTGRES_URL")
+    parser.add_argument(
+        "--postgres-url",
+        default=os.environ.get("THOUGHTMAP_TEST_POSTGRES_URL"),
+        help="a PostgreSQL server URL (a database is created per measurement); default THOUGHTMAP_TEST_POSTGRES_URL",
+    )
     parser.add_argument("--sqlite-only", action="store_true", help="skip PostgreSQL")
     parser.add_argument("--no-explore", action="store_true", help="skip the Explore page scenarios")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a Markdown table")
-    parser.add_argument("--repeat", type=int, default=3,
-                        help="measurements per row; the row with the median total is shown (worker threads "
-                             "race, so a run's count varies by a few statements)")
-    parser.add_argument("--by-caller", choices=list(SCENARIOS),
-                        help="one run of this scenario on SQLite, its statements by the repository method that sent them")
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=3,
+        help="measurements per row; the row with the median total is shown (worker threads "
+        "race, so a run's count varies by a few statements)",
+    )
+    parser.add_argument(
+        "--by-caller",
+        choices=list(SCENARIOS),
+        help="one run of this scenario on SQLite, its statements by the repository method that sent them",
+    )
     args = parser.parse_args()
 
     # AppTest and the runner log through `logging`; keep stdout for the table.
@@ -254,8 +291,10 @@ def main() -> None:
         home = Path(folder)
         for backend in backends:
             for scenario in SCENARIOS:
-                repeats = [measure(backend, scenario, home, args.postgres_url, not args.no_explore)
-                           for _ in range(max(1, args.repeat))]
+                repeats = [
+                    measure(backend, scenario, home, args.postgres_url, not args.no_explore)
+                    for _ in range(max(1, args.repeat))
+                ]
                 for i in range(len(repeats[0])):  # per row (the run, its Explore page): the median
                     rows.append(sorted((r[i] for r in repeats), key=lambda r: r["total"])[len(repeats) // 2])
                 print(f"  measured {scenario} on {backend}", file=sys.stderr)

@@ -47,8 +47,14 @@ def once(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, flo
     the runner to start-up (0.2 s)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    subprocess.run(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True,
-                   env={**os.environ, **(env or {})})
+    subprocess.run(
+        argv,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        check=True,
+        env={**os.environ, **(env or {})},
+    )
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -58,14 +64,28 @@ def one_call_runs(repeat: int, latency: float) -> tuple[list[float], list[float]
     """Walls and CPUs of `repeat` whole one-call runs (after a warm-up), each in a fresh home."""
     from engine.llm.fake_server import FakeOpenAIServer
 
-    argv = [THOUGHTMAP, "run", "What is the capital of France?", "--method", "direct", "--search", "none",
-            "--llm", "openai", "--quiet"]
+    argv = [
+        THOUGHTMAP,
+        "run",
+        "What is the capital of France?",
+        "--method",
+        "direct",
+        "--search",
+        "none",
+        "--llm",
+        "openai",
+        "--quiet",
+    ]
     results = []
     with FakeOpenAIServer(latency_s=latency) as server:
         for i in range(repeat + 1):
             with tempfile.TemporaryDirectory() as home:
-                env = {"THOUGHTMAP_HOME": home, "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "bench",
-                       "THOUGHTMAP_DATABASE_URL": f"sqlite:///{home}/thoughtmap.db"}
+                env = {
+                    "THOUGHTMAP_HOME": home,
+                    "OPENAI_BASE_URL": server.base_url,
+                    "OPENAI_API_KEY": "bench",
+                    "THOUGHTMAP_DATABASE_URL": f"sqlite:///{home}/thoughtmap.db",
+                }
                 result = once(argv, env)
                 if i:  # the first warms the file cache and the bytecode
                     results.append(result)
@@ -82,21 +102,31 @@ def main() -> None:
     for label, argv in CASES:
         once(argv)  # warm the file cache and the bytecode
         walls, cpus = zip(*(once(argv) for _ in range(args.repeat)))
-        rows.append([label, f"{percentile(walls, 50):.3f}", f"{percentile(walls, 95):.3f}",
-                     f"{percentile(cpus, 50):.3f}"])
+        rows.append(
+            [label, f"{percentile(walls, 50):.3f}", f"{percentile(walls, 95):.3f}", f"{percentile(cpus, 50):.3f}"]
+        )
     walls, cpus = one_call_runs(args.repeat, args.latency)
-    rows.append([f"a one-call `direct` run, fresh home, the call taking {args.latency} s", f"{percentile(walls, 50):.3f}",
-                 f"{percentile(walls, 95):.3f}", f"{percentile(cpus, 50):.3f}"])
+    rows.append(
+        [
+            f"a one-call `direct` run, fresh home, the call taking {args.latency} s",
+            f"{percentile(walls, 50):.3f}",
+            f"{percentile(walls, 95):.3f}",
+            f"{percentile(cpus, 50):.3f}",
+        ]
+    )
     over = percentile(walls, 50) - args.latency
     command = f".venv/bin/python benchmarks/bench_startup.py --repeat {args.repeat} --write"
     load = os.getloadavg()[0]
-    body = ("## CLI start-up (`bench_startup.py`)\n\n" + facts_block(command, machine_facts())
-            + f"Load average when it started: {load:.2f}. {args.repeat} fresh processes per row, after one warm-up.\n\n"
-            + table(["What", "wall p50 s", "wall p95 s", "CPU p50 s"], rows)
-            + f"\nThe one-call run takes **{over:.2f} s** over its call (median; issue 44's goal: ≤ 1 s).\n"
-            + "\nIssue 44's goal is `thoughtmap --help` ≤ 0.3 s. Before the CLI became a package whose grammar "
-              "loads no method and no database layer (commit bead9ec and earlier), `--help` imported every "
-              "command module: 2.15 s of CPU, 4.5 s wall on a machine shared with a test suite.\n")
+    body = (
+        "## CLI start-up (`bench_startup.py`)\n\n"
+        + facts_block(command, machine_facts())
+        + f"Load average when it started: {load:.2f}. {args.repeat} fresh processes per row, after one warm-up.\n\n"
+        + table(["What", "wall p50 s", "wall p95 s", "CPU p50 s"], rows)
+        + f"\nThe one-call run takes **{over:.2f} s** over its call (median; issue 44's goal: ≤ 1 s).\n"
+        + "\nIssue 44's goal is `thoughtmap --help` ≤ 0.3 s. Before the CLI became a package whose grammar "
+        "loads no method and no database layer (commit bead9ec and earlier), `--help` imported every "
+        "command module: 2.15 s of CPU, 4.5 s wall on a machine shared with a test suite.\n"
+    )
     publish("bench_startup", body, args.write)
 
 

@@ -61,8 +61,15 @@ from benchmarks._common import (  # noqa: E402,F401  # noqa: E402
 
 SECTION = "bench_ui"
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 VIEWPORT = {"width": 1400, "height": 1000}
 HOTPOT_DEV = ROOT / "data" / "datasets" / "hotpotqa" / "hotpotqa_dev_fullwiki_500.jsonl"
 BURST_GAP_MS = 250.0  # websocket messages closer than this belong to the same script run
@@ -148,9 +155,11 @@ INIT_JS = r"""
 # The map's iframe is same-origin: reach its window from the app page (Playwright's own frame
 # list did not always pick it up). While Streamlit replaces the element there may be two for a
 # moment: the one whose vis Network is up, the last in the page, is the map.
-MAP_WINDOW_JS = ("[...document.querySelectorAll(\"iframe[title='components.mindmap.thoughtmap_map']\")]"
-                 ".map(f => f.contentWindow).filter(w => { try { return w.__tm && w.__thoughtmap "
-                 "&& w.__thoughtmap.network; } catch (e) { return false; } }).pop()")
+MAP_WINDOW_JS = (
+    "[...document.querySelectorAll(\"iframe[title='components.mindmap.thoughtmap_map']\")]"
+    ".map(f => f.contentWindow).filter(w => { try { return w.__tm && w.__thoughtmap "
+    "&& w.__thoughtmap.network; } catch (e) { return false; } }).pop()"
+)
 
 # The frame's vis Network (its test hook) and the DataSets it was given: listen to its draws and time
 # the DataSet operations. Returns the network's node count, or null while no map is up.
@@ -174,10 +183,10 @@ HOOK_JS = r"""
 }
 """.replace("MAP_WINDOW", MAP_WINDOW_JS)
 
-MAP_STATE_JS = (f"(() => {{ const tm = ({MAP_WINDOW_JS}).__tm; "
-                "return {msgs: tm.msgs, frames: tm.frames, draws: tm.draws, dsMs: tm.dsMs}; })()")
-
-
+MAP_STATE_JS = (
+    f"(() => {{ const tm = ({MAP_WINDOW_JS}).__tm; "
+    "return {msgs: tm.msgs, frames: tm.frames, draws: tm.draws, dsMs: tm.dsMs}; })()"
+)
 
 
 def f0(ms: float) -> str:
@@ -251,16 +260,28 @@ class Tree:
 
         i = len(self.ids)
         if i == 0:
-            node = self.repo.add_node(self.id, kind="question", label=self.run.question, status=NodeStatus.DONE,
-                                      data={"engine": "root"}, priority=1.0)
+            node = self.repo.add_node(
+                self.id,
+                kind="question",
+                label=self.run.question,
+                status=NodeStatus.DONE,
+                data={"engine": "root"},
+                priority=1.0,
+            )
             depth = 0
         else:
             parent = (i - 1) // self.breadth
             depth = self.depths[parent] + 1
             engine = "depth" if i % 3 == 0 else "breadth"
             node = self.repo.add_node(
-                self.id, kind="question", label=self.pool[i % len(self.pool)], parent_id=self.ids[parent],
-                depth=depth, status=NodeStatus.DONE, priority=(i % 7) / 3, data={"engine": engine},
+                self.id,
+                kind="question",
+                label=self.pool[i % len(self.pool)],
+                parent_id=self.ids[parent],
+                depth=depth,
+                status=NodeStatus.DONE,
+                priority=(i % 7) / 3,
+                data={"engine": engine},
                 edge_kind="depth" if engine == "depth" else "child",
                 content="An answer that cites its source [[S1]]. " * 7,
             )
@@ -290,10 +311,25 @@ class App:
         env["THOUGHTMAP_HOME"] = str(home)
         env["BENCH_UI_RUNS"] = str(self.runs_file)
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", LAUNCHER, "run", "app.py", "--server.headless", "true",
-             "--server.address", "127.0.0.1", "--server.port", str(self.port),
-             "--browser.gatherUsageStats", "false"],
-            cwd=root, env=env, stdout=self.log.open("w"), stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                "-c",
+                LAUNCHER,
+                "run",
+                "app.py",
+                "--server.headless",
+                "true",
+                "--server.address",
+                "127.0.0.1",
+                "--server.port",
+                str(self.port),
+                "--browser.gatherUsageStats",
+                "false",
+            ],
+            cwd=root,
+            env=env,
+            stdout=self.log.open("w"),
+            stderr=subprocess.STDOUT,
         )
         wait_until_serving(self.url, self.proc, self.log, timeout_s=60)
 
@@ -335,7 +371,9 @@ class View:
         return self.page.evaluate(HOOK_JS)
 
     def page_state(self) -> dict:
-        return self.page.evaluate("({metric: window.__tm.metric, ws: window.__tm.ws, longtasks: window.__tm.longtasks})")
+        return self.page.evaluate(
+            "({metric: window.__tm.metric, ws: window.__tm.ws, longtasks: window.__tm.longtasks})"
+        )
 
     def map_state(self) -> dict:
         return self.page.evaluate(MAP_STATE_JS)
@@ -407,8 +445,14 @@ def bench_latency(browser, app: App, tree: Tree, additions: int, rng: random.Ran
             stored = stored_py + view.offset
             n = len(tree)
             text = f"{n} / {n}"
-            wait_for(lambda text=text, n=n, stored=stored: text in view.page_state()["metric"]
-                     and first_draw_with(view.map_state()["draws"], n, stored), 15, 0.02, f"node {n} to show")
+            wait_for(
+                lambda text=text, n=n, stored=stored: (
+                    text in view.page_state()["metric"] and first_draw_with(view.map_state()["draws"], n, stored)
+                ),
+                15,
+                0.02,
+                f"node {n} to show",
+            )
             metric = view.page_state()["metric"][text]
             drawn = first_draw_with(view.map_state()["draws"], n, stored)[0]
             run = next((r for r in app.script_runs(stored_py) if r["fragment"]), None)
@@ -496,35 +540,51 @@ def bench_updates(browser, app: App, tree: Tree, updates: int, rng: random.Rando
         idle_to_py = epoch_ms()
         idle = bursts(view.page_state()["ws"], idle_from_py + view.offset, idle_to_py + view.offset)[1:-1]
         result.idle_bytes = [b["bytes"] for b in idle]
-        result.idle_server_ms = [r["end"] - r["start"] for r in app.script_runs(idle_from_py, idle_to_py - 1500)
-                                 if r["fragment"]]
+        result.idle_server_ms = [
+            r["end"] - r["start"] for r in app.script_runs(idle_from_py, idle_to_py - 1500) if r["fragment"]
+        ]
         for _ in range(updates):
             time.sleep(rng.uniform(0.2, 1.2))
             tree.add()
             stored_py = epoch_ms()
             stored = stored_py + view.offset
             n = len(tree)
-            wait_for(lambda n=n, stored=stored: first_draw_with(view.map_state()["draws"], n, stored),
-                     30, 0.02, f"node {n} on the map")
+            wait_for(
+                lambda n=n, stored=stored: first_draw_with(view.map_state()["draws"], n, stored),
+                30,
+                0.02,
+                f"node {n} on the map",
+            )
             time.sleep(1.0)  # let the update's task, its redraws and the run's websocket burst complete
             ms, ps = view.map_state(), view.page_state()
             msg = next(m for m in ms["msgs"] if m["t"] >= stored and m["bytes"] > 0)
             later = [m["t"] for m in ms["msgs"] if m["t"] > msg["t"]]
             draw = last_draw(ms["draws"], msg["t"], min(later, default=float("inf")))
             frame = max((f for f in ms["frames"] if f["end"] and f["t"] <= draw[0] + 1), key=lambda f: f["t"])
-            burst = next((b for b in bursts(ps["ws"], stored - 2000) if b["first"] - 5 <= msg["t"] <= b["last"] + 50),
-                         {"bytes": float("nan")})
+            burst = next(
+                (b for b in bursts(ps["ws"], stored - 2000) if b["first"] - 5 <= msg["t"] <= b["last"] + 50),
+                {"bytes": float("nan")},
+            )
             run = next((r for r in app.script_runs(stored_py) if r["fragment"]), None)
-            result.samples.append(UpdateSample(
-                nodes=n, data_bytes=msg["bytes"], ws_bytes=burst["bytes"],
-                server_ms=(run["end"] - run["start"]) if run else float("nan"),
-                msg_to_draw_ms=draw[0] - msg["t"], vis_ms=ms["dsMs"] - msg["dsMs"], draw_ms=frame["end"] - frame["t"],
-                stored_to_draw_ms=draw[0] - stored,
-                longtask_ms=sum(d for t, d in ps["longtasks"] if msg["t"] - 60 <= t <= draw[0]),
-            ))
+            result.samples.append(
+                UpdateSample(
+                    nodes=n,
+                    data_bytes=msg["bytes"],
+                    ws_bytes=burst["bytes"],
+                    server_ms=(run["end"] - run["start"]) if run else float("nan"),
+                    msg_to_draw_ms=draw[0] - msg["t"],
+                    vis_ms=ms["dsMs"] - msg["dsMs"],
+                    draw_ms=frame["end"] - frame["t"],
+                    stored_to_draw_ms=draw[0] - stored,
+                    longtask_ms=sum(d for t, d in ps["longtasks"] if msg["t"] - 60 <= t <= draw[0]),
+                )
+            )
             s = result.samples[-1]
-            print(f"  update at {n}: server {s.server_ms:.0f} ms, message->drawn {s.msg_to_draw_ms:.0f} ms "
-                  f"(vis {s.vis_ms:.0f}, draw {s.draw_ms:.0f}), {s.data_bytes} B", file=sys.stderr)
+            print(
+                f"  update at {n}: server {s.server_ms:.0f} ms, message->drawn {s.msg_to_draw_ms:.0f} ms "
+                f"(vis {s.vis_ms:.0f}, draw {s.draw_ms:.0f}), {s.data_bytes} B",
+                file=sys.stderr,
+            )
     finally:
         view.close()
     return result
@@ -564,71 +624,143 @@ def bench_server(repo, tree: Tree, repeats: int = 20) -> ServerSample:
         json_t.append(t3 - t2)
         size = len(text.encode())
     config = json.dumps(data.options)
-    return ServerSample(len(tree), med(snap_t) * 1000, med(build_t) * 1000, med(json_t) * 1000, size,
-                        len(config.encode()))
+    return ServerSample(
+        len(tree), med(snap_t) * 1000, med(build_t) * 1000, med(json_t) * 1000, size, len(config.encode())
+    )
 
 
 # ------------------------------------------------------------------ report
 
 
-def render(latency: LatencyResult, additions: int, loads: dict[int, list[LoadSample]],
-           updates: dict[int, UpdateResult], server: list[ServerSample]) -> str:
+def render(
+    latency: LatencyResult,
+    additions: int,
+    loads: dict[int, list[LoadSample]],
+    updates: dict[int, UpdateResult],
+    server: list[ServerSample],
+) -> str:
     out = []
     out.append(
         f"\n### 1. Node stored → visible in the browser\n\n"
         f"{additions} nodes added one at a time (`repo.add_node`, committed) to a running run that starts "
         f"with {latency.start_nodes} nodes, at random moments (0.2–1.2 s apart, so at a random phase of the "
-        f"page's refresh). Time from the commit to the browser showing it, ms.\n\n")
-    rows = [("“Nodes done” metric shows the new count", latency.metric_ms),
-            ("the map's canvas has drawn the new node", latency.map_ms),
-            ("(part) commit → the fragment run that reads it starts", latency.wait_ms),
-            ("(part) that fragment run on the server", latency.server_ms)]
-    out.append(table(["visible when", "n", "mean", "p50", "p95", "max", "min"], [
-        [label, len(v), f0(statistics.fmean(v)), f0(percentile(v, 50)), f0(percentile(v, 95)), f0(max(v)), f0(min(v))]
-        for label, v in rows if v]))
+        f"page's refresh). Time from the commit to the browser showing it, ms.\n\n"
+    )
+    rows = [
+        ("“Nodes done” metric shows the new count", latency.metric_ms),
+        ("the map's canvas has drawn the new node", latency.map_ms),
+        ("(part) commit → the fragment run that reads it starts", latency.wait_ms),
+        ("(part) that fragment run on the server", latency.server_ms),
+    ]
+    out.append(
+        table(
+            ["visible when", "n", "mean", "p50", "p95", "max", "min"],
+            [
+                [
+                    label,
+                    len(v),
+                    f0(statistics.fmean(v)),
+                    f0(percentile(v, 50)),
+                    f0(percentile(v, 95)),
+                    f0(max(v)),
+                    f0(min(v)),
+                ]
+                for label, v in rows
+                if v
+            ],
+        )
+    )
     out.append(
         "\nThe floor is the polling: the live view is an `@st.fragment(run_every=1.0)`, so a new node "
         "first waits for the next fragment run, half the period on average (≈ 500 ms, anywhere in "
         "0–1000 ms); then the fragment runs on the server, its delta crosses the websocket and the browser "
         "renders it (for a small map, a few tens of ms). Expected mean ≈ 0.5 s + one fragment run + one "
-        "render, which is what the first two rows show; the two “part” rows split it.\n")
+        "render, which is what the first two rows show; the two “part” rows split it.\n"
+    )
 
-    out.append("\n### 2. Opening a run: first render of the map\n\n"
-               "A breadth-3 tree (labels are HotpotQA questions, every node done with a short cited answer) "
-               "opened in a fresh browser context (warm server); medians over the loads, ms from navigation "
-               "start.\n\n")
+    out.append(
+        "\n### 2. Opening a run: first render of the map\n\n"
+        "A breadth-3 tree (labels are HotpotQA questions, every node done with a short cited answer) "
+        "opened in a fresh browser context (warm server); medians over the loads, ms from navigation "
+        "start.\n\n"
+    )
     rows = []
     for n, samples in loads.items():
-        rows.append([n, len(samples), f0(med([s.script_ms for s in samples])), f0(med([s.metric_ms for s in samples])),
-                     f0(med([s.iframe_ms for s in samples])), f0(med([s.first_draw_ms for s in samples])),
-                     f0(med([s.last_draw_ms for s in samples])), f"{med([s.messages for s in samples]):.0f}",
-                     f0(med([s.longtask_ms for s in samples]))])
-    out.append(table(["nodes", "loads", "server: first script run", "metric shows N / N",
-                      "map iframe gets its data", "canvas has drawn all N nodes", "last full redraw (settled)",
-                      "render messages to the map", "main-thread long tasks (sum)"], rows))
+        rows.append(
+            [
+                n,
+                len(samples),
+                f0(med([s.script_ms for s in samples])),
+                f0(med([s.metric_ms for s in samples])),
+                f0(med([s.iframe_ms for s in samples])),
+                f0(med([s.first_draw_ms for s in samples])),
+                f0(med([s.last_draw_ms for s in samples])),
+                f"{med([s.messages for s in samples]):.0f}",
+                f0(med([s.longtask_ms for s in samples])),
+            ]
+        )
+    out.append(
+        table(
+            [
+                "nodes",
+                "loads",
+                "server: first script run",
+                "metric shows N / N",
+                "map iframe gets its data",
+                "canvas has drawn all N nodes",
+                "last full redraw (settled)",
+                "render messages to the map",
+                "main-thread long tasks (sum)",
+            ],
+            rows,
+        )
+    )
     out.append(
         "\n“Canvas has drawn all N nodes” = the end of the first canvas frame with one `arc` per node: the "
         "whole map is visible from then on. While the page loads, Streamlit may send the component "
         "several `render` messages with the same data (the column before last counts them); the frame compares each node with what vis already has (by id) "
         "and hands vis only what changed, so a repeated message costs a pass over the nodes, not a re-layout. "
         "“Last full redraw” shows when the load settled; long tasks are time the page does not respond to "
-        "input.\n")
+        "input.\n"
+    )
 
     out.append("\n### 3. One live update at N nodes (a node added while the page is open)\n\n")
     rows = []
     for n, res in updates.items():
         ss = res.samples
-        rows.append([
-            n, len(ss), kib(med([s.data_bytes for s in ss])), kib(med([s.ws_bytes for s in ss])),
-            f0(med([s.server_ms for s in ss])), f0(med([s.msg_to_draw_ms for s in ss])),
-            f0(med([s.vis_ms for s in ss])), f0(med([s.draw_ms for s in ss])),
-            f0(med([s.stored_to_draw_ms for s in ss])),
-            f0(med(res.idle_server_ms)), kib(med(res.idle_bytes)),
-        ])
-    out.append(table(["nodes", "updates", "map `data` KiB", "websocket KiB (that run)", "server: fragment run ms",
-                      "browser: render message → last redraw ms", "of which inside vis DataSet ops ms",
-                      "last canvas frame ms", "stored → last redraw ms", "idle fragment run ms",
-                      "idle run websocket KiB"], rows))
+        rows.append(
+            [
+                n,
+                len(ss),
+                kib(med([s.data_bytes for s in ss])),
+                kib(med([s.ws_bytes for s in ss])),
+                f0(med([s.server_ms for s in ss])),
+                f0(med([s.msg_to_draw_ms for s in ss])),
+                f0(med([s.vis_ms for s in ss])),
+                f0(med([s.draw_ms for s in ss])),
+                f0(med([s.stored_to_draw_ms for s in ss])),
+                f0(med(res.idle_server_ms)),
+                kib(med(res.idle_bytes)),
+            ]
+        )
+    out.append(
+        table(
+            [
+                "nodes",
+                "updates",
+                "map `data` KiB",
+                "websocket KiB (that run)",
+                "server: fragment run ms",
+                "browser: render message → last redraw ms",
+                "of which inside vis DataSet ops ms",
+                "last canvas frame ms",
+                "stored → last redraw ms",
+                "idle fragment run ms",
+                "idle run websocket KiB",
+            ],
+            rows,
+        )
+    )
     out.append(
         "\nMedians. “Server: fragment run” = Streamlit's `_run_script` for the fragment run that carried the "
         "change (snapshot, map JSON, progress, node panel). “Render message → last redraw” = from the render "
@@ -637,7 +769,8 @@ def render(latency: LatencyResult, additions: int, loads: dict[int, list[LoadSam
         "`add`/`update`/`remove` including the hierarchical re-layout and redraws they trigger. The remainder is "
         "the frame's own diff (`components/mindmap_frontend/map.js`: each node serialised and compared with what "
         "vis has, by id, O(n)) and the view. “Idle” = a fragment run with nothing changed: Streamlit then sends "
-        "the unchanged component as a reference to its cached message and the iframe is not re-rendered.\n")
+        "the unchanged component as a reference to its cached message and the iframe is not re-rendered.\n"
+    )
     sizes = sorted(updates)
     if len(sizes) >= 2:
         lo, hi = sizes[0], sizes[-1]
@@ -648,7 +781,8 @@ def render(latency: LatencyResult, additions: int, loads: dict[int, list[LoadSam
             f"\nScaling from {lo} to {hi} nodes (×{hi / lo:.0f}): the payload per update grows ×{data[hi] / data[lo]:.1f} "
             f"(linear: the whole map is re-sent on every change), the server's fragment run "
             f"×{server_cost[hi] / server_cost[lo]:.1f}, the browser's update ×{cost[hi] / cost[lo]:.1f}. "
-            "Only an idle refresh is flat.\n")
+            "Only an idle refresh is flat.\n"
+        )
 
     out.append(
         "\n**Where the cost is.** Every change re-sends the whole map: a Streamlit component's only input is "
@@ -657,13 +791,35 @@ def render(latency: LatencyResult, additions: int, loads: dict[int, list[LoadSam
         "share per update is one O(n) comparison plus vis's hierarchical re-layout, which vis runs on every "
         "data change (`edgeMinimization` stays off: it made that re-layout superlinear). Compare the "
         "“inside vis DataSet ops” column with the whole render → redraw time to see which part dominates at "
-        "each size.\n")
+        "each size.\n"
+    )
 
     out.append("\n### 4. Server side in-process (per fragment run)\n\n")
-    out.append(table(["nodes", "`repo.snapshot` ms", "`build_map` ms", "arguments as JSON ms", "map JSON KiB",
-                      "bytes/node", "options bytes"], [
-        [s.nodes, f1(s.snapshot_ms), f1(s.build_ms), f1(s.json_ms), kib(s.data_bytes),
-         f"{s.data_bytes / s.nodes:.0f}", s.config_bytes] for s in server]))
+    out.append(
+        table(
+            [
+                "nodes",
+                "`repo.snapshot` ms",
+                "`build_map` ms",
+                "arguments as JSON ms",
+                "map JSON KiB",
+                "bytes/node",
+                "options bytes",
+            ],
+            [
+                [
+                    s.nodes,
+                    f1(s.snapshot_ms),
+                    f1(s.build_ms),
+                    f1(s.json_ms),
+                    kib(s.data_bytes),
+                    f"{s.data_bytes / s.nodes:.0f}",
+                    s.config_bytes,
+                ]
+                for s in server
+            ],
+        )
+    )
     out.append("\nMedians of 20 calls on the same SQLite database the app reads.\n")
     return "".join(out)
 
@@ -687,8 +843,9 @@ def chromium_missing() -> bool:
     """Debian's Chromium is not installed (said on stderr): a browser benchmark cannot run."""
     if Path(CHROMIUM).exists():
         return False
-    print(f"{CHROMIUM} is missing (apt-get install chromium); this benchmark never downloads a browser",
-          file=sys.stderr)
+    print(
+        f"{CHROMIUM} is missing (apt-get install chromium); this benchmark never downloads a browser", file=sys.stderr
+    )
     return True
 
 
@@ -762,11 +919,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             else:
                 os.environ[key] = value
 
-    body = "## Web app (`bench_ui.py`)\n\n" + facts_block(command, facts) + (
-        "Browser: Debian's Chromium, headless, through Playwright, viewport 1400×1000; the app (`streamlit run "
-        "app.py`, offline fake LLM, SQLite) on the same machine. Reproduce: "
-        "`.venv/bin/python benchmarks/bench_ui.py --write`.\n"
-    ) + render(latency, args.additions, loads, updates, server)
+    body = (
+        "## Web app (`bench_ui.py`)\n\n"
+        + facts_block(command, facts)
+        + (
+            "Browser: Debian's Chromium, headless, through Playwright, viewport 1400×1000; the app (`streamlit run "
+            "app.py`, offline fake LLM, SQLite) on the same machine. Reproduce: "
+            "`.venv/bin/python benchmarks/bench_ui.py --write`.\n"
+        )
+        + render(latency, args.additions, loads, updates, server)
+    )
     publish(SECTION, body, args.write)
     return 0
 

@@ -44,9 +44,15 @@ THOUGHTMAP = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "eng
 
 def base_env(server: FakeOpenAIServer, home: Path, args) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "THOUGHTMAP_"))}
-    env.update(THOUGHTMAP_HOME=str(home), OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY="bench",
-               THOUGHTMAP_LLM="openai", THOUGHTMAP_LLM_CONCURRENCY=str(args.llm_concurrency),
-               PYTHONUNBUFFERED="1", PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    env.update(
+        THOUGHTMAP_HOME=str(home),
+        OPENAI_BASE_URL=server.base_url,
+        OPENAI_API_KEY="bench",
+        THOUGHTMAP_LLM="openai",
+        THOUGHTMAP_LLM_CONCURRENCY=str(args.llm_concurrency),
+        PYTHONUNBUFFERED="1",
+        PYTHONPATH=str(Path(__file__).resolve().parents[1]),
+    )
     return env
 
 
@@ -55,8 +61,13 @@ def run_all(services, args) -> tuple[float, list]:
     started = time.monotonic()
     ids = []
     for _ in range(args.runs):
-        run = services.runner.create_run(question=QUESTION, method="deot", params={"max_nodes": args.nodes},
-                                         llm_info=services.llm_info("openai"), search_mode="none")
+        run = services.runner.create_run(
+            question=QUESTION,
+            method="deot",
+            params={"max_nodes": args.nodes},
+            llm_info=services.llm_info("openai"),
+            search_mode="none",
+        )
         services.runner.start(run.id)
         ids.append(run.id)
     while True:
@@ -72,14 +83,23 @@ def measure(mode: str, workers: int, args) -> dict:
         procs: list[subprocess.Popen] = []
         logs = []
         if mode == "queue":
-            env.update(THOUGHTMAP_DATABASE_URL=fresh_database("postgres", Path(home), args.postgres_url), THOUGHTMAP_EXECUTION="queue")
+            env.update(
+                THOUGHTMAP_DATABASE_URL=fresh_database("postgres", Path(home), args.postgres_url),
+                THOUGHTMAP_EXECUTION="queue",
+            )
         services = build_services(load_settings(env))
         try:
             for i in range(workers):
                 log = open(Path(home) / f"worker-{i}.log", "w+")
                 logs.append(log)
-                procs.append(subprocess.Popen([*THOUGHTMAP, "worker", "--concurrency", str(args.per_worker)],
-                                              env=env, stdout=log, stderr=subprocess.STDOUT))
+                procs.append(
+                    subprocess.Popen(
+                        [*THOUGHTMAP, "worker", "--concurrency", str(args.per_worker)],
+                        env=env,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                    )
+                )
             deadline = time.monotonic() + 300
             while procs and not all("executing up to" in Path(log.name).read_text() for log in logs):
                 if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
@@ -94,9 +114,14 @@ def measure(mode: str, workers: int, args) -> dict:
                 log.close()
             services.close()
         return {
-            "mode": "embedded (threads, SQLite)" if mode == "embedded" else f"queue, {workers} worker(s) × {args.per_worker}",
-            "done": sum(r.status == RunStatus.DONE for r in runs), "runs": len(runs), "wall": wall,
-            "calls": sum(r.llm_calls for r in runs), "max_in_flight": server.max_in_flight,
+            "mode": "embedded (threads, SQLite)"
+            if mode == "embedded"
+            else f"queue, {workers} worker(s) × {args.per_worker}",
+            "done": sum(r.status == RunStatus.DONE for r in runs),
+            "runs": len(runs),
+            "wall": wall,
+            "calls": sum(r.llm_calls for r in runs),
+            "max_in_flight": server.max_in_flight,
         }
 
 
@@ -114,16 +139,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.postgres_url:
         parser.error("needs PostgreSQL: source scripts/postgres.sh; start_test_postgres (or --postgres-url)")
-    plan = ([] if args.no_embedded else [("embedded", 0)]) + [("queue", int(k)) for k in args.workers.split(",") if k.strip()]
+    plan = ([] if args.no_embedded else [("embedded", 0)]) + [
+        ("queue", int(k)) for k in args.workers.split(",") if k.strip()
+    ]
     results = []
     for mode, workers in plan:
         result = measure(mode, workers, args)
-        print(f"{result['mode']}: {result['done']}/{result['runs']} done in {result['wall']:.1f} s, "
-              f"max {result['max_in_flight']} calls in flight (limit {args.llm_concurrency})", file=sys.stderr)
+        print(
+            f"{result['mode']}: {result['done']}/{result['runs']} done in {result['wall']:.1f} s, "
+            f"max {result['max_in_flight']} calls in flight (limit {args.llm_concurrency})",
+            file=sys.stderr,
+        )
         results.append(result)
-    rows = [[r["mode"], f"{r['done']}/{r['runs']}", f"{r['wall']:.1f}", f"{r['runs'] / r['wall'] * 60:.1f}",
-             r["calls"], f"{r['calls'] / r['wall']:.1f}", f"{r['max_in_flight']} / {args.llm_concurrency}"]
-            for r in results]
+    rows = [
+        [
+            r["mode"],
+            f"{r['done']}/{r['runs']}",
+            f"{r['wall']:.1f}",
+            f"{r['runs'] / r['wall'] * 60:.1f}",
+            r["calls"],
+            f"{r['calls'] / r['wall']:.1f}",
+            f"{r['max_in_flight']} / {args.llm_concurrency}",
+        ]
+        for r in results
+    ]
     command = "python benchmarks/bench_workers.py " + " ".join(argv if argv is not None else sys.argv[1:])
     body = (
         "## Distributed execution: DEoT runs on worker processes (`bench_workers.py`)\n\n"

@@ -60,9 +60,15 @@ class ChaosOutcome:
 
 def chaos_services(server: FakeOpenAIServer, *, timeout_s: float, max_retries: int) -> Services:
     settings = load_settings()
-    llm = settings.llm.model_copy(update={"base_url": server.base_url, "api_key": "sk-chaos-test",
-                                          "timeout_s": timeout_s, "max_retries": max_retries,
-                                          "structured_mode": "auto"})
+    llm = settings.llm.model_copy(
+        update={
+            "base_url": server.base_url,
+            "api_key": "sk-chaos-test",
+            "timeout_s": timeout_s,
+            "max_retries": max_retries,
+            "structured_mode": "auto",
+        }
+    )
     return build_services(settings.model_copy(update={"llm": llm}))
 
 
@@ -74,8 +80,9 @@ def run_jobs(services: Services, jobs: list[tuple[str, str, dict]], *, wait_s: f
     """Start every job at once (one process, one runner), wait for all, read how each ended."""
     run_ids = []
     for method, question, params in jobs:
-        run = services.runner.create_run(question=question, method=method, params=params,
-                                         llm_info=services.llm_info("openai"), search_mode="local")
+        run = services.runner.create_run(
+            question=question, method=method, params=params, llm_info=services.llm_info("openai"), search_mode="local"
+        )
         services.runner.start(run.id)
         run_ids.append((run.id, method))
     results = []
@@ -83,19 +90,30 @@ def run_jobs(services: Services, jobs: list[tuple[str, str, dict]], *, wait_s: f
         run = services.runner.wait(run_id, timeout=wait_s)
         nodes = services.repo.list_nodes(run_id)
         kinds = _answer_kinds(services, method)
-        results.append(RunResult(
-            run_id=run_id, method=method, status=run.status,
-            answered=sum(n.kind in kinds and n.status == NodeStatus.DONE for n in nodes),
-            failed_nodes=sum(n.status == NodeStatus.FAILED for n in nodes),
-            has_report=services.repo.latest_report(run_id) is not None or
-            services.repo.latest_report(run_id, "article") is not None,
-            error=run.error, warning=run.warning,
-        ))
+        results.append(
+            RunResult(
+                run_id=run_id,
+                method=method,
+                status=run.status,
+                answered=sum(n.kind in kinds and n.status == NodeStatus.DONE for n in nodes),
+                failed_nodes=sum(n.status == NodeStatus.FAILED for n in nodes),
+                has_report=services.repo.latest_report(run_id) is not None
+                or services.repo.latest_report(run_id, "article") is not None,
+                error=run.error,
+                warning=run.warning,
+            )
+        )
     return results
 
 
-def run_under_chaos(chaos: Chaos, jobs: list[tuple[str, str, dict]], *, timeout_s: float = 1.0,
-                    max_retries: int = 6, wait_s: float = 300) -> ChaosOutcome:
+def run_under_chaos(
+    chaos: Chaos,
+    jobs: list[tuple[str, str, dict]],
+    *,
+    timeout_s: float = 1.0,
+    max_retries: int = 6,
+    wait_s: float = 300,
+) -> ChaosOutcome:
     with FakeOpenAIServer(chaos=chaos) as server:
         services = chaos_services(server, timeout_s=timeout_s, max_retries=max_retries)
         try:
@@ -111,5 +129,4 @@ def run_under_chaos(chaos: Chaos, jobs: list[tuple[str, str, dict]], *, timeout_
             kind = (body.get("response_format") or {}).get("type") or "none (text or prompted)"
             formats[kind] = formats.get(kind, 0) + 1
         injected = dict(server.chaos_counts)
-    return ChaosOutcome(results, before.value if before else None, after.value if after else None,
-                        formats, injected)
+    return ChaosOutcome(results, before.value if before else None, after.value if after else None, formats, injected)

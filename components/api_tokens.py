@@ -17,13 +17,17 @@ _NEW = "api-token-new"  # session_state: the token just made, shown once
 def api_tokens(services: Services) -> None:
     person = identity.viewer(services)
     st.subheader("API tokens")
-    st.caption("For the HTTP API (`thoughtmap serve`) and the MCP server: send `Authorization: Bearer <token>`."
-               + (" A token acts as you: it sees your runs and those shared with you." if person.signed_in else ""))
+    st.caption(
+        "For the HTTP API (`thoughtmap serve`) and the MCP server: send `Authorization: Bearer <token>`."
+        + (" A token acts as you: it sees your runs and those shared with you." if person.signed_in else "")
+    )
     if (made := st.session_state.pop(_NEW, None)) is not None:
         st.success("Copy it now: it is shown only this once.", icon=":material/key:")
         st.code(made, language=None)
     with st.form("api-token-form", border=False, enter_to_submit=True):
-        name = st.text_input("New token's name", key="api-token-name", placeholder="what will use it, e.g. laptop agent")
+        name = st.text_input(
+            "New token's name", key="api-token-name", placeholder="what will use it, e.g. laptop agent"
+        )
         create = st.form_submit_button("Create token")
     if create:
         try:

@@ -40,8 +40,11 @@ def start_local_model(services: Services) -> bool:
         with st.spinner("Starting the built-in model (llama.cpp)…"):
             services.llm("local").preflight()
     except LLMError as exc:
-        st.error(f"**The built-in model cannot start.** {exc.user_message}\n\nNothing was started. You can "
-                 f"{CONNECT_HINT}, or choose *Offline fake* there for a demo.", icon=":material/error:")
+        st.error(
+            f"**The built-in model cannot start.** {exc.user_message}\n\nNothing was started. You can "
+            f"{CONNECT_HINT}, or choose *Offline fake* there for a demo.",
+            icon=":material/error:",
+        )
         return False
     return True
 
@@ -127,8 +130,10 @@ def run_llm_info(services: Services, kind: str) -> dict[str, Any]:
     return person_llm_info(settings, own_key=_held_key(services, own) is not None)
 
 
-CONNECT_HINT = ("connect OpenAI, Ollama, vLLM or any OpenAI-compatible server in **Settings** (or set "
-                "OPENAI_API_KEY / OPENAI_BASE_URL)")
+CONNECT_HINT = (
+    "connect OpenAI, Ollama, vLLM or any OpenAI-compatible server in **Settings** (or set "
+    "OPENAI_API_KEY / OPENAI_BASE_URL)"
+)
 
 
 @st.cache_data(ttl=30, show_spinner=False)
@@ -149,16 +154,24 @@ def running_on_notice(services: Services, *, compact: bool = False) -> None:
         search = f"{search} ({services.embedder_notice})"
     if compact and kind in ("fake", "local"):
         missing = " (the built-in model is not installed: scripts/setup installs it)" if prefs.llm != "fake" else ""
-        llm = (f"the scripted fake LLM{missing}, offline: placeholder answers" if kind == "fake" else
-               f"the built-in {services.llm_info('local')['model']}, offline on this CPU: weak answers, slowly")
+        llm = (
+            f"the scripted fake LLM{missing}, offline: placeholder answers"
+            if kind == "fake"
+            else f"the built-in {services.llm_info('local')['model']}, offline on this CPU: weak answers, slowly"
+        )
         st.caption(f"LLM: {llm} · search: {search} · for real answers, connect a model in Settings")
         return
     ollama = ollama_models(services.settings.local.ollama_url) if kind != "openai" else None
-    ollama_note = (f" **Ollama is running on this machine** ({', '.join(ollama[:3]) or 'no models pulled yet'}): "
-                   "pick the *Ollama (detected)* preset in Settings to use it." if ollama is not None else "")
+    ollama_note = (
+        f" **Ollama is running on this machine** ({', '.join(ollama[:3]) or 'no models pulled yet'}): "
+        "pick the *Ollama (detected)* preset in Settings to use it."
+        if ollama is not None
+        else ""
+    )
     if kind == "fake":
-        missing = "" if prefs.llm == "fake" else (
-            " (the built-in local model is not installed: scripts/setup installs it)")
+        missing = (
+            "" if prefs.llm == "fake" else (" (the built-in local model is not installed: scripts/setup installs it)")
+        )
         st.info(
             f"**Running offline on the scripted fake LLM**{missing} — it quotes its sources and does not reason, "
             f"so answers are placeholders. Search: {search}. To get real answers, {CONNECT_HINT}.{ollama_note}",
@@ -175,8 +188,13 @@ def running_on_notice(services: Services, *, compact: bool = False) -> None:
         )
     elif own_model(services) is not None:
         info = run_llm_info(services, kind)
-        paid = ("your own key" if info.get("own_key") else
-                "the team's key" if same_endpoint(info["base_url"], services.settings.llm.base_url) else "no key")
+        paid = (
+            "your own key"
+            if info.get("own_key")
+            else "the team's key"
+            if same_endpoint(info["base_url"], services.settings.llm.base_url)
+            else "no key"
+        )
         st.caption(f"LLM: your own model, {inline_text(info['description'])} ({paid}) · search: {search}")
     else:
         cfg = services.settings.llm

@@ -31,8 +31,14 @@ PREDICTION_CHARS = 300  # a long-form prediction is read on Explore, not in a ta
 
 
 # The runner words its refusals for the CLI; the page names its own fields.
-_FORM_WORDS = (("--limit", "Items"), ("--concurrency", "Concurrency"), ("--methods", "Methods"),
-               ("--param ", "parameter "), ("--max-cost", "Max cost"), ("--max-tokens", "Max tokens"))
+_FORM_WORDS = (
+    ("--limit", "Items"),
+    ("--concurrency", "Concurrency"),
+    ("--methods", "Methods"),
+    ("--param ", "parameter "),
+    ("--max-cost", "Max cost"),
+    ("--max-tokens", "Max tokens"),
+)
 
 
 def form_wording(message: str) -> str:
@@ -44,8 +50,10 @@ def form_wording(message: str) -> str:
 
 def benchmark_label(bench: Benchmark, method_titles: dict[str, str]) -> str:
     methods = ", ".join(method_titles.get(m, m) for m in bench.methods)
-    return (f"{bench.created_at:%Y-%m-%d %H:%M} · {get_dataset(bench.dataset).title} · {bench.limit} items × "
-            f"{methods} · {bench.status} · {bench.id}")
+    return (
+        f"{bench.created_at:%Y-%m-%d %H:%M} · {get_dataset(bench.dataset).title} · {bench.limit} items × "
+        f"{methods} · {bench.status} · {bench.id}"
+    )
 
 
 @st.cache_data(show_spinner=False)
@@ -75,11 +83,15 @@ def benchmark_view(services: Services, benchmark_id: str) -> None:
     store = services.benchmarks.store
     bench = store.get_benchmark(benchmark_id)
     titles = {name: cls.title for name, cls in services.methods.items()}
-    st.caption(inline_text(f"{get_dataset(bench.dataset).title} · {bench.limit} items (seed {bench.seed}) · "
-                           f"model {bench.llm_info.get('description') or bench.llm_info.get('model', '?')} · "
-                           f"search {bench.search_mode} · concurrency {bench.concurrency}"
-                           + (f" · max cost ${bench.max_cost:g}" if bench.max_cost is not None else "")
-                           + (f" · max tokens {bench.max_tokens:,}" if bench.max_tokens is not None else "")))
+    st.caption(
+        inline_text(
+            f"{get_dataset(bench.dataset).title} · {bench.limit} items (seed {bench.seed}) · "
+            f"model {bench.llm_info.get('description') or bench.llm_info.get('model', '?')} · "
+            f"search {bench.search_mode} · concurrency {bench.concurrency}"
+            + (f" · max cost ${bench.max_cost:g}" if bench.max_cost is not None else "")
+            + (f" · max tokens {bench.max_tokens:,}" if bench.max_tokens is not None else "")
+        )
+    )
     active = services.benchmarks.is_active(bench.id)
 
     @st.fragment(run_every=REFRESH_SECONDS if active else None)
@@ -107,43 +119,72 @@ def _progress(bench: Benchmark, rows: list[BenchmarkItem], titles: dict[str, str
     lines = method_progress(bench.methods, rows)
     share = finished_share(lines)
     done = sum(line.finished for line in lines)
-    st.progress(share, text=f"{done} of {len(rows)} item runs finished · {bench.status}"
-                + (" · running now" if active else ""))
-    st.dataframe(pd.DataFrame([{"Method": titles.get(line.method, line.method), "Items": line.total,
-                                "Scored": line.scored, "Failed": line.failed,
-                                # Not running when the benchmark is not: left for a resume (a stop, its budget).
-                                ("Running" if active else "Unfinished"): line.running,
-                                "Waiting": line.pending} for line in lines]),
-                 hide_index=True, key=f"bench-progress-{bench.id}")
+    st.progress(
+        share, text=f"{done} of {len(rows)} item runs finished · {bench.status}" + (" · running now" if active else "")
+    )
+    st.dataframe(
+        pd.DataFrame(
+            [
+                {
+                    "Method": titles.get(line.method, line.method),
+                    "Items": line.total,
+                    "Scored": line.scored,
+                    "Failed": line.failed,
+                    # Not running when the benchmark is not: left for a resume (a stop, its budget).
+                    ("Running" if active else "Unfinished"): line.running,
+                    "Waiting": line.pending,
+                }
+                for line in lines
+            ]
+        ),
+        hide_index=True,
+        key=f"bench-progress-{bench.id}",
+    )
     if stopped_by := budget_that_stopped(bench):
         # The stored note gives the CLI's command; here the budget is raised on the page.
         left = sum(1 for row in rows if row.status not in ItemStatus.FINISHED)
-        st.warning(f"The {stopped_by} budget was reached with {left} runs left. Raise it below and press Resume: "
-                   "finished items are kept.")
+        st.warning(
+            f"The {stopped_by} budget was reached with {left} runs left. Raise it below and press Resume: "
+            "finished items are kept."
+        )
     elif bench.note:
         st.warning(inline_text(bench.note))
     elif not active and bench.status == BenchmarkStatus.RUNNING:
-        st.warning("This benchmark is not running in this app now (the app was restarted, or its work was cut "
-                   "short). Press Resume to continue it: finished items are kept.")
+        st.warning(
+            "This benchmark is not running in this app now (the app was restarted, or its work was cut "
+            "short). Press Resume to continue it: finished items are kept."
+        )
 
 
 def _budget_inputs(services: Services, bench: Benchmark) -> tuple[int | None, float | None]:
     """A stopped benchmark's budgets, to raise before Resume (one its budget stopped continues
     only on more): each input holds the stored value; None where the benchmark has no such limit."""
     tokens, cost = services.benchmarks.spent(bench.id)
-    st.caption(f"Spent so far: {tokens:,} tokens" + (f", ${cost:.4f}" if bench.max_cost is not None else "")
-               + ". Raise the budget here to let Resume go further.")
+    st.caption(
+        f"Spent so far: {tokens:,} tokens"
+        + (f", ${cost:.4f}" if bench.max_cost is not None else "")
+        + ". Raise the budget here to let Resume go further."
+    )
     cols = st.columns(2)
     max_tokens = max_cost = None
     if bench.max_tokens is not None:
-        value = cols[0].number_input("Token budget", value=int(bench.max_tokens), step=10000,
-                                     key=f"bench-budget-tokens-{bench.id}",
-                                     help="Prompt and completion tokens of the whole benchmark: its runs and its scoring.")
+        value = cols[0].number_input(
+            "Token budget",
+            value=int(bench.max_tokens),
+            step=10000,
+            key=f"bench-budget-tokens-{bench.id}",
+            help="Prompt and completion tokens of the whole benchmark: its runs and its scoring.",
+        )
         max_tokens = int(value)
     if bench.max_cost is not None:
-        value = cols[1].number_input("Cost budget ($)", value=float(bench.max_cost), step=0.1, format="%.4f",
-                                     key=f"bench-budget-cost-{bench.id}",
-                                     help="Dollars for the whole benchmark: its runs and its scoring.")
+        value = cols[1].number_input(
+            "Cost budget ($)",
+            value=float(bench.max_cost),
+            step=0.1,
+            format="%.4f",
+            key=f"bench-budget-cost-{bench.id}",
+            help="Dollars for the whole benchmark: its runs and its scoring.",
+        )
         max_cost = float(value)
     return max_tokens, max_cost
 
@@ -154,8 +195,11 @@ def _controls(services: Services, bench: Benchmark, active: bool) -> None:
         return  # someone else's (an admin reading): never stopped or resumed by another
     resumable = not active and bench.status != BenchmarkStatus.DONE
     raised: tuple[int | None, float | None] = (None, None)
-    if resumable and bench.status == BenchmarkStatus.STOPPED and (bench.max_tokens is not None
-                                                                 or bench.max_cost is not None):
+    if (
+        resumable
+        and bench.status == BenchmarkStatus.STOPPED
+        and (bench.max_tokens is not None or bench.max_cost is not None)
+    ):
         raised = _budget_inputs(services, bench)
     # One of the two buttons at a time (a running benchmark stops, a stopped one resumes), in one place.
     column = st.columns([1, 7])[0]
@@ -182,33 +226,51 @@ def _results(services: Services, bench: Benchmark, titles: dict[str, str]) -> li
     st.subheader("Results")
     several = len(bench.methods) > 1
     # Done, every method has finished every item: paired is the whole table (with its differences).
-    paired = several and (bench.status == BenchmarkStatus.DONE or st.toggle(
-        "Only the items every method has finished", key=f"bench-paired-{bench.id}",
-        help="While a benchmark is part-way, its methods have finished different items: compare them on the same "
-             "ones, with their paired differences."))
+    paired = several and (
+        bench.status == BenchmarkStatus.DONE
+        or st.toggle(
+            "Only the items every method has finished",
+            key=f"bench-paired-{bench.id}",
+            help="While a benchmark is part-way, its methods have finished different items: compare them on the same "
+            "ones, with their paired differences.",
+        )
+    )
     # A sample balanced on a field (e.g. level) is shown by it: a row per method and value.
     table = summarize(services.benchmarks.store, bench.id, by=bench.balance or None, paired=paired)
-    st.caption("Answer metrics: mean [95 % bootstrap CI] over finished items; a failed run counts as 0 (in "
-               "recall: what it had retrieved). Usage: mean per item."
-               + (f" Over the {table.paired} items every method has finished." if table.paired is not None else ""))
-    st.dataframe(pd.DataFrame([
-        {"Method": titles.get(row.method, row.method) + (f" · {row.group}" if row.group else ""),
-         "Done": f"{row.finished}/{row.items}", "Failed": row.failed,
-         **{title: metric_text(row.metrics.get(key), key) for key, title in table.columns}}
-        for row in table.rows]), hide_index=True, key=f"bench-results-{bench.id}")
+    st.caption(
+        "Answer metrics: mean [95 % bootstrap CI] over finished items; a failed run counts as 0 (in "
+        "recall: what it had retrieved). Usage: mean per item."
+        + (f" Over the {table.paired} items every method has finished." if table.paired is not None else "")
+    )
+    st.dataframe(
+        pd.DataFrame(
+            [
+                {
+                    "Method": titles.get(row.method, row.method) + (f" · {row.group}" if row.group else ""),
+                    "Done": f"{row.finished}/{row.items}",
+                    "Failed": row.failed,
+                    **{title: metric_text(row.metrics.get(key), key) for key, title in table.columns},
+                }
+                for row in table.rows
+            ]
+        ),
+        hide_index=True,
+        key=f"bench-results-{bench.id}",
+    )
     for note in table_notes(table):
         st.caption(inline_text(note))
     if differences := differences_rows(table, titles):
         st.caption(DIFFERENCES_CAPTION)
-        st.dataframe(pd.DataFrame(differences),
-                     hide_index=True, key=f"bench-differences-{bench.id}")
+        st.dataframe(pd.DataFrame(differences), hide_index=True, key=f"bench-differences-{bench.id}")
     return [(key, title) for key, title in table.columns if key in _ANSWER_KEYS]
 
 
 # What is scored is not always the answer the run shows: say which (issue 14's browser review).
-PREDICTION_HELP = ("What was scored against Gold: the method's own short answer where it writes one, else a "
-                   "short answer the reader model took from the run's report. Open the item's run for its full "
-                   "answer.")
+PREDICTION_HELP = (
+    "What was scored against Gold: the method's own short answer where it writes one, else a "
+    "short answer the reader model took from the run's report. Open the item's run for its full "
+    "answer."
+)
 
 
 def _gold(item: Item | None) -> str:
@@ -227,24 +289,39 @@ def _row_status(bench: Benchmark, row: BenchmarkItem) -> str:
     return row.status
 
 
-def _item_table(bench: Benchmark, rows: list[BenchmarkItem], items: dict[str, Item], titles: dict[str, str],
-                answer_columns: list[tuple[str, str]]) -> None:
+def _item_table(
+    bench: Benchmark,
+    rows: list[BenchmarkItem],
+    items: dict[str, Item],
+    titles: dict[str, str],
+    answer_columns: list[tuple[str, str]],
+) -> None:
     st.subheader("Items")
     records = []
     for row in rows:
         item = items.get(row.item_id)
-        record = {"Item": row.item_id, "Method": titles.get(row.method, row.method),
-                  "Question": item.question if item else "", "Prediction": row.prediction[:PREDICTION_CHARS],
-                  "Gold": _gold(item)}
+        record = {
+            "Item": row.item_id,
+            "Method": titles.get(row.method, row.method),
+            "Question": item.question if item else "",
+            "Prediction": row.prediction[:PREDICTION_CHARS],
+            "Gold": _gold(item),
+        }
         for key, title in answer_columns:
             value = row.metrics.get(key)
             record[title] = float(value) if isinstance(value, (int, float)) else None
         record["Status"] = _row_status(bench, row)
         record["Error"] = row.error
         records.append(record)
-    st.dataframe(pd.DataFrame(records), hide_index=True, key=f"bench-items-{bench.id}",
-                 column_config={"Question": st.column_config.TextColumn(width="medium"),
-                                "Prediction": st.column_config.TextColumn(width="medium", help=PREDICTION_HELP)})
+    st.dataframe(
+        pd.DataFrame(records),
+        hide_index=True,
+        key=f"bench-items-{bench.id}",
+        column_config={
+            "Question": st.column_config.TextColumn(width="medium"),
+            "Prediction": st.column_config.TextColumn(width="medium", help=PREDICTION_HELP),
+        },
+    )
     with_runs = [r for r in rows if r.run_id]
     if not with_runs:
         st.caption("No item has a run yet.")
@@ -253,8 +330,13 @@ def _item_table(bench: Benchmark, rows: list[BenchmarkItem], items: dict[str, It
     # item finished; the table above says each item's status.
     labels = {r.id: f"{r.item_id} · {titles.get(r.method, r.method)}" for r in with_runs}
     cols = st.columns([4, 1], vertical_alignment="bottom")
-    picked = cols[0].selectbox("An item's run", list(labels), format_func=labels.get, key=f"bench-pick-{bench.id}",
-                               help="Open the run to see why it scored what it did: its map, steps and report.")
+    picked = cols[0].selectbox(
+        "An item's run",
+        list(labels),
+        format_func=labels.get,
+        key=f"bench-pick-{bench.id}",
+        help="Open the run to see why it scored what it did: its map, steps and report.",
+    )
     if cols[1].button("Open on Explore", key=f"bench-open-{bench.id}"):
         run_id = next(r.run_id for r in with_runs if r.id == picked)
         st.session_state["run_id"] = run_id

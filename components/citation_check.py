@@ -18,8 +18,13 @@ from engine.llm.protocol import LLMError
 from engine.reads import Reads
 from engine.safe_text import inline_text
 
-_VERDICT_WORDS = {"supported": "supported", "not_supported": "not in the source", "contradicted": "contradicted",
-                  "dangling": "points to no source", "invalid": "the judge gave no valid verdict"}
+_VERDICT_WORDS = {
+    "supported": "supported",
+    "not_supported": "not in the source",
+    "contradicted": "contradicted",
+    "dangling": "points to no source",
+    "invalid": "the judge gave no valid verdict",
+}
 
 
 def _percent(value: float | None) -> str:
@@ -44,8 +49,10 @@ def citation_check(services, run_id: str, llm_kind: str) -> None:
             return
         # A check is stored with the run and spends the model: only the run's owner runs it.
         if identity.may_change(services, services.reads.get_run(run_id)) and st.button(
-                "Check every cited sentence", key=f"check-citations-{run_id}",
-                help="One judge call per cited source (THOUGHTMAP_MODEL_JUDGE_CLAIMS picks the model)."):
+            "Check every cited sentence",
+            key=f"check-citations-{run_id}",
+            help="One judge call per cited source (THOUGHTMAP_MODEL_JUDGE_CLAIMS picks the model).",
+        ):
             try:
                 with st.spinner("Checking the citations against their sources..."):
                     services.check_citations(run_id, llm_kind)
@@ -60,20 +67,32 @@ def citation_check(services, run_id: str, llm_kind: str) -> None:
         result = ClaimSupportResult.model_validate(latest.verdict)
         cols = st.columns(4)
         cols[0].metric("Support rate", _percent(result.support_rate), help="Supported citations over those judged.")
-        cols[1].metric("Unsupported citations", _percent(result.citation_error_rate),
-                       help="Citations pointing nowhere, or to a source that does not say (or contradicts) the claim.")
+        cols[1].metric(
+            "Unsupported citations",
+            _percent(result.citation_error_rate),
+            help="Citations pointing nowhere, or to a source that does not say (or contradicts) the claim.",
+        )
         cols[2].metric("Citations", result.markers)
         cols[3].metric("Judge calls", latest.calls)
         judged = _report_judged(services.reads, run_id, result.report_id, latest.created_at) or report
         if judged.id != report.id:
             # The report was written again after the check: its verdicts are of the earlier text,
             # numbered as that text numbered its sources.
-            st.warning(f"This check was of an earlier version of the report (written {judged.created_at:%Y-%m-%d %H:%M});"
-                       " the report was written again since. Check again to judge the current one.")
+            st.warning(
+                f"This check was of an earlier version of the report (written {judged.created_at:%Y-%m-%d %H:%M});"
+                " the report was written again since. Check again to judge the current one."
+            )
         sources = {s.id: s for s in services.reads.list_sources(run_id)}
         numbers = {sid: n for n, sid in number_citations(judged.markdown, sources).numbering.items()}
-        rows = [{"Sentence": check.text, "Source": f"[{numbers[c.source_id]}]" if c.source_id in numbers else "?",
-                 "Verdict": _VERDICT_WORDS[c.status], "Why": c.reason}
-                for check in result.sentences for c in check.citations]
+        rows = [
+            {
+                "Sentence": check.text,
+                "Source": f"[{numbers[c.source_id]}]" if c.source_id in numbers else "?",
+                "Verdict": _VERDICT_WORDS[c.status],
+                "Why": c.reason,
+            }
+            for check in result.sentences
+            for c in check.citations
+        ]
         st.dataframe(rows, hide_index=True, width="stretch")
         st.caption(f"Checked {latest.created_at:%Y-%m-%d %H:%M} with {latest.model or 'the run’s model'}.")

@@ -31,8 +31,12 @@ class Outcomes:
     explain: Callable[[Command], str] | None = None
 
     @classmethod
-    def of(cls, contract: MethodContract | None, commands: Sequence[Command],
-           explain: Callable[[Command], str] | None = None) -> Outcomes:
+    def of(
+        cls,
+        contract: MethodContract | None,
+        commands: Sequence[Command],
+        explain: Callable[[Command], str] | None = None,
+    ) -> Outcomes:
         """`commands`: the place's commands, oldest first."""
         waiting = [c for c in commands if c.status in OPEN_COMMAND]
         finished = [c for c in commands if c.status not in OPEN_COMMAND][-FINISHED_SHOWN:]

@@ -54,8 +54,11 @@ def _needs_a_value(info: FieldInfo) -> bool:
 
 def _blank_fields(spec: CommandSpec, values: dict[str, Any]) -> list[str]:
     """The labels of fields left blank that the payload needs filled in."""
-    return [field_label(name, info) for name, info in spec.form_fields().items()
-            if values.get(name) in (None, "", []) and _needs_a_value(info)]
+    return [
+        field_label(name, info)
+        for name, info in spec.form_fields().items()
+        if values.get(name) in (None, "", []) and _needs_a_value(info)
+    ]
 
 
 # A refusal said under its form stays there until the form is sent again: drawn only in the run of
@@ -75,8 +78,15 @@ def _refusal(form_key: str) -> None:
         st.error(text)
 
 
-def send(services: Services, run: Run, spec: CommandSpec, values: dict[str, Any], node: Node | None = None,
-         *, form_key: str | None = None) -> None:
+def send(
+    services: Services,
+    run: Run,
+    spec: CommandSpec,
+    values: dict[str, Any],
+    node: Node | None = None,
+    *,
+    form_key: str | None = None,
+) -> None:
     """Validate the payload, queue the command (the runner checks it once more against the stored
     graph), say it is queued and empty its form (`form_key`); or show why it was refused (nothing is
     queued)."""
@@ -93,8 +103,10 @@ def send(services: Services, run: Run, spec: CommandSpec, values: dict[str, Any]
     except CommandRejected as exc:
         blank = _blank_fields(spec, values)
         problems = readable_problems(spec.form_fields(), exc.errors) or str(exc)
-        _refused(f"Could not {spec.label.lower()}: " + (f"fill in {' and '.join(blank)} first." if blank else problems),
-                 form_key)
+        _refused(
+            f"Could not {spec.label.lower()}: " + (f"fill in {' and '.join(blank)} first." if blank else problems),
+            form_key,
+        )
         return
     try:
         services.runner.steer(run.id, spec.name, payload.model_dump(mode="json"))
@@ -120,9 +132,17 @@ def _button(spec: CommandSpec, *, key: str, label: str | None = None, waiting: s
     return st.button(label or spec.label, key=f"{key}-{spec.name}", help=spec.help)
 
 
-def command_control(services: Services, run: Run, spec: CommandSpec, *, key: str, node: Node | None = None,
-                    label: str | None = None, waiting: str | None = None,
-                    outcomes: Outcomes | None = None) -> None:
+def command_control(
+    services: Services,
+    run: Run,
+    spec: CommandSpec,
+    *,
+    key: str,
+    node: Node | None = None,
+    label: str | None = None,
+    waiting: str | None = None,
+    outcomes: Outcomes | None = None,
+) -> None:
     """The command's payload form (when it has fields) and its button, keyed `<key>-<command>`;
     under it, a refusal of the last click and what became of the command (`outcomes`). None for a
     reader who may not change the run."""
@@ -137,8 +157,15 @@ def command_control(services: Services, run: Run, spec: CommandSpec, *, key: str
         outcomes.draw({spec.name})
 
 
-def command_controls(services: Services, run: Run, specs: list[CommandSpec], *, key: str,
-                     node: Node | None = None, outcomes: Outcomes | None = None) -> None:
+def command_controls(
+    services: Services,
+    run: Run,
+    specs: list[CommandSpec],
+    *,
+    key: str,
+    node: Node | None = None,
+    outcomes: Outcomes | None = None,
+) -> None:
     """Buttons for the commands without fields side by side, then each command with fields under its
     form. `outcomes`: the place's commands, each said under its own button (those with no button
     here after the controls); a command on its way disables a button without fields. None for a
@@ -177,8 +204,15 @@ def command_controls(services: Services, run: Run, specs: list[CommandSpec], *, 
     outcomes.draw_others({spec.name for spec in specs})
 
 
-def shared_form(services: Services, run: Run, specs: list[CommandSpec], *, key: str, node: Node | None = None,
-                outcomes: Outcomes | None = None) -> None:
+def shared_form(
+    services: Services,
+    run: Run,
+    specs: list[CommandSpec],
+    *,
+    key: str,
+    node: Node | None = None,
+    outcomes: Outcomes | None = None,
+) -> None:
     """One payload form for commands that take the same payload, then a button per command, keyed
     `<key>-<command>` as `command_control` keys them; a refusal and the commands' outcomes under
     the row."""

@@ -29,18 +29,30 @@ def pick_existing_runs(services: Services) -> list[str] | None:
     """The widgets; the chosen run ids once "Compare these runs" is pressed with 2 or 3 of them."""
     groups = comparable_runs(services.reads.list_runs(limit=RUNS_LOOKED_AT, visible_to=identity.visible_to(services)))
     if not groups:
-        st.caption("No question has two runs yet. Run the same question with another method in Explore, "
-                   "or start a new comparison above.")
+        st.caption(
+            "No question has two runs yet. Run the same question with another method in Explore, "
+            "or start a new comparison above."
+        )
         return None
-    question = st.selectbox("Question with two runs or more", list(groups), key="compare-existing-question",
-                            format_func=lambda q: short_label(q, 120))
+    question = st.selectbox(
+        "Question with two runs or more",
+        list(groups),
+        key="compare-existing-question",
+        format_func=lambda q: short_label(q, 120),
+    )
     runs = groups[question]
     labels = {run.id: _run_label(services, run) for run in runs}
     # A key per question: its own preselection (the newest run of each method) when the question changes.
     digest = hashlib.sha1(question.encode("utf-8", "replace")).hexdigest()[:12]
-    picked = st.multiselect("Runs", list(labels), default=default_pick(runs), format_func=labels.get,
-                            max_selections=MAX_COMPARED, key=f"compare-existing-runs-{digest}",
-                            help=f"{MIN_COMPARED} or {MAX_COMPARED} runs of this question, side by side.")
+    picked = st.multiselect(
+        "Runs",
+        list(labels),
+        default=default_pick(runs),
+        format_func=labels.get,
+        max_selections=MAX_COMPARED,
+        key=f"compare-existing-runs-{digest}",
+        help=f"{MIN_COMPARED} or {MAX_COMPARED} runs of this question, side by side.",
+    )
     if not st.button("Compare these runs", key="compare-existing-start"):
         return None
     if len(picked) < MIN_COMPARED:

@@ -85,8 +85,9 @@ def _run_column(services: Services, run_id: str) -> None:
         st.error(inline_text(f"The run failed: {run.error}"))
     elif run.stop_reason and run.status == RunStatus.STOPPED:
         st.warning(inline_text(f"Stopped: {run.stop_reason}"))
-    data = reads.memo("compare-map", lambda: mindmap.build_map(reads.nodes, reads.snapshot.edges, None,
-                                                               contract=contract))
+    data = reads.memo(
+        "compare-map", lambda: mindmap.build_map(reads.nodes, reads.snapshot.edges, None, contract=contract)
+    )
     mindmap.mind_map(data, key=f"compare-map-{run_id}", height=MAP_HEIGHT, min_scale=mindmap.OVERVIEW_SCALE)
     report = reads.memo("compare-report", lambda: services.reads.latest_report(run_id))
     with st.container(height=REPORT_HEIGHT, border=True):
@@ -96,8 +97,12 @@ def _run_column(services: Services, run_id: str) -> None:
             # Each column's source entries are named by its method ("Deot source 1"): the columns share a
             # page, and a citation must jump to its own report's entry, not the first column's.
             words = (run.method, "source")
-            render_document(st, reads.memo("compare-markdown", lambda: without_title(
-                services.reads.markdown(run_id, source_words=words))))
+            render_document(
+                st,
+                reads.memo(
+                    "compare-markdown", lambda: without_title(services.reads.markdown(run_id, source_words=words))
+                ),
+            )
     if st.button("Open on Explore", key=f"compare-open-{run_id}"):
         st.session_state["run_id"] = run_id
         st.switch_page("pages/explore.py", query_params={"run": run_id})

@@ -30,6 +30,8 @@ def cost_estimate(method: type[Method], raw: Mapping[str, Any], *, model: str, p
         st.caption("No cost estimate: this method declares no formula for its calls.")
         return
     # Markdown-safe: the model name is the user's setting.
-    st.caption(inline_text(estimate_line(estimate, prices=prices, model=model)),
-               help=f"Counted from the parameters: {estimate.how}. Tokens are per-call averages; "
-               "a run's own totals are shown while it runs.")
+    st.caption(
+        inline_text(estimate_line(estimate, prices=prices, model=model)),
+        help=f"Counted from the parameters: {estimate.how}. Tokens are per-call averages; "
+        "a run's own totals are shown while it runs.",
+    )

@@ -25,8 +25,9 @@ class EndpointFields:
     models: dict[str, str]
 
 
-def endpoint_fields(prefs: Preferences, presets: dict[str, dict[str, str]],
-                    roles: tuple[tuple[str, str], ...]) -> EndpointFields:
+def endpoint_fields(
+    prefs: Preferences, presets: dict[str, dict[str, str]], roles: tuple[tuple[str, str], ...]
+) -> EndpointFields:
     def fill_from_preset() -> None:
         """A preset the user picks fills the fields; they may then edit them. (Only on a pick: the
         fields otherwise show the saved preferences, edits included.)"""
@@ -37,20 +38,35 @@ def endpoint_fields(prefs: Preferences, presets: dict[str, dict[str, str]],
             st.session_state["settings-mode"] = defaults["structured_mode"]
 
     names = list(presets)
-    preset = st.selectbox("Preset", names, index=names.index(prefs.preset) if prefs.preset in names else 0,
-                          key="settings-preset", on_change=fill_from_preset)
-    for field_key, saved in (("settings-base-url", prefs.base_url), ("settings-model", prefs.model),
-                             ("settings-mode", prefs.structured_mode)):
+    preset = st.selectbox(
+        "Preset",
+        names,
+        index=names.index(prefs.preset) if prefs.preset in names else 0,
+        key="settings-preset",
+        on_change=fill_from_preset,
+    )
+    for field_key, saved in (
+        ("settings-base-url", prefs.base_url),
+        ("settings-model", prefs.model),
+        ("settings-mode", prefs.structured_mode),
+    ):
         st.session_state.setdefault(field_key, saved)
     base_url = st.text_input("Base URL", key="settings-base-url")
     model = st.text_input("Model", key="settings-model")
-    mode = st.selectbox("Structured output mode", MODES, key="settings-mode",
-                        help="json_schema for OpenAI and vLLM; json_object for llama.cpp server and Ollama; "
-                             "prompted for servers with neither; auto tries them in that order.")
+    mode = st.selectbox(
+        "Structured output mode",
+        MODES,
+        key="settings-mode",
+        help="json_schema for OpenAI and vLLM; json_object for llama.cpp server and Ollama; "
+        "prompted for servers with neither; auto tries them in that order.",
+    )
     with st.expander("Model per role (optional)"):
-        models = {purpose: st.text_input(f"{purpose} ({meaning})", value=prefs.models.get(purpose, ""),
-                                         key=f"settings-model-{purpose}")
-                  for purpose, meaning in roles}
+        models = {
+            purpose: st.text_input(
+                f"{purpose} ({meaning})", value=prefs.models.get(purpose, ""), key=f"settings-model-{purpose}"
+            )
+            for purpose, meaning in roles
+        }
     return EndpointFields(preset, base_url, model, str(mode), models)
 
 

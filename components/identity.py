@@ -66,8 +66,9 @@ def _sign_in_form(note: str) -> None:
 def _refused_page(email: str, why: str) -> None:
     def refused() -> None:
         st.title("Thoughtmap")
-        st.error(f"**{inline_text(email) or 'This account'} cannot use this Thoughtmap.** {why}",
-                 icon=":material/block:")
+        st.error(
+            f"**{inline_text(email) or 'This account'} cannot use this Thoughtmap.** {why}", icon=":material/block:"
+        )
         if st.button("Sign out", key="sign-out-refused"):
             st.logout()
 
@@ -84,10 +85,13 @@ def gate(services: Services) -> Viewer:
         return services.access.local_viewer()
     if not _streamlit_reads_auth():
         # Every process reads the same file (engine/team_config.py); this one was started without it.
-        st.error(f"**Sign-in is on** ({inline_text(str(team.secrets_file))} has `[auth]`), but this web app was "
-                 "started without that file, so nobody can sign in and nothing is shown. Start it with "
-                 "`scripts/run` (it passes THOUGHTMAP_SECRETS_FILE to Streamlit), or put the file at "
-                 "`.streamlit/secrets.toml`.", icon=":material/error:")
+        st.error(
+            f"**Sign-in is on** ({inline_text(str(team.secrets_file))} has `[auth]`), but this web app was "
+            "started without that file, so nobody can sign in and nothing is shown. Start it with "
+            "`scripts/run` (it passes THOUGHTMAP_SECRETS_FILE to Streamlit), or put the file at "
+            "`.streamlit/secrets.toml`.",
+            icon=":material/error:",
+        )
         st.stop()
     if not st.user.is_logged_in:
         st.session_state.pop(_USER_ID, None)
@@ -103,9 +107,12 @@ def gate(services: Services) -> Viewer:
     user_id = st.session_state.get(_USER_ID)
     if user_id is None:  # recorded once per session, not on every rerun
         user = services.access.users.sign_in(
-            issuer=str(claims.get("iss") or ""), subject=str(claims.get("sub") or email), email=email,
+            issuer=str(claims.get("iss") or ""),
+            subject=str(claims.get("sub") or email),
+            email=email,
             name=str(claims.get("name") or claims.get("preferred_username") or email.split("@")[0]),
-            is_admin=team.is_admin(email))
+            is_admin=team.is_admin(email),
+        )
         user_id = st.session_state[_USER_ID] = user.id
     person = services.access.viewer_for(user_id)
     st.session_state["viewer"] = person
@@ -119,8 +126,10 @@ def sidebar(services: Services, person: Viewer) -> None:
         if not person.signed_in:
             st.caption("Single-user mode: no sign-in; every run here is yours. (Teams: docs/teams.md)")
             return
-        st.caption(f"Signed in as **{inline_text(person.name)}** ({inline_text(person.email)})"
-                   + (" · admin" if person.is_admin else ""))
+        st.caption(
+            f"Signed in as **{inline_text(person.name)}** ({inline_text(person.email)})"
+            + (" · admin" if person.is_admin else "")
+        )
         if st.button("Sign out", key="sign-out", icon=":material/logout:"):
             st.session_state.pop(_USER_ID, None)
             services.keys.forget(person.user_id)
@@ -160,8 +169,11 @@ def open_run(services: Services, run_id: str) -> Run:
     try:
         services.access.check_read(viewer(services), run)
     except AccessDenied:
-        st.error(f"Run {code_span(run_id[:80])} is not yours and was not shared with you, so nothing of it is "
-                 "shown. Ask its owner to share it with you.", icon=":material/lock:")
+        st.error(
+            f"Run {code_span(run_id[:80])} is not yours and was not shared with you, so nothing of it is "
+            "shown. Ask its owner to share it with you.",
+            icon=":material/lock:",
+        )
         st.stop()
     return run
 
@@ -173,11 +185,15 @@ def whose(services: Services, run: Run) -> None:
         return
     owner = inline_text(services.access.owner_name(run))
     if services.access.reads_as_admin(person, run):
-        st.warning(f"You are reading **{owner}**'s run as an admin: it was not shared with you.",
-                   icon=":material/admin_panel_settings:")
+        st.warning(
+            f"You are reading **{owner}**'s run as an admin: it was not shared with you.",
+            icon=":material/admin_panel_settings:",
+        )
     else:
-        st.info(f"**{owner}** shared this run with you: you can read it; only {owner} can change it.",
-                icon=":material/visibility:")
+        st.info(
+            f"**{owner}** shared this run with you: you can read it; only {owner} can change it.",
+            icon=":material/visibility:",
+        )
 
 
 def refuse_change(services: Services, run: Run) -> bool:

@@ -30,8 +30,9 @@ EXCERPT_CHARS = 300
 TRAIL_KEPT = 20
 
 NOT_RECORDED = "No knowledge graph is recorded for this node yet: it is named once the node has read one."
-GONE = ("The knowledge graph this node read is no longer stored (deleted, or never built), so there is "
-        "nothing to browse.")
+GONE = (
+    "The knowledge graph this node read is no longer stored (deleted, or never built), so there is nothing to browse."
+)
 EMPTY = "The knowledge graph holds no entities yet: nothing has been extracted from its documents."
 
 T = TypeVar("T")
@@ -42,8 +43,14 @@ def offers_browser(contract: MethodContract | None, node: Node) -> bool:
     return bool(kind and kind.browses_knowledge)
 
 
-def knowledge_browser(services: Services, run: Run, node: Node, contract: MethodContract | None,
-                      data: NodeData | None, reads: RunReads | None = None) -> None:
+def knowledge_browser(
+    services: Services,
+    run: Run,
+    node: Node,
+    contract: MethodContract | None,
+    data: NodeData | None,
+    reads: RunReads | None = None,
+) -> None:
     """The browser's expander, on the nodes whose kind offers it (nothing otherwise)."""
     if not offers_browser(contract, node):
         return
@@ -65,8 +72,9 @@ def knowledge_browser(services: Services, run: Run, node: Node, contract: Method
         if not counts.entities:
             st.caption(EMPTY)
             return
-        st.caption(f"{counts.entities:,} entities · {counts.relations:,} relations · "
-                   f"{counts.chunks_done:,} chunks extracted")
+        st.caption(
+            f"{counts.entities:,} entities · {counts.relations:,} relations · {counts.chunks_done:,} chunks extracted"
+        )
         _Browse(browser, f"kg-{run.id}-{node.id}", memo).show(ref.entities)
 
 
@@ -111,8 +119,15 @@ class _Browse:
         if not state.get(self.current_key) and choices:
             state[self.current_key] = choices[0]
         if choices:
-            st.selectbox("Entities this node names", choices, index=None, key=self.pick_key, on_change=self.picked,
-                         format_func=one_line, placeholder=f"Choose one of {len(choices)}")
+            st.selectbox(
+                "Entities this node names",
+                choices,
+                index=None,
+                key=self.pick_key,
+                on_change=self.picked,
+                format_func=one_line,
+                placeholder=f"Choose one of {len(choices)}",
+            )
         self.lookup()
         current = state.get(self.current_key)
         if not current:
@@ -120,8 +135,13 @@ class _Browse:
             return
         trail = state.get(self.trail_key, [])
         if trail:
-            st.button(f"Back to {inline_text(trail[-1])}", key=f"{self.prefix}-back", on_click=self.back,
-                      type="tertiary", icon=":material/arrow_back:")
+            st.button(
+                f"Back to {inline_text(trail[-1])}",
+                key=f"{self.prefix}-back",
+                on_click=self.back,
+                type="tertiary",
+                icon=":material/arrow_back:",
+            )
         hood = self.memo(("around", current), lambda: self.browser.around(current, limit=RELATIONS_SHOWN))
         if hood is None:
             st.caption(f"The graph has no entity named “{inline_text(current)}”.")
@@ -129,8 +149,12 @@ class _Browse:
         self.entity(hood)
 
     def lookup(self) -> None:
-        typed = st.text_input("Look up an entity", key=self.find_key, placeholder="Type part of a name",
-                              help="Entity names starting with what you type come first, then those containing it.")
+        typed = st.text_input(
+            "Look up an entity",
+            key=self.find_key,
+            placeholder="Type part of a name",
+            help="Entity names starting with what you type come first, then those containing it.",
+        )
         if not typed.strip():
             return
         names = self.memo(("names", typed), lambda: self.browser.names(typed, limit=SUGGESTIONS))
@@ -139,8 +163,14 @@ class _Browse:
             return
         with st.container(horizontal=True, wrap=True, gap="small"):
             for number, name in enumerate(names):
-                st.button(inline_text(name), key=f"{self.prefix}-found-{number}", on_click=self.found, args=(name,),
-                          type="tertiary", icon=":material/search:")
+                st.button(
+                    inline_text(name),
+                    key=f"{self.prefix}-found-{number}",
+                    on_click=self.found,
+                    args=(name,),
+                    type="tertiary",
+                    icon=":material/search:",
+                )
 
     def entity(self, hood: Neighbourhood) -> None:
         entity = hood.entity
@@ -162,8 +192,14 @@ class _Browse:
             st.caption("Go to a related entity:")
             with st.container(horizontal=True, wrap=True, gap="small"):
                 for number, name in enumerate(neighbours):
-                    st.button(inline_text(name), key=f"{self.prefix}-to-{number}", on_click=self.go, args=(name,),
-                              type="tertiary", icon=":material/arrow_forward:")
+                    st.button(
+                        inline_text(name),
+                        key=f"{self.prefix}-to-{number}",
+                        on_click=self.go,
+                        args=(name,),
+                        type="tertiary",
+                        icon=":material/arrow_forward:",
+                    )
         sources = hood.sources[:SOURCES_SHOWN]
         st.markdown(f"**Source chunks** ({_shown(len(sources), hood.sources_total)})")
         if sources:

@@ -79,34 +79,50 @@ def graph_frame(drawing: GraphDrawing, focus: KnowledgeFocus) -> GraphFrame:
         role = CITED if entity.key in cited else USED if entity.key in used else OTHER
         kind = f" · {entity.type}" if entity.type else ""
         where = {CITED: "in a unit this node cites", USED: "in a unit this node read", OTHER: ""}[role]
-        nodes.append({
-            "id": entity.key, "name": entity.name, "label": short(entity.name), "role": role,
-            "tip": f"{entity.name}{kind}" + (f" · {where}" if where else "") + (
-                f"\n{entity.description}" if entity.description else ""),
-            "details": "\n".join(p for p in (entity.type, where, entity.description,
-                                              f"{degree[entity.key]} relation(s) drawn") if p),
-            "shape": "dot", "size": 8 + 2 * min(degree[entity.key], 8) + (4 if role != OTHER else 0),
-            "color": {"background": FILLS[role], "border": BORDERS[role],
-                      "highlight": {"background": FILLS[role], "border": "#1E6EFF"},
-                      "hover": {"background": FILLS[role], "border": BORDERS[role]}},
-            "borderWidth": 2 if role == OTHER else 3,
-            "font": {"size": ENTITY_FONT if role == OTHER else HIGHLIGHTED_FONT, "color": "#1F1F1F"},
-        })
+        nodes.append(
+            {
+                "id": entity.key,
+                "name": entity.name,
+                "label": short(entity.name),
+                "role": role,
+                "tip": f"{entity.name}{kind}"
+                + (f" · {where}" if where else "")
+                + (f"\n{entity.description}" if entity.description else ""),
+                "details": "\n".join(
+                    p for p in (entity.type, where, entity.description, f"{degree[entity.key]} relation(s) drawn") if p
+                ),
+                "shape": "dot",
+                "size": 8 + 2 * min(degree[entity.key], 8) + (4 if role != OTHER else 0),
+                "color": {
+                    "background": FILLS[role],
+                    "border": BORDERS[role],
+                    "highlight": {"background": FILLS[role], "border": "#1E6EFF"},
+                    "hover": {"background": FILLS[role], "border": BORDERS[role]},
+                },
+                "borderWidth": 2 if role == OTHER else 3,
+                "font": {"size": ENTITY_FONT if role == OTHER else HIGHLIGHTED_FONT, "color": "#1F1F1F"},
+            }
+        )
     edges = []
     for relation in drawing.relations:
         in_unit = frozenset((relation.source, relation.target)) in pairs
         colour = UNIT_EDGE if in_unit else OTHER_EDGE
-        edges.append({
-            "id": f"{relation.source}\x1f{relation.target}", "from": relation.source, "to": relation.target,
-            "label": short(relation.label, 32), "focus": in_unit,
-            "tip": f"{names.get(relation.source, relation.source)} — {relation.label} → "
-                   f"{names.get(relation.target, relation.target)}"
-                   + (" · a triple of this node's units" if in_unit else "")
-                   + (f"\n{relation.description}" if relation.description else ""),
-            "color": {"color": colour, "highlight": "#1E6EFF", "hover": colour},
-            "width": 3 if in_unit else 1,
-            "font": {"size": RELATION_FONT + (1 if in_unit else 0), "color": "#333" if in_unit else "#666"},
-        })
+        edges.append(
+            {
+                "id": f"{relation.source}\x1f{relation.target}",
+                "from": relation.source,
+                "to": relation.target,
+                "label": short(relation.label, 32),
+                "focus": in_unit,
+                "tip": f"{names.get(relation.source, relation.source)} — {relation.label} → "
+                f"{names.get(relation.target, relation.target)}"
+                + (" · a triple of this node's units" if in_unit else "")
+                + (f"\n{relation.description}" if relation.description else ""),
+                "color": {"color": colour, "highlight": "#1E6EFF", "hover": colour},
+                "width": 3 if in_unit else 1,
+                "font": {"size": RELATION_FONT + (1 if in_unit else 0), "color": "#333" if in_unit else "#666"},
+            }
+        )
     # The view opens on what the node cites (the few entities that matter most), else on the most
     # connected of those it read (a view centred on all of them lands between them, on nothing).
     hubs = sorted((k for k in names if k in used), key=lambda k: -degree[k])[:OPENING_HUBS]
@@ -133,16 +149,30 @@ def graph_options() -> dict:
     off), labels only where legible, no vis tooltips (the frame's are text)."""
     return {
         "autoResize": True,
-        "physics": {"enabled": True, "solver": "forceAtlas2Based",
-                    "forceAtlas2Based": {"gravitationalConstant": -70, "springLength": 120, "avoidOverlap": 0.5},
-                    "stabilization": {"enabled": True, "iterations": 250, "fit": False}},
-        "interaction": {"hover": True, "navigationButtons": False, "keyboard": False, "multiselect": False,
-                        "zoomSpeed": 0.7},
-        "nodes": {"shape": "dot", "font": {"face": "sans-serif", "background": "rgba(255, 255, 255, 0.8)"},
-                  "scaling": {"label": {"drawThreshold": LEGIBLE_PX}}},
-        "edges": {"arrows": {"to": {"enabled": True, "scaleFactor": 0.4}}, "smooth": {"type": "continuous"},
-                  "font": {"face": "sans-serif", "align": "horizontal", "strokeWidth": 3, "strokeColor": "#ffffff"},
-                  "scaling": {"label": {"drawThreshold": LEGIBLE_PX}}},
+        "physics": {
+            "enabled": True,
+            "solver": "forceAtlas2Based",
+            "forceAtlas2Based": {"gravitationalConstant": -70, "springLength": 120, "avoidOverlap": 0.5},
+            "stabilization": {"enabled": True, "iterations": 250, "fit": False},
+        },
+        "interaction": {
+            "hover": True,
+            "navigationButtons": False,
+            "keyboard": False,
+            "multiselect": False,
+            "zoomSpeed": 0.7,
+        },
+        "nodes": {
+            "shape": "dot",
+            "font": {"face": "sans-serif", "background": "rgba(255, 255, 255, 0.8)"},
+            "scaling": {"label": {"drawThreshold": LEGIBLE_PX}},
+        },
+        "edges": {
+            "arrows": {"to": {"enabled": True, "scaleFactor": 0.4}},
+            "smooth": {"type": "continuous"},
+            "font": {"face": "sans-serif", "align": "horizontal", "strokeWidth": 3, "strokeColor": "#ffffff"},
+            "scaling": {"label": {"drawThreshold": LEGIBLE_PX}},
+        },
     }
 
 
@@ -155,5 +185,14 @@ def _component():
 
 def draw_graph(frame: GraphFrame, *, key: str, height: int = HEIGHT) -> None:
     """Draw the frame (the reader's zoom and the entities' places survive the reruns)."""
-    _component()(nodes=frame.nodes, edges=frame.edges, focus=frame.focus, legend=frame.legend,
-                 options=frame.options, height=height, minScale=MIN_SCALE, key=key, default=None)
+    _component()(
+        nodes=frame.nodes,
+        edges=frame.edges,
+        focus=frame.focus,
+        legend=frame.legend,
+        options=frame.options,
+        height=height,
+        minScale=MIN_SCALE,
+        key=key,
+        default=None,
+    )

@@ -28,8 +28,16 @@ def has_knowledge_tab(contract: MethodContract | None) -> bool:
     return contract is not None and contract.view.knowledge_tab is not None
 
 
-def knowledge_graph_tab(services: Services, run: Run, contract: MethodContract, nodes: Sequence[Node],
-                        selected: Node | None, reads: RunReads | None = None, *, height: int = HEIGHT) -> None:
+def knowledge_graph_tab(
+    services: Services,
+    run: Run,
+    contract: MethodContract,
+    nodes: Sequence[Node],
+    selected: Node | None,
+    reads: RunReads | None = None,
+    *,
+    height: int = HEIGHT,
+) -> None:
     """What the selected node's units are, a choice of drawing (around them, or the whole graph
     capped), the drawing, and what of the graph it shows."""
     tab = contract.view.knowledge_tab
@@ -54,10 +62,15 @@ def knowledge_graph_tab(services: Services, run: Run, contract: MethodContract, 
     # The units' own triples go first (the cited units' before the others'): the cap never cuts them.
     ordered = sorted(focus.units, key=lambda unit: not unit.cited)
     first = tuple(dict.fromkeys((s, o) for unit in ordered for (s, _, o) in unit.triples))
-    mode = st.segmented_control("Draw", [AROUND, WHOLE], default=AROUND, key=f"kg-draw-{run.id}",
-                                label_visibility="collapsed",
-                                help="Around its units: the relations of the highlighted entities, then their "
-                                     "neighbours'. Whole graph: all of it, or its most connected part when large.")
+    mode = st.segmented_control(
+        "Draw",
+        [AROUND, WHOLE],
+        default=AROUND,
+        key=f"kg-draw-{run.id}",
+        label_visibility="collapsed",
+        help="Around its units: the relations of the highlighted entities, then their "
+        "neighbours'. Whole graph: all of it, or its most connected part when large.",
+    )
     around = mode != WHOLE and bool(names)
     drawing = memo(("drawing", names, first, around), lambda: browser.drawing(names, around=around, first=first))
     if not drawing.entities:

@@ -67,6 +67,7 @@ def last_reads(run_id: str, *, slot: str = SLOT) -> RunReads | None:
 
 def node_sources(services: Services, reads: RunReads | None, node: Node) -> tuple[list[Source], list[Source]]:
     """The node's own sources and all the run's sources (for its citations), per version and node."""
+
     def read() -> tuple[list[Source], list[Source]]:
         return services.reads.sources_for_node(node.id), run_sources(services, reads, node.run_id)
 

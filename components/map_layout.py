@@ -49,8 +49,10 @@ def tree_positions(nodes: Sequence[Node]) -> dict[int, tuple[float, float]]:
             stack.append((node_id, True))
             stack.extend((kid, False) for kid in reversed(children.get(node_id, [])))
         next_slot += 0.5  # a gap between separate trees
-    return _centred({node_id: (by_id[node_id].depth * LEVEL_SEPARATION, slot * NODE_SPACING)
-                     for node_id, slot in slots.items()}, axis=1)
+    return _centred(
+        {node_id: (by_id[node_id].depth * LEVEL_SEPARATION, slot * NODE_SPACING) for node_id, slot in slots.items()},
+        axis=1,
+    )
 
 
 def _centred(positions: dict[int, tuple[float, float]], axis: int) -> dict[int, tuple[float, float]]:
@@ -65,8 +67,9 @@ def _centred(positions: dict[int, tuple[float, float]], axis: int) -> dict[int, 
     return {node_id: (x, y - shift) for node_id, (x, y) in positions.items()}
 
 
-def grid_positions(nodes: Sequence[Node],
-                   position: Callable[[Node], tuple[int, int] | None]) -> dict[int, tuple[float, float]]:
+def grid_positions(
+    nodes: Sequence[Node], position: Callable[[Node], tuple[int, int] | None]
+) -> dict[int, tuple[float, float]]:
     """Rows × columns from the view's `position(node)`; nodes without one in a row above the grid
     (above row 0 at least, so they do not move when a row above the others appears), centred."""
     placed: dict[int, tuple[int, int]] = {}

@@ -110,12 +110,29 @@ def resembles(fill: str, border: str) -> bool:
 
 # Names for the legend's words: the nearest of these describes a declared colour.
 _NAMED_COLOURS = (
-    ("dark blue", "#2F4B7C"), ("blue", "#4C78A8"), ("light blue", "#9ECAE9"), ("pale blue", "#C6DBEF"),
-    ("teal", "#72B7B2"), ("sea green", "#16A085"), ("green", "#54A24B"), ("dark green", "#1E7B34"),
-    ("red", "#E45756"), ("dark red", "#A93226"), ("pink", "#FF9DA6"), ("magenta", "#CE6DBD"),
-    ("yellow", "#F2B701"), ("orange", "#F58518"), ("brown", "#9D755D"), ("purple", "#8E44AD"),
-    ("violet", "#9467BD"), ("lilac", "#B279A2"), ("grey", "#9D9D9D"), ("light grey", "#DDDDDD"),
-    ("dark grey", "#555555"), ("black", "#222222"), ("white", "#FFFFFF"),
+    ("dark blue", "#2F4B7C"),
+    ("blue", "#4C78A8"),
+    ("light blue", "#9ECAE9"),
+    ("pale blue", "#C6DBEF"),
+    ("teal", "#72B7B2"),
+    ("sea green", "#16A085"),
+    ("green", "#54A24B"),
+    ("dark green", "#1E7B34"),
+    ("red", "#E45756"),
+    ("dark red", "#A93226"),
+    ("pink", "#FF9DA6"),
+    ("magenta", "#CE6DBD"),
+    ("yellow", "#F2B701"),
+    ("orange", "#F58518"),
+    ("brown", "#9D755D"),
+    ("purple", "#8E44AD"),
+    ("violet", "#9467BD"),
+    ("lilac", "#B279A2"),
+    ("grey", "#9D9D9D"),
+    ("light grey", "#DDDDDD"),
+    ("dark grey", "#555555"),
+    ("black", "#222222"),
+    ("white", "#FFFFFF"),
 )
 
 

@@ -95,7 +95,7 @@ def wrap_label(text: str, width: int = LABEL_WIDTH, lines: int = LABEL_LINES) ->
     text was left out); a word longer than a line is split."""
     words: list[str] = []
     for word in text.split():
-        words.extend(word[i:i + width] for i in range(0, len(word), width))
+        words.extend(word[i : i + width] for i in range(0, len(word), width))
     out, line = [], ""
     for word in words:
         if line and len(line) + 1 + len(word) > width:
@@ -107,7 +107,7 @@ def wrap_label(text: str, width: int = LABEL_WIDTH, lines: int = LABEL_LINES) ->
         out.append(line)
     if len(out) > lines:
         out = out[:lines]
-        out[-1] = out[-1][:width - 1].rstrip() + "…"
+        out[-1] = out[-1][: width - 1].rstrip() + "…"
     return "\n".join(out)
 
 
@@ -162,8 +162,9 @@ def edge_kind(contract: MethodContract | None, name: str) -> EdgeKind:
     return declared or EdgeKind(name, name)
 
 
-def _layout(nodes: Sequence[Node], edges: Sequence[Edge],
-            contract: MethodContract | None) -> tuple[str, dict[int, tuple[float, float]] | None, bool]:
+def _layout(
+    nodes: Sequence[Node], edges: Sequence[Edge], contract: MethodContract | None
+) -> tuple[str, dict[int, tuple[float, float]] | None, bool]:
     """(mode, fixed positions or None, grows left to right?)"""
     layout = contract.view.layout if contract is not None else Layout.TREE
     if layout == Layout.GRID and contract is not None and contract.view.position is not None:
@@ -228,10 +229,15 @@ def _vis_node(node: Node, number: int, kind: NodeKind | None, *, badge: str | No
 
 
 def _vis_edge(edge: Edge, kind: EdgeKind) -> dict:
-    item = {"id": f"e{edge.id}" if edge.id is not None else f"{edge.src}-{edge.dst}-{edge.kind}",
-            "from": str(edge.src), "to": str(edge.dst), "structural": kind.structural,
-            "color": {"color": kind.colour, "highlight": kind.colour, "hover": kind.colour},
-            "dashes": kind.dashes, "width": 1.5}
+    item = {
+        "id": f"e{edge.id}" if edge.id is not None else f"{edge.src}-{edge.dst}-{edge.kind}",
+        "from": str(edge.src),
+        "to": str(edge.dst),
+        "structural": kind.structural,
+        "color": {"color": kind.colour, "highlight": kind.colour, "hover": kind.colour},
+        "dashes": kind.dashes,
+        "width": 1.5,
+    }
     if not kind.structural:
         # Drawn over the layout: no pull on the nodes, curved so it does not hide a tree edge or run
         # through the nodes between its ends. Only these say what they are on hover: a structural
@@ -242,9 +248,16 @@ def _vis_edge(edge: Edge, kind: EdgeKind) -> dict:
     return item
 
 
-def build_map(nodes: Sequence[Node], edges: Sequence[Edge], selected: int | None = None, *,
-              contract: MethodContract | None = None, badges: Mapping[int, str] | None = None,
-              follow: int | None = None, reveal: int | None = None) -> MapData:
+def build_map(
+    nodes: Sequence[Node],
+    edges: Sequence[Edge],
+    selected: int | None = None,
+    *,
+    contract: MethodContract | None = None,
+    badges: Mapping[int, str] | None = None,
+    follow: int | None = None,
+    reveal: int | None = None,
+) -> MapData:
     """vis-network nodes and edges as the run's method declares them, positioned by the view's
     layout; `selected` is selected in the frame (which draws it with a halo, its colours kept);
     `badges` (node id -> a short status line, e.g. "queued: prune") go under the labels; `follow`
@@ -263,10 +276,16 @@ def build_map(nodes: Sequence[Node], edges: Sequence[Edge], selected: int | None
             item["x"], item["y"] = positions[node.id]
         vis_nodes.append(item)
     vis_edges = [_vis_edge(edge, edge_kind(contract, edge.kind)) for edge in edges]
-    return MapData(nodes=vis_nodes, edges=vis_edges, mode=mode, options=map_options(mode, horizontal=horizontal),
-                   legend=legend(contract), selected=str(selected) if selected is not None else None,
-                   follow=str(follow) if follow is not None else None,
-                   reveal=str(reveal) if reveal is not None else None)
+    return MapData(
+        nodes=vis_nodes,
+        edges=vis_edges,
+        mode=mode,
+        options=map_options(mode, horizontal=horizontal),
+        legend=legend(contract),
+        selected=str(selected) if selected is not None else None,
+        follow=str(follow) if follow is not None else None,
+        reveal=str(reveal) if reveal is not None else None,
+    )
 
 
 def map_options(mode: str = HIERARCHICAL, *, horizontal: bool = True) -> dict:
@@ -281,22 +300,40 @@ def map_options(mode: str = HIERARCHICAL, *, horizontal: bool = True) -> dict:
     no physics. PHYSICS: a force-directed network."""
     physics = mode == PHYSICS
     direction = "horizontal" if horizontal else "vertical"
-    smooth = {"type": "continuous"} if physics else {"type": "cubicBezier", "forceDirection": direction,
-                                                      "roundness": 0.5}
+    smooth = (
+        {"type": "continuous"} if physics else {"type": "cubicBezier", "forceDirection": direction, "roundness": 0.5}
+    )
     return {
         "autoResize": True,
         "physics": {"enabled": physics, "stabilization": {"enabled": True, "fit": False}},
-        "layout": {"hierarchical": {
-            "enabled": mode == HIERARCHICAL, "direction": "LR", "sortMethod": "directed",
-            "levelSeparation": LEVEL_SEPARATION, "nodeSpacing": NODE_SPACING, "treeSpacing": GRID_ROW,
-            "blockShifting": True, "edgeMinimization": False, "parentCentralization": True,
-            "shakeTowards": "roots",
-        }},
-        "interaction": {"hover": True, "navigationButtons": False, "keyboard": False, "multiselect": False,
-                        "selectConnectedEdges": False, "hoverConnectedEdges": False, "zoomSpeed": 0.7},
+        "layout": {
+            "hierarchical": {
+                "enabled": mode == HIERARCHICAL,
+                "direction": "LR",
+                "sortMethod": "directed",
+                "levelSeparation": LEVEL_SEPARATION,
+                "nodeSpacing": NODE_SPACING,
+                "treeSpacing": GRID_ROW,
+                "blockShifting": True,
+                "edgeMinimization": False,
+                "parentCentralization": True,
+                "shakeTowards": "roots",
+            }
+        },
+        "interaction": {
+            "hover": True,
+            "navigationButtons": False,
+            "keyboard": False,
+            "multiselect": False,
+            "selectConnectedEdges": False,
+            "hoverConnectedEdges": False,
+            "zoomSpeed": 0.7,
+        },
         # vis draws a label only from drawThreshold - 1 px on screen, fading it in over that pixel.
-        "nodes": {"font": {"size": FONT_SIZE, "face": "sans-serif"},
-                  "scaling": {"label": {"drawThreshold": LEGIBLE_PX + 1}}},
+        "nodes": {
+            "font": {"size": FONT_SIZE, "face": "sans-serif"},
+            "scaling": {"label": {"drawThreshold": LEGIBLE_PX + 1}},
+        },
         "edges": {"arrows": {"to": {"enabled": True, "scaleFactor": 0.5}}, "smooth": smooth},
     }
 
@@ -308,14 +345,23 @@ def _component():
     return components.declare_component("thoughtmap_map", path=str(_FRONTEND))
 
 
-def frame_args(data: MapData, height: int = MAP_HEIGHT, min_scale: float = MIN_READABLE_SCALE, *,
-               received: str | None = None) -> dict:
+def frame_args(
+    data: MapData, height: int = MAP_HEIGHT, min_scale: float = MIN_READABLE_SCALE, *, received: str | None = None
+) -> dict:
     """What each render sends the frame (Streamlit serialises it as JSON): the whole map, every time,
     and `received`, the `chain` of the frame's last choice that reached the page."""
-    return {"nodes": data.nodes, "edges": data.edges, "options": data.options, "legend": data.legend,
-            "selected": data.selected, "follow": data.follow, "reveal": data.reveal, "height": height,
-            "minScale": min_scale,
-            "received": received}
+    return {
+        "nodes": data.nodes,
+        "edges": data.edges,
+        "options": data.options,
+        "legend": data.legend,
+        "selected": data.selected,
+        "follow": data.follow,
+        "reveal": data.reveal,
+        "height": height,
+        "minScale": min_scale,
+        "received": received,
+    }
 
 
 def map_choice(key: str) -> int | None:

@@ -28,7 +28,9 @@ PRUNED = "Pruned: nothing grows under this node and the report leaves it out."
 NOTHING_APPLIES = "No command applies to this node now."
 NO_STEERING = "This method has no steering."
 # The method steers the whole run (the research agent's add a query, drop a source), not single nodes.
-RUN_STEERING_ONLY = "This method is steered as a whole, not node by node: see its commands in the {tab} tab beside this one."
+RUN_STEERING_ONLY = (
+    "This method is steered as a whole, not node by node: see its commands in the {tab} tab beside this one."
+)
 
 
 def node_data(contract: MethodContract | None, node: Node) -> NodeData | None:
@@ -47,8 +49,9 @@ def node_caption(contract: MethodContract | None, node: Node) -> str:
     return data.caption() if data is not None else ""
 
 
-def when_it_applies(contract: MethodContract | None, command: Command, node: Node, number: int,
-                    step: str | None) -> str:
+def when_it_applies(
+    contract: MethodContract | None, command: Command, node: Node, number: int, step: str | None
+) -> str:
     """What a queued command waits for, said plainly ("#3 is summarising …; the prune applies
     when that step ends")."""
     label = command_label(contract, command.kind).lower()
@@ -60,16 +63,21 @@ def when_it_applies(contract: MethodContract | None, command: Command, node: Nod
     return f"The {label} applies at the run's next step."
 
 
-def node_outcomes(contract: MethodContract | None, node: Node, commands: Sequence[Command], number: int,
-                  step: str | None) -> Outcomes:
+def node_outcomes(
+    contract: MethodContract | None, node: Node, commands: Sequence[Command], number: int, step: str | None
+) -> Outcomes:
     """The node's commands on their way (queued, applying) and the latest finished one (applied, or
     refused with the reason), each to be said under its button."""
-    return Outcomes.of(contract, [c for c in commands if command_node(c) == node.id],
-                       explain=lambda command: when_it_applies(contract, command, node, number, step))
+    return Outcomes.of(
+        contract,
+        [c for c in commands if command_node(c) == node.id],
+        explain=lambda command: when_it_applies(contract, command, node, number, step),
+    )
 
 
-def steering_actions(services: Services, run: Run, node: Node, contract: MethodContract | None,
-                     outcomes: Outcomes) -> None:
+def steering_actions(
+    services: Services, run: Run, node: Node, contract: MethodContract | None, outcomes: Outcomes
+) -> None:
     """The node's commands, each with what became of it under its button."""
     if node.status == NodeStatus.PRUNED:
         st.caption(PRUNED)
@@ -84,7 +92,9 @@ def steering_actions(services: Services, run: Run, node: Node, contract: MethodC
     if not contract.steers_nodes:
         # Rewriting the report is not steering: a method that offers only that has none.
         steers_run = any(spec.name != REGENERATE_REPORT for spec in contract.run_commands)
-        st.caption(RUN_STEERING_ONLY.format(tab=f"“{inline_text(contract.view.side_tab)}”") if steers_run else NO_STEERING)
+        st.caption(
+            RUN_STEERING_ONLY.format(tab=f"“{inline_text(contract.view.side_tab)}”") if steers_run else NO_STEERING
+        )
         return
     specs = contract.commands_for(node)
     if not specs:
@@ -92,9 +102,17 @@ def steering_actions(services: Services, run: Run, node: Node, contract: MethodC
     command_controls(services, run, specs, key=f"steer-{run.id}-{node.id}", node=node, outcomes=outcomes)
 
 
-def node_panel(services: Services, run: Run, node: Node, contract: MethodContract | None = None,
-               reads: RunReads | None = None, *, commands: Sequence[Command] = (),
-               events: Sequence[RunEvent] = (), numbers: dict[int, int] | None = None) -> None:
+def node_panel(
+    services: Services,
+    run: Run,
+    node: Node,
+    contract: MethodContract | None = None,
+    reads: RunReads | None = None,
+    *,
+    commands: Sequence[Command] = (),
+    events: Sequence[RunEvent] = (),
+    numbers: dict[int, int] | None = None,
+) -> None:
     number = (numbers if numbers is not None else node_numbers(reads.nodes if reads else [node])).get(node.id, 0)
     # The node's number in its run for the reader; its stored id only in the container's key (a
     # class on the page), for the browser tests.
@@ -132,7 +150,9 @@ def node_panel(services: Services, run: Run, node: Node, contract: MethodContrac
             for source in sources:
                 render_source(st, source.title, source.url or source.ref, source.snippet)
     knowledge_browser(services, run, node, contract, data, reads)
-    st.caption(f"Tokens {node.prompt_tokens + node.completion_tokens:,} · cost ${node.cost:.4f} · "
-               f"LLM time {node.latency_s:.1f} s")
+    st.caption(
+        f"Tokens {node.prompt_tokens + node.completion_tokens:,} · cost ${node.cost:.4f} · "
+        f"LLM time {node.latency_s:.1f} s"
+    )
     with st.expander("Details (the node's stored data)"):
         st.json(node.data or {}, expanded=False)

@@ -26,7 +26,9 @@ def source_words(node: Node, number: int | None = None) -> tuple[str, ...]:
     return ("node", str(number if number else node.id), "source")
 
 
-def _section_markdown(section: TextSection, known: Sequence[int], numbers: dict[int, int]) -> tuple[str, dict[int, int]]:
+def _section_markdown(
+    section: TextSection, known: Sequence[int], numbers: dict[int, int]
+) -> tuple[str, dict[int, int]]:
     """The section's body, citations numbered on from `numbers` (source id -> n), as prose: the
     model's words make no structure; a list section's items are ours, one line each."""
     paragraphs = []
@@ -62,8 +64,10 @@ def node_answer(node: Node, data: NodeData | None, all_sources: Sequence[Source]
     markdown, numbering = answer_markdown(node, data, [s.id for s in all_sources])
     words = source_words(node, number)
     if not markdown.strip():
-        st.info("This node has no answer to show: the model gave only field names or error messages. "
-                "Retry the node (or resume the run) to solve it again.")
+        st.info(
+            "This node has no answer to show: the model gave only field names or error messages. "
+            "Retry the node (or resume the run) to solve it again."
+        )
         return
     st.markdown(link_citations(markdown, numbering.keys(), words))
     if numbering:
@@ -72,8 +76,10 @@ def node_answer(node: Node, data: NodeData | None, all_sources: Sequence[Source]
         entries = []
         for number, source_id in sorted(numbering.items()):
             source = by_id[source_id]
-            entries.append(f"###### {entry_heading(words, number)}\n"
-                           f"[{number}] {inline_text(source.title) or 'Untitled'} — {url_text(source.url or source.ref)}")
+            entries.append(
+                f"###### {entry_heading(words, number)}\n"
+                f"[{number}] {inline_text(source.title) or 'Untitled'} — {url_text(source.url or source.ref)}"
+            )
         st.markdown("\n\n".join(entries))
 
 

@@ -24,16 +24,28 @@ def own_model_settings(services: Services, person: Viewer) -> None:
     team = services.settings.llm
     team_info = services.llm_info(team_llm(services))
     st.subheader("Language model")
-    choice = st.radio("Your runs use", ["team", "own"], index=1 if prefs.own_model else 0, key="settings-own-model",
-                      format_func={"team": f"The team's model ({inline_text(team_info['description'])}, "
-                                           "chosen by your admins)",
-                                   "own": "My own endpoint and model"}.get)
+    choice = st.radio(
+        "Your runs use",
+        ["team", "own"],
+        index=1 if prefs.own_model else 0,
+        key="settings-own-model",
+        format_func={
+            "team": f"The team's model ({inline_text(team_info['description'])}, chosen by your admins)",
+            "own": "My own endpoint and model",
+        }.get,
+    )
     candidate = prefs
     typed = ""
     if choice == "own":
         candidate, typed = _own_fields(services, person, prefs)
-    search = st.radio("Search", list(_SEARCHES), index=list(_SEARCHES).index(prefs.search), horizontal=True,
-                      key="settings-search", format_func=_SEARCHES.get)
+    search = st.radio(
+        "Search",
+        list(_SEARCHES),
+        index=list(_SEARCHES).index(prefs.search),
+        horizontal=True,
+        key="settings-search",
+        format_func=_SEARCHES.get,
+    )
     wanted = candidate.model_copy(update={"search": search, "own_model": choice == "own"})
     cols = st.columns(2)
     if cols[0].button("Save", type="primary", key="settings-save"):
@@ -47,44 +59,69 @@ def own_model_settings(services: Services, person: Viewer) -> None:
         st.success("Saved. Your new runs use these settings.")
     if choice == "own" and cols[1].button("Test connection", key="settings-test"):
         _test(services, wanted, person, typed)
-    if choice == "own" and team.base_url and same_endpoint(wanted.base_url, team.base_url) and not typed \
-            and not services.keys.has_key(person.user_id, wanted.base_url):
+    if (
+        choice == "own"
+        and team.base_url
+        and same_endpoint(wanted.base_url, team.base_url)
+        and not typed
+        and not services.keys.has_key(person.user_id, wanted.base_url)
+    ):
         st.caption("This is the team's endpoint: without a key of yours, the team's key pays for your runs.")
 
 
 def _own_fields(services: Services, person: Viewer, prefs: Preferences) -> tuple[Preferences, str]:
     presets = {name: values for name, values in PRESETS.items() if name != "Ollama (local)"}
 
-    fields = endpoint_fields(prefs, presets, (("report", "final reports"), ("planner", "task planning"),
-                                              ("summarizer", "node summaries")))
+    fields = endpoint_fields(
+        prefs, presets, (("report", "final reports"), ("planner", "task planning"), ("summarizer", "node summaries"))
+    )
     base_url = fields.base_url
     typed = ""
     if services.queue is not None:
         # Workers in other processes execute the runs: a key reaches them only if it is stored.
-        st.caption("Runs here execute on workers, which receive no typed key (it would have to be stored): "
-                   "your own endpoint must need no key, or be the team's endpoint.")
+        st.caption(
+            "Runs here execute on workers, which receive no typed key (it would have to be stored): "
+            "your own endpoint must need no key, or be the team's endpoint."
+        )
     else:
         held = services.keys.has_key(person.user_id, base_url)
-        typed = st.text_input("API key", type="password", key="settings-api-key",
-                              help="Kept only in this server's memory while it runs, for your runs only: never "
-                                   "saved, never shown. Type it again after the server restarts or you sign out.")
+        typed = st.text_input(
+            "API key",
+            type="password",
+            key="settings-api-key",
+            help="Kept only in this server's memory while it runs, for your runs only: never "
+            "saved, never shown. Type it again after the server restarts or you sign out.",
+        )
         st.caption("Your API key: " + ("held for this endpoint (in memory only)" if held else "not set"))
         if held and st.button("Forget my key", key="settings-forget-key"):
             services.keys.forget(person.user_id)
             st.rerun()
-    return Preferences(llm="openai", preset=fields.preset, base_url=base_url, model=fields.model, models=fields.models,
-                       structured_mode=fields.structured_mode, search=prefs.search, own_model=True), typed
+    return Preferences(
+        llm="openai",
+        preset=fields.preset,
+        base_url=base_url,
+        model=fields.model,
+        models=fields.models,
+        structured_mode=fields.structured_mode,
+        search=prefs.search,
+        own_model=True,
+    ), typed
 
 
 def _problem(services: Services, wanted: Preferences, person: Viewer, typed: str) -> str | None:
     if not wanted.model.strip():
         return "the model is empty: type the model's name at your endpoint"
     team = services.settings.llm
-    keyless = not typed and not services.keys.has_key(person.user_id, wanted.base_url) \
+    keyless = (
+        not typed
+        and not services.keys.has_key(person.user_id, wanted.base_url)
         and not (same_endpoint(wanted.base_url, team.base_url) and team.api_key)
+    )
     if keyless and same_endpoint(wanted.base_url, DEFAULT_BASE_URL):
         return "OpenAI's API needs a key: type yours under API key (it is kept in memory only, never saved)"
-    return endpoint_problem(wanted.base_url, team_url=team.base_url, allow_private=services.settings.allow_private_fetch)
+    return endpoint_problem(
+        wanted.base_url, team_url=team.base_url, allow_private=services.settings.allow_private_fetch
+    )
 
 
 def _test(services: Services, wanted: Preferences, person: Viewer, typed: str) -> None:

@@ -87,8 +87,11 @@ def readable_problems(fields: Mapping[str, FieldInfo], errors: Sequence[Mapping[
             problems.append(f"{field_label(name, info)} is {error.get('input')!r}; allowed: {allowed}")
         elif error.get("type") == "string_too_long":
             given = len(error["input"]) if isinstance(error.get("input"), str) else None
-            problems.append(f"{field_label(name, info)} is too long" + (f" ({given:,} characters)" if given else "")
-                            + f"; at most {error.get('ctx', {}).get('max_length', 0):,}: shorten it")
+            problems.append(
+                f"{field_label(name, info)} is too long"
+                + (f" ({given:,} characters)" if given else "")
+                + f"; at most {error.get('ctx', {}).get('max_length', 0):,}: shorten it"
+            )
         else:
             problems.append(f"{field_label(name, info)}: {error['msg']}")
     return "; ".join(dict.fromkeys(problems)) + "." if problems else None  # each problem once
@@ -111,11 +114,22 @@ def field_widget(name: str, info: FieldInfo, *, key: str, default: Any) -> Any:
     extra = info.json_schema_extra
     placeholder = extra.get("placeholder") if isinstance(extra, dict) else None
     if annotation is int:
-        return st.number_input(label, value=None if default is None else int(default), step=1,
-                               help=_with_range(help_text, info), key=key, placeholder=placeholder)
+        return st.number_input(
+            label,
+            value=None if default is None else int(default),
+            step=1,
+            help=_with_range(help_text, info),
+            key=key,
+            placeholder=placeholder,
+        )
     if annotation is float:
-        return st.number_input(label, value=None if default is None else float(default),
-                               help=_with_range(help_text, info), key=key, placeholder=placeholder)
+        return st.number_input(
+            label,
+            value=None if default is None else float(default),
+            help=_with_range(help_text, info),
+            key=key,
+            placeholder=placeholder,
+        )
     if typing.get_origin(annotation) is typing.Literal:
         options = list(typing.get_args(annotation))
         index = options.index(default) if default in options else (None if optional else 0)
@@ -132,8 +146,14 @@ def field_widget(name: str, info: FieldInfo, *, key: str, default: Any) -> Any:
     return st.text_input(label, value="" if default is None else str(default), help=help_text, key=key)
 
 
-def model_form(model: type[BaseModel], *, key: str, defaults: dict[str, Any] | None = None,
-               fields: Iterable[str] | None = None, check: Checker | None = None) -> dict[str, Any]:
+def model_form(
+    model: type[BaseModel],
+    *,
+    key: str,
+    defaults: dict[str, Any] | None = None,
+    fields: Iterable[str] | None = None,
+    check: Checker | None = None,
+) -> dict[str, Any]:
     """Widgets for the model's fields (or only `fields`), keyed `<key>.<field>`, starting at
     `defaults` or the model's defaults (a required field starts empty); the raw values. `check`
     (values -> errors by field, `errors_by_field`) says each problem under its field, in the form's
@@ -153,8 +173,11 @@ def model_form(model: type[BaseModel], *, key: str, defaults: dict[str, Any] | N
         slots[None] = st.empty()  # a problem that names no field: under the form
         for name, errors in check(values).items():
             slot = slots.get(name, slots[None])
-            slot.error(readable_problems(model.model_fields, errors)
-                       or as_sentence("; ".join(str(e.get("msg", "")) for e in errors)), icon=":material/error:")
+            slot.error(
+                readable_problems(model.model_fields, errors)
+                or as_sentence("; ".join(str(e.get("msg", "")) for e in errors)),
+                icon=":material/error:",
+            )
     return values
 
 
@@ -162,5 +185,6 @@ def params_form(params_type: type[MethodParams], *, key: str, defaults: dict[str
     """Widgets for every field of a method's Params, starting at `defaults` (a profile's) or the
     paper's defaults, each checked as it is entered (its problem said under it); returns the raw
     values (Start validates them again with the Params model)."""
-    return model_form(params_type, key=key, defaults=defaults,
-                      check=lambda values: errors_by_field(params_type, values))
+    return model_form(
+        params_type, key=key, defaults=defaults, check=lambda values: errors_by_field(params_type, values)
+    )

@@ -31,6 +31,8 @@ def through_the_app() -> None:
     such as sys.argv or another session's __main__, is touched.)"""
     if PagesManager.uses_pages_directory or _run_alone():
         PagesManager.uses_pages_directory = False  # the next sessions start in app.py's navigation
-        exec(compile(APP.read_text(encoding="utf-8"), str(APP), "exec"), {"__name__": "thoughtmap_app",
-                                                                          "__file__": str(APP)})
+        exec(
+            compile(APP.read_text(encoding="utf-8"), str(APP), "exec"),
+            {"__name__": "thoughtmap_app", "__file__": str(APP)},
+        )
         st.stop()

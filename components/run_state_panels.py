@@ -63,6 +63,7 @@ def state_panels(services: Services, run: Run, contract: MethodContract, reads: 
 
 def notice_list(services: Services, run: Run, contract: MethodContract, reads: RunReads | None = None) -> list[Notice]:
     """What the method says the reader should know now (read once per version of the run)."""
+
     def read() -> list[Notice]:
         method = services.method(run.method)()
         return method.notices(services.reads.graph(run.id, contract))
@@ -88,8 +89,14 @@ def notices(services: Services, run: Run, contract: MethodContract, reads: RunRe
     return offered
 
 
-def run_commands(services: Services, run: Run, contract: MethodContract, commands: Sequence[Command] = (),
-                 *, offered_above: set[str] = frozenset()) -> None:
+def run_commands(
+    services: Services,
+    run: Run,
+    contract: MethodContract,
+    commands: Sequence[Command] = (),
+    *,
+    offered_above: set[str] = frozenset(),
+) -> None:
     """The run-level commands (e.g. rewrite the outline) as buttons, with their forms when they take
     a payload, each with what became of its latest commands under its button: a refusal is said
     where the command was given, not only in the step log. A command a notice above offers already
@@ -101,8 +108,13 @@ def run_commands(services: Services, run: Run, contract: MethodContract, command
     offered = {spec.name for spec in specs}
     outcomes = Outcomes.of(contract, [c for c in commands if c.kind in offered])
     # As the node panel lays out its own: buttons in a row that wraps, then each form in its frame.
-    command_controls(services, run, [spec for spec in specs if spec.name not in offered_above],
-                     key=f"run-cmd-{run.id}", outcomes=outcomes)
+    command_controls(
+        services,
+        run,
+        [spec for spec in specs if spec.name not in offered_above],
+        key=f"run-cmd-{run.id}",
+        outcomes=outcomes,
+    )
 
 
 def has_side_tab(contract: MethodContract) -> bool:
@@ -111,8 +123,15 @@ def has_side_tab(contract: MethodContract) -> bool:
     return bool(contract.view.panels or contract.run_commands)
 
 
-def side_panels(services: Services, run: Run, contract: MethodContract, reads: RunReads | None = None,
-                commands: Sequence[Command] = (), *, offered: set[str] | None = None) -> None:
+def side_panels(
+    services: Services,
+    run: Run,
+    contract: MethodContract,
+    reads: RunReads | None = None,
+    commands: Sequence[Command] = (),
+    *,
+    offered: set[str] | None = None,
+) -> None:
     """The run's tab: its state panels, then its commands. `offered`: the commands the notices
     (drawn above the tabs, where either tab shows them) offer already; None draws the notices here."""
     if offered is None:

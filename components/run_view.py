@@ -24,8 +24,9 @@ PROGRESS_KEY = "run-progress"
 NOW_KEY = "run-now"  # the "Now:" line, or the finished run's "steer it on" line in its place
 # Our own constant style (no run text in it): the "Now:" line stays one line, so what it says does not
 # change its height, nor move the map below it. The page puts it in (`pages/explore.py`).
-NOW_LINE_STYLE = (f"<style>.st-key-{NOW_KEY} p {{ white-space: nowrap; overflow: hidden; "
-                  "text-overflow: ellipsis; }</style>")
+NOW_LINE_STYLE = (
+    f"<style>.st-key-{NOW_KEY} p {{ white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }}</style>"
+)
 BETWEEN_STEPS = "choosing the next step"
 PAUSED = "paused; press Resume to continue"
 
@@ -38,7 +39,7 @@ def question_line(run: Run) -> None:
     """The run's question as text (never a heading: a long question would fill the page), cut to a
     preview when long, the whole of it in an expander."""
     question = run.question or run.title
-    if run.title and run.title != question[:len(run.title)]:
+    if run.title and run.title != question[: len(run.title)]:
         st.markdown(f"**{inline_text(run.title)}**")  # a name the user gave the run
     preview = question if len(question) <= QUESTION_PREVIEW_CHARS else question[:QUESTION_PREVIEW_CHARS].rstrip() + " …"
     st.markdown(f"**Question:** {inline_text(preview)}")
@@ -79,15 +80,26 @@ def progress_line(run: Run, nodes: Sequence[Node], lifecycle: Sequence[RunEvent]
         time_part = f"wall {minutes(wall)}"
     # Nodes that will never be done, said beside the count: "12 / 17 nodes done" alone reads as
     # unfinished work on a finished run whose other 5 were pruned.
-    ended = [f"{count} {status}" for status in (NodeStatus.PRUNED, NodeStatus.FAILED)
-             if (count := sum(n.status == status for n in nodes))]
+    ended = [
+        f"{count} {status}"
+        for status in (NodeStatus.PRUNED, NodeStatus.FAILED)
+        if (count := sum(n.status == status for n in nodes))
+    ]
     nodes_part = f"{done} / {len(nodes)} nodes done" + (f" ({', '.join(ended)})" if ended else "")
-    return " · ".join([run.status, nodes_part, time_part,
-                       f"{run.prompt_tokens + run.completion_tokens:,} tokens", f"${run.cost:.4f}"])
+    return " · ".join(
+        [run.status, nodes_part, time_part, f"{run.prompt_tokens + run.completion_tokens:,} tokens", f"${run.cost:.4f}"]
+    )
 
 
-def progress(run: Run, nodes: list[Node], *, lifecycle: Sequence[RunEvent] = (), events: Sequence[RunEvent] = (),
-             numbers: dict[int, int] | None = None, steerable: bool = False) -> None:
+def progress(
+    run: Run,
+    nodes: list[Node],
+    *,
+    lifecycle: Sequence[RunEvent] = (),
+    events: Sequence[RunEvent] = (),
+    numbers: dict[int, int] | None = None,
+    steerable: bool = False,
+) -> None:
     """One compact line (so the map starts above the fold), then "Now:" — each running node with
     its current step — and what the run's status asks of the reader. A finished run whose method
     takes commands on its nodes (`steerable`) says, where "Now:" was, that it can be steered on:
@@ -108,8 +120,9 @@ def progress(run: Run, nodes: list[Node], *, lifecycle: Sequence[RunEvent] = (),
                 # One line, cut with an ellipsis (`NOW_LINE_STYLE`; the step log below has it whole): the steps
                 # of running nodes come and go, and a line that wrapped to two or three moved the map.
                 with st.container(key=NOW_KEY):
-                    st.caption("Now: " + " · ".join(inline_text(line) for line in lines[:4])
-                               + (" …" if len(lines) > 4 else ""))
+                    st.caption(
+                        "Now: " + " · ".join(inline_text(line) for line in lines[:4]) + (" …" if len(lines) > 4 else "")
+                    )
         if run.status == RunStatus.STOPPED and run.stop_reason:
             short = budget_short(run)
             # The budget's own words, not the CLI's hint (--max-tokens): the fields below raise it here.
@@ -139,17 +152,28 @@ def raised_budget(run: Run) -> dict:
     raised: dict = {}
     if run.max_tokens is not None:
         used = run.prompt_tokens + run.completion_tokens
-        raised["max_tokens"] = int(cols[0].number_input(
-            "Max tokens to continue with",
-            min_value=run.max_tokens + 1 if short.dimension == "tokens" else run.max_tokens,
-            value=2 * run.max_tokens if short.dimension == "tokens" else run.max_tokens, step=1000,
-            key=f"raise-tokens-{run.id}", help=f"{used:,} used so far; {inline_text(str(short))}"))
+        raised["max_tokens"] = int(
+            cols[0].number_input(
+                "Max tokens to continue with",
+                min_value=run.max_tokens + 1 if short.dimension == "tokens" else run.max_tokens,
+                value=2 * run.max_tokens if short.dimension == "tokens" else run.max_tokens,
+                step=1000,
+                key=f"raise-tokens-{run.id}",
+                help=f"{used:,} used so far; {inline_text(str(short))}",
+            )
+        )
     if run.max_cost is not None:
-        raised["max_cost"] = float(cols[1].number_input(
-            "Max cost ($) to continue with",
-            min_value=run.max_cost * 1.01 if short.dimension == "cost" else run.max_cost,
-            value=2 * run.max_cost if short.dimension == "cost" else run.max_cost, step=0.1, format="%.4f",
-            key=f"raise-cost-{run.id}", help=f"${run.cost:.4f} spent so far"))
+        raised["max_cost"] = float(
+            cols[1].number_input(
+                "Max cost ($) to continue with",
+                min_value=run.max_cost * 1.01 if short.dimension == "cost" else run.max_cost,
+                value=2 * run.max_cost if short.dimension == "cost" else run.max_cost,
+                step=0.1,
+                format="%.4f",
+                key=f"raise-cost-{run.id}",
+                help=f"${run.cost:.4f} spent so far",
+            )
+        )
     return raised
 
 
@@ -164,8 +188,15 @@ CONTROLS_WIDTH = 280  # px: room for the widest pair ("Retry failed nodes", "Rai
 def controls_row(run: Run):
     """The row the run's buttons go in, of one size whether it has buttons or none, so it can sit
     beside the question: what is beside it does not move when a steered run reopens and ends."""
-    return st.container(horizontal=True, height=CONTROLS_HEIGHT, width=CONTROLS_WIDTH, border=False,
-                        vertical_alignment="center", horizontal_alignment="right", key=f"controls-{run.id}")
+    return st.container(
+        horizontal=True,
+        height=CONTROLS_HEIGHT,
+        width=CONTROLS_WIDTH,
+        border=False,
+        vertical_alignment="center",
+        horizontal_alignment="right",
+        key=f"controls-{run.id}",
+    )
 
 
 def controls(services: Services, run: Run, *, row=None) -> None:
@@ -197,8 +228,9 @@ def controls(services: Services, run: Run, *, row=None) -> None:
             runner.raise_budget(run.id, **raised)
             st.session_state["flash"] = "Budget raised: send your command again"
             st.rerun(scope="app")
-        if resume and row.button("Retry failed nodes" if retryable else "Resume", key=f"resume-{run.id}",
-                                 type="primary"):
+        if resume and row.button(
+            "Retry failed nodes" if retryable else "Resume", key=f"resume-{run.id}", type="primary"
+        ):
             services.access.check_may_run(identity.viewer(services), run)  # the person's own limits
             runner.resume(run.id, **raised)
             st.session_state["flash"] = "Resuming"

@@ -24,20 +24,23 @@ def share_controls(services: Services, run: Run) -> None:
     shares = shared_with(services, run)
     st.caption("Shared read-only with: " + (", ".join(inline_text(s) for s in shares) if shares else "nobody yet"))
     with st.form(f"share-form-{run.id}", border=False, enter_to_submit=True):
-        email = st.text_input("Share with (email)", key=f"share-email-{run.id}",
-                              placeholder="someone who has signed in once")
+        email = st.text_input(
+            "Share with (email)", key=f"share-email-{run.id}", placeholder="someone who has signed in once"
+        )
         shared = st.form_submit_button("Share", key=f"share-{run.id}")
     if shared and email.strip():
         _act(lambda: services.access.share(person, run, email.strip()), f"Shared with {email.strip()}")
     everyone = "everyone signed in" in shares
-    if st.button("Stop sharing with everyone" if everyone else "Share with everyone signed in",
-                 key=f"share-everyone-{run.id}"):
+    if st.button(
+        "Stop sharing with everyone" if everyone else "Share with everyone signed in", key=f"share-everyone-{run.id}"
+    ):
         action = services.access.unshare if everyone else services.access.share
         _act(lambda: action(person, run, None), "Sharing changed")
     named = [s for s in shares if s != "everyone signed in"]
     if named:
-        gone = st.selectbox("Stop sharing with", named, index=None, key=f"unshare-{run.id}",
-                            placeholder="choose a person")
+        gone = st.selectbox(
+            "Stop sharing with", named, index=None, key=f"unshare-{run.id}", placeholder="choose a person"
+        )
         if gone and st.button("Stop sharing", key=f"unshare-button-{run.id}"):
             _act(lambda: services.access.unshare(person, run, gone), f"No longer shared with {gone}")
 

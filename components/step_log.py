@@ -78,13 +78,13 @@ def command_details(contract: MethodContract | None, command: Command) -> str:
         elif isinstance(value, (list, tuple)):
             value = ", ".join(str(v) for v in value)
         text = " ".join(str(value).split())
-        text = text if len(text) <= DETAIL_CHARS else text[:DETAIL_CHARS - 1] + "…"
+        text = text if len(text) <= DETAIL_CHARS else text[: DETAIL_CHARS - 1] + "…"
         parts.append(f"{field_label(name, info)} " + (f"“{text}”" if typed else text))
     return ", ".join(parts)
 
 
 def command_state(contract: MethodContract | None, command: Command, *, details: bool = True) -> str:
-    """"Prune queued", "applying Prune", "Pin knowledge unit applied · Knowledge unit 2", "Prune
+    """ "Prune queued", "applying Prune", "Pin knowledge unit applied · Knowledge unit 2", "Prune
     refused: <why>"; `details`: with what the person gave (a map badge has no room for it)."""
     label = command_label(contract, command.kind)
     state = {
@@ -106,8 +106,12 @@ def open_commands(commands: Iterable[Command]) -> dict[int, list[Command]]:
     return by_node
 
 
-def node_badges(nodes: Sequence[Node], events: Iterable[RunEvent], commands: Iterable[Command],
-                contract: MethodContract | None = None) -> dict[int, str]:
+def node_badges(
+    nodes: Sequence[Node],
+    events: Iterable[RunEvent],
+    commands: Iterable[Command],
+    contract: MethodContract | None = None,
+) -> dict[int, str]:
     """Node id -> one short line for the map: a steering command on its way (queued, applying),
     else the running node's current step."""
     steps = current_steps(events)
@@ -121,9 +125,10 @@ def node_badges(nodes: Sequence[Node], events: Iterable[RunEvent], commands: Ite
     return badges
 
 
-def now_lines(nodes: Sequence[Node], events: Sequence[RunEvent], numbers: dict[int, int],
-              *, label_chars: int = 60) -> list[str]:
-    """"#n label — its current step" for each running node; when none is running, the run's latest
+def now_lines(
+    nodes: Sequence[Node], events: Sequence[RunEvent], numbers: dict[int, int], *, label_chars: int = 60
+) -> list[str]:
+    """ "#n label — its current step" for each running node; when none is running, the run's latest
     step (a node's engines deciding what comes next, the report). Plain text (the caller makes it
     safe); events newest first."""
     by_id = {node.id: node for node in nodes}
@@ -132,7 +137,7 @@ def now_lines(nodes: Sequence[Node], events: Sequence[RunEvent], numbers: dict[i
         node = by_id.get(node_id)
         if node is None:
             return step
-        label = node.label if len(node.label) <= label_chars else node.label[:label_chars - 1] + "…"
+        label = node.label if len(node.label) <= label_chars else node.label[: label_chars - 1] + "…"
         return f"#{numbers.get(node.id, '?')} {label} — {step}"
 
     steps = current_steps(events)
@@ -149,13 +154,14 @@ def log_line(event: RunEvent, numbers: dict[int, int]) -> str:
     return f"`{event.created_at:%H:%M:%S}` {where}{inline_text(event.text)}"
 
 
-def step_log(events: Sequence[RunEvent], numbers: dict[int, int], *, key: str,
-             selected: int | None = None) -> None:
+def step_log(events: Sequence[RunEvent], numbers: dict[int, int], *, key: str, selected: int | None = None) -> None:
     """The log under the map: newest first, optionally only the selected node's lines."""
     with st.expander("Step log", expanded=True):
         only_selected = selected is not None and st.toggle(
-            f"Only #{numbers.get(selected, '?')}", key=f"{key}-only-selected",
-            help="Show only what happened to the node selected on the map.")
+            f"Only #{numbers.get(selected, '?')}",
+            key=f"{key}-only-selected",
+            help="Show only what happened to the node selected on the map.",
+        )
         shown = [e for e in events if not only_selected or e.node_id == selected]
         if not shown:
             st.caption("Nothing yet: the first step appears here as soon as the run starts.")

@@ -23,6 +23,7 @@ from storage.users import UserNotFound, UserStore
 if TYPE_CHECKING:
     from storage.repository import Repository
 
+
 class AccessDenied(PermissionError):
     """The person may not do this; the message says why, in words for them."""
 
@@ -44,8 +45,13 @@ class Viewer:
     @classmethod
     def of(cls, user: User, *, signed_in: bool) -> Viewer:
         assert user.id is not None
-        return cls(user_id=user.id, name=user.name or user.email or f"user {user.id}", email=user.email,
-                   is_admin=user.is_admin, signed_in=signed_in)
+        return cls(
+            user_id=user.id,
+            name=user.name or user.email or f"user {user.id}",
+            email=user.email,
+            is_admin=user.is_admin,
+            signed_in=signed_in,
+        )
 
     @property
     def sees_everything(self) -> bool:
@@ -94,8 +100,9 @@ class Access:
 
     def check_read(self, viewer: Viewer, run: Run) -> None:
         if not self.can_read(viewer, run):
-            raise AccessDenied(f"run {run.id} is not yours and was not shared with you; "
-                               "ask its owner to share it with you")
+            raise AccessDenied(
+                f"run {run.id} is not yours and was not shared with you; ask its owner to share it with you"
+            )
 
     def visible_to(self, viewer: Viewer) -> int | None:
         """The `visible_to` filter of run lists: None when the viewer sees every run."""
@@ -103,8 +110,12 @@ class Access:
 
     def reads_as_admin(self, viewer: Viewer, run: Run) -> bool:
         """An admin reading a run that is neither theirs nor shared with them (the app says so)."""
-        return viewer.signed_in and viewer.is_admin and run.user_id != viewer.user_id \
+        return (
+            viewer.signed_in
+            and viewer.is_admin
+            and run.user_id != viewer.user_id
             and not self.users.shared_with(run.id, viewer.user_id)
+        )
 
     # ------------------------------------------------------------------ changing
     def can_change(self, viewer: Viewer, run: Run) -> bool:
@@ -114,8 +125,10 @@ class Access:
         self.check_read(viewer, run)
         if not self.can_change(viewer, run):
             owner = self.owner_name(run)
-            raise AccessDenied(f"only the owner of run {run.id} ({owner}) can change it; you can read it, "
-                               "or start a run of your own on its question")
+            raise AccessDenied(
+                f"only the owner of run {run.id} ({owner}) can change it; you can read it, "
+                "or start a run of your own on its question"
+            )
 
     def owner_name(self, run: Run) -> str:
         if run.user_id is None:
@@ -132,14 +145,18 @@ class Access:
             try:
                 user_id = self.users.find_user(with_email).id
             except UserNotFound as exc:
-                raise LookupError(f"nobody with the email '{with_email}' has signed in yet; they can be "
-                                  "given the run once they have signed in once") from exc
+                raise LookupError(
+                    f"nobody with the email '{with_email}' has signed in yet; they can be "
+                    "given the run once they have signed in once"
+                ) from exc
         self.users.share_run(run.id, user_id)
 
     def shared_with(self, run_id: str, *, everyone: str) -> list[str]:
         """Whom the run is shared with: emails, and `everyone` (the caller's word for everyone signed in)."""
-        return [self.users.get_user(s.user_id).email if s.user_id is not None else everyone
-                for s in self.users.list_shares(run_id)]
+        return [
+            self.users.get_user(s.user_id).email if s.user_id is not None else everyone
+            for s in self.users.list_shares(run_id)
+        ]
 
     def unshare(self, viewer: Viewer, run: Run, with_email: str | None) -> None:
         self.check_change(viewer, run)
@@ -157,15 +174,19 @@ class Access:
         if limits.max_active_runs is not None:
             active = self.repo.count_runs(owned_by=viewer.user_id, statuses=RunStatus.ACTIVE)
             if active + runs > limits.max_active_runs:
-                raise LimitReached(f"you have {active} runs queued or running, your limit is "
-                                   f"{limits.max_active_runs}; wait for one to end, or stop one")
+                raise LimitReached(
+                    f"you have {active} runs queued or running, your limit is "
+                    f"{limits.max_active_runs}; wait for one to end, or stop one"
+                )
         if limits.max_cost is None:
             return max_cost
         spent = self.repo.spent_by(viewer.user_id, since=utcnow() - SPENDING_WINDOW)
         left = limits.max_cost - spent
         if left <= 0:
-            raise LimitReached(f"you have spent ${spent:.2f} in the last 30 days, your limit is "
-                               f"${limits.max_cost:.2f}; an admin can raise THOUGHTMAP_USER_MAX_COST")
+            raise LimitReached(
+                f"you have spent ${spent:.2f} in the last 30 days, your limit is "
+                f"${limits.max_cost:.2f}; an admin can raise THOUGHTMAP_USER_MAX_COST"
+            )
         share = left / max(runs, 1)
         return share if max_cost is None else min(max_cost, share)
 
@@ -182,8 +203,10 @@ class Access:
         if active > limit:
             for run_id in run_ids:
                 self.repo.delete_run(run_id)
-            raise LimitReached(f"you have {active - len(run_ids)} runs queued or running, your limit is {limit}; "
-                               "wait for one to end, or stop one")
+            raise LimitReached(
+                f"you have {active - len(run_ids)} runs queued or running, your limit is {limit}; "
+                "wait for one to end, or stop one"
+            )
 
     def check_may_run(self, viewer: Viewer, run: Run) -> None:
         """Before a run of the viewer's executes again (Resume, Retry, a steering reopen): their limits

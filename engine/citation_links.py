@@ -35,6 +35,7 @@ def entry_heading(words: Sequence[str], number: int) -> str:
 def link_citations(markdown: str, numbers: Collection[int], words: Sequence[str] = ("source",)) -> str:
     """Each `[n]` (n among `numbers`, the entries that exist) as a link to its entry's anchor.
     Run on sanitised Markdown: the sanitiser leaves `[n]` as it is."""
+
     def link(match: re.Match[str]) -> str:
         number = int(match.group(1))
         return f"[[{number}]](#{anchor(words, number)})" if number in numbers else match.group(0)

@@ -26,7 +26,8 @@ _MODEL_CITATION = re.compile(rf"([ \t]*)\[({_CITED})\](?=([.,;:!?])?)")
 _CITATION_LINK = re.compile(
     rf"!?(?:\[(\[{_CITED}\])\]|(\[{_CITED}\]))"
     r"\(\s*(?:<[^<>\n]*>|(?:[a-z][a-z0-9+.-]*:|www\.|#|/)(?:[^()\s]|\([^()\s]*\))*)\s*\)",
-    re.I)
+    re.I,
+)
 _RANGE = re.compile(r"(\d+)\s*[-–]\s*(\d+)")
 MAX_RANGE = 20  # "[1-3]" cites three sources; "[1990-2024]" is a span of years, not 35 citations
 # A page's own reference markers (Wikipedia's "[12]", reference-list lines) would collide with our
@@ -62,8 +63,9 @@ class CitableSource(Protocol):
     snippet: str
 
 
-def source_blocks(sources: Sequence[CitableSource], *, max_chars: int = 1500,
-                  numbers: Sequence[int] | None = None) -> str:
+def source_blocks(
+    sources: Sequence[CitableSource], *, max_chars: int = 1500, numbers: Sequence[int] | None = None
+) -> str:
     """The numbered source list for a prompt: a `[n] Title` line, its text, a blank line.
 
     `numbers` gives each source its number when they are not simply 1..N (a subset of a list)."""
@@ -82,12 +84,15 @@ def source_blocks(sources: Sequence[CitableSource], *, max_chars: int = 1500,
 # titles and addresses the model made up, beside links to ours, would contradict it.
 _REFERENCE_HEADING = re.compile(
     r"[ \t]*(?:#{1,6}[ \t]+)?[*_]{0,2}[ \t]*(?:sources?|references?|bibliography|works cited|citations?)"
-    r"[ \t]*:?[ \t]*[*_]{0,2}[ \t]*:?[ \t]*", re.I)
+    r"[ \t]*:?[ \t]*[*_]{0,2}[ \t]*:?[ \t]*",
+    re.I,
+)
 # An entry of such a list starts with its number or a citation ("[1] Title", "1. [[S11]] Title",
 # "- [2] ...") or is an address; a bullet with words before its citation is content, and stays.
 _REFERENCE_ENTRY = re.compile(
     r"^[ \t]*(?:(?:\d+[.)]|[-*+])[ \t]+)?(?:\[\^?\d+\]|\[\[S\d+\]\])|^[ \t]*(?:(?:\d+[.)]|[-*+])[ \t]+)?<?https?://",
-    re.I)
+    re.I,
+)
 
 
 def without_reference_list(text: str) -> str:
@@ -100,7 +105,7 @@ def without_reference_list(text: str) -> str:
     for index in range(len(lines) - 1, -1, -1):
         if index in code or not _REFERENCE_HEADING.fullmatch(lines[index]):
             continue
-        entries = [line for line in lines[index + 1:end] if line.strip()]
+        entries = [line for line in lines[index + 1 : end] if line.strip()]
         if not all(_REFERENCE_ENTRY.match(line) for line in entries):
             break
         end = index
@@ -219,6 +224,7 @@ def without_model_citations(text: str) -> str:
 def without_page_markers(text: str) -> str:
     """A page's text without storage markers and its own reference markers ("[41]", "[citation
     needed]"): shown in a node, they would link to our source of that number, another page."""
+
     def drop(match: re.Match[str]) -> str:
         return _left_of_marker(match, 2)
 
@@ -242,7 +248,8 @@ _STOPWORDS = frozenset(
     "the and for are was were with that this from has have had its not but which who whom what when where "
     "how why into onto than then also been being their there these those they them his her him she our "
     "you your all any can could would should may might will shall about over under after before between "
-    "during while such each other more most some only very one two".split())
+    "during while such each other more most some only very one two".split()
+)
 # A sentence, a list item or a line: the units a citation is attached to.
 _UNIT = re.compile(r"[^\n.!?]+(?:[.!?]+(?=\s|$)|(?=\n)|$)")
 
@@ -251,8 +258,9 @@ def _content_words(text: str) -> set[str]:
     return {w for w in _WORD.findall(text.lower()) if w not in _STOPWORDS}
 
 
-def attribute_uncited(text: str, sources: Sequence[CitableSource], *, min_words: int = 4,
-                      min_share: float = 0.6) -> tuple[str, int]:
+def attribute_uncited(
+    text: str, sources: Sequence[CitableSource], *, min_words: int = 4, min_share: float = 0.6
+) -> tuple[str, int]:
     """Add `[n]` to sentences that cite nothing but are clearly drawn from source n.
 
     Small models often write from their sources without citing them, or name a source by its
@@ -270,8 +278,12 @@ def attribute_uncited(text: str, sources: Sequence[CitableSource], *, min_words:
     def cite(match: re.Match[str]) -> str:
         nonlocal added
         unit = match.group(0)
-        if (_MODEL_CITATION.search(unit) or not unit.strip() or unit.rstrip().endswith("?")
-                or unit.lstrip().startswith("#")):
+        if (
+            _MODEL_CITATION.search(unit)
+            or not unit.strip()
+            or unit.rstrip().endswith("?")
+            or unit.lstrip().startswith("#")
+        ):
             return unit  # already cited, empty, a question (which asserts nothing) or a heading
         bare = unit.strip().strip("-*• ").rstrip(".!?").strip().lower()
         number = titles.get(bare)
@@ -286,8 +298,8 @@ def attribute_uncited(text: str, sources: Sequence[CitableSource], *, min_words:
             number = best + 1
         added += 1
         body = unit.rstrip()
-        trail = unit[len(body):]
+        trail = unit[len(body) :]
         stripped = body.rstrip(".!?")
-        return f"{stripped} [{number}]{body[len(stripped):]}{trail}"
+        return f"{stripped} [{number}]{body[len(stripped) :]}{trail}"
 
     return _UNIT.sub(cite, text), added

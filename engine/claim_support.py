@@ -78,11 +78,7 @@ CLAIM_SUPPORT = Prompt(
         "opposite (contradicted). A sentence supported only in part is not_supported. Give a short "
         "reason for each.\n\n" + DATA_RULE
     ),
-    user=(
-        "$source\n\n"
-        "$sentences\n\n"
-        "Give one verdict for every sentence number listed: $numbers."
-    ),
+    user=("$source\n\n$sentences\n\nGive one verdict for every sentence number listed: $numbers."),
 )
 
 CLAIMS_PURPOSE = "judge_claims"
@@ -113,7 +109,7 @@ def split_sentences(report: str) -> list[str]:
             leading = _LEADING_MARKERS.match(piece)
             if leading and sentences:
                 sentences[-1] += " " + leading.group(0).strip()
-                piece = piece[leading.end():].strip()
+                piece = piece[leading.end() :].strip()
             if piece:
                 sentences.append(piece)
     return sentences
@@ -185,13 +181,21 @@ def cited_sentences(run: JudgedRun) -> list[SentenceCheck]:
     for number, sentence in enumerate(split_sentences(run.report), start=1):
         ids = list(dict.fromkeys(int(m) for m in _MARKER.findall(sentence)))
         if ids:
-            found.append(SentenceCheck(number=number, text=_plain(sentence), citations=[
-                CitationCheck(source_id=i, status="invalid" if i in run.sources else "dangling") for i in ids]))
+            found.append(
+                SentenceCheck(
+                    number=number,
+                    text=_plain(sentence),
+                    citations=[
+                        CitationCheck(source_id=i, status="invalid" if i in run.sources else "dangling") for i in ids
+                    ],
+                )
+            )
     return found
 
 
-def check_claims(llm: EvalLLM, run: JudgedRun,
-                 parallel: Callable[[Sequence[Callable[[], None]]], object] | None = None) -> ClaimSupportResult:
+def check_claims(
+    llm: EvalLLM, run: JudgedRun, parallel: Callable[[Sequence[Callable[[], None]]], object] | None = None
+) -> ClaimSupportResult:
     """Each cited sentence judged against its source, one judge call per source (in batches of
     `BATCH` sentences). The calls are independent: `parallel` (a run's `ctx.parallel`) makes them
     together; without it they are made one after the other."""
@@ -212,7 +216,7 @@ def check_claims(llm: EvalLLM, run: JudgedRun,
         shown = quoted("SOURCE", f"{source.title}\n{text}")
         for start in range(0, len(pairs), BATCH):
             # Each batch writes only its own pairs' verdicts.
-            calls.append(partial(_judge_batch, llm, shown, pairs[start:start + BATCH]))
+            calls.append(partial(_judge_batch, llm, shown, pairs[start : start + BATCH]))
     if parallel is not None:
         parallel(calls)
     else:
@@ -228,8 +232,9 @@ def check_claims(llm: EvalLLM, run: JudgedRun,
 def _judge_batch(llm: EvalLLM, shown_source: str, pairs: list[tuple[SentenceCheck, CitationCheck]]) -> None:
     numbers = tuple(sentence.number for sentence, _ in pairs)
     listed = "\n\n".join(quoted(f"SENTENCE {sentence.number}", sentence.text) for sentence, _ in pairs)
-    messages = CLAIM_SUPPORT.render(source=shown_source, sentences=listed,
-                                    numbers=", ".join(f"sentence_{n}" for n in numbers))
+    messages = CLAIM_SUPPORT.render(
+        source=shown_source, sentences=listed, numbers=", ".join(f"sentence_{n}" for n in numbers)
+    )
     try:
         answer = llm.ask(messages, _batch_model(numbers), purpose=CLAIMS_PURPOSE)
     except StructuredOutputError as exc:
@@ -241,5 +246,17 @@ def _judge_batch(llm: EvalLLM, shown_source: str, pairs: list[tuple[SentenceChec
         citation.status, citation.reason = verdict.verdict, verdict.reason
 
 
-__all__ = ["BATCH", "CLAIMS_PURPOSE", "CLAIM_SUPPORT", "PROTOCOL", "CitationCheck", "ClaimSupportResult", "JudgedRun",
-           "SentenceCheck", "check_claims", "citation_error_rate", "cited_sentences", "split_sentences"]
+__all__ = [
+    "BATCH",
+    "CLAIMS_PURPOSE",
+    "CLAIM_SUPPORT",
+    "PROTOCOL",
+    "CitationCheck",
+    "ClaimSupportResult",
+    "JudgedRun",
+    "SentenceCheck",
+    "check_claims",
+    "citation_error_rate",
+    "cited_sentences",
+    "split_sentences",
+]

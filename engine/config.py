@@ -198,14 +198,11 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     # Its form is checked where the database is opened (storage/db.py `open_database`).
     database_url = env.get("THOUGHTMAP_DATABASE_URL") or default_database_url(home)
     prefix = "THOUGHTMAP_MODEL_"
-    per_purpose = {
-        key[len(prefix) :].lower(): value
-        for key, value in env.items()
-        if key.startswith(prefix) and value
-    }
+    per_purpose = {key[len(prefix) :].lower(): value for key, value in env.items() if key.startswith(prefix) and value}
     llm = LLMSettings(
-        base_url=endpoint_url(env, "OPENAI_BASE_URL", DEFAULT_BASE_URL,
-                              example="http://127.0.0.1:11434/v1 for Ollama (unset: OpenAI)"),
+        base_url=endpoint_url(
+            env, "OPENAI_BASE_URL", DEFAULT_BASE_URL, example="http://127.0.0.1:11434/v1 for Ollama (unset: OpenAI)"
+        ),
         api_key=env.get("OPENAI_API_KEY") or None,
         model=env.get("THOUGHTMAP_MODEL") or DEFAULT_MODEL,
         models=per_purpose,
@@ -230,9 +227,11 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         local=_local_settings(env),
         embeddings=_embeddings_settings(env, llm),
         builtin_embeddings=choice(env, "THOUGHTMAP_BUILTIN_EMBEDDINGS", ("0", "1"), "1") == "1",
-        rerank=RerankSettings(url=endpoint_url(env, "THOUGHTMAP_RERANK_URL", example="http://127.0.0.1:8000/v1"),
-                              model=(env.get("THOUGHTMAP_RERANK_MODEL") or "").strip(),
-                              api_key=env.get("THOUGHTMAP_RERANK_API_KEY") or None),
+        rerank=RerankSettings(
+            url=endpoint_url(env, "THOUGHTMAP_RERANK_URL", example="http://127.0.0.1:8000/v1"),
+            model=(env.get("THOUGHTMAP_RERANK_MODEL") or "").strip(),
+            api_key=env.get("THOUGHTMAP_RERANK_API_KEY") or None,
+        ),
         retrieval=_retrieval_settings(env),
         team=load_team_settings(env),
     )
@@ -253,10 +252,10 @@ def _embeddings_settings(env: Mapping[str, str], llm: LLMSettings) -> Embeddings
     url = endpoint_url(env, "THOUGHTMAP_EMBEDDINGS_URL", example="http://127.0.0.1:8000/v1")
     if not url:
         return None
-    key = env.get("THOUGHTMAP_EMBEDDINGS_KEY") or (
-        llm.api_key if url.rstrip("/") == llm.base_url.rstrip("/") else None)
-    return EmbeddingsSettings(base_url=url, model=env.get("THOUGHTMAP_EMBEDDINGS_MODEL") or DEFAULT_EMBEDDINGS_MODEL,
-                              api_key=key)
+    key = env.get("THOUGHTMAP_EMBEDDINGS_KEY") or (llm.api_key if url.rstrip("/") == llm.base_url.rstrip("/") else None)
+    return EmbeddingsSettings(
+        base_url=url, model=env.get("THOUGHTMAP_EMBEDDINGS_MODEL") or DEFAULT_EMBEDDINGS_MODEL, api_key=key
+    )
 
 
 def _local_settings(env: Mapping[str, str]) -> LocalModelSettings:
@@ -265,9 +264,11 @@ def _local_settings(env: Mapping[str, str]) -> LocalModelSettings:
         values["model_path"] = Path(env["THOUGHTMAP_LOCAL_MODEL"]).expanduser()
     if env.get("THOUGHTMAP_MODELS_DIR"):
         values["models_dir"] = Path(env["THOUGHTMAP_MODELS_DIR"]).expanduser()
-    for name, key, minimum, maximum in (("port", "THOUGHTMAP_LOCAL_PORT", 0, 65535),
-                                        ("context_tokens", "THOUGHTMAP_LOCAL_CTX", 1, None),
-                                        ("threads", "THOUGHTMAP_LOCAL_THREADS", 1, None)):
+    for name, key, minimum, maximum in (
+        ("port", "THOUGHTMAP_LOCAL_PORT", 0, 65535),
+        ("context_tokens", "THOUGHTMAP_LOCAL_CTX", 1, None),
+        ("threads", "THOUGHTMAP_LOCAL_THREADS", 1, None),
+    ):
         default = LocalModelSettings.model_fields[name].get_default(call_default_factory=True)
         values[name] = number(env, key, int, default, minimum=minimum, maximum=maximum)
     if env.get("THOUGHTMAP_OLLAMA_URL"):

@@ -48,13 +48,23 @@ def endpoint_url(env: Mapping[str, str], name: str, default: str = "", *, exampl
     """The http(s) URL in `name` (stripped), `default` when unset; ConfigError when unusable."""
     url = (env.get(name) or "").strip() or default
     if url and (problem := url_problem(url)):
-        raise ConfigError(f"{name}={redact_url(url)} cannot be used: {problem}. "
-                          f"Set it to the server's URL, e.g. {example}, or unset it")
+        raise ConfigError(
+            f"{name}={redact_url(url)} cannot be used: {problem}. "
+            f"Set it to the server's URL, e.g. {example}, or unset it"
+        )
     return url
 
 
-def number(env: Mapping[str, str], name: str, parse: Callable[[str], Number], default: Number, *,
-           minimum: float, maximum: float | None = None, above_minimum: bool = False) -> Number:
+def number(
+    env: Mapping[str, str],
+    name: str,
+    parse: Callable[[str], Number],
+    default: Number,
+    *,
+    minimum: float,
+    maximum: float | None = None,
+    above_minimum: bool = False,
+) -> Number:
     """The number in `name` (`parse=int`: a whole number), `default` when unset; ConfigError when
     it is not a finite number within its range (NaN and infinity would defeat every comparison)."""
     text = (env.get(name) or "").strip()
@@ -69,10 +79,17 @@ def number(env: Mapping[str, str], name: str, parse: Callable[[str], Number], de
     too_high = value is not None and maximum is not None and value > maximum
     if value is None or not math.isfinite(value) or too_low or too_high:
         kind = "a whole number" if parse is int else "a number"
-        bound = (f"from {minimum:g} to {maximum:g}" if maximum is not None
-                 else f"above {minimum:g}" if above_minimum else f"of at least {minimum:g}")
-        raise ConfigError(f"{name}={text!r} cannot be used: it must be {kind} {bound}. "
-                          f"Set such a number, or unset it for the default ({default:g})")
+        bound = (
+            f"from {minimum:g} to {maximum:g}"
+            if maximum is not None
+            else f"above {minimum:g}"
+            if above_minimum
+            else f"of at least {minimum:g}"
+        )
+        raise ConfigError(
+            f"{name}={text!r} cannot be used: it must be {kind} {bound}. "
+            f"Set such a number, or unset it for the default ({default:g})"
+        )
     return value
 
 
@@ -84,6 +101,8 @@ def choice(env: Mapping[str, str], name: str, choices: Sequence[Choice], default
     if not value:
         return default
     if value not in choices:
-        raise ConfigError(f"{name}={text!r} cannot be used: choose one of {', '.join(choices)}, "
-                          f"or unset it for the default ({default})")
+        raise ConfigError(
+            f"{name}={text!r} cannot be used: choose one of {', '.join(choices)}, "
+            f"or unset it for the default ({default})"
+        )
     return cast(Choice, value)  # one of `choices`: checked just above

@@ -240,8 +240,12 @@ class CommandSpec:
 
     def applies_to(self, node: Node) -> bool:
         """Whether the command is accepted on this node (the declared kinds, statuses and root)."""
-        return (self.targets_node and node.kind in self.kinds and node.status in self.statuses
-                and (self.on_root or node.parent_id is not None))
+        return (
+            self.targets_node
+            and node.kind in self.kinds
+            and node.status in self.statuses
+            and (self.on_root or node.parent_id is not None)
+        )
 
     def offered_on(self, node: Node) -> bool:
         """Whether the app offers it there: accepted, and not one the method would refuse (`offered_when`)."""
@@ -253,20 +257,31 @@ class CommandSpec:
             return self.payload.model_validate(dict(raw or {}))
         except ValidationError as exc:
             problems = "; ".join(
-                f"{'.'.join(str(p) for p in error['loc']) or 'payload'}: {error['msg']}" for error in exc.errors())
+                f"{'.'.join(str(p) for p in error['loc']) or 'payload'}: {error['msg']}" for error in exc.errors()
+            )
             raise CommandRejected(f"'{self.name}' got a payload it cannot use ({problems})", exc.errors()) from None
 
     def form_fields(self) -> dict[str, Any]:
         """The payload fields a person fills in (the target node is chosen on the map)."""
-        return {name: info for name, info in self.payload.model_fields.items()
-                if name != "node_id" and name not in self.payload.resolved_fields}
+        return {
+            name: info
+            for name, info in self.payload.model_fields.items()
+            if name != "node_id" and name not in self.payload.resolved_fields
+        }
 
 
 def restore_command(kinds: frozenset[str], output: str = "report") -> CommandSpec:
     """Undo a prune: the pruned branch comes back as it was (`RunGraph.restore`)."""
-    return CommandSpec("restore", "Restore", f"Bring this pruned branch back as it was; the {output} includes it "
-                       "again.", NodeCommand, kinds=kinds, statuses=frozenset({NodeStatus.PRUNED}), on_root=False,
-                       done="Restored")
+    return CommandSpec(
+        "restore",
+        "Restore",
+        f"Bring this pruned branch back as it was; the {output} includes it again.",
+        NodeCommand,
+        kinds=kinds,
+        statuses=frozenset({NodeStatus.PRUNED}),
+        on_root=False,
+        done="Restored",
+    )
 
 
 REGENERATE_REPORT = "regenerate_report"
@@ -276,9 +291,15 @@ ANSWER_NODE = "answer_node"
 
 
 def regenerate_report_command(label: str = "Rewrite report", *, listed: bool = True) -> CommandSpec:
-    return CommandSpec(REGENERATE_REPORT, label, "Write the report again from the current tree (on a stopped run, "
-                       "a partial report of what it found; the run stays stopped).",
-                       done="Rewriting the report", listed=listed, report_only=True)
+    return CommandSpec(
+        REGENERATE_REPORT,
+        label,
+        "Write the report again from the current tree (on a stopped run, "
+        "a partial report of what it found; the run stays stopped).",
+        done="Rewriting the report",
+        listed=listed,
+        report_only=True,
+    )
 
 
 # --------------------------------------------------------------------------- run state
@@ -410,9 +431,16 @@ class MethodContract:
     steps: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
-    def build(cls, method: str, node_kinds: Sequence[NodeKind], edge_kinds: Sequence[EdgeKind],
-              commands: Sequence[CommandSpec], run_states: Sequence[RunStateSpec], view: ViewSpec,
-              steps: Mapping[str, str] | None = None) -> MethodContract:
+    def build(
+        cls,
+        method: str,
+        node_kinds: Sequence[NodeKind],
+        edge_kinds: Sequence[EdgeKind],
+        commands: Sequence[CommandSpec],
+        run_states: Sequence[RunStateSpec],
+        view: ViewSpec,
+        steps: Mapping[str, str] | None = None,
+    ) -> MethodContract:
         def index(items: Iterable[_NamedT], what: str) -> dict[str, _NamedT]:
             out: dict[str, _NamedT] = {}
             for item in items:
@@ -427,15 +455,18 @@ class MethodContract:
         states = index(run_states, "run state")
         for kind in kinds.values():
             if kind.browses_knowledge and kind.data.knowledge_graph is NodeData.knowledge_graph:
-                raise ContractError(f"{method}: node kind '{kind.name}' offers the knowledge graph browser, so "
-                                    f"{kind.data.__name__} must say which graph (NodeData.knowledge_graph)")
+                raise ContractError(
+                    f"{method}: node kind '{kind.name}' offers the knowledge graph browser, so "
+                    f"{kind.data.__name__} must say which graph (NodeData.knowledge_graph)"
+                )
         for command in cmds.values():
             unknown = command.kinds - kinds.keys()
             if unknown:
                 raise ContractError(f"{method}: command '{command.name}' names undeclared node kinds {sorted(unknown)}")
             if command.kinds and not command.targets_node:
-                raise ContractError(f"{method}: command '{command.name}' applies to nodes, so its payload "
-                                    "must be a NodeCommand")
+                raise ContractError(
+                    f"{method}: command '{command.name}' applies to nodes, so its payload must be a NodeCommand"
+                )
         for panel in view.panels:
             if panel not in states:
                 raise ContractError(f"{method}: the view shows run state '{panel}', which is not declared")
@@ -454,15 +485,17 @@ class MethodContract:
         try:
             return self.node_kinds[name]
         except KeyError:
-            raise NodeDataError(f"{self.method} declares no node kind '{name}' "
-                                f"(it declares: {', '.join(self.node_kinds)})") from None
+            raise NodeDataError(
+                f"{self.method} declares no node kind '{name}' (it declares: {', '.join(self.node_kinds)})"
+            ) from None
 
     def edge(self, name: str) -> EdgeKind:
         try:
             return self.edge_kinds[name]
         except KeyError:
-            raise NodeDataError(f"{self.method} declares no edge kind '{name}' "
-                                f"(it declares: {', '.join(self.edge_kinds)})") from None
+            raise NodeDataError(
+                f"{self.method} declares no edge kind '{name}' (it declares: {', '.join(self.edge_kinds)})"
+            ) from None
 
     def state(self, name: str) -> RunStateSpec:
         try:

@@ -79,8 +79,9 @@ class RunGraph:
     edge kind and every run state is checked against what the method declared (`NodeDataError`
     otherwise: a bug)."""
 
-    def __init__(self, repo: Repository, run_id: str, contract: MethodContract | None = None,
-                 journal: RunJournal | None = None) -> None:
+    def __init__(
+        self, repo: Repository, run_id: str, contract: MethodContract | None = None, journal: RunJournal | None = None
+    ) -> None:
         self._repo = repo
         self.run_id = run_id
         self.contract = contract
@@ -208,7 +209,9 @@ class RunGraph:
 
     # ------------------------------------------------------------------ checks
 
-    def _checked(self, kind: str, data: Mapping[str, Any] | BaseModel | None, node_id: int | None = None) -> dict[str, Any]:
+    def _checked(
+        self, kind: str, data: Mapping[str, Any] | BaseModel | None, node_id: int | None = None
+    ) -> dict[str, Any]:
         if data is None:
             return {}
         if self.contract is None:
@@ -225,18 +228,39 @@ class RunGraph:
 
     # ------------------------------------------------------------------ nodes
 
-    def add(self, *, kind: str, label: str, parent: Node | int | None = None, content: str = "",
-            status: str = NodeStatus.PENDING, depth: int | None = None, priority: float = 0.0,
-            data: Mapping[str, Any] | BaseModel | None = None, edge_kind: str = "child") -> Node:
+    def add(
+        self,
+        *,
+        kind: str,
+        label: str,
+        parent: Node | int | None = None,
+        content: str = "",
+        status: str = NodeStatus.PENDING,
+        depth: int | None = None,
+        priority: float = 0.0,
+        data: Mapping[str, Any] | BaseModel | None = None,
+        edge_kind: str = "child",
+    ) -> Node:
         self._check_kind(kind)
         self._check_edge(edge_kind)
         parent_node = self.node(parent) if isinstance(parent, int) else parent
         if depth is None:
             depth = parent_node.depth + 1 if parent_node else 0
-        return self._add_inputs([NodeInput(
-            kind=kind, label=label, content=content, parent_id=parent_node.id if parent_node else None,
-            status=status, depth=depth, priority=priority, data=self._checked(kind, data), edge_kind=edge_kind,
-        )])[0]
+        return self._add_inputs(
+            [
+                NodeInput(
+                    kind=kind,
+                    label=label,
+                    content=content,
+                    parent_id=parent_node.id if parent_node else None,
+                    status=status,
+                    depth=depth,
+                    priority=priority,
+                    data=self._checked(kind, data),
+                    edge_kind=edge_kind,
+                )
+            ]
+        )[0]
 
     def add_many(self, nodes: Sequence[NewNode]) -> list[Node]:
         """Several nodes in one transaction (e.g. the children a step proposed)."""
@@ -245,9 +269,19 @@ class RunGraph:
             self._check_kind(new.kind)
             self._check_edge(new.edge_kind)
             depth = new.depth if new.depth is not None else (new.parent.depth + 1 if new.parent else 0)
-            inputs.append(NodeInput(kind=new.kind, label=new.label, parent_id=new.parent.id if new.parent else None,
-                                    content=new.content, status=new.status, depth=depth, priority=new.priority,
-                                    data=self._checked(new.kind, new.data), edge_kind=new.edge_kind))
+            inputs.append(
+                NodeInput(
+                    kind=new.kind,
+                    label=new.label,
+                    parent_id=new.parent.id if new.parent else None,
+                    content=new.content,
+                    status=new.status,
+                    depth=depth,
+                    priority=new.priority,
+                    data=self._checked(new.kind, new.data),
+                    edge_kind=new.edge_kind,
+                )
+            )
         return self._add_inputs(inputs) if inputs else []
 
     def _add_inputs(self, inputs: Sequence[NodeInput]) -> list[Node]:
@@ -280,8 +314,14 @@ class RunGraph:
     def start(self, node: Node) -> Node:
         return self.update(node, status=NodeStatus.RUNNING, started_at=utcnow(), error="")
 
-    def finish(self, node: Node, *, content: str | None = None, data: Mapping[str, Any] | BaseModel | None = None,
-               label: str | None = None) -> Node:
+    def finish(
+        self,
+        node: Node,
+        *,
+        content: str | None = None,
+        data: Mapping[str, Any] | BaseModel | None = None,
+        label: str | None = None,
+    ) -> Node:
         values: dict[str, Any] = {"status": NodeStatus.DONE, "finished_at": utcnow()}
         if content is not None:
             values["content"] = content
@@ -297,8 +337,14 @@ class RunGraph:
         self.narrate(narration.plain_failure(error), node_id=node.id, kind=narration.FAILED, error=error[:2000])
         return failed
 
-    def update(self, node: Node, *, merge_data: Mapping[str, Any] | BaseModel | None = None,
-               replace_data: Mapping[str, Any] | BaseModel | None = None, **values: Any) -> Node:
+    def update(
+        self,
+        node: Node,
+        *,
+        merge_data: Mapping[str, Any] | BaseModel | None = None,
+        replace_data: Mapping[str, Any] | BaseModel | None = None,
+        **values: Any,
+    ) -> Node:
         """Set columns; `merge_data` is merged into the node's data, `replace_data` replaces it."""
         if "data" in values:
             raise TypeError("use merge_data= or replace_data=, so the data is checked against the node's kind")
@@ -320,8 +366,15 @@ class RunGraph:
             self._data[stored_id(updated)] = dict(updated.data or {})
             return updated
 
-    def _gathered_update(self, journal: RunJournal, node: Node, node_id: int, merge_data: Mapping[str, Any] | BaseModel | None,
-                         replace_data: Mapping[str, Any] | BaseModel | None, values: dict[str, Any]) -> Node:
+    def _gathered_update(
+        self,
+        journal: RunJournal,
+        node: Node,
+        node_id: int,
+        merge_data: Mapping[str, Any] | BaseModel | None,
+        replace_data: Mapping[str, Any] | BaseModel | None,
+        values: dict[str, Any],
+    ) -> Node:
         """`update` through the journal: the node's new values are gathered, and the node is handed
         back as this graph has made it (usage totals as last read)."""
         if merge_data is not None and replace_data is None:
@@ -388,8 +441,13 @@ class RunGraph:
         while stack:
             current = stack.pop()
             if current.status != NodeStatus.PRUNED:
-                pruned.append(self.update(current, status=NodeStatus.PRUNED,
-                                          merge_data={"status_before_prune": current.status, "pruned_with": node.id}))
+                pruned.append(
+                    self.update(
+                        current,
+                        status=NodeStatus.PRUNED,
+                        merge_data={"status_before_prune": current.status, "pruned_with": node.id},
+                    )
+                )
             stack.extend(by_parent.get(current.id, []))
         return pruned
 
@@ -417,8 +475,9 @@ class RunGraph:
                 continue  # pruned on its own, before: stays pruned
             before = data.get("status_before_prune") or NodeStatus.DONE
             status = NodeStatus.PENDING if before == NodeStatus.RUNNING else before
-            restored.append(self.update(current, status=status,
-                                        merge_data={"status_before_prune": None, "pruned_with": None}))
+            restored.append(
+                self.update(current, status=status, merge_data={"status_before_prune": None, "pruned_with": None})
+            )
             stack.extend(by_parent.get(current.id, []))
         return restored
 
@@ -535,8 +594,15 @@ class RunGraph:
     def add_source_batches(self, batches: Sequence[Sequence[Hit]], *, node: Node | None = None) -> list[list[Source]]:
         """`add_sources` of each batch in turn (several searches' results, each ranked within its
         own), stored in one write."""
-        inputs = [[SourceInput(ref=h.ref, title=h.title, snippet=h.snippet, text=h.text, kind=h.kind,
-                               url=h.url, score=h.score) for h in hits] for hits in batches]
+        inputs = [
+            [
+                SourceInput(
+                    ref=h.ref, title=h.title, snippet=h.snippet, text=h.text, kind=h.kind, url=h.url, score=h.score
+                )
+                for h in hits
+            ]
+            for hits in batches
+        ]
         node_id = node.id if node else None
         journal = self._gathering()
         if journal is None:
@@ -549,12 +615,16 @@ class RunGraph:
             with self._lock:
                 known = self._source_refs
                 # A first execution knows every stored source's text as well: nothing is read back.
-                texts = {source.ref: source.text for source in self._sources_by_id.values()} \
-                    if self._fresh and self._mirroring else None
+                texts = (
+                    {source.ref: source.text for source in self._sources_by_id.values()}
+                    if self._fresh and self._mirroring
+                    else None
+                )
             if known is None:
                 known = self._repo.source_refs(self.run_id)
-            stored = self._repo.add_source_batches(self.run_id, inputs, node_id=node_id, stored_refs=known,
-                                                   stored_texts=texts, bump=False)
+            stored = self._repo.add_source_batches(
+                self.run_id, inputs, node_id=node_id, stored_refs=known, stored_texts=texts, bump=False
+            )
             with self._lock:
                 self._source_refs = known | self._source_refs if self._source_refs else set(known)
                 self._source_refs |= {item.ref for batch in inputs for item in batch}
@@ -597,16 +667,25 @@ class RunGraph:
                     return [_copy_source(self._sources_by_id[sid]) for sid in sorted(self._sources_by_id)]
                 if stored_id(node) in (self._mirror or {}) and stored_id(node) not in self._unknown_links:
                     links = self._links.get(stored_id(node), {})
-                    return [_copy_source(self._sources_by_id[sid])
-                            for sid in sorted(links, key=lambda sid: (links[sid], sid))]
+                    return [
+                        _copy_source(self._sources_by_id[sid])
+                        for sid in sorted(links, key=lambda sid: (links[sid], sid))
+                    ]
         if self._journal is not None:
             self._journal.flush_links()  # a node's links may be gathered, not stored yet
         return self._repo.sources_for_node(stored_id(node)) if node else self._repo.list_sources(self.run_id)
 
     # ------------------------------------------------------------------ reports
 
-    def save_report(self, markdown: str, *, data: dict[str, Any] | None = None, kind: str = "final",
-                    own: str = "", headings: Sequence[str] = ()) -> None:
+    def save_report(
+        self,
+        markdown: str,
+        *,
+        data: dict[str, Any] | None = None,
+        kind: str = "final",
+        own: str = "",
+        headings: Sequence[str] = (),
+    ) -> None:
         """`markdown`: the report's text as the model wrote it (or a page, a document): untrusted, it is
         shown as prose and makes no structure (`engine/report.py`). `own`: what the method adds
         after it, its own sections and notes, whose headings, lists and quotes stay; any untrusted

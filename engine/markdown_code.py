@@ -96,7 +96,7 @@ def close_fence(text: str) -> str:
         return text
     last = found[-1]  # the block left open is the last one the parser found
     opener = _lines(text)[last.first]
-    indent = " " * len(opener[:opener.index(last.markup)].expandtabs(4))  # a list item's marker counts
+    indent = " " * len(opener[: opener.index(last.markup)].expandtabs(4))  # a list item's marker counts
     base = text if text.endswith("\n") else text + "\n"
     for margin in dict.fromkeys((indent, indent[:3], "")):
         closed = base + margin + last.markup
@@ -118,8 +118,8 @@ def _span_segments(prose: str) -> list[Segment]:
             position = opener.end()
             continue
         if opener.start() > start:
-            segments.append(Segment(prose[start:opener.start()], False))
-        segments.append(Segment(prose[opener.start():closer.end()], True))
+            segments.append(Segment(prose[start : opener.start()], False))
+        segments.append(Segment(prose[opener.start() : closer.end()], True))
         position = start = closer.end()
     if start < len(prose):
         segments.append(Segment(prose[start:], False))

@@ -18,8 +18,9 @@ _FUNCTION_WORDS = frozenset(
     both each either neither every all any some many most much few more less other such same one
     """.split()
 )
-_CONNECTORS = frozenset({"of", "the", "for", "and", "de", "du", "des", "da", "von", "van", "der", "la", "le",
-                         "del", "y", "&"})
+_CONNECTORS = frozenset(
+    {"of", "the", "for", "and", "de", "du", "des", "da", "von", "van", "der", "la", "le", "del", "y", "&"}
+)
 # A word; a hyphen joins letters ("Jean-Paul") but splits numbers ("1844-1846" is two years).
 _TOKEN = re.compile(r"[^\W_][\w'’&]*(?:-(?=[^\W\d_])[\w'’&]+)*")
 _YEAR = re.compile(r"^(1[0-9]{3}|20[0-9]{2})$")

@@ -64,16 +64,20 @@ def unrelated_text(query: str, dropped: int, found: int) -> str:
 
 def _quoted(text: str, limit: int = 120) -> str:
     one_line = " ".join(text.split())
-    return one_line if len(one_line) <= limit else one_line[:limit - 1] + "…"
+    return one_line if len(one_line) <= limit else one_line[: limit - 1] + "…"
 
 
 # Technical failure texts and what they mean to a reader. The first match wins; the original
 # text stays in the event's data.
 _PLAIN_FAILURES: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"did not match \w+ after (\d+) attempts", re.I),
-     "the model's answer did not have the expected form, even after {0} tries"),
-    (re.compile(r"field required|validation error|input should be|extra inputs", re.I),
-     "the model's answer did not have the expected form"),
+    (
+        re.compile(r"did not match \w+ after (\d+) attempts", re.I),
+        "the model's answer did not have the expected form, even after {0} tries",
+    ),
+    (
+        re.compile(r"field required|validation error|input should be|extra inputs", re.I),
+        "the model's answer did not have the expected form",
+    ),
     (re.compile(r"every task of the plan failed", re.I), "every task of its plan failed"),
     (re.compile(r"every search failed", re.I), "every search failed"),
     (re.compile(r"timed? ?out|timeout", re.I), "the model took too long to answer"),

@@ -20,10 +20,17 @@ def detect_ollama(url: str, timeout_s: float = 0.5) -> list[str] | None:
     models = body.get("models") if isinstance(body, dict) else None
     if not isinstance(models, list):
         return None
-    return [str(m.get("name") or m.get("model")) for m in models if isinstance(m, dict) and (m.get("name") or m.get("model"))]
+    return [
+        str(m.get("name") or m.get("model"))
+        for m in models
+        if isinstance(m, dict) and (m.get("name") or m.get("model"))
+    ]
 
 
 def ollama_preset(url: str, models: list[str]) -> dict[str, str]:
     """Settings preset for a detected Ollama: its OpenAI-compatible endpoint and first model."""
-    return {"base_url": f"{url.rstrip('/')}/v1", "model": models[0] if models else "llama3.1",
-            "structured_mode": "json_object"}
+    return {
+        "base_url": f"{url.rstrip('/')}/v1",
+        "model": models[0] if models else "llama3.1",
+        "structured_mode": "json_object",
+    }

@@ -50,8 +50,9 @@ class _Calls:
             self._finished.acquire()
 
 
-def run_parallel_settled(executor: Executor | None, calls: Sequence[Callable[[], T]]
-                         ) -> list[tuple[T | None, BaseException | None]]:
+def run_parallel_settled(
+    executor: Executor | None, calls: Sequence[Callable[[], T]]
+) -> list[tuple[T | None, BaseException | None]]:
     """Run `calls` concurrently; every outcome in order, (result, None) or (None, error). Every
     call has ended when this returns."""
     batch = _Calls(calls)

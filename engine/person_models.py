@@ -72,8 +72,9 @@ def same_endpoint(a: str, b: str) -> bool:
     return _endpoint_key(a) == _endpoint_key(b)
 
 
-def endpoint_problem(base_url: str, *, team_url: str, allow_private: bool,
-                     resolver: Resolver = system_resolver) -> str | None:
+def endpoint_problem(
+    base_url: str, *, team_url: str, allow_private: bool, resolver: Resolver = system_resolver
+) -> str | None:
     """Why a person (not an admin) may not use `base_url` as their endpoint, or None. Checked when they
     save it and each time an adapter is made for it. (A name that resolves to a public address
     when checked and a private one later is not caught: an admin who fears that keeps people on the
@@ -101,9 +102,11 @@ def _address_problem(base_url: str, addresses: list[str]) -> str | None:
     for address in addresses:
         why = address_problem(address)
         if why:
-            return (f"{redact_url(base_url)} is {why} ({address}): the server would call its own network for you. "
-                    "Use a public endpoint, the team's model, or ask an admin (THOUGHTMAP_ALLOW_PRIVATE_FETCH=1 "
-                    "allows private addresses)")
+            return (
+                f"{redact_url(base_url)} is {why} ({address}): the server would call its own network for you. "
+                "Use a public endpoint, the team's model, or ask an admin (THOUGHTMAP_ALLOW_PRIVATE_FETCH=1 "
+                "allows private addresses)"
+            )
     return None
 
 
@@ -111,9 +114,16 @@ def person_llm_info(settings: LLMSettings, *, own_key: bool) -> dict[str, Any]:
     """What a run on a person's own endpoint stores: where and which models, and whether the
     person's own key pays (`own_key`). Never the key, never credentials inside the URL."""
     base_url = redact_url(settings.base_url)
-    return {"kind": "openai", "endpoint": PERSON_ENDPOINT, "model": settings.model, "base_url": base_url,
-            "models": dict(settings.models), "structured_mode": settings.structured_mode,
-            "own_key": own_key, "description": f"{settings.model} at {base_url}"}
+    return {
+        "kind": "openai",
+        "endpoint": PERSON_ENDPOINT,
+        "model": settings.model,
+        "base_url": base_url,
+        "models": dict(settings.models),
+        "structured_mode": settings.structured_mode,
+        "own_key": own_key,
+        "description": f"{settings.model} at {base_url}",
+    }
 
 
 def run_llm_settings(info: dict[str, Any], team: LLMSettings, keys: KeyRing, user_id: int | None) -> LLMSettings:
@@ -130,19 +140,29 @@ def run_llm_settings(info: dict[str, Any], team: LLMSettings, keys: KeyRing, use
             raise LLMAuthError(
                 f"this run uses its owner's own API key for {base_url}, and this process does not hold it: a "
                 "typed key is kept only in the memory of the app that it was typed into, never stored",
-                hint="Its owner types the key again in Settings (Your model), then presses Resume.")
+                hint="Its owner types the key again in Settings (Your model), then presses Resume.",
+            )
         base_url, api_key = held.base_url, held.api_key
     elif same_endpoint(base_url, team.base_url):
         base_url, api_key = team.base_url, team.api_key  # the team's own endpoint: the server's key
     models = info.get("models") or {}
-    return team.model_copy(update={
-        "base_url": base_url, "api_key": api_key, "model": str(info.get("model") or team.model),
-        "models": {str(k): str(v) for k, v in dict(models).items()},
-        "structured_mode": info.get("structured_mode") or team.structured_mode,
-    })
+    return team.model_copy(
+        update={
+            "base_url": base_url,
+            "api_key": api_key,
+            "model": str(info.get("model") or team.model),
+            "models": {str(k): str(v) for k, v in dict(models).items()},
+            "structured_mode": info.get("structured_mode") or team.structured_mode,
+        }
+    )
 
 
 def adapter_identity(settings: LLMSettings) -> tuple[Any, ...]:
     """What makes two adapters the same: one is built per distinct endpoint, models and key."""
-    return (settings.base_url, settings.model, tuple(sorted(settings.models.items())), settings.structured_mode,
-            settings.api_key)
+    return (
+        settings.base_url,
+        settings.model,
+        tuple(sorted(settings.models.items())),
+        settings.structured_mode,
+        settings.api_key,
+    )

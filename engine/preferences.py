@@ -16,15 +16,22 @@ from engine.redact import redact_url
 PRESETS: dict[str, dict[str, str]] = {
     "OpenAI": {"base_url": DEFAULT_BASE_URL, "model": DEFAULT_MODEL, "structured_mode": "auto"},
     "Ollama (local)": {"base_url": "http://127.0.0.1:11434/v1", "model": "llama3.1", "structured_mode": "json_object"},
-    "vLLM server": {"base_url": "http://127.0.0.1:8000/v1", "model": "Qwen/Qwen2.5-7B-Instruct", "structured_mode": "json_schema"},
+    "vLLM server": {
+        "base_url": "http://127.0.0.1:8000/v1",
+        "model": "Qwen/Qwen2.5-7B-Instruct",
+        "structured_mode": "json_schema",
+    },
     "llama.cpp server": {"base_url": "http://127.0.0.1:8080/v1", "model": "local", "structured_mode": "json_object"},
     "Custom endpoint": {},
 }
 
 
 class Preferences(BaseModel):
-    llm: LLMChoice = Field(default="auto", description="auto: the endpoint when one is configured, else the built-in "
-                           "local model when installed, else the offline fake.")
+    llm: LLMChoice = Field(
+        default="auto",
+        description="auto: the endpoint when one is configured, else the built-in "
+        "local model when installed, else the offline fake.",
+    )
     preset: str = "OpenAI"
     base_url: str = DEFAULT_BASE_URL
     model: str = DEFAULT_MODEL
@@ -38,15 +45,25 @@ class Preferences(BaseModel):
     @classmethod
     def from_settings(cls, settings: Settings) -> Preferences:
         cfg = settings.llm
-        return cls(llm=settings.llm_choice, base_url=cfg.base_url, model=cfg.model, models=dict(cfg.models),
-                   structured_mode=cfg.structured_mode, search=settings.search)
+        return cls(
+            llm=settings.llm_choice,
+            base_url=cfg.base_url,
+            model=cfg.model,
+            models=dict(cfg.models),
+            structured_mode=cfg.structured_mode,
+            search=settings.search,
+        )
 
     def llm_settings(self, base: LLMSettings, api_key: str | None) -> LLMSettings:
-        return base.model_copy(update={
-            "base_url": self.base_url.strip() or DEFAULT_BASE_URL, "model": self.model.strip() or DEFAULT_MODEL,
-            "models": {k: v for k, v in self.models.items() if v.strip()},
-            "structured_mode": self.structured_mode, "api_key": api_key or None,
-        })
+        return base.model_copy(
+            update={
+                "base_url": self.base_url.strip() or DEFAULT_BASE_URL,
+                "model": self.model.strip() or DEFAULT_MODEL,
+                "models": {k: v for k, v in self.models.items() if v.strip()},
+                "structured_mode": self.structured_mode,
+                "api_key": api_key or None,
+            }
+        )
 
     def resolved_llm(self, api_key: str | None, *, local_ready: bool = False) -> str:
         """The LLM kind runs will use. auto: the endpoint when it is usable without asking (a key, or

@@ -50,9 +50,7 @@ class Prompt:
         missing = expected - values.keys()
         extra = values.keys() - expected
         if missing or extra:
-            raise PromptError(
-                f"prompt '{self.name}': missing {sorted(missing)}, unexpected {sorted(extra)}"
-            )
+            raise PromptError(f"prompt '{self.name}': missing {sorted(missing)}, unexpected {sorted(extra)}")
         text = {k: str(v) for k, v in values.items()}
         return PromptMessages(
             (

@@ -21,16 +21,46 @@ from typing import Annotated
 from pydantic import AfterValidator
 
 # Words that, alone, are a schema's or a validator's rather than an answer's.
-_SCHEMA_WORDS = frozenset({
-    "field required", "required", "missing", "string", "str", "text", "null", "none", "nil", "n a", "na",
-    "list", "array", "object", "dict", "json", "value", "example", "description", "todo", "tbd",
-    "not applicable", "no data", "empty", "undefined", "string value", "list of strings", "your answer here",
-    "input should be a valid string", "input should be a valid list",
-})
+_SCHEMA_WORDS = frozenset(
+    {
+        "field required",
+        "required",
+        "missing",
+        "string",
+        "str",
+        "text",
+        "null",
+        "none",
+        "nil",
+        "n a",
+        "na",
+        "list",
+        "array",
+        "object",
+        "dict",
+        "json",
+        "value",
+        "example",
+        "description",
+        "todo",
+        "tbd",
+        "not applicable",
+        "no data",
+        "empty",
+        "undefined",
+        "string value",
+        "list of strings",
+        "your answer here",
+        "input should be a valid string",
+        "input should be a valid list",
+    }
+)
 # Phrases of pydantic's and our structured-output errors, wherever they appear in a short text.
 _ERROR_PHRASES = re.compile(
     r"field required|input should be|validation errors? for|did not match \w+ after \d+ attempts"
-    r"|value error,|json_invalid|extra inputs are not permitted", re.IGNORECASE)
+    r"|value error,|json_invalid|extra inputs are not permitted",
+    re.IGNORECASE,
+)
 # Short enough that an error phrase in it is the whole message, not a quotation in a real answer.
 _SHORT = 200
 _WORD = re.compile(r"[a-z0-9]+")
@@ -74,8 +104,9 @@ def _paragraphs(value: str | Sequence[str]) -> tuple[list[str], bool]:
     return [str(item).strip() for item in value if str(item).strip()], True
 
 
-def readable_sections(fields: Mapping[str, str | Sequence[str]],
-                      headings: Mapping[str, str] | None = None) -> list[TextSection]:
+def readable_sections(
+    fields: Mapping[str, str | Sequence[str]], headings: Mapping[str, str] | None = None
+) -> list[TextSection]:
     """A summary's fields (in order) as sections a reader can read: each under its heading (given,
     or made from the field's name); paragraphs that are placeholders dropped; a paragraph already
     shown (in this field or an earlier one) not repeated; sections left empty omitted."""
@@ -106,8 +137,10 @@ class ReaderError:
     technical: str = ""
 
 
-STRUCTURED_FAILURE = ("The model could not give its answer in the form this step needs, so nothing of it is "
-                      "shown. Press Retry (or resume the run) to try again; a larger model fails less often.")
+STRUCTURED_FAILURE = (
+    "The model could not give its answer in the form this step needs, so nothing of it is "
+    "shown. Press Retry (or resume the run) to try again; a larger model fails less often."
+)
 
 
 RUN_FAILED_ADVICE = "Fix the cause (see Settings), then press Resume: it also retries the failed nodes."
@@ -130,8 +163,8 @@ def reader_error(error: str) -> ReaderError:
         return ReaderError(error)
     # What comes before a parenthesis that opens the technical part is plain ("nothing was answered:
     # no question node succeeded (the first failure: ... did not match ...)"): kept.
-    head = error[:match.start()]
-    plain = head[:head.rfind("(")].strip(" :;,.") if "(" in head else ""
+    head = error[: match.start()]
+    plain = head[: head.rfind("(")].strip(" :;,.") if "(" in head else ""
     message = f"{plain[:1].upper()}{plain[1:]}. {STRUCTURED_FAILURE}" if plain else STRUCTURED_FAILURE
     return ReaderError(message, technical=error)
 
@@ -139,8 +172,10 @@ def reader_error(error: str) -> ReaderError:
 # ---------------------------------------------------------------- text the model was asked to write
 
 # What stands in a report where the model wrote nothing readable, twice: said, not hidden.
-REPORT_NOT_WRITTEN = ("_The model could not write the report (twice it answered with no content). Press "
-                      "Rewrite report to try again; the answers of the tree are kept._")
+REPORT_NOT_WRITTEN = (
+    "_The model could not write the report (twice it answered with no content). Press "
+    "Rewrite report to try again; the answers of the tree are kept._"
+)
 SECTION_NOT_WRITTEN = "_The model could not write this section. Press Rewrite to try again._"
 # Set in a report's data when its text is a note instead of the model's writing, so the run's
 # outcome tells the truth and the next write does not skip it as up to date.
@@ -159,8 +194,7 @@ def first_readable(write: Callable[[], str], *, attempts: int = 2) -> str | None
 
 def _readable(text: str) -> str:
     if is_placeholder(text):
-        raise ValueError("write the answer itself in this field, not a field name, a schema word or an "
-                         "error message")
+        raise ValueError("write the answer itself in this field, not a field name, a schema word or an error message")
     return text
 
 

@@ -40,9 +40,28 @@ from storage.statuses import NodeStatus, RunStatus
 from storage.unwritable import DatabaseUnwritable
 
 __all__ = [
-    "Benchmark", "BenchmarkItem", "BenchmarkNotFound", "BenchmarkStatus", "Command", "CommandStatus",
-    "DatabaseUnwritable", "Edge", "Judgment", "GraphSnapshot", "ItemStatus", "Node", "NodeStatus", "Reads", "Report",
-    "Run", "RunEvent", "RunNotFound", "RunState", "RunStatus", "Source", "utcnow",
+    "Benchmark",
+    "BenchmarkItem",
+    "BenchmarkNotFound",
+    "BenchmarkStatus",
+    "Command",
+    "CommandStatus",
+    "DatabaseUnwritable",
+    "Edge",
+    "Judgment",
+    "GraphSnapshot",
+    "ItemStatus",
+    "Node",
+    "NodeStatus",
+    "Reads",
+    "Report",
+    "Run",
+    "RunEvent",
+    "RunNotFound",
+    "RunState",
+    "RunStatus",
+    "Source",
+    "utcnow",
 ]
 
 
@@ -58,22 +77,54 @@ class Reads:
         """The run; RunNotFound when there is none (deleted, or an address typed by hand)."""
         return self._repo.get_run(run_id)
 
-    def list_runs(self, *, text: str | None = None, method: str | None = None, status: str | None = None,
-                  since: datetime | None = None, limit: int = 200, offset: int = 0,
-                  visible_to: int | None = None, owned_by: int | None = None,
-                  not_owned_by: int | None = None) -> list[Run]:
+    def list_runs(
+        self,
+        *,
+        text: str | None = None,
+        method: str | None = None,
+        status: str | None = None,
+        since: datetime | None = None,
+        limit: int = 200,
+        offset: int = 0,
+        visible_to: int | None = None,
+        owned_by: int | None = None,
+        not_owned_by: int | None = None,
+    ) -> list[Run]:
         """Newest first, filtered as Sessions filters them, `limit` of them from `offset` on.
         `visible_to`: only the runs that user may read (`Access.visible_to` says when to ask);
         `owned_by` / `not_owned_by`: only that user's / only others'."""
-        return self._repo.list_runs(text=text, method=method, status=status, since=since, limit=limit,
-                                    offset=offset, visible_to=visible_to, owned_by=owned_by,
-                                    not_owned_by=not_owned_by)
+        return self._repo.list_runs(
+            text=text,
+            method=method,
+            status=status,
+            since=since,
+            limit=limit,
+            offset=offset,
+            visible_to=visible_to,
+            owned_by=owned_by,
+            not_owned_by=not_owned_by,
+        )
 
-    def count_runs(self, *, text: str | None = None, method: str | None = None, status: str | None = None,
-                   since: datetime | None = None, visible_to: int | None = None, owned_by: int | None = None,
-                   not_owned_by: int | None = None) -> int:
-        return self._repo.count_runs(text=text, method=method, status=status, since=since, visible_to=visible_to,
-                                     owned_by=owned_by, not_owned_by=not_owned_by)
+    def count_runs(
+        self,
+        *,
+        text: str | None = None,
+        method: str | None = None,
+        status: str | None = None,
+        since: datetime | None = None,
+        visible_to: int | None = None,
+        owned_by: int | None = None,
+        not_owned_by: int | None = None,
+    ) -> int:
+        return self._repo.count_runs(
+            text=text,
+            method=method,
+            status=status,
+            since=since,
+            visible_to=visible_to,
+            owned_by=owned_by,
+            not_owned_by=not_owned_by,
+        )
 
     def run_version(self, run_id: str) -> int:
         """The run's change counter, for cheap polling: it moves whenever anything of the run does."""
@@ -90,8 +141,15 @@ class Reads:
     def sources_for_node(self, node_id: int) -> list[Source]:
         return self._repo.sources_for_node(node_id)
 
-    def list_events(self, run_id: str, *, after_id: int | None = None, limit: int | None = None,
-                    kinds: Iterable[str] | None = None, node_id: int | None = None) -> list[RunEvent]:
+    def list_events(
+        self,
+        run_id: str,
+        *,
+        after_id: int | None = None,
+        limit: int | None = None,
+        kinds: Iterable[str] | None = None,
+        node_id: int | None = None,
+    ) -> list[RunEvent]:
         return self._repo.list_events(run_id, after_id=after_id, limit=limit, kinds=kinds, node_id=node_id)
 
     def list_commands(self, run_id: str, *, status: str | None = None) -> list[Command]:
@@ -111,8 +169,9 @@ class Reads:
     def list_reports(self, run_id: str) -> list[Report]:
         return self._repo.list_reports(run_id)
 
-    def markdown(self, run_id: str, source_words: tuple[str, ...] = SOURCE_WORDS, *,
-                 nodes: Sequence[Node] | None = None) -> str:
+    def markdown(
+        self, run_id: str, source_words: tuple[str, ...] = SOURCE_WORDS, *, nodes: Sequence[Node] | None = None
+    ) -> str:
         """The run's Markdown report with its numbered, resolving sources (engine/report.py)."""
         return render_markdown(self._repo, run_id, source_words, nodes=nodes)
 

@@ -14,11 +14,30 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 MASK = "***"
 
 # Query parameters whose values are credentials (compared lower-case, '-' treated as '_').
-_SECRET_PARAMS = frozenset({
-    "api_key", "apikey", "key", "token", "access_token", "auth", "authorization", "secret",
-    "client_secret", "password", "pass", "pwd", "sig", "signature", "x_api_key", "code", "session",
-    "sessionid", "jwt", "bearer",
-})
+_SECRET_PARAMS = frozenset(
+    {
+        "api_key",
+        "apikey",
+        "key",
+        "token",
+        "access_token",
+        "auth",
+        "authorization",
+        "secret",
+        "client_secret",
+        "password",
+        "pass",
+        "pwd",
+        "sig",
+        "signature",
+        "x_api_key",
+        "code",
+        "session",
+        "sessionid",
+        "jwt",
+        "bearer",
+    }
+)
 _URL_IN_TEXT = re.compile(r"[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s\"'<>`]+")
 # A secret parameter quoted without its URL (an error message that shows only the path and query).
 _SECRET_PAIR = re.compile(r"(?i)\b((?:api[-_]?key|access[-_]?token|token|secret|password|sig|signature)=)[^&\s\"'<>]+")
@@ -52,8 +71,7 @@ def redact_url(url: str) -> str:
         query = parts.query
         if query:
             pairs = parse_qsl(query, keep_blank_values=True)
-            query = urlencode([(k, MASK if _is_secret_param(k) else v) for k, v in pairs],
-                              safe="*", quote_via=quote)
+            query = urlencode([(k, MASK if _is_secret_param(k) else v) for k, v in pairs], safe="*", quote_via=quote)
         return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
     except ValueError:
         # Not parseable as a URL (e.g. a bad port): hide everything after the scheme.
@@ -72,4 +90,3 @@ def redact_secrets(text: str, *, known: tuple[str, ...] = ()) -> str:
     text = _URL_IN_TEXT.sub(lambda m: redact_url(m.group(0)), text)
     text = _SECRET_PAIR.sub(lambda m: m.group(1) + MASK, text)
     return _KEY_LIKE.sub(lambda m: "sk-" + MASK if m.group(1) else "Bearer " + MASK, text)
-

@@ -78,9 +78,14 @@ def partial_label(node: Node) -> str:
 def partial_nodes(nodes: list[Node]) -> list[tuple[Node, int]]:
     """The finished answers partial results show, in order, each with its number as the map shows it."""
     numbers = node_numbers(nodes)
-    return [(node, numbers[node.id]) for node in nodes
-            if node.id is not None and node.parent_id is not None and node.status == NodeStatus.DONE
-            and node.content.strip()]
+    return [
+        (node, numbers[node.id])
+        for node in nodes
+        if node.id is not None
+        and node.parent_id is not None
+        and node.status == NodeStatus.DONE
+        and node.content.strip()
+    ]
 
 
 def _partial_body(nodes: list[Node], known_source_ids: Iterable[int]) -> Rendered:
@@ -92,8 +97,10 @@ def _partial_body(nodes: list[Node], known_source_ids: Iterable[int]) -> Rendere
     for node, node_number in partial_nodes(nodes):
         rendered = number_citations(without_reference_list(node.content.strip()), known, start=numbers)
         numbers = {source_id: number for number, source_id in rendered.numbering.items()}
-        parts.append(f"### {partial_heading(node_number)}\n\n*{inline_text(partial_label(node))}*\n\n"
-                     f"{prose_block(rendered.text)}")
+        parts.append(
+            f"### {partial_heading(node_number)}\n\n*{inline_text(partial_label(node))}*\n\n"
+            f"{prose_block(rendered.text)}"
+        )
     text = "\n\n".join(parts) or "_Nothing has been produced yet._"
     return Rendered(text=text, numbering={number: source_id for source_id, number in numbers.items()})
 
@@ -134,11 +141,15 @@ def status_note(repo: Repository, run: Run, report: Report | None) -> str:
             said.append(f"Partial results: the run is {run.status}{reason}.")
     else:
         if report.data.get(PARTIAL_REPORT) and run.status != RunStatus.DONE:
-            said.append(f"Partial report: the run stopped before its end ({one_line(str(report.data[PARTIAL_REPORT]))})."
-                        " This is what it had found; resume the run to finish it, and this report is written again.")
+            said.append(
+                f"Partial report: the run stopped before its end ({one_line(str(report.data[PARTIAL_REPORT]))})."
+                " This is what it had found; resume the run to finish it, and this report is written again."
+            )
         elif run.status != RunStatus.DONE and _steered_since(repo, run, report):
-            said.append("This report was written before your last change to the run, which the run did not finish "
-                        f"(it is {run.status}). Resume the run to bring the report up to date.")
+            said.append(
+                "This report was written before your last change to the run, which the run did not finish "
+                f"(it is {run.status}). Resume the run to bring the report up to date."
+            )
         if error:
             said.append(f"The run failed: {error}")
     if run.warning.strip():
@@ -203,8 +214,9 @@ def report_title(text: str) -> str:
     return cut_at_word(text, TITLE_CHARS) + " …"
 
 
-def render_markdown(repo: Repository, run_id: str, source_words: tuple[str, ...] = SOURCE_WORDS, *,
-                    nodes: Sequence[Node] | None = None) -> str:
+def render_markdown(
+    repo: Repository, run_id: str, source_words: tuple[str, ...] = SOURCE_WORDS, *, nodes: Sequence[Node] | None = None
+) -> str:
     """The run's Markdown report. `source_words` name its source entries (hence their anchors): a page
     that shows several reports gives each its own, so a report's `[n]` never jumps into another's.
     `nodes`: the run's nodes as the caller last read them (else they are read here)."""

@@ -65,8 +65,9 @@ class RunQueue:
                 self._opened = True
         return self.app
 
-    def enqueue(self, run_id: str, *, retry_failed: bool = False,
-                steered_from: dict[str, str | None] | None = None) -> bool:
+    def enqueue(
+        self, run_id: str, *, retry_failed: bool = False, steered_from: dict[str, str | None] | None = None
+    ) -> bool:
         """Queue the run for a worker; False when a job for it is already waiting (that one will
         execute it).
 

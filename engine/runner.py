@@ -293,11 +293,20 @@ class Runner:
 
     # ----------------------------------------------------------- lifecycle
 
-    def create_run(self, *, question: str, method: str, params: MethodParams | dict[str, Any] | None = None,
-                   llm_info: dict[str, Any] | None = None, search_mode: str = "local",
-                   max_tokens: int | None = None, max_cost: float | None = None,
-                   search_exclusions: dict[str, Any] | None = None, run_id: str | None = None,
-                   user_id: int | None = None) -> Run:
+    def create_run(
+        self,
+        *,
+        question: str,
+        method: str,
+        params: MethodParams | dict[str, Any] | None = None,
+        llm_info: dict[str, Any] | None = None,
+        search_mode: str = "local",
+        max_tokens: int | None = None,
+        max_cost: float | None = None,
+        search_exclusions: dict[str, Any] | None = None,
+        run_id: str | None = None,
+        user_id: int | None = None,
+    ) -> Run:
         """A new run, stored, not started; `run_id`: the id chosen beforehand (`Repository.create_run`);
         `user_id`: whose run (the local user by default)."""
         question = clean_question(question)  # QuestionError (a ValueError) says what to change
@@ -305,9 +314,16 @@ class Runner:
         if not isinstance(params, MethodParams):
             params = method_cls.Params.model_validate(params or {})
         run = self.repo.create_run(
-            question=question, method=method, params=params.model_dump(mode="json"),
-            llm_info=llm_info or {}, search_mode=search_mode, max_tokens=max_tokens, max_cost=max_cost,
-            search_exclusions=search_exclusions, run_id=run_id, user_id=user_id,
+            question=question,
+            method=method,
+            params=params.model_dump(mode="json"),
+            llm_info=llm_info or {},
+            search_mode=search_mode,
+            max_tokens=max_tokens,
+            max_cost=max_cost,
+            search_exclusions=search_exclusions,
+            run_id=run_id,
+            user_id=user_id,
         )
         with self._lock:
             self._created[run.id] = run.model_copy()
@@ -330,8 +346,9 @@ class Runner:
             execution = self._executions.get(run_id)
             return execution is not None and not execution.finished.is_set()
 
-    def start(self, run_id: str, *, reopen: bool = False, retry_failed: bool = False,
-              steered_from: HeldRun | None = None) -> None:
+    def start(
+        self, run_id: str, *, reopen: bool = False, retry_failed: bool = False, steered_from: HeldRun | None = None
+    ) -> None:
         """Execute (or continue) a run in a background thread. With `reopen` (to apply steering),
         a run already executing, in this process or another live one, is left alone: it will see
         the command. With
@@ -351,7 +368,11 @@ class Runner:
                 if reopen:
                     return
                 raise RunnerError(f"run {run_id} is already running in this process")
-            if run.status in (RunStatus.RUNNING, RunStatus.PAUSED) and self._owner_alive(run) and run.owner != self.owner:
+            if (
+                run.status in (RunStatus.RUNNING, RunStatus.PAUSED)
+                and self._owner_alive(run)
+                and run.owner != self.owner
+            ):
                 if reopen:
                     # Another process took it up meanwhile (a worker ending the run saw the command
                     # queued and went on with it): it applies the command there.
@@ -373,10 +394,13 @@ class Runner:
                     thread = None  # another process started the run this runner created: look again
                 else:
                     control.claimed(claim.commands_queued)
-                    thread = threading.Thread(target=self._execute, args=(run_id, control, retry_failed),
-                                              kwargs={"steered_from": steered_from, "claimed": claim.run,
-                                                      "first": run.started_at is None},
-                                              name=f"run-{run_id}", daemon=True)
+                    thread = threading.Thread(
+                        target=self._execute,
+                        args=(run_id, control, retry_failed),
+                        kwargs={"steered_from": steered_from, "claimed": claim.run, "first": run.started_at is None},
+                        name=f"run-{run_id}",
+                        daemon=True,
+                    )
                     self._executions[run_id] = _Execution(run_id=run_id, thread=thread, control=control)
         if self.dispatch is not None:
             self.dispatch(run_id, retry_failed, steered_from)
@@ -394,8 +418,7 @@ class Runner:
             with self._lock:
                 claim = self.repo.claim_run(run_id, self.owner)  # first: a refused claim leaves nothing active
                 control.claimed(claim.commands_queued)
-                self._executions[run_id] = _Execution(run_id=run_id, thread=threading.current_thread(),
-                                                      control=control)
+                self._executions[run_id] = _Execution(run_id=run_id, thread=threading.current_thread(), control=control)
             self._execute(run_id, control, retry_failed, reopen=False, steered_from=steered_from, claimed=claim.run)
             if self.execution_died(run_id) is not None:
                 return  # its end could not be recorded (logged): a resume continues it
@@ -407,8 +430,9 @@ class Runner:
 
     def resume(self, run_id: str, *, max_tokens: int | None = None, max_cost: float | None = None) -> None:
         run = self.repo.get_run(run_id)
-        held_elsewhere = (self.dispatch is not None and run.status in (RunStatus.RUNNING, RunStatus.PAUSED)
-                          and self._owner_alive(run))
+        held_elsewhere = (
+            self.dispatch is not None and run.status in (RunStatus.RUNNING, RunStatus.PAUSED) and self._owner_alive(run)
+        )
         active = self.is_active(run_id) or held_elsewhere
         if not active:
             self.check_resumable(run)
@@ -427,18 +451,27 @@ class Runner:
         """RunnerError when a run not executing here cannot be resumed from here: another process
         executes it (without the task queue, which passes the resume on), or it is done with no
         failed node. Checked before anything about the run is changed."""
-        if (self.dispatch is None and run.status in (RunStatus.RUNNING, RunStatus.PAUSED) and self._owner_alive(run)
-                and run.owner != self.owner):
-            raise RunnerError(f"run {run.id} is {run.status} in another process "
-                              f"({describe_owner(run.owner)}); resume or stop it there")
+        if (
+            self.dispatch is None
+            and run.status in (RunStatus.RUNNING, RunStatus.PAUSED)
+            and self._owner_alive(run)
+            and run.owner != self.owner
+        ):
+            raise RunnerError(
+                f"run {run.id} is {run.status} in another process "
+                f"({describe_owner(run.owner)}); resume or stop it there"
+            )
         if run.status == RunStatus.DONE and not self.retryable(run):
             raise RunnerError(f"run {run.id} is already done and none of its nodes failed; there is nothing to resume")
 
     def retryable(self, run: Run) -> bool:
         """A done run with failed nodes, which a resume tries again. A done run's warning may be about
         its answer instead (FGDIP: no candidate passed the Answer Evaluator), which no resume changes."""
-        return run.status == RunStatus.DONE and bool(run.warning) and bool(
-            self.repo.list_nodes(run.id, status=NodeStatus.FAILED))
+        return (
+            run.status == RunStatus.DONE
+            and bool(run.warning)
+            and bool(self.repo.list_nodes(run.id, status=NodeStatus.FAILED))
+        )
 
     def raise_budget(self, run_id: str, *, max_tokens: int | None = None, max_cost: float | None = None) -> None:
         """Set the run's token and/or cost budget (None keeps that one as it is): before a resume,
@@ -446,8 +479,11 @@ class Runner:
         if max_tokens is None and max_cost is None:
             return
         run = self.repo.get_run(run_id)
-        self.repo.set_budget(run_id, max_tokens=max_tokens if max_tokens is not None else run.max_tokens,
-                             max_cost=max_cost if max_cost is not None else run.max_cost)
+        self.repo.set_budget(
+            run_id,
+            max_tokens=max_tokens if max_tokens is not None else run.max_tokens,
+            max_cost=max_cost if max_cost is not None else run.max_cost,
+        )
 
     def _poke(self, run_id: str) -> None:
         with self._lock:
@@ -492,7 +528,8 @@ class Runner:
         it writing to a run that no longer exists. Stop it first."""
         run = self.repo.get_run(run_id)
         executing = self.is_active(run_id) or (
-            run.status in (RunStatus.RUNNING, RunStatus.PAUSED) and self._owner_alive(run))
+            run.status in (RunStatus.RUNNING, RunStatus.PAUSED) and self._owner_alive(run)
+        )
         waiting = run.status == RunStatus.QUEUED and (self.dispatch is not None or self._owner_alive(run))
         if executing or waiting:
             where = "" if self.is_active(run_id) or run.owner == self.owner else " (in another process)"
@@ -509,18 +546,24 @@ class Runner:
         wanted = parsed.model_dump(mode="json")
         # The same command on the same node while one is on its way (a double click, a second
         # press before the panel showed the first): refused, so it is not applied twice.
-        if any(c.kind == kind and c.payload == wanted and c.status in (CommandStatus.QUEUED, CommandStatus.TAKEN)
-               for c in self.repo.list_commands(run_id)):
+        if any(
+            c.kind == kind and c.payload == wanted and c.status in (CommandStatus.QUEUED, CommandStatus.TAKEN)
+            for c in self.repo.list_commands(run_id)
+        ):
             label = method_cls.contract().commands[kind].label
-            raise CommandRejected(f"'{label}' is already on its way (queued or being applied); "
-                                  "it is applied once, at the run's next step")
+            raise CommandRejected(
+                f"'{label}' is already on its way (queued or being applied); it is applied once, at the run's next step"
+            )
         spec = method_cls.contract().commands[kind]
         # Applied, its growth (or a report the model writes) would stop at the first call, half done.
         needs_model = not (spec.report_only and method_cls.report_without_model)
         short = budget_short(run) if needs_model and run.status not in RunStatus.ACTIVE else None
         if short is not None:
-            first = ("raise its budget first (Raise budget, under the run on Explore)" if run.status == RunStatus.DONE
-                     else "resume it with a larger budget first")
+            first = (
+                "raise its budget first (Raise budget, under the run on Explore)"
+                if run.status == RunStatus.DONE
+                else "resume it with a larger budget first"
+            )
             raise CommandRejected(f"the run's budget is spent ({short}); {first}, then send '{spec.label}'")
         command = self.repo.enqueue_command(run_id, kind, wanted)
         SteeringEvents(self.repo, run_id, method_cls.contract()).queued(command)
@@ -602,9 +645,11 @@ class Runner:
         with self._lock:
             if user_id not in self._person_budgets:
                 self._person_budgets[user_id] = SharedBudget(
-                    cap, lambda: self.repo.spent_by(user_id, since=utcnow() - SPENDING_WINDOW),
+                    cap,
+                    lambda: self.repo.spent_by(user_id, since=utcnow() - SPENDING_WINDOW),
                     why=f"your spending limit of ${cap:.2f} over 30 days (THOUGHTMAP_USER_MAX_COST)",
-                    hint="An admin can raise THOUGHTMAP_USER_MAX_COST; older spending leaves the 30 days.")
+                    hint="An admin can raise THOUGHTMAP_USER_MAX_COST; older spending leaves the 30 days.",
+                )
             return self._person_budgets[user_id]
 
     def _context(self, run: Run, method: Method[Any], control: RunControl) -> RunContext[Any]:
@@ -613,9 +658,15 @@ class Runner:
         control.journal = journal
         graph = RunGraph(self.repo, run.id, method.contract(), journal=journal)
         # Every LLM call is told to the step log, in the words the method declares for its prompt.
-        llm = RunLLM(self.llm_for(run), journal or self.repo, run.id, self.prices,
-                     Budget(max_tokens=run.max_tokens, max_cost=run.max_cost), on_call=graph.narrate_call,
-                     shared=self._person_budget(run))
+        llm = RunLLM(
+            self.llm_for(run),
+            journal or self.repo,
+            run.id,
+            self.prices,
+            Budget(max_tokens=run.max_tokens, max_cost=run.max_cost),
+            on_call=graph.narrate_call,
+            shared=self._person_budget(run),
+        )
         steering = SteeringEvents(journal or self.repo, run.id, method.contract())
 
         def take_steering() -> list[Command]:
@@ -634,10 +685,18 @@ class Runner:
             steering.completed(command_id, ok=ok, error=error)
 
         return RunContext(
-            run_id=run.id, question=run.question, params=params, llm=llm,
-            searcher=self.searcher_for(run), graph=graph,
-            checkpoint=control.checkpoint, take_steering=take_steering, executor=self.executor,
-            complete_command=complete_command, services=self.services, default_reranker=self.default_reranker,
+            run_id=run.id,
+            question=run.question,
+            params=params,
+            llm=llm,
+            searcher=self.searcher_for(run),
+            graph=graph,
+            checkpoint=control.checkpoint,
+            take_steering=take_steering,
+            executor=self.executor,
+            complete_command=complete_command,
+            services=self.services,
+            default_reranker=self.default_reranker,
             sources_only=(run.llm_info or {}).get("kind") == "local",
         )
 
@@ -658,8 +717,11 @@ class Runner:
         """The run ends without applying the steering still queued: each command says so (a
         person sends it again; left queued, it would sit unseen, block the same command, and reopen
         the run as it ended). Without a context (the run failed setting up), straight in storage."""
-        pending = [c for c in self.repo.list_commands(run_id)
-                   if c.kind not in CONTROL_COMMANDS and c.status in (CommandStatus.QUEUED, CommandStatus.TAKEN)]
+        pending = [
+            c
+            for c in self.repo.list_commands(run_id)
+            if c.kind not in CONTROL_COMMANDS and c.status in (CommandStatus.QUEUED, CommandStatus.TAKEN)
+        ]
         error = f"{why}; send it again (it resumes the run)"
         for command in pending:
             if ctx is not None:
@@ -672,16 +734,20 @@ class Runner:
         (every command refused, or all they asked is its outputs again: a rewrite is not Resume)."""
         # A Stop or Pause still queued from before the command that reopened the run was meant for
         # the execution that ended (it ended before reading it).
-        waiting = [stored_id(c) for c in self.repo.list_commands(ctx.run_id, status=CommandStatus.QUEUED)
-                   if c.kind not in CONTROL_COMMANDS]
+        waiting = [
+            stored_id(c)
+            for c in self.repo.list_commands(ctx.run_id, status=CommandStatus.QUEUED)
+            if c.kind not in CONTROL_COMMANDS
+        ]
         if waiting:
             self._supersede_controls(ctx.run_id, before=min(waiting), why="the run had ended")
         if held.status == RunStatus.FAILED and method.report_unwritten(ctx.graph):
             return False  # it failed only for its report: finishing it is what any command needs
         growing = method.contract().growing_commands
         while commands := self._take_steering(ctx, control):  # again: more may come while a report is written
-            applied = [stored_id(c) for c in commands
-                       if c.kind in growing and apply_and_record(ctx, method, c) is not None]
+            applied = [
+                stored_id(c) for c in commands if c.kind in growing and apply_and_record(ctx, method, c) is not None
+            ]
             if applied:
                 # The rewrites go back in the queue: the run takes them with what it grows and writes
                 # what they ask for at its end.
@@ -703,8 +769,9 @@ class Runner:
                 self.repo.complete_command(stored_id(command), ok=False, error=f"superseded: {why}")
 
     @staticmethod
-    def _rewrite_held_outputs(ctx: RunContext[Any], method: Method[Any], commands: list[Command],
-                              held: HeldRun) -> None:
+    def _rewrite_held_outputs(
+        ctx: RunContext[Any], method: Method[Any], commands: list[Command], held: HeldRun
+    ) -> None:
         """The outputs the commands ask for, written from the graph as it stands and marked partial
         with why the run ended; each command says whether they were written."""
         reason = held.stop_reason or held.error or f"the run {held.status}"
@@ -760,8 +827,17 @@ class Runner:
         except Exception:  # noqa: BLE001 - the stop is recorded already; the report is a courtesy
             log.exception("run %s: the partial report could not be written", ctx.run_id)
 
-    def _execute(self, run_id: str, control: RunControl, retry_failed: bool = False, *, reopen: bool = True,
-                 steered_from: HeldRun | None = None, claimed: Run | None = None, first: bool = False) -> None:
+    def _execute(
+        self,
+        run_id: str,
+        control: RunControl,
+        retry_failed: bool = False,
+        *,
+        reopen: bool = True,
+        steered_from: HeldRun | None = None,
+        claimed: Run | None = None,
+        first: bool = False,
+    ) -> None:
         """Execute the run and record how it ended. When that cannot be recorded (`ExecutionDied`),
         the execution still ends, saying why, so no one waits on it: an exception here would end
         the thread with a traceback and leave the run `running` in storage, watched forever."""
@@ -807,8 +883,9 @@ class Runner:
             died = ExecutionDied(run_id, "the run was deleted while it executed", resumable=False)
         else:
             log.error("run %s: its execution ended on an error it could not record", run_id, exc_info=exc)
-            died = ExecutionDied(run_id, "its execution ended on an unexpected error "
-                                         f"({redact_secrets(f'{type(exc).__name__}: {exc}')})")
+            died = ExecutionDied(
+                run_id, f"its execution ended on an unexpected error ({redact_secrets(f'{type(exc).__name__}: {exc}')})"
+            )
         # Info, not a warning: the CLI prints warnings, and says this itself in one line.
         log.info("run %s stopped: %s", run_id, died.what)
         with self._lock:
@@ -862,8 +939,15 @@ class Runner:
             return True
         return True
 
-    def _execute_and_record(self, run_id: str, control: RunControl, retry_failed: bool,
-                            steered_from: HeldRun | None, claimed: Run | None = None, first: bool = False) -> None:
+    def _execute_and_record(
+        self,
+        run_id: str,
+        control: RunControl,
+        retry_failed: bool,
+        steered_from: HeldRun | None,
+        claimed: Run | None = None,
+        first: bool = False,
+    ) -> None:
         """`steered_from`: the run as it was when a steering command reopened it, stopped or failed;
         its commands are applied first, and when every one is refused, or all they ask is its report
         again, it stays as it was. Raises when the run's end cannot be recorded (see `_died`)."""
@@ -877,16 +961,18 @@ class Runner:
                 run = claimed if claimed is not None else repo.get_run(run_id)
                 method = get_method(run.method, self.methods)()
                 # Started once; every later execution (resume, retry, steering a finished run) resumes.
-                started_before = repo.open_execution(run_id, has_nodes=run.node_count > 0,
-                                                     started_kind=narration.RUN, first=first)
+                started_before = repo.open_execution(
+                    run_id, has_nodes=run.node_count > 0, started_kind=narration.RUN, first=first
+                )
                 ctx = self._context(run, method, control)
                 if run.node_count == 0:
                     ctx.graph.has_no_nodes(first_execution=not started_before)
                 if steered_from is not None and self._hold(ctx, method, steered_from, control):
                     # The person stopped it (or it failed): a refused command or a rewrite must not run it on.
                     ctx.graph.settle()
-                    repo.set_status(run_id, steered_from.status, stop_reason=steered_from.stop_reason,
-                                    error=steered_from.error)
+                    repo.set_status(
+                        run_id, steered_from.status, stop_reason=steered_from.stop_reason, error=steered_from.error
+                    )
                     return
                 # What it searches with (`searcher`: "... by BM25 + built-in all-MiniLM-L6-v2 (CPU) +
                 # hops", or the fallback and why) is kept with each start, as the model is with the run:
@@ -894,13 +980,19 @@ class Runner:
                 searched_with = ctx.searcher.description
                 # Gathered with the run's first writes (a line of its own would be a transaction).
                 if started_before:
-                    ctx.graph.narrate("resumed", kind=narration.RUN, phase=narration.Phase.RESUMED,
-                                      searcher=searched_with)
+                    ctx.graph.narrate(
+                        "resumed", kind=narration.RUN, phase=narration.Phase.RESUMED, searcher=searched_with
+                    )
                 else:
-                    ctx.graph.narrate("the run started", kind=narration.RUN, phase=narration.Phase.STARTED,
-                                      searcher=searched_with)
-                if retry_failed and method.reset_failed(ctx) and ctx.graph.has_report() \
-                        and "regenerate_report" in method.steering:
+                    ctx.graph.narrate(
+                        "the run started", kind=narration.RUN, phase=narration.Phase.STARTED, searcher=searched_with
+                    )
+                if (
+                    retry_failed
+                    and method.reset_failed(ctx)
+                    and ctx.graph.has_report()
+                    and "regenerate_report" in method.steering
+                ):
                     # The report was written without the retried nodes: write it again after them.
                     repo.enqueue_command(run_id, "regenerate_report")
                 method.run(ctx)
@@ -908,9 +1000,15 @@ class Runner:
                 # Read while the graph still remembers the run: what it holds is what is stored.
                 outcome = method.assess(ctx)
                 if outcome.ok:  # stored with the run's last batch, in one transaction
-                    ending = repo.run_ending(RunStatus.DONE, stop_reason="", warning=outcome.warning, event=run_line(
-                        narration.Phase.FINISHED,
-                        "finished" + (f", with a warning: {outcome.warning}" if outcome.warning else "")))
+                    ending = repo.run_ending(
+                        RunStatus.DONE,
+                        stop_reason="",
+                        warning=outcome.warning,
+                        event=run_line(
+                            narration.Phase.FINISHED,
+                            "finished" + (f", with a warning: {outcome.warning}" if outcome.warning else ""),
+                        ),
+                    )
             finally:
                 if ctx is not None:  # what the run gathered is stored before how it ended is
                     ended = ctx.graph.settle(ending)
@@ -919,20 +1017,32 @@ class Runner:
             if not stop.interrupted:  # an interrupted run is picked up again on its own
                 self._write_stopped_report(method, ctx, stop.reason)
                 self._drop_pending_steering(run_id, ctx, "the run was stopped before it could apply this")
-            repo.set_status(run_id, RunStatus.INTERRUPTED if stop.interrupted else RunStatus.STOPPED,
-                            stop_reason=stop.reason, event=run_line(narration.Phase.STOPPED, stop.reason))
+            repo.set_status(
+                run_id,
+                RunStatus.INTERRUPTED if stop.interrupted else RunStatus.STOPPED,
+                stop_reason=stop.reason,
+                event=run_line(narration.Phase.STOPPED, stop.reason),
+            )
         except BudgetExceeded as exc:
             repo.reset_unfinished_nodes(run_id)
             self._write_stopped_report(method, ctx, exc.user_message)  # before the status a reader waits for
             self._drop_pending_steering(run_id, ctx, "the run stopped (its budget) before it could apply this")
-            repo.set_status(run_id, RunStatus.STOPPED, stop_reason=exc.user_message,
-                            event=run_line(narration.Phase.STOPPED, f"stopped: {exc.user_message}"))
+            repo.set_status(
+                run_id,
+                RunStatus.STOPPED,
+                stop_reason=exc.user_message,
+                event=run_line(narration.Phase.STOPPED, f"stopped: {exc.user_message}"),
+            )
         except (LLMError, SearchError) as exc:  # the endpoint, or the corpus a worker cannot open: no bug
             repo.reset_unfinished_nodes(run_id)
             self._drop_pending_steering(run_id, ctx, "the run failed before it could apply this")
             error = redact_secrets(exc.user_message)
-            repo.set_status(run_id, RunStatus.FAILED, error=error,
-                            event=run_line(narration.Phase.FAILED, f"the run failed: {error}"))
+            repo.set_status(
+                run_id,
+                RunStatus.FAILED,
+                error=error,
+                event=run_line(narration.Phase.FAILED, f"the run failed: {error}"),
+            )
         except Exception as exc:  # a bug or an unexpected backend failure: keep the app alive
             if isinstance(exc, DatabaseUnwritable) or not self._stored(run_id):
                 raise  # nothing of the run can be recorded any more: `_execute` says why
@@ -941,9 +1051,16 @@ class Runner:
             # Failed, not reopened for them: the same error would fail it again, and again.
             self._drop_pending_steering(run_id, ctx, "the run failed on an unexpected error before it could apply this")
             error = redact_secrets(f"{type(exc).__name__}: {exc}")
-            repo.set_status(run_id, RunStatus.FAILED, error=error, event=run_line(
-                narration.Phase.FAILED, "the run failed on an unexpected error (the run's error says which)",
-                error=error))
+            repo.set_status(
+                run_id,
+                RunStatus.FAILED,
+                error=error,
+                event=run_line(
+                    narration.Phase.FAILED,
+                    "the run failed on an unexpected error (the run's error says which)",
+                    error=error,
+                ),
+            )
         else:
             # The status tells the truth: a run that answered nothing has failed, whatever ran.
             if ending is not None:
@@ -955,5 +1072,12 @@ class Runner:
             else:
                 self._drop_pending_steering(run_id, ctx, "the run failed before it could apply this")
                 # The reason may quote a node's technical error: the words say it plainly.
-                repo.set_status(run_id, RunStatus.FAILED, error=outcome.reason, warning="", event=run_line(
-                    narration.Phase.FAILED, "the run failed: nothing was answered", error=outcome.reason))
+                repo.set_status(
+                    run_id,
+                    RunStatus.FAILED,
+                    error=outcome.reason,
+                    warning="",
+                    event=run_line(
+                        narration.Phase.FAILED, "the run failed: nothing was answered", error=outcome.reason
+                    ),
+                )

@@ -89,8 +89,9 @@ def json_for_terminal(json_text: str) -> str:
     on written as \\uXXXX escapes: the same JSON value, safe to print. json.dumps already escapes C0
     but leaves DEL, C1 and bidi controls raw; outside strings JSON text is plain ASCII, so
     replacing them anywhere is replacing them inside strings."""
-    return re.sub("[\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]",
-                  lambda m: f"\\u{ord(m.group(0)):04x}", json_text)
+    return re.sub(
+        "[\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]", lambda m: f"\\u{ord(m.group(0)):04x}", json_text
+    )
 
 
 # ---------------------------------------------------------------- Markdown
@@ -142,13 +143,13 @@ def _disarm_destinations(text: str, opener: re.Pattern[str], entity: str, *, num
     parts: list[str] = []
     last = 0
     for match in opener.finditer(text):
-        safe = is_safe_link(text[match.end():match.end() + 64])
+        safe = is_safe_link(text[match.end() : match.end() + 64])
         if numeric_labels and _numeric_label_ends_at(text, match.start()):
             # `[3]: https://elsewhere` (or `[ 3 ]`, `[\n3\n]`: labels are matched without their
             # spaces) would turn our own citation [3] into a link to anywhere.
             safe = False
         if not safe:
-            parts.append(text[last:match.end() - 1])
+            parts.append(text[last : match.end() - 1])
             parts.append(entity)
             last = match.end()
     parts.append(text[last:])
@@ -189,7 +190,7 @@ def names_report_section(words: str) -> bool:
 
 def _heading_words(match: re.Match[str]) -> str:
     line_end = match.string.find("\n", match.end())
-    return match.string[match.end():None if line_end < 0 else line_end].strip().rstrip("#")
+    return match.string[match.end() : None if line_end < 0 else line_end].strip().rstrip("#")
 
 
 def _takes_source_anchor(match: re.Match[str]) -> bool:
@@ -233,7 +234,7 @@ def _disarm_headings(text: str, floor: int | None) -> str:
         # A setext heading's words are every line of the paragraph above its underline: back to a
         # blank line or a line that starts a block of its own.
         paragraph: list[str] = []
-        for line in reversed(match.string[:match.start()].rstrip("\n").split("\n")):
+        for line in reversed(match.string[: match.start()].rstrip("\n").split("\n")):
             if not line.strip() or _STARTS_BLOCK.match(line):
                 break
             paragraph.insert(0, line)
@@ -352,7 +353,7 @@ def prose_block(text: str) -> str:
     for line, in_code in pairs:
         body = line.rstrip("\n")
         content = body.lstrip(" \t")
-        indent = "&#160;" * len(body[:len(body) - len(content)].expandtabs(4))
+        indent = "&#160;" * len(body[: len(body) - len(content)].expandtabs(4))
         if not content.strip():
             lines.append("")
         elif in_code:
@@ -362,8 +363,10 @@ def prose_block(text: str) -> str:
         start += len(line)
     # Two trailing spaces are a hard break in CommonMark, GFM and Python-Markdown alike (a backslash
     # is not one in Python-Markdown): a line of a list or of code stays a line.
-    text = "\n".join(line + "  " if line and index + 1 < len(lines) and lines[index + 1] else line
-                     for index, line in enumerate(lines))
+    text = "\n".join(
+        line + "  " if line and index + 1 < len(lines) and lines[index + 1] else line
+        for index, line in enumerate(lines)
+    )
     return _only_allowed_links(_no_html_or_images(text))
 
 
@@ -410,6 +413,7 @@ def shown_text(markdown: str) -> str:
     our character references give back their characters (for readers of plain text: the document
     exports, the evaluation's answer reader). Other references (`&copy`, `&nbsp;`) are left as
     they are."""
+
     def reference(match: re.Match[str]) -> str:
         name = match.group(1)
         if name.startswith("#"):
@@ -417,6 +421,7 @@ def shown_text(markdown: str) -> str:
             # Not a character on its own (NUL, a UTF-16 surrogate half): left as written.
             return chr(code) if 0 < code < 0x110000 and not 0xD800 <= code <= 0xDFFF else match.group(0)
         return _REFERENCE_CHARS[name]
+
     return _WRITTEN_REFERENCE.sub(reference, _WRITTEN_ESCAPE.sub(r"\1", markdown))
 
 

@@ -116,11 +116,18 @@ class Services:
         self.access = Access(self.repo, UserStore(self.db), self.settings.team)
         self.tokens = TokenStore(self.db)  # the HTTP API's and MCP server's bearer tokens
         self.embedder, self.embedder_notice = self._build_embedder()
-        self.runner = Runner(self.repo, llm_for=self.llm_for_run, searcher_for=self.searcher_for_run,
-                             prices=self.prices, methods=self.methods, max_workers=self.settings.workers,
-                             services=self._run_services(), default_reranker=self.settings.retrieval.reranker,
-                             dispatch=self._enqueue if self.queue is not None else None,
-                             person_cost_cap=self.settings.team.max_cost if self.settings.team.sign_in else None)
+        self.runner = Runner(
+            self.repo,
+            llm_for=self.llm_for_run,
+            searcher_for=self.searcher_for_run,
+            prices=self.prices,
+            methods=self.methods,
+            max_workers=self.settings.workers,
+            services=self._run_services(),
+            default_reranker=self.settings.retrieval.reranker,
+            dispatch=self._enqueue if self.queue is not None else None,
+            person_cost_cap=self.settings.team.max_cost if self.settings.team.sign_in else None,
+        )
 
     def _build_embedder(self) -> tuple[Embedder | None, str]:
         """The embedder, and the notice saying why there is none. A missing or damaged built-in
@@ -134,12 +141,14 @@ class Services:
     def _run_services(self) -> RunServices:
         """What every run may ask for by type (engine/run_services.py). A new service is one more
         entry here: methods ask `ctx.service(ItsType)`, and RunContext and Runner stay as they are."""
-        return RunServices({
-            KnowledgeLayer: self.knowledge,
-            Embedder: self.embedder,  # None: relevance and evidence rank by BM25
-            RerankEndpoint: self._rerank_endpoint(),  # THOUGHTMAP_RERANK_URL, None when unset
-            PageFetcher: PageFetcher(allow_private=self.settings.allow_private_fetch),
-        })
+        return RunServices(
+            {
+                KnowledgeLayer: self.knowledge,
+                Embedder: self.embedder,  # None: relevance and evidence rank by BM25
+                RerankEndpoint: self._rerank_endpoint(),  # THOUGHTMAP_RERANK_URL, None when unset
+                PageFetcher: PageFetcher(allow_private=self.settings.allow_private_fetch),
+            }
+        )
 
     def _rerank_endpoint(self) -> RerankEndpoint | None:
         """The /rerank endpoint THOUGHTMAP_RERANK_URL configures, or None."""
@@ -148,14 +157,14 @@ class Services:
             return None
         from engine.search.rerankers import EndpointReranker
 
-        return EndpointReranker(rerank.url, rerank.model, api_key=rerank.api_key,
-                                timeout_s=self.settings.llm.timeout_s)
+        return EndpointReranker(rerank.url, rerank.model, api_key=rerank.api_key, timeout_s=self.settings.llm.timeout_s)
 
     def _enqueue(self, run_id: str, retry_failed: bool, steered_from: HeldRun | None = None) -> None:
         if self.queue is None:  # the runner dispatches here only when there is a queue
             raise RuntimeError(f"run {run_id} cannot be enqueued: runs execute embedded (no task queue)")
-        self.queue.enqueue(run_id, retry_failed=retry_failed,
-                           steered_from=steered_from.as_job() if steered_from is not None else None)
+        self.queue.enqueue(
+            run_id, retry_failed=retry_failed, steered_from=steered_from.as_job() if steered_from is not None else None
+        )
 
     def queue_depth(self) -> QueueDepth | None:
         """Runs waiting for a worker and being executed by one; None when runs execute embedded."""
@@ -180,8 +189,7 @@ class Services:
                     error = missing_key_error(self.settings.llm)
                     if error is not None:
                         raise error
-                    self._llms[kind] = OpenAICompatibleLLM(self.settings.llm, self.limiter,
-                                                           modes=self.structured_modes)
+                    self._llms[kind] = OpenAICompatibleLLM(self.settings.llm, self.limiter, modes=self.structured_modes)
                 elif kind == "local":
                     self._llms[kind] = self._build_local_llm()
                 else:
@@ -232,8 +240,7 @@ class Services:
         cfg = self.settings.llm
         # Stored with the run and shown everywhere: credentials in the URL never go with it.
         base_url = redact_url(cfg.base_url)
-        return {"kind": kind, "model": cfg.model, "base_url": base_url,
-                "description": f"{cfg.model} at {base_url}"}
+        return {"kind": kind, "model": cfg.model, "base_url": base_url, "description": f"{cfg.model} at {base_url}"}
 
     def llm_for_run(self, run: Run) -> LLM:
         info = run.llm_info or {}
@@ -248,8 +255,9 @@ class Services:
         point the server at its own network (engine/person_models.py)."""
         if user_id is not None and self.access.viewer_for(user_id).is_admin:
             return
-        problem = endpoint_problem(base_url, team_url=self.settings.llm.base_url,
-                                   allow_private=self.settings.allow_private_fetch)
+        problem = endpoint_problem(
+            base_url, team_url=self.settings.llm.base_url, allow_private=self.settings.allow_private_fetch
+        )
         if problem:
             raise LLMRequestError(problem)
 
@@ -275,9 +283,13 @@ class Services:
             if mode not in self._searchers:
                 if not is_search_mode(mode):
                     raise ValueError(f"unknown search mode '{mode}': use local, web, both or none")
-                self._searchers[mode] = build_searcher(mode, self.settings, progress=progress,
-                                                       local=self._local_retrieval,
-                                                       embedding=corpus_embedding(self.settings, self.embedder))
+                self._searchers[mode] = build_searcher(
+                    mode,
+                    self.settings,
+                    progress=progress,
+                    local=self._local_retrieval,
+                    embedding=corpus_embedding(self.settings, self.embedder),
+                )
             return self._searchers[mode]
 
     def _local_retrieval(self, corpus: LocalCorpusSearcher) -> Searcher:
@@ -287,9 +299,13 @@ class Services:
         embedding = corpus.embedding
         # The corpus is searched by the built-in model's vectors even when an embeddings endpoint
         # serves the methods' similarity: re-embedding a corpus at an endpoint would take minutes.
-        return build_local_retrieval(corpus, self.settings.retrieval,
-                                     embedding.embedder if embedding is not None else None,
-                                     vectors=corpus.vectors, linkers=self._linkers)
+        return build_local_retrieval(
+            corpus,
+            self.settings.retrieval,
+            embedding.embedder if embedding is not None else None,
+            vectors=corpus.vectors,
+            linkers=self._linkers,
+        )
 
     def corpus(self, progress: Callable[[str, float], None] | None = None) -> LocalCorpusSearcher:
         """The local corpus searcher (bundled data + ingested files), for corpus management (runs
@@ -329,8 +345,9 @@ class Services:
     def check_citations(self, run_id: str, llm_kind: str) -> ClaimSupportResult:
         """Every cited sentence of the run's latest report judged against its source, stored as a
         judgment (`Reads.judgments`). JudgeInputError without a report; LLMError from the judge."""
-        return check_and_store(EvaluationStore(self.db), EvalLLM(self.llm(llm_kind), self.prices),
-                               load_judged_run(self.repo, run_id))
+        return check_and_store(
+            EvaluationStore(self.db), EvalLLM(self.llm(llm_kind), self.prices), load_judged_run(self.repo, run_id)
+        )
 
     def close(self) -> None:
         if self._benchmarks is not None:
@@ -351,24 +368,28 @@ def build_services(settings: Settings | None = None, *, read_only_ok: bool = Fal
     try:
         settings.home.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise ConfigError(f"THOUGHTMAP_HOME={settings.home}: the folder cannot be created ({exc.strerror or exc}). "
-                          "Point THOUGHTMAP_HOME at a folder this user can write") from None
+        raise ConfigError(
+            f"THOUGHTMAP_HOME={settings.home}: the folder cannot be created ({exc.strerror or exc}). "
+            "Point THOUGHTMAP_HOME at a folder this user can write"
+        ) from None
     db = open_database(settings.database_url, read_only_ok=read_only_ok, variable=settings.database_variable)
     if not settings.team.sign_in and UserStore(db).has_people():
         # A database people sign in to, opened by a process that found no [auth]: it would serve
         # every person's runs to anyone, as the local user. Said, not done.
         db.dispose()
-        raise ConfigError("this database is a team's (people have signed in to it), but no secrets file with [auth] "
-                          "was found, so this process would run single-user and show everyone's runs. Point "
-                          "THOUGHTMAP_SECRETS_FILE at the team's secrets.toml (docs/teams.md)")
+        raise ConfigError(
+            "this database is a team's (people have signed in to it), but no secrets file with [auth] "
+            "was found, so this process would run single-user and show everyone's runs. Point "
+            "THOUGHTMAP_SECRETS_FILE at the team's secrets.toml (docs/teams.md)"
+        )
     prices = PriceTable.from_file(settings.llm.prices_file) if settings.llm.prices_file else PriceTable()
     limiter: ConcurrencyLimiter
     if settings.execution == "queue":
         # Runs execute on workers; the LLM calls of every worker share one cap, in the database.
         queue = RunQueue(db)
-        limiter = SharedConcurrencyLimiter(settings.llm.concurrency,
-                                           SlotLocks(db, "llm", settings.llm.concurrency),
-                                           cooldown=SharedCooldown(db, "llm"))
+        limiter = SharedConcurrencyLimiter(
+            settings.llm.concurrency, SlotLocks(db, "llm", settings.llm.concurrency), cooldown=SharedCooldown(db, "llm")
+        )
     else:
         queue, limiter = None, ConcurrencyLimiter(settings.llm.concurrency)
     services = Services(settings=settings, db=db, repo=Repository(db), limiter=limiter, prices=prices, queue=queue)

@@ -16,8 +16,9 @@ from storage.models import Command, stored_id
 class EventLog(Protocol):
     """Where step-log lines go: the repository, or a running run's journal (`engine/write_behind.py`)."""
 
-    def add_event(self, run_id: str, kind: str, text: str, *, node_id: int | None = None,
-                  data: Mapping[str, Any] | None = None) -> None: ...
+    def add_event(
+        self, run_id: str, kind: str, text: str, *, node_id: int | None = None, data: Mapping[str, Any] | None = None
+    ) -> None: ...
 
 
 class SteeringEvents:
@@ -37,9 +38,13 @@ class SteeringEvents:
 
     def _write(self, command: Command, phase: str, text: str, **data: object) -> None:
         node_id = (command.payload or {}).get("node_id")
-        self._repo.add_event(self._run_id, narration.STEER, text,
-                             node_id=node_id if isinstance(node_id, int) else None,
-                             data={"phase": phase, "command_id": command.id, "command": command.kind, **data})
+        self._repo.add_event(
+            self._run_id,
+            narration.STEER,
+            text,
+            node_id=node_id if isinstance(node_id, int) else None,
+            data={"phase": phase, "command_id": command.id, "command": command.kind, **data},
+        )
 
     def queued(self, command: Command) -> None:
         self._write(command, narration.QUEUED, f"{self._label(command)} queued")

@@ -64,8 +64,10 @@ def secrets_file(env: Mapping[str, str], cwd: Path | None = None) -> Path | None
     if env.get("THOUGHTMAP_SECRETS_FILE"):
         path = Path(env["THOUGHTMAP_SECRETS_FILE"]).expanduser()
         if not path.is_file():
-            raise ConfigError(f"THOUGHTMAP_SECRETS_FILE={str(path)!r} cannot be used: there is no such file. "
-                              "Point it at your secrets.toml, or unset it")
+            raise ConfigError(
+                f"THOUGHTMAP_SECRETS_FILE={str(path)!r} cannot be used: there is no such file. "
+                "Point it at your secrets.toml, or unset it"
+            )
         return path
     for path in ((cwd or Path.cwd()) / ".streamlit" / "secrets.toml", Path.home() / ".streamlit" / "secrets.toml"):
         if path.is_file():
@@ -87,8 +89,10 @@ def _emails(values: Mapping[str, str], name: str, *, anyone: bool) -> tuple[str,
             continue
         if "@" not in entry or entry.count("@") > 1 or entry.endswith("@"):
             what = "an email, an @domain" + (" or *" if anyone else "") if anyone else "an email"
-            raise ConfigError(f"{name} has {entry!r}, which is not {what}. Separate entries with commas, "
-                              "as in ada@example.org,@example.org")
+            raise ConfigError(
+                f"{name} has {entry!r}, which is not {what}. Separate entries with commas, "
+                "as in ada@example.org,@example.org"
+            )
     return entries
 
 
@@ -104,11 +108,20 @@ def load_team_settings(env: Mapping[str, str] | None = None, *, cwd: Path | None
     admins = _emails(values, "THOUGHTMAP_ADMINS", anyone=False)
     allowed = _emails(values, "THOUGHTMAP_ALLOWED_EMAILS", anyone=True)
     if sign_in and not admins and not allowed:
-        raise ConfigError(f"sign-in is on ({path} has [auth]) but nobody may sign in: set THOUGHTMAP_ADMINS "
-                          "to your email (and THOUGHTMAP_ALLOWED_EMAILS to who else may, or * for anyone)")
-    max_runs = number(values, "THOUGHTMAP_USER_MAX_ACTIVE_RUNS", int, 0, minimum=1) \
-        if values.get("THOUGHTMAP_USER_MAX_ACTIVE_RUNS", "").strip() else None
-    max_cost = number(values, "THOUGHTMAP_USER_MAX_COST", float, 0.0, minimum=0, above_minimum=True) \
-        if values.get("THOUGHTMAP_USER_MAX_COST", "").strip() else None
-    return TeamSettings(sign_in=sign_in, admins=admins, allowed=allowed, max_active_runs=max_runs, max_cost=max_cost,
-                        secrets_file=path)
+        raise ConfigError(
+            f"sign-in is on ({path} has [auth]) but nobody may sign in: set THOUGHTMAP_ADMINS "
+            "to your email (and THOUGHTMAP_ALLOWED_EMAILS to who else may, or * for anyone)"
+        )
+    max_runs = (
+        number(values, "THOUGHTMAP_USER_MAX_ACTIVE_RUNS", int, 0, minimum=1)
+        if values.get("THOUGHTMAP_USER_MAX_ACTIVE_RUNS", "").strip()
+        else None
+    )
+    max_cost = (
+        number(values, "THOUGHTMAP_USER_MAX_COST", float, 0.0, minimum=0, above_minimum=True)
+        if values.get("THOUGHTMAP_USER_MAX_COST", "").strip()
+        else None
+    )
+    return TeamSettings(
+        sign_in=sign_in, admins=admins, allowed=allowed, max_active_runs=max_runs, max_cost=max_cost, secrets_file=path
+    )

@@ -83,13 +83,14 @@ class Worker:
         self._queue_worker: QueueWorker | None = None
         from procrastinate import RetryStrategy
 
-        self.app.task(name=TASK, queue=QUEUE,
-                      retry=RetryStrategy(wait=options.retry_held_s, retry_exceptions={RunHeld}))(self._job)
+        self.app.task(
+            name=TASK, queue=QUEUE, retry=RetryStrategy(wait=options.retry_held_s, retry_exceptions={RunHeld})
+        )(self._job)
 
-    async def _job(self, run_id: str, retry_failed: bool = False,
-                   steered_from: dict[str, Any] | None = None) -> None:
-        await asyncio.get_running_loop().run_in_executor(self.threads, self.execute, run_id, retry_failed,
-                                                         HeldRun.from_job(steered_from))
+    async def _job(self, run_id: str, retry_failed: bool = False, steered_from: dict[str, Any] | None = None) -> None:
+        await asyncio.get_running_loop().run_in_executor(
+            self.threads, self.execute, run_id, retry_failed, HeldRun.from_job(steered_from)
+        )
 
     # ------------------------------------------------------------ one job
 
@@ -98,8 +99,11 @@ class Worker:
         repo = self.services.repo
         with self.lease.hold(run_id) as taken:
             if not taken:
-                log.info("run %s is being executed by another process; trying again in %.0f s",
-                         run_id, self.options.retry_held_s)
+                log.info(
+                    "run %s is being executed by another process; trying again in %.0f s",
+                    run_id,
+                    self.options.retry_held_s,
+                )
                 raise RunHeld(run_id)
             try:
                 run = repo.get_run(run_id)
@@ -115,19 +119,32 @@ class Worker:
                 return
             if run.status in (RunStatus.RUNNING, RunStatus.PAUSED):
                 # We hold the lease, so whoever had it is gone: its worker died mid-run.
-                log.warning("run %s was left %s by %s, which is gone; resuming it from its stored graph",
-                            run_id, run.status, run.owner or "a worker")
+                log.warning(
+                    "run %s was left %s by %s, which is gone; resuming it from its stored graph",
+                    run_id,
+                    run.status,
+                    run.owner or "a worker",
+                )
                 if run.status == RunStatus.PAUSED:
                     repo.enqueue_command(run_id, "pause")  # it stays paused where it was
-            log.info("running run %s (%s): %s", run_id, terminal_text(run.method),
-                     terminal_text(one_line(run.question)[:100]))
+            log.info(
+                "running run %s (%s): %s",
+                run_id,
+                terminal_text(run.method),
+                terminal_text(one_line(run.question)[:100]),
+            )
             self.services.runner.execute_here(run_id, retry_failed=retry_failed, steered_from=steered_from)
             final = repo.get_run(run_id)
             if run_id in self._handed_on and final.status == RunStatus.INTERRUPTED:
                 self._hand_on(run_id, paused=self._handed_on[run_id])
-            log.info("run %s ended: %s%s", run_id, final.status,
-                     f" ({terminal_text(one_line(final.stop_reason or final.error)[:160])})"
-                     if final.stop_reason or final.error else "")
+            log.info(
+                "run %s ended: %s%s",
+                run_id,
+                final.status,
+                f" ({terminal_text(one_line(final.stop_reason or final.error)[:160])})"
+                if final.stop_reason or final.error
+                else "",
+            )
 
     def _hand_on(self, run_id: str, *, paused: bool) -> None:
         """Queue the run again for another worker (this one is shutting down)."""
@@ -140,13 +157,16 @@ class Worker:
     def shut_down(self, why: str = "asked to stop") -> None:
         """Stop taking jobs and hand the runs executing here on to other workers (see the module)."""
         if self.stopping.is_set():
-            log.warning("worker %s: stopping now (%s again); its runs are queued again by the other workers "
-                        "once they notice it is gone", self.options.name, why)
+            log.warning(
+                "worker %s: stopping now (%s again); its runs are queued again by the other workers "
+                "once they notice it is gone",
+                self.options.name,
+                why,
+            )
             os._exit(1)  # the documented hard stop: nothing here may wait any longer
         self.stopping.set()
         self._handed_on.update(self.services.runner.interrupt_all(HAND_ON_REASON))
-        log.info("worker %s: %s; handing %d run(s) on to other workers", self.options.name, why,
-                 len(self._handed_on))
+        log.info("worker %s: %s; handing %d run(s) on to other workers", self.options.name, why, len(self._handed_on))
         if self._queue_worker is not None:
             self._queue_worker.stop()  # type: ignore[no-untyped-call]  # procrastinate leaves it unannotated
 
@@ -165,31 +185,44 @@ class Worker:
         while True:
             try:
                 stalled = await manager.get_stalled_jobs(
-                    queue=QUEUE, task_name=TASK, seconds_since_heartbeat=self.options.stalled_after_s)
+                    queue=QUEUE, task_name=TASK, seconds_since_heartbeat=self.options.stalled_after_s
+                )
                 for job in stalled:
                     try:
                         await manager.retry_job(job)
                     except Exception as exc:  # another worker retried it first, or a run job is waiting
                         log.debug("job %s not queued again: %s", job.id, exc)
                     else:
-                        log.warning("run %s: its worker stopped answering; the run is queued again",
-                                    job.task_kwargs.get("run_id"))
+                        log.warning(
+                            "run %s: its worker stopped answering; the run is queued again",
+                            job.task_kwargs.get("run_id"),
+                        )
             except Exception:  # the database went away for a moment: try again next round
                 log.exception("could not look for stalled jobs")
             await asyncio.sleep(every)
 
     async def run_async(self, *, wait: bool = True) -> None:
-        log.info("worker %s: executing up to %d run(s) at a time from %s", self.options.name,
-                 self.options.concurrency, self.services.db.display_url)
+        log.info(
+            "worker %s: executing up to %d run(s) at a time from %s",
+            self.options.name,
+            self.options.concurrency,
+            self.services.db.display_url,
+        )
         from procrastinate.worker import Worker as QueueWorker
 
         async with self.app.open_async():
             # Our own signal handling (procrastinate's would wait for every run to finish).
             self._queue_worker = QueueWorker(
-                app=self.app, queues=[QUEUE], name=self.options.name, concurrency=self.options.concurrency,
-                wait=wait, update_heartbeat_interval=self.options.heartbeat_s,
-                stalled_worker_timeout=self.options.stalled_after_s, fetch_job_polling_interval=1.0,
-                delete_jobs="successful", install_signal_handlers=False,
+                app=self.app,
+                queues=[QUEUE],
+                name=self.options.name,
+                concurrency=self.options.concurrency,
+                wait=wait,
+                update_heartbeat_interval=self.options.heartbeat_s,
+                stalled_worker_timeout=self.options.stalled_after_s,
+                fetch_job_polling_interval=1.0,
+                delete_jobs="successful",
+                install_signal_handlers=False,
             )
             loop = asyncio.get_running_loop()
             handled = []

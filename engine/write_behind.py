@@ -50,18 +50,40 @@ class RunJournal:
 
     # ------------------------------------------------------------------ writes
 
-    def record_llm_call(self, run_id: str, *, node_id: int | None, purpose: str, model: str,
-                        prompt_tokens: int, completion_tokens: int, cost: float, latency_s: float,
-                        attempts: int = 1, ok: bool = True, error: str = "") -> None:
+    def record_llm_call(
+        self,
+        run_id: str,
+        *,
+        node_id: int | None,
+        purpose: str,
+        model: str,
+        prompt_tokens: int,
+        completion_tokens: int,
+        cost: float,
+        latency_s: float,
+        attempts: int = 1,
+        ok: bool = True,
+        error: str = "",
+    ) -> None:
         """`UsageStore.record_llm_call`, gathered."""
         self._check_run(run_id)
-        call = CallRecord(node_id=node_id, purpose=purpose, model=model, prompt_tokens=prompt_tokens,
-                          completion_tokens=completion_tokens, cost=cost, latency_s=latency_s,
-                          attempts=attempts, ok=ok, error=error)
+        call = CallRecord(
+            node_id=node_id,
+            purpose=purpose,
+            model=model,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            cost=cost,
+            latency_s=latency_s,
+            attempts=attempts,
+            ok=ok,
+            error=error,
+        )
         self._gather(lambda pending: pending.calls.append(call))
 
-    def add_event(self, run_id: str, kind: str, text: str, *, node_id: int | None = None,
-                  data: Mapping[str, Any] | None = None) -> None:
+    def add_event(
+        self, run_id: str, kind: str, text: str, *, node_id: int | None = None, data: Mapping[str, Any] | None = None
+    ) -> None:
         """`Repository.add_event`, gathered."""
         self._check_run(run_id)
         event = EventRecord(kind=kind, text=text, node_id=node_id, data=dict(data or {}))
@@ -106,8 +128,7 @@ class RunJournal:
             tokens, cost = self._repo.run_usage(run_id)
             with self._lock:
                 calls = list(self._pending.calls)
-        return (tokens + sum(c.prompt_tokens + c.completion_tokens for c in calls),
-                cost + sum(c.cost for c in calls))
+        return (tokens + sum(c.prompt_tokens + c.completion_tokens for c in calls), cost + sum(c.cost for c in calls))
 
     def _check_run(self, run_id: str) -> None:
         if run_id != self.run_id:
@@ -122,8 +143,9 @@ class RunJournal:
                 write_through = False
                 add(self._pending)
                 if self._flusher is None:
-                    self._flusher = threading.Thread(target=self._flush_loop, daemon=True,
-                                                     name=f"journal-{self.run_id}")
+                    self._flusher = threading.Thread(
+                        target=self._flush_loop, daemon=True, name=f"journal-{self.run_id}"
+                    )
                     self._flusher.start()
                 self._lock.notify_all()
         if write_through:

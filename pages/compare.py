@@ -31,24 +31,41 @@ running_on_notice(services)
 run_ids = parse_run_ids(st.query_params.get("runs"))
 
 with st.expander("New comparison", expanded=not run_ids):
-    question = st.text_area("Question", key="compare-question",
-                            placeholder=f"One question for every method (up to {MAX_QUESTION_CHARS:,} characters)")
+    question = st.text_area(
+        "Question",
+        key="compare-question",
+        placeholder=f"One question for every method (up to {MAX_QUESTION_CHARS:,} characters)",
+    )
     kind = active_llm(services)
     profile = profile_for_llm(kind)
-    choice = choose_methods(services, key="compare", profile=profile, model=run_llm_info(services, kind)["model"],
-                            default=list(services.methods)[:2],
-                            max_selections=MAX_COMPARED,
-                            help_text=f"2 or {MAX_COMPARED} methods; each gets the same budget, LLM and search.")
+    choice = choose_methods(
+        services,
+        key="compare",
+        profile=profile,
+        model=run_llm_info(services, kind)["model"],
+        default=list(services.methods)[:2],
+        max_selections=MAX_COMPARED,
+        help_text=f"2 or {MAX_COMPARED} methods; each gets the same budget, LLM and search.",
+    )
     st.caption("The budget is each run's: every method gets the same.")
     if st.button("Start comparison", type="primary", key="compare-start"):
         if kind == "local" and not start_local_model(services):
             st.stop()
         try:
             person = identity.viewer(services)
-            run_ids = start_comparison(services, question=question, methods=choice.methods, values=choice.values,
-                                       llm_kind=kind, llm_info=run_llm_info(services, kind), profile=profile, search_mode=preferences(services).search,
-                                       max_cost=services.access.budget_for_new_run(person, choice.max_cost, runs=len(choice.methods)),
-                                       max_tokens=choice.max_tokens, user_id=person.user_id)
+            run_ids = start_comparison(
+                services,
+                question=question,
+                methods=choice.methods,
+                values=choice.values,
+                llm_kind=kind,
+                llm_info=run_llm_info(services, kind),
+                profile=profile,
+                search_mode=preferences(services).search,
+                max_cost=services.access.budget_for_new_run(person, choice.max_cost, runs=len(choice.methods)),
+                max_tokens=choice.max_tokens,
+                user_id=person.user_id,
+            )
         except LimitReached as exc:
             st.error(f"Cannot start the comparison: {exc}. Nothing was started.")
         except ComparisonError as exc:
@@ -64,8 +81,10 @@ with st.expander("Compare runs you already have"):
         st.rerun()
 
 if not run_ids:
-    st.info("Type a question, choose two or three methods and press Start comparison; or put runs you already "
-            "have side by side. A comparison's address (?runs=…) reopens it later.")
+    st.info(
+        "Type a question, choose two or three methods and press Start comparison; or put runs you already "
+        "have side by side. A comparison's address (?runs=…) reopens it later."
+    )
     st.stop()
 
 for run_id in run_ids:  # someone else's unshared run in the address: said, and nothing of it shown
@@ -73,8 +92,11 @@ for run_id in run_ids:  # someone else's unshared run in the address: said, and 
 question_line(services.reads.get_run(run_ids[0]))
 differ = setup_differences(compared_setups(services, run_ids))
 if differ:  # runs put side by side from storage, or an address typed by hand
-    st.warning("These runs differ in more than their method: " + ", ".join(differ) + ". What tells them apart "
-               "is not the method alone.", icon=":material/warning:")
+    st.warning(
+        "These runs differ in more than their method: " + ", ".join(differ) + ". What tells them apart "
+        "is not the method alone.",
+        icon=":material/warning:",
+    )
 compared_runs(services, run_ids)
 if all(identity.may_change(services, services.reads.get_run(run_id)) for run_id in run_ids):
     judge_panel(services, run_ids)  # a verdict is stored with the runs: only their owner judges them

@@ -30,28 +30,53 @@ with st.expander("New benchmark", expanded=current is None):
     cols = st.columns(3)
     # No bounds in the number widgets (Streamlit would keep the last valid value of a bad entry):
     # the runner refuses a bad value with the reason.
-    limit = cols[0].number_input("Items", value=DEFAULT_LIMIT, step=1, key="eval-limit",
-                                 help="How many items of the dataset (a fixed sample for a seed). Empty: all.")
-    seed = cols[1].number_input("Seed", value=DEFAULT_SEED, step=1, key="eval-seed",
-                                help="The same seed gives the same items.")
-    concurrency = cols[2].number_input("Concurrency", value=2, step=1, key="eval-concurrency",
-                                       help=f"Runs at a time, 1 to {MAX_CONCURRENCY}.")
+    limit = cols[0].number_input(
+        "Items",
+        value=DEFAULT_LIMIT,
+        step=1,
+        key="eval-limit",
+        help="How many items of the dataset (a fixed sample for a seed). Empty: all.",
+    )
+    seed = cols[1].number_input(
+        "Seed", value=DEFAULT_SEED, step=1, key="eval-seed", help="The same seed gives the same items."
+    )
+    concurrency = cols[2].number_input(
+        "Concurrency", value=2, step=1, key="eval-concurrency", help=f"Runs at a time, 1 to {MAX_CONCURRENCY}."
+    )
     kind = active_llm(services)
     profile = profile_for_llm(kind)
-    choice = choose_methods(services, key="eval", profile=profile, model=services.llm_info(kind)["model"],
-                            default=[], help_text="Each item is run by every method chosen.",
-                            items=sample_size(dataset, limit))
+    choice = choose_methods(
+        services,
+        key="eval",
+        profile=profile,
+        model=services.llm_info(kind)["model"],
+        default=[],
+        help_text="Each item is run by every method chosen.",
+        items=sample_size(dataset, limit),
+    )
     st.caption("The budget is the whole benchmark's: no new run starts once it is spent.")
     if st.button("Start benchmark", type="primary", key="eval-start"):
-        problem = ("Choose at least one method in Methods" if not choice.methods
-                   else budget_problem(choice.max_cost, choice.max_tokens))
+        problem = (
+            "Choose at least one method in Methods"
+            if not choice.methods
+            else budget_problem(choice.max_cost, choice.max_tokens)
+        )
         spec = BenchmarkSpec(
-            dataset=dataset, methods=choice.methods, limit=None if limit is None else int(limit),
+            dataset=dataset,
+            methods=choice.methods,
+            limit=None if limit is None else int(limit),
             seed=DEFAULT_SEED if seed is None else int(seed),
-            values={f"{method}.{name}": value for method, values in choice.values.items() for name, value in values.items()},
-            llm=kind, profile=profile, search_mode=preferences(services).search, max_cost=choice.max_cost,
-            max_tokens=choice.max_tokens, concurrency=0 if concurrency is None else int(concurrency),
-            user_id=identity.viewer(services).user_id)
+            values={
+                f"{method}.{name}": value for method, values in choice.values.items() for name, value in values.items()
+            },
+            llm=kind,
+            profile=profile,
+            search_mode=preferences(services).search,
+            max_cost=choice.max_cost,
+            max_tokens=choice.max_tokens,
+            concurrency=0 if concurrency is None else int(concurrency),
+            user_id=identity.viewer(services).user_id,
+        )
         if problem:
             st.error(f"{problem}. Nothing was started.")
         else:
@@ -77,8 +102,10 @@ if current and current not in {b.id for b in benchmarks}:
         if person.sees_everything or named.user_id == person.user_id:
             benchmarks.append(named)  # older than the newest listed: still shown
         else:
-            st.error(f"Benchmark {code_span(current[:40])} is not one of yours, so nothing of it is shown.",
-                     icon=":material/lock:")
+            st.error(
+                f"Benchmark {code_span(current[:40])} is not one of yours, so nothing of it is shown.",
+                icon=":material/lock:",
+            )
             current = None
 if not benchmarks:
     st.info("No benchmarks yet: choose a dataset and methods above and press Start benchmark.")

@@ -75,9 +75,12 @@ with research_slot, st.expander("New research", expanded=current is None, key=NE
     if current:
         running_on_notice(services, compact=True)
     # No help tooltip: its button would share the "Question" label with the box.
-    question = st.text_area("Question", key="question",
-                            placeholder=f"An open-ended or multi-hop question (up to {MAX_QUESTION_CHARS:,} "
-                            "characters; documents go in the corpus, in Settings)")
+    question = st.text_area(
+        "Question",
+        key="question",
+        placeholder=f"An open-ended or multi-hop question (up to {MAX_QUESTION_CHARS:,} "
+        "characters; documents go in the corpus, in Settings)",
+    )
     # Said at the box as soon as the text is in (Streamlit sends it on leaving the box or Ctrl+Enter),
     # not first at Start. No max_chars on the widget: Streamlit drops a longer paste whole, silently.
     try:
@@ -95,13 +98,20 @@ with research_slot, st.expander("New research", expanded=current is None, key=NE
     profile = profile_for_llm(kind)
     with st.expander("Parameters" + (" (quick profile)" if profile == "quick" and params_type.quick_profile else "")):
         if profile == "quick" and params_type.quick_profile:
-            st.caption("Quick profile for the small built-in model, so a run finishes in minutes: "
-                       + ", ".join(f"{k.replace('_', ' ')} {({True: 'on', False: 'off'}.get(v, v) if isinstance(v, bool) else v)}"
-                                   for k, v in params_type.quick_profile.items())
-                       + ". Raise any of them; the paper's values apply with a stronger model.")
+            st.caption(
+                "Quick profile for the small built-in model, so a run finishes in minutes: "
+                + ", ".join(
+                    f"{k.replace('_', ' ')} { ({True: 'on', False: 'off'}.get(v, v) if isinstance(v, bool) else v) }"
+                    for k, v in params_type.quick_profile.items()
+                )
+                + ". Raise any of them; the paper's values apply with a stronger model."
+            )
         # Separate widget keys per profile: switching the LLM must show that profile's defaults.
-        raw = params_form(params_type, key=f"params-{method}" + ("" if profile == "paper" else f"-{profile}"),
-                          defaults=profile_defaults(params_type, profile))
+        raw = params_form(
+            params_type,
+            key=f"params-{method}" + ("" if profile == "paper" else f"-{profile}"),
+            defaults=profile_defaults(params_type, profile),
+        )
     cost_estimate(methods[method], raw, model=run_llm_info(services, kind)["model"], prices=services.prices)
     if st.button("Start", type="primary", key="start"):
         if not question.strip():
@@ -115,8 +125,10 @@ with research_slot, st.expander("New research", expanded=current is None, key=NE
                     st.error(as_sentence(str(exc)))
             except ParamError as exc:
                 # In the form's words ("Max nodes is 500; allowed: 1 to 200."), else the CLI's.
-                st.error("Could not start: " + (readable_problems(params_type.model_fields, exc.errors)
-                                                or as_sentence(str(exc))))
+                st.error(
+                    "Could not start: "
+                    + (readable_problems(params_type.model_fields, exc.errors) or as_sentence(str(exc)))
+                )
             else:
                 # Start is idempotent: a second click on the same request (a double click, or a
                 # click while the page reruns) opens the run the first one started.
@@ -134,8 +146,13 @@ with research_slot, st.expander("New research", expanded=current is None, key=NE
                         st.error(f"Not started: {as_sentence(str(exc))}", icon=":material/block:")
                         st.stop()
                     run = services.runner.create_run(
-                        question=question, method=method, params=params, llm_info=run_llm_info(services, kind),
-                        search_mode=preferences(services).search, max_cost=max_cost, user_id=person.user_id,
+                        question=question,
+                        method=method,
+                        params=params,
+                        llm_info=run_llm_info(services, kind),
+                        search_mode=preferences(services).search,
+                        max_cost=max_cost,
+                        user_id=person.user_id,
                     )
                     try:  # counted again with it stored: two starts at once cannot both pass
                         services.access.admit_new_runs(person.user_id, [run.id])
@@ -157,8 +174,11 @@ if current:
     report_open, watched = f"report-open-{current}", f"watched-{current}"
     if active:
         st.session_state[watched] = True
-    elif st.session_state.pop(watched, False) and opened.status == RunStatus.DONE \
-            and st.session_state.get(report_open) is False:
+    elif (
+        st.session_state.pop(watched, False)
+        and opened.status == RunStatus.DONE
+        and st.session_state.get(report_open) is False
+    ):
         # Watched to its end, with its report folded while the run worked (a report written
         # before the end): it opens now. One already open stays as the reader left it (steering).
         st.session_state[report_open] = True
@@ -188,8 +208,14 @@ if current:
             question_line(run)
         events, numbers = run_events(services, reads), reads.memo("numbers", lambda: node_numbers(nodes))
         commands = run_commands(services, reads)
-        progress(run, nodes, lifecycle=lifecycle_events(services, reads), events=events, numbers=numbers,
-                 steerable=contract is not None and contract.steers_nodes and identity.may_change(services, run))
+        progress(
+            run,
+            nodes,
+            lifecycle=lifecycle_events(services, reads),
+            events=events,
+            numbers=numbers,
+            steerable=contract is not None and contract.steers_nodes and identity.may_change(services, run),
+        )
         controls(services, run, row=buttons)
         selected_key, side_key, picked_key = f"selected-{run_id}", f"side-{run_id}", f"picked-{run_id}"
         generation_key, map_key = f"pick-generation-{run_id}", f"map-{run_id}"
@@ -235,13 +261,25 @@ if current:
             # Each node's queued or applying command, else its current step, under its label.
             # While the run works and the reader has not picked a node, the map keeps the node it
             # works on in view: a tree wider than the screen grows past its right edge otherwise.
-            follow = (mindmap.working_node(nodes) if run.status in RunStatus.ACTIVE
-                      and not st.session_state.get(picked_key) else None)
+            follow = (
+                mindmap.working_node(nodes)
+                if run.status in RunStatus.ACTIVE and not st.session_state.get(picked_key)
+                else None
+            )
             # A node the reader's steering made comes into view, even where they moved the map.
             reveal = reads.memo("steered", lambda: mindmap.steered_node(nodes, commands))
-            data = reads.memo(("map", selected, follow), lambda: mindmap.build_map(
-                nodes, reads.snapshot.edges, selected, contract=contract, follow=follow, reveal=reveal,
-                badges=node_badges(nodes, events, commands, contract=contract)))
+            data = reads.memo(
+                ("map", selected, follow),
+                lambda: mindmap.build_map(
+                    nodes,
+                    reads.snapshot.edges,
+                    selected,
+                    contract=contract,
+                    follow=follow,
+                    reveal=reveal,
+                    badges=node_badges(nodes, events, commands, contract=contract),
+                ),
+            )
             mindmap.mind_map(data, key=map_key, height=MAP_HEIGHT)
         with panel_col:
             if not ids:
@@ -256,8 +294,14 @@ if current:
             # refreshes, and a click on the map can bring the node's tab back. Fixed labels: the key's
             # identity includes them.
             node_tab, run_tab, *more_tabs = (
-                st.tabs([NODE_TAB, contract.view.side_tab, *([graph_tab] if graph_tab else [])], key=side_key,
-                        on_change="rerun") if side_tab else (st.container(), None))
+                st.tabs(
+                    [NODE_TAB, contract.view.side_tab, *([graph_tab] if graph_tab else [])],
+                    key=side_key,
+                    on_change="rerun",
+                )
+                if side_tab
+                else (st.container(), None)
+            )
             with node_tab:
                 labels = {n.id: f"#{numbers[n.id]} {mindmap.short_label(n.label, 60)}" for n in nodes}
                 generation = st.session_state.get(generation_key, 0)
@@ -268,17 +312,24 @@ if current:
                     if drawn == st.session_state.get(generation_key, 0):  # not a list a selection by the page replaced
                         st.session_state.update({selected_key: st.session_state[pick_key], picked_key: True})
 
-                st.selectbox("Node", ids, format_func=labels.get, key=pick_key, on_change=picked_in_list,
-                             args=(generation,))
+                st.selectbox(
+                    "Node", ids, format_func=labels.get, key=pick_key, on_change=picked_in_list, args=(generation,)
+                )
                 node = next(n for n in nodes if n.id == st.session_state[selected_key])
                 # Beside the map at the map's height, scrolling on its own: a long node text never
                 # pushes the node's commands or the map off the screen. Keyed by the node: another
                 # node is a new element, shown from its top, not at the last node's scroll position.
-                with st.container(height=max(PANEL_HEIGHT - (TABS_HEIGHT if side_tab else 0) - shorter, MIN_PANEL_HEIGHT),
-                                  border=False, key=f"panel-of-{node.id}"):
+                with st.container(
+                    height=max(PANEL_HEIGHT - (TABS_HEIGHT if side_tab else 0) - shorter, MIN_PANEL_HEIGHT),
+                    border=False,
+                    key=f"panel-of-{node.id}",
+                ):
                     node_panel(services, run, node, contract, reads, commands=commands, events=events, numbers=numbers)
             if run_tab is not None:
-                with run_tab, st.container(height=max(MAP_HEIGHT - TABS_HEIGHT - shorter, MIN_PANEL_HEIGHT), border=False):
+                with (
+                    run_tab,
+                    st.container(height=max(MAP_HEIGHT - TABS_HEIGHT - shorter, MIN_PANEL_HEIGHT), border=False),
+                ):
                     side_panels(services, run, contract, reads, commands, offered=offered)
             if more_tabs and more_tabs[0].open:  # (drawn only when open: a hidden frame cannot place it)
                 tall = max(MAP_HEIGHT - TABS_HEIGHT - shorter, MIN_PANEL_HEIGHT)
@@ -299,7 +350,11 @@ if current:
             read = last_reads(current)
             render_document(st, services.reads.markdown(current, nodes=read.nodes if read else None))
             try:
-                st.page_link("pages/report.py", label="Open in the Report page", icon=":material/description:",
-                             query_params={"run": current})
+                st.page_link(
+                    "pages/report.py",
+                    label="Open in the Report page",
+                    icon=":material/description:",
+                    query_params={"run": current},
+                )
             except StreamlitPageNotFoundError:  # the page runs on its own (tests), without navigation
                 st.caption("Downloads are on the Report page.")

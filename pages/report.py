@@ -52,8 +52,10 @@ if current and current not in ids:
             raise RunNotFound(current)  # the session's last run, someone else's: not this page's
     except RunNotFound:
         if asked:  # a link or an address names it: say so, never show another run in its place
-            st.error(f"There is no run {code_span(asked[:80])} (deleted?). The newest run is shown instead: pick another below "
-                     "or in Sessions.")
+            st.error(
+                f"There is no run {code_span(asked[:80])} (deleted?). The newest run is shown instead: pick another below "
+                "or in Sessions."
+            )
             del st.query_params["run"]
         current = None
     else:
@@ -78,23 +80,43 @@ markdown = reads.markdown(run_id)
 cols = st.columns(5)
 # A download does not rerun the page (on_click="ignore"): a rerun replaces the PDF's and DOCX's
 # deferred files, and a click on one of them while it ran found its file gone and did nothing.
-cols[0].download_button("Download Markdown", markdown, file_name=f"thoughtmap-{run_id}.md", mime="text/markdown",
-                        key="download-md", on_click="ignore")
-cols[1].download_button("Download JSON", json.dumps(reads.export_json(run_id), indent=2, ensure_ascii=False),
-                        file_name=f"thoughtmap-{run_id}.json", mime="application/json", key="download-json",
-                        on_click="ignore")
+cols[0].download_button(
+    "Download Markdown",
+    markdown,
+    file_name=f"thoughtmap-{run_id}.md",
+    mime="text/markdown",
+    key="download-md",
+    on_click="ignore",
+)
+cols[1].download_button(
+    "Download JSON",
+    json.dumps(reads.export_json(run_id), indent=2, ensure_ascii=False),
+    file_name=f"thoughtmap-{run_id}.json",
+    mime="application/json",
+    key="download-json",
+    on_click="ignore",
+)
 # Built when clicked (about a second each for a long report), not on every run of the page.
 missing_font = pdf_font_missing()
 if missing_font:
     cols[2].caption(f"No PDF: {missing_font}.")
 else:
-    cols[2].download_button("Download PDF", lambda: to_pdf(reads.document(run_id)),
-                            file_name=f"thoughtmap-{run_id}.pdf", mime="application/pdf", key="download-pdf",
-                            on_click="ignore")
-cols[3].download_button("Download DOCX", lambda: to_docx(reads.document(run_id)),
-                        file_name=f"thoughtmap-{run_id}.docx",
-                        mime="application/vnd.openxmlformats-officedocument.wordprocessingml.document",
-                        key="download-docx", on_click="ignore")
+    cols[2].download_button(
+        "Download PDF",
+        lambda: to_pdf(reads.document(run_id)),
+        file_name=f"thoughtmap-{run_id}.pdf",
+        mime="application/pdf",
+        key="download-pdf",
+        on_click="ignore",
+    )
+cols[3].download_button(
+    "Download DOCX",
+    lambda: to_docx(reads.document(run_id)),
+    file_name=f"thoughtmap-{run_id}.docx",
+    mime="application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    key="download-docx",
+    on_click="ignore",
+)
 opened = reads.get_run(run_id)
 identity.whose(services, opened)
 if identity.may_change(services, opened) and cols[4].button("Regenerate report", key="regenerate"):

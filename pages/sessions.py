@@ -28,15 +28,22 @@ if depth is not None:  # distributed execution: runs execute on `thoughtmap work
     st.caption(f"Run queue: {depth.waiting} waiting for a worker · {depth.running} being executed by workers")
 
 person = identity.viewer(services)
-SHOWN = {"Mine and shared with me": {"visible_to": person.user_id}, "Mine": {"owned_by": person.user_id},
-         "Shared with me": {"visible_to": person.user_id, "not_owned_by": person.user_id},
-         **({"Everyone's (admin)": {}} if person.is_admin else {})}
+SHOWN = {
+    "Mine and shared with me": {"visible_to": person.user_id},
+    "Mine": {"owned_by": person.user_id},
+    "Shared with me": {"visible_to": person.user_id, "not_owned_by": person.user_id},
+    **({"Everyone's (admin)": {}} if person.is_admin else {}),
+}
 shown = st.radio("Show", list(SHOWN), horizontal=True, key="sessions-shown") if person.signed_in else None
 cols = st.columns([3, 2, 2, 2])
 text = cols[0].text_input("Search questions", key="sessions-text")
 # The methods this process serves, in their order (built-in ones as registered, then plugins).
-method = cols[1].selectbox("Method", ["(any)", *services.methods], key="sessions-method",
-                           format_func=lambda n: n if n == "(any)" else services.methods[n].title)
+method = cols[1].selectbox(
+    "Method",
+    ["(any)", *services.methods],
+    key="sessions-method",
+    format_func=lambda n: n if n == "(any)" else services.methods[n].title,
+)
 status = cols[2].selectbox("Status", ["(any)", *STATUSES], key="sessions-status")
 since = cols[3].date_input("Since", value=None, key="sessions-since")
 
@@ -71,13 +78,12 @@ def page_nav(where: str) -> None:
     current = st.session_state["sessions-page"]
     nav = st.columns([1, 1, 2, 1, 1], vertical_alignment="center")
     nav[0].button("Newest", key=f"sessions-newest-{where}", disabled=current == 1, on_click=go_to, args=(1,))
-    nav[1].button("Newer", key=f"sessions-newer-{where}", disabled=current == 1, on_click=go_to,
-                  args=(current - 1,))
+    nav[1].button("Newer", key=f"sessions-newer-{where}", disabled=current == 1, on_click=go_to, args=(current - 1,))
     nav[2].caption(f"Page {current:,} of {pages:,}")
-    nav[3].button("Older", key=f"sessions-older-{where}", disabled=current == pages, on_click=go_to,
-                  args=(current + 1,))
-    nav[4].button("Oldest", key=f"sessions-oldest-{where}", disabled=current == pages, on_click=go_to,
-                  args=(pages,))
+    nav[3].button(
+        "Older", key=f"sessions-older-{where}", disabled=current == pages, on_click=go_to, args=(current + 1,)
+    )
+    nav[4].button("Oldest", key=f"sessions-oldest-{where}", disabled=current == pages, on_click=go_to, args=(pages,))
 
 
 page_number = st.session_state["sessions-page"]
@@ -98,13 +104,21 @@ for run in runs:
     with st.container(border=True):
         top = st.columns([6, 1, 1, 1])
         top[0].markdown(f"**{inline_text(report_title(run.title or run.question))}**")  # one line, capped
-        top[0].caption(f"`{run.id}` · {inline_text(method_name(run.method))} · {run.status} · {run.node_count} nodes · "
-                       f"{run.created_at:%Y-%m-%d %H:%M} · {run.prompt_tokens + run.completion_tokens:,} tokens"
-                       + (f" · on {inline_text(describe_owner(run.owner))}"
-                          if depth is not None and run.owner and run.status in (RunStatus.RUNNING, RunStatus.PAUSED) else "")
-                       + (f" · ⚠ {inline_text(run.warning)}" if run.warning else "")
-                       + (f" · {inline_text(services.access.owner_name(run))}'s"
-                          if person.signed_in and run.user_id != person.user_id else ""))
+        top[0].caption(
+            f"`{run.id}` · {inline_text(method_name(run.method))} · {run.status} · {run.node_count} nodes · "
+            f"{run.created_at:%Y-%m-%d %H:%M} · {run.prompt_tokens + run.completion_tokens:,} tokens"
+            + (
+                f" · on {inline_text(describe_owner(run.owner))}"
+                if depth is not None and run.owner and run.status in (RunStatus.RUNNING, RunStatus.PAUSED)
+                else ""
+            )
+            + (f" · ⚠ {inline_text(run.warning)}" if run.warning else "")
+            + (
+                f" · {inline_text(services.access.owner_name(run))}'s"
+                if person.signed_in and run.user_id != person.user_id
+                else ""
+            )
+        )
         if top[1].button("Open", key=f"open-{run.id}"):
             st.session_state["run_id"] = run.id
             st.query_params["run"] = run.id
@@ -113,7 +127,8 @@ for run in runs:
             continue  # someone else's: opened and read, never resumed, renamed or deleted here
         retryable = services.runner.retryable(run)
         if (run.status in (RunStatus.INTERRUPTED, RunStatus.STOPPED, RunStatus.FAILED) or retryable) and top[2].button(
-                "Retry failed" if retryable else "Resume", key=f"resume-{run.id}"):
+            "Retry failed" if retryable else "Resume", key=f"resume-{run.id}"
+        ):
             try:
                 if budget_short(run) is not None:
                     # Resumed as it is, it would stop again at its first call: Explore asks for more.

@@ -15,8 +15,14 @@ if TYPE_CHECKING:
     from storage.models import RunState
     from storage.repository import NodeInput, Repository, RunNotFound
 
-_WHERE = {"Database": "storage.db", "open_database": "storage.db", "RunState": "storage.models",
-          "NodeInput": "storage.repository", "Repository": "storage.repository", "RunNotFound": "storage.repository"}
+_WHERE = {
+    "Database": "storage.db",
+    "open_database": "storage.db",
+    "RunState": "storage.models",
+    "NodeInput": "storage.repository",
+    "Repository": "storage.repository",
+    "RunNotFound": "storage.repository",
+}
 
 __all__ = ["Database", "NodeInput", "Repository", "RunNotFound", "RunState", "open_database"]
 

@@ -70,7 +70,8 @@ CREATE TABLE IF NOT EXISTS chunk_vectors (
 CREATE INDEX IF NOT EXISTS chunk_vectors_model ON chunk_vectors(model);
 """
 
-_SCHEMA = """
+_SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS meta (
     key TEXT PRIMARY KEY,
     value TEXT NOT NULL
@@ -101,7 +102,9 @@ CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
     content='chunk_content', content_rowid='id',
     tokenize='porter unicode61 remove_diacritics 2'
 );
-""" + _VECTORS_SCHEMA
+"""
+    + _VECTORS_SCHEMA
+)
 
 # Older layout version -> the statements that bring it to SCHEMA_VERSION, keeping its rows.
 _MIGRATIONS: dict[str, str] = {"1": _VECTORS_SCHEMA}
@@ -311,8 +314,9 @@ class CorpusStore:
     `busy_timeout_s` for another process's write, then raises `CorpusLocked`.
     """
 
-    def __init__(self, path: Path | str, *, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
-                 scratch: bool = False) -> None:
+    def __init__(
+        self, path: Path | str, *, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S, scratch: bool = False
+    ) -> None:
         """`scratch`: a file only its builder opens, then put in place by `move_index`: written
         with no journal and no syncs (each batch is written once: no WAL copy, checkpoint or
         fsync). A failed write cannot be rolled back then: a build that fails is thrown away whole."""
@@ -326,9 +330,7 @@ class CorpusStore:
         self.generation = 0
         self._titles: _TitleCatalogue | None = None  # `_catalogue`
         # isolation_level=None: we issue BEGIN/COMMIT ourselves so batches are one transaction.
-        self._conn = sqlite3.connect(
-            str(path), check_same_thread=False, isolation_level=None, timeout=busy_timeout_s
-        )
+        self._conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=busy_timeout_s)
         self._conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_s * 1000)}")
         if scratch:
             self._conn.execute("PRAGMA journal_mode=OFF")
@@ -343,12 +345,8 @@ class CorpusStore:
     # -- lifecycle -----------------------------------------------------------------------------
 
     def _schema_version(self) -> str | None:
-        has_meta = self._conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'"
-        ).fetchone()
-        row = has_meta and self._conn.execute(
-            "SELECT value FROM meta WHERE key='schema_version'"
-        ).fetchone()
+        has_meta = self._conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'").fetchone()
+        row = has_meta and self._conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
         return row[0] if row else None
 
     def _init_schema(self) -> None:
@@ -464,9 +462,7 @@ class CorpusStore:
         A document with the same `ref` but different content replaces the old one (re-ingesting
         an edited file updates it).
         """
-        stats = self.add_documents(
-            [NewDocument(collection, ref, title, url, chunks, content_hash)]
-        )
+        stats = self.add_documents([NewDocument(collection, ref, title, url, chunks, content_hash)])
         return stats.added_flags[0]
 
     def add_documents(self, docs: Iterable[NewDocument]) -> AddStats:
@@ -477,9 +473,7 @@ class CorpusStore:
         with self.transaction():
             cur = self._conn.cursor()
             for doc in docs:
-                if cur.execute(
-                    "SELECT 1 FROM documents WHERE content_hash = ?", (doc.content_hash,)
-                ).fetchone():
+                if cur.execute("SELECT 1 FROM documents WHERE content_hash = ?", (doc.content_hash,)).fetchone():
                     stats.duplicates += 1
                     stats.added_flags.append(False)
                     continue
@@ -498,8 +492,7 @@ class CorpusStore:
                     if not chunk.strip():
                         continue
                     cur.execute(
-                        "INSERT OR IGNORE INTO chunks(doc_id, ordinal, text, text_hash)"
-                        " VALUES (?, ?, ?, ?)",
+                        "INSERT OR IGNORE INTO chunks(doc_id, ordinal, text, text_hash) VALUES (?, ?, ?, ?)",
                         (doc_id, ordinal, chunk, text_hash(chunk, doc.owner)),
                     )
                     if cur.rowcount == 1:  # 0: the same text is already indexed elsewhere
@@ -568,9 +561,7 @@ class CorpusStore:
 
     def set_meta(self, key: str, value: str) -> None:
         with self.transaction():
-            self._conn.execute(
-                "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value)
-            )
+            self._conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
 
     def delete_meta(self, key: str) -> None:
         with self.transaction():
@@ -578,8 +569,9 @@ class CorpusStore:
 
     # -- dense vectors -------------------------------------------------------------------------
 
-    def chunks_lacking_vectors(self, model: str, *, after_id: int = 0,
-                               limit: int = VECTOR_PAGE) -> list[tuple[int, str, str]]:
+    def chunks_lacking_vectors(
+        self, model: str, *, after_id: int = 0, limit: int = VECTOR_PAGE
+    ) -> list[tuple[int, str, str]]:
         """A page of (chunk id, document title, chunk text), by id, of the chunks with no vector of
         `model` (none, or another model's), ids above `after_id`: the next page starts after the
         last id returned, so a caller embedding page by page never holds the whole corpus."""
@@ -594,7 +586,9 @@ class CorpusStore:
     def count_lacking_vectors(self, model: str) -> int:
         return self._count(
             "SELECT COUNT(*) FROM chunks c LEFT JOIN chunk_vectors v ON v.chunk_id = c.id"
-            " WHERE v.model IS NULL OR v.model != ?", (model,))
+            " WHERE v.model IS NULL OR v.model != ?",
+            (model,),
+        )
 
     def put_vectors(self, model: str, rows: Iterable[tuple[int, str, np.ndarray]]) -> int:
         """Store (chunk id, the chunk text that was embedded, vector) rows of `model` in one
@@ -638,15 +632,20 @@ class CorpusStore:
         blocks: list[np.ndarray] = []
         with self._lock, self._read_snapshot():
             cursor = self._conn.execute(
-                "SELECT chunk_id, vector FROM chunk_vectors WHERE model = ? ORDER BY chunk_id", (model,))
+                "SELECT chunk_id, vector FROM chunk_vectors WHERE model = ? ORDER BY chunk_id", (model,)
+            )
             while rows := cursor.fetchmany(VECTOR_PAGE):
                 ids.append(np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows)))
-                blocks.append(np.frombuffer(b"".join(row[1] for row in rows), dtype=VECTOR_DTYPE)
-                              .reshape(len(rows), -1))
+                blocks.append(
+                    np.frombuffer(b"".join(row[1] for row in rows), dtype=VECTOR_DTYPE).reshape(len(rows), -1)
+                )
             names: dict[str, int] = {}
-            chunk_collection = {chunk_id: names.setdefault(collection, len(names)) for chunk_id, collection in
-                                self._conn.execute("SELECT c.id, d.collection FROM documents d"
-                                                   " JOIN chunks c INDEXED BY chunks_doc ON c.doc_id = d.id")}
+            chunk_collection = {
+                chunk_id: names.setdefault(collection, len(names))
+                for chunk_id, collection in self._conn.execute(
+                    "SELECT c.id, d.collection FROM documents d JOIN chunks c INDEXED BY chunks_doc ON c.doc_id = d.id"
+                )
+            }
         if not ids:
             return StoredVectors(np.zeros(0, np.int64), np.zeros((0, 0), np.float32), np.zeros(0, np.int32), ())
         all_ids = np.concatenate(ids)
@@ -714,12 +713,27 @@ class CorpusStore:
             if not rows:
                 return
             for chunk_id, title, ref, url, name, ordinal, text in rows:
-                yield ChunkHit(title=title, ref=ref, url=url, collection=name, ordinal=ordinal,
-                               text=text, snippet="", score=0.0, chunk_id=chunk_id)
+                yield ChunkHit(
+                    title=title,
+                    ref=ref,
+                    url=url,
+                    collection=name,
+                    ordinal=ordinal,
+                    text=text,
+                    snippet="",
+                    score=0.0,
+                    chunk_id=chunk_id,
+                )
                 last, given = chunk_id, given + 1
 
-    def chunk_hits(self, ids: Sequence[int], scores: Sequence[float] | None = None,
-                   snippets: Sequence[str] | None = None, *, fill: bool = True) -> list[ChunkHit]:
+    def chunk_hits(
+        self,
+        ids: Sequence[int],
+        scores: Sequence[float] | None = None,
+        snippets: Sequence[str] | None = None,
+        *,
+        fill: bool = True,
+    ) -> list[ChunkHit]:
         """The chunks with these ids as hits, in the order given, each with its score (0 without
         `scores`) and snippet (its text's start without `snippets`, or where one is empty; "" when
         not `fill`); an id no longer in the index is left out."""
@@ -727,21 +741,32 @@ class CorpusStore:
         found: dict[int, tuple[str, str, str | None, str, int, str]] = {}
         with self._lock:
             for start in range(0, len(wanted), 500):
-                batch = wanted[start:start + 500]
+                batch = wanted[start : start + 500]
                 marks = ",".join("?" * len(batch))
                 for row in self._conn.execute(
                     "SELECT c.id, d.title, d.ref, d.url, d.collection, c.ordinal, c.text"
-                    f" FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE c.id IN ({marks})", batch):
+                    f" FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE c.id IN ({marks})",
+                    batch,
+                ):
                     found[row[0]] = row[1:]
         hits = []
         for position, chunk_id in enumerate(wanted):
             if chunk_id in found:
                 title, ref, url, collection, ordinal, text = found[chunk_id]
                 snippet = snippets[position] if snippets is not None else ""
-                hits.append(ChunkHit(title=title, ref=ref, url=url, collection=collection, ordinal=ordinal,
-                                     text=text, snippet=snippet or (text[:300] if fill else ""),
-                                     score=float(scores[position]) if scores is not None else 0.0,
-                                     chunk_id=chunk_id))
+                hits.append(
+                    ChunkHit(
+                        title=title,
+                        ref=ref,
+                        url=url,
+                        collection=collection,
+                        ordinal=ordinal,
+                        text=text,
+                        snippet=snippet or (text[:300] if fill else ""),
+                        score=float(scores[position]) if scores is not None else 0.0,
+                        chunk_id=chunk_id,
+                    )
+                )
         return hits
 
     def titles(self) -> list[tuple[str, str]]:
@@ -766,15 +791,29 @@ class CorpusStore:
             doc_id = self._catalogue().ids.get(_nocase(wanted))
             if doc_id is None:
                 return []
-            row = self._conn.execute("SELECT title, ref, url, collection FROM documents WHERE id = ?",
-                                     (doc_id,)).fetchone()
+            row = self._conn.execute(
+                "SELECT title, ref, url, collection FROM documents WHERE id = ?", (doc_id,)
+            ).fetchone()
             if row is None:
                 return []
             found, ref, url, collection = row
             chunks = self._conn.execute(
-                "SELECT id, ordinal, text FROM chunks WHERE doc_id = ? ORDER BY ordinal", (doc_id,)).fetchall()
-        return [ChunkHit(title=found, ref=ref, url=url, collection=collection, ordinal=ordinal, text=text,
-                         snippet=text[:300], score=0.0, chunk_id=chunk_id) for chunk_id, ordinal, text in chunks]
+                "SELECT id, ordinal, text FROM chunks WHERE doc_id = ? ORDER BY ordinal", (doc_id,)
+            ).fetchall()
+        return [
+            ChunkHit(
+                title=found,
+                ref=ref,
+                url=url,
+                collection=collection,
+                ordinal=ordinal,
+                text=text,
+                snippet=text[:300],
+                score=0.0,
+                chunk_id=chunk_id,
+            )
+            for chunk_id, ordinal, text in chunks
+        ]
 
     def _catalogue(self) -> _TitleCatalogue:
         """Every title, scanned once and kept while the index is unchanged (`change_signature`).
@@ -784,7 +823,8 @@ class CorpusStore:
             titles: list[tuple[str, str]] = []
             ids: dict[str, int] = {}
             for doc_id, collection, name in self._conn.execute(
-                    "SELECT id, collection, title FROM documents ORDER BY id"):
+                "SELECT id, collection, title FROM documents ORDER BY id"
+            ):
                 titles.append((collection, name))
                 ids.setdefault(_nocase(name), doc_id)
             self._titles = _TitleCatalogue(signature, titles, ids)
@@ -831,8 +871,12 @@ class CorpusStore:
                 found = self._snippets(expression, [chunk_id for chunk_id, _rank, _none in ranked])
                 made = [found.get(chunk_id, "") for chunk_id, _rank, _none in ranked]
             # Stage 2: the rows' documents in one query; bm25 is negative, lower is better: flipped.
-            return self.chunk_hits([chunk_id for chunk_id, _rank, _s in ranked],
-                                   [-float(rank) for _id, rank, _s in ranked], made, fill=snippets)
+            return self.chunk_hits(
+                [chunk_id for chunk_id, _rank, _s in ranked],
+                [-float(rank) for _id, rank, _s in ranked],
+                made,
+                fill=snippets,
+            )
 
     def snippets(self, query: str, chunk_ids: Sequence[int]) -> dict[int, str]:
         """FTS5's snippet of each of these chunks for `query`, as `search` makes them; a chunk the

@@ -97,8 +97,10 @@ def _switch_to_wal(cursor: DBAPICursor) -> None:
             time.sleep(0.02)
 
 
-def _sqlite_pragmas(dbapi_connection: DBAPIConnection,  # pragma: no cover - driver callback
-                    _record: ConnectionPoolEntry) -> None:
+def _sqlite_pragmas(
+    dbapi_connection: DBAPIConnection,  # pragma: no cover - driver callback
+    _record: ConnectionPoolEntry,
+) -> None:
     cursor = dbapi_connection.cursor()
     _switch_to_wal(cursor)
     cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_S * 1000}")
@@ -114,24 +116,27 @@ def parse_database_url(url: str, variable: str = DATABASE_VARIABLE) -> URL:
     try:
         parsed = make_url(url)
     except ValueError:  # SQLAlchemy's int() of the port
-        raise DatabaseURLError(f"{shown} cannot be used: its port must be a number from 1 to 65535. "
-                               f"Use {URL_FORMS}") from None
+        raise DatabaseURLError(
+            f"{shown} cannot be used: its port must be a number from 1 to 65535. Use {URL_FORMS}"
+        ) from None
     except ArgumentError:
         raise DatabaseURLError(f"{shown} is not a database URL. Use {URL_FORMS}") from None
     backend, _, driver = parsed.drivername.partition("+")
     if backend in ("postgres", "postgresql"):
         parsed = parsed.set(drivername=f"postgresql+{driver}" if driver else POSTGRES_DRIVERNAME)
     elif backend not in ("sqlite", "postgresql"):
-        raise DatabaseURLError(f"{shown} cannot be used: runs are stored in SQLite or PostgreSQL, not "
-                               f"'{parsed.drivername}'. Use {URL_FORMS}")
+        raise DatabaseURLError(
+            f"{shown} cannot be used: runs are stored in SQLite or PostgreSQL, not "
+            f"'{parsed.drivername}'. Use {URL_FORMS}"
+        )
     if parsed.port is not None and not 1 <= parsed.port <= 65535:
-        raise DatabaseURLError(f"{shown} cannot be used: its port must be a number from 1 to 65535. "
-                               f"Use {URL_FORMS}")
+        raise DatabaseURLError(f"{shown} cannot be used: its port must be a number from 1 to 65535. Use {URL_FORMS}")
     return parsed
 
 
-def open_database(url: str, *, run_migrations: bool = True, read_only_ok: bool = False,
-                  variable: str = DATABASE_VARIABLE) -> Database:
+def open_database(
+    url: str, *, run_migrations: bool = True, read_only_ok: bool = False, variable: str = DATABASE_VARIABLE
+) -> Database:
     """Open (and by default migrate) the database at `url`.
 
     `read_only_ok`: a SQLite file that cannot be written is opened for reading (`Database.read_only`)
@@ -144,12 +149,18 @@ def open_database(url: str, *, run_migrations: bool = True, read_only_ok: bool =
     try:
         engine = create_engine(parsed, pool_pre_ping=True, pool_size=10, max_overflow=20)
     except (NoSuchModuleError, ImportError):  # a driver we do not ship (psycopg2, asyncpg...)
-        raise DatabaseURLError(f"{variable}={redact_url(url)} cannot be used: its driver "
-                               f"'{parsed.drivername}' is not installed. Use {URL_FORMS}") from None
+        raise DatabaseURLError(
+            f"{variable}={redact_url(url)} cannot be used: its driver "
+            f"'{parsed.drivername}' is not installed. Use {URL_FORMS}"
+        ) from None
     db = Database(url=parsed.render_as_string(hide_password=False), engine=engine)
     if run_migrations:
-        _migrate(db, parsed, variable, fix=f"Start the database server, or correct the host, port, user, "
-                                            f"password or database name in {variable}")
+        _migrate(
+            db,
+            parsed,
+            variable,
+            fix=f"Start the database server, or correct the host, port, user, password or database name in {variable}",
+        )
     return db
 
 
@@ -165,8 +176,10 @@ def _open_sqlite(parsed: URL, *, run_migrations: bool, read_only_ok: bool, varia
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise DatabaseUnavailable(f"{variable}: the folder {path.parent} for the SQLite database cannot be "
-                                  f"created ({exc.strerror or exc}). Point {variable} at a writable place") from None
+        raise DatabaseUnavailable(
+            f"{variable}: the folder {path.parent} for the SQLite database cannot be "
+            f"created ({exc.strerror or exc}). Point {variable} at a writable place"
+        ) from None
     if _writable(path):
         db = Database(url=url, engine=_sqlite_engine(url))
         if run_migrations:
@@ -176,7 +189,8 @@ def _open_sqlite(parsed: URL, *, run_migrations: bool, read_only_ok: bool, varia
         raise DatabaseUnavailable(
             f"{variable}: the SQLite database {path} cannot be written (a read-only mount, or no permission "
             f"on the file or its folder). Make it writable, or point {variable} at a writable copy; "
-            "reading works as it is: thoughtmap list, show, export")
+            "reading works as it is: thoughtmap list, show, export"
+        )
     return _open_sqlite_read_only(url, path, variable, check_version=run_migrations)
 
 
@@ -200,13 +214,16 @@ def _writable(path: Path) -> bool:
     if not os.access(path, os.W_OK):
         return False
     return os.access(path.parent, os.W_OK | os.X_OK) or all(
-        os.access(f"{path}{suffix}", os.W_OK) for suffix in ("-wal", "-shm"))
+        os.access(f"{path}{suffix}", os.W_OK) for suffix in ("-wal", "-shm")
+    )
 
 
 def _open_sqlite_read_only(url: str, path: Path, variable: str, *, check_version: bool) -> Database:
     if not path.exists():
-        raise DatabaseUnavailable(f"{variable}: there is no database at {path} and its folder cannot be written "
-                                  f"(a read-only mount?). Point {variable} at a writable place")
+        raise DatabaseUnavailable(
+            f"{variable}: there is no database at {path} and its folder cannot be written "
+            f"(a read-only mount?). Point {variable} at a writable place"
+        )
     wal = Path(f"{path}-wal")
     # A WAL database opens read-only only with its -shm file beside it, or created there, or when
     # SQLite is told the file is immutable. Nobody can write a file in a folder nobody can write
@@ -225,15 +242,19 @@ def _open_sqlite_read_only(url: str, path: Path, variable: str, *, check_version
         pending = {version for version, _name, _migration in MIGRATIONS} - set(applied_versions(engine))
     except OperationalError as exc:
         db.dispose()
-        raise DatabaseUnavailable(f"{variable}: the SQLite database {path} cannot be written, and reading it "
-                                  f"failed too ({_reason(exc, None)}). Make it writable, or point {variable} "
-                                  "at a writable copy") from None
+        raise DatabaseUnavailable(
+            f"{variable}: the SQLite database {path} cannot be written, and reading it "
+            f"failed too ({_reason(exc, None)}). Make it writable, or point {variable} "
+            "at a writable copy"
+        ) from None
     if check_version and pending:
         db.dispose()
-        raise DatabaseUnavailable(f"{variable}: the SQLite database {path} was written by an older release and "
-                                  "must be upgraded, which writes, but it cannot be written. Make it writable "
-                                  "once (any thoughtmap command upgrades it), or point "
-                                  f"{variable} at a writable copy")
+        raise DatabaseUnavailable(
+            f"{variable}: the SQLite database {path} was written by an older release and "
+            "must be upgraded, which writes, but it cannot be written. Make it writable "
+            "once (any thoughtmap command upgrades it), or point "
+            f"{variable} at a writable copy"
+        )
     return db
 
 
@@ -245,10 +266,12 @@ def _migrate(db: Database, parsed: URL, variable: str, *, fix: str) -> None:
     except OperationalError as exc:
         db.dispose()
         sqlite = parsed.get_backend_name() == "sqlite"
-        what = f"cannot open the SQLite database {parsed.database}" if sqlite else \
-            f"cannot connect to the database at {redact_url(db.url)}"
-        raise DatabaseUnavailable(f"{variable}: {what} "
-                                  f"({_reason(exc, parsed.password)}). {fix}") from None
+        what = (
+            f"cannot open the SQLite database {parsed.database}"
+            if sqlite
+            else f"cannot connect to the database at {redact_url(db.url)}"
+        )
+        raise DatabaseUnavailable(f"{variable}: {what} ({_reason(exc, parsed.password)}). {fix}") from None
 
 
 def _reason(exc: OperationalError, password: str | None) -> str:

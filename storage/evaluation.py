@@ -38,28 +38,59 @@ def llm_identity(llm_info: dict[str, Any]) -> tuple[str, str, str]:
 
 def setup_differences(a: Benchmark, b: Benchmark) -> list[str]:
     """What two records of the same benchmark disagree on, beyond its items: each a reader's word."""
-    checks = (("parameters", a.params, b.params), ("model", llm_identity(a.llm_info), llm_identity(b.llm_info)),
-              ("search", a.search_mode, b.search_mode), ("judges", sorted(a.judges), sorted(b.judges)),
-              ("balance", a.balance or "", b.balance or ""))
+    checks = (
+        ("parameters", a.params, b.params),
+        ("model", llm_identity(a.llm_info), llm_identity(b.llm_info)),
+        ("search", a.search_mode, b.search_mode),
+        ("judges", sorted(a.judges), sorted(b.judges)),
+        ("balance", a.balance or "", b.balance or ""),
+    )
     return [name for name, mine, theirs in checks if mine != theirs]
 
 
 class EvaluationStore(Store):
     # ------------------------------------------------------------ benchmarks
 
-    def create_benchmark(self, *, dataset: str, methods: Sequence[str], items: Sequence[str], limit: int,
-                         seed: int, params: dict[str, Any], llm_info: dict[str, Any], search_mode: str,
-                         max_cost: float | None = None, max_tokens: int | None = None,
-                         concurrency: int = 2, judges: Sequence[str] = (), balance: str = "",
-                         user_id: int | None = None) -> Benchmark:
+    def create_benchmark(
+        self,
+        *,
+        dataset: str,
+        methods: Sequence[str],
+        items: Sequence[str],
+        limit: int,
+        seed: int,
+        params: dict[str, Any],
+        llm_info: dict[str, Any],
+        search_mode: str,
+        max_cost: float | None = None,
+        max_tokens: int | None = None,
+        concurrency: int = 2,
+        judges: Sequence[str] = (),
+        balance: str = "",
+        user_id: int | None = None,
+    ) -> Benchmark:
         """The benchmark and all its (item, method) rows, in one transaction: a benchmark killed at
         any later moment knows every item it has still to do. `user_id`: whose (the local user by default)."""
-        bench = Benchmark(id=uuid.uuid4().hex[:12], dataset=dataset, methods=list(methods), limit=limit,
-                          seed=seed, params=params, llm_info=llm_info, search_mode=search_mode,
-                          max_cost=max_cost, max_tokens=max_tokens, concurrency=concurrency, judges=list(judges),
-                          balance=balance)
-        rows = [BenchmarkItem(benchmark_id=bench.id, position=position, item_id=item_id, method=method)
-                for position, item_id in enumerate(items) for method in methods]
+        bench = Benchmark(
+            id=uuid.uuid4().hex[:12],
+            dataset=dataset,
+            methods=list(methods),
+            limit=limit,
+            seed=seed,
+            params=params,
+            llm_info=llm_info,
+            search_mode=search_mode,
+            max_cost=max_cost,
+            max_tokens=max_tokens,
+            concurrency=concurrency,
+            judges=list(judges),
+            balance=balance,
+        )
+        rows = [
+            BenchmarkItem(benchmark_id=bench.id, position=position, item_id=item_id, method=method)
+            for position, item_id in enumerate(items)
+            for method in methods
+        ]
         with self._session() as s:
             bench.user_id = user_id if user_id is not None else local_user_id(s)
             s.add(bench)
@@ -98,8 +129,11 @@ class EvaluationStore(Store):
     def set_benchmark_status(self, benchmark_id: str, status: str, note: str = "") -> None:
         finished = utcnow() if status in (BenchmarkStatus.DONE, BenchmarkStatus.FAILED) else None
         with self._session() as s:
-            s.exec(update(Benchmark).where(col(Benchmark.id) == benchmark_id)
-                   .values(status=status, note=note, finished_at=finished))
+            s.exec(
+                update(Benchmark)
+                .where(col(Benchmark.id) == benchmark_id)
+                .values(status=status, note=note, finished_at=finished)
+            )
             s.commit()
 
     def import_benchmark(self, bench: Benchmark, rows: Sequence[BenchmarkItem]) -> int:
@@ -119,18 +153,27 @@ class EvaluationStore(Store):
                 s.add_all(rows)
                 filled = len(finished)
             else:
-                here = {(r.item_id, r.method): r for r in s.exec(
-                    select(BenchmarkItem).where(BenchmarkItem.benchmark_id == bench.id)).all()}
-                if (stored.dataset, list(stored.methods), stored.seed) != (bench.dataset, list(bench.methods), bench.seed) \
-                        or set(here) != {(r.item_id, r.method) for r in rows}:
-                    raise ValueError(f"a different benchmark with the id {bench.id} is stored here "
-                                     f"({stored.dataset}, {', '.join(stored.methods)}, seed {stored.seed}, "
-                                     f"{stored.limit} items); the file's cannot be merged into it")
+                here = {
+                    (r.item_id, r.method): r
+                    for r in s.exec(select(BenchmarkItem).where(BenchmarkItem.benchmark_id == bench.id)).all()
+                }
+                if (stored.dataset, list(stored.methods), stored.seed) != (
+                    bench.dataset,
+                    list(bench.methods),
+                    bench.seed,
+                ) or set(here) != {(r.item_id, r.method) for r in rows}:
+                    raise ValueError(
+                        f"a different benchmark with the id {bench.id} is stored here "
+                        f"({stored.dataset}, {', '.join(stored.methods)}, seed {stored.seed}, "
+                        f"{stored.limit} items); the file's cannot be merged into it"
+                    )
                 differs = setup_differences(stored, bench)
                 if differs:
                     # The same items run another way: merged, one table would mix two setups unseen.
-                    raise ValueError(f"benchmark {bench.id} is stored here with another {' and '.join(differs)} "
-                                     "than the file's; its results cannot be merged into it")
+                    raise ValueError(
+                        f"benchmark {bench.id} is stored here with another {' and '.join(differs)} "
+                        "than the file's; its results cannot be merged into it"
+                    )
                 filled = 0
                 for row in finished:
                     mine = here[(row.item_id, row.method)]
@@ -143,7 +186,8 @@ class EvaluationStore(Store):
                     s.add(mine)
                     filled += 1
                 if stored.status != BenchmarkStatus.DONE and all(
-                        r.status in ItemStatus.FINISHED for r in here.values()):
+                    r.status in ItemStatus.FINISHED for r in here.values()
+                ):
                     stored.status, stored.finished_at = BenchmarkStatus.DONE, utcnow()
                     s.add(stored)
             if stored is None and len(finished) == len(rows):
@@ -171,10 +215,25 @@ class EvaluationStore(Store):
     def attach_run(self, item_row_id: int, run_id: str) -> None:
         self._update_item(item_row_id, run_id=run_id, status=ItemStatus.RUNNING)
 
-    def finish_item(self, item_row_id: int, *, status: str, prediction: str, metrics: dict[str, Any],
-                    eval_usage: dict[str, Any], error: str = "") -> None:
-        self._update_item(item_row_id, status=status, prediction=prediction, metrics=metrics,
-                          eval_usage=eval_usage, error=error[:2000], finished_at=utcnow())
+    def finish_item(
+        self,
+        item_row_id: int,
+        *,
+        status: str,
+        prediction: str,
+        metrics: dict[str, Any],
+        eval_usage: dict[str, Any],
+        error: str = "",
+    ) -> None:
+        self._update_item(
+            item_row_id,
+            status=status,
+            prediction=prediction,
+            metrics=metrics,
+            eval_usage=eval_usage,
+            error=error[:2000],
+            finished_at=utcnow(),
+        )
 
     def _update_item(self, item_row_id: int, **values: Any) -> None:
         with self._session() as s:
@@ -183,20 +242,41 @@ class EvaluationStore(Store):
 
     # -------------------------------------------------------------- verdicts
 
-    def save_judgment(self, *, run_a: str, run_b: str | None, protocol: str, model: str,
-                      verdict: dict[str, Any], calls: int, prompt_tokens: int, completion_tokens: int,
-                      cost: float, benchmark_id: str | None = None) -> Judgment:
-        row = Judgment(run_a=run_a, run_b=run_b, benchmark_id=benchmark_id, protocol=protocol, model=model,
-                       verdict=verdict, calls=calls, prompt_tokens=prompt_tokens,
-                       completion_tokens=completion_tokens, cost=cost)
+    def save_judgment(
+        self,
+        *,
+        run_a: str,
+        run_b: str | None,
+        protocol: str,
+        model: str,
+        verdict: dict[str, Any],
+        calls: int,
+        prompt_tokens: int,
+        completion_tokens: int,
+        cost: float,
+        benchmark_id: str | None = None,
+    ) -> Judgment:
+        row = Judgment(
+            run_a=run_a,
+            run_b=run_b,
+            benchmark_id=benchmark_id,
+            protocol=protocol,
+            model=model,
+            verdict=verdict,
+            calls=calls,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            cost=cost,
+        )
         with self._session() as s:
             s.add(row)
             s.commit()
             s.refresh(row)
         return row
 
-    def list_judgments(self, *, run_id: str | None = None, benchmark_id: str | None = None,
-                       protocol: str | None = None) -> list[Judgment]:
+    def list_judgments(
+        self, *, run_id: str | None = None, benchmark_id: str | None = None, protocol: str | None = None
+    ) -> list[Judgment]:
         stmt = select(Judgment)
         if run_id:
             stmt = stmt.where((col(Judgment.run_a) == run_id) | (col(Judgment.run_b) == run_id))

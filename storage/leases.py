@@ -77,11 +77,15 @@ class RunLease:
     def is_held(self, run_id: str) -> bool:
         """Whether some live session holds the run's lease now."""
         with _autocommit(self._engine) as conn:
-            return bool(conn.execute(
-                text("SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted "
-                     "AND objsubid = 1 AND ((classid::bigint << 32) | objid::bigint) = :k)"),
-                {"k": lock_key("run", run_id)},
-            ).scalar())
+            return bool(
+                conn.execute(
+                    text(
+                        "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted "
+                        "AND objsubid = 1 AND ((classid::bigint << 32) | objid::bigint) = :k)"
+                    ),
+                    {"k": lock_key("run", run_id)},
+                ).scalar()
+            )
 
     def dispose(self) -> None:
         self._engine.dispose()
@@ -97,8 +101,9 @@ class SlotLocks:
         self.slots = slots
         self._keys = [lock_key(f"slots:{name}", str(i)) for i in range(slots)]
         # A process never holds more than `slots` slots, so that many connections suffice.
-        self._engine = create_engine(db.url, poolclass=QueuePool, pool_size=slots, max_overflow=0,
-                                     pool_timeout=3600, pool_pre_ping=True)
+        self._engine = create_engine(
+            db.url, poolclass=QueuePool, pool_size=slots, max_overflow=0, pool_timeout=3600, pool_pre_ping=True
+        )
         self._held: dict[int, Connection] = {}
         self._lock = threading.Lock()
 
@@ -112,8 +117,10 @@ class SlotLocks:
         order = self._keys[start:] + self._keys[:start]
         try:
             row = conn.execute(
-                text("SELECT k.key FROM unnest(CAST(:keys AS bigint[])) WITH ORDINALITY AS k(key, n) "
-                     "WHERE pg_try_advisory_lock(k.key) LIMIT 1"),
+                text(
+                    "SELECT k.key FROM unnest(CAST(:keys AS bigint[])) WITH ORDINALITY AS k(key, n) "
+                    "WHERE pg_try_advisory_lock(k.key) LIMIT 1"
+                ),
                 {"keys": order},
             ).first()
         except BaseException:
@@ -138,11 +145,15 @@ class SlotLocks:
     def in_use(self) -> int:
         """Slots held now by every process on the database (for monitoring and tests)."""
         with _autocommit(self._engine) as conn:
-            return int(conn.execute(
-                text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
-                     "AND objsubid = 1 AND ((classid::bigint << 32) | objid::bigint) = ANY(CAST(:keys AS bigint[]))"),
-                {"keys": self._keys},
-            ).scalar_one())
+            return int(
+                conn.execute(
+                    text(
+                        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
+                        "AND objsubid = 1 AND ((classid::bigint << 32) | objid::bigint) = ANY(CAST(:keys AS bigint[]))"
+                    ),
+                    {"keys": self._keys},
+                ).scalar_one()
+            )
 
     def dispose(self) -> None:
         self._engine.dispose()
@@ -159,13 +170,18 @@ class SharedCooldown:
     def extend(self, seconds: float) -> None:
         """No process calls the endpoint for `seconds` from now (a longer quiet already set stays)."""
         with self._engine.begin() as conn:
-            conn.execute(text(
-                "INSERT INTO endpoint_cooldowns (name, until) VALUES (:name, now() + make_interval(secs => :s)) "
-                "ON CONFLICT (name) DO UPDATE SET until = GREATEST(endpoint_cooldowns.until, EXCLUDED.until)"),
-                {"name": self.name, "s": float(seconds)})
+            conn.execute(
+                text(
+                    "INSERT INTO endpoint_cooldowns (name, until) VALUES (:name, now() + make_interval(secs => :s)) "
+                    "ON CONFLICT (name) DO UPDATE SET until = GREATEST(endpoint_cooldowns.until, EXCLUDED.until)"
+                ),
+                {"name": self.name, "s": float(seconds)},
+            )
 
     def seconds_left(self) -> float:
         with self._engine.connect() as conn:
-            left = conn.execute(text("SELECT EXTRACT(EPOCH FROM (until - now())) FROM endpoint_cooldowns "
-                                     "WHERE name = :name"), {"name": self.name}).scalar()
+            left = conn.execute(
+                text("SELECT EXTRACT(EPOCH FROM (until - now())) FROM endpoint_cooldowns WHERE name = :name"),
+                {"name": self.name},
+            ).scalar()
         return max(0.0, float(left)) if left is not None else 0.0

@@ -83,8 +83,12 @@ def _upgrade_edges(conn: Connection) -> None:
         for table in (models.table_of(models.Run), models.table_of(models.Node)):
             table.to_metadata(meta)  # what the new table's keys refer to
         conn.execute(CreateTable(models.table_of(models.Edge).to_metadata(meta, name="edges_new")))
-        conn.execute(text("INSERT INTO edges_new (id, run_id, src, dst, kind, data) "
-                          "SELECT e.id, e.run_id, e.src, e.dst, e.kind, '{}'" + _KEPT_EDGES))
+        conn.execute(
+            text(
+                "INSERT INTO edges_new (id, run_id, src, dst, kind, data) "
+                "SELECT e.id, e.run_id, e.src, e.dst, e.kind, '{}'" + _KEPT_EDGES
+            )
+        )
         conn.execute(text("DROP TABLE edges"))
         conn.execute(text("ALTER TABLE edges_new RENAME TO edges"))
         for index in models.table_of(models.Edge).indexes:
@@ -95,16 +99,18 @@ def _upgrade_edges(conn: Connection) -> None:
     conn.execute(text("DELETE FROM edges WHERE id NOT IN (SELECT e.id" + _KEPT_EDGES + ")"))
     conn.execute(text("ALTER TABLE edges ADD CONSTRAINT uq_edges_run_src_dst_kind UNIQUE (run_id, src, dst, kind)"))
     for end in ("src", "dst"):
-        conn.execute(text(f"ALTER TABLE edges ADD CONSTRAINT fk_edges_{end}_node FOREIGN KEY (run_id, {end}) "
-                          "REFERENCES nodes (run_id, id) ON DELETE CASCADE"))
+        conn.execute(
+            text(
+                f"ALTER TABLE edges ADD CONSTRAINT fk_edges_{end}_node FOREIGN KEY (run_id, {end}) "
+                "REFERENCES nodes (run_id, id) ON DELETE CASCADE"
+            )
+        )
 
 
 def _move_state_reports(conn: Connection) -> None:
     """OmniThink's concept pool and outline versions: from `reports` to `run_states`."""
     reports = models.table_of(models.Report)
-    rows = conn.execute(
-        select(reports).where(reports.c.kind.in_(_STATE_REPORT_KINDS)).order_by(reports.c.id)
-    ).all()
+    rows = conn.execute(select(reports).where(reports.c.kind.in_(_STATE_REPORT_KINDS)).order_by(reports.c.id)).all()
     if not rows:
         return
     versions: Counter[tuple[str, str]] = Counter()
@@ -114,8 +120,16 @@ def _move_state_reports(conn: Connection) -> None:
         data = row.data
         if row.kind == "outline" and isinstance(data, dict) and "markdown" not in data:
             data = {**data, "markdown": row.markdown}  # the outline's text was only in the report
-        states.append({"run_id": row.run_id, "name": row.kind, "version": versions[(row.run_id, row.kind)],
-                       "schema": 1, "data": data, "created_at": row.created_at})
+        states.append(
+            {
+                "run_id": row.run_id,
+                "name": row.kind,
+                "version": versions[(row.run_id, row.kind)],
+                "schema": 1,
+                "data": data,
+                "created_at": row.created_at,
+            }
+        )
     conn.execute(models.table_of(models.RunState).insert(), states)
     conn.execute(delete(reports).where(reports.c.kind.in_(_STATE_REPORT_KINDS)))
 
@@ -142,8 +156,14 @@ def _m006_benchmark_judges(conn: Connection) -> None:
 def _m007_knowledge_graphs(conn: Connection) -> None:
     # The knowledge layer's tables (MTQA): new tables only, so a database of any earlier release
     # just gains them; the graph row first, as the others refer to it.
-    for model in (models.KnowledgeGraph, models.KnowledgeChunk, models.KnowledgeEntity, models.KnowledgeRelation,
-                  models.KnowledgeEntityChunk, models.KnowledgeRelationChunk):
+    for model in (
+        models.KnowledgeGraph,
+        models.KnowledgeChunk,
+        models.KnowledgeEntity,
+        models.KnowledgeRelation,
+        models.KnowledgeEntityChunk,
+        models.KnowledgeRelationChunk,
+    ):
         models.table_of(model).create(conn, checkfirst=True)
 
 
@@ -156,16 +176,22 @@ def _m010_deot_layers_count_the_question(conn: Connection) -> None:
     for row in conn.execute(select(runs.c.id, runs.c.params).where(runs.c.method == "deot")).all():
         params = row.params if isinstance(row.params, dict) else {}
         if isinstance(params.get("max_layers"), int):
-            conn.execute(runs.update().where(runs.c.id == row.id).values(
-                params={**params, "max_layers": params["max_layers"] + 1}))
+            conn.execute(
+                runs.update()
+                .where(runs.c.id == row.id)
+                .values(params={**params, "max_layers": params["max_layers"] + 1})
+            )
     benchmarks = models.table_of(models.Benchmark)
     if not inspect(conn).has_table("benchmarks"):
         return
     for row in conn.execute(select(benchmarks.c.id, benchmarks.c.params)).all():
         values = (row.params or {}).get("deot") if isinstance(row.params, dict) else None
         if isinstance(values, dict) and isinstance(values.get("max_layers"), int):
-            conn.execute(benchmarks.update().where(benchmarks.c.id == row.id).values(
-                params={**row.params, "deot": {**values, "max_layers": values["max_layers"] + 1}}))
+            conn.execute(
+                benchmarks.update()
+                .where(benchmarks.c.id == row.id)
+                .values(params={**row.params, "deot": {**values, "max_layers": values["max_layers"] + 1}})
+            )
 
 
 def _m011_endpoint_cooldowns(conn: Connection) -> None:
@@ -199,12 +225,22 @@ def _m014_users_and_ownership(conn: Connection) -> None:
         if f"ix_{table}_user_id" not in {i["name"] for i in inspect(conn).get_indexes(table)}:
             conn.execute(text(f"CREATE INDEX ix_{table}_user_id ON {table} (user_id)"))
     users = models.table_of(models.User)
-    local = conn.execute(select(users.c.id).where(users.c.issuer == models.LOCAL_ISSUER,
-                                                  users.c.subject == models.LOCAL_SUBJECT)).scalar()
+    local = conn.execute(
+        select(users.c.id).where(users.c.issuer == models.LOCAL_ISSUER, users.c.subject == models.LOCAL_SUBJECT)
+    ).scalar()
     if local is None:
-        local = conn.execute(users.insert().values(
-            issuer=models.LOCAL_ISSUER, subject=models.LOCAL_SUBJECT, email="", name="Local user",
-            is_admin=True, created_at=models.utcnow()).returning(users.c.id)).scalar_one()
+        local = conn.execute(
+            users.insert()
+            .values(
+                issuer=models.LOCAL_ISSUER,
+                subject=models.LOCAL_SUBJECT,
+                email="",
+                name="Local user",
+                is_admin=True,
+                created_at=models.utcnow(),
+            )
+            .returning(users.c.id)
+        ).scalar_one()
     for table in _OWNED_TABLES:
         conn.execute(text(f"UPDATE {table} SET user_id = :local WHERE user_id IS NULL"), {"local": local})
 
@@ -212,20 +248,24 @@ def _m014_users_and_ownership(conn: Connection) -> None:
 MIGRATIONS: list[tuple[int, str, Migration]] = [
     (1, "initial tables", _m001_initial_tables),
     (2, "runs.warning", _m002_run_warning),
-    (3, "edges: data, unique, node keys; run_states (from concept_pool/outline reports)",
-     _m003_edges_and_run_states),
+    (3, "edges: data, unique, node keys; run_states (from concept_pool/outline reports)", _m003_edges_and_run_states),
     (4, "run_events (the step log)", _m004_run_events),
     (5, "runs.search_exclusions; benchmarks, benchmark_items, judgments", _m005_evaluation),
     (6, "benchmarks.judges", _m006_benchmark_judges),
-    (7, "kg_graphs, kg_chunks, kg_entities, kg_relations and their chunk links (knowledge graphs)",
-     _m007_knowledge_graphs),
-    (10, "DEoT runs' max_layers counts the question as layer 1 (the paper's count)",
-     _m010_deot_layers_count_the_question),
+    (
+        7,
+        "kg_graphs, kg_chunks, kg_entities, kg_relations and their chunk links (knowledge graphs)",
+        _m007_knowledge_graphs,
+    ),
+    (
+        10,
+        "DEoT runs' max_layers counts the question as layer 1 (the paper's count)",
+        _m010_deot_layers_count_the_question,
+    ),
     (11, "endpoint_cooldowns (an endpoint's 429 shared by every worker)", _m011_endpoint_cooldowns),
     (12, "benchmarks.balance", _m012_benchmark_balance),
     (13, "api_tokens (the HTTP API's bearer tokens, hashed)", _m013_api_tokens),
-    (14, "users, run_shares; runs, benchmarks and api_tokens get an owner (the local user)",
-     _m014_users_and_ownership),
+    (14, "users, run_shares; runs, benchmarks and api_tokens get an owner (the local user)", _m014_users_and_ownership),
 ]
 
 
@@ -286,9 +326,9 @@ def migrate(engine: Engine) -> list[int]:
                 continue
             migration(conn)
             conn.execute(
-                models.table_of(models.SchemaMigration).insert().values(
-                    version=version, name=name, applied_at=models.utcnow()
-                )
+                models.table_of(models.SchemaMigration)
+                .insert()
+                .values(version=version, name=name, applied_at=models.utcnow())
             )
             done.append(version)
     return done

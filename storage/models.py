@@ -56,8 +56,9 @@ def row_copy(row: _Table) -> _Table:
     loads: no validation, since the row's values were validated when it was made. About six times
     cheaper than `type(row)(**row.model_dump())` with the data deep-copied (20 µs a node instead of
     120), which a running graph's reads of its nodes would otherwise spend many times per step."""
-    return _unvalidated(type(row), {name: _plain_copy(getattr(row, name)) for name in type(row).model_fields},
-                        set(row.model_fields_set))
+    return _unvalidated(
+        type(row), {name: _plain_copy(getattr(row, name)) for name in type(row).model_fields}, set(row.model_fields_set)
+    )
 
 
 def loaded_row(model: type[_Table], values: Mapping[Any, Any]) -> _Table:
@@ -105,7 +106,9 @@ class Run(SQLModel, table=True):
     search_mode: str = Field(default="local", max_length=16)
     # Sources this run may not see (`engine/search/exclusion.py`): {"titles": [...], "urls": [...]}.
     # A benchmark item's own answer (a FreshWiki topic's article) is kept out of its retrieval.
-    search_exclusions: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False, default=dict))
+    search_exclusions: dict[str, Any] = Field(
+        default_factory=dict, sa_column=Column(JSON, nullable=False, default=dict)
+    )
     status: str = Field(default=RunStatus.QUEUED, index=True, max_length=16)
     stop_reason: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
     error: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
@@ -165,10 +168,12 @@ class Edge(SQLModel, table=True):
     __table_args__ = (
         UniqueConstraint("run_id", "src", "dst", "kind", name="uq_edges_run_src_dst_kind"),
         # Composite keys: both ends must be nodes of this run; deleting a node deletes its edges.
-        ForeignKeyConstraint(["run_id", "src"], ["nodes.run_id", "nodes.id"], ondelete="CASCADE",
-                             name="fk_edges_src_node"),
-        ForeignKeyConstraint(["run_id", "dst"], ["nodes.run_id", "nodes.id"], ondelete="CASCADE",
-                             name="fk_edges_dst_node"),
+        ForeignKeyConstraint(
+            ["run_id", "src"], ["nodes.run_id", "nodes.id"], ondelete="CASCADE", name="fk_edges_src_node"
+        ),
+        ForeignKeyConstraint(
+            ["run_id", "dst"], ["nodes.run_id", "nodes.id"], ondelete="CASCADE", name="fk_edges_dst_node"
+        ),
     )
 
     id: int | None = Field(default=None, primary_key=True)
@@ -271,9 +276,7 @@ with warnings.catch_warnings():
         and name; `schema` is the version of the state model that wrote `data`."""
 
         __tablename__ = "run_states"
-        __table_args__ = (
-            UniqueConstraint("run_id", "name", "version", name="uq_run_states_run_name_version"),
-        )
+        __table_args__ = (UniqueConstraint("run_id", "name", "version", name="uq_run_states_run_name_version"),)
 
         id: int | None = Field(default=None, primary_key=True)
         run_id: str = Field(foreign_key="runs.id", index=True, max_length=32, ondelete="CASCADE")
@@ -282,7 +285,8 @@ with warnings.catch_warnings():
         # The field shadows `BaseModel.schema()` on purpose (see the filter above): the checker
         # sees a method overridden by an int, which is what is meant.
         schema: int = Field(  # type: ignore[assignment]
-            default=1, sa_column=Column("schema", Integer, nullable=False, default=1))
+            default=1, sa_column=Column("schema", Integer, nullable=False, default=1)
+        )
         data: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
         created_at: datetime = Field(default_factory=utcnow)
 

@@ -40,6 +40,5 @@ from storage.rows_usage import UsageRows
 __all__ = ["GraphSnapshot", "NodeInput", "NodeNotFound", "Repository", "RunNotFound", "SourceInput", "new_run_id"]
 
 
-class Repository(RunRows, NodeRows, SourceRows, UsageRows, CommandRows, EventRows, ReportRows, RunStateRows,
-                 BatchRows):
+class Repository(RunRows, NodeRows, SourceRows, UsageRows, CommandRows, EventRows, ReportRows, RunStateRows, BatchRows):
     """Every read and write of runs, graphs, sources, usage, commands, events, reports and run states."""

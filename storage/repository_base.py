@@ -146,7 +146,7 @@ UpsertInsert: TypeAlias = postgresql.Insert | sqlite.Insert
 
 
 def _chunks(rows: list[_Item]) -> list[list[_Item]]:
-    return [rows[start:start + _ROWS_PER_INSERT] for start in range(0, len(rows), _ROWS_PER_INSERT)]
+    return [rows[start : start + _ROWS_PER_INSERT] for start in range(0, len(rows), _ROWS_PER_INSERT)]
 
 
 class RepositoryBase:
@@ -161,8 +161,7 @@ class RepositoryBase:
         # PostgreSQL: a write and its run's version bump in one statement (a data-modifying CTE).
         self._pg = dialect == "postgresql"
         # The dialect's own INSERT, for ON CONFLICT (the same on SQLite and PostgreSQL).
-        upserts: dict[str, Callable[[Table], UpsertInsert]] = {
-            "postgresql": postgresql.insert, "sqlite": sqlite.insert}
+        upserts: dict[str, Callable[[Table], UpsertInsert]] = {"postgresql": postgresql.insert, "sqlite": sqlite.insert}
         self._upsert = upserts.get(dialect)
         self._local_user_id: int | None = None  # read once: the local user is never replaced
 
@@ -184,7 +183,8 @@ class RepositoryBase:
     def _insert_on_conflict(self, table: Table) -> UpsertInsert:
         if self._upsert is None:
             raise NotImplementedError(
-                f"the {self.db.engine.dialect.name} database is not supported: use SQLite or PostgreSQL")
+                f"the {self.db.engine.dialect.name} database is not supported: use SQLite or PostgreSQL"
+            )
         return self._upsert(table)
 
     @staticmethod
@@ -193,8 +193,9 @@ class RepositoryBase:
         recorded after a node's last update, e.g. by the report writer, are counted)."""
         s.execute(
             update(_nodes)
-            .where(_nodes.c.run_id == run_id,
-                   _nodes.c.id.in_(sa_select(_calls.c.node_id).where(_calls.c.run_id == run_id)))
+            .where(
+                _nodes.c.run_id == run_id, _nodes.c.id.in_(sa_select(_calls.c.node_id).where(_calls.c.run_id == run_id))
+            )
             .values(**_node_usage_columns())
         )
 
@@ -203,8 +204,14 @@ class RepositoryBase:
         """`UPDATE runs SET version = version + 1 (, values) WHERE id = run_id` (a value or an expression)."""
         return update(_runs).where(_runs.c.id == run_id).values(version=_runs.c.version + 1, **values)
 
-    def _insert_rows_with_bump(self, s: Session, insert_rows: Callable[[list[_Item]], Insert], rows: list[_Item],
-                               run_id: str, **bump_values: Any) -> None:
+    def _insert_rows_with_bump(
+        self,
+        s: Session,
+        insert_rows: Callable[[list[_Item]], Insert],
+        rows: list[_Item],
+        run_id: str,
+        **bump_values: Any,
+    ) -> None:
         """Multi-row INSERTs of `rows` (`insert_rows(chunk)` makes one) and the run's version bump,
         which rides with the last INSERT on PostgreSQL."""
         *first, last = _chunks(rows)

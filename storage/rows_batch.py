@@ -53,8 +53,14 @@ class EventRecord:
 
     def row(self, run_id: str) -> dict[str, Any]:
         """Its `run_events` row."""
-        return {"run_id": run_id, "node_id": self.node_id, "kind": self.kind, "text": self.text,
-                "data": dict(self.data), "created_at": self.created_at}
+        return {
+            "run_id": run_id,
+            "node_id": self.node_id,
+            "kind": self.kind,
+            "text": self.text,
+            "data": dict(self.data),
+            "created_at": self.created_at,
+        }
 
 
 @dataclass(frozen=True)
@@ -87,17 +93,34 @@ class RunWrites:
     ending: RunEnding | None = None
 
     def __bool__(self) -> bool:
-        return bool(self.calls or self.events or self.nodes or self.bump or self.nodes_added or self.links
-                    or self.edges or self.reports or self.ending)
+        return bool(
+            self.calls
+            or self.events
+            or self.nodes
+            or self.bump
+            or self.nodes_added
+            or self.links
+            or self.edges
+            or self.reports
+            or self.ending
+        )
 
     def before(self, later: RunWrites) -> RunWrites:
         """This batch followed by `later` (a batch that could not be written goes back in front)."""
         nodes = {node_id: dict(values) for node_id, values in self.nodes.items()}
         for node_id, values in later.nodes.items():
             nodes[node_id] = {**nodes.get(node_id, {}), **values}
-        return RunWrites(self.calls + later.calls, self.events + later.events, nodes, self.bump or later.bump,
-                         self.nodes_added + later.nodes_added, self.links + later.links,
-                         self.edges + later.edges, self.reports + later.reports, later.ending or self.ending)
+        return RunWrites(
+            self.calls + later.calls,
+            self.events + later.events,
+            nodes,
+            self.bump or later.bump,
+            self.nodes_added + later.nodes_added,
+            self.links + later.links,
+            self.edges + later.edges,
+            self.reports + later.reports,
+            later.ending or self.ending,
+        )
 
 
 def _same_columns(nodes: Mapping[int, Mapping[str, Any]]) -> dict[tuple[str, ...], list[tuple[int, Mapping[str, Any]]]]:
@@ -129,45 +152,93 @@ class BatchRows(RepositoryBase):
         events = writes.events + [ending.event] if ending is not None and ending.event is not None else writes.events
         with self._session() as s:
             for calls_chunk in _chunks(writes.calls):
-                s.execute(insert(_calls), [
-                    {"run_id": run_id, "node_id": c.node_id, "purpose": c.purpose, "model": c.model,
-                     "prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens,
-                     "cost": c.cost, "latency_s": c.latency_s, "attempts": c.attempts, "ok": c.ok,
-                     "error": c.error[:2000], "created_at": c.created_at} for c in calls_chunk])
+                s.execute(
+                    insert(_calls),
+                    [
+                        {
+                            "run_id": run_id,
+                            "node_id": c.node_id,
+                            "purpose": c.purpose,
+                            "model": c.model,
+                            "prompt_tokens": c.prompt_tokens,
+                            "completion_tokens": c.completion_tokens,
+                            "cost": c.cost,
+                            "latency_s": c.latency_s,
+                            "attempts": c.attempts,
+                            "ok": c.ok,
+                            "error": c.error[:2000],
+                            "created_at": c.created_at,
+                        }
+                        for c in calls_chunk
+                    ],
+                )
             for events_chunk in _chunks(events):
                 s.execute(insert(_events), [e.row(run_id) for e in events_chunk])
             for columns, rows in _same_columns(writes.nodes).items():
                 # One statement per set of columns, all its nodes as one executemany. A node deleted
                 # meanwhile (its run deleted) matches no row: nothing to write.
-                s.execute(update(_nodes)
-                          .where(_nodes.c.id == bindparam("node_id_"), _nodes.c.run_id == run_id)
-                          .values({**{name: bindparam(f"{name}_") for name in columns},
-                                   **_node_usage_columns()}),
-                          [{"node_id_": node_id, **{f"{name}_": value for name, value in values.items()}}
-                           for node_id, values in rows])
+                s.execute(
+                    update(_nodes)
+                    .where(_nodes.c.id == bindparam("node_id_"), _nodes.c.run_id == run_id)
+                    .values({**{name: bindparam(f"{name}_") for name in columns}, **_node_usage_columns()}),
+                    [
+                        {"node_id_": node_id, **{f"{name}_": value for name, value in values.items()}}
+                        for node_id, values in rows
+                    ],
+                )
             for links_chunk in _chunks(writes.links):  # in order: the first link of a pair is kept
-                s.execute(self._insert_on_conflict(_node_sources).values(
-                    [{"node_id": node_id, "source_id": source_id, "rank": rank, "score": 0.0}
-                     for node_id, source_id, rank in links_chunk])
-                    .on_conflict_do_nothing(index_elements=[_node_sources.c.node_id, _node_sources.c.source_id]))
+                s.execute(
+                    self._insert_on_conflict(_node_sources)
+                    .values(
+                        [
+                            {"node_id": node_id, "source_id": source_id, "rank": rank, "score": 0.0}
+                            for node_id, source_id, rank in links_chunk
+                        ]
+                    )
+                    .on_conflict_do_nothing(index_elements=[_node_sources.c.node_id, _node_sources.c.source_id])
+                )
             for edges_chunk in _chunks(writes.edges):  # in order: the first edge of a kind is kept
-                s.execute(self._insert_on_conflict(_edges).values(
-                    [{"run_id": run_id, "src": src, "dst": dst, "kind": kind, "data": dict(data)}
-                     for src, dst, kind, data in edges_chunk])
-                    .on_conflict_do_nothing(index_elements=[_edges.c.run_id, _edges.c.src, _edges.c.dst, _edges.c.kind]))
+                s.execute(
+                    self._insert_on_conflict(_edges)
+                    .values(
+                        [
+                            {"run_id": run_id, "src": src, "dst": dst, "kind": kind, "data": dict(data)}
+                            for src, dst, kind, data in edges_chunk
+                        ]
+                    )
+                    .on_conflict_do_nothing(index_elements=[_edges.c.run_id, _edges.c.src, _edges.c.dst, _edges.c.kind])
+                )
             for report in writes.reports:  # each its own version, in order (few: one or two a run)
-                s.execute(insert(_reports).values(run_id=run_id, kind=report.kind, markdown=report.markdown,
-                                                  data=dict(report.data), created_at=report.created_at))
+                s.execute(
+                    insert(_reports).values(
+                        run_id=run_id,
+                        kind=report.kind,
+                        markdown=report.markdown,
+                        data=dict(report.data),
+                        created_at=report.created_at,
+                    )
+                )
             if ending is not None and ending.terminal:
                 self._refresh_node_usage(s, run_id)
             calls = writes.calls
-            bumped = s.exec(self._bump(
-                run_id, updated_at=utcnow(), **(ending.values if ending is not None else {}),
-                **({"node_count": _runs.c.node_count + writes.nodes_added} if writes.nodes_added else {}),
-                **({"prompt_tokens": _runs.c.prompt_tokens + sum(c.prompt_tokens for c in calls),
-                    "completion_tokens": _runs.c.completion_tokens + sum(c.completion_tokens for c in calls),
-                    "cost": _runs.c.cost + sum(c.cost for c in calls),
-                    "llm_calls": _runs.c.llm_calls + len(calls)} if calls else {})))
+            bumped = s.exec(
+                self._bump(
+                    run_id,
+                    updated_at=utcnow(),
+                    **(ending.values if ending is not None else {}),
+                    **({"node_count": _runs.c.node_count + writes.nodes_added} if writes.nodes_added else {}),
+                    **(
+                        {
+                            "prompt_tokens": _runs.c.prompt_tokens + sum(c.prompt_tokens for c in calls),
+                            "completion_tokens": _runs.c.completion_tokens + sum(c.completion_tokens for c in calls),
+                            "cost": _runs.c.cost + sum(c.cost for c in calls),
+                            "llm_calls": _runs.c.llm_calls + len(calls),
+                        }
+                        if calls
+                        else {}
+                    ),
+                )
+            )
             if ending is not None and bumped.rowcount == 0:
                 raise RunNotFound(run_id)
             s.commit()

@@ -54,13 +54,15 @@ class CommandRows(RepositoryBase):
             others = len(queued) < len(found)
             if not queued:
                 return [], others  # the usual case at a checkpoint: one SELECT, no write
-            won = set(s.exec(
-                update(Command)
-                .where(col(Command.id).in_([c.id for c in queued]), col(Command.status) == CommandStatus.QUEUED)
-                .values(status=CommandStatus.TAKEN, taken_at=now)
-                .returning(col(Command.id))
-                .execution_options(synchronize_session=False)
-            ).scalars())
+            won = set(
+                s.exec(
+                    update(Command)
+                    .where(col(Command.id).in_([c.id for c in queued]), col(Command.status) == CommandStatus.QUEUED)
+                    .values(status=CommandStatus.TAKEN, taken_at=now)
+                    .returning(col(Command.id))
+                    .execution_options(synchronize_session=False)
+                ).scalars()
+            )
             s.commit()
         taken = [c for c in queued if c.id in won]
         for command in taken:
@@ -84,8 +86,11 @@ class CommandRows(RepositoryBase):
         if not kinds:
             return None
         with self._session() as s:
-            return s.exec(select(func.max(Command.done_at)).where(
-                Command.run_id == run_id, Command.status == CommandStatus.DONE, col(Command.kind).in_(kinds))).one()
+            return s.exec(
+                select(func.max(Command.done_at)).where(
+                    Command.run_id == run_id, Command.status == CommandStatus.DONE, col(Command.kind).in_(kinds)
+                )
+            ).one()
 
     def complete_command(self, command_id: int, *, ok: bool = True, error: str = "") -> None:
         with self._session() as s:

@@ -18,8 +18,9 @@ from storage.repository_base import (
 
 
 class EventRows(RepositoryBase):
-    def add_event(self, run_id: str, kind: str, text: str, *, node_id: int | None = None,
-                  data: Mapping[str, Any] | None = None) -> None:
+    def add_event(
+        self, run_id: str, kind: str, text: str, *, node_id: int | None = None, data: Mapping[str, Any] | None = None
+    ) -> None:
         """One line of the run's step log, and the run's version bump (the live view re-reads on
         it): one statement on PostgreSQL, two on SQLite, one COMMIT."""
         event = RunEvent(run_id=run_id, node_id=node_id, kind=kind, text=text, data=dict(data or {}))
@@ -27,8 +28,15 @@ class EventRows(RepositoryBase):
             self._write_with_bump(s, insert(_events).values(**event.model_dump(exclude={"id"})), run_id)
             s.commit()
 
-    def list_events(self, run_id: str, *, after_id: int | None = None, limit: int | None = None,
-                    kinds: Iterable[str] | None = None, node_id: int | None = None) -> list[RunEvent]:
+    def list_events(
+        self,
+        run_id: str,
+        *,
+        after_id: int | None = None,
+        limit: int | None = None,
+        kinds: Iterable[str] | None = None,
+        node_id: int | None = None,
+    ) -> list[RunEvent]:
         """The run's events, newest first; only those after `after_id` (what a reader has not
         seen yet), of `kinds`, of one node, at most `limit`."""
         stmt = select(RunEvent).where(RunEvent.run_id == run_id)

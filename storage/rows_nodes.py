@@ -51,8 +51,17 @@ class NodeRows(RepositoryBase):
         data: dict[str, Any] | None = None,
         edge_kind: str = "child",
     ) -> Node:
-        item = NodeInput(kind=kind, label=label, parent_id=parent_id, content=content, status=status,
-                         depth=depth, priority=priority, data=data, edge_kind=edge_kind)
+        item = NodeInput(
+            kind=kind,
+            label=label,
+            parent_id=parent_id,
+            content=content,
+            status=status,
+            depth=depth,
+            priority=priority,
+            data=data,
+            edge_kind=edge_kind,
+        )
         return self._add_nodes(run_id, [item], order=order or 0)[0]
 
     def add_nodes(self, run_id: str, inputs: Sequence[NodeInput], *, counted: bool = True) -> list[Node]:
@@ -61,15 +70,27 @@ class NodeRows(RepositoryBase):
         (an executing run's journal, in its next batch)."""
         return self._add_nodes(run_id, inputs, counted=counted) if inputs else []
 
-    def _add_nodes(self, run_id: str, inputs: Sequence[NodeInput], order: int = 0, *, counted: bool = True) -> list[Node]:
+    def _add_nodes(
+        self, run_id: str, inputs: Sequence[NodeInput], order: int = 0, *, counted: bool = True
+    ) -> list[Node]:
         now = utcnow()
         nodes = [
-            Node(run_id=run_id, parent_id=i.parent_id, kind=i.kind, label=i.label, content=i.content,
-                 status=i.status, depth=i.depth, order=order, priority=i.priority, data=dict(i.data or {}),
-                 created_at=now,
-                 # Set here, not by the database, so the returned node is complete without a re-read.
-                 started_at=now if i.status == NodeStatus.DONE else None,
-                 finished_at=now if i.status == NodeStatus.DONE else None)
+            Node(
+                run_id=run_id,
+                parent_id=i.parent_id,
+                kind=i.kind,
+                label=i.label,
+                content=i.content,
+                status=i.status,
+                depth=i.depth,
+                order=order,
+                priority=i.priority,
+                data=dict(i.data or {}),
+                created_at=now,
+                # Set here, not by the database, so the returned node is complete without a re-read.
+                started_at=now if i.status == NodeStatus.DONE else None,
+                finished_at=now if i.status == NodeStatus.DONE else None,
+            )
             for i in inputs
         ]
         try:
@@ -80,11 +101,14 @@ class NodeRows(RepositoryBase):
                 s.flush()
                 edges: list[dict[str, Any]] = [
                     dict(run_id=run_id, src=i.parent_id, dst=n.id, kind=i.edge_kind, data={})
-                    for i, n in zip(inputs, nodes) if i.parent_id is not None]
+                    for i, n in zip(inputs, nodes)
+                    if i.parent_id is not None
+                ]
                 bump = {"node_count": _runs.c.node_count + len(nodes), "updated_at": now}
                 if edges and counted:  # nothing to read back: one multi-row INSERT, with the bump on PostgreSQL
-                    self._insert_rows_with_bump(s, lambda rows: insert(table_of(Edge)).values(rows), edges,
-                                                run_id, **bump)
+                    self._insert_rows_with_bump(
+                        s, lambda rows: insert(table_of(Edge)).values(rows), edges, run_id, **bump
+                    )
                 elif edges:
                     for chunk in _chunks(edges):
                         s.execute(insert(table_of(Edge)).values(chunk))
@@ -103,15 +127,19 @@ class NodeRows(RepositoryBase):
     def remove_edge(self, run_id: str, src: int, dst: int, kind: str) -> bool:
         """Remove the edge src -> dst of this kind; whether there was one."""
         with self._session() as s:
-            result = s.exec(delete(Edge).where(col(Edge.run_id) == run_id, col(Edge.src) == src,
-                                               col(Edge.dst) == dst, col(Edge.kind) == kind))
+            result = s.exec(
+                delete(Edge).where(
+                    col(Edge.run_id) == run_id, col(Edge.src) == src, col(Edge.dst) == dst, col(Edge.kind) == kind
+                )
+            )
             if result.rowcount:
                 s.exec(update(Run).where(col(Run.id) == run_id).values(version=Run.version + 1))
             s.commit()
         return bool(result.rowcount)
 
-    def add_edge(self, run_id: str, src: int, dst: int, kind: str, data: dict[str, Any] | None = None, *,
-                 bump: bool = True) -> Edge:
+    def add_edge(
+        self, run_id: str, src: int, dst: int, kind: str, data: dict[str, Any] | None = None, *, bump: bool = True
+    ) -> Edge:
         """The edge src -> dst of this kind; an existing one is returned as it is (idempotent).
         One `INSERT ... ON CONFLICT DO NOTHING RETURNING`, the version bump, one COMMIT; the
         existing edge is read back only when there was one. `bump=False`: the caller bumps the
@@ -122,10 +150,14 @@ class NodeRows(RepositoryBase):
         row = dict(run_id=run_id, src=src, dst=dst, kind=kind, data=dict(data or {}))
         try:
             with self._session() as s:
-                added: Edge | None = s.scalars(sa_select(Edge).from_statement(
-                    self._insert_on_conflict(table).values(row)
-                    .on_conflict_do_nothing(index_elements=[table.c.run_id, table.c.src, table.c.dst, table.c.kind])
-                    .returning(*table.c))).first()
+                added: Edge | None = s.scalars(
+                    sa_select(Edge).from_statement(
+                        self._insert_on_conflict(table)
+                        .values(row)
+                        .on_conflict_do_nothing(index_elements=[table.c.run_id, table.c.src, table.c.dst, table.c.kind])
+                        .returning(*table.c)
+                    )
+                ).first()
                 if added is not None and bump:
                     s.exec(update(Run).where(col(Run.id) == run_id).values(version=Run.version + 1))
                 s.commit()
@@ -214,8 +246,9 @@ class NodeRows(RepositoryBase):
     ) -> Node:
         """Mark a node running; `data` is merged into its data (a read first), `replace_data`
         replaces it (one UPDATE)."""
-        return self.update_node(node_id, status=NodeStatus.RUNNING, started_at=utcnow(), error="",
-                                **self._data_values(data, replace_data))
+        return self.update_node(
+            node_id, status=NodeStatus.RUNNING, started_at=utcnow(), error="", **self._data_values(data, replace_data)
+        )
 
     def finish_node(
         self,
@@ -236,12 +269,21 @@ class NodeRows(RepositoryBase):
         return self.update_node(node_id, **values, **self._data_values(data, replace_data))
 
     def fail_node(
-        self, node_id: int, error: str, *, data: dict[str, Any] | None = None,
+        self,
+        node_id: int,
+        error: str,
+        *,
+        data: dict[str, Any] | None = None,
         replace_data: dict[str, Any] | None = None,
     ) -> Node:
         """Mark a node failed; `data` is merged, `replace_data` replaces (as `finish_node`)."""
-        return self.update_node(node_id, status=NodeStatus.FAILED, error=error, finished_at=utcnow(),
-                                **self._data_values(data, replace_data))
+        return self.update_node(
+            node_id,
+            status=NodeStatus.FAILED,
+            error=error,
+            finished_at=utcnow(),
+            **self._data_values(data, replace_data),
+        )
 
     def node_usage(self, node_id: int) -> tuple[int, int, float, float]:
         """A node's exact usage so far, (prompt tokens, completion tokens, cost, LLM seconds), from
@@ -249,8 +291,9 @@ class NodeRows(RepositoryBase):
         usage = _node_usage_columns()
         with self._session() as s:
             row = s.execute(
-                sa_select(usage["prompt_tokens"], usage["completion_tokens"], usage["cost"], usage["latency_s"])
-                .where(_nodes.c.id == node_id)
+                sa_select(usage["prompt_tokens"], usage["completion_tokens"], usage["cost"], usage["latency_s"]).where(
+                    _nodes.c.id == node_id
+                )
             ).first()
         if row is None:
             raise NodeNotFound(node_id)

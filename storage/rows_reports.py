@@ -17,8 +17,9 @@ from storage.repository_base import (
 
 
 class ReportRows(RepositoryBase):
-    def save_report(self, run_id: str, markdown: str, *, kind: str = "final",
-                    data: dict[str, Any] | None = None) -> Report:
+    def save_report(
+        self, run_id: str, markdown: str, *, kind: str = "final", data: dict[str, Any] | None = None
+    ) -> Report:
         """A new version of the run's report, with the run's version bump. (An executing run's
         reports go with its journal's batches instead: `RunJournal.add_report`.)"""
         report = Report(run_id=run_id, kind=kind, markdown=markdown, data=data or {})

@@ -35,8 +35,7 @@ class RunStateRows(RepositoryBase):
         )
         write = (
             insert(table)
-            .values(run_id=run_id, name=name, version=next_version, schema=schema, data=dict(data),
-                    created_at=utcnow())
+            .values(run_id=run_id, name=name, version=next_version, schema=schema, data=dict(data), created_at=utcnow())
             .returning(*table.c)
         )
         for attempt in range(3):  # the unique key stays the last guard (a writer that skips the lock)

@@ -114,9 +114,7 @@ class RunRows(RepositoryBase):
         with self._session() as s:
             run = s.get(Run, run_id_or_prefix)
             if run is None and len(run_id_or_prefix) >= 4:
-                matches = s.exec(
-                    select(Run).where(col(Run.id).startswith(run_id_or_prefix)).limit(2)
-                ).all()
+                matches = s.exec(select(Run).where(col(Run.id).startswith(run_id_or_prefix)).limit(2)).all()
                 run = matches[0] if len(matches) == 1 else None
         if run is None:
             raise RunNotFound(run_id_or_prefix)
@@ -139,20 +137,44 @@ class RunRows(RepositoryBase):
         Ties on the creation time are ordered by id, so pages neither repeat nor skip a run.
         `visible_to`: only the runs that user may read (theirs and those shared with them);
         `owned_by` / `not_owned_by`: only that user's runs / only others'."""
-        stmt = self._matching_runs(select(Run), text=text, method=method, status=status, since=since,
-                                   visible_to=visible_to, owned_by=owned_by, not_owned_by=not_owned_by)
+        stmt = self._matching_runs(
+            select(Run),
+            text=text,
+            method=method,
+            status=status,
+            since=since,
+            visible_to=visible_to,
+            owned_by=owned_by,
+            not_owned_by=not_owned_by,
+        )
         stmt = stmt.order_by(col(Run.created_at).desc(), col(Run.id).desc()).offset(max(offset, 0)).limit(limit)
         with self._session() as s:
             return list(s.exec(stmt).all())
 
-    def count_runs(self, *, text: str | None = None, method: str | None = None, status: str | None = None,
-                   since: datetime | None = None, visible_to: int | None = None, owned_by: int | None = None,
-                   not_owned_by: int | None = None, statuses: Iterable[str] | None = None) -> int:
+    def count_runs(
+        self,
+        *,
+        text: str | None = None,
+        method: str | None = None,
+        status: str | None = None,
+        since: datetime | None = None,
+        visible_to: int | None = None,
+        owned_by: int | None = None,
+        not_owned_by: int | None = None,
+        statuses: Iterable[str] | None = None,
+    ) -> int:
         """How many runs `list_runs` with the same filters would page through; `statuses`: only runs
         in one of them."""
-        stmt = self._matching_runs(select(func.count()).select_from(Run), text=text, method=method,
-                                   status=status, since=since, visible_to=visible_to, owned_by=owned_by,
-                                   not_owned_by=not_owned_by)
+        stmt = self._matching_runs(
+            select(func.count()).select_from(Run),
+            text=text,
+            method=method,
+            status=status,
+            since=since,
+            visible_to=visible_to,
+            owned_by=owned_by,
+            not_owned_by=not_owned_by,
+        )
         if statuses is not None:
             stmt = stmt.where(col(Run.status).in_(list(statuses)))
         with self._session() as s:
@@ -162,14 +184,25 @@ class RunRows(RepositoryBase):
         """What a user's runs have spent since then: their LLM calls made since, whenever each run
         was created (a run resumed a month later spends now)."""
         with self._session() as s:
-            total = s.exec(select(func.sum(LLMCall.cost)).join(Run, col(Run.id) == col(LLMCall.run_id))
-                           .where(Run.user_id == user_id, LLMCall.created_at >= since)).one()
+            total = s.exec(
+                select(func.sum(LLMCall.cost))
+                .join(Run, col(Run.id) == col(LLMCall.run_id))
+                .where(Run.user_id == user_id, LLMCall.created_at >= since)
+            ).one()
         return float(total or 0.0)
 
     @staticmethod
-    def _matching_runs(stmt: _RunsQuery, *, text: str | None, method: str | None, status: str | None,
-                       since: datetime | None, visible_to: int | None = None, owned_by: int | None = None,
-                       not_owned_by: int | None = None) -> _RunsQuery:
+    def _matching_runs(
+        stmt: _RunsQuery,
+        *,
+        text: str | None,
+        method: str | None,
+        status: str | None,
+        since: datetime | None,
+        visible_to: int | None = None,
+        owned_by: int | None = None,
+        not_owned_by: int | None = None,
+    ) -> _RunsQuery:
         if visible_to is not None:
             stmt = stmt.where(users.visible_to(visible_to))
         if owned_by is not None:
@@ -178,8 +211,9 @@ class RunRows(RepositoryBase):
             stmt = stmt.where(Run.user_id != not_owned_by)
         if text:
             # Escaped: a search for "%" or "_" finds those characters, not every run.
-            stmt = stmt.where(or_(col(Run.question).icontains(text, autoescape=True),
-                                  col(Run.title).icontains(text, autoescape=True)))
+            stmt = stmt.where(
+                or_(col(Run.question).icontains(text, autoescape=True), col(Run.title).icontains(text, autoescape=True))
+            )
         if method:
             stmt = stmt.where(Run.method == method)
         if status:
@@ -188,8 +222,9 @@ class RunRows(RepositoryBase):
             stmt = stmt.where(Run.created_at >= since)
         return stmt
 
-    def _update_run(self, run_id: str, *, refresh_node_usage: bool = False, event: EventRecord | None = None,
-                    **values: Any) -> None:
+    def _update_run(
+        self, run_id: str, *, refresh_node_usage: bool = False, event: EventRecord | None = None, **values: Any
+    ) -> None:
         values.setdefault("updated_at", utcnow())
         with self._session() as s:
             if refresh_node_usage:
@@ -212,15 +247,25 @@ class RunRows(RepositoryBase):
         if first and not has_nodes:
             return False
         with self._session() as s:
-            started = s.exec(select(RunEvent.id).where(RunEvent.run_id == run_id, RunEvent.kind == started_kind)
-                             .limit(1)).first() is not None
+            started = (
+                s.exec(
+                    select(RunEvent.id).where(RunEvent.run_id == run_id, RunEvent.kind == started_kind).limit(1)
+                ).first()
+                is not None
+            )
             if not (started or has_nodes):
                 return False
             if has_nodes:
-                s.exec(update(_nodes).where(_nodes.c.run_id == run_id, _nodes.c.status == NodeStatus.RUNNING)
-                       .values(status=NodeStatus.PENDING, started_at=None, **_node_usage_columns()))
-            s.exec(update(Command).where(col(Command.run_id) == run_id, col(Command.status) == CommandStatus.TAKEN)
-                   .values(status=CommandStatus.QUEUED, taken_at=None))
+                s.exec(
+                    update(_nodes)
+                    .where(_nodes.c.run_id == run_id, _nodes.c.status == NodeStatus.RUNNING)
+                    .values(status=NodeStatus.PENDING, started_at=None, **_node_usage_columns())
+                )
+            s.exec(
+                update(Command)
+                .where(col(Command.run_id) == run_id, col(Command.status) == CommandStatus.TAKEN)
+                .values(status=CommandStatus.QUEUED, taken_at=None)
+            )
             s.commit()
         return started
 
@@ -237,8 +282,12 @@ class RunRows(RepositoryBase):
         `never_started`: only if no process ever claimed it (None if one did, or it is gone): a
         caller that did not read the run first (it created it) checks that it is as created."""
         now = utcnow()
-        waiting = sa_select(func.count()).select_from(_commands).where(
-            _commands.c.run_id == run_id, _commands.c.status == CommandStatus.QUEUED).scalar_subquery()
+        waiting = (
+            sa_select(func.count())
+            .select_from(_commands)
+            .where(_commands.c.run_id == run_id, _commands.c.status == CommandStatus.QUEUED)
+            .scalar_subquery()
+        )
         claim = self._bump(
             run_id,
             status=RunStatus.RUNNING,
@@ -267,8 +316,11 @@ class RunRows(RepositoryBase):
         """The run waits for a worker (distributed execution). A run some process is executing
         keeps its status: that process applies what was asked."""
         with self._session() as s:
-            s.execute(self._bump(run_id, status=RunStatus.QUEUED, owner="", updated_at=utcnow())
-                      .where(_runs.c.status.not_in([RunStatus.RUNNING, RunStatus.PAUSED])))
+            s.execute(
+                self._bump(run_id, status=RunStatus.QUEUED, owner="", updated_at=utcnow()).where(
+                    _runs.c.status.not_in([RunStatus.RUNNING, RunStatus.PAUSED])
+                )
+            )
             s.commit()
 
     def set_budget(self, run_id: str, *, max_tokens: int | None, max_cost: float | None) -> None:
@@ -297,8 +349,9 @@ class RunRows(RepositoryBase):
     ) -> None:
         """`event`: a line of the run's step log stored in the same transaction (how it ended, said
         the moment it is stored)."""
-        self.end_run(run_id, self.run_ending(status, stop_reason=stop_reason, error=error, warning=warning,
-                                             event=event))
+        self.end_run(
+            run_id, self.run_ending(status, stop_reason=stop_reason, error=error, warning=warning, event=event)
+        )
 
     def end_run(self, run_id: str, ending: RunEnding) -> None:
         """Store a `run_ending` on its own (`set_status`): a finished run's nodes get their final
@@ -306,8 +359,14 @@ class RunRows(RepositoryBase):
         self._update_run(run_id, refresh_node_usage=ending.terminal, event=ending.event, **ending.values)
 
     @staticmethod
-    def run_ending(status: str, *, stop_reason: str | None = None, error: str | None = None,
-                   warning: str | None = None, event: EventRecord | None = None) -> RunEnding:
+    def run_ending(
+        status: str,
+        *,
+        stop_reason: str | None = None,
+        error: str | None = None,
+        warning: str | None = None,
+        event: EventRecord | None = None,
+    ) -> RunEnding:
         """What `set_status` writes, to store with a run's last batch instead (`write_batch`)."""
         values: dict[str, Any] = {"status": status}
         if stop_reason is not None:
@@ -344,9 +403,7 @@ class RunRows(RepositoryBase):
     def mark_dead_runs_interrupted(self, is_owner_alive: Callable[[Run], bool]) -> list[str]:
         """Runs left running/paused by a process that no longer exists become `interrupted`."""
         with self._session() as s:
-            candidates = s.exec(
-                select(Run).where(col(Run.status).in_([RunStatus.RUNNING, RunStatus.PAUSED]))
-            ).all()
+            candidates = s.exec(select(Run).where(col(Run.status).in_([RunStatus.RUNNING, RunStatus.PAUSED]))).all()
         dead = [run for run in candidates if not is_owner_alive(run)]
         for run in dead:
             self.interrupt_run(run.id, owner=run.owner, reason="the process running it ended; resume to continue")
@@ -358,8 +415,9 @@ class RunRows(RepositoryBase):
         with self._session() as s:
             self._refresh_node_usage(s, run_id)
             result = s.exec(
-                self._bump(run_id, status=RunStatus.INTERRUPTED, stop_reason=reason, owner="", updated_at=utcnow())
-                .where(_runs.c.owner == owner, _runs.c.status.in_([RunStatus.RUNNING, RunStatus.PAUSED]))
+                self._bump(
+                    run_id, status=RunStatus.INTERRUPTED, stop_reason=reason, owner="", updated_at=utcnow()
+                ).where(_runs.c.owner == owner, _runs.c.status.in_([RunStatus.RUNNING, RunStatus.PAUSED]))
             )
             s.commit()
         return bool(result.rowcount)

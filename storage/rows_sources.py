@@ -31,8 +31,13 @@ from storage.repository_base import (
 
 class SourceRows(RepositoryBase):
     def add_sources(
-        self, run_id: str, inputs: Sequence[SourceInput], *, node_id: int | None = None,
-        stored_refs: Collection[str] | None = None, stored_texts: Mapping[str, str] | None = None,
+        self,
+        run_id: str,
+        inputs: Sequence[SourceInput],
+        *,
+        node_id: int | None = None,
+        stored_refs: Collection[str] | None = None,
+        stored_texts: Mapping[str, str] | None = None,
         bump: bool = True,
     ) -> list[Source]:
         """Store sources (one row per run and ref) and link them to `node_id` in the given order;
@@ -50,12 +55,18 @@ class SourceRows(RepositoryBase):
         those are read back, and a batch of new refs sends no SELECT. `stored_texts`: the stored
         text of each of those refs, known to the caller: none is read back. `bump=False`: the caller
         bumps the run's version itself (an executing run's journal, in its next batch)."""
-        return self.add_source_batches(run_id, [inputs], node_id=node_id, stored_refs=stored_refs,
-                                       stored_texts=stored_texts, bump=bump)[0]
+        return self.add_source_batches(
+            run_id, [inputs], node_id=node_id, stored_refs=stored_refs, stored_texts=stored_texts, bump=bump
+        )[0]
 
     def add_source_batches(
-        self, run_id: str, batches: Sequence[Sequence[SourceInput]], *, node_id: int | None = None,
-        stored_refs: Collection[str] | None = None, stored_texts: Mapping[str, str] | None = None,
+        self,
+        run_id: str,
+        batches: Sequence[Sequence[SourceInput]],
+        *,
+        node_id: int | None = None,
+        stored_refs: Collection[str] | None = None,
+        stored_texts: Mapping[str, str] | None = None,
         bump: bool = True,
     ) -> list[list[Source]]:
         """`add_sources` of each batch in turn (several searches' results: each ranked within its
@@ -70,8 +81,15 @@ class SourceRows(RepositoryBase):
             if stored_texts is not None:
                 stored = {ref: stored_texts[ref] for ref in reread}
             else:
-                stored = dict(s.exec(select(Source.ref, Source.text).where(
-                    Source.run_id == run_id, col(Source.ref).in_(reread))).all()) if reread else {}
+                stored = (
+                    dict(
+                        s.exec(
+                            select(Source.ref, Source.text).where(Source.run_id == run_id, col(Source.ref).in_(reread))
+                        ).all()
+                    )
+                    if reread
+                    else {}
+                )
             for inputs in batches:
                 if not inputs:
                     results.append([])
@@ -89,17 +107,27 @@ class SourceRows(RepositoryBase):
                 now = utcnow()
                 # In ref order: concurrent batches lock the rows they share in the same order (no deadlock).
                 rows: list[dict[str, Any]] = [
-                    dict(run_id=run_id, ref=ref, kind=item.kind, url=item.url, title=item.title,
-                         snippet=item.snippet, text=item.text, created_at=now)
-                    for ref, item in sorted(wanted.items())]
+                    dict(
+                        run_id=run_id,
+                        ref=ref,
+                        kind=item.kind,
+                        url=item.url,
+                        title=item.title,
+                        snippet=item.snippet,
+                        text=item.text,
+                        created_at=now,
+                    )
+                    for ref, item in sorted(wanted.items())
+                ]
                 for row in rows:
                     if row["ref"] in stored:
                         row["text"] = united_text(stored[row["ref"]], row["text"])
                 for chunk in _chunks(rows):
                     # The rows as parameters of one statement (sent as one INSERT of many VALUES):
                     # compiled once per database, where VALUES built into it were compiled each time.
-                    by_ref.update((row.ref, loaded_row(Source, row._mapping))
-                                  for row in s.execute(self._sources_upsert, chunk))
+                    by_ref.update(
+                        (row.ref, loaded_row(Source, row._mapping)) for row in s.execute(self._sources_upsert, chunk)
+                    )
                 stored.update((ref, by_ref[ref].text) for ref in wanted)  # the next batch unites with these
                 for ref, item in wanted.items():
                     links.setdefault(stored_id(by_ref[ref]), (rank[ref], item.score))
@@ -173,9 +201,5 @@ class SourceRows(RepositoryBase):
 
     def node_source_links(self, run_id: str) -> list[NodeSource]:
         with self._session() as s:
-            stmt = (
-                select(NodeSource)
-                .join(Node, col(Node.id) == col(NodeSource.node_id))
-                .where(Node.run_id == run_id)
-            )
+            stmt = select(NodeSource).join(Node, col(Node.id) == col(NodeSource.node_id)).where(Node.run_id == run_id)
             return list(s.exec(stmt).all())

@@ -37,12 +37,24 @@ class UsageRows(RepositoryBase):
         """Store one call and add it to the run's totals atomically: INSERT + UPDATE of the run (one
         statement on PostgreSQL) + COMMIT. The node's totals are recomputed from its calls by its
         next update (and when the run ends); `node_usage` reads them live."""
-        call = LLMCall(run_id=run_id, node_id=node_id, purpose=purpose, model=model,
-                       prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, cost=cost,
-                       latency_s=latency_s, attempts=attempts, ok=ok, error=error[:2000])
+        call = LLMCall(
+            run_id=run_id,
+            node_id=node_id,
+            purpose=purpose,
+            model=model,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            cost=cost,
+            latency_s=latency_s,
+            attempts=attempts,
+            ok=ok,
+            error=error[:2000],
+        )
         with self._session() as s:
             self._write_with_bump(
-                s, insert(_calls).values(**call.model_dump(exclude={"id"})), run_id,
+                s,
+                insert(_calls).values(**call.model_dump(exclude={"id"})),
+                run_id,
                 prompt_tokens=_runs.c.prompt_tokens + prompt_tokens,
                 completion_tokens=_runs.c.completion_tokens + completion_tokens,
                 cost=_runs.c.cost + cost,
@@ -54,9 +66,7 @@ class UsageRows(RepositoryBase):
     def run_usage(self, run_id: str) -> tuple[int, float]:
         """(total tokens, total cost) of a run so far."""
         with self._session() as s:
-            row = s.exec(
-                select(Run.prompt_tokens, Run.completion_tokens, Run.cost).where(Run.id == run_id)
-            ).first()
+            row = s.exec(select(Run.prompt_tokens, Run.completion_tokens, Run.cost).where(Run.id == run_id)).first()
         if row is None:
             raise RunNotFound(run_id)
         return row[0] + row[1], row[2]

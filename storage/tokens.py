@@ -47,8 +47,9 @@ class TokenStore(Store):
     def find_active(self, token_hash: str) -> ApiToken | None:
         """The unrevoked token with this hash, its last use recorded; None when there is none."""
         with self._session() as s:
-            row = s.exec(select(ApiToken).where(ApiToken.token_hash == token_hash,
-                                                col(ApiToken.revoked_at).is_(None))).first()
+            row = s.exec(
+                select(ApiToken).where(ApiToken.token_hash == token_hash, col(ApiToken.revoked_at).is_(None))
+            ).first()
             if row is None:
                 return None
             now = utcnow()
@@ -67,7 +68,9 @@ class TokenStore(Store):
             query = select(ApiToken).where(col(ApiToken.revoked_at).is_(None))
             if user_id is not None:
                 query = query.where(ApiToken.user_id == user_id)
-            query = query.where(col(ApiToken.id) == int(which)) if which.isdigit() else query.where(ApiToken.name == which)
+            query = (
+                query.where(col(ApiToken.id) == int(which)) if which.isdigit() else query.where(ApiToken.name == which)
+            )
             rows = list(s.exec(query).all())
             if not rows:
                 raise TokenNotFound(which)

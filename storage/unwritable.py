@@ -30,8 +30,11 @@ class DatabaseUnwritable(RuntimeError):
     def __init__(self, kind: str, where: str) -> None:
         self.kind = kind
         self.where = where
-        what = (f"the disk holding the database ({where}) is full" if kind == self.FULL
-                else f"the database ({where}) is read-only")
+        what = (
+            f"the disk holding the database ({where}) is full"
+            if kind == self.FULL
+            else f"the database ({where}) is read-only"
+        )
         super().__init__(what)
 
     @property

@@ -41,9 +41,12 @@ def local_user_id(session: Session) -> int:
 
 def visible_to(user_id: int) -> Any:
     """The SQL condition of the runs a person may read: theirs, shared with them, or with everyone."""
-    return or_(col(Run.user_id) == user_id,
-               exists().where(col(RunShare.run_id) == col(Run.id),
-                              or_(col(RunShare.user_id) == user_id, col(RunShare.user_id).is_(None))))
+    return or_(
+        col(Run.user_id) == user_id,
+        exists().where(
+            col(RunShare.run_id) == col(Run.id), or_(col(RunShare.user_id) == user_id, col(RunShare.user_id).is_(None))
+        ),
+    )
 
 
 class UserStore(Store):
@@ -66,8 +69,12 @@ class UserStore(Store):
                 user = s.get(User, int(which))
             else:
                 # Exactly (case aside): LIKE would read `_` and `%` in an address as wildcards.
-                user = s.exec(select(User).where(func.lower(User.email) == which.strip().lower())
-                              .where(User.issuer != LOCAL_ISSUER).order_by(col(User.id))).first()
+                user = s.exec(
+                    select(User)
+                    .where(func.lower(User.email) == which.strip().lower())
+                    .where(User.issuer != LOCAL_ISSUER)
+                    .order_by(col(User.id))
+                ).first()
         if user is None:
             raise UserNotFound(which)
         return user
@@ -89,8 +96,9 @@ class UserStore(Store):
         to sign in takes over what the local user owned (everything made before sign-in was on)."""
         with self._session() as s:
             user = s.exec(select(User).where(User.issuer == issuer, User.subject == subject)).first()
-            first_admin = is_admin and not s.exec(
-                select(User.id).where(col(User.is_admin), User.issuer != LOCAL_ISSUER)).first()
+            first_admin = (
+                is_admin and not s.exec(select(User.id).where(col(User.is_admin), User.issuer != LOCAL_ISSUER)).first()
+            )
             if user is None:
                 user = User(issuer=issuer, subject=subject)
             user.email, user.name, user.is_admin, user.last_seen_at = email, name, is_admin, utcnow()
@@ -123,9 +131,15 @@ class UserStore(Store):
 
     def shared_with(self, run_id: str, user_id: int) -> bool:
         with self._session() as s:
-            return s.exec(select(RunShare.id).where(
-                RunShare.run_id == run_id, or_(col(RunShare.user_id) == user_id, col(RunShare.user_id).is_(None)))
-            ).first() is not None
+            return (
+                s.exec(
+                    select(RunShare.id).where(
+                        RunShare.run_id == run_id,
+                        or_(col(RunShare.user_id) == user_id, col(RunShare.user_id).is_(None)),
+                    )
+                ).first()
+                is not None
+            )
 
     def names(self, user_ids: Sequence[int]) -> dict[int, str]:
         """Each user's name (or email), for saying whose a run is."""

@@ -34,12 +34,28 @@ from engine.terminal_logging import make_last_resort_safe
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_STOPPED", "EXIT_USAGE", "CLIError", "main"]
 
 # Each command's function, as "module:function" under engine.cli: imported when the command runs.
-COMMANDS = {"run": "runs:cmd_run", "resume": "runs:cmd_resume", "list": "runs:cmd_list", "show": "runs:cmd_show",
-            "export": "runs:cmd_export", "ingest": "runs:cmd_ingest", "methods": "catalog:cmd_methods",
-            "model": "catalog:cmd_model", "bench": "bench:cmd_bench", "judge": "judge:cmd_judge", "kg": "kg:cmd_kg",
-            "search-eval": "search_eval:cmd_search_eval", "worker": "worker:cmd_worker",
-            "serve": "serve:cmd_serve", "steer": "steer:cmd_steer", "pause": "steer:cmd_control",
-            "stop": "steer:cmd_control", "delete": "steer:cmd_control", "mcp": "serve:cmd_mcp", "token": "serve:cmd_token"}
+COMMANDS = {
+    "run": "runs:cmd_run",
+    "resume": "runs:cmd_resume",
+    "list": "runs:cmd_list",
+    "show": "runs:cmd_show",
+    "export": "runs:cmd_export",
+    "ingest": "runs:cmd_ingest",
+    "methods": "catalog:cmd_methods",
+    "model": "catalog:cmd_model",
+    "bench": "bench:cmd_bench",
+    "judge": "judge:cmd_judge",
+    "kg": "kg:cmd_kg",
+    "search-eval": "search_eval:cmd_search_eval",
+    "worker": "worker:cmd_worker",
+    "serve": "serve:cmd_serve",
+    "steer": "steer:cmd_steer",
+    "pause": "steer:cmd_control",
+    "stop": "steer:cmd_control",
+    "delete": "steer:cmd_control",
+    "mcp": "serve:cmd_mcp",
+    "token": "serve:cmd_token",
+}
 
 
 def command(name: str) -> Callable[..., int]:

@@ -31,23 +31,36 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     for path in (args.out, args.json_out):
         check_out_path(path)
-    modes = [flag for flag, on in (("--resume", args.resume), ("--show", args.show), ("--list", args.list),
-                                   ("--export", args.export), ("--import", args.import_file),
-                                   ("--rescore", args.rescore)) if on]
+    modes = [
+        flag
+        for flag, on in (
+            ("--resume", args.resume),
+            ("--show", args.show),
+            ("--list", args.list),
+            ("--export", args.export),
+            ("--import", args.import_file),
+            ("--rescore", args.rescore),
+        )
+        if on
+    ]
     if len(modes) > 1:
         raise CLIError(f"use one of {', '.join(modes)} at a time")
     if args.export or args.import_file:
         return _bench_archive(args)
     if not modes and not args.dataset:
-        raise CLIError("name a dataset, e.g. thoughtmap bench --dataset hotpotqa-autoact --methods direct,rag --limit 20")
+        raise CLIError(
+            "name a dataset, e.g. thoughtmap bench --dataset hotpotqa-autoact --methods direct,rag --limit 20"
+        )
     services = common.services()
     bench_runner = BenchmarkRunner(services)
     person = common.viewer(services, args)
     try:
         if args.list:
             for bench in bench_runner.store.list_benchmarks(user_id=None if person.sees_everything else person.user_id):
-                common.say(f"{bench.id}  {bench.status:<8}  {bench.dataset:<18}  {bench.limit:>4} items  "
-                     f"{','.join(bench.methods)}  {bench.created_at:%Y-%m-%d %H:%M}")
+                common.say(
+                    f"{bench.id}  {bench.status:<8}  {bench.dataset:<18}  {bench.limit:>4} items  "
+                    f"{','.join(bench.methods)}  {bench.created_at:%Y-%m-%d %H:%M}"
+                )
             return EXIT_OK
         if args.show:
             bench = _owned(bench_runner.store.get_benchmark(args.show), person, change=False)
@@ -74,12 +87,21 @@ def cmd_bench(args: argparse.Namespace) -> int:
             except ParamError as exc:
                 raise CLIError(str(exc)) from exc
             spec = BenchmarkSpec(
-                dataset=args.dataset, methods=[m.strip() for m in args.methods.split(",") if m.strip()],
-                limit=args.limit, seed=DEFAULT_SEED if args.seed is None else args.seed, values=values, llm=kind,
-                profile=args.profile, search_mode=args.search or services.settings.search,
-                max_cost=args.max_cost, max_tokens=args.max_tokens, concurrency=args.concurrency,
-                judges=tuple(j.strip() for j in args.judges.split(",") if j.strip()), balance=args.by,
-                user_id=person.user_id)
+                dataset=args.dataset,
+                methods=[m.strip() for m in args.methods.split(",") if m.strip()],
+                limit=args.limit,
+                seed=DEFAULT_SEED if args.seed is None else args.seed,
+                values=values,
+                llm=kind,
+                profile=args.profile,
+                search_mode=args.search or services.settings.search,
+                max_cost=args.max_cost,
+                max_tokens=args.max_tokens,
+                concurrency=args.concurrency,
+                judges=tuple(j.strip() for j in args.judges.split(",") if j.strip()),
+                balance=args.by,
+                user_id=person.user_id,
+            )
             bench = bench_runner.create(spec)
             common.prepare_llm(services, kind, args.quiet)
         if not args.show and not args.rescore:
@@ -88,8 +110,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
             def progress(row: BenchmarkItem) -> None:
                 if not args.quiet:
-                    common.err(f"  {row.method:<10} {one_line(row.item_id)[:40]:<40} {row.status}"
-                         + (f": {one_line(row.error)[:120]}" if row.error else ""))
+                    common.err(
+                        f"  {row.method:<10} {one_line(row.item_id)[:40]:<40} {row.status}"
+                        + (f": {one_line(row.error)[:120]}" if row.error else "")
+                    )
 
             bench = _execute_benchmark(bench_runner, bench.id, progress)
         # A sample balanced on a field is shown by it unless another breakdown is asked for.
@@ -132,7 +156,9 @@ def _bench_archive(args: argparse.Namespace) -> int:
             archive = export_benchmark(store, benchmark_id)
             write_archive(archive, out)
             done = sum(1 for i in archive.items if i.status in ItemStatus.FINISHED)
-            common.say(f"benchmark {archive.benchmark.id}: {done} of {len(archive.items)} item runs finished, written to {out}")
+            common.say(
+                f"benchmark {archive.benchmark.id}: {done} of {len(archive.items)} item runs finished, written to {out}"
+            )
             return EXIT_OK
         archive = read_archive(args.import_file)
         try:  # merged into a stored benchmark of the same id only when it is this person's
@@ -141,8 +167,10 @@ def _bench_archive(args: argparse.Namespace) -> int:
             pass  # a new one: it becomes theirs
         bench, filled = import_benchmark(store, archive, user_id=person.user_id)
         left = sum(1 for r in store.list_items(bench.id) if r.status not in ItemStatus.FINISHED)
-        common.say(f"benchmark {bench.id}: {filled} finished item runs imported, {left} left"
-             + (f"; continue it with: thoughtmap bench --resume {bench.id}" if left else ""))
+        common.say(
+            f"benchmark {bench.id}: {filled} finished item runs imported, {left} left"
+            + (f"; continue it with: thoughtmap bench --resume {bench.id}" if left else "")
+        )
         return EXIT_OK
     except (ArchiveError, BenchmarkNotFound) as exc:
         raise CLIError(str(exc)) from exc
@@ -157,8 +185,9 @@ def _pairwise(services: Services, bench_runner: BenchmarkRunner, bench: Benchmar
         raise CLIError(f"--pairwise needs two methods; benchmark {bench.id} has {bench.methods[0]} only")
     kind = bench.llm_info.get("kind", "openai")
     common.prepare_llm(services, kind, True)
-    return comparisons_markdown(compare_methods(bench_runner.store, services.repo,
-                                                bench_runner.reader_for(bench), bench.id, protocol))
+    return comparisons_markdown(
+        compare_methods(bench_runner.store, services.repo, bench_runner.reader_for(bench), bench.id, protocol)
+    )
 
 
 def _execute_benchmark(bench_runner: BenchmarkRunner, benchmark_id: str, progress: Progress) -> Benchmark:
@@ -177,4 +206,3 @@ def _execute_benchmark(bench_runner: BenchmarkRunner, benchmark_id: str, progres
         return bench_runner.execute(benchmark_id, progress=progress, stop=stop)
     finally:
         signal.signal(signal.SIGINT, previous)
-

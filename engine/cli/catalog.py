@@ -41,7 +41,9 @@ def _embedder_in_use(settings: Settings) -> tuple[str | None, str]:
     if settings.embeddings is None and not settings.builtin_embeddings:
         return None, "THOUGHTMAP_BUILTIN_EMBEDDINGS=0"
     try:
-        embedder = build_embedder(settings.embeddings, settings.local.models_dir if settings.builtin_embeddings else None)
+        embedder = build_embedder(
+            settings.embeddings, settings.local.models_dir if settings.builtin_embeddings else None
+        )
     except EmbeddingModelUnavailable as exc:
         return None, str(exc)
     return (embedder.description if embedder is not None else None), ""
@@ -78,7 +80,9 @@ def cmd_model(args: argparse.Namespace) -> int:
         return EXIT_OK if embedder_ok else EXIT_FAILED
     print(f"model    {describe(local)}")
     print(f"file     {local.model_path or bundled_path(local)}")
-    print(f"runtime  {'llama-cpp-python installed' if runtime_installed() else 'llama-cpp-python NOT installed (run scripts/setup)'}")
+    print(
+        f"runtime  {'llama-cpp-python installed' if runtime_installed() else 'llama-cpp-python NOT installed (run scripts/setup)'}"
+    )
     try:
         path = resolve_model_file(local)
     except LLMError as exc:
@@ -120,4 +124,3 @@ def _embedding_model_status(models_dir: Path, *, endpoint: EmbeddingsSettings | 
         return False
     print("status   ready")
     return True
-

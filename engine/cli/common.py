@@ -29,9 +29,30 @@ if TYPE_CHECKING:  # only for annotations: imported where first used
     from engine.services import Services
     from storage.models import Run
 
-__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_STOPPED", "CLIError", "choose_llm", "clause", "corpus_progress",
-           "died_line", "err", "finish", "load_method_classes", "prepare_llm", "reading_services", "say",
-           "run_for", "say_outcome", "services", "user_argument", "user_named", "viewer", "watch", "write_file"]
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_OK",
+    "EXIT_STOPPED",
+    "CLIError",
+    "choose_llm",
+    "clause",
+    "corpus_progress",
+    "died_line",
+    "err",
+    "finish",
+    "load_method_classes",
+    "prepare_llm",
+    "reading_services",
+    "say",
+    "run_for",
+    "say_outcome",
+    "services",
+    "user_argument",
+    "user_named",
+    "viewer",
+    "watch",
+    "write_file",
+]
 
 
 def services() -> Services:
@@ -64,8 +85,10 @@ def user_named(services: Services, args: argparse.Namespace) -> str | None:
     if not services.settings.team.sign_in:
         return None  # single-user mode: every run is the local user's, whoever types
     if user is None:
-        raise CLIError("sign-in is on (multi-user mode): say whom this command acts for with --user EMAIL "
-                       "(before the command) or THOUGHTMAP_USER")
+        raise CLIError(
+            "sign-in is on (multi-user mode): say whom this command acts for with --user EMAIL "
+            "(before the command) or THOUGHTMAP_USER"
+        )
     return user
 
 
@@ -109,14 +132,18 @@ class _Preflight(Protocol):
 def prepare_llm(services: Services, kind: str, quiet: bool) -> None:
     if kind == "fake":
         if not quiet:
-            err("running on the scripted fake LLM (offline, deterministic): it quotes the sources it is "
-                 "given, it does not reason. For real answers set OPENAI_API_KEY (OpenAI) or "
-                 "OPENAI_BASE_URL (Ollama, vLLM, llama.cpp server...) and use --llm openai.")
+            err(
+                "running on the scripted fake LLM (offline, deterministic): it quotes the sources it is "
+                "given, it does not reason. For real answers set OPENAI_API_KEY (OpenAI) or "
+                "OPENAI_BASE_URL (Ollama, vLLM, llama.cpp server...) and use --llm openai."
+            )
         return
     if kind == "local" and not quiet:
-        err("running on the built-in local model (llama.cpp on this CPU): a 0.5B model, so expect weak, "
-             "sometimes wrong answers, slowly. For better ones set OPENAI_API_KEY (OpenAI) or OPENAI_BASE_URL "
-             "(Ollama, vLLM, another server) and use --llm openai. Starting the model...")
+        err(
+            "running on the built-in local model (llama.cpp on this CPU): a 0.5B model, so expect weak, "
+            "sometimes wrong answers, slowly. For better ones set OPENAI_API_KEY (OpenAI) or OPENAI_BASE_URL "
+            "(Ollama, vLLM, another server) and use --llm openai. Starting the model..."
+        )
     try:
         llm = services.llm(kind)
     except LLMAuthError as exc:
@@ -208,8 +235,7 @@ def finish(services: Services, run_id: str, out: Path | None) -> int:
         write_file(out, render_markdown(services.repo, run_id))
     except CLIError as exc:
         # The run itself is stored: say so, and how to get the report once the cause is fixed.
-        err(f"error: {exc}. The run is saved; write its report with: "
-             f"thoughtmap export {run_id} --out ANOTHER_FILE.md")
+        err(f"error: {exc}. The run is saved; write its report with: thoughtmap export {run_id} --out ANOTHER_FILE.md")
         return EXIT_FAILED if code == EXIT_OK else code
     return code
 
@@ -231,7 +257,9 @@ def say_outcome(services: Services, run_id: str) -> int:
         err(summary + (f". Warning: {clause(run.warning)}{retry}" if run.warning else ""))
         return EXIT_OK
     if run.status == RunStatus.STOPPED:
-        err(f"{summary}. {clause(run.stop_reason)}. Partial results are kept; continue with: thoughtmap resume {run_id}")
+        err(
+            f"{summary}. {clause(run.stop_reason)}. Partial results are kept; continue with: thoughtmap resume {run_id}"
+        )
         return EXIT_STOPPED
     err(f"{summary}. {clause(run.error or run.stop_reason)}. Continue with: thoughtmap resume {run_id}")
     return EXIT_FAILED
@@ -241,10 +269,10 @@ def clause(text: str | None) -> str:
     """A stored reason without its closing period, so the line's own "." after it is the only one."""
     return (text or "").strip().rstrip(".").rstrip()
 
+
 def load_method_classes() -> RegisteredMethods:
     """The built-in methods and the plugins THOUGHTMAP_METHODS names (before any other set-up)."""
     try:
         return load_methods(load_settings().method_plugins)
     except MethodPluginError as exc:
         raise CLIError(str(exc)) from exc
-

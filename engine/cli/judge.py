@@ -70,8 +70,10 @@ def cmd_judge(args: argparse.Namespace) -> int:
 def _compare(store: EvaluationStore, llm: EvalLLM, protocol_name: str, run_a: JudgedRun, run_b: JudgedRun) -> int:
     protocol = get_protocol(protocol_name)
     if " ".join(run_a.question.split()).lower() != " ".join(run_b.question.split()).lower():
-        raise CLIError(f"runs {run_a.run_id} and {run_b.run_id} answer different questions; a pairwise "
-                           "judge compares two answers to the same question")
+        raise CLIError(
+            f"runs {run_a.run_id} and {run_b.run_id} answer different questions; a pairwise "
+            "judge compares two answers to the same question"
+        )
     result: PairwiseResult = judge_and_store(store, llm, protocol, run_a.question, run_a, run_b)
     say = common.say
     say(f"{protocol.title} ({protocol.judgment_protocol}); judge {one_line(llm.model_for(PAIRWISE_PURPOSE))}")
@@ -81,8 +83,10 @@ def _compare(store: EvaluationStore, llm: EvalLLM, protocol_name: str, run_a: Ju
         for round_ in result.rounds:
             if not round_.valid:
                 common.err(f"order {_order(round_.order)}: {round_.error}")
-        common.err("the judge's answers stayed invalid, so this comparison counts for no one. Use a stronger judge "
-                 "model (THOUGHTMAP_MODEL_JUDGE_PAIRWISE) or THOUGHTMAP_STRUCTURED_MODE=prompted")
+        common.err(
+            "the judge's answers stayed invalid, so this comparison counts for no one. Use a stronger judge "
+            "model (THOUGHTMAP_MODEL_JUDGE_PAIRWISE) or THOUGHTMAP_STRUCTURED_MODE=prompted"
+        )
         return EXIT_FAILED
     summary = summarize(protocol, [result])
     say(f"{'criterion':<20} {'(A,B)':<6} {'(B,A)':<6} {'verdict':<8} {'win rate A':>10} {'win rate B':>10}")
@@ -90,17 +94,23 @@ def _compare(store: EvaluationStore, llm: EvalLLM, protocol_name: str, run_a: Ju
         key = criterion.key
         first, second = (r.criteria[key].winner for r in result.rounds)
         tally = summary.criteria[key]
-        say(f"{key:<20} {_side(first):<6} {_side(second):<6} {_side(result.criteria[key].winner):<8} "
-            f"{tally.a_win_rate:>10.0%} {tally.b_win_rate:>10.0%}")
+        say(
+            f"{key:<20} {_side(first):<6} {_side(second):<6} {_side(result.criteria[key].winner):<8} "
+            f"{tally.a_win_rate:>10.0%} {tally.b_win_rate:>10.0%}"
+        )
     say("reasons")
     for criterion in protocol.criteria:
         for round_ in result.rounds:
             verdict = round_.criteria[criterion.key]
-            say(f"  {criterion.key} {_order(round_.order)} -> {_side(verdict.winner)}: {one_line(verdict.reason)[:300]}")
+            say(
+                f"  {criterion.key} {_order(round_.order)} -> {_side(verdict.winner)}: {one_line(verdict.reason)[:300]}"
+            )
     ties = sum(v.winner == "tie" for v in result.criteria.values())
-    say(f"comparisons: {summary.valid} valid, {summary.invalid} invalid; {ties} of {len(protocol.criteria)} "
+    say(
+        f"comparisons: {summary.valid} valid, {summary.invalid} invalid; {ties} of {len(protocol.criteria)} "
         "criteria tied (a verdict that flips with the order is a tie; win rate = points over both orders, "
-        "a tie half a point each)")
+        "a tie half a point each)"
+    )
     _usage(store, run_a.run_id, protocol.judgment_protocol)
     return EXIT_OK
 
@@ -108,11 +118,16 @@ def _compare(store: EvaluationStore, llm: EvalLLM, protocol_name: str, run_a: Ju
 def _claims(result: ClaimSupportResult, model: str) -> int:
     say = common.say
     say(f"claim support of run {result.run_id}; judge {one_line(model)}")
-    say(f"{len(result.sentences)} cited sentences, {result.markers} citations: {result.supported} supported, "
+    say(
+        f"{len(result.sentences)} cited sentences, {result.markers} citations: {result.supported} supported, "
         f"{result.not_supported} not supported, {result.contradicted} contradicted, {result.dangling} dangling "
-        f"(cite no source of the run), {result.invalid} not judged (invalid answers)")
-    rate = "n/a (nothing checked)" if result.support_rate is None else \
-        f"{result.support_rate:.1%} ({result.supported} of {result.checked} checked)"
+        f"(cite no source of the run), {result.invalid} not judged (invalid answers)"
+    )
+    rate = (
+        "n/a (nothing checked)"
+        if result.support_rate is None
+        else f"{result.support_rate:.1%} ({result.supported} of {result.checked} checked)"
+    )
     say(f"support rate {rate}; unsupported-citation rate {result.citation_error_rate:.1%}")
     for sentence in result.sentences:
         marks = ", ".join(f"S{c.source_id} {c.status}" for c in sentence.citations)
@@ -121,8 +136,10 @@ def _claims(result: ClaimSupportResult, model: str) -> int:
             if citation.reason and citation.status != "supported":
                 say(f"      S{citation.source_id}: {one_line(citation.reason)[:240]}")
     if result.invalid and not result.checked:
-        common.err("every claim check came back invalid: use a stronger judge model (THOUGHTMAP_MODEL_JUDGE_CLAIMS) "
-                 "or THOUGHTMAP_STRUCTURED_MODE=prompted")
+        common.err(
+            "every claim check came back invalid: use a stronger judge model (THOUGHTMAP_MODEL_JUDGE_CLAIMS) "
+            "or THOUGHTMAP_STRUCTURED_MODE=prompted"
+        )
         return EXIT_FAILED
     return EXIT_OK
 
@@ -137,8 +154,10 @@ def _rubric(result: RubricResult, model: str) -> int:
     if result.factuality is not None:
         facts = result.factuality
         value = "n/a" if facts.factuality is None else f"{facts.factuality:.0%}"
-        say(f"  key-point factuality {value}: {facts.supported} supported, {facts.omitted} omitted, "
-            f"{facts.contradicted} contradicted, {facts.invalid} invalid (key points from: {facts.reference})")
+        say(
+            f"  key-point factuality {value}: {facts.supported} supported, {facts.omitted} omitted, "
+            f"{facts.contradicted} contradicted, {facts.invalid} invalid (key points from: {facts.reference})"
+        )
     if result.valid == 0:
         common.err("every rubric answer stayed invalid: use a stronger judge model (THOUGHTMAP_MODEL_JUDGE_RUBRIC)")
         return EXIT_FAILED
@@ -148,8 +167,10 @@ def _rubric(result: RubricResult, model: str) -> int:
 def _usage(store: EvaluationStore, run_id: str, protocol: str) -> None:
     """What the judgment just stored cost (counted with it, not with the judged runs)."""
     row = store.list_judgments(run_id=run_id, protocol=protocol)[-1]
-    common.err(f"judge calls: {row.calls}, {row.prompt_tokens}+{row.completion_tokens} tokens, ${row.cost:.4f}; "
-             f"stored as judgment {row.id}")
+    common.err(
+        f"judge calls: {row.calls}, {row.prompt_tokens}+{row.completion_tokens} tokens, ${row.cost:.4f}; "
+        f"stored as judgment {row.id}"
+    )
 
 
 def _order(order: str) -> str:

@@ -28,8 +28,10 @@ if TYPE_CHECKING:  # only for annotations: imported where first used
 
 
 def progress_line(collection: str, progress: BuildProgress) -> str:
-    line = (f"{collection}: {progress.chunks_done}/{progress.chunks_total} chunks extracted, "
-            f"{progress.entities} entities, {progress.relations} relations")
+    line = (
+        f"{collection}: {progress.chunks_done}/{progress.chunks_total} chunks extracted, "
+        f"{progress.entities} entities, {progress.relations} relations"
+    )
     return line + (f", {progress.failed_chunks} failed" if progress.failed_chunks else "")
 
 
@@ -53,13 +55,16 @@ def _build(services: Services, args: argparse.Namespace) -> int:
     common.prepare_llm(services, kind, args.quiet)
     llm = EvalLLM(services.llm(kind), services.prices, EvalUsage())
     executor = services.runner.executor  # the process-wide pool: no pool of our own
-    builder = CollectionBuilder(services.knowledge.store, services.corpus().store, llm,
-                                lambda calls: run_parallel(executor, calls))
+    builder = CollectionBuilder(
+        services.knowledge.store, services.corpus().store, llm, lambda calls: run_parallel(executor, calls)
+    )
     stop = threading.Event()
 
     def on_interrupt(_signum: int, _frame: FrameType | None) -> None:
-        common.err(f"stopping after the chunks in flight (continue later with: thoughtmap kg build --collection "
-                 f"{args.collection})...")
+        common.err(
+            f"stopping after the chunks in flight (continue later with: thoughtmap kg build --collection "
+            f"{args.collection})..."
+        )
         stop.set()
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
@@ -69,17 +74,25 @@ def _build(services: Services, args: argparse.Namespace) -> int:
 
     previous = signal.signal(signal.SIGINT, on_interrupt)
     try:
-        outcome = builder.build(args.collection, chunk_tokens=args.chunk_tokens, limit=args.limit, stop=stop,
-                                on_progress=on_progress, llm_info=services.llm_info(kind),
-                                max_cost=args.max_cost, max_tokens=args.max_tokens)
+        outcome = builder.build(
+            args.collection,
+            chunk_tokens=args.chunk_tokens,
+            limit=args.limit,
+            stop=stop,
+            on_progress=on_progress,
+            llm_info=services.llm_info(kind),
+            max_cost=args.max_cost,
+            max_tokens=args.max_tokens,
+        )
     except KnowledgeError as exc:
         raise CLIError(str(exc)) from exc
     finally:
         signal.signal(signal.SIGINT, previous)
     graph = outcome.graph
     common.say(progress_line(args.collection, outcome.progress))
-    common.say(f"building cost: {graph.calls} calls, {graph.prompt_tokens + graph.completion_tokens} tokens, "
-             f"${graph.cost:.4f}")
+    common.say(
+        f"building cost: {graph.calls} calls, {graph.prompt_tokens + graph.completion_tokens} tokens, ${graph.cost:.4f}"
+    )
     if outcome.status == "done":
         return EXIT_OK
     if outcome.status == "failed":
@@ -98,15 +111,18 @@ def _status(services: Services) -> int:
     for graph in graphs:
         built.add(graph.collection)
         counts = store.counts(stored_id(graph))
-        progress = BuildProgress(counts.chunks_done, counts.chunks_total, counts.entities, counts.relations,
-                                 counts.chunks_failed)
+        progress = BuildProgress(
+            counts.chunks_done, counts.chunks_total, counts.entities, counts.relations, counts.chunks_failed
+        )
         status = shown_status(graph)
         note = f" ({graph.error})" if graph.error and status != "done" else ""
         corpus = services.corpus().store.count_collection_chunks(graph.collection or "")
-        common.say(f"{progress_line(graph.collection or '?', progress)} (the corpus has {corpus} passages) · "
-                 f"chunks of {graph.chunk_tokens} tokens · "
-                 f"{status}{note} · {graph.calls} calls, {graph.prompt_tokens + graph.completion_tokens} tokens, "
-                 f"${graph.cost:.4f}")
+        common.say(
+            f"{progress_line(graph.collection or '?', progress)} (the corpus has {corpus} passages) · "
+            f"chunks of {graph.chunk_tokens} tokens · "
+            f"{status}{note} · {graph.calls} calls, {graph.prompt_tokens + graph.completion_tokens} tokens, "
+            f"${graph.cost:.4f}"
+        )
     for collection in services.corpus().store.collections():
         if collection not in built:
             common.say(f"{collection}: not built (thoughtmap kg build --collection {collection})")

@@ -76,8 +76,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         if services.embedder_notice:
             common.err(f"note: {services.embedder_notice}")
     try:
-        run = tm.start(question, args.method, params.model_dump(mode="json"), llm=kind, search=search_mode,
-                       profile="paper", max_tokens=args.max_tokens, max_cost=args.max_cost)
+        run = tm.start(
+            question,
+            args.method,
+            params.model_dump(mode="json"),
+            llm=kind,
+            search=search_mode,
+            profile="paper",
+            max_tokens=args.max_tokens,
+            max_cost=args.max_cost,
+        )
     except ApiError as exc:  # checked above already; a plugin's Params may still refuse its own dump
         raise CLIError(str(exc)) from exc
     print(run.id, flush=True)
@@ -124,16 +132,23 @@ def cmd_list(args: argparse.Namespace) -> int:
     services = common.reading_services()
     if not services.db.read_only:  # what it would record could not be written
         services.runner.recover_interrupted()
-    runs = services.repo.list_runs(text=args.text, method=args.method, status=args.status, limit=args.limit,
-                                   visible_to=services.access.visible_to(common.viewer(services, args)))
+    runs = services.repo.list_runs(
+        text=args.text,
+        method=args.method,
+        status=args.status,
+        limit=args.limit,
+        visible_to=services.access.visible_to(common.viewer(services, args)),
+    )
     if not runs and args.method and args.method not in services.methods:
-        raise CLIError(f"--method {args.method}: no such method, and no stored run of it; "
-                       f"methods: {', '.join(sorted(services.methods))}")
+        raise CLIError(
+            f"--method {args.method}: no such method, and no stored run of it; "
+            f"methods: {', '.join(sorted(services.methods))}"
+        )
     if not runs and (args.text or args.method or args.status):
         common.err("no stored run matches these filters")
         return EXIT_OK
     if not runs:
-        common.err("no runs stored yet. Start one with: thoughtmap run \"your question\"")
+        common.err('no runs stored yet. Start one with: thoughtmap run "your question"')
         return EXIT_OK
     common.say(f"{'ID':<12}  {'STATUS':<11}  {'METHOD':<10}  {'NODES':>5}  {'CREATED':<16}  QUESTION")
     for run in runs:
@@ -151,9 +166,14 @@ def cmd_show(args: argparse.Namespace) -> int:
     common.say(f"question  {one_line(run.question)}")
     common.say(f"method    {run.method}  params {json.dumps(run.params)}")
     common.say(f"llm       {one_line(run.llm_info.get('description', '?'))}    search {run.search_mode}")
-    common.say(f"status    {run.status}" + (f" ({one_line(run.stop_reason)})" if run.stop_reason else "")
-         + (f" error: {one_line(run.error)}" if run.error else ""))  # a server body can span lines
-    common.say(f"usage     {run.llm_calls} LLM calls, {run.prompt_tokens}+{run.completion_tokens} tokens, ${run.cost:.4f}")
+    common.say(
+        f"status    {run.status}"
+        + (f" ({one_line(run.stop_reason)})" if run.stop_reason else "")
+        + (f" error: {one_line(run.error)}" if run.error else "")
+    )  # a server body can span lines
+    common.say(
+        f"usage     {run.llm_calls} LLM calls, {run.prompt_tokens}+{run.completion_tokens} tokens, ${run.cost:.4f}"
+    )
     common.say("tree")
     for node in repo.list_nodes(run.id):
         label = one_line(node.label)[:100]
@@ -164,8 +184,10 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     check_out_path(args.out)
     if args.format in BINARY_FORMATS and args.out is None:
-        raise CLIError(f"a {args.format.upper()} file is binary and is not written to the terminal; "
-                       f"add --out FILE.{args.format}", EXIT_USAGE)
+        raise CLIError(
+            f"a {args.format.upper()} file is binary and is not written to the terminal; add --out FILE.{args.format}",
+            EXIT_USAGE,
+        )
     services = common.reading_services()
     run = common.run_for(services, args, args.run_id)
     if args.format in BINARY_FORMATS:
@@ -209,8 +231,10 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     if settings.team.sign_in:
         # The corpus is every person's runs' (docs/teams.md): admins add to it, as in the app.
         if not settings.team.is_admin(common.user_argument(args) or ""):
-            raise CLIError("sign-in is on: only an admin adds files to the corpus every person's runs search; "
-                           "run it as one with --user ADMIN-EMAIL (THOUGHTMAP_ADMINS)")
+            raise CLIError(
+                "sign-in is on: only an admin adds files to the corpus every person's runs search; "
+                "run it as one with --user ADMIN-EMAIL (THOUGHTMAP_ADMINS)"
+            )
     settings.home.mkdir(parents=True, exist_ok=True)
     progress = common.corpus_progress()  # the index's first build, then the new passages' embedding
     try:
@@ -227,4 +251,3 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         f"nothing was ingested: all {len(report.skipped)} file(s) were skipped, for the reasons listed "
         f"above. Supported: {', '.join(sorted(SUPPORTED_SUFFIXES))} files holding text"
     )
-

@@ -47,14 +47,21 @@ def cmd_search_eval(args: argparse.Namespace) -> int:
         raise CLIError(str(exc)) from exc
     try:
         try:
-            searcher = build_eval_searcher(services, candidates=SEARCH_DEPTH,
-                                           progress=None if args.quiet else common.corpus_progress())
+            searcher = build_eval_searcher(
+                services, candidates=SEARCH_DEPTH, progress=None if args.quiet else common.corpus_progress()
+            )
         except RetrievalSetupError as exc:
             raise CLIError(str(exc)) from exc
         if not args.quiet:
             common.err(f"measuring {searcher.description} on {dataset} ({len(items)} items)")
-        report = evaluate_retrieval(searcher, items, dataset=dataset, retriever=retriever, reranker=reranker,
-                                    progress=None if args.quiet else _progress(common.err))
+        report = evaluate_retrieval(
+            searcher,
+            items,
+            dataset=dataset,
+            retriever=retriever,
+            reranker=reranker,
+            progress=None if args.quiet else _progress(common.err),
+        )
     finally:
         services.close()
     if args.json:
@@ -89,14 +96,15 @@ def report_lines(report: RetrievalReport) -> list[str]:
     """The human table of a `RetrievalReport`: what was measured, then one metric a line."""
     from engine.evaluate.retrieval_eval import RECALL_KS
 
-    lines = [f"dataset    {report.dataset}: {report.items} items scored, {report.skipped} without gold titles skipped",
-             f"retriever  {report.retriever}   reranker {report.reranker}",
-             f"searcher   {report.searcher} ({report.depth} hits a question)",
-             "",
-             f"all-gold@10  {_number(report.all_gold_at_10)}",
-             f"nDCG@10      {_number(report.ndcg_at_10)}",
-             f"MRR          {_number(report.mrr)}"]
+    lines = [
+        f"dataset    {report.dataset}: {report.items} items scored, {report.skipped} without gold titles skipped",
+        f"retriever  {report.retriever}   reranker {report.reranker}",
+        f"searcher   {report.searcher} ({report.depth} hits a question)",
+        "",
+        f"all-gold@10  {_number(report.all_gold_at_10)}",
+        f"nDCG@10      {_number(report.ndcg_at_10)}",
+        f"MRR          {_number(report.mrr)}",
+    ]
     lines += [f"recall@{k:<5} {_number(report.recall_at_k[k])}" for k in RECALL_KS]
     lines += [f"query p50    {_ms(report.p50_ms)}", f"query p95    {_ms(report.p95_ms)}"]
     return lines
-

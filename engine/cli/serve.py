@@ -38,8 +38,10 @@ def _check_address(args: argparse.Namespace, services: Services) -> bool:
     require_token = bool(args.require_token) or not is_loopback(args.host) or services.settings.team.sign_in
     if require_token and TokenStore(services.db).active_token_count() == 0:
         where = "on a loopback address with --require-token" if is_loopback(args.host) else f"on {args.host}"
-        raise CLIError(f"serving {where} needs a bearer token on every request, and there is none: "
-                       "create one with: thoughtmap token create NAME (or serve on 127.0.0.1)")
+        raise CLIError(
+            f"serving {where} needs a bearer token on every request, and there is none: "
+            "create one with: thoughtmap token create NAME (or serve on 127.0.0.1)"
+        )
     return require_token
 
 
@@ -88,8 +90,12 @@ def _open(args: argparse.Namespace, *, listen: bool) -> tuple[Thoughtmap, bool, 
     try:
         require_token = _check_address(args, services) if listen else False
         # Listening, each request is its token's person's; on stdio, the person --user names.
-        tm = Thoughtmap(llm=args.llm, services=services, user=None if listen else common.user_named(services, args),
-                        anonymous=listen)
+        tm = Thoughtmap(
+            llm=args.llm,
+            services=services,
+            user=None if listen else common.user_named(services, args),
+            anonymous=listen,
+        )
         return tm, require_token, _listen(args.host, args.port) if listen else None
     except BaseException:
         services.close()
@@ -102,10 +108,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
     tm, require_token, sock = _open(args, listen=True)
     assert sock is not None
     services = tm.services
-    common.err(f"LLM: {tm.describe_llm()} (llm={tm.default_llm}; a request may ask for another); "
-               f"search: {services.settings.search}")
-    common.err(f"Thoughtmap API on {_address(args.host, sock)}/v1 (OpenAPI: /openapi.json)"
-               + ("; bearer token required" if require_token else "") + ". Ctrl-C stops it.")
+    common.err(
+        f"LLM: {tm.describe_llm()} (llm={tm.default_llm}; a request may ask for another); "
+        f"search: {services.settings.search}"
+    )
+    common.err(
+        f"Thoughtmap API on {_address(args.host, sock)}/v1 (OpenAPI: /openapi.json)"
+        + ("; bearer token required" if require_token else "")
+        + ". Ctrl-C stops it."
+    )
     try:
         _run_app(create_app(tm, require_token=require_token), sock)
     finally:
@@ -127,8 +138,11 @@ def cmd_mcp(args: argparse.Namespace) -> int:
             from engine.service.http import BearerGuard
 
             app = mcp.streamable_http_app(host=args.host)
-            common.err(f"Thoughtmap MCP server on {_address(args.host, sock)}/mcp (streamable HTTP)"
-                       + ("; bearer token required" if require_token else "") + f"; LLM: {tm.describe_llm()}")
+            common.err(
+                f"Thoughtmap MCP server on {_address(args.host, sock)}/mcp (streamable HTTP)"
+                + ("; bearer token required" if require_token else "")
+                + f"; LLM: {tm.describe_llm()}"
+            )
             _run_app(BearerGuard(app, tm) if require_token else app, sock)
     finally:
         tm.close()
@@ -149,8 +163,10 @@ def cmd_token(args: argparse.Namespace) -> int:
                 token, row = create_token(store, args.name, person.user_id)
             except ValueError as exc:
                 raise CLIError(str(exc)) from exc
-            common.err(f"token {row.id} '{one_line(row.name)}' created; it is shown once, here. Send it as "
-                       "'Authorization: Bearer <token>'.")
+            common.err(
+                f"token {row.id} '{one_line(row.name)}' created; it is shown once, here. Send it as "
+                "'Authorization: Bearer <token>'."
+            )
             print(token, flush=True)
         elif args.action == "list":
             rows = store.list_tokens(user_id=mine)
@@ -159,10 +175,14 @@ def cmd_token(args: argparse.Namespace) -> int:
                 return EXIT_OK
             common.say(f"{'ID':>4}  {'NAME':<24}  {'STARTS':<13}  {'CREATED':<16}  {'LAST USED':<16}  REVOKED")
             for row in rows:
+
                 def when(moment: object) -> str:
                     return moment.strftime("%Y-%m-%d %H:%M") if hasattr(moment, "strftime") else "-"
-                common.say(f"{row.id:>4}  {one_line(row.name)[:24]:<24}  {row.prefix + '...':<13}  "
-                           f"{when(row.created_at):<16}  {when(row.last_used_at):<16}  {when(row.revoked_at)}")
+
+                common.say(
+                    f"{row.id:>4}  {one_line(row.name)[:24]:<24}  {row.prefix + '...':<13}  "
+                    f"{when(row.created_at):<16}  {when(row.last_used_at):<16}  {when(row.revoked_at)}"
+                )
         else:
             try:
                 revoked = store.revoke(args.which, user_id=mine)

@@ -22,13 +22,17 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
     services = common.services()
     if services.queue is None:
-        raise CLIError("a worker executes queued runs: set THOUGHTMAP_EXECUTION=queue and "
-                           "THOUGHTMAP_DATABASE_URL=postgresql+psycopg://... (the app and the CLI must use the same)")
+        raise CLIError(
+            "a worker executes queued runs: set THOUGHTMAP_EXECUTION=queue and "
+            "THOUGHTMAP_DATABASE_URL=postgresql+psycopg://... (the app and the CLI must use the same)"
+        )
     log_to_stderr(logging.INFO, "%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("procrastinate").setLevel(logging.WARNING)
     try:
-        worker = Worker(services, WorkerOptions(concurrency=args.concurrency, stalled_after_s=args.stalled_after,
-                                                heartbeat_s=args.heartbeat))
+        worker = Worker(
+            services,
+            WorkerOptions(concurrency=args.concurrency, stalled_after_s=args.stalled_after, heartbeat_s=args.heartbeat),
+        )
     except ValueError as exc:
         raise CLIError(str(exc)) from exc
     services.runner.recover_interrupted()

@@ -98,10 +98,22 @@ def export_benchmark(store: EvaluationStore, benchmark_id: str) -> BenchmarkArch
     return BenchmarkArchive(
         exported_at=datetime.now().astimezone(),
         benchmark=ArchivedBenchmark(
-            id=bench.id, dataset=bench.dataset, methods=list(bench.methods), limit=bench.limit, seed=bench.seed,
-            params=bench.params, llm_info=bench.llm_info, search_mode=bench.search_mode, max_cost=bench.max_cost,
-            max_tokens=bench.max_tokens, concurrency=bench.concurrency, judges=list(bench.judges),
-            balance=bench.balance or "", note=bench.note, created_at=bench.created_at),
+            id=bench.id,
+            dataset=bench.dataset,
+            methods=list(bench.methods),
+            limit=bench.limit,
+            seed=bench.seed,
+            params=bench.params,
+            llm_info=bench.llm_info,
+            search_mode=bench.search_mode,
+            max_cost=bench.max_cost,
+            max_tokens=bench.max_tokens,
+            concurrency=bench.concurrency,
+            judges=list(bench.judges),
+            balance=bench.balance or "",
+            note=bench.note,
+            created_at=bench.created_at,
+        ),
         items=[_archived(row) for row in rows],
     )
 
@@ -109,12 +121,18 @@ def export_benchmark(store: EvaluationStore, benchmark_id: str) -> BenchmarkArch
 def _archived(row: BenchmarkItem) -> ArchivedItem:
     finished = row.status in ItemStatus.FINISHED
     return ArchivedItem(
-        position=row.position, item_id=row.item_id, method=row.method,
+        position=row.position,
+        item_id=row.item_id,
+        method=row.method,
         # cast: the stored status is a plain str, here one of ItemStatus.FINISHED or pending.
         status=cast(ArchivedStatus, row.status if finished else ItemStatus.PENDING),
-        prediction=row.prediction if finished else "", metrics=row.metrics if finished else {},
-        eval_usage=row.eval_usage if finished else {}, error=row.error if finished else "",
-        finished_at=row.finished_at if finished else None, run_id=row.run_id if finished else None)
+        prediction=row.prediction if finished else "",
+        metrics=row.metrics if finished else {},
+        eval_usage=row.eval_usage if finished else {},
+        error=row.error if finished else "",
+        finished_at=row.finished_at if finished else None,
+        run_id=row.run_id if finished else None,
+    )
 
 
 def write_archive(archive: BenchmarkArchive, path: Path) -> None:
@@ -131,13 +149,15 @@ def read_archive(path: Path) -> BenchmarkArchive:
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ArchiveError(f"{path} is not a JSON benchmark file ({exc}); write one with "
-                           "thoughtmap bench --export ID FILE") from exc
+        raise ArchiveError(
+            f"{path} is not a JSON benchmark file ({exc}); write one with thoughtmap bench --export ID FILE"
+        ) from exc
     if not isinstance(raw, dict) or raw.get("format") != FORMAT:
         raise ArchiveError(f"{path} is not a Thoughtmap benchmark file (its 'format' is not '{FORMAT}')")
     if raw.get("version") != VERSION:
-        raise ArchiveError(f"{path} is version {raw.get('version')!r} of the benchmark file; this Thoughtmap "
-                           f"reads version {VERSION}")
+        raise ArchiveError(
+            f"{path} is version {raw.get('version')!r} of the benchmark file; this Thoughtmap reads version {VERSION}"
+        )
     try:
         return BenchmarkArchive.model_validate(raw)
     except ValidationError as exc:
@@ -157,16 +177,19 @@ def _check(archive: BenchmarkArchive) -> None:
         try:
             get_method(method)
         except UnknownMethod as exc:
-            raise ArchiveError(f"benchmark {bench.id} uses the method '{method}', which this Thoughtmap does "
-                               "not have") from exc
+            raise ArchiveError(
+                f"benchmark {bench.id} uses the method '{method}', which this Thoughtmap does not have"
+            ) from exc
     if len(set(bench.methods)) != len(bench.methods):
         raise ArchiveError(f"benchmark {bench.id} names a method twice: {', '.join(bench.methods)}")
     positions: dict[int, str] = {}
     seen: set[tuple[str, str]] = set()
     for item in archive.items:
         if item.method not in bench.methods:
-            raise ArchiveError(f"item {item.item_id} is run by '{item.method}', not one of the benchmark's "
-                               f"methods ({', '.join(bench.methods)})")
+            raise ArchiveError(
+                f"item {item.item_id} is run by '{item.method}', not one of the benchmark's "
+                f"methods ({', '.join(bench.methods)})"
+            )
         if (item.item_id, item.method) in seen:
             raise ArchiveError(f"item {item.item_id} appears twice for {item.method}")
         seen.add((item.item_id, item.method))
@@ -174,38 +197,71 @@ def _check(archive: BenchmarkArchive) -> None:
             raise ArchiveError(f"items {positions[item.position]} and {item.item_id} share position {item.position}")
     expected = {(i, m) for i in positions.values() for m in bench.methods}
     if seen != expected or len(positions) != bench.limit:
-        raise ArchiveError(f"benchmark {bench.id} holds {len(seen)} item rows; its {bench.limit} items × "
-                           f"{len(bench.methods)} methods need {bench.limit * len(bench.methods)}, one per pair")
+        raise ArchiveError(
+            f"benchmark {bench.id} holds {len(seen)} item rows; its {bench.limit} items × "
+            f"{len(bench.methods)} methods need {bench.limit * len(bench.methods)}, one per pair"
+        )
     known = items_by_id(bench.dataset, sorted(positions.values()))
     unknown = sorted(set(positions.values()) - set(known))
     if unknown:
-        raise ArchiveError(f"benchmark {bench.id}: {len(unknown)} item(s) are not in the bundled {bench.dataset} "
-                           f"dataset (e.g. {unknown[0]}); the file and this Thoughtmap's data differ")
+        raise ArchiveError(
+            f"benchmark {bench.id}: {len(unknown)} item(s) are not in the bundled {bench.dataset} "
+            f"dataset (e.g. {unknown[0]}); the file and this Thoughtmap's data differ"
+        )
     # The sample its header claims: the seed's first `limit` items (balanced on `balance`).
-    sample = {i.id for i in load_items(bench.dataset, limit=bench.limit, seed=bench.seed, balance=bench.balance or None)}
+    sample = {
+        i.id for i in load_items(bench.dataset, limit=bench.limit, seed=bench.seed, balance=bench.balance or None)
+    }
     if sample != set(positions.values()):
-        raise ArchiveError(f"benchmark {bench.id}: its items are not the {bench.limit} items of seed {bench.seed}"
-                           + (f" balanced by {bench.balance}" if bench.balance else "")
-                           + f" of the bundled {bench.dataset} dataset; the file and this Thoughtmap's data differ")
+        raise ArchiveError(
+            f"benchmark {bench.id}: its items are not the {bench.limit} items of seed {bench.seed}"
+            + (f" balanced by {bench.balance}" if bench.balance else "")
+            + f" of the bundled {bench.dataset} dataset; the file and this Thoughtmap's data differ"
+        )
 
 
-def import_benchmark(store: EvaluationStore, archive: BenchmarkArchive, *,
-                     user_id: int | None = None) -> tuple[Benchmark, int]:
+def import_benchmark(
+    store: EvaluationStore, archive: BenchmarkArchive, *, user_id: int | None = None
+) -> tuple[Benchmark, int]:
     """Stores the archived benchmark (or merges it into the stored one of the same id); returns the
     stored benchmark and how many finished items came from the file. `user_id`: whose a new one is."""
     _check(archive)
     a = archive.benchmark
-    bench = Benchmark(id=a.id, dataset=a.dataset, methods=a.methods, limit=a.limit, seed=a.seed, params=a.params,
-                      llm_info=a.llm_info, search_mode=a.search_mode, max_cost=a.max_cost, max_tokens=a.max_tokens,
-                      concurrency=a.concurrency, judges=a.judges, balance=a.balance, status=BenchmarkStatus.STOPPED,
-                      note=a.note, user_id=user_id)
+    bench = Benchmark(
+        id=a.id,
+        dataset=a.dataset,
+        methods=a.methods,
+        limit=a.limit,
+        seed=a.seed,
+        params=a.params,
+        llm_info=a.llm_info,
+        search_mode=a.search_mode,
+        max_cost=a.max_cost,
+        max_tokens=a.max_tokens,
+        concurrency=a.concurrency,
+        judges=a.judges,
+        balance=a.balance,
+        status=BenchmarkStatus.STOPPED,
+        note=a.note,
+        user_id=user_id,
+    )
     if a.created_at:
         bench.created_at = a.created_at
-    rows = [BenchmarkItem(benchmark_id=a.id, position=i.position, item_id=i.item_id, method=i.method,
-                          status=i.status if i.status in ItemStatus.FINISHED else ItemStatus.PENDING,
-                          prediction=i.prediction[:20000], metrics=i.metrics, eval_usage=i.eval_usage,
-                          error=i.error, finished_at=i.finished_at)
-            for i in archive.items]
+    rows = [
+        BenchmarkItem(
+            benchmark_id=a.id,
+            position=i.position,
+            item_id=i.item_id,
+            method=i.method,
+            status=i.status if i.status in ItemStatus.FINISHED else ItemStatus.PENDING,
+            prediction=i.prediction[:20000],
+            metrics=i.metrics,
+            eval_usage=i.eval_usage,
+            error=i.error,
+            finished_at=i.finished_at,
+        )
+        for i in archive.items
+    ]
     try:
         filled = store.import_benchmark(bench, rows)
     except ValueError as exc:
@@ -213,5 +269,4 @@ def import_benchmark(store: EvaluationStore, archive: BenchmarkArchive, *,
     return store.get_benchmark(a.id), filled
 
 
-__all__ = ["ArchiveError", "BenchmarkArchive", "export_benchmark", "import_benchmark", "read_archive",
-           "write_archive"]
+__all__ = ["ArchiveError", "BenchmarkArchive", "export_benchmark", "import_benchmark", "read_archive", "write_archive"]

@@ -9,12 +9,21 @@ from engine.llm.counted import EvalLLM, EvalUsage
 from storage.evaluation import EvaluationStore
 
 
-def check_and_store(store: EvaluationStore, llm: EvalLLM, run: JudgedRun, *,
-                    benchmark_id: str | None = None) -> ClaimSupportResult:
+def check_and_store(
+    store: EvaluationStore, llm: EvalLLM, run: JudgedRun, *, benchmark_id: str | None = None
+) -> ClaimSupportResult:
     usage = EvalUsage()
     result = check_claims(llm.with_usage(usage), run)
-    save_verdict(store, usage, result, run_a=run.run_id, run_b=None, protocol=PROTOCOL,
-                 model=llm.model_for(CLAIMS_PURPOSE), benchmark_id=benchmark_id)
+    save_verdict(
+        store,
+        usage,
+        result,
+        run_a=run.run_id,
+        run_b=None,
+        protocol=PROTOCOL,
+        model=llm.model_for(CLAIMS_PURPOSE),
+        benchmark_id=benchmark_id,
+    )
     return result
 
 

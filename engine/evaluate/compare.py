@@ -76,10 +76,12 @@ def setup_differences(runs: Sequence[Run]) -> list[str]:
     """What differs among runs put side by side besides their method: the model, the search, the
     budget (each as a reader's phrase); empty when they ran alike."""
     differences = []
-    for name, value in (("question", lambda r: r.question),
-                        ("model", lambda r: (r.llm_info or {}).get("model") or (r.llm_info or {}).get("kind")),
-                        ("search", lambda r: r.search_mode),
-                        ("budget", lambda r: (r.max_tokens, r.max_cost))):
+    for name, value in (
+        ("question", lambda r: r.question),
+        ("model", lambda r: (r.llm_info or {}).get("model") or (r.llm_info or {}).get("kind")),
+        ("search", lambda r: r.search_mode),
+        ("budget", lambda r: (r.max_tokens, r.max_cost)),
+    ):
         if len({repr(value(run)) for run in runs}) > 1:
             differences.append(name)
     return differences
@@ -93,10 +95,20 @@ def budget_problem(max_cost: float | None, max_tokens: int | None) -> str | None
     return None
 
 
-def start_comparison(services: Services, *, question: str, methods: list[str], values: Mapping[str, Mapping[str, Any]],
-                     llm_kind: str, profile: str, search_mode: str, max_cost: float | None = None,
-                     user_id: int | None = None, llm_info: Mapping[str, Any] | None = None,
-                     max_tokens: int | None = None) -> list[str]:
+def start_comparison(
+    services: Services,
+    *,
+    question: str,
+    methods: list[str],
+    values: Mapping[str, Mapping[str, Any]],
+    llm_kind: str,
+    profile: str,
+    search_mode: str,
+    max_cost: float | None = None,
+    user_id: int | None = None,
+    llm_info: Mapping[str, Any] | None = None,
+    max_tokens: int | None = None,
+) -> list[str]:
     """Create one run per method on the same question with the same budget, LLM and search, then
     start them all; returns the run ids in the order of `methods`. `values` holds each method's raw
     parameter values (a form's), validated over the profile's defaults. `llm_info`: what the runs
@@ -110,15 +122,26 @@ def start_comparison(services: Services, *, question: str, methods: list[str], v
         raise ComparisonError(problem)
     try:
         question = clean_question(question)
-        params = {m: build_params_with_profile(services.method(m).Params, values.get(m, {}), method=m,
-                                               profile=profile) for m in methods}
+        params = {
+            m: build_params_with_profile(services.method(m).Params, values.get(m, {}), method=m, profile=profile)
+            for m in methods
+        }
     except (QuestionError, ParamError, UnknownMethod) as exc:
         raise ComparisonError(str(exc)) from exc
     llm_info = dict(llm_info) if llm_info is not None else services.llm_info(llm_kind)
-    runs = [services.runner.create_run(question=question, method=m, params=params[m], llm_info=llm_info,
-                                       search_mode=search_mode, max_cost=max_cost, max_tokens=max_tokens,
-                                       user_id=user_id)
-            for m in methods]
+    runs = [
+        services.runner.create_run(
+            question=question,
+            method=m,
+            params=params[m],
+            llm_info=llm_info,
+            search_mode=search_mode,
+            max_cost=max_cost,
+            max_tokens=max_tokens,
+            user_id=user_id,
+        )
+        for m in methods
+    ]
     # The person's limit on active runs, counted with these stored (LimitReached deletes them).
     services.access.admit_new_runs(user_id, [run.id for run in runs])
     # Started together, after all are stored: none gets a head start on the shared LLM limit.
@@ -136,8 +159,9 @@ def judge_compared(services: Services, run_a: str, run_b: str, *, protocol: str,
     return judge_and_store(store, llm, get_protocol(protocol), judged[0].question, *judged)
 
 
-def latest_verdict(services: Services, run_a: str, run_b: str, *,
-                   protocol: str) -> tuple[PairwiseResult, object] | None:
+def latest_verdict(
+    services: Services, run_a: str, run_b: str, *, protocol: str
+) -> tuple[PairwiseResult, object] | None:
     """The pair's latest stored pairwise verdict of `protocol` (in either order, given as A = run_a)
     with its judgment row (model, usage), or None."""
     wanted = get_protocol(protocol).judgment_protocol
@@ -163,4 +187,15 @@ def swapped(result: PairwiseResult) -> PairwiseResult:
     return PairwiseResult.model_validate(data)
 
 
-__all__ = ["JudgeInputError", "judge_compared", "latest_verdict", "swapped", "MAX_COMPARED", "MIN_COMPARED", "ComparisonError", "budget_problem", "parse_run_ids", "start_comparison"]
+__all__ = [
+    "JudgeInputError",
+    "judge_compared",
+    "latest_verdict",
+    "swapped",
+    "MAX_COMPARED",
+    "MIN_COMPARED",
+    "ComparisonError",
+    "budget_problem",
+    "parse_run_ids",
+    "start_comparison",
+]

@@ -51,8 +51,10 @@ class Item(BaseModel):
         """The item's own answer, kept out of its run's retrieval."""
         if not (self.reference_text and (self.reference_title or self.reference_url)):
             return SearchExclusions()
-        return SearchExclusions(titles=[self.reference_title] if self.reference_title else [],
-                                urls=[self.reference_url] if self.reference_url else [])
+        return SearchExclusions(
+            titles=[self.reference_title] if self.reference_title else [],
+            urls=[self.reference_url] if self.reference_url else [],
+        )
 
 
 class DatasetError(ValueError):
@@ -88,17 +90,28 @@ def _titles(supporting_facts: list[list[Any]] | None) -> list[str]:
 
 def _multihop(path: Path, name: str) -> Iterator[Item]:
     for record in _jsonl(path):
-        yield Item(dataset=name, id=str(record["id"]), question=record["question"].strip(), answer_type="short",
-                   answers=[str(record["answer"])], supporting_titles=_titles(record.get("supporting_facts")),
-                   meta={k: str(record[k]) for k in ("level", "type") if record.get(k)})
+        yield Item(
+            dataset=name,
+            id=str(record["id"]),
+            question=record["question"].strip(),
+            answer_type="short",
+            answers=[str(record["answer"])],
+            supporting_titles=_titles(record.get("supporting_facts")),
+            meta={k: str(record[k]) for k in ("level", "type") if record.get(k)},
+        )
 
 
 def _nq(path: Path, name: str) -> Iterator[Item]:
     for record in _jsonl(path):
         gold = [c["title"] for c in record.get("ctxs") or [] if c.get("isgold") or c.get("hasanswer")]
-        yield Item(dataset=name, id=str(record["id"]), question=record["question"].strip().rstrip("?") + "?",
-                   answer_type="short", answers=[str(a) for a in record["answers"]],
-                   supporting_titles=list(dict.fromkeys(gold)))
+        yield Item(
+            dataset=name,
+            id=str(record["id"]),
+            question=record["question"].strip().rstrip("?") + "?",
+            answer_type="short",
+            answers=[str(a) for a in record["answers"]],
+            supporting_titles=list(dict.fromkeys(gold)),
+        )
 
 
 def _strategyqa(path: Path, name: str) -> Iterator[Item]:
@@ -107,10 +120,18 @@ def _strategyqa(path: Path, name: str) -> Iterator[Item]:
         # Booleans in the bundled file; a copy with "yes"/"True" strings must not read them as no.
         yes = answer if isinstance(answer, bool) else metrics.yes_no(str(answer))
         if yes is None:
-            raise DatasetError(f"{path.name}: item {record.get('qid')!r} has the answer {answer!r}, which is "
-                               "neither yes nor no (true/false); fix the file or use another copy")
-        yield Item(dataset=name, id=str(record["qid"]), question=record["question"], answer_type="yesno",
-                   answers=["yes" if yes else "no"], meta={"term": str(record.get("term", ""))})
+            raise DatasetError(
+                f"{path.name}: item {record.get('qid')!r} has the answer {answer!r}, which is "
+                "neither yes nor no (true/false); fix the file or use another copy"
+            )
+        yield Item(
+            dataset=name,
+            id=str(record["qid"]),
+            question=record["question"],
+            answer_type="yesno",
+            answers=["yes" if yes else "no"],
+            meta={"term": str(record.get("term", ""))},
+        )
 
 
 def _article_text(record: dict[str, Any]) -> str:
@@ -121,38 +142,92 @@ def _article_text(record: dict[str, Any]) -> str:
 
 def _freshwiki(path: Path, name: str) -> Iterator[Item]:
     for record in _jsonl(path):
-        yield Item(dataset=name, id=str(record["file_stem"]), question=record["topic"], answer_type="article",
-                   reference_title=record["topic"], reference_url=record.get("url") or "",
-                   reference_text=_article_text(record), reference_outline=list(record.get("outline") or []))
+        yield Item(
+            dataset=name,
+            id=str(record["file_stem"]),
+            question=record["topic"],
+            answer_type="article",
+            reference_title=record["topic"],
+            reference_url=record.get("url") or "",
+            reference_text=_article_text(record),
+            reference_outline=list(record.get("outline") or []),
+        )
 
 
 def _researchy(path: Path, name: str) -> Iterator[Item]:
     for record in _jsonl(path):
         query = record["query"].strip()
-        yield Item(dataset=name, id=str(record["id"]), question=query[:1].upper() + query[1:] + ("" if query.endswith("?") else "?"),
-                   answer_type="long")
+        yield Item(
+            dataset=name,
+            id=str(record["id"]),
+            question=query[:1].upper() + query[1:] + ("" if query.endswith("?") else "?"),
+            answer_type="long",
+        )
 
 
-DATASETS: dict[str, Dataset] = {d.name: d for d in (
-    Dataset("hotpotqa-autoact", "HotpotQA easy/medium/hard (AutoAct splits, 300)",
+DATASETS: dict[str, Dataset] = {
+    d.name: d
+    for d in (
+        Dataset(
+            "hotpotqa-autoact",
+            "HotpotQA easy/medium/hard (AutoAct splits, 300)",
             "hotpotqa/hotpotqa_autoact_easy_medium_hard_300.jsonl",
-            "FGDIP: EM and F1 of a short answer; retrieval recall of the gold paragraphs", "short", _multihop),
-    Dataset("hotpotqa-fullwiki", "HotpotQA dev fullwiki (500)", "hotpotqa/hotpotqa_dev_fullwiki_500.jsonl",
+            "FGDIP: EM and F1 of a short answer; retrieval recall of the gold paragraphs",
+            "short",
+            _multihop,
+        ),
+        Dataset(
+            "hotpotqa-fullwiki",
+            "HotpotQA dev fullwiki (500)",
+            "hotpotqa/hotpotqa_dev_fullwiki_500.jsonl",
             "MTQA: EM and F1; retrieval recall of the gold paragraphs (on the bundled corpus only 208 of the "
-            "500 items have every gold paragraph, so local all-gold recall is at most .416)", "short", _multihop),
-    Dataset("2wiki", "2WikiMultihopQA dev (500)", "2wikimultihopqa/2wikimultihopqa_dev_500.jsonl",
-            "MTQA: EM and F1; retrieval recall of the gold paragraphs", "short", _multihop),
-    Dataset("nq", "Natural Questions open (500)", "nq/nq_open_oracle_first500.jsonl",
-            "MTQA: EM and F1 against any gold answer", "short", _nq),
-    Dataset("strategyqa", "StrategyQA dev (229)", "strategyqa/strategyqa_dev_fireact_229.json",
-            "FGDIP: accuracy of a yes/no answer", "yesno", _strategyqa),
-    Dataset("freshwiki", "FreshWiki (100 topics)", "freshwiki/freshwiki_articles_100.jsonl",
+            "500 items have every gold paragraph, so local all-gold recall is at most .416)",
+            "short",
+            _multihop,
+        ),
+        Dataset(
+            "2wiki",
+            "2WikiMultihopQA dev (500)",
+            "2wikimultihopqa/2wikimultihopqa_dev_500.jsonl",
+            "MTQA: EM and F1; retrieval recall of the gold paragraphs",
+            "short",
+            _multihop,
+        ),
+        Dataset(
+            "nq",
+            "Natural Questions open (500)",
+            "nq/nq_open_oracle_first500.jsonl",
+            "MTQA: EM and F1 against any gold answer",
+            "short",
+            _nq,
+        ),
+        Dataset(
+            "strategyqa",
+            "StrategyQA dev (229)",
+            "strategyqa/strategyqa_dev_fireact_229.json",
+            "FGDIP: accuracy of a yes/no answer",
+            "yesno",
+            _strategyqa,
+        ),
+        Dataset(
+            "freshwiki",
+            "FreshWiki (100 topics)",
+            "freshwiki/freshwiki_articles_100.jsonl",
             "OmniThink: outline heading recall, ROUGE-L, knowledge density; the topic's own article is "
-            "excluded from retrieval", "article", _freshwiki),
-    Dataset("researchy", "Researchy Questions (DeepResearchGym sample, 1,000)",
+            "excluded from retrieval",
+            "article",
+            _freshwiki,
+        ),
+        Dataset(
+            "researchy",
+            "Researchy Questions (DeepResearchGym sample, 1,000)",
             "deepresearchgym/researchy_queries_sample_doc_click_1000.jsonl",
-            "Deep research / DEoT: judges (clarity, insightfulness, pairwise), citation checks", "long", _researchy),
-)}
+            "Deep research / DEoT: judges (clarity, insightfulness, pairwise), citation checks",
+            "long",
+            _researchy,
+        ),
+    )
+}
 
 
 def get_dataset(name: str) -> Dataset:
@@ -162,8 +237,14 @@ def get_dataset(name: str) -> Dataset:
         raise DatasetError(f"unknown dataset '{name}'. Choose one of: {', '.join(DATASETS)}") from None
 
 
-def load_items(name: str, *, limit: int | None = None, seed: int = DEFAULT_SEED,
-               data_dir: Path = BUNDLED_DATA_DIR, balance: str | None = None) -> list[Item]:
+def load_items(
+    name: str,
+    *,
+    limit: int | None = None,
+    seed: int = DEFAULT_SEED,
+    data_dir: Path = BUNDLED_DATA_DIR,
+    balance: str | None = None,
+) -> list[Item]:
     """The sample of a dataset: its items shuffled with `seed`, the first `limit` of them. With
     `balance` (an item's `meta` key, e.g. "level"), the shuffled items are dealt round-robin across
     the key's values first, so the first `limit` hold the same share of each (HotpotQA AutoAct's
@@ -196,8 +277,10 @@ def balanced(items: list[Item], key: str, name: str) -> list[Item]:
     groups: dict[str, list[Item]] = {}
     for item in items:
         if key not in item.meta:
-            raise DatasetError(f"the {name} items have no '{key}' to balance by "
-                               f"(they have: {', '.join(sorted(item.meta)) or 'nothing'})")
+            raise DatasetError(
+                f"the {name} items have no '{key}' to balance by "
+                f"(they have: {', '.join(sorted(item.meta)) or 'nothing'})"
+            )
         groups.setdefault(item.meta[key], []).append(item)
     queues = [groups[value] for value in sorted(groups)]
     dealt: list[Item] = []
@@ -213,5 +296,15 @@ def items_by_id(name: str, ids: list[str], *, data_dir: Path = BUNDLED_DATA_DIR)
     return {item.id: item for item in get_dataset(name).read(path, name) if item.id in wanted}
 
 
-__all__ = ["DATASETS", "DEFAULT_SEED", "Dataset", "DatasetError", "Item", "balanced", "breakdown_keys", "get_dataset",
-           "items_by_id", "load_items"]
+__all__ = [
+    "DATASETS",
+    "DEFAULT_SEED",
+    "Dataset",
+    "DatasetError",
+    "Item",
+    "balanced",
+    "breakdown_keys",
+    "get_dataset",
+    "items_by_id",
+    "load_items",
+]

@@ -26,9 +26,13 @@ def total(estimates: Iterable[CostEstimate], how: str = "") -> CostEstimate:
     """Several runs' estimates added up (their call groups are not kept)."""
     chosen = list(estimates)
     return CostEstimate(
-        calls=sum(e.calls for e in chosen), low=sum(e.low for e in chosen), high=sum(e.high for e in chosen),
+        calls=sum(e.calls for e in chosen),
+        low=sum(e.low for e in chosen),
+        high=sum(e.high for e in chosen),
         prompt_tokens=sum(e.prompt_tokens for e in chosen),
-        completion_tokens=sum(e.completion_tokens for e in chosen), how=how)
+        completion_tokens=sum(e.completion_tokens for e in chosen),
+        how=how,
+    )
 
 
 def tokens_text(tokens: int) -> str:
@@ -51,7 +55,7 @@ def calls_text(calls: int) -> str:
 
 
 def estimate_line(estimate: CostEstimate, *, prices: PriceTable, model: str) -> str:
-    """"About 92 LLM calls (7-185), ~125k tokens (≈$0.03 on gpt-4o-mini)": one line, plain text
+    """ "About 92 LLM calls (7-185), ~125k tokens (≈$0.03 on gpt-4o-mini)": one line, plain text
     (the model name is the user's setting, so it is made one safe line)."""
     calls = f"About {calls_text(estimate.calls)}"
     if estimate.low != estimate.high:
@@ -71,8 +75,10 @@ class BenchmarkEstimate:
 
     @property
     def total(self) -> CostEstimate:
-        return total((e.times(self.items) for e in self.per_item.values()),
-                     how=f"{self.items} items × {len(self.per_item)} methods")
+        return total(
+            (e.times(self.items) for e in self.per_item.values()),
+            how=f"{self.items} items × {len(self.per_item)} methods",
+        )
 
     def line(self, *, prices: PriceTable, model: str) -> str:
         """The Evaluate page's line before Start: the whole benchmark, then each method per item."""
@@ -85,15 +91,18 @@ class NoEstimate(ValueError):
     """A chosen method declares no cost formula; the message names it."""
 
 
-def benchmark_estimate(methods: Mapping[str, type[Method[Any]]], params: Mapping[str, MethodParams],
-                       items: int) -> BenchmarkEstimate:
+def benchmark_estimate(
+    methods: Mapping[str, type[Method[Any]]], params: Mapping[str, MethodParams], items: int
+) -> BenchmarkEstimate:
     """The estimate of running each method in `params` (name -> its validated parameters) on
     `items` questions. Raises NoEstimate naming a method without a formula."""
     per_item: dict[str, CostEstimate] = {}
     for name, chosen in params.items():
         estimate = methods[name].estimate(chosen)
         if estimate is None:
-            raise NoEstimate(f"the method '{name}' declares no cost formula (Method.estimate), so the "
-                             "benchmark's cost cannot be estimated; its runs are still counted as they go")
+            raise NoEstimate(
+                f"the method '{name}' declares no cost formula (Method.estimate), so the "
+                "benchmark's cost cannot be estimated; its runs are still counted as they go"
+            )
         per_item[name] = estimate
     return BenchmarkEstimate(items=items, per_item=per_item)

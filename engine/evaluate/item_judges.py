@@ -71,8 +71,11 @@ def knowledge_density(llm: EvalLLM, run: JudgedRun) -> DensityResult:
     for chunk in _chunks(text):
         result.chunks += 1
         try:
-            found = llm.ask(KNOWLEDGE_UNITS.render(text=quoted("TEXT", chunk), limit=UNITS_PER_CHUNK),
-                            KnowledgeUnits, purpose=DENSITY_PURPOSE)
+            found = llm.ask(
+                KNOWLEDGE_UNITS.render(text=quoted("TEXT", chunk), limit=UNITS_PER_CHUNK),
+                KnowledgeUnits,
+                purpose=DENSITY_PURPOSE,
+            )
         except StructuredOutputError:
             result.invalid_chunks += 1
             continue
@@ -82,29 +85,48 @@ def knowledge_density(llm: EvalLLM, run: JudgedRun) -> DensityResult:
     return result
 
 
-def judge_item(store: EvaluationStore, llm: EvalLLM, run: JudgedRun, item: Item, judges: tuple[str, ...],
-               *, benchmark_id: str) -> tuple[dict[str, Any], EvalUsage]:
+def judge_item(
+    store: EvaluationStore, llm: EvalLLM, run: JudgedRun, item: Item, judges: tuple[str, ...], *, benchmark_id: str
+) -> tuple[dict[str, Any], EvalUsage]:
     """The asked judges' numbers for one item's run, and what judging it cost."""
     scores: dict[str, Any] = {}
     total = EvalUsage()
     counted = llm.with_usage(total)
     if "claims" in judges:
         claims = check_and_store(store, counted, run, benchmark_id=benchmark_id)
-        scores.update(support_rate=claims.support_rate, citation_error_rate=claims.citation_error_rate,
-                      claims_checked=claims.checked)
+        scores.update(
+            support_rate=claims.support_rate,
+            citation_error_rate=claims.citation_error_rate,
+            claims_checked=claims.checked,
+        )
     if "density" in judges:
         usage = EvalUsage()
         density = knowledge_density(counted.with_usage(usage), run)
-        save_verdict(store, usage, density, run_a=run.run_id, run_b=None, protocol="omnithink.knowledge_density",
-                     model=llm.model_for(DENSITY_PURPOSE), benchmark_id=benchmark_id)
+        save_verdict(
+            store,
+            usage,
+            density,
+            run_a=run.run_id,
+            run_b=None,
+            protocol="omnithink.knowledge_density",
+            model=llm.model_for(DENSITY_PURPOSE),
+            benchmark_id=benchmark_id,
+        )
         scores.update(knowledge_density=density.knowledge_density, knowledge_units=density.unique_units)
     if "rubric" in judges:
         if item.answer_type == "article":
             grade = grade_and_store(store, counted, "omnithink", item.question, run, benchmark_id=benchmark_id)
         else:
             reference = [(item.reference_title, item.reference_text)] if item.reference_text else None
-            grade = grade_and_store(store, counted, "deepresearch", item.question, run,
-                                    benchmark_id=benchmark_id, reference_documents=reference)
+            grade = grade_and_store(
+                store,
+                counted,
+                "deepresearch",
+                item.question,
+                run,
+                benchmark_id=benchmark_id,
+                reference_documents=reference,
+            )
             if grade.factuality is not None and grade.factuality.factuality is not None:
                 scores["factuality"] = grade.factuality.factuality
         for key, score in grade.criteria.items():

@@ -44,8 +44,7 @@ RUBRIC_OMNITHINK = Prompt(
     system=(
         "You are a careful grader of long-form articles. You grade one article on one criterion, "
         "using the score descriptions you are given: first write short feedback on how the article "
-        "meets the criterion, then choose the score whose description fits best (1 to 5).\n\n"
-        + _DATA_RULE
+        "meets the criterion, then choose the score whose description fits best (1 to 5).\n\n" + _DATA_RULE
     ),
     user=(
         "Question: $question\n\n"
@@ -84,11 +83,7 @@ KEY_POINTS = Prompt(
         "directly on the question. Do not add knowledge of your own; do not repeat a point in other "
         "words.\n\n" + _DATA_RULE
     ),
-    user=(
-        "Question: $question\n\n"
-        "$documents\n\n"
-        "List at most $limit key points, the most important first."
-    ),
+    user=("Question: $question\n\n$documents\n\nList at most $limit key points, the most important first."),
 )
 
 KEY_POINT_CHECK = Prompt(
@@ -98,11 +93,7 @@ KEY_POINT_CHECK = Prompt(
         "(it states, explains or reinforces it), omits it (it does not cover it at all) or contradicts "
         "it (it says something that disagrees with or negates it).\n\n" + _DATA_RULE
     ),
-    user=(
-        "$key_point\n\n"
-        "$report\n\n"
-        "Label the key point: supported, omitted or contradicted."
-    ),
+    user=("$key_point\n\n$report\n\nLabel the key point: supported, omitted or contradicted."),
 )
 
 KNOWLEDGE_UNITS = Prompt(
@@ -117,8 +108,26 @@ KNOWLEDGE_UNITS = Prompt(
     user="$text",
 )
 
-ALL_PROMPTS = (PAIRWISE_DEOT, PAIRWISE_MTQA, RUBRIC_OMNITHINK, SCORE_DEEPRESEARCH, KEY_POINTS,
-               KEY_POINT_CHECK, CLAIM_SUPPORT, KNOWLEDGE_UNITS)
+ALL_PROMPTS = (
+    PAIRWISE_DEOT,
+    PAIRWISE_MTQA,
+    RUBRIC_OMNITHINK,
+    SCORE_DEEPRESEARCH,
+    KEY_POINTS,
+    KEY_POINT_CHECK,
+    CLAIM_SUPPORT,
+    KNOWLEDGE_UNITS,
+)
 
-__all__ = ["ALL_PROMPTS", "CLAIM_SUPPORT", "KEY_POINTS", "KNOWLEDGE_UNITS", "KEY_POINT_CHECK", "PAIRWISE_DEOT", "PAIRWISE_MTQA",
-           "RUBRIC_OMNITHINK", "SCORE_DEEPRESEARCH", "quoted"]
+__all__ = [
+    "ALL_PROMPTS",
+    "CLAIM_SUPPORT",
+    "KEY_POINTS",
+    "KNOWLEDGE_UNITS",
+    "KEY_POINT_CHECK",
+    "PAIRWISE_DEOT",
+    "PAIRWISE_MTQA",
+    "RUBRIC_OMNITHINK",
+    "SCORE_DEEPRESEARCH",
+    "quoted",
+]

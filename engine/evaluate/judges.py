@@ -44,7 +44,9 @@ Side = Literal["a", "b", "tie"]  # what it means: run A, run B (as given to `jud
 class CriterionVerdict(BaseModel):
     """One criterion of one round, as the judge answers it."""
 
-    winner: Position = Field(description="The better answer on this criterion: A, B, or tie only when they cannot be told apart.")
+    winner: Position = Field(
+        description="The better answer on this criterion: A, B, or tie only when they cannot be told apart."
+    )
     reason: str = Field(min_length=1, description="Why, pointing at what the answers say.")
 
 
@@ -74,39 +76,74 @@ class PairwiseProtocol:
     def verdict_model(self) -> type[BaseModel]:
         """The judge's answer for one round: one `CriterionVerdict` per criterion, by key."""
         # Any: mypy would check a spread dict of fields against create_model's own keyword parameters too.
-        fields: dict[str, Any] = {c.key: (CriterionVerdict, Field(description=f"{c.title}: {c.description}"))
-                                  for c in self.criteria}
+        fields: dict[str, Any] = {
+            c.key: (CriterionVerdict, Field(description=f"{c.title}: {c.description}")) for c in self.criteria
+        }
         return create_model(f"{self.name.capitalize()}PairwiseVerdict", **fields)
 
     def criteria_text(self) -> str:
         return "\n".join(f"- {c.key} ({c.title}): {c.description}" for c in self.criteria)
 
 
-DEOT = PairwiseProtocol("deot", "DEoT dual comparison", PAIRWISE_DEOT, (
-    Criterion("analytical_depth", "Analytical depth",
-              "how well the answer grasps the underlying logic, implications and relationships of the problem "
-              "and brings them to a coherent conclusion"),
-    Criterion("specific_arguments", "Specific arguments",
-              "how well claims are backed by relevant data, examples, evidence or historical analogies"),
-    Criterion("innovation", "Innovation",
-              "original, creative insights and approaches that still matter in practice, not theory for its own sake"),
-    Criterion("practicality", "Practicality",
-              "whether the conclusions and proposals could be applied to real decisions, given real constraints "
-              "such as resources and context"),
-    Criterion("logical_coherence", "Logical coherence",
-              "clear structure and sound, consistent reasoning, with its parts integrated into one analysis"),
-    Criterion("overall", "Overall", "which answer is better on the whole, all criteria considered"),
-))
+DEOT = PairwiseProtocol(
+    "deot",
+    "DEoT dual comparison",
+    PAIRWISE_DEOT,
+    (
+        Criterion(
+            "analytical_depth",
+            "Analytical depth",
+            "how well the answer grasps the underlying logic, implications and relationships of the problem "
+            "and brings them to a coherent conclusion",
+        ),
+        Criterion(
+            "specific_arguments",
+            "Specific arguments",
+            "how well claims are backed by relevant data, examples, evidence or historical analogies",
+        ),
+        Criterion(
+            "innovation",
+            "Innovation",
+            "original, creative insights and approaches that still matter in practice, not theory for its own sake",
+        ),
+        Criterion(
+            "practicality",
+            "Practicality",
+            "whether the conclusions and proposals could be applied to real decisions, given real constraints "
+            "such as resources and context",
+        ),
+        Criterion(
+            "logical_coherence",
+            "Logical coherence",
+            "clear structure and sound, consistent reasoning, with its parts integrated into one analysis",
+        ),
+        Criterion("overall", "Overall", "which answer is better on the whole, all criteria considered"),
+    ),
+)
 
-MTQA = PairwiseProtocol("mtqa", "MTQA multidimensional win rate", PAIRWISE_MTQA, (
-    Criterion("comprehensiveness", "Comprehensiveness",
-              "how much detail the answer gives to cover every aspect of the question"),
-    Criterion("accuracy", "Accuracy",
-              "factual correctness, reliable data and consistent logic across the perspectives it presents"),
-    Criterion("empowerment", "Empowerment",
-              "how well the answer helps the reader understand the topic and make informed judgements"),
-    Criterion("overall", "Overall", "the best answer overall, weighing the three criteria above"),
-))
+MTQA = PairwiseProtocol(
+    "mtqa",
+    "MTQA multidimensional win rate",
+    PAIRWISE_MTQA,
+    (
+        Criterion(
+            "comprehensiveness",
+            "Comprehensiveness",
+            "how much detail the answer gives to cover every aspect of the question",
+        ),
+        Criterion(
+            "accuracy",
+            "Accuracy",
+            "factual correctness, reliable data and consistent logic across the perspectives it presents",
+        ),
+        Criterion(
+            "empowerment",
+            "Empowerment",
+            "how well the answer helps the reader understand the topic and make informed judgements",
+        ),
+        Criterion("overall", "Overall", "the best answer overall, weighing the three criteria above"),
+    ),
+)
 
 PAIRWISE_PROTOCOLS: dict[str, PairwiseProtocol] = {p.name: p for p in (DEOT, MTQA)}
 
@@ -115,7 +152,9 @@ def get_protocol(name: str) -> PairwiseProtocol:
     try:
         return PAIRWISE_PROTOCOLS[name]
     except KeyError:
-        raise ValueError(f"unknown pairwise protocol '{name}'. Choose one of: {', '.join(PAIRWISE_PROTOCOLS)}") from None
+        raise ValueError(
+            f"unknown pairwise protocol '{name}'. Choose one of: {', '.join(PAIRWISE_PROTOCOLS)}"
+        ) from None
 
 
 # ------------------------------------------------------------------ results
@@ -171,42 +210,69 @@ def combine(rounds: Sequence[PairwiseRound], criteria: Sequence[str]) -> dict[st
     return combined
 
 
-def _ask_round(llm: EvalLLM, protocol: PairwiseProtocol, question: str, first: str, second: str,
-               order: Literal["ab", "ba"]) -> PairwiseRound:
-    messages = protocol.prompt.render(question=" ".join(question.split()), answer_a=quoted("ANSWER A", first),
-                                      answer_b=quoted("ANSWER B", second), criteria=protocol.criteria_text())
+def _ask_round(
+    llm: EvalLLM, protocol: PairwiseProtocol, question: str, first: str, second: str, order: Literal["ab", "ba"]
+) -> PairwiseRound:
+    messages = protocol.prompt.render(
+        question=" ".join(question.split()),
+        answer_a=quoted("ANSWER A", first),
+        answer_b=quoted("ANSWER B", second),
+        criteria=protocol.criteria_text(),
+    )
     try:
         verdict = llm.ask(messages, protocol.verdict_model, purpose=PAIRWISE_PURPOSE)
     except StructuredOutputError as exc:
         return PairwiseRound(order=order, valid=False, error=str(exc))
     # Position A is run A in the first order and run B in the second.
-    as_side: dict[Position, Side] = ({"A": "a", "B": "b", "tie": "tie"} if order == "ab"
-                                     else {"A": "b", "B": "a", "tie": "tie"})
-    criteria = {c.key: RoundCriterion(winner=as_side[getattr(verdict, c.key).winner],
-                                      reason=getattr(verdict, c.key).reason) for c in protocol.criteria}
+    as_side: dict[Position, Side] = (
+        {"A": "a", "B": "b", "tie": "tie"} if order == "ab" else {"A": "b", "B": "a", "tie": "tie"}
+    )
+    criteria = {
+        c.key: RoundCriterion(winner=as_side[getattr(verdict, c.key).winner], reason=getattr(verdict, c.key).reason)
+        for c in protocol.criteria
+    }
     return PairwiseRound(order=order, valid=True, criteria=criteria)
 
 
-def judge_pair(llm: EvalLLM, protocol: PairwiseProtocol, question: str, run_a: JudgedRun,
-               run_b: JudgedRun) -> PairwiseResult:
+def judge_pair(
+    llm: EvalLLM, protocol: PairwiseProtocol, question: str, run_a: JudgedRun, run_b: JudgedRun
+) -> PairwiseResult:
     """Compare two runs' reports in both orders. Invalid output is a result, not an exception;
     LLMError other than StructuredOutputError (endpoint down, budget) propagates."""
     answer_a, answer_b = run_a.answer_text(), run_b.answer_text()
-    rounds = [_ask_round(llm, protocol, question, answer_a, answer_b, "ab"),
-              _ask_round(llm, protocol, question, answer_b, answer_a, "ba")]
+    rounds = [
+        _ask_round(llm, protocol, question, answer_a, answer_b, "ab"),
+        _ask_round(llm, protocol, question, answer_b, answer_a, "ba"),
+    ]
     result = PairwiseResult(protocol=protocol.judgment_protocol, run_a=run_a.run_id, run_b=run_b.run_id, rounds=rounds)
     if result.valid:
         result.criteria = combine(rounds, [c.key for c in protocol.criteria])
     return result
 
 
-def judge_and_store(store: EvaluationStore, llm: EvalLLM, protocol: PairwiseProtocol, question: str,
-                    run_a: JudgedRun, run_b: JudgedRun, *, benchmark_id: str | None = None) -> PairwiseResult:
+def judge_and_store(
+    store: EvaluationStore,
+    llm: EvalLLM,
+    protocol: PairwiseProtocol,
+    question: str,
+    run_a: JudgedRun,
+    run_b: JudgedRun,
+    *,
+    benchmark_id: str | None = None,
+) -> PairwiseResult:
     """`judge_pair`, stored as one judgment with what it cost (its own EvalUsage)."""
     usage = EvalUsage()
     result = judge_pair(llm.with_usage(usage), protocol, question, run_a, run_b)
-    save_verdict(store, usage, result, run_a=run_a.run_id, run_b=run_b.run_id, protocol=protocol.judgment_protocol,
-                 model=llm.model_for(PAIRWISE_PURPOSE), benchmark_id=benchmark_id)
+    save_verdict(
+        store,
+        usage,
+        result,
+        run_a=run_a.run_id,
+        run_b=run_b.run_id,
+        protocol=protocol.judgment_protocol,
+        model=llm.model_for(PAIRWISE_PURPOSE),
+        benchmark_id=benchmark_id,
+    )
     return result
 
 
@@ -261,10 +327,31 @@ def summarize(protocol: PairwiseProtocol, results: Sequence[PairwiseResult]) -> 
             tally.a_wins += verdict.winner == "a"
             tally.b_wins += verdict.winner == "b"
             tally.ties += verdict.winner == "tie"
-    return PairwiseSummary(protocol=protocol.judgment_protocol, comparisons=len(results), valid=len(valid),
-                           invalid=len(results) - len(valid), criteria=tallies)
+    return PairwiseSummary(
+        protocol=protocol.judgment_protocol,
+        comparisons=len(results),
+        valid=len(valid),
+        invalid=len(results) - len(valid),
+        criteria=tallies,
+    )
 
 
-__all__ = ["DEOT", "MTQA", "PAIRWISE_PROTOCOLS", "PAIRWISE_PURPOSE", "CombinedCriterion", "Criterion",
-           "CriterionTally", "CriterionVerdict", "PairwiseProtocol", "PairwiseResult", "PairwiseRound",
-           "PairwiseSummary", "combine", "get_protocol", "judge_and_store", "judge_pair", "summarize"]
+__all__ = [
+    "DEOT",
+    "MTQA",
+    "PAIRWISE_PROTOCOLS",
+    "PAIRWISE_PURPOSE",
+    "CombinedCriterion",
+    "Criterion",
+    "CriterionTally",
+    "CriterionVerdict",
+    "PairwiseProtocol",
+    "PairwiseResult",
+    "PairwiseRound",
+    "PairwiseSummary",
+    "combine",
+    "get_protocol",
+    "judge_and_store",
+    "judge_pair",
+    "summarize",
+]

@@ -149,6 +149,7 @@ def retrieval_recall(retrieved_titles: Sequence[str], gold_titles: Sequence[str]
 
 # --- OmniThink: knowledge density and information diversity ------------------------------------
 
+
 def knowledge_density(units: Sequence[str], text_tokens: int) -> float:
     """OmniThink §4.2, eq. 3: KD = (number of unique atomic knowledge units) / (article length),
     with the length in tokens. Units count as duplicates when they are equal after
@@ -320,8 +321,10 @@ def rouge_l(candidate: str, reference: str) -> float:
 
 # --- aggregation ------------------------------------------------------------------------------
 
-def bootstrap_ci(values: Sequence[float], *, resamples: int = 1000, seed: int = 0,
-                 confidence: float = 0.95) -> tuple[float, float, float]:
+
+def bootstrap_ci(
+    values: Sequence[float], *, resamples: int = 1000, seed: int = 0, confidence: float = 0.95
+) -> tuple[float, float, float]:
     """(mean, low, high): the sample mean and the percentile bootstrap interval of the mean
     (Efron & Tibshirani 1993): `resamples` resamples with replacement, the interval between the
     (1 - confidence) / 2 and (1 + confidence) / 2 quantiles of their means (linear interpolation).
@@ -365,8 +368,9 @@ def _busy_seconds(calls: list[_TimedCall]) -> float:
     """Seconds during which at least one of the calls ran: the union of their [end − latency, end]
     intervals, so calls made concurrently (MTQA's chunk extractions under one node) count once, and
     calls made one after the other add up. A call without a time is taken to run on its own."""
-    timed = sorted((c.created_at.timestamp() - c.latency_s, c.created_at.timestamp())
-                   for c in calls if c.created_at is not None)
+    timed = sorted(
+        (c.created_at.timestamp() - c.latency_s, c.created_at.timestamp()) for c in calls if c.created_at is not None
+    )
     total = sum(c.latency_s for c in calls if c.created_at is None)
     current_start: float = 0.0
     current_end: float | None = None
@@ -387,8 +391,9 @@ def _busy_seconds(calls: list[_TimedCall]) -> float:
 _AFTER_TOLERANCE_S = 0.25
 
 
-def critical_path_seconds(nodes: Iterable[_TreeNode], calls: Iterable[_TimedCall],
-                          waits: Iterable[tuple[int, int]] = ()) -> float:
+def critical_path_seconds(
+    nodes: Iterable[_TreeNode], calls: Iterable[_TimedCall], waits: Iterable[tuple[int, int]] = ()
+) -> float:
     """The run's wall time if every branch ran at once, for any method: the longest chain of
     dependent nodes, each node weighing the time its LLM calls were running (a node starts after
     its parent's calls; otherwise nodes run concurrently; a node's own concurrent calls overlap, its
@@ -410,8 +415,9 @@ def critical_path_seconds(nodes: Iterable[_TreeNode], calls: Iterable[_TimedCall
     waited: dict[int, list[tuple[int, float]]] = {node_id: [] for node_id in parents}
     for source, target in waits:
         if source in parents and target in parents and source != target:
-            waited[target].append((source, _busy_seconds(_calls_after(by_node.get(target, []),
-                                                                      by_node.get(source, [])))))
+            waited[target].append(
+                (source, _busy_seconds(_calls_after(by_node.get(target, []), by_node.get(source, []))))
+            )
     sequential = _busy_seconds(by_node.get(None, []))
     # chain[n] = seconds from the start to the end of n; filled iteratively (chains can be deep).
     chain: dict[int, float] = {}
@@ -424,8 +430,10 @@ def critical_path_seconds(nodes: Iterable[_TreeNode], calls: Iterable[_TimedCall
             node_id, expanded = stack.pop()
             if expanded:
                 on_path.discard(node_id)
-                chain[node_id] = max(own[node_id] + max((chain[p] for p in parents[node_id]), default=0.0),
-                                     max((chain[s] + after for s, after in waited[node_id]), default=0.0))
+                chain[node_id] = max(
+                    own[node_id] + max((chain[p] for p in parents[node_id]), default=0.0),
+                    max((chain[s] + after for s, after in waited[node_id]), default=0.0),
+                )
                 continue
             if node_id in chain:
                 continue

@@ -25,8 +25,9 @@ class PairComparison:
     skipped_failed: int = 0
 
 
-def compare_methods(store: EvaluationStore, repo: Repository, llm: EvalLLM, benchmark_id: str,
-                    protocol_name: str = "deot") -> list[PairComparison]:
+def compare_methods(
+    store: EvaluationStore, repo: Repository, llm: EvalLLM, benchmark_id: str, protocol_name: str = "deot"
+) -> list[PairComparison]:
     bench = store.get_benchmark(benchmark_id)
     protocol = get_protocol(protocol_name)
     if len(bench.methods) < 2:
@@ -34,8 +35,9 @@ def compare_methods(store: EvaluationStore, repo: Repository, llm: EvalLLM, benc
     rows = store.list_items(bench.id)
     answered = {(r.item_id, r.method): r.run_id for r in rows if r.status == ItemStatus.SCORED and r.run_id}
     finished = {(r.item_id, r.method) for r in rows if r.status in ItemStatus.FINISHED}
-    stored = {(j.run_a, j.run_b): j for j in store.list_judgments(benchmark_id=bench.id,
-                                                                   protocol=protocol.judgment_protocol)}
+    stored = {
+        (j.run_a, j.run_b): j for j in store.list_judgments(benchmark_id=bench.id, protocol=protocol.judgment_protocol)
+    }
     baseline, *others = bench.methods
     comparisons = []
     for other in others:
@@ -50,8 +52,9 @@ def compare_methods(store: EvaluationStore, repo: Repository, llm: EvalLLM, benc
                 results.append(PairwiseResult.model_validate(stored[(run_a, run_b)].verdict))
                 continue
             judged_a, judged_b = load_judged_run(repo, run_a), load_judged_run(repo, run_b)
-            results.append(judge_and_store(store, llm, protocol, judged_a.question, judged_a, judged_b,
-                                           benchmark_id=bench.id))
+            results.append(
+                judge_and_store(store, llm, protocol, judged_a.question, judged_a, judged_b, benchmark_id=bench.id)
+            )
         comparisons.append(PairComparison(baseline, other, summarize(protocol, results), skipped_failed=skipped))
     return comparisons
 
@@ -61,16 +64,23 @@ def comparisons_markdown(comparisons: list[PairComparison]) -> str:
     for pair in comparisons:
         s = pair.summary
         a, b = inline_text(pair.method_a), inline_text(pair.method_b)
-        lines += [f"Pairwise ({inline_text(s.protocol)}): {a} vs {b}, {s.valid} valid comparisons of "
-                  f"{s.comparisons} ({s.invalid} invalid), both orders each.", "",
-                  f"| Criterion | {a} win rate | {b} win rate | {a} wins | {b} wins | ties |",
-                  "| --- | ---: | ---: | ---: | ---: | ---: |"]
+        lines += [
+            f"Pairwise ({inline_text(s.protocol)}): {a} vs {b}, {s.valid} valid comparisons of "
+            f"{s.comparisons} ({s.invalid} invalid), both orders each.",
+            "",
+            f"| Criterion | {a} win rate | {b} win rate | {a} wins | {b} wins | ties |",
+            "| --- | ---: | ---: | ---: | ---: | ---: |",
+        ]
         for key, t in s.criteria.items():
-            lines.append(f"| {inline_text(key)} | {t.a_win_rate:.3f} | {t.b_win_rate:.3f} | {t.a_wins} | "
-                         f"{t.b_wins} | {t.ties} |")
+            lines.append(
+                f"| {inline_text(key)} | {t.a_win_rate:.3f} | {t.b_win_rate:.3f} | {t.a_wins} | {t.b_wins} | {t.ties} |"
+            )
         if pair.skipped_failed:
-            lines += ["", f"{pair.skipped_failed} items both finished are left out: one of the two runs failed, "
-                          "so there was no report to judge."]
+            lines += [
+                "",
+                f"{pair.skipped_failed} items both finished are left out: one of the two runs failed, "
+                "so there was no report to judge.",
+            ]
         lines.append("")
     return "\n".join(lines)
 

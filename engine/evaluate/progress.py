@@ -30,10 +30,16 @@ def method_progress(methods: Sequence[str], rows: Sequence[BenchmarkItem]) -> li
     lines = []
     for method in methods:
         statuses = [r.status for r in rows if r.method == method]
-        lines.append(MethodProgress(
-            method=method, total=len(statuses), pending=statuses.count(ItemStatus.PENDING),
-            running=statuses.count(ItemStatus.RUNNING), scored=statuses.count(ItemStatus.SCORED),
-            failed=statuses.count(ItemStatus.FAILED)))
+        lines.append(
+            MethodProgress(
+                method=method,
+                total=len(statuses),
+                pending=statuses.count(ItemStatus.PENDING),
+                running=statuses.count(ItemStatus.RUNNING),
+                scored=statuses.count(ItemStatus.SCORED),
+                failed=statuses.count(ItemStatus.FAILED),
+            )
+        )
     return lines
 
 

@@ -100,17 +100,20 @@ def own_short_answer(report_data: dict[str, Any]) -> str | None:
 # one knows", "True to form, ...": those are the reader's to read.
 _STATED_YES_NO = re.compile(
     r"\A[\s*#>_-]*(?:(?:the\s+)?answer(?:\s+is)?\s*:?\s*)?[*_]*(yes|no|true|false)[*_]*"
-    r"(?=\s*(?:[,.;:!)\u2014\u2013\u2026]|\n|\Z))", re.IGNORECASE)
+    r"(?=\s*(?:[,.;:!)\u2014\u2013\u2026]|\n|\Z))",
+    re.IGNORECASE,
+)
 
 
 def stated_yes_no(report: str) -> str | None:
-    """"yes" or "no" when the report opens with it standing alone, else None."""
+    """ "yes" or "no" when the report opens with it standing alone, else None."""
     match = _STATED_YES_NO.match(report)
     return None if match is None else ("yes" if metrics.yes_no(match.group(1)) else "no")
 
 
-def read_answer(reader: EvalLLM, *, question: str, report_markdown: str, report_data: dict[str, Any],
-                yes_no: bool = False) -> ReadAnswer:
+def read_answer(
+    reader: EvalLLM, *, question: str, report_markdown: str, report_data: dict[str, Any], yes_no: bool = False
+) -> ReadAnswer:
     """The run's short answer: the method's own when it stored a short one, else the reader's (the
     report it reads starts with the method's own answer, when there is one)."""
     own = own_short_answer(report_data)
@@ -136,5 +139,14 @@ def read_answer(reader: EvalLLM, *, question: str, report_markdown: str, report_
     return ReadAnswer(answer="" if answer.lower() == "unknown" else answer, source="reader")
 
 
-__all__ = ["OWN_ANSWER_WORDS", "READER", "READER_VERSION", "READER_YES_NO", "READER_YES_NO_VERSION", "ReadAnswer",
-           "own_short_answer", "read_answer", "reader_version"]
+__all__ = [
+    "OWN_ANSWER_WORDS",
+    "READER",
+    "READER_VERSION",
+    "READER_YES_NO",
+    "READER_YES_NO_VERSION",
+    "ReadAnswer",
+    "own_short_answer",
+    "read_answer",
+    "reader_version",
+]

@@ -28,26 +28,50 @@ from storage.models import Benchmark, BenchmarkItem
 ZERO, MEASURED, AS_STORED = "zero", "measured", "as_stored"
 # (key, column title, how a failed run counts)
 ANSWER_METRICS = (
-    ("em", "EM", ZERO), ("f1", "F1", ZERO), ("accuracy", "Accuracy", ZERO),
-    ("recall_any", "Recall@10 any-gold", MEASURED), ("recall_all", "Recall@10 all-gold", MEASURED),
+    ("em", "EM", ZERO),
+    ("f1", "F1", ZERO),
+    ("accuracy", "Accuracy", ZERO),
+    ("recall_any", "Recall@10 any-gold", MEASURED),
+    ("recall_all", "Recall@10 all-gold", MEASURED),
     # Of the passages a method chose as evidence (MTQA's knowledge units), when it declares them.
     ("evidence_recall_all", "Evidence recall@10 all-gold", MEASURED),
     # Of the sources the report cites (all of them, no cut at 10).
     ("cited_recall_all", "Cited all-gold", ZERO),
-    ("heading_recall", "Heading recall", ZERO), ("rouge_l", "ROUGE-L", ZERO),
+    ("heading_recall", "Heading recall", ZERO),
+    ("rouge_l", "ROUGE-L", ZERO),
     ("information_diversity", "Info. diversity", AS_STORED),
     # LLM-judged (thoughtmap bench --judges): shown when a benchmark has them.
-    ("support_rate", "Claim support", AS_STORED), ("citation_error_rate", "Unsupported citations", AS_STORED),
-    ("knowledge_density", "Knowledge density", AS_STORED), ("factuality", "Key-point factuality", AS_STORED),
-    ("rubric_clarity", "Clarity", AS_STORED), ("rubric_insightfulness", "Insightfulness", AS_STORED),
-    ("rubric_relevance", "Relevance", AS_STORED), ("rubric_breadth", "Breadth", AS_STORED),
-    ("rubric_depth", "Depth", AS_STORED), ("rubric_novelty", "Novelty", AS_STORED),
+    ("support_rate", "Claim support", AS_STORED),
+    ("citation_error_rate", "Unsupported citations", AS_STORED),
+    ("knowledge_density", "Knowledge density", AS_STORED),
+    ("factuality", "Key-point factuality", AS_STORED),
+    ("rubric_clarity", "Clarity", AS_STORED),
+    ("rubric_insightfulness", "Insightfulness", AS_STORED),
+    ("rubric_relevance", "Relevance", AS_STORED),
+    ("rubric_breadth", "Breadth", AS_STORED),
+    ("rubric_depth", "Depth", AS_STORED),
+    ("rubric_novelty", "Novelty", AS_STORED),
 )
-JUDGED = {"support_rate", "citation_error_rate", "knowledge_density", "factuality", "rubric_clarity",
-          "rubric_insightfulness", "rubric_relevance", "rubric_breadth", "rubric_depth", "rubric_novelty"}
+JUDGED = {
+    "support_rate",
+    "citation_error_rate",
+    "knowledge_density",
+    "factuality",
+    "rubric_clarity",
+    "rubric_insightfulness",
+    "rubric_relevance",
+    "rubric_breadth",
+    "rubric_depth",
+    "rubric_novelty",
+}
 USAGE_METRICS = (
-    ("llm_calls", "LLM calls"), ("tokens", "Tokens"), ("cost", "Cost $"), ("searches", "Searches"),
-    ("citations", "Citations"), ("dangling_citations", "Dangling"), ("seconds", "Seconds"),
+    ("llm_calls", "LLM calls"),
+    ("tokens", "Tokens"),
+    ("cost", "Cost $"),
+    ("searches", "Searches"),
+    ("citations", "Citations"),
+    ("dangling_citations", "Dangling"),
+    ("seconds", "Seconds"),
     ("critical_path_s", "Critical path s"),
 )
 EVIDENCE_METRICS = {"evidence_recall_all"}
@@ -68,8 +92,15 @@ def declares_evidence(method: str) -> bool:
 
 # The answer metrics each kind of dataset is scored on (the others do not apply to it).
 _APPLIES = {
-    "short": {"em", "f1", "recall_any", "recall_all", "evidence_recall_all", "cited_recall_all",
-              "information_diversity"},
+    "short": {
+        "em",
+        "f1",
+        "recall_any",
+        "recall_all",
+        "evidence_recall_all",
+        "cited_recall_all",
+        "information_diversity",
+    },
     "yesno": {"accuracy", "information_diversity"},
     "article": {"heading_recall", "rouge_l", "information_diversity"},
     "long": {"information_diversity"},
@@ -129,8 +160,12 @@ def _values(rows: list[BenchmarkItem], key: str, failed_counts: str) -> list[flo
             values.append(0.0)  # whatever it stored: a failed run answered nothing
             continue
         value = row.metrics.get(key)
-        if (row.status == ItemStatus.FAILED and failed_counts == MEASURED and not isinstance(value, (int, float))
-                and not row.metrics.get(HARNESS_ERROR)):
+        if (
+            row.status == ItemStatus.FAILED
+            and failed_counts == MEASURED
+            and not isinstance(value, (int, float))
+            and not row.metrics.get(HARNESS_ERROR)
+        ):
             value = 0.0  # it failed before it retrieved anything (what the harness did not measure: left out)
         if isinstance(value, bool):
             value = float(value)
@@ -139,8 +174,9 @@ def _values(rows: list[BenchmarkItem], key: str, failed_counts: str) -> list[flo
     return values
 
 
-def summarize(store: EvaluationStore, benchmark_id: str, *, seed: int = 0, by: str | None = None,
-              paired: bool = False) -> BenchmarkTable:
+def summarize(
+    store: EvaluationStore, benchmark_id: str, *, seed: int = 0, by: str | None = None, paired: bool = False
+) -> BenchmarkTable:
     """The table; with `by` (an item meta key such as "level"), one row per method and value; with
     `paired`, only the items every method has finished (a benchmark part-way compares methods on
     the same items)."""
@@ -149,8 +185,9 @@ def summarize(store: EvaluationStore, benchmark_id: str, *, seed: int = 0, by: s
     all_rows = store.list_items(bench.id)
     common: int | None = None
     if paired:
-        done = {m: {r.item_id for r in all_rows if r.method == m and r.status in ItemStatus.FINISHED}
-                for m in bench.methods}
+        done = {
+            m: {r.item_id for r in all_rows if r.method == m and r.status in ItemStatus.FINISHED} for m in bench.methods
+        }
         shared = set.intersection(*done.values()) if done else set()
         all_rows = [r for r in all_rows if r.item_id in shared]
         common = len(shared)
@@ -162,10 +199,14 @@ def summarize(store: EvaluationStore, benchmark_id: str, *, seed: int = 0, by: s
     for method, (group, members) in ((m, g) for m in bench.methods for g in groups.items()):
         rows = [r for r in all_rows if r.method == method and (members is None or r.item_id in members)]
         finished = [r for r in rows if r.status in ItemStatus.FINISHED]
-        summary = MethodRow(method=method, items=len(rows), finished=len(finished),
-                            failed=sum(1 for r in rows if r.status == ItemStatus.FAILED), group=group,
-                            harness_errors=sum(1 for r in rows if r.status == ItemStatus.FAILED
-                                               and r.metrics.get(HARNESS_ERROR)))
+        summary = MethodRow(
+            method=method,
+            items=len(rows),
+            finished=len(finished),
+            failed=sum(1 for r in rows if r.status == ItemStatus.FAILED),
+            group=group,
+            harness_errors=sum(1 for r in rows if r.status == ItemStatus.FAILED and r.metrics.get(HARNESS_ERROR)),
+        )
         for key, _title in columns:
             if key in EVIDENCE_METRICS and not declares_evidence(method):
                 continue  # not a zero: the method chooses no evidence beyond its sources
@@ -177,15 +218,32 @@ def summarize(store: EvaluationStore, benchmark_id: str, *, seed: int = 0, by: s
     # Over every paired item: the pairing is per item, whatever the breakdown.
     differences = _paired_differences(bench, all_rows, columns, failed_counts, seed) if paired else []
     current = reader_version(get_dataset(bench.dataset).answer_type == "yesno")
-    older = sum(1 for r in all_rows if r.status in ItemStatus.FINISHED and r.metrics.get("answer_source") == "reader"
-                and r.metrics.get("reader_version", 1) != current)
+    older = sum(
+        1
+        for r in all_rows
+        if r.status in ItemStatus.FINISHED
+        and r.metrics.get("answer_source") == "reader"
+        and r.metrics.get("reader_version", 1) != current
+    )
     judge_failed = sum(1 for r in all_rows if r.status in ItemStatus.FINISHED and r.metrics.get(JUDGE_ERROR))
-    return BenchmarkTable(bench, table_rows, columns, paired=common, differences=differences, older_readings=older,
-                          judge_errors=judge_failed)
+    return BenchmarkTable(
+        bench,
+        table_rows,
+        columns,
+        paired=common,
+        differences=differences,
+        older_readings=older,
+        judge_errors=judge_failed,
+    )
 
 
-def _paired_differences(bench: Benchmark, rows: list[BenchmarkItem], columns: list[tuple[str, str]],
-                        failed_counts: dict[str, str], seed: int) -> list[PairedDifference]:
+def _paired_differences(
+    bench: Benchmark,
+    rows: list[BenchmarkItem],
+    columns: list[tuple[str, str]],
+    failed_counts: dict[str, str],
+    seed: int,
+) -> list[PairedDifference]:
     """Each later method against each earlier one (in the benchmark's order), on every answer metric
     both have a value for on the same items."""
     answer_keys = [k for k, _t in columns if k in failed_counts and k not in EVIDENCE_METRICS]
@@ -198,7 +256,7 @@ def _paired_differences(bench: Benchmark, rows: list[BenchmarkItem], columns: li
                 per_item.setdefault((row.method, key), {})[row.item_id] = values[0]
     differences = []
     for i, baseline in enumerate(bench.methods):
-        for method in bench.methods[i + 1:]:
+        for method in bench.methods[i + 1 :]:
             for key in answer_keys:
                 ours, theirs = per_item.get((method, key), {}), per_item.get((baseline, key), {})
                 shared = sorted(ours.keys() & theirs.keys())
@@ -247,15 +305,17 @@ def to_markdown(table: BenchmarkTable) -> str:
         f"Benchmark `{bench.id}`: {inline_text(get_dataset(bench.dataset).title)}, {bench.limit} items "
         f"(seed {bench.seed}{balanced}), model {model}, search {inline_text(bench.search_mode)}, status {bench.status}.",
         "Answer metrics: mean [95 % bootstrap CI]; a failed run counts as 0 (in recall: what it had retrieved). "
-        "Usage: mean per item." + (f" Paired: the {table.paired} items every method has finished."
-                                   if table.paired is not None else ""),
+        "Usage: mean per item."
+        + (f" Paired: the {table.paired} items every method has finished." if table.paired is not None else ""),
         "",
         "| Method | Done | Failed | " + " | ".join(title for _k, title in table.columns) + " |",
         "| --- | ---: | ---: | " + " | ".join("---:" for _ in table.columns) + " |",
     ]
     for row in table.rows:
         cells = [metric_text(row.metrics.get(key), key) for key, _t in table.columns]
-        lines.append(f"| {inline_text(row.label)} | {row.finished}/{row.items} | {row.failed} | " + " | ".join(cells) + " |")
+        lines.append(
+            f"| {inline_text(row.label)} | {row.finished}/{row.items} | {row.failed} | " + " | ".join(cells) + " |"
+        )
     for note in table_notes(table):
         lines += ["", note]
     lines += _differences_markdown(table)
@@ -271,16 +331,22 @@ def table_notes(table: BenchmarkTable) -> list[str]:
     bench_id = table.benchmark.id
     notes = []
     if table.older_readings:
-        notes.append(f"{table.older_readings} of these item runs were read by an older version of the reader's prompt: "
-                     f"`thoughtmap bench --rescore {bench_id}` reads them again where their runs are stored.")
+        notes.append(
+            f"{table.older_readings} of these item runs were read by an older version of the reader's prompt: "
+            f"`thoughtmap bench --rescore {bench_id}` reads them again where their runs are stored."
+        )
     harness = sum(row.harness_errors for row in table.rows)
     if harness:
-        notes.append(f"{harness} of the failed items failed in the harness, not in the method: "
-                     f"`thoughtmap bench --rescore {bench_id}` scores them again.")
+        notes.append(
+            f"{harness} of the failed items failed in the harness, not in the method: "
+            f"`thoughtmap bench --rescore {bench_id}` scores them again."
+        )
     if table.judge_errors:
-        notes.append(f"Judged scores are missing for {table.judge_errors} finished items: an LLM judge failed on them "
-                     f"(the judged columns average over the others). `thoughtmap bench --rescore {bench_id}` asks "
-                     "the judges again.")
+        notes.append(
+            f"Judged scores are missing for {table.judge_errors} finished items: an LLM judge failed on them "
+            f"(the judged columns average over the others). `thoughtmap bench --rescore {bench_id}` asks "
+            "the judges again."
+        )
     return notes
 
 
@@ -299,14 +365,17 @@ def differences_rows(table: BenchmarkTable, names: dict[str, str] | None = None)
             summary = found.get((method, baseline, key))
             # Over fewer items than the table pairs (a metric some items have no value for): said.
             fewer = f" (n={summary.n})" if summary is not None and summary.n != table.paired else ""
-            row[titles[key]] = ("–" if summary is None else
-                                f"{summary.mean:+.3f} [{summary.low:+.3f}, {summary.high:+.3f}]{fewer}")
+            row[titles[key]] = (
+                "–" if summary is None else f"{summary.mean:+.3f} [{summary.low:+.3f}, {summary.high:+.3f}]{fewer}"
+            )
         rows.append(row)
     return rows
 
 
-DIFFERENCES_CAPTION = ("Paired differences, item by item: mean [95 % paired bootstrap CI]; an interval that excludes "
-                       "0 is a difference these items support.")
+DIFFERENCES_CAPTION = (
+    "Paired differences, item by item: mean [95 % paired bootstrap CI]; an interval that excludes "
+    "0 is a difference these items support."
+)
 
 
 def _differences_markdown(table: BenchmarkTable) -> list[str]:
@@ -314,33 +383,74 @@ def _differences_markdown(table: BenchmarkTable) -> list[str]:
     if not rows:
         return []
     headers = list(rows[0])
-    lines = ["", DIFFERENCES_CAPTION, "", "| " + " | ".join(headers) + " |",
-             "| --- | " + " | ".join("---:" for _ in headers[1:]) + " |"]
+    lines = [
+        "",
+        DIFFERENCES_CAPTION,
+        "",
+        "| " + " | ".join(headers) + " |",
+        "| --- | " + " | ".join("---:" for _ in headers[1:]) + " |",
+    ]
     # Method names are the only text not written here (numbers and brackets stay as they are).
-    lines += ["| " + " | ".join(inline_text(row[h]) if h == "Difference" else row[h] for h in headers) + " |"
-              for row in rows]
+    lines += [
+        "| " + " | ".join(inline_text(row[h]) if h == "Difference" else row[h] for h in headers) + " |" for row in rows
+    ]
     return lines
 
 
 def to_json(table: BenchmarkTable) -> dict[str, Any]:
     bench = table.benchmark
     return {
-        "benchmark": {"id": bench.id, "dataset": bench.dataset, "methods": bench.methods, "limit": bench.limit,
-                      "seed": bench.seed, "params": bench.params, "llm": bench.llm_info,
-                      "search": bench.search_mode, "balance": bench.balance or None, "status": bench.status,
-                      "note": bench.note},
+        "benchmark": {
+            "id": bench.id,
+            "dataset": bench.dataset,
+            "methods": bench.methods,
+            "limit": bench.limit,
+            "seed": bench.seed,
+            "params": bench.params,
+            "llm": bench.llm_info,
+            "search": bench.search_mode,
+            "balance": bench.balance or None,
+            "status": bench.status,
+            "note": bench.note,
+        },
         "paired_items": table.paired,
         "older_readings": table.older_readings,
         "judge_errors": table.judge_errors,
         "paired_differences": [
-            {"method": d.method, "baseline": d.baseline, "metric": d.key, "mean": d.summary.mean,
-             "low": d.summary.low, "high": d.summary.high, "n": d.summary.n} for d in table.differences],
+            {
+                "method": d.method,
+                "baseline": d.baseline,
+                "metric": d.key,
+                "mean": d.summary.mean,
+                "low": d.summary.low,
+                "high": d.summary.high,
+                "n": d.summary.n,
+            }
+            for d in table.differences
+        ],
         "methods": [
-            {"method": row.method, **({"group": row.group} if row.group else {}), "items": row.items, "finished": row.finished, "failed": row.failed,
-             "metrics": {k: {"mean": m.mean, "low": m.low, "high": m.high, "n": m.n} for k, m in row.metrics.items()}}
+            {
+                "method": row.method,
+                **({"group": row.group} if row.group else {}),
+                "items": row.items,
+                "finished": row.finished,
+                "failed": row.failed,
+                "metrics": {
+                    k: {"mean": m.mean, "low": m.low, "high": m.high, "n": m.n} for k, m in row.metrics.items()
+                },
+            }
             for row in table.rows
         ],
     }
 
 
-__all__ = ["BenchmarkTable", "MethodRow", "MetricSummary", "PairedDifference", "metric_text", "summarize", "to_json", "to_markdown"]
+__all__ = [
+    "BenchmarkTable",
+    "MethodRow",
+    "MetricSummary",
+    "PairedDifference",
+    "metric_text",
+    "summarize",
+    "to_json",
+    "to_markdown",
+]

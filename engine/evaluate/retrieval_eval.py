@@ -100,8 +100,9 @@ class QueryScore:
     seconds: float
 
 
-def score_ranking(titles: Sequence[str], gold_titles: Sequence[str], *, item_id: str = "",
-                  seconds: float = 0.0) -> QueryScore | None:
+def score_ranking(
+    titles: Sequence[str], gold_titles: Sequence[str], *, item_id: str = "", seconds: float = 0.0
+) -> QueryScore | None:
     """Every metric of one ranked list of hit titles against the gold titles; None when there are no
     gold titles (the item is skipped, not scored)."""
     gold = gold_keys(gold_titles)
@@ -118,10 +119,12 @@ class _Metrics(TypedDict):
 
 
 def _metrics(ranking: Sequence[str], gold: set[str]) -> _Metrics:
-    return {"all_gold_at_10": all_gold_at(ranking, gold, ALL_GOLD_AT),
-            "recall_at_k": {k: recall_at(ranking, gold, k) for k in RECALL_KS},
-            "ndcg_at_10": ndcg_at(ranking, gold, NDCG_AT),
-            "reciprocal_rank": reciprocal_rank(ranking, gold)}
+    return {
+        "all_gold_at_10": all_gold_at(ranking, gold, ALL_GOLD_AT),
+        "recall_at_k": {k: recall_at(ranking, gold, k) for k in RECALL_KS},
+        "ndcg_at_10": ndcg_at(ranking, gold, NDCG_AT),
+        "reciprocal_rank": reciprocal_rank(ranking, gold),
+    }
 
 
 # ---------------------------------------------------------------- summary
@@ -150,11 +153,19 @@ class RetrievalReport:
     def to_json(self) -> dict[str, Any]:
         """The report as one JSON object (`thoughtmap search-eval --json`); recall's k are strings."""
         return {
-            "dataset": self.dataset, "retriever": self.retriever, "reranker": self.reranker,
-            "searcher": self.searcher, "depth": self.depth, "items": self.items, "skipped": self.skipped,
-            "all_gold_at_10": self.all_gold_at_10, "ndcg_at_10": self.ndcg_at_10, "mrr": self.mrr,
+            "dataset": self.dataset,
+            "retriever": self.retriever,
+            "reranker": self.reranker,
+            "searcher": self.searcher,
+            "depth": self.depth,
+            "items": self.items,
+            "skipped": self.skipped,
+            "all_gold_at_10": self.all_gold_at_10,
+            "ndcg_at_10": self.ndcg_at_10,
+            "mrr": self.mrr,
             "recall_at_k": {str(k): v for k, v in self.recall_at_k.items()},
-            "p50_ms": self.p50_ms, "p95_ms": self.p95_ms,
+            "p50_ms": self.p50_ms,
+            "p95_ms": self.p95_ms,
         }
 
 
@@ -167,17 +178,31 @@ def _percentile_ms(seconds: Sequence[float], q: float) -> float | None:
     return float(np.percentile(np.asarray(seconds) * 1000.0, q)) if seconds else None
 
 
-def summarize(scores: Sequence[QueryScore], *, skipped: int, dataset: str = "", retriever: str = "",
-              reranker: str = "", searcher: str = "", depth: int = SEARCH_DEPTH) -> RetrievalReport:
+def summarize(
+    scores: Sequence[QueryScore],
+    *,
+    skipped: int,
+    dataset: str = "",
+    retriever: str = "",
+    reranker: str = "",
+    searcher: str = "",
+    depth: int = SEARCH_DEPTH,
+) -> RetrievalReport:
     times = [s.seconds for s in scores]
     return RetrievalReport(
-        dataset=dataset, retriever=retriever, reranker=reranker, searcher=searcher, depth=depth,
-        items=len(scores), skipped=skipped,
+        dataset=dataset,
+        retriever=retriever,
+        reranker=reranker,
+        searcher=searcher,
+        depth=depth,
+        items=len(scores),
+        skipped=skipped,
         all_gold_at_10=_mean([s.all_gold_at_10 for s in scores]),
         recall_at_k={k: _mean([s.recall_at_k[k] for s in scores]) for k in RECALL_KS},
         ndcg_at_10=_mean([s.ndcg_at_10 for s in scores]),
         mrr=_mean([s.reciprocal_rank for s in scores]),
-        p50_ms=_percentile_ms(times, 50), p95_ms=_percentile_ms(times, 95),
+        p50_ms=_percentile_ms(times, 50),
+        p95_ms=_percentile_ms(times, 95),
         scores=tuple(scores),
     )
 
@@ -187,10 +212,18 @@ def summarize(scores: Sequence[QueryScore], *, skipped: int, dataset: str = "", 
 Progress = Callable[[int, int], None]  # (questions done, questions in all)
 
 
-def evaluate_retrieval(searcher: Searcher, items: Sequence[Item], *, depth: int = SEARCH_DEPTH,
-                       warmup: int = WARMUP_QUERIES, dataset: str = "", retriever: str = "", reranker: str = "",
-                       clock: Callable[[], float] = time.perf_counter,
-                       progress: Progress | None = None) -> RetrievalReport:
+def evaluate_retrieval(
+    searcher: Searcher,
+    items: Sequence[Item],
+    *,
+    depth: int = SEARCH_DEPTH,
+    warmup: int = WARMUP_QUERIES,
+    dataset: str = "",
+    retriever: str = "",
+    reranker: str = "",
+    clock: Callable[[], float] = time.perf_counter,
+    progress: Progress | None = None,
+) -> RetrievalReport:
     """Ask `searcher` each item's question for `depth` hits, score its ranking, and summarize.
 
     The first `warmup` questions are asked once more before any is timed, their answers unused.
@@ -204,9 +237,21 @@ def evaluate_retrieval(searcher: Searcher, items: Sequence[Item], *, depth: int 
         started = clock()
         hits = searcher.search(item.question, depth)
         seconds = clock() - started
-        scores.append(QueryScore(item_id=item.id, seconds=seconds,
-                                 **_metrics(distinct_titles(hit.title for hit in hits), gold_keys(item.supporting_titles))))
+        scores.append(
+            QueryScore(
+                item_id=item.id,
+                seconds=seconds,
+                **_metrics(distinct_titles(hit.title for hit in hits), gold_keys(item.supporting_titles)),
+            )
+        )
         if progress is not None:
             progress(done, len(scored_items))
-    return summarize(scores, skipped=len(items) - len(scored_items), dataset=dataset, retriever=retriever,
-                     reranker=reranker, searcher=searcher.description, depth=depth)
+    return summarize(
+        scores,
+        skipped=len(items) - len(scored_items),
+        dataset=dataset,
+        retriever=retriever,
+        reranker=reranker,
+        searcher=searcher.description,
+        depth=depth,
+    )

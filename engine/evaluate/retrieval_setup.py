@@ -77,8 +77,9 @@ def eval_settings(settings: Settings, retriever: str, reranker: str) -> Settings
     return settings.model_copy(update={"retrieval": check_names(retriever, reranker)})
 
 
-def build_eval_searcher(services: Services, *, candidates: int,
-                        progress: Callable[[str, float], None] | None = None) -> Searcher:
+def build_eval_searcher(
+    services: Services, *, candidates: int, progress: Callable[[str, float], None] | None = None
+) -> Searcher:
     """The searcher to measure, for `services` built with `eval_settings`: the first stage every
     method searches the local corpus with (`Services.searcher("local")`, the settings' retriever),
     its top `candidates` reranked by the settings' reranker unless `none`. What the measurement
@@ -110,11 +111,16 @@ def _corpus_model(services: Services) -> None:
     from engine.search.embedding_model import EmbeddingModelUnavailable
 
     if not services.settings.builtin_embeddings:
-        raise RetrievalSetupError("THOUGHTMAP_BUILTIN_EMBEDDINGS=0 turns the built-in embedding model off, and "
-                                  "dense and hybrid retrieval search the corpus by its vectors: unset it")
+        raise RetrievalSetupError(
+            "THOUGHTMAP_BUILTIN_EMBEDDINGS=0 turns the built-in embedding model off, and "
+            "dense and hybrid retrieval search the corpus by its vectors: unset it"
+        )
     try:
-        embedder = (services.embedder if isinstance(services.embedder, BuiltinEmbedder)
-                    else builtin_embedder(services.settings.local.models_dir))
+        embedder = (
+            services.embedder
+            if isinstance(services.embedder, BuiltinEmbedder)
+            else builtin_embedder(services.settings.local.models_dir)
+        )
     except EmbeddingModelUnavailable as exc:
         raise RetrievalSetupError(exc.user_message) from exc
     _loaded(embedder)
@@ -129,8 +135,10 @@ def _embedder(services: Services) -> Embedder:
     settings = services.settings
     embedder = services.embedder
     if embedder is None and settings.embeddings is None and not settings.builtin_embeddings:
-        raise RetrievalSetupError("THOUGHTMAP_BUILTIN_EMBEDDINGS=0 turns the built-in embedding model off, and the "
-                                  "builtin reranker needs it (or THOUGHTMAP_EMBEDDINGS_URL): unset it")
+        raise RetrievalSetupError(
+            "THOUGHTMAP_BUILTIN_EMBEDDINGS=0 turns the built-in embedding model off, and the "
+            "builtin reranker needs it (or THOUGHTMAP_EMBEDDINGS_URL): unset it"
+        )
     if embedder is None:
         try:  # built again for its error, which says what is wrong and the fix
             # cast: given a models_dir, build_embedder returns an embedder or raises, never None.
@@ -150,7 +158,8 @@ def require_vectors(store: CorpusStore) -> None:
         raise RetrievalSetupError(
             f"{missing:,} passages of the corpus have no {SHIPPED_MODEL} vector, so dense search would "
             "not see them: the bundled corpus's come with it (data/vectors, imported when its index is built), "
-            "your own files' are made when they are ingested (ingest them again to embed them)")
+            "your own files' are made when they are ingested (ingest them again to embed them)"
+        )
 
 
 def _reranker(services: Services, name: str) -> Reranker | None:
@@ -165,13 +174,17 @@ def _reranker(services: Services, name: str) -> Reranker | None:
         # The one Services made from THOUGHTMAP_RERANK_URL, as every run's context gets it.
         endpoint = services.runner.services.get(RerankEndpoint)
         if endpoint is None:
-            raise RetrievalSetupError("the endpoint reranker needs THOUGHTMAP_RERANK_URL (an OpenAI-compatible "
-                                      "/rerank endpoint); choose another --reranker or set it")
+            raise RetrievalSetupError(
+                "the endpoint reranker needs THOUGHTMAP_RERANK_URL (an OpenAI-compatible "
+                "/rerank endpoint); choose another --reranker or set it"
+            )
         return endpoint
     kind = services.resolve_llm(services.settings.llm_choice, services.settings.llm.api_key)
     if kind == "fake":
-        raise RetrievalSetupError("the llm reranker needs an LLM to judge: set OPENAI_BASE_URL or OPENAI_API_KEY "
-                                  "(with THOUGHTMAP_LLM=openai), or THOUGHTMAP_LLM=local for the built-in model")
+        raise RetrievalSetupError(
+            "the llm reranker needs an LLM to judge: set OPENAI_BASE_URL or OPENAI_API_KEY "
+            "(with THOUGHTMAP_LLM=openai), or THOUGHTMAP_LLM=local for the built-in model"
+        )
     from engine.search.rerankers import LLMReranker
 
     return LLMReranker(services.llm(kind))

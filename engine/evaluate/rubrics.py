@@ -50,7 +50,8 @@ class DeepResearchRating(BaseModel):
 
 class KeyPoints(BaseModel):
     key_points: Annotated[list[str], at_most(KEY_POINT_LIMIT)] = Field(
-        description="Self-contained factual statements from the documents that bear on the question.")
+        description="Self-contained factual statements from the documents that bear on the question."
+    )
 
 
 class KeyPointLabel(BaseModel):
@@ -66,47 +67,78 @@ class ScaleCriterion:
 
 
 OMNITHINK_CRITERIA = (
-    ScaleCriterion("relevance", "Relevance and focus", "Does the article stay relevant and focused on the topic?", (
-        "Very poor focus: wanders far from the topic, with many irrelevant detours.",
-        "Poor focus: some relevant material, but many sections drift away from the topic.",
-        "Moderate focus: mostly on topic, with occasional digressions that are still of some use.",
-        "Good focus: relevant throughout, its few digressions add value.",
-        "Excellent focus: consistently relevant, even where it explores related but pertinent aspects.")),
-    ScaleCriterion("breadth", "Breadth", "Does the article cover the topic broadly?", (
-        "Severely lacking: covers little or none of the topic's main aspects; a very narrow view.",
-        "Partial: covers some main aspects and misses others; an incomplete picture.",
-        "Acceptable: covers most main aspects, with some unneeded detail or a few relevant gaps.",
-        "Good: covers every major point, with little that is off the subject.",
-        "Exemplary: covers all crucial aspects thoroughly, with nothing irrelevant.")),
-    ScaleCriterion("depth", "Depth", "How thoroughly does the article explore the topic and related areas?", (
-        "Very superficial: a basic overview with large gaps.",
-        "Superficial: some detail, but many important aspects are not explored.",
-        "Moderate: covers the key aspects, some of them without detailed exploration.",
-        "Good: explores most aspects in detail, with minor gaps.",
-        "Excellent: explores every relevant aspect thoroughly and in detail.")),
-    ScaleCriterion("novelty", "Novelty",
-                   "Does the article bring in aspects related to the topic that a reader would not directly expect?", (
-        "None: sticks strictly to the obvious reading of the topic, no further insight.",
-        "Minimal: a few new aspects, loosely related to the topic.",
-        "Moderate: some new aspects that are somewhat related to the topic.",
-        "Good: several new aspects that deepen the understanding of the topic.",
-        "Excellent: many new, highly relevant aspects that clearly enrich the topic.")),
+    ScaleCriterion(
+        "relevance",
+        "Relevance and focus",
+        "Does the article stay relevant and focused on the topic?",
+        (
+            "Very poor focus: wanders far from the topic, with many irrelevant detours.",
+            "Poor focus: some relevant material, but many sections drift away from the topic.",
+            "Moderate focus: mostly on topic, with occasional digressions that are still of some use.",
+            "Good focus: relevant throughout, its few digressions add value.",
+            "Excellent focus: consistently relevant, even where it explores related but pertinent aspects.",
+        ),
+    ),
+    ScaleCriterion(
+        "breadth",
+        "Breadth",
+        "Does the article cover the topic broadly?",
+        (
+            "Severely lacking: covers little or none of the topic's main aspects; a very narrow view.",
+            "Partial: covers some main aspects and misses others; an incomplete picture.",
+            "Acceptable: covers most main aspects, with some unneeded detail or a few relevant gaps.",
+            "Good: covers every major point, with little that is off the subject.",
+            "Exemplary: covers all crucial aspects thoroughly, with nothing irrelevant.",
+        ),
+    ),
+    ScaleCriterion(
+        "depth",
+        "Depth",
+        "How thoroughly does the article explore the topic and related areas?",
+        (
+            "Very superficial: a basic overview with large gaps.",
+            "Superficial: some detail, but many important aspects are not explored.",
+            "Moderate: covers the key aspects, some of them without detailed exploration.",
+            "Good: explores most aspects in detail, with minor gaps.",
+            "Excellent: explores every relevant aspect thoroughly and in detail.",
+        ),
+    ),
+    ScaleCriterion(
+        "novelty",
+        "Novelty",
+        "Does the article bring in aspects related to the topic that a reader would not directly expect?",
+        (
+            "None: sticks strictly to the obvious reading of the topic, no further insight.",
+            "Minimal: a few new aspects, loosely related to the topic.",
+            "Moderate: some new aspects that are somewhat related to the topic.",
+            "Good: several new aspects that deepen the understanding of the topic.",
+            "Excellent: many new, highly relevant aspects that clearly enrich the topic.",
+        ),
+    ),
 )
 
 DEEPRESEARCH_CRITERIA = (
-    ScaleCriterion("clarity", "Clarity",
-                   "How clear, rigorous and analytically distinct is the answer? It should read as an in-depth "
-                   "report that addresses the question directly, in clearly marked sections or paragraphs with a "
-                   "strong logical flow. Every point must be a distinct, self-contained idea: penalise each overlap, "
-                   "repetition or point that is a subset or rephrasing of another, however it is titled or worded; "
-                   "the more such points, the lower the score. Variety of form does not make up for repeated "
-                   "substance. No ambiguity, padding or conversational filler.", ()),
-    ScaleCriterion("insightfulness", "Insightfulness",
-                   "How insightful is the answer? Excellent answers go beyond common knowledge: original synthesis, "
-                   "less obvious but relevant connections, a reframing that makes the reader think. Recommendations "
-                   "must be concrete, actionable and realistic, ideally backed by real examples (who did it, what "
-                   "they did, what came of it, how). Vague, idealistic or non-operational suggestions cannot score "
-                   "above 8. Practical applicability comes first.", ()),
+    ScaleCriterion(
+        "clarity",
+        "Clarity",
+        "How clear, rigorous and analytically distinct is the answer? It should read as an in-depth "
+        "report that addresses the question directly, in clearly marked sections or paragraphs with a "
+        "strong logical flow. Every point must be a distinct, self-contained idea: penalise each overlap, "
+        "repetition or point that is a subset or rephrasing of another, however it is titled or worded; "
+        "the more such points, the lower the score. Variety of form does not make up for repeated "
+        "substance. No ambiguity, padding or conversational filler.",
+        (),
+    ),
+    ScaleCriterion(
+        "insightfulness",
+        "Insightfulness",
+        "How insightful is the answer? Excellent answers go beyond common knowledge: original synthesis, "
+        "less obvious but relevant connections, a reframing that makes the reader think. Recommendations "
+        "must be concrete, actionable and realistic, ideally backed by real examples (who did it, what "
+        "they did, what came of it, how). Vague, idealistic or non-operational suggestions cannot score "
+        "above 8. Practical applicability comes first.",
+        (),
+    ),
 )
 
 
@@ -162,8 +194,12 @@ def grade_omnithink(llm: EvalLLM, question: str, run: JudgedRun) -> RubricResult
     scores = {}
     for criterion in OMNITHINK_CRITERIA:
         scale = "\n".join(f"{n}: {text}" for n, text in enumerate(criterion.levels, start=1))
-        messages = RUBRIC_OMNITHINK.render(question=" ".join(question.split()), article=article,
-                                           criterion=f"{criterion.title}. {criterion.question}", scale=scale)
+        messages = RUBRIC_OMNITHINK.render(
+            question=" ".join(question.split()),
+            article=article,
+            criterion=f"{criterion.title}. {criterion.question}",
+            scale=scale,
+        )
         try:
             grade = llm.ask(messages, OmniThinkGrade, purpose=RUBRIC_PURPOSE)
             scores[criterion.key] = CriterionScore(score=grade.score, reason=grade.feedback)
@@ -172,16 +208,21 @@ def grade_omnithink(llm: EvalLLM, question: str, run: JudgedRun) -> RubricResult
     return _result("omnithink.rubric", run, (1, 5), scores)
 
 
-def grade_deepresearch(llm: EvalLLM, question: str, run: JudgedRun, *,
-                       reference_documents: Sequence[tuple[str, str]] | None = None) -> RubricResult:
+def grade_deepresearch(
+    llm: EvalLLM, question: str, run: JudgedRun, *, reference_documents: Sequence[tuple[str, str]] | None = None
+) -> RubricResult:
     """Clarity and insightfulness (0-10, one call each) and key-point factuality. The key points come
     from `reference_documents` ((title, text) pairs: the item's reference) when given, else from the
     run's own sources (weaker: it measures what the run kept of what it read, not of the truth)."""
     answer = quoted("ANSWER", _report_for_judge(run))
     scores = {}
     for criterion in DEEPRESEARCH_CRITERIA:
-        messages = SCORE_DEEPRESEARCH.render(question=" ".join(question.split()), answer=answer,
-                                             criterion=criterion.title, description=criterion.question)
+        messages = SCORE_DEEPRESEARCH.render(
+            question=" ".join(question.split()),
+            answer=answer,
+            criterion=criterion.title,
+            description=criterion.question,
+        )
         try:
             rating = llm.ask(messages, DeepResearchRating, purpose=RUBRIC_PURPOSE)
             scores[criterion.key] = CriterionScore(score=rating.rating, reason=rating.reason)
@@ -198,15 +239,25 @@ def grade_deepresearch(llm: EvalLLM, question: str, run: JudgedRun, *,
     return result
 
 
-def key_point_factuality(llm: EvalLLM, question: str, run: JudgedRun, documents: Sequence[tuple[str, str]],
-                         reference: Literal["item", "sources", "none"]) -> KeyPointResult:
+def key_point_factuality(
+    llm: EvalLLM,
+    question: str,
+    run: JudgedRun,
+    documents: Sequence[tuple[str, str]],
+    reference: Literal["item", "sources", "none"],
+) -> KeyPointResult:
     if not documents:
         return KeyPointResult(reference="none")
-    shown = "\n\n".join(quoted(f"DOCUMENT {n}", f"{title}\n{text[:DOCUMENT_CHARS]}")
-                        for n, (title, text) in enumerate(documents[:MAX_DOCUMENTS], start=1))
+    shown = "\n\n".join(
+        quoted(f"DOCUMENT {n}", f"{title}\n{text[:DOCUMENT_CHARS]}")
+        for n, (title, text) in enumerate(documents[:MAX_DOCUMENTS], start=1)
+    )
     try:
-        extracted = llm.ask(KEY_POINTS.render(question=" ".join(question.split()), documents=shown,
-                                              limit=KEY_POINT_LIMIT), KeyPoints, purpose=RUBRIC_PURPOSE)
+        extracted = llm.ask(
+            KEY_POINTS.render(question=" ".join(question.split()), documents=shown, limit=KEY_POINT_LIMIT),
+            KeyPoints,
+            purpose=RUBRIC_PURPOSE,
+        )
     except StructuredOutputError as exc:
         return KeyPointResult(reference=reference, extraction_error=str(exc))
     # The report without its citation markers: the check is about content, not about citing.
@@ -214,8 +265,11 @@ def key_point_factuality(llm: EvalLLM, question: str, run: JudgedRun, documents:
     result = KeyPointResult(reference=reference)
     for point in dict.fromkeys(p.strip() for p in extracted.key_points if p.strip()):
         try:
-            label = llm.ask(KEY_POINT_CHECK.render(key_point=quoted("KEY POINT", point), report=report),
-                            KeyPointLabel, purpose=RUBRIC_PURPOSE).label
+            label = llm.ask(
+                KEY_POINT_CHECK.render(key_point=quoted("KEY POINT", point), report=report),
+                KeyPointLabel,
+                purpose=RUBRIC_PURPOSE,
+            ).label
         except StructuredOutputError:
             label = None
         result.checks.append(KeyPointCheck(key_point=point, label=label))
@@ -228,25 +282,52 @@ def key_point_factuality(llm: EvalLLM, question: str, run: JudgedRun, documents:
 
 def _result(protocol: str, run: JudgedRun, scale: tuple[int, int], scores: dict[str, CriterionScore]) -> RubricResult:
     invalid = sum(s.score is None for s in scores.values())
-    return RubricResult(protocol=protocol, run_id=run.run_id, scale=scale, criteria=scores,
-                        valid=len(scores) - invalid, invalid=invalid)
+    return RubricResult(
+        protocol=protocol, run_id=run.run_id, scale=scale, criteria=scores, valid=len(scores) - invalid, invalid=invalid
+    )
 
 
 RUBRICS = {"omnithink": grade_omnithink, "deepresearch": grade_deepresearch}
 
 
-def grade_and_store(store: EvaluationStore, llm: EvalLLM, rubric: str, question: str, run: JudgedRun, *,
-                    benchmark_id: str | None = None, **options: object) -> RubricResult:
+def grade_and_store(
+    store: EvaluationStore,
+    llm: EvalLLM,
+    rubric: str,
+    question: str,
+    run: JudgedRun,
+    *,
+    benchmark_id: str | None = None,
+    **options: object,
+) -> RubricResult:
     """Grade one run with a rubric (`omnithink` or `deepresearch`) and store it as a judgment."""
     if rubric not in RUBRICS:
         raise ValueError(f"unknown rubric '{rubric}'. Choose one of: {', '.join(RUBRICS)}")
     usage = EvalUsage()
     result = RUBRICS[rubric](llm.with_usage(usage), question, run, **options)
-    save_verdict(store, usage, result, run_a=run.run_id, run_b=None, protocol=result.protocol,
-                 model=llm.model_for(RUBRIC_PURPOSE), benchmark_id=benchmark_id)
+    save_verdict(
+        store,
+        usage,
+        result,
+        run_a=run.run_id,
+        run_b=None,
+        protocol=result.protocol,
+        model=llm.model_for(RUBRIC_PURPOSE),
+        benchmark_id=benchmark_id,
+    )
     return result
 
 
-__all__ = ["DEEPRESEARCH_CRITERIA", "OMNITHINK_CRITERIA", "RUBRICS", "RUBRIC_PURPOSE", "CriterionScore",
-           "KeyPointResult", "RubricResult", "grade_and_store", "grade_deepresearch", "grade_omnithink",
-           "key_point_factuality"]
+__all__ = [
+    "DEEPRESEARCH_CRITERIA",
+    "OMNITHINK_CRITERIA",
+    "RUBRICS",
+    "RUBRIC_PURPOSE",
+    "CriterionScore",
+    "KeyPointResult",
+    "RubricResult",
+    "grade_and_store",
+    "grade_deepresearch",
+    "grade_omnithink",
+    "key_point_factuality",
+]

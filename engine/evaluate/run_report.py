@@ -18,14 +18,24 @@ def load_judged_run(repo: Repository, run_id: str) -> JudgedRun:
     run = repo.find_run(run_id)
     report = repo.latest_report(run.id)
     if report is None or not report.markdown.strip():
-        raise JudgeInputError(f"run {run.id} has no final report to judge (status {run.status}). "
-                              f"Finish it first: thoughtmap resume {run.id}")
+        raise JudgeInputError(
+            f"run {run.id} has no final report to judge (status {run.status}). "
+            f"Finish it first: thoughtmap resume {run.id}"
+        )
     if report.data.get(PARTIAL_REPORT) and run.status != RunStatus.DONE:
-        raise JudgeInputError(f"run {run.id} stopped before its end ({run.stop_reason or run.status}): its report is "
-                              f"partial. Finish it first: thoughtmap resume {run.id}")
+        raise JudgeInputError(
+            f"run {run.id} stopped before its end ({run.stop_reason or run.status}): its report is "
+            f"partial. Finish it first: thoughtmap resume {run.id}"
+        )
     sources = {source.id: source for source in repo.list_sources(run.id) if source.id is not None}
-    return JudgedRun(run_id=run.id, question=run.question, report=report.markdown, sources=sources,
-                     model=str(run.llm_info.get("model", "")), report_id=report.id)
+    return JudgedRun(
+        run_id=run.id,
+        question=run.question,
+        report=report.markdown,
+        sources=sources,
+        model=str(run.llm_info.get("model", "")),
+        report_id=report.id,
+    )
 
 
 __all__ = ["JudgeInputError", "JudgedRun", "load_judged_run"]

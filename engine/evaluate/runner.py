@@ -83,14 +83,17 @@ def split_values(values: Mapping[str, Any], methods: Sequence[str], services: Se
         target, dot, name = key.partition(".")
         if dot:
             if target not in per_method:
-                raise BenchmarkError(f"--param {key}: '{target}' is not one of the benchmark's methods "
-                                     f"({', '.join(methods)})")
+                raise BenchmarkError(
+                    f"--param {key}: '{target}' is not one of the benchmark's methods ({', '.join(methods)})"
+                )
             per_method[target][name] = value
             continue
         takers = [m for m in methods if key in services.method(m).Params.model_fields]
         if not takers:
-            raise BenchmarkError(f"--param {key}: none of the methods {', '.join(methods)} has a parameter "
-                                 f"'{key}' (see: thoughtmap methods); use method.{key}=value for one method")
+            raise BenchmarkError(
+                f"--param {key}: none of the methods {', '.join(methods)} has a parameter "
+                f"'{key}' (see: thoughtmap methods); use method.{key}=value for one method"
+            )
         for m in takers:
             per_method[m][key] = value
     return per_method
@@ -115,8 +118,9 @@ class BenchmarkRunner:
             if current is not None and current[0].is_alive():
                 return
             stop = threading.Event()
-            thread = threading.Thread(target=self._execute_logged, args=(benchmark_id, stop),
-                                      name=f"bench-{benchmark_id}", daemon=True)
+            thread = threading.Thread(
+                target=self._execute_logged, args=(benchmark_id, stop), name=f"bench-{benchmark_id}", daemon=True
+            )
             self._background[benchmark_id] = (thread, stop)
         thread.start()
 
@@ -148,7 +152,9 @@ class BenchmarkRunner:
             raise BenchmarkError(f"a method is named twice in --methods {','.join(spec.methods)}")
         unknown = [j for j in spec.judges if j not in ITEM_JUDGES]
         if unknown:
-            raise BenchmarkError(f"unknown judge {', '.join(map(repr, unknown))}; choose from: {', '.join(ITEM_JUDGES)}")
+            raise BenchmarkError(
+                f"unknown judge {', '.join(map(repr, unknown))}; choose from: {', '.join(ITEM_JUDGES)}"
+            )
         if not 1 <= spec.concurrency <= MAX_CONCURRENCY:
             raise BenchmarkError(f"--concurrency must be 1 to {MAX_CONCURRENCY} (got {spec.concurrency})")
         get_dataset(spec.dataset)  # DatasetError names the datasets
@@ -161,17 +167,28 @@ class BenchmarkRunner:
         params: dict[str, dict[str, Any]] = {}
         for method, values in split_values(spec.values, spec.methods, self.services).items():
             try:
-                built = build_params_with_profile(self.services.method(method).Params, values,
-                                                  method=method, profile=profile)
+                built = build_params_with_profile(
+                    self.services.method(method).Params, values, method=method, profile=profile
+                )
             except ParamError as exc:
                 raise BenchmarkError(str(exc)) from exc
             params[method] = built.model_dump(mode="json")
         items = load_items(spec.dataset, limit=spec.limit, seed=spec.seed, balance=spec.balance)
         return self.store.create_benchmark(
-            dataset=spec.dataset, methods=spec.methods, items=[i.id for i in items], limit=len(items),
-            seed=spec.seed, params=params, llm_info=self.services.llm_info(spec.llm),
-            search_mode=spec.search_mode, max_cost=spec.max_cost, max_tokens=spec.max_tokens,
-            concurrency=spec.concurrency, judges=spec.judges, balance=spec.balance or "", user_id=spec.user_id,
+            dataset=spec.dataset,
+            methods=spec.methods,
+            items=[i.id for i in items],
+            limit=len(items),
+            seed=spec.seed,
+            params=params,
+            llm_info=self.services.llm_info(spec.llm),
+            search_mode=spec.search_mode,
+            max_cost=spec.max_cost,
+            max_tokens=spec.max_tokens,
+            concurrency=spec.concurrency,
+            judges=spec.judges,
+            balance=spec.balance or "",
+            user_id=spec.user_id,
         )
 
     def stop_all(self) -> None:
@@ -182,8 +199,9 @@ class BenchmarkRunner:
 
     # --------------------------------------------------------------- execute
 
-    def execute(self, benchmark_id: str, *, progress: Progress | None = None,
-                stop: threading.Event | None = None) -> Benchmark:
+    def execute(
+        self, benchmark_id: str, *, progress: Progress | None = None, stop: threading.Event | None = None
+    ) -> Benchmark:
         """Run (or continue) a benchmark until every row is finished, the budget is spent or `stop`
         is set; returns the benchmark with its final status."""
         bench = self.store.get_benchmark(benchmark_id)
@@ -214,13 +232,17 @@ class BenchmarkRunner:
         if not left:
             self.store.set_benchmark_status(bench.id, BenchmarkStatus.DONE)
         elif budget.spent_out():
-            self.store.set_benchmark_status(bench.id, BenchmarkStatus.STOPPED,
-                                            f"the {_BUDGET_NAMES[budget.reached()]} budget {_BUDGET_REACHED} {len(left)} runs "
-                                            f"left; raise it to continue: thoughtmap bench --resume {bench.id} "
-                                            f"{_RAISE_FLAGS[budget.reached()]}")
+            self.store.set_benchmark_status(
+                bench.id,
+                BenchmarkStatus.STOPPED,
+                f"the {_BUDGET_NAMES[budget.reached()]} budget {_BUDGET_REACHED} {len(left)} runs "
+                f"left; raise it to continue: thoughtmap bench --resume {bench.id} "
+                f"{_RAISE_FLAGS[budget.reached()]}",
+            )
         else:
-            self.store.set_benchmark_status(bench.id, BenchmarkStatus.STOPPED,
-                                            f"stopped with {len(left)} runs left; resume to finish")
+            self.store.set_benchmark_status(
+                bench.id, BenchmarkStatus.STOPPED, f"stopped with {len(left)} runs left; resume to finish"
+            )
         return self.store.get_benchmark(bench.id)
 
     def spent(self, benchmark_id: str) -> tuple[int, float]:
@@ -233,11 +255,15 @@ class BenchmarkRunner:
         it would stop again at once."""
         tokens, cost = self.spent(benchmark_id)
         if max_tokens is not None and max_tokens <= tokens:
-            raise BenchmarkError(f"benchmark {benchmark_id} has spent {tokens:,} tokens already: a token budget of "
-                                 f"{max_tokens:,} would stop it again at once; give more than {tokens:,}")
+            raise BenchmarkError(
+                f"benchmark {benchmark_id} has spent {tokens:,} tokens already: a token budget of "
+                f"{max_tokens:,} would stop it again at once; give more than {tokens:,}"
+            )
         if max_cost is not None and max_cost <= cost:
-            raise BenchmarkError(f"benchmark {benchmark_id} has spent ${cost:.4f} already: a cost budget of "
-                                 f"${max_cost:.4f} would stop it again at once; give more than ${cost:.4f}")
+            raise BenchmarkError(
+                f"benchmark {benchmark_id} has spent ${cost:.4f} already: a cost budget of "
+                f"${max_cost:.4f} would stop it again at once; give more than ${cost:.4f}"
+            )
         self.store.set_budget(benchmark_id, max_tokens=max_tokens, max_cost=max_cost)
 
     def _harness_error(self, bench: Benchmark, row_id: int, exc: Exception) -> None:
@@ -260,13 +286,24 @@ class BenchmarkRunner:
                 kept.update(usage_metrics(self.services.repo, run))
             except Exception:  # noqa: BLE001 - the usage is a bonus; the mark must be stored
                 log.exception("benchmark item %s: its run's usage could not be read", row_id)
-        again = (f"; `thoughtmap bench --rescore {bench.id}` scores it again" if run is not None
-                 else "; it has no run to score")
-        self.store.finish_item(row_id, status=ItemStatus.FAILED, prediction="", metrics=kept, eval_usage={},
-                               error=what + again)
+        again = (
+            f"; `thoughtmap bench --rescore {bench.id}` scores it again"
+            if run is not None
+            else "; it has no run to score"
+        )
+        self.store.finish_item(
+            row_id, status=ItemStatus.FAILED, prediction="", metrics=kept, eval_usage={}, error=what + again
+        )
 
-    def _do_row(self, bench: Benchmark, row: BenchmarkItem, item: Item, budget: _BudgetGate,
-                stop: threading.Event, reader: EvalLLM) -> None:
+    def _do_row(
+        self,
+        bench: Benchmark,
+        row: BenchmarkItem,
+        item: Item,
+        budget: _BudgetGate,
+        stop: threading.Event,
+        reader: EvalLLM,
+    ) -> None:
         runner = self.services.runner
         run_id = row.run_id
         if run_id is None or not self._stored(run_id):
@@ -278,10 +315,16 @@ class BenchmarkRunner:
                 self.store.attach_run(stored_id(row), run_id)
             max_tokens, max_cost = budget.left()
             runner.create_run(
-                question=item.question, method=row.method, params=bench.params.get(row.method, {}),
-                llm_info=bench.llm_info, search_mode=bench.search_mode, max_tokens=max_tokens,
-                max_cost=max_cost, search_exclusions=item.exclusions.model_dump() if item.exclusions else None,
-                run_id=run_id, user_id=bench.user_id,  # the benchmark's person owns its runs
+                question=item.question,
+                method=row.method,
+                params=bench.params.get(row.method, {}),
+                llm_info=bench.llm_info,
+                search_mode=bench.search_mode,
+                max_tokens=max_tokens,
+                max_cost=max_cost,
+                search_exclusions=item.exclusions.model_dump() if item.exclusions else None,
+                run_id=run_id,
+                user_id=bench.user_id,  # the benchmark's person owns its runs
             )
             runner.start(run_id)
         else:
@@ -320,9 +363,14 @@ class BenchmarkRunner:
         answered = run.status == RunStatus.DONE
         if answered and bench.judges:
             scores.update(self._judge(bench, run_id, item, counted))
-        self.store.finish_item(stored_id(row), status=ItemStatus.SCORED if answered else ItemStatus.FAILED,
-                               prediction=prediction[:20000], metrics=scores, eval_usage=usage.as_dict(),
-                               error=error or scores.get("reader_error", ""))
+        self.store.finish_item(
+            stored_id(row),
+            status=ItemStatus.SCORED if answered else ItemStatus.FAILED,
+            prediction=prediction[:20000],
+            metrics=scores,
+            eval_usage=usage.as_dict(),
+            error=error or scores.get("reader_error", ""),
+        )
 
     def rescore(self, benchmark_id: str, *, progress: Progress | None = None) -> Rescored:
         """Score every finished item again from its stored run, with this release's scoring (after a
@@ -347,17 +395,21 @@ class BenchmarkRunner:
             usage = EvalUsage()
             known = _reading_to_keep(row, items[row.item_id])
             try:
-                prediction, scores, error = score_item(self.services.repo, run_id, items[row.item_id],
-                                                       reader.with_usage(usage), known_reading=known)
+                prediction, scores, error = score_item(
+                    self.services.repo, run_id, items[row.item_id], reader.with_usage(usage), known_reading=known
+                )
             except BudgetSpent as exc:  # it needs the reader again, and the budget is spent: kept as it was
                 left, reached = left + 1, exc.reached
                 continue
             # The judges' scores stay (they are not asked again), and so does anything else this
             # scoring does not compute; a reader error it did not meet again is gone, and so is the
             # version of a reading this scoring did not ask the reader for.
-            kept = {k: v for k, v in row.metrics.items()
-                    if k not in ("reader_error", "reader_version", HARNESS_ERROR, JUDGE_ERROR)
-                    and (k not in scores or (bench.judges and k in JUDGED))}
+            kept = {
+                k: v
+                for k, v in row.metrics.items()
+                if k not in ("reader_error", "reader_version", HARNESS_ERROR, JUDGE_ERROR)
+                and (k not in scores or (bench.judges and k in JUDGED))
+            }
             scores = {**scores, **kept}
             run = self.services.repo.get_run(run_id)
             if row.id in judged_again and run.status == RunStatus.DONE:
@@ -366,12 +418,15 @@ class BenchmarkRunner:
                 except BudgetSpent as exc:  # its judges wait for a raised budget, and say so meanwhile
                     left, reached = left + 1, exc.reached
                     scores[JUDGE_ERROR] = row.metrics[JUDGE_ERROR]
-            spent = {k: row.eval_usage.get(k, 0) + v for k, v in usage.as_dict().items()
-                     if isinstance(v, (int, float))}
-            self.store.finish_item(stored_id(row),
-                                   status=ItemStatus.SCORED if run.status == RunStatus.DONE else ItemStatus.FAILED,
-                                   prediction=prediction[:20000], metrics=scores, eval_usage={**row.eval_usage, **spent},
-                                   error=error or scores.get("reader_error", ""))
+            spent = {k: row.eval_usage.get(k, 0) + v for k, v in usage.as_dict().items() if isinstance(v, (int, float))}
+            self.store.finish_item(
+                stored_id(row),
+                status=ItemStatus.SCORED if run.status == RunStatus.DONE else ItemStatus.FAILED,
+                prediction=prediction[:20000],
+                metrics=scores,
+                eval_usage={**row.eval_usage, **spent},
+                error=error or scores.get("reader_error", ""),
+            )
             scored += 1
             if progress is not None:
                 progress(self.store.get_item(stored_id(row)))
@@ -389,8 +444,9 @@ class BenchmarkRunner:
                 self.check_same_llm(bench)  # a reading or verdict asked again must come from the benchmark's model
                 checked.append(True)
             now = tally.as_dict()
-            if reached := _over_budget(bench, before[0] + int(now["prompt_tokens"] + now["completion_tokens"]),
-                                       before[1] + now["cost"]):
+            if reached := _over_budget(
+                bench, before[0] + int(now["prompt_tokens"] + now["completion_tokens"]), before[1] + now["cost"]
+            ):
                 raise BudgetSpent(reached)
 
         return gate
@@ -414,8 +470,14 @@ class BenchmarkRunner:
         """The benchmark's LLM judges on one answered item (their calls count in `llm`'s usage); a
         judge that fails is noted with the item, not fatal."""
         try:
-            scores, _judged = judge_item(self.store, llm, load_judged_run(self.services.repo, run_id), item,
-                                         tuple(bench.judges), benchmark_id=bench.id)
+            scores, _judged = judge_item(
+                self.store,
+                llm,
+                load_judged_run(self.services.repo, run_id),
+                item,
+                tuple(bench.judges),
+                benchmark_id=bench.id,
+            )
         except (JudgeInputError, LLMError) as exc:
             return {JUDGE_ERROR: str(getattr(exc, "user_message", exc))[:500]}
         return scores
@@ -430,7 +492,8 @@ class BenchmarkRunner:
                 f"benchmark {bench.id} ran on {bench.llm_info.get('description') or bench.llm_info.get('model')}, "
                 f"and this {kind} LLM is {here.get('description') or here.get('model')}: continuing would mix two "
                 "models in one table. Set the same model (THOUGHTMAP_MODEL, OPENAI_BASE_URL or "
-                "THOUGHTMAP_LOCAL_MODEL) to continue it, or start a new benchmark.")
+                "THOUGHTMAP_LOCAL_MODEL) to continue it, or start a new benchmark."
+            )
 
     def reader_for(self, bench: Benchmark) -> EvalLLM:
         """The reader runs on the benchmark's own LLM unless one was given (THOUGHTMAP_MODEL_READER
@@ -460,17 +523,20 @@ class Rescored:
         """What to do about the items left (empty when none was)."""
         if not self.left:
             return ""
-        return (f"the {_BUDGET_NAMES[self.reached]} budget of benchmark {benchmark_id} was reached: {self.left} "
-                f"items that need the reader or a judge again keep their old scores; raise the budget and score "
-                f"them: thoughtmap bench --rescore {benchmark_id} {_RAISE_FLAGS[self.reached]}")
+        return (
+            f"the {_BUDGET_NAMES[self.reached]} budget of benchmark {benchmark_id} was reached: {self.left} "
+            f"items that need the reader or a judge again keep their old scores; raise the budget and score "
+            f"them: thoughtmap bench --rescore {benchmark_id} {_RAISE_FLAGS[self.reached]}"
+        )
 
 
 def budget_that_stopped(bench: Benchmark) -> str | None:
-    """"token" or "cost": the budget that stopped this benchmark (its note says so), else None. The
+    """ "token" or "cost": the budget that stopped this benchmark (its note says so), else None. The
     app says it in its own words, with the inputs to raise it, instead of the CLI's command."""
-    stopped = re.match(rf"the (token|cost)s? budget {_BUDGET_REACHED} ", bench.note or "")  # "tokens": before 2026-11-28
+    stopped = re.match(
+        rf"the (token|cost)s? budget {_BUDGET_REACHED} ", bench.note or ""
+    )  # "tokens": before 2026-11-28
     return stopped.group(1) if stopped and bench.status == BenchmarkStatus.STOPPED else None
-
 
 
 def _over_budget(bench: Benchmark, tokens: int, cost: float) -> str | None:
@@ -520,8 +586,10 @@ class _BudgetGate:
         if self.bench.max_tokens is None and self.bench.max_cost is None:
             return None, None
         tokens, cost = self._spent()
-        return (None if self.bench.max_tokens is None else max(1, self.bench.max_tokens - tokens),
-                None if self.bench.max_cost is None else max(1e-9, self.bench.max_cost - cost))
+        return (
+            None if self.bench.max_tokens is None else max(1, self.bench.max_tokens - tokens),
+            None if self.bench.max_cost is None else max(1e-9, self.bench.max_cost - cost),
+        )
 
     def spent_out(self) -> bool:
         if self._stopped_on is not None:
@@ -538,8 +606,11 @@ def _reading_to_keep(row: BenchmarkItem, item: Item) -> str | None:
     """The reader's stored reading of this item, when a rescore may reuse it: one that succeeded,
     with this version of its prompt (readings stored before versions were recorded are version 1)."""
     metrics = row.metrics
-    if (metrics.get("answer_source") == "reader" and not metrics.get("reader_error")
-            and metrics.get("reader_version", 1) == reader_version(item.answer_type == "yesno")):
+    if (
+        metrics.get("answer_source") == "reader"
+        and not metrics.get("reader_error")
+        and metrics.get("reader_version", 1) == reader_version(item.answer_type == "yesno")
+    ):
         return row.prediction
     return None
 
@@ -547,4 +618,5 @@ def _reading_to_keep(row: BenchmarkItem, item: Item) -> str | None:
 def _finished(run: Run) -> bool:
     """The run ended for good: done, failed, or stopped by the person (a budget stop is resumed)."""
     return run.status in (RunStatus.DONE, RunStatus.FAILED) or (
-        run.status == RunStatus.STOPPED and not stopped_by_budget(run))
+        run.status == RunStatus.STOPPED and not stopped_by_budget(run)
+    )

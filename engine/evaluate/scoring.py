@@ -42,8 +42,11 @@ def evidence_recall(repo: Repository, run: Run, item: Item) -> dict[str, float]:
     recall = metrics.retrieval_recall(titles, item.supporting_titles, k=RECALL_AT) if titles is not None else None
     if recall is None:
         return {}
-    return {"evidence_recall_any": recall.any_gold, "evidence_recall_all": recall.all_gold,
-            "evidence_recall_fraction": recall.fraction}
+    return {
+        "evidence_recall_any": recall.any_gold,
+        "evidence_recall_all": recall.all_gold,
+        "evidence_recall_fraction": recall.fraction,
+    }
 
 
 def cited_recall(markdown: str, sources: Sequence[Source], item: Item) -> dict[str, float]:
@@ -77,8 +80,9 @@ def answered(run: Run) -> bool:
     return run.status == RunStatus.DONE
 
 
-def score_item(repo: Repository, run_id: str, item: Item, reader: EvalLLM,
-               known_reading: str | None = None) -> tuple[str, dict[str, Any], str]:
+def score_item(
+    repo: Repository, run_id: str, item: Item, reader: EvalLLM, known_reading: str | None = None
+) -> tuple[str, dict[str, Any], str]:
     """(prediction, metrics, error) of one finished run. A run that failed or stopped scores zero on
     its answer metrics and keeps its usage; the error says why. A reader that fails scores the
     answer 0 with `reader_error` set (the run is not failed for it; a rescore reads it again).
@@ -94,14 +98,16 @@ def score_item(repo: Repository, run_id: str, item: Item, reader: EvalLLM,
         scores.update(own_citation_check(report.data if report is not None else {}))
     # Fewer than two sources: no diversity at all (the metric's own 0.0), not an item left out.
     texts = [s.text or s.snippet for s in sources]
-    scores["information_diversity"] = (metrics.information_diversity(metrics.text_vectors(texts))
-                                       if len(texts) >= 2 else 0.0)
+    scores["information_diversity"] = (
+        metrics.information_diversity(metrics.text_vectors(texts)) if len(texts) >= 2 else 0.0
+    )
     if item.supporting_titles:
         ordered = retrieval_order(sources, repo.node_source_links(run_id))
         recall = metrics.retrieval_recall([s.title for s in ordered], item.supporting_titles, k=RECALL_AT)
         if recall is not None:
             scores.update(
-                {"recall_any": recall.any_gold, "recall_all": recall.all_gold, "recall_fraction": recall.fraction})
+                {"recall_any": recall.any_gold, "recall_all": recall.all_gold, "recall_fraction": recall.fraction}
+            )
         scores.update(evidence_recall(repo, run, item))
         if answered(run):  # a failed run's report cites nothing it found
             scores.update(cited_recall(markdown, sources, item))
@@ -115,8 +121,13 @@ def score_item(repo: Repository, run_id: str, item: Item, reader: EvalLLM,
                 # A reading stored before the reader read `shown_text` may carry its escapes (`&amp;`).
                 read = ReadAnswer(answer=shown_text(known_reading), source="reader")
             else:
-                read = read_answer(reader, question=item.question, report_markdown=markdown, report_data=data,
-                                   yes_no=item.answer_type == "yesno")
+                read = read_answer(
+                    reader,
+                    question=item.question,
+                    report_markdown=markdown,
+                    report_data=data,
+                    yes_no=item.answer_type == "yesno",
+                )
             prediction = read.answer
             scores["answer_source"] = read.source
             if read.source == "reader":
@@ -132,8 +143,9 @@ def score_item(repo: Repository, run_id: str, item: Item, reader: EvalLLM,
         # A failed run's report is a placeholder that says so: it is no article to score.
         text = shown_text(strip_markers(markdown)) if answered(run) else ""
         prediction = text
-        scores["heading_recall"] = (metrics.heading_recall(_HEADING.findall(markdown), item.reference_outline)
-                                    if text.strip() else 0.0)
+        scores["heading_recall"] = (
+            metrics.heading_recall(_HEADING.findall(markdown), item.reference_outline) if text.strip() else 0.0
+        )
         scores["rouge_l"] = metrics.rouge_l(text, item.reference_text) if text.strip() else 0.0
         # Must stay False: the item's own article is excluded from its retrieval (datasets.Item.exclusions).
         own = item.reference_title.casefold()
@@ -183,8 +195,11 @@ def citation_counts(markdown: str, source_ids: set[int]) -> dict[str, Any]:
     """Markers in the final report and the ones that point to no source of the run (judge-free)."""
     markers = [int(m) for m in _STORED_MARKER.findall(markdown)]
     dangling = sum(1 for m in markers if m not in source_ids)
-    return {"citations": len(markers), "cited_sources": len(set(cited_source_ids(markdown))),
-            "dangling_citations": dangling}
+    return {
+        "citations": len(markers),
+        "cited_sources": len(set(cited_source_ids(markdown))),
+        "dangling_citations": dangling,
+    }
 
 
 def own_citation_check(data: dict[str, Any]) -> dict[str, Any]:
@@ -193,8 +208,11 @@ def own_citation_check(data: dict[str, Any]) -> dict[str, Any]:
     own = data.get("metrics") if isinstance(data, dict) else None
     if not isinstance(own, dict):
         return {}
-    return {key: float(own[key]) for key in ("support_rate", "citation_error_rate")
-            if isinstance(own.get(key), (int, float)) and not isinstance(own.get(key), bool)}
+    return {
+        key: float(own[key])
+        for key in ("support_rate", "citation_error_rate")
+        if isinstance(own.get(key), (int, float)) and not isinstance(own.get(key), bool)
+    }
 
 
 __all__ = ["RECALL_AT", "answered", "citation_counts", "own_citation_check", "score_item", "usage_metrics"]

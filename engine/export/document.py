@@ -52,8 +52,10 @@ _CODE_SPAN = re.compile(r"(?<![`\\])(`+)(?!`).{1,1000}?(?<!`)\1(?!`)")
 _STRONG = re.compile(r"\*\*(?=\S)(.{1,1000}?)(?<=\S)\*\*|(?<![\w_])__(?=\S)(.{1,1000}?)(?<=\S)__(?![\w_])")
 # Italics likewise, after bold: `*word*` and `_a note_`, never an escaped marker (`\*`, `\_`, as the
 # sanitiser writes a model's literal ones), never inside a word (`a_b_c`, `2*3*4`).
-_EMPHASIS = re.compile(r"(?<![\w*\\])\*(?=[^\s*])(.{1,1000}?)(?<=[^\s*\\])\*(?![\w*])"
-                       r"|(?<![\w_\\])_(?=[^\s_])(.{1,1000}?)(?<=[^\s_\\])_(?![\w_])")
+_EMPHASIS = re.compile(
+    r"(?<![\w*\\])\*(?=[^\s*])(.{1,1000}?)(?<=[^\s*\\])\*(?![\w*])"
+    r"|(?<![\w_\\])_(?=[^\s_])(.{1,1000}?)(?<=[^\s_\\])_(?![\w_])"
+)
 _URL = re.compile(r"https?://[^\s<>()\[\]`]+")
 # Characters XML 1.0 does not allow, left after `terminal_text` (which removes the C0 controls and
 # replaces lone surrogates): python-docx refuses a run that holds one, and a page or a model can
@@ -110,7 +112,7 @@ def _prose_parts(text: str, numbers: set[int]) -> list[str | int]:
     last = 0
     for match in _CITATION.finditer(text):
         if int(match.group(1)) in numbers:
-            parts.append(_shown(text[last:match.start()]))
+            parts.append(_shown(text[last : match.start()]))
             parts.append(int(match.group(1)))
             last = match.end()
     parts.append(_shown(text[last:]))
@@ -182,7 +184,7 @@ def _table(lines: list[str], start: int, numbers: set[int], code_at: Collection[
     rows = [tuple(header)]
     end = start + 2
     while end < len(lines) and lines[end].strip() and "|" in lines[end] and end not in code_at:
-        cells = _cells(lines[end], numbers)[:len(header)]
+        cells = _cells(lines[end], numbers)[: len(header)]
         rows.append(tuple(cells + [()] * (len(header) - len(cells))))
         end += 1
     return Block("table", (), rows=tuple(rows)), end
@@ -226,7 +228,7 @@ def body_blocks(markdown: str, numbers: set[int]) -> list[Block]:
         index += 1
         # A quote's words stay, its `>` goes; a `#` line in a quote is text, as in the Markdown export.
         quoted = _QUOTE.match(line)
-        line = line[quoted.end():] if quoted else line
+        line = line[quoted.end() :] if quoted else line
         heading = None if quoted else _HEADING.match(line)
         bullet, numbered = _BULLET.match(line), _NUMBERED.match(line)
         if not line.strip() or _RULE.match(line):
@@ -236,7 +238,9 @@ def body_blocks(markdown: str, numbers: set[int]) -> list[Block]:
             paragraph.append(heading.group(2).strip())
         elif heading:
             flush()
-            blocks.append(Block("heading", inline_parts(heading.group(2), numbers), level=max(2, len(heading.group(1)))))
+            blocks.append(
+                Block("heading", inline_parts(heading.group(2), numbers), level=max(2, len(heading.group(1))))
+            )
         elif bullet:
             flush()
             blocks.append(Block("bullet", inline_parts(bullet.group(1), numbers)))
@@ -255,10 +259,13 @@ def build_document(repo: Repository, run_id: str) -> ReportDocument:
     sources = {s.id: s for s in repo.list_sources(run_id) if s.id is not None}  # stored: all have ids
     report = repo.latest_report(run_id)
     model = run.llm_info.get("model") or run.llm_info.get("kind") or "?"
-    document = ReportDocument(title=_line(heading_words(report_title(run.title or run.question), "Report: ")), facts=[
-        f"Question: {_line(run.question)}",
-        f"Method: {run.method} · Model: {_line(str(model))} · Status: {run.status} · Run: {run.id}",
-    ])
+    document = ReportDocument(
+        title=_line(heading_words(report_title(run.title or run.question), "Report: ")),
+        facts=[
+            f"Question: {_line(run.question)}",
+            f"Method: {run.method} · Model: {_line(str(model))} · Status: {run.status} · Run: {run.id}",
+        ],
+    )
     # The same note as the Markdown's (stop reason, error, warning, out of date), as plain text.
     if note := status_note(repo, run, report):
         document.facts.append(_line(note))
@@ -268,8 +275,9 @@ def build_document(repo: Repository, run_id: str) -> ReportDocument:
         numbering = {sid: n for n, sid in own.numbering.items()}
         # The model's text as the Markdown shows it (`prose_block`): paragraphs of lines, no heading,
         # list, table or code block of its own; the method's own sections keep theirs.
-        document.blocks = (body_blocks(written_block(report, written.text), set(own.numbering))
-                           + body_blocks(own.text, set(own.numbering)))
+        document.blocks = body_blocks(written_block(report, written.text), set(own.numbering)) + body_blocks(
+            own.text, set(own.numbering)
+        )
     else:
         for node, number in partial_nodes(repo.list_nodes(run_id)):
             rendered = number_citations(without_reference_list(node.content.strip()), sources.keys(), start=numbering)
@@ -281,6 +289,13 @@ def build_document(repo: Repository, run_id: str) -> ReportDocument:
         source = sources[source_id]
         url = _line(source.url or "")
         link = url if url.lower().startswith(_WEB) else ""
-        document.sources.append(SourceEntry(number, _line(source.title) or "Untitled", link,
-                                            _line(source.url or source.ref), "web" if source.kind == "web" else "corpus"))
+        document.sources.append(
+            SourceEntry(
+                number,
+                _line(source.title) or "Untitled",
+                link,
+                _line(source.url or source.ref),
+                "web" if source.kind == "web" else "corpus",
+            )
+        )
     return document

@@ -44,8 +44,10 @@ def pdf_font_missing() -> str:
     """What to install when the PDF's font is missing ("" when it is there)."""
     if REGULAR.is_file() and BOLD.is_file():
         return ""
-    return (f"the PDF needs the DejaVu Sans font ({REGULAR}); install Debian's fonts-dejavu-core "
-            "package, or download the Markdown or DOCX version")
+    return (
+        f"the PDF needs the DejaVu Sans font ({REGULAR}); install Debian's fonts-dejavu-core "
+        "package, or download the Markdown or DOCX version"
+    )
 
 
 def _pdf() -> FPDF:
@@ -115,8 +117,14 @@ def missing_characters(pdf: FPDF, document: ReportDocument) -> list[str]:
     silently): code's DejaVu Sans Mono lacks Hebrew, for one, which the regular font has."""
     cmaps = {"": _cmap(pdf, FONT.lower()), "B": _cmap(pdf, FONT.lower() + "B"), MONO: _cmap(pdf, MONO.lower())}
     fallback = _cmap(pdf, CJK.lower()) if CJK.lower() in pdf.fonts else {}
-    return sorted({char for text, style in _texts(document) for char in text
-                   if not char.isspace() and ord(char) not in cmaps[style] and ord(char) not in fallback})
+    return sorted(
+        {
+            char
+            for text, style in _texts(document)
+            for char in text
+            if not char.isspace() and ord(char) not in cmaps[style] and ord(char) not in fallback
+        }
+    )
 
 
 def _cjk(char: str) -> bool:
@@ -137,11 +145,21 @@ def to_pdf(document: ReportDocument) -> bytes:
         # By code point: the font cannot show the characters themselves.
         shown = ", ".join(f"U+{ord(char):04X}" for char in missing[:MISSING_EXAMPLES])
         shown += ", …" if len(missing) > MISSING_EXAMPLES else ""
-        install = (f" Chinese, Japanese and Korean print once Debian's {CJK_PACKAGE} font is installed."
-                   if not CJK_FILE.is_file() and any(map(_cjk, missing)) else "")
-        document = replace(document, facts=[*document.facts, (
-            f"{len(missing)} different characters of this report are not in the PDF's font and are left out "
-            f"({shown}); the DOCX and Markdown downloads keep them.{install}")])
+        install = (
+            f" Chinese, Japanese and Korean print once Debian's {CJK_PACKAGE} font is installed."
+            if not CJK_FILE.is_file() and any(map(_cjk, missing))
+            else ""
+        )
+        document = replace(
+            document,
+            facts=[
+                *document.facts,
+                (
+                    f"{len(missing)} different characters of this report are not in the PDF's font and are left out "
+                    f"({shown}); the DOCX and Markdown downloads keep them.{install}"
+                ),
+            ],
+        )
     # One internal link per source, placed on its entry when the Sources list is written.
     links = {source.number: pdf.add_link() for source in document.sources}
     pdf.set_font(FONT, "B", _HEADING_SIZES[1])

@@ -26,26 +26,42 @@ def neighbourhood(store: KnowledgeStore, graph_id: int, name: str, *, limit: int
         return None
     entity = found[0]
     relations, relations_total = store.relations_of(graph_id, key, limit)
-    ends = {e.key: e.name for e in store.entities_by_keys(
-        graph_id, [k for r in relations for k in (r.source_key, r.target_key)])}
+    ends = {
+        e.key: e.name
+        for e in store.entities_by_keys(graph_id, [k for r in relations for k in (r.source_key, r.target_key)])
+    }
     chunks, sources_total = store.chunks_of_entity(stored_id(entity), limit)
-    return Neighbourhood(entity=Entity(entity.name, entity.type, entity.description),
-                         triples=tuple(triple(r, lambda k: ends.get(k, k)) for r in relations),
-                         sources=tuple(chunk_hit(c) for c in chunks),
-                         relations_total=relations_total, sources_total=sources_total)
+    return Neighbourhood(
+        entity=Entity(entity.name, entity.type, entity.description),
+        triples=tuple(triple(r, lambda k: ends.get(k, k)) for r in relations),
+        sources=tuple(chunk_hit(c) for c in chunks),
+        relations_total=relations_total,
+        sources_total=sources_total,
+    )
 
 
 def triple(relation: KnowledgeRelation, name_of: Callable[[str], str]) -> Triple:
     """A stored relation as a triple, its ends named as the graph names them (`name_of`: key -> name)."""
-    return Triple(subject=name_of(relation.source_key), relation=", ".join(relation.keywords) or "related to",
-                  object=name_of(relation.target_key), description=relation.description)
+    return Triple(
+        subject=name_of(relation.source_key),
+        relation=", ".join(relation.keywords) or "related to",
+        object=name_of(relation.target_key),
+        description=relation.description,
+    )
 
 
 def chunk_hit(chunk: KnowledgeChunk, score: float = 0.0, with_text: bool = True) -> Hit:
     """A chunk as a citable source: the document's ref, title, URL and kind, and the chunk's text."""
     text = chunk.text if with_text else ""
-    return Hit(title=chunk.title, ref=chunk.ref, snippet=text[:SNIPPET_CHARS], text=text,
-               kind=chunk.kind, url=chunk.url, score=score)  # type: ignore[arg-type]
+    return Hit(
+        title=chunk.title,
+        ref=chunk.ref,
+        snippet=text[:SNIPPET_CHARS],
+        text=text,
+        kind=chunk.kind,  # type: ignore[arg-type]
+        url=chunk.url,
+        score=score,
+    )
 
 
 @dataclass
@@ -69,12 +85,12 @@ class GraphBrowser:
     def around(self, name: str, *, limit: int = 20) -> Neighbourhood | None:
         return neighbourhood(self.store, self.graph_id, name, limit=limit)
 
-    def drawing(self, focus_names: Sequence[str], *, around: bool, cap: int | None = None,
-                first: Sequence[tuple[str, str]] = ()) -> GraphDrawing:
+    def drawing(
+        self, focus_names: Sequence[str], *, around: bool, cap: int | None = None, first: Sequence[tuple[str, str]] = ()
+    ) -> GraphDrawing:
         """The part of the graph to draw around `focus_names` (or the whole graph), capped, the
         relations of the `first` pairs before the others (`drawing.py`)."""
-        return draw(self.store, self.graph_id, focus_names, around=around, cap=cap,
-                    first=first)
+        return draw(self.store, self.graph_id, focus_names, around=around, cap=cap, first=first)
 
     def names(self, text: str, *, limit: int = 10) -> list[str]:
         """At most `limit` entity names for typed text: those starting with it (shortest first), then

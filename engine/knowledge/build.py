@@ -95,8 +95,15 @@ def shown_status(graph: KnowledgeGraph) -> str:
 
 
 class CollectionBuilder:
-    def __init__(self, store: KnowledgeStore, corpus: CorpusStore, llm: EvalLLM, parallel: Parallel, *,
-                 batch_size: int = BATCH_SIZE) -> None:
+    def __init__(
+        self,
+        store: KnowledgeStore,
+        corpus: CorpusStore,
+        llm: EvalLLM,
+        parallel: Parallel,
+        *,
+        batch_size: int = BATCH_SIZE,
+    ) -> None:
         self.store = store
         self.corpus = corpus
         self.llm = llm
@@ -107,23 +114,39 @@ class CollectionBuilder:
     def graph(self, collection: str, chunk_tokens: int = DEFAULT_CHUNK_TOKENS) -> KnowledgeGraph | None:
         return self.store.find_graph(collection_graph_key(collection, chunk_tokens))
 
-    def build(self, collection: str, *, chunk_tokens: int = DEFAULT_CHUNK_TOKENS, limit: int | None = None,
-              stop: threading.Event | None = None, on_progress: Callable[[BuildProgress], None] | None = None,
-              llm_info: dict[str, Any] | None = None, max_cost: float | None = None,
-              max_tokens: int | None = None) -> BuildOutcome:
+    def build(
+        self,
+        collection: str,
+        *,
+        chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
+        limit: int | None = None,
+        stop: threading.Event | None = None,
+        on_progress: Callable[[BuildProgress], None] | None = None,
+        llm_info: dict[str, Any] | None = None,
+        max_cost: float | None = None,
+        max_tokens: int | None = None,
+    ) -> BuildOutcome:
         if is_personal_collection(collection):
-            raise KnowledgeError(f"'{collection}' is one person's uploads: a knowledge graph of it would show them to "
-                                 "everyone's runs, so none is built")
+            raise KnowledgeError(
+                f"'{collection}' is one person's uploads: a knowledge graph of it would show them to "
+                "everyone's runs, so none is built"
+            )
         if collection not in self.corpus.collections():
             known = ", ".join(self.corpus.collections()) or "none yet"
             raise KnowledgeError(f"the corpus has no collection '{collection}' (it has: {known})")
-        graph = self.store.open_graph(collection_graph_key(collection, chunk_tokens), scope="collection",
-                                      collection=collection, chunk_tokens=chunk_tokens)
+        graph = self.store.open_graph(
+            collection_graph_key(collection, chunk_tokens),
+            scope="collection",
+            collection=collection,
+            chunk_tokens=chunk_tokens,
+        )
         gid: int = graph.id  # type: ignore[assignment]
         if self.store.claim_graph(gid, self.owner, owner_alive) is None:
-            raise KnowledgeError(f"the graph of '{collection}' is being built by another process "
-                                 f"({graph.owner.split(':')[1] if ':' in graph.owner else graph.owner}); "
-                                 f"stop it with `thoughtmap kg stop --collection {collection}`")
+            raise KnowledgeError(
+                f"the graph of '{collection}' is being built by another process "
+                f"({graph.owner.split(':')[1] if ':' in graph.owner else graph.owner}); "
+                f"stop it with `thoughtmap kg stop --collection {collection}`"
+            )
         if llm_info:
             self.store.set_llm_info(gid, llm_info)
         self.store.add_chunks(gid, corpus_chunks(self.corpus.iter_collection_chunks(collection, limit), chunk_tokens))
@@ -169,17 +192,30 @@ class CollectionBuilder:
 
     def _nothing_extracted(self, graph_id: int, progress: BuildProgress) -> str:
         first = self.store.first_chunk_error(graph_id)
-        return (f"the model's answers could not be used for any of the {progress.failed_chunks} chunks tried"
-                + (f" (the first: {first[:300]})" if first else "")
-                + "; use a more capable model (THOUGHTMAP_MODEL_KNOWLEDGE, --llm openai), then build again")
+        return (
+            f"the model's answers could not be used for any of the {progress.failed_chunks} chunks tried"
+            + (f" (the first: {first[:300]})" if first else "")
+            + "; use a more capable model (THOUGHTMAP_MODEL_KNOWLEDGE, --llm openai), then build again"
+        )
 
     def progress(self, graph_id: int) -> BuildProgress:
         counts = self.store.counts(graph_id)
-        return BuildProgress(chunks_done=counts.chunks_done, chunks_total=counts.chunks_total,
-                             entities=counts.entities, relations=counts.relations, failed_chunks=counts.chunks_failed)
+        return BuildProgress(
+            chunks_done=counts.chunks_done,
+            chunks_total=counts.chunks_total,
+            entities=counts.entities,
+            relations=counts.relations,
+            failed_chunks=counts.chunks_failed,
+        )
 
-    def _why_stop(self, graph_id: int, stop: threading.Event | None, max_cost: float | None,
-                  max_tokens: int | None, spent: KnowledgeGraph) -> str:
+    def _why_stop(
+        self,
+        graph_id: int,
+        stop: threading.Event | None,
+        max_cost: float | None,
+        max_tokens: int | None,
+        spent: KnowledgeGraph,
+    ) -> str:
         """Why the build stops before its next batch ("" to go on). `spent`: the graph as it stood when
         this build began (the budget counts what this build spends)."""
         if stop is not None and stop.is_set():
@@ -201,5 +237,6 @@ class CollectionBuilder:
 
     def _end(self, graph_id: int, status: str, reason: str) -> BuildOutcome:
         self.store.set_status(graph_id, status, error=reason)
-        return BuildOutcome(graph=self.store.get_graph(graph_id), progress=self.progress(graph_id), status=status,
-                            reason=reason)
+        return BuildOutcome(
+            graph=self.store.get_graph(graph_id), progress=self.progress(graph_id), status=status, reason=reason
+        )

@@ -42,8 +42,12 @@ def chunk_documents(documents: Sequence[Hit], chunk_tokens: int = DEFAULT_CHUNK_
     for document in documents:
         for piece in chunk_text(document.text or document.snippet, target, overlap):
             key = text_hash(piece)
-            chunks.setdefault(key, ChunkInput(key=key, ref=document.ref, title=document.title, text=piece,
-                                              url=document.url, kind=document.kind))
+            chunks.setdefault(
+                key,
+                ChunkInput(
+                    key=key, ref=document.ref, title=document.title, text=piece, url=document.url, kind=document.kind
+                ),
+            )
     return list(chunks.values())
 
 

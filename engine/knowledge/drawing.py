@@ -62,22 +62,34 @@ class GraphDrawing:
 
     def says(self) -> str:
         """How much of the graph is drawn and why, in a reader's words (one line)."""
-        shown = (f"{len(self.relations):,} of {self.relations_total:,} relations and {len(self.entities):,} of "
-                 f"{self.entities_total:,} entities")
+        shown = (
+            f"{len(self.relations):,} of {self.relations_total:,} relations and {len(self.entities):,} of "
+            f"{self.entities_total:,} entities"
+        )
         if self.around:
             if not self.focus:
                 return f"{shown}: none of the node's entities is in the graph"
-            rule = (f"the relations of the {len(self.focus)} entities the node's units name first, then their "
-                    "neighbours'")
+            rule = (
+                f"the relations of the {len(self.focus)} entities the node's units name first, then their neighbours'"
+            )
             return f"{shown}: {rule}" + (f" (at most {self.cap})" if self.capped else "")
         if not self.capped:
             return f"{shown}: the whole graph"
-        return (f"{shown}: at most {self.cap}, the relations of the node's units first, then those of the "
-                "most connected entities")
+        return (
+            f"{shown}: at most {self.cap}, the relations of the node's units first, then those of the "
+            "most connected entities"
+        )
 
 
-def draw(store: KnowledgeStore, graph_id: int, focus_names: Iterable[str], *, around: bool,
-         cap: int | None = None, first: Sequence[tuple[str, str]] = ()) -> GraphDrawing:
+def draw(
+    store: KnowledgeStore,
+    graph_id: int,
+    focus_names: Iterable[str],
+    *,
+    around: bool,
+    cap: int | None = None,
+    first: Sequence[tuple[str, str]] = (),
+) -> GraphDrawing:
     """The part of graph `graph_id` to draw: around the entities named `focus_names` (`around`), or
     the whole graph, at most `cap` relations (`AROUND_CAP` or `WHOLE_CAP` by default). `first`: pairs
     of entity names whose relation goes before any other (a node's own triples, the cited ones first),
@@ -99,16 +111,22 @@ def draw(store: KnowledgeStore, graph_id: int, focus_names: Iterable[str], *, ar
     # A focus entity whose relations the cap left out would float alone: drawn only when nothing is cut.
     keys = ends if len(chosen) >= cap else list(dict.fromkeys([*sorted(focus), *ends]))
     rows = {e.key: e for e in store.entities_by_keys(graph_id, keys)}
-    entities = tuple(DrawnEntity(k, rows[k].name, rows[k].type, rows[k].description[:DESCRIPTION_CHARS])
-                     for k in keys if k in rows)
-    relations = tuple(DrawnRelation(r.source_key, r.target_key, ", ".join(r.keywords) or "related to",
-                                    r.description[:DESCRIPTION_CHARS])
-                      for r in chosen if r.source_key in rows and r.target_key in rows)
+    entities = tuple(
+        DrawnEntity(k, rows[k].name, rows[k].type, rows[k].description[:DESCRIPTION_CHARS]) for k in keys if k in rows
+    )
+    relations = tuple(
+        DrawnRelation(
+            r.source_key, r.target_key, ", ".join(r.keywords) or "related to", r.description[:DESCRIPTION_CHARS]
+        )
+        for r in chosen
+        if r.source_key in rows and r.target_key in rows
+    )
     return GraphDrawing(entities, relations, counts.entities, counts.relations, cap, around, frozenset(focus))
 
 
-def _focus_relations(store: KnowledgeStore, graph_id: int, focus: set[str], cap: int,
-                     first: Sequence[frozenset[str]] = ()) -> list[KnowledgeRelation]:
+def _focus_relations(
+    store: KnowledgeStore, graph_id: int, focus: set[str], cap: int, first: Sequence[frozenset[str]] = ()
+) -> list[KnowledgeRelation]:
     """The focus entities' relations: those of the `first` pairs in their order, then the others between
     two focus entities, then the rest, at most `cap`. Read with room to spare, so the ones between two
     focus entities are found among a hub's others."""
@@ -121,8 +139,9 @@ def _focus_relations(store: KnowledgeStore, graph_id: int, focus: set[str], cap:
     return _more(_more(named, inside, cap), touching, cap)
 
 
-def _more(chosen: Sequence[KnowledgeRelation], others: Sequence[KnowledgeRelation],
-          cap: int) -> list[KnowledgeRelation]:
+def _more(
+    chosen: Sequence[KnowledgeRelation], others: Sequence[KnowledgeRelation], cap: int
+) -> list[KnowledgeRelation]:
     """`chosen`, then those of `others` not in it, at most `cap` in all."""
     out = list(chosen[:cap])
     seen = {r.id for r in out}

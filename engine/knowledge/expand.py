@@ -17,8 +17,9 @@ def adjacency(edges: Iterable[tuple[str, str]]) -> dict[str, set[str]]:
     return out
 
 
-def expand(seeds: Iterable[str], neighbours: dict[str, set[str]], hops: int,
-           per_hop: int | None = None) -> dict[str, int]:
+def expand(
+    seeds: Iterable[str], neighbours: dict[str, set[str]], hops: int, per_hop: int | None = None
+) -> dict[str, int]:
     """Entity key -> its distance in relations from the nearest seed (0 for the seeds), for every
     entity within `hops`. With `per_hop`, each hop keeps at most that many new entities, the most
     connected first (then by key): a hub such as a country would otherwise pull in half the graph."""

@@ -55,7 +55,9 @@ def extraction_budget(chunk: KnowledgeChunk, cap: int = EXTRACT_MAX_TOKENS) -> i
 class Asker(Protocol):
     """A structured LLM call (`RunLLM.ask` bound to a node, or `EvalLLM.ask` for a collection build)."""
 
-    def __call__(self, messages: Any, output_type: type[T], *, purpose: str = ..., max_tokens: int | None = ...) -> T: ...
+    def __call__(
+        self, messages: Any, output_type: type[T], *, purpose: str = ..., max_tokens: int | None = ...
+    ) -> T: ...
 
 
 Parallel = Callable[[Sequence[Callable[[], Any]]], list[Any]]
@@ -83,8 +85,15 @@ def extraction_prompt(chunk: KnowledgeChunk) -> PromptMessages:
 class ChunkExtractor:
     """Extracts chunks of one graph and merges each result into it."""
 
-    def __init__(self, store: KnowledgeStore, graph_id: int, ask: Asker, parallel: Parallel,
-                 checkpoint: Callable[[], None] | None = None, max_tokens: int = EXTRACT_MAX_TOKENS) -> None:
+    def __init__(
+        self,
+        store: KnowledgeStore,
+        graph_id: int,
+        ask: Asker,
+        parallel: Parallel,
+        checkpoint: Callable[[], None] | None = None,
+        max_tokens: int = EXTRACT_MAX_TOKENS,
+    ) -> None:
         self._store = store
         self._graph_id = graph_id
         self._ask = ask
@@ -113,8 +122,12 @@ class ChunkExtractor:
         if self._checkpoint is not None:
             self._checkpoint()
         try:
-            extraction = self._ask(extraction_prompt(chunk), Extraction, purpose=PURPOSE,
-                                   max_tokens=extraction_budget(chunk, self._max_tokens))
+            extraction = self._ask(
+                extraction_prompt(chunk),
+                Extraction,
+                purpose=PURPOSE,
+                max_tokens=extraction_budget(chunk, self._max_tokens),
+            )
         except CHUNK_ERRORS as exc:
             self._store.mark_chunk_failed(chunk_id, redact_secrets(str(exc)))
             return exc
@@ -133,8 +146,12 @@ class ChunkExtractor:
                 with self._waiting_lock:
                     batch, self._waiting = self._waiting, []
                 try:
-                    self._store.save_extractions(self._graph_id, [w.extraction for w in batch],
-                                                 merge_entity=merge_entity, merge_relation=merge_relation)
+                    self._store.save_extractions(
+                        self._graph_id,
+                        [w.extraction for w in batch],
+                        merge_entity=merge_entity,
+                        merge_relation=merge_relation,
+                    )
                 except BaseException as exc:
                     for waiting in batch:
                         waiting.error = exc

@@ -25,8 +25,25 @@ DESCRIPTION_CHARS = 300
 _PASSAGE = re.compile(r"<<<PASSAGE\n(.*)\nPASSAGE>>>", re.DOTALL)
 _TITLE = re.compile(r"^Passage title: (.*)$", re.MULTILINE)
 _QUESTION = re.compile(r"^\s*Question\s*:\s*(.*?)\s*$", re.MULTILINE | re.IGNORECASE)
-_ORGANISATION_WORDS = frozenset({"university", "company", "magazine", "records", "inc", "corporation", "party",
-                                 "club", "band", "group", "school", "college", "council", "association", "media"})
+_ORGANISATION_WORDS = frozenset(
+    {
+        "university",
+        "company",
+        "magazine",
+        "records",
+        "inc",
+        "corporation",
+        "party",
+        "club",
+        "band",
+        "group",
+        "school",
+        "college",
+        "council",
+        "association",
+        "media",
+    }
+)
 _PLACE_WORDS = frozenset({"river", "city", "county", "mountain", "island", "lake", "state", "province", "valley"})
 
 
@@ -50,7 +67,7 @@ def extraction_answer(request: ChatRequest) -> str:
     passage = _PASSAGE.search(text)
     body = passage.group(1) if passage else text
     title_match = _TITLE.search(text)
-    title = (title_match.group(1).strip() if title_match else "")
+    title = title_match.group(1).strip() if title_match else ""
     title_names = proper_names(title) if title else []
     subject = title_names[0] if title_names else ""
     entities: dict[str, dict[str, str]] = {}
@@ -74,12 +91,19 @@ def extraction_answer(request: ChatRequest) -> str:
         pairs += list(zip(names, names[1:]))
         for source, target in pairs[:MAX_PAIRS_PER_SENTENCE]:
             pair = tuple(sorted((source.lower(), target.lower())))
-            if source.lower() in entities and target.lower() in entities and pair not in relations \
-                    and len(relations) < MAX_ITEMS:
-                relations[pair] = {"source": source, "target": target,  # type: ignore[index]
-                                   "description": sentence[:DESCRIPTION_CHARS], "keywords": keywords}
-    return json.dumps({"entities": list(entities.values()), "relations": list(relations.values())},
-                      ensure_ascii=False)
+            if (
+                source.lower() in entities
+                and target.lower() in entities
+                and pair not in relations
+                and len(relations) < MAX_ITEMS
+            ):
+                relations[pair] = {  # type: ignore[index]
+                    "source": source,
+                    "target": target,
+                    "description": sentence[:DESCRIPTION_CHARS],
+                    "keywords": keywords,
+                }
+    return json.dumps({"entities": list(entities.values()), "relations": list(relations.values())}, ensure_ascii=False)
 
 
 def keywords_answer(request: ChatRequest) -> str:

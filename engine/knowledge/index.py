@@ -94,8 +94,9 @@ class KeyLevel:
         keys = self.vectors(embedder)
         queries = _unit_rows(embedder.embed(list(keywords)), len(keywords), embedder)
         if queries.shape[1] != keys.shape[1]:
-            raise EmbeddingError(f"{embedder.description} gave keywords {queries.shape[1]} dimensions and keys "
-                                 f"{keys.shape[1]}")
+            raise EmbeddingError(
+                f"{embedder.description} gave keywords {queries.shape[1]} dimensions and keys {keys.shape[1]}"
+            )
         best = (queries @ keys.T).max(axis=0)
         order = sorted((int(i) for i in np.flatnonzero(best >= MIN_SIMILARITY)), key=lambda i: (-best[i], i))
         return [(i, float(best[i])) for i in order]
@@ -103,8 +104,10 @@ class KeyLevel:
     def vectors(self, embedder: Embedder) -> np.ndarray:
         """The keys' unit vectors by `embedder`, embedded once (a previous index's reused)."""
         if len(self.texts) > MAX_EMBEDDED_KEYS:
-            raise EmbeddingError(f"the graph has {len(self.texts):,} {self.name} keys, more than the "
-                                 f"{MAX_EMBEDDED_KEYS:,} embedded per graph")
+            raise EmbeddingError(
+                f"the graph has {len(self.texts):,} {self.name} keys, more than the "
+                f"{MAX_EMBEDDED_KEYS:,} embedded per graph"
+            )
         model = embedder.description
         with self._lock:
             if model not in self._vectors:
@@ -130,8 +133,9 @@ class KeyLevel:
             raise EmbeddingError(f"{embedder.description} gave vectors of {sorted(dims)} dimensions")
         return np.stack([known[text] for text in self.texts]).astype(np.float32, copy=False)
 
-    def match(self, keywords: Sequence[str], top_k: int, embedder: Embedder | None,
-              on_error: OnError | None) -> list[Matched]:
+    def match(
+        self, keywords: Sequence[str], top_k: int, embedder: Embedder | None, on_error: OnError | None
+    ) -> list[Matched]:
         """The `top_k` best keys: BM25's and the cosine order fused, or BM25's alone (see the module)."""
         if top_k <= 0 or not keywords or not self.texts:
             return []
@@ -155,8 +159,9 @@ def _unit_rows(vectors: Sequence[Sequence[float]], count: int, embedder: Embedde
     except (TypeError, ValueError) as exc:
         raise EmbeddingError(f"{embedder.description} returned vectors of unequal or non-numeric size") from exc
     if rows.ndim != 2 or rows.shape[0] != count or not rows.shape[1]:
-        raise EmbeddingError(f"{embedder.description} returned {rows.shape[0] if rows.ndim else 0} vectors "
-                             f"for {count} texts")
+        raise EmbeddingError(
+            f"{embedder.description} returned {rows.shape[0] if rows.ndim else 0} vectors for {count} texts"
+        )
     norms = np.linalg.norm(rows, axis=1, keepdims=True)
     return rows / np.where(norms > 0, norms, 1.0)
 
@@ -172,19 +177,27 @@ class KeyIndex:
         # In the order of their identity, not their ids (see the module's docstring).
         entities = sorted(contents.entities, key=lambda e: e.key)
         relations = sorted(contents.relations, key=lambda r: r.pair)
-        self.entity_keys: KeyLevel = KeyLevel("entity", [stored_id(e) for e in entities],
-                                              [e.name for e in entities],
-                                              previous.entity_keys if previous is not None else None)
-        self.relation_keys: KeyLevel = KeyLevel("relation", [stored_id(r) for r in relations],
-                                                [relation_key_text(r) for r in relations],
-                                                previous.relation_keys if previous is not None else None)
+        self.entity_keys: KeyLevel = KeyLevel(
+            "entity",
+            [stored_id(e) for e in entities],
+            [e.name for e in entities],
+            previous.entity_keys if previous is not None else None,
+        )
+        self.relation_keys: KeyLevel = KeyLevel(
+            "relation",
+            [stored_id(r) for r in relations],
+            [relation_key_text(r) for r in relations],
+            previous.relation_keys if previous is not None else None,
+        )
 
-    def match_entities(self, keywords: Sequence[str], top_k: int, *, embedder: Embedder | None = None,
-                       on_error: OnError | None = None) -> list[Matched]:
+    def match_entities(
+        self, keywords: Sequence[str], top_k: int, *, embedder: Embedder | None = None, on_error: OnError | None = None
+    ) -> list[Matched]:
         return self.entity_keys.match(keywords, top_k, embedder, on_error)
 
-    def match_relations(self, keywords: Sequence[str], top_k: int, *, embedder: Embedder | None = None,
-                        on_error: OnError | None = None) -> list[Matched]:
+    def match_relations(
+        self, keywords: Sequence[str], top_k: int, *, embedder: Embedder | None = None, on_error: OnError | None = None
+    ) -> list[Matched]:
         return self.relation_keys.match(keywords, top_k, embedder, on_error)
 
 

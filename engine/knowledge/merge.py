@@ -85,8 +85,12 @@ def merge_entity(stored: EntityInput, new: EntityInput) -> EntityInput:
 
 def merge_relation(stored: RelationInput, new: RelationInput) -> RelationInput:
     """One relation from a stored one and a new mention (the stored direction is kept)."""
-    return RelationInput(stored.source_key, stored.target_key, merge_descriptions(stored.description, new.description),
-                         merge_keywords(stored.keywords, new.keywords))
+    return RelationInput(
+        stored.source_key,
+        stored.target_key,
+        merge_descriptions(stored.description, new.description),
+        merge_keywords(stored.keywords, new.keywords),
+    )
 
 
 def normalise_extraction(extraction: Extraction) -> tuple[list[EntityInput], list[RelationInput]]:
@@ -101,8 +105,9 @@ def normalise_extraction(extraction: Extraction) -> tuple[list[EntityInput], lis
         key = entity_key(name)
         if not key:
             continue
-        new = EntityInput(key, name, clean(item.type, MAX_TYPE_CHARS).lower(),
-                          clean(item.description, MAX_DESCRIPTION_CHARS))
+        new = EntityInput(
+            key, name, clean(item.type, MAX_TYPE_CHARS).lower(), clean(item.description, MAX_DESCRIPTION_CHARS)
+        )
         entities[key] = merge_entity(entities[key], new) if key in entities else new
     relations: dict[str, RelationInput] = {}
     for extracted in extraction.relations:
@@ -116,8 +121,10 @@ def normalise_extraction(extraction: Extraction) -> tuple[list[EntityInput], lis
         source, target = ends
         if not source or not target or source == target:
             continue
-        relation = RelationInput(source, target, clean(extracted.description, MAX_DESCRIPTION_CHARS),
-                                 merge_keywords((), extracted.keywords))
-        relations[relation.pair] = (merge_relation(relations[relation.pair], relation) if relation.pair in relations
-                                    else relation)
+        relation = RelationInput(
+            source, target, clean(extracted.description, MAX_DESCRIPTION_CHARS), merge_keywords((), extracted.keywords)
+        )
+        relations[relation.pair] = (
+            merge_relation(relations[relation.pair], relation) if relation.pair in relations else relation
+        )
     return list(entities.values()), list(relations.values())

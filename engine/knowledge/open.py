@@ -36,10 +36,20 @@ class KnowledgeLayer:
         self.store = store
         self.views = GraphViews(store)
 
-    def open(self, *, run_id: str, scope: KnowledgeScope, collection: str | None, ask: Asker,
-             parallel: Parallel, chunk_tokens: int = DEFAULT_CHUNK_TOKENS, checkpoint: Callable[[], None] | None = None,
-             extract_max_tokens: int = EXTRACT_MAX_TOKENS, embedder: Embedder | None = None,
-             on_embedding_error: OnError | None = None) -> StoredKnowledgeBase:
+    def open(
+        self,
+        *,
+        run_id: str,
+        scope: KnowledgeScope,
+        collection: str | None,
+        ask: Asker,
+        parallel: Parallel,
+        chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
+        checkpoint: Callable[[], None] | None = None,
+        extract_max_tokens: int = EXTRACT_MAX_TOKENS,
+        embedder: Embedder | None = None,
+        on_embedding_error: OnError | None = None,
+    ) -> StoredKnowledgeBase:
         """The run's own graph (question scope), or a built collection graph, read only. `checkpoint`
         (the run's) is called before each chunk is extracted; `extract_max_tokens` caps each extraction's
         answer (a small model on a CPU writes slowly: a quick profile lowers it). `embedder` (the
@@ -49,11 +59,21 @@ class KnowledgeLayer:
         if chunk_tokens < 1:
             raise KnowledgeError("chunk_tokens must be at least 1")
         if scope == "question":
-            graph = store.open_graph(question_graph_key(run_id, chunk_tokens), scope="question", run_id=run_id,
-                                     chunk_tokens=chunk_tokens)
-            return StoredKnowledgeBase(store, graph, ask=ask, parallel=parallel, writable=True, views=self.views,
-                                       checkpoint=checkpoint, extract_max_tokens=extract_max_tokens,
-                                       embedder=embedder, on_embedding_error=on_embedding_error)
+            graph = store.open_graph(
+                question_graph_key(run_id, chunk_tokens), scope="question", run_id=run_id, chunk_tokens=chunk_tokens
+            )
+            return StoredKnowledgeBase(
+                store,
+                graph,
+                ask=ask,
+                parallel=parallel,
+                writable=True,
+                views=self.views,
+                checkpoint=checkpoint,
+                extract_max_tokens=extract_max_tokens,
+                embedder=embedder,
+                on_embedding_error=on_embedding_error,
+            )
         if scope != "collection":
             raise KnowledgeError(f"unknown knowledge scope '{scope}' (question or collection)")
         if not collection:
@@ -66,14 +86,24 @@ class KnowledgeLayer:
                 f"the knowledge graph of collection '{collection}' has nothing in it: extraction failed on all "
                 f"{counts.chunks_failed} chunks its build tried (`thoughtmap kg status`). Build it again with a "
                 f"more capable model (`thoughtmap kg build --collection {collection}{size} --llm openai`), or use "
-                "the question scope")
+                "the question scope"
+            )
         if built is None or counts is None or not counts.chunks_done:
             raise KnowledgeNotBuilt(
                 f"the knowledge graph of collection '{collection}' (chunks of {chunk_tokens} tokens) is not built "
                 f"yet: build it once with `thoughtmap kg build --collection {collection}{size}`, or use the "
-                "question scope")
-        return StoredKnowledgeBase(store, built, ask=ask, parallel=parallel, writable=False, views=self.views,
-                                   embedder=embedder, on_embedding_error=on_embedding_error)
+                "question scope"
+            )
+        return StoredKnowledgeBase(
+            store,
+            built,
+            ask=ask,
+            parallel=parallel,
+            writable=False,
+            views=self.views,
+            embedder=embedder,
+            on_embedding_error=on_embedding_error,
+        )
 
     def browse(self, key: str) -> GraphBrowser | None:
         """The stored graph named `key`, to read around one entity at a time (no LLM, read only);

@@ -19,8 +19,10 @@ MAX_QUESTION_KEYWORDS = 8
 class ExtractedEntity(BaseModel):
     name: str = Field(description="The entity's name as written in the text, capitalised.")
     type: str = Field(default="", description="One of the entity types listed in the instructions.")
-    description: str = Field(default="", description="What the text says about the entity: its attributes and "
-                             "activities, in one or two sentences.")
+    description: str = Field(
+        default="",
+        description="What the text says about the entity: its attributes and activities, in one or two sentences.",
+    )
 
 
 class ExtractedRelation(BaseModel):
@@ -28,8 +30,10 @@ class ExtractedRelation(BaseModel):
     target: str = Field(description="The name of the other entity, exactly as in the entities list.")
     description: str = Field(default="", description="Why the two entities are related, according to the text.")
     keywords: Annotated[list[str], at_most(MAX_RELATION_KEYWORDS)] = Field(
-        default_factory=list, description="One to three short, general words or phrases naming the kind of "
-        "relation (themes or concepts, not details).")
+        default_factory=list,
+        description="One to three short, general words or phrases naming the kind of "
+        "relation (themes or concepts, not details).",
+    )
 
 
 class Extraction(BaseModel):
@@ -43,8 +47,11 @@ class QuestionKeywords(BaseModel):
     """Dual-level keywords of a question (the paper's Figure 7: low-level and high-level)."""
 
     detailed: Annotated[list[str], at_most(MAX_QUESTION_KEYWORDS)] = Field(
-        default_factory=list, description="Specific keywords: names of people, places, works, organisations, "
-        "dates and other concrete details the question mentions.")
+        default_factory=list,
+        description="Specific keywords: names of people, places, works, organisations, "
+        "dates and other concrete details the question mentions.",
+    )
     general: Annotated[list[str], at_most(MAX_QUESTION_KEYWORDS)] = Field(
-        default_factory=list, description="General keywords: the concepts, themes or kinds of relation the "
-        "question is about.")
+        default_factory=list,
+        description="General keywords: the concepts, themes or kinds of relation the question is about.",
+    )

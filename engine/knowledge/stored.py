@@ -92,8 +92,11 @@ class GraphViews:
         contents = self._store.contents(graph_id)
         # The same graph grown (same key): its keys' vectors are reused, only new keys are embedded.
         previous = view.index if view is not None and view.version[0] == version[0] else None
-        view = GraphView(version, KeyIndex(contents, previous=previous),
-                         adjacency((r.source_key, r.target_key) for r in contents.relations))
+        view = GraphView(
+            version,
+            KeyIndex(contents, previous=previous),
+            adjacency((r.source_key, r.target_key) for r in contents.relations),
+        )
         with self._lock:
             self._views[graph_id] = view
             self._views.move_to_end(graph_id)
@@ -103,10 +106,20 @@ class GraphViews:
 
 
 class StoredKnowledgeBase:
-    def __init__(self, store: KnowledgeStore, graph: KnowledgeGraph, *, ask: Asker, parallel: Parallel,
-                 writable: bool, views: GraphViews | None = None,
-                 checkpoint: Callable[[], None] | None = None, extract_max_tokens: int = EXTRACT_MAX_TOKENS,
-                 embedder: Embedder | None = None, on_embedding_error: OnError | None = None) -> None:
+    def __init__(
+        self,
+        store: KnowledgeStore,
+        graph: KnowledgeGraph,
+        *,
+        ask: Asker,
+        parallel: Parallel,
+        writable: bool,
+        views: GraphViews | None = None,
+        checkpoint: Callable[[], None] | None = None,
+        extract_max_tokens: int = EXTRACT_MAX_TOKENS,
+        embedder: Embedder | None = None,
+        on_embedding_error: OnError | None = None,
+    ) -> None:
         self._store = store
         self.graph_id: int = graph.id  # type: ignore[assignment]
         self.key = graph.key
@@ -129,32 +142,47 @@ class StoredKnowledgeBase:
         if not self._writable:
             raise KnowledgeError(
                 f"the graph of collection '{self.collection}' is built with `thoughtmap kg build --collection "
-                f"{self.collection}`; a run reads it. Add a run's own documents to the question scope.")
+                f"{self.collection}`; a run reads it. Add a run's own documents to the question scope."
+            )
         chunks = chunk_documents(documents, self.chunk_tokens)
         if chunks:
             self._store.add_chunks(self.graph_id, chunks)
             stored = self._store.chunks_by_keys(self.graph_id, [c.key for c in chunks])
             # Failed chunks too (a resumed run tries them again), a few times at most; done ones never.
-            todo = sorted((c for c in stored if c.status == KnowledgeChunkStatus.PENDING or (
-                c.status == KnowledgeChunkStatus.FAILED and c.attempts < MAX_CHUNK_ATTEMPTS)),
-                key=stored_id)
+            todo = sorted(
+                (
+                    c
+                    for c in stored
+                    if c.status == KnowledgeChunkStatus.PENDING
+                    or (c.status == KnowledgeChunkStatus.FAILED and c.attempts < MAX_CHUNK_ATTEMPTS)
+                ),
+                key=stored_id,
+            )
             if todo:
                 self._extractor.extract(todo)
         return self.progress()
 
     def progress(self) -> BuildProgress:
         counts = self._store.counts(self.graph_id)
-        return BuildProgress(chunks_done=counts.chunks_done, chunks_total=counts.chunks_total,
-                             entities=counts.entities, relations=counts.relations,
-                             failed_chunks=counts.chunks_failed)
+        return BuildProgress(
+            chunks_done=counts.chunks_done,
+            chunks_total=counts.chunks_total,
+            entities=counts.entities,
+            relations=counts.relations,
+            failed_chunks=counts.chunks_failed,
+        )
 
     # ------------------------------------------------------------------ keywords
 
     def keywords(self, question: str) -> Keywords:
         def ask() -> QuestionKeywords | None:
             try:
-                return self._ask(KEYWORDS.render(question=question), QuestionKeywords, purpose=PURPOSE,
-                                 max_tokens=KEYWORDS_MAX_TOKENS)
+                return self._ask(
+                    KEYWORDS.render(question=question),
+                    QuestionKeywords,
+                    purpose=PURPOSE,
+                    max_tokens=KEYWORDS_MAX_TOKENS,
+                )
             except StructuredOutputError:
                 return None
 
@@ -172,16 +200,27 @@ class StoredKnowledgeBase:
 
     # ------------------------------------------------------------------ retrieval
 
-    def retrieve(self, question: str, keywords: Keywords, *, top_k: int, hops: int,
-                 with_triples: bool = True, with_text: bool = True, max_units: int = 10) -> list[KnowledgeUnit]:
+    def retrieve(
+        self,
+        question: str,
+        keywords: Keywords,
+        *,
+        top_k: int,
+        hops: int,
+        with_triples: bool = True,
+        with_text: bool = True,
+        max_units: int = 10,
+    ) -> list[KnowledgeUnit]:
         view = self._views.get(self.graph_id)
         index = view.index
         weights: dict[tuple[str, int], float] = {}  # ("entity"|"relation", id) -> weight
         vias: dict[tuple[str, int], str] = {}
-        entity_hits = index.match_entities(keywords.detailed, top_k, embedder=self._embedder,
-                                           on_error=self._embedding_failed)
-        relation_hits = index.match_relations(keywords.general, top_k, embedder=self._embedder,
-                                              on_error=self._embedding_failed)
+        entity_hits = index.match_entities(
+            keywords.detailed, top_k, embedder=self._embedder, on_error=self._embedding_failed
+        )
+        relation_hits = index.match_relations(
+            keywords.general, top_k, embedder=self._embedder, on_error=self._embedding_failed
+        )
         for level, hits in (("entity", entity_hits), ("relation", relation_hits)):
             best = max((h.score for h in hits), default=0.0) or 1.0
             for hit in hits:
@@ -196,13 +235,24 @@ class StoredKnowledgeBase:
         for entity in reached_entities:
             hop = distance[entity.key]
             if hop > 0:
-                weights[("entity", stored_id(entity))] = HOP_WEIGHT ** hop
+                weights[("entity", stored_id(entity))] = HOP_WEIGHT**hop
                 vias[("entity", stored_id(entity))] = f"hop{hop}"
         matched_relations = {h.id for h in relation_hits}
-        reached_relations = [r for r in index.relations.values()
-                             if r.id in matched_relations or (r.source_key in distance and r.target_key in distance)]
-        return self._units(index, reached_entities, reached_relations, weights, vias,
-                           with_triples=with_triples, with_text=with_text, max_units=max_units)
+        reached_relations = [
+            r
+            for r in index.relations.values()
+            if r.id in matched_relations or (r.source_key in distance and r.target_key in distance)
+        ]
+        return self._units(
+            index,
+            reached_entities,
+            reached_relations,
+            weights,
+            vias,
+            with_triples=with_triples,
+            with_text=with_text,
+            max_units=max_units,
+        )
 
     def _embed_keys(self) -> None:
         """Make the graph's key vectors now (retrieval reuses them). A failure is left to retrieval,
@@ -224,9 +274,18 @@ class StoredKnowledgeBase:
     def around(self, name: str, *, limit: int = 20) -> Neighbourhood | None:
         return neighbourhood(self._store, self.graph_id, name, limit=limit)
 
-    def _units(self, index: KeyIndex, entities: list[KnowledgeEntity], relations: list[KnowledgeRelation],
-               weights: dict[tuple[str, int], float], vias: dict[tuple[str, int], str], *, with_triples: bool,
-               with_text: bool, max_units: int) -> list[KnowledgeUnit]:
+    def _units(
+        self,
+        index: KeyIndex,
+        entities: list[KnowledgeEntity],
+        relations: list[KnowledgeRelation],
+        weights: dict[tuple[str, int], float],
+        vias: dict[tuple[str, int], str],
+        *,
+        with_triples: bool,
+        with_text: bool,
+        max_units: int,
+    ) -> list[KnowledgeUnit]:
         """One unit per chunk the reached entities and relations came from, best first."""
         score: dict[int, float] = {}
         direct: dict[int, float] = {}  # the chunk's best matched key (entity or relation), 0 for none
@@ -249,17 +308,27 @@ class StoredKnowledgeBase:
                         direct[chunk_id] = max(direct.get(chunk_id, 0.0), weight)
                     if how and how not in via.setdefault(chunk_id, []):
                         via[chunk_id].append(how)
-        chosen = sorted(score, key=lambda c: (-direct.get(c, 0.0), -score[c], c))[:max(0, max_units)]
+        chosen = sorted(score, key=lambda c: (-direct.get(c, 0.0), -score[c], c))[: max(0, max_units)]
         chunks = {c.id: c for c in self._store.chunks_by_ids(chosen)}
         units = []
         for chunk_id in chosen:
             hit = chunk_hit(chunks[chunk_id], score[chunk_id], with_text)
             triples = tuple(_triple(index, r) for r in chunk_relations.get(chunk_id, [])) if with_triples else ()
-            facts = tuple(Entity(e.name, e.type, e.description) for e in chunk_entities.get(chunk_id, [])) \
-                if with_triples else ()
-            units.append(KnowledgeUnit(id=f"kg{self.graph_id}-c{chunk_id}", hit=hit, triples=triples,
-                                       score=score[chunk_id], via=tuple(sorted(via.get(chunk_id, []))),
-                                       entities=facts))
+            facts = (
+                tuple(Entity(e.name, e.type, e.description) for e in chunk_entities.get(chunk_id, []))
+                if with_triples
+                else ()
+            )
+            units.append(
+                KnowledgeUnit(
+                    id=f"kg{self.graph_id}-c{chunk_id}",
+                    hit=hit,
+                    triples=triples,
+                    score=score[chunk_id],
+                    via=tuple(sorted(via.get(chunk_id, []))),
+                    entities=facts,
+                )
+            )
         return units
 
 

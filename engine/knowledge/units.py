@@ -76,7 +76,6 @@ class Neighbourhood:
     sources_total: int = 0
 
 
-
 @dataclass(frozen=True)
 class BuildProgress:
     """Where a graph build stands: chunks extracted so far of all, and what it cost."""
@@ -107,8 +106,17 @@ class KnowledgeBase(Protocol):
         """The question's detailed and generalised keywords (one LLM call)."""
         ...
 
-    def retrieve(self, question: str, keywords: Keywords, *, top_k: int, hops: int,
-                 with_triples: bool = True, with_text: bool = True, max_units: int = 10) -> list[KnowledgeUnit]:
+    def retrieve(
+        self,
+        question: str,
+        keywords: Keywords,
+        *,
+        top_k: int,
+        hops: int,
+        with_triples: bool = True,
+        with_text: bool = True,
+        max_units: int = 10,
+    ) -> list[KnowledgeUnit]:
         """Knowledge units for a question: keys matched to the keywords, expanded 1..hops hops.
         `top_k` keys are matched per level (entities, relations); at most `max_units` units come
         back, best first. `with_triples=False` leaves out triples and entities, `with_text=False`

@@ -37,9 +37,21 @@ T = TypeVar("T", bound=BaseModel)
 class UsageStore(Protocol):
     """What accounting needs from storage (storage.Repository implements it)."""
 
-    def record_llm_call(self, run_id: str, *, node_id: int | None, purpose: str, model: str,
-                        prompt_tokens: int, completion_tokens: int, cost: float, latency_s: float,
-                        attempts: int = 1, ok: bool = True, error: str = "") -> None: ...
+    def record_llm_call(
+        self,
+        run_id: str,
+        *,
+        node_id: int | None,
+        purpose: str,
+        model: str,
+        prompt_tokens: int,
+        completion_tokens: int,
+        cost: float,
+        latency_s: float,
+        attempts: int = 1,
+        ok: bool = True,
+        error: str = "",
+    ) -> None: ...
 
     def run_usage(self, run_id: str) -> tuple[int, float]: ...
 
@@ -61,13 +73,15 @@ class Budget:
             raise BudgetExceeded(
                 f"token budget reached: {tokens} tokens used and the next call needs about "
                 f"{upcoming_tokens} more, of a budget of {self.max_tokens}",
-                hint="Resume with a larger --max-tokens to continue.", dimension="tokens",
+                hint="Resume with a larger --max-tokens to continue.",
+                dimension="tokens",
             )
         if self.max_cost is not None and cost + upcoming_cost >= self.max_cost:
             raise BudgetExceeded(
                 f"cost budget reached: ${cost:.4f} spent and the next call needs about "
                 f"${upcoming_cost:.4f} more, of a budget of ${self.max_cost:.4f}",
-                hint="Resume with a larger --max-cost to continue.", dimension="cost",
+                hint="Resume with a larger --max-cost to continue.",
+                dimension="cost",
             )
 
 
@@ -87,8 +101,10 @@ def budget_short(run: Run, *, max_tokens: int | None = None, max_cost: float | N
     BudgetExceeded saying so, or None. The next call is the one a budget stop refused (its size is
     in the stop reason), else one of the run's average size. `run`: a storage Run; `max_tokens`,
     `max_cost`: a budget it is about to be given instead of its own (None: its own)."""
-    budget = Budget(max_tokens=run.max_tokens if max_tokens is None else max_tokens,
-                    max_cost=run.max_cost if max_cost is None else max_cost)
+    budget = Budget(
+        max_tokens=run.max_tokens if max_tokens is None else max_tokens,
+        max_cost=run.max_cost if max_cost is None else max_cost,
+    )
     if budget.unlimited:
         return None
     tokens = run.prompt_tokens + run.completion_tokens
@@ -138,16 +154,27 @@ class _Reservations:
         with self._settled:
             return self._waiting
 
-    def hold(self, budget: Budget, spent: Callable[[], tuple[int, float]], *, prompt_tokens: int, prompt_cost: float,
-             reserve: _Reservation) -> _Reservation:
+    def hold(
+        self,
+        budget: Budget,
+        spent: Callable[[], tuple[int, float]],
+        *,
+        prompt_tokens: int,
+        prompt_cost: float,
+        reserve: _Reservation,
+    ) -> _Reservation:
         """Reserve `reserve` once `budget` has room for a call with this prompt beside the calls in
         flight. `spent()`: the run's stored usage (tokens, cost), read again after each settle."""
         with self._settled:
             while True:
                 spent_tokens, spent_cost = spent()
                 try:
-                    budget.check(spent_tokens + self._tokens, spent_cost + self._cost,
-                                 upcoming_tokens=prompt_tokens, upcoming_cost=prompt_cost)
+                    budget.check(
+                        spent_tokens + self._tokens,
+                        spent_cost + self._cost,
+                        upcoming_tokens=prompt_tokens,
+                        upcoming_cost=prompt_cost,
+                    )
                     break
                 except BudgetExceeded:
                     if self._count == 0:  # nothing in flight can make room: the budget is spent
@@ -186,8 +213,9 @@ class SharedBudget:
     def hold(self, *, prompt_cost: float, reserve: _Reservation) -> _Reservation:
         """Reserve the call's cost once the limit has room (tokens are not limited here)."""
         try:
-            return self.reservations.hold(self.budget, lambda: (0, self._spent()), prompt_tokens=0,
-                                          prompt_cost=prompt_cost, reserve=reserve)
+            return self.reservations.hold(
+                self.budget, lambda: (0, self._spent()), prompt_tokens=0, prompt_cost=prompt_cost, reserve=reserve
+            )
         except BudgetExceeded as exc:
             raise BudgetExceeded(f"{self._why} is reached ({exc})", hint=self._hint, dimension="cost") from exc
 
@@ -215,9 +243,13 @@ class _AccountedLLM:
         if not owner.budget.unlimited or owner.shared is not None:
             prompt_tokens, prompt_cost, reserve = self._estimate(request)
             if not owner.budget.unlimited:  # without a budget, no read of the run's usage per call
-                reservation = owner.reservations.hold(owner.budget, lambda: owner.usage.run_usage(owner.run_id),
-                                                      prompt_tokens=prompt_tokens, prompt_cost=prompt_cost,
-                                                      reserve=reserve)
+                reservation = owner.reservations.hold(
+                    owner.budget,
+                    lambda: owner.usage.run_usage(owner.run_id),
+                    prompt_tokens=prompt_tokens,
+                    prompt_cost=prompt_cost,
+                    reserve=reserve,
+                )
         try:
             if owner.shared is not None:  # the person's limit, shared with their other runs
                 shared = owner.shared.hold(prompt_cost=prompt_cost, reserve=reserve)
@@ -236,8 +268,11 @@ class _AccountedLLM:
         prompt_estimate = sum(len(m.content) for m in request.messages) // 4
         model = owner.llm.model_for(request.purpose)
         cap = UNCAPPED_CALL_OUTPUT_CAP if request.max_tokens is None else request.max_tokens
-        return (prompt_estimate, owner.prices.cost(model, prompt_estimate, 0),
-                _Reservation(prompt_estimate + cap, owner.prices.cost(model, prompt_estimate, cap)))
+        return (
+            prompt_estimate,
+            owner.prices.cost(model, prompt_estimate, 0),
+            _Reservation(prompt_estimate + cap, owner.prices.cost(model, prompt_estimate, cap)),
+        )
 
     def _send(self, request: ChatRequest) -> ChatResponse:
         owner = self._owner
@@ -247,17 +282,29 @@ class _AccountedLLM:
             response = owner.llm.chat(request)
         except LLMError as exc:
             owner.usage.record_llm_call(
-                owner.run_id, node_id=self._node_id, purpose=request.purpose,
-                model=owner.llm.model_for(request.purpose), prompt_tokens=0, completion_tokens=0,
-                cost=0.0, latency_s=0.0, ok=False, error=redact_secrets(str(exc)),
+                owner.run_id,
+                node_id=self._node_id,
+                purpose=request.purpose,
+                model=owner.llm.model_for(request.purpose),
+                prompt_tokens=0,
+                completion_tokens=0,
+                cost=0.0,
+                latency_s=0.0,
+                ok=False,
+                error=redact_secrets(str(exc)),
             )
             raise
         usage = response.usage
         owner.usage.record_llm_call(
-            owner.run_id, node_id=self._node_id, purpose=request.purpose, model=response.model,
-            prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
+            owner.run_id,
+            node_id=self._node_id,
+            purpose=request.purpose,
+            model=response.model,
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
             cost=owner.prices.cost(response.model, usage.prompt_tokens, usage.completion_tokens),
-            latency_s=response.latency_s, attempts=response.attempts,
+            latency_s=response.latency_s,
+            attempts=response.attempts,
         )
         return response
 
@@ -271,9 +318,17 @@ class CallObserver(Protocol):
 class RunLLM:
     """The LLM as one run sees it."""
 
-    def __init__(self, llm: LLM, usage: UsageStore, run_id: str, prices: PriceTable,
-                 budget: Budget | None = None, max_reasks: int = DEFAULT_MAX_REASKS,
-                 on_call: CallObserver | None = None, shared: SharedBudget | None = None) -> None:
+    def __init__(
+        self,
+        llm: LLM,
+        usage: UsageStore,
+        run_id: str,
+        prices: PriceTable,
+        budget: Budget | None = None,
+        max_reasks: int = DEFAULT_MAX_REASKS,
+        on_call: CallObserver | None = None,
+        shared: SharedBudget | None = None,
+    ) -> None:
         self.llm = llm
         self.usage = usage
         self.run_id = run_id
@@ -293,33 +348,63 @@ class RunLLM:
         recorded for `node_id`: for code that speaks the seam itself (the LLM reranker)."""
         return _AccountedLLM(self, node_id)
 
-    def ask(self, messages: Sequence[Message], output_type: type[T], *, purpose: str = "default",
-            node_id: int | None = None, max_tokens: int | None = None,
-            temperature: float | None = None) -> T:
+    def ask(
+        self,
+        messages: Sequence[Message],
+        output_type: type[T],
+        *,
+        purpose: str = "default",
+        node_id: int | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+    ) -> T:
         """A validated `output_type`; raises StructuredOutputError, BudgetExceeded or LLMError.
 
         The requests carry the prompt's name (`messages.name`, set by `Prompt.render`)."""
         return ask_structured(
-            _AccountedLLM(self, node_id), messages, output_type, purpose=purpose,
-            max_reasks=self.max_reasks, max_tokens=max_tokens, temperature=temperature,
+            _AccountedLLM(self, node_id),
+            messages,
+            output_type,
+            purpose=purpose,
+            max_reasks=self.max_reasks,
+            max_tokens=max_tokens,
+            temperature=temperature,
             prompt=getattr(messages, "name", ""),
         )
 
-    def text(self, messages: Sequence[Message], *, purpose: str = "default",
-             node_id: int | None = None, max_tokens: int | None = None,
-             temperature: float | None = None) -> str:
+    def text(
+        self,
+        messages: Sequence[Message],
+        *,
+        purpose: str = "default",
+        node_id: int | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+    ) -> str:
         """Free text; the request carries the prompt's name (`messages.name`, set by `Prompt.render`).
         A text the output limit cut off ends at its last complete sentence (`complete_sentences`)."""
-        return self.text_reply(messages, purpose=purpose, node_id=node_id, max_tokens=max_tokens,
-                               temperature=temperature).text
+        return self.text_reply(
+            messages, purpose=purpose, node_id=node_id, max_tokens=max_tokens, temperature=temperature
+        ).text
 
-    def text_reply(self, messages: Sequence[Message], *, purpose: str = "default",
-                   node_id: int | None = None, max_tokens: int | None = None,
-                   temperature: float | None = None) -> TextReply:
+    def text_reply(
+        self,
+        messages: Sequence[Message],
+        *,
+        purpose: str = "default",
+        node_id: int | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+    ) -> TextReply:
         """`text`, and whether the output limit cut it off: for a step that must not use a partial text."""
-        request = ChatRequest(messages=tuple(messages), purpose=purpose,
-                              response_format=ResponseFormat.TEXT, max_tokens=max_tokens,
-                              temperature=temperature, prompt=getattr(messages, "name", ""))
+        request = ChatRequest(
+            messages=tuple(messages),
+            purpose=purpose,
+            response_format=ResponseFormat.TEXT,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            prompt=getattr(messages, "name", ""),
+        )
         response = _AccountedLLM(self, node_id).chat(request)
         if response.cut_off:
             return TextReply(complete_sentences(response.text), cut_off=True)

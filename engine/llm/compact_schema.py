@@ -52,8 +52,9 @@ def compact_schema(schema: dict[str, Any], max_tokens: int | None) -> dict[str, 
     return compact
 
 
-def _walk(node: Any, defs: dict[str, Any], strings: dict[int, tuple[dict[str, Any], float]], *,
-          weight: float, depth: int) -> None:
+def _walk(
+    node: Any, defs: dict[str, Any], strings: dict[int, tuple[dict[str, Any], float]], *, weight: float, depth: int
+) -> None:
     """Narrow `node` in place; note each free-text string schema with how many of it an answer can
     hold (`weight`: the product of the list lengths above it)."""
     if not isinstance(node, dict) or depth > _MAX_DEPTH:

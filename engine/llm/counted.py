@@ -41,8 +41,13 @@ class EvalUsage:
 
     def as_dict(self) -> dict[str, float | int]:
         with self._lock:
-            return {"calls": self.calls, "failed_calls": self.failed_calls, "prompt_tokens": self.prompt_tokens,
-                    "completion_tokens": self.completion_tokens, "cost": self.cost}
+            return {
+                "calls": self.calls,
+                "failed_calls": self.failed_calls,
+                "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens,
+                "cost": self.cost,
+            }
 
 
 class BudgetSpent(Exception):
@@ -84,9 +89,16 @@ class EvalLLM:
     """An LLM for readers and judges. `purpose` picks the model per role (THOUGHTMAP_MODEL_<PURPOSE>,
     e.g. THOUGHTMAP_MODEL_JUDGE), as for a run's calls."""
 
-    def __init__(self, llm: LLM, prices: PriceTable | None = None, usage: EvalUsage | None = None,
-                 max_reasks: int = DEFAULT_MAX_REASKS, *, also: tuple[EvalUsage, ...] = (),
-                 gate: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        llm: LLM,
+        prices: PriceTable | None = None,
+        usage: EvalUsage | None = None,
+        max_reasks: int = DEFAULT_MAX_REASKS,
+        *,
+        also: tuple[EvalUsage, ...] = (),
+        gate: Callable[[], None] | None = None,
+    ) -> None:
         self.llm = llm
         self.prices = prices or PriceTable()
         self.usage = usage or EvalUsage()
@@ -112,15 +124,29 @@ class EvalLLM:
         """The same LLM, counting into the same usages, that calls `gate` before each question."""
         return EvalLLM(self.llm, self.prices, self.usage, self.max_reasks, also=self.usages[1:], gate=gate)
 
-    def ask(self, messages: Sequence[Message], output_type: type[T], *, purpose: str = "judge",
-            max_tokens: int | None = None, temperature: float | None = 0.0) -> T:
+    def ask(
+        self,
+        messages: Sequence[Message],
+        output_type: type[T],
+        *,
+        purpose: str = "judge",
+        max_tokens: int | None = None,
+        temperature: float | None = 0.0,
+    ) -> T:
         """A validated `output_type`; raises StructuredOutputError or LLMError, or what the gate
         raises to refuse the question (BudgetSpent)."""
         if self.gate is not None:
             self.gate()
-        return ask_structured(_CountingLLM(self), messages, output_type, purpose=purpose,
-                              max_reasks=self.max_reasks, max_tokens=max_tokens, temperature=temperature,
-                              prompt=getattr(messages, "name", ""))
+        return ask_structured(
+            _CountingLLM(self),
+            messages,
+            output_type,
+            purpose=purpose,
+            max_reasks=self.max_reasks,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            prompt=getattr(messages, "name", ""),
+        )
 
 
 __all__ = ["BudgetSpent", "EvalLLM", "EvalUsage"]

@@ -40,7 +40,6 @@ FAKE_MODEL = "fake"
 FAKE_DESCRIPTION = "scripted fake LLM (offline, deterministic)"
 
 
-
 @dataclass(frozen=True)
 class FakeReply:
     """A scripted answer with the log probabilities of its first token's alternatives (`top`:
@@ -83,8 +82,7 @@ class PromptMatch:
     def matches_name(self, name: str) -> bool:
         if not self.names:
             return True
-        return any(name.startswith(spec[:-1]) if spec.endswith(".*") else name == spec
-                   for spec in self.names)
+        return any(name.startswith(spec[:-1]) if spec.endswith(".*") else name == spec for spec in self.names)
 
     def search(self, text: str) -> bool:
         """Whether the text pattern is in `text` (True without a pattern)."""
@@ -112,9 +110,7 @@ def named(*names: str, pattern: str | re.Pattern[str] | None = None) -> PromptMa
     return PromptMatch(tuple(names), pattern)
 
 
-def _as_match(
-    pattern: str | re.Pattern[str] | PromptMatch | None, prompt: Names | PromptMatch | None
-) -> PromptMatch:
+def _as_match(pattern: str | re.Pattern[str] | PromptMatch | None, prompt: Names | PromptMatch | None) -> PromptMatch:
     if isinstance(prompt, PromptMatch):
         if pattern is not None:
             raise ValueError("give either a PromptMatch or a pattern with prompt names, not both")
@@ -129,9 +125,7 @@ def _as_match(
             raise ValueError("give the prompt names either in the PromptMatch or as prompt=, not both")
         return pattern
     if pattern is not None and not isinstance(pattern, (str, re.Pattern)):
-        raise TypeError(
-            f"a rule pattern is a str, a compiled regex or a PromptMatch, not {type(pattern).__name__}"
-        )
+        raise TypeError(f"a rule pattern is a str, a compiled regex or a PromptMatch, not {type(pattern).__name__}")
     return PromptMatch(names, pattern)
 
 
@@ -203,8 +197,7 @@ class FakeLLM:
         """The requests rendered from `prompt` (a name, "prefix.*", a collection of these, or a
         `PromptMatch`), in arrival order; with `first_try_only`, without the structured re-asks."""
         match = _as_match(None, prompt)
-        return [r for r in self.calls
-                if match.matches(r) and (not first_try_only or r.attempt == 1)]
+        return [r for r in self.calls if match.matches(r) and (not first_try_only or r.attempt == 1)]
 
     @property
     def calls(self) -> list[ChatRequest]:
@@ -304,9 +297,7 @@ def _render(respond: Responder, request: ChatRequest) -> str | FakeReply:
         return json.dumps(respond, ensure_ascii=False)
     if isinstance(respond, str):
         return respond
-    raise TypeError(
-        f"a FakeLLM rule produced {type(respond).__name__}; expected str, dict or model"
-    )
+    raise TypeError(f"a FakeLLM rule produced {type(respond).__name__}; expected str, dict or model")
 
 
 # ====================================================================== default answers
@@ -510,9 +501,7 @@ _PROSE_WORDS = (
 )  # fmt: skip
 _QUESTION_WORDS = ("query", "queries", "question", "followup", "search", "input")
 _TITLE_WORDS = frozenset({"title", "name", "label", "heading", "topic", "headline"})
-_TERM_WORDS = frozenset(
-    {"keyword", "keywords", "term", "terms", "tag", "tags", "entity", "concept"}
-)
+_TERM_WORDS = frozenset({"keyword", "keywords", "term", "terms", "tag", "tags", "entity", "concept"})
 
 
 def _field_kind(field: str) -> str:
@@ -560,7 +549,9 @@ class PromptWriter:
             return self.short_answer()
         topic = self._topic()
         if kind == "title":  # a list's items are its parts; one title is the subject's
-            return section_title(topic, index) if slot.index is not None else (topic[:1].upper() + topic[1:] or "Overview")
+            return (
+                section_title(topic, index) if slot.index is not None else (topic[:1].upper() + topic[1:] or "Overview")
+            )
         if kind == "term":
             terms = self._view.terms or ("topic",)
             term = terms[index % len(terms)]
@@ -619,14 +610,14 @@ class PromptWriter:
         topic = self._topic()
         if not topic:
             return "No question or sources were given, so there is nothing to answer yet."
-        return (f"The sources at hand do not cover {topic}, so this offline answer can only say what to "
-                "look into: its origins and history, the people involved and its impact.")
+        return (
+            f"The sources at hand do not cover {topic}, so this offline answer can only say what to "
+            "look into: its origins and history, the people involved and its impact."
+        )
 
 
 def rank_sentences(view: PromptView) -> list[Sentence]:
-    question_stems = {_stem(w) for w in _WORD.findall(view.question)} - {
-        _stem(w) for w in _STOPWORDS
-    }
+    question_stems = {_stem(w) for w in _WORD.findall(view.question)} - {_stem(w) for w in _STOPWORDS}
     sentences: list[Sentence] = []
     for source in view.sources:
         for text in _SENTENCE_END.split(source.text):

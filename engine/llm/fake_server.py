@@ -57,6 +57,8 @@ def fake_embedding(text: str, dims: int = EMBEDDING_DIMS) -> list[float]:
         vector[int.from_bytes(digest, "big") % dims] += 1.0
     norm = math.sqrt(sum(x * x for x in vector))
     return [x / norm for x in vector] if norm else vector
+
+
 _ROLES = {"system", "user", "assistant"}
 
 
@@ -85,8 +87,12 @@ class Chaos:
 
     def draw(self, rng: random.Random) -> str:
         roll = rng.random()
-        for kind, share in (("rate_limited", self.rate_limited), ("server_error", self.server_error),
-                            ("malformed", self.malformed), ("hang", self.hang)):
+        for kind, share in (
+            ("rate_limited", self.rate_limited),
+            ("server_error", self.server_error),
+            ("malformed", self.malformed),
+            ("hang", self.hang),
+        ):
             if roll < share:
                 return kind
             roll -= share
@@ -151,7 +157,9 @@ class FakeOpenAIServer:
         httpd.block_on_close = False
         self._httpd = httpd
         self._thread = threading.Thread(
-            target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True,
+            target=httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            daemon=True,
             name=f"fake-openai-{self.port}",
         )
         self._thread.start()
@@ -234,11 +242,21 @@ class FakeOpenAIServer:
         data = []
         for index, text in enumerate(texts):
             vector = fake_embedding(text)
-            embedding: Any = base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode() if as_base64 else vector
+            embedding: Any = (
+                base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode() if as_base64 else vector
+            )
             data.append({"object": "embedding", "index": index, "embedding": embedding})
         tokens = sum(max(1, len(t) // 4) for t in texts)
-        return 200, {}, {"object": "list", "data": data, "model": body.get("model") or "fake",
-                         "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+        return (
+            200,
+            {},
+            {
+                "object": "list",
+                "data": data,
+                "model": body.get("model") or "fake",
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+            },
+        )
 
     def count_chat_requests(self) -> int:
         with self._lock:
@@ -283,8 +301,9 @@ class FakeOpenAIServer:
         finally:
             self._record_end()
 
-    def _answer(self, body: dict[str, Any], prompt: str, scripted: ScriptedReply | None
-                ) -> tuple[int, dict[str, str], Any]:
+    def _answer(
+        self, body: dict[str, Any], prompt: str, scripted: ScriptedReply | None
+    ) -> tuple[int, dict[str, str], Any]:
         if scripted is not None:
             self._wait(scripted.delay_s)
             if scripted.status != 200:
@@ -298,11 +317,9 @@ class FakeOpenAIServer:
                 kind = self.chaos.draw(self._chaos_rng)
                 self.chaos_counts[kind] += 1
             if kind == "rate_limited":
-                return 429, {"Retry-After": "0.2"}, _error(429, "Rate limit reached, slow down",
-                                                           "rate_limit_error")
+                return 429, {"Retry-After": "0.2"}, _error(429, "Rate limit reached, slow down", "rate_limit_error")
             if kind == "server_error":
-                return 500, {}, _error(500, "The server had an error while processing your request",
-                                       "server_error")
+                return 500, {}, _error(500, "The server had an error while processing your request", "server_error")
             if kind == "hang":
                 self._wait(self.chaos.hang_s)
             if kind == "malformed":
@@ -310,9 +327,14 @@ class FakeOpenAIServer:
         response_format = body.get("response_format") or {}
         if self.reject_json_schema and response_format.get("type") == "json_schema":
             # What llama.cpp server answers to a response_format it does not know.
-            return 500, {}, _error(
-                500, 'response_format type must be one of "text" or "json_object", '
-                "but got: json_schema", "server_error",
+            return (
+                500,
+                {},
+                _error(
+                    500,
+                    'response_format type must be one of "text" or "json_object", but got: json_schema',
+                    "server_error",
+                ),
             )
         try:
             request = _to_chat_request(body, prompt)
@@ -324,14 +346,20 @@ class FakeOpenAIServer:
             return 500, {}, _error(500, f"{type(exc).__name__}: {exc}", "server_error")
         return 200, {}, self._completion(body, response.text, response.logprobs, cut_off=response.cut_off)
 
-    def _completion(self, body: dict[str, Any], text: str, logprobs: tuple[TokenLogprob, ...] | None = None,
-                    *, cut_off: bool = False) -> dict[str, Any]:
+    def _completion(
+        self,
+        body: dict[str, Any],
+        text: str,
+        logprobs: tuple[TokenLogprob, ...] | None = None,
+        *,
+        cut_off: bool = False,
+    ) -> dict[str, Any]:
         with self._lock:
             number = len(self._requests)
         prompt_chars = sum(len(str(m.get("content") or "")) for m in body.get("messages", []))
         cap = body.get("max_tokens") or body.get("max_completion_tokens")
         if self.cap_output and isinstance(cap, int) and len(text) // 4 > cap:
-            text, cut_off = text[:cap * 4], True
+            text, cut_off = text[: cap * 4], True
         completion: dict[str, Any] = {
             "id": f"chatcmpl-fake-{number}",
             "object": "chat.completion",
@@ -343,10 +371,19 @@ class FakeOpenAIServer:
                     "message": {"role": "assistant", "content": text},
                     "finish_reason": "length" if cut_off else "stop",
                     # OpenAI's shape: each token with its log probability and top alternatives.
-                    "logprobs": None if not (logprobs and body.get("logprobs")) else {"content": [
-                        {"token": t.token, "logprob": t.logprob, "bytes": None,
-                         "top_logprobs": [{"token": a, "logprob": lp, "bytes": None} for a, lp in t.top]}
-                        for t in logprobs]},
+                    "logprobs": None
+                    if not (logprobs and body.get("logprobs"))
+                    else {
+                        "content": [
+                            {
+                                "token": t.token,
+                                "logprob": t.logprob,
+                                "bytes": None,
+                                "top_logprobs": [{"token": a, "logprob": lp, "bytes": None} for a, lp in t.top],
+                            }
+                            for t in logprobs
+                        ]
+                    },
                 }
             ],
         }
@@ -368,8 +405,10 @@ def _error(status: int, message: str, kind: str) -> dict[str, Any]:
 def _error_body(reply: ScriptedReply) -> Any:
     if reply.body is not None:
         return reply.body
-    kind = "rate_limit_error" if reply.status == 429 else (
-        "server_error" if reply.status >= 500 else "invalid_request_error"
+    kind = (
+        "rate_limit_error"
+        if reply.status == 429
+        else ("server_error" if reply.status >= 500 else "invalid_request_error")
     )
     return _error(reply.status, f"scripted HTTP {reply.status}", kind)
 
@@ -467,15 +506,25 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Serve a fake OpenAI-compatible API on 127.0.0.1.")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
-    parser.add_argument("--latency", type=float, default=0.0, help="seconds each answer takes at least (writing it included)")
+    parser.add_argument(
+        "--latency", type=float, default=0.0, help="seconds each answer takes at least (writing it included)"
+    )
     parser.add_argument("--reject-json-schema", action="store_true", help="behave like llama.cpp")
     parser.add_argument("--api-key", default=None, help="require this bearer key")
-    parser.add_argument("--load", action="append", default=[], metavar="MODULE",
-                        help="import MODULE first, so its prompts' own offline answers are known (a method's "
-                             "prompts module registers them, e.g. engine.methods.research.prompts); repeatable")
-    parser.add_argument("--stats", action="store_true",
-                        help="when stopped, print one JSON line: the chat requests answered and the most in flight "
-                             "at once (a benchmark's endpoint in its own process)")
+    parser.add_argument(
+        "--load",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import MODULE first, so its prompts' own offline answers are known (a method's "
+        "prompts module registers them, e.g. engine.methods.research.prompts); repeatable",
+    )
+    parser.add_argument(
+        "--stats",
+        action="store_true",
+        help="when stopped, print one JSON line: the chat requests answered and the most in flight "
+        "at once (a benchmark's endpoint in its own process)",
+    )
     args = parser.parse_args(argv)
     for module in args.load:  # a server in its own process has not imported the methods that call it
         importlib.import_module(module)
@@ -493,8 +542,10 @@ def main(argv: list[str] | None = None) -> int:
         while not stop.wait(0.5):
             pass
     if args.stats:
-        print(json.dumps({"chat_requests": server.count_chat_requests(), "max_in_flight": server.max_in_flight}),
-              flush=True)
+        print(
+            json.dumps({"chat_requests": server.count_chat_requests(), "max_in_flight": server.max_in_flight}),
+            flush=True,
+        )
     return 0
 
 

@@ -33,21 +33,33 @@ QUESTION_TEMPLATES = (
     "How does {topic} compare with similar cases?",
 )
 # What an aspect, a category or a section of a text about the subject is about.
-ANGLES = ("origins and history", "the people involved", "how it works", "impact and legacy",
-          "evidence and sources", "open questions", "numbers and scale", "public reception",
-          "comparisons")
+ANGLES = (
+    "origins and history",
+    "the people involved",
+    "how it works",
+    "impact and legacy",
+    "evidence and sources",
+    "open questions",
+    "numbers and scale",
+    "public reception",
+    "comparisons",
+)
 
 _TEMPLATE_PATTERNS = tuple(
-    re.compile("^" + re.escape(t).replace(re.escape("{topic}"), "(?P<topic>.+?)") + r"(?: \(angle \d+\))?\?*$",
-               re.IGNORECASE)
-    for t in QUESTION_TEMPLATES)
+    re.compile(
+        "^" + re.escape(t).replace(re.escape("{topic}"), "(?P<topic>.+?)") + r"(?: \(angle \d+\))?\?*$", re.IGNORECASE
+    )
+    for t in QUESTION_TEMPLATES
+)
 # Verbs a question puts after its subject ("How do tides work?"): not part of the subject.
-_VERBS = frozenset("""
+_VERBS = frozenset(
+    """
     work works worked happen happens happened cause causes caused influence influenced influences affect
     affects affected build built design designed write wrote written make made begin began start started
     change changed lead led become became compare differ mean means leave left use used come came get got
     explain happen win won lose lost find found form formed develop developed create created take took
-    """.split())
+    """.split()
+)
 # Labels a prompt puts before its parts ("Subject: …"), capitalised but no name; any word written
 # before a colon counts too.
 _LABELS = frozenset({"Question", "Subject", "Topic", "Overall", "Task", "Query"})
@@ -68,13 +80,22 @@ def subject(question: str) -> str:
         if match:
             return subject(match.group("topic")) or match.group("topic")
     # Line by line: a name never runs on into the label of the next line ("… Final\nSection: …").
-    names = [n for line in question.splitlines() for n in proper_names(line)
-             if not is_year(n) and not _is_label(n.split()[0], text)]
+    names = [
+        n
+        for line in question.splitlines()
+        for n in proper_names(line)
+        if not is_year(n) and not _is_label(n.split()[0], text)
+    ]
     if names:
         name = names[0]
         if " " not in name:
             after = re.search(rf"\b{re.escape(name)}\s+([a-z][a-z-]{{2,}})\b", text)
-            if after and after.group(1) not in _VERBS and content_words(after.group(1)) and not after.group(1).endswith("ed"):
+            if (
+                after
+                and after.group(1) not in _VERBS
+                and content_words(after.group(1))
+                and not after.group(1).endswith("ed")
+            ):
                 name = f"{name} {after.group(1)}"
         # "the Eiffel Tower" as the question says it: the templates read "about the Eiffel Tower".
         return f"the {name}" if re.search(rf"\bthe\s+{re.escape(name)}\b", text, re.IGNORECASE) else name

@@ -41,7 +41,8 @@ class GrammarLastSampler:
         self._lib = llama_cpp
         self._chain = chain  # a LlamaSampler without the grammar; it frees its chain itself
         self._grammar = llama_cpp.llama_sampler_init_grammar(
-            vocab, grammar._grammar.encode("utf-8"), grammar._root.encode("utf-8"))
+            vocab, grammar._grammar.encode("utf-8"), grammar._root.encode("utf-8")
+        )
         if not self._grammar:
             raise ValueError("llama.cpp did not accept the grammar")
         self._n_vocab = n_vocab
@@ -50,10 +51,12 @@ class GrammarLastSampler:
         self._rows = np.frombuffer(memoryview(self._data), dtype=_TOKEN_DATA)
         self._ids = np.arange(n_vocab, dtype=np.int32)
         self._candidates = llama_cpp.llama_token_data_array(
-            data=ctypes.cast(self._data, llama_cpp.llama_token_data_p), size=n_vocab, selected=-1, sorted=False)
+            data=ctypes.cast(self._data, llama_cpp.llama_token_data_p), size=n_vocab, selected=-1, sorted=False
+        )
         self._one = (llama_cpp.llama_token_data * 1)()
         self._one_array = llama_cpp.llama_token_data_array(
-            data=ctypes.cast(self._one, llama_cpp.llama_token_data_p), size=1, selected=-1, sorted=False)
+            data=ctypes.cast(self._one, llama_cpp.llama_token_data_p), size=1, selected=-1, sorted=False
+        )
         self.drawn = 0
         self.redrawn = 0  # tokens the grammar refused, drawn again under it
 

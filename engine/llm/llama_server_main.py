@@ -28,7 +28,7 @@ def main(argv: list[str]) -> None:
     if len(argv) < 3 or argv[0] != "--parent-pid" or "--" not in argv:
         raise SystemExit("usage: python -m engine.llm.llama_server_main --parent-pid PID -- <server args>")
     parent_pid = int(argv[1])
-    server_args = argv[argv.index("--") + 1:]
+    server_args = argv[argv.index("--") + 1 :]
     threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True, name="parent-watchdog").start()
     if os.environ.get("THOUGHTMAP_LOCAL_GRAMMAR_FIRST") != "1":  # the runtime's own order, to compare
         from engine.llm.grammar_sampling import install

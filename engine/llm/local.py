@@ -53,11 +53,16 @@ class LocalModelLLM:
     def __init__(self, server: LocalModelServer, settings: LocalModelSettings, base: LLMSettings) -> None:
         self._server = server
         self._local_settings = settings
-        self._base = base.model_copy(update={
-            "api_key": None, "models": {}, "structured_mode": "json_object",
-            # Retries are ours (restart the server first); a CPU model needs long per-call timeouts.
-            "max_retries": 1, "timeout_s": max(base.timeout_s, 600.0),
-        })
+        self._base = base.model_copy(
+            update={
+                "api_key": None,
+                "models": {},
+                "structured_mode": "json_object",
+                # Retries are ours (restart the server first); a CPU model needs long per-call timeouts.
+                "max_retries": 1,
+                "timeout_s": max(base.timeout_s, 600.0),
+            }
+        )
         self._limiter = ConcurrencyLimiter(1)
         self._turn = threading.Lock()
         # Tokens per second written by the model on this machine, measured on every call.

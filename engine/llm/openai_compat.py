@@ -57,8 +57,10 @@ SERVER_DELAY_CAP_S = 60.0
 
 _NO_KEY_PLACEHOLDER = "not-needed"  # local servers ignore the key, the openai client wants one
 _LEADING_THINK = re.compile(r"^\s*<think>.*?</think>\s*", re.DOTALL)
-_FORMAT_HINT = ("If this endpoint cannot do structured output, choose the json_object or prompted "
-                "structured mode in Settings (THOUGHTMAP_STRUCTURED_MODE).")
+_FORMAT_HINT = (
+    "If this endpoint cannot do structured output, choose the json_object or prompted "
+    "structured mode in Settings (THOUGHTMAP_STRUCTURED_MODE)."
+)
 
 
 # ====================================================================== the adapter
@@ -92,8 +94,10 @@ class OpenAICompatibleLLM:
         # A URL typed in the app's Settings is checked here as OPENAI_BASE_URL is when read: the
         # HTTP client would raise its own error for a port like `abc` (a traceback).
         if problem := url_problem(self._base_url):
-            raise LLMConnectionError(f"the LLM endpoint URL {self._display_url} cannot be used: {problem}",
-                                     hint="Correct the endpoint URL (the Settings page, or OPENAI_BASE_URL).")
+            raise LLMConnectionError(
+                f"the LLM endpoint URL {self._display_url} cannot be used: {problem}",
+                hint="Correct the endpoint URL (the Settings page, or OPENAI_BASE_URL).",
+            )
         self._client = openai.OpenAI(
             api_key=settings.api_key or _NO_KEY_PLACEHOLDER,
             base_url=self._base_url,
@@ -183,9 +187,7 @@ class OpenAICompatibleLLM:
         start = wanted if learned is None else max(wanted, MODE_LADDER.index(learned))
         return MODE_LADDER[start:]
 
-    def _request_kwargs(
-        self, request: ChatRequest, model: str, mode: ResponseFormat
-    ) -> dict[str, Any]:
+    def _request_kwargs(self, request: ChatRequest, model: str, mode: ResponseFormat) -> dict[str, Any]:
         kwargs: dict[str, Any] = {
             "model": model,
             "messages": [{"role": m.role, "content": m.content} for m in request.messages],
@@ -223,9 +225,7 @@ class OpenAICompatibleLLM:
 
     # ------------------------------------------------------------------ HTTP with retries
 
-    def _send_with_retries(
-        self, kwargs: dict[str, Any], *, give_up_on_format_rejection: bool
-    ) -> _Outcome:
+    def _send_with_retries(self, kwargs: dict[str, Any], *, give_up_on_format_rejection: bool) -> _Outcome:
         carries_format = "response_format" in kwargs
         # A call's own timeout (`ChatRequest.timeout_s`, the built-in model's) or the endpoint's.
         kwargs = {**kwargs, "timeout": kwargs.get("timeout") or self._settings.timeout_s}
@@ -248,11 +248,7 @@ class OpenAICompatibleLLM:
                 message = _server_message(exc)
                 # Only an answer about the format itself moves auto mode down: a rate limit, an
                 # overloaded server or a bare 500 says nothing about what the server supports.
-                if (
-                    give_up_on_format_rejection
-                    and carries_format
-                    and proves_mode_unsupported(status, message)
-                ):
+                if give_up_on_format_rejection and carries_format and proves_mode_unsupported(status, message):
                     raise _FormatRejected(attempt, self._redact(message)) from exc
                 if not _retryable_status(status) or attempt > self._settings.max_retries:
                     raise self._status_error(exc, attempts=attempt) from None
@@ -328,8 +324,7 @@ class OpenAICompatibleLLM:
         if status in (401, 403):
             return LLMAuthError(
                 f"{where} rejected the API key (HTTP {status}): {detail}",
-                hint="Set OPENAI_API_KEY to a key valid for this endpoint "
-                "(local servers usually accept any key).",
+                hint="Set OPENAI_API_KEY to a key valid for this endpoint (local servers usually accept any key).",
             )
         if status == 429:
             return LLMRateLimitError(
@@ -354,17 +349,13 @@ class OpenAICompatibleLLM:
         tries = f" ({attempts} attempts)" if attempts > 1 else ""
         return LLMTimeoutError(
             f"the LLM endpoint at {self._display_url} did not answer within {timeout_s:g} s{tries}",
-            hint="Raise THOUGHTMAP_LLM_TIMEOUT, lower THOUGHTMAP_LLM_CONCURRENCY, or use a "
-            "smaller model.",
+            hint="Raise THOUGHTMAP_LLM_TIMEOUT, lower THOUGHTMAP_LLM_CONCURRENCY, or use a smaller model.",
         )
 
-    def _connection_error(
-        self, exc: openai.APIConnectionError, attempts: int
-    ) -> LLMConnectionError:
+    def _connection_error(self, exc: openai.APIConnectionError, attempts: int) -> LLMConnectionError:
         tries = f", {attempts} attempts" if attempts > 1 else ""
         return LLMConnectionError(
-            f"cannot reach the LLM endpoint at {self._display_url} "
-            f"({self._redact(_connection_reason(exc))}{tries})",
+            f"cannot reach the LLM endpoint at {self._display_url} ({self._redact(_connection_reason(exc))}{tries})",
             hint="Check the endpoint URL (the Settings page, or OPENAI_BASE_URL), or start the server "
             "(e.g. `ollama serve`, "
             "`llama-server`, `vllm serve`).",

@@ -66,15 +66,12 @@ class PriceTable:
         try:
             raw = path.read_text(encoding="utf-8")
         except OSError as exc:
-            raise PriceFileError(
-                f"cannot read the prices file {path}: {exc.strerror or exc}"
-            ) from exc
+            raise PriceFileError(f"cannot read the prices file {path}: {exc.strerror or exc}") from exc
         try:
             data = json.loads(raw)
         except json.JSONDecodeError as exc:
             raise PriceFileError(
-                f"the prices file {path} is not valid JSON (line {exc.lineno}, column {exc.colno}: "
-                f"{exc.msg})"
+                f"the prices file {path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
             ) from exc
         merged = dict(DEFAULT_PRICES)
         merged.update(_parse_prices(data, path))
@@ -103,25 +100,19 @@ class PriceTable:
             return self._prices[name]
         best: str | None = None
         for listed in self._prices:
-            if name.startswith(listed) and name[len(listed)] in "-:@" and (
-                best is None or len(listed) > len(best)
-            ):
+            if name.startswith(listed) and name[len(listed)] in "-:@" and (best is None or len(listed) > len(best)):
                 best = listed
         return self._prices[best] if best is not None else None
 
 
 def _parse_prices(data: object, path: Path) -> dict[str, ModelPrice]:
     if not isinstance(data, dict):
-        raise PriceFileError(
-            f"the prices file {path} must hold a JSON object "
-            '{"model": {"input": x, "output": y}}'
-        )
+        raise PriceFileError(f'the prices file {path} must hold a JSON object {{"model": {{"input": x, "output": y}}}}')
     prices: dict[str, ModelPrice] = {}
     for model, entry in data.items():
         if not isinstance(entry, dict) or not {"input", "output"} <= entry.keys():
             raise PriceFileError(
-                f'the prices file {path}: "{model}" needs {{"input": x, "output": y}} '
-                "(dollars per 1M tokens)"
+                f'the prices file {path}: "{model}" needs {{"input": x, "output": y}} (dollars per 1M tokens)'
             )
         values = []
         for key in ("input", "output"):
@@ -129,9 +120,7 @@ def _parse_prices(data: object, path: Path) -> dict[str, ModelPrice]:
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise PriceFileError(f'the prices file {path}: "{model}".{key} must be a number')
             if value < 0 or not math.isfinite(value):
-                raise PriceFileError(
-                    f'the prices file {path}: "{model}".{key} must be a finite number >= 0'
-                )
+                raise PriceFileError(f'the prices file {path}: "{model}".{key} must be a finite number >= 0')
             values.append(float(value))
         prices[str(model)] = ModelPrice(*values)
     return prices

@@ -160,8 +160,9 @@ class LLMRequestError(LLMError):
 class StructuredOutputError(LLMError):
     """The model's answer could not be parsed into the expected pydantic model after re-asking."""
 
-    def __init__(self, message: str, *, last_output: str = "", attempts: int = 0, cut_off: bool = False,
-                 copied: bool = False) -> None:
+    def __init__(
+        self, message: str, *, last_output: str = "", attempts: int = 0, cut_off: bool = False, copied: bool = False
+    ) -> None:
         super().__init__(message, hint="Try a stronger model or the 'prompted' structured mode.")
         self.last_output = last_output
         self.attempts = attempts

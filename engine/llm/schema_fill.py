@@ -161,9 +161,7 @@ class SchemaFiller:
 
     def _pick_branch(self, branches: list[Any], place: _Place) -> Any:
         """Prefer the first non-null branch; in minimal mode prefer null."""
-        is_null = [
-            isinstance(b, dict) and self._resolve(b)[0].get("type") == "null" for b in branches
-        ]
+        is_null = [isinstance(b, dict) and self._resolve(b)[0].get("type") == "null" for b in branches]
         if place.minimal and any(is_null):
             return branches[is_null.index(True)]
         for branch, null in zip(branches, is_null):
@@ -222,10 +220,7 @@ class SchemaFiller:
             if enum_values is not None:
                 return list(enum_values[: max(min_items, min(count, len(enum_values)))])
 
-        values = [
-            self._value(prefix[i] if i < len(prefix) else items_schema, place.child(i))
-            for i in range(count)
-        ]
+        values = [self._value(prefix[i] if i < len(prefix) else items_schema, place.child(i)) for i in range(count)]
         if schema.get("uniqueItems"):
             values = _distinct(values, min_items)
         return values
@@ -346,9 +341,7 @@ def _number(schema: dict[str, Any]) -> float:
     return value
 
 
-def _bound(
-    schema: dict[str, Any], inclusive: str, exclusive: str, *, integer: bool, upper: bool
-) -> float | None:
+def _bound(schema: dict[str, Any], inclusive: str, exclusive: str, *, integer: bool, upper: bool) -> float | None:
     """The tightest inclusive bound, turning exclusive bounds into inclusive ones."""
     bounds: list[float] = []
     if isinstance(schema.get(inclusive), (int, float)):

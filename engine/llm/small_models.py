@@ -66,7 +66,7 @@ def collapse_repeats(text: str) -> str:
 
 def collapse_repeats_in_json(text: str) -> str:
     """`collapse_repeats` on every string of a JSON answer, closed first if it was cut off; text
-that is not JSON is returned as it is."""
+    that is not JSON is returned as it is."""
     try:
         value = json.loads(text)
     except ValueError:

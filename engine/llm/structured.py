@@ -34,9 +34,11 @@ DEFAULT_MAX_REASKS = 2
 FORMAT_OPENING = "Answer with exactly one JSON object"
 REASK_OPENING = "That answer was not valid"
 TOO_LONG_OPENING = "Your answer was too long"
-TOO_LONG_FEEDBACK = (f"{TOO_LONG_OPENING}: the length limit cut it off before the JSON object was complete. "
-                     "Write it again much shorter (fewer list items, one short sentence each) and fill in every "
-                     "field. Reply with only the JSON object.")
+TOO_LONG_FEEDBACK = (
+    f"{TOO_LONG_OPENING}: the length limit cut it off before the JSON object was complete. "
+    "Write it again much shorter (fewer list items, one short sentence each) and fill in every "
+    "field. Reply with only the JSON object."
+)
 _FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
 
 
@@ -53,8 +55,9 @@ def schema_for(output_type: type[BaseModel]) -> dict[str, Any]:
 
 def format_instruction(output_type: type[BaseModel], schema: dict[str, Any] | None = None) -> str:
     """The instruction that closes a structured request: `schema` (by default `output_type`'s)."""
-    schema_json = json.dumps(schema if schema is not None else schema_for(output_type), ensure_ascii=False,
-                             separators=(",", ":"))
+    schema_json = json.dumps(
+        schema if schema is not None else schema_for(output_type), ensure_ascii=False, separators=(",", ":")
+    )
     return (
         f"{FORMAT_OPENING} and nothing else (no prose, no code fence). "
         f"It must validate against this JSON schema:\n{schema_json}"
@@ -143,7 +146,7 @@ def _words(text: str) -> list[str]:
 
 
 def _trigrams(words: Sequence[str]) -> set[tuple[str, ...]]:
-    return {tuple(words[i:i + 3]) for i in range(len(words) - 2)}
+    return {tuple(words[i : i + 3]) for i in range(len(words) - 2)}
 
 
 @functools.lru_cache(maxsize=64)
@@ -157,8 +160,11 @@ def _instruction_words(instructions: str) -> tuple[str, set[tuple[str, ...]]]:
 def _strings(value: Any, path: str = "") -> list[tuple[str, str]]:
     """Every string in a parsed answer, with where it is (`field.0.name`)."""
     if isinstance(value, BaseModel):
-        return [pair for name in type(value).model_fields
-                for pair in _strings(getattr(value, name), f"{path}.{name}" if path else name)]
+        return [
+            pair
+            for name in type(value).model_fields
+            for pair in _strings(getattr(value, name), f"{path}.{name}" if path else name)
+        ]
     if isinstance(value, (list, tuple)):
         return [pair for i, item in enumerate(value) for pair in _strings(item, f"{path}.{i}")]
     if isinstance(value, dict):
@@ -175,8 +181,14 @@ def copied_instructions(answer: BaseModel, instructions: str) -> str | None:
     short answer: the fewest words that answer the question" answered exactly that), or None. Only
     the system prompt and the schema count as instructions, never the user's data, which an answer
     may rightly quote."""
-    return next((where for where, text in _strings(answer) if repeats_instructions(
-        text, instructions, blended=where.rsplit(".", 1)[-1] in ANSWER_FIELDS)), None)
+    return next(
+        (
+            where
+            for where, text in _strings(answer)
+            if repeats_instructions(text, instructions, blended=where.rsplit(".", 1)[-1] in ANSWER_FIELDS)
+        ),
+        None,
+    )
 
 
 def repeats_instructions(text: str, instructions: str, *, blended: bool = True) -> bool:
@@ -253,8 +265,9 @@ def ask_structured(
             answer = parse_output(response.text, output_type)
             copied = copied_instructions(answer, instructions)
             if copied:
-                raise InstructionsCopied(f"{copied} repeats the instructions instead of answering them; "
-                                         "write the content they ask for")
+                raise InstructionsCopied(
+                    f"{copied} repeats the instructions instead of answering them; write the content they ask for"
+                )
             return answer
         except (ValueError, ValidationError) as exc:
             last_error = _short_error(exc)
@@ -281,8 +294,7 @@ def ask_structured(
             convo.append(
                 Message(
                     "user",
-                    f"{REASK_OPENING}: {last_error}. Reply again with only the "
-                    "corrected JSON object.",
+                    f"{REASK_OPENING}: {last_error}. Reply again with only the corrected JSON object.",
                 )
             )
     raise StructuredOutputError(

@@ -66,14 +66,16 @@ class StructuredModeMemory:
         with self._lock:
             current = self._learned.get((endpoint, model))
             if current is None or MODE_LADDER.index(mode) > MODE_LADDER.index(current.mode):
-                self._learned[(endpoint, model)] = LearnedMode(
-                    endpoint, model, mode, reason[:300], datetime.now(UTC))
+                self._learned[(endpoint, model)] = LearnedMode(endpoint, model, mode, reason[:300], datetime.now(UTC))
 
     def forget(self, endpoint: str | None = None, model: str | None = None) -> int:
         """Start again from json_schema: for one endpoint (and model), or for all. Returns how many."""
         with self._lock:
-            keys = [key for key in self._learned
-                    if (endpoint is None or key[0] == endpoint) and (model is None or key[1] == model)]
+            keys = [
+                key
+                for key in self._learned
+                if (endpoint is None or key[0] == endpoint) and (model is None or key[1] == model)
+            ]
             for key in keys:
                 del self._learned[key]
             return len(keys)

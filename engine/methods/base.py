@@ -87,7 +87,9 @@ class RunOutcome:
 def relevance_floor_field() -> Any:
     """The `relevance_floor` parameter, the same for every method that searches."""
     return Field(
-        default=DEFAULT_FLOOR, ge=0.0, le=1.0,
+        default=DEFAULT_FLOOR,
+        ge=0.0,
+        le=1.0,
         description="Relevance floor: a search hit must contain at least this share of the query's distinctive "
         "words to be used and cited (0 keeps every hit). Keeps unrelated nearest matches out of the evidence; "
         "when nothing passes, the node says no relevant source was found.",
@@ -107,7 +109,9 @@ def yes_no_field() -> Any:
 def read_pages_field(default: int) -> Any:
     """The `read_pages` parameter of a method that searches the web (`RunContext.read_pages`)."""
     return Field(
-        default=default, ge=0, le=50,
+        default=default,
+        ge=0,
+        le=50,
         description="Web results only: how many of a search's results have their page fetched and read (the "
         "passages that best match the query) instead of the search engine's two-line snippet. 0: snippets only. "
         "Corpus documents are read whole anyway.",
@@ -180,11 +184,21 @@ class RunContext(Generic[P]):
         try:
             hits = searcher.search(query, k=k)
         except SearchError as exc:
-            self.graph.narrate(narration.search_failed_text(query, where, str(exc)), node_id=node_id,
-                               kind=narration.SEARCH, query=query, error=str(exc)[:2000])
+            self.graph.narrate(
+                narration.search_failed_text(query, where, str(exc)),
+                node_id=node_id,
+                kind=narration.SEARCH,
+                query=query,
+                error=str(exc)[:2000],
+            )
             raise
-        self.graph.narrate(narration.search_text(query, where, len(hits)), node_id=node_id,
-                           kind=narration.SEARCH, query=query, found=len(hits))
+        self.graph.narrate(
+            narration.search_text(query, where, len(hits)),
+            node_id=node_id,
+            kind=narration.SEARCH,
+            query=query,
+            found=len(hits),
+        )
         return hits
 
     def embed_ahead(self, texts: Sequence[str]) -> None:
@@ -208,12 +222,17 @@ class RunContext(Generic[P]):
         """Tell the step log which share of a search's hits the relevance floor left out."""
         if relevance.dropped:
             found = len(relevance.kept) + len(relevance.dropped)
-            self.graph.narrate(narration.unrelated_text(query, len(relevance.dropped), found),
-                               node_id=node.id if node is not None else None, kind=narration.DROPPED,
-                               query=query, dropped=relevance.dropped_summary())
+            self.graph.narrate(
+                narration.unrelated_text(query, len(relevance.dropped), found),
+                node_id=node.id if node is not None else None,
+                kind=narration.DROPPED,
+                query=query,
+                dropped=relevance.dropped_summary(),
+            )
 
-    def read_pages(self, query: str, hits: list[Hit], *, limit: int, max_chars: int,
-                   node: Node | None = None) -> PagesRead:
+    def read_pages(
+        self, query: str, hits: list[Hit], *, limit: int, max_chars: int, node: Node | None = None
+    ) -> PagesRead:
         """The first `limit` web hits with the passages of their page that best match `query` (at
         most `max_chars`) in place of the search engine's snippet (engine/search/pages.py); told to
         the step log. Hits from the corpus, and every hit when no page fetcher is injected or
@@ -223,13 +242,23 @@ class RunContext(Generic[P]):
         if fetcher is None or not wanted:
             return PagesRead(list(hits))
         pages = read_pages(fetcher, hits, limit=limit, max_chars=max_chars, query=query)
-        self.graph.narrate(f"read {pages.read} of {wanted} web pages for \"{query[:80]}\""
-                           + (f"; {len(pages.failures)} kept their snippet" if pages.failures else ""),
-                           node_id=node.id if node is not None else None, failures=pages.failures)
+        self.graph.narrate(
+            f'read {pages.read} of {wanted} web pages for "{query[:80]}"'
+            + (f"; {len(pages.failures)} kept their snippet" if pages.failures else ""),
+            node_id=node.id if node is not None else None,
+            failures=pages.failures,
+        )
         return pages
 
-    def knowledge(self, scope: str = "question", *, collection: str | None = None, chunk_tokens: int | None = None,
-                  node: Node | None = None, extract_max_tokens: int | None = None) -> KnowledgeBase:
+    def knowledge(
+        self,
+        scope: str = "question",
+        *,
+        collection: str | None = None,
+        chunk_tokens: int | None = None,
+        node: Node | None = None,
+        extract_max_tokens: int | None = None,
+    ) -> KnowledgeBase:
         """A `KnowledgeBase` (engine/knowledge/units.py) for this run: `question` is the run's own graph
         (grown by `add_documents`, deleted with the run), `collection` the graph of a corpus collection
         built by `thoughtmap kg build` (read only; `KnowledgeNotBuilt` says how to build it). Its LLM
@@ -250,15 +279,29 @@ class RunContext(Generic[P]):
             return self.llm.ask(messages, output_type, node_id=node_id, **options)
 
         def embedding_failed(exc: Exception) -> None:  # as OmniThink's section evidence tells it
-            self.graph.narrate(f"the embeddings failed, so keywords are matched to the knowledge graph's keys by "
-                               f"BM25: {exc}"[:400], node_id=node_id, kind="failed", error=str(exc)[:2000])
+            self.graph.narrate(
+                f"the embeddings failed, so keywords are matched to the knowledge graph's keys by BM25: {exc}"[:400],
+                node_id=node_id,
+                kind="failed",
+                error=str(exc)[:2000],
+            )
 
-        options = {name: value for name, value in (("chunk_tokens", chunk_tokens),
-                                                   ("extract_max_tokens", extract_max_tokens)) if value is not None}
-        return layer.open(run_id=self.run_id, scope=scope,  # type: ignore[arg-type]
-                          collection=collection, ask=ask, parallel=self.parallel,
-                          checkpoint=self.checkpoint, embedder=self.embedder,
-                          on_embedding_error=embedding_failed, **options)
+        options = {
+            name: value
+            for name, value in (("chunk_tokens", chunk_tokens), ("extract_max_tokens", extract_max_tokens))
+            if value is not None
+        }
+        return layer.open(
+            run_id=self.run_id,
+            scope=scope,  # type: ignore[arg-type]
+            collection=collection,
+            ask=ask,
+            parallel=self.parallel,
+            checkpoint=self.checkpoint,
+            embedder=self.embedder,
+            on_embedding_error=embedding_failed,
+            **options,
+        )
 
     def parallel(self, calls: Sequence[Callable[[], Any]]) -> list[Any]:
         """Run calls concurrently on the process-wide pool (nesting is safe: `engine/parallel.py`);
@@ -297,8 +340,9 @@ class Method(ABC, Generic[P]):
         if "name" not in cls.__dict__:
             return  # an abstract helper base, not a method
         # Checked at import: a method whose declarations contradict each other never loads.
-        contract = MethodContract.build(cls.name, cls.node_kinds, cls.edge_kinds, cls.commands,
-                                        cls.run_states, cls.view, cls.steps)
+        contract = MethodContract.build(
+            cls.name, cls.node_kinds, cls.edge_kinds, cls.commands, cls.run_states, cls.view, cls.steps
+        )
         cls._contract = contract
         cls.steering = frozenset(contract.commands)
         cls.answer_kinds = contract.answer_kinds
@@ -358,8 +402,9 @@ class Method(ABC, Generic[P]):
         """Write the outputs named in `rewrite`, and any that do not exist yet, were written
         part-way (`write_stopped_report`) or before the last applied command (`report_outdated`)."""
         report = ctx.graph.report()
-        if (REPORT in rewrite or report is None or report.data.get(PARTIAL_REPORT)
-                or ctx.graph.report_outdated()):  # a command's rewrite that a stop or a kill cut off
+        if (
+            REPORT in rewrite or report is None or report.data.get(PARTIAL_REPORT) or ctx.graph.report_outdated()
+        ):  # a command's rewrite that a stop or a kill cut off
             self.write_report(ctx)
 
     def write_stopped_report(self, ctx: RunContext[P], reason: str) -> bool:
@@ -396,12 +441,15 @@ class Method(ABC, Generic[P]):
             first_error = next((n.error for n in answers if n.status == NodeStatus.FAILED and n.error), "")
             what = " or ".join(sorted(self.answer_kinds))
             reason = f"nothing was answered: no {what} node succeeded" + (
-                f" (the first failure: {first_error})" if first_error else "")
+                f" (the first failure: {first_error})" if first_error else ""
+            )
         else:
             if self.report_unwritten(ctx.graph):
                 # Answers without a report are not a finished run: the reader would get nothing.
-                reason = ("the model could not write the report; press Rewrite report (or Resume) to try "
-                          "again; the answers of the tree are kept")
+                reason = (
+                    "the model could not write the report; press Rewrite report (or Resume) to try "
+                    "again; the answers of the tree are kept"
+                )
         caveat = ""
         done = [n for n in answers if n.status == NodeStatus.DONE]
         if done and all(n.data.get("not_covered") for n in done):
@@ -442,10 +490,12 @@ class Method(ABC, Generic[P]):
         """Name, type, default and help of every parameter (for the CLI and UI forms)."""
         rows = []
         for name, info in cls.Params.model_fields.items():
-            rows.append({
-                "name": name,
-                "type": getattr(info.annotation, "__name__", str(info.annotation)),
-                "default": info.default,
-                "help": info.description or "",
-            })
+            rows.append(
+                {
+                    "name": name,
+                    "type": getattr(info.annotation, "__name__", str(info.annotation)),
+                    "default": info.default,
+                    "help": info.description or "",
+                }
+            )
         return rows

@@ -29,8 +29,10 @@ RAG_ANSWER = Prompt(
 # default prompts are what they were.
 # A baseline that may not commit answers "No relevant source was found": no answer, where the papers'
 # baselines give one.
-YES_NO_FORM = (" This question is answered yes or no: the answer's first word is 'Yes' or 'No' (the likelier "
-               "one when nothing settles it), followed by the reason in a sentence or two.")
+YES_NO_FORM = (
+    " This question is answered yes or no: the answer's first word is 'Yes' or 'No' (the likelier "
+    "one when nothing settles it), followed by the reason in a sentence or two."
+)
 
 
 def answer_form(yes_no: bool) -> str:

@@ -29,8 +29,7 @@ class RetrievalData(NodeData):
     query: str = Field(default="", description="What was searched for.")
     searcher: str = Field(default="", description="Where it was searched.")
     refs: list[str] = Field(default_factory=list, description="The references of the passages kept.")
-    dropped_as_unrelated: list[DroppedHit] = Field(default_factory=list,
-                                                   description="Hits below the relevance floor.")
+    dropped_as_unrelated: list[DroppedHit] = Field(default_factory=list, description="Hits below the relevance floor.")
 
 
 class AnswerData(NodeData):
@@ -38,8 +37,11 @@ class AnswerData(NodeData):
     invalid_citations: list[int] = Field(default_factory=list, description="Citation numbers that named no source.")
     attributed_citations: int = Field(default=0, description="Citations added to sentences drawn from a passage.")
     last_output: str = Field(default="", description="The unusable model output of a failure.")
-    not_covered: bool = Field(default=False, description="Answered 'the sources at hand do not cover this' "
-                              "(a model that answers only from sources), not by the model.")
+    not_covered: bool = Field(
+        default=False,
+        description="Answered 'the sources at hand do not cover this' "
+        "(a model that answers only from sources), not by the model.",
+    )
 
 
 ASKED_QUESTION = NodeKind("question", AskedQuestionData, "Question", "#2F4B7C", "the question you asked")
@@ -60,4 +62,3 @@ def child_of_kind(ctx: RunContext[P], parent: Node, kind: str) -> Node | None:
         if child.kind == kind:
             return child
     return None
-

@@ -24,7 +24,9 @@ class DirectParams(MethodParams):
     quick_profile = {"max_answer_tokens": 400}
 
     max_answer_tokens: int = Field(
-        default=800, ge=32, le=16000,
+        default=800,
+        ge=32,
+        le=16000,
         description="Upper bound on the length of the answer, in tokens.",
     )
     yes_no: bool = yes_no_field()
@@ -45,8 +47,13 @@ class DirectMethod(Method[DirectParams]):
     @classmethod
     def estimate(cls, params: DirectParams) -> CostEstimate:
         cap = params.max_answer_tokens
-        return single_call("answer the question", prompt=cls.PROMPT_TOKENS, completion=capped_tokens(cap),
-                           structured=True, how="one answer call")
+        return single_call(
+            "answer the question",
+            prompt=cls.PROMPT_TOKENS,
+            completion=capped_tokens(cap),
+            structured=True,
+            how="one answer call",
+        )
 
     def run(self, ctx: RunContext[DirectParams]) -> None:
         params = ctx.params
@@ -57,9 +64,14 @@ class DirectMethod(Method[DirectParams]):
             ctx.graph.start(answer)
             try:
                 result = ctx.llm.ask(
-                    prompts.DIRECT_ANSWER.render(question=ctx.question, today=ctx.today.isoformat(),
-                                                 answer_form=prompts.answer_form(params.yes_no)),
-                    DirectAnswer, node_id=answer.id, max_tokens=params.max_answer_tokens,
+                    prompts.DIRECT_ANSWER.render(
+                        question=ctx.question,
+                        today=ctx.today.isoformat(),
+                        answer_form=prompts.answer_form(params.yes_no),
+                    ),
+                    DirectAnswer,
+                    node_id=answer.id,
+                    max_tokens=params.max_answer_tokens,
                 )
             except StructuredOutputError as exc:
                 ctx.graph.fail(answer, str(exc), data={"last_output": exc.last_output[:2000]})

@@ -59,10 +59,15 @@ class CostEstimate:
 
     def times(self, n: int) -> CostEstimate:
         """The estimate for `n` runs like this one (a benchmark's items)."""
-        return CostEstimate(self.calls * n, self.low * n, self.high * n, self.prompt_tokens * n,
-                            self.completion_tokens * n, self.how,
-                            tuple(CallGroup(g.step, g.calls * n, g.prompt_tokens, g.completion_tokens)
-                                  for g in self.groups))
+        return CostEstimate(
+            self.calls * n,
+            self.low * n,
+            self.high * n,
+            self.prompt_tokens * n,
+            self.completion_tokens * n,
+            self.how,
+            tuple(CallGroup(g.step, g.calls * n, g.prompt_tokens, g.completion_tokens) for g in self.groups),
+        )
 
 
 def single_call(step: str, *, prompt: int, completion: int, structured: bool, how: str) -> CostEstimate:

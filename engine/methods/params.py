@@ -83,12 +83,14 @@ def build_params(params_type: type[MethodParams], values: Mapping[str, Any], *, 
         return params_type.model_validate(dict(values))
     except ValidationError as exc:
         problems = [_problem(err, known) for err in exc.errors()]
-        raise ParamError(f"bad parameter value for method '{method}': " + "; ".join(problems),
-                         errors=exc.errors()) from exc
+        raise ParamError(
+            f"bad parameter value for method '{method}': " + "; ".join(problems), errors=exc.errors()
+        ) from exc
 
 
-def errors_by_field(params_type: type[MethodParams],
-                    values: Mapping[str, Any]) -> dict[str | None, list[dict[str, Any]]]:
+def errors_by_field(
+    params_type: type[MethodParams], values: Mapping[str, Any]
+) -> dict[str | None, list[dict[str, Any]]]:
     """Pydantic's errors for these values, by the field each is about, so a form can say each under
     its own field as soon as it is entered: a field's own error under its name; a check across
     fields (a model validator: no `loc`) under the last field its message names, in the model's
@@ -133,7 +135,8 @@ def profile_defaults(params_type: type[MethodParams], profile: str) -> dict[str,
     return {**defaults, **_profile_overrides(params_type, profile)}
 
 
-def build_params_with_profile(params_type: type[MethodParams], values: Mapping[str, Any], *, method: str,
-                              profile: str) -> MethodParams:
+def build_params_with_profile(
+    params_type: type[MethodParams], values: Mapping[str, Any], *, method: str, profile: str
+) -> MethodParams:
     """The user's values over the profile's defaults (values the user gives always win)."""
     return build_params(params_type, {**_profile_overrides(params_type, profile), **values}, method=method)

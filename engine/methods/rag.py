@@ -57,16 +57,22 @@ class RagMethod(Method[RagParams]):
     @classmethod
     def estimate(cls, params: RagParams) -> CostEstimate:
         p = params
-        return single_call("answer from the passages", prompt=cls.PROMPT_BASE_TOKENS + cls.TOKENS_PER_PASSAGE * p.top_k,
-                           completion=capped_tokens(p.max_answer_tokens), structured=True,
-                           how=f"one search (no LLM call), one answer call over {p.top_k} passages")
+        return single_call(
+            "answer from the passages",
+            prompt=cls.PROMPT_BASE_TOKENS + cls.TOKENS_PER_PASSAGE * p.top_k,
+            completion=capped_tokens(p.max_answer_tokens),
+            structured=True,
+            how=f"one search (no LLM call), one answer call over {p.top_k} passages",
+        )
 
     def run(self, ctx: RunContext[RagParams]) -> None:
         params = ctx.params
         root = ensure_root(ctx)
 
         retrieval = child_of_kind(ctx, root, "search") or ctx.graph.add(
-            kind="search", label=f"Retrieve top {params.top_k} passages", parent=root,
+            kind="search",
+            label=f"Retrieve top {params.top_k} passages",
+            parent=root,
             data={"query": ctx.question},
         )
         if retrieval.status != NodeStatus.DONE:
@@ -81,18 +87,28 @@ class RagMethod(Method[RagParams]):
                 relevant = relevant_hits(ctx.question, hits, floor=params.relevance_floor, embedder=ctx.embedder)
                 ctx.note_unrelated(ctx.question, relevant, retrieval)
                 # Web results: the page's passage about the question (the answer quotes 1,500 characters).
-                kept = ctx.read_pages(ctx.question, relevant.kept, limit=params.read_pages, max_chars=1500,
-                                      node=retrieval).hits
+                kept = ctx.read_pages(
+                    ctx.question, relevant.kept, limit=params.read_pages, max_chars=1500, node=retrieval
+                ).hits
                 sources = ctx.graph.add_sources(kept, node=retrieval) if kept else []
-                content = (f"{len(sources)} relevant passages retrieved" if sources
-                           else nothing_found(ctx.searcher.description))
+                content = (
+                    f"{len(sources)} relevant passages retrieved"
+                    if sources
+                    else nothing_found(ctx.searcher.description)
+                )
                 retrieval = ctx.graph.finish(
-                    retrieval, content=content,
-                    data={"searcher": ctx.searcher.description, "refs": [s.ref for s in sources],
-                          "dropped_as_unrelated": relevant.dropped_summary()},
+                    retrieval,
+                    content=content,
+                    data={
+                        "searcher": ctx.searcher.description,
+                        "refs": [s.ref for s in sources],
+                        "dropped_as_unrelated": relevant.dropped_summary(),
+                    },
                 )
 
-        answer = child_of_kind(ctx, retrieval, "answer") or ctx.graph.add(kind="answer", label="Answer", parent=retrieval)
+        answer = child_of_kind(ctx, retrieval, "answer") or ctx.graph.add(
+            kind="answer", label="Answer", parent=retrieval
+        )
         if answer.status != NodeStatus.DONE:
             self._answer(ctx, retrieval, answer)
         if not ctx.graph.has_report():
@@ -107,11 +123,13 @@ class RagMethod(Method[RagParams]):
         sources = ctx.graph.sources(retrieval)
         if not sources and ctx.sources_only and retrieval.status == NodeStatus.DONE:
             # Nothing found is about the question, and the model answers only from sources.
-            ctx.graph.finish(answer, content=not_covered(ctx.question, ctx.searcher.description),
-                             data={"not_covered": True})
+            ctx.graph.finish(
+                answer, content=not_covered(ctx.question, ctx.searcher.description), data={"not_covered": True}
+            )
             return
         messages = prompts.RAG_ANSWER.render(
-            question=ctx.question, today=ctx.today.isoformat(),
+            question=ctx.question,
+            today=ctx.today.isoformat(),
             sources=source_blocks(sources) if sources else "(no relevant sources were found)",
             answer_form=prompts.answer_form(params.yes_no),
         )
@@ -120,13 +138,20 @@ class RagMethod(Method[RagParams]):
         except StructuredOutputError as exc:
             ctx.graph.fail(answer, str(exc), data={"last_output": exc.last_output[:2000]})
         else:
-            text, attributed = (attribute_uncited(result.answer, sources) if params.attribute_citations
-                                else (result.answer, 0))
+            text, attributed = (
+                attribute_uncited(result.answer, sources) if params.attribute_citations else (result.answer, 0)
+            )
             content, dropped = to_stored_markers(text, sources)
             ctx.graph.link_sources(answer, cited_source_ids(content))
-            ctx.graph.finish(answer, content=content,
-                             data={"confidence": result.confidence, "invalid_citations": dropped,
-                                   "attributed_citations": attributed})
+            ctx.graph.finish(
+                answer,
+                content=content,
+                data={
+                    "confidence": result.confidence,
+                    "invalid_citations": dropped,
+                    "attributed_citations": attributed,
+                },
+            )
 
     def write_report(self, ctx: RunContext[RagParams]) -> None:
         root = ensure_root(ctx)

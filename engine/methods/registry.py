@@ -104,8 +104,10 @@ def load_methods(plugins: str = "") -> RegisteredMethods:
         try:
             cls = getattr(importlib.import_module(module_name), class_name)
         except (ImportError, AttributeError, ValueError) as exc:
-            raise MethodPluginError(f"THOUGHTMAP_METHODS names '{spec}', which cannot be loaded ({exc}); "
-                                    "write it as module:Class, importable from here") from exc
+            raise MethodPluginError(
+                f"THOUGHTMAP_METHODS names '{spec}', which cannot be loaded ({exc}); "
+                "write it as module:Class, importable from here"
+            ) from exc
         if not (isinstance(cls, type) and issubclass(cls, Method) and "name" in cls.__dict__):
             raise MethodPluginError(f"THOUGHTMAP_METHODS names '{spec}', which is not a Method subclass with a name")
         if cls.name in methods and methods[cls.name] is not cls:

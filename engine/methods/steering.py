@@ -38,8 +38,9 @@ def _statuses(spec: CommandSpec) -> str:
     return " or ".join(sorted(spec.statuses))
 
 
-def target(contract: MethodContract, graph: RunGraph, spec: CommandSpec, payload: CommandPayload, *,
-           queueing: bool = False) -> Node | None:
+def target(
+    contract: MethodContract, graph: RunGraph, spec: CommandSpec, payload: CommandPayload, *, queueing: bool = False
+) -> Node | None:
     """The node a command acts on, checked against what the command declares."""
     if not isinstance(payload, NodeCommand):
         return None

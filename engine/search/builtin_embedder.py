@@ -55,8 +55,9 @@ class BuiltinEmbedder:
     # (`RunContext.embed_ahead`).
     remembers_texts = True
 
-    def __init__(self, folder: Path, *, load: Callable[[Path], Encoder] | None = None,
-                 shipped: Path | None = None) -> None:
+    def __init__(
+        self, folder: Path, *, load: Callable[[Path], Encoder] | None = None, shipped: Path | None = None
+    ) -> None:
         self.folder = folder
         self._load = load or _load_minilm
         self._encoder: Encoder | None = None
@@ -111,7 +112,8 @@ class BuiltinEmbedder:
                     self._failure = EmbeddingError(
                         f"the built-in embedding model in {self.folder} could not be loaded: "
                         f"{type(exc).__name__}: {exc}"[:500],
-                        hint="Run `thoughtmap model prepare --force` to install it again.")
+                        hint="Run `thoughtmap model prepare --force` to install it again.",
+                    )
                     raise self._failure from exc
             return self._encoder
 
@@ -131,7 +133,7 @@ def _read_shipped(path: Path | None) -> tuple[dict[str, int], np.ndarray]:
             named = json.loads(aliases.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             named = {}
-        for alias, key in (named.items() if isinstance(named, dict) else ()):
+        for alias, key in named.items() if isinstance(named, dict) else ():
             if key in rows:
                 rows.setdefault(str(alias), rows[key])
     return rows, vectors

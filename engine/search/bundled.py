@@ -166,9 +166,7 @@ def _count_records(data_dir: Path) -> int:
     return total
 
 
-def _documents(
-    collection: str, data_dir: Path, missing: list[str]
-) -> Iterator[NewDocument]:
+def _documents(collection: str, data_dir: Path, missing: list[str]) -> Iterator[NewDocument]:
     used: dict[str, str] = {}  # ref -> content hash, to keep refs unique within the build
     for name, layout in BUNDLED_FILES[collection]:
         path = data_dir / name
@@ -222,8 +220,15 @@ def ensure_bundled_corpus(
         return _index_bundled(store, version, data_dir, progress, lock, started)
 
 
-def _status(store: CorpusStore, version: str, started: float, *, indexed_now: bool = False,
-            duplicates: int = 0, missing: list[str] | None = None) -> BundledStatus:
+def _status(
+    store: CorpusStore,
+    version: str,
+    started: float,
+    *,
+    indexed_now: bool = False,
+    duplicates: int = 0,
+    missing: list[str] | None = None,
+) -> BundledStatus:
     counts = store.collections()
     return BundledStatus(
         version=version,
@@ -237,8 +242,14 @@ def _status(store: CorpusStore, version: str, started: float, *, indexed_now: bo
     )
 
 
-def _index_bundled(store: CorpusStore, version: str, data_dir: Path, progress: Progress | None,
-                   lock: CorpusBuildLock | None, started: float) -> BundledStatus:
+def _index_bundled(
+    store: CorpusStore,
+    version: str,
+    data_dir: Path,
+    progress: Progress | None,
+    lock: CorpusBuildLock | None,
+    started: float,
+) -> BundledStatus:
     """Replace the bundled collections of `store` with this version's, a write transaction per
     batch, reporting progress (to `progress` and, for the processes waiting, through `lock`)."""
     store.delete_meta(META_KEY)  # first: a build that stops half-way must not look built
@@ -310,16 +321,19 @@ def open_default_corpus(
         raise SearchError(str(exc), hint=NO_CORPUS_HINT) from exc
     except (CorpusUnavailable, OSError) as exc:  # a read-only folder, a full disk, not an index
         reason = str(exc) if isinstance(exc, CorpusUnavailable) else f"the corpus index {path} cannot be built ({exc})"
-        raise SearchError(reason,
-                          hint=f"Free space on its disk or make {path.parent} writable, or point THOUGHTMAP_HOME "
-                          "at another folder.") from exc
+        raise SearchError(
+            reason,
+            hint=f"Free space on its disk or make {path.parent} writable, or point THOUGHTMAP_HOME at another folder.",
+        ) from exc
     return LocalCorpusSearcher(store, notice=notice, embedding=embedding)
 
 
 def _built(path: Path, version: str, timeout: float) -> bool:
     """The index at `path` holds this bundled version in this layout (read-only: no write lock)."""
-    return (read_meta(path, META_KEY, busy_timeout_s=timeout) == version
-            and read_meta(path, SCHEMA_KEY, busy_timeout_s=timeout) == SCHEMA_VERSION)
+    return (
+        read_meta(path, META_KEY, busy_timeout_s=timeout) == version
+        and read_meta(path, SCHEMA_KEY, busy_timeout_s=timeout) == SCHEMA_VERSION
+    )
 
 
 def _build_scratch(path: Path, version: str, progress: Progress | None, lock: CorpusBuildLock) -> None:
@@ -337,8 +351,7 @@ def _build_scratch(path: Path, version: str, progress: Progress | None, lock: Co
     move_index(scratch, path)
 
 
-def _update_in_place(path: Path, version: str, timeout: float, progress: Progress | None,
-                     lock: CorpusBuildLock) -> str:
+def _update_in_place(path: Path, version: str, timeout: float, progress: Progress | None, lock: CorpusBuildLock) -> str:
     """Bring an existing index to this version (it keeps the user's files); "" when done, else what
     the searcher's description says: the index is searched as it is."""
     try:
@@ -354,8 +367,11 @@ def _update_in_place(path: Path, version: str, timeout: float, progress: Progres
             if not documents:
                 raise SearchError(str(exc), hint=NO_CORPUS_HINT) from exc
             if progress:
-                progress(f"the corpus index could not be brought up to date ({exc.reason}): searching the "
-                         f"{documents:,} documents it holds now; the update is tried again at the next start", 1.0)
+                progress(
+                    f"the corpus index could not be brought up to date ({exc.reason}): searching the "
+                    f"{documents:,} documents it holds now; the update is tried again at the next start",
+                    1.0,
+                )
             return "not up to date: another process was writing to it"
 
 
@@ -378,8 +394,9 @@ if __name__ == "__main__":  # pragma: no cover
     main()
 
 
-def rebuild_corpus(searcher: LocalCorpusSearcher, uploads_dir: Path | None = None,
-                   progress: Progress | None = None) -> BundledStatus:
+def rebuild_corpus(
+    searcher: LocalCorpusSearcher, uploads_dir: Path | None = None, progress: Progress | None = None
+) -> BundledStatus:
     """Drop the whole index and build it again: the bundled data, then the user's uploaded files.
     Raises `SearchError` when another process's write keeps it from going on (run it again then)."""
     try:
@@ -390,8 +407,9 @@ def rebuild_corpus(searcher: LocalCorpusSearcher, uploads_dir: Path | None = Non
             searcher.store.clear()
         status = ensure_bundled_corpus(searcher.store, progress)
     except CorpusLocked as exc:
-        raise SearchError(f"could not rebuild the corpus index: {exc.reason}.",
-                          hint="Rebuild it again once that process is done.") from exc
+        raise SearchError(
+            f"could not rebuild the corpus index: {exc.reason}.", hint="Rebuild it again once that process is done."
+        ) from exc
     if uploads_dir is not None:
         reindex_uploads(searcher, uploads_dir, progress)
     return status

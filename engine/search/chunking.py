@@ -146,9 +146,7 @@ def _assemble(units: Iterable[Unit], target_words: int, overlap_words: int) -> I
         yield _join(held)
 
 
-def chunk_text(
-    text: str, target_words: int = TARGET_WORDS, overlap_words: int = OVERLAP_WORDS
-) -> list[str]:
+def chunk_text(text: str, target_words: int = TARGET_WORDS, overlap_words: int = OVERLAP_WORDS) -> list[str]:
     """Split `text` into chunks of about `target_words` words with ~`overlap_words` overlap.
 
     Short texts (up to 1.25x target) come back as a single chunk; blank text gives [].

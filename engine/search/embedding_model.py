@@ -85,8 +85,9 @@ def locate_embedding_model(models_dir: Path, spec: EmbeddingModelSpec = EMBEDDIN
     """The prepared model's folder, its files checked; raises `EmbeddingModelUnavailable`."""
     folder = model_folder(models_dir, spec)
     if not folder.is_dir():
-        raise EmbeddingModelUnavailable(f"the built-in embedding model ({spec.name}) is not installed: {folder} "
-                                        "does not exist.", hint=FIX)
+        raise EmbeddingModelUnavailable(
+            f"the built-in embedding model ({spec.name}) is not installed: {folder} does not exist.", hint=FIX
+        )
     verify_files(folder, spec)
     return folder
 
@@ -105,19 +106,25 @@ def verify_files(folder: Path, spec: EmbeddingModelSpec = EMBEDDING_MODEL) -> No
         try:
             stat = path.stat()
         except OSError:
-            raise EmbeddingModelUnavailable(f"the built-in embedding model is damaged: {path} is missing.",
-                                            hint=FIX) from None
+            raise EmbeddingModelUnavailable(
+                f"the built-in embedding model is damaged: {path} is missing.", hint=FIX
+            ) from None
         if stat.st_size != file.size:
-            raise EmbeddingModelUnavailable(f"the built-in embedding model is damaged: {path} has {stat.st_size:,} "
-                                            f"bytes instead of {file.size:,}.", hint=FIX)
+            raise EmbeddingModelUnavailable(
+                f"the built-in embedding model is damaged: {path} has {stat.st_size:,} bytes instead of {file.size:,}.",
+                hint=FIX,
+            )
         stamp = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": file.sha256}
         stamps[file.name] = stamp
         if isinstance(recorded, dict) and recorded.get(file.name) == stamp:
             continue
         digest = sha256_of(path)
         if digest != file.sha256:
-            raise EmbeddingModelUnavailable(f"the built-in embedding model is damaged: {path} has sha256 "
-                                            f"{digest[:16]}…, expected {file.sha256[:16]}….", hint=FIX)
+            raise EmbeddingModelUnavailable(
+                f"the built-in embedding model is damaged: {path} has sha256 "
+                f"{digest[:16]}…, expected {file.sha256[:16]}….",
+                hint=FIX,
+            )
     if stamps != recorded:
         record_verified(folder, stamps)
 

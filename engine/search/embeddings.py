@@ -59,8 +59,12 @@ class OpenAIEmbeddings:
         if client is None:
             import openai
 
-            client = openai.OpenAI(api_key=settings.api_key or "not-needed", base_url=settings.base_url.rstrip("/"),
-                                   timeout=settings.timeout_s, max_retries=2)
+            client = openai.OpenAI(
+                api_key=settings.api_key or "not-needed",
+                base_url=settings.base_url.rstrip("/"),
+                timeout=settings.timeout_s,
+                max_retries=2,
+            )
         self._client = client
 
     @property
@@ -70,7 +74,7 @@ class OpenAIEmbeddings:
     def embed(self, texts: Sequence[str]) -> list[Vector]:
         vectors: list[Vector] = []
         for start in range(0, len(texts), BATCH):
-            batch = [text if text.strip() else " " for text in texts[start:start + BATCH]]
+            batch = [text if text.strip() else " " for text in texts[start : start + BATCH]]
             vectors.extend(self._embed_batch(batch))
         return vectors
 
@@ -80,8 +84,10 @@ class OpenAIEmbeddings:
         try:
             response = self._client.embeddings.create(model=self.settings.model, input=batch, encoding_format="float")
         except openai.OpenAIError as exc:
-            raise EmbeddingError(f"{self.description} failed: {type(exc).__name__}: {exc}"[:500],
-                                 hint="check THOUGHTMAP_EMBEDDINGS_URL and THOUGHTMAP_EMBEDDINGS_MODEL") from exc
+            raise EmbeddingError(
+                f"{self.description} failed: {type(exc).__name__}: {exc}"[:500],
+                hint="check THOUGHTMAP_EMBEDDINGS_URL and THOUGHTMAP_EMBEDDINGS_MODEL",
+            ) from exc
         data = sorted(response.data, key=lambda item: item.index)
         if len(data) != len(batch) or not all(isinstance(item.embedding, list) and item.embedding for item in data):
             raise EmbeddingError(f"{self.description} returned {len(data)} vectors for {len(batch)} texts")
@@ -130,8 +136,14 @@ class Ranked:
     by: str  # "embeddings: <description>" or "bm25" (with why, when embeddings failed)
 
 
-def top_for_each(queries: Sequence[str], hits: Sequence[Hit], k: int, embedder: Embedder | None = None, *,
-                 on_error: Callable[[EmbeddingError], None] | None = None) -> Ranked:
+def top_for_each(
+    queries: Sequence[str],
+    hits: Sequence[Hit],
+    k: int,
+    embedder: Embedder | None = None,
+    *,
+    on_error: Callable[[EmbeddingError], None] | None = None,
+) -> Ranked:
     """Each query's top `k` hits: by cosine similarity when an embedder is given (every hit ranks,
     as Sentence-BERT retrieval does), else by BM25 (a hit sharing no word with the query is left
     out: it is not evidence). One embedding request covers all queries and hits; if it fails, BM25
@@ -141,7 +153,7 @@ def top_for_each(queries: Sequence[str], hits: Sequence[Hit], k: int, embedder: 
     if embedder is not None:
         try:
             vectors = embedder.embed([*queries, *(hit_text(h) for h in hits)])
-            query_vectors, hit_vectors = vectors[:len(queries)], vectors[len(queries):]
+            query_vectors, hit_vectors = vectors[: len(queries)], vectors[len(queries) :]
             per_query = []
             for qv in query_vectors:
                 scores = [cosine(qv, hv) for hv in hit_vectors]
@@ -160,5 +172,13 @@ def top_for_each(queries: Sequence[str], hits: Sequence[Hit], k: int, embedder: 
     return Ranked(per_query, fallback)
 
 
-__all__ = ["Embedder", "EmbeddingError", "EmbeddingReranker", "EmbeddingsSettings", "OpenAIEmbeddings", "Ranked",
-           "cosine", "top_for_each"]
+__all__ = [
+    "Embedder",
+    "EmbeddingError",
+    "EmbeddingReranker",
+    "EmbeddingsSettings",
+    "OpenAIEmbeddings",
+    "Ranked",
+    "cosine",
+    "top_for_each",
+]

@@ -102,8 +102,7 @@ class OwnUploadsOnly:
 
     def search(self, query: str, k: int = 5) -> list[Hit]:
         fetch = min(MAX_FETCH, max(k * OVERFETCH, k + 20))
-        kept = [h for h in self.searcher.search(query, fetch)
-                if not uploaded_by_someone_else(h.ref, self.user_id)]
+        kept = [h for h in self.searcher.search(query, fetch) if not uploaded_by_someone_else(h.ref, self.user_id)]
         return kept[:k]
 
     def titled(self, title: str) -> Hit | None:

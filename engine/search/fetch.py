@@ -157,8 +157,9 @@ class PageFetcher:
                     hint="check the URL and your network connection",
                 ) from exc
             if not addresses:
-                raise FetchError(f"cannot resolve host '{host}'",
-                                 hint="check the URL and your network connection") from None
+                raise FetchError(
+                    f"cannot resolve host '{host}'", hint="check the URL and your network connection"
+                ) from None
         for address in addresses:
             why = self.address_policy(address)
             if why:
@@ -172,8 +173,7 @@ class PageFetcher:
         current = url
         # Allowed private fetching needs no pinning: any address may be reached, so httpx resolves
         # names (and picks proxies) itself, as any other client would.
-        transport = None if self.allow_private else PinnedTransport(self.checked_addresses,
-                                                                    trust_env=self.trust_env)
+        transport = None if self.allow_private else PinnedTransport(self.checked_addresses, trust_env=self.trust_env)
         with httpx.Client(
             transport=transport,
             follow_redirects=False,
@@ -196,9 +196,7 @@ class PageFetcher:
                             continue
                         if response.status_code >= 400:
                             raise FetchError(f"HTTP {response.status_code} from {current}")
-                        content_type = (
-                            response.headers.get("content-type", "").split(";")[0].strip().lower()
-                        )
+                        content_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
                         body = self._read_body(response, deadline, url)
                         encoding = _usable_encoding(response.charset_encoding)
                 except httpx.TimeoutException as exc:
@@ -215,9 +213,7 @@ class PageFetcher:
         return FetchError(f"timed out after {self.timeout_s:g}s fetching {url}")
 
     def _read_body(self, response: httpx.Response, deadline: float, url: str) -> bytes:
-        too_big = FetchError(
-            f"page is larger than the {self.max_bytes:,}-byte limit: {url}"
-        )
+        too_big = FetchError(f"page is larger than the {self.max_bytes:,}-byte limit: {url}")
         declared = response.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > self.max_bytes:
             raise too_big  # refuse before downloading anything
@@ -232,9 +228,7 @@ class PageFetcher:
             chunks.append(chunk)
         return b"".join(chunks)
 
-    def _to_page(
-        self, url: str, final_url: str, content_type: str, body: bytes, encoding: str
-    ) -> FetchedPage:
+    def _to_page(self, url: str, final_url: str, content_type: str, body: bytes, encoding: str) -> FetchedPage:
         kind = _kind(content_type, body)
         try:
             if kind == "html":
@@ -244,9 +238,7 @@ class PageFetcher:
             elif kind == "text":
                 title, text = "", body.decode(encoding, errors="replace").strip()
             else:
-                raise FetchError(
-                    f"unsupported content type '{content_type or 'unknown'}' at {final_url}"
-                )
+                raise FetchError(f"unsupported content type '{content_type or 'unknown'}' at {final_url}")
         except ExtractionError as exc:
             raise FetchError(f"{final_url}: {exc}") from exc
         # A page is untrusted text on its way into the database: no NUL, no lone surrogates.
@@ -260,9 +252,7 @@ def _check_url_form(url: str) -> None:
     """Raise FetchError unless `url` is an http(s) URL with a host and a valid port."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https"):
-        raise FetchError(
-            f"refused: only http and https URLs can be fetched, not '{parts.scheme or url}'"
-        )
+        raise FetchError(f"refused: only http and https URLs can be fetched, not '{parts.scheme or url}'")
     if not parts.hostname:
         raise FetchError(f"refused: '{url}' has no host")
     try:

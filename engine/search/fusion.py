@@ -29,8 +29,12 @@ RRF_K = 60
 T = TypeVar("T")
 
 
-def fuse(rankings: Sequence[Sequence[T]], key: Callable[[T], Hashable], k: int = RRF_K,
-         weights: Sequence[float] | None = None) -> list[tuple[T, float]]:
+def fuse(
+    rankings: Sequence[Sequence[T]],
+    key: Callable[[T], Hashable],
+    k: int = RRF_K,
+    weights: Sequence[float] | None = None,
+) -> list[tuple[T, float]]:
     """Items of all rankings, best fused score first (ties: the earlier ranking's earlier item).
     `weights`: one per ranking (1 each by default), multiplying its 1 / (k + rank)."""
     scores: dict[Hashable, float] = {}
@@ -53,8 +57,9 @@ class FusedSearcher:
     Each searcher is asked for `depth` hits (at least k), so a hit one of them ranks 30th can still
     reach the fused top 10 when another ranks it high."""
 
-    def __init__(self, searchers: Sequence[Searcher], *, depth: int = 50, name: str = "",
-                 store: CorpusStore | None = None) -> None:
+    def __init__(
+        self, searchers: Sequence[Searcher], *, depth: int = 50, name: str = "", store: CorpusStore | None = None
+    ) -> None:
         self.searchers = list(searchers)
         self.depth = depth
         self.name = name

@@ -207,9 +207,14 @@ def _same(title: str) -> str:
     return " ".join(title.casefold().split())
 
 
-def follow_hops(query: str, candidates: Sequence[Hit], linker: TitleLinker,
-                open_page: Callable[[str], Hit | None], k: int,
-                as_hit: Callable[[Hit], Hit] = lambda page: page) -> list[Hit]:
+def follow_hops(
+    query: str,
+    candidates: Sequence[Hit],
+    linker: TitleLinker,
+    open_page: Callable[[str], Hit | None],
+    k: int,
+    as_hit: Callable[[Hit], Hit] = lambda page: page,
+) -> list[Hit]:
     """The first `k` documents in hop order (see the module's docstring), one hit each: a
     candidate's best chunk, or a page opened by title (`open_page`: the page, whose text is read
     for links, or None for a page that cannot be had, which is then left out) as `as_hit` makes
@@ -279,8 +284,7 @@ class HopSearcher:
     `ExcludingSearcher`: then an excluded page is neither returned nor followed, since pages are
     opened through its `titled`). `linkers`: share one cache between searchers of the same store."""
 
-    def __init__(self, searcher: Searcher, *, linkers: LinkerCache | None = None,
-                 candidates: int = CANDIDATES) -> None:
+    def __init__(self, searcher: Searcher, *, linkers: LinkerCache | None = None, candidates: int = CANDIDATES) -> None:
         self.searcher = searcher
         self.linkers = linkers or LinkerCache()
         self.candidates = candidates

@@ -298,8 +298,9 @@ def iter_documents(paths: Iterable[Path | str]) -> Iterator[LoadedDocument | Tex
             yield Skipped(path, "no such file or folder")
 
 
-def named_inside(items: Iterable[LoadedDocument | TextFileDocument | Skipped], folder: Path,
-                 name: str) -> Iterator[LoadedDocument | TextFileDocument | Skipped]:
+def named_inside(
+    items: Iterable[LoadedDocument | TextFileDocument | Skipped], folder: Path, name: str
+) -> Iterator[LoadedDocument | TextFileDocument | Skipped]:
     """The documents of files kept in `folder` (the app's uploads), identified by their path inside
     it under `name` (``uploads/notes.md``) and without a file URL. The reader of a citation sees the
     file they uploaded, never the server's folders; the ref stays unique and stable, so a file
@@ -307,7 +308,7 @@ def named_inside(items: Iterable[LoadedDocument | TextFileDocument | Skipped], f
     root = path_text(folder.resolve())
 
     def inside(text: str) -> str:
-        return name + text[len(root):] if text == root or text.startswith(root + os.sep) else text
+        return name + text[len(root) :] if text == root or text.startswith(root + os.sep) else text
 
     for item in items:
         if isinstance(item, Skipped):

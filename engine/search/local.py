@@ -101,8 +101,10 @@ class IngestReport:
         if self.chunks_embedded:
             text += f"; {self.chunks_embedded} passages embedded"
         if self.embedding_failed:
-            text += (f"\n  passages not embedded ({self.embedding_failed}): word search finds them; "
-                     "the next ingest embeds them")
+            text += (
+                f"\n  passages not embedded ({self.embedding_failed}): word search finds them; "
+                "the next ingest embeds them"
+            )
         # Say why files were skipped: the user can fix the file or its type.
         for item in self.skipped[:MAX_LISTED_SKIPS]:
             text += f"\n  skipped {path_text(item.path)}: {item.reason}"
@@ -154,8 +156,12 @@ class LocalCorpusSearcher:
         def finish(kept: list[Hit]) -> list[Hit]:
             later = [chunk_of[hit.ref] for hit in kept if hit.snippet == SNIPPET_LATER and hit.ref in chunk_of]
             made = self.store.snippets(query, later) if later else {}
-            return [replace(hit, snippet=made.get(chunk_of[hit.ref]) or hit.text[:300])
-                    if hit.snippet == SNIPPET_LATER and hit.ref in chunk_of else hit for hit in kept]
+            return [
+                replace(hit, snippet=made.get(chunk_of[hit.ref]) or hit.text[:300])
+                if hit.snippet == SNIPPET_LATER and hit.ref in chunk_of
+                else hit
+                for hit in kept
+            ]
 
         return Candidates([corpus_hit(chunk, SNIPPET_LATER) for chunk in chunks], finish)
 
@@ -170,8 +176,13 @@ class LocalCorpusSearcher:
         return Hit(title=hit.title, ref=hit.ref, snippet=hit.snippet, text=text, kind=hit.kind, url=hit.url)
 
     def ingest(
-        self, paths: Iterable[Path | str], *, collection: str = DEFAULT_COLLECTION,
-        inside: tuple[Path, str] | None = None, progress: IngestProgress | None = None, owner: str = "",
+        self,
+        paths: Iterable[Path | str],
+        *,
+        collection: str = DEFAULT_COLLECTION,
+        inside: tuple[Path, str] | None = None,
+        progress: IngestProgress | None = None,
+        owner: str = "",
     ) -> IngestReport:
         """Index files and folders. Already-indexed content is skipped; edited files are updated.
         `inside=(folder, name)`: the files live in that folder (the app's uploads) and are named by
@@ -189,10 +200,12 @@ class LocalCorpusSearcher:
             raise IngestLocked(
                 f"could not add to the corpus index: {exc.reason} (THOUGHTMAP_CORPUS_LOCK_TIMEOUT sets this wait).",
                 hint="What was added before stays; run the same ingest again to add the rest "
-                     "(files already indexed are skipped).") from exc
+                "(files already indexed are skipped).",
+            ) from exc
 
-    def _ingest(self, paths: Iterable[Path | str], collection: str, inside: tuple[Path, str] | None,
-                owner: str = "") -> IngestReport:
+    def _ingest(
+        self, paths: Iterable[Path | str], collection: str, inside: tuple[Path, str] | None, owner: str = ""
+    ) -> IngestReport:
         started = time.perf_counter()
         report = IngestReport()
         batch: list[NewDocument] = []
@@ -259,8 +272,15 @@ TITLED_PAGE_CHARS = 20_000
 def corpus_hit(hit: ChunkHit, snippet: str | None = None) -> Hit:
     """A corpus chunk as a search hit: its ref is the document's ref and the chunk's ordinal, the
     id a run stores as a Source (the knowledge layer's collection graphs use the same)."""
-    return Hit(title=hit.title, ref=corpus_ref(hit), snippet=hit.snippet if snippet is None else snippet, text=hit.text,
-               kind="corpus", url=hit.url, score=hit.score)
+    return Hit(
+        title=hit.title,
+        ref=corpus_ref(hit),
+        snippet=hit.snippet if snippet is None else snippet,
+        text=hit.text,
+        kind="corpus",
+        url=hit.url,
+        score=hit.score,
+    )
 
 
 def corpus_ref(hit: ChunkHit) -> str:

@@ -93,7 +93,7 @@ class MiniLMEncoder:
         # Similar lengths batch together: less padding computed for nothing.
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
         for start in range(0, len(order), BATCH):
-            chunk = order[start:start + BATCH]
+            chunk = order[start : start + BATCH]
             out[chunk] = self._forward([ids[i] for i in chunk])
         return out
 
@@ -103,11 +103,13 @@ class MiniLMEncoder:
         tokens = np.zeros((len(batch), length), dtype=np.int64)
         mask = np.zeros((len(batch), length), dtype=np.float32)
         for row, ids in enumerate(batch):
-            tokens[row, :len(ids)] = ids
-            mask[row, :len(ids)] = 1.0
-        x = (w["embeddings.word_embeddings.weight"][tokens]
-             + w["embeddings.position_embeddings.weight"][:length][None, :, :]
-             + w["embeddings.token_type_embeddings.weight"][0][None, None, :])
+            tokens[row, : len(ids)] = ids
+            mask[row, : len(ids)] = 1.0
+        x = (
+            w["embeddings.word_embeddings.weight"][tokens]
+            + w["embeddings.position_embeddings.weight"][:length][None, :, :]
+            + w["embeddings.token_type_embeddings.weight"][0][None, None, :]
+        )
         n, t = tokens.shape
         # Every linear layer runs on a 2-D (tokens, features) matrix: one BLAS call. numpy's matmul
         # of a 3-D stack by a matrix, and of a transposed view, is several times slower (measured
@@ -134,10 +136,15 @@ class MiniLMEncoder:
             probs /= probs.sum(-1, keepdims=True)
             context = (probs @ v).transpose(0, 2, 1, 3).reshape(n * t, DIMENSIONS)
             attended = context @ w[p + "attention.output.dense.weight"] + w[p + "attention.output.dense.bias"]
-            x = _layer_norm(attended + x, w[p + "attention.output.LayerNorm.weight"], w[p + "attention.output.LayerNorm.bias"])
+            x = _layer_norm(
+                attended + x, w[p + "attention.output.LayerNorm.weight"], w[p + "attention.output.LayerNorm.bias"]
+            )
             inner = _gelu(x @ w[p + "intermediate.dense.weight"] + w[p + "intermediate.dense.bias"])
-            x = _layer_norm(inner @ w[p + "output.dense.weight"] + w[p + "output.dense.bias"] + x,
-                            w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"])
+            x = _layer_norm(
+                inner @ w[p + "output.dense.weight"] + w[p + "output.dense.bias"] + x,
+                w[p + "output.LayerNorm.weight"],
+                w[p + "output.LayerNorm.bias"],
+            )
         x = x.reshape(n, t, DIMENSIONS)
         summed = (x * mask[:, :, None]).sum(1)
         pooled = summed / np.maximum(mask.sum(1, keepdims=True), 1e-9)

@@ -28,8 +28,10 @@ def waiting_message(progress: BuildProgress | None, waited_s: float) -> str:
     text = "the corpus index is being built by another process"
     if progress is None:
         return f"{text}; waiting for it to finish ({waited_s:.0f} s so far)"
-    return (f"{text} (pid {progress.pid}): {progress.done:,} of {progress.total:,} records indexed; "
-            f"waiting for it to finish")
+    return (
+        f"{text} (pid {progress.pid}): {progress.done:,} of {progress.total:,} records indexed; "
+        f"waiting for it to finish"
+    )
 
 
 @contextmanager

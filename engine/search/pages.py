@@ -52,8 +52,7 @@ def focus(text: str, query: str, max_chars: int) -> str:
     return "\n".join(paragraphs[i] for i in sorted(chosen))
 
 
-def read_pages(fetcher: PageFetcher, hits: Sequence[Hit], *, limit: int, max_chars: int,
-               query: str = "") -> PagesRead:
+def read_pages(fetcher: PageFetcher, hits: Sequence[Hit], *, limit: int, max_chars: int, query: str = "") -> PagesRead:
     """The first `limit` web hits (in the given order) with their page's main text, at most
     `max_chars` of it (with a `query`, the passages that match it best: `focus`); every other hit
     unchanged, the order kept."""
@@ -81,7 +80,9 @@ def read_pages(fetcher: PageFetcher, hits: Sequence[Hit], *, limit: int, max_cha
             if not page.text.strip():
                 failures.append(f"{url}: the page has no readable text")
                 continue
-            out[i] = dataclasses.replace(out[i], text=focus(page.text, query, max_chars), title=out[i].title or page.title)
+            out[i] = dataclasses.replace(
+                out[i], text=focus(page.text, query, max_chars), title=out[i].title or page.title
+            )
             read += 1
         return PagesRead(out, read, failures)
     finally:

@@ -43,6 +43,7 @@ DEFAULT_FLOOR = 0.35
 # The least cosine similarity of query and passage (all-MiniLM-L6-v2) for a hit found by its words.
 SEMANTIC_FLOOR = 0.35
 
+
 @dataclass(frozen=True)
 class Judged:
     hit: Hit
@@ -58,9 +59,11 @@ class RelevanceResult:
 
     def dropped_summary(self) -> list[dict[str, object]]:
         """For the node's data: which hits were left out, and how little they matched."""
-        return [{"title": j.hit.title[:120], "ref": j.hit.ref[:200], "score": round(j.score, 2)}
-                | ({"similarity": round(j.similarity, 2)} if j.similarity is not None else {})
-                for j in self.dropped]
+        return [
+            {"title": j.hit.title[:120], "ref": j.hit.ref[:200], "score": round(j.score, 2)}
+            | ({"similarity": round(j.similarity, 2)} if j.similarity is not None else {})
+            for j in self.dropped
+        ]
 
 
 def judge(query: str, hits: Sequence[Hit]) -> list[Judged]:
@@ -99,8 +102,14 @@ def semantic_scores(query: str, hits: Sequence[Hit], embedder: Embedder | None) 
     return [cosine(vectors[0], vector) for vector in vectors[1:]]
 
 
-def relevant_hits(query: str, hits: Sequence[Hit], *, floor: float = DEFAULT_FLOOR, embedder: Embedder | None = None,
-                  semantic_floor: float = SEMANTIC_FLOOR) -> RelevanceResult:
+def relevant_hits(
+    query: str,
+    hits: Sequence[Hit],
+    *,
+    floor: float = DEFAULT_FLOOR,
+    embedder: Embedder | None = None,
+    semantic_floor: float = SEMANTIC_FLOOR,
+) -> RelevanceResult:
     """Keep the hits that cover at least `floor` of the query (0 keeps everything) and, with an
     `embedder`, are about it by meaning (cosine at least `semantic_floor`), and the hits reached by a
     hop from what is kept: a document the question names, or one a kept document names (`Hit.via`).
@@ -113,8 +122,10 @@ def relevant_hits(query: str, hits: Sequence[Hit], *, floor: float = DEFAULT_FLO
     passed = [v.score >= floor or v.hit.via == NAMED_BY_QUESTION for v in verdicts]
     similarity = semantic_scores(query, hits, embedder) if semantic_floor > 0 else None
     if similarity is not None:
-        passed = [ok and (v.hit.via == NAMED_BY_QUESTION or sim >= semantic_floor)
-                  for ok, v, sim in zip(passed, verdicts, similarity)]
+        passed = [
+            ok and (v.hit.via == NAMED_BY_QUESTION or sim >= semantic_floor)
+            for ok, v, sim in zip(passed, verdicts, similarity)
+        ]
     kept_titles = {v.hit.title for v, ok in zip(verdicts, passed) if ok}
     changed = True
     while changed:  # a hop of a hop: until nothing more is reached
@@ -130,12 +141,16 @@ def relevant_hits(query: str, hits: Sequence[Hit], *, floor: float = DEFAULT_FLO
     return RelevanceResult(kept, dropped)
 
 
-NO_RELEVANT_SOURCE = ("No relevant source was found for this in {where}. Connect web search or upload documents "
-                      "on the Settings page to ground it.")
+NO_RELEVANT_SOURCE = (
+    "No relevant source was found for this in {where}. Connect web search or upload documents "
+    "on the Settings page to ground it."
+)
 
 
-SEARCH_OFF = ("Search was off for this run (no search). Connect web search or upload documents on the Settings page, "
-              "and choose a search, to ground it.")
+SEARCH_OFF = (
+    "Search was off for this run (no search). Connect web search or upload documents on the Settings page, "
+    "and choose a search, to ground it."
+)
 
 
 def nothing_found(where: str) -> str:
@@ -149,10 +164,12 @@ def ungrounded_note(where: str) -> str:
     return "\n\n> " + nothing_found(where) + " This answer is the model's own and cites nothing."
 
 
-NOT_COVERED = ("The sources at hand ({where}) do not cover this: no passage found was about “{query}”. The "
-               "built-in model answers only from sources, so it does not guess. To research it, turn on web "
-               "search or upload documents on the Settings page, or connect a model there for knowledge "
-               "beyond the sources.")
+NOT_COVERED = (
+    "The sources at hand ({where}) do not cover this: no passage found was about “{query}”. The "
+    "built-in model answers only from sources, so it does not guess. To research it, turn on web "
+    "search or upload documents on the Settings page, or connect a model there for knowledge "
+    "beyond the sources."
+)
 
 
 def not_covered(query: str, where: str) -> str:

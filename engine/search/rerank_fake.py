@@ -37,5 +37,4 @@ def rerank_logprobs(request: ChatRequest) -> tuple[tuple[str, float], ...]:
     return pair if p >= 0.5 else pair[::-1]
 
 
-
 script_prompts({"rerank.judge": rerank_answer}, {"rerank.judge": rerank_logprobs})

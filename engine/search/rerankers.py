@@ -85,9 +85,17 @@ class LLMReranker:
     with each (0: the verdict only). An endpoint that refuses the logprobs request (a 4xx) is asked
     again without, and this reranker keeps to verdicts from then on."""
 
-    def __init__(self, llm: LLM, *, parallel: Parallel | None = None, purpose: str = "rerank",
-                 max_chars: int = 2000, top_logprobs: int = 5, known: Mapping[str, float] | None = None,
-                 on_score: Callable[[str, float], None] | None = None) -> None:
+    def __init__(
+        self,
+        llm: LLM,
+        *,
+        parallel: Parallel | None = None,
+        purpose: str = "rerank",
+        max_chars: int = 2000,
+        top_logprobs: int = 5,
+        known: Mapping[str, float] | None = None,
+        on_score: Callable[[str, float], None] | None = None,
+    ) -> None:
         """`known`: judgments paid for before (ref -> score), not asked again; `on_score` sees each
         new one as it arrives, so a caller can keep them if it is stopped half-way (a run's search)."""
         self.llm = llm
@@ -109,8 +117,15 @@ class LLMReranker:
         messages = tuple(JUDGE.render(query=inert(" ".join(query.split())), document=document))
         with self._lock:
             top = self._top_logprobs
-        request = ChatRequest(messages=messages, purpose=self.purpose, response_format=ResponseFormat.TEXT,
-                              max_tokens=1, temperature=0.0, prompt=JUDGE.name, top_logprobs=top)
+        request = ChatRequest(
+            messages=messages,
+            purpose=self.purpose,
+            response_format=ResponseFormat.TEXT,
+            max_tokens=1,
+            temperature=0.0,
+            prompt=JUDGE.name,
+            top_logprobs=top,
+        )
         try:
             response = self.llm.chat(request)
         except LLMRequestError:
@@ -146,8 +161,16 @@ class EndpointReranker:
     """A client of an OpenAI-compatible `/rerank` endpoint (see the module's docstring). `url` is the
     endpoint itself or its base (`/rerank` is appended when the path does not end with it)."""
 
-    def __init__(self, url: str, model: str = "", *, api_key: str | None = None, timeout_s: float = 60.0,
-                 max_chars: int = 4000, transport: httpx.BaseTransport | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        model: str = "",
+        *,
+        api_key: str | None = None,
+        timeout_s: float = 60.0,
+        max_chars: int = 4000,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
         url = url.strip()
         if not url.startswith(("http://", "https://")):
             raise ValueError(f"THOUGHTMAP_RERANK_URL must be an http(s) URL, not {redact_url(url)!r}")
@@ -164,8 +187,11 @@ class EndpointReranker:
     def rerank(self, query: str, hits: Sequence[Hit], k: int) -> list[Hit]:
         if k <= 0 or not hits:
             return []
-        body: dict[str, Any] = {"query": query, "documents": [document_text(h, self.max_chars) for h in hits],
-                                "top_n": min(k, len(hits))}
+        body: dict[str, Any] = {
+            "query": query,
+            "documents": [document_text(h, self.max_chars) for h in hits],
+            "top_n": min(k, len(hits)),
+        }
         if self.model:
             body["model"] = self.model
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
@@ -174,16 +200,18 @@ class EndpointReranker:
         try:
             response = self._client.post(self.url, json=body, headers=headers)
         except httpx.HTTPError as exc:
-            raise RerankError(f"the rerank endpoint at {where} could not be reached: {type(exc).__name__}",
-                              hint=hint) from None
+            raise RerankError(
+                f"the rerank endpoint at {where} could not be reached: {type(exc).__name__}", hint=hint
+            ) from None
         if response.status_code >= 400:
             raise RerankError(f"the rerank endpoint at {where} answered HTTP {response.status_code}", hint=hint)
         try:
             results = response.json()["results"]
             scored = {int(r["index"]): float(r.get("relevance_score", r.get("score"))) for r in results}
         except (ValueError, KeyError, TypeError) as exc:
-            raise RerankError(f"the rerank endpoint at {where} sent no results list ({type(exc).__name__})",
-                              hint=hint) from None
+            raise RerankError(
+                f"the rerank endpoint at {where} sent no results list ({type(exc).__name__})", hint=hint
+            ) from None
         order = sorted((i for i in scored if 0 <= i < len(hits)), key=lambda i: (-scored[i], i))
         return [replace(hits[i], score=scored[i]) for i in order[:k]]
 

@@ -60,7 +60,7 @@ class KeepOrder:
     description = "the first stage's order (no reranker)"
 
     def rerank(self, query: str, hits: Sequence[Hit], k: int) -> list[Hit]:
-        kept = list(hits)[:max(k, 0)]
+        kept = list(hits)[: max(k, 0)]
         return [replace(hit, score=1.0 / (rank + 1)) for rank, hit in enumerate(kept)]
 
 
@@ -99,13 +99,19 @@ def builtin_reranker(embedder: Embedder | None) -> Reranker:
     kept with their source: `HopAwareCosine`); the first stage's order alone without an embedder."""
     if embedder is None:
         return KeepOrder()
-    return FusedReranker(HopAwareCosine(embedder),
-                         name=f"the first stage's order fused with cosine similarity of {embedder.description}")
+    return FusedReranker(
+        HopAwareCosine(embedder), name=f"the first stage's order fused with cosine similarity of {embedder.description}"
+    )
 
 
-def build_local_retrieval(corpus: LocalCorpusSearcher, settings: RetrievalSettings,
-                          embedder: Embedder | None, *, vectors: VectorIndex | None = None,
-                          linkers: LinkerCache | None = None) -> Searcher:
+def build_local_retrieval(
+    corpus: LocalCorpusSearcher,
+    settings: RetrievalSettings,
+    embedder: Embedder | None,
+    *,
+    vectors: VectorIndex | None = None,
+    linkers: LinkerCache | None = None,
+) -> Searcher:
     """The first stage `settings.retriever` names, over `corpus`. `vectors`: the corpus's
     `VectorIndex` for the embedder's model (None: dense retrieval is unavailable). `linkers`: the
     process's `LinkerCache`, so the hop linker is built once per corpus generation."""
@@ -121,15 +127,18 @@ def build_local_retrieval(corpus: LocalCorpusSearcher, settings: RetrievalSettin
         dense = DenseSearcher(corpus, vectors, embedder)
     if retriever == "dense":
         if dense is None:
-            return _Described(corpus, f"{corpus.description}; dense retrieval unavailable "
-                                      "(no embedding model), BM25 used")
+            return _Described(
+                corpus, f"{corpus.description}; dense retrieval unavailable (no embedding model), BM25 used"
+            )
         return dense
     if dense is None:
-        return _Described(HopSearcher(corpus, linkers=linkers),
-                          f"{corpus.description} by BM25, following the hops; dense retrieval unavailable "
-                          "(no embedding model)")
-    fused = FusedSearcher([corpus, dense], store=corpus.store,
-                          name=f"{corpus.description} by BM25 + {dense.embedder.description}")
+        return _Described(
+            HopSearcher(corpus, linkers=linkers),
+            f"{corpus.description} by BM25, following the hops; dense retrieval unavailable (no embedding model)",
+        )
+    fused = FusedSearcher(
+        [corpus, dense], store=corpus.store, name=f"{corpus.description} by BM25 + {dense.embedder.description}"
+    )
     return HopSearcher(fused, linkers=linkers)
 
 
@@ -152,7 +161,7 @@ RETRIEVER_SAYS = {
     "bm25": "BM25 word match over the local corpus",
     "dense": "the embedding model's vectors (cosine similarity)",
     "hybrid": "BM25 and the embedding model's vectors fused by reciprocal rank, then the hops followed "
-              "(the documents the question and the best passages name)",
+    "(the documents the question and the best passages name)",
 }
 RERANKER_SAYS = {
     "none": "the first stage's order",
@@ -165,12 +174,16 @@ RERANKER_SAYS = {
 def describe_retrieval(settings: RetrievalSettings, embedder: str | None, notice: str = "") -> list[str]:
     """What searches and reranks, in words, for `thoughtmap methods` and the Settings page.
     `embedder`: the embedding model's description, None when there is none (`notice` says why)."""
-    lines = [f"retriever (THOUGHTMAP_RETRIEVER): {settings.retriever}: {RETRIEVER_SAYS[settings.retriever]}",
-             f"reranker (THOUGHTMAP_RERANKER, where a method reranks: the research agent): {settings.reranker}: "
-             f"{RERANKER_SAYS[settings.reranker]}"]
+    lines = [
+        f"retriever (THOUGHTMAP_RETRIEVER): {settings.retriever}: {RETRIEVER_SAYS[settings.retriever]}",
+        f"reranker (THOUGHTMAP_RERANKER, where a method reranks: the research agent): {settings.reranker}: "
+        f"{RERANKER_SAYS[settings.reranker]}",
+    ]
     if embedder:
         lines.append(f"embedding model: {embedder}")
     else:
-        lines.append("embedding model: none, so dense retrieval and the builtin reranker fall back to word "
-                     f"match and the first stage's order{': ' + notice if notice else ''}")
+        lines.append(
+            "embedding model: none, so dense retrieval and the builtin reranker fall back to word "
+            f"match and the first stage's order{': ' + notice if notice else ''}"
+        )
     return lines

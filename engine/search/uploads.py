@@ -47,8 +47,14 @@ def _place(folder: Path, owner: int | None) -> tuple[Path, str, str, str]:
     return folder / key, f"{UPLOADS_NAME}/{key}", person_collection(owner), key
 
 
-def add_uploads(searcher: LocalCorpusSearcher, folder: Path, files: Iterable[tuple[str, bytes]],
-                progress: IngestProgress | None = None, *, owner: int | None = None) -> IngestReport:
+def add_uploads(
+    searcher: LocalCorpusSearcher,
+    folder: Path,
+    files: Iterable[tuple[str, bytes]],
+    progress: IngestProgress | None = None,
+    *,
+    owner: int | None = None,
+) -> IngestReport:
     """Save (name, content) pairs in `folder` (a person's own part of it, `owner`) and index them
     (their passages embedded when the searcher embeds, `progress` saying how far); a file uploaded
     again under its name replaces the earlier one."""
@@ -62,8 +68,9 @@ def add_uploads(searcher: LocalCorpusSearcher, folder: Path, files: Iterable[tup
     return searcher.ingest(saved, inside=(place, name), collection=collection, owner=key, progress=progress)
 
 
-def reindex_uploads(searcher: LocalCorpusSearcher, folder: Path,
-                    progress: IngestProgress | None = None) -> IngestReport | None:
+def reindex_uploads(
+    searcher: LocalCorpusSearcher, folder: Path, progress: IngestProgress | None = None
+) -> IngestReport | None:
     """Index every file in the uploads folder again (after the index was cleared): everyone's, then
     each person's in their own collection; None if there are none."""
     if not folder.exists() or not any(folder.iterdir()):

@@ -101,8 +101,7 @@ class VectorIndex:
         """How many chunks lack a vector of this model."""
         return self.store.count_lacking_vectors(self.model)
 
-    def update(self, encode: Encode, progress: VectorProgress | None = None, *,
-               batch: int = UPDATE_BATCH) -> int:
+    def update(self, encode: Encode, progress: VectorProgress | None = None, *, batch: int = UPDATE_BATCH) -> int:
         """Embed every chunk lacking a vector, `batch` at a time, each batch written in its own
         transaction; returns how many vectors were stored. `progress(done, total)` after each batch
         (and once at the start). Chunks added meanwhile are left for the next update."""
@@ -119,7 +118,8 @@ class VectorIndex:
             if len(vectors) != len(page):
                 raise ValueError(f"the embedder returned {len(vectors)} vectors for {len(page)} texts")
             stored += self.store.put_vectors(
-                self.model, ((chunk_id, text, vector) for (chunk_id, _title, text), vector in zip(page, vectors)))
+                self.model, ((chunk_id, text, vector) for (chunk_id, _title, text), vector in zip(page, vectors))
+            )
             last = page[-1][0]
             done += len(page)
             if progress:
@@ -135,7 +135,8 @@ class VectorIndex:
         while page := self.store.chunks_lacking_vectors(self.model, after_id=last):
             matched = [(chunk_id, text, row_of.get(text_key(title, text))) for chunk_id, title, text in page]
             stored += self.store.put_vectors(
-                self.model, ((chunk_id, text, vectors[row]) for chunk_id, text, row in matched if row is not None))
+                self.model, ((chunk_id, text, vectors[row]) for chunk_id, text, row in matched if row is not None)
+            )
             last = page[-1][0]
         return stored
 
@@ -159,8 +160,9 @@ class VectorIndex:
                 self._loaded = (signature, stored)
             return self._loaded[1]
 
-    def search(self, query_vector: Sequence[float] | np.ndarray, k: int,
-               collections: Sequence[str] | None = None) -> list[tuple[int, float]]:
+    def search(
+        self, query_vector: Sequence[float] | np.ndarray, k: int, collections: Sequence[str] | None = None
+    ) -> list[tuple[int, float]]:
         """The k chunks most similar to `query_vector` by cosine, best first, as (chunk id,
         cosine); ties go to the lower chunk id. `collections` limits the search to those."""
         stored = self._vectors()
@@ -168,8 +170,9 @@ class VectorIndex:
             return []
         query = _unit_rows(np.asarray(query_vector, dtype=np.float32).reshape(-1))
         if query.shape[0] != stored.matrix.shape[1]:
-            raise ValueError(f"a query vector of {query.shape[0]} dimensions against {self.model}'s "
-                             f"{stored.matrix.shape[1]}")
+            raise ValueError(
+                f"a query vector of {query.shape[0]} dimensions against {self.model}'s {stored.matrix.shape[1]}"
+            )
         scores = stored.matrix @ query
         ids = stored.ids
         if collections is not None:

@@ -104,8 +104,7 @@ class WebSearcher:
                 return future.result(timeout=self.deadline_s)
             except FuturesTimeout as exc:
                 raise SearchError(
-                    f"web search gave no answer within {self.deadline_s:g}s; "
-                    "web search is unreachable or very slow",
+                    f"web search gave no answer within {self.deadline_s:g}s; web search is unreachable or very slow",
                     hint=LOCAL_HINT,
                 ) from exc
             except Exception as exc:  # noqa: BLE001 - every backend failure becomes SearchError

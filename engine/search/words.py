@@ -9,7 +9,8 @@ from functools import lru_cache
 
 WORD = re.compile(r"[^\W_]+", re.UNICODE)
 # Function words and question scaffolding: they say nothing about what a document is about.
-STOPWORDS = frozenset("""
+STOPWORDS = frozenset(
+    """
 a about above after again against all also am an and any are as at be because been before being below between
 both but by can could did do does doing down during each few for from further had has have having he her here
 hers herself him himself his how i if in into is it its itself just me more most my myself no nor not now of off
@@ -19,7 +20,8 @@ which while who whom why will with would you your yours yourself yourselves
 many much whose whether within without upon via per among across toward towards including include includes
 explain describe discuss analyze analyse compare list give tell identify summarize evaluate assess
 known called named según es el la los las de del y en un una que por con para
-""".split())
+""".split()
+)
 
 
 @lru_cache(maxsize=65_536)  # a run reads the same words in hit after hit

@@ -81,13 +81,20 @@ class MethodInfo:
 def run_view(run: Run, progress: Mapping[str, int] | None = None) -> dict[str, Any]:
     """A run as the APIs show it (never a key: `llm_info` holds none)."""
     view = {
-        "id": run.id, "question": run.question, "title": run.title, "method": run.method, "params": run.params,
-        "llm": run.llm_info.get("description", ""), "search": run.search_mode,
-        "max_tokens": run.max_tokens, "max_cost": run.max_cost,
+        "id": run.id,
+        "question": run.question,
+        "title": run.title,
+        "method": run.method,
+        "params": run.params,
+        "llm": run.llm_info.get("description", ""),
+        "search": run.search_mode,
+        "max_tokens": run.max_tokens,
+        "max_cost": run.max_cost,
         "created_at": run.created_at.isoformat(),
         "started_at": run.started_at.isoformat() if run.started_at else None,
         "finished_at": run.finished_at.isoformat() if run.finished_at else None,
-        "prompt_tokens": run.prompt_tokens, "completion_tokens": run.completion_tokens,
+        "prompt_tokens": run.prompt_tokens,
+        "completion_tokens": run.completion_tokens,
         **status_data(run),
     }
     if progress is not None:
@@ -98,8 +105,13 @@ def run_view(run: Run, progress: Mapping[str, int] | None = None) -> dict[str, A
 def _positive(name: str, value: float | None, *, whole: bool) -> None:
     if value is None:
         return
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0 \
-            or (whole and not float(value).is_integer()):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value <= 0
+        or (whole and not float(value).is_integer())
+    ):
         kind = "positive whole number" if whole else "positive, finite number"
         raise BadRequest(f"{name} must be a {kind} (got {value!r}); leave it out for no budget")
 
@@ -113,9 +125,16 @@ class Thoughtmap:
     local, openai, fake; None: THOUGHTMAP_LLM, else auto). `services`: built from `settings` (or
     the environment) unless given."""
 
-    def __init__(self, *, llm: str | None = None, settings: Settings | None = None,
-                 services: Services | None = None, feed_poll_s: float | None = None, user: str | None = None,
-                 anonymous: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        llm: str | None = None,
+        settings: Settings | None = None,
+        services: Services | None = None,
+        feed_poll_s: float | None = None,
+        user: str | None = None,
+        anonymous: bool = False,
+    ) -> None:
         if services is None:
             from engine.services import build_services  # the database and the methods: loaded here
 
@@ -138,7 +157,9 @@ class Thoughtmap:
                 raise BadRequest("sign-in is off (single-user mode): leave out the user; every run is yours")
             return access.local_viewer()
         if user is None:
-            raise BadRequest("sign-in is on: say whom this serves (user='their email'); each person sees their own runs")
+            raise BadRequest(
+                "sign-in is on: say whom this serves (user='their email'); each person sees their own runs"
+            )
         try:
             found = access.users.find_user(user)
         except UserNotFound as exc:
@@ -177,13 +198,33 @@ class Thoughtmap:
         JSON schema and its steering commands."""
         infos = []
         for name, cls in sorted(self.services.methods.items()):
-            commands = [{"name": spec.name, "label": spec.label, "help": spec.help, "targets_node": spec.targets_node,
-                         "node_kinds": sorted(spec.kinds), "payload_schema": spec.payload.model_json_schema()}
-                        for spec in cls.contract().commands.values() if spec.listed]
-            params = [{**row, "default": row["default"] if _jsonable(row["default"]) else str(row["default"])}
-                      for row in cls.describe_params()]
-            infos.append(MethodInfo(name=name, title=cls.title, summary=cls.summary, good_for=cls.good_for, params=params,
-                                    params_schema=cls.Params.model_json_schema(), commands=commands))
+            commands = [
+                {
+                    "name": spec.name,
+                    "label": spec.label,
+                    "help": spec.help,
+                    "targets_node": spec.targets_node,
+                    "node_kinds": sorted(spec.kinds),
+                    "payload_schema": spec.payload.model_json_schema(),
+                }
+                for spec in cls.contract().commands.values()
+                if spec.listed
+            ]
+            params = [
+                {**row, "default": row["default"] if _jsonable(row["default"]) else str(row["default"])}
+                for row in cls.describe_params()
+            ]
+            infos.append(
+                MethodInfo(
+                    name=name,
+                    title=cls.title,
+                    summary=cls.summary,
+                    good_for=cls.good_for,
+                    params=params,
+                    params_schema=cls.Params.model_json_schema(),
+                    commands=commands,
+                )
+            )
         return infos
 
     def search(self, query: str, k: int = 10) -> list[dict[str, Any]]:
@@ -205,14 +246,25 @@ class Thoughtmap:
             hits = searcher.search(query, k=k)
         except SearchError as exc:
             raise Conflict(exc.user_message) from exc
-        return [{"title": h.title, "ref": h.ref, "url": h.url, "snippet": h.snippet, "score": h.score,
-                 "kind": h.kind} for h in hits]
+        return [
+            {"title": h.title, "ref": h.ref, "url": h.url, "snippet": h.snippet, "score": h.score, "kind": h.kind}
+            for h in hits
+        ]
 
     # ------------------------------------------------------------------ runs
 
-    def start(self, question: str, method: str = DEFAULT_METHOD, params: Mapping[str, Any] | None = None, *,
-              llm: str | None = None, search: str | None = None, profile: str = "auto",
-              max_tokens: int | None = None, max_cost: float | None = None) -> Run:
+    def start(
+        self,
+        question: str,
+        method: str = DEFAULT_METHOD,
+        params: Mapping[str, Any] | None = None,
+        *,
+        llm: str | None = None,
+        search: str | None = None,
+        profile: str = "auto",
+        max_tokens: int | None = None,
+        max_cost: float | None = None,
+    ) -> Run:
         """Create a run and start it (in this process, or on a worker with THOUGHTMAP_EXECUTION=queue).
         Everything is checked before anything is stored."""
         from engine.methods.params import ParamError, build_params_with_profile, profile_for_llm
@@ -238,8 +290,12 @@ class Thoughtmap:
         _positive("max_cost", max_cost, whole=False)
         kind = self._resolve(self._check_llm(llm) if llm is not None else self.default_llm)
         try:
-            built = build_params_with_profile(method_cls.Params, dict(params or {}), method=method,
-                                              profile=profile_for_llm(kind) if profile == "auto" else profile)
+            built = build_params_with_profile(
+                method_cls.Params,
+                dict(params or {}),
+                method=method,
+                profile=profile_for_llm(kind) if profile == "auto" else profile,
+            )
         except ParamError as exc:
             raise BadRequest(str(exc)) from exc
         try:
@@ -248,10 +304,16 @@ class Thoughtmap:
             raise Conflict(str(exc)) from exc
         self.prepare(kind)
         services = self.services
-        run = services.runner.create_run(question=question, method=method, params=built,
-                                         llm_info=services.llm_info(kind), search_mode=cast(SearchMode, search_mode),
-                                         max_tokens=int(max_tokens) if max_tokens is not None else None,
-                                         max_cost=max_cost, user_id=self.viewer.user_id)
+        run = services.runner.create_run(
+            question=question,
+            method=method,
+            params=built,
+            llm_info=services.llm_info(kind),
+            search_mode=cast(SearchMode, search_mode),
+            max_tokens=int(max_tokens) if max_tokens is not None else None,
+            max_cost=max_cost,
+            user_id=self.viewer.user_id,
+        )
         try:
             services.access.admit_new_runs(self.viewer.user_id, [run.id])
         except LimitReached as exc:
@@ -323,12 +385,21 @@ class Thoughtmap:
             counts[node.status] = counts.get(node.status, 0) + 1
         view = run_view(run, counts)
         if nodes:
-            view["nodes"] = [{"id": n.id, "parent_id": n.parent_id, "kind": n.kind, "label": n.label,
-                              "status": n.status} for n in stored]
+            view["nodes"] = [
+                {"id": n.id, "parent_id": n.parent_id, "kind": n.kind, "label": n.label, "status": n.status}
+                for n in stored
+            ]
         return view
 
-    def runs(self, *, status: str | None = None, method: str | None = None, text: str | None = None,
-             limit: int = 50, offset: int = 0) -> list[Run]:
+    def runs(
+        self,
+        *,
+        status: str | None = None,
+        method: str | None = None,
+        text: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> list[Run]:
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 500:
             raise BadRequest(f"limit must be a whole number from 1 to 500 (got {limit!r})")
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
@@ -339,19 +410,29 @@ class Thoughtmap:
             raise BadRequest(f"unknown status '{status}'; choose one of: {', '.join(RunStatus.ALL)}")
         if self.viewer is NOBODY:
             return []
-        return self.services.reads.list_runs(text=text, method=method, status=status, limit=limit, offset=offset,
-                                             visible_to=self.services.access.visible_to(self.viewer))
+        return self.services.reads.list_runs(
+            text=text,
+            method=method,
+            status=status,
+            limit=limit,
+            offset=offset,
+            visible_to=self.services.access.visible_to(self.viewer),
+        )
 
     def graph(self, run_id: str) -> dict[str, Any]:
         """The run's nodes, edges and sources."""
         self.get(run_id)
         snapshot = self.services.reads.snapshot(run_id)
         sources = self.services.reads.list_sources(run_id)
-        return {"run": run_view(snapshot.run),
-                "nodes": [{**node_data(n), "data": n.data, "created_at": n.created_at.isoformat()} for n in snapshot.nodes],
-                "edges": [edge_data(e) for e in snapshot.edges],
-                "sources": [{"id": s.id, "ref": s.ref, "kind": s.kind, "url": s.url, "title": s.title,
-                             "snippet": s.snippet} for s in sources]}
+        return {
+            "run": run_view(snapshot.run),
+            "nodes": [{**node_data(n), "data": n.data, "created_at": n.created_at.isoformat()} for n in snapshot.nodes],
+            "edges": [edge_data(e) for e in snapshot.edges],
+            "sources": [
+                {"id": s.id, "ref": s.ref, "kind": s.kind, "url": s.url, "title": s.title, "snippet": s.snippet}
+                for s in sources
+            ],
+        }
 
     def wait(self, run_id: str, timeout: float | None = None) -> Run:
         """The run once it is no longer active, or as it is after `timeout` seconds."""
@@ -410,11 +491,20 @@ class Thoughtmap:
             self.services.access.check_may_run(self.viewer, run)  # a finished run is reopened to apply it
         except LimitReached as exc:
             raise Conflict(str(exc)) from exc
-        spec = self.services.methods[run.method].contract().commands.get(command) if run.method in self.services.methods else None
+        spec = (
+            self.services.methods[run.method].contract().commands.get(command)
+            if run.method in self.services.methods
+            else None
+        )
         if spec is None:
-            known = ", ".join(sorted(self.services.methods[run.method].contract().commands)) \
-                if run.method in self.services.methods else ""
-            raise BadRequest(f"method '{run.method}' has no command '{command}'" + (f"; its commands: {known}" if known else ""))
+            known = (
+                ", ".join(sorted(self.services.methods[run.method].contract().commands))
+                if run.method in self.services.methods
+                else ""
+            )
+            raise BadRequest(
+                f"method '{run.method}' has no command '{command}'" + (f"; its commands: {known}" if known else "")
+            )
         if payload is not None and not isinstance(payload, Mapping):
             raise BadRequest(f"the payload must be an object (got {type(payload).__name__})")
         try:

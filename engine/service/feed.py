@@ -61,8 +61,16 @@ class FeedEvent:
 
 
 def node_data(node: Node) -> dict[str, Any]:
-    return {"id": node.id, "parent_id": node.parent_id, "kind": node.kind, "label": node.label,
-            "status": node.status, "depth": node.depth, "content": node.content, "error": node.error}
+    return {
+        "id": node.id,
+        "parent_id": node.parent_id,
+        "kind": node.kind,
+        "label": node.label,
+        "status": node.status,
+        "depth": node.depth,
+        "content": node.content,
+        "error": node.error,
+    }
 
 
 def edge_data(edge: Edge) -> dict[str, Any]:
@@ -70,14 +78,27 @@ def edge_data(edge: Edge) -> dict[str, Any]:
 
 
 def status_data(run: Run) -> dict[str, Any]:
-    return {"status": run.status, "stop_reason": run.stop_reason, "error": run.error, "warning": run.warning,
-            "node_count": run.node_count, "llm_calls": run.llm_calls,
-            "tokens": run.prompt_tokens + run.completion_tokens, "cost": run.cost}
+    return {
+        "status": run.status,
+        "stop_reason": run.stop_reason,
+        "error": run.error,
+        "warning": run.warning,
+        "node_count": run.node_count,
+        "llm_calls": run.llm_calls,
+        "tokens": run.prompt_tokens + run.completion_tokens,
+        "cost": run.cost,
+    }
 
 
 def log_data(event: RunEvent) -> dict[str, Any]:
-    return {"id": event.id, "kind": event.kind, "text": event.text, "node_id": event.node_id,
-            "data": event.data, "created_at": event.created_at.isoformat()}
+    return {
+        "id": event.id,
+        "kind": event.kind,
+        "text": event.text,
+        "node_id": event.node_id,
+        "data": event.data,
+        "created_at": event.created_at.isoformat(),
+    }
 
 
 # How long after a run's end is stored its closing step-log line may still come (the runner stores
@@ -91,16 +112,19 @@ def _over(reads: Reads, run: Run) -> bool:
     then reopens a run whose command came meanwhile)."""
     if run.status in RunStatus.ACTIVE:
         return False
-    return not any(c.status in (CommandStatus.QUEUED, CommandStatus.TAKEN) and c.kind not in ("pause", "stop")
-                   for c in reads.list_commands(run.id))
+    return not any(
+        c.status in (CommandStatus.QUEUED, CommandStatus.TAKEN) and c.kind not in ("pause", "stop")
+        for c in reads.list_commands(run.id)
+    )
 
 
 class Subscription:
     """One subscriber's place in a run's events: what it must catch up on, then the watch's live
     events from where it joined. `poll()` takes what is there; `wait()` blocks for more."""
 
-    def __init__(self, watch: RunWatch, catch_up: Sequence[FeedEvent], position: int,
-                 on_new: Callable[[], None] | None) -> None:
+    def __init__(
+        self, watch: RunWatch, catch_up: Sequence[FeedEvent], position: int, on_new: Callable[[], None] | None
+    ) -> None:
         self._watch = watch
         self._pending: deque[FeedEvent] = deque(catch_up)
         self._position = position
@@ -168,8 +192,11 @@ class RunWatch:
             state += [FeedEvent("edge", dict(data), last_log) for data in self._edges.values()]
             ended = self.ended
         # The lines it missed, up to where the watch is: read outside the lock (the watch goes on).
-        lines = [e for e in reversed(self._reads.list_events(self.run_id, after_id=after or 0))
-                 if e.id is not None and e.id <= last_log]
+        lines = [
+            e
+            for e in reversed(self._reads.list_events(self.run_id, after_id=after or 0))
+            if e.id is not None and e.id <= last_log
+        ]
         catch_up = [FeedEvent("log", log_data(e), e.id or 0) for e in lines] + state
         if ended:
             catch_up.append(FeedEvent("end", {"status": self._status.get("status")}, last_log))
@@ -261,8 +288,11 @@ class RunWatch:
         if not over:
             self._over_since = None
         finished = snapshot.run.finished_at
-        long_ago = finished is not None and (utcnow() - (finished if finished.tzinfo else finished.replace(tzinfo=UTC))
-                                             ).total_seconds() >= END_GRACE_S
+        long_ago = (
+            finished is not None
+            and (utcnow() - (finished if finished.tzinfo else finished.replace(tzinfo=UTC))).total_seconds()
+            >= END_GRACE_S
+        )
         ended = over and (self._said_end or long_ago or now - (self._over_since or now) >= END_GRACE_S)
         status = status_data(snapshot.run)
         changed_status = status != self._status
@@ -306,8 +336,9 @@ class RunFeed:
         self._watches: dict[str, RunWatch] = {}
         self._lock = threading.Lock()
 
-    def subscribe(self, run_id: str, after: int | None = None,
-                  on_new: Callable[[], None] | None = None) -> Subscription:
+    def subscribe(
+        self, run_id: str, after: int | None = None, on_new: Callable[[], None] | None = None
+    ) -> Subscription:
         with self._lock:
             watch = self._watches.get(run_id)
             if watch is None or watch.ended:

@@ -40,9 +40,12 @@ MAX_CURSOR = 2**62
 # A comment line this often keeps proxies and clients from closing a quiet stream.
 KEEPALIVE_S = 15.0
 
-MEDIA = {"md": "text/markdown; charset=utf-8", "json": "application/json",
-         "pdf": "application/pdf",
-         "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document"}
+MEDIA = {
+    "md": "text/markdown; charset=utf-8",
+    "json": "application/json",
+    "pdf": "application/pdf",
+    "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+}
 
 
 class _Body(BaseModel):
@@ -52,8 +55,12 @@ class _Body(BaseModel):
 class NewRun(_Body):
     question: str = Field(description="The question to research (at most 2,000 characters).")
     method: str = Field(DEFAULT_METHOD, description="A method name from GET /v1/methods.")
-    params: dict[str, Any] = Field(default_factory=dict, description="The method's parameters; others keep their defaults.")
-    llm: Literal["auto", "local", "openai", "fake"] | None = Field(None, description="The model; default: the server's.")
+    params: dict[str, Any] = Field(
+        default_factory=dict, description="The method's parameters; others keep their defaults."
+    )
+    llm: Literal["auto", "local", "openai", "fake"] | None = Field(
+        None, description="The model; default: the server's."
+    )
     search: Literal["local", "web", "both", "none"] | None = Field(None, description="Where the run searches.")
     profile: Literal["auto", "quick", "paper"] = "auto"
     max_tokens: int | None = Field(None, description="Token budget; the run stops when it is spent.")
@@ -62,7 +69,7 @@ class NewRun(_Body):
 
 class Steer(_Body):
     command: str = Field(description="One of the method's commands (GET /v1/methods).")
-    payload: dict[str, Any] = Field(default_factory=dict, description="The command's payload, e.g. {\"node_id\": 3}.")
+    payload: dict[str, Any] = Field(default_factory=dict, description='The command\'s payload, e.g. {"node_id": 3}.')
 
 
 class Resume(_Body):
@@ -112,12 +119,14 @@ def _readable(errors: list[Any], path: str) -> str:
         where = ".".join(str(p) for p in error.get("loc", ()) if p != "body")
         if kind == "json_invalid":
             position = error.get("loc", ("body", "?"))[-1]
-            parts.append(f"the body is not valid JSON (at character {position}): {error.get('ctx', {}).get('error', '')}"
-                         "; check quotes (double only) and commas (none after the last item)")
+            parts.append(
+                f"the body is not valid JSON (at character {position}): {error.get('ctx', {}).get('error', '')}"
+                "; check quotes (double only) and commas (none after the last item)"
+            )
         elif kind == "model_attributes_type" and not where:
             parts.append("the body must be a JSON object; send it with 'Content-Type: application/json'")
         elif kind == "extra_forbidden":
-            hint = "; a command's own fields go under \"payload\"" if path.endswith("/commands") else ""
+            hint = '; a command\'s own fields go under "payload"' if path.endswith("/commands") else ""
             parts.append(f"'{where}' is not a field of this request{hint}")
         else:
             parts.append(f"{where}: {error.get('msg', 'invalid')}" if where else str(error.get("msg", "invalid")))
@@ -131,9 +140,12 @@ def create_app(tm: Thoughtmap, *, require_token: bool = False) -> FastAPI:
     """The API over `tm`. `require_token`: every route but /v1/health needs a bearer token. Without
     one, only requests addressed to a loopback name are served: a web page that rebinds its own
     domain to 127.0.0.1 (DNS rebinding) gets 400, not the runs."""
-    app = FastAPI(title="Thoughtmap", version="1",
-                  description="Deep, open-ended research with LLMs: start runs, stream their events, steer "
-                              "them, get cited reports.")
+    app = FastAPI(
+        title="Thoughtmap",
+        version="1",
+        description="Deep, open-ended research with LLMs: start runs, stream their events, steer "
+        "them, get cited reports.",
+    )
     tokens = TokenStore(tm.services.db)
     if not require_token:
         app.add_middleware(TrustedHostMiddleware, allowed_hosts=LOOPBACK_NAMES)
@@ -163,22 +175,27 @@ def create_app(tm: Thoughtmap, *, require_token: bool = False) -> FastAPI:
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         # An unknown path or a method a path does not take: in the API's own shape, saying where to look.
-        text = {404: f"there is no {request.url.path}; the API's paths are listed at /openapi.json",
-                405: f"{request.url.path} does not take {request.method}; see /openapi.json"}.get(
-                    exc.status_code, str(exc.detail))
+        text = {
+            404: f"there is no {request.url.path}; the API's paths are listed at /openapi.json",
+            405: f"{request.url.path} does not take {request.method}; see /openapi.json",
+        }.get(exc.status_code, str(exc.detail))
         return JSONResponse({"error": text}, status_code=exc.status_code, headers=exc.headers)
 
     @app.middleware("http")
     async def known_query(request: Request, call_next: Any) -> Response:
         # A misspelled query parameter (?fmt=pdf) is refused, not silently ignored.
-        route = next((r for r in app.routes if isinstance(r, APIRoute) and r.matches(request.scope)[0] == Match.FULL), None)
+        route = next(
+            (r for r in app.routes if isinstance(r, APIRoute) and r.matches(request.scope)[0] == Match.FULL), None
+        )
         if route is not None:
             known = {p.alias for p in route.dependant.query_params}
             unknown = sorted(set(request.query_params) - known)
             if unknown:
                 allowed = ", ".join(sorted(known)) or "none"
-                return JSONResponse({"error": f"unknown query parameter {', '.join(map(repr, unknown))}; "
-                                              f"this path takes: {allowed}"}, status_code=422)
+                return JSONResponse(
+                    {"error": f"unknown query parameter {', '.join(map(repr, unknown))}; this path takes: {allowed}"},
+                    status_code=422,
+                )
         response: Response = await call_next(request)
         return response
 
@@ -187,8 +204,10 @@ def create_app(tm: Thoughtmap, *, require_token: bool = False) -> FastAPI:
         length = request.headers.get("content-length")
         if length is None and "chunked" in request.headers.get("transfer-encoding", "").lower():
             # A body of unknown length could be any size: its length must be said first.
-            return JSONResponse({"error": "send the body with a Content-Length (at most "
-                                          f"{MAX_BODY_BYTES:,} bytes), not chunked"}, status_code=411)
+            return JSONResponse(
+                {"error": f"send the body with a Content-Length (at most {MAX_BODY_BYTES:,} bytes), not chunked"},
+                status_code=411,
+            )
         if length is not None and (not length.isdigit() or int(length) > MAX_BODY_BYTES):
             return JSONResponse({"error": f"the request body is over {MAX_BODY_BYTES:,} bytes"}, status_code=413)
         response: Response = await call_next(request)
@@ -208,14 +227,27 @@ def create_app(tm: Thoughtmap, *, require_token: bool = False) -> FastAPI:
 
     @app.post("/v1/runs", status_code=201)
     def create_run(api: Caller, body: NewRun) -> dict[str, Any]:
-        run = api.start(body.question, body.method, body.params, llm=body.llm, search=body.search,
-                        profile=body.profile, max_tokens=body.max_tokens, max_cost=body.max_cost)
+        run = api.start(
+            body.question,
+            body.method,
+            body.params,
+            llm=body.llm,
+            search=body.search,
+            profile=body.profile,
+            max_tokens=body.max_tokens,
+            max_cost=body.max_cost,
+        )
         return run_view(run)
 
     @app.get("/v1/runs")
-    def list_runs(api: Caller, status: str | None = None, method: str | None = None, text: str | None = None,
-                  limit: Annotated[int, Query(ge=1, le=500)] = 50,
-                  offset: Annotated[int, Query(ge=0)] = 0) -> list[dict[str, Any]]:
+    def list_runs(
+        api: Caller,
+        status: str | None = None,
+        method: str | None = None,
+        text: str | None = None,
+        limit: Annotated[int, Query(ge=1, le=500)] = 50,
+        offset: Annotated[int, Query(ge=0)] = 0,
+    ) -> list[dict[str, Any]]:
         return [run_view(run) for run in api.runs(status=status, method=method, text=text, limit=limit, offset=offset)]
 
     @app.get("/v1/runs/{run_id}")
@@ -227,14 +259,24 @@ def create_app(tm: Thoughtmap, *, require_token: bool = False) -> FastAPI:
     def graph(api: Caller, run_id: str) -> dict[str, Any]:
         return api.graph(run_id)
 
-    @app.get("/v1/runs/{run_id}/events",
-             response_class=StreamingResponse,
-             responses={200: {"content": {"text/event-stream": {}},
-                              "description": "Server-sent events: log, node, edge, status, end. Resume with "
-                                             "the Last-Event-ID header (or ?after=)."}})
-    async def events(api: Caller, run_id: str, after: Annotated[int | None, Query(ge=0, le=MAX_CURSOR)] = None,
-                     last_event_id: Annotated[str | None, Header()] = None,
-                     authorization: Annotated[str | None, Header()] = None) -> StreamingResponse:
+    @app.get(
+        "/v1/runs/{run_id}/events",
+        response_class=StreamingResponse,
+        responses={
+            200: {
+                "content": {"text/event-stream": {}},
+                "description": "Server-sent events: log, node, edge, status, end. Resume with "
+                "the Last-Event-ID header (or ?after=).",
+            }
+        },
+    )
+    async def events(
+        api: Caller,
+        run_id: str,
+        after: Annotated[int | None, Query(ge=0, le=MAX_CURSOR)] = None,
+        last_event_id: Annotated[str | None, Header()] = None,
+        authorization: Annotated[str | None, Header()] = None,
+    ) -> StreamingResponse:
         cursor = after
         if last_event_id is not None:
             value = last_event_id.strip()
@@ -284,13 +326,19 @@ def create_app(tm: Thoughtmap, *, require_token: bool = False) -> FastAPI:
             finally:
                 subscription.close()
 
-        return StreamingResponse(stream(), media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        return StreamingResponse(
+            stream(), media_type="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+        )
 
     @app.exception_handler(_BadCursor)
     async def bad_cursor(_request: Request, exc: _BadCursor) -> JSONResponse:
-        return JSONResponse({"error": f"Last-Event-ID must be the id of an event this stream sent (a whole "
-                                      f"number), not {exc.value[:40]!r}"}, status_code=422)
+        return JSONResponse(
+            {
+                "error": f"Last-Event-ID must be the id of an event this stream sent (a whole "
+                f"number), not {exc.value[:40]!r}"
+            },
+            status_code=422,
+        )
 
     @app.post("/v1/runs/{run_id}/commands", status_code=202)
     def steer(api: Caller, run_id: str, body: Steer) -> dict[str, Any]:
@@ -310,8 +358,7 @@ def create_app(tm: Thoughtmap, *, require_token: bool = False) -> FastAPI:
     def stop(api: Caller, run_id: str) -> dict[str, Any]:
         return run_view(api.stop(run_id))
 
-    @app.get("/v1/runs/{run_id}/report",
-             responses={200: {"content": {MEDIA[f]: {} for f in REPORT_FORMATS}}})
+    @app.get("/v1/runs/{run_id}/report", responses={200: {"content": {MEDIA[f]: {} for f in REPORT_FORMATS}}})
     def report(api: Caller, run_id: str, format: Literal["md", "json", "pdf", "docx"] = "md") -> Response:
         body = api.report(run_id, format)
         if isinstance(body, dict):
@@ -359,8 +406,9 @@ class _BadCursor(Exception):
         self.value = value
 
 
-UNAUTHORISED = ("a valid bearer token is needed: send 'Authorization: Bearer <token>' "
-                "(make one with: thoughtmap token create NAME)")
+UNAUTHORISED = (
+    "a valid bearer token is needed: send 'Authorization: Bearer <token>' (make one with: thoughtmap token create NAME)"
+)
 
 
 def token_viewer(tm: Thoughtmap, tokens: TokenStore, authorization: str | None) -> Viewer | None:
@@ -386,7 +434,9 @@ class BearerGuard:
         if scope["type"] == "http":
             header = dict(scope.get("headers") or ()).get(b"authorization", b"").decode("latin-1")
             if await run_in_threadpool(token_viewer, self.tm, self.tokens, header) is None:
-                response = JSONResponse({"error": UNAUTHORISED}, status_code=401, headers={"WWW-Authenticate": "Bearer"})
+                response = JSONResponse(
+                    {"error": UNAUTHORISED}, status_code=401, headers={"WWW-Authenticate": "Bearer"}
+                )
                 await response(scope, receive, send)
                 return
         await self.app(scope, receive, send)

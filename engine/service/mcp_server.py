@@ -38,10 +38,12 @@ def build_mcp(tm: Thoughtmap) -> MCPServer:
     guide = methods_guide(tm)
     names = sorted(tm.services.methods)
     mcp: MCPServer = MCPServer(
-        name="thoughtmap", title="Thoughtmap",
+        name="thoughtmap",
+        title="Thoughtmap",
         instructions="Deep research with LLM reasoning methods over a local corpus and the web. Start with "
-                     "`research`; it returns a Markdown report whose [n] markers cite the numbered sources at "
-                     "its end. Methods:\n" + guide)
+        "`research`; it returns a Markdown report whose [n] markers cite the numbered sources at "
+        "its end. Methods:\n" + guide,
+    )
 
     tokens = TokenStore(tm.services.db)
 
@@ -62,27 +64,40 @@ def build_mcp(tm: Thoughtmap) -> MCPServer:
         except ApiError as exc:
             raise ToolError(str(exc)) from exc
 
-    @mcp.tool(description="Research a question with one of Thoughtmap's methods and return its cited report "
-                          "(Markdown, [n] markers citing numbered sources). Waits up to wait_seconds; a run "
-                          "still going then is left running, and its run_id can be given to run_status and "
-                          "get_report later. Methods (method=...):\n" + guide)
+    @mcp.tool(
+        description="Research a question with one of Thoughtmap's methods and return its cited report "
+        "(Markdown, [n] markers citing numbered sources). Waits up to wait_seconds; a run "
+        "still going then is left running, and its run_id can be given to run_status and "
+        "get_report later. Methods (method=...):\n" + guide
+    )
     async def research(
-            ctx: Context,
-            question: Annotated[str, Field(description="The question to research (at most 2,000 characters).")],
-            method: Annotated[str, Field(description="One of: " + ", ".join(names) + ". See the list above.")]
-            = DEFAULT_METHOD,
-            params: Annotated[dict[str, Any] | None, Field(
+        ctx: Context,
+        question: Annotated[str, Field(description="The question to research (at most 2,000 characters).")],
+        method: Annotated[
+            str, Field(description="One of: " + ", ".join(names) + ". See the list above.")
+        ] = DEFAULT_METHOD,
+        params: Annotated[
+            dict[str, Any] | None,
+            Field(
                 description="The method's parameters by name (list_methods gives each, with its default and "
-                            "range); others keep their defaults.")] = None,
-            wait_seconds: Annotated[float, Field(description="How long to wait for the report, 0 to 3600; a run "
-                                                             "still going then keeps going.")] = 120.0,
-            search: Annotated[Literal["local", "web", "both", "none"] | None, Field(
-                description="Where sources come from: the local corpus, the web, both, or none; default: the "
-                            "server's.")] = None,
-            llm: Annotated[Literal["auto", "local", "openai", "fake"] | None, Field(
-                description="The model; default: the server's.")] = None,
-            max_cost: Annotated[float | None, Field(description="A cost budget in dollars; the run stops "
-                                                                "cleanly when it is spent.")] = None,
+                "range); others keep their defaults."
+            ),
+        ] = None,
+        wait_seconds: Annotated[
+            float, Field(description="How long to wait for the report, 0 to 3600; a run still going then keeps going.")
+        ] = 120.0,
+        search: Annotated[
+            Literal["local", "web", "both", "none"] | None,
+            Field(
+                description="Where sources come from: the local corpus, the web, both, or none; default: the server's."
+            ),
+        ] = None,
+        llm: Annotated[
+            Literal["auto", "local", "openai", "fake"] | None, Field(description="The model; default: the server's.")
+        ] = None,
+        max_cost: Annotated[
+            float | None, Field(description="A cost budget in dollars; the run stops cleanly when it is spent.")
+        ] = None,
     ) -> dict[str, Any]:
         api = await caller(ctx)
         if not 0 <= wait_seconds <= MAX_WAIT_S:
@@ -97,8 +112,10 @@ def build_mcp(tm: Thoughtmap) -> MCPServer:
                 break
         outcome: dict[str, Any] = {"run_id": final.id, "status": final.status}
         if final.status in ("queued", "running", "paused"):
-            outcome["note"] = (f"still {final.status} after {wait_seconds:.0f} s; ask run_status or get_report "
-                               f"with run_id {final.id} later")
+            outcome["note"] = (
+                f"still {final.status} after {wait_seconds:.0f} s; ask run_status or get_report "
+                f"with run_id {final.id} later"
+            )
             return outcome
         if final.stop_reason:
             outcome["stop_reason"] = final.stop_reason
@@ -107,56 +124,85 @@ def build_mcp(tm: Thoughtmap) -> MCPServer:
         outcome["report"] = await call(api.report, final.id, "md")
         return outcome
 
-    @mcp.tool(description="A run's status and progress (status, nodes by status, LLM calls, tokens, cost) and "
-                          "its nodes: id, parent_id, kind, label, status. steer names nodes by these ids.")
+    @mcp.tool(
+        description="A run's status and progress (status, nodes by status, LLM calls, tokens, cost) and "
+        "its nodes: id, parent_id, kind, label, status. steer names nodes by these ids."
+    )
     async def run_status(ctx: Context, run_id: str) -> dict[str, Any]:
         api = await caller(ctx)
         return await call(api.status, run_id, nodes=True)
 
-    @mcp.tool(description="A run's report: md (Markdown with numbered, resolving sources) or json (its "
-                          "structure: sections, claims, sources). A run still going gives its partial report.")
+    @mcp.tool(
+        description="A run's report: md (Markdown with numbered, resolving sources) or json (its "
+        "structure: sections, claims, sources). A run still going gives its partial report."
+    )
     async def get_report(ctx: Context, run_id: str, format: Literal["md", "json"] = "md") -> str | dict[str, Any]:
         api = await caller(ctx)
         report = await call(api.report, run_id, format)
         assert not isinstance(report, bytes)
         return report
 
-    @mcp.tool(description="Stored runs, newest first: id, question, method, status, usage. Filter by status "
-                          "(queued, running, paused, done, failed, stopped, interrupted), method or text.")
-    async def list_runs(ctx: Context, status: str | None = None, method: str | None = None, text: str | None = None,
-                        limit: int = 20) -> list[dict[str, Any]]:
+    @mcp.tool(
+        description="Stored runs, newest first: id, question, method, status, usage. Filter by status "
+        "(queued, running, paused, done, failed, stopped, interrupted), method or text."
+    )
+    async def list_runs(
+        ctx: Context, status: str | None = None, method: str | None = None, text: str | None = None, limit: int = 20
+    ) -> list[dict[str, Any]]:
         api = await caller(ctx)
         runs = await call(api.runs, status=status, method=method, text=text, limit=limit)
         return [run_view(run) for run in runs]
 
-    @mcp.tool(description="Steer a run with one of its method's commands (list_methods gives each method's "
-                          "commands and their payload schemas), e.g. command='ask', payload={'node_id': <a node id "
-                          "from run_status>, 'question': '...'}, or 'expand', 'deepen', 'prune' on a node. A "
-                          "finished run is reopened to apply it.")
+    @mcp.tool(
+        description="Steer a run with one of its method's commands (list_methods gives each method's "
+        "commands and their payload schemas), e.g. command='ask', payload={'node_id': <a node id "
+        "from run_status>, 'question': '...'}, or 'expand', 'deepen', 'prune' on a node. A "
+        "finished run is reopened to apply it."
+    )
     async def steer(ctx: Context, run_id: str, command: str, payload: dict[str, Any] | None = None) -> dict[str, Any]:
         api = await caller(ctx)
         queued = await call(api.steer, run_id, command, payload)
-        return {"command_id": queued.id, "command": queued.kind, "status": queued.status,
-                "note": "queued: the run applies it at its next step; run_status shows the run's progress"}
+        return {
+            "command_id": queued.id,
+            "command": queued.kind,
+            "status": queued.status,
+            "note": "queued: the run applies it at its next step; run_status shows the run's progress",
+        }
 
-    @mcp.tool(description="The methods: name, what each is good for, its parameters (name, type, default, "
-                          "help) and its steering commands.")
+    @mcp.tool(
+        description="The methods: name, what each is good for, its parameters (name, type, default, "
+        "help) and its steering commands."
+    )
     async def list_methods(ctx: Context) -> list[dict[str, Any]]:
         api = await caller(ctx)
         infos = await call(api.methods)
-        return [{"name": i.name, "title": i.title, "good_for": i.good_for, "summary": i.summary,
-                 "params": i.params, "params_schema": i.params_schema,
-                 "commands": [{k: c[k] for k in ("name", "help", "targets_node", "payload_schema")}
-                              for c in i.commands]} for i in infos]
+        return [
+            {
+                "name": i.name,
+                "title": i.title,
+                "good_for": i.good_for,
+                "summary": i.summary,
+                "params": i.params,
+                "params_schema": i.params_schema,
+                "commands": [{k: c[k] for k in ("name", "help", "targets_node", "payload_schema")} for c in i.commands],
+            }
+            for i in infos
+        ]
 
-    @mcp.tool(description="Search the local corpus (the bundled datasets and ingested files) as the methods "
-                          "search it: title, reference, snippet and score of the top k passages.")
+    @mcp.tool(
+        description="Search the local corpus (the bundled datasets and ingested files) as the methods "
+        "search it: title, reference, snippet and score of the top k passages."
+    )
     async def search_corpus(ctx: Context, query: str, k: int = 10) -> list[dict[str, Any]]:
         api = await caller(ctx)
         return await call(api.search, query, k)
 
-    @mcp.resource("thoughtmap://runs/{run_id}/report", name="report", mime_type="text/markdown",
-                  description="A run's report in Markdown, with numbered sources.")
+    @mcp.resource(
+        "thoughtmap://runs/{run_id}/report",
+        name="report",
+        mime_type="text/markdown",
+        description="A run's report in Markdown, with numbered sources.",
+    )
     async def report_resource(ctx: Context, run_id: str) -> str:
         api = await caller(ctx)
         report = await call(api.report, run_id, "md")

@@ -44,6 +44,7 @@ def check_token(store: TokenStore, presented: str | None) -> ApiToken | None:
 
 # The app's Settings page: a person's own tokens (in single-user mode every token is the local user's).
 
+
 def tokens_of(store: TokenStore, viewer: Viewer) -> list[ApiToken]:
     return store.list_tokens(user_id=viewer.user_id if viewer.signed_in else None)
 

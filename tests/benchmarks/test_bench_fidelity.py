@@ -48,8 +48,23 @@ def test_a_stored_benchmark_is_continued_and_its_sample_prefix_measured(prebuilt
         services.close()
 
     second = tmp_path / "second.json"
-    assert fidelity.main(["--llm", "fake", "--deot-items", "2", "--omnithink-items", "0",
-                          "--deot-bench", deot_bench, "--out", str(second)]) == 0
+    assert (
+        fidelity.main(
+            [
+                "--llm",
+                "fake",
+                "--deot-items",
+                "2",
+                "--omnithink-items",
+                "0",
+                "--deot-bench",
+                deot_bench,
+                "--out",
+                str(second),
+            ]
+        )
+        == 0
+    )
     again = json.loads(second.read_text())
     assert again["deot"]["benchmark"] == deot_bench and "omnithink" not in again
     # The first two items of the sample, from the stored runs, and the pending third was finished.
@@ -64,5 +79,15 @@ def test_a_stored_benchmark_is_continued_and_its_sample_prefix_measured(prebuilt
     with pytest.raises(SystemExit, match="lacks 1 of the first 4 items"):
         fidelity.main(["--llm", "fake", "--deot-items", "4", "--omnithink-items", "0", "--deot-bench", deot_bench])
     with pytest.raises(SystemExit, match="deot needs researchy"):
-        fidelity.main(["--llm", "fake", "--deot-items", "1", "--omnithink-items", "0",
-                       "--deot-bench", measured["omnithink"]["benchmark"]])
+        fidelity.main(
+            [
+                "--llm",
+                "fake",
+                "--deot-items",
+                "1",
+                "--omnithink-items",
+                "0",
+                "--deot-bench",
+                measured["omnithink"]["benchmark"],
+            ]
+        )

@@ -27,8 +27,11 @@ def storage_reaches(path: Path, root: Path = ROOT) -> list[str]:
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             names = [node.module]
-        found += [f"{where}:{node.lineno} imports {name}" for name in names
-                  if name == "storage" or name.startswith("storage.")]
+        found += [
+            f"{where}:{node.lineno} imports {name}"
+            for name in names
+            if name == "storage" or name.startswith("storage.")
+        ]
         if isinstance(node, ast.Attribute) and node.attr == "repo":
             found.append(f"{where}:{node.lineno} reads .repo")
     return sorted(found, key=lambda line: int(line.split(":")[1].split()[0]))
@@ -42,10 +45,16 @@ def test_the_app_imports_no_storage_and_never_reaches_the_repository():
 
 def test_the_scan_finds_a_storage_import_and_a_repository_read(tmp_path):
     sample = tmp_path / "page.py"
-    sample.write_text("from storage.models import Run\nimport storage.db\n\ndef f(services):\n"
-                      "    return services.repo.get_run('x')\n", encoding="utf-8")
+    sample.write_text(
+        "from storage.models import Run\nimport storage.db\n\ndef f(services):\n"
+        "    return services.repo.get_run('x')\n",
+        encoding="utf-8",
+    )
     assert storage_reaches(sample, tmp_path) == [
-        "page.py:1 imports storage.models", "page.py:2 imports storage.db", "page.py:5 reads .repo"]
+        "page.py:1 imports storage.models",
+        "page.py:2 imports storage.db",
+        "page.py:5 reads .repo",
+    ]
 
 
 def test_every_read_the_app_makes_writes_nothing(services):

@@ -22,18 +22,38 @@ ALL_METHODS = {**METHODS, GridMethod.name: GridMethod}
 def _run(offset: int = 1000) -> tuple[list[Node], list[Edge]]:
     """A small OmniThink tree whose stored ids are global (they start at `offset`)."""
     statuses = [NodeStatus.DONE, NodeStatus.FAILED, NodeStatus.RUNNING, NodeStatus.PENDING, NodeStatus.PRUNED]
-    nodes = [Node(id=offset, run_id="r", kind="topic", label="How will sea-level rise change coastal cities?",
-                  depth=0, status=NodeStatus.DONE)]
+    nodes = [
+        Node(
+            id=offset,
+            run_id="r",
+            kind="topic",
+            label="How will sea-level rise change coastal cities?",
+            depth=0,
+            status=NodeStatus.DONE,
+        )
+    ]
     for i, status in enumerate(statuses):
-        nodes.append(Node(id=offset + 1 + i, run_id="r", kind="subtopic", parent_id=offset, depth=1, status=status,
-                          label=f"How will sea-level rise affect the water supply of coastal cities, aspect {i}?"))
+        nodes.append(
+            Node(
+                id=offset + 1 + i,
+                run_id="r",
+                kind="subtopic",
+                parent_id=offset,
+                depth=1,
+                status=status,
+                label=f"How will sea-level rise affect the water supply of coastal cities, aspect {i}?",
+            )
+        )
     edges = [Edge(id=i, run_id="r", src=n.parent_id, dst=n.id, kind="child") for i, n in enumerate(nodes[1:], 1)]
     return nodes, edges
 
 
 def _declared_fills(contract) -> set[str]:
-    return {colour for kind in contract.node_kinds.values()
-            for colour in (kind.colour, *(v.colour for v in kind.variants), *kind.depth_palette)}
+    return {
+        colour
+        for kind in contract.node_kinds.values()
+        for colour in (kind.colour, *(v.colour for v in kind.variants), *kind.depth_palette)
+    }
 
 
 def test_a_tree_grows_left_to_right_with_levels_by_depth():
@@ -132,8 +152,14 @@ def test_the_legend_explains_each_channel_from_the_declarations():
     sections = legend(deot)
     assert [s["title"] for s in sections][:3] == ["Fill: what the node is", "Border: status", "Line: edge kind"]
     text = legend_text(sections)
-    for words in ("depth engine: a deeper follow-up", "your own follow-up", "failed", "pending (dashed border)",
-                  "selected: a blue glow", "deeper follow-up: depth engine (dashed)"):
+    for words in (
+        "depth engine: a deeper follow-up",
+        "your own follow-up",
+        "failed",
+        "pending (dashed border)",
+        "selected: a blue glow",
+        "deeper follow-up: depth engine (dashed)",
+    ):
         assert words in text, words
     statuses = {item["border"] for item in sections[1]["items"] if "glyph" in item and item["glyph"]}
     assert statuses == {s.border for s in STATUS_STYLES.values()}
@@ -175,16 +201,44 @@ def test_the_node_a_steering_command_made_is_revealed_not_the_methods_own():
 
     sent = datetime(2026, 12, 1, 12, 0)
     nodes, _ = _run()
-    before = Node(id=1010, run_id="r", kind="subtopic", parent_id=1001, depth=2, label="grown before",
-                  created_at=sent - timedelta(seconds=5))
-    asked = Node(id=1011, run_id="r", kind="subtopic", parent_id=1001, depth=2, label="your follow-up",
-                 created_at=sent + timedelta(seconds=3))
-    elsewhere = Node(id=1012, run_id="r", kind="subtopic", parent_id=1002, depth=2, label="the method's own",
-                     created_at=sent + timedelta(seconds=4))
-    ask = Command(id=1, run_id="r", kind="ask", payload={"node_id": 1001, "question": "q"},
-                  status=CommandStatus.DONE, created_at=sent)
-    refused = Command(id=2, run_id="r", kind="expand", payload={"node_id": 1002}, status=CommandStatus.FAILED,
-                      created_at=sent)
+    before = Node(
+        id=1010,
+        run_id="r",
+        kind="subtopic",
+        parent_id=1001,
+        depth=2,
+        label="grown before",
+        created_at=sent - timedelta(seconds=5),
+    )
+    asked = Node(
+        id=1011,
+        run_id="r",
+        kind="subtopic",
+        parent_id=1001,
+        depth=2,
+        label="your follow-up",
+        created_at=sent + timedelta(seconds=3),
+    )
+    elsewhere = Node(
+        id=1012,
+        run_id="r",
+        kind="subtopic",
+        parent_id=1002,
+        depth=2,
+        label="the method's own",
+        created_at=sent + timedelta(seconds=4),
+    )
+    ask = Command(
+        id=1,
+        run_id="r",
+        kind="ask",
+        payload={"node_id": 1001, "question": "q"},
+        status=CommandStatus.DONE,
+        created_at=sent,
+    )
+    refused = Command(
+        id=2, run_id="r", kind="expand", payload={"node_id": 1002}, status=CommandStatus.FAILED, created_at=sent
+    )
     everything = [*nodes, before, asked, elsewhere]
     assert mindmap.steered_node(everything, [ask, refused]) == 1011
     assert mindmap.steered_node(everything, [refused]) is None

@@ -120,8 +120,10 @@ def test_the_map_draws_the_declared_kinds_edges_and_grid(services, grid_run, mon
     # centred over the two columns (the drawing is centred on x = 0).
     for cell in _cells(services, grid_run):
         item = nodes[cell.id]
-        assert (item["x"], item["y"]) == ((cell.data["column"] - 0.5) * map_layout.GRID_COLUMN,
-                                          (cell.data["row"] + 1) * map_layout.GRID_ROW)
+        assert (item["x"], item["y"]) == (
+            (cell.data["column"] - 0.5) * map_layout.GRID_COLUMN,
+            (cell.data["row"] + 1) * map_layout.GRID_ROW,
+        )
     assert {i["y"] for i in by_kind["synthesis"]} == {0}
     assert (root["x"], root["y"]) == (0, -map_layout.GRID_ROW)
     # Edges styled by their kind: column links dashed, purple, drawn over the layout.
@@ -130,17 +132,29 @@ def test_the_map_draws_the_declared_kinds_edges_and_grid(services, grid_run, mon
     for edge in data.edges:
         kind = kinds_of_edges[(int(edge["from"]), int(edge["to"]))]
         if kind == "column":
-            assert edge["dashes"] is True and edge["color"]["color"] == GridMethod.contract().edge_kinds["column"].colour
+            assert (
+                edge["dashes"] is True and edge["color"]["color"] == GridMethod.contract().edge_kinds["column"].colour
+            )
             assert edge["physics"] is False and edge["tip"] == "column link"
         else:
-            assert edge["dashes"] is False and "physics" not in edge and "tip" not in edge  # the tree says nothing on hover
+            assert (
+                edge["dashes"] is False and "physics" not in edge and "tip" not in edge
+            )  # the tree says nothing on hover
     assert not data.options["layout"]["hierarchical"]["enabled"] and not data.options["physics"]["enabled"]
 
     # The legend (drawn in the map's frame) lists the declared kinds, the variant and the edge kind, and
     # the status borders.
     legend = legend_text(data.legend)
-    for text in ("Question:", "Cell:", "Synthesis:", "a cell refined at full strength",
-                 "column link:", "links the cells of a column", "running", "failed"):
+    for text in (
+        "Question:",
+        "Cell:",
+        "Synthesis:",
+        "a cell refined at full strength",
+        "column link:",
+        "links the cells of a column",
+        "running",
+        "failed",
+    ):
         assert text in legend, text
 
 
@@ -150,7 +164,8 @@ def test_the_node_panel_offers_refine_with_its_form_and_validates_it(services, g
     at = open_page(run_id=grid_run)
     assert node_list(at).value == cell.id
     assert f"Row {cell.data['row'] + 1}, column {cell.data['column'] + 1} · angle: {cell.data['angle']}" in texts(
-        at.caption)
+        at.caption
+    )
     key = f"steer-{grid_run}-{cell.id}-refine"
     button = at.button(key=key)
     assert (button.label, button.help) == ("Refine", "Think this cell again with your note.")
@@ -183,8 +198,10 @@ def test_the_node_panel_offers_refine_with_its_form_and_validates_it(services, g
     assert_no_exception(at)
     assert not at.error, texts(at.error)
     [command] = services.repo.list_commands(grid_run)
-    assert (command.kind, command.payload) == ("refine", {"node_id": cell.id, "note": "Weigh the climate record",
-                                                         "strength": 5})
+    assert (command.kind, command.payload) == (
+        "refine",
+        {"node_id": cell.id, "note": "Weigh the climate record", "strength": 5},
+    )
     assert wait_until_idle(services, grid_run).status == RunStatus.DONE
     assert services.repo.list_commands(grid_run)[0].status == CommandStatus.DONE
     refined = services.repo.get_node(cell.id)
@@ -221,7 +238,9 @@ def test_a_run_command_from_the_panel_area(services, grid_run, monkeypatch):
     # which holds the run state's panel and the run-level command.
     assert [t.label for t in at.tabs] == ["Node", "Run"]
     run_tab = at.tabs[1]
-    assert [e.label for e in run_tab.expander][:1] == [services.method(GridMethod.name).contract().run_states["matrix"].title]
+    assert [e.label for e in run_tab.expander][:1] == [
+        services.method(GridMethod.name).contract().run_states["matrix"].title
+    ]
     assert f"run-cmd-{grid_run}-reset_matrix" in {b.key for b in run_tab.button}
     assert node_list(at) in at.tabs[0].selectbox
     # A node clicked on the map while the run's tab is open brings the node's tab back.
@@ -284,17 +303,23 @@ class _Data(NodeData):
 
 def _contract(layout: Layout) -> MethodContract:
     return MethodContract.build(
-        "layouts", [NodeKind("step", _Data, "Step", "#4C78A8", "a step")],
+        "layouts",
+        [NodeKind("step", _Data, "Step", "#4C78A8", "a step")],
         [EdgeKind("backtrack", "backtrack", "back to an ancestor", dashes=True, colour="#E45756", structural=False)],
-        [], [], ViewSpec(layout=layout))
+        [],
+        [],
+        ViewSpec(layout=layout),
+    )
 
 
 def _tree() -> tuple[list[Node], list[Edge]]:
-    nodes = [Node(id=1, run_id="r", kind="step", label="root", depth=0),
-             Node(id=2, run_id="r", kind="step", label="a", parent_id=1, depth=1),
-             Node(id=3, run_id="r", kind="step", label="b", parent_id=1, depth=1),
-             Node(id=4, run_id="r", kind="step", label="a1", parent_id=2, depth=2),
-             Node(id=5, run_id="r", kind="step", label="a2", parent_id=2, depth=2)]
+    nodes = [
+        Node(id=1, run_id="r", kind="step", label="root", depth=0),
+        Node(id=2, run_id="r", kind="step", label="a", parent_id=1, depth=1),
+        Node(id=3, run_id="r", kind="step", label="b", parent_id=1, depth=1),
+        Node(id=4, run_id="r", kind="step", label="a1", parent_id=2, depth=2),
+        Node(id=5, run_id="r", kind="step", label="a2", parent_id=2, depth=2),
+    ]
     edges = [Edge(id=i, run_id="r", src=n.parent_id, dst=n.id, kind="child") for i, n in enumerate(nodes[1:], 1)]
     return nodes, edges
 
@@ -312,10 +337,20 @@ def test_tree_layouts_keep_the_structural_tree_under_edges_drawn_over_it():
     spacing, level = map_layout.NODE_SPACING, map_layout.LEVEL_SEPARATION
     # Levels left to right by depth, leaves one below the other, parents centred beside their children,
     # the whole centred on y = 0: the backtrack (5 -> 3) moves nothing.
-    assert at == {4: (2 * level, -spacing), 5: (2 * level, 0), 2: (level, -spacing / 2), 3: (level, spacing),
-                  1: (0, spacing / 4)}
+    assert at == {
+        4: (2 * level, -spacing),
+        5: (2 * level, 0),
+        2: (level, -spacing / 2),
+        3: (level, spacing),
+        1: (0, spacing / 4),
+    }
     drawn = over.edges[-1]
-    assert (drawn["dashes"], drawn["color"]["color"], drawn["physics"], drawn["tip"]) == (True, "#E45756", False, "backtrack")
+    assert (drawn["dashes"], drawn["color"]["color"], drawn["physics"], drawn["tip"]) == (
+        True,
+        "#E45756",
+        False,
+        "backtrack",
+    )
     assert drawn["smooth"]["enabled"] is True
     # The same positions as without the backtrack, had they been computed here.
     assert map_layout.tree_positions(nodes) == at
@@ -363,4 +398,3 @@ def test_the_name_check_would_catch_a_method_name():
     assert QUOTED_METHOD.search("kind in ('topic', 'subtopic') or m == 'omnithink'")
     assert QUOTED_KEY.search('(node.data or {}).get("engine")')
     assert not QUOTED_METHOD.search('"Go deeper: a direct follow-up"') and not QUOTED_KEY.search("engine.methods")
-

@@ -39,8 +39,15 @@ from tests.support.progress_line import parse_progress
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "test-artifacts"
 CHROMIUM = Path(os.environ.get("E2E_CHROMIUM") or "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 # Generous: a loaded 2-core CI machine runs pytest, the Streamlit server, its run threads and Chromium.
 STARTUP_TIMEOUT_S = 90
 UI_TIMEOUT_MS = 30_000
@@ -56,8 +63,15 @@ class StreamlitApp:
     """`streamlit run app.py` on 127.0.0.1, offline (fake LLM unless `env` says otherwise, bundled
     corpus), logging to a file."""
 
-    def __init__(self, home: Path, *, fake_latency: float = 0.15, log_dir: Path,
-                 env: dict[str, str] | None = None, args: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        home: Path,
+        *,
+        fake_latency: float = 0.15,
+        log_dir: Path,
+        env: dict[str, str] | None = None,
+        args: list[str] | None = None,
+    ) -> None:
         self.home = home
         self.fake_latency = fake_latency
         # As in tests/conftest.py: the fake LLM and no built-in embedding model unless a test asks.
@@ -74,18 +88,34 @@ class StreamlitApp:
 
     def start(self) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "THOUGHTMAP_"))}
-        env.update(THOUGHTMAP_HOME=str(self.home), THOUGHTMAP_FAKE_LATENCY=str(self.fake_latency),
-                   PYTHONUNBUFFERED="1")
+        env.update(THOUGHTMAP_HOME=str(self.home), THOUGHTMAP_FAKE_LATENCY=str(self.fake_latency), PYTHONUNBUFFERED="1")
         env.update(self.extra_env)
         self.starts += 1
         self.log_path = self.log_dir / f"streamlit-{self.starts}.log"
         streamlit = Path(sys.executable).with_name("streamlit")
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
-                [str(streamlit), "run", "app.py", "--server.headless", "true", "--server.address", "127.0.0.1",
-                 "--server.port", str(self.port), "--browser.gatherUsageStats", "false",
-                 "--server.fileWatcherType", "none", *self.args],
-                cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                [
+                    str(streamlit),
+                    "run",
+                    "app.py",
+                    "--server.headless",
+                    "true",
+                    "--server.address",
+                    "127.0.0.1",
+                    "--server.port",
+                    str(self.port),
+                    "--browser.gatherUsageStats",
+                    "false",
+                    "--server.fileWatcherType",
+                    "none",
+                    *self.args,
+                ],
+                cwd=REPO,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
         self._wait_healthy()
 
@@ -160,8 +190,11 @@ def serving_fake_llm(fake, home: Path, log_dir: Path, request, *, latency_s: flo
     from engine.llm.fake_server import FakeOpenAIServer
 
     with FakeOpenAIServer(fake, latency_s=latency_s) as server:
-        app = StreamlitApp(home, log_dir=log_dir, env={
-            "THOUGHTMAP_LLM": "openai", "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "test"})
+        app = StreamlitApp(
+            home,
+            log_dir=log_dir,
+            env={"THOUGHTMAP_LLM": "openai", "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "test"},
+        )
         yield from serving(app, request)
 
 
@@ -246,10 +279,10 @@ def app_repo(app_home):
         db.dispose()
 
 
-
 # ------------------------------------------------------------------ one app for a whole module
 # Starting an app server costs seconds on this machine: a module whose tests each make runs of their
 # own (with a question of their own, counted apart) shares one, on a home of its own.
+
 
 def module_home(tmp_path_factory, bundled_corpus, name: str) -> Path:
     """A THOUGHTMAP_HOME for one module's app, holding a copy of the bundled corpus index."""
@@ -288,6 +321,7 @@ def log_on_failure(app: StreamlitApp, request):
     if _failed(request):
         print(f"--- end of the Streamlit log ({app.log_path}) ---\n{app.log()}")
 
+
 # ------------------------------------------------------------------ page helpers
 
 MAP_IFRAME = "iframe[title='components.mindmap.thoughtmap_map']"
@@ -297,7 +331,7 @@ def rgb(colour: str) -> tuple[int, int, int]:
     """(r, g, b) of "#rrggbb" (as declared) or "rgb(r, g, b)"/"rgba(r, g, b, a)" (as vis paints a node
     with an opacity)."""
     if colour.startswith("#"):
-        return tuple(int(colour[i:i + 2], 16) for i in (1, 3, 5))
+        return tuple(int(colour[i : i + 2], 16) for i in (1, 3, 5))
     channels = re.fullmatch(r"rgba?\((\d+),\s*(\d+),\s*(\d+)(?:,\s*[\d.]+)?\)", colour.strip())
     if channels is None:
         raise ValueError(f"not a colour the map paints: {colour!r}")
@@ -349,7 +383,9 @@ def poll(page, check, *, timeout: float = 60, interval: float = 0.25, what: str 
         if value:
             return value
         page.wait_for_timeout(interval * 1000)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}" + (f" (last error: {last_error})" if last_error else ""))
+    raise AssertionError(
+        f"timed out after {timeout} s waiting for {what}" + (f" (last error: {last_error})" if last_error else "")
+    )
 
 
 def choose_method(page, title: str) -> None:
@@ -398,11 +434,14 @@ def node_selectbox(page):
 
 
 def open_node_list(page) -> None:
-    page.locator('[data-testid="stSelectbox"]').filter(has=node_selectbox(page)).get_by_role("button", name="Open").click()
+    page.locator('[data-testid="stSelectbox"]').filter(has=node_selectbox(page)).get_by_role(
+        "button", name="Open"
+    ).click()
 
 
 def node_options(page) -> list[str]:
     """The labels the Node selectbox offers (opens and closes its list; a rerun may close it first)."""
+
     def read():
         if node_selectbox(page).get_attribute("aria-expanded") != "true":
             open_node_list(page)
@@ -417,6 +456,7 @@ def node_options(page) -> list[str]:
 
 def choose_node(page, number: int) -> None:
     """Choose the node numbered `number` in its run (engine/node_numbers.py) in the Node selectbox."""
+
     def choose():
         if node_selectbox(page).get_attribute("aria-expanded") != "true":
             open_node_list(page)
@@ -432,10 +472,23 @@ def _dots(page) -> list[dict]:
     canvas are read in one call, so a dot always matches its canvas."""
     drawn = page.evaluate(_MAP_HOOK_JS, "map")
     size = drawn["map"]
-    return [{"id": n["id"], "fill": rgb(n["fill"]), "x": n["x"], "y": n["y"], "w": n["size"], "h": n["size"],
-             "pixels": n["size"] ** 2, "inView": n["inView"], "selected": n["selected"],
-             "canvasWidth": size.get("width"), "canvasHeight": size.get("height")}
-            for n in drawn["nodes"] if not n["hidden"]]
+    return [
+        {
+            "id": n["id"],
+            "fill": rgb(n["fill"]),
+            "x": n["x"],
+            "y": n["y"],
+            "w": n["size"],
+            "h": n["size"],
+            "pixels": n["size"] ** 2,
+            "inView": n["inView"],
+            "selected": n["selected"],
+            "canvasWidth": size.get("width"),
+            "canvasHeight": size.get("height"),
+        }
+        for n in drawn["nodes"]
+        if not n["hidden"]
+    ]
 
 
 def map_dots(page, colour) -> list[dict]:
@@ -466,8 +519,12 @@ def settled_map(page, *, timeout: float = 60) -> list[dict]:
 
 
 def well_inside(dot: dict, margin: float = 30) -> bool:
-    return (margin < dot["x"] < dot["canvasWidth"] - margin and margin < dot["y"] < dot["canvasHeight"] - 90
-            and dot["w"] > 8 and dot["h"] > 8)
+    return (
+        margin < dot["x"] < dot["canvasWidth"] - margin
+        and margin < dot["y"] < dot["canvasHeight"] - 90
+        and dot["w"] > 8
+        and dot["h"] > 8
+    )
 
 
 def download_report(page, tmp_path: Path) -> str:
@@ -602,8 +659,9 @@ def click_map_node(page, node_id: int) -> None:
 
 def node_panel_column(page):
     """The node panel's column (the one with the Node selectbox)."""
-    return page.locator('[data-testid="stColumn"]').filter(
-        has=page.get_by_role("combobox", name="Node", exact=True)).last
+    return (
+        page.locator('[data-testid="stColumn"]').filter(has=page.get_by_role("combobox", name="Node", exact=True)).last
+    )
 
 
 # Every edge as vis draws it (ends, colour, dashes, hidden), from the map's Network (the frame's test hook).

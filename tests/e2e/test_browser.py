@@ -59,8 +59,9 @@ def test_research_watch_steer_report_restart(streamlit_app, page, shot, app_repo
 
     (first, first_dots) = poll(page, lambda: growing(1, 1), interval=0.1, what="the live view with its first node")
     shot(page, "2a-growing")
-    (second, second_dots) = poll(page, lambda: growing(first + 1, first_dots + 1), interval=0.1,
-                                 what="the tree to grow while the run is active")
+    (second, second_dots) = poll(
+        page, lambda: growing(first + 1, first_dots + 1), interval=0.1, what="the tree to grow while the run is active"
+    )
     shot(page, "2b-grown")
     assert second > first and second_dots > first_dots, (first, first_dots, second, second_dots)
     run_id = page.url.split("run=")[1].split("&")[0]
@@ -68,8 +69,12 @@ def test_research_watch_steer_report_restart(streamlit_app, page, shot, app_repo
     # 3. When the run is done, click a node in the map.
     poll(page, lambda: metric(page, "Status") == "done", timeout=120, what="the run to finish")
     # Watched to its end, the run opens its report (it is folded while the run works).
-    poll(page, lambda: page.get_by_role("link", name="Open in the Report page").is_visible(), timeout=30,
-         what="the watched run's report to open")
+    poll(
+        page,
+        lambda: page.get_by_role("link", name="Open in the Report page").is_visible(),
+        timeout=30,
+        what="the watched run's report to open",
+    )
     total = poll(page, lambda: (n := nodes_done(page))[0] == n[1] and n[1], what="all nodes done")
     assert total == len(repo.list_nodes(run_id)) > 1
     root = repo.list_nodes(run_id)[0]
@@ -86,15 +91,21 @@ def test_research_watch_steer_report_restart(streamlit_app, page, shot, app_repo
     shot(page, "3a-done")
     canvas = page.frame_locator(MAP_IFRAME).locator("#map canvas")
     canvas.click(position={"x": target["x"], "y": target["y"]})
-    clicked = poll(page, lambda: (n := panel_node(page)) != root.id and n, what="the node panel to show the clicked node")
+    clicked = poll(
+        page, lambda: (n := panel_node(page)) != root.id and n, what="the node panel to show the clicked node"
+    )
     # The node under the pointer is the one the panel shows: its tooltip starts with its number. A
     # click hides the tooltip (it would cover the map); hovering the same spot again shows it.
     tooltip = page.frame_locator(MAP_IFRAME).locator("#tooltip")
     assert not tooltip.is_visible(), "a click hides the hover title"
     page.mouse.move(0, 0)
     canvas.hover(position={"x": target["x"], "y": target["y"]})
-    hovered = poll(page, lambda: tooltip.is_visible() and re.match(r"#(\d+) ", tooltip.inner_text()), timeout=15,
-                   what="the hover title of the clicked node")
+    hovered = poll(
+        page,
+        lambda: tooltip.is_visible() and re.match(r"#(\d+) ", tooltip.inner_text()),
+        timeout=15,
+        what="the hover title of the clicked node",
+    )
     assert int(hovered.group(1)) == node_numbers(repo.list_nodes(run_id))[clicked], (hovered.group(0), clicked)
     node = repo.get_node(clicked)
     assert node.run_id == run_id and node.parent_id is not None
@@ -105,8 +116,12 @@ def test_research_watch_steer_report_restart(streamlit_app, page, shot, app_repo
 
     # 4. Go deeper on the clicked node: a new follow-up appears under it, without touching the page.
     page.get_by_role("button", name="Go deeper").click()
-    poll(page, lambda: nodes_done(page) == (total + 1, total + 1) and metric(page, "Status") == "done",
-         timeout=120, what="the new follow-up node to appear and finish")
+    poll(
+        page,
+        lambda: nodes_done(page) == (total + 1, total + 1) and metric(page, "Status") == "done",
+        timeout=120,
+        what="the new follow-up node to appear and finish",
+    )
     new = repo.list_nodes(run_id)[-1]
     assert new.parent_id == clicked and new.data.get("engine") == "depth", new
     options = node_options(page)
@@ -114,7 +129,9 @@ def test_research_watch_steer_report_restart(streamlit_app, page, shot, app_repo
     new_number = node_numbers(repo.list_nodes(run_id))[new.id]
     assert options[-1].startswith(f"#{new_number} ")
     assert options[-1].removeprefix(f"#{new_number} ").rstrip("…") in new.label
-    assert poll(page, lambda: [d for d in map_dots(page, DEPTH_FILL) if d["pixels"] > 10], what="the follow-up on the map")
+    assert poll(
+        page, lambda: [d for d in map_dots(page, DEPTH_FILL) if d["pixels"] > 10], what="the follow-up on the map"
+    )
     settled_map(page)
     shot(page, "4-go-deeper")
 
@@ -135,11 +152,16 @@ def test_research_watch_steer_report_restart(streamlit_app, page, shot, app_repo
     open_page(page, "Sessions", page.locator(f".st-key-open-{run_id} button"))
     page.locator(f".st-key-open-{run_id} button").click()
     page.get_by_role("heading", name=QUESTION).first.wait_for()
-    poll(page, lambda: metric(page, "Status") == "done" and nodes_done(page) == (total + 1, total + 1),
-         what="the reopened run's progress")
+    poll(
+        page,
+        lambda: metric(page, "Status") == "done" and nodes_done(page) == (total + 1, total + 1),
+        what="the reopened run's progress",
+    )
     reopened = settled_map(page)
     assert [d["id"] for d in reopened if d["fill"] == ROOT_FILL and d["inView"]] == [str(root.id)], (
-        "the reopened map shows the root", reopened)
+        "the reopened map shows the root",
+        reopened,
+    )
     assert len(node_options(page)) == total + 1
     assert repo.get_run(run_id).status == RunStatus.DONE
     shot(page, "6-reopened")

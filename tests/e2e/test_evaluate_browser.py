@@ -42,8 +42,12 @@ def _pick_methods(page, methods: list[str], *, clear: bool = False) -> None:
         for _ in range(4):
             box.locator("input").press("Backspace")
         page.keyboard.press("Escape")
-        poll(page, lambda: not any(METHODS[m].title in box.inner_text() for m in METHODS), timeout=30,
-             what="the methods to be cleared")
+        poll(
+            page,
+            lambda: not any(METHODS[m].title in box.inner_text() for m in METHODS),
+            timeout=30,
+            what="the methods to be cleared",
+        )
     for method in methods:
         title = METHODS[method].title
 
@@ -79,10 +83,13 @@ def test_evaluate_and_compare_in_the_browser(streamlit_app, page, app_repo, eval
     [bench] = poll(page, eval_store.list_benchmarks, timeout=60, what="the benchmark to be stored")
     assert (bench.methods, bench.limit) == (["direct", "rag"], 2)
     page.get_by_text("item runs finished").first.wait_for()
-    poll(page, lambda: eval_store.get_benchmark(bench.id).status == "done", timeout=180,
-         what="the benchmark to finish")
-    poll(page, lambda: page.get_by_text("4 of 4 item runs finished · done").count() > 0, timeout=60,
-         what="the page to show the finished benchmark")
+    poll(page, lambda: eval_store.get_benchmark(bench.id).status == "done", timeout=180, what="the benchmark to finish")
+    poll(
+        page,
+        lambda: page.get_by_text("4 of 4 item runs finished · done").count() > 0,
+        timeout=60,
+        what="the page to show the finished benchmark",
+    )
     page.get_by_role("heading", name="Results").wait_for()
     page.get_by_role("heading", name="Items").first.wait_for()  # a rerun may leave the last one a moment
     # Done, two methods: their paired differences under the results, as `bench --show --paired` gives them.
@@ -94,8 +101,12 @@ def test_evaluate_and_compare_in_the_browser(streamlit_app, page, app_repo, eval
     # Open an item's run on Explore.
     rows = eval_store.list_items(bench.id)
     page.get_by_role("button", name="Open on Explore").click()
-    poll(page, lambda: "run=" in page.url and "/explore" in page.url or "run=" in page.url, timeout=60,
-         what="Explore to open the item's run")
+    poll(
+        page,
+        lambda: "run=" in page.url and "/explore" in page.url or "run=" in page.url,
+        timeout=60,
+        what="Explore to open the item's run",
+    )
     run_id = page.url.split("run=")[1].split("&")[0]
     assert run_id in {r.run_id for r in rows}
     page.get_by_text(app_repo.get_run(run_id).question[:40]).first.wait_for()
@@ -111,9 +122,14 @@ def test_evaluate_and_compare_in_the_browser(streamlit_app, page, app_repo, eval
     poll(page, lambda: "runs=" in page.url, timeout=60, what="the comparison's address")
     run_ids = page.url.split("runs=")[1].split("&")[0].replace("%2C", ",").split(",")
     assert [app_repo.get_run(r).method for r in run_ids] == ["direct", "rag"]
-    poll(page, lambda: all(app_repo.get_run(r).status == RunStatus.DONE for r in run_ids), timeout=120,
-         what="both runs to finish")
+    poll(
+        page,
+        lambda: all(app_repo.get_run(r).status == RunStatus.DONE for r in run_ids),
+        timeout=120,
+        what="both runs to finish",
+    )
     poll(page, lambda: page.locator(MAP_IFRAME).count() == 2, timeout=60, what="two maps side by side")
+
     def map_boxes():
         found = [page.locator(MAP_IFRAME).nth(i).bounding_box() for i in range(2)]
         return all(found) and found
@@ -123,13 +139,20 @@ def test_evaluate_and_compare_in_the_browser(streamlit_app, page, app_repo, eval
     assert page.get_by_text("LLM call").count() >= 2
     # Each narrow map shows every node whole, its label too (a fit by shapes alone cut the question).
     for nth, count in ((0, 2), (1, 3)):
-        poll(page, lambda: (shown := map_nodes(page, nth)) and len(shown) == count
-             and all(n["wholeInView"] for n in shown), what=f"map {nth + 1}'s nodes whole in view")
+        poll(
+            page,
+            lambda: (shown := map_nodes(page, nth)) and len(shown) == count and all(n["wholeInView"] for n in shown),
+            what=f"map {nth + 1}'s nodes whole in view",
+        )
     _shot(page, "compare-side-by-side")
     page.get_by_role("heading", name="Judges").scroll_into_view_if_needed()
     page.get_by_role("button", name="Judge", exact=True).click()
-    poll(page, lambda: page.get_by_text("DEoT dual comparison · judge").count() > 0, timeout=60,
-         what="the judge's verdict")
+    poll(
+        page,
+        lambda: page.get_by_text("DEoT dual comparison · judge").count() > 0,
+        timeout=60,
+        what="the judge's verdict",
+    )
     page.get_by_role("heading", name="Judges").scroll_into_view_if_needed()
     _shot(page, "compare-reports-and-judges")
 
@@ -147,8 +170,13 @@ def test_evaluate_and_compare_in_the_browser(streamlit_app, page, app_repo, eval
     page.get_by_role("link", name="Compare").click()
     page.get_by_text("Compare runs you already have").click()
     choose_option(page, "Question with two runs or more", QUESTION)
-    poll(page, lambda: all(r in page.locator("[data-testid='stMultiSelect']").filter(has_text="Runs").inner_text()
-                           for r in run_ids), what="the question's runs preselected")
+    poll(
+        page,
+        lambda: all(
+            r in page.locator("[data-testid='stMultiSelect']").filter(has_text="Runs").inner_text() for r in run_ids
+        ),
+        what="the question's runs preselected",
+    )
     _shot(page, "compare-existing-runs")
     page.get_by_role("button", name="Compare these runs").click()
     poll(page, lambda: "runs=" in page.url, timeout=60, what="the comparison of stored runs")
@@ -174,12 +202,17 @@ def test_a_benchmark_its_budget_stopped_is_raised_and_resumed_in_the_browser(str
 
     [bench] = poll(page, eval_store.list_benchmarks, timeout=60, what="the benchmark to be stored")
     assert bench.max_tokens == 300
-    poll(page, lambda: eval_store.get_benchmark(bench.id).status == "stopped", timeout=120,
-         what="the budget to stop the benchmark")
+    poll(
+        page,
+        lambda: eval_store.get_benchmark(bench.id).status == "stopped",
+        timeout=120,
+        what="the budget to stop the benchmark",
+    )
     left = sum(1 for r in eval_store.list_items(bench.id) if r.status not in ItemStatus.FINISHED)
     assert 0 < left < 4
     page.get_by_text(f"The token budget was reached with {left} runs left. Raise it below and press Resume").wait_for(
-        timeout=60_000)
+        timeout=60_000
+    )
     page.get_by_text("Spent so far:").wait_for()
     budget = page.get_by_role("spinbutton", name="Token budget", exact=True)
     assert budget.input_value() == "300"
@@ -191,16 +224,26 @@ def test_a_benchmark_its_budget_stopped_is_raised_and_resumed_in_the_browser(str
     type_number(page, "Token budget", int(spent), leave="Tab")
     page.get_by_role("button", name="Resume").click()
     page.get_by_text("would stop it again at once; give more than").wait_for(timeout=30_000)
-    assert eval_store.get_benchmark(bench.id).max_tokens == 300 and eval_store.get_benchmark(bench.id).status == "stopped"
+    assert (
+        eval_store.get_benchmark(bench.id).max_tokens == 300 and eval_store.get_benchmark(bench.id).status == "stopped"
+    )
     _shot(page, "evaluate-budget-refused")
 
     type_number(page, "Token budget", 100000, leave="Tab")
     page.get_by_role("button", name="Resume").click()
-    poll(page, lambda: eval_store.get_benchmark(bench.id).status == "done", timeout=180,
-         what="the resumed benchmark to finish")
+    poll(
+        page,
+        lambda: eval_store.get_benchmark(bench.id).status == "done",
+        timeout=180,
+        what="the resumed benchmark to finish",
+    )
     assert eval_store.get_benchmark(bench.id).max_tokens == 100_000
-    poll(page, lambda: page.get_by_text("4 of 4 item runs finished · done").count() > 0, timeout=60,
-         what="the page to show the finished benchmark")
+    poll(
+        page,
+        lambda: page.get_by_text("4 of 4 item runs finished · done").count() > 0,
+        timeout=60,
+        what="the page to show the finished benchmark",
+    )
     page.get_by_text("Paired differences, item by item").wait_for()
     _shot(page, "evaluate-budget-resumed")
     assert page.dialogs == []
@@ -223,6 +266,9 @@ def test_a_deep_link_opened_first_after_a_start_gets_the_whole_app(streamlit_app
     other.set_viewport_size({"width": 1400, "height": 900})
     other.goto(f"{streamlit_app.url}/settings")
     other.get_by_role("heading", name="Settings").first.wait_for()
-    poll(other, lambda: "Sessions" in other.locator('[data-testid="stSidebarNav"]').inner_text(),
-         what="the app's own navigation in a second session")
+    poll(
+        other,
+        lambda: "Sessions" in other.locator('[data-testid="stSidebarNav"]').inner_text(),
+        what="the app's own navigation in a second session",
+    )
     _shot(page, "deep-link-first")

@@ -79,6 +79,7 @@ def screenshot(page, finding: str, *, full_page: bool = True) -> Path:
 
 # ------------------------------------------------------------------ what a person does
 
+
 def sidebar_link(page, name: str):
     return page.locator('[data-testid="stSidebarNav"]').get_by_role("link", name=name)
 
@@ -129,6 +130,7 @@ def report_picker(page) -> str:
 
 
 # ------------------------------------------------------------------ finding 3
+
 
 def test_3_the_report_page_shows_the_run_open_in_explore(checks_app, tab, repo):
     page = tab
@@ -237,6 +239,7 @@ def test_4_a_double_click_on_start_makes_one_run(checks_app, tab, repo):
 
 # ------------------------------------------------------------------ finding 5
 
+
 def test_5_out_of_range_parameters_block_start_with_the_reason(checks_app, tab, repo):
     page = tab
     question = "Finding five: how do tides work?"
@@ -259,6 +262,7 @@ def test_5_out_of_range_parameters_block_start_with_the_reason(checks_app, tab, 
 
 
 # ------------------------------------------------------------------ finding 11: small items
+
 
 def corpus_count(page) -> int:
     text = page.get_by_text(re.compile(r"^[\d,]+ documents in [\d,]+ passages$")).inner_text()
@@ -284,8 +288,12 @@ def test_11_the_corpus_count_follows_an_upload(checks_app, tab, tmp_path):
     document = tmp_path / "finding-eleven-lighthouses.txt"
     document.write_text("Lighthouse keepers trimmed the lamp wicks every night along the coast.\n", encoding="utf-8")
     upload(page, document)
-    poll(page, lambda: corpus_count(page) == before + 1, timeout=15,
-         what=f"the corpus count to show {before + 1} without a reload")
+    poll(
+        page,
+        lambda: corpus_count(page) == before + 1,
+        timeout=15,
+        what=f"the corpus count to show {before + 1} without a reload",
+    )
     screenshot(page, "11-corpus-count")
 
 
@@ -293,8 +301,11 @@ def test_11_an_uploaded_file_is_cited_by_its_name(checks_app, tab, repo, checks_
     page = tab
     name = "quokka-field-notes.md"
     document = tmp_path / name
-    document.write_text("Quokka field notes\n\nQuokkas on Rottnest Island shelter under dense shrubs "
-                        "at midday and forage for leaves at night.\n", encoding="utf-8")
+    document.write_text(
+        "Quokka field notes\n\nQuokkas on Rottnest Island shelter under dense shrubs "
+        "at midday and forage for leaves at night.\n",
+        encoding="utf-8",
+    )
     page.goto(checks_app.url)
     sidebar_link(page, "Settings").click()
     upload(page, document)
@@ -327,8 +338,12 @@ def test_11_streamlit_deploy_and_stop_buttons_stay_hidden(checks_app, tab, repo)
     new_research(page, checks_app, question)  # DEoT at its defaults: a run that stays live a while
     page.get_by_role("button", name="Start").click()
     run_id = poll(page, lambda: opened_run(page), what="the started run in the address")
-    poll(page, lambda: metric(page, "Status") == "running" and int(metric(page, "Nodes done").split(" / ")[1]) >= 3,
-         timeout=60, what="the run to be live with a few nodes")
+    poll(
+        page,
+        lambda: metric(page, "Status") == "running" and int(metric(page, "Nodes done").split(" / ")[1]) >= 3,
+        timeout=60,
+        what="the run to be live with a few nodes",
+    )
     app_stop = page.locator(f".st-key-stop-{run_id} button").first  # a rerun may briefly keep a stale copy
     app_stop.wait_for()
     # Picking another node while the server is slow to answer (as on a loaded machine): after half
@@ -365,8 +380,10 @@ def test_11_streamlit_deploy_and_stop_buttons_stay_hidden(checks_app, tab, repo)
         assert page.locator(STREAMLIT_CONTROLS).count() == 0
         assert page.get_by_role("button", name="Deploy").count() == 0
         stops = page.get_by_role("button", name="Stop")
-        assert stops.count() >= 1 and stops.count() == page.locator(f".st-key-stop-{run_id}").get_by_role(
-            "button", name="Stop").count(), "every Stop button is the app's own"
+        assert (
+            stops.count() >= 1
+            and stops.count() == page.locator(f".st-key-stop-{run_id}").get_by_role("button", name="Stop").count()
+        ), "every Stop button is the app's own"
     finally:
         slow.release()
 

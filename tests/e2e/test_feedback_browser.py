@@ -75,8 +75,11 @@ def finished_run(page, app: StreamlitApp, repo: Repository) -> str:
     open_parameters(page)
     type_number(page, "Max nodes", 4)
     page.get_by_role("button", name="Start").click()
-    run_id = poll(page, lambda: (re.search(r"[?&]run=([^&]+)", page.url) or [None, None])[1],
-                  what="the started run in the address")
+    run_id = poll(
+        page,
+        lambda: (re.search(r"[?&]run=([^&]+)", page.url) or [None, None])[1],
+        what="the started run in the address",
+    )
     poll(page, lambda: repo.get_run(run_id).status not in RunStatus.ACTIVE, timeout=120, what="the run to end")
     return run_id
 
@@ -113,7 +116,9 @@ def test_a_commands_outcome_appears_under_its_button_and_follows_it(feedback_app
     ask.scroll_into_view_if_needed()
     ask.click()
 
-    outcome = panel.locator('[data-testid="stAlert"]').filter(has_text=re.compile(r"Ask queued|applying Ask|Ask applied"))
+    outcome = panel.locator('[data-testid="stAlert"]').filter(
+        has_text=re.compile(r"Ask queued|applying Ask|Ask applied")
+    )
 
     def said_under_the_button(text: str) -> bool:
         alert = outcome.filter(has_text=text)
@@ -152,9 +157,16 @@ def test_a_commands_outcome_appears_under_its_button_and_follows_it(feedback_app
     panel_box = panel.bounding_box()
     # No tooltip over the shot (the form's help opens one when its new box moves under the pointer).
     outcome.first.hover()
-    screenshot(page, "steering-beside-its-button", clip={
-        "x": panel_box["x"], "y": max(visible["top"], 0), "width": panel_box["width"],
-        "height": visible["bottom"] - max(visible["top"], 0)})
+    screenshot(
+        page,
+        "steering-beside-its-button",
+        clip={
+            "x": panel_box["x"],
+            "y": max(visible["top"], 0),
+            "width": panel_box["width"],
+            "height": visible["bottom"] - max(visible["top"], 0),
+        },
+    )
     screenshot(page, "steering-page")
 
 
@@ -206,7 +218,9 @@ def test_a_parameters_problem_is_said_under_its_field_as_it_is_entered(feedback_
     tools.scroll_into_view_if_needed()
     screenshot(page, "field-validation")
     page.get_by_role("button", name="Start").click()
-    refusal = page.locator('[data-testid="stAlertContentError"]').filter(has_text="Could not start: Switch on at least one tool")
+    refusal = page.locator('[data-testid="stAlertContentError"]').filter(
+        has_text="Could not start: Switch on at least one tool"
+    )
     refusal.wait_for()
     assert "News search" in refusal.inner_text()
     assert not repo.list_runs(text=question)

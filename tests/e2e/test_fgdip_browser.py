@@ -73,8 +73,12 @@ def scripted_fake() -> FakeLLM:
     fake.when(EXTRACT, entities(ARTHUR, FIRST))
     fake.when(GENERATE, numbered_steps(answer=answers_by_branch))
     fake.when(EVALUATE_STEP, verdicts_by_last_argument({f"{ARTHUR} d2 s2": "maybe", f"{ARTHUR} d2 s3": "impossible"}))
-    fake.when(EVALUATE_ANSWER, lambda request: judged_answer(False, LESSON)
-              if candidate_of(request) == f"answer from {ARTHUR}" else judged_answer(True))
+    fake.when(
+        EVALUATE_ANSWER,
+        lambda request: (
+            judged_answer(False, LESSON) if candidate_of(request) == f"answer from {ARTHUR}" else judged_answer(True)
+        ),
+    )
     return fake
 
 
@@ -114,8 +118,11 @@ def test_the_search_tree_error_memory_and_a_steering_command(fgdip_app, page, ap
     assert {n.parent_id for n in branch.values()} == {root.id}
 
     # Verdict colours, as declared: sure, maybe and impossible steps; the rejected and accepted answers.
-    for argument, verdict in ((f"{ARTHUR} d2 s1", "sure"), (f"{ARTHUR} d2 s2", "maybe"),
-                              (f"{ARTHUR} d2 s3", "impossible")):
+    for argument, verdict in (
+        (f"{ARTHUR} d2 s1", "sure"),
+        (f"{ARTHUR} d2 s2", "maybe"),
+        (f"{ARTHUR} d2 s3", "impossible"),
+    ):
         assert by_arg[argument].data["verdict"] == verdict
         assert rgb(at(by_arg[argument])["fill"]) == FILLS[verdict], (argument, at(by_arg[argument]))
     assert rgb(at(branch[ARTHUR])["fill"]) == FILLS["sure"]
@@ -124,8 +131,10 @@ def test_the_search_tree_error_memory_and_a_steering_command(fgdip_app, page, ap
         assert f"{verdict} answer: answer from" in at(answer)["label"], at(answer)  # not by colour alone
 
     # The exploration order in the labels: (1), (2)... on the nodes the search took, in that order.
-    taken = sorted((n for n in nodes if (n.data or {}).get("explored_order") and n.parent_id is not None),
-                   key=lambda n: n.data["explored_order"])
+    taken = sorted(
+        (n for n in nodes if (n.data or {}).get("explored_order") and n.parent_id is not None),
+        key=lambda n: n.data["explored_order"],
+    )
     assert len(taken) >= 4
     for order, node in enumerate(taken, start=1):
         assert f"({order}) " in at(node)["label"], (order, at(node)["label"])
@@ -138,8 +147,11 @@ def test_the_search_tree_error_memory_and_a_steering_command(fgdip_app, page, ap
     assert [(e["from"], e["to"]) for e in back] == [(str(answers["rejected"].id), str(branch[FIRST].id))], edges
     assert back[0]["dashes"] and not back[0]["hidden"]
     assert all(not e["dashes"] and e["colour"].upper() != BACKTRACK.colour.upper() for e in edges if e not in back)
-    poll(page, lambda: page.locator(MAP_IFRAME).scroll_into_view_if_needed(timeout=2_000) or True,
-         what="the map to scroll into view")
+    poll(
+        page,
+        lambda: page.locator(MAP_IFRAME).scroll_into_view_if_needed(timeout=2_000) or True,
+        what="the map to scroll into view",
+    )
     ARTIFACTS.mkdir(exist_ok=True)
     page.locator(MAP_IFRAME).screenshot(path=str(ARTIFACTS / "fgdip-search-tree.png"))  # the default zoom
     map_frame(page).get_by_role("button", name="Fit").click()
@@ -157,38 +169,65 @@ def test_the_search_tree_error_memory_and_a_steering_command(fgdip_app, page, ap
     assert "1 lesson from a rejected answer" in text and LESSON in text, text
     assert f"answer from {ARTHUR}' on {ARTHUR}" in text, text
     drawn_map, listed = page.locator(MAP_IFRAME).bounding_box(), memory.bounding_box()
-    assert listed["x"] >= drawn_map["x"] + drawn_map["width"] and listed["y"] < drawn_map["y"] + drawn_map["height"], \
-        (drawn_map, listed)  # right of the map, level with it: not below the step log
+    assert listed["x"] >= drawn_map["x"] + drawn_map["width"] and listed["y"] < drawn_map["y"] + drawn_map["height"], (
+        drawn_map,
+        listed,
+    )  # right of the map, level with it: not below the step log
     page.screenshot(path=str(ARTIFACTS / "fgdip-error-memory.png"))
     # A node clicked on the map while the error memory is open: the Node tab comes back, showing it.
     click_map_node(page, branch[FIRST].id)  # the whole tree is in view since Fit
-    poll(page, lambda: page.get_by_role("tab", selected=True).inner_text(timeout=2_000) == "Node"
-         and panel_node(page) == branch[FIRST].id, what="the Node tab to come back with the clicked entity")
+    poll(
+        page,
+        lambda: (
+            page.get_by_role("tab", selected=True).inner_text(timeout=2_000) == "Node"
+            and panel_node(page) == branch[FIRST].id
+        ),
+        what="the Node tab to come back with the clicked entity",
+    )
 
     # Steering from the node panel: Mark impossible on a sure step the search never took.
     target = by_arg[f"{FIRST} d2 s3"]
     assert target.data["verdict"] == "sure" and target.data.get("explored_order") is None
     choose_node(page, numbers[target.id])
     poll(page, lambda: panel_node(page) == target.id, what="the node panel to show the step")
-    buttons = [node_panel_column(page).get_by_role("button", name=name, exact=True) for name in ("Explore next", "Mark impossible")]
+    buttons = [
+        node_panel_column(page).get_by_role("button", name=name, exact=True)
+        for name in ("Explore next", "Mark impossible")
+    ]
     for button in buttons:  # whole labels, none cut to "Mark im…" by the narrow panel
         assert not button.evaluate(_CUT_JS), button.inner_text()
     buttons[1].click()
-    poll(page, lambda: [c.status for c in app_repo.list_commands(run_id)] == [CommandStatus.DONE], timeout=120,
-         what="Mark impossible to be applied")
+    poll(
+        page,
+        lambda: [c.status for c in app_repo.list_commands(run_id)] == [CommandStatus.DONE],
+        timeout=120,
+        what="Mark impossible to be applied",
+    )
     assert app_repo.get_node(target.id).data["verdict"] == "impossible"
     poll(page, lambda: app_repo.get_run(run_id).status == RunStatus.DONE, timeout=60, what="the run to be done again")
-    poll(page, lambda: metric(page, "Status") == "done" and not page.get_by_role("button", name="Pause").count(),
-         timeout=60, what="the page to show the run done again")
+    poll(
+        page,
+        lambda: metric(page, "Status") == "done" and not page.get_by_role("button", name="Pause").count(),
+        timeout=60,
+        what="the page to show the run done again",
+    )
     # The step log told it on its way: queued, then applied (newest first).
     log = page.locator('[data-testid="stExpander"]').filter(has_text="Step log").first
-    lines = poll(page, lambda: "Mark impossible applied" in (t := log.inner_text(timeout=2_000)) and t,
-                 what="the step log to say it was applied")
+    lines = poll(
+        page,
+        lambda: "Mark impossible applied" in (t := log.inner_text(timeout=2_000)) and t,
+        what="the step log to say it was applied",
+    )
     assert lines.index("Mark impossible applied") < lines.index("Mark impossible queued"), lines
-    node_panel_column(page).locator('[data-testid="stAlert"]').filter(has_text="Mark impossible applied").first.wait_for()
+    node_panel_column(page).locator('[data-testid="stAlert"]').filter(
+        has_text="Mark impossible applied"
+    ).first.wait_for()
     # The map follows: the step now has the impossible fill.
-    poll(page, lambda: rgb(next(n for n in map_nodes(page) if n["id"] == str(target.id))["fill"]) == FILLS["impossible"],
-         what="the step to turn impossible grey on the map")
+    poll(
+        page,
+        lambda: rgb(next(n for n in map_nodes(page) if n["id"] == str(target.id))["fill"]) == FILLS["impossible"],
+        what="the step to turn impossible grey on the map",
+    )
     page.locator(MAP_IFRAME).scroll_into_view_if_needed()
     page.wait_for_timeout(500)
     page.screenshot(path=str(ARTIFACTS / "fgdip-steered.png"), full_page=True)

@@ -38,8 +38,11 @@ SYNTHESIS_FILL = rgb(GridMethod.contract().node_kinds["synthesis"].colour)
 @pytest.fixture
 def grid_app(app_home, tmp_path, request):
     path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
-    app = StreamlitApp(app_home, log_dir=tmp_path,
-                       env={"THOUGHTMAP_METHODS": "tests.support.grid_method:GridMethod", "PYTHONPATH": path})
+    app = StreamlitApp(
+        app_home,
+        log_dir=tmp_path,
+        env={"THOUGHTMAP_METHODS": "tests.support.grid_method:GridMethod", "PYTHONPATH": path},
+    )
     try:
         app.start()
         yield app
@@ -85,8 +88,11 @@ def test_a_plugin_method_is_drawn_from_its_declarations(grid_app, page, app_repo
 
     boxes, diamonds = poll(page, laid_out, timeout=60, interval=0.5, what="the grid on the map")
     # (The page reruns under us: a replaced map may linger for a moment, hence the poll.)
-    poll(page, lambda: page.locator(MAP_IFRAME).scroll_into_view_if_needed(timeout=2_000) or True,
-         what="the map to scroll into view")
+    poll(
+        page,
+        lambda: page.locator(MAP_IFRAME).scroll_into_view_if_needed(timeout=2_000) or True,
+        what="the map to scroll into view",
+    )
     boxes = sorted(boxes, key=lambda d: -d["pixels"])[:4]
     assert _distinct([d["x"] for d in boxes]) == 2 and _distinct([d["y"] for d in boxes]) == 2, boxes
     assert max(d["y"] for d in diamonds) < min(d["y"] for d in boxes), (diamonds, boxes)
@@ -137,8 +143,12 @@ def test_a_plugin_method_is_drawn_from_its_declarations(grid_app, page, app_repo
     note.fill("Weigh the climate record")
     note.press("Tab")
     refine.click()
-    poll(page, lambda: [c.status for c in app_repo.list_commands(run_id)] == [CommandStatus.DONE], timeout=120,
-         what="the refine command to be applied")
+    poll(
+        page,
+        lambda: [c.status for c in app_repo.list_commands(run_id)] == [CommandStatus.DONE],
+        timeout=120,
+        what="the refine command to be applied",
+    )
     assert app_repo.get_node(cell.id).data["refinements"] == ["Weigh the climate record"]
     poll(page, lambda: metric(page, "Status") == "done", timeout=60, what="the run to be done again")
     page.screenshot(path=str(ARTIFACTS / "grid-method-refined.png"), full_page=True)

@@ -138,10 +138,20 @@ def test_the_knowledge_graph_tab_draws_the_graph_and_follows_the_thought_picked(
 
     # The whole graph: more relations than the cap, so its most connected part, said so.
     page.get_by_text(WHOLE, exact=True).click()
-    poll(page, lambda: f"{WHOLE_CAP} of {base.data['relations']} relations" in tab_text(page) and
-         f"at most {WHOLE_CAP}" in tab_text(page), what="the whole graph drawn, capped")
-    whole = poll(page, lambda: (d := drawn(page)) and len(d["edges"]) == WHOLE_CAP and d,
-                 timeout=60, what="the capped whole graph drawn")
+    poll(
+        page,
+        lambda: (
+            f"{WHOLE_CAP} of {base.data['relations']} relations" in tab_text(page)
+            and f"at most {WHOLE_CAP}" in tab_text(page)
+        ),
+        what="the whole graph drawn, capped",
+    )
+    whole = poll(
+        page,
+        lambda: (d := drawn(page)) and len(d["edges"]) == WHOLE_CAP and d,
+        timeout=60,
+        what="the capped whole graph drawn",
+    )
     assert len(whole["nodes"]) >= len(after["nodes"])
     page.wait_for_timeout(400)
     page.locator('[data-testid="stTabs"]').last.screenshot(path=str(ARTIFACTS / "mtqa-knowledge-graph-whole.png"))

@@ -63,12 +63,17 @@ def test_a_question_the_corpus_does_not_cover_on_a_busy_machine(local_app, page,
         def first_answer():
             return any(n.status == NodeStatus.DONE for n in app_repo.list_nodes(run_id))
 
-        wait_on_progress(first_answer, lambda: run_progress(app_repo, run_id), what="the first answered node",
-                         **on_page)
+        wait_on_progress(
+            first_answer, lambda: run_progress(app_repo, run_id), what="the first answered node", **on_page
+        )
         first_answer_s = time.monotonic() - started
         shot(page, "2-first-answer")
-        wait_on_progress(lambda: metric(page, "Status") not in ("queued", "running"),
-                         lambda: run_progress(app_repo, run_id), what="the run to end", **on_page)
+        wait_on_progress(
+            lambda: metric(page, "Status") not in ("queued", "running"),
+            lambda: run_progress(app_repo, run_id),
+            what="the run to end",
+            **on_page,
+        )
         total_s = time.monotonic() - started
     finally:
         stop(burners)

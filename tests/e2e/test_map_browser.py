@@ -32,22 +32,60 @@ FAILED_RED = STATUS_STYLES[NodeStatus.FAILED].border
 def seed_run(repo) -> dict:
     """A finished OmniThink-shaped information tree of 50 nodes: the topic, 5 subtopics, 15 below
     them, 29 below those; one failed, two pending."""
-    run = repo.create_run(question="How will sea-level rise change coastal cities by 2100?", method="omnithink",
-                          params={}, llm_info={"kind": "fake", "model": "fake", "description": "stored test run"},
-                          search_mode="local", title="Sea-level rise and coastal cities")
-    nodes = [repo.add_node(run.id, kind="topic", label="How will sea-level rise change coastal cities by 2100?",
-                           status=NodeStatus.DONE, depth=0)]
-    level1 = [repo.add_node(run.id, kind="subtopic", label=f"How will sea-level rise affect the {aspect} of coastal cities?",
-                            parent_id=nodes[0].id, status=NodeStatus.DONE, depth=1) for aspect in ASPECTS]
-    level2 = [repo.add_node(run.id, kind="subtopic", label=f"What does sea-level rise mean for {aspect}: {angle}?",
-                            parent_id=parent.id, status=NodeStatus.DONE, depth=2)
-              for parent, aspect in zip(level1, ASPECTS, strict=True) for angle in ANGLES]
+    run = repo.create_run(
+        question="How will sea-level rise change coastal cities by 2100?",
+        method="omnithink",
+        params={},
+        llm_info={"kind": "fake", "model": "fake", "description": "stored test run"},
+        search_mode="local",
+        title="Sea-level rise and coastal cities",
+    )
+    nodes = [
+        repo.add_node(
+            run.id,
+            kind="topic",
+            label="How will sea-level rise change coastal cities by 2100?",
+            status=NodeStatus.DONE,
+            depth=0,
+        )
+    ]
+    level1 = [
+        repo.add_node(
+            run.id,
+            kind="subtopic",
+            label=f"How will sea-level rise affect the {aspect} of coastal cities?",
+            parent_id=nodes[0].id,
+            status=NodeStatus.DONE,
+            depth=1,
+        )
+        for aspect in ASPECTS
+    ]
+    level2 = [
+        repo.add_node(
+            run.id,
+            kind="subtopic",
+            label=f"What does sea-level rise mean for {aspect}: {angle}?",
+            parent_id=parent.id,
+            status=NodeStatus.DONE,
+            depth=2,
+        )
+        for parent, aspect in zip(level1, ASPECTS, strict=True)
+        for angle in ANGLES
+    ]
     level3 = []
     for index in range(29):
         parent = level2[index // 2]
         status = NodeStatus.FAILED if index == 7 else NodeStatus.PENDING if index in (20, 21) else NodeStatus.DONE
-        level3.append(repo.add_node(run.id, kind="subtopic", label=f"{parent.label[:-1]}, {DETAILS[index % 2]}?",
-                                    parent_id=parent.id, status=status, depth=3))
+        level3.append(
+            repo.add_node(
+                run.id,
+                kind="subtopic",
+                label=f"{parent.label[:-1]}, {DETAILS[index % 2]}?",
+                parent_id=parent.id,
+                status=status,
+                depth=3,
+            )
+        )
     nodes += level1 + level2 + level3
     repo.set_status(run.id, RunStatus.DONE)
     assert len(nodes) == 50
@@ -105,7 +143,8 @@ def test_the_map_of_50_nodes_is_readable_searchable_and_foldable(streamlit_app, 
     assert len(shown) >= 5 and all(n["fontPx"] >= 12 for n in shown), shown
     frame_box = page.locator(MAP_IFRAME).bounding_box()
     content = page.locator('[data-testid="stMainBlockContainer"]').evaluate(
-        "e => { const s = getComputedStyle(e); return e.clientWidth - parseFloat(s.paddingLeft) - parseFloat(s.paddingRight); }")
+        "e => { const s = getComputedStyle(e); return e.clientWidth - parseFloat(s.paddingLeft) - parseFloat(s.paddingRight); }"
+    )
     assert frame_box["width"] >= 0.65 * content and frame_box["height"] >= 600, (frame_box, content)
     assert frame_box["y"] < 900 - 300, frame_box  # most of the map is above the fold
     ARTIFACTS.mkdir(exist_ok=True)
@@ -119,14 +158,20 @@ def test_the_map_of_50_nodes_is_readable_searchable_and_foldable(streamlit_app, 
     found = poll(page, lambda: (n := by_id(page)[str(target.id)])["selected"] and n, what="the match selected")
     assert centred(found, size), (found, size)
     assert map_frame(page).locator("#search-status").inner_text() == "1 of 1"
-    poll(page, lambda: node_selectbox(page).input_value().startswith(f"#{numbers[target.id]} "),
-         what="the Node selectbox to follow the map's search")
+    poll(
+        page,
+        lambda: node_selectbox(page).input_value().startswith(f"#{numbers[target.id]} "),
+        what="the Node selectbox to follow the map's search",
+    )
     # By number, and Enter cycles through several matches.
     search(page, "netherlands")
     first = poll(page, lambda: next((n for n in map_nodes(page) if n["selected"]), None), what="a match")
     map_frame(page).get_by_role("searchbox", name="Find a node").press("Enter")
-    second = poll(page, lambda: (n := next((n for n in map_nodes(page) if n["selected"]), None)) and n["id"] != first["id"] and n,
-                  what="the next match")
+    second = poll(
+        page,
+        lambda: (n := next((n for n in map_nodes(page) if n["selected"]), None)) and n["id"] != first["id"] and n,
+        what="the next match",
+    )
     assert "Netherlands" in first["text"] and "Netherlands" in second["text"] and second["number"] > first["number"]
 
     # Collapse a first-level subtopic: its 3 + 6 descendants are hidden and it says how many; expand.
@@ -137,7 +182,9 @@ def test_the_map_of_50_nodes_is_readable_searchable_and_foldable(streamlit_app, 
     below += [n for n in seeded["nodes"] if n.parent_id in {b.id for b in below}]
     assert len(below) == 9
     map_frame(page).get_by_role("button", name="Fold", exact=True).click()
-    state = poll(page, lambda: all((m := by_id(page))[str(n.id)]["hidden"] for n in below) and m, what="the subtree hidden")
+    state = poll(
+        page, lambda: all((m := by_id(page))[str(n.id)]["hidden"] for n in below) and m, what="the subtree hidden"
+    )
     assert "9 hidden" in state[str(branch.id)]["label"]
     assert sum(n["hidden"] for n in state.values()) == 9
     map_frame(page).get_by_role("button", name="Unfold", exact=True).click()
@@ -157,11 +204,20 @@ def test_the_map_of_50_nodes_is_readable_searchable_and_foldable(streamlit_app, 
 
     # Full screen: the map's frame fills the viewport; leaving restores it.
     map_frame(page).get_by_role("button", name="Full screen").click()
-    poll(page, lambda: hook(page, "() => document.fullscreenElement && document.fullscreenElement.id") == "root",
-         what="full screen")
-    box = poll(page, lambda: (b := page.locator(MAP_IFRAME).bounding_box()) and b["width"] >= 1399 and b, what="the frame to fill the viewport")
+    poll(
+        page,
+        lambda: hook(page, "() => document.fullscreenElement && document.fullscreenElement.id") == "root",
+        what="full screen",
+    )
+    box = poll(
+        page,
+        lambda: (b := page.locator(MAP_IFRAME).bounding_box()) and b["width"] >= 1399 and b,
+        what="the frame to fill the viewport",
+    )
     assert box["height"] >= 899, box
-    inner = hook(page, "() => { const r = document.getElementById('map').getBoundingClientRect(); return [r.width, r.height]; }")
+    inner = hook(
+        page, "() => { const r = document.getElementById('map').getBoundingClientRect(); return [r.width, r.height]; }"
+    )
     assert inner[0] >= 1399 and inner[1] >= 800, inner
     page.wait_for_timeout(300)
     page.screenshot(path=str(ARTIFACTS / "map-full-screen.png"))
@@ -198,8 +254,13 @@ def test_a_wheel_over_the_map_scrolls_the_page_and_ctrl_wheel_zooms(streamlit_ap
 
 def view_of(page) -> tuple[float, float, float]:
     """The camera: scale and the canvas point at the map's centre."""
-    return tuple(hook(page, "() => { const n = window.__thoughtmap.network; const p = n.getViewPosition();"
-                            " return [n.getScale(), p.x, p.y]; }"))
+    return tuple(
+        hook(
+            page,
+            "() => { const n = window.__thoughtmap.network; const p = n.getViewPosition();"
+            " return [n.getScale(), p.x, p.y]; }",
+        )
+    )
 
 
 def live_run(app_repo) -> dict:
@@ -209,14 +270,21 @@ def live_run(app_repo) -> dict:
     app_repo.claim_run(seeded["run"], f"{socket.gethostname()}:{os.getpid()}:test")
 
     def grow(parent, label: str) -> str:
-        return str(app_repo.add_node(seeded["run"], kind="subtopic", label=label, parent_id=parent.id,
-                                     depth=parent.depth + 1, status=NodeStatus.RUNNING).id)
+        return str(
+            app_repo.add_node(
+                seeded["run"],
+                kind="subtopic",
+                label=label,
+                parent_id=parent.id,
+                depth=parent.depth + 1,
+                status=NodeStatus.RUNNING,
+            ).id
+        )
 
     return {**seeded, "grow": grow}
 
 
-def test_a_live_run_keeps_the_node_it_works_on_in_view_and_the_view_stays_when_it_ends(streamlit_app, page,
-                                                                                         app_repo):
+def test_a_live_run_keeps_the_node_it_works_on_in_view_and_the_view_stays_when_it_ends(streamlit_app, page, app_repo):
     """A tree wider than the screen grows past its right edge: while the run works (and the reader
     has not picked a node), the map keeps the working node (the newest running one) in sight, moving
     only when it would leave the view. When the run ends, the view stays where the reader watched it
@@ -267,7 +335,9 @@ def test_a_node_the_reader_picks_in_a_live_run_stops_the_map_following_the_run(s
     # Picked by its number on the map here (a click does the same).
     number = seeded["numbers"][level3[0].id]
     search(page, f"#{number}")
-    poll(page, lambda: node_selectbox(page).input_value().startswith(f"#{number} "), what="the picked node in the panel")
+    poll(
+        page, lambda: node_selectbox(page).input_value().startswith(f"#{number} "), what="the picked node in the panel"
+    )
     far = grow(level3[-1], "Which Bangladeshi cities plan managed retreat before 2100?")
     poll(page, lambda: far in by_id(page), what="the new node drawn")
     page.wait_for_timeout(1500)  # a live refresh or two
@@ -297,8 +367,11 @@ def test_steering_a_finished_run_does_not_move_the_map(streamlit_app, page, app_
 
     def applied() -> bool:
         tops.append(frame.bounding_box()["y"])
-        return app_repo.get_node(target.id).status == NodeStatus.PRUNED and \
-            app_repo.get_run(run_id).status == RunStatus.DONE
+        return (
+            app_repo.get_node(target.id).status == NodeStatus.PRUNED
+            and app_repo.get_run(run_id).status == RunStatus.DONE
+        )
+
     poll(page, applied, interval=0.05, what="the prune applied and the run done again")
     page.wait_for_timeout(1500)  # the page's last reruns
     tops.append(frame.bounding_box()["y"])

@@ -69,10 +69,29 @@ def tree(first_id: int = 1) -> list[Node]:
     nodes = [Node(id=first_id, run_id="r", kind="topic", label="Which city is larger?", status=NodeStatus.DONE)]
     for branch in range(3):
         branch_id = first_id + 1 + branch * 3
-        nodes.append(Node(id=branch_id, run_id="r", parent_id=first_id, kind="subtopic", depth=1,
-                          label=f"Branch {branch}", status=NodeStatus.DONE))
-        nodes += [Node(id=branch_id + leaf, run_id="r", parent_id=branch_id, kind="subtopic", depth=2,
-                       label=f"Leaf {branch}.{leaf}", status=NodeStatus.DONE) for leaf in (1, 2)]
+        nodes.append(
+            Node(
+                id=branch_id,
+                run_id="r",
+                parent_id=first_id,
+                kind="subtopic",
+                depth=1,
+                label=f"Branch {branch}",
+                status=NodeStatus.DONE,
+            )
+        )
+        nodes += [
+            Node(
+                id=branch_id + leaf,
+                run_id="r",
+                parent_id=branch_id,
+                kind="subtopic",
+                depth=2,
+                label=f"Leaf {branch}.{leaf}",
+                status=NodeStatus.DONE,
+            )
+            for leaf in (1, 2)
+        ]
     return nodes
 
 
@@ -117,8 +136,11 @@ def selected(page) -> list[str]:
 def open_at_the_question(page, harness: str) -> None:
     page.goto(harness)
     poll(page, lambda: page.evaluate("window.ready"), what="the frame ready")
-    poll(page, lambda: page.evaluate("document.querySelector('iframe').contentWindow.__thoughtmap !== undefined"),
-         what="the frame's hook")
+    poll(
+        page,
+        lambda: page.evaluate("document.querySelector('iframe').contentWindow.__thoughtmap !== undefined"),
+        what="the frame's hook",
+    )
     render(page, selected=1)
     assert selected(page) == ["1"]
 

@@ -21,8 +21,18 @@ from tests.e2e.conftest import ARTIFACTS, MAP_IFRAME, map_frame, map_nodes, node
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
 VIEWPORT = {"width": 1440, "height": 900}
-TOPICS = ("winter temperatures", "summer droughts", "coastal flooding", "crop yields", "heat waves",
-          "river levels", "snow cover", "wildfires", "insurance claims", "public health")
+TOPICS = (
+    "winter temperatures",
+    "summer droughts",
+    "coastal flooding",
+    "crop yields",
+    "heat waves",
+    "river levels",
+    "snow cover",
+    "wildfires",
+    "insurance claims",
+    "public health",
+)
 PLACES = ("in Spain", "in Kenya", "in Canada", "in India", "in Brazil")
 ANGLES = ("since 1990", "by 2050", "for farmers", "for cities")
 
@@ -30,11 +40,24 @@ ANGLES = ("since 1990", "by 2050", "for farmers", "for cities")
 def deot_tree(repo, size: int, *, question: str) -> dict:
     """A finished DEoT run of `size` question nodes grown breadth first (6, then 5, then 4 children a
     node), every third a depth-engine follow-up, all done with a short cited answer."""
-    run = repo.create_run(question=question, method="deot", params={},
-                          llm_info={"kind": "fake", "model": "fake", "description": "stored test run"},
-                          search_mode="local")
-    nodes = [repo.add_node(run.id, kind="question", label=question, status=NodeStatus.DONE, depth=0,
-                           data={"engine": "root"}, content="What the sources say [[S1]].")]
+    run = repo.create_run(
+        question=question,
+        method="deot",
+        params={},
+        llm_info={"kind": "fake", "model": "fake", "description": "stored test run"},
+        search_mode="local",
+    )
+    nodes = [
+        repo.add_node(
+            run.id,
+            kind="question",
+            label=question,
+            status=NodeStatus.DONE,
+            depth=0,
+            data={"engine": "root"},
+            content="What the sources say [[S1]].",
+        )
+    ]
     queue = [nodes[0]]
     while len(nodes) < size:
         parent = queue.pop(0)
@@ -43,11 +66,20 @@ def deot_tree(repo, size: int, *, question: str) -> dict:
                 break
             i = len(nodes)
             engine = "depth" if i % 3 == 0 else "breadth"
-            label = (f"How do {TOPICS[i % len(TOPICS)]} change {PLACES[i % len(PLACES)]} "
-                     f"{ANGLES[(i // 5) % len(ANGLES)]}?")
-            node = repo.add_node(run.id, kind="question", label=label, parent_id=parent.id, depth=parent.depth + 1,
-                                 status=NodeStatus.DONE, data={"engine": engine}, edge_kind=engine,
-                                 content="An answer that cites its source [[S1]].")
+            label = (
+                f"How do {TOPICS[i % len(TOPICS)]} change {PLACES[i % len(PLACES)]} {ANGLES[(i // 5) % len(ANGLES)]}?"
+            )
+            node = repo.add_node(
+                run.id,
+                kind="question",
+                label=label,
+                parent_id=parent.id,
+                depth=parent.depth + 1,
+                status=NodeStatus.DONE,
+                data={"engine": engine},
+                edge_kind=engine,
+                content="An answer that cites its source [[S1]].",
+            )
             nodes.append(node)
             queue.append(node)
     repo.set_status(run.id, RunStatus.DONE)
@@ -88,8 +120,12 @@ def drawn_texts(page) -> list[dict]:
 
 def test_a_300_node_deot_map_has_a_legible_overview(streamlit_app, page, app_repo):
     # A long question: three lines of label under the root, wider than the margin the first view left.
-    seeded = deot_tree(app_repo, 300, question="How is climate change reshaping daily life around the world, from "
-                                               "food prices and housing to health and work, by 2050?")
+    seeded = deot_tree(
+        app_repo,
+        300,
+        question="How is climate change reshaping daily life around the world, from "
+        "food prices and housing to health and work, by 2050?",
+    )
     numbers, nodes = seeded["numbers"], seeded["nodes"]
     page.set_viewport_size(VIEWPORT)
     page.goto(f"{streamlit_app.url}/?run={seeded['run']}")
@@ -99,8 +135,11 @@ def test_a_300_node_deot_map_has_a_legible_overview(streamlit_app, page, app_rep
     # The default view: the map at its readable scale, the root whole; the Outline button lists the
     # tree beside it, as deep as about 40 entries allow, folded branches saying how many nodes they hold.
     map_frame(page).get_by_role("button", name="Outline").click()
-    outline = poll(page, lambda: (o := hook(page, "() => window.__thoughtmap.outline()"))["shown"] and o,
-                   what="the outline open beside the large map")
+    outline = poll(
+        page,
+        lambda: (o := hook(page, "() => window.__thoughtmap.outline()"))["shown"] and o,
+        what="the outline open beside the large map",
+    )
     entries = outline["entries"]
     assert 20 <= len(entries) <= 45, len(entries)  # (as deep as about 40 entries allow)
     assert entries[0]["text"] == f"#1 {nodes[0].label}" and entries[0]["level"] == 1
@@ -132,16 +171,25 @@ def test_a_300_node_deot_map_has_a_legible_overview(streamlit_app, page, app_rep
     target = nodes[250]
     box = map_frame(page).get_by_role("searchbox", name="Find a node")
     box.fill(target.label)
-    found = poll(page, lambda: [e for e in hook(page, "() => window.__thoughtmap.outline()")["entries"]
-                                if e["id"] == str(target.id)], what="the match listed in the outline")
+    found = poll(
+        page,
+        lambda: [e for e in hook(page, "() => window.__thoughtmap.outline()")["entries"] if e["id"] == str(target.id)],
+        what="the match listed in the outline",
+    )
     assert found[0]["level"] == target.depth + 1
     page.screenshot(path=str(ARTIFACTS / "map-overview-300-outline-search.png"))
     map_frame(page).locator(f'#outline .entry[data-id="{target.id}"] .text').click()
-    shown = poll(page, lambda: (n := next(n for n in map_nodes(page) if n["id"] == str(target.id)))["selected"]
-                 and n["inView"] and n, what="the chosen entry's node selected and in view")
+    shown = poll(
+        page,
+        lambda: (n := next(n for n in map_nodes(page) if n["id"] == str(target.id)))["selected"] and n["inView"] and n,
+        what="the chosen entry's node selected and in view",
+    )
     assert shown["fontPx"] >= 12
-    poll(page, lambda: node_selectbox(page).input_value().startswith(f"#{numbers[target.id]} "),
-         what="the Node selectbox to follow the outline")
+    poll(
+        page,
+        lambda: node_selectbox(page).input_value().startswith(f"#{numbers[target.id]} "),
+        what="the Node selectbox to follow the outline",
+    )
 
 
 def test_a_follow_up_the_reader_asked_for_comes_into_view_after_they_moved_the_map(streamlit_app, page, app_repo):
@@ -159,8 +207,11 @@ def test_a_follow_up_the_reader_asked_for_comes_into_view_after_they_moved_the_m
     box = map_frame(page).get_by_role("searchbox", name="Find a node")
     box.fill(f"#{numbers[target.id]}")
     box.press("Enter")
-    poll(page, lambda: node_selectbox(page).input_value().startswith(f"#{numbers[target.id]} "),
-         what="the target in the node panel")
+    poll(
+        page,
+        lambda: node_selectbox(page).input_value().startswith(f"#{numbers[target.id]} "),
+        what="the target in the node panel",
+    )
 
     # The reader drags the map far from the node, then asks their follow-up.
     canvas = page.locator(MAP_IFRAME).bounding_box()
@@ -170,23 +221,39 @@ def test_a_follow_up_the_reader_asked_for_comes_into_view_after_they_moved_the_m
     page.mouse.move(x - 300, y - 250, steps=8)
     page.mouse.move(x - 600, y - 450, steps=8)
     page.mouse.up()
-    poll(page, lambda: not next(n for n in map_nodes(page) if n["id"] == str(target.id))["inView"],
-         what="the target dragged out of view")
+    poll(
+        page,
+        lambda: not next(n for n in map_nodes(page) if n["id"] == str(target.id))["inView"],
+        what="the target dragged out of view",
+    )
     panel = node_panel_column(page)
     panel.get_by_role("textbox", name="Your follow-up").fill("Which bridges were retrofitted with dampers after 2000?")
     panel.get_by_role("button", name="Ask", exact=True).click()
-    command = poll(page, lambda: next((c for c in app_repo.list_commands(run_id) if c.kind == "ask"), None),
-                   what="the follow-up queued")
+    command = poll(
+        page,
+        lambda: next((c for c in app_repo.list_commands(run_id) if c.kind == "ask"), None),
+        what="the follow-up queued",
+    )
 
     # Applied as the method would: the command taken, the new question under the node, the command done.
     app_repo.take_commands(run_id, ["ask"])
-    added = app_repo.add_node(run_id, kind="question", label=command.payload["question"], parent_id=target.id,
-                              depth=target.depth + 1, status=NodeStatus.RUNNING, data={"engine": "user"},
-                              edge_kind="user")
+    added = app_repo.add_node(
+        run_id,
+        kind="question",
+        label=command.payload["question"],
+        parent_id=target.id,
+        depth=target.depth + 1,
+        status=NodeStatus.RUNNING,
+        data={"engine": "user"},
+        edge_kind="user",
+    )
     app_repo.complete_command(command.id)
     assert app_repo.list_commands(run_id)[-1].status == CommandStatus.DONE
-    shown = poll(page, lambda: (n := next((n for n in map_nodes(page) if n["id"] == str(added.id)), None))
-                 and n["wholeInView"] and n, what="the follow-up brought into view")
+    shown = poll(
+        page,
+        lambda: (n := next((n for n in map_nodes(page) if n["id"] == str(added.id)), None)) and n["wholeInView"] and n,
+        what="the follow-up brought into view",
+    )
     assert shown["fontPx"] >= 12
     page.wait_for_timeout(500)
     page.screenshot(path=str(ARTIFACTS / "map-follow-up-brought-into-view.png"))

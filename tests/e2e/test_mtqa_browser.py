@@ -98,15 +98,22 @@ def _settled_positions(page, count: int) -> dict[str, dict]:
 def _drawn_pairs(page, kind: str) -> set[tuple[str, str]]:
     """(from, to) of the edges drawn visible in the colour and dashes `kind` declares."""
     declared = EDGES[kind]
-    return {(e["from"], e["to"]) for e in map_edges(page)
-            if e["colour"].upper() == declared.colour.upper() and e["dashes"] == declared.dashes and not e["hidden"]}
+    return {
+        (e["from"], e["to"])
+        for e in map_edges(page)
+        if e["colour"].upper() == declared.colour.upper() and e["dashes"] == declared.dashes and not e["hidden"]
+    }
 
 
 def _weights_rows(page) -> list[list[str]]:
     """The weight panel's table, row by row (the header first)."""
     # (Not its "How it grew" companion, a separate expander once there are two versions.)
-    panel = page.locator('[data-testid="stExpander"]').filter(has_text="Communication weights").filter(
-        has_not_text="How it grew").first
+    panel = (
+        page.locator('[data-testid="stExpander"]')
+        .filter(has_text="Communication weights")
+        .filter(has_not_text="How it grew")
+        .first
+    )
     return [row.locator("th, td").all_inner_texts() for row in panel.locator("tr").all()]
 
 
@@ -129,8 +136,12 @@ def _browse_the_knowledge_graph(page, app_repo, run_id: str, base) -> None:
     # rerun (the expander just opened) closed the list under the typing (a fresh-clone run waited 30 s
     # for the option of a list that had closed).
     choose_option(page, "Entities this node names", target)
-    box.get_by_text(f"Relations ({around.relations_total})" if around.relations_total <= RELATIONS_SHOWN
-                    else f"Relations ({RELATIONS_SHOWN} of {around.relations_total})", exact=True).wait_for()
+    box.get_by_text(
+        f"Relations ({around.relations_total})"
+        if around.relations_total <= RELATIONS_SHOWN
+        else f"Relations ({RELATIONS_SHOWN} of {around.relations_total})",
+        exact=True,
+    ).wait_for()
     body = box.inner_text()
     assert target in body and " ".join(first.description.split())[:40] in body, body
     assert all(s.title in body for s in around.sources[:5]), body
@@ -235,11 +246,15 @@ def test_the_matrix_its_knowledge_units_weights_and_a_rerun_with_another_alpha(m
 
     # As it opens (before Fit): the question at the top and the matrix's first row below it, not the
     # question in the middle of an empty upper half with the grid cut off (UI review 14).
-    poll(page, lambda: page.locator(MAP_IFRAME).scroll_into_view_if_needed(timeout=2_000) or True,
-         what="the map to scroll into view")
+    poll(
+        page,
+        lambda: page.locator(MAP_IFRAME).scroll_into_view_if_needed(timeout=2_000) or True,
+        what="the map to scroll into view",
+    )
     opened = {n["id"]: n for n in map_nodes(page)}
-    assert opened[str(base.id)]["inView"] and any(opened[str(cells[0, c].id)]["inView"] for c in range(COLUMNS)), \
-        [(k, v["inView"], v["centre"]) for k, v in opened.items()]
+    assert opened[str(base.id)]["inView"] and any(opened[str(cells[0, c].id)]["inView"] for c in range(COLUMNS)), [
+        (k, v["inView"], v["centre"]) for k, v in opened.items()
+    ]
     ARTIFACTS.mkdir(exist_ok=True)
     page.locator(MAP_IFRAME).screenshot(path=str(ARTIFACTS / "mtqa-matrix-opened.png"))
 
@@ -285,15 +300,26 @@ def test_the_matrix_its_knowledge_units_weights_and_a_rerun_with_another_alpha(m
     panel.get_by_text("Row 2, column 1 · α = 0: 0 paragraph(s) of the thought above passed").wait_for()
     type_number(page, "New α", 0.5)
     panel.get_by_role("button", name=RERUN, exact=True).click()
-    poll(page, lambda: [c.status for c in app_repo.list_commands(run_id)] == [CommandStatus.DONE], timeout=120,
-         what="the re-run to be applied")
+    poll(
+        page,
+        lambda: [c.status for c in app_repo.list_commands(run_id)] == [CommandStatus.DONE],
+        timeout=120,
+        what="the re-run to be applied",
+    )
     poll(page, lambda: app_repo.get_run(run_id).status == RunStatus.DONE, timeout=120, what="the run to be done again")
-    poll(page, lambda: metric(page, "Status") == "done" and not page.get_by_role("button", name="Pause").count(),
-         timeout=60, what="the page to show the run done again")
+    poll(
+        page,
+        lambda: metric(page, "Status") == "done" and not page.get_by_role("button", name="Pause").count(),
+        timeout=60,
+        what="the page to show the run done again",
+    )
     # The step log told it on its way: queued, then applied (newest first); the panel says applied.
     log = page.locator('[data-testid="stExpander"]').filter(has_text="Step log").first
-    lines = poll(page, lambda: f"{RERUN} applied" in (t := log.inner_text(timeout=2_000)) and t,
-                 what="the step log to say the re-run was applied")
+    lines = poll(
+        page,
+        lambda: f"{RERUN} applied" in (t := log.inner_text(timeout=2_000)) and t,
+        what="the step log to say the re-run was applied",
+    )
     assert lines.index(f"{RERUN} applied") < lines.index(f"{RERUN} queued"), lines
     panel.locator('[data-testid="stAlert"]').filter(has_text=f"{RERUN} applied").first.wait_for()
 
@@ -305,8 +331,11 @@ def test_the_matrix_its_knowledge_units_weights_and_a_rerun_with_another_alpha(m
 
     # The map follows: column 1 now has its communication edge; the weight panel its new α.
     new_edge = (str(cells[0, 0].id), str(target.id))
-    poll(page, lambda: _drawn_pairs(page, COMMUNICATION) == communication | {new_edge},
-         what="column 1's communication edge on the map")
+    poll(
+        page,
+        lambda: _drawn_pairs(page, COMMUNICATION) == communication | {new_edge},
+        what="column 1's communication edge on the map",
+    )
     page.get_by_role("tab", name="Matrix", exact=True).click()
     poll(page, lambda: _weights_rows(page)[2:] == [["2", "0.5", "0.5", "0.5"]], what="the new α in the weight panel")
     page.locator(MAP_IFRAME).scroll_into_view_if_needed()

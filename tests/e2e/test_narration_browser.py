@@ -20,8 +20,10 @@ QUESTION = "How did the Apollo program influence the history of computing?"
 LATENCY_S = 2.0
 # What a few new lines above the report may move it by (the old fold moved it by the report's height).
 MOVED_BY_NEW_LINES_PX = 250
-STEP_WORDS = re.compile(r"#\d+ .+ — (planning|reading|extracting|comparing|reasoning|summarising|checking|"
-                        r"deciding|proposing|searched|starting)")
+STEP_WORDS = re.compile(
+    r"#\d+ .+ — (planning|reading|extracting|comparing|reasoning|summarising|checking|"
+    r"deciding|proposing|searched|starting)"
+)
 
 
 @pytest.fixture
@@ -43,8 +45,13 @@ def test_running_steps_step_log_and_visible_steering(slow_app, page, shot, app_r
     page.get_by_role("button", name="Start").click()
 
     # Finding 8: "Now:" names each running node with its current step; the step log under the map.
-    poll(page, lambda: STEP_WORDS.search(_now_line(page)), timeout=60, interval=0.2,
-         what="a running node with its current step")
+    poll(
+        page,
+        lambda: STEP_WORDS.search(_now_line(page)),
+        timeout=60,
+        interval=0.2,
+        what="a running node with its current step",
+    )
     log = page.locator('[data-testid="stExpander"]').filter(has_text="Step log")
 
     def step_log() -> str | None:
@@ -103,9 +110,16 @@ def test_running_steps_step_log_and_visible_steering(slow_app, page, shot, app_r
     box.press("Enter")  # the value is committed to the app before the click
     node_panel_column(page).get_by_role("button", name="Ask", exact=True).click()
     poll(page, lambda: any(c.kind == "ask" for c in app_repo.list_commands(run_id)), what="the ask to be queued")
-    poll(page, lambda: node_panel_column(page).get_by_role("textbox", name="Your follow-up").input_value() == "", what="the box to empty")
+    poll(
+        page,
+        lambda: node_panel_column(page).get_by_role("textbox", name="Your follow-up").input_value() == "",
+        what="the box to empty",
+    )
     assert [c.status for c in app_repo.list_commands(run_id) if c.kind == "ask"] in (
-        [CommandStatus.QUEUED], [CommandStatus.TAKEN], [CommandStatus.DONE])
+        [CommandStatus.QUEUED],
+        [CommandStatus.TAKEN],
+        [CommandStatus.DONE],
+    )
 
 
 def _progress_fields(page) -> dict[str, str]:
@@ -134,9 +148,11 @@ def test_a_command_on_a_finished_run_does_not_move_the_page(streamlit_app, page,
     # Read the report: the view at the bottom of the page, the panel's button above it.
     page.locator('[data-testid="stMain"]').evaluate("m => { m.scrollTop = m.scrollHeight; }")
     before = _top(page, report)
+
     def sent() -> bool:
         return app_repo.get_run(run_id).status == "running" or any(
-            c.kind == "deepen" for c in app_repo.list_commands(run_id))
+            c.kind == "deepen" for c in app_repo.list_commands(run_id)
+        )
 
     # Clicked where it is, without scrolling to it. On a loaded machine a click that lands while the
     # page reruns can be lost (seen in a full suite, never alone): clicked again only if nothing came.
@@ -152,9 +168,15 @@ def test_a_command_on_a_finished_run_does_not_move_the_page(streamlit_app, page,
     # reader left it: it moves only by what a command adds above it (the "Prune applied" kind of
     # notice), where it used to fold while the run was active, the page shortened by the whole
     # report and the view dropped to its bottom, and stayed there when the report came back.
-    poll(page, lambda: app_repo.get_run(run_id).status == "done" and all(
-        c.status == CommandStatus.DONE for c in app_repo.list_commands(run_id)), timeout=60,
-        what="the command to be applied and the run done again")
+    poll(
+        page,
+        lambda: (
+            app_repo.get_run(run_id).status == "done"
+            and all(c.status == CommandStatus.DONE for c in app_repo.list_commands(run_id))
+        ),
+        timeout=60,
+        what="the command to be applied and the run done again",
+    )
     link = page.get_by_text("Open in the Report page")
     after = _settled_top(page, report)
     assert link.is_visible() and abs(after - before) < MOVED_BY_NEW_LINES_PX, (before, after)
@@ -162,6 +184,7 @@ def test_a_command_on_a_finished_run_does_not_move_the_page(streamlit_app, page,
 
 def _settled_top(page, locator) -> float:
     """The element's top once the page stopped moving (the same in two readings 0.5 s apart)."""
+
     def settled():
         first = _top(page, locator)
         page.wait_for_timeout(500)

@@ -23,36 +23,66 @@ QUESTION = "How did the printing press change European science?"
 REPEATED = "Printed tables let astronomers compare observations across Europe."
 GIANT = "# GIANT HEADING FROM A DOCUMENT"
 SETEXT = "Setext title from a web page\n==="
-TECHNICAL = ("the model's answer did not match NodeSummary after 3 attempts "
-             "(evidence_and_data: Field required)")
+TECHNICAL = "the model's answer did not match NodeSummary after 3 attempts (evidence_and_data: Field required)"
 
 
 def seed_run(repo) -> dict:
-    run = repo.create_run(question=QUESTION, method="deot", params={},
-                          llm_info={"kind": "fake", "model": "fake"}, search_mode="local")
-    [source] = repo.add_sources(run.id, [SourceInput(
-        ref="https://example.org/press", title="The press and science", url="https://example.org/press",
-        kind="web", snippet="Printing spread tables.")])
+    run = repo.create_run(
+        question=QUESTION, method="deot", params={}, llm_info={"kind": "fake", "model": "fake"}, search_mode="local"
+    )
+    [source] = repo.add_sources(
+        run.id,
+        [
+            SourceInput(
+                ref="https://example.org/press",
+                title="The press and science",
+                url="https://example.org/press",
+                kind="web",
+                snippet="Printing spread tables.",
+            )
+        ],
+    )
     marker = f"[[S{source.id}]]"
     summary = {
         "key_findings": f"{REPEATED} {marker}",
-        "evidence_and_data": ["analysis", "conflicting_information", f"{REPEATED} {marker}",
-                              f"Star catalogues were reprinted unchanged {marker}."],
+        "evidence_and_data": [
+            "analysis",
+            "conflicting_information",
+            f"{REPEATED} {marker}",
+            f"Star catalogues were reprinted unchanged {marker}.",
+        ],
         "analysis": f"{REPEATED} {marker}\n\n{REPEATED} {marker}\n\n{GIANT}\n\n{SETEXT}",
         "conflicting_information": ["Field required."],
         "conclusion": "string",
     }
     # The content as an older version stored it: the junk shows if the panel reads it.
-    content = (f"**Key findings.** {REPEATED} {marker}\n\n**Evidence and data**\n- analysis\n"
-               f"- conflicting_information\n\n**Analysis**\n\n{REPEATED} {marker}\n\n{GIANT}")
-    root = repo.add_node(run.id, kind="question", label=QUESTION, status=NodeStatus.DONE, depth=0,
-                         content=content, data={"engine": "root", "summary": summary})
+    content = (
+        f"**Key findings.** {REPEATED} {marker}\n\n**Evidence and data**\n- analysis\n"
+        f"- conflicting_information\n\n**Analysis**\n\n{REPEATED} {marker}\n\n{GIANT}"
+    )
+    root = repo.add_node(
+        run.id,
+        kind="question",
+        label=QUESTION,
+        status=NodeStatus.DONE,
+        depth=0,
+        content=content,
+        data={"engine": "root", "summary": summary},
+    )
     repo.link_sources(root.id, [source.id])
-    failed = repo.add_node(run.id, kind="question", label="Which observatories used printed tables?",
-                           parent_id=root.id, status=NodeStatus.FAILED, depth=1, data={"engine": "breadth"})
+    failed = repo.add_node(
+        run.id,
+        kind="question",
+        label="Which observatories used printed tables?",
+        parent_id=root.id,
+        status=NodeStatus.FAILED,
+        depth=1,
+        data={"engine": "breadth"},
+    )
     repo.update_node(failed.id, error=TECHNICAL)
-    filler = "\n\n".join(f"Paragraph {i} of the report, long enough to push the sources below the fold. " * 3
-                         for i in range(12))
+    filler = "\n\n".join(
+        f"Paragraph {i} of the report, long enough to push the sources below the fold. " * 3 for i in range(12)
+    )
     # The stored report is the model's text: no `#` heading of it (its own, or the quoted document's in
     # a quote, a list or a setext underline) is a heading of the page.
     repo.save_report(run.id, f"# Findings\n\n{REPEATED} {marker}\n\n> {GIANT}\n\n- {GIANT}\n\n{SETEXT}\n\n{filler}")
@@ -62,7 +92,8 @@ def seed_run(repo) -> dict:
 
 def in_viewport(page, selector: str) -> bool:
     return page.locator(selector).first.evaluate(
-        "el => { const r = el.getBoundingClientRect(); return r.top >= 0 && r.top < window.innerHeight; }")
+        "el => { const r = el.getBoundingClientRect(); return r.top >= 0 && r.top < window.innerHeight; }"
+    )
 
 
 def test_reader_text_is_clean_and_citations_link_to_sources(streamlit_app, page, app_repo, tmp_path):
@@ -116,8 +147,12 @@ def test_reader_text_is_clean_and_citations_link_to_sources(streamlit_app, page,
     page.screenshot(path=str(ARTIFACTS / "reader-report-links.png"), full_page=False)
     # All four, one click right after the other, as a person grabs them: a download that reran the
     # page replaced the PDF's and DOCX's deferred files, and the next click then got nothing.
-    for label, suffix, magic in (("Download Markdown", "md", b"# "), ("Download JSON", "json", b"{"),
-                                 ("Download PDF", "pdf", b"%PDF"), ("Download DOCX", "docx", b"PK")):
+    for label, suffix, magic in (
+        ("Download Markdown", "md", b"# "),
+        ("Download JSON", "json", b"{"),
+        ("Download PDF", "pdf", b"%PDF"),
+        ("Download DOCX", "docx", b"PK"),
+    ):
         with page.expect_download(timeout=30_000) as download_info:
             page.get_by_role("button", name=label).click()
         path = tmp_path / f"report.{suffix}"
@@ -129,13 +164,23 @@ def test_a_stopped_runs_partial_report_says_so_on_the_report_page(streamlit_app,
     """A run stopped by its budget after one column's summary: its report (written without the
     model, marked partial) is shown under a note that says what it is and what to do."""
     reason = "token budget reached: 4000 tokens used, of a budget of 4000"
-    run = app_repo.create_run(question=QUESTION, method="mtqa", params={},
-                              llm_info={"kind": "fake", "model": "fake"}, search_mode="local")
-    [source] = app_repo.add_sources(run.id, [SourceInput(ref="hotpotqa/Printing press", title="Printing press",
-                                                         kind="corpus", snippet="Printing spread tables.")])
-    app_repo.save_report(run.id, f"**Answer:** printed tables\n\n{REPEATED} [[S{source.id}]]\n\n> This is the "
-                         "summary of column 1 of 2: the later columns have not been written yet.",
-                         data={"method": "mtqa", "short_answer": "printed tables", "column": 1, "partial": reason})
+    run = app_repo.create_run(
+        question=QUESTION, method="mtqa", params={}, llm_info={"kind": "fake", "model": "fake"}, search_mode="local"
+    )
+    [source] = app_repo.add_sources(
+        run.id,
+        [
+            SourceInput(
+                ref="hotpotqa/Printing press", title="Printing press", kind="corpus", snippet="Printing spread tables."
+            )
+        ],
+    )
+    app_repo.save_report(
+        run.id,
+        f"**Answer:** printed tables\n\n{REPEATED} [[S{source.id}]]\n\n> This is the "
+        "summary of column 1 of 2: the later columns have not been written yet.",
+        data={"method": "mtqa", "short_answer": "printed tables", "column": 1, "partial": reason},
+    )
     app_repo.set_status(run.id, RunStatus.STOPPED, stop_reason=reason)
     page.goto(f"{streamlit_app.url}/report?run={run.id}")
     page.get_by_text("Partial report: the run stopped before its end").first.wait_for()

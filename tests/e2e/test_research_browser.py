@@ -67,8 +67,18 @@ def test_the_research_chain_and_the_citation_check(research_app, page, app_repo)
     poll(page, lambda: metric(page, "Status") == "done", timeout=240, what="the research run to finish")
     run_id = page.url.split("run=")[1].split("&")[0]
     nodes = sorted(app_repo.list_nodes(run_id), key=lambda n: n.id)
-    assert [n.kind for n in nodes] == ["question", "search", "rerank", "summary", "reasoning", "search", "rerank",
-                                       "summary", "reasoning", "answer"]
+    assert [n.kind for n in nodes] == [
+        "question",
+        "search",
+        "rerank",
+        "summary",
+        "reasoning",
+        "search",
+        "rerank",
+        "summary",
+        "reasoning",
+        "answer",
+    ]
     numbers = node_numbers(nodes)
 
     poll(page, lambda: len(map_nodes(page)) == len(nodes), what="every node on the map")

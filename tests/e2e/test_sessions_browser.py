@@ -15,8 +15,12 @@ RUNS = 10_000
 @pytest.fixture
 def many_runs(app_repo):
     # Oldest first, as a history grows; the Repository is the only way in (about 5 s for 10,000).
-    return [app_repo.create_run(question=f"Stored question {i:05d}: what happened at the river?",
-                                method="direct", params={}).id for i in range(RUNS)]
+    return [
+        app_repo.create_run(
+            question=f"Stored question {i:05d}: what happened at the river?", method="direct", params={}
+        ).id
+        for i in range(RUNS)
+    ]
 
 
 def test_sessions_with_ten_thousand_runs_reaches_the_oldest(many_runs, streamlit_app, page, shot):

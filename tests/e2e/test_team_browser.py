@@ -18,8 +18,10 @@ from tests.e2e.conftest import ARTIFACTS, StreamlitApp, app_idle, metric, poll, 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 QUESTION = "Which country is the Eiffel Tower in?"
-PEOPLE = [User(sub="ada-1", claims={"email": "ada@example.org", "name": "Ada Lovelace", "email_verified": True}),
-          User(sub="bo-2", claims={"email": "bo@example.org", "name": "Bo Diddley", "email_verified": True})]
+PEOPLE = [
+    User(sub="ada-1", claims={"email": "ada@example.org", "name": "Ada Lovelace", "email_verified": True}),
+    User(sub="bo-2", claims={"email": "bo@example.org", "name": "Bo Diddley", "email_verified": True}),
+]
 
 
 @pytest.fixture
@@ -33,18 +35,29 @@ def provider() -> Iterator[str]:
 @pytest.fixture
 def team_app(app_home, tmp_path, provider, request) -> Iterator[StreamlitApp]:
     secrets = tmp_path / "secrets.toml"
-    app = StreamlitApp(app_home, log_dir=tmp_path, fake_latency=0.02,
-                       env={"THOUGHTMAP_SECRETS_FILE": str(secrets), "THOUGHTMAP_ADMINS": "root@example.org",
-                            "THOUGHTMAP_ALLOWED_EMAILS": "@example.org", "AUTHLIB_INSECURE_TRANSPORT": "1"},
-                       args=["--secrets.files", str(secrets)])
-    secrets.write_text(f"""
+    app = StreamlitApp(
+        app_home,
+        log_dir=tmp_path,
+        fake_latency=0.02,
+        env={
+            "THOUGHTMAP_SECRETS_FILE": str(secrets),
+            "THOUGHTMAP_ADMINS": "root@example.org",
+            "THOUGHTMAP_ALLOWED_EMAILS": "@example.org",
+            "AUTHLIB_INSECURE_TRANSPORT": "1",
+        },
+        args=["--secrets.files", str(secrets)],
+    )
+    secrets.write_text(
+        f"""
 [auth]
 redirect_uri = "http://127.0.0.1:{app.port}/oauth2callback"
 cookie_secret = "a-long-random-test-cookie-secret-0123456789"
 client_id = "thoughtmap"
 client_secret = "thoughtmap-test-secret"
 server_metadata_url = "{provider}/.well-known/openid-configuration"
-""", encoding="utf-8")
+""",
+        encoding="utf-8",
+    )
     yield from serving(app, request)
 
 
@@ -64,8 +77,10 @@ def _shot(page, name: str) -> None:
 
 
 def test_two_people_sign_in_see_their_own_runs_share_and_sign_out(team_app, chromium):
-    ada_context, bo_context = chromium.new_context(viewport={"width": 1400, "height": 900}), \
-        chromium.new_context(viewport={"width": 1400, "height": 900})
+    ada_context, bo_context = (
+        chromium.new_context(viewport={"width": 1400, "height": 900}),
+        chromium.new_context(viewport={"width": 1400, "height": 900}),
+    )
     for context in (ada_context, bo_context):
         context.set_default_timeout(60_000)
     ada, bo = ada_context.new_page(), bo_context.new_page()
@@ -113,8 +128,14 @@ def test_two_people_sign_in_see_their_own_runs_share_and_sign_out(team_app, chro
     ada.get_by_role("button", name="More").click()
     ada.get_by_label("Share with (email)").fill("bo@example.org")
     ada.get_by_role("button", name="Share", exact=True).click()
-    poll(ada, lambda: ada.get_by_text("Shared read-only with: bo@example.org").count() > 0 or (
-        app_idle(ada) and ada.get_by_role("button", name="More").click() and False), what="the share to show")
+    poll(
+        ada,
+        lambda: (
+            ada.get_by_text("Shared read-only with: bo@example.org").count() > 0
+            or (app_idle(ada) and ada.get_by_role("button", name="More").click() and False)
+        ),
+        what="the share to show",
+    )
 
     # Bo reads it now: the question and the map, said to be Ada's, with nothing to change it.
     bo.goto(f"{team_app.url}/?run={run_id}")

@@ -42,23 +42,62 @@ JS_LABEL = "javascript:opener.__xss=6;opener.parent.__xss=6;alert(6)//"
 def seed_run(repo) -> dict:
     """A finished DEoT run whose every text field carries a payload."""
     run = repo.create_run(
-        question=f"XSS probe {IMG} {SCRIPT} {LINK}", method="deot", params={},
-        llm_info={"kind": "fake", "model": "fake", "description": "scripted fake LLM"}, search_mode="local",
+        question=f"XSS probe {IMG} {SCRIPT} {LINK}",
+        method="deot",
+        params={},
+        llm_info={"kind": "fake", "model": "fake", "description": "scripted fake LLM"},
+        search_mode="local",
         title=f"XSS probe {IMG} {LINK}",
     )
-    root = repo.add_node(run.id, kind="question", label=f"Root {IMG}", status=NodeStatus.DONE, depth=0,
-                         content=f"Root answer {SCRIPT}", data={"engine": "root"})
-    child = repo.add_node(run.id, kind="question", label=f"Child {IMG}", parent_id=root.id, status=NodeStatus.DONE,
-                          depth=1, data={"engine": "breadth", "aspect": f"aspect {IMG}"})
-    [source] = repo.add_sources(run.id, [SourceInput(
-        ref="xss-doc", title=f"Source {IMG}", snippet=f"Snippet {SCRIPT}", text=f"Text {SVG}", kind="web",
-        url="javascript:window.__xss=7",
-    )], node_id=child.id)
-    repo.update_node(child.id, content=(
-        f"Answer {IMG} and {SCRIPT} and {LINK} and {MD_IMAGE} and {IFRAME} and {SVG} [[S{source.id}]]"))
-    runner = repo.add_node(run.id, kind="question", label=JS_LABEL, parent_id=root.id, status=NodeStatus.DONE,
-                           depth=1, content="A node whose label is a javascript: URL.", data={"engine": "breadth"})
-    repo.save_report(run.id, f"## Findings {IMG}\n\n{SCRIPT}\n\n{LINK} {MD_IMAGE} [[S{source.id}]]\n\n{IFRAME}\n\n{SVG}")
+    root = repo.add_node(
+        run.id,
+        kind="question",
+        label=f"Root {IMG}",
+        status=NodeStatus.DONE,
+        depth=0,
+        content=f"Root answer {SCRIPT}",
+        data={"engine": "root"},
+    )
+    child = repo.add_node(
+        run.id,
+        kind="question",
+        label=f"Child {IMG}",
+        parent_id=root.id,
+        status=NodeStatus.DONE,
+        depth=1,
+        data={"engine": "breadth", "aspect": f"aspect {IMG}"},
+    )
+    [source] = repo.add_sources(
+        run.id,
+        [
+            SourceInput(
+                ref="xss-doc",
+                title=f"Source {IMG}",
+                snippet=f"Snippet {SCRIPT}",
+                text=f"Text {SVG}",
+                kind="web",
+                url="javascript:window.__xss=7",
+            )
+        ],
+        node_id=child.id,
+    )
+    repo.update_node(
+        child.id,
+        content=(f"Answer {IMG} and {SCRIPT} and {LINK} and {MD_IMAGE} and {IFRAME} and {SVG} [[S{source.id}]]"),
+    )
+    runner = repo.add_node(
+        run.id,
+        kind="question",
+        label=JS_LABEL,
+        parent_id=root.id,
+        status=NodeStatus.DONE,
+        depth=1,
+        content="A node whose label is a javascript: URL.",
+        data={"engine": "breadth"},
+    )
+    repo.save_report(
+        run.id, f"## Findings {IMG}\n\n{SCRIPT}\n\n{LINK} {MD_IMAGE} [[S{source.id}]]\n\n{IFRAME}\n\n{SVG}"
+    )
     repo.set_status(run.id, RunStatus.DONE)
     return {"run": run.id, "root": root.id, "child": child.id, "js": runner.id}
 
@@ -110,7 +149,9 @@ def test_payloads_never_run(streamlit_app, page, shot, app_repo):
             continue
         page.mouse.move(0, 0)
         map_canvas.hover(position={"x": dot["x"], "y": dot["y"]})
-        text = poll(page, lambda: tooltip.is_visible() and tooltip.inner_text(), timeout=15, what="the map's hover title")
+        text = poll(
+            page, lambda: tooltip.is_visible() and tooltip.inner_text(), timeout=15, what="the map's hover title"
+        )
         assert tooltip.locator("*").count() == 0  # text only
         assert "&lt;" not in text and "&quot;" not in text, text
         heading, label = text.split("\n", 1)

@@ -32,8 +32,21 @@ class _Ledger:
         self._lock = threading.Lock()
         self.calls: list[tuple[int, int]] = []
 
-    def record_llm_call(self, run_id, *, node_id, purpose, model, prompt_tokens, completion_tokens, cost,
-                        latency_s, attempts=1, ok=True, error="") -> None:
+    def record_llm_call(
+        self,
+        run_id,
+        *,
+        node_id,
+        purpose,
+        model,
+        prompt_tokens,
+        completion_tokens,
+        cost,
+        latency_s,
+        attempts=1,
+        ok=True,
+        error="",
+    ) -> None:
         with self._lock:
             self.calls.append((prompt_tokens, completion_tokens))
 
@@ -71,8 +84,11 @@ class _GatedLLM:
         with self._lock:
             self.in_flight -= 1
         prompt = sum(len(m.content) for m in request.messages) // 4
-        return ChatResponse(text="x" * (4 * self.completion), model=MODEL,
-                            usage=Usage(prompt_tokens=prompt, completion_tokens=self.completion))
+        return ChatResponse(
+            text="x" * (4 * self.completion),
+            model=MODEL,
+            usage=Usage(prompt_tokens=prompt, completion_tokens=self.completion),
+        )
 
 
 def _prices() -> PriceTable:
@@ -80,8 +96,12 @@ def _prices() -> PriceTable:
 
 
 def _request(cap: int | None) -> ChatRequest:
-    return ChatRequest(messages=(Message("user", "p" * 400),), purpose="thought",  # a 100-token prompt
-                       response_format=ResponseFormat.TEXT, max_tokens=cap)
+    return ChatRequest(
+        messages=(Message("user", "p" * 400),),
+        purpose="thought",  # a 100-token prompt
+        response_format=ResponseFormat.TEXT,
+        max_tokens=cap,
+    )
 
 
 def _parallel_calls(run_llm: RunLLM, endpoint: _GatedLLM, count: int, cap: int | None) -> list[BaseException | None]:
@@ -156,13 +176,16 @@ def test_a_refused_call_reports_what_was_spent_not_the_reservations():
     endpoint.open.set()
     run_llm = RunLLM(endpoint, ledger, "run", _prices(), Budget(max_tokens=200))
     run_llm.bound().chat(_request(50))  # 150 spent
-    with pytest.raises(BudgetExceeded, match=r"token budget reached: 150 tokens used and the next call needs about 100 more"):
+    with pytest.raises(
+        BudgetExceeded, match=r"token budget reached: 150 tokens used and the next call needs about 100 more"
+    ):
         run_llm.bound().chat(_request(50))
 
 
 @pytest.mark.parametrize("budget_flag, limit", [("--max-cost", "0.2"), ("--max-tokens", "2000")])
-def test_parallel_mtqa_under_a_tiny_budget_stops_within_one_calls_output(prebuilt_corpus_home, capsys, monkeypatch,
-                                                                        tmp_path, budget_flag, limit):
+def test_parallel_mtqa_under_a_tiny_budget_stops_within_one_calls_output(
+    prebuilt_corpus_home, capsys, monkeypatch, tmp_path, budget_flag, limit
+):
     prices = tmp_path / "prices.json"
     prices.write_text(json.dumps({MODEL: {"input": PRICE_PER_MILLION, "output": PRICE_PER_MILLION}}))
     # Every answer takes a moment, so MTQA's parallel calls are in flight together (before the
@@ -174,8 +197,19 @@ def test_parallel_mtqa_under_a_tiny_budget_stops_within_one_calls_output(prebuil
         monkeypatch.setenv("OPENAI_API_KEY", "test")
         monkeypatch.setenv("THOUGHTMAP_PRICES", str(prices))
         capsys.readouterr()
-        code = cli.main(["run", "What drives inflation after a supply shock?", "--method", "mtqa", "--llm", "openai",
-                         budget_flag, limit, "--quiet"])
+        code = cli.main(
+            [
+                "run",
+                "What drives inflation after a supply shock?",
+                "--method",
+                "mtqa",
+                "--llm",
+                "openai",
+                budget_flag,
+                limit,
+                "--quiet",
+            ]
+        )
         out, err = capsys.readouterr()
     assert code == cli.EXIT_STOPPED, err
     run_id = out.strip()

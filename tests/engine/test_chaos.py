@@ -16,9 +16,11 @@ CHAOS = Chaos(rate_limited=0.2, server_error=0.1, malformed=0.1, hang=0.02, hang
 
 @pytest.mark.slow
 def test_concurrent_runs_under_a_flaky_endpoint_end_truthfully(prebuilt_corpus_home):
-    jobs = ([("deot", q, DEOT_SMALL) for q in QUESTIONS[:4]]
-            + [("omnithink", q, OMNITHINK_SMALL) for q in QUESTIONS[2:4]]
-            + [("rag", q, {}) for q in QUESTIONS[:3]])
+    jobs = (
+        [("deot", q, DEOT_SMALL) for q in QUESTIONS[:4]]
+        + [("omnithink", q, OMNITHINK_SMALL) for q in QUESTIONS[2:4]]
+        + [("rag", q, {}) for q in QUESTIONS[:3]]
+    )
     outcome = run_under_chaos(CHAOS, jobs, timeout_s=1.0, max_retries=6, wait_s=240)
 
     for result in outcome.results:

@@ -20,25 +20,38 @@ class Src:
 
 
 SOURCES = [
-    Src(11, "Magic-City", "Magic-City was an amusement park near Pont de l'Alma, two blocks east of the Eiffel "
-                          "Tower, in Paris, France from 1900 to 1934."),
-    Src(12, "Seine", "The Seine is a 777-kilometre-long river in northern France. It flows through Paris into "
-                     "the English Channel at Le Havre."),
+    Src(
+        11,
+        "Magic-City",
+        "Magic-City was an amusement park near Pont de l'Alma, two blocks east of the Eiffel "
+        "Tower, in Paris, France from 1900 to 1934.",
+    ),
+    Src(
+        12,
+        "Seine",
+        "The Seine is a 777-kilometre-long river in northern France. It flows through Paris into "
+        "the English Channel at Le Havre.",
+    ),
 ]
 
 
 def test_a_sentence_drawn_from_one_source_gets_its_number():
-    text, added = attribute_uncited("The Seine is a long river in northern France that flows through Paris.",
-                                    SOURCES)
+    text, added = attribute_uncited("The Seine is a long river in northern France that flows through Paris.", SOURCES)
     assert text == "The Seine is a long river in northern France that flows through Paris [2]." and added == 1
 
 
 def test_a_line_naming_a_source_title_cites_it_and_cited_or_vague_sentences_are_left_alone():
-    original = ("- Magic-City\n- The Seine reaches the English Channel at Le Havre [2]\n- It is great.\n"
-                "- Rivers of Germany include the Rhine, the Elbe and the Danube.")
+    original = (
+        "- Magic-City\n- The Seine reaches the English Channel at Le Havre [2]\n- It is great.\n"
+        "- Rivers of Germany include the Rhine, the Elbe and the Danube."
+    )
     text, added = attribute_uncited(original, SOURCES)
-    assert text.splitlines() == ["- Magic-City [1]", "- The Seine reaches the English Channel at Le Havre [2]",
-                                 "- It is great.", "- Rivers of Germany include the Rhine, the Elbe and the Danube."]
+    assert text.splitlines() == [
+        "- Magic-City [1]",
+        "- The Seine reaches the English Channel at Le Havre [2]",
+        "- It is great.",
+        "- Rivers of Germany include the Rhine, the Elbe and the Danube.",
+    ]
     assert added == 1
 
 

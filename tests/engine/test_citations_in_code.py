@@ -43,7 +43,9 @@ def test_a_range_cites_each_source_in_it_and_a_span_of_years_is_text():
     text = "Both agree [1-3]; one [2–3]; a scale of [1-5]. Built [1990-2024], [1-40]."
     stored, dropped = to_stored_markers(text, SOURCES)
     # A range past the three sources shown is no citation: "[1-5]" is a scale here.
-    assert stored == "Both agree [[S11]][[S12]][[S13]]; one [[S12]][[S13]]; a scale of [1-5]. Built [1990-2024], [1-40]."
+    assert (
+        stored == "Both agree [[S11]][[S12]][[S13]]; one [[S12]][[S13]]; a scale of [1-5]. Built [1990-2024], [1-40]."
+    )
     assert dropped == []
 
 
@@ -112,9 +114,15 @@ def test_the_pdf_and_docx_see_code_where_the_markdown_viewers_do():
 
     listed = body_blocks("- install:\n- ```\n  pip install x[1]\n  ```\n- then run it [2]\n", {1, 2})
     assert [(b.kind, b.parts) for b in listed] == [
-        ("bullet", ("install:",)), ("code", ("pip install x[1]",)), ("bullet", ("then run it ", 2))]
+        ("bullet", ("install:",)),
+        ("code", ("pip install x[1]",)),
+        ("bullet", ("then run it ", 2)),
+    ]
     cut = body_blocks("Steps [1]\n```python\nvalues = [2]\n# not a heading", {1, 2})
-    assert [(b.kind, b.parts) for b in cut] == [("paragraph", ("Steps ", 1)), ("code", ("values = [2]\n# not a heading",))]
+    assert [(b.kind, b.parts) for b in cut] == [
+        ("paragraph", ("Steps ", 1)),
+        ("code", ("values = [2]\n# not a heading",)),
+    ]
     table = body_blocks("| a | b |\n|---|---|\n| 1 | 2 |\n```\nx | [1]\n```\n", {1})
     assert [b.kind for b in table] == ["table", "code"] and len(table[0].rows) == 2
     # A line end CommonMark does not count is a space in prose and in a cell, a line break in code.
@@ -140,17 +148,25 @@ def test_a_pages_own_reference_markers_never_become_our_citations():
     from engine.methods.fgdip.kinds import StepData
     from engine.methods.fgdip.method import FgdipMethod
 
-    content = FgdipMethod._content(StepData(
-        thought="Search it [1].", action="search", argument="Collingwood",
-        observation="Collingwood was founded in 1892.[1] It won [41][citation needed].", page_source=7))
+    content = FgdipMethod._content(
+        StepData(
+            thought="Search it [1].",
+            action="search",
+            argument="Collingwood",
+            observation="Collingwood was founded in 1892.[1] It won [41][citation needed].",
+            page_source=7,
+        )
+    )
     assert "Search it." in content
     assert "Collingwood was founded in 1892. It won. [[S7]]" in content
     assert number_citations(content, [7]).numbering == {1: 7}
 
 
 def test_a_section_of_cited_content_under_such_a_name_is_never_cut():
-    content = ("Historians rely on two kinds of evidence [[S1]].\n\n## Sources\n\n"
-               "- Primary sources: letters and archives [[S1]]\n- Secondary sources: later histories [[S2]]")
+    content = (
+        "Historians rely on two kinds of evidence [[S1]].\n\n## Sources\n\n"
+        "- Primary sources: letters and archives [[S1]]\n- Secondary sources: later histories [[S2]]"
+    )
     assert without_reference_list(content) == content
     assert without_reference_list("Sources\n- [1] only a list") == "Sources\n- [1] only a list"  # never empty
     cut_off = "Body.\n\n```text\nSources\n- [1] a"
@@ -163,12 +179,15 @@ def test_a_pages_own_markers_go_but_its_indexes_and_years_stay():
     from engine.citations import without_page_markers
 
     assert without_page_markers("Won in 1892.[1] Span [1990-2024], x[3]y, ratings[41].") == (
-        "Won in 1892. Span [1990-2024], x[3]y, ratings.")
+        "Won in 1892. Span [1990-2024], x[3]y, ratings."
+    )
 
 
 def test_a_reference_list_the_model_wrote_is_not_kept_beside_ours():
-    written = ("Moderate coffee intake is safe [1][2].\n\n**Sources:**\n1. [1] Harvard Health — https://health.example\n"
-               "2. [2] Mayo Clinic 2021 — https://mayo.example\n\n## References\n\n[2] Journal — https://evil.example/\n")
+    written = (
+        "Moderate coffee intake is safe [1][2].\n\n**Sources:**\n1. [1] Harvard Health — https://health.example\n"
+        "2. [2] Mayo Clinic 2021 — https://mayo.example\n\n## References\n\n[2] Journal — https://evil.example/\n"
+    )
     stored, _ = to_stored_markers(written, SOURCES)
     assert without_reference_list(stored) == "Moderate coffee intake is safe [[S11]][[S12]]."
     # A section of that name with prose in it is the writer's own, and stays.
@@ -186,9 +205,12 @@ def test_the_report_frame_shows_only_our_reference_list(services):
     from storage.models import RunStatus
     from tests.engine.export.test_export_status_and_shape import docx_texts, stored_run
 
-    run_id, _ = stored_run(services.repo, status=RunStatus.DONE, url="https://who.example/coffee",
-                           report="Moderate intake is safe {S}.\n\n**References:**\n"
-                                  "1. {S} Harvard Health — https://health.example\n")
+    run_id, _ = stored_run(
+        services.repo,
+        status=RunStatus.DONE,
+        url="https://who.example/coffee",
+        report="Moderate intake is safe {S}.\n\n**References:**\n1. {S} Harvard Health — https://health.example\n",
+    )
     markdown = render_markdown(services.repo, run_id)
     assert "health.example" not in markdown and "References" not in markdown
     assert "Moderate intake is safe [[1]](#source-1)." in markdown and "who.example/coffee" in markdown

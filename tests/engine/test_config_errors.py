@@ -41,8 +41,14 @@ def refusing_port() -> Iterator[int]:
 
 def thoughtmap(*argv: str, **env: str) -> subprocess.CompletedProcess:
     """The real CLI as a process, with `env` over this test's environment (its own home)."""
-    return subprocess.run([sys.executable, "-m", "engine.cli", *argv], cwd=REPO_ROOT,
-                          env={**os.environ, **env}, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "engine.cli", *argv],
+        cwd=REPO_ROOT,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def assert_clear_refusal(result: subprocess.CompletedProcess, variable: str) -> str:
@@ -67,17 +73,21 @@ def stored_run_ids() -> list[str]:
 # ====================================================================== the LLM endpoint
 
 
-@pytest.mark.parametrize("base_url, problem", [
-    ("http://127.0.0.1:99999/v1", "port"),
-    ("http://127.0.0.1:abc/v1", "port"),
-    (f"http://user:{SECRET}@127.0.0.1:abc/v1", "port"),
-    (f"user:{SECRET}@127.0.0.1:8080/v1", "http://"),
-    ("ftp://127.0.0.1/v1", "http://"),
-    ("http:///v1", "host"),
-])
+@pytest.mark.parametrize(
+    "base_url, problem",
+    [
+        ("http://127.0.0.1:99999/v1", "port"),
+        ("http://127.0.0.1:abc/v1", "port"),
+        (f"http://user:{SECRET}@127.0.0.1:abc/v1", "port"),
+        (f"user:{SECRET}@127.0.0.1:8080/v1", "http://"),
+        ("ftp://127.0.0.1/v1", "http://"),
+        ("http:///v1", "host"),
+    ],
+)
 def test_a_malformed_base_url_is_refused_before_anything_runs(base_url, problem):
-    result = thoughtmap("run", QUESTION, "--llm", "openai", "--method", "direct", "--search", "none",
-                        OPENAI_BASE_URL=base_url)
+    result = thoughtmap(
+        "run", QUESTION, "--llm", "openai", "--method", "direct", "--search", "none", OPENAI_BASE_URL=base_url
+    )
     line = assert_clear_refusal(result, "OPENAI_BASE_URL")
     assert problem in line
     assert stored_run_ids() == [], "nothing is stored for a refused configuration"
@@ -86,14 +96,17 @@ def test_a_malformed_base_url_is_refused_before_anything_runs(base_url, problem)
 # ====================================================================== the database URL
 
 
-@pytest.mark.parametrize("database_url, problem", [
-    (f"postgresql+psycopg://user:{SECRET}@127.0.0.1:99999/db", "port must be a number from 1 to 65535"),
-    (f"postgresql+psycopg://user:{SECRET}@127.0.0.1:abc/db", "port must be a number from 1 to 65535"),
-    (f"mysql://user:{SECRET}@127.0.0.1/db", "SQLite or PostgreSQL"),
-    (f"nosuchdb://user:{SECRET}@127.0.0.1/db", "SQLite or PostgreSQL"),
-    # Point 5: without a scheme this is no URL at all, and its password was echoed.
-    (f"user:{SECRET}@127.0.0.1/db", "not a database URL"),
-])
+@pytest.mark.parametrize(
+    "database_url, problem",
+    [
+        (f"postgresql+psycopg://user:{SECRET}@127.0.0.1:99999/db", "port must be a number from 1 to 65535"),
+        (f"postgresql+psycopg://user:{SECRET}@127.0.0.1:abc/db", "port must be a number from 1 to 65535"),
+        (f"mysql://user:{SECRET}@127.0.0.1/db", "SQLite or PostgreSQL"),
+        (f"nosuchdb://user:{SECRET}@127.0.0.1/db", "SQLite or PostgreSQL"),
+        # Point 5: without a scheme this is no URL at all, and its password was echoed.
+        (f"user:{SECRET}@127.0.0.1/db", "not a database URL"),
+    ],
+)
 def test_a_malformed_database_url_is_refused_without_its_password(database_url, problem):
     line = assert_clear_refusal(thoughtmap("list", THOUGHTMAP_DATABASE_URL=database_url), "THOUGHTMAP_DATABASE_URL")
     assert problem in line
@@ -130,12 +143,22 @@ def test_a_postgres_url_opens_the_test_server():
 # ====================================================================== other variables
 
 
-@pytest.mark.parametrize("variable, value", [
-    ("THOUGHTMAP_WORKERS", "many"), ("THOUGHTMAP_WORKERS", "0"), ("THOUGHTMAP_LLM_TIMEOUT", "nan"),
-    ("THOUGHTMAP_LLM_CONCURRENCY", "-2"), ("THOUGHTMAP_LOCAL_PORT", "70000"), ("THOUGHTMAP_SEARCH", "everywhere"),
-    ("THOUGHTMAP_EXECUTION", "cluster"), ("THOUGHTMAP_LLM", "gpt"), ("THOUGHTMAP_STRUCTURED_MODE", "xml"),
-    ("THOUGHTMAP_EMBEDDINGS_URL", "localhost:8000"), ("THOUGHTMAP_RERANK_URL", "http://127.0.0.1:99999"),
-])
+@pytest.mark.parametrize(
+    "variable, value",
+    [
+        ("THOUGHTMAP_WORKERS", "many"),
+        ("THOUGHTMAP_WORKERS", "0"),
+        ("THOUGHTMAP_LLM_TIMEOUT", "nan"),
+        ("THOUGHTMAP_LLM_CONCURRENCY", "-2"),
+        ("THOUGHTMAP_LOCAL_PORT", "70000"),
+        ("THOUGHTMAP_SEARCH", "everywhere"),
+        ("THOUGHTMAP_EXECUTION", "cluster"),
+        ("THOUGHTMAP_LLM", "gpt"),
+        ("THOUGHTMAP_STRUCTURED_MODE", "xml"),
+        ("THOUGHTMAP_EMBEDDINGS_URL", "localhost:8000"),
+        ("THOUGHTMAP_RERANK_URL", "http://127.0.0.1:99999"),
+    ],
+)
 def test_every_variable_with_a_value_that_cannot_work_is_named(capsys, monkeypatch, variable, value):
     monkeypatch.setenv(variable, value)
     code = cli.main(["list"])
@@ -236,16 +259,19 @@ def cli_code(capsys, *argv: str) -> tuple[int, str]:
     return code, capsys.readouterr().err
 
 
-@pytest.mark.parametrize("argv, named", [
-    (["list", "--limit", "-1"], "--limit"),
-    (["list", "--limit", "0"], "--limit"),
-    (["list", "--status", "bogus"], "--status"),
-    (["list", "--method", "bogus"], "--method"),
-    (["worker", "--concurrency", "0"], "--concurrency"),
-    (["worker", "--stalled-after", "-1"], "--stalled-after"),
-    (["worker", "--heartbeat", "nan"], "--heartbeat"),
-    (["kg", "stop", "--collection", "hotpotqa", "--chunk-tokens", "0"], "--chunk-tokens"),
-])
+@pytest.mark.parametrize(
+    "argv, named",
+    [
+        (["list", "--limit", "-1"], "--limit"),
+        (["list", "--limit", "0"], "--limit"),
+        (["list", "--status", "bogus"], "--status"),
+        (["list", "--method", "bogus"], "--method"),
+        (["worker", "--concurrency", "0"], "--concurrency"),
+        (["worker", "--stalled-after", "-1"], "--stalled-after"),
+        (["worker", "--heartbeat", "nan"], "--heartbeat"),
+        (["kg", "stop", "--collection", "hotpotqa", "--chunk-tokens", "0"], "--chunk-tokens"),
+    ],
+)
 def test_a_bad_argument_value_is_refused_with_exit_code_2(capsys, argv, named):
     code, err = cli_code(capsys, *argv)
     assert code == cli.EXIT_USAGE and named in err and "Traceback" not in err, err
@@ -313,19 +339,27 @@ def test_a_reader_that_closes_the_pipe_ends_the_command_quietly(tmp_path, monkey
     monkeypatch.setenv("THOUGHTMAP_HOME", str(tmp_path / "home"))
     for _ in range(3):
         store_a_run()
-    process = subprocess.Popen([sys.executable, "-m", "engine.cli", "list"], cwd=REPO_ROOT, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, env=os.environ.copy())
+    process = subprocess.Popen(
+        [sys.executable, "-m", "engine.cli", "list"],
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=os.environ.copy(),
+    )
     process.stdout.close()  # the reader is gone before the first line is written
     err = process.stderr.read().decode()
     assert process.wait(timeout=120) == cli.EXIT_FAILED
     assert "Traceback" not in err and "BrokenPipe" not in err, err
 
 
-@pytest.mark.parametrize("variable, template", [
-    ("THOUGHTMAP_DATABASE_URL", "postgresql://u:{pw}@127.0.0.1:99999/db"),
-    ("THOUGHTMAP_DATABASE_URL", "mysql://u:{pw}@127.0.0.1/db"),
-    ("OPENAI_BASE_URL", "http://user:{pw}@127.0.0.1:abc/v1"),
-])
+@pytest.mark.parametrize(
+    "variable, template",
+    [
+        ("THOUGHTMAP_DATABASE_URL", "postgresql://u:{pw}@127.0.0.1:99999/db"),
+        ("THOUGHTMAP_DATABASE_URL", "mysql://u:{pw}@127.0.0.1/db"),
+        ("OPENAI_BASE_URL", "http://user:{pw}@127.0.0.1:abc/v1"),
+    ],
+)
 @pytest.mark.parametrize("password", ["pa/ss-41", "se?cret-41", "p#ss-41"])
 def test_a_password_holding_url_punctuation_is_not_echoed(variable, template, password):
     """SQLAlchemy reads a password up to the URL's last `@`, so it may hold `/`, `?` or `#`, which

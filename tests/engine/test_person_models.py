@@ -33,8 +33,9 @@ class Team:
     bo_id: int
 
     def start(self, user_id: int, settings: LLMSettings, *, own_key: bool) -> str:
-        run = self.services.runner.create_run(question=QUESTION, method="rag", user_id=user_id,
-                                              llm_info=person_llm_info(settings, own_key=own_key))
+        run = self.services.runner.create_run(
+            question=QUESTION, method="rag", user_id=user_id, llm_info=person_llm_info(settings, own_key=own_key)
+        )
         self.services.runner.start(run.id)
         return run.id
 
@@ -140,18 +141,36 @@ def test_signing_out_forgets_a_persons_keys():
 
 def test_a_person_may_not_point_the_server_at_its_own_network():
     team = "https://api.openai.com/v1"
-    for url in ("http://127.0.0.1:11434/v1", "http://localhost:8000/v1", "http://10.0.0.5/v1",
-                "http://169.254.169.254/latest", "http://[::1]:8000/v1"):
+    for url in (
+        "http://127.0.0.1:11434/v1",
+        "http://localhost:8000/v1",
+        "http://10.0.0.5/v1",
+        "http://169.254.169.254/latest",
+        "http://[::1]:8000/v1",
+    ):
         problem = endpoint_problem(url, team_url=team, allow_private=False)
         assert problem and "its own network" in problem, url
         assert endpoint_problem(url, team_url=team, allow_private=True) is None
-    assert endpoint_problem("http://127.0.0.1:8000/v1", team_url="http://127.0.0.1:8000/v1/", allow_private=False) is None
+    assert (
+        endpoint_problem("http://127.0.0.1:8000/v1", team_url="http://127.0.0.1:8000/v1/", allow_private=False) is None
+    )
     # A name is looked up: one that a DNS server points at the server's network is refused too.
-    rebound = endpoint_problem("https://llm.attacker.example/v1", team_url=team, allow_private=False,
-                               resolver=lambda host, port: ["192.168.1.10"])
+    rebound = endpoint_problem(
+        "https://llm.attacker.example/v1",
+        team_url=team,
+        allow_private=False,
+        resolver=lambda host, port: ["192.168.1.10"],
+    )
     assert rebound and "a private address" in rebound
-    assert endpoint_problem("https://llm.example.com/v1", team_url=team, allow_private=False,
-                            resolver=lambda host, port: ["93.184.215.14"]) is None
+    assert (
+        endpoint_problem(
+            "https://llm.example.com/v1",
+            team_url=team,
+            allow_private=False,
+            resolver=lambda host, port: ["93.184.215.14"],
+        )
+        is None
+    )
     assert "not an http(s) URL" in (endpoint_problem("file:///etc/passwd", team_url=team, allow_private=False) or "")
 
 

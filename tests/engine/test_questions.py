@@ -31,8 +31,9 @@ def test_a_plain_question_is_kept_trimmed():
 
 
 def test_control_characters_and_terminal_escapes_are_removed_line_breaks_kept():
-    pasted = ("\x1b[31mWhy\x1b[0m is the\tsky\x07 blue?\r\n\x1b]8;;http://evil\x1b\\Explain\x1b]8;;\x1b\\"
-              " \u202eit.\x7f\x9b")
+    pasted = (
+        "\x1b[31mWhy\x1b[0m is the\tsky\x07 blue?\r\n\x1b]8;;http://evil\x1b\\Explain\x1b]8;;\x1b\\ \u202eit.\x7f\x9b"
+    )
     assert clean_question(pasted) == "Why is the sky blue?\nExplain it."
 
 
@@ -106,11 +107,13 @@ def test_repository_refuses_what_cannot_be_stored(repo, question):
 
 def _ask_spec():
     from engine.methods.deot.kinds import COMMANDS
+
     return next(spec for spec in COMMANDS if spec.name == "ask")
 
 
 def test_a_follow_up_ask_is_refused_when_too_long_with_the_same_message():
     from engine.contract import CommandRejected
+
     with pytest.raises(CommandRejected, match=f"the limit is {MAX_QUESTION_CHARS:,}.*documents belong in the corpus"):
         _ask_spec().parse({"node_id": 1, "question": "Why? " + "x" * 5_000})
 
@@ -129,10 +132,13 @@ def _cli(capsys, *argv):
     return code, out, err
 
 
-@pytest.mark.parametrize("question, expected", [
-    (TOO_LONG, f"the limit is {MAX_QUESTION_CHARS:,}"),
-    ("Why is the sky\x00 blue?", "NUL character"),  # argv cannot hold NUL; main() can be given one
-])
+@pytest.mark.parametrize(
+    "question, expected",
+    [
+        (TOO_LONG, f"the limit is {MAX_QUESTION_CHARS:,}"),
+        ("Why is the sky\x00 blue?", "NUL character"),  # argv cannot hold NUL; main() can be given one
+    ],
+)
 def test_cli_run_refuses_the_question_with_exit_2_and_one_line(capsys, question, expected):
     code, out, err = _cli(capsys, "run", question, "--llm", "fake", "--quiet")
     assert code == 2
@@ -145,8 +151,14 @@ def test_cli_run_refuses_the_question_with_exit_2_and_one_line(capsys, question,
 
 def test_cli_run_too_long_question_in_a_real_process(tmp_path):
     env = {**os.environ, "THOUGHTMAP_HOME": str(tmp_path), "THOUGHTMAP_LLM": "fake", "PYTHONPATH": str(ROOT)}
-    result = subprocess.run([sys.executable, "-m", "engine.cli", "run", TOO_LONG, "--quiet"], cwd=ROOT,
-                            env=env, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "engine.cli", "run", TOO_LONG, "--quiet"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 2, result.stderr
     assert result.stdout == ""
     assert result.stderr.count("\n") == 1 and "documents belong in the corpus" in result.stderr

@@ -69,12 +69,25 @@ def read_lines(stream, into: queue.Queue) -> None:
 def start_deot_cli_run(home, server, question: str, *params: str) -> tuple[subprocess.Popen, str]:
     """`thoughtmap run QUESTION --method deot` as a real process against `server`: (process, run id)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "THOUGHTMAP_"))}
-    env.update(THOUGHTMAP_HOME=str(home), OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY="test",
-               PYTHONUNBUFFERED="1")
+    env.update(THOUGHTMAP_HOME=str(home), OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY="test", PYTHONUNBUFFERED="1")
     proc = subprocess.Popen(
-        [*THOUGHTMAP, "run", question, "--method", "deot", "--llm", "openai", "--search", "local",
-         *(arg for param in params for arg in ("--param", param)), "--quiet"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            *THOUGHTMAP,
+            "run",
+            question,
+            "--method",
+            "deot",
+            "--llm",
+            "openai",
+            "--search",
+            "local",
+            *(arg for param in params for arg in ("--param", param)),
+            "--quiet",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     lines: queue.Queue = queue.Queue()
     threading.Thread(target=read_lines, args=(proc.stdout, lines), daemon=True).start()
@@ -91,12 +104,19 @@ def test_killed_run_is_resumed_without_redoing_finished_nodes(prebuilt_corpus_ho
     with FakeOpenAIServer() as server:
         server.enqueue(delay_s=ANSWER_HOLD_S)  # the killed process's answer call never returns
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "THOUGHTMAP_"))}
-        env.update(THOUGHTMAP_HOME=str(prebuilt_corpus_home), OPENAI_BASE_URL=server.base_url,
-                   OPENAI_API_KEY="test", PYTHONUNBUFFERED="1")
+        env.update(
+            THOUGHTMAP_HOME=str(prebuilt_corpus_home),
+            OPENAI_BASE_URL=server.base_url,
+            OPENAI_API_KEY="test",
+            PYTHONUNBUFFERED="1",
+        )
         try:
             proc = subprocess.Popen(
                 [*THOUGHTMAP, "run", QUESTION, "--method", "rag", "--llm", "openai", "--search", "local"],
-                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
             )
             lines: queue.Queue = queue.Queue()
             threading.Thread(target=read_lines, args=(proc.stdout, lines), daemon=True).start()
@@ -111,11 +131,18 @@ def test_killed_run_is_resumed_without_redoing_finished_nodes(prebuilt_corpus_ho
             def retrieval_done_and_answer_in_flight():
                 nodes = repo.list_nodes(run_id)
                 kinds = {(n.kind, n.status) for n in nodes}
-                return (("search", NodeStatus.DONE) in kinds and ("answer", NodeStatus.RUNNING) in kinds
-                        and server.count_chat_requests() >= 1)
+                return (
+                    ("search", NodeStatus.DONE) in kinds
+                    and ("answer", NodeStatus.RUNNING) in kinds
+                    and server.count_chat_requests() >= 1
+                )
 
-            wait_for(retrieval_done_and_answer_in_flight, START_TIMEOUT_S,
-                     "the retrieval to finish and the answer call to reach the server", proc)
+            wait_for(
+                retrieval_done_and_answer_in_flight,
+                START_TIMEOUT_S,
+                "the retrieval to finish and the answer call to reach the server",
+                proc,
+            )
             proc.send_signal(signal.SIGKILL)
             proc.wait(timeout=10)  # reaped: its pid no longer exists
             assert proc.returncode == -signal.SIGKILL
@@ -186,8 +213,9 @@ def test_killed_deot_run_resumes_without_calling_the_llm_for_finished_nodes(preb
     # Every call takes 0.1 s, so the kill lands mid-run (layer 1 done, later layers in progress).
     with FakeOpenAIServer(latency_s=0.1) as server:
         try:
-            proc, run_id = start_deot_cli_run(prebuilt_corpus_home, server,
-                                              "How will rising sea levels affect coastal cities?")
+            proc, run_id = start_deot_cli_run(
+                prebuilt_corpus_home, server, "How will rising sea levels affect coastal cities?"
+            )
 
             def first_layer_done():
                 nodes = repo.list_nodes(run_id, kind="question")
@@ -253,10 +281,13 @@ def test_killed_deot_node_resumes_from_its_plan_and_finished_tasks(prebuilt_corp
     request.addfinalizer(services.close)
     repo = services.repo
     fake = FakeLLM()
-    fake.when(ROOT_PLANNER, plan(task("task1", "info_search", ROOT_SEARCH),
-                                 task("task2", "direct_reasoning", ROOT_REASONING, ["task1"])))
-    fake.when(PLAN_VALIDATOR, {"verdict": "approve", "completeness_issues": [], "redundancy_issues": [],
-                               "feedback": ""})
+    fake.when(
+        ROOT_PLANNER,
+        plan(task("task1", "info_search", ROOT_SEARCH), task("task2", "direct_reasoning", ROOT_REASONING, ["task1"])),
+    )
+    fake.when(
+        PLAN_VALIDATOR, {"verdict": "approve", "completeness_issues": [], "redundancy_issues": [], "feedback": ""}
+    )
     held = Gate()  # the root's second task: held until the process is killed, then answered normally
     fake.when(DIRECT_REASONING, held, times=1)
     proc: subprocess.Popen | None = None
@@ -323,7 +354,9 @@ def first_task_stored(repo, run_id: str) -> bool:
     """The root's first task is stored as done, with the calls before it."""
     root = next((n for n in repo.list_nodes(run_id, kind="question") if n.parent_id is None), None)
     tasks = (root.data or {}).get("tasks") if root is not None else None
-    return bool(tasks) and tasks[0].get("status") == "success" and calls_by_purpose(repo, run_id)[(root.id, "tool")] == 1
+    return (
+        bool(tasks) and tasks[0].get("status") == "success" and calls_by_purpose(repo, run_id)[(root.id, "tool")] == 1
+    )
 
 
 def calls_by_purpose(repo, run_id: str) -> Counter[tuple[int, str]]:

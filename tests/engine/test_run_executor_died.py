@@ -62,8 +62,9 @@ def small_disk(tmp_path) -> Path:
         pytest.skip("mounting a small tmpfs to fill its disk needs root")
     mount_point = tmp_path / "small-disk"
     mount_point.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={DISK_SIZE}", "tmpfs", str(mount_point)],
-                             capture_output=True, text=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={DISK_SIZE}", "tmpfs", str(mount_point)], capture_output=True, text=True
+    )
     if mounted.returncode != 0:
         pytest.skip(f"mounting a tmpfs is not permitted here: {mounted.stderr.strip()}")
     yield mount_point
@@ -103,19 +104,26 @@ def error_lines(err: str) -> list[str]:
     return [line for line in err.splitlines() if "error" in line.lower()]
 
 
-def test_full_disk_ends_the_cli_with_one_line_and_resume_finishes_after_space_is_freed(prebuilt_corpus_home,
-                                                                                      small_disk):
+def test_full_disk_ends_the_cli_with_one_line_and_resume_finishes_after_space_is_freed(
+    prebuilt_corpus_home, small_disk
+):
     url = f"sqlite:///{small_disk / 'thoughtmap.sqlite3'}"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "THOUGHTMAP_"))}
     env.update(THOUGHTMAP_HOME=str(prebuilt_corpus_home), THOUGHTMAP_DATABASE_URL=url, PYTHONUNBUFFERED="1")
-    created = subprocess.run([*THOUGHTMAP, "list"], env=env, cwd=CHECKOUT, capture_output=True, text=True,
-                             timeout=START_TIMEOUT_S)
+    created = subprocess.run(
+        [*THOUGHTMAP, "list"], env=env, cwd=CHECKOUT, capture_output=True, text=True, timeout=START_TIMEOUT_S
+    )
     assert created.returncode == 0, created.stderr  # the database exists, migrated, before the disk fills
     filler = fill_disk(small_disk, FREE_BYTES)
 
-    proc = subprocess.Popen([*THOUGHTMAP, "run", QUESTION, "--method", "deot", "--llm", "fake", "--search", "local",
-                             "--quiet"], env=env, cwd=CHECKOUT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(
+        [*THOUGHTMAP, "run", QUESTION, "--method", "deot", "--llm", "fake", "--search", "local", "--quiet"],
+        env=env,
+        cwd=CHECKOUT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         lines: queue.Queue = queue.Queue()
         threading.Thread(target=read_lines, args=(proc.stdout, lines), daemon=True).start()
@@ -123,8 +131,9 @@ def test_full_disk_ends_the_cli_with_one_line_and_resume_finishes_after_space_is
         try:
             proc.wait(timeout=END_TIMEOUT_S)
         except subprocess.TimeoutExpired:
-            raise AssertionError(f"the CLI still waited on run {run_id} {END_TIMEOUT_S} s after it started, "
-                                 "on a full disk") from None
+            raise AssertionError(
+                f"the CLI still waited on run {run_id} {END_TIMEOUT_S} s after it started, on a full disk"
+            ) from None
         err = proc.stderr.read()
     finally:
         if proc.poll() is None:
@@ -141,8 +150,14 @@ def test_full_disk_ends_the_cli_with_one_line_and_resume_finishes_after_space_is
     kept = done_nodes(url, run_id)
 
     filler.unlink()  # space is back
-    resumed = subprocess.run([*THOUGHTMAP, "resume", run_id, "--quiet"], env=env, cwd=CHECKOUT, capture_output=True,
-                             text=True, timeout=RESUME_TIMEOUT_S)
+    resumed = subprocess.run(
+        [*THOUGHTMAP, "resume", run_id, "--quiet"],
+        env=env,
+        cwd=CHECKOUT,
+        capture_output=True,
+        text=True,
+        timeout=RESUME_TIMEOUT_S,
+    )
     assert resumed.returncode == cli.EXIT_OK, resumed.stderr
     assert "Traceback" not in resumed.stderr
     db = open_database(url, run_migrations=False)
@@ -153,8 +168,12 @@ def test_full_disk_ends_the_cli_with_one_line_and_resume_finishes_after_space_is
     finally:
         db.dispose()
     # Nothing stored before the disk filled was lost or redone: the same nodes, as they were.
-    assert all(node_id in after and (after[node_id].kind, after[node_id].content) == kind_content
-               and after[node_id].status == NodeStatus.DONE for node_id, kind_content in kept.items())
+    assert all(
+        node_id in after
+        and (after[node_id].kind, after[node_id].content) == kind_content
+        and after[node_id].status == NodeStatus.DONE
+        for node_id, kind_content in kept.items()
+    )
     assert all(n.status == NodeStatus.DONE for n in after.values() if n.kind == "question")
 
 
@@ -181,8 +200,9 @@ def gated_cli(monkeypatch) -> GatedCLI:
     return gated
 
 
-def test_a_run_deleted_while_it_executes_stops_with_one_line(prebuilt_corpus_home, gated_cli, capsys, caplog,
-                                                           monkeypatch):
+def test_a_run_deleted_while_it_executes_stops_with_one_line(
+    prebuilt_corpus_home, gated_cli, capsys, caplog, monkeypatch
+):
     thread_errors: list[BaseException] = []
     monkeypatch.setattr(threading, "excepthook", lambda args: thread_errors.append(args.exc_value))
     other = build_services(load_settings())  # another process's view of the database
@@ -225,8 +245,13 @@ def test_a_database_turned_read_only_mid_run_stops_it_and_resume_finishes_it(pre
         try:
             gated_cli.gate.wait_reached()
             engine = gated_cli.built[0].db.engine
-            event.listen(engine, "checkout", lambda connection, _record, _proxy: connection.execute(
-                f"PRAGMA query_only={'ON' if read_only.is_set() else 'OFF'}"))
+            event.listen(
+                engine,
+                "checkout",
+                lambda connection, _record, _proxy: connection.execute(
+                    f"PRAGMA query_only={'ON' if read_only.is_set() else 'OFF'}"
+                ),
+            )
             read_only.set()
         finally:
             gated_cli.gate.opened.set()
@@ -269,8 +294,13 @@ def test_the_app_says_why_a_run_stopped_unrecorded_and_resumes_it(prebuilt_corpu
     app = app_services(FakeLLM().when("Question:", gate, times=1))
     services = next(app)
     try:
-        event.listen(services.db.engine, "checkout", lambda connection, _record, _proxy: connection.execute(
-            f"PRAGMA query_only={'ON' if read_only.is_set() else 'OFF'}"))
+        event.listen(
+            services.db.engine,
+            "checkout",
+            lambda connection, _record, _proxy: connection.execute(
+                f"PRAGMA query_only={'ON' if read_only.is_set() else 'OFF'}"
+            ),
+        )
         run = services.runner.create_run(question=QUESTION, method="rag", llm_info=services.llm_info("fake"))
         services.runner.start(run.id)
         gate.wait_reached()
@@ -297,12 +327,17 @@ def test_the_app_says_why_a_run_stopped_unrecorded_and_resumes_it(prebuilt_corpu
         next(app, None)  # the fixture's end: its runs ended, its services closed
 
 
-@pytest.mark.parametrize("driver_error, kind", [
-    (psycopg_errors.DiskFull("could not extend file"), DatabaseUnwritable.FULL),
-    (psycopg_errors.ReadOnlySqlTransaction("cannot execute UPDATE in a read-only transaction"),
-     DatabaseUnwritable.READ_ONLY),
-    (psycopg_errors.UniqueViolation("duplicate key"), None),
-])
+@pytest.mark.parametrize(
+    "driver_error, kind",
+    [
+        (psycopg_errors.DiskFull("could not extend file"), DatabaseUnwritable.FULL),
+        (
+            psycopg_errors.ReadOnlySqlTransaction("cannot execute UPDATE in a read-only transaction"),
+            DatabaseUnwritable.READ_ONLY,
+        ),
+        (psycopg_errors.UniqueViolation("duplicate key"), None),
+    ],
+)
 def test_postgresql_refusals_are_told_from_other_errors(driver_error, kind):
     """PostgreSQL says a full disk and a read-only server by SQLSTATE (53100, 25006), as SQLAlchemy
     hands the driver's error on; every other error passes as it is."""
@@ -323,10 +358,18 @@ def test_a_full_disk_during_the_corpus_index_build_is_one_line_and_leaves_no_hal
     fill_disk(small_disk, leave=1024 * 1024)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "THOUGHTMAP_"))}
     env.update(THOUGHTMAP_HOME=str(home))
-    ended = subprocess.run([*THOUGHTMAP, "run", "Who wrote Hamlet?", "--method", "rag", "--llm", "fake"],
-                           env=env, cwd=CHECKOUT, capture_output=True, text=True, timeout=RESUME_TIMEOUT_S)
+    ended = subprocess.run(
+        [*THOUGHTMAP, "run", "Who wrote Hamlet?", "--method", "rag", "--llm", "fake"],
+        env=env,
+        cwd=CHECKOUT,
+        capture_output=True,
+        text=True,
+        timeout=RESUME_TIMEOUT_S,
+    )
     assert ended.returncode == 1 and "Traceback" not in ended.stderr, ended.stderr
     errors = error_lines(ended.stderr)
     assert len(errors) == 1, ended.stderr
     assert "cannot be used (database or disk is full)" in errors[0] and "Free space on its disk" in errors[0]
-    assert not [p.name for p in home.iterdir() if p.name.startswith("corpus.sqlite3") and p.name != "corpus.sqlite3.build-lock"]
+    assert not [
+        p.name for p in home.iterdir() if p.name.startswith("corpus.sqlite3") and p.name != "corpus.sqlite3.build-lock"
+    ]

@@ -101,8 +101,7 @@ def test_stop_while_paused(services):
 
 def test_concurrent_runs_do_not_interfere(services):
     questions = [f"{QUESTION} (variant {i})" for i in range(6)]
-    runs = [services.runner.create_run(question=q, method="rag", llm_info=services.llm_info("fake"))
-            for q in questions]
+    runs = [services.runner.create_run(question=q, method="rag", llm_info=services.llm_info("fake")) for q in questions]
     for run in runs:
         services.runner.start(run.id)
     for run in runs:
@@ -185,11 +184,20 @@ def test_budget_stops_cleanly_and_resume_with_more_budget_completes(services):
 
 
 def test_budget_reached_before_a_call_stops_the_run(services):
-    run = services.runner.create_run(question=QUESTION, method="rag", llm_info=services.llm_info("fake"),
-                                     max_tokens=100)
+    run = services.runner.create_run(
+        question=QUESTION, method="rag", llm_info=services.llm_info("fake"), max_tokens=100
+    )
     # Spend the budget before the answer call.
-    services.repo.record_llm_call(run.id, node_id=None, purpose="default", model="fake", prompt_tokens=100,
-                                  completion_tokens=0, cost=0, latency_s=0)
+    services.repo.record_llm_call(
+        run.id,
+        node_id=None,
+        purpose="default",
+        model="fake",
+        prompt_tokens=100,
+        completion_tokens=0,
+        cost=0,
+        latency_s=0,
+    )
     services.runner.start(run.id)
     final = services.runner.wait(run.id, timeout=10)
     assert final.status == RunStatus.STOPPED
@@ -256,18 +264,23 @@ def test_a_corpus_that_cannot_be_opened_fails_the_run_in_its_own_words(services,
     from engine.search.protocol import SearchError
 
     def unusable(run):
-        raise SearchError("the corpus index /srv/home/corpus.sqlite3 cannot be opened (unable to open database file)",
-                          hint="Make /srv/home writable (THOUGHTMAP_HOME).")
+        raise SearchError(
+            "the corpus index /srv/home/corpus.sqlite3 cannot be opened (unable to open database file)",
+            hint="Make /srv/home writable (THOUGHTMAP_HOME).",
+        )
 
     services.runner.searcher_for = unusable
-    run = services.runner.create_run(question="Who wrote Hamlet?", method="rag", params={},
-                                     llm_info=services.llm_info("fake"))
+    run = services.runner.create_run(
+        question="Who wrote Hamlet?", method="rag", params={}, llm_info=services.llm_info("fake")
+    )
     with caplog.at_level("DEBUG", logger="thoughtmap"):
         services.runner.start(run.id)
         failed = services.runner.wait(run.id, timeout=60)
     assert failed.status == RunStatus.FAILED
-    assert failed.error == ("the corpus index /srv/home/corpus.sqlite3 cannot be opened (unable to open database "
-                            "file) Make /srv/home writable (THOUGHTMAP_HOME).")
+    assert failed.error == (
+        "the corpus index /srv/home/corpus.sqlite3 cannot be opened (unable to open database "
+        "file) Make /srv/home writable (THOUGHTMAP_HOME)."
+    )
     assert not [r for r in caplog.records if r.exc_info], [r.getMessage() for r in caplog.records if r.exc_info]
 
 

@@ -90,8 +90,10 @@ def test_the_whole_list_at_once_is_inert():
 
 
 def test_safe_links_lists_and_emphasis_survive_and_a_report_keeps_its_headings_below_ours():
-    text = ("## Findings\n\n- **Bold** and *italic* [a site](https://example.org/a_(b)) and "
-            "[mail](mailto:a@example.org) and [top](#top)\n1. `code < 3`\n\n> quote [1]")
+    text = (
+        "## Findings\n\n- **Bold** and *italic* [a site](https://example.org/a_(b)) and "
+        "[mail](mailto:a@example.org) and [top](#top)\n1. `code < 3`\n\n> quote [1]"
+    )
     for name, render in RENDERERS.items():
         html = render(markdown_block(text))
         assert "h2" not in tag_names(html) and "## Findings" in visible_text(html), name
@@ -102,8 +104,9 @@ def test_safe_links_lists_and_emphasis_survive_and_a_report_keeps_its_headings_b
 
 
 def test_disarmed_constructs_stay_readable_as_text():
-    html = RENDERERS["markdown-it (commonmark, html on)"](markdown_block(
-        "Look: <b>bold?</b> [x](javascript:alert(1)) ![pixel](https://evil.example/t.png)"))
+    html = RENDERERS["markdown-it (commonmark, html on)"](
+        markdown_block("Look: <b>bold?</b> [x](javascript:alert(1)) ![pixel](https://evil.example/t.png)")
+    )
     text = visible_text(html)
     assert "<b>bold?</b>" in text
     assert "[x](javascript:alert(1))" in text
@@ -159,11 +162,21 @@ def test_inline_text_is_inert_and_shows_the_text_on_one_line(payload, template):
         assert " ".join(payload.split()) in visible_text(html), (name, html)
 
 
-@pytest.mark.parametrize("url", [
-    "javascript:alert(1)", "JAVASCRIPT:alert(1)", " javascript:alert(1)", "data:text/html,<script>alert(1)</script>",
-    "vbscript:x", "file:///etc/passwd", "https://a/[x](javascript:alert(1))", "https://a/<script>",
-    "https://a/`b`c", "https://a/ b\n# heading",
-])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "javascript:alert(1)",
+        "JAVASCRIPT:alert(1)",
+        " javascript:alert(1)",
+        "data:text/html,<script>alert(1)</script>",
+        "vbscript:x",
+        "file:///etc/passwd",
+        "https://a/[x](javascript:alert(1))",
+        "https://a/<script>",
+        "https://a/`b`c",
+        "https://a/ b\n# heading",
+    ],
+)
 def test_url_text_is_a_safe_link_or_inert_text(url):
     line = f"[1] Title — {url_text(url)} (corpus)"
     assert_inert(line)
@@ -178,7 +191,9 @@ def test_url_text_keeps_ordinary_web_urls_as_they_are():
     assert url_text(url) == url
 
 
-@pytest.mark.parametrize("ref", ["hotpotqa/123", "/tmp/notes/a file.txt::7", "a`b``c", "<script>alert(1)</script>", "`", " x "])
+@pytest.mark.parametrize(
+    "ref", ["hotpotqa/123", "/tmp/notes/a file.txt::7", "a`b``c", "<script>alert(1)</script>", "`", " x "]
+)
 def test_code_span_shows_the_text_verbatim(ref):
     line = f"document {code_span(ref)}"
     assert_inert(line)
@@ -206,7 +221,7 @@ def test_terminal_text_removes_every_control_but_newline_and_tab():
     assert cleaned.endswith("\nline two\tcolumn")
     for char in cleaned:
         code = ord(char)
-        assert char in "\n\t" or (code >= 0x20 and not 0x7f <= code <= 0x9f), repr(char)
+        assert char in "\n\t" or (code >= 0x20 and not 0x7F <= code <= 0x9F), repr(char)
         assert not (0x202A <= code <= 0x202E or 0x2066 <= code <= 0x2069 or 0xD800 <= code <= 0xDFFF), repr(char)
     assert "evil.example" not in cleaned and "window title" not in cleaned
     assert "click me" in cleaned and "clear" in cleaned and "screen" in cleaned and "red" in cleaned
@@ -230,14 +245,17 @@ def test_json_for_terminal_keeps_the_value():
     assert "ok é" in text
 
 
-@pytest.mark.parametrize("hostile", [
-    "{" * 100_000 + "=",
-    "[" * 50_000 + "]" * 50_000 + ":" * 10,
-    "](" * 50_000,
-    "]:" * 50_000 + "[1",
-    "\x1b]" + "x" * 100_000,
-    "<" * 100_000,
-])
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        "{" * 100_000 + "=",
+        "[" * 50_000 + "]" * 50_000 + ":" * 10,
+        "](" * 50_000,
+        "]:" * 50_000 + "[1",
+        "\x1b]" + "x" * 100_000,
+        "<" * 100_000,
+    ],
+)
 def test_pathological_input_comes_out_inert(hostile):
     # Model output and corpus text are long and adversarial. That the sanitisers stay linear on
     # these shapes is measured by benchmarks/bench_safe_text.py (docs/benchmarks.md), not timed here.
@@ -316,8 +334,11 @@ def test_titles_and_map_labels_cut_at_a_word_but_never_down_to_the_first_word():
 def test_a_padded_or_multiline_numeric_label_cannot_take_over_our_citations():
     from engine.citation_links import link_citations
 
-    for definition in ("[1" + " " * 24 + "]: https://evil.example", "[\n1\n]: https://evil.example",
-                       "[ " + " " * 900 + "1]: https://evil.example"):
+    for definition in (
+        "[1" + " " * 24 + "]: https://evil.example",
+        "[\n1\n]: https://evil.example",
+        "[ " + " " * 900 + "1]: https://evil.example",
+    ):
         body = link_citations(markdown_block(f"Okapis live in Congo [1].\n\n{definition}"), {1})
         for name, render in RENDERERS.items():
             html = render(body)
@@ -330,8 +351,10 @@ def test_a_padded_or_multiline_numeric_label_cannot_take_over_our_citations():
 def test_a_report_heading_cannot_take_the_anchor_of_a_source_entry():
     # A report body is a document whose own headings are kept; one that would get the id of our
     # "Source 1" entry (or a node's "Node 5 source 1") would take the citation's jump.
-    body = markdown_block("# Source 1\nFake entry: https://phish.example\n\n# Node 5 source 2 #\n\n# Sources\n\n"
-                          "## Findings\n", heading_floor=2)
+    body = markdown_block(
+        "# Source 1\nFake entry: https://phish.example\n\n# Node 5 source 2 #\n\n# Sources\n\n## Findings\n",
+        heading_floor=2,
+    )
     html = RENDERERS["markdown-it (commonmark, html on)"](body)
     # "Sources" takes no entry's anchor, but it is the name of the section the report frame adds
     # below the body: a body heading of that name would start a forged one, so its words stay as a
@@ -363,9 +386,13 @@ def test_a_source_title_is_text_not_a_link_that_lies_about_where_it_goes():
             assert unsafe_allow_html is False
             shown.append(text)
 
-    safe_markdown.render_source(St, "[www.who.int](https://evil.example)", "https://example.org/okapi",
-                                "The okapi ![x](https://t.example/p.png) lives in [Congo](javascript:alert(1)).",
-                                "web")
+    safe_markdown.render_source(
+        St,
+        "[www.who.int](https://evil.example)",
+        "https://example.org/okapi",
+        "The okapi ![x](https://t.example/p.png) lives in [Congo](javascript:alert(1)).",
+        "web",
+    )
     safe_markdown.render_source(St, "Local notes", "corpus:notes.txt#2", "# Heading\nplain")
     for text in shown:
         assert_inert(text)

@@ -25,8 +25,9 @@ first.close(); second.close()
 
 
 def test_the_first_services_built_freeze_the_start_up_heap_once(tmp_path):
-    done = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path)], cwd=ROOT, capture_output=True,
-                          text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(tmp_path)], cwd=ROOT, capture_output=True, text=True, check=True
+    )
     frozen, after_second, tracked, collectable = done.stdout.split()
     # The modules and the first services left the collector's walks; the second build froze nothing more.
     assert int(frozen) > 10_000

@@ -36,16 +36,24 @@ def knowledge_bases(monkeypatch) -> KnowledgeInjector:
 
 def numbered_summaries(fake) -> None:
     counter = itertools.count(1)
-    fake.when(prompt=SUMMARY, respond=lambda r: {
-        "checks": [], "paragraphs": [f"Summary number {(n := next(counter))} [1]."], "short_answer": f"ANSWER-{n}"})
+    fake.when(
+        prompt=SUMMARY,
+        respond=lambda r: {
+            "checks": [],
+            "paragraphs": [f"Summary number {(n := next(counter))} [1]."],
+            "short_answer": f"ANSWER-{n}",
+        },
+    )
 
 
 def once(holder: dict, action):
     """A fake reply that, when armed, first does `action` (the user's Stop, a worker shutting down)."""
+
     def respond(request):
         if holder.pop("arm", False):
             action(holder["run_id"])
         return default_answer(request)
+
     return respond
 
 
@@ -86,8 +94,9 @@ def test_an_added_column_interrupted_half_way_gets_its_report_rewritten(services
     assert (report.data["column"], report.data["short_answer"]) == (3, "ANSWER-3")
 
 
-def test_a_command_whose_growth_is_stopped_is_not_applied_again_on_resume(services, fake_llm, knowledge_bases,
-                                                                          monkeypatch):
+def test_a_command_whose_growth_is_stopped_is_not_applied_again_on_resume(
+    services, fake_llm, knowledge_bases, monkeypatch
+):
     """It arrives while the run writes its report (applied by `Method.steer`), and the user presses
     Stop while the column it added thinks: on resume it must not add a second column."""
     holder: dict = {"queue": True}
@@ -98,11 +107,13 @@ def test_a_command_whose_growth_is_stopped_is_not_applied_again_on_resume(servic
         if holder.pop("queue", False):
             holder["command"] = services.runner.steer(ctx.run_id, "add_column", {})
             holder["arm"] = True
+
     monkeypatch.setattr(MtqaMethod, "write_report", writing)
     fake_llm.when(prompt=THOUGHT, respond=once(holder, services.runner.stop))
 
-    run = services.runner.create_run(question=QUESTION, method="mtqa", params={"rows": 1, "columns": 2},
-                                     llm_info=services.llm_info("fake"))
+    run = services.runner.create_run(
+        question=QUESTION, method="mtqa", params={"rows": 1, "columns": 2}, llm_info=services.llm_info("fake")
+    )
     holder["run_id"] = run.id
     services.runner.start(run.id)
     assert services.runner.wait(run.id, timeout=30).status == RunStatus.STOPPED
@@ -138,8 +149,9 @@ def stopped_at(services, fake_llm, prompt, question: str, method: str, params: d
     """A run the person stopped while the model answered `prompt` the first time."""
     holder: dict = {"arm": True}
     fake_llm.when(prompt, once(holder, services.runner.stop))
-    run = services.runner.create_run(question=question, method=method, params=params,
-                                     llm_info=services.llm_info("fake"))
+    run = services.runner.create_run(
+        question=question, method=method, params=params, llm_info=services.llm_info("fake")
+    )
     holder["run_id"] = run.id
     services.runner.start(run.id)
     stopped = services.runner.wait(run.id, timeout=30)
@@ -169,8 +181,11 @@ def test_a_refused_command_leaves_a_stopped_run_stopped_and_an_applied_one_conti
     refused = services.runner.steer(run.id, "add_entity", {"entity": "arthur's magazine"})
     after = services.runner.wait(run.id, timeout=30)
     assert "already a branch" in command_of(services, run.id, refused.id).error
-    assert (after.status, after.stop_reason, after.llm_calls) == (RunStatus.STOPPED, "stopped by the user",
-                                                                  stopped.llm_calls)
+    assert (after.status, after.stop_reason, after.llm_calls) == (
+        RunStatus.STOPPED,
+        "stopped by the user",
+        stopped.llm_calls,
+    )
     # A command that applies continues the run the person steered.
     applied = services.runner.steer(run.id, "add_entity", {"entity": "Women's magazines"})
     assert services.runner.wait(run.id, timeout=30).status == RunStatus.DONE
@@ -189,9 +204,11 @@ def test_a_command_queued_just_before_stop_says_so_and_can_be_sent_again(service
             holder["command"] = services.runner.steer(holder["run_id"], "add_entity", {"entity": "Bauer Media"})
             services.runner.stop(holder["run_id"])
         return default_answer(request)
+
     fake_llm.when(EVALUATE_STEP, judge)
-    run = services.runner.create_run(question=FGDIP_QUESTION, method="fgdip", params={},
-                                     llm_info=services.llm_info("fake"))
+    run = services.runner.create_run(
+        question=FGDIP_QUESTION, method="fgdip", params={}, llm_info=services.llm_info("fake")
+    )
     holder["run_id"] = run.id
     services.runner.start(run.id)
     assert services.runner.wait(run.id, timeout=30).status == RunStatus.STOPPED
@@ -265,8 +282,10 @@ def test_regenerate_report_on_a_stopped_run_without_an_answer_says_to_resume(ser
 
 def test_rewrite_report_finishes_a_run_that_failed_only_for_its_report(services, fake_llm):
     model = {"writes": False}
-    fake_llm.when(prompt="deot.final_report",
-                  respond=lambda r: "The program ended for its cost [1]." if model["writes"] else "Field required.")
+    fake_llm.when(
+        prompt="deot.final_report",
+        respond=lambda r: "The program ended for its cost [1]." if model["writes"] else "Field required.",
+    )
     run_id = run_to_end(services, "Why did the Apollo program end?", "deot", {"max_nodes": 2, "max_layers": 2})
     failed = services.repo.get_run(run_id)
     assert failed.status == RunStatus.FAILED and "could not write the report" in failed.error
@@ -289,7 +308,9 @@ def test_a_rewrite_on_a_stopped_run_leaves_its_report_current(services, fake_llm
     assert command_of(services, run_id, sent.id).status == CommandStatus.DONE
     drop = services.runner.steer(run_id, "drop_source", {"number": 1})
     services.runner.wait(run_id, timeout=30)
-    assert command_of(services, run_id, drop.id).status == CommandStatus.DONE, command_of(services, run_id, drop.id).error
+    assert command_of(services, run_id, drop.id).status == CommandStatus.DONE, command_of(
+        services, run_id, drop.id
+    ).error
 
 
 def test_a_command_or_a_stop_sent_while_a_held_report_is_written_is_not_stranded(services, fake_llm):
@@ -302,7 +323,9 @@ def test_a_command_or_a_stop_sent_while_a_held_report_is_written_is_not_stranded
     def report_while_the_person_acts(request):
         if "ask" not in sent:  # the page shows the run busy: Stop, then a follow-up question
             services.runner.stop(stopped.id)
-            sent["ask"] = services.runner.steer(stopped.id, "ask", {"node_id": root.id, "question": "What did it cost?"})
+            sent["ask"] = services.runner.steer(
+                stopped.id, "ask", {"node_id": root.id, "question": "What did it cost?"}
+            )
         return default_answer(request)
 
     fake_llm.when(FINAL_REPORT, report_while_the_person_acts)
@@ -322,8 +345,9 @@ def stopped_omnithink(services, fake_llm):
     """A small OmniThink run the person stopped at its first reflection (no article yet)."""
     from tests.engine.methods.omnithink.omnithink_scripts import REFLECT
 
-    return stopped_at(services, fake_llm, REFLECT, "The history of the printing press", "omnithink",
-                      {"max_depth": 2, "subnodes": 2})
+    return stopped_at(
+        services, fake_llm, REFLECT, "The history of the printing press", "omnithink", {"max_depth": 2, "subnodes": 2}
+    )
 
 
 def test_rewrite_article_on_a_stopped_omnithink_run_keeps_it_stopped(services, fake_llm):
@@ -404,8 +428,12 @@ def test_a_stop_pressed_before_rewrite_report_on_a_run_failed_for_its_report_doe
         return "The program ended for its cost [1]." if holder["writes"] else "Field required."
 
     fake_llm.when(prompt="deot.final_report", respond=report)
-    run = services.runner.create_run(question="Why did the Apollo program end?", method="deot",
-                                     params={"max_nodes": 2, "max_layers": 2}, llm_info=services.llm_info("fake"))
+    run = services.runner.create_run(
+        question="Why did the Apollo program end?",
+        method="deot",
+        params={"max_nodes": 2, "max_layers": 2},
+        llm_info=services.llm_info("fake"),
+    )
     holder["run_id"] = run.id
     services.runner.start(run.id)
     assert services.runner.wait(run.id, timeout=30).status == RunStatus.FAILED
@@ -461,6 +489,7 @@ def test_rewrite_article_taken_with_a_new_subtopic_is_written_after_it(services,
     from engine.graph import RunGraph
     from engine.methods.omnithink.method import OmniThinkMethod
     from engine.runner import HeldRun
+
     run = stopped_omnithink(services, fake_llm)
     steer_and_wait_held(services, run.id, "regenerate_article")  # an article of the tree as it stood
     stopped = services.repo.get_run(run.id)
@@ -483,8 +512,9 @@ def test_a_stop_that_came_after_the_last_step_does_not_stop_the_next_command(ser
 
     holder: dict = {"arm": True}
     fake_llm.when(FINAL_REPORT, once(holder, services.runner.stop))  # pressed during the last call
-    run = services.runner.create_run(question=DEOT_QUESTION, method="deot", params=SMALL,
-                                     llm_info=services.llm_info("fake"))
+    run = services.runner.create_run(
+        question=DEOT_QUESTION, method="deot", params=SMALL, llm_info=services.llm_info("fake")
+    )
     holder["run_id"] = run.id
     services.runner.start(run.id)
     done = services.runner.wait(run.id, timeout=30)

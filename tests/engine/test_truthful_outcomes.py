@@ -59,8 +59,11 @@ def test_deot_run_whose_every_question_node_failed_is_failed_and_resume_retries(
 
 def test_a_run_with_some_failed_nodes_is_done_with_a_warning_and_resume_retries_them(services, fake_llm):
     # One child's summary fails (three times: the first try and the re-asks); the others succeed.
-    children = ["How did Apollo change NASA budgets?", "How did Apollo change lunar science?",
-                "How did Apollo influence private spaceflight?"]
+    children = [
+        "How did Apollo change NASA budgets?",
+        "How did Apollo change lunar science?",
+        "How did Apollo influence private spaceflight?",
+    ]
     fake_llm.when(CONTROLLER, controller_by_layer(lambda layer: "BREADTH" if layer == 1 else "STOP"))
     fake_llm.when(BREADTH, aspects(*(aspect(q) for q in children)), times=1)
     fake_llm.when(SUMMARY.where(re.compile(r"Question: " + re.escape(children[1]))), INVALID, times=3)
@@ -97,8 +100,9 @@ SECRET_URLS = [
 ]
 
 
-@pytest.mark.parametrize("url", ["http://bob:pw12345@example.com/v1?api_key=abc12345&x=1",
-                                 "https://h/v1?token=abcdef123&sig=zzz999"])
+@pytest.mark.parametrize(
+    "url", ["http://bob:pw12345@example.com/v1?api_key=abc12345&x=1", "https://h/v1?token=abcdef123&sig=zzz999"]
+)
 def test_redact_url_hides_users_passwords_and_secret_parameters(url):
     redacted = redact_url(url)
     for secret in ("bob", "pw12345", "abc12345", "abcdef123", "zzz999"):
@@ -108,8 +112,9 @@ def test_redact_url_hides_users_passwords_and_secret_parameters(url):
 
 
 @pytest.mark.parametrize("template,secret", SECRET_URLS)
-def test_credentials_in_the_endpoint_url_are_never_stored_or_shown(prebuilt_corpus_home, capsys, monkeypatch,
-                                                                    template, secret):
+def test_credentials_in_the_endpoint_url_are_never_stored_or_shown(
+    prebuilt_corpus_home, capsys, monkeypatch, template, secret
+):
     # Every answer fails the node's schema, so the run fails and its error mentions the endpoint.
     with FakeOpenAIServer(FakeLLM().when("Question:", {"wrong": "shape"})) as server:
         monkeypatch.setenv("OPENAI_BASE_URL", template.format(port=server.port))
@@ -164,10 +169,25 @@ def test_an_unrelated_nearest_match_is_dropped_and_a_related_one_kept():
 def test_a_deot_node_with_no_relevant_source_says_so_and_cites_nothing(services, fake_llm):
     # The bundled corpus holds nothing on this; BM25 still returns its nearest passages.
     question = "Which quantum error correction codes suit superconducting qubit arrays?"
-    fake_llm.when(PLANNER, plan(task("task1", "news_search", "quantum error correction codes for superconducting qubits"),
-                                task("task2", "info_search", "superconducting qubit array error rates")))
-    run_id = run_to_end(services, question, "deot", {"max_layers": 1, "max_nodes": 1, "event_extractor": False,
-                                                     "history_analyzer": False, "direct_reasoning": False})
+    fake_llm.when(
+        PLANNER,
+        plan(
+            task("task1", "news_search", "quantum error correction codes for superconducting qubits"),
+            task("task2", "info_search", "superconducting qubit array error rates"),
+        ),
+    )
+    run_id = run_to_end(
+        services,
+        question,
+        "deot",
+        {
+            "max_layers": 1,
+            "max_nodes": 1,
+            "event_extractor": False,
+            "history_analyzer": False,
+            "direct_reasoning": False,
+        },
+    )
     root = services.repo.list_nodes(run_id, kind="question")[0]
     outputs = " ".join(t["output"] for t in root.data["tasks"])
     assert "No relevant source was found" in outputs

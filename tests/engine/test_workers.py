@@ -56,9 +56,20 @@ class WorkerProcess:
         self.log = log
         self._file = log.open("w")
         self.proc = subprocess.Popen(
-            [*THOUGHTMAP, "worker", "--concurrency", "3", "--stalled-after", str(STALLED_AFTER_S),
-             "--heartbeat", "0.5"],
-            env=env, stdout=self._file, stderr=subprocess.STDOUT, text=True,
+            [
+                *THOUGHTMAP,
+                "worker",
+                "--concurrency",
+                "3",
+                "--stalled-after",
+                str(STALLED_AFTER_S),
+                "--heartbeat",
+                "0.5",
+            ],
+            env=env,
+            stdout=self._file,
+            stderr=subprocess.STDOUT,
+            text=True,
         )
 
     @property
@@ -86,9 +97,15 @@ def queue_env(tmp_path_factory) -> dict[str, str]:
         pytest.skip("no PostgreSQL test server (run the tests through scripts/test)")
     home = tmp_path_factory.mktemp("workers-home")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "THOUGHTMAP_"))}
-    env.update(THOUGHTMAP_HOME=str(home), THOUGHTMAP_DATABASE_URL=_fresh_postgres_database(base),
-               THOUGHTMAP_EXECUTION="queue", THOUGHTMAP_LLM="fake", THOUGHTMAP_FAKE_LATENCY="0.25",
-               THOUGHTMAP_LLM_CONCURRENCY="4", PYTHONUNBUFFERED="1")
+    env.update(
+        THOUGHTMAP_HOME=str(home),
+        THOUGHTMAP_DATABASE_URL=_fresh_postgres_database(base),
+        THOUGHTMAP_EXECUTION="queue",
+        THOUGHTMAP_LLM="fake",
+        THOUGHTMAP_FAKE_LATENCY="0.25",
+        THOUGHTMAP_LLM_CONCURRENCY="4",
+        PYTHONUNBUFFERED="1",
+    )
     return env
 
 
@@ -113,8 +130,9 @@ def workers(queue_env, services, tmp_path_factory):
 
 
 def create(services, method: str = "direct", **params):
-    run = services.runner.create_run(question=QUESTION, method=method, params=params,
-                                     llm_info=services.llm_info("fake"), search_mode="none")
+    run = services.runner.create_run(
+        question=QUESTION, method=method, params=params, llm_info=services.llm_info("fake"), search_mode="none"
+    )
     services.runner.start(run.id)
     return run.id
 
@@ -149,8 +167,9 @@ def test_a_benchmark_in_queue_mode_waits_for_its_runs_on_the_workers(services, w
     from storage.evaluation import ItemStatus
 
     runner = BenchmarkRunner(services)
-    bench = runner.create(BenchmarkSpec(dataset="hotpotqa-autoact", methods=["direct"], limit=3, llm="fake",
-                                        search_mode="none"))
+    bench = runner.create(
+        BenchmarkSpec(dataset="hotpotqa-autoact", methods=["direct"], limit=3, llm="fake", search_mode="none")
+    )
     final = runner.execute(bench.id)
     rows = runner.store.list_items(bench.id)
     assert final.status == "done", final.note
@@ -161,15 +180,18 @@ def test_a_benchmark_in_queue_mode_waits_for_its_runs_on_the_workers(services, w
 
 def test_a_run_whose_lease_is_held_elsewhere_waits_for_it(services, workers):
     lease = RunLease(services.db)
-    run = services.runner.create_run(question=QUESTION, method="direct", llm_info=services.llm_info("fake"),
-                                     search_mode="none")
+    run = services.runner.create_run(
+        question=QUESTION, method="direct", llm_info=services.llm_info("fake"), search_mode="none"
+    )
     try:
         with lease.hold(run.id) as taken:
             assert taken
             services.runner.start(run.id)
             # A worker takes the job, finds the run held, and leaves it for later: nothing executed.
-            wait_for(lambda: any(f"run {run.id} is being executed by another process" in w.text() for w in workers),
-                     "a worker to find the run held")
+            wait_for(
+                lambda: any(f"run {run.id} is being executed by another process" in w.text() for w in workers),
+                "a worker to find the run held",
+            )
             assert services.repo.get_run(run.id).status == RunStatus.QUEUED
             assert services.repo.list_nodes(run.id) == []
         done = wait_for(lambda: finished(services, run.id), "the run to finish once the lease is free")
@@ -186,6 +208,7 @@ def _executing_worker(services, workers, run_id: str):
             return None
         pid = int(run.owner.split(":")[1])
         return next((w for w in workers if w.pid == pid), None)
+
     return wait_for(holder, f"a worker to execute run {run_id}")
 
 
@@ -229,8 +252,9 @@ def test_a_command_to_a_stopped_run_replaces_the_stale_job_that_waited_for_it():
         assert queue.enqueue("run-a", steered_from=held)
         assert queue.enqueue("run-b")  # another run's job is left alone
         waiting = queue.app.job_manager.list_jobs(queue=QUEUE, status="todo")
-        assert sorted((j.queueing_lock, j.task_kwargs.get("steered_from"), j.task_kwargs["retry_failed"])
-                      for j in waiting) == [("run-a", held, False), ("run-b", None, False)]
+        assert sorted(
+            (j.queueing_lock, j.task_kwargs.get("steered_from"), j.task_kwargs["retry_failed"]) for j in waiting
+        ) == [("run-a", held, False), ("run-b", None, False)]
         # A second command while the reopening job waits: that job already carries how the run stood.
         assert not queue.enqueue("run-a")
         assert queue.depth().waiting == 2
@@ -244,23 +268,35 @@ def test_a_refused_command_leaves_a_run_stopped_on_a_worker_stopped(services, wo
     worker too: the job carries how the run stood, and a refused command puts it back."""
     run_id = create(services, "fgdip")
     _executing_worker(services, workers, run_id)
-    root = wait_for(lambda: next((n for n in services.repo.list_nodes(run_id) if n.parent_id is None), None),
-                    "the question node")
-    branch = wait_for(lambda: next((n for n in services.repo.list_nodes(run_id)
-                                    if n.parent_id == root.id and (n.data or {}).get("entity")), None),
-                      "a first entity branch")
+    root = wait_for(
+        lambda: next((n for n in services.repo.list_nodes(run_id) if n.parent_id is None), None), "the question node"
+    )
+    branch = wait_for(
+        lambda: next(
+            (n for n in services.repo.list_nodes(run_id) if n.parent_id == root.id and (n.data or {}).get("entity")),
+            None,
+        ),
+        "a first entity branch",
+    )
     services.runner.stop(run_id)
     stopped = wait_for(lambda: finished(services, run_id), "the worker to stop the run")
     assert stopped.status == RunStatus.STOPPED, stopped.error
     # Accepted when queued, refused when applied (it is a branch already): the worker runs nothing.
     command = services.runner.steer(run_id, "add_entity", {"entity": branch.data["entity"].upper()})
-    refused = wait_for(lambda: next((c for c in services.repo.list_commands(run_id)
-                                     if c.id == command.id and c.status == CommandStatus.FAILED), None),
-                       "the worker to refuse the command")
+    refused = wait_for(
+        lambda: next(
+            (c for c in services.repo.list_commands(run_id) if c.id == command.id and c.status == CommandStatus.FAILED),
+            None,
+        ),
+        "the worker to refuse the command",
+    )
     assert "already a branch" in refused.error
     after = wait_for(lambda: finished(services, run_id), "the run to be held again")
-    assert (after.status, after.stop_reason, after.llm_calls) == (RunStatus.STOPPED, stopped.stop_reason,
-                                                                  stopped.llm_calls)
+    assert (after.status, after.stop_reason, after.llm_calls) == (
+        RunStatus.STOPPED,
+        stopped.stop_reason,
+        stopped.llm_calls,
+    )
 
 
 def test_a_killed_worker_leaves_its_run_to_the_other_without_redoing_finished_nodes(services, workers):
@@ -277,8 +313,10 @@ def test_a_killed_worker_leaves_its_run_to_the_other_without_redoing_finished_no
     before = {n.id: n for n in services.repo.list_nodes(run_id, status=NodeStatus.DONE)}
     calls_before = services.repo.list_llm_calls(run_id)
     seen = {c.id for c in calls_before}
-    solved_by = {node_id: {c.purpose for c in calls_before if c.node_id == node_id and c.created_at <= node.finished_at}
-                 for node_id, node in before.items()}
+    solved_by = {
+        node_id: {c.purpose for c in calls_before if c.node_id == node_id and c.created_at <= node.finished_at}
+        for node_id, node in before.items()
+    }
     assert services.repo.get_run(run_id).status == RunStatus.RUNNING  # nobody could say otherwise
 
     done = wait_for(lambda: finished(services, run_id), "the other worker to finish the run")
@@ -287,10 +325,14 @@ def test_a_killed_worker_leaves_its_run_to_the_other_without_redoing_finished_no
     assert f"run {run_id} was left running" in survivor.text()
     for node_id, node in before.items():
         after = services.repo.get_node(node_id)
-        assert (after.status, after.finished_at, after.content) == (NodeStatus.DONE, node.finished_at, node.content), \
+        assert (after.status, after.finished_at, after.content) == (NodeStatus.DONE, node.finished_at, node.content), (
             f"finished node {node_id} was computed again"
-    redone = [(c.node_id, c.purpose) for c in services.repo.list_llm_calls(run_id)
-              if c.id not in seen and c.node_id in before and c.purpose in solved_by[c.node_id]]
+        )
+    redone = [
+        (c.node_id, c.purpose)
+        for c in services.repo.list_llm_calls(run_id)
+        if c.id not in seen and c.node_id in before and c.purpose in solved_by[c.node_id]
+    ]
     assert not redone, f"calls after the kill redid finished nodes' work: {redone}"
     assert run_phases(services, run_id)[narration.Phase.RESUMED] == 1
 
@@ -311,15 +353,21 @@ def test_a_worker_shut_down_hands_its_runs_on_without_redoing_finished_nodes(que
         left = services.repo.get_run(run_id)
         before = {n.id: (n.finished_at, n.content) for n in services.repo.list_nodes(run_id, status=NodeStatus.DONE)}
         assert left.status in (RunStatus.INTERRUPTED, RunStatus.RUNNING, RunStatus.DONE), left.status
-        done = wait_for(lambda: finished(services, run_id) if services.repo.get_run(run_id).status
-                        != RunStatus.INTERRUPTED else None, "another worker to finish the run")
+        done = wait_for(
+            lambda: (
+                finished(services, run_id) if services.repo.get_run(run_id).status != RunStatus.INTERRUPTED else None
+            ),
+            "another worker to finish the run",
+        )
         assert done.status == RunStatus.DONE, done.error
         assert sum(w.ran().count(run_id) for w in everyone if w is not leaving) == 1
         for node_id, (finished_at, content) in before.items():
             after = services.repo.get_node(node_id)
             assert (after.finished_at, after.content) == (finished_at, content), f"node {node_id} was computed again"
-        assert any(e.text.endswith("its worker was shut down; another worker continues it")
-                   for e in services.repo.list_events(run_id, kinds=[narration.RUN]))
+        assert any(
+            e.text.endswith("its worker was shut down; another worker continues it")
+            for e in services.repo.list_events(run_id, kinds=[narration.RUN])
+        )
     finally:
         extra.stop()
 

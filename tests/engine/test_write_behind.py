@@ -32,8 +32,16 @@ def _run(repo: Repository) -> str:
 
 
 def _call(journal: RunJournal, node_id: int | None, tokens: int = 10, cost: float = 0.01) -> None:
-    journal.record_llm_call(journal.run_id, node_id=node_id, purpose="summarizer", model="m",
-                            prompt_tokens=tokens, completion_tokens=tokens, cost=cost, latency_s=0.5)
+    journal.record_llm_call(
+        journal.run_id,
+        node_id=node_id,
+        purpose="summarizer",
+        model="m",
+        prompt_tokens=tokens,
+        completion_tokens=tokens,
+        cost=cost,
+        latency_s=0.5,
+    )
 
 
 def test_writes_are_gathered_and_stored_in_one_transaction(repo):
@@ -92,13 +100,20 @@ def test_the_graph_reads_its_own_gathered_writes_and_hands_back_the_updated_node
     assert started.status == NodeStatus.RUNNING and started.id == root.id
     assert repo.get_node(root.id).status == NodeStatus.PENDING  # not stored yet
     finished = graph.finish(started, content="The moon [1].", data={"answer": "the moon"})
-    assert (finished.status, finished.content, finished.data) == (NodeStatus.DONE, "The moon [1].", {"answer": "the moon"})
+    assert (finished.status, finished.content, finished.data) == (
+        NodeStatus.DONE,
+        "The moon [1].",
+        {"answer": "the moon"},
+    )
     merged = graph.update(finished, merge_data={"checked": True})
     assert merged.data == {"answer": "the moon", "checked": True} and merged.status == NodeStatus.DONE
 
     [read] = graph.nodes()  # a read through the graph stores what was gathered first
-    assert (read.status, read.content, read.data) == (NodeStatus.DONE, "The moon [1].",
-                                                      {"answer": "the moon", "checked": True})
+    assert (read.status, read.content, read.data) == (
+        NodeStatus.DONE,
+        "The moon [1].",
+        {"answer": "the moon", "checked": True},
+    )
     graph.settle()
     graph.narrate("written through now", node_id=root.id)
     assert repo.list_events(run_id)[0].text == "written through now"  # after close: at once
@@ -209,16 +224,20 @@ def test_a_first_execution_knows_its_sources_links_states_and_reports_without_a_
     assert sum(counts.values()) == 0
     graph.settle()  # from storage now
     stored = {"run": graph.sources(), "root": graph.sources(root), "child": graph.sources(child)}
-    assert {k: [s.model_dump() for s in v] for k, v in remembered.items()} == \
-        {k: [s.model_dump() for s in v] for k, v in stored.items()}
+    assert {k: [s.model_dump() for s in v] for k, v in remembered.items()} == {
+        k: [s.model_dump() for s in v] for k, v in stored.items()
+    }
     # Tide first in its search; Moon second in it (its link keeps that rank), Sun second in the other.
     assert [s.title for s in stored["child"]] == ["Tide", "Moon", "Sun"]
     assert [s.text for s in stored["run"] if s.title == "Moon"] == ["Spring tides.\nThe moon pulls."]
 
 
 def test_source_batches_store_what_one_add_per_batch_stores(repo):
-    batches = [[_hit("Moon", "The moon pulls."), _hit("Sun", "The sun.")],
-               [_hit("Tide", "Twice a day."), _hit("Moon", "Spring tides.")], []]
+    batches = [
+        [_hit("Moon", "The moon pulls."), _hit("Sun", "The sun.")],
+        [_hit("Tide", "Twice a day."), _hit("Moon", "Spring tides.")],
+        [],
+    ]
     runs = []
     for together in (False, True):
         run_id = _run(repo)
@@ -232,8 +251,12 @@ def test_source_batches_store_what_one_add_per_batch_stores(repo):
         if together:
             assert counts["COMMIT"] == 1
         first = min(s.id for b in got for s in b)
-        runs.append(([[(s.id - first, s.text) for s in b] for b in got],
-                     [(s.id - first, s.title, s.text) for s in repo.sources_for_node(node.id)]))
+        runs.append(
+            (
+                [[(s.id - first, s.text) for s in b] for b in got],
+                [(s.id - first, s.title, s.text) for s in repo.sources_for_node(node.id)],
+            )
+        )
     assert runs[0] == runs[1]
 
 

@@ -76,7 +76,11 @@ def test_a_benchmark_started_on_the_page_runs_and_its_tables_appear(services):
     [bench] = store.list_benchmarks()
     assert at.query_params["benchmark"] == [bench.id] or at.query_params["benchmark"] == bench.id
     assert (bench.dataset, bench.methods, bench.limit, bench.llm_info["kind"]) == (
-        "hotpotqa-autoact", ["direct", "rag"], 2, "fake")
+        "hotpotqa-autoact",
+        ["direct", "rag"],
+        2,
+        "fake",
+    )
     assert _wait_benchmark(services, bench.id).status == BenchmarkStatus.DONE
     at.run()
     assert_no_exception(at)
@@ -98,7 +102,9 @@ def test_a_benchmark_started_on_the_page_runs_and_its_tables_appear(services):
     rows = {(r.item_id, r.method): r for r in store.list_items(bench.id)}
     for record in items.to_dict("records"):
         item = gold[record["Item"]]
-        row = rows[(record["Item"], next(m for m in ("direct", "rag") if services.methods[m].title == record["Method"]))]
+        row = rows[
+            (record["Item"], next(m for m in ("direct", "rag") if services.methods[m].title == record["Method"]))
+        ]
         assert record["Question"] == item.question and record["Gold"] == " | ".join(item.answers)
         assert record["Prediction"] == row.prediction[:300] and record["Status"] == row.status
         assert record["EM"] == row.metrics["em"] and record["F1"] == row.metrics["f1"]
@@ -119,8 +125,9 @@ def test_a_balanced_benchmark_part_way_is_shown_by_level_and_can_be_paired(servi
     from engine.evaluate.runner import BenchmarkRunner, BenchmarkSpec
 
     runner = BenchmarkRunner(services)
-    bench = runner.create(BenchmarkSpec(dataset="hotpotqa-autoact", methods=["direct", "rag"], limit=3,
-                                        llm="fake", balance="level"))
+    bench = runner.create(
+        BenchmarkSpec(dataset="hotpotqa-autoact", methods=["direct", "rag"], limit=3, llm="fake", balance="level")
+    )
     runner.execute(bench.id)
     store = runner.store
     rag = next(r for r in store.list_items(bench.id) if r.method == "rag")
@@ -146,8 +153,17 @@ def test_a_benchmark_its_budget_stopped_takes_a_raised_budget_on_the_page(servic
     from engine.evaluate.runner import BenchmarkRunner, BenchmarkSpec
 
     runner = BenchmarkRunner(services)
-    bench = runner.create(BenchmarkSpec(dataset="hotpotqa-autoact", methods=["direct", "deot"], limit=2, llm="fake",
-                                        values={"deot.max_nodes": 3}, max_tokens=1500, concurrency=1))
+    bench = runner.create(
+        BenchmarkSpec(
+            dataset="hotpotqa-autoact",
+            methods=["direct", "deot"],
+            limit=2,
+            llm="fake",
+            values={"deot.max_nodes": 3},
+            max_tokens=1500,
+            concurrency=1,
+        )
+    )
     bench = runner.execute(bench.id)
     assert bench.status == BenchmarkStatus.STOPPED and "budget was reached" in bench.note
     spent, _cost = runner.spent(bench.id)
@@ -159,8 +175,9 @@ def test_a_benchmark_its_budget_stopped_takes_a_raised_budget_on_the_page(servic
     assert f"Spent so far: {spent:,} tokens. Raise the budget here to let Resume go further." in texts(at.caption)
     # The page says it in its own words (the stored note gives the CLI's command, for the CLI).
     left = sum(1 for r in services.benchmarks.store.list_items(bench.id) if r.status not in ItemStatus.FINISHED)
-    assert (f"The token budget was reached with {left} runs left. Raise it below and press Resume: finished items "
-            "are kept.") in texts(at.warning)
+    assert (
+        f"The token budget was reached with {left} runs left. Raise it below and press Resume: finished items are kept."
+    ) in texts(at.warning)
     assert "thoughtmap bench" not in joined(at.warning)
     budget = at.number_input(key=f"bench-budget-tokens-{bench.id}")
     assert budget.value == 1500
@@ -182,8 +199,9 @@ def test_a_benchmark_its_budget_stopped_takes_a_raised_budget_on_the_page(servic
 def test_resuming_a_benchmark_on_another_model_says_why_on_the_page(services, monkeypatch):
     from engine.evaluate.runner import BenchmarkRunner, BenchmarkSpec
 
-    bench = BenchmarkRunner(services).create(BenchmarkSpec(dataset="hotpotqa-autoact", methods=["direct"], limit=1,
-                                                          llm="fake"))
+    bench = BenchmarkRunner(services).create(
+        BenchmarkSpec(dataset="hotpotqa-autoact", methods=["direct"], limit=1, llm="fake")
+    )
     services.benchmarks.store.set_benchmark_status(bench.id, BenchmarkStatus.STOPPED, "stopped with 1 runs left")
     real = services.llm_info
     monkeypatch.setattr(services, "llm_info", lambda kind: {**real(kind), "model": "another-model"})
@@ -197,13 +215,20 @@ def test_resuming_a_benchmark_on_another_model_says_why_on_the_page(services, mo
     assert services.benchmarks.store.get_benchmark(bench.id).status == BenchmarkStatus.STOPPED  # not failed
 
 
-@pytest.mark.parametrize("change, expected", [
-    (lambda at: at.multiselect(key="eval-methods").set_value([]), "Choose at least one method"),
-    (lambda at: at.number_input(key="eval-limit").set_value(0), "Items must be at least 1"),
-    (lambda at: at.number_input(key="eval-concurrency").set_value(99), "Concurrency must be 1 to 16"),
-    (lambda at: at.number_input(key="eval-max-cost").set_value(-1.0), "Max cost must be more than 0"),
-    (lambda at: at.number_input(key="eval-params-direct-paper.max_answer_tokens").set_value(5), "max_answer_tokens"),
-], ids=["no-method", "limit", "concurrency", "budget", "parameter"])
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        (lambda at: at.multiselect(key="eval-methods").set_value([]), "Choose at least one method"),
+        (lambda at: at.number_input(key="eval-limit").set_value(0), "Items must be at least 1"),
+        (lambda at: at.number_input(key="eval-concurrency").set_value(99), "Concurrency must be 1 to 16"),
+        (lambda at: at.number_input(key="eval-max-cost").set_value(-1.0), "Max cost must be more than 0"),
+        (
+            lambda at: at.number_input(key="eval-params-direct-paper.max_answer_tokens").set_value(5),
+            "max_answer_tokens",
+        ),
+    ],
+    ids=["no-method", "limit", "concurrency", "budget", "parameter"],
+)
 def test_bad_benchmark_input_is_refused_and_nothing_is_stored(services, change, expected):
     at = _choose(open_page(EVALUATE), "hotpotqa-autoact", ["direct"], 2)
     change(at)
@@ -226,12 +251,14 @@ def test_a_comparison_runs_each_method_with_the_same_budget_side_by_side(service
     at.button(key="compare-start").click().run()
     assert_no_exception(at)
     assert not at.error, texts(at.error)
-    run_ids = parse_run_ids(at.query_params["runs"] if isinstance(at.query_params["runs"], str)
-                            else at.query_params["runs"][0])
+    run_ids = parse_run_ids(
+        at.query_params["runs"] if isinstance(at.query_params["runs"], str) else at.query_params["runs"][0]
+    )
     runs = [services.repo.get_run(r) for r in run_ids]
     assert [r.method for r in runs] == ["direct", "rag"]
     assert {(r.question, r.max_tokens, r.max_cost, r.llm_info["kind"], r.search_mode) for r in runs} == {
-        ("Who designed the Eiffel Tower?", 50_000, None, "fake", "local")}
+        ("Who designed the Eiffel Tower?", 50_000, None, "fake", "local")
+    }
     for run_id in run_ids:
         services.runner.wait(run_id, timeout=30)
     assert all(services.repo.get_run(r).status == RunStatus.DONE for r in run_ids)
@@ -262,14 +289,24 @@ def test_a_comparison_runs_each_method_with_the_same_budget_side_by_side(service
     assert_no_exception(at)
     assert not at.error, texts(at.error)
     verdict = at.dataframe[-1].value
-    assert list(verdict["Criterion"]) == ["Analytical depth", "Specific arguments", "Innovation", "Practicality",
-                                          "Logical coherence", "Overall"]
+    assert list(verdict["Criterion"]) == [
+        "Analytical depth",
+        "Specific arguments",
+        "Innovation",
+        "Practicality",
+        "Logical coherence",
+        "Overall",
+    ]
     sides = {services.methods["direct"].title, services.methods["rag"].title, "tie"}
     assert set(verdict["A shown first"]) <= sides and set(verdict["Verdict"]) <= sides
     assert all(reason.strip() for reason in verdict["Why (B shown first)"])
     [judgment] = EvaluationStore(services.db).list_judgments(run_id=run_ids[0])
     assert (judgment.protocol, judgment.run_a, judgment.run_b, judgment.calls) == (
-        "deot.pairwise", run_ids[0], run_ids[1], 2)
+        "deot.pairwise",
+        run_ids[0],
+        run_ids[1],
+        2,
+    )
     assert all(services.repo.get_run(r).llm_calls == 1 for r in run_ids)  # the judge's calls are its own
     # Said in words, the variables only as where to change the judge (issue 43).
     note = next(c for c in texts(at.caption) if "flips with the order" in c)
@@ -301,10 +338,18 @@ def test_a_verdict_read_with_the_pair_reversed_swaps_every_side():
     from engine.evaluate.compare import swapped
     from engine.evaluate.judges import CombinedCriterion, PairwiseResult, PairwiseRound, RoundCriterion
 
-    result = PairwiseResult(protocol="deot.pairwise", run_a="x", run_b="y", rounds=[
-        PairwiseRound(order="ab", valid=True, criteria={"overall": RoundCriterion(winner="a", reason="x is deeper")}),
-        PairwiseRound(order="ba", valid=True, criteria={"overall": RoundCriterion(winner="tie", reason="even")})],
-        criteria={"overall": CombinedCriterion(winner="a", a_points=1.5, b_points=0.5)})
+    result = PairwiseResult(
+        protocol="deot.pairwise",
+        run_a="x",
+        run_b="y",
+        rounds=[
+            PairwiseRound(
+                order="ab", valid=True, criteria={"overall": RoundCriterion(winner="a", reason="x is deeper")}
+            ),
+            PairwiseRound(order="ba", valid=True, criteria={"overall": RoundCriterion(winner="tie", reason="even")}),
+        ],
+        criteria={"overall": CombinedCriterion(winner="a", a_points=1.5, b_points=0.5)},
+    )
     back = swapped(result)
     assert (back.run_a, back.run_b) == ("y", "x")
     assert [(r.order, r.criteria["overall"].winner) for r in back.rounds] == [("ba", "b"), ("ab", "tie")]
@@ -331,8 +376,10 @@ def test_runs_already_stored_are_put_side_by_side(services, no_map):
     # Each run by its method, model, date and id (nothing that changes while the page is open), newest first.
     assert [o.rsplit(" · ", 1)[1] for o in picker.options] == [newer_direct, rag, older_direct]
     model = services.llm_info("fake")["model"]
-    assert all(f"{services.methods[services.repo.get_run(o.rsplit(' · ', 1)[1]).method].title} · {model} · " in o
-               for o in picker.options)
+    assert all(
+        f"{services.methods[services.repo.get_run(o.rsplit(' · ', 1)[1]).method].title} · {model} · " in o
+        for o in picker.options
+    )
 
     picker.set_value([older_direct])
     at.run()
@@ -371,7 +418,8 @@ def test_stored_runs_of_one_method_or_of_different_setups(services, no_map):
     assert_no_exception(at)
     assert not at.error
     assert [w.value for w in at.warning] == [
-        "These runs differ in more than their method: search. What tells them apart is not the method alone."]
+        "These runs differ in more than their method: search. What tells them apart is not the method alone."
+    ]
 
 
 def test_an_item_left_unfinished_by_a_stopped_benchmark_is_not_shown_running():
@@ -393,8 +441,10 @@ def test_the_judge_protocol_starts_on_the_paper_of_a_method_compared(services, n
     the default only when no compared method has a protocol of its own)."""
     from tests.support.fixtures_engine import run_to_end
 
-    run_ids = [run_to_end(services, "Which magazine was started first, Arthur's Magazine or First for Women?", m, {})
-               for m in ("fgdip", "mtqa")]
+    run_ids = [
+        run_to_end(services, "Which magazine was started first, Arthur's Magazine or First for Women?", m, {})
+        for m in ("fgdip", "mtqa")
+    ]
     at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
     at.query_params["runs"] = ",".join(run_ids)
     at.switch_page(COMPARE).run()

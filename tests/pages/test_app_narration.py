@@ -107,8 +107,9 @@ def test_a_busy_node_says_when_the_command_applies(services, monkeypatch):
     pick_node(monkeypatch, target.id)
     at = open_page(run_id=run_id)
     number = sorted(n.id for n in services.repo.list_nodes(run_id)).index(target.id) + 1
-    assert (f"Prune queued. #{number} is summarising what the sources say; the prune applies when that "
-            "step ends.") in _panel_texts(at)
+    assert (
+        f"Prune queued. #{number} is summarising what the sources say; the prune applies when that step ends."
+    ) in _panel_texts(at)
     assert "Now: summarising what the sources say" in _panel_texts(at)
 
 
@@ -130,8 +131,9 @@ def test_a_queued_follow_up_clears_its_box_and_shows_applied(services, monkeypat
 
 
 def _node(node_id: int, status: str, label: str = "", parent: int | None = 1) -> Node:
-    return Node(id=node_id, run_id="r", kind="question", label=label or f"question {node_id}", status=status,
-                parent_id=parent)
+    return Node(
+        id=node_id, run_id="r", kind="question", label=label or f"question {node_id}", status=status, parent_id=parent
+    )
 
 
 def _step(node_id: int | None, text: str, event_id: int, kind: str = narration.STEP) -> RunEvent:
@@ -139,22 +141,34 @@ def _step(node_id: int | None, text: str, event_id: int, kind: str = narration.S
 
 
 def test_badges_show_a_command_on_its_way_else_the_running_nodes_step():
-    nodes = [_node(1, NodeStatus.DONE, parent=None), _node(2, NodeStatus.RUNNING), _node(3, NodeStatus.RUNNING),
-             _node(4, NodeStatus.DONE)]
-    events = [_step(3, "searched local corpus for “x”: 2 sources came back", 5, narration.SEARCH),
-              _step(2, "summarising what the sources say", 4), _step(3, "planning the tasks", 3),
-              _step(2, "planning the tasks", 2), _step(4, "checking the facts", 1)]  # newest first
-    commands = [Command(id=1, run_id="r", kind="prune", payload={"node_id": 2}, status=CommandStatus.QUEUED),
-                Command(id=2, run_id="r", kind="expand", payload={"node_id": 4, "n": 1}, status=CommandStatus.TAKEN),
-                Command(id=3, run_id="r", kind="deepen", payload={"node_id": 1}, status=CommandStatus.DONE)]
+    nodes = [
+        _node(1, NodeStatus.DONE, parent=None),
+        _node(2, NodeStatus.RUNNING),
+        _node(3, NodeStatus.RUNNING),
+        _node(4, NodeStatus.DONE),
+    ]
+    events = [
+        _step(3, "searched local corpus for “x”: 2 sources came back", 5, narration.SEARCH),
+        _step(2, "summarising what the sources say", 4),
+        _step(3, "planning the tasks", 3),
+        _step(2, "planning the tasks", 2),
+        _step(4, "checking the facts", 1),
+    ]  # newest first
+    commands = [
+        Command(id=1, run_id="r", kind="prune", payload={"node_id": 2}, status=CommandStatus.QUEUED),
+        Command(id=2, run_id="r", kind="expand", payload={"node_id": 4, "n": 1}, status=CommandStatus.TAKEN),
+        Command(id=3, run_id="r", kind="deepen", payload={"node_id": 1}, status=CommandStatus.DONE),
+    ]
     badges = node_badges(nodes, events, commands, METHODS["deot"].contract())
-    assert badges == {2: "Prune queued", 3: "searched local corpus for “x”: 2 sources came back",
-                      4: "applying Expand"}
+    assert badges == {2: "Prune queued", 3: "searched local corpus for “x”: 2 sources came back", 4: "applying Expand"}
 
 
 def test_now_names_each_running_node_with_its_number_and_step_else_the_latest_step():
-    nodes = [_node(10, NodeStatus.DONE, "Why?", parent=None), _node(12, NodeStatus.RUNNING, "How?"),
-             _node(15, NodeStatus.PENDING, "When?")]
+    nodes = [
+        _node(10, NodeStatus.DONE, "Why?", parent=None),
+        _node(12, NodeStatus.RUNNING, "How?"),
+        _node(15, NodeStatus.PENDING, "When?"),
+    ]
     numbers = node_numbers(nodes)
     events = [_step(12, "checking the plan", 2), _step(None, "writing the report", 1)]
     assert now_lines(nodes, events, numbers) == ["#2 How? — checking the plan"]
@@ -168,15 +182,22 @@ def test_a_commands_state_says_what_was_given_with_it_but_its_map_badge_does_not
 
     contract = METHODS["fgdip"].contract()
     lesson = "Compare the founding years of both magazines before answering, and check each source's date."
-    edit = Command(id=1, run_id="r", kind="edit_error_memory", status=CommandStatus.DONE,
-                   payload={"number": 0, "analysis": lesson})
+    edit = Command(
+        id=1, run_id="r", kind="edit_error_memory", status=CommandStatus.DONE, payload={"number": 0, "analysis": lesson}
+    )
     assert command_state(contract, edit) == (
-        "Edit error memory applied · Lesson “Compare the founding years of both magazines before answeri…”")
+        "Edit error memory applied · Lesson “Compare the founding years of both magazines before answeri…”"
+    )
     pin = Command(id=2, run_id="r", kind="pin_unit", status=CommandStatus.QUEUED, payload={"node_id": 4, "unit": 2})
     assert command_state(METHODS["mtqa"].contract(), pin) == "Pin knowledge unit queued · Knowledge unit 2"
     assert command_state(METHODS["mtqa"].contract(), pin, details=False) == "Pin knowledge unit queued"
-    sub = Command(id=3, run_id="r", kind="add_subtopic", status=CommandStatus.DONE,
-                  payload={"node_id": 1, "subtopic": "Solar sails", "keywords": ["light", "o'neill"]})
+    sub = Command(
+        id=3,
+        run_id="r",
+        kind="add_subtopic",
+        status=CommandStatus.DONE,
+        payload={"node_id": 1, "subtopic": "Solar sails", "keywords": ["light", "o'neill"]},
+    )
     assert command_state(METHODS["omnithink"].contract(), sub).endswith("Keywords light, o'neill")
 
 
@@ -189,7 +210,7 @@ def _said_under(at, button_key: str, text: str) -> bool:
     command, not at the top of the panel (nor under another command's form)."""
     elements = in_order(at.main)
     at_button = next(i for i, e in enumerate(elements) if e.type == "button" and getattr(e, "key", None) == button_key)
-    for element in elements[at_button + 1:]:
+    for element in elements[at_button + 1 :]:
         if element.type in _ALERTS and text in str(element.value):
             return True
         if element.type not in ("button", *_ALERTS):
@@ -206,7 +227,9 @@ def test_a_commands_outcome_is_said_under_its_button_as_it_moves_on(services, mo
     services.repo.enqueue_command(run_id, "ask", {"node_id": target.id, "question": "Which parts flew again?"})
     at = _open_on_node(services, monkeypatch, run_id, target.id)
     ask = f"steer-{run_id}-{target.id}-ask"
-    assert _said_under(at, ask, "Ask queued · Your follow-up “Which parts flew again?”. The ask applies at the run's next step.")
+    assert _said_under(
+        at, ask, "Ask queued · Your follow-up “Which parts flew again?”. The ask applies at the run's next step."
+    )
 
     steering = SteeringEvents(services.repo, run_id, METHODS["deot"].contract())
     steering.taken(services.repo.take_commands(run_id, ["ask"]))

@@ -155,8 +155,12 @@ def pick_node(monkeypatch, node_id: int) -> None:
 def test_app_starts_on_explore_and_every_page_renders(services):
     at = open_page()
     assert texts(at.title) == ["Explore"]
-    for page, title in (("pages/sessions.py", "Sessions"), ("pages/report.py", "Report"),
-                        ("pages/settings.py", "Settings"), ("pages/explore.py", "Explore")):
+    for page, title in (
+        ("pages/sessions.py", "Sessions"),
+        ("pages/report.py", "Report"),
+        ("pages/settings.py", "Settings"),
+        ("pages/explore.py", "Explore"),
+    ):
         at.switch_page(page).run()
         assert_no_exception(at)
         assert texts(at.title) == [title]
@@ -175,8 +179,9 @@ def test_with_a_run_open_explore_says_what_it_runs_on_in_one_line(services):
     at = open_page(run_id=run_id)
     assert not any("Running offline on the scripted fake LLM" in t for t in texts(at.info))  # no four-line box
     line = next(t for t in texts(at.caption) if t.startswith("LLM: "))
-    assert line.startswith("LLM: the scripted fake LLM, offline: placeholder answers · search: local corpus") \
-        and line.endswith("for real answers, connect a model in Settings"), line
+    assert line.startswith(
+        "LLM: the scripted fake LLM, offline: placeholder answers · search: local corpus"
+    ) and line.endswith("for real answers, connect a model in Settings"), line
 
 
 def test_explore_says_it_runs_on_the_fake_and_lists_every_method(services):
@@ -446,8 +451,11 @@ def test_a_choice_on_the_map_is_read_before_the_map_is_built_and_counted_once(se
     node_list(at).set_value(root).run()
     assert node_list(at).value == root and drawn[-1][1].selected == str(root)
     # The frame's resend of that choice (a new seq, the same chain): not a new choice.
-    at.session_state[f"map-{run_id}"] = {"node": str(target.id), "seq": "1700000000003:0.7",
-                                         "chain": "1700000000000:0.5"}
+    at.session_state[f"map-{run_id}"] = {
+        "node": str(target.id),
+        "seq": "1700000000003:0.7",
+        "chain": "1700000000000:0.5",
+    }
     at.run()
     assert node_list(at).value == root
     at.session_state[f"map-{run_id}"] = {"node": "999999", "seq": "1700000000001:0.5"}  # not this run's node
@@ -466,7 +474,8 @@ def test_node_click_then_go_deeper_adds_a_depth_child(services, monkeypatch):
     buttons = {b.key: b for b in at.button if (b.key or "").startswith(f"steer-{run_id}-{target.id}-")}
     assert [b.label for b in buttons.values()] == ["Go deeper", "Prune", "Expand", "Ask"]
     assert buttons[f"steer-{run_id}-{target.id}-deepen"].help == (
-        "Ask the depth engine for one follow-up question under this node.")
+        "Ask the depth engine for one follow-up question under this node."
+    )
     at.button(key=f"steer-{run_id}-{target.id}-deepen").click().run()
     command = _after_steering(services, at, run_id, "deepen")
     assert command.payload == {"node_id": target.id}
@@ -549,8 +558,9 @@ def _session_titles(at: AppTest) -> list[str]:
 
 def _interrupted_run(services, question: str, method: str = "rag", params: dict | None = None) -> str:
     """A run whose (dead) process had claimed it, found at start-up and marked interrupted."""
-    run = services.runner.create_run(question=question, method=method, params=params,
-                                     llm_info=services.llm_info("fake"))
+    run = services.runner.create_run(
+        question=question, method=method, params=params, llm_info=services.llm_info("fake")
+    )
     services.repo.claim_run(run.id, dead_owner())
     assert services.runner.recover_interrupted() == [run.id]
     assert services.repo.get_run(run.id).status == RunStatus.INTERRUPTED
@@ -563,8 +573,9 @@ def test_sessions_lists_and_filters_runs(services):
     rag = _interrupted_run(services, "Which river flows through Paris?")
     at = open_page("pages/sessions.py")
     assert "3 runs" in texts(at.caption)
-    assert sorted(_session_titles(at)) == sorted([QUESTION, "Who wrote the play Hamlet?",
-                                                  "Which river flows through Paris?"])
+    assert sorted(_session_titles(at)) == sorted(
+        [QUESTION, "Who wrote the play Hamlet?", "Which river flows through Paris?"]
+    )
     assert any(f"`{direct}` · Direct answer · done" in t for t in texts(at.caption))
 
     at.text_input(key="sessions-text").input("hamlet").run()
@@ -610,8 +621,9 @@ def test_sessions_deletes_a_run_but_not_one_a_worker_executes(services):
     import os
 
     gone = run_to_end(services, "Who wrote the play Hamlet?", "direct")
-    held = services.runner.create_run(question="Which river flows through Paris?", method="rag",
-                                      llm_info=services.llm_info("fake"))
+    held = services.runner.create_run(
+        question="Which river flows through Paris?", method="rag", llm_info=services.llm_info("fake")
+    )
     services.repo.claim_run(held.id, f"{socket.gethostname()}:{os.getppid()}:worker")  # a live process
     at = open_page("pages/sessions.py")
     at.checkbox(key=f"confirm-{held.id}").check().run()
@@ -704,7 +716,11 @@ def test_report_page_renders_downloads_and_regenerates(services):
     assert shows_markdown(at, report)
     assert "[1]" in report and "## Sources" in report
     assert [d.label for d in at.get("download_button")] == [
-        "Download Markdown", "Download JSON", "Download PDF", "Download DOCX"]
+        "Download Markdown",
+        "Download JSON",
+        "Download PDF",
+        "Download DOCX",
+    ]
     assert any(e.label.startswith("All sources gathered by this run (") for e in at.expander)
 
     before = len(services.repo.list_reports(run_id))
@@ -788,8 +804,9 @@ def test_settings_presets_fill_the_endpoint(services):
 def test_settings_show_the_saved_endpoint_not_the_presets_defaults(services):
     # A saved, edited model must survive reopening the app: the preset's defaults fill the fields
     # only when the user picks a preset.
-    saved = Preferences(preset="Ollama (local)", base_url="http://127.0.0.1:11434/v1", model="qwen2.5:7b",
-                        structured_mode="prompted")
+    saved = Preferences(
+        preset="Ollama (local)", base_url="http://127.0.0.1:11434/v1", model="qwen2.5:7b", structured_mode="prompted"
+    )
     save_preferences(services.settings, saved)
     at = open_page("pages/settings.py")
     assert at.selectbox(key="settings-preset").value == "Ollama (local)"
@@ -885,8 +902,9 @@ def test_unreachable_endpoint_fails_the_run_with_a_readable_error(services, monk
     url = f"http://127.0.0.1:{closed_port()}/v1"
     # No retries, short timeout: the run fails at once instead of backing off.
     services.configure_openai(services.settings.llm.model_copy(update={"max_retries": 0, "timeout_s": 5}))
-    save_preferences(services.settings, Preferences(llm="openai", preset="Custom endpoint", base_url=url,
-                                                    model="some-model"))
+    save_preferences(
+        services.settings, Preferences(llm="openai", preset="Custom endpoint", base_url=url, model="some-model")
+    )
     at = open_page()
     assert any(url in t for t in texts(at.caption))  # the notice names the endpoint, not the fake
     assert not any("scripted fake LLM" in t for t in texts(at.info))
@@ -912,8 +930,12 @@ def test_unreachable_endpoint_fails_the_run_with_a_readable_error(services, monk
 def test_settings_show_a_learned_structured_mode_and_reset_it(services):
     from engine.llm.protocol import ResponseFormat
 
-    services.structured_modes.remember("http://127.0.0.1:8080/v1", "local", ResponseFormat.JSON_OBJECT,
-                                       'response_format type must be one of "text" or "json_object"')
+    services.structured_modes.remember(
+        "http://127.0.0.1:8080/v1",
+        "local",
+        ResponseFormat.JSON_OBJECT,
+        'response_format type must be one of "text" or "json_object"',
+    )
     at = open_page("pages/settings.py")
     captions = " ".join(texts(at.caption))
     assert "local at http://127.0.0.1:8080/v1" in captions and "json_object" in captions
@@ -969,8 +991,10 @@ def test_an_out_of_range_parameter_blocks_start_with_the_reason(services):
     assert_no_exception(at)
     # The field says it under itself, and Start names it (the Parameters may be folded).
     assert _said_under_field(at, "params-deot.max_nodes") == ["Max nodes is -5; allowed: 1 to 200."]
-    assert texts(at.error) == ["Max nodes is -5; allowed: 1 to 200.",
-                               "Could not start: Max nodes is -5; allowed: 1 to 200."], texts(at.error)
+    assert texts(at.error) == [
+        "Max nodes is -5; allowed: 1 to 200.",
+        "Could not start: Max nodes is -5; allowed: 1 to 200.",
+    ], texts(at.error)
     assert services.repo.list_runs() == []
 
 
@@ -979,7 +1003,7 @@ def _said_under_field(at: AppTest, key: str) -> list[str]:
     elements = in_order(at.main)
     start = next(i for i, e in enumerate(elements) if getattr(e, "key", None) == key)
     said = []
-    for element in elements[start + 1:]:
+    for element in elements[start + 1 :]:
         if element.type == "error":
             said.append(str(element.value))
         elif element.type != "empty":
@@ -1054,8 +1078,10 @@ def test_a_refused_run_level_command_is_said_where_it_was_given(services):
     run_id = run_to_end(services, QUESTION, "research", {"max_searches": 0})
     at = open_page(run_id=run_id)
     assert_no_exception(at)
-    assert "This method is steered as a whole, not node by node: see its commands in the “Run” tab beside this one." \
+    assert (
+        "This method is steered as a whole, not node by node: see its commands in the “Run” tab beside this one."
         in texts(at.caption)
+    )
     key = f"run-cmd-{run_id}-drop_source"
     at.number_input(key=f"{key}.number").set_value(99)
     at.button(key=key).click().run()

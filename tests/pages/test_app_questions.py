@@ -9,10 +9,16 @@ from engine.questions import MAX_QUESTION_CHARS
 from tests.pages.test_app_pages import assert_no_exception, joined, open_page, services  # noqa: F401  (fixture)
 
 
-@pytest.mark.parametrize("question, expected", [
-    ("Why? " + "x" * MAX_QUESTION_CHARS, [f"the limit is {MAX_QUESTION_CHARS:,}", "documents belong in the corpus"]),
-    ("Why is the sky\x00 blue?", ["NUL character", "plain text"]),
-])
+@pytest.mark.parametrize(
+    "question, expected",
+    [
+        (
+            "Why? " + "x" * MAX_QUESTION_CHARS,
+            [f"the limit is {MAX_QUESTION_CHARS:,}", "documents belong in the corpus"],
+        ),
+        ("Why is the sky\x00 blue?", ["NUL character", "plain text"]),
+    ],
+)
 def test_explore_start_refuses_the_question_with_a_clear_error(services, question, expected):
     at = open_page()
     at.text_area(key="question").input(question)

@@ -18,12 +18,29 @@ from tests.pages.test_app_pages import APP, TIMEOUT, assert_no_exception, texts
 ISSUER = "https://id.example.org"
 ADA, BO, ROOT_ADMIN = "ada@example.org", "bo@example.org", "root@example.org"
 QUESTION = "Which country is the Eiffel Tower in?"
-AUTH = {"redirect_uri": "http://localhost:8501/oauth2callback", "cookie_secret": "a-test-secret-0123456789abcdef",
-        "client_id": "thoughtmap", "client_secret": "x", "server_metadata_url": f"{ISSUER}/.well-known/openid-configuration"}
+AUTH = {
+    "redirect_uri": "http://localhost:8501/oauth2callback",
+    "cookie_secret": "a-test-secret-0123456789abcdef",
+    "client_id": "thoughtmap",
+    "client_secret": "x",
+    "server_metadata_url": f"{ISSUER}/.well-known/openid-configuration",
+}
 SECRETS = "[auth]\n" + "".join(f'{k} = "{v}"\n' for k, v in AUTH.items())
 # The actions someone else's run is refused for on the pages, each checked below.
-PAGE_ACTIONS = {"read", "export", "compare", "benchmark", "steer", "pause", "stop", "resume", "delete", "share",
-                "upload", "judge"}
+PAGE_ACTIONS = {
+    "read",
+    "export",
+    "compare",
+    "benchmark",
+    "steer",
+    "pause",
+    "stop",
+    "resume",
+    "delete",
+    "share",
+    "upload",
+    "judge",
+}
 CHECKED: set[str] = set()
 REFUSED = "is not yours and was not shared with you"
 
@@ -39,13 +56,15 @@ def team(prebuilt_corpus_home, monkeypatch, tmp_path):
     services = app_state.get_services()
     assert services.settings.team.sign_in
     for email, sub in ((ADA, "ada-1"), (BO, "bo-2"), (ROOT_ADMIN, "root-0")):
-        services.access.users.sign_in(issuer=ISSUER, subject=sub, email=email, name=email.split("@")[0].title(),
-                                      is_admin=email == ROOT_ADMIN)
+        services.access.users.sign_in(
+            issuer=ISSUER, subject=sub, email=email, name=email.split("@")[0].title(), is_admin=email == ROOT_ADMIN
+        )
     ada = Thoughtmap(services=services, user=ADA)
     run = ada.start(QUESTION, "rag", llm="fake")
     assert ada.wait(run.id, timeout=120).status == "done"
-    bench = services.benchmarks.create(BenchmarkSpec(dataset="hotpotqa-fullwiki", methods=["direct"], limit=1,
-                                                     user_id=ada.viewer.user_id))
+    bench = services.benchmarks.create(
+        BenchmarkSpec(dataset="hotpotqa-fullwiki", methods=["direct"], limit=1, user_id=ada.viewer.user_id)
+    )
     yield services, ada, run.id, bench.id
     services.close()
     app_state.get_services.clear()
@@ -53,8 +72,14 @@ def team(prebuilt_corpus_home, monkeypatch, tmp_path):
 
 def signed_in(email: str, sub: str, *, page: str | None = None, query: dict[str, str] | None = None) -> AppTest:
     at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
-    at.user = {"is_logged_in": True, "email": email, "sub": sub, "iss": ISSUER, "name": email.split("@")[0].title(),
-               "email_verified": True}
+    at.user = {
+        "is_logged_in": True,
+        "email": email,
+        "sub": sub,
+        "iss": ISSUER,
+        "name": email.split("@")[0].title(),
+        "email_verified": True,
+    }
     at.secrets["auth"] = AUTH
     for key, value in (query or {}).items():
         at.query_params[key] = value
@@ -121,8 +146,9 @@ def test_a_shared_run_is_read_and_never_changed(team):
     explore = bo(query={"run": run_id})
     assert not explore.error
     assert "**Ada** shared this run with you" in joined(explore.info)
-    assert not any(b.label in ("Pause", "Resume", "Stop", "Rewrite report", "Expand", "Deepen", "Ask")
-                   for b in explore.button)
+    assert not any(
+        b.label in ("Pause", "Resume", "Stop", "Rewrite report", "Expand", "Deepen", "Ask") for b in explore.button
+    )
     sessions = bo(page="pages/sessions.py")
     assert any(QUESTION in text for text in texts(sessions.markdown))
     assert "Ada's" in joined(sessions.caption)
@@ -149,7 +175,10 @@ def test_sessions_show_mine_or_shared_with_me(team):
     ada.share(run_id, BO)
     sessions = bo(page="pages/sessions.py")
     assert [o for o in sessions.radio(key="sessions-shown").options] == [
-        "Mine and shared with me", "Mine", "Shared with me"]  # no "Everyone's": Bo is no admin
+        "Mine and shared with me",
+        "Mine",
+        "Shared with me",
+    ]  # no "Everyone's": Bo is no admin
     assert any(QUESTION in text for text in texts(sessions.markdown))
     sessions.radio(key="sessions-shown").set_value("Mine").run()
     assert "No runs match" in joined(sessions.info)

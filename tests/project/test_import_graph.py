@@ -28,8 +28,11 @@ def test_no_new_back_arrow():
 
 def test_the_reader_sees_a_circle_and_a_back_arrow():
     # The reader itself: a made-up graph with one circle (a <-> b) and one arrow up (engine.llm -> methods).
-    arrows = {"engine.llm.a": {"engine.llm.b", "engine.methods.x"}, "engine.llm.b": {"engine.llm.a"},
-              "engine.methods.x": {"storage.models"}}
+    arrows = {
+        "engine.llm.a": {"engine.llm.b", "engine.methods.x"},
+        "engine.llm.b": {"engine.llm.a"},
+        "engine.methods.x": {"storage.models"},
+    }
     assert circles(arrows) == [("engine.llm.a", "engine.llm.b")]
     assert back_arrows(arrows) == [("engine.llm.a", "engine.methods.x")]
     # An arrow into the foundation is not one; a foundation module importing above it is a breach.
@@ -46,8 +49,13 @@ def streamlit_imports(root: Path) -> list[str]:
     found = []
     for path in sorted(root.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom) and node.level == 0
+                else []
+            )
             if any(name == "streamlit" or name.startswith("streamlit.") for name in names):
                 found.append(f"{path.relative_to(root.parent)}:{node.lineno}")
     return found

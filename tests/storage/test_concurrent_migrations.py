@@ -73,8 +73,10 @@ def _wait_for_files(signals: Path, prefix: str, procs: list[subprocess.Popen]) -
         if any(proc.poll() not in (None, 0) for proc in procs):
             break  # a process died outside main(): its stderr says why
         time.sleep(0.005)
-    raise AssertionError(f"only {len(list(signals.glob(prefix + '-*')))} of {PROCESSES} processes reached "
-                         f"{prefix}:\n{_first_error(procs)}")
+    raise AssertionError(
+        f"only {len(list(signals.glob(prefix + '-*')))} of {PROCESSES} processes reached "
+        f"{prefix}:\n{_first_error(procs)}"
+    )
 
 
 def _first_error(procs: list[subprocess.Popen]) -> str:
@@ -89,11 +91,18 @@ def _first_error(procs: list[subprocess.Popen]) -> str:
 def _run_rounds(tmp_path: Path, urls: list[str]) -> None:
     signals = tmp_path / "signals"
     signals.mkdir()
-    env = {**os.environ, "THOUGHTMAP_HOME": str(tmp_path / "home"), "THOUGHTMAP_LLM": "fake",
-           "PYTHONPATH": str(ROOT)}
-    procs = [subprocess.Popen([sys.executable, "-c", LAUNCHER, str(signals), *urls], cwd=ROOT, env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for _ in range(PROCESSES)]
+    env = {**os.environ, "THOUGHTMAP_HOME": str(tmp_path / "home"), "THOUGHTMAP_LLM": "fake", "PYTHONPATH": str(ROOT)}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", LAUNCHER, str(signals), *urls],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(PROCESSES)
+    ]
     try:
         for round_no, url in enumerate(urls):
             _wait_for_files(signals, f"ready-{round_no}", procs)
@@ -102,7 +111,8 @@ def _run_rounds(tmp_path: Path, urls: list[str]) -> None:
             failed = sum(code != 0 for code in codes)
             if failed:
                 raise AssertionError(
-                    f"round {round_no}: {failed} of {PROCESSES} processes failed:\n{_first_error(procs)}")
+                    f"round {round_no}: {failed} of {PROCESSES} processes failed:\n{_first_error(procs)}"
+                )
             _assert_migrated_once(url)
         for proc in procs:
             _out, err = proc.communicate(timeout=60)

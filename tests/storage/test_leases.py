@@ -74,8 +74,9 @@ def test_an_endpoints_429_quiets_every_worker():
         pytest.skip("no PostgreSQL test server (run the tests through scripts/test)")
     db = open_database(_fresh_postgres_database(base))  # with the migrations: endpoint_cooldowns
     try:
-        limiters = [SharedConcurrencyLimiter(2, SlotLocks(db, "llm", 2), cooldown=SharedCooldown(db, "llm"))
-                    for _ in range(2)]
+        limiters = [
+            SharedConcurrencyLimiter(2, SlotLocks(db, "llm", 2), cooldown=SharedCooldown(db, "llm")) for _ in range(2)
+        ]
         assert SharedCooldown(db, "llm").seconds_left() == 0.0
         limiters[0].cool_down(1.5)  # (each limiter reads the database at most every 0.25 s)
         assert 1.0 < limiters[1].cooling_for() <= 1.5

@@ -58,8 +58,12 @@ def _load_into(url: str, source_engine, meta: MetaData) -> None:
                 dst.execute(table.insert(), rows)
         for table in meta.sorted_tables:  # the ids go on from where the copy's ended
             if "id" in table.c and str(table.c.id.type) == "INTEGER":
-                dst.execute(text(f"SELECT setval(pg_get_serial_sequence('{table.name}', 'id'), "
-                                 f"COALESCE((SELECT MAX(id) FROM {table.name}), 0) + 1, false)"))
+                dst.execute(
+                    text(
+                        f"SELECT setval(pg_get_serial_sequence('{table.name}', 'id'), "
+                        f"COALESCE((SELECT MAX(id) FROM {table.name}), 0) + 1, false)"
+                    )
+                )
     target.dispose()
 
 
@@ -71,7 +75,13 @@ def test_every_row_is_kept_and_owned_by_the_local_user(database_url, tmp_path): 
     before = _rows(source, meta)
     assert applied_versions(source)[-1] == 13
     assert {t: len(before[t]) for t in ("runs", "nodes", "benchmarks", "api_tokens", "commands", "judgments")} == {
-        "runs": 10, "nodes": 76, "benchmarks": 1, "api_tokens": 1, "commands": 1, "judgments": 1}
+        "runs": 10,
+        "nodes": 76,
+        "benchmarks": 1,
+        "api_tokens": 1,
+        "commands": 1,
+        "judgments": 1,
+    }
     if database_url.startswith("sqlite"):
         url = f"sqlite:///{old}"
     else:
@@ -99,10 +109,10 @@ def test_every_row_is_kept_and_owned_by_the_local_user(database_url, tmp_path): 
     assert repo.create_run(question="a new one", method="rag", params={}).user_id == local.id
 
     # The first admin to sign in takes over everything the local user had; the next admin, nothing.
-    admin = users.sign_in(issuer="https://id.example", subject="a-1", email="ada@example.org", name="Ada",
-                          is_admin=True)
-    second = users.sign_in(issuer="https://id.example", subject="b-2", email="bo@example.org", name="Bo",
-                           is_admin=True)
+    admin = users.sign_in(
+        issuer="https://id.example", subject="a-1", email="ada@example.org", name="Ada", is_admin=True
+    )
+    second = users.sign_in(issuer="https://id.example", subject="b-2", email="bo@example.org", name="Bo", is_admin=True)
     assert {r.user_id for r in repo.list_runs(limit=100)} == {admin.id}
     assert repo.count_runs(visible_to=admin.id) == 11 and repo.count_runs(visible_to=second.id) == 0
     assert [b.user_id for b in EvaluationStore(db).list_benchmarks()] == [admin.id]

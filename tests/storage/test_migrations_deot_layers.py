@@ -24,9 +24,19 @@ def test_migration_10_keeps_the_tree_a_stored_deot_run_asked_for(database_url): 
         conn.execute(text("DELETE FROM schema_migrations WHERE version >= 10"))
     bench_id = "b" * 12
     with db.engine.begin() as conn:
-        conn.execute(Benchmark.__table__.insert().values(
-            id=bench_id, dataset="researchy", methods=["deot"], limit=2, seed=13,
-            params={"deot": {"max_layers": 2}, "rag": {"top_k": 3}}, llm_info={}, judges=[], note=""))
+        conn.execute(
+            Benchmark.__table__.insert().values(
+                id=bench_id,
+                dataset="researchy",
+                methods=["deot"],
+                limit=2,
+                seed=13,
+                params={"deot": {"max_layers": 2}, "rag": {"top_k": 3}},
+                llm_info={},
+                judges=[],
+                note="",
+            )
+        )
 
     assert 10 in migrate(db.engine) and 10 in applied_versions(db.engine)
     assert repo.get_run(deot.id).params == {"max_layers": 1, "max_aspects": 2}

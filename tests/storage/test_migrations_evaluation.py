@@ -17,8 +17,17 @@ def test_migrations_5_and_6_upgrade_a_database_of_the_previous_release(database_
     repo = Repository(db)
     old = repo.create_run(question="How do tides work?", method="rag", params={"top_k": 3})
     with db.engine.begin() as conn:  # back to the previous release: migrations 1-4
-        for table in ("judgments", "benchmark_items", "benchmarks", "kg_relation_chunks", "kg_entity_chunks",
-                      "kg_relations", "kg_entities", "kg_chunks", "kg_graphs"):
+        for table in (
+            "judgments",
+            "benchmark_items",
+            "benchmarks",
+            "kg_relation_chunks",
+            "kg_entity_chunks",
+            "kg_relations",
+            "kg_entities",
+            "kg_chunks",
+            "kg_graphs",
+        ):
             conn.execute(text(f"DROP TABLE {table}"))
         conn.execute(text("ALTER TABLE runs DROP COLUMN search_exclusions"))
         conn.execute(text("DELETE FROM schema_migrations WHERE version >= 5"))
@@ -33,12 +42,21 @@ def test_migrations_5_and_6_upgrade_a_database_of_the_previous_release(database_
     # The new tables work: a benchmark with its items, and a run with exclusions.
     store = EvaluationStore(db)
     item = load_items("freshwiki", limit=1)[0]
-    bench = store.create_benchmark(dataset="freshwiki", methods=["rag"], items=[item.id], limit=1, seed=13,
-                                   params={"rag": {}}, llm_info={"kind": "fake"}, search_mode="local",
-                                   judges=["claims"])
+    bench = store.create_benchmark(
+        dataset="freshwiki",
+        methods=["rag"],
+        items=[item.id],
+        limit=1,
+        seed=13,
+        params={"rag": {}},
+        llm_info={"kind": "fake"},
+        search_mode="local",
+        judges=["claims"],
+    )
     assert store.get_benchmark(bench.id).judges == ["claims"]
-    run = repo.create_run(question=item.question, method="rag", params={},
-                          search_exclusions=item.exclusions.model_dump())
+    run = repo.create_run(
+        question=item.question, method="rag", params={}, search_exclusions=item.exclusions.model_dump()
+    )
     assert repo.get_run(run.id).search_exclusions["titles"] == [item.reference_title]
     assert migrate(db.engine) == []  # recorded: never again
     db.dispose()

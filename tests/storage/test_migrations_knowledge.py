@@ -37,11 +37,14 @@ def test_migration_7_adds_the_knowledge_tables_to_a_database_of_the_previous_rel
     assert store.add_chunks(graph.id, [chunk, chunk]) == 1
     assert store.add_chunks(graph.id, [chunk]) == 0  # a key is unique per graph
     stored = store.chunks_by_keys(graph.id, ["k1"])[0]
-    entities = [EntityInput("arthur's magazine", "Arthur's Magazine", "work", "A periodical."),
-                EntityInput("t. s. arthur", "T. S. Arthur", "person", "Its founder.")]
+    entities = [
+        EntityInput("arthur's magazine", "Arthur's Magazine", "work", "A periodical."),
+        EntityInput("t. s. arthur", "T. S. Arthur", "person", "Its founder."),
+    ]
     relation = RelationInput("t. s. arthur", "arthur's magazine", "Arthur founded it.", ("founding",))
-    store.save_extraction(graph.id, stored.id, entities, [relation], merge_entity=merge_entity,
-                          merge_relation=merge_relation)
+    store.save_extraction(
+        graph.id, stored.id, entities, [relation], merge_entity=merge_entity, merge_relation=merge_relation
+    )
     counts = store.counts(graph.id)
     assert (counts.chunks_done, counts.entities, counts.relations) == (1, 2, 1)
     assert store.contents(graph.id).relations[0].keywords == ["founding"]

@@ -21,30 +21,50 @@ def old_schema() -> MetaData:
     """The tables as migrations 1-2 of the previous release made them: the unchanged ones from
     today's models, `nodes` without the (run_id, id) key, `edges` with its five columns."""
     meta = MetaData()
-    for model in (models.Run, models.Source, models.LLMCall, models.Command, models.Report,
-                  models.SchemaMigration):
+    for model in (models.Run, models.Source, models.LLMCall, models.Command, models.Report, models.SchemaMigration):
         model.__table__.to_metadata(meta)
     nodes = models.Node.__table__.to_metadata(meta)
     for constraint in [c for c in nodes.constraints if c.name == "uq_nodes_run_id_id"]:
         nodes.constraints.discard(constraint)
     models.NodeSource.__table__.to_metadata(meta)
-    Table("edges", meta,
-          Column("id", Integer, primary_key=True),
-          Column("run_id", String(32), ForeignKey("runs.id", ondelete="CASCADE"), nullable=False, index=True),
-          Column("src", Integer, nullable=False, index=True),
-          Column("dst", Integer, nullable=False, index=True),
-          Column("kind", String(32), nullable=False))
+    Table(
+        "edges",
+        meta,
+        Column("id", Integer, primary_key=True),
+        Column("run_id", String(32), ForeignKey("runs.id", ondelete="CASCADE"), nullable=False, index=True),
+        Column("src", Integer, nullable=False, index=True),
+        Column("dst", Integer, nullable=False, index=True),
+        Column("kind", String(32), nullable=False),
+    )
     return meta
 
 
 def node(id_: int, run_id: str, parent: int | None = None) -> dict:
-    return dict(id=id_, run_id=run_id, parent_id=parent, kind="topic", label=f"n{id_}", content="",
-                status="done", depth=0, order=0, priority=0.0, data={}, error="", prompt_tokens=0,
-                completion_tokens=0, cost=0.0, latency_s=0.0, created_at=T0)
+    return dict(
+        id=id_,
+        run_id=run_id,
+        parent_id=parent,
+        kind="topic",
+        label=f"n{id_}",
+        content="",
+        status="done",
+        depth=0,
+        order=0,
+        priority=0.0,
+        data={},
+        error="",
+        prompt_tokens=0,
+        completion_tokens=0,
+        cost=0.0,
+        latency_s=0.0,
+        created_at=T0,
+    )
 
 
 def report(id_: int, run_id: str, kind: str, markdown: str, data: dict) -> dict:
-    return dict(id=id_, run_id=run_id, kind=kind, markdown=markdown, data=data, created_at=T0 + dt.timedelta(seconds=id_))
+    return dict(
+        id=id_, run_id=run_id, kind=kind, markdown=markdown, data=data, created_at=T0 + dt.timedelta(seconds=id_)
+    )
 
 
 def build_old_database(url: str) -> None:
@@ -53,42 +73,91 @@ def build_old_database(url: str) -> None:
     with db.engine.begin() as conn:
         meta.create_all(conn)
         t = meta.tables
-        conn.execute(insert(t["schema_migrations"]), [
-            dict(version=1, name="initial tables", applied_at=T0), dict(version=2, name="runs.warning", applied_at=T0)])
-        conn.execute(insert(t["runs"]), [
-            dict(id=r, question=f"question {r}", title=r, method="omnithink", params={}, llm_info={},
-                 search_mode="local", status="done", stop_reason="", error="", warning="", prompt_tokens=0,
-                 completion_tokens=0, cost=0.0, llm_calls=0, node_count=3, version=7, owner="",
-                 created_at=T0, updated_at=T0)
-            for r in ("r1", "r2")])
-        conn.execute(insert(t["nodes"]), [node(1, "r1"), node(2, "r1", 1), node(3, "r1", 1),
-                                          node(4, "r2"), node(5, "r2", 4)])
-        conn.execute(insert(t["edges"]), [
-            dict(id=1, run_id="r1", src=1, dst=2, kind="child"),
-            dict(id=2, run_id="r1", src=1, dst=3, kind="child"),
-            dict(id=3, run_id="r1", src=1, dst=2, kind="child"),    # a duplicate of 1
-            dict(id=4, run_id="r1", src=1, dst=2, kind="related"),  # another kind: kept
-            dict(id=5, run_id="r2", src=4, dst=5, kind="child"),
-            dict(id=6, run_id="r2", src=4, dst=5, kind="child"),    # a duplicate of 5
-            dict(id=7, run_id="r1", src=1, dst=99, kind="child"),   # to no node: dropped
-            dict(id=8, run_id="r1", src=1, dst=4, kind="related"),  # to a node of r2: dropped
-        ])
-        conn.execute(insert(t["sources"]), [dict(id=1, run_id="r1", ref="doc", kind="corpus", url=None, title="D",
-                                                 snippet="", text="body", created_at=T0)])
+        conn.execute(
+            insert(t["schema_migrations"]),
+            [
+                dict(version=1, name="initial tables", applied_at=T0),
+                dict(version=2, name="runs.warning", applied_at=T0),
+            ],
+        )
+        conn.execute(
+            insert(t["runs"]),
+            [
+                dict(
+                    id=r,
+                    question=f"question {r}",
+                    title=r,
+                    method="omnithink",
+                    params={},
+                    llm_info={},
+                    search_mode="local",
+                    status="done",
+                    stop_reason="",
+                    error="",
+                    warning="",
+                    prompt_tokens=0,
+                    completion_tokens=0,
+                    cost=0.0,
+                    llm_calls=0,
+                    node_count=3,
+                    version=7,
+                    owner="",
+                    created_at=T0,
+                    updated_at=T0,
+                )
+                for r in ("r1", "r2")
+            ],
+        )
+        conn.execute(
+            insert(t["nodes"]), [node(1, "r1"), node(2, "r1", 1), node(3, "r1", 1), node(4, "r2"), node(5, "r2", 4)]
+        )
+        conn.execute(
+            insert(t["edges"]),
+            [
+                dict(id=1, run_id="r1", src=1, dst=2, kind="child"),
+                dict(id=2, run_id="r1", src=1, dst=3, kind="child"),
+                dict(id=3, run_id="r1", src=1, dst=2, kind="child"),  # a duplicate of 1
+                dict(id=4, run_id="r1", src=1, dst=2, kind="related"),  # another kind: kept
+                dict(id=5, run_id="r2", src=4, dst=5, kind="child"),
+                dict(id=6, run_id="r2", src=4, dst=5, kind="child"),  # a duplicate of 5
+                dict(id=7, run_id="r1", src=1, dst=99, kind="child"),  # to no node: dropped
+                dict(id=8, run_id="r1", src=1, dst=4, kind="related"),  # to a node of r2: dropped
+            ],
+        )
+        conn.execute(
+            insert(t["sources"]),
+            [
+                dict(
+                    id=1,
+                    run_id="r1",
+                    ref="doc",
+                    kind="corpus",
+                    url=None,
+                    title="D",
+                    snippet="",
+                    text="body",
+                    created_at=T0,
+                )
+            ],
+        )
         conn.execute(insert(t["node_sources"]), [dict(node_id=2, source_id=1, rank=0, score=0.5)])
-        conn.execute(insert(t["reports"]), [
-            report(1, "r1", "concept_pool", "", {"step": 1, "concepts": ["a"]}),
-            report(2, "r2", "concept_pool", "", {"step": 1, "concepts": ["x"]}),
-            report(3, "r1", "outline", "# Outline\n1. A", {"outline": {"sections": [{"title": "A"}]}}),
-            report(4, "r1", "concept_pool", "", {"step": 2, "concepts": ["a", "b"]}),
-            report(5, "r1", "final", "The article [[S1]]", {"tree": [[1, "done"]]}),
-            report(6, "r2", "outline", "ignored", {"outline": {}, "markdown": "kept as it was"}),
-            report(7, "r1", "outline", "# Outline v2", {"outline": {"sections": []}}),
-        ])
+        conn.execute(
+            insert(t["reports"]),
+            [
+                report(1, "r1", "concept_pool", "", {"step": 1, "concepts": ["a"]}),
+                report(2, "r2", "concept_pool", "", {"step": 1, "concepts": ["x"]}),
+                report(3, "r1", "outline", "# Outline\n1. A", {"outline": {"sections": [{"title": "A"}]}}),
+                report(4, "r1", "concept_pool", "", {"step": 2, "concepts": ["a", "b"]}),
+                report(5, "r1", "final", "The article [[S1]]", {"tree": [[1, "done"]]}),
+                report(6, "r2", "outline", "ignored", {"outline": {}, "markdown": "kept as it was"}),
+                report(7, "r1", "outline", "# Outline v2", {"outline": {"sections": []}}),
+            ],
+        )
         if not db.is_sqlite:  # the rows above chose their ids: move the sequences past them
             for table in ("nodes", "edges", "sources", "reports"):
-                conn.execute(text(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
-                                  f"(SELECT MAX(id) FROM {table}))"))
+                conn.execute(
+                    text(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), (SELECT MAX(id) FROM {table}))")
+                )
     db.dispose()
 
 
@@ -108,7 +177,10 @@ def test_migration_3_upgrades_a_database_of_the_previous_release(database_url):
 
     # Edges: the lowest id of each duplicate kept, the ones no key can hold dropped, data {}.
     assert [(e.id, e.src, e.dst, e.kind, e.data) for e in repo.list_edges("r1")] == [
-        (1, 1, 2, "child", {}), (2, 1, 3, "child", {}), (4, 1, 2, "related", {})]
+        (1, 1, 2, "child", {}),
+        (2, 1, 3, "child", {}),
+        (4, 1, 2, "related", {}),
+    ]
     assert [e.id for e in repo.list_edges("r2")] == [5]
 
     # Run states: versions in report id order, per run and name; the outline keeps its text.
@@ -121,7 +193,8 @@ def test_migration_3_upgrades_a_database_of_the_previous_release(database_url):
     ]
     assert [(s.name, s.version, s.data) for s in repo.list_run_states("r2")] == [
         ("concept_pool", 1, {"step": 1, "concepts": ["x"]}),
-        ("outline", 1, {"outline": {}, "markdown": "kept as it was"})]
+        ("outline", 1, {"outline": {}, "markdown": "kept as it was"}),
+    ]
     assert repo.latest_run_state("r1", "concept_pool").created_at is not None
 
     # The new keys hold: one edge per (src, dst, kind), both ends nodes of the run.
@@ -160,6 +233,8 @@ def test_a_new_database_gets_the_new_edges_directly(database_url):
     b = repo.add_node(run.id, kind="question", label="b", parent_id=a.id)
     assert repo.add_edge(run.id, a.id, b.id, "child").id == repo.list_edges(run.id)[0].id
     with pytest.raises(IntegrityError), db.engine.begin() as conn:
-        conn.execute(text("INSERT INTO edges (run_id, src, dst, kind, data) VALUES (:r, :a, :b, 'child', '{}')"),
-                     {"r": run.id, "a": a.id, "b": b.id})
+        conn.execute(
+            text("INSERT INTO edges (run_id, src, dst, kind, data) VALUES (:r, :a, :b, 'child', '{}')"),
+            {"r": run.id, "a": a.id, "b": b.id},
+        )
     db.dispose()

@@ -27,7 +27,8 @@ def services_on(database_url, monkeypatch, retriever: str):
 
 
 def test_a_run_on_hybrid_retrieval_stores_the_bridge_page_on_either_database(
-        database_url, prebuilt_corpus_home, builtin_embeddings, monkeypatch):  # noqa: F811
+    database_url, prebuilt_corpus_home, builtin_embeddings, monkeypatch
+):  # noqa: F811
     services = services_on(database_url, monkeypatch, "hybrid")
     try:
         run_id = run_to_end(services, QUESTION, "rag", {"top_k": 5})

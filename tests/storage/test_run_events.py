@@ -24,13 +24,19 @@ def test_events_are_listed_newest_first_after_an_id_by_kind_and_node(repo):
     repo.add_event(run_id, "step", "writing the report")
 
     events = repo.list_events(run_id)
-    assert [e.text for e in events] == ["writing the report", "searched the corpus", "planning the tasks",
-                                        "the run started"]
+    assert [e.text for e in events] == [
+        "writing the report",
+        "searched the corpus",
+        "planning the tasks",
+        "the run started",
+    ]
     assert events[1].node_id == node.id and events[1].data == {"found": 3} and events[1].kind == "search"
     assert events[0].node_id is None and events[0].created_at is not None
     oldest = events[-1].id
     assert [e.text for e in repo.list_events(run_id, after_id=oldest, limit=2)] == [
-        "writing the report", "searched the corpus"]
+        "writing the report",
+        "searched the corpus",
+    ]
     assert [e.text for e in repo.list_events(run_id, kinds=["run"])] == ["the run started"]
     assert [e.text for e in repo.list_events(run_id, node_id=node.id)] == ["searched the corpus", "planning the tasks"]
     other = _run(repo)

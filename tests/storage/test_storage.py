@@ -21,8 +21,17 @@ def test_migrations_are_recorded_and_run_once(database_url):
     assert applied_versions(db.engine) == [v for v, _, _ in MIGRATIONS]
     assert migrate(db.engine) == []  # second time: nothing to do
     tables = set(inspect(db.engine).get_table_names())
-    assert {"runs", "nodes", "edges", "sources", "node_sources", "llm_calls", "commands", "reports",
-            "schema_migrations"} <= tables
+    assert {
+        "runs",
+        "nodes",
+        "edges",
+        "sources",
+        "node_sources",
+        "llm_calls",
+        "commands",
+        "reports",
+        "schema_migrations",
+    } <= tables
     db.dispose()
 
 
@@ -37,7 +46,8 @@ def test_a_database_of_the_previous_release_gets_the_warning_column(tmp_path):
             " applied_at DATETIME NOT NULL);"
             "INSERT INTO schema_migrations VALUES (1, 'initial tables', '2026-01-01 00:00:00');"
             "CREATE TABLE runs (id VARCHAR(32) PRIMARY KEY, question TEXT NOT NULL);"
-            "INSERT INTO runs VALUES ('r1', 'kept?');")
+            "INSERT INTO runs VALUES ('r1', 'kept?');"
+        )
     db = open_database(f"sqlite:///{path}")
     assert applied_versions(db.engine) == [v for v, _, _ in MIGRATIONS]
     db.dispose()
@@ -52,11 +62,13 @@ def test_bad_database_url_is_a_clear_error():
 
 
 def test_run_graph_round_trip(repo):
-    run = repo.create_run(question="Why is the sky blue?", method="rag", params={"top_k": 3},
-                          llm_info={"kind": "fake"}, max_tokens=1000)
+    run = repo.create_run(
+        question="Why is the sky blue?", method="rag", params={"top_k": 3}, llm_info={"kind": "fake"}, max_tokens=1000
+    )
     root = repo.add_node(run.id, kind="question", label=run.question, status=NodeStatus.DONE)
-    child = repo.add_node(run.id, kind="answer", label="Answer", parent_id=root.id, depth=1,
-                          data={"confidence": "high"})
+    child = repo.add_node(
+        run.id, kind="answer", label="Answer", parent_id=root.id, depth=1, data={"confidence": "high"}
+    )
     repo.start_node(child.id)
     repo.finish_node(child.id, content="Rayleigh scattering.", data={"extra": 1})
 
@@ -86,8 +98,10 @@ def test_version_counter_moves_with_every_change(repo):
 def test_sources_are_unique_per_run_and_linked_in_order(repo):
     run = repo.create_run(question="q", method="rag", params={})
     node = repo.add_node(run.id, kind="search", label="s")
-    hits = [SourceInput(ref="hotpotqa/A#0", title="A", text="alpha"),
-            SourceInput(ref="hotpotqa/B#0", title="B", text="beta")]
+    hits = [
+        SourceInput(ref="hotpotqa/A#0", title="A", text="alpha"),
+        SourceInput(ref="hotpotqa/B#0", title="B", text="beta"),
+    ]
     first = repo.add_sources(run.id, hits, node_id=node.id)
     again = repo.add_sources(run.id, hits[:1], node_id=node.id)
     assert again[0].id == first[0].id
@@ -103,8 +117,16 @@ def test_llm_usage_totals_are_atomic_under_concurrency(repo):
 
     def record():
         for _ in range(10):
-            repo.record_llm_call(run.id, node_id=node.id, purpose="default", model="m",
-                                 prompt_tokens=3, completion_tokens=2, cost=0.001, latency_s=0.01)
+            repo.record_llm_call(
+                run.id,
+                node_id=node.id,
+                purpose="default",
+                model="m",
+                prompt_tokens=3,
+                completion_tokens=2,
+                cost=0.001,
+                latency_s=0.01,
+            )
 
     threads = [threading.Thread(target=record) for _ in range(4)]
     for t in threads:
@@ -176,8 +198,10 @@ def test_reports_keep_versions(repo):
 def test_runs_are_paged_newest_first_with_every_run_on_exactly_one_page(repo):
     # Sessions pages through every run (issue 43: it stopped at 200). Runs made in the same instant
     # are ordered by id, so a page boundary neither repeats nor skips one.
-    made = [repo.create_run(question=f"Paged question {i}", method="rag" if i % 2 else "direct", params={})
-            for i in range(23)]
+    made = [
+        repo.create_run(question=f"Paged question {i}", method="rag" if i % 2 else "direct", params={})
+        for i in range(23)
+    ]
     assert repo.count_runs() == 23 and repo.count_runs(method="rag") == 11
     assert repo.count_runs(text="question 1") == 11  # 1 and 10-19
     pages = [repo.list_runs(limit=5, offset=offset) for offset in range(0, 25, 5)]
@@ -210,8 +234,9 @@ def test_list_filter_rename_delete(repo):
     node = repo.add_node(a.id, kind="question", label="q")
     repo.add_sources(a.id, [SourceInput(ref="x", title="X")], node_id=node.id)
     repo.enqueue_command(a.id, "stop")
-    repo.record_llm_call(a.id, node_id=node.id, purpose="d", model="m", prompt_tokens=1,
-                         completion_tokens=1, cost=0, latency_s=0)
+    repo.record_llm_call(
+        a.id, node_id=node.id, purpose="d", model="m", prompt_tokens=1, completion_tokens=1, cost=0, latency_s=0
+    )
     repo.delete_run(a.id)
     with pytest.raises(RunNotFound, match="thoughtmap list"):
         repo.get_run(a.id)
@@ -224,8 +249,16 @@ def test_a_row_copy_equals_its_row_shares_nothing_mutable_and_can_be_written(rep
     """`row_copy` (a running graph's reads of its nodes): equal to the row read back, its data its
     own however deep, and a real row: changed and stored like one read from the database."""
     run = repo.create_run(question="q", method="deot", params={})
-    [node] = repo.add_nodes(run.id, [NodeInput(kind="question", label="root", data={
-        "tasks": [{"id": "t1", "depends_on": ["t0"], "result": {"hits": [1, 2]}}], "pair": (1, [2])})])
+    [node] = repo.add_nodes(
+        run.id,
+        [
+            NodeInput(
+                kind="question",
+                label="root",
+                data={"tasks": [{"id": "t1", "depends_on": ["t0"], "result": {"hits": [1, 2]}}], "pair": (1, [2])},
+            )
+        ],
+    )
     node = repo.get_node(node.id)
     copied = row_copy(node)
     assert copied.model_dump() == node.model_dump() and copied.model_fields_set == node.model_fields_set

@@ -30,8 +30,16 @@ def write_plus_bump(repo, *sqlite_words: str) -> dict[str, int]:
 
 
 def call(repo, run_id, node_id, tokens=(3, 2), cost=0.001, latency=0.01):
-    repo.record_llm_call(run_id, node_id=node_id, purpose="p", model="m", prompt_tokens=tokens[0],
-                         completion_tokens=tokens[1], cost=cost, latency_s=latency)
+    repo.record_llm_call(
+        run_id,
+        node_id=node_id,
+        purpose="p",
+        model="m",
+        prompt_tokens=tokens[0],
+        completion_tokens=tokens[1],
+        cost=cost,
+        latency_s=latency,
+    )
 
 
 def usage_columns(node):
@@ -87,7 +95,11 @@ def test_start_finish_fail_replace_without_reading_and_merge_as_before(repo):
     assert counts["COMMIT"] == 2 and sum(counts.values()) == (6 if repo.db.is_sqlite else 4)
     assert started.status == NodeStatus.RUNNING and started.started_at is not None
     assert (finished.status, finished.content, finished.label, finished.data) == (
-        NodeStatus.DONE, "answer", "Q", {"only": 2})
+        NodeStatus.DONE,
+        "answer",
+        "Q",
+        {"only": 2},
+    )
     assert finished.started_at is not None and finished.finished_at is not None
     assert repo.get_node(node.id).model_dump() == finished.model_dump()
 
@@ -232,10 +244,12 @@ def test_add_sources_one_upsert_in_input_order_and_detached(repo):
     node = repo.add_node(run.id, kind="search", label="s")
     repo.add_sources(run.id, [SourceInput(ref="old", title="Old", text="x" * 10)])
     version = repo.run_version(run.id)
-    batch = [SourceInput(ref="new", title="New", text="n", url="https://example.org/n", kind="web"),
-             SourceInput(ref="old", title="ignored", text="short"),
-             SourceInput(ref="new", title="ignored too", text="a longer n"),
-             SourceInput(ref="old", title="ignored", text="y" * 20)]
+    batch = [
+        SourceInput(ref="new", title="New", text="n", url="https://example.org/n", kind="web"),
+        SourceInput(ref="old", title="ignored", text="short"),
+        SourceInput(ref="new", title="ignored too", text="a longer n"),
+        SourceInput(ref="old", title="ignored", text="y" * 20),
+    ]
     with statements(repo) as counts:
         stored = repo.add_sources(run.id, batch, node_id=node.id)
     assert dict(counts) == write_plus_bump(repo, "SELECT", "INSERT", "INSERT")
@@ -247,8 +261,7 @@ def test_add_sources_one_upsert_in_input_order_and_detached(repo):
     assert (new.title, new.text, new.url, new.kind) == ("New", "a longer n", "https://example.org/n", "web")
     # The row is kept; its text keeps every read's paragraphs (a later read never drops what was cited).
     assert (old.title, old.text) == ("Old", "y" * 20 + "\nshort\n" + "x" * 10)
-    assert {s.ref: s.model_dump() for s in repo.list_sources(run.id)} == {
-        s.ref: s.model_dump() for s in (new, old)}
+    assert {s.ref: s.model_dump() for s in repo.list_sources(run.id)} == {s.ref: s.model_dump() for s in (new, old)}
     assert [s.ref for s in repo.sources_for_node(node.id)] == ["new", "old"]
 
     # Without a node: the upsert and the version bump.
@@ -277,7 +290,10 @@ def test_the_sources_upsert_is_compiled_once_whatever_the_batch(repo):
 
     event.listen(repo.db.engine, "before_cursor_execute", seen)
     try:
-        batches = [[SourceInput(ref=f"r{i}-{j}", title=f"R{j}", text=f"paragraph {j}") for j in range(1, 1 + i)] for i in (1, 3, 2)]
+        batches = [
+            [SourceInput(ref=f"r{i}-{j}", title=f"R{j}", text=f"paragraph {j}") for j in range(1, 1 + i)]
+            for i in (1, 3, 2)
+        ]
         stored = repo.add_source_batches(run.id, batches, node_id=node.id)
         repo.add_sources(run.id, [SourceInput(ref="r3-1", title="again", text="a longer text")], node_id=node.id)
     finally:
@@ -290,8 +306,7 @@ def test_the_sources_upsert_is_compiled_once_whatever_the_batch(repo):
 def test_add_sources_of_a_large_batch(repo):
     run = repo.create_run(question="q", method="rag", params={})
     node = repo.add_node(run.id, kind="search", label="s")
-    batch = [SourceInput(ref=f"doc{i:04d}", title=str(i), text="t" * (i % 7), score=i / 2000)
-             for i in range(1200)]
+    batch = [SourceInput(ref=f"doc{i:04d}", title=str(i), text="t" * (i % 7), score=i / 2000) for i in range(1200)]
     stored = repo.add_sources(run.id, batch + batch[:10], node_id=node.id)
     assert [s.ref for s in stored] == [b.ref for b in batch + batch[:10]]
     assert len({s.id for s in stored}) == 1200
@@ -309,8 +324,10 @@ def test_concurrent_adders_keep_the_longest_text_and_every_link(repo):
         for round_ in range(5):  # the same refs, in opposite orders, to the same node
             batch = refs[:: 1 if (worker + round_) % 2 else -1]
             stored = repo.add_sources(
-                run.id, [SourceInput(ref=r, title=f"w{worker}", text=r * (worker + 1)) for r in batch],
-                node_id=shared.id)
+                run.id,
+                [SourceInput(ref=r, title=f"w{worker}", text=r * (worker + 1)) for r in batch],
+                node_id=shared.id,
+            )
             assert [s.ref for s in stored] == batch
             repo.link_sources(shared.id, [s.id for s in stored])
 
@@ -335,8 +352,7 @@ def test_concurrent_merges_calls_and_links_on_one_node(repo):
             if worker < 2:
                 repo.update_node(node.id, merge_data={f"w{worker}-{i}": i})
             elif worker == 2:
-                repo.add_sources(run.id, [SourceInput(ref=f"d{i}-{j}", title="t") for j in range(3)],
-                                 node_id=node.id)
+                repo.add_sources(run.id, [SourceInput(ref=f"d{i}-{j}", title="t") for j in range(3)], node_id=node.id)
             else:
                 call(repo, run.id, node.id, (1, 1), 0.0, 0.0)
 
@@ -360,8 +376,9 @@ def test_add_node_edges_and_bump(repo):
     assert [(e.src, e.dst) for e in repo.list_edges(run.id)] == [(root.id, child.id)]
     stored = repo.get_run(run.id)
     assert (stored.node_count, stored.version) == (2, 2)
-    many = repo.add_nodes(run.id, [NodeInput(kind="question", label=f"n{i}", parent_id=root.id)
-                                   for i in range(620)])  # edges in two INSERTs
+    many = repo.add_nodes(
+        run.id, [NodeInput(kind="question", label=f"n{i}", parent_id=root.id) for i in range(620)]
+    )  # edges in two INSERTs
     assert len(repo.list_edges(run.id)) == 621 and repo.get_run(run.id).node_count == 622
     assert {e.dst for e in repo.list_edges(run.id)} == {child.id, *(n.id for n in many)}
 
@@ -400,11 +417,13 @@ def test_a_source_read_again_keeps_the_passages_every_reader_was_shown(repo):
     first = "Legions went unpaid in the third century.\nSoldiers mutinied."
     second = "Soldiers mutinied.\nThe aqueducts fell into disrepair as taxes failed to come in."
     repo.add_sources(run.id, [SourceInput(ref="https://example.org/rome", title="Rome", text=first, kind="web")])
-    [stored] = repo.add_sources(run.id, [SourceInput(ref="https://example.org/rome", title="Rome", text=second,
-                                                     kind="web")])
+    [stored] = repo.add_sources(
+        run.id, [SourceInput(ref="https://example.org/rome", title="Rome", text=second, kind="web")]
+    )
     # The newest read first (the node reading it now quotes it from the start), the earlier one's
     # other lines after it, nothing twice.
     assert stored.text == second + "\nLegions went unpaid in the third century."
-    [again] = repo.add_sources(run.id, [SourceInput(ref="https://example.org/rome", title="Rome", text=first,
-                                                    kind="web")])
+    [again] = repo.add_sources(
+        run.id, [SourceInput(ref="https://example.org/rome", title="Rome", text=first, kind="web")]
+    )
     assert again.text == first + "\nThe aqueducts fell into disrepair as taxes failed to come in."

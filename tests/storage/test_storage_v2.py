@@ -37,11 +37,22 @@ def test_add_nodes_one_transaction_one_version(repo):
     before = repo.get_run(run.id)
     assert repo.add_nodes(run.id, []) == []
     with statements(repo) as counts:
-        made = repo.add_nodes(run.id, [
-            NodeInput(kind="question", label=f"child {i}", parent_id=root.id, depth=1, priority=i / 10,
-                      data={"i": i}, edge_kind="proposal" if i == 2 else "child")
-            for i in range(3)
-        ] + [NodeInput(kind="note", label="free", status=NodeStatus.DONE)])
+        made = repo.add_nodes(
+            run.id,
+            [
+                NodeInput(
+                    kind="question",
+                    label=f"child {i}",
+                    parent_id=root.id,
+                    depth=1,
+                    priority=i / 10,
+                    data={"i": i},
+                    edge_kind="proposal" if i == 2 else "child",
+                )
+                for i in range(3)
+            ]
+            + [NodeInput(kind="note", label="free", status=NodeStatus.DONE)],
+        )
     assert counts["COMMIT"] == 1 and counts["SELECT"] == 0
     after = repo.get_run(run.id)
     assert after.version == before.version + 1
@@ -51,7 +62,10 @@ def test_add_nodes_one_transaction_one_version(repo):
     assert made[3].finished_at is not None and made[3].parent_id is None
     assert [n.id for n in repo.list_nodes(run.id)] == [root.id, *(n.id for n in made)]
     assert [(e.src, e.dst, e.kind) for e in repo.list_edges(run.id)] == [
-        (root.id, made[0].id, "child"), (root.id, made[1].id, "child"), (root.id, made[2].id, "proposal")]
+        (root.id, made[0].id, "child"),
+        (root.id, made[1].id, "child"),
+        (root.id, made[2].id, "proposal"),
+    ]
     assert [e.dst for e in repo.list_edges(run.id, kind="proposal")] == [made[2].id]
 
 
@@ -61,8 +75,10 @@ def test_add_nodes_refuses_a_parent_of_another_run_and_stores_nothing(repo):
     foreign = repo.add_node(other.id, kind="question", label="x")
     version = repo.run_version(run.id)
     with pytest.raises(ValueError, match=f"not a node of run '{run.id}'"):
-        repo.add_nodes(run.id, [NodeInput(kind="question", label="ok"),
-                                NodeInput(kind="question", label="bad", parent_id=foreign.id)])
+        repo.add_nodes(
+            run.id,
+            [NodeInput(kind="question", label="ok"), NodeInput(kind="question", label="bad", parent_id=foreign.id)],
+        )
     assert repo.list_nodes(run.id) == [] and repo.run_version(run.id) == version
     with pytest.raises(RunNotFound):
         repo.add_nodes("nosuchrun", [NodeInput(kind="question", label="q")])
@@ -95,8 +111,9 @@ def test_run_version_is_one_select_of_one_column(repo):
 def test_node_updates_return_complete_nodes_without_reread(repo):
     run = repo.create_run(question="q", method="rag", params={})
     node = repo.add_node(run.id, kind="answer", label="a", data={"keep": 1})
-    repo.record_llm_call(run.id, node_id=node.id, purpose="p", model="m", prompt_tokens=5,
-                         completion_tokens=2, cost=0.0, latency_s=0.1)
+    repo.record_llm_call(
+        run.id, node_id=node.id, purpose="p", model="m", prompt_tokens=5, completion_tokens=2, cost=0.0, latency_s=0.1
+    )
     with statements(repo) as counts:
         started = repo.start_node(node.id)
         finished = repo.finish_node(node.id, content="done", data={"more": 2}, label="A")
@@ -105,7 +122,11 @@ def test_node_updates_return_complete_nodes_without_reread(repo):
     assert counts["SELECT"] == 1
     assert started.status == NodeStatus.RUNNING and started.started_at is not None
     assert (finished.status, finished.content, finished.label, finished.data) == (
-        NodeStatus.DONE, "done", "A", {"keep": 1, "more": 2})
+        NodeStatus.DONE,
+        "done",
+        "A",
+        {"keep": 1, "more": 2},
+    )
     assert finished.prompt_tokens == 5 and finished.finished_at is not None and finished.started_at is not None
     assert repo.get_node(node.id).model_dump() == finished.model_dump()
     failed = repo.fail_node(node.id, "boom", data={"why": "x"})
@@ -215,7 +236,10 @@ def test_run_states_are_versioned_per_name(repo):
     assert (latest.id, latest.data) == (second.id, {"concepts": ["a", "b"]})
     assert repo.latest_run_state(run.id, "outline").schema == 2
     assert [(s.name, s.version) for s in repo.list_run_states(run.id)] == [
-        ("concept_pool", 1), ("concept_pool", 2), ("outline", 1)]
+        ("concept_pool", 1),
+        ("concept_pool", 2),
+        ("outline", 1),
+    ]
     assert [s.version for s in repo.list_run_states(run.id, "concept_pool")] == [1, 2]
     other = repo.create_run(question="o", method="omnithink", params={})
     assert repo.save_run_state(other.id, "concept_pool", {}).version == 1
@@ -245,9 +269,11 @@ def test_run_state_versions_stay_unique_under_concurrent_savers(repo):
 def test_add_sources_batch_semantics(repo):
     run = repo.create_run(question="q", method="rag", params={})
     node = repo.add_node(run.id, kind="search", label="s")
-    hits = [SourceInput(ref="a", title="A", text="short", score=0.9),
-            SourceInput(ref="b", title="B", text="beta", score=0.5),
-            SourceInput(ref="a", title="A again", text="a much longer text", score=0.1)]
+    hits = [
+        SourceInput(ref="a", title="A", text="short", score=0.9),
+        SourceInput(ref="b", title="B", text="beta", score=0.5),
+        SourceInput(ref="a", title="A again", text="a much longer text", score=0.1),
+    ]
     with statements(repo) as counts:
         stored = repo.add_sources(run.id, hits, node_id=node.id)
     # One SELECT of the texts already stored for these refs, one INSERT ... ON CONFLICT DO UPDATE ...
@@ -268,13 +294,22 @@ def test_add_sources_batch_semantics(repo):
 
     # An existing ref: a text holding the stored one replaces it; another comes first, the rest after it.
     other = repo.add_node(run.id, kind="search", label="s2")
-    again = repo.add_sources(run.id, [SourceInput(ref="b", title="ignored", text="beta, in full"),
-                                      SourceInput(ref="a", title="ignored", text="tiny"),
-                                      SourceInput(ref="c", title="C")], node_id=other.id)
+    again = repo.add_sources(
+        run.id,
+        [
+            SourceInput(ref="b", title="ignored", text="beta, in full"),
+            SourceInput(ref="a", title="ignored", text="tiny"),
+            SourceInput(ref="c", title="C"),
+        ],
+        node_id=other.id,
+    )
     assert [s.id for s in again[:2]] == [stored[1].id, stored[0].id]
     by_ref = {s.ref: s for s in repo.list_sources(run.id)}
     assert (by_ref["b"].text, by_ref["b"].title, by_ref["a"].text) == (
-        "beta, in full", "B", "tiny\na much longer text\nshort")
+        "beta, in full",
+        "B",
+        "tiny\na much longer text\nshort",
+    )
     assert again[0].text == "beta, in full"
     assert [s.ref for s in repo.sources_for_node(other.id)] == ["b", "a", "c"]
     # Adding the same sources to the same node again keeps the links as they are.
@@ -292,9 +327,10 @@ def test_add_sources_from_concurrent_workers(repo):
     def add(worker):
         barrier.wait()
         for round_ in range(3):  # overlapping batches, in a different order per worker
-            batch = refs[round_ * 4:(round_ + 1) * 4 + 2][:: 1 if worker % 2 else -1]
-            stored = repo.add_sources(run.id, [SourceInput(ref=r, title=r, text=r * (worker + 1)) for r in batch],
-                                      node_id=nodes[worker].id)
+            batch = refs[round_ * 4 : (round_ + 1) * 4 + 2][:: 1 if worker % 2 else -1]
+            stored = repo.add_sources(
+                run.id, [SourceInput(ref=r, title=r, text=r * (worker + 1)) for r in batch], node_id=nodes[worker].id
+            )
             assert [s.ref for s in stored] == batch
 
     run_threads(add)

@@ -135,7 +135,10 @@ def _out_of_range(info) -> Iterator[tuple[str, Any]]:
         elif isinstance(m, MinLen) and m.min_length > 0:
             yield "shorter than its minimum length", "" if kind is str else []
         elif isinstance(m, MaxLen):
-            yield "longer than its maximum length", "x" * (m.max_length + 1) if kind is str else ["x"] * (m.max_length + 1)
+            yield (
+                "longer than its maximum length",
+                "x" * (m.max_length + 1) if kind is str else ["x"] * (m.max_length + 1),
+            )
 
 
 def _rejected(spec: CommandSpec, payload: dict[str, Any]) -> bool:
@@ -179,8 +182,13 @@ START_TIMEOUT_S = 60
 def cli_env(home: Path, latency_s: float) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "THOUGHTMAP_"))}
     pythonpath = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
-    env.update(THOUGHTMAP_HOME=str(home), THOUGHTMAP_FAKE_LATENCY=str(latency_s), THOUGHTMAP_METHODS=PLUGIN,
-               PYTHONPATH=pythonpath, PYTHONUNBUFFERED="1")
+    env.update(
+        THOUGHTMAP_HOME=str(home),
+        THOUGHTMAP_FAKE_LATENCY=str(latency_s),
+        THOUGHTMAP_METHODS=PLUGIN,
+        PYTHONPATH=pythonpath,
+        PYTHONUNBUFFERED="1",
+    )
     return env
 
 
@@ -196,9 +204,23 @@ def _read_lines(stream, into: queue.Queue) -> None:
 def start_cli_run(cls: type[Method], home: Path, latency_s: float) -> tuple[subprocess.Popen, str]:
     """`thoughtmap run QUESTION --method NAME --llm fake` as a real process: (process, run id)."""
     proc = subprocess.Popen(
-        [*THOUGHTMAP, "run", QUESTION, "--method", cls.name, "--llm", "fake", "--search", "local",
-         *cli_params(cls), "--quiet"],
-        env=cli_env(home, latency_s), cwd=str(REPO_ROOT), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        [
+            *THOUGHTMAP,
+            "run",
+            QUESTION,
+            "--method",
+            cls.name,
+            "--llm",
+            "fake",
+            "--search",
+            "local",
+            *cli_params(cls),
+            "--quiet",
+        ],
+        env=cli_env(home, latency_s),
+        cwd=str(REPO_ROOT),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
     )
     lines: queue.Queue = queue.Queue()
@@ -213,8 +235,9 @@ def start_cli_run(cls: type[Method], home: Path, latency_s: float) -> tuple[subp
         proc.wait(timeout=10)
         error = proc.stderr.read().strip()
         stop(proc)
-        raise AssertionError(f"`thoughtmap run --method {cls.name}` printed no run id "
-                             f"(exit {proc.returncode}): {error}")
+        raise AssertionError(
+            f"`thoughtmap run --method {cls.name}` printed no run id (exit {proc.returncode}): {error}"
+        )
     return proc, first.strip()
 
 
@@ -228,8 +251,13 @@ def stop(proc: subprocess.Popen) -> None:
             stream.close()
 
 
-def poll_until(condition: Callable[[], object], timeout: float, what: str,
-               proc: subprocess.Popen | None = None, interval: float = 0.01) -> object:
+def poll_until(
+    condition: Callable[[], object],
+    timeout: float,
+    what: str,
+    proc: subprocess.Popen | None = None,
+    interval: float = 0.01,
+) -> object:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = condition()

@@ -18,7 +18,9 @@ from storage import Repository, open_database
 def _postgres_url() -> str | None:
     url = os.environ.get("THOUGHTMAP_TEST_POSTGRES_URL")
     if not url and os.environ.get("CI"):
-        pytest.fail("CI must run the storage tests on PostgreSQL: THOUGHTMAP_TEST_POSTGRES_URL is unset (use scripts/test)")
+        pytest.fail(
+            "CI must run the storage tests on PostgreSQL: THOUGHTMAP_TEST_POSTGRES_URL is unset (use scripts/test)"
+        )
     return url
 
 

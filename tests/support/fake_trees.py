@@ -31,15 +31,22 @@ METHODS = ("deot", "omnithink", "mtqa", "fgdip", "research", "rag", "direct", "r
 SOURCE_MARKER = re.compile(r"\[\[S(\d+)\]\]")
 KNOWLEDGE_UNIT = re.compile(r"\bkg\d+-c\d+\b")  # MTQA's unit ids: rows of the knowledge store
 # Keys whose integer values are node ids, and keys whose integer values are source ids.
-NODE_ID_KEYS = {"created", "node_id", "node_ids", "parent_id", "backtrack_from", "answer_node", "summary_node",
-                "tree"}
+NODE_ID_KEYS = {"created", "node_id", "node_ids", "parent_id", "backtrack_from", "answer_node", "summary_node", "tree"}
 SOURCE_ID_KEYS = {"source_id", "source_ids", "page_source", "sources", "snippets"}
 # Lists kept in row-id order: sorted again once their ids are names.
 ID_ORDERED_KEYS = {"tree"}
 # Keys that hold a clock reading, a measured duration, a cache signature made of ids and clocks, or
 # an offset into text that holds ids (whose digits vary in number).
-VOLATILE_KEYS = {"started_at", "finished_at", "created_at", "latency_s", "elapsed_s", "seconds", "signature",
-                 "own_text_from"}
+VOLATILE_KEYS = {
+    "started_at",
+    "finished_at",
+    "created_at",
+    "latency_s",
+    "elapsed_s",
+    "seconds",
+    "signature",
+    "own_text_from",
+}
 
 
 def _today() -> set[str]:
@@ -101,25 +108,49 @@ def canonical_tree(repo: Repository, run_id: str) -> dict[str, Any]:
     for link in repo.node_source_links(run_id):
         linked.setdefault(link.node_id, []).append(source_names[link.source_id])
     return {
-        "run": {"status": run.status, "node_count": run.node_count, "llm_calls": run.llm_calls,
-                "error": run.error, "stop_reason": run.stop_reason, "warning": run.warning},
-        "nodes": [{"name": node_names[n.id], "kind": n.kind, "status": n.status, "depth": n.depth,
-                   "label": names.text(n.label), "content": names.text(n.content), "error": n.error,
-                   "data": names.value(n.data), "sources": sorted(linked.get(n.id, []))}
-                  for n in sorted(nodes, key=lambda n: node_names[n.id])],
-        "edges": sorted([node_names[e.src], node_names[e.dst], e.kind, json.dumps(names.value(e.data), sort_keys=True)]
-                        for e in repo.list_edges(run_id)),
+        "run": {
+            "status": run.status,
+            "node_count": run.node_count,
+            "llm_calls": run.llm_calls,
+            "error": run.error,
+            "stop_reason": run.stop_reason,
+            "warning": run.warning,
+        },
+        "nodes": [
+            {
+                "name": node_names[n.id],
+                "kind": n.kind,
+                "status": n.status,
+                "depth": n.depth,
+                "label": names.text(n.label),
+                "content": names.text(n.content),
+                "error": n.error,
+                "data": names.value(n.data),
+                "sources": sorted(linked.get(n.id, [])),
+            }
+            for n in sorted(nodes, key=lambda n: node_names[n.id])
+        ],
+        "edges": sorted(
+            [node_names[e.src], node_names[e.dst], e.kind, json.dumps(names.value(e.data), sort_keys=True)]
+            for e in repo.list_edges(run_id)
+        ),
         "sources": [{"ref": s.ref, "kind": s.kind, "title": s.title} for s in sources],
-        "reports": sorted(({"kind": r.kind, "markdown": names.text(r.markdown), "data": names.value(r.data)}
-                           for r in repo.list_reports(run_id)), key=lambda r: json.dumps(r, sort_keys=True)),
+        "reports": sorted(
+            (
+                {"kind": r.kind, "markdown": names.text(r.markdown), "data": names.value(r.data)}
+                for r in repo.list_reports(run_id)
+            ),
+            key=lambda r: json.dumps(r, sort_keys=True),
+        ),
         "run_states": sorted(s.name for s in repo.list_run_states(run_id)),
     }
 
 
 def grow(services: Any, method: str) -> dict[str, Any]:
     """Run `method` with its default parameters on the fake LLM and the bundled corpus."""
-    run = services.runner.create_run(question=QUESTION, method=method, params={},
-                                     llm_info=services.llm_info("fake"), search_mode="local")
+    run = services.runner.create_run(
+        question=QUESTION, method=method, params={}, llm_info=services.llm_info("fake"), search_mode="local"
+    )
     services.runner.start(run.id)
     wait_for_run(services.repo, run.id, what=f"{method} on the fake LLM to end")
     return canonical_tree(services.repo, run.id)
@@ -136,8 +167,9 @@ def record(methods: tuple[str, ...] = METHODS) -> None:  # pragma: no cover - ru
     # As the tests run it (tests/conftest.py): nothing from this shell's settings, BM25 ranking.
     for key in [k for k in os.environ if k.startswith(("OPENAI_", "THOUGHTMAP_"))]:
         os.environ.pop(key)
-    os.environ.update(THOUGHTMAP_HOME=tempfile.mkdtemp(prefix="fake-trees-"), THOUGHTMAP_LLM="fake",
-                      THOUGHTMAP_BUILTIN_EMBEDDINGS="0")
+    os.environ.update(
+        THOUGHTMAP_HOME=tempfile.mkdtemp(prefix="fake-trees-"), THOUGHTMAP_LLM="fake", THOUGHTMAP_BUILTIN_EMBEDDINGS="0"
+    )
     from engine.config import load_settings
     from engine.llm.fake import FakeLLM
     from engine.services import build_services

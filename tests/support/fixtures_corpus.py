@@ -64,6 +64,7 @@ def prebuilt_corpus_home(bundled_corpus, _isolated_home) -> Path:
 @contextmanager
 def no_bundled_reading() -> Iterator[None]:
     """Fail the test if the bundled data files are read (the index would be rebuilt)."""
+
     def refuse(*_args, **_kwargs):
         raise AssertionError("the bundled data was read again: the index was not reused")
 

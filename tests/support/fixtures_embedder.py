@@ -29,8 +29,10 @@ def embedding_model_dir() -> Path:
     try:
         return prepare_embedding_model(LocalModelSettings().models_dir, fetch=None)
     except EmbeddingModelUnavailable as exc:
-        pytest.skip(f"the built-in embedding model is not prepared and cannot be from the cache "
-                    f"({exc.user_message}); scripts/setup prepares it")
+        pytest.skip(
+            f"the built-in embedding model is not prepared and cannot be from the cache "
+            f"({exc.user_message}); scripts/setup prepares it"
+        )
 
 
 @pytest.fixture

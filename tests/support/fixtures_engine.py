@@ -24,11 +24,25 @@ def services(prebuilt_corpus_home, fake_llm) -> Services:
     built.close()
 
 
-def run_to_end(services: Services, question: str, method: str, params: dict | None = None,
-               *, search: str = "local", timeout: float = 60, **budget) -> str:
+def run_to_end(
+    services: Services,
+    question: str,
+    method: str,
+    params: dict | None = None,
+    *,
+    search: str = "local",
+    timeout: float = 60,
+    **budget,
+) -> str:
     """Create and execute a run on the fake LLM; return its id once it has stopped."""
-    run = services.runner.create_run(question=question, method=method, params=params or {},
-                                     llm_info=services.llm_info("fake"), search_mode=search, **budget)
+    run = services.runner.create_run(
+        question=question,
+        method=method,
+        params=params or {},
+        llm_info=services.llm_info("fake"),
+        search_mode=search,
+        **budget,
+    )
     services.runner.start(run.id)
     final = services.runner.wait(run.id, timeout=timeout)
     assert final.status not in (RunStatus.RUNNING, RunStatus.QUEUED), f"run still {final.status}"

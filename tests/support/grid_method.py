@@ -81,11 +81,14 @@ class MatrixState(RunStateModel):
 
     def panel_markdown(self) -> str:
         done = {tuple(cell) for cell in self.filled}
-        lines = ["| row | " + " | ".join(f"column {c + 1}" for c in range(self.columns)) + " |",
-                 "|---|" + "---|" * self.columns]
+        lines = [
+            "| row | " + " | ".join(f"column {c + 1}" for c in range(self.columns)) + " |",
+            "|---|" + "---|" * self.columns,
+        ]
         for r in range(self.rows):
-            lines.append(f"| {r + 1} | " + " | ".join("filled" if (r, c) in done else "open"
-                                                      for c in range(self.columns)) + " |")
+            lines.append(
+                f"| {r + 1} | " + " | ".join("filled" if (r, c) in done else "open" for c in range(self.columns)) + " |"
+            )
         return "\n".join(lines)
 
 
@@ -114,21 +117,43 @@ class GridMethod(Method):
     Params = GridParams
     node_kinds = (
         NodeKind("question", GridQuestionData, "Question", "#1B4F72", "the question of the grid", shape="star"),
-        NodeKind(CELL, CellData, "Cell", "#8E44AD", "a thought of the matrix", shape="box", answers=True,
-                 colour_field="strength", variants=(Variant(5, "#5B2C6F", "a cell refined at full strength"),)),
+        NodeKind(
+            CELL,
+            CellData,
+            "Cell",
+            "#8E44AD",
+            "a thought of the matrix",
+            shape="box",
+            answers=True,
+            colour_field="strength",
+            variants=(Variant(5, "#5B2C6F", "a cell refined at full strength"),),
+        ),
         NodeKind("synthesis", SynthesisData, "Synthesis", "#16A085", "a column's synthesis", shape="diamond"),
     )
     edge_kinds = (
         # Lighter than the cells it links: an edge drawn in a node's own fill merges with it on the map.
-        EdgeKind("column", "column link", "links the cells of a column, top to bottom", dashes=True,
-                 colour="#C39BD3", structural=False),
+        EdgeKind(
+            "column",
+            "column link",
+            "links the cells of a column, top to bottom",
+            dashes=True,
+            colour="#C39BD3",
+            structural=False,
+        ),
     )
     commands = (
-        CommandSpec("refine", "Refine", "Think this cell again with your note.", RefinePayload,
-                    kinds=frozenset({CELL}), statuses=frozenset({NodeStatus.DONE, NodeStatus.FAILED}),
-                    done="Refining"),
-        CommandSpec("reset_matrix", "Reset matrix view", "Recount the matrix panel.", CommandPayload,
-                    done="Recounting"),
+        CommandSpec(
+            "refine",
+            "Refine",
+            "Think this cell again with your note.",
+            RefinePayload,
+            kinds=frozenset({CELL}),
+            statuses=frozenset({NodeStatus.DONE, NodeStatus.FAILED}),
+            done="Refining",
+        ),
+        CommandSpec(
+            "reset_matrix", "Reset matrix view", "Recount the matrix panel.", CommandPayload, done="Recounting"
+        ),
         regenerate_report_command(),
     )
     run_states = (RunStateSpec("matrix", MatrixState, "Matrix"),)
@@ -140,8 +165,11 @@ class GridMethod(Method):
         cell prompt with two short passages, measured on the fake; the thought is capped at 200."""
         p: GridParams = params  # type: ignore[assignment]
         cells = p.rows * p.columns
-        return (Tally().add("think each cell", cells, prompt=240, completion=120)
-                .estimate(low=cells, high=cells, how=f"{p.rows} x {p.columns} cells, one call each"))
+        return (
+            Tally()
+            .add("think each cell", cells, prompt=240, completion=120)
+            .estimate(low=cells, high=cells, how=f"{p.rows} x {p.columns} cells, one call each")
+        )
 
     def start(self, ctx: RunContext) -> None:
         params: GridParams = ctx.params  # type: ignore[assignment]
@@ -149,10 +177,19 @@ class GridMethod(Method):
         if root is not None:
             return
         root = ctx.graph.add(kind="question", label=ctx.question, status=NodeStatus.DONE, content=ctx.question)
-        cells = ctx.graph.add_many([
-            NewNode(CELL, f"{ANGLES[r % len(ANGLES)]} (round {c + 1})", parent=root, depth=1,
-                    data={"row": r, "column": c, "angle": ANGLES[r % len(ANGLES)]})
-            for c in range(params.columns) for r in range(params.rows)])
+        cells = ctx.graph.add_many(
+            [
+                NewNode(
+                    CELL,
+                    f"{ANGLES[r % len(ANGLES)]} (round {c + 1})",
+                    parent=root,
+                    depth=1,
+                    data={"row": r, "column": c, "angle": ANGLES[r % len(ANGLES)]},
+                )
+                for c in range(params.columns)
+                for r in range(params.rows)
+            ]
+        )
         by_place = {(n.data["row"], n.data["column"]): n for n in cells}
         for (r, c), cell in by_place.items():
             if (r + 1, c) in by_place:
@@ -178,9 +215,14 @@ class GridMethod(Method):
             hits = []
         sources = ctx.graph.add_sources(hits, node=cell) if hits else []
         angle = data.angle + (" — note: " + data.refinements[-1] if data.refinements else "")
-        text = ctx.llm.text(CELL_PROMPT.render(question=ctx.question, angle=angle,
-                                               sources=source_blocks(sources) if sources else "(none)"),
-                            purpose="cell", node_id=cell.id, max_tokens=200)
+        text = ctx.llm.text(
+            CELL_PROMPT.render(
+                question=ctx.question, angle=angle, sources=source_blocks(sources) if sources else "(none)"
+            ),
+            purpose="cell",
+            node_id=cell.id,
+            max_tokens=200,
+        )
         content, _ = to_stored_markers(text, sources)
         ctx.graph.link_sources(cell, cited_source_ids(content))
         ctx.graph.finish(cell, content=content)
@@ -194,9 +236,13 @@ class GridMethod(Method):
         if command.name == "refine":
             assert isinstance(payload, RefinePayload) and node is not None
             data = ctx.graph.data(node, CellData)
-            ctx.graph.update(node, status=NodeStatus.PENDING, error="", finished_at=None,
-                             merge_data={"refinements": [*data.refinements, payload.note.strip()],
-                                         "strength": payload.strength})
+            ctx.graph.update(
+                node,
+                status=NodeStatus.PENDING,
+                error="",
+                finished_at=None,
+                merge_data={"refinements": [*data.refinements, payload.note.strip()], "strength": payload.strength},
+            )
             return {REPORT}
         if command.name == "reset_matrix":
             self._count(ctx)
@@ -213,8 +259,12 @@ class GridMethod(Method):
         for column in range(params.columns):
             done = [c for c in cells if c.data["column"] == column and c.status == NodeStatus.DONE]
             synthesis = existing.get(column) or ctx.graph.add(
-                kind="synthesis", label=f"Synthesis of round {column + 1}", parent=root, depth=1,
-                data={"column": column})
+                kind="synthesis",
+                label=f"Synthesis of round {column + 1}",
+                parent=root,
+                depth=1,
+                data={"column": column},
+            )
             if synthesis.status == NodeStatus.DONE and REPORT not in rewrite:
                 continue
             for cell in done:

@@ -25,14 +25,23 @@ PACKAGES = ("engine", "storage", "components")
 # the bottom: `FOUNDATION` (below); storage; the LLM and search seams; the knowledge layer; the contract and graph; the
 # methods; the runner, services and the evaluation harness over them; the CLI and the app on top.
 RULES = (
-    ("storage", "components"), ("engine", "components"),
+    ("storage", "components"),
+    ("engine", "components"),
     ("storage", "engine"),
-    ("engine.llm", "engine.search"), ("engine.llm", "engine.knowledge"), ("engine.llm", "engine.methods"),
+    ("engine.llm", "engine.search"),
+    ("engine.llm", "engine.knowledge"),
+    ("engine.llm", "engine.methods"),
     ("engine.llm", "engine.evaluate"),
-    ("engine.search", "engine.methods"), ("engine.search", "engine.evaluate"), ("engine.search", "engine.knowledge"),
-    ("engine.knowledge", "engine.evaluate"), ("engine.knowledge", "engine.methods"),
-    ("engine.contract", "engine.methods"), ("engine.graph", "engine.methods"),
-    ("engine.methods", "engine.evaluate"), ("engine.methods", "engine.cli"), ("engine.methods", "engine.services"),
+    ("engine.search", "engine.methods"),
+    ("engine.search", "engine.evaluate"),
+    ("engine.search", "engine.knowledge"),
+    ("engine.knowledge", "engine.evaluate"),
+    ("engine.knowledge", "engine.methods"),
+    ("engine.contract", "engine.methods"),
+    ("engine.graph", "engine.methods"),
+    ("engine.methods", "engine.evaluate"),
+    ("engine.methods", "engine.cli"),
+    ("engine.methods", "engine.services"),
     ("engine.methods", "engine.runner"),
 )
 
@@ -142,8 +151,9 @@ def _under(module: str, prefix: str) -> bool:
 # nothing of ours but other foundation modules (`foundation_breaches` checks it), so importing one
 # drags no layer in, and no arrow to one runs back up: storage quotes URLs redacted, refuses a
 # question it cannot store, and says a bad database URL as a configuration error, with these.
-FOUNDATION = frozenset({"engine.redact", "engine.config_values", "engine.questions", "engine.safe_text",
-                        "engine.markdown_code"})
+FOUNDATION = frozenset(
+    {"engine.redact", "engine.config_values", "engine.questions", "engine.safe_text", "engine.markdown_code"}
+)
 
 
 def foundation_breaches(arrows: dict[str, set[str]]) -> list[tuple[str, str]]:

@@ -21,12 +21,17 @@ class _Pages(BaseHTTPRequestHandler):
             self.send_error(404)
             return
         nav = "".join(f'<li><a href="/s{i}">Section {i}</a></li>' for i in range(30))
-        background = "".join(f"<p>Background {i}: wafer fabrication plants take years to build, and each new process "
-                             "node costs billions of dollars in equipment and cleanroom space.</p>" for i in range(12))
-        body = (f"<html><head><title>Chip shortage explained</title></head><body><nav><ul>{nav}</ul></nav><article>"
-                f"<h1>Chip shortage explained</h1>{background}<p>The chip shortage began when carmakers cancelled "
-                "wafer orders in 2020 and foundries sold the capacity to electronics makers.</p></article>"
-                "<footer>Copyright, privacy, cookies.</footer></body></html>").encode()
+        background = "".join(
+            f"<p>Background {i}: wafer fabrication plants take years to build, and each new process "
+            "node costs billions of dollars in equipment and cleanroom space.</p>"
+            for i in range(12)
+        )
+        body = (
+            f"<html><head><title>Chip shortage explained</title></head><body><nav><ul>{nav}</ul></nav><article>"
+            f"<h1>Chip shortage explained</h1>{background}<p>The chip shortage began when carmakers cancelled "
+            "wafer orders in 2020 and foundries sold the capacity to electronics makers.</p></article>"
+            "<footer>Copyright, privacy, cookies.</footer></body></html>"
+        ).encode()
         self.send_response(200)
         self.send_header("Content-Type", "text/html; charset=utf-8")
         self.send_header("Content-Length", str(len(body)))
@@ -49,5 +54,7 @@ def site():
 
 
 def site_rows(base: str) -> list[dict]:
-    return [{"title": "Chip shortage explained", "href": f"{base}/chip.html", "body": "Chip shortage snippet."},
-            {"title": "Chip shortage archive", "href": f"{base}/gone", "body": "Chip shortage archived snippet."}]
+    return [
+        {"title": "Chip shortage explained", "href": f"{base}/chip.html", "body": "Chip shortage snippet."},
+        {"title": "Chip shortage archive", "href": f"{base}/gone", "body": "Chip shortage archived snippet."},
+    ]

@@ -16,7 +16,8 @@ from markdown_it import MarkdownIt
 # What Markdown (CommonMark, GFM tables/strikethrough, Python-Markdown extra) produces by itself.
 MARKDOWN_TAGS = frozenset(
     "p h1 h2 h3 h4 h5 h6 a ul ol li em strong code pre blockquote hr br del s table thead tbody tr "
-    "th td dl dt dd abbr sup div".split())
+    "th td dl dt dd abbr sup div".split()
+)
 SAFE_HREF_PREFIXES = ("http://", "https://", "mailto:", "#")
 # Attributes Markdown renderers write; anything else came from the content.
 MARKDOWN_ATTRIBUTES = frozenset({"href", "title", "start", "style", "id", "class", "align"})

@@ -8,7 +8,8 @@ import re
 _LINE = re.compile(
     r"^(?P<status>\w+) · (?P<done>\d+) / (?P<total>\d+) nodes done(?: \((?P<ended>[^)]*)\))? · "
     r"(?:not started|time not recorded|(?:active (?P<active>[\d:]+) \(wall (?P<wall>[\d:]+)\))|wall (?P<wall_only>[\d:]+)) · "
-    r"(?P<tokens>[\d,]+) tokens · \$(?P<cost>[\d.]+)$")
+    r"(?P<tokens>[\d,]+) tokens · \$(?P<cost>[\d.]+)$"
+)
 
 
 def parse_progress(text: str) -> dict[str, str] | None:

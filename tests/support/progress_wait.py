@@ -33,8 +33,15 @@ def model_cpu() -> int:
     return total
 
 
-def wait_on_progress(done: Callable[[], object], progress: Callable[[], object], *, stall_s: float,
-                     what: str, sleep: Callable[[float], None] = time.sleep, interval: float = 1.0):
+def wait_on_progress(
+    done: Callable[[], object],
+    progress: Callable[[], object],
+    *,
+    stall_s: float,
+    what: str,
+    sleep: Callable[[float], None] = time.sleep,
+    interval: float = 1.0,
+):
     """`done()`'s first truthy value. Fails when `progress()` stayed the same for `stall_s` seconds."""
     last = progress()
     changed_at = time.monotonic()
@@ -68,7 +75,6 @@ def stop(processes: list) -> None:
         process.wait()
 
 
-
 # Nothing stored, printed or computed by the model for this long is a hang, however busy the machine.
 STALL_S = 300.0
 # The backstop of pytest-timeout for the built-in model's tests: far past any slow-but-advancing run;
@@ -79,8 +85,14 @@ BACKSTOP_S = 3600
 def run_progress(repo, run_id: str) -> tuple:
     """What advances while a run works: its stored calls, tokens, nodes, events, and the model's CPU."""
     run = repo.get_run(run_id)
-    return (run.status, run.llm_calls, run.completion_tokens, len(repo.list_nodes(run_id)),
-            len(repo.list_events(run_id)), model_cpu())
+    return (
+        run.status,
+        run.llm_calls,
+        run.completion_tokens,
+        len(repo.list_nodes(run_id)),
+        len(repo.list_events(run_id)),
+        model_cpu(),
+    )
 
 
 def wait_for_run(repo, run_id: str, *, what: str = "the run to end", stall_s: float = STALL_S):
@@ -96,6 +108,7 @@ def wait_for_run(repo, run_id: str, *, what: str = "the run to end", stall_s: fl
 
 def wait_for_process(process, output_path, *, what: str, stall_s: float = STALL_S) -> int:
     """A subprocess's exit code, once it exits, while its output (a file) grows or the model computes."""
+
     def progress():
         try:
             size = output_path.stat().st_size

@@ -85,11 +85,17 @@ class SolveCheckpoint:
         """The stored plan, if it was made for `query` and is stored whole (then this solve runs it)."""
         stored = self._stored
         tasks, accepted, attempts = stored.get("plan"), stored.get("plan_accepted"), stored.get("plan_attempts")
-        if (stored.get("effective_query") != query or not isinstance(tasks, list) or not tasks
-                or not all(isinstance(t, dict) and isinstance(t.get("id"), str) and isinstance(t.get("tool"), str)
-                           for t in tasks)
-                or not isinstance(accepted, bool) or not isinstance(attempts, list)
-                or stored[SOLVING].get("plan_key") != plan_key(query, tasks)):
+        if (
+            stored.get("effective_query") != query
+            or not isinstance(tasks, list)
+            or not tasks
+            or not all(
+                isinstance(t, dict) and isinstance(t.get("id"), str) and isinstance(t.get("tool"), str) for t in tasks
+            )
+            or not isinstance(accepted, bool)
+            or not isinstance(attempts, list)
+            or stored[SOLVING].get("plan_key") != plan_key(query, tasks)
+        ):
             return None
         plan = PlanOutcome(tasks=tasks, accepted=accepted, attempts=attempts)
         self._run(query, plan)
@@ -140,19 +146,28 @@ class SolveCheckpoint:
         if not isinstance(record, dict) or record.get("id") not in plan_tasks:
             return False
         task = plan_tasks[record["id"]]
-        return (all(key in record and record[key] == value for key, value in task.items())
-                and record.get("status") in _FINISHED
-                and isinstance(record.get("output"), str) and isinstance(record.get("error"), str)
-                and isinstance(record.get("source_ids"), list)
-                and sources.numbers_of(record["source_ids"]) is not None
-                and sources.numbers_of(cited_source_ids(record["output"])) is not None)
+        return (
+            all(key in record and record[key] == value for key, value in task.items())
+            and record.get("status") in _FINISHED
+            and isinstance(record.get("output"), str)
+            and isinstance(record.get("error"), str)
+            and isinstance(record.get("source_ids"), list)
+            and sources.numbers_of(record["source_ids"]) is not None
+            and sources.numbers_of(cited_source_ids(record["output"])) is not None
+        )
 
     @staticmethod
     def _result(record: dict[str, Any], sources: NodeSources) -> TaskResult:
-        return TaskResult(task_id=record["id"], tool=record["tool"], status=record["status"],
-                          output=sources.to_prompt(record["output"]), error=record["error"],
-                          source_numbers=sources.numbers_of(record["source_ids"]) or [],
-                          started_at=record.get("started_at"), finished_at=record.get("finished_at"))
+        return TaskResult(
+            task_id=record["id"],
+            tool=record["tool"],
+            status=record["status"],
+            output=sources.to_prompt(record["output"]),
+            error=record["error"],
+            source_numbers=sources.numbers_of(record["source_ids"]) or [],
+            started_at=record.get("started_at"),
+            finished_at=record.get("finished_at"),
+        )
 
     # ---------------------------------------------------------------- recording this solve
 
@@ -165,8 +180,16 @@ class SolveCheckpoint:
     def save_plan(self, query: str, plan: PlanOutcome) -> None:
         """Store the plan this solve runs, with no task results yet."""
         self._run(query, plan)
-        self._write({"effective_query": query, "plan": plan.tasks, "plan_accepted": plan.accepted,
-                     "plan_attempts": plan.attempts, "tasks": [], SOLVING: self._state})
+        self._write(
+            {
+                "effective_query": query,
+                "plan": plan.tasks,
+                "plan_accepted": plan.accepted,
+                "plan_attempts": plan.attempts,
+                "tasks": [],
+                SOLVING: self._state,
+            }
+        )
 
     def _run(self, query: str, plan: PlanOutcome) -> None:
         self._tasks = plan.tasks
@@ -183,9 +206,15 @@ class SolveCheckpoint:
 
     def _record(self, result: TaskResult, output: str, sources: NodeSources) -> dict[str, Any]:
         task = next(t for t in self._tasks if t["id"] == result.task_id)
-        return {**task, "status": result.status, "output": output, "error": result.error,
-                "started_at": result.started_at, "finished_at": result.finished_at,
-                "source_ids": sources.ids_of(result.source_numbers)}
+        return {
+            **task,
+            "status": result.status,
+            "output": output,
+            "error": result.error,
+            "started_at": result.started_at,
+            "finished_at": result.finished_at,
+            "source_ids": sources.ids_of(result.source_numbers),
+        }
 
     def records(self, results: Sequence[TaskResult] = (), sources: NodeSources | None = None) -> list[dict[str, Any]]:
         """The task records in plan order: the stored ones, and one for each other result given

@@ -67,19 +67,30 @@ def decide(ctx: RunContext[DeotParams], node: Node, nodes_used: int) -> tuple[Co
     caller stops the branch); with `paper_engines` the choice is BREADTH or DEPTH only, and an unusable
     answer is BREADTH, as the authors' controller defaults."""
     params = ctx.params
-    prompt, model = (prompts.CONTROLLER_PAPER, PaperControllerDecision) if params.paper_engines \
+    prompt, model = (
+        (prompts.CONTROLLER_PAPER, PaperControllerDecision)
+        if params.paper_engines
         else (prompts.CONTROLLER, ControllerDecision)
+    )
     messages = prompt.render(
-        question=ctx.question, query=node.label, layer=layer_of(node), max_layers=params.max_layers,
-        nodes_used=nodes_used, max_nodes=params.max_nodes, content=_content(node),
+        question=ctx.question,
+        query=node.label,
+        layer=layer_of(node),
+        max_layers=params.max_layers,
+        nodes_used=nodes_used,
+        max_nodes=params.max_nodes,
+        content=_content(node),
     )
     try:
         result = ctx.llm.ask(messages, model, purpose="controller", node_id=node.id, max_tokens=CONTROLLER_MAX_TOKENS)
     except StructuredOutputError as exc:
         if not params.paper_engines:
             raise
-        return ControllerDecision(decision="BREADTH", reasoning=f"the controller gave no usable answer ({exc}); "
-                                  "BREADTH by default, as in the paper (paper_engines)"), "default"
+        return ControllerDecision(
+            decision="BREADTH",
+            reasoning=f"the controller gave no usable answer ({exc}); "
+            "BREADTH by default, as in the paper (paper_engines)",
+        ), "default"
     return ControllerDecision.model_validate(result.model_dump()), "controller"
 
 
@@ -87,21 +98,43 @@ def breadth(ctx: RunContext[DeotParams], node: Node, explored: list[str], max_as
     """The Breadth Engine's aspects: at most `max_aspects` (ours), or exactly that many asked for
     (`paper_engines`; a model that gives fewer is taken at its word)."""
     params = ctx.params
-    how_many = f"Give exactly {max_aspects} aspects." if params.paper_engines else f"Give at most {max_aspects} aspects."
-    messages = prompts.BREADTH.render(
-        question=ctx.question, query=node.label, explored="; ".join(explored) or "(nothing yet)",
-        content=_content(node), how_many=how_many,
+    how_many = (
+        f"Give exactly {max_aspects} aspects." if params.paper_engines else f"Give at most {max_aspects} aspects."
     )
-    result = ctx.llm.ask(messages, breadth_model(max_aspects), purpose="breadth", node_id=node.id,
-                         max_tokens=100 + ASPECT_MAX_TOKENS * max_aspects)
-    return [Proposal(engine="breadth", query=a.query, reasoning=a.reasoning, priority=a.priority,
-                     aspect=a.aspect, category=a.category) for a in result.aspects[:max_aspects]]
+    messages = prompts.BREADTH.render(
+        question=ctx.question,
+        query=node.label,
+        explored="; ".join(explored) or "(nothing yet)",
+        content=_content(node),
+        how_many=how_many,
+    )
+    result = ctx.llm.ask(
+        messages,
+        breadth_model(max_aspects),
+        purpose="breadth",
+        node_id=node.id,
+        max_tokens=100 + ASPECT_MAX_TOKENS * max_aspects,
+    )
+    return [
+        Proposal(
+            engine="breadth",
+            query=a.query,
+            reasoning=a.reasoning,
+            priority=a.priority,
+            aspect=a.aspect,
+            category=a.category,
+        )
+        for a in result.aspects[:max_aspects]
+    ]
 
 
 def depth(ctx: RunContext[DeotParams], node: Node, explored: list[str], unresolved: list[str]) -> Proposal:
     messages = prompts.DEPTH.render(
-        question=ctx.question, query=node.label, explored="; ".join(explored) or "(nothing yet)",
-        unresolved="; ".join(unresolved) or "(none noted)", content=_content(node),
+        question=ctx.question,
+        query=node.label,
+        explored="; ".join(explored) or "(nothing yet)",
+        unresolved="; ".join(unresolved) or "(none noted)",
+        content=_content(node),
     )
     result = ctx.llm.ask(messages, DepthQuestion, purpose="depth", node_id=node.id, max_tokens=DEPTH_MAX_TOKENS)
     return Proposal(engine="depth", query=result.question, reasoning=result.reasoning, priority=result.priority)
@@ -118,7 +151,9 @@ FOLLOW_UP_BY_KIND = {
     "other": "What is known about {name}?",
 }
 MAX_NAME_WORDS = 8
-_QUESTION_WORDS = frozenset("who whom whose what which when where why how is are was were do does did can could".split())
+_QUESTION_WORDS = frozenset(
+    "who whom whose what which when where why how is are was were do does did can could".split()
+)
 
 
 def _is_question(text: str) -> bool:
@@ -135,20 +170,28 @@ def follow_ups_retry(ctx: RunContext[DeotParams], node: Node, n: int, engine: st
     engine that was asked for them."""
     content = _content(node)
     messages = prompts.FOLLOW_UPS_RETRY.render(query=node.label, content=content, n=n)
-    result = ctx.llm.ask(messages, named_things_model(n), purpose=engine, node_id=node.id,
-                         max_tokens=60 + 40 * n)
+    result = ctx.llm.ask(messages, named_things_model(n), purpose=engine, node_id=node.id, max_tokens=60 + 40 * n)
     things = [(thing.name, thing.kind) for thing in result.things]
-    names = [(name, kind) for name, kind in ((_clean_name(name), kind) for name, kind in things)
-             if _usable_name(name, content)]
+    names = [
+        (name, kind)
+        for name, kind in ((_clean_name(name), kind) for name, kind in things)
+        if _usable_name(name, content)
+    ]
     how = "the model named"
     if not names:
         names, how = [(name, "other") for name in names_in(content, exclude=node.label)], "the findings name"
     proposals: list[Proposal] = []
     for name, kind in names:
-        proposals.append(Proposal(
-            engine=engine, query=FOLLOW_UP_BY_KIND[kind].format(name=name), priority="MEDIUM",
-            aspect=name, category=kind,
-            reasoning=f"the first proposals repeated questions already asked; {how} {name}"))
+        proposals.append(
+            Proposal(
+                engine=engine,
+                query=FOLLOW_UP_BY_KIND[kind].format(name=name),
+                priority="MEDIUM",
+                aspect=name,
+                category=kind,
+                reasoning=f"the first proposals repeated questions already asked; {how} {name}",
+            )
+        )
     return proposals[:n]
 
 
@@ -158,16 +201,23 @@ def _clean_name(name: str) -> str:
 
 def _usable_name(name: str, content: str) -> bool:
     """A proper name copied from the findings: a few words, capitalised, as the findings write it."""
-    return (bool(name) and len(name.split()) <= MAX_NAME_WORDS and not _is_question(name)
-            and (name[0].isupper() or name[0].isdigit()) and name in content)
+    return (
+        bool(name)
+        and len(name.split()) <= MAX_NAME_WORDS
+        and not _is_question(name)
+        and (name[0].isupper() or name[0].isdigit())
+        and name in content
+    )
 
 
 # Runs of capitalised words (with "of", "and", "the", "de"... inside), e.g. "Nick Park", "Bank of England".
 _NAME_RUN = re.compile(r"\b[A-Z][\w'’-]*(?:\s+(?:(?:of|and|the|de|von|van|du|la|le)\s+)?[A-Z][\w'’-]*)*")
 # "American", "British", "Japanese", "Korean": adjectives of nationality, not things to look up.
 _ADJECTIVE_ENDINGS = ("ian", "ish", "ese", "can", "ean")
-_NOT_NAMES = frozenset("Key Evidence Analysis Conclusion Conflicting Findings The This That These Those It In On "
-                       "At For And But Or A An As By From With Which What Who When Where Why How".split())
+_NOT_NAMES = frozenset(
+    "Key Evidence Analysis Conclusion Conflicting Findings The This That These Those It In On "
+    "At For And But Or A An As By From With Which What Who When Where Why How".split()
+)
 
 
 def names_in(text: str, *, exclude: str = "") -> list[str]:

@@ -39,13 +39,26 @@ PLAN_ATTEMPTS = 1
 # (`benchmarks/bench_estimate.py`: characters / 4, the fake's own count). The prompts are ours and the
 # sources are the corpus's, so these hold for a real model on the same corpus; web pages are longer.
 PROMPT_TOKENS = {
-    "prompter": 290, "planner": 690, "plan_validator": 450, "tool": 500, "summary": 1800,
-    "fact_check": 2150, "controller": 570, "engine": 730, "report_base": 600,
+    "prompter": 290,
+    "planner": 690,
+    "plan_validator": 450,
+    "tool": 500,
+    "summary": 1800,
+    "fact_check": 2150,
+    "controller": 570,
+    "engine": 730,
+    "report_base": 600,
 }
 # Completion tokens per call of the structured outputs (the same run; the fake fills each schema
 # with sentences of about a real answer's length). Prose outputs are sized from their parameters.
-COMPLETION_TOKENS = {"prompter": 45, "planner": 225, "plan_validator": 60, "fact_check": 150,
-                     "controller": 60, "engine": 155}
+COMPLETION_TOKENS = {
+    "prompter": 45,
+    "planner": 225,
+    "plan_validator": 60,
+    "fact_check": 150,
+    "controller": 60,
+    "engine": 155,
+}
 SUMMARY_FIELDS_TOKENS = 60  # the summary's JSON around its words
 
 
@@ -93,37 +106,72 @@ def estimate(params: DeotParams) -> CostEstimate:
     controller_calls = shape.expansions - (1 if params.root_breadth and shape.expansions else 0)
 
     tally = Tally()
-    tally.add("refine the question", int(params.optimize_query),
-              prompt=PROMPT_TOKENS["prompter"], completion=COMPLETION_TOKENS["prompter"])
+    tally.add(
+        "refine the question",
+        int(params.optimize_query),
+        prompt=PROMPT_TOKENS["prompter"],
+        completion=COMPLETION_TOKENS["prompter"],
+    )
     if params.llm_planner:
-        tally.add("plan each question", shape.nodes * PLAN_ATTEMPTS,
-                  prompt=PROMPT_TOKENS["planner"], completion=COMPLETION_TOKENS["planner"])
-        tally.add("validate each plan", shape.nodes * PLAN_ATTEMPTS * params.validate_plans,
-                  prompt=PROMPT_TOKENS["plan_validator"], completion=COMPLETION_TOKENS["plan_validator"])
+        tally.add(
+            "plan each question",
+            shape.nodes * PLAN_ATTEMPTS,
+            prompt=PROMPT_TOKENS["planner"],
+            completion=COMPLETION_TOKENS["planner"],
+        )
+        tally.add(
+            "validate each plan",
+            shape.nodes * PLAN_ATTEMPTS * params.validate_plans,
+            prompt=PROMPT_TOKENS["plan_validator"],
+            completion=COMPLETION_TOKENS["plan_validator"],
+        )
     tally.add("run the tools", shape.nodes * tools, prompt=PROMPT_TOKENS["tool"], completion=tool_completion)
-    tally.add("summarise each question", shape.nodes,
-              prompt=PROMPT_TOKENS["summary"], completion=summary_completion)
-    tally.add("fact-check each summary", shape.nodes * params.validate_results,
-              prompt=PROMPT_TOKENS["fact_check"], completion=COMPLETION_TOKENS["fact_check"])
-    tally.add("choose breadth, depth or stop", controller_calls,
-              prompt=PROMPT_TOKENS["controller"], completion=COMPLETION_TOKENS["controller"])
-    tally.add("propose follow-up questions", shape.expansions,
-              prompt=PROMPT_TOKENS["engine"], completion=COMPLETION_TOKENS["engine"])
-    tally.add("write the report", 1, prompt=PROMPT_TOKENS["report_base"] + shape.nodes * summary_completion,
-              completion=capped_tokens(params.report_max_tokens))
+    tally.add("summarise each question", shape.nodes, prompt=PROMPT_TOKENS["summary"], completion=summary_completion)
+    tally.add(
+        "fact-check each summary",
+        shape.nodes * params.validate_results,
+        prompt=PROMPT_TOKENS["fact_check"],
+        completion=COMPLETION_TOKENS["fact_check"],
+    )
+    tally.add(
+        "choose breadth, depth or stop",
+        controller_calls,
+        prompt=PROMPT_TOKENS["controller"],
+        completion=COMPLETION_TOKENS["controller"],
+    )
+    tally.add(
+        "propose follow-up questions",
+        shape.expansions,
+        prompt=PROMPT_TOKENS["engine"],
+        completion=COMPLETION_TOKENS["engine"],
+    )
+    tally.add(
+        "write the report",
+        1,
+        prompt=PROMPT_TOKENS["report_base"] + shape.nodes * summary_completion,
+        completion=capped_tokens(params.report_max_tokens),
+    )
 
     fixed = int(params.optimize_query) + 1  # the prompter and the report
     # Low: the controller stops at the root (with root_breadth the root still opens one layer).
-    low_shape = TreeShape(min(2, params.max_nodes), 1) if params.root_breadth and shape.expansions \
+    low_shape = (
+        TreeShape(min(2, params.max_nodes), 1)
+        if params.root_breadth and shape.expansions
         else TreeShape(1, min(1, shape.expansions))
-    low = fixed + low_shape.expansions + low_shape.nodes * (
-        plan_calls + tools_low + 1 + params.validate_results)
+    )
+    low = fixed + low_shape.expansions + low_shape.nodes * (plan_calls + tools_low + 1 + params.validate_results)
     # High: every plan rejected until the last attempt, three model tools per plan, and every
     # expansion asking again differently after repeats.
     rewrites = (params.max_summary_attempts - 1) * 2 * params.validate_results
-    high = fixed + 2 * shape.expansions + shape.nodes * (
-        plan_calls * params.max_plan_attempts + tools_high + 1 + params.validate_results + rewrites) + controller_calls
-    how = (f"{shape.nodes} question nodes (max_nodes {params.max_nodes}, {params.max_layers} layers, "
-           f"{params.max_aspects} aspects per breadth expansion), {shape.expansions} expansions; "
-           f"about {plan_calls + tools + 1 + params.validate_results:g} calls per node")
+    high = (
+        fixed
+        + 2 * shape.expansions
+        + shape.nodes * (plan_calls * params.max_plan_attempts + tools_high + 1 + params.validate_results + rewrites)
+        + controller_calls
+    )
+    how = (
+        f"{shape.nodes} question nodes (max_nodes {params.max_nodes}, {params.max_layers} layers, "
+        f"{params.max_aspects} aspects per breadth expansion), {shape.expansions} expansions; "
+        f"about {plan_calls + tools + 1 + params.validate_results:g} calls per node"
+    )
     return tally.estimate(low=low, high=high, how=how)

@@ -40,8 +40,14 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
-def _run_task(ctx: RunContext[DeotParams], node: Node, sources: NodeSources, task: dict[str, Any],
-              dependencies: list[TaskResult], turns: SearchTurns) -> TaskResult:
+def _run_task(
+    ctx: RunContext[DeotParams],
+    node: Node,
+    sources: NodeSources,
+    task: dict[str, Any],
+    dependencies: list[TaskResult],
+    turns: SearchTurns,
+) -> TaskResult:
     try:
         ctx.checkpoint()
         return _use_tool(ctx, node, sources, task, dependencies, turns)
@@ -49,8 +55,14 @@ def _run_task(ctx: RunContext[DeotParams], node: Node, sources: NodeSources, tas
         turns.finish(task["id"])  # a task that ended without numbering sources lets the next one go
 
 
-def _use_tool(ctx: RunContext[DeotParams], node: Node, sources: NodeSources, task: dict[str, Any],
-              dependencies: list[TaskResult], turns: SearchTurns) -> TaskResult:
+def _use_tool(
+    ctx: RunContext[DeotParams],
+    node: Node,
+    sources: NodeSources,
+    task: dict[str, Any],
+    dependencies: list[TaskResult],
+    turns: SearchTurns,
+) -> TaskResult:
     result = TaskResult(task_id=task["id"], tool=task["tool"], status="running", started_at=_now())
     log.info("node %s task %s (%s): start", node.id, task["id"], task["tool"])
     call = ToolCall(task=task, dependencies=dependencies, node=node, sources=sources, turns=turns)
@@ -66,9 +78,15 @@ def _use_tool(ctx: RunContext[DeotParams], node: Node, sources: NodeSources, tas
     return result
 
 
-def execute_plan(ctx: RunContext[DeotParams], node: Node, tasks: list[dict[str, Any]], sources: NodeSources, *,
-                 finished: dict[str, TaskResult] | None = None,
-                 on_finished: Callable[[TaskResult], TaskResult] | None = None) -> list[TaskResult]:
+def execute_plan(
+    ctx: RunContext[DeotParams],
+    node: Node,
+    tasks: list[dict[str, Any]],
+    sources: NodeSources,
+    *,
+    finished: dict[str, TaskResult] | None = None,
+    on_finished: Callable[[TaskResult], TaskResult] | None = None,
+) -> list[TaskResult]:
     """Results in plan order. Tasks run in waves: every task whose dependencies succeeded runs in
     the current wave, concurrently, on the process-wide pool (`ctx.parallel`; no pool of our own).
 
@@ -85,8 +103,12 @@ def execute_plan(ctx: RunContext[DeotParams], node: Node, tasks: list[dict[str, 
             deps = task.get("depends_on", [])
             failed = [d for d in deps if results.get(d) and results[d].status != "success"]
             if failed:
-                results[task_id] = TaskResult(task_id=task_id, tool=task["tool"], status="skipped",
-                                              error=f"skipped: it needs {', '.join(failed)}, which did not succeed")
+                results[task_id] = TaskResult(
+                    task_id=task_id,
+                    tool=task["tool"],
+                    status="skipped",
+                    error=f"skipped: it needs {', '.join(failed)}, which did not succeed",
+                )
                 del pending[task_id]
             elif all(d in results for d in deps):
                 wave.append(task)
@@ -94,9 +116,13 @@ def execute_plan(ctx: RunContext[DeotParams], node: Node, tasks: list[dict[str, 
         if not wave:
             break
         turns = SearchTurns([task["id"] for task in wave if task["tool"] in SEARCH_TOOLS])
-        outcomes = run_parallel_settled(ctx.executor, [
-            partial(_run_task, ctx, node, sources, task, [results[d] for d in task.get("depends_on", [])], turns)
-            for task in wave])
+        outcomes = run_parallel_settled(
+            ctx.executor,
+            [
+                partial(_run_task, ctx, node, sources, task, [results[d] for d in task.get("depends_on", [])], turns)
+                for task in wave
+            ],
+        )
         ending = next((error for _, error in outcomes if error is not None), None)
         for task, (result, error) in zip(wave, outcomes):
             if error is None:
@@ -106,6 +132,7 @@ def execute_plan(ctx: RunContext[DeotParams], node: Node, tasks: list[dict[str, 
         if ending is not None:
             raise ending
     for task_id, task in pending.items():  # only reachable with a dependency that never ran
-        results[task_id] = TaskResult(task_id=task_id, tool=task["tool"], status="skipped",
-                                      error="skipped: a task it depends on never ran")
+        results[task_id] = TaskResult(
+            task_id=task_id, tool=task["tool"], status="skipped", error="skipped: a task it depends on never ran"
+        )
     return [results[t["id"]] for t in tasks]

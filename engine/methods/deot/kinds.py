@@ -42,9 +42,11 @@ class Expansion(BaseModel):
     created: list[int] = Field(default_factory=list)
     dropped_for_budget: list[int] = Field(default_factory=list, description="Proposal indexes left out.")
     dropped_repeats: list[str] = Field(
-        default_factory=list, description="Proposed questions dropped because they repeated one already asked.")
+        default_factory=list, description="Proposed questions dropped because they repeated one already asked."
+    )
     asked_differently: bool = Field(
-        default=False, description="Every first proposal was a repeat, so the model was asked again differently.")
+        default=False, description="Every first proposal was a repeat, so the model was asked again differently."
+    )
 
 
 class PlanTask(BaseModel):
@@ -135,8 +137,9 @@ class QuestionData(NodeData):
     auto_expand: bool = True
     steered: bool = False
     steered_analyses: list[Literal["BREADTH", "DEPTH"]] = Field(default_factory=list)
-    IDENTITY: ClassVar[frozenset[str]] = frozenset({
-        "engine", "aspect", "category", "reasoning", "priority_label", "auto_expand", "steered", "steered_analyses"})
+    IDENTITY: ClassVar[frozenset[str]] = frozenset(
+        {"engine", "aspect", "category", "reasoning", "priority_label", "auto_expand", "steered", "steered_analyses"}
+    )
 
     # Solving, each written as soon as it exists (checkpoint.py).
     query_optimization: QueryOptimization | None = None
@@ -154,10 +157,16 @@ class QuestionData(NodeData):
 
     # The answer.
     summary: StoredSummary | None = None
-    summary_fallback: str = Field(default="", description="Set when the summary was written as plain text "
-                                  "because its structured form failed (a small model on a slow machine), and why.")
-    validation_error: str = Field(default="", description="Why the fact check (or the revision it asked for) "
-                                  "could not be read; the summary stands unchecked.")
+    summary_fallback: str = Field(
+        default="",
+        description="Set when the summary was written as plain text "
+        "because its structured form failed (a small model on a slow machine), and why.",
+    )
+    validation_error: str = Field(
+        default="",
+        description="Why the fact check (or the revision it asked for) "
+        "could not be read; the summary stands unchecked.",
+    )
     invalid_citations: list[int] = Field(default_factory=list)
     attributed_citations: int = 0
     validation: dict[str, Any] | None = None
@@ -178,13 +187,18 @@ class QuestionData(NodeData):
         return self.summary.model_dump() if self.summary is not None else None
 
     def caption(self) -> str:
-        who = {"root": "your question", "breadth": "breadth engine", "depth": "depth engine",
-               "user": "your follow-up"}[self.engine]
+        who = {"root": "your question", "breadth": "breadth engine", "depth": "depth engine", "user": "your follow-up"}[
+            self.engine
+        ]
         return f"Engine: {who}" + (f" · aspect: {self.aspect}" if self.aspect else "")
 
 
 QUESTION_KIND = NodeKind(
-    QUESTION, QuestionData, "Question", "#4C78A8", "a sub-question, solved by the planner and its tools",
+    QUESTION,
+    QuestionData,
+    "Question",
+    "#4C78A8",
+    "a sub-question, solved by the planner and its tools",
     colour_field="engine",
     variants=(
         Variant("root", "#2F4B7C", "the question you asked"),
@@ -203,14 +217,16 @@ EDGES = (
 
 
 class ExpandPayload(NodeCommand):
-    n: int = Field(default=2, ge=1, le=8, title="New branches",
-                   description="How many new aspects the breadth engine proposes.")
+    n: int = Field(
+        default=2, ge=1, le=8, title="New branches", description="How many new aspects the breadth engine proposes."
+    )
 
 
 class AskPayload(NodeCommand):
-    question: str = Field(title="Your follow-up",
-                          description=f"Your own follow-up question under this node (up to {MAX_QUESTION_CHARS:,} "
-                                      "characters).")
+    question: str = Field(
+        title="Your follow-up",
+        description=f"Your own follow-up question under this node (up to {MAX_QUESTION_CHARS:,} characters).",
+    )
 
     @field_validator("question")
     @classmethod
@@ -224,16 +240,52 @@ _LIVE = frozenset({NodeStatus.PENDING, NodeStatus.RUNNING, NodeStatus.DONE, Node
 _ON = frozenset({QUESTION})
 
 COMMANDS = (
-    CommandSpec("expand", "Expand", "Ask the breadth engine for new aspects under this node.", ExpandPayload,
-                kinds=_ON, statuses=frozenset({NodeStatus.DONE}), done="Expanding"),
-    CommandSpec("deepen", "Go deeper", "Ask the depth engine for one follow-up question under this node.",
-                NodeCommand, kinds=_ON, statuses=frozenset({NodeStatus.DONE}), done="Going deeper"),
-    CommandSpec("ask", "Ask", "Add your own follow-up question under this node; it is solved like the others.",
-                AskPayload, kinds=_ON, statuses=_LIVE, done="Question added"),
-    CommandSpec("retry", "Retry", "Solve this failed node again.", NodeCommand, kinds=_ON,
-                statuses=frozenset({NodeStatus.FAILED}), done="Retrying"),
-    CommandSpec("prune", "Prune", "Stop this branch and leave it out of the report.", NodeCommand, kinds=_ON,
-                statuses=_LIVE, on_root=False, done="Pruned"),
+    CommandSpec(
+        "expand",
+        "Expand",
+        "Ask the breadth engine for new aspects under this node.",
+        ExpandPayload,
+        kinds=_ON,
+        statuses=frozenset({NodeStatus.DONE}),
+        done="Expanding",
+    ),
+    CommandSpec(
+        "deepen",
+        "Go deeper",
+        "Ask the depth engine for one follow-up question under this node.",
+        NodeCommand,
+        kinds=_ON,
+        statuses=frozenset({NodeStatus.DONE}),
+        done="Going deeper",
+    ),
+    CommandSpec(
+        "ask",
+        "Ask",
+        "Add your own follow-up question under this node; it is solved like the others.",
+        AskPayload,
+        kinds=_ON,
+        statuses=_LIVE,
+        done="Question added",
+    ),
+    CommandSpec(
+        "retry",
+        "Retry",
+        "Solve this failed node again.",
+        NodeCommand,
+        kinds=_ON,
+        statuses=frozenset({NodeStatus.FAILED}),
+        done="Retrying",
+    ),
+    CommandSpec(
+        "prune",
+        "Prune",
+        "Stop this branch and leave it out of the report.",
+        NodeCommand,
+        kinds=_ON,
+        statuses=_LIVE,
+        on_root=False,
+        done="Pruned",
+    ),
     restore_command(_ON),
     regenerate_report_command(),
 )

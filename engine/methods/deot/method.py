@@ -59,8 +59,10 @@ from engine.search.relevance import not_covered, ungrounded_note
 from storage.models import Node, Source, stored_id
 from storage.statuses import NodeStatus
 
-EMPTY_SUMMARY = ("the model's summary held no content (only field names, schema words or error messages); "
-                 "press Retry to solve the node again")
+EMPTY_SUMMARY = (
+    "the model's summary held no content (only field names, schema words or error messages); "
+    "press Retry to solve the node again"
+)
 
 
 def summary_max_tokens(params: DeotParams) -> int:
@@ -91,15 +93,16 @@ def flagged_note(issues: list[str], attempts: int) -> str:
     claims the fact check still disputes."""
     written = "summary" if attempts == 1 else f"{attempts} summaries"
     lines = "\n".join(f"- {issue}" for issue in issues)
-    return (f"\n\n**Fact check: disputed.** After {written}, the fact check still found these factual "
-            f"errors:\n\n{lines}")
+    return f"\n\n**Fact check: disputed.** After {written}, the fact check still found these factual errors:\n\n{lines}"
 
 
 class DeotMethod(Method[DeotParams]):
     name = "deot"
     title = "DEoT: Dual Engines of Thoughts"
-    summary = ("A breadth engine and a depth engine grow a tree of sub-questions, each solved by a "
-               "planner/executor agent with tools and fact-checking, then synthesised into a report.")
+    summary = (
+        "A breadth engine and a depth engine grow a tree of sub-questions, each solved by a "
+        "planner/executor agent with tools and fact-checking, then synthesised into a report."
+    )
     good_for = "broad, open-ended questions explored as a tree of sub-questions a person can steer; a cited report"
     paper = "Dual Engines of Thoughts: A Depth-Breadth Integration Framework for Open-Ended Analysis (arXiv 2504.07872)"
     Params = DeotParams
@@ -135,16 +138,27 @@ class DeotMethod(Method[DeotParams]):
 
     def _reset_for_retry(self, ctx: RunContext[DeotParams], node: Node) -> None:
         # Drop what the failed attempt left, so the node's detail describes only the new attempt.
-        ctx.graph.update(node, status=NodeStatus.PENDING, error="", started_at=None, finished_at=None,
-                         replace_data=QuestionData.model_validate(node.data).identity())
+        ctx.graph.update(
+            node,
+            status=NodeStatus.PENDING,
+            error="",
+            started_at=None,
+            finished_at=None,
+            replace_data=QuestionData.model_validate(node.data).identity(),
+        )
 
     # ------------------------------------------------------------------ graph helpers
 
     def _root(self, ctx: RunContext[DeotParams]) -> Node:
         root = ctx.graph.root()
         if root is None:
-            root = ctx.graph.add(kind=QUESTION, label=ctx.question, depth=0, priority=PRIORITY_WEIGHT["HIGH"],
-                                 data={"engine": "root", "auto_expand": True})
+            root = ctx.graph.add(
+                kind=QUESTION,
+                label=ctx.question,
+                depth=0,
+                priority=PRIORITY_WEIGHT["HIGH"],
+                data={"engine": "root", "auto_expand": True},
+            )
         return root
 
     def _questions(self, ctx: RunContext[DeotParams]) -> list[Node]:
@@ -161,7 +175,9 @@ class DeotMethod(Method[DeotParams]):
             chain.append(current)
         return list(reversed(chain))
 
-    def _add_child(self, ctx: RunContext[DeotParams], parent: Node, proposal: Proposal, *, auto_expand: bool, steered: bool) -> Node:
+    def _add_child(
+        self, ctx: RunContext[DeotParams], parent: Node, proposal: Proposal, *, auto_expand: bool, steered: bool
+    ) -> Node:
         for child in ctx.graph.children(parent):  # idempotent if a crash hit mid-creation
             if child.label == proposal.query and QuestionGrowth.of(child).engine == proposal.engine:
                 return child
@@ -169,11 +185,22 @@ class DeotMethod(Method[DeotParams]):
 
     @staticmethod
     def _child_fields(parent: Node, proposal: Proposal, *, auto_expand: bool, steered: bool) -> dict[str, Any]:
-        return dict(kind=QUESTION, label=proposal.query, parent=parent, priority=proposal.weight,
-                    edge_kind=proposal.engine,
-                    data={"engine": proposal.engine, "aspect": proposal.aspect, "category": proposal.category,
-                          "reasoning": proposal.reasoning, "priority_label": proposal.priority,
-                          "auto_expand": auto_expand, "steered": steered})
+        return dict(
+            kind=QUESTION,
+            label=proposal.query,
+            parent=parent,
+            priority=proposal.weight,
+            edge_kind=proposal.engine,
+            data={
+                "engine": proposal.engine,
+                "aspect": proposal.aspect,
+                "category": proposal.category,
+                "reasoning": proposal.reasoning,
+                "priority_label": proposal.priority,
+                "auto_expand": auto_expand,
+                "steered": steered,
+            },
+        )
 
     # ------------------------------------------------------------------ solving
 
@@ -193,22 +220,37 @@ class DeotMethod(Method[DeotParams]):
         try:
             result: OptimizedQuery = ctx.llm.ask(
                 prompts.OPTIMIZE_QUERY.render(question=ctx.question, today=ctx.today.isoformat()),
-                OptimizedQuery, purpose="prompter", node_id=root.id)
+                OptimizedQuery,
+                purpose="prompter",
+                node_id=root.id,
+            )
             if len(result.optimized_query.strip()) < 3:
                 raise StructuredOutputError("the optimized query was empty", last_output=result.model_dump_json())
             record = {"path": "optimize", **result.model_dump()}
         except StructuredOutputError as first:
             try:
                 repaired: RepairedQuery = ctx.llm.ask(
-                    prompts.REPAIR_QUERY.render(question=ctx.question, today=ctx.today.isoformat(),
-                                                error=str(first), failed_output=first.last_output[:1500] or "(none)"),
-                    RepairedQuery, purpose="prompter", node_id=root.id)
+                    prompts.REPAIR_QUERY.render(
+                        question=ctx.question,
+                        today=ctx.today.isoformat(),
+                        error=str(first),
+                        failed_output=first.last_output[:1500] or "(none)",
+                    ),
+                    RepairedQuery,
+                    purpose="prompter",
+                    node_id=root.id,
+                )
                 if len(repaired.optimized_query.strip()) < 3:
                     raise StructuredOutputError("the repaired query was empty", last_output=repaired.model_dump_json())
                 record = {"path": "error_handling", **repaired.model_dump()}
             except StructuredOutputError as second:
-                record = {"path": "fallback", "optimized_query": ctx.question, "original_query": ctx.question,
-                          "modifications": [], "error": str(second)}
+                record = {
+                    "path": "fallback",
+                    "optimized_query": ctx.question,
+                    "original_query": ctx.question,
+                    "modifications": [],
+                    "error": str(second),
+                }
         checkpoint.save_query_optimization(record)
         # Every path above stores a str: OptimizedQuery's field, RepairedQuery's, or the question.
         return cast(str, record["optimized_query"]).strip()
@@ -230,20 +272,34 @@ class DeotMethod(Method[DeotParams]):
 
             plan = checkpoint.stored_plan(query)
             if plan is None:
-                plan = make_plan(ctx, node.id, query, context, earlier=checkpoint.stored_plan_attempts(query),
-                                 on_attempt=lambda attempts: checkpoint.save_plan_attempts(query, attempts))
+                plan = make_plan(
+                    ctx,
+                    node.id,
+                    query,
+                    context,
+                    earlier=checkpoint.stored_plan_attempts(query),
+                    on_attempt=lambda attempts: checkpoint.save_plan_attempts(query, attempts),
+                )
                 checkpoint.save_plan(query, plan)
             detail.update(plan=plan.tasks, plan_accepted=plan.accepted, plan_attempts=plan.attempts)
             sources, finished = checkpoint.resume_tasks()
-            results = execute_plan(ctx, node, plan.tasks, sources, finished=finished,
-                                   on_finished=lambda result: checkpoint.save_task(result, sources))
+            results = execute_plan(
+                ctx,
+                node,
+                plan.tasks,
+                sources,
+                finished=finished,
+                on_finished=lambda result: checkpoint.save_task(result, sources),
+            )
             numbered = sources.all
             detail["tasks"] = checkpoint.records(results, sources)
             # Hits left out as unrelated (this solve's searches; a resumed solve reuses earlier ones).
             detail["dropped_as_unrelated"] = sources.dropped
             detail["no_relevant_source"] = bool(sources.unanswered_queries) and not numbered
             if not any(r.status == "success" for r in results):
-                ctx.graph.fail(node, "every task of the plan failed: " + "; ".join(r.error for r in results), data=detail)
+                ctx.graph.fail(
+                    node, "every task of the plan failed: " + "; ".join(r.error for r in results), data=detail
+                )
                 return
             if detail["no_relevant_source"] and ctx.sources_only:
                 # Nothing found is about it, and the model answers only from sources: said, not invented.
@@ -260,12 +316,17 @@ class DeotMethod(Method[DeotParams]):
             if flagged and params.invalid_summary == "drop":
                 # The authors' code: a node whose summary stays invalid is left out of the analysis.
                 attempts = len(detail["validation_attempts"])
-                ctx.graph.fail(node, f"the fact check found factual errors in every summary ({attempts} "
-                               "written): " + "; ".join(flagged)[:1500], data=detail)
+                ctx.graph.fail(
+                    node,
+                    f"the fact check found factual errors in every summary ({attempts} "
+                    "written): " + "; ".join(flagged)[:1500],
+                    data=detail,
+                )
                 return
 
-            stored, invalid, attributed = self._store_citations(summary.model_dump(), numbered,
-                                                                attribute=params.attribute_citations)
+            stored, invalid, attributed = self._store_citations(
+                summary.model_dump(), numbered, attribute=params.attribute_citations
+            )
             detail["summary"] = stored
             detail["invalid_citations"] = invalid
             if attributed:
@@ -291,8 +352,9 @@ class DeotMethod(Method[DeotParams]):
             ctx.graph.fail(node, str(exc), data={**detail, "last_output": exc.last_output[:2000]})
 
     @staticmethod
-    def _summarize_and_validate(ctx: RunContext[DeotParams], node: Node, query: str, source_text: str, results_text: str,
-                                detail: dict[str, Any]) -> tuple[NodeSummary, list[str]]:
+    def _summarize_and_validate(
+        ctx: RunContext[DeotParams], node: Node, query: str, source_text: str, results_text: str, detail: dict[str, Any]
+    ) -> tuple[NodeSummary, list[str]]:
         """The Executor's summary and Result Validation (paper 3.4.2): the summary is fact-checked,
         and one found INVALID is written again with the check's issues as feedback, up to
         `max_summary_attempts` summaries in all. Returns the last summary and, when the fact check
@@ -301,9 +363,13 @@ class DeotMethod(Method[DeotParams]):
         params = ctx.params
         common = dict(query=query, sources=source_text, results=results_text, words=params.summary_words)
         try:
-            summary: NodeSummary = ctx.llm.ask(prompts.SUMMARIZE_RESULTS.render(**common), NodeSummary,
-                                               purpose="summarizer", node_id=node.id,
-                                               max_tokens=summary_max_tokens(params))
+            summary: NodeSummary = ctx.llm.ask(
+                prompts.SUMMARIZE_RESULTS.render(**common),
+                NodeSummary,
+                purpose="summarizer",
+                node_id=node.id,
+                max_tokens=summary_max_tokens(params),
+            )
         except StructuredOutputError as exc:
             if not (exc.cut_off or exc.copied):
                 raise
@@ -314,9 +380,17 @@ class DeotMethod(Method[DeotParams]):
         while True:
             try:
                 check: FactCheck = ctx.llm.ask(
-                    prompts.FACT_CHECK.render(today=ctx.today.isoformat(), query=query, sources=source_text,
-                                              results=results_text, summary=render_summary(summary.model_dump())),
-                    FactCheck, purpose="validator", node_id=node.id)
+                    prompts.FACT_CHECK.render(
+                        today=ctx.today.isoformat(),
+                        query=query,
+                        sources=source_text,
+                        results=results_text,
+                        summary=render_summary(summary.model_dump()),
+                    ),
+                    FactCheck,
+                    purpose="validator",
+                    node_id=node.id,
+                )
             except StructuredOutputError as exc:
                 # The check could not be read: the summary stands, unchecked (said in the node's data),
                 # rather than the node failing with an answer in hand.
@@ -329,22 +403,37 @@ class DeotMethod(Method[DeotParams]):
             issues = fact_check_issues(check)
             if len(attempts) >= params.max_summary_attempts:
                 return summary, issues
-            ctx.graph.narrate(f"the fact check found {len(issues)} factual error(s) in the summary; writing it "
-                              f"again with them as feedback ({len(attempts) + 1} of {params.max_summary_attempts})",
-                              node_id=node.id, issues=issues)
+            ctx.graph.narrate(
+                f"the fact check found {len(issues)} factual error(s) in the summary; writing it "
+                f"again with them as feedback ({len(attempts) + 1} of {params.max_summary_attempts})",
+                node_id=node.id,
+                issues=issues,
+            )
             try:
                 summary = ctx.llm.ask(
-                    prompts.REVISE_SUMMARY.render(**common, previous=render_summary(summary.model_dump()),
-                                                  issues="\n".join(f"- {i}" for i in issues)),
-                    NodeSummary, purpose="summarizer", node_id=node.id, max_tokens=summary_max_tokens(params))
+                    prompts.REVISE_SUMMARY.render(
+                        **common,
+                        previous=render_summary(summary.model_dump()),
+                        issues="\n".join(f"- {i}" for i in issues),
+                    ),
+                    NodeSummary,
+                    purpose="summarizer",
+                    node_id=node.id,
+                    max_tokens=summary_max_tokens(params),
+                )
             except StructuredOutputError as exc:
                 # No revision could be read: the last summary stands, with the issues the check found.
                 detail["validation_error"] = f"the revised summary could not be read: {exc}"[:1000]
                 return summary, issues
 
     @staticmethod
-    def _plain_summary(ctx: RunContext[DeotParams], node: Node, common: dict[str, Any], failure: StructuredOutputError,
-                       detail: dict[str, Any]) -> NodeSummary:
+    def _plain_summary(
+        ctx: RunContext[DeotParams],
+        node: Node,
+        common: dict[str, Any],
+        failure: StructuredOutputError,
+        detail: dict[str, Any],
+    ) -> NodeSummary:
         """The node's summary as plain prose (its conclusion), when the structured summary was cut off
         by the output limit at every attempt (on the built-in model under a busy machine's lowered cap,
         even the compact form can be), or its last answer filled the form with the instructions (the
@@ -352,21 +441,25 @@ class DeotMethod(Method[DeotParams]):
         failed. (An answer that never fit the form otherwise still fails the node: that model cannot
         answer this step.) Raises `failure` when the prose is unreadable or repeats its instructions too."""
         params = ctx.params
-        ctx.graph.narrate("the structured summary failed; writing it as plain text", node_id=node.id,
-                          error=str(failure)[:2000])
+        ctx.graph.narrate(
+            "the structured summary failed; writing it as plain text", node_id=node.id, error=str(failure)[:2000]
+        )
         plain = prompts.SUMMARIZE_PLAIN.render(**common)
         instructions = "\n".join(m.content for m in plain if m.role == "system")
-        text = first_readable(lambda: ctx.llm.text(plain, purpose="summarizer", node_id=node.id,
-                                                   max_tokens=summary_max_tokens(params)))
+        text = first_readable(
+            lambda: ctx.llm.text(plain, purpose="summarizer", node_id=node.id, max_tokens=summary_max_tokens(params))
+        )
         if text is None or repeats_instructions(text, instructions):
             raise failure
         detail["summary_fallback"] = f"written as plain text: the structured summary failed ({failure})"[:1000]
-        return NodeSummary.model_construct(key_findings="", evidence_and_data=[], analysis="",
-                                           conflicting_information=[], conclusion=text.strip())
+        return NodeSummary.model_construct(
+            key_findings="", evidence_and_data=[], analysis="", conflicting_information=[], conclusion=text.strip()
+        )
 
     @staticmethod
-    def _store_citations(summary: dict[str, Any], numbered: list[Source], *,
-                         attribute: bool = False) -> tuple[dict[str, Any], list[int], int]:
+    def _store_citations(
+        summary: dict[str, Any], numbered: list[Source], *, attribute: bool = False
+    ) -> tuple[dict[str, Any], list[int], int]:
         invalid: list[int] = []
         attributed = 0
 
@@ -392,8 +485,11 @@ class DeotMethod(Method[DeotParams]):
         questions = self._questions(ctx)
         growth = {n.id: QuestionGrowth.of(n) for n in questions}
         unmaterialized = [n for n in questions if growth[n.id].awaits_children and n.status == NodeStatus.DONE]
-        waiting = [n for n in questions if n.status == NodeStatus.DONE and growth[n.id].auto_expand
-                   and growth[n.id].expansion is None]
+        waiting = [
+            n
+            for n in questions
+            if n.status == NodeStatus.DONE and growth[n.id].auto_expand and growth[n.id].expansion is None
+        ]
         if not waiting and not unmaterialized:
             return False
         if waiting:
@@ -416,8 +512,11 @@ class DeotMethod(Method[DeotParams]):
                 elif room <= 0:
                     # Resource utilisation: each expanding node adds at least one child, so only the
                     # best-priority nodes that can still get one are worth asking the engines about.
-                    reason = ("the maximum number of nodes is reached" if nodes_used >= params.max_nodes
-                              else "the remaining node budget goes to higher-priority nodes of this layer")
+                    reason = (
+                        "the maximum number of nodes is reached"
+                        if nodes_used >= params.max_nodes
+                        else "the remaining node budget goes to higher-priority nodes of this layer"
+                    )
                     self._record_expansion(ctx, node, "STOP", "rule", reason, [])
                 else:
                     room -= 1
@@ -426,25 +525,51 @@ class DeotMethod(Method[DeotParams]):
         self._materialize(ctx)
         return True
 
-    def _record_expansion(self, ctx: RunContext[DeotParams], node: Node, decision: str, by: str, reasoning: str,
-                          proposals: list[Proposal], unresolved: list[str] | None = None, *,
-                          dropped_repeats: list[str] | None = None, asked_differently: bool = False) -> None:
-        ctx.graph.update(node, merge_data={"expansion": {
-            "decision": decision, "by": by, "reasoning": reasoning, "unresolved_points": unresolved or [],
-            "proposals": [p.as_dict() for p in proposals], "materialized": not proposals, "created": [],
-            "dropped_repeats": dropped_repeats or [], "asked_differently": asked_differently,
-        }})
+    def _record_expansion(
+        self,
+        ctx: RunContext[DeotParams],
+        node: Node,
+        decision: str,
+        by: str,
+        reasoning: str,
+        proposals: list[Proposal],
+        unresolved: list[str] | None = None,
+        *,
+        dropped_repeats: list[str] | None = None,
+        asked_differently: bool = False,
+    ) -> None:
+        ctx.graph.update(
+            node,
+            merge_data={
+                "expansion": {
+                    "decision": decision,
+                    "by": by,
+                    "reasoning": reasoning,
+                    "unresolved_points": unresolved or [],
+                    "proposals": [p.as_dict() for p in proposals],
+                    "materialized": not proposals,
+                    "created": [],
+                    "dropped_repeats": dropped_repeats or [],
+                    "asked_differently": asked_differently,
+                }
+            },
+        )
 
-    def _propose(self, ctx: RunContext[DeotParams], node: Node, nodes_used: int, explored: list[str],
-                 questions: list[Node]) -> None:
+    def _propose(
+        self, ctx: RunContext[DeotParams], node: Node, nodes_used: int, explored: list[str], questions: list[Node]
+    ) -> None:
         params = ctx.params
         ctx.checkpoint()
         lineage = [n.label for n in self._ancestry(questions, node)] + [node.label]
         try:
             if node.depth == 0 and params.root_breadth:
-                verdict, by = ControllerDecision(
-                    decision="BREADTH", reasoning="your question always opens with the breadth engine "
-                    "(the root_breadth parameter)"), "rule"
+                verdict, by = (
+                    ControllerDecision(
+                        decision="BREADTH",
+                        reasoning="your question always opens with the breadth engine (the root_breadth parameter)",
+                    ),
+                    "rule",
+                )
             else:
                 verdict, by = decide(ctx, node, nodes_used)
             if verdict.decision == "BREADTH":
@@ -455,32 +580,56 @@ class DeotMethod(Method[DeotParams]):
                 proposals = []
             wanted = params.max_aspects if verdict.decision == "BREADTH" else 1
             proposals, repeats, asked_differently = self._novel_or_ask_differently(
-                ctx, node, proposals, lineage, explored, wanted, verdict.decision.lower())
+                ctx, node, proposals, lineage, explored, wanted, verdict.decision.lower()
+            )
         except StructuredOutputError as exc:
             self._record_expansion(ctx, node, "STOP", "error", f"the engines gave no usable answer ({exc})", [])
             return
         reasoning = verdict.reasoning
         if repeats:
-            reasoning += (f" (dropped {len(repeats)} proposed question(s) that repeated one already asked"
-                          + ("; asked again differently" if asked_differently else "") + ")")
+            reasoning += (
+                f" (dropped {len(repeats)} proposed question(s) that repeated one already asked"
+                + ("; asked again differently" if asked_differently else "")
+                + ")"
+            )
             self._narrate_repeats(ctx, node, repeats, asked_differently, kept=len(proposals))
-        self._record_expansion(ctx, node, verdict.decision, by, reasoning, proposals, verdict.unresolved_points,
-                               dropped_repeats=repeats, asked_differently=asked_differently)
+        self._record_expansion(
+            ctx,
+            node,
+            verdict.decision,
+            by,
+            reasoning,
+            proposals,
+            verdict.unresolved_points,
+            dropped_repeats=repeats,
+            asked_differently=asked_differently,
+        )
 
     @staticmethod
-    def _narrate_repeats(ctx: RunContext[DeotParams], node: Node, repeats: list[str], asked_differently: bool, *,
-                         kept: int) -> None:
+    def _narrate_repeats(
+        ctx: RunContext[DeotParams], node: Node, repeats: list[str], asked_differently: bool, *, kept: int
+    ) -> None:
         """The step log says what was dropped and why, and what came of asking again."""
         dropped = "1 proposed question" if len(repeats) == 1 else f"{len(repeats)} proposed questions"
         text = f"dropped {dropped} that repeated a question already asked (“{repeats[0][:100]}”)"
         if asked_differently:
-            text += (f"; asked again differently: {kept} new question(s)" if kept
-                     else "; asked again differently, and nothing new came: this branch stops here")
+            text += (
+                f"; asked again differently: {kept} new question(s)"
+                if kept
+                else "; asked again differently, and nothing new came: this branch stops here"
+            )
         ctx.graph.narrate(text, node_id=node.id, kind="dropped", repeats=repeats)
 
-    def _novel_or_ask_differently(self, ctx: RunContext[DeotParams], node: Node, proposals: list[Proposal], lineage: list[str],
-                                  explored: list[str], wanted: int, engine: str
-                                  ) -> tuple[list[Proposal], list[str], bool]:
+    def _novel_or_ask_differently(
+        self,
+        ctx: RunContext[DeotParams],
+        node: Node,
+        proposals: list[Proposal],
+        lineage: list[str],
+        explored: list[str],
+        wanted: int,
+        engine: str,
+    ) -> tuple[list[Proposal], list[str], bool]:
         """The proposals that ask something new, the repeats dropped, and whether the model was asked
         again differently. Small models often hand a node's own question back (or an ancestor's);
         such a child would only redo work and spend the budget. When every proposal is a repeat, one
@@ -500,21 +649,27 @@ class DeotMethod(Method[DeotParams]):
         params = ctx.params
         questions = self._questions(ctx)
         # By parent id, in the order of `questions`: the expansions whose proposals are not children yet.
-        expansions = {stored_id(n): e for n in questions
-                      if (e := QuestionGrowth.of(n).expansion) is not None and not e.materialized
-                      and n.status == NodeStatus.DONE}
+        expansions = {
+            stored_id(n): e
+            for n in questions
+            if (e := QuestionGrowth.of(n).expansion) is not None and not e.materialized and n.status == NodeStatus.DONE
+        }
         parents = {parent_id: n for n in questions if (parent_id := stored_id(n)) in expansions}
         if not parents:
             return
         ranked = sorted(
-            ((parent_id, parent, index, Proposal(**p)) for parent_id, parent in parents.items()
-             for index, p in enumerate(expansions[parent_id].proposals)),
+            (
+                (parent_id, parent, index, Proposal(**p))
+                for parent_id, parent in parents.items()
+                for index, p in enumerate(expansions[parent_id].proposals)
+            ),
             key=lambda item: (-item[3].weight, item[0], item[2]),
         )
         room = params.max_nodes - sum(1 for n in questions if n.status != NodeStatus.PRUNED)
         # Children a crash left between creating them and marking the parent: reused, not doubled.
         existing: dict[tuple[int | None, str, str], Node] = {
-            (n.parent_id, n.label, QuestionGrowth.of(n).engine): n for n in questions if n.parent_id is not None}
+            (n.parent_id, n.label, QuestionGrowth.of(n).engine): n for n in questions if n.parent_id is not None
+        }
         chosen: list[tuple[int, Node, Proposal]] = []
         dropped: dict[int, list[int]] = {parent_id: [] for parent_id in parents}
         for parent_id, parent, index, proposal in ranked:
@@ -523,9 +678,11 @@ class DeotMethod(Method[DeotParams]):
                 room -= 1
             else:
                 dropped[parent_id].append(index)
-        new = [NewNode(**self._child_fields(parent, proposal, auto_expand=True, steered=False))
-               for parent_id, parent, proposal in chosen
-               if (parent_id, proposal.query, proposal.engine) not in existing]
+        new = [
+            NewNode(**self._child_fields(parent, proposal, auto_expand=True, steered=False))
+            for parent_id, parent, proposal in chosen
+            if (parent_id, proposal.query, proposal.engine) not in existing
+        ]
         for node in ctx.graph.add_many(new):
             existing[(node.parent_id, node.label, QuestionGrowth.of(node).engine)] = node
         created: dict[int, list[int]] = {parent_id: [] for parent_id in parents}
@@ -533,13 +690,19 @@ class DeotMethod(Method[DeotParams]):
             created[parent_id].append(stored_id(existing[(parent_id, proposal.query, proposal.engine)]))
         for parent_id, parent in parents.items():
             stored = expansions[parent_id].model_dump(mode="json", exclude_unset=True)  # the keys it had
-            expansion = {**stored, "materialized": True, "created": created[parent_id],
-                         "dropped_for_budget": dropped[parent_id]}
+            expansion = {
+                **stored,
+                "materialized": True,
+                "created": created[parent_id],
+                "dropped_for_budget": dropped[parent_id],
+            }
             ctx.graph.update(parent, merge_data={"expansion": expansion})
 
     # ------------------------------------------------------------------ steering
 
-    def apply(self, ctx: RunContext[DeotParams], command: CommandSpec, payload: CommandPayload, node: Node | None) -> set[str]:
+    def apply(
+        self, ctx: RunContext[DeotParams], command: CommandSpec, payload: CommandPayload, node: Node | None
+    ) -> set[str]:
         """Apply a steering command (its target already checked against `kinds.COMMANDS`)."""
         if command.name == "regenerate_report":
             return {REPORT}
@@ -557,16 +720,19 @@ class DeotMethod(Method[DeotParams]):
                     wanted, proposals = 1, [depth(ctx, node, explored, unresolved)]
                 lineage = [n.label for n in self._ancestry(self._questions(ctx), node)] + [node.label]
                 proposals, repeats, asked_differently = self._novel_or_ask_differently(
-                    ctx, node, proposals, lineage, explored, wanted, engine)
+                    ctx, node, proposals, lineage, explored, wanted, engine
+                )
             except StructuredOutputError as exc:  # fails the command, not the run
-                raise CommandRejected(f"the {engine} engine gave no usable answer ({exc}); try again, "
-                                      "or ask your own follow-up") from exc
+                raise CommandRejected(
+                    f"the {engine} engine gave no usable answer ({exc}); try again, or ask your own follow-up"
+                ) from exc
             if repeats:
                 self._narrate_repeats(ctx, node, repeats, asked_differently, kept=len(proposals))
             if not proposals:
                 raise CommandRejected(
                     f"the {engine} engine only proposed questions already in the tree ({len(repeats)} dropped, "
-                    "also after asking differently); try again, or ask your own follow-up")
+                    "also after asking differently); try again, or ask your own follow-up"
+                )
             self._add_steered_children(ctx, node, proposals, engine)
             self._count_steered_analysis(ctx, node, engine.upper())
             return set()
@@ -592,12 +758,16 @@ class DeotMethod(Method[DeotParams]):
     def _explored(self, ctx: RunContext[DeotParams]) -> list[str]:
         return [q.label for q in self._questions(ctx) if q.status != NodeStatus.PRUNED]
 
-    def _add_steered_children(self, ctx: RunContext[DeotParams], node: Node, proposals: list[Proposal], engine: str) -> None:
+    def _add_steered_children(
+        self, ctx: RunContext[DeotParams], node: Node, proposals: list[Proposal], engine: str
+    ) -> None:
         existing = {child.id for child in ctx.graph.children(node)}
         created = [self._add_child(ctx, node, p, auto_expand=False, steered=True) for p in proposals]
         if not any(child.id not in existing for child in created):
-            raise CommandRejected(f"the {engine} engine only proposed questions this node already has; "
-                                  "try again, or ask your own follow-up")
+            raise CommandRejected(
+                f"the {engine} engine only proposed questions this node already has; "
+                "try again, or ask your own follow-up"
+            )
 
     def _count_steered_analysis(self, ctx: RunContext[DeotParams], node: Node, decision: str) -> None:
         # Any string: the graph checks the merged data against `QuestionData` when it writes it.
@@ -606,14 +776,15 @@ class DeotMethod(Method[DeotParams]):
         ctx.graph.update(node, merge_data={"steered_analyses": steered})
 
 
-
 def _question_key(text: str) -> str:
     return " ".join(re.sub(r"[^\w\s]", " ", text.lower()).split())
 
 
 # Words that do not tell two questions apart.
-_FILLER = frozenset("a an the of in on at to for and or is are was were be been what which who whom whose "
-                    "when where why how did does do its it this that these those by with from as about".split())
+_FILLER = frozenset(
+    "a an the of in on at to for and or is are was were be been what which who whom whose "
+    "when where why how did does do its it this that these those by with from as about".split()
+)
 
 
 def _content_words(key: str) -> frozenset[str]:
@@ -637,8 +808,9 @@ def is_repeat(question: str, asked: str) -> bool:
     return len(words_a & words_b) >= 0.8 * len(words_b)
 
 
-def novel_proposals(proposals: list[Proposal], lineage: list[str],
-                    elsewhere: Sequence[str] = ()) -> tuple[list[Proposal], list[str]]:
+def novel_proposals(
+    proposals: list[Proposal], lineage: list[str], elsewhere: Sequence[str] = ()
+) -> tuple[list[Proposal], list[str]]:
     """The proposals that ask something new, and the repeated questions that were dropped: a repeat
     of the node's own question or an ancestor's (or of another proposal) by `is_repeat`, a repeat of
     a question elsewhere in the tree word for word (case, punctuation and spacing ignored)."""

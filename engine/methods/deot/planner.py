@@ -40,7 +40,7 @@ def format_problems(tasks: list[dict[str, Any]], enabled_tools: list[str]) -> li
             problems.append(f"task {task_id} uses '{task.get('tool')}', which is not an available agent")
         if not str(task.get("input", "")).strip():
             problems.append(f"task {task_id} has an empty input")
-        earlier = next((t for t in tasks[:tasks.index(task)] if _task_key(t) == _task_key(task)), None)
+        earlier = next((t for t in tasks[: tasks.index(task)] if _task_key(t) == _task_key(task)), None)
         if earlier is not None:
             problems.append(f"task {task_id} repeats task {earlier.get('id')} (same agent and input)")
         for dep in task.get("depends_on", []):
@@ -117,14 +117,26 @@ def search_task(query: str, tools: list[str], max_results: int) -> dict[str, Any
     """The plan without the planner (`llm_planner` off): one search of the node's question, with the
     first search tool on (Information Search when it is), the plan a small model nearly always writes."""
     tool = next((t for t in ("info_search", "news_search") if t in tools), tools[0])
-    return {"id": "task1", "tool": tool, "description": "Find what the sources say about the question.",
-            "input": query, "max_results": max_results, "reason": "one search of the question itself "
-            "(the planner is off: llm_planner)", "depends_on": []}
+    return {
+        "id": "task1",
+        "tool": tool,
+        "description": "Find what the sources say about the question.",
+        "input": query,
+        "max_results": max_results,
+        "reason": "one search of the question itself (the planner is off: llm_planner)",
+        "depends_on": [],
+    }
 
 
-def make_plan(ctx: RunContext[DeotParams], node_id: int | None, query: str, context: str, *,
-              earlier: list[dict[str, Any]] | None = None,
-              on_attempt: Callable[[list[dict[str, Any]]], None] | None = None) -> PlanOutcome:
+def make_plan(
+    ctx: RunContext[DeotParams],
+    node_id: int | None,
+    query: str,
+    context: str,
+    *,
+    earlier: list[dict[str, Any]] | None = None,
+    on_attempt: Callable[[list[dict[str, Any]]], None] | None = None,
+) -> PlanOutcome:
     """Plan, check the format, have the plan validated; revise with the feedback until a plan is
     approved or the attempts are used up.
 
@@ -151,8 +163,13 @@ def make_plan(ctx: RunContext[DeotParams], node_id: int | None, query: str, cont
             if params.validate_plans:
                 # The plan's searches are embedded while the model reviews it (`embed_ahead`).
                 searches = [task["input"] for task in last["tasks"] if task["tool"] in SEARCH_TOOLS]
-                ask = partial(ctx.llm.ask, prompts.VALIDATE_PLAN.render(query=query, plan=_render_plan(last["tasks"])),
-                              PlanReview, purpose="validator", node_id=node_id)
+                ask = partial(
+                    ctx.llm.ask,
+                    prompts.VALIDATE_PLAN.render(query=query, plan=_render_plan(last["tasks"])),
+                    PlanReview,
+                    purpose="validator",
+                    node_id=node_id,
+                )
                 review: PlanReview = ctx.parallel([ask, partial(ctx.embed_ahead, searches)])[0] if searches else ask()
                 last["review"] = review.model_dump()
                 last["verdict"] = review.verdict
@@ -170,8 +187,9 @@ def make_plan(ctx: RunContext[DeotParams], node_id: int | None, query: str, cont
         if last is None:
             messages = prompts.PLAN_TASKS.render(**common)
         else:
-            messages = prompts.REVISE_PLAN.render(**common, previous_plan=_render_plan(last["tasks"]),
-                                                  feedback=_feedback(last))
+            messages = prompts.REVISE_PLAN.render(
+                **common, previous_plan=_render_plan(last["tasks"]), feedback=_feedback(last)
+            )
         plan = ctx.llm.ask(messages, TaskPlan, purpose="planner", node_id=node_id, max_tokens=PLAN_MAX_TOKENS)
         tasks = [t.model_dump() for t in plan.tasks]
         for task in tasks:
@@ -192,10 +210,18 @@ def resumable_attempts(stored: Any) -> list[dict[str, Any]]:
         return []
     for index, record in enumerate(stored):
         last = index == len(stored) - 1
-        if (not isinstance(record, dict) or not isinstance(record.get("tasks"), list)
-                or not all(isinstance(t, dict) and isinstance(t.get("id"), str) and isinstance(t.get("tool"), str)
-                           and isinstance(t.get("input"), str) for t in record["tasks"])
-                or not isinstance(record.get("format_problems"), list)):
+        if (
+            not isinstance(record, dict)
+            or not isinstance(record.get("tasks"), list)
+            or not all(
+                isinstance(t, dict)
+                and isinstance(t.get("id"), str)
+                and isinstance(t.get("tool"), str)
+                and isinstance(t.get("input"), str)
+                for t in record["tasks"]
+            )
+            or not isinstance(record.get("format_problems"), list)
+        ):
             return []
         verdict = record.get("verdict")
         if verdict is None and not (last and not record["format_problems"]):
@@ -208,6 +234,11 @@ def resumable_attempts(stored: Any) -> list[dict[str, Any]]:
 
 
 def _whole_review(review: Any) -> bool:
-    return (isinstance(review, dict) and isinstance(review.get("feedback"), str)
-            and all(isinstance(review.get(k), list) and all(isinstance(i, str) for i in review[k])
-                    for k in ("completeness_issues", "redundancy_issues")))
+    return (
+        isinstance(review, dict)
+        and isinstance(review.get("feedback"), str)
+        and all(
+            isinstance(review.get(k), list) and all(isinstance(i, str) for i in review[k])
+            for k in ("completeness_issues", "redundancy_issues")
+        )
+    )

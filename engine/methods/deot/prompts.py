@@ -28,11 +28,7 @@ REPAIR_QUERY = Prompt(
         "Work out what went wrong, then produce a corrected refinement that keeps the question's core "
         "intent. Explain the error, the correction and what the failed attempt did wrong."
     ),
-    user=(
-        "Original question: $question\n"
-        "Error encountered: $error\n"
-        "Failed attempt: $failed_output"
-    ),
+    user=("Original question: $question\nError encountered: $error\nFailed attempt: $failed_output"),
 )
 
 # ------------------------------------------------------------------ C. Planner
@@ -181,12 +177,15 @@ SUMMARIZE_PLAIN = Prompt(
 # Result Validation's regeneration: the summary is written again with the fact check's issues.
 REVISE_SUMMARY = Prompt(
     name="deot.revise_summary",
-    system=SUMMARIZE_RESULTS.system + (
+    system=SUMMARIZE_RESULTS.system
+    + (
         " A fact check found factual errors in your previous summary: correct every one of them using "
         "the sources and task results, and state nothing the evidence does not support."
     ),
-    user=("Sources:\n\n$sources\n\nTask results:\n\n$results\n\nQuestion: $query\n\n"
-          "Previous summary:\n$previous\n\nFactual errors the fact check found:\n$issues"),
+    user=(
+        "Sources:\n\n$sources\n\nTask results:\n\n$results\n\nQuestion: $query\n\n"
+        "Previous summary:\n$previous\n\nFactual errors the fact check found:\n$issues"
+    ),
 )
 
 FACT_CHECK = Prompt(

@@ -69,13 +69,19 @@ def write(ctx: RunContext[DeotParams], questions: list[Node], *, method: str, fo
     answered = included(questions)
     signature = [[n.id, n.finished_at.isoformat() if n.finished_at else ""] for n in answered]
     latest = ctx.graph.report()
-    if not force and latest is not None and latest.data.get("signature") == signature \
-            and not latest.data.get(UNWRITTEN):
+    if (
+        not force
+        and latest is not None
+        and latest.data.get("signature") == signature
+        and not latest.data.get(UNWRITTEN)
+    ):
         return
     counts = metrics(questions, answered)
     if not answered:
-        ctx.graph.save_report("_No question node was answered, so there is nothing to report yet._",
-                              data={"method": method, "signature": signature, "metrics": counts})
+        ctx.graph.save_report(
+            "_No question node was answered, so there is nothing to report yet._",
+            data={"method": method, "signature": signature, "metrics": counts},
+        )
         return
 
     uncovered = [n for n in answered if QuestionData.model_validate(n.data).not_covered]
@@ -95,22 +101,32 @@ def write(ctx: RunContext[DeotParams], questions: list[Node], *, method: str, fo
         numbering = {sid: n for n, sid in rendered.numbering.items()}
         data = QuestionData.model_validate(node.data)
         header = f"### Node {node.id} · layer {node.depth} · {data.engine}" + (
-            f" · aspect: {data.aspect}" if data.aspect else "")
+            f" · aspect: {data.aspect}" if data.aspect else ""
+        )
         summaries.append(f"{header}\nQuery: {node.label}\n\n{rendered.text}")
     ordered_sources = [all_sources[sid] for sid, _ in sorted(numbering.items(), key=lambda kv: kv[1])]
-    written = first_readable(lambda: ctx.llm.text(
-        prompts.FINAL_REPORT.render(
-            today=ctx.today.isoformat(), question=ctx.question,
-            sources=source_blocks(ordered_sources, max_chars=600) if ordered_sources else "(no sources)",
-            node_summaries="\n\n".join(summaries), **counts),
-        purpose="report", max_tokens=params.report_max_tokens,
-    ))
+    written = first_readable(
+        lambda: ctx.llm.text(
+            prompts.FINAL_REPORT.render(
+                today=ctx.today.isoformat(),
+                question=ctx.question,
+                sources=source_blocks(ordered_sources, max_chars=600) if ordered_sources else "(no sources)",
+                node_summaries="\n\n".join(summaries),
+                **counts,
+            ),
+            purpose="report",
+            max_tokens=params.report_max_tokens,
+        )
+    )
     if written is None:
         # Never the model's "Field required." as the report: say so, keep the tree's cited findings.
         findings = cited_findings(answered)
         own = f"\n\n## Key findings from the tree\n\n{findings}" if findings else ""
-        ctx.graph.save_report(REPORT_NOT_WRITTEN, own=own, data={"method": method, "signature": signature,
-                                                                 "metrics": counts, UNWRITTEN: True})
+        ctx.graph.save_report(
+            REPORT_NOT_WRITTEN,
+            own=own,
+            data={"method": method, "signature": signature, "metrics": counts, UNWRITTEN: True},
+        )
         return
     text = written
     text, attributed = attribute_uncited(text, ordered_sources) if params.attribute_citations else (text, 0)
@@ -120,8 +136,10 @@ def write(ctx: RunContext[DeotParams], questions: list[Node], *, method: str, fo
     if findings:
         # The writer cited nothing (small models often do) but the tree holds cited findings:
         # keep them, as written and cited by the nodes, so the report still shows its evidence.
-        own = "\n\n## Key findings from the tree\n\n_The report writer cited no sources; these are " \
-              "the cited findings of the analysed nodes._\n\n" + findings
+        own = (
+            "\n\n## Key findings from the tree\n\n_The report writer cited no sources; these are "
+            "the cited findings of the analysed nodes._\n\n" + findings
+        )
     metrics_md = (
         "\n\n## Analysis metrics\n\n"
         f"- Question nodes analysed: {counts['total_nodes']}\n"
@@ -131,10 +149,20 @@ def write(ctx: RunContext[DeotParams], questions: list[Node], *, method: str, fo
     )
     ungrounded = [n for n in answered if QuestionData.model_validate(n.data).no_relevant_source]
     if ungrounded:
-        metrics_md += (f"- Nodes with no relevant source (their findings are the model's own, uncited): "
-                       f"{len(ungrounded)} of {len(answered)}\n")
+        metrics_md += (
+            f"- Nodes with no relevant source (their findings are the model's own, uncited): "
+            f"{len(ungrounded)} of {len(answered)}\n"
+        )
     own += uncovered_section([n.label for n in uncovered])
-    ctx.graph.save_report(body, own=own + metrics_md, data={"method": method, "signature": signature,
-                                                            "metrics": counts, "invalid_citations": invalid,
-                                                            "attributed_citations": attributed,
-                                                            "findings_appended": bool(findings)})
+    ctx.graph.save_report(
+        body,
+        own=own + metrics_md,
+        data={
+            "method": method,
+            "signature": signature,
+            "metrics": counts,
+            "invalid_citations": invalid,
+            "attributed_citations": attributed,
+            "findings_appended": bool(findings),
+        },
+    )

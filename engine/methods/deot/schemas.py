@@ -18,7 +18,8 @@ class OptimizedQuery(BaseModel):
     optimized_query: str = Field(description="The enhanced, self-contained version of the query.")
     original_query: str = Field(description="The query exactly as the user wrote it.")
     modifications: Annotated[list[str], at_most(8)] = Field(
-        default=[], max_length=8, description="Each change made, briefly.")
+        default=[], max_length=8, description="Each change made, briefly."
+    )
 
 
 class RepairedQuery(OptimizedQuery):
@@ -37,7 +38,8 @@ class PlannedTaskBase(BaseModel):
     max_results: int = Field(default=3, ge=1, le=5, description="For search tools: how many results (1-5).")
     reason: str = Field(description="Why this tool suits the task.")
     depends_on: Annotated[list[str], at_most(2)] = Field(
-        default=[], max_length=2, description="Ids of earlier tasks whose results this task needs.")
+        default=[], max_length=2, description="Ids of earlier tasks whose results this task needs."
+    )
 
 
 class TaskPlanBase(BaseModel):
@@ -50,10 +52,16 @@ def plan_model(tools: list[str]) -> type[TaskPlanBase]:
     """The plan schema for the enabled tools: the tool field only admits those names."""
     # Both types are built at runtime from the tool names, so they are no static type to check.
     tool_type: Any = Literal[tuple(tools)]
-    task: Any = create_model("PlannedTask", __base__=PlannedTaskBase,
-                             tool=(tool_type, Field(description="The toolbox agent that runs the task.")))
-    return create_model("TaskPlan", __base__=TaskPlanBase, tasks=(list[task], Field(min_length=1, max_length=3,
-                        description="One to three essential tasks.")))
+    task: Any = create_model(
+        "PlannedTask",
+        __base__=PlannedTaskBase,
+        tool=(tool_type, Field(description="The toolbox agent that runs the task.")),
+    )
+    return create_model(
+        "TaskPlan",
+        __base__=TaskPlanBase,
+        tasks=(list[task], Field(min_length=1, max_length=3, description="One to three essential tasks.")),
+    )
 
 
 class PlanReview(BaseModel):
@@ -70,10 +78,12 @@ class NodeSummary(BaseModel):
 
     key_findings: str = Field(description="Two or three sentences of main findings, citing sources as [n].")
     evidence_and_data: Annotated[list[str], at_most(6)] = Field(
-        min_length=1, max_length=6, description="Data points, each citing [n] where it comes from a source.")
+        min_length=1, max_length=6, description="Data points, each citing [n] where it comes from a source."
+    )
     analysis: str = Field(description="Two or three paragraphs of analysis.")
     conflicting_information: Annotated[list[str], at_most(4)] = Field(
-        default=[], max_length=4, description="Conflicts between results, if any.")
+        default=[], max_length=4, description="Conflicts between results, if any."
+    )
     conclusion: str = Field(description="One or two sentences answering the task's query.")
 
 
@@ -85,9 +95,11 @@ class CheckResult(BaseModel):
     status: Verdict = Field(description="INVALID only for verifiable factual errors.")
     confidence: Confidence
     issues: Annotated[list[str], at_most(5)] = Field(
-        default=[], max_length=5, description="Specific factual errors with corrections.")
+        default=[], max_length=5, description="Specific factual errors with corrections."
+    )
     evidence: Annotated[list[str], at_most(5)] = Field(
-        default=[], max_length=5, description="Sources and facts used for the check.")
+        default=[], max_length=5, description="Sources and facts used for the check."
+    )
 
 
 class TaskCheck(CheckResult):
@@ -107,7 +119,8 @@ class ControllerDecision(BaseModel):
     decision: Literal["BREADTH", "DEPTH", "STOP"]
     reasoning: str = Field(description="Why this direction, considering complexity, layer and unresolved points.")
     unresolved_points: Annotated[list[str], at_most(5)] = Field(
-        default=[], max_length=5, description="Open questions worth investigating.")
+        default=[], max_length=5, description="Open questions worth investigating."
+    )
 
 
 class PaperControllerDecision(BaseModel):
@@ -116,7 +129,8 @@ class PaperControllerDecision(BaseModel):
     decision: Literal["BREADTH", "DEPTH"]
     reasoning: str = Field(description="Why this direction, considering complexity, layer and unresolved points.")
     unresolved_points: Annotated[list[str], at_most(5)] = Field(
-        default=[], max_length=5, description="Open questions worth investigating.")
+        default=[], max_length=5, description="Open questions worth investigating."
+    )
 
 
 class Aspect(BaseModel):
@@ -135,9 +149,18 @@ class BreadthAnalysisBase(BaseModel):
 
 def breadth_model(max_aspects: int) -> type[BreadthAnalysisBase]:
     """Breadth Engine output (appendix D, figure 25) with at most `max_aspects` aspects."""
-    return create_model("BreadthAnalysis", __base__=BreadthAnalysisBase, aspects=(
-        capped(Aspect, max_aspects), Field(min_length=1, max_length=max_aspects,
-                                           description=f"At most {max_aspects} distinct, non-overlapping aspects.")))
+    return create_model(
+        "BreadthAnalysis",
+        __base__=BreadthAnalysisBase,
+        aspects=(
+            capped(Aspect, max_aspects),
+            Field(
+                min_length=1,
+                max_length=max_aspects,
+                description=f"At most {max_aspects} distinct, non-overlapping aspects.",
+            ),
+        ),
+    )
 
 
 ThingKind = Literal["person", "work", "organisation", "place", "date", "event", "other"]
@@ -156,9 +179,14 @@ class NamedThingsBase(BaseModel):
 
 def named_things_model(n: int) -> type[NamedThingsBase]:
     """The retry that asks differently when an engine's proposals only repeated asked questions."""
-    return create_model("NamedThings", __base__=NamedThingsBase, things=(capped(NamedThing, n), Field(
-                        min_length=1, max_length=n,
-                        description=f"At most {n} different things the text mentions.")))
+    return create_model(
+        "NamedThings",
+        __base__=NamedThingsBase,
+        things=(
+            capped(NamedThing, n),
+            Field(min_length=1, max_length=n, description=f"At most {n} different things the text mentions."),
+        ),
+    )
 
 
 class DepthQuestion(BaseModel):

@@ -39,7 +39,7 @@ class SearchTurns:
         self._changed = threading.Condition()
 
     def wait_for_turn(self, task_id: str) -> None:
-        earlier = self._order[:self._order.index(task_id)] if task_id in self._order else []
+        earlier = self._order[: self._order.index(task_id)] if task_id in self._order else []
         with self._changed:
             self._changed.wait_for(lambda: all(t in self._done for t in earlier))
 
@@ -48,7 +48,6 @@ class SearchTurns:
         with self._changed:
             self._done.add(task_id)
             self._changed.notify_all()
-
 
 
 class NodeSources:
@@ -76,19 +75,20 @@ class NodeSources:
             self._number_of[source_id] = len(self._sources)
         return self._number_of[source_id]
 
-    def search(self, query: str, k: int, *, turn: tuple[SearchTurns, str] | None = None,
-               prefer_web: bool = False) -> list[int]:
+    def search(
+        self, query: str, k: int, *, turn: tuple[SearchTurns, str] | None = None, prefer_web: bool = False
+    ) -> list[int]:
         """Search, keep only the hits about the query, store and number them (in the wave's plan
         order when `turn` says which task of which wave this is). `prefer_web`: the run's web
         backends first when its search has them (`combined.web_first`)."""
         searcher = web_first(self._ctx.searcher) if prefer_web else None
         hits = self._ctx.search(query, k=k, node=self._node, searcher=searcher)
-        relevant = relevant_hits(query, hits, floor=self._ctx.params.relevance_floor,
-                                 embedder=self._ctx.embedder)
+        relevant = relevant_hits(query, hits, floor=self._ctx.params.relevance_floor, embedder=self._ctx.embedder)
         self._ctx.note_unrelated(query, relevant, self._node)
         # Web results: the article's passage about the query, not its snippet (the tools quote 1,200 characters).
-        kept = self._ctx.read_pages(query, relevant.kept, limit=self._ctx.params.read_pages, max_chars=1200,
-                                    node=self._node).hits
+        kept = self._ctx.read_pages(
+            query, relevant.kept, limit=self._ctx.params.read_pages, max_chars=1200, node=self._node
+        ).hits
         stored = self._ctx.graph.add_sources(kept, node=self._node) if kept else []
         if turn is not None:
             turns, task_id = turn
@@ -139,16 +139,20 @@ class NodeSources:
             sources = [self._sources[n - 1] for n in chosen]
         if not dated:
             return source_blocks(sources, numbers=chosen, max_chars=1200)
-        return "\n\n".join(f"{source_blocks([source], numbers=[n], max_chars=1200)}\nDate: "
-                            f"{source_date(source) or 'not given'}" for n, source in zip(chosen, sources))
+        return "\n\n".join(
+            f"{source_blocks([source], numbers=[n], max_chars=1200)}\nDate: {source_date(source) or 'not given'}"
+            for n, source in zip(chosen, sources)
+        )
 
     def listing(self, numbers: list[int]) -> str:
         """The numbered list of these sources, each with where it is and its date: what an agent's
         answer ends with, so every source it drew on stays citable and dated."""
         with self._lock:
             chosen = [(n, self._sources[n - 1]) for n in sorted(set(numbers)) if 1 <= n <= len(self._sources)]
-        lines = [f"- [{n}] {one_line(source.title)} ({source.url or source.ref}; date: "
-                 f"{source_date(source) or 'not given'})" for n, source in chosen]
+        lines = [
+            f"- [{n}] {one_line(source.title)} ({source.url or source.ref}; date: {source_date(source) or 'not given'})"
+            for n, source in chosen
+        ]
         return "\n".join(lines)
 
 
@@ -180,8 +184,9 @@ class ToolCall:
     def search(self, *, prefer_web: bool = False) -> list[int]:
         """This task's search of its input, numbered in its wave's plan order."""
         turn = (self.turns, self.task["id"]) if self.turns is not None else None
-        return self.sources.search(self.task["input"], k=self.task.get("max_results", 3), turn=turn,
-                                   prefer_web=prefer_web)
+        return self.sources.search(
+            self.task["input"], k=self.task.get("max_results", 3), turn=turn, prefer_web=prefer_web
+        )
 
     @property
     def dependency_text(self) -> str:
@@ -195,24 +200,36 @@ class ToolCall:
         return sorted({n for d in self.dependencies for n in d.source_numbers})
 
 
-def _search_agent(prompt: Prompt, *, prefer_web: bool, max_tokens: int | None = None
-                  ) -> Callable[[RunContext[DeotParams], ToolCall], tuple[str, list[int]]]:
+def _search_agent(
+    prompt: Prompt, *, prefer_web: bool, max_tokens: int | None = None
+) -> Callable[[RunContext[DeotParams], ToolCall], tuple[str, list[int]]]:
     """A search agent of the paper's toolbox (News Search, Information Search): search, then a
     short answer the model writes from the results, each fact with its source number and the dates
     the sources give; the answer opens with when and where it searched and ends with the sources it
     was given (number, where, date), so the summary and the report can cite every one."""
+
     def run(ctx: RunContext[DeotParams], call: ToolCall) -> tuple[str, list[int]]:
         numbers = call.search(prefer_web=prefer_web)
         if not numbers:
             return call.sources.nothing_found(), []
         cap = min(max_tokens, ctx.params.tool_max_tokens) if max_tokens else ctx.params.tool_max_tokens
-        values = dict(today=ctx.today.isoformat(), sources=call.sources.blocks(numbers, dated=True),
-                      input=call.task["input"], count=len(numbers))
-        text = ctx.llm.text(prompt.render(**{k: v for k, v in values.items() if k in prompt.placeholders()}),
-                            purpose="tool", node_id=call.node.id, max_tokens=cap)
+        values = dict(
+            today=ctx.today.isoformat(),
+            sources=call.sources.blocks(numbers, dated=True),
+            input=call.task["input"],
+            count=len(numbers),
+        )
+        text = ctx.llm.text(
+            prompt.render(**{k: v for k, v in values.items() if k in prompt.placeholders()}),
+            purpose="tool",
+            node_id=call.node.id,
+            max_tokens=cap,
+        )
         where = web_first(ctx.searcher).description if prefer_web else ctx.searcher.description
-        return (f"Searched {where} on {ctx.today.isoformat()}.\n\n{text.strip()}\n\n"
-                f"Sources:\n{call.sources.listing(numbers)}"), numbers
+        return (
+            f"Searched {where} on {ctx.today.isoformat()}.\n\n{text.strip()}\n\n"
+            f"Sources:\n{call.sources.listing(numbers)}"
+        ), numbers
 
     return run
 
@@ -225,8 +242,12 @@ def _analysis_tool(prompt: Prompt) -> Callable[[RunContext[DeotParams], ToolCall
     def run(ctx: RunContext[DeotParams], call: ToolCall) -> tuple[str, list[int]]:
         numbers = call.dependency_sources
         block = f"Sources:\n\n{call.sources.blocks(numbers)}\n\n" if numbers else ""
-        text = ctx.llm.text(prompt.render(sources_block=block, dependencies=call.dependency_text, input=call.task["input"]),
-                            purpose="tool", node_id=call.node.id, max_tokens=ctx.params.tool_max_tokens)
+        text = ctx.llm.text(
+            prompt.render(sources_block=block, dependencies=call.dependency_text, input=call.task["input"]),
+            purpose="tool",
+            node_id=call.node.id,
+            max_tokens=ctx.params.tool_max_tokens,
+        )
         return text.strip(), numbers
 
     return run

@@ -42,20 +42,34 @@ def write_answer(ctx: RunContext[FgdipParams], answer: Node, proposed: str, path
     params = ctx.params
     sources = path_sources(ctx, path)
     messages = prompts.WRITE_ANSWER.render(
-        question=ctx.question, answer=inert(proposed), answer_rule=answer_rule(params),
+        question=ctx.question,
+        answer=inert(proposed),
+        answer_rule=answer_rule(params),
         trajectory=render_path(path, observation_chars=params.observation_chars // 2),
-        sources=source_blocks(sources, max_chars=700) if sources else "(no sources were found on this path)")
+        sources=source_blocks(sources, max_chars=700) if sources else "(no sources were found on this path)",
+    )
     try:
-        written = ctx.llm.ask(messages, WrittenYesNoAnswer if params.yes_no else WrittenAnswer,
-                              purpose="write_answer", node_id=answer.id, max_tokens=400)
+        written = ctx.llm.ask(
+            messages,
+            WrittenYesNoAnswer if params.yes_no else WrittenAnswer,
+            purpose="write_answer",
+            node_id=answer.id,
+            max_tokens=400,
+        )
     except StructuredOutputError as exc:
         # The path's own answer stands; only its explanation is missing.
-        return Written(yes_or_no(proposed) if params.yes_no else proposed, "",
-                       error=f"the explanation could not be written: {exc}")
+        return Written(
+            yes_or_no(proposed) if params.yes_no else proposed, "", error=f"the explanation could not be written: {exc}"
+        )
     explanation, dropped = to_stored_markers(written.explanation.strip(), sources)
     short = agreed_short_answer(proposed, " ".join(written.short_answer.split()), yes_no=params.yes_no)
-    return Written(short, explanation, dropped, cited_source_ids(explanation),
-                   disagreed="" if short == " ".join(written.short_answer.split()) else written.short_answer[:200])
+    return Written(
+        short,
+        explanation,
+        dropped,
+        cited_source_ids(explanation),
+        disagreed="" if short == " ".join(written.short_answer.split()) else written.short_answer[:200],
+    )
 
 
 _ARTICLES = {"a", "an", "the"}

@@ -24,12 +24,10 @@ EXPECTED_EXPANSIONS = 2  # the entity, then one more step before the finishing l
 # Prompt tokens per call, measured on the scripted fake's default run over the bundled corpus
 # (characters / 4, the contract question); a generation's prompt grows with the trajectory, the error
 # memory and the siblings, so deeper searches and web pages cost more per call.
-PROMPT_TOKENS = {"extract": 300, "generate": 690, "evaluate_step": 540, "write_answer": 890,
-                 "evaluate_answer": 700}
+PROMPT_TOKENS = {"extract": 300, "generate": 690, "evaluate_step": 540, "write_answer": 890, "evaluate_answer": 700}
 # Completion tokens: an assumption sized to each schema for a real model (a thought and an action, a
 # judgement and a verdict...); the fake's terse fillers write 13-96.
-COMPLETION_TOKENS = {"extract": 25, "generate": 90, "evaluate_step": 90, "write_answer": 130,
-                     "evaluate_answer": 120}
+COMPLETION_TOKENS = {"extract": 25, "generate": 90, "evaluate_step": 90, "write_answer": 130, "evaluate_answer": 120}
 
 
 def estimate(params: FgdipParams) -> CostEstimate:
@@ -40,23 +38,39 @@ def estimate(params: FgdipParams) -> CostEstimate:
     judged = (entities + generated) * params.step_evaluator
 
     tally = Tally()
-    tally.add("pick out the key entities", int(params.extractor),
-              prompt=PROMPT_TOKENS["extract"], completion=COMPLETION_TOKENS["extract"])
-    tally.add("generate the next steps", generated,
-              prompt=PROMPT_TOKENS["generate"], completion=COMPLETION_TOKENS["generate"])
-    tally.add("judge each step", judged,
-              prompt=PROMPT_TOKENS["evaluate_step"], completion=COMPLETION_TOKENS["evaluate_step"])
+    tally.add(
+        "pick out the key entities",
+        int(params.extractor),
+        prompt=PROMPT_TOKENS["extract"],
+        completion=COMPLETION_TOKENS["extract"],
+    )
+    tally.add(
+        "generate the next steps", generated, prompt=PROMPT_TOKENS["generate"], completion=COMPLETION_TOKENS["generate"]
+    )
+    tally.add(
+        "judge each step", judged, prompt=PROMPT_TOKENS["evaluate_step"], completion=COMPLETION_TOKENS["evaluate_step"]
+    )
     tally.add("write the answer", 1, prompt=PROMPT_TOKENS["write_answer"], completion=COMPLETION_TOKENS["write_answer"])
-    tally.add("check the answer", int(params.answer_evaluator),
-              prompt=PROMPT_TOKENS["evaluate_answer"], completion=COMPLETION_TOKENS["evaluate_answer"])
+    tally.add(
+        "check the answer",
+        int(params.answer_evaluator),
+        prompt=PROMPT_TOKENS["evaluate_answer"],
+        completion=COMPLETION_TOKENS["evaluate_answer"],
+    )
 
     # Low: one entity whose first expansion answers at once.
     low = int(params.extractor) + k * (1 + params.step_evaluator) + params.step_evaluator + 1
     # High: every node the limits allow generated and judged; an answer per backtrack, plus the last.
     nodes = params.max_nodes + params.siblings  # a forced expansion may pass max_nodes by one layer
     answers = params.max_backtracks + 1
-    high = (int(params.extractor) + params.max_entities * params.step_evaluator
-            + nodes * (1 + params.step_evaluator) + answers * (1 + params.answer_evaluator))
-    how = (f"{entities or 'no'} entity branches, {expansions} expansions of {k} nodes on the way to an accepted "
-           f"answer; up to {params.max_nodes} nodes and {params.max_backtracks} backtracks")
+    high = (
+        int(params.extractor)
+        + params.max_entities * params.step_evaluator
+        + nodes * (1 + params.step_evaluator)
+        + answers * (1 + params.answer_evaluator)
+    )
+    how = (
+        f"{entities or 'no'} entity branches, {expansions} expansions of {k} nodes on the way to an accepted "
+        f"answer; up to {params.max_nodes} nodes and {params.max_backtracks} backtracks"
+    )
     return tally.estimate(low=low, high=high, how=how)

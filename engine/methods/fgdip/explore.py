@@ -29,8 +29,7 @@ class Tree:
         return cls({stored_id(n): n for n in nodes})
 
     def children(self, node: Node, kinds: frozenset[str] = SEARCH_KINDS) -> list[Node]:
-        return sorted((n for n in self.nodes.values() if n.parent_id == node.id and n.kind in kinds),
-                      key=stored_id)
+        return sorted((n for n in self.nodes.values() if n.parent_id == node.id and n.kind in kinds), key=stored_id)
 
     def path(self, node: Node) -> list[Node]:
         """The branch's trajectory: from its first-layer node down to `node` (the question left out)."""
@@ -84,8 +83,11 @@ def _lineage_forced(tree: Tree, node: Node) -> bool:
 def order_key(tree: Tree, node: Node) -> tuple[bool, bool, tuple[tuple[bool, int, int | None], ...]]:
     path = tree.path(node)
     ended = bool(step_of(tree.branch(node)).branch_ended)
-    return (not _lineage_forced(tree, node), ended,
-            tuple((not step_of(n).forced, _TIER.get(step_of(n).verdict, 1), n.id) for n in path))
+    return (
+        not _lineage_forced(tree, node),
+        ended,
+        tuple((not step_of(n).forced, _TIER.get(step_of(n).verdict, 1), n.id) for n in path),
+    )
 
 
 def _below_your_impossible(tree: Tree, node: Node) -> bool:
@@ -97,8 +99,11 @@ def _below_your_impossible(tree: Tree, node: Node) -> bool:
 def candidates(tree: Tree, can_take: Callable[[Node], bool] = lambda _node: True) -> list[Node]:
     """The nodes the search may take next: explorable, not below a node you ruled out (unless you
     forced them), and that `can_take` (the limits: a node that could not grow is not worth a step)."""
-    return [n for n in tree.search_nodes() if explorable(n)
-            and (step_of(n).forced or not _below_your_impossible(tree, n)) and can_take(n)]
+    return [
+        n
+        for n in tree.search_nodes()
+        if explorable(n) and (step_of(n).forced or not _below_your_impossible(tree, n)) and can_take(n)
+    ]
 
 
 def next_node(tree: Tree, can_take: Callable[[Node], bool] = lambda _node: True) -> Node | None:
@@ -110,8 +115,9 @@ def forced_waiting(tree: Tree, can_take: Callable[[Node], bool] = lambda _node: 
     """Whether what you asked to explore (a node you forced or an entity you added, and what grows
     under it) still has a node to take, its lineage having reached no answer that settles the
     search: steering a finished run explores that lineage down to an answer, not one layer."""
-    settled = [a for a in tree.answers() if a.status == NodeStatus.DONE
-               and answer_of(a).verdict in ("accepted", "unchecked")]
+    settled = [
+        a for a in tree.answers() if a.status == NodeStatus.DONE and answer_of(a).verdict in ("accepted", "unchecked")
+    ]
     answered = {n.id for a in settled for n in tree.path(tree.parent(a)) if a.parent_id in tree.nodes}
     for node in candidates(tree, can_take):
         forced = [n for n in tree.path(node) if step_of(n).forced]
@@ -132,8 +138,9 @@ def backtrack_source(tree: Tree, target: Node) -> Node | None:
 
 def settled_answer(tree: Tree) -> Node | None:
     """The answer that ends the search: accepted, or unchecked (no Answer Evaluator)."""
-    done = [a for a in tree.answers() if a.status == NodeStatus.DONE
-            and answer_of(a).verdict in ("accepted", "unchecked")]
+    done = [
+        a for a in tree.answers() if a.status == NodeStatus.DONE and answer_of(a).verdict in ("accepted", "unchecked")
+    ]
     return done[-1] if done else None
 
 

@@ -24,9 +24,16 @@ def extract_entities(ctx: RunContext[FgdipParams], root: Node) -> tuple[list[str
     params = ctx.params
     try:
         # `entities_model` builds its model at run time (the limit is a parameter), with this field.
-        found = cast(_KeyEntities, ctx.llm.ask(prompts.EXTRACT.render(question=ctx.question, most=params.max_entities),
-                                               entities_model(params.max_entities), purpose="extract",
-                                               node_id=root.id, max_tokens=200))
+        found = cast(
+            _KeyEntities,
+            ctx.llm.ask(
+                prompts.EXTRACT.render(question=ctx.question, most=params.max_entities),
+                entities_model(params.max_entities),
+                purpose="extract",
+                node_id=root.id,
+                max_tokens=200,
+            ),
+        )
         entities, error = distinct(found.entities, params.max_entities), ""
     except StructuredOutputError as exc:
         entities, error = [], f"the extractor's answer could not be read: {exc}"

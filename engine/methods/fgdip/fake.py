@@ -22,7 +22,35 @@ from engine.llm.fake import (
 from engine.llm.protocol import ChatRequest
 
 _PROPER_NAME = re.compile(r"[A-Z][\w'’-]*(?:\s+(?:(?:of|for|the|in|de)\s+)*[A-Z][\w'’-]*)*")
-_OPENERS = frozenset(["Which", "Who", "Whom", "Whose", "What", "When", "Where", "How", "Why", "Is", "Are", "Was", "Were", "Did", "Does", "Do", "Can", "Could", "Has", "Have", "In", "On", "The", "A", "An"])
+_OPENERS = frozenset(
+    [
+        "Which",
+        "Who",
+        "Whom",
+        "Whose",
+        "What",
+        "When",
+        "Where",
+        "How",
+        "Why",
+        "Is",
+        "Are",
+        "Was",
+        "Were",
+        "Did",
+        "Does",
+        "Do",
+        "Can",
+        "Could",
+        "Has",
+        "Have",
+        "In",
+        "On",
+        "The",
+        "A",
+        "An",
+    ]
+)
 _FGDIP_STEPS = re.compile(r"This branch so far \((\d+) steps\)")
 _FGDIP_REACHED = re.compile(r"Answer the path reached: <<<(.*?)>>>")
 
@@ -52,18 +80,22 @@ def fgdip_answer(request: ChatRequest) -> str:
         answer = reached.group(1).strip() if reached and reached.group(1).strip() else names[0]
         if "yes/no question" in text:
             answer = "no" if answer.lower() == "no" else "yes"
-        return json.dumps({"short_answer": answer[:200], "explanation": PromptWriter(view).paragraph()},
-                          ensure_ascii=False)
+        return json.dumps(
+            {"short_answer": answer[:200], "explanation": PromptWriter(view).paragraph()}, ensure_ascii=False
+        )
     steps = _FGDIP_STEPS.search(text)
     if "you must finish" in text or (steps is not None and int(steps.group(1)) >= 2):
         answer = "yes" if "yes/no question" in text else names[0]
-        return json.dumps({"thought": f"The observations point to {answer}.", "action": "finish",
-                           "argument": answer}, ensure_ascii=False)
+        return json.dumps(
+            {"thought": f"The observations point to {answer}.", "action": "finish", "argument": answer},
+            ensure_ascii=False,
+        )
     terms = key_terms(question) or (names[0],)
     siblings = text.count("\nAction: ")  # the nodes already generated at this layer
     query = f"{names[0]} {terms[siblings % len(terms)]}"
-    return json.dumps({"thought": f"I should search {query} next.", "action": "search", "argument": query},
-                      ensure_ascii=False)
+    return json.dumps(
+        {"thought": f"I should search {query} next.", "action": "search", "argument": query}, ensure_ascii=False
+    )
 
 
 script_prompts({name: fgdip_answer for name in ("fgdip.extract", "fgdip.generate", "fgdip.write_answer")})

@@ -61,8 +61,9 @@ class QuestionData(NodeData):
 
     entities: list[str] | None = Field(default=None, description="The key entities (None before extraction).")
     extractor_error: str = Field(default="", description="Why the extractor's answer could not be used.")
-    explored_order: int | None = Field(default=None, description="When the search expanded the question "
-                                       "(the extractor switched off).")
+    explored_order: int | None = Field(
+        default=None, description="When the search expanded the question (the extractor switched off)."
+    )
     expanded: bool = False
     planned_children: int = 0
     children_must_finish: bool = False
@@ -112,10 +113,13 @@ class StepData(NodeData):
     def reader_fields(self) -> dict[str, str | list[str]] | None:
         # The thought, the observation (a page's text) and the judge's reasons cite nothing of their
         # own: a marker typed in them would cite a source of the run.
-        fields = {"Thought": strip_markers(self.thought),
-                  "Action": action_markdown(self.action, self.argument),
-                  "Observation": strip_markers(self.observation or ""), "Verdict": self.verdict or "",
-                  "Why": strip_markers(self.justification)}
+        fields = {
+            "Thought": strip_markers(self.thought),
+            "Action": action_markdown(self.action, self.argument),
+            "Observation": strip_markers(self.observation or ""),
+            "Verdict": self.verdict or "",
+            "Why": strip_markers(self.justification),
+        }
         return {k: v for k, v in fields.items() if v}
 
 
@@ -134,30 +138,46 @@ class AnswerData(NodeData):
     explanation: str = Field(default="", description="With run-wide citation markers.")
     invalid_citations: list[int] = Field(default_factory=list)
     write_error: str = ""
-    writer_answer: str = Field(default="", description=(
-        "The explanation writer's short answer when it changed the path's answer (the path's stands)."))
+    writer_answer: str = Field(
+        default="",
+        description=("The explanation writer's short answer when it changed the path's answer (the path's stands)."),
+    )
     verdict: AnswerVerdict | None = None
     solves: bool | None = None
     on_topic: bool | None = None
     reasons: str = ""
     error_analysis: str = ""
     evaluate_error: str = Field(default="", description="Why the Answer Evaluator's reply could not be read.")
-    not_covered: bool = Field(default=False, description=(
-        "Answered 'the sources at hand do not cover this' (a model that answers only from sources, and no "
-        "search of the run found a passage about the question), not by the model."))
+    not_covered: bool = Field(
+        default=False,
+        description=(
+            "Answered 'the sources at hand do not cover this' (a model that answers only from sources, and no "
+            "search of the run found a passage about the question), not by the model."
+        ),
+    )
     reported: bool = Field(default=False, description="The answer the report gives (starred on the map).")
     superseded: bool = Field(default=False, description="Another answer is the report's now.")
 
     def caption(self) -> str:
-        return (f"Answer: {self.short_answer}" + (f" · {self.verdict}" if self.verdict else "")
-                + (" · the report's answer" if self.reported else "")
-                + (" · not the report's answer: a later one is"
-                   if self.superseded and self.verdict in ("accepted", "unchecked") else ""))
+        return (
+            f"Answer: {self.short_answer}"
+            + (f" · {self.verdict}" if self.verdict else "")
+            + (" · the report's answer" if self.reported else "")
+            + (
+                " · not the report's answer: a later one is"
+                if self.superseded and self.verdict in ("accepted", "unchecked")
+                else ""
+            )
+        )
 
     def reader_fields(self) -> dict[str, str | list[str]] | None:
         evaluator = UNJUDGED_NOTE if self.verdict == "unjudged" else strip_markers(self.reasons)
-        fields = {"Answer": inline_text(self.short_answer), "Explanation": self.explanation, "Evaluator": evaluator,
-                  "Error analysis": strip_markers(self.error_analysis)}
+        fields = {
+            "Answer": inline_text(self.short_answer),
+            "Explanation": self.explanation,
+            "Evaluator": evaluator,
+            "Error analysis": strip_markers(self.error_analysis),
+        }
         return {k: v for k, v in fields.items() if v}
 
 
@@ -175,7 +195,7 @@ def answer_label(answer: AnswerData) -> str:
 
 
 def plural(n: int, one: str, many: str = "", *, a: bool = False) -> str:
-    """"1 lesson", "3 lessons"; with `a`, just the noun ("a rejected answer" for one, "rejected
+    """ "1 lesson", "3 lessons"; with `a`, just the noun ("a rejected answer" for one, "rejected
     answers" otherwise)."""
     many = many or one + "s"
     if a:
@@ -195,26 +215,61 @@ _VERDICTS = (
 )
 
 NODE_KINDS = (
-    NodeKind(QUESTION, QuestionData, "Question", "#2F4B7C", "the question you asked", shape="star",
-             size_by_priority=False),
-    NodeKind(ENTITY, EntityData, "Entity", "#9ECAE9", "a key entity: one branch of the search (not judged yet)",
-             shape="box", colour_field="verdict", variants=_VERDICTS, size_by_priority=False),
-    NodeKind(STEP, StepData, "Step", "#9ECAE9", "a step: thought, action, observation (not judged yet)",
-             shape="dot", colour_field="verdict", variants=_VERDICTS, size_by_priority=False),
-    NodeKind(ANSWER, AnswerData, "Answer", "#C5B0D5", "a candidate answer (not checked)", shape="diamond",
-             colour_field="verdict", answers=True, size_by_priority=False, variants=(
-                 Variant("accepted", "#9467BD", "answer accepted by the Answer Evaluator"),
-                 Variant("rejected", "#9D755D", "answer rejected: its error analysis is remembered"),
-                 Variant("unjudged", "#DBDB8D", "answer not verified: the Answer Evaluator's reply could not be read"),
-             )),
+    NodeKind(
+        QUESTION, QuestionData, "Question", "#2F4B7C", "the question you asked", shape="star", size_by_priority=False
+    ),
+    NodeKind(
+        ENTITY,
+        EntityData,
+        "Entity",
+        "#9ECAE9",
+        "a key entity: one branch of the search (not judged yet)",
+        shape="box",
+        colour_field="verdict",
+        variants=_VERDICTS,
+        size_by_priority=False,
+    ),
+    NodeKind(
+        STEP,
+        StepData,
+        "Step",
+        "#9ECAE9",
+        "a step: thought, action, observation (not judged yet)",
+        shape="dot",
+        colour_field="verdict",
+        variants=_VERDICTS,
+        size_by_priority=False,
+    ),
+    NodeKind(
+        ANSWER,
+        AnswerData,
+        "Answer",
+        "#C5B0D5",
+        "a candidate answer (not checked)",
+        shape="diamond",
+        colour_field="verdict",
+        answers=True,
+        size_by_priority=False,
+        variants=(
+            Variant("accepted", "#9467BD", "answer accepted by the Answer Evaluator"),
+            Variant("rejected", "#9D755D", "answer rejected: its error analysis is remembered"),
+            Variant("unjudged", "#DBDB8D", "answer not verified: the Answer Evaluator's reply could not be read"),
+        ),
+    ),
 )
 
 EDGES = (
     # The search is depth-first: the node it backtracks to is generated after the path it left
     # (and from that path's error analysis).
-    EdgeKind(BACKTRACK, "backtrack", "the search left a path for this node: a dead end, a rejected answer, or "
-             "a node you told it to explore next", dashes=True,
-             colour="#E45756", structural=False, waits=True),
+    EdgeKind(
+        BACKTRACK,
+        "backtrack",
+        "the search left a path for this node: a dead end, a rejected answer, or a node you told it to explore next",
+        dashes=True,
+        colour="#E45756",
+        structural=False,
+        waits=True,
+    ),
 )
 
 
@@ -269,29 +324,52 @@ class ErrorMemory(RunStateModel):
         return "\n".join(f"- {inline_text(v.change)}" for v in versions if isinstance(v, ErrorMemory) and v.change)
 
     def as_prompt(self) -> str:
-        return "\n".join(f"- Answer: <<<{inert(e.answer) or '(none)'}>>> Analysis: <<<{inert(e.analysis)}>>>"
-                         for e in self.entries) or "(none yet)"
+        return (
+            "\n".join(
+                f"- Answer: <<<{inert(e.answer) or '(none)'}>>> Analysis: <<<{inert(e.analysis)}>>>"
+                for e in self.entries
+            )
+            or "(none yet)"
+        )
 
 
-RUN_STATES = (RunStateSpec(ERROR_MEMORY, ErrorMemory, "Error memory", empty=(
-    "No lessons yet: each answer the Answer Evaluator rejects adds its analysis here, and every later step is "
-    "given it. You can add one of your own below.")),)
+RUN_STATES = (
+    RunStateSpec(
+        ERROR_MEMORY,
+        ErrorMemory,
+        "Error memory",
+        empty=(
+            "No lessons yet: each answer the Answer Evaluator rejects adds its analysis here, and every later step is "
+            "given it. You can add one of your own below."
+        ),
+    ),
+)
 
 
 # --------------------------------------------------------------------------- commands
 
 
 class AddEntityPayload(CommandPayload):
-    entity: str = Field(min_length=1, max_length=200, title="Entity",
-                        description="A name to search from: it becomes a new first-layer branch, explored next.")
+    entity: str = Field(
+        min_length=1,
+        max_length=200,
+        title="Entity",
+        description="A name to search from: it becomes a new first-layer branch, explored next.",
+    )
 
 
 class EditErrorMemoryPayload(CommandPayload):
-    number: int = Field(default=0, ge=0, le=100, title="Lesson number (0 adds one)",
-                        description="Which lesson to change or remove, as numbered in the Error memory above "
-                                    "(1 = the first); 0 adds a new one.")
-    analysis: str = Field(default="", max_length=1000, title="Lesson",
-                          description="The new text; empty removes the entry.")
+    number: int = Field(
+        default=0,
+        ge=0,
+        le=100,
+        title="Lesson number (0 adds one)",
+        description="Which lesson to change or remove, as numbered in the Error memory above "
+        "(1 = the first); 0 adds a new one.",
+    )
+    analysis: str = Field(
+        default="", max_length=1000, title="Lesson", description="The new text; empty removes the entry."
+    )
 
     @model_validator(mode="after")
     def _a_new_lesson_has_text(self) -> EditErrorMemoryPayload:
@@ -309,8 +387,10 @@ def lesson_exists(graph: Any, payload: CommandPayload, node: Node | None = None)
     memory = graph.state(ERROR_MEMORY, ErrorMemory) or ErrorMemory()
     if payload.number > len(memory.entries):
         held = len(memory.entries)
-        raise CommandRejected(f"there is no lesson {payload.number}: the memory holds {held}"
-                              + ("; use entry 0 to add one" if held == 0 else f" (entries 1 to {held}), and 0 adds one"))
+        raise CommandRejected(
+            f"there is no lesson {payload.number}: the memory holds {held}"
+            + ("; use entry 0 to add one" if held == 0 else f" (entries 1 to {held}), and 0 adds one")
+        )
 
 
 _SEARCHED = frozenset({ENTITY, STEP})
@@ -319,20 +399,48 @@ _SEARCHED = frozenset({ENTITY, STEP})
 def marked_impossible_by_you(data: Mapping[str, Any]) -> bool:
     return data.get("verdict") == "impossible" and data.get("judged_by") == "you"
 
+
 COMMANDS = (
-    CommandSpec("force_explore", "Explore next", "Explore this node next, whatever its verdict and the limits "
-                "on nodes and backtracks.", NodeCommand, kinds=_SEARCHED, statuses=frozenset({NodeStatus.DONE}),
-                on_root=False, done="Exploring it next"),
-    CommandSpec("mark_impossible", "Mark impossible", "Judge this node impossible: it gets no (more) children "
-                "and its unexplored children are pruned; an accepted answer reached through it is "
-                "rejected, and the search goes on to the next branch.", NodeCommand, kinds=_SEARCHED,
-                statuses=frozenset({NodeStatus.DONE}), on_root=False, done="Marked impossible",
-                offered_when=lambda data: not marked_impossible_by_you(data)),
-    CommandSpec("add_entity", "Add entity", "Add a key entity of your own: a new branch, explored next.",
-                AddEntityPayload, done="Entity added"),
-    CommandSpec("edit_error_memory", "Edit error memory", "Add, change or remove a lesson the node generator "
-                "is given. It applies to the steps generated from now on: Explore next or Add entity searches "
-                "again with it.", EditErrorMemoryPayload, done="Error memory changed", precheck=lesson_exists),
+    CommandSpec(
+        "force_explore",
+        "Explore next",
+        "Explore this node next, whatever its verdict and the limits on nodes and backtracks.",
+        NodeCommand,
+        kinds=_SEARCHED,
+        statuses=frozenset({NodeStatus.DONE}),
+        on_root=False,
+        done="Exploring it next",
+    ),
+    CommandSpec(
+        "mark_impossible",
+        "Mark impossible",
+        "Judge this node impossible: it gets no (more) children "
+        "and its unexplored children are pruned; an accepted answer reached through it is "
+        "rejected, and the search goes on to the next branch.",
+        NodeCommand,
+        kinds=_SEARCHED,
+        statuses=frozenset({NodeStatus.DONE}),
+        on_root=False,
+        done="Marked impossible",
+        offered_when=lambda data: not marked_impossible_by_you(data),
+    ),
+    CommandSpec(
+        "add_entity",
+        "Add entity",
+        "Add a key entity of your own: a new branch, explored next.",
+        AddEntityPayload,
+        done="Entity added",
+    ),
+    CommandSpec(
+        "edit_error_memory",
+        "Edit error memory",
+        "Add, change or remove a lesson the node generator "
+        "is given. It applies to the steps generated from now on: Explore next or Add entity searches "
+        "again with it.",
+        EditErrorMemoryPayload,
+        done="Error memory changed",
+        precheck=lesson_exists,
+    ),
     regenerate_report_command(),
 )
 

@@ -93,19 +93,28 @@ def _expanding(node: Node) -> bool:
     if node.kind not in SEARCH_KINDS:
         return False
     step = step_of(node)
-    return (step.explored_order is not None and step.action != "finish" and not step.expanded
-            and not step.dead_end and not (step.verdict == "impossible" and not step.forced))  # closed_as_impossible
+    return (
+        step.explored_order is not None
+        and step.action != "finish"
+        and not step.expanded
+        and not step.dead_end
+        and not (step.verdict == "impossible" and not step.forced)
+    )  # closed_as_impossible
 
 
 class FgdipMethod(Method[FgdipParams]):
     name = "fgdip"
     title = "FGDIP: entity-first search with step and answer evaluators"
-    summary = ("Starts one branch per key entity of the question, searches depth-first with generated "
-               "thought/action/observation steps judged sure, maybe or impossible, checks each answer and "
-               "learns from rejected ones before backtracking. Gives a short answer with a cited explanation.")
+    summary = (
+        "Starts one branch per key entity of the question, searches depth-first with generated "
+        "thought/action/observation steps judged sure, maybe or impossible, checks each answer and "
+        "learns from rejected ones before backtracking. Gives a short answer with a cited explanation."
+    )
     good_for = "multi-hop factual questions about named entities that need a short, checked answer"
-    paper = ("Mission Impossible: Feedback-Guided Dynamic Interactive Planning for Improving Reasoning on LLMs "
-             "(Yan, Wu, Zhou)")
+    paper = (
+        "Mission Impossible: Feedback-Guided Dynamic Interactive Planning for Improving Reasoning on LLMs "
+        "(Yan, Wu, Zhou)"
+    )
     Params = FgdipParams
     node_kinds = NODE_KINDS
     edge_kinds = EDGES
@@ -130,9 +139,14 @@ class FgdipMethod(Method[FgdipParams]):
         its answer if a kill came in between; run and judge the nodes that are waiting; finish an
         expansion or an answer that was begun; choose the next node."""
         tree = Tree.of(ctx.graph.nodes())
-        return (self._open_question(ctx, tree) or self._answer_missing(ctx, tree) or self._settle_nodes(ctx, tree)
-                or self._continue_expansion(ctx, tree)
-                or self._continue_answer(ctx, tree) or self._explore_next(ctx, tree))
+        return (
+            self._open_question(ctx, tree)
+            or self._answer_missing(ctx, tree)
+            or self._settle_nodes(ctx, tree)
+            or self._continue_expansion(ctx, tree)
+            or self._continue_answer(ctx, tree)
+            or self._explore_next(ctx, tree)
+        )
 
     def assess(self, ctx: RunContext[FgdipParams]) -> RunOutcome:
         """A run whose answer no check passed is done (it has an answer) with a warning saying so."""
@@ -140,9 +154,11 @@ class FgdipMethod(Method[FgdipParams]):
         answer, verified = final_answer(Tree.of(ctx.graph.nodes()))
         if not outcome.ok or answer is None or verified:
             return outcome
-        caveat = ("the answer is not verified: the Answer Evaluator's reply could not be read"
-                  if answer_of(answer).verdict == "unjudged" else
-                  "no candidate answer passed the Answer Evaluator: the report gives the last one it rejected")
+        caveat = (
+            "the answer is not verified: the Answer Evaluator's reply could not be read"
+            if answer_of(answer).verdict == "unjudged"
+            else "no candidate answer passed the Answer Evaluator: the report gives the last one it rejected"
+        )
         return replace(outcome, caveat=caveat)
 
     def write_report(self, ctx: RunContext[FgdipParams]) -> None:
@@ -163,8 +179,9 @@ class FgdipMethod(Method[FgdipParams]):
         steps = [step_of(n) for n in tree.search_nodes()]
         searched = [step.argument for step in steps if step.action == "search" and step.argument]
         nearest = [hit.title for step in steps for hit in step.dropped_as_unrelated]
-        save_uncovered_report(ctx, searched, nearest, {"method": self.name, "nodes": len(steps), "short_answer": "",
-                                                       "verified": False})
+        save_uncovered_report(
+            ctx, searched, nearest, {"method": self.name, "nodes": len(steps), "short_answer": "", "verified": False}
+        )
 
     def _mark_reported(self, ctx: RunContext[FgdipParams], answer_id: int | None) -> None:
         """Star the answer the report gives, on the map and in its panel: after steering, several
@@ -178,8 +195,11 @@ class FgdipMethod(Method[FgdipParams]):
             superseded = answer_id is not None and not reported
             # A finished answer's label says its verdict (and the star, or that a later one replaced
             # it); an unfinished one keeps its own.
-            label = (answer_label(info.model_copy(update={"reported": reported, "superseded": superseded}))
-                     if node.status == NodeStatus.DONE else node.label)
+            label = (
+                answer_label(info.model_copy(update={"reported": reported, "superseded": superseded}))
+                if node.status == NodeStatus.DONE
+                else node.label
+            )
             if info.reported != reported or label != node.label:
                 ctx.graph.update(node, merge_data={"reported": reported, "superseded": superseded}, label=label)
 
@@ -221,8 +241,14 @@ class FgdipMethod(Method[FgdipParams]):
         if not params.extractor:
             # The paper's ablation: no entities; the node generator opens the question like any node.
             planned = min(params.siblings, params.max_nodes)
-            ctx.graph.finish(root, data={"explored_order": 1, "planned_children": planned, "children_must_finish": (
-                params.max_depth <= 1 or params.max_nodes - planned < params.siblings)})
+            ctx.graph.finish(
+                root,
+                data={
+                    "explored_order": 1,
+                    "planned_children": planned,
+                    "children_must_finish": (params.max_depth <= 1 or params.max_nodes - planned < params.siblings),
+                },
+            )
             return True
         ctx.checkpoint()
         entities = QuestionData.model_validate(root.data).entities
@@ -233,11 +259,23 @@ class FgdipMethod(Method[FgdipParams]):
         existing = {entity_of(n).casefold() for n in tree.children(root, frozenset({ENTITY}))}
         # Room for a step under them: a first layer that fills the tree could answer nothing.
         entities = entities[: max(1, params.max_nodes - 1)]
-        ctx.graph.add_many([
-            NewNode(ENTITY, entity, parent=root, data={
-                "entity": entity, "thought": f"I need to search {entity} and find what the question asks about it.",
-                "action": "search", "argument": entity})
-            for entity in entities if entity.casefold() not in existing])
+        ctx.graph.add_many(
+            [
+                NewNode(
+                    ENTITY,
+                    entity,
+                    parent=root,
+                    data={
+                        "entity": entity,
+                        "thought": f"I need to search {entity} and find what the question asks about it.",
+                        "action": "search",
+                        "argument": entity,
+                    },
+                )
+                for entity in entities
+                if entity.casefold() not in existing
+            ]
+        )
         ctx.graph.finish(root, content=ctx.question)
         return True
 
@@ -274,8 +312,11 @@ class FgdipMethod(Method[FgdipParams]):
             ctx.graph.finish(node, content=content)
             return
         verdict = judge_step(ctx, node, tree.path(node))
-        ctx.graph.finish(node, content=content, data={
-            "verdict": verdict.verdict, "justification": verdict.justification, "judged_by": verdict.judged_by})
+        ctx.graph.finish(
+            node,
+            content=content,
+            data={"verdict": verdict.verdict, "justification": verdict.justification, "judged_by": verdict.judged_by},
+        )
 
     @staticmethod
     def _content(step: StepData) -> str:
@@ -283,8 +324,10 @@ class FgdipMethod(Method[FgdipParams]):
         # The thought and the observation cite nothing of their own: only our page marker cites (a
         # page's "[41]" or a thought's "[1]" would link to our source of that number).
         thought = without_model_citations(strip_markers(step.thought))
-        return (f"**Thought:** {thought}\n\n**Action:** {action_markdown(step.action, step.argument)}"
-                f"\n\n**Observation:** {without_page_markers(step.observation or '')}{marker}")
+        return (
+            f"**Thought:** {thought}\n\n**Action:** {action_markdown(step.action, step.argument)}"
+            f"\n\n**Observation:** {without_page_markers(step.observation or '')}{marker}"
+        )
 
     # ------------------------------------------------------------------ expansion (node generation)
 
@@ -313,8 +356,12 @@ class FgdipMethod(Method[FgdipParams]):
             except StructuredOutputError as exc:
                 ctx.graph.update(parent, merge_data={"generate_error": str(exc)[:2000]})
                 break
-            child = ctx.graph.add(kind=STEP, label=label_for(step.action, step.argument), parent=parent, data={
-                "thought": step.thought.strip(), "action": step.action, "argument": step.argument})
+            child = ctx.graph.add(
+                kind=STEP,
+                label=label_for(step.action, step.argument),
+                parent=parent,
+                data={"thought": step.thought.strip(), "action": step.action, "argument": step.argument},
+            )
             siblings = [*siblings, self._run_action(ctx, child, Tree.of([*tree.nodes.values(), child]))]
         ctx.graph.update(parent, merge_data={"expanded": True})
 
@@ -338,46 +385,66 @@ class FgdipMethod(Method[FgdipParams]):
         if ctx.sources_only and data.verdict is None and not ctx.graph.sources():
             # No search found a passage about the question, and the model answers only from sources:
             # its answer would be its own invention, so the search ends saying so, unjudged.
-            data = answer_of(ctx.graph.update(answer, merge_data={"not_covered": True, "short_answer": "",
-                                                                  "verdict": "unchecked"}))
-            ctx.graph.finish(answer, content=not_covered(ctx.question, ctx.searcher.description),
-                             label=answer_label(data))
+            data = answer_of(
+                ctx.graph.update(answer, merge_data={"not_covered": True, "short_answer": "", "verdict": "unchecked"})
+            )
+            ctx.graph.finish(
+                answer, content=not_covered(ctx.question, ctx.searcher.description), label=answer_label(data)
+            )
             return
         path = tree.path(tree.parent(answer))
         if not data.explanation and not data.write_error:
             written = write_answer(ctx, answer, data.short_answer, path)
             if written.cited:
                 ctx.graph.link_sources(answer, written.cited)
-            answer = ctx.graph.update(answer, merge_data={
-                "short_answer": written.short_answer or data.short_answer, "explanation": written.explanation,
-                "invalid_citations": written.invalid_citations, "write_error": written.error,
-                "writer_answer": written.disagreed})
+            answer = ctx.graph.update(
+                answer,
+                merge_data={
+                    "short_answer": written.short_answer or data.short_answer,
+                    "explanation": written.explanation,
+                    "invalid_citations": written.invalid_citations,
+                    "write_error": written.error,
+                    "writer_answer": written.disagreed,
+                },
+            )
             data = answer_of(answer)
         if data.verdict is None and params.yes_no and data.short_answer not in ("yes", "no"):
             # Not an answer to a yes/no question, whatever an evaluator would say: rejected without a
             # call, with the lesson the next branches need.
             said = data.short_answer
-            answer = ctx.graph.update(answer, merge_data={
-                "verdict": "rejected", "solves": False, "on_topic": None,
-                "reasons": f"The question is answered yes or no, and this answer is neither: {said}"[:1000],
-                "error_analysis": "The answer must be the single word yes or no; finish with finish[yes] or "
-                                  "finish[no]."})
+            answer = ctx.graph.update(
+                answer,
+                merge_data={
+                    "verdict": "rejected",
+                    "solves": False,
+                    "on_topic": None,
+                    "reasons": f"The question is answered yes or no, and this answer is neither: {said}"[:1000],
+                    "error_analysis": "The answer must be the single word yes or no; finish with finish[yes] or "
+                    "finish[no].",
+                },
+            )
             data = answer_of(answer)
         if data.verdict is None:
             if params.answer_evaluator:
                 verdict = judge_answer(ctx, answer, data.short_answer, path)
-                answer = ctx.graph.update(answer, merge_data={
-                    "verdict": verdict.verdict, "solves": verdict.solves, "on_topic": verdict.on_topic,
-                    "reasons": verdict.reasons, "error_analysis": verdict.error_analysis,
-                    "evaluate_error": verdict.error})
+                answer = ctx.graph.update(
+                    answer,
+                    merge_data={
+                        "verdict": verdict.verdict,
+                        "solves": verdict.solves,
+                        "on_topic": verdict.on_topic,
+                        "reasons": verdict.reasons,
+                        "error_analysis": verdict.error_analysis,
+                        "evaluate_error": verdict.error,
+                    },
+                )
             else:
                 answer = ctx.graph.update(answer, merge_data={"verdict": "unchecked"})
             data = answer_of(answer)
         if data.verdict == "rejected":
             self._remember(ctx, tree, answer)
         # The short answer escaped (one line): the content is what a stopped run's export shows.
-        content = f"**{inline_text(data.short_answer)}**" + (
-            f"\n\n{data.explanation}" if data.explanation else "")
+        content = f"**{inline_text(data.short_answer)}**" + (f"\n\n{data.explanation}" if data.explanation else "")
         # The verdict in the label as well as the fill: a rejected answer (where a backtrack starts)
         # reads as one on the map without telling two small diamonds apart by colour.
         ctx.graph.finish(answer, content=content, label=answer_label(data))
@@ -390,10 +457,11 @@ class FgdipMethod(Method[FgdipParams]):
         branch_data = step_of(branch)
         name = entity_of(branch) or label_for(branch_data.action, branch_data.argument)
         if not any(e.node_id == answer.id for e in memory.entries):
-            entry = ErrorEntry(analysis=data.error_analysis, answer=data.short_answer,
-                               branch=name, node_id=answer.id)
-            ctx.graph.save_state(ERROR_MEMORY, ErrorMemory(
-                entries=[*memory.entries, entry], change=f"answer '{entry.answer}' rejected on {name}"))
+            entry = ErrorEntry(analysis=data.error_analysis, answer=data.short_answer, branch=name, node_id=answer.id)
+            ctx.graph.save_state(
+                ERROR_MEMORY,
+                ErrorMemory(entries=[*memory.entries, entry], change=f"answer '{entry.answer}' rejected on {name}"),
+            )
         if not branch_data.branch_ended and branch.kind in SEARCH_KINDS:
             ctx.graph.update(branch, merge_data={"branch_ended": f"answer '{data.short_answer}' rejected"})
 
@@ -407,8 +475,7 @@ class FgdipMethod(Method[FgdipParams]):
             # A node that could not grow (the tree is full, or it is as deep as allowed) is not worth
             # a step, nor a backtrack: a finishing node waiting elsewhere still is.
             step = step_of(candidate)
-            return (step.action == "finish" or step.forced
-                    or (room > 0 and candidate.depth < params.max_depth))
+            return step.action == "finish" or step.forced or (room > 0 and candidate.depth < params.max_depth)
 
         if settled_answer(tree) is not None and not forced_waiting(tree, can_take):
             return False
@@ -419,8 +486,11 @@ class FgdipMethod(Method[FgdipParams]):
         forced = step.forced
         source = backtrack_source(tree, node)
         if source is not None and tree.backtracks() >= params.max_backtracks and not forced:
-            ctx.graph.narrate(f"The search stops: it has backtracked {plural(tree.backtracks(), 'time')}, the limit "
-                              "(max_backtracks).", kind="step")
+            ctx.graph.narrate(
+                f"The search stops: it has backtracked {plural(tree.backtracks(), 'time')}, the limit "
+                "(max_backtracks).",
+                kind="step",
+            )
             return False
         order = tree.next_order()
         update: dict[str, Any] = {"explored_order": order, "backtrack_from": source.id if source is not None else None}
@@ -435,8 +505,7 @@ class FgdipMethod(Method[FgdipParams]):
             update["planned_children"] = planned
             # Forced too: on a full tree the children of a node you chose must answer, or no node
             # under it could grow and your command would have paid for a layer that ends nowhere.
-            update["children_must_finish"] = (node.depth + 1 >= params.max_depth
-                                              or room - planned < params.siblings)
+            update["children_must_finish"] = node.depth + 1 >= params.max_depth or room - planned < params.siblings
         # The edge first (idempotent: a run killed after it chooses the same node again from the
         # same stored tree), then the choice, then a finishing node's answer: a run killed before
         # the answer gets it from `_answer_missing` (settling answers comes before choosing).
@@ -454,26 +523,34 @@ class FgdipMethod(Method[FgdipParams]):
         step = step_of(node)
         if step.action != "finish" or any(a.parent_id == node.id for a in tree.answers()):
             return False
-        ctx.graph.add(kind=ANSWER, label=f"answer: {step.argument}"[:80], parent=node,
-                      data={"short_answer": step.argument})
+        ctx.graph.add(
+            kind=ANSWER, label=f"answer: {step.argument}"[:80], parent=node, data={"short_answer": step.argument}
+        )
         return True
 
     def _answer_missing(self, ctx: RunContext[FgdipParams], tree: Tree) -> bool:
         """A finishing node chosen by a run killed before its answer was added: added now."""
-        chosen = [n for n in tree.nodes.values() if n.kind in SEARCH_KINDS and explored_order(n) is not None
-                  and step_of(n).action == "finish" and n.status != NodeStatus.PRUNED]
+        chosen = [
+            n
+            for n in tree.nodes.values()
+            if n.kind in SEARCH_KINDS
+            and explored_order(n) is not None
+            and step_of(n).action == "finish"
+            and n.status != NodeStatus.PRUNED
+        ]
         return any([self._add_answer(ctx, tree, n) for n in chosen])
 
     # ------------------------------------------------------------------ steering
 
-    def apply(self, ctx: RunContext[FgdipParams], command: CommandSpec, payload: CommandPayload, node: Node | None) -> set[str]:
+    def apply(
+        self, ctx: RunContext[FgdipParams], command: CommandSpec, payload: CommandPayload, node: Node | None
+    ) -> set[str]:
         if command.name == "regenerate_report":
             return {REPORT}
         if command.name == "force_explore":
             assert node is not None
             if explored_order(node) is not None:
-                raise CommandRejected("this node was already explored; choose a node the search has not "
-                                      "taken yet")
+                raise CommandRejected("this node was already explored; choose a node the search has not taken yet")
             ctx.graph.update(node, merge_data={"forced": True})
             return {REPORT}
         if command.name == "mark_impossible":
@@ -493,9 +570,16 @@ class FgdipMethod(Method[FgdipParams]):
         if marked_impossible_by_you(step.model_dump()):
             raise CommandRejected("this node is already marked impossible")
         tree = Tree.of(ctx.graph.nodes())
-        ctx.graph.update(node, merge_data={
-            "verdict": "impossible", "judged_by": "you", "justification": "Marked impossible by you.",
-            "forced": False, **({"expanded": True} if step.explored_order is not None else {})})
+        ctx.graph.update(
+            node,
+            merge_data={
+                "verdict": "impossible",
+                "judged_by": "you",
+                "justification": "Marked impossible by you.",
+                "forced": False,
+                **({"expanded": True} if step.explored_order is not None else {}),
+            },
+        )
         for child in tree.children(node):
             if explored_order(child) is None and child.status != NodeStatus.PRUNED:
                 ctx.graph.prune(child)
@@ -507,8 +591,12 @@ class FgdipMethod(Method[FgdipParams]):
         for answer in tree.answers():
             info = answer_of(answer)
             parent = tree.nodes.get(answer.parent_id) if answer.parent_id is not None else None
-            if (parent is None or answer.status == NodeStatus.PRUNED or info.verdict == "rejected"
-                    or node.id not in {n.id for n in tree.path(parent)}):
+            if (
+                parent is None
+                or answer.status == NodeStatus.PRUNED
+                or info.verdict == "rejected"
+                or node.id not in {n.id for n in tree.path(parent)}
+            ):
                 continue
             ruled_out = {"verdict": "rejected", "error_analysis": analysis, "reasons": analysis}
             if answer.status != NodeStatus.DONE:
@@ -517,7 +605,9 @@ class FgdipMethod(Method[FgdipParams]):
                     ruled_out["write_error"] = "not written: you ruled its path out first"
                 ctx.graph.update(answer, merge_data=ruled_out)
                 continue
-            answer = ctx.graph.update(answer, merge_data=ruled_out, label=answer_label(info.model_copy(update=ruled_out)))
+            answer = ctx.graph.update(
+                answer, merge_data=ruled_out, label=answer_label(info.model_copy(update=ruled_out))
+            )
             self._remember(ctx, Tree.of(ctx.graph.nodes()), answer)
         return {REPORT}
 
@@ -531,9 +621,19 @@ class FgdipMethod(Method[FgdipParams]):
         tree = Tree.of(ctx.graph.nodes())
         if any(entity_of(n).casefold() == entity.casefold() for n in tree.children(root)):
             raise CommandRejected(f"'{entity}' is already a branch of this search")
-        ctx.graph.add(kind=ENTITY, label=entity, parent=root, data={
-            "entity": entity, "user": True, "forced": True, "thought": f"You asked to search {entity}.",
-            "action": "search", "argument": entity})
+        ctx.graph.add(
+            kind=ENTITY,
+            label=entity,
+            parent=root,
+            data={
+                "entity": entity,
+                "user": True,
+                "forced": True,
+                "thought": f"You asked to search {entity}.",
+                "action": "search",
+                "argument": entity,
+            },
+        )
         return {REPORT}
 
     def _edit_memory(self, ctx: RunContext[FgdipParams], payload: EditErrorMemoryPayload) -> None:
@@ -550,6 +650,7 @@ class FgdipMethod(Method[FgdipParams]):
             change = f"you removed lesson {payload.number}"
         else:
             entries[payload.number - 1] = entries[payload.number - 1].model_copy(
-                update={"analysis": text, "by_user": True})
+                update={"analysis": text, "by_user": True}
+            )
             change = f"you rewrote lesson {payload.number}"
         ctx.graph.save_state(ERROR_MEMORY, ErrorMemory(entries=entries, change=change))

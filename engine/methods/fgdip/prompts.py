@@ -19,9 +19,9 @@ EXTRACT = Prompt(
         "people, places, organisations, works, events or objects that can be looked up on their own. Leave "
         "out generic nouns and broad categories. List at most $most, the most useful starting point first.\n"
         "Examples:\n"
-        "Question: Who is older, Danny Green or James Worthy? -> [\"Danny Green\", \"James Worthy\"]\n"
-        "Question: Alfie Allen played Theon Greyjoy on which show? -> [\"Alfie Allen\", \"Theon Greyjoy\"]\n"
-        "Question: What is the population of the city Deryl Dedmon came from? -> [\"Deryl Dedmon\"]"
+        'Question: Who is older, Danny Green or James Worthy? -> ["Danny Green", "James Worthy"]\n'
+        'Question: Alfie Allen played Theon Greyjoy on which show? -> ["Alfie Allen", "Theon Greyjoy"]\n'
+        'Question: What is the population of the city Deryl Dedmon came from? -> ["Deryl Dedmon"]'
     ),
     user="Question: $question",
 )
@@ -67,10 +67,7 @@ WRITE_ANSWER = Prompt(
         "it, citing them inline like [1] or [2][3]. Cite only the numbers listed. $answer_rule\n" + DATA_RULE
     ),
     user=(
-        "Question: $question\n"
-        "Answer the path reached: <<<$answer>>>\n\n"
-        "The path:\n$trajectory\n\n"
-        "Sources:\n\n$sources"
+        "Question: $question\nAnswer the path reached: <<<$answer>>>\n\nThe path:\n$trajectory\n\nSources:\n\n$sources"
     ),
 )
 

@@ -63,8 +63,9 @@ def search(ctx: RunContext[FgdipParams], node: Node, query: str) -> Observation:
     found = ([titled] if titled is not None else []) + relevant.kept
     if not found:
         similar = ", ".join(h.title for h in hits[:5])
-        return Observation(f"Could not find a page about {query}." + (f" Similar: {similar}." if similar else ""),
-                           dropped)
+        return Observation(
+            f"Could not find a page about {query}." + (f" Similar: {similar}." if similar else ""), dropped
+        )
     found = found[: params.search_results]
     # Web results: the page itself (the search shows its start, Lookup reads all of it), not its snippet.
     kept = ctx.read_pages(query, found, limit=params.read_pages, max_chars=PAGE_CHARS, node=node).hits
@@ -75,8 +76,9 @@ def search(ctx: RunContext[FgdipParams], node: Node, query: str) -> Observation:
         text = text[: params.observation_chars].rsplit(" ", 1)[0] + " ..."
     others = [s.title for s in sources[1:]]
     more = f" Other results: {'; '.join(others)}." if others else ""
-    return Observation(f"{page.title}: {text}{more}", {**dropped, "page_source": page.id},
-                       [stored_id(s) for s in sources])
+    return Observation(
+        f"{page.title}: {text}{more}", {**dropped, "page_source": page.id}, [stored_id(s) for s in sources]
+    )
 
 
 LOOKUP_RESULTS = 2  # sentences one Lookup shows; the same Lookup again shows the next ones
@@ -96,8 +98,10 @@ def lookup(ctx: RunContext[FgdipParams], keyword: str, path: Sequence[Node]) -> 
     if not found[shown_before:]:
         # No page_source: this node read nothing to cite, and the next Lookup reads the same page.
         return Observation(f"No more results for {keyword} in {page.title}.")
-    shown = " ".join(f"(Result {i} / {len(found)}) {s}"
-                     for i, s in enumerate(found[shown_before:shown_before + LOOKUP_RESULTS], start=shown_before + 1))
+    shown = " ".join(
+        f"(Result {i} / {len(found)}) {s}"
+        for i, s in enumerate(found[shown_before : shown_before + LOOKUP_RESULTS], start=shown_before + 1)
+    )
     return Observation(shown, {"page_source": page.id}, [stored_id(page)])
 
 

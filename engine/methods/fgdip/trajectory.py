@@ -27,8 +27,10 @@ def render_siblings(siblings: Sequence[Node], *, observation_chars: int = 300) -
     for node in siblings:
         step = step_of(node)
         observation = inert((step.observation or "(not run yet)")[:observation_chars])
-        blocks.append(f"Thought: {inert(step.thought)}\nAction: {inert(action_text(step.action, step.argument))}\n"
-                      f"Obs: <<<{observation}>>>")
+        blocks.append(
+            f"Thought: {inert(step.thought)}\nAction: {inert(action_text(step.action, step.argument))}\n"
+            f"Obs: <<<{observation}>>>"
+        )
     return "\n\n".join(blocks) or "(none yet: this is the first)"
 
 

@@ -33,7 +33,8 @@ def estimate(params: MtqaParams) -> CostEstimate:
     m, n = params.rows, params.columns
     documents = max(1, round(params.documents * KEPT_SHARE))
     unit_tokens = (0 if params.no_source_text else params.unit_chars // 4) + (
-        0 if params.no_triples else TRIPLES_PER_UNIT_TOKENS)
+        0 if params.no_triples else TRIPLES_PER_UNIT_TOKENS
+    )
     units = params.units * unit_tokens
     thought = round(FILL * params.thought_tokens)
     summary = round(FILL * params.summary_tokens)
@@ -43,16 +44,30 @@ def estimate(params: MtqaParams) -> CostEstimate:
     extracting = params.scope == "question"
     tally = Tally()
     if extracting:
-        tally.add("extract entities and relations from each chunk", documents, prompt=EXTRACTION_BASE + 300,
-                  completion=EXTRACTION_COMPLETION)
+        tally.add(
+            "extract entities and relations from each chunk",
+            documents,
+            prompt=EXTRACTION_BASE + 300,
+            completion=EXTRACTION_COMPLETION,
+        )
     tally.add("the question's keywords", 1, prompt=KEYWORDS_PROMPT, completion=KEYWORDS_COMPLETION)
-    tally.add("think each cell of the matrix", m * n, prompt=THOUGHT_BASE + units + passed + (summary if n > 1 else 0),
-              completion=thought)
-    tally.add("summarise and correct each column", n,
-              prompt=SUMMARY_BASE + (0 if params.no_correction else units) + m * thought, completion=summary)
+    tally.add(
+        "think each cell of the matrix",
+        m * n,
+        prompt=THOUGHT_BASE + units + passed + (summary if n > 1 else 0),
+        completion=thought,
+    )
+    tally.add(
+        "summarise and correct each column",
+        n,
+        prompt=SUMMARY_BASE + (0 if params.no_correction else units) + m * thought,
+        completion=summary,
+    )
     low = (1 if extracting else 0) + 1 + m * n + n
     high = (1 + (params.documents if extracting else 0) + m * n + n) * (1 + DEFAULT_MAX_REASKS)
-    how = (f"{m} × {n} thoughts and {n} summaries (one call each), the question's keywords, and "
-           + (f"about {documents} extraction calls for the documents kept of {params.documents}" if extracting
-              else "no extraction (the collection's graph is built once, by `thoughtmap kg build`)"))
+    how = f"{m} × {n} thoughts and {n} summaries (one call each), the question's keywords, and " + (
+        f"about {documents} extraction calls for the documents kept of {params.documents}"
+        if extracting
+        else "no extraction (the collection's graph is built once, by `thoughtmap kg build`)"
+    )
     return tally.estimate(low=low, high=high, how=how)

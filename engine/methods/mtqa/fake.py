@@ -19,7 +19,9 @@ from engine.llm.fake import (
 )
 from engine.llm.protocol import ChatRequest, Message
 
-_MTQA_TRIPLE = re.compile(r"^\((?P<subject>.+?)\) -\[(?P<relation>.+?)\]-> \((?P<object>.+?)\)(?::\s*(?P<description>.*))?$")
+_MTQA_TRIPLE = re.compile(
+    r"^\((?P<subject>.+?)\) -\[(?P<relation>.+?)\]-> \((?P<object>.+?)\)(?::\s*(?P<description>.*))?$"
+)
 _MTQA_ROW = re.compile(r"You are thought (\d+) of \d+")
 
 
@@ -27,6 +29,7 @@ def mtqa_messages(request: ChatRequest) -> Sequence[Message]:
     """A knowledge unit's triple lines are left out when the unit has source text (they restate
     it); a unit of triples only (the no-source-text ablation) reads as prose: each triple's
     description, else 'subject relation object.'"""
+
     def prose(line: str) -> str:
         triple = _MTQA_TRIPLE.match(line.strip())
         assert triple is not None, "prose() is only given triple lines"
@@ -40,8 +43,11 @@ def mtqa_messages(request: ChatRequest) -> Sequence[Message]:
         def flush() -> None:
             has_text = any(not _MTQA_TRIPLE.match(line.strip()) for line in block[1:])
             out.extend(line for line in block[:1])
-            out.extend(line if not _MTQA_TRIPLE.match(line.strip()) else prose(line)
-                       for line in block[1:] if not (has_text and _MTQA_TRIPLE.match(line.strip())))
+            out.extend(
+                line if not _MTQA_TRIPLE.match(line.strip()) else prose(line)
+                for line in block[1:]
+                if not (has_text and _MTQA_TRIPLE.match(line.strip()))
+            )
             block.clear()
 
         for line in text.splitlines():
@@ -67,8 +73,13 @@ def mtqa_view(request: ChatRequest, view: PromptView) -> PromptView:
     skip = min(int(row.group(1)) - 1, len(view.sources) - 1) if row else 0
     best_first = list(dict.fromkeys(s.source for s in rank_sentences(view)))
     left_out = set(best_first[:skip])
-    return PromptView(view.question, tuple(s for s in view.sources if s.number not in left_out), view.terms,
-                      view.schema_in_prompt, view.text)
+    return PromptView(
+        view.question,
+        tuple(s for s in view.sources if s.number not in left_out),
+        view.terms,
+        view.schema_in_prompt,
+        view.text,
+    )
 
 
 def mtqa_answer(request: ChatRequest) -> str:

@@ -105,18 +105,26 @@ class KnowledgeData(NodeData):
             # A build stopped part-way (a --limit, the budget, Ctrl-C) leaves a graph of part of it.
             done = self.chunks if self.chunks_done is None else self.chunks_done
             partial = f" (incomplete: {done} of {self.chunks} passages extracted)" if done < self.chunks else ""
-            return (f"collection graph of {done} passages{partial} · {self.entities} entities · {self.relations} "
-                    f"relations · {len(self.units)} knowledge units")
-        return (f"{len(self.documents)} documents · {self.entities} entities · {self.relations} relations · "
-                f"{len(self.units)} knowledge units")
+            return (
+                f"collection graph of {done} passages{partial} · {self.entities} entities · {self.relations} "
+                f"relations · {len(self.units)} knowledge units"
+            )
+        return (
+            f"{len(self.documents)} documents · {self.entities} entities · {self.relations} relations · "
+            f"{len(self.units)} knowledge units"
+        )
 
     def reader_fields(self) -> dict[str, str | list[str]] | None:
-        return {"Keywords": ", ".join(self.detailed_keywords + self.general_keywords),
-                "Knowledge units (KU 1, what column 1 thinks from)": units_listing(self.units)}
+        return {
+            "Keywords": ", ".join(self.detailed_keywords + self.general_keywords),
+            "Knowledge units (KU 1, what column 1 thinks from)": units_listing(self.units),
+        }
 
     def knowledge_graph(self) -> KnowledgeGraphRef:
-        return KnowledgeGraphRef(self.graph_key, tuple(dict.fromkeys(
-            [*unit_entities(self.units), *self.detailed_keywords, *self.general_keywords])))
+        return KnowledgeGraphRef(
+            self.graph_key,
+            tuple(dict.fromkeys([*unit_entities(self.units), *self.detailed_keywords, *self.general_keywords])),
+        )
 
 
 class CellData(NodeData):
@@ -125,7 +133,9 @@ class CellData(NodeData):
     row: int = 0
     column: int = 0
     alpha: float | None = Field(default=None, description="α from the cell above (None: a column's first thought).")
-    passed_count: int = Field(default=0, description="Paragraphs of the cell above passed to this one: ⌈α × paragraphs⌉.")
+    passed_count: int = Field(
+        default=0, description="Paragraphs of the cell above passed to this one: ⌈α × paragraphs⌉."
+    )
     passed: list[str] = Field(default_factory=list, description="Those paragraphs: a strategy already taken.")
     paragraphs: list[str] = Field(default_factory=list, description="This thought's paragraphs, as stored.")
     invalid_citations: list[int] = Field(default_factory=list)
@@ -133,12 +143,14 @@ class CellData(NodeData):
     not_covered: bool = False
 
     def reader_fields(self) -> dict[str, str | list[str]] | None:
-        return {"Thought": self.paragraphs,
-                "Strategy passed from the thought above (to differ from)": self.passed}
+        return {"Thought": self.paragraphs, "Strategy passed from the thought above (to differ from)": self.passed}
 
     def caption(self) -> str:
-        alpha = "first thought of the column" if self.alpha is None else (
-            f"α = {self.alpha:g}: {self.passed_count} paragraph(s) of the thought above passed")
+        alpha = (
+            "first thought of the column"
+            if self.alpha is None
+            else (f"α = {self.alpha:g}: {self.passed_count} paragraph(s) of the thought above passed")
+        )
         return f"Row {self.row + 1}, column {self.column + 1} · {alpha}"
 
 
@@ -167,28 +179,38 @@ class SummaryData(NodeData):
     paragraphs: list[str] = Field(default_factory=list, description="The refined answer, as stored.")
     short_answer: str = ""
     invalid_citations: list[int] = Field(default_factory=list)
-    fallback: str = Field(default="", description="Set when the summary was written as plain text because the "
-                          "structured answer failed (a small model), and why.")
+    fallback: str = Field(
+        default="",
+        description="Set when the summary was written as plain text because the "
+        "structured answer failed (a small model), and why.",
+    )
     # Answered "the sources at hand do not cover this" (`RunContext.sources_only`), not by the model.
     not_covered: bool = False
 
     def caption(self) -> str:
         fixed = sum(c.verdict == "corrected" for c in self.checks)
-        return (f"Summary of column {self.column + 1} · {len(self.units)} knowledge units · "
-                f"{fixed} thought(s) corrected" + (f" · answer: {self.short_answer}" if self.short_answer else ""))
+        return (
+            f"Summary of column {self.column + 1} · {len(self.units)} knowledge units · "
+            f"{fixed} thought(s) corrected" + (f" · answer: {self.short_answer}" if self.short_answer else "")
+        )
 
     def reader_fields(self) -> dict[str, str | list[str]] | None:
         # The short answer is one line by contract (the caption shows it too): escaped as one.
-        return {"Short answer": inline_text(self.short_answer), "Answer": self.paragraphs,
-                # Model prose that cites nothing of its own: a marker typed in it would cite a source.
-                "Checks against the knowledge units": [
-                    f"Thought {c.thought}: {c.verdict}" + (f" — {strip_markers(c.correction)}" if c.correction else "")
-                    for c in self.checks],
-                "Knowledge units (KU′: checked against; the next column thinks from them)": units_listing(self.units)}
+        return {
+            "Short answer": inline_text(self.short_answer),
+            "Answer": self.paragraphs,
+            # Model prose that cites nothing of its own: a marker typed in it would cite a source.
+            "Checks against the knowledge units": [
+                f"Thought {c.thought}: {c.verdict}" + (f" — {strip_markers(c.correction)}" if c.correction else "")
+                for c in self.checks
+            ],
+            "Knowledge units (KU′: checked against; the next column thinks from them)": units_listing(self.units),
+        }
 
     def knowledge_graph(self) -> KnowledgeGraphRef:
-        return KnowledgeGraphRef(self.graph_key, tuple(dict.fromkeys(
-            [*unit_entities(self.units), *self.retrieval_keywords])))
+        return KnowledgeGraphRef(
+            self.graph_key, tuple(dict.fromkeys([*unit_entities(self.units), *self.retrieval_keywords]))
+        )
 
 
 def cell_data(node: Node) -> CellData:
@@ -213,21 +235,56 @@ def holder_data(holder: Node) -> KnowledgeData | SummaryData:
 
 NODE_KINDS = (
     NodeKind(QUESTION, QuestionData, "Question", "#2F4B7C", "the question you asked", shape="star"),
-    NodeKind(KNOWLEDGE, KnowledgeData, "Knowledge base", "#72B7B2", "the question's knowledge graph and KU 1",
-             shape="hexagon", size_by_priority=False, browses_knowledge=True),
-    NodeKind(CELL, CellData, "Thought", "#8E6CBF", "a thought node of the matrix", shape="box",
-             size_by_priority=False),
-    NodeKind(SUMMARY, SummaryData, "Summary", "#E8C547", "a column's summary, corrected against knowledge units",
-             shape="diamond", answers=True, size_by_priority=False, browses_knowledge=True),
+    NodeKind(
+        KNOWLEDGE,
+        KnowledgeData,
+        "Knowledge base",
+        "#72B7B2",
+        "the question's knowledge graph and KU 1",
+        shape="hexagon",
+        size_by_priority=False,
+        browses_knowledge=True,
+    ),
+    NodeKind(CELL, CellData, "Thought", "#8E6CBF", "a thought node of the matrix", shape="box", size_by_priority=False),
+    NodeKind(
+        SUMMARY,
+        SummaryData,
+        "Summary",
+        "#E8C547",
+        "a column's summary, corrected against knowledge units",
+        shape="diamond",
+        answers=True,
+        size_by_priority=False,
+        browses_knowledge=True,
+    ),
 )
 
 EDGE_KINDS = (
-    EdgeKind(COMMUNICATION, "communication", "α of the thought above passed on (a strategy to differ from)",
-             colour="#B39DDB", structural=False, waits=True),
-    EdgeKind(COLUMN_LINK, "column link", "the next column builds on this summary and its knowledge units",
-             dashes=True, colour="#F0C36D", structural=False),
-    EdgeKind(SUMMARISED, "checked by", "the column's summary checks this thought", dashes=True,
-             colour="#D5D5D5", structural=False, waits=True),
+    EdgeKind(
+        COMMUNICATION,
+        "communication",
+        "α of the thought above passed on (a strategy to differ from)",
+        colour="#B39DDB",
+        structural=False,
+        waits=True,
+    ),
+    EdgeKind(
+        COLUMN_LINK,
+        "column link",
+        "the next column builds on this summary and its knowledge units",
+        dashes=True,
+        colour="#F0C36D",
+        structural=False,
+    ),
+    EdgeKind(
+        SUMMARISED,
+        "checked by",
+        "the column's summary checks this thought",
+        dashes=True,
+        colour="#D5D5D5",
+        structural=False,
+        waits=True,
+    ),
 )
 
 
@@ -246,8 +303,7 @@ class WeightState(RunStateModel):
             return "_no matrix yet_"
         columns = max(len(row) for row in self.cells)
         # "col n": the panel is a narrow column beside the map, and the paper's matrix has 4 columns.
-        lines = ["| row | " + " | ".join(f"col {c + 1}" for c in range(columns)) + " |",
-                 "|---|" + "---|" * columns]
+        lines = ["| row | " + " | ".join(f"col {c + 1}" for c in range(columns)) + " |", "|---|" + "---|" * columns]
         for r, row in enumerate(self.cells):
             lines.append(f"| {r + 1} | " + " | ".join("—" if a is None else f"{a:g}" for a in row) + " |")
         return "\n".join(lines)
@@ -269,32 +325,59 @@ class ChoicesState(Choices, RunStateModel):
 
 RUN_STATES = (
     RunStateSpec(WEIGHTS, WeightState, "Communication weights"),
-    RunStateSpec(CHOICES, ChoicesState, "Pinned and dropped knowledge units",
-                 empty="None yet: pin or drop a unit from the knowledge base or a summary (Node tab)."),
+    RunStateSpec(
+        CHOICES,
+        ChoicesState,
+        "Pinned and dropped knowledge units",
+        empty="None yet: pin or drop a unit from the knowledge base or a summary (Node tab).",
+    ),
 )
 
 
 class AddColumnPayload(CommandPayload):
-    alpha: float | None = Field(default=None, ge=0.0, le=1.0, title="α of the new column", description=(
-        "The communication weight of every thought of the new column (empty: continue the weight matrix: "
-        "its last column's weights)."), json_schema_extra={"placeholder": "the last column's weights"})
+    alpha: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=1.0,
+        title="α of the new column",
+        description=(
+            "The communication weight of every thought of the new column (empty: continue the weight matrix: "
+            "its last column's weights)."
+        ),
+        json_schema_extra={"placeholder": "the last column's weights"},
+    )
 
 
 class RerunColumnPayload(NodeCommand):
-    alpha: float = Field(ge=0.0, le=1.0, title="New α", description=(
-        "The communication weight for every thought below the first in this column; the column and every "
-        "column after it are thought again."))
+    alpha: float = Field(
+        ge=0.0,
+        le=1.0,
+        title="New α",
+        description=(
+            "The communication weight for every thought below the first in this column; the column and every "
+            "column after it are thought again."
+        ),
+    )
 
 
 class ChoicePayload(CommandPayload):
-    choice: int = Field(ge=1, title="Choice", description=(
-        "The choice's number in the \"Pinned and dropped knowledge units\" panel above (Choice 1, Choice 2...); "
-        "numbers are kept when another choice is undone."))
+    choice: int = Field(
+        ge=1,
+        title="Choice",
+        description=(
+            'The choice\'s number in the "Pinned and dropped knowledge units" panel above (Choice 1, Choice 2...); '
+            "numbers are kept when another choice is undone."
+        ),
+    )
 
 
 class UnitPayload(NodeCommand):
-    unit: int = Field(ge=1, le=200, title="Knowledge unit", description=(
-        "The unit's number as listed in this node (Unit 1, Unit 2...), not its source's citation number."))
+    unit: int = Field(
+        ge=1,
+        le=200,
+        title="Knowledge unit",
+        description=("The unit's number as listed in this node (Unit 1, Unit 2...), not its source's citation number."),
+    )
     # The unit that number named when the command was sent: a node's retrieval made again before the
     # command is applied can list another unit under the same number.
     unit_id: str | None = Field(default=None, description="The chosen unit's id (filled in when it is sent).")
@@ -305,27 +388,34 @@ def listed_units(holder: Node, number: int) -> list[UnitRecord]:
     """The holder's units, once `number` is known to name one of them."""
     units = holder_data(holder).units
     if not 1 <= number <= len(units):
-        raise CommandRejected(f"this node lists {len(units)} knowledge unit(s); choose a number from 1 "
-                              f"to {len(units)}" if units else "this node has no knowledge unit")
+        raise CommandRejected(
+            f"this node lists {len(units)} knowledge unit(s); choose a number from 1 to {len(units)}"
+            if units
+            else "this node has no knowledge unit"
+        )
     return units
 
 
 def unit_choice_check(*, pin: bool) -> Callable[[RunGraph, CommandPayload, Node | None], UnitPayload]:
     """Pin's or drop's precheck: the unit number against the node (before the command is queued, and
     again before it is applied)."""
+
     def check(graph: RunGraph, payload: CommandPayload, node: Node | None) -> UnitPayload:
         assert isinstance(payload, UnitPayload)  # the contract checks the payload against the command's model first
         assert node is not None
         unit = listed_units(node, payload.unit)[payload.unit - 1]
         if payload.unit_id is not None and unit.id != payload.unit_id:
-            raise CommandRejected(f"this node's knowledge units were retrieved again since you chose unit "
-                                  f"{payload.unit}, and that number names another unit now: look at the list "
-                                  "and choose again")
+            raise CommandRejected(
+                f"this node's knowledge units were retrieved again since you chose unit "
+                f"{payload.unit}, and that number names another unit now: look at the list "
+                "and choose again"
+            )
         if unit.dropped:
             raise CommandRejected(f"knowledge unit {payload.unit} is already dropped")
         if pin and unit.pinned:
             raise CommandRejected(f"knowledge unit {payload.unit} is already pinned")
         return payload.model_copy(update={"unit_id": unit.id})
+
     return check
 
 
@@ -336,8 +426,9 @@ def choice_exists(graph: RunGraph, payload: ChoicePayload, node: Node | None = N
     if payload.choice not in listed:
         if not listed:
             raise CommandRejected("you have pinned or dropped no knowledge unit: there is nothing to undo")
-        raise CommandRejected(f"there is no choice {payload.choice}; the panel lists "
-                              + ", ".join(f"Choice {n}" for n in sorted(listed)))
+        raise CommandRejected(
+            f"there is no choice {payload.choice}; the panel lists " + ", ".join(f"Choice {n}" for n in sorted(listed))
+        )
     return listed[payload.choice]
 
 
@@ -351,29 +442,57 @@ _UNIT_HOLDERS = frozenset({KNOWLEDGE, SUMMARY})
 _FINISHED = frozenset({NodeStatus.DONE, NodeStatus.FAILED})
 
 # Steering that re-thinks columns pays for them again, and Start's estimate is long gone by then.
-_RETHINK_COST = ("Each column thought again costs its cells and its summary once more (rows + 1 model "
-                 "calls), as much as when the run first thought it.")
+_RETHINK_COST = (
+    "Each column thought again costs its cells and its summary once more (rows + 1 model "
+    "calls), as much as when the run first thought it."
+)
 
 COMMANDS = (
-    CommandSpec("add_column", "Add a column", "Think one more column from the last summary; it becomes the answer.",
-                AddColumnPayload, done="Adding a column"),
-    CommandSpec("rerun_column", "Re-run column with another α",
-                "Think this column again with another communication weight, then every column after it. "
-                + _RETHINK_COST,
-                RerunColumnPayload, kinds=frozenset({CELL, SUMMARY}), statuses=_FINISHED, done="Re-running the column"),
-    CommandSpec("pin_unit", "Pin knowledge unit",
-                "Keep this knowledge unit in every later retrieval; the columns after it are thought again. "
-                + _RETHINK_COST,
-                UnitPayload, kinds=_UNIT_HOLDERS, statuses=frozenset({NodeStatus.DONE}), done="Pinned",
-                precheck=unit_choice_check(pin=True)),
-    CommandSpec("drop_unit", "Drop knowledge unit",
-                "Leave this knowledge unit out; the thoughts that read it are thought again. " + _RETHINK_COST,
-                UnitPayload, kinds=_UNIT_HOLDERS, statuses=frozenset({NodeStatus.DONE}), done="Dropped",
-                precheck=unit_choice_check(pin=False)),
-    CommandSpec("undo_choice", "Undo a pin or drop",
-                "Forget one of your pins or drops, as numbered in the panel above: retrievals take the unit as "
-                "they find it again, and what the choice changed is thought again. " + _RETHINK_COST,
-                ChoicePayload, done="Undone", precheck=undo_choice_check),
+    CommandSpec(
+        "add_column",
+        "Add a column",
+        "Think one more column from the last summary; it becomes the answer.",
+        AddColumnPayload,
+        done="Adding a column",
+    ),
+    CommandSpec(
+        "rerun_column",
+        "Re-run column with another α",
+        "Think this column again with another communication weight, then every column after it. " + _RETHINK_COST,
+        RerunColumnPayload,
+        kinds=frozenset({CELL, SUMMARY}),
+        statuses=_FINISHED,
+        done="Re-running the column",
+    ),
+    CommandSpec(
+        "pin_unit",
+        "Pin knowledge unit",
+        "Keep this knowledge unit in every later retrieval; the columns after it are thought again. " + _RETHINK_COST,
+        UnitPayload,
+        kinds=_UNIT_HOLDERS,
+        statuses=frozenset({NodeStatus.DONE}),
+        done="Pinned",
+        precheck=unit_choice_check(pin=True),
+    ),
+    CommandSpec(
+        "drop_unit",
+        "Drop knowledge unit",
+        "Leave this knowledge unit out; the thoughts that read it are thought again. " + _RETHINK_COST,
+        UnitPayload,
+        kinds=_UNIT_HOLDERS,
+        statuses=frozenset({NodeStatus.DONE}),
+        done="Dropped",
+        precheck=unit_choice_check(pin=False),
+    ),
+    CommandSpec(
+        "undo_choice",
+        "Undo a pin or drop",
+        "Forget one of your pins or drops, as numbered in the panel above: retrievals take the unit as "
+        "they find it again, and what the choice changed is thought again. " + _RETHINK_COST,
+        ChoicePayload,
+        done="Undone",
+        precheck=undo_choice_check,
+    ),
     regenerate_report_command(),
 )
 
@@ -395,8 +514,13 @@ def position(node: Node) -> tuple[int, int] | None:
 def _focus_units(holder: Node, cited: Collection[int] = ()) -> tuple[FocusUnit, ...]:
     """The holder's units still in use (a dropped one was not read), those whose source is `cited` marked."""
     units = holder_data(holder).units
-    return tuple(FocusUnit(u.title or u.ref, tuple((t.subject, t.relation, t.object) for t in u.triples),
-                           cited=u.source_id in cited) for u in units if not u.dropped)
+    return tuple(
+        FocusUnit(
+            u.title or u.ref, tuple((t.subject, t.relation, t.object) for t in u.triples), cited=u.source_id in cited
+        )
+        for u in units
+        if not u.dropped
+    )
 
 
 def _holder_words(holder: Node) -> str:
@@ -418,12 +542,16 @@ def knowledge_focus(nodes: Sequence[Node], selected: Node | None) -> KnowledgeFo
         units = _focus_units(holder, set(cited_source_ids(selected.content or "")))
         cell = cell_data(selected)
         where = f"Row {cell.row + 1}, column {cell.column + 1}"
-        says = (f"{where} thought from the {len(units)} knowledge units of {_holder_words(holder)}; its text cites "
-                f"{sum(u.cited for u in units)} of them.")
+        says = (
+            f"{where} thought from the {len(units)} knowledge units of {_holder_words(holder)}; its text cites "
+            f"{sum(u.cited for u in units)} of them."
+        )
     elif selected is not None and selected.kind == SUMMARY:
         holder, units = selected, _focus_units(selected)
-        says = f"The summary of column {summary_data(selected).column + 1} was checked against these " \
-               f"{len(units)} knowledge units (KU′); the next column thinks from them."
+        says = (
+            f"The summary of column {summary_data(selected).column + 1} was checked against these "
+            f"{len(units)} knowledge units (KU′); the next column thinks from them."
+        )
     else:
         holder, units = base, _focus_units(base)
         says = f"The knowledge base's {len(units)} knowledge units (KU 1), what column 1 thinks from."
@@ -433,8 +561,13 @@ def knowledge_focus(nodes: Sequence[Node], selected: Node | None) -> KnowledgeFo
     return KnowledgeFocus(key, units, says)
 
 
-VIEW = ViewSpec(layout=Layout.GRID, panels=(WEIGHTS, CHOICES), position=position, side_tab="Matrix",
-                knowledge_tab=KnowledgeTab("Knowledge graph", knowledge_focus))
+VIEW = ViewSpec(
+    layout=Layout.GRID,
+    panels=(WEIGHTS, CHOICES),
+    position=position,
+    side_tab="Matrix",
+    knowledge_tab=KnowledgeTab("Knowledge graph", knowledge_focus),
+)
 
 STEPS = {
     prompts.THOUGHT.name: "thinking through a strategy from the knowledge units",

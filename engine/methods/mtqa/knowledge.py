@@ -22,8 +22,9 @@ from engine.safe_text import one_line
 from storage.models import Node
 
 
-def open_knowledge_base(ctx: RunContext[MtqaParams], scope: KnowledgeScope, *, collection: str, chunk_tokens: int,
-                        node: Node) -> KnowledgeBase:
+def open_knowledge_base(
+    ctx: RunContext[MtqaParams], scope: KnowledgeScope, *, collection: str, chunk_tokens: int, node: Node
+) -> KnowledgeBase:
     """THE injection point: the run's knowledge base from the knowledge layer's entry point
     (`RunContext.knowledge`), its LLM calls accounted to `node`. Tests replace this function to
     inject their own `KnowledgeBase`."""
@@ -57,8 +58,11 @@ class UnitRecord(BaseModel):
     ref: str = ""
     triples: list[TripleRecord] = Field(default_factory=list)
     via: list[str] = Field(default_factory=list, description="How it was reached: entity, relation, hop1, hop2.")
-    text: str = Field(default="", description="The unit's own source text (its chunk, which may be part of a longer "
-                                              "document); empty under the no-source-text ablation.")
+    text: str = Field(
+        default="",
+        description="The unit's own source text (its chunk, which may be part of a longer "
+        "document); empty under the no-source-text ablation.",
+    )
     score: float = 0.0
     pinned: bool = False
     dropped: bool = False
@@ -76,11 +80,18 @@ def unit_record(unit: KnowledgeUnit) -> UnitRecord:
     # view that forgot to escape it could not get a list entry or a citation from it (the views
     # escape it too, `kinds.unit_line`).
     title = one_line(strip_markers(unit.hit.title))
-    return UnitRecord(id=unit.id, title=title, ref=unit.hit.ref, score=round(unit.score, 4),
-                      text=(unit.hit.text or unit.hit.snippet or "")[:UNIT_TEXT_CHARS],
-                      triples=[TripleRecord(subject=t.subject, relation=t.relation, object=t.object,
-                                            description=t.description) for t in unit.triples],
-                      via=list(unit.via))
+    return UnitRecord(
+        id=unit.id,
+        title=title,
+        ref=unit.hit.ref,
+        score=round(unit.score, 4),
+        text=(unit.hit.text or unit.hit.snippet or "")[:UNIT_TEXT_CHARS],
+        triples=[
+            TripleRecord(subject=t.subject, relation=t.relation, object=t.object, description=t.description)
+            for t in unit.triples
+        ],
+        via=list(unit.via),
+    )
 
 
 class Choices(BaseModel):
@@ -103,12 +114,15 @@ class Choices(BaseModel):
     def listed(self) -> list[tuple[int, str, str, str]]:
         """(number, pinned | dropped, unit id, title), by number. Choices stored before numbers were
         kept are numbered after the others, in the order the panel used to list them."""
-        choices = ([("pinned", u.id, u.title or u.ref) for u in self.pinned]
-                   + [("dropped", d, self.dropped_titles.get(d) or d) for d in self.dropped])
+        choices = [("pinned", u.id, u.title or u.ref) for u in self.pinned] + [
+            ("dropped", d, self.dropped_titles.get(d) or d) for d in self.dropped
+        ]
         known = [(self.numbers[i], kind, i, title) for kind, i, title in choices if i in self.numbers]
         later = max([n for n, *_ in known] + [self.next_number - 1, 0])
-        unknown = [(later + place, kind, i, title)
-                   for place, (kind, i, title) in enumerate((c for c in choices if c[1] not in self.numbers), start=1)]
+        unknown = [
+            (later + place, kind, i, title)
+            for place, (kind, i, title) in enumerate((c for c in choices if c[1] not in self.numbers), start=1)
+        ]
         return sorted(known) + unknown
 
     def _kept_numbers(self, new: str | None = None) -> tuple[dict[str, int], int]:
@@ -120,11 +134,14 @@ class Choices(BaseModel):
     def without(self, unit_id: str) -> Self:
         """These choices with none left for `unit_id` (the others keep their numbers)."""
         numbers, following = self._kept_numbers()
-        return type(self)(pinned=[p for p in self.pinned if p.id != unit_id],
-                          dropped=[d for d in self.dropped if d != unit_id],
-                          dropped_titles={k: v for k, v in self.dropped_titles.items() if k != unit_id},
-                          made_on={k: v for k, v in self.made_on.items() if k != unit_id},
-                          numbers={k: v for k, v in numbers.items() if k != unit_id}, next_number=following)
+        return type(self)(
+            pinned=[p for p in self.pinned if p.id != unit_id],
+            dropped=[d for d in self.dropped if d != unit_id],
+            dropped_titles={k: v for k, v in self.dropped_titles.items() if k != unit_id},
+            made_on={k: v for k, v in self.made_on.items() if k != unit_id},
+            numbers={k: v for k, v in numbers.items() if k != unit_id},
+            next_number=following,
+        )
 
     def numbered(self, unit_id: str) -> Self:
         """These choices with the next number given to `unit_id`'s (just made)."""
@@ -139,7 +156,9 @@ def apply_choices(units: Sequence[UnitRecord], choices: Choices) -> list[UnitRec
     present = {u.id for u in kept}
     pinned_ids = {p.id for p in choices.pinned}
     kept = [u.model_copy(update={"pinned": u.id in pinned_ids}) for u in kept]
-    kept += [p.model_copy(update={"pinned": True}) for p in choices.pinned if p.id not in present and p.id not in dropped]
+    kept += [
+        p.model_copy(update={"pinned": True}) for p in choices.pinned if p.id not in present and p.id not in dropped
+    ]
     return kept
 
 
@@ -150,9 +169,11 @@ def active(units: Sequence[UnitRecord]) -> list[UnitRecord]:
 # --------------------------------------------------------------------------- a later column's query
 
 _NAME = re.compile(r"\b[A-Z][\w'’-]+(?:\s+(?:of|the|de|van|von|for|and|[A-Z][\w'’-]+))*\s*(?<=[\w'’-])")
-_NOT_NAMES = frozenset("""The A An This That These Those It Its In On At By For From To Of And Or But If So
+_NOT_NAMES = frozenset(
+    """The A An This That These Those It Its In On At By For From To Of And Or But If So
 Thus Therefore However First Second Third Finally Both Either Neither Which What Who When Where Why How Yes No
-Thought Column Step Answer Question Summary Knowledge Based According""".split())
+Thought Column Step Answer Question Summary Knowledge Based According""".split()
+)
 
 
 def names_in(text: str, limit: int = 8) -> list[str]:
@@ -188,8 +209,14 @@ def column_keywords(question_keywords: Keywords, thoughts: str) -> Keywords:
 # --------------------------------------------------------------------------- units in a prompt
 
 
-def unit_blocks(units: Sequence[UnitRecord], sources: Sequence[CitableSource], *, with_triples: bool,
-                with_text: bool, max_chars: int) -> str:
+def unit_blocks(
+    units: Sequence[UnitRecord],
+    sources: Sequence[CitableSource],
+    *,
+    with_triples: bool,
+    with_text: bool,
+    max_chars: int,
+) -> str:
     """The numbered knowledge units of a prompt: `[n] Title`, its triples, its source text (each as
     the ablation switches allow). `sources[i]` is unit i's stored source: citations [n] are
     converted with that list."""

@@ -62,7 +62,6 @@ def _created(node: Node | None, what: str) -> Node:
     return node
 
 
-
 def knowledge_node(graph: RunGraph) -> Node | None:
     return next(iter(graph.nodes(kind=KNOWLEDGE)), None)
 
@@ -103,15 +102,28 @@ def ensure_column(graph: RunGraph, index: int, rows: int, alphas: Sequence[float
     assert parent is not None, "a column is created after what it thinks from"
     edge_kind = "child" if index == 0 else COLUMN_LINK
     existing = {cell_data(c).row: c for c in graph.nodes(kind=CELL) if cell_data(c).column == index}
-    new = [NewNode(CELL, f"Thought {row + 1}.{index + 1}", parent=parent, edge_kind=edge_kind,
-                   data={"row": row, "column": index, "alpha": alphas[row]})
-           for row in range(rows) if row not in existing]
+    new = [
+        NewNode(
+            CELL,
+            f"Thought {row + 1}.{index + 1}",
+            parent=parent,
+            edge_kind=edge_kind,
+            data={"row": row, "column": index, "alpha": alphas[row]},
+        )
+        for row in range(rows)
+        if row not in existing
+    ]
     for cell in graph.add_many(new):
         existing[cell_data(cell).row] = cell
     summary = next((n for n in graph.nodes(kind=SUMMARY) if summary_data(n).column == index), None)
     if summary is None:
-        summary = graph.add(kind=SUMMARY, label=f"Summary {index + 1}", parent=parent, edge_kind=edge_kind,
-                            data={"column": index, "grid_row": rows + 1})
+        summary = graph.add(
+            kind=SUMMARY,
+            label=f"Summary {index + 1}",
+            parent=parent,
+            edge_kind=edge_kind,
+            data={"column": index, "grid_row": rows + 1},
+        )
     cells = [existing[row] for row in sorted(existing)]
     for above, below in zip(cells, cells[1:]):
         alpha = cell_data(below).alpha
@@ -122,10 +134,14 @@ def ensure_column(graph: RunGraph, index: int, rows: int, alphas: Sequence[float
     return Column(index, cells, summary)
 
 
-def column_alphas(matrix: Sequence[Sequence[float]], rows: int, index: int, override: float | None = None) -> list[float | None]:
+def column_alphas(
+    matrix: Sequence[Sequence[float]], rows: int, index: int, override: float | None = None
+) -> list[float | None]:
     """α of each thought of column `index` (None for the first); `override` for every other one."""
-    return [None if row == 0 else (override if override is not None else cell_alpha(matrix, row, index))
-            for row in range(rows)]
+    return [
+        None if row == 0 else (override if override is not None else cell_alpha(matrix, row, index))
+        for row in range(rows)
+    ]
 
 
 def save_weights(graph: RunGraph, preset: str, matrix: Sequence[Sequence[float]]) -> None:
@@ -148,10 +164,20 @@ def reset(graph: RunGraph, nodes: Sequence[Node], *, keep_units: bool = False) -
             summary = summary_data(node)
             identity = {"column": summary.column, "grid_row": summary.grid_row}
             if keep_units:
-                identity.update(units=[u.model_dump() for u in summary.units], units_ready=summary.units_ready,
-                                retrieval_keywords=summary.retrieval_keywords)
-        graph.update(node, status=NodeStatus.PENDING, error="", started_at=None, finished_at=None, content="",
-                     replace_data=identity)
+                identity.update(
+                    units=[u.model_dump() for u in summary.units],
+                    units_ready=summary.units_ready,
+                    retrieval_keywords=summary.retrieval_keywords,
+                )
+        graph.update(
+            node,
+            status=NodeStatus.PENDING,
+            error="",
+            started_at=None,
+            finished_at=None,
+            content="",
+            replace_data=identity,
+        )
 
 
 def reset_from(graph: RunGraph, index: int, *, first_row: int = 0, keep_units: bool = False) -> None:

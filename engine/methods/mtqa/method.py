@@ -99,6 +99,8 @@ def _text_summary(text: str, instructions: str) -> MergedColumn | str:
         return MergedColumn(paragraphs=paragraphs, short_answer=short[:200])
     except ValidationError as exc:
         return f"its paragraphs were not usable ({exc.errors()[0].get('msg', '')[:200]})"
+
+
 # Characters of a column's thoughts used as the text of its KU' retrieval query.
 RETRIEVAL_TEXT_CHARS = 2000
 # A first row past every column's last: reset a column's summary only.
@@ -120,11 +122,13 @@ def plain(text: str) -> str:
 class MtqaMethod(Method[MtqaParams]):
     name = "mtqa"
     title = "MTQA: Matrix of Thought over a knowledge graph"
-    summary = ("Builds a knowledge graph from the question's documents, then reasons in a rows × columns matrix "
-               "of thoughts: thoughts in a column pass part of their strategy down (weights α) so the next one "
-               "differs, and each column's summary corrects them against retrieved knowledge units.")
+    summary = (
+        "Builds a knowledge graph from the question's documents, then reasons in a rows × columns matrix "
+        "of thoughts: thoughts in a column pass part of their strategy down (weights α) so the next one "
+        "differs, and each column's summary corrects them against retrieved knowledge units."
+    )
     good_for = "multi-hop questions whose answer joins facts spread over several documents; a short answer"
-    paper = ("MTQA: Matrix of Thought for Enhanced Reasoning in Complex Question Answering (seed paper 004)")
+    paper = "MTQA: Matrix of Thought for Enhanced Reasoning in Complex Question Answering (seed paper 004)"
     Params = MtqaParams
     node_kinds = NODE_KINDS
     edge_kinds = EDGE_KINDS
@@ -150,10 +154,13 @@ class MtqaMethod(Method[MtqaParams]):
         documents stored for the knowledge graph are the run's sources, so the harness's source
         recall measures the document retrieval and this the knowledge units (the issue's KU recall)."""
         holders = [n for n in nodes if n.kind == KNOWLEDGE and n.status == NodeStatus.DONE]
-        holders += sorted((n for n in nodes if n.kind == SUMMARY and summary_data(n).units_ready),
-                          key=lambda n: summary_data(n).column)
-        return [unit.title for holder in holders for unit in holder_data(holder).units
-                if unit.title and not unit.dropped]
+        holders += sorted(
+            (n for n in nodes if n.kind == SUMMARY and summary_data(n).units_ready),
+            key=lambda n: summary_data(n).column,
+        )
+        return [
+            unit.title for holder in holders for unit in holder_data(holder).units if unit.title and not unit.dropped
+        ]
 
     # ------------------------------------------------------------------ the growth loop
 
@@ -161,8 +168,9 @@ class MtqaMethod(Method[MtqaParams]):
         params = ctx.params
         root = ctx.graph.root()
         if root is None:
-            root = ctx.graph.add(kind=QUESTION, label=ctx.question, content=ctx.question, status=NodeStatus.DONE,
-                                 depth=0)
+            root = ctx.graph.add(
+                kind=QUESTION, label=ctx.question, content=ctx.question, status=NodeStatus.DONE, depth=0
+            )
         if matrix.knowledge_node(ctx.graph) is None:
             ctx.graph.add(kind=KNOWLEDGE, label="Knowledge base", parent=root, data={"scope": params.scope})
         # Idempotent: a run killed while its columns were being created gets the missing ones now.
@@ -191,9 +199,13 @@ class MtqaMethod(Method[MtqaParams]):
                     if source.kind == SUMMARY:
                         # Retrieved with the summary, except under the no-correction ablation.
                         source = self._ensure_units(ctx, source)
-                    ctx.parallel([partial(self._think_chain, ctx, chain, source)
-                                  for chain in column.chains()
-                                  if any(c.status == NodeStatus.PENDING for c in chain)])
+                    ctx.parallel(
+                        [
+                            partial(self._think_chain, ctx, chain, source)
+                            for chain in column.chains()
+                            if any(c.status == NodeStatus.PENDING for c in chain)
+                        ]
+                    )
                 return True
             if column.created_summary().status == NodeStatus.PENDING:
                 self._summarise(ctx, column.index)
@@ -205,8 +217,12 @@ class MtqaMethod(Method[MtqaParams]):
         (`RunContext.sources_only`): every thought and summary says so, none is asked of the model,
         which would think from its own inventions. Returns whether any node was closed."""
         answer = not_covered(ctx.question, ctx.searcher.description)
-        pending = [node for column in matrix.columns(ctx.graph) for node in [*column.cells, column.summary]
-                   if node is not None and node.status == NodeStatus.PENDING]
+        pending = [
+            node
+            for column in matrix.columns(ctx.graph)
+            for node in [*column.cells, column.summary]
+            if node is not None and node.status == NodeStatus.PENDING
+        ]
         for node in pending:
             ctx.graph.finish(node, content=answer, data={"not_covered": True})
         return bool(pending)
@@ -215,7 +231,9 @@ class MtqaMethod(Method[MtqaParams]):
         what = "the knowledge base" if source.kind == KNOWLEDGE else f"the summary of column {column.index}"
         for node in [*column.cells, column.created_summary()]:
             if node.status == NodeStatus.PENDING:
-                ctx.graph.fail(node, f"{what} failed, so this column has nothing to think from; resume the run to retry")
+                ctx.graph.fail(
+                    node, f"{what} failed, so this column has nothing to think from; resume the run to retry"
+                )
 
     # ------------------------------------------------------------------ knowledge
 
@@ -225,12 +243,15 @@ class MtqaMethod(Method[MtqaParams]):
         params = ctx.params
         node = matrix.created_knowledge_node(ctx.graph)
         if self._kb is None:
-            self._kb = knowledge.open_knowledge_base(ctx, params.scope, collection=params.collection,
-                                                     chunk_tokens=params.chunk_tokens, node=node)
+            self._kb = knowledge.open_knowledge_base(
+                ctx, params.scope, collection=params.collection, chunk_tokens=params.chunk_tokens, node=node
+            )
         if not self._documents_added:
             data = ctx.graph.data(node, KnowledgeData)
             if data.searched:
-                self._progress = self._kb.add_documents(self._document_hits(ctx, node, data)) if data.documents else None
+                self._progress = (
+                    self._kb.add_documents(self._document_hits(ctx, node, data)) if data.documents else None
+                )
                 self._documents_added = True
         return self._kb
 
@@ -238,8 +259,11 @@ class MtqaMethod(Method[MtqaParams]):
     def _document_hits(ctx: RunContext[MtqaParams], node: Node, data: KnowledgeData) -> list[Hit]:
         by_ref = {s.ref: s for s in ctx.graph.sources(node)}
         # A source's kind is that of the Hit it was stored from (`RunGraph.add_sources`).
-        return [Hit(title=s.title, ref=s.ref, snippet=s.snippet, text=s.text, kind=cast(HitKind, s.kind), url=s.url)
-                for s in (by_ref.get(ref) for ref in data.documents) if s is not None]
+        return [
+            Hit(title=s.title, ref=s.ref, snippet=s.snippet, text=s.text, kind=cast(HitKind, s.kind), url=s.url)
+            for s in (by_ref.get(ref) for ref in data.documents)
+            if s is not None
+        ]
 
     def _prepare_knowledge(self, ctx: RunContext[MtqaParams], node: Node) -> None:
         """Search the question's documents, add them to the knowledge base, ask the question's
@@ -259,44 +283,73 @@ class MtqaMethod(Method[MtqaParams]):
                 # Not "no knowledge": the matrix would reason with nothing and the run end done. Failed,
                 # so a resume searches again.
                 why = exc.user_message
-                ctx.graph.fail(node, f"the search for the question's documents failed: {why}; resume the run to "
-                                     "search again")
+                ctx.graph.fail(
+                    node, f"the search for the question's documents failed: {why}; resume the run to search again"
+                )
                 return
             relevant = relevant_hits(ctx.question, hits, floor=params.relevance_floor, embedder=ctx.embedder)
             ctx.note_unrelated(ctx.question, relevant, node)
             # Web results: the page's passage about the question, about one extraction chunk of it.
-            kept = ctx.read_pages(ctx.question, relevant.kept, limit=params.read_pages,
-                                  max_chars=chunk_chars(params.chunk_tokens), node=node).hits
+            kept = ctx.read_pages(
+                ctx.question,
+                relevant.kept,
+                limit=params.read_pages,
+                max_chars=chunk_chars(params.chunk_tokens),
+                node=node,
+            ).hits
             sources = ctx.graph.add_sources(kept, node=node) if kept else []
-            node = ctx.graph.update(node, merge_data={
-                "searched": True, "documents": [s.ref for s in sources],
-                "dropped_as_unrelated": relevant.dropped_summary()})
+            node = ctx.graph.update(
+                node,
+                merge_data={
+                    "searched": True,
+                    "documents": [s.ref for s in sources],
+                    "dropped_as_unrelated": relevant.dropped_summary(),
+                },
+            )
             data = ctx.graph.data(node, KnowledgeData)
             if not sources and ctx.sources_only:
-                ctx.graph.finish(node, content=not_covered(ctx.question, ctx.searcher.description),
-                                 data={"not_covered": True})
+                ctx.graph.finish(
+                    node, content=not_covered(ctx.question, ctx.searcher.description), data={"not_covered": True}
+                )
                 return
         try:
             if data.documents and not self._documents_added:
-                ctx.graph.narrate(f"building the knowledge graph from {len(data.documents)} document(s)", node_id=node.id)
+                ctx.graph.narrate(
+                    f"building the knowledge graph from {len(data.documents)} document(s)", node_id=node.id
+                )
             kb = self._knowledge_base(ctx)
             progress = self._progress or kb.progress()
             if progress is not None:
-                node = ctx.graph.update(node, merge_data={
-                    "chunks": progress.chunks_total, "chunks_done": progress.chunks_done,
-                    "entities": progress.entities, "relations": progress.relations,
-                    "failed_chunks": progress.failed_chunks, "graph_key": kb.key})
+                node = ctx.graph.update(
+                    node,
+                    merge_data={
+                        "chunks": progress.chunks_total,
+                        "chunks_done": progress.chunks_done,
+                        "entities": progress.entities,
+                        "relations": progress.relations,
+                        "failed_chunks": progress.failed_chunks,
+                        "graph_key": kb.key,
+                    },
+                )
                 if progress.chunks_total and progress.failed_chunks >= progress.chunks_total:
                     # Documents were found but nothing could be extracted from any of them: no graph.
-                    ctx.graph.fail(node, f"the model's entity and relation extraction failed on all "
-                                         f"{progress.chunks_total} chunks of the documents; resume the run to try "
-                                         "them again (or use a more capable model)")
+                    ctx.graph.fail(
+                        node,
+                        f"the model's entity and relation extraction failed on all "
+                        f"{progress.chunks_total} chunks of the documents; resume the run to try "
+                        "them again (or use a more capable model)",
+                    )
                     return
             if not data.keywords_ready:
                 keywords = kb.keywords(ctx.question)
-                node = ctx.graph.update(node, merge_data={
-                    "detailed_keywords": list(keywords.detailed), "general_keywords": list(keywords.general),
-                    "keywords_ready": True})
+                node = ctx.graph.update(
+                    node,
+                    merge_data={
+                        "detailed_keywords": list(keywords.detailed),
+                        "general_keywords": list(keywords.general),
+                        "keywords_ready": True,
+                    },
+                )
             ctx.graph.narrate("retrieving the knowledge units of the first column", node_id=node.id)
             units = self._retrieve(ctx, node, ctx.question, self._question_keywords(ctx))
         except (KnowledgeError, StructuredOutputError) as exc:
@@ -312,9 +365,15 @@ class MtqaMethod(Method[MtqaParams]):
     def _retrieve(self, ctx: RunContext[MtqaParams], holder: Node, query: str, keywords: Keywords) -> list[UnitRecord]:
         """Knowledge units for `query`, with your pins and drops, their sources stored on `holder`."""
         params = ctx.params
-        found = self._knowledge_base(ctx).retrieve(query, keywords, top_k=params.top_k, hops=params.hops,
-                                                  with_triples=not params.no_triples,
-                                                  with_text=not params.no_source_text, max_units=params.units)
+        found = self._knowledge_base(ctx).retrieve(
+            query,
+            keywords,
+            top_k=params.top_k,
+            hops=params.hops,
+            with_triples=not params.no_triples,
+            with_text=not params.no_source_text,
+            max_units=params.units,
+        )
         records = knowledge.apply_choices([knowledge.unit_record(u) for u in found], self._choices(ctx))
         # One source per document chunk; pinned units brought in from elsewhere keep their source.
         hits = {u.hit.ref: u.hit for u in found}
@@ -347,8 +406,13 @@ class MtqaMethod(Method[MtqaParams]):
 
     def _unit_blocks(self, ctx: RunContext[MtqaParams], units: Sequence[UnitRecord], sources: Sequence[Source]) -> str:
         params = ctx.params
-        return knowledge.unit_blocks(units, sources, with_triples=not params.no_triples,
-                                     with_text=not params.no_source_text, max_chars=params.unit_chars)
+        return knowledge.unit_blocks(
+            units,
+            sources,
+            with_triples=not params.no_triples,
+            with_text=not params.no_source_text,
+            max_chars=params.unit_chars,
+        )
 
     # ------------------------------------------------------------------ thoughts
 
@@ -359,8 +423,10 @@ class MtqaMethod(Method[MtqaParams]):
             cell = ctx.graph.node(stored_id(cell))
             if cell.status == NodeStatus.PENDING:
                 if above is not None and above.status != NodeStatus.DONE:
-                    ctx.graph.fail(cell, "the thought above it failed, so its strategy could not be passed on; "
-                                         "resume the run to retry")
+                    ctx.graph.fail(
+                        cell,
+                        "the thought above it failed, so its strategy could not be passed on; resume the run to retry",
+                    )
                 else:
                     cell = self._think(ctx, cell, source, above)
             above = cell
@@ -370,24 +436,38 @@ class MtqaMethod(Method[MtqaParams]):
         ctx.checkpoint()
         cell = ctx.graph.start(cell)
         data = ctx.graph.data(cell, CellData)
-        passed = [plain(p) for p in passed_paragraphs(
-            data.alpha, ctx.graph.data(above, CellData).paragraphs)] if above is not None else []
+        passed = (
+            [plain(p) for p in passed_paragraphs(data.alpha, ctx.graph.data(above, CellData).paragraphs)]
+            if above is not None
+            else []
+        )
         cell = ctx.graph.update(cell, merge_data={"passed": passed, "passed_count": len(passed)})
         units, sources = self._units_of(ctx, source)
         context = ""
         if source.kind == SUMMARY:
-            context = ("Summary of the previous column (build on its promising strategies):\n<<<\n"
-                       f"{plain(source.content)}\n>>>\n\n")
+            context = (
+                "Summary of the previous column (build on its promising strategies):\n<<<\n"
+                f"{plain(source.content)}\n>>>\n\n"
+            )
         communication = ""
         if passed:
-            communication = ("A strategy already taken in this column (the end of the thought above). "
-                             "Take a clearly different one:\n<<<\n" + "\n\n".join(passed) + "\n>>>\n\n")
-        messages = prompts.THOUGHT.render(question=ctx.question, units=self._unit_blocks(ctx, units, sources),
-                                          context=context, communication=communication, row=data.row + 1,
-                                          rows=params.rows, column=data.column + 1)
+            communication = (
+                "A strategy already taken in this column (the end of the thought above). "
+                "Take a clearly different one:\n<<<\n" + "\n\n".join(passed) + "\n>>>\n\n"
+            )
+        messages = prompts.THOUGHT.render(
+            question=ctx.question,
+            units=self._unit_blocks(ctx, units, sources),
+            context=context,
+            communication=communication,
+            row=data.row + 1,
+            rows=params.rows,
+            column=data.column + 1,
+        )
         try:
-            thought = ctx.llm.ask(messages, Thought, purpose="thought", node_id=cell.id,
-                                  max_tokens=params.thought_tokens)
+            thought = ctx.llm.ask(
+                messages, Thought, purpose="thought", node_id=cell.id, max_tokens=params.thought_tokens
+            )
         except StructuredOutputError as exc:
             return ctx.graph.fail(cell, str(exc))
         paragraphs, dropped = self._stored(thought.paragraphs, sources)
@@ -415,16 +495,25 @@ class MtqaMethod(Method[MtqaParams]):
         thoughts = self._thoughts(ctx, data.column)
         text = "\n\n".join(plain(c.content) for c in thoughts)
         keywords = knowledge.column_keywords(self._question_keywords(ctx), text)
-        ctx.graph.narrate(f"retrieving knowledge units with the question and column {data.column + 1}'s thoughts",
-                          node_id=summary.id)
+        ctx.graph.narrate(
+            f"retrieving knowledge units with the question and column {data.column + 1}'s thoughts", node_id=summary.id
+        )
         units = self._retrieve(ctx, summary, f"{ctx.question}\n\n{text[:RETRIEVAL_TEXT_CHARS]}", keywords)
-        return ctx.graph.update(summary, merge_data={
-            "units": [u.model_dump() for u in units], "units_ready": True, "graph_key": self._knowledge_base(ctx).key,
-            "retrieval_keywords": list(keywords.detailed + keywords.general)})
+        return ctx.graph.update(
+            summary,
+            merge_data={
+                "units": [u.model_dump() for u in units],
+                "units_ready": True,
+                "graph_key": self._knowledge_base(ctx).key,
+                "retrieval_keywords": list(keywords.detailed + keywords.general),
+            },
+        )
 
     def _thoughts(self, ctx: RunContext[MtqaParams], column: int) -> list[Node]:
-        return sorted((c for c in ctx.graph.nodes(kind=CELL)
-                       if cell_data(c).column == column and c.status == NodeStatus.DONE), key=lambda c: cell_data(c).row)
+        return sorted(
+            (c for c in ctx.graph.nodes(kind=CELL) if cell_data(c).column == column and c.status == NodeStatus.DONE),
+            key=lambda c: cell_data(c).row,
+        )
 
     def _summarise(self, ctx: RunContext[MtqaParams], column: int) -> None:
         params = ctx.params
@@ -439,21 +528,29 @@ class MtqaMethod(Method[MtqaParams]):
         if params.no_correction:
             # The -RAG ablation: no retrieval, no check; the thoughts' own citations are kept.
             units, sources = self._units_of(ctx, matrix.created_source_of_column(ctx.graph, column))
-            fields = {"question": ctx.question, "column": column + 1,
-                      "thoughts": self._numbered_thoughts(thoughts, sources)}
+            fields = {
+                "question": ctx.question,
+                "column": column + 1,
+                "thoughts": self._numbered_thoughts(thoughts, sources),
+            }
             prompt, text_prompt, output_type = prompts.MERGE, prompts.MERGE_TEXT, MergedColumn
         else:
             summary = self._ensure_units(ctx, summary)
             units, sources = self._units_of(ctx, summary)
-            fields = {"question": ctx.question, "column": column + 1, "units": self._unit_blocks(ctx, units, sources),
-                      "thoughts": self._numbered_thoughts(thoughts, sources)}
+            fields = {
+                "question": ctx.question,
+                "column": column + 1,
+                "units": self._unit_blocks(ctx, units, sources),
+                "thoughts": self._numbered_thoughts(thoughts, sources),
+            }
             prompt, text_prompt, output_type = prompts.SUMMARY, prompts.SUMMARY_TEXT, ColumnSummary
         messages = prompt.render(**fields)
         fallback = ""
         result: ColumnSummary | MergedColumn | str
         try:
-            result = ctx.llm.ask(messages, output_type, purpose="summary", node_id=summary.id,
-                                 max_tokens=params.summary_tokens)
+            result = ctx.llm.ask(
+                messages, output_type, purpose="summary", node_id=summary.id, max_tokens=params.summary_tokens
+            )
         except StructuredOutputError as exc:
             # A model that cannot fill the schema may still write the summary as text (the paper's
             # summary node is text): asked once, with the short answer as its last line.
@@ -464,15 +561,26 @@ class MtqaMethod(Method[MtqaParams]):
                 ctx.graph.fail(summary, f"{exc}; asked again for plain text, {result}")
                 return
             fallback = f"written as plain text: the structured answer failed ({str(exc)[:300]})"
-            ctx.graph.narrate(f"the summary of column {column + 1} was written as plain text after the structured "
-                              "answer failed", node_id=summary.id)
+            ctx.graph.narrate(
+                f"the summary of column {column + 1} was written as plain text after the structured answer failed",
+                node_id=summary.id,
+            )
         paragraphs, dropped = self._stored(result.paragraphs, sources)
         content = "\n\n".join(paragraphs)
         ctx.graph.link_sources(summary, cited_source_ids(content))
         checks = [c.model_dump() for c in getattr(result, "checks", []) if 1 <= c.thought <= len(thoughts)]
-        ctx.graph.finish(summary, content=content, data={
-            "paragraphs": paragraphs, "checks": checks, "corrected": not params.no_correction, "invalid_citations": dropped,
-            "short_answer": stored_short_answer(result.short_answer), "fallback": fallback})
+        ctx.graph.finish(
+            summary,
+            content=content,
+            data={
+                "paragraphs": paragraphs,
+                "checks": checks,
+                "corrected": not params.no_correction,
+                "invalid_citations": dropped,
+                "short_answer": stored_short_answer(result.short_answer),
+                "fallback": fallback,
+            },
+        )
 
     @staticmethod
     def _numbered_thoughts(thoughts: Sequence[Node], sources: Sequence[Source]) -> str:
@@ -481,7 +589,8 @@ class MtqaMethod(Method[MtqaParams]):
         numbers = {s.id: n for n, s in enumerate(sources, start=1) if s.id is not None}
         return "\n\n".join(
             f"Thought {cell_data(c).row + 1}:\n" + number_citations(c.content, numbers.keys(), start=numbers).text
-            for c in thoughts)
+            for c in thoughts
+        )
 
     # ------------------------------------------------------------------ report
 
@@ -495,23 +604,35 @@ class MtqaMethod(Method[MtqaParams]):
         done = [c.summary for c in columns if c.summary is not None and c.summary.status == NodeStatus.DONE]
         last = columns[-1].summary if columns else None
         if not done:
-            ctx.graph.save_report("_No answer was produced: no column's summary was written. Resume the run to "
-                                  "try again._", data={"method": self.name})
+            ctx.graph.save_report(
+                "_No answer was produced: no column's summary was written. Resume the run to try again._",
+                data={"method": self.name},
+            )
             return
         final = done[-1]
         data = ctx.graph.data(final, SummaryData)
         note = ""
         if last is not None and final.id != last.id:
-            note = (f"\n\n> The last column's summary failed; this is the summary of column {data.column + 1}. "
-                    "Resume the run to retry the rest." if last.status == NodeStatus.FAILED else
-                    f"\n\n> This is the summary of column {data.column + 1} of {len(columns)}: the later "
-                    "columns have not been written yet.")
+            note = (
+                f"\n\n> The last column's summary failed; this is the summary of column {data.column + 1}. "
+                "Resume the run to retry the rest."
+                if last.status == NodeStatus.FAILED
+                else f"\n\n> This is the summary of column {data.column + 1} of {len(columns)}: the later "
+                "columns have not been written yet."
+            )
         note += self._ungrounded_note(ctx, columns)
         # One line of the model's: escaped, so it cannot start a heading ("## Sources"), a list or a citation.
         short = f"**Answer:** {inline_text(data.short_answer)}\n\n" if data.short_answer else ""
-        ctx.graph.save_report(short + final.content, own=note, data={
-            "method": self.name, "short_answer": data.short_answer, "summary_node": final.id,
-            "column": data.column + 1})
+        ctx.graph.save_report(
+            short + final.content,
+            own=note,
+            data={
+                "method": self.name,
+                "short_answer": data.short_answer,
+                "summary_node": final.id,
+                "column": data.column + 1,
+            },
+        )
 
     @staticmethod
     def _ungrounded_note(ctx: RunContext[MtqaParams], columns: Sequence[matrix.Column]) -> str:
@@ -523,14 +644,22 @@ class MtqaMethod(Method[MtqaParams]):
             return ""
         if data.scope == "question" and not data.documents:
             return ungrounded_note(ctx.searcher.description)
-        where = (f"{len(data.documents)} document(s), {data.entities} entities and {data.relations} relations "
-                 "extracted from them" if data.scope == "question" else "the collection's knowledge graph")
-        return (f"\n\n> No knowledge unit was found for this question ({where}). This answer is the model's own "
-                "and cites nothing.")
+        where = (
+            f"{len(data.documents)} document(s), {data.entities} entities and {data.relations} relations "
+            "extracted from them"
+            if data.scope == "question"
+            else "the collection's knowledge graph"
+        )
+        return (
+            f"\n\n> No knowledge unit was found for this question ({where}). This answer is the model's own "
+            "and cites nothing."
+        )
 
     # ------------------------------------------------------------------ steering
 
-    def apply(self, ctx: RunContext[MtqaParams], command: CommandSpec, payload: CommandPayload, node: Node | None) -> set[str]:
+    def apply(
+        self, ctx: RunContext[MtqaParams], command: CommandSpec, payload: CommandPayload, node: Node | None
+    ) -> set[str]:
         if command.name == "regenerate_report":
             return {REPORT}
         if command.name == "add_column":
@@ -552,16 +681,20 @@ class MtqaMethod(Method[MtqaParams]):
         params = ctx.params
         columns = matrix.columns(ctx.graph)
         if columns and columns[-1].created_summary().status == NodeStatus.FAILED:
-            raise CommandRejected("the last column's summary failed, so a new column has nothing to build on; "
-                                  "resume the run first")
+            raise CommandRejected(
+                "the last column's summary failed, so a new column has nothing to build on; resume the run first"
+            )
         index = len(columns)
         if params.no_communication and alpha:
             raise CommandRejected("this run has the no-communication ablation on: every α is 0")
         if params.rows < 2 and alpha:
-            raise CommandRejected("a column of one thought passes nothing between thoughts, so α changes nothing; "
-                                  "add the column without α")
-        matrix.ensure_column(ctx.graph, index, params.rows,
-                             matrix.column_alphas(params.weights(), params.rows, index, override=alpha))
+            raise CommandRejected(
+                "a column of one thought passes nothing between thoughts, so α changes nothing; "
+                "add the column without α"
+            )
+        matrix.ensure_column(
+            ctx.graph, index, params.rows, matrix.column_alphas(params.weights(), params.rows, index, override=alpha)
+        )
         matrix.save_weights(ctx.graph, params.weight_preset, params.weights())
         return {REPORT}
 
@@ -626,8 +759,12 @@ class MtqaMethod(Method[MtqaParams]):
         if prior is not None and prior_node is not None and prior_node.id != holder.id:
             # The choice it replaces was made on another node: what that one changed is undone first
             # (a pin on the knowledge base had added the unit to every later retrieval).
-            self._rethink_after(ctx, prior_node, dropped=prior[1] == "dropped",
-                                listed=self._lists(ctx.graph.node(stored_id(prior_node)), unit.id))
+            self._rethink_after(
+                ctx,
+                prior_node,
+                dropped=prior[1] == "dropped",
+                listed=self._lists(ctx.graph.node(stored_id(prior_node)), unit.id),
+            )
         self._rethink_after(ctx, holder, dropped=not pin)
         return {REPORT}
 
@@ -639,12 +776,16 @@ class MtqaMethod(Method[MtqaParams]):
         holders = self._holders_by_id(ctx)
         # Made on a node we know (choices stored before `made_on` was kept: the first that marks it
         # so, else the knowledge base, from which thinking everything again is always right).
-        made_on = (holders.get(choices.made_on.get(unit_id)) or self._first_marked(ctx, unit_id, kind)
-                   or next(iter(holders.values())))
+        made_on = (
+            holders.get(choices.made_on.get(unit_id))
+            or self._first_marked(ctx, unit_id, kind)
+            or next(iter(holders.values()))
+        )
         self._unmark(ctx, unit_id, pinned=True, dropped=True)
         ctx.graph.save_state(CHOICES, choices.without(unit_id))
-        self._rethink_after(ctx, made_on, dropped=kind == "dropped",
-                            listed=self._lists(ctx.graph.node(stored_id(made_on)), unit_id))
+        self._rethink_after(
+            ctx, made_on, dropped=kind == "dropped", listed=self._lists(ctx.graph.node(stored_id(made_on)), unit_id)
+        )
         return {REPORT}
 
     @staticmethod
@@ -656,8 +797,14 @@ class MtqaMethod(Method[MtqaParams]):
 
     def _first_marked(self, ctx: RunContext[MtqaParams], unit_id: str, kind: str) -> Node | None:
         """The first node whose listing marks the unit `kind` (pinned or dropped)."""
-        return next((h for h in self._holders_in_order(ctx)
-                     if any(u.id == unit_id and getattr(u, kind) for u in holder_data(h).units)), None)
+        return next(
+            (
+                h
+                for h in self._holders_in_order(ctx)
+                if any(u.id == unit_id and getattr(u, kind) for u in holder_data(h).units)
+            ),
+            None,
+        )
 
     def _unmark(self, ctx: RunContext[MtqaParams], unit_id: str, *, pinned: bool, dropped: bool) -> None:
         """Clear the given marks of `unit_id` on every node that lists it."""

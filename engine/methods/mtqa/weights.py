@@ -43,8 +43,16 @@ def _clip(value: float) -> float:
     return min(1.0, max(0.0, round(value, 9)))
 
 
-def weight_matrix(preset: str, rows: int, columns: int, *, delta: float = 0.1, constant: float = 0.2,
-                  custom: Sequence[Sequence[float]] = (), seed: int = 0) -> list[list[float]]:
+def weight_matrix(
+    preset: str,
+    rows: int,
+    columns: int,
+    *,
+    delta: float = 0.1,
+    constant: float = 0.2,
+    custom: Sequence[Sequence[float]] = (),
+    seed: int = 0,
+) -> list[list[float]]:
     """A, (m−1)×(n−1) (see the module's docstring for each preset)."""
     height, width = matrix_shape(rows, columns)
     if preset == "custom":
@@ -94,4 +102,4 @@ def passed_paragraphs(alpha: float | None, paragraphs: Sequence[str]) -> list[st
     """The paragraphs passed to the next thought: the last ones, which carry a thought's strategy and
     direction (the paper: "typically the last few paragraphs of the thought node")."""
     count = passed_count(alpha, len(paragraphs))
-    return list(paragraphs[len(paragraphs) - count:]) if count else []
+    return list(paragraphs[len(paragraphs) - count :]) if count else []

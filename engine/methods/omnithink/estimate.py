@@ -32,19 +32,27 @@ REFLECT_COMPLETION, EXPAND_COMPLETION, OUTLINE_COMPLETION = 150, 120, 150
 
 def estimate(params: OmniThinkParams) -> CostEstimate:
     k, depth = params.subnodes, params.max_depth
-    layers = [k ** d for d in range(depth + 1)]  # nodes per layer of the full tree
+    layers = [k**d for d in range(depth + 1)]  # nodes per layer of the full tree
     section_tokens = words_to_tokens(params.section_words)
     article_tokens = params.max_sections * section_tokens
 
     tally = Tally()
     for width in layers:
-        tally.add("reflect new findings into the pool", 1,
-                  prompt=min(REFLECT_MAX, REFLECT_BASE + REFLECT_PER_NODE * width), completion=REFLECT_COMPLETION)
+        tally.add(
+            "reflect new findings into the pool",
+            1,
+            prompt=min(REFLECT_MAX, REFLECT_BASE + REFLECT_PER_NODE * width),
+            completion=REFLECT_COMPLETION,
+        )
     tally.add("decide how to expand each leaf", sum(layers[:-1]), prompt=EXPAND_PROMPT, completion=EXPAND_COMPLETION)
     tally.add("draft the outline", 1, prompt=OUTLINE_PROMPTS[0], completion=OUTLINE_COMPLETION)
     tally.add("polish the outline", 1, prompt=OUTLINE_PROMPTS[1], completion=OUTLINE_COMPLETION)
-    tally.add("write each section", params.max_sections,
-              prompt=SECTION_BASE + SECTION_PER_SNIPPET * params.snippets_per_section, completion=section_tokens)
+    tally.add(
+        "write each section",
+        params.max_sections,
+        prompt=SECTION_BASE + SECTION_PER_SNIPPET * params.snippets_per_section,
+        completion=section_tokens,
+    )
     tally.add("polish the article", 1, prompt=POLISH_BASE + article_tokens, completion=article_tokens)
 
     # Low: the pool is sufficient after the root's reflection (no expansion), the outline has its
@@ -52,7 +60,9 @@ def estimate(params: OmniThinkParams) -> CostEstimate:
     low = 1 + 2 + 2 + 1
     # High: every section's text unreadable once and asked again (`first_readable`).
     high = tally.calls + params.max_sections
-    how = (f"an information tree of {sum(layers)} nodes (depth {depth}, {k} subtopics per leaf): "
-           f"{len(layers)} reflections and {sum(layers[:-1])} leaf decisions; outline, "
-           f"{params.max_sections} sections and a polish")
+    how = (
+        f"an information tree of {sum(layers)} nodes (depth {depth}, {k} subtopics per leaf): "
+        f"{len(layers)} reflections and {sum(layers[:-1])} leaf decisions; outline, "
+        f"{params.max_sections} sections and a polish"
+    )
     return tally.estimate(low=low, high=high, how=how)

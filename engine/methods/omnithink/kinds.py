@@ -70,8 +70,17 @@ _USER = (Variant(True, "#CE6DBD", "your own subtopic"),)
 
 NODE_KINDS = (
     NodeKind(TOPIC, TreeNodeData, "Topic", _DEPTHS[0], "the topic you asked", shape="dot", answers=True),
-    NodeKind(SUBTOPIC, TreeNodeData, "Subtopic", _DEPTHS[1], "information-tree subtopic, lighter with depth",
-             colour_field="user", variants=_USER, depth_palette=_DEPTHS, answers=True),
+    NodeKind(
+        SUBTOPIC,
+        TreeNodeData,
+        "Subtopic",
+        _DEPTHS[1],
+        "information-tree subtopic, lighter with depth",
+        colour_field="user",
+        variants=_USER,
+        depth_palette=_DEPTHS,
+        answers=True,
+    ),
 )
 
 
@@ -87,20 +96,27 @@ class ConceptPool(RunStateModel):
     error: str = ""
 
     def panel_caption(self) -> str:
-        return (f"Step {self.step} · {len(self.concepts)} concepts"
-                + (" · judged sufficient" if self.sufficient else ""))
+        return f"Step {self.step} · {len(self.concepts)} concepts" + (" · judged sufficient" if self.sufficient else "")
 
     def panel_markdown(self) -> str:
         added = set(self.added)
         # Concepts are model text: shown as text, so `**new**` stays the only mark of ours.
         # Stored before `merge` dropped the sources' `[n]`: a pool keeps no source list to resolve them.
-        return "\n".join(f"- {'**new** · ' if c in added else ''}{inline_text(without_model_citations(c))}"
-                         for c in self.concepts) or "_empty_"
+        return (
+            "\n".join(
+                f"- {'**new** · ' if c in added else ''}{inline_text(without_model_citations(c))}"
+                for c in self.concepts
+            )
+            or "_empty_"
+        )
 
     @classmethod
     def history_markdown(cls, versions: Sequence[RunStateModel]) -> str:
-        return "\n".join(f"- Step {v.step}: +{len(v.added)} new, {len(v.duplicates)} duplicates merged"
-                         for v in versions if isinstance(v, ConceptPool))
+        return "\n".join(
+            f"- Step {v.step}: +{len(v.added)} new, {len(v.duplicates)} duplicates merged"
+            for v in versions
+            if isinstance(v, ConceptPool)
+        )
 
 
 class OutlineState(RunStateModel):
@@ -129,34 +145,74 @@ RUN_STATES = (
 
 
 class ExpandPayload(NodeCommand):
-    n: int | None = Field(default=None, ge=1, le=8, title="New branches",
-                          description="How many sub-nodes to add (empty: the run's 'subnodes' parameter).",
-                          json_schema_extra={"placeholder": "the run's subnodes"})
+    n: int | None = Field(
+        default=None,
+        ge=1,
+        le=8,
+        title="New branches",
+        description="How many sub-nodes to add (empty: the run's 'subnodes' parameter).",
+        json_schema_extra={"placeholder": "the run's subnodes"},
+    )
 
 
 class AddSubtopicPayload(NodeCommand):
     subtopic: str = Field(min_length=1, max_length=300, description="Your subtopic.")
-    keywords: list[str] = Field(default_factory=list, max_length=4,
-                                description="What to search for it (empty: the subtopic itself).")
+    keywords: list[str] = Field(
+        default_factory=list, max_length=4, description="What to search for it (empty: the subtopic itself)."
+    )
 
 
 _TREE = frozenset({TOPIC, SUBTOPIC})
 _LIVE = frozenset({NodeStatus.PENDING, NodeStatus.RUNNING, NodeStatus.DONE, NodeStatus.FAILED})
 
 COMMANDS = (
-    CommandSpec("expand", "Expand", "Ask the model for new subtopics under this node.", ExpandPayload,
-                kinds=_TREE, statuses=frozenset({NodeStatus.DONE}), done="Expanding"),
-    CommandSpec("add_subtopic", "Add subtopic", "Add your own subtopic under this node; it is searched at once.",
-                AddSubtopicPayload, kinds=_TREE, statuses=_LIVE, done="Subtopic added"),
-    CommandSpec("prune", "Prune", "Stop this branch and leave it out of the article.", NodeCommand, kinds=_TREE,
-                statuses=_LIVE, on_root=False, done="Pruned"),
+    CommandSpec(
+        "expand",
+        "Expand",
+        "Ask the model for new subtopics under this node.",
+        ExpandPayload,
+        kinds=_TREE,
+        statuses=frozenset({NodeStatus.DONE}),
+        done="Expanding",
+    ),
+    CommandSpec(
+        "add_subtopic",
+        "Add subtopic",
+        "Add your own subtopic under this node; it is searched at once.",
+        AddSubtopicPayload,
+        kinds=_TREE,
+        statuses=_LIVE,
+        done="Subtopic added",
+    ),
+    CommandSpec(
+        "prune",
+        "Prune",
+        "Stop this branch and leave it out of the article.",
+        NodeCommand,
+        kinds=_TREE,
+        statuses=_LIVE,
+        on_root=False,
+        done="Pruned",
+    ),
     restore_command(_TREE, "article"),
-    CommandSpec("regenerate_outline", "Rewrite outline", "Draft and polish the outline again, then the article "
-                "(on a stopped run, from the tree as it stands; the run stays stopped).",
-                CommandPayload, done="Rewriting the outline", report_only=True),
-    CommandSpec("regenerate_article", "Rewrite article", "Write the article again from the current tree (on a "
-                "stopped run, from the tree as it stands; the run stays stopped).",
-                CommandPayload, done="Rewriting the article", report_only=True),
+    CommandSpec(
+        "regenerate_outline",
+        "Rewrite outline",
+        "Draft and polish the outline again, then the article "
+        "(on a stopped run, from the tree as it stands; the run stays stopped).",
+        CommandPayload,
+        done="Rewriting the outline",
+        report_only=True,
+    ),
+    CommandSpec(
+        "regenerate_article",
+        "Rewrite article",
+        "Write the article again from the current tree (on a "
+        "stopped run, from the tree as it stands; the run stays stopped).",
+        CommandPayload,
+        done="Rewriting the article",
+        report_only=True,
+    ),
     # The generic name (the runner rewrites reports with it after a retry), shown as the one above.
     regenerate_report_command("Rewrite article", listed=False),
 )

@@ -66,8 +66,10 @@ def tree_signature(nodes: Iterable[Node]) -> list[list[Any]]:
 class OmniThinkMethod(Method[OmniThinkParams]):
     name = "omnithink"
     title = "OmniThink: information tree and conceptual pool"
-    summary = ("Grows an information tree by expansion and a conceptual pool by reflection, then writes a "
-               "concept-guided outline and a long-form article with citations, section by section.")
+    summary = (
+        "Grows an information tree by expansion and a conceptual pool by reflection, then writes a "
+        "concept-guided outline and a long-form article with citations, section by section."
+    )
     good_for = "a long-form, outlined article on a topic, with citations"
     paper = "OmniThink: Expanding Knowledge Boundaries in Machine Writing through Thinking (arXiv 2501.09751)"
     Params = OmniThinkParams
@@ -109,8 +111,9 @@ class OmniThinkMethod(Method[OmniThinkParams]):
     def _root(self, ctx: RunContext[OmniThinkParams]) -> Node:
         root = ctx.graph.root()
         if root is None:
-            root = ctx.graph.add(kind=TOPIC, label=ctx.question, depth=0, priority=3.0,
-                                 data={"keywords": [ctx.question]})
+            root = ctx.graph.add(
+                kind=TOPIC, label=ctx.question, depth=0, priority=3.0, data={"keywords": [ctx.question]}
+            )
         return root
 
     def _tree(self, ctx: RunContext[OmniThinkParams]) -> list[Node]:
@@ -141,8 +144,14 @@ class OmniThinkMethod(Method[OmniThinkParams]):
         # The round's queries are embedded first, in a batch a core, not each by its own search. The
         # relevance floor embeds the query as the model wrote it, when `prefix_topic` searches another.
         floor = ctx.params.relevance_floor > 0
-        ctx.embed_ahead([text for node in pending for query in self._queries(node)
-                         for text in (self._searched(ctx, node, query), *([query] if floor else []))])
+        ctx.embed_ahead(
+            [
+                text
+                for node in pending
+                for query in self._queries(node)
+                for text in (self._searched(ctx, node, query), *([query] if floor else []))
+            ]
+        )
         ctx.parallel([partial(self._retrieve, ctx, node) for node in pending])
         return True
 
@@ -187,22 +196,28 @@ class OmniThinkMethod(Method[OmniThinkParams]):
             return
         data = {"retrieved": len(sources), "search_errors": errors, "dropped_as_unrelated": dropped}
         if not sources and ctx.sources_only:
-            ctx.graph.finish(node, content=not_covered(node.label, ctx.searcher.description),
-                             data={**data, "not_covered": True})
+            ctx.graph.finish(
+                node, content=not_covered(node.label, ctx.searcher.description), data={**data, "not_covered": True}
+            )
             return
         lines = [f"- **{s.title}** [[S{s.id}]]: {(s.snippet or s.text)[:300].strip()}" for s in sources]
         nothing = "_" + nothing_found(ctx.searcher.description) + "_"
         ctx.graph.finish(node, content="\n".join(lines) or nothing, data=data)
 
-    def _node_info(self, ctx: RunContext[OmniThinkParams], node: Node, max_chars: int = 2500) -> tuple[str, list[Source]]:
+    def _node_info(
+        self, ctx: RunContext[OmniThinkParams], node: Node, max_chars: int = 2500
+    ) -> tuple[str, list[Source]]:
         sources = ctx.graph.sources(node)
         return source_blocks(sources, max_chars=500)[:max_chars] if sources else "(nothing retrieved)", sources
 
     # ------------------------------------------------------------------ reflection
 
     def _reflect(self, ctx: RunContext[OmniThinkParams]) -> bool:
-        new = [n for n in self._live(ctx) if n.status == NodeStatus.DONE and tree_of(n).reflected_step is None
-               and not tree_of(n).not_covered]
+        new = [
+            n
+            for n in self._live(ctx)
+            if n.status == NodeStatus.DONE and tree_of(n).reflected_step is None and not tree_of(n).not_covered
+        ]
         if not new:
             return False
         ctx.checkpoint()
@@ -211,15 +226,28 @@ class OmniThinkMethod(Method[OmniThinkParams]):
         info = "\n\n".join(f"## {n.label}\n{self._node_info(ctx, n, 1500)[0]}" for n in new)
         pool_text = "\n".join(f"- {c}" for c in state.concepts) or "(empty)"
         try:
-            reflection = ctx.llm.ask(prompts.REFLECT.render(topic=ctx.question, pool=pool_text, info=info[:12000]),
-                                     Reflection, purpose="reflect", node_id=new[0].id)
+            reflection = ctx.llm.ask(
+                prompts.REFLECT.render(topic=ctx.question, pool=pool_text, info=info[:12000]),
+                Reflection,
+                purpose="reflect",
+                node_id=new[0].id,
+            )
             insights, sufficient, error = reflection.insights, reflection.sufficient, ""
         except StructuredOutputError as exc:
             insights, sufficient, error = [], False, str(exc)
         result = merge(insights, state.concepts)
-        ctx.graph.save_state(POOL, ConceptPool(
-            step=step, concepts=result.pool, added=result.added, duplicates=result.duplicates,
-            sufficient=sufficient, from_nodes=[stored_id(n) for n in new], error=error))
+        ctx.graph.save_state(
+            POOL,
+            ConceptPool(
+                step=step,
+                concepts=result.pool,
+                added=result.added,
+                duplicates=result.duplicates,
+                sufficient=sufficient,
+                from_nodes=[stored_id(n) for n in new],
+                error=error,
+            ),
+        )
         for node in new:
             ctx.graph.update(node, merge_data={"reflected_step": step})
         return True
@@ -230,8 +258,15 @@ class OmniThinkMethod(Method[OmniThinkParams]):
         params = ctx.params
         if self._pool_state(ctx).sufficient:
             return False
-        leaves = [n for n in self._live(ctx) if n.status == NodeStatus.DONE and tree_of(n).expansion is None
-                  and n.depth < params.max_depth and not ctx.graph.children(n) and not tree_of(n).not_covered]
+        leaves = [
+            n
+            for n in self._live(ctx)
+            if n.status == NodeStatus.DONE
+            and tree_of(n).expansion is None
+            and n.depth < params.max_depth
+            and not ctx.graph.children(n)
+            and not tree_of(n).not_covered
+        ]
         if not leaves:
             return False
         # What is explored is read once for the whole layer: a leaf's prompt must not depend on which of
@@ -240,20 +275,33 @@ class OmniThinkMethod(Method[OmniThinkParams]):
         ctx.parallel([partial(self._expand_leaf, ctx, leaf, params.subnodes, False, live) for leaf in leaves])
         return True
 
-    def _expand_leaf(self, ctx: RunContext[OmniThinkParams], leaf: Node, k: int, forced: bool,
-                     live: list[Node] | None = None) -> int:
+    def _expand_leaf(
+        self, ctx: RunContext[OmniThinkParams], leaf: Node, k: int, forced: bool, live: list[Node] | None = None
+    ) -> int:
         """Ask whether and how to expand `leaf`; create its sub-nodes. Returns how many were created.
         `live`: the tree's live nodes as the layer began (read now when None)."""
         params = ctx.params
         ctx.checkpoint()
         pool = "\n".join(f"- {c}" for c in self._pool_state(ctx).concepts) or "(empty)"
-        explored = ", ".join(n.label for n in (self._live(ctx) if live is None else live) if n.id != leaf.id) or "(none)"
+        explored = (
+            ", ".join(n.label for n in (self._live(ctx) if live is None else live) if n.id != leaf.id) or "(none)"
+        )
         info, _ = self._node_info(ctx, leaf)
         try:
             decision = ctx.llm.ask(
-                prompts.EXPAND.render(topic=ctx.question, node=leaf.label, explored=explored, pool=pool, info=info,
-                                      k=k, keywords=params.keywords_per_subtopic),
-                expansion_model(k, params.keywords_per_subtopic), purpose="expand", node_id=leaf.id)
+                prompts.EXPAND.render(
+                    topic=ctx.question,
+                    node=leaf.label,
+                    explored=explored,
+                    pool=pool,
+                    info=info,
+                    k=k,
+                    keywords=params.keywords_per_subtopic,
+                ),
+                expansion_model(k, params.keywords_per_subtopic),
+                purpose="expand",
+                node_id=leaf.id,
+            )
         except StructuredOutputError as exc:
             if forced:  # a steering command that fails changes nothing
                 raise ValueError(f"the model gave no usable expansion: {exc}") from exc
@@ -268,14 +316,24 @@ class OmniThinkMethod(Method[OmniThinkParams]):
         for sub in fresh:
             if sub.category.strip().lower() not in existing:
                 existing.add(sub.category.strip().lower())
-                new.append(NewNode(SUBTOPIC, sub.category.strip(), parent=leaf,
-                                   data={"keywords": sub.keywords, "forced": forced}))
+                new.append(
+                    NewNode(
+                        SUBTOPIC, sub.category.strip(), parent=leaf, data={"keywords": sub.keywords, "forced": forced}
+                    )
+                )
         created = [node.id for node in ctx.graph.add_many(new)]
         expansion = tree_of(leaf).expansion
         previous = expansion.created if expansion is not None else []
-        ctx.graph.update(leaf, merge_data={"expansion": {
-            "expand": decision.expand, "subtopics": [s.model_dump() for s in decision.subtopics],
-            "created": previous + created}})
+        ctx.graph.update(
+            leaf,
+            merge_data={
+                "expansion": {
+                    "expand": decision.expand,
+                    "subtopics": [s.model_dump() for s in decision.subtopics],
+                    "created": previous + created,
+                }
+            },
+        )
         return len(created)
 
     # ------------------------------------------------------------------ outline and article
@@ -296,24 +354,35 @@ class OmniThinkMethod(Method[OmniThinkParams]):
         tree = [TreeNodeData.model_validate(n.data) for n in self._live(ctx) if n.status == NodeStatus.DONE]
         searched = [keyword for data in tree for keyword in data.keywords]
         nearest = [hit.title for data in tree for hit in data.dropped_as_unrelated]
-        save_uncovered_report(ctx, searched, nearest,
-                              {"method": self.name, "tree": tree_signature(self._tree(ctx))})
+        save_uncovered_report(ctx, searched, nearest, {"method": self.name, "tree": tree_signature(self._tree(ctx))})
 
     def _outline(self, ctx: RunContext[OmniThinkParams]) -> None:
         params = ctx.params
         Outline = outline_model(params.max_sections)
         try:
-            draft = ctx.llm.ask(prompts.DRAFT_OUTLINE.render(topic=ctx.question, max_sections=params.max_sections),
-                                Outline, purpose="outline")
+            draft = ctx.llm.ask(
+                prompts.DRAFT_OUTLINE.render(topic=ctx.question, max_sections=params.max_sections),
+                Outline,
+                purpose="outline",
+            )
         except StructuredOutputError:
             # The tree itself is a usable draft: its first-level subtopics become the sections.
             subtopics = [n.label for n in self._live(ctx) if n.depth == 1][: params.max_sections]
-            draft = Outline.model_validate({"sections": [{"title": t} for t in subtopics]
-                                            or [{"title": "Overview"}, {"title": "Details"}]})
+            draft = Outline.model_validate(
+                {"sections": [{"title": t} for t in subtopics] or [{"title": "Overview"}, {"title": "Details"}]}
+            )
         pool = "\n".join(f"- {c}" for c in self._pool_state(ctx).concepts) or "(empty)"
-        polish = partial(ctx.llm.ask, prompts.POLISH_OUTLINE.render(
-            topic=ctx.question, max_sections=params.max_sections, draft=self._outline_md(draft.model_dump()), pool=pool),
-            Outline, purpose="outline")
+        polish = partial(
+            ctx.llm.ask,
+            prompts.POLISH_OUTLINE.render(
+                topic=ctx.question,
+                max_sections=params.max_sections,
+                draft=self._outline_md(draft.model_dump()),
+                pool=pool,
+            ),
+            Outline,
+            purpose="outline",
+        )
         # The draft's headings are embedded while the model polishes it: the headings it keeps find
         # their vectors made when the sections' evidence is ranked (`_section_evidence`).
         headings = [h for group in self._headings(draft.model_dump()["sections"]) for h in group]
@@ -349,8 +418,10 @@ class OmniThinkMethod(Method[OmniThinkParams]):
         sources = self._tree_sources(ctx)
         by_ref = {s.ref: s for s in sources}
         # Every source was stored from a Hit (`RunGraph.add_sources`), so its kind is a HitKind.
-        hits = [Hit(title=s.title, ref=s.ref, snippet=s.snippet, text=s.text, kind=cast(HitKind, s.kind), url=s.url)
-                for s in sources]
+        hits = [
+            Hit(title=s.title, ref=s.ref, snippet=s.snippet, text=s.text, kind=cast(HitKind, s.kind), url=s.url)
+            for s in sources
+        ]
         sections = outline["sections"]
         results: list[dict[str, Any] | None] = [None] * len(sections)
         evidence = self._section_evidence(ctx, sections, hits, by_ref)
@@ -358,19 +429,35 @@ class OmniThinkMethod(Method[OmniThinkParams]):
         def write(index: int, section: dict[str, Any]) -> None:
             ctx.checkpoint()
             chosen, found = evidence[index]
-            heading = section["title"] + ("" if not section.get("subsections") else
-                                          " (subsections: " + "; ".join(section["subsections"]) + ")")
-            text = first_readable(lambda: ctx.llm.text(prompts.WRITE_SECTION.render(
-                sources=source_blocks(chosen, max_chars=900) if chosen else "(no sources)", topic=ctx.question,
-                section=heading, words=params.section_words), purpose="writer", max_tokens=params.section_words * 3))
+            heading = section["title"] + (
+                "" if not section.get("subsections") else " (subsections: " + "; ".join(section["subsections"]) + ")"
+            )
+            text = first_readable(
+                lambda: ctx.llm.text(
+                    prompts.WRITE_SECTION.render(
+                        sources=source_blocks(chosen, max_chars=900) if chosen else "(no sources)",
+                        topic=ctx.question,
+                        section=heading,
+                        words=params.section_words,
+                    ),
+                    purpose="writer",
+                    max_tokens=params.section_words * 3,
+                )
+            )
             attributed = 0
             if text is not None and params.attribute_citations:
                 text, attributed = attribute_uncited(text, chosen)
             # A section the model could not write (twice) keeps its place with a note, never its junk.
             body, dropped = to_stored_markers(self._with_heading(text or SECTION_NOT_WRITTEN, section["title"]), chosen)
-            results[index] = {"title": section["title"], "markdown": body, "snippets": [s.id for s in chosen],
-                              "evidence": found, "invalid_citations": dropped, "attributed_citations": attributed,
-                              UNWRITTEN: text is None}
+            results[index] = {
+                "title": section["title"],
+                "markdown": body,
+                "snippets": [s.id for s in chosen],
+                "evidence": found,
+                "invalid_citations": dropped,
+                "attributed_citations": attributed,
+                UNWRITTEN: text is None,
+            }
 
         ctx.parallel([partial(write, i, section) for i, section in enumerate(sections)])
         draft = "\n\n".join(r["markdown"] for r in results if r)
@@ -379,13 +466,27 @@ class OmniThinkMethod(Method[OmniThinkParams]):
         # The outline's titles are the article's planned sections: their heading lines stay headings.
         planned = [title for group in self._headings(sections) for title in group]
         uncovered = [n.label for n in self._live(ctx) if tree_of(n).not_covered]
-        ctx.graph.save_report(article, headings=planned, own=uncovered_section(uncovered), data={
-            "method": self.name, "sections": results, "draft": draft, "polish": polish_note, UNWRITTEN: unwritten,
-            "tree": tree_signature(self._tree(ctx)),
-        })
+        ctx.graph.save_report(
+            article,
+            headings=planned,
+            own=uncovered_section(uncovered),
+            data={
+                "method": self.name,
+                "sections": results,
+                "draft": draft,
+                "polish": polish_note,
+                UNWRITTEN: unwritten,
+                "tree": tree_signature(self._tree(ctx)),
+            },
+        )
 
-    def _section_evidence(self, ctx: RunContext[OmniThinkParams], sections: list[dict[str, Any]], hits: list[Hit],
-                          by_ref: dict[str, Source]) -> list[tuple[list[Source], dict[str, Any]]]:
+    def _section_evidence(
+        self,
+        ctx: RunContext[OmniThinkParams],
+        sections: list[dict[str, Any]],
+        hits: list[Hit],
+        by_ref: dict[str, Source],
+    ) -> list[tuple[list[Source], dict[str, Any]]]:
         """Each section's evidence (paper 3.3): the tree's `snippets_per_section` sources most similar
         to the section's title, and as many for each subsection title, in that order, each once. By
         cosine similarity of the configured embeddings (the paper's Sentence-BERT), by BM25 without
@@ -396,8 +497,11 @@ class OmniThinkMethod(Method[OmniThinkParams]):
         queries = [heading for group in headings for heading in group]
 
         def failed(exc: Exception) -> None:
-            ctx.graph.narrate(f"the embeddings endpoint failed, so section evidence is ranked by BM25: {exc}"[:400],
-                              kind="failed", error=str(exc)[:2000])
+            ctx.graph.narrate(
+                f"the embeddings endpoint failed, so section evidence is ranked by BM25: {exc}"[:400],
+                kind="failed",
+                error=str(exc)[:2000],
+            )
 
         ranked = top_for_each(queries, hits, params.snippets_per_section, ctx.embedder, on_error=failed)
         out, position = [], 0
@@ -432,8 +536,9 @@ class OmniThinkMethod(Method[OmniThinkParams]):
         all_sources = {stored_id(s): s for s in ctx.graph.sources()}
         numbered = number_citations(draft, all_sources.keys())
         ordered = [all_sources[sid] for _, sid in sorted(numbered.numbering.items())]
-        polished = ctx.llm.text_reply(prompts.POLISH_ARTICLE.render(article=numbered.text), purpose="writer",
-                                      max_tokens=max(800, len(draft) // 2))
+        polished = ctx.llm.text_reply(
+            prompts.POLISH_ARTICLE.render(article=numbered.text), purpose="writer", max_tokens=max(800, len(draft) // 2)
+        )
         if polished.cut_off:  # an edit that stopped part-way lost the article's end
             return draft, "the polished version was cut off by the length limit; the draft is kept"
         converted, _dropped = to_stored_markers(polished.text.strip(), ordered)
@@ -445,7 +550,9 @@ class OmniThinkMethod(Method[OmniThinkParams]):
 
     # ------------------------------------------------------------------ steering
 
-    def apply(self, ctx: RunContext[OmniThinkParams], command: CommandSpec, payload: CommandPayload, node: Node | None) -> set[str]:
+    def apply(
+        self, ctx: RunContext[OmniThinkParams], command: CommandSpec, payload: CommandPayload, node: Node | None
+    ) -> set[str]:
         """Apply a steering command (its target already checked against `kinds.COMMANDS`); returns
         which outputs must be rewritten."""
         params = ctx.params
@@ -457,8 +564,9 @@ class OmniThinkMethod(Method[OmniThinkParams]):
         if command.name == "expand":
             assert isinstance(payload, ExpandPayload)
             if self._expand_leaf(ctx, node, payload.n or params.subnodes, True) == 0:
-                raise CommandRejected("the model judged this node complete and proposed no new subtopic; "
-                                      "add your own subtopic instead")
+                raise CommandRejected(
+                    "the model judged this node complete and proposed no new subtopic; add your own subtopic instead"
+                )
             return set()
         if command.name == "add_subtopic":
             assert isinstance(payload, AddSubtopicPayload)

@@ -8,7 +8,9 @@ from dataclasses import dataclass, field
 from engine.citations import without_model_citations
 
 _WORD = re.compile(r"[a-z0-9]+")
-_STOP = frozenset("a an and are as at be by for from has have in is it its of on or that the their this to was were with".split())
+_STOP = frozenset(
+    "a an and are as at be by for from has have in is it its of on or that the their this to was were with".split()
+)
 
 
 def _terms(text: str) -> frozenset[str]:

@@ -24,9 +24,12 @@ def estimate(params: ReactParams) -> CostEstimate:
     for step in range(searches + 1):  # the steps before the answer see the ones before them
         what = "think and choose the next search" if step < searches else "think and give the answer"
         tally.add(what, 1, prompt=BASE_TOKENS + step * (STEP_TOKENS + observation), completion=COMPLETION)
-    tally.add("write up the answer with citations", 1, prompt=BASE_TOKENS + searches * observation,
-              completion=2 * COMPLETION)
+    tally.add(
+        "write up the answer with citations", 1, prompt=BASE_TOKENS + searches * observation, completion=2 * COMPLETION
+    )
     high = 2 * (params.max_steps + 1)
-    how = (f"{searches} searches, then the answer: {searches + 1} steps of one call each and the write-up; "
-           f"up to {params.max_steps} steps")
+    how = (
+        f"{searches} searches, then the answer: {searches + 1} steps of one call each and the write-up; "
+        f"up to {params.max_steps} steps"
+    )
     return tally.estimate(low=3, high=high, how=how)

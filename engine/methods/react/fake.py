@@ -32,18 +32,27 @@ def step_answer(request: ChatRequest) -> str:
     searched = len(_ACTIONS.findall(text))
     if searched < 2 and "you must finish now" not in text:
         query = names[searched] if searched < len(names) else f"{names[0]} {' '.join(key_terms(question)[:2])}"
-        return json.dumps({"thought": f"I need to know more about {query}.", "action": "search", "argument": query},
-                          ensure_ascii=False)
+        return json.dumps(
+            {"thought": f"I need to know more about {query}.", "action": "search", "argument": query},
+            ensure_ascii=False,
+        )
     answer = "yes" if "answered yes or no" in text else names[0]
-    return json.dumps({"thought": f"The observations point to {answer}.", "action": "finish", "argument": answer[:300]},
-                      ensure_ascii=False)
+    return json.dumps(
+        {"thought": f"The observations point to {answer}.", "action": "finish", "argument": answer[:300]},
+        ensure_ascii=False,
+    )
 
 
 def written_answer(request: ChatRequest) -> str:
     reached = _REACHED.search(request_text(request))
     view = read_prompt(request.messages)
-    return json.dumps({"short_answer": (reached.group(1).strip() if reached else "") or "unknown",
-                       "explanation": PromptWriter(view).paragraph(600)}, ensure_ascii=False)
+    return json.dumps(
+        {
+            "short_answer": (reached.group(1).strip() if reached else "") or "unknown",
+            "explanation": PromptWriter(view).paragraph(600),
+        },
+        ensure_ascii=False,
+    )
 
 
 script_prompts({"react.step": step_answer, "react.answer": written_answer})

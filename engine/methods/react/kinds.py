@@ -23,16 +23,32 @@ class StepData(NodeData):
     last_output: str = Field(default="", description="The unusable model output of a failure.")
 
 
-STEP = NodeKind("step", StepData, "Step", "#4C78A8", "a thought and its action (search, then its observation)",
-                shape="box", colour_field="action", size_by_priority=False,
-                variants=(Variant("finish", "#9467BD", "a step that gave the answer"),))
+STEP = NodeKind(
+    "step",
+    StepData,
+    "Step",
+    "#4C78A8",
+    "a thought and its action (search, then its observation)",
+    shape="box",
+    colour_field="action",
+    size_by_priority=False,
+    variants=(Variant("finish", "#9467BD", "a step that gave the answer"),),
+)
+
 
 class ReactAnswerData(AnswerData):
     short_answer: str = Field(default="", description="The answer itself, as the answer writer gave it.")
 
 
-ANSWER = NodeKind("answer", ReactAnswerData, "Answer", "#9D755D", "the answer, written up with its citations",
-                  answers=True, size_by_priority=False)
+ANSWER = NodeKind(
+    "answer",
+    ReactAnswerData,
+    "Answer",
+    "#9D755D",
+    "the answer, written up with its citations",
+    answers=True,
+    size_by_priority=False,
+)
 
 KINDS = (ASKED_QUESTION, STEP, ANSWER)
 

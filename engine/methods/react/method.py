@@ -55,14 +55,18 @@ class Trajectory:
 class ReactMethod(Method[ReactParams]):
     name = "react"
     title = "ReAct (baseline)"
-    summary = ("Thought, action, observation: one chain of searches until the model answers. The agent "
-               "baseline FGDIP is compared with, without its tree, evaluators and backtracking.")
+    summary = (
+        "Thought, action, observation: one chain of searches until the model answers. The agent "
+        "baseline FGDIP is compared with, without its tree, evaluators and backtracking."
+    )
     good_for = "a quick agent baseline: one chain of searches to a short answer"
     paper = "Yao et al., 2022, ReAct: Synergizing Reasoning and Acting in Language Models (FGDIP's baseline)"
     Params = ReactParams
     node_kinds = KINDS
-    steps = {prompts.STEP.name: "thinking about what to do next",
-             prompts.ANSWER.name: "writing up the answer with its citations"}
+    steps = {
+        prompts.STEP.name: "thinking about what to do next",
+        prompts.ANSWER.name: "writing up the answer with its citations",
+    }
     report_without_model = True
 
     @classmethod
@@ -87,8 +91,9 @@ class ReactMethod(Method[ReactParams]):
     def _ended(chain: list[Node]) -> bool:
         """A step finished with the answer, or failed (the run then fails; a resume tries it again)."""
         last = chain[-1] if chain else None
-        return last is not None and (last.status == NodeStatus.FAILED or
-                                     (last.status == NodeStatus.DONE and step_of(last).action == "finish"))
+        return last is not None and (
+            last.status == NodeStatus.FAILED or (last.status == NodeStatus.DONE and step_of(last).action == "finish")
+        )
 
     def _chain(self, ctx: RunContext[ReactParams], root: Node) -> list[Node]:
         chain: list[Node] = []
@@ -103,47 +108,70 @@ class ReactMethod(Method[ReactParams]):
         number = len(done) + 1
         forced = number >= params.max_steps
         if node is None:
-            node = ctx.graph.add(kind="step", label=f"Step {number}", parent=done[-1] if done else root,
-                                 data={"step": number, "forced": forced})
+            node = ctx.graph.add(
+                kind="step",
+                label=f"Step {number}",
+                parent=done[-1] if done else root,
+                data={"step": number, "forced": forced},
+            )
         ctx.graph.start(node)
         trajectory = self.trajectory(ctx, done)
         instruction = (prompts.LAST if forced else prompts.NEXT).format(step=number, steps=params.max_steps)
-        messages = prompts.STEP.render(question=ctx.question, today=ctx.today.isoformat(),
-                                       trajectory=trajectory.text or "(no steps yet)", instruction=instruction,
-                                       answer_form=prompts.answer_form(params.yes_no))
+        messages = prompts.STEP.render(
+            question=ctx.question,
+            today=ctx.today.isoformat(),
+            trajectory=trajectory.text or "(no steps yet)",
+            instruction=instruction,
+            answer_form=prompts.answer_form(params.yes_no),
+        )
         try:
             chosen = ctx.llm.ask(messages, FinishStep if forced else ReactStep, node_id=node.id)
         except StructuredOutputError as exc:
             return ctx.graph.fail(node, str(exc), data={"last_output": exc.last_output[:2000]})
         data = {"thought": chosen.thought, "action": chosen.action, "argument": chosen.argument}
         if chosen.action == "finish":
-            return ctx.graph.finish(node, content=inert(chosen.thought), label=f"Finish: {chosen.argument[:80]}",
-                                    data=data)
+            return ctx.graph.finish(
+                node, content=inert(chosen.thought), label=f"Finish: {chosen.argument[:80]}", data=data
+            )
         return self._search(ctx, node, chosen, done, data)
 
-    def _search(self, ctx: RunContext[ReactParams], node: Node, chosen: ReactStep, done: list[Node],
-                data: dict[str, Any]) -> Node:
+    def _search(
+        self, ctx: RunContext[ReactParams], node: Node, chosen: ReactStep, done: list[Node], data: dict[str, Any]
+    ) -> Node:
         params = ctx.params
         query = " ".join(chosen.argument.split())
         label = f"Search: {query[:80]}"
         searched = {" ".join(step_of(n).argument.split()).lower() for n in done if step_of(n).action == "search"}
         if query.lower() in searched:  # ReAct's known loop: the observation says so instead of searching again
-            return ctx.graph.finish(node, label=label, data={**data, "repeated": True},
-                                    content=inert(chosen.thought) + "\n\n_This query was already searched._")
+            return ctx.graph.finish(
+                node,
+                label=label,
+                data={**data, "repeated": True},
+                content=inert(chosen.thought) + "\n\n_This query was already searched._",
+            )
         try:
             hits = ctx.search(query, k=params.top_k, node=node)
         except SearchError as exc:
             return ctx.graph.fail(node, exc.user_message, data=data)
         relevant = relevant_hits(query, hits, floor=params.relevance_floor, embedder=ctx.embedder)
         ctx.note_unrelated(query, relevant, node)
-        kept = ctx.read_pages(query, relevant.kept, limit=params.read_pages, max_chars=params.observation_chars,
-                              node=node).hits
+        kept = ctx.read_pages(
+            query, relevant.kept, limit=params.read_pages, max_chars=params.observation_chars, node=node
+        ).hits
         sources = ctx.graph.add_sources(kept, node=node) if kept else []
         found = "\n".join(f"- {inline_text(s.title)} [[S{s.id}]]" for s in sources)
         content = inert(chosen.thought) + "\n\n" + (found or "_" + nothing_found(ctx.searcher.description) + "_")
-        return ctx.graph.finish(node, label=label, content=content, data={
-            **data, "found": len(sources), "searcher": ctx.searcher.description,
-            "dropped_as_unrelated": relevant.dropped_summary()})
+        return ctx.graph.finish(
+            node,
+            label=label,
+            content=content,
+            data={
+                **data,
+                "found": len(sources),
+                "searcher": ctx.searcher.description,
+                "dropped_as_unrelated": relevant.dropped_summary(),
+            },
+        )
 
     def trajectory(self, ctx: RunContext[ReactParams], steps: list[Node]) -> Trajectory:
         """The finished steps as the prompt shows them: each thought, action and observation."""
@@ -152,8 +180,10 @@ class ReactMethod(Method[ReactParams]):
         parts = []
         for index, step in enumerate(steps, 1):
             data = step_of(step)
-            parts.append(f"Thought {index}: <<<{inert(data.thought)}>>>\n"
-                         f"Action {index}: {data.action} <<<{inert(data.argument)}>>>")
+            parts.append(
+                f"Thought {index}: <<<{inert(data.thought)}>>>\n"
+                f"Action {index}: {data.action} <<<{inert(data.argument)}>>>"
+            )
             if data.action != "search":
                 continue
             if data.repeated:
@@ -164,8 +194,9 @@ class ReactMethod(Method[ReactParams]):
                     if source.id not in numbers:
                         out.sources.append(source)
                         numbers[source.id] = len(out.sources)
-                blocks = source_blocks(found, max_chars=ctx.params.observation_chars,
-                                       numbers=[numbers[s.id] for s in found])
+                blocks = source_blocks(
+                    found, max_chars=ctx.params.observation_chars, numbers=[numbers[s.id] for s in found]
+                )
                 observation = f"<<<\n{inert(blocks)}\n>>>" if found else "nothing relevant was found."
             parts.append(f"Observation {index}: {observation}")
         out.text = "\n\n".join(parts)
@@ -185,13 +216,18 @@ class ReactMethod(Method[ReactParams]):
         ctx.graph.start(answer)
         sources = self.trajectory(ctx, chain[:-1]).sources
         if not sources and ctx.sources_only:
-            ctx.graph.finish(answer, content=not_covered(ctx.question, ctx.searcher.description),
-                             data={"not_covered": True})
+            ctx.graph.finish(
+                answer, content=not_covered(ctx.question, ctx.searcher.description), data={"not_covered": True}
+            )
             return
         messages = prompts.ANSWER.render(
-            question=ctx.question, today=ctx.today.isoformat(), answer_form=prompts.answer_form(ctx.params.yes_no),
+            question=ctx.question,
+            today=ctx.today.isoformat(),
+            answer_form=prompts.answer_form(ctx.params.yes_no),
             passages=source_blocks(sources, max_chars=ctx.params.observation_chars) if sources else "(none)",
-            answer=inert(step_of(last).argument), reason=inert(step_of(last).thought))
+            answer=inert(step_of(last).argument),
+            reason=inert(step_of(last).thought),
+        )
         try:
             written = ctx.llm.ask(messages, WrittenAnswer, node_id=answer.id)
         except StructuredOutputError as exc:
@@ -199,9 +235,12 @@ class ReactMethod(Method[ReactParams]):
             return
         explanation, dropped = to_stored_markers(written.explanation, sources)
         ctx.graph.link_sources(answer, cited_source_ids(explanation))
-        ctx.graph.finish(answer, content=f"**{inline_text(written.short_answer)}**\n\n{explanation}".strip(),
-                         label=f"Answer: {written.short_answer[:80]}",
-                         data={"short_answer": written.short_answer, "invalid_citations": dropped})
+        ctx.graph.finish(
+            answer,
+            content=f"**{inline_text(written.short_answer)}**\n\n{explanation}".strip(),
+            label=f"Answer: {written.short_answer[:80]}",
+            data={"short_answer": written.short_answer, "invalid_citations": dropped},
+        )
 
     def write_report(self, ctx: RunContext[ReactParams]) -> None:
         root = ensure_root(ctx)
@@ -209,16 +248,18 @@ class ReactMethod(Method[ReactParams]):
         last = chain[-1] if chain else None
         answer = next((c for c in ctx.graph.children(last) if c.kind == "answer"), None) if last else None
         if answer is None or answer.status != NodeStatus.DONE:
-            body = ("_No answer was produced: a step failed before the answer was written. Resume the run to "
-                    "try it again._")
+            body = (
+                "_No answer was produced: a step failed before the answer was written. Resume the run to try it again._"
+            )
             ctx.graph.save_report(body, data={"method": self.name, "steps": len(chain)})
             return
         if answer_of(answer).not_covered:  # nothing any search found was about the question
             steps = [step_of(n) for n in chain]
             searched = [step.argument for step in steps if step.action == "search"]
             nearest = [hit.title for step in steps for hit in step.dropped_as_unrelated]
-            save_uncovered_report(ctx, searched, nearest, {"method": self.name, "steps": len(chain),
-                                                           "short_answer": None})
+            save_uncovered_report(
+                ctx, searched, nearest, {"method": self.name, "steps": len(chain), "short_answer": None}
+            )
             return
         lines = ["", "", "### How it was found", ""]
         for number, step in enumerate(chain, 1):
@@ -236,5 +277,8 @@ class ReactMethod(Method[ReactParams]):
         own = "\n".join(lines)
         if not cited_source_ids(answer.content):
             own = ungrounded_note(ctx.searcher.description) + own
-        ctx.graph.save_report(answer.content, own=own, data={
-            "method": self.name, "steps": len(chain), "short_answer": answer_of(answer).short_answer})
+        ctx.graph.save_report(
+            answer.content,
+            own=own,
+            data={"method": self.name, "steps": len(chain), "short_answer": answer_of(answer).short_answer},
+        )

@@ -33,7 +33,7 @@ ANSWER = Prompt(
         "answer they do support. Today is $today. " + DATA_RULE + "$answer_form"
     ),
     user="Question: $question\n\nPassages:\n\n$passages\n\nThe trajectory's answer: <<<$answer>>>\n"
-         "Its reason: <<<$reason>>>",
+    "Its reason: <<<$reason>>>",
 )
 
 NEXT = "Step {step} of at most {steps}: give the next thought and action."

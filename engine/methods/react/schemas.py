@@ -13,7 +13,8 @@ class ReactStep(BaseModel):
     thought: str = Field(description="Your reasoning: what the observations so far show and what to do next.")
     action: Literal["search", "finish"] = Field(
         description="search: look something up (the argument is the query); finish: give the answer "
-                    "(the argument is the answer).")
+        "(the argument is the answer)."
+    )
     argument: str = Field(min_length=1, max_length=300, description="The search query, or the short answer.")
 
 

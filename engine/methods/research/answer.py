@@ -23,16 +23,27 @@ from storage.models import Node, Source
 T = TypeVar("T", bound=BaseModel)
 
 
-def write_answer(ctx: RunContext[ResearchParams], node: Node, *, reasoning: Sequence[str], findings: str,
-                 documents: Sequence[Source]) -> CitedText:
+def write_answer(
+    ctx: RunContext[ResearchParams], node: Node, *, reasoning: Sequence[str], findings: str, documents: Sequence[Source]
+) -> CitedText:
     params = ctx.params
     listed = inert(source_blocks(documents, max_chars=300)) if documents else "(no document was retrieved)"
 
     def write(feedback: str) -> str:
-        messages = prompts.ANSWER.render(question=ctx.question, reasoning=inert("\n\n".join(reasoning)) or "(none)",
-                                         findings=findings, documents=listed, feedback=feedback)
-        return ctx.llm.text(messages, purpose="writer", node_id=node.id, max_tokens=params.answer_max_tokens,
-                            temperature=params.temperature)
+        messages = prompts.ANSWER.render(
+            question=ctx.question,
+            reasoning=inert("\n\n".join(reasoning)) or "(none)",
+            findings=findings,
+            documents=listed,
+            feedback=feedback,
+        )
+        return ctx.llm.text(
+            messages,
+            purpose="writer",
+            node_id=node.id,
+            max_tokens=params.answer_max_tokens,
+            temperature=params.temperature,
+        )
 
     return write_cited(write, documents, params.citation_retries)
 
@@ -47,7 +58,9 @@ class _NodeJudge:
         return self._ctx.llm.ask(messages, output_type, purpose=purpose, node_id=self._node.id, max_tokens=1200)
 
 
-def check_answer(ctx: RunContext[ResearchParams], node: Node, text: str, sources: dict[int, Source], removed: int) -> dict[str, Any]:
+def check_answer(
+    ctx: RunContext[ResearchParams], node: Node, text: str, sources: dict[int, Source], removed: int
+) -> dict[str, Any]:
     """Each cited sentence against its source: the checks, the counts and the two rates. The markers
     removed before storing (malformed or dangling after the last retry) count as dangling errors."""
     # One judge call per cited source, made together: none reads another's verdict.
@@ -55,11 +68,22 @@ def check_answer(ctx: RunContext[ResearchParams], node: Node, text: str, sources
     # check_claims calls nothing but `llm.ask(messages, output_type, purpose=)`, which a _NodeJudge has; its
     # parameter is annotated EvalLLM (engine/claim_support.py) where any such judge is meant.
     result = check_claims(_NodeJudge(ctx, node), run, parallel=ctx.parallel)  # type: ignore[arg-type]
-    return rates({
-        "checks": [{"sentence": s.number, "text": s.text, "source_id": c.source_id, "status": c.status,
-                    "reason": c.reason} for s in result.sentences for c in s.citations],
-        "markers": result.markers, "supported": result.supported, "not_supported": result.not_supported,
-        "contradicted": result.contradicted, "dangling": result.dangling, "invalid": result.invalid}, removed)
+    return rates(
+        {
+            "checks": [
+                {"sentence": s.number, "text": s.text, "source_id": c.source_id, "status": c.status, "reason": c.reason}
+                for s in result.sentences
+                for c in s.citations
+            ],
+            "markers": result.markers,
+            "supported": result.supported,
+            "not_supported": result.not_supported,
+            "contradicted": result.contradicted,
+            "dangling": result.dangling,
+            "invalid": result.invalid,
+        },
+        removed,
+    )
 
 
 def rates(counts: dict[str, Any], removed: int) -> dict[str, Any]:
@@ -69,7 +93,14 @@ def rates(counts: dict[str, Any], removed: int) -> dict[str, Any]:
     checked = counts["supported"] + counts["not_supported"] + counts["contradicted"]
     markers = counts["markers"] - counts.pop("invalid", 0) + removed
     # An answer with no citation to check has no error rate: "0%" would read as checked and clean.
-    error = (citation_error_rate(markers, counts["dangling"] + removed, counts["not_supported"] + counts["contradicted"])
-             if markers else None)
-    return {**counts, "checked": True, "support_rate": counts["supported"] / checked if checked else None,
-            "citation_error_rate": error}
+    error = (
+        citation_error_rate(markers, counts["dangling"] + removed, counts["not_supported"] + counts["contradicted"])
+        if markers
+        else None
+    )
+    return {
+        **counts,
+        "checked": True,
+        "support_rate": counts["supported"] / checked if checked else None,
+        "citation_error_rate": error,
+    }

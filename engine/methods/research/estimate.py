@@ -36,22 +36,40 @@ def estimate(params: ResearchParams) -> CostEstimate:
     rerank = params.reranker == "llm"
 
     tally = Tally()
-    tally.add("judge each document's relevance (llm reranker)", searches * params.search_top_k * rerank,
-              prompt=JUDGE_TOKENS, completion=1)
-    tally.add("summarise each search's documents", searches,
-              prompt=SUMMARY_BASE + params.rerank_top_n * doc_tokens,
-              completion=min(COMPLETION["summary"], params.summary_max_tokens))
+    tally.add(
+        "judge each document's relevance (llm reranker)",
+        searches * params.search_top_k * rerank,
+        prompt=JUDGE_TOKENS,
+        completion=1,
+    )
+    tally.add(
+        "summarise each search's documents",
+        searches,
+        prompt=SUMMARY_BASE + params.rerank_top_n * doc_tokens,
+        completion=min(COMPLETION["summary"], params.summary_max_tokens),
+    )
     tally.add("reason and decide whether to search again", turns, prompt=AGENT_TOKENS, completion=COMPLETION["agent"])
-    tally.add("write the long-form answer", 1, prompt=ANSWER_BASE + 300 * searches,
-              completion=min(capped_tokens(params.answer_max_tokens), 1500))
-    tally.add("check each cited sentence against its source", checks, prompt=CHECK_TOKENS,
-              completion=COMPLETION["check"])
+    tally.add(
+        "write the long-form answer",
+        1,
+        prompt=ANSWER_BASE + 300 * searches,
+        completion=min(capped_tokens(params.answer_max_tokens), 1500),
+    )
+    tally.add(
+        "check each cited sentence against its source", checks, prompt=CHECK_TOKENS, completion=COMPLETION["check"]
+    )
 
     retries = 1 + params.citation_retries
     most_searches = 1 + min(params.max_searches, params.max_turns)
     low = 1 + min(1, params.max_turns) + 1 + int(params.check_citations) + rerank * params.search_top_k
-    high = (most_searches * (retries + rerank * params.search_top_k) + params.max_turns + retries
-            + params.check_citations * most_searches * params.rerank_top_n)
-    how = (f"{searches} searches (the question's and {agent_searches} by the agent) and {turns} turns, then the "
-           f"answer and {checks} citation checks; up to {most_searches} searches and {params.max_turns} turns")
+    high = (
+        most_searches * (retries + rerank * params.search_top_k)
+        + params.max_turns
+        + retries
+        + params.check_citations * most_searches * params.rerank_top_n
+    )
+    how = (
+        f"{searches} searches (the question's and {agent_searches} by the agent) and {turns} turns, then the "
+        f"answer and {checks} citation checks; up to {most_searches} searches and {params.max_turns} turns"
+    )
     return tally.estimate(low=low, high=high, how=how)

@@ -41,14 +41,30 @@ def agent_answer(request: ChatRequest) -> str:
     done = int(searches.group(1)) if searches else 0
     if focus:
         query = " ".join(focus.group(1).split())
-        return json.dumps({"reasoning": f"You asked for more on {query}; a search for it comes next.",
-                           "need_more_search": True, "next_query": query})
+        return json.dumps(
+            {
+                "reasoning": f"You asked for more on {query}; a search for it comes next.",
+                "need_more_search": True,
+                "next_query": query,
+            }
+        )
     if done < 2 and (left is None or int(left.group(1)) > 0):
         query = f"{topic} causes and effects"
-        return json.dumps({"reasoning": f"The first search gives an overview of {topic}; the causes and "
-                           "effects need more evidence.", "need_more_search": True, "next_query": query})
-    return json.dumps({"reasoning": "The findings cover the question's main dimensions; time to answer.",
-                       "need_more_search": False, "next_query": ""})
+        return json.dumps(
+            {
+                "reasoning": f"The first search gives an overview of {topic}; the causes and "
+                "effects need more evidence.",
+                "need_more_search": True,
+                "next_query": query,
+            }
+        )
+    return json.dumps(
+        {
+            "reasoning": "The findings cover the question's main dimensions; time to answer.",
+            "need_more_search": False,
+            "next_query": "",
+        }
+    )
 
 
 def answer_text(request: ChatRequest) -> str:
@@ -64,10 +80,14 @@ def answer_text(request: ChatRequest) -> str:
     topic = subject(view.question) or "the question"
     cited = [cite(s) for s in picked]
     middle = (len(cited) + 1) // 2
-    return "\n\n".join(part for part in (
-        f"This answer brings together what the searches found about {topic}. " + " ".join(cited[:middle]),
-        " ".join(cited[middle:])) if part.strip())
-
+    return "\n\n".join(
+        part
+        for part in (
+            f"This answer brings together what the searches found about {topic}. " + " ".join(cited[:middle]),
+            " ".join(cited[middle:]),
+        )
+        if part.strip()
+    )
 
 
 script_prompts({"research.agent": agent_answer, "research.answer": answer_text})

@@ -62,8 +62,10 @@ class SearchData(NodeData):
     found: int | None = Field(default=None, description="Documents the search returned (None before it ran).")
     reranker: str = ""
     rerank_error: str = ""
-    rerank_scores: dict[str, float] = Field(default_factory=dict, description=(
-        "The LLM reranker's judgments so far (ref -> score), kept as they arrive for a resumed search."))
+    rerank_scores: dict[str, float] = Field(
+        default_factory=dict,
+        description=("The LLM reranker's judgments so far (ref -> score), kept as they arrive for a resumed search."),
+    )
     ranked: list[RankedDoc] | None = Field(default=None, description="The top N after reranking, best first.")
     dropped_as_unrelated: list[DroppedHit] = Field(default_factory=list)
     search_error: str = ""
@@ -72,9 +74,13 @@ class SearchData(NodeData):
     summary_attempts: int = 0
     removed_markers: list[str] = Field(default_factory=list, description="Bad markers removed from the summary.")
     uncited: bool = Field(default=False, description="The summary cites no document, even when asked again.")
-    stepped: bool = Field(default=False, description=(
-        "Its rerank and summary are steps of their own under it (`steps.py`); False on runs stored before, "
-        "whose search node holds the ranking and the summary itself."))
+    stepped: bool = Field(
+        default=False,
+        description=(
+            "Its rerank and summary are steps of their own under it (`steps.py`); False on runs stored before, "
+            "whose search node holds the ranking and the summary itself."
+        ),
+    )
 
     # Per node: a stepped search's content is a line of ours, not the summary. NodeData's default is a
     # ClassVar that nothing assigns, so a read-only property can stand in for it (mypy cannot know that).
@@ -99,17 +105,23 @@ class SearchData(NodeData):
             # The ranking and the summary are the next two steps' (their own nodes).
             found = f"{self.found} documents (the first stage's top K), reranked in the next step"
             fields: dict[str, str | list[str]] = {
-                "Query": inline_text(self.query), "Searched": inline_text(self.searcher), "Found": found,
-                "Pages that kept their snippet": self.page_failures}
+                "Query": inline_text(self.query),
+                "Searched": inline_text(self.searcher),
+                "Found": found,
+                "Pages that kept their snippet": self.page_failures,
+            }
             return {k: v for k, v in fields.items() if v}
         # Titles are pages': escaped, so a title cannot make a link, a citation [n] or a line of its own.
         # Each with its source's marker: the panel numbers it as the summary's citations are numbered.
-        docs = [f"{d.rank}. {inline_text(d.title)} [[S{d.source_id}]] (score {d.score:.3f})"
-                for d in self.ranked or []]
-        fields = {"Query": inline_text(self.query), "Reranked documents": docs,
-                  "Reranker": self.reranker, "Search error": self.search_error,
-                                              "Rerank error": self.rerank_error,
-                                              "Pages that kept their snippet": self.page_failures}
+        docs = [f"{d.rank}. {inline_text(d.title)} [[S{d.source_id}]] (score {d.score:.3f})" for d in self.ranked or []]
+        fields = {
+            "Query": inline_text(self.query),
+            "Reranked documents": docs,
+            "Reranker": self.reranker,
+            "Search error": self.search_error,
+            "Rerank error": self.rerank_error,
+            "Pages that kept their snippet": self.page_failures,
+        }
         return {k: v for k, v in fields.items() if v}
 
 
@@ -125,14 +137,20 @@ class ReasoningData(NodeData):
 
     def caption(self) -> str:
         what = {"search": f"search again: {self.next_query}", "answer": "write the answer"}.get(self.decision or "", "")
-        return " · ".join(p for p in (f"turn {self.turn}", f"dig into: {self.focus}" if self.focus else "",
-                                      what, self.why_stopped) if p)
+        return " · ".join(
+            p
+            for p in (f"turn {self.turn}", f"dig into: {self.focus}" if self.focus else "", what, self.why_stopped)
+            if p
+        )
 
     def reader_fields(self) -> dict[str, str | list[str]] | None:
         # Prose that cites nothing of its own: a marker typed in it would cite a source of the run.
-        fields = {"Dig into": strip_markers(self.focus), "Reasoning": strip_markers(self.reasoning),
-                  "Next query": inline_text(self.next_query),
-                  "Stopped": self.why_stopped}
+        fields = {
+            "Dig into": strip_markers(self.focus),
+            "Reasoning": strip_markers(self.reasoning),
+            "Next query": inline_text(self.next_query),
+            "Stopped": self.why_stopped,
+        }
         return {k: v for k, v in fields.items() if v}
 
 
@@ -178,22 +196,61 @@ class AnswerData(NodeData):
 
 
 NODE_KINDS = (
-    NodeKind(QUESTION, QuestionData, "Question", "#2F4B7C", "the question you asked", shape="star",
-             size_by_priority=False),
-    NodeKind(SEARCH, SearchData, "Search", "#4C9BE8", "a search: query, reranked documents and their summary",
-             shape="box", size_by_priority=False, colour_field="by", variants=(
-                 Variant("question", "#4C9BE8", "the first search: the question itself"),
-                 Variant("agent", "#9ECAE9", "a search the agent decided on"),
-                 Variant("you", "#F2CF5B", "a search you added"),
-             )),
-    NodeKind(RERANK, RerankData, "Rerank", "#7FB3D5", "a search's rerank step: every document found, its score, "
-             "kept or dropped", shape="triangle", size_by_priority=False),
-    NodeKind(SUMMARY, SummaryData, "Summary", "#F7DC6F", "a search's summary step: what its kept documents say, "
-             "a marker per document", shape="square", size_by_priority=False),
-    NodeKind(REASONING, ReasoningData, "Reasoning", "#C5B0D5", "a reasoning turn of the agent", shape="dot",
-             size_by_priority=False),
-    NodeKind(ANSWER, AnswerData, "Answer", "#16A085", "the final answer, each citation checked", shape="diamond",
-             answers=True, size_by_priority=False),
+    NodeKind(
+        QUESTION, QuestionData, "Question", "#2F4B7C", "the question you asked", shape="star", size_by_priority=False
+    ),
+    NodeKind(
+        SEARCH,
+        SearchData,
+        "Search",
+        "#4C9BE8",
+        "a search: query, reranked documents and their summary",
+        shape="box",
+        size_by_priority=False,
+        colour_field="by",
+        variants=(
+            Variant("question", "#4C9BE8", "the first search: the question itself"),
+            Variant("agent", "#9ECAE9", "a search the agent decided on"),
+            Variant("you", "#F2CF5B", "a search you added"),
+        ),
+    ),
+    NodeKind(
+        RERANK,
+        RerankData,
+        "Rerank",
+        "#7FB3D5",
+        "a search's rerank step: every document found, its score, kept or dropped",
+        shape="triangle",
+        size_by_priority=False,
+    ),
+    NodeKind(
+        SUMMARY,
+        SummaryData,
+        "Summary",
+        "#F7DC6F",
+        "a search's summary step: what its kept documents say, a marker per document",
+        shape="square",
+        size_by_priority=False,
+    ),
+    NodeKind(
+        REASONING,
+        ReasoningData,
+        "Reasoning",
+        "#C5B0D5",
+        "a reasoning turn of the agent",
+        shape="dot",
+        size_by_priority=False,
+    ),
+    NodeKind(
+        ANSWER,
+        AnswerData,
+        "Answer",
+        "#16A085",
+        "the final answer, each citation checked",
+        shape="diamond",
+        answers=True,
+        size_by_priority=False,
+    ),
 )
 
 
@@ -236,29 +293,56 @@ RUN_STATES = (RunStateSpec(DROPPED_SOURCES, DroppedSources, "Dropped sources", e
 
 
 class AddQueryPayload(CommandPayload):
-    query: str = Field(min_length=1, max_length=300, title="Query",
-                       description="A search to run now; its findings join the answer, which is written again.")
+    query: str = Field(
+        min_length=1,
+        max_length=300,
+        title="Query",
+        description="A search to run now; its findings join the answer, which is written again.",
+    )
 
 
 class DropSourcePayload(CommandPayload):
-    number: int = Field(ge=1, le=500, title="Source number",
-                        description="The source's number [n] in the current report; it is dropped and the answer "
-                        "is written again without it.")
+    number: int = Field(
+        ge=1,
+        le=500,
+        title="Source number",
+        description="The source's number [n] in the current report; it is dropped and the answer "
+        "is written again without it.",
+    )
 
 
 class DigIntoPayload(CommandPayload):
-    point: str = Field(min_length=1, max_length=300, title="Point",
-                       description="A point of the answer the agent should research further; it searches for it "
-                       "and writes the answer again.")
+    point: str = Field(
+        min_length=1,
+        max_length=300,
+        title="Point",
+        description="A point of the answer the agent should research further; it searches for it "
+        "and writes the answer again.",
+    )
 
 
 COMMANDS = (
-    CommandSpec("add_query", "Add a query", "Run a search of your own; the answer is written again with it.",
-                AddQueryPayload, done="Search added"),
-    CommandSpec("drop_source", "Drop a source", "Drop a cited source; the answer is written again without it.",
-                DropSourcePayload, done="Source dropped"),
-    CommandSpec("dig_into", "Dig into a point", "Ask the agent to research one point further and answer again.",
-                DigIntoPayload, done="Digging into it"),
+    CommandSpec(
+        "add_query",
+        "Add a query",
+        "Run a search of your own; the answer is written again with it.",
+        AddQueryPayload,
+        done="Search added",
+    ),
+    CommandSpec(
+        "drop_source",
+        "Drop a source",
+        "Drop a cited source; the answer is written again without it.",
+        DropSourcePayload,
+        done="Source dropped",
+    ),
+    CommandSpec(
+        "dig_into",
+        "Dig into a point",
+        "Ask the agent to research one point further and answer again.",
+        DigIntoPayload,
+        done="Digging into it",
+    ),
     regenerate_report_command(),
 )
 

@@ -120,8 +120,9 @@ def numbered(text: str, numbers: Mapping[int, int]) -> str:
         ids = [int(i) for i in _STORED.findall(sentence)]
         if ids and not any(i in numbers for i in ids):
             continue
-        kept.append(_STORED.sub(lambda m: f"[{numbers[int(m.group(1))]}]" if int(m.group(1)) in numbers else "",
-                                sentence))
+        kept.append(
+            _STORED.sub(lambda m: f"[{numbers[int(m.group(1))]}]" if int(m.group(1)) in numbers else "", sentence)
+        )
     return " ".join(kept)
 
 

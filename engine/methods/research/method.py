@@ -87,15 +87,18 @@ class Chain:
         # Each search's rerank and summary steps (`steps.py`), by the search's id.
         by_id = {n.id: n for n in live}
         self.reranks = {n.parent_id: n for n in live if n.kind == RERANK}
-        self.summaries_of = {by_id[n.parent_id].parent_id: n for n in live
-                             if n.kind == SUMMARY and n.parent_id in by_id}
+        self.summaries_of = {
+            by_id[n.parent_id].parent_id: n for n in live if n.kind == SUMMARY and n.parent_id in by_id
+        }
 
     @property
     def summaries(self) -> dict[int, str]:
         """Search node id -> its summary: its summary step's text, or (a search stored before the
         steps were drawn) its own."""
-        return {stored_id(s): (self.summaries_of[s.id].content if s.id in self.summaries_of else s.content) or ""
-                for s in self.searches}
+        return {
+            stored_id(s): (self.summaries_of[s.id].content if s.id in self.summaries_of else s.content) or ""
+            for s in self.searches
+        }
 
     def end_of(self, node: Node) -> Node:
         """Where what follows `node` hangs on the map: under a search's last step (search → rerank →
@@ -112,8 +115,11 @@ class Chain:
         """The finished turns' reasoning, for the next prompts, without its [n]: they were run-wide
         document numbers when it was written, which a dropped source has shifted since (the writer
         would read "[7]" as another document) and the summarizer numbers per search."""
-        return [RUN_WIDE_NUMBER.sub("", turn_of(n).reasoning) for n in self.turns
-                if n.status == NodeStatus.DONE and (before is None or stored_id(n) < before) and turn_of(n).reasoning]
+        return [
+            RUN_WIDE_NUMBER.sub("", turn_of(n).reasoning)
+            for n in self.turns
+            if n.status == NodeStatus.DONE and (before is None or stored_id(n) < before) and turn_of(n).reasoning
+        ]
 
     def queries(self) -> list[str]:
         """The queries searched: a search whose backend failed found nothing, so asking it again
@@ -126,19 +132,25 @@ class Chain:
         return [n for n in failed if not any(_same_query(search_of(n).query, q) for q in self.queries())]
 
 
-UNCHECKED_NOTE = ("_The run stopped before this answer's citation check finished: its citations point to "
-                  "retrieved documents, but whether each source says what its sentence claims is not verified._")
+UNCHECKED_NOTE = (
+    "_The run stopped before this answer's citation check finished: its citations point to "
+    "retrieved documents, but whether each source says what its sentence claims is not verified._"
+)
 
 
 class ResearchMethod(Method[ResearchParams]):
     name = "research"
     title = "Deep research agent: search, rerank, summarize with citations, iterate"
-    summary = ("Searches the question, reranks the documents and summarizes the best ones with a citation marker "
-               "per document; then reasons, searches again while something is missing, and writes a long-form "
-               "answer whose every citation points to a retrieved document and is checked against it.")
+    summary = (
+        "Searches the question, reranks the documents and summarizes the best ones with a citation marker "
+        "per document; then reasons, searches again while something is missing, and writes a long-form "
+        "answer whose every citation points to a retrieved document and is checked against it."
+    )
     good_for = "a long-form answer to a research question whose every citation is checked against its source"
-    paper = ("An Open and Reproducible Deep Research Agent for Long-Form Question Answering (the MMU-RAG "
-             "text-to-text winner, NeurIPS 2025)")
+    paper = (
+        "An Open and Reproducible Deep Research Agent for Long-Form Question Answering (the MMU-RAG "
+        "text-to-text winner, NeurIPS 2025)"
+    )
     Params = ResearchParams
     node_kinds = NODE_KINDS
     commands = COMMANDS
@@ -165,8 +177,13 @@ class ResearchMethod(Method[ResearchParams]):
 
     def step(self, ctx: RunContext[ResearchParams]) -> bool:
         chain = Chain(ctx.graph.nodes())
-        return (self._open(ctx, chain) or self._run_searches(ctx, chain) or self._run_turns(ctx, chain)
-                or self._next(ctx, chain) or self._write_answer(ctx, chain))
+        return (
+            self._open(ctx, chain)
+            or self._run_searches(ctx, chain)
+            or self._run_turns(ctx, chain)
+            or self._next(ctx, chain)
+            or self._write_answer(ctx, chain)
+        )
 
     def write_stopped_report(self, ctx: RunContext[ResearchParams], reason: str) -> bool:
         """Also when the run stopped during the answer's citation check: the answer is written (its
@@ -175,16 +192,23 @@ class ResearchMethod(Method[ResearchParams]):
         if answer is None or answer.status == NodeStatus.DONE or not (answer.content or "").strip():
             return super().write_stopped_report(ctx, reason)
         with ctx.graph.partial_reports(reason):
-            ctx.graph.save_report(answer.content.strip(), own=f"\n\n{UNCHECKED_NOTE}",
-                                  data={"method": self.name, ANSWER_NODE: answer.id, "checked": False})
+            ctx.graph.save_report(
+                answer.content.strip(),
+                own=f"\n\n{UNCHECKED_NOTE}",
+                data={"method": self.name, ANSWER_NODE: answer.id, "checked": False},
+            )
         return True
 
     def write_report(self, ctx: RunContext[ResearchParams]) -> None:
         chain = Chain(ctx.graph.nodes())
         sources = ctx.graph.sources()
         markdown, own, data = report(chain.answer, chain.searches, chain.turns, sources, self.name)
-        if chain.answer is not None and chain.answer.status == NodeStatus.DONE and not sources \
-                and not answer_of(chain.answer).not_covered:
+        if (
+            chain.answer is not None
+            and chain.answer.status == NodeStatus.DONE
+            and not sources
+            and not answer_of(chain.answer).not_covered
+        ):
             # Said to the reader, not left to the model: no search found anything to ground it.
             own += ungrounded_note(ctx.searcher.description)
         ctx.graph.save_report(markdown, data=data, own=own)
@@ -196,8 +220,12 @@ class ResearchMethod(Method[ResearchParams]):
         if root is None or root.status == NodeStatus.DONE:
             return False
         if not chain.searches:
-            ctx.graph.add(kind=SEARCH, label=f"search 1: {ctx.question}"[:80], parent=root,
-                          data={"query": ctx.question, "round": 1, "by": "question"})
+            ctx.graph.add(
+                kind=SEARCH,
+                label=f"search 1: {ctx.question}"[:80],
+                parent=root,
+                data={"query": ctx.question, "round": 1, "by": "question"},
+            )
         ctx.graph.finish(root, content=ctx.question)
         return True
 
@@ -212,8 +240,10 @@ class ResearchMethod(Method[ResearchParams]):
         caveats = [outcome.caveat] if outcome.caveat else []
         if failed:
             queries = "; ".join(one_line(search_of(n).query)[:80] for n in failed[:3])
-            caveats.append(f"{len(failed)} of the searches failed ({queries}): the answer was written without "
-                           "what they would have found")
+            caveats.append(
+                f"{len(failed)} of the searches failed ({queries}): the answer was written without "
+                "what they would have found"
+            )
         if chain.answer is not None and answer_of(chain.answer).uncited and ctx.graph.sources():
             caveats.append("the answer cites none of the retrieved documents, even when asked again")
         return replace(outcome, caveat="; ".join(caveats)) if outcome.ok and caveats else outcome
@@ -268,21 +298,28 @@ class ResearchMethod(Method[ResearchParams]):
         numbers, _ = self._numbering(ctx, chain)
         done = [s for s in chain.searches if s.status == NodeStatus.DONE]
         messages = prompts.AGENT.render(
-            question=ctx.question, left=str(left if not focus else max(left, 1)), searches=str(len(done)),
+            question=ctx.question,
+            left=str(left if not focus else max(left, 1)),
+            searches=str(len(done)),
             queries="; ".join(f"<<<{inert(q)}>>>" for q in chain.queries()) or "(none)",
             findings=findings(done, numbers, chain.summaries),
             reasoning=inert("\n\n".join(chain.reasoning(before=node.id))) or "(none yet)",
-            focus=prompts.FOCUS.replace("$point", inert(focus)) if focus else "")
+            focus=prompts.FOCUS.replace("$point", inert(focus)) if focus else "",
+        )
         try:
-            turn = ctx.llm.ask(messages, AgentTurn, purpose="agent", node_id=node.id, max_tokens=1500,
-                               temperature=params.temperature)
+            turn = ctx.llm.ask(
+                messages, AgentTurn, purpose="agent", node_id=node.id, max_tokens=1500, temperature=params.temperature
+            )
         except StructuredOutputError as exc:
             # Plain words for the reader; the parse error goes to the step log's event data.
             then = "your point is searched as you wrote it" if focus else "it writes the answer now"
             ctx.graph.narrate(f"the agent's reply could not be read; {then}", node_id=node.id, error=str(exc)[:2000])
             if not focus:
-                ctx.graph.finish(node, content="The agent's reply could not be read; it writes the answer now.",
-                                 data={"decision": "answer", "why_stopped": "its reply could not be read"})
+                ctx.graph.finish(
+                    node,
+                    content="The agent's reply could not be read; it writes the answer now.",
+                    data={"decision": "answer", "why_stopped": "its reply could not be read"},
+                )
                 return
             turn = AgentTurn.model_construct(reasoning="", need_more_search=True, next_query="")  # an empty turn
         query = _query_of(turn.next_query)
@@ -300,11 +337,19 @@ class ResearchMethod(Method[ResearchParams]):
             else:
                 decision = "search"
         # The reasoning cites nothing of its own: a marker typed in it would cite a source of the run.
-        content = (strip_markers(turn.reasoning).strip()
-                   + (f"\n\nNext search: {query}" if decision == "search" else "")).strip()
-        ctx.graph.finish(node, content=content, data={"reasoning": turn.reasoning.strip(), "decision": decision,
-                                                      "next_query": query if decision == "search" else "",
-                                                      "why_stopped": why})
+        content = (
+            strip_markers(turn.reasoning).strip() + (f"\n\nNext search: {query}" if decision == "search" else "")
+        ).strip()
+        ctx.graph.finish(
+            node,
+            content=content,
+            data={
+                "reasoning": turn.reasoning.strip(),
+                "decision": decision,
+                "next_query": query if decision == "search" else "",
+                "why_stopped": why,
+            },
+        )
         if why:
             ctx.graph.narrate(f"the agent stops searching: {why}", node_id=node.id)
 
@@ -316,8 +361,11 @@ class ResearchMethod(Method[ResearchParams]):
         # Every finished turn's decided search, not only the tip's: a command that arrived while a
         # turn was still to run joined the chain under it, and that turn's search must not be lost.
         for turn in chain.turns:
-            if (turn.status == NodeStatus.DONE and turn_of(turn).decision == "search"
-                    and self._decided_search(ctx, chain, turn) is not None):
+            if (
+                turn.status == NodeStatus.DONE
+                and turn_of(turn).decision == "search"
+                and self._decided_search(ctx, chain, turn) is not None
+            ):
                 return True
         tip = chain.tip
         if tip is None or tip.status != NodeStatus.DONE:
@@ -332,8 +380,12 @@ class ResearchMethod(Method[ResearchParams]):
             elif chain.agent_searches() >= params.max_searches:
                 stop = f"the agent has used its {params.max_searches} searches (max_searches)"
             if not stop:
-                ctx.graph.add(kind=REASONING, label=f"turn {chain.agent_turns() + 1}", parent=chain.end_of(tip),
-                              data={"turn": chain.agent_turns() + 1})
+                ctx.graph.add(
+                    kind=REASONING,
+                    label=f"turn {chain.agent_turns() + 1}",
+                    parent=chain.end_of(tip),
+                    data={"turn": chain.agent_turns() + 1},
+                )
                 return True
             ctx.graph.narrate(f"writing the answer: {stop}", node_id=tip.id)
         ctx.graph.add(kind=ANSWER, label="answer", parent=chain.end_of(tip))
@@ -343,13 +395,15 @@ class ResearchMethod(Method[ResearchParams]):
         """The search a finished turn decided on, created once (None when it exists already). Its own
         search is the child with its query: a search you added under the turn before it ran is not."""
         data = turn_of(turn)
-        if any(s.parent_id == turn.id and _same_query(search_of(s).query, data.next_query)
-               for s in chain.searches):
+        if any(s.parent_id == turn.id and _same_query(search_of(s).query, data.next_query) for s in chain.searches):
             return None
         number = len(chain.searches) + 1
-        return ctx.graph.add(kind=SEARCH, label=f"search {number}: {data.next_query}"[:80], parent=turn,
-                             data={"query": data.next_query, "round": number,
-                                   "by": "you" if data.focus else "agent"})
+        return ctx.graph.add(
+            kind=SEARCH,
+            label=f"search {number}: {data.next_query}"[:80],
+            parent=turn,
+            data={"query": data.next_query, "round": number, "by": "you" if data.focus else "agent"},
+        )
 
     def _tip_for_steering(self, ctx: RunContext[ResearchParams], chain: Chain) -> Node:
         """Where a person's search or point joins the chain: after the search the last turn decided
@@ -382,31 +436,47 @@ class ResearchMethod(Method[ResearchParams]):
         params = self._params(ctx)
         answer = ctx.graph.start(answer)
         data = answer_of(answer)
-        if not data.attempts and ctx.sources_only and not ctx.graph.sources() \
-                and not chain.failed_searches():
+        if not data.attempts and ctx.sources_only and not ctx.graph.sources() and not chain.failed_searches():
             # No search kept a document about the question, and the model answers only from sources.
-            ctx.graph.finish(answer, content=not_covered(ctx.question, ctx.searcher.description), data={
-                "not_covered": True, "search_count": sum(s.status == NodeStatus.DONE for s in chain.searches)})
+            ctx.graph.finish(
+                answer,
+                content=not_covered(ctx.question, ctx.searcher.description),
+                data={"not_covered": True, "search_count": sum(s.status == NodeStatus.DONE for s in chain.searches)},
+            )
             return True
         if not data.attempts:
             numbers, documents = self._numbering(ctx, chain)
             done = [s for s in chain.searches if s.status == NodeStatus.DONE]
-            cited = write_answer(ctx, answer, reasoning=chain.reasoning(), findings=findings(done, numbers, chain.summaries),
-                                 documents=documents)
+            cited = write_answer(
+                ctx,
+                answer,
+                reasoning=chain.reasoning(),
+                findings=findings(done, numbers, chain.summaries),
+                documents=documents,
+            )
             if is_placeholder(cited.text):
                 # Empty, or only schema words or an error message ("Field required."): no answer.
-                ctx.graph.fail(answer, "the model wrote no answer (empty, or only an error message); resume the "
-                               "run to ask again", data={"attempts": 0})
+                ctx.graph.fail(
+                    answer,
+                    "the model wrote no answer (empty, or only an error message); resume the run to ask again",
+                    data={"attempts": 0},
+                )
                 return True
             if cited.removed:
-                ctx.graph.narrate(f"the answer still cited wrongly after {cited.attempts} tries; removed "
-                                  f"{len(cited.removed)} bad markers", node_id=answer.id, removed=cited.removed)
+                ctx.graph.narrate(
+                    f"the answer still cited wrongly after {cited.attempts} tries; removed "
+                    f"{len(cited.removed)} bad markers",
+                    node_id=answer.id,
+                    removed=cited.removed,
+                )
             if cited.uncited:
-                ctx.graph.narrate(f"the answer still cites no document after {cited.attempts} tries",
-                                  node_id=answer.id)
+                ctx.graph.narrate(f"the answer still cites no document after {cited.attempts} tries", node_id=answer.id)
             ctx.graph.link_sources(answer, cited_source_ids(cited.text))
-            answer = ctx.graph.update(answer, content=cited.text, merge_data={
-                "attempts": cited.attempts, "removed_markers": cited.removed, "uncited": cited.uncited})
+            answer = ctx.graph.update(
+                answer,
+                content=cited.text,
+                merge_data={"attempts": cited.attempts, "removed_markers": cited.removed, "uncited": cited.uncited},
+            )
             data = answer_of(answer)
         update: dict[str, Any] = {"search_count": sum(s.status == NodeStatus.DONE for s in chain.searches)}
         if params.check_citations and not data.checked:
@@ -418,7 +488,9 @@ class ResearchMethod(Method[ResearchParams]):
 
     # ------------------------------------------------------------------ steering
 
-    def apply(self, ctx: RunContext[ResearchParams], command: CommandSpec, payload: CommandPayload, node: Node | None) -> set[str]:
+    def apply(
+        self, ctx: RunContext[ResearchParams], command: CommandSpec, payload: CommandPayload, node: Node | None
+    ) -> set[str]:
         if command.name == "regenerate_report":
             return {REPORT}
         chain = Chain(ctx.graph.nodes())
@@ -432,15 +504,23 @@ class ResearchMethod(Method[ResearchParams]):
             self._retire_answer(ctx, chain)
             tip = self._tip_for_steering(ctx, chain)
             number = len(Chain(ctx.graph.nodes()).searches) + 1
-            ctx.graph.add(kind=SEARCH, label=f"search {number}: {query}"[:80], parent=tip,
-                          data={"query": query, "round": number, "by": "you"})
+            ctx.graph.add(
+                kind=SEARCH,
+                label=f"search {number}: {query}"[:80],
+                parent=tip,
+                data={"query": query, "round": number, "by": "you"},
+            )
             return {REPORT}
         if command.name == "dig_into":
             assert isinstance(payload, DigIntoPayload)
             point = " ".join(payload.point.split())
             self._retire_answer(ctx, chain)
-            ctx.graph.add(kind=REASONING, label=f"dig into: {point}"[:80], parent=self._tip_for_steering(ctx, chain),
-                          data={"turn": len(chain.turns) + 1, "focus": point})
+            ctx.graph.add(
+                kind=REASONING,
+                label=f"dig into: {point}"[:80],
+                parent=self._tip_for_steering(ctx, chain),
+                data={"turn": len(chain.turns) + 1, "focus": point},
+            )
             return {REPORT}
         if command.name == "drop_source":
             assert isinstance(payload, DropSourcePayload)
@@ -460,18 +540,25 @@ class ResearchMethod(Method[ResearchParams]):
         if (current.data or {}).get(ANSWER_NODE) != chain.answer.id or ctx.graph.report_outdated():
             # [n] is numbered from the report: one written before the current answer or before your
             # last change may give [n] to a different source than the one you read.
-            raise CommandRejected("the report is being written again after the last change; drop the "
-                                  "source once the new report is shown")
+            raise CommandRejected(
+                "the report is being written again after the last change; drop the source once the new report is shown"
+            )
         sources = {stored_id(s): s for s in ctx.graph.sources()}
         numbering = number_citations(current.markdown, sources).numbering
         if number not in numbering:
-            raise CommandRejected(f"the report has no source [{number}]; it cites {len(numbering)} "
-                                  f"source{'s' if len(numbering) != 1 else ''}")
+            raise CommandRejected(
+                f"the report has no source [{number}]; it cites {len(numbering)} "
+                f"source{'s' if len(numbering) != 1 else ''}"
+            )
         source = sources[numbering[number]]
         dropped = self._dropped(ctx)
         if any(d.source_id == source.id for d in dropped.sources):
             raise CommandRejected(f"source [{number}] ('{source.title}') is already dropped")
-        ctx.graph.save_state(DROPPED_SOURCES, DroppedSources(
-            sources=[*dropped.sources, DroppedSource(source_id=stored_id(source), title=source.title)],
-            change=f"you dropped '{source.title}'"))
+        ctx.graph.save_state(
+            DROPPED_SOURCES,
+            DroppedSources(
+                sources=[*dropped.sources, DroppedSource(source_id=stored_id(source), title=source.title)],
+                change=f"you dropped '{source.title}'",
+            ),
+        )
         self._retire_answer(ctx, chain)

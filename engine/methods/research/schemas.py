@@ -10,9 +10,13 @@ from pydantic import BaseModel, Field
 class AgentTurn(BaseModel):
     """One turn of the agent: its reasoning, whether it needs another search, and the query."""
 
-    reasoning: str = Field(description="What the findings establish, what is still missing or unclear, and why "
-                           "another search is or is not needed.")
+    reasoning: str = Field(
+        description="What the findings establish, what is still missing or unclear, and why "
+        "another search is or is not needed."
+    )
     need_more_search: bool = Field(description="true to run another search before answering; false to answer now.")
-    next_query: str = Field(default="", max_length=300,
-                            description="The next search query when need_more_search is true: specific, new, a few "
-                            "words; empty otherwise.")
+    next_query: str = Field(
+        default="",
+        max_length=300,
+        description="The next search query when need_more_search is true: specific, new, a few words; empty otherwise.",
+    )

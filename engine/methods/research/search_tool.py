@@ -60,8 +60,10 @@ def choose_reranker(ctx: RunContext[ResearchParams], node: Node) -> Reranker:
     if choice == "endpoint":
         endpoint = ctx.service(RerankEndpoint)
         if endpoint is None:
-            raise RerankerUnavailable("the endpoint reranker needs THOUGHTMAP_RERANK_URL (a /rerank server); "
-                                      "set it or choose the builtin or llm reranker")
+            raise RerankerUnavailable(
+                "the endpoint reranker needs THOUGHTMAP_RERANK_URL (a /rerank server); "
+                "set it or choose the builtin or llm reranker"
+            )
         return endpoint
     if choice == "bm25":
         return BM25Reranker()
@@ -77,8 +79,15 @@ def retrieve(ctx: RunContext[ResearchParams], node: Node) -> Node:
     try:
         hits = ctx.search(query, k=params.search_top_k, node=node)
     except SearchError as exc:
-        return ctx.graph.update(node, merge_data={"found": 0, "ranked": [], "searcher": ctx.searcher.description,
-                                                  "search_error": exc.user_message})
+        return ctx.graph.update(
+            node,
+            merge_data={
+                "found": 0,
+                "ranked": [],
+                "searcher": ctx.searcher.description,
+                "search_error": exc.user_message,
+            },
+        )
     # The rerank is a step of its own on the map, under the search: its LLM calls (the llm reranker)
     # are accounted to it, and it lists every hit with its score once it is done.
     step = ctx.graph.start(step_node(ctx.graph, node, RERANK, "rerank"))
@@ -97,7 +106,7 @@ def retrieve(ctx: RunContext[ResearchParams], node: Node) -> Node:
         reranker = builtin_reranker(ctx.embedder)
         ranked = reranker.rerank(query, hits, len(hits))
     floored = relevant_hits(query, ranked, floor=params.relevance_floor, embedder=ctx.embedder)
-    kept = floored.kept[:params.rerank_top_n]
+    kept = floored.kept[: params.rerank_top_n]
     # Told of all K (as the node's "found" counts them); stored, only the hits the floor left out
     # from among those the kept ones outranked (the node's data stays small).
     ctx.note_unrelated(query, floored, node)
@@ -108,18 +117,39 @@ def retrieve(ctx: RunContext[ResearchParams], node: Node) -> Node:
     pages = ctx.read_pages(query, kept, limit=params.read_pages, max_chars=params.doc_chars, node=node)
     sources = ctx.graph.add_sources(pages.hits, node=node) if pages.hits else []
     scores = {hit.ref: hit.score for hit in kept}
-    docs = [{"rank": rank, "source_id": s.id, "title": s.title, "ref": s.ref, "score": round(scores.get(s.ref, 0.0), 6)}
-            for rank, s in enumerate(sources, start=1)]
+    docs = [
+        {"rank": rank, "source_id": s.id, "title": s.title, "ref": s.ref, "score": round(scores.get(s.ref, 0.0), 6)}
+        for rank, s in enumerate(sources, start=1)
+    ]
     first_stage = isinstance(reranker, KeepOrder)  # it scores by position: the search's own scores say more
     listing = ranking(hits, ranked, floored, kept, sources, first_stage=first_stage, top_n=params.rerank_top_n)
-    ctx.graph.finish(step, label=f"rerank: {len(docs)} of {len(hits)} kept", data={
-        "reranker": reranker.description, "scored_by": "first stage" if first_stage else "reranker",
-        "top_n": params.rerank_top_n, "rerank_error": rerank_error, "hits": listing},
-        content=f"{len(docs)} of the {len(hits)} documents found kept for the summary ({reranker.description}).")
-    return ctx.graph.update(node, content=f"{len(hits)} documents found in {ctx.searcher.description}.", merge_data={
-        "found": len(hits), "ranked": docs, "searcher": ctx.searcher.description, "reranker": reranker.description,
-        "rerank_error": rerank_error, "dropped_as_unrelated": relevant.dropped_summary(),
-        "pages_read": pages.read, "page_failures": pages.failures, "stepped": True})
+    ctx.graph.finish(
+        step,
+        label=f"rerank: {len(docs)} of {len(hits)} kept",
+        data={
+            "reranker": reranker.description,
+            "scored_by": "first stage" if first_stage else "reranker",
+            "top_n": params.rerank_top_n,
+            "rerank_error": rerank_error,
+            "hits": listing,
+        },
+        content=f"{len(docs)} of the {len(hits)} documents found kept for the summary ({reranker.description}).",
+    )
+    return ctx.graph.update(
+        node,
+        content=f"{len(hits)} documents found in {ctx.searcher.description}.",
+        merge_data={
+            "found": len(hits),
+            "ranked": docs,
+            "searcher": ctx.searcher.description,
+            "reranker": reranker.description,
+            "rerank_error": rerank_error,
+            "dropped_as_unrelated": relevant.dropped_summary(),
+            "pages_read": pages.read,
+            "page_failures": pages.failures,
+            "stepped": True,
+        },
+    )
 
 
 def documents_of(ctx: RunContext[ResearchParams], node: Node, dropped: set[int]) -> list[Source]:
@@ -129,8 +159,9 @@ def documents_of(ctx: RunContext[ResearchParams], node: Node, dropped: set[int])
     return [by_id[d.source_id] for d in ranked if d.source_id in by_id and d.source_id not in dropped]
 
 
-def summarize(ctx: RunContext[ResearchParams], node: Node, reasoning: Sequence[str], dropped: set[int],
-              step: Node | None = None) -> tuple[str, dict[str, Any]]:
+def summarize(
+    ctx: RunContext[ResearchParams], node: Node, reasoning: Sequence[str], dropped: set[int], step: Node | None = None
+) -> tuple[str, dict[str, Any]]:
     """Stage 2: the summary (stored markers) and its data. The first search's summary reads the
     query alone; a later one also reads the agent's reasoning so far (the paper's two prompts).
     `step`: the search's summary step, whose node the calls and the step log are told of (its data
@@ -144,7 +175,9 @@ def summarize(ctx: RunContext[ResearchParams], node: Node, reasoning: Sequence[s
         if search.search_error:  # its technical text stays in the node's "Search error" field
             return "This search failed, so it found nothing to summarise.", {"summary_attempts": 0, **counted}
         return f"Nothing to summarise: {nothing_found(search.searcher or 'the search')}", {
-            "summary_attempts": 0, **counted}
+            "summary_attempts": 0,
+            **counted,
+        }
     blocks = inert(source_blocks(documents, max_chars=params.doc_chars))
     first = not reasoning
 
@@ -154,20 +187,33 @@ def summarize(ctx: RunContext[ResearchParams], node: Node, reasoning: Sequence[s
         else:
             # The reasoning comes without its run-wide [n] (`Chain.reasoning`): here documents are
             # numbered per search from 1, where they would name this search's documents.
-            messages = prompts.SUMMARIZE.render(query=inert(search.query), documents=blocks, feedback=feedback,
-                                                reasoning=inert("\n\n".join(reasoning)))
-        return ctx.llm.text(messages, purpose="summarizer", node_id=node_id, max_tokens=params.summary_max_tokens,
-                            temperature=params.temperature)
+            messages = prompts.SUMMARIZE.render(
+                query=inert(search.query), documents=blocks, feedback=feedback, reasoning=inert("\n\n".join(reasoning))
+            )
+        return ctx.llm.text(
+            messages,
+            purpose="summarizer",
+            node_id=node_id,
+            max_tokens=params.summary_max_tokens,
+            temperature=params.temperature,
+        )
 
     cited = write_cited(write, documents, params.citation_retries)
     if cited.removed:
-        ctx.graph.narrate(f"the summary still cited wrongly after {cited.attempts} tries; removed "
-                          f"{len(cited.removed)} bad markers", node_id=node_id, removed=cited.removed)
+        ctx.graph.narrate(
+            f"the summary still cited wrongly after {cited.attempts} tries; removed {len(cited.removed)} bad markers",
+            node_id=node_id,
+            removed=cited.removed,
+        )
     if cited.uncited:
         ctx.graph.narrate(f"the summary still cites no document after {cited.attempts} tries", node_id=node_id)
     text = cited.text or "The summarizer wrote nothing about these documents."
-    return text, {"summary_attempts": cited.attempts, "removed_markers": cited.removed, "uncited": cited.uncited,
-                  **counted}
+    return text, {
+        "summary_attempts": cited.attempts,
+        "removed_markers": cited.removed,
+        "uncited": cited.uncited,
+        **counted,
+    }
 
 
 def findings(searches: Sequence[Node], numbers: dict[int, int], summaries: Mapping[int, str]) -> str:
@@ -176,6 +222,8 @@ def findings(searches: Sequence[Node], numbers: dict[int, int], summaries: Mappi
     parts = []
     for node in searches:
         body = numbered(summaries.get(stored_id(node), ""), numbers).strip()
-        parts.append(f"Search {search_of(node).round}: {inert(search_of(node).query)}\n"
-                     f"{inert(body) or '(nothing relevant was found)'}")
+        parts.append(
+            f"Search {search_of(node).round}: {inert(search_of(node).query)}\n"
+            f"{inert(body) or '(nothing relevant was found)'}"
+        )
     return "\n\n".join(parts) or "(no search has finished yet)"

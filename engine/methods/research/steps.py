@@ -52,8 +52,10 @@ class RerankData(NodeData):
     scored_by: ScoredBy = "reranker"
     top_n: int = 0
     rerank_error: str = ""
-    rerank_scores: dict[str, float] = Field(default_factory=dict, description=(
-        "The LLM reranker's judgments so far (ref -> score), kept as they arrive for a resumed search."))
+    rerank_scores: dict[str, float] = Field(
+        default_factory=dict,
+        description=("The LLM reranker's judgments so far (ref -> score), kept as they arrive for a resumed search."),
+    )
     hits: list[RankedHit] = Field(default_factory=list, description="Every hit the search returned, reranked.")
 
     def kept(self) -> list[RankedHit]:
@@ -62,8 +64,10 @@ class RerankData(NodeData):
     def caption(self) -> str:
         if not self.hits:
             return f"reranking with {self.reranker}" if self.reranker else "reranking"
-        return (f"{len(self.kept())} of {len(self.hits)} kept (the top {self.top_n} above the relevance floor) · "
-                f"scores: {SCORES_ARE[self.scored_by]}")
+        return (
+            f"{len(self.kept())} of {len(self.hits)} kept (the top {self.top_n} above the relevance floor) · "
+            f"scores: {SCORES_ARE[self.scored_by]}"
+        )
 
     def reader_fields(self) -> dict[str, str | list[str]] | None:
         # Titles are pages': escaped, so a title cannot make a link, a citation or a line of its own;
@@ -80,7 +84,9 @@ class RerankData(NodeData):
             "Rerank error": self.rerank_error,
             "Kept, sent to the summarizer": [line(h) for h in self.hits if h.kept],
             "Dropped": [line(h) for h in self.hits if not h.kept],
-            "Reranker": self.reranker, "Scores shown": SCORES_ARE[self.scored_by].capitalize()}
+            "Reranker": self.reranker,
+            "Scores shown": SCORES_ARE[self.scored_by].capitalize(),
+        }
         return {k: v for k, v in fields.items() if v}
 
 
@@ -88,7 +94,9 @@ class SummaryData(NodeData):
     """The summary step of one search: the summarizer's text (the node's content), with a marker per
     document, and how it was checked."""
 
-    documents: int = Field(default=0, description="Documents the summarizer read (the kept ones, less any you dropped).")
+    documents: int = Field(
+        default=0, description="Documents the summarizer read (the kept ones, less any you dropped)."
+    )
     summary_attempts: int = 0
     removed_markers: list[str] = Field(default_factory=list, description="Bad markers removed from the summary.")
     uncited: bool = Field(default=False, description="The summary cites no document, even when asked again.")
@@ -112,8 +120,16 @@ def _below_floor(judged: Judged) -> str:
     return f"below the relevance floor (covers {judged.score:.0%} of the query's words{meaning})"
 
 
-def ranking(found: Sequence[Hit], ranked: Sequence[Hit], relevance: RelevanceResult, kept: Sequence[Hit],
-            sources: Sequence[Source], *, first_stage: bool, top_n: int) -> list[RankedHit]:
+def ranking(
+    found: Sequence[Hit],
+    ranked: Sequence[Hit],
+    relevance: RelevanceResult,
+    kept: Sequence[Hit],
+    sources: Sequence[Source],
+    *,
+    first_stage: bool,
+    top_n: int,
+) -> list[RankedHit]:
     """Every hit the search `found`, in the reranked order (`ranked`), each with its score (the
     reranker's, or with `first_stage` the search's own: the `none` reranker scores by position
     alone), kept (the `kept` ones, with their stored source) or why it was dropped."""
@@ -135,9 +151,18 @@ def ranking(found: Sequence[Hit], ranked: Sequence[Hit], relevance: RelevanceRes
             why = "could not be stored"
         else:
             why = f"past the top {top_n}"
-        out.append(RankedHit(rank=rank, first_rank=place, title=hit.title[:TITLE_CHARS], ref=hit.ref[:REF_CHARS],
-                             score=round(own_score if first_stage else hit.score, 6), kept=is_kept,
-                             source_id=source_of.get(hit.ref) if is_kept else None, dropped=why))
+        out.append(
+            RankedHit(
+                rank=rank,
+                first_rank=place,
+                title=hit.title[:TITLE_CHARS],
+                ref=hit.ref[:REF_CHARS],
+                score=round(own_score if first_stage else hit.score, 6),
+                kept=is_kept,
+                source_id=source_of.get(hit.ref) if is_kept else None,
+                dropped=why,
+            )
+        )
     return out
 
 

@@ -113,8 +113,14 @@ def test_export_json_holds_the_whole_session(done_rag_run, capsys):
     for key in ("nodes", "edges", "sources", "llm_calls", "usage", "params"):
         assert key in data, key
     assert data["run"]["id"] == done_rag_run
-    assert data["params"] == {"top_k": 5, "relevance_floor": 0.35, "read_pages": 5, "max_answer_tokens": 800,
-                              "attribute_citations": False, "yes_no": False}
+    assert data["params"] == {
+        "top_k": 5,
+        "relevance_floor": 0.35,
+        "read_pages": 5,
+        "max_answer_tokens": 800,
+        "attribute_citations": False,
+        "yes_no": False,
+    }
     assert {n["kind"] for n in data["nodes"]} >= {"question", "search", "answer"}
     assert len(data["edges"]) >= len(data["nodes"]) - 1
     assert data["sources"] and all(s["ref"].split("/", 1)[0] in BUNDLED_DATASETS for s in data["sources"])
@@ -210,25 +216,38 @@ def test_ingest_a_folder_then_a_run_finds_the_document(prebuilt_corpus_home, cap
     folder = tmp_path / "my-notes"
     folder.mkdir()
     (folder / "festival.txt").write_text(
-        "The Zorblaxian quasar festival is held every spring in the town of Quillmere, "
-        "famous for its glowing kites.\n", encoding="utf-8")
+        "The Zorblaxian quasar festival is held every spring in the town of Quillmere, famous for its glowing kites.\n",
+        encoding="utf-8",
+    )
     (folder / "kites.md").write_text(
         "# Quillmere kites\n\nQuillmere kite makers use phosphorescent silk spun by the Vantrell moth.\n",
-        encoding="utf-8")
+        encoding="utf-8",
+    )
 
     code, out, err = cli_run(capsys, "ingest", str(folder))
     assert code == cli.EXIT_OK, err
     assert "2 document(s) added" in out
 
-    code, out, err = cli_run(capsys, "run", "When is the Zorblaxian quasar festival held in Quillmere?",
-                             "--method", "rag", "--llm", "fake", "--search", "local", "--quiet")
+    code, out, err = cli_run(
+        capsys,
+        "run",
+        "When is the Zorblaxian quasar festival held in Quillmere?",
+        "--method",
+        "rag",
+        "--llm",
+        "fake",
+        "--search",
+        "local",
+        "--quiet",
+    )
     assert code == cli.EXIT_OK, err
     run_id = run_id_of(out)
     _, _, sources = stored_run(run_id)
     refs = [s.ref for s in sources]
     assert any("festival.txt" in ref for ref in refs), refs
     assert sources[0].url == (folder / "festival.txt").as_uri() or any(
-        s.url == (folder / "festival.txt").as_uri() for s in sources)
+        s.url == (folder / "festival.txt").as_uri() for s in sources
+    )
 
     code, out, _ = cli_run(capsys, "export", run_id)
     _, source_lines = split_report(out)
@@ -255,12 +274,15 @@ def test_unknown_parameter_lists_the_valid_ones(capsys):
     assert "'depth'" in err and "top_k" in err and "max_answer_tokens" in err
 
 
-@pytest.mark.parametrize("assignment, expected", [
-    ("top_k=abc", "integer"),
-    ("top_k=0", "greater than or equal to 1 (allowed: 1 to 50)"),
-    ("top_k=999", "less than or equal to 50"),
-    ("max_answer_tokens=-5", "greater than or equal to 32"),
-])
+@pytest.mark.parametrize(
+    "assignment, expected",
+    [
+        ("top_k=abc", "integer"),
+        ("top_k=0", "greater than or equal to 1 (allowed: 1 to 50)"),
+        ("top_k=999", "less than or equal to 50"),
+        ("max_answer_tokens=-5", "greater than or equal to 32"),
+    ],
+)
 def test_bad_parameter_value_names_the_parameter(capsys, assignment, expected):
     code, out, err = cli_run(capsys, "run", QUESTION, "--method", "rag", "--param", assignment, "--llm", "fake")
     assert code == cli.EXIT_USAGE and out == ""
@@ -434,8 +456,9 @@ def invalid_first_answer(monkeypatch) -> FakeLLM:
     return scripted
 
 
-def test_budget_stops_the_run_keeps_its_nodes_and_resume_finishes_it(prebuilt_corpus_home, capsys,
-                                                                     invalid_first_answer):
+def test_budget_stops_the_run_keeps_its_nodes_and_resume_finishes_it(
+    prebuilt_corpus_home, capsys, invalid_first_answer
+):
     code, out, err = cli_run(capsys, "run", QUESTION, "--method", "rag", "--llm", "fake", "--max-tokens", "50")
     assert code == cli.EXIT_STOPPED, err
     run_id = run_id_of(out)
@@ -508,8 +531,23 @@ def test_budget_smaller_than_the_first_call_stops_before_it(prebuilt_corpus_home
 
 
 def test_run_mtqa_on_the_fake_prints_the_run_id_and_stores_a_cited_short_answer(prebuilt_corpus_home, capsys):
-    code, out, err = cli_run(capsys, "run", QUESTION, "--method", "mtqa", "--llm", "fake", "--search", "local",
-                             "--param", "rows=2", "--param", "columns=2", "--param", "documents=3")
+    code, out, err = cli_run(
+        capsys,
+        "run",
+        QUESTION,
+        "--method",
+        "mtqa",
+        "--llm",
+        "fake",
+        "--search",
+        "local",
+        "--param",
+        "rows=2",
+        "--param",
+        "columns=2",
+        "--param",
+        "documents=3",
+    )
     assert code == cli.EXIT_OK, err
     run, nodes, sources = stored_run(run_id_of(out))
     assert run.status == RunStatus.DONE and sorted(n.kind for n in nodes).count("cell") == 4
@@ -532,8 +570,23 @@ def test_run_mtqa_against_an_openai_compatible_server(prebuilt_corpus_home, caps
     with FakeOpenAIServer() as server:
         monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
         monkeypatch.setenv("OPENAI_API_KEY", "test")
-        code, out, err = cli_run(capsys, "run", QUESTION, "--method", "mtqa", "--llm", "openai", "--search", "local",
-                                 "--param", "rows=2", "--param", "columns=2", "--param", "documents=3")
+        code, out, err = cli_run(
+            capsys,
+            "run",
+            QUESTION,
+            "--method",
+            "mtqa",
+            "--llm",
+            "openai",
+            "--search",
+            "local",
+            "--param",
+            "rows=2",
+            "--param",
+            "columns=2",
+            "--param",
+            "documents=3",
+        )
         requests = server.count_chat_requests()
     assert code == cli.EXIT_OK, err
     run, nodes, sources = stored_run(run_id_of(out))
@@ -562,8 +615,15 @@ def test_log_records_reach_the_terminal_without_terminal_controls(capsys):
     cli.main(["list"])
     capsys.readouterr()
     # A task id a model wrote, in a warning the CLI prints through Python's last-resort handler.
-    record = logging.LogRecord("thoughtmap.deot", logging.WARNING, __file__, 1, "task %s failed: %s",
-                               ("t1\x1b]0;x\x07\x1b[2J", "boom\rOK"), None)
+    record = logging.LogRecord(
+        "thoughtmap.deot",
+        logging.WARNING,
+        __file__,
+        1,
+        "task %s failed: %s",
+        ("t1\x1b]0;x\x07\x1b[2J", "boom\rOK"),
+        None,
+    )
     assert isinstance(logging.lastResort.formatter, TerminalSafeFormatter)
     assert logging.lastResort.format(record) == "task t1 failed: boom\nOK"
     # The worker's log (INFO and up on stderr) is made safe the same way.

@@ -46,8 +46,9 @@ def assert_no_traceback(err: str) -> None:
 @pytest.fixture
 def finished_run(capsys) -> str:
     """A small finished run (direct method, fake LLM, no search): its id."""
-    code, out, err = cli_run(capsys, "run", QUESTION, "--method", "direct", "--llm", "fake",
-                             "--search", "none", "--quiet")
+    code, out, err = cli_run(
+        capsys, "run", QUESTION, "--method", "direct", "--llm", "fake", "--search", "none", "--quiet"
+    )
     assert code == cli.EXIT_OK, err
     return out.strip()
 
@@ -55,11 +56,20 @@ def finished_run(capsys) -> str:
 # ====================================================================== budgets
 
 
-@pytest.mark.parametrize("flag, value", [
-    ("--max-cost", "nan"), ("--max-cost", "NaN"), ("--max-cost", "inf"), ("--max-cost", "-inf"),
-    ("--max-cost", "1e999"), ("--max-cost", "-0.5"), ("--max-cost", "0"),
-    ("--max-tokens", "0"), ("--max-tokens", "-3"),
-])
+@pytest.mark.parametrize(
+    "flag, value",
+    [
+        ("--max-cost", "nan"),
+        ("--max-cost", "NaN"),
+        ("--max-cost", "inf"),
+        ("--max-cost", "-inf"),
+        ("--max-cost", "1e999"),
+        ("--max-cost", "-0.5"),
+        ("--max-cost", "0"),
+        ("--max-tokens", "0"),
+        ("--max-tokens", "-3"),
+    ],
+)
 def test_run_refuses_a_budget_that_is_not_a_positive_finite_number(capsys, flag, value):
     code, out, err = cli_run(capsys, "run", QUESTION, "--llm", "fake", "--search", "none", f"{flag}={value}")
     assert code == cli.EXIT_USAGE and out == ""
@@ -87,14 +97,17 @@ def test_resume_refuses_a_bad_budget_and_keeps_the_stored_one(finished_run, caps
 # ====================================================================== argv that is not UTF-8
 
 
-@pytest.mark.parametrize("argv", [
-    ["run", NOT_UTF8, "--llm", "fake"],
-    ["run", f"Why {NOT_UTF8}?", "--llm", "fake"],
-    ["run", QUESTION, "--llm", "fake", "--param", f"top_k={NOT_UTF8}"],
-    ["run", QUESTION, "--llm", "fake", "--out", f"report-{NOT_UTF8}.md"],
-    ["export", f"run{NOT_UTF8}"],
-    ["ingest", f"notes-{NOT_UTF8}.txt"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["run", NOT_UTF8, "--llm", "fake"],
+        ["run", f"Why {NOT_UTF8}?", "--llm", "fake"],
+        ["run", QUESTION, "--llm", "fake", "--param", f"top_k={NOT_UTF8}"],
+        ["run", QUESTION, "--llm", "fake", "--out", f"report-{NOT_UTF8}.md"],
+        ["export", f"run{NOT_UTF8}"],
+        ["ingest", f"notes-{NOT_UTF8}.txt"],
+    ],
+)
 def test_arguments_that_are_not_utf8_are_refused(capsys, argv):
     code, out, err = cli_run(capsys, *argv)
     assert code == cli.EXIT_USAGE and out == ""
@@ -106,8 +119,13 @@ def test_arguments_that_are_not_utf8_are_refused(capsys, argv):
 def test_raw_argv_bytes_from_a_shell(tmp_path):
     """The real thing: `thoughtmap run $'\\xff\\xfe'` as a process."""
     env = {**os.environ, "THOUGHTMAP_HOME": str(tmp_path), "THOUGHTMAP_LLM": "fake"}
-    result = subprocess.run([sys.executable, "-m", "engine.cli", "run", b"\xff\xfe"],
-                            cwd=REPO_ROOT, env=env, capture_output=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "engine.cli", "run", b"\xff\xfe"],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        timeout=120,
+    )
     err = result.stderr.decode("utf-8", "replace")
     assert result.returncode == cli.EXIT_USAGE, err
     assert result.stdout == b""
@@ -118,16 +136,31 @@ def test_raw_argv_bytes_from_a_shell(tmp_path):
 # ====================================================================== --out checked before the run
 
 
-@pytest.mark.parametrize("make_target, expected", [
-    (lambda tmp: tmp, "is a folder"),
-    (lambda tmp: tmp / "missing" / "x.md", "does not exist"),
-    (lambda tmp: tmp / "file.txt" / "x.md", "is not a folder"),
-])
+@pytest.mark.parametrize(
+    "make_target, expected",
+    [
+        (lambda tmp: tmp, "is a folder"),
+        (lambda tmp: tmp / "missing" / "x.md", "does not exist"),
+        (lambda tmp: tmp / "file.txt" / "x.md", "is not a folder"),
+    ],
+)
 def test_run_out_is_checked_before_the_run_starts(capsys, tmp_path, make_target, expected):
     (tmp_path / "file.txt").write_text("a file, not a folder", encoding="utf-8")
     target = make_target(tmp_path)
-    code, out, err = cli_run(capsys, "run", QUESTION, "--method", "direct", "--llm", "fake",
-                             "--search", "none", "--quiet", "--out", str(target))
+    code, out, err = cli_run(
+        capsys,
+        "run",
+        QUESTION,
+        "--method",
+        "direct",
+        "--llm",
+        "fake",
+        "--search",
+        "none",
+        "--quiet",
+        "--out",
+        str(target),
+    )
     assert code == cli.EXIT_USAGE and out == ""
     assert "--out" in err and expected in err and str(target) in err
     assert_no_traceback(err)
@@ -142,10 +175,13 @@ def test_resume_out_is_checked_before_resuming(finished_run, capsys, tmp_path):
 
 
 @pytest.mark.parametrize("fmt", ["md", "json"])
-@pytest.mark.parametrize("make_target, expected", [
-    (lambda tmp: tmp, "is a folder"),
-    (lambda tmp: tmp / "missing" / "x.md", "does not exist"),
-])
+@pytest.mark.parametrize(
+    "make_target, expected",
+    [
+        (lambda tmp: tmp, "is a folder"),
+        (lambda tmp: tmp / "missing" / "x.md", "does not exist"),
+    ],
+)
 def test_export_out_is_checked(finished_run, capsys, tmp_path, fmt, make_target, expected):
     target = make_target(tmp_path)
     code, out, err = cli_run(capsys, "export", finished_run, "--format", fmt, "--out", str(target))
@@ -158,8 +194,20 @@ def test_export_out_is_checked(finished_run, capsys, tmp_path, fmt, make_target,
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full to simulate a full disk")
 def test_run_whose_report_cannot_be_written_at_the_end_says_the_run_is_saved(capsys):
     # /dev/full passes every check up front and fails the write with ENOSPC, like a full disk.
-    code, out, err = cli_run(capsys, "run", QUESTION, "--method", "direct", "--llm", "fake",
-                             "--search", "none", "--quiet", "--out", "/dev/full")
+    code, out, err = cli_run(
+        capsys,
+        "run",
+        QUESTION,
+        "--method",
+        "direct",
+        "--llm",
+        "fake",
+        "--search",
+        "none",
+        "--quiet",
+        "--out",
+        "/dev/full",
+    )
     run_id = out.strip()
     assert code == cli.EXIT_FAILED
     assert_no_traceback(err)

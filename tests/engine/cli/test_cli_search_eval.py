@@ -24,15 +24,22 @@ def test_json_holds_sane_measurements_equal_to_the_runners(prebuilt_corpus_home,
     assert (report["items"], report["skipped"]) == (5, 0)
     recall = report["recall_at_k"]
     assert list(recall) == ["2", "5", "10", "20"]
-    assert all(0.0 <= value <= 1.0 for value in [report["all_gold_at_10"], report["ndcg_at_10"], report["mrr"],
-                                                 *recall.values()])
+    assert all(
+        0.0 <= value <= 1.0
+        for value in [report["all_gold_at_10"], report["ndcg_at_10"], report["mrr"], *recall.values()]
+    )
     assert recall["2"] <= recall["5"] <= recall["10"] <= recall["20"]
     assert report["all_gold_at_10"] <= recall["10"]
     assert 0.0 < report["p50_ms"] <= report["p95_ms"]
 
     # The same items through the runner directly, over the same bundled index: the same numbers.
-    direct = evaluate_retrieval(LocalCorpusSearcher(bundled_corpus.store), load_items("hotpotqa-autoact", limit=5),
-                                dataset="hotpotqa-autoact", retriever="bm25", reranker="none").to_json()
+    direct = evaluate_retrieval(
+        LocalCorpusSearcher(bundled_corpus.store),
+        load_items("hotpotqa-autoact", limit=5),
+        dataset="hotpotqa-autoact",
+        retriever="bm25",
+        reranker="none",
+    ).to_json()
     timing = ("p50_ms", "p95_ms")
     assert {k: v for k, v in report.items() if k not in timing} == {k: v for k, v in direct.items() if k not in timing}
 
@@ -43,8 +50,17 @@ def test_the_table_names_what_was_measured_and_each_metric(prebuilt_corpus_home,
     assert err == ""
     assert "hotpotqa-autoact: 5 items scored, 0 without gold titles skipped" in out
     assert "retriever  bm25   reranker none" in out
-    for label in ("all-gold@10", "nDCG@10", "MRR", "recall@2", "recall@5", "recall@10", "recall@20",
-                  "query p50", "query p95"):
+    for label in (
+        "all-gold@10",
+        "nDCG@10",
+        "MRR",
+        "recall@2",
+        "recall@5",
+        "recall@10",
+        "recall@20",
+        "query p50",
+        "query p95",
+    ):
         assert any(line.startswith(label) for line in out.splitlines()), label
 
 
@@ -68,13 +84,15 @@ def test_the_llm_reranker_without_an_llm_is_one_line(prebuilt_corpus_home, capsy
 
 
 @pytest.mark.parametrize("retriever, reranker", [("dense", "none"), ("hybrid", "none"), ("bm25", "builtin")])
-def test_a_missing_embedding_model_is_one_line_not_a_bm25_measurement(prebuilt_corpus_home, capsys, tmp_path,
-                                                                     monkeypatch, retriever, reranker):
+def test_a_missing_embedding_model_is_one_line_not_a_bm25_measurement(
+    prebuilt_corpus_home, capsys, tmp_path, monkeypatch, retriever, reranker
+):
     # A run would rank by BM25 instead; a measurement labelled dense must not.
     monkeypatch.setenv("THOUGHTMAP_BUILTIN_EMBEDDINGS", "1")
     monkeypatch.setenv("THOUGHTMAP_MODELS_DIR", str(tmp_path / "no-models"))
-    code, out, err = cli_run(capsys, "search-eval", "--dataset", "2wiki", "--limit", "2", "--retriever", retriever,
-                             "--reranker", reranker)
+    code, out, err = cli_run(
+        capsys, "search-eval", "--dataset", "2wiki", "--limit", "2", "--retriever", retriever, "--reranker", reranker
+    )
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and "is not installed" in err and "thoughtmap model prepare" in err
 

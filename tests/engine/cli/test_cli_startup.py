@@ -25,13 +25,30 @@ from tests import REPO_ROOT
 ROOT = REPO_ROOT
 
 # Modules `--help` must not load: each costs a large share of a second (docs/benchmarks.md, "CLI start-up").
-HEAVY = ("sqlalchemy", "sqlmodel", "storage.models", "storage.repository", "engine.methods.base", "engine.runner",
-         "engine.services", "openai", "fpdf", "numpy", "pydantic", "engine.evaluate.claims")
+HEAVY = (
+    "sqlalchemy",
+    "sqlmodel",
+    "storage.models",
+    "storage.repository",
+    "engine.methods.base",
+    "engine.runner",
+    "engine.services",
+    "openai",
+    "fpdf",
+    "numpy",
+    "pydantic",
+    "engine.evaluate.claims",
+)
 
 
 def _modules_loaded_by(code: str) -> set[str]:
-    result = subprocess.run([sys.executable, "-c", f"{code}\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))"],
-                            cwd=ROOT, capture_output=True, text=True, check=True)
+    result = subprocess.run(
+        [sys.executable, "-c", f"{code}\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return set(json.loads(result.stdout.strip().splitlines()[-1]))
 
 
@@ -39,19 +56,24 @@ def test_help_loads_the_grammar_only():
     loaded = _modules_loaded_by(
         "import contextlib, io\nfrom engine.cli import main\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
-        "    try:\n        main(['--help'])\n    except SystemExit:\n        pass")
+        "    try:\n        main(['--help'])\n    except SystemExit:\n        pass"
+    )
     assert "engine.cli.parser" in loaded
     assert not [m for m in HEAVY if m in loaded], sorted(m for m in HEAVY if m in loaded)
     assert not [m for m in loaded if m.startswith("engine.methods.") and m != "engine.methods.registry"]
-    assert not [m for m in loaded if m.startswith("engine.cli.") and m not in
-                ("engine.cli.parser", "engine.cli.input", "engine.cli.basics")]
+    assert not [
+        m
+        for m in loaded
+        if m.startswith("engine.cli.") and m not in ("engine.cli.parser", "engine.cli.input", "engine.cli.basics")
+    ]
 
 
 def test_a_commands_help_loads_no_command_module():
     loaded = _modules_loaded_by(
         "import contextlib, io\nfrom engine.cli import main\n"
         "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
-        "    try:\n        main(['kg', 'build', '--help'])\n    except SystemExit:\n        pass")
+        "    try:\n        main(['kg', 'build', '--help'])\n    except SystemExit:\n        pass"
+    )
     assert "engine.cli.kg" not in loaded  # a command's --help is still the grammar's
     assert "sqlalchemy" not in loaded
 
@@ -87,8 +109,10 @@ def test_the_registry_names_its_methods_without_importing_them():
 def test_a_run_loads_its_own_method_and_no_report_writer():
     """A CLI run of one method imports that method's package, not the seven others, and not fpdf or
     python-docx (loaded when a PDF or DOCX is written): together 0.4-0.7 s of every run's start."""
-    loaded = _modules_loaded_by("import engine.cli.runs, engine.services\n"
-                                "from engine.methods.registry import load_methods\nload_methods()['direct']")
+    loaded = _modules_loaded_by(
+        "import engine.cli.runs, engine.services\n"
+        "from engine.methods.registry import load_methods\nload_methods()['direct']"
+    )
     packages = {spec.partition(":")[0] for spec in BUILTIN.values()}
     assert "engine.methods.direct" in loaded
     others = sorted(m for m in loaded for p in packages - {"engine.methods.direct"} if m == p or m.startswith(p + "."))

@@ -20,12 +20,14 @@ def _labels(run_id: str) -> list[str]:
 
 
 def test_steer_reopens_a_finished_run_and_grows_the_asked_question(prebuilt_corpus_home, capsys) -> None:
-    code, out, _ = cli_run(capsys, "run", QUESTION, "--method", "deot", "--param", "max_nodes=3", "--llm", "fake",
-                           "--quiet")
+    code, out, _ = cli_run(
+        capsys, "run", QUESTION, "--method", "deot", "--param", "max_nodes=3", "--llm", "fake", "--quiet"
+    )
     assert code == 0
     run_id = run_id_of(out)
-    code, _, err = cli_run(capsys, "steer", run_id, "ask", "--node", "1", "--set",
-                           "question=How did the plague of 165 matter?")
+    code, _, err = cli_run(
+        capsys, "steer", run_id, "ask", "--node", "1", "--set", "question=How did the plague of 165 matter?"
+    )
     assert code == 0, err
     assert "ask queued" in err and f"run {run_id}: done" in err
     assert "How did the plague of 165 matter?" in _labels(run_id)

@@ -30,8 +30,9 @@ def _rows(services, bench_id):
 def _half_done_benchmark(services) -> str:
     """4 items × direct,rag, stopped once 3 item runs were scored (concurrency 1)."""
     runner = BenchmarkRunner(services)
-    bench = runner.create(BenchmarkSpec(dataset="hotpotqa-autoact", methods=["direct", "rag"], limit=4,
-                                        llm="fake", concurrency=1))
+    bench = runner.create(
+        BenchmarkSpec(dataset="hotpotqa-autoact", methods=["direct", "rag"], limit=4, llm="fake", concurrency=1)
+    )
     stop = threading.Event()
     finished = []
 
@@ -53,7 +54,8 @@ def second_home(tmp_path, bundled_corpus):
 
 
 def test_a_benchmark_exported_half_done_continues_on_another_machine_and_merges_back(
-        prebuilt_corpus_home, second_home, tmp_path, monkeypatch, capsys):
+    prebuilt_corpus_home, second_home, tmp_path, monkeypatch, capsys
+):
     a = _open(prebuilt_corpus_home, monkeypatch)
     try:
         bench_id = _half_done_benchmark(a)
@@ -73,8 +75,10 @@ def test_a_benchmark_exported_half_done_continues_on_another_machine_and_merges_
     # Machine B: import, then continue with the ordinary --resume.
     monkeypatch.setenv("THOUGHTMAP_HOME", str(second_home))
     assert cli.main(["bench", "--import", str(archive)]) == cli.EXIT_OK
-    assert f"3 finished item runs imported, 5 left; continue it with: thoughtmap bench --resume {bench_id}" \
+    assert (
+        f"3 finished item runs imported, 5 left; continue it with: thoughtmap bench --resume {bench_id}"
         in capsys.readouterr().out
+    )
     assert cli.main(["bench", "--resume", bench_id, "--quiet"]) == cli.EXIT_OK
     assert "| direct | 4/4 | 0 |" in capsys.readouterr().out
     b = _open(second_home, monkeypatch)
@@ -116,21 +120,32 @@ def _archive(tmp_path: Path, services) -> dict:
     return json.loads((tmp_path / "good.json").read_text())
 
 
-@pytest.mark.parametrize("spoil, words", [
-    (lambda d: "not json {", "is not a JSON benchmark file"),
-    (lambda d: {**d, "format": "other"}, "is not a Thoughtmap benchmark file"),
-    (lambda d: {**d, "version": 9}, "version 9 of the benchmark file"),
-    (lambda d: {**d, "benchmark": {**d["benchmark"], "methods": ["direct", "nosuch"]}}, "the method 'nosuch'"),
-    (lambda d: {**d, "benchmark": {**d["benchmark"], "dataset": "nosuch"}}, "unknown dataset 'nosuch'"),
-    (lambda d: {**d, "items": d["items"][:-1]}, "need 8, one per pair"),
-    (lambda d: {**d, "items": [{**i, "item_id": "made-up"} if n == 0 else i for n, i in enumerate(d["items"])]},
-     "share position 0"),
-    (lambda d: {**d, "items": [{**i, "metrics": {"em": {"$x": 1}}} if n == 0 else i
-                               for n, i in enumerate(d["items"])]}, "metric 'em' must be a number"),
-    (lambda d: {**d, "benchmark": {**d["benchmark"], "id": "../../etc"}}, "benchmark.id"),
-])
+@pytest.mark.parametrize(
+    "spoil, words",
+    [
+        (lambda d: "not json {", "is not a JSON benchmark file"),
+        (lambda d: {**d, "format": "other"}, "is not a Thoughtmap benchmark file"),
+        (lambda d: {**d, "version": 9}, "version 9 of the benchmark file"),
+        (lambda d: {**d, "benchmark": {**d["benchmark"], "methods": ["direct", "nosuch"]}}, "the method 'nosuch'"),
+        (lambda d: {**d, "benchmark": {**d["benchmark"], "dataset": "nosuch"}}, "unknown dataset 'nosuch'"),
+        (lambda d: {**d, "items": d["items"][:-1]}, "need 8, one per pair"),
+        (
+            lambda d: {**d, "items": [{**i, "item_id": "made-up"} if n == 0 else i for n, i in enumerate(d["items"])]},
+            "share position 0",
+        ),
+        (
+            lambda d: {
+                **d,
+                "items": [{**i, "metrics": {"em": {"$x": 1}}} if n == 0 else i for n, i in enumerate(d["items"])],
+            },
+            "metric 'em' must be a number",
+        ),
+        (lambda d: {**d, "benchmark": {**d["benchmark"], "id": "../../etc"}}, "benchmark.id"),
+    ],
+)
 def test_a_bad_benchmark_file_is_refused_with_what_is_wrong_and_nothing_stored(
-        spoil, words, prebuilt_corpus_home, second_home, tmp_path, monkeypatch, capsys):
+    spoil, words, prebuilt_corpus_home, second_home, tmp_path, monkeypatch, capsys
+):
     services = _open(prebuilt_corpus_home, monkeypatch)
     try:
         good = _archive(tmp_path, services)
@@ -150,8 +165,7 @@ def test_a_bad_benchmark_file_is_refused_with_what_is_wrong_and_nothing_stored(
         services.close()
 
 
-def test_items_not_in_the_bundled_dataset_are_refused(prebuilt_corpus_home, second_home, tmp_path, monkeypatch,
-                                                      capsys):
+def test_items_not_in_the_bundled_dataset_are_refused(prebuilt_corpus_home, second_home, tmp_path, monkeypatch, capsys):
     services = _open(prebuilt_corpus_home, monkeypatch)
     try:
         good = _archive(tmp_path, services)
@@ -165,12 +179,15 @@ def test_items_not_in_the_bundled_dataset_are_refused(prebuilt_corpus_home, seco
     monkeypatch.setenv("THOUGHTMAP_HOME", str(second_home))
     capsys.readouterr()
     assert cli.main(["bench", "--import", str(tmp_path / "bad.json")]) == cli.EXIT_USAGE
-    assert "1 item(s) are not in the bundled hotpotqa-autoact dataset (e.g. not-a-hotpotqa-item)" \
+    assert (
+        "1 item(s) are not in the bundled hotpotqa-autoact dataset (e.g. not-a-hotpotqa-item)"
         in capsys.readouterr().err
+    )
 
 
-def test_a_different_benchmark_under_the_same_id_is_not_merged_into(prebuilt_corpus_home, tmp_path, monkeypatch,
-                                                                   capsys):
+def test_a_different_benchmark_under_the_same_id_is_not_merged_into(
+    prebuilt_corpus_home, tmp_path, monkeypatch, capsys
+):
     services = _open(prebuilt_corpus_home, monkeypatch)
     try:
         good = _archive(tmp_path, services)
@@ -186,9 +203,11 @@ def test_a_different_benchmark_under_the_same_id_is_not_merged_into(prebuilt_cor
     assert "its items are not the 4 items of seed 99" in capsys.readouterr().err
     # The same items run with other parameters, on another model or another search: one table
     # would mix two setups.
-    for field, value, word in (("params", {"direct": {"max_answer_tokens": 7}, "rag": {}}, "parameters"),
-                               ("llm_info", {"kind": "openai", "model": "gpt-4o", "base_url": "https://x"}, "model"),
-                               ("search_mode", "web", "search")):
+    for field, value, word in (
+        ("params", {"direct": {"max_answer_tokens": 7}, "rag": {}}, "parameters"),
+        ("llm_info", {"kind": "openai", "model": "gpt-4o", "base_url": "https://x"}, "model"),
+        ("search_mode", "web", "search"),
+    ):
         changed = json.loads(json.dumps(good))
         changed["benchmark"][field] = value
         (tmp_path / "other.json").write_text(json.dumps(changed))
@@ -219,15 +238,33 @@ def test_export_and_import_keep_every_field_on_each_database(database_url, tmp_p
     target_db = open_database(_second_database(database_url, tmp_path))
     try:
         source = EvaluationStore(source_db)
-        bench = source.create_benchmark(dataset="hotpotqa-autoact", methods=["direct", "rag"], items=items, limit=3,
-                                        seed=13, params={"rag": {"top_k": 10}}, llm_info={"kind": "local"},
-                                        search_mode="local", max_tokens=5000)
+        bench = source.create_benchmark(
+            dataset="hotpotqa-autoact",
+            methods=["direct", "rag"],
+            items=items,
+            limit=3,
+            seed=13,
+            params={"rag": {"top_k": 10}},
+            llm_info={"kind": "local"},
+            search_mode="local",
+            max_tokens=5000,
+        )
         rows = source.list_items(bench.id)
-        source.finish_item(rows[0].id, status=ItemStatus.SCORED, prediction="Arthur's Magazine ünïcode",
-                           metrics={"em": 1.0, "f1": 1.0, "recall_all": True, "judge_error": None},
-                           eval_usage={"calls": 1, "prompt_tokens": 12})
-        source.finish_item(rows[1].id, status=ItemStatus.FAILED, prediction="", metrics={"em": 0.0},
-                           eval_usage={}, error="nothing was answered")
+        source.finish_item(
+            rows[0].id,
+            status=ItemStatus.SCORED,
+            prediction="Arthur's Magazine ünïcode",
+            metrics={"em": 1.0, "f1": 1.0, "recall_all": True, "judge_error": None},
+            eval_usage={"calls": 1, "prompt_tokens": 12},
+        )
+        source.finish_item(
+            rows[1].id,
+            status=ItemStatus.FAILED,
+            prediction="",
+            metrics={"em": 0.0},
+            eval_usage={},
+            error="nothing was answered",
+        )
         source.attach_run(rows[2].id, "someRunId")  # under way: travels as not started
         path = tmp_path / "bench.json"
         write_archive(export_benchmark(source, bench.id), path)
@@ -235,11 +272,16 @@ def test_export_and_import_keep_every_field_on_each_database(database_url, tmp_p
         target = EvaluationStore(target_db)
         imported, filled = import_benchmark(target, read_archive(path))
         assert filled == 2 and imported.id == bench.id and imported.status == "stopped"
-        assert (imported.params, imported.llm_info, imported.max_tokens) == ({"rag": {"top_k": 10}}, {"kind": "local"}, 5000)
+        assert (imported.params, imported.llm_info, imported.max_tokens) == (
+            {"rag": {"top_k": 10}},
+            {"kind": "local"},
+            5000,
+        )
         got = target.list_items(bench.id)
         assert [(r.item_id, r.method, r.status) for r in got] == [
             (r.item_id, r.method, r.status if r.status in ItemStatus.FINISHED else ItemStatus.PENDING)
-            for r in source.list_items(bench.id)]
+            for r in source.list_items(bench.id)
+        ]
         assert got[0].prediction == "Arthur's Magazine ünïcode" and got[0].metrics["recall_all"] is True
         assert got[0].eval_usage == {"calls": 1, "prompt_tokens": 12} and got[0].finished_at is not None
         assert got[1].error == "nothing was answered" and all(r.run_id is None for r in got)

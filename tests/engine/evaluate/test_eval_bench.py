@@ -30,8 +30,9 @@ def services(prebuilt_corpus_home):
 
 
 def _bench(services, **overrides):
-    spec = BenchmarkSpec(**{"dataset": "hotpotqa-autoact", "methods": ["direct", "rag"], "limit": 3,
-                            "llm": "fake", **overrides})
+    spec = BenchmarkSpec(
+        **{"dataset": "hotpotqa-autoact", "methods": ["direct", "rag"], "limit": 3, "llm": "fake", **overrides}
+    )
     runner = BenchmarkRunner(services)
     bench = runner.create(spec)
     return runner, runner.execute(bench.id)
@@ -39,8 +40,26 @@ def _bench(services, **overrides):
 
 def test_twenty_hotpotqa_items_by_direct_rag_and_deot_complete_offline(prebuilt_corpus_home, capsys, tmp_path):
     out, out_json = tmp_path / "table.md", tmp_path / "table.json"
-    code = cli.main(["bench", "--dataset", "hotpotqa-autoact", "--methods", "direct,rag,deot", "--limit", "20",
-                     "--llm", "fake", "--concurrency", "4", "--quiet", "--out", str(out), "--json", str(out_json)])
+    code = cli.main(
+        [
+            "bench",
+            "--dataset",
+            "hotpotqa-autoact",
+            "--methods",
+            "direct,rag,deot",
+            "--limit",
+            "20",
+            "--llm",
+            "fake",
+            "--concurrency",
+            "4",
+            "--quiet",
+            "--out",
+            str(out),
+            "--json",
+            str(out_json),
+        ]
+    )
     assert code == cli.EXIT_OK, capsys.readouterr().err
     services = build_services(load_settings())
     try:
@@ -77,8 +96,20 @@ def test_a_killed_benchmark_resumes_without_redoing_finished_items(prebuilt_corp
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "THOUGHTMAP_"))}
     # Each fake call takes a little time, so the kill lands with some items scored and some running.
     env.update(THOUGHTMAP_HOME=str(prebuilt_corpus_home), THOUGHTMAP_FAKE_LATENCY="0.2", PYTHONUNBUFFERED="1")
-    args = ["bench", "--dataset", "hotpotqa-autoact", "--methods", "direct,rag", "--limit", "8", "--llm", "fake",
-            "--concurrency", "2", "--quiet"]
+    args = [
+        "bench",
+        "--dataset",
+        "hotpotqa-autoact",
+        "--methods",
+        "direct,rag",
+        "--limit",
+        "8",
+        "--llm",
+        "fake",
+        "--concurrency",
+        "2",
+        "--quiet",
+    ]
     proc = subprocess.Popen([*THOUGHTMAP, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     services = build_services(load_settings())
     try:
@@ -101,8 +132,9 @@ def test_a_killed_benchmark_resumes_without_redoing_finished_items(prebuilt_corp
     finally:
         services.close()
 
-    resumed = subprocess.run([*THOUGHTMAP, "bench", "--resume", bench.id, "--quiet"], env=env,
-                             capture_output=True, text=True, timeout=300)
+    resumed = subprocess.run(
+        [*THOUGHTMAP, "bench", "--resume", bench.id, "--quiet"], env=env, capture_output=True, text=True, timeout=300
+    )
     assert resumed.returncode == 0, resumed.stderr
 
     services = build_services(load_settings())
@@ -152,14 +184,17 @@ def test_the_excluding_searcher_drops_an_article_by_title_or_url_and_still_retur
         description = "test listing"
 
         def search(self, query, k=5):
-            pool = [hit("Cyclone Mocha", "https://en.wikipedia.org/wiki/Cyclone_Mocha", 0),
-                    hit("Cyclone Mocha - Wikipedia", "https://example.org/a", 1),
-                    hit("Mirror", "https://en.m.wikipedia.org/wiki/Cyclone_Mocha/", 2),
-                    *(hit(f"Other {n}", f"https://example.org/{n}", n) for n in range(3, 20))]
+            pool = [
+                hit("Cyclone Mocha", "https://en.wikipedia.org/wiki/Cyclone_Mocha", 0),
+                hit("Cyclone Mocha - Wikipedia", "https://example.org/a", 1),
+                hit("Mirror", "https://en.m.wikipedia.org/wiki/Cyclone_Mocha/", 2),
+                *(hit(f"Other {n}", f"https://example.org/{n}", n) for n in range(3, 20)),
+            ]
             return pool[:k]
 
-    searcher = ExcludingSearcher(Listing(), SearchExclusions(titles=["cyclone  mocha"],
-                                                             urls=["http://www.en.wikipedia.org/wiki/Cyclone_Mocha"]))
+    searcher = ExcludingSearcher(
+        Listing(), SearchExclusions(titles=["cyclone  mocha"], urls=["http://www.en.wikipedia.org/wiki/Cyclone_Mocha"])
+    )
     hits = searcher.search("mocha", 5)
     assert [h.title for h in hits] == ["Other 3", "Other 4", "Other 5", "Other 6", "Other 7"]
 
@@ -175,8 +210,9 @@ def test_bad_benchmark_input_is_refused_before_anything_is_stored(services):
         (dict(concurrency=0), "--concurrency"),
     ]
     for overrides, words in cases:
-        spec = BenchmarkSpec(**{"dataset": "hotpotqa-autoact", "methods": ["direct", "rag"], "limit": 2,
-                                "llm": "fake", **overrides})
+        spec = BenchmarkSpec(
+            **{"dataset": "hotpotqa-autoact", "methods": ["direct", "rag"], "limit": 2, "llm": "fake", **overrides}
+        )
         with pytest.raises(BenchmarkError, match=None) as info:
             runner.create(spec)
         assert words in str(info.value)
@@ -222,12 +258,18 @@ def test_a_parameter_goes_to_the_methods_that_have_it(services):
 
 
 def test_judges_add_their_scores_to_every_item_and_store_their_verdicts(services):
-    runner, bench = _bench(services, dataset="freshwiki", methods=["rag"], limit=1,
-                           judges=("claims", "density", "rubric"))
+    runner, bench = _bench(
+        services, dataset="freshwiki", methods=["rag"], limit=1, judges=("claims", "density", "rubric")
+    )
     (row,) = runner.store.list_items(bench.id)
     assert row.status == ItemStatus.SCORED, row.error
-    assert {"support_rate", "citation_error_rate", "knowledge_density", "rubric_relevance",
-            "rubric_novelty"} <= row.metrics.keys(), row.metrics
+    assert {
+        "support_rate",
+        "citation_error_rate",
+        "knowledge_density",
+        "rubric_relevance",
+        "rubric_novelty",
+    } <= row.metrics.keys(), row.metrics
     assert 0.0 <= row.metrics["citation_error_rate"] <= 1.0 and row.metrics["knowledge_density"] > 0
     verdicts = {j.protocol for j in runner.store.list_judgments(benchmark_id=bench.id)}
     assert verdicts == {"claim_support", "omnithink.knowledge_density", "omnithink.rubric"}
@@ -239,8 +281,20 @@ def test_judges_add_their_scores_to_every_item_and_store_their_verdicts(services
 
 
 def test_pairwise_compares_the_first_method_with_the_others_item_by_item(prebuilt_corpus_home, capsys):
-    args = ["bench", "--dataset", "researchy", "--methods", "direct,rag", "--limit", "2", "--llm", "fake",
-            "--quiet", "--pairwise", "deot"]
+    args = [
+        "bench",
+        "--dataset",
+        "researchy",
+        "--methods",
+        "direct,rag",
+        "--limit",
+        "2",
+        "--llm",
+        "fake",
+        "--quiet",
+        "--pairwise",
+        "deot",
+    ]
     assert cli.main(args) == cli.EXIT_OK, capsys.readouterr().err
     out = capsys.readouterr().out
     assert "Pairwise (deot.pairwise): direct vs rag, 2 valid comparisons of 2 (0 invalid)" in out
@@ -291,8 +345,16 @@ def test_a_stopped_benchmark_resumes_the_run_it_stopped_instead_of_failing_it(pr
     services.use_llm("fake", fake)
     try:
         runner = BenchmarkRunner(services)
-        bench = runner.create(BenchmarkSpec(dataset="hotpotqa-autoact", methods=["deot"], limit=2, llm="fake",
-                                            concurrency=1, values={"max_nodes": 1}))
+        bench = runner.create(
+            BenchmarkSpec(
+                dataset="hotpotqa-autoact",
+                methods=["deot"],
+                limit=2,
+                llm="fake",
+                concurrency=1,
+                values={"max_nodes": 1},
+            )
+        )
         stop = threading.Event()
         first = threading.Thread(target=runner.execute, args=(bench.id,), kwargs={"stop": stop})
         first.start()
@@ -302,7 +364,9 @@ def test_a_stopped_benchmark_resumes_the_run_it_stopped_instead_of_failing_it(pr
         threading.Timer(3 * 0.5 + 0.3, release.set).start()
         first.join(60)
         (held_row,) = [r for r in runner.store.list_items(bench.id) if r.run_id]
-        assert held_row.status != ItemStatus.FAILED and services.repo.get_run(held_row.run_id).status == RunStatus.STOPPED
+        assert (
+            held_row.status != ItemStatus.FAILED and services.repo.get_run(held_row.run_id).status == RunStatus.STOPPED
+        )
         assert runner.store.get_benchmark(bench.id).status == "stopped"
         # The benchmark asked the run to stop once, however long the run took to reach its next step.
         assert [c.kind for c in services.repo.list_commands(held_row.run_id)].count("stop") == 1
@@ -344,7 +408,8 @@ def test_mtqa_knowledge_units_are_scored_as_evidence_recall_beside_the_sources(s
 
 
 def test_a_sample_balanced_by_level_holds_each_level_equally_and_the_table_breaks_down_by_it(
-        prebuilt_corpus_home, capsys, tmp_path):
+    prebuilt_corpus_home, capsys, tmp_path
+):
     items = load_items("hotpotqa-autoact", limit=9, balance="level")
     assert sorted(i.meta["level"] for i in items) == ["easy"] * 3 + ["hard"] * 3 + ["medium"] * 3
     # Same seed, same sample; each level's items in the plain sample's order.
@@ -355,21 +420,44 @@ def test_a_sample_balanced_by_level_holds_each_level_equally_and_the_table_break
         assert mine == [i.id for i in plain if i.meta["level"] == level][:3]
 
     out_json = tmp_path / "table.json"
-    code = cli.main(["bench", "--dataset", "hotpotqa-autoact", "--methods", "direct", "--limit", "6", "--by", "level",
-                     "--llm", "fake", "--quiet", "--json", str(out_json)])
+    code = cli.main(
+        [
+            "bench",
+            "--dataset",
+            "hotpotqa-autoact",
+            "--methods",
+            "direct",
+            "--limit",
+            "6",
+            "--by",
+            "level",
+            "--llm",
+            "fake",
+            "--quiet",
+            "--json",
+            str(out_json),
+        ]
+    )
     captured = capsys.readouterr()
     assert code == cli.EXIT_OK, captured.err
     # The levels in the dataset's order, not alphabetical.
     lines = [line for line in captured.out.splitlines() if line.startswith("| direct · ")]
     assert [line.split(" | ")[0:2] for line in lines] == [
-        ["| direct · easy", "2/2"], ["| direct · medium", "2/2"], ["| direct · hard", "2/2"]]
+        ["| direct · easy", "2/2"],
+        ["| direct · medium", "2/2"],
+        ["| direct · hard", "2/2"],
+    ]
     rows = json.loads(out_json.read_text())["methods"]
     assert [(r["method"], r["group"], r["items"]) for r in rows] == [
-        ("direct", "easy", 2), ("direct", "medium", 2), ("direct", "hard", 2)]
+        ("direct", "easy", 2),
+        ("direct", "medium", 2),
+        ("direct", "hard", 2),
+    ]
 
     # A key the items do not have is refused, and nothing is stored for it.
-    code = cli.main(["bench", "--dataset", "nq", "--methods", "direct", "--limit", "2", "--by", "level",
-                     "--llm", "fake", "--quiet"])
+    code = cli.main(
+        ["bench", "--dataset", "nq", "--methods", "direct", "--limit", "2", "--by", "level", "--llm", "fake", "--quiet"]
+    )
     assert code != cli.EXIT_OK and "no 'level'" in capsys.readouterr().err
     services = build_services(load_settings())
     try:
@@ -389,18 +477,27 @@ def test_a_failed_run_scores_zero_whatever_its_placeholder_report_says(services)
     item = load_items("freshwiki", limit=1)[0]
     run = services.repo.create_run(question=item.question, method="research", params={})
     placeholder = f"# {item.question}\n\n## Overview\n\nNothing was answered: the writer failed. " + item.question
-    services.repo.save_report(run.id, placeholder, data={"metrics": {"citation_error_rate": 0.0,
-                                                                     "support_rate": 1.0}})
+    services.repo.save_report(run.id, placeholder, data={"metrics": {"citation_error_rate": 0.0, "support_rate": 1.0}})
     services.repo.set_status(run.id, RunStatus.FAILED, error="the writer failed three times")
     prediction, metrics, error = score_item(services.repo, run.id, item, reader=None)
     assert prediction == "" and error == "the writer failed three times"
     assert metrics["rouge_l"] == 0.0 and metrics["heading_recall"] == 0.0
     assert "citation_error_rate" not in metrics and "support_rate" not in metrics
 
-    failed = BenchmarkItem(benchmark_id="b", item_id="i1", method="rag", status=ItemStatus.FAILED,
-                           metrics={"recall_all": 1.0, "f1": 1.0, "tokens": 50})
-    scored = BenchmarkItem(benchmark_id="b", item_id="i2", method="rag", status=ItemStatus.SCORED,
-                           metrics={"recall_all": 1.0, "f1": 1.0, "tokens": 70})
+    failed = BenchmarkItem(
+        benchmark_id="b",
+        item_id="i1",
+        method="rag",
+        status=ItemStatus.FAILED,
+        metrics={"recall_all": 1.0, "f1": 1.0, "tokens": 50},
+    )
+    scored = BenchmarkItem(
+        benchmark_id="b",
+        item_id="i2",
+        method="rag",
+        status=ItemStatus.SCORED,
+        metrics={"recall_all": 1.0, "f1": 1.0, "tokens": 70},
+    )
     early = BenchmarkItem(benchmark_id="b", item_id="i3", method="rag", status=ItemStatus.FAILED, metrics={})
     # An answer metric: a failed run answered nothing, whatever number it stored.
     assert _values([failed, scored, early], "f1", ZERO) == [0.0, 1.0, 0.0]
@@ -423,8 +520,9 @@ def test_recall_at_10_follows_the_searches_order_not_the_stored_ids(services):
     ranked = ["Zurich Opera House", *(f"Alpha {n:02d}" for n in range(10)), "Aaron Gold"]
     run = services.repo.create_run(question="Who built the opera house?", method="rag", params={})
     search = services.repo.add_node(run.id, kind="retrieval", label="search", status="done")
-    sources = services.repo.add_sources(run.id, [SourceInput(ref=f"corpus/{t}#0", title=t) for t in ranked],
-                                        node_id=search.id)
+    sources = services.repo.add_sources(
+        run.id, [SourceInput(ref=f"corpus/{t}#0", title=t) for t in ranked], node_id=search.id
+    )
     by_title = {s.title: s for s in sources}
     assert by_title["Zurich Opera House"].id > by_title["Alpha 09"].id  # ids: alphabetical in the batch
     # A later node cites the source ranked last: its link does not lift it into the first ten.
@@ -435,9 +533,14 @@ def test_recall_at_10_follows_the_searches_order_not_the_stored_ids(services):
 
     ordered = retrieval_order(services.repo.list_sources(run.id), services.repo.node_source_links(run.id))
     assert [s.title for s in ordered] == ranked
-    item = Item(dataset="hotpotqa-autoact", id="z1", question="Who built the opera house?", answers=["Zurich"],
-                answer_type="short",
-                supporting_titles=["Zurich Opera House"])
+    item = Item(
+        dataset="hotpotqa-autoact",
+        id="z1",
+        question="Who built the opera house?",
+        answers=["Zurich"],
+        answer_type="short",
+        supporting_titles=["Zurich Opera House"],
+    )
     _, metrics, _ = score_item(services.repo, run.id, item, reader=None)
     assert metrics["recall_any"] == 1.0
     gold_last = item.model_copy(update={"supporting_titles": ["Aaron Gold"]})
@@ -453,9 +556,26 @@ def test_runs_the_benchmarks_budget_stopped_are_resumed_with_a_raised_budget(pre
     was reached (not "resume to finish", which stopped every run again at once), and a resume that
     does not raise it starts nothing."""
     # One item run at a time: DEoT's run comes first and its budget stops it part-way.
-    code = cli.main(["bench", "--dataset", "hotpotqa-autoact", "--methods", "direct,deot", "--limit", "2",
-                     "--param", "deot.max_nodes=3", "--llm", "fake", "--max-tokens", "1500", "--concurrency", "1",
-                     "--quiet"])
+    code = cli.main(
+        [
+            "bench",
+            "--dataset",
+            "hotpotqa-autoact",
+            "--methods",
+            "direct,deot",
+            "--limit",
+            "2",
+            "--param",
+            "deot.max_nodes=3",
+            "--llm",
+            "fake",
+            "--max-tokens",
+            "1500",
+            "--concurrency",
+            "1",
+            "--quiet",
+        ]
+    )
     assert code == cli.EXIT_STOPPED, capsys.readouterr().err
 
     def read():
@@ -482,8 +602,9 @@ def test_runs_the_benchmarks_budget_stopped_are_resumed_with_a_raised_budget(pre
     # Resumed as it is: nothing can run, nothing is spent, the advice stays.
     assert cli.main(["bench", "--resume", bench.id, "--quiet"]) == cli.EXIT_STOPPED
     again, _rows, again_runs = read()
-    assert {row_id: run.prompt_tokens + run.completion_tokens for row_id, run in again_runs.items()
-            if row_id in spent} == spent
+    assert {
+        row_id: run.prompt_tokens + run.completion_tokens for row_id, run in again_runs.items() if row_id in spent
+    } == spent
     assert again.note == bench.note
 
     # A "raised" budget that is not more than what is spent would stop it again at once: refused,
@@ -502,10 +623,14 @@ def test_runs_the_benchmarks_budget_stopped_are_resumed_with_a_raised_budget(pre
     assert all(run.status == RunStatus.DONE for run in runs.values())
     # A resumed run's budget: what it had spent, plus what the benchmark had left when it resumed.
     first = stopped[0]
-    total_before = sum(spent.values()) + sum(int(r.eval_usage.get("prompt_tokens", 0))
-                                             + int(r.eval_usage.get("completion_tokens", 0)) for r in _rows)
+    total_before = sum(spent.values()) + sum(
+        int(r.eval_usage.get("prompt_tokens", 0)) + int(r.eval_usage.get("completion_tokens", 0)) for r in _rows
+    )
     assert runs[first.id].max_tokens == spent[first.id] + (100_000 - total_before), (
-        runs[first.id].max_tokens, spent[first.id], total_before)
+        runs[first.id].max_tokens,
+        spent[first.id],
+        total_before,
+    )
 
     # A rescore keeps to the same budget: `--rescore ID --max-tokens N` raises it first, with the
     # same check, and a rescore that needs no LLM call says how many items it scored again.

@@ -25,8 +25,11 @@ def judge_by_keyword(request):
     text = request.messages[1].content
     answer = {}
     for number, sentence in _SENTENCE.findall(text):
-        verdict = next(v for k, v in (("unsupported", "not_supported"), ("contradicted", "contradicted"),
-                                      ("supported", "supported")) if k in sentence)
+        verdict = next(
+            v
+            for k, v in (("unsupported", "not_supported"), ("contradicted", "contradicted"), ("supported", "supported"))
+            if k in sentence
+        )
         answer[f"sentence_{number}"] = {"verdict": verdict, "reason": f"the source {verdict.replace('_', ' ')}"}
     return answer
 
@@ -37,16 +40,23 @@ def cited_run(services):
     run_id = run_to_end(services, QUESTION, "rag")
     s1, s2 = [s.id for s in services.repo.list_sources(run_id)][:2]
     dangling = max(s1, s2) + 1000
-    report = (f"# Answer\n\nAlpha is supported here [[S{s1}]]. Beta is unsupported there [[S{s1}]][[S{s2}]]. "
-              f"Gamma is contradicted [[S{s2}]].\n\n- Delta cites nothing real [[S{dangling}]]\n\n"
-              f"Epsilon cites nothing at all. Zeta is supported too. [[S{s2}]]")
+    report = (
+        f"# Answer\n\nAlpha is supported here [[S{s1}]]. Beta is unsupported there [[S{s1}]][[S{s2}]]. "
+        f"Gamma is contradicted [[S{s2}]].\n\n- Delta cites nothing real [[S{dangling}]]\n\n"
+        f"Epsilon cites nothing at all. Zeta is supported too. [[S{s2}]]"
+    )
     services.repo.save_report(run_id, report)
     return load_judged_run(services.repo, run_id), s1, s2, dangling
 
 
 def test_sentences_keep_their_markers_and_a_trailing_marker_goes_back():
     assert split_sentences("# Title\n\nOne [[S1]]. Two. [[S2]][[S3]] Three?\n- Item [[S4]]") == [
-        "Title", "One [[S1]].", "Two. [[S2]][[S3]]", "Three?", "Item [[S4]]"]
+        "Title",
+        "One [[S1]].",
+        "Two. [[S2]][[S3]]",
+        "Three?",
+        "Item [[S4]]",
+    ]
 
 
 def test_claim_support_rates_on_a_stored_run(services, fake_llm, cited_run):
@@ -63,8 +73,14 @@ def test_claim_support_rates_on_a_stored_run(services, fake_llm, cited_run):
         "Delta cites nothing real": [(dangling, "dangling")],
         "Zeta is supported too.": [(s2, "supported")],
     }
-    assert (result.markers, result.supported, result.not_supported, result.contradicted, result.dangling,
-            result.invalid) == (6, 2, 2, 1, 1, 0)
+    assert (
+        result.markers,
+        result.supported,
+        result.not_supported,
+        result.contradicted,
+        result.dangling,
+        result.invalid,
+    ) == (6, 2, 2, 1, 1, 0)
     assert result.support_rate == 2 / 5  # supported of checked (the dangling one is not checked)
     assert result.citation_error_rate == (1 + 3) / 6  # dangling + not supported + contradicted, of markers
 
@@ -82,11 +98,19 @@ def test_claim_support_rates_on_a_stored_run(services, fake_llm, cited_run):
 def test_an_invalid_batch_is_neither_support_nor_error(services, fake_llm, cited_run):
     run, s1, s2, _ = cited_run
     source_one = run.sources[s1].title
-    fake_llm.when(prompt="judge.claim_support",
-                  respond=lambda r: "no idea" if source_one in r.messages[1].content else judge_by_keyword(r))
+    fake_llm.when(
+        prompt="judge.claim_support",
+        respond=lambda r: "no idea" if source_one in r.messages[1].content else judge_by_keyword(r),
+    )
     result = check_and_store(EvaluationStore(services.db), EvalLLM(fake_llm, max_reasks=1), run)
     # Source 1's two citations are invalid; left: s2 not supported, contradicted, supported; 1 dangling.
-    assert (result.invalid, result.supported, result.not_supported, result.contradicted, result.dangling) == (2, 1, 1, 1, 1)
+    assert (result.invalid, result.supported, result.not_supported, result.contradicted, result.dangling) == (
+        2,
+        1,
+        1,
+        1,
+        1,
+    )
     assert result.support_rate == 1 / 3
     assert result.citation_error_rate == (1 + 2) / 4
 
@@ -99,8 +123,11 @@ def test_thoughtmap_judge_compares_two_stored_runs_offline(services, capsys):
     out, err = capsys.readouterr()
     assert code == cli.EXIT_OK, err
     assert f"A = run {run_a}   B = run {run_b}" in out
-    rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()
-            if line.startswith(("analytical_depth ", "overall "))}  # the table, not the indented reasons
+    rows = {
+        line.split()[0]: line.split()[1:]
+        for line in out.splitlines()
+        if line.startswith(("analytical_depth ", "overall "))
+    }  # the table, not the indented reasons
     # The offline fake answers "A" whatever it is shown: a flip in every criterion, hence ties.
     assert rows["overall"] == ["A", "B", "tie", "50%", "50%"]
     assert "1 valid, 0 invalid; 6 of 6 criteria tied" in out

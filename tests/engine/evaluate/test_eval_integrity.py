@@ -30,8 +30,9 @@ def services(prebuilt_corpus_home):
 
 
 def _create(services, reader=None, **overrides):
-    spec = BenchmarkSpec(**{"dataset": "hotpotqa-autoact", "methods": ["direct", "rag"], "limit": 2,
-                            "llm": "fake", **overrides})
+    spec = BenchmarkSpec(
+        **{"dataset": "hotpotqa-autoact", "methods": ["direct", "rag"], "limit": 2, "llm": "fake", **overrides}
+    )
     runner = BenchmarkRunner(services, reader=reader)
     return runner, runner.create(spec)
 
@@ -60,8 +61,13 @@ def test_a_rescore_reuses_the_readers_reading_and_keeps_what_it_does_not_compute
     runner.execute(bench.id)
     rows = runner.store.list_items(bench.id)
     row = rows[0]
-    runner.store.finish_item(row.id, status=row.status, prediction=row.prediction,
-                             metrics={**row.metrics, "f1": 0.123, "factuality": 0.5}, eval_usage=row.eval_usage)
+    runner.store.finish_item(
+        row.id,
+        status=row.status,
+        prediction=row.prediction,
+        metrics={**row.metrics, "f1": 0.123, "factuality": 0.5},
+        eval_usage=row.eval_usage,
+    )
     no_reader = FakeLLM().when(prompt=READER, respond=AssertionError("the stored reading is reused"))
     BenchmarkRunner(services, reader=EvalLLM(no_reader)).rescore(bench.id)
     again = runner.store.get_item(row.id)
@@ -77,8 +83,13 @@ def test_a_rescore_keeps_to_the_benchmarks_budget(services):
     rows = [r for r in runner.store.list_items(bench.id) if r.metrics.get("answer_source") == "reader"]
     assert rows
     for row in rows:  # readings by an older reader: a rescore would ask it again
-        runner.store.finish_item(row.id, status=row.status, prediction="an older reading", eval_usage=row.eval_usage,
-                                 metrics={k: v for k, v in row.metrics.items() if k != "reader_version"})
+        runner.store.finish_item(
+            row.id,
+            status=row.status,
+            prediction="an older reading",
+            eval_usage=row.eval_usage,
+            metrics={k: v for k, v in row.metrics.items() if k != "reader_version"},
+        )
     runner.store.set_budget(bench.id, max_tokens=1)  # already spent: the runs used more than that
 
     refused = FakeLLM().when(prompt=READER, respond=AssertionError("the budget is spent: no reader call"))
@@ -104,8 +115,9 @@ def test_a_rescore_on_a_spent_budget_still_scores_what_needs_no_llm_and_holds_ba
     (no reader) is scored again on a spent budget, and on any model; a judge that failed waits for a
     raised budget and keeps saying it has no scores."""
     broken = FakeLLM().when(prompt="judge.rubric_omnithink", respond=LLMConnectionError("the judge went away"))
-    runner, bench = _create(services, reader=EvalLLM(broken), dataset="freshwiki", methods=["direct", "rag"],
-                            limit=1, judges=("rubric",))
+    runner, bench = _create(
+        services, reader=EvalLLM(broken), dataset="freshwiki", methods=["direct", "rag"], limit=1, judges=("rubric",)
+    )
     runner.execute(bench.id)
     rows = runner.store.list_items(bench.id)
     assert all("the judge went away" in r.metrics["judge_error"] for r in rows)
@@ -120,8 +132,13 @@ def test_a_rescore_on_a_spent_budget_still_scores_what_needs_no_llm_and_holds_ba
     # No judge to ask again and no reader needed: a rescore on another model asks nothing, and runs.
     for row in rows:
         row = runner.store.get_item(row.id)
-        runner.store.finish_item(row.id, status=row.status, prediction=row.prediction, eval_usage=row.eval_usage,
-                                 metrics={k: v for k, v in row.metrics.items() if k != "judge_error"})
+        runner.store.finish_item(
+            row.id,
+            status=row.status,
+            prediction=row.prediction,
+            eval_usage=row.eval_usage,
+            metrics={k: v for k, v in row.metrics.items() if k != "judge_error"},
+        )
     real = services.llm_info
     monkeypatch.setattr(services, "llm_info", lambda kind: {**real(kind), "model": "another-model"})
     assert BenchmarkRunner(services, reader=EvalLLM(refused)).rescore(bench.id).scored == 2
@@ -131,8 +148,13 @@ def test_a_rescore_that_must_read_again_does_so_only_on_the_benchmarks_model(ser
     runner, bench = _create(services, methods=["direct"], limit=1, reader=EvalLLM(FakeLLM()))
     runner.execute(bench.id)
     (row,) = runner.store.list_items(bench.id)
-    runner.store.finish_item(row.id, status=row.status, prediction="an older reading", eval_usage=row.eval_usage,
-                             metrics={k: v for k, v in row.metrics.items() if k != "reader_version"})
+    runner.store.finish_item(
+        row.id,
+        status=row.status,
+        prediction="an older reading",
+        eval_usage=row.eval_usage,
+        metrics={k: v for k, v in row.metrics.items() if k != "reader_version"},
+    )
     real = services.llm_info
     monkeypatch.setattr(services, "llm_info", lambda kind: {**real(kind), "model": "another-model"})
     reader = FakeLLM()
@@ -166,8 +188,9 @@ def test_a_rescore_reads_again_what_an_older_reader_read(services):
     assert all(r.metrics["reader_version"] == READER_VERSION for r in rows if r.metrics["answer_source"] == "reader")
     old = rows[0]
     older = {k: v for k, v in old.metrics.items() if k != "reader_version"}
-    runner.store.finish_item(old.id, status=old.status, prediction="an older reading", metrics=older,
-                             eval_usage=old.eval_usage)
+    runner.store.finish_item(
+        old.id, status=old.status, prediction="an older reading", metrics=older, eval_usage=old.eval_usage
+    )
     reader = FakeLLM().when(prompt=READER, respond={"answer": "yes"})
     BenchmarkRunner(services, reader=EvalLLM(reader)).rescore(bench.id)
     assert len(reader.calls) == 1  # the older reading only
@@ -180,8 +203,12 @@ def test_the_reader_is_told_that_yes_or_no_is_an_answer():
     """HotpotQA and 2Wiki ask yes/no comparison questions among their short-answer items; the
     official EM/F1 gives 0 to anything but "yes"/"no" there, and the reader read "unknown"."""
     fake = FakeLLM().when(prompt=READER, respond={"answer": "yes"})
-    read = read_answer(EvalLLM(fake), question="Are Janise Yntema and Bianca Halstead from the same country?",
-                       report_markdown="Janise Yntema and Bianca Halstead are from the same country.", report_data={})
+    read = read_answer(
+        EvalLLM(fake),
+        question="Are Janise Yntema and Bianca Halstead from the same country?",
+        report_markdown="Janise Yntema and Bianca Halstead are from the same country.",
+        report_data={},
+    )
     assert read.answer == "yes"
     assert "yes or no when the question asks yes or no" in request_text(fake.calls[0])
 
@@ -193,9 +220,12 @@ def test_a_sentence_long_own_answer_is_read_like_any_report():
     echo = "The fewest words that answer the question (a name, number, date, or yes/no); no explanation."
     assert own_short_answer({"short_answer": echo}) is None
     fake = FakeLLM().when(prompt=READER, respond={"answer": "Mangalia"})
-    read = read_answer(EvalLLM(fake), question="Where was Inna born?",
-                       report_markdown=f"**Answer:** {sentence}\n\nMore of the summary.",
-                       report_data={"short_answer": sentence})
+    read = read_answer(
+        EvalLLM(fake),
+        question="Where was Inna born?",
+        report_markdown=f"**Answer:** {sentence}\n\nMore of the summary.",
+        report_data={"short_answer": sentence},
+    )
     assert (read.answer, read.source) == ("Mangalia", "reader")
     assert sentence in request_text(fake.calls[0])  # the reader sees the method's own answer
 
@@ -205,8 +235,12 @@ def test_the_reader_reads_the_report_as_a_person_sees_it_not_its_escapes():
 
     own = "Simon & Garfunkel, the folk duo of B*tch Money_2015 [single], formed in 1969."
     fake = FakeLLM().when(prompt=READER, respond={"answer": "Simon & Garfunkel"})
-    read_answer(EvalLLM(fake), question="Who sang it?", report_data={"short_answer": own},
-                report_markdown=f"**Answer:** {inline_text(own)} [[S3]]\n\nThe rest of the summary.")
+    read_answer(
+        EvalLLM(fake),
+        question="Who sang it?",
+        report_data={"short_answer": own},
+        report_markdown=f"**Answer:** {inline_text(own)} [[S3]]\n\nThe rest of the summary.",
+    )
     prompt = request_text(fake.calls[0])
     assert own in prompt and "&amp;" not in prompt and "\\_" not in prompt and "[[S" not in prompt
 
@@ -248,8 +282,16 @@ def test_a_paired_table_gives_the_difference_item_by_item_with_its_interval(serv
     runner, bench = _create(services, limit=4)
     runner.execute(bench.id)
     rows = runner.store.list_items(bench.id)
-    f1 = {("direct", 0): 0.0, ("direct", 1): 0.5, ("direct", 2): 0.0, ("direct", 3): 1.0,
-          ("rag", 0): 1.0, ("rag", 1): 0.5, ("rag", 2): 1.0, ("rag", 3): 1.0}
+    f1 = {
+        ("direct", 0): 0.0,
+        ("direct", 1): 0.5,
+        ("direct", 2): 0.0,
+        ("direct", 3): 1.0,
+        ("rag", 0): 1.0,
+        ("rag", 1): 0.5,
+        ("rag", 2): 1.0,
+        ("rag", 3): 1.0,
+    }
     order = sorted({r.item_id for r in rows})
     for row in rows:
         value = f1[(row.method, order.index(row.item_id))]
@@ -290,7 +332,8 @@ def test_an_item_the_harness_failed_on_keeps_its_usage_and_is_scored_again_by_a_
     assert broken.metrics["harness_error"] is True and broken.metrics["tokens"] > 0
     assert "the harness failed on this item (KeyError" in broken.error and "--rescore" in broken.error
     assert "1 of the failed items failed in the harness, not in the method" in to_markdown(
-        summarize(runner.store, bench.id))
+        summarize(runner.store, bench.id)
+    )
 
     BenchmarkRunner(services, reader=EvalLLM(FakeLLM())).rescore(bench.id)
     again = runner.store.get_item(broken.id)
@@ -302,8 +345,9 @@ def test_a_judge_that_failed_is_said_under_the_table_and_asked_again_by_a_rescor
     """A judge's failure leaves the item without judged scores (not a zero): the table says how many
     items lack them, and a rescore asks the judges again there (and only there)."""
     broken = FakeLLM().when(prompt="judge.rubric_omnithink", respond=LLMConnectionError("the judge went away"))
-    runner, bench = _create(services, reader=EvalLLM(broken), dataset="freshwiki", methods=["rag"], limit=1,
-                            judges=("rubric",))
+    runner, bench = _create(
+        services, reader=EvalLLM(broken), dataset="freshwiki", methods=["rag"], limit=1, judges=("rubric",)
+    )
     runner.execute(bench.id)
     (row,) = runner.store.list_items(bench.id)
     assert row.status == ItemStatus.SCORED and "the judge went away" in row.metrics["judge_error"]
@@ -365,25 +409,42 @@ def test_a_yes_no_report_that_starts_with_yes_or_no_is_read_by_that_word_without
     whose first word answers is read as the official rule reads an answer, by that word."""
     fake = FakeLLM().when(prompt=READER_YES_NO, respond=AssertionError("no reader call for a first-word answer"))
     for report, expected in (("Yes, Neanderthals used arithmetic.", "yes"), ("**No.** It was founded in 1844.", "no")):
-        read = read_answer(EvalLLM(fake), question="Did Neanderthals use arithmetic?", report_markdown=report,
-                           report_data={}, yes_no=True)
+        read = read_answer(
+            EvalLLM(fake),
+            question="Did Neanderthals use arithmetic?",
+            report_markdown=report,
+            report_data={},
+            yes_no=True,
+        )
         assert (read.answer, read.source) == (expected, "report")
-    for report, expected in (("**Answer: yes**\n\nThe search found it.", "yes"), ("## Answer\n\nNo\u2026 never", "no"),
-                             ("The answer is no.", "no"), ("True.", "yes")):
+    for report, expected in (
+        ("**Answer: yes**\n\nThe search found it.", "yes"),
+        ("## Answer\n\nNo\u2026 never", "no"),
+        ("The answer is no.", "no"),
+        ("True.", "yes"),
+    ):
         read = read_answer(EvalLLM(fake), question="Did it?", report_markdown=report, report_data={}, yes_no=True)
         assert (read.answer, read.source) == (expected, "report"), report
     assert not fake.calls
     # A yes or no that starts a phrase is no answer: the reader reads those.
-    for report in ("No relevant source was found for this.", "No one knows whether it did.",
-                   "True to form, the answer is no.", "Yes it is"):
+    for report in (
+        "No relevant source was found for this.",
+        "No one knows whether it did.",
+        "True to form, the answer is no.",
+        "Yes it is",
+    ):
         unsure = FakeLLM().when(prompt=READER_YES_NO, respond={"answer": "unknown"})
         read = read_answer(EvalLLM(unsure), question="Did it?", report_markdown=report, report_data={}, yes_no=True)
         assert (read.answer, read.source, len(unsure.calls)) == ("", "reader", 1), report
     # A report that answers in other words is still the reader's to read.
     reader = FakeLLM().when(prompt=READER_YES_NO, respond={"answer": "no"})
-    read = read_answer(EvalLLM(reader), question="Does Paulo Coelho's wife make a living through speech?",
-                       report_markdown="Paulo Coelho's wife does not make a living through speech.", report_data={},
-                       yes_no=True)
+    read = read_answer(
+        EvalLLM(reader),
+        question="Does Paulo Coelho's wife make a living through speech?",
+        report_markdown="Paulo Coelho's wife does not make a living through speech.",
+        report_data={},
+        yes_no=True,
+    )
     assert (read.answer, read.source) == ("no", "reader") and len(reader.calls) == 1
 
 
@@ -394,16 +455,18 @@ def test_strategyqa_tells_the_baselines_to_answer_yes_or_no_and_scores_their_fir
     fake_llm.when(prompt="direct.answer", respond={"answer": "Yes, because the record says so.", "confidence": "high"})
     fake_llm.when(prompt="rag.answer", respond={"answer": "No: the sources say otherwise.", "confidence": "low"})
     reader = FakeLLM().when(prompt=READER_YES_NO, respond=AssertionError("no reader call for a first-word answer"))
-    runner, bench = _create(services, reader=EvalLLM(reader), dataset="strategyqa", limit=2,
-                            values={"yes_no": True})
+    runner, bench = _create(services, reader=EvalLLM(reader), dataset="strategyqa", limit=2, values={"yes_no": True})
     runner.execute(bench.id)
     assert bench.params["direct"]["yes_no"] is True and bench.params["rag"]["yes_no"] is True
     rows = runner.store.list_items(bench.id)
     assert {(r.method, r.prediction, r.metrics["answer_source"]) for r in rows} == {
-        ("direct", "yes", "report"), ("rag", "no", "report")}
+        ("direct", "yes", "report"),
+        ("rag", "no", "report"),
+    }
     asked = [request_text(call) for call in fake_llm.calls]
-    assert len(asked) == 4 and all("the answer's first word is 'Yes' or 'No' (the likelier one" in text
-                                   for text in asked)
+    assert len(asked) == 4 and all(
+        "the answer's first word is 'Yes' or 'No' (the likelier one" in text for text in asked
+    )
     assert not reader.calls
 
     # A reading the model made before the first word was read (version 1, "unknown") is read again.
@@ -413,7 +476,10 @@ def test_strategyqa_tells_the_baselines_to_answer_yes_or_no_and_scores_their_fir
     BenchmarkRunner(services, reader=EvalLLM(reader)).rescore(bench.id)
     again = runner.store.get_item(old.id)
     assert (again.prediction, again.metrics["answer_source"], again.metrics["accuracy"]) == (
-        "yes", "report", old.metrics["accuracy"])
+        "yes",
+        "report",
+        old.metrics["accuracy"],
+    )
     assert "reader_version" not in again.metrics and not reader.calls
 
     # Without it, the baselines' prompts are as they were: nothing about yes or no.
@@ -421,4 +487,5 @@ def test_strategyqa_tells_the_baselines_to_answer_yes_or_no_and_scores_their_fir
     run_to_end(services, "Is Paris the capital of France?", "direct")
     (plain,) = fake_llm.calls[before:]
     assert plain.messages[0].content.endswith(
-        "Answer from your own knowledge. Be concise and specific; if you are unsure, say what is uncertain.")
+        "Answer from your own knowledge. Be concise and specific; if you are unsure, say what is uncertain."
+    )

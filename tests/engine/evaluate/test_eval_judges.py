@@ -80,9 +80,14 @@ def test_a_consistent_judge_gives_the_run_it_prefers_every_point(services, fake_
         text = "\n".join(m.content for m in request.messages)
         a_first = _first_position_holds(text, run_a.answer_text())
         # Depth: run A in both orders. Innovation: run B in both. Practicality: a tie, then run A.
-        return _verdict(DEOT, {"analytical_depth": "A" if a_first else "B",
-                               "innovation": "B" if a_first else "A",
-                               "practicality": "tie" if a_first else "B"})
+        return _verdict(
+            DEOT,
+            {
+                "analytical_depth": "A" if a_first else "B",
+                "innovation": "B" if a_first else "A",
+                "practicality": "tie" if a_first else "B",
+            },
+        )
 
     fake_llm.when(prompt="judge.pairwise_deot", respond=prefer_run_a_on_depth)
     result = judge_and_store(EvaluationStore(services.db), EvalLLM(fake_llm), DEOT, QUESTION, run_a, run_b)
@@ -109,8 +114,7 @@ def test_invalid_output_is_counted_stored_and_never_a_win(services, fake_llm, tw
     (row,) = store.list_judgments(protocol="mtqa.pairwise")
     assert (row.run_a, row.run_b, row.model, row.calls) == (run_a.run_id, run_b.run_id, "fake", 4)
     assert row.prompt_tokens > 0 and row.verdict["valid"] is False
-    assert [c.key for c in MTQA.criteria] == [
-        "comprehensiveness", "accuracy", "empowerment", "overall"]
+    assert [c.key for c in MTQA.criteria] == ["comprehensiveness", "accuracy", "empowerment", "overall"]
 
 
 def _comparison(*pairs: tuple[str, str] | None) -> list[PairwiseResult]:
@@ -121,11 +125,21 @@ def _comparison(*pairs: tuple[str, str] | None) -> list[PairwiseResult]:
             rounds = [PairwiseRound(order="ab", valid=False, error="bad"), PairwiseRound(order="ba", valid=True)]
             results.append(PairwiseResult(protocol="deot.pairwise", run_a="a", run_b="b", rounds=rounds))
             continue
-        rounds = [PairwiseRound(order=order, valid=True, criteria={c.key: RoundCriterion(winner=w, reason="r")
-                                                                      for c in DEOT.criteria})
-                  for order, w in zip(("ab", "ba"), pair)]
-        results.append(PairwiseResult(protocol="deot.pairwise", run_a="a", run_b="b", rounds=rounds,
-                                      criteria=combine(rounds, [c.key for c in DEOT.criteria])))
+        rounds = [
+            PairwiseRound(
+                order=order, valid=True, criteria={c.key: RoundCriterion(winner=w, reason="r") for c in DEOT.criteria}
+            )
+            for order, w in zip(("ab", "ba"), pair)
+        ]
+        results.append(
+            PairwiseResult(
+                protocol="deot.pairwise",
+                run_a="a",
+                run_b="b",
+                rounds=rounds,
+                criteria=combine(rounds, [c.key for c in DEOT.criteria]),
+            )
+        )
     return results
 
 
@@ -148,7 +162,12 @@ def test_rubrics_score_each_criterion_and_count_invalid_answers(services, fake_l
     fake_llm.when(prompt="judge.rubric_omnithink", respond=lambda r: {"feedback": "ok", "score": next(scores)}, times=3)
     fake_llm.when(prompt="judge.rubric_omnithink", respond='{"score": 9}')  # out of 1-5: invalid
     result = grade_and_store(store, EvalLLM(fake_llm, max_reasks=1), "omnithink", QUESTION, run_a)
-    assert {k: v.score for k, v in result.criteria.items()} == {"relevance": 4, "breadth": 2, "depth": 5, "novelty": None}
+    assert {k: v.score for k, v in result.criteria.items()} == {
+        "relevance": 4,
+        "breadth": 2,
+        "depth": 5,
+        "novelty": None,
+    }
     assert (result.valid, result.invalid) == (3, 1)
     assert store.list_judgments(protocol="omnithink.rubric")[0].calls == 5
 
@@ -158,11 +177,25 @@ def test_deep_research_scores_and_key_point_factuality(services, fake_llm, two_r
     fake_llm.when(prompt="judge.score_deepresearch", respond={"reason": "clear", "rating": 7})
     fake_llm.when(prompt="judge.key_points", respond={"key_points": ["K one", "K two", "K three", "K two", "K four"]})
     labels = {"K one": "supported", "K two": "omitted", "K three": "contradicted"}
-    fake_llm.when(prompt="judge.key_point_check", respond=lambda r: next(
-        ({"label": label} for point, label in labels.items() if quoted("KEY POINT", point) in r.messages[1].content),
-        {"label": "maybe"}))
-    result = grade_and_store(EvaluationStore(services.db), EvalLLM(fake_llm, max_reasks=0), "deepresearch",
-                             QUESTION, run_a, reference_documents=[("Reference", "Arthur's Magazine came first.")])
+    fake_llm.when(
+        prompt="judge.key_point_check",
+        respond=lambda r: next(
+            (
+                {"label": label}
+                for point, label in labels.items()
+                if quoted("KEY POINT", point) in r.messages[1].content
+            ),
+            {"label": "maybe"},
+        ),
+    )
+    result = grade_and_store(
+        EvaluationStore(services.db),
+        EvalLLM(fake_llm, max_reasks=0),
+        "deepresearch",
+        QUESTION,
+        run_a,
+        reference_documents=[("Reference", "Arthur's Magazine came first.")],
+    )
     assert {k: v.score for k, v in result.criteria.items()} == {"clarity": 7, "insightfulness": 7}
     facts = result.factuality
     assert (facts.reference, facts.supported, facts.omitted, facts.contradicted, facts.invalid) == ("item", 1, 1, 1, 1)
@@ -177,8 +210,9 @@ def test_untrusted_text_cannot_close_its_block():
 
 
 def test_each_judge_role_has_its_model_and_falls_back_to_the_judge_model():
-    settings = load_settings({"THOUGHTMAP_MODEL": "small", "THOUGHTMAP_MODEL_JUDGE": "big",
-                              "THOUGHTMAP_MODEL_JUDGE_CLAIMS": "careful"}).llm
+    settings = load_settings(
+        {"THOUGHTMAP_MODEL": "small", "THOUGHTMAP_MODEL_JUDGE": "big", "THOUGHTMAP_MODEL_JUDGE_CLAIMS": "careful"}
+    ).llm
     assert settings.model_for("judge_claims") == "careful"
     assert settings.model_for("judge_pairwise") == settings.model_for("judge_rubric") == "big"
     assert settings.model_for("report") == "small"

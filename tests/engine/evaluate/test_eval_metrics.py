@@ -292,12 +292,19 @@ def _tree() -> tuple[list[Node], list[LLMCall]]:
     #  2 (3.0+1.0)   3 (1.5)      siblings 2 and 3 run concurrently
     #                 |
     #                 4 (5.0)
-    nodes = [Node(id=1, run_id="r", kind="question"), Node(id=2, run_id="r", parent_id=1, kind="answer"),
-             Node(id=3, run_id="r", parent_id=1, kind="aspect"), Node(id=4, run_id="r", parent_id=3, kind="answer")]
+    nodes = [
+        Node(id=1, run_id="r", kind="question"),
+        Node(id=2, run_id="r", parent_id=1, kind="answer"),
+        Node(id=3, run_id="r", parent_id=1, kind="aspect"),
+        Node(id=4, run_id="r", parent_id=3, kind="answer"),
+    ]
     # One after the other in time (each ends an hour after the one before), as a run's own calls are.
-    calls = [LLMCall(run_id="r", node_id=node_id, latency_s=seconds, created_at=T0 + timedelta(hours=i))
-             for i, (node_id, seconds) in enumerate([(1, 2.0), (2, 3.0), (2, 1.0), (3, 1.5), (4, 5.0), (None, 0.5),
-                                                     (None, 1.0)])]
+    calls = [
+        LLMCall(run_id="r", node_id=node_id, latency_s=seconds, created_at=T0 + timedelta(hours=i))
+        for i, (node_id, seconds) in enumerate(
+            [(1, 2.0), (2, 3.0), (2, 1.0), (3, 1.5), (4, 5.0), (None, 0.5), (None, 1.0)]
+        )
+    ]
     return nodes, calls
 
 
@@ -316,8 +323,10 @@ def test_a_nodes_concurrent_calls_count_once_on_the_critical_path() -> None:
     includes waiting for the model), so the node weighs the span they covered, not their sum."""
     nodes = [Node(id=1, run_id="r", kind="question"), Node(id=2, run_id="r", parent_id=1, kind="knowledge")]
     end = T0 + timedelta(seconds=100)
-    wave = [LLMCall(run_id="r", node_id=2, latency_s=s, created_at=end - timedelta(seconds=10 - s))
-            for s in (4.0, 7.0, 10.0)]  # all started at 90 s; ended at 94, 97 and 100 s
+    wave = [
+        LLMCall(run_id="r", node_id=2, latency_s=s, created_at=end - timedelta(seconds=10 - s))
+        for s in (4.0, 7.0, 10.0)
+    ]  # all started at 90 s; ended at 94, 97 and 100 s
     later = LLMCall(run_id="r", node_id=2, latency_s=2.0, created_at=end + timedelta(seconds=5))  # 103-105 s
     assert critical_path_seconds(nodes, wave) == pytest.approx(10.0)
     assert critical_path_seconds(nodes, [*wave, later]) == pytest.approx(12.0)
@@ -335,11 +344,18 @@ def test_critical_path_refuses_a_cycle() -> None:
 def test_the_critical_path_follows_the_dependencies_a_method_declares() -> None:
     """MTQA hangs a column's thoughts and its summary off one parent; the thought below waits for the
     one above (α > 0) and the summary for every thought: a chain of 40 s, not two 10 s siblings."""
-    nodes = [Node(id=1, run_id="r", kind="knowledge"), Node(id=2, run_id="r", parent_id=1, kind="cell"),
-             Node(id=3, run_id="r", parent_id=1, kind="cell"), Node(id=4, run_id="r", parent_id=1, kind="summary")]
+    nodes = [
+        Node(id=1, run_id="r", kind="knowledge"),
+        Node(id=2, run_id="r", parent_id=1, kind="cell"),
+        Node(id=3, run_id="r", parent_id=1, kind="cell"),
+        Node(id=4, run_id="r", parent_id=1, kind="summary"),
+    ]
+
     def calls(*ends: float) -> list[LLMCall]:  # node n's one 10 s call, ending ends[n - 1] s in
-        return [LLMCall(run_id="r", node_id=n, latency_s=10.0, created_at=T0 + timedelta(seconds=end))
-                for n, end in enumerate(ends, start=1)]
+        return [
+            LLMCall(run_id="r", node_id=n, latency_s=10.0, created_at=T0 + timedelta(seconds=end))
+            for n, end in enumerate(ends, start=1)
+        ]
 
     chained = calls(10, 20, 30, 40)
     assert critical_path_seconds(nodes, chained) == pytest.approx(20.0)  # the tree alone
@@ -356,12 +372,17 @@ def test_a_wait_holds_back_only_what_the_node_did_after_its_source() -> None:
     failed (10 s each, concurrently); after the failed branch's answer (20 s more), the search
     generates the next step from that branch (5 s, a call of the branch's node). The wait holds back
     the 5 s, not the judgement made at the start: 35 s in all, never more than the run took."""
-    nodes = [Node(id=1, run_id="r", kind="question"), Node(id=2, run_id="r", parent_id=1, kind="entity"),
-             Node(id=3, run_id="r", parent_id=1, kind="entity"), Node(id=4, run_id="r", parent_id=2, kind="answer")]
+    nodes = [
+        Node(id=1, run_id="r", kind="question"),
+        Node(id=2, run_id="r", parent_id=1, kind="entity"),
+        Node(id=3, run_id="r", parent_id=1, kind="entity"),
+        Node(id=4, run_id="r", parent_id=2, kind="answer"),
+    ]
 
     def call(node_id: int, start: float, latency: float) -> LLMCall:
-        return LLMCall(run_id="r", node_id=node_id, latency_s=latency,
-                       created_at=T0 + timedelta(seconds=start + latency))
+        return LLMCall(
+            run_id="r", node_id=node_id, latency_s=latency, created_at=T0 + timedelta(seconds=start + latency)
+        )
 
     calls = [call(2, 0, 10), call(3, 0, 10), call(4, 10, 20), call(3, 30, 5)]
     assert critical_path_seconds(nodes, calls) == pytest.approx(30.0)  # the tree alone: 2 then 4
@@ -373,8 +394,9 @@ def test_a_wait_holds_back_only_what_the_node_did_after_its_source() -> None:
     untimed = LLMCall(run_id="r", node_id=3, latency_s=5.0, created_at=None)
     assert critical_path_seconds(nodes, [*calls[:3], untimed], waits=[(4, 3)]) == pytest.approx(35.0)
     # A node whose every call came after its source waits whole (MTQA's thought below a thought).
-    assert critical_path_seconds(nodes, [call(2, 0, 10), call(4, 10, 20), call(3, 30, 5)],
-                                 waits=[(4, 3)]) == pytest.approx(35.0)
+    assert critical_path_seconds(
+        nodes, [call(2, 0, 10), call(4, 10, 20), call(3, 30, 5)], waits=[(4, 3)]
+    ) == pytest.approx(35.0)
 
 
 def test_strategyqa_answers_given_as_strings_are_read_as_yes_or_no(tmp_path) -> None:
@@ -383,9 +405,16 @@ def test_strategyqa_answers_given_as_strings_are_read_as_yes_or_no(tmp_path) -> 
     from engine.evaluate.datasets import DatasetError, _strategyqa
 
     path = tmp_path / "strategyqa.json"
-    path.write_text(json.dumps([{"qid": "a", "question": "Q1?", "answer": "yes"},
-                                {"qid": "b", "question": "Q2?", "answer": "True"},
-                                {"qid": "c", "question": "Q3?", "answer": False}]), encoding="utf-8")
+    path.write_text(
+        json.dumps(
+            [
+                {"qid": "a", "question": "Q1?", "answer": "yes"},
+                {"qid": "b", "question": "Q2?", "answer": "True"},
+                {"qid": "c", "question": "Q3?", "answer": False},
+            ]
+        ),
+        encoding="utf-8",
+    )
     assert [i.answers for i in _strategyqa(path, "strategyqa")] == [["yes"], ["yes"], ["no"]]
     path.write_text(json.dumps([{"qid": "d", "question": "Q4?", "answer": "maybe"}]), encoding="utf-8")
     with pytest.raises(DatasetError, match="'d' has the answer 'maybe'"):

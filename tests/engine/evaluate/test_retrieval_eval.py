@@ -102,8 +102,10 @@ class ScriptedSearcher:
     def search(self, query: str, k: int = 5) -> list[Hit]:
         self.calls.append((query, k))
         self.now += self.seconds[query]
-        return [Hit(title=t, ref=f"c/{t}#{i}", snippet="", text="", kind="corpus")
-                for i, t in enumerate(self.answers[query][:k])]
+        return [
+            Hit(title=t, ref=f"c/{t}#{i}", snippet="", text="", kind="corpus")
+            for i, t in enumerate(self.answers[query][:k])
+        ]
 
 
 def _item(item_id: str, question: str, gold: list[str]) -> Item:
@@ -112,27 +114,45 @@ def _item(item_id: str, question: str, gold: list[str]) -> Item:
 
 def test_runner_scores_every_item_with_gold_titles_and_times_each_search_after_warm_up():
     answers = {
-        "q1": ["A", "B", "x"],           # both gold first: all-gold 1, nDCG 1, RR 1
-        "q2": ["x", "C", "y", "z"],      # one of two gold at rank 2: all-gold 0, recall@2 .5
-        "q3": ["x", "y", "E"],           # gold at rank 3
-        "q4": ["F"],                     # no gold titles: skipped, never searched
-        "q5": ["x"] * 3 + ["y", "G"],    # "x" thrice is one document: G is the third
+        "q1": ["A", "B", "x"],  # both gold first: all-gold 1, nDCG 1, RR 1
+        "q2": ["x", "C", "y", "z"],  # one of two gold at rank 2: all-gold 0, recall@2 .5
+        "q3": ["x", "y", "E"],  # gold at rank 3
+        "q4": ["F"],  # no gold titles: skipped, never searched
+        "q5": ["x"] * 3 + ["y", "G"],  # "x" thrice is one document: G is the third
     }
     seconds = {"q1": 0.001, "q2": 0.002, "q3": 0.003, "q4": 0.5, "q5": 0.004}
     searcher = ScriptedSearcher(answers, seconds)
-    items = [_item("1", "q1", ["A", "B"]), _item("2", "q2", ["C", "D"]), _item("3", "q3", ["E"]),
-             _item("4", "q4", []), _item("5", "q5", ["G"])]
+    items = [
+        _item("1", "q1", ["A", "B"]),
+        _item("2", "q2", ["C", "D"]),
+        _item("3", "q3", ["E"]),
+        _item("4", "q4", []),
+        _item("5", "q5", ["G"]),
+    ]
     seen = []
 
-    report = evaluate_retrieval(searcher, items, depth=7, warmup=2, dataset="test", retriever="bm25",
-                                reranker="none", clock=searcher.clock, progress=lambda d, n: seen.append((d, n)))
+    report = evaluate_retrieval(
+        searcher,
+        items,
+        depth=7,
+        warmup=2,
+        dataset="test",
+        retriever="bm25",
+        reranker="none",
+        clock=searcher.clock,
+        progress=lambda d, n: seen.append((d, n)),
+    )
 
     # Two warm-up searches (the first two scored questions), then one timed search per scored item.
     assert searcher.calls == [("q1", 7), ("q2", 7), ("q1", 7), ("q2", 7), ("q3", 7), ("q5", 7)]
     assert seen == [(1, 4), (2, 4), (3, 4), (4, 4)]
     assert (report.items, report.skipped, report.depth) == (4, 1, 7)
     assert (report.dataset, report.retriever, report.reranker, report.searcher) == (
-        "test", "bm25", "none", "scripted searcher")
+        "test",
+        "bm25",
+        "none",
+        "scripted searcher",
+    )
     assert report.all_gold_at_10 == pytest.approx((1 + 0 + 1 + 1) / 4)
     assert report.recall_at_k[2] == pytest.approx((1 + 0.5 + 0 + 0) / 4)
     assert report.recall_at_k[5] == pytest.approx((1 + 0.5 + 1 + 1) / 4)
@@ -147,13 +167,30 @@ def test_runner_scores_every_item_with_gold_titles_and_times_each_search_after_w
 
 def test_runner_json_holds_every_field_the_cli_prints():
     searcher = ScriptedSearcher({"q": ["A"]}, {"q": 0.002})
-    report = evaluate_retrieval(searcher, [_item("1", "q", ["A"])], warmup=0, dataset="d", retriever="dense",
-                                reranker="builtin", clock=searcher.clock)
+    report = evaluate_retrieval(
+        searcher,
+        [_item("1", "q", ["A"])],
+        warmup=0,
+        dataset="d",
+        retriever="dense",
+        reranker="builtin",
+        clock=searcher.clock,
+    )
     assert report.to_json() == {
-        "dataset": "d", "retriever": "dense", "reranker": "builtin", "searcher": "scripted searcher", "depth": 50,
-        "items": 1, "skipped": 0, "all_gold_at_10": 1.0, "ndcg_at_10": 1.0, "mrr": 1.0,
-        "recall_at_k": {"2": 1.0, "5": 1.0, "10": 1.0, "20": 1.0}, "p50_ms": pytest.approx(2.0),
-        "p95_ms": pytest.approx(2.0)}
+        "dataset": "d",
+        "retriever": "dense",
+        "reranker": "builtin",
+        "searcher": "scripted searcher",
+        "depth": 50,
+        "items": 1,
+        "skipped": 0,
+        "all_gold_at_10": 1.0,
+        "ndcg_at_10": 1.0,
+        "mrr": 1.0,
+        "recall_at_k": {"2": 1.0, "5": 1.0, "10": 1.0, "20": 1.0},
+        "p50_ms": pytest.approx(2.0),
+        "p95_ms": pytest.approx(2.0),
+    }
 
 
 def test_runner_with_no_scorable_item_reports_no_metric():

@@ -72,8 +72,14 @@ def test_dense_over_passages_without_vectors_is_refused(tmp_path):
     from storage.corpus_store import CorpusStore, NewDocument
 
     def document(title: str) -> NewDocument:
-        return NewDocument(collection="files", ref=f"files/{title}", title=title, url=None,
-                           chunks=[f"{title} is a page."], content_hash=title)
+        return NewDocument(
+            collection="files",
+            ref=f"files/{title}",
+            title=title,
+            url=None,
+            chunks=[f"{title} is a page."],
+            content_hash=title,
+        )
 
     def encode(texts):
         return np.ones((len(texts), 4), dtype=np.float32)

@@ -45,9 +45,18 @@ def pdf_text(data: bytes) -> str:
     return " ".join(" ".join(page.extract_text() for page in pypdf.PdfReader(io.BytesIO(data)).pages).split())
 
 
-def stored_run(repo, *, status: str, report: str | None = None, labels: tuple[str, ...] = ("Finding",),
-               question: str = "Which came first?", title: str = "", source_title: str = "Web page",
-               url: str = "https://example.org/a", **outcome) -> tuple[str, int]:
+def stored_run(
+    repo,
+    *,
+    status: str,
+    report: str | None = None,
+    labels: tuple[str, ...] = ("Finding",),
+    question: str = "Which came first?",
+    title: str = "",
+    source_title: str = "Web page",
+    url: str = "https://example.org/a",
+    **outcome,
+) -> tuple[str, int]:
     """A run with one web source, a finished answer citing it under each label, an optional
     report, and the given outcome (`stop_reason`, `error`, `warning`)."""
     run = repo.create_run(question=question, method="deot", params={}, llm_info={"model": "m"}, title=title)
@@ -68,10 +77,15 @@ def stored_run(repo, *, status: str, report: str | None = None, labels: tuple[st
 
 def test_docx_export_drops_the_characters_xml_forbids(services):
     repo = services.repo
-    run_id, _ = stored_run(repo, status=RunStatus.DONE, question="Which\uffff came first?",
-                           source_title="Title\uffff \ufffeend", url="https://example.org/a\uffff",
-                           report="Plain ASCII report that mentions the entity &#65535; literally {S}.\n\n"
-                                  "# Head\ufffe\n\n- item &#65534; raw \uffff\n\n```\ncode \uffff\n```")
+    run_id, _ = stored_run(
+        repo,
+        status=RunStatus.DONE,
+        question="Which\uffff came first?",
+        source_title="Title\uffff \ufffeend",
+        url="https://example.org/a\uffff",
+        report="Plain ASCII report that mentions the entity &#65535; literally {S}.\n\n"
+        "# Head\ufffe\n\n- item &#65534; raw \uffff\n\n```\ncode \uffff\n```",
+    )
     texts = docx_texts(to_docx(build_document(repo, run_id)))
     joined_text = "\n".join(texts)
     assert "\uffff" not in joined_text and "\ufffe" not in joined_text
@@ -100,19 +114,22 @@ def exports_say(repo, run_id: str) -> str:
 
 def test_a_failed_run_without_a_report_says_its_error_as_the_reason(services):
     repo = services.repo
-    run_id, _ = stored_run(repo, status=RunStatus.FAILED,
-                           error="the endpoint http://localhost:9 could not be reached")
+    run_id, _ = stored_run(repo, status=RunStatus.FAILED, error="the endpoint http://localhost:9 could not be reached")
     note = exports_say(repo, run_id)
-    assert note == ("Partial results: the run failed: the endpoint http://localhost:9 could not be reached. "
-                    "These are the results it had.")
+    assert note == (
+        "Partial results: the run failed: the endpoint http://localhost:9 could not be reached. "
+        "These are the results it had."
+    )
     # The finished answer is the content; the error is not.
     assert [b.parts[0] for b in build_document(repo, run_id).blocks] == ["Node 2", "Finding", "An answer to Finding "]
 
 
 def test_a_failed_run_says_a_structured_failure_in_plain_words(services):
     repo = services.repo
-    technical = ("nothing was answered: no question node succeeded (the first failure: the model's answer "
-                 "did not match NodeSummary after 3 attempts)")
+    technical = (
+        "nothing was answered: no question node succeeded (the first failure: the model's answer "
+        "did not match NodeSummary after 3 attempts)"
+    )
     run_id, _ = stored_run(repo, status=RunStatus.FAILED, report="Written before {S}.", error=technical)
     note = exports_say(repo, run_id)
     assert note == f"The run failed: Nothing was answered: no question node succeeded. {STRUCTURED_FAILURE}"
@@ -121,7 +138,9 @@ def test_a_failed_run_says_a_structured_failure_in_plain_words(services):
 
 def test_a_hostile_error_is_text_in_the_note_and_never_report_content(services):
     repo = services.repo
-    hostile = "<script>alert(1)</script> **boom**\n# Sources\n[1](https://evil.example) ![x](https://evil.example/p.png)"
+    hostile = (
+        "<script>alert(1)</script> **boom**\n# Sources\n[1](https://evil.example) ![x](https://evil.example/p.png)"
+    )
     run_id, _ = stored_run(repo, status=RunStatus.FAILED, error=hostile)
     markdown = render_markdown(repo, run_id)
     assert_inert(markdown)
@@ -137,8 +156,9 @@ def test_a_hostile_error_is_text_in_the_note_and_never_report_content(services):
 
 def test_a_done_run_with_a_warning_says_it(services):
     repo = services.repo
-    run_id, _ = stored_run(repo, status=RunStatus.DONE, report="The answer {S}.",
-                           warning="2 nodes failed; resume the run to retry them")
+    run_id, _ = stored_run(
+        repo, status=RunStatus.DONE, report="The answer {S}.", warning="2 nodes failed; resume the run to retry them"
+    )
     assert exports_say(repo, run_id) == "Warning: 2 nodes failed; resume the run to retry them."
 
 
@@ -154,8 +174,9 @@ def test_a_report_from_before_the_last_change_says_so_in_docx_too(services, monk
     repo = services.repo
     run_id, _ = stored_run(repo, status=RunStatus.STOPPED, report="The old answer {S}.")
     monkeypatch.setattr("engine.report._steered_since", lambda repo, run, report: True)
-    assert exports_say(repo, run_id).startswith("This report was written before your last change to the run, "
-                                                "which the run did not finish (it is stopped).")
+    assert exports_say(repo, run_id).startswith(
+        "This report was written before your last change to the run, which the run did not finish (it is stopped)."
+    )
 
 
 def test_a_done_run_without_warning_has_no_note(services):
@@ -186,8 +207,13 @@ def heading_ids(markdown: str) -> list[tuple[str, str]]:
 
 def test_partial_results_headings_take_no_source_anchor_and_forge_no_sources_heading(services):
     repo = services.repo
-    run_id, _ = stored_run(repo, status=RunStatus.STOPPED, stop_reason="stopped by the user",
-                           labels=("Source 1", "Sources", "**Sources:**", "Sources of iron"), title="Source 1")
+    run_id, _ = stored_run(
+        repo,
+        status=RunStatus.STOPPED,
+        stop_reason="stopped by the user",
+        labels=("Source 1", "Sources", "**Sources:**", "Sources of iron"),
+        title="Source 1",
+    )
     markdown = render_markdown(repo, run_id)
     ids = heading_ids(markdown)
     assert ("source-1", "Source 1") in ids  # our entry keeps its anchor, so [1] jumps to it
@@ -227,10 +253,15 @@ total = values[1]
 def test_body_blocks_keep_code_tables_numbers_and_dunder_names():
     blocks = body_blocks(STRUCTURED, {1})
     assert blocks == [
-        Block("paragraph", ('Define `__init__` and `if __name__ == "__main__":` in bold words ', 1,
-                            "; snake__case__name stays.")),
-        Block("table", (), rows=((("Country",), ("Capital",)), (("France",), ("Paris ", 1)),
-                                 (("Japan",), ("Tokyo | Edo",)))),
+        Block(
+            "paragraph",
+            ('Define `__init__` and `if __name__ == "__main__":` in bold words ', 1, "; snake__case__name stays."),
+        ),
+        Block(
+            "table",
+            (),
+            rows=((("Country",), ("Capital",)), (("France",), ("Paris ", 1)), (("Japan",), ("Tokyo | Edo",))),
+        ),
         Block("code", ("# compute the total\n- not a bullet\ntotal = values[1]",)),
         Block("numbered", ("second ", 1), number=2),
         Block("numbered", ("third",), number=3),
@@ -242,11 +273,16 @@ def test_italics_lose_their_markers_like_bold_but_literal_and_inner_ones_stay():
     """FGDIP writes its notes in italics (`_The search explored ..._`): the PDF and DOCX show the
     words, not the underscores. A model's literal marker (escaped by the sanitiser), one inside a
     word, and one in a code span stay as written."""
-    text = (r"_The search explored 21 nodes [1]._ Then *this* and **bold *inner* words**; "
-            r"a\_b, \*star\*, a_b_c, 2*3*4, x * y * z, `_kept_` and *unclosed")
+    text = (
+        r"_The search explored 21 nodes [1]._ Then *this* and **bold *inner* words**; "
+        r"a\_b, \*star\*, a_b_c, 2*3*4, x * y * z, `_kept_` and *unclosed"
+    )
     (block,) = body_blocks(text, {1})
-    assert block.parts == ("The search explored 21 nodes ", 1, ". Then this and bold inner words; a_b, *star*, "
-                           "a_b_c, 2*3*4, x * y * z, `_kept_` and *unclosed",)
+    assert block.parts == (
+        "The search explored 21 nodes ",
+        1,
+        ". Then this and bold inner words; a_b, *star*, a_b_c, 2*3*4, x * y * z, `_kept_` and *unclosed",
+    )
     # A web address keeps its markers (a model's bare URL, or a link's target).
     (block,) = body_blocks("See https://x.org/a_b/_c_/**d** and _this_.", set())
     assert block.parts == ("See https://x.org/a_b/_c_/**d** and this.",)
@@ -254,7 +290,9 @@ def test_italics_lose_their_markers_like_bold_but_literal_and_inner_ones_stay():
 
 def test_an_unclosed_fence_runs_to_the_end_and_a_quoted_heading_stays_text():
     assert body_blocks("> # Not a heading\n\n~~~\n# comment\n~~~~ not a close", set()) == [
-        Block("paragraph", ("# Not a heading",)), Block("code", ("# comment\n~~~~ not a close",))]
+        Block("paragraph", ("# Not a heading",)),
+        Block("code", ("# comment\n~~~~ not a close",)),
+    ]
 
 
 @pytest.fixture
@@ -278,10 +316,16 @@ def test_docx_keeps_code_lines_a_table_and_list_numbers(services, structured_run
     assert paragraphs[3].startswith('Define `__init__` and `if __name__ == "__main__":` in bold words [1]')
     [table] = document.tables
     assert [[c.text for c in row.cells] for row in table.rows] == [
-        ["Country", "Capital"], ["France", "Paris [1]"], ["Japan", "Tokyo | Edo"]]
+        ["Country", "Capital"],
+        ["France", "Paris [1]"],
+        ["Japan", "Tokyo | Edo"],
+    ]
     anchors = [h.get(docx.oxml.ns.qn("w:anchor")) for h in document.element.body.iter(docx.oxml.ns.qn("w:hyperlink"))]
     assert anchors.count("source_1") == 3  # paragraph, table cell, numbered item; none from the code
-    assert [p.text for p in document.paragraphs if p.style.name.startswith("Heading")] == ["Which came first?", "Sources"]
+    assert [p.text for p in document.paragraphs if p.style.name.startswith("Heading")] == [
+        "Which came first?",
+        "Sources",
+    ]
 
 
 def test_pdf_keeps_code_lines_table_rows_and_list_numbers(services, structured_run):
@@ -292,8 +336,12 @@ def test_pdf_keeps_code_lines_table_rows_and_list_numbers(services, structured_r
     assert "Country | Capital" in lines and "France | Paris [1]" in lines and "Japan | Tokyo | Edo" in lines
     assert "2. second [1]" in lines and "3. third" in lines and "A note from the model." in lines
     assert any(line.startswith("Define `__init__` and `if __name__ ==") for line in lines)
-    fonts = {str(font) for page in reader.pages for font in page["/Resources"]["/Font"].values()
-             for font in [font.get_object()["/BaseFont"]]}
+    fonts = {
+        str(font)
+        for page in reader.pages
+        for font in page["/Resources"]["/Font"].values()
+        for font in [font.get_object()["/BaseFont"]]
+    }
     assert any("Mono" in font for font in fonts)
 
 
@@ -304,8 +352,10 @@ def test_directs_made_up_reference_list_is_not_shown_and_its_answer_is_stored_as
     """Direct is the benchmarks' baseline: its answer is stored as the model wrote it (a bracketed
     "[0, 1]" is data, not a citation to drop). The reference list it made up is cut where the
     report is shown, so no invented title or address stands as a source; its `[n]` link nowhere."""
-    written = ("Paris is the capital [1], in the interval [0, 1].\n\n```python\nfirst = cities[1]\n```\n\n"
-               "References:\n[1] Britannica, https://www.britannica.com/place/Paris")
+    written = (
+        "Paris is the capital [1], in the interval [0, 1].\n\n```python\nfirst = cities[1]\n```\n\n"
+        "References:\n[1] Britannica, https://www.britannica.com/place/Paris"
+    )
     fake_llm.when(prompt="direct.answer", respond={"answer": written, "confidence": "high"})
     run_id = run_to_end(services, "What is the capital of France?", "direct")
     run = services.repo.get_run(run_id)
@@ -341,11 +391,14 @@ def test_a_citation_check_error_is_shown_as_text(app, monkeypatch):
 
     def refused(*args, **kwargs):
         raise LLMError("**the endpoint said** [click](https://evil.example) # not a heading")
+
     monkeypatch.setattr(services_module, "check_and_store", refused)  # what Services.check_citations calls
     at = open_page("pages/report.py", run_id=run_id)
     at.button(key=f"check-citations-{run_id}").click().run()
-    assert joined(at.error) == (r"The check could not run: \*\*the endpoint said\*\* \[click\](https://evil.example) "
-                                "# not a heading")
+    assert joined(at.error) == (
+        r"The check could not run: \*\*the endpoint said\*\* \[click\](https://evil.example) "
+        "# not a heading"
+    )
 
 
 def test_a_pdf_says_which_characters_its_font_could_not_print():
@@ -368,8 +421,11 @@ def test_chinese_japanese_and_korean_print_in_the_cjk_font_and_its_absence_is_sa
     from engine.export.document import Block, ReportDocument
 
     assert pdf_module.CJK_FILE.is_file(), "scripts/test installs Debian's fonts-wqy-microhei"
-    document = ReportDocument(title="Tokyo 東京タワー", facts=["Question: 서울?"],
-                              blocks=[Block("heading", ("見出し",), level=2), Block("code", ("name = '中文'",))])
+    document = ReportDocument(
+        title="Tokyo 東京タワー",
+        facts=["Question: 서울?"],
+        blocks=[Block("heading", ("見出し",), level=2), Block("code", ("name = '中文'",))],
+    )
     pdf = to_pdf(document)
     text = pdf_text(pdf)
     assert "left out" not in text and b"WenQuanYi" in pdf
@@ -385,7 +441,10 @@ def test_the_pdf_checks_each_text_against_the_font_it_is_set_in():
     """Code is set in DejaVu Sans Mono, which lacks Hebrew that the regular font has."""
     from engine.export.document import Block, ReportDocument
 
-    document = ReportDocument(title="Greeting", facts=["Question: hello?"],
-                              blocks=[Block("paragraph", ("שלום in prose",)), Block("code", ("print('שלום')",))])
+    document = ReportDocument(
+        title="Greeting",
+        facts=["Question: hello?"],
+        blocks=[Block("paragraph", ("שלום in prose",)), Block("code", ("print('שלום')",))],
+    )
     text = pdf_text(to_pdf(document))
     assert "4 different characters of this report are not in the PDF's font" in text, text

@@ -42,19 +42,40 @@ HOSTILE = "<script>alert('x')</script> **bold** # not a heading ![img](https://e
 # ---------------------------------------------------------------- what is not content
 
 
-@pytest.mark.parametrize("text", [
-    "", "  ", "Field required.", "field required", "analysis", "conflicting_information", "Conflicting information",
-    "**Analysis**", "- evidence_and_data", "string", "N/A", "null", "[]", "...",
-    "evidence_and_data: Field required", "the model's answer did not match NodeSummary after 3 attempts",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "  ",
+        "Field required.",
+        "field required",
+        "analysis",
+        "conflicting_information",
+        "Conflicting information",
+        "**Analysis**",
+        "- evidence_and_data",
+        "string",
+        "N/A",
+        "null",
+        "[]",
+        "...",
+        "evidence_and_data: Field required",
+        "the model's answer did not match NodeSummary after 3 attempts",
+    ],
+)
 def test_placeholders_are_not_content(text):
     assert is_placeholder(text, FIELDS)
 
 
-@pytest.mark.parametrize("text", [
-    "Solar capacity doubled in 2023 [[S1]].", "Analysis of the grid shows a shortfall.", "No.",
-    "A long answer that quotes an error message: 'Field required' " + "and goes on. " * 20,
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Solar capacity doubled in 2023 [[S1]].",
+        "Analysis of the grid shows a shortfall.",
+        "No.",
+        "A long answer that quotes an error message: 'Field required' " + "and goes on. " * 20,
+    ],
+)
 def test_real_text_is_content(text):
     assert not is_placeholder(text, FIELDS)
 
@@ -74,16 +95,32 @@ def test_summary_sections_have_human_headings_no_field_names_and_each_paragraph_
 
 
 def test_deot_node_content_is_prose_under_headings_without_junk():
-    content = render_summary({"key_findings": "Found it.", "evidence_and_data": ["evidence_and_data"],
-                              "analysis": "Found it.", "conflicting_information": [], "conclusion": "Done here."})
+    content = render_summary(
+        {
+            "key_findings": "Found it.",
+            "evidence_and_data": ["evidence_and_data"],
+            "analysis": "Found it.",
+            "conflicting_information": [],
+            "conclusion": "Done here.",
+        }
+    )
     assert content == "**Key findings**\n\nFound it.\n\n**Conclusion**\n\nDone here."
-    assert render_summary({f: "Field required." if f not in ("evidence_and_data", "conflicting_information")
-                           else ["string"] for f in FIELDS}) == ""
+    assert (
+        render_summary(
+            {
+                f: "Field required." if f not in ("evidence_and_data", "conflicting_information") else ["string"]
+                for f in FIELDS
+            }
+        )
+        == ""
+    )
 
 
 def test_a_structured_failure_reads_in_plain_words_with_the_detail_apart():
-    stored = ("nothing was answered: no question node succeeded (the first failure: the model's answer did not "
-              "match NodeSummary after 3 attempts (evidence_and_data: Field required))")
+    stored = (
+        "nothing was answered: no question node succeeded (the first failure: the model's answer did not "
+        "match NodeSummary after 3 attempts (evidence_and_data: Field required))"
+    )
     shown = reader_error(stored)
     assert shown.message.startswith("Nothing was answered: no question node succeeded. ")
     assert STRUCTURED_FAILURE in shown.message and "NodeSummary" not in shown.message
@@ -94,10 +131,13 @@ def test_a_structured_failure_reads_in_plain_words_with_the_detail_apart():
 def test_a_failed_runs_message_gives_one_thing_to_do_and_one_period_per_sentence():
     # Issue 43: "… a larger model fails less often.. Fix the cause (see Settings), then press Resume",
     # two periods and two contradicting pieces of advice.
-    structured = run_failure("nothing was answered: no question node succeeded (the first failure: the model's "
-                             "answer did not match NodeSummary after 3 attempts (conclusion: Field required))")
-    assert structured.message == ("The run failed: Nothing was answered: no question node succeeded. "
-                                  + STRUCTURED_FAILURE)
+    structured = run_failure(
+        "nothing was answered: no question node succeeded (the first failure: the model's "
+        "answer did not match NodeSummary after 3 attempts (conclusion: Field required))"
+    )
+    assert structured.message == (
+        "The run failed: Nothing was answered: no question node succeeded. " + STRUCTURED_FAILURE
+    )
     assert RUN_FAILED_ADVICE not in structured.message and "NodeSummary" in structured.technical
     plain = run_failure("every search failed: the endpoint answered 401.")
     assert plain.message == f"The run failed: every search failed: the endpoint answered 401. {RUN_FAILED_ADVICE}"
@@ -132,8 +172,13 @@ def test_omnithink_sections_the_model_cannot_write_are_notes_and_no_article_is_n
 
 
 def test_a_summary_of_only_junk_fails_its_node_in_plain_words(services, fake_llm):
-    junk = {"key_findings": "key_findings", "evidence_and_data": ["Field required."], "analysis": "analysis",
-            "conflicting_information": [], "conclusion": "string"}
+    junk = {
+        "key_findings": "key_findings",
+        "evidence_and_data": ["Field required."],
+        "analysis": "analysis",
+        "conflicting_information": [],
+        "conclusion": "string",
+    }
     fake_llm.when(prompt="deot.summarize_results", respond=junk)
     run_id = run_to_end(services, "Why did the Apollo program end?", "deot", {"max_nodes": 1, "max_layers": 1})
     root = services.repo.list_nodes(run_id)[0]
@@ -148,8 +193,7 @@ def test_citation_links_point_at_the_entry_heading_anchor():
     assert anchor(("source",), 3) == "source-3" and entry_heading(("source",), 3) == "Source 3"
     assert entry_heading(("node", "7", "source"), 1) == "Node 7 source 1"
     linked = link_citations("A [1], B [2][3], C [9], [4](https://x) and [[1]].", {1, 2, 3, 4})
-    assert linked == ("A [[1]](#source-1), B [[2]](#source-2)[[3]](#source-3), C [9], [4](https://x) "
-                      "and [[1]].")
+    assert linked == ("A [[1]](#source-1), B [[2]](#source-2)[[3]](#source-3), C [9], [4](https://x) and [[1]].")
 
 
 @pytest.fixture
@@ -157,13 +201,19 @@ def cited_run(services):
     """A stored run whose report cites two sources, with hostile text everywhere."""
     repo = services.repo
     run = repo.create_run(question="Which came first?", method="deot", params={}, llm_info={"model": "m"})
-    web, corpus = repo.add_sources(run.id, [
-        SourceInput(ref="https://example.org/a", title=f"Web {HOSTILE}", url="https://example.org/a", kind="web"),
-        SourceInput(ref="doc-1", title="Corpus doc")])
+    web, corpus = repo.add_sources(
+        run.id,
+        [
+            SourceInput(ref="https://example.org/a", title=f"Web {HOSTILE}", url="https://example.org/a", kind="web"),
+            SourceInput(ref="doc-1", title="Corpus doc"),
+        ],
+    )
     root = repo.add_node(run.id, kind="question", label="Which came first?")
     repo.finish_node(root.id, content="done")
-    repo.save_report(run.id, f"# Answer\n\nFirst [[S{web.id}]] then [[S{corpus.id}]].\n\n{HOSTILE}\n\n"
-                             f"Title\n===\n- item [[S{web.id}]]")
+    repo.save_report(
+        run.id,
+        f"# Answer\n\nFirst [[S{web.id}]] then [[S{corpus.id}]].\n\n{HOSTILE}\n\nTitle\n===\n- item [[S{web.id}]]",
+    )
     repo.set_status(run.id, RunStatus.DONE)
     return run.id
 
@@ -226,7 +276,10 @@ def test_docx_keeps_text_citations_and_source_links_and_shows_hostile_text_liter
 def test_blocks_take_only_known_citations_and_no_markup():
     blocks = body_blocks("## Head [1]\n**Bold** [7] text\n\n1. first [2]", {1, 2})
     assert [(b.kind, b.parts) for b in blocks] == [
-        ("heading", ("Head ", 1)), ("paragraph", ("Bold [7] text",)), ("numbered", ("first ", 2))]
+        ("heading", ("Head ", 1)),
+        ("paragraph", ("Bold [7] text",)),
+        ("numbered", ("first ", 2)),
+    ]
 
 
 @pytest.mark.parametrize("fmt", ["pdf", "docx"])
@@ -238,12 +291,14 @@ def test_cli_exports_pdf_and_docx_to_a_file_and_refuses_the_terminal(services, c
     assert cli.main(["export", cited_run, "--format", fmt]) == cli.EXIT_USAGE
     assert f"--out FILE.{fmt}" in capsys.readouterr().err
     from engine.cli import parser, runs  # the grammar offers exactly the formats a writer exists for
+
     assert set(parser.BINARY_FORMATS) == set(runs.BINARY_FORMATS)
 
 
 def test_a_heading_inside_a_concept_of_the_pool_panel_stays_text():
     from components.safe_markdown import sanitize
     from engine.methods.omnithink.kinds import ConceptPool
+
     panel = ConceptPool(concepts=["Printing\n# GIANT from an uploaded document", "Type\n===", "Ink"]).panel_markdown()
     for name, render in RENDERERS.items():
         html = render(sanitize(panel))

@@ -37,15 +37,25 @@ MODEL_PAYLOAD = (
     "![tracker](https://evil.example/t.gif) and [ok](https://example.org/ok)"
 )
 CORPUS = [
-    {"id": "fest", "title": "Zorblaxian festival <script>alert('t')</script> [t](javascript:alert('t'))",
-     "url": "javascript:alert(document.cookie)",
-     "text": "The Zorblaxian quasar festival is held every spring in Quillmere. "
-             f"Quillmere festival guide: {HTML_PAYLOADS}"},
-    {"id": "kites", "title": "<img src=x onerror=alert('k')>Quillmere kites",
-     "url": "data:text/html,<script>alert('u')</script>",
-     "text": f"Quillmere kites glow at the Zorblaxian quasar festival every spring. Kite notes: {HTML_PAYLOADS}"},
-    {"id": "map", "title": "Quillmere map", "url": "https://maps.example/quillmere?q=<script>&x=`y`",
-     "text": "The Zorblaxian quasar festival map of Quillmere shows the spring kite field."},
+    {
+        "id": "fest",
+        "title": "Zorblaxian festival <script>alert('t')</script> [t](javascript:alert('t'))",
+        "url": "javascript:alert(document.cookie)",
+        "text": "The Zorblaxian quasar festival is held every spring in Quillmere. "
+        f"Quillmere festival guide: {HTML_PAYLOADS}",
+    },
+    {
+        "id": "kites",
+        "title": "<img src=x onerror=alert('k')>Quillmere kites",
+        "url": "data:text/html,<script>alert('u')</script>",
+        "text": f"Quillmere kites glow at the Zorblaxian quasar festival every spring. Kite notes: {HTML_PAYLOADS}",
+    },
+    {
+        "id": "map",
+        "title": "Quillmere map",
+        "url": "https://maps.example/quillmere?q=<script>&x=`y`",
+        "text": "The Zorblaxian quasar festival map of Quillmere shows the spring kite field.",
+    },
 ]
 
 
@@ -77,7 +87,9 @@ def hostile_run(prebuilt_corpus_home, tmp_path, capsys, hostile_model) -> str:
     corpus.write_text("".join(json.dumps(doc) + "\n" for doc in CORPUS), encoding="utf-8")
     code, out, err = cli_run(capsys, "ingest", str(corpus))
     assert code == cli.EXIT_OK and "3 document(s) added" in out, (out, err)
-    code, out, err = cli_run(capsys, "run", QUESTION, "--method", "rag", "--llm", "fake", "--search", "local", "--quiet")
+    code, out, err = cli_run(
+        capsys, "run", QUESTION, "--method", "rag", "--llm", "fake", "--search", "local", "--quiet"
+    )
     assert code == cli.EXIT_OK, err
     return run_id_of(out)
 
@@ -123,8 +135,10 @@ def test_partial_report_of_hostile_nodes_is_inert(services):
     repo = services.repo
     run = repo.create_run(question=QUESTION, method="deot", params={}, llm_info={"model": "<b onmouseover=x>m</b>"})
     root = repo.add_node(run.id, kind="question", label=QUESTION)
-    source, = repo.add_sources(run.id, [SourceInput(
-        ref="doc`<script>`1", title="[s](javascript:alert(1)) <svg onload=x>", url="javascript:alert(1)")])
+    (source,) = repo.add_sources(
+        run.id,
+        [SourceInput(ref="doc`<script>`1", title="[s](javascript:alert(1)) <svg onload=x>", url="javascript:alert(1)")],
+    )
     label = f"Sub-question {{x=1}} {HTML_PAYLOADS}\n# fake heading"
     child = repo.add_node(run.id, kind="question", label=label, parent_id=root.id, depth=1)
     repo.finish_node(child.id, content=f"Answer [[S{source.id}]] {HTML_PAYLOADS}{MODEL_PAYLOAD}")
@@ -148,15 +162,18 @@ def test_partial_report_of_hostile_nodes_is_inert(services):
 # ---------------------------------------------------------------- terminals
 
 # Clear screen + home, an OSC-8 hyperlink, NUL, BEL, an 8-bit CSI colour, a bidi override, a bare CR.
-HOSTILE_TEXT = ("Clear\x1b[2J\x1b[Hthe \x1b]8;;https://evil.example/\x1b\\link\x1b]8;;\x1b\\"
-                " nul\x00 bell\x07 \x9b31mred \u202eevil cr\rend")
+HOSTILE_TEXT = (
+    "Clear\x1b[2J\x1b[Hthe \x1b]8;;https://evil.example/\x1b\\link\x1b]8;;\x1b\\"
+    " nul\x00 bell\x07 \x9b31mred \u202eevil cr\rend"
+)
 
 
 def assert_no_terminal_controls(text: str, *, escaped_data: bool = False) -> None:
     for char in text:
         code = ord(char)
-        assert char in "\n\t" or not (code < 0x20 or 0x7f <= code <= 0x9f or 0x202A <= code <= 0x202E), (
-            f"control {char!r} in output:\n{text!r}")
+        assert char in "\n\t" or not (code < 0x20 or 0x7F <= code <= 0x9F or 0x202A <= code <= 0x202E), (
+            f"control {char!r} in output:\n{text!r}"
+        )
     if not escaped_data:  # JSON keeps the stored text, with its controls written as \u escapes
         assert "evil.example" not in text  # the OSC-8 link target is gone with its sequence
 
@@ -169,8 +186,12 @@ def run_with_escapes() -> str:
     try:
         repo = services.repo
         # The repository refuses a NUL in a question (engine/questions.py); the rest stays hostile.
-        run = repo.create_run(question=f"Question {HOSTILE_TEXT}".replace("\x00", ""), method="rag", params={},
-                              llm_info={"kind": "fake", "model": f"m {HOSTILE_TEXT}", "description": f"d {HOSTILE_TEXT}"})
+        run = repo.create_run(
+            question=f"Question {HOSTILE_TEXT}".replace("\x00", ""),
+            method="rag",
+            params={},
+            llm_info={"kind": "fake", "model": f"m {HOSTILE_TEXT}", "description": f"d {HOSTILE_TEXT}"},
+        )
         root = repo.add_node(run.id, kind="question", label=f"Root {HOSTILE_TEXT}")
         child = repo.add_node(run.id, kind="answer", label=f"Child {HOSTILE_TEXT}", parent_id=root.id, depth=1)
         repo.finish_node(root.id, content="")
@@ -182,7 +203,9 @@ def run_with_escapes() -> str:
         services.close()
 
 
-@pytest.mark.parametrize("argv", [["list"], ["show", "{id}"], ["export", "{id}"], ["export", "{id}", "--format", "json"]])
+@pytest.mark.parametrize(
+    "argv", [["list"], ["show", "{id}"], ["export", "{id}"], ["export", "{id}", "--format", "json"]]
+)
 def test_cli_output_holds_no_terminal_controls(run_with_escapes, capsys, argv):
     code, out, err = cli_run(capsys, *[a.format(id=run_with_escapes) for a in argv])
     assert code == cli.EXIT_OK, err
@@ -221,4 +244,3 @@ def test_live_progress_lines_hold_no_terminal_controls(run_with_escapes, capsys)
     assert "[question] Root Clear" in err and "[answer] Child Clear" in err and "error Clear" in err
     assert_no_terminal_controls(err)
     assert_no_terminal_controls(out)
-

@@ -113,7 +113,9 @@ def assert_no_structure_of_its_own(markdown: str, *, ours: dict[str, list[str]],
         tags = {tag for tag, _ in found}
         assert tags <= MARKDOWN_TAGS, (name, tags - MARKDOWN_TAGS)  # no raw HTML block or tag
         blocks = {tag: [text for t, text in found if t == tag] for tag in BLOCKS if tag in tags}
-        made = {tag: texts for tag, texts in blocks.items() if tag not in allowed or any(WORD in t.lower() for t in texts)}
+        made = {
+            tag: texts for tag, texts in blocks.items() if tag not in allowed or any(WORD in t.lower() for t in texts)
+        }
         assert made == ours, (name, made, markdown)
         assert any(tag == "p" and WORD in text.lower() for tag, text in found), (name, markdown)
 
@@ -135,7 +137,9 @@ def zorblax_file(tmp_path):
 def ingest_and_run(capsys, path) -> str:
     code, out, err = cli_run(capsys, "ingest", str(path))
     assert code == cli.EXIT_OK and "1 document(s) added" in out, (out, err)
-    code, out, err = cli_run(capsys, "run", QUESTION, "--method", "rag", "--llm", "fake", "--search", "local", "--quiet")
+    code, out, err = cli_run(
+        capsys, "run", QUESTION, "--method", "rag", "--llm", "fake", "--search", "local", "--quiet"
+    )
     assert code == cli.EXIT_OK, err
     return run_id_of(out)
 
@@ -159,7 +163,9 @@ def assert_every_export_is_prose(capsys, tmp_path, run_id: str) -> None:
     assert code == cli.EXIT_OK, err
     document = docx.Document(io.BytesIO(out_file.read_bytes()))
     assert [p.text for p in document.paragraphs if p.style.name.startswith("Heading")] == [QUESTION, "Sources"]
-    assert not document.tables and all(p.style.name in ("Normal", "Heading 1", "Heading 2") for p in document.paragraphs)
+    assert not document.tables and all(
+        p.style.name in ("Normal", "Heading 1", "Heading 2") for p in document.paragraphs
+    )
     assert any(WORD in p.text.lower() for p in document.paragraphs if p.style.name == "Normal")
     services = build_services(load_settings())
     try:
@@ -182,8 +188,9 @@ def test_a_documents_heading_does_not_become_the_exports_heading(prebuilt_corpus
 @pytest.fixture
 def quoting_model(monkeypatch) -> FakeLLM:
     """A model that answers with the document itself, every line as the file has it, and a citation."""
-    scripted = FakeLLM().when(prompt="rag.answer", respond={"answer": f"{DOCUMENT}\nAs the document says [1].",
-                                                           "confidence": "high"})
+    scripted = FakeLLM().when(
+        prompt="rag.answer", respond={"answer": f"{DOCUMENT}\nAs the document says [1].", "confidence": "high"}
+    )
     build = common.services
 
     def services_with_quoting_model(*args, **kwargs):
@@ -195,8 +202,9 @@ def quoting_model(monkeypatch) -> FakeLLM:
     return scripted
 
 
-def test_no_block_of_a_document_quoted_whole_makes_structure(prebuilt_corpus_home, zorblax_file, quoting_model,
-                                                             capsys, tmp_path):
+def test_no_block_of_a_document_quoted_whole_makes_structure(
+    prebuilt_corpus_home, zorblax_file, quoting_model, capsys, tmp_path
+):
     run_id = ingest_and_run(capsys, zorblax_file)
     assert quoting_model.calls_for("rag.answer")
     assert_every_export_is_prose(capsys, tmp_path, run_id)
@@ -329,17 +337,23 @@ def test_only_the_sections_the_method_planned_stay_headings(repo):
     """OmniThink's article: the model writes the outline's sections as `## Title`; those stay
     headings (their words escaped), while a document's heading the model quotes stays prose."""
     run = repo.create_run(question="A question?", method="omnithink", params={})
-    article = ("## Causes of <b>tilt</b>\n\nThe axis is tilted.\n\n# Zorblax protocol\nThe Zorblax protocol is a handshake.\n\n"
-               "### Seasons *by* hemisphere ###\n\nOpposite seasons.")
+    article = (
+        "## Causes of <b>tilt</b>\n\nThe axis is tilted.\n\n# Zorblax protocol\nThe Zorblax protocol is a handshake.\n\n"
+        "### Seasons *by* hemisphere ###\n\nOpposite seasons."
+    )
     repo.save_report(run.id, article, data={OWN_HEADINGS: ["Causes of <b>tilt</b>", "Seasons by hemisphere"]})
     repo.set_status(run.id, RunStatus.DONE)
     markdown = render_markdown(repo, run.id)
-    assert_no_structure_of_its_own(markdown, ours={"h1": ["A question?"], "h2": ["Causes of <b>tilt</b>"],
-                                                   "h3": ["Seasons *by* hemisphere"]})
+    assert_no_structure_of_its_own(
+        markdown, ours={"h1": ["A question?"], "h2": ["Causes of <b>tilt</b>"], "h3": ["Seasons *by* hemisphere"]}
+    )
     blocks = build_document(repo, run.id).blocks
     assert [(b.kind, b.level) for b in blocks if b.kind == "heading"] == [("heading", 2), ("heading", 3)]
-    assert any("Zorblax protocol The Zorblax" in " ".join(b.parts) or "Zorblax protocol" in b.parts[0]
-               for b in blocks if b.kind == "paragraph")
+    assert any(
+        "Zorblax protocol The Zorblax" in " ".join(b.parts) or "Zorblax protocol" in b.parts[0]
+        for b in blocks
+        if b.kind == "paragraph"
+    )
 
 
 def test_an_article_stored_before_planned_headings_were_named_keeps_its_sections(repo):

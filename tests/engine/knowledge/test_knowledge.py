@@ -26,15 +26,30 @@ from storage import Repository, open_database
 from storage.knowledge import ChunkExtraction, ChunkInput, EntityInput, KnowledgeStore, RelationInput
 from tests.support.db_backends import database_url, run_threads  # noqa: F401 - the fixture
 
-ARTHUR = Hit(title="Arthur's Magazine", ref="hotpotqa/Arthur's Magazine#0", snippet="", kind="corpus",
-             text="Arthur's Magazine (1844-1846) was an American literary periodical published in Philadelphia "
-                  "in the 19th century. In 1846 it was merged into Godey's Lady's Book.")
-FIRST = Hit(title="First for Women", ref="hotpotqa/First for Women#0", snippet="", kind="corpus",
-            text="First for Women is a woman's magazine published by Bauer Media Group in the USA. The magazine "
-                 "was started in 1989.")
-GODEY = Hit(title="Godey's Lady's Book", ref="https://example.org/godey", snippet="", kind="web",
-            url="https://example.org/godey",
-            text="Godey's Lady's Book was an American women's magazine published in Philadelphia by Louis A. Godey.")
+ARTHUR = Hit(
+    title="Arthur's Magazine",
+    ref="hotpotqa/Arthur's Magazine#0",
+    snippet="",
+    kind="corpus",
+    text="Arthur's Magazine (1844-1846) was an American literary periodical published in Philadelphia "
+    "in the 19th century. In 1846 it was merged into Godey's Lady's Book.",
+)
+FIRST = Hit(
+    title="First for Women",
+    ref="hotpotqa/First for Women#0",
+    snippet="",
+    kind="corpus",
+    text="First for Women is a woman's magazine published by Bauer Media Group in the USA. The magazine "
+    "was started in 1989.",
+)
+GODEY = Hit(
+    title="Godey's Lady's Book",
+    ref="https://example.org/godey",
+    snippet="",
+    kind="web",
+    url="https://example.org/godey",
+    text="Godey's Lady's Book was an American women's magazine published in Philadelphia by Louis A. Godey.",
+)
 # A safety limit only, for waits on progress (a busy machine may take long).
 STORED_WITHIN_S = 60
 QUESTION = "Which magazine was started first, Arthur's Magazine or First for Women?"
@@ -54,8 +69,14 @@ def store(database_url):  # noqa: F811 - SQLite, and PostgreSQL when the test se
 def question_kb(store: KnowledgeStore, fake: FakeLLM, run_id: str | None = None, chunk_tokens: int = 1200):
     if run_id is None:
         run_id = Repository(store.db).create_run(question=QUESTION, method="rag", params={}).id
-    return KnowledgeLayer(store).open(run_id=run_id, scope="question", collection=None, chunk_tokens=chunk_tokens,
-                                      ask=EvalLLM(fake).ask, parallel=serial)
+    return KnowledgeLayer(store).open(
+        run_id=run_id,
+        scope="question",
+        collection=None,
+        chunk_tokens=chunk_tokens,
+        ask=EvalLLM(fake).ask,
+        parallel=serial,
+    )
 
 
 def entity_rows(store, kb):
@@ -63,9 +84,10 @@ def entity_rows(store, kb):
 
 
 def extraction(entities=(), relations=()):
-    return {"entities": [{"name": n, "type": t, "description": d} for n, t, d in entities],
-            "relations": [{"source": s, "target": t, "description": d, "keywords": list(k)}
-                          for s, t, d, k in relations]}
+    return {
+        "entities": [{"name": n, "type": t, "description": d} for n, t, d in entities],
+        "relations": [{"source": s, "target": t, "description": d, "keywords": list(k)} for s, t, d, k in relations],
+    }
 
 
 # ---------------------------------------------------------------------- chunking
@@ -98,33 +120,50 @@ def test_extraction_of_a_chunk_on_the_offline_fake_finds_its_names_and_relations
     # One call, with room in proportion to the short passage (its words as tokens, twice, plus a base).
     words = len(ARTHUR.text.split())
     assert [r.max_tokens for r in fake.calls_for(EXTRACT.name)] == [round(300 + 2 * words / 0.75)]
-    capped = KnowledgeLayer(store).open(run_id=Repository(store.db).create_run(question=QUESTION, method="rag",
-                                                                               params={}).id,
-                                        scope="question", collection=None, ask=EvalLLM(fake).ask, parallel=serial,
-                                        extract_max_tokens=300)
+    capped = KnowledgeLayer(store).open(
+        run_id=Repository(store.db).create_run(question=QUESTION, method="rag", params={}).id,
+        scope="question",
+        collection=None,
+        ask=EvalLLM(fake).ask,
+        parallel=serial,
+        extract_max_tokens=300,
+    )
     capped.add_documents([ARTHUR])
     assert fake.calls_for(EXTRACT.name)[-1].max_tokens == 300
     # A chunk as long as the paper's 1,200 tokens gets the whole cap of 2,500, no more.
-    long_chunk = Hit(title="Long", ref="hotpotqa/Long#0", snippet="", kind="corpus", text="word " * words_for_tokens(1200))
+    long_chunk = Hit(
+        title="Long", ref="hotpotqa/Long#0", snippet="", kind="corpus", text="word " * words_for_tokens(1200)
+    )
     kb.add_documents([long_chunk])
     assert fake.calls_for(EXTRACT.name)[-1].max_tokens == 2500
     contents = store.contents(kb.graph_id)
     names = {e.name for e in contents.entities}
     assert {"Arthur's Magazine", "Philadelphia", "1844", "1846", "Godey's Lady's Book"} <= names
-    merged = next(r for r in contents.relations
-                  if {r.source_key, r.target_key} == {entity_key("Arthur's Magazine"), entity_key("Godey's Lady's Book")})
+    merged = next(
+        r
+        for r in contents.relations
+        if {r.source_key, r.target_key} == {entity_key("Arthur's Magazine"), entity_key("Godey's Lady's Book")}
+    )
     assert "merged" in merged.keywords and "merged into Godey's Lady's Book" in merged.description
 
 
 def test_dedup_merges_case_and_whitespace_variants_and_both_directions(store):
     fake = FakeLLM()
-    fake.when(prompt=EXTRACT.name, respond=extraction(
-        entities=[("Bauer Media Group", "organisation", "A German publisher."),
-                  ("bauer   media  group", "", "It publishes First for Women."),
-                  (" BAUER MEDIA GROUP.", "other", "A German publisher."),
-                  ("First for Women", "work", "A magazine.")],
-        relations=[("Bauer Media Group", "First for Women", "Bauer publishes it.", ["publishing"]),
-                   ("first for women", "bauer media group", "Published by Bauer.", ["Publishing", "ownership"])]))
+    fake.when(
+        prompt=EXTRACT.name,
+        respond=extraction(
+            entities=[
+                ("Bauer Media Group", "organisation", "A German publisher."),
+                ("bauer   media  group", "", "It publishes First for Women."),
+                (" BAUER MEDIA GROUP.", "other", "A German publisher."),
+                ("First for Women", "work", "A magazine."),
+            ],
+            relations=[
+                ("Bauer Media Group", "First for Women", "Bauer publishes it.", ["publishing"]),
+                ("first for women", "bauer media group", "Published by Bauer.", ["Publishing", "ownership"]),
+            ],
+        ),
+    )
     kb = question_kb(store, fake)
     kb.add_documents([FIRST])
     contents = store.contents(kb.graph_id)
@@ -138,12 +177,18 @@ def test_dedup_merges_case_and_whitespace_variants_and_both_directions(store):
     assert relation.description.split("\n") == ["Bauer publishes it.", "Published by Bauer."]
 
 
-@pytest.mark.parametrize("same, different", [
-    (["Paris", "**Paris**", "\"Paris.\"", "Paris\u200b", "Par\u00adis"], ["Parisian"]),  # format characters do not count
-    (["The Beatles", "Beatles", "the beatles!"], []),
-    (["C#"], ["C", "C++"]),  # a sign that is part of a name keeps it apart (review 14)
-    ([".NET"], ["NET"]),
-])
+@pytest.mark.parametrize(
+    "same, different",
+    [
+        (
+            ["Paris", "**Paris**", '"Paris."', "Paris\u200b", "Par\u00adis"],
+            ["Parisian"],
+        ),  # format characters do not count
+        (["The Beatles", "Beatles", "the beatles!"], []),
+        (["C#"], ["C", "C++"]),  # a sign that is part of a name keeps it apart (review 14)
+        ([".NET"], ["NET"]),
+    ],
+)
 def test_entity_keys_merge_spelling_variants_and_keep_names_apart(same, different):
     keys = {entity_key(name) for name in same}
     assert len(keys) == 1 and keys.isdisjoint(entity_key(name) for name in different)
@@ -241,8 +286,10 @@ def test_expansion_returns_exactly_the_neighbours_within_one_and_two_hops():
 
 
 CHAIN = {  # four passages: Alpha-Beta, Beta-Gamma, Gamma-Delta, and an unconnected Omega-Sigma
-    "alpha.txt": ("Alpha Corp", "Beta Labs"), "beta.txt": ("Beta Labs", "Gamma Works"),
-    "gamma.txt": ("Gamma Works", "Delta Group"), "omega.txt": ("Omega Fund", "Sigma Bank"),
+    "alpha.txt": ("Alpha Corp", "Beta Labs"),
+    "beta.txt": ("Beta Labs", "Gamma Works"),
+    "gamma.txt": ("Gamma Works", "Delta Group"),
+    "omega.txt": ("Omega Fund", "Sigma Bank"),
 }
 
 
@@ -252,9 +299,17 @@ def chain_kb(store):
     for ref, (source, target) in CHAIN.items():
         text = f"{source} works with {target} on shared projects."
         docs.append(Hit(title=ref, ref=f"files/{ref}#0", snippet="", text=text, kind="corpus"))
-        fake.when(prompt=EXTRACT.name, pattern=text, respond=extraction(
-            entities=[(source, "organisation", f"{source} in {ref}."), (target, "organisation", f"{target} in {ref}.")],
-            relations=[(source, target, f"{source} works with {target}.", ["partnership"])]))
+        fake.when(
+            prompt=EXTRACT.name,
+            pattern=text,
+            respond=extraction(
+                entities=[
+                    (source, "organisation", f"{source} in {ref}."),
+                    (target, "organisation", f"{target} in {ref}."),
+                ],
+                relations=[(source, target, f"{source} works with {target}.", ["partnership"])],
+            ),
+        )
     kb = question_kb(store, fake)
     kb.add_documents(docs)
     return kb, fake
@@ -269,8 +324,11 @@ def test_retrieval_reaches_exactly_the_chunks_of_the_expected_neighbours(store):
 
     assert refs(0) == {"files/alpha.txt#0": ("entity",)}
     assert refs(1) == {"files/alpha.txt#0": ("entity", "hop1"), "files/beta.txt#0": ("hop1",)}
-    assert refs(2) == {"files/alpha.txt#0": ("entity", "hop1"), "files/beta.txt#0": ("hop1", "hop2"),
-                       "files/gamma.txt#0": ("hop2",)}
+    assert refs(2) == {
+        "files/alpha.txt#0": ("entity", "hop1"),
+        "files/beta.txt#0": ("hop1", "hop2"),
+        "files/gamma.txt#0": ("hop2",),
+    }
     units = kb.retrieve("q", alpha, top_k=1, hops=2)
     assert [u.hit.ref for u in units][0] == "files/alpha.txt#0"  # the direct match ranks first
     assert units == sorted(units, key=lambda u: -u.score)
@@ -290,8 +348,7 @@ def test_knowledge_units_carry_triples_source_text_and_the_documents_ref(store):
     assert {ARTHUR.ref, FIRST.ref} <= set(by_ref)
     first = by_ref[FIRST.ref]
     assert first.hit.text == FIRST.text and first.hit.title == FIRST.title and first.hit.kind == "corpus"
-    assert any(t.subject == "First for Women" and t.object == "1989" and "started" in t.relation
-               for t in first.triples)
+    assert any(t.subject == "First for Women" and t.object == "1989" and "started" in t.relation for t in first.triples)
     assert any(e.name == "First for Women" for e in first.entities)
     # Godey's page is one relation away from Arthur's Magazine ("merged into"): cited by its URL.
     web = by_ref[GODEY.ref]
@@ -317,8 +374,9 @@ def test_ablations_leave_out_the_triples_or_the_source_text_but_keep_the_citatio
 def test_runs_share_a_graphs_view_until_a_merge_changes_the_graph(store):
     layer = KnowledgeLayer(store)
     run_id = Repository(store.db).create_run(question=QUESTION, method="rag", params={}).id
-    kb = layer.open(run_id=run_id, scope="question", collection=None, chunk_tokens=1200,
-                    ask=EvalLLM(FakeLLM()).ask, parallel=serial)
+    kb = layer.open(
+        run_id=run_id, scope="question", collection=None, chunk_tokens=1200, ask=EvalLLM(FakeLLM()).ask, parallel=serial
+    )
     kb.add_documents([ARTHUR])
     first = layer.views.get(kb.graph_id)
     assert layer.views.get(kb.graph_id) is first  # read once, shared
@@ -336,15 +394,16 @@ def test_a_deleted_runs_graph_view_is_never_served_to_the_graph_that_takes_its_i
     layer = KnowledgeLayer(store)  # one per process, as Services keeps it
     repo = Repository(store.db)
     first_run = repo.create_run(question=QUESTION, method="rag", params={}).id
-    first = layer.open(run_id=first_run, scope="question", collection=None, ask=EvalLLM(FakeLLM()).ask,
-                       parallel=serial)
+    first = layer.open(run_id=first_run, scope="question", collection=None, ask=EvalLLM(FakeLLM()).ask, parallel=serial)
     first.add_documents([ARTHUR])
-    assert [u.hit.ref for u in first.retrieve(QUESTION, Keywords(("Arthur's Magazine",), ()), top_k=3, hops=1)] \
-        == [ARTHUR.ref]
+    assert [u.hit.ref for u in first.retrieve(QUESTION, Keywords(("Arthur's Magazine",), ()), top_k=3, hops=1)] == [
+        ARTHUR.ref
+    ]
     repo.delete_run(first_run)
     second_run = repo.create_run(question=QUESTION, method="rag", params={}).id
-    second = layer.open(run_id=second_run, scope="question", collection=None, ask=EvalLLM(FakeLLM()).ask,
-                        parallel=serial)
+    second = layer.open(
+        run_id=second_run, scope="question", collection=None, ask=EvalLLM(FakeLLM()).ask, parallel=serial
+    )
     second.add_documents([FIRST])
     own = second.retrieve(QUESTION, Keywords(("First for Women",), ()), top_k=3, hops=1)
     assert [u.hit.ref for u in own] == [FIRST.ref]
@@ -356,20 +415,37 @@ def test_a_chunk_naming_the_asked_entity_ranks_before_one_naming_only_its_neighb
     """Summed, three neighbours (0.5 each) outranked the passage that names the entity asked about
     (review 14); its best matched key ranks a chunk first. Re-ranking the stored KU_1 of the 2Wiki
     benchmark's 100 runs so raised all-gold recall from .190 to .220 (docs/benchmarks.md)."""
+
     def facts(names, pairs):
-        return extraction(entities=[(n, "person", f"{n}.") for n in names],
-                          relations=[(a, b, f"{a} and {b}.", ["link"]) for a, b in pairs])
+        return extraction(
+            entities=[(n, "person", f"{n}.") for n in names],
+            relations=[(a, b, f"{a} and {b}.", ["link"]) for a, b in pairs],
+        )
 
     fake = FakeLLM()
-    fake.when(prompt=EXTRACT.name, pattern="DOCONE", respond=facts(["Xavier Quill", "Alpha"], [("Xavier Quill", "Alpha")]))
-    fake.when(prompt=EXTRACT.name, pattern="DOCHUB", respond=facts(
-        ["Alpha", "Beta", "Gamma", "Delta"], [("Alpha", "Beta"), ("Gamma", "Delta")]))
-    fake.when(prompt=EXTRACT.name, pattern="DOCTWO", respond=facts(
-        ["Xavier Quill", "Beta", "Gamma", "Delta"], [("Xavier Quill", "Beta"), ("Xavier Quill", "Gamma"),
-                                                     ("Xavier Quill", "Delta")]))
+    fake.when(
+        prompt=EXTRACT.name, pattern="DOCONE", respond=facts(["Xavier Quill", "Alpha"], [("Xavier Quill", "Alpha")])
+    )
+    fake.when(
+        prompt=EXTRACT.name,
+        pattern="DOCHUB",
+        respond=facts(["Alpha", "Beta", "Gamma", "Delta"], [("Alpha", "Beta"), ("Gamma", "Delta")]),
+    )
+    fake.when(
+        prompt=EXTRACT.name,
+        pattern="DOCTWO",
+        respond=facts(
+            ["Xavier Quill", "Beta", "Gamma", "Delta"],
+            [("Xavier Quill", "Beta"), ("Xavier Quill", "Gamma"), ("Xavier Quill", "Delta")],
+        ),
+    )
     kb = question_kb(store, fake)
-    kb.add_documents([Hit(title=t, ref=f"x/{t}#0", snippet="", kind="corpus", text=f"{t} text")
-                      for t in ("DOCONE", "DOCTWO", "DOCHUB")])
+    kb.add_documents(
+        [
+            Hit(title=t, ref=f"x/{t}#0", snippet="", kind="corpus", text=f"{t} text")
+            for t in ("DOCONE", "DOCTWO", "DOCHUB")
+        ]
+    )
     units = kb.retrieve("Who is Xavier Quill?", Keywords(("Xavier Quill",), ()), top_k=5, hops=2)
     assert [u.hit.title for u in units] == ["DOCTWO", "DOCONE", "DOCHUB"]
     assert [("entity" in u.via) for u in units] == [True, True, False]
@@ -389,8 +465,15 @@ def test_a_stop_between_chunks_keeps_what_was_merged_and_the_rest_is_extracted_l
         if len(checks) > 1:
             raise Stop()
 
-    kb = KnowledgeLayer(store).open(run_id=run_id, scope="question", collection=None, chunk_tokens=1200,
-                                    ask=EvalLLM(fake).ask, parallel=serial, checkpoint=checkpoint)
+    kb = KnowledgeLayer(store).open(
+        run_id=run_id,
+        scope="question",
+        collection=None,
+        chunk_tokens=1200,
+        ask=EvalLLM(fake).ask,
+        parallel=serial,
+        checkpoint=checkpoint,
+    )
     with pytest.raises(Stop):
         kb.add_documents([ARTHUR, FIRST, GODEY])
     progress = kb.progress()
@@ -407,8 +490,9 @@ def test_two_extractions_of_one_graph_at_once_merge_each_chunk_once(store):
     layer = KnowledgeLayer(store)
 
     def add(_index: int) -> None:
-        kb = layer.open(run_id=run_id, scope="question", collection=None, chunk_tokens=1200,
-                        ask=EvalLLM(fake).ask, parallel=serial)
+        kb = layer.open(
+            run_id=run_id, scope="question", collection=None, chunk_tokens=1200, ask=EvalLLM(fake).ask, parallel=serial
+        )
         kb.add_documents([ARTHUR, FIRST, GODEY])
 
     run_threads(add, 3)  # no error in any of them
@@ -436,8 +520,9 @@ def test_the_graph_around_an_entity_lists_its_relations_and_source_chunks(store)
 
 
 def test_a_chunks_own_request_error_fails_that_chunk_but_an_endpoint_failing_every_chunk_ends_it(store):
-    fake = FakeLLM().when(prompt=EXTRACT.name, pattern="Bauer Media Group",
-                          respond=LLMTimeoutError("the request timed out after 120s"))
+    fake = FakeLLM().when(
+        prompt=EXTRACT.name, pattern="Bauer Media Group", respond=LLMTimeoutError("the request timed out after 120s")
+    )
     kb = question_kb(store, fake)
     progress = kb.add_documents([ARTHUR, FIRST])
     assert (progress.chunks_done, progress.failed_chunks) == (1, 1)
@@ -455,36 +540,56 @@ def test_extractions_saved_together_make_the_graph_saving_them_one_by_one_makes(
     """`save_extractions` (the chunks of a burst in one transaction) ends with the same entities,
     relations and chunk links as one `save_extraction` per chunk, in the same order; a chunk done
     already is left out, and given twice it is merged once."""
+
     def extraction_of(n: int) -> tuple[list[EntityInput], list[RelationInput]]:
         names = ["Moon", "Sun", f"Tide {n}"]
         entities = [EntityInput(name.lower(), name, "thing", f"{name} as chunk {n} says") for name in names]
-        relations = [RelationInput("moon", f"tide {n}", f"the moon raises tide {n}", (f"raises {n}",)),
-                     RelationInput("sun", "moon", f"chunk {n} on sun and moon", (f"pair {n}",))]
+        relations = [
+            RelationInput("moon", f"tide {n}", f"the moon raises tide {n}", (f"raises {n}",)),
+            RelationInput("sun", "moon", f"chunk {n} on sun and moon", (f"pair {n}",)),
+        ]
         return entities, relations
 
     graphs = []
     for together in (False, True):
         graph = store.open_graph(f"question:tides:{together}", scope="question", chunk_tokens=1200)
-        store.add_chunks(graph.id, [ChunkInput(key=f"c{n}", ref=f"doc#{n}", title="Doc", text=f"text {n}")
-                                    for n in range(4)])
+        store.add_chunks(
+            graph.id, [ChunkInput(key=f"c{n}", ref=f"doc#{n}", title="Doc", text=f"text {n}") for n in range(4)]
+        )
         chunks = store.list_chunks(graph.id)
-        store.save_extraction(graph.id, chunks[0].id, *extraction_of(0), merge_entity=merge_entity,
-                              merge_relation=merge_relation)  # done before: left out below
+        store.save_extraction(
+            graph.id, chunks[0].id, *extraction_of(0), merge_entity=merge_entity, merge_relation=merge_relation
+        )  # done before: left out below
         todo = [ChunkExtraction(chunks[n].id, *extraction_of(n)) for n in range(4)]
         if together:
-            merged = store.save_extractions(graph.id, [*todo, todo[2]], merge_entity=merge_entity,
-                                            merge_relation=merge_relation)
+            merged = store.save_extractions(
+                graph.id, [*todo, todo[2]], merge_entity=merge_entity, merge_relation=merge_relation
+            )
             assert merged == {chunks[n].id for n in (1, 2, 3)}
         else:
-            assert [store.save_extraction(graph.id, x.chunk_id, x.entities, x.relations, merge_entity=merge_entity,
-                                          merge_relation=merge_relation) for x in todo] == [False, True, True, True]
+            assert [
+                store.save_extraction(
+                    graph.id,
+                    x.chunk_id,
+                    x.entities,
+                    x.relations,
+                    merge_entity=merge_entity,
+                    merge_relation=merge_relation,
+                )
+                for x in todo
+            ] == [False, True, True, True]
         contents = store.contents(graph.id)
         first_chunk = chunks[0].id
-        graphs.append((
-            sorted((e.key, e.name, e.description) for e in contents.entities),
-            sorted((r.pair, r.description, tuple(r.keywords)) for r in contents.relations),
-            sorted((key, sorted(c - first_chunk for c in cs)) for key, cs in _chunks_by_key(store, contents).items()),
-            store.counts(graph.id).chunks_done))
+        graphs.append(
+            (
+                sorted((e.key, e.name, e.description) for e in contents.entities),
+                sorted((r.pair, r.description, tuple(r.keywords)) for r in contents.relations),
+                sorted(
+                    (key, sorted(c - first_chunk for c in cs)) for key, cs in _chunks_by_key(store, contents).items()
+                ),
+                store.counts(graph.id).chunks_done,
+            )
+        )
     assert graphs[0] == graphs[1]
     assert graphs[0][3] == 4
 
@@ -522,15 +627,19 @@ def test_extractions_that_finish_during_a_merge_are_merged_together_next(databas
     try:
         store = _HeldStore(db, chunks=4)
         graph = store.open_graph("question:group", scope="question", chunk_tokens=1200)
-        store.add_chunks(graph.id, [ChunkInput(key=f"c{n}", ref=f"doc#{n}", title="Doc", text=f"Tide {n} text")
-                                    for n in range(4)])
+        store.add_chunks(
+            graph.id, [ChunkInput(key=f"c{n}", ref=f"doc#{n}", title="Doc", text=f"Tide {n} text") for n in range(4)]
+        )
         chunks = store.list_chunks(graph.id)
 
         def ask(messages, output_type, **_):  # noqa: ANN001, ANN003, ANN202
             n = messages[-1].content.split("Tide ")[-1][0]
-            return output_type.model_validate(extraction(
-                entities=[("Moon", "thing", f"chunk {n}"), (f"Tide {n}", "event", "a tide")],
-                relations=[("Moon", f"Tide {n}", f"raises tide {n}", ("raises",))]))
+            return output_type.model_validate(
+                extraction(
+                    entities=[("Moon", "thing", f"chunk {n}"), (f"Tide {n}", "event", "a tide")],
+                    relations=[("Moon", f"Tide {n}", f"raises tide {n}", ("raises",))],
+                )
+            )
 
         def threads(calls):  # noqa: ANN001, ANN202
             with ThreadPoolExecutor(max_workers=len(calls)) as pool:

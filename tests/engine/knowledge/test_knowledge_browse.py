@@ -65,13 +65,15 @@ def test_entity_names_are_looked_up_starting_with_then_containing_the_typed_text
     found = graph.names("a", limit=50)
     assert len(found) == len(set(found))  # a name that starts with it is not listed again as containing it
     starting = [n for n in found if n.lower().startswith("a")]
-    assert found[:len(starting)] == starting and len(starting) < len(found)
+    assert found[: len(starting)] == starting and len(starting) < len(found)
     assert len(graph.names("a", limit=3)) == 3
     # What LIKE would read as wildcards is matched as typed.
     assert graph.names("%") == [] and graph.names("_") == [] and graph.names("   ") == []
     # The names a node offers are kept when the graph holds them, as the graph spells them.
     assert graph.known(["philadelphia", "Nobody", "the Arthur's Magazine", "Philadelphia"]) == [
-        "Philadelphia", "Arthur's Magazine"]
+        "Philadelphia",
+        "Arthur's Magazine",
+    ]
 
 
 def test_an_unknown_name_or_graph_gives_nothing(graph, store):  # noqa: F811
@@ -86,8 +88,9 @@ def test_a_kind_that_offers_the_browser_must_say_which_graph():
         pass
 
     with pytest.raises(ContractError, match="NodeData.knowledge_graph"):
-        MethodContract.build("m", [NodeKind("n", Plain, "N", "#000000", "n", browses_knowledge=True)], [], [], [],
-                             ViewSpec())
+        MethodContract.build(
+            "m", [NodeKind("n", Plain, "N", "#000000", "n", browses_knowledge=True)], [], [], [], ViewSpec()
+        )
     kinds = {k.name for k in MtqaMethod.contract().node_kinds.values() if k.browses_knowledge}
     assert kinds == {"knowledge", "summary"}
 
@@ -125,8 +128,11 @@ def mtqa_run(services) -> str:  # noqa: F811
     return run_id
 
 
-def test_the_node_panel_browses_around_an_entity_moves_to_a_neighbour_and_back(services, mtqa_run,  # noqa: F811
-                                                                                monkeypatch):
+def test_the_node_panel_browses_around_an_entity_moves_to_a_neighbour_and_back(
+    services,
+    mtqa_run,  # noqa: F811
+    monkeypatch,
+):
     base = next(n for n in services.repo.list_nodes(mtqa_run, kind="knowledge"))
     assert base.status == NodeStatus.DONE
     pick_node(monkeypatch, base.id)
@@ -135,8 +141,10 @@ def test_the_node_panel_browses_around_an_entity_moves_to_a_neighbour_and_back(s
     prefix = f"kg-{mtqa_run}-{base.id}"
     browser = services.knowledge.browse(base.data["graph_key"])
     counts = browser.counts()
-    assert f"{counts.entities:,} entities · {counts.relations:,} relations · {counts.chunks_done:,} chunks extracted" \
+    assert (
+        f"{counts.entities:,} entities · {counts.relations:,} relations · {counts.chunks_done:,} chunks extracted"
         in texts(at.caption)
+    )
     # The node's entities offered; the first shown at once, with its relations and sources.
     pick = at.selectbox(key=f"{prefix}-pick")
     offered = list(pick.options)

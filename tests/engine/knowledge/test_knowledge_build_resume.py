@@ -43,8 +43,9 @@ def extracted_passages(fake: FakeLLM, start: int = 0) -> list[str]:
 
 
 @pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
-def test_a_killed_collection_build_resumes_without_reextracting_finished_chunks(prebuilt_corpus_home, request,
-                                                                                 monkeypatch, capsys):
+def test_a_killed_collection_build_resumes_without_reextracting_finished_chunks(
+    prebuilt_corpus_home, request, monkeypatch, capsys
+):
     services = build_services(load_settings())
     request.addfinalizer(services.close)
     store = services.knowledge.store
@@ -54,13 +55,34 @@ def test_a_killed_collection_build_resumes_without_reextracting_finished_chunks(
     # in flight when the process is killed.
     with FakeOpenAIServer(fake, latency_s=0.6) as server:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "THOUGHTMAP_"))}
-        env.update(THOUGHTMAP_HOME=str(prebuilt_corpus_home), OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY="test",
-                   PYTHONUNBUFFERED="1", PYTHONPATH=str(ROOT))
+        env.update(
+            THOUGHTMAP_HOME=str(prebuilt_corpus_home),
+            OPENAI_BASE_URL=server.base_url,
+            OPENAI_API_KEY="test",
+            PYTHONUNBUFFERED="1",
+            PYTHONPATH=str(ROOT),
+        )
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "engine.cli", "kg", "build", "--collection", "hotpotqa", "--limit", str(CHUNKS),
-                 "--llm", "openai"],
-                cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                [
+                    sys.executable,
+                    "-m",
+                    "engine.cli",
+                    "kg",
+                    "build",
+                    "--collection",
+                    "hotpotqa",
+                    "--limit",
+                    str(CHUNKS),
+                    "--llm",
+                    "openai",
+                ],
+                cwd=ROOT,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
 
             def some_done_some_not():
                 graph = store.find_graph(GRAPH_KEY)
@@ -91,8 +113,9 @@ def test_a_killed_collection_build_resumes_without_reextracting_finished_chunks(
         # Resume in another process (the in-process CLI), against the same server.
         for key in ("OPENAI_BASE_URL", "OPENAI_API_KEY"):
             monkeypatch.setenv(key, env[key])
-        code = cli.main(["kg", "build", "--collection", "hotpotqa", "--limit", str(CHUNKS), "--llm", "openai",
-                         "--quiet"])
+        code = cli.main(
+            ["kg", "build", "--collection", "hotpotqa", "--limit", str(CHUNKS), "--llm", "openai", "--quiet"]
+        )
         assert code == cli.EXIT_OK
         asked_after = extracted_passages(fake, asked_before)
 
@@ -120,8 +143,15 @@ def test_a_dead_builders_pid_taken_by_another_process_does_not_lock_the_graph(se
     stale = f"{socket.gethostname()}:{living}:deadbeef:{int(process_started(living) or 0) + 1}"
     assert store.claim_graph(graph.id, stale, owner_alive) is not None
     assert not owner_alive(store.get_graph(graph.id)) and shown_status(store.get_graph(graph.id)) == "interrupted"
-    assert cli.main(["kg", "build", "--collection", "hotpotqa", "--limit", "3", "--llm", "fake", "--quiet"]) == cli.EXIT_OK
+    assert (
+        cli.main(["kg", "build", "--collection", "hotpotqa", "--limit", "3", "--llm", "fake", "--quiet"]) == cli.EXIT_OK
+    )
     # The builder's own claim, with its real start time, is alive; an older owner without one still counts.
-    assert owner_alive(store.get_graph(graph.id).model_copy(update={
-        "owner": f"{socket.gethostname()}:{living}:cafe0000:{process_started(living)}"}))
-    assert owner_alive(store.get_graph(graph.id).model_copy(update={"owner": f"{socket.gethostname()}:{living}:cafe0000"}))
+    assert owner_alive(
+        store.get_graph(graph.id).model_copy(
+            update={"owner": f"{socket.gethostname()}:{living}:cafe0000:{process_started(living)}"}
+        )
+    )
+    assert owner_alive(
+        store.get_graph(graph.id).model_copy(update={"owner": f"{socket.gethostname()}:{living}:cafe0000"})
+    )

@@ -34,12 +34,15 @@ def hub_graph(store):  # noqa: F811
     [chunk] = store.list_chunks(graph.id)
     names = [HUB, *(f"Place {n:03d}" for n in range(SPOKES)), "Island A", "Island B"]
     entities = [EntityInput(entity_key(n), n, "place", f"the description of {n}") for n in names]
-    relations = [RelationInput(entity_key(HUB), entity_key(f"Place {n:03d}"), f"{HUB} holds place {n}", ("holds",))
-                 for n in range(SPOKES)]
+    relations = [
+        RelationInput(entity_key(HUB), entity_key(f"Place {n:03d}"), f"{HUB} holds place {n}", ("holds",))
+        for n in range(SPOKES)
+    ]
     relations.append(RelationInput(entity_key("Place 007"), entity_key("Place 008"), "neighbours", ("borders",)))
     relations.append(RelationInput(entity_key("Island A"), entity_key("Island B"), "a ferry", ("ferry to",)))
-    assert store.save_extraction(graph.id, chunk.id, entities, relations, merge_entity=merge_entity,
-                                 merge_relation=merge_relation)
+    assert store.save_extraction(
+        graph.id, chunk.id, entities, relations, merge_entity=merge_entity, merge_relation=merge_relation
+    )
     return store, graph.id
 
 
@@ -72,9 +75,11 @@ def test_a_graph_of_hundreds_of_relations_is_capped_and_says_so(hub_graph):
     # The highlighted entity's relation first, then the most connected entity's (the hub's).
     assert {whole.relations[0].source, whole.relations[0].target} == {"island a", "island b"}
     assert all(HUB.lower() in (r.source, r.target) for r in whole.relations[1:])
-    assert whole.says() == (f"{WHOLE_CAP} of {total} relations and {len(whole.entities)} of {SPOKES + 3} entities: "
-                            f"at most {WHOLE_CAP}, the relations of the node's units first, then those of the most "
-                            "connected entities")
+    assert whole.says() == (
+        f"{WHOLE_CAP} of {total} relations and {len(whole.entities)} of {SPOKES + 3} entities: "
+        f"at most {WHOLE_CAP}, the relations of the node's units first, then those of the most "
+        "connected entities"
+    )
     around = draw(store, graph_id, ["Place 007", "Place 008"], around=True)
     assert len(around.relations) == AROUND_CAP and around.capped
     assert {around.relations[0].source, around.relations[0].target} == {"place 007", "place 008"}
@@ -119,7 +124,11 @@ def test_the_frame_highlights_the_units_entities_and_triples(graph):  # noqa: F8
     assert frozenset((entity_key("Arthur's Magazine"), entity_key(GODEYS))) in unit_edges
     assert all(e["label"] for e in frame.edges) and len({e["id"] for e in frame.edges}) == len(frame.edges)
     assert [entry["text"] for entry in frame.legend] == [
-        "in a unit the node cites", "in a unit the node read", "other entity", "a triple of the node's units"]
+        "in a unit the node cites",
+        "in a unit the node read",
+        "other entity",
+        "a triple of the node's units",
+    ]
     # Labels only where legible; no vis tooltip (`title`): the frame shows tips as text.
     assert frame.options["nodes"]["scaling"]["label"]["drawThreshold"] >= 9
     assert not any("title" in item for item in frame.nodes + frame.edges)
@@ -141,21 +150,62 @@ def test_model_text_reaches_the_frame_as_data_only(graph):  # noqa: F811
 
 
 def _unit(uid: str, source: int, triple: tuple[str, str, str], dropped: bool = False) -> dict:
-    return {"id": uid, "source_id": source, "title": uid, "ref": uid, "dropped": dropped,
-            "triples": [{"subject": triple[0], "relation": triple[1], "object": triple[2]}]}
+    return {
+        "id": uid,
+        "source_id": source,
+        "title": uid,
+        "ref": uid,
+        "dropped": dropped,
+        "triples": [{"subject": triple[0], "relation": triple[1], "object": triple[2]}],
+    }
 
 
 def _matrix() -> list[Node]:
-    base = Node(id=2, run_id="r", kind=KNOWLEDGE, label="Knowledge base", parent_id=1, status="done",
-                data={"graph_key": "run:r:1200", "units": [_unit("u1", 11, ("A", "r", "B")),
-                                                          _unit("u2", 12, ("C", "r", "D")),
-                                                          _unit("u3", 13, ("E", "r", "F"), dropped=True)]})
-    cell = Node(id=3, run_id="r", kind=CELL, label="Thought 1.1", parent_id=2, status="done",
-                content="A came first [[S12]].", data={"row": 0, "column": 0})
-    summary = Node(id=4, run_id="r", kind=SUMMARY, label="Summary", parent_id=2, status="done",
-                   data={"column": 0, "graph_key": "run:r:1200", "units": [_unit("u4", 14, ("G", "r", "H"))]})
-    later = Node(id=5, run_id="r", kind=CELL, label="Thought 1.2", parent_id=4, status="done", content="G.",
-                 data={"row": 0, "column": 1})
+    base = Node(
+        id=2,
+        run_id="r",
+        kind=KNOWLEDGE,
+        label="Knowledge base",
+        parent_id=1,
+        status="done",
+        data={
+            "graph_key": "run:r:1200",
+            "units": [
+                _unit("u1", 11, ("A", "r", "B")),
+                _unit("u2", 12, ("C", "r", "D")),
+                _unit("u3", 13, ("E", "r", "F"), dropped=True),
+            ],
+        },
+    )
+    cell = Node(
+        id=3,
+        run_id="r",
+        kind=CELL,
+        label="Thought 1.1",
+        parent_id=2,
+        status="done",
+        content="A came first [[S12]].",
+        data={"row": 0, "column": 0},
+    )
+    summary = Node(
+        id=4,
+        run_id="r",
+        kind=SUMMARY,
+        label="Summary",
+        parent_id=2,
+        status="done",
+        data={"column": 0, "graph_key": "run:r:1200", "units": [_unit("u4", 14, ("G", "r", "H"))]},
+    )
+    later = Node(
+        id=5,
+        run_id="r",
+        kind=CELL,
+        label="Thought 1.2",
+        parent_id=4,
+        status="done",
+        content="G.",
+        data={"row": 0, "column": 1},
+    )
     return [Node(id=1, run_id="r", kind=QUESTION, label="q", status="done"), base, cell, summary, later]
 
 
@@ -164,8 +214,9 @@ def test_a_thought_highlights_its_columns_units_and_marks_those_it_cites():
     focus = knowledge_focus(nodes, nodes[2])
     assert focus.key == "run:r:1200"
     assert [(u.title, u.cited) for u in focus.units] == [("u1", False), ("u2", True)]  # the dropped one left out
-    assert focus.says == ("Row 1, column 1 thought from the 2 knowledge units of the knowledge base (KU 1); its "
-                          "text cites 1 of them.")
+    assert focus.says == (
+        "Row 1, column 1 thought from the 2 knowledge units of the knowledge base (KU 1); its text cites 1 of them."
+    )
     later = knowledge_focus(nodes, nodes[4])
     assert [u.title for u in later.units] == ["u4"] and "the summary of column 1 (KU′)" in later.says
     summary = knowledge_focus(nodes, nodes[3])
@@ -179,8 +230,9 @@ def test_a_knowledge_tab_needs_a_name_of_its_own():
     tab = KnowledgeTab("Matrix", knowledge_focus)
     with pytest.raises(ContractError, match="name of its own"):
         MethodContract.build("m", [], [], [], [], ViewSpec(side_tab="Matrix", knowledge_tab=tab))
-    MethodContract.build("m", [], [], [], [], ViewSpec(side_tab="Matrix",
-                                                       knowledge_tab=KnowledgeTab("Knowledge graph", knowledge_focus)))
+    MethodContract.build(
+        "m", [], [], [], [], ViewSpec(side_tab="Matrix", knowledge_tab=KnowledgeTab("Knowledge graph", knowledge_focus))
+    )
 
 
 def test_the_frame_carries_the_maps_own_copy_of_vis_network():
@@ -188,5 +240,6 @@ def test_the_frame_carries_the_maps_own_copy_of_vis_network():
 
     components = REPO_ROOT / "components"
     for name in ("vis-network.min.js", "LICENSE-MIT", "LICENSE-APACHE-2.0"):
-        assert (components / "knowledge_graph_frontend" / name).read_bytes() == \
-            (components / "mindmap_frontend" / name).read_bytes(), name
+        assert (components / "knowledge_graph_frontend" / name).read_bytes() == (
+            components / "mindmap_frontend" / name
+        ).read_bytes(), name

@@ -51,7 +51,7 @@ class TrigramEmbedder:
             vector = [0.0] * self.dims
             padded = f"  {text.casefold()} "
             for i in range(len(padded) - 2):
-                vector[zlib.crc32(padded[i:i + 3].encode()) % self.dims] += 1.0
+                vector[zlib.crc32(padded[i : i + 3].encode()) % self.dims] += 1.0
             vectors.append(vector)
         return vectors
 
@@ -81,8 +81,17 @@ class FailingEmbedder:
 
 def contents(names: Sequence[str], relations: Sequence[tuple[str, str, Sequence[str]]] = ()) -> GraphContents:
     entities = [KnowledgeEntity(id=i + 1, graph_id=1, key=name.casefold(), name=name) for i, name in enumerate(names)]
-    rels = [KnowledgeRelation(id=i + 1, graph_id=1, pair=f"{a}|{b}", source_key=a.casefold(), target_key=b.casefold(),
-                              keywords=list(words)) for i, (a, b, words) in enumerate(relations)]
+    rels = [
+        KnowledgeRelation(
+            id=i + 1,
+            graph_id=1,
+            pair=f"{a}|{b}",
+            source_key=a.casefold(),
+            target_key=b.casefold(),
+            keywords=list(words),
+        )
+        for i, (a, b, words) in enumerate(relations)
+    ]
     return GraphContents(entities=entities, relations=rels)
 
 
@@ -106,8 +115,15 @@ def test_a_keyword_sharing_no_word_with_an_entitys_name_is_matched_by_its_vector
 
 
 def test_general_keywords_are_matched_to_relation_keys_by_their_vectors():
-    index = KeyIndex(contents(NAMES, [("Arthur's Magazine", "Godey's Lady's Book", ["merger", "periodical"]),
-                                      ("First for Women", "Bauer Media Group", ["publisher"])]))
+    index = KeyIndex(
+        contents(
+            NAMES,
+            [
+                ("Arthur's Magazine", "Godey's Lady's Book", ["merger", "periodical"]),
+                ("First for Women", "Bauer Media Group", ["publisher"]),
+            ],
+        )
+    )
     assert index.match_relations(["mergr"], top_k=2) == []  # BM25: no shared word
     matched = index.match_relations(["mergr"], top_k=1, embedder=TrigramEmbedder())
     assert [index.relations[m.id].keywords for m in matched] == [["merger", "periodical"]]
@@ -115,8 +131,12 @@ def test_general_keywords_are_matched_to_relation_keys_by_their_vectors():
 
 def test_an_exact_name_is_kept_first_when_the_vectors_put_another_key_nearer():
     # A small model's blur: the keyword's vector is nearest to a different name, and far from its own.
-    table = {"Jaguar": [1.0, 0.0, 0.0, 0.0], "Leopard": [0.95, 0.3, 0.0, 0.0], "Jaguar Cars": [0.1, 0.0, 1.0, 0.0],
-             "Panther": [0.8, 0.6, 0.0, 0.0]}
+    table = {
+        "Jaguar": [1.0, 0.0, 0.0, 0.0],
+        "Leopard": [0.95, 0.3, 0.0, 0.0],
+        "Jaguar Cars": [0.1, 0.0, 1.0, 0.0],
+        "Panther": [0.8, 0.6, 0.0, 0.0],
+    }
     index = KeyIndex(contents(["Leopard", "Jaguar Cars", "Panther"]))
     cosine_order = [index.entity_keys.ids[i] for i, _ in index.entity_keys.cosine(["Jaguar"], TableEmbedder(table))]
     assert cosine_order == [1, 3]  # Jaguar Cars, below the similarity floor, is not even a cosine match
@@ -160,8 +180,9 @@ def test_vectors_of_the_wrong_count_are_a_failure_not_a_crash():
 
     told: list[EmbeddingError] = []
     index = KeyIndex(contents(NAMES))
-    assert names(index, index.match_entities(["Philadelphia"], top_k=1, embedder=Short(), on_error=told.append)) \
-        == ["Philadelphia"]
+    assert names(index, index.match_entities(["Philadelphia"], top_k=1, embedder=Short(), on_error=told.append)) == [
+        "Philadelphia"
+    ]
     assert len(told) == 1 and "4 vectors for 5 texts" in str(told[0])
 
 
@@ -196,8 +217,14 @@ def store(tmp_path):
 def test_a_growing_question_graph_embeds_only_the_keys_each_retrieval_has_not_seen(store):
     embedder = TrigramEmbedder()
     run_id = Repository(store.db).create_run(question=QUESTION, method="mtqa", params={}).id
-    kb = KnowledgeLayer(store).open(run_id=run_id, scope="question", collection=None, ask=EvalLLM(FakeLLM()).ask,
-                                    parallel=lambda calls: run_parallel(None, calls), embedder=embedder)
+    kb = KnowledgeLayer(store).open(
+        run_id=run_id,
+        scope="question",
+        collection=None,
+        ask=EvalLLM(FakeLLM()).ask,
+        parallel=lambda calls: run_parallel(None, calls),
+        embedder=embedder,
+    )
     kb.add_documents([ARTHUR])
     keywords = Keywords(detailed=(MISSPELT,), general=())
     assert [u.hit.title for u in kb.retrieve(QUESTION, keywords, top_k=1, hops=1)] == ["Arthur's Magazine"]
@@ -231,13 +258,20 @@ def test_the_graphs_keys_are_embedded_while_the_model_is_asked_for_the_keywords(
 
     run_id = Repository(store.db).create_run(question=QUESTION, method="mtqa", params={}).id
     with ThreadPoolExecutor(max_workers=2) as pool:
-        kb = KnowledgeLayer(store).open(run_id=run_id, scope="question", collection=None, ask=ask,
-                                        parallel=lambda calls: run_parallel(pool, calls), embedder=embedder)
+        kb = KnowledgeLayer(store).open(
+            run_id=run_id,
+            scope="question",
+            collection=None,
+            ask=ask,
+            parallel=lambda calls: run_parallel(pool, calls),
+            embedder=embedder,
+        )
         kb.add_documents([ARTHUR])
         keywords = kb.keywords(QUESTION)
         embedded = len(embedder.calls)
-        assert [u.hit.title for u in kb.retrieve(QUESTION, Keywords(detailed=(MISSPELT,), general=()), top_k=1,
-                                                  hops=1)] == ["Arthur's Magazine"]
+        assert [
+            u.hit.title for u in kb.retrieve(QUESTION, Keywords(detailed=(MISSPELT,), general=()), top_k=1, hops=1)
+        ] == ["Arthur's Magazine"]
     assert keywords.detailed or keywords.general
     assert embedder.calls[embedded:] == [[MISSPELT]]  # the keys were embedded before: only the keyword now
 
@@ -245,9 +279,15 @@ def test_the_graphs_keys_are_embedded_while_the_model_is_asked_for_the_keywords(
 def test_keys_that_cannot_be_embedded_ahead_leave_the_failure_to_retrieval_which_says_it(store):
     embedder, told = FailingEmbedder(), []
     run_id = Repository(store.db).create_run(question=QUESTION, method="mtqa", params={}).id
-    kb = KnowledgeLayer(store).open(run_id=run_id, scope="question", collection=None, ask=EvalLLM(FakeLLM()).ask,
-                                    parallel=lambda calls: run_parallel(None, calls), embedder=embedder,
-                                    on_embedding_error=told.append)
+    kb = KnowledgeLayer(store).open(
+        run_id=run_id,
+        scope="question",
+        collection=None,
+        ask=EvalLLM(FakeLLM()).ask,
+        parallel=lambda calls: run_parallel(None, calls),
+        embedder=embedder,
+        on_embedding_error=told.append,
+    )
     kb.add_documents([ARTHUR])
     keywords = kb.keywords(QUESTION)  # the failed embedding ahead is not the keywords' failure
     assert keywords.detailed or keywords.general

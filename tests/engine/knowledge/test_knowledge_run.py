@@ -101,7 +101,10 @@ def test_a_collection_graph_is_built_once_by_the_cli_and_read_by_runs(services, 
     assert not_built.status == RunStatus.FAILED
     assert "thoughtmap kg build --collection hotpotqa" in not_built.error
 
-    assert cli.main(["kg", "build", "--collection", "hotpotqa", "--limit", "20", "--llm", "fake", "--quiet"]) == cli.EXIT_OK
+    assert (
+        cli.main(["kg", "build", "--collection", "hotpotqa", "--limit", "20", "--llm", "fake", "--quiet"])
+        == cli.EXIT_OK
+    )
     out = capsys.readouterr().out
     assert "hotpotqa: 20/20 chunks extracted" in out
     graph = services.knowledge.store.find_graph("collection:hotpotqa:1200")
@@ -123,7 +126,10 @@ def test_a_collection_graph_is_built_once_by_the_cli_and_read_by_runs(services, 
     refs = [s.ref for s in repo.list_sources(run_id)]
     assert f"{chunk.ref}#{chunk.ordinal}" in refs  # the chunk named by the question, cited as the corpus cites it
     # Building again extracts nothing that is done.
-    assert cli.main(["kg", "build", "--collection", "hotpotqa", "--limit", "20", "--llm", "fake", "--quiet"]) == cli.EXIT_OK
+    assert (
+        cli.main(["kg", "build", "--collection", "hotpotqa", "--limit", "20", "--llm", "fake", "--quiet"])
+        == cli.EXIT_OK
+    )
     assert services.knowledge.store.find_graph("collection:hotpotqa:1200").calls == 20
 
 
@@ -153,14 +159,26 @@ def test_a_build_that_could_extract_nothing_fails_early_and_runs_say_why(service
     graph = services.knowledge.store.find_graph("collection:hotpotqa:1200")
     tried = FAILED_BATCHES_TO_GIVE_UP * BATCH_SIZE
     assert graph.status == "failed" and graph.calls == tried * (1 + DEFAULT_MAX_REASKS) < 60 * (1 + DEFAULT_MAX_REASKS)
-    run = services.repo.get_run(run_to_end(services, QUESTION, "kg_probe",
-                                           {"scope": "collection", "collection": "hotpotqa"}))
+    run = services.repo.get_run(
+        run_to_end(services, QUESTION, "kg_probe", {"scope": "collection", "collection": "hotpotqa"})
+    )
     assert run.status == RunStatus.FAILED and "has nothing in it: extraction failed on all" in run.error
 
 
 def test_a_build_stopped_by_its_budget_continues_when_run_again_with_the_same_budget(services, fake_llm, capsys):
-    build = ["kg", "build", "--collection", "hotpotqa", "--limit", "40", "--llm", "fake", "--quiet",
-             "--max-tokens", "3000"]
+    build = [
+        "kg",
+        "build",
+        "--collection",
+        "hotpotqa",
+        "--limit",
+        "40",
+        "--llm",
+        "fake",
+        "--quiet",
+        "--max-tokens",
+        "3000",
+    ]
     assert cli.main(build) == cli.EXIT_STOPPED
     assert "this build's token budget reached" in capsys.readouterr().err
     store = services.knowledge.store

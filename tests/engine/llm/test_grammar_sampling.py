@@ -23,8 +23,11 @@ pytestmark = pytest.mark.local_model
 # Asked about the sky, the model would say "blue": the schema allows only two animals and a count,
 # so the grammar must refuse the model's own first choices.
 PROMPT = "<|im_start|>user\nWhat colour is the sky? Answer in JSON.<|im_end|>\n<|im_start|>assistant\n"
-SCHEMA = {"type": "object", "properties": {"animal": {"type": "string", "enum": ["quokka", "axolotl"]},
-                                           "count": {"type": "integer"}}, "required": ["animal", "count"]}
+SCHEMA = {
+    "type": "object",
+    "properties": {"animal": {"type": "string", "enum": ["quokka", "axolotl"]}, "count": {"type": "integer"}},
+    "required": ["animal", "count"],
+}
 
 
 @pytest.fixture(scope="module")

@@ -290,9 +290,7 @@ def test_text_answer_without_sources_mentions_the_key_terms():
 
 
 def test_question_comes_from_the_question_line_or_the_last_user_message():
-    assert read_prompt(request().messages).question == (
-        "How do plants use light energy in photosynthesis?"
-    )
+    assert read_prompt(request().messages).question == ("How do plants use light energy in photosynthesis?")
     chat = (
         Message("system", "Be brief."),
         Message("user", "[1] Some source\nText of it.\n\nWhat about volcanoes?"),
@@ -370,8 +368,9 @@ def test_filler_handles_raw_schema_keywords():
             "kind": {"const": "fixed"},
             "either": {"oneOf": [{"type": "null"}, {"type": "integer", "exclusiveMinimum": 2}]},
             "multi": {"type": ["null", "number"], "maximum": -3},
-            "merged": {"allOf": [{"type": "object", "properties": {"a": {"type": "boolean"}},
-                                  "required": ["a"]}]},  # fmt: skip
+            "merged": {
+                "allOf": [{"type": "object", "properties": {"a": {"type": "boolean"}}, "required": ["a"]}]
+            },  # fmt: skip
             "anything": {},
         },
         "required": ["kind", "either", "multi", "merged", "anything"],
@@ -408,7 +407,9 @@ def test_a_follow_up_of_a_follow_up_reads_as_a_plausible_question():
     """The fake's follow-ups read "What are the key facts about key facts born?" one layer down: it
     took a question's first words for its subject, and the question was its own template."""
     parent = "What are the key facts about the Eiffel Tower?"
-    prompt = f"Overall research question: When was the Eiffel Tower built?\nQuestion: {parent}\nAlready explored: {parent}"
+    prompt = (
+        f"Overall research question: When was the Eiffel Tower built?\nQuestion: {parent}\nAlready explored: {parent}"
+    )
     asked = Subquestions.model_validate_json(FakeLLM().chat(structured(Subquestions, prompt)).text).subquestions
     assert all("the Eiffel Tower" in q and q.endswith("?") for q in asked), asked
     assert parent not in asked and len(set(asked)) == len(asked)
@@ -424,15 +425,18 @@ def test_aspects_name_the_subject_or_pick_what_the_field_lists():
     assert answer.category == "Economic"
 
 
-@pytest.mark.parametrize("question, topic", [
-    ("When was the Eiffel Tower built and who designed it?", "the Eiffel Tower"),
-    ("How did the Apollo program influence the history of computing?", "the Apollo program"),
-    ("Who wrote the play Hamlet?", "Hamlet"),
-    ("How do tides work?", "tides"),
-    ("Which sources best explain the Eiffel Tower?", "the Eiffel Tower"),  # one of the fake's own
-    ("Subject: When was the Eiffel Tower built?", "the Eiffel Tower"),  # a label is no name
-    ("", ""),
-])
+@pytest.mark.parametrize(
+    "question, topic",
+    [
+        ("When was the Eiffel Tower built and who designed it?", "the Eiffel Tower"),
+        ("How did the Apollo program influence the history of computing?", "the Apollo program"),
+        ("Who wrote the play Hamlet?", "Hamlet"),
+        ("How do tides work?", "tides"),
+        ("Which sources best explain the Eiffel Tower?", "the Eiffel Tower"),  # one of the fake's own
+        ("Subject: When was the Eiffel Tower built?", "the Eiffel Tower"),  # a label is no name
+        ("", ""),
+    ],
+)
 def test_the_subject_of_a_question(question, topic):
     from engine.llm.fake_words import subject
 

@@ -439,8 +439,12 @@ def test_learned_mode_is_per_endpoint_and_model_and_can_be_forgotten():
         limiter = ConcurrencyLimiter(4)
 
         def adapter(url, model):
-            return OpenAICompatibleLLM(LLMSettings(base_url=url, api_key=API_KEY, model=model, timeout_s=2.0),
-                                       limiter, modes=memory, sleep=Recorder())
+            return OpenAICompatibleLLM(
+                LLMSettings(base_url=url, api_key=API_KEY, model=model, timeout_s=2.0),
+                limiter,
+                modes=memory,
+                sleep=Recorder(),
+            )
 
         adapter(rejecting.base_url, "m1").chat(structured_request())
         assert memory.mode_for(rejecting.base_url, "m1") is ResponseFormat.JSON_OBJECT
@@ -462,9 +466,7 @@ def test_learned_mode_is_per_endpoint_and_model_and_can_be_forgotten():
 def test_explicit_json_schema_mode_never_downgrades():
     with FakeOpenAIServer(reject_json_schema=True) as server:
         with pytest.raises(LLMServerError, match="json_object"):
-            make_llm(server.base_url, structured_mode="json_schema", max_retries=1).chat(
-                structured_request()
-            )
+            make_llm(server.base_url, structured_mode="json_schema", max_retries=1).chat(structured_request())
         assert formats_sent(server) == ["json_schema", "json_schema"]
 
 
@@ -620,7 +622,9 @@ def test_a_server_process_answers_a_method_prompt_once_it_loaded_the_method(load
     module that registers them (`--load`); before, it answers generically, schema-valid text."""
     process = subprocess.Popen(
         [sys.executable, "-m", "engine.llm.fake_server", "--port", "0", *load],
-        stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO_ROOT,
     )
     try:
         llm = make_llm(process.stdout.readline().strip())
@@ -638,8 +642,12 @@ def test_a_server_process_answers_a_method_prompt_once_it_loaded_the_method(load
 def test_a_server_process_with_stats_says_what_it_served_when_stopped():
     """`--stats` (a benchmark's endpoint in its own process): stopped, it prints the chat requests it
     answered and the most it handled at once, as its last line."""
-    process = subprocess.Popen([sys.executable, "-m", "engine.llm.fake_server", "--port", "0", "--stats"],
-                               stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "engine.llm.fake_server", "--port", "0", "--stats"],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO_ROOT,
+    )
     try:
         llm = make_llm(process.stdout.readline().strip())
         for _ in range(2):

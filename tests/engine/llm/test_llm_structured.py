@@ -93,8 +93,9 @@ def test_an_answer_cut_off_by_the_length_limit_is_asked_again_shorter():
     responder = FakeLLM().when("", FakeReply(cut, cut_off=True), times=2)
     with FakeOpenAIServer(responder) as server:
         responses = []
-        finding = ask_structured(make_llm(server), [Message("user", SOURCES_PROMPT)], Finding,
-                                 on_response=responses.append, max_tokens=50)
+        finding = ask_structured(
+            make_llm(server), [Message("user", SOURCES_PROMPT)], Finding, on_response=responses.append, max_tokens=50
+        )
         bodies = server.requests
     assert [r.cut_off for r in responses] == [True, True, False] and finding.confidence is not None
     first, second, third = (b["messages"] for b in bodies)
@@ -125,11 +126,19 @@ def grammar_like(request) -> FakeReply:
     limit = schema.get("properties", {}).get("conclusion", {}).get("maxLength")
     if limit is None:
         return FakeReply('{"findings": "' + "long findings " * 40, cut_off=True)
-    words = ("Axial tilt of 23.4 degrees " * 20)
+    words = "Axial tilt of 23.4 degrees " * 20
     text = lambda n: words[:n].strip()  # noqa: E731
     items = schema["properties"]["evidence"]["maxItems"]
-    return FakeReply(json.dumps({"findings": text(limit), "evidence": [text(limit)] * items,
-                                 "analysis": text(limit), "conclusion": text(limit)}))
+    return FakeReply(
+        json.dumps(
+            {
+                "findings": text(limit),
+                "evidence": [text(limit)] * items,
+                "analysis": text(limit),
+                "conclusion": text(limit),
+            }
+        )
+    )
 
 
 def test_a_structured_answer_cut_off_twice_is_answered_in_the_compact_form():
@@ -137,8 +146,13 @@ def test_a_structured_answer_cut_off_twice_is_answered_in_the_compact_form():
     # times and the node failed. Now the third attempt asks for the compact form, and it fits.
     with FakeOpenAIServer(FakeLLM().when("", grammar_like)) as server:
         responses = []
-        summary = ask_structured(make_llm(server), [Message("user", SOURCES_PROMPT)], SmallSummary,
-                                 on_response=responses.append, max_tokens=300)
+        summary = ask_structured(
+            make_llm(server),
+            [Message("user", SOURCES_PROMPT)],
+            SmallSummary,
+            on_response=responses.append,
+            max_tokens=300,
+        )
         schemas = [b["response_format"]["json_schema"]["schema"] for b in server.requests]
     assert [r.cut_off for r in responses] == [True, True, False]
     assert summary.conclusion.startswith("Axial tilt") and len(summary.evidence) == 2
@@ -148,8 +162,9 @@ def test_a_structured_answer_cut_off_twice_is_answered_in_the_compact_form():
 
 def test_one_cut_off_with_one_attempt_left_goes_to_the_compact_form_at_once():
     with FakeOpenAIServer(FakeLLM().when("", grammar_like)) as server:
-        summary = ask_structured(make_llm(server), [Message("user", "Question: x")], SmallSummary, max_reasks=1,
-                                 max_tokens=300)
+        summary = ask_structured(
+            make_llm(server), [Message("user", "Question: x")], SmallSummary, max_reasks=1, max_tokens=300
+        )
         assert server.count_chat_requests() == 2
     assert summary.conclusion
 
@@ -166,13 +181,21 @@ def test_the_compact_form_narrows_every_field_and_still_validates_as_the_full_ty
     answer = {"findings": "f" * 120, "evidence": ["e" * 120] * 2, "analysis": "a", "conclusion": "c"}
     assert SmallSummary.model_validate(answer).conflicts == []
     # Limits a field already has are kept when they are tighter, and a minimum is never undercut.
-    assert compact_schema({"type": "object", "properties": {"s": {"type": "string", "maxLength": 10},
-                                                            "t": {"type": "string", "minLength": 900}},
-                           "required": ["s", "t"]}, 100)["properties"] == {
-        "s": {"type": "string", "maxLength": 10}, "t": {"type": "string", "minLength": 900, "maxLength": 900}}
+    assert compact_schema(
+        {
+            "type": "object",
+            "properties": {"s": {"type": "string", "maxLength": 10}, "t": {"type": "string", "minLength": 900}},
+            "required": ["s", "t"],
+        },
+        100,
+    )["properties"] == {
+        "s": {"type": "string", "maxLength": 10},
+        "t": {"type": "string", "minLength": 900, "maxLength": 900},
+    }
     # A string whose form is fixed (an enum) gets no length limit; no cap means a fixed budget.
-    literal = compact_schema({"type": "object", "properties": {"v": {"type": "string", "enum": ["A", "B"]}},
-                              "required": ["v"]}, None)
+    literal = compact_schema(
+        {"type": "object", "properties": {"v": {"type": "string", "enum": ["A", "B"]}}, "required": ["v"]}, None
+    )
     assert literal["properties"]["v"] == {"type": "string", "enum": ["A", "B"]}
 
 
@@ -233,20 +256,27 @@ class Summary(BaseModel):
     short_answer: str = Field(description="The answer in as few words as possible: a name, number or date.")
 
 
-SUMMARY_SYSTEM = ("Write the refined answer in paragraphs; then the short answer: the fewest words that answer "
-                  "the question (a name, number, date, yes or no).")
+SUMMARY_SYSTEM = (
+    "Write the refined answer in paragraphs; then the short answer: the fewest words that answer "
+    "the question (a name, number, date, yes or no)."
+)
 
 
 def test_an_answer_that_copies_the_instructions_is_re_asked():
     """A 0.5B model answered MTQA's summary with the prompt's own words as its short answer. That is
     not an answer: it is re-asked, saying why, and quoting the user's data stays allowed."""
     with FakeOpenAIServer() as server:
-        server.enqueue(content='{"paragraphs": ["Arthur\'s Magazine came first [1]."], "short_answer": '
-                               '"The fewest words that answer the question (a name, number, date, yes or no)."}')
-        server.enqueue(content='{"paragraphs": ["How do bees communicate where flowers are? With the waggle '
-                               'dance [1]."], "short_answer": "The waggle dance"}')
-        summary = ask_structured(make_llm(server), [Message("system", SUMMARY_SYSTEM),
-                                                    Message("user", SOURCES_PROMPT)], Summary)
+        server.enqueue(
+            content='{"paragraphs": ["Arthur\'s Magazine came first [1]."], "short_answer": '
+            '"The fewest words that answer the question (a name, number, date, yes or no)."}'
+        )
+        server.enqueue(
+            content='{"paragraphs": ["How do bees communicate where flowers are? With the waggle '
+            'dance [1]."], "short_answer": "The waggle dance"}'
+        )
+        summary = ask_structured(
+            make_llm(server), [Message("system", SUMMARY_SYSTEM), Message("user", SOURCES_PROMPT)], Summary
+        )
         reask = server.requests[1]["messages"][-1]["content"]
     assert summary.short_answer == "The waggle dance"  # the user's question quoted in a paragraph is fine
     assert "short_answer repeats the instructions instead of answering them" in reask
@@ -273,7 +303,9 @@ def test_a_blend_of_the_prompt_and_the_schema_counts_as_a_copy_of_the_instructio
     instructions = SUMMARY.system + "\n" + format_instruction(ColumnSummary)
     assert BLENDED_COPY.casefold().rstrip(".") not in instructions.casefold()
     assert repeats_instructions(BLENDED_COPY, instructions)
-    assert repeats_instructions("The answer in as few words as possible: a name, number, date, yes or no.", instructions)
+    assert repeats_instructions(
+        "The answer in as few words as possible: a name, number, date, yes or no.", instructions
+    )
 
 
 def test_answers_that_share_a_few_words_with_the_instructions_are_not_copies():
@@ -282,10 +314,14 @@ def test_answers_that_share_a_few_words_with_the_instructions_are_not_copies():
     from engine.methods.mtqa.schemas import ColumnSummary
 
     instructions = SUMMARY.system + "\n" + format_instruction(ColumnSummary)
-    for answer in ("Arthur's Magazine", "yes", "The answer is the Waggle Dance Society of Bavaria",
-                   "The knowledge units say the magazine was started in 1844, so it is older [1].",
-                   "Thought 2 claimed 1852, which unit [3] contradicts: the answer is 1844.",
-                   "a name, number, date, yes or no question about the Eiffel Tower's height in 1889"):
+    for answer in (
+        "Arthur's Magazine",
+        "yes",
+        "The answer is the Waggle Dance Society of Bavaria",
+        "The knowledge units say the magazine was started in 1844, so it is older [1].",
+        "Thought 2 claimed 1852, which unit [3] contradicts: the answer is 1844.",
+        "a name, number, date, yes or no question about the Eiffel Tower's height in 1889",
+    ):
         assert not repeats_instructions(answer, instructions), answer
 
 
@@ -294,12 +330,17 @@ def test_the_blended_copy_is_re_asked_and_a_real_answer_taken():
     from engine.methods.mtqa.schemas import ColumnSummary
 
     with FakeOpenAIServer() as server:
-        server.enqueue(content='{"checks": [], "paragraphs": ["Arthur\'s Magazine came first [1]."], '
-                               f'"short_answer": "{BLENDED_COPY}"}}')
-        server.enqueue(content='{"checks": [], "paragraphs": ["Arthur\'s Magazine came first [1]."], '
-                               '"short_answer": "Arthur\'s Magazine"}')
-        summary = ask_structured(make_llm(server), [Message("system", SUMMARY.system),
-                                                    Message("user", SOURCES_PROMPT)], ColumnSummary)
+        server.enqueue(
+            content='{"checks": [], "paragraphs": ["Arthur\'s Magazine came first [1]."], '
+            f'"short_answer": "{BLENDED_COPY}"}}'
+        )
+        server.enqueue(
+            content='{"checks": [], "paragraphs": ["Arthur\'s Magazine came first [1]."], '
+            '"short_answer": "Arthur\'s Magazine"}'
+        )
+        summary = ask_structured(
+            make_llm(server), [Message("system", SUMMARY.system), Message("user", SOURCES_PROMPT)], ColumnSummary
+        )
         reask = server.requests[1]["messages"][-1]["content"]
     assert summary.short_answer == "Arthur's Magazine"
     assert "short_answer repeats the instructions instead of answering them" in reask
@@ -312,11 +353,17 @@ def _instructions(prompt, schema, **values) -> str:
     return prompt.render(**filled)[0].content + "\n" + format_instruction(schema)
 
 
-@pytest.mark.parametrize("where, reason", [
-    ("deot controller", "Early layers should usually go breadth; the topic has several distinct aspects still unexplored."),
-    ("fgdip step", "The path is plausible but uncertain: continuing along it will lead to the correct answer."),
-    ("claim support", "Yes, the source supports what the sentence claims."),
-])
+@pytest.mark.parametrize(
+    "where, reason",
+    [
+        (
+            "deot controller",
+            "Early layers should usually go breadth; the topic has several distinct aspects still unexplored.",
+        ),
+        ("fgdip step", "The path is plausible but uncertain: continuing along it will lead to the correct answer."),
+        ("claim support", "Yes, the source supports what the sentence claims."),
+    ],
+)
 def test_a_reason_that_applies_a_rule_in_the_rules_own_words_is_not_a_copy(where, reason):
     """The blend rule holds for answer fields only: judges and controllers rightly justify a decision
     in the prompt's words (review 14c found these three refused and re-asked)."""
@@ -331,8 +378,11 @@ def test_a_reason_that_applies_a_rule_in_the_rules_own_words_is_not_a_copy(where
     prompt, schema, answer = {
         "deot controller": (CONTROLLER, ControllerDecision, {"reasoning": reason, "decision": "BREADTH"}),
         "fgdip step": (EVALUATE_STEP, StepJudgement, {"judgement": reason, "verdict": "maybe"}),
-        "claim support": (CLAIM_SUPPORT, _batch_model((1,)),
-                          {"sentence_1": {"verdict": "supported", "reason": reason}}),
+        "claim support": (
+            CLAIM_SUPPORT,
+            _batch_model((1,)),
+            {"sentence_1": {"verdict": "supported", "reason": reason}},
+        ),
     }[where]
     parsed = schema.model_validate(answer)
     assert copied_instructions(parsed, _instructions(prompt, schema)) is None
@@ -413,10 +463,12 @@ def test_cut_off_under_a_cap_lowered_for_a_slow_machine_goes_compact_at_once():
         def chat(self, request):
             self.requests.append(request)
             if len(self.requests) == 1:
-                return ChatResponse(text='{"answer": "a long answer that goes on', model="local", cut_off=True,
-                                    output_cap=60)
-            return ChatResponse(text='{"answer": "short", "follow_up_questions": ["a?", "b?"], "confidence": 0.5}',
-                                model="local")
+                return ChatResponse(
+                    text='{"answer": "a long answer that goes on', model="local", cut_off=True, output_cap=60
+                )
+            return ChatResponse(
+                text='{"answer": "short", "follow_up_questions": ["a?", "b?"], "confidence": 0.5}', model="local"
+            )
 
     llm = SlowMachine()
     finding = ask_structured(llm, [Message("user", SOURCES_PROMPT)], Finding, max_tokens=1000)

@@ -23,8 +23,10 @@ from engine.methods.registry import METHODS
 from engine.ollama import detect_ollama, ollama_preset
 from engine.preferences import Preferences
 
-needs_parts = pytest.mark.skipif(local_model.part_paths() is None,
-                                 reason="the bundled model's packages are not installed (scripts/setup installs them)")
+needs_parts = pytest.mark.skipif(
+    local_model.part_paths() is None,
+    reason="the bundled model's packages are not installed (scripts/setup installs them)",
+)
 
 
 @pytest.fixture(scope="module")
@@ -108,11 +110,18 @@ def test_user_file_that_is_not_gguf_is_refused(tmp_path):
 
 
 def test_settings_read_the_local_model_environment(tmp_path):
-    settings = load_settings({"THOUGHTMAP_HOME": str(tmp_path), "THOUGHTMAP_LLM": "local",
-                              "THOUGHTMAP_LOCAL_MODEL": str(tmp_path / "m.gguf"), "THOUGHTMAP_LOCAL_PORT": "9123",
-                              "THOUGHTMAP_LOCAL_CTX": "4096", "THOUGHTMAP_LOCAL_THREADS": "3",
-                              "THOUGHTMAP_MODELS_DIR": str(tmp_path / "models"),
-                              "THOUGHTMAP_OLLAMA_URL": "http://127.0.0.1:9/"})
+    settings = load_settings(
+        {
+            "THOUGHTMAP_HOME": str(tmp_path),
+            "THOUGHTMAP_LLM": "local",
+            "THOUGHTMAP_LOCAL_MODEL": str(tmp_path / "m.gguf"),
+            "THOUGHTMAP_LOCAL_PORT": "9123",
+            "THOUGHTMAP_LOCAL_CTX": "4096",
+            "THOUGHTMAP_LOCAL_THREADS": "3",
+            "THOUGHTMAP_MODELS_DIR": str(tmp_path / "models"),
+            "THOUGHTMAP_OLLAMA_URL": "http://127.0.0.1:9/",
+        }
+    )
     assert settings.llm_choice == "local"
     assert settings.local.model_path == tmp_path / "m.gguf" and settings.local.models_dir == tmp_path / "models"
     assert (settings.local.port, settings.local.context_tokens, settings.local.threads) == (9123, 4096, 3)
@@ -127,7 +136,9 @@ def test_auto_prefers_a_configured_endpoint_then_the_local_model_then_the_fake()
     assert prefs.resolved_llm(None, local_ready=True) == "local"
     assert prefs.resolved_llm(None, local_ready=False) == "fake"
     assert prefs.resolved_llm("sk-test", local_ready=True) == "openai"
-    assert Preferences(llm="auto", base_url="http://127.0.0.1:11434/v1").resolved_llm(None, local_ready=True) == "openai"
+    assert (
+        Preferences(llm="auto", base_url="http://127.0.0.1:11434/v1").resolved_llm(None, local_ready=True) == "openai"
+    )
     # An explicit choice is kept whatever is installed.
     assert Preferences(llm="fake").resolved_llm(None, local_ready=True) == "fake"
     assert Preferences(llm="local").resolved_llm("sk-test", local_ready=False) == "local"
@@ -177,8 +188,21 @@ def test_deot_quick_profile_is_at_most_five_nodes_and_the_user_value_wins():
 
 
 def test_cli_run_on_the_fake_can_use_the_quick_profile(services, capsys):
-    code = cli.main(["run", "What did the Apollo program leave behind?", "--method", "deot", "--llm", "fake",
-                     "--profile", "quick", "--param", "max_nodes=3", "--quiet"])
+    code = cli.main(
+        [
+            "run",
+            "What did the Apollo program leave behind?",
+            "--method",
+            "deot",
+            "--llm",
+            "fake",
+            "--profile",
+            "quick",
+            "--param",
+            "max_nodes=3",
+            "--quiet",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0
     run = services.repo.get_run(out.strip().splitlines()[0])

@@ -35,8 +35,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.local_model, pytest.mark.timeout(BAC
 
 ROOT = REPO_ROOT
 THOUGHTMAP = [sys.executable, "-m", "engine.cli"]
-QUESTION = ("Which animation comedy by the creator of Wallace and Gromit matched zoo animals with "
-            "people talking about their homes?")  # HotpotQA dev; its passages are in the bundled corpus
+QUESTION = (
+    "Which animation comedy by the creator of Wallace and Gromit matched zoo animals with "
+    "people talking about their homes?"
+)  # HotpotQA dev; its passages are in the bundled corpus
 TINY = {"max_nodes": 2, "max_layers": 2, "max_aspects": 1}
 
 
@@ -54,8 +56,14 @@ def test_cli_deot_run_on_the_built_in_model_stores_a_tree_and_a_cited_report(loc
     # busy machine the same run takes several times as long.
     out, err = home / "run.out", home / "run.err"
     with out.open("w") as stdout, err.open("w") as stderr:
-        process = subprocess.Popen([*THOUGHTMAP, "run", QUESTION, "--method", "deot", *params],
-                                   cwd=ROOT, env=_env(home), stdout=stdout, stderr=stderr, text=True)
+        process = subprocess.Popen(
+            [*THOUGHTMAP, "run", QUESTION, "--method", "deot", *params],
+            cwd=ROOT,
+            env=_env(home),
+            stdout=stdout,
+            stderr=stderr,
+            text=True,
+        )
         try:
             code = wait_for_process(process, err, what="thoughtmap run to end")
         finally:
@@ -78,8 +86,14 @@ def test_cli_deot_run_on_the_built_in_model_stores_a_tree_and_a_cited_report(loc
     finally:
         services.close()
 
-    exported = subprocess.run([*THOUGHTMAP, "export", run_id, "--format", "md"], cwd=ROOT, env=_env(home),
-                              capture_output=True, text=True, timeout=60)
+    exported = subprocess.run(
+        [*THOUGHTMAP, "export", run_id, "--format", "md"],
+        cwd=ROOT,
+        env=_env(home),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert exported.returncode == 0, exported.stderr
     body, sep, sources = exported.stdout.partition("\n## Sources\n")
     assert sep, "the report has a Sources section"
@@ -99,15 +113,21 @@ def test_a_run_goes_on_when_the_model_server_is_killed_mid_call(local_settings, 
         llm.preflight()
         server = llm.server
         first_pid = server.pid
-        params = build_params_with_profile(DeotParams, {"max_nodes": 1, "max_layers": 1}, method="deot",
-                                           profile="quick")
-        run = services.runner.create_run(question=QUESTION, method="deot", params=params,
-                                         llm_info=services.llm_info("local"), search_mode="local")
+        params = build_params_with_profile(
+            DeotParams, {"max_nodes": 1, "max_layers": 1}, method="deot", profile="quick"
+        )
+        run = services.runner.create_run(
+            question=QUESTION, method="deot", params=params, llm_info=services.llm_info("local"), search_mode="local"
+        )
         services.runner.start(run.id)
         # Wait for the second LLM call to be in flight (one finished, one being generated), then kill.
-        wait_on_progress(lambda: services.repo.get_run(run.id).llm_calls >= 1 and llm.in_flight == 1,
-                         lambda: run_progress(services.repo, run.id), stall_s=STALL_S, interval=0.05,
-                         what="a second LLM call in flight")
+        wait_on_progress(
+            lambda: services.repo.get_run(run.id).llm_calls >= 1 and llm.in_flight == 1,
+            lambda: run_progress(services.repo, run.id),
+            stall_s=STALL_S,
+            interval=0.05,
+            what="a second LLM call in flight",
+        )
         time.sleep(0.5)
         os.kill(first_pid, signal.SIGKILL)
 

@@ -83,8 +83,9 @@ def test_server_starts_on_loopback_answers_with_json_and_stops(server, local_set
     assert server.ensure_running() == url and server.starts == 1  # shared: not started twice
 
     llm = LocalModelLLM(server, local_settings, LLMSettings())
-    answer = ask_structured(llm, [Message("user", "What is the capital of France? Answer in JSON.")], Capital,
-                            max_tokens=60)
+    answer = ask_structured(
+        llm, [Message("user", "What is the capital of France? Answer in JSON.")], Capital, max_tokens=60
+    )
     assert answer.capital.strip().lower() == "paris"
 
     pid = server.pid
@@ -103,12 +104,25 @@ def test_a_summary_the_cap_cuts_twice_fits_in_the_compact_form_under_llama_cpps_
     seen = []
     # Asked to write at length, the full form cannot fit 120 tokens; with one attempt left after the
     # cut (max_reasks=1), the second is asked in the compact form at once.
-    summary = ask_structured(llm, [
-        Message("system", "You summarise research results at great length: several long paragraphs of "
-                          "analysis and at least six detailed data points."),
-        Message("user", "Task: What causes the seasons on Earth?\nResults:\n[1] Earth's axis is tilted 23.4 "
-                        "degrees to its orbit, so each hemisphere gets more direct sunlight in its summer.")],
-        NodeSummary, max_tokens=120, max_reasks=1, on_response=seen.append)
+    summary = ask_structured(
+        llm,
+        [
+            Message(
+                "system",
+                "You summarise research results at great length: several long paragraphs of "
+                "analysis and at least six detailed data points.",
+            ),
+            Message(
+                "user",
+                "Task: What causes the seasons on Earth?\nResults:\n[1] Earth's axis is tilted 23.4 "
+                "degrees to its orbit, so each hemisphere gets more direct sunlight in its summer.",
+            ),
+        ],
+        NodeSummary,
+        max_tokens=120,
+        max_reasks=1,
+        on_response=seen.append,
+    )
     assert [r.cut_off for r in seen] == [True, False]
     assert summary.conclusion.strip() and 1 <= len(summary.evidence_and_data) <= COMPACT_ITEMS
 
@@ -121,9 +135,13 @@ def test_a_killed_server_is_restarted_and_the_call_in_flight_is_retried(server, 
 
     def long_call() -> None:
         try:
-            result["response"] = llm.chat(ChatRequest(
-                messages=(Message("user", "Write a long story about a river, in many paragraphs."),),
-                max_tokens=120, temperature=0))
+            result["response"] = llm.chat(
+                ChatRequest(
+                    messages=(Message("user", "Write a long story about a river, in many paragraphs."),),
+                    max_tokens=120,
+                    temperature=0,
+                )
+            )
         except Exception as exc:  # noqa: BLE001 - reported below
             result["error"] = exc
 

@@ -32,15 +32,18 @@ QUESTION = "Why is the sky blue?"
 # ====================================================================== the cleaning function
 
 
-@pytest.mark.parametrize("raw, clean", [
-    ("plain text, ünïcode and 😀", "plain text, ünïcode and 😀"),
-    ("a\ud800b", "a\ufffdb"),
-    ("end\udfff", "end\ufffd"),
-    ("\ude00\ud83d", "\ufffd\ufffd"),  # a low then a high surrogate: not a pair
-    ("\ud83d\ude00", "😀"),  # a pair that arrived as two code points is joined
-    ("nul\x00here\x00", "nulhere"),
-    ("both\x00\ud800", "both\ufffd"),
-])
+@pytest.mark.parametrize(
+    "raw, clean",
+    [
+        ("plain text, ünïcode and 😀", "plain text, ünïcode and 😀"),
+        ("a\ud800b", "a\ufffdb"),
+        ("end\udfff", "end\ufffd"),
+        ("\ude00\ud83d", "\ufffd\ufffd"),  # a low then a high surrogate: not a pair
+        ("\ud83d\ude00", "😀"),  # a pair that arrived as two code points is joined
+        ("nul\x00here\x00", "nulhere"),
+        ("both\x00\ud800", "both\ufffd"),
+    ],
+)
 def test_storable_text(raw, clean):
     assert storable_text(raw) == clean
     storable_text(raw).encode("utf-8")  # what every database, file and terminal needs
@@ -73,20 +76,36 @@ def _stored(run_id: str):
         services.close()
 
 
-@pytest.mark.parametrize("content", [
-    # The lone surrogate arrives in the HTTP response (decoded by the openai client)...
-    '{"answer": "Rayleigh \ud800 scattering\x00 of sunlight.", "confidence": "high"}',
-    # ...or inside the model's own JSON, decoded when the structured answer is parsed.
-    json.dumps({"answer": "Rayleigh \ud800 scattering\x00 of sunlight.", "confidence": "high"}),
-])
+@pytest.mark.parametrize(
+    "content",
+    [
+        # The lone surrogate arrives in the HTTP response (decoded by the openai client)...
+        '{"answer": "Rayleigh \ud800 scattering\x00 of sunlight.", "confidence": "high"}',
+        # ...or inside the model's own JSON, decoded when the structured answer is parsed.
+        json.dumps({"answer": "Rayleigh \ud800 scattering\x00 of sunlight.", "confidence": "high"}),
+    ],
+)
 def test_a_run_whose_model_reply_holds_a_lone_surrogate_finishes(capsys, monkeypatch, tmp_path, content):
     with FakeOpenAIServer() as server:
         server.enqueue(content=content)
         monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
         monkeypatch.setenv("OPENAI_API_KEY", "test")
         capsys.readouterr()
-        code = cli.main(["run", QUESTION, "--method", "direct", "--llm", "openai", "--search", "none",
-                         "--quiet", "--out", str(tmp_path / "report.md")])
+        code = cli.main(
+            [
+                "run",
+                QUESTION,
+                "--method",
+                "direct",
+                "--llm",
+                "openai",
+                "--search",
+                "none",
+                "--quiet",
+                "--out",
+                str(tmp_path / "report.md"),
+            ]
+        )
         out, err = capsys.readouterr()
 
     assert code == cli.EXIT_OK, err
@@ -108,9 +127,11 @@ class _PageHandler(BaseHTTPRequestHandler):
     def do_GET(self):  # noqa: N802 - http.server naming
         body = {
             "/nul.txt": (b"Okapis\x00 live in the Ituri forest.", "text/plain; charset=utf-8"),
-            "/nul.html": (b"<html><head><title>Oka\x00pi</title></head><body><article><p>Okapis\x00 live "
-                          b"in the Ituri rainforest of the Congo.</p></article></body></html>",
-                          "text/html; charset=utf-8"),
+            "/nul.html": (
+                b"<html><head><title>Oka\x00pi</title></head><body><article><p>Okapis\x00 live "
+                b"in the Ituri rainforest of the Congo.</p></article></body></html>",
+                "text/html; charset=utf-8",
+            ),
         }[self.path]
         self.send_response(200)
         self.send_header("Content-Type", body[1])

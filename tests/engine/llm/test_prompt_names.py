@@ -140,8 +140,7 @@ def test_the_name_travels_as_a_header_to_the_fake_server():
     fake = FakeLLM().when(prompt="test.greet", respond="hello over HTTP")
     with FakeOpenAIServer(fake) as server:
         adapter = OpenAICompatibleLLM(
-            LLMSettings(base_url=server.base_url, api_key="test", model="fake-model", timeout_s=5.0,
-                        max_retries=0),
+            LLMSettings(base_url=server.base_url, api_key="test", model="fake-model", timeout_s=5.0, max_retries=0),
             ConcurrencyLimiter(2),
         )
         llm, _ = run_llm(adapter)
@@ -160,8 +159,9 @@ def test_the_fake_server_reads_the_header():
     fake = FakeLLM().when(prompt="test.raw", respond="matched by header")
     body = {"model": "fake", "messages": [{"role": "user", "content": "hi"}]}
     with FakeOpenAIServer(fake) as server:
-        named_reply = httpx.post(f"{server.base_url}/chat/completions", json=body,
-                                 headers={PROMPT_HEADER: "test.raw"}, timeout=5)
+        named_reply = httpx.post(
+            f"{server.base_url}/chat/completions", json=body, headers={PROMPT_HEADER: "test.raw"}, timeout=5
+        )
         unnamed_reply = httpx.post(f"{server.base_url}/chat/completions", json=body, timeout=5)
     assert named_reply.json()["choices"][0]["message"]["content"] == "matched by header"
     assert unnamed_reply.json()["choices"][0]["message"]["content"] != "matched by header"
@@ -177,13 +177,15 @@ def test_the_header_value_is_safe():
 
 
 def test_a_request_without_a_name_sends_no_header():
-    adapter = OpenAICompatibleLLM(LLMSettings(base_url="http://127.0.0.1:9/v1", api_key="t", model="m"),
-                                  ConcurrencyLimiter(1))
+    adapter = OpenAICompatibleLLM(
+        LLMSettings(base_url="http://127.0.0.1:9/v1", api_key="t", model="m"), ConcurrencyLimiter(1)
+    )
     from engine.llm.protocol import ResponseFormat
 
     unnamed = adapter._request_kwargs(ChatRequest(messages=(Message("user", "x"),)), "m", ResponseFormat.TEXT)
-    named_kwargs = adapter._request_kwargs(ChatRequest(messages=(Message("user", "x"),), prompt="a.b"), "m",
-                                           ResponseFormat.TEXT)
+    named_kwargs = adapter._request_kwargs(
+        ChatRequest(messages=(Message("user", "x"),), prompt="a.b"), "m", ResponseFormat.TEXT
+    )
     assert "extra_headers" not in unnamed
     assert named_kwargs["extra_headers"] == {PROMPT_HEADER: "a.b"}
 
@@ -232,12 +234,15 @@ def test_the_test_scripts_name_existing_prompts():
                         assert name in names, f"{scripts.__name__}.{attribute}: no prompt named {name!r}"
 
 
-@pytest.mark.parametrize("method, params", [
-    ("deot", {"max_layers": 2, "max_nodes": 3}),
-    ("omnithink", {"subnodes": 2, "max_depth": 1}),
-    ("direct", {}),
-    ("rag", {}),
-])
+@pytest.mark.parametrize(
+    "method, params",
+    [
+        ("deot", {"max_layers": 2, "max_nodes": 3}),
+        ("omnithink", {"subnodes": 2, "max_depth": 1}),
+        ("direct", {}),
+        ("rag", {}),
+    ],
+)
 def test_every_call_of_a_run_is_named(services, fake_llm, method, params):
     """Every request a method sends comes from a named prompt of that method: what the fake and the
     tests select by, and what the endpoint sees in the header."""

@@ -40,8 +40,9 @@ def services(tmp_path_factory, bundled_corpus):
 
 
 def measured_calls(services: Services, cls: type[Method], params) -> int:
-    run = services.runner.create_run(question=QUESTION, method=cls.name, params=params,
-                                     llm_info=services.llm_info("fake"), search_mode="local")
+    run = services.runner.create_run(
+        question=QUESTION, method=cls.name, params=params, llm_info=services.llm_info("fake"), search_mode="local"
+    )
     services.runner.start(run.id)
     final = services.runner.wait(run.id, timeout=120)
     assert final.status == RunStatus.DONE, f"{cls.name}: the run ended {final.status}: {final.error}"
@@ -57,16 +58,19 @@ def test_estimate_within_30_percent_of_a_default_run(services, cls, profile):
     assert isinstance(estimate, CostEstimate), f"{cls.name} declares no cost formula"
     measured = measured_calls(services, cls, params)
     assert abs(estimate.calls - measured) <= TOLERANCE * measured, (
-        f"{cls.name} ({profile}): estimated {estimate.calls} calls, the run made {measured}")
+        f"{cls.name} ({profile}): estimated {estimate.calls} calls, the run made {measured}"
+    )
     assert estimate.low <= measured <= estimate.high, (
-        f"{cls.name} ({profile}): {measured} calls is outside the range {estimate.low}-{estimate.high}")
+        f"{cls.name} ({profile}): {measured} calls is outside the range {estimate.low}-{estimate.high}"
+    )
     assert estimate.prompt_tokens > 0 and estimate.completion_tokens > 0 and estimate.how
 
 
 def test_deot_tree_follows_the_node_budget_and_layers():
     # The paper's three layers (the question is layer 1): root, 3 children, 9 grandchildren.
     assert tree_shape(DeotParams(), children_per_expansion=3) == tree_shape(
-        DeotParams(max_nodes=15), children_per_expansion=3)
+        DeotParams(max_nodes=15), children_per_expansion=3
+    )
     shape = tree_shape(DeotParams(), children_per_expansion=3)
     assert (shape.nodes, shape.expansions) == (13, 4)
     # A fourth layer: 2 of the 9 grandchildren expanded within the 15-node budget.
@@ -106,7 +110,8 @@ def test_estimate_line_says_calls_range_tokens_and_money():
     cost = (92 * 1000 * 0.15 + 92 * 300 * 0.60) / 1e6
     assert line == f"About 92 LLM calls (7-185), ~{tokens_text(92 * 1300)} tokens (≈${cost:.2f} on gpt-4o-mini)"
     assert estimate_line(estimate, prices=PriceTable(), model="qwen\x1b[31m\nx").endswith(
-        "(no price listed for qwen x)")
+        "(no price listed for qwen x)"
+    )
 
 
 def test_benchmark_multiplies_items_by_methods():
@@ -117,7 +122,8 @@ def test_benchmark_multiplies_items_by_methods():
     assert bench.total.calls == 20 * per_item
     assert bench.total.prompt_tokens == 20 * sum(METHODS[n].estimate(p).prompt_tokens for n, p in params.items())
     assert bench.line(prices=PriceTable(), model="gpt-4o-mini").startswith(
-        f"20 items × 3 methods: about {20 * per_item:,} LLM calls")
+        f"20 items × 3 methods: about {20 * per_item:,} LLM calls"
+    )
 
 
 def test_a_method_without_a_formula_is_named():

@@ -17,10 +17,17 @@ def test_the_fake_llm_grows_the_recorded_tree(services, method):
     recorded = (RECORDED / f"{method}.json").read_text(encoding="utf-8")
     grown = dumps(grow(services, method))
     if grown != recorded:
-        diff = "".join(list(difflib.unified_diff(recorded.splitlines(True), grown.splitlines(True),
-                                                 f"recorded {method}", f"grown {method}"))[:80])
-        pytest.fail(f"{method} grew a different tree on the fake LLM (record again only if that was meant: "
-                    f"python -m tests.support.fake_trees {method}):\n{diff}")
+        diff = "".join(
+            list(
+                difflib.unified_diff(
+                    recorded.splitlines(True), grown.splitlines(True), f"recorded {method}", f"grown {method}"
+                )
+            )[:80]
+        )
+        pytest.fail(
+            f"{method} grew a different tree on the fake LLM (record again only if that was meant: "
+            f"python -m tests.support.fake_trees {method}):\n{diff}"
+        )
 
 
 def test_names_do_not_depend_on_row_ids(services):

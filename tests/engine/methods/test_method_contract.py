@@ -69,8 +69,14 @@ def make_services(home: Path) -> Services:
     settings = load_settings({"THOUGHTMAP_HOME": str(home), "THOUGHTMAP_LLM": "fake"})
     settings.home.mkdir(parents=True, exist_ok=True)
     db = open_database(settings.database_url)
-    services = Services(settings=settings, db=db, repo=Repository(db), limiter=ConcurrencyLimiter(8),
-                        prices=PriceTable(), methods=METHODS)
+    services = Services(
+        settings=settings,
+        db=db,
+        repo=Repository(db),
+        limiter=ConcurrencyLimiter(8),
+        prices=PriceTable(),
+        methods=METHODS,
+    )
     services.use_llm("fake", FakeLLM())
     return services
 
@@ -83,8 +89,13 @@ def services(prebuilt_corpus_home):
 
 
 def finished_run(services: Services, cls: type[Method]) -> str:
-    run = services.runner.create_run(question=QUESTION, method=cls.name, params=params_for(cls),
-                                     llm_info=services.llm_info("fake"), search_mode="local")
+    run = services.runner.create_run(
+        question=QUESTION,
+        method=cls.name,
+        params=params_for(cls),
+        llm_info=services.llm_info("fake"),
+        search_mode="local",
+    )
     services.runner.start(run.id)
     final = services.runner.wait(run.id, timeout=60)
     assert final.status == RunStatus.DONE, f"{cls.name}: the run ended {final.status}: {final.error}"
@@ -143,8 +154,9 @@ def test_the_side_tab_needs_a_name_of_its_own():
 
     for name in ("Node", " "):
         with pytest.raises(ContractError, match="ViewSpec.side_tab"):
-            MethodContract.build(cls.name, cls.node_kinds, cls.edge_kinds, cls.commands, cls.run_states,
-                                 ViewSpec(side_tab=name))
+            MethodContract.build(
+                cls.name, cls.node_kinds, cls.edge_kinds, cls.commands, cls.run_states, ViewSpec(side_tab=name)
+            )
 
 
 # --------------------------------------------------------------------------- 2. a stored run fits
@@ -160,8 +172,9 @@ def test_a_run_on_the_fake_llm_stores_only_what_is_declared(services, cls):
     for node in nodes:
         assert node.kind in contract.node_kinds, f"node {node.id}: undeclared kind '{node.kind}'"
         contract.node_kinds[node.kind].data.model_validate(node.data)
-        assert node.status in (NodeStatus.DONE, NodeStatus.FAILED, NodeStatus.PRUNED), \
+        assert node.status in (NodeStatus.DONE, NodeStatus.FAILED, NodeStatus.PRUNED), (
             f"node {node.id} is still {node.status} in a finished run"
+        )
     assert any(n.kind in contract.answer_kinds and n.status == NodeStatus.DONE for n in nodes)
     node_ids = {n.id for n in nodes}
     for edge in repo.list_edges(run_id):
@@ -199,8 +212,9 @@ def test_every_citation_resolves_to_a_source_of_the_run(services, cls):
 
     for report in repo.list_reports(run_id):
         cited = cited_source_ids(report.markdown)
-        assert set(cited) <= set(sources), f"report {report.id} cites sources of no run of its own: " \
-                                           f"{sorted(set(cited) - set(sources))}"
+        assert set(cited) <= set(sources), (
+            f"report {report.id} cites sources of no run of its own: {sorted(set(cited) - set(sources))}"
+        )
     for node in repo.list_nodes(run_id):
         assert set(cited_source_ids(node.content)) <= set(sources), f"node {node.id} cites another run's sources"
 
@@ -244,8 +258,11 @@ def _refused(services: Services, run_id: str, kind: str, payload, what: str) -> 
 
 def _may_reach_status(spec, node) -> bool:
     """A node the command would take but for a status it may still reach: queued, checked later."""
-    return (node.status in NodeStatus.UNFINISHED and node.kind in spec.kinds
-            and (spec.on_root or node.parent_id is not None))
+    return (
+        node.status in NodeStatus.UNFINISHED
+        and node.kind in spec.kinds
+        and (spec.on_root or node.parent_id is not None)
+    )
 
 
 @by_method
@@ -270,8 +287,12 @@ def test_every_declared_command_refuses_what_it_cannot_apply(services, cls):
                 graph.add(kind=sorted(spec.kinds)[0], label=f"a {status} node", parent=graph.root(), status=status)
 
     # Another run of the same method, holding a node every node command would take if it were ours.
-    other = services.runner.create_run(question="Another question about magazines", method=cls.name,
-                                       params=params_for(cls), llm_info=services.llm_info("fake"))
+    other = services.runner.create_run(
+        question="Another question about magazines",
+        method=cls.name,
+        params=params_for(cls),
+        llm_info=services.llm_info("fake"),
+    )
     other_graph = RunGraph(repo, other.id, contract)
 
     for undeclared in ("no_such_command", "pause", "stop"):
@@ -293,10 +314,12 @@ def test_every_declared_command_refuses_what_it_cannot_apply(services, cls):
         _refused(services, run_id, spec.name, {**base, "node_id": 10**9}, "a node that does not exist")
 
         status = next(iter(sorted(spec.statuses)))
-        foreign_parent = other_graph.add(kind=next(iter(sorted(spec.kinds))), label="root of another run",
-                                         status=status)
-        foreign = other_graph.add(kind=next(iter(sorted(spec.kinds))), label="a node of another run",
-                                  parent=foreign_parent, status=status)
+        foreign_parent = other_graph.add(
+            kind=next(iter(sorted(spec.kinds))), label="root of another run", status=status
+        )
+        foreign = other_graph.add(
+            kind=next(iter(sorted(spec.kinds))), label="a node of another run", parent=foreign_parent, status=status
+        )
         assert spec.applies_to(foreign)  # it would be taken, were it a node of this run
         _refused(services, run_id, spec.name, {**base, "node_id": foreign.id}, "a node of another run")
 
@@ -304,14 +327,20 @@ def test_every_declared_command_refuses_what_it_cannot_apply(services, cls):
         # take, the root where it is not allowed, a pruned node.
         for node in nodes:
             if not spec.applies_to(node) and not _may_reach_status(spec, node):
-                _refused(services, run_id, spec.name, {**base, "node_id": node.id},
-                         f"node {node.id} ({node.kind}, {node.status}, {'root' if node.parent_id is None else 'child'})")
+                _refused(
+                    services,
+                    run_id,
+                    spec.name,
+                    {**base, "node_id": node.id},
+                    f"node {node.id} ({node.kind}, {node.status}, {'root' if node.parent_id is None else 'child'})",
+                )
     if steerable:
         pruned = repo.get_node(steerable[-1].id)
         assert pruned.status == NodeStatus.PRUNED
         # Only a command made for pruned nodes (Restore) takes one.
-        assert all(not spec.applies_to(pruned) for spec in contract.commands.values()
-                   if NodeStatus.PRUNED not in spec.statuses)
+        assert all(
+            not spec.applies_to(pruned) for spec in contract.commands.values() if NodeStatus.PRUNED not in spec.statuses
+        )
 
 
 # --------------------------------------------------------------------------- 5. kill and resume
@@ -326,8 +355,11 @@ def _answer_is_last_work(services: Services, cls: type[Method]) -> bool:
     computed instead, after its first node (the root, a retrieval) is done. Read from a reference
     run, so no method is named here."""
     run_id = finished_run(services, cls)
-    answered = [n.finished_at for n in services.repo.list_nodes(run_id)
-                if n.kind in cls.answer_kinds and n.status == NodeStatus.DONE and n.finished_at]
+    answered = [
+        n.finished_at
+        for n in services.repo.list_nodes(run_id)
+        if n.kind in cls.answer_kinds and n.status == NodeStatus.DONE and n.finished_at
+    ]
     first = min(answered)
     return not any(c.created_at > first for c in services.repo.list_llm_calls(run_id))
 
@@ -339,8 +371,7 @@ def _kill_point(cls: type[Method], repo: Repository, run_id: str, while_answerin
     nodes = repo.list_nodes(run_id)
     answers = [n for n in nodes if n.kind in cls.answer_kinds]
     if while_answering:
-        return (any(n.status == NodeStatus.DONE for n in nodes)
-                and any(n.status == NodeStatus.RUNNING for n in answers))
+        return any(n.status == NodeStatus.DONE for n in nodes) and any(n.status == NodeStatus.RUNNING for n in answers)
     return any(n.status == NodeStatus.DONE for n in answers)
 
 
@@ -354,8 +385,12 @@ def test_a_killed_cli_run_resumes_without_recomputing_finished_nodes(prebuilt_co
         for attempt in range(2):
             proc, run_id = start_cli_run(cls, home, LATENCY_S)
             try:
-                caught = poll_until(lambda: _kill_point(cls, watcher.repo, run_id, while_answering), 60,
-                                    f"{cls.name}: a finished answering node in a running run", proc)
+                caught = poll_until(
+                    lambda: _kill_point(cls, watcher.repo, run_id, while_answering),
+                    60,
+                    f"{cls.name}: a finished answering node in a running run",
+                    proc,
+                )
                 if caught:
                     proc.send_signal(signal.SIGKILL)
                 proc.wait(timeout=10)
@@ -379,9 +414,14 @@ def test_a_killed_cli_run_resumes_without_recomputing_finished_nodes(prebuilt_co
         # Work a method does on a node *after* finishing it (DEoT's controller and engines, OmniThink's
         # reflection and expansion are recorded against the node they read) may be redone when the
         # kill interrupted it; the node's own work may not.
-        solved_by = {node_id: {c.purpose for c in calls_before
-                               if c.node_id == node_id and node.finished_at and c.created_at <= node.finished_at}
-                     for node_id, node in finished.items()}
+        solved_by = {
+            node_id: {
+                c.purpose
+                for c in calls_before
+                if c.node_id == node_id and node.finished_at and c.created_at <= node.finished_at
+            }
+            for node_id, node in finished.items()
+        }
 
         assert watcher.runner.recover_interrupted() == [run_id]  # the reference run is done
         assert repo.get_run(run_id).status == RunStatus.INTERRUPTED
@@ -392,11 +432,13 @@ def test_a_killed_cli_run_resumes_without_recomputing_finished_nodes(prebuilt_co
         for node_id, before in finished.items():
             after = repo.get_node(node_id)
             assert after.status == NodeStatus.DONE, f"node {node_id} was {after.status} after the resume"
-            assert (after.finished_at, after.content) == (before.finished_at, before.content), \
+            assert (after.finished_at, after.content) == (before.finished_at, before.content), (
                 f"{cls.name}: node {node_id} ({before.kind}) finished before the kill was computed again"
+            )
         new_calls = [c for c in repo.list_llm_calls(run_id) if c.id not in seen]
-        redone = [(c.node_id, c.purpose) for c in new_calls
-                  if c.node_id in finished and c.purpose in solved_by[c.node_id]]
+        redone = [
+            (c.node_id, c.purpose) for c in new_calls if c.node_id in finished and c.purpose in solved_by[c.node_id]
+        ]
         assert not redone, f"{cls.name}: LLM calls after the resume redid finished nodes' work: {redone}"
         assert repo.latest_report(run_id) is not None
     finally:

@@ -21,9 +21,14 @@ REGISTRY = Path("engine/methods/registry.py")
 # (file, name) pairs still found, each with why it is not a method's name being used.
 KNOWN = {
     # The papers' evaluation protocols, named after the paper that defined them; they judge any method.
-    ("engine/cli/parser.py", "deot"), ("engine/cli/parser.py", "mtqa"), ("engine/cli/parser.py", "omnithink"),
-    ("engine/cli/judge.py", "deot"), ("engine/evaluate/judges.py", "deot"), ("engine/evaluate/judges.py", "mtqa"),
-    ("engine/evaluate/pairwise_bench.py", "deot"), ("engine/evaluate/rubrics.py", "omnithink"),
+    ("engine/cli/parser.py", "deot"),
+    ("engine/cli/parser.py", "mtqa"),
+    ("engine/cli/parser.py", "omnithink"),
+    ("engine/cli/judge.py", "deot"),
+    ("engine/evaluate/judges.py", "deot"),
+    ("engine/evaluate/judges.py", "mtqa"),
+    ("engine/evaluate/pairwise_bench.py", "deot"),
+    ("engine/evaluate/rubrics.py", "omnithink"),
     ("engine/evaluate/item_judges.py", "omnithink"),
     # Migrations of rows written by earlier versions of DEoT: history, not a use of the method.
     ("storage/migrations.py", "deot"),
@@ -52,8 +57,11 @@ def named_outside() -> dict[tuple[str, str], list[int]]:
                 if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names:
                     hits = [node.value]
                 elif isinstance(node, (ast.Import, ast.ImportFrom)):
-                    modules = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                               else [f"{node.module}.{a.name}" for a in node.names])
+                    modules = (
+                        [a.name for a in node.names]
+                        if isinstance(node, ast.Import)
+                        else [f"{node.module}.{a.name}" for a in node.names]
+                    )
                     hits = [n for n in names for m in modules if m.startswith(f"engine.methods.{n}")]
                 for name in hits:
                     found.setdefault((str(relative), name), []).append(node.lineno)

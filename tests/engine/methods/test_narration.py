@@ -61,8 +61,11 @@ def test_a_deot_run_narrates_its_steps_searches_and_lifecycle(services):
     searches = [e for e in log if e.kind == narration.SEARCH]
     assert searches and all(e.node_id is not None for e in searches)
     first = searches[0]
-    assert first.text.startswith("searched ") and first.text.endswith(f"{first.data['found']} sources came back") \
+    assert (
+        first.text.startswith("searched ")
+        and first.text.endswith(f"{first.data['found']} sources came back")
         or first.text.endswith("1 source came back")
+    )
     assert first.data["query"] in first.text
     assert services.searcher("local").description.split(" (")[0] in first.text
     assert_plain(log)
@@ -162,7 +165,8 @@ def test_a_pause_is_logged_and_left_out_of_active_time(services, fake_llm):
     assert phases(log) == [Phase.STARTED, Phase.PAUSED, Phase.RESUMED, Phase.FINISHED]
     started, paused, resumed, finished = (e.created_at for e in log)
     assert active_seconds(log) == pytest.approx(
-        (paused - started).total_seconds() + (finished - resumed).total_seconds())
+        (paused - started).total_seconds() + (finished - resumed).total_seconds()
+    )
     assert active_seconds(log) < (finished - started).total_seconds()
 
 
@@ -170,13 +174,25 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def _event(seconds: float, kind: str = narration.RUN, phase: str | None = None, event_id: int = 0) -> RunEvent:
-    return RunEvent(id=event_id, run_id="r", kind=kind, text="", created_at=T0 + timedelta(seconds=seconds),
-                    data={"phase": phase} if phase else {})
+    return RunEvent(
+        id=event_id,
+        run_id="r",
+        kind=kind,
+        text="",
+        created_at=T0 + timedelta(seconds=seconds),
+        data={"phase": phase} if phase else {},
+    )
 
 
 def test_active_time_counts_segments_from_start_or_resume_to_their_end():
-    log = [_event(0, phase=Phase.STARTED), _event(10, phase=Phase.PAUSED), _event(100, phase=Phase.RESUMED),
-           _event(130, phase=Phase.FINISHED), _event(2000, phase=Phase.RESUMED), _event(2005, phase=Phase.STOPPED)]
+    log = [
+        _event(0, phase=Phase.STARTED),
+        _event(10, phase=Phase.PAUSED),
+        _event(100, phase=Phase.RESUMED),
+        _event(130, phase=Phase.FINISHED),
+        _event(2000, phase=Phase.RESUMED),
+        _event(2005, phase=Phase.STOPPED),
+    ]
     assert active_seconds(log) == 10 + 30 + 5
     assert active_seconds(list(reversed(log))) == 45  # newest first, as listed, gives the same
 
@@ -189,11 +205,12 @@ def test_an_interrupted_segment_ends_at_its_last_event_and_a_live_one_at_now():
 
 
 def test_failures_are_said_plainly():
-    assert plain_failure("the model's answer did not match NodeSummary after 3 attempts "
-                         "(evidence_and_data: Field required)") == (
-        "the model's answer did not have the expected form, even after 3 tries")
+    assert plain_failure(
+        "the model's answer did not match NodeSummary after 3 attempts (evidence_and_data: Field required)"
+    ) == ("the model's answer did not have the expected form, even after 3 tries")
     assert plain_failure("1 validation error for X\nfoo\n  Field required") == (
-        "the model's answer did not have the expected form")
+        "the model's answer did not have the expected form"
+    )
     assert plain_failure("every task of the plan failed: t1: boom") == "every task of its plan failed"
     unknown = plain_failure("KeyError: 'x'")
     assert "KeyError" not in unknown and "node's data" in unknown

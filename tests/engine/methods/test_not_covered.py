@@ -12,8 +12,13 @@ from storage.models import NodeStatus, RunStatus
 from tests.engine.methods.deot.deot_scripts import PLANNER, SUMMARY, plan, task
 
 UNCOVERED = "Which quantum error correction codes suit superconducting qubit arrays?"
-ONE_NODE = {"max_layers": 1, "max_nodes": 1, "event_extractor": False, "history_analyzer": False,
-            "direct_reasoning": False}
+ONE_NODE = {
+    "max_layers": 1,
+    "max_nodes": 1,
+    "event_extractor": False,
+    "history_analyzer": False,
+    "direct_reasoning": False,
+}
 
 
 def _hit(title: str, text: str) -> Hit:
@@ -24,9 +29,13 @@ def _run_on_the_built_in_model(services, fake_llm, question: str, params: dict, 
     """A run stored as the built-in model's (what decides `sources_only`), its calls answered by the
     scripted fake: the policy is the run's, the answers stay deterministic."""
     services.runner.llm_for = lambda run: fake_llm
-    run = services.runner.create_run(question=question, method=method, params=params,
-                                     llm_info={"kind": "local", "model": "built-in", "description": "built-in"},
-                                     search_mode="local")
+    run = services.runner.create_run(
+        question=question,
+        method=method,
+        params=params,
+        llm_info={"kind": "local", "model": "built-in", "description": "built-in"},
+        search_mode="local",
+    )
     services.runner.start(run.id)
     final = services.runner.wait(run.id, timeout=60)
     assert final.status not in (RunStatus.RUNNING, RunStatus.QUEUED)
@@ -34,7 +43,9 @@ def _run_on_the_built_in_model(services, fake_llm, question: str, params: dict, 
 
 
 def test_a_deot_node_the_sources_do_not_cover_says_so_and_the_run_is_done(services, fake_llm):
-    fake_llm.when(PLANNER, plan(task("task1", "info_search", "quantum error correction codes for superconducting qubits")))
+    fake_llm.when(
+        PLANNER, plan(task("task1", "info_search", "quantum error correction codes for superconducting qubits"))
+    )
     run_id = _run_on_the_built_in_model(services, fake_llm, UNCOVERED, ONE_NODE)
     run = services.repo.get_run(run_id)
     assert run.status == RunStatus.DONE, run.error
@@ -70,7 +81,9 @@ def test_a_connected_model_still_answers_uncited_from_its_own_knowledge(services
     # The same question on a model that is not the built-in one: its own answer, marked uncited.
     from tests.support.fixtures_engine import run_to_end
 
-    fake_llm.when(PLANNER, plan(task("task1", "info_search", "quantum error correction codes for superconducting qubits")))
+    fake_llm.when(
+        PLANNER, plan(task("task1", "info_search", "quantum error correction codes for superconducting qubits"))
+    )
     run_id = run_to_end(services, UNCOVERED, "deot", ONE_NODE)
     root = services.repo.list_nodes(run_id, kind="question")[0]
     assert not root.data.get("not_covered") and fake_llm.calls_for(SUMMARY)
@@ -82,11 +95,16 @@ def test_a_hit_that_shares_the_words_but_not_the_meaning_is_left_out(embedding_m
 
     embedder = builtin_embedder(embedding_model_dir.parent)
     question = "What causes the seasons on Earth?"
-    avatar = _hit("Avatar: The Last Airbender (season 2)",
-                  "The second season of Avatar: The Last Airbender, an American animated television series, "
-                  "aired on Nickelodeon; Earth is the book's title, as Aang seeks an earthbending teacher.")
-    tilt = _hit("Season", "A season is a division of the year marked by changes in weather. On Earth, seasons are "
-                          "the result of the Earth's axial tilt relative to its orbital plane around the Sun.")
+    avatar = _hit(
+        "Avatar: The Last Airbender (season 2)",
+        "The second season of Avatar: The Last Airbender, an American animated television series, "
+        "aired on Nickelodeon; Earth is the book's title, as Aang seeks an earthbending teacher.",
+    )
+    tilt = _hit(
+        "Season",
+        "A season is a division of the year marked by changes in weather. On Earth, seasons are "
+        "the result of the Earth's axial tilt relative to its orbital plane around the Sun.",
+    )
     words_only = relevant_hits(question, [avatar, tilt])
     assert avatar in words_only.kept  # the word floor alone keeps it: "season", "earth"
     scores = semantic_scores(question, [avatar, tilt], embedder)
@@ -129,7 +147,9 @@ def test_the_research_agent_on_the_built_in_model_says_the_sources_do_not_cover_
 def test_a_deot_question_the_sources_do_not_cover_is_not_expanded(services, fake_llm):
     # Room for a tree, but nothing under a question the sources do not cover: its sub-questions would
     # drift off it ("What is Rust about?" found the Tin Woodman on the built-in model).
-    fake_llm.when(PLANNER, plan(task("task1", "info_search", "quantum error correction codes for superconducting qubits")))
+    fake_llm.when(
+        PLANNER, plan(task("task1", "info_search", "quantum error correction codes for superconducting qubits"))
+    )
     run_id = _run_on_the_built_in_model(services, fake_llm, UNCOVERED, {**ONE_NODE, "max_layers": 3, "max_nodes": 5})
     assert services.repo.get_run(run_id).status == RunStatus.DONE
     [root] = services.repo.list_nodes(run_id, kind="question")

@@ -26,14 +26,18 @@ def test_list_answers_longer_than_allowed_are_cut_not_rejected():
 
 
 def test_sources_own_reference_markers_are_not_shown_to_the_model():
-    block = source_blocks([_Source(7, "Apollo 11", "Landed in 1969.[12] Crew of three.[3, 4]\n[9] https://nasa.gov [citation needed]")])
+    block = source_blocks(
+        [_Source(7, "Apollo 11", "Landed in 1969.[12] Crew of three.[3, 4]\n[9] https://nasa.gov [citation needed]")]
+    )
     assert block.startswith("[1] Apollo 11\n")
     body = block.split("\n", 1)[1]
     assert "[12]" not in body and "[3, 4]" not in body and "[9]" not in body and "citation needed" not in body
     assert "Landed in 1969." in body and "https://nasa.gov" in body
     # The same rule as a node's text: a span of years and an index are not markers, and neither a
     # marker's space nor our own storage marker reaches the prompt.
-    block = source_blocks([_Source(8, "Dams", "Built over [1990-2024]; x[3]y in code. It won [41]. Then [[S2]] ended.")])
+    block = source_blocks(
+        [_Source(8, "Dams", "Built over [1990-2024]; x[3]y in code. It won [41]. Then [[S2]] ended.")]
+    )
     assert block.split("\n", 1)[1] == "Built over [1990-2024]; x[3]y in code. It won. Then ended."
     # A marker an extractor glued to the next sentence is one too; a line's indentation stays.
     block = source_blocks([_Source(9, "Club", "Founded in 1892.[3]The club won [41] in May.\n    [2] indented")])

@@ -280,8 +280,9 @@ def test_a_missing_model_falls_back_to_bm25_and_says_so(builtin_embeddings, monk
         services.close()
 
 
-def test_the_app_says_the_embedding_model_is_missing_and_bm25_is_used(builtin_embeddings, prebuilt_corpus_home,
-                                                                       monkeypatch, tmp_path):
+def test_the_app_says_the_embedding_model_is_missing_and_bm25_is_used(
+    builtin_embeddings, prebuilt_corpus_home, monkeypatch, tmp_path
+):
     monkeypatch.setenv("THOUGHTMAP_MODELS_DIR", str(tmp_path / "empty"))
     app_state.get_services.clear()  # built by the page run below, from this environment
     try:
@@ -297,14 +298,16 @@ def _omnithink(services, fake_llm) -> str:
     fake_llm.when(EXPAND, ExpandScript())
     fake_llm.when(POLISH_OUTLINE, SECTIONS)
     fake_llm.when(WRITE_SECTION, section_writer())
-    run_id = run_to_end(services, TOPIC, "omnithink", {"subnodes": 2, "max_depth": 1, "snippets_per_section": 2},
-                        timeout=240)
+    run_id = run_to_end(
+        services, TOPIC, "omnithink", {"subnodes": 2, "max_depth": 1, "snippets_per_section": 2}, timeout=240
+    )
     assert services.repo.get_run(run_id).status == RunStatus.DONE
     return run_id
 
 
-def test_a_corrupted_model_falls_back_to_bm25_and_a_stored_run_is_unaffected(builtin_embeddings, services, fake_llm,
-                                                                            monkeypatch, tmp_path, capsys):
+def test_a_corrupted_model_falls_back_to_bm25_and_a_stored_run_is_unaffected(
+    builtin_embeddings, services, fake_llm, monkeypatch, tmp_path, capsys
+):
     # A run on the built-in model: its section evidence is ranked by it.
     assert isinstance(services.embedder, BuiltinEmbedder)
     before_id = _omnithink(services, fake_llm)
@@ -331,7 +334,11 @@ def test_a_corrupted_model_falls_back_to_bm25_and_a_stored_run_is_unaffected(bui
         damaged.close()
     # The CLI says it on its "running on" lines.
     capsys.readouterr()
-    assert cli.main(["run", TOPIC, "--method", "omnithink", "--llm", "fake", "--param", "subnodes=1",
-                     "--param", "max_depth=1"]) == cli.EXIT_OK
+    assert (
+        cli.main(
+            ["run", TOPIC, "--method", "omnithink", "--llm", "fake", "--param", "subnodes=1", "--param", "max_depth=1"]
+        )
+        == cli.EXIT_OK
+    )
     err = capsys.readouterr().err
     assert "note: the built-in embedding model is damaged" in err and "BM25 word match instead" in err

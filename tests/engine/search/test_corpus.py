@@ -70,9 +70,7 @@ def test_long_text_is_split_with_overlap_and_nothing_is_dropped():
     for sentence in re.split(r"(?<=\.)\s+", text.replace("\n\n", " ")):
         assert any(sentence.strip() in c for c in chunks), sentence
     # Consecutive chunks share some text (the overlap).
-    assert any(
-        set(a.split(". ")[-2:]) & set(b.split(". ")[:3]) for a, b in zip(chunks, chunks[1:])
-    )
+    assert any(set(a.split(". ")[-2:]) & set(b.split(". ")[:3]) for a, b in zip(chunks, chunks[1:]))
 
 
 def test_run_on_text_without_punctuation_is_cut_but_kept():
@@ -125,9 +123,7 @@ def test_bm25_ranks_relevant_document_first(store):
 
 def test_title_weighs_more_than_text(store):
     store.add_document("t", "in-title", "Okapi", None, ["An animal of the Congo forest."], "x")
-    store.add_document(
-        "t", "in-text", "Forest animals", None, ["The okapi is one animal of the forest."], "y"
-    )
+    store.add_document("t", "in-text", "Forest animals", None, ["The okapi is one animal of the forest."], "y")
     assert store.search("okapi", 2)[0].ref == "in-title"
 
 

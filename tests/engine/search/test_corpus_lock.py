@@ -58,8 +58,13 @@ sys.stdin.readline()
 @contextmanager
 def lock_holder(kind: str, path: Path) -> Iterator[subprocess.Popen]:
     """A subprocess holding a lock on `path` for the block (it lets go when the block ends)."""
-    proc = subprocess.Popen([sys.executable, "-c", HOLDER, kind, str(path)], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, kind, str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         lines: queue.Queue = queue.Queue()
         threading.Thread(target=lambda: lines.put(proc.stdout.readline()), daemon=True).start()
@@ -89,7 +94,8 @@ def short_lock_timeout(monkeypatch):
 
 
 def test_a_run_searches_the_built_index_while_another_process_holds_its_write_lock(
-        prebuilt_corpus_home, short_lock_timeout, capsys):
+    prebuilt_corpus_home, short_lock_timeout, capsys
+):
     index = prebuilt_corpus_home / "corpus.sqlite3"
     with CorpusStore(index) as store:
         documents = store.count_documents()
@@ -103,7 +109,8 @@ def test_a_run_searches_the_built_index_while_another_process_holds_its_write_lo
 
 
 def test_an_out_of_date_index_is_searched_as_it_is_while_its_write_lock_is_held_and_updated_later(
-        prebuilt_corpus_home, short_lock_timeout, capsys):
+    prebuilt_corpus_home, short_lock_timeout, capsys
+):
     index = prebuilt_corpus_home / "corpus.sqlite3"
     with CorpusStore(index) as store:
         store.set_meta(META_KEY, "0/an-earlier-bundled-corpus")  # as after an update of the data files
@@ -114,9 +121,11 @@ def test_an_out_of_date_index_is_searched_as_it_is_while_its_write_lock_is_held_
     assert code == cli.EXIT_OK, err
     assert "Traceback" not in err
     # Said once, in words, with what is searched instead and what happens next.
-    assert (f"the corpus index could not be brought up to date (another process has been writing to it "
-            f"for more than 1 s): searching the {documents:,} documents it holds now; the update is tried "
-            f"again at the next start") in err
+    assert (
+        f"the corpus index could not be brought up to date (another process has been writing to it "
+        f"for more than 1 s): searching the {documents:,} documents it holds now; the update is tried "
+        f"again at the next start"
+    ) in err
     assert "search: local corpus (" in err and "not up to date: another process was writing to it)" in err
     # Once the lock is free, the next start brings it up to date.
     store = open_default_corpus(load_settings()).store
@@ -128,7 +137,8 @@ def test_an_out_of_date_index_is_searched_as_it_is_while_its_write_lock_is_held_
 
 
 def test_ingest_says_clearly_that_the_index_is_locked_then_works_once_it_is_free(
-        prebuilt_corpus_home, short_lock_timeout, capsys, tmp_path):
+    prebuilt_corpus_home, short_lock_timeout, capsys, tmp_path
+):
     notes = tmp_path / "notes.md"
     notes.write_text("# Quokka notes\n\nQuokkas shelter under shrubs on Rottnest Island.", encoding="utf-8")
     with lock_holder("sqlite", prebuilt_corpus_home / "corpus.sqlite3"):
@@ -136,9 +146,11 @@ def test_ingest_says_clearly_that_the_index_is_locked_then_works_once_it_is_free
     assert code == cli.EXIT_FAILED
     assert "Traceback" not in err
     [line] = err.splitlines()
-    assert line == ("thoughtmap: error: could not add to the corpus index: another process has been writing to "
-                    "it for more than 1 s (THOUGHTMAP_CORPUS_LOCK_TIMEOUT sets this wait). What was added before "
-                    "stays; run the same ingest again to add the rest (files already indexed are skipped).")
+    assert line == (
+        "thoughtmap: error: could not add to the corpus index: another process has been writing to "
+        "it for more than 1 s (THOUGHTMAP_CORPUS_LOCK_TIMEOUT sets this wait). What was added before "
+        "stays; run the same ingest again to add the rest (files already indexed are skipped)."
+    )
     code, out, err = cli_run(capsys, "ingest", str(notes))
     assert code == cli.EXIT_OK, err
     assert out.startswith("1 document(s) added")
@@ -152,8 +164,9 @@ def test_the_settings_page_says_an_upload_waits_for_a_locked_index(short_lock_ti
     assert_no_exception(at)
     assert not at.success
     # The message's punctuation is escaped for Markdown: read it as the person does.
-    assert ("could not add to the corpus index: another process has been writing to it for more than 1 s"
-            in joined(at.error).replace("\\", ""))
+    assert "could not add to the corpus index: another process has been writing to it for more than 1 s" in joined(
+        at.error
+    ).replace("\\", "")
     assert "uploads/notes.txt#0" not in [hit.ref for hit in services.corpus().search("quokkas shelter shrubs", 5)]
 
 
@@ -161,8 +174,9 @@ class Watched:
     """A `thoughtmap` process whose stderr is read as it comes, so a test can wait for a line."""
 
     def __init__(self, argv: list[str], env: dict[str, str]) -> None:
-        self.proc = subprocess.Popen(argv, env=env, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            argv, env=env, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         self.err: list[str] = []
         self.out: list[str] = []
         self._changed = threading.Condition()
@@ -187,8 +201,9 @@ class Watched:
     def wait_for(self, text: str) -> None:
         """Until the process says `text` on stderr; fails if it ends without saying it."""
         with self._changed:
-            said = self._changed.wait_for(lambda: any(text in line for line in self.err) or not self._open,
-                                          timeout=STARTUP_S)
+            said = self._changed.wait_for(
+                lambda: any(text in line for line in self.err) or not self._open, timeout=STARTUP_S
+            )
             if not said or not any(text in line for line in self.err):
                 raise AssertionError(f"the process never said {text!r}; its stderr:\n{''.join(self.err)}")
 
@@ -199,8 +214,7 @@ class Watched:
         return code
 
 
-def test_two_first_starts_build_the_index_once_and_a_dead_lock_holder_blocks_nobody(
-        bundled_corpus, _isolated_home):
+def test_two_first_starts_build_the_index_once_and_a_dead_lock_holder_blocks_nobody(bundled_corpus, _isolated_home):
     home = _isolated_home
     index = home / "corpus.sqlite3"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "THOUGHTMAP_"))}
@@ -247,8 +261,10 @@ def test_a_waiting_start_says_how_far_the_builder_got_and_goes_on_when_it_is_don
     waiter.start()
     try:
         message, fraction = heard.get(timeout=STARTUP_S)
-        assert message == (f"the corpus index is being built by another process (pid {os.getpid()}): "
-                           "4,000 of 16,000 records indexed; waiting for it to finish")
+        assert message == (
+            f"the corpus index is being built by another process (pid {os.getpid()}): "
+            "4,000 of 16,000 records indexed; waiting for it to finish"
+        )
         assert fraction == 0.25
         assert not holding.is_set()
     finally:

@@ -58,7 +58,9 @@ def test_similarity_ranks_by_meaning_and_bm25_without_an_embedder():
         assert ranked.by.startswith("embeddings: ")
         assert [h.ref for h in ranked.per_query[0]][0] == "b" and [h.ref for h in ranked.per_query[1]][0] == "c"
         assert len(ranked.per_query[0]) == 2  # similarity ranks every hit, as Sentence-BERT retrieval does
-        expected = cosine(fake_embedding("television broadcast"), fake_embedding("Broadcast\ntelevision broadcast ratings radio"))
+        expected = cosine(
+            fake_embedding("television broadcast"), fake_embedding("Broadcast\ntelevision broadcast ratings radio")
+        )
         assert ranked.per_query[0][0].score == pytest.approx(expected)
         assert [h.ref for h in EmbeddingReranker(embedder).rerank("weather rain", HITS, 1)] == ["c"]
     bm25 = top_for_each(["television broadcast", "weather rain"], HITS, 2)
@@ -77,12 +79,27 @@ def test_embeddings_that_fail_fall_back_to_bm25_and_say_so():
 def test_configuration_from_the_environment(tmp_path):
     assert load_settings({"THOUGHTMAP_HOME": str(tmp_path)}).embeddings is None
     assert build_embedder(None) is None
-    settings = load_settings({"THOUGHTMAP_HOME": str(tmp_path), "THOUGHTMAP_EMBEDDINGS_URL": "http://127.0.0.1:9/v1",
-                              "THOUGHTMAP_EMBEDDINGS_MODEL": "nomic-embed-text", "THOUGHTMAP_EMBEDDINGS_KEY": "k"})
+    settings = load_settings(
+        {
+            "THOUGHTMAP_HOME": str(tmp_path),
+            "THOUGHTMAP_EMBEDDINGS_URL": "http://127.0.0.1:9/v1",
+            "THOUGHTMAP_EMBEDDINGS_MODEL": "nomic-embed-text",
+            "THOUGHTMAP_EMBEDDINGS_KEY": "k",
+        }
+    )
     assert (settings.embeddings.base_url, settings.embeddings.model, settings.embeddings.api_key) == (
-        "http://127.0.0.1:9/v1", "nomic-embed-text", "k")
+        "http://127.0.0.1:9/v1",
+        "nomic-embed-text",
+        "k",
+    )
     assert "k" not in repr(settings.embeddings)
-    shared = load_settings({"THOUGHTMAP_HOME": str(tmp_path), "OPENAI_BASE_URL": "http://h/v1", "OPENAI_API_KEY": "o",
-                            "THOUGHTMAP_EMBEDDINGS_URL": "http://h/v1/"})
+    shared = load_settings(
+        {
+            "THOUGHTMAP_HOME": str(tmp_path),
+            "OPENAI_BASE_URL": "http://h/v1",
+            "OPENAI_API_KEY": "o",
+            "THOUGHTMAP_EMBEDDINGS_URL": "http://h/v1/",
+        }
+    )
     assert shared.embeddings.api_key == "o" and shared.embeddings.model == "text-embedding-3-small"
     assert isinstance(build_embedder(settings.embeddings), OpenAIEmbeddings)

@@ -110,8 +110,12 @@ class _CountingServer(ThreadingHTTPServer):
 
 
 @contextmanager
-def _serving(handler: type[BaseHTTPRequestHandler], address: str = "127.0.0.1", port: int = 0,
-             server_class: type[ThreadingHTTPServer] = ThreadingHTTPServer) -> Iterator[ThreadingHTTPServer]:
+def _serving(
+    handler: type[BaseHTTPRequestHandler],
+    address: str = "127.0.0.1",
+    port: int = 0,
+    server_class: type[ThreadingHTTPServer] = ThreadingHTTPServer,
+) -> Iterator[ThreadingHTTPServer]:
     httpd = server_class((address, port), handler)
     httpd.daemon_threads = True
     thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
@@ -151,8 +155,9 @@ def _pretend_public(*addresses: str):
 def _pinned_fetcher() -> PageFetcher:
     """A fetcher with the address policy on, whose DNS answers the test server's 127.0.0.1 for every
     name."""
-    return PageFetcher(trust_env=False, resolver=lambda host, port: ["127.0.0.1"],
-                       address_policy=_pretend_public("127.0.0.1"))
+    return PageFetcher(
+        trust_env=False, resolver=lambda host, port: ["127.0.0.1"], address_policy=_pretend_public("127.0.0.1")
+    )
 
 
 def test_address_policy():
@@ -255,8 +260,9 @@ def test_dns_rebinding_on_a_redirect_hop_is_refused_before_connecting():
     with _public_and_internal_servers() as (port, internal):
         with pytest.raises(FetchError) as info:
             fetcher.fetch(f"http://rebind.test:{port}/redirect-ok")
-    assert str(info.value) == ("refused: rebind.test (127.0.0.1) is a loopback address; "
-                               "set THOUGHTMAP_ALLOW_PRIVATE_FETCH=1 to allow")
+    assert str(info.value) == (
+        "refused: rebind.test (127.0.0.1) is a loopback address; set THOUGHTMAP_ALLOW_PRIVATE_FETCH=1 to allow"
+    )
     assert dns.lookups == ["rebind.test", "rebind.test"]
     assert internal.connections == 0
 
@@ -268,30 +274,35 @@ def test_every_address_is_checked_and_a_dead_one_falls_back_to_the_next():
         dead.bind(("127.0.0.1", port))  # bound, never listening: a connection to it is refused
         policy = _pretend_public("127.0.0.1", "127.0.0.2")
         # One internal answer among public ones refuses the name, whatever the order.
-        mixed = PageFetcher(trust_env=False, resolver=lambda host, port: ["127.0.0.2", "10.0.0.1"],
-                            address_policy=policy)
+        mixed = PageFetcher(
+            trust_env=False, resolver=lambda host, port: ["127.0.0.2", "10.0.0.1"], address_policy=policy
+        )
         with pytest.raises(FetchError, match=r"two.test \(10.0.0.1\) is a private address"):
             mixed.fetch(f"http://two.test:{port}/page.html")
         # Like the system's own connect, a refused connection moves on to the next checked address.
-        both = PageFetcher(trust_env=False, resolver=lambda host, port: ["127.0.0.1", "127.0.0.2"],
-                           address_policy=policy)
+        both = PageFetcher(
+            trust_env=False, resolver=lambda host, port: ["127.0.0.1", "127.0.0.2"], address_policy=policy
+        )
         assert both.fetch(f"http://two.test:{port}/page.html").title == "The Okapi"
         release.set()
 
 
-@pytest.mark.parametrize("address, reason", [
-    ("2002:7f00:1::", "a 6to4 address embedding 127.0.0.1, a loopback address"),
-    ("2002:a9fe:a9fe::", "a 6to4 address embedding 169.254.169.254, a link-local address"),
-    ("2002:a00:1::", "a 6to4 address embedding 10.0.0.1, a private address"),
-    # Teredo: 2001:0::/32, the server's IPv4 in bits 32-63, the client's inverted in the last 32.
-    ("2001:0:4136:e378:8000:63bf:80ff:fffe", "a Teredo address embedding 127.0.0.1, a loopback address"),
-    ("2001:0:a00:1:8000:63bf:a247:27dd", "a Teredo address embedding 10.0.0.1, a private address"),
-    ("64:ff9b::7f00:1", "a NAT64 address embedding 127.0.0.1, a loopback address"),
-    ("64:ff9b::a00:1", "a NAT64 address embedding 10.0.0.1, a private address"),
-    ("64:ff9b::a9fe:a9fe", "a NAT64 address embedding 169.254.169.254, a link-local address"),
-    ("::7f00:1", "an IPv4-compatible address embedding 127.0.0.1, a loopback address"),
-    ("::ffff:a9fe:a9fe", "a link-local address"),  # IPv4-mapped: it is that IPv4 address
-])
+@pytest.mark.parametrize(
+    "address, reason",
+    [
+        ("2002:7f00:1::", "a 6to4 address embedding 127.0.0.1, a loopback address"),
+        ("2002:a9fe:a9fe::", "a 6to4 address embedding 169.254.169.254, a link-local address"),
+        ("2002:a00:1::", "a 6to4 address embedding 10.0.0.1, a private address"),
+        # Teredo: 2001:0::/32, the server's IPv4 in bits 32-63, the client's inverted in the last 32.
+        ("2001:0:4136:e378:8000:63bf:80ff:fffe", "a Teredo address embedding 127.0.0.1, a loopback address"),
+        ("2001:0:a00:1:8000:63bf:a247:27dd", "a Teredo address embedding 10.0.0.1, a private address"),
+        ("64:ff9b::7f00:1", "a NAT64 address embedding 127.0.0.1, a loopback address"),
+        ("64:ff9b::a00:1", "a NAT64 address embedding 10.0.0.1, a private address"),
+        ("64:ff9b::a9fe:a9fe", "a NAT64 address embedding 169.254.169.254, a link-local address"),
+        ("::7f00:1", "an IPv4-compatible address embedding 127.0.0.1, a loopback address"),
+        ("::ffff:a9fe:a9fe", "a link-local address"),  # IPv4-mapped: it is that IPv4 address
+    ],
+)
 def test_ipv6_forms_embedding_an_internal_ipv4_are_refused(address, reason):
     assert address_problem(address) == reason
     fetcher = PageFetcher(trust_env=False, resolver=lambda host, port: [address])
@@ -300,10 +311,12 @@ def test_ipv6_forms_embedding_an_internal_ipv4_are_refused(address, reason):
 
 
 def test_other_internal_ipv6_forms_are_refused_and_public_translations_allowed():
-    for address in ("64:ff9b:1::a00:1",  # NAT64 local-use prefix (RFC 8215)
-                    "::ffff:0:7f00:1",  # IPv4-translated (SIIT)
-                    "fec0::1",  # site-local
-                    "2001:0:5db8:d822:8000:63bf:a247:27dd"):  # Teredo, both ends public: not global
+    for address in (
+        "64:ff9b:1::a00:1",  # NAT64 local-use prefix (RFC 8215)
+        "::ffff:0:7f00:1",  # IPv4-translated (SIIT)
+        "fec0::1",  # site-local
+        "2001:0:5db8:d822:8000:63bf:a247:27dd",
+    ):  # Teredo, both ends public: not global
         assert address_problem(address) is not None, address
     assert address_problem("2002:5db8:d822::1") is None  # 6to4 for 93.184.216.34
     assert address_problem("64:ff9b::5db8:d822") is None  # NAT64 (DNS64) for 93.184.216.34

@@ -15,16 +15,25 @@ QUESTION = "What government position was held by the woman who portrayed Corliss
 # A two-hop question: the film is named, the actress only on the film's page. Her page shares no
 # word with the question, so BM25 cannot find her; the distractors share several.
 DOCUMENTS = [
-    ("Kiss and Tell (1945 film)", [
-        "Kiss and Tell is a 1945 American comedy film starring Shirley Temple as Corliss Archer.",
-        "The film Kiss and Tell was based on a play; Kiss and Tell opened on Broadway in 1943.",
-    ]),
-    ("Shirley Temple", ["Shirley Temple Black was an American actress and diplomat who served as "
-                        "United States Ambassador to Ghana and to Czechoslovakia."]),
-    ("Meet Corliss Archer", ["Meet Corliss Archer is a radio sitcom; the woman who portrayed Corliss "
-                             "Archer on radio was Janet Waldo."]),
-    ("Women in government", ["A government position held by a woman: women held few such positions "
-                             "before the war."]),
+    (
+        "Kiss and Tell (1945 film)",
+        [
+            "Kiss and Tell is a 1945 American comedy film starring Shirley Temple as Corliss Archer.",
+            "The film Kiss and Tell was based on a play; Kiss and Tell opened on Broadway in 1943.",
+        ],
+    ),
+    (
+        "Shirley Temple",
+        [
+            "Shirley Temple Black was an American actress and diplomat who served as "
+            "United States Ambassador to Ghana and to Czechoslovakia."
+        ],
+    ),
+    (
+        "Meet Corliss Archer",
+        ["Meet Corliss Archer is a radio sitcom; the woman who portrayed Corliss Archer on radio was Janet Waldo."],
+    ),
+    ("Women in government", ["A government position held by a woman: women held few such positions before the war."]),
     ("Film censorship", ["Government film boards held that a film could not show a kiss for long."]),
     ("Archery", ["An archer in the film held the position of royal archer to the government."]),
     ("Position paper", ["A position paper held by the government sets out its position."]),
@@ -63,8 +72,10 @@ def linker(*titles: str) -> TitleLinker:
 
 def test_linker_finds_titles_in_order_of_first_mention_on_word_boundaries():
     found = linker("Shirley Temple", "Temple", "Ghana", "United States", "Kiss and Tell (1945 film)")
-    text = ("Kiss and Tell starred Shirley Temple, later envoy of the United States to Ghana; "
-            "Shirley Temple again. Templeton and Ghanaian are other words.")
+    text = (
+        "Kiss and Tell starred Shirley Temple, later envoy of the United States to Ghana; "
+        "Shirley Temple again. Templeton and Ghanaian are other words."
+    )
     # The longest title wins at a position ("Shirley Temple", not "Temple"); each title once.
     assert found.links(text) == ["Kiss and Tell (1945 film)", "Shirley Temple", "United States", "Ghana"]
     assert found.links("A Templeton of Ghanaian descent.") == []
@@ -84,8 +95,14 @@ def test_linker_skips_short_numeric_and_function_word_titles():
 
 
 def test_a_qualifier_is_dropped_only_for_an_unambiguous_several_word_name():
-    found = linker("Mercury (planet)", "Mercury (element)", "Heart (1987 film)", "Kiss and Tell (1945 film)",
-                   "Paris", "Paris (mythology)")
+    found = linker(
+        "Mercury (planet)",
+        "Mercury (element)",
+        "Heart (1987 film)",
+        "Kiss and Tell (1945 film)",
+        "Paris",
+        "Paris (mythology)",
+    )
     text = "Mercury, Heart, Kiss and Tell, Paris."
     # "Mercury" names two documents, "Heart" is one common word, "Paris" is a title itself.
     assert found.links(text) == ["Kiss and Tell (1945 film)", "Paris"]
@@ -145,7 +162,11 @@ def test_a_page_reached_only_by_its_title_is_given_as_its_first_chunk(store, bm2
 
 
 def test_the_top_documents_links_move_up_only_when_bm25_found_them_too(store, bm25):
-    add(store, "Saffron harvest", ["The saffron harvest in Kozani is picked by hand; see Crocus sativus and Kozani Museum."])
+    add(
+        store,
+        "Saffron harvest",
+        ["The saffron harvest in Kozani is picked by hand; see Crocus sativus and Kozani Museum."],
+    )
     add(store, "Crocus sativus", ["Crocus sativus is a flower. Saffron comes from it."])
     add(store, "Kozani Museum", ["A museum in a Greek town."])
     for n in range(12):

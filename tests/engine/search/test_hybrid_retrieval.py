@@ -109,8 +109,10 @@ def test_the_floor_keeps_a_bridge_page_named_by_a_kept_page_and_drops_a_hop_from
 
 def test_without_provenance_the_bridge_page_is_dropped():
     # The same bridge page without `via`: what the floor did before, and why provenance is needed.
-    hits = [hit("Charles Mathew", "Charles Mathew was a politician, son of George Mathew."),
-            hit("George Mathew", "He was buried at Westminster Abbey.")]
+    hits = [
+        hit("Charles Mathew", "Charles Mathew was a politician, son of George Mathew."),
+        hit("George Mathew", "He was buried at Westminster Abbey."),
+    ]
     assert [h.title for h in relevant_hits(QUESTION, hits, floor=0.35).kept] == ["Charles Mathew"]
 
 
@@ -160,8 +162,10 @@ class Eager:
 
 
 def test_the_hybrid_search_makes_snippets_for_the_hits_it_keeps_the_same_as_before(corpus):
-    long_text = " ".join(["Westminster Abbey holds the tombs of kings and statesmen."] * 3
-                         + ["George Mathew's grave lies in the abbey's north aisle, his son Charles wrote."] * 4)
+    long_text = " ".join(
+        ["Westminster Abbey holds the tombs of kings and statesmen."] * 3
+        + ["George Mathew's grave lies in the abbey's north aisle, his son Charles wrote."] * 4
+    )
     corpus.store.add_document("wiki", "Westminster burials", "Westminster burials", None, [long_text], "burials")
     embedder = HashedWords()
     index = VectorIndex(corpus.store, "hashed-words")

@@ -46,7 +46,7 @@ def store(tmp_path):
 def varied_text(seed: int, paragraphs: int = 30) -> str:
     """Paragraphs of sentences, run-on sentences far longer than a chunk, odd whitespace."""
     rng = random.Random(seed)
-    words = ["okapi", "giraffe.", "forest!", "why?", "stripe", "quote.\"", "paren.)", "end.”", "ituri"]
+    words = ["okapi", "giraffe.", "forest!", "why?", "stripe", 'quote."', "paren.)", "end.”", "ituri"]
     parts = []
     for _ in range(paragraphs):
         count = rng.choice([0, 3, 12, 40, 90, 600])
@@ -60,7 +60,7 @@ def random_blocks(text: str, seed: int, max_size: int) -> list[str]:
     blocks, position = [], 0
     while position < len(text):
         size = rng.randint(1, max_size)
-        blocks.append(text[position:position + size])
+        blocks.append(text[position : position + size])
         position += size
     return blocks
 
@@ -102,14 +102,17 @@ def test_ingest_with_some_files_skipped_succeeds_and_lists_them(capsys, tmp_path
 # ====================================================================== binary content
 
 
-@pytest.mark.parametrize("name, data", [
-    ("nul.txt", b"looks like text at first\x00\x00\x00\x01\x02 then binary"),
-    ("zip.md", b"PK\x03\x04\x14\x00\x00\x00\x08\x00" + bytes(range(256)) * 8),
-    ("utf16.txt", "Text saved as UTF-16 by an old editor.".encode("utf-16")),
-    ("high-bytes.txt", random.Random(3).randbytes(4000).translate(bytes(range(128, 256)) * 2)),
-    ("controls.html", bytes(range(1, 32)) * 100),
-    ("nul.jsonl", b'{"text": "a"}\n' + bytes(500)),
-])
+@pytest.mark.parametrize(
+    "name, data",
+    [
+        ("nul.txt", b"looks like text at first\x00\x00\x00\x01\x02 then binary"),
+        ("zip.md", b"PK\x03\x04\x14\x00\x00\x00\x08\x00" + bytes(range(256)) * 8),
+        ("utf16.txt", "Text saved as UTF-16 by an old editor.".encode("utf-16")),
+        ("high-bytes.txt", random.Random(3).randbytes(4000).translate(bytes(range(128, 256)) * 2)),
+        ("controls.html", bytes(range(1, 32)) * 100),
+        ("nul.jsonl", b'{"text": "a"}\n' + bytes(500)),
+    ],
+)
 def test_binary_content_is_skipped_with_a_reason(tmp_path, name, data):
     (tmp_path / name).write_bytes(data)
     items = list(iter_documents([tmp_path / name]))

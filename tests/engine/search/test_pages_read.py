@@ -18,8 +18,10 @@ from tests.support.local_site import site, site_rows  # noqa: F401 - site is a f
 
 
 def test_focus_keeps_the_matching_paragraphs_in_page_order():
-    page = "\n".join(["Menu: home, news, sport."] * 20
-                     + ["The shortage of chips began in 2020.", "Weather today: sunny.", "Chip fabs take years."])
+    page = "\n".join(
+        ["Menu: home, news, sport."] * 20
+        + ["The shortage of chips began in 2020.", "Weather today: sunny.", "Chip fabs take years."]
+    )
     kept = focus(page, "why is there a chip shortage", 80)
     # Both matching paragraphs fit, in the page's order; the menu and the weather do not match.
     assert kept == "The shortage of chips began in 2020.\nChip fabs take years."
@@ -28,7 +30,7 @@ def test_focus_keeps_the_matching_paragraphs_in_page_order():
 
 
 def _web_run(services, monkeypatch, base, method: str, params: dict) -> str:
-    monkeypatch.setattr("engine.search.web.default_ddgs_factory", lambda *a, **k: (lambda: FakeDDGS(site_rows(base))))
+    monkeypatch.setattr("engine.search.web.default_ddgs_factory", lambda *a, **k: lambda: FakeDDGS(site_rows(base)))
     # The loopback site stands for the web: only a test lets the fetcher reach a private address.
     services.runner.services.provide(PageFetcher, PageFetcher(allow_private=True, trust_env=False))
     run_id = run_to_end(services, RESEARCHY, method, {"relevance_floor": 0.0, **params}, search="web", timeout=120)
@@ -40,8 +42,16 @@ def _web_run(services, monkeypatch, base, method: str, params: dict) -> str:
 PAGE_ROOM = {"deot": 1200, "omnithink": 900, "fgdip": 20_000, "rag": 1500, "mtqa": 5400}  # what each keeps of a page
 
 
-@pytest.mark.parametrize("method, params", [("deot", {"max_layers": 2}), ("omnithink", {"max_depth": 1}),
-                                            ("fgdip", {"read_pages": 2}), ("rag", {}), ("mtqa", {})])
+@pytest.mark.parametrize(
+    "method, params",
+    [
+        ("deot", {"max_layers": 2}),
+        ("omnithink", {"max_depth": 1}),
+        ("fgdip", {"read_pages": 2}),
+        ("rag", {}),
+        ("mtqa", {}),
+    ],
+)
 def test_a_method_that_searches_the_web_reads_the_pages(services, fake_llm, monkeypatch, site, method, params):
     base, requested = site
     run_id = _web_run(services, monkeypatch, base, method, params)
@@ -67,5 +77,7 @@ def test_read_pages_zero_fetches_nothing(services, fake_llm, monkeypatch, site, 
     base, requested = site
     run_id = _web_run(services, monkeypatch, base, method, {"read_pages": 0})
     assert requested == []
-    assert {s.text for s in services.repo.list_sources(run_id)} <= {"Chip shortage snippet.",
-                                                                     "Chip shortage archived snippet."}
+    assert {s.text for s in services.repo.list_sources(run_id)} <= {
+        "Chip shortage snippet.",
+        "Chip shortage archived snippet.",
+    }

@@ -17,8 +17,11 @@ def hit(title: str, text: str = "", snippet: str = "", ref: str | None = None, s
 
 
 COOKING = hit("Cooking pasta", "Boil water, add salt, then add the pasta and stir.")
-APOLLO = hit("Apollo 11", "Apollo 11 was the first crewed Moon landing, in July 1969. The landing site "
-                          "was the Sea of Tranquility on the Moon.")
+APOLLO = hit(
+    "Apollo 11",
+    "Apollo 11 was the first crewed Moon landing, in July 1969. The landing site "
+    "was the Sea of Tranquility on the Moon.",
+)
 MOON = hit("The Moon", "The Moon is the Earth's only natural satellite.")
 MARS = hit("Mars rover", "A rover explores the surface of Mars.")
 HITS = [COOKING, APOLLO, MOON, MARS]
@@ -44,7 +47,12 @@ def test_ranks_by_bm25_then_keeps_the_rest_in_their_order():
     for before in HITS:
         after = next(h for h in ranked if h.ref == before.ref)
         assert (after.title, after.text, after.snippet, after.kind, after.url) == (
-            before.title, before.text, before.snippet, before.kind, before.url)
+            before.title,
+            before.text,
+            before.snippet,
+            before.kind,
+            before.url,
+        )
 
 
 def test_top_k_only():

@@ -32,8 +32,10 @@ def hit(title: str, text: str) -> Hit:
 FIXTURE = [
     hit("Potato crisps", "Crisps are thin slices of potato, fried or baked."),
     hit("Semiconductor industry", "Chip makers build semiconductors in fabs; demand for chips rose."),
-    hit("2020-2023 global chip shortage", "The global chip shortage had several causes: the pandemic, demand "
-        "for chips and a shortage of fab capacity."),
+    hit(
+        "2020-2023 global chip shortage",
+        "The global chip shortage had several causes: the pandemic, demand for chips and a shortage of fab capacity.",
+    ),
 ]
 EXPECTED = ["2020-2023 global chip shortage", "Semiconductor industry", "Potato crisps"]
 JUDGE = named("rerank.judge")
@@ -57,8 +59,13 @@ def test_bm25_orders_the_fixture():
 def test_llm_reranker_scores_by_the_probability_of_yes():
     fake = FakeLLM()
     # The verdict text says "yes" for both relevant documents: only the logprobs can order them.
-    fake.when(JUDGE, lambda r: FakeReply("yes" if P_YES[judged_title(r)] > 0.5 else "no",
-                                         top=(("yes", P_YES[judged_title(r)]), ("no", 1 - P_YES[judged_title(r)]))))
+    fake.when(
+        JUDGE,
+        lambda r: FakeReply(
+            "yes" if P_YES[judged_title(r)] > 0.5 else "no",
+            top=(("yes", P_YES[judged_title(r)]), ("no", 1 - P_YES[judged_title(r)])),
+        ),
+    )
     reranker = LLMReranker(fake)
     assert isinstance(reranker, Reranker)
     ranked = reranker.rerank(QUERY, FIXTURE, 3)
@@ -105,10 +112,13 @@ def test_llm_reranker_over_http_reads_the_servers_logprobs(monkeypatch):
     from engine.llm.openai_compat import OpenAICompatibleLLM
 
     fake = FakeLLM()
-    fake.when(JUDGE, lambda r: FakeReply("yes", top=(("yes", P_YES[judged_title(r)]), ("no", 1 - P_YES[judged_title(r)]))))
+    fake.when(
+        JUDGE, lambda r: FakeReply("yes", top=(("yes", P_YES[judged_title(r)]), ("no", 1 - P_YES[judged_title(r)])))
+    )
     with FakeOpenAIServer(fake) as server:
-        llm = OpenAICompatibleLLM(LLMSettings(base_url=server.base_url, api_key="test", model="judge"),
-                                  ConcurrencyLimiter(2))
+        llm = OpenAICompatibleLLM(
+            LLMSettings(base_url=server.base_url, api_key="test", model="judge"), ConcurrencyLimiter(2)
+        )
         ranked = LLMReranker(llm).rerank(QUERY, FIXTURE, 3)
         bodies = server.requests
     assert titles(ranked) == EXPECTED
@@ -144,8 +154,12 @@ class RerankServer:
                     words = set(tokens(body["query"]))
                     scores = [len(words & set(tokens(d))) / len(words) for d in body["documents"]]
                     order = sorted(range(len(scores)), key=lambda i: -scores[i])[: body["top_n"]]
-                    payload = json.dumps({"model": body.get("model"), "results": [
-                        {"index": i, "relevance_score": scores[i]} for i in order]}).encode()
+                    payload = json.dumps(
+                        {
+                            "model": body.get("model"),
+                            "results": [{"index": i, "relevance_score": scores[i]} for i in order],
+                        }
+                    ).encode()
                     status = 200
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -197,8 +211,14 @@ def test_the_rerank_endpoint_is_configured_by_the_environment(tmp_path):
     from engine.config import load_settings
     from engine.services import build_services
 
-    settings = load_settings({"THOUGHTMAP_HOME": str(tmp_path), "THOUGHTMAP_RERANK_URL": "http://127.0.0.1:9/v1",
-                              "THOUGHTMAP_RERANK_MODEL": "bge", "THOUGHTMAP_RERANK_API_KEY": "rerank-secret-key"})
+    settings = load_settings(
+        {
+            "THOUGHTMAP_HOME": str(tmp_path),
+            "THOUGHTMAP_RERANK_URL": "http://127.0.0.1:9/v1",
+            "THOUGHTMAP_RERANK_MODEL": "bge",
+            "THOUGHTMAP_RERANK_API_KEY": "rerank-secret-key",
+        }
+    )
     assert settings.rerank.url == "http://127.0.0.1:9/v1" and "rerank-secret-key" not in repr(settings)
     services = build_services(settings)
     try:

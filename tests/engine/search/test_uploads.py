@@ -35,8 +35,10 @@ def test_an_upload_is_named_by_its_file_name(searcher, uploads):
 
 
 def test_a_jsonl_upload_keeps_its_own_urls_and_drops_the_file_url(searcher, uploads):
-    lines = [{"title": "Kea", "text": "Kea parrots live in the Southern Alps.", "url": "https://example.org/kea"},
-             {"title": "Takahe", "text": "Takahe birds graze alpine tussock."}]
+    lines = [
+        {"title": "Kea", "text": "Kea parrots live in the Southern Alps.", "url": "https://example.org/kea"},
+        {"title": "Takahe", "text": "Takahe birds graze alpine tussock."},
+    ]
     add_uploads(searcher, uploads, [("birds.jsonl", "\n".join(json.dumps(x) for x in lines).encode())])
     kea = searcher.search("kea parrots Southern Alps", 1)[0]
     takahe = searcher.search("takahe alpine tussock", 1)[0]
@@ -75,6 +77,7 @@ def test_rebuilding_the_index_keeps_the_file_names(searcher, uploads, monkeypatc
 
 
 # ------------------------------------------------------------------ a person's own uploads (teams)
+
 
 def test_a_persons_uploads_are_found_only_by_their_runs(searcher, uploads):
     from engine.search.exclusion import OwnUploadsOnly

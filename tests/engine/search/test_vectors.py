@@ -58,8 +58,11 @@ ANIMALS = {
     "Quokka": ["Quokkas are small marsupials of Rottnest Island.", "They shelter under dense shrubs by day."],
     "Kea": ["The kea is an alpine parrot of the Southern Alps.", "Kea are known for curiosity with cars."],
     "Takahe": ["The takahe is a flightless bird that grazes tussock."],
-    "Wombat": ["Wombats dig burrows with strong claws.", "Their droppings are cube shaped.",
-               "Wombats are marsupials of Australia."],
+    "Wombat": [
+        "Wombats dig burrows with strong claws.",
+        "Their droppings are cube shaped.",
+        "Wombats are marsupials of Australia.",
+    ],
 }
 RIVERS = {
     "Danube": ["The Danube flows through ten countries to the Black Sea."],
@@ -69,8 +72,14 @@ QUERIES = ["marsupials of Australia", "alpine parrot", "rivers to the sea", "Swi
 
 
 def document(collection, title, chunks, version=""):
-    return NewDocument(collection=collection, ref=f"{collection}/{title}", title=title, url=None,
-                       chunks=[c + version for c in chunks], content_hash=f"{collection}/{title}{version}")
+    return NewDocument(
+        collection=collection,
+        ref=f"{collection}/{title}",
+        title=title,
+        url=None,
+        chunks=[c + version for c in chunks],
+        content_hash=f"{collection}/{title}{version}",
+    )
 
 
 def add(store, collection, docs, version=""):
@@ -79,9 +88,12 @@ def add(store, collection, docs, version=""):
 
 def snapshot(store, index):
     stored = store.load_vectors(index.model)
-    return (stored.ids.tolist(), stored.matrix.copy(),
-            [index.search(hashed_words([q])[0], 4) for q in QUERIES],
-            [index.search(hashed_words([q])[0], 3, ["rivers"]) for q in QUERIES])
+    return (
+        stored.ids.tolist(),
+        stored.matrix.copy(),
+        [index.search(hashed_words([q])[0], 4) for q in QUERIES],
+        [index.search(hashed_words([q])[0], 3, ["rivers"]) for q in QUERIES],
+    )
 
 
 @pytest.fixture
@@ -107,8 +119,7 @@ def test_an_index_grown_in_steps_equals_one_embedded_from_scratch(store, tmp_pat
     assert index.missing() == store.count_chunks()
     index.update(hashed_words, batch=100)
     rebuilt = snapshot(store, index)
-    assert grown[0] == rebuilt[0] == sorted(
-        row[0] for row in store.chunks_lacking_vectors("another model", limit=1000))
+    assert grown[0] == rebuilt[0] == sorted(row[0] for row in store.chunks_lacking_vectors("another model", limit=1000))
     np.testing.assert_array_equal(grown[1], rebuilt[1])
     assert grown[2:] == rebuilt[2:]
 
@@ -121,8 +132,10 @@ def test_an_index_grown_in_steps_equals_one_embedded_from_scratch(store, tmp_pat
         fresh_index.update(hashed_words)
 
         def scored(of_store, ranked):
-            return sorted((-round(score, 6), hit.ref, hit.ordinal)
-                          for hit, (_, score) in zip(of_store.chunk_hits([i for i, _ in ranked]), ranked))
+            return sorted(
+                (-round(score, 6), hit.ref, hit.ordinal)
+                for hit, (_, score) in zip(of_store.chunk_hits([i for i, _ in ranked]), ranked)
+            )
 
         for query in QUERIES:
             vector = hashed_words([query])[0]
@@ -186,23 +199,33 @@ def test_search_ranks_by_cosine_and_filters_collections(store):
     [best] = store.chunk_hits([ranked[0][0]], [ranked[0][1]])
     assert (best.title, best.ordinal, best.collection) == ("Rhine", 0, "rivers")
     assert [score for _, score in ranked] == sorted((score for _, score in ranked), reverse=True)
-    assert ranked[0][1] == pytest.approx(np.dot(*(
-        v / np.linalg.norm(v) for v in hashed_words(["The Rhine rises in the Swiss Alps", embedded_text(
-            "Rhine", RIVERS["Rhine"][0])]))), abs=1e-3)  # float16 storage
+    assert ranked[0][1] == pytest.approx(
+        np.dot(
+            *(
+                v / np.linalg.norm(v)
+                for v in hashed_words(["The Rhine rises in the Swiss Alps", embedded_text("Rhine", RIVERS["Rhine"][0])])
+            )
+        ),
+        abs=1e-3,
+    )  # float16 storage
     assert {h.collection for h in store.chunk_hits([i for i, _ in index.search(query, 9, ["animals"])])} == {"animals"}
     assert index.search(query, 3, ["no such collection"]) == []
     assert len(index.search(query, 100)) == store.count_chunks()
     # Hits come back in the order asked, and an id no longer there is left out.
     ids = [i for i, _ in ranked]
     assert [h.text for h in store.chunk_hits([ids[2], 999_999, ids[0]])] == [
-        h.text for h in (store.chunk_hits([ids[2]]) + store.chunk_hits([ids[0]]))]
+        h.text for h in (store.chunk_hits([ids[2]]) + store.chunk_hits([ids[0]]))
+    ]
 
 
 def test_shipped_vectors_are_copied_to_the_chunks_they_were_computed_from(store):
     add(store, "animals", ANIMALS)
     chunks = store.chunks_lacking_vectors(MODEL)
-    shipped = {text_key(title, text): hashed_words([embedded_text(title, text)])[0]
-               for _id, title, text in chunks if title != "Wombat"}
+    shipped = {
+        text_key(title, text): hashed_words([embedded_text(title, text)])[0]
+        for _id, title, text in chunks
+        if title != "Wombat"
+    }
     index = VectorIndex(store, MODEL)
     assert index.import_vectors(list(shipped), np.stack(list(shipped.values())).astype(np.float16)) == 5
     assert index.missing() == 3  # Wombat's chunks had no shipped vector: an update embeds them
@@ -218,8 +241,12 @@ def test_an_ingest_embeds_the_new_passages_with_progress(tmp_path):
     encoder, progress = CountingEncoder(), []
     with CorpusStore(tmp_path / "corpus.sqlite3") as store:
         searcher = LocalCorpusSearcher(store, embedding=CorpusEmbedding(MODEL, encoder))
-        report = add_uploads(searcher, tmp_path / "uploads", [("kea.md", b"# Kea\n\nKea are alpine parrots.")],
-                             lambda message, fraction: progress.append((message, fraction)))
+        report = add_uploads(
+            searcher,
+            tmp_path / "uploads",
+            [("kea.md", b"# Kea\n\nKea are alpine parrots.")],
+            lambda message, fraction: progress.append((message, fraction)),
+        )
         assert report.chunks_embedded == 1 and "1 passages embedded" in report.summary()
         assert progress[-1] == ("embedding passages for vector search: 1 of 1", 1.0)
         assert encoder.seen == ["Kea\n# Kea\n\nKea are alpine parrots."]  # the title, then the chunk
@@ -227,6 +254,7 @@ def test_an_ingest_embeds_the_new_passages_with_progress(tmp_path):
 
         def broken(texts):
             from engine.search.embeddings import EmbeddingError
+
             raise EmbeddingError("the model file is damaged")
 
         failing = LocalCorpusSearcher(store, embedding=CorpusEmbedding(MODEL, broken))
@@ -323,7 +351,9 @@ def test_a_long_bundled_chunks_search_hit_is_looked_up_through_the_shipped_alias
         pytest.skip("no shipped vectors in data/vectors")
     store = bundled_corpus.store
     stored = store.load_vectors(SHIPPED_MODEL)
-    longer = [hit for hit in store.chunk_hits(stored.ids.tolist()) if len(embedded_text(hit.title, hit.text)) > HIT_CHARS]
+    longer = [
+        hit for hit in store.chunk_hits(stored.ids.tolist()) if len(embedded_text(hit.title, hit.text)) > HIT_CHARS
+    ]
     aliases = json.loads(shipped_aliases_path(shipped_vectors_path()).read_text())
     assert len(aliases) == len(longer) > 300  # one per long chunk: written from the bundled data as it is
 

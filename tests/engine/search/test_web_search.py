@@ -144,10 +144,12 @@ def test_read_pages_replaces_text_and_keeps_snippet_on_failure():
     thread.start()
     base = f"http://127.0.0.1:{httpd.server_address[1]}"
     try:
-        hits = [_web_hit("Okapi", base + "/okapi", "short snippet"), _web_hit("Gone", base + "/gone", "gone snippet"),
-                _web_hit("Not fetched", base + "/okapi?3", "third snippet")]
-        got = read_pages(PageFetcher(allow_private=True, trust_env=False, timeout_s=3), hits, limit=2,
-                         max_chars=20_000)
+        hits = [
+            _web_hit("Okapi", base + "/okapi", "short snippet"),
+            _web_hit("Gone", base + "/gone", "gone snippet"),
+            _web_hit("Not fetched", base + "/okapi?3", "third snippet"),
+        ]
+        got = read_pages(PageFetcher(allow_private=True, trust_env=False, timeout_s=3), hits, limit=2, max_chars=20_000)
     finally:
         httpd.shutdown()
         httpd.server_close()

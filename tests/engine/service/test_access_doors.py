@@ -85,16 +85,24 @@ class Team:
 
 
 def _sign_in(services: Services, email: str, subject: str) -> None:
-    services.access.users.sign_in(issuer=ISSUER, subject=subject, email=email, name=email.split("@")[0].title(),
-                                  is_admin=services.settings.team.is_admin(email))
+    services.access.users.sign_in(
+        issuer=ISSUER,
+        subject=subject,
+        email=email,
+        name=email.split("@")[0].title(),
+        is_admin=services.settings.team.is_admin(email),
+    )
 
 
 @pytest.fixture
 def team(prebuilt_corpus_home, fake_llm, monkeypatch, tmp_path) -> Iterator[Team]:  # noqa: F811
     secrets = tmp_path / "secrets.toml"
     secrets.write_text(SECRETS, encoding="utf-8")
-    env = {"THOUGHTMAP_SECRETS_FILE": str(secrets), "THOUGHTMAP_ADMINS": ROOT_ADMIN,
-           "THOUGHTMAP_ALLOWED_EMAILS": "@example.org"}
+    env = {
+        "THOUGHTMAP_SECRETS_FILE": str(secrets),
+        "THOUGHTMAP_ADMINS": ROOT_ADMIN,
+        "THOUGHTMAP_ALLOWED_EMAILS": "@example.org",
+    }
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     services = build_services(load_settings())
@@ -107,15 +115,23 @@ def team(prebuilt_corpus_home, fake_llm, monkeypatch, tmp_path) -> Iterator[Team
     assert ada.wait(run.id, timeout=120).status == "done"
     from engine.evaluate.runner import BenchmarkRunner, BenchmarkSpec
 
-    bench = BenchmarkRunner(services).create(BenchmarkSpec(dataset="hotpotqa-fullwiki", methods=["direct"], limit=1,
-                                                           user_id=ada.viewer.user_id))
-    process_env = {**env, "THOUGHTMAP_HOME": str(prebuilt_corpus_home), "THOUGHTMAP_LLM": "fake",
-                   "THOUGHTMAP_BUILTIN_EMBEDDINGS": "0", "PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+    bench = BenchmarkRunner(services).create(
+        BenchmarkSpec(dataset="hotpotqa-fullwiki", methods=["direct"], limit=1, user_id=ada.viewer.user_id)
+    )
+    process_env = {
+        **env,
+        "THOUGHTMAP_HOME": str(prebuilt_corpus_home),
+        "THOUGHTMAP_LLM": "fake",
+        "THOUGHTMAP_BUILTIN_EMBEDDINGS": "0",
+        "PYTHONPATH": str(ROOT),
+        "PATH": "/usr/bin:/bin",
+    }
     yield Team(services, prebuilt_corpus_home, process_env, ada, bo, run.id, bench.id)
     services.close()
 
 
 # ---------------------------------------------------------------------------------------- helpers
+
 
 def _python_action(tm: Thoughtmap, action: str, run_id: str) -> Callable[[], Any]:
     return {
@@ -149,8 +165,9 @@ def _http_request(client: TestClient, action: str, run_id: str) -> httpx.Respons
 
 
 def _cli(team: Team, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "engine.cli", *args], env=team.env, cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "engine.cli", *args], env=team.env, cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
 
 
 def _cli_args(team: Team, action: str) -> list[str]:
@@ -194,6 +211,7 @@ def _unchanged(team: Team) -> None:
 
 # ---------------------------------------------------------------------------------------- the doors
 
+
 def test_the_python_api_refuses_someone_elses_run(team):
     for action in DOORS["python"]:
         with pytest.raises(Forbidden, match="not yours and was not shared with you"):
@@ -224,8 +242,12 @@ def test_the_http_api_refuses_someone_elses_run(team):
 
 
 def test_the_mcp_server_on_stdio_acts_for_its_user(team):
-    params = StdioServerParameters(command=sys.executable, args=["-m", "engine.cli", "--user", BO, "mcp", "--llm", "fake"],
-                                   env=team.env, cwd=str(ROOT))
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "engine.cli", "--user", BO, "mcp", "--llm", "fake"],
+        env=team.env,
+        cwd=str(ROOT),
+    )
 
     async def session() -> None:
         async with Client(params, read_timeout_seconds=300) as client:
@@ -237,9 +259,14 @@ def test_the_mcp_server_on_stdio_acts_for_its_user(team):
 
 def test_the_mcp_server_over_http_acts_for_the_tokens_user(team):
     token = team.token(BO, "bo-agent")
-    process = subprocess.Popen([sys.executable, "-m", "engine.cli", "mcp", "--transport", "http", "--port", "0",
-                                "--llm", "fake"], env=team.env, cwd=ROOT, stderr=subprocess.PIPE,
-                               stdout=subprocess.DEVNULL, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "engine.cli", "mcp", "--transport", "http", "--port", "0", "--llm", "fake"],
+        env=team.env,
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+    )
     try:
         assert process.stderr is not None
         said = []
@@ -271,7 +298,10 @@ def test_the_cli_refuses_someone_elses_run(team):
     for action in DOORS["cli"]:
         result = _cli(team, "--user", BO, *_cli_args(team, action))
         assert result.returncode == 2, (action, result.stdout, result.stderr)
-        assert ("only an admin adds files" if action == "upload" else "not yours") in result.stderr, (action, result.stderr)
+        assert ("only an admin adds files" if action == "upload" else "not yours") in result.stderr, (
+            action,
+            result.stderr,
+        )
         TRIED.add(("cli", action))
     listed = _cli(team, "--user", BO, "list")
     assert listed.returncode == 0 and team.run_id not in listed.stdout + listed.stderr
@@ -282,6 +312,7 @@ def test_the_cli_refuses_someone_elses_run(team):
 
 
 # ---------------------------------------------------------------------------------------- sharing
+
 
 def test_a_share_lets_them_read_and_never_change(team):
     assert team.ada.share(team.run_id, BO) == [BO]
@@ -349,18 +380,29 @@ def test_each_persons_limits(team, monkeypatch):
     limited = build_services(load_settings())
     try:
         bo = Thoughtmap(services=limited, user=BO)
-        limited.access.repo.create_run(question="an active one", method="direct", params={},
-                                       user_id=bo.viewer.user_id)  # queued, never started
+        limited.access.repo.create_run(
+            question="an active one", method="direct", params={}, user_id=bo.viewer.user_id
+        )  # queued, never started
         with pytest.raises(Conflict, match="you have 1 runs queued or running, your limit is 1"):
             bo.start(QUESTION, "direct", llm="fake")
         carol = Thoughtmap(services=limited, user=CAROL)
         # A run's budget is capped to what is left of the person's 30 days.
         assert limited.access.budget_for_new_run(carol.viewer, None) == pytest.approx(0.25)
         assert limited.access.budget_for_new_run(carol.viewer, 0.1) == pytest.approx(0.1)
-        spent = limited.access.repo.create_run(question="spent", method="direct", params={}, user_id=carol.viewer.user_id)
+        spent = limited.access.repo.create_run(
+            question="spent", method="direct", params={}, user_id=carol.viewer.user_id
+        )
         limited.repo.set_status(spent.id, "done")
-        limited.repo.record_llm_call(spent.id, node_id=None, purpose="summarizer", model="m", prompt_tokens=10,
-                                     completion_tokens=10, cost=0.3, latency_s=0.1)
+        limited.repo.record_llm_call(
+            spent.id,
+            node_id=None,
+            purpose="summarizer",
+            model="m",
+            prompt_tokens=10,
+            completion_tokens=10,
+            cost=0.3,
+            latency_s=0.1,
+        )
         with pytest.raises(Conflict, match=r"you have spent \$0.30 in the last 30 days, your limit is \$0.25"):
             carol.start(QUESTION, "direct", llm="fake")
     finally:
@@ -441,8 +483,12 @@ def test_runs_of_one_person_at_once_share_one_spending_remainder(team, monkeypat
         capped.use_llm("fake", team.services.llm("fake"))
         capped.runner.prices = PriceTable({FAKE_MODEL: ModelPrice(input=100.0, output=100.0)})
         carol_id = capped.access.users.find_user(CAROL).id
-        runs = [capped.runner.create_run(question=QUESTION, method="deot", user_id=carol_id,
-                                         llm_info=capped.llm_info("fake")) for _ in range(2)]
+        runs = [
+            capped.runner.create_run(
+                question=QUESTION, method="deot", user_id=carol_id, llm_info=capped.llm_info("fake")
+            )
+            for _ in range(2)
+        ]
         for run in runs:  # past every door's check: the execution itself shares the limit
             capped.runner.start(run.id)
         ended = [capped.runner.wait(run.id, timeout=300) for run in runs]
@@ -459,8 +505,12 @@ def test_a_persons_uploads_reach_only_their_own_runs(team):
     from engine.search.uploads import add_uploads
 
     ada_id = team.ada.viewer.user_id
-    add_uploads(team.services.corpus(), team.services.uploads_dir,
-                [("ada-plan.md", b"# Plan\n\nThe quetzalcoatlus migration plan is confidential to Ada.")], owner=ada_id)
+    add_uploads(
+        team.services.corpus(),
+        team.services.uploads_dir,
+        [("ada-plan.md", b"# Plan\n\nThe quetzalcoatlus migration plan is confidential to Ada.")],
+        owner=ada_id,
+    )
     query = "quetzalcoatlus migration plan"
     assert any(h["ref"].startswith(f"uploads/u{ada_id}/ada-plan.md") for h in team.ada.search(query, 5))
     assert not any("ada-plan" in h["ref"] for h in team.bo.search(query, 50))  # the API's and MCP's search
@@ -479,8 +529,9 @@ def test_a_teams_database_is_never_opened_single_user(team, monkeypatch):
     with pytest.raises(ConfigError, match="this database is a team's"):
         build_services(load_settings())
     env = {k: v for k, v in team.env.items() if k != "THOUGHTMAP_SECRETS_FILE"}
-    listed = subprocess.run([sys.executable, "-m", "engine.cli", "list"], env=env, cwd=ROOT, capture_output=True,
-                            text=True, timeout=300)
+    listed = subprocess.run(
+        [sys.executable, "-m", "engine.cli", "list"], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
     assert listed.returncode == 2 and "THOUGHTMAP_SECRETS_FILE" in listed.stderr and team.run_id not in listed.stdout
 
 

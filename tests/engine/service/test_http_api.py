@@ -38,18 +38,36 @@ class Server:
 
 
 def _env(home: Path) -> dict[str, str]:
-    return {**os.environ, "THOUGHTMAP_HOME": str(home), "THOUGHTMAP_LLM": "fake", "THOUGHTMAP_FAKE_LATENCY": "0.05",
-            "THOUGHTMAP_BUILTIN_EMBEDDINGS": "0", "PYTHONPATH": str(ROOT)}
+    return {
+        **os.environ,
+        "THOUGHTMAP_HOME": str(home),
+        "THOUGHTMAP_LLM": "fake",
+        "THOUGHTMAP_FAKE_LATENCY": "0.05",
+        "THOUGHTMAP_BUILTIN_EMBEDDINGS": "0",
+        "PYTHONPATH": str(ROOT),
+    }
 
 
 def _cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "engine.cli", *args], env=_env(home), cwd=ROOT,
-                          capture_output=True, text=True, timeout=PATIENCE_S)
+    return subprocess.run(
+        [sys.executable, "-m", "engine.cli", *args],
+        env=_env(home),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=PATIENCE_S,
+    )
 
 
 def _start(home: Path, *args: str) -> Server:
-    process = subprocess.Popen([sys.executable, "-m", "engine.cli", "serve", "--port", "0", *args], env=_env(home),
-                               cwd=ROOT, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "engine.cli", "serve", "--port", "0", *args],
+        env=_env(home),
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+    )
     said = []
     assert process.stderr is not None
     for line in process.stderr:  # the server says where it listens once the socket is bound
@@ -77,8 +95,9 @@ def server(tmp_path_factory, bundled_corpus) -> Iterator[Server]:  # noqa: F811
     _stop(started)
 
 
-def _events(client: httpx.Client, run_id: str, *, last_event_id: str | None = None,
-            stop_after_logs: int | None = None) -> list[tuple[str, str, dict]]:
+def _events(
+    client: httpx.Client, run_id: str, *, last_event_id: str | None = None, stop_after_logs: int | None = None
+) -> list[tuple[str, str, dict]]:
     """(id, event, data) of the run's stream until `end`, or until `stop_after_logs` log events (the
     connection is then dropped)."""
     headers = {"Last-Event-ID": last_event_id} if last_event_id is not None else {}
@@ -107,8 +126,9 @@ def _events(client: httpx.Client, run_id: str, *, last_event_id: str | None = No
 
 
 def _create(client: httpx.Client, **body) -> dict:
-    response = client.post("/v1/runs", json={"question": QUESTION, "method": "deot",
-                                             "params": {"max_nodes": 4}, **body})
+    response = client.post(
+        "/v1/runs", json={"question": QUESTION, "method": "deot", "params": {"max_nodes": 4}, **body}
+    )
     assert response.status_code == 201, response.text
     return response.json()
 
@@ -157,7 +177,9 @@ def test_a_run_is_created_streamed_reported_listed_and_deleted(server: Server) -
         assert docx.content.startswith(b"PK")
 
         assert run["id"] in [r["id"] for r in client.get("/v1/runs").json()]
-        assert run["id"] in [r["id"] for r in client.get("/v1/runs", params={"status": "done", "method": "deot"}).json()]
+        assert run["id"] in [
+            r["id"] for r in client.get("/v1/runs", params={"status": "done", "method": "deot"}).json()
+        ]
         assert client.delete(f"/v1/runs/{run['id']}").status_code == 204
         assert client.get(f"/v1/runs/{run['id']}").status_code == 404
         assert run["id"] not in [r["id"] for r in client.get("/v1/runs").json()]
@@ -170,9 +192,13 @@ def test_a_run_is_paused_steered_resumed_and_another_stopped(server: Server) -> 
         assert paused.status_code == 200, paused.text
         _wait_status(client, run["id"], {"paused"})
         root = next(n for n in client.get(f"/v1/runs/{run['id']}/graph").json()["nodes"] if n["parent_id"] is None)
-        queued = client.post(f"/v1/runs/{run['id']}/commands",
-                             json={"command": "ask", "payload": {"node_id": root["id"],
-                                                                 "question": "How did the plague of 165 matter?"}})
+        queued = client.post(
+            f"/v1/runs/{run['id']}/commands",
+            json={
+                "command": "ask",
+                "payload": {"node_id": root["id"], "question": "How did the plague of 165 matter?"},
+            },
+        )
         assert queued.status_code == 202, queued.text
         assert queued.json()["command"] == "ask" and queued.json()["status"] == "queued"
         resumed = client.post(f"/v1/runs/{run['id']}/resume")
@@ -210,8 +236,10 @@ def test_a_dropped_stream_resumed_by_last_event_id_misses_no_event(server: Serve
         for _id, kind, data in first + rest:
             if kind == "node":
                 last[data["id"]] = data
-        stored = {n["id"]: {k: n[k] for k in ("status", "label", "content")}
-                  for n in client.get(f"/v1/runs/{run['id']}/graph").json()["nodes"]}
+        stored = {
+            n["id"]: {k: n[k] for k in ("status", "label", "content")}
+            for n in client.get(f"/v1/runs/{run['id']}/graph").json()["nodes"]
+        }
         assert {i: {k: n[k] for k in ("status", "label", "content")} for i, n in last.items()} == stored
 
 
@@ -224,41 +252,65 @@ def test_bad_input_gets_a_clear_4xx_and_stores_nothing(server: Server) -> None:
             assert words in response.json()["error"], response.json()
 
         refused(client.post("/v1/runs", json={"question": QUESTION, "method": "nope"}), 422, "unknown method 'nope'")
-        refused(client.post("/v1/runs", json={"question": QUESTION, "params": {"max_nodez": 3}}), 422,
-                "unknown parameter 'max_nodez'")
+        refused(
+            client.post("/v1/runs", json={"question": QUESTION, "params": {"max_nodez": 3}}),
+            422,
+            "unknown parameter 'max_nodez'",
+        )
         refused(client.post("/v1/runs", json={"question": QUESTION, "params": {"max_nodes": -1}}), 422, "max_nodes")
         refused(client.post("/v1/runs", json={"question": "   "}), 422, "question")
         refused(client.post("/v1/runs", json={"question": "x" * 2001}), 422, "2,000")
         refused(client.post("/v1/runs", json={"question": QUESTION, "max_cost": -2}), 422, "max_cost")
         refused(client.post("/v1/runs", json={"question": QUESTION, "colour": "red"}), 422, "colour")
         refused(client.post("/v1/runs", json={"question": QUESTION, "llm": "gpt"}), 422, "llm")
-        refused(client.post("/v1/runs", content=b"{", headers={"content-type": "application/json"}), 422, "not valid JSON")
-        refused(client.post("/v1/runs", content=b'{"question": "Why?",}', headers={"content-type": "application/json"}),
-                422, "commas")
+        refused(
+            client.post("/v1/runs", content=b"{", headers={"content-type": "application/json"}), 422, "not valid JSON"
+        )
+        refused(
+            client.post("/v1/runs", content=b'{"question": "Why?",}', headers={"content-type": "application/json"}),
+            422,
+            "commas",
+        )
         refused(client.get("/v1/nowhere"), 404, "/openapi.json")
         refused(client.put("/v1/runs"), 405, "does not take PUT")
-        refused(client.post("/v1/runs", content=b"x" * 1_000_001, headers={"content-type": "application/json"}),
-                413, "over 1,000,000 bytes")
+        refused(
+            client.post("/v1/runs", content=b"x" * 1_000_001, headers={"content-type": "application/json"}),
+            413,
+            "over 1,000,000 bytes",
+        )
         chunks = iter([b'{"question": "', b"Why?", b'"}'])
-        refused(client.post("/v1/runs", content=chunks, headers={"content-type": "application/json"}), 411,
-                "Content-Length")
+        refused(
+            client.post("/v1/runs", content=chunks, headers={"content-type": "application/json"}), 411, "Content-Length"
+        )
         assert len(client.get("/v1/runs", params={"limit": 500}).json()) == before  # nothing stored half-way
 
-        for method, path in (("GET", "/v1/runs/nope"), ("GET", "/v1/runs/nope/graph"), ("GET", "/v1/runs/nope/events"),
-                             ("GET", "/v1/runs/nope/report"), ("POST", "/v1/runs/nope/pause"),
-                             ("POST", "/v1/runs/nope/resume"), ("POST", "/v1/runs/nope/stop"),
-                             ("DELETE", "/v1/runs/nope")):
+        for method, path in (
+            ("GET", "/v1/runs/nope"),
+            ("GET", "/v1/runs/nope/graph"),
+            ("GET", "/v1/runs/nope/events"),
+            ("GET", "/v1/runs/nope/report"),
+            ("POST", "/v1/runs/nope/pause"),
+            ("POST", "/v1/runs/nope/resume"),
+            ("POST", "/v1/runs/nope/stop"),
+            ("DELETE", "/v1/runs/nope"),
+        ):
             refused(client.request(method, path), 404, "nope")
         refused(client.post("/v1/runs/nope/commands", json={"command": "ask"}), 404, "nope")
 
         run = _create(client, params={"max_nodes": 2})
         refused(client.post(f"/v1/runs/{run['id']}/commands", json={"command": "fly"}), 422, "no command 'fly'")
-        refused(client.post(f"/v1/runs/{run['id']}/commands", json={"command": "prune", "payload": {"node_id": 99999}}),
-                422, "99999")
+        refused(
+            client.post(f"/v1/runs/{run['id']}/commands", json={"command": "prune", "payload": {"node_id": 99999}}),
+            422,
+            "99999",
+        )
         refused(client.get(f"/v1/runs/{run['id']}/report", params={"format": "odt"}), 422, "format")
         refused(client.get(f"/v1/runs/{run['id']}/report", params={"fmt": "pdf"}), 422, "unknown query parameter 'fmt'")
-        refused(client.post(f"/v1/runs/{run['id']}/commands", json={"command": "prune", "node_id": 1}), 422,
-                "go under \"payload\"")
+        refused(
+            client.post(f"/v1/runs/{run['id']}/commands", json={"command": "prune", "node_id": 1}),
+            422,
+            'go under "payload"',
+        )
         listed = client.get(f"/v1/runs/{run['id']}", params={"nodes": "true"}).json()["nodes"]
         assert listed and listed[0]["parent_id"] is None and {"id", "label", "status"} <= set(listed[0])
         refused(client.get(f"/v1/runs/{run['id']}/events", headers={"Last-Event-ID": "abc"}), 422, "Last-Event-ID")

@@ -38,8 +38,7 @@ async def _every_tool(client: Client) -> dict[str, Any]:
     # The agent is told what each method is good for.
     assert "deot:" in tools["research"].description and "omnithink:" in tools["research"].description
 
-    done = _structured(await client.call_tool("research", {"question": QUESTION, "method": "rag",
-                                                           "wait_seconds": 600}))
+    done = _structured(await client.call_tool("research", {"question": QUESTION, "method": "rag", "wait_seconds": 600}))
     assert done["status"] == "done", done
     assert re.search(r"\[\[1\]\]\(#source-1\)", done["report"]) and "source-1" in done["report"]
     run_id = done["run_id"]
@@ -88,8 +87,9 @@ def _run(session: Callable[[], Awaitable[None]]) -> None:
 
 def test_every_tool_over_stdio(tmp_path_factory, bundled_corpus) -> None:  # noqa: F811
     home = _home(tmp_path_factory, bundled_corpus)
-    params = StdioServerParameters(command=sys.executable, args=["-m", "engine.cli", "mcp", "--llm", "fake"], env=_env(home),
-                                   cwd=str(ROOT))
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "engine.cli", "mcp", "--llm", "fake"], env=_env(home), cwd=str(ROOT)
+    )
 
     async def session() -> None:
         async with Client(params, read_timeout_seconds=600) as client:
@@ -100,8 +100,14 @@ def test_every_tool_over_stdio(tmp_path_factory, bundled_corpus) -> None:  # noq
 
 def test_research_over_streamable_http(tmp_path_factory, bundled_corpus) -> None:  # noqa: F811
     home: Path = _home(tmp_path_factory, bundled_corpus)
-    process = subprocess.Popen([sys.executable, "-m", "engine.cli", "mcp", "--transport", "http", "--port", "0",
-                                "--llm", "fake"], env=_env(home), cwd=ROOT, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "engine.cli", "mcp", "--transport", "http", "--port", "0", "--llm", "fake"],
+        env=_env(home),
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+    )
     try:
         assert process.stderr is not None
         url = None
@@ -125,6 +131,12 @@ def test_research_over_streamable_http(tmp_path_factory, bundled_corpus) -> None
 
 @pytest.mark.parametrize("flag", [["--host", "0.0.0.0"], ["--require-token"]])
 def test_mcp_over_http_off_loopback_needs_a_token(tmp_path, flag) -> None:
-    refused = subprocess.run([sys.executable, "-m", "engine.cli", "mcp", "--transport", "http", "--port", "0", *flag],
-                             env=_env(tmp_path), cwd=ROOT, capture_output=True, text=True, timeout=300)
+    refused = subprocess.run(
+        [sys.executable, "-m", "engine.cli", "mcp", "--transport", "http", "--port", "0", *flag],
+        env=_env(tmp_path),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert refused.returncode == 2 and "needs a bearer token" in refused.stderr

@@ -54,8 +54,10 @@ def test_events_resume_from_a_cursor_and_end_with_the_stored_graph(prebuilt_corp
         tm.steer(run.id, "ask", {"node_id": 1, "question": "How did the plague of 165 matter?"})
         reopened = list(tm.events(run.id, after=rest[-1].cursor))
         assert reopened[-1].kind == "end" and reopened[-1].data["status"] == "done"
-        assert any(e.kind == "node" and e.data["label"] == "How did the plague of 165 matter?"
-                   and e.data["status"] == "done" for e in reopened)
+        assert any(
+            e.kind == "node" and e.data["label"] == "How did the plague of 165 matter?" and e.data["status"] == "done"
+            for e in reopened
+        )
 
 
 def test_what_cannot_be_done_is_said(prebuilt_corpus_home) -> None:

@@ -97,8 +97,11 @@ def about(prompt: PromptMatch, query: str) -> PromptMatch:
 
 
 def decision(choice: str, reasoning: str = "", unresolved: list[str] | None = None) -> dict[str, Any]:
-    return {"decision": choice, "reasoning": reasoning or f"{choice} is the right step here",
-            "unresolved_points": unresolved or []}
+    return {
+        "decision": choice,
+        "reasoning": reasoning or f"{choice} is the right step here",
+        "unresolved_points": unresolved or [],
+    }
 
 
 def controller_by_layer(choose: Callable[[int], str]) -> Callable[[ChatRequest], dict[str, Any]]:
@@ -107,15 +110,23 @@ def controller_by_layer(choose: Callable[[int], str]) -> Callable[[ChatRequest],
     def respond(request: ChatRequest) -> dict[str, Any]:
         layer = layer_of(request)
         choice = choose(layer)
-        return decision(choice, f"layer {layer}: {choice.lower()} chosen",
-                        ["an open point"] if choice == "DEPTH" else [])
+        return decision(
+            choice, f"layer {layer}: {choice.lower()} chosen", ["an open point"] if choice == "DEPTH" else []
+        )
 
     return respond
 
 
 def task(task_id: str, tool: str, input: str, depends_on: list[str] | None = None) -> dict[str, Any]:
-    return {"id": task_id, "description": f"{tool} for {input}", "tool": tool, "input": input,
-            "max_results": 3, "reason": f"{tool} suits this", "depends_on": depends_on or []}
+    return {
+        "id": task_id,
+        "description": f"{tool} for {input}",
+        "tool": tool,
+        "input": input,
+        "max_results": 3,
+        "reason": f"{tool} suits this",
+        "depends_on": depends_on or [],
+    }
 
 
 def plan(*tasks: dict[str, Any]) -> dict[str, Any]:
@@ -123,8 +134,13 @@ def plan(*tasks: dict[str, Any]) -> dict[str, Any]:
 
 
 def aspect(query: str, priority: str = "HIGH", name: str = "") -> dict[str, Any]:
-    return {"aspect": name or query.split("?")[0][:40], "category": "Historical",
-            "reasoning": f"{query} matters", "query": query, "priority": priority}
+    return {
+        "aspect": name or query.split("?")[0][:40],
+        "category": "Historical",
+        "reasoning": f"{query} matters",
+        "query": query,
+        "priority": priority,
+    }
 
 
 def aspects(*items: dict[str, Any]) -> dict[str, Any]:
@@ -146,14 +162,17 @@ class BreadthScript:
             scripted = self.by_parent.pop(query_of(request), None)
             numbers = [next(self._counter) for _ in range(at_most(request))]
         if scripted is not None:
-            return aspects(*(aspect(q) for q in scripted[:at_most(request)]))
+            return aspects(*(aspect(q) for q in scripted[: at_most(request)]))
         return aspects(*(aspect(f"Which extra aspect number {k} matters here?") for k in numbers))
 
 
 def depth_follow_up(request: ChatRequest) -> dict[str, Any]:
     """A depth answer naming its parent, so each follow-up label is unique."""
-    return {"question": f"What lies deeper behind: {query_of(request)}", "reasoning": "an open point",
-            "priority": "HIGH"}
+    return {
+        "question": f"What lies deeper behind: {query_of(request)}",
+        "reasoning": "an open point",
+        "priority": "HIGH",
+    }
 
 
 class Gate:
@@ -214,8 +233,10 @@ def children_of(services, run_id: str, node: Node) -> list[Node]:
 
 def graph_state(services, run_id: str) -> list[tuple]:
     """What steering may change: every node's identity, place, status, content and data."""
-    return [(n.id, n.parent_id, n.depth, n.label, n.status, n.content, n.data, n.finished_at)
-            for n in services.repo.list_nodes(run_id)]
+    return [
+        (n.id, n.parent_id, n.depth, n.label, n.status, n.content, n.data, n.finished_at)
+        for n in services.repo.list_nodes(run_id)
+    ]
 
 
 def ts(value: str) -> datetime:
@@ -232,7 +253,8 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 20.0, interval: flo
 
 
 def start_run(services, question: str = QUESTION, params: dict | None = None) -> str:
-    run = services.runner.create_run(question=question, method="deot", params=params or {},
-                                     llm_info=services.llm_info("fake"))
+    run = services.runner.create_run(
+        question=question, method="deot", params=params or {}, llm_info=services.llm_info("fake")
+    )
     services.runner.start(run.id)
     return run.id

@@ -16,8 +16,20 @@ SMALL = ["--param", "max_nodes=4", "--param", "max_layers=2"]
 
 def test_deot_with_the_fake_and_local_search(prebuilt_corpus_home, capsys, tmp_path):
     out_file = tmp_path / "report.md"
-    code, out, err = cli_run(capsys, "run", QUESTION, "--method", "deot", "--llm", "fake", "--search", "local",
-                             *SMALL, "--out", str(out_file))
+    code, out, err = cli_run(
+        capsys,
+        "run",
+        QUESTION,
+        "--method",
+        "deot",
+        "--llm",
+        "fake",
+        "--search",
+        "local",
+        *SMALL,
+        "--out",
+        str(out_file),
+    )
     assert code == cli.EXIT_OK, err
     run, nodes, sources = stored_run(run_id_of(out))
     questions = [n for n in nodes if n.kind == "question"]
@@ -46,9 +58,26 @@ def test_deot_against_an_openai_compatible_server(prebuilt_corpus_home, capsys, 
 
 
 def test_deot_without_search_and_with_tools_switched_off(prebuilt_corpus_home, capsys):
-    code, out, err = cli_run(capsys, "run", QUESTION, "--method", "deot", "--llm", "fake", "--search", "none",
-                             *SMALL, "--param", "news_search=false", "--param", "info_search=false",
-                             "--param", "validate_results=false", "--param", "optimize_query=no")
+    code, out, err = cli_run(
+        capsys,
+        "run",
+        QUESTION,
+        "--method",
+        "deot",
+        "--llm",
+        "fake",
+        "--search",
+        "none",
+        *SMALL,
+        "--param",
+        "news_search=false",
+        "--param",
+        "info_search=false",
+        "--param",
+        "validate_results=false",
+        "--param",
+        "optimize_query=no",
+    )
     assert code == cli.EXIT_OK, err
     run, nodes, sources = stored_run(run_id_of(out))
     assert sources == []
@@ -59,16 +88,20 @@ def test_deot_without_search_and_with_tools_switched_off(prebuilt_corpus_home, c
 
 
 def test_deot_rejects_switching_every_tool_off(capsys):
-    flags = [a for tool in ("news_search", "info_search", "event_extractor", "history_analyzer", "direct_reasoning")
-             for a in ("--param", f"{tool}=false")]
+    flags = [
+        a
+        for tool in ("news_search", "info_search", "event_extractor", "history_analyzer", "direct_reasoning")
+        for a in ("--param", f"{tool}=false")
+    ]
     code, _, err = cli_run(capsys, "run", QUESTION, "--method", "deot", "--llm", "fake", *flags)
     assert code == cli.EXIT_USAGE
     assert "at least one tool" in err
 
 
 def test_deot_budget_stop_then_resume(prebuilt_corpus_home, capsys):
-    code, out, err = cli_run(capsys, "run", QUESTION, "--method", "deot", "--llm", "fake", *SMALL,
-                             "--max-tokens", "6000", "--quiet")
+    code, out, err = cli_run(
+        capsys, "run", QUESTION, "--method", "deot", "--llm", "fake", *SMALL, "--max-tokens", "6000", "--quiet"
+    )
     run_id = run_id_of(out)
     assert code == cli.EXIT_STOPPED, err
     run, nodes, _ = stored_run(run_id)

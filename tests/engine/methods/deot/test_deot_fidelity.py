@@ -57,7 +57,9 @@ def _check(status: str, issues: list[str] | None = None) -> dict:
 
 def test_max_layers_counts_the_question_as_layer_one(services, fake_llm):
     fake_llm.when(CONTROLLER, decision("BREADTH"))
-    fake_llm.when(BREADTH, lambda request: aspects(*(aspect(f"{layer_of_breadth(request)} aspect {i}?") for i in (1, 2))))
+    fake_llm.when(
+        BREADTH, lambda request: aspects(*(aspect(f"{layer_of_breadth(request)} aspect {i}?") for i in (1, 2)))
+    )
     run_id = _run(services, {"max_layers": 3, "max_nodes": 40, "max_aspects": 2})
     nodes = questions(services, run_id)
     # The paper's max_layers 3: the question (layer 1) and two levels below it, no more.
@@ -117,8 +119,9 @@ def test_drop_fails_a_node_whose_summary_stays_invalid(services, fake_llm):
     fake_llm.when(FACT_CHECK, _check("INVALID", ["wrong year"]))
     fake_llm.when(BREADTH, aspects(aspect("Which missions followed Apollo?")))
     fake_llm.when(CONTROLLER, decision("BREADTH"))
-    run_id = run_to_end(services, QUESTION, "deot", {**LEAN, "max_nodes": 2, "max_summary_attempts": 2,
-                                                      "invalid_summary": "drop"})
+    run_id = run_to_end(
+        services, QUESTION, "deot", {**LEAN, "max_nodes": 2, "max_summary_attempts": 2, "invalid_summary": "drop"}
+    )
     root = root_of(services, run_id)
     assert root.status == NodeStatus.FAILED and "wrong year" in root.error
     assert len(fake_llm.calls_for(REVISE_SUMMARY, first_try_only=True)) == 1
@@ -131,7 +134,9 @@ def test_drop_fails_a_node_whose_summary_stays_invalid(services, fake_llm):
 
 
 def test_search_tools_answer_with_dates_and_sources(services, fake_llm):
-    fake_llm.when(PLANNER, plan(task("task1", "news_search", "Apollo program"), task("task2", "info_search", "Apollo 11")))
+    fake_llm.when(
+        PLANNER, plan(task("task1", "news_search", "Apollo program"), task("task2", "info_search", "Apollo 11"))
+    )
     run_id = _run(services, {"max_nodes": 1})
     root = root_of(services, run_id)
     linked = {s.id: s for s in services.repo.sources_for_node(root.id)}
@@ -162,8 +167,16 @@ class _Backend:
 
     def search(self, query: str, k: int = 5) -> list[Hit]:
         self.queries.append(query)
-        return [Hit(title=f"{self.name} {i} on 2024-03-0{i + 1}", ref=f"{self.name}/{query}/{i}", snippet=query,
-                    text=query, kind="web" if self.hit_kind == "web" else "corpus") for i in range(2)]
+        return [
+            Hit(
+                title=f"{self.name} {i} on 2024-03-0{i + 1}",
+                ref=f"{self.name}/{query}/{i}",
+                snippet=query,
+                text=query,
+                kind="web" if self.hit_kind == "web" else "corpus",
+            )
+            for i in range(2)
+        ]
 
 
 def test_news_asks_the_web_first_and_keeps_exclusions():

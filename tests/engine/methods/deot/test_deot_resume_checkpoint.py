@@ -39,8 +39,11 @@ COMPARE = "Compare when the magazines were founded"
 ONLY_THE_ROOT = {"max_nodes": 1}
 # Two searches that run concurrently (so their sources are numbered in whichever order they come)
 # and an analysis built on the first one's result.
-PLAN = plan(task("task1", "info_search", ARTHUR), task("task2", "info_search", FIRST),
-            task("task3", "direct_reasoning", COMPARE, ["task1"]))
+PLAN = plan(
+    task("task1", "info_search", ARTHUR),
+    task("task2", "info_search", FIRST),
+    task("task3", "direct_reasoning", COMPARE, ["task1"]),
+)
 APPROVE = {"verdict": "approve", "completeness_issues": [], "redundancy_issues": [], "feedback": ""}
 
 _LISTED = re.compile(r"^\[(\d+)\] (.+)$", re.MULTILINE)
@@ -84,9 +87,17 @@ def resume(services, run_id: str) -> None:
 
 
 def calls(fake) -> dict[str, int]:
-    return {name: len(prompts_with(fake, marker)) for name, marker in
-            (("prompter", PROMPTER_ANY), ("planner", PLANNER), ("plan review", PLAN_VALIDATOR),
-             ("search", INFO_SEARCH), ("analysis", DIRECT_REASONING), ("summary", SUMMARY))}
+    return {
+        name: len(prompts_with(fake, marker))
+        for name, marker in (
+            ("prompter", PROMPTER_ANY),
+            ("planner", PLANNER),
+            ("plan review", PLAN_VALIDATOR),
+            ("search", INFO_SEARCH),
+            ("analysis", DIRECT_REASONING),
+            ("summary", SUMMARY),
+        )
+    }
 
 
 def test_interrupted_node_keeps_its_plan_finished_tasks_and_numbering(services, scripted):
@@ -103,8 +114,7 @@ def test_interrupted_node_keeps_its_plan_finished_tasks_and_numbering(services, 
 
     # One prompter, planner and plan review call and one search each, in all; only the analysis
     # that failed was asked again.
-    assert calls(scripted) == {"prompter": 1, "planner": 1, "plan review": 1, "search": 2, "analysis": 2,
-                               "summary": 1}
+    assert calls(scripted) == {"prompter": 1, "planner": 1, "plan review": 1, "search": 2, "analysis": 2, "summary": 1}
     root = root_of(services, run_id)
     assert root.status == NodeStatus.DONE and root.data[SOLVING] is None
     tasks = {t["id"]: t for t in root.data["tasks"]}
@@ -143,8 +153,12 @@ def query_of_prompt(prompt: str) -> str:
 
 
 REVISION = "A previous plan was rejected"
-REVISE = {"verdict": "revise", "completeness_issues": ["the founding dates are not compared"],
-          "redundancy_issues": [], "feedback": "compare the dates"}
+REVISE = {
+    "verdict": "revise",
+    "completeness_issues": ["the founding dates are not compared"],
+    "redundancy_issues": [],
+    "feedback": "compare the dates",
+}
 
 
 def test_planning_interrupted_before_the_review_keeps_the_drafted_plan(services, scripted):
@@ -274,5 +288,10 @@ def test_a_retried_failed_node_starts_over(services, scripted):
     assert command.status == CommandStatus.DONE, command.error
     assert root_of(services, run_id).status == NodeStatus.DONE
     after = calls(scripted)
-    assert {k: after[k] - before[k] for k in ("prompter", "planner", "plan review", "search", "analysis")} == \
-        {"prompter": 1, "planner": 1, "plan review": 1, "search": 2, "analysis": 1}
+    assert {k: after[k] - before[k] for k in ("prompter", "planner", "plan review", "search", "analysis")} == {
+        "prompter": 1,
+        "planner": 1,
+        "plan review": 1,
+        "search": 2,
+        "analysis": 1,
+    }

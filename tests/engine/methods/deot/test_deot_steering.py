@@ -61,8 +61,6 @@ def _finished(services, params: dict | None = None) -> str:
     return run_id
 
 
-
-
 def _reports(services, run_id: str) -> int:
     return len(services.repo.list_reports(run_id))
 
@@ -75,7 +73,6 @@ def _gated_run(services, fake_llm, gate_pattern, params: dict | None = None, gat
     gate.wait_reached()
     services.runner.store_gathered(run_id)  # the run as it stands at the held call
     return run_id, gate
-
 
 
 # ---------------------------------------------------------------------- expand
@@ -210,7 +207,8 @@ def test_a_node_pruned_with_its_parent_is_restored_with_it(services, scripted):
     assert steer_and_wait(services, run_id, "prune", {"node_id": beta.id}).status == CommandStatus.DONE
     assert services.repo.get_node(beta_child.id).data["pruned_with"] == beta.id
     assert f"pruned with node {beta.id}: restore node {beta.id}" in steer_refused(
-        services, run_id, "restore", {"node_id": beta_child.id})
+        services, run_id, "restore", {"node_id": beta_child.id}
+    )
     assert steer_and_wait(services, run_id, "restore", {"node_id": beta.id}).status == CommandStatus.DONE
     assert {services.repo.get_node(n).status for n in (beta.id, beta_child.id)} == {NodeStatus.DONE}
 
@@ -343,8 +341,7 @@ def test_bad_steering_fails_and_changes_nothing(services, scripted, kind, payloa
     run_id = _finished(services)
     beta = by_label(services, run_id, BETA)
     assert steer_and_wait(services, run_id, "prune", {"node_id": beta.id}).status == CommandStatus.DONE
-    ids = {"alpha": by_label(services, run_id, ALPHA).id, "beta": beta.id,
-           "other_run": root_of(services, other_run).id}
+    ids = {"alpha": by_label(services, run_id, ALPHA).id, "beta": beta.id, "other_run": root_of(services, other_run).id}
     before, reports, calls = graph_state(services, run_id), _reports(services, run_id), scripted.call_count
     assert error in steer_refused(services, run_id, kind, payload(ids))
     assert graph_state(services, run_id) == before
@@ -420,9 +417,16 @@ def test_expand_that_only_repeats_existing_questions_fails_the_command(services,
     fake_llm.when(BREADTH, aspects(aspect(ALPHA), aspect(BETA)))
     fake_llm.when(FOLLOW_UPS_RETRY, {"things": [{"name": ALPHA, "kind": "other"}]})  # a sentence: no name
     # ... and the findings name nothing either.
-    fake_llm.when(SUMMARY, {"key_findings": "it went well [1].", "evidence_and_data": ["it did [1]."],
-                            "analysis": "it mattered [1].", "conflicting_information": [],
-                            "conclusion": "it shaped what came later [1]."})
+    fake_llm.when(
+        SUMMARY,
+        {
+            "key_findings": "it went well [1].",
+            "evidence_and_data": ["it did [1]."],
+            "analysis": "it mattered [1].",
+            "conflicting_information": [],
+            "conclusion": "it shaped what came later [1].",
+        },
+    )
     run_id = _finished(services)
     root = root_of(services, run_id)
     assert {c.label for c in children_of(services, run_id, root)} == {ALPHA, BETA}
@@ -436,9 +440,16 @@ def test_expand_that_only_repeats_existing_questions_fails_the_command(services,
 def test_expand_whose_proposals_repeat_asks_differently_and_keeps_the_new_ones(services, fake_llm):
     fake_llm.when(BREADTH, aspects(aspect(ALPHA), aspect(BETA)))
     fake_llm.when(FOLLOW_UPS_RETRY, {"things": [{"name": "Lunar Roving Vehicle", "kind": "other"}]})
-    fake_llm.when(SUMMARY, {"key_findings": "The Lunar Roving Vehicle carried crews far [1].",
-                            "evidence_and_data": ["It flew on three missions [1]."], "analysis": "It mattered [1].",
-                            "conflicting_information": [], "conclusion": "It extended the missions [1]."})
+    fake_llm.when(
+        SUMMARY,
+        {
+            "key_findings": "The Lunar Roving Vehicle carried crews far [1].",
+            "evidence_and_data": ["It flew on three missions [1]."],
+            "analysis": "It mattered [1].",
+            "conflicting_information": [],
+            "conclusion": "It extended the missions [1].",
+        },
+    )
     run_id = _finished(services)
     root = root_of(services, run_id)
     command = steer_and_wait(services, run_id, "expand", {"node_id": root.id, "n": 2})
@@ -463,9 +474,16 @@ def test_go_deeper_never_makes_a_child_that_copies_its_parent(services, fake_llm
 
 def test_go_deeper_that_finds_nothing_new_says_so(services, fake_llm):
     fake_llm.when(BREADTH, aspects(aspect(ALPHA), aspect(BETA)))
-    fake_llm.when(SUMMARY, {"key_findings": "it went well [1].", "evidence_and_data": ["it did [1]."],
-                            "analysis": "it mattered [1].", "conflicting_information": [],
-                            "conclusion": "it shaped what came later [1]."})
+    fake_llm.when(
+        SUMMARY,
+        {
+            "key_findings": "it went well [1].",
+            "evidence_and_data": ["it did [1]."],
+            "analysis": "it mattered [1].",
+            "conflicting_information": [],
+            "conclusion": "it shaped what came later [1].",
+        },
+    )
     run_id = _finished(services)
     alpha = by_label(services, run_id, ALPHA)
     fake_llm.when(DEPTH, {"question": ALPHA, "reasoning": "dig in", "priority": "HIGH"})

@@ -60,8 +60,11 @@ from tests.support.fixtures_engine import run_to_end
 
 ALL_TOOLS = DeotParams().enabled_tools()
 ROOT_ONLY = {"max_nodes": 1}  # the root is solved, then the node budget stops the tree
-CHILDREN = ["Which engineering legacies did Apollo leave?", "How did Apollo change NASA's budget politics?",
-            "What did the Apollo samples teach planetary science?"]
+CHILDREN = [
+    "Which engineering legacies did Apollo leave?",
+    "How did Apollo change NASA's budget politics?",
+    "What did the Apollo samples teach planetary science?",
+]
 
 
 def _done_run(services, params: dict | None = None, question: str = QUESTION) -> str:
@@ -163,19 +166,24 @@ def test_higher_priority_proposals_win_a_short_budget(services, fake_llm):
     assert expansion["dropped_for_budget"] == [0]
     assert expansion["proposals"][0]["query"] == low
     assert len(questions(services, run_id)) == 3
-    assert all(c.data["expansion"]["by"] == "rule" and "maximum number of nodes" in c.data["expansion"]["reasoning"]
-               for c in children)
+    assert all(
+        c.data["expansion"]["by"] == "rule" and "maximum number of nodes" in c.data["expansion"]["reasoning"]
+        for c in children
+    )
 
 
 # ---------------------------------------------------------------------- planning and executing
 
 
 def test_dependent_task_waits_while_independent_tasks_overlap(services, fake_llm):
-    fake_llm.when(PLANNER, plan(
-        task("task1", "info_search", "Apollo program moon landing"),
-        task("task2", "direct_reasoning", "What do the Apollo facts imply?", ["task1"]),
-        task("task3", "info_search", "Saturn V rocket"),
-    ))
+    fake_llm.when(
+        PLANNER,
+        plan(
+            task("task1", "info_search", "Apollo program moon landing"),
+            task("task2", "direct_reasoning", "What do the Apollo facts imply?", ["task1"]),
+            task("task3", "info_search", "Saturn V rocket"),
+        ),
+    )
     fake_llm.when(INFO_SEARCH, Sleep(0.3, then="The Apollo program landed astronauts on the Moon [1]."))
     run_id = _done_run(services, ROOT_ONLY)
     root = root_of(services, run_id)
@@ -199,9 +207,14 @@ def test_a_plans_searches_are_embedded_while_the_model_reviews_it(services, fake
     embedded = threading.Event()
     embedder = RememberingWords(embedded, set(queries))
     services.runner.services.provide(Embedder, embedder)
-    fake_llm.when(PLANNER, plan(task("task1", "info_search", queries[0]),
-                                task("task2", "direct_reasoning", "What does it imply?", ["task1"]),
-                                task("task3", "info_search", queries[1])))
+    fake_llm.when(
+        PLANNER,
+        plan(
+            task("task1", "info_search", queries[0]),
+            task("task2", "direct_reasoning", "What does it imply?", ["task1"]),
+            task("task3", "info_search", queries[1]),
+        ),
+    )
 
     def review(request):
         assert embedded.wait(timeout=120), "the plan's searches were not embedded while it was reviewed"
@@ -217,8 +230,10 @@ def test_a_plans_searches_are_embedded_while_the_model_reviews_it(services, fake
 
 
 def _valid_plan(marker: str) -> dict:
-    return plan(task("task1", "news_search", f"Apollo {marker}"),
-                task("task2", "direct_reasoning", f"Reason about {marker}", ["task1"]))
+    return plan(
+        task("task1", "news_search", f"Apollo {marker}"),
+        task("task2", "direct_reasoning", f"Reason about {marker}", ["task1"]),
+    )
 
 
 @pytest.mark.parametrize("failure", ["format", "validator"])
@@ -227,8 +242,11 @@ def test_rejected_plan_is_regenerated(services, fake_llm, failure):
         fake_llm.when(PLANNER, plan(task("task1", "news_search", "Apollo", ["task9"])), times=1)
     else:
         fake_llm.when(PLANNER, _valid_plan("first plan"), times=1)
-        fake_llm.when(PLAN_VALIDATOR, {"verdict": "revise", "completeness_issues": ["misses the budget"],
-                                       "feedback": "add the budget angle"}, times=1)
+        fake_llm.when(
+            PLAN_VALIDATOR,
+            {"verdict": "revise", "completeness_issues": ["misses the budget"], "feedback": "add the budget angle"},
+            times=1,
+        )
     fake_llm.when(PLANNER, _valid_plan("second plan"))
     run_id = _done_run(services, ROOT_ONLY)
     root = root_of(services, run_id)
@@ -249,8 +267,13 @@ def test_rejected_plan_is_regenerated(services, fake_llm, failure):
 
 
 def test_plan_that_never_validates_still_runs_unaccepted(services, fake_llm):
-    fake_llm.when(PLANNER, plan(task("task1", "news_search", "Apollo legacy"),
-                                task("task2", "direct_reasoning", "Reason on it", ["task1", "task7"])))
+    fake_llm.when(
+        PLANNER,
+        plan(
+            task("task1", "news_search", "Apollo legacy"),
+            task("task2", "direct_reasoning", "Reason on it", ["task1", "task7"]),
+        ),
+    )
     run_id = _done_run(services, {**ROOT_ONLY, "max_plan_attempts": 2})
     root = root_of(services, run_id)
     assert root.status == NodeStatus.DONE
@@ -271,11 +294,14 @@ def test_validator_rejecting_every_plan_still_runs_unaccepted(services, fake_llm
 
 
 def test_failed_task_does_not_stop_independent_tasks(services, fake_llm):
-    fake_llm.when(PLANNER, plan(
-        task("task1", "event_extractor", "Apollo 11 events"),
-        task("task2", "direct_reasoning", "Why did Apollo end?"),
-        task("task3", "history_analyzer", "Compare with earlier programs", ["task1"]),
-    ))
+    fake_llm.when(
+        PLANNER,
+        plan(
+            task("task1", "event_extractor", "Apollo 11 events"),
+            task("task2", "direct_reasoning", "Why did Apollo end?"),
+            task("task3", "history_analyzer", "Compare with earlier programs", ["task1"]),
+        ),
+    )
     fake_llm.when(EVENT_EXTRACTOR, LLMRequestError("boom"))
     run_id = _done_run(services, ROOT_ONLY)
     root = root_of(services, run_id)
@@ -304,8 +330,9 @@ def test_node_whose_every_task_fails_is_failed_and_so_is_a_run_with_nothing_else
 
 def test_base_prompter_optimizes_the_root_query(services, fake_llm):
     refined = "How did NASA's Apollo program (1961-1972) shape space exploration after 1972?"
-    fake_llm.when(PROMPTER, {"optimized_query": refined, "original_query": QUESTION,
-                             "modifications": ["added the time frame"]})
+    fake_llm.when(
+        PROMPTER, {"optimized_query": refined, "original_query": QUESTION, "modifications": ["added the time frame"]}
+    )
     run_id = _done_run(services, ROOT_ONLY)
     root = root_of(services, run_id)
     record = root.data["query_optimization"]
@@ -319,9 +346,16 @@ def test_base_prompter_optimizes_the_root_query(services, fake_llm):
 def test_base_prompter_error_handling_path(services, fake_llm, first_output):
     fake_llm.when(PROMPTER, first_output)
     repaired = "How did the Apollo program (1961-1972) influence later space missions?"
-    fake_llm.when(PROMPTER_REPAIR, {"optimized_query": repaired, "original_query": QUESTION,
-                                    "original_error": "bad output", "correction_explanation": "fixed",
-                                    "previous_attempt_analysis": "it was not JSON"})
+    fake_llm.when(
+        PROMPTER_REPAIR,
+        {
+            "optimized_query": repaired,
+            "original_query": QUESTION,
+            "original_error": "bad output",
+            "correction_explanation": "fixed",
+            "previous_attempt_analysis": "it was not JSON",
+        },
+    )
     run_id = _done_run(services, ROOT_ONLY)
     root = root_of(services, run_id)
     record = root.data["query_optimization"]
@@ -350,19 +384,26 @@ def test_controller_stop_ends_expansion_at_the_root(services, fake_llm):
     nodes = questions(services, run_id)
     assert len(nodes) == 1
     expansion = nodes[0].data["expansion"]
-    assert (expansion["decision"], expansion["by"], expansion["reasoning"]) == ("STOP", "controller", "the question is answered")
+    assert (expansion["decision"], expansion["by"], expansion["reasoning"]) == (
+        "STOP",
+        "controller",
+        "the question is answered",
+    )
     assert not prompts_with(fake_llm, BREADTH) and not prompts_with(fake_llm, DEPTH)
     report = services.repo.latest_report(run_id)
     assert report is not None and "## Analysis metrics" in report.markdown
     assert report.data["metrics"]["total_nodes"] == 1
 
 
-@pytest.mark.parametrize("params, total, max_depth, rule", [
-    ({"max_layers": 2, "max_nodes": 15}, 4, 1, "maximum layer"),
-    ({"max_layers": 4, "max_nodes": 4}, 4, 1, "maximum number of nodes"),
-    ({"max_layers": 3, "max_nodes": 6}, 6, 2, "maximum layer"),
-    ({"max_layers": 1, "max_nodes": 15}, 1, 0, "maximum layer"),
-])
+@pytest.mark.parametrize(
+    "params, total, max_depth, rule",
+    [
+        ({"max_layers": 2, "max_nodes": 15}, 4, 1, "maximum layer"),
+        ({"max_layers": 4, "max_nodes": 4}, 4, 1, "maximum number of nodes"),
+        ({"max_layers": 3, "max_nodes": 6}, 6, 2, "maximum layer"),
+        ({"max_layers": 1, "max_nodes": 15}, 1, 0, "maximum layer"),
+    ],
+)
 def test_termination_by_max_layers_and_max_nodes(services, params, total, max_depth, rule):
     run_id = _done_run(services, params)
     nodes = questions(services, run_id)
@@ -468,8 +509,16 @@ def test_a_summary_that_repeats_its_instructions_at_every_attempt_is_written_as_
     from tests.engine.methods.deot.deot_scripts import PLAIN_SUMMARY
 
     copied = "a conclusion that answers the query in one or two sentences"
-    fake_llm.when(SUMMARY, {"key_findings": "Printing spread.", "evidence_and_data": ["Presses ran in 200 cities [1]."], "analysis": "It spread.",
-                            "conflicting_information": [], "conclusion": copied})
+    fake_llm.when(
+        SUMMARY,
+        {
+            "key_findings": "Printing spread.",
+            "evidence_and_data": ["Presses ran in 200 cities [1]."],
+            "analysis": "It spread.",
+            "conflicting_information": [],
+            "conclusion": copied,
+        },
+    )
     fake_llm.when(PLAIN_SUMMARY, "Gutenberg's press spread printing across Europe within decades.")
     run_id = run_to_end(services, QUESTION, "deot", ROOT_ONLY)
     assert services.repo.get_run(run_id).status == RunStatus.DONE
@@ -482,9 +531,16 @@ def test_a_summary_that_repeats_its_instructions_at_every_attempt_is_written_as_
 def test_a_plain_summary_that_repeats_its_instructions_too_fails_the_node(services, fake_llm):
     from tests.engine.methods.deot.deot_scripts import PLAIN_SUMMARY
 
-    fake_llm.when(SUMMARY, {"key_findings": "Printing spread.", "evidence_and_data": ["Presses ran in 200 cities [1]."], "analysis": "It spread.",
-                            "conflicting_information": [],
-                            "conclusion": "a conclusion that answers the query in one or two sentences"})
+    fake_llm.when(
+        SUMMARY,
+        {
+            "key_findings": "Printing spread.",
+            "evidence_and_data": ["Presses ran in 200 cities [1]."],
+            "analysis": "It spread.",
+            "conflicting_information": [],
+            "conclusion": "a conclusion that answers the query in one or two sentences",
+        },
+    )
     fake_llm.when(PLAIN_SUMMARY, "You answer one research query from the numbered sources and the results.")
     run_id = run_to_end(services, QUESTION, "deot", ROOT_ONLY)
     [root] = questions(services, run_id)
@@ -523,54 +579,85 @@ def test_proposals_repeating_a_question_in_the_tree_are_dropped():
     from engine.methods.deot.method import novel_proposals
 
     lineage = ["Which river flows through Paris?"]
-    proposals = [Proposal(engine="breadth", query="which river flows through  Paris", reasoning="", priority="HIGH"),
-                 Proposal(engine="breadth", query="How long is the Seine?", reasoning="", priority="HIGH"),
-                 Proposal(engine="breadth", query="How long is the Seine ?", reasoning="", priority="HIGH"),
-                 Proposal(engine="breadth", query="Which river flows through Paris today?", reasoning="",
-                          priority="HIGH"),
-                 Proposal(engine="breadth", query="Where does the Loire rise?", reasoning="", priority="HIGH")]
+    proposals = [
+        Proposal(engine="breadth", query="which river flows through  Paris", reasoning="", priority="HIGH"),
+        Proposal(engine="breadth", query="How long is the Seine?", reasoning="", priority="HIGH"),
+        Proposal(engine="breadth", query="How long is the Seine ?", reasoning="", priority="HIGH"),
+        Proposal(engine="breadth", query="Which river flows through Paris today?", reasoning="", priority="HIGH"),
+        Proposal(engine="breadth", query="Where does the Loire rise?", reasoning="", priority="HIGH"),
+    ]
     kept, repeats = novel_proposals(proposals, lineage, elsewhere=["Where does the loire rise"])
     assert [p.query for p in kept] == ["How long is the Seine?"]
-    assert repeats == ["which river flows through  Paris", "How long is the Seine ?",
-                       "Which river flows through Paris today?", "Where does the Loire rise?"]
+    assert repeats == [
+        "which river flows through  Paris",
+        "How long is the Seine ?",
+        "Which river flows through Paris today?",
+        "Where does the Loire rise?",
+    ]
 
 
-@pytest.mark.parametrize("question, asked, repeat", [
-    ("WHICH RIVER FLOWS THROUGH PARIS", "Which river flows through Paris?", True),
-    ("Which animated comedy by the creator of Wallace & Gromit matched zoo animals with people talking "
-     "about their homes?", "Which animation comedy by the creator of Wallace and Gromit matched zoo animals "
-     "with people talking about their homes?", True),  # a word changed: the same question
-    ("Who is the creator of Wallace and Gromit?", "Which animation comedy by the creator of Wallace and "
-     "Gromit matched zoo animals with people talking about their homes?", False),  # narrower
-    ("How did the Apollo program shape later space exploration in Europe and Asia?",
-     "How did the Apollo program shape later space exploration?", False),  # two new things
-    ("What was the population of Lyon in 2020?", "What was the population of Lyon in 2010?", False),  # a new date
-])
+@pytest.mark.parametrize(
+    "question, asked, repeat",
+    [
+        ("WHICH RIVER FLOWS THROUGH PARIS", "Which river flows through Paris?", True),
+        (
+            "Which animated comedy by the creator of Wallace & Gromit matched zoo animals with people talking "
+            "about their homes?",
+            "Which animation comedy by the creator of Wallace and Gromit matched zoo animals "
+            "with people talking about their homes?",
+            True,
+        ),  # a word changed: the same question
+        (
+            "Who is the creator of Wallace and Gromit?",
+            "Which animation comedy by the creator of Wallace and "
+            "Gromit matched zoo animals with people talking about their homes?",
+            False,
+        ),  # narrower
+        (
+            "How did the Apollo program shape later space exploration in Europe and Asia?",
+            "How did the Apollo program shape later space exploration?",
+            False,
+        ),  # two new things
+        ("What was the population of Lyon in 2020?", "What was the population of Lyon in 2010?", False),  # a new date
+    ],
+)
 def test_a_repeat_is_the_same_question_give_or_take_a_word(question, asked, repeat):
     from engine.methods.deot.method import is_repeat
 
     assert is_repeat(question, asked) is repeat
 
 
-SUMMARY_NAMING = {"key_findings": "Apollo 11 landed in 1969 [1]. Margaret Hamilton led the Apollo Guidance "
-                  "Computer software team at the MIT Instrumentation Laboratory [1].",
-                  "evidence_and_data": ["Apollo 11 landed on 20 July 1969 [1]."],
-                  "analysis": "The software of Margaret Hamilton set patterns for later missions [1].",
-                  "conflicting_information": [], "conclusion": "Apollo shaped later exploration [1]."}
+SUMMARY_NAMING = {
+    "key_findings": "Apollo 11 landed in 1969 [1]. Margaret Hamilton led the Apollo Guidance "
+    "Computer software team at the MIT Instrumentation Laboratory [1].",
+    "evidence_and_data": ["Apollo 11 landed on 20 July 1969 [1]."],
+    "analysis": "The software of Margaret Hamilton set patterns for later missions [1].",
+    "conflicting_information": [],
+    "conclusion": "Apollo shaped later exploration [1].",
+}
 
 
 def test_a_breadth_answer_that_only_repeats_the_question_is_asked_again_differently(services, fake_llm):
     fake_llm.when(CONTROLLER, controller_by_layer(lambda layer: "BREADTH" if layer < 2 else "STOP"))
     fake_llm.when(SUMMARY, SUMMARY_NAMING)
     fake_llm.when(BREADTH, lambda request: aspects(aspect(QUESTION.upper()), aspect(QUESTION[:-1] + " today?")))
-    fake_llm.when(FOLLOW_UPS_RETRY, {"things": [
-        {"name": "Apollo Guidance Computer", "kind": "other"},
-        {"name": "organisations", "kind": "organisation"},  # the prompt's own word, not in the text
-        {"name": "Margaret Hamilton.", "kind": "person"}]})
+    fake_llm.when(
+        FOLLOW_UPS_RETRY,
+        {
+            "things": [
+                {"name": "Apollo Guidance Computer", "kind": "other"},
+                {"name": "organisations", "kind": "organisation"},  # the prompt's own word, not in the text
+                {"name": "Margaret Hamilton.", "kind": "person"},
+            ]
+        },
+    )
     run_id = _done_run(services, {"max_layers": 2, "max_nodes": 4, "optimize_query": False})
     nodes = questions(services, run_id)
     # Only names the findings hold; each becomes a question written in code.
-    assert [n.label for n in nodes[1:]] == ["What is known about Apollo Guidance Computer?", "Who is Margaret Hamilton?"]
+    assert [n.label for n in nodes[1:]] == [
+        "What is known about Apollo Guidance Computer?",
+        "Who is Margaret Hamilton?",
+    ]
     assert nodes[1].data["engine"] == "breadth" and nodes[1].data["aspect"] == "Apollo Guidance Computer"
     expansion = nodes[0].data["expansion"]
     assert expansion["dropped_repeats"] == [QUESTION.upper(), QUESTION[:-1] + " today?"]
@@ -584,7 +671,8 @@ def test_a_breadth_answer_that_only_repeats_the_question_is_asked_again_differen
     dropped = [e for e in services.repo.list_events(run_id, kinds=["dropped"]) if "repeated" in e.text]
     assert [e.text for e in dropped] == [
         f"dropped 2 proposed questions that repeated a question already asked (“{QUESTION.upper()}”); "
-        "asked again differently: 2 new question(s)"]
+        "asked again differently: 2 new question(s)"
+    ]
     assert dropped[0].node_id == nodes[0].id
 
 
@@ -602,10 +690,16 @@ def test_when_the_retry_names_nothing_usable_the_findings_names_are_followed_up(
 def test_names_in_a_text():
     from engine.methods.deot.engines import names_in
 
-    text = ("**Key findings.** Creature Comforts is a 1989 British comedy by Nick Park [[S1]]. The Bank of "
-            "England agreed. Nick Park also made Wallace and Gromit. Creature Comforts won an Oscar.")
+    text = (
+        "**Key findings.** Creature Comforts is a 1989 British comedy by Nick Park [[S1]]. The Bank of "
+        "England agreed. Nick Park also made Wallace and Gromit. Creature Comforts won an Oscar."
+    )
     assert names_in(text, exclude="Which comedy matched zoo animals with Wallace and Gromit?") == [
-        "Creature Comforts", "Nick Park", "Bank of England", "Oscar"]  # "British" is an adjective
+        "Creature Comforts",
+        "Nick Park",
+        "Bank of England",
+        "Oscar",
+    ]  # "British" is an adjective
 
 
 def test_a_node_whose_retry_also_repeats_stops_and_says_why(services, fake_llm):
@@ -613,17 +707,26 @@ def test_a_node_whose_retry_also_repeats_stops_and_says_why(services, fake_llm):
     fake_llm.when(BREADTH, lambda request: aspects(aspect(QUESTION)))
     fake_llm.when(FOLLOW_UPS_RETRY, {"things": [{"name": QUESTION, "kind": "other"}]})  # not a name
     # ... and the findings name nothing to follow up either.
-    fake_llm.when(SUMMARY, {"key_findings": "it went well [1].", "evidence_and_data": ["it did [1]."],
-                            "analysis": "it mattered [1].", "conflicting_information": [],
-                            "conclusion": "it shaped what came later [1]."})
+    fake_llm.when(
+        SUMMARY,
+        {
+            "key_findings": "it went well [1].",
+            "evidence_and_data": ["it did [1]."],
+            "analysis": "it mattered [1].",
+            "conflicting_information": [],
+            "conclusion": "it shaped what came later [1].",
+        },
+    )
     run_id = _done_run(services, {"max_layers": 2, "max_nodes": 3, "optimize_query": False})
     nodes = questions(services, run_id)
     assert len(nodes) == 1
     expansion = nodes[0].data["expansion"]
     assert expansion["dropped_repeats"] == [QUESTION] and expansion["asked_differently"]
     said = [e.text for e in services.repo.list_events(run_id, kinds=["dropped"]) if "repeated" in e.text]
-    assert said == [f"dropped 1 proposed question that repeated a question already asked (“{QUESTION}”); "
-                    "asked again differently, and nothing new came: this branch stops here"]
+    assert said == [
+        f"dropped 1 proposed question that repeated a question already asked (“{QUESTION}”); "
+        "asked again differently, and nothing new came: this branch stops here"
+    ]
 
 
 def test_root_breadth_opens_with_the_breadth_engine_without_asking_the_controller(services, fake_llm):

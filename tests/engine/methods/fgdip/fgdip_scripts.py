@@ -111,8 +111,11 @@ def nodes_of(services, run_id: str, kind: str | None = None) -> list[Node]:
 
 def explored(services, run_id: str) -> list[Node]:
     """The nodes the search took, in the order it took them."""
-    taken = [n for n in nodes_of(services, run_id) if (n.data or {}).get("explored_order") is not None
-             and n.parent_id is not None]
+    taken = [
+        n
+        for n in nodes_of(services, run_id)
+        if (n.data or {}).get("explored_order") is not None and n.parent_id is not None
+    ]
     return sorted(taken, key=lambda n: n.data["explored_order"])
 
 

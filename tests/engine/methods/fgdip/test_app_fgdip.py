@@ -55,8 +55,7 @@ def test_explore_draws_the_search_tree_and_lists_the_error_memory(services, fgdi
     assert data.mode == mindmap.FIXED  # the search tree, a backtrack drawn over it
     assert any(e.get("tip") == "backtrack" and e["dashes"] for e in data.edges)
     legend = legend_text(data.legend)
-    for words in ("Entity:", "Step:", "Answer:", "verdict sure", "verdict impossible", "backtrack:",
-                  "answer rejected"):
+    for words in ("Entity:", "Step:", "Answer:", "verdict sure", "verdict impossible", "backtrack:", "answer rejected"):
         assert words in legend, words
     # The error memory beside the map: the tab next to the node's, with the run's own commands.
     assert [t.label for t in at.tabs] == ["Node", "Error memory"]

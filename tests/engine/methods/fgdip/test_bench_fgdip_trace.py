@@ -17,24 +17,62 @@ from storage.models import Node
 def _tree() -> list[Node]:
     return [
         Node(run_id="r", kind="question", data={"entities": ["Arthur's Magazine"]}),
-        Node(run_id="r", kind="entity", data={"entity": "Arthur's Magazine", "action": "search",
-                                              "argument": "Arthur's Magazine", "verdict": "maybe",
-                                              "observation": "Arthur's Magazine was an American literary periodical."}),
-        Node(run_id="r", kind="step", data={"action": "lookup", "argument": "founded", "verdict": "sure",
-                                            "observation": "It was founded in 1844 in Philadelphia."}),
-        Node(run_id="r", kind="step", data={"action": "search", "argument": "First for Women", "verdict": "impossible",
-                                            "backtrack_from": 3, "observation": "First for Women started in 1989."}),
+        Node(
+            run_id="r",
+            kind="entity",
+            data={
+                "entity": "Arthur's Magazine",
+                "action": "search",
+                "argument": "Arthur's Magazine",
+                "verdict": "maybe",
+                "observation": "Arthur's Magazine was an American literary periodical.",
+            },
+        ),
+        Node(
+            run_id="r",
+            kind="step",
+            data={
+                "action": "lookup",
+                "argument": "founded",
+                "verdict": "sure",
+                "observation": "It was founded in 1844 in Philadelphia.",
+            },
+        ),
+        Node(
+            run_id="r",
+            kind="step",
+            data={
+                "action": "search",
+                "argument": "First for Women",
+                "verdict": "impossible",
+                "backtrack_from": 3,
+                "observation": "First for Women started in 1989.",
+            },
+        ),
         Node(run_id="r", kind="answer", data={"short_answer": "First for Women", "verdict": "rejected"}),
-        Node(run_id="r", kind="answer", data={"short_answer": "the year 1844", "verdict": "accepted", "reported": True}),
+        Node(
+            run_id="r", kind="answer", data={"short_answer": "the year 1844", "verdict": "accepted", "reported": True}
+        ),
         Node(run_id="r", kind="answer", data={"short_answer": "1844", "verdict": "unjudged"}),
     ]
 
 
 def test_one_runs_trace_says_what_retrieval_reached_and_what_the_evaluators_did():
     trace = bench_fgdip_trace.run_trace(_tree(), ["1844"], yes_no=False)
-    assert trace == {"gold_observed": True, "candidate_em": True, "reported_em": False, "candidates": 3,
-                     "accepted": 1, "judged": 2, "steps": 3, "sure": 1, "maybe": 1, "impossible": 1,
-                     "backtracks": 1, "answer_words": 3}
+    assert trace == {
+        "gold_observed": True,
+        "candidate_em": True,
+        "reported_em": False,
+        "candidates": 3,
+        "accepted": 1,
+        "judged": 2,
+        "steps": 3,
+        "sure": 1,
+        "maybe": 1,
+        "impossible": 1,
+        "backtracks": 1,
+        "answer_words": 3,
+    }
     # A gold answer counts as observed as a whole word only ("184" is not in "1844").
     assert bench_fgdip_trace.run_trace(_tree(), ["184"], yes_no=False)["gold_observed"] is False
     # "yes" is in most pages: a yes/no dataset leaves the column out.
@@ -46,9 +84,19 @@ def test_the_shares_are_of_runs_of_judged_candidates_and_of_judged_steps():
     first = script.run_trace(_tree(), ["1844"], yes_no=False)
     second = script.run_trace(_tree()[:2], ["Philadelphia"], yes_no=False)  # a run that answered nothing
     summary = script.summarise([first, second])
-    assert summary == {"runs": 2, "gold_observed": 0.5, "candidate_em": 0.5, "reported_em": 0.0,
-                       "candidates_per_run": 1.5, "accepted": 0.5, "sure": 0.25, "maybe": 0.5,
-                       "impossible": 0.25, "backtracks_per_run": 0.5, "median_answer_words": 3}
+    assert summary == {
+        "runs": 2,
+        "gold_observed": 0.5,
+        "candidate_em": 0.5,
+        "reported_em": 0.0,
+        "candidates_per_run": 1.5,
+        "accepted": 0.5,
+        "sure": 0.25,
+        "maybe": 0.5,
+        "impossible": 0.25,
+        "backtracks_per_run": 0.5,
+        "median_answer_words": 3,
+    }
     table = script.markdown({"groups": {"easy": summary}})
     assert table.splitlines()[2] == "| easy | 2 | .500 | .500 | .000 | 1.5 | .500 | .250 | .500 | .250 | 0.5 | 3 |"
 
@@ -59,8 +107,12 @@ def _newest_benchmark(services) -> str:
 
 def _bench_on_the_fake(*arguments: str) -> str:
     """Runs `thoughtmap bench` with the scripted fake LLM on the local corpus; the new benchmark's id."""
-    assert cli.main(["bench", "--dataset", "hotpotqa-autoact", *arguments, "--llm", "fake", "--search", "local",
-                     "--quiet"]) == cli.EXIT_OK
+    assert (
+        cli.main(
+            ["bench", "--dataset", "hotpotqa-autoact", *arguments, "--llm", "fake", "--search", "local", "--quiet"]
+        )
+        == cli.EXIT_OK
+    )
     services = build_services(load_settings())
     try:
         return _newest_benchmark(services)
@@ -97,8 +149,9 @@ def test_the_command_reads_a_stored_fgdip_benchmark(prebuilt_corpus_home, capsys
         script.main([plain])
 
 
-def test_items_imported_without_their_runs_are_counted_and_said_not_read(prebuilt_corpus_home, capsys, tmp_path,
-                                                                        monkeypatch):
+def test_items_imported_without_their_runs_are_counted_and_said_not_read(
+    prebuilt_corpus_home, capsys, tmp_path, monkeypatch
+):
     # A fresh machine continues a benchmark from its archive: the imported items carry scores, not
     # search trees, so a table of "Runs 1" for 90 finished items must say why.
     bench_id = _bench_on_the_fake("--methods", "fgdip", "--limit", "2")
@@ -114,7 +167,7 @@ def test_items_imported_without_their_runs_are_counted_and_said_not_read(prebuil
     capsys.readouterr()
     assert bench_fgdip_trace.main([bench_id]) == 0
     out = capsys.readouterr().out
-    assert ("Read 0 of 2 finished fgdip item runs: the other 2 have no run stored in this database" in out)
+    assert "Read 0 of 2 finished fgdip item runs: the other 2 have no run stored in this database" in out
 
     # With the traces kept where the runs ran, the benchmark is read whole, with the same numbers.
     assert bench_fgdip_trace.main([bench_id, "--json", str(tmp_path / "here.json"), "--keep", str(kept)]) == 0

@@ -24,8 +24,9 @@ def short_answer(run_id: str) -> dict:
 
 def test_fgdip_with_the_fake_on_the_bundled_corpus(prebuilt_corpus_home, capsys, tmp_path):
     out_file = tmp_path / "report.md"
-    code, out, err = cli_run(capsys, "run", QUESTION, "--method", "fgdip", "--llm", "fake", "--search", "local",
-                             "--out", str(out_file))
+    code, out, err = cli_run(
+        capsys, "run", QUESTION, "--method", "fgdip", "--llm", "fake", "--search", "local", "--out", str(out_file)
+    )
     assert code == cli.EXIT_OK, err
     run_id = run_id_of(out)
     run, nodes, sources = stored_run(run_id)
@@ -44,9 +45,23 @@ def test_fgdip_with_the_fake_on_the_bundled_corpus(prebuilt_corpus_home, capsys,
 
 
 def test_fgdip_parameters_reach_the_run(prebuilt_corpus_home, capsys):
-    code, out, err = cli_run(capsys, "run", "Are Arthur's Magazine and First for Women both magazines?",
-                             "--method", "fgdip", "--llm", "fake", "--search", "local",
-                             "--param", "yes_no=true", "--param", "siblings=2", "--param", "step_evaluator=false")
+    code, out, err = cli_run(
+        capsys,
+        "run",
+        "Are Arthur's Magazine and First for Women both magazines?",
+        "--method",
+        "fgdip",
+        "--llm",
+        "fake",
+        "--search",
+        "local",
+        "--param",
+        "yes_no=true",
+        "--param",
+        "siblings=2",
+        "--param",
+        "step_evaluator=false",
+    )
     assert code == cli.EXIT_OK, err
     run_id = run_id_of(out)
     run, nodes, _ = stored_run(run_id)
@@ -59,8 +74,19 @@ def test_fgdip_against_an_openai_compatible_server(prebuilt_corpus_home, capsys,
     with FakeOpenAIServer() as server:
         monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
         monkeypatch.setenv("OPENAI_API_KEY", "test")
-        code, out, err = cli_run(capsys, "run", QUESTION, "--method", "fgdip", "--llm", "openai", "--search", "local",
-                                 "--param", "siblings=2")
+        code, out, err = cli_run(
+            capsys,
+            "run",
+            QUESTION,
+            "--method",
+            "fgdip",
+            "--llm",
+            "openai",
+            "--search",
+            "local",
+            "--param",
+            "siblings=2",
+        )
         requests = server.requests
     assert code == cli.EXIT_OK, err
     run, nodes, _ = stored_run(run_id_of(out))

@@ -26,8 +26,10 @@ def test_each_switch_removes_its_calls_from_the_estimate():
     assert FgdipMethod.estimate(FgdipParams(max_nodes=100)).high > full.high
 
 
-@pytest.mark.parametrize("switch", [{"extractor": False}, {"step_evaluator": False}, {"answer_evaluator": False},
-                                    {"yes_no": True}, {"siblings": 1}])
+@pytest.mark.parametrize(
+    "switch",
+    [{"extractor": False}, {"step_evaluator": False}, {"answer_evaluator": False}, {"yes_no": True}, {"siblings": 1}],
+)
 def test_the_estimate_holds_for_a_fake_run_with_each_switch(services, switch):
     run_id = run_to_end(services, QUESTION, "fgdip", switch)
     run = services.repo.get_run(run_id)

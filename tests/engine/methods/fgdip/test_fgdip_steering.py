@@ -102,24 +102,33 @@ def test_add_entity_opens_a_new_branch_explored_at_once(services, fake_llm):
     assert added.data["user"] and added.data["observation"] and added.data["explored_order"] is not None
     assert [n for n in nodes_of(services, run_id, "step") if n.parent_id == added.id]
     # Explored down to an answer, not one layer: the new branch's answer is the report's now.
-    [reached] = [a for a in nodes_of(services, run_id, "answer") if a.data["short_answer"] == "answer from "
-                 "Women's magazines"]
+    [reached] = [
+        a for a in nodes_of(services, run_id, "answer") if a.data["short_answer"] == "answer from Women's magazines"
+    ]
     assert reached.data["verdict"] == "accepted"
     assert services.repo.latest_report(run_id).data["answer_node"] == reached.id
     # Starred on the map as the report's answer; an answer accepted before it is not any more.
     answers = nodes_of(services, run_id, "answer")
     starred = [a for a in answers if a.label.startswith("★ ")]
-    assert [a.id for a in starred] == [reached.id] and starred[0].label == "★ accepted answer: answer from Women's magazines"
+    assert [a.id for a in starred] == [reached.id] and starred[
+        0
+    ].label == "★ accepted answer: answer from Women's magazines"
     assert [a.id for a in answers if a.data.get("reported")] == [reached.id]
     assert any(a.data.get("verdict") == "accepted" and a.data.get("reported") is False for a in answers)
     # The answer accepted before is told apart from the report's: "earlier", not a second "accepted".
     earlier = [a for a in answers if a.data.get("verdict") == "accepted" and not a.data.get("reported")]
     assert earlier and all(a.label.startswith("earlier accepted answer: ") and a.data["superseded"] for a in earlier)
-    assert all("not the report's answer: a later one is" in FgdipMethod.contract().kind("answer").read(a).caption() for a in earlier)
+    assert all(
+        "not the report's answer: a later one is" in FgdipMethod.contract().kind("answer").read(a).caption()
+        for a in earlier
+    )
     report = services.repo.latest_report(run_id).markdown
     expanded = sum(1 for n in services.repo.list_nodes(run_id) if (n.data or {}).get("explored_order") is not None)
-    assert re.search(rf"_The search generated \d+ steps and expanded {expanded} nodes, the question first \(the map "
-                     r"numbers them in that order\); it backtracked \d+ times?, and its error memory holds ", report), report
+    assert re.search(
+        rf"_The search generated \d+ steps and expanded {expanded} nodes, the question first \(the map "
+        r"numbers them in that order\); it backtracked \d+ times?, and its error memory holds ",
+        report,
+    ), report
     assert "already a branch" in steer_refused(services, run_id, "add_entity", {"entity": "women's MAGAZINES"})
     assert steer_refused(services, run_id, "add_entity", {"entity": ""})  # refused by the payload model
 
@@ -132,11 +141,14 @@ def test_the_error_memory_can_be_edited_and_later_steps_are_given_the_edit(servi
     steer_and_wait(services, run_id, "edit_error_memory", {"number": 1, "analysis": "Compare founding years."})
     steer_and_wait(services, run_id, "edit_error_memory", {"analysis": "LESSON-YOURS: check 1844."})
     entries = memory(services, run_id).entries
-    assert [(e.analysis, e.by_user) for e in entries] == [("Compare founding years.", True),
-                                                          ("LESSON-YOURS: check 1844.", True)]
+    assert [(e.analysis, e.by_user) for e in entries] == [
+        ("Compare founding years.", True),
+        ("LESSON-YOURS: check 1844.", True),
+    ]
     # Said at once, before it is queued: the memory holds 2 lessons.
     assert "there is no lesson 5: the memory holds 2 (entries 1 to 2), and 0 adds one" in refused_before_queueing(
-        services, run_id, "edit_error_memory", {"number": 5, "analysis": "x"})
+        services, run_id, "edit_error_memory", {"number": 5, "analysis": "x"}
+    )
     assert "needs its text" in steer_refused(services, run_id, "edit_error_memory", {"analysis": "  "})
     # Queued when it was right, applied when it no longer is (a lesson removed in between): the same
     # check runs again before the method applies it, and the command fails with the reason.
@@ -151,9 +163,14 @@ def test_the_error_memory_can_be_edited_and_later_steps_are_given_the_edit(servi
 
     # Exploring again: the node generator is given the edited memory.
     generated = len(fake_llm.calls_for(GENERATE))
-    untaken = next(n for n in nodes_of(services, run_id) if n.kind in ("entity", "step")
-                   and n.status == NodeStatus.DONE and n.data.get("explored_order") is None
-                   and n.data.get("action") != "finish")
+    untaken = next(
+        n
+        for n in nodes_of(services, run_id)
+        if n.kind in ("entity", "step")
+        and n.status == NodeStatus.DONE
+        and n.data.get("explored_order") is None
+        and n.data.get("action") != "finish"
+    )
     steer_and_wait(services, run_id, "force_explore", {"node_id": untaken.id})
     later = [request_text(r) for r in fake_llm.calls_for(GENERATE)[generated:]]
     assert later and all("LESSON-YOURS" in text and "Compare founding years." in text for text in later)

@@ -21,8 +21,10 @@ from engine.search.protocol import Hit
 _NAME = re.compile(r"\b[A-Z][\w'-]+(?:\s+(?:(?:of|for|the)\s+)?[A-Z][\w'-]+)*")
 _WORD = re.compile(r"[a-z][a-z'-]{3,}")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
-_COMMON = frozenset("""which what when where who whom whose that this with from have were was first started
-magazine""".split()) - {"magazine"}
+_COMMON = frozenset(
+    """which what when where who whom whose that this with from have were was first started
+magazine""".split()
+) - {"magazine"}
 _SKIP_NAMES = frozenset({"The", "A", "An", "It", "In", "Which", "What", "Who", "When", "Where", "He", "She", "This"})
 
 
@@ -60,8 +62,12 @@ class InMemoryKnowledge:
             return self.progress()
 
     def progress(self) -> BuildProgress:
-        return BuildProgress(chunks_done=len(self.chunks), chunks_total=len(self.chunks),
-                             entities=len(self.entities), relations=len(self.relations))
+        return BuildProgress(
+            chunks_done=len(self.chunks),
+            chunks_total=len(self.chunks),
+            entities=len(self.entities),
+            relations=len(self.relations),
+        )
 
     def keywords(self, question: str) -> Keywords:
         self.keyword_calls.append(question)
@@ -69,12 +75,29 @@ class InMemoryKnowledge:
         words = tuple(w for w in dict.fromkeys(_WORD.findall(question.lower())) if w not in _COMMON)
         return Keywords(detailed=names, general=words)
 
-    def retrieve(self, question: str, keywords: Keywords, *, top_k: int, hops: int,
-                 with_triples: bool = True, with_text: bool = True, max_units: int = 10) -> list[KnowledgeUnit]:
+    def retrieve(
+        self,
+        question: str,
+        keywords: Keywords,
+        *,
+        top_k: int,
+        hops: int,
+        with_triples: bool = True,
+        with_text: bool = True,
+        max_units: int = 10,
+    ) -> list[KnowledgeUnit]:
         with self._lock:
-            self.retrievals.append({"question": question, "keywords": keywords, "top_k": top_k, "hops": hops,
-                                    "max_units": max_units,
-                                    "with_triples": with_triples, "with_text": with_text})
+            self.retrievals.append(
+                {
+                    "question": question,
+                    "keywords": keywords,
+                    "top_k": top_k,
+                    "hops": hops,
+                    "max_units": max_units,
+                    "with_triples": with_triples,
+                    "with_text": with_text,
+                }
+            )
             scores: dict[str, float] = {}
             via: dict[str, list[str]] = {}
             reached: set[str] = set()
@@ -107,8 +130,15 @@ class InMemoryKnowledge:
             for ref in ranked:
                 hit = self.chunks[ref]
                 triples = tuple(t for t, r, _ in self.relations if r == ref)[:4] if with_triples else ()
-                units.append(KnowledgeUnit(id=f"unit:{ref}", hit=hit if with_text else replace(hit, text="", snippet=""),
-                                           triples=triples, score=scores[ref], via=tuple(dict.fromkeys(via[ref]))))
+                units.append(
+                    KnowledgeUnit(
+                        id=f"unit:{ref}",
+                        hit=hit if with_text else replace(hit, text="", snippet=""),
+                        triples=triples,
+                        score=scores[ref],
+                        via=tuple(dict.fromkeys(via[ref])),
+                    )
+                )
             return units
 
 
@@ -121,8 +151,14 @@ class KnowledgeInjector:
         self._documents = list(documents)  # a collection's graph, built before the run
 
     def __call__(self, ctx, scope, *, collection: str, chunk_tokens: int, node) -> InMemoryKnowledge:
-        self.requests.append({"scope": scope, "collection": collection, "chunk_tokens": chunk_tokens,
-                              "node": node.kind if node is not None else None})
+        self.requests.append(
+            {
+                "scope": scope,
+                "collection": collection,
+                "chunk_tokens": chunk_tokens,
+                "node": node.kind if node is not None else None,
+            }
+        )
         base = InMemoryKnowledge(scope=scope)
         if self._documents:
             base.add_documents(self._documents)

@@ -28,6 +28,7 @@ def paragraph(row: int, column: int, step: int) -> str:
 def labelled_thoughts(fake: FakeLLM, paragraphs: int = 5, before=None) -> FakeLLM:
     """Every thought answers `paragraphs` paragraphs naming its cell; `before(request)` runs first
     (a gate, a recorder)."""
+
     def respond(request: ChatRequest) -> dict:
         if before is not None:
             before(request)
@@ -38,9 +39,11 @@ def labelled_thoughts(fake: FakeLLM, paragraphs: int = 5, before=None) -> FakeLL
 
 
 def summaries(fake: FakeLLM) -> FakeLLM:
-    answer = {"checks": [{"thought": 1, "verdict": "corrected", "correction": "The date was wrong [1]."}],
-              "paragraphs": ["Arthur's Magazine (1844) came before First for Women (1989) [1]."],
-              "short_answer": SHORT_ANSWER + " [1]"}
+    answer = {
+        "checks": [{"thought": 1, "verdict": "corrected", "correction": "The date was wrong [1]."}],
+        "paragraphs": ["Arthur's Magazine (1844) came before First for Women (1989) [1]."],
+        "short_answer": SHORT_ANSWER + " [1]",
+    }
     fake.when(prompt=SUMMARY, respond=answer)
     return fake.when(prompt=MERGE, respond={k: v for k, v in answer.items() if k != "checks"})
 

@@ -34,8 +34,9 @@ def test_the_knowledge_layer_builds_the_questions_graph_and_the_matrix_adds_m_n_
 
 
 def test_a_collection_whose_graph_is_not_built_fails_the_run_saying_what_to_do(services, fake_llm):
-    run_id = run_to_end(services, QUESTION, "mtqa", {"rows": 1, "columns": 1, "scope": "collection",
-                                                     "collection": "hotpotqa"})
+    run_id = run_to_end(
+        services, QUESTION, "mtqa", {"rows": 1, "columns": 1, "scope": "collection", "collection": "hotpotqa"}
+    )
     run = services.repo.get_run(run_id)
     assert run.status == RunStatus.FAILED
     base = next(n for n in services.repo.list_nodes(run_id) if n.kind == "knowledge")
@@ -49,10 +50,27 @@ def test_a_run_on_a_collection_graph_built_part_way_says_how_much_of_it_was_extr
     from engine import cli
     from engine.methods.mtqa.kinds import KnowledgeData
 
-    assert cli.main(["kg", "build", "--collection", "hotpotqa", "--limit", "40", "--llm", "fake", "--quiet",
-                     "--max-tokens", "3000"]) == cli.EXIT_STOPPED
-    run_id = run_to_end(services, QUESTION, "mtqa", {"rows": 1, "columns": 1, "scope": "collection",
-                                                     "collection": "hotpotqa"})
+    assert (
+        cli.main(
+            [
+                "kg",
+                "build",
+                "--collection",
+                "hotpotqa",
+                "--limit",
+                "40",
+                "--llm",
+                "fake",
+                "--quiet",
+                "--max-tokens",
+                "3000",
+            ]
+        )
+        == cli.EXIT_STOPPED
+    )
+    run_id = run_to_end(
+        services, QUESTION, "mtqa", {"rows": 1, "columns": 1, "scope": "collection", "collection": "hotpotqa"}
+    )
     base = next(n for n in services.repo.list_nodes(run_id) if n.kind == "knowledge")
     caption = KnowledgeData.model_validate(base.data).caption()
     assert base.data["chunks"] == 40 and 0 < base.data["chunks_done"] < 40

@@ -35,8 +35,9 @@ def nodes(services, run_id, kind):
 
 
 def by_column(services, run_id, kind, column):
-    return sorted((n for n in nodes(services, run_id, kind) if n.data["column"] == column),
-                  key=lambda n: n.data.get("row", 0))
+    return sorted(
+        (n for n in nodes(services, run_id, kind) if n.data["column"] == column), key=lambda n: n.data.get("row", 0)
+    )
 
 
 def test_add_column_thinks_one_more_column_and_answers_from_it(services, fake_llm, knowledge_bases):
@@ -60,8 +61,7 @@ def test_add_column_thinks_one_more_column_and_answers_from_it(services, fake_ll
     assert weights["cells"] == [[None, None, None, None], [0.1, 0.1, 0.1, 0.5]]
 
 
-def test_rerun_column_thinks_it_and_the_later_columns_again_with_the_new_alpha(services, fake_llm,
-                                                                                knowledge_bases):
+def test_rerun_column_thinks_it_and_the_later_columns_again_with_the_new_alpha(services, fake_llm, knowledge_bases):
     labelled_thoughts(fake_llm, paragraphs=4)
     run_id = finished(services, {"rows": 3, "columns": 2})
     first = by_column(services, run_id, "cell", 0)[0]
@@ -118,7 +118,9 @@ def test_drop_leaves_a_unit_out_and_thinks_its_readers_again(services, fake_llm,
     from engine.methods.mtqa.knowledge import UnitRecord
 
     state = ChoicesState.model_validate(services.repo.latest_run_state(run_id, "knowledge_choices").data)
-    assert state.panel_markdown() == f"- Choice 1 · dropped: {unit['title']}" and unit["id"] not in state.panel_markdown()
+    assert (
+        state.panel_markdown() == f"- Choice 1 · dropped: {unit['title']}" and unit["id"] not in state.panel_markdown()
+    )
     listed = units_listing([UnitRecord.model_validate(u) for u in services.repo.get_node(base.id).data["units"]])
     assert listed[0].startswith(f"Unit 1 · **dropped** · {unit['title']}")  # the choice first, where the eye starts
     # Dropping it again, or pinning it, is refused with the reason.
@@ -139,7 +141,8 @@ def test_bad_payloads_are_refused_and_change_nothing(services, fake_llm, knowled
     assert "unit" in steer_refused(services, run_id, "pin_unit", {"node_id": base.id, "unit": 0})
     listed = len(base.data["units"])
     assert f"choose a number from 1 to {listed}" in steer_refused(
-        services, run_id, "drop_unit", {"node_id": base.id, "unit": listed + 1})
+        services, run_id, "drop_unit", {"node_id": base.id, "unit": listed + 1}
+    )
     assert "no_such" in steer_refused(services, run_id, "add_column", {"no_such": 1})
     assert "alpha" in steer_refused(services, run_id, "add_column", {"alpha": -0.1})
     assert "α changes nothing" in steer_refused(services, run_id, "add_column", {"alpha": 0.5})  # one row
@@ -170,8 +173,14 @@ def test_rerun_column_thinks_a_failed_first_thought_again(services, fake_llm, kn
     from tests.engine.methods.mtqa.mtqa_scripts import THOUGHT, cell_of
 
     model = {"broken": True}  # the first thought of column 1 cannot be read, until the model is fixed
-    fake_llm.when(prompt=THOUGHT, respond=lambda r: {"wrong": "shape"} if model["broken"] and cell_of(r) == (1, 1)
-                  else {"paragraphs": [f"Thought {cell_of(r)} reads the first unit [1]."]})
+    fake_llm.when(
+        prompt=THOUGHT,
+        respond=lambda r: (
+            {"wrong": "shape"}
+            if model["broken"] and cell_of(r) == (1, 1)
+            else {"paragraphs": [f"Thought {cell_of(r)} reads the first unit [1]."]}
+        ),
+    )
     run_id = run_to_end(services, QUESTION, "mtqa", {"rows": 2, "columns": 1})
     assert services.repo.get_run(run_id).status == RunStatus.FAILED
     [summary] = services.repo.list_nodes(run_id, kind="summary")
@@ -203,10 +212,14 @@ def test_a_unit_pinned_on_two_holders_is_listed_once(services, fake_llm, knowled
     s0 = next(n for n in services.repo.list_nodes(run_id, kind="summary") if n.data["column"] == 0)
     ids_k, ids_s0 = [u["id"] for u in kb.data["units"]], [u["id"] for u in s0.data["units"]]
     shared = next(u for u in ids_s0 if u in ids_k)
-    assert steer_and_wait(services, run_id, "pin_unit", {"node_id": s0.id, "unit": ids_s0.index(shared) + 1}).status \
+    assert (
+        steer_and_wait(services, run_id, "pin_unit", {"node_id": s0.id, "unit": ids_s0.index(shared) + 1}).status
         == CommandStatus.DONE
-    assert steer_and_wait(services, run_id, "pin_unit", {"node_id": kb.id, "unit": ids_k.index(shared) + 1}).status \
+    )
+    assert (
+        steer_and_wait(services, run_id, "pin_unit", {"node_id": kb.id, "unit": ids_k.index(shared) + 1}).status
         == CommandStatus.DONE
+    )
     state = services.repo.latest_run_state(run_id, "knowledge_choices").data
     assert [p["id"] for p in state["pinned"]] == [shared]
 
@@ -217,8 +230,12 @@ def choices_of(services, run_id) -> dict:
 
 def marks(services, run_id, unit_id) -> list[tuple[str, bool, bool]]:
     """(kind, pinned, dropped) of every listing of the unit that marks it."""
-    return [(n.kind, u["pinned"], u["dropped"]) for n in services.repo.list_nodes(run_id)
-            for u in (n.data or {}).get("units", []) if u["id"] == unit_id and (u["pinned"] or u["dropped"])]
+    return [
+        (n.kind, u["pinned"], u["dropped"])
+        for n in services.repo.list_nodes(run_id)
+        for u in (n.data or {}).get("units", [])
+        if u["id"] == unit_id and (u["pinned"] or u["dropped"])
+    ]
 
 
 def test_undoing_a_drop_brings_the_unit_back_to_its_readers(services, fake_llm, knowledge_bases):
@@ -236,8 +253,13 @@ def test_undoing_a_drop_brings_the_unit_back_to_its_readers(services, fake_llm, 
     assert command.status == CommandStatus.DONE, command.error
     assert marks(services, run_id, unit["id"]) == []
     choices = choices_of(services, run_id)
-    assert (choices["pinned"], choices["dropped"], choices["dropped_titles"], choices["made_on"], choices["numbers"]) \
-        == ([], [], {}, {}, {})
+    assert (
+        choices["pinned"],
+        choices["dropped"],
+        choices["dropped_titles"],
+        choices["made_on"],
+        choices["numbers"],
+    ) == ([], [], {}, {}, {})
     after = fake_llm.calls_for(THOUGHT)[before:]
     assert len(after) == 4  # every thought that went without it is thought again
     assert all(head.search(request_text(r)) for r in after if cell_of(r)[1] == 1)  # column 1 reads it again
@@ -312,7 +334,8 @@ def test_a_bad_choice_number_is_refused(services, fake_llm, knowledge_bases):
     base = nodes(services, run_id, "knowledge")[0]
     steer_and_wait(services, run_id, "drop_unit", {"node_id": base.id, "unit": 1})
     assert "there is no choice 2; the panel lists Choice 1" in refused_before_queueing(
-        services, run_id, "undo_choice", {"choice": 2})
+        services, run_id, "undo_choice", {"choice": 2}
+    )
     assert "choice" in steer_refused(services, run_id, "undo_choice", {"choice": 0})
     assert choices_of(services, run_id)["dropped"] == [base.data["units"][0]["id"]]
 
@@ -333,7 +356,8 @@ def test_choice_numbers_are_kept_when_another_choice_is_undone(services, fake_ll
     steer_and_wait(services, run_id, "undo_choice", {"choice": 1})
     assert panel() == f"- Choice 2 · dropped: {second['title']}"  # still Choice 2, as read before the undo
     assert "there is no choice 1; the panel lists Choice 2" in refused_before_queueing(
-        services, run_id, "undo_choice", {"choice": 1})
+        services, run_id, "undo_choice", {"choice": 1}
+    )
     steer_and_wait(services, run_id, "pin_unit", {"node_id": base.id, "unit": 1})
     assert panel() == f"- Choice 2 · dropped: {second['title']}\n- Choice 3 · pinned: {first['title']}"
 
@@ -343,7 +367,8 @@ def test_a_unit_number_the_node_does_not_list_is_refused_before_it_is_queued(ser
     base = nodes(services, run_id, "knowledge")[0]
     listed = len(base.data["units"])
     assert f"this node lists {listed} knowledge unit(s); choose a number from 1 to {listed}" in refused_before_queueing(
-        services, run_id, "pin_unit", {"node_id": base.id, "unit": listed + 40})
+        services, run_id, "pin_unit", {"node_id": base.id, "unit": listed + 40}
+    )
     steer_and_wait(services, run_id, "drop_unit", {"node_id": base.id, "unit": 1})
     assert "already dropped" in refused_before_queueing(services, run_id, "pin_unit", {"node_id": base.id, "unit": 1})
 
@@ -352,8 +377,9 @@ def test_choices_stored_before_numbers_were_kept_are_numbered_in_the_old_order()
     from engine.methods.mtqa.kinds import ChoicesState
     from engine.methods.mtqa.knowledge import UnitRecord
 
-    old = ChoicesState.model_validate({"pinned": [UnitRecord(id="a", title="A").model_dump()], "dropped": ["b"],
-                                       "dropped_titles": {"b": "B"}})
+    old = ChoicesState.model_validate(
+        {"pinned": [UnitRecord(id="a", title="A").model_dump()], "dropped": ["b"], "dropped_titles": {"b": "B"}}
+    )
     assert old.panel_markdown() == "- Choice 1 · pinned: A\n- Choice 2 · dropped: B"
     assert [n for n, *_ in old.without("a").listed()] == [2]  # numbered as they were listed, then kept
 

@@ -36,7 +36,9 @@ from tests.support.fixtures_engine import run_to_end
 
 QUESTION = "Which magazine was started first, Arthur's Magazine or First for Women?"
 STRATEGY_TAKEN = "A strategy already taken in this column"
-UNITS_END = re.compile(r"\n\n(?:Summary of the previous column|A strategy already taken|You are thought|Thoughts of column)")
+UNITS_END = re.compile(
+    r"\n\n(?:Summary of the previous column|A strategy already taken|You are thought|Thoughts of column)"
+)
 TRIPLE_LINE = re.compile(r"^\(.+?\) -\[.+?\]-> \(.+?\)", re.M)
 
 
@@ -70,8 +72,9 @@ def prompt_of(fake, row, column):
 # --------------------------------------------------------------------------- shape and counts
 
 
-def test_the_default_matrix_is_3_by_4_with_m_n_plus_n_calls_and_n_plus_1_retrievals(services, fake_llm,
-                                                                                       knowledge_bases):
+def test_the_default_matrix_is_3_by_4_with_m_n_plus_n_calls_and_n_plus_1_retrievals(
+    services, fake_llm, knowledge_bases
+):
     run_id = mtqa_run(services)
     grid = cells(services, run_id)
     assert sorted(grid) == [(r, c) for r in range(3) for c in range(4)]
@@ -188,8 +191,7 @@ def test_a_column_splits_into_chains_where_alpha_is_zero(services, fake_llm, kno
             barrier.wait()
 
     labelled_thoughts(fake_llm, paragraphs=4, before=first_two_together)
-    run_id = mtqa_run(services, {"rows": 3, "columns": 1, "weight_preset": "custom",
-                                 "custom_matrix": "[[0.0], [0.5]]"})
+    run_id = mtqa_run(services, {"rows": 3, "columns": 1, "weight_preset": "custom", "custom_matrix": "[[0.0], [0.5]]"})
     grid = cells(services, run_id)
     assert [grid[(r, 0)].data["passed_count"] for r in range(3)] == [0, 0, 2]
     assert grid[(2, 0)].data["passed"][0].startswith("Strategy r2c1 step 3")
@@ -296,13 +298,20 @@ def test_the_report_has_the_short_answer_and_citations_that_resolve(services, fa
 
 def test_a_summary_the_model_cannot_structure_is_written_as_plain_text(services, fake_llm, knowledge_bases):
     # A small model that copies the schema's words into the short answer, every time it is asked.
-    fake_llm.when(prompt=SUMMARY, respond={"paragraphs": ["Arthur's Magazine came first [1]."],
-                                           "short_answer": "The answer in as few words as possible: a name, number, "
-                                                           "date, or yes/no; no explanation."})
+    fake_llm.when(
+        prompt=SUMMARY,
+        respond={
+            "paragraphs": ["Arthur's Magazine came first [1]."],
+            "short_answer": "The answer in as few words as possible: a name, number, date, or yes/no; no explanation.",
+        },
+    )
     # Its text starts with a line copied from the instructions, which is dropped.
-    fake_llm.when(prompt=SUMMARY_TEXT, respond="Write the refined answer in a few paragraphs, citing units as [n].\n"
-                                               "Arthur's Magazine (1844) came before First for Women [1].\n\n"
-                                               "So the magazine started first is Arthur's.\n**Answer:** Arthur's Magazine")
+    fake_llm.when(
+        prompt=SUMMARY_TEXT,
+        respond="Write the refined answer in a few paragraphs, citing units as [n].\n"
+        "Arthur's Magazine (1844) came before First for Women [1].\n\n"
+        "So the magazine started first is Arthur's.\n**Answer:** Arthur's Magazine",
+    )
     run_id = mtqa_run(services, {"rows": 1, "columns": 1})
     assert services.repo.get_run(run_id).status == RunStatus.DONE
     (summary,) = summaries_of(services, run_id).values()
@@ -324,8 +333,11 @@ def test_a_plain_text_summary_of_only_its_answer_line_is_that_answer(services, f
 
 def test_a_plain_text_summary_that_repeats_the_instructions_still_fails(services, fake_llm, knowledge_bases):
     fake_llm.when(prompt=SUMMARY, respond={"paragraphs": []})
-    fake_llm.when(prompt=SUMMARY_TEXT, respond="Check each thought against the knowledge units, keep what is right, "
-                                               "correct what they contradict.\nAnswer: the fewest words that answer the question")
+    fake_llm.when(
+        prompt=SUMMARY_TEXT,
+        respond="Check each thought against the knowledge units, keep what is right, "
+        "correct what they contradict.\nAnswer: the fewest words that answer the question",
+    )
     run_id = run_to_end(services, QUESTION, "mtqa", {"rows": 1, "columns": 1})
     assert services.repo.get_run(run_id).status == RunStatus.FAILED
     (summary,) = summaries_of(services, run_id).values()
@@ -344,14 +356,14 @@ def test_the_offline_fake_writes_a_readable_cited_answer(services, knowledge_bas
     assert thoughts[(0, 0)].content != thoughts[(1, 0)].content  # the thoughts of a column differ
 
 
-def test_the_collection_scope_reads_the_collections_graph_without_adding_documents(services, fake_llm,
-                                                                                    monkeypatch):
+def test_the_collection_scope_reads_the_collections_graph_without_adding_documents(services, fake_llm, monkeypatch):
     hits = services.searcher("local").search(QUESTION, k=20)  # the "collection", built before the run
     injector = KnowledgeInjector(documents=hits)
     monkeypatch.setattr(knowledge, "open_knowledge_base", injector)
     run_id = mtqa_run(services, {"rows": 1, "columns": 2, "scope": "collection", "collection": "hotpotqa"})
-    assert injector.requests == [{"scope": "collection", "collection": "hotpotqa", "chunk_tokens": 1200,
-                                  "node": "knowledge"}]
+    assert injector.requests == [
+        {"scope": "collection", "collection": "hotpotqa", "chunk_tokens": 1200, "node": "knowledge"}
+    ]
     (base,) = injector.opened
     assert base.added == [] and len(base.retrievals) == 3
     events = services.repo.list_events(run_id)
@@ -414,12 +426,13 @@ def test_extraction_failing_on_every_chunk_fails_the_knowledge_node(services, fa
 
 
 def test_a_run_stopped_by_its_budget_reports_the_last_summary_as_partial_and_resume_replaces_it(
-        services, fake_llm, knowledge_bases):
+    services, fake_llm, knowledge_bases
+):
     full = mtqa_run(services, {"rows": 2, "columns": 2})
     calls = services.repo.list_llm_calls(full)
     first_summary = next(i for i, c in enumerate(calls) if c.purpose == "summary")
     # Spent exactly by column 1's summary: column 2's first thought finds the budget used up.
-    budget = sum(c.prompt_tokens + c.completion_tokens for c in calls[:first_summary + 1])
+    budget = sum(c.prompt_tokens + c.completion_tokens for c in calls[: first_summary + 1])
 
     run_id = run_to_end(services, QUESTION + " (budget)", "mtqa", {"rows": 2, "columns": 2}, max_tokens=budget)
     run = services.repo.get_run(run_id)
@@ -455,8 +468,11 @@ def test_a_run_whose_documents_gave_no_knowledge_unit_says_its_answer_cites_noth
     fake_llm.when(prompt=EXTRACT.name, respond={"entities": [], "relations": []})
     run_id = run_to_end(services, QUESTION, "mtqa", {"rows": 1, "columns": 1})
     report = services.repo.latest_report(run_id, "final").markdown
-    assert re.search(r"No knowledge unit was found for this question \(\d+ document\(s\), 0 entities and 0 "
-                     r"relations extracted from them\)\. This answer is the model's own and cites nothing\.", report)
+    assert re.search(
+        r"No knowledge unit was found for this question \(\d+ document\(s\), 0 entities and 0 "
+        r"relations extracted from them\)\. This answer is the model's own and cites nothing\.",
+        report,
+    )
 
 
 def test_a_grounded_run_has_no_ungrounded_note(services, fake_llm):

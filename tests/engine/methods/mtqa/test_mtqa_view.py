@@ -38,8 +38,9 @@ def test_the_map_is_a_grid_with_summaries_in_their_own_row_and_visible_communica
     assert max(ys["knowledge"]) < min(ys["cell"]) and max(ys["cell"]) < min(ys["summary"])
     # Communication edges join vertical neighbours and are drawn over the grid, saying what they are.
     communication = {f"e{e.id}" for e in edges if e.kind == "communication"}
-    assert communication and all(by_id[e.src].kind == by_id[e.dst].kind == "cell"
-                                 for e in edges if e.kind == "communication")
+    assert communication and all(
+        by_id[e.src].kind == by_id[e.dst].kind == "cell" for e in edges if e.kind == "communication"
+    )
     tips = {item["id"]: item.get("tip") for item in data.edges}
     assert all(tips[edge_id] == "communication" for edge_id in communication)
     assert "column link" in set(tips.values())

@@ -110,8 +110,13 @@ class ExpandScript:
     ..., those of "Aspect 1" are "Aspect 1.1", ... Thread-safe; `asked` lists the nodes asked about.
     With a `barrier`, the calls for which `barrier_for(label)` holds wait for each other first."""
 
-    def __init__(self, by_node: dict[str, list[dict[str, Any]]] | None = None, fresh: int | None = None,
-                 barrier: threading.Barrier | None = None, barrier_for: Callable[[str], bool] | None = None) -> None:
+    def __init__(
+        self,
+        by_node: dict[str, list[dict[str, Any]]] | None = None,
+        fresh: int | None = None,
+        barrier: threading.Barrier | None = None,
+        barrier_for: Callable[[str], bool] | None = None,
+    ) -> None:
         self.by_node = dict(by_node or {})
         self.fresh = fresh
         self.barrier = barrier
@@ -140,8 +145,9 @@ class ExpandScript:
         else:
             prefix = label.removeprefix("Aspect ") + "."
         codes = [f"{prefix}{i}" for i in range(1, count + 1)]
-        return expansion(*(subtopic(f"Aspect {code}", f"aspect {code} premiership", f"aspect {code} season")
-                           for code in codes))
+        return expansion(
+            *(subtopic(f"Aspect {code}", f"aspect {code} premiership", f"aspect {code} season") for code in codes)
+        )
 
 
 def _is_root(request: ChatRequest, label: str) -> bool:
@@ -259,14 +265,25 @@ def versions(services, run_id: str, kind: str):
 
 def graph_state(services, run_id: str) -> list[tuple]:
     """What steering may change: every node's identity, place, status, content, data and sources."""
-    return [(n.id, n.parent_id, n.depth, n.label, n.status, n.content, n.data, n.finished_at,
-             [s.id for s in services.repo.sources_for_node(n.id)])
-            for n in services.repo.list_nodes(run_id)]
+    return [
+        (
+            n.id,
+            n.parent_id,
+            n.depth,
+            n.label,
+            n.status,
+            n.content,
+            n.data,
+            n.finished_at,
+            [s.id for s in services.repo.sources_for_node(n.id)],
+        )
+        for n in services.repo.list_nodes(run_id)
+    ]
 
 
 def start_run(services, question: str = TOPIC, params: dict | None = None, **budget) -> str:
-    run = services.runner.create_run(question=question, method="omnithink", params=params or {},
-                                     llm_info=services.llm_info("fake"), **budget)
+    run = services.runner.create_run(
+        question=question, method="omnithink", params=params or {}, llm_info=services.llm_info("fake"), **budget
+    )
     services.runner.start(run.id)
     return run.id
-

@@ -43,7 +43,9 @@ def test_explore_shows_the_pool_the_outline_and_subtopic_steering(services, monk
     assert expand.value is None and expand.proto.placeholder == "the run's subnodes"
     key = f"steer-{run_id}-{leaf.id}-add_subtopic"
     assert (at.text_input(key=f"{key}.subtopic").label, at.text_input(key=f"{key}.keywords").label) == (
-        "Subtopic", "Keywords")
+        "Subtopic",
+        "Keywords",
+    )
 
     at.text_input(key=f"{key}.subtopic").input("Attendance records")
     at.text_input(key=f"{key}.keywords").input("attendance, crowd figures")

@@ -81,8 +81,10 @@ FRESHWIKI = REPO_ROOT / "data" / "datasets" / "freshwiki" / "freshwiki_articles_
 MATCH, MEDIA, APOLLO = "Match summary", "Media coverage", "Apollo 7 spaceflight"
 # The root's expansion in the steering tests: two subtopics, one of them off-topic so that its
 # branch retrieves sources no other node has.
-ROOT_CHILDREN = [subtopic(MATCH, "match summary Geelong Sydney"),
-                 subtopic(APOLLO, "Apollo 7 spaceflight", "Apollo program crew")]
+ROOT_CHILDREN = [
+    subtopic(MATCH, "match summary Geelong Sydney"),
+    subtopic(APOLLO, "Apollo 7 spaceflight", "Apollo program crew"),
+]
 
 
 def _finished(services, params: dict | None = None, question: str = TOPIC) -> str:
@@ -103,8 +105,7 @@ def _article(services, run_id: str):
 # ====================================================================== the information tree
 
 
-@pytest.mark.parametrize("max_depth, subnodes", [(None, None), (1, 2), (3, 2)],
-                         ids=["defaults", "depth1", "depth3"])
+@pytest.mark.parametrize("max_depth, subnodes", [(None, None), (1, 2), (3, 2)], ids=["defaults", "depth1", "depth3"])
 def test_tree_grows_level_by_level_up_to_max_depth(services, fake_llm, max_depth, subnodes):
     script = ExpandScript()  # always expands with as many fresh subtopics as allowed
     fake_llm.when(EXPAND, script)
@@ -114,7 +115,7 @@ def test_tree_grows_level_by_level_up_to_max_depth(services, fake_llm, max_depth
 
     nodes = tree(services, run_id)
     assert max(n.depth for n in nodes) == limit
-    assert [sum(n.depth == d for n in nodes) for d in range(limit + 1)] == [k ** d for d in range(limit + 1)]
+    assert [sum(n.depth == d for n in nodes) for d in range(limit + 1)] == [k**d for d in range(limit + 1)]
     by_id = {n.id: n for n in nodes}
     for node in nodes:
         assert node.status == NodeStatus.DONE
@@ -181,8 +182,11 @@ def test_each_sub_node_retrieves_its_own_information(services, fake_llm):
 def test_leaves_of_one_step_expand_concurrently(services, fake_llm):
     # The three depth-1 leaves only get an answer once all three are being expanded at once.
     barrier = threading.Barrier(3)
-    script = ExpandScript({TOPIC: [subtopic(MATCH), subtopic(MEDIA), subtopic("Background")]},
-                          barrier=barrier, barrier_for=lambda label: label != TOPIC)
+    script = ExpandScript(
+        {TOPIC: [subtopic(MATCH), subtopic(MEDIA), subtopic("Background")]},
+        barrier=barrier,
+        barrier_for=lambda label: label != TOPIC,
+    )
     fake_llm.when(EXPAND, script)
     run_id = _finished(services, {"subnodes": 3, "max_depth": 2})
     assert script.met_at_barrier == [True, True, True]
@@ -203,7 +207,7 @@ def test_a_rounds_queries_are_embedded_before_its_searches_a_batch_a_core(servic
         queries = {q for n in nodes if n.depth == depth for q in n.data["keywords"]}
         assert len(queries) == count
         first = next(i for i, call in enumerate(embedder.calls) if queries & set(call))
-        ahead = embedder.calls[first:first + batches]
+        ahead = embedder.calls[first : first + batches]
         assert set().union(*ahead) == queries and sum(map(len, ahead)) == len(queries)
     assert len(embedder.computed) == len(set(embedder.computed))  # nothing embedded twice
 
@@ -229,16 +233,18 @@ def test_the_drafts_headings_are_embedded_while_the_model_polishes_the_outline(s
 
 # ====================================================================== the conceptual pool
 
-STEP0 = ["Geelong won the 2022 AFL Grand Final by 81 points.",
-         "The match was played at the Melbourne Cricket Ground.",
-         "Isaac Smith won the Norm Smith Medal."]
-STEP1 = ["geelong won the 2022 afl grand final by 81 points",  # near duplicate: case, punctuation
-         "The match was played at the Melbourne Cricket Ground.",  # exact repeat
-         "Attendance was 100,024 spectators.",
-         "ATTENDANCE WAS 100,024 SPECTATORS!"]  # repeats the new one of this very step
-STEP2 = ["Isaac Smith won the Norm Smith Medal!",
-         "Sydney Swans lost the final.",
-         "  Sydney   Swans lost the final  "]
+STEP0 = [
+    "Geelong won the 2022 AFL Grand Final by 81 points.",
+    "The match was played at the Melbourne Cricket Ground.",
+    "Isaac Smith won the Norm Smith Medal.",
+]
+STEP1 = [
+    "geelong won the 2022 afl grand final by 81 points",  # near duplicate: case, punctuation
+    "The match was played at the Melbourne Cricket Ground.",  # exact repeat
+    "Attendance was 100,024 spectators.",
+    "ATTENDANCE WAS 100,024 SPECTATORS!",
+]  # repeats the new one of this very step
+STEP2 = ["Isaac Smith won the Norm Smith Medal!", "Sydney Swans lost the final.", "  Sydney   Swans lost the final  "]
 
 
 def test_pool_grows_by_merging_without_duplicates(services, fake_llm):
@@ -412,11 +418,15 @@ def test_an_invalid_polished_outline_falls_back_to_the_draft(services, fake_llm)
 # ====================================================================== the article polish
 
 
-@pytest.mark.parametrize("edit", [
-    lambda article: "## Summary\n\nThe final was played.",  # loses content
-    lambda article: re.sub(r"\[\d+\]", "", article),  # loses the citations
-    lambda article: article.replace("## ", ""),  # loses the headings
-], ids=["content", "citations", "headings"])
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda article: "## Summary\n\nThe final was played.",  # loses content
+        lambda article: re.sub(r"\[\d+\]", "", article),  # loses the citations
+        lambda article: article.replace("## ", ""),  # loses the headings
+    ],
+    ids=["content", "citations", "headings"],
+)
 def test_a_polish_that_loses_content_keeps_the_draft(services, fake_llm, edit):
     fake_llm.when(WRITE_SECTION, section_writer())
     fake_llm.when(POLISH_ARTICLE, lambda request: edit(article_in(request)))
@@ -447,13 +457,15 @@ def test_a_section_cut_off_by_the_length_limit_ends_at_its_last_sentence(service
 
 
 @pytest.mark.parametrize("attribute", [True, False])
-def test_a_section_that_forgets_to_cite_gets_the_citations_its_sentences_are_drawn_from(services, fake_llm,
-                                                                                         attribute):
+def test_a_section_that_forgets_to_cite_gets_the_citations_its_sentences_are_drawn_from(services, fake_llm, attribute):
     def uncited_writer(request):
         # Each source's own first sentence, copied without its [n]: what small models write.
         sources = request_text(request).split("Sources:\n\n", 1)[1]
-        firsts = [block.split("\n", 1)[1].split(". ")[0].strip() + "."
-                  for block in re.split(r"\n(?=\[\d+\] )", sources) if block.startswith("[")]
+        firsts = [
+            block.split("\n", 1)[1].split(". ")[0].strip() + "."
+            for block in re.split(r"\n(?=\[\d+\] )", sources)
+            if block.startswith("[")
+        ]
         return "## Section\n\n" + " ".join(firsts)
 
     fake_llm.when(WRITE_SECTION, uncited_writer)
@@ -487,8 +499,6 @@ def test_a_faithful_polish_is_used(services, fake_llm):
 # ====================================================================== steering
 
 
-
-
 def _gated_run(services, fake_llm, pattern, params: dict, then=None) -> tuple[str, Gate]:
     """Start a run that blocks at the first call matching `pattern`; return (run id, gate)."""
     gate = Gate(then)
@@ -497,7 +507,6 @@ def _gated_run(services, fake_llm, pattern, params: dict, then=None) -> tuple[st
     gate.wait_reached()
     services.runner.store_gathered(run_id)  # the run as it stands at the held call
     return run_id, gate
-
 
 
 def _reflect_about(label: str):
@@ -633,8 +642,12 @@ def test_add_subtopic_finished_run(services, scripted):
     run_id = _finished(services, FLAT)
     root = root_of(services, run_id)
     searches = len(searcher.queries)
-    command = steer_and_wait(services, run_id, "add_subtopic", {
-        "node_id": root.id, "subtopic": f"  {MEDIA} ", "keywords": ["television broadcast", "  ", "radio coverage"]})
+    command = steer_and_wait(
+        services,
+        run_id,
+        "add_subtopic",
+        {"node_id": root.id, "subtopic": f"  {MEDIA} ", "keywords": ["television broadcast", "  ", "radio coverage"]},
+    )
     assert command.status == CommandStatus.DONE, command.error
     added = by_label(services, run_id, MEDIA)
     assert added.parent_id == root.id and added.depth == 1 and added.kind == "subtopic"
@@ -748,8 +761,12 @@ def test_bad_steering_fails_and_changes_nothing(services, fake_llm, kind, payloa
     run_id = _finished(services, {"subnodes": 3, "max_depth": 1})
     match = by_label(services, run_id, MATCH)
     assert steer_and_wait(services, run_id, "prune", {"node_id": match.id}).status == CommandStatus.DONE
-    ids = {"root": root_of(services, run_id).id, "pruned": match.id,
-           "stalled": by_label(services, run_id, STALLED).id, "broken": by_label(services, run_id, BROKEN).id}
+    ids = {
+        "root": root_of(services, run_id).id,
+        "pruned": match.id,
+        "stalled": by_label(services, run_id, STALLED).id,
+        "broken": by_label(services, run_id, BROKEN).id,
+    }
     if "another run" in error:
         ids["other_run"] = root_of(services, _finished(services, FLAT, question="Apollo program")).id
     before, reports = graph_state(services, run_id), len(services.repo.list_reports(run_id))
@@ -782,8 +799,11 @@ def test_unsupported_steering_kind_is_refused(services, scripted):
 
 
 def _finished_nodes(services, run_id: str) -> dict[int, tuple]:
-    return {n.id: (n.label, n.content, n.finished_at, [s.id for s in services.repo.sources_for_node(n.id)])
-            for n in tree(services, run_id) if n.status == NodeStatus.DONE}
+    return {
+        n.id: (n.label, n.content, n.finished_at, [s.id for s in services.repo.sources_for_node(n.id)])
+        for n in tree(services, run_id)
+        if n.status == NodeStatus.DONE
+    }
 
 
 def _queries_of(nodes) -> set[str]:
@@ -825,8 +845,9 @@ def test_a_run_stopped_by_its_budget_resumes_without_retrieving_again(services, 
     searcher = count_searches(services)
     full = services.repo.get_run(_finished(services))
     start = len(searcher.queries)
-    run_id = run_to_end(services, TOPIC, "omnithink", SMALL,
-                        max_tokens=(full.prompt_tokens + full.completion_tokens) // 2)
+    run_id = run_to_end(
+        services, TOPIC, "omnithink", SMALL, max_tokens=(full.prompt_tokens + full.completion_tokens) // 2
+    )
     run = services.repo.get_run(run_id)
     assert run.status == RunStatus.STOPPED and "budget" in run.stop_reason
     assert _article(services, run_id) is None
@@ -844,8 +865,9 @@ def _freshwiki_topic() -> str:
 def test_cli_runs_omnithink_on_a_freshwiki_topic(prebuilt_corpus_home, capsys, tmp_path):
     topic = _freshwiki_topic()
     out_file = tmp_path / "article.md"
-    code, out, err = cli_run(capsys, "run", topic, "--method", "omnithink", "--llm", "fake", "--search", "local",
-                             "--out", str(out_file))
+    code, out, err = cli_run(
+        capsys, "run", topic, "--method", "omnithink", "--llm", "fake", "--search", "local", "--out", str(out_file)
+    )
     assert code == cli.EXIT_OK, err
     run, nodes, sources = stored_run(run_id_of(out))
     assert run.status == RunStatus.DONE and run.method == "omnithink" and run.search_mode == "local"
@@ -872,8 +894,22 @@ def test_cli_runs_omnithink_against_an_openai_compatible_server(prebuilt_corpus_
     with FakeOpenAIServer() as server:
         monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
         monkeypatch.setenv("OPENAI_API_KEY", "test")
-        code, out, err = cli_run(capsys, "run", TOPIC, "--method", "omnithink", "--llm", "openai",
-                                 "--search", "local", "--param", "max_depth=1", "--param", "subnodes=2", "--quiet")
+        code, out, err = cli_run(
+            capsys,
+            "run",
+            TOPIC,
+            "--method",
+            "omnithink",
+            "--llm",
+            "openai",
+            "--search",
+            "local",
+            "--param",
+            "max_depth=1",
+            "--param",
+            "subnodes=2",
+            "--quiet",
+        )
         requests = server.requests
     assert code == cli.EXIT_OK, err
     run, nodes, sources = stored_run(run_id_of(out))
@@ -895,14 +931,24 @@ def test_the_pool_keeps_no_source_numbers_a_reader_cannot_resolve():
     up. The pool keeps the concept without them, and a pool stored before still shows none."""
     from engine.methods.omnithink.pool import merge
 
-    result = merge(["First for Women is a woman's magazine in the USA [1].",
-                    "The magazine was part of Enoble Media Group [2, 3]; it closed in 2011 [4]."], [])
-    assert result.pool == ["First for Women is a woman's magazine in the USA.",
-                           "The magazine was part of Enoble Media Group; it closed in 2011."]
+    result = merge(
+        [
+            "First for Women is a woman's magazine in the USA [1].",
+            "The magazine was part of Enoble Media Group [2, 3]; it closed in 2011 [4].",
+        ],
+        [],
+    )
+    assert result.pool == [
+        "First for Women is a woman's magazine in the USA.",
+        "The magazine was part of Enoble Media Group; it closed in 2011.",
+    ]
     # A year in brackets and an index are no citation markers: they stay. Ranges and glued markers go.
     assert merge(["Founded [1844] in Philadelphia."], []).pool == ["Founded [1844] in Philadelphia."]
     assert merge(["Its list a[0] held it."], []).pool == ["Its list a[0] held it."]
     assert merge(["Women's magazines[1-3] sold[4]well."], []).pool == ["Women's magazines sold well."]
-    stored = ConceptPool(step=1, concepts=["Arthur's Magazine was a literary periodical [1]."],
-                         added=["Arthur's Magazine was a literary periodical [1]."])
+    stored = ConceptPool(
+        step=1,
+        concepts=["Arthur's Magazine was a literary periodical [1]."],
+        added=["Arthur's Magazine was a literary periodical [1]."],
+    )
     assert stored.panel_markdown() == "- **new** · Arthur's Magazine was a literary periodical."

@@ -47,7 +47,9 @@ def test_section_evidence_is_the_top_k_for_the_title_and_each_subsection_by_simi
     fake_llm.when(POLISH_OUTLINE, SECTIONS)
     fake_llm.when(WRITE_SECTION, section_writer())
     with FakeOpenAIServer() as server:
-        services.runner.services.provide(Embedder, OpenAIEmbeddings(EmbeddingsSettings(base_url=server.base_url, model="fake-embed")))
+        services.runner.services.provide(
+            Embedder, OpenAIEmbeddings(EmbeddingsSettings(base_url=server.base_url, model="fake-embed"))
+        )
         run_id = _run(services, {"subnodes": 2, "max_depth": 1, "snippets_per_section": 2})
         asked = [text for request in server.embedding_requests for text in request["input"]]
     sources = _tree_sources(services, run_id)
@@ -57,7 +59,10 @@ def test_section_evidence_is_the_top_k_for_the_title_and_each_subsection_by_simi
     assert [h["heading"] for h in match["evidence"]["headings"]] == ["The match", "First half", "Second half"]
     for section in sections:
         evidence = section["evidence"]
-        assert evidence["by"] == f"embeddings: embeddings fake-embed at {services.runner.services.get(Embedder).settings.base_url}"
+        assert (
+            evidence["by"]
+            == f"embeddings: embeddings fake-embed at {services.runner.services.get(Embedder).settings.base_url}"
+        )
         for heading in evidence["headings"]:
             # The bare heading is what is compared (no topic in front), as in the paper.
             assert heading["heading"] in asked

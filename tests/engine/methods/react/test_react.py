@@ -31,8 +31,11 @@ def test_the_default_path_searches_then_answers_with_citations_that_resolve(serv
     assert run.status == RunStatus.DONE
     steps = chain(services, run_id)
     assert [n.data["action"] for n in steps] == ["search", "search", "finish"]
-    assert [n.label for n in steps] == ["Search: Arthur's Magazine", "Search: First for Women",
-                                        "Finish: Arthur's Magazine"]
+    assert [n.label for n in steps] == [
+        "Search: Arthur's Magazine",
+        "Search: First for Women",
+        "Finish: Arthur's Magazine",
+    ]
     # A chain: each step is the child of the one before.
     assert [n.parent_id for n in steps[1:]] == [n.id for n in steps[:-1]]
     answer = next(n for n in services.repo.list_nodes(run_id) if n.kind == "answer")
@@ -46,20 +49,35 @@ def test_the_default_path_searches_then_answers_with_citations_that_resolve(serv
 
 
 def test_the_last_step_allowed_may_only_finish(services, fake_llm):
-    fake_llm.when(prompt="react.step", respond=lambda r: step(
-        *(("finish", "Arthur's Magazine") if "must finish now" in text(r) else ("search", f"query {text(r).count('Action ')}"))))
+    fake_llm.when(
+        prompt="react.step",
+        respond=lambda r: step(
+            *(
+                ("finish", "Arthur's Magazine")
+                if "must finish now" in text(r)
+                else ("search", f"query {text(r).count('Action ')}")
+            )
+        ),
+    )
     run_id = run_to_end(services, QUESTION, "react", {"max_steps": 3})
     steps = chain(services, run_id)
     assert len(steps) == 3 and steps[-1].data["forced"] and steps[-1].data["action"] == "finish"
     # The forced step was asked with a schema that allows only finish.
     last_request = fake_llm.calls_for("react.step")[-1]
-    assert last_request.json_schema is None or "search" not in json.dumps(last_request.json_schema["properties"]["action"])
+    assert last_request.json_schema is None or "search" not in json.dumps(
+        last_request.json_schema["properties"]["action"]
+    )
     assert services.repo.get_run(run_id).status == RunStatus.DONE
 
 
 def test_a_repeated_query_is_not_searched_again_and_the_model_is_told(services, fake_llm):
-    answers = iter([step("search", "Arthur's Magazine"), step("search", "arthur's   magazine"),
-                    step("finish", "Arthur's Magazine")])
+    answers = iter(
+        [
+            step("search", "Arthur's Magazine"),
+            step("search", "arthur's   magazine"),
+            step("finish", "Arthur's Magazine"),
+        ]
+    )
     fake_llm.when(prompt="react.step", respond=lambda r: next(answers))
     run_id = run_to_end(services, QUESTION, "react")
     steps = chain(services, run_id)
@@ -87,12 +105,18 @@ def test_an_unusable_step_fails_the_run_truthfully_and_a_resume_goes_on(services
 def test_on_the_built_in_model_a_question_the_sources_do_not_cover_is_said_so(services, fake_llm):
     """A run stored as the built-in model's (it answers only from sources): nothing any search found is
     about the question, so the answer says so without asking the model, and the report is ours."""
-    fake_llm.when(prompt="react.step", respond=lambda r: step(
-        *(("finish", "unknown") if "Action 1" in text(r) else ("search", "zzqx qqzv"))))
+    fake_llm.when(
+        prompt="react.step",
+        respond=lambda r: step(*(("finish", "unknown") if "Action 1" in text(r) else ("search", "zzqx qqzv"))),
+    )
     services.runner.llm_for = lambda run: fake_llm
-    run = services.runner.create_run(question="What is the zzqx qqzv?", method="react", params={},
-                                     llm_info={"kind": "local", "model": "built-in", "description": "built-in"},
-                                     search_mode="local")
+    run = services.runner.create_run(
+        question="What is the zzqx qqzv?",
+        method="react",
+        params={},
+        llm_info={"kind": "local", "model": "built-in", "description": "built-in"},
+        search_mode="local",
+    )
     services.runner.start(run.id)
     final = services.runner.wait(run.id, timeout=60)
     assert final.status == RunStatus.DONE and "do not cover this question" in final.warning

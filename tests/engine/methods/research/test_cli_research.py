@@ -26,14 +26,25 @@ def check_report(text: str) -> None:
 
 def test_research_with_the_fake_on_the_bundled_corpus(prebuilt_corpus_home, capsys, tmp_path):
     out_file = tmp_path / "report.md"
-    code, out, err = cli_run(capsys, "run", RESEARCHY, "--method", "research", "--llm", "fake", "--search", "local",
-                             "--out", str(out_file))
+    code, out, err = cli_run(
+        capsys, "run", RESEARCHY, "--method", "research", "--llm", "fake", "--search", "local", "--out", str(out_file)
+    )
     assert code == cli.EXIT_OK, err
     run, nodes, sources = stored_run(run_id_of(out))
     assert run.status == RunStatus.DONE
     kinds = [n.kind for n in sorted(nodes, key=lambda n: n.id)]
-    assert kinds == ["question", "search", "rerank", "summary", "reasoning", "search", "rerank", "summary", "reasoning",
-                     "answer"]
+    assert kinds == [
+        "question",
+        "search",
+        "rerank",
+        "summary",
+        "reasoning",
+        "search",
+        "rerank",
+        "summary",
+        "reasoning",
+        "answer",
+    ]
     assert sources and all(s.kind == "corpus" for s in sources)
     answer = next(n for n in nodes if n.kind == "answer")
     assert answer.status == NodeStatus.DONE and answer.data["checked"] and answer.data["search_count"] == 2
@@ -42,9 +53,22 @@ def test_research_with_the_fake_on_the_bundled_corpus(prebuilt_corpus_home, caps
 
 def test_research_with_web_search_mocked(prebuilt_corpus_home, capsys, monkeypatch):
     web = FakeDDGS(WEB_ROWS)
-    monkeypatch.setattr("engine.search.web.default_ddgs_factory", lambda *a, **k: (lambda: web))
-    code, out, err = cli_run(capsys, "run", RESEARCHY, "--method", "research", "--llm", "fake", "--search", "web",
-                             "--profile", "quick", "--param", "relevance_floor=0")
+    monkeypatch.setattr("engine.search.web.default_ddgs_factory", lambda *a, **k: lambda: web)
+    code, out, err = cli_run(
+        capsys,
+        "run",
+        RESEARCHY,
+        "--method",
+        "research",
+        "--llm",
+        "fake",
+        "--search",
+        "web",
+        "--profile",
+        "quick",
+        "--param",
+        "relevance_floor=0",
+    )
     assert code == cli.EXIT_OK, err
     run, nodes, sources = stored_run(run_id_of(out))
     assert run.status == RunStatus.DONE and run.params["max_searches"] == 1
@@ -58,9 +82,25 @@ def test_research_against_an_openai_compatible_server(prebuilt_corpus_home, caps
     with FakeOpenAIServer() as server:
         monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
         monkeypatch.setenv("OPENAI_API_KEY", "test")
-        code, out, err = cli_run(capsys, "run", RESEARCHY, "--method", "research", "--llm", "openai", "--search",
-                                 "local", "--param", "reranker=llm", "--param", "search_top_k=8",
-                                 "--param", "max_searches=1", "--out", str(out_file))
+        code, out, err = cli_run(
+            capsys,
+            "run",
+            RESEARCHY,
+            "--method",
+            "research",
+            "--llm",
+            "openai",
+            "--search",
+            "local",
+            "--param",
+            "reranker=llm",
+            "--param",
+            "search_top_k=8",
+            "--param",
+            "max_searches=1",
+            "--out",
+            str(out_file),
+        )
         requests = server.requests
     assert code == cli.EXIT_OK, err
     run, nodes, _ = stored_run(run_id_of(out))
