@@ -4,7 +4,6 @@ Nothing here is a module global; the CLI and the web app each build one `Service
 
 from __future__ import annotations
 
-import gc
 import threading
 from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ from engine.config import LLMSettings, Settings, is_search_mode, load_settings
 from engine.config_values import ConfigError
 from engine.evaluate.claims import ClaimSupportResult, check_and_store
 from engine.evaluate.run_report import load_judged_run
+from engine.heap import freeze_loaded
 from engine.knowledge.open import KnowledgeLayer
 from engine.llm.counted import EvalLLM
 from engine.llm.fake import FakeLLM
@@ -190,6 +190,7 @@ class Services:
                     if error is not None:
                         raise error
                     self._llms[kind] = OpenAICompatibleLLM(self.settings.llm, self.limiter, modes=self.structured_modes)
+                    freeze_loaded("openai SDK")
                 elif kind == "local":
                     self._llms[kind] = self._build_local_llm()
                 else:
@@ -272,6 +273,7 @@ class Services:
         with self._lock:
             if identity not in self._endpoint_llms:
                 self._endpoint_llms[identity] = OpenAICompatibleLLM(settings, self.limiter, modes=self.structured_modes)
+                freeze_loaded("openai SDK")
             return self._endpoint_llms[identity]
 
     # ------------------------------------------------------------- search
@@ -393,21 +395,9 @@ def build_services(settings: Settings | None = None, *, read_only_ok: bool = Fal
     else:
         queue, limiter = None, ConcurrencyLimiter(settings.llm.concurrency)
     services = Services(settings=settings, db=db, repo=Repository(db), limiter=limiter, prices=prices, queue=queue)
-    _freeze_startup_heap()
+    # The modules, their pydantic schemas and SQLAlchemy tables, and these services.
+    freeze_loaded("start-up")
     return services
-
-
-def _freeze_startup_heap() -> None:
-    """Once per process, after its first services are built: collect, then move every object left
-    (the modules, their pydantic schemas and SQLAlchemy tables, these services) out of the garbage
-    collector's walks (`gc.freeze`). They live as long as the process. Walking them again cost each
-    full collection 90-180 ms, and one landed in about one run in three, inside a retrieval round
-    (docs/benchmarks.md, issue 44). Objects made later are collected as before. The collector is the
-    process's, so is the record that this was done: its count of frozen objects."""
-    if gc.get_freeze_count():
-        return
-    gc.collect()
-    gc.freeze()
 
 
 __all__ = ["LLM_KINDS", "LLMAuthError", "Services", "build_services"]
