@@ -22,6 +22,7 @@ from storage.repository_base import (
     _nodes,
     _runs,
 )
+from storage.rows_run_states import state_version_insert
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,17 @@ class EventRecord:
 
 
 @dataclass(frozen=True)
+class StateRecord:
+    """A new version of one of the run's states, as `save_run_state` takes it, with the moment it
+    was saved."""
+
+    name: str
+    data: Mapping[str, Any]
+    schema: int = 1
+    created_at: datetime = field(default_factory=utcnow)
+
+
+@dataclass(frozen=True)
 class RunEnding:
     """How a run's execution ended, stored with its last batch: the run's columns (`status`, ...)
     and the step-log line that says it (`Repository.run_ending` makes one)."""
@@ -89,6 +101,8 @@ class RunWrites:
     edges: list[tuple[int, int, str, dict[str, Any]]] = field(default_factory=list)
     # New versions of the run's reports, in the order they were written.
     reports: list[Report] = field(default_factory=list)
+    # New versions of the run's states, in the order they were saved.
+    states: list[StateRecord] = field(default_factory=list)
     # How the execution ended, stored last: the batch is the run's final write.
     ending: RunEnding | None = None
 
@@ -102,6 +116,7 @@ class RunWrites:
             or self.links
             or self.edges
             or self.reports
+            or self.states
             or self.ending
         )
 
@@ -119,6 +134,7 @@ class RunWrites:
             self.links + later.links,
             self.edges + later.edges,
             self.reports + later.reports,
+            self.states + later.states,
             later.ending or self.ending,
         )
 
@@ -218,6 +234,8 @@ class BatchRows(RepositoryBase):
                         created_at=report.created_at,
                     )
                 )
+            for state in writes.states:  # each its own version, in order: each sees the one before
+                s.execute(state_version_insert(run_id, state.name, state.data, state.schema, state.created_at))
             if ending is not None and ending.terminal:
                 self._refresh_node_usage(s, run_id)
             calls = writes.calls

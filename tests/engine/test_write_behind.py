@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from engine.contract import RunStateModel
 from engine.graph import RunGraph
 from engine.runner import RunControl
 from engine.search.protocol import Hit
@@ -369,3 +370,39 @@ def test_an_end_the_database_refuses_is_dropped_and_the_runs_writes_kept(databas
         assert repo.get_run(run_id).status != "done"
     finally:
         db.dispose()
+
+
+class Pool(RunStateModel):
+    concepts: list[str] = []
+
+
+def test_run_states_are_gathered_each_stored_as_the_next_version_in_order(repo):
+    """A run state saved while the run executes is stored with the journal's next batch, each save
+    its own version in the order they were made (the graph answers reads of the latest meanwhile);
+    a read of a state's versions stores the gathered ones first."""
+    run_id = _run(repo)
+    journal = RunJournal(repo, run_id, delay_s=HELD_S)
+    graph = RunGraph(repo, run_id, journal=journal)
+    graph.has_no_nodes(first_execution=True)
+    with statements(repo) as counts:
+        graph.save_state("pool", Pool(concepts=["tides"]))
+        graph.save_state("pool", Pool(concepts=["tides", "moon"]))
+        latest = graph.state("pool", Pool)
+    assert sum(counts.values()) == 0  # gathered, and read from memory
+    assert latest == Pool(concepts=["tides", "moon"]) and repo.list_run_states(run_id) == []
+    assert [p.concepts for p in graph.state_history("pool", Pool)] == [["tides"], ["tides", "moon"]]
+    graph.save_state("pool", Pool(concepts=["sun"]))
+    graph.save_state("outline", Pool(concepts=["a"]))
+    version = repo.get_run(run_id).version
+    with statements(repo) as counts:
+        graph.settle()
+    assert counts["COMMIT"] == 1
+    stored = repo.list_run_states(run_id)
+    assert [(s.name, s.version, s.data["concepts"]) for s in stored] == [
+        ("outline", 1, ["a"]),
+        ("pool", 1, ["tides"]),
+        ("pool", 2, ["tides", "moon"]),
+        ("pool", 3, ["sun"]),
+    ]
+    assert repo.get_run(run_id).version == version + 1  # readers of the run learn of them
+    assert graph.state("pool", Pool) == Pool(concepts=["sun"])  # from storage now
