@@ -141,6 +141,10 @@ class OmniThinkMethod(Method[OmniThinkParams]):
         pending = [n for n in self._tree(ctx) if n.status == NodeStatus.PENDING]
         if not pending:
             return False
+        self._retrieve_all(ctx, pending)
+        return True
+
+    def _retrieve_all(self, ctx: RunContext[OmniThinkParams], pending: list[Node]) -> None:
         # The round's queries are embedded first, in a batch a core, not each by its own search. The
         # relevance floor embeds the query as the model wrote it, when `prefix_topic` searches another.
         floor = ctx.params.relevance_floor > 0
@@ -153,7 +157,6 @@ class OmniThinkMethod(Method[OmniThinkParams]):
             ]
         )
         ctx.parallel([partial(self._retrieve, ctx, node) for node in pending])
-        return True
 
     @staticmethod
     def _queries(node: Node) -> list[str]:
@@ -272,8 +275,15 @@ class OmniThinkMethod(Method[OmniThinkParams]):
         # What is explored is read once for the whole layer: a leaf's prompt must not depend on which of
         # its siblings' expansions happened to finish first (and `--llm fake` stays deterministic).
         live = self._live(ctx)
-        ctx.parallel([partial(self._expand_leaf, ctx, leaf, params.subnodes, False, live) for leaf in leaves])
+        ctx.parallel([partial(self._expand_and_retrieve, ctx, leaf, params.subnodes, live) for leaf in leaves])
         return True
+
+    def _expand_and_retrieve(self, ctx: RunContext[OmniThinkParams], leaf: Node, k: int, live: list[Node]) -> None:
+        """A leaf's expansion, then at once the searches of the sub-nodes it made: they need nothing
+        but its answer, so they run while the layer's other leaves still wait for theirs (a model
+        answers a layer's prompts seconds apart). The next step reflects on the whole layer."""
+        if self._expand_leaf(ctx, leaf, k, False, live):
+            self._retrieve_all(ctx, [n for n in ctx.graph.children(leaf) if n.status == NodeStatus.PENDING])
 
     def _expand_leaf(
         self, ctx: RunContext[OmniThinkParams], leaf: Node, k: int, forced: bool, live: list[Node] | None = None

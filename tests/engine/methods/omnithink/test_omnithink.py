@@ -62,6 +62,7 @@ from tests.engine.methods.omnithink.omnithink_scripts import (
     graph_state,
     listed_titles,
     live,
+    node_of,
     outline,
     prompts_with,
     root_of,
@@ -194,22 +195,45 @@ def test_leaves_of_one_step_expand_concurrently(services, fake_llm):
 
 
 def test_a_rounds_queries_are_embedded_before_its_searches_a_batch_a_core(services, fake_llm, monkeypatch):
-    """Each search embeds its query (the dense first stage, the relevance floor). A round's queries
-    are embedded first, together, in a batch per core when each gets 4 or more, so every query is
-    embedded once and the searches find their vectors made."""
+    """Each search embeds its query (the dense first stage, the relevance floor). The queries of a
+    leaf's new sub-nodes are embedded first, together (a batch per core when each gets 4 or more), so
+    every query is embedded once and the searches find their vectors made."""
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     embedder = RememberingWords()
     services.runner.services.provide(Embedder, embedder)
     fake_llm.when(EXPAND, ExpandScript())
     run_id = _finished(services, {"subnodes": 3, "max_depth": 2})
     nodes = tree(services, run_id)
-    for depth, count, batches in ((1, 6, 1), (2, 18, 2)):  # 6 queries in one batch, 18 in two
-        queries = {q for n in nodes if n.depth == depth for q in n.data["keywords"]}
-        assert len(queries) == count
+    parents = {n.parent_id for n in nodes if n.depth > 0}
+    assert len(parents) == 4  # the root, then its three sub-nodes
+    for parent in parents:
+        queries = {q for n in nodes if n.parent_id == parent for q in n.data["keywords"]}
+        assert len(queries) == 6
         first = next(i for i, call in enumerate(embedder.calls) if queries & set(call))
-        ahead = embedder.calls[first : first + batches]
-        assert set().union(*ahead) == queries and sum(map(len, ahead)) == len(queries)
+        assert set(embedder.calls[first]) == queries  # 6 queries: one batch
     assert len(embedder.computed) == len(set(embedder.computed))  # nothing embedded twice
+
+
+def test_a_leafs_sub_nodes_are_searched_while_the_layers_other_leaves_wait(services, fake_llm):
+    """A leaf's new sub-nodes need nothing but its expansion: they are searched at once, while the
+    layer's other leaves still wait for their answers. Here "Aspect 2" answers only once the queries
+    of "Aspect 1"'s sub-nodes are embedded (the first thing their searches do): a round retrieved
+    after the whole layer's expansions would wait on it."""
+    first_leafs = {f"aspect 1.{i} {word}" for i in (1, 2, 3) for word in ("premiership", "season")}
+    embedder = RememberingWords(wanted=first_leafs)
+    services.runner.services.provide(Embedder, embedder)
+    script = ExpandScript()
+
+    def expand(request):
+        if node_of(request) == "Aspect 2":
+            assert embedder.ready.wait(timeout=120), "Aspect 1's sub-nodes were not searched while Aspect 2 waited"
+        return script(request)
+
+    fake_llm.when(EXPAND, expand)
+    run_id = _finished(services, {"subnodes": 3, "max_depth": 2})
+    nodes = tree(services, run_id)
+    assert sum(n.depth == 2 for n in nodes) == 9
+    assert all(n.status == NodeStatus.DONE for n in nodes)
 
 
 def test_the_drafts_headings_are_embedded_while_the_model_polishes_the_outline(services, fake_llm):
