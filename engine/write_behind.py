@@ -1,5 +1,6 @@
-"""Group commit for a running run: its LLM calls, step-log lines and node updates are gathered and
-stored together, a moment after they are made, in one transaction (`Repository.write_batch`).
+"""Group commit for a running run: its LLM calls, step-log lines, node updates, reports and run
+states are gathered and stored together, a moment after they are made, in one transaction
+(`Repository.write_batch`).
 
 Why: a step makes its writes in bursts (a call ends; its usage, the node's checkpoint and the next
 step's narration follow within milliseconds). Written one by one, each cost three statements and a
@@ -27,7 +28,7 @@ from typing import Any
 
 from storage.models import Report
 from storage.repository import Repository
-from storage.rows_batch import CallRecord, EventRecord, RunEnding, RunWrites
+from storage.rows_batch import CallRecord, EventRecord, RunEnding, RunWrites, StateRecord
 
 # How long a write waits for others to share its transaction.
 DEFAULT_DELAY_S = 0.2
@@ -121,6 +122,11 @@ class RunJournal:
         """`Repository.save_report`, gathered: a new version of one of the run's reports."""
         self._gather(lambda pending: pending.reports.append(report))
 
+    def save_state(self, name: str, data: Mapping[str, Any], schema: int = 1) -> None:
+        """`Repository.save_run_state`, gathered: the next version of one of the run's states."""
+        state = StateRecord(name=name, data=dict(data), schema=schema)
+        self._gather(lambda pending: pending.states.append(state))
+
     def run_usage(self, run_id: str) -> tuple[int, float]:
         """`UsageStore.run_usage`: what is stored plus what is gathered, (tokens, cost)."""
         self._check_run(run_id)
@@ -141,13 +147,15 @@ class RunJournal:
                 write_through = True
             else:
                 write_through = False
+                first = not self._pending
                 add(self._pending)
                 if self._flusher is None:
                     self._flusher = threading.Thread(
                         target=self._flush_loop, daemon=True, name=f"journal-{self.run_id}"
                     )
                     self._flusher.start()
-                self._lock.notify_all()
+                if first:  # the flusher waits for a first write, then only its delay (or close)
+                    self._lock.notify_all()
         if write_through:
             through = RunWrites()
             add(through)
@@ -195,6 +203,14 @@ class RunJournal:
         stored first."""
         with self._lock:
             if not self._pending.edges and self._error is None:
+                return
+        self.flush()
+
+    def flush_states(self) -> None:
+        """`flush`, when run states are among what is gathered: what a read of a state's versions
+        from storage needs stored first."""
+        with self._lock:
+            if not self._pending.states and self._error is None:
                 return
         self.flush()
 
