@@ -180,10 +180,7 @@ class RunJournal:
     def flush_nodes(self) -> None:
         """`flush`, when node updates are among what is gathered: what a read of nodes needs
         stored first. Calls and step-log lines alone change no node row, and wait for their batch."""
-        with self._lock:
-            if not self._pending.nodes and self._error is None:
-                return
-        self.flush()
+        self._flush_when(lambda pending: pending.nodes)
 
     def add_edge(self, src: int, dst: int, kind: str, data: Mapping[str, Any]) -> None:
         """`Repository.add_edge`, gathered (an edge already there is kept as it is)."""
@@ -193,24 +190,22 @@ class RunJournal:
     def flush_links(self) -> None:
         """`flush`, when links of sources are among what is gathered: what a read of a node's
         sources from storage needs stored first."""
-        with self._lock:
-            if not self._pending.links and self._error is None:
-                return
-        self.flush()
+        self._flush_when(lambda pending: pending.links)
 
     def flush_edges(self) -> None:
         """`flush`, when edges are among what is gathered: what a read or removal of edges needs
         stored first."""
-        with self._lock:
-            if not self._pending.edges and self._error is None:
-                return
-        self.flush()
+        self._flush_when(lambda pending: pending.edges)
 
     def flush_states(self) -> None:
         """`flush`, when run states are among what is gathered: what a read of a state's versions
         from storage needs stored first."""
+        self._flush_when(lambda pending: pending.states)
+
+    def _flush_when(self, gathered: Callable[[RunWrites], object]) -> None:
+        """`flush`, when `gathered(pending)` holds (or a refused batch waits to be tried again)."""
         with self._lock:
-            if not self._pending.states and self._error is None:
+            if not gathered(self._pending) and self._error is None:
                 return
         self.flush()
 
