@@ -19,7 +19,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, TypeVar
 
-from engine.search.protocol import Candidates, Hit, Searcher, candidates_of
+from engine.search.protocol import Candidates, Hit, Searcher, ranking_of
 from engine.search.rerank import Reranker
 
 if TYPE_CHECKING:  # only for annotations
@@ -77,8 +77,21 @@ class FusedSearcher:
         """The fused top `k`, with snippets to come where a searcher's are (`Candidates`)."""
         if k <= 0:
             return Candidates([], list)
-        stages = [candidates_of(s, query, max(k, self.depth)) for s in self.searchers]
-        fused = [replace(hit, score=score) for hit, score in fuse([s.hits for s in stages], key=lambda h: h.ref)[:k]]
+        stages = [ranking_of(s, query, max(k, self.depth)) for s in self.searchers]
+        kept = fuse([stage.refs for stage in stages], key=lambda ref: ref)[:k]
+        # A ref's hit is made by the first stage that ranks it, as `fuse` keeps an item's first
+        # occurrence; only the kept refs' hits are made.
+        owner: dict[str, int] = {}
+        for number, stage in enumerate(stages):
+            for ref in stage.refs:
+                owner.setdefault(ref, number)
+        made: dict[str, Hit] = {}
+        for number, stage in enumerate(stages):
+            mine = [(ref, score) for ref, score in kept if owner[ref] == number]
+            if mine:
+                refs, scores = zip(*mine)
+                made.update(zip(refs, stage.hits(refs, scores)))
+        fused = [made[ref] for ref, _score in kept]
 
         def finish(kept: list[Hit]) -> list[Hit]:
             for stage in stages:

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from engine.search.chunking import chunk_text, iter_chunks
 from engine.search.loaders import LoadedDocument, Skipped, TextFileDocument, iter_documents, named_inside, path_text
-from engine.search.protocol import SNIPPET_LATER, Candidates, Hit, SearchError
+from engine.search.protocol import SNIPPET_LATER, Candidates, Hit, Ranking, SearchError
 from engine.search.vectors import CorpusEmbedding, VectorIndex
 from storage.corpus_store import AddStats, ChunkHit, CorpusLocked, CorpusStore, NewDocument
 
@@ -148,22 +148,40 @@ class LocalCorpusSearcher:
     def candidates(self, query: str, k: int) -> Candidates:
         """`search`'s hits with their snippets to come (`Candidates`): `finish` makes FTS5's snippet
         for the hits kept, the same as `search` gives them."""
+        chunks, first, finish = self._ranked(query, k)
+        return Candidates([corpus_hit(chunk, SNIPPET_LATER) for chunk in chunks], finish)
+
+    def ranking(self, query: str, k: int) -> Ranking:
+        """`search`'s order as refs (`Ranking`): the hits kept are made with their snippets to come,
+        which `finish` makes as `candidates`' does."""
+        chunks, first, finish = self._ranked(query, k)
+
+        def hits(refs: Sequence[str], scores: Sequence[float]) -> list[Hit]:
+            return [corpus_hit(first[ref], SNIPPET_LATER, score) for ref, score in zip(refs, scores)]
+
+        return Ranking([corpus_ref(chunk) for chunk in chunks], hits, finish)
+
+    def _ranked(
+        self, query: str, k: int
+    ) -> tuple[list[ChunkHit], dict[str, ChunkHit], Callable[[list[Hit]], list[Hit]]]:
+        """BM25's top `k` chunks without snippets, the first chunk of each ref, and the `finish`
+        that makes FTS5's snippets of the kept hits."""
         chunks = self.store.search(query, k, snippets=False)
-        chunk_of: dict[str, int] = {}
+        first: dict[str, ChunkHit] = {}
         for chunk in chunks:  # a ref twice (one document in two collections): fusion keeps the first
-            chunk_of.setdefault(corpus_ref(chunk), chunk.chunk_id)
+            first.setdefault(corpus_ref(chunk), chunk)
 
         def finish(kept: list[Hit]) -> list[Hit]:
-            later = [chunk_of[hit.ref] for hit in kept if hit.snippet == SNIPPET_LATER and hit.ref in chunk_of]
+            later = [first[hit.ref].chunk_id for hit in kept if hit.snippet == SNIPPET_LATER and hit.ref in first]
             made = self.store.snippets(query, later) if later else {}
             return [
-                replace(hit, snippet=made.get(chunk_of[hit.ref]) or hit.text[:300])
-                if hit.snippet == SNIPPET_LATER and hit.ref in chunk_of
+                replace(hit, snippet=made.get(first[hit.ref].chunk_id) or hit.text[:300])
+                if hit.snippet == SNIPPET_LATER and hit.ref in first
                 else hit
                 for hit in kept
             ]
 
-        return Candidates([corpus_hit(chunk, SNIPPET_LATER) for chunk in chunks], finish)
+        return chunks, first, finish
 
     def titled(self, title: str) -> Hit | None:
         """The document titled `title` as one hit: its first chunk's reference, its whole text (an
@@ -269,9 +287,10 @@ class LocalCorpusSearcher:
 TITLED_PAGE_CHARS = 20_000
 
 
-def corpus_hit(hit: ChunkHit, snippet: str | None = None) -> Hit:
+def corpus_hit(hit: ChunkHit, snippet: str | None = None, score: float | None = None) -> Hit:
     """A corpus chunk as a search hit: its ref is the document's ref and the chunk's ordinal, the
-    id a run stores as a Source (the knowledge layer's collection graphs use the same)."""
+    id a run stores as a Source (the knowledge layer's collection graphs use the same). `snippet`,
+    `score`: in place of the chunk's."""
     return Hit(
         title=hit.title,
         ref=corpus_ref(hit),
@@ -279,7 +298,7 @@ def corpus_hit(hit: ChunkHit, snippet: str | None = None) -> Hit:
         text=hit.text,
         kind="corpus",
         url=hit.url,
-        score=hit.score,
+        score=hit.score if score is None else score,
     )
 
 

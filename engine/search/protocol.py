@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Literal, Protocol, runtime_checkable
 
 HitKind = Literal["corpus", "web"]
@@ -73,6 +73,36 @@ def candidates_of(searcher: Searcher, query: str, k: int) -> Candidates:
         found: Candidates = searcher.candidates(query, k)  # type: ignore[attr-defined]
         return found
     return Candidates(searcher.search(query, k), list)
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """A first stage's order as `Hit.ref`s, best first, for fusion, which ranks by ref and keeps
+    half of what its stages rank: `hits(refs, scores)` makes the hits of the refs kept (a ref twice
+    in `refs`: its first), each with the score given and its snippet to come as a `Candidates`' is
+    (`finish`). A hit costs more to make than to rank. Searchers that can define
+    `ranking(query, k) -> Ranking`; `ranking_of` makes one of any searcher's hits otherwise."""
+
+    refs: list[str]
+    hits: Callable[[Sequence[str], Sequence[float]], list[Hit]]
+    finish: Callable[[list[Hit]], list[Hit]]
+
+
+def ranking_of(searcher: Searcher, query: str, k: int) -> Ranking:
+    """`searcher`'s top `k` as a `Ranking`: its own where it ranks before it makes hits
+    (`ranking`), its candidates' otherwise."""
+    if callable(getattr(type(searcher), "ranking", None)):  # asked of the class, as `candidates_of`
+        ranked: Ranking = searcher.ranking(query, k)  # type: ignore[attr-defined]
+        return ranked
+    found = candidates_of(searcher, query, k)
+    first: dict[str, Hit] = {}
+    for hit in found.hits:
+        first.setdefault(hit.ref, hit)
+    return Ranking(
+        [hit.ref for hit in found.hits],
+        lambda refs, scores: [replace(first[ref], score=score) for ref, score in zip(refs, scores)],
+        found.finish,
+    )
 
 
 class SearchError(Exception):

@@ -190,3 +190,25 @@ def test_the_hybrid_search_makes_snippets_for_the_hits_it_keeps_the_same_as_befo
     burials = next(h for h in grave if h.title == "Westminster burials")
     # FTS5's passage around the words, not the text's start.
     assert "grave" in burials.snippet and burials.snippet != long_text[:300]
+
+
+def test_fusion_makes_hits_only_for_the_refs_it_keeps(corpus, monkeypatch):
+    import engine.search.local as local
+
+    embedder = HashedWords()
+    index = VectorIndex(corpus.store, "hashed-words")
+    index.update(lambda texts: embedder.embed(list(texts)))
+    hybrid = build_local_retrieval(corpus, RetrievalSettings(retriever="hybrid"), embedder, vectors=index)
+    fused = hybrid.searcher
+    made: list[str] = []
+    real = local.corpus_hit
+    monkeypatch.setattr(local, "corpus_hit", lambda chunk, *a, **kw: made.append(chunk.title) or real(chunk, *a, **kw))
+    # Both stages rank all five documents; the two kept are made, each once, by the stage that ranks it first.
+    assert len(fused.searchers[0].ranking(QUESTION, 50).refs) + len(fused.searchers[1].ranking(QUESTION, 50).refs) > 5
+    made.clear()
+    found = fused.candidates(QUESTION, 2)
+    assert sorted(made) == sorted(h.title for h in found.hits) and len(made) == 2
+    expected = fuse([[h.ref for h in stage.search(QUESTION, 50)] for stage in fused.searchers], key=lambda ref: ref)
+    assert [(h.ref, h.score) for h in found.hits] == expected[:2]
+    assert found.hits[0].snippet == SNIPPET_LATER  # BM25 ranks it first: its snippet is made when kept
+    assert all(h.snippet != SNIPPET_LATER for h in found.finish(found.hits))
