@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, TypeAlias, TypeVar
 
 from sqlalchemy import ColumnElement, Insert, ScalarSelect, Table, Update, func, update
@@ -20,6 +21,7 @@ from storage.models import (
     Edge,
     LLMCall,
     Node,
+    NodeSource,
     Run,
     RunEvent,
     table_of,
@@ -186,6 +188,16 @@ class RepositoryBase:
                 f"the {self.db.engine.dialect.name} database is not supported: use SQLite or PostgreSQL"
             )
         return self._upsert(table)
+
+    @cached_property
+    def _links_insert(self) -> UpsertInsert:
+        """`INSERT INTO node_sources ... ON CONFLICT DO NOTHING`, its rows given as parameters (an
+        executemany, in order: the first link of a pair is kept). Built once per repository: a
+        multi-row VALUES was built and compiled for every node's sources, a third of storing them."""
+        table = table_of(NodeSource)
+        return self._insert_on_conflict(table).on_conflict_do_nothing(
+            index_elements=[table.c.node_id, table.c.source_id]
+        )
 
     @staticmethod
     def _refresh_node_usage(s: Session, run_id: str) -> None:

@@ -7,14 +7,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 from typing import Any
 
 from sqlalchemy import bindparam, insert, update
 
-from storage.models import Edge, NodeSource, Report, table_of, utcnow
+from storage.models import Edge, Report, table_of, utcnow
 from storage.repository_base import (
     RepositoryBase,
     RunNotFound,
+    UpsertInsert,
     _calls,
     _chunks,
     _events,
@@ -147,12 +149,19 @@ def _same_columns(nodes: Mapping[int, Mapping[str, Any]]) -> dict[tuple[str, ...
     return groups
 
 
-_node_sources = table_of(NodeSource)
 _edges = table_of(Edge)
 _reports = table_of(Report)
 
 
 class BatchRows(RepositoryBase):
+    @cached_property
+    def _edges_insert(self) -> UpsertInsert:
+        """`INSERT INTO edges ... ON CONFLICT DO NOTHING`, its rows given as parameters (an executemany,
+        in order: the first edge of a kind is kept), built once per repository (as `_links_insert`)."""
+        return self._insert_on_conflict(_edges).on_conflict_do_nothing(
+            index_elements=[_edges.c.run_id, _edges.c.src, _edges.c.dst, _edges.c.kind]
+        )
+
     def write_batch(self, run_id: str, writes: RunWrites) -> None:
         """Store `writes` in one transaction: one INSERT of the calls, one of the events, one UPDATE
         per set of columns the nodes' updates set (an executemany over those nodes; their usage
@@ -202,27 +211,21 @@ class BatchRows(RepositoryBase):
                         for node_id, values in rows
                     ],
                 )
-            for links_chunk in _chunks(writes.links):  # in order: the first link of a pair is kept
+            if writes.links:  # in order: the first link of a pair is kept
                 s.execute(
-                    self._insert_on_conflict(_node_sources)
-                    .values(
-                        [
-                            {"node_id": node_id, "source_id": source_id, "rank": rank, "score": 0.0}
-                            for node_id, source_id, rank in links_chunk
-                        ]
-                    )
-                    .on_conflict_do_nothing(index_elements=[_node_sources.c.node_id, _node_sources.c.source_id])
+                    self._links_insert,
+                    [
+                        {"node_id": node_id, "source_id": source_id, "rank": rank, "score": 0.0}
+                        for node_id, source_id, rank in writes.links
+                    ],
                 )
-            for edges_chunk in _chunks(writes.edges):  # in order: the first edge of a kind is kept
+            if writes.edges:  # in order: the first edge of a kind is kept
                 s.execute(
-                    self._insert_on_conflict(_edges)
-                    .values(
-                        [
-                            {"run_id": run_id, "src": src, "dst": dst, "kind": kind, "data": dict(data)}
-                            for src, dst, kind, data in edges_chunk
-                        ]
-                    )
-                    .on_conflict_do_nothing(index_elements=[_edges.c.run_id, _edges.c.src, _edges.c.dst, _edges.c.kind])
+                    self._edges_insert,
+                    [
+                        {"run_id": run_id, "src": src, "dst": dst, "kind": kind, "data": dict(data)}
+                        for src, dst, kind, data in writes.edges
+                    ],
                 )
             for report in writes.reports:  # each its own version, in order (few: one or two a run)
                 s.execute(

@@ -138,8 +138,7 @@ class SourceRows(RepositoryBase):
             if node_id is not None and bump:
                 self._insert_rows_with_bump(s, lambda chunk: self._link_rows(node_id, chunk), link_rows, run_id)
             elif node_id is not None:
-                for links_chunk in _chunks(link_rows):
-                    s.execute(self._link_rows(node_id, links_chunk))
+                s.execute(self._links_insert, self._link_params(node_id, link_rows))
             elif bump:
                 s.execute(self._bump(run_id))
             s.commit()
@@ -159,13 +158,19 @@ class SourceRows(RepositoryBase):
         ).returning(*table.c)
 
     def _link_rows(self, node_id: int, links: Sequence[tuple[int, int, float]]) -> UpsertInsert:
-        """`INSERT INTO node_sources ... ON CONFLICT DO NOTHING` of (source id, rank, score)."""
+        """`INSERT INTO node_sources ... ON CONFLICT DO NOTHING` of (source id, rank, score), its rows
+        in the statement: what the version bump's CTE needs on PostgreSQL (`_insert_rows_with_bump`);
+        `_links_insert` with `_link_params` otherwise."""
         table = table_of(NodeSource)
         return (
             self._insert_on_conflict(table)
-            .values([dict(node_id=node_id, source_id=sid, rank=r, score=score) for sid, r, score in links])
+            .values(self._link_params(node_id, links))
             .on_conflict_do_nothing(index_elements=[table.c.node_id, table.c.source_id])
         )
+
+    @staticmethod
+    def _link_params(node_id: int, links: Sequence[tuple[int, int, float]]) -> list[dict[str, Any]]:
+        return [dict(node_id=node_id, source_id=sid, rank=r, score=score) for sid, r, score in links]
 
     def source_refs(self, run_id: str) -> set[str]:
         """The refs of the run's stored sources."""
@@ -181,8 +186,7 @@ class SourceRows(RepositoryBase):
         if not first:
             return
         with self._session() as s:
-            for chunk in _chunks(sorted((sid, r, 0.0) for sid, r in first.items())):
-                s.execute(self._link_rows(node_id, chunk))
+            s.execute(self._links_insert, self._link_params(node_id, sorted((sid, r, 0.0) for sid, r in first.items())))
             s.commit()
 
     def list_sources(self, run_id: str) -> list[Source]:
