@@ -292,8 +292,8 @@ class StoredVectors:
 class ChunkHit(NamedTuple):
     """One search result: a chunk and the document it belongs to. Higher `score` is better.
 
-    A named tuple, not a frozen dataclass: a hybrid search makes about 100 of these and keeps a
-    few, and a tuple is made in a fifth of the time (`bench_search_cpu.py`)."""
+    A named tuple, not a frozen dataclass: a hybrid search makes about 100 of these and keeps
+    half, and a tuple is made in half the time (1.2 against 2.3 µs)."""
 
     title: str
     ref: str

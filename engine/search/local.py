@@ -148,7 +148,7 @@ class LocalCorpusSearcher:
     def candidates(self, query: str, k: int) -> Candidates:
         """`search`'s hits with their snippets to come (`Candidates`): `finish` makes FTS5's snippet
         for the hits kept, the same as `search` gives them."""
-        chunks, first, finish = self._ranked(query, k)
+        chunks, _first, finish = self._ranked(query, k)
         return Candidates([corpus_hit(chunk, SNIPPET_LATER) for chunk in chunks], finish)
 
     def ranking(self, query: str, k: int) -> Ranking:
