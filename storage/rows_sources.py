@@ -161,12 +161,7 @@ class SourceRows(RepositoryBase):
         """`INSERT INTO node_sources ... ON CONFLICT DO NOTHING` of (source id, rank, score), its rows
         in the statement: what the version bump's CTE needs on PostgreSQL (`_insert_rows_with_bump`);
         `_links_insert` with `_link_params` otherwise."""
-        table = table_of(NodeSource)
-        return (
-            self._insert_on_conflict(table)
-            .values(self._link_params(node_id, links))
-            .on_conflict_do_nothing(index_elements=[table.c.node_id, table.c.source_id])
-        )
+        return self._links_insert.values(self._link_params(node_id, links))
 
     @staticmethod
     def _link_params(node_id: int, links: Sequence[tuple[int, int, float]]) -> list[dict[str, Any]]:
