@@ -71,16 +71,18 @@ def judge(query: str, hits: Sequence[Hit]) -> list[Judged]:
     if not wanted:
         return [Judged(hit, 1.0, ()) for hit in hits]
     hit_terms = [terms(f"{hit.title} {hit.text or hit.snippet}") for hit in hits]
+    # Rare among the hits = distinctive: 2; present in every hit = common ground: 1. Weighed once
+    # for all hits (100 hits of a research search: 100 times fewer membership tests).
+    weights = {term: 2.0 - sum(term in other for other in hit_terms) / max(len(hit_terms), 1) for term in wanted}
+    weight_all = 0.0
+    for weight in weights.values():  # added in this order, as each hit's share is below
+        weight_all += weight
     judged = []
     for hit, found in zip(hits, hit_terms):
         in_title = terms(hit.title)
         matched = wanted & found
-        weight_all = weight_matched = 0.0
-        for term in wanted:
-            # Rare among the hits = distinctive: 2; present in every hit = common ground: 1.
-            share = sum(term in other for other in hit_terms) / max(len(hit_terms), 1)
-            weight = 2.0 - share
-            weight_all += weight
+        weight_matched = 0.0
+        for term, weight in weights.items():
             if term in matched:
                 # A query term in the title says what the whole document is about: it counts double.
                 weight_matched += weight * (2.0 if term in in_title else 1.0)
