@@ -142,7 +142,7 @@ def child(args) -> dict:
     }
     for k in candidates:
         if k != candidates[0]:
-            searcher.candidates = k  # the K curve: the same first stage and reranker, another K
+            searcher.pool = k  # the K curve: the same first stage and reranker, another K
         for name in datasets:
             report = evaluate_retrieval(
                 searcher, items[name], dataset=name, retriever=args.retriever, reranker=args.reranker

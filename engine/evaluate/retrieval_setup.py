@@ -48,14 +48,14 @@ class RerankedSearcher:
             raise ValueError(f"candidates must be at least 1, not {candidates}")
         self.first_stage = first_stage
         self.reranker = reranker
-        self.candidates = candidates
+        self.pool = candidates  # the first stage's top K that are reranked
 
     @property
     def description(self) -> str:
-        return f"{self.first_stage.description}; top {self.candidates} reranked by {self.reranker.description}"
+        return f"{self.first_stage.description}; top {self.pool} reranked by {self.reranker.description}"
 
     def search(self, query: str, k: int = 5) -> list[Hit]:
-        return self.reranker.rerank(query, self.first_stage.search(query, self.candidates), k)
+        return self.reranker.rerank(query, self.first_stage.search(query, self.pool), k)
 
 
 def check_names(retriever: str, reranker: str) -> RetrievalSettings:

@@ -41,7 +41,7 @@ from engine.run_services import RunServices
 from engine.search.embeddings import Embedder, EmbeddingError
 from engine.search.fetch import PageFetcher
 from engine.search.pages import PagesRead, read_pages, readable
-from engine.search.protocol import Hit, Searcher, SearchError
+from engine.search.protocol import Candidates, Hit, Searcher, SearchError, candidates_of
 from engine.search.relevance import DEFAULT_FLOOR, RelevanceResult
 from storage.models import Command, Node
 from storage.statuses import NodeStatus
@@ -130,6 +130,7 @@ EMBED_BATCH = 4
 P = TypeVar("P", bound=MethodParams)
 # A structured answer's model (`RunLLM.ask`).
 T = TypeVar("T", bound=BaseModel)
+R = TypeVar("R")  # what a search gives (`RunContext._told`)
 Svc = TypeVar("Svc")  # a service a method asks its run for (`RunContext.service`)
 
 
@@ -178,11 +179,29 @@ class RunContext(Generic[P]):
         """`searcher.search`, told to the step log: what was searched, where, how much came back
         (or why the search failed: the SearchError is raised again). `searcher` is the run's own
         search seen another way (`combined.web_first`); the run's searcher by default."""
-        searcher = searcher or self.searcher
+        return self._told(query, node, searcher or self.searcher, lambda s: s.search(query, k=k), len)
+
+    def candidates(
+        self, query: str, *, k: int, node: Node | None = None, searcher: Searcher | None = None
+    ) -> Candidates:
+        """As `search`, for a step that keeps a few of the `k` hits: the snippets to come (the local
+        corpus's cost more than its ranking) are made by `finish`, for the hits it keeps."""
+        return self._told(
+            query, node, searcher or self.searcher, lambda s: candidates_of(s, query, k), lambda c: len(c.hits)
+        )
+
+    def _told(
+        self,
+        query: str,
+        node: Node | None,
+        searcher: Searcher,
+        search: Callable[[Searcher], R],
+        count: Callable[[R], int],
+    ) -> R:
         where = searcher.description
         node_id = node.id if node is not None else None
         try:
-            hits = searcher.search(query, k=k)
+            found = search(searcher)
         except SearchError as exc:
             self.graph.narrate(
                 narration.search_failed_text(query, where, str(exc)),
@@ -193,13 +212,13 @@ class RunContext(Generic[P]):
             )
             raise
         self.graph.narrate(
-            narration.search_text(query, where, len(hits)),
+            narration.search_text(query, where, count(found)),
             node_id=node_id,
             kind=narration.SEARCH,
             query=query,
-            found=len(hits),
+            found=count(found),
         )
-        return hits
+        return found
 
     def embed_ahead(self, texts: Sequence[str]) -> None:
         """Make these texts' vectors now, when the run's embedder remembers what it embedded (the

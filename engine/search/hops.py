@@ -38,7 +38,7 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from engine.search.local import corpus_hit
-from engine.search.protocol import NAMED_BY_QUESTION, Hit, Searcher, candidates_of, titled_page
+from engine.search.protocol import NAMED_BY_QUESTION, Candidates, Hit, Searcher, candidates_of, titled_page
 from storage.corpus_store import STOPWORDS, CorpusStore
 
 # The longest title, in words, the linker looks for: longer titles are rare and seldom quoted whole.
@@ -284,10 +284,10 @@ class HopSearcher:
     `ExcludingSearcher`: then an excluded page is neither returned nor followed, since pages are
     opened through its `titled`). `linkers`: share one cache between searchers of the same store."""
 
-    def __init__(self, searcher: Searcher, *, linkers: LinkerCache | None = None, candidates: int = CANDIDATES) -> None:
+    def __init__(self, searcher: Searcher, *, linkers: LinkerCache | None = None, pool: int = CANDIDATES) -> None:
         self.searcher = searcher
         self.linkers = linkers or LinkerCache()
-        self.candidates = candidates
+        self.pool = pool  # the candidates the hops reorder
 
     @property
     def description(self) -> str:
@@ -297,12 +297,17 @@ class HopSearcher:
         return titled_page(self.searcher, title)
 
     def search(self, query: str, k: int = 5) -> list[Hit]:
+        found = self.candidates(query, k)
+        return found.finish(found.hits)
+
+    def candidates(self, query: str, k: int) -> Candidates:
+        """The top `k` after the hops, with snippets to come (`Candidates`): made for the hits kept,
+        not the 50 candidates, here or by a caller that keeps fewer still (the research agent's top N)."""
         if k <= 0:
-            return []
-        # Snippets are made for the k hits kept, not the 50 candidates (`Candidates`).
-        found = candidates_of(self.searcher, query, max(self.candidates, k))
+            return Candidates([], list)
+        found = candidates_of(self.searcher, query, max(self.pool, k))
         linker = self.linkers.linker(self.store)
-        return found.finish(follow_hops(query, found.hits, linker, self.titled, k, self._first_chunk))
+        return Candidates(follow_hops(query, found.hits, linker, self.titled, k, self._first_chunk), found.finish)
 
     @property
     def store(self) -> CorpusStore:

@@ -28,7 +28,7 @@ from engine.config import RetrievalSettings, Settings
 from engine.search.embeddings import Embedder, EmbeddingReranker
 from engine.search.fusion import FusedReranker, FusedSearcher
 from engine.search.local import LocalCorpusSearcher
-from engine.search.protocol import NAMED_BY_QUESTION, Hit, Searcher
+from engine.search.protocol import NAMED_BY_QUESTION, Candidates, Hit, Searcher, candidates_of
 from engine.search.rerank import Reranker
 
 if TYPE_CHECKING:  # only for annotations: hops and the vectors are imported where first used
@@ -151,6 +151,9 @@ class _Described:
 
     def search(self, query: str, k: int = 5) -> list[Hit]:
         return self.inner.search(query, k)
+
+    def candidates(self, query: str, k: int) -> Candidates:
+        return candidates_of(self.inner, query, k)
 
     def titled(self, title: str) -> Hit | None:
         titled = getattr(self.inner, "titled", None)

@@ -77,7 +77,8 @@ def retrieve(ctx: RunContext[ResearchParams], node: Node) -> Node:
     params = ctx.params
     query = search_of(node).query
     try:
-        hits = ctx.search(query, k=params.search_top_k, node=node)
+        # K found, N kept: the snippets to come (the local corpus's) are made for the N (`finish` below).
+        found = ctx.candidates(query, k=params.search_top_k, node=node)
     except SearchError as exc:
         return ctx.graph.update(
             node,
@@ -96,6 +97,7 @@ def retrieve(ctx: RunContext[ResearchParams], node: Node) -> Node:
         reranker = choose_reranker(ctx, step)
     except RerankerUnavailable as exc:  # a setting, not an outage: said on the node, BM25 goes on
         reranker, rerank_error = builtin_reranker(ctx.embedder), f"{exc}; {FALLBACK_SAYS}"
+    hits = found.hits
     ctx.graph.narrate(f"reranking {len(hits)} documents: {reranker.description}", node_id=step.id)
     # All K ranked, the floor applied, then the top N kept: the summarizer gets the paper's N
     # documents whenever N pass the floor (cut first, 7 or 8 of 10 reached it).
@@ -106,13 +108,14 @@ def retrieve(ctx: RunContext[ResearchParams], node: Node) -> Node:
         reranker = builtin_reranker(ctx.embedder)
         ranked = reranker.rerank(query, hits, len(hits))
     floored = relevant_hits(query, ranked, floor=params.relevance_floor, embedder=ctx.embedder)
-    kept = floored.kept[: params.rerank_top_n]
+    top = floored.kept[: params.rerank_top_n]
     # Told of all K (as the node's "found" counts them); stored, only the hits the floor left out
     # from among those the kept ones outranked (the node's data stays small).
     ctx.note_unrelated(query, floored, node)
     position = {id(hit): i for i, hit in enumerate(ranked)}
-    last = position[id(kept[-1])] if kept else min(len(ranked), params.rerank_top_n)
-    relevant = RelevanceResult(kept, [j for j in floored.dropped if position[id(j.hit)] < last])
+    last = position[id(top[-1])] if top else min(len(ranked), params.rerank_top_n)
+    relevant = RelevanceResult(top, [j for j in floored.dropped if position[id(j.hit)] < last])
+    kept = found.finish(top)  # with their snippets
     # The paper's search returns whole documents; a search engine, snippets: read the pages.
     pages = ctx.read_pages(query, kept, limit=params.read_pages, max_chars=params.doc_chars, node=node)
     sources = ctx.graph.add_sources(pages.hits, node=node) if pages.hits else []

@@ -212,3 +212,23 @@ def test_fusion_makes_hits_only_for_the_refs_it_keeps(corpus, monkeypatch):
     assert [(h.ref, h.score) for h in found.hits] == expected[:2]
     assert found.hits[0].snippet == SNIPPET_LATER  # BM25 ranks it first: its snippet is made when kept
     assert all(h.snippet != SNIPPET_LATER for h in found.finish(found.hits))
+
+
+def test_the_hops_hand_on_their_hits_with_snippets_to_come(corpus):
+    """A caller that keeps a few of the hybrid search's hits (the research agent's top N of its K)
+    asks for candidates: the same hits as `search`, in its order, whose snippets `finish` makes, for
+    the hits given it only."""
+    embedder = HashedWords()
+    index = VectorIndex(corpus.store, "hashed-words")
+    index.update(lambda texts: embedder.embed(list(texts)))
+    hybrid = build_local_retrieval(corpus, RetrievalSettings(retriever="hybrid"), embedder, vectors=index)
+    assert isinstance(hybrid, HopSearcher)
+    searched = hybrid.search(QUESTION, 4)
+    found = hybrid.candidates(QUESTION, 4)
+    assert [h.ref for h in found.hits] == [h.ref for h in searched]
+    later = [h for h in found.hits if h.snippet == SNIPPET_LATER]
+    assert later, "BM25 ranks some of them first: their snippets are to come"
+    assert found.finish(found.hits) == searched
+    kept = found.finish([later[0]])
+    assert kept == [next(h for h in searched if h.ref == later[0].ref)]
+    assert hybrid.candidates(QUESTION, 0).hits == []

@@ -813,3 +813,22 @@ def test_the_writer_after_a_dropped_source_does_not_read_the_agents_old_numbers(
     steer_and_wait(services, run_id, "drop_source", {"number": 1})
     writer = request_text(fake_llm.calls_for(ANSWER)[-1])
     assert "Source dates Arthur's Magazine to 1844." in writer and "[3] dates" not in writer
+
+
+def test_a_search_makes_snippets_for_the_top_n_it_keeps_only(services, fake_llm, monkeypatch):
+    """The search tool ranks K = 100 documents and keeps N: the local corpus's snippets (a lookup each,
+    more than its ranking costs) are made for the N kept, and stored as a plain search gives them."""
+    from engine.methods.research.params import ResearchParams
+    from storage.corpus_store import CorpusStore
+
+    question = "What caused the decline of the Roman Empire?"
+    made: list[int] = []
+    real = CorpusStore.snippets
+    monkeypatch.setattr(CorpusStore, "snippets", lambda store, q, ids: made.extend(ids) or real(store, q, ids))
+    run_id = done_run(services, {"max_searches": 0}, question=question)
+    [search] = searches(services, run_id)
+    found = search.data["found"]
+    assert found > ResearchParams().rerank_top_n and 0 < len(made) <= len(search.data["ranked"])
+    searched = {h.ref: h for h in services.searcher("local").search(question, k=ResearchParams().search_top_k)}
+    stored = {s.ref: s for s in services.repo.list_sources(run_id)}
+    assert stored and all(s.snippet == searched[ref].snippet for ref, s in stored.items())
