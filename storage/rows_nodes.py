@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import delete, insert, update
+from sqlalchemy import Insert, delete, insert, update
 from sqlalchemy import select as sa_select
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.sql.dml import ReturningInsert
 from sqlmodel import Session, col, select
 
 from storage.models import (
     Edge,
     Node,
     Run,
+    loaded_row,
     table_of,
     utcnow,
 )
@@ -23,12 +26,18 @@ from storage.repository_base import (
     NodeNotFound,
     RepositoryBase,
     RunNotFound,
-    _chunks,
     _node_usage_columns,
     _nodes,
     _runs,
 )
 from storage.statuses import NodeStatus
+
+# A node's columns that an add leaves as the model's defaults (`error`, the usage totals).
+_NODE_DEFAULTS = {
+    name: field.default
+    for name, field in Node.model_fields.items()
+    if name != "id" and not field.is_required() and field.default_factory is None
+}
 
 
 class NodeRows(RepositoryBase):
@@ -74,44 +83,43 @@ class NodeRows(RepositoryBase):
         self, run_id: str, inputs: Sequence[NodeInput], order: int = 0, *, counted: bool = True
     ) -> list[Node]:
         now = utcnow()
-        nodes = [
-            Node(
-                run_id=run_id,
-                parent_id=i.parent_id,
-                kind=i.kind,
-                label=i.label,
-                content=i.content,
-                status=i.status,
-                depth=i.depth,
-                order=order,
-                priority=i.priority,
-                data=dict(i.data or {}),
-                created_at=now,
+        rows = [
+            {
+                **_NODE_DEFAULTS,
+                "run_id": run_id,
+                "parent_id": i.parent_id,
+                "kind": i.kind,
+                "label": i.label,
+                "content": i.content,
+                "status": i.status,
+                "depth": i.depth,
+                "order": order,
+                "priority": i.priority,
+                "data": dict(i.data or {}),
+                "created_at": now,
                 # Set here, not by the database, so the returned node is complete without a re-read.
-                started_at=now if i.status == NodeStatus.DONE else None,
-                finished_at=now if i.status == NodeStatus.DONE else None,
-            )
+                "started_at": now if i.status == NodeStatus.DONE else None,
+                "finished_at": now if i.status == NodeStatus.DONE else None,
+            }
             for i in inputs
         ]
         try:
             with self._session() as s:
-                s.add_all(nodes)
-                # The ids: one INSERT ... RETURNING on PostgreSQL; one INSERT per node on SQLite,
-                # where the ORM cannot otherwise tie the returned ids to the nodes.
-                s.flush()
+                # The ids, in the rows' order: one prepared INSERT ... RETURNING (the ORM's unit of
+                # work and a freshly compiled edge INSERT were most of a node's add).
+                ids = s.execute(self._nodes_insert, rows).scalars().all()
                 edges: list[dict[str, Any]] = [
-                    dict(run_id=run_id, src=i.parent_id, dst=n.id, kind=i.edge_kind, data={})
-                    for i, n in zip(inputs, nodes)
+                    dict(run_id=run_id, src=i.parent_id, dst=node_id, kind=i.edge_kind, data={})
+                    for i, node_id in zip(inputs, ids)
                     if i.parent_id is not None
                 ]
-                bump = {"node_count": _runs.c.node_count + len(nodes), "updated_at": now}
+                bump = {"node_count": _runs.c.node_count + len(rows), "updated_at": now}
                 if edges and counted:  # nothing to read back: one multi-row INSERT, with the bump on PostgreSQL
                     self._insert_rows_with_bump(
                         s, lambda rows: insert(table_of(Edge)).values(rows), edges, run_id, **bump
                     )
                 elif edges:
-                    for chunk in _chunks(edges):
-                        s.execute(insert(table_of(Edge)).values(chunk))
+                    s.execute(self._new_edges_insert, edges)
                 elif counted:
                     s.execute(self._bump(run_id, **bump))
                 s.commit()
@@ -122,7 +130,19 @@ class NodeRows(RepositoryBase):
             if not parents:
                 raise
             raise ValueError(f"a parent ({', '.join(map(str, parents))}) is not a node of run '{run_id}'") from exc
-        return nodes
+        return [loaded_row(Node, {**row, "id": node_id}) for row, node_id in zip(rows, ids)]
+
+    @cached_property
+    def _nodes_insert(self) -> ReturningInsert[tuple[int]]:
+        """`INSERT INTO nodes ... RETURNING id`, its rows given as parameters: an executemany whose ids
+        come back in the rows' order. Built once per repository."""
+        return insert(_nodes).returning(_nodes.c.id, sort_by_parameter_order=True)
+
+    @cached_property
+    def _new_edges_insert(self) -> Insert:
+        """`INSERT INTO edges`, its rows given as parameters (the edges to new nodes: none can
+        conflict). Built once per repository."""
+        return insert(table_of(Edge))
 
     def remove_edge(self, run_id: str, src: int, dst: int, kind: str) -> bool:
         """Remove the edge src -> dst of this kind; whether there was one."""

@@ -69,6 +69,31 @@ def test_add_nodes_one_transaction_one_version(repo):
     assert [e.dst for e in repo.list_edges(run.id, kind="proposal")] == [made[2].id]
 
 
+def test_add_nodes_uncounted_returns_the_stored_nodes_in_order(repo):
+    """An executing run's journal counts its nodes itself: the add stores nodes and edges (one
+    prepared INSERT each) and leaves the run's count and version alone; each node handed back is
+    the stored one, its id the one its row was given."""
+    run = repo.create_run(question="q", method="research", params={})
+    root = repo.add_node(run.id, kind="question", label="q")
+    before = repo.get_run(run.id)
+    with statements(repo) as counts:
+        made = repo.add_nodes(
+            run.id,
+            [NodeInput(kind="search", label=f"s{i}", parent_id=root.id, depth=1, data={"i": i}) for i in range(3)]
+            + [NodeInput(kind="note", label="free", status=NodeStatus.DONE)],
+            counted=False,
+        )
+    assert counts["COMMIT"] == 1 and counts["SELECT"] == 0
+    after = repo.get_run(run.id)
+    assert (after.version, after.node_count) == (before.version, before.node_count)
+    assert [n.label for n in made] == ["s0", "s1", "s2", "free"]
+    for node in made:
+        assert repo.get_node(node.id).model_dump() == node.model_dump()
+    assert [(e.src, e.dst, e.kind) for e in repo.list_edges(run.id)] == [
+        (root.id, made[i].id, "child") for i in range(3)
+    ]
+
+
 def test_add_nodes_refuses_a_parent_of_another_run_and_stores_nothing(repo):
     run = repo.create_run(question="q", method="deot", params={})
     other = repo.create_run(question="other", method="deot", params={})
