@@ -8,6 +8,7 @@ Invalid answers are re-asked with the validation error, a bounded number of time
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 import re
@@ -43,9 +44,16 @@ _FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
 
 
 def schema_for(output_type: type[BaseModel]) -> dict[str, Any]:
-    """The JSON schema the model sees. Class docstrings are notes for developers (e.g. which paper
-    figure a model follows): models, small ones especially, copy them into their answers, so they
-    are left out. Field descriptions, which are written for the model, stay."""
+    """The JSON schema the model sees, a copy of the caller's own. Class docstrings are notes for
+    developers (e.g. which paper figure a model follows): models, small ones especially, copy them
+    into their answers, so they are left out. Field descriptions, which are written for the model, stay."""
+    return copy.deepcopy(_schema(output_type))
+
+
+@functools.lru_cache(maxsize=1024)
+def _schema(output_type: type[BaseModel]) -> dict[str, Any]:
+    # Made once per model: pydantic builds it anew on every call, the most of a structured call's
+    # own CPU after the HTTP client's (a wave of calls made together waits on each other's).
     schema = output_type.model_json_schema()
     schema.pop("description", None)
     for definition in schema.get("$defs", {}).values():

@@ -475,3 +475,21 @@ def test_cut_off_under_a_cap_lowered_for_a_slow_machine_goes_compact_at_once():
     assert finding.answer == "short" and len(llm.requests) == 2
     full, compact = llm.requests[0].json_schema, llm.requests[1].json_schema
     assert compact == compact_schema(full, 60) != compact_schema(full, 1000)
+
+
+def test_a_models_schema_is_made_once_and_each_caller_gets_its_own_copy(monkeypatch):
+    """Pydantic makes a JSON schema anew on every call (a wave of structured calls waited on each
+    other's): it is made once per model, and what a caller changes in its copy reaches no one else."""
+    from engine.llm import structured
+
+    class Verdict(BaseModel):
+        supported: bool
+        why: str = ""
+
+    made = []
+    real = Verdict.model_json_schema
+    monkeypatch.setattr(Verdict, "model_json_schema", lambda: made.append(1) or real())
+    first = schema_for(Verdict)
+    first["properties"]["why"]["maxLength"] = 3
+    assert schema_for(Verdict) == structured.schema_for(Verdict) != first
+    assert "maxLength" not in schema_for(Verdict)["properties"]["why"] and len(made) == 1
