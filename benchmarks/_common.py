@@ -169,6 +169,7 @@ class EndpointProcess:
             "--latency",
             str(latency_s),
             "--stats",
+            "--keep-alive",  # as a real endpoint: a connection is reused, not opened per call
             *(arg for module in loads for arg in ("--load", module)),
         ]
         self._process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, text=True)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import base64
 import collections
+import contextlib
 import hashlib
 import importlib
 import json
@@ -32,6 +33,7 @@ import math
 import random
 import re
 import signal
+import socket
 import struct
 import sys
 import threading
@@ -119,8 +121,15 @@ class FakeOpenAIServer:
         include_usage: bool = True,
         chaos: Chaos | None = None,
         cap_output: bool = False,
+        keep_alive: bool = False,
     ) -> None:
         self.responder = responder if responder is not None else FakeLLM()
+        # HTTP/1.1 with persistent connections, as a real endpoint speaks (a benchmark's: a new TCP
+        # connection per call is a cost no real client pays); HTTP/1.0, one connection a request, by
+        # default, so a test's stopped server refuses at once.
+        self.keep_alive = keep_alive
+        self._connections: set[socket.socket] = set()
+        self.connections_accepted = 0
         self.latency_s = latency_s
         self.reject_json_schema = reject_json_schema
         self.api_key = api_key
@@ -171,6 +180,11 @@ class FakeOpenAIServer:
         self._stopping.set()  # wakes handlers sleeping on a delay
         self._httpd.shutdown()
         self._httpd.server_close()
+        with self._lock:  # idle persistent connections end with the server, as a real one's do
+            connections, self._connections = list(self._connections), set()
+        for connection in connections:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
         if self._thread is not None:
             self._thread.join(timeout=5)
         self._httpd = None
@@ -449,6 +463,21 @@ def _to_chat_request(body: dict[str, Any], prompt: str = "") -> ChatRequest:
 def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "FakeOpenAI/1.0"
+        protocol_version = "HTTP/1.1" if server.keep_alive else "HTTP/1.0"
+        # Headers and body go out as two writes: on a persistent connection, Nagle's algorithm would
+        # hold the body until the client's delayed ACK of the headers (40 ms). Real servers set it too.
+        disable_nagle_algorithm = server.keep_alive
+
+        def setup(self) -> None:
+            super().setup()
+            with server._lock:
+                server._connections.add(self.connection)
+                server.connections_accepted += 1
+
+        def finish(self) -> None:
+            with server._lock:
+                server._connections.discard(self.connection)
+            super().finish()
 
         def do_GET(self) -> None:  # noqa: N802 (http.server naming)
             if not server._authorized(self.headers.get("Authorization")):
@@ -520,6 +549,11 @@ def main(argv: list[str] | None = None) -> int:
         "prompts module registers them, e.g. engine.methods.research.prompts); repeatable",
     )
     parser.add_argument(
+        "--keep-alive",
+        action="store_true",
+        help="HTTP/1.1 with persistent connections, as a real endpoint (default: a connection per request)",
+    )
+    parser.add_argument(
         "--stats",
         action="store_true",
         help="when stopped, print one JSON line: the chat requests answered and the most in flight "
@@ -533,6 +567,7 @@ def main(argv: list[str] | None = None) -> int:
         port=args.port,
         reject_json_schema=args.reject_json_schema,
         api_key=args.api_key,
+        keep_alive=args.keep_alive,
     )
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):

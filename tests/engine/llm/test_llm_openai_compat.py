@@ -656,3 +656,20 @@ def test_a_server_process_with_stats_says_what_it_served_when_stopped():
         process.terminate()
         out, _ = process.communicate(timeout=30)
     assert json.loads(out.strip().splitlines()[-1]) == {"chat_requests": 2, "max_in_flight": 1}
+
+
+def test_a_keep_alive_server_reuses_one_connection_and_closes_it_when_stopped():
+    """The benchmarks' endpoint speaks HTTP/1.1 as a real one does: the client's calls share a
+    connection (a connection per call cost every call a TCP handshake no real client pays), and a
+    stopped server ends its idle connections instead of answering on them."""
+    with FakeOpenAIServer(keep_alive=True) as server:
+        llm = make_llm(server.base_url, max_retries=0)
+        answers = [llm.chat(text_request()).text for _ in range(3)]
+        assert all(answers) and server.connections_accepted == 1
+    with pytest.raises(LLMConnectionError):
+        llm.chat(text_request())
+    with FakeOpenAIServer() as closing:  # the tests' server: one connection a request
+        llm = make_llm(closing.base_url)
+        for _ in range(2):
+            llm.chat(text_request())
+        assert closing.connections_accepted == 2
