@@ -6,6 +6,7 @@ between steps by the shared toolkit (`engine/methods/steering.py`)."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from abc import ABC, abstractmethod
@@ -200,6 +201,7 @@ class RunContext(Generic[P]):
     ) -> R:
         where = searcher.description
         node_id = node.id if node is not None else None
+        self._embed_while_searching(query)
         try:
             found = search(searcher)
         except SearchError as exc:
@@ -219,6 +221,17 @@ class RunContext(Generic[P]):
             found=count(found),
         )
         return found
+
+    def _embed_while_searching(self, query: str) -> None:
+        """Start the query's vector on the pool, when the run's embedder remembers what it embedded:
+        the search ranks by words meanwhile, and its dense stage and the relevance floor find the
+        vector made or being made (`BuiltinEmbedder` waits for it) instead of making it after. A
+        query's vector is about 13 ms of CPU, as long as the rest of a search."""
+        embedder = self.embedder
+        if embedder is None or not getattr(embedder, "remembers_texts", False) or not query.strip():
+            return
+        with contextlib.suppress(RuntimeError):  # the pool is shutting down: the search embeds it
+            self.executor.submit(embedder.embed, [query])  # a failure is the search's to meet and say
 
     def embed_ahead(self, texts: Sequence[str]) -> None:
         """Make these texts' vectors now, when the run's embedder remembers what it embedded (the

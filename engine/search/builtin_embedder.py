@@ -66,6 +66,7 @@ class BuiltinEmbedder:
         self._shipped_path = shipped
         self._shipped: tuple[dict[str, int], np.ndarray] | None = None
         self._remembered: OrderedDict[str, list[float]] = OrderedDict()
+        self._embedding: dict[str, threading.Event] = {}  # texts being embedded now, by key
 
     @property
     def description(self) -> str:
@@ -78,14 +79,35 @@ class BuiltinEmbedder:
         vectors: list[Vector | None] = [self._known(key) for key in keys]
         # A text asked twice in one call is embedded once.
         todo = {keys[i]: texts[i] for i, vector in enumerate(vectors) if vector is None}
-        if todo:
-            computed = dict(zip(todo, self._loaded().encode(list(todo.values())).tolist()))
+        if not todo:
+            return vectors  # type: ignore[return-value]
+        # A text another thread is embedding now (a query embedded ahead of its search,
+        # `RunContext.candidates`) is waited for, not embedded twice.
+        with self._lock:
+            theirs = {self._embedding[key] for key in todo if key in self._embedding}
+            mine = {key: text for key, text in todo.items() if key not in self._embedding}
+            done = threading.Event()
+            self._embedding.update(dict.fromkeys(mine, done))
+        computed: dict[str, Vector] = {}
+        try:
+            if mine:
+                computed = dict(zip(mine, self._loaded().encode(list(mine.values())).tolist()))
+                with self._lock:
+                    self._remembered.update(computed)
+                    while len(self._remembered) > REMEMBERED:
+                        self._remembered.popitem(last=False)
+        finally:
             with self._lock:
-                self._remembered.update(computed)
-                while len(self._remembered) > REMEMBERED:
-                    self._remembered.popitem(last=False)
-            vectors = [computed.get(key, vector) for key, vector in zip(keys, vectors)]
-        return vectors  # type: ignore[return-value]
+                for key in mine:
+                    self._embedding.pop(key, None)
+            done.set()
+        for event in theirs:
+            event.wait()
+        # What the other thread could not embed (its encoder failed) is embedded here, or fails here.
+        return [
+            vector if vector is not None else computed.get(key) or self._known(key) or self.embed([text])[0]
+            for key, text, vector in zip(keys, texts, vectors)
+        ]
 
     def _known(self, key: str) -> Vector | None:
         with self._lock:

@@ -122,6 +122,68 @@ def test_a_text_asked_twice_is_encoded_once(embedding_model_dir):
     assert batches == [[WEATHER, STADIUM], [SUNNY]]
 
 
+def test_a_text_being_embedded_is_waited_for_not_embedded_again(embedding_model_dir):
+    """A query's vector is started on the pool while its search ranks by words
+    (`RunContext._embed_while_searching`): the dense stage asking for it meanwhile waits for that
+    encoding instead of making a second one; a text the other thread is not making is made here."""
+    started, release, other_made = threading.Event(), threading.Event(), threading.Event()
+    batches: list[list[str]] = []
+
+    class Slow(MiniLMEncoder):
+        def encode(self, texts):
+            batches.append(list(texts))
+            if WEATHER in texts:
+                started.set()
+                assert release.wait(10)
+            made = super().encode(texts)
+            if WEATHER not in texts:
+                other_made.set()
+            return made
+
+    embedder = BuiltinEmbedder(embedding_model_dir, load=Slow)
+    ahead: list[list[float]] = []
+    thread = threading.Thread(target=lambda: ahead.append(embedder.embed([WEATHER])[0]))
+    thread.start()
+    assert started.wait(10)
+    waiting: list[list[list[float]]] = []
+    second = threading.Thread(target=lambda: waiting.append(embedder.embed([STADIUM, WEATHER])))
+    second.start()
+    assert other_made.wait(10)
+    assert second.is_alive() and batches == [[WEATHER], [STADIUM]]  # STADIUM made, WEATHER awaited
+    release.set()
+    thread.join(10)
+    second.join(10)
+    assert batches == [[WEATHER], [STADIUM]] and waiting[0][1] == ahead[0]
+
+
+def test_a_failed_encoding_fails_the_text_for_its_waiters_too(embedding_model_dir):
+    started, release = threading.Event(), threading.Event()
+
+    def broken(folder: Path):
+        started.set()
+        assert release.wait(10)
+        raise OSError("the weights are unreadable")
+
+    embedder = BuiltinEmbedder(embedding_model_dir, load=broken)
+    errors: list[BaseException] = []
+
+    def embed() -> None:
+        try:
+            embedder.embed([WEATHER])
+        except Exception as exc:  # noqa: BLE001 - what each thread met is the assertion
+            errors.append(exc)
+
+    first = threading.Thread(target=embed)
+    first.start()
+    assert started.wait(10)
+    second = threading.Thread(target=embed)
+    second.start()
+    release.set()
+    first.join(10)
+    second.join(10)
+    assert len(errors) == 2 and all("could not be loaded" in str(e) for e in errors)
+
+
 def test_the_model_loads_once_on_first_use_across_threads(embedding_model_dir):
     loads = []
 
