@@ -82,7 +82,7 @@ class BuiltinEmbedder:
         if not todo:
             return vectors  # type: ignore[return-value]
         # A text another thread is embedding now (a query embedded ahead of its search,
-        # `RunContext.candidates`) is waited for, not embedded twice.
+        # `RunContext._embed_while_searching`) is waited for, not embedded twice.
         with self._lock:
             theirs = {self._embedding[key] for key in todo if key in self._embedding}
             mine = {key: text for key, text in todo.items() if key not in self._embedding}
