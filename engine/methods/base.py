@@ -230,6 +230,9 @@ class RunContext(Generic[P]):
         embedder = self.embedder
         if embedder is None or not getattr(embedder, "remembers_texts", False) or not query.strip():
             return
+        remembers = getattr(embedder, "remembers", None)
+        if remembers is not None and remembers(query):
+            return  # embedded ahead already (a round's queries, a plan's): no task for the pool
         with contextlib.suppress(RuntimeError):  # the pool is shutting down: the search embeds it
             self.executor.submit(embedder.embed, [query])  # a failure is the search's to meet and say
 

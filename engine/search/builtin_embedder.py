@@ -109,6 +109,10 @@ class BuiltinEmbedder:
             for key, text, vector in zip(keys, texts, vectors)
         ]
 
+    def remembers(self, text: str) -> bool:
+        """Whether `text`'s vector is made already (remembered, or shipped with the corpus)."""
+        return self._known(text_digest(text)) is not None
+
     def _known(self, key: str) -> Vector | None:
         with self._lock:
             if key in self._remembered:

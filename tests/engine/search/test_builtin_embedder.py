@@ -118,8 +118,9 @@ def test_a_text_asked_twice_is_encoded_once(embedding_model_dir):
     embedder = BuiltinEmbedder(embedding_model_dir, load=Recording)
     vectors = embedder.embed([WEATHER, STADIUM, WEATHER])
     assert batches == [[WEATHER, STADIUM]] and vectors[0] == vectors[2] != vectors[1]
+    assert not embedder.remembers(SUNNY) and embedder.remembers(STADIUM)
     assert embedder.embed([SUNNY, STADIUM]) == [embedder.embed([SUNNY])[0], vectors[1]]
-    assert batches == [[WEATHER, STADIUM], [SUNNY]]
+    assert batches == [[WEATHER, STADIUM], [SUNNY]] and embedder.remembers(SUNNY)
 
 
 def test_a_text_being_embedded_is_waited_for_not_embedded_again(embedding_model_dir):
