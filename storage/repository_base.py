@@ -199,6 +199,16 @@ class RepositoryBase:
             index_elements=[table.c.node_id, table.c.source_id]
         )
 
+    @cached_property
+    def _edges_insert(self) -> UpsertInsert:
+        """`INSERT INTO edges ... ON CONFLICT DO NOTHING`, its rows given as parameters (an executemany,
+        in order: the first edge of a kind is kept), built once per repository (as `_links_insert`):
+        the journal's batched edges and the edges to nodes just added."""
+        table = table_of(Edge)
+        return self._insert_on_conflict(table).on_conflict_do_nothing(
+            index_elements=[table.c.run_id, table.c.src, table.c.dst, table.c.kind]
+        )
+
     @staticmethod
     def _refresh_node_usage(s: Session, run_id: str) -> None:
         """Recompute the usage totals of the run's nodes that have LLM calls: one UPDATE (so calls

@@ -7,16 +7,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import cached_property
 from typing import Any
 
 from sqlalchemy import bindparam, insert, update
 
-from storage.models import Edge, Report, table_of, utcnow
+from storage.models import Report, table_of, utcnow
 from storage.repository_base import (
     RepositoryBase,
     RunNotFound,
-    UpsertInsert,
     _calls,
     _chunks,
     _events,
@@ -149,19 +147,10 @@ def _same_columns(nodes: Mapping[int, Mapping[str, Any]]) -> dict[tuple[str, ...
     return groups
 
 
-_edges = table_of(Edge)
 _reports = table_of(Report)
 
 
 class BatchRows(RepositoryBase):
-    @cached_property
-    def _edges_insert(self) -> UpsertInsert:
-        """`INSERT INTO edges ... ON CONFLICT DO NOTHING`, its rows given as parameters (an executemany,
-        in order: the first edge of a kind is kept), built once per repository (as `_links_insert`)."""
-        return self._insert_on_conflict(_edges).on_conflict_do_nothing(
-            index_elements=[_edges.c.run_id, _edges.c.src, _edges.c.dst, _edges.c.kind]
-        )
-
     def write_batch(self, run_id: str, writes: RunWrites) -> None:
         """Store `writes` in one transaction: one INSERT of the calls, one of the events, one UPDATE
         per set of columns the nodes' updates set (an executemany over those nodes; their usage

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Insert, delete, insert, update
+from sqlalchemy import delete, insert, update
 from sqlalchemy import select as sa_select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql.dml import ReturningInsert
@@ -119,7 +119,7 @@ class NodeRows(RepositoryBase):
                         s, lambda rows: insert(table_of(Edge)).values(rows), edges, run_id, **bump
                     )
                 elif edges:
-                    s.execute(self._new_edges_insert, edges)
+                    s.execute(self._edges_insert, edges)
                 elif counted:
                     s.execute(self._bump(run_id, **bump))
                 s.commit()
@@ -137,12 +137,6 @@ class NodeRows(RepositoryBase):
         """`INSERT INTO nodes ... RETURNING id`, its rows given as parameters: an executemany whose ids
         come back in the rows' order. Built once per repository."""
         return insert(_nodes).returning(_nodes.c.id, sort_by_parameter_order=True)
-
-    @cached_property
-    def _new_edges_insert(self) -> Insert:
-        """`INSERT INTO edges`, its rows given as parameters (the edges to new nodes: none can
-        conflict). Built once per repository."""
-        return insert(table_of(Edge))
 
     def remove_edge(self, run_id: str, src: int, dst: int, kind: str) -> bool:
         """Remove the edge src -> dst of this kind; whether there was one."""
