@@ -25,6 +25,7 @@ from engine.contract import (
     CommandSpec,
     EdgeKind,
     MethodContract,
+    NodeData,
     NodeKind,
     Notice,
     RunStateSpec,
@@ -60,6 +61,17 @@ class MethodParams(BaseModel):
     # The quick profile: values that make a run finish in minutes on a small model on a CPU (the
     # built-in model). Only these fields change; the user may still raise any of them.
     quick_profile: ClassVar[dict[str, Any]] = {}
+
+
+class Coverage(NodeData):
+    """What `Method.assess` reads of any method's answer (`Coverage.of(node)`): whether it answered
+    "the sources at hand do not cover this" (`RunContext.sources_only`). A view, never written: it
+    ignores the kind's other fields, so an answer whose data would not validate whole (a DEoT
+    question's spoiled solving checkpoint) is still read."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    not_covered: bool = False
 
 
 @dataclass(frozen=True)
@@ -487,7 +499,7 @@ class Method(ABC, Generic[P]):
                 )
         caveat = ""
         done = [n for n in answers if n.status == NodeStatus.DONE]
-        if done and all(n.data.get("not_covered") for n in done):
+        if done and all(Coverage.of(n).not_covered for n in done):
             caveat = "the sources at hand do not cover this question; the report says what was searched"
         return RunOutcome(answered=answered, failed=len(failed), reason=reason, caveat=caveat)
 

@@ -37,7 +37,19 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+)
+
 from engine.citations import cited_source_ids
+from engine.contract import NodeData
 from engine.methods.base import RunContext
 from engine.methods.deot.params import DeotParams
 from engine.methods.deot.planner import PlanOutcome, resumable_attempts
@@ -57,6 +69,54 @@ def plan_key(query: str, tasks: list[dict[str, Any]]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+class _Lenient(BaseModel):
+    """A read of what a killed solve may have left half-written: a field of the wrong shape reads as
+    absent (None) instead of failing the whole read, and nothing is coerced ("1" is not 1)."""
+
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    @field_validator("*", mode="wrap")
+    @classmethod
+    def _spoiled_is_absent(cls, value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        try:
+            return handler(value)
+        except ValidationError:
+            return None
+
+
+class SolvingState(_Lenient):
+    """The checkpoint proper (`data["solving"]`): which code wrote it and what the tasks ran for."""
+
+    version: StrictInt | None = None
+    plan_key: StrictStr | None = None
+    source_ids: list[StrictInt] | None = None
+
+
+class StoredQueryOptimization(_Lenient):
+    optimized_query: StrictStr | None = None
+
+
+class StoredSolve(_Lenient, NodeData):
+    """What an earlier solve left in a question's data, read for reuse (`StoredSolve.of(node)`).
+    Unlike `kinds.QuestionData`, each field is read alone: a spoiled one is ignored, not an error.
+    The records inside `plan_attempts` and `tasks` are judged one by one where they are reused."""
+
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    solving: SolvingState | None = None
+    query_optimization: StoredQueryOptimization | None = None
+    effective_query: StrictStr | None = None
+    plan: list[dict[str, Any]] | None = None
+    plan_accepted: StrictBool | None = None
+    plan_attempts: list[Any] | None = None
+    tasks: list[Any] | None = None
+
+    @property
+    def trusted(self) -> bool:
+        """Written by this very code during a solve that did not end."""
+        return self.solving is not None and self.solving.version == VERSION
+
+
 class SolveCheckpoint:
     """One solve of one node: what an interrupted earlier solve left that may be reused, and the
     writes that record this solve's results as they come (`DeotMethod._solve` drives it)."""
@@ -64,10 +124,9 @@ class SolveCheckpoint:
     def __init__(self, ctx: RunContext[DeotParams], node: Node) -> None:
         self._ctx = ctx
         self._node = node
-        data = node.data or {}
-        state = data.get(SOLVING)
+        stored = StoredSolve.of(node)
         # Nothing is trusted unless this very code wrote it during a solve that did not end.
-        self._stored = data if isinstance(state, dict) and state.get("version") == VERSION else {}
+        self._stored = stored if stored.trusted else StoredSolve()
         self._state: dict[str, Any] = {"version": VERSION, "plan_key": "", "source_ids": []}
         self._tasks: list[dict[str, Any]] = []
         self._plan_reused = False
@@ -76,25 +135,23 @@ class SolveCheckpoint:
     # ---------------------------------------------------------------- what an earlier solve left
 
     def stored_optimized_query(self) -> str | None:
-        record = self._stored.get("query_optimization")
-        if isinstance(record, dict) and isinstance(record.get("optimized_query"), str):
-            return record["optimized_query"].strip() or None
+        record = self._stored.query_optimization
+        if record is not None and record.optimized_query is not None:
+            return record.optimized_query.strip() or None
         return None
 
     def stored_plan(self, query: str) -> PlanOutcome | None:
         """The stored plan, if it was made for `query` and is stored whole (then this solve runs it)."""
         stored = self._stored
-        tasks, accepted, attempts = stored.get("plan"), stored.get("plan_accepted"), stored.get("plan_attempts")
+        tasks, accepted, attempts = stored.plan, stored.plan_accepted, stored.plan_attempts
         if (
-            stored.get("effective_query") != query
-            or not isinstance(tasks, list)
+            stored.effective_query != query
             or not tasks
-            or not all(
-                isinstance(t, dict) and isinstance(t.get("id"), str) and isinstance(t.get("tool"), str) for t in tasks
-            )
-            or not isinstance(accepted, bool)
-            or not isinstance(attempts, list)
-            or stored[SOLVING].get("plan_key") != plan_key(query, tasks)
+            or not all(isinstance(t.get("id"), str) and isinstance(t.get("tool"), str) for t in tasks)
+            or accepted is None
+            or attempts is None
+            or stored.solving is None
+            or stored.solving.plan_key != plan_key(query, tasks)
         ):
             return None
         plan = PlanOutcome(tasks=tasks, accepted=accepted, attempts=attempts)
@@ -104,9 +161,9 @@ class SolveCheckpoint:
 
     def stored_plan_attempts(self, query: str) -> list[dict[str, Any]]:
         """The attempts of a planning of `query` that was interrupted, if they are whole."""
-        if self._stored.get("effective_query") != query:
+        if self._stored.effective_query != query:
             return []
-        return resumable_attempts(self._stored.get("plan_attempts"))
+        return resumable_attempts(self._stored.plan_attempts)
 
     def resume_tasks(self) -> tuple[NodeSources, dict[str, TaskResult]]:
         """The node's sources, numbered as when the stored task outputs were written, and the stored
@@ -115,8 +172,8 @@ class SolveCheckpoint:
         built on theirs); with the numbering lost, no task is reused."""
         restored = self._stored_sources() if self._plan_reused else None
         sources = NodeSources(self._ctx, self._node, initial=restored or [])
-        stored = self._stored.get("tasks")
-        if restored is None or not isinstance(stored, list):
+        stored = self._stored.tasks
+        if restored is None or stored is None:
             return sources, {}
         plan_tasks = {t["id"]: t for t in self._tasks}
         whole = {r["id"]: r for r in stored if self._whole(r, plan_tasks, sources)}
@@ -133,11 +190,11 @@ class SolveCheckpoint:
         return sources, reused
 
     def _stored_sources(self) -> list[Source] | None:
-        ids = self._stored[SOLVING].get("source_ids")
-        if not isinstance(ids, list):
+        ids = self._stored.solving.source_ids if self._stored.solving is not None else None
+        if ids is None:
             return None
         linked = {source.id: source for source in self._ctx.graph.sources(self._node)}
-        if not all(isinstance(i, int) and i in linked for i in ids) or len(set(ids)) != len(ids):
+        if not all(i in linked for i in ids) or len(set(ids)) != len(ids):
             return None
         return [linked[i] for i in ids]
 

@@ -5,10 +5,11 @@ words but not its meaning is left out by the semantic floor (engine/search/relev
 
 from __future__ import annotations
 
+from engine.methods.base import Coverage
 from engine.report import render_markdown
 from engine.search.protocol import Hit
 from engine.search.relevance import SEMANTIC_FLOOR, relevant_hits, semantic_scores
-from storage.models import NodeStatus, RunStatus
+from storage.models import Node, NodeStatus, RunStatus
 from tests.engine.methods.deot.deot_scripts import PLANNER, SUMMARY, plan, task
 
 UNCOVERED = "Which quantum error correction codes suit superconducting qubit arrays?"
@@ -64,6 +65,15 @@ def test_a_deot_node_the_sources_do_not_cover_says_so_and_the_run_is_done(servic
     assert "\n- quantum error correction codes for superconducting qubits" in exported
     assert "The nearest passages found, left out as unrelated" in report
     assert "[[S" not in report and services.repo.list_sources(run_id) == []
+
+
+def test_an_answer_is_read_as_not_covered_whatever_else_its_data_holds():
+    # `assess` reads every method's answers alike: another kind's fields, or a DEoT question's
+    # checkpoint spoiled by a kill, must not hide (or fail) the one field it needs.
+    spoiled = {"not_covered": True, "solving": "spoiled", "plan": 3, "summary": {"key_findings": []}}
+    assert Coverage.of(Node(run_id=1, kind="question", label="q", data=spoiled)).not_covered
+    assert not Coverage.of(Node(run_id=1, kind="answer", label="a", data={"confidence": "high"})).not_covered
+    assert not Coverage.of(Node(run_id=1, kind="answer", label="a", data=None)).not_covered
 
 
 def test_rag_on_the_built_in_model_says_the_sources_do_not_cover_it(services, fake_llm):

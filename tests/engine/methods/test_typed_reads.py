@@ -18,10 +18,7 @@ ROOT = REPO_ROOT
 DICT_READ = re.compile(r"\.data\.get\(|\.data\[|\.data or \{\}")
 
 KNOWN = {
-    # The generic layer: report data twice, and any answer kind's `not_covered`, read alone: a typed
-    # read of a DEoT question would validate a solving checkpoint that may be spoiled.
-    "engine/methods/base.py": 3,
-    "engine/methods/deot/checkpoint.py": 1,  # a solving checkpoint read field by field: it may be spoiled
+    "engine/methods/base.py": 2,  # the report's data (not a node's), twice
     "engine/methods/deot/report.py": 2,  # the report's data (not a node's)
     "engine/methods/omnithink/method.py": 1,  # the article's data (not a node's)
     "engine/methods/research/method.py": 1,  # the report's data (not a node's)

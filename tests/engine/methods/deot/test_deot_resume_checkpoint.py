@@ -230,6 +230,22 @@ def _unknown_source(data):
     data[SOLVING]["source_ids"].append(10**9)
 
 
+def _checkpoint_not_a_record(data):
+    data[SOLVING] = "spoiled"
+
+
+def _version_as_text(data):
+    data[SOLVING]["version"] = str(VERSION)  # not coerced: another shape is another version
+
+
+def _plan_not_a_list(data):
+    data["plan"] = "spoiled"
+
+
+def _numbering_not_a_list(data):
+    data[SOLVING]["source_ids"] = "spoiled"
+
+
 def _nothing(data):
     pass
 
@@ -240,6 +256,11 @@ FALLBACKS = [
     (_nothing, {"prompter": 1, "planner": 1, "search": 2, "analysis": 1}),
     (_drop_checkpoint, {"prompter": 2, "planner": 2, "search": 4, "analysis": 2}),
     (_other_version, {"prompter": 2, "planner": 2, "search": 4, "analysis": 2}),
+    # A field of the wrong shape (a kill mid-write, a hand edit) reads as absent: never an error.
+    (_checkpoint_not_a_record, {"prompter": 2, "planner": 2, "search": 4, "analysis": 2}),
+    (_version_as_text, {"prompter": 2, "planner": 2, "search": 4, "analysis": 2}),
+    (_plan_not_a_list, {"prompter": 1, "planner": 1, "search": 4, "analysis": 2}),
+    (_numbering_not_a_list, {"prompter": 1, "planner": 1, "search": 4, "analysis": 2}),
     # The plan no longer matches what the tasks ran for: it is taken again from the approved
     # attempt (no planner call), and the tasks are run again.
     (_plan_edited, {"prompter": 1, "planner": 1, "search": 4, "analysis": 2}),
