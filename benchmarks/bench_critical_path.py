@@ -101,14 +101,14 @@ def omnithink_critical_path(repo, run_id: str) -> tuple[int, int]:
 
 
 def mtqa_critical_path(repo, run_id: str) -> tuple[int, int]:
-    """The knowledge graph: its chunks are extracted concurrently (one call deep), then the
-    question's keywords. Then the columns one after the other (a column starts from the summary of
+    """The knowledge graph: its chunks are extracted concurrently, the question's keywords asked
+    beside them (one call deep). Then the columns one after the other (a column starts from the summary of
     the one before): in a column, a thought waits for the one above it only when α > 0 passes it
     paragraphs, so the column's chain is its longest run of such links; then the column's summary.
     The second number is the matrix as if every thought waited for the one above (α > 0 everywhere)."""
     calls = repo.list_llm_calls(run_id)
     knowledge = sum(1 for c in calls if c.purpose == "knowledge")
-    graph = (1 if knowledge > 1 else 0) + (1 if knowledge else 0)  # extraction wave, keywords
+    graph = 1 if knowledge else 0  # the extraction wave, the keywords in it
     cells = repo.list_nodes(run_id, kind="cell")
     columns = sorted({c.data["column"] for c in cells})
     critical = serial = graph
@@ -153,7 +153,7 @@ def research_critical_path(repo, run_id: str) -> tuple[int, int]:
 
 BOUND_NOTE = (
     "The critical path counts a wave of concurrent calls as one call. Under the LLM concurrency limit "
-    "a wave wider than the limit takes more rounds (10 chunk extractions on 8 slots take two), which no "
+    "a wave wider than the limit takes more rounds (MTQA's 10 knowledge calls on 8 slots take two), which no "
     "scheduler can shorten: the critical path under the limit counts them, and the last column divides "
     "by it. The endpoint runs in a process of its own, as a real one does; process start-up, the "
     "corpus's indexing and the embedding model's loading are not timed."
@@ -181,8 +181,8 @@ def concurrency_bound(repo, run_id: str, method: str, critical: int, concurrency
         longest = layer_chains(nodes, chain)
         return purposes["report"] + sum(max(longest[d], waves(layer_calls[d], concurrency)) for d in longest)
     if method == "mtqa":
-        extractions = purposes["knowledge"] - 1  # the other "knowledge" call is the question's keywords
-        return critical + max(0, waves(extractions, concurrency) - 1)
+        # The chunk extractions and the question's keywords, asked in one wave.
+        return critical + max(0, waves(purposes["knowledge"], concurrency) - 1)
     if method == "research":
         return critical + max(0, waves(purposes["judge_claims"], concurrency) - 1)
     if method == "omnithink":
@@ -328,7 +328,7 @@ def publish_mtqa(args) -> None:
             f"The same test server ({args.latency} s per call, the fake LLM's answers through the real `openai` "
             "client) runs MTQA with its default parameters on a HotpotQA question of the bundled corpus: 10 "
             "documents into the question's knowledge graph, a 3 × 4 matrix with the Vert&Hor-0.1 weights. "
-            "Critical path = one wave of chunk extractions (they run concurrently) + the question's keywords + "
+            "Critical path = one wave of chunk extractions with the question's keywords (they run concurrently) + "
             "per column the longest chain of thoughts linked by α > 0 + the column's summary; columns run one "
             "after the other. The serial matrix bound counts every thought of a column in sequence. Each row is "
             f"the median of {args.repeat} runs.",

@@ -129,12 +129,23 @@ class StoredKnowledgeBase:
         self._ask = ask
         self._writable = writable
         self._parallel = parallel
-        self._extractor = ChunkExtractor(store, self.graph_id, ask, parallel, checkpoint, extract_max_tokens)
         self._views = views or GraphViews(store, keep=1)
         # Keys are matched by meaning with it (index.py); without it, or when it fails, by BM25.
         self._embedder = embedder
+        # With an embedder, the keys a merge adds are embedded at once, while the other chunks are
+        # still being extracted: the next merge's index reuses them, and retrieval finds them made.
+        self._extractor = ChunkExtractor(
+            store,
+            self.graph_id,
+            ask,
+            parallel,
+            checkpoint,
+            extract_max_tokens,
+            on_merged=self._embed_keys if embedder is not None else None,
+        )
         self._on_embedding_error = on_embedding_error
         self._told: set[str] = set()  # embedding failures already told: once each, not every retrieval
+        self._embedding_keys = threading.Lock()
 
     # ------------------------------------------------------------------ building
 
@@ -188,7 +199,8 @@ class StoredKnowledgeBase:
 
         # The keys are embedded while the model thinks of the keywords: retrieval, which comes next,
         # then finds their vectors made (a question's graph of 10 documents: about 0.3 s of CPU on
-        # 2 cores, otherwise spent after the call).
+        # 2 cores, otherwise spent after the call). A question's graph has them made already, as its
+        # chunks were merged; a collection's graph, built by another process, has them made here.
         answer = ask() if self._embedder is None else self._parallel([ask, self._embed_keys])[0]
         if answer is None:
             return keywords_from_words(question)
@@ -258,13 +270,16 @@ class StoredKnowledgeBase:
         """Make the graph's key vectors now (retrieval reuses them). A failure is left to retrieval,
         which embeds again and tells it. Only called with an embedder."""
         assert self._embedder is not None
-        index = self._views.get(self.graph_id).index
-        for level in (index.entity_keys, index.relation_keys):
-            if level.texts:
-                try:
-                    level.vectors(self._embedder)
-                except EmbeddingError:
-                    return
+        # One at a time: merges that land together would each index the graph before the other's
+        # keys are embedded, and embed those keys again. In turn, each index reuses the one before.
+        with self._embedding_keys:
+            index = self._views.get(self.graph_id).index
+            for level in (index.entity_keys, index.relation_keys):
+                if level.texts:
+                    try:
+                        level.vectors(self._embedder)
+                    except EmbeddingError:
+                        return
 
     def _embedding_failed(self, exc: EmbeddingError) -> None:
         if self._on_embedding_error is not None and str(exc) not in self._told:

@@ -240,20 +240,29 @@ class MtqaMethod(Method[MtqaParams]):
     def _knowledge_base(self, ctx: RunContext[MtqaParams]) -> KnowledgeBase:
         """The run's knowledge base, opened once per process, with the question's documents added
         (again after a resume: the knowledge layer extracts only chunks it has not extracted yet)."""
-        params = ctx.params
-        node = matrix.created_knowledge_node(ctx.graph)
+        kb = self._opened(ctx)
+        self._add_documents(ctx, kb)
+        return kb
+
+    def _opened(self, ctx: RunContext[MtqaParams]) -> KnowledgeBase:
         if self._kb is None:
+            params = ctx.params
             self._kb = knowledge.open_knowledge_base(
-                ctx, params.scope, collection=params.collection, chunk_tokens=params.chunk_tokens, node=node
+                ctx,
+                params.scope,
+                collection=params.collection,
+                chunk_tokens=params.chunk_tokens,
+                node=matrix.created_knowledge_node(ctx.graph),
             )
+        return self._kb
+
+    def _add_documents(self, ctx: RunContext[MtqaParams], kb: KnowledgeBase) -> None:
         if not self._documents_added:
+            node = matrix.created_knowledge_node(ctx.graph)
             data = ctx.graph.data(node, KnowledgeData)
             if data.searched:
-                self._progress = (
-                    self._kb.add_documents(self._document_hits(ctx, node, data)) if data.documents else None
-                )
+                self._progress = kb.add_documents(self._document_hits(ctx, node, data)) if data.documents else None
                 self._documents_added = True
-        return self._kb
 
     @staticmethod
     def _document_hits(ctx: RunContext[MtqaParams], node: Node, data: KnowledgeData) -> list[Hit]:
@@ -317,7 +326,17 @@ class MtqaMethod(Method[MtqaParams]):
                 ctx.graph.narrate(
                     f"building the knowledge graph from {len(data.documents)} document(s)", node_id=node.id
                 )
-            kb = self._knowledge_base(ctx)
+            kb = self._opened(ctx)
+            if not data.keywords_ready and data.documents and not self._documents_added:
+                # The keywords need the question only: asked beside the chunks' extraction, they take
+                # a slot of its wave (whose last round has room: 10 calls on 8 slots) instead of a
+                # call of their own after it. The graph's keys are embedded as its chunks are merged
+                # (`KnowledgeBase.add_documents`), no longer while the keywords are asked. Stored
+                # before the extraction is judged: a resume after a failed one does not ask again.
+                keywords = ctx.parallel([lambda: kb.keywords(ctx.question), lambda: self._add_documents(ctx, kb)])[0]
+                node = self._keep_keywords(ctx, node, keywords)
+                data = ctx.graph.data(node, KnowledgeData)
+            self._add_documents(ctx, kb)
             progress = self._progress or kb.progress()
             if progress is not None:
                 node = ctx.graph.update(
@@ -341,15 +360,7 @@ class MtqaMethod(Method[MtqaParams]):
                     )
                     return
             if not data.keywords_ready:
-                keywords = kb.keywords(ctx.question)
-                node = ctx.graph.update(
-                    node,
-                    merge_data={
-                        "detailed_keywords": list(keywords.detailed),
-                        "general_keywords": list(keywords.general),
-                        "keywords_ready": True,
-                    },
-                )
+                node = self._keep_keywords(ctx, node, kb.keywords(ctx.question))
             ctx.graph.narrate("retrieving the knowledge units of the first column", node_id=node.id)
             units = self._retrieve(ctx, node, ctx.question, self._question_keywords(ctx))
         except (KnowledgeError, StructuredOutputError) as exc:
@@ -357,6 +368,17 @@ class MtqaMethod(Method[MtqaParams]):
             ctx.graph.fail(node, str(exc))
             return
         ctx.graph.finish(node, content=self._units_content(units), data={"units": [u.model_dump() for u in units]})
+
+    @staticmethod
+    def _keep_keywords(ctx: RunContext[MtqaParams], node: Node, keywords: Keywords) -> Node:
+        return ctx.graph.update(
+            node,
+            merge_data={
+                "detailed_keywords": list(keywords.detailed),
+                "general_keywords": list(keywords.general),
+                "keywords_ready": True,
+            },
+        )
 
     def _question_keywords(self, ctx: RunContext[MtqaParams]) -> Keywords:
         data = ctx.graph.data(matrix.created_knowledge_node(ctx.graph), KnowledgeData)

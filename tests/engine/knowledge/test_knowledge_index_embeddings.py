@@ -19,7 +19,7 @@ from engine.knowledge import index as index_module
 from engine.knowledge.index import KeyIndex
 from engine.knowledge.open import KnowledgeLayer
 from engine.knowledge.prompts import KEYWORDS
-from engine.knowledge.schemas import QuestionKeywords
+from engine.knowledge.schemas import Extraction
 from engine.knowledge.units import Keywords
 from engine.llm.counted import EvalLLM
 from engine.llm.fake import FakeLLM
@@ -237,9 +237,11 @@ def test_a_growing_question_graph_embeds_only_the_keys_each_retrieval_has_not_se
     assert "First for Women" in set(embedded) - before
 
 
-def test_the_graphs_keys_are_embedded_while_the_model_is_asked_for_the_keywords(store):
-    """Retrieval follows the keywords: the keys' vectors are made while the model answers, so
-    retrieval embeds only the keywords. The model here answers only once the keys are embedded."""
+def test_a_question_graphs_keys_are_embedded_as_its_chunks_are_merged(store):
+    """Retrieval follows the extraction: each merge's keys are embedded while the other chunks are
+    still being extracted, so neither the keywords nor retrieval embed a key after it. Here the
+    second chunk is answered only once the first one's keys are embedded (an event; the clock only
+    caps the wait)."""
     keys_embedded = threading.Event()
 
     class Signalling(TrigramEmbedder):
@@ -252,8 +254,8 @@ def test_the_graphs_keys_are_embedded_while_the_model_is_asked_for_the_keywords(
     embedder, llm = Signalling(), EvalLLM(FakeLLM())
 
     def ask(messages, schema, **kwargs):
-        if schema is QuestionKeywords:
-            assert keys_embedded.wait(timeout=120), "the keys were not embedded while the keywords were asked"
+        if schema is Extraction and "First for Women" in str(messages):
+            assert keys_embedded.wait(timeout=120), "the first chunk's keys were not embedded as it was merged"
         return llm.ask(messages, schema, **kwargs)
 
     run_id = Repository(store.db).create_run(question=QUESTION, method="mtqa", params={}).id
@@ -266,14 +268,18 @@ def test_the_graphs_keys_are_embedded_while_the_model_is_asked_for_the_keywords(
             parallel=lambda calls: run_parallel(pool, calls),
             embedder=embedder,
         )
-        kb.add_documents([ARTHUR])
-        keywords = kb.keywords(QUESTION)
+        progress = kb.add_documents([ARTHUR, FIRST])
         embedded = len(embedder.calls)
+        keywords = kb.keywords(QUESTION)
+        assert len(embedder.calls) == embedded  # every key was embedded as it was merged
         assert [
             u.hit.title for u in kb.retrieve(QUESTION, Keywords(detailed=(MISSPELT,), general=()), top_k=1, hops=1)
         ] == ["Arthur's Magazine"]
+    assert progress.chunks_done == 2 and not progress.failed_chunks
     assert keywords.detailed or keywords.general
     assert embedder.calls[embedded:] == [[MISSPELT]]  # the keys were embedded before: only the keyword now
+    key_texts = [text for call in embedder.calls[:embedded] for text in call]
+    assert len(key_texts) == len(set(key_texts))  # each key embedded once, though the graph grew twice
 
 
 def test_keys_that_cannot_be_embedded_ahead_leave_the_failure_to_retrieval_which_says_it(store):

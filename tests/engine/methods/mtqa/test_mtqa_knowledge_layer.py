@@ -5,9 +5,11 @@ a collection whose graph was never built fails the run with what to do."""
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 
 from engine.citations import cited_source_ids
+from engine.knowledge.fake import extraction_answer, keywords_answer
 from storage.models import NodeStatus, RunStatus
 from tests.support.fixtures_engine import run_to_end
 
@@ -75,3 +77,39 @@ def test_a_run_on_a_collection_graph_built_part_way_says_how_much_of_it_was_extr
     caption = KnowledgeData.model_validate(base.data).caption()
     assert base.data["chunks"] == 40 and 0 < base.data["chunks_done"] < 40
     assert f"(incomplete: {base.data['chunks_done']} of 40 passages extracted)" in caption
+
+
+def test_the_questions_keywords_are_asked_while_its_chunks_are_extracted(services, fake_llm):
+    """The keywords need the question only: they take a slot of the extraction's wave instead of a
+    call of their own after it. Each extraction waits for the keywords call (on an event, the clock
+    only a cap): asked after the extraction, the keywords would find every extraction answered."""
+    keywords_asked = threading.Event()
+    seen = []
+
+    def keywords(request):
+        keywords_asked.set()
+        return keywords_answer(request)
+
+    def extraction(request):
+        seen.append(keywords_asked.wait(timeout=60))
+        return extraction_answer(request)
+
+    fake_llm.when(prompt="knowledge.keywords", respond=keywords)
+    fake_llm.when(prompt="knowledge.extract", respond=extraction)
+    run_id = run_to_end(services, QUESTION, "mtqa", {"rows": 1, "columns": 1, "documents": 4}, timeout=180)
+    assert services.repo.get_run(run_id).status == RunStatus.DONE
+    assert len(seen) >= 2 and all(seen)
+    assert Counter(r.prompt for r in fake_llm.calls)["knowledge.keywords"] == 1
+
+
+def test_keywords_asked_beside_an_extraction_that_failed_are_kept_for_the_resume(services, fake_llm):
+    fake_llm.when(prompt="knowledge.extract", respond="I cannot help with that.", times=2 * 3)
+    run_id = run_to_end(services, QUESTION, "mtqa", {"rows": 1, "columns": 1, "documents": 2})
+    [knowledge] = services.repo.list_nodes(run_id, kind="knowledge")
+    assert knowledge.status == NodeStatus.FAILED and "extraction failed on all 2 chunks" in knowledge.error
+    assert knowledge.data["keywords_ready"] and knowledge.data["detailed_keywords"]
+
+    services.runner.resume(run_id)
+    assert services.runner.wait(run_id, timeout=60).status == RunStatus.DONE
+    prompts = Counter(r.prompt for r in fake_llm.calls)
+    assert prompts["knowledge.keywords"] == 1  # asked once, beside the failed extraction
