@@ -2,7 +2,8 @@
 
 Per question (the paper's setting, and the default scope): the question's documents are retrieved
 (`ctx.search`, under the relevance floor) and added to the knowledge base, which extracts their
-entities and relations; the question's keywords are asked once; the first column's knowledge units
+entities and relations; the question's keywords are asked once, beside that extraction (they need
+the question only); the first column's knowledge units
 KU_1 are retrieved with them. Then column by column: the thoughts of the column (the first from the
 column's units and the previous summary; each next one also gets ⌈α × paragraphs⌉ of the thought
 above as a strategy already taken; thoughts whose α is 0 do not wait and run concurrently); then the

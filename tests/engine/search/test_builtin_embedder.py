@@ -11,6 +11,7 @@ import shutil
 import threading
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from components import app_state
@@ -27,7 +28,7 @@ from engine.search.embedding_model import (
     model_folder,
 )
 from engine.search.embeddings import Embedder, OpenAIEmbeddings, cosine
-from engine.search.minilm import MiniLMEncoder
+from engine.search.minilm import BATCH, PADDING, MiniLMEncoder, _batches
 from engine.services import build_services
 from storage.models import RunStatus
 from tests.engine.methods.omnithink.omnithink_scripts import (
@@ -103,6 +104,40 @@ def test_a_texts_vector_does_not_depend_on_its_batch(embedding_model_dir):
     assert batched[2] == pytest.approx(alone, abs=1e-6)
     assert embedder.embed([STADIUM])[0] == alone  # the same call twice: the same floats
     assert embedder.embed([]) == []
+
+
+def test_an_input_of_several_batches_is_encoded_on_every_core_to_the_same_vectors(embedding_model_dir, monkeypatch):
+    """Its batches run at once on helper threads beside the caller's; each batch's vectors are those
+    one thread makes, bit for bit."""
+    sentences = list(RECORDED)
+    texts = [f"{sentences[i % len(sentences)]} ({i})" for i in range(3 * BATCH + 5)]
+    one, several = MiniLMEncoder(embedding_model_dir, threads=1), MiniLMEncoder(embedding_model_dir, threads=2)
+    threads = set()
+    forward = several._forward
+
+    def noting(batch):
+        threads.add(threading.current_thread().name)
+        return forward(batch)
+
+    monkeypatch.setattr(several, "_forward", noting)
+    assert np.array_equal(one.encode(texts), several.encode(texts))
+    assert len(threads) == 2 and any(name.startswith("minilm") for name in threads)
+    threads.clear()
+    several.encode(texts[:BATCH])  # one batch: on the caller's thread alone
+    assert threads == {threading.current_thread().name}
+
+
+def test_batches_hold_texts_of_similar_lengths_so_little_is_padding():
+    # A run's graph keys: one 20-token key among 24 of 4-7 tokens no longer pads them all to 20.
+    lengths = [20, *[4] * 6, *[5] * 8, *[6] * 7, 7, 7, 10, *[3] * 40]
+    batches = _batches(lengths)
+    assert sorted(p for batch in batches for p in batch) == list(range(len(lengths)))
+    for batch in batches:
+        longest, real = max(lengths[p] for p in batch), sum(lengths[p] for p in batch)
+        assert len(batch) <= BATCH and (len(batch) == 1 or longest * len(batch) * (1 - PADDING) <= real)
+    [with_the_long_one] = [batch for batch in batches if 0 in batch]
+    assert min(lengths[p] for p in with_the_long_one) >= 10
+    assert [len(batch) for batch in batches] == [BATCH, 14, 17, 2] and _batches([]) == []
 
 
 def test_a_text_asked_twice_is_encoded_once(embedding_model_dir):
