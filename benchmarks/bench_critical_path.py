@@ -153,7 +153,7 @@ def research_critical_path(repo, run_id: str) -> tuple[int, int]:
 
 BOUND_NOTE = (
     "The critical path counts a wave of concurrent calls as one call. Under the LLM concurrency limit "
-    "a wave wider than the limit takes more rounds (MTQA's 10 knowledge calls on 8 slots take two), which no "
+    "a wave wider than the limit takes more rounds (MTQA's 11 knowledge calls on 8 slots take two), which no "
     "scheduler can shorten: the critical path under the limit counts them, and the last column divides "
     "by it. The endpoint runs in a process of its own, as a real one does; process start-up, the "
     "corpus's indexing and the embedding model's loading are not timed."

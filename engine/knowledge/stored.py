@@ -7,12 +7,15 @@ the question's detailed keywords matched to entity keys and its general keywords
 fails, which `on_embedding_error` is told once per failure), the matched entities (and the ends of
 matched relations) expanded 1..hops relations away (`expand.py`), and every chunk those entities and
 relations came from made a knowledge unit: the chunk as a citable `Hit`, with the reached triples and
-entities extracted from it. The keys' vectors are made while the model is asked for the keywords
-(`keywords`), so retrieval, which follows, embeds only the keywords.
+entities extracted from it. The keys' vectors are made ahead, so retrieval, which follows, embeds
+only the keywords: a question's graph's as its chunks are merged (`add_documents`), while the other
+chunks are still being extracted; a collection's while the model is asked for the keywords
+(`keywords`).
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -41,6 +44,8 @@ from engine.search.embeddings import Embedder, EmbeddingError
 from engine.search.protocol import Hit
 from storage.knowledge import KnowledgeStore
 from storage.models import KnowledgeChunkStatus, KnowledgeEntity, KnowledgeGraph, KnowledgeRelation, stored_id
+
+log = logging.getLogger(__name__)
 
 KEYWORDS_MAX_TOKENS = 300
 # Entities kept per hop of the expansion, the most connected first (see expand.expand).
@@ -141,7 +146,7 @@ class StoredKnowledgeBase:
             parallel,
             checkpoint,
             extract_max_tokens,
-            on_merged=self._embed_keys if embedder is not None else None,
+            on_merged=self._embed_merged_keys if embedder is not None else None,
         )
         self._on_embedding_error = on_embedding_error
         self._told: set[str] = set()  # embedding failures already told: once each, not every retrieval
@@ -265,6 +270,14 @@ class StoredKnowledgeBase:
             with_text=with_text,
             max_units=max_units,
         )
+
+    def _embed_merged_keys(self) -> None:
+        """`_embed_keys` after a merge, in an extraction's thread: a head start only. Nothing it
+        meets fails the extraction; retrieval embeds what is missing and tells what fails."""
+        try:
+            self._embed_keys()
+        except Exception:  # noqa: BLE001 - retrieval meets the same failure and says it
+            log.debug("the keys of a merge could not be embedded ahead", exc_info=True)
 
     def _embed_keys(self) -> None:
         """Make the graph's key vectors now (retrieval reuses them). A failure is left to retrieval,

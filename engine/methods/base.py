@@ -17,7 +17,15 @@ from datetime import date
 from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+)
 
 from engine import narration
 from engine.contract import (
@@ -37,7 +45,7 @@ from engine.graph import PARTIAL_REPORT, RunGraph
 from engine.llm.accounting import RunLLM
 from engine.llm.protocol import Message
 from engine.methods.estimate import CostEstimate
-from engine.parallel import run_parallel
+from engine.parallel import run_parallel, run_parallel_settled
 from engine.reader_text import UNWRITTEN, is_placeholder
 from engine.run_services import RunServices
 from engine.search.embeddings import Embedder, EmbeddingError
@@ -72,6 +80,14 @@ class Coverage(NodeData):
     model_config = ConfigDict(extra="ignore")
 
     not_covered: bool = False
+
+    @field_validator("*", mode="wrap")
+    @classmethod
+    def _unreadable_is_default(cls, value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:
+        try:
+            return handler(value)
+        except ValidationError:
+            return cls.model_fields[str(info.field_name)].get_default()
 
 
 @dataclass(frozen=True)
@@ -252,8 +268,8 @@ class RunContext(Generic[P]):
         """Make these texts' vectors now, when the run's embedder remembers what it embedded (the
         built-in one): a method calls it for what it will search next, alongside an LLM call (`parallel`)
         or once for a whole round of searches, so each search finds its query's vector made. A query's
-        vector is about 10 ms of CPU when embedded alone; a batch costs less a text, and the model runs
-        on one core, so a batch is made per core (of at least `EMBED_BATCH` texts). A failure is left
+        vector is about 10 ms of CPU when embedded alone; a batch costs less a text, and a batch of up
+        to 32 texts runs on one core, so a batch is made per core (of at least `EMBED_BATCH` texts). A failure is left
         to the search, which embeds again and says so."""
         embedder = self.embedder
         if not texts or embedder is None or not getattr(embedder, "remembers_texts", False):
@@ -354,6 +370,11 @@ class RunContext(Generic[P]):
         """Run calls concurrently on the process-wide pool (nesting is safe: `engine/parallel.py`);
         results in order; every call ends before the first error is raised."""
         return run_parallel(self.executor, calls)
+
+    def parallel_settled(self, calls: Sequence[Callable[[], Any]]) -> list[tuple[Any, BaseException | None]]:
+        """As `parallel`, but every outcome in order, (result, None) or (None, error), and nothing
+        raised: for a caller that keeps what succeeded before it raises what failed."""
+        return run_parallel_settled(self.executor, calls)
 
 
 class Method(ABC, Generic[P]):

@@ -330,13 +330,19 @@ class MtqaMethod(Method[MtqaParams]):
             kb = self._opened(ctx)
             if not data.keywords_ready and data.documents and not self._documents_added:
                 # The keywords need the question only: asked beside the chunks' extraction, they take
-                # a slot of its wave (whose last round has room: 10 calls on 8 slots) instead of a
+                # a slot of its wave (whose last round has room: 11 calls on 8 slots) instead of a
                 # call of their own after it. The graph's keys are embedded as its chunks are merged
-                # (`KnowledgeBase.add_documents`), no longer while the keywords are asked. Stored
-                # before the extraction is judged: a resume after a failed one does not ask again.
-                keywords = ctx.parallel([lambda: kb.keywords(ctx.question), lambda: self._add_documents(ctx, kb)])[0]
-                node = self._keep_keywords(ctx, node, keywords)
-                data = ctx.graph.data(node, KnowledgeData)
+                # (`KnowledgeBase.add_documents`), no longer while the keywords are asked. Kept
+                # whatever the extraction did (its chunks failed, or it raised: a stop, the budget,
+                # the endpoint), so a resume does not ask them again; then its error is raised.
+                (keywords, asking_failed), (_, extraction_failed) = ctx.parallel_settled(
+                    [lambda: kb.keywords(ctx.question), lambda: self._add_documents(ctx, kb)]
+                )
+                if keywords is not None:
+                    node = self._keep_keywords(ctx, node, keywords)
+                    data = ctx.graph.data(node, KnowledgeData)
+                if asking_failed is not None or extraction_failed is not None:
+                    raise cast(BaseException, asking_failed or extraction_failed)
             self._add_documents(ctx, kb)
             progress = self._progress or kb.progress()
             if progress is not None:

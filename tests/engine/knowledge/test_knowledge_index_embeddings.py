@@ -214,17 +214,23 @@ def store(tmp_path):
     db.dispose()
 
 
-def test_a_growing_question_graph_embeds_only_the_keys_each_retrieval_has_not_seen(store):
-    embedder = TrigramEmbedder()
+def question_kb(store, embedder, *, ask=None, pool=None, on_embedding_error=None):
+    """A new run's question graph, its chunks extracted by the fake LLM (or `ask`), on `pool`."""
     run_id = Repository(store.db).create_run(question=QUESTION, method="mtqa", params={}).id
-    kb = KnowledgeLayer(store).open(
+    return KnowledgeLayer(store).open(
         run_id=run_id,
         scope="question",
         collection=None,
-        ask=EvalLLM(FakeLLM()).ask,
-        parallel=lambda calls: run_parallel(None, calls),
+        ask=ask or EvalLLM(FakeLLM()).ask,
+        parallel=lambda calls: run_parallel(pool, calls),
         embedder=embedder,
+        on_embedding_error=on_embedding_error,
     )
+
+
+def test_a_growing_question_graph_embeds_only_the_keys_each_retrieval_has_not_seen(store):
+    embedder = TrigramEmbedder()
+    kb = question_kb(store, embedder)
     kb.add_documents([ARTHUR])
     keywords = Keywords(detailed=(MISSPELT,), general=())
     assert [u.hit.title for u in kb.retrieve(QUESTION, keywords, top_k=1, hops=1)] == ["Arthur's Magazine"]
@@ -258,16 +264,8 @@ def test_a_question_graphs_keys_are_embedded_as_its_chunks_are_merged(store):
             assert keys_embedded.wait(timeout=120), "the first chunk's keys were not embedded as it was merged"
         return llm.ask(messages, schema, **kwargs)
 
-    run_id = Repository(store.db).create_run(question=QUESTION, method="mtqa", params={}).id
     with ThreadPoolExecutor(max_workers=2) as pool:
-        kb = KnowledgeLayer(store).open(
-            run_id=run_id,
-            scope="question",
-            collection=None,
-            ask=ask,
-            parallel=lambda calls: run_parallel(pool, calls),
-            embedder=embedder,
-        )
+        kb = question_kb(store, embedder, ask=ask, pool=pool)
         progress = kb.add_documents([ARTHUR, FIRST])
         embedded = len(embedder.calls)
         keywords = kb.keywords(QUESTION)
@@ -282,18 +280,24 @@ def test_a_question_graphs_keys_are_embedded_as_its_chunks_are_merged(store):
     assert len(key_texts) == len(set(key_texts))  # each key embedded once, though the graph grew twice
 
 
+def test_keys_whose_embedding_breaks_after_a_merge_fail_no_chunk(store):
+    """Embedding a merge's keys is a head start: whatever it meets (here not even an
+    `EmbeddingError`) leaves the chunk merged and the extraction whole."""
+
+    class Broken(FailingEmbedder):
+        def embed(self, texts: Sequence[str]) -> list[list[float]]:
+            self.calls += 1
+            raise RuntimeError("the encoder broke")
+
+    embedder = Broken()
+    kb = question_kb(store, embedder)
+    progress = kb.add_documents([ARTHUR, FIRST])
+    assert progress.chunks_done == 2 and not progress.failed_chunks and embedder.calls
+
+
 def test_keys_that_cannot_be_embedded_ahead_leave_the_failure_to_retrieval_which_says_it(store):
     embedder, told = FailingEmbedder(), []
-    run_id = Repository(store.db).create_run(question=QUESTION, method="mtqa", params={}).id
-    kb = KnowledgeLayer(store).open(
-        run_id=run_id,
-        scope="question",
-        collection=None,
-        ask=EvalLLM(FakeLLM()).ask,
-        parallel=lambda calls: run_parallel(None, calls),
-        embedder=embedder,
-        on_embedding_error=told.append,
-    )
+    kb = question_kb(store, embedder, on_embedding_error=told.append)
     kb.add_documents([ARTHUR])
     keywords = kb.keywords(QUESTION)  # the failed embedding ahead is not the keywords' failure
     assert keywords.detailed or keywords.general

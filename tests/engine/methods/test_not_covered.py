@@ -74,6 +74,9 @@ def test_an_answer_is_read_as_not_covered_whatever_else_its_data_holds():
     assert Coverage.of(Node(run_id=1, kind="question", label="q", data=spoiled)).not_covered
     assert not Coverage.of(Node(run_id=1, kind="answer", label="a", data={"confidence": "high"})).not_covered
     assert not Coverage.of(Node(run_id=1, kind="answer", label="a", data=None)).not_covered
+    for unreadable in ({"not_covered": None}, {"not_covered": "covered"}, {"pruned_with": "x", "not_covered": True}):
+        read = Coverage.of(Node(run_id=1, kind="answer", label="a", data=unreadable))
+        assert read.not_covered is (unreadable.get("not_covered") is True)  # a field unread is its default
 
 
 def test_rag_on_the_built_in_model_says_the_sources_do_not_cover_it(services, fake_llm):

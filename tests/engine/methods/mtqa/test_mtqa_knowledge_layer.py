@@ -10,6 +10,7 @@ from collections import Counter
 
 from engine.citations import cited_source_ids
 from engine.knowledge.fake import extraction_answer, keywords_answer
+from engine.llm.protocol import LLMConnectionError
 from storage.models import NodeStatus, RunStatus
 from tests.support.fixtures_engine import run_to_end
 
@@ -113,3 +114,17 @@ def test_keywords_asked_beside_an_extraction_that_failed_are_kept_for_the_resume
     assert services.runner.wait(run_id, timeout=60).status == RunStatus.DONE
     prompts = Counter(r.prompt for r in fake_llm.calls)
     assert prompts["knowledge.keywords"] == 1  # asked once, beside the failed extraction
+
+
+def test_keywords_asked_beside_an_extraction_the_endpoint_failed_are_kept_for_the_resume(services, fake_llm):
+    # Every chunk's call fails on the endpoint: the extraction raises, and the run fails saying so.
+    fake_llm.when(prompt="knowledge.extract", respond=LLMConnectionError("the endpoint went away"), times=2)
+    run_id = run_to_end(services, QUESTION, "mtqa", {"rows": 1, "columns": 1, "documents": 2})
+    run = services.repo.get_run(run_id)
+    assert run.status == RunStatus.FAILED and "the endpoint went away" in run.error
+    [knowledge] = services.repo.list_nodes(run_id, kind="knowledge")
+    assert knowledge.data["keywords_ready"] and knowledge.data["detailed_keywords"]
+
+    services.runner.resume(run_id)
+    assert services.runner.wait(run_id, timeout=60).status == RunStatus.DONE
+    assert Counter(r.prompt for r in fake_llm.calls)["knowledge.keywords"] == 1
