@@ -20,6 +20,7 @@ from fastapi import Depends, FastAPI, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from fastapi.routing import APIRoute
+from fastapi_offline import FastAPIOffline
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -140,7 +141,9 @@ def create_app(tm: Thoughtmap, *, require_token: bool = False) -> FastAPI:
     """The API over `tm`. `require_token`: every route but /v1/health needs a bearer token. Without
     one, only requests addressed to a loopback name are served: a web page that rebinds its own
     domain to 127.0.0.1 (DNS rebinding) gets 400, not the runs."""
-    app = FastAPI(
+    # FastAPI's /docs and /redoc load their scripts from a CDN: offline they are blank pages. These
+    # serve the same Swagger UI and ReDoc from the package's own copies (/static-offline-docs/...).
+    app = FastAPIOffline(
         title="Thoughtmap",
         version="1",
         description="Deep, open-ended research with LLMs: start runs, stream their events, steer "

@@ -338,6 +338,13 @@ def test_methods_and_the_openapi_document_are_served(server: Server) -> None:
         assert "ask" in {c["name"] for c in deot["commands"]}
         spec = client.get("/openapi.json").json()
         assert {"/v1/runs", "/v1/runs/{run_id}/events", "/v1/runs/{run_id}/commands"} <= set(spec["paths"])
+        # The reader's pages load nothing from another site: offline they work as online.
+        for page in ("/docs", "/redoc"):
+            html = client.get(page).text
+            scripts = re.findall(r'(?:src|href)="([^"]+)"', html) + re.findall(r"url: '([^']+)'", html)
+            assert scripts and all(url.startswith("/") for url in scripts), (page, scripts)
+            for url in scripts:
+                assert client.get(url).status_code == 200, url
 
 
 def test_tokens_guard_the_api_and_a_public_address_needs_one(tmp_path_factory, bundled_corpus) -> None:  # noqa: F811
