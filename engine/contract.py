@@ -12,7 +12,15 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, ClassVar, Literal, Protocol, Self, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+)
 
 from engine.knowledge.prompts import STEPS as KNOWLEDGE_STEPS
 from storage.models import Node
@@ -52,6 +60,22 @@ class CommandRejected(ValueError):
 
 
 # --------------------------------------------------------------------------- node kinds
+
+
+class Lenient(BaseModel):
+    """A read-only view of stored data that a kill or a hand edit may have spoiled: other keys are
+    ignored, and a field that does not validate reads as its default, so one spoiled field never
+    fails the read (`Coverage`, DEoT's `StoredSolve`)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    @field_validator("*", mode="wrap")
+    @classmethod
+    def _unreadable_is_default(cls, value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:
+        try:
+            return handler(value)
+        except ValidationError:
+            return cls.model_fields[str(info.field_name)].get_default()
 
 
 class NodeData(BaseModel):

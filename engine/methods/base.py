@@ -17,21 +17,14 @@ from datetime import date
 from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationError,
-    ValidationInfo,
-    ValidatorFunctionWrapHandler,
-    field_validator,
-)
+from pydantic import BaseModel, ConfigDict, Field
 
 from engine import narration
 from engine.contract import (
     CommandPayload,
     CommandSpec,
     EdgeKind,
+    Lenient,
     MethodContract,
     NodeData,
     NodeKind,
@@ -71,7 +64,7 @@ class MethodParams(BaseModel):
     quick_profile: ClassVar[dict[str, Any]] = {}
 
 
-class Coverage(NodeData):
+class Coverage(Lenient, NodeData):
     """What `Method.assess` reads of any method's answer (`Coverage.of(node)`): whether it answered
     "the sources at hand do not cover this" (`RunContext.sources_only`). A view, never written: it
     ignores the kind's other fields, so an answer whose data would not validate whole (a DEoT
@@ -80,14 +73,6 @@ class Coverage(NodeData):
     model_config = ConfigDict(extra="ignore")
 
     not_covered: bool = False
-
-    @field_validator("*", mode="wrap")
-    @classmethod
-    def _unreadable_is_default(cls, value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:
-        try:
-            return handler(value)
-        except ValidationError:
-            return cls.model_fields[str(info.field_name)].get_default()
 
 
 @dataclass(frozen=True)

@@ -37,19 +37,10 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    StrictBool,
-    StrictInt,
-    StrictStr,
-    ValidationError,
-    ValidatorFunctionWrapHandler,
-    field_validator,
-)
+from pydantic import ConfigDict, StrictBool, StrictInt, StrictStr
 
 from engine.citations import cited_source_ids
-from engine.contract import NodeData
+from engine.contract import Lenient, NodeData
 from engine.methods.base import RunContext
 from engine.methods.deot.params import DeotParams
 from engine.methods.deot.planner import PlanOutcome, resumable_attempts
@@ -69,19 +60,11 @@ def plan_key(query: str, tasks: list[dict[str, Any]]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-class _Lenient(BaseModel):
+class _Lenient(Lenient):
     """A read of what a killed solve may have left half-written: a field of the wrong shape reads as
-    absent (None) instead of failing the whole read, and nothing is coerced ("1" is not 1)."""
+    absent (its default, None), and nothing is coerced ("1" is not 1)."""
 
     model_config = ConfigDict(extra="ignore", strict=True)
-
-    @field_validator("*", mode="wrap")
-    @classmethod
-    def _spoiled_is_absent(cls, value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
-        try:
-            return handler(value)
-        except ValidationError:
-            return None
 
 
 class SolvingState(_Lenient):
