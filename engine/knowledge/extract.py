@@ -27,7 +27,7 @@ from engine.knowledge.schemas import Extraction
 from engine.llm.protocol import LLMError, LLMRequestError, LLMServerError, LLMTimeoutError, StructuredOutputError
 from engine.prompting import PromptMessages
 from engine.redact import redact_secrets
-from storage.knowledge import ChunkExtraction, KnowledgeStore
+from storage.knowledge import ChunkExtraction, EntityInput, KnowledgeStore, RelationInput
 from storage.models import KnowledgeChunk, stored_id
 
 T = TypeVar("T", bound=BaseModel)
@@ -93,6 +93,7 @@ class ChunkExtractor:
         parallel: Parallel,
         checkpoint: Callable[[], None] | None = None,
         max_tokens: int = EXTRACT_MAX_TOKENS,
+        on_extracted: Callable[[Sequence[EntityInput], Sequence[RelationInput]], None] | None = None,
         on_merged: Callable[[], None] | None = None,
     ) -> None:
         self._store = store
@@ -102,8 +103,10 @@ class ChunkExtractor:
         # The run's checkpoint, before each chunk: a pause or stop takes effect between chunks.
         self._checkpoint = checkpoint
         self._max_tokens = max_tokens
-        # Called by the thread that merged, after each merge, while other chunks are still being
-        # extracted (a run's graph embeds its new keys there: `StoredKnowledgeBase`).
+        # Called by the thread that asked a chunk: with its entities and relations as its answer
+        # comes, then once it is merged, while other chunks are still being extracted (a run's
+        # graph queues their keys, then embeds what is queued: `StoredKnowledgeBase`).
+        self._on_extracted = on_extracted
         self._on_merged = on_merged
         # One merge at a time: a merge reads the stored entities and writes them back.
         self._merge_lock = threading.Lock()
@@ -136,21 +139,22 @@ class ChunkExtractor:
             self._store.mark_chunk_failed(chunk_id, redact_secrets(str(exc)))
             return exc
         entities, relations = normalise_extraction(extraction)
-        if self._merge(ChunkExtraction(chunk_id, entities, relations)) and self._on_merged is not None:
+        if self._on_extracted is not None:
+            self._on_extracted(entities, relations)
+        self._merge(ChunkExtraction(chunk_id, entities, relations))
+        if self._on_merged is not None:
             self._on_merged()
         return True
 
-    def _merge(self, extraction: ChunkExtraction) -> bool:
+    def _merge(self, extraction: ChunkExtraction) -> None:
         """Merge one chunk's extraction, with every other one waiting when the merge lock comes free;
-        returns once it is stored (True if this thread merged it, False if another did), and raises
-        what the store raised for its transaction."""
+        returns once it is stored (by this thread or another), and raises what the store raised for
+        its transaction."""
         me = _Waiting(extraction)
-        merged_here = False
         with self._waiting_lock:
             self._waiting.append(me)
         with self._merge_lock:
             if not me.done:  # else the one before us merged ours with its own
-                merged_here = True
                 with self._waiting_lock:
                     batch, self._waiting = self._waiting, []
                 try:
@@ -169,4 +173,3 @@ class ChunkExtractor:
                         waiting.done = True
         if me.error is not None:
             raise me.error
-        return merged_here

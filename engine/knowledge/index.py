@@ -40,7 +40,7 @@ import numpy as np
 from engine.search.embeddings import Embedder, EmbeddingError
 from engine.search.fusion import fuse
 from engine.search.rerank import bm25_term_scores, tokens
-from storage.knowledge import GraphContents
+from storage.knowledge import GraphContents, RelationInput
 from storage.models import KnowledgeEntity, KnowledgeRelation, stored_id
 
 # LightRAG's `cosine_better_than_threshold`: below it a key is not a match by meaning.
@@ -201,6 +201,7 @@ class KeyIndex:
         return self.relation_keys.match(keywords, top_k, embedder, on_error)
 
 
-def relation_key_text(relation: KnowledgeRelation) -> str:
-    """A relation's keys as one text: its keywords, as the LLM summarised the link."""
+def relation_key_text(relation: KnowledgeRelation | RelationInput) -> str:
+    """A relation's keys as one text: its keywords, as the LLM summarised the link (stored, or as a
+    chunk's answer brings them)."""
     return " ; ".join(relation.keywords)

@@ -8,8 +8,8 @@ fails, which `on_embedding_error` is told once per failure), the matched entitie
 matched relations) expanded 1..hops relations away (`expand.py`), and every chunk those entities and
 relations came from made a knowledge unit: the chunk as a citable `Hit`, with the reached triples and
 entities extracted from it. The keys' vectors are made ahead, so retrieval, which follows, embeds
-only the keywords: a question's graph's as its chunks are merged (`add_documents`), while the other
-chunks are still being extracted; a collection's while the model is asked for the keywords
+only the keywords: a question's graph's as each chunk's answer comes (`add_documents`), while the
+other chunks are still being extracted; a collection's while the model is asked for the keywords
 (`keywords`).
 """
 
@@ -25,7 +25,7 @@ from engine.knowledge.browse import chunk_hit, neighbourhood, triple
 from engine.knowledge.chunks import chunk_documents
 from engine.knowledge.expand import adjacency, expand
 from engine.knowledge.extract import EXTRACT_MAX_TOKENS, PURPOSE, Asker, ChunkExtractor, Parallel
-from engine.knowledge.index import KeyIndex, OnError
+from engine.knowledge.index import KeyIndex, OnError, relation_key_text
 from engine.knowledge.merge import MAX_KEYWORD_CHARS, clean
 from engine.knowledge.prompts import KEYWORDS
 from engine.knowledge.schemas import QuestionKeywords
@@ -40,9 +40,9 @@ from engine.knowledge.units import (
 )
 from engine.llm.protocol import StructuredOutputError
 from engine.names import content_words, proper_names
-from engine.search.embeddings import Embedder, EmbeddingError
+from engine.search.embeddings import Embedder, EmbeddingError, remembering
 from engine.search.protocol import Hit
-from storage.knowledge import KnowledgeStore
+from storage.knowledge import EntityInput, KnowledgeStore, RelationInput
 from storage.models import KnowledgeChunkStatus, KnowledgeEntity, KnowledgeGraph, KnowledgeRelation, stored_id
 
 log = logging.getLogger(__name__)
@@ -135,10 +135,12 @@ class StoredKnowledgeBase:
         self._writable = writable
         self._parallel = parallel
         self._views = views or GraphViews(store, keep=1)
-        # Keys are matched by meaning with it (index.py); without it, or when it fails, by BM25.
-        self._embedder = embedder
-        # With an embedder, the keys a merge adds are embedded at once, while the other chunks are
-        # still being extracted: the next merge's index reuses them, and retrieval finds them made.
+        # Keys are matched by meaning with it (index.py); without it, or when it fails, by BM25. It
+        # remembers what it embedded, so keys embedded ahead are not embedded again.
+        self._embedder = remembering(embedder) if embedder is not None else None
+        # With an embedder, each chunk's keys are queued as its answer comes and embedded once it is
+        # merged, in the thread that asked it, while the other chunks are still being extracted:
+        # retrieval finds them made.
         self._extractor = ChunkExtractor(
             store,
             self.graph_id,
@@ -146,10 +148,13 @@ class StoredKnowledgeBase:
             parallel,
             checkpoint,
             extract_max_tokens,
-            on_merged=self._embed_merged_keys if embedder is not None else None,
+            on_extracted=self._queue_keys if embedder is not None else None,
+            on_merged=self._embed_queued_keys if embedder is not None else None,
         )
         self._on_embedding_error = on_embedding_error
         self._told: set[str] = set()  # embedding failures already told: once each, not every retrieval
+        self._queued_keys: dict[str, None] = {}  # guarded by `_queue_lock`
+        self._queue_lock = threading.Lock()
         self._embedding_keys = threading.Lock()
 
     # ------------------------------------------------------------------ building
@@ -205,7 +210,7 @@ class StoredKnowledgeBase:
         # The keys are embedded while the model thinks of the keywords: retrieval, which comes next,
         # then finds their vectors made (a question's graph of 10 documents: about 0.3 s of CPU on
         # 2 cores, otherwise spent after the call). A question's graph has them made already, as its
-        # chunks were merged; a collection's graph, built by another process, has them made here.
+        # chunks' answers came; a collection's graph, built by another process, has them made here.
         answer = ask() if self._embedder is None else self._parallel([ask, self._embed_keys])[0]
         if answer is None:
             return keywords_from_words(question)
@@ -271,28 +276,42 @@ class StoredKnowledgeBase:
             max_units=max_units,
         )
 
-    def _embed_merged_keys(self) -> None:
-        """`_embed_keys` after a merge, in an extraction's thread: a head start only. Nothing it
-        meets fails the extraction; retrieval embeds what is missing and tells what fails."""
-        try:
-            self._embed_keys()
-        except Exception:  # noqa: BLE001 - retrieval meets the same failure and says it
-            log.debug("the keys of a merge could not be embedded ahead", exc_info=True)
+    def _queue_keys(self, entities: Sequence[EntityInput], relations: Sequence[RelationInput]) -> None:
+        """Queue the keys a chunk's answer brings (its entities' names, its relations' keywords) as it
+        comes. The index's keys are these texts, but for a relation met again, whose keywords merge
+        (retrieval embeds those)."""
+        texts = [e.name for e in entities] + [relation_key_text(r) for r in relations]
+        with self._queue_lock:
+            self._queued_keys.update(dict.fromkeys(texts))
+
+    def _embed_queued_keys(self) -> None:
+        """Embed every key queued so far, once a chunk is merged, in the thread that asked it: a head
+        start only. One embedding at a time, of all that is queued when it starts: answers that
+        come together are embedded in one call (batched on every core), not each on its own in a
+        crowd of calls. Returns once this chunk's keys are embedded, here or by the thread before.
+        Nothing it meets fails the extraction; retrieval embeds what is missing and tells what fails."""
+        assert self._embedder is not None
+        with self._embedding_keys:
+            with self._queue_lock:
+                texts, self._queued_keys = list(self._queued_keys), {}
+            if not texts:
+                return
+            try:
+                self._embedder.embed(texts)
+            except Exception:  # noqa: BLE001 - retrieval meets the same failure and says it
+                log.debug("the keys of merged chunks could not be embedded ahead", exc_info=True)
 
     def _embed_keys(self) -> None:
         """Make the graph's key vectors now (retrieval reuses them). A failure is left to retrieval,
         which embeds again and tells it. Only called with an embedder."""
         assert self._embedder is not None
-        # One at a time: merges that land together would each index the graph before the other's
-        # keys are embedded, and embed those keys again. In turn, each index reuses the one before.
-        with self._embedding_keys:
-            index = self._views.get(self.graph_id).index
-            for level in (index.entity_keys, index.relation_keys):
-                if level.texts:
-                    try:
-                        level.vectors(self._embedder)
-                    except EmbeddingError:
-                        return
+        index = self._views.get(self.graph_id).index
+        for level in (index.entity_keys, index.relation_keys):
+            if level.texts:
+                try:
+                    level.vectors(self._embedder)
+                except EmbeddingError:
+                    return
 
     def _embedding_failed(self, exc: EmbeddingError) -> None:
         if self._on_embedding_error is not None and str(exc) not in self._told:

@@ -21,6 +21,8 @@ texts (`engine/search/rerank.py`).
 from __future__ import annotations
 
 import math
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from operator import mul
@@ -35,6 +37,7 @@ Vector = list[float]
 DEFAULT_MODEL = DEFAULT_EMBEDDINGS_MODEL
 BATCH = 64  # texts per request: well under every server's limit
 HIT_CHARS = 2000  # what of a hit is embedded: its title and opening text
+REMEMBERED_TEXTS = 10_000  # texts a `RememberingEmbedder` keeps the vectors of
 
 
 class EmbeddingError(SearchError):
@@ -92,6 +95,47 @@ class OpenAIEmbeddings:
         if len(data) != len(batch) or not all(isinstance(item.embedding, list) and item.embedding for item in data):
             raise EmbeddingError(f"{self.description} returned {len(data)} vectors for {len(batch)} texts")
         return [[float(x) for x in item.embedding] for item in data]
+
+
+class RememberingEmbedder:
+    """An `Embedder` that remembers the vectors its inner one made (of the last `limit` texts), so
+    texts embedded ahead of the call that needs them (the knowledge layer's keys, as each chunk's
+    extraction comes) are not embedded again. Texts asked by two threads at once may be embedded
+    twice: it spares work, it does not promise uniqueness. Use `remembering`."""
+
+    remembers_texts = True
+
+    def __init__(self, inner: Embedder, *, limit: int = REMEMBERED_TEXTS) -> None:
+        self._inner = inner
+        self._limit = limit
+        self._vectors: OrderedDict[str, Vector] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @property
+    def description(self) -> str:
+        return self._inner.description
+
+    def embed(self, texts: Sequence[str]) -> list[Vector]:
+        with self._lock:
+            known = {text: self._vectors[text] for text in texts if text in self._vectors}
+            for text in known:
+                self._vectors.move_to_end(text)
+        missing = list(dict.fromkeys(text for text in texts if text not in known))
+        if missing:
+            made = self._inner.embed(missing)
+            if len(made) != len(missing):
+                raise EmbeddingError(f"{self.description} returned {len(made)} vectors for {len(missing)} texts")
+            known.update(zip(missing, made))
+            with self._lock:
+                self._vectors.update(zip(missing, made))
+                while len(self._vectors) > self._limit:
+                    self._vectors.popitem(last=False)
+        return [known[text] for text in texts]
+
+
+def remembering(embedder: Embedder) -> Embedder:
+    """`embedder` if it remembers what it embedded (the built-in one does), else it wrapped so."""
+    return embedder if getattr(embedder, "remembers_texts", False) else RememberingEmbedder(embedder)
 
 
 def cosine(a: Sequence[float], b: Sequence[float]) -> float:

@@ -331,7 +331,7 @@ class MtqaMethod(Method[MtqaParams]):
             if not data.keywords_ready and data.documents and not self._documents_added:
                 # The keywords need the question only: asked beside the chunks' extraction, they take
                 # a slot of its wave (whose last round has room: 11 calls on 8 slots) instead of a
-                # call of their own after it. The graph's keys are embedded as its chunks are merged
+                # call of their own after it. The graph's keys are embedded as its chunks' answers come
                 # (`KnowledgeBase.add_documents`), no longer while the keywords are asked. Kept
                 # whatever the extraction did (its chunks failed, or it raised: a stop, the budget,
                 # the endpoint), so a resume does not ask them again; then its error is raised.

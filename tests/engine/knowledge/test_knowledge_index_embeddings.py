@@ -29,7 +29,7 @@ from engine.search.rerank import tokens
 from storage import Repository, open_database
 from storage.knowledge import GraphContents, KnowledgeStore
 from storage.models import KnowledgeEntity, KnowledgeRelation, NodeStatus, RunStatus
-from tests.engine.knowledge.test_knowledge import ARTHUR, FIRST, QUESTION
+from tests.engine.knowledge.test_knowledge import ARTHUR, FIRST, GODEY, QUESTION
 from tests.support.fixtures_engine import run_to_end
 
 MISSPELT = "Artur's Magasine"  # no word of it is a word of "Arthur's Magazine", after stemming
@@ -278,6 +278,40 @@ def test_a_question_graphs_keys_are_embedded_as_its_chunks_are_merged(store):
     assert embedder.calls[embedded:] == [[MISSPELT]]  # the keys were embedded before: only the keyword now
     key_texts = [text for call in embedder.calls[:embedded] for text in call]
     assert len(key_texts) == len(set(key_texts))  # each key embedded once, though the graph grew twice
+
+
+def test_answers_that_come_while_keys_are_embedded_have_theirs_embedded_together(store):
+    """Keys are embedded one call at a time, of all that is queued when it starts: here the other
+    two chunks are answered once the first one's keys are being embedded, and that call waits until
+    both are merged, so their keys go in one call, not one each in a crowd of calls on the same
+    cores. (Events and a poll of the store; the clock only caps the waits.)"""
+    embedding = threading.Event()
+    llm = EvalLLM(FakeLLM())
+
+    class Waiting(TrigramEmbedder):
+        def embed(self, texts: Sequence[str]) -> list[list[float]]:
+            if not self.calls:
+                embedding.set()
+                for _ in range(600):  # until the two other chunks are merged
+                    if store.counts(kb.graph_id).chunks_done == 3:
+                        break
+                    threading.Event().wait(0.1)
+            return super().embed(texts)
+
+    def ask(messages, schema, **kwargs):
+        if schema is Extraction and "Arthur's Magazine (1844" not in str(messages):
+            assert embedding.wait(timeout=120), "the first chunk's keys were not embedded as it was merged"
+        return llm.ask(messages, schema, **kwargs)
+
+    embedder = Waiting()
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        kb = question_kb(store, embedder, ask=ask, pool=pool)
+        progress = kb.add_documents([ARTHUR, FIRST, GODEY])
+    assert progress.chunks_done == 3 and not progress.failed_chunks
+    assert len(embedder.calls) == 2
+    first, together = (set(call) for call in embedder.calls)
+    assert "Arthur's Magazine" in first and {"First for Women", "Louis A"} <= together  # both later chunks
+    assert not first & together  # no key embedded twice
 
 
 def test_keys_whose_embedding_breaks_after_a_merge_fail_no_chunk(store):

@@ -15,7 +15,9 @@ from engine.search.embeddings import (
     EmbeddingReranker,
     EmbeddingsSettings,
     OpenAIEmbeddings,
+    RememberingEmbedder,
     cosine,
+    remembering,
     top_for_each,
 )
 from engine.search.protocol import Hit
@@ -41,6 +43,40 @@ def test_the_client_returns_one_vector_per_text_in_order_and_batches():
         # The openai client's own default (base64) is served too.
         raw = openai.OpenAI(api_key="x", base_url=server.base_url).embeddings.create(model="m", input="hello world")
         assert raw.data[0].embedding == pytest.approx(fake_embedding("hello world"), abs=1e-6)
+
+
+def test_a_remembering_embedder_embeds_each_text_once_and_forgets_the_oldest():
+    """What the knowledge layer wraps the run's embedder in, so keys embedded as the chunks' answers
+    come are not embedded again by retrieval (over the real client and server)."""
+    with FakeOpenAIServer() as server:
+        inner = OpenAIEmbeddings(EmbeddingsSettings(base_url=server.base_url, model="fake-embed"))
+        embedder = RememberingEmbedder(inner, limit=3)
+        assert embedder.description == inner.description and remembering(embedder) is embedder
+        first = embedder.embed(["alpha", "beta", "alpha"])
+        assert first == [pytest.approx(fake_embedding(t)) for t in ["alpha", "beta", "alpha"]]
+        assert embedder.embed(["beta", "gamma"]) == [pytest.approx(fake_embedding(t)) for t in ["beta", "gamma"]]
+        embedder.embed(["delta"])  # four texts seen, three kept: "alpha", the least recently used, goes
+        embedder.embed(["alpha", "beta"])
+        assert [r["input"] for r in server.embedding_requests] == [
+            ["alpha", "beta"],
+            ["gamma"],
+            ["delta"],
+            ["alpha"],
+        ]
+
+
+def test_a_remembering_embedder_refuses_vectors_of_the_wrong_count():
+    class Short:
+        description = "short test embedder"
+
+        def embed(self, texts):
+            return [[1.0, 0.0]] * (len(texts) - 1)
+
+    embedder = remembering(Short())
+    with pytest.raises(EmbeddingError, match="returned 1 vectors for 2 texts"):
+        embedder.embed(["one", "two"])
+    with pytest.raises(EmbeddingError):
+        embedder.embed(["one"])  # nothing of the failed call was remembered
 
 
 def test_a_failing_endpoint_is_an_embedding_error():
