@@ -103,7 +103,7 @@ class KeyLevel:
 
     def vectors(self, embedder: Embedder) -> np.ndarray:
         """The keys' unit vectors by `embedder`, embedded once (a previous index's reused)."""
-        if len(self.texts) > MAX_EMBEDDED_KEYS:
+        if not embeds_level(len(self.texts)):
             raise EmbeddingError(
                 f"the graph has {len(self.texts):,} {self.name} keys, more than the "
                 f"{MAX_EMBEDDED_KEYS:,} embedded per graph"
@@ -150,6 +150,11 @@ class KeyLevel:
                 fused = fuse([[i for i, _ in lexical], [i for i, _ in semantic]], key=lambda i: i)
                 return [Matched(self.ids[i], score) for i, score in fused[:top_k]]
         return [Matched(self.ids[i], score) for i, score in lexical[:top_k]]
+
+
+def embeds_level(keys: int) -> bool:
+    """Whether a level of this many keys is matched by meaning (else by BM25 alone, see the module)."""
+    return keys <= MAX_EMBEDDED_KEYS
 
 
 def _unit_rows(vectors: Sequence[Sequence[float]], count: int, embedder: Embedder) -> np.ndarray:

@@ -19,13 +19,13 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from engine.knowledge.browse import chunk_hit, neighbourhood, triple
 from engine.knowledge.chunks import chunk_documents
 from engine.knowledge.expand import adjacency, expand
 from engine.knowledge.extract import EXTRACT_MAX_TOKENS, PURPOSE, Asker, ChunkExtractor, Parallel
-from engine.knowledge.index import KeyIndex, OnError, relation_key_text
+from engine.knowledge.index import KeyIndex, OnError, embeds_level, relation_key_text
 from engine.knowledge.merge import MAX_KEYWORD_CHARS, clean
 from engine.knowledge.prompts import KEYWORDS
 from engine.knowledge.schemas import QuestionKeywords
@@ -135,9 +135,11 @@ class StoredKnowledgeBase:
         self._writable = writable
         self._parallel = parallel
         self._views = views or GraphViews(store, keep=1)
-        # Keys are matched by meaning with it (index.py); without it, or when it fails, by BM25. It
-        # remembers what it embedded, so keys embedded ahead are not embedded again.
-        self._embedder = remembering(embedder) if embedder is not None else None
+        # Keys are matched by meaning with it (index.py); without it, or when it fails, by BM25. A
+        # graph that grows here embeds its keys ahead, so its embedder remembers what it embedded:
+        # retrieval does not embed them again. A collection's graph is only read (its keys' vectors
+        # are kept by its shared index, `GraphViews`).
+        self._embedder = remembering(embedder) if embedder is not None and writable else embedder
         # With an embedder, each chunk's keys are queued as its answer comes and embedded once it is
         # merged, in the thread that asked it, while the other chunks are still being extracted:
         # retrieval finds them made.
@@ -153,7 +155,7 @@ class StoredKnowledgeBase:
         )
         self._on_embedding_error = on_embedding_error
         self._told: set[str] = set()  # embedding failures already told: once each, not every retrieval
-        self._queued_keys: dict[str, None] = {}  # guarded by `_queue_lock`
+        self._queued_keys = _QueuedKeys()  # guarded by `_queue_lock`
         self._queue_lock = threading.Lock()
         self._embedding_keys = threading.Lock()
 
@@ -278,40 +280,52 @@ class StoredKnowledgeBase:
 
     def _queue_keys(self, entities: Sequence[EntityInput], relations: Sequence[RelationInput]) -> None:
         """Queue the keys a chunk's answer brings (its entities' names, its relations' keywords) as it
-        comes. The index's keys are these texts, but for a relation met again, whose keywords merge
-        (retrieval embeds those)."""
-        texts = [e.name for e in entities] + [relation_key_text(r) for r in relations]
+        comes. Mostly they are the index's keys; not quite: a relation met again has its keywords
+        merged (retrieval embeds that key), an entity met again keeps its first name (the new
+        spelling is embedded for nothing), and a chunk whose merge raised leaves its keys queued for
+        the next embedding."""
         with self._queue_lock:
-            self._queued_keys.update(dict.fromkeys(texts))
+            self._queued_keys.entities.update(dict.fromkeys(e.name for e in entities))
+            self._queued_keys.relations.update(dict.fromkeys(relation_key_text(r) for r in relations))
 
     def _embed_queued_keys(self) -> None:
         """Embed every key queued so far, once a chunk is merged, in the thread that asked it: a head
         start only. One embedding at a time, of all that is queued when it starts: answers that
         come together are embedded in one call (batched on every core), not each on its own in a
         crowd of calls. Returns once this chunk's keys are embedded, here or by the thread before.
-        Nothing it meets fails the extraction; retrieval embeds what is missing and tells what fails."""
+        A level of more keys than are embedded (`index.embeds_level`) is matched by BM25 alone: its
+        keys are not embedded. Nothing it meets fails the extraction; retrieval embeds what is
+        missing and tells what fails."""
         assert self._embedder is not None
         with self._embedding_keys:
             with self._queue_lock:
-                texts, self._queued_keys = list(self._queued_keys), {}
-            if not texts:
+                queued, self._queued_keys = self._queued_keys, _QueuedKeys()
+            if not queued.entities and not queued.relations:
                 return
             try:
-                self._embedder.embed(texts)
+                counts = self._store.counts(self.graph_id)
+                texts = [
+                    *(queued.entities if embeds_level(counts.entities) else ()),
+                    *(queued.relations if embeds_level(counts.relations) else ()),
+                ]
+                if texts:
+                    self._embedder.embed(list(dict.fromkeys(texts)))
             except Exception:  # noqa: BLE001 - retrieval meets the same failure and says it
                 log.debug("the keys of merged chunks could not be embedded ahead", exc_info=True)
 
     def _embed_keys(self) -> None:
         """Make the graph's key vectors now (retrieval reuses them). A failure is left to retrieval,
-        which embeds again and tells it. Only called with an embedder."""
+        which embeds again and tells it. Only called with an embedder. One embedding of keys at a
+        time: keys queued as a chunk's answer came are not embedded here as well, meanwhile."""
         assert self._embedder is not None
-        index = self._views.get(self.graph_id).index
-        for level in (index.entity_keys, index.relation_keys):
-            if level.texts:
-                try:
-                    level.vectors(self._embedder)
-                except EmbeddingError:
-                    return
+        with self._embedding_keys:
+            index = self._views.get(self.graph_id).index
+            for level in (index.entity_keys, index.relation_keys):
+                if level.texts:
+                    try:
+                        level.vectors(self._embedder)
+                    except EmbeddingError:
+                        return
 
     def _embedding_failed(self, exc: EmbeddingError) -> None:
         if self._on_embedding_error is not None and str(exc) not in self._told:
@@ -377,6 +391,14 @@ class StoredKnowledgeBase:
                 )
             )
         return units
+
+
+@dataclass
+class _QueuedKeys:
+    """Keys queued for embedding ahead, by level, each once, in the order they came."""
+
+    entities: dict[str, None] = field(default_factory=dict)
+    relations: dict[str, None] = field(default_factory=dict)
 
 
 def _triple(index: KeyIndex, relation: KnowledgeRelation) -> Triple:

@@ -14,6 +14,8 @@ texts (`engine/search/rerank.py`).
 - `OpenAIEmbeddings`: the client, through the `openai` package's `embeddings.create` (floats asked
   for explicitly: not every server speaks base64), in batches; the endpoint's URL is shown redacted.
 - `EmbeddingReranker`: the `Reranker` protocol by cosine similarity, for the rerankers to come.
+- `RememberingEmbedder` (`remembering(embedder)`): an embedder that keeps the vectors it made, for
+  texts embedded ahead of the call that needs them (a question graph's keys, `engine/knowledge`).
 - `top_for_each(queries, hits, k, embedder)`: each query's best k hits, with how they were ranked
   (one embedding call for all queries and hits; BM25 when there is no embedder or the call failed).
 """
@@ -98,17 +100,20 @@ class OpenAIEmbeddings:
 
 
 class RememberingEmbedder:
-    """An `Embedder` that remembers the vectors its inner one made (of the last `limit` texts), so
-    texts embedded ahead of the call that needs them (the knowledge layer's keys, as each chunk's
-    extraction comes) are not embedded again. Texts asked by two threads at once may be embedded
-    twice: it spares work, it does not promise uniqueness. Use `remembering`."""
+    """An `Embedder` that remembers the vectors its inner one made (of the last `limit` texts, as
+    float32 rows), so texts embedded ahead of the call that needs them (a question graph's keys, as
+    each chunk's answer comes) are not embedded again. Texts asked by two threads at once may be
+    embedded twice: it spares work, it does not promise uniqueness. Vectors of the wrong count, of
+    no or unequal size, or of another size than those kept are an `EmbeddingError`, and none of that
+    call's is kept. Use `remembering`."""
 
     remembers_texts = True
 
     def __init__(self, inner: Embedder, *, limit: int = REMEMBERED_TEXTS) -> None:
         self._inner = inner
         self._limit = limit
-        self._vectors: OrderedDict[str, Vector] = OrderedDict()
+        self._vectors: OrderedDict[str, Any] = OrderedDict()  # text -> float32 row (numpy)
+        self._dims: int | None = None
         self._lock = threading.Lock()
 
     @property
@@ -122,15 +127,32 @@ class RememberingEmbedder:
                 self._vectors.move_to_end(text)
         missing = list(dict.fromkeys(text for text in texts if text not in known))
         if missing:
-            made = self._inner.embed(missing)
-            if len(made) != len(missing):
-                raise EmbeddingError(f"{self.description} returned {len(made)} vectors for {len(missing)} texts")
-            known.update(zip(missing, made))
+            rows = self._checked(self._inner.embed(missing), len(missing))
+            known.update(zip(missing, rows))
             with self._lock:
-                self._vectors.update(zip(missing, made))
+                self._vectors.update(zip(missing, rows))
                 while len(self._vectors) > self._limit:
                     self._vectors.popitem(last=False)
-        return [known[text] for text in texts]
+        return [known[text].tolist() for text in texts]
+
+    def _checked(self, vectors: Sequence[Vector], count: int) -> Any:
+        import numpy as np  # not at import: the CLI's start-up loads this module
+
+        try:
+            rows = np.asarray(vectors, dtype=np.float32)
+        except (TypeError, ValueError) as exc:
+            raise EmbeddingError(f"{self.description} returned vectors of unequal or non-numeric size") from exc
+        if rows.ndim != 2 or rows.shape[0] != count or not rows.shape[1]:
+            raise EmbeddingError(
+                f"{self.description} returned {rows.shape[0] if rows.ndim else 0} vectors for {count} texts"
+            )
+        with self._lock:
+            if self._dims is not None and rows.shape[1] != self._dims:
+                raise EmbeddingError(
+                    f"{self.description} gave vectors of {rows.shape[1]} dimensions, before of {self._dims}"
+                )
+            self._dims = rows.shape[1]
+        return rows
 
 
 def remembering(embedder: Embedder) -> Embedder:

@@ -314,6 +314,16 @@ def test_answers_that_come_while_keys_are_embedded_have_theirs_embedded_together
     assert not first & together  # no key embedded twice
 
 
+def test_a_level_of_more_keys_than_are_embedded_is_not_embedded_ahead(store, monkeypatch):
+    """Such a level is matched by BM25 alone (`index.embeds_level`): embedding its keys as the
+    chunks' answers come would be work for nothing."""
+    monkeypatch.setattr(index_module, "MAX_EMBEDDED_KEYS", 1)
+    embedder = TrigramEmbedder()
+    kb = question_kb(store, embedder)
+    assert kb.add_documents([ARTHUR, FIRST]).chunks_done == 2
+    assert embedder.calls == []
+
+
 def test_keys_whose_embedding_breaks_after_a_merge_fail_no_chunk(store):
     """Embedding a merge's keys is a head start: whatever it meets (here not even an
     `EmbeddingError`) leaves the chunk merged and the extraction whole."""

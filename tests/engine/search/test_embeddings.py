@@ -79,6 +79,29 @@ def test_a_remembering_embedder_refuses_vectors_of_the_wrong_count():
         embedder.embed(["one"])  # nothing of the failed call was remembered
 
 
+def test_a_remembering_embedder_refuses_vectors_of_unequal_or_changed_size_and_keeps_none():
+    class Sized:
+        description = "sized test embedder"
+
+        def __init__(self) -> None:
+            self.sizes = [[2, 3], [4], [2]]  # per call: the size of each vector it returns
+            self.calls: list[list[str]] = []
+
+        def embed(self, texts):
+            self.calls.append(list(texts))
+            return [[1.0] * size for size in self.sizes.pop(0)]
+
+    inner = Sized()
+    embedder = remembering(inner)
+    with pytest.raises(EmbeddingError, match="unequal or non-numeric size"):
+        embedder.embed(["one", "two"])
+    assert embedder.embed(["three"]) == [[1.0] * 4]
+    with pytest.raises(EmbeddingError, match="2 dimensions, before of 4"):
+        embedder.embed(["one"])
+    assert embedder.embed(["three"]) == [[1.0] * 4]  # remembered: not asked again
+    assert inner.calls == [["one", "two"], ["three"], ["one"]]
+
+
 def test_a_failing_endpoint_is_an_embedding_error():
     with FakeOpenAIServer(api_key="secret") as server:
         embedder = OpenAIEmbeddings(EmbeddingsSettings(base_url=server.base_url, api_key="wrong"))
