@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.search.embeddings import Embedder, EmbeddingError
+from engine.search.embeddings import Embedder, EmbeddingError, float32_rows
 from engine.search.fusion import fuse
 from engine.search.rerank import bm25_term_scores, tokens
 from storage.knowledge import GraphContents, RelationInput
@@ -159,14 +159,7 @@ def embeds_level(keys: int) -> bool:
 
 def _unit_rows(vectors: Sequence[Sequence[float]], count: int, embedder: Embedder) -> np.ndarray:
     """The embedder's answer as float32 rows of unit length (a zero vector stays zero)."""
-    try:
-        rows = np.asarray(vectors, dtype=np.float32)
-    except (TypeError, ValueError) as exc:
-        raise EmbeddingError(f"{embedder.description} returned vectors of unequal or non-numeric size") from exc
-    if rows.ndim != 2 or rows.shape[0] != count or not rows.shape[1]:
-        raise EmbeddingError(
-            f"{embedder.description} returned {rows.shape[0] if rows.ndim else 0} vectors for {count} texts"
-        )
+    rows: np.ndarray = float32_rows(vectors, count, embedder.description)
     norms = np.linalg.norm(rows, axis=1, keepdims=True)
     return rows / np.where(norms > 0, norms, 1.0)
 

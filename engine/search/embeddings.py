@@ -136,16 +136,7 @@ class RememberingEmbedder:
         return [known[text].tolist() for text in texts]
 
     def _checked(self, vectors: Sequence[Vector], count: int) -> Any:
-        import numpy as np  # not at import: the CLI's start-up loads this module
-
-        try:
-            rows = np.asarray(vectors, dtype=np.float32)
-        except (TypeError, ValueError) as exc:
-            raise EmbeddingError(f"{self.description} returned vectors of unequal or non-numeric size") from exc
-        if rows.ndim != 2 or rows.shape[0] != count or not rows.shape[1]:
-            raise EmbeddingError(
-                f"{self.description} returned {rows.shape[0] if rows.ndim else 0} vectors for {count} texts"
-            )
+        rows = float32_rows(vectors, count, self.description)
         with self._lock:
             if self._dims is not None and rows.shape[1] != self._dims:
                 raise EmbeddingError(
@@ -153,6 +144,20 @@ class RememberingEmbedder:
                 )
             self._dims = rows.shape[1]
         return rows
+
+
+def float32_rows(vectors: Sequence[Sequence[float]], count: int, description: str) -> Any:
+    """An embedder's answer for `count` texts as a float32 matrix (numpy), one row per text;
+    `EmbeddingError` when the vectors are not `count` vectors of one size, at least 1."""
+    import numpy as np  # not at import: the CLI's start-up loads this module
+
+    try:
+        rows = np.asarray(vectors, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise EmbeddingError(f"{description} returned vectors of unequal or non-numeric size") from exc
+    if rows.ndim != 2 or rows.shape[0] != count or not rows.shape[1]:
+        raise EmbeddingError(f"{description} returned {rows.shape[0] if rows.ndim else 0} vectors for {count} texts")
+    return rows
 
 
 def remembering(embedder: Embedder) -> Embedder:
