@@ -155,7 +155,8 @@ class StoredKnowledgeBase:
         )
         self._on_embedding_error = on_embedding_error
         self._told: set[str] = set()  # embedding failures already told: once each, not every retrieval
-        self._queued_keys = _QueuedKeys()  # guarded by `_queue_lock`
+        self._queued_keys = _QueuedKeys()  # guarded by `_queue_lock`, as is the next
+        self._seen_keys = _QueuedKeys()  # every key queued by this graph, to tell a level too big to embed
         self._queue_lock = threading.Lock()
         self._embedding_keys = threading.Lock()
 
@@ -284,30 +285,31 @@ class StoredKnowledgeBase:
         merged (retrieval embeds that key), an entity met again keeps its first name (the new
         spelling is embedded for nothing), and a chunk whose merge raised leaves its keys queued for
         the next embedding."""
+        names, keywords = [e.name for e in entities], [relation_key_text(r) for r in relations]
         with self._queue_lock:
-            self._queued_keys.entities.update(dict.fromkeys(e.name for e in entities))
-            self._queued_keys.relations.update(dict.fromkeys(relation_key_text(r) for r in relations))
+            for keys in (self._queued_keys, self._seen_keys):
+                keys.entities.update(dict.fromkeys(names))
+                keys.relations.update(dict.fromkeys(keywords))
 
     def _embed_queued_keys(self) -> None:
         """Embed every key queued so far, once a chunk is merged, in the thread that asked it: a head
         start only. One embedding at a time, of all that is queued when it starts: answers that
         come together are embedded in one call (batched on every core), not each on its own in a
         crowd of calls. Returns once this chunk's keys are embedded, here or by the thread before.
-        A level of more keys than are embedded (`index.embeds_level`) is matched by BM25 alone: its
-        keys are not embedded. Nothing it meets fails the extraction; retrieval embeds what is
-        missing and tells what fails."""
+        A level of more keys than are embedded (`index.embeds_level`) is matched by BM25 alone: once
+        the keys it has queued for a level pass that, they are not embedded (counted here, not read
+        from the store: a graph grown by an earlier process may still embed ahead a level retrieval
+        will not use). Nothing it meets fails the extraction; retrieval embeds what is missing and
+        tells what fails."""
         assert self._embedder is not None
         with self._embedding_keys:
             with self._queue_lock:
                 queued, self._queued_keys = self._queued_keys, _QueuedKeys()
+                embedded = embeds_level(len(self._seen_keys.entities)), embeds_level(len(self._seen_keys.relations))
             if not queued.entities and not queued.relations:
                 return
             try:
-                counts = self._store.counts(self.graph_id)
-                texts = [
-                    *(queued.entities if embeds_level(counts.entities) else ()),
-                    *(queued.relations if embeds_level(counts.relations) else ()),
-                ]
+                texts = [*(queued.entities if embedded[0] else ()), *(queued.relations if embedded[1] else ())]
                 if texts:
                     self._embedder.embed(list(dict.fromkeys(texts)))
             except Exception:  # noqa: BLE001 - retrieval meets the same failure and says it
@@ -395,7 +397,7 @@ class StoredKnowledgeBase:
 
 @dataclass
 class _QueuedKeys:
-    """Keys queued for embedding ahead, by level, each once, in the order they came."""
+    """Keys queued for embedding ahead (or all those seen), by level, each once, in the order they came."""
 
     entities: dict[str, None] = field(default_factory=dict)
     relations: dict[str, None] = field(default_factory=dict)
