@@ -28,7 +28,7 @@ from engine.search.embedding_model import (
     model_folder,
 )
 from engine.search.embeddings import Embedder, OpenAIEmbeddings, cosine
-from engine.search.minilm import BATCH, PADDING, MiniLMEncoder, _batches
+from engine.search.minilm import BATCH, PADDING, MiniLMEncoder, _batches, _gelu, _layer_norm
 from engine.services import build_services
 from storage.models import RunStatus
 from tests.engine.methods.omnithink.omnithink_scripts import (
@@ -125,6 +125,18 @@ def test_an_input_of_several_batches_is_encoded_on_every_core_to_the_same_vector
     threads.clear()
     several.encode(texts[:BATCH])  # one batch: on the caller's thread alone
     assert threads == {threading.current_thread().name}
+
+
+def test_the_in_place_gelu_and_layer_norm_compute_bert_s():
+    """Both work in place on their input (a product's result) for speed; they must still be BERT's
+    exact-erf GELU (within Abramowitz & Stegun's 1.5e-7) and layer normalisation, on both signs."""
+    x = np.linspace(-6.0, 6.0, 1203, dtype=np.float32).reshape(3, 401)
+    exact = [[0.5 * v * (1.0 + math.erf(v / math.sqrt(2.0))) for v in row] for row in x.tolist()]
+    assert _gelu(x.copy()) == pytest.approx(np.array(exact), abs=1e-6)
+    weight, bias = np.linspace(0.5, 1.5, 401, dtype=np.float32), np.linspace(-1.0, 1.0, 401, dtype=np.float32)
+    rows = x.astype(np.float64)
+    naive = (rows - rows.mean(-1, keepdims=True)) / np.sqrt(rows.var(-1, keepdims=True) + 1e-12) * weight + bias
+    assert _layer_norm(x.copy(), weight, bias) == pytest.approx(naive, abs=1e-5)
 
 
 def test_batches_hold_texts_of_similar_lengths_so_little_is_padding():
