@@ -5,6 +5,7 @@ live in `Node.data`."""
 from __future__ import annotations
 
 import copy
+import marshal
 import warnings
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -80,16 +81,32 @@ def _unvalidated(model: type[_Table], values: dict[str, Any], fields_set: set[st
 
 
 def _plain_copy(value: Any) -> Any:
-    """A deep copy of a column's value: JSON-like data (dicts, lists, tuples of plain values) copied by
-    hand, four times quicker than `copy.deepcopy`; immutable values shared; anything else deep-copied."""
+    """A deep copy of a column's value: JSON-like data (dicts and lists of plain values) through a
+    `marshal` round trip, about twice as quick as copying it by hand (a summary's units are the
+    heaviest data a running graph copies); immutable values shared; anything else deep-copied.
+    `marshal` refuses a subclass (a StrEnum, a dict subclass) and a datetime: data holding one is
+    copied by hand, each type kept as it is. (A list held twice stays one list in `marshal`'s copy,
+    as in the original; by hand it becomes two.)"""
+    if isinstance(value, (str, int, float, bool, datetime)) or value is None:
+        return value
+    if type(value) is dict or type(value) is list:
+        try:
+            return marshal.loads(marshal.dumps(value))
+        except ValueError:
+            pass
+    return _hand_copy(value)
+
+
+def _hand_copy(value: Any) -> Any:
+    """A deep copy of JSON-like data made by hand, four times quicker than `copy.deepcopy`."""
     if isinstance(value, (str, int, float, bool, datetime)) or value is None:
         return value
     if isinstance(value, dict):
-        return {key: _plain_copy(item) for key, item in value.items()}
+        return {key: _hand_copy(item) for key, item in value.items()}
     if isinstance(value, list):
-        return [_plain_copy(item) for item in value]
+        return [_hand_copy(item) for item in value]
     if isinstance(value, tuple):
-        return tuple(_plain_copy(item) for item in value)
+        return tuple(_hand_copy(item) for item in value)
     return copy.deepcopy(value)
 
 

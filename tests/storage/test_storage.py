@@ -4,6 +4,8 @@ on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import threading
+from datetime import UTC, datetime
+from enum import StrEnum
 
 import pytest
 from sqlalchemy import inspect
@@ -278,3 +280,20 @@ def test_a_row_copy_of_a_node_not_stored_copies_tuples_and_other_values_deeply()
     copied.data["pair"][1].append(3)
     copied.data["seen"].add("b")
     assert node.data == {"pair": (1, [2]), "seen": {"a"}} and copied.data == {"pair": (1, [2, 3]), "seen": {"a", "b"}}
+
+
+def test_a_row_copy_keeps_enums_and_datetimes_as_they_are():
+    """Plain data is copied by a `marshal` round trip, which refuses a StrEnum or a datetime: data
+    holding one is copied by hand instead, each value keeping its type, and still its own."""
+
+    class Colour(StrEnum):
+        RED = "red"
+        BLUE = "blue"
+
+    when = datetime(2026, 12, 7, tzinfo=UTC)
+    node = Node(id=1, run_id="r", kind="question", label="root", data={"runs": [{"colour": Colour.RED, "at": when}]})
+    copied = row_copy(node)
+    [entry] = copied.data["runs"]
+    assert type(entry["colour"]) is Colour and type(entry["at"]) is datetime and entry["at"] == when
+    entry["colour"] = Colour.BLUE
+    assert node.data["runs"][0]["colour"] is Colour.RED

@@ -190,8 +190,11 @@ class MtqaMethod(Method[MtqaParams]):
             return True
         if holder_data(knowledge_base).not_covered:
             return self._close_uncovered(ctx)
-        for column in matrix.columns(ctx.graph):
-            source = matrix.created_source_of_column(ctx.graph, column.index)
+        columns = matrix.columns(ctx.graph)
+        for column in columns:
+            # What it thinks from, as `matrix.created_source_of_column` finds it, without reading
+            # the summaries again: a step reads the graph once (each read copies every node it returns).
+            source = knowledge_base if column.index == 0 else columns[column.index - 1].created_summary()
             pending = [c for c in column.cells if c.status == NodeStatus.PENDING]
             if pending:
                 if source.status != NodeStatus.DONE:
