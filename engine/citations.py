@@ -250,8 +250,18 @@ _STOPWORDS = frozenset(
     "you your all any can could would should may might will shall about over under after before between "
     "during while such each other more most some only very one two".split()
 )
-# A sentence, a list item or a line: the units a citation is attached to.
-_UNIT = re.compile(r"[^\n.!?]+(?:[.!?]+(?=\s|$)|(?=\n)|$)")
+# The period of an initial or a title ends no sentence: "Edgar A. Poe", "J.H. Ingraham", "Dr. Hale".
+# A sentence that ends in a lone capital ("World War I.") is then taken with the next: that costs
+# at most an attribution, where a name cut in two cost the text a citation in its middle.
+_TITLES = ("Mr", "Mrs", "Ms", "Dr", "Prof", "St", "vs", "e.g", "i.e")
+_BEFORE_ABBREVIATION_DOT = "|".join([r"(?<=\b[A-Z])", *(rf"(?<=\b{re.escape(title)})" for title in _TITLES)])
+# Placed right after a sentence mark: true unless the mark is an initial's or a title's period.
+NOT_AN_ABBREVIATION = "".join([r"(?<!\b[A-Z]\.)", *(rf"(?<!\b{re.escape(title)}\.)" for title in _TITLES)])
+# A sentence, a list item or a line: the units a citation is attached to. A unit runs on over a
+# mark not followed by a space ("3.5", "J.H.") and over an abbreviation's period; it ends at a
+# mark followed by a space, at a line's end or at the text's. Each character can be taken one way
+# only, and a unit can always end where it stops: linear on any text.
+_UNIT = re.compile(rf"(?:[^\n.!?]|[.!?](?!\s|$)|(?:{_BEFORE_ABBREVIATION_DOT})\.(?=[ \t]))+(?:[.!?]+(?=\s|$)|(?=\n)|$)")
 
 
 def _content_words(text: str) -> set[str]:

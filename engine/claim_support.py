@@ -33,7 +33,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, computed_field, create_model
 
-from engine.citations import number_citations, strip_markers
+from engine.citations import NOT_AN_ABBREVIATION, number_citations, strip_markers
 from engine.llm.counted import EvalLLM
 from engine.llm.protocol import StructuredOutputError
 from engine.prompting import DATA_RULE, Prompt, quoted
@@ -88,8 +88,9 @@ SOURCE_CHARS = 8000  # of a source's text shown to the judge
 
 _MARKER = re.compile(r"\[\[S(\d+)\]\]")
 _LEADING_MARKERS = re.compile(r"^(?:\s*\[\[S\d+\]\])+")
-# A sentence ends at . ! or ? followed by space; a marker or a closing quote may sit in between.
-_SENTENCE_END = re.compile(r"(?<=[.!?])(?:[\"')\]]*)\s+")
+# A sentence ends at . ! or ? followed by space, not at an initial's or a title's period (`citations`);
+# a marker or a closing quote may sit in between.
+_SENTENCE_END = re.compile(rf"(?<=[.!?]){NOT_AN_ABBREVIATION}(?:[\"')\]]*)\s+")
 _LIST_OR_HEADING = re.compile(r"^\s*(?:#{1,6}\s+|[-*+]\s+|\d+[.)]\s+|>\s*)")
 
 Verdict = Literal["supported", "not_supported", "contradicted"]

@@ -79,3 +79,31 @@ def test_headings_are_never_given_a_citation():
 def test_questions_are_never_given_a_citation():
     text = "Query: Which river flows through Paris in northern France?"
     assert attribute_uncited(text, SOURCES) == (text, 0)
+
+
+POE = Src(
+    13,
+    "Arthur's Magazine",
+    "Arthur's Magazine (1844-1846) was an American literary periodical published in Philadelphia. It "
+    "featured work by Edgar A. Poe, J.H. Ingraham, Sarah Josepha Hale, Thomas G. Spear, and others. Its "
+    "circulation was 3.5 thousand copies.",
+)
+
+
+def test_an_initials_or_a_titles_period_ends_no_sentence_so_no_citation_cuts_a_name():
+    """Seen with the built-in model: "Edgar A [1]. Poe, ... Thomas G [1]. Spear" — the periods of the
+    initials were taken for sentence ends, and each piece got a citation in the middle of a name."""
+    text = "The magazine featured work by Edgar A. Poe, J.H. Ingraham and Thomas G. Spear. Dr. Hale wrote for it."
+    attributed, added = attribute_uncited(text, [POE])
+    assert attributed == (
+        "The magazine featured work by Edgar A. Poe, J.H. Ingraham and Thomas G. Spear [1]. Dr. Hale wrote for it."
+    )
+    assert added == 1  # the last sentence names too few of the source's words to be drawn from it
+
+
+def test_a_sentence_with_a_decimal_number_is_one_sentence_and_can_be_attributed():
+    # Before, no unit could start before "3." of "3.5": the words ahead of it were never attributed.
+    text, added = attribute_uncited(
+        "Arthur's Magazine in Philadelphia had a circulation of 3.5 thousand copies.", [POE]
+    )
+    assert text == "Arthur's Magazine in Philadelphia had a circulation of 3.5 thousand copies [1]." and added == 1

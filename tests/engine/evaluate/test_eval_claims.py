@@ -59,6 +59,16 @@ def test_sentences_keep_their_markers_and_a_trailing_marker_goes_back():
     ]
 
 
+def test_an_initials_or_a_titles_period_ends_no_sentence():
+    # Checked cut in two, "Edgar A." and "Poe, J.H. Ingraham." were each judged as a claim.
+    text = "Work by Edgar A. Poe, J.H. Ingraham and Dr. Hale [[S1]]. It closed in 1846 [[S2]]. Vitamin C. Next."
+    assert split_sentences(text) == [
+        "Work by Edgar A. Poe, J.H. Ingraham and Dr. Hale [[S1]].",
+        "It closed in 1846 [[S2]].",
+        "Vitamin C. Next.",  # a sentence ending in a lone capital goes with the next: the price of the rule
+    ]
+
+
 def test_claim_support_rates_on_a_stored_run(services, fake_llm, cited_run):
     run, s1, s2, dangling = cited_run
     fake_llm.when(prompt="judge.claim_support", respond=judge_by_keyword)
