@@ -61,7 +61,8 @@ HIERARCHICAL, FIXED, PHYSICS = "hierarchical", "fixed", "physics"
 
 FONT_SIZE = 16  # px at scale 1
 LEGIBLE_PX = 11  # no label is drawn smaller on screen (vis fades a label in over its last pixel)
-# The frame never opens a map zoomed out below this: 16 px × 0.8 = 12.8 px on screen. "Fit" may.
+# The frame never opens a map zoomed out below this (16 px × 0.8 = 12.8 px on screen), unless the
+# whole map fits at nine tenths of it (11.5 px; `map.js`'s WHOLE_AT). "Fit" may.
 MIN_READABLE_SCALE = 0.8
 # A map in a column beside others (Compare) is an overview: it may open smaller to show the whole
 # tree; the toolbar zooms in and Full screen reads it.

@@ -38,6 +38,10 @@
   let network = null;
   let frameHeight = 0;
   let minScale = 0.8;
+  // A map that fits whole at nine tenths of the readable scale (labels 11.5 px instead of 12.8) is
+  // shown whole: a run of six nodes with long questions was opened at the readable scale with the
+  // last column's labels cut at the frame's edge, for want of a tenth.
+  const WHOLE_AT = 0.9;
   let lastOptions = "";
   let lastLegend = "";
   let shownSelection = null; // the page's selection last followed, or the frame's own choice since
@@ -416,7 +420,7 @@
     if (!ids.length || !mapEl.clientWidth || !mapEl.clientHeight) return false;
     fitWithLabels(ids);
     const scale = network.getScale();
-    showedWhole = scale >= minScale;
+    showedWhole = scale >= minScale * WHOLE_AT;
     if (!showedWhole && outlineAuto && outlineEl.hidden && root.clientWidth >= OUTLINE_MIN_FRAME_PX) {
       // Too big to show whole readably: the outline lists it beside the map (the map narrows: placed again).
       placing = true;

@@ -376,3 +376,38 @@ def test_steering_a_finished_run_does_not_move_the_map(streamlit_app, page, app_
     page.wait_for_timeout(1500)  # the page's last reruns
     tops.append(frame.bounding_box()["y"])
     assert set(tops) == {top}, sorted(set(tops))
+
+
+def test_a_small_map_that_nearly_fits_is_shown_whole_with_every_label(streamlit_app, page, app_repo):
+    """Seen by a new user: a finished six-node run of long questions opened at the readable scale
+    with its last column's labels cut at the frame's right edge ("When was Arthur's Magazin"). It
+    fits whole at nine tenths of that scale, so it opens whole: every node with its label in view."""
+    run = app_repo.create_run(
+        question="Which magazine was started first, Arthur's Magazine or First for Women?",
+        method="deot",
+        params={},
+        llm_info={"kind": "fake", "model": "fake", "description": "stored test run"},
+        search_mode="local",
+    )
+    root = app_repo.add_node(run.id, kind="question", label=run.question, status=NodeStatus.DONE, depth=0)
+    labels = {
+        "What is Arthur's Magazine about?": [
+            "Who was the first magazine to start?",
+            "When was Arthur's Magazine founded?",
+        ],
+        "What is First for Women and what does it do?": ["What is First for Women?"],
+    }
+    for label, below in labels.items():
+        child = app_repo.add_node(
+            run.id, kind="question", label=label, parent_id=root.id, status=NodeStatus.DONE, depth=1
+        )
+        for text in below:
+            app_repo.add_node(run.id, kind="question", label=text, parent_id=child.id, status=NodeStatus.DONE, depth=2)
+    app_repo.set_status(run.id, RunStatus.DONE)
+    page.set_viewport_size({"width": 1400, "height": 900})
+    page.goto(f"{streamlit_app.url}/?run={run.id}")
+    poll(page, lambda: len(map_nodes(page)) == 6, what="the 6 nodes on the map")
+    poll(page, lambda: all(n["wholeInView"] for n in map_nodes(page)), what="every node and its label in view")
+    assert hook(page, "() => window.__thoughtmap.scale()") >= 0.9 * 0.8
+    assert all(n["fontPx"] >= 11.5 for n in map_nodes(page))
+    page.screenshot(path=str(ARTIFACTS / "map-small-run-whole.png"))
