@@ -29,6 +29,7 @@ NOW_LINE_STYLE = (
 )
 BETWEEN_STEPS = "choosing the next step"
 PAUSED = "paused; press Resume to continue"
+STOPPING = "stopping once the current step ends (a model call under way is finished first)"
 
 
 # Enough to recognise a question at a glance; the whole question is one click away.
@@ -99,6 +100,7 @@ def progress(
     events: Sequence[RunEvent] = (),
     numbers: dict[int, int] | None = None,
     steerable: bool = False,
+    stopping: bool = False,
 ) -> None:
     """One compact line (so the map starts above the fold), then "Now:" — each running node with
     its current step — and what the run's status asks of the reader. A finished run whose method
@@ -112,7 +114,9 @@ def progress(
             st.markdown(inline_text(progress_line(run, nodes, lifecycle)))
         if run.status in RunStatus.ACTIVE:
             lines = now_lines(nodes, events, numbers if numbers is not None else node_numbers(nodes))
-            if run.status == RunStatus.PAUSED:
+            if stopping:  # Stop pressed, not yet read by the run (`step_log.stop_asked`)
+                lines = [STOPPING]
+            elif run.status == RunStatus.PAUSED:
                 lines = [PAUSED]
             elif not lines and run.status == RunStatus.RUNNING:
                 lines = [BETWEEN_STEPS]
@@ -199,9 +203,10 @@ def controls_row(run: Run):
     )
 
 
-def controls(services: Services, run: Run, *, row=None) -> None:
+def controls(services: Services, run: Run, *, row=None, stopping: bool = False) -> None:
     """Pause, Stop, Resume, Raise budget: those that apply, in `row` (a `controls_row`, by default
-    here); a warning and the budget's fields go where this is called."""
+    here); a warning and the budget's fields go where this is called. Once Stop is pressed
+    (`stopping`), Pause and Stop are gone: the run has been told."""
     if not identity.may_change(services, run):
         return  # someone else's run (shared, or read as an admin): read, never steered
     runner = services.runner
@@ -214,7 +219,8 @@ def controls(services: Services, run: Run, *, row=None) -> None:
     retryable = runner.retryable(run)
     resumable = (run.status in RunStatus.RESUMABLE and run.status != RunStatus.QUEUED) or bool(died and died.resumable)
     raised = raised_budget(run) if resumable or run.status == RunStatus.DONE else {}
-    pause, stop = run.status == RunStatus.RUNNING and died is None, run.status in RunStatus.ACTIVE and died is None
+    pause = run.status == RunStatus.RUNNING and died is None and not stopping
+    stop = run.status in RunStatus.ACTIVE and died is None and not stopping
     raise_budget, resume = run.status == RunStatus.DONE and bool(raised), resumable or retryable
     # The buttons that apply, side by side from the left: a lone Resume under a stopped run's warning
     # sat in the middle of the page, easy to miss; it is the primary action there.

@@ -42,6 +42,12 @@ def run_commands(services: Services, reads: RunReads) -> list[Command]:
     return reads.memo("commands", lambda: services.reads.list_commands(reads.run_id))
 
 
+def stop_asked(commands: Iterable[Command]) -> bool:
+    """A Stop was pressed and the run has not read it yet: it stops once its current step ends,
+    which on a slow model is a call of many seconds away."""
+    return any(c.kind == "stop" and c.status in OPEN_COMMAND for c in commands)
+
+
 def current_steps(events: Iterable[RunEvent]) -> dict[int | None, str]:
     """Node id (None: the run itself) -> its latest step or search, from events newest first."""
     steps: dict[int | None, str] = {}

@@ -24,7 +24,7 @@ from components.routing import through_the_app
 from components.run_state_panels import has_side_tab, notice_list, notices, side_panels
 from components.run_view import NOW_LINE_STYLE, controls, controls_row, progress, question_line
 from components.safe_markdown import render_document
-from components.step_log import lifecycle_events, node_badges, run_commands, run_events, step_log
+from components.step_log import lifecycle_events, node_badges, run_commands, run_events, step_log, stop_asked
 from engine.access import LimitReached
 from engine.contract import ANSWER_NODE, NODE_TAB
 from engine.methods.params import ParamError, build_params, profile_defaults, profile_for_llm
@@ -208,6 +208,7 @@ if current:
             question_line(run)
         events, numbers = run_events(services, reads), reads.memo("numbers", lambda: node_numbers(nodes))
         commands = run_commands(services, reads)
+        stopping = run.status in RunStatus.ACTIVE and stop_asked(commands)
         progress(
             run,
             nodes,
@@ -215,8 +216,9 @@ if current:
             events=events,
             numbers=numbers,
             steerable=contract is not None and contract.steers_nodes and identity.may_change(services, run),
+            stopping=stopping,
         )
-        controls(services, run, row=buttons)
+        controls(services, run, row=buttons, stopping=stopping)
         selected_key, side_key, picked_key = f"selected-{run_id}", f"side-{run_id}", f"picked-{run_id}"
         generation_key, map_key = f"pick-generation-{run_id}", f"map-{run_id}"
 

@@ -20,7 +20,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from components import app_state, mindmap
-from components.run_view import STEER_ON
+from components.run_view import STEER_ON, STOPPING
 from engine.llm.fake_server import FakeOpenAIServer
 from engine.methods.registry import METHODS
 from engine.preferences import (
@@ -343,6 +343,22 @@ def test_a_run_watched_to_its_end_opens_its_report(services):
     assert _report_expander(at).proto.expanded and not at.toast
     other = open_page(run_id=finished_deot(services, "Which rockets did the Apollo program fly?"))
     assert _report_expander(other).proto.expanded
+
+
+def test_stop_pressed_says_the_run_is_stopping_and_takes_pause_and_stop_away(services):
+    """Seen by a new user on the built-in model: after Stop the page still said what the run was
+    doing, with Pause and Stop in place, for the 15 s its model call took to end. Now, until the run
+    reads the Stop, the "Now:" line says it is stopping and the buttons that no longer apply are gone."""
+    run_id = finished_deot(services)
+    services.repo.set_status(run_id, RunStatus.RUNNING)  # no execution here: nothing reads the Stop
+    at = open_page(run_id=run_id)
+    assert {"Pause", "Stop"} <= {b.label for b in at.button}
+    next(b for b in at.button if b.label == "Stop").click().run()
+    assert_no_exception(at)
+    at.run()  # the next refresh, which reads the command the press stored
+    assert f"Now: {STOPPING}" in texts(at.caption)
+    assert not [b for b in at.button if b.label in ("Pause", "Stop")]
+    assert services.repo.get_run(run_id).status == RunStatus.RUNNING  # told, not stopped by the page
 
 
 def test_a_finished_run_says_it_can_be_steered_on_and_an_unserved_methods_run_does_not(services):
