@@ -64,7 +64,8 @@ STEER_ON = "Done. Pick a node on the map to steer the run on from it: it reopens
 
 
 def progress_line(run: Run, nodes: Sequence[Node], lifecycle: Sequence[RunEvent]) -> str:
-    """status · nodes done/total (pruned, failed) · active time (wall time) · tokens · cost, as plain text."""
+    """status · nodes done/total (pruned, failed) · active time (wall time) · tokens · cost · the run's
+    model (when stored), as plain text."""
     done = sum(n.status == NodeStatus.DONE for n in nodes)
     wall = wall_seconds(run)
     # While the run executes, its open segment runs to now; otherwise to its last event.
@@ -87,8 +88,12 @@ def progress_line(run: Run, nodes: Sequence[Node], lifecycle: Sequence[RunEvent]
         if (count := sum(n.status == status for n in nodes))
     ]
     nodes_part = f"{done} / {len(nodes)} nodes done" + (f" ({', '.join(ended)})" if ended else "")
+    # The model the run ran on, last: with a run open the page says what new research would run on
+    # only inside the folded form, and a run opened later may have run on another model.
+    model = str((run.llm_info or {}).get("model") or "").strip()
     return " · ".join(
         [run.status, nodes_part, time_part, f"{run.prompt_tokens + run.completion_tokens:,} tokens", f"${run.cost:.4f}"]
+        + ([model] if model else [])
     )
 
 

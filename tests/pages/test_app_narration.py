@@ -67,6 +67,20 @@ def test_progress_line_says_not_started_only_of_a_queued_run():
     assert parse_progress(progress_line(done, [node], []))["Status"] == "done"
 
 
+def test_progress_line_names_the_model_the_run_ran_on():
+    # With a run open, what new research runs on is said only in the folded form: the open run's own
+    # model is said on its line (a run opened later may have run on another one).
+    info = {"kind": "local", "model": "Qwen2.5-Coder-0.5B-Instruct (Q4_K_M), built in"}
+    run = Run(id="r1", question="q", method="deot", status=RunStatus.DONE, started_at=None, llm_info=info)
+    node = Node(id="n1", run_id="r1", kind="task", label="a task", status=NodeStatus.DONE)
+    line = progress_line(run, [node], [])
+    assert line == (
+        "done · 1 / 1 nodes done · time not recorded · 0 tokens · $0.0000 · "
+        "Qwen2.5-Coder-0.5B-Instruct (Q4_K_M), built in"
+    )
+    assert parse_progress(line)["model"] == info["model"] and parse_progress(line)["Cost"] == "$0.0000"
+
+
 def test_a_queued_command_shows_on_its_node_and_its_button_is_disabled(services, monkeypatch):
     run_id = finished_deot(services)
     target = _steer_target(services, run_id)

@@ -1,5 +1,5 @@
 """Reads the Explore page's one-line progress header (`components/run_view.progress_line`) as the
-fields a person sees: status, nodes done and total, active and wall time, tokens, cost."""
+fields a person sees: status, nodes done and total, active and wall time, tokens, cost, the run's model."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import re
 _LINE = re.compile(
     r"^(?P<status>\w+) · (?P<done>\d+) / (?P<total>\d+) nodes done(?: \((?P<ended>[^)]*)\))? · "
     r"(?:not started|time not recorded|(?:active (?P<active>[\d:]+) \(wall (?P<wall>[\d:]+)\))|wall (?P<wall_only>[\d:]+)) · "
-    r"(?P<tokens>[\d,]+) tokens · \$(?P<cost>[\d.]+)$"
+    r"(?P<tokens>[\d,]+) tokens · \$(?P<cost>[\d.]+)(?: · (?P<model>.+))?$"
 )
 
 
