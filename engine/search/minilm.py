@@ -46,8 +46,8 @@ _EPS = 1e-12
 
 def _gelu(x: np.ndarray) -> np.ndarray:
     """GELU with the exact erf of BERT, in place in `x` (a product's result, used only here): the
-    erf by Abramowitz & Stegun 7.1.26 (max absolute error 1.5e-7), each step writing into one of
-    two buffers. The same formula as a chain of numpy expressions allocated a new array per step
+    erf by Abramowitz & Stegun 7.1.26 (max absolute error 1.5e-7), four arrays in all, each step
+    writing into one of them. The same formula as a chain of numpy expressions allocated a new array per step
     and cost 2-2.5 times as much: about a third of the encoder's time on a run's short keys."""
     z = x / np.float32(np.sqrt(2.0))
     a = np.abs(z)
